@@ -1,0 +1,3 @@
+from composegen.cli import main
+
+main()

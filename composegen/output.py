@@ -1,0 +1,42 @@
+"""Printing results: JSON for machines (sorted keys, stable shapes), plain text for people."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=_default) + "\n")
+
+
+def _default(obj: Any) -> Any:
+    if hasattr(obj, "to_json"):
+        return obj.to_json()
+    if hasattr(obj, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(obj)
+    return str(obj)
+
+
+def out(text: str = "") -> None:
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def color_enabled(stream=sys.stderr) -> bool:
+    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def table(rows: list[list[str]], header: list[str] | None = None) -> str:
+    rows = [header, *rows] if header else rows
+    if not rows:
+        return ""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,95 @@
+"""Cross-field rules a single field cannot check. Each problem names the key it is reported at."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from composegen.profile import Resolved
+
+GIB = 2**30
+SHM_HEADROOM_GIB = 2.0  # vLLM's message queues and NCCL need room beside the offload buffer
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([a-z]*)$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": GIB, "gb": GIB, "t": 2**40, "tb": 2**40}
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: tuple[str, ...]
+    message: str
+
+
+def size_bytes(text: str) -> int:
+    """Compose byte values: '32gb', '16g', '512m' (binary units, as Docker reads them)."""
+    m = _SIZE.match(text.strip())
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def offload_gib(r: Resolved) -> float:
+    return float(r.flag("kv-offloading-size") or 0.0)
+
+
+def shm_need_bytes(r: Resolved) -> int:
+    """What /dev/shm must hold for this profile: the KV offload buffer plus headroom."""
+    return int((offload_gib(r) + SHM_HEADROOM_GIB) * GIB)
+
+
+def check(r: Resolved) -> list[Problem]:
+    f = r.flags
+    svc = r.profile.service
+    out: list[Problem] = []
+    util = f.get("gpu-memory-utilization")
+    if util is not None and not 0 < util <= 1:
+        out.append(Problem(("vllm", "gpu-memory-utilization"), f"must be in (0, 1], got {util}"))
+    batched, seqs = f.get("max-num-batched-tokens"), f.get("max-num-seqs")
+    if batched is not None and seqs is not None and batched < seqs:
+        out.append(Problem(("vllm", "max-num-batched-tokens"), f"{batched} is below max-num-seqs {seqs}; each step must fit one token per sequence"))
+    max_len = f.get("max-model-len")
+    chunked = f.get("enable-chunked-prefill", True)  # on by default in vLLM's V1 engine
+    if isinstance(max_len, int) and batched is not None and max_len > batched and chunked is False:
+        out.append(Problem(("vllm", "max-model-len"), f"{max_len} exceeds max-num-batched-tokens {batched} while enable-chunked-prefill is false; a prompt could never be scheduled"))
+    for name in ("max-num-batched-tokens", "max-num-seqs", "tensor-parallel-size", "pipeline-parallel-size", "decode-context-parallel-size"):
+        if isinstance(f.get(name), int) and f[name] < 1:
+            out.append(Problem(("vllm", name), f"must be at least 1, got {f[name]}"))
+    if isinstance(max_len, int) and max_len < 1 and max_len != -1:
+        out.append(Problem(("vllm", "max-model-len"), f"must be positive (or -1/auto), got {max_len}"))
+    tp, pp = f.get("tensor-parallel-size", 1), f.get("pipeline-parallel-size", 1)
+    if tp * pp != svc.gpus.n:
+        out.append(Problem(("service", "gpus"), f"reserves {svc.gpus.n} GPU(s) but tensor-parallel-size × pipeline-parallel-size = {tp} × {pp} = {tp * pp}"))
+    dcp = f.get("decode-context-parallel-size", 1)
+    if dcp >= 1 and tp % dcp:
+        out.append(Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}"))
+    offload = offload_gib(r)
+    if offload < 0:
+        out.append(Problem(("vllm", "kv-offloading-size"), f"must not be negative, got {offload}"))
+    if offload > 0 and svc.ipc != "host":
+        if svc.shm_size is None:
+            out.append(Problem(("service", "shm_size"), f"kv-offloading-size {offload:g} GiB lives in /dev/shm; set shm_size to at least {offload + SHM_HEADROOM_GIB:g}gb"))
+        elif size_bytes(svc.shm_size) < shm_need_bytes(r):
+            out.append(Problem(("service", "shm_size"), f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB plus {SHM_HEADROOM_GIB:g} GiB headroom"))
+    if svc.shm_size is not None:
+        try:
+            size_bytes(svc.shm_size)
+        except ValueError as exc:
+            out.append(Problem(("service", "shm_size"), str(exc)))
+    if not r.profile.pinned and not r.profile.image_unpinned_reason:
+        out.append(Problem(("image",), f"{r.profile.image!r} is not pinned; use repo@sha256:<64 hex>, or state image_unpinned_reason"))
+    return out
+
+
+def warnings(r: Resolved) -> list[str]:
+    svc = r.profile.service
+    out: list[str] = []
+    if offload_gib(r) > 0 and svc.ipc == "host":
+        out.append(
+            f"kv-offloading-size {offload_gib(r):g} GiB lives in the host's /dev/shm (ipc: host makes shm_size inert); "
+            f"`composegen up` checks the host has {shm_need_bytes(r) / GIB:g} GiB free there"
+        )
+    if not r.profile.pinned:
+        out.append(f"image {r.profile.image!r} is not pinned by digest: {r.profile.image_unpinned_reason}")
+    if svc.port.bind not in ("127.0.0.1", "::1", "localhost"):
+        out.append(f"the API is published on {svc.port.bind}:{svc.port.host}, reachable beyond this host")
+    return out

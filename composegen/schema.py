@@ -1,0 +1,147 @@
+"""The profile model: what a profile may say beyond vLLM flags, typed and range-checked.
+
+Strict types throughout: YAML's `yes` is not a boolean-as-int, `4096.5` is not an integer.
+Unknown keys are errors (extra="forbid"). `composegen schema` prints the JSON Schema of `Profile`.
+"""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
+
+DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$")
+TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
+SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+REF_RE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-?][^}]*)?\}$")
+SIZE_RE = re.compile(r"^\d+(?:\.\d+)?\s*(?:b|k|kb|m|mb|g|gb|t|tb)?$", re.I)
+DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|ms|s|m|h))+$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+Port = Annotated[StrictInt, Field(ge=1, le=65535)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Model(Strict):
+    id: StrictStr = Field(description="Hugging Face model id, e.g. deepseek-ai/DeepSeek-V4-Flash-0731")
+    revision: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{40}$", description="40-hex commit")]
+    served_name: Annotated[StrictStr, Field(min_length=1, description="--served-model-name")]
+    path: StrictStr | None = Field(None, description="model path inside the container (default: id)")
+
+
+class Published(Strict):
+    host: Port = Field(description="host port")
+    container: Port = Field(8000, description="port vLLM listens on inside the container")
+    bind: StrictStr = Field("127.0.0.1", description="host address; 0.0.0.0 exposes the API to the network")
+
+
+class Gpus(Strict):
+    count: Annotated[StrictInt, Field(ge=1)] | None = None
+    device_ids: list[StrictStr] | None = None
+    driver: StrictStr = "nvidia"
+    spelling: Literal["deploy", "gpus"] = Field(
+        "deploy", description="deploy.resources.reservations.devices, or the service-level gpus: attribute"
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self):
+        if (self.count is None) == (self.device_ids is None):
+            raise ValueError("give exactly one of count or device_ids (compose forbids both)")
+        return self
+
+    @property
+    def n(self) -> int:
+        return self.count if self.count is not None else len(self.device_ids or [])
+
+
+class Ulimit(Strict):
+    soft: StrictInt
+    hard: StrictInt
+
+
+class Volume(Strict):
+    source: StrictStr = Field(description="host path (absolute, ./relative or ${VAR}) or a named volume")
+    target: Annotated[StrictStr, Field(pattern=r"^/")]
+    read_only: StrictBool = False
+
+    @property
+    def named(self) -> bool:
+        return not self.source.startswith(("/", ".", "~", "$"))
+
+
+class Service(Strict):
+    port: Published
+    container_name: Annotated[StrictStr, Field(pattern=NAME_RE.pattern)] | None = None
+    gpus: Gpus
+    ipc: Literal["host", "private", "shareable"] = "private"
+    shm_size: Annotated[StrictStr, Field(pattern=SIZE_RE.pattern)] | None = Field(None, description="e.g. 32gb")
+    init: StrictBool = True
+    ulimits: dict[StrictStr, StrictInt | Ulimit] = Field(default_factory=dict)
+    environment: dict[StrictStr, StrictStr | StrictInt] = Field(default_factory=dict)
+    volumes: list[Volume] = Field(default_factory=list)
+    stop_grace_period: Annotated[StrictStr, Field(pattern=DURATION_RE.pattern)] = "120s"
+    startup_timeout: Annotated[StrictInt, Field(ge=1, le=86400)] = Field(1800, description="seconds")
+    restart: Literal["no", "on-failure", "unless-stopped", "always"] = "no"
+
+    @field_validator("environment")
+    @classmethod
+    def _secrets_by_reference(cls, env: dict) -> dict:
+        for key, value in env.items():
+            if SECRET_RE.search(key) and not (isinstance(value, str) and REF_RE.match(value)):
+                raise ValueError(f"{key}: secrets must be a ${{VAR}} reference, never a value (write {key}: ${{{key}}})")
+        return env
+
+
+class Qualify(Strict):
+    min_kv_tokens: Annotated[StrictInt, Field(ge=1)] | None = Field(None, description="default: max-model-len")
+    min_prompt_tokens: Annotated[StrictInt, Field(ge=1)] | None = Field(
+        None, description="largest API-reported prompt that must be processed"
+    )
+    ladder_targets: list[Annotated[StrictInt, Field(ge=1)]] = Field(default_factory=list)
+    gates: list[Literal["smoke", "json", "tools", "stream_tools", "continuation", "responses"]] = Field(
+        default_factory=list
+    )
+    tools: Annotated[StrictInt, Field(ge=1)] = 20
+
+
+class Emulate(Strict):
+    env: dict[StrictStr, StrictStr | StrictInt] = Field(
+        default_factory=dict, description="emulator memory-model settings for `up --emulate` (EMU_*)"
+    )
+
+
+class Profile(Strict):
+    description: StrictStr = ""
+    extends: StrictStr | None = None
+    vllm_version: StrictStr = "0.33.0"
+    image: StrictStr = Field(description="repo@sha256:<64 hex>")
+    image_unpinned_reason: StrictStr | None = Field(
+        None, description="why a tag-only image is accepted (validate --strict still fails)"
+    )
+    model: Model
+    service: Service
+    vllm: dict[StrictStr, Any] = Field(default_factory=dict, description="vLLM flag name → value")
+    identity: list[StrictStr] = Field(default_factory=list, description="extra diff paths that are identity-only")
+    qualify: Qualify | None = None
+    emulate: Emulate = Field(default_factory=Emulate)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, image: str) -> str:
+        if not (DIGEST_RE.match(image) or TAG_RE.match(image)):
+            raise ValueError(f"not an image reference: {image!r}")
+        return image
+
+    @property
+    def pinned(self) -> bool:
+        return bool(DIGEST_RE.match(self.image))
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Profile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "composegen profile"
+    return schema

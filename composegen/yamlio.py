@@ -1,0 +1,89 @@
+"""Safe YAML loading that remembers the line of every key, so errors can say `file:line: field`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from composegen.errors import BadInput
+
+Path_ = tuple  # a key path such as ("vllm", "max-num-batched-tokens")
+
+
+@dataclass
+class Marked:
+    """A loaded document plus where each key path was written (file, 1-based line)."""
+
+    data: Any
+    marks: dict[tuple, tuple[str, int]] = field(default_factory=dict)
+
+    def where(self, path: tuple) -> tuple[str, int] | None:
+        """The mark of `path`, or of its nearest marked parent."""
+        path = tuple(path)
+        while True:
+            if path in self.marks:
+                return self.marks[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader without merge keys (`<<`); duplicates are caught in _to_python."""
+
+
+def load_marked(path: Path, display: str) -> Marked:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInput(f"{display}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{display}: not UTF-8 text ({exc.reason})") from None
+    return loads_marked(text, display)
+
+
+def loads_marked(text: str, display: str) -> Marked:
+    try:
+        node = yaml.compose(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        raise BadInput(f"{display}:{line}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise BadInput(f"{display}: invalid YAML: {exc}") from None
+    marked = Marked(data=None)
+    if node is None:
+        marked.data = {}
+        return marked
+    loader = _StrictLoader("")
+    marked.data = _to_python(node, (), marked, display, loader)
+    return marked
+
+
+def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loader) -> Any:
+    line = node.start_mark.line + 1
+    marked.marks.setdefault(path, (display, line))
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise BadInput(f"{display}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported; use extends:")
+            key = loader.construct_object(key_node)
+            if not isinstance(key, str):
+                raise BadInput(f"{display}:{key_node.start_mark.line + 1}: keys must be strings, got {key!r}")
+            if key in out:
+                raise BadInput(f"{display}:{key_node.start_mark.line + 1}: {'.'.join((*path, key))}: duplicate key")
+            child = (*path, key)
+            marked.marks[child] = (display, key_node.start_mark.line + 1)
+            out[key] = _to_python(value_node, child, marked, display, loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_python(item, (*path, i), marked, display, loader) for i, item in enumerate(node.value)]
+    if node.tag.startswith("tag:yaml.org,2002:") or node.tag == "!":
+        try:
+            return loader.construct_object(node)
+        except yaml.YAMLError as exc:
+            raise BadInput(f"{display}:{line}: {'.'.join(map(str, path))}: {exc}") from None
+    raise BadInput(f"{display}:{line}: {'.'.join(map(str, path))}: YAML tag {node.tag} is not allowed")
