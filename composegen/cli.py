@@ -183,9 +183,17 @@ def diff(
     raise typer.Exit(diffing.exit_status(changes, functional_only))
 
 
-def main() -> None:
-    import click
+def _click_exceptions():
+    """Typer vendors click (typer._click) in recent releases; find its exception module either way."""
+    try:
+        from typer._click import exceptions  # type: ignore[attr-defined]
+    except ImportError:  # older typer: plain click
+        from click import exceptions
+    return exceptions
 
+
+def main() -> None:
+    click_exc = _click_exceptions()
     try:
         rc = app(standalone_mode=False)
     except ComposegenError as exc:
@@ -195,12 +203,13 @@ def main() -> None:
         if exc.hint:
             err(f"hint: {exc.hint}")
         sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except (KeyboardInterrupt, getattr(click_exc, "Abort", KeyboardInterrupt)):
         err("composegen: interrupted")
         sys.exit(INTERRUPTED)
-    except click.ClickException as exc:
+    except click_exc.ClickException as exc:
         exc.show()
-        sys.exit(BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
+        # A bare `composegen` shows help: that is not an error.
+        sys.exit(0 if type(exc).__name__ == "NoArgsIsHelpError" else BAD_INPUT)
     except Exception as exc:  # noqa: BLE001 - the one place an unexpected error becomes a message
         log = _crash_log(exc)
         err(f"composegen: internal error: {type(exc).__name__}: {exc} (traceback in {log})")

@@ -70,6 +70,8 @@ def check(r: Resolved) -> list[Problem]:
             out.append(Problem(("service", "shm_size"), f"kv-offloading-size {offload:g} GiB lives in /dev/shm; set shm_size to at least {offload + SHM_HEADROOM_GIB:g}gb"))
         elif size_bytes(svc.shm_size) < shm_need_bytes(r):
             out.append(Problem(("service", "shm_size"), f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB plus {SHM_HEADROOM_GIB:g} GiB headroom"))
+    if svc.ipc != "host" and svc.shm_size is None:
+        out.append(Problem(("service", "ipc"), "private IPC gets Docker's 64 MB /dev/shm, far too small for vLLM; set shm_size (e.g. 16gb) or ipc: host"))
     if svc.shm_size is not None:
         try:
             size_bytes(svc.shm_size)

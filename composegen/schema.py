@@ -131,6 +131,8 @@ class Profile(Strict):
     @field_validator("image")
     @classmethod
     def _image(cls, image: str) -> str:
+        if "@" in image and not DIGEST_RE.match(image):
+            raise ValueError(f"{image!r} is not pinned: the digest must be sha256:<64 lowercase hex>")
         if not (DIGEST_RE.match(image) or TAG_RE.match(image)):
             raise ValueError(f"not an image reference: {image!r}")
         return image

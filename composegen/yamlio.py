@@ -30,6 +30,9 @@ class Marked:
             path = path[:-1]
 
 
+_PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null")} | {"!"}
+
+
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader without merge keys (`<<`); duplicates are caught in _to_python."""
 
@@ -81,7 +84,7 @@ def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loade
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(item, (*path, i), marked, display, loader) for i, item in enumerate(node.value)]
-    if node.tag.startswith("tag:yaml.org,2002:") or node.tag == "!":
+    if node.tag in _PLAIN_TAGS:
         try:
             return loader.construct_object(node)
         except yaml.YAMLError as exc:
