@@ -1,0 +1,131 @@
+"""Waiting for a stack: created → running → port open → /health 200 → /v1/models lists the served name.
+
+HTTP is polled every 0.1 s by us rather than waiting on Docker's healthcheck interval, so readiness is
+seen within a poll of /health first answering 200. The container's state is checked alongside, so an
+exit or restart fails at once instead of at the timeout.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+PHASES = ("created", "running", "port open", "health 200", "models ready")
+HTTP_POLL_S = 0.1
+STATE_POLL_S = 0.5
+
+
+@dataclass
+class Endpoint:
+    host: str
+    port: int
+    api_key: str | None = None
+
+    def get(self, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
+
+    def port_open(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@dataclass
+class Waited:
+    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds since start
+    model: dict | None = None
+    ready_at: float | None = None  # wall clock (time.time()) when /health first answered 200
+
+
+class StackFailed(Exception):
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def models_entry(endpoint: Endpoint, served_name: str) -> dict | None:
+    try:
+        status, body = endpoint.get("/v1/models")
+        if status != 200:
+            return None
+        return next((m for m in json.loads(body).get("data", []) if m.get("id") == served_name), None)
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+
+
+def health_ok(endpoint: Endpoint) -> bool:
+    try:
+        return endpoint.get("/health", timeout=1.0)[0] == 200
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def wait_ready(
+    state: Callable[[], tuple[str, int | None, int]],
+    endpoint: Endpoint,
+    served_name: str,
+    max_model_len: int | None,
+    timeout: float,
+    on_phase: Callable[[str, float], None] = lambda phase, t: None,
+    on_tick: Callable[[float], None] = lambda t: None,
+) -> Waited:
+    """`state()` returns (status, exit_code, restart_count) of the container, status "" when absent."""
+    start = time.monotonic()
+    waited = Waited()
+    last_state = 0.0
+    restarts0 = None
+
+    def reach(phase: str) -> None:
+        if phase not in waited.phases:
+            waited.phases[phase] = round(time.monotonic() - start, 3)
+            on_phase(phase, waited.phases[phase])
+
+    while True:
+        now = time.monotonic()
+        if now - start > timeout:
+            missing = next(p for p in PHASES if p not in waited.phases)
+            raise TimeoutError(f"not ready after {timeout:g} s (waiting for: {missing})")
+        if now - last_state >= STATE_POLL_S or "running" not in waited.phases:
+            last_state = now
+            status, exit_code, restarts = state()
+            if status:
+                reach("created")
+            restarts0 = restarts if restarts0 is None else restarts0
+            if status in ("exited", "dead"):
+                raise StackFailed(f"the container exited with code {exit_code} before it was ready", exit_code)
+            if status == "restarting" or (restarts0 is not None and restarts > restarts0):
+                raise StackFailed(f"the container is restarting (exit code {exit_code})", exit_code)
+            if status == "running":
+                reach("running")
+        if "running" in waited.phases:
+            if "port open" not in waited.phases and endpoint.port_open():
+                reach("port open")
+            if "port open" in waited.phases and "health 200" not in waited.phases and health_ok(endpoint):
+                waited.ready_at = time.time()
+                reach("health 200")
+            if "health 200" in waited.phases:
+                entry = models_entry(endpoint, served_name)
+                if entry and max_model_len is not None and entry.get("max_model_len") != max_model_len:
+                    raise StackFailed(f"/v1/models reports max_model_len {entry.get('max_model_len')} for {served_name}, the profile says {max_model_len}")
+                if entry:
+                    waited.model = entry
+                    reach("models ready")
+                    return waited
+        on_tick(time.monotonic() - start)
+        time.sleep(HTTP_POLL_S)

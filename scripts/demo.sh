@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job on the emulated backend: render the stacks, bring the 4,096-token candidate up with the
+# emulated vLLM (a test double: no GPU here), show its status, startup report and gates, then take it down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+NAME="${1:-4096-131k}"
+trap 'python3 -m composegen down "$NAME" >/dev/null 2>&1 || true' EXIT
+set -x
+python3 -m composegen render
+python3 -m composegen up "$NAME" --emulate --down-on-failure
+python3 -m composegen status "$NAME"
+python3 -m composegen startup "$NAME"
+python3 -m composegen gate "$NAME" --tools 20
+python3 -m composegen down "$NAME"
