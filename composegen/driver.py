@@ -96,7 +96,7 @@ class UpResult:
         return {
             "name": self.name, "project": self.project, "emulated": self.emulated,
             "checks": [c.to_json() for c in self.checks], "warnings": self.warnings,
-            "phases": self.phases, "time_to_ready_s": self.time_to_ready_s,
+            "phases": [{"phase": k, "seconds": v} for k, v in self.phases.items()], "time_to_ready_s": self.time_to_ready_s,
             "detection_latency_s": self.detection_latency_s, "endpoint": self.endpoint, "startup": self.startup,
         }
 
@@ -119,7 +119,8 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         from composegen import shm
 
         shm.reclaim("/dev/shm", yes=True, ignore_unreadable=True)
-    if ulimits:
+    image_ok = more[-1].status == "ok"
+    if ulimits and image_ok:  # the probe runs the image itself: only once we know it is there
         ceiling = engine.engine_rlimits(image)
         more.append(preflight.ulimit_check(ulimits, ceiling, opts.emulate))
         if opts.emulate:

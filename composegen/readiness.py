@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -35,10 +34,12 @@ class Endpoint:
             conn.close()
 
     def port_open(self) -> bool:
+        """Something answers HTTP on the port. A bare TCP connect is not enough: docker-proxy accepts
+        on the host port long before the server inside listens, then drops the connection."""
         try:
-            with socket.create_connection((self.host, self.port), timeout=0.5):
-                return True
-        except OSError:
+            self.get("/health", timeout=1.0)
+            return True
+        except (OSError, http.client.HTTPException):
             return False
 
     @property
