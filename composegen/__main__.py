@@ -1,3 +1,3 @@
-from composegen.cli import main
+from composegen.entry import main
 
 main()

@@ -33,8 +33,9 @@ class Marked:
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null")} | {"!"}
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader without merge keys (`<<`); duplicates are caught in _to_python."""
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """The safe loader (libyaml's when present: render --check parses every profile, so speed shows);
+    merge keys and duplicates are refused in _to_python."""
 
 
 def load_marked(path: Path, display: str) -> Marked:
