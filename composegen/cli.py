@@ -293,10 +293,9 @@ def startup(
             raise BadInputError(f"{log}: {exc.strerror}") from None
         report = parsing.parse_startup_log(text).to_json()
         if name:
-            _, r = _load(name)
-            from composegen.driver import _profile_flags
+            from composegen.driver import with_mismatches
 
-            report["mismatches"] = parsing.mismatches(_profile_flags(r), report.get("effective_args") or {})
+            report = with_mismatches(_load(name)[1], report)
     else:
         if not name:
             raise BadInputError("give a profile name or --log FILE")
@@ -308,8 +307,14 @@ def startup(
             raise CheckFailed(f"{name} has no container on this engine", hint=f"`composegen up {name}` first, or --log FILE")
         report = driver.startup_for(r, ctr)
     if json_:
-        return emit_json(report)
-    out(parsing.format_text(report))
+        emit_json(report)
+    else:
+        out(parsing.format_text(report))
+        for m in report.get("mismatches") or []:
+            out(f"MISMATCH {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
+    failures = [e for e in report.get("errors") or [] if e.get("kind") != "shm_broadcast_block"]
+    if failures or not report.get("ready") or report.get("mismatches"):
+        raise CheckFailed("the engine is not ready" if not report.get("ready") else "startup report has errors or mismatches")
 
 
 @app.command()

@@ -218,7 +218,16 @@ def startup_for(r: Resolved, ctr) -> dict:
     from composegen import startup
 
     report = startup.parse_startup_log(engine.logs(ctr)).to_json()
-    report["mismatches"] = startup.mismatches(_profile_flags(r), report.get("effective_args") or {})
+    return with_mismatches(r, report)
+
+
+def with_mismatches(r: Resolved, report: dict) -> dict:
+    """Profile flags whose effective value differs from the engine's own `non-default args` line;
+    null when the log has no such line (nothing to compare is not "no mismatch")."""
+    from composegen import startup
+
+    args = report.get("effective_args")
+    report["mismatches"] = startup.mismatches(_profile_flags(r), args) if args is not None else None
     return report
 
 

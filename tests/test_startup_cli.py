@@ -1,0 +1,32 @@
+"""`composegen startup --log`: the report, profile mismatches, exit codes."""
+from __future__ import annotations
+
+import json
+
+from tests.helpers import REPO, run_cli
+
+LOGS = REPO / "tests/data/logs"
+
+
+def test_arm_log_matches_its_profile():
+    res = run_cli("startup", "--log", str(LOGS / "vllm-0.33.0-r33-4096-arm.log"), "4096-131k", "--json")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert report["kv_cache_tokens"] == 553243 and report["mismatches"] == []
+
+
+def test_mismatch_between_profile_and_engine_fails_the_check():
+    res = run_cli("startup", "--log", str(LOGS / "vllm-0.33.0-r33-4096-arm.log"), "8192-131k")
+    assert res.returncode == 1
+    assert "MISMATCH max-num-batched-tokens: profile 8192, engine 4096" in res.stdout
+
+
+def test_failed_start_is_exit_1_with_a_hint():
+    res = run_cli("startup", "--log", str(LOGS / "vllm-0.33.0-kv-too-small.log"))
+    assert res.returncode == 1
+    assert "kv_too_small_for_max_len" in res.stdout and "at most 85264" in res.stdout
+
+
+def test_missing_log_is_bad_input():
+    res = run_cli("startup", "--log", "/nonexistent.log")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
