@@ -27,6 +27,11 @@ MANAGED_FLAGS = {
     "port": "service.port.container",
     "host": "service.port (vLLM listens on all interfaces inside the container)",
     "model": "model.id",
+    "nnodes": "nodes.members",
+    "node-rank": "nodes.members[].rank",
+    "master-addr": "nodes.master_addr",
+    "master-port": "nodes.master_port",
+    "headless": "nodes (workers run headless)",
 }
 
 
@@ -44,15 +49,17 @@ class Resolved:
     @property
     def hash(self) -> str:
         """Hash of the resolved profile: what the stack is, not how the YAML was written."""
-        doc = {"profile": self.profile.model_dump(mode="json", exclude={"extends", "description"}), "flags": self.flags}
+        # exclude_defaults: a new optional schema field must not change every existing hash.
+        doc = {"profile": self.profile.model_dump(mode="json", exclude={"extends", "description"}, exclude_defaults=True), "flags": self.flags}
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def flag(self, name: str, default: Any = None) -> Any:
         return self.flags.get(name, default)
 
-    def argv(self) -> list[str]:
-        """The container command after `vllm serve`: the model first, then flags, sorted by name."""
+    def argv(self, node=None) -> list[str]:
+        """The container command after `vllm serve`: the model first, then flags, sorted by name.
+        For a node of a multi-node profile, vLLM's own multi-node flags; it runs on the host network."""
         model, svc = self.profile.model, self.profile.service
         items = [model.path or model.id]
         managed = {
@@ -61,6 +68,12 @@ class Resolved:
             "host": "0.0.0.0",
             "port": svc.port.container,
         }
+        if node is not None:
+            nodes = self.profile.nodes
+            managed.update({
+                "host": svc.port.bind, "port": svc.port.host, "nnodes": len(nodes.members), "node-rank": node.rank,
+                "master-addr": nodes.master_addr, "master-port": nodes.master_port, "headless": node.rank != 0,
+            })
         for name, value in sorted({**managed, **self.flags}.items()):
             items.extend(self.catalog.argv(name, value))
         return items

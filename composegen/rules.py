@@ -57,8 +57,11 @@ def check(r: Resolved) -> list[Problem]:
     if isinstance(max_len, int) and max_len < 1 and max_len != -1:
         out.append(Problem(("vllm", "max-model-len"), f"must be positive (or -1/auto), got {max_len}"))
     tp, pp = f.get("tensor-parallel-size", 1), f.get("pipeline-parallel-size", 1)
-    if tp * pp != svc.gpus.n:
+    nodes = r.profile.nodes
+    if nodes is None and tp * pp != svc.gpus.n:
         out.append(Problem(("service", "gpus"), f"reserves {svc.gpus.n} GPU(s) but tensor-parallel-size × pipeline-parallel-size = {tp} × {pp} = {tp * pp}"))
+    if nodes is not None:
+        out += _node_problems(r, tp * pp)
     dcp = f.get("decode-context-parallel-size", 1)
     if dcp >= 1 and tp % dcp:
         out.append(Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}"))
@@ -79,6 +82,24 @@ def check(r: Resolved) -> list[Problem]:
             out.append(Problem(("service", "shm_size"), str(exc)))
     if not r.profile.pinned and not r.profile.image_unpinned_reason:
         out.append(Problem(("image",), f"{r.profile.image!r} is not pinned; use repo@sha256:<64 hex>, or state image_unpinned_reason"))
+    return out
+
+
+def _node_problems(r: Resolved, world: int) -> list[Problem]:
+    nodes, svc = r.profile.nodes, r.profile.service
+    out: list[Problem] = []
+    ranks = sorted(m.rank for m in nodes.members)
+    if ranks != list(range(len(nodes.members))):
+        out.append(Problem(("nodes", "members"), f"node ranks must be 0..{len(nodes.members) - 1}, each once; got {ranks}"))
+    names = [m.name for m in nodes.members]
+    if len(set(names)) != len(names):
+        out.append(Problem(("nodes", "members"), f"node names must be unique; got {names}"))
+    per_node = {(m.gpus or svc.gpus).n for m in nodes.members}
+    if len(per_node) != 1:
+        out.append(Problem(("nodes", "members"), f"every node must reserve the same number of GPUs; got {sorted(per_node)}"))
+    elif world != per_node.pop() * len(nodes.members):
+        gpus = (nodes.members[0].gpus or svc.gpus).n
+        out.append(Problem(("vllm", "tensor-parallel-size"), f"tensor × pipeline parallel = {world}, but {len(nodes.members)} nodes × {gpus} GPU(s) = {gpus * len(nodes.members)}"))
     return out
 
 

@@ -107,6 +107,48 @@ class Qualify(Strict):
     tools: Annotated[StrictInt, Field(ge=1)] = 20
 
 
+HOST_RE = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+\]?|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)$")
+ENDPOINT_RE = re.compile(r"^(?:unix|tcp|ssh|npipe)://\S+$")
+
+
+class Node(Strict):
+    name: Annotated[StrictStr, Field(pattern=NAME_RE.pattern)]
+    rank: Annotated[StrictInt, Field(ge=0)]
+    docker_host: Annotated[StrictStr, Field(pattern=ENDPOINT_RE.pattern)] | None = Field(
+        None, description="DOCKER_HOST URL of this node's engine, e.g. ssh://spark-2 (default: local)"
+    )
+    context: StrictStr | None = Field(None, description="docker context name, instead of docker_host")
+    environment: dict[StrictStr, StrictStr | StrictInt] = Field(
+        default_factory=dict, description="per-node settings: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, VLLM_HOST_IP, …"
+    )
+    gpus: Gpus | None = Field(None, description="default: service.gpus")
+    hf_cache: StrictStr | None = Field(None, description="host path of the Hugging Face cache on this node")
+
+    @model_validator(mode="after")
+    def _one_endpoint(self):
+        if self.docker_host and self.context:
+            raise ValueError("give docker_host or context, not both")
+        return self
+
+
+class Nodes(Strict):
+    master_addr: StrictStr = Field(description="the head's address on the fabric (--master-addr)")
+    master_port: Port = Field(29501, description="--master-port")
+    rdma: StrictBool = Field(False, description="pass /dev/infiniband and IPC_LOCK to every node")
+    members: Annotated[list[Node], Field(min_length=2)]
+
+    @field_validator("master_addr")
+    @classmethod
+    def _addr(cls, addr: str) -> str:
+        if not HOST_RE.match(addr) or (addr.count(".") == 3 and addr.replace(".", "").isdigit() and any(int(p) > 255 for p in addr.split("."))):
+            raise ValueError(f"not an IP address or host name: {addr!r}")
+        return addr
+
+    @property
+    def head(self) -> Node:
+        return next(m for m in self.members if m.rank == 0)
+
+
 class Emulate(Strict):
     env: dict[StrictStr, StrictStr | StrictInt] = Field(
         default_factory=dict, description="emulator memory-model settings for `up --emulate` (EMU_*)"
@@ -126,6 +168,7 @@ class Profile(Strict):
     vllm: dict[StrictStr, Any] = Field(default_factory=dict, description="vLLM flag name → value")
     identity: list[StrictStr] = Field(default_factory=list, description="extra diff paths that are identity-only")
     qualify: Qualify | None = None
+    nodes: Nodes | None = Field(None, description="one profile across several hosts (vLLM multi-node, mp backend)")
     emulate: Emulate = Field(default_factory=Emulate)
 
     @field_validator("image")

@@ -1,0 +1,398 @@
+"""Functional gates against a running OpenAI-compatible endpoint (vLLM or the emulator).
+
+`run_gates(base_url, model, *, api_key=None, tools=20, only=None, timeout=120, max_tokens=1024,
+reasoning_effort=None) -> dict`, gates in this order:
+  smoke         a Python one-liner; the answer must contain `sum(`
+  json          json_object (an object with key `language`) and strict json_schema (validated by `jsonschema`;
+                enums, integers, a boolean, a nested object)
+  tools         N distinct typed tools (required fields, enums, integer ranges, nested objects, arrays); each
+                request sends all N and forces one with tool_choice; the call must name it and its arguments
+                must validate against its schema. Passes only at N/N
+  stream_tools  the weather tool streamed (tool_choice auto): deltas reassembled by index into valid arguments,
+                finish_reason `tool_calls`, no parser markup leaking into content or arguments
+  continuation  assistant tool_calls + a tool result -> a final text answer using the result, finish `stop`
+  responses     Responses API: status `completed`, output text containing READY
+Any `length` finish fails its gate. Requests run one at a time (N queued requests at max-num-seqs 1 measure
+the scheduler, not the model). Result (stable keys):
+  {"model", "base_url", "gates": [{"name", "passed", "latency_s", "reason" (null when passed), "details"}],
+   "passed": n, "total": n, "tools": {"passed": k, "total": N} | null (tools gate not run), "ok": bool}
+Errors: server unreachable or model not served -> EngineError; API key rejected or unknown gate -> BadInput.
+A failed gate is a result, not an exception: the CLI exits 1 when `ok` is false.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any, Callable
+
+from composegen.errors import BadInput, EngineError
+
+GATES = ("smoke", "json", "tools", "stream_tools", "continuation", "responses")
+# Text that a misconfigured tool or reasoning parser leaks into what should be clean output.
+GARBAGE_MARKERS = ("<|", "<｜", "<<tool", "function=", "\ufffd", "</think>")
+_FENCE = re.compile(r"^```[^\n]*\n?|\n?```$")
+
+
+def _s(description: str) -> dict:
+    return {"type": "string", "description": description}
+
+
+def _i(description: str, lo: int, hi: int) -> dict:
+    return {"type": "integer", "description": description, "minimum": lo, "maximum": hi}
+
+
+def _e(*values: Any) -> dict:
+    return {"enum": list(values), **({"type": "string"} if all(isinstance(v, str) for v in values) else {})}
+
+
+def _o(required: list[str], **props: dict) -> dict:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+_NUM, _BOOL = {"type": "number"}, {"type": "boolean"}
+_CURRENCY = ("USD", "EUR", "GBP", "JPY")
+
+# (name, description, parameters, a user request that needs this tool)
+TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
+    ("get_weather", "Current weather for a city", _o(["city"], city=_s("city"), unit=_e("celsius", "fahrenheit")),
+     "What is the weather in Oakland right now, in fahrenheit?"),
+    ("book_flight", "Book a flight", _o(["origin", "destination", "passengers", "cabin"], origin=_s("IATA code"),
+     destination=_s("IATA code"), passengers=_i("travellers", 1, 9), cabin=_e("economy", "premium", "business")),
+     "Book a business flight from Boston to Denver for two people."),
+    ("create_calendar_event", "Create a calendar event", _o(["title", "start", "duration_minutes"], title=_s("title"),
+     start=_s("ISO 8601"), duration_minutes=_i("length", 5, 480), attendees={"type": "array", "items": _s("email")}),
+     "Put a 30 minute Design Review on my calendar tomorrow at 10:00."),
+    ("send_email", "Send an email", _o(["to", "subject", "body"], to=_s("address"), subject=_s("subject line"),
+     body=_s("plain text"), priority=_e("low", "normal", "high")), "Email Dana that the Quarterly Report is ready."),
+    ("convert_currency", "Convert money", _o(["amount", "source", "target"], amount={**_NUM, "minimum": 0},
+     source=_e(*_CURRENCY), target=_e(*_CURRENCY)), "Convert 250 US dollars to euros."),
+    ("search_products", "Search the catalogue", _o(["query"], query=_s("words"), max_results=_i("page", 1, 50),
+     filters=_o([], min_price=_NUM, max_price=_NUM, in_stock=_BOOL)), "Find Trail Running shoes under 120 dollars."),
+    ("set_thermostat", "Set a thermostat", _o(["room", "temperature_c", "mode"], room=_e("living", "bedroom", "office"),
+     temperature_c=_i("target", 10, 30), mode=_e("heat", "cool", "auto")), "Heat the bedroom to 21 degrees."),
+    ("create_support_ticket", "Open a support ticket", _o(["customer", "severity", "summary"], customer=_o(
+     ["name", "email"], name=_s("full name"), email=_s("address")), severity=_e(1, 2, 3, 4), summary=_s("one line")),
+     "Open a severity 2 ticket for Maria Lopez: the Billing Page times out."),
+    ("schedule_delivery", "Schedule a delivery", _o(["address", "date"], address=_o(["street", "city", "postal_code"],
+     street=_s("street"), city=_s("city"), postal_code=_s("postal code")), date=_s("YYYY-MM-DD"),
+     window=_e("morning", "afternoon", "evening")), "Deliver my parcel to 12 Main Street, Springfield on Friday."),
+    ("translate_text", "Translate text", _o(["text", "target_language"], text=_s("source text"),
+     target_language=_e("de", "fr", "es", "ja")), "Translate Good Morning into French."),
+    ("get_stock_quote", "Latest stock quote", _o(["symbol"], symbol=_s("ticker"), exchange=_e("NYSE", "NASDAQ")),
+     "What is the latest quote for NVDA on the NASDAQ?"),
+    ("reserve_table", "Reserve a table", _o(["restaurant", "party_size", "time"], restaurant=_s("name"),
+     party_size=_i("guests", 1, 20), time=_s("HH:MM")), "Reserve a table for four at Chez Panisse at 19:30."),
+    ("lookup_order", "Look up an order", _o(["order_id"], order_id=_i("order number", 1, 10**9), include_items=_BOOL),
+     "Where is order 48213? Include the items."),
+    ("resize_image", "Resize an image", _o(["width", "height", "format"], width=_i("pixels", 16, 8192),
+     height=_i("pixels", 16, 8192), format=_e("png", "jpeg", "webp")), "Resize the Logo to 512 by 512 as a PNG."),
+    ("add_todo", "Add a to-do item", _o(["title"], title=_s("what to do"), tags={"type": "array", "items": _s("tag")},
+     priority=_i("1 = highest", 1, 5)), "Add Renew Passport to my to-do list with top priority."),
+    ("rate_movie", "Rate a movie", _o(["title", "stars"], title=_s("title"), stars=_i("1-5", 1, 5), review=_s("text")),
+     "Give Spirited Away five stars."),
+    ("start_timer", "Start a timer", _o(["label", "seconds"], label=_s("name"), seconds=_i("duration", 1, 86400)),
+     "Start a Tea timer for four minutes."),
+    ("compute_route", "Route between waypoints", _o(["waypoints", "mode"], waypoints={"type": "array", "minItems": 2,
+     "items": _o(["lat", "lon"], lat={**_NUM, "minimum": -90, "maximum": 90}, lon={**_NUM, "minimum": -180,
+     "maximum": 180})}, mode=_e("driving", "walking", "cycling")), "Cycle from 37.80,-122.27 to 37.87,-122.26."),
+    ("update_profile", "Update user settings", _o(["user_id", "settings"], user_id=_i("account", 1, 10**9),
+     settings=_o(["language", "notifications"], language=_e("en", "de", "fr"), notifications=_BOOL,
+     timezone=_s("IANA zone"))), "Switch user 7781 to German and turn notifications off."),
+    ("run_sql_query", "Run a read-only SQL query", _o(["database", "query"], database=_e("analytics", "billing"),
+     query=_s("SELECT statement"), limit=_i("row cap", 1, 1000)), "On the Analytics database, count new signups."),
+]
+WEATHER = TOOL_CATALOG[0]
+
+
+def tool_specs(n: int) -> list[tuple[str, dict, str]]:
+    """N distinct tools as (name, OpenAI tool dict, prompt); past the catalogue, renamed variants."""
+    if n < 1:
+        raise BadInput(f"gate: --tools: must be at least 1, got {n}")
+    out = []
+    for i in range(n):
+        name, desc, params, prompt = TOOL_CATALOG[i % len(TOOL_CATALOG)]
+        round_ = i // len(TOOL_CATALOG)
+        if round_:
+            name, desc = f"{name}_v{round_ + 1}", f"{desc} (variant {round_ + 1})"
+        tool = {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
+        out.append((name, tool, prompt))
+    return out
+
+
+class GateFailed(Exception):
+    """One gate's check did not hold; the message is the gate's `reason`."""
+
+    def __init__(self, reason: str, **details: Any):
+        super().__init__(reason)
+        self.details = details
+
+
+def client_for(base_url: str, api_key: str | None, timeout: float):
+    from openai import OpenAI  # lazy: only gate/ladder/qualify need the client
+
+    url = base_url.rstrip("/").removesuffix("/v1") + "/v1"
+    return OpenAI(base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0)
+
+
+def _check_served(client, base_url: str, model: str) -> None:
+    import openai
+
+    try:
+        served = [m.id for m in client.models.list().data]
+    except openai.AuthenticationError:
+        raise BadInput(f"{base_url}: api key: rejected (401)", hint="export VLLM_API_KEY") from None
+    except openai.APIError as exc:  # refused connection, timeout, 5xx: the server is not serving
+        raise EngineError(f"{base_url}/v1/models: cannot list models ({exc})") from None
+    if model not in served:
+        raise EngineError(f"{base_url}: model {model!r} is not served (it serves: {', '.join(served) or 'nothing'})")
+
+
+class _Ctx:
+    def __init__(self, client, model: str, n_tools: int, max_tokens: int, reasoning_effort: str | None):
+        self.client, self.model, self.n_tools, self.max_tokens = client, model, n_tools, max_tokens
+        self.extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
+
+    def chat(self, messages: list[dict], **kwargs: Any):
+        resp = self.client.chat.completions.create(model=self.model, messages=messages, max_tokens=self.max_tokens,
+                                                   temperature=0, **self.extra, **kwargs)
+        if not resp.choices:
+            raise GateFailed("the response has no choices")
+        choice = resp.choices[0]
+        if choice.finish_reason == "length":
+            raise GateFailed(f"finish_reason length (max_tokens {self.max_tokens} ran out)")
+        return choice, resp
+
+
+def _strip_fences(text: str | None) -> str:
+    """A JSON answer wrapped in a Markdown code fence still counts as JSON."""
+    return _FENCE.sub("", (text or "").strip()).strip()
+
+
+def _validate(instance: Any, schema: dict) -> str | None:
+    """None when valid, else the first validation error, short."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(instance))
+    if error is None:
+        return None
+    return f"{'/'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"
+
+
+def _check_arguments(arguments: str | None, schema: dict, details: dict) -> None:
+    try:
+        args = json.loads(arguments or "")
+    except ValueError as exc:
+        raise GateFailed(f"arguments are not JSON ({exc})", **details) from None
+    problem = _validate(args, schema)
+    if problem:
+        raise GateFailed(f"arguments do not validate: {problem}", **details)
+
+
+def _garbage(text: str) -> str | None:
+    return next((m for m in GARBAGE_MARKERS if m in (text or "")), None)
+
+
+def gate_smoke(ctx: _Ctx) -> dict:
+    prompt = "Write a Python one-liner that returns the sum of a list `xs`."
+    choice, resp = ctx.chat([{"role": "user", "content": prompt}])
+    content = choice.message.content or ""
+    if "sum(" not in content:
+        raise GateFailed("the answer does not contain `sum(`", content=content[:200])
+    return {"finish_reason": choice.finish_reason, "usage": resp.usage.model_dump() if resp.usage else None}
+
+
+JSON_SCHEMA = _o(["language", "major_version", "statically_typed", "creator"],
+                 language=_e("python", "rust", "go"), major_version=_i("major version", 1, 99),
+                 statically_typed={"type": "boolean"},
+                 creator=_o(["name", "year"], name=_s("full name"), year=_i("year work began", 1900, 2100)))
+
+
+def _json_answer(ctx: _Ctx, what: str, prompt: str, response_format: dict) -> Any:
+    choice, _ = ctx.chat([{"role": "user", "content": prompt}], response_format=response_format)
+    text = _strip_fences(choice.message.content)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise GateFailed(f"{what}: the answer is not JSON ({exc})", content=text[:200]) from None
+
+
+def gate_json(ctx: _Ctx) -> dict:
+    value = _json_answer(ctx, "json_object", 'Return ONLY a JSON object: {"language": "python", "ok": true}',
+                         {"type": "json_object"})
+    if not isinstance(value, dict) or "language" not in value:
+        raise GateFailed("json_object: not an object with key `language`", value=value)
+    prompt = ("Describe the Python programming language as JSON: language, its current major version, whether it is "
+              "statically typed, and its creator (name and the year work on it began).")
+    fmt = {"type": "json_schema", "json_schema": {"name": "language_facts", "strict": True, "schema": JSON_SCHEMA}}
+    value = _json_answer(ctx, "json_schema", prompt, fmt)
+    problem = _validate(value, JSON_SCHEMA)
+    if problem:
+        raise GateFailed(f"json_schema: does not validate: {problem}", value=value)
+    return {"json_object": True, "json_schema": True, "value": value}
+
+
+def gate_tools(ctx: _Ctx) -> dict:
+    import openai
+
+    specs = tool_specs(ctx.n_tools)
+    all_tools = [tool for _, tool, _ in specs]
+    failures, passed = [], 0
+    for name, tool, prompt in specs:
+        try:
+            choice, _ = ctx.chat([{"role": "user", "content": prompt}], tools=all_tools,
+                                 tool_choice={"type": "function", "function": {"name": name}})
+            calls = choice.message.tool_calls or []
+            if not calls:
+                raise GateFailed("no tool call")
+            call = calls[0]
+            if call.function.name != name:
+                raise GateFailed(f"called {call.function.name!r}")
+            _check_arguments(call.function.arguments, tool["function"]["parameters"], {})
+            passed += 1
+        except GateFailed as exc:
+            failures.append({"tool": name, "reason": str(exc)})
+        except openai.APIStatusError as exc:  # one tool's 400 must not hide the other tools' results
+            failures.append({"tool": name, "reason": f"HTTP {exc.status_code}: {api_message(exc)}"})
+    details = {"passed": passed, "total": len(specs), "failures": failures}
+    if failures:
+        first = failures[0]
+        raise GateFailed(f"{passed}/{len(specs)} tools; {first['tool']}: {first['reason']}", **details)
+    return details
+
+
+def gate_stream_tools(ctx: _Ctx) -> dict:
+    name, _, params, prompt = WEATHER
+    tool = tool_specs(1)[0][1]
+    stream = ctx.client.chat.completions.create(
+        model=ctx.model, messages=[{"role": "user", "content": prompt + " Use the get_weather tool."}], tools=[tool],
+        tool_choice="auto", max_tokens=ctx.max_tokens, temperature=0, stream=True,
+        stream_options={"include_usage": True}, **ctx.extra)
+    calls: dict[int, dict] = {}
+    content, finish, chunks = "", None, 0
+    for chunk in stream:
+        chunks += 1
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            content += delta.content or ""
+            for part in delta.tool_calls or []:
+                call = calls.setdefault(part.index, {"id": None, "name": "", "arguments": ""})
+                call["id"] = part.id or call["id"]
+                if part.function is not None:
+                    call["name"] += part.function.name or ""
+                    call["arguments"] += part.function.arguments or ""
+            finish = choice.finish_reason or finish
+    details = {"chunks": chunks, "finish_reason": finish, "calls": list(calls.values())}
+    if finish != "tool_calls":
+        raise GateFailed(f"finish_reason {finish!r}, expected 'tool_calls'", **details)
+    if not calls or calls[min(calls)]["name"] != name:
+        raise GateFailed(f"no streamed {name} call", **details)
+    marker = _garbage(content) or _garbage(calls[min(calls)]["arguments"])
+    if marker:
+        raise GateFailed(f"parser markup {marker!r} leaked into the stream", **details)
+    _check_arguments(calls[min(calls)]["arguments"], params, details)
+    return details
+
+
+def gate_continuation(ctx: _Ctx) -> dict:
+    tool = tool_specs(1)[0][1]
+    result = {"city": "Oakland", "temperature_f": 72, "conditions": "sunny"}
+    messages = [
+        {"role": "user", "content": WEATHER[3]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_weather_1", "type": "function", "function": {
+            "name": "get_weather", "arguments": json.dumps({"city": "Oakland", "unit": "fahrenheit"})}}]},
+        {"role": "tool", "tool_call_id": "call_weather_1", "content": json.dumps(result)},
+    ]
+    choice, _ = ctx.chat(messages, tools=[tool])
+    content = choice.message.content or ""
+    details = {"finish_reason": choice.finish_reason, "content": content[:200]}
+    if choice.message.tool_calls:
+        raise GateFailed("called a tool again instead of answering", **details)
+    if choice.finish_reason != "stop":
+        raise GateFailed(f"finish_reason {choice.finish_reason!r}, expected 'stop'", **details)
+    if "72" not in content:
+        raise GateFailed("the answer does not use the tool result (72)", **details)
+    return details
+
+
+def gate_responses(ctx: _Ctx) -> dict:
+    extra = {"reasoning": {"effort": ctx.extra["reasoning_effort"]}} if ctx.extra else {}
+    resp = ctx.client.responses.create(model=ctx.model, input="Reply with exactly READY",
+                                       max_output_tokens=ctx.max_tokens, **extra)
+    text = resp.output_text or ""
+    details = {"status": resp.status, "output_text": text[:200]}
+    if resp.status != "completed":
+        raise GateFailed(f"status {resp.status!r}, expected 'completed'", **details)
+    if "READY" not in text.upper():
+        raise GateFailed("the output text does not say READY", **details)
+    return details
+
+
+RUNNERS: dict[str, Callable[[_Ctx], dict]] = {
+    "smoke": gate_smoke, "json": gate_json, "tools": gate_tools, "stream_tools": gate_stream_tools,
+    "continuation": gate_continuation, "responses": gate_responses,
+}
+
+
+def selected(only) -> list[str]:
+    raw = GATES if only is None else (only.split(",") if isinstance(only, str) else only)
+    names = [n.strip() for n in raw if n.strip()]
+    unknown = [n for n in names if n not in RUNNERS]
+    if unknown or not names:
+        raise BadInput(f"gate: --only: unknown gate {', '.join(unknown) or '(none given)'} (known: {', '.join(GATES)})")
+    return [g for g in GATES if g in names]
+
+
+def run_one(name: str, ctx: _Ctx) -> dict:
+    import openai
+
+    started = time.monotonic()
+    try:
+        details, passed, reason = RUNNERS[name](ctx), True, None
+    except GateFailed as exc:
+        details, passed, reason = exc.details, False, str(exc)
+    except openai.APIStatusError as exc:
+        details, passed, reason = {"status": exc.status_code}, False, f"HTTP {exc.status_code}: {api_message(exc)}"
+    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        details, passed, reason = {}, False, f"request failed: {exc}"
+    except (openai.APIError, ValueError) as exc:  # malformed responses the client could not parse
+        details, passed, reason = {}, False, f"bad response: {exc}"
+    return {"name": name, "passed": passed, "latency_s": round(time.monotonic() - started, 3), "reason": reason,
+            "details": details}
+
+
+def api_message(exc) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        return str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+    return str(exc)[:300]
+
+
+def run_gates(base_url: str, model: str, *, api_key: str | None = None, tools: int = 20, only=None,
+              timeout: float = 120, max_tokens: int = 1024, reasoning_effort: str | None = None) -> dict:
+    names = selected(only)
+    if "tools" in names:
+        tool_specs(tools)  # a bad count is bad input before any request is sent
+    client = client_for(base_url, api_key, timeout)
+    _check_served(client, base_url, model)
+    ctx = _Ctx(client, model, tools, max_tokens, reasoning_effort)
+    results = [run_one(name, ctx) for name in names]
+    tools_row = next((g for g in results if g["name"] == "tools"), None)
+    tool_counts = {"passed": tools_row["details"].get("passed", 0), "total": tools} if tools_row else None
+    passed = sum(g["passed"] for g in results)
+    return {"model": model, "base_url": base_url, "gates": results, "passed": passed, "total": len(results),
+            "tools": tool_counts, "ok": passed == len(results)}
+
+
+def format_text(result: dict) -> str:
+    lines = [f"gates for {result['model']} at {result['base_url']}"]
+    for g in result["gates"]:
+        mark = "pass" if g["passed"] else "FAIL"
+        counts = result.get("tools") if g["name"] == "tools" else None
+        extra = f" {counts['passed']}/{counts['total']}" if counts else ""
+        why = f": {g['reason']}" if g["reason"] else ""
+        lines.append(f"  {mark}  {g['name']:<13}{extra} ({g['latency_s']:.2f} s){why}")
+    verdict = "ok" if result["ok"] else "FAILED"
+    lines.append(f"{result['passed']}/{result['total']} gates passed: {verdict}")
+    return "\n".join(lines) + "\n"
