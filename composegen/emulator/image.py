@@ -1,0 +1,97 @@
+"""Build context and content-hash tag for the emulator image (stdlib only; no engine calls here).
+
+Context layout (what the Dockerfile expects):
+  Dockerfile                          composegen/emulator/Dockerfile
+  vllm                                the launcher (mode 0755), installed as /usr/local/bin/vllm
+  serve-flags.json                    the vLLM 0.33 flag catalog
+  composegen/__init__.py              a one-line stub, so the image does not depend on the host package
+  composegen/emulator/*.py            the emulator sources (image.py excluded: it runs on the host)
+
+Public:
+  IMAGE_REPO = "composegen/vllm-emulator"; DEFAULT_BASE = "composegen/base:py3"
+  context_files() -> list[ContextFile]   (relative path, bytes, mode), sorted by path
+  image_tag() -> str                     "composegen/vllm-emulator:<first 16 hex of sha256 over the context>"
+  build_context(dest) -> Path            writes the context into dest (must be missing or empty)
+  base_image() -> str                    COMPOSEGEN_BASE_IMAGE or DEFAULT_BASE, for `--build-arg BASE=…`
+  describe_image() -> dict               {"tag", "base", "digest", "build_args": {"BASE"},
+                                          "files": [{"path", "bytes", "mode"}]}; format_text(result) -> str
+The driver builds with: docker build -t <image_tag()> --build-arg BASE=<base_image()> <build_context(dir)>
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from composegen.emulator.argv import catalog_path
+
+IMAGE_REPO = "composegen/vllm-emulator"
+DEFAULT_BASE = "composegen/base:py3"
+_HERE = Path(__file__).resolve().parent
+_HOST_ONLY = {"image.py"}
+_PACKAGE_STUB = b'"""composegen (emulator image stub): only composegen.emulator is installed here."""\n'
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    path: str  # relative, POSIX separators
+    data: bytes
+    mode: int
+
+
+def context_files() -> list[ContextFile]:
+    files = [
+        ContextFile("Dockerfile", (_HERE / "Dockerfile").read_bytes(), 0o644),
+        ContextFile("vllm", (_HERE / "vllm").read_bytes(), 0o755),
+        ContextFile("serve-flags.json", catalog_path().read_bytes(), 0o644),
+        ContextFile("composegen/__init__.py", _PACKAGE_STUB, 0o644),
+    ]
+    for source in sorted(_HERE.glob("*.py")):
+        if source.name not in _HOST_ONLY:
+            files.append(ContextFile(f"composegen/emulator/{source.name}", source.read_bytes(), 0o644))
+    return sorted(files, key=lambda f: f.path)
+
+
+def context_digest(files: list[ContextFile] | None = None) -> str:
+    digest = hashlib.sha256()
+    for item in files if files is not None else context_files():
+        # Length-prefix every field so no two different contexts can produce the same byte stream.
+        for part in (item.path.encode(), oct(item.mode).encode(), item.data):
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+    return digest.hexdigest()
+
+
+def image_tag() -> str:
+    return f"{IMAGE_REPO}:{context_digest()[:16]}"
+
+
+def base_image() -> str:
+    return os.environ.get("COMPOSEGEN_BASE_IMAGE") or DEFAULT_BASE
+
+
+def build_context(dest: Path) -> Path:
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise FileExistsError(f"{dest}: build context directory must be empty (stale files would enter the "
+                              "image without changing its tag)")
+    for item in context_files():
+        target = dest / item.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(item.data)
+        target.chmod(item.mode)
+    return dest
+
+
+def describe_image() -> dict:
+    files = context_files()
+    return {"tag": f"{IMAGE_REPO}:{context_digest(files)[:16]}", "base": base_image(),
+            "digest": context_digest(files), "build_args": {"BASE": base_image()},
+            "files": [{"path": f.path, "bytes": len(f.data), "mode": oct(f.mode)} for f in files]}
+
+
+def format_text(result: dict) -> str:
+    lines = [f"emulator image {result['tag']} (FROM {result['base']})"]
+    lines += [f"  {f['mode'][2:]:>4} {f['bytes']:>8}  {f['path']}" for f in result["files"]]
+    return "\n".join(lines)

@@ -1,0 +1,263 @@
+"""HTTP side of the emulator: a ThreadingHTTPServer speaking vLLM 0.33's OpenAI-compatible API.
+
+Routes: GET /health /ping /version /load /v1/models /metrics; POST /ping /tokenize /v1/chat/completions
+/v1/responses. With --api-key/VLLM_API_KEY only /v1/* need `Authorization: Bearer KEY` (401
+{"error": "Unauthorized"} otherwise). Errors use vLLM's {"error": {...}} JSON; unknown paths FastAPI's
+{"detail": "Not Found"}. Requests are paced so TTFT and decode rates are measurable: prefill sleeps
+prompt_tokens / EMU_PREFILL_TOK_S (≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 / EMU_DECODE_TOK_S
+(all tokens together ≤ EMU_DECODE_SLEEP_CAP_S).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from composegen.emulator.chat import (RequestError, ServingInfo, chat_chunks, chat_completion, check_model,
+                                      plan_chat, response_object)
+from composegen.emulator.metrics import Metrics
+from composegen.emulator.tokenizer import encode, encode_chat
+
+VERSION = "0.33.0+composegen-emulator"
+_OPEN_PATHS = ("/health", "/ping", "/version", "/metrics", "/load")
+
+
+@dataclass
+class Pacing:
+    prefill_tok_s: float = 20000.0
+    decode_tok_s: float = 200.0
+    prefill_cap_s: float = 2.0
+    decode_cap_s: float = 2.0
+
+    @classmethod
+    def from_env(cls, env) -> "Pacing":
+        names = {"prefill_tok_s": "EMU_PREFILL_TOK_S", "decode_tok_s": "EMU_DECODE_TOK_S",
+                 "prefill_cap_s": "EMU_PREFILL_SLEEP_CAP_S", "decode_cap_s": "EMU_DECODE_SLEEP_CAP_S"}
+        values = {}
+        for key, var in names.items():
+            if env.get(var):
+                try:
+                    values[key] = float(env[var])
+                except ValueError:
+                    raise ValueError(f"{var}={env[var]!r} is not a number") from None
+        return cls(**values)
+
+    def prefill(self, tokens: int) -> float:
+        return min(tokens / self.prefill_tok_s, self.prefill_cap_s) if self.prefill_tok_s > 0 else 0.0
+
+    def per_token(self, tokens: int) -> float:
+        if self.decode_tok_s <= 0 or tokens <= 0:
+            return 0.0
+        return min(1.0 / self.decode_tok_s, self.decode_cap_s / tokens)
+
+
+@dataclass
+class ServerState:
+    info: ServingInfo
+    metrics: Metrics
+    log: Callable[[str, str, str], None]  # (level, source, message)
+    api_keys: list[str] = field(default_factory=list)
+    pacing: Pacing = field(default_factory=Pacing)
+    fault_after_s: float = 5.0
+    access_log: bool = True
+    ready_at: float = field(default_factory=time.monotonic)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _dead_logged: bool = False
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def engine_dead(self) -> bool:
+        dead = self.info.fault == "health_503_after" and time.monotonic() - self.ready_at >= self.fault_after_s
+        if dead and not self._dead_logged:
+            self._dead_logged = True
+            self.log("ERROR", "core_client.py:623", "Engine core proc EngineCore_DP0 died unexpectedly, "
+                                                    "shutting down client. (EngineDeadError, emulated fault)")
+        return dead
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    state: ServerState  # set on the subclass made by make_server
+
+    # --- plumbing ---------------------------------------------------------------------------------
+    def log_message(self, fmt, *args):  # replaced by uvicorn-style access lines in _send
+        pass
+
+    def _send(self, status: int, body: bytes = b"", content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        self._access(status)
+
+    def _json(self, status: int, payload) -> None:
+        self._send(status, json.dumps(payload).encode())
+
+    def _access(self, status: int) -> None:
+        if self.state.access_log:
+            phrase = self.responses.get(status, ("",))[0]
+            self.state.log("INFO:", "", f'{self.client_address[0]}:{self.client_address[1]} - '
+                                        f'"{self.command} {self.path} HTTP/1.1" {status} {phrase}')
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as exc:
+            raise RequestError(400, f"Invalid JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise RequestError(400, "The request body must be a JSON object")
+        return body
+
+    def _authorized(self) -> bool:
+        keys = self.state.api_keys
+        if not keys or not self.path.startswith("/v1"):
+            return True
+        header = self.headers.get("authorization") or ""
+        return header.startswith("Bearer ") and header[7:] in keys
+
+    # --- routing ----------------------------------------------------------------------------------
+    def do_GET(self):
+        self._route({"/health": self._health, "/ping": self._health, "/version": self._version,
+                     "/load": self._load, "/v1/models": self._models, "/metrics": self._metrics})
+
+    def do_POST(self):
+        self._route({"/ping": self._health, "/tokenize": self._tokenize,
+                     "/v1/chat/completions": self._chat, "/v1/responses": self._responses})
+
+    def _route(self, table: dict) -> None:
+        path = self.path.split("?", 1)[0]
+        self.path = path
+        handler = table.get(path)
+        try:
+            if handler is None:
+                known = path in ("/health", "/ping", "/version", "/load", "/v1/models", "/metrics", "/tokenize",
+                                 "/v1/chat/completions", "/v1/responses")
+                self._json(405 if known else 404, {"detail": "Method Not Allowed" if known else "Not Found"})
+            elif not self._authorized():
+                self._json(401, {"error": "Unauthorized"})
+            elif path not in _OPEN_PATHS and self.command == "POST" and self.state.engine_dead():
+                raise RequestError(500, "EngineCore encountered an issue. See stack trace (above) for the "
+                                        "root cause.", "InternalServerError")
+            else:
+                handler()
+        except RequestError as exc:
+            self._json(exc.status, exc.to_json())
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    # --- endpoints --------------------------------------------------------------------------------
+    def _health(self):
+        if self.command == "POST":
+            self._body()
+        self._send(503 if self.state.engine_dead() else 200)
+
+    def _version(self):
+        self._json(200, {"version": VERSION})
+
+    def _load(self):
+        self._json(200, {"server_load": self.state.metrics.running})
+
+    def _models(self):
+        info = self.state.info
+        created = int(time.time())
+        data = [{"id": name, "object": "model", "created": created, "owned_by": "vllm", "root": info.model,
+                 "parent": None, "max_model_len": info.max_model_len,
+                 "permission": [{"id": f"modelperm-{i}", "object": "model_permission", "created": created,
+                                 "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+                                 "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+                                 "organization": "*", "group": None, "is_blocking": False}]}
+                for i, name in enumerate(info.served_names)]
+        self._json(200, {"object": "list", "data": data})
+
+    def _metrics(self):
+        self._send(200, self.state.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    def _tokenize(self):
+        body = self._body()
+        check_model(body, self.state.info)
+        if "messages" in body:
+            tokens = encode_chat(body["messages"], body.get("tools"), body.get("add_generation_prompt", True))
+        elif isinstance(body.get("prompt"), str):
+            tokens = encode(body["prompt"])
+        else:
+            raise RequestError(400, "Either `prompt` (a string) or `messages` is required", param="prompt")
+        self._json(200, {"count": len(tokens), "max_model_len": self.state.info.max_model_len,
+                         "tokens": tokens, "token_strs": None})
+
+    def _chat(self):
+        body = self._body()
+        reply = plan_chat(body, self.state.info)
+        state, started = self.state, time.monotonic()
+        request_id, created = f"chatcmpl-{state.next_id():032x}", int(time.time())
+        state.metrics.start(reply.prompt_tokens)
+        reason = "abort"
+        try:
+            time.sleep(state.pacing.prefill(reply.prompt_tokens))
+            state.metrics.first_token(time.monotonic() - started)
+            if body.get("stream"):
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._stream(chat_chunks(reply, state.info, request_id, created, include_usage),
+                             state.pacing.per_token(reply.completion_tokens))
+            else:
+                time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
+                self._json(200, chat_completion(reply, state.info, request_id, created))
+            reason = reply.finish_reason
+        finally:
+            state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started)
+
+    def _stream(self, chunks, per_token: float) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")  # close-delimited body: no chunked framing needed
+        self.end_headers()
+        self.close_connection = True
+        for chunk, is_token in chunks:
+            if is_token:
+                time.sleep(per_token)
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+        self._access(200)
+
+    def _responses(self):
+        body = self._body()
+        state, started = self.state, time.monotonic()
+        payload, reply = response_object(body, state.info, f"resp_{state.next_id():032x}", int(time.time()))
+        state.metrics.start(reply.prompt_tokens)
+        try:
+            time.sleep(state.pacing.prefill(reply.prompt_tokens))
+            state.metrics.first_token(time.monotonic() - started)
+            time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
+            self._json(200, payload)
+        finally:
+            state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reply.finish_reason,
+                                 time.monotonic() - started)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+def make_server(host: str, port: int, state: ServerState) -> ThreadingHTTPServer:
+    """Bind and listen now (the port refuses connections until this is called); serve with serve_forever()."""
+    handler = type("BoundHandler", (Handler,), {"state": state})
+    server_class = _Server6 if ":" in host else _Server
+    return server_class((host, port), handler)

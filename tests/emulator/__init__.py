@@ -1,0 +1,1 @@
+"""Tests of the stdlib vLLM emulator (composegen.emulator)."""
