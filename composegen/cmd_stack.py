@@ -1,0 +1,158 @@
+"""Commands that drive stacks on the Docker engine: up, down, status, logs, startup, shm."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from composegen.cli_app import JsonOpt, app
+from composegen.cli_app import load_profile as _load
+from composegen.cli_app import project as _project
+from composegen.errors import BadInput as BadInputError
+from composegen.errors import CheckFailed
+from composegen.output import emit_json, out
+
+
+@app.command()
+def up(
+    name: str,
+    emulate: bool = typer.Option(False, "--emulate", help="Run the stack with the emulated vLLM (no GPU; a test double)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds to wait for ready (default: the profile's startup_timeout)."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Start and return without waiting for ready."),
+    down_on_failure: bool = typer.Option(False, "--down-on-failure", help="Remove the stack when it fails to become ready."),
+    render_stale: bool = typer.Option(False, "--render", help="Render out/NAME first when it is stale."),
+    reclaim_shm: bool = typer.Option(False, "--reclaim-shm", help="Reclaim leftover /dev/shm files first (ipc: host)."),
+    json_: bool = JsonOpt,
+):
+    """Preflight, start and wait for a stack; print what the engine reported about its memory."""
+    from composegen import driver
+    from composegen.console import console_progress, summary_text
+
+    project, r = _load(name)
+    opts = driver.UpOptions(emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
+    result = driver.up(project, r, opts, console_progress(quiet=json_))
+    if json_:
+        return emit_json(result.to_json())
+    out(summary_text(result) if not no_wait else f"{name}: started (not waiting); `composegen status {name}`")
+
+
+@app.command()
+def down(
+    name: str,
+    timeout: Optional[int] = typer.Option(None, "--timeout", help="Seconds to wait for a graceful stop (default: stop_grace_period)."),
+    json_: bool = JsonOpt,
+):
+    """Stop and remove a stack, then report /dev/shm."""
+    from composegen import driver, shm
+
+    project, r = _load(name)
+    result = driver.down(project, r, timeout)
+    result["shm"] = shm.scan("/dev/shm") if r.profile.service.ipc == "host" else None
+    if json_:
+        return emit_json(result)
+    out(f"{name}: removed {', '.join(result['removed']) or 'nothing (was not running)'}")
+    if result["shm"]:
+        out(shm.format_text(result["shm"]))
+
+
+@app.command()
+def status(name: Optional[str] = typer.Argument(None), json_: bool = JsonOpt):
+    """Containers, endpoint and drift of composegen stacks on this engine."""
+    from composegen import status as stat
+
+    stacks = stat.stack_status(_project(), name)
+    if json_:
+        return emit_json({"stacks": stacks})
+    out(stat.format_text(stacks))
+
+
+@app.command()
+def logs(
+    name: str,
+    follow: bool = typer.Option(False, "-f", "--follow"),
+    tail: str = typer.Option("all", "--tail", help="Lines from the end (a number or all)."),
+):
+    """The stack's container logs."""
+    from composegen import driver, engine
+
+    project, r = _load(name)
+    ctr = driver._vllm_container(driver.stack(project, r))
+    if ctr is None:
+        raise CheckFailed(f"{name} has no container on this engine")
+    n = int(tail) if tail.isdigit() else "all"
+    if not follow:
+        return out(engine.logs(ctr, n))
+    for chunk in engine.follow_logs(ctr, n):
+        sys.stdout.write(chunk.decode("utf-8", "replace"))
+        sys.stdout.flush()
+
+
+@app.command()
+def startup(
+    name: Optional[str] = typer.Argument(None, help="A running stack's profile."),
+    log: Optional[Path] = typer.Option(None, "--log", help="Parse a recorded vLLM startup log instead."),
+    json_: bool = JsonOpt,
+):
+    """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args."""
+    from composegen import startup as parsing
+
+    if log is not None:
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise BadInputError(f"{log}: {exc.strerror}") from None
+        report = parsing.parse_startup_log(text).to_json()
+        if name:
+            from composegen.driver import with_mismatches
+
+            report = with_mismatches(_load(name)[1], report)
+    else:
+        if not name:
+            raise BadInputError("give a profile name or --log FILE")
+        from composegen import driver
+
+        project, r = _load(name)
+        ctr = driver._vllm_container(driver.stack(project, r))
+        if ctr is None:
+            raise CheckFailed(f"{name} has no container on this engine", hint=f"`composegen up {name}` first, or --log FILE")
+        report = driver.startup_for(r, ctr)
+    if json_:
+        emit_json(report)
+    else:
+        out(parsing.format_text(report))
+        for m in report.get("mismatches") or []:
+            out(f"MISMATCH {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
+    failures = [e for e in report.get("errors") or [] if e.get("kind") != "shm_broadcast_block"]
+    if failures or not report.get("ready") or report.get("mismatches"):
+        raise CheckFailed("the engine is not ready" if not report.get("ready") else "startup report has errors or mismatches")
+
+
+@app.command()
+def shm(
+    path: str = typer.Option("/dev/shm", "--path", help="Directory to inspect."),
+    container: Optional[str] = typer.Option(None, "--container", help="A running container's private /dev/shm."),
+    reclaim: bool = typer.Option(False, "--reclaim", help="Preview (or with --yes, remove) leftover files."),
+    yes: bool = typer.Option(False, "--yes", help="With --reclaim: really remove."),
+    include_unknown: bool = typer.Option(False, "--include-unknown", help="With --reclaim: also unknown names nothing holds."),
+    ignore_unreadable: bool = typer.Option(False, "--ignore-unreadable", help="Reclaim even though some processes could not be checked."),
+    fail_on_leftover: bool = typer.Option(False, "--fail-on-leftover", help="Exit 1 when leftovers are present (CI, cron)."),
+    json_: bool = JsonOpt,
+):
+    """Who holds what in /dev/shm, and a safe reclaim of what nothing uses."""
+    from composegen import shm as shared
+
+    if reclaim:
+        result = shared.reclaim(path, yes=yes, include_unknown=include_unknown, ignore_unreadable=ignore_unreadable)
+        return emit_json(result) if json_ else out(shared.format_reclaim_text(result))
+    report = shared.container_shm(container) if container else shared.scan(path)
+    if json_:
+        emit_json(report)
+    else:
+        out(shared.format_text(report))
+    code = shared.scan_exit_code(report, fail_on_leftover=fail_on_leftover)
+    if code:
+        raise CheckFailed(f"{report['totals']['leftover']['count']} leftover file(s) in {report['path']}")
+
+
