@@ -8,7 +8,8 @@ set -euo pipefail
 ENTRIES=${1:-10000}
 PROCS=${2:-300}
 MAPPERS=10
-PY=${PYTHON:-python3}
+# The real interpreter, not a version-manager shim (pyenv's bash shim alone costs ~60 ms a call).
+PY=${PYTHON:-$(python3 -c "import sys; print(sys.executable)")}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$(mktemp -d /dev/shm/composegen-bench-XXXXXX)
 PIDS=()

@@ -8,7 +8,11 @@ from typing import Any
 
 
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=_default) + "\n")
+    """Indented for a person at a terminal; compact when piped (CPython's C encoder only runs without
+    indent, and is ~5x faster on a 10,000-entry shm report)."""
+    indent = 2 if sys.stdout.isatty() else None
+    separators = None if indent else (",", ":")
+    sys.stdout.write(json.dumps(obj, indent=indent, separators=separators, sort_keys=True, default=_default) + "\n")
 
 
 def _default(obj: Any) -> Any:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 
 from composegen import procscan
 from composegen.errors import BadInput, CheckFailed, EngineError
+from composegen.output import emit_json
 
 CLASSES = ("in-use", "leftover", "unknown")
 
@@ -372,7 +373,6 @@ def format_reclaim_text(result: dict) -> str:
 def _main(argv: list[str] | None = None) -> int:
     """Tiny entry for benchmarks and debugging; the real CLI is `composegen shm ...`."""
     import argparse
-    import json
     import sys
 
     parser = argparse.ArgumentParser(prog="python -m composegen.shm")
@@ -385,7 +385,10 @@ def _main(argv: list[str] | None = None) -> int:
     except (BadInput, CheckFailed, EngineError) as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    print(json.dumps(report, indent=2) if args.json else format_text(report))
+    if args.json:
+        emit_json(report)
+    else:
+        print(format_text(report))
     return scan_exit_code(report, fail_on_leftover=args.fail_on_leftover)
 
 
