@@ -116,7 +116,7 @@ def schema():
     """Print the profile JSON Schema (generated from the model that validates)."""
     from composegen.schema import json_schema
 
-    emit_json(json_schema())
+    emit_json(json_schema(), pretty=True)  # a file people commit and read: always indented
 
 
 @app.command()
