@@ -59,6 +59,7 @@ def evidence(
     ladder_: Optional[str] = typer.Option(None, "--ladder", help="Also run a ladder at these targets."),
     from_log: Optional[Path] = typer.Option(None, "--from-log", help="Build a run from a startup log recorded elsewhere."),
     profile_name: Optional[str] = typer.Option(None, "--profile", help="With --from-log: the profile of that run."),
+    json_: bool = JsonOpt,
 ):
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256) and print its path."""
     from composegen import evidence as bundles
@@ -73,6 +74,10 @@ def evidence(
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
         path = bundles.capture_stack(project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None)
+    if json_:
+        from composegen.evidence import load_run
+
+        return emit_json({"path": project.rel(path), "evidence": load_run(path)})
     out(project.rel(path))
 
 
