@@ -72,7 +72,7 @@ def render(
         if drift:
             raise CheckFailed(f"{len(drift)} file(s) in out/ are stale or orphaned", hint="run `composegen render`")
         if not json_:
-            out(f"out/ is fresh ({len(rendered)} profiles)")
+            out(f"out/ is fresh ({len(rendered)} files)")
         return
     written = rendering.write(project, rendered)
     if json_:

@@ -35,7 +35,13 @@ def up(
     result = driver.up(project, r, opts, console_progress(quiet=json_))
     if json_:
         return emit_json(result.to_json())
-    out(summary_text(result) if not no_wait else f"{name}: started (not waiting); `composegen status {name}`")
+    if no_wait:
+        return out(f"{name}: started (not waiting); `composegen status {name}`")
+    if r.profile.nodes:
+        from composegen import multinode
+
+        return out(multinode.format_text(result))
+    out(summary_text(result))
 
 
 @app.command()
@@ -46,15 +52,19 @@ def down(
 ):
     """Stop and remove a stack, then report /dev/shm."""
     from composegen import driver, shm
+    from composegen import status as stat
 
     project, r = _load(name)
     result = driver.down(project, r, timeout)
-    result["shm"] = shm.scan("/dev/shm") if r.profile.service.ipc == "host" else None
+    if r.profile.nodes:
+        result["shm"] = stat.node_shm_report(r)
+    else:
+        result["shm"] = shm.scan("/dev/shm") if r.profile.service.ipc == "host" else None
     if json_:
         return emit_json(result)
     out(f"{name}: removed {', '.join(result['removed']) or 'nothing (was not running)'}")
     if result["shm"]:
-        out(shm.format_text(result["shm"]))
+        out(stat.format_node_shm_text(result["shm"]) if r.profile.nodes else shm.format_text(result["shm"]))
 
 
 @app.command()
@@ -73,15 +83,21 @@ def logs(
     name: str,
     follow: bool = typer.Option(False, "-f", "--follow"),
     tail: str = typer.Option("all", "--tail", help="Lines from the end (a number or all)."),
+    node: Optional[str] = typer.Option(None, "--node", help="Multi-node: this node's logs (default: every node; with -f the head)."),
 ):
     """The stack's container logs."""
-    from composegen import driver, engine
+    from composegen import driver, engine, multinode
 
     project, r = _load(name)
-    ctr = driver._vllm_container(driver.stack(project, r))
+    n = int(tail) if tail.isdigit() else "all"
+    if r.profile.nodes:
+        if not follow:
+            return out(multinode.logs_text(project, r, n, node))
+        ctr = multinode.node_container(project, r, node)
+    else:
+        ctr = driver._vllm_container(driver.stack(project, r))
     if ctr is None:
         raise CheckFailed(f"{name} has no container on this engine")
-    n = int(tail) if tail.isdigit() else "all"
     if not follow:
         return out(engine.logs(ctr, n))
     for chunk in engine.follow_logs(ctr, n):
@@ -133,6 +149,7 @@ def startup(
 def shm(
     path: str = typer.Option("/dev/shm", "--path", help="Directory to inspect."),
     container: Optional[str] = typer.Option(None, "--container", help="A running container's private /dev/shm."),
+    profile_name: Optional[str] = typer.Option(None, "--profile", help="Multi-node: /dev/shm of every node of this profile."),
     reclaim: bool = typer.Option(False, "--reclaim", help="Preview (or with --yes, remove) leftover files."),
     yes: bool = typer.Option(False, "--yes", help="With --reclaim: really remove."),
     include_unknown: bool = typer.Option(False, "--include-unknown", help="With --reclaim: also unknown names nothing holds."),
@@ -143,6 +160,11 @@ def shm(
     """Who holds what in /dev/shm, and a safe reclaim of what nothing uses."""
     from composegen import shm as shared
 
+    if profile_name:
+        from composegen import status as stat
+
+        report = stat.node_shm_report(_load(profile_name)[1])
+        return emit_json(report) if json_ else out(stat.format_node_shm_text(report))
     if reclaim:
         result = shared.reclaim(path, yes=yes, include_unknown=include_unknown, ignore_unreadable=ignore_unreadable)
         return emit_json(result) if json_ else out(shared.format_reclaim_text(result))

@@ -49,6 +49,10 @@ def api_key(r: Resolved) -> str | None:
 
 
 def endpoint(r: Resolved) -> readiness.Endpoint:
+    if r.profile.nodes is not None:  # the head's API on its host network, wherever that host is
+        from composegen import multinode
+
+        return multinode.api_endpoint(r)
     p = r.profile.service.port
     host = "127.0.0.1" if p.bind in ("0.0.0.0", "") else ("::1" if p.bind == "::" else p.bind)
     return readiness.Endpoint(host, p.host, api_key(r))
@@ -58,7 +62,12 @@ def compose_files(project: Project, r: Resolved) -> list:
     return [project.out_path(r.name)]
 
 
-def stack(project: Project, r: Resolved, emulated: bool | None = None) -> engine.Stack:
+def stack(project: Project, r: Resolved, emulated: bool | None = None, node: str | None = None) -> engine.Stack:
+    """The compose stack of a profile; for a multi-node profile one node's (default: the head's)."""
+    if r.profile.nodes is not None:
+        from composegen import multinode
+
+        return multinode.node_stack(project, r, multinode.ref(r, node), emulated)
     files = compose_files(project, r)
     override = emulation.override_path(project, r.name)
     if emulated is None:  # later commands (down, logs) must name the same files `up` used
@@ -69,14 +78,17 @@ def stack(project: Project, r: Resolved, emulated: bool | None = None) -> engine
 
 
 def ensure_fresh(project: Project, r: Resolved, render_stale: bool) -> None:
-    text = render.render(r)
-    path = project.out_path(r.name)
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return
-    if not render_stale:
-        state = "stale" if path.is_file() else "missing"
-        raise CheckFailed(f"{project.rel(path)} is {state} for profiles/{r.name}.yaml", hint="run `composegen render` (or `up --render`)")
-    render.write(project, {r.name: text})
+    """out/ must hold exactly what the profile renders now (every node's file for a multi-node profile)."""
+    stale = {}
+    for key, text in render.render_stack(r).items():
+        path = project.out_path(key)
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
+        if not render_stale:
+            state = "stale" if path.is_file() else "missing"
+            raise CheckFailed(f"{project.rel(path)} is {state} for profiles/{r.name}.yaml", hint="run `composegen render` (or `up --render`)")
+        stale[key] = text
+    render.write(project, stale)
 
 
 @dataclass
@@ -102,6 +114,10 @@ class UpResult:
 
 
 def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Progress()) -> UpResult:
+    if r.profile.nodes is not None:
+        from composegen import multinode
+
+        return multinode.up(project, r, opts, progress)
     ensure_fresh(project, r, opts.render_stale)
     checks = preflight.engine_checks()
     _report(checks, progress)
@@ -114,12 +130,11 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     warnings: list[str] = []
     if opts.emulate:
         image = engine.build_emulator_image()
-    more = [preflight.gpu_check(opts.emulate), preflight.port_check(r), preflight._try("image", lambda: preflight.image_check(image, opts.emulate))]
+    image_check = preflight._try("image", lambda: preflight.image_check(image, opts.emulate))
+    more = [preflight.gpu_check(opts.emulate), preflight.port_check(r), image_check]
     if opts.reclaim_shm and r.profile.service.ipc == "host":
-        from composegen import shm
-
-        shm.reclaim("/dev/shm", yes=True, ignore_unreadable=True)
-    image_ok = more[-1].status == "ok"
+        more.append(preflight.reclaim_shm())
+    image_ok = image_check.status == "ok"
     if ulimits and image_ok:  # the probe runs the image itself: only once we know it is there
         ceiling = engine.engine_rlimits(image)
         more.append(preflight.ulimit_check(ulimits, ceiling, opts.emulate))
@@ -244,6 +259,10 @@ def _profile_flags(r: Resolved) -> dict:
 
 
 def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
+    if r.profile.nodes is not None:
+        from composegen import multinode
+
+        return multinode.down(project, r, timeout)
     st = stack(project, r)
     before = [c.name for c in st.containers()]
     st.down(timeout=timeout if timeout is not None else _grace_seconds(r))

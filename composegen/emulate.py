@@ -3,6 +3,8 @@
 The override keeps everything else of out/NAME/compose.yaml (argv, env, ports, ipc, labels, healthcheck):
 it swaps the image, removes GPU reservations (compose `!reset`), clamps ulimits the engine cannot
 grant (with a warning), and adds the profile's `emulate.env` (the emulator's memory model).
+For a node of a multi-node profile it also drops the RDMA device (no /dev/infiniband without the
+fabric); the override then lives at .composegen/NAME/NODE/emulate.override.yaml, one per node.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def clamp_ulimits(requested: dict, ceiling: dict[str, int]) -> tuple[dict, list[
     return out, warnings
 
 
-def override_text(r: Resolved, image: str, ulimits: dict) -> str:
+def override_text(r: Resolved, image: str, ulimits: dict, node=None) -> str:
     """YAML (as JSON-style flow values, which YAML reads) with compose merge tags."""
     env = {k: str(v) for k, v in sorted(r.profile.emulate.env.items())}
     lines = [
@@ -42,6 +44,7 @@ def override_text(r: Resolved, image: str, ulimits: dict) -> str:
         f"    image: {json.dumps(image)}",
         "    deploy: !reset null",
         "    gpus: !reset []",
+        *(["    devices: !reset []"] if node is not None and r.profile.nodes.rdma else []),
         f"    labels: {{{json.dumps(EMULATED_LABEL)}: \"true\"}}",
     ]
     if ulimits:
@@ -53,12 +56,13 @@ def override_text(r: Resolved, image: str, ulimits: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def override_path(project: Project, name: str) -> Path:
+def override_path(project: Project, name: str, node: str | None = None) -> Path:
     # Runtime state, not a generated artifact: kept out of out/ (which CI checks for freshness).
-    return project.root / ".composegen" / name / "emulate.override.yaml"
+    base = project.root / ".composegen" / name
+    return (base / node if node else base) / "emulate.override.yaml"
 
 
-def write_override(project: Project, r: Resolved, image: str, ulimits: dict) -> Path:
-    path = override_path(project, r.name)
-    atomic_write(path, override_text(r, image, ulimits))
+def write_override(project: Project, r: Resolved, image: str, ulimits: dict, node=None) -> Path:
+    path = override_path(project, r.name, node.name if node is not None else None)
+    atomic_write(path, override_text(r, image, ulimits, node))
     return path

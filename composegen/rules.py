@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from composegen.profile import Resolved
 
 GIB = 2**30
+HF_CACHE_TARGET = "/root/.cache/huggingface"  # where a node's hf_cache is mounted
 SHM_HEADROOM_GIB = 2.0  # vLLM's message queues and NCCL need room beside the offload buffer
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([a-z]*)$", re.I)
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": GIB, "gb": GIB, "t": 2**40, "tb": 2**40}
@@ -100,6 +101,34 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
     elif world != per_node.pop() * len(nodes.members):
         gpus = (nodes.members[0].gpus or svc.gpus).n
         out.append(Problem(("vllm", "tensor-parallel-size"), f"tensor × pipeline parallel = {world}, but {len(nodes.members)} nodes × {gpus} GPU(s) = {gpus * len(nodes.members)}"))
+    backend = r.flags.get("distributed-executor-backend")
+    if backend not in (None, "mp"):
+        # --nnodes/--node-rank drive vLLM's mp launcher; Ray forms its own cluster and ignores them.
+        out.append(Problem(("vllm", "distributed-executor-backend"), f"multi-node nodes: needs the mp backend (vLLM's --nnodes launch), got {backend!r}"))
+    if nodes.master_port == svc.port.host:
+        # Every node runs on the host network: the head's API and its rendezvous share one port space.
+        out.append(Problem(("nodes", "master_port"), f"{nodes.master_port} is also the API port (service.port.host); the head listens on both"))
+    return out
+
+
+CLIENT_SIDE_SOURCES = (".", "~", "$")  # compose resolves these on the machine that runs `docker compose`
+
+
+def _remote(node) -> bool:
+    return bool(node.context) or bool(node.docker_host and not node.docker_host.startswith(("unix://", "npipe://")))
+
+
+def node_warnings(r: Resolved) -> list[str]:
+    """Pitfalls of driving a remote engine from here: paths compose resolves on this machine."""
+    nodes, svc = r.profile.nodes, r.profile.service
+    out: list[str] = []
+    for node in sorted(nodes.members, key=lambda m: m.rank):
+        if not _remote(node):
+            continue
+        for v in svc.volumes:
+            replaced = node.hf_cache and v.target == HF_CACHE_TARGET
+            if not v.named and not replaced and v.source.startswith(CLIENT_SIDE_SOURCES):
+                out.append(f"node {node.name}: volume source {v.source!r} is resolved on this machine, not on {node.docker_host or node.context}; use an absolute path (or nodes.members[].hf_cache)")
     return out
 
 
@@ -115,4 +144,6 @@ def warnings(r: Resolved) -> list[str]:
         out.append(f"image {r.profile.image!r} is not pinned by digest: {r.profile.image_unpinned_reason}")
     if svc.port.bind not in ("127.0.0.1", "::1", "localhost"):
         out.append(f"the API is published on {svc.port.bind}:{svc.port.host}, reachable beyond this host")
+    if r.profile.nodes is not None:
+        out += node_warnings(r)
     return out

@@ -2,9 +2,14 @@
 
 Strict types throughout: YAML's `yes` is not a boolean-as-int, `4096.5` is not an integer.
 Unknown keys are errors (extra="forbid"). `composegen schema` prints the JSON Schema of `Profile`.
+
+Multi-node (`nodes:`): the image, the model and its revision and every vLLM flag are profile-level, so
+they are the same on every node by construction; only endpoints, environment, GPUs and the HF cache
+path are per node. (The driver still checks that the image each engine holds has the same digest.)
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Any, Literal
 
@@ -72,6 +77,13 @@ class Volume(Strict):
         return not self.source.startswith(("/", ".", "~", "$"))
 
 
+def _secrets_by_reference(env: dict) -> dict:
+    for key, value in env.items():
+        if SECRET_RE.search(key) and not (isinstance(value, str) and REF_RE.match(value)):
+            raise ValueError(f"{key}: secrets must be a ${{VAR}} reference, never a value (write {key}: ${{{key}}})")
+    return env
+
+
 class Service(Strict):
     port: Published
     container_name: Annotated[StrictStr, Field(pattern=NAME_RE.pattern)] | None = None
@@ -88,11 +100,8 @@ class Service(Strict):
 
     @field_validator("environment")
     @classmethod
-    def _secrets_by_reference(cls, env: dict) -> dict:
-        for key, value in env.items():
-            if SECRET_RE.search(key) and not (isinstance(value, str) and REF_RE.match(value)):
-                raise ValueError(f"{key}: secrets must be a ${{VAR}} reference, never a value (write {key}: ${{{key}}})")
-        return env
+    def _secrets(cls, env: dict) -> dict:
+        return _secrets_by_reference(env)
 
 
 class Qualify(Strict):
@@ -107,7 +116,7 @@ class Qualify(Strict):
     tools: Annotated[StrictInt, Field(ge=1)] = 20
 
 
-HOST_RE = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+\]?|[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)$")
+HOSTNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 ENDPOINT_RE = re.compile(r"^(?:unix|tcp|ssh|npipe)://\S+$")
 
 
@@ -123,6 +132,11 @@ class Node(Strict):
     )
     gpus: Gpus | None = Field(None, description="default: service.gpus")
     hf_cache: StrictStr | None = Field(None, description="host path of the Hugging Face cache on this node")
+
+    @field_validator("environment")
+    @classmethod
+    def _secrets(cls, env: dict) -> dict:
+        return _secrets_by_reference(env)
 
     @model_validator(mode="after")
     def _one_endpoint(self):
@@ -140,13 +154,31 @@ class Nodes(Strict):
     @field_validator("master_addr")
     @classmethod
     def _addr(cls, addr: str) -> str:
-        if not HOST_RE.match(addr) or (addr.count(".") == 3 and addr.replace(".", "").isdigit() and any(int(p) > 255 for p in addr.split("."))):
-            raise ValueError(f"not an IP address or host name: {addr!r}")
+        problem = master_addr_problem(addr)
+        if problem:
+            raise ValueError(problem)
         return addr
 
     @property
     def head(self) -> Node:
         return next(m for m in self.members if m.rank == 0)
+
+
+def master_addr_problem(addr: str) -> str | None:
+    """Why `addr` cannot be the head's --master-addr (None when it can): an IP address or a host name
+    that workers can connect to; all-digit dotted text must be a real IPv4 address."""
+    text = addr[1:-1] if addr.startswith("[") and addr.endswith("]") else addr
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        if all(label.isdigit() for label in text.split(".")):
+            return f"not an IPv4 address: {addr!r}"
+        if not HOSTNAME_RE.match(text):
+            return f"not an IP address or host name: {addr!r}"
+        return None
+    if ip.is_unspecified:
+        return f"{addr} is the wildcard address; workers need the head's own address on the fabric"
+    return None
 
 
 class Emulate(Strict):

@@ -49,7 +49,7 @@ def test_show_json_shape():
 
 def test_list_and_validate_json():
     names = [p["name"] for p in json.loads(run_cli("list", "--json").stdout)["profiles"]]
-    assert names == ["393k-gpu", "393k-offload", "4096-131k", "8192-131k", "r33"]
+    assert names == ["393k-gpu", "393k-offload", "4096-131k", "8192-131k", "dspark-2x", "r33"]
     report = json.loads(run_cli("validate", "--json").stdout)
     offload = next(p for p in report["profiles"] if p["name"] == "393k-offload")
     assert any("host's /dev/shm" in w for w in offload["warnings"])

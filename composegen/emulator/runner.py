@@ -8,9 +8,13 @@ Environment:
   EMU_FAULT                crash_during_load | never_ready | slow_ready | health_503_after | broken_tool_stream
   EMU_SLOW_FACTOR (5)      slow_ready multiplies the load time by this
   EMU_FAULT_AFTER_S (5)    health_503_after: seconds of health before /health turns 503
-  EMU_MAX_WORKERS (4)      cap on forked worker processes (1 EngineCore + TP×PP workers)
+  EMU_MAX_WORKERS (4)      cap on forked worker processes (1 EngineCore + this node's TP×PP workers)
+  EMU_HEARTBEAT_S (0.5), EMU_PEER_TIMEOUT_S (5), EMU_JOIN_TIMEOUT_S (600)   multi-node, see cluster.py
   VLLM_API_KEY             like --api-key
   plus memory.py's EMU_* memory inputs, shmfiles.py's EMU_SHM_DIR/EMU_OFFLOAD_MAX_BYTES and server.py's pacing.
+
+Multi-node (--nnodes N > 1): the head (node rank 0) waits for every --headless worker node before it loads
+and serves; a worker serves no HTTP. See cluster.py for the join protocol and the failure behaviour.
 """
 from __future__ import annotations
 
@@ -18,11 +22,12 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from composegen.emulator import shmfiles
+from composegen.emulator import cluster, shmfiles
 from composegen.emulator.argv import parse_serve_args
 from composegen.emulator.chat import ServingInfo
 from composegen.emulator.memory import GiB, MemoryInputs, free_memory_line, gib, kv_size_line, plan_memory
@@ -44,6 +49,7 @@ class Log:
     def __init__(self, stream=None):
         self.stream = stream or sys.stdout
         self.pids = {"APIServer": os.getpid()}
+        self._lock = threading.Lock()  # multi-node threads log too: whole lines only
 
     def __call__(self, level: str, source: str, message: str, proc: str = "APIServer") -> None:
         prefix = f"({proc} pid={self.pids.get(proc, os.getpid())})"
@@ -51,8 +57,9 @@ class Log:
             line = f"{prefix} INFO:     {message}"
         else:
             line = f"{prefix} {level} {time.strftime('%m-%d %H:%M:%S')} [{source}] {message}"
-        self.stream.write(line + "\n")
-        self.stream.flush()
+        with self._lock:
+            self.stream.write(line + "\n")
+            self.stream.flush()
 
 
 def _top_level_error(message: str) -> int:
@@ -81,6 +88,7 @@ class Settings:
     offload_cap: int
     shm_dir: Path
     env_api_key: str | None
+    timing: cluster.Timing
 
     @classmethod
     def from_env(cls, env) -> "Settings":
@@ -94,7 +102,8 @@ class Settings:
                    fault_after_s=_env_float(env, "EMU_FAULT_AFTER_S", 5.0),
                    max_workers=int(_env_float(env, "EMU_MAX_WORKERS", 4)),
                    offload_cap=int(_env_float(env, "EMU_OFFLOAD_MAX_BYTES", shmfiles.DEFAULT_OFFLOAD_MAX_BYTES)),
-                   shm_dir=shmfiles.shm_dir(env), env_api_key=env.get("VLLM_API_KEY") or None)
+                   shm_dir=shmfiles.shm_dir(env), env_api_key=env.get("VLLM_API_KEY") or None,
+                   timing=cluster.Timing.from_env(env, _env_float))
 
 
 def main(argv: list[str] | None = None, env=None) -> int:
@@ -109,21 +118,28 @@ def main(argv: list[str] | None = None, env=None) -> int:
     args = parse_serve_args(argv[1:])  # SystemExit(2) with `vllm serve: error: …`
     try:
         settings = Settings.from_env(env)
+        launch = cluster.Launch.from_values(args.values)
     except ValueError as exc:
         print(f"vllm serve: error: {exc}", file=sys.stderr)
         return 2
-    return _run(args.values, args.non_default, settings)
+    return _run(args.values, args.non_default, settings, launch)
 
 
-def _run(values: dict, non_default: dict, settings: Settings) -> int:
+def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.Launch | None = None) -> int:
     files: list[shmfiles.ShmFile] = []
     pids: dict[str, int] = {}
     server = None
+    head: cluster.Head | None = None
+    member: cluster.Member | None = None
+    clean = False
 
     def stop(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise _Stop()
+
+    def peer_lost(signum, frame):
+        raise cluster.PeerLost()
 
     # First thing: a SIGTERM right after the first log line must still end in a clean exit 0.
     signal.signal(signal.SIGTERM, stop)
@@ -137,8 +153,11 @@ def _run(values: dict, non_default: dict, settings: Settings) -> int:
         log("INFO", "utils.py:335", f"non-default args: {non_default!r}")
         plan = plan_memory(values, settings.inputs)
         tp = int(values.get("tensor_parallel_size") or 1)
-        workers = max(1, min(tp * int(values.get("pipeline_parallel_size") or 1), settings.max_workers - 1))
-        names = ["EngineCore_DP0"] + [f"Worker_TP{i}" for i in range(workers)]
+        ranks = launch.local_ranks if launch else list(range(tp * int(values.get("pipeline_parallel_size") or 1)))
+        ranks = ranks[:max(1, settings.max_workers - 1)]
+        workers = len(ranks)
+        # A headless node runs workers only; the engine core lives on the head.
+        names = ([] if launch and launch.headless else ["EngineCore_DP0"]) + [f"Worker_TP{i}" for i in ranks]
         offload_bytes = int(float(values.get("kv_offloading_size") or 0) * GiB)
         sizes = shmfiles.planned_sizes(workers, offload_bytes, settings.offload_cap)
         problem = shmfiles.space_problem(settings.shm_dir, sizes)
@@ -153,6 +172,15 @@ def _run(values: dict, non_default: dict, settings: Settings) -> int:
         sys.stdout.flush()  # forked children must not inherit (and later repeat) buffered output
         shmfiles.start_workers(names, files, pids)
         log.pids.update(pids)
+        if launch and launch.headless:
+            member = cluster.Member(launch, settings.timing, log)
+            return _serve_headless(log, values, plan, settings, member)
+        if launch:
+            head = cluster.Head(launch, settings.timing, log)
+            signal.signal(signal.SIGUSR1, peer_lost)  # after the fork: only this process turns it into PeerLost
+            head.on_lost = lambda: os.kill(os.getpid(), signal.SIGUSR1)
+            head.listen()
+            head.gather()
         if not _load(log, values, plan, settings.fault, settings.load_s):
             return 1
         host = values.get("host") or "0.0.0.0"
@@ -187,14 +215,26 @@ def _run(values: dict, non_default: dict, settings: Settings) -> int:
         server.serve_forever(poll_interval=0.2)
         return 0
     except _Stop:
+        clean = True
         if server is not None:
             for message in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.",
                             f"Finished server process [{os.getpid()}]"):
                 log("INFO:", "", message)
         return 0
+    except cluster.ClusterError as exc:
+        log("ERROR", "multiproc_executor.py:260", str(exc), "EngineCore_DP0" if head else "APIServer")
+        return 1
+    except cluster.PeerLost:
+        _log_worker_death(log, head)
+        return 1
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if head is not None:
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+            head.close(clean)  # a clean stop tells the workers; a failure just drops them
+        if member is not None:
+            member.close()
         if server is not None:
             server.server_close()
         shmfiles.stop_workers(pids)
@@ -261,3 +301,58 @@ def _load(log: Log, values: dict, plan, fault: str | None, load_s: float) -> boo
     log("INFO", "core.py:257", f"init engine (profile, create kv cache, warmup model) took "
                                f"{time.monotonic() - started:.2f} s", "EngineCore_DP0")
     return True
+
+
+def _log_worker_death(log: Log, head: cluster.Head) -> None:
+    """What the head prints when a remote worker is gone (vLLM's executor monitor, then NCCL)."""
+    rank, peer, reason = head.lost
+    workers = ", ".join(f"Worker_TP{r}" for r in cluster.ranks_of(rank, head.launch.world_size, head.launch.nnodes))
+    log("ERROR", "multiproc_executor.py:243", f"Worker proc {workers} on node rank {rank} ({peer}) died unexpectedly, "
+                                              f"shutting down executor. ({reason})", "EngineCore_DP0")
+    log("ERROR", "core.py:912", "EngineCore encountered a fatal error.", "EngineCore_DP0")
+    log("ERROR", "core.py:912", f"RuntimeError: NCCL error: remote process exited or there was a network error "
+                                f"(node rank {rank}; emulated)", "EngineCore_DP0")
+    log("ERROR", "core_client.py:623", "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.")
+
+
+def _serve_headless(log: Log, values: dict, plan, settings: Settings, member: cluster.Member) -> int:
+    """A worker node: join, load this node's shard when the head says so, then stay until the head stops."""
+    member.join()
+    if member.wait(member.started):
+        started, model = time.monotonic(), values["model"]
+        procs = [f"Worker_TP{r}" for r in member.launch.local_ranks]
+        for fraction, lines in _shard_lines(model, plan, settings):
+            if member.ended.wait(max(0.0, started + fraction * settings.load_s - time.monotonic())):
+                break
+            for source, message in lines:
+                for proc in procs:
+                    log("INFO", source, message, proc)
+            if settings.fault == "crash_during_load" and fraction == 0.2:
+                log("ERROR", "gpu_worker.py:120", "torch.AcceleratorError: CUDA error: an illegal memory access was "
+                                                  "encountered (emulated fault)", procs[0])
+                return 1
+        else:
+            log("INFO", "multiproc_executor.py:249", f"Node rank {member.launch.rank} is ready; serving the head "
+                                                     f"at {member.launch.addr}:{member.launch.port}")
+    member.wait(member.ended)
+    if member.clean_end:
+        log("INFO", "multiproc_executor.py:252", "The head node shut down; exiting.")
+        return 0
+    a = member.launch
+    log("ERROR", "multiproc_executor.py:255", f"Lost the connection to the head node at {a.addr}:{a.port} "
+                                              f"({member.lost_reason}); shutting down this node's workers.")
+    log("ERROR", "multiproc_executor.py:255", "RuntimeError: NCCL error: remote process exited or there was a "
+                                              "network error (head node rank 0; emulated)")
+    return 1
+
+
+def _shard_lines(model: str, plan, settings: Settings) -> list[tuple[float, list[tuple[str, str]]]]:
+    """(fraction of the load time, [(source, message)]) for a worker node's own ranks."""
+    steps = [(0.1 * step, [("default_loader.py:291", f"Loading safetensors checkpoint shards: {25 * step}% Completed | "
+                                                     f"{step}/4")]) for step in range(1, 5)]
+    return [(0.0, [("gpu_model_runner.py:2738", f"Starting to load model {model}...")]), *steps,
+            (0.5, [("gpu_model_runner.py:2779", f"Model loading took {gib(plan.weights_gib)} GiB memory")]),
+            (0.7, [("gpu_worker.py:340", free_memory_line(plan)),
+                   ("gpu_worker.py:346", f"Available KV cache memory: {gib(plan.kv_gib)} GiB")]),
+            (0.9, [("gpu_model_runner.py:3617", f"Graph capturing finished in {max(1, round(0.1 * settings.load_s))} "
+                                                f"secs, took {gib(plan.cudagraph_gib)} GiB")])]
