@@ -95,7 +95,7 @@ def logs(
             return out(multinode.logs_text(project, r, n, node))
         ctr = multinode.node_container(project, r, node)
     else:
-        ctr = driver._vllm_container(driver.stack(project, r))
+        ctr = driver.vllm_container(driver.stack(project, r))
     if ctr is None:
         raise CheckFailed(f"{name} has no container on this engine")
     if not follow:
@@ -130,7 +130,7 @@ def startup(
         from composegen import driver
 
         project, r = _load(name)
-        ctr = driver._vllm_container(driver.stack(project, r))
+        ctr = driver.vllm_container(driver.stack(project, r))
         if ctr is None:
             raise CheckFailed(f"{name} has no container on this engine", hint=f"`composegen up {name}` first, or --log FILE")
         report = driver.startup_for(r, ctr)

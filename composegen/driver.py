@@ -121,7 +121,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     ensure_fresh(project, r, opts.render_stale)
     checks = preflight.engine_checks()
     _report(checks, progress)
-    _stop_on_failure(checks)
+    stop_on_failure(checks)
     existing = [c for c in engine.project_containers(render.project_name(r)) if c.status == "running"]
     if existing:
         raise BadInput(f"{r.name} is already running ({existing[0].name})", hint=f"`composegen status {r.name}`, or `composegen down {r.name}` first")
@@ -144,7 +144,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     more += preflight.shm_check(r)
     _report(more, progress)
     checks += more
-    _stop_on_failure(checks)
+    stop_on_failure(checks)
     if opts.emulate:
         emulation.write_override(project, r, image, ulimits)
     st = stack(project, r, emulated=opts.emulate)
@@ -157,21 +157,30 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     try:
         waited = _wait(st, r, timeout, progress)
     except (EngineError, readiness.StackFailed, TimeoutError) as exc:
-        ctr = _vllm_container(st)
+        ctr = vllm_container(st)
         tail = engine.logs(ctr, TAIL_ON_FAILURE) if ctr else ""
         if opts.down_on_failure:
-            st.down(timeout=_grace_seconds(r))
+            st.down(timeout=grace_seconds(r))
         message = str(exc) if not isinstance(exc, EngineError) else exc.message
         left = "stopped and removed (--down-on-failure)" if opts.down_on_failure else f"left as it is: `composegen logs {r.name}`, `composegen down {r.name}`"
         raise EngineError(f"{r.name}: {message}; the stack was {left}", details=_indent(tail, f"last {TAIL_ON_FAILURE} log lines")) from None
     except KeyboardInterrupt:
-        raise Interrupted(
-            f"stopped waiting for {r.name}; the stack keeps running",
-            hint=f"inspect: `composegen status {r.name}`, `composegen logs {r.name} -f`; stop: `composegen down {r.name}`",
-        ) from None
+        raise interrupted(r) from None
+    return finish(result, r, vllm_container(st), waited, started)
+
+
+def interrupted(r: Resolved, where: str = "") -> Interrupted:
+    """Ctrl-C while waiting: stop waiting only; the stack keeps running and we say how to reach it."""
+    return Interrupted(
+        f"stopped waiting for {r.name}; the stack keeps running{where}",
+        hint=f"inspect: `composegen status {r.name}`, `composegen logs {r.name} -f`; stop: `composegen down {r.name}`",
+    )
+
+
+def finish(result: UpResult, r: Resolved, ctr, waited: readiness.Waited, started: float) -> UpResult:
+    """Fill the ready summary from the (head) container's own startup log."""
     result.phases = waited.phases
     result.time_to_ready_s = round(time.monotonic() - started, 3)
-    ctr = _vllm_container(st)
     result.startup = startup_for(r, ctr)
     result.detection_latency_s = _detection_latency(ctr, waited)
     return result
@@ -183,7 +192,7 @@ def _wait(st: engine.Stack, r: Resolved, timeout: float, progress: Progress) -> 
 
     def state():
         if not ctr_box:
-            ctr = _vllm_container(st)
+            ctr = vllm_container(st)
             if ctr is None:
                 return "", None, 0
             ctr_box.append(ctr)
@@ -199,16 +208,16 @@ def _wait(st: engine.Stack, r: Resolved, timeout: float, progress: Progress) -> 
         progress.tick(t, last_line[0])
 
     return readiness.wait_ready(
-        state, endpoint(r), r.profile.model.served_name, _max_model_len(r), timeout, on_phase=progress.phase, on_tick=tick
+        state, endpoint(r), r.profile.model.served_name, max_model_len(r), timeout, on_phase=progress.phase, on_tick=tick
     )
 
 
-def _max_model_len(r: Resolved) -> int | None:
+def max_model_len(r: Resolved) -> int | None:
     value = r.flag("max-model-len")
     return value if isinstance(value, int) and value > 0 else None
 
 
-def _vllm_container(st: engine.Stack):
+def vllm_container(st: engine.Stack):
     ctrs = [c for c in st.containers() if c.labels.get("com.docker.compose.service") == "vllm"]
     return ctrs[0] if ctrs else None
 
@@ -242,11 +251,11 @@ def with_mismatches(r: Resolved, report: dict) -> dict:
     from composegen import startup
 
     args = report.get("effective_args")
-    report["mismatches"] = startup.mismatches(_profile_flags(r), args) if args is not None else None
+    report["mismatches"] = startup.mismatches(profile_flags(r), args) if args is not None else None
     return report
 
 
-def _profile_flags(r: Resolved) -> dict:
+def profile_flags(r: Resolved) -> dict:
     import json
 
     flags = {}
@@ -265,7 +274,7 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
         return multinode.down(project, r, timeout)
     st = stack(project, r)
     before = [c.name for c in st.containers()]
-    st.down(timeout=timeout if timeout is not None else _grace_seconds(r))
+    st.down(timeout=timeout if timeout is not None else grace_seconds(r))
     left = [c.name for c in engine.project_containers(st.project)] + [n.name for n in engine.project_networks(st.project)]
     if left:
         raise EngineError(f"{r.name}: still present after down: {', '.join(left)}")
@@ -273,7 +282,7 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
     return {"name": r.name, "project": st.project, "removed": before}
 
 
-def _grace_seconds(r: Resolved) -> int:
+def grace_seconds(r: Resolved) -> int:
     text = r.profile.service.stop_grace_period
     total = 0.0
     for number, unit in re.findall(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)", text):
@@ -286,7 +295,7 @@ def _report(checks, progress: Progress) -> None:
         progress.check(c)
 
 
-def _stop_on_failure(checks) -> None:
+def stop_on_failure(checks) -> None:
     failed = [c for c in checks if c.status == "fail"]
     if failed:
         first = failed[0]

@@ -133,7 +133,7 @@ def live_stack(project: Project, r: Resolved) -> tuple[str, dict]:
     from composegen import driver, engine  # lazy: only commands on a live stack touch the engine
     from composegen.errors import EngineError
 
-    ctr = driver._vllm_container(driver.stack(project, r))
+    ctr = driver.vllm_container(driver.stack(project, r))
     if ctr is None:
         raise EngineError(f"{r.name} is not running", hint=f"`composegen up {r.name}` first")
     return engine.logs(ctr), driver.startup_for(r, ctr)

@@ -28,10 +28,9 @@ from urllib.parse import urlsplit
 
 from composegen import emulate as emulation
 from composegen import engine, preflight, readiness, render
-from composegen.driver import (TAIL_ON_FAILURE, Progress, UpOptions, UpResult, _detection_latency, _grace_seconds,
-                               _indent, _max_model_len, _report, _stop_on_failure, _vllm_container, ensure_fresh,
-                               startup_for)
-from composegen.errors import BadInput, ComposegenError, EngineError, Interrupted
+from composegen.driver import (TAIL_ON_FAILURE, Progress, UpOptions, UpResult, grace_seconds, _indent, max_model_len,
+                               _report, stop_on_failure, vllm_container, ensure_fresh, finish, interrupted)
+from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.profile import Resolved
 from composegen.project import Project
 from composegen.schema import Node
@@ -132,7 +131,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     checks = [preflight._try("compose", lambda: f"docker compose {engine.compose_version()}")]
     checks += [preflight._try(f"{n.node.name}/engine", lambda n=n: f"Docker {engine.engine_info(n.target).get('ServerVersion', '?')} at {n.target.label} reachable") for n in nodes]
     _report(checks, progress)
-    _stop_on_failure(checks)
+    stop_on_failure(checks)
     for n in nodes:
         running = [c for c in engine.project_containers(n.project, n.target) if c.status == "running"]
         if running:
@@ -141,7 +140,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     more.append(_api_reachable(r))
     _report(more, progress)
     checks += more
-    _stop_on_failure(checks)
+    stop_on_failure(checks)
     warnings: list[str] = []
     ulimits = {k: (v if isinstance(v, int) else v.model_dump()) for k, v in r.profile.service.ulimits.items()}
     per_node_ulimits = {}
@@ -155,7 +154,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         if opts.emulate and ulimits and ceiling is not None:
             per_node_ulimits[n.key], clamped = emulation.clamp_ulimits(ulimits, ceiling)
             warnings += [f"{n.node.name}: {w}" for w in clamped]
-    _stop_on_failure(checks)
+    stop_on_failure(checks)
     if opts.emulate:
         for n in nodes:
             emulation.write_override(project, r, image, per_node_ulimits[n.key], n.node)
@@ -176,16 +175,8 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         blamed, message = _blame(exc, stacks)
         _fail(r, stacks, blamed, message, opts)
     except KeyboardInterrupt:
-        raise Interrupted(
-            f"stopped waiting for {r.name}; the stack keeps running on every node",
-            hint=f"inspect: `composegen status {r.name}`, `composegen logs {r.name} -f`; stop: `composegen down {r.name}`",
-        ) from None
-    result.phases = waited.phases
-    result.time_to_ready_s = round(time.monotonic() - started, 3)
-    head = _vllm_container(stacks[0][1])
-    result.startup = startup_for(r, head)
-    result.detection_latency_s = _detection_latency(head, waited)
-    return result
+        raise interrupted(r, " on every node") from None
+    return finish(result, r, vllm_container(stacks[0][1]), waited, started)
 
 
 def format_text(result: MultiUpResult) -> str:
@@ -239,7 +230,7 @@ def _wait(stacks: list, r: Resolved, timeout: float, progress: Progress) -> read
 
     def container(n: NodeRef, st: engine.Stack):
         if n.key not in found:
-            ctr = _vllm_container(st)
+            ctr = vllm_container(st)
             if ctr is None:
                 return None
             found[n.key] = ctr
@@ -266,7 +257,7 @@ def _wait(stacks: list, r: Resolved, timeout: float, progress: Progress) -> read
             last["line"] = lines[-1] if lines else last["line"]
         progress.tick(t, last["line"])
 
-    return readiness.wait_ready(state, api_endpoint(r), r.profile.model.served_name, _max_model_len(r), timeout,
+    return readiness.wait_ready(state, api_endpoint(r), r.profile.model.served_name, max_model_len(r), timeout,
                                 on_phase=progress.phase, on_tick=tick)
 
 
@@ -292,7 +283,7 @@ def _blame(exc: Exception, stacks: list) -> tuple[NodeRef, str]:
         return exc.ref, message
     for n, st in stacks[1:]:
         try:
-            problem = _worker_problem(_vllm_container(st))
+            problem = _worker_problem(vllm_container(st))
         except ComposegenError as err:
             problem = f"its engine stopped answering ({err.message})"
         if problem:
@@ -309,7 +300,7 @@ def _fail(r: Resolved, stacks: list, blamed: NodeRef, message: str, opts: UpOpti
     if opts.down_on_failure:
         for _, st in stacks:
             try:
-                st.down(timeout=_grace_seconds(r))
+                st.down(timeout=grace_seconds(r))
             except EngineError as exc:
                 tails.append(f"down on {st.target.label}: {exc.message}")
     left = "stopped and removed (--down-on-failure)" if opts.down_on_failure else f"left as it is: `composegen logs {r.name}`, `composegen down {r.name}`"
@@ -318,7 +309,7 @@ def _fail(r: Resolved, stacks: list, blamed: NodeRef, message: str, opts: UpOpti
 
 def _tail(n: NodeRef, st: engine.Stack, lines: int) -> str | None:
     try:
-        ctr = _vllm_container(st)
+        ctr = vllm_container(st)
         text = engine.logs(ctr, lines) if ctr is not None else ""
     except ComposegenError as exc:
         text = f"(logs unavailable: {exc.message})"
@@ -329,7 +320,7 @@ def _tail(n: NodeRef, st: engine.Stack, lines: int) -> str | None:
 
 
 def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
-    grace = timeout if timeout is not None else _grace_seconds(r)
+    grace = timeout if timeout is not None else grace_seconds(r)
     entries, errors = [], []
     for n in refs(r):  # head first: its clean stop tells the workers to finish
         entry = {**n.to_json(), "removed": [], "error": None}
@@ -353,7 +344,7 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
 
 def node_container(project: Project, r: Resolved, node: str | None = None):
     """The vLLM container of one node (default: the head), or None."""
-    return _vllm_container(node_stack(project, r, ref(r, node)))
+    return vllm_container(node_stack(project, r, ref(r, node)))
 
 
 def logs_text(project: Project, r: Resolved, tail: int | str = "all", node: str | None = None) -> str:
@@ -361,7 +352,7 @@ def logs_text(project: Project, r: Resolved, tail: int | str = "all", node: str 
     parts = []
     for n in [ref(r, node)] if node else refs(r):
         try:
-            ctr = _vllm_container(node_stack(project, r, n))
+            ctr = vllm_container(node_stack(project, r, n))
             text = engine.logs(ctr, tail) if ctr is not None else "(no container)\n"
         except ComposegenError as exc:
             text = f"(unreachable: {exc.message})\n"

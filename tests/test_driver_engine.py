@@ -114,7 +114,7 @@ def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
     emulate.write_override(project, r, image, ulimits)
     st = driver.stack(project, r, emulated=True)
     st.up()
-    ctr = driver._vllm_container(st)
+    ctr = driver.vllm_container(st)
     ctr.wait(timeout=60)
     ctr.reload()
     assert ctr.attrs["State"]["ExitCode"] == 2

@@ -4,7 +4,6 @@ worker detected and named, down leaving nothing on either engine, and an unreach
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
