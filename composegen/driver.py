@@ -158,12 +158,12 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         waited = _wait(st, r, timeout, progress)
     except (EngineError, readiness.StackFailed, TimeoutError) as exc:
         ctr = vllm_container(st)
-        tail = engine.logs(ctr, TAIL_ON_FAILURE) if ctr else ""
+        tail = failure_details(engine.logs(ctr), f"last {TAIL_ON_FAILURE} log lines") if ctr else None
         if opts.down_on_failure:
             st.down(timeout=grace_seconds(r))
         message = str(exc) if not isinstance(exc, EngineError) else exc.message
         left = "stopped and removed (--down-on-failure)" if opts.down_on_failure else f"left as it is: `composegen logs {r.name}`, `composegen down {r.name}`"
-        raise EngineError(f"{r.name}: {message}; the stack was {left}", details=_indent(tail, f"last {TAIL_ON_FAILURE} log lines")) from None
+        raise EngineError(f"{r.name}: {message}; the stack was {left}", details=tail) from None
     except KeyboardInterrupt:
         raise interrupted(r) from None
     return finish(result, r, vllm_container(st), waited, started)
@@ -300,6 +300,18 @@ def stop_on_failure(checks) -> None:
     if failed:
         first = failed[0]
         raise EngineError(f"preflight {first.name}: {first.message}", details="\n".join(f"preflight {c.name}: {c.message}" for c in failed[1:]) or None)
+
+
+def failure_details(log_text: str, title: str, lines: int = TAIL_ON_FAILURE) -> str | None:
+    """The log's last lines, then what the startup parser recognises in the whole log, with hints
+    (e.g. KV memory too small → the longest max-model-len that fits)."""
+    from composegen import startup
+
+    tail = "\n".join(log_text.rstrip().splitlines()[-lines:])
+    text = _indent(tail, title) or ""
+    for error in startup.parse_startup_log(log_text).to_json()["errors"]:
+        text += f"\nrecognised {error['kind']}: {error['hint']}"
+    return text or None
 
 
 def _indent(text: str, title: str) -> str | None:

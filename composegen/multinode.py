@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from composegen import emulate as emulation
 from composegen import engine, preflight, readiness, render
-from composegen.driver import (TAIL_ON_FAILURE, Progress, UpOptions, UpResult, grace_seconds, _indent, max_model_len,
-                               _report, stop_on_failure, vllm_container, ensure_fresh, finish, interrupted)
+from composegen.driver import (TAIL_ON_FAILURE, Progress, UpOptions, UpResult, _report, ensure_fresh, failure_details,
+                               finish, grace_seconds, interrupted, max_model_len, stop_on_failure, vllm_container)
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.profile import Resolved
 from composegen.project import Project
@@ -310,10 +310,10 @@ def _fail(r: Resolved, stacks: list, blamed: NodeRef, message: str, opts: UpOpti
 def _tail(n: NodeRef, st: engine.Stack, lines: int) -> str | None:
     try:
         ctr = vllm_container(st)
-        text = engine.logs(ctr, lines) if ctr is not None else ""
+        text = engine.logs(ctr) if ctr is not None else ""
     except ComposegenError as exc:
-        text = f"(logs unavailable: {exc.message})"
-    return _indent(text, f"node {n.node.name}: last {lines} log lines")
+        return f"(node {n.node.name}: logs unavailable: {exc.message})"
+    return failure_details(text, f"node {n.node.name}: last {lines} log lines", lines)
 
 
 # ---- down, logs ---------------------------------------------------------------------------------

@@ -149,3 +149,14 @@ def test_health_503_after_ready_shows_in_status(tmp_path, stacks):
     status = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]
     assert status["endpoint"]["healthy"] is False
     assert run_cli("--root", str(root), "down", name).returncode == 0
+
+
+def test_kv_too_small_fails_with_the_engines_own_estimate(tmp_path, stacks):
+    """The emulated memory model leaves ~0.1 GiB of KV: fewer tokens than max-model-len 8192."""
+    root, name, _ = emulated_project(tmp_path, env={"EMU_WEIGHTS_GIB": "86.17"})
+    stacks.append(f"composegen-{name}")
+    res = run_cli("--root", str(root), "up", name, "--emulate", "--down-on-failure")
+    assert res.returncode == 3, res.stderr
+    assert "exited with code 1" in res.stderr
+    assert "recognised kv_too_small_for_max_len: Lower --max-model-len to what fits (at most" in res.stderr
+    assert project_leftovers(f"composegen-{name}") == []
