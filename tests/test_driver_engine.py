@@ -160,3 +160,17 @@ def test_kv_too_small_fails_with_the_engines_own_estimate(tmp_path, stacks):
     assert "exited with code 1" in res.stderr
     assert "recognised kv_too_small_for_max_len: Lower --max-model-len to what fits (at most" in res.stderr
     assert project_leftovers(f"composegen-{name}") == []
+
+
+def test_status_reports_drift_and_which_side_is_newer(tmp_path, stacks):
+    root, name, _ = emulated_project(tmp_path)
+    stacks.append(f"composegen-{name}")
+    assert run_cli("--root", str(root), "up", name, "--emulate").returncode == 0
+    path = root / "profiles" / f"{name}.yaml"
+    path.write_text(path.read_text().replace("max-num-seqs: 1", "max-num-seqs: 2"))
+    assert run_cli("--root", str(root), "render", name).returncode == 0
+    drift = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]["drift"]
+    assert drift["state"] == "drifted" and drift["newer"] == "out" and drift["running"] != drift["out"]
+    text = run_cli("--root", str(root), "status", name).stdout
+    assert "drifted (out is newer)" in text
+    assert run_cli("--root", str(root), "down", name).returncode == 0
