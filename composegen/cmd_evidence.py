@@ -25,7 +25,8 @@ def gate(
     """Functional gates against the running stack (official openai client). Exit 1 when any fails."""
     from composegen import driver, gates
 
-    _, r = _load(name)
+    project, r = _load(name)
+    driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
     ep = driver.endpoint(r)
     result = gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
     emit_json(result) if json_ else out(gates.format_text(result))
@@ -44,7 +45,8 @@ def ladder(
     from composegen import driver
     from composegen import ladder as ladders
 
-    _, r = _load(name)
+    project, r = _load(name)
+    driver.running_container(project, r)
     ep = driver.endpoint(r)
     result = ladders.run_ladder(ep.base_url, r.profile.model.served_name, _ints(targets), max_model_len=r.flag("max-model-len"), max_tokens=max_tokens, api_key=ep.api_key)
     emit_json(result) if json_ else out(ladders.format_text(result))

@@ -15,14 +15,27 @@ from composegen.output import emit_json, out
 def list_(json_: bool = JsonOpt):
     """List the profiles and what each extends."""
     from composegen import profile
+    from composegen.errors import BadInput
+    from composegen.output import err, table
 
-    resolved = profile.load_all(_project())
-    rows = [{"name": r.name, "extends": r.chain[1:2][0] if len(r.chain) > 1 else None, "description": r.profile.description, "hash": r.hash} for r in resolved]
+    project = _project()
+    rows = []
+    for name in project.profile_names():  # one bad profile must not hide the others
+        try:
+            r = profile.load(project, name)
+            rows.append({"name": name, "extends": r.chain[1] if len(r.chain) > 1 else None,
+                         "description": r.profile.description, "hash": r.hash, "error": None})
+        except BadInput as exc:
+            rows.append({"name": name, "extends": None, "description": "", "hash": None, "error": exc.message})
     if json_:
-        return emit_json({"profiles": rows})
-    from composegen.output import table
-
-    out(table([[r["name"], r["extends"] or "-", r["description"]] for r in rows], ["NAME", "EXTENDS", "DESCRIPTION"]))
+        emit_json({"profiles": rows})
+    else:
+        out(table([[r["name"], r["extends"] or "-", r["description"] or "INVALID (see below)"] for r in rows], ["NAME", "EXTENDS", "DESCRIPTION"]))
+    bad = [r for r in rows if r["error"]]
+    for r in bad:
+        err(r["error"])
+    if bad:
+        raise BadInput(f"{len(bad)} of {len(rows)} profiles are invalid")
 
 
 @app.command()
@@ -32,10 +45,12 @@ def validate(
     json_: bool = JsonOpt,
 ):
     """Check profiles: schema, flags against the vLLM catalog, cross-field rules."""
-    from composegen import profile
+    from composegen import profile, rules
 
     resolved = profile.load_all(_project(), names)
-    report = {"profiles": [{"name": r.name, "hash": r.hash, "warnings": r.warnings, "pinned": r.profile.pinned} for r in resolved]}
+    shared = rules.across_profiles(resolved)
+    report = {"profiles": [{"name": r.name, "hash": r.hash, "warnings": r.warnings, "pinned": r.profile.pinned} for r in resolved],
+              "warnings": shared}
     if json_:
         emit_json(report)
     else:
@@ -43,11 +58,13 @@ def validate(
             out(f"ok  {r.name}")
             for w in r.warnings:
                 out(f"    warning: {w}")
+        for w in shared:
+            out(f"warning: {w}")
     if strict:
         unpinned = [r.name for r in resolved if not r.profile.pinned]
         if unpinned:
             raise CheckFailed(f"--strict: unpinned image in {', '.join(unpinned)}")
-        if any(r.warnings for r in resolved):
+        if shared or any(r.warnings for r in resolved):
             raise CheckFailed("--strict: warnings present")
 
 
@@ -57,7 +74,8 @@ def render(
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."),
     json_: bool = JsonOpt,
 ):
-    """Render out/<name>/compose.yaml from profiles/<name>.yaml."""
+    """Render out/<name>/compose.yaml from profiles/<name>.yaml (all: also remove generated files of
+    profiles that no longer exist)."""
     from composegen import render as rendering
 
     project = _project()
@@ -75,11 +93,14 @@ def render(
             out(f"out/ is fresh ({len(rendered)} files)")
         return
     written = rendering.write(project, rendered)
+    removed = rendering.remove_orphans(project, rendered) if not names else []
     if json_:
-        return emit_json({"written": written, "unchanged": len(rendered) - len(written)})
+        return emit_json({"written": written, "removed": removed, "unchanged": len(rendered) - len(written)})
     for path in written:
         out(f"wrote {path}")
-    out(f"{len(written)} written, {len(rendered) - len(written)} unchanged")
+    for path in removed:
+        out(f"removed {path} (no profile renders it)")
+    out(f"{len(written)} written, {len(removed)} removed, {len(rendered) - len(written)} unchanged")
 
 
 @app.command()

@@ -11,7 +11,7 @@ from composegen.cli_app import JsonOpt, app
 from composegen.cli_app import load_profile as _load
 from composegen.cli_app import project as _project
 from composegen.errors import BadInput as BadInputError
-from composegen.errors import CheckFailed
+from composegen.errors import CheckFailed, EngineError
 from composegen.output import emit_json, out
 
 
@@ -30,6 +30,8 @@ def up(
     from composegen import driver
     from composegen.console import console_progress, summary_text
 
+    if timeout is not None and timeout <= 0:
+        raise BadInputError(f"--timeout must be a positive number of seconds, got {timeout:g}")
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
     result = driver.up(project, r, opts, console_progress(quiet=json_))
@@ -72,6 +74,8 @@ def status(name: Optional[str] = typer.Argument(None), json_: bool = JsonOpt):
     """Containers, endpoint and drift of composegen stacks on this engine."""
     from composegen import status as stat
 
+    if name:
+        _load(name)  # an unknown profile is bad input (2), not "nothing running"
     stacks = stat.stack_status(_project(), name)
     if json_:
         return emit_json({"stacks": stacks})
@@ -97,7 +101,7 @@ def logs(
     else:
         ctr = driver.vllm_container(driver.stack(project, r))
     if ctr is None:
-        raise CheckFailed(f"{name} has no container on this engine")
+        raise EngineError(f"{name} has no container on this engine", hint=f"`composegen up {name}` first")
     if not follow:
         return out(engine.logs(ctr, n))
     for chunk in engine.follow_logs(ctr, n):
@@ -130,10 +134,7 @@ def startup(
         from composegen import driver
 
         project, r = _load(name)
-        ctr = driver.vllm_container(driver.stack(project, r))
-        if ctr is None:
-            raise CheckFailed(f"{name} has no container on this engine", hint=f"`composegen up {name}` first, or --log FILE")
-        report = driver.startup_for(r, ctr)
+        report = driver.startup_for(r, driver.running_container(project, r))
     if json_:
         emit_json(report)
     else:
@@ -147,7 +148,7 @@ def startup(
 
 @app.command()
 def shm(
-    path: str = typer.Option("/dev/shm", "--path", help="Directory to inspect."),
+    path: Optional[str] = typer.Option(None, "--path", help="Directory to inspect (default /dev/shm)."),
     container: Optional[str] = typer.Option(None, "--container", help="A running container's private /dev/shm."),
     profile_name: Optional[str] = typer.Option(None, "--profile", help="Multi-node: /dev/shm of every node of this profile."),
     reclaim: bool = typer.Option(False, "--reclaim", help="Preview (or with --yes, remove) leftover files."),
@@ -160,14 +161,23 @@ def shm(
     """Who holds what in /dev/shm, and a safe reclaim of what nothing uses."""
     from composegen import shm as shared
 
+    _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable)
+    path = path or "/dev/shm"
     if profile_name:
         from composegen import status as stat
 
-        report = stat.node_shm_report(_load(profile_name)[1])
+        r = _load(profile_name)[1]
+        if r.profile.nodes is None:
+            raise BadInputError(f"--profile {profile_name}: not a multi-node profile; inspect its host with plain `composegen shm`")
+        report = stat.node_shm_report(r)
         return emit_json(report) if json_ else out(stat.format_node_shm_text(report))
     if reclaim:
         result = shared.reclaim(path, yes=yes, include_unknown=include_unknown, ignore_unreadable=ignore_unreadable)
-        return emit_json(result) if json_ else out(shared.format_reclaim_text(result))
+        emit_json(result) if json_ else out(shared.format_reclaim_text(result))
+        left = (result["remaining"] or {}).get("totals", {}).get("leftover", {}).get("count") if yes else len(result["candidates"])
+        if fail_on_leftover and left:
+            raise CheckFailed(f"{left} leftover file(s) {'remain' if yes else 'present'} in {path}")
+        return
     report = shared.container_shm(container) if container else shared.scan(path)
     if json_:
         emit_json(report)
@@ -178,3 +188,15 @@ def shm(
         raise CheckFailed(f"{report['totals']['leftover']['count']} leftover file(s) in {report['path']}")
 
 
+
+
+def _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable) -> None:
+    """Options that would silently mean something else are refused (exit 2), not ignored."""
+    where = [flag for flag, given in (("--path", path), ("--container", container), ("--profile", profile_name)) if given]
+    if len(where) > 1:
+        raise BadInputError(f"{' and '.join(where)} name different places: give one")
+    if reclaim and (container or profile_name):
+        raise BadInputError("--reclaim works on a host directory (--path); a private /dev/shm goes away with its container")
+    modifiers = [flag for flag, given in (("--yes", yes), ("--include-unknown", include_unknown), ("--ignore-unreadable", ignore_unreadable)) if given]
+    if modifiers and not reclaim:
+        raise BadInputError(f"{', '.join(modifiers)}: only meaningful with --reclaim")

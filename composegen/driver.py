@@ -150,7 +150,11 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     st = stack(project, r, emulated=opts.emulate)
     result = UpResult(r.name, st.project, opts.emulate, checks, warnings, endpoint=endpoint(r).base_url)
     started = time.monotonic()
-    st.up()
+    try:
+        st.up()
+    except EngineError:
+        _remove_partial(st)  # a failed `compose up` can leave its network (or a created container) behind
+        raise
     if not opts.wait:
         return result
     timeout = opts.timeout or r.profile.service.startup_timeout
@@ -251,20 +255,33 @@ def with_mismatches(r: Resolved, report: dict) -> dict:
     from composegen import startup
 
     args = report.get("effective_args")
-    report["mismatches"] = startup.mismatches(profile_flags(r), args) if args is not None else None
+    report["mismatches"] = startup.mismatches(r.engine_flags(), args) if args is not None else None
     return report
 
 
-def profile_flags(r: Resolved) -> dict:
-    import json
+def running_container(project: Project, r: Resolved):
+    """The profile's running vLLM container (the head of a multi-node stack), or EngineError (exit 3)."""
+    if r.profile.nodes is not None:
+        from composegen import multinode
 
-    flags = {}
-    for name, value in r.flags.items():
-        if r.catalog.get(name).kind == "json":
-            value = json.loads(value)
-        flags[name] = value
-    flags["max-model-len"] = r.flag("max-model-len")
-    return {k: v for k, v in flags.items() if v is not None}
+        ctr = multinode.node_container(project, r)
+    else:
+        ctr = vllm_container(stack(project, r))
+    if ctr is None or ctr.status != "running":
+        state = "is not running" if ctr is None else f"is {ctr.status}"
+        raise EngineError(f"{r.name} {state}", hint=f"`composegen up {r.name}` first (`composegen status` lists what runs)")
+    return ctr
+
+
+def live_identity(ctr) -> dict:
+    """What the running container really is: the profile hash it was started from, its image, emulated or not."""
+    image = ctr.image
+    return {
+        "hash": ctr.labels.get("io.composegen.hash"),
+        "image_id": image.id,
+        "repo_digests": sorted(image.attrs.get("RepoDigests") or []),
+        "emulated": ctr.labels.get(emulation.EMULATED_LABEL) == "true",
+    }
 
 
 def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
@@ -300,6 +317,13 @@ def stop_on_failure(checks) -> None:
     if failed:
         first = failed[0]
         raise EngineError(f"preflight {first.name}: {first.message}", details="\n".join(f"preflight {c.name}: {c.message}" for c in failed[1:]) or None)
+
+
+def _remove_partial(st: engine.Stack) -> None:
+    try:
+        st.down(timeout=1)
+    except EngineError:
+        pass  # the original failure is the one to report
 
 
 def failure_details(log_text: str, title: str, lines: int = TAIL_ON_FAILURE) -> str | None:

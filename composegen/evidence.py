@@ -51,27 +51,25 @@ def _json_bytes(value) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def image_digest(r: Resolved) -> str | None:
-    image = r.profile.image
-    return image.split("@", 1)[1] if r.profile.pinned else None
-
-
-def profile_flags(r: Resolved) -> dict:
-    """The profile's flags as the engine's effective args would show them (JSON flags parsed)."""
-    flags = {}
-    for name, value in r.flags.items():
-        flags[name] = json.loads(value) if r.catalog.get(name).kind == "json" else value
-    return {k: v for k, v in flags.items() if v is not None}
+def image_digest(r: Resolved, container: dict | None) -> str | None:
+    """The digest of the image the container really runs: the profile's when the engine holds the image
+    under it, else another registry digest the engine knows; null for a local build (the emulator)."""
+    if container is None:
+        return None
+    digests = [d.split("@", 1)[1] for d in container["repo_digests"] if "@" in d]
+    wanted = r.profile.image.split("@", 1)[1] if r.profile.pinned else None
+    return wanted if wanted in digests else (digests[0] if digests else None)
 
 
 def write_run(project: Project, r: Resolved, *, startup_log_text: str | None, startup_report: dict,
               gates: dict | None = None, ladder: dict | None = None, source: str = "stack",
-              unknown=(), extra_raw: dict[str, dict] | None = None, now: datetime | None = None) -> Path:
+              unknown=(), extra_raw: dict[str, dict] | None = None, now: datetime | None = None,
+              container: dict | None = None) -> Path:
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     missing = set(unknown)
-    digest = image_digest(r) if source == "stack" else None
+    digest = image_digest(r, container) if source == "stack" else None
     compose = project.out_path(r.name)
     compose_sha = _sha256(compose.read_bytes()) if source == "stack" and compose.is_file() else None
     effective = startup_report.get("effective_args") or {}
@@ -95,7 +93,8 @@ def write_run(project: Project, r: Resolved, *, startup_log_text: str | None, st
     evidence = {
         "schema": SCHEMA, "profile": {"name": r.name, "hash": r.hash}, "image_digest": digest,
         "model_revision": revision, "compose_sha256": compose_sha, "startup": startup_report, "gates": gates,
-        "ladder": ladder, "composegen_version": __version__, "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "ladder": ladder, "container": container, "emulated": bool(container and container["emulated"]),
+        "composegen_version": __version__, "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": source, "unknown": sorted(missing),
         "raw": [{"file": name, "sha256": _sha256(data), "bytes": len(data)} for name, data in raw.items()],
     }
@@ -128,22 +127,28 @@ def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
         raise
 
 
-def live_stack(project: Project, r: Resolved) -> tuple[str, dict]:
-    """(startup log text, startup report) of the profile's running vLLM container (needs the engine)."""
+def live_stack(project: Project, r: Resolved) -> tuple[str, dict, dict]:
+    """(startup log text, startup report, container identity) of the profile's running vLLM container.
+    Refuses when the container was started from another version of the profile: evidence must describe
+    what runs, not what the profile says now."""
     from composegen import driver, engine  # lazy: only commands on a live stack touch the engine
-    from composegen.errors import EngineError
 
-    ctr = driver.vllm_container(driver.stack(project, r))
-    if ctr is None:
-        raise EngineError(f"{r.name} is not running", hint=f"`composegen up {r.name}` first")
-    return engine.logs(ctr), driver.startup_for(r, ctr)
+    ctr = driver.running_container(project, r)
+    identity = driver.live_identity(ctr)
+    if identity["hash"] != r.hash:
+        raise CheckFailed(
+            f"{r.name}: the running container was started from profile hash {identity['hash']}, the profile now "
+            f"resolves to {r.hash}; evidence would describe a configuration that is not running",
+            hint=f"`composegen down {r.name}` and `composegen up {r.name}` to run what the profile says",
+        )
+    return engine.logs(ctr), driver.startup_for(r, ctr), identity
 
 
 def capture_stack(project: Project, r: Resolved, *, gate: bool = False, ladder_targets=None,
                   tools: int | None = None) -> Path:
     from composegen import driver, gates, ladder
 
-    text, report = live_stack(project, r)
+    text, report, identity = live_stack(project, r)
     ep, served = driver.endpoint(r), r.profile.model.served_name
     tools = tools or (r.profile.qualify.tools if r.profile.qualify else 20)
     gate_result = gates.run_gates(ep.base_url, served, api_key=ep.api_key, tools=tools) if gate else None
@@ -151,7 +156,8 @@ def capture_stack(project: Project, r: Resolved, *, gate: bool = False, ladder_t
     if ladder_targets:
         ladder_result = ladder.run_ladder(ep.base_url, served, ladder_targets, api_key=ep.api_key,
                                           max_model_len=report.get("max_model_len") or r.flag("max-model-len"))
-    return write_run(project, r, startup_log_text=text, startup_report=report, gates=gate_result, ladder=ladder_result)
+    return write_run(project, r, startup_log_text=text, startup_report=report, gates=gate_result, ladder=ladder_result,
+                     container=identity)
 
 
 def from_log(project: Project, name: str, log_path) -> Path:
@@ -169,7 +175,7 @@ def from_log(project: Project, name: str, log_path) -> Path:
     if report["kv_cache_tokens"] is None and not report["errors"] and report["vllm_version"] is None:
         raise BadInput(f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)")
     if report.get("effective_args") is not None:
-        report["mismatches"] = startup.mismatches(profile_flags(r), report["effective_args"])
+        report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"])
     return write_run(project, r, startup_log_text=text, startup_report=report, source="log")
 
 
@@ -204,6 +210,7 @@ def load_run(path, root=None) -> dict:
     absent = [k for k in REQUIRED_KEYS if k not in doc]
     if absent:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
+    _check_shape(doc, doc_path)
     entries = doc["raw"] if isinstance(doc["raw"], list) else [None]
     if not all(isinstance(e, dict) and {"file", "sha256"} <= e.keys() for e in entries):
         raise BadInput(f"{doc_path}: raw: must be a list of {{file, sha256, bytes}}")
@@ -218,6 +225,26 @@ def load_run(path, root=None) -> dict:
             raise CheckFailed(f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
                               f"{entry['sha256'][:12]}… (the bundle was changed after it was written)")
     return {**doc, "path": str(bundle)}
+
+
+# The parts other commands read, and the JSON type each must have (None allowed where a run may not know).
+_SHAPE = {"profile": (dict,), "startup": (dict,), "gates": (dict, type(None)), "ladder": (dict, type(None)),
+          "unknown": (list,), "source": (str,), "created_at": (str,)}
+
+
+def _check_shape(doc: dict, doc_path: Path) -> None:
+    """A hand-edited or truncated bundle is bad input (exit 2), never an internal error later on."""
+    for key, types in _SHAPE.items():
+        if key in doc and not isinstance(doc[key], types):
+            raise BadInput(f"{doc_path}: {key}: must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {type(doc[key]).__name__}")
+    if not all(isinstance(doc["profile"].get(k), str) for k in ("name", "hash")):
+        raise BadInput(f"{doc_path}: profile: needs string name and hash")
+    gates = doc.get("gates")
+    if gates is not None and not all(isinstance(gates.get(k), int) for k in ("passed", "total")):
+        raise BadInput(f"{doc_path}: gates: needs integer passed and total")
+    ladder = doc.get("ladder")
+    if ladder is not None and not isinstance(ladder.get("targets"), list):
+        raise BadInput(f"{doc_path}: ladder: needs a targets list")
 
 
 def format_text(doc: dict) -> str:

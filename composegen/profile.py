@@ -27,6 +27,8 @@ MANAGED_FLAGS = {
     "port": "service.port.container",
     "host": "service.port (vLLM listens on all interfaces inside the container)",
     "model": "model.id",
+    "api-key": "service.environment (VLLM_API_KEY: ${VLLM_API_KEY}; a key never goes into a committed file)",
+    "hf-token": "service.environment (HF_TOKEN: ${HF_TOKEN})",
     "nnodes": "nodes.members",
     "node-rank": "nodes.members[].rank",
     "master-addr": "nodes.master_addr",
@@ -48,9 +50,12 @@ class Resolved:
 
     @property
     def hash(self) -> str:
-        """Hash of the resolved profile: what the stack is, not how the YAML was written."""
+        """Hash of the resolved profile: what the stack is, not how the YAML was written. Sections the
+        engine never sees (qualify criteria, emulator settings, diff identity paths) are left out, so
+        editing them neither rewrites out/ nor marks a running stack as drifted."""
         # exclude_defaults: a new optional schema field must not change every existing hash.
-        doc = {"profile": self.profile.model_dump(mode="json", exclude={"extends", "description"}, exclude_defaults=True), "flags": self.flags}
+        outside = {"extends", "description", "qualify", "emulate", "identity"}
+        doc = {"profile": self.profile.model_dump(mode="json", exclude=outside, exclude_defaults=True), "flags": self.flags}
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -77,6 +82,11 @@ class Resolved:
         for name, value in sorted({**managed, **self.flags}.items()):
             items.extend(self.catalog.argv(name, value))
         return items
+
+    def engine_flags(self) -> dict[str, Any]:
+        """The flags as the engine's `non-default args` line shows them (JSON-valued ones parsed)."""
+        return {name: json.loads(value) if self.catalog.get(name).kind == "json" else value
+                for name, value in self.flags.items() if value is not None}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -156,8 +166,20 @@ def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
 
 
 def load(project: Project, name: str) -> Resolved:
-    data, marked, chain = _load_chain(project, name)
+    """The resolved profile. An error found in an ancestor's file names that file and line, and says
+    which profile was being resolved (so CI does not blame a parent that is fine on its own)."""
     display = project.rel(project.profile_path(name))
+    try:
+        return _load(project, name, display)
+    except BadInput as exc:
+        if not exc.message.startswith(f"{display}:"):
+            exc.message = f"{exc.message} (resolving {display})"
+            exc.args = (exc.message,)
+        raise
+
+
+def _load(project: Project, name: str, display: str) -> Resolved:
+    data, marked, chain = _load_chain(project, name)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:

@@ -77,7 +77,8 @@ def _step(ready: bool, fn: Callable, *args, **kwargs) -> tuple[dict | None, str 
 
 
 def qualify(project: Project, r: Resolved, *, startup_report: dict, run_ladder_fn: Callable,
-            run_gates_fn: Callable, startup_log_text: str | None = None, source: str = "stack") -> dict:
+            run_gates_fn: Callable, startup_log_text: str | None = None, source: str = "stack",
+            container: dict | None = None) -> dict:
     q = r.profile.qualify or Qualify()
     max_len = r.flag("max-model-len")
     max_len = max_len if isinstance(max_len, int) and max_len > 0 else startup_report.get("max_model_len")
@@ -86,6 +87,17 @@ def qualify(project: Project, r: Resolved, *, startup_report: dict, run_ladder_f
     ready = bool(startup_report.get("ready")) and not fatal
     reason = "; ".join(f"{e['kind']}: {e['line'][:160]}" for e in fatal) or "the engine did not report ready"
     criteria.append(_criterion("startup", "ready" if ready else "not ready", "ready", ready, reason))
+    # The engine must run what the profile says: its own `non-default args` against the profile's flags.
+    mismatches = startup_report.get("mismatches")
+    if "mismatches" not in startup_report and startup_report.get("effective_args") is not None:
+        from composegen import startup
+
+        mismatches = startup.mismatches(r.engine_flags(), startup_report["effective_args"])
+    config_ok = mismatches == []
+    why = ("the log has no `non-default args` line to check" if mismatches is None
+           else "; ".join(f"{m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}" for m in mismatches))
+    criteria.append(_criterion("config", "as profiled" if config_ok else f"{len(mismatches or [])} mismatch(es)",
+                               "as profiled", config_ok, None if config_ok else why))
     pool, need = startup_report.get("kv_cache_tokens"), q.min_kv_tokens or max_len
     criteria.append(_criterion("kv_pool", pool, need, pool is not None and need is not None and pool >= need,
                                "no KV cache size in the startup log" if pool is None else None))
@@ -117,7 +129,8 @@ def qualify(project: Project, r: Resolved, *, startup_report: dict, run_ladder_f
     merged = _merge_ladders([probe, ladder])
     verdict = {"profile": r.name, "hash": r.hash, "qualified": qualified, "criteria": criteria}
     run = evidence.write_run(project, r, startup_log_text=startup_log_text, startup_report=startup_report,
-                             gates=gates, ladder=merged, source=source, extra_raw={"qualify.json": verdict})
+                             gates=gates, ladder=merged, source=source, extra_raw={"qualify.json": verdict},
+                             container=container)
     return {**verdict, "run": str(run), "ladder": merged, "gates": gates}
 
 
@@ -126,9 +139,9 @@ def qualify_stack(project: Project, r: Resolved) -> dict:
 
     from composegen import driver, gates, ladder
 
-    text, report = evidence.live_stack(project, r)
+    text, report, identity = evidence.live_stack(project, r)
     ep, served = driver.endpoint(r), r.profile.model.served_name
-    return qualify(project, r, startup_report=report, startup_log_text=text,
+    return qualify(project, r, startup_report=report, startup_log_text=text, container=identity,
                    run_ladder_fn=functools.partial(ladder.run_ladder, ep.base_url, served, api_key=ep.api_key),
                    run_gates_fn=functools.partial(gates.run_gates, ep.base_url, served, api_key=ep.api_key))
 

@@ -147,3 +147,21 @@ def warnings(r: Resolved) -> list[str]:
     if r.profile.nodes is not None:
         out += node_warnings(r)
     return out
+
+
+def across_profiles(resolved: list[Resolved]) -> list[str]:
+    """Warnings no single profile shows: two profiles that would fight over a container name or a host
+    port (a child that only says `extends:` inherits both), so they cannot run side by side."""
+    out: list[str] = []
+    for what, key in (("container_name", lambda r: r.profile.service.container_name),
+                      ("host port", lambda r: (r.profile.service.port.bind, r.profile.service.port.host))):
+        seen: dict = {}
+        for r in resolved:
+            value = key(r)
+            if value is not None and r.profile.nodes is None:
+                seen.setdefault(value, []).append(r.name)
+        for value, names in seen.items():
+            if len(names) > 1:
+                shown = value if isinstance(value, str) else f"{value[0]}:{value[1]}"
+                out.append(f"{', '.join(names)} share {what} {shown}: they cannot run at the same time")
+    return out

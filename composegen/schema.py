@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$")
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
 SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
-REF_RE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-?][^}]*)?\}$")
+# A secret may only come from the environment: `${VAR}`, `${VAR:-}` (empty when unset) or `${VAR:?why}`;
+# a non-empty default (`${VAR:-hunter2}`) would put the value itself into a committed file.
+REF_RE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-|:?\?[^}]*)?\}$")
 SIZE_RE = re.compile(r"^\d+(?:\.\d+)?\s*(?:b|k|kb|m|mb|g|gb|t|tb)?$", re.I)
 DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|ms|s|m|h))+$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
@@ -41,6 +43,17 @@ class Published(Strict):
     host: Port = Field(description="host port")
     container: Port = Field(8000, description="port vLLM listens on inside the container")
     bind: StrictStr = Field("127.0.0.1", description="host address; 0.0.0.0 exposes the API to the network")
+
+    @field_validator("bind")
+    @classmethod
+    def _ip(cls, bind: str) -> str:
+        import ipaddress
+
+        try:
+            ipaddress.ip_address(bind)
+        except ValueError:
+            raise ValueError(f"must be an IP address (compose publishes ports on addresses), got {bind!r}") from None
+        return bind
 
 
 class Gpus(Strict):
@@ -71,6 +84,14 @@ class Volume(Strict):
     source: StrictStr = Field(description="host path (absolute, ./relative or ${VAR}) or a named volume")
     target: Annotated[StrictStr, Field(pattern=r"^/")]
     read_only: StrictBool = False
+
+    @field_validator("source")
+    @classmethod
+    def _no_colon(cls, source: str) -> str:
+        # The short volume syntax splits on ':'; only a ${VAR:-default} may carry one.
+        if ":" in re.sub(r"\$\{[^}]*\}", "", source) or not source:
+            raise ValueError(f"a volume source cannot contain ':' (outside ${{VAR:-default}}), got {source!r}")
+        return source
 
     @property
     def named(self) -> bool:

@@ -86,7 +86,13 @@ _FAILURES = [
     ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
      "The GPU ran out of memory: lower --gpu-memory-utilization, --max-num-batched-tokens or "
      "--max-num-seqs, or check for other processes on the GPU."),
+    ("cuda_error", re.compile(r"CUDA error: (?!out of memory)"),
+     "A CUDA kernel failed: check that the image's CUDA build matches the driver and GPU; rerun with "
+     "CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."),
 ]
+_ENGINE_FAILED = re.compile(r"EngineCore failed to start|Engine core initialization failed")
+_ENGINE_FAILED_HINT = ("The engine process died while starting and the log names no cause composegen knows: "
+                       "read the lines above this one.")
 _EXCEPTION_HINT = "Read the traceback that ends at this line in the container log; composegen has no rule for it."
 _WARNING_KINDS = {"shm_broadcast_block"}
 
@@ -144,6 +150,7 @@ class _Collector:
         self.error_keys: set[tuple[str, str]] = set()
         self.saw_traceback = False
         self.last_exception: tuple[str, str] | None = None  # (line, message)
+        self.engine_failed: str | None = None
         self.unnamed = 0
 
     def ranked_value(self, field: str, proc: str | None, value: object) -> None:
@@ -216,6 +223,8 @@ class _Collector:
     def _failures(self, line: str, msg: str) -> None:
         if msg.startswith("Traceback (most recent call last)"):
             self.saw_traceback = True
+        elif _ENGINE_FAILED.search(msg) and self.engine_failed is None:
+            self.engine_failed = line.strip()  # a wrapper: reported only when nothing more specific is
         elif self.saw_traceback and _EXCEPTION.match(msg) and not any(w in msg for w in _WRAPPER_EXCEPTIONS):
             self.last_exception = (line.strip(), msg)
         for kind, pattern, hint in _FAILURES:
@@ -257,6 +266,8 @@ class _Collector:
         fatal = [e for e in r.errors if e["kind"] not in _WARNING_KINDS]
         if self.last_exception and not fatal:
             r.errors.append({"line": self.last_exception[0], "kind": "exception", "hint": _EXCEPTION_HINT})
+        elif self.engine_failed and not fatal:
+            r.errors.append({"line": self.engine_failed, "kind": "engine_core_failed", "hint": _ENGINE_FAILED_HINT})
         return r
 
 

@@ -62,12 +62,17 @@ def loads_marked(text: str, display: str) -> Marked:
         marked.data = {}
         return marked
     loader = _StrictLoader("")
-    marked.data = _to_python(node, (), marked, display, loader)
+    marked.data = _to_python(node, (), marked, display, loader, set())
     return marked
 
 
-def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loader) -> Any:
+def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loader, seen: set) -> Any:
     line = node.start_mark.line + 1
+    # An alias is the same node again: refused, since expanding nested aliases can take exponential memory
+    # (a few lines can ask for gigabytes) and a profile has `extends:` for reuse.
+    if id(node) in seen:
+        raise BadInput(f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}: YAML aliases (*name) are not supported; use extends:")
+    seen.add(id(node))
     marked.marks.setdefault(path, (display, line))
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
@@ -81,10 +86,10 @@ def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loade
                 raise BadInput(f"{display}:{key_node.start_mark.line + 1}: {'.'.join((*path, key))}: duplicate key")
             child = (*path, key)
             marked.marks[child] = (display, key_node.start_mark.line + 1)
-            out[key] = _to_python(value_node, child, marked, display, loader)
+            out[key] = _to_python(value_node, child, marked, display, loader, seen)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_to_python(item, (*path, i), marked, display, loader) for i, item in enumerate(node.value)]
+        return [_to_python(item, (*path, i), marked, display, loader, seen) for i, item in enumerate(node.value)]
     if node.tag in _PLAIN_TAGS:
         try:
             return loader.construct_object(node)

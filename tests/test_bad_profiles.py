@@ -30,6 +30,10 @@ CASES = [
     ("port-range", BASE.replace("host: 39999", "host: 70000"), "bad.yaml:7: service.port.host: Input should be less than or equal to 65535"),
     ("port-string", BASE.replace("host: 39999", "host: '8000'"), "service.port.host: Input should be a valid integer"),
     ("secret-value", BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  environment: {HF_TOKEN: hf_abc123}"), "service.environment: HF_TOKEN: secrets must be a ${VAR} reference"),
+    ("secret-default", BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  environment: {VLLM_API_KEY: '${VLLM_API_KEY:-hunter2}'}"), "service.environment: VLLM_API_KEY: secrets must be a ${VAR} reference"),
+    ("api-key-flag", BASE + "  api-key: hunter2\n", "bad.yaml:14: vllm.api-key: set by composegen from service.environment"),
+    ("bind-not-ip", BASE.replace("host: 39999", "host: 39999, bind: not an ip"), "service.port.bind: must be an IP address"),
+    ("volume-colon", BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  volumes: [{source: 'a:b', target: /x}]"), "a volume source cannot contain ':'"),
     ("gpu-both", BASE.replace("gpus: {count: 1}", "gpus: {count: 1, device_ids: ['0']}"), "bad.yaml:8: service.gpus: give exactly one of count or device_ids"),
     ("util-range", BASE + "  gpu-memory-utilization: 1.2\n", "bad.yaml:14: vllm.gpu-memory-utilization: must be in (0, 1], got 1.2"),
     ("batch-below-seqs", BASE.replace("max-num-seqs: 4", "max-num-seqs: 4096"), "bad.yaml:12: vllm.max-num-batched-tokens: 2048 is below max-num-seqs 4096"),
@@ -43,6 +47,7 @@ CASES = [
     ("extends-missing", "extends: nothere\n" + BASE, "bad.yaml:1: extends: no profile 'nothere'"),
     ("extends-type", "extends: [a]\n" + BASE, "bad.yaml:1: extends: must be a profile name"),
     ("bad-duration", BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  stop_grace_period: soon"), "bad.yaml:10: service.stop_grace_period: String should match pattern"),
+    ("alias", BASE + "x: &a [1]\ny: [*a]\n", "bad.yaml:14: y.0: YAML aliases (*name) are not supported; use extends:"),
     ("python-tag", BASE + "  max-num-seqs2: !!python/object:os.system x\n", "is not allowed"),
 ]
 

@@ -173,4 +173,6 @@ def test_status_reports_drift_and_which_side_is_newer(tmp_path, stacks):
     assert drift["state"] == "drifted" and drift["newer"] == "out" and drift["running"] != drift["out"]
     text = run_cli("--root", str(root), "status", name).stdout
     assert "drifted (out is newer)" in text
+    stale = run_cli("--root", str(root), "evidence", name)
+    assert stale.returncode == 1 and "evidence would describe a configuration that is not running" in stale.stderr
     assert run_cli("--root", str(root), "down", name).returncode == 0

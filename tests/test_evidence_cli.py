@@ -49,3 +49,14 @@ def test_plan_393k_from_the_4096_arm_fits_and_from_the_8192_arm_warns():
 def test_plan_needs_exactly_one_source():
     res = run_cli("plan", "393k-gpu")
     assert res.returncode == 2 and "exactly one of --from RUN or --from-log FILE" in res.stderr
+
+
+@pytest.mark.parametrize("key,value", [("profile", "x"), ("gates", {"passed": 1}), ("startup", []), ("ladder", {"rows": []})])
+def test_a_malformed_bundle_is_bad_input_not_a_crash(project, key, value):
+    run = _run_from_log(project, "vllm-0.33.0-r33-4096-arm.log", "4096-131k")
+    path = f"{run}/evidence.json"
+    doc = json.load(open(path))
+    doc[key] = value
+    json.dump(doc, open(path, "w"))
+    res = run_cli("--root", str(project), "compare", run, run)
+    assert res.returncode == 2 and f"evidence.json: {key}:" in res.stderr and "internal error" not in res.stderr

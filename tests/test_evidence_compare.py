@@ -119,13 +119,19 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
     r = profile.load(project, "4096-131k")
     render.write(project, {r.name: render.render(r)})
     when = datetime(2026, 8, 10, 12, 0, 0, tzinfo=timezone.utc)
-    first = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when)
+    pinned = r.profile.image.split("@")[1]
+    container = {"hash": r.hash, "image_id": "sha256:" + "e" * 64, "emulated": False,
+                 "repo_digests": ["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"]}
+    first = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when, container=container)
     second = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when)
     assert first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
     doc = evidence.load_run(first)
     assert doc["compose_sha256"] == hashlib.sha256(project.out_path(r.name).read_bytes()).hexdigest()
-    assert doc["image_digest"] == r.profile.image.split("@")[1] and doc["model_revision"] == r.profile.model.revision
+    assert doc["image_digest"] == pinned and doc["model_revision"] == r.profile.model.revision
+    assert doc["container"] == container and doc["emulated"] is False
     assert doc["unknown"] == ["gates", "ladder"]
+    # Without the running container, nothing vouches for the image: null and listed as unknown.
+    assert evidence.load_run(second)["image_digest"] is None and "image_digest" in evidence.load_run(second)["unknown"]
     assert evidence.load_run(first.name, project.root)["path"] == str(first)  # a run name under runs/
 
 

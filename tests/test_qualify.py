@@ -48,7 +48,7 @@ def _criteria(result: dict) -> dict:
 def test_a_profile_that_fits_qualifies_and_leaves_evidence(project, tmp_path):
     result = _qualify_on_emulator(project, tmp_path, "emu")
     crit = _criteria(result)
-    assert list(crit) == ["startup", "kv_pool", "long_prompt", "ladder", "gates", "tools"]
+    assert list(crit) == ["startup", "config", "kv_pool", "long_prompt", "ladder", "gates", "tools"]
     assert [c["name"] for c in result["criteria"] if not c["passed"]] == []
     assert result["qualified"] is True and qualify.exit_code(result) == 0
     assert crit["kv_pool"]["threshold"] == 4096 and crit["kv_pool"]["measured"] > 4096  # default: max-model-len
@@ -122,7 +122,10 @@ def test_recorded_4096_log_against_the_393k_criteria(project, data_dir):
     crit = _criteria(result)
     assert crit["kv_pool"] == {"name": "kv_pool", "measured": 553_243, "threshold": 393_216, "passed": True,
                                "reason": None}
-    assert crit["long_prompt"]["measured"] == probe and result["qualified"] is True
+    assert crit["long_prompt"]["measured"] == probe
+    # The 4,096 arm ran 131,072 tokens of context: it cannot qualify the 393K profile's configuration.
+    assert crit["config"]["passed"] is False and "max-model-len: profile 393216, engine 131072" in crit["config"]["reason"]
+    assert result["qualified"] is False
 
 
 def test_a_short_probe_and_a_dead_engine_are_failures_with_reasons(project, data_dir):
@@ -196,7 +199,9 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
         run = evidence.capture_stack(project, r, gate=True, ladder_targets=[1000])
         doc = evidence.load_run(run)
         assert doc["source"] == "stack" and doc["startup"]["ready"] is True
-        assert doc["image_digest"] == "sha256:" + "c" * 64 and doc["model_revision"] == "d" * 40
+        # The emulator image is a local build: no registry digest, and the bundle says it was emulated.
+        assert doc["image_digest"] is None and doc["emulated"] is True and doc["model_revision"] == "d" * 40
+        assert doc["container"]["hash"] == doc["profile"]["hash"]
         assert doc["compose_sha256"] == evidence._sha256(project.out_path(name).read_bytes())
         assert doc["gates"]["tools"] == {"passed": 3, "total": 3} and doc["ladder"]["ok"] is True
         result = qualify.qualify_stack(project, r)

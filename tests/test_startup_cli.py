@@ -30,3 +30,14 @@ def test_failed_start_is_exit_1_with_a_hint():
 def test_missing_log_is_bad_input():
     res = run_cli("startup", "--log", "/nonexistent.log")
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_engine_failure_lines_name_the_cause_or_fall_back(tmp_path):
+    wrapper = "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] EngineCore failed to start.\n"
+    cause = "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    both, alone = tmp_path / "both.log", tmp_path / "alone.log"
+    both.write_text(wrapper + cause)
+    alone.write_text(wrapper)
+    kinds = lambda p: [e["kind"] for e in json.loads(run_cli("startup", "--log", str(p), "--json").stdout)["errors"]]  # noqa: E731
+    assert kinds(both) == ["cuda_error"]  # the specific cause, not the wrapper around it
+    assert kinds(alone) == ["engine_core_failed"]
