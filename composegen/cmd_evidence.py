@@ -59,6 +59,7 @@ def evidence(
     name: Optional[str] = typer.Argument(None, help="A running stack's profile."),
     gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
     ladder_: Optional[str] = typer.Option(None, "--ladder", help="Also run a ladder at these targets."),
+    tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
     from_log: Optional[Path] = typer.Option(None, "--from-log", help="Build a run from a startup log recorded elsewhere."),
     profile_name: Optional[str] = typer.Option(None, "--profile", help="With --from-log: the profile of that run."),
     json_: bool = JsonOpt,
@@ -75,7 +76,7 @@ def evidence(
         if not name:
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
-        path = bundles.capture_stack(project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None)
+        path = bundles.capture_stack(project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools)
     if json_:
         from composegen.evidence import load_run
 

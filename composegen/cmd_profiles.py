@@ -156,7 +156,7 @@ def diff(
     identity = diffing.identity_paths_for(project, [a, b])
     changes = diffing.compare(side_a.data, side_b.data, identity_paths=identity)
     if json_:
-        emit_json([c.to_json() if hasattr(c, "to_json") else c for c in changes])
+        emit_json(diffing.changes_to_json(changes))
     elif unified:
         out(diffing.unified(side_a.text, side_b.text, side_a.label, side_b.label))
     else:

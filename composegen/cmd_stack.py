@@ -141,7 +141,7 @@ def startup(
         out(parsing.format_text(report))
         for m in report.get("mismatches") or []:
             out(f"MISMATCH {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
-    failures = [e for e in report.get("errors") or [] if e.get("kind") != "shm_broadcast_block"]
+    failures = [e for e in report.get("errors") or [] if e.get("kind") not in parsing.WARNING_KINDS]
     if failures or not report.get("ready") or report.get("mismatches"):
         raise CheckFailed("the engine is not ready" if not report.get("ready") else "startup report has errors or mismatches")
 

@@ -6,6 +6,7 @@ import sys
 from composegen.driver import Progress
 from composegen.output import err
 
+LOG_EVERY_S = 30.0
 _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 
 
@@ -13,7 +14,7 @@ def console_progress(quiet: bool = False) -> Progress:
     if quiet:
         return Progress()
     tty = sys.stderr.isatty()
-    state = {"phase": "starting"}
+    state = {"phase": "starting", "printed": 0.0, "last": ""}
 
     def check(c):
         err(f"preflight {_MARK[c.status]} {c.name}: {c.message}")
@@ -29,6 +30,10 @@ def console_progress(quiet: bool = False) -> Progress:
             width = 100
             sys.stderr.write(f"\r\x1b[2K[{t:7.1f}s] {state['phase']} … {last[-(width - 30):]}")
             sys.stderr.flush()
+        elif last and (t - state["printed"] >= LOG_EVERY_S and last != state["last"]):
+            # In CI logs: a line every 30 s with the engine's latest line, so a 30-minute load is not silent.
+            state["printed"], state["last"] = t, last
+            err(f"[{t:7.1f}s] {state['phase']} … {last}")
 
     return Progress(check=check, phase=phase, tick=tick)
 

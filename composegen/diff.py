@@ -111,15 +111,12 @@ def load_side(spec: str, root: Path) -> Side:
     if ref_spec is not None:
         text = gitref.read_at_ref(root, *ref_spec)
         return Side(spec, text, parse_compose_text(text, spec))
-    if _looks_like_path(spec):
+    node_of_profile = spec.count("/") == 1 and (Path(root) / "profiles" / f"{spec.split('/')[0]}.yaml").is_file()
+    if _looks_like_path(spec) and not node_of_profile:  # NAME/NODE: one node of a multi-node profile
         problem = "is a directory, not a compose file" if Path(spec).is_dir() else "no such file"
         raise BadInput(f"{spec}: diff input: {problem}")
-    try:
-        from composegen.render import render_profile_text  # lazy: render pulls in the profile stack
-    except ImportError as exc:
-        raise BadInput(
-            f"{spec}: diff input: not a file or REF:path, and profiles cannot be rendered ({exc})"
-        ) from None
+    from composegen.render import render_profile_text  # lazy: render pulls in the profile stack
+
     label = f"profile:{spec}"
     text = render_profile_text(root, spec)
     return Side(label, text, parse_compose_text(text, label))

@@ -14,18 +14,16 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from composegen.units import parse_human_int
 
 CATALOG_VERSION = "0.33.0"
 CATALOG_PATH = Path(__file__).parent / "data" / f"vllm-{CATALOG_VERSION}-serve-flags.json"
 _VLLM_MODULES = {"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"}
 _NEGATIVE_NUMBER = re.compile(r"-\.?\d")
-# vLLM's human-readable ints: lower case is decimal (1k = 1000), upper case binary (1K = 1024).
-_HUMAN_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-                "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 @dataclass(frozen=True)
@@ -148,17 +146,9 @@ def _typed(spec: FlagSpec | None, raw: str) -> Any:
     if kind in ("human_readable_int", "human_readable_int_or_auto"):
         if kind.endswith("auto") and text.lower() == "auto":
             return -1
-        number = _human_int(text)
+        number = parse_human_int(text)
         return raw if number is None else number
     return raw
-
-
-def _human_int(text: str) -> int | None:
-    match = re.fullmatch(r"(-?\d+(?:\.\d+)?)([kmgtKMGT]?)", text)
-    if not match:
-        return None
-    value = Decimal(match[1]) * _HUMAN_UNITS[match[2]]
-    return int(value) if value == value.to_integral_value() else None
 
 
 def _json_or_text(text: str) -> Any:

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from composegen.diff_argv import argv_words, compose_str, parse_vllm_args, split_vllm_argv
+from composegen.units import BYTE_UNITS, parse_bytes
 
 FROM_HOST_ENV = "(from host env)"  # `environment: [NAME]`: compose copies the value from its own env
 _SET_LIKE_KEYS = {"cap_add", "cap_drop", "devices", "dns", "expose", "group_add", "profiles", "security_opt"}
@@ -21,7 +22,6 @@ _HEALTH_DURATIONS = {"interval", "timeout", "start_period", "start_interval"}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": Decimal("1e-9"), "us": Decimal("1e-6"), "µs": Decimal("1e-6"),
                    "ms": Decimal("0.001"), "s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}
-_BYTE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
 
 
 # ---------------------------------------------------------------- service
@@ -286,11 +286,10 @@ def _duration(value: Any) -> Any:
 def _bytes(value: Any) -> Any:
     if value is None or isinstance(value, bool):
         return jsonable(value)
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(?:i?b)?\s*", str(value), re.IGNORECASE)
-    if not match:
+    amount = parse_bytes(str(value))
+    if amount is None:
         return jsonable(value)
-    amount = int(Decimal(match[1]) * _BYTE_UNITS[match[2].lower()])
     for unit in "ptgmk":
-        if amount >= _BYTE_UNITS[unit] and amount % _BYTE_UNITS[unit] == 0:
-            return f"{amount // _BYTE_UNITS[unit]}{unit}"
+        if amount >= BYTE_UNITS[unit] and amount % BYTE_UNITS[unit] == 0:
+            return f"{amount // BYTE_UNITS[unit]}{unit}"
     return str(amount)

@@ -126,7 +126,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     if existing:
         raise BadInput(f"{r.name} is already running ({existing[0].name})", hint=f"`composegen status {r.name}`, or `composegen down {r.name}` first")
     image = r.profile.image
-    ulimits = {k: (v if isinstance(v, int) else v.model_dump()) for k, v in r.profile.service.ulimits.items()}
+    ulimits = r.profile.service.ulimits_plain()
     warnings: list[str] = []
     if opts.emulate:
         image = engine.build_emulator_image()

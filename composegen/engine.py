@@ -197,7 +197,23 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
             client(target).images.build(path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False)
         except (docker.errors.BuildError, docker.errors.APIError) as exc:
             raise EngineError(f"building the emulator image failed: {_short(exc)}") from None
+    _prune_old_emulators(tag, target)
     return tag
+
+
+def _prune_old_emulators(keep: str, target: Target | None) -> None:
+    """Each emulator change makes a new content-hash tag; drop the older ones no container uses."""
+    import docker.errors
+
+    repo = keep.rsplit(":", 1)[0]
+    sdk = client(target)
+    in_use = {c.image.id for c in sdk.containers.list(all=True) if c.image is not None}
+    for old in sdk.images.list(name=repo):
+        if keep not in old.tags and old.id not in in_use:
+            try:
+                sdk.images.remove(old.id, noprune=False)
+            except docker.errors.APIError:
+                pass  # in use by a build or another engine user: keep it, try again next time
 
 
 def engine_rlimits(image: str, target: Target | None = None) -> dict[str, int]:

@@ -150,7 +150,7 @@ def capture_stack(project: Project, r: Resolved, *, gate: bool = False, ladder_t
 
     text, report, identity = live_stack(project, r)
     ep, served = driver.endpoint(r), r.profile.model.served_name
-    tools = tools or (r.profile.qualify.tools if r.profile.qualify else 20)
+    tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
     gate_result = gates.run_gates(ep.base_url, served, api_key=ep.api_key, tools=tools) if gate else None
     ladder_result = None
     if ladder_targets:

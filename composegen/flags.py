@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from composegen import units
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -45,9 +46,6 @@ _OPTIONAL_JSON = {
     "kv-events-config", "kv-transfer-config", "reasoning-config", "speculative-config",
     "watermark-config", "weight-transfer-config",
 }
-_HUMAN_INT = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT])$")
-_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 class FlagError(ValueError):
@@ -174,10 +172,6 @@ def load_catalog(version: str) -> Catalog:
     return Catalog(raw.get("vllm_version", version), flags)
 
 
-def known_versions() -> list[str]:
-    return sorted(p.name.split("-")[1] for p in DATA_DIR.glob("vllm-*-serve-flags.json"))
-
-
 def parse_human_int(value: Any) -> int:
     """vLLM's human-readable ints: 4096, '4k' (=4000), '4K' (=4096), '1.5M'."""
     if isinstance(value, bool):
@@ -185,15 +179,9 @@ def parse_human_int(value: Any) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, str):
-        if value.strip().isdigit():
-            return int(value)
-        m = _HUMAN_INT.match(value.strip())
-        if m:
-            number, unit = float(m.group(1)), m.group(2)
-            scale = _DECIMAL.get(unit) or _BINARY[unit]
-            if (number * scale) != int(number * scale):
-                raise FlagError(f"must be a whole number of tokens, got {value!r}")
-            return int(number * scale)
+        number = units.parse_human_int(value)
+        if number is not None and number >= 0:
+            return number
     raise FlagError(f"must be an integer or a size like 4k / 4K, got {value!r}")
 
 

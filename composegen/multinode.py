@@ -142,7 +142,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     checks += more
     stop_on_failure(checks)
     warnings: list[str] = []
-    ulimits = {k: (v if isinstance(v, int) else v.model_dump()) for k, v in r.profile.service.ulimits.items()}
+    ulimits = r.profile.service.ulimits_plain()
     per_node_ulimits = {}
     if opts.reclaim_shm and r.profile.service.ipc == "host":
         warnings += _reclaim(nodes)

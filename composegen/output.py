@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -31,10 +30,6 @@ def out(text: str = "") -> None:
 
 def err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
-
-
-def color_enabled(stream=sys.stderr) -> bool:
-    return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
 def table(rows: list[list[str]], header: list[str] | None = None) -> str:

@@ -137,7 +137,7 @@ def node_checks(r: Resolved, node, target: engine.Target, image: str, emulate: b
         checks.append(Check(f"{node.name}/port", "ok" if ok else "fail",
                             f"{what} port {host}:{port} is {'free' if ok else 'already in use'} on {target.label}"))
     ceiling = None
-    ulimits = {k: (v if isinstance(v, int) else v.model_dump()) for k, v in svc.ulimits.items()}
+    ulimits = svc.ulimits_plain()
     if ulimits:
         try:
             ceiling = engine.engine_rlimits(image, target)

@@ -37,10 +37,10 @@ from composegen.gates import GATES
 from composegen.profile import Resolved
 from composegen.project import Project
 from composegen.schema import Qualify
+from composegen.startup import WARNING_KINDS  # startup "errors" that do not stop an engine
 
 TOLERANCE = 0.005  # ladder.run_ladder's default window
 PROBE_MAX_TOKENS = 64  # ladder.run_ladder's default completion budget
-WARNING_KINDS = {"shm_broadcast_block"}  # startup "errors" that do not stop an engine
 
 
 def _criterion(name: str, measured, threshold, passed: bool, reason: str | None = None) -> dict:

@@ -67,7 +67,7 @@ def head(r: profiles.Resolved) -> Node | None:
 
 def context(r: profiles.Resolved, node: Node | None = None) -> dict[str, Any]:
     p, svc = r.profile, r.profile.service
-    ulimits = {k: (v if isinstance(v, int) else v.model_dump()) for k, v in sorted(svc.ulimits.items())}
+    ulimits = svc.ulimits_plain()
     volumes = [f"{v.source}:{v.target}{':ro' if v.read_only else ''}" for v in svc.volumes]
     labels = {
         f"{LABEL_PREFIX}profile": r.name,
@@ -89,7 +89,7 @@ def context(r: profiles.Resolved, node: Node | None = None) -> dict[str, Any]:
         "environment": sorted((k, str(v)) for k, v in svc.environment.items()),
         "volumes": volumes,
         "named_volumes": sorted({v.source for v in svc.volumes if v.named}),
-        "ipc": svc.ipc if svc.ipc != "private" else "private",
+        "ipc": svc.ipc,
         "shm_size": svc.shm_size,
         "init": svc.init,
         "ulimits": list(ulimits.items()),

@@ -1,18 +1,16 @@
 """Cross-field rules a single field cannot check. Each problem names the key it is reported at."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from composegen.units import GIB, parse_bytes
 
 if TYPE_CHECKING:
     from composegen.profile import Resolved
 
-GIB = 2**30
 HF_CACHE_TARGET = "/root/.cache/huggingface"  # where a node's hf_cache is mounted
 SHM_HEADROOM_GIB = 2.0  # vLLM's message queues and NCCL need room beside the offload buffer
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([a-z]*)$", re.I)
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": GIB, "gb": GIB, "t": 2**40, "tb": 2**40}
 
 
 @dataclass(frozen=True)
@@ -23,10 +21,10 @@ class Problem:
 
 def size_bytes(text: str) -> int:
     """Compose byte values: '32gb', '16g', '512m' (binary units, as Docker reads them)."""
-    m = _SIZE.match(text.strip())
-    if not m or m.group(2).lower() not in _UNITS:
+    size = parse_bytes(text)
+    if size is None:
         raise ValueError(f"not a size: {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    return size
 
 
 def offload_gib(r: Resolved) -> float:

@@ -119,6 +119,10 @@ class Service(Strict):
     startup_timeout: Annotated[StrictInt, Field(ge=1, le=86400)] = Field(1800, description="seconds")
     restart: Literal["no", "on-failure", "unless-stopped", "always"] = "no"
 
+    def ulimits_plain(self) -> dict[str, int | dict[str, int]]:
+        """Ulimits as compose writes them: a number, or {soft, hard}."""
+        return {k: (v if isinstance(v, int) else v.model_dump()) for k, v in sorted(self.ulimits.items())}
+
     @field_validator("environment")
     @classmethod
     def _secrets(cls, env: dict) -> dict:

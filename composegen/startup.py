@@ -94,7 +94,7 @@ _ENGINE_FAILED = re.compile(r"EngineCore failed to start|Engine core initializat
 _ENGINE_FAILED_HINT = ("The engine process died while starting and the log names no cause composegen knows: "
                        "read the lines above this one.")
 _EXCEPTION_HINT = "Read the traceback that ends at this line in the container log; composegen has no rule for it."
-_WARNING_KINDS = {"shm_broadcast_block"}
+WARNING_KINDS = {"shm_broadcast_block"}
 
 
 @dataclasses.dataclass
@@ -263,7 +263,7 @@ class _Collector:
                                           _as_int((r.effective_args or {}).get("max_model_len")),
                                           get("error_max_len"))
         r.ready = bool(get("complete") or get("started"))
-        fatal = [e for e in r.errors if e["kind"] not in _WARNING_KINDS]
+        fatal = [e for e in r.errors if e["kind"] not in WARNING_KINDS]
         if self.last_exception and not fatal:
             r.errors.append({"line": self.last_exception[0], "kind": "exception", "hint": _EXCEPTION_HINT})
         elif self.engine_failed and not fatal:
