@@ -196,7 +196,7 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
         assert up.returncode == 0, up.stderr
         project = Project(root)
         r = profile.load(project, name)
-        run = evidence.capture_stack(project, r, gate=True, ladder_targets=[1000])
+        run = evidence.capture_stack(project, r, gate=True, ladder_targets=[1000], tools=3)
         doc = evidence.load_run(run)
         assert doc["source"] == "stack" and doc["startup"]["ready"] is True
         # The emulator image is a local build: no registry digest, and the bundle says it was emulated.
