@@ -127,7 +127,8 @@ def qualify(project: Project, r: Resolved, *, startup_report: dict, run_ladder_f
 
     qualified = all(c["passed"] for c in criteria)
     merged = _merge_ladders([probe, ladder])
-    verdict = {"profile": r.name, "hash": r.hash, "qualified": qualified, "criteria": criteria}
+    verdict = {"profile": r.name, "hash": r.hash, "qualified": qualified, "criteria": criteria,
+               "emulated": bool(container and container["emulated"])}
     run = evidence.write_run(project, r, startup_log_text=startup_log_text, startup_report=startup_report,
                              gates=gates, ladder=merged, source=source, extra_raw={"qualify.json": verdict},
                              container=container)
@@ -164,4 +165,6 @@ def format_text(result: dict) -> str:
         why = f": {c['reason']}" if c["reason"] else ""
         lines.append(f"  {mark}  {c['name']:<12} {measured} (need {threshold}){why}")
     lines.append(f"{'QUALIFIED' if result['qualified'] else 'NOT qualified'}; evidence: {result['run']}")
+    if result.get("emulated"):
+        lines.append("EMULATED vLLM: this exercised composegen and the criteria, not a real engine or model")
     return "\n".join(lines) + "\n"
