@@ -8,19 +8,29 @@ from pathlib import Path
 
 from tests.helpers import make_project, run_cli
 
-TEMPLATE = """\
+TINY_HEAD = """\
 image: example/vllm@sha256:{digest}
 model:
   id: org/tiny-model
   revision: {rev}
   served_name: {served}
 service:
-  port: {{host: {port}}}
+  port: {port}
   gpus: {{count: 1}}
   shm_size: 1gb
-  ulimits: {{memlock: -1, nofile: 1048576}}
   stop_grace_period: 5s
   startup_timeout: {timeout}
+"""
+
+
+def tiny_profile(served: str, port: str, *, timeout: int = 120, rest: str = "") -> str:
+    """The small profile the engine tests start emulated (its one GPU is removed when emulating);
+    `rest` continues the service map and adds the other sections."""
+    return TINY_HEAD.format(digest="c" * 64, rev="d" * 40, served=served, port=port, timeout=timeout) + rest
+
+
+_SINGLE_REST = """\
+  ulimits: {{memlock: -1, nofile: 1048576}}
 vllm:
   max-model-len: 8192
   max-num-batched-tokens: 4096
@@ -41,7 +51,7 @@ def emulated_project(tmp: Path, *, load: float = 1.0, timeout: int = 120, env: d
     name = f"t-{uuid.uuid4().hex[:8]}"
     port = free_port()
     extra = "".join(f"    {k}: \"{v}\"\n" for k, v in (env or {}).items())
-    text = TEMPLATE.format(digest="c" * 64, rev="d" * 40, served=f"{name}-served", port=port, timeout=timeout, load=load, extra_env=extra)
+    text = tiny_profile(f"{name}-served", f"{{host: {port}}}", timeout=timeout, rest=_SINGLE_REST.format(load=load, extra_env=extra))
     root = make_project(tmp, {name: text})
     assert run_cli("--root", str(root), "render", name).returncode == 0
     return root, name, port

@@ -381,18 +381,6 @@ def test_profile_names_are_rendered(monkeypatch, tmp_path: Path, diff_dir: Path)
     assert side.data == yaml.safe_load((diff_dir / "r33-4096.yaml").read_text())
 
 
-def test_unknown_profile_is_bad_input(tmp_path: Path):
-    (tmp_path / "profiles").mkdir()
-    with pytest.raises(BadInput, match="no such profile 'r33'"):
-        load_side("r33", tmp_path)
-
-
-def test_one_node_of_a_multi_node_profile(repo_root: Path):
-    side = load_side("dspark-2x/spark-2", repo_root)
-    assert side.label == "profile:dspark-2x/spark-2"
-    assert "--headless" in side.data["services"]["vllm"]["command"]
-
-
 def test_identity_paths_come_from_the_profiles_behind_the_inputs(tmp_path: Path, repo_root: Path):
     from composegen.render import render_profile_text
 

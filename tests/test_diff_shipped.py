@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
+
+from composegen import diff, errors
 from tests.helpers import run_cli
 
 
@@ -38,3 +42,15 @@ def test_unified_and_bad_input():
     assert '-      - "--max-num-batched-tokens=8192"' in res.stdout
     bad = run_cli("diff", "nope-profile", "4096-131k")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_unknown_profile_is_bad_input(tmp_path: Path):
+    (tmp_path / "profiles").mkdir()
+    with pytest.raises(errors.BadInput, match="no such profile 'r33'"):
+        diff.load_side("r33", tmp_path)
+
+
+def test_one_node_of_a_multi_node_profile(repo_root: Path):
+    side = diff.load_side("dspark-2x/spark-2", repo_root)
+    assert side.label == "profile:dspark-2x/spark-2"
+    assert "--headless" in side.data["services"]["vllm"]["command"]

@@ -14,25 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_helpers import free_port
+from tests.engine_helpers import free_port, tiny_profile
 from tests.helpers import REPO, make_project, run_cli
 from tests.multinode_engine import force_remove, leftovers, second_engine  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.docker
 
-PROFILE = """\
-image: example/vllm@sha256:{digest}
-model:
-  id: org/tiny-model
-  revision: {rev}
-  served_name: {name}-served
-service:
-  port: {{host: {api}, bind: {bind}}}
-  gpus: {{count: 1}}
-  shm_size: 1gb
+REST = """\
   ulimits: {{memlock: -1, nofile: 1048576}}
-  stop_grace_period: 5s
-  startup_timeout: 120
 vllm:
   tensor-parallel-size: 2
   distributed-executor-backend: mp
@@ -61,9 +50,10 @@ def two_node(tmp_path, second_engine):  # noqa: F811 - pytest injects the import
         second engine (or on `worker_host`, or locally when the head took the second engine)."""
         name = f"mn-{uuid.uuid4().hex[:8]}"
         worker = "" if head_context else f', docker_host: "{worker_host or second_engine.url}"'
-        text = PROFILE.format(digest="c" * 64, rev="d" * 40, name=name, api=free_port(), master=free_port(), load=load,
-                              bind="0.0.0.0" if head_context else "127.0.0.1", worker_where=worker,
-                              head_where=f', context: "{head_context}"' if head_context else "")
+        port = f"{{host: {free_port()}, bind: {'0.0.0.0' if head_context else '127.0.0.1'}}}"
+        rest = REST.format(master=free_port(), load=load, worker_where=worker,
+                           head_where=f', context: "{head_context}"' if head_context else "")
+        text = tiny_profile(f"{name}-served", port, rest=rest)
         root = make_project(tmp_path / name, {name: text})
         res = run_cli("--root", str(root), "render", name)
         assert res.returncode == 0, res.stderr

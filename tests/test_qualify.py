@@ -150,18 +150,7 @@ def test_recorded_failed_startup_sends_no_requests(project, data_dir):
     assert result["qualified"] is False
 
 
-DOCKER_PROFILE = """\
-image: example/vllm@sha256:{digest}
-model:
-  id: org/tiny-model
-  revision: {rev}
-  served_name: {name}-served
-service:
-  port: {{host: {port}}}
-  gpus: {{count: 1}}
-  shm_size: 1gb
-  stop_grace_period: 5s
-  startup_timeout: 120
+DOCKER_REST = """\
 vllm:
   max-model-len: 8192
   max-num-batched-tokens: 4096
@@ -185,10 +174,10 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
 
     from emulator_proc import free_port
     from helpers import run_cli
-    from tests.engine_helpers import force_remove
+    from tests.engine_helpers import force_remove, tiny_profile
 
     name = f"q-{uuid.uuid4().hex[:8]}"
-    text = DOCKER_PROFILE.format(digest="c" * 64, rev="d" * 40, name=name, port=free_port())
+    text = tiny_profile(f"{name}-served", f"{{host: {free_port()}}}", rest=DOCKER_REST)
     root = make_project(tmp_path, {name: text})
     assert run_cli("--root", str(root), "render", name).returncode == 0
     try:
