@@ -120,7 +120,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         return multinode.up(project, r, opts, progress)
     ensure_fresh(project, r, opts.render_stale)
     checks = preflight.engine_checks()
-    _report(checks, progress)
+    report_checks(checks, progress)
     stop_on_failure(checks)
     existing = [c for c in engine.project_containers(render.project_name(r)) if c.status == "running"]
     if existing:
@@ -130,7 +130,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     warnings: list[str] = []
     if opts.emulate:
         image = engine.build_emulator_image()
-    image_check = preflight._try("image", lambda: preflight.image_check(image, opts.emulate))
+    image_check = preflight.attempt("image", lambda: preflight.image_check(image, opts.emulate))
     more = [preflight.gpu_check(opts.emulate), preflight.port_check(r), image_check]
     if opts.reclaim_shm and r.profile.service.ipc == "host":
         more.append(preflight.reclaim_shm())
@@ -142,7 +142,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
             ulimits, clamp_warnings = emulation.clamp_ulimits(ulimits, ceiling)
             warnings += clamp_warnings
     more += preflight.shm_check(r)
-    _report(more, progress)
+    report_checks(more, progress)
     checks += more
     stop_on_failure(checks)
     if opts.emulate:
@@ -231,14 +231,11 @@ def _detection_latency(ctr, waited: readiness.Waited) -> float | None:
     seeing /health 200: what polling costs, measured rather than assumed."""
     if ctr is None or waited.ready_at is None:
         return None
-    from datetime import datetime
-
     raw = ctr.logs(timestamps=True, stdout=True, stderr=True).decode("utf-8", "replace")
     for line in raw.splitlines():
         if "Application startup complete." in line:
-            stamp = line.split(" ", 1)[0]
-            when = datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()
-            return round(waited.ready_at - when, 3)
+            when = engine.docker_time(line.split(" ", 1)[0])
+            return round(waited.ready_at - when, 3) if when is not None else None
     return None
 
 
@@ -307,7 +304,7 @@ def grace_seconds(r: Resolved) -> int:
     return max(1, int(round(total)))
 
 
-def _report(checks, progress: Progress) -> None:
+def report_checks(checks, progress: Progress) -> None:
     for c in checks:
         progress.check(c)
 

@@ -111,6 +111,15 @@ def client(target: Target | None = None):
     return _clients[target]
 
 
+def docker_time(stamp: str) -> float | None:
+    """Epoch seconds of a Docker RFC 3339 timestamp (nanoseconds cut to micro); None for Docker's zero time."""
+    from datetime import datetime
+
+    if not stamp or stamp.startswith("0001"):
+        return None
+    return datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[-1][:300] if text else type(exc).__name__

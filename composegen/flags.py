@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from composegen import units
+from composegen.yamlio import show_value
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -197,7 +198,7 @@ def check_value(flag: Flag, value: Any) -> Any:
         raise FlagError("has no value (to drop an inherited flag, leave it out of the base profile)")
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
-            raise FlagError(f"must be an integer, got {_show(value)}")
+            raise FlagError(f"must be an integer, got {show_value(value)}")
         return value
     if kind in ("human_int", "human_int_or_auto"):
         if kind == "human_int_or_auto" and value in ("auto", -1):
@@ -205,16 +206,16 @@ def check_value(flag: Flag, value: Any) -> Any:
         return parse_human_int(value)
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise FlagError(f"must be a number, got {_show(value)}")
+            raise FlagError(f"must be a number, got {show_value(value)}")
         return float(value)
     if kind == "json":
         if isinstance(value, str):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError:
-                raise FlagError(f"must be a YAML map (rendered as JSON), got {_show(value)}") from None
+                raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}") from None
         if not isinstance(value, (dict, list)):
-            raise FlagError(f"must be a YAML map (rendered as JSON), got {_show(value)}")
+            raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}")
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
     if kind == "list":
         items = value if isinstance(value, list) else [value]
@@ -226,16 +227,10 @@ def check_value(flag: Flag, value: Any) -> Any:
 
 def _check_str(flag: Flag, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise FlagError(f"must be a string, got {_show(value)}")
+        raise FlagError(f"must be a string, got {show_value(value)}")
     text = str(value)
     if flag.choices and not flag.open_choices and text not in flag.choices:
         close = difflib.get_close_matches(text, flag.choices, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise FlagError(f"must be one of {', '.join(flag.choices)}; got {text!r}{hint}")
     return text
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a YAML boolean)"
-    return repr(value)

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from composegen import emulate as emulation
 from composegen import engine, preflight, readiness, render
-from composegen.driver import (TAIL_ON_FAILURE, Progress, UpOptions, UpResult, _report, ensure_fresh, failure_details,
-                               finish, grace_seconds, interrupted, max_model_len, stop_on_failure, vllm_container)
+from composegen.driver import (TAIL_ON_FAILURE, Progress, UpOptions, UpResult, ensure_fresh, failure_details, finish,
+                               grace_seconds, interrupted, max_model_len, report_checks, stop_on_failure, vllm_container)
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.profile import Resolved
 from composegen.project import Project
@@ -128,9 +128,9 @@ class NodeFailed(Exception):
 def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Progress()) -> MultiUpResult:
     ensure_fresh(project, r, opts.render_stale)
     nodes = refs(r)
-    checks = [preflight._try("compose", lambda: f"docker compose {engine.compose_version()}")]
-    checks += [preflight._try(f"{n.node.name}/engine", lambda n=n: f"Docker {engine.engine_info(n.target).get('ServerVersion', '?')} at {n.target.label} reachable") for n in nodes]
-    _report(checks, progress)
+    checks = [preflight.attempt("compose", lambda: f"docker compose {engine.compose_version()}")]
+    checks += [preflight.attempt(f"{n.node.name}/engine", lambda n=n: f"Docker {engine.engine_info(n.target).get('ServerVersion', '?')} at {n.target.label} reachable") for n in nodes]
+    report_checks(checks, progress)
     stop_on_failure(checks)
     for n in nodes:
         running = [c for c in engine.project_containers(n.project, n.target) if c.status == "running"]
@@ -138,7 +138,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
             raise BadInput(f"{r.name} is already running on {n.label}: {running[0].name}", hint=f"`composegen status {r.name}`, or `composegen down {r.name}` first")
     image, more = _place_image(r, nodes, opts.emulate)
     more.append(_api_reachable(r))
-    _report(more, progress)
+    report_checks(more, progress)
     checks += more
     stop_on_failure(checks)
     warnings: list[str] = []
@@ -148,7 +148,7 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         warnings += _reclaim(nodes)
     for n in nodes:
         node_checks, ceiling = preflight.node_checks(r, n.node, n.target, image, opts.emulate)
-        _report(node_checks, progress)
+        report_checks(node_checks, progress)
         checks += node_checks
         per_node_ulimits[n.key] = ulimits
         if opts.emulate and ulimits and ceiling is not None:
@@ -202,7 +202,7 @@ def _place_image(r: Resolved, nodes: list[NodeRef], emulate: bool) -> tuple[str,
             return image, [preflight.Check("image", "fail", f"placing the emulator image: {exc.message}")]
     ids = {}
     for n in nodes:
-        check = preflight._try("image", lambda n=n: preflight.image_check(image, emulate, n.target))
+        check = preflight.attempt("image", lambda n=n: preflight.image_check(image, emulate, n.target))
         checks.append(preflight.Check(f"{n.node.name}/image", check.status, f"{check.message} on {n.target.label}"))
         if check.status == "ok":
             ids[n.node.name] = engine.image_id(image, n.target)

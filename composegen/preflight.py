@@ -37,7 +37,7 @@ def port_free(bind: str, port: int) -> bool:
             return False
 
 
-def _try(name: str, fn) -> Check:
+def attempt(name: str, fn) -> Check:
     try:
         result = fn()
     except ComposegenError as exc:
@@ -47,8 +47,8 @@ def _try(name: str, fn) -> Check:
 
 def engine_checks() -> list[Check]:
     return [
-        _try("engine", lambda: f"Docker {engine.engine_info().get('ServerVersion', '?')} reachable"),
-        _try("compose", lambda: f"docker compose {engine.compose_version()}"),
+        attempt("engine", lambda: f"Docker {engine.engine_info().get('ServerVersion', '?')} reachable"),
+        attempt("compose", lambda: f"docker compose {engine.compose_version()}"),
     ]
 
 
@@ -119,7 +119,7 @@ def node_checks(r: Resolved, node, target: engine.Target, image: str, emulate: b
     """GPU runtime, host ports (the head's API and master port), /dev/shm and ulimits of one node whose
     engine answered and holds `image`. Returns the checks and the engine's rlimit ceiling (None without ulimits)."""
     svc, nodes = r.profile.service, r.profile.nodes
-    checks = [_named(_try("gpus", lambda: gpu_check(emulate, target)), node.name)]
+    checks = [_named(attempt("gpus", lambda: gpu_check(emulate, target)), node.name)]
     wildcard = "::" if ":" in nodes.master_addr else "0.0.0.0"  # torch's store listens on every interface
     ports = [(svc.port.bind, svc.port.host, "API"), (wildcard, nodes.master_port, "master")] if node.rank == 0 else []
     if target.is_local:

@@ -18,7 +18,7 @@ from composegen.errors import BadInput
 from composegen.flags import Catalog, FlagError, load_catalog
 from composegen.project import Project
 from composegen.schema import Profile
-from composegen.yamlio import Marked, load_marked
+from composegen.yamlio import Marked, load_marked, show_value
 
 # Flags composegen renders from typed profile fields; writing them in `vllm:` would say it twice.
 MANAGED_FLAGS = {
@@ -231,7 +231,7 @@ def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInpu
     elif err["type"] == "missing":
         msg = "required key is missing"
     elif "input" in err and err["type"] not in ("value_error",):
-        msg = f"{msg}, got {_show(err['input'])}"
+        msg = f"{msg}, got {show_value(err['input'])}"
     msg = msg.removeprefix("Value error, ")
     return BadInput(f"{_where(marked, loc, display)}: {field_path}: {msg}")
 
@@ -251,11 +251,3 @@ def _did_you_mean(loc: tuple) -> str:
         return ""
     close = difflib.get_close_matches(loc[-1].replace("-", "_"), list(model.model_fields), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a YAML boolean)"
-    if isinstance(value, (dict, list)):
-        return type(value).__name__
-    return repr(value)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime
 
 from composegen import engine, readiness
 from composegen.errors import BadInput, ComposegenError, EngineError
@@ -41,10 +40,7 @@ def out_hash(project: Project, name: str) -> str | None:
 
 
 def _started(ctr) -> float | None:
-    stamp = ctr.attrs["State"].get("StartedAt", "")
-    if not stamp or stamp.startswith("0001"):
-        return None
-    return datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()
+    return engine.docker_time(ctr.attrs["State"].get("StartedAt", ""))
 
 
 def drift(project: Project, name: str, running_hash: str | None, created: float | None) -> dict:

@@ -38,6 +38,15 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     merge keys and duplicates are refused in _to_python."""
 
 
+def show_value(value: Any) -> str:
+    """A loaded YAML value as an error message quotes it (YAML's `yes` is a boolean: say so)."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a YAML boolean)"
+    if isinstance(value, (dict, list)):
+        return type(value).__name__
+    return repr(value)
+
+
 def load_marked(path: Path, display: str) -> Marked:
     try:
         text = path.read_text(encoding="utf-8")
