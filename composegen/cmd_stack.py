@@ -162,7 +162,7 @@ def shm(
     from composegen import shm as shared
 
     _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable)
-    path = path or "/dev/shm"
+    path = "/dev/shm" if path is None else path
     if profile_name:
         from composegen import status as stat
 
@@ -172,20 +172,17 @@ def shm(
         report = stat.node_shm_report(r)
         return emit_json(report) if json_ else out(stat.format_node_shm_text(report))
     if reclaim:
-        result = shared.reclaim(path, yes=yes, include_unknown=include_unknown, ignore_unreadable=ignore_unreadable)
-        emit_json(result) if json_ else out(shared.format_reclaim_text(result))
+        from composegen import shm_reclaim
+
+        result = shm_reclaim.reclaim(path, yes=yes, include_unknown=include_unknown, ignore_unreadable=ignore_unreadable)
+        emit_json(result) if json_ else out(shm_reclaim.format_reclaim_text(result))
         left = (result["remaining"] or {}).get("totals", {}).get("leftover", {}).get("count") if yes else len(result["candidates"])
         if fail_on_leftover and left:
             raise CheckFailed(f"{left} leftover file(s) {'remain' if yes else 'present'} in {path}")
         return
-    report = shared.container_shm(container) if container else shared.scan(path)
-    if json_:
-        emit_json(report)
-    else:
-        out(shared.format_text(report))
-    code = shared.scan_exit_code(report, fail_on_leftover=fail_on_leftover)
-    if code:
-        raise CheckFailed(f"{report['totals']['leftover']['count']} leftover file(s) in {report['path']}")
+    if container:
+        return shared.print_scan(shared.container_shm(container), as_json=json_, fail_on_leftover=fail_on_leftover)
+    shared.print_path_scan(path, as_json=json_, fail_on_leftover=fail_on_leftover)
 
 
 

@@ -1,16 +1,24 @@
-"""Console-script entry. `composegen --version` answers before typer is imported (typer + its
-dependencies cost most of a 100 ms budget); everything else goes to the typer app in cli.py."""
+"""Console-script entry: the few commands fastpath.py answers without typer, the rest through cli.py."""
 from __future__ import annotations
 
+import os
 import sys
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--version"]:
-        from composegen import __version__
+    from composegen import fastpath
 
-        sys.stdout.write(f"composegen {__version__}\n")
+    code = fastpath.run(sys.argv[1:])
+    if code is None:
+        from composegen.cli import main as cli_main
+
+        cli_main()
         return
-    from composegen.cli import main as cli_main
-
-    cli_main()
+    # A one-shot answer: leave without the interpreter's teardown, which would free every object of a
+    # large scan one by one (~5% of `shm --json` on 10,000 entries). Nothing else is pending.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            pass  # a reader that went away; exits.run has said so where it could
+    os._exit(code)

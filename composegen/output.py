@@ -3,15 +3,27 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Iterable
+
+
+def pretty_output(pretty: bool | None = None) -> bool:
+    """JSON is indented for a person at a terminal and compact when piped; `pretty` forces either."""
+    return sys.stdout.isatty() if pretty is None else pretty
 
 
 def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
-    """Indented for a person at a terminal; compact when piped (CPython's C encoder only runs without
-    indent, and is ~5x faster on a 10,000-entry shm report). `pretty` forces either."""
-    indent = 2 if (sys.stdout.isatty() if pretty is None else pretty) else None
+    """Sorted keys; indented or compact as pretty_output says (CPython's C encoder only runs without
+    indent, and is ~5x faster on a 10,000-entry shm report)."""
+    indent = 2 if pretty_output(pretty) else None
     separators = None if indent else (",", ":")
     sys.stdout.write(json.dumps(obj, indent=indent, separators=separators, sort_keys=True, default=_default) + "\n")
+
+
+def write_pieces(pieces: Iterable[str]) -> None:
+    """A large compact JSON document written as it is produced, never held as one string."""
+    for piece in pieces:
+        sys.stdout.write(piece)
+    sys.stdout.write("\n")
 
 
 def _default(obj: Any) -> Any:

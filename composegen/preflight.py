@@ -164,11 +164,11 @@ def _remote_shm_checks(r: Resolved, node: str, report: dict) -> list[Check]:
 def reclaim_shm(path: str = "/dev/shm") -> Check:
     """`up --reclaim-shm`: remove leftovers first — but never past processes whose holdings could not
     be read (then a warning says how to reclaim by hand once they are checked)."""
-    from composegen import shm
+    from composegen import shm_reclaim
     from composegen.errors import CheckFailed
 
     try:
-        result = shm.reclaim(path, yes=True)
+        result = shm_reclaim.reclaim(path, yes=True)
     except CheckFailed as exc:
         return Check("shm-reclaim", "warn", f"{exc.message}; nothing reclaimed — `composegen shm --reclaim --yes --ignore-unreadable` once those processes are checked")
     return Check("shm-reclaim", "ok", f"reclaimed {len(result['removed'])} leftover file(s), {result['bytes_freed']} bytes")

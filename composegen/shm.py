@@ -1,4 +1,4 @@
-"""Inspect a shared-memory directory (/dev/shm) and reclaim leftovers safely.
+"""Inspect a shared-memory directory (/dev/shm): every entry, who holds it, which container.
 
 `scan(path)` -> report (schema "composegen.shm-scan/v1"):
   path, scanned_at (ISO-8601 UTC), scan_seconds, dir {dev, inode},
@@ -8,27 +8,27 @@
             holders [{pid, comm, how: ["fd"|"map"], container_id, compose_project, composegen_profile}]}],
   totals {in-use|leftover|unknown|all: {count, allocated_bytes}},
   unreadable_pids [{pid, comm, uid, denied}], vanished (entries gone while scanning)
-`reclaim(path)` / `apply_plan(plan)` -> result (schema "composegen.shm-reclaim/v1"):
-  path, applied, dir, candidates [{name, bytes, class, dev, inode}], candidate_bytes,
-  removed [{name, bytes}], skipped [{name, reason}], bytes_freed, unreadable_pids,
-  remaining {totals, filesystem} | None
+`scan_json(path)` -> (that report without entries, its compact JSON in pieces) — the CLI's fast route.
 `container_shm(name_or_id)` -> scan report plus container {id, name, pid, ipc_mode, shm_size_bytes}.
-`check_budget(report, need_bytes, leftover_warn_bytes)` -> [warning, ...].
-CLI exit codes: 0 ok; 1 leftovers present with --fail-on-leftover, or reclaim refused (CheckFailed);
-2 path missing / not a directory / a symlink for reclaim (BadInput); 3 engine problems (EngineError).
+`check_budget(report, need_bytes, leftover_warn_bytes)` -> [warning, ...]. Reclaim: shm_reclaim.py.
+CLI exit codes: 0 ok; 1 leftovers present with --fail-on-leftover (CheckFailed);
+2 path missing / not a directory (BadInput); 3 engine problems (EngineError).
 """
 from __future__ import annotations
 
+import functools
+import json
 import os
 import pwd
 import re
 import stat
 import time
-from datetime import datetime, timezone
+from json.encoder import encode_basestring_ascii
+from typing import Iterator
 
 from composegen import procscan
 from composegen.errors import BadInput, CheckFailed, EngineError
-from composegen.output import emit_json
+from composegen.output import emit_json, out, pretty_output, write_pieces
 
 CLASSES = ("in-use", "leftover", "unknown")
 
@@ -48,7 +48,7 @@ LEFTOVER_PATTERNS = (
     {"id": "torch", "glob": "torch_*", "regex": r"torch_\d+_.+",
      "creator": "PyTorch CPU tensor sharing (MapAllocator)",
      "left_when": "rare: normally unlinked at once and visible only as (deleted) mappings"},
-    {"id": "vllm-offload", "glob": "vllm_offload_*.mmap[.N]", "regex": r"vllm_offload_.+\.mmap(\.\d+)?",
+    {"id": "vllm-offload", "glob": "vllm_offload_*.mmap[.N]", "regex": r"vllm_offload_.+\.mmap(?:\.\d+)?",
      "creator": "vLLM CPU KV offload region (0.21+)",
      "left_when": "SIGKILL; a fresh engine id per start makes them pile up across restarts"},
     {"id": "vllm-ec", "glob": "vllm_ec_*.mmap", "regex": r"vllm_ec_.+\.mmap",
@@ -57,11 +57,22 @@ LEFTOVER_PATTERNS = (
      "creator": "Python multiprocessing.heap arenas (mkstemp then unlink)",
      "left_when": "a crash between create and unlink"},
 )
-_COMPILED = [(p["id"], re.compile(p["regex"], re.DOTALL)) for p in LEFTOVER_PATTERNS]
+# (id, literal prefix of the glob, regex). Most names fail the prefix test and never meet a regex;
+# each regex is compiled the first time a name with its prefix turns up.
+_MATCHERS = [(p["id"], p["glob"].split("*", 1)[0], p["regex"]) for p in LEFTOVER_PATTERNS]
+_PREFIXES = tuple(prefix for _, prefix, _ in _MATCHERS)
+_COMPILED: dict[str, re.Pattern] = {}
 
 
 def match_pattern(name: str) -> str | None:
-    return next((pid for pid, rx in _COMPILED if rx.fullmatch(name)), None)
+    if not name.startswith(_PREFIXES):
+        return None
+    for pattern_id, prefix, regex in _MATCHERS:
+        if name.startswith(prefix):
+            compiled = _COMPILED.get(regex) or _COMPILED.setdefault(regex, re.compile(regex, re.DOTALL))
+            if compiled.fullmatch(name):
+                return pattern_id
+    return None
 
 
 def patterns_table_markdown() -> str:
@@ -70,7 +81,9 @@ def patterns_table_markdown() -> str:
     return "\n".join(rows)
 
 
-def _open_dir(path: str, *, follow: bool) -> int:
+def open_dir(path: str, *, follow: bool) -> int:
+    if not path:
+        raise BadInput("path: empty; name a directory")
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         return os.open(path, flags)
@@ -86,12 +99,11 @@ def _open_dir(path: str, *, follow: bool) -> int:
         raise BadInput(f"{path}: path: {exc.strerror}") from None
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    return "symlink" if stat.S_ISLNK(mode) else "other"
+_KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+
+
+def kind_of(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "other")
 
 
 def _user(uid: int, cache: dict[int, str | None]) -> str | None:
@@ -106,58 +118,92 @@ def _user(uid: int, cache: dict[int, str | None]) -> str | None:
 def _filesystem(dfd: int) -> dict:
     vfs = os.statvfs(dfd)
     total, free = vfs.f_blocks * vfs.f_frsize, vfs.f_bavail * vfs.f_frsize
-    return {"total_bytes": total, "free_bytes": free, "used_bytes": total - vfs.f_bfree * vfs.f_frsize}
+    return {"free_bytes": free, "total_bytes": total, "used_bytes": total - vfs.f_bfree * vfs.f_frsize}
 
 
 class _HolderDescriber:
-    """pid -> holder dict; container id per pid and labels per container are looked up once."""
+    """pid -> holder dict; labels are looked up once per container."""
 
-    def __init__(self, proc_root: str, labels):
-        self.proc_root, self.labels = proc_root, labels or procscan.DockerLabelResolver()
-        self._cid: dict[int, str | None] = {}
-        self._comm: dict[int, str | None] = {}
+    def __init__(self, index: procscan.ProcIndex, labels):
+        self.index, self.labels = index, labels or procscan.DockerLabelResolver()
 
     def __call__(self, pid: int, hows: set[str]) -> dict:
-        if pid not in self._cid:
-            self._cid[pid] = procscan.container_id_of(pid, self.proc_root)
-            self._comm[pid] = procscan.comm_of(pid, self.proc_root)
-        cid = self._cid[pid]
+        comm, cid = self.index.identity(pid)
         labels = (self.labels(cid) or {}) if cid else {}
-        return {"pid": pid, "comm": self._comm[pid], "how": sorted(hows), "container_id": cid,
-                "compose_project": labels.get("com.docker.compose.project"),
-                "composegen_profile": labels.get("io.composegen.profile")}
+        return {"comm": comm, "compose_project": labels.get("com.docker.compose.project"),
+                "composegen_profile": labels.get("io.composegen.profile"), "container_id": cid,
+                "how": sorted(hows), "pid": pid}
 
 
-def _scan_fd(dfd: int, path: str, container_labels, proc_root: str) -> dict:
-    started, now = time.monotonic(), time.time()
-    stats, vanished = [], 0
-    for name in os.listdir(dfd):
+# An entry's fields in JSON key order, "holders" aside; a row is a tuple of their values.
+ENTRY_FIELDS = ("age_seconds", "allocated_bytes", "class", "dev", "inode", "kind", "name", "nlink", "pattern",
+                "size_bytes", "uid", "user")
+
+
+def _stat_rows(dfd: int, now: float) -> tuple[list[tuple], int, set[int]]:
+    """A row per entry of the directory, sorted by name, classed by name alone (holders come later);
+    how many vanished between listdir and stat; the devices of entries that are mount points."""
+    dir_dev, users = os.fstat(dfd).st_dev, {}
+    rows, vanished, other_devs = [], 0, set()
+    names = os.listdir(dfd)
+    names.sort()
+    for name in names:
         try:
-            stats.append((name, os.stat(name, dir_fd=dfd, follow_symlinks=False)))
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             vanished += 1  # removed between listdir and stat
-    index = procscan.index_holders({st.st_dev for _, st in stats}, proc_root)
-    describe, users = _HolderDescriber(proc_root, container_labels), {}
-    totals = {cls: {"count": 0, "allocated_bytes": 0} for cls in (*CLASSES, "all")}
-    entries = []
-    for name, st in sorted(stats, key=lambda item: item[0]):
-        holders = [describe(pid, hows) for pid, hows in sorted(index.holders_of(st.st_dev, st.st_ino).items())]
-        pattern = match_pattern(name)
-        cls = "in-use" if holders else ("leftover" if pattern else "unknown")
-        allocated = st.st_blocks * 512
-        entries.append({"name": name, "kind": _kind(st.st_mode), "class": cls, "pattern": pattern,
-                        "allocated_bytes": allocated, "size_bytes": st.st_size, "uid": st.st_uid,
-                        "user": _user(st.st_uid, users), "age_seconds": round(max(0.0, now - st.st_mtime), 3),
-                        "dev": st.st_dev, "inode": st.st_ino, "nlink": st.st_nlink, "holders": holders})
-        for key in (cls, "all"):
-            totals[key]["count"] += 1
-            totals[key]["allocated_bytes"] += allocated
+            continue
+        if st.st_dev != dir_dev:
+            other_devs.add(st.st_dev)
+        pattern, uid = match_pattern(name), st.st_uid
+        rows.append((round(max(0.0, now - st.st_mtime), 3), st.st_blocks * 512, "leftover" if pattern else "unknown",
+                     st.st_dev, st.st_ino, kind_of(st.st_mode), name, st.st_nlink, pattern,
+                     st.st_size, uid, users[uid] if uid in users else _user(uid, users)))
+    return rows, vanished, other_devs
+
+
+def _entry(row: tuple, holders: list[dict]) -> dict:
+    entry = dict(zip(ENTRY_FIELDS, row))
+    entry["holders"] = holders
+    if holders:
+        entry["class"] = "in-use"
+    return entry
+
+
+def _scan_fd(dfd: int, path: str, container_labels, proc_root: str, while_waiting=None):
+    """(report without entries, rows, {row position: holders}, while_waiting(rows) or None)."""
+    started, now = time.monotonic(), time.time()
     dir_st = os.fstat(dfd)
-    return {"schema": "composegen.shm-scan/v1", "path": path,
-            "scanned_at": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
-            "scan_seconds": round(time.monotonic() - started, 4),
-            "dir": {"dev": dir_st.st_dev, "inode": dir_st.st_ino}, "filesystem": _filesystem(dfd),
-            "entries": entries, "totals": totals, "unreadable_pids": index.unreadable, "vanished": vanished}
+    # The /proc pass (which inodes are held) runs in a child on the other core while this process
+    # stats the entries and, for JSON output, renders them as if nothing held them.
+    with procscan.index_holders_aside({dir_st.st_dev}, proc_root, identify=True) as pending:
+        rows, vanished, other_devs = _stat_rows(dfd, now)
+        extra = while_waiting(rows) if while_waiting else None
+        index = pending.result()
+    if other_devs:  # something is mounted inside the directory
+        index.merge(procscan.index_holders(other_devs, proc_root))
+    describe, holders_of, held = _HolderDescriber(index, container_labels), index.holders, {}
+    totals = {cls: {"allocated_bytes": 0, "count": 0} for cls in ("all", *CLASSES)}
+    for position, row in enumerate(rows):
+        pids = holders_of.get((row[3], row[4])) if holders_of else None
+        if pids:
+            held[position] = [describe(pid, hows) for pid, hows in sorted(pids.items())]
+        cls_total = totals["in-use" if pids else row[2]]
+        cls_total["count"] += 1
+        cls_total["allocated_bytes"] += row[1]
+    totals["all"] = {"allocated_bytes": sum(totals[cls]["allocated_bytes"] for cls in CLASSES), "count": len(rows)}
+    report = {"dir": {"dev": dir_st.st_dev, "inode": dir_st.st_ino}, "filesystem": _filesystem(dfd), "path": path,
+              "scan_seconds": round(time.monotonic() - started, 4),
+              "scanned_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now)),
+              "schema": "composegen.shm-scan/v1", "totals": totals, "unreadable_pids": index.unreadable,
+              "vanished": vanished}
+    return report, rows, held, extra
+
+
+def scan_fd(dfd: int, path: str, container_labels, proc_root: str) -> dict:
+    report, rows, held, _ = _scan_fd(dfd, path, container_labels, proc_root)
+    report["entries"] = [_entry(row, held.get(position, [])) for position, row in enumerate(rows)]
+    return report
 
 
 def scan(path: str = "/dev/shm", *, container_labels=None, proc_root: str = "/proc") -> dict:
@@ -165,109 +211,80 @@ def scan(path: str = "/dev/shm", *, container_labels=None, proc_root: str = "/pr
 
     container_labels: callable container_id -> labels dict | None (default: docker SDK, lazily).
     """
-    dfd = _open_dir(path, follow=True)
+    dfd = open_dir(path, follow=True)
     try:
-        return _scan_fd(dfd, path, container_labels, proc_root)
+        return scan_fd(dfd, path, container_labels, proc_root)
     finally:
         os.close(dfd)
 
 
-def scan_exit_code(report: dict, *, fail_on_leftover: bool = False) -> int:
-    return 1 if fail_on_leftover and report["totals"]["leftover"]["count"] else 0
+# An entry nothing holds, filled positionally from its row: the same bytes as the compact sorted
+# json.dumps of its dict (tests compare the two) at a third of the cost.
+_UNHELD_ENTRY_JSON = ('{"age_seconds":%r,"allocated_bytes":%d,"class":"%s","dev":%d,"holders":[],"inode":%d,'
+                      '"kind":"%s","name":%s,"nlink":%d,"pattern":%s,"size_bytes":%d,"uid":%d,"user":%s}')
+_compact = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))
+_PATTERN_JSON = {None: "null", **{p["id"]: f'"{p["id"]}"' for p in LEFTOVER_PATTERNS}}
 
 
-def _plan_from_report(report: dict, include_unknown: bool) -> dict:
-    removable = {"leftover", "unknown"} if include_unknown else {"leftover"}
-    candidates, skipped = [], []
-    for entry in report["entries"]:
-        if entry["class"] == "in-use":
-            pids = ", ".join(str(h["pid"]) for h in entry["holders"])
-            skipped.append({"name": entry["name"], "reason": f"in use by pid {pids}"})
-        elif entry["kind"] != "file":
-            skipped.append({"name": entry["name"], "reason": f"not a regular file ({entry['kind']})"})
-        elif entry["class"] not in removable:
-            skipped.append({"name": entry["name"], "reason": "unknown name (use --include-unknown)"})
-        else:
-            candidates.append({"name": entry["name"], "bytes": entry["allocated_bytes"], "class": entry["class"],
-                               "dev": entry["dev"], "inode": entry["inode"]})
-    return {"schema": "composegen.shm-reclaim/v1", "path": report["path"], "applied": False, "dir": report["dir"],
-            "candidates": candidates, "candidate_bytes": sum(c["bytes"] for c in candidates),
-            "removed": [], "skipped": skipped, "bytes_freed": 0,
-            "unreadable_pids": report["unreadable_pids"], "remaining": None}
+def _unheld_entries_json(rows: list[tuple]) -> list[str]:
+    users: dict = {}
+    texts = []
+    for age, allocated, cls, dev, inode, kind, name, nlink, pattern, size, uid, user in rows:
+        if user not in users:
+            users[user] = _compact(user)
+        texts.append(_UNHELD_ENTRY_JSON % (age, allocated, cls, dev, inode, kind, encode_basestring_ascii(name),
+                                           nlink, _PATTERN_JSON[pattern], size, uid, users[user]))
+    return texts
 
 
-def _refuse_unreadable(unreadable: list[dict]) -> None:
-    pids = ", ".join(f"{u['pid']} ({u['comm'] or '?'})" for u in unreadable)
-    raise CheckFailed(f"cannot see what {len(unreadable)} process(es) hold, so nothing was removed: pid {pids}",
-                      hint="run as root (or with CAP_SYS_PTRACE), or pass --ignore-unreadable to accept the risk")
-
-
-def _remove_one(dfd: int, cand: dict, index: procscan.ProcIndex) -> tuple[dict | None, str | None, int]:
-    """(removed row, skip reason, bytes freed) for one candidate, re-checked right before unlink."""
-    name = cand["name"]
+def scan_json(path: str = "/dev/shm", *, container_labels=None, proc_root: str = "/proc") -> tuple[dict, Iterator[str]]:
+    """`scan(path)` as compact sorted JSON without a dict per entry: (the report without its entries,
+    its whole JSON in pieces). Entries are rendered while the /proc pass runs; those found held are
+    rendered again."""
+    dfd = open_dir(path, follow=True)
     try:
-        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None, "already gone", 0
-    if not stat.S_ISREG(st.st_mode):
-        return None, f"no longer a regular file ({_kind(st.st_mode)})", 0
-    if (st.st_dev, st.st_ino) != (cand["dev"], cand["inode"]):
-        return None, f"replaced since the scan (inode {cand['inode']} -> {st.st_ino})", 0
-    holders = index.holders_of(st.st_dev, st.st_ino)
-    if holders:
-        return None, f"now in use by pid {', '.join(map(str, sorted(holders)))}", 0
-    try:
-        os.unlink(name, dir_fd=dfd)  # unlinkat never follows a link
-    except OSError as exc:
-        return None, f"unlink failed: {exc.strerror}", 0
-    allocated = st.st_blocks * 512
-    # A hard-linked inode frees its blocks only when its last name goes.
-    return {"name": name, "bytes": allocated}, None, allocated if st.st_nlink == 1 else 0
-
-
-def apply_plan(plan: dict, *, ignore_unreadable: bool = False, container_labels=None,
-               proc_root: str = "/proc") -> dict:
-    """Remove the plan's candidates that are still the same, unheld regular files directly in its dir."""
-    for cand in plan["candidates"]:
-        if "/" in cand["name"] or cand["name"] in ("", ".", ".."):
-            raise BadInput(f"{plan['path']}: candidates: {cand['name']!r} is not a plain file name")
-    dfd = _open_dir(plan["path"], follow=False)
-    try:
-        dir_st = os.fstat(dfd)
-        if (dir_st.st_dev, dir_st.st_ino) != (plan["dir"]["dev"], plan["dir"]["inode"]):
-            raise CheckFailed(f"{plan['path']}: the directory was replaced since the scan; nothing was removed")
-        index = procscan.index_holders({c["dev"] for c in plan["candidates"]}, proc_root)  # holders *now*
-        if index.unreadable and not ignore_unreadable:
-            _refuse_unreadable(index.unreadable)
-        result = dict(plan, applied=True, removed=[], skipped=list(plan["skipped"]), bytes_freed=0,
-                      unreadable_pids=index.unreadable)
-        for cand in plan["candidates"]:
-            removed, reason, freed = _remove_one(dfd, cand, index)
-            if removed:
-                result["removed"].append(removed)
-            else:
-                result["skipped"].append({"name": cand["name"], "reason": reason})
-            result["bytes_freed"] += freed
-        after = _scan_fd(dfd, plan["path"], container_labels, proc_root)
-        result["remaining"] = {"totals": after["totals"], "filesystem": after["filesystem"]}
-        return result
+        report, rows, held, texts = _scan_fd(dfd, path, container_labels, proc_root, _unheld_entries_json)
     finally:
         os.close(dfd)
+    for position, holders in held.items():
+        texts[position] = _compact(_entry(rows[position], holders))
+    return report, _json_pieces(report, texts)
 
 
-def reclaim(path: str = "/dev/shm", *, yes: bool = False, include_unknown: bool = False,
-            ignore_unreadable: bool = False, container_labels=None, proc_root: str = "/proc") -> dict:
-    """Preview (default) or, with yes, remove unheld leftover files directly in `path`."""
-    dfd = _open_dir(path, follow=False)  # reclaim never works through a symlinked directory
-    try:
-        report = _scan_fd(dfd, path, container_labels, proc_root)
-    finally:
-        os.close(dfd)
-    plan = _plan_from_report(report, include_unknown)
-    if not yes:
-        return plan
-    return apply_plan(plan, ignore_unreadable=ignore_unreadable, container_labels=container_labels,
-                      proc_root=proc_root)
+def _json_pieces(report: dict, entry_texts: list[str], batch: int = 1000) -> Iterator[str]:
+    yield "{"
+    for number, key in enumerate(sorted([*report, "entries"])):
+        yield f'{"," if number else ""}"{key}":'
+        if key != "entries":
+            yield _compact(report[key])
+            continue
+        yield "["
+        for start in range(0, len(entry_texts), batch):
+            yield ("," if start else "") + ",".join(entry_texts[start:start + batch])
+        yield "]"
+    yield "}"
+
+
+def print_path_scan(path: str = "/dev/shm", *, as_json: bool = False, fail_on_leftover: bool = False) -> None:
+    """`composegen shm [--path DIR] [--json]`: compact JSON goes straight from the scan to stdout."""
+    if as_json and not pretty_output():
+        report, pieces = scan_json(path)
+        write_pieces(pieces)
+        _check_leftovers(report, fail_on_leftover)
+    else:
+        print_scan(scan(path), as_json=as_json, fail_on_leftover=fail_on_leftover)
+
+
+def print_scan(report: dict, *, as_json: bool = False, fail_on_leftover: bool = False) -> None:
+    """Print a scan report; with fail_on_leftover, leftovers are a failed check (exit 1)."""
+    emit_json(report) if as_json else out(format_text(report))
+    _check_leftovers(report, fail_on_leftover)
+
+
+def _check_leftovers(report: dict, fail_on_leftover: bool) -> None:
+    leftovers = report["totals"]["leftover"]["count"]
+    if fail_on_leftover and leftovers:
+        raise CheckFailed(f"{leftovers} leftover file(s) in {report['path']}")
 
 
 def container_shm(name_or_id: str, *, container_labels=None, client=None) -> dict:
@@ -285,8 +302,8 @@ def container_shm(name_or_id: str, *, container_labels=None, client=None) -> dic
     if not state.get("Running") or not state.get("Pid"):
         raise BadInput(f"{name_or_id}: container: not running (status {state.get('Status', '?')})")
     report = scan(f"/proc/{state['Pid']}/root/dev/shm", container_labels=container_labels)
-    report["container"] = {"id": container.id, "name": container.name, "pid": state["Pid"],
-                           "ipc_mode": host_config.get("IpcMode"), "shm_size_bytes": host_config.get("ShmSize")}
+    report["container"] = {"id": container.id, "ipc_mode": host_config.get("IpcMode"), "name": container.name,
+                           "pid": state["Pid"], "shm_size_bytes": host_config.get("ShmSize")}
     return report
 
 
@@ -308,16 +325,16 @@ def check_budget(scan_report: dict, need_bytes: int, leftover_warn_bytes: int) -
                         f"{human_bytes(need_bytes)}; raise shm_size or the tmpfs size")
     elif need_bytes > fs["free_bytes"]:
         tip = (f"; reclaiming {leftover['count']} leftovers would free {human_bytes(leftover['allocated_bytes'])}"
-               " (composegen shm reclaim)" if leftover["count"] else "")
+               " (composegen shm --reclaim)" if leftover["count"] else "")
         warnings.append(f"{path} has {human_bytes(fs['free_bytes'])} free but the profile needs "
                         f"{human_bytes(need_bytes)}{tip}")
     if leftover["count"] and leftover["allocated_bytes"] > leftover_warn_bytes:
         warnings.append(f"{leftover['count']} leftover files use {human_bytes(leftover['allocated_bytes'])} "
-                        f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm reclaim")
+                        f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm --reclaim")
     return warnings
 
 
-def _printable(name: str) -> str:
+def printable(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
@@ -328,7 +345,7 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-def _unreadable_line(unreadable: list[dict]) -> list[str]:
+def unreadable_lines(unreadable: list[dict]) -> list[str]:
     if not unreadable:
         return []
     pids = ", ".join(f"{u['pid']} ({u['comm'] or '?'}, uid {u['uid']})" for u in unreadable)
@@ -343,7 +360,7 @@ def format_text(report: dict) -> str:
             + (f" [{h['compose_project'] or h['container_id'][:12]}]" if h["container_id"] else "")
             for h in e["holders"])
         lines.append(f"{e['class']:<9} {human_bytes(e['allocated_bytes']):>10} {_age(e['age_seconds']):>5} "
-                     f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {_printable(e['name'])}  {holders}".rstrip())
+                     f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}  {holders}".rstrip())
     fs, totals = report["filesystem"], report["totals"]
     lines.append(", ".join(f"{cls}: {totals[cls]['count']} ({human_bytes(totals[cls]['allocated_bytes'])})"
                            for cls in CLASSES))
@@ -351,46 +368,4 @@ def format_text(report: dict) -> str:
     if "container" in report:
         c = report["container"]
         lines.append(f"container {c['name']} ({c['id'][:12]}), ipc {c['ipc_mode']}")
-    return "\n".join(lines + _unreadable_line(report["unreadable_pids"]))
-
-
-def format_reclaim_text(result: dict) -> str:
-    if not result["applied"]:
-        lines = [f"would remove {_printable(c['name'])} ({human_bytes(c['bytes'])})" for c in result["candidates"]]
-        lines.append(f"preview: {len(result['candidates'])} files, {human_bytes(result['candidate_bytes'])} "
-                     f"in {result['path']}; run again with --yes to remove them")
-    else:
-        lines = [f"removed {_printable(r['name'])} ({human_bytes(r['bytes'])})" for r in result["removed"]]
-        candidates = {c["name"] for c in result["candidates"]}  # skips decided at removal time
-        lines += [f"kept {_printable(s['name'])}: {s['reason']}" for s in result["skipped"] if s["name"] in candidates]
-        lines.append(f"removed {len(result['removed'])} files, freed {human_bytes(result['bytes_freed'])}")
-        if result["remaining"]:
-            t = result["remaining"]["totals"]
-            lines.append("remaining: " + ", ".join(f"{cls} {t[cls]['count']}" for cls in CLASSES))
-    return "\n".join(lines + _unreadable_line(result["unreadable_pids"]))
-
-
-def _main(argv: list[str] | None = None) -> int:
-    """Tiny entry for benchmarks and debugging; the real CLI is `composegen shm ...`."""
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m composegen.shm")
-    parser.add_argument("path", nargs="?", default="/dev/shm")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--fail-on-leftover", action="store_true")
-    args = parser.parse_args(argv)
-    try:
-        report = scan(args.path)
-    except (BadInput, CheckFailed, EngineError) as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
-    if args.json:
-        emit_json(report)
-    else:
-        print(format_text(report))
-    return scan_exit_code(report, fail_on_leftover=args.fail_on_leftover)
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())
+    return "\n".join(lines + unreadable_lines(report["unreadable_pids"]))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,40 @@ def repo_root() -> Path:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture
+def shm_dir():
+    base = Path("/dev/shm")
+    if not base.is_dir():
+        pytest.skip("no /dev/shm on this machine")
+    path = base / f"composegen-test-{uuid.uuid4().hex[:10]}"
+    path.mkdir(mode=0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def holders():
+    """Start python processes that set files up, print lines, then block until stdin closes."""
+    started = []
+
+    def start(script: str, directory: Path) -> tuple[subprocess.Popen, list[str]]:
+        code = ("import os, sys, mmap, time\nD = sys.argv[1]\n" + textwrap.dedent(script)
+                + "\nprint('ready', flush=True)\nsys.stdin.read()\n")
+        proc = subprocess.Popen([sys.executable, "-c", code, str(directory)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        started.append(proc)
+        lines = []
+        while (line := proc.stdout.readline().strip()) != "ready":
+            assert line, f"holder exited early (rc {proc.poll()})"
+            lines.append(line)
+        return proc, lines
+
+    yield start
+    for proc in started:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

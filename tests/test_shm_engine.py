@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from composegen import shm
+from composegen import shm, shm_reclaim
 from composegen.errors import BadInput
 
 pytestmark = pytest.mark.docker
@@ -100,7 +100,7 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
         assert [after[f"psm_b{i}"]["class"] for i in range(2)] == ["in-use", "in-use"]
 
         # PID 1 of some hosts (and of this sandbox) cannot be read even by root: accept that here.
-        done = shm.reclaim(str(host_dir), yes=True, ignore_unreadable=True)
+        done = shm_reclaim.reclaim(str(host_dir), yes=True, ignore_unreadable=True)
         assert sorted(r["name"] for r in done["removed"]) == ["psm_a0", "psm_a1"]
         assert done["bytes_freed"] == after["psm_a0"]["allocated_bytes"] + after["psm_a1"]["allocated_bytes"]
         assert sorted(os.listdir(host_dir)) == ["psm_b0", "psm_b1", "ready-a", "ready-b"]

@@ -1,0 +1,50 @@
+"""The one place an outcome becomes an exit code and a message (codes are defined in errors.py).
+
+Both the typer CLI (cli.py) and the commands answered before typer loads (fastpath.py) run through
+`run`, so a given failure prints the same line and exits the same way on either path.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from composegen.errors import INTERRUPTED, RUNTIME, ComposegenError
+from composegen.output import err
+
+
+def run(command: Callable[[], int | None]) -> int:
+    """Call `command`; return its exit code, or the code of what it raised, after saying why."""
+    try:
+        return command() or 0
+    except ComposegenError as exc:
+        err(exc.message if exc.message.startswith(("profiles/", "out/", "/")) else f"composegen: {exc.message}")
+        if exc.details:
+            err(exc.details)
+        if exc.hint:
+            err(f"hint: {exc.hint}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err("composegen: interrupted")
+        return INTERRUPTED
+    except BrokenPipeError:  # e.g. `composegen shm --json | head`: the reader left; no traceback for that
+        err("composegen: output closed early (broken pipe)")
+        return RUNTIME
+    except Exception as exc:  # noqa: BLE001 - the one place an unexpected error becomes a message
+        err(f"composegen: internal error: {type(exc).__name__}: {exc} (traceback in {_crash_log(exc)})")
+        return RUNTIME
+
+
+def _crash_log(exc: BaseException) -> str:
+    import os
+    import tempfile
+    import traceback
+    from pathlib import Path
+
+    text = "".join(traceback.format_exception(exc))
+    path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "composegen" / "crash.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "composegen-crash.log"
+        path.write_text(text, encoding="utf-8")
+    return str(path)

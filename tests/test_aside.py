@@ -1,0 +1,59 @@
+"""aside.Aside: a function run in a forked child returns what it would return inline, always."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from composegen.aside import Aside
+
+PARENT = os.getpid()
+
+
+def _whoami(tag: str) -> tuple:
+    return tag, os.getpid()
+
+
+def _fails_in_a_child() -> str:
+    if os.getpid() != PARENT:
+        raise RuntimeError("only in the child")
+    return "computed inline"
+
+
+def _not_marshalable() -> object:
+    return threading.Lock if os.getpid() == PARENT else threading.Lock()
+
+
+def test_runs_in_another_process_and_returns_the_value():
+    with Aside(_whoami, "x") as pending:
+        tag, pid = pending.result()
+    assert tag == "x" and pid != PARENT
+
+
+def test_runs_inline_while_other_threads_exist():
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        with Aside(_whoami, "y") as pending:
+            assert pending.result() == ("y", PARENT)
+    finally:
+        stop.set()
+        worker.join()
+
+
+@pytest.mark.parametrize("function, expected", [(_fails_in_a_child, "computed inline"),
+                                                (_not_marshalable, threading.Lock)])
+def test_a_failing_child_falls_back_to_inline(function, expected):
+    with Aside(function) as pending:
+        assert pending.result() == expected
+
+
+def test_leaving_without_a_result_reaps_the_child():
+    with Aside(time.sleep, 0.2) as pending:
+        child = pending._pid
+        assert child is not None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)
