@@ -27,8 +27,8 @@ def plain_shm_scan(argv: list[str]) -> dict | None:
             opts["path"] = arg[len("--path="):]
         else:
             return None
-        if opts.get("path", "/") == "" or opts.get("path", "/").startswith("-"):
-            return None  # a missing or flag-like value: let the CLI explain it
+    if opts.get("path", "/")[:1] in ("", "-"):
+        return None  # a missing or flag-like value: let the CLI explain it
     return opts
 
 

@@ -158,7 +158,7 @@ def _stat_rows(dfd: int, now: float) -> tuple[list[tuple], int, set[int]]:
         pattern, uid = match_pattern(name), st.st_uid
         rows.append((round(max(0.0, now - st.st_mtime), 3), st.st_blocks * 512, "leftover" if pattern else "unknown",
                      st.st_dev, st.st_ino, kind_of(st.st_mode), name, st.st_nlink, pattern,
-                     st.st_size, uid, users[uid] if uid in users else _user(uid, users)))
+                     st.st_size, uid, _user(uid, users)))
     return rows, vanished, other_devs
 
 
