@@ -1,3 +1,3 @@
-from composegen.entry import main
+from composegen.cli.entry import main
 
 main()

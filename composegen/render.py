@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from composegen import profile as profiles
-from composegen import rules
+from composegen.profiles import resolve as profiles
+from composegen.profiles import rules
 from composegen.project import Project, atomic_write, templates_dir
-from composegen.schema import Node
+from composegen.profiles.schema import Node
 
 HEALTH_PY = "import urllib.request; urllib.request.urlopen('http://{host}:{port}/health', timeout=5)"
 LABEL_PREFIX = "io.composegen."

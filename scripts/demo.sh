@@ -5,11 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 NAME="${1:-4096-131k}"
-trap 'python3 -m composegen down "$NAME" >/dev/null 2>&1 || true' EXIT
+trap '.venv/bin/composegen down "$NAME" >/dev/null 2>&1 || true' EXIT
 set -x
-python3 -m composegen render
-python3 -m composegen up "$NAME" --emulate --down-on-failure
-python3 -m composegen status "$NAME"
-python3 -m composegen startup "$NAME"
-python3 -m composegen gate "$NAME" --tools 20
-python3 -m composegen down "$NAME"
+.venv/bin/composegen render
+.venv/bin/composegen up "$NAME" --emulate --down-on-failure
+.venv/bin/composegen status "$NAME"
+.venv/bin/composegen startup "$NAME"
+.venv/bin/composegen gate "$NAME" --tools 20
+.venv/bin/composegen down "$NAME"

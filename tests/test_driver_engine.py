@@ -100,7 +100,10 @@ def test_engine_unreachable(tmp_path):
 
 def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
     """Hand the container a flag the profile validator would have refused: the emulator fails like vLLM."""
-    from composegen import driver, emulate, engine, profile
+    from composegen.stack import driver
+    from composegen.stack import emulate
+    from composegen.stack import engine
+    from composegen.profiles import resolve as profile
     from composegen.project import Project
 
     root, name, _ = emulated_project(tmp_path)

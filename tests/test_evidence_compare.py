@@ -7,7 +7,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from composegen import compare, evidence, profile, render, startup
+from composegen import render
+from composegen.evidence import compare
+from composegen.evidence import bundle as evidence
+from composegen.profiles import resolve as profile
+from composegen.vllm import startup
 from composegen.errors import BadInput, CheckFailed
 from composegen.project import Project
 from helpers import make_project

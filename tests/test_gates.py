@@ -4,7 +4,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from composegen import gates
+from composegen.evidence import gates
 from composegen.errors import BadInput, EngineError
 from emulator_proc import EmulatorProc, free_port
 

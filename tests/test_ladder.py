@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from composegen import ladder
+from composegen.evidence import ladder
 from composegen.errors import BadInput
 from emulator_proc import EmulatorProc
 

@@ -185,7 +185,8 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(two
     assert any(c["name"] == "n0/shm" for c in up["checks"])
     assert second_engine.docker("ps", "--filter", f"label=com.docker.compose.project=composegen-{name}-n0", "-q").stdout.strip()
 
-    from composegen import profile, status
+    from composegen.profiles import resolve as profile
+    from composegen.stack import status
     from composegen.project import Project
 
     report = status.node_shm_report(profile.load(Project(root), name))

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from composegen import plan, profile, startup
+from composegen.evidence import plan
+from composegen.profiles import resolve as profile
+from composegen.vllm import startup
 from composegen.errors import BadInput
 from composegen.project import Project
 
@@ -110,7 +112,7 @@ def test_incomplete_calibrations_are_bad_input(project, data_dir, change, messag
 
 
 def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
-    from composegen import evidence
+    from composegen.evidence import bundle as evidence
     from helpers import make_project
 
     project = Project(make_project(tmp_path, {}, copy_shipped=True))

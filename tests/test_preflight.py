@@ -6,7 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from composegen import emulate, preflight, profile, shm
+from composegen.stack import emulate
+from composegen.stack import preflight
+from composegen.profiles import resolve as profile
+from composegen.shm import scan as shm
 from composegen.project import Project
 
 REPO = Path(__file__).resolve().parent.parent

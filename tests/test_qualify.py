@@ -7,7 +7,12 @@ import math
 
 import pytest
 
-from composegen import evidence, gates, ladder, profile, qualify, startup
+from composegen.evidence import bundle as evidence
+from composegen.evidence import gates
+from composegen.evidence import ladder
+from composegen.profiles import resolve as profile
+from composegen.evidence import qualify
+from composegen.vllm import startup
 from composegen.errors import EngineError
 from composegen.project import Project
 from emulator_proc import EmulatorProc

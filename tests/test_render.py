@@ -7,7 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from composegen import profile, render
+from composegen import render
+from composegen.profiles import resolve as profile
 from composegen.project import Project
 from tests.helpers import MINIMAL, REPO, make_project, run_cli
 

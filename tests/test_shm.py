@@ -1,4 +1,4 @@
-"""composegen.shm / composegen.procscan against real processes holding real files on a tmpfs."""
+"""composegen.shm.scan / composegen.shm.procscan against real processes holding real files on a tmpfs."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from composegen import procscan, shm, shm_reclaim
+from composegen.shm import procscan
+from composegen.shm import scan as shm
+from composegen.shm import reclaim as shm_reclaim
 from composegen.errors import BadInput
 
 REPO = Path(__file__).resolve().parent.parent
@@ -243,7 +245,8 @@ def test_bad_paths_are_bad_input(tmp_path, make, problem):
 
 UNREADABLE_AS_NOBODY = """
 import json, os, sys
-from composegen import shm, shm_reclaim
+from composegen.shm import scan as shm
+from composegen.shm import reclaim as shm_reclaim
 from composegen.errors import CheckFailed
 os.setgroups([]); os.setgid(65534); os.setuid(65534)  # drop root after imports: now /proc of root is closed
 report = shm.scan(sys.argv[1], container_labels=lambda cid: None)

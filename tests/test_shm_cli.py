@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from composegen import fastpath
+from composegen.cli import fastpath
 from tests.helpers import REPO, run_cli
 
 # The typer CLI with the fast path bypassed, for comparing the two on the same arguments.
-TYPER_ONLY = "import sys; sys.argv[0] = 'composegen'; from composegen.cli import main; main()"
+TYPER_ONLY = "import sys; sys.argv[0] = 'composegen'; from composegen.cli.main import main; main()"
 
 
 def _typer_cli(*args: str) -> subprocess.CompletedProcess:
@@ -79,7 +79,7 @@ def test_fast_path_does_not_load_typer(shm_dir):
              "    sys.stderr.flush()\n"
              "    real_exit(code)\n"
              "os._exit = leave\n"
-             "from composegen.entry import main\n"
+             "from composegen.cli.entry import main\n"
              "main()")
     res = subprocess.run([sys.executable, "-c", probe, str(shm_dir)], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0 and res.stderr == "typer not loaded", res.stderr

@@ -1,4 +1,4 @@
-"""composegen.shm against real containers: --ipc host leftovers after `docker kill`, and a private /dev/shm."""
+"""composegen.shm.scan against real containers: --ipc host leftovers after `docker kill`, and a private /dev/shm."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from composegen import shm, shm_reclaim
+from composegen.shm import scan as shm
+from composegen.shm import reclaim as shm_reclaim
 from composegen.errors import BadInput
 
 pytestmark = pytest.mark.docker

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from composegen.pyliteral import LiteralError, parse_literal, same_value
-from composegen.startup import StartupReport, format_text, mismatches, parse_startup_log
+from composegen.vllm.pyliteral import LiteralError, parse_literal, same_value
+from composegen.vllm.startup import StartupReport, format_text, mismatches, parse_startup_log
 
 KEYS = ["kv_cache_tokens", "max_concurrency", "max_model_len", "kv_cache_gib_per_rank", "kv_cache_gib_min",
         "weights_gib", "peak_activation_gib", "gpu_total_gib", "gpu_free_gib", "gpu_memory_utilization",

@@ -23,10 +23,10 @@ from pathlib import Path
 PROG = "vllm serve"
 CATALOG_ENV = "EMU_FLAG_CATALOG"
 _HERE = Path(__file__).resolve().parent
-# Inside the image the catalog sits next to the package root; in a checkout it lives in composegen/data.
+# Inside the image the catalog sits next to the package root; in a checkout it lives in composegen/vllm/data.
 _CATALOG_CANDIDATES = (
     _HERE.parent.parent / "serve-flags.json",
-    _HERE.parent / "data" / "vllm-0.33.0-serve-flags.json",
+    _HERE.parent / "vllm" / "data" / "vllm-0.33.0-serve-flags.json",
 )
 
 # `_optional_type(X)` flags whose inner type X the catalog does not record; everything else is a string.

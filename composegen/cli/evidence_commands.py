@@ -1,0 +1,136 @@
+"""Evidence commands: gate, ladder, evidence, compare, plan, qualify."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from composegen.cli.app import JsonOpt, app
+from composegen.cli.app import load_profile as _load
+from composegen.cli.app import parse_ints as _ints
+from composegen.cli.app import project as _project
+from composegen.errors import BadInput as BadInputError
+from composegen.errors import CheckFailed
+from composegen.output import emit_json, out
+
+
+@app.command()
+def gate(
+    name: str,
+    tools: int = typer.Option(20, "--tools", help="Typed tools to exercise (N/N must pass)."),
+    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses."),
+    json_: bool = JsonOpt,
+):
+    """Functional gates against the running stack (official openai client). Exit 1 when any fails."""
+    from composegen.stack import driver
+    from composegen.evidence import gates
+
+    project, r = _load(name)
+    driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
+    ep = driver.endpoint(r)
+    result = gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
+    emit_json(result) if json_ else out(gates.format_text(result))
+    if not result["ok"]:
+        raise CheckFailed(f"{result['total'] - result['passed']} of {result['total']} gates failed")
+
+
+@app.command()
+def ladder(
+    name: str,
+    targets: str = typer.Option(..., "--targets", help="Prompt sizes in tokens, e.g. 117500,118500,119500."),
+    max_tokens: int = typer.Option(64, "--max-tokens"),
+    json_: bool = JsonOpt,
+):
+    """Context ladder: prompts sized with /tokenize; TTFT, prefill and decode rates."""
+    from composegen.stack import driver
+    from composegen.evidence import ladder as ladders
+
+    project, r = _load(name)
+    driver.running_container(project, r)
+    ep = driver.endpoint(r)
+    result = ladders.run_ladder(ep.base_url, r.profile.model.served_name, _ints(targets), max_model_len=r.flag("max-model-len"), max_tokens=max_tokens, api_key=ep.api_key)
+    emit_json(result) if json_ else out(ladders.format_text(result))
+    if not result["ok"]:
+        raise CheckFailed("a ladder target failed")
+
+
+@app.command()
+def evidence(
+    name: Optional[str] = typer.Argument(None, help="A running stack's profile."),
+    gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
+    ladder_: Optional[str] = typer.Option(None, "--ladder", help="Also run a ladder at these targets."),
+    tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
+    from_log: Optional[Path] = typer.Option(None, "--from-log", help="Build a run from a startup log recorded elsewhere."),
+    profile_name: Optional[str] = typer.Option(None, "--profile", help="With --from-log: the profile of that run."),
+    json_: bool = JsonOpt,
+):
+    """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256) and print its path."""
+    from composegen.evidence import bundle as bundles
+
+    project = _project()
+    if from_log is not None:
+        if not profile_name:
+            raise BadInputError("--from-log needs --profile NAME")
+        path = bundles.from_log(project, profile_name, from_log)
+    else:
+        if not name:
+            raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
+        r = _load(name)[1]
+        path = bundles.capture_stack(project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools)
+    if json_:
+        from composegen.evidence.bundle import load_run
+
+        return emit_json({"path": project.rel(path), "evidence": load_run(path)})
+    out(project.rel(path))
+
+
+@app.command()
+def compare(
+    run_a: str,
+    run_b: str,
+    markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
+    threshold: float = typer.Option(0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."),
+    json_: bool = JsonOpt,
+):
+    """The A/B Results table of two runs, their config differences, and the unexplained-capacity flag."""
+    from composegen.evidence import compare as comparing
+
+    result = comparing.compare_runs(run_a, run_b, root=_project().root, threshold=threshold)
+    if json_:
+        emit_json(result)
+    else:
+        out(comparing.format_markdown(result) if markdown else comparing.format_text(result))
+
+
+@app.command()
+def plan(
+    name: str,
+    from_run: Optional[str] = typer.Option(None, "--from", help="A run bundle to calibrate from."),
+    from_log: Optional[Path] = typer.Option(None, "--from-log", help="A vLLM startup log to calibrate from."),
+    gpu_gib: Optional[float] = typer.Option(None, "--gpu-gib", help="GPU memory per device, when the log does not say."),
+    json_: bool = JsonOpt,
+):
+    """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement)."""
+    from composegen.evidence import plan as planning
+
+    if (from_run is None) == (from_log is None):
+        raise BadInputError("give exactly one of --from RUN or --from-log FILE")
+    project, r = _load(name)
+    report, cal = planning.calibration_from(project, run=from_run, log_path=from_log)
+    result = planning.plan(r, report, gpu_gib=gpu_gib, calibration_profile=cal)
+    emit_json(result) if json_ else out(planning.format_text(result))
+
+
+@app.command()
+def qualify(name: str, json_: bool = JsonOpt):
+    """Judge the running stack against the profile's `qualify:` criteria; writes an evidence bundle."""
+    from composegen.evidence import qualify as qualifying
+
+    project, r = _load(name)
+    result = qualifying.qualify_stack(project, r)
+    emit_json(result) if json_ else out(qualifying.format_text(result))
+    if qualifying.exit_code(result):
+        raise CheckFailed(f"{name} is not qualified")
+
+

@@ -1,0 +1,54 @@
+"""Commands answered before typer is imported: `--version` and a read-only `shm` scan.
+
+Typer and its dependencies take ~0.2 s to import; `composegen shm --json` runs from cron and CI and
+is benchmarked against `lsof +D`, so its plain forms skip that. Anything else — another option,
+a repeated one, `--help`, a typo — returns None and goes to the typer CLI, which owns every error
+message about arguments. Results and failures go through the same core and exits.run either way.
+"""
+from __future__ import annotations
+
+import sys
+
+SHM_FLAGS = {"--json": "as_json", "--fail-on-leftover": "fail_on_leftover"}
+
+
+def plain_shm_scan(argv: list[str]) -> dict | None:
+    """`shm [--path DIR | --path=DIR] [--json] [--fail-on-leftover]` as keyword arguments, else None."""
+    if argv[:1] != ["shm"]:
+        return None
+    opts: dict = {}
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg in SHM_FLAGS and SHM_FLAGS[arg] not in opts:
+            opts[SHM_FLAGS[arg]] = True
+        elif arg == "--path" and "path" not in opts:
+            opts["path"] = next(rest, "")
+        elif arg.startswith("--path=") and "path" not in opts:
+            opts["path"] = arg[len("--path="):]
+        else:
+            return None
+    if opts.get("path", "/")[:1] in ("", "-"):
+        return None  # a missing or flag-like value: let the CLI explain it
+    return opts
+
+
+def run(argv: list[str]) -> int | None:
+    """The exit code of a command answered here, or None when the typer CLI must answer."""
+    if argv == ["--version"]:
+        from composegen import __version__
+
+        sys.stdout.write(f"composegen {__version__}\n")
+        return 0
+    opts = plain_shm_scan(argv)
+    if opts is None:
+        return None
+    import gc
+
+    from composegen.cli import exits
+    from composegen.shm import scan as shm
+
+    # A one-shot process allocating a row and a string per /dev/shm entry: the cyclic collector would
+    # only walk them again and again; nothing here makes reference cycles.
+    gc.disable()
+    path = opts.pop("path", "/dev/shm")
+    return exits.run(lambda: shm.print_path_scan(path, **opts))

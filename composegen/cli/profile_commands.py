@@ -1,0 +1,167 @@
+"""Commands on profiles and rendered files. None of them imports docker libraries (startup stays fast)."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from composegen.cli.app import JsonOpt, app
+from composegen.cli.app import project as _project
+from composegen.errors import CheckFailed
+from composegen.output import emit_json, out
+
+
+@app.command("list")
+def list_(json_: bool = JsonOpt):
+    """List the profiles and what each extends."""
+    from composegen.profiles import resolve as profile
+    from composegen.errors import BadInput
+    from composegen.output import err, table
+
+    project = _project()
+    rows = []
+    for name in project.profile_names():  # one bad profile must not hide the others
+        try:
+            r = profile.load(project, name)
+            rows.append({"name": name, "extends": r.chain[1] if len(r.chain) > 1 else None,
+                         "description": r.profile.description, "hash": r.hash, "error": None})
+        except BadInput as exc:
+            rows.append({"name": name, "extends": None, "description": "", "hash": None, "error": exc.message})
+    if json_:
+        emit_json({"profiles": rows})
+    else:
+        out(table([[r["name"], r["extends"] or "-", r["description"] or "INVALID (see below)"] for r in rows], ["NAME", "EXTENDS", "DESCRIPTION"]))
+    bad = [r for r in rows if r["error"]]
+    for r in bad:
+        err(r["error"])
+    if bad:
+        raise BadInput(f"{len(bad)} of {len(rows)} profiles are invalid")
+
+
+@app.command()
+def validate(
+    names: Optional[List[str]] = typer.Argument(None, help="Profiles to check (all by default)."),
+    strict: bool = typer.Option(False, "--strict", help="Also fail on warnings such as an unpinned image."),
+    json_: bool = JsonOpt,
+):
+    """Check profiles: schema, flags against the vLLM catalog, cross-field rules."""
+    from composegen.profiles import resolve as profile
+    from composegen.profiles import rules
+
+    resolved = profile.load_all(_project(), names)
+    shared = rules.across_profiles(resolved)
+    report = {"profiles": [{"name": r.name, "hash": r.hash, "warnings": r.warnings, "pinned": r.profile.pinned} for r in resolved],
+              "warnings": shared}
+    if json_:
+        emit_json(report)
+    else:
+        for r in resolved:
+            out(f"ok  {r.name}")
+            for w in r.warnings:
+                out(f"    warning: {w}")
+        for w in shared:
+            out(f"warning: {w}")
+    if strict:
+        unpinned = [r.name for r in resolved if not r.profile.pinned]
+        if unpinned:
+            raise CheckFailed(f"--strict: unpinned image in {', '.join(unpinned)}")
+        if shared or any(r.warnings for r in resolved):
+            raise CheckFailed("--strict: warnings present")
+
+
+@app.command()
+def render(
+    names: Optional[List[str]] = typer.Argument(None, help="Profiles to render (all by default)."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."),
+    json_: bool = JsonOpt,
+):
+    """Render out/<name>/compose.yaml from profiles/<name>.yaml (all: also remove generated files of
+    profiles that no longer exist)."""
+    from composegen import render as rendering
+
+    project = _project()
+    rendered = rendering.render_all(project, names)
+    if check:
+        drift = rendering.check(project, rendered, all_profiles=not names)
+        if json_:
+            emit_json({"fresh": not drift, "drift": [{"path": d.path, "reason": d.reason} for d in drift]})
+        else:
+            for d in drift:
+                out(d.diff)
+        if drift:
+            raise CheckFailed(f"{len(drift)} file(s) in out/ are stale or orphaned", hint="run `composegen render`")
+        if not json_:
+            out(f"out/ is fresh ({len(rendered)} files)")
+        return
+    written = rendering.write(project, rendered)
+    removed = rendering.remove_orphans(project, rendered) if not names else []
+    if json_:
+        return emit_json({"written": written, "removed": removed, "unchanged": len(rendered) - len(written)})
+    for path in written:
+        out(f"wrote {path}")
+    for path in removed:
+        out(f"removed {path} (no profile renders it)")
+    out(f"{len(written)} written, {len(removed)} removed, {len(rendered) - len(written)} unchanged")
+
+
+@app.command()
+def show(name: str, json_: bool = JsonOpt):
+    """The resolved profile and the container argv."""
+    from composegen.profiles import resolve as profile
+
+    r = profile.load(_project(), name)
+    if json_:
+        return emit_json(r.to_json())
+    out(f"{r.name}  ({' <- '.join(r.chain)})  hash {r.hash}")
+    out(f"  image    {r.profile.image}")
+    out(f"  model    {r.profile.model.id} @ {r.profile.model.revision}")
+    out(f"  served   {r.profile.model.served_name} on {r.profile.service.port.bind}:{r.profile.service.port.host}")
+    out("  argv     " + " \\\n             ".join(_argv_lines(["vllm", "serve", *r.argv()])))
+    for w in r.warnings:
+        out(f"  warning  {w}")
+
+
+def _argv_lines(argv: list[str]) -> list[str]:
+    import shlex
+
+    lines: list[str] = []
+    for item in argv:
+        if item.startswith("--") or not lines:
+            lines.append(shlex.quote(item))
+        else:
+            lines[-1] += " " + shlex.quote(item)
+    return lines
+
+
+@app.command()
+def schema():
+    """Print the profile JSON Schema (generated from the model that validates)."""
+    from composegen.profiles.schema import json_schema
+
+    emit_json(json_schema(), pretty=True)  # a file people commit and read: always indented
+
+
+@app.command()
+def diff(
+    a: str = typer.Argument(..., help="Profile name, compose file, or REF:path (e.g. HEAD~1:out/r33/compose.yaml)."),
+    b: str = typer.Argument(...),
+    functional_only: bool = typer.Option(False, "--functional-only", help="Exit status from functional changes alone."),
+    unified: bool = typer.Option(False, "--unified", help="Plain unified diff of the two files."),
+    json_: bool = JsonOpt,
+):
+    """Semantic diff of two stacks: every change classed functional or identity."""
+    from composegen.diff import semantic as diffing
+
+    project = _project()
+    side_a, side_b = diffing.load_side(a, project.root), diffing.load_side(b, project.root)
+    identity = diffing.identity_paths_for(project, [a, b])
+    changes = diffing.compare(side_a.data, side_b.data, identity_paths=identity)
+    if json_:
+        emit_json(diffing.changes_to_json(changes))
+    elif unified:
+        out(diffing.unified(side_a.text, side_b.text, side_a.label, side_b.label))
+    else:
+        out(diffing.format_text(changes, side_a.label, side_b.label))
+    raise typer.Exit(diffing.exit_status(changes, functional_only))
+
+

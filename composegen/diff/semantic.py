@@ -1,0 +1,366 @@
+"""Semantic diff of two Compose stacks (rendered by composegen or hand-written).
+
+Inputs (`load_side(spec, root)`): a compose file path (relative to the cwd, else to root), `REF:path`
+(the file at a git revision of the repository at root), or a profile name (rendered in memory with
+`composegen.render.render_profile_text`). A Side is (label, text, data).
+
+Normalisation, per service, so that spelling does not count as a change:
+- vLLM argv: entrypoint + command are joined; the words that launch vLLM (`vllm serve`, or
+  `-m vllm.entrypoints.openai.api_server`) become `entrypoint`, the rest becomes `command.model` plus one
+  `command.<--flag>` per flag. Flag order, `--x=v` vs `--x v`, `--x_y` vs `--x-y` and short aliases
+  (`-tp`) do not matter. From the vLLM 0.33.0 catalog: `--x` → true, `--no-x`/`--disable-x` → false
+  (the older `--no-x` spelling is accepted for every boolean), nargs '+' → a list, int/float/human-
+  readable values → numbers (`8K` = 8192, `8k` = 8000), and values that are JSON (or dotted keys such as
+  `-cc.mode=3`) → parsed JSON, so key order does not matter. The last of a repeated flag wins.
+  A flag given on one side and absent on the other IS a change even when the value equals vLLM's
+  default: the argv differs, and defaults move between releases (format_text notes the 0.33.0 default).
+- environment and labels: `K=V` lists ≡ maps; scalars compared as compose passes them (`1` ≡ "1");
+  an environment NAME without a value shows as "(from host env)".
+- ports by `<container port>/<protocol>` → host binding `ip:port` (`*` = ephemeral host port).
+- volumes by target; ulimits by name (`n` ≡ {soft: n, hard: n}); `gpus:` and
+  `deploy.resources.reservations.devices` merged into one `gpus` list of device requests (`count: -1`
+  ≡ "all", capabilities as a set); image as `image.repo` (docker.io/library/ stripped) and
+  `image.digest` (a tag next to a digest is ignored, as the engine does; without a digest, `image.tag`);
+  shm_size in canonical bytes (`16gb` ≡ `16g`); durations in seconds (`1m30s` ≡ `90s`); healthcheck
+  test `"cmd"` ≡ `["CMD-SHELL", "cmd"]`; `${VAR:-default}` is compared as written (never interpolated);
+  the obsolete top-level `version:` is ignored. Other keys are compared as nested maps; lists keep their order.
+
+Classification rule (a difference that only renames an otherwise identical stack is "identity"):
+  identity   = the host side of a published port (host ip and host port, when the container port is
+               published on both sides), the served model name (`--served-model-name`), container_name,
+               the project name (top-level `name`), composegen labels (`io.composegen.*`, which
+               include the served-name label), and any path passed in identity_paths (the CLI passes
+               the `identity:` lists of the profiles involved, see identity_paths_for), matched
+               exactly, as a parent path, or as an fnmatch glob (`services.*.environment.RUN_ID`);
+  functional = everything else that differs: flags, model and revision, environment, image, GPUs,
+               ipc/shm, ulimits, volumes, healthcheck, a port published on one side only, services
+               added or removed, ... An image moved to another repo with the same digest is reported
+               as `image.repo` (functional); pass `services.*.image.repo` to treat mirrors as identity.
+
+JSON (one list, functional first, then by path):
+  [{"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional",
+    "before": 8192, "after": 4096}, ...]   # before/after are JSON values, null when absent on a side
+Paths: `name`, `services.<svc>` (service added/removed), `services.<svc>.command.<--flag>`,
+`services.<svc>.command.model`, `services.<svc>.environment.<VAR>`, `services.<svc>.ports.8000/tcp`,
+`services.<svc>.volumes.<target>`, `services.<svc>.ulimits.<name>`, `services.<svc>.labels.<key>`,
+`services.<svc>.image.digest`, `services.<svc>.gpus`, `services.<svc>.healthcheck.interval`, ...
+
+API: load_side(spec, root) -> Side; compare(a, b, *, identity_paths=()) -> list[Change];
+changes_to_json(changes) -> list[dict]; format_text(changes, label_a, label_b) -> str;
+unified(text_a, text_b, label_a, label_b) -> str; exit_status(changes, functional_only) -> 0 | 1;
+identity_paths_for(project, specs) -> list[str] (the `identity:` paths of the profiles behind the inputs).
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from composegen.diff import gitref
+from composegen.diff.argv import CATALOG_VERSION, flag_default
+from composegen.diff.normalise import flatten_into, jsonable, normalise_service
+from composegen.errors import BadInput
+
+FUNCTIONAL = "functional"
+IDENTITY = "identity"
+COMPOSEGEN_LABEL_PREFIX = "io.composegen."
+_IGNORED_TOP_LEVEL = {"version"}  # obsolete; compose only warns about it
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str  # what the user named: the path, REF:path, or profile:NAME
+    text: str
+    data: dict
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    change_class: str  # FUNCTIONAL or IDENTITY
+    before: Any  # None when absent on side a
+    after: Any  # None when absent on side b
+    segments: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.segments:  # built by hand from a dotted path
+            object.__setattr__(self, "segments", tuple(self.path.split(".")))
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "class": self.change_class, "before": self.before, "after": self.after}
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def load_side(spec: str, root: Path) -> Side:
+    """Read and parse one diff input: a compose file, `REF:path`, or a profile name."""
+    root = Path(root)
+    if not spec or not spec.strip():
+        raise BadInput("diff: input: empty (give a compose file, REF:path or a profile name)")
+    path = _existing_path(spec, root)
+    if path is not None:
+        text = _read_file(path, spec)
+        return Side(spec, text, parse_compose_text(text, spec))
+    ref_spec = gitref.split_ref_spec(spec)
+    if ref_spec is not None:
+        text = gitref.read_at_ref(root, *ref_spec)
+        return Side(spec, text, parse_compose_text(text, spec))
+    node_of_profile = spec.count("/") == 1 and (Path(root) / "profiles" / f"{spec.split('/')[0]}.yaml").is_file()
+    if _looks_like_path(spec) and not node_of_profile:  # NAME/NODE: one node of a multi-node profile
+        problem = "is a directory, not a compose file" if Path(spec).is_dir() else "no such file"
+        raise BadInput(f"{spec}: diff input: {problem}")
+    from composegen.render import render_profile_text  # lazy: render pulls in the profile stack
+
+    label = f"profile:{spec}"
+    text = render_profile_text(root, spec)
+    return Side(label, text, parse_compose_text(text, label))
+
+
+def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
+    """The identity paths the profiles behind the inputs mark (each profile's `identity:` list), sorted.
+
+    A profile-name spec uses that profile. A file or REF:path uses the profile named by its
+    `io.composegen.profile` label when the project still has it (with that profile's current list).
+    """
+    from composegen.profiles import resolve as profiles  # lazy: pulls in pydantic and the schema
+    from composegen.project import Project
+
+    project = project if isinstance(project, Project) else Project(Path(project))
+    named, labelled = [], []
+    for spec in specs:
+        if _is_profile_spec(spec, project.root):
+            named.append(spec)
+            continue
+        for service in _services(load_side(spec, project.root).data).values():
+            label = normalise_service(service).get(("labels", COMPOSEGEN_LABEL_PREFIX + "profile"))
+            if label and project.profile_path(label).is_file():
+                labelled.append(label)
+    paths = {p for name in named for p in profiles.load(project, name).profile.identity}
+    for name in labelled:
+        try:
+            paths.update(profiles.load(project, name).profile.identity)
+        except BadInput:
+            pass  # a profile broken since that stack was rendered must not block diffing the files
+    return sorted(paths)
+
+
+def _is_profile_spec(spec: str, root: Path) -> bool:
+    return not (_existing_path(spec, root) or gitref.split_ref_spec(spec) or _looks_like_path(spec))
+
+
+def _looks_like_path(spec: str) -> bool:
+    return "/" in spec or spec.endswith((".yaml", ".yml"))
+
+
+def parse_compose_text(text: str, label: str) -> dict:
+    """YAML text → dict; errors become `label:line: yaml: problem`."""
+    try:
+        data = yaml.load(text, Loader=_ComposeLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise BadInput(f"{label}:{line}: yaml: {problem}") from None
+    if not isinstance(data, dict):
+        kind = "an empty document" if data is None else type(data).__name__
+        raise BadInput(f"{label}:1: top level: expected a Compose mapping, got {kind}")
+    services = data.get("services", {})
+    if services is not None and not isinstance(services, dict):
+        raise BadInput(f"{label}:{_line_of(text, 'services')}: services: expected a mapping of services")
+    for name, service in (services or {}).items():
+        if service is not None and not isinstance(service, dict):
+            raise BadInput(f"{label}:{_line_of(text, 'services', name)}: services.{name}: expected a mapping")
+    return data
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    """SafeLoader that accepts the compose merge tags `!reset` / `!override` as their plain values."""
+
+
+for _tag in ("!reset", "!override"):
+    _ComposeLoader.add_constructor(
+        _tag,
+        lambda loader, node: (
+            loader.construct_mapping(node) if isinstance(node, yaml.MappingNode)
+            else loader.construct_sequence(node) if isinstance(node, yaml.SequenceNode)
+            else loader.construct_scalar(node)
+        ),
+    )
+
+
+def _line_of(text: str, *keys: str) -> int:
+    """1-based line of a nested key (for error messages); 1 when it cannot be found."""
+    node = yaml.compose(text, Loader=_ComposeLoader)
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return 1
+        match = next(((k, v) for k, v in node.value if k.value == key), None)
+        if match is None:
+            return 1
+        key_node, node = match
+    return key_node.start_mark.line + 1 if keys else 1
+
+
+def _existing_path(spec: str, root: Path) -> Path | None:
+    for candidate in (Path(spec), root / spec):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_file(path: Path, spec: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{spec}: diff input: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise BadInput(f"{spec}: diff input: cannot read ({exc.strerror})") from None
+
+
+# ---------------------------------------------------------------- compare
+
+
+def compare(a: dict, b: dict, *, identity_paths: Iterable[str] = ()) -> list[Change]:
+    """Semantic changes from stack a to stack b; functional first, then by path."""
+    extra = (identity_paths,) if isinstance(identity_paths, str) else tuple(identity_paths)
+    flat_a, flat_b = _flatten_stack(a), _flatten_stack(b)
+    services_a, services_b = _services(a), _services(b)
+    for name in services_a.keys() | services_b.keys():
+        if name in services_a and name in services_b:
+            for flat, service in ((flat_a, services_a[name]), (flat_b, services_b[name])):
+                for sub, leaf in normalise_service(service).items():
+                    flat[("services", name, *sub)] = leaf
+        else:
+            # A service on one side only is one change holding the whole service, not one per key.
+            for flat, services in ((flat_a, services_a), (flat_b, services_b)):
+                if name in services:
+                    flat[("services", name)] = jsonable(services[name])
+    changes = []
+    for segments in flat_a.keys() | flat_b.keys():
+        before, after = flat_a.get(segments), flat_b.get(segments)
+        if not _same(before, after):
+            change_class = classify(segments, before, after, extra)
+            changes.append(Change(".".join(segments), change_class, before, after, segments))
+    changes.sort(key=lambda c: (c.change_class != FUNCTIONAL, c.segments))
+    return changes
+
+
+def classify(segments: tuple[str, ...], before: Any, after: Any, identity_paths: tuple[str, ...] = ()) -> str:
+    """FUNCTIONAL or IDENTITY for one differing path (the rule is in the module docstring)."""
+    if segments == ("name",):
+        return IDENTITY
+    rest = segments[2:] if segments[0] == "services" else ()
+    if rest in {("container_name",), ("command", "--served-model-name")}:
+        return IDENTITY
+    if len(rest) == 2 and rest[0] == "ports" and before is not None and after is not None:
+        return IDENTITY
+    if len(rest) == 2 and rest[0] == "labels" and rest[1].startswith(COMPOSEGEN_LABEL_PREFIX):
+        return IDENTITY
+    dotted = ".".join(segments)
+    for pattern in identity_paths:
+        if dotted == pattern or dotted.startswith(pattern + ".") or fnmatch.fnmatchcase(dotted, pattern):
+            return IDENTITY
+    return FUNCTIONAL
+
+
+def _flatten_stack(doc: dict) -> dict[tuple[str, ...], Any]:
+    flat: dict[tuple[str, ...], Any] = {}
+    for key, value in doc.items():
+        if str(key) not in _IGNORED_TOP_LEVEL and str(key) != "services":
+            flatten_into(flat, (str(key),), value)
+    return flat
+
+
+def _services(doc: dict) -> dict[str, dict]:
+    services = doc.get("services")
+    if not isinstance(services, dict):
+        return {}
+    return {str(name): service if isinstance(service, dict) else {} for name, service in services.items()}
+
+
+def _same(before: Any, after: Any) -> bool:
+    # Strict: plain == would call True and 1 (or "a" list and tuple) equal; sort_keys ignores key order.
+    dump = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
+    return dump(before) == dump(after)
+
+
+# ---------------------------------------------------------------- output
+
+
+def changes_to_json(changes: Iterable[Change]) -> list[dict]:
+    return [c.to_json() for c in changes]
+
+
+def exit_status(changes: Iterable[Change], functional_only: bool = False) -> int:
+    """0 when the stacks are equivalent, 1 when they differ (only functional changes count if asked)."""
+    counted = [c for c in changes if not functional_only or c.change_class == FUNCTIONAL]
+    return 1 if counted else 0
+
+
+def format_text(changes: list[Change], label_a: str, label_b: str) -> str:
+    """Human-readable report: one line per change, functional group first, then a summary line."""
+    lines = [f"--- {label_a}", f"+++ {label_b}"]
+    services = {c.segments[1] for c in changes if c.segments[0] == "services" and len(c.segments) > 1}
+    shown = [(c, _display_path(c.segments, show_service=len(services) > 1)) for c in changes]
+    width = min(max((len(p) for _, p in shown), default=0), 48)
+    for change, shown_path in shown:
+        values = f"{_show(change.before)} → {_show(change.after)}"
+        lines.append(f"{change.change_class:<10}  {shown_path:<{width}}  {values}{_default_note(change)}")
+    functional = sum(c.change_class == FUNCTIONAL for c in changes)
+    if not changes:
+        lines.append("summary: no semantic differences")
+    else:
+        lines.append(f"summary: {functional} functional, {len(changes) - functional} identity "
+                     f"({len(changes)} change{'s' if len(changes) != 1 else ''})")
+    return "\n".join(lines)
+
+
+def unified(text_a: str, text_b: str, label_a: str, label_b: str) -> str:
+    """Plain line diff of the two texts (what a reviewer sees in git)."""
+    return "".join(difflib.unified_diff(_lines(text_a), _lines(text_b), fromfile=label_a, tofile=label_b))
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    return lines
+
+
+def _display_path(segments: tuple[str, ...], show_service: bool) -> str:
+    if segments[0] != "services" or len(segments) < 2:
+        return " ".join(segments)
+    if len(segments) == 2:
+        return f"service {segments[1]}"
+    rest = segments[2:]
+    if rest[0] == "command" and len(rest) == 2:
+        shown = rest[1]  # the flag itself, or model/args
+    else:
+        shown = " ".join(rest)
+    return f"{segments[1]}: {shown}" if show_service else shown
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(absent)"
+    if isinstance(value, str):
+        text = value if value else '""'
+    else:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _default_note(change: Change) -> str:
+    segments = change.segments
+    if len(segments) != 4 or segments[2] != "command" or None not in (change.before, change.after):
+        return ""
+    default = flag_default(segments[3])
+    if default is None:
+        return ""
+    return f"  (absent = vLLM {CATALOG_VERSION} default {_show(default)})"

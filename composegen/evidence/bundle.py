@@ -1,0 +1,271 @@
+"""Evidence bundles: runs/<UTC YYYYmmddTHHMMSSZ>-<profile>/ with evidence.json and the raw files it hashes.
+
+`write_run(project, r, *, startup_log_text, startup_report, gates=None, ladder=None, source="stack",
+unknown=()) -> Path` writes the bundle into a temporary directory and renames it into place, so a reader
+never sees half a bundle. evidence.json (schema "composegen.evidence/v1"):
+
+  {"schema", "profile": {"name", "hash"}, "image_digest" (sha256:… | null), "model_revision" (str | null),
+   "compose_sha256" (of out/NAME/compose.yaml | null), "startup" (startup report dict), "gates" (run_gates
+   result | null), "ladder" (run_ladder result | null), "composegen_version", "created_at" (UTC ISO 8601),
+   "source" ("stack" | "log"), "unknown": [fields this run could not know, sorted],
+   "raw": [{"file", "sha256", "bytes"}]}
+
+Raw files: startup.log (when given), startup.json, gates.json, ladder.json (when given), plus any
+`extra_raw` {file name: JSON value} (qualify.json). A field is
+null and listed in `unknown` rather than filled from the profile when the run cannot vouch for it: a
+log recorded elsewhere says nothing about the image or compose file that host ran, and no gates or ladder.
+
+`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None) -> Path`: a bundle from the
+profile's running stack (its log and startup report, optionally gates and a ladder).
+`from_log(project, name, log_path) -> Path`: a bundle from a startup log recorded elsewhere (source "log").
+`load_run(path) -> dict`: evidence.json plus "path" (the bundle directory); BadInput for a missing or
+malformed bundle, CheckFailed when a raw file is missing or its sha256 differs from the record.
+`resolve_run(spec, root) -> Path`: a bundle directory, its evidence.json, or a run name under runs/.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from composegen import __version__
+from composegen.errors import BadInput, CheckFailed
+from composegen.profiles.resolve import Resolved
+from composegen.project import Project
+
+SCHEMA = "composegen.evidence/v1"
+EVIDENCE = "evidence.json"
+SOURCES = ("stack", "log")
+REQUIRED_KEYS = ("schema", "profile", "startup", "source", "unknown", "raw", "created_at")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _json_bytes(value) -> bytes:
+    return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def image_digest(r: Resolved, container: dict | None) -> str | None:
+    """The digest of the image the container really runs: the profile's when the engine holds the image
+    under it, else another registry digest the engine knows; null for a local build (the emulator)."""
+    if container is None:
+        return None
+    digests = [d.split("@", 1)[1] for d in container["repo_digests"] if "@" in d]
+    wanted = r.profile.image.split("@", 1)[1] if r.profile.pinned else None
+    return wanted if wanted in digests else (digests[0] if digests else None)
+
+
+def write_run(project: Project, r: Resolved, *, startup_log_text: str | None, startup_report: dict,
+              gates: dict | None = None, ladder: dict | None = None, source: str = "stack",
+              unknown=(), extra_raw: dict[str, dict] | None = None, now: datetime | None = None,
+              container: dict | None = None) -> Path:
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    missing = set(unknown)
+    digest = image_digest(r, container) if source == "stack" else None
+    compose = project.out_path(r.name)
+    compose_sha = _sha256(compose.read_bytes()) if source == "stack" and compose.is_file() else None
+    effective = startup_report.get("effective_args") or {}
+    revision = effective.get("revision") or (r.profile.model.revision if source == "stack" else None)
+    for key, value in (("image_digest", digest), ("compose_sha256", compose_sha), ("model_revision", revision),
+                       ("gates", gates), ("ladder", ladder), ("startup_log", startup_log_text)):
+        if value is None:
+            missing.add(key)
+    raw: dict[str, bytes] = {}
+    if startup_log_text is not None:
+        raw["startup.log"] = startup_log_text.encode("utf-8")
+    raw["startup.json"] = _json_bytes(startup_report)
+    if gates is not None:
+        raw["gates.json"] = _json_bytes(gates)
+    if ladder is not None:
+        raw["ladder.json"] = _json_bytes(ladder)
+    for file_name, value in (extra_raw or {}).items():  # e.g. qualify.json: hashed like every raw file
+        if file_name in raw or file_name == EVIDENCE or Path(file_name).name != file_name:
+            raise ValueError(f"extra_raw: {file_name!r} is not a free plain file name")
+        raw[file_name] = _json_bytes(value)
+    evidence = {
+        "schema": SCHEMA, "profile": {"name": r.name, "hash": r.hash}, "image_digest": digest,
+        "model_revision": revision, "compose_sha256": compose_sha, "startup": startup_report, "gates": gates,
+        "ladder": ladder, "container": container, "emulated": bool(container and container["emulated"]),
+        "composegen_version": __version__, "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": source, "unknown": sorted(missing),
+        "raw": [{"file": name, "sha256": _sha256(data), "bytes": len(data)} for name, data in raw.items()],
+    }
+    name = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{r.name}"
+    return _publish(project.runs_dir, name, {**raw, EVIDENCE: _json_bytes(evidence)})
+
+
+def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
+    """Write every file into a hidden temp directory, fsync, then rename it to runs/<name>[-N]."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    tmp = runs_dir / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        for file_name, data in files.items():
+            with open(tmp / file_name, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for n in range(1, 1000):
+            final = runs_dir / (name if n == 1 else f"{name}-{n}")  # two runs in one second keep both
+            try:
+                final.mkdir()  # claim the name atomically, then swap the finished bundle in
+            except FileExistsError:
+                continue
+            os.replace(tmp, final)  # an empty directory is replaced in one step
+            return final
+        raise CheckFailed(f"{runs_dir}: too many runs named {name}")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def live_stack(project: Project, r: Resolved) -> tuple[str, dict, dict]:
+    """(startup log text, startup report, container identity) of the profile's running vLLM container.
+    Refuses when the container was started from another version of the profile: evidence must describe
+    what runs, not what the profile says now."""
+    from composegen.stack import driver
+    from composegen.stack import engine  # lazy: only commands on a live stack touch the engine
+
+    ctr = driver.running_container(project, r)
+    identity = driver.live_identity(ctr)
+    if identity["hash"] != r.hash:
+        raise CheckFailed(
+            f"{r.name}: the running container was started from profile hash {identity['hash']}, the profile now "
+            f"resolves to {r.hash}; evidence would describe a configuration that is not running",
+            hint=f"`composegen down {r.name}` and `composegen up {r.name}` to run what the profile says",
+        )
+    return engine.logs(ctr), driver.startup_for(r, ctr), identity
+
+
+def capture_stack(project: Project, r: Resolved, *, gate: bool = False, ladder_targets=None,
+                  tools: int | None = None) -> Path:
+    from composegen.stack import driver
+    from composegen.evidence import gates
+    from composegen.evidence import ladder
+
+    text, report, identity = live_stack(project, r)
+    ep, served = driver.endpoint(r), r.profile.model.served_name
+    tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
+    gate_result = gates.run_gates(ep.base_url, served, api_key=ep.api_key, tools=tools) if gate else None
+    ladder_result = None
+    if ladder_targets:
+        ladder_result = ladder.run_ladder(ep.base_url, served, ladder_targets, api_key=ep.api_key,
+                                          max_model_len=report.get("max_model_len") or r.flag("max-model-len"))
+    return write_run(project, r, startup_log_text=text, startup_report=report, gates=gate_result, ladder=ladder_result,
+                     container=identity)
+
+
+def from_log(project: Project, name: str, log_path) -> Path:
+    from composegen.profiles import resolve as profile
+    from composegen.vllm import startup
+
+    r = profile.load(project, name)
+    path = Path(log_path)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise BadInput(f"{path}: --from-log: no such file") from None
+    except OSError as exc:
+        raise BadInput(f"{path}: --from-log: cannot read ({exc.strerror})") from None
+    report = startup.parse_startup_log(text).to_json()
+    if report["kv_cache_tokens"] is None and not report["errors"] and report["vllm_version"] is None:
+        raise BadInput(f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)")
+    if report.get("effective_args") is not None:
+        report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"])
+    return write_run(project, r, startup_log_text=text, startup_report=report, source="log")
+
+
+def resolve_run(spec, root=None) -> Path:
+    path = Path(spec)
+    if path.name == EVIDENCE:
+        path = path.parent
+    if path.is_dir():
+        return path
+    if root is not None:
+        under = Path(root) / "runs" / str(spec)
+        if under.is_dir():
+            return under
+    raise BadInput(f"{spec}: run: no such run directory (give runs/<run> or a path to a bundle)")
+
+
+def load_run(path, root=None) -> dict:
+    bundle = resolve_run(path, root)
+    doc_path = bundle / EVIDENCE
+    if not doc_path.is_file():
+        raise BadInput(f"{doc_path}: evidence: missing (not a composegen run directory)")
+    try:
+        doc = json.loads(doc_path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise BadInput(f"{doc_path}:1: evidence: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{doc_path}:{exc.lineno}: evidence: invalid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict):
+        raise BadInput(f"{doc_path}:1: evidence: must be a JSON object")
+    if doc.get("schema") != SCHEMA:
+        raise BadInput(f"{doc_path}: schema: expected {SCHEMA!r}, got {doc.get('schema')!r}")
+    absent = [k for k in REQUIRED_KEYS if k not in doc]
+    if absent:
+        raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
+    _check_shape(doc, doc_path)
+    entries = doc["raw"] if isinstance(doc["raw"], list) else [None]
+    if not all(isinstance(e, dict) and {"file", "sha256"} <= e.keys() for e in entries):
+        raise BadInput(f"{doc_path}: raw: must be a list of {{file, sha256, bytes}}")
+    for entry in doc["raw"]:
+        raw_path = bundle / entry["file"]
+        if Path(entry["file"]).name != entry["file"]:
+            raise BadInput(f"{doc_path}: raw: {entry['file']!r} is not a plain file name")
+        if not raw_path.is_file():
+            raise CheckFailed(f"{raw_path}: raw file recorded in evidence.json is missing")
+        actual = _sha256(raw_path.read_bytes())
+        if actual != entry["sha256"]:
+            raise CheckFailed(f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
+                              f"{entry['sha256'][:12]}… (the bundle was changed after it was written)")
+    return {**doc, "path": str(bundle)}
+
+
+# The parts other commands read, and the JSON type each must have (None allowed where a run may not know).
+_SHAPE = {"profile": (dict,), "startup": (dict,), "gates": (dict, type(None)), "ladder": (dict, type(None)),
+          "unknown": (list,), "source": (str,), "created_at": (str,)}
+
+
+def _check_shape(doc: dict, doc_path: Path) -> None:
+    """A hand-edited or truncated bundle is bad input (exit 2), never an internal error later on."""
+    for key, types in _SHAPE.items():
+        if key in doc and not isinstance(doc[key], types):
+            raise BadInput(f"{doc_path}: {key}: must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {type(doc[key]).__name__}")
+    if not all(isinstance(doc["profile"].get(k), str) for k in ("name", "hash")):
+        raise BadInput(f"{doc_path}: profile: needs string name and hash")
+    gates = doc.get("gates")
+    if gates is not None and not all(isinstance(gates.get(k), int) for k in ("passed", "total")):
+        raise BadInput(f"{doc_path}: gates: needs integer passed and total")
+    ladder = doc.get("ladder")
+    if ladder is not None and not isinstance(ladder.get("targets"), list):
+        raise BadInput(f"{doc_path}: ladder: needs a targets list")
+
+
+def format_text(doc: dict) -> str:
+    startup = doc.get("startup") or {}
+    lines = [f"run {doc.get('path', '')}",
+             f"  profile   {doc['profile']['name']} (hash {doc['profile']['hash']}), source {doc['source']}",
+             f"  created   {doc['created_at']} by composegen {doc.get('composegen_version')}",
+             f"  image     {doc.get('image_digest') or 'unknown'}",
+             f"  revision  {doc.get('model_revision') or 'unknown'}",
+             f"  compose   {doc.get('compose_sha256') or 'unknown'}",
+             f"  KV        {startup.get('kv_cache_tokens')} tokens, {startup.get('kv_cache_gib_min')} GiB min rank"]
+    gates = doc.get("gates")
+    lines.append(f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run")
+    ladder = doc.get("ladder")
+    lines.append(f"  ladder    largest prompt {ladder['largest_prompt_tokens']}" if ladder else "  ladder    not run")
+    if doc.get("unknown"):
+        lines.append(f"  unknown   {', '.join(doc['unknown'])}")
+    for entry in doc.get("raw", []):
+        lines.append(f"  raw       {entry['file']} {entry['sha256'][:16]} ({entry.get('bytes')} bytes)")
+    return "\n".join(lines) + "\n"

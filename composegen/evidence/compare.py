@@ -1,0 +1,233 @@
+"""A/B comparison of two evidence bundles: the seed's Results table, config differences, and a flag for
+a capacity change that KV bytes do not explain.
+
+`compare_runs(run_a, run_b, *, root, threshold=0.10) -> dict` (runs: a bundle path or a run name under
+root/runs). Result (stable keys):
+
+  {"a": {"run", "profile", "hash", "source"}, "b": {...},
+   "rows": [{"metric", "label", "unit", "a", "b", "delta", "pct"}],
+   "config": {"functional": [diff change dicts], "identity": [...], "notes": [str]},
+   "unexplained_capacity_change": {"flag": bool | null, "kv_bytes_pct", "kv_tokens_pct", "threshold"},
+   "notes": [str]}
+
+Rows, in the seed's order: min_rank_kv_gib, kv_cache_tokens, max_concurrency, peak_activation_gib,
+weights_gib, gates ("passed/total" strings; delta = passed difference), largest_prompt_tokens,
+largest_ttft_s, largest_prefill_tok_s, largest_decode_tok_s (the last three from the ladder row with the
+largest API-reported prompt). delta = b − a; pct = delta / a × 100 rounded to 3 decimals, null where the
+seed shows an absolute change only (concurrency, weights, gates) or a side is unknown.
+
+Config differences: diff.compare of the two profiles' compose as rendered now from the project at root
+(by the profile name each run recorded); a note says so when a profile's hash moved since its run.
+
+unexplained_capacity_change.flag: |kv_tokens_pct − kv_bytes_pct| / 100 > threshold, where bytes are the
+minimum-rank KV GiB. The seed's +4.715% bytes vs +94.861% tokens is the case it exists for: more tokens
+than the extra bytes can hold means cache geometry or engine accounting changed, not just memory.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from composegen.evidence import bundle as evidence
+from composegen.errors import BadInput
+
+
+def _largest_row(doc: dict) -> dict:
+    rows = [r for r in ((doc.get("ladder") or {}).get("targets") or [])
+            if r.get("prompt_tokens") is not None and r.get("finish_reason") is not None]
+    return max(rows, key=lambda r: r["prompt_tokens"]) if rows else {}
+
+
+def _gates(doc: dict) -> str | None:
+    gates = doc.get("gates")
+    return f"{gates['passed']}/{gates['total']}" if gates else None
+
+
+def _startup(key: str) -> Callable[[dict], Any]:
+    return lambda doc: (doc.get("startup") or {}).get(key)
+
+
+def _ladder(key: str) -> Callable[[dict], Any]:
+    return lambda doc: _largest_row(doc).get(key)
+
+
+# (metric, label, unit, read, show pct)
+METRICS: list[tuple[str, str, str, Callable[[dict], Any], bool]] = [
+    ("min_rank_kv_gib", "Minimum-rank KV allocation", "GiB", _startup("kv_cache_gib_min"), True),
+    ("kv_cache_tokens", "Engine-reported GPU KV tokens", "tokens", _startup("kv_cache_tokens"), True),
+    ("max_concurrency", "Reported concurrency at max-model-len", "x", _startup("max_concurrency"), False),
+    ("peak_activation_gib", "Peak activation per rank", "GiB", _startup("peak_activation_gib"), True),
+    ("weights_gib", "Weight allocation per rank", "GiB", _startup("weights_gib"), False),
+    ("gates", "Functional gates", "passed/total", _gates, False),
+    ("largest_prompt_tokens", "Largest actual prompt", "tokens",
+     lambda doc: (doc.get("ladder") or {}).get("largest_prompt_tokens"), True),
+    ("largest_ttft_s", "Largest-request TTFT", "s", _ladder("ttft_s"), True),
+    ("largest_prefill_tok_s", "Largest-request effective prefill", "tok/s", _ladder("prefill_tok_s"), True),
+    ("largest_decode_tok_s", "Largest-request decode", "tok/s", _ladder("decode_tok_s"), True),
+]
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _row(metric: str, label: str, unit: str, a: Any, b: Any, show_pct: bool) -> dict:
+    delta = pct = None
+    if metric == "gates" and a and b:
+        delta = int(b.split("/")[0]) - int(a.split("/")[0])
+    elif _number(a) and _number(b):
+        delta = b - a if isinstance(a, int) and isinstance(b, int) else round(b - a, 6)
+        if show_pct and a != 0:
+            pct = round((b - a) / abs(a) * 100, 3)
+    return {"metric": metric, "label": label, "unit": unit, "a": a, "b": b, "delta": delta, "pct": pct}
+
+
+def _pct(a: Any, b: Any) -> float | None:
+    return round((b - a) / abs(a) * 100, 3) if _number(a) and _number(b) and a else None
+
+
+def capacity_flag(doc_a: dict, doc_b: dict, threshold: float) -> dict:
+    bytes_pct = _pct(_startup("kv_cache_gib_min")(doc_a), _startup("kv_cache_gib_min")(doc_b))
+    tokens_pct = _pct(_startup("kv_cache_tokens")(doc_a), _startup("kv_cache_tokens")(doc_b))
+    flag = None if bytes_pct is None or tokens_pct is None else abs(tokens_pct - bytes_pct) / 100 > threshold
+    return {"flag": flag, "kv_bytes_pct": bytes_pct, "kv_tokens_pct": tokens_pct, "threshold": threshold}
+
+
+def config_differences(doc_a: dict, doc_b: dict, root) -> dict:
+    from composegen import render
+    from composegen.diff import semantic as diff
+    from composegen.profiles import resolve as profile
+    from composegen.project import Project
+
+    project = Project(root) if not isinstance(root, Project) else root
+    out: dict = {"functional": [], "identity": [], "notes": []}
+    sides = []
+    for doc in (doc_a, doc_b):
+        name = doc["profile"]["name"]
+        try:
+            r = profile.load(project, name)
+        except BadInput as exc:
+            out["notes"].append(f"profile {name} cannot be rendered now ({exc.message}); no config differences")
+            return out
+        if r.hash != doc["profile"].get("hash"):
+            out["notes"].append(f"profile {name} changed since its run (hash {doc['profile'].get('hash')} -> {r.hash});"
+                                " differences are between the profiles as they are now")
+        sides.append((r, diff.parse_compose_text(render.render(r), f"profile:{name}")))
+    identity = [*sides[0][0].profile.identity, *sides[1][0].profile.identity]
+    for change in diff.compare(sides[0][1], sides[1][1], identity_paths=identity):
+        out[change.change_class].append(change.to_json())
+    return out
+
+
+def compare_runs(run_a, run_b, *, root, threshold: float = 0.10) -> dict:
+    if not 0 <= threshold:
+        raise BadInput(f"compare: --threshold: must be ≥ 0, got {threshold}")
+    doc_a, doc_b = evidence.load_run(run_a, root), evidence.load_run(run_b, root)
+    rows = [_row(metric, label, unit, read(doc_a), read(doc_b), show) for metric, label, unit, read, show in METRICS]
+    notes = []
+    len_a, len_b = _startup("max_model_len")(doc_a), _startup("max_model_len")(doc_b)
+    if len_a != len_b:
+        notes.append(f"concurrency is at each run's own max-model-len ({len_a} vs {len_b})")
+    elif len_a:
+        rows[2]["label"] = f"Reported concurrency at {len_a:,} tokens"
+    for side, doc in (("a", doc_a), ("b", doc_b)):
+        if doc.get("unknown"):
+            notes.append(f"{side} ({doc['profile']['name']}, source {doc['source']}) does not know: "
+                         f"{', '.join(doc['unknown'])}")
+    return {
+        "a": _identity(doc_a), "b": _identity(doc_b), "rows": rows,
+        "config": config_differences(doc_a, doc_b, root),
+        "unexplained_capacity_change": capacity_flag(doc_a, doc_b, threshold), "notes": notes,
+    }
+
+
+def _identity(doc: dict) -> dict:
+    return {"run": doc["path"], "profile": doc["profile"]["name"], "hash": doc["profile"].get("hash"),
+            "source": doc["source"], "max_model_len": _startup("max_model_len")(doc)}
+
+
+# ---------------------------------------------------------------- output
+
+
+def _value(row: dict, side: str) -> str:
+    v, unit = row[side], row["unit"]
+    if v is None:
+        return "unknown"
+    if unit == "GiB":
+        return f"{v:.2f} GiB"
+    if unit == "tokens":
+        return f"{v:,}"
+    if unit == "x":
+        return f"{v:.2f}x"
+    if unit == "s":
+        return f"{v:.3f} s"
+    if unit == "tok/s":
+        return f"{v:,.0f} tok/s" if v >= 1000 else f"{v:.2f} tok/s"
+    return str(v)
+
+
+def _change(row: dict) -> str:
+    delta, pct, unit = row["delta"], row["pct"], row["unit"]
+    if delta is None:
+        return "-"
+    if row["metric"] == "gates":
+        if delta != 0 or row["a"] != row["b"]:
+            return f"{delta:+d} passed"
+        passed, total = row["a"].split("/")
+        return "unchanged pass" if passed == total else "unchanged"
+    if delta == 0:
+        return "unchanged"
+    pct_text = f"{pct:+.3f}%" if pct is not None else None
+    if unit == "GiB":
+        absolute = f"{delta:+.2f} GiB"
+    elif unit == "tokens":
+        absolute = f"{delta:+,}"
+    elif unit == "x":
+        absolute = f"{delta:+.2f}x"
+    else:  # timings: the seed reports them relative only
+        return pct_text or f"{delta:+g} {unit}"
+    return f"{absolute} / {pct_text}" if pct_text else absolute
+
+
+def _headers(result: dict) -> tuple[str, str]:
+    a, b = result["a"]["profile"], result["b"]["profile"]
+    return (f"{a} (a)", f"{b} (b)") if a == b else (a, b)
+
+
+def _flag_line(result: dict) -> str:
+    cap = result["unexplained_capacity_change"]
+    if cap["flag"] is None:
+        return "unexplained capacity change: unknown (KV bytes or tokens missing on a side)"
+    verdict = "YES" if cap["flag"] else "no"
+    return (f"unexplained capacity change: {verdict} — KV bytes {cap['kv_bytes_pct']:+.3f}% vs KV tokens "
+            f"{cap['kv_tokens_pct']:+.3f}% (threshold {cap['threshold'] * 100:g} points)")
+
+
+def _config_lines(result: dict) -> list[str]:
+    config = result["config"]
+    lines = [f"functional config differences: {len(config['functional']) or 'none'}"]
+    for change in config["functional"]:
+        lines.append(f"  {change['path']}: {change['before']!r} -> {change['after']!r}")
+    if config["identity"]:
+        lines.append(f"identity-only differences: {len(config['identity'])} (ports, names, labels)")
+    return lines + [f"note: {n}" for n in config["notes"]]
+
+
+def format_text(result: dict) -> str:
+    head_a, head_b = _headers(result)
+    table = [("Measurement", head_a, head_b, "Change")]
+    table += [(r["label"], _value(r, "a"), _value(r, "b"), _change(r)) for r in result["rows"]]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result["notes"]]]
+    return "\n".join(lines) + "\n"
+
+
+def format_markdown(result: dict) -> str:
+    head_a, head_b = _headers(result)
+    lines = [f"| Measurement | {head_a} | {head_b} | Change |", "|---|---|---|---|"]
+    lines += [f"| {r['label']} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in result["rows"]]
+    lines += ["", f"**{_flag_line(result)}**", ""]
+    lines += [f"- {line.strip()}" for line in _config_lines(result)]
+    lines += [f"- note: {n}" for n in result["notes"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""Context ladder: one streamed request per target prompt size, sized with the server's own tokenizer.
+
+`run_ladder(base_url, model, targets, *, max_model_len, max_tokens=64, api_key=None, tolerance=0.005,
+timeout=1800, reasoning_effort=None) -> dict`
+
+Sizing (why: a chars-per-token guess under-fills long prompts by tens of thousands of tokens): the prompt
+is a unique salt line, filler words from a fixed pseudo-random stream, and a short question. POST
+/tokenize (the chat `messages` form, so template tokens count as the API will count them) measures the
+fixed overhead and one probe; words-per-token from the probe gives the first guess, each further
+measurement corrects it (secant step, bisection inside the bracket). A size is accepted when it lands in
+[target·(1−tolerance), target·(1+tolerance)] and never above max_model_len − max_tokens; a target above
+that cap is refused with a reason, without a request. The salt makes every prompt's first tokens unique,
+so prefix caching cannot turn one rung's prefill into a cache hit of the previous one.
+
+Timing, per request (stream_options.include_usage; time.perf_counter):
+  ttft_s         request start -> first streamed content, reasoning or tool-call delta
+  prefill_tok_s  API-reported prompt_tokens / ttft_s ("effective": includes queueing and scheduling)
+  decode_tok_s   (completion_tokens − 1) / (end of stream − first token); null with < 2 tokens
+  reasoning_tokens from usage.completion_tokens_details, else the number of reasoning deltas; never
+                 mixed into content.
+A row is ok when the request completed and the API-reported prompt_tokens is inside the tolerance window.
+A `length` finish is recorded, not failed: the ladder measures capacity, the gates judge answers.
+
+Result (stable keys):
+  {"model", "max_model_len", "max_tokens", "tolerance", "ok": bool (every row ok),
+   "targets": [{"target", "tokenized", "prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s",
+                "e2e_s", "completion_tokens", "reasoning_tokens", "finish_reason", "ok", "reason"}],
+   "largest_prompt_tokens": int | null  (largest API-reported prompt of a completed request)}
+"""
+from __future__ import annotations
+
+import math
+import random
+import secrets
+import time
+from typing import Callable
+
+from composegen.errors import BadInput, EngineError
+
+QUESTION = "In one short sentence, what is the text above about?"
+MAX_SIZING_STEPS = 16
+_WORDS = ("river stone garden signal harbor lantern copper meadow engine window paper orbit violet thunder canvas "
+          "pepper marble forest silver bridge candle falcon glacier hollow island jacket kettle ladder mirror nectar "
+          "oyster pillow quartz ribbon saddle tunnel umbrella velvet walnut yellow zephyr anchor basket cobalt desert "
+          "ember fabric granite horizon ivory jasmine kernel lagoon monsoon").split()
+
+
+class _Filler:
+    """A fixed word stream: the first n words are always the same, so counts grow with n."""
+
+    def __init__(self, seed: int = 20260810):
+        self.rng = random.Random(seed)
+        self.words: list[str] = []
+
+    def text(self, n: int) -> str:
+        while len(self.words) < n:
+            word = self.rng.choice(_WORDS)
+            self.words.append(f"{word}{self.rng.randrange(100)}" if self.rng.random() < 0.15 else word)
+        return " ".join(self.words[:n])
+
+
+def _messages(salt: str, filler: str) -> list[dict]:
+    return [{"role": "user", "content": f"{salt}\n{filler}\n\n{QUESTION}"}]
+
+
+class Tokenizer:
+    """POST /tokenize on the server (vLLM serves it at the root, outside /v1)."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float):
+        import httpx  # lazy: an openai dependency, only ladder needs it directly
+
+        root = base_url.rstrip("/").removesuffix("/v1")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(base_url=root, headers=headers, timeout=timeout)
+        self.model = model
+        self.calls = 0
+
+    def count(self, messages: list[dict]) -> int:
+        import httpx
+
+        self.calls += 1
+        try:
+            resp = self.client.post("/tokenize", json={"model": self.model, "messages": messages})
+        except httpx.HTTPError as exc:
+            raise EngineError(f"{self.client.base_url}/tokenize: {exc}") from None
+        if resp.status_code != 200:
+            raise EngineError(f"{self.client.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}")
+        return int(resp.json()["count"])
+
+
+def size_prompt(count: Callable[[int], int], target: int, low: int, high: int) -> tuple[int, int, str | None]:
+    """(words, tokens, problem): the number of filler words whose count lands in [low, high].
+
+    `count(n)` is the token count of the prompt with n filler words (monotone non-decreasing in n)."""
+    overhead = count(0)
+    if overhead > high:
+        return 0, overhead, f"the fixed prompt alone is {overhead} tokens, above the window"
+    probe = max(1, min(2000, target - overhead))
+    probe_tokens = count(probe)
+    per_word = max((probe_tokens - overhead) / probe, 1e-3)
+    below, above = (0, overhead), None  # bracket: (words, tokens) below low / above high
+    n, tokens = probe, probe_tokens
+    for _ in range(MAX_SIZING_STEPS):
+        if low <= tokens <= high:
+            return n, tokens, None
+        if tokens < low:
+            below = max(below, (n, tokens))
+        else:
+            above = min(above, (n, tokens)) if above else (n, tokens)
+        guess = n + round((((low + high) / 2) - tokens) / per_word)
+        lo_n, hi_n = below[0], above[0] if above else math.inf
+        if not lo_n < guess < hi_n:  # the secant step left the bracket: bisect instead
+            guess = (lo_n + hi_n) // 2 if above else max(lo_n + 1, 2 * lo_n)
+        if guess in (n, lo_n) or (above and guess >= hi_n):
+            break  # word granularity: no whole number of words lands in the window
+        n, tokens = guess, count(guess)
+        if n > below[0] and tokens > overhead:
+            per_word = max((tokens - overhead) / n, 1e-3)
+    if low <= tokens <= high:
+        return n, tokens, None
+    return n, tokens, f"no prompt size landed in [{low}, {high}] (closest: {tokens} tokens)"
+
+
+def _window(target: int, tolerance: float, cap: int) -> tuple[int, int]:
+    return math.ceil(target * (1 - tolerance)), min(math.floor(target * (1 + tolerance)), cap)
+
+
+def _row(target: int, **values) -> dict:
+    row = {"target": target, "tokenized": None, "prompt_tokens": None, "ttft_s": None, "prefill_tok_s": None,
+           "decode_tok_s": None, "e2e_s": None, "completion_tokens": None, "reasoning_tokens": None,
+           "finish_reason": None, "ok": False, "reason": None}
+    row.update(values)
+    return row
+
+
+def _stream(client, model: str, messages: list[dict], max_tokens: int, reasoning_effort: str | None) -> dict:
+    """Send one streamed request; timings and usage as row fields."""
+    extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
+    started = time.perf_counter()
+    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=max_tokens, temperature=0,
+                                            stream=True, stream_options={"include_usage": True}, **extra)
+    first = last = None
+    finish, usage, reasoning_deltas = None, None, 0
+    for chunk in stream:
+        now = time.perf_counter()
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            thought = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
+            reasoning_deltas += 1 if thought else 0
+            if delta.content or thought or delta.tool_calls:
+                first = first if first is not None else now
+                last = now
+            finish = choice.finish_reason or finish
+    ended = time.perf_counter()
+    if usage is None:
+        return {"finish_reason": finish, "reason": "the stream carried no usage (stream_options.include_usage)"}
+    details = getattr(usage, "completion_tokens_details", None)
+    reported = getattr(details, "reasoning_tokens", None) if details is not None else None
+    prompt, completion = usage.prompt_tokens, usage.completion_tokens
+    ttft = (first - started) if first is not None else None
+    decode_span = (last or ended) - first if first is not None else 0
+    decoding = bool(completion and completion > 1 and decode_span > 0)
+    return {
+        "prompt_tokens": prompt, "completion_tokens": completion, "finish_reason": finish,
+        "reasoning_tokens": reported if reported is not None else reasoning_deltas,
+        "ttft_s": round(ttft, 6) if ttft is not None else None,
+        "prefill_tok_s": round(prompt / ttft, 1) if ttft else None,
+        "decode_tok_s": round((completion - 1) / decode_span, 2) if decoding else None,
+        "e2e_s": round(ended - started, 6),
+    }
+
+
+def run_ladder(base_url: str, model: str, targets, *, max_model_len: int, max_tokens: int = 64,
+               api_key: str | None = None, tolerance: float = 0.005, timeout: float = 1800,
+               reasoning_effort: str | None = None) -> dict:
+    import openai
+
+    from composegen.evidence.gates import api_message, client_for
+
+    targets = [int(t) for t in targets]
+    if not targets or any(t < 1 for t in targets):
+        raise BadInput(f"ladder: --targets: positive token counts required, got {targets}")
+    if not max_model_len or max_model_len < 1:
+        raise BadInput(f"ladder: max_model_len: must be a positive integer, got {max_model_len!r}")
+    if max_tokens < 1 or not 0 < tolerance < 1:
+        raise BadInput(f"ladder: max_tokens {max_tokens} / tolerance {tolerance}: out of range")
+    cap = max_model_len - max_tokens
+    tokenizer = Tokenizer(base_url, model, api_key, timeout)
+    client = client_for(base_url, api_key, timeout)
+    filler = _Filler()
+    rows = []
+    for target in targets:
+        if target > cap:
+            rows.append(_row(target, reason=f"target {target} is above max_model_len − max_tokens = {cap}"))
+            continue
+        salt = f"[context ladder {secrets.token_hex(6)}, target {target} tokens]"
+        low, high = _window(target, tolerance, cap)
+        count = lambda n: tokenizer.count(_messages(salt, filler.text(n)))  # noqa: E731 - salt is per target
+        words, tokens, problem = size_prompt(count, target, low, high)
+        if problem:
+            rows.append(_row(target, tokenized=tokens, reason=problem))
+            continue
+        row = _row(target, tokenized=tokens)
+        try:
+            row.update(_stream(client, model, _messages(salt, filler.text(words)), max_tokens, reasoning_effort))
+        except openai.APIStatusError as exc:
+            row["reason"] = f"HTTP {exc.status_code}: {api_message(exc)}"
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            row["reason"] = f"request failed: {exc}"
+        if row["reason"] is None:
+            row["ok"], row["reason"] = _judge(row, low, high)
+        rows.append(row)
+    done = [r["prompt_tokens"] for r in rows if r["prompt_tokens"] is not None and r["finish_reason"] is not None]
+    return {"model": model, "max_model_len": max_model_len, "max_tokens": max_tokens, "tolerance": tolerance,
+            "ok": all(r["ok"] for r in rows), "targets": rows, "largest_prompt_tokens": max(done) if done else None}
+
+
+def _judge(row: dict, low: int, high: int) -> tuple[bool, str | None]:
+    prompt = row["prompt_tokens"]
+    if row["finish_reason"] is None:
+        return False, "the stream ended without a finish_reason"
+    if not low <= prompt <= high:
+        return False, f"the API reported {prompt} prompt tokens, outside [{low}, {high}] (tokenized {row['tokenized']})"
+    return True, None
+
+
+def format_text(result: dict) -> str:
+    head = (f"{'target':>9} {'prompt':>9} {'TTFT s':>8} {'prefill/s':>10} {'decode/s':>9} {'out':>5} {'think':>5}"
+            "  finish")
+    lines = [f"context ladder for {result['model']} (max_model_len {result['max_model_len']}, "
+             f"±{result['tolerance'] * 100:g}%)", head]
+    show = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
+    for r in result["targets"]:
+        lines.append(f"{r['target']:>9,} {show(r['prompt_tokens'], ',d'):>9} {show(r['ttft_s'], '.3f'):>8} "
+                     f"{show(r['prefill_tok_s'], ',.0f'):>10} {show(r['decode_tok_s'], '.2f'):>9} "
+                     f"{show(r['completion_tokens'], 'd'):>5} {show(r['reasoning_tokens'], 'd'):>5}  "
+                     f"{r['finish_reason'] or '-'}" + ("" if r["ok"] else f"  FAIL: {r['reason']}"))
+    largest = result["largest_prompt_tokens"]
+    lines.append(f"largest API-reported prompt: {largest:,}" if largest is not None else "no request completed")
+    return "\n".join(lines) + "\n"

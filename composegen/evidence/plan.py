@@ -1,0 +1,256 @@
+"""Capacity plan: predict a profile's KV pool from one measured startup (the calibration).
+
+`plan(r, calibration, *, gpu_gib=None, calibration_profile=None) -> dict`. Everything under "predicted" is
+a model output, never a measurement; "calibration" holds what the calibration run's log stated.
+
+The model, per TP rank, in GiB (a linear model, not vLLM's profiler):
+  gpu            = gpu_gib if given, else the calibration's gpu_total_gib
+  other          = util_cal × gpu − weights − activation_cal − kv_cal   (what the calibration's budget held
+                   beyond weights, activation and KV: CUDA graphs, non-torch memory, rounding; assumed fixed)
+  activation     = activation_cal × batch_r / batch_cal   (peak activation taken as proportional to
+                   max-num-batched-tokens; the seed's 8,192 → 4,096 A/B measured 1.73 → 1.14, so this model
+                   is rough: it predicts 0.87 and the intercept is unknown)
+  kv             = util_r × gpu − weights − activation − other
+  bytes/token    = kv_cache_gib_min × 2^30 / kv_cache_tokens of the calibration
+  gpu_tokens     = floor(kv × 2^30 / bytes/token); concurrency = gpu_tokens / max-model-len of r
+  host (native offload) = kv-offloading-size / tensor-parallel-size GiB per rank at the same bytes/token,
+                   reported apart: a request must still fit in the GPU pool, so `fits` uses gpu_tokens.
+Verdict: fits when gpu_tokens ≥ max-model-len; margin = gpu_tokens − max-model-len.
+
+Range: when the calibration differs from r in anything that changes cache geometry or accounting (model,
+revision, image, kv-cache-dtype, block-size, tensor- or decode-context-parallel size,
+max-num-batched-tokens), bytes/token may not carry over. The seed A/B changed only the batch ceiling and
+saw KV bytes +4.715% but tokens +94.861%: tokens per byte moved by (1.94861 / 1.04715) = 1.861×. The range
+is [point / 1.861, point × 1.861] (one factor however many fields differ); without differences low = high.
+Fields the calibration cannot tell (e.g. the image, from a log) are listed in "unknown", not assumed to
+differ. verdict: "fits" / "does not fit" when the whole range agrees, else "uncertain".
+
+`calibration_from(project, *, run=None, log_path=None) -> (report, calibration_profile | None)`: the
+calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when the
+run came from a stack and the profile is unchanged since (else its image would be a guess).
+
+Result (stable keys):
+  {"profile", "max_model_len", "calibration": {gpu_total_gib, gpu_memory_utilization, weights_gib,
+     peak_activation_gib, kv_cache_gib_min, kv_cache_tokens, max_num_batched_tokens, max_model_len,
+     other_gib, kv_bytes_per_token},
+   "inputs": {"gpu_gib", "gpu_gib_source": "calibration" | "gpu_gib", "gpu_memory_utilization",
+     "max_num_batched_tokens", "kv_offloading_size_gib", "tensor_parallel_size"},
+   "predicted": {"label": "predicted", "activation_gib", "kv_gib_per_rank", "gpu_tokens",
+     "host_gib_per_rank", "host_tokens", "concurrency", "fits", "margin_tokens", "margin_pct",
+     "range": {"low_tokens", "high_tokens", "factor", "fits_low", "fits_high"}},
+   "verdict", "differences": [{"field", "calibration", "profile"}], "unknown": [field], "warnings": [str],
+   "notes": [str]}
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from composegen.errors import BadInput
+from composegen.profiles.resolve import Resolved
+
+GiB = 1 << 30
+SEED_BYTES_PCT, SEED_TOKENS_PCT = 4.715, 94.861
+RANGE_FACTOR = round((1 + SEED_TOKENS_PCT / 100) / (1 + SEED_BYTES_PCT / 100), 3)  # 1.861
+# vLLM's API-server default when max-num-batched-tokens is left to the engine on a large GPU (assumed).
+ENGINE_DEFAULT_BATCH = 8192
+# Profile flag name -> effective_args key, for the fields that change cache geometry or accounting.
+GEOMETRY_FLAGS = {
+    "kv-cache-dtype": "kv_cache_dtype", "block-size": "block_size", "tensor-parallel-size": "tensor_parallel_size",
+    "decode-context-parallel-size": "decode_context_parallel_size", "max-num-batched-tokens": "max_num_batched_tokens",
+}
+_UNKNOWN = object()
+
+
+def _require(calibration: dict, key: str) -> Any:
+    value = calibration.get(key)
+    if value is None:
+        raise BadInput(f"calibration: {key}: missing (the startup log did not state it)")
+    return value
+
+
+def _profile_value(r: Resolved, flag: str) -> Any:
+    value = r.flag(flag)
+    return value if value is not None else r.catalog.get(flag).default
+
+
+def _calibration_value(calibration: dict, key: str, flag: str | None, cal_profile: Resolved | None, r: Resolved) -> Any:
+    """What the calibration ran with: its effective args (absent = the catalog default, as vLLM logs only
+    non-default args), else the calibration profile, else unknown."""
+    args = calibration.get("effective_args")
+    if isinstance(args, dict):
+        if key in args:
+            value = args[key]
+            return value[0] if isinstance(value, list) and len(value) == 1 else value
+        if key == "model" and "model_tag" in args:
+            return args["model_tag"]
+        if flag:
+            return r.catalog.get(flag).default
+    if cal_profile is not None:
+        if key == "model":
+            return cal_profile.profile.model.path or cal_profile.profile.model.id
+        if key == "revision":
+            return cal_profile.profile.model.revision
+        return _profile_value(cal_profile, flag) if flag else _UNKNOWN
+    return _UNKNOWN
+
+
+def _compare_geometry(calibration: dict, r: Resolved, cal_profile: Resolved | None) -> tuple[list[dict], list[str]]:
+    fields = [("model", "model", None, r.profile.model.path or r.profile.model.id),
+              ("revision", "revision", None, r.profile.model.revision)]
+    fields += [(flag, key, flag, _profile_value(r, flag)) for flag, key in GEOMETRY_FLAGS.items()]
+    differences, unknown = [], []
+    for name, key, flag, wanted in fields:
+        had = _calibration_value(calibration, key, flag, cal_profile, r)
+        if had is _UNKNOWN:
+            unknown.append(name)
+        elif str(had) != str(wanted):
+            differences.append({"field": name, "calibration": had, "profile": wanted})
+    if cal_profile is None:
+        unknown.append("image")
+    elif cal_profile.profile.image != r.profile.image:
+        differences.append({"field": "image", "calibration": cal_profile.profile.image, "profile": r.profile.image})
+    return differences, unknown
+
+
+def _batch(value: Any, what: str, warnings: list[str]) -> int:
+    if isinstance(value, int) and value > 0:
+        return value
+    warnings.append(f"{what} max-num-batched-tokens is left to the engine; assumed {ENGINE_DEFAULT_BATCH} "
+                    "(vLLM's API-server default on large GPUs)")
+    return ENGINE_DEFAULT_BATCH
+
+
+def plan(r: Resolved, calibration: dict, *, gpu_gib: float | None = None,
+         calibration_profile: Resolved | None = None) -> dict:
+    if calibration.get("kv_cache_includes_host"):
+        raise BadInput("calibration: kv_cache_tokens: counts GPU + host tokens, so bytes per token cannot be "
+                       "read from it; calibrate with a GPU-only run")
+    weights = float(_require(calibration, "weights_gib"))
+    act_cal = float(_require(calibration, "peak_activation_gib"))
+    kv_cal = float(_require(calibration, "kv_cache_gib_min"))
+    tokens_cal = int(_require(calibration, "kv_cache_tokens"))
+    if tokens_cal <= 0 or kv_cal <= 0:
+        raise BadInput(f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / "
+                       f"{kv_cal}")
+    gpu_cal = calibration.get("gpu_total_gib")
+    gpu = gpu_gib if gpu_gib is not None else gpu_cal
+    if gpu is None:
+        raise BadInput("calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib")
+    if gpu <= 0:
+        raise BadInput(f"--gpu-gib: must be positive, got {gpu}")
+    warnings: list[str] = []
+    util_cal = calibration.get("gpu_memory_utilization") or _calibration_value(
+        calibration, "gpu_memory_utilization", "gpu-memory-utilization", calibration_profile, r)
+    if util_cal is _UNKNOWN:
+        raise BadInput("calibration: gpu_memory_utilization: missing; give the calibration profile")
+    # The calibration's own budget is measured on its GPU; "other" must come from that same budget.
+    other = float(util_cal) * float(gpu_cal if gpu_cal is not None else gpu) - weights - act_cal - kv_cal
+    batch_cal = _batch(_calibration_value(calibration, "max_num_batched_tokens", "max-num-batched-tokens",
+                                          calibration_profile, r), "the calibration's", warnings)
+    batch_r = _batch(r.flag("max-num-batched-tokens"), f"profile {r.name}'s", warnings)
+    util_r = float(_profile_value(r, "gpu-memory-utilization"))
+    max_len = r.flag("max-model-len")
+    if not isinstance(max_len, int) or max_len <= 0:
+        raise BadInput(f"{r.path}: vllm.max-model-len: plan needs a fixed max-model-len, got {max_len!r}")
+    tp = int(_profile_value(r, "tensor-parallel-size") or 1)
+    offload_gib = float(r.flag("kv-offloading-size") or 0)
+
+    bytes_per_token = kv_cal * GiB / tokens_cal
+    activation = act_cal * batch_r / batch_cal
+    kv = util_r * gpu - weights - activation - other
+    gpu_tokens = max(0, math.floor(kv * GiB / bytes_per_token))
+    host_gib = offload_gib / tp
+    host_tokens = math.floor(host_gib * GiB / bytes_per_token)
+
+    differences, unknown = _compare_geometry(calibration, r, calibration_profile)
+    factor = RANGE_FACTOR if differences else 1.0
+    low, high = math.floor(gpu_tokens / factor), math.floor(gpu_tokens * factor)
+    for d in differences:
+        warnings.append(f"{d['field']} differs from the calibration ({d['calibration']} → {d['profile']}): KV bytes "
+                        f"per token may not carry over; range widened ×{RANGE_FACTOR} both ways (seed: KV bytes "
+                        f"+{SEED_BYTES_PCT}% gave tokens +{SEED_TOKENS_PCT}%)")
+    if kv <= 0:
+        warnings.append(f"predicted KV memory is {kv:.2f} GiB: weights and activation exceed the budget")
+    notes = []
+    cal_len = calibration.get("max_model_len")
+    if cal_len and cal_len != max_len:
+        notes.append(f"the calibration ran at max-model-len {cal_len:,}, this profile asks {max_len:,}: only a "
+                     "startup at that length measures its pool (qualify)")
+    if offload_gib:
+        notes.append(f"host tier {host_gib:g} GiB per rank ({host_tokens:,} tokens at the calibration's bytes/token) "
+                     "holds offloaded blocks; it is not counted toward fitting one request")
+    fits = gpu_tokens >= max_len
+    fits_low, fits_high = low >= max_len, high >= max_len
+    verdict = "fits" if fits_low else ("does not fit" if not fits_high else "uncertain")
+    return {
+        "profile": r.name, "max_model_len": max_len,
+        "calibration": {"gpu_total_gib": gpu_cal, "gpu_memory_utilization": util_cal, "weights_gib": weights,
+                        "peak_activation_gib": act_cal, "kv_cache_gib_min": kv_cal, "kv_cache_tokens": tokens_cal,
+                        "max_num_batched_tokens": batch_cal, "max_model_len": cal_len,
+                        "other_gib": round(other, 4), "kv_bytes_per_token": round(bytes_per_token, 1)},
+        "inputs": {"gpu_gib": gpu, "gpu_gib_source": "gpu_gib" if gpu_gib is not None else "calibration",
+                   "gpu_memory_utilization": util_r, "max_num_batched_tokens": batch_r,
+                   "kv_offloading_size_gib": offload_gib, "tensor_parallel_size": tp},
+        "predicted": {"label": "predicted", "activation_gib": round(activation, 3), "kv_gib_per_rank": round(kv, 3),
+                      "gpu_tokens": gpu_tokens, "host_gib_per_rank": round(host_gib, 3), "host_tokens": host_tokens,
+                      "concurrency": round(gpu_tokens / max_len, 2), "fits": fits,
+                      "margin_tokens": gpu_tokens - max_len,
+                      "margin_pct": round((gpu_tokens - max_len) / max_len * 100, 2),
+                      "range": {"low_tokens": low, "high_tokens": high, "factor": factor,
+                                "fits_low": fits_low, "fits_high": fits_high}},
+        "verdict": verdict, "differences": differences, "unknown": unknown, "warnings": warnings, "notes": notes,
+    }
+
+
+def calibration_from(project, *, run=None, log_path=None) -> tuple[dict, Resolved | None]:
+    from pathlib import Path
+
+    from composegen.evidence import bundle as evidence
+    from composegen.profiles import resolve as profile
+    from composegen.vllm import startup
+
+    if (run is None) == (log_path is None):
+        raise BadInput("plan: give exactly one of --from RUN or --from-log FILE")
+    if log_path is not None:
+        try:
+            text = Path(log_path).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise BadInput(f"{log_path}: --from-log: cannot read ({exc.strerror})") from None
+        return startup.parse_startup_log(text).to_json(), None
+    doc = evidence.load_run(run, project.root)
+    if doc["source"] != "stack":
+        return doc["startup"], None
+    try:
+        cal = profile.load(project, doc["profile"]["name"])
+    except BadInput:
+        return doc["startup"], None
+    return doc["startup"], cal if cal.hash == doc["profile"]["hash"] else None
+
+
+def format_text(result: dict) -> str:
+    p, c, i = result["predicted"], result["calibration"], result["inputs"]
+    rng = p["range"]
+    lines = [
+        f"capacity plan for {result['profile']} (max-model-len {result['max_model_len']:,}) — "
+        "PREDICTED, not measured",
+        f"  calibration (measured): weights {c['weights_gib']} GiB, activation {c['peak_activation_gib']} GiB at "
+        f"{c['max_num_batched_tokens']} batched tokens, KV {c['kv_cache_gib_min']} GiB = {c['kv_cache_tokens']:,} "
+        f"tokens ({c['kv_bytes_per_token']:,.0f} bytes/token), other {c['other_gib']:+.3f} GiB",
+        f"  inputs: GPU {i['gpu_gib']} GiB ({i['gpu_gib_source']}), utilisation {i['gpu_memory_utilization']}, "
+        f"{i['max_num_batched_tokens']} batched tokens, TP {i['tensor_parallel_size']}",
+        f"  predicted activation {p['activation_gib']} GiB, KV {p['kv_gib_per_rank']} GiB per rank",
+        f"  predicted GPU pool   {p['gpu_tokens']:,} tokens, concurrency {p['concurrency']:.2f}x, "
+        f"margin {p['margin_tokens']:+,} ({p['margin_pct']:+.2f}%)",
+    ]
+    if i["kv_offloading_size_gib"]:
+        lines.append(f"  predicted host tier  {p['host_tokens']:,} tokens ({p['host_gib_per_rank']} GiB per rank)")
+    if rng["factor"] != 1.0:
+        lines.append(f"  predicted range      {rng['low_tokens']:,} – {rng['high_tokens']:,} tokens "
+                     f"(×{rng['factor']})")
+    lines.append(f"verdict (predicted): {result['verdict']}")
+    lines += [f"warning: {w}" for w in result["warnings"]]
+    if result["unknown"]:
+        lines.append(f"not compared (the calibration does not say): {', '.join(result['unknown'])}")
+    lines += [f"note: {n}" for n in result["notes"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,253 @@
+"""Loading profiles: YAML with line marks, `extends:` merging, the schema, flags and cross-field rules.
+
+Merge rule for `extends:` — maps merge deeply (the child's keys win), lists replace the parent's list
+whole, and a `null` value removes the inherited key (e.g. `speculative-config: null` in `vllm:`).
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from composegen.profiles import rules
+from composegen.errors import BadInput
+from composegen.vllm.catalog import Catalog, FlagError, load_catalog
+from composegen.project import Project
+from composegen.profiles.schema import Profile
+from composegen.profiles.yamlio import Marked, load_marked, show_value
+
+# Flags composegen renders from typed profile fields; writing them in `vllm:` would say it twice.
+MANAGED_FLAGS = {
+    "revision": "model.revision",
+    "served-model-name": "model.served_name",
+    "port": "service.port.container",
+    "host": "service.port (vLLM listens on all interfaces inside the container)",
+    "model": "model.id",
+    "api-key": "service.environment (VLLM_API_KEY: ${VLLM_API_KEY}; a key never goes into a committed file)",
+    "hf-token": "service.environment (HF_TOKEN: ${HF_TOKEN})",
+    "nnodes": "nodes.members",
+    "node-rank": "nodes.members[].rank",
+    "master-addr": "nodes.master_addr",
+    "master-port": "nodes.master_port",
+    "headless": "nodes (workers run headless)",
+}
+
+
+@dataclass
+class Resolved:
+    name: str
+    path: str  # as shown to users, e.g. profiles/4096-131k.yaml
+    chain: list[str]  # the profile and its ancestors, nearest first
+    profile: Profile
+    flags: dict[str, Any]  # canonical flag name -> checked value, profile order
+    catalog: Catalog
+    warnings: list[str] = field(default_factory=list)
+    marks: Marked | None = None
+
+    @property
+    def hash(self) -> str:
+        """Hash of the resolved profile: what the stack is, not how the YAML was written. Sections the
+        engine never sees (qualify criteria, emulator settings, diff identity paths) are left out, so
+        editing them neither rewrites out/ nor marks a running stack as drifted."""
+        # exclude_defaults: a new optional schema field must not change every existing hash.
+        outside = {"extends", "description", "qualify", "emulate", "identity"}
+        doc = {"profile": self.profile.model_dump(mode="json", exclude=outside, exclude_defaults=True), "flags": self.flags}
+        blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def flag(self, name: str, default: Any = None) -> Any:
+        return self.flags.get(name, default)
+
+    def argv(self, node=None) -> list[str]:
+        """The container command after `vllm serve`: the model first, then flags, sorted by name.
+        For a node of a multi-node profile, vLLM's own multi-node flags; it runs on the host network."""
+        model, svc = self.profile.model, self.profile.service
+        items = [model.path or model.id]
+        managed = {
+            "revision": model.revision,
+            "served-model-name": [model.served_name],
+            "host": "0.0.0.0",
+            "port": svc.port.container,
+        }
+        if node is not None:
+            nodes = self.profile.nodes
+            managed.update({
+                "host": svc.port.bind, "port": svc.port.host, "nnodes": len(nodes.members), "node-rank": node.rank,
+                "master-addr": nodes.master_addr, "master-port": nodes.master_port, "headless": node.rank != 0,
+            })
+        for name, value in sorted({**managed, **self.flags}.items()):
+            items.extend(self.catalog.argv(name, value))
+        return items
+
+    def engine_flags(self) -> dict[str, Any]:
+        """The flags as the engine's `non-default args` line shows them (JSON-valued ones parsed)."""
+        return {name: json.loads(value) if self.catalog.get(name).kind == "json" else value
+                for name, value in self.flags.items() if value is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "extends": self.chain[1:],
+            "hash": self.hash,
+            "profile": self.profile.model_dump(mode="json"),
+            "flags": self.flags,
+            "argv": ["vllm", "serve", *self.argv()],
+            "warnings": self.warnings,
+        }
+
+
+def merge(base: Any, over: Any, base_marks: dict, over_marks: dict, path: tuple = ()) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for key, value in over.items():
+            child = (*path, key)
+            if value is None:
+                out.pop(key, None)
+                for mark in [m for m in base_marks if m[: len(child)] == child]:
+                    del base_marks[mark]
+                continue
+            out[key] = merge(base.get(key), value, base_marks, over_marks, child) if key in base else value
+        return out
+    # Lists and scalars replace: drop the parent's marks below this path.
+    for mark in [m for m in base_marks if m[: len(path)] == path and len(m) > len(path)]:
+        del base_marks[mark]
+    return over
+
+
+def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
+    chain: list[str] = []
+    docs: list[Marked] = []
+    current: str | None = name
+    child_display = None
+    while current is not None:
+        if current in chain:
+            cycle = " -> ".join([*chain, current])
+            raise BadInput(f"{project.rel(project.profile_path(chain[-1]))}: extends: cycle {cycle}")
+        path = project.profile_path(current)
+        display = project.rel(path)
+        if not path.is_file():
+            if child_display is None:
+                known = project.profile_names()
+                close = difflib.get_close_matches(current, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise BadInput(f"{display}: no such profile {current!r}{hint}")
+            where = docs[-1].where(("extends",))
+            line = f":{where[1]}" if where else ""
+            raise BadInput(f"{child_display}{line}: extends: no profile {current!r} ({display} is missing)")
+        doc = load_marked(path, display)
+        if not isinstance(doc.data, dict):
+            raise BadInput(f"{display}:1: a profile must be a YAML map")
+        parent = doc.data.get("extends")
+        if parent is not None and not isinstance(parent, str):
+            where = doc.where(("extends",))
+            raise BadInput(f"{display}:{where[1]}: extends: must be a profile name, got {parent!r}")
+        chain.append(current)
+        docs.append(doc)
+        child_display = display
+        current = parent
+    # Merge from the root ancestor down to the profile itself.
+    data: dict = {}
+    marks: dict = {}
+    for doc in reversed(docs):
+        over_marks = dict(doc.marks)
+        data = merge(data, doc.data, marks, over_marks)
+        marks.update(over_marks)
+    for key in ("extends", "description"):
+        if key in docs[0].data:
+            data[key] = docs[0].data[key]
+        else:
+            data.pop(key, None)
+    return data, Marked(data, marks), chain
+
+
+def load(project: Project, name: str) -> Resolved:
+    """The resolved profile. An error found in an ancestor's file names that file and line, and says
+    which profile was being resolved (so CI does not blame a parent that is fine on its own)."""
+    display = project.rel(project.profile_path(name))
+    try:
+        return _load(project, name, display)
+    except BadInput as exc:
+        if not exc.message.startswith(f"{display}:"):
+            exc.message = f"{exc.message} (resolving {display})"
+            exc.args = (exc.message,)
+        raise
+
+
+def _load(project: Project, name: str, display: str) -> Resolved:
+    data, marked, chain = _load_chain(project, name)
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise _schema_error(exc, marked, display) from None
+    catalog = _catalog(profile, marked, display)
+    flags: dict[str, Any] = {}
+    for flag_name, value in profile.vllm.items():
+        where = _where(marked, ("vllm", flag_name), display)
+        if flag_name in MANAGED_FLAGS:
+            raise BadInput(f"{where}: vllm.{flag_name}: set by composegen from {MANAGED_FLAGS[flag_name]}")
+        try:
+            flags[flag_name] = catalog.check(flag_name, value)
+        except FlagError as exc:
+            raise BadInput(f"{where}: vllm.{flag_name}: {exc}") from None
+    resolved = Resolved(name, display, chain, profile, flags, catalog, marks=marked)
+    for problem in rules.check(resolved):
+        where = _where(marked, problem.path, display)
+        raise BadInput(f"{where}: {'.'.join(problem.path)}: {problem.message}")
+    resolved.warnings = rules.warnings(resolved)
+    return resolved
+
+
+def load_all(project: Project, names: list[str] | None = None) -> list[Resolved]:
+    names = names or project.profile_names()
+    if not names:
+        raise BadInput(f"{project.rel(project.profiles_dir)}: no profiles (*.yaml) found")
+    return [load(project, n) for n in names]
+
+
+def _catalog(profile: Profile, marked: Marked, display: str) -> Catalog:
+    try:
+        return load_catalog(profile.vllm_version)
+    except FlagError as exc:
+        raise BadInput(f"{_where(marked, ('vllm_version',), display)}: vllm_version: {exc}") from None
+
+
+def _where(marked: Marked, path: tuple, display: str) -> str:
+    mark = marked.where(path)
+    return f"{mark[0]}:{mark[1]}" if mark else display
+
+
+def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInput:
+    err = exc.errors()[0]
+    loc = tuple(str(p) for p in err["loc"] if not _is_union_tag(p))
+    field_path = ".".join(loc)
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown key{_did_you_mean(loc)}"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    elif "input" in err and err["type"] not in ("value_error",):
+        msg = f"{msg}, got {show_value(err['input'])}"
+    msg = msg.removeprefix("Value error, ")
+    return BadInput(f"{_where(marked, loc, display)}: {field_path}: {msg}")
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic puts the union member's type name in `loc` (e.g. 'int', 'Ulimit', 'constrained-int').
+    return isinstance(part, str) and (part in {"int", "str", "bool", "float"} or part[:1].isupper() or "[" in part or part.startswith("constrained"))
+
+
+def _did_you_mean(loc: tuple) -> str:
+    model: type[BaseModel] | None = Profile
+    for part in loc[:-1]:
+        info = model.model_fields.get(part) if model else None
+        ann = getattr(info, "annotation", None) if info else None
+        model = next((a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(loc[-1].replace("-", "_"), list(model.model_fields), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,68 @@
+"""`up --emulate`: run the real rendered stack with the emulated vLLM image swapped in.
+
+The override keeps everything else of out/NAME/compose.yaml (argv, env, ports, ipc, labels, healthcheck):
+it swaps the image, removes GPU reservations (compose `!reset`), clamps ulimits the engine cannot
+grant (with a warning), and adds the profile's `emulate.env` (the emulator's memory model).
+For a node of a multi-node profile it also drops the RDMA device (no /dev/infiniband without the
+fabric); the override then lives at .composegen/NAME/NODE/emulate.override.yaml, one per node.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from composegen.profiles.resolve import Resolved
+from composegen.project import Project, atomic_write
+
+EMULATED_LABEL = "io.composegen.emulated"
+
+
+def clamp_ulimits(requested: dict, ceiling: dict[str, int]) -> tuple[dict, list[str]]:
+    """Requested ulimits limited to the engine's hard limits (-1 = unlimited)."""
+    out, warnings = {}, []
+    for name, value in requested.items():
+        soft, hard = (value, value) if isinstance(value, int) else (value["soft"], value["hard"])
+        cap = ceiling.get(name)
+        if cap is None or cap == -1:
+            out[name] = {"soft": soft, "hard": hard}
+            continue
+        new_hard = cap if hard == -1 or hard > cap else hard
+        new_soft = new_hard if soft == -1 or soft > new_hard else soft
+        if (new_soft, new_hard) != (soft, hard):
+            warnings.append(f"ulimit {name} {hard} is above what this engine grants ({cap}); emulating with {new_hard}")
+        out[name] = {"soft": new_soft, "hard": new_hard}
+    return out, warnings
+
+
+def override_text(r: Resolved, image: str, ulimits: dict, node=None) -> str:
+    """YAML (as JSON-style flow values, which YAML reads) with compose merge tags."""
+    env = {k: str(v) for k, v in sorted(r.profile.emulate.env.items())}
+    lines = [
+        f"# composegen emulated override for {r.name}: not a real vLLM; GPUs removed.",
+        "services:",
+        "  vllm:",
+        f"    image: {json.dumps(image)}",
+        "    deploy: !reset null",
+        "    gpus: !reset []",
+        *(["    devices: !reset []"] if node is not None and r.profile.nodes.rdma else []),
+        f"    labels: {{{json.dumps(EMULATED_LABEL)}: \"true\"}}",
+    ]
+    if ulimits:
+        lines.append("    ulimits: !override")
+        lines += [f"      {k}: {json.dumps(v)}" for k, v in sorted(ulimits.items())]
+    if env:
+        lines.append("    environment:")
+        lines += [f"      {k}: {json.dumps(v)}" for k, v in env.items()]
+    return "\n".join(lines) + "\n"
+
+
+def override_path(project: Project, name: str, node: str | None = None) -> Path:
+    # Runtime state, not a generated artifact: kept out of out/ (which CI checks for freshness).
+    base = project.root / ".composegen" / name
+    return (base / node if node else base) / "emulate.override.yaml"
+
+
+def write_override(project: Project, r: Resolved, image: str, ulimits: dict, node=None) -> Path:
+    path = override_path(project, r.name, node.name if node is not None else None)
+    atomic_write(path, override_text(r, image, ulimits, node))
+    return path
