@@ -1,4 +1,5 @@
 """One error root; each class knows its exit code. The CLI maps them in one place."""
+
 from __future__ import annotations
 
 OK = 0

@@ -1,9 +1,11 @@
 """Printing results: JSON for machines (sorted keys, stable shapes), plain text for people."""
+
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def pretty_output(pretty: bool | None = None) -> bool:
@@ -51,3 +53,12 @@ def table(rows: list[list[str]], header: list[str] | None = None) -> str:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def show_value(value: Any) -> str:
+    """A loaded YAML value as an error message quotes it (YAML's `yes` is a boolean: say so)."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a YAML boolean)"
+    if isinstance(value, (dict, list)):
+        return type(value).__name__
+    return repr(value)

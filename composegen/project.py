@@ -1,5 +1,6 @@
 """Where the project lives: the nearest parent of the working directory that holds `profiles/`,
 unless `--root DIR` or COMPOSEGEN_ROOT says otherwise."""
+
 from __future__ import annotations
 
 import os

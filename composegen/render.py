@@ -11,6 +11,7 @@ over service.environment, the node's GPUs and HF cache, `io.composegen.node`/`io
 labels, and /dev/infiniband + IPC_LOCK when `nodes.rdma`. Where one text must stand for a multi-node
 stack (`render(r)`, `diff PROFILE`), it is the head's.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -21,8 +22,8 @@ from typing import Any
 
 from composegen.profiles import resolve as profiles
 from composegen.profiles import rules
-from composegen.project import Project, atomic_write, templates_dir
 from composegen.profiles.schema import Node
+from composegen.project import Project, atomic_write, templates_dir
 
 HEALTH_PY = "import urllib.request; urllib.request.urlopen('http://{host}:{port}/health', timeout=5)"
 LABEL_PREFIX = "io.composegen."
@@ -120,7 +121,9 @@ def _node_context(r: profiles.Resolved, node: Node, labels: dict) -> dict[str, A
         mounts.append((rules.HF_CACHE_TARGET, False))
     labels = {**labels, f"{LABEL_PREFIX}node": node.name, f"{LABEL_PREFIX}node-rank": str(node.rank)}
     # The head listens on the host network: its health probe goes to the API's own address and port.
-    probe_host = "127.0.0.1" if svc.port.bind in ("0.0.0.0", "") else ("::1" if svc.port.bind == "::" else svc.port.bind)
+    probe_host = (
+        "127.0.0.1" if svc.port.bind in ("0.0.0.0", "") else ("::1" if svc.port.bind == "::" else svc.port.bind)
+    )
     return {
         "node_line": f"node: {node.name}  rank: {node.rank} of {len(nodes.members)} ({role})",
         "project": project_name(r, node),
@@ -133,7 +136,9 @@ def _node_context(r: profiles.Resolved, node: Node, labels: dict) -> dict[str, A
         # RDMA registers (pins) memory: IPC_LOCK lets the verbs library lock it.
         "cap_add": ["IPC_LOCK"] if nodes.rdma else [],
         "gpus": node.gpus or svc.gpus,
-        "healthcheck": ["CMD", "python3", "-c", HEALTH_PY.format(host=_url_host(probe_host), port=svc.port.host)] if is_head else None,
+        "healthcheck": ["CMD", "python3", "-c", HEALTH_PY.format(host=_url_host(probe_host), port=svc.port.host)]
+        if is_head
+        else None,
         "labels": sorted(labels.items()),
     }
 
@@ -202,7 +207,9 @@ def check(project: Project, rendered: dict[str, str], *, all_profiles: bool) -> 
         rel = project.rel(path)
         current = path.read_text(encoding="utf-8") if path.is_file() else ""
         if current != text:
-            diff = "".join(difflib.unified_diff(current.splitlines(True), text.splitlines(True), f"a/{rel}", f"b/{rel}"))
+            diff = "".join(
+                difflib.unified_diff(current.splitlines(True), text.splitlines(True), f"a/{rel}", f"b/{rel}")
+            )
             drift.append(Drift(rel, "stale" if current else "missing", diff))
     if all_profiles:
         for compose in orphans(project, rendered):
@@ -218,7 +225,9 @@ def orphans(project: Project, rendered: dict[str, str]) -> list:
     if not project.out_dir.is_dir():
         return []
     found = [c for c in project.out_dir.glob("*/compose.yaml") if c.parent.name not in rendered]
-    found += [c for c in project.out_dir.glob("*/*/compose.yaml") if f"{c.parent.parent.name}/{c.parent.name}" not in rendered]
+    found += [
+        c for c in project.out_dir.glob("*/*/compose.yaml") if f"{c.parent.parent.name}/{c.parent.name}" not in rendered
+    ]
     return sorted(found)
 
 

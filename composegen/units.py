@@ -3,14 +3,24 @@
 vLLM's human-readable ints are decimal in lower case and binary in upper case (`4k` = 4000, `4K` = 4096);
 compose and Docker byte values (`shm_size: 32gb`) are binary whatever the case.
 """
+
 from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
 
 GIB = 2**30
-HUMAN_INT_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-                   "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+HUMAN_INT_UNITS = {
+    "": 1,
+    "k": 10**3,
+    "m": 10**6,
+    "g": 10**9,
+    "t": 10**12,
+    "K": 2**10,
+    "M": 2**20,
+    "G": 2**30,
+    "T": 2**40,
+}
 BYTE_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
 
 _HUMAN_INT = re.compile(r"\s*(-?\d+(?:\.\d+)?)([kmgtKMGT]?)\s*")

@@ -191,10 +191,24 @@ ensure_base_image() {
     log "base image: $BASE_TAG ready"
 }
 
+# --- 4. what single test areas need (a registry, a browser, …): one file each in provision.d/ ---------
+# Each file is sourced here, so it can use log/die/apt_install, and defines ensure_<its name>; every
+# ensure_* must check first and do nothing when already done.
+extras() {
+    local f
+    for f in "$(dirname "$0")"/provision.d/*.sh; do
+        [ -e "$f" ] || continue
+        # shellcheck source=/dev/null
+        . "$f"
+        "ensure_$(basename "$f" .sh | sed 's/^[0-9]*-//; s/-/_/g')"
+    done
+}
+
 main() {
     ensure_engine
     ensure_compose
     ensure_base_image
+    extras
     local server compose_v base_id
     server="$(docker info --format '{{.ServerVersion}}' 2>/dev/null || echo '?')"
     compose_v="$(docker compose version --short 2>/dev/null || echo '?')"

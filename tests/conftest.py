@@ -1,5 +1,6 @@
 """Shared fixtures. Tests marked `docker` need a real engine: skipped locally when none answers,
 but with CI=true a missing engine is a failure, never a skip."""
+
 from __future__ import annotations
 
 import os
@@ -81,10 +82,14 @@ def holders():
     started = []
 
     def start(script: str, directory: Path) -> tuple[subprocess.Popen, list[str]]:
-        code = ("import os, sys, mmap, time\nD = sys.argv[1]\n" + textwrap.dedent(script)
-                + "\nprint('ready', flush=True)\nsys.stdin.read()\n")
-        proc = subprocess.Popen([sys.executable, "-c", code, str(directory)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
+        code = (
+            "import os, sys, mmap, time\nD = sys.argv[1]\n"
+            + textwrap.dedent(script)
+            + "\nprint('ready', flush=True)\nsys.stdin.read()\n"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         started.append(proc)
         lines = []
         while (line := proc.stdout.readline().strip()) != "ready":

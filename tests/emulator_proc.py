@@ -5,6 +5,7 @@
 
 The emulator's shared-memory files go to a directory under tmp_path, never the host's /dev/shm.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,26 +43,60 @@ class EmulatorProc:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     @classmethod
-    def start(cls, tmp: Path, *, max_model_len: int = 8192, extra_args: tuple[str, ...] = (), env: dict | None = None,
-              served: str = SERVED, serve_args: list[str] | None = None, wait_ready: bool = True,
-              timeout: float = 30) -> "EmulatorProc":
+    def start(
+        cls,
+        tmp: Path,
+        *,
+        max_model_len: int = 8192,
+        extra_args: tuple[str, ...] = (),
+        env: dict | None = None,
+        served: str = SERVED,
+        serve_args: list[str] | None = None,
+        wait_ready: bool = True,
+        timeout: float = 30,
+    ) -> EmulatorProc:
         """serve_args: the argv after `vllm serve` (e.g. a profile's Resolved.argv()); host and port are
         appended, and argparse lets the last one win."""
         port = free_port()
         shm = tmp / f"shm-{port}"
         shm.mkdir(parents=True, exist_ok=True)
         if serve_args is None:
-            serve_args = ["org/model", "--served-model-name", served, "--max-model-len", str(max_model_len),
-                          "--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v4",
-                          "--reasoning-parser", "deepseek_v4"]
-        argv = [sys.executable, "-m", "composegen.emulator", "serve", *serve_args, *extra_args,
-                "--port", str(port), "--host", "127.0.0.1"]
-        full_env = {**os.environ, "EMU_LOAD_SECONDS": "0.2", "EMU_SHM_DIR": str(shm), "PYTHONPATH": str(REPO),
-                    **{k: str(v) for k, v in (env or {}).items()}}
+            serve_args = [
+                "org/model",
+                "--served-model-name",
+                served,
+                "--max-model-len",
+                str(max_model_len),
+                "--enable-auto-tool-choice",
+                "--tool-call-parser",
+                "deepseek_v4",
+                "--reasoning-parser",
+                "deepseek_v4",
+            ]
+        argv = [
+            sys.executable,
+            "-m",
+            "composegen.emulator",
+            "serve",
+            *serve_args,
+            *extra_args,
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+        ]
+        full_env = {
+            **os.environ,
+            "EMU_LOAD_SECONDS": "0.2",
+            "EMU_SHM_DIR": str(shm),
+            "PYTHONPATH": str(REPO),
+            **{k: str(v) for k, v in (env or {}).items()},
+        }
         log_path = tmp / f"emulator-{port}.log"
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO, start_new_session=True
+            )
         emu = cls(proc, port, served, log_path)
         if wait_ready:
             emu.wait_ready(timeout)
@@ -91,7 +126,7 @@ class EmulatorProc:
                 os.killpg(self.proc.pid, signal.SIGKILL)  # the group this helper started, by its id
                 self.proc.wait(5)
 
-    def __enter__(self) -> "EmulatorProc":
+    def __enter__(self) -> EmulatorProc:
         return self
 
     def __exit__(self, *exc) -> None:

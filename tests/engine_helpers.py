@@ -1,4 +1,5 @@
 """Helpers for tests on the real engine: small emulated profiles on free ports, and cleanup."""
+
 from __future__ import annotations
 
 import socket
@@ -47,11 +48,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def emulated_project(tmp: Path, *, load: float = 1.0, timeout: int = 120, env: dict | None = None) -> tuple[Path, str, int]:
+def emulated_project(
+    tmp: Path, *, load: float = 1.0, timeout: int = 120, env: dict | None = None
+) -> tuple[Path, str, int]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     port = free_port()
-    extra = "".join(f"    {k}: \"{v}\"\n" for k, v in (env or {}).items())
-    text = tiny_profile(f"{name}-served", f"{{host: {port}}}", timeout=timeout, rest=_SINGLE_REST.format(load=load, extra_env=extra))
+    extra = "".join(f'    {k}: "{v}"\n' for k, v in (env or {}).items())
+    text = tiny_profile(
+        f"{name}-served", f"{{host: {port}}}", timeout=timeout, rest=_SINGLE_REST.format(load=load, extra_env=extra)
+    )
     root = make_project(tmp, {name: text})
     assert run_cli("--root", str(root), "render", name).returncode == 0
     return root, name, port
@@ -60,7 +65,15 @@ def emulated_project(tmp: Path, *, load: float = 1.0, timeout: int = 120, env: d
 def project_leftovers(project: str) -> list[str]:
     names = []
     for kind in ("ps", "network ls"):
-        argv = ["docker", *kind.split(), "-a" if kind == "ps" else "-q", "--filter", f"label=com.docker.compose.project={project}", "--format", "{{.Names}}" if kind == "ps" else "{{.Name}}"]
+        argv = [
+            "docker",
+            *kind.split(),
+            "-a" if kind == "ps" else "-q",
+            "--filter",
+            f"label=com.docker.compose.project={project}",
+            "--format",
+            "{{.Names}}" if kind == "ps" else "{{.Name}}",
+        ]
         argv = [a for a in argv if a != "-q"]
         res = subprocess.run(argv, capture_output=True, text=True)
         names += [n for n in res.stdout.split() if n]
@@ -68,6 +81,9 @@ def project_leftovers(project: str) -> list[str]:
 
 
 def force_remove(project: str) -> None:
-    subprocess.run(f"docker rm -f $(docker ps -aq --filter label=com.docker.compose.project={project}) 2>/dev/null; "
-                   f"docker network rm $(docker network ls -q --filter label=com.docker.compose.project={project}) 2>/dev/null",
-                   shell=True, capture_output=True)
+    subprocess.run(
+        f"docker rm -f $(docker ps -aq --filter label=com.docker.compose.project={project}) 2>/dev/null; "
+        f"docker network rm $(docker network ls -q --filter label=com.docker.compose.project={project}) 2>/dev/null",
+        shell=True,
+        capture_output=True,
+    )

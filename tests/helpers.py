@@ -1,4 +1,5 @@
 """Small helpers for tests: temporary projects and running the CLI in a subprocess."""
+
 from __future__ import annotations
 
 import os
@@ -37,9 +38,15 @@ def make_project(tmp: Path, profiles: dict[str, str], copy_shipped: bool = False
     return tmp
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "composegen", *args],
-        cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd or REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )

@@ -12,6 +12,7 @@ main engine then fails with "could not find bridge docker0". This fixture create
 
     def test_x(second_engine): second_engine.url, second_engine.docker("ps", "-a")
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,10 @@ def leftovers(project: str, host: str | None = None) -> list[str]:
     base = ["docker", *(["-H", host] if host else [])]
     label = f"label=com.docker.compose.project={project}"
     names = []
-    for argv in ([*base, "ps", "-a", "--filter", label, "--format", "{{.Names}}"],
-                 [*base, "network", "ls", "--filter", label, "--format", "{{.Name}}"]):
+    for argv in (
+        [*base, "ps", "-a", "--filter", label, "--format", "{{.Names}}"],
+        [*base, "network", "ls", "--filter", label, "--format", "{{.Name}}"],
+    ):
         res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         names += res.stdout.split()
@@ -65,7 +68,9 @@ def force_remove(project: str, host: str | None = None) -> None:
     ids = subprocess.run([*base, "ps", "-aq", "--filter", label], capture_output=True, text=True).stdout.split()
     if ids:
         subprocess.run([*base, "rm", "-f", *ids], capture_output=True)
-    nets = subprocess.run([*base, "network", "ls", "-q", "--filter", label], capture_output=True, text=True).stdout.split()
+    nets = subprocess.run(
+        [*base, "network", "ls", "-q", "--filter", label], capture_output=True, text=True
+    ).stdout.split()
     if nets:
         subprocess.run([*base, "network", "rm", *nets], capture_output=True)
 
@@ -85,10 +90,25 @@ def _start(root: Path, bridge: str) -> subprocess.Popen:
         _unavailable(f"cannot create the bridge {bridge}: {made.stderr.strip()}")
     log = open(root / "dockerd.log", "wb")
     return subprocess.Popen(
-        ["dockerd", "--host", f"unix://{root / 'docker.sock'}", "--data-root", str(root / "data"),
-         "--exec-root", str(root / "exec"), "--pidfile", str(root / "docker.pid"),
-         f"--bridge={bridge}", "--iptables=false", "--ip6tables=false", "--ip-masq=false"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            "dockerd",
+            "--host",
+            f"unix://{root / 'docker.sock'}",
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(root / "exec"),
+            "--pidfile",
+            str(root / "docker.pid"),
+            f"--bridge={bridge}",
+            "--iptables=false",
+            "--ip6tables=false",
+            "--ip-masq=false",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _stop(engine: SecondEngine) -> None:
@@ -128,10 +148,14 @@ def second_engine():
                 _unavailable(f"dockerd did not come up:\n{log}")
             time.sleep(0.3)
         save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
-        loaded = subprocess.run(["docker", "-H", engine.url, "load"], stdin=save.stdout, capture_output=True, text=True, timeout=300)
+        loaded = subprocess.run(
+            ["docker", "-H", engine.url, "load"], stdin=save.stdout, capture_output=True, text=True, timeout=300
+        )
         save.stdout.close()
         assert save.wait(60) == 0 and loaded.returncode == 0, f"loading {BASE_IMAGE}: {loaded.stderr}"
         yield engine
     finally:
         _stop(engine)
-    assert not had_docker0 or Path("/sys/class/net/docker0").exists(), "the second dockerd removed the main engine's docker0"
+    assert not had_docker0 or Path("/sys/class/net/docker0").exists(), (
+        "the second dockerd removed the main engine's docker0"
+    )

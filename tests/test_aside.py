@@ -1,4 +1,5 @@
 """aside.Aside: a function run in a forked child returns what it would return inline, always."""
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,9 @@ def test_runs_inline_while_other_threads_exist():
         worker.join()
 
 
-@pytest.mark.parametrize("function, expected", [(_fails_in_a_child, "computed inline"),
-                                                (_not_marshalable, threading.Lock)])
+@pytest.mark.parametrize(
+    "function, expected", [(_fails_in_a_child, "computed inline"), (_not_marshalable, threading.Lock)]
+)
 def test_a_failing_child_falls_back_to_inline(function, expected):
     with Aside(function) as pending:
         assert pending.result() == expected

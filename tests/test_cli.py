@@ -1,4 +1,5 @@
 """CLI contract: version, exit codes, no docker imports on the render/diff/validate paths."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,10 @@ print("HEAVY", heavy, file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("argv", [["render", "--check"], ["validate"], ["diff", "8192-131k", "4096-131k"], ["show", "r33"], ["list"], ["schema"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["render", "--check"], ["validate"], ["diff", "8192-131k", "4096-131k"], ["show", "r33"], ["list"], ["schema"]],
+)
 def test_fast_paths_never_import_docker_libraries(argv):
     res = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], cwd=REPO, capture_output=True, text=True)
     assert "HEAVY []" in res.stderr, res.stderr[-500:]

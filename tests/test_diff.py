@@ -1,4 +1,5 @@
 """Semantic diff of compose stacks: normalisation, classification, output, inputs (files, git refs)."""
+
 from __future__ import annotations
 
 import copy
@@ -12,9 +13,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from composegen.diff.semantic import FUNCTIONAL, IDENTITY, changes_to_json, compare, exit_status, format_text, load_side
-from composegen.diff.semantic import identity_paths_for, unified
 from composegen.diff.argv import parse_vllm_args
+from composegen.diff.semantic import (
+    FUNCTIONAL,
+    IDENTITY,
+    changes_to_json,
+    compare,
+    exit_status,
+    format_text,
+    identity_paths_for,
+    load_side,
+    unified,
+)
 from composegen.errors import BAD_INPUT, BadInput
 
 MODEL = "/root/models/DeepSeek-V4-Flash-0731"
@@ -53,8 +63,9 @@ def test_flag_spellings_and_order_are_not_changes():
 def test_flag_value_change_is_one_functional_change_with_typed_values():
     a = stack([MODEL, "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.975"])
     b = stack([MODEL, "--gpu-memory-utilization=0.9750", "--max-num-batched-tokens", "4096"])
-    assert [c.to_json() for c in compare(a, b)] == [{"path": "services.vllm.command.--max-num-batched-tokens",
-                                                      "class": FUNCTIONAL, "before": 8192, "after": 4096}]
+    assert [c.to_json() for c in compare(a, b)] == [
+        {"path": "services.vllm.command.--max-num-batched-tokens", "class": FUNCTIONAL, "before": 8192, "after": 4096}
+    ]
 
 
 def test_human_readable_ints_follow_vllm_units():
@@ -64,10 +75,19 @@ def test_human_readable_ints_follow_vllm_units():
 
 
 def test_booleans_negations_and_lists():
-    parsed = parse_vllm_args([
-        MODEL, "--no-enable-prefix-caching", "--disable-log-requests", "--disable-uvicorn-access-log",
-        "--enable-chunked-prefill", "--served-model-name", "a", "b", "--headless",
-    ])
+    parsed = parse_vllm_args(
+        [
+            MODEL,
+            "--no-enable-prefix-caching",
+            "--disable-log-requests",
+            "--disable-uvicorn-access-log",
+            "--enable-chunked-prefill",
+            "--served-model-name",
+            "a",
+            "b",
+            "--headless",
+        ]
+    )
     assert parsed["model"] == MODEL
     assert parsed["flags"] == {
         "--enable-prefix-caching": False,
@@ -82,8 +102,7 @@ def test_booleans_negations_and_lists():
     a = stack([MODEL, "--disable-prefix-caching"])
     assert compare(a, stack([MODEL, "--no-enable-prefix-caching"])) == []
     [change] = compare(a, stack([MODEL, "--enable-prefix-caching"]))
-    assert (change.path, change.before, change.after) == (
-        "services.vllm.command.--enable-prefix-caching", False, True)
+    assert (change.path, change.before, change.after) == ("services.vllm.command.--enable-prefix-caching", False, True)
 
 
 def test_model_given_by_flag_or_position_is_the_same():
@@ -97,7 +116,11 @@ def test_absent_flag_differs_from_explicit_default_false():
     # The argv differs (and defaults move between releases), so this IS reported; the text notes the default.
     [change] = compare(stack([MODEL]), stack([MODEL, "--no-enforce-eager"]))
     assert (change.path, change.change_class, change.before, change.after) == (
-        "services.vllm.command.--enforce-eager", FUNCTIONAL, None, False)
+        "services.vllm.command.--enforce-eager",
+        FUNCTIONAL,
+        None,
+        False,
+    )
     assert "(absent = vLLM 0.33.0 default false)" in format_text([change], "a", "b")
 
 
@@ -167,9 +190,11 @@ def test_ports_volumes_gpus_and_sizes_in_equivalent_forms():
     )
     b = stack(
         ports=[{"target": 8000, "published": 39070, "host_ip": "127.0.0.1", "protocol": "tcp"}],
-        volumes=[{"type": "volume", "source": "hf", "target": "/root/.cache/huggingface"},
-                 {"type": "bind", "source": "/srv/models", "target": "/models", "read_only": True},
-                 {"type": "bind", "source": "${TMP:-/tmp}", "target": "/container-tmp"}],
+        volumes=[
+            {"type": "volume", "source": "hf", "target": "/root/.cache/huggingface"},
+            {"type": "bind", "source": "/srv/models", "target": "/models", "read_only": True},
+            {"type": "bind", "source": "${TMP:-/tmp}", "target": "/container-tmp"},
+        ],
         deploy={"resources": {"reservations": {"devices": [{"capabilities": ["gpu"], "count": -1}]}}},
         shm_size="16G",
         stop_grace_period="90s",
@@ -181,24 +206,36 @@ def test_ports_volumes_gpus_and_sizes_in_equivalent_forms():
 
 
 def test_gpu_and_volume_changes_are_functional():
-    a = stack(gpus=[{"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}],
-              volumes=["/srv/models:/models:ro"])
-    b = stack(gpus=[{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}],
-              volumes=["/srv/models:/models"])
+    a = stack(
+        gpus=[{"driver": "nvidia", "device_ids": ["0", "1"], "capabilities": ["gpu"]}],
+        volumes=["/srv/models:/models:ro"],
+    )
+    b = stack(
+        gpus=[{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}], volumes=["/srv/models:/models"]
+    )
     changes = compare(a, b)
     assert {(c.path, c.change_class) for c in changes} == {
-        ("services.vllm.gpus", FUNCTIONAL), ("services.vllm.volumes./models", FUNCTIONAL)}
+        ("services.vllm.gpus", FUNCTIONAL),
+        ("services.vllm.volumes./models", FUNCTIONAL),
+    }
 
 
 # ---------------------------------------------------------------- classification
 
 
 def test_identity_versus_functional_classification():
-    a = stack([MODEL, "--served-model-name", "ds4-a", "--max-num-seqs", "1"], container_name="ds4-a",
-              ports=["127.0.0.1:39070:8000"], labels={"io.composegen.profile": "a", "team": "x"})
-    b = stack([MODEL, "--served-model-name", "ds4-b", "--max-num-seqs", "1"], container_name="ds4-b",
-              ports=["127.0.0.1:39071:8000", "127.0.0.1:39090:9090"],
-              labels={"io.composegen.profile": "b", "team": "y"})
+    a = stack(
+        [MODEL, "--served-model-name", "ds4-a", "--max-num-seqs", "1"],
+        container_name="ds4-a",
+        ports=["127.0.0.1:39070:8000"],
+        labels={"io.composegen.profile": "a", "team": "x"},
+    )
+    b = stack(
+        [MODEL, "--served-model-name", "ds4-b", "--max-num-seqs", "1"],
+        container_name="ds4-b",
+        ports=["127.0.0.1:39071:8000", "127.0.0.1:39090:9090"],
+        labels={"io.composegen.profile": "b", "team": "y"},
+    )
     b["name"] = "demo-b"
     classes = {c.path: c.change_class for c in compare(a, b)}
     assert classes == {
@@ -249,12 +286,17 @@ def test_r33_fixtures_have_exactly_one_functional_change(r33):
     a, b = r33
     changes = compare(a.data, b.data)
     functional = [c.to_json() for c in changes if c.change_class == FUNCTIONAL]
-    assert functional == [{"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional",
-                           "before": 8192, "after": 4096}]
+    assert functional == [
+        {"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional", "before": 8192, "after": 4096}
+    ]
     assert {c.path for c in changes if c.change_class == IDENTITY} == {
-        "name", "services.vllm.container_name", "services.vllm.command.--served-model-name",
-        "services.vllm.ports.8000/tcp", "services.vllm.labels.io.composegen.profile",
-        "services.vllm.labels.io.composegen.hash", "services.vllm.labels.io.composegen.served-model-name",
+        "name",
+        "services.vllm.container_name",
+        "services.vllm.command.--served-model-name",
+        "services.vllm.ports.8000/tcp",
+        "services.vllm.labels.io.composegen.profile",
+        "services.vllm.labels.io.composegen.hash",
+        "services.vllm.labels.io.composegen.served-model-name",
     }
     assert exit_status(changes, functional_only=False) == 1
     assert exit_status(changes, functional_only=True) == 1
@@ -276,8 +318,9 @@ def test_format_text_groups_by_class(r33):
     lines = format_text(compare(a.data, b.data), "8192", "4096").splitlines()
     assert lines[:2] == ["--- 8192", "+++ 4096"]
     assert lines[2].split() == ["functional", "--max-num-batched-tokens", "8192", "→", "4096"]
-    assert any(line.split() == ["identity", "ports", "8000/tcp", "127.0.0.1:39070", "→", "127.0.0.1:39071"]
-               for line in lines)
+    assert any(
+        line.split() == ["identity", "ports", "8000/tcp", "127.0.0.1:39070", "→", "127.0.0.1:39071"] for line in lines
+    )
     assert [line.split()[0] for line in lines[2:-1]] == ["functional"] + ["identity"] * 7
     assert lines[-1] == "summary: 1 functional, 7 identity (8 changes)"
 
@@ -294,8 +337,12 @@ def test_unified_is_a_plain_line_diff(r33):
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
-                   cwd=cwd, check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture
@@ -318,16 +365,20 @@ def test_git_ref_inputs(git_repo: Path):
     assert old.label == "HEAD~1:out/r33/compose.yaml"
     assert "8192" in old.text and old.data["name"] == "r33-batch8192"
     assert [c.path for c in compare(old.data, new.data) if c.change_class == FUNCTIONAL] == [
-        "services.vllm.command.--max-num-batched-tokens"]
+        "services.vllm.command.--max-num-batched-tokens"
+    ]
     # Paths are relative to root, even when root is a subdirectory of the work tree.
     assert load_side("HEAD~1:compose.yaml", git_repo / "out" / "r33").text == old.text
 
 
-@pytest.mark.parametrize("spec, problem", [
-    ("nosuchref:out/r33/compose.yaml", "unknown revision 'nosuchref'"),
-    ("HEAD:out/r33/missing.yaml", "'out/r33/missing.yaml' does not exist at HEAD"),
-    ("HEAD:out/r33", "is a tree at HEAD, not a file"),
-])
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ("nosuchref:out/r33/compose.yaml", "unknown revision 'nosuchref'"),
+        ("HEAD:out/r33/missing.yaml", "'out/r33/missing.yaml' does not exist at HEAD"),
+        ("HEAD:out/r33", "is a tree at HEAD, not a file"),
+    ],
+)
 def test_bad_git_refs_are_bad_input(git_repo: Path, spec: str, problem: str):
     with pytest.raises(BadInput) as err:
         load_side(spec, git_repo)
@@ -335,11 +386,14 @@ def test_bad_git_refs_are_bad_input(git_repo: Path, spec: str, problem: str):
     assert err.value.exit_code == BAD_INPUT
 
 
-@pytest.mark.parametrize("spec, problem", [
-    ("HEAD:compose.yaml", "HEAD:compose.yaml: git: {tmp} is not inside a git repository"),
-    ("no/such/compose.yaml", "no/such/compose.yaml: diff input: no such file"),
-    ("{tmp}/out", "{tmp}/out: diff input: is a directory, not a compose file"),
-])
+@pytest.mark.parametrize(
+    "spec, problem",
+    [
+        ("HEAD:compose.yaml", "HEAD:compose.yaml: git: {tmp} is not inside a git repository"),
+        ("no/such/compose.yaml", "no/such/compose.yaml: diff input: no such file"),
+        ("{tmp}/out", "{tmp}/out: diff input: is a directory, not a compose file"),
+    ],
+)
 def test_unreadable_inputs_are_bad_input(tmp_path: Path, spec: str, problem: str):
     (tmp_path / "out").mkdir()
     with pytest.raises(BadInput) as err:
@@ -347,12 +401,15 @@ def test_unreadable_inputs_are_bad_input(tmp_path: Path, spec: str, problem: str
     assert err.value.message == problem.format(tmp=tmp_path)
 
 
-@pytest.mark.parametrize("text, where", [
-    ("name: x\nservices:\n  vllm:\n    image: [unclosed\n    command: x\n", ":5: yaml: "),
-    ("- just\n- a list\n", ":1: top level:"),
-    ("name: x\nservices:\n  - vllm\n", ":2: services:"),
-    ("name: x\nservices:\n  vllm: 3\n", ":3: services.vllm:"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("name: x\nservices:\n  vllm:\n    image: [unclosed\n    command: x\n", ":5: yaml: "),
+        ("- just\n- a list\n", ":1: top level:"),
+        ("name: x\nservices:\n  - vllm\n", ":2: services:"),
+        ("name: x\nservices:\n  vllm: 3\n", ":3: services.vllm:"),
+    ],
+)
 def test_bad_yaml_and_non_compose_documents_name_file_and_line(tmp_path: Path, text: str, where: str):
     path = tmp_path / "c.yaml"
     path.write_text(text)
@@ -386,7 +443,8 @@ def test_identity_paths_come_from_the_profiles_behind_the_inputs(tmp_path: Path,
 
     shutil.copytree(repo_root / "profiles", tmp_path / "profiles")
     (tmp_path / "profiles" / "marked.yaml").write_text(
-        'extends: 4096-131k\nidentity: ["services.*.environment.RUN_ID"]\n')
+        'extends: 4096-131k\nidentity: ["services.*.environment.RUN_ID"]\n'
+    )
     assert identity_paths_for(tmp_path, ["marked", "4096-131k"]) == ["services.*.environment.RUN_ID"]
     # A rendered file names its profile in the io.composegen.profile label.
     (tmp_path / "c.yaml").write_text(render_profile_text(tmp_path, "marked"))

@@ -1,4 +1,5 @@
 """The diff must-holds on the shipped profiles, through the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -20,16 +21,26 @@ def test_ab_arms_differ_functionally_only_in_the_batch_ceiling():
     rc, changes = _changes("8192-131k", "4096-131k")
     functional = [c for c in changes if c["class"] == "functional"]
     assert rc == 1
-    assert functional == [{"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional", "before": 8192, "after": 4096}]
+    assert functional == [
+        {"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional", "before": 8192, "after": 4096}
+    ]
     identity = {c["path"] for c in changes if c["class"] == "identity"}
-    assert {"name", "services.vllm.container_name", "services.vllm.ports.8000/tcp", "services.vllm.command.--served-model-name"} <= identity
+    assert {
+        "name",
+        "services.vllm.container_name",
+        "services.vllm.ports.8000/tcp",
+        "services.vllm.command.--served-model-name",
+    } <= identity
 
 
 def test_r33_to_control_removes_speculation_and_sequences():
     _, changes = _changes("r33", "8192-131k")
     functional = {c["path"]: (c["before"], c["after"]) for c in changes if c["class"] == "functional"}
     assert functional["services.vllm.command.--max-num-seqs"] == (16, 1)
-    assert functional["services.vllm.command.--speculative-config"] == ({"method": "dspark", "num_speculative_tokens": 5}, None)
+    assert functional["services.vllm.command.--speculative-config"] == (
+        {"method": "dspark", "num_speculative_tokens": 5},
+        None,
+    )
 
 
 def test_functional_only_exit_status_and_identical_stacks():

@@ -1,4 +1,5 @@
 """The driver on the real engine with the emulated vLLM: up, status, startup, logs, down, and faults."""
+
 from __future__ import annotations
 
 import json
@@ -100,18 +101,18 @@ def test_engine_unreachable(tmp_path):
 
 def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
     """Hand the container a flag the profile validator would have refused: the emulator fails like vLLM."""
-    from composegen.stack import driver
-    from composegen.stack import emulate
-    from composegen.stack import engine
     from composegen.profiles import resolve as profile
     from composegen.project import Project
+    from composegen.stack import driver, emulate, engine
 
     root, name, _ = emulated_project(tmp_path)
     stacks.append(f"composegen-{name}")
     project = Project(root)
     r = profile.load(project, name)
     compose = project.out_path(name)
-    compose.write_text(compose.read_text().replace('"--max-num-batched-tokens=4096"', '"--max-num-batched-tokenz=4096"'))
+    compose.write_text(
+        compose.read_text().replace('"--max-num-batched-tokens=4096"', '"--max-num-batched-tokenz=4096"')
+    )
     image = engine.build_emulator_image()
     ulimits, _ = emulate.clamp_ulimits({"memlock": -1, "nofile": 1048576}, engine.engine_rlimits(image))
     emulate.write_override(project, r, image, ulimits)
@@ -129,8 +130,14 @@ def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
 def test_ctrl_c_while_waiting_leaves_the_stack_and_says_how_to_stop_it(tmp_path, stacks):
     root, name, _ = emulated_project(tmp_path, load=60)
     stacks.append(f"composegen-{name}")
-    proc = subprocess.Popen([sys.executable, "-m", "composegen", "--root", str(root), "up", name, "--emulate"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "NO_COLOR": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "composegen", "--root", str(root), "up", name, "--emulate"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not project_leftovers(f"composegen-{name}"):
         time.sleep(0.5)

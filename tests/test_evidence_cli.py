@@ -1,4 +1,5 @@
 """The seed's A/B through the CLI: evidence from recorded logs, compare, plan."""
+
 from __future__ import annotations
 
 import json
@@ -37,13 +38,21 @@ def test_compare_reproduces_the_seed_change_column_and_flags_it(project):
 
 
 def test_plan_393k_from_the_4096_arm_fits_and_from_the_8192_arm_warns():
-    fit = json.loads(run_cli("plan", "393k-gpu", "--from-log", str(LOGS / "vllm-0.33.0-r33-4096-arm.log"), "--json").stdout)
+    fit = json.loads(
+        run_cli("plan", "393k-gpu", "--from-log", str(LOGS / "vllm-0.33.0-r33-4096-arm.log"), "--json").stdout
+    )
     assert fit["verdict"] == "fits"
     assert fit["predicted"]["gpu_tokens"] == pytest.approx(553_243, rel=0.01)
     assert fit["predicted"]["concurrency"] == pytest.approx(1.41, abs=0.01)
-    warned = json.loads(run_cli("plan", "393k-gpu", "--from-log", str(LOGS / "vllm-0.33.0-r33-8192-arm.log"), "--json").stdout)
+    warned = json.loads(
+        run_cli("plan", "393k-gpu", "--from-log", str(LOGS / "vllm-0.33.0-r33-8192-arm.log"), "--json").stdout
+    )
     assert any("max-num-batched-tokens" in w for w in warned["warnings"])
-    assert warned["predicted"]["range"]["low_tokens"] < warned["predicted"]["gpu_tokens"] < warned["predicted"]["range"]["high_tokens"]
+    assert (
+        warned["predicted"]["range"]["low_tokens"]
+        < warned["predicted"]["gpu_tokens"]
+        < warned["predicted"]["range"]["high_tokens"]
+    )
 
 
 def test_plan_needs_exactly_one_source():
@@ -51,7 +60,9 @@ def test_plan_needs_exactly_one_source():
     assert res.returncode == 2 and "exactly one of --from RUN or --from-log FILE" in res.stderr
 
 
-@pytest.mark.parametrize("key,value", [("profile", "x"), ("gates", {"passed": 1}), ("startup", []), ("ladder", {"rows": []})])
+@pytest.mark.parametrize(
+    "key,value", [("profile", "x"), ("gates", {"passed": 1}), ("startup", []), ("ladder", {"rows": []})]
+)
 def test_a_malformed_bundle_is_bad_input_not_a_crash(project, key, value):
     run = _run_from_log(project, "vllm-0.33.0-r33-4096-arm.log", "4096-131k")
     path = f"{run}/evidence.json"

@@ -1,20 +1,21 @@
 """Evidence bundles (write, verify, tamper) and the A/B comparison of the seed's two arms."""
+
 from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from helpers import make_project
 
 from composegen import render
-from composegen.evidence import compare
-from composegen.evidence import bundle as evidence
-from composegen.profiles import resolve as profile
-from composegen.vllm import startup
 from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import bundle as evidence
+from composegen.evidence import compare
+from composegen.profiles import resolve as profile
 from composegen.project import Project
-from helpers import make_project
+from composegen.vllm import startup
 
 ARM_8192 = "vllm-0.33.0-r33-8192-arm.log"
 ARM_4096 = "vllm-0.33.0-r33-4096-arm.log"
@@ -55,11 +56,18 @@ def test_seed_arms_reproduce_the_results_table(project, seed_runs):
     assert flag == {"flag": True, "kv_bytes_pct": 4.715, "kv_tokens_pct": 94.861, "threshold": 0.10}
     functional = result["config"]["functional"]
     assert [(c["path"], c["before"], c["after"]) for c in functional] == [
-        ("services.vllm.command.--max-num-batched-tokens", 8192, 4096)]
+        ("services.vllm.command.--max-num-batched-tokens", 8192, 4096)
+    ]
     assert result["config"]["identity"]  # port, served name and container name changed for evidence identity
     markdown = compare.format_markdown(result)
-    for cell in ("+0.72 GiB / +4.715%", "+269,326 / +94.861%", "+2.05x", "-0.59 GiB / -34.104%", "-0.13 GiB",
-                 "Reported concurrency at 131,072 tokens"):
+    for cell in (
+        "+0.72 GiB / +4.715%",
+        "+269,326 / +94.861%",
+        "+2.05x",
+        "-0.59 GiB / -34.104%",
+        "-0.13 GiB",
+        "Reported concurrency at 131,072 tokens",
+    ):
         assert cell in markdown
     assert "unexplained capacity change: YES" in compare.format_text(result)
 
@@ -70,25 +78,59 @@ def test_threshold_decides_the_flag(project, seed_runs):
 
 
 def _report(tokens: int, gib: float) -> dict:
-    return {"kv_cache_tokens": tokens, "kv_cache_gib_min": gib, "max_concurrency": round(tokens / 131072, 2),
-            "max_model_len": 131072, "weights_gib": 75.5, "peak_activation_gib": 1.1, "ready": True, "errors": []}
+    return {
+        "kv_cache_tokens": tokens,
+        "kv_cache_gib_min": gib,
+        "max_concurrency": round(tokens / 131072, 2),
+        "max_model_len": 131072,
+        "weights_gib": 75.5,
+        "peak_activation_gib": 1.1,
+        "ready": True,
+        "errors": [],
+    }
 
 
 def _ladder(prompt: int, ttft: float, decode: float) -> dict:
-    small = {"target": 1000, "prompt_tokens": 1000, "ttft_s": 0.2, "prefill_tok_s": 5000.0, "decode_tok_s": 99.0,
-             "finish_reason": "stop", "ok": True}
-    big = {"target": prompt, "prompt_tokens": prompt, "ttft_s": ttft, "prefill_tok_s": round(prompt / ttft, 1),
-           "decode_tok_s": decode, "finish_reason": "stop", "ok": True}
+    small = {
+        "target": 1000,
+        "prompt_tokens": 1000,
+        "ttft_s": 0.2,
+        "prefill_tok_s": 5000.0,
+        "decode_tok_s": 99.0,
+        "finish_reason": "stop",
+        "ok": True,
+    }
+    big = {
+        "target": prompt,
+        "prompt_tokens": prompt,
+        "ttft_s": ttft,
+        "prefill_tok_s": round(prompt / ttft, 1),
+        "decode_tok_s": decode,
+        "finish_reason": "stop",
+        "ok": True,
+    }
     return {"targets": [big, small], "largest_prompt_tokens": prompt, "ok": True}
 
 
 def test_bytes_and_tokens_moving_together_is_not_flagged_and_ladder_rows_compare(project):
     r = profile.load(project, "4096-131k")
     gates = {"passed": 6, "total": 6, "gates": [], "tools": {"passed": 20, "total": 20}, "ok": True}
-    a = evidence.write_run(project, r, startup_log_text=None, startup_report=_report(500_000, 15.0), gates=gates,
-                           ladder=_ladder(119_503, 17.445, 73.86))
-    b = evidence.write_run(project, r, startup_log_text=None, startup_report=_report(550_000, 16.5), gates=gates,
-                           ladder=_ladder(119_503, 17.364, 75.20))
+    a = evidence.write_run(
+        project,
+        r,
+        startup_log_text=None,
+        startup_report=_report(500_000, 15.0),
+        gates=gates,
+        ladder=_ladder(119_503, 17.445, 73.86),
+    )
+    b = evidence.write_run(
+        project,
+        r,
+        startup_log_text=None,
+        startup_report=_report(550_000, 16.5),
+        gates=gates,
+        ladder=_ladder(119_503, 17.364, 75.20),
+    )
     result = compare.compare_runs(a, b, root=project.root)
     assert result["unexplained_capacity_change"]["flag"] is False  # +10% bytes, +10% tokens
     assert _row(result, "gates")["a"] == "6/6" and _row(result, "gates")["delta"] == 0
@@ -113,8 +155,11 @@ def test_bundle_layout_hashes_and_unknowns(project, seed_runs, data_dir):
     assert {"gates", "ladder", "image_digest", "compose_sha256"} <= set(doc["unknown"])
     log_bytes = (data_dir / "logs" / ARM_4096).read_bytes()
     raw = {e["file"]: e for e in doc["raw"]}
-    assert raw["startup.log"] == {"file": "startup.log", "sha256": hashlib.sha256(log_bytes).hexdigest(),
-                                  "bytes": len(log_bytes)}
+    assert raw["startup.log"] == {
+        "file": "startup.log",
+        "sha256": hashlib.sha256(log_bytes).hexdigest(),
+        "bytes": len(log_bytes),
+    }
     assert doc["startup"]["kv_cache_tokens"] == startup.parse_startup_log(log_bytes.decode()).kv_cache_tokens
     assert not [p for p in project.runs_dir.iterdir() if p.name.startswith(".tmp")]
 
@@ -122,10 +167,14 @@ def test_bundle_layout_hashes_and_unknowns(project, seed_runs, data_dir):
 def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
     r = profile.load(project, "4096-131k")
     render.write(project, {r.name: render.render(r)})
-    when = datetime(2026, 8, 10, 12, 0, 0, tzinfo=timezone.utc)
+    when = datetime(2026, 8, 10, 12, 0, 0, tzinfo=UTC)
     pinned = r.profile.image.split("@")[1]
-    container = {"hash": r.hash, "image_id": "sha256:" + "e" * 64, "emulated": False,
-                 "repo_digests": ["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"]}
+    container = {
+        "hash": r.hash,
+        "image_id": "sha256:" + "e" * 64,
+        "emulated": False,
+        "repo_digests": ["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"],
+    }
     first = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when, container=container)
     second = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when)
     assert first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
@@ -149,12 +198,15 @@ def test_tampering_is_caught(project, seed_runs):
         evidence.load_run(run)
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "evidence: missing"),
-    ('{"schema": "composegen.evidence/v1",\n "raw": [', r"evidence.json:2: evidence: invalid JSON"),
-    ('{"schema": "other/v9"}', "schema: expected"),
-    ('{"schema": "composegen.evidence/v1", "profile": {}}', "startup: required key is missing"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "evidence: missing"),
+        ('{"schema": "composegen.evidence/v1",\n "raw": [', r"evidence.json:2: evidence: invalid JSON"),
+        ('{"schema": "other/v9"}', "schema: expected"),
+        ('{"schema": "composegen.evidence/v1", "profile": {}}', "startup: required key is missing"),
+    ],
+)
 def test_malformed_bundles_are_bad_input(tmp_path, content, message):
     run = tmp_path / "runs" / "x"
     run.mkdir(parents=True)

@@ -1,12 +1,13 @@
 """Functional gates against the emulator (a local subprocess, no Docker)."""
+
 from __future__ import annotations
 
 import jsonschema
 import pytest
-
-from composegen.evidence import gates
-from composegen.errors import BadInput, EngineError
 from emulator_proc import EmulatorProc, free_port
+
+from composegen.errors import BadInput, EngineError
+from composegen.evidence import gates
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +53,12 @@ def test_tool_catalogue_is_distinct_typed_and_valid_json_schema():
 def test_arguments_that_break_the_schema_fail():
     params = gates.TOOL_CATALOG[1][2]  # book_flight: passengers 1..9, cabin enum
     gates._check_arguments('{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "business"}', params, {})
-    for bad, says in [('{"origin": "BOS", "destination": "DEN", "passengers": 0, "cabin": "business"}', "passengers"),
-                      ('{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "coach"}', "cabin"),
-                      ('{"origin": "BOS", "passengers": 2, "cabin": "economy"}', "destination"),
-                      ('{"origin": "BOS", ', "not JSON")]:
+    for bad, says in [
+        ('{"origin": "BOS", "destination": "DEN", "passengers": 0, "cabin": "business"}', "passengers"),
+        ('{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "coach"}', "cabin"),
+        ('{"origin": "BOS", "passengers": 2, "cabin": "economy"}', "destination"),
+        ('{"origin": "BOS", ', "not JSON"),
+    ]:
         with pytest.raises(gates.GateFailed, match=says):
             gates._check_arguments(bad, params, {})
 

@@ -1,13 +1,14 @@
 """Context ladder: prompt sizing with /tokenize, streamed timings, refusals (emulator subprocess, no Docker)."""
+
 from __future__ import annotations
 
 import math
 
 import pytest
-
-from composegen.evidence import ladder
-from composegen.errors import BadInput
 from emulator_proc import EmulatorProc
+
+from composegen.errors import BadInput
+from composegen.evidence import ladder
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +22,7 @@ def _counter(per_word: float, overhead: int, calls: list):
     def count(n: int) -> int:
         calls.append(n)
         return overhead + math.floor(per_word * n + 0.3 * math.sin(n))  # uneven, but never decreasing much
+
     return count
 
 
@@ -74,8 +76,9 @@ def test_targets_above_the_budget_are_refused_without_a_request(emu):
 
 
 def test_reasoning_tokens_are_counted_apart_from_content(emu):
-    result = ladder.run_ladder(emu.base_url, emu.model, [800], max_model_len=16384, max_tokens=200,
-                               reasoning_effort="high")
+    result = ladder.run_ladder(
+        emu.base_url, emu.model, [800], max_model_len=16384, max_tokens=200, reasoning_effort="high"
+    )
     row = result["targets"][0]
     assert row["ok"] and row["reasoning_tokens"] > 0
     assert row["completion_tokens"] > row["reasoning_tokens"]  # the answer came after the thinking

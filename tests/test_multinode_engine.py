@@ -1,6 +1,7 @@
 """Multi-node stacks on two real Docker engines on one machine (the main one and a second dockerd), with the
 emulated vLLM: up (workers first, head ready only once every rank joined), status on both nodes, a killed
 worker detected and named, down leaving nothing on either engine, and an unreachable node reported by name."""
+
 from __future__ import annotations
 
 import json
@@ -51,8 +52,12 @@ def two_node(tmp_path, second_engine):  # noqa: F811 - pytest injects the import
         name = f"mn-{uuid.uuid4().hex[:8]}"
         worker = "" if head_context else f', docker_host: "{worker_host or second_engine.url}"'
         port = f"{{host: {free_port()}, bind: {'0.0.0.0' if head_context else '127.0.0.1'}}}"
-        rest = REST.format(master=free_port(), load=load, worker_where=worker,
-                           head_where=f', context: "{head_context}"' if head_context else "")
+        rest = REST.format(
+            master=free_port(),
+            load=load,
+            worker_where=worker,
+            head_where=f', context: "{head_context}"' if head_context else "",
+        )
         text = tiny_profile(f"{name}-served", port, rest=rest)
         root = make_project(tmp_path / name, {name: text})
         res = run_cli("--root", str(root), "render", name)
@@ -91,7 +96,14 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
     assert [(n["name"], n["rank"], n["role"]) for n in up["nodes"]] == [("n0", 0, "head"), ("n1", 1, "worker")]
     assert up["nodes"][1]["engine"] == second_engine.url
     assert up["phases"][-1]["phase"] == "models ready" and up["startup"]["ready"] is True
-    assert {c["name"] for c in up["checks"]} >= {"n0/engine", "n1/engine", "n0/image", "n1/image", "image-digest", "n0/port"}
+    assert {c["name"] for c in up["checks"]} >= {
+        "n0/engine",
+        "n1/engine",
+        "n0/image",
+        "n1/image",
+        "image-digest",
+        "n0/port",
+    }
     with urllib.request.urlopen(up["endpoint"] + "/v1/models", timeout=5) as resp:
         assert json.load(resp)["data"][0]["id"] == f"{name}-served"
 
@@ -103,7 +115,10 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
 
     status = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]
     assert [(n["name"], n["reachable"]) for n in status["nodes"]] == [("n0", True), ("n1", True)]
-    assert [(c["node"], c["name"], c["state"]) for c in status["containers"]] == [("n0", head, "running"), ("n1", worker, "running")]
+    assert [(c["node"], c["name"], c["state"]) for c in status["containers"]] == [
+        ("n0", head, "running"),
+        ("n1", worker, "running"),
+    ]
     assert status["endpoint"]["healthy"] is True and status["drift"]["state"] == "in-sync"
 
     second_engine.docker("kill", worker)
@@ -127,10 +142,18 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
 def test_worker_killed_while_loading_fails_up_naming_the_worker(two_node, second_engine):  # noqa: F811
     root, name = two_node(load=30)
     worker = f"composegen-{name}-n1-vllm-1"
-    proc = subprocess.Popen([sys.executable, "-m", "composegen", "--root", str(root), "up", name, "--emulate", "--down-on-failure"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "composegen", "--root", str(root), "up", name, "--emulate", "--down-on-failure"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and "Joined the master" not in second_engine.docker("logs", worker, check=False).stdout:
+    while (
+        time.monotonic() < deadline
+        and "Joined the master" not in second_engine.docker("logs", worker, check=False).stdout
+    ):
         time.sleep(0.3)
     second_engine.docker("kill", worker)
     _, stderr = proc.communicate(timeout=120)
@@ -150,7 +173,9 @@ def test_unreachable_node_is_reported_by_name_never_skipped(two_node):
     status = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]
     n1 = next(n for n in status["nodes"] if n["name"] == "n1")
     assert n1["reachable"] is False and "unreachable" in n1["error"]
-    assert {"node": "n1", "state": "unreachable"}.items() <= next(c for c in status["containers"] if c["node"] == "n1").items()
+    assert {"node": "n1", "state": "unreachable"}.items() <= next(
+        c for c in status["containers"] if c["node"] == "n1"
+    ).items()
     text = run_cli("--root", str(root), "status", name).stdout
     assert "node n1 (unix:///nonexistent/composegen-test.sock) unreachable" in text
 
@@ -158,7 +183,9 @@ def test_unreachable_node_is_reported_by_name_never_skipped(two_node):
     assert res.returncode == 3 and "node n1 (rank 1, worker" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(two_node, second_engine, tmp_path, monkeypatch):  # noqa: F811
+def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
+    two_node, second_engine, tmp_path, monkeypatch
+):
     """A context counts as a remote host: its ports and /dev/shm are looked at from a container on that host."""
     config = tmp_path / "docker-config"
     config.mkdir()
@@ -167,9 +194,17 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(two
         (config / "cli-plugins").symlink_to(plugins)  # keep `docker compose` with a private DOCKER_CONFIG
     monkeypatch.setenv("DOCKER_CONFIG", str(config))
     context = f"cg-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["docker", "context", "create", context, "--docker", f"host={second_engine.url}"], check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "context", "create", context, "--docker", f"host={second_engine.url}"],
+        check=True,
+        capture_output=True,
+    )
     root, name = two_node(head_context=context)
-    master = int(next(line for line in (root / "profiles" / f"{name}.yaml").read_text().splitlines() if "master_port" in line).split()[-1])
+    master = int(
+        next(
+            line for line in (root / "profiles" / f"{name}.yaml").read_text().splitlines() if "master_port" in line
+        ).split()[-1]
+    )
     with socket.socket() as busy:  # the second engine shares this host's network: its probe must see this
         busy.bind(("127.0.0.1", master))
         busy.listen()
@@ -178,16 +213,20 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(two
     assert f"n0/port: master port 0.0.0.0:{master} is already in use on context {context}" in res.stderr
     assert leftovers(f"composegen-{name}-n0", second_engine.url) == []
 
-    res = run_cli("--root", str(root), "up", name, "--emulate", "--json", env={"DOCKER_CONFIG": str(config)}, timeout=600)
+    res = run_cli(
+        "--root", str(root), "up", name, "--emulate", "--json", env={"DOCKER_CONFIG": str(config)}, timeout=600
+    )
     assert res.returncode == 0, res.stderr
     up = json.loads(res.stdout)
     assert up["nodes"][0]["engine"] == f"context {context}" and up["endpoint"].startswith("http://127.0.0.1:")
     assert any(c["name"] == "n0/shm" for c in up["checks"])
-    assert second_engine.docker("ps", "--filter", f"label=com.docker.compose.project=composegen-{name}-n0", "-q").stdout.strip()
+    assert second_engine.docker(
+        "ps", "--filter", f"label=com.docker.compose.project=composegen-{name}-n0", "-q"
+    ).stdout.strip()
 
     from composegen.profiles import resolve as profile
-    from composegen.stack import status
     from composegen.project import Project
+    from composegen.stack import status
 
     report = status.node_shm_report(profile.load(Project(root), name))
     head, worker = report["nodes"]

@@ -1,4 +1,5 @@
 """Multi-node profiles: one compose file per node, validation of the node set, the shipped dspark-2x."""
+
 from __future__ import annotations
 
 import shutil
@@ -49,7 +50,10 @@ nodes:
 
 def _docs(root, name="pair") -> dict:
     rendered = render.render_all(Project(root), [name])
-    return {key: yaml.safe_load(text)["services"]["vllm"] | {"_name": yaml.safe_load(text)["name"]} for key, text in rendered.items()}
+    return {
+        key: yaml.safe_load(text)["services"]["vllm"] | {"_name": yaml.safe_load(text)["name"]}
+        for key, text in rendered.items()
+    }
 
 
 def test_one_file_per_node_with_vllm_multi_node_flags(tmp_path):
@@ -59,7 +63,9 @@ def test_one_file_per_node_with_vllm_multi_node_flags(tmp_path):
     head, worker = docs["pair/head"], docs["pair/w1"]
     for svc in (head, worker):
         assert svc["network_mode"] == "host" and "ports" not in svc
-        assert {"--nnodes=2", "--master-addr=10.0.0.1", "--master-port=29511", "--tensor-parallel-size=2"} <= set(svc["command"])
+        assert {"--nnodes=2", "--master-addr=10.0.0.1", "--master-port=29511", "--tensor-parallel-size=2"} <= set(
+            svc["command"]
+        )
         assert svc["devices"] == ["/dev/infiniband:/dev/infiniband"] and svc["cap_add"] == ["IPC_LOCK"]
         assert svc["environment"]["SHARED"] == "1"
     assert "--node-rank=0" in head["command"] and "--headless" not in head["command"]
@@ -83,7 +89,10 @@ def test_one_file_per_node_with_vllm_multi_node_flags(tmp_path):
 def test_render_writes_node_files_and_check_sees_stale_and_orphans_at_both_depths(tmp_path):
     root = make_project(tmp_path, {"pair": TWO_NODES})
     assert run_cli("--root", str(root), "render").returncode == 0
-    assert sorted(p.relative_to(root).as_posix() for p in (root / "out").rglob("compose.yaml")) == ["out/pair/head/compose.yaml", "out/pair/w1/compose.yaml"]
+    assert sorted(p.relative_to(root).as_posix() for p in (root / "out").rglob("compose.yaml")) == [
+        "out/pair/head/compose.yaml",
+        "out/pair/w1/compose.yaml",
+    ]
     assert run_cli("--root", str(root), "render", "--check").returncode == 0
     worker = root / "out/pair/w1/compose.yaml"
     worker.write_text(worker.read_text().replace('"--node-rank=1"', '"--node-rank=2"'))
@@ -93,7 +102,10 @@ def test_render_writes_node_files_and_check_sees_stale_and_orphans_at_both_depth
     res = run_cli("--root", str(root), "render", "--check", "--json")
     assert res.returncode == 1
     assert sorted((d["path"], d["reason"]) for d in __import__("json").loads(res.stdout)["drift"]) == [
-        ("out/pair/compose.yaml", "orphan"), ("out/pair/ghost/compose.yaml", "orphan"), ("out/pair/w1/compose.yaml", "stale")]
+        ("out/pair/compose.yaml", "orphan"),
+        ("out/pair/ghost/compose.yaml", "orphan"),
+        ("out/pair/w1/compose.yaml", "stale"),
+    ]
 
 
 def _bad(tmp_path, old: str, new: str) -> str:
@@ -105,22 +117,81 @@ def _bad(tmp_path, old: str, new: str) -> str:
     return res.stderr.strip()
 
 
-@pytest.mark.parametrize("old, new, message", [
-    ("rank: 1\n", "rank: 0\n", "profiles/pair.yaml:22: nodes.members: node ranks must be 0..1, each once; got [0, 0]"),
-    ("rank: 1\n", "rank: 2\n", "profiles/pair.yaml:22: nodes.members: node ranks must be 0..1, each once; got [0, 2]"),
-    ("name: w1", "name: head", "profiles/pair.yaml:22: nodes.members: node names must be unique; got ['head', 'head']"),
-    ("tensor-parallel-size: 2", "tensor-parallel-size: 4", "profiles/pair.yaml:14: vllm.tensor-parallel-size: tensor × pipeline parallel = 4, but 2 nodes × 1 GPU(s) = 2"),
-    ('gpus: {device_ids: ["3"]}', 'gpus: {count: 2}', "profiles/pair.yaml:22: nodes.members: every node must reserve the same number of GPUs; got [1, 2]"),
-    ("master_addr: 10.0.0.1", "master_addr: 10.0.0.256", "profiles/pair.yaml:19: nodes.master_addr: not an IPv4 address: '10.0.0.256'"),
-    ("master_addr: 10.0.0.1", "master_addr: 0.0.0.0", "profiles/pair.yaml:19: nodes.master_addr: 0.0.0.0 is the wildcard address; workers need the head's own address on the fabric"),
-    ("master_addr: 10.0.0.1", 'master_addr: "spark 1"', "profiles/pair.yaml:19: nodes.master_addr: not an IP address or host name: 'spark 1'"),
-    ("master_port: 29511", "master_port: 70000", "profiles/pair.yaml:20: nodes.master_port: Input should be less than or equal to 65535, got 70000"),
-    ("master_port: 29511", "master_port: 39990", "profiles/pair.yaml:20: nodes.master_port: 39990 is also the API port (service.port.host); the head listens on both"),
-    ("max-num-seqs: 2", "max-num-seqs: 2\n  distributed-executor-backend: ray", "profiles/pair.yaml:18: vllm.distributed-executor-backend: multi-node nodes: needs the mp backend (vLLM's --nnodes launch), got 'ray'"),
-    ("max-num-seqs: 2", "max-num-seqs: 2\n  nnodes: 2", "profiles/pair.yaml:18: vllm.nnodes: set by composegen from nodes.members"),
-    ("VLLM_HOST_IP: 10.0.0.2}", "VLLM_HOST_IP: 10.0.0.2, HF_TOKEN: hf_abc}", "nodes.members.1.environment: HF_TOKEN: secrets must be a ${VAR} reference"),
-    ("docker_host: unix:///run/w1.sock", "docker_host: spark-2", "nodes.members.1.docker_host: String should match pattern"),
-])
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (
+            "rank: 1\n",
+            "rank: 0\n",
+            "profiles/pair.yaml:22: nodes.members: node ranks must be 0..1, each once; got [0, 0]",
+        ),
+        (
+            "rank: 1\n",
+            "rank: 2\n",
+            "profiles/pair.yaml:22: nodes.members: node ranks must be 0..1, each once; got [0, 2]",
+        ),
+        (
+            "name: w1",
+            "name: head",
+            "profiles/pair.yaml:22: nodes.members: node names must be unique; got ['head', 'head']",
+        ),
+        (
+            "tensor-parallel-size: 2",
+            "tensor-parallel-size: 4",
+            "profiles/pair.yaml:14: vllm.tensor-parallel-size: tensor × pipeline parallel = 4, but 2 nodes × 1 GPU(s) = 2",
+        ),
+        (
+            'gpus: {device_ids: ["3"]}',
+            "gpus: {count: 2}",
+            "profiles/pair.yaml:22: nodes.members: every node must reserve the same number of GPUs; got [1, 2]",
+        ),
+        (
+            "master_addr: 10.0.0.1",
+            "master_addr: 10.0.0.256",
+            "profiles/pair.yaml:19: nodes.master_addr: not an IPv4 address: '10.0.0.256'",
+        ),
+        (
+            "master_addr: 10.0.0.1",
+            "master_addr: 0.0.0.0",
+            "profiles/pair.yaml:19: nodes.master_addr: 0.0.0.0 is the wildcard address; workers need the head's own address on the fabric",
+        ),
+        (
+            "master_addr: 10.0.0.1",
+            'master_addr: "spark 1"',
+            "profiles/pair.yaml:19: nodes.master_addr: not an IP address or host name: 'spark 1'",
+        ),
+        (
+            "master_port: 29511",
+            "master_port: 70000",
+            "profiles/pair.yaml:20: nodes.master_port: Input should be less than or equal to 65535, got 70000",
+        ),
+        (
+            "master_port: 29511",
+            "master_port: 39990",
+            "profiles/pair.yaml:20: nodes.master_port: 39990 is also the API port (service.port.host); the head listens on both",
+        ),
+        (
+            "max-num-seqs: 2",
+            "max-num-seqs: 2\n  distributed-executor-backend: ray",
+            "profiles/pair.yaml:18: vllm.distributed-executor-backend: multi-node nodes: needs the mp backend (vLLM's --nnodes launch), got 'ray'",
+        ),
+        (
+            "max-num-seqs: 2",
+            "max-num-seqs: 2\n  nnodes: 2",
+            "profiles/pair.yaml:18: vllm.nnodes: set by composegen from nodes.members",
+        ),
+        (
+            "VLLM_HOST_IP: 10.0.0.2}",
+            "VLLM_HOST_IP: 10.0.0.2, HF_TOKEN: hf_abc}",
+            "nodes.members.1.environment: HF_TOKEN: secrets must be a ${VAR} reference",
+        ),
+        (
+            "docker_host: unix:///run/w1.sock",
+            "docker_host: spark-2",
+            "nodes.members.1.docker_host: String should match pattern",
+        ),
+    ],
+)
 def test_bad_node_sets_are_one_line_errors(tmp_path, old, new, message):
     assert message in _bad(tmp_path, old, new)
 
@@ -139,7 +210,9 @@ def test_unpinned_image_needs_a_reason_and_fails_strict(tmp_path):
 def test_remote_node_with_client_side_volume_path_warns(tmp_path):
     text = TWO_NODES.replace("docker_host: unix:///run/w1.sock", "docker_host: ssh://spark-2")
     r = profile.load(Project(make_project(tmp_path, {"pair": text})), "pair")
-    assert any("node w1: volume source '${HF_HOME:-~/.cache/huggingface}' is resolved on this machine" in w for w in r.warnings)
+    assert any(
+        "node w1: volume source '${HF_HOME:-~/.cache/huggingface}' is resolved on this machine" in w for w in r.warnings
+    )
     r = profile.load(Project(make_project(tmp_path / "local", {"pair": TWO_NODES})), "pair")
     assert not any("resolved on this machine" in w for w in r.warnings)  # a unix socket is this machine
 
@@ -152,8 +225,18 @@ def test_shipped_dspark_2x_is_the_seed_recipe_on_two_nodes():
     for key, text in rendered.items():
         assert project.out_path(key).read_text(encoding="utf-8") == text, f"out/{key} is stale"
     f = r.flags
-    assert (f["tensor-parallel-size"], f["distributed-executor-backend"], f["kv-cache-dtype"], f["max-model-len"]) == (2, "mp", "nvfp4_ds_mla", 1048576)
-    assert (f["max-num-batched-tokens"], f["long-prefill-token-threshold"], f["max-num-seqs"], f["gpu-memory-utilization"]) == (8192, 1024, 6, 0.835)
+    assert (f["tensor-parallel-size"], f["distributed-executor-backend"], f["kv-cache-dtype"], f["max-model-len"]) == (
+        2,
+        "mp",
+        "nvfp4_ds_mla",
+        1048576,
+    )
+    assert (
+        f["max-num-batched-tokens"],
+        f["long-prefill-token-threshold"],
+        f["max-num-seqs"],
+        f["gpu-memory-utilization"],
+    ) == (8192, 1024, 6, 0.835)
     assert "speculative-config" not in f and not r.profile.pinned and r.profile.image_unpinned_reason
     assert (r.profile.model.revision, r.profile.nodes.rdma) == ("9e165c30e2704aec5d9d593cce3eebd58bbef1cb", True)
     worker = yaml.safe_load(rendered["dspark-2x/spark-2"])["services"]["vllm"]

@@ -1,13 +1,14 @@
 """Capacity plan from a calibration startup report (the seed's recorded arm logs)."""
+
 from __future__ import annotations
 
 import pytest
 
+from composegen.errors import BadInput
 from composegen.evidence import plan
 from composegen.profiles import resolve as profile
-from composegen.vllm import startup
-from composegen.errors import BadInput
 from composegen.project import Project
+from composegen.vllm import startup
 
 GiB = 1 << 30
 
@@ -87,7 +88,7 @@ def test_calibration_profile_supplies_the_image(project, data_dir, tmp_path):
     report = _report(data_dir, "4096")
     same = plan.plan(profile.load(project, "393k-gpu"), report, calibration_profile=profile.load(project, "4096-131k"))
     assert "image" not in same["unknown"] and same["differences"] == []
-    moved = (tmp_path / "profiles")
+    moved = tmp_path / "profiles"
     moved.mkdir()
     for name in ("r33", "8192-131k", "4096-131k"):
         (moved / f"{name}.yaml").write_text((project.profiles_dir / f"{name}.yaml").read_text(), encoding="utf-8")
@@ -99,12 +100,15 @@ def test_calibration_profile_supplies_the_image(project, data_dir, tmp_path):
     assert result["predicted"]["range"]["factor"] > 1
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"kv_cache_tokens": None}, "kv_cache_tokens: missing"),
-    ({"weights_gib": None}, "weights_gib: missing"),
-    ({"gpu_total_gib": None}, "pass --gpu-gib"),
-    ({"kv_cache_includes_host": True}, "GPU \\+ host"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"kv_cache_tokens": None}, "kv_cache_tokens: missing"),
+        ({"weights_gib": None}, "weights_gib: missing"),
+        ({"gpu_total_gib": None}, "pass --gpu-gib"),
+        ({"kv_cache_includes_host": True}, "GPU \\+ host"),
+    ],
+)
 def test_incomplete_calibrations_are_bad_input(project, data_dir, change, message):
     report = {**_report(data_dir, "4096"), **change}
     with pytest.raises(BadInput, match=message):
@@ -112,8 +116,9 @@ def test_incomplete_calibrations_are_bad_input(project, data_dir, change, messag
 
 
 def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
-    from composegen.evidence import bundle as evidence
     from helpers import make_project
+
+    from composegen.evidence import bundle as evidence
 
     project = Project(make_project(tmp_path, {}, copy_shipped=True))
     log = data_dir / "logs" / "vllm-0.33.0-r33-4096-arm.log"

@@ -1,4 +1,5 @@
 """Preflight checks that need no engine: ports, ulimit ceilings, shm reclaim, emulator override."""
+
 from __future__ import annotations
 
 import socket
@@ -6,11 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from composegen.stack import emulate
-from composegen.stack import preflight
 from composegen.profiles import resolve as profile
-from composegen.shm import scan as shm
 from composegen.project import Project
+from composegen.shm import scan as shm
+from composegen.stack import emulate, preflight
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,11 @@ def test_ulimit_check_and_clamp_against_the_engine_ceiling():
     assert preflight.ulimit_check(requested, ceiling, emulate=True).status == "warn"
     assert preflight.ulimit_check({"nofile": 1024}, ceiling, emulate=False).status == "ok"
     clamped, warnings = emulate.clamp_ulimits(requested, ceiling)
-    assert clamped == {"memlock": {"soft": 8 * 2**20, "hard": 8 * 2**20}, "nofile": {"soft": 20000, "hard": 20000}, "stack": {"soft": 67108864, "hard": 67108864}}
+    assert clamped == {
+        "memlock": {"soft": 8 * 2**20, "hard": 8 * 2**20},
+        "nofile": {"soft": 20000, "hard": 20000},
+        "stack": {"soft": 67108864, "hard": 67108864},
+    }
     assert len(warnings) == 2 and "memlock -1" in warnings[0]
 
 

@@ -1,24 +1,25 @@
 """qualify: on the emulator (a profile that fits, one whose memory does not, one whose pool is too small)
 and on the seed's recorded logs with stand-in request functions."""
+
 from __future__ import annotations
 
 import functools
 import math
 
 import pytest
-
-from composegen.evidence import bundle as evidence
-from composegen.evidence import gates
-from composegen.evidence import ladder
-from composegen.profiles import resolve as profile
-from composegen.evidence import qualify
-from composegen.vllm import startup
-from composegen.errors import EngineError
-from composegen.project import Project
 from emulator_proc import EmulatorProc
 from helpers import MINIMAL, make_project
 
-EMU_PROFILE = MINIMAL.replace("served_name: tiny", "served_name: emu-q") + """\
+from composegen.errors import EngineError
+from composegen.evidence import bundle as evidence
+from composegen.evidence import gates, ladder, qualify
+from composegen.profiles import resolve as profile
+from composegen.project import Project
+from composegen.vllm import startup
+
+EMU_PROFILE = (
+    MINIMAL.replace("served_name: tiny", "served_name: emu-q")
+    + """\
   enable-auto-tool-choice: true
   tool-call-parser: deepseek_v4
 qualify:
@@ -26,6 +27,7 @@ qualify:
   ladder_targets: [1000, 2000]
   tools: 4
 """
+)
 
 
 @pytest.fixture
@@ -41,9 +43,13 @@ def _qualify_on_emulator(project: Project, tmp_path, name: str, env: dict | None
         log = emu.log_text()
         report = startup.parse_startup_log(log).to_json()
         return qualify.qualify(
-            project, r, startup_report=report, startup_log_text=log,
+            project,
+            r,
+            startup_report=report,
+            startup_log_text=log,
             run_ladder_fn=functools.partial(ladder.run_ladder, emu.base_url, r.profile.model.served_name),
-            run_gates_fn=functools.partial(gates.run_gates, emu.base_url, r.profile.model.served_name))
+            run_gates_fn=functools.partial(gates.run_gates, emu.base_url, r.profile.model.served_name),
+        )
 
 
 def _criteria(result: dict) -> dict:
@@ -97,8 +103,16 @@ class _Stand:
 
     def ladder(self, targets, *, max_model_len):
         self.ladder_calls.append((list(targets), max_model_len))
-        rows = [{"target": t, "prompt_tokens": min(t, self.largest), "finish_reason": "stop", "ok": t <= self.largest,
-                 "reason": None if t <= self.largest else "HTTP 400: too long"} for t in targets]
+        rows = [
+            {
+                "target": t,
+                "prompt_tokens": min(t, self.largest),
+                "finish_reason": "stop",
+                "ok": t <= self.largest,
+                "reason": None if t <= self.largest else "HTTP 400: too long",
+            }
+            for t in targets
+        ]
         return {"targets": rows, "largest_prompt_tokens": max(r["prompt_tokens"] for r in rows), "ok": True}
 
     def gates(self, *, only, tools):
@@ -106,8 +120,13 @@ class _Stand:
         if self.gates_error:
             raise EngineError(self.gates_error)
         rows = [{"name": n, "passed": self.gates_ok, "reason": None if self.gates_ok else "x"} for n in only]
-        return {"gates": rows, "passed": sum(r["passed"] for r in rows), "total": len(rows),
-                "tools": {"passed": tools if self.gates_ok else 0, "total": tools}, "ok": self.gates_ok}
+        return {
+            "gates": rows,
+            "passed": sum(r["passed"] for r in rows),
+            "total": len(rows),
+            "tools": {"passed": tools if self.gates_ok else 0, "total": tools},
+            "ok": self.gates_ok,
+        }
 
 
 def _recorded(data_dir, name: str) -> tuple[dict, str]:
@@ -119,25 +138,45 @@ def test_recorded_4096_log_against_the_393k_criteria(project, data_dir):
     report, text = _recorded(data_dir, "vllm-0.33.0-r33-4096-arm.log")
     stand = _Stand(largest=301_600)
     r = profile.load(project, "393k-gpu")
-    result = qualify.qualify(project, r, startup_report=report, startup_log_text=text, source="log",
-                             run_ladder_fn=stand.ladder, run_gates_fn=stand.gates)
+    result = qualify.qualify(
+        project,
+        r,
+        startup_report=report,
+        startup_log_text=text,
+        source="log",
+        run_ladder_fn=stand.ladder,
+        run_gates_fn=stand.gates,
+    )
     probe = math.ceil(300_001 / 0.995) + 1
     assert stand.ladder_calls == [([probe], 393_216), ([300_500], 393_216)]  # probe first, then the ladder
     assert stand.gates_calls == [(["smoke", "json", "tools", "continuation"], 3)]  # after the probe
     crit = _criteria(result)
-    assert crit["kv_pool"] == {"name": "kv_pool", "measured": 553_243, "threshold": 393_216, "passed": True,
-                               "reason": None}
+    assert crit["kv_pool"] == {
+        "name": "kv_pool",
+        "measured": 553_243,
+        "threshold": 393_216,
+        "passed": True,
+        "reason": None,
+    }
     assert crit["long_prompt"]["measured"] == probe
     # The 4,096 arm ran 131,072 tokens of context: it cannot qualify the 393K profile's configuration.
-    assert crit["config"]["passed"] is False and "max-model-len: profile 393216, engine 131072" in crit["config"]["reason"]
+    assert (
+        crit["config"]["passed"] is False and "max-model-len: profile 393216, engine 131072" in crit["config"]["reason"]
+    )
     assert result["qualified"] is False
 
 
 def test_a_short_probe_and_a_dead_engine_are_failures_with_reasons(project, data_dir):
     report, text = _recorded(data_dir, "vllm-0.33.0-r33-4096-arm.log")
     stand = _Stand(largest=299_000, gates_error="engine died: connection refused")
-    result = qualify.qualify(project, profile.load(project, "393k-gpu"), startup_report=report,
-                             startup_log_text=text, run_ladder_fn=stand.ladder, run_gates_fn=stand.gates)
+    result = qualify.qualify(
+        project,
+        profile.load(project, "393k-gpu"),
+        startup_report=report,
+        startup_log_text=text,
+        run_ladder_fn=stand.ladder,
+        run_gates_fn=stand.gates,
+    )
     crit = _criteria(result)
     assert crit["long_prompt"]["passed"] is False and crit["long_prompt"]["measured"] == 299_000
     assert crit["gates"]["passed"] is False and "engine died" in crit["gates"]["reason"]
@@ -148,8 +187,14 @@ def test_a_short_probe_and_a_dead_engine_are_failures_with_reasons(project, data
 def test_recorded_failed_startup_sends_no_requests(project, data_dir):
     report, text = _recorded(data_dir, "vllm-0.33.0-kv-too-small.log")
     stand = _Stand(largest=10**6)
-    result = qualify.qualify(project, profile.load(project, "393k-gpu"), startup_report=report,
-                             startup_log_text=text, run_ladder_fn=stand.ladder, run_gates_fn=stand.gates)
+    result = qualify.qualify(
+        project,
+        profile.load(project, "393k-gpu"),
+        startup_report=report,
+        startup_log_text=text,
+        run_ladder_fn=stand.ladder,
+        run_gates_fn=stand.gates,
+    )
     assert stand.ladder_calls == [] and stand.gates_calls == []
     assert "kv_too_small_for_max_len" in _criteria(result)["startup"]["reason"]
     assert result["qualified"] is False
@@ -179,6 +224,7 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
 
     from emulator_proc import free_port
     from helpers import run_cli
+
     from tests.engine_helpers import force_remove, tiny_profile
 
     name = f"q-{uuid.uuid4().hex[:8]}"

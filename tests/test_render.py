@@ -1,4 +1,5 @@
 """Rendering: golden files, determinism, drift check, compose validity, atomic writes."""
+
 from __future__ import annotations
 
 import shutil
@@ -33,7 +34,9 @@ def test_rendering_is_deterministic_across_processes(tmp_path):
     b = run_cli("--root", str(make_project(tmp_path / "b", {}, copy_shipped=True)), "render")
     assert a.returncode == b.returncode == 0, a.stderr + b.stderr
     for name in SHIPPED:
-        assert (tmp_path / "a/out" / name / "compose.yaml").read_bytes() == (tmp_path / "b/out" / name / "compose.yaml").read_bytes()
+        assert (tmp_path / "a/out" / name / "compose.yaml").read_bytes() == (
+            tmp_path / "b/out" / name / "compose.yaml"
+        ).read_bytes()
 
 
 def test_argv_is_exec_form_with_model_first():
@@ -82,7 +85,7 @@ def test_check_reports_stale_and_orphan_files(tmp_path):
     (root / "out/ghost/compose.yaml").write_text("name: x\n")
     res = run_cli("--root", str(root), "render", "--check")
     assert res.returncode == 1
-    assert "-      - \"--max-num-seqs=5\"" in res.stdout and "+      - \"--max-num-seqs=4\"" in res.stdout
+    assert '-      - "--max-num-seqs=5"' in res.stdout and '+      - "--max-num-seqs=4"' in res.stdout
     assert "out/ghost/compose.yaml" in res.stdout
 
 
@@ -94,12 +97,16 @@ def test_render_leaves_no_temp_files_and_skips_unchanged(tmp_path):
     assert [p.name for p in (root / "out/tiny").iterdir()] == ["compose.yaml"]
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None and shutil.which("docker") is None, reason="no compose binary")
+@pytest.mark.skipif(
+    shutil.which("docker-compose") is None and shutil.which("docker") is None, reason="no compose binary"
+)
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_rendered_file_passes_compose_config(name):
     binary = shutil.which("docker-compose")
     argv = [binary] if binary else ["docker", "compose"]
-    res = subprocess.run([*argv, "-f", str(REPO / "out" / name / "compose.yaml"), "config", "-q"], capture_output=True, text=True)
+    res = subprocess.run(
+        [*argv, "-f", str(REPO / "out" / name / "compose.yaml"), "config", "-q"], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -126,9 +133,14 @@ def test_render_removes_generated_orphans_and_keeps_foreign_files(tmp_path):
 
 def test_hash_ignores_what_the_engine_never_sees(tmp_path):
     plain = MINIMAL
-    annotated = MINIMAL + "qualify: {tools: 5}\nemulate: {env: {EMU_LOAD_SECONDS: '1'}}\nidentity: [services.vllm.environment.RUN]\n"
+    annotated = (
+        MINIMAL
+        + "qualify: {tools: 5}\nemulate: {env: {EMU_LOAD_SECONDS: '1'}}\nidentity: [services.vllm.environment.RUN]\n"
+    )
     a = profile.load(Project(make_project(tmp_path / "a", {"p": plain})), "p")
     b = profile.load(Project(make_project(tmp_path / "b", {"p": annotated})), "p")
     assert a.hash == b.hash
-    changed = profile.load(Project(make_project(tmp_path / "c", {"p": MINIMAL.replace("max-num-seqs: 4", "max-num-seqs: 2")})), "p")
+    changed = profile.load(
+        Project(make_project(tmp_path / "c", {"p": MINIMAL.replace("max-num-seqs: 4", "max-num-seqs: 2")})), "p"
+    )
     assert changed.hash != a.hash

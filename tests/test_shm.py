@@ -1,4 +1,5 @@
 """composegen.shm.scan / composegen.shm.procscan against real processes holding real files on a tmpfs."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from composegen.shm import procscan
-from composegen.shm import scan as shm
-from composegen.shm import reclaim as shm_reclaim
 from composegen.errors import BadInput
+from composegen.shm import procscan
+from composegen.shm import reclaim as shm_reclaim
+from composegen.shm import scan as shm
 
 REPO = Path(__file__).resolve().parent.parent
 CID = "ab" * 32
@@ -63,19 +64,26 @@ def test_mapped_file_with_closed_fd_is_found_through_maps(shm_dir, holders):
 
 
 def test_renamed_mapped_file_is_matched_by_inode_not_name(shm_dir, holders):
-    proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('before')\nos.rename(os.path.join(D, 'before'), "
-                      "os.path.join(D, 'psm_after000'))", shm_dir)
+    proc, _ = holders(
+        MAP_AND_CLOSE + "m = map_and_close('before')\nos.rename(os.path.join(D, 'before'), "
+        "os.path.join(D, 'psm_after000'))",
+        shm_dir,
+    )
     assert not Path(f"/proc/{proc.pid}/fd").is_dir() or all(
-        "psm_after000" not in os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd"))
+        "psm_after000" not in os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
+    )
     entry = _entry(_scan(shm_dir), "psm_after000")
     assert entry["class"] == "in-use" and entry["holders"][0]["pid"] == proc.pid
 
 
 def test_glibc_semaphore_style_link_then_unlink_is_in_use(shm_dir, holders):
     # glibc sem_open: create sem.XXXXXX, map it, link it to the final name, unlink the temporary.
-    proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('sem.Nuc6Q6')\n"
-                      "os.link(os.path.join(D, 'sem.Nuc6Q6'), os.path.join(D, 'sem.mp-k2x9_abc'))\n"
-                      "os.unlink(os.path.join(D, 'sem.Nuc6Q6'))", shm_dir)
+    proc, _ = holders(
+        MAP_AND_CLOSE + "m = map_and_close('sem.Nuc6Q6')\n"
+        "os.link(os.path.join(D, 'sem.Nuc6Q6'), os.path.join(D, 'sem.mp-k2x9_abc'))\n"
+        "os.unlink(os.path.join(D, 'sem.Nuc6Q6'))",
+        shm_dir,
+    )
     maps = Path(f"/proc/{proc.pid}/maps").read_text()
     assert "sem.Nuc6Q6 (deleted)" in maps and "sem.mp-k2x9_abc" not in maps
     report = _scan(shm_dir)
@@ -86,8 +94,9 @@ def test_glibc_semaphore_style_link_then_unlink_is_in_use(shm_dir, holders):
 
 
 def test_real_multiprocessing_semaphore_in_dev_shm_is_in_use(holders, tmp_path):
-    proc, lines = holders("import multiprocessing as mp\nlock = mp.get_context('spawn').Lock()\n"
-                          "print(lock._semlock.name)", tmp_path)
+    proc, lines = holders(
+        "import multiprocessing as mp\nlock = mp.get_context('spawn').Lock()\nprint(lock._semlock.name)", tmp_path
+    )
     name = "sem." + lines[0].lstrip("/")
     entry = _entry(_scan("/dev/shm"), name)
     assert entry["class"] == "in-use" and entry["pattern"] == "sem-mp"
@@ -108,9 +117,13 @@ def test_classes_kinds_owner_and_symlink(shm_dir, tmp_path):
     report = _scan(shm_dir)
     by_name = {e["name"]: e for e in report["entries"]}
     assert {n: (e["class"], e["kind"]) for n, e in by_name.items()} == {
-        "psm_deadbeef": ("leftover", "file"), "vllm_offload_1f2e.mmap.2": ("leftover", "file"),
-        "my-app-cache": ("unknown", "file"), "psm_subdir": ("leftover", "dir"),
-        "psm_link": ("leftover", "symlink"), "torch_123_456": ("leftover", "file")}
+        "psm_deadbeef": ("leftover", "file"),
+        "vllm_offload_1f2e.mmap.2": ("leftover", "file"),
+        "my-app-cache": ("unknown", "file"),
+        "psm_subdir": ("leftover", "dir"),
+        "psm_link": ("leftover", "symlink"),
+        "torch_123_456": ("leftover", "file"),
+    }
     assert by_name["psm_deadbeef"]["allocated_bytes"] == 8192
     assert by_name["psm_link"]["inode"] == os.lstat(shm_dir / "psm_link").st_ino  # the link, not its target
     assert (by_name["torch_123_456"]["uid"], by_name["torch_123_456"]["user"]) == (65534, "nobody")
@@ -130,7 +143,11 @@ def test_entry_vanishing_between_listdir_and_stat_is_skipped(shm_dir, monkeypatc
 
 
 def test_scan_survives_files_created_and_removed_meanwhile(shm_dir):
-    churn = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    churn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import os, sys, time
         d, end = sys.argv[1], time.time() + 3
         i = 0
@@ -139,7 +156,10 @@ def test_scan_survives_files_created_and_removed_meanwhile(shm_dir):
             open(p, 'wb').close()
             if i % 2: os.unlink(p) if os.path.exists(p) else None
             i += 1
-    """), str(shm_dir)])
+    """),
+            str(shm_dir),
+        ]
+    )
     try:
         deadline = time.time() + 2
         while time.time() < deadline:
@@ -180,8 +200,9 @@ def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_fi
     assert done["remaining"]["totals"]["in-use"]["count"] == 1
     assert done["remaining"]["totals"]["unknown"]["count"] == 1
 
-    more = shm_reclaim.reclaim(str(shm_dir), yes=True, include_unknown=True, ignore_unreadable=True,
-                       container_labels=lambda cid: None)
+    more = shm_reclaim.reclaim(
+        str(shm_dir), yes=True, include_unknown=True, ignore_unreadable=True, container_labels=lambda cid: None
+    )
     assert [r["name"] for r in more["removed"]] == ["my-app-cache"]
     assert (shm_dir / "psm_link").is_symlink() and outside.read_text() == "keep me"
     assert "removed 1 files" in shm_reclaim.format_reclaim_text(more)
@@ -234,8 +255,9 @@ def test_a_mount_point_inside_the_directory_gets_its_own_holder_pass(shm_dir, ho
         subprocess.run(["umount", "-l", str(mnt)], check=True)  # lazy: the holder may still have it open
 
 
-@pytest.mark.parametrize("make, problem", [(lambda p: p / "missing", "does not exist"),
-                                           (lambda p: p / "afile", "not a directory")])
+@pytest.mark.parametrize(
+    "make, problem", [(lambda p: p / "missing", "does not exist"), (lambda p: p / "afile", "not a directory")]
+)
 def test_bad_paths_are_bad_input(tmp_path, make, problem):
     (tmp_path / "afile").write_text("x")
     with pytest.raises(BadInput, match=problem) as info:
@@ -262,8 +284,14 @@ print(json.dumps({"report": report, "refused": refused}))
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
 def test_unreadable_holder_is_reported_and_blocks_reclaim(shm_dir, holders):
     proc, _ = holders("f = open(os.path.join(D, 'psm_rootheld'), 'wb')", shm_dir)
-    out = subprocess.run([sys.executable, "-c", UNREADABLE_AS_NOBODY, str(shm_dir)], capture_output=True,
-                         text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", UNREADABLE_AS_NOBODY, str(shm_dir)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
     result = json.loads(out.stdout)
     unreadable = {u["pid"]: u for u in result["report"]["unreadable_pids"]}
     assert proc.pid in unreadable and unreadable[proc.pid]["uid"] == 0
@@ -291,8 +319,10 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
     by_map.write_bytes(b"b")
     st = os.stat(by_map)
     dev = procscan.maps_dev_token(st.st_dev).decode()
-    maps = (f"7f00-7f10 rw-s 00000000 {dev} {st.st_ino}    /dev/shm/vllm_offload_e1.mmap.tmp (deleted)\n"
-            "7f10-7f20 r-xp 00000000 fd:01 1234    /usr/lib/libc.so.6\n")
+    maps = (
+        f"7f00-7f10 rw-s 00000000 {dev} {st.st_ino}    /dev/shm/vllm_offload_e1.mmap.tmp (deleted)\n"
+        "7f10-7f20 r-xp 00000000 fd:01 1234    /usr/lib/libc.so.6\n"
+    )
     fake = tmp_path / "proc"
     _fake_proc(fake, 4242, cgroup=f"0::/system.slice/docker-{CID}.scope\n", fds=[by_fd], maps=maps)
     _fake_proc(fake, 4343, cgroup="4:memory:/process_api/49c9fa80070be3551817670fc990cc68\n0::/\n", fds=[by_map])
@@ -304,8 +334,16 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
 
     report = shm.scan(str(shm_dir), container_labels=labels, proc_root=str(fake))
     fd_holder = _entry(report, "psm_0000fd00")["holders"]
-    assert fd_holder == [{"pid": 4242, "comm": "vllm", "how": ["fd"], "container_id": CID,
-                          "compose_project": "r33", "composegen_profile": "r33-4096"}]
+    assert fd_holder == [
+        {
+            "pid": 4242,
+            "comm": "vllm",
+            "how": ["fd"],
+            "container_id": CID,
+            "compose_project": "r33",
+            "composegen_profile": "r33-4096",
+        }
+    ]
     map_holders = {h["pid"]: h for h in _entry(report, "vllm_offload_e1.mmap")["holders"]}
     assert map_holders[4242]["how"] == ["map"] and map_holders[4343]["how"] == ["fd"]
     assert map_holders[4343]["container_id"] is None and map_holders[4343]["compose_project"] is None
@@ -314,24 +352,39 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
     assert "[r33]" in shm.format_text(report)
 
 
-@pytest.mark.parametrize("text, expected", [
-    (f"12:memory:/docker/{CID}\n0::/\n", CID),
-    (f"0::/system.slice/docker-{CID}.scope\n", CID),
-    (f"0::/kubepods/burstable/pod1/cri-containerd-{CID}.scope\n", CID),
-    (f"0::/docker/{'cd' * 32}/docker/{CID}\n", CID),
-    ("4:memory:/process_api/49c9fa80070be3551817670fc990cc68\n0::/\n", None),
-    (f"0::/user.slice/x{CID}f\n", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (f"12:memory:/docker/{CID}\n0::/\n", CID),
+        (f"0::/system.slice/docker-{CID}.scope\n", CID),
+        (f"0::/kubepods/burstable/pod1/cri-containerd-{CID}.scope\n", CID),
+        (f"0::/docker/{'cd' * 32}/docker/{CID}\n", CID),
+        ("4:memory:/process_api/49c9fa80070be3551817670fc990cc68\n0::/\n", None),
+        (f"0::/user.slice/x{CID}f\n", None),
+    ],
+)
 def test_container_id_from_cgroup(text, expected):
     assert procscan.container_id_from_cgroup(text) == expected
 
 
-@pytest.mark.parametrize("name, pattern", [
-    ("psm_58e49b37", "psm"), ("sem.mp-k2x9_abc", "sem-mp"), ("sem.loky-12-ab", "sem-loky"),
-    ("nccl-03v824", "nccl"), ("torch_123_456_0", "torch"), ("vllm_offload_ab12.mmap", "vllm-offload"),
-    ("vllm_offload_ab12.mmap.3", "vllm-offload"), ("vllm_ec_ab12.mmap", "vllm-ec"), ("pym-12-xyz", "pym"),
-    ("vllm_offload_ab12.mmapx", None), ("psm", None), ("sem.Nuc6Q6", None), ("random.bin", None),
-])
+@pytest.mark.parametrize(
+    "name, pattern",
+    [
+        ("psm_58e49b37", "psm"),
+        ("sem.mp-k2x9_abc", "sem-mp"),
+        ("sem.loky-12-ab", "sem-loky"),
+        ("nccl-03v824", "nccl"),
+        ("torch_123_456_0", "torch"),
+        ("vllm_offload_ab12.mmap", "vllm-offload"),
+        ("vllm_offload_ab12.mmap.3", "vllm-offload"),
+        ("vllm_ec_ab12.mmap", "vllm-ec"),
+        ("pym-12-xyz", "pym"),
+        ("vllm_offload_ab12.mmapx", None),
+        ("psm", None),
+        ("sem.Nuc6Q6", None),
+        ("random.bin", None),
+    ],
+)
 def test_leftover_patterns(name, pattern):
     assert shm.match_pattern(name) == pattern
     globs = [f"`{p['glob']}`" for p in shm.LEFTOVER_PATTERNS if p["id"] == pattern]
@@ -370,8 +423,16 @@ def test_ten_thousand_entries_with_a_few_mapped(shm_dir, holders):
 
 
 def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, tmp_path, monkeypatch):
-    names = ["psm_plain000", 'quote"back\\slash', "tab\there", "caf\u00e9-\u2603", "sem.mp-x", "unknown.bin",
-             "vllm_offload_e1.mmap.2", "nl\nname"]
+    names = [
+        "psm_plain000",
+        'quote"back\\slash',
+        "tab\there",
+        "caf\u00e9-\u2603",
+        "sem.mp-x",
+        "unknown.bin",
+        "vllm_offload_e1.mmap.2",
+        "nl\nname",
+    ]
     for name in names:
         (shm_dir / name).write_bytes(b"x" * 3)
     os.utime(shm_dir / "psm_plain000", (time.time() + 3600, time.time() + 3600))  # mtime in the future: age 0.0

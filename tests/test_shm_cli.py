@@ -1,5 +1,6 @@
 """`composegen shm` on the command line: the plain scan is answered before typer loads (fastpath.py),
 and must behave exactly as the typer command does; every other form goes to typer."""
+
 from __future__ import annotations
 
 import json
@@ -28,21 +29,27 @@ def _stable(stdout: str) -> dict:
     return report
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["shm"], {}),
-    (["shm", "--json"], {"as_json": True}),
-    (["shm", "--path", "/x", "--fail-on-leftover", "--json"], {"path": "/x", "fail_on_leftover": True, "as_json": True}),
-    (["shm", "--path=/x"], {"path": "/x"}),
-    (["shm", "--json", "--json"], None),  # repeated: typer decides
-    (["shm", "--reclaim"], None),
-    (["shm", "--container", "c"], None),
-    (["shm", "--path"], None),  # value missing: typer explains
-    (["shm", "--path", "--json"], None),
-    (["shm", "--path="], None),
-    (["shm", "--help"], None),
-    (["--root", ".", "shm"], None),
-    (["status"], None),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["shm"], {}),
+        (["shm", "--json"], {"as_json": True}),
+        (
+            ["shm", "--path", "/x", "--fail-on-leftover", "--json"],
+            {"path": "/x", "fail_on_leftover": True, "as_json": True},
+        ),
+        (["shm", "--path=/x"], {"path": "/x"}),
+        (["shm", "--json", "--json"], None),  # repeated: typer decides
+        (["shm", "--reclaim"], None),
+        (["shm", "--container", "c"], None),
+        (["shm", "--path"], None),  # value missing: typer explains
+        (["shm", "--path", "--json"], None),
+        (["shm", "--path="], None),
+        (["shm", "--help"], None),
+        (["--root", ".", "shm"], None),
+        (["status"], None),
+    ],
+)
 def test_which_forms_the_fast_path_answers(argv, expected):
     assert fastpath.plain_shm_scan(argv) == expected
 
@@ -71,16 +78,18 @@ def test_bad_path_is_one_line_and_exit_2_on_both_paths(tmp_path):
 
 
 def test_fast_path_does_not_load_typer(shm_dir):
-    probe = ("import os, sys; sys.argv = ['composegen', 'shm', '--json', '--path', sys.argv[1]]\n"
-             "real_exit, me = os._exit, os.getpid()\n"
-             "def leave(code):  # the scan's forked child leaves through os._exit too\n"
-             "    if os.getpid() == me:\n"
-             "        sys.stderr.write('typer loaded' if 'typer' in sys.modules else 'typer not loaded')\n"
-             "    sys.stderr.flush()\n"
-             "    real_exit(code)\n"
-             "os._exit = leave\n"
-             "from composegen.cli.entry import main\n"
-             "main()")
+    probe = (
+        "import os, sys; sys.argv = ['composegen', 'shm', '--json', '--path', sys.argv[1]]\n"
+        "real_exit, me = os._exit, os.getpid()\n"
+        "def leave(code):  # the scan's forked child leaves through os._exit too\n"
+        "    if os.getpid() == me:\n"
+        "        sys.stderr.write('typer loaded' if 'typer' in sys.modules else 'typer not loaded')\n"
+        "    sys.stderr.flush()\n"
+        "    real_exit(code)\n"
+        "os._exit = leave\n"
+        "from composegen.cli.entry import main\n"
+        "main()"
+    )
     res = subprocess.run([sys.executable, "-c", probe, str(shm_dir)], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0 and res.stderr == "typer not loaded", res.stderr
     assert json.loads(res.stdout)["path"] == str(shm_dir)
@@ -101,8 +110,12 @@ def test_other_forms_reach_typer(shm_dir):
 def test_a_reader_that_leaves_early_gets_one_line_not_a_crash(shm_dir):
     for i in range(3000):  # ~0.7 MB of JSON: more than a pipe holds, so the writer is still writing
         (shm_dir / f"psm_{i:08x}").touch()
-    proc = subprocess.Popen([sys.executable, "-m", "composegen", "shm", "--json", "--path", str(shm_dir)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "composegen", "shm", "--json", "--path", str(shm_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
     assert proc.stdout.read(2) == b'{"'
     proc.stdout.close()
     assert proc.stderr.read() == b"composegen: output closed early (broken pipe)\n" and proc.wait() == 3

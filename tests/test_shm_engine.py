@@ -1,4 +1,5 @@
 """composegen.shm.scan against real containers: --ipc host leftovers after `docker kill`, and a private /dev/shm."""
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from composegen.shm import scan as shm
-from composegen.shm import reclaim as shm_reclaim
 from composegen.errors import BadInput
+from composegen.shm import reclaim as shm_reclaim
+from composegen.shm import scan as shm
 
 pytestmark = pytest.mark.docker
 
@@ -80,9 +81,16 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
         ids = {}
         for tag in ("a", "b"):
             ids[tag] = containers(
-                f"{prefix}-{tag}", "--ipc", "host", "--label", f"com.docker.compose.project={prefix}",
-                "--label", f"io.composegen.profile=profile-{tag}", base_image,
-                command=["python3", "-c", HOLDER, f"/dev/shm/{prefix}", tag])
+                f"{prefix}-{tag}",
+                "--ipc",
+                "host",
+                "--label",
+                f"com.docker.compose.project={prefix}",
+                "--label",
+                f"io.composegen.profile=profile-{tag}",
+                base_image,
+                command=["python3", "-c", HOLDER, f"/dev/shm/{prefix}", tag],
+            )
         _wait_for(lambda: all((host_dir / f"ready-{t}").exists() for t in "ab"), "both holders ready")
 
         before = _by_name(shm.scan(str(host_dir)))
@@ -113,8 +121,9 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
 
 def test_container_shm_reads_a_private_dev_shm_from_the_host(base_image, containers):
     name = f"composegen-private-{uuid.uuid4().hex[:8]}"
-    cid = containers(name, "--ipc", "private", "--shm-size", "8m", base_image,
-                     command=["python3", "-c", HOLDER, "/dev/shm", "p"])
+    cid = containers(
+        name, "--ipc", "private", "--shm-size", "8m", base_image, command=["python3", "-c", HOLDER, "/dev/shm", "p"]
+    )
     _wait_for(lambda: "ready-p" in _docker("exec", name, "ls", "/dev/shm").stdout, "private holder ready")
     report = shm.container_shm(name)
     assert report["container"]["id"] == cid and report["container"]["ipc_mode"] == "private"

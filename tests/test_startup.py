@@ -1,5 +1,6 @@
 """startup.py / pyliteral.py: the recorded logs of tests/data/logs parse to their numbers; failures
 carry kinds and hints; the non-default args are read without evaluating anything; mismatches()."""
+
 from __future__ import annotations
 
 import json
@@ -9,69 +10,204 @@ import pytest
 from composegen.vllm.pyliteral import LiteralError, parse_literal, same_value
 from composegen.vllm.startup import StartupReport, format_text, mismatches, parse_startup_log
 
-KEYS = ["kv_cache_tokens", "max_concurrency", "max_model_len", "kv_cache_gib_per_rank", "kv_cache_gib_min",
-        "weights_gib", "peak_activation_gib", "gpu_total_gib", "gpu_free_gib", "gpu_memory_utilization",
-        "cuda_graph_gib", "engine_init_seconds", "kv_cache_includes_host", "vllm_version", "ready",
-        "server_address", "errors", "effective_args", "lines_parsed"]
+KEYS = [
+    "kv_cache_tokens",
+    "max_concurrency",
+    "max_model_len",
+    "kv_cache_gib_per_rank",
+    "kv_cache_gib_min",
+    "weights_gib",
+    "peak_activation_gib",
+    "gpu_total_gib",
+    "gpu_free_gib",
+    "gpu_memory_utilization",
+    "cuda_graph_gib",
+    "engine_init_seconds",
+    "kv_cache_includes_host",
+    "vllm_version",
+    "ready",
+    "server_address",
+    "errors",
+    "effective_args",
+    "lines_parsed",
+]
 
 # file -> the values a reader of that log finds in it (the rest of the keys are checked elsewhere)
 EXPECTED = {
     "vllm-0.10.2-tp2.log": dict(
-        kv_cache_tokens=288352, max_concurrency=7.04, max_model_len=40960, kv_cache_gib_per_rank=[35.25, 35.2],
-        kv_cache_gib_min=35.2, weights_gib=30.53, peak_activation_gib=4.87, gpu_total_gib=79.25,
-        gpu_free_gib=78.62, gpu_memory_utilization=0.9, cuda_graph_gib=1.12, engine_init_seconds=97.48,
-        kv_cache_includes_host=False, vllm_version="0.10.2", ready=True, server_address="http://0.0.0.0:8000"),
+        kv_cache_tokens=288352,
+        max_concurrency=7.04,
+        max_model_len=40960,
+        kv_cache_gib_per_rank=[35.25, 35.2],
+        kv_cache_gib_min=35.2,
+        weights_gib=30.53,
+        peak_activation_gib=4.87,
+        gpu_total_gib=79.25,
+        gpu_free_gib=78.62,
+        gpu_memory_utilization=0.9,
+        cuda_graph_gib=1.12,
+        engine_init_seconds=97.48,
+        kv_cache_includes_host=False,
+        vllm_version="0.10.2",
+        ready=True,
+        server_address="http://0.0.0.0:8000",
+    ),
     "vllm-0.11.0-tp2-ansi.log": dict(
-        kv_cache_tokens=453728, max_concurrency=6.92, max_model_len=65536, kv_cache_gib_per_rank=[34.62, 34.62],
-        kv_cache_gib_min=34.62, weights_gib=33.88, peak_activation_gib=3.61, gpu_total_gib=79.19,
-        gpu_free_gib=78.59, gpu_memory_utilization=0.92, cuda_graph_gib=0.87, engine_init_seconds=66.21,
-        vllm_version="0.11.0", ready=True),
+        kv_cache_tokens=453728,
+        max_concurrency=6.92,
+        max_model_len=65536,
+        kv_cache_gib_per_rank=[34.62, 34.62],
+        kv_cache_gib_min=34.62,
+        weights_gib=33.88,
+        peak_activation_gib=3.61,
+        gpu_total_gib=79.19,
+        gpu_free_gib=78.59,
+        gpu_memory_utilization=0.92,
+        cuda_graph_gib=0.87,
+        engine_init_seconds=66.21,
+        vllm_version="0.11.0",
+        ready=True,
+    ),
     "vllm-0.12.0-tp2.log": dict(
-        kv_cache_tokens=210304, max_concurrency=1.6, max_model_len=131072, kv_cache_gib_per_rank=[9.65, 9.63],
-        kv_cache_gib_min=9.63, weights_gib=28.47, peak_activation_gib=2.31, gpu_total_gib=44.39,
-        gpu_memory_utilization=0.92, cuda_graph_gib=0.46, engine_init_seconds=47.71, vllm_version="0.12.0"),
+        kv_cache_tokens=210304,
+        max_concurrency=1.6,
+        max_model_len=131072,
+        kv_cache_gib_per_rank=[9.65, 9.63],
+        kv_cache_gib_min=9.63,
+        weights_gib=28.47,
+        peak_activation_gib=2.31,
+        gpu_total_gib=44.39,
+        gpu_memory_utilization=0.92,
+        cuda_graph_gib=0.46,
+        engine_init_seconds=47.71,
+        vllm_version="0.12.0",
+    ),
     "vllm-0.16.0.log": dict(
-        kv_cache_tokens=327680, max_concurrency=2.5, max_model_len=131072, kv_cache_gib_per_rank=[40.0],
-        kv_cache_gib_min=40.0, weights_gib=14.99, peak_activation_gib=None, gpu_total_gib=None, gpu_free_gib=None,
-        gpu_memory_utilization=None, cuda_graph_gib=0.61, engine_init_seconds=17.93, vllm_version="0.16.0",
-        ready=True),
+        kv_cache_tokens=327680,
+        max_concurrency=2.5,
+        max_model_len=131072,
+        kv_cache_gib_per_rank=[40.0],
+        kv_cache_gib_min=40.0,
+        weights_gib=14.99,
+        peak_activation_gib=None,
+        gpu_total_gib=None,
+        gpu_free_gib=None,
+        gpu_memory_utilization=None,
+        cuda_graph_gib=0.61,
+        engine_init_seconds=17.93,
+        vllm_version="0.16.0",
+        ready=True,
+    ),
     "vllm-0.28.0.log": dict(
-        kv_cache_tokens=1213664, max_concurrency=9.26, max_model_len=131072, kv_cache_gib_per_rank=[36.98, 36.98],
-        weights_gib=32.88, peak_activation_gib=2.99, gpu_free_gib=78.53, cuda_graph_gib=0.83,
-        engine_init_seconds=118.62, vllm_version="0.28.0", ready=True, server_address="http://0.0.0.0:8000"),
+        kv_cache_tokens=1213664,
+        max_concurrency=9.26,
+        max_model_len=131072,
+        kv_cache_gib_per_rank=[36.98, 36.98],
+        weights_gib=32.88,
+        peak_activation_gib=2.99,
+        gpu_free_gib=78.53,
+        cuda_graph_gib=0.83,
+        engine_init_seconds=118.62,
+        vllm_version="0.28.0",
+        ready=True,
+        server_address="http://0.0.0.0:8000",
+    ),
     "vllm-0.30.0-offload.log": dict(
-        kv_cache_tokens=1572864, max_concurrency=6.0, max_model_len=262144, kv_cache_gib_per_rank=[61.17, 61.19],
-        kv_cache_gib_min=61.17, gpu_total_gib=139.81, kv_cache_includes_host=True, engine_init_seconds=96.4,
-        vllm_version="0.30.0", ready=True),
+        kv_cache_tokens=1572864,
+        max_concurrency=6.0,
+        max_model_len=262144,
+        kv_cache_gib_per_rank=[61.17, 61.19],
+        kv_cache_gib_min=61.17,
+        gpu_total_gib=139.81,
+        kv_cache_includes_host=True,
+        engine_init_seconds=96.4,
+        vllm_version="0.30.0",
+        ready=True,
+    ),
     "vllm-0.33.0-kv-too-small.log": dict(
-        kv_cache_tokens=None, max_concurrency=None, max_model_len=131072, kv_cache_gib_per_rank=[20.82],
-        weights_gib=61.03, peak_activation_gib=4.51, gpu_total_gib=None, cuda_graph_gib=None,
-        engine_init_seconds=None, vllm_version="0.33.0", ready=False, server_address=None),
+        kv_cache_tokens=None,
+        max_concurrency=None,
+        max_model_len=131072,
+        kv_cache_gib_per_rank=[20.82],
+        weights_gib=61.03,
+        peak_activation_gib=4.51,
+        gpu_total_gib=None,
+        cuda_graph_gib=None,
+        engine_init_seconds=None,
+        vllm_version="0.33.0",
+        ready=False,
+        server_address=None,
+    ),
     "vllm-0.33.0-shm-insufficient.log": dict(
-        kv_cache_tokens=None, max_concurrency=None, max_model_len=262144, kv_cache_gib_per_rank=[],
-        kv_cache_gib_min=None, weights_gib=None, peak_activation_gib=None, gpu_total_gib=None, gpu_free_gib=None,
-        gpu_memory_utilization=None, cuda_graph_gib=None, engine_init_seconds=None, vllm_version="0.33.0",
-        ready=False, server_address=None),
+        kv_cache_tokens=None,
+        max_concurrency=None,
+        max_model_len=262144,
+        kv_cache_gib_per_rank=[],
+        kv_cache_gib_min=None,
+        weights_gib=None,
+        peak_activation_gib=None,
+        gpu_total_gib=None,
+        gpu_free_gib=None,
+        gpu_memory_utilization=None,
+        cuda_graph_gib=None,
+        engine_init_seconds=None,
+        vllm_version="0.33.0",
+        ready=False,
+        server_address=None,
+    ),
     # the seed A/B arms (shared/seeds/r33-batch-token-ab.md)
     "vllm-0.33.0-r33-8192-arm.log": dict(
-        kv_cache_tokens=283917, max_concurrency=2.17, max_model_len=131072, kv_cache_gib_per_rank=[15.27, 15.28],
-        kv_cache_gib_min=15.27, weights_gib=75.64, peak_activation_gib=1.73, gpu_total_gib=95.01,
-        gpu_free_gib=93.84, gpu_memory_utilization=0.975, cuda_graph_gib=0.18, engine_init_seconds=153.46,
-        kv_cache_includes_host=False, vllm_version="0.33.0", ready=True, server_address="http://127.0.0.1:39070",
-        errors=[]),
+        kv_cache_tokens=283917,
+        max_concurrency=2.17,
+        max_model_len=131072,
+        kv_cache_gib_per_rank=[15.27, 15.28],
+        kv_cache_gib_min=15.27,
+        weights_gib=75.64,
+        peak_activation_gib=1.73,
+        gpu_total_gib=95.01,
+        gpu_free_gib=93.84,
+        gpu_memory_utilization=0.975,
+        cuda_graph_gib=0.18,
+        engine_init_seconds=153.46,
+        kv_cache_includes_host=False,
+        vllm_version="0.33.0",
+        ready=True,
+        server_address="http://127.0.0.1:39070",
+        errors=[],
+    ),
     "vllm-0.33.0-r33-4096-arm.log": dict(
-        kv_cache_tokens=553243, max_concurrency=4.22, max_model_len=131072, kv_cache_gib_per_rank=[15.99, 16.0],
-        kv_cache_gib_min=15.99, weights_gib=75.51, peak_activation_gib=1.14, gpu_total_gib=95.01,
-        gpu_memory_utilization=0.975, engine_init_seconds=153.46, ready=True,
-        server_address="http://127.0.0.1:39071", errors=[]),
+        kv_cache_tokens=553243,
+        max_concurrency=4.22,
+        max_model_len=131072,
+        kv_cache_gib_per_rank=[15.99, 16.0],
+        kv_cache_gib_min=15.99,
+        weights_gib=75.51,
+        peak_activation_gib=1.14,
+        gpu_total_gib=95.01,
+        gpu_memory_utilization=0.975,
+        engine_init_seconds=153.46,
+        ready=True,
+        server_address="http://127.0.0.1:39071",
+        errors=[],
+    ),
 }
 
 R33_PROFILE = {  # the 8192-131k profile's vLLM flags as a profile states them
-    "model": "deepseek-ai/DeepSeek-V4-Flash-0731", "revision": "9e165c30e2704aec5d9d593cce3eebd58bbef1cb",
-    "tensor-parallel-size": 2, "max-model-len": 131072, "max-num-seqs": 1, "max-num-batched-tokens": 8192,
-    "gpu-memory-utilization": 0.975, "kv-cache-dtype": "fp8", "block-size": 256, "load-format": "instanttensor",
-    "enable-chunked-prefill": True, "enable-prefix-caching": True, "async-scheduling": True,
-    "served-model-name": "ds4-flash-r33-b8192", "tool-call-parser": "deepseek_v4",
+    "model": "deepseek-ai/DeepSeek-V4-Flash-0731",
+    "revision": "9e165c30e2704aec5d9d593cce3eebd58bbef1cb",
+    "tensor-parallel-size": 2,
+    "max-model-len": 131072,
+    "max-num-seqs": 1,
+    "max-num-batched-tokens": 8192,
+    "gpu-memory-utilization": 0.975,
+    "kv-cache-dtype": "fp8",
+    "block-size": 256,
+    "load-format": "instanttensor",
+    "enable-chunked-prefill": True,
+    "enable-prefix-caching": True,
+    "async-scheduling": True,
+    "served-model-name": "ds4-flash-r33-b8192",
+    "tool-call-parser": "deepseek_v4",
     "compilation-config": {"cudagraph_mode": "FULL_AND_PIECEWISE", "custom_ops": ["all"]},
 }
 
@@ -86,8 +222,9 @@ def test_recorded_log_parses_to_its_numbers(data_dir, name):
     assert list(report) == KEYS
     for key, value in EXPECTED[name].items():
         assert report[key] == value, key
-    assert report["lines_parsed"] == sum(1 for line in (data_dir / "logs" / name).read_text().splitlines()
-                                         if line.strip())
+    assert report["lines_parsed"] == sum(
+        1 for line in (data_dir / "logs" / name).read_text().splitlines() if line.strip()
+    )
 
 
 def test_every_recorded_log_is_covered(data_dir):
@@ -98,20 +235,31 @@ def test_ansi_colour_is_stripped_before_matching(data_dir):
     raw = (data_dir / "logs" / "vllm-0.11.0-tp2-ansi.log").read_text()
     assert "\x1b[1;36m" in raw
     assert "\x1b" not in json.dumps(report_of(data_dir, "vllm-0.11.0-tp2-ansi.log"))
-    line = "\x1b[0;36m(Worker_TP0 pid=9)\x1b[0;0m \x1b[32mINFO\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m " \
-           "\x1b[90m[gpu_worker.py:772]\x1b[0m Available KV cache memory: 3.5 GiB"
+    line = (
+        "\x1b[0;36m(Worker_TP0 pid=9)\x1b[0;0m \x1b[32mINFO\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m "
+        "\x1b[90m[gpu_worker.py:772]\x1b[0m Available KV cache memory: 3.5 GiB"
+    )
     assert parse_startup_log(line).kv_cache_gib_per_rank == [3.5]
-    prefix = "\x1b[0;36m(EngineCore pid=4)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m " \
-             "\x1b[90m[core.py:1584]\x1b[0m "
+    prefix = (
+        "\x1b[0;36m(EngineCore pid=4)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m "
+        "\x1b[90m[core.py:1584]\x1b[0m "
+    )
     errors = parse_startup_log(f"{prefix}Traceback (most recent call last):\n{prefix}KeyError: 'rope'").errors
-    assert errors == [{"line": "(EngineCore pid=4) ERROR 11-20 10:00:00 [core.py:1584] KeyError: 'rope'",
-                       "kind": "exception", "hint": errors[0]["hint"]}]
+    assert errors == [
+        {
+            "line": "(EngineCore pid=4) ERROR 11-20 10:00:00 [core.py:1584] KeyError: 'rope'",
+            "kind": "exception",
+            "hint": errors[0]["hint"],
+        }
+    ]
 
 
 def test_per_rank_lines_are_kept_per_rank_and_sorted_by_rank():
-    text = ("(Worker_TP1 pid=2) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 9.50 GiB\n"
-            "(Worker_TP0 pid=1) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 9.75 GiB\n"
-            "(Worker_TP1 pid=2) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 1.00 GiB\n")
+    text = (
+        "(Worker_TP1 pid=2) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 9.50 GiB\n"
+        "(Worker_TP0 pid=1) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 9.75 GiB\n"
+        "(Worker_TP1 pid=2) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 1.00 GiB\n"
+    )
     report = parse_startup_log(text)
     assert report.kv_cache_gib_per_rank == [9.75, 9.5]  # a rank's repeat does not add a rank
     assert report.kv_cache_gib_min == 9.5
@@ -152,40 +300,61 @@ def test_shm_errors(data_dir):
     assert report["ready"] is True and [e["kind"] for e in report["errors"]] == ["shm_broadcast_block"]
 
 
-@pytest.mark.parametrize("line, kind", [
-    ("(Worker_TP0 pid=3) INFO 01-01 00:00:00 [gpu_worker.py:298] Available KV cache memory: -2.81 GiB",
-     "no_cache_memory"),
-    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-     "initializing the engine.", "no_cache_memory"),
-    ("TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight "
-     "loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).", "engine_ready_timeout"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-     "79.19 GiB of which 1.06 GiB is free.", "cuda_oom"),
-    ("ValueError: Free memory on device cuda:0 (40.1/79.19 GiB) on startup is less than desired GPU memory "
-     "utilization (0.92, 72.85 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
-     "processes.", "gpu_memory_busy"),
-    ("misc NCCL WARN Error: failed to extend /dev/shm/nccl-03v824 to 9637892 bytes", "shm_insufficient"),
-])
+@pytest.mark.parametrize(
+    "line, kind",
+    [
+        (
+            "(Worker_TP0 pid=3) INFO 01-01 00:00:00 [gpu_worker.py:298] Available KV cache memory: -2.81 GiB",
+            "no_cache_memory",
+        ),
+        (
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine.",
+            "no_cache_memory",
+        ),
+        (
+            "TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight "
+            "loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).",
+            "engine_ready_timeout",
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "79.19 GiB of which 1.06 GiB is free.",
+            "cuda_oom",
+        ),
+        (
+            "ValueError: Free memory on device cuda:0 (40.1/79.19 GiB) on startup is less than desired GPU memory "
+            "utilization (0.92, 72.85 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
+            "processes.",
+            "gpu_memory_busy",
+        ),
+        ("misc NCCL WARN Error: failed to extend /dev/shm/nccl-03v824 to 9637892 bytes", "shm_insufficient"),
+    ],
+)
 def test_failure_kinds(line, kind):
     errors = parse_startup_log(line).errors
     assert [e["kind"] for e in errors] == [kind] and errors[0]["hint"]
 
 
 def test_repeated_warning_is_reported_once():
-    line = ("(EngineCore pid=9) INFO 01-01 00:01:00 [shm_broadcast.py:801] No available shared memory broadcast "
-            "block found in 60 seconds. This typically happens when some processes are hanging.")
+    line = (
+        "(EngineCore pid=9) INFO 01-01 00:01:00 [shm_broadcast.py:801] No available shared memory broadcast "
+        "block found in 60 seconds. This typically happens when some processes are hanging."
+    )
     assert len(parse_startup_log("\n".join([line] * 3)).errors) == 1
 
 
 def test_unknown_traceback_reports_its_last_exception_line():
-    text = "\n".join([
-        "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] EngineCore failed to start.",
-        "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] Traceback (most recent call last):",
-        '(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584]   File "x.py", line 1, in f',
-        "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] KeyError: 'rope_scaling'",
-        "Traceback (most recent call last):",
-        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
-    ])
+    text = "\n".join(
+        [
+            "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] EngineCore failed to start.",
+            "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] Traceback (most recent call last):",
+            '(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584]   File "x.py", line 1, in f',
+            "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] KeyError: 'rope_scaling'",
+            "Traceback (most recent call last):",
+            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+        ]
+    )
     errors = parse_startup_log(text).errors
     assert [e["kind"] for e in errors] == ["exception"]
     assert errors[0]["line"].endswith("KeyError: 'rope_scaling'")
@@ -193,16 +362,19 @@ def test_unknown_traceback_reports_its_last_exception_line():
 
 
 def test_free_memory_line_variants_and_fallbacks():
-    old = ("Free memory on device (78.62/79.25 GiB) on startup. Desired GPU memory utilization is (0.9, 71.33 GiB). "
-           "Actual usage is 30.53 GiB for weight, 4.87 GiB for peak activation, 0.67 GiB for non-torch memory, and "
-           "1.12 GiB for CUDAGraph memory. Current kv cache memory in use is 37849202278 bytes.")
+    old = (
+        "Free memory on device (78.62/79.25 GiB) on startup. Desired GPU memory utilization is (0.9, 71.33 GiB). "
+        "Actual usage is 30.53 GiB for weight, 4.87 GiB for peak activation, 0.67 GiB for non-torch memory, and "
+        "1.12 GiB for CUDAGraph memory. Current kv cache memory in use is 37849202278 bytes."
+    )
     report = parse_startup_log(old)
     assert (report.weights_gib, report.peak_activation_gib, report.cuda_graph_gib) == (30.53, 4.87, 1.12)
     assert report.kv_cache_gib_per_rank == [35.25]  # bytes, as GiB rounded like vLLM
     fallback = parse_startup_log(
         "Model loading took 12.0 GiB memory and 3.1 seconds\n"
         "Memory profiling takes 4.00 seconds. Total non KV cache memory: 14.0GiB; torch peak memory increase: "
-        "1.5GiB; total consumed (from mem_get_info): 12.5GiB; weights memory: 12.0GiB.")
+        "1.5GiB; total consumed (from mem_get_info): 12.5GiB; weights memory: 12.0GiB."
+    )
     assert (fallback.weights_gib, fallback.peak_activation_gib, fallback.gpu_total_gib) == (12.0, 1.5, None)
 
 
@@ -210,8 +382,10 @@ def test_effective_args_keep_reprs_as_text(data_dir):
     args = report_of(data_dir, "vllm-0.33.0-r33-8192-arm.log")["effective_args"]
     assert args["max_num_batched_tokens"] == 8192 and args["gpu_memory_utilization"] == 0.975
     assert args["enable_chunked_prefill"] is True and args["served_model_name"] == ["ds4-flash-r33-b8192"]
-    assert args["compilation_config"] == {"cudagraph_mode": "<CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>",
-                                          "custom_ops": ["all"]}
+    assert args["compilation_config"] == {
+        "cudagraph_mode": "<CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>",
+        "custom_ops": ["all"],
+    }
     assert report_of(data_dir, "vllm-0.16.0.log")["effective_args"]["download_dir"] == "PosixPath('/models/hf')"
     nested = report_of(data_dir, "vllm-0.33.0-kv-too-small.log")["effective_args"]["compilation_config"]
     assert nested["dynamic_shapes_config"]["type"] == "<DynamicShapesType.BACKED: 'backed'>"
@@ -219,12 +393,13 @@ def test_effective_args_keep_reprs_as_text(data_dir):
 
 def test_malicious_looking_literal_is_not_executed(tmp_path):
     marker = tmp_path / "executed"
-    text = ("(APIServer pid=1) INFO 01-01 00:00:00 [utils.py:1] non-default args: {'a': "
-            f"__import__('os').system('touch {marker}'), 'b': open('{marker}', 'w'), 'c': [1, (2, 3)]}}")
+    text = (
+        "(APIServer pid=1) INFO 01-01 00:00:00 [utils.py:1] non-default args: {'a': "
+        f"__import__('os').system('touch {marker}'), 'b': open('{marker}', 'w'), 'c': [1, (2, 3)]}}"
+    )
     args = parse_startup_log(text).effective_args
     assert not marker.exists()
-    assert args == {"a": f"__import__('os').system('touch {marker}')", "b": f"open('{marker}', 'w')",
-                    "c": [1, [2, 3]]}
+    assert args == {"a": f"__import__('os').system('touch {marker}')", "b": f"open('{marker}', 'w')", "c": [1, [2, 3]]}
     assert parse_literal(f"__import__('os').system('touch {marker}')") == f"__import__('os').system('touch {marker}')"
     assert not marker.exists()
 
@@ -234,10 +409,18 @@ def test_truncated_args_line_gives_no_args():
 
 
 def test_pyliteral_values():
-    assert parse_literal("{'a': -1.5e3, 'b': 0x1f, 'c': 'x' 'y', 'd': {1, 2}, 'e': b'raw', 'f': true}") == \
-        {"a": -1500.0, "b": 31, "c": "xy", "d": [1, 2], "e": "b'raw'", "f": True}
-    assert parse_literal("{'x': 'a'.join(['b', 'c']), 'y': <function f at 0x7f>}") == \
-        {"x": "'a'.join(['b', 'c'])", "y": "<function f at 0x7f>"}
+    assert parse_literal("{'a': -1.5e3, 'b': 0x1f, 'c': 'x' 'y', 'd': {1, 2}, 'e': b'raw', 'f': true}") == {
+        "a": -1500.0,
+        "b": 31,
+        "c": "xy",
+        "d": [1, 2],
+        "e": "b'raw'",
+        "f": True,
+    }
+    assert parse_literal("{'x': 'a'.join(['b', 'c']), 'y': <function f at 0x7f>}") == {
+        "x": "'a'.join(['b', 'c'])",
+        "y": "<function f at 0x7f>",
+    }
     for bad in ("{'a': 1", "{'a': 'x}", "[1, (2]", "{'a': }"):
         with pytest.raises(LiteralError):
             parse_literal(bad)
@@ -267,20 +450,34 @@ def test_r33_profile_matches_its_engine_args(data_dir):
 
 
 def test_mismatches_normalise_values():
-    engine = {"max_num_batched_tokens": "4096", "enable_chunked_prefill": False, "api_key": "***",
-              "speculative_config": '{"method": "dspark", "num_speculative_tokens": 5, "draft_tp": 1}',
-              "kv_transfer_config": {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"},
-              "cudagraph": "<CUDAGraphMode.FULL: 2>"}
-    profile = {"max-num-batched-tokens": 4096, "disable-chunked-prefill": True, "api-key": "secret",
-               "speculative-config": {"method": "dspark", "num_speculative_tokens": 5},
-               "kv_transfer_config": '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}',
-               "cudagraph": "FULL", "port": 8000, "kv-cache-dtype": "auto"}
+    engine = {
+        "max_num_batched_tokens": "4096",
+        "enable_chunked_prefill": False,
+        "api_key": "***",
+        "speculative_config": '{"method": "dspark", "num_speculative_tokens": 5, "draft_tp": 1}',
+        "kv_transfer_config": {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"},
+        "cudagraph": "<CUDAGraphMode.FULL: 2>",
+    }
+    profile = {
+        "max-num-batched-tokens": 4096,
+        "disable-chunked-prefill": True,
+        "api-key": "secret",
+        "speculative-config": {"method": "dspark", "num_speculative_tokens": 5},
+        "kv_transfer_config": '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}',
+        "cudagraph": "FULL",
+        "port": 8000,
+        "kv-cache-dtype": "auto",
+    }
     assert mismatches(profile, engine) == []  # absent port / kv-cache-dtype are at their catalog defaults
-    changed = mismatches({"speculative-config": {"method": "mtp"}, "max-num-seqs": 16, "port": 9000,
-                          "cudagraph": "PIECEWISE"}, engine)
+    changed = mismatches(
+        {"speculative-config": {"method": "mtp"}, "max-num-seqs": 16, "port": 9000, "cudagraph": "PIECEWISE"}, engine
+    )
     assert changed == [
-        {"flag": "speculative-config", "profile": {"method": "mtp"},
-         "engine": '{"method": "dspark", "num_speculative_tokens": 5, "draft_tp": 1}'},
+        {
+            "flag": "speculative-config",
+            "profile": {"method": "mtp"},
+            "engine": '{"method": "dspark", "num_speculative_tokens": 5, "draft_tp": 1}',
+        },
         {"flag": "max-num-seqs", "profile": 16, "engine": None},
         {"flag": "port", "profile": 9000, "engine": 8000},
         {"flag": "cudagraph", "profile": "PIECEWISE", "engine": "<CUDAGraphMode.FULL: 2>"},
@@ -289,10 +486,20 @@ def test_mismatches_normalise_values():
         mismatches({"port": 1}, None)
 
 
-@pytest.mark.parametrize("profile, engine, same", [
-    (4096, "4096", True), (0.975, "0.975", True), (True, 1, False), (1, True, False), ("x", ["x"], True),
-    (["a", "b"], ["a", "b"], True), (["a"], ["a", "b"], False), ("backed", "<DynamicShapesType.BACKED: 'backed'>",
-                                                                 True), (None, None, True), ("fp8", "fp8_e4m3", False),
-])
+@pytest.mark.parametrize(
+    "profile, engine, same",
+    [
+        (4096, "4096", True),
+        (0.975, "0.975", True),
+        (True, 1, False),
+        (1, True, False),
+        ("x", ["x"], True),
+        (["a", "b"], ["a", "b"], True),
+        (["a"], ["a", "b"], False),
+        ("backed", "<DynamicShapesType.BACKED: 'backed'>", True),
+        (None, None, True),
+        ("fp8", "fp8_e4m3", False),
+    ],
+)
 def test_same_value(profile, engine, same):
     assert same_value(profile, engine) is same

@@ -1,4 +1,5 @@
 """`composegen startup --log`: the report, profile mismatches, exit codes."""
+
 from __future__ import annotations
 
 import json

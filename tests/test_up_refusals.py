@@ -1,4 +1,5 @@
 """`up` refuses before touching the engine when out/ does not match the profile."""
+
 from __future__ import annotations
 
 from tests.helpers import MINIMAL, make_project, run_cli

@@ -1,8 +1,8 @@
 """The typer app, its global options, and what the command modules share."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -35,11 +35,10 @@ def _version(value: bool):
 
 @app.callback()
 def _main(
-    root: Optional[Path] = typer.Option(None, "--root", envvar="COMPOSEGEN_ROOT", help="Project root (holds profiles/)."),
+    root: Path | None = typer.Option(None, "--root", envvar="COMPOSEGEN_ROOT", help="Project root (holds profiles/)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ):
     _state["root"] = root
-
 
 
 def load_profile(name: str):

@@ -1,4 +1,5 @@
 """Console-script entry: the few commands fastpath.py answers without typer, the rest through cli.py."""
+
 from __future__ import annotations
 
 import os

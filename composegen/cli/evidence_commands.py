@@ -1,8 +1,8 @@
 """Evidence commands: gate, ladder, evidence, compare, plan, qualify."""
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,12 +19,14 @@ from composegen.output import emit_json, out
 def gate(
     name: str,
     tools: int = typer.Option(20, "--tools", help="Typed tools to exercise (N/N must pass)."),
-    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses."),
+    only: str | None = typer.Option(
+        None, "--only", help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses."
+    ),
     json_: bool = JsonOpt,
 ):
     """Functional gates against the running stack (official openai client). Exit 1 when any fails."""
-    from composegen.stack import driver
     from composegen.evidence import gates
+    from composegen.stack import driver
 
     project, r = _load(name)
     driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
@@ -43,13 +45,20 @@ def ladder(
     json_: bool = JsonOpt,
 ):
     """Context ladder: prompts sized with /tokenize; TTFT, prefill and decode rates."""
-    from composegen.stack import driver
     from composegen.evidence import ladder as ladders
+    from composegen.stack import driver
 
     project, r = _load(name)
     driver.running_container(project, r)
     ep = driver.endpoint(r)
-    result = ladders.run_ladder(ep.base_url, r.profile.model.served_name, _ints(targets), max_model_len=r.flag("max-model-len"), max_tokens=max_tokens, api_key=ep.api_key)
+    result = ladders.run_ladder(
+        ep.base_url,
+        r.profile.model.served_name,
+        _ints(targets),
+        max_model_len=r.flag("max-model-len"),
+        max_tokens=max_tokens,
+        api_key=ep.api_key,
+    )
     emit_json(result) if json_ else out(ladders.format_text(result))
     if not result["ok"]:
         raise CheckFailed("a ladder target failed")
@@ -57,12 +66,12 @@ def ladder(
 
 @app.command()
 def evidence(
-    name: Optional[str] = typer.Argument(None, help="A running stack's profile."),
+    name: str | None = typer.Argument(None, help="A running stack's profile."),
     gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
-    ladder_: Optional[str] = typer.Option(None, "--ladder", help="Also run a ladder at these targets."),
+    ladder_: str | None = typer.Option(None, "--ladder", help="Also run a ladder at these targets."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
-    from_log: Optional[Path] = typer.Option(None, "--from-log", help="Build a run from a startup log recorded elsewhere."),
-    profile_name: Optional[str] = typer.Option(None, "--profile", help="With --from-log: the profile of that run."),
+    from_log: Path | None = typer.Option(None, "--from-log", help="Build a run from a startup log recorded elsewhere."),
+    profile_name: str | None = typer.Option(None, "--profile", help="With --from-log: the profile of that run."),
     json_: bool = JsonOpt,
 ):
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256) and print its path."""
@@ -77,7 +86,9 @@ def evidence(
         if not name:
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
-        path = bundles.capture_stack(project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools)
+        path = bundles.capture_stack(
+            project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools
+        )
     if json_:
         from composegen.evidence.bundle import load_run
 
@@ -90,7 +101,9 @@ def compare(
     run_a: str,
     run_b: str,
     markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
-    threshold: float = typer.Option(0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."),
+    threshold: float = typer.Option(
+        0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."
+    ),
     json_: bool = JsonOpt,
 ):
     """The A/B Results table of two runs, their config differences, and the unexplained-capacity flag."""
@@ -106,9 +119,9 @@ def compare(
 @app.command()
 def plan(
     name: str,
-    from_run: Optional[str] = typer.Option(None, "--from", help="A run bundle to calibrate from."),
-    from_log: Optional[Path] = typer.Option(None, "--from-log", help="A vLLM startup log to calibrate from."),
-    gpu_gib: Optional[float] = typer.Option(None, "--gpu-gib", help="GPU memory per device, when the log does not say."),
+    from_run: str | None = typer.Option(None, "--from", help="A run bundle to calibrate from."),
+    from_log: Path | None = typer.Option(None, "--from-log", help="A vLLM startup log to calibrate from."),
+    gpu_gib: float | None = typer.Option(None, "--gpu-gib", help="GPU memory per device, when the log does not say."),
     json_: bool = JsonOpt,
 ):
     """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement)."""
@@ -132,5 +145,3 @@ def qualify(name: str, json_: bool = JsonOpt):
     emit_json(result) if json_ else out(qualifying.format_text(result))
     if qualifying.exit_code(result):
         raise CheckFailed(f"{name} is not qualified")
-
-

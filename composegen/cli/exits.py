@@ -3,9 +3,10 @@
 Both the typer CLI (cli.py) and the commands answered before typer loads (fastpath.py) run through
 `run`, so a given failure prints the same line and exits the same way on either path.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from composegen.errors import INTERRUPTED, RUNTIME, ComposegenError
 from composegen.output import err
@@ -28,7 +29,7 @@ def run(command: Callable[[], int | None]) -> int:
     except BrokenPipeError:  # e.g. `composegen shm --json | head`: the reader left; no traceback for that
         err("composegen: output closed early (broken pipe)")
         return RUNTIME
-    except Exception as exc:  # noqa: BLE001 - the one place an unexpected error becomes a message
+    except Exception as exc:
         err(f"composegen: internal error: {type(exc).__name__}: {exc} (traceback in {_crash_log(exc)})")
         return RUNTIME
 

@@ -5,6 +5,7 @@ is benchmarked against `lsof +D`, so its plain forms skip that. Anything else â€
 a repeated one, `--help`, a typo â€” returns None and goes to the typer CLI, which owns every error
 message about arguments. Results and failures go through the same core and exits.run either way.
 """
+
 from __future__ import annotations
 
 import sys
@@ -24,7 +25,7 @@ def plain_shm_scan(argv: list[str]) -> dict | None:
         elif arg == "--path" and "path" not in opts:
             opts["path"] = next(rest, "")
         elif arg.startswith("--path=") and "path" not in opts:
-            opts["path"] = arg[len("--path="):]
+            opts["path"] = arg[len("--path=") :]
         else:
             return None
     if opts.get("path", "/")[:1] in ("", "-"):

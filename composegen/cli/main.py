@@ -3,6 +3,7 @@
 Exit codes (mapped in exits.py, defined in errors.py): 0 ok, 1 check failed / differs, 2 bad input,
 3 engine or stack failure, 130 Ctrl-C.
 """
+
 from __future__ import annotations
 
 import sys
@@ -10,6 +11,7 @@ import sys
 # Importing the command modules registers their commands, in the order `--help` lists them.
 from composegen.cli import profile_commands as cmd_profiles  # noqa: F401
 from composegen.cli import stack_commands as cmd_stack  # noqa: F401
+
 from composegen.cli import evidence_commands as cmd_evidence  # noqa: F401  # isort: skip
 from composegen.cli import exits
 from composegen.cli.app import app

@@ -1,7 +1,6 @@
 """Commands on profiles and rendered files. None of them imports docker libraries (startup stays fast)."""
-from __future__ import annotations
 
-from typing import List, Optional
+from __future__ import annotations
 
 import typer
 
@@ -14,23 +13,35 @@ from composegen.output import emit_json, out
 @app.command("list")
 def list_(json_: bool = JsonOpt):
     """List the profiles and what each extends."""
-    from composegen.profiles import resolve as profile
     from composegen.errors import BadInput
     from composegen.output import err, table
+    from composegen.profiles import resolve as profile
 
     project = _project()
     rows = []
     for name in project.profile_names():  # one bad profile must not hide the others
         try:
             r = profile.load(project, name)
-            rows.append({"name": name, "extends": r.chain[1] if len(r.chain) > 1 else None,
-                         "description": r.profile.description, "hash": r.hash, "error": None})
+            rows.append(
+                {
+                    "name": name,
+                    "extends": r.chain[1] if len(r.chain) > 1 else None,
+                    "description": r.profile.description,
+                    "hash": r.hash,
+                    "error": None,
+                }
+            )
         except BadInput as exc:
             rows.append({"name": name, "extends": None, "description": "", "hash": None, "error": exc.message})
     if json_:
         emit_json({"profiles": rows})
     else:
-        out(table([[r["name"], r["extends"] or "-", r["description"] or "INVALID (see below)"] for r in rows], ["NAME", "EXTENDS", "DESCRIPTION"]))
+        out(
+            table(
+                [[r["name"], r["extends"] or "-", r["description"] or "INVALID (see below)"] for r in rows],
+                ["NAME", "EXTENDS", "DESCRIPTION"],
+            )
+        )
     bad = [r for r in rows if r["error"]]
     for r in bad:
         err(r["error"])
@@ -40,7 +51,7 @@ def list_(json_: bool = JsonOpt):
 
 @app.command()
 def validate(
-    names: Optional[List[str]] = typer.Argument(None, help="Profiles to check (all by default)."),
+    names: list[str] | None = typer.Argument(None, help="Profiles to check (all by default)."),
     strict: bool = typer.Option(False, "--strict", help="Also fail on warnings such as an unpinned image."),
     json_: bool = JsonOpt,
 ):
@@ -50,8 +61,12 @@ def validate(
 
     resolved = profile.load_all(_project(), names)
     shared = rules.across_profiles(resolved)
-    report = {"profiles": [{"name": r.name, "hash": r.hash, "warnings": r.warnings, "pinned": r.profile.pinned} for r in resolved],
-              "warnings": shared}
+    report = {
+        "profiles": [
+            {"name": r.name, "hash": r.hash, "warnings": r.warnings, "pinned": r.profile.pinned} for r in resolved
+        ],
+        "warnings": shared,
+    }
     if json_:
         emit_json(report)
     else:
@@ -71,7 +86,7 @@ def validate(
 
 @app.command()
 def render(
-    names: Optional[List[str]] = typer.Argument(None, help="Profiles to render (all by default)."),
+    names: list[str] | None = typer.Argument(None, help="Profiles to render (all by default)."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."),
     json_: bool = JsonOpt,
 ):
@@ -134,8 +149,20 @@ def _argv_lines(argv: list[str]) -> list[str]:
 
 
 @app.command()
-def schema():
-    """Print the profile JSON Schema (generated from the model that validates)."""
+def schema(
+    report: str | None = typer.Option(
+        None, "--report", help="A report's JSON Schema instead (up, status, startup, shm, gate, …; see docs/json.md)."
+    ),
+):
+    """Print the profile JSON Schema, or with --report NAME the schema of that JSON report.
+
+    Example: composegen schema --report startup
+    """
+    if report is not None:
+        from composegen.cli import reports
+
+        emit_json(reports.schema(report), pretty=True)
+        return
     from composegen.profiles.schema import json_schema
 
     emit_json(json_schema(), pretty=True)  # a file people commit and read: always indented
@@ -163,5 +190,3 @@ def diff(
     else:
         out(diffing.format_text(changes, side_a.label, side_b.label))
     raise typer.Exit(diffing.exit_status(changes, functional_only))
-
-

@@ -7,6 +7,7 @@
 - `split_vllm_argv(entrypoint, command, image) -> (launcher words, vLLM args) | None`.
 - `flag_default(name)`: vLLM's default for a flag when it is a plain scalar.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,8 +50,15 @@ def flag_catalog() -> dict[str, FlagSpec]:
         for option in options:
             # The catalog lists the positive spelling first (it matches `dest`); other long ones negate.
             negative = boolean_pair and option.startswith("--") and option != canonical
-            table[option] = FlagSpec(canonical, bool(entry["takes_value"]), entry["nargs"], entry["type"],
-                                     entry["action"] == "_AppendAction", negative, entry["default"])
+            table[option] = FlagSpec(
+                canonical,
+                bool(entry["takes_value"]),
+                entry["nargs"],
+                entry["type"],
+                entry["action"] == "_AppendAction",
+                negative,
+                entry["default"],
+            )
     return table
 
 
@@ -198,7 +206,7 @@ def split_vllm_argv(entrypoint: list[str] | None, command: list[str] | None, ima
     for index, token in enumerate(argv):
         launches_serve = token == "serve" and (index == 0 or Path(argv[index - 1]).name == "vllm")
         if launches_serve or token in _VLLM_MODULES:
-            return argv[: index + 1], argv[index + 1:]
+            return argv[: index + 1], argv[index + 1 :]
     # A vLLM image with its own entrypoint and a command of just the model and flags.
     if entrypoint is None and "vllm" in str(image or "").lower():
         if not argv or is_option(argv[0]) or "/" in argv[0]:

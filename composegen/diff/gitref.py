@@ -6,6 +6,7 @@ be a subdirectory of the work tree), not to the repository's top level. Every fa
 repository, unknown revision, missing path, a directory, undecodable bytes) is a `BadInput` whose
 message starts with the spec, `REF:path: git: problem`, never a git traceback.
 """
+
 from __future__ import annotations
 
 import subprocess

@@ -5,6 +5,7 @@
 The vLLM argv part lives in composegen/diff_argv.py; the rules (what counts as the same) are listed in
 the docstring of composegen/diff.py.
 """
+
 from __future__ import annotations
 
 import copy
@@ -20,8 +21,15 @@ FROM_HOST_ENV = "(from host env)"  # `environment: [NAME]`: compose copies the v
 _SET_LIKE_KEYS = {"cap_add", "cap_drop", "devices", "dns", "expose", "group_add", "profiles", "security_opt"}
 _HEALTH_DURATIONS = {"interval", "timeout", "start_period", "start_interval"}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": Decimal("1e-9"), "us": Decimal("1e-6"), "µs": Decimal("1e-6"),
-                   "ms": Decimal("0.001"), "s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}
+_DURATION_UNITS = {
+    "ns": Decimal("1e-9"),
+    "us": Decimal("1e-6"),
+    "µs": Decimal("1e-6"),
+    "ms": Decimal("0.001"),
+    "s": Decimal(1),
+    "m": Decimal(60),
+    "h": Decimal(3600),
+}
 
 
 # ---------------------------------------------------------------- service
@@ -139,7 +147,7 @@ def _split_outside_variables(text: str) -> list[str]:
     """Split on ':' except inside `${VAR:-default}` (compose interpolates after parsing, for us never)."""
     parts, current, depth = [], "", 0
     for index, char in enumerate(text):
-        if char == "{" and text[index - 1:index] == "$":
+        if char == "{" and text[index - 1 : index] == "$":
             depth += 1
         elif char == "}" and depth:
             depth -= 1
@@ -218,7 +226,7 @@ def _image(value: Any) -> dict[str, str]:
         name, tag = name.rsplit(":", 1)
     for registry in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
         if name.startswith(registry):
-            name = name[len(registry):]
+            name = name[len(registry) :]
             break
     name = name.removeprefix("library/")
     # With a digest the tag is ignored by the engine; without one, the tag is what gets pulled.

@@ -50,14 +50,16 @@ changes_to_json(changes) -> list[dict]; format_text(changes, label_a, label_b) -
 unified(text_a, text_b, label_a, label_b) -> str; exit_status(changes, functional_only) -> 0 | 1;
 identity_paths_for(project, specs) -> list[str] (the `identity:` paths of the profiles behind the inputs).
 """
+
 from __future__ import annotations
 
 import difflib
 import fnmatch
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -161,7 +163,7 @@ def _looks_like_path(spec: str) -> bool:
 def parse_compose_text(text: str, label: str) -> dict:
     """YAML text → dict; errors become `label:line: yaml: problem`."""
     try:
-        data = yaml.load(text, Loader=_ComposeLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_ComposeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -187,8 +189,10 @@ for _tag in ("!reset", "!override"):
     _ComposeLoader.add_constructor(
         _tag,
         lambda loader, node: (
-            loader.construct_mapping(node) if isinstance(node, yaml.MappingNode)
-            else loader.construct_sequence(node) if isinstance(node, yaml.SequenceNode)
+            loader.construct_mapping(node)
+            if isinstance(node, yaml.MappingNode)
+            else loader.construct_sequence(node)
+            if isinstance(node, yaml.SequenceNode)
             else loader.construct_scalar(node)
         ),
     )
@@ -316,8 +320,10 @@ def format_text(changes: list[Change], label_a: str, label_b: str) -> str:
     if not changes:
         lines.append("summary: no semantic differences")
     else:
-        lines.append(f"summary: {functional} functional, {len(changes) - functional} identity "
-                     f"({len(changes)} change{'s' if len(changes) != 1 else ''})")
+        lines.append(
+            f"summary: {functional} functional, {len(changes) - functional} identity "
+            f"({len(changes)} change{'s' if len(changes) != 1 else ''})"
+        )
     return "\n".join(lines)
 
 

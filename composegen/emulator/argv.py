@@ -11,6 +11,7 @@ Public:
   ServeArgs.values: dict                    every dest -> parsed value (model_tag, model, port, …)
   ServeArgs.non_default: dict               dests whose value differs from the catalog default
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,17 +35,36 @@ _OPTIONAL_INNER = {
     "kv_offloading_size": "float",
     "video_pruning_rate": "float",
     "kv_cache_memory_bytes": "human_readable_int",
-    **{dest: "int" for dest in (
-        "num_gpu_blocks_override", "max_log_len", "grpc_port", "distributed_timeout_seconds",
-        "cpu_distributed_timeout_seconds", "max_parallel_loading_workers", "prefix_cache_retention_interval",
-        "mamba_block_size", "prefix_match_unit", "max_cpu_loras", "max_lora_cls_labels",
-        "max_num_scheduled_tokens", "max_num_active_seqs", "max_num_queued_reqs", "max_num_queued_tokens",
-        "numa_bind_nodes",
-    )},
+    **{
+        dest: "int"
+        for dest in (
+            "num_gpu_blocks_override",
+            "max_log_len",
+            "grpc_port",
+            "distributed_timeout_seconds",
+            "cpu_distributed_timeout_seconds",
+            "max_parallel_loading_workers",
+            "prefix_cache_retention_interval",
+            "mamba_block_size",
+            "prefix_match_unit",
+            "max_cpu_loras",
+            "max_lora_cls_labels",
+            "max_num_scheduled_tokens",
+            "max_num_active_seqs",
+            "max_num_queued_reqs",
+            "max_num_queued_tokens",
+            "numa_bind_nodes",
+        )
+    },
 }
 _JSON_TYPES = {"parse_dataclass", "loads", "_parse_type"}
-_JSON_OPTIONAL = {"speculative_config", "kv_transfer_config", "custom_histogram_buckets",
-                  "mm_processor_kwargs", "default_mm_loras"}
+_JSON_OPTIONAL = {
+    "speculative_config",
+    "kv_transfer_config",
+    "custom_histogram_buckets",
+    "mm_processor_kwargs",
+    "default_mm_loras",
+}
 
 
 def catalog_path() -> Path:
@@ -64,6 +84,7 @@ def load_catalog(path: Path | None = None) -> list[dict]:
 
 # --- value types (their __name__ shows up in argparse's "invalid <type> value" messages, as in vLLM) ---
 
+
 def human_readable_int(value: str) -> int:
     """`4k` = 4000 (decimal suffix), `4K` = 4096 (binary suffix, no decimals), else a plain int."""
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", value.strip())
@@ -75,7 +96,8 @@ def human_readable_int(value: str) -> int:
     if "." in number:
         raise argparse.ArgumentTypeError(
             f"Decimals are not allowed with binary suffixes like {suffix}. "
-            f"Did you mean to use {number}{suffix.lower()} instead?")
+            f"Did you mean to use {number}{suffix.lower()} instead?"
+        )
     return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
 
 
@@ -98,14 +120,19 @@ def union_dict_and_str(value: str):
 
 
 _NAMED_TYPES = {
-    "int": int, "float": float, "str": str, "human_readable_int": human_readable_int,
-    "human_readable_int_or_auto": human_readable_int_or_auto, "union_dict_and_str": union_dict_and_str,
+    "int": int,
+    "float": float,
+    "str": str,
+    "human_readable_int": human_readable_int,
+    "human_readable_int_or_auto": human_readable_int_or_auto,
+    "union_dict_and_str": union_dict_and_str,
 }
 
 
 def _named(func, name: str):
     def convert(value: str):
         return func(value)
+
     convert.__name__ = name
     return convert
 
@@ -113,6 +140,7 @@ def _named(func, name: str):
 def _optional(inner):
     def convert(value: str):
         return None if value in ("", "None") else inner(value)
+
     convert.__name__ = "_optional_type"
     return convert
 
@@ -176,8 +204,10 @@ def _add_flag(parser: argparse.ArgumentParser, flag: dict) -> None:
 
 def build_parser(flags: list[dict] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, usage=f"{PROG} [model_tag] [options]",
-        description="composegen vLLM emulator: an OpenAI-compatible test double, not a real engine.")
+        prog=PROG,
+        usage=f"{PROG} [model_tag] [options]",
+        description="composegen vLLM emulator: an OpenAI-compatible test double, not a real engine.",
+    )
     parser.add_argument("model_tag", nargs="?", default=None, help="The model tag to serve.")
     for flag in flags if flags is not None else load_catalog():
         _add_flag(parser, flag)

@@ -11,6 +11,7 @@ Behaviour notes: `tool_choice: auto` needs --enable-auto-tool-choice and --tool-
 as in vLLM); without --reasoning-parser a thinking request gets its reasoning inline as <think>…</think>
 in `content`, as a real server without the parser would return it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,7 @@ class RequestError(Exception):
         self.status, self.message, self.err_type, self.param = status, message, err_type, param
 
     def to_json(self) -> dict:
-        return {"error": {"message": self.message, "type": self.err_type, "param": self.param,
-                          "code": self.status}}
+        return {"error": {"message": self.message, "type": self.err_type, "param": self.param, "code": self.status}}
 
 
 @dataclass
@@ -72,8 +72,12 @@ class Reply:
         return len(self.reasoning) + len(self.content) + calls
 
     def usage(self) -> dict:
-        usage = {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + self.completion_tokens,
-                 "completion_tokens": self.completion_tokens, "prompt_tokens_details": None}
+        usage = {
+            "prompt_tokens": self.prompt_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens_details": None,
+        }
         if self.reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": len(self.reasoning)}
         return usage
@@ -88,18 +92,25 @@ def check_model(body: dict, info: ServingInfo) -> None:
 def _budget(body: dict, prompt_tokens: int, info: ServingInfo) -> int:
     limit = info.max_model_len
     if prompt_tokens > limit:
-        raise RequestError(400, f"This model's maximum context length is {limit} tokens. However, your request "
-                                f"has {prompt_tokens} input tokens. Please reduce the length of the input messages.",
-                           param="messages")
+        raise RequestError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, your request "
+            f"has {prompt_tokens} input tokens. Please reduce the length of the input messages.",
+            param="messages",
+        )
     wanted = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
     if wanted is None:
         return limit - prompt_tokens
     if not isinstance(wanted, int) or wanted < 1:
         raise RequestError(400, f"max_tokens must be at least 1, got {wanted}.", param="max_tokens")
     if wanted > limit - prompt_tokens:
-        raise RequestError(400, f"'max_tokens' or 'max_completion_tokens' is too large: {wanted}. This model's "
-                                f"maximum context length is {limit} tokens and your request has {prompt_tokens} "
-                                f"input tokens ({wanted} > {limit} - {prompt_tokens}).", param="max_tokens")
+        raise RequestError(
+            400,
+            f"'max_tokens' or 'max_completion_tokens' is too large: {wanted}. This model's "
+            f"maximum context length is {limit} tokens and your request has {prompt_tokens} "
+            f"input tokens ({wanted} > {limit} - {prompt_tokens}).",
+            param="max_tokens",
+        )
     return wanted
 
 
@@ -115,8 +126,11 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     tools = body.get("tools") or []
     tool_choice = body.get("tool_choice", "auto" if tools else "none")
     if tools and tool_choice == "auto" and not (info.auto_tool_choice and info.tool_parser):
-        raise RequestError(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser '
-                                "to be set", param="tool_choice")
+        raise RequestError(
+            400,
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+            param="tool_choice",
+        )
     add_prompt = (body.get("chat_template_kwargs") or {}).get("add_generation_prompt", True)
     reply = Reply(prompt_tokens=len(encode_chat(messages, tools, add_prompt)))
     budget = _budget(body, reply.prompt_tokens, info)
@@ -139,8 +153,9 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
         arguments = replies.tool_arguments(function, messages)
         argument_pieces = pieces(arguments)
         room = max(0, left - TOOL_CALL_OVERHEAD)
-        reply.tool_calls = [ToolCall(_call_id(function["name"], arguments, 0), function["name"],
-                                     argument_pieces[:room])]
+        reply.tool_calls = [
+            ToolCall(_call_id(function["name"], arguments, 0), function["name"], argument_pieces[:room])
+        ]
         reply.finish_reason = "tool_calls" if room >= len(argument_pieces) else "length"
     else:
         reply.content = answer[:left]
@@ -155,20 +170,42 @@ def _tool_call_json(call: ToolCall) -> dict:
 
 
 def chat_completion(reply: Reply, info: ServingInfo, request_id: str, created: int) -> dict:
-    message = {"role": "assistant", "content": None if reply.tool_calls else "".join(reply.content),
-               "reasoning_content": "".join(reply.reasoning) or None,
-               "tool_calls": [_tool_call_json(c) for c in reply.tool_calls]}
-    return {"id": request_id, "object": "chat.completion", "created": created, "model": info.name,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason,
-                         "stop_reason": None}],
-            "usage": reply.usage(), "prompt_logprobs": None}
+    message = {
+        "role": "assistant",
+        "content": None if reply.tool_calls else "".join(reply.content),
+        "reasoning_content": "".join(reply.reasoning) or None,
+        "tool_calls": [_tool_call_json(c) for c in reply.tool_calls],
+    }
+    return {
+        "id": request_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": info.name,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": reply.finish_reason,
+                "stop_reason": None,
+            }
+        ],
+        "usage": reply.usage(),
+        "prompt_logprobs": None,
+    }
 
 
 def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, include_usage: bool):
     """Yield (chunk, counts_as_token). Tool calls stream as id/name first, then argument fragments."""
+
     def chunk(delta: dict, finish: str | None = None) -> dict:
-        return {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": info.name,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        return {
+            "id": request_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": info.name,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
 
     yield chunk({"role": "assistant", "content": ""}), False
     for piece in reply.reasoning:
@@ -177,8 +214,21 @@ def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, 
         yield chunk({"content": piece}), True
     finish = reply.finish_reason
     for index, call in enumerate(reply.tool_calls):
-        yield chunk({"tool_calls": [{"index": index, "id": call.id, "type": "function",
-                                     "function": {"name": call.name, "arguments": ""}}]}), True
+        yield (
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": ""},
+                        }
+                    ]
+                }
+            ),
+            True,
+        )
         fragments = list(call.argument_pieces)
         if info.fault == "broken_tool_stream":
             # Garbage like a misconfigured tool parser leaks: JSON never closes, markup in the arguments.
@@ -188,8 +238,17 @@ def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, 
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}), True
     yield chunk({}, finish), False
     if include_usage:
-        yield {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": info.name,
-               "choices": [], "usage": reply.usage()}, False
+        yield (
+            {
+                "id": request_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": info.name,
+                "choices": [],
+                "usage": reply.usage(),
+            },
+            False,
+        )
 
 
 def _response_messages(body: dict) -> list[dict]:
@@ -207,8 +266,17 @@ def _response_messages(body: dict) -> list[dict]:
         elif item.get("type") == "function_call_output":
             messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
         elif item.get("type") == "function_call":
-            messages.append({"role": "assistant", "tool_calls": [{"id": item.get("call_id"), "function": {
-                "name": item.get("name"), "arguments": item.get("arguments", "")}}]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": item.get("call_id"),
+                            "function": {"name": item.get("name"), "arguments": item.get("arguments", "")},
+                        }
+                    ],
+                }
+            )
         else:
             messages.append({"role": item.get("role", "user"), "content": item.get("content")})
     return messages
@@ -217,27 +285,58 @@ def _response_messages(body: dict) -> list[dict]:
 def response_object(body: dict, info: ServingInfo, response_id: str, created: int) -> tuple[dict, Reply]:
     """A non-streamed Responses API object (text output; reasoning as a `reasoning` item)."""
     if body.get("stream"):
-        raise RequestError(400, "stream=true is not supported for /v1/responses by the composegen emulator",
-                           param="stream")
+        raise RequestError(
+            400, "stream=true is not supported for /v1/responses by the composegen emulator", param="stream"
+        )
     text_format = (body.get("text") or {}).get("format") or {}
-    chat_body = {"model": body.get("model"), "messages": _response_messages(body),
-                 "max_tokens": body.get("max_output_tokens"), "reasoning": body.get("reasoning"),
-                 "response_format": {"type": "json_schema", "json_schema": text_format}
-                 if text_format.get("type") == "json_schema" else text_format or None}
+    chat_body = {
+        "model": body.get("model"),
+        "messages": _response_messages(body),
+        "max_tokens": body.get("max_output_tokens"),
+        "reasoning": body.get("reasoning"),
+        "response_format": {"type": "json_schema", "json_schema": text_format}
+        if text_format.get("type") == "json_schema"
+        else text_format or None,
+    }
     reply = plan_chat(chat_body, info)
     output = []
     if reply.reasoning:
-        output.append({"id": f"rs_{response_id[5:]}", "type": "reasoning", "summary": [],
-                       "content": [{"type": "reasoning_text", "text": "".join(reply.reasoning)}]})
-    output.append({"id": f"msg_{response_id[5:]}", "type": "message", "role": "assistant", "status": "completed",
-                   "content": [{"type": "output_text", "text": "".join(reply.content), "annotations": []}]})
+        output.append(
+            {
+                "id": f"rs_{response_id[5:]}",
+                "type": "reasoning",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "".join(reply.reasoning)}],
+            }
+        )
+    output.append(
+        {
+            "id": f"msg_{response_id[5:]}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "".join(reply.content), "annotations": []}],
+        }
+    )
     incomplete = reply.finish_reason == "length"
-    usage = {"input_tokens": reply.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-             "output_tokens": reply.completion_tokens,
-             "output_tokens_details": {"reasoning_tokens": len(reply.reasoning)},
-             "total_tokens": reply.prompt_tokens + reply.completion_tokens}
-    return {"id": response_id, "object": "response", "created_at": created, "model": info.name,
-            "status": "incomplete" if incomplete else "completed",
-            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-            "output": output, "usage": usage, "max_output_tokens": body.get("max_output_tokens"),
-            "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}, reply
+    usage = {
+        "input_tokens": reply.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": reply.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": len(reply.reasoning)},
+        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+    }
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": created,
+        "model": info.name,
+        "status": "incomplete" if incomplete else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+        "output": output,
+        "usage": usage,
+        "max_output_tokens": body.get("max_output_tokens"),
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }, reply

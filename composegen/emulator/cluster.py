@@ -16,14 +16,15 @@ within EMU_JOIN_TIMEOUT_S (600 s) exits 1. A worker lost after joining makes the
 death and exit 1. A worker retries the master until EMU_JOIN_TIMEOUT_S, and exits 1 when the head goes
 away without saying "shutdown". Per-rank memory numbers do not change: TP simply spans the nodes.
 """
+
 from __future__ import annotations
 
 import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 Logger = Callable[..., None]  # runner.Log: (level, source, message, proc="APIServer")
 
@@ -43,9 +44,12 @@ class Timing:
     join_timeout_s: float = 600.0
 
     @classmethod
-    def from_env(cls, env, number: Callable) -> "Timing":
-        return cls(number(env, "EMU_HEARTBEAT_S", cls.heartbeat_s), number(env, "EMU_PEER_TIMEOUT_S", cls.peer_timeout_s),
-                   number(env, "EMU_JOIN_TIMEOUT_S", cls.join_timeout_s))
+    def from_env(cls, env, number: Callable) -> Timing:
+        return cls(
+            number(env, "EMU_HEARTBEAT_S", cls.heartbeat_s),
+            number(env, "EMU_PEER_TIMEOUT_S", cls.peer_timeout_s),
+            number(env, "EMU_JOIN_TIMEOUT_S", cls.join_timeout_s),
+        )
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Launch:
         return ranks_of(self.rank, self.world_size, self.nnodes)
 
     @classmethod
-    def from_values(cls, values: dict) -> "Launch | None":
+    def from_values(cls, values: dict) -> Launch | None:
         """None for a single-node launch; ValueError (a usage error) for a combination vLLM's mp launcher refuses."""
         nnodes, rank = int(values.get("nnodes") or 1), int(values.get("node_rank") or 0)
         headless = bool(values.get("headless"))
@@ -82,8 +86,15 @@ class Launch:
         world = int(values.get("tensor_parallel_size") or 1) * int(values.get("pipeline_parallel_size") or 1)
         if world % nnodes:
             raise ValueError(f"world size {world} (tensor × pipeline parallel) does not split over {nnodes} nodes")
-        return cls(nnodes, rank, values.get("master_addr") or "127.0.0.1", int(values.get("master_port") or 29501),
-                   headless, world, values["model"])
+        return cls(
+            nnodes,
+            rank,
+            values.get("master_addr") or "127.0.0.1",
+            int(values.get("master_port") or 29501),
+            headless,
+            world,
+            values["model"],
+        )
 
 
 def ranks_of(node_rank: int, world_size: int, nnodes: int) -> list[int]:
@@ -95,8 +106,14 @@ def ranks_of(node_rank: int, world_size: int, nnodes: int) -> list[int]:
 class _Link:
     """One peer connection: reads JSON lines, sends a heartbeat, reports the loss of the peer once."""
 
-    def __init__(self, sock: socket.socket, timing: Timing, on_message: Callable[[dict], None],
-                 on_lost: Callable[[str], None], reader=None):
+    def __init__(
+        self,
+        sock: socket.socket,
+        timing: Timing,
+        on_message: Callable[[dict], None],
+        on_lost: Callable[[str], None],
+        reader=None,
+    ):
         self.sock, self.timing = sock, timing
         self.on_message, self.on_lost = on_message, on_lost
         self.reader = reader or sock.makefile("rb")
@@ -167,13 +184,21 @@ class Head:
     def listen(self) -> None:
         a = self.launch
         try:
-            self._server = socket.create_server((a.addr, a.port), family=socket.AF_INET6 if ":" in a.addr else socket.AF_INET)
+            self._server = socket.create_server(
+                (a.addr, a.port), family=socket.AF_INET6 if ":" in a.addr else socket.AF_INET
+            )
         except OSError as exc:
-            raise ClusterError(f"torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
-                               f"network address. port: {a.port}, useIPv6: {':' in a.addr}, code: -{exc.errno}, "
-                               f"message: {exc.strerror}") from None
-        self.log("INFO", "multiproc_executor.py:131", f"Multi-node launch: node rank 0 of {a.nnodes} (head), world size "
-                 f"{a.world_size}; master listening on {a.addr}:{a.port}, waiting for {a.nnodes - 1} remote node(s)")
+            raise ClusterError(
+                f"torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+                f"network address. port: {a.port}, useIPv6: {':' in a.addr}, code: -{exc.errno}, "
+                f"message: {exc.strerror}"
+            ) from None
+        self.log(
+            "INFO",
+            "multiproc_executor.py:131",
+            f"Multi-node launch: node rank 0 of {a.nnodes} (head), world size "
+            f"{a.world_size}; master listening on {a.addr}:{a.port}, waiting for {a.nnodes - 1} remote node(s)",
+        )
         threading.Thread(target=self._accept, daemon=True).start()
 
     def gather(self) -> None:
@@ -182,13 +207,19 @@ class Head:
         while len(self.links) < a.nnodes - 1:
             now = time.monotonic()
             if now - started > self.timing.join_timeout_s:
-                raise ClusterError(f"torch.distributed.DistStoreError: Timed out after {self.timing.join_timeout_s:g} seconds "
-                                   f"waiting for clients. {len(self.links) + 1}/{a.nnodes} clients joined.")
+                raise ClusterError(
+                    f"torch.distributed.DistStoreError: Timed out after {self.timing.join_timeout_s:g} seconds "
+                    f"waiting for clients. {len(self.links) + 1}/{a.nnodes} clients joined."
+                )
             if now - last_log >= 5:
                 last_log = now
                 missing = sorted(set(range(1, a.nnodes)) - set(self.links))
-                self.log("INFO", "multiproc_executor.py:140", f"Waiting for remote nodes to join ({len(self.links) + 1}/"
-                         f"{a.nnodes} nodes ready); missing node rank(s) {missing}")
+                self.log(
+                    "INFO",
+                    "multiproc_executor.py:140",
+                    f"Waiting for remote nodes to join ({len(self.links) + 1}/"
+                    f"{a.nnodes} nodes ready); missing node rank(s) {missing}",
+                )
             time.sleep(0.05)
         self.log("INFO", "multiproc_executor.py:152", f"All {a.nnodes} nodes joined; world size {a.world_size}")
         for link in list(self.links.values()):
@@ -224,14 +255,20 @@ class Head:
         with self._lock:
             reason = None if self._stopping else self._refusal(hello)
             if reason is None and not self._stopping:
-                link = _Link(sock, self.timing, lambda m: None, lambda why, r=rank, p=peer: self._lose(r, p, why), reader)
+                link = _Link(
+                    sock, self.timing, lambda m: None, lambda why, r=rank, p=peer: self._lose(r, p, why), reader
+                )
                 # Welcome before the worker counts as joined: gather's "start" must never overtake it.
                 link.send({"op": "welcome"})
                 self.links[rank] = link
         if reason is not None or self._stopping:
-            self.log("WARNING", "multiproc_executor.py:170", f"Rejected a node from {peer}: {reason or 'shutting down'}")
+            self.log(
+                "WARNING", "multiproc_executor.py:170", f"Rejected a node from {peer}: {reason or 'shutting down'}"
+            )
             try:
-                sock.sendall(json.dumps({"op": "reject", "reason": reason or "the head is shutting down"}).encode() + b"\n")
+                sock.sendall(
+                    json.dumps({"op": "reject", "reason": reason or "the head is shutting down"}).encode() + b"\n"
+                )
             except OSError:
                 pass
             sock.close()
@@ -251,8 +288,10 @@ class Head:
         if rank in self.links:
             return f"node rank {rank} already joined"
         if hello.get("model") != a.model or hello.get("world_size") != a.world_size:
-            return (f"configuration mismatch: the head serves {a.model} with world size {a.world_size}, the node "
-                    f"{hello.get('model')} with {hello.get('world_size')}")
+            return (
+                f"configuration mismatch: the head serves {a.model} with world size {a.world_size}, the node "
+                f"{hello.get('model')} with {hello.get('world_size')}"
+            )
         return None
 
     def _lose(self, rank: int, peer: str, reason: str) -> None:
@@ -276,33 +315,47 @@ class Member:
 
     def join(self) -> None:
         a, deadline, last_log = self.launch, time.monotonic() + self.timing.join_timeout_s, 0.0
-        self.log("INFO", "multiproc_executor.py:211", f"Headless mode: node rank {a.rank} of {a.nnodes}, local ranks "
-                 f"{a.local_ranks}; connecting to the master at {a.addr}:{a.port}")
+        self.log(
+            "INFO",
+            "multiproc_executor.py:211",
+            f"Headless mode: node rank {a.rank} of {a.nnodes}, local ranks "
+            f"{a.local_ranks}; connecting to the master at {a.addr}:{a.port}",
+        )
         while True:
             try:
                 sock = socket.create_connection((a.addr, a.port), timeout=2)
                 break
             except OSError as exc:
                 if time.monotonic() > deadline:
-                    raise ClusterError(f"torch.distributed.DistStoreError: Timed out after {self.timing.join_timeout_s:g} "
-                                       f"seconds connecting to the master at {a.addr}:{a.port} ({exc.strerror or exc})") from None
+                    raise ClusterError(
+                        f"torch.distributed.DistStoreError: Timed out after {self.timing.join_timeout_s:g} "
+                        f"seconds connecting to the master at {a.addr}:{a.port} ({exc.strerror or exc})"
+                    ) from None
                 if time.monotonic() - last_log >= 5:
                     last_log = time.monotonic()
-                    self.log("INFO", "multiproc_executor.py:219", f"Waiting for the master at {a.addr}:{a.port} "
-                             f"({exc.strerror or exc}); retrying")
+                    self.log(
+                        "INFO",
+                        "multiproc_executor.py:219",
+                        f"Waiting for the master at {a.addr}:{a.port} ({exc.strerror or exc}); retrying",
+                    )
                 time.sleep(0.2)
         reader = sock.makefile("rb")
         try:
-            sock.sendall(json.dumps({"op": "join", "rank": a.rank, "nnodes": a.nnodes, "model": a.model,
-                                     "world_size": a.world_size}).encode() + b"\n")
+            sock.sendall(
+                json.dumps(
+                    {"op": "join", "rank": a.rank, "nnodes": a.nnodes, "model": a.model, "world_size": a.world_size}
+                ).encode()
+                + b"\n"
+            )
             reply = _read_line(sock, reader, self.timing.peer_timeout_s)
         except (OSError, ValueError) as exc:
             sock.close()
             raise ClusterError(f"RuntimeError: joining the master at {a.addr}:{a.port} failed: {exc}") from None
         if reply.get("op") != "welcome":
             sock.close()
-            raise ClusterError(f"RuntimeError: the master at {a.addr}:{a.port} rejected node rank {a.rank}: "
-                               f"{reply.get('reason')}")
+            raise ClusterError(
+                f"RuntimeError: the master at {a.addr}:{a.port} rejected node rank {a.rank}: {reply.get('reason')}"
+            )
         self.link = _Link(sock, self.timing, self._message, self._lost, reader)
         self.link.start()
         self.log("INFO", "multiproc_executor.py:236", f"Joined the master at {a.addr}:{a.port} as node rank {a.rank}")

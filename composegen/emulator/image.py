@@ -17,6 +17,7 @@ Public:
                                           "files": [{"path", "bytes", "mode"}]}; format_text(result) -> str
 The driver builds with: docker build -t <image_tag()> --build-arg BASE=<base_image()> <build_context(dir)>
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -74,8 +75,10 @@ def base_image() -> str:
 def build_context(dest: Path) -> Path:
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(f"{dest}: build context directory must be empty (stale files would enter the "
-                              "image without changing its tag)")
+        raise FileExistsError(
+            f"{dest}: build context directory must be empty (stale files would enter the "
+            "image without changing its tag)"
+        )
     for item in context_files():
         target = dest / item.path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -86,9 +89,13 @@ def build_context(dest: Path) -> Path:
 
 def describe_image() -> dict:
     files = context_files()
-    return {"tag": f"{IMAGE_REPO}:{context_digest(files)[:16]}", "base": base_image(),
-            "digest": context_digest(files), "build_args": {"BASE": base_image()},
-            "files": [{"path": f.path, "bytes": len(f.data), "mode": oct(f.mode)} for f in files]}
+    return {
+        "tag": f"{IMAGE_REPO}:{context_digest(files)[:16]}",
+        "base": base_image(),
+        "digest": context_digest(files),
+        "build_args": {"BASE": base_image()},
+        "files": [{"path": f.path, "bytes": len(f.data), "mode": oct(f.mode)} for f in files],
+    }
 
 
 def format_text(result: dict) -> str:

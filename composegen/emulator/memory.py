@@ -25,6 +25,7 @@ total_gib, free_gib, utilization, requested_gib, weights_gib, activation_gib, no
 cudagraph_gib, kv_gib, host_kv_gib, kv_bytes, kv_tokens, max_model_len, concurrency, block_size,
 num_gpu_blocks, num_cpu_blocks, kv_size_label, error), gib(x) -> str.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,7 +63,7 @@ class MemoryInputs:
     native_max_model_len: int = DEFAULT_NATIVE_MAX_MODEL_LEN
 
     @classmethod
-    def from_env(cls, env) -> "MemoryInputs":
+    def from_env(cls, env) -> MemoryInputs:
         """Read EMU_<FIELD upper-cased> (e.g. EMU_GPU_GIB, EMU_KV_BYTES_PER_TOKEN); bad numbers raise ValueError."""
         values = {}
         for field in fields(cls):
@@ -132,15 +133,19 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
 
     error = None
     if kv_gib <= 0:
-        error = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-                 "when initializing the engine.")
+        error = (
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine."
+        )
     elif max_len <= 0 or tokens < max_len:
         needed = max_len * bpt / GiB
-        error = (f"To serve at least one request with the model's max seq len ({max_len}), "
-                 f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
-                 f"({kv_gib + host_gib:.2f} GiB). Based on the available memory, the estimated maximum model "
-                 f"length is {tokens}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
-                 f"when initializing the engine.")
+        error = (
+            f"To serve at least one request with the model's max seq len ({max_len}), "
+            f"({needed:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({kv_gib + host_gib:.2f} GiB). Based on the available memory, the estimated maximum model "
+            f"length is {tokens}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+            f"when initializing the engine."
+        )
     return MemoryPlan(
         total_gib=inputs.gpu_gib,
         free_gib=inputs.free_gib if inputs.free_gib is not None else inputs.gpu_gib,
@@ -168,17 +173,22 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
 def free_memory_line(plan: MemoryPlan) -> str:
     """vLLM's profiling summary line; the planner parses the (F/T GiB), (U, D GiB), W and A fields."""
     fit_bytes = plan.kv_bytes
-    full_bytes = max(0, int((plan.free_gib - plan.weights_gib - plan.activation_gib - plan.non_torch_gib
-                             - plan.cudagraph_gib) * GiB))
-    return (f"Free memory on device ({plan.free_gib:.2f}/{plan.total_gib:.2f} GiB) on startup. "
-            f"Desired GPU memory utilization is ({plan.utilization}, {plan.requested_gib:.2f} GiB). "
-            f"Actual usage is {plan.weights_gib:.2f} GiB for weight, {plan.activation_gib:.2f} GiB for peak "
-            f"activation, {plan.non_torch_gib:.2f} GiB for non-torch memory, and {plan.cudagraph_gib:.2f} GiB "
-            f"for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory={fit_bytes}` "
-            f"to fit into requested memory, or `--kv-cache-memory={full_bytes}` to fully utilize gpu memory. "
-            f"Current kv cache memory in use is {plan.kv_bytes} bytes.")
+    full_bytes = max(
+        0, int((plan.free_gib - plan.weights_gib - plan.activation_gib - plan.non_torch_gib - plan.cudagraph_gib) * GiB)
+    )
+    return (
+        f"Free memory on device ({plan.free_gib:.2f}/{plan.total_gib:.2f} GiB) on startup. "
+        f"Desired GPU memory utilization is ({plan.utilization}, {plan.requested_gib:.2f} GiB). "
+        f"Actual usage is {plan.weights_gib:.2f} GiB for weight, {plan.activation_gib:.2f} GiB for peak "
+        f"activation, {plan.non_torch_gib:.2f} GiB for non-torch memory, and {plan.cudagraph_gib:.2f} GiB "
+        f"for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory={fit_bytes}` "
+        f"to fit into requested memory, or `--kv-cache-memory={full_bytes}` to fully utilize gpu memory. "
+        f"Current kv cache memory in use is {plan.kv_bytes} bytes."
+    )
 
 
 def kv_size_line(plan: MemoryPlan) -> str:
-    return (f"{plan.kv_size_label} KV cache size: {plan.kv_tokens:,} tokens, Maximum concurrency for "
-            f"{plan.max_model_len:,} tokens per request: {plan.concurrency:.2f}x")
+    return (
+        f"{plan.kv_size_label} KV cache size: {plan.kv_tokens:,} tokens, Maximum concurrency for "
+        f"{plan.max_model_len:,} tokens per request: {plan.concurrency:.2f}x"
+    )

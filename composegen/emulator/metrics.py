@@ -5,15 +5,59 @@ KV tokens), vllm:prompt_tokens_total, vllm:generation_tokens_total, vllm:request
 {finished_reason}, the vllm:time_to_first_token_seconds and vllm:e2e_request_latency_seconds histograms,
 and vllm:cache_config_info (gauge 1 with the cache config as labels, incl. num_gpu_blocks).
 """
+
 from __future__ import annotations
 
 import threading
 from collections import Counter
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-               480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+E2E_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 
 
 class _Histogram:
@@ -78,24 +122,39 @@ class Metrics:
             lines = []
 
             def metric(name: str, kind: str, value: float, help_text: str, extra: str = "") -> None:
-                lines.extend([f"# HELP {name} {help_text}", f"# TYPE {name} {kind}",
-                              f"{name}{{{labels}{extra}}} {float(value)}"])
+                lines.extend(
+                    [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{{{labels}{extra}}} {float(value)}"]
+                )
 
             metric("vllm:num_requests_running", "gauge", self.running, "Number of requests in model execution batches.")
             metric("vllm:num_requests_waiting", "gauge", 0, "Number of requests waiting to be processed.")
-            metric("vllm:kv_cache_usage_perc", "gauge", min(1.0, self.tokens_in_use / self.kv_tokens),
-                   "KV-cache usage. 1 means 100 percent usage.")
+            metric(
+                "vllm:kv_cache_usage_perc",
+                "gauge",
+                min(1.0, self.tokens_in_use / self.kv_tokens),
+                "KV-cache usage. 1 means 100 percent usage.",
+            )
             metric("vllm:prompt_tokens_total", "counter", self.prompt_tokens, "Number of prefill tokens processed.")
-            metric("vllm:generation_tokens_total", "counter", self.generation_tokens,
-                   "Number of generation tokens processed.")
-            lines += ["# HELP vllm:request_success_total Count of successfully processed requests.",
-                      "# TYPE vllm:request_success_total counter"]
+            metric(
+                "vllm:generation_tokens_total",
+                "counter",
+                self.generation_tokens,
+                "Number of generation tokens processed.",
+            )
+            lines += [
+                "# HELP vllm:request_success_total Count of successfully processed requests.",
+                "# TYPE vllm:request_success_total counter",
+            ]
             for reason in ("stop", "length", "abort", "tool_calls"):
-                lines.append(f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} '
-                             f"{float(self.finished[reason])}")
+                lines.append(
+                    f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} {float(self.finished[reason])}'
+                )
             lines += self.ttft.render("vllm:time_to_first_token_seconds", labels)
             lines += self.e2e.render("vllm:e2e_request_latency_seconds", labels)
             cache = ",".join(f'{key}="{value}"' for key, value in sorted(self.cache_labels.items()))
-            lines += ["# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
-                      "# TYPE vllm:cache_config_info gauge", f"vllm:cache_config_info{{{cache},engine=\"0\"}} 1.0"]
+            lines += [
+                "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+                "# TYPE vllm:cache_config_info gauge",
+                f'vllm:cache_config_info{{{cache},engine="0"}} 1.0',
+            ]
         return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ Rules, first match wins (the last user message is "the question"):
   7. otherwise: "Emulated reply (composegen vLLM emulator): <the first 24 words of the question>".
 Reasoning (when requested) is a short, effort-scaled restatement of the question.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,40 @@ import re
 from composegen.emulator.schema_instance import instance_for
 from composegen.emulator.tokenizer import content_text
 
-_EXACT = re.compile(r"(?im)\b(?:reply|respond|answer|say|output|return)\b(?:[ \t]+with)?[ \t]+(?:exactly|only|just)\b"
-                    r"[ \t]*:?[ \t]*(.+?)[ \t]*$")  # the rest of that line
+_EXACT = re.compile(
+    r"(?im)\b(?:reply|respond|answer|say|output|return)\b(?:[ \t]+with)?[ \t]+(?:exactly|only|just)\b"
+    r"[ \t]*:?[ \t]*(.+?)[ \t]*$"
+)  # the rest of that line
 _CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+\b")
 _SECRET_WORDS = ("secret", "code", "password", "passphrase", "needle", "magic")
-_STOP = {"What", "What's", "Whats", "The", "Please", "Reply", "Return", "Call", "Use", "Tell", "How", "Is",
-         "Are", "Can", "Could", "Would", "Give", "Get", "Find", "Check", "I", "A", "An", "In", "On", "For"}
+_STOP = {
+    "What",
+    "What's",
+    "Whats",
+    "The",
+    "Please",
+    "Reply",
+    "Return",
+    "Call",
+    "Use",
+    "Tell",
+    "How",
+    "Is",
+    "Are",
+    "Can",
+    "Could",
+    "Would",
+    "Give",
+    "Get",
+    "Find",
+    "Check",
+    "I",
+    "A",
+    "An",
+    "In",
+    "On",
+    "For",
+}
 _EFFORT_SENTENCES = {"minimal": 1, "low": 1, "medium": 2, "high": 3, "xhigh": 4, "max": 4}
 
 
@@ -74,7 +103,7 @@ def _quoted_json_object(text: str) -> str | None:
         try:
             value, end = json.JSONDecoder().raw_decode(text[start:])
             if isinstance(value, dict):
-                return text[start:start + end]
+                return text[start : start + end]
         except ValueError:
             pass
         start = text.find("{", start + 1)
@@ -125,9 +154,12 @@ def answer_text(messages: list[dict], response_format: dict | None = None) -> st
 def reasoning_text(question: str, effort: str) -> str:
     words = question.split()
     topic = " ".join(words[:12]) or "an empty message"
-    sentences = [f"The user asks: {topic}.", "A deterministic emulator answers from fixed rules.",
-                 "No model weights are involved, so the answer is the same every time.",
-                 "Checking the rules once more before answering."]
+    sentences = [
+        f"The user asks: {topic}.",
+        "A deterministic emulator answers from fixed rules.",
+        "No model weights are involved, so the answer is the same every time.",
+        "Checking the rules once more before answering.",
+    ]
     return " ".join(sentences[: _EFFORT_SENTENCES.get(effort, 2)])
 
 
@@ -151,8 +183,10 @@ def choose_tool(tools: list[dict], tool_choice, messages: list[dict]) -> dict | 
         wanted = (tool_choice.get("function") or {}).get("name") or tool_choice.get("name")
         return next((f for f in functions if f.get("name") == wanted), None)
     question = last_user_text(messages).lower()
-    scored = [(sum(part in question for part in re.split(r"[_\-]", f.get("name", "")) if len(part) >= 3), i)
-              for i, f in enumerate(functions)]
+    scored = [
+        (sum(part in question for part in re.split(r"[_\-]", f.get("name", "")) if len(part) >= 3), i)
+        for i, f in enumerate(functions)
+    ]
     best_score, best = max(scored, key=lambda item: (item[0], -item[1]))
     if tool_choice == "required":
         return functions[best]

@@ -16,6 +16,7 @@ Environment:
 Multi-node (--nnodes N > 1): the head (node rank 0) waits for every --headless worker node before it loads
 and serves; a worker serves no HTTP. See cluster.py for the join protocol and the failure behaviour.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,17 @@ from composegen.emulator.metrics import Metrics
 from composegen.emulator.server import VERSION, Pacing, ServerState, make_server
 
 FAULTS = ("crash_during_load", "never_ready", "slow_ready", "health_503_after", "broken_tool_stream")
-ROUTES = {"/health": "GET", "/ping": "GET, POST", "/version": "GET", "/load": "GET", "/metrics": "GET",
-          "/v1/models": "GET", "/tokenize": "POST", "/v1/chat/completions": "POST", "/v1/responses": "POST"}
+ROUTES = {
+    "/health": "GET",
+    "/ping": "GET, POST",
+    "/version": "GET",
+    "/load": "GET",
+    "/metrics": "GET",
+    "/v1/models": "GET",
+    "/tokenize": "POST",
+    "/v1/chat/completions": "POST",
+    "/v1/responses": "POST",
+}
 
 
 class _Stop(BaseException):
@@ -79,6 +89,7 @@ def _env_float(env, name: str, default: float) -> float:
 @dataclass
 class Settings:
     """Everything read from EMU_* / VLLM_* variables, validated before anything starts."""
+
     fault: str | None
     inputs: MemoryInputs
     pacing: Pacing
@@ -91,19 +102,25 @@ class Settings:
     timing: cluster.Timing
 
     @classmethod
-    def from_env(cls, env) -> "Settings":
+    def from_env(cls, env) -> Settings:
         fault = env.get("EMU_FAULT") or None
         if fault and fault not in FAULTS:
             raise ValueError(f"EMU_FAULT={fault!r}: expected one of {', '.join(FAULTS)}")
         load_s = _env_float(env, "EMU_LOAD_SECONDS", 2.0)
         if fault == "slow_ready":
             load_s *= _env_float(env, "EMU_SLOW_FACTOR", 5.0)
-        return cls(fault=fault, inputs=MemoryInputs.from_env(env), pacing=Pacing.from_env(env), load_s=load_s,
-                   fault_after_s=_env_float(env, "EMU_FAULT_AFTER_S", 5.0),
-                   max_workers=int(_env_float(env, "EMU_MAX_WORKERS", 4)),
-                   offload_cap=int(_env_float(env, "EMU_OFFLOAD_MAX_BYTES", shmfiles.DEFAULT_OFFLOAD_MAX_BYTES)),
-                   shm_dir=shmfiles.shm_dir(env), env_api_key=env.get("VLLM_API_KEY") or None,
-                   timing=cluster.Timing.from_env(env, _env_float))
+        return cls(
+            fault=fault,
+            inputs=MemoryInputs.from_env(env),
+            pacing=Pacing.from_env(env),
+            load_s=load_s,
+            fault_after_s=_env_float(env, "EMU_FAULT_AFTER_S", 5.0),
+            max_workers=int(_env_float(env, "EMU_MAX_WORKERS", 4)),
+            offload_cap=int(_env_float(env, "EMU_OFFLOAD_MAX_BYTES", shmfiles.DEFAULT_OFFLOAD_MAX_BYTES)),
+            shm_dir=shmfiles.shm_dir(env),
+            env_api_key=env.get("VLLM_API_KEY") or None,
+            timing=cluster.Timing.from_env(env, _env_float),
+        )
 
 
 def main(argv: list[str] | None = None, env=None) -> int:
@@ -113,8 +130,11 @@ def main(argv: list[str] | None = None, env=None) -> int:
         print(VERSION)
         return 0
     if not argv or argv[0] != "serve":
-        return _top_level_error(f"argument subparser: invalid choice: {argv[0]!r} (choose from 'serve')"
-                                if argv else "the following arguments are required: subparser")
+        return _top_level_error(
+            f"argument subparser: invalid choice: {argv[0]!r} (choose from 'serve')"
+            if argv
+            else "the following arguments are required: subparser"
+        )
     args = parse_serve_args(argv[1:])  # SystemExit(2) with `vllm serve: error: …`
     try:
         settings = Settings.from_env(env)
@@ -146,15 +166,19 @@ def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.La
     signal.signal(signal.SIGINT, stop)
     log = Log()
     try:
-        log("INFO", "emulator.py:1", "composegen vLLM emulator: a TEST DOUBLE / DEMO MODE, not vLLM. No model is "
-                                     "loaded and no GPU is used; memory numbers come from a model, replies from rules.")
+        log(
+            "INFO",
+            "emulator.py:1",
+            "composegen vLLM emulator: a TEST DOUBLE / DEMO MODE, not vLLM. No model is "
+            "loaded and no GPU is used; memory numbers come from a model, replies from rules.",
+        )
         model = values["model"]
         log("INFO", "api_server.py:1897", f"vLLM server version {VERSION}, serving model {model}")
         log("INFO", "utils.py:335", f"non-default args: {non_default!r}")
         plan = plan_memory(values, settings.inputs)
         tp = int(values.get("tensor_parallel_size") or 1)
         ranks = launch.local_ranks if launch else list(range(tp * int(values.get("pipeline_parallel_size") or 1)))
-        ranks = ranks[:max(1, settings.max_workers - 1)]
+        ranks = ranks[: max(1, settings.max_workers - 1)]
         workers = len(ranks)
         # A headless node runs workers only; the engine core lives on the head.
         names = ([] if launch and launch.headless else ["EngineCore_DP0"]) + [f"Worker_TP{i}" for i in ranks]
@@ -186,18 +210,32 @@ def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.La
         host = values.get("host") or "0.0.0.0"
         port = int(values.get("port") or 8000)
         keys = list(values.get("api_key") or []) + ([settings.env_api_key] if settings.env_api_key else [])
-        info = ServingInfo(model=model, served_names=list(values.get("served_model_name") or [model]),
-                           max_model_len=plan.max_model_len,
-                           auto_tool_choice=bool(values.get("enable_auto_tool_choice")),
-                           tool_parser=values.get("tool_call_parser"),
-                           reasoning_parser=values.get("reasoning_parser"), fault=settings.fault)
-        cache_labels = {"block_size": plan.block_size, "cache_dtype": values.get("kv_cache_dtype") or "auto",
-                        "gpu_memory_utilization": plan.utilization, "num_gpu_blocks": plan.num_gpu_blocks,
-                        "num_cpu_blocks": plan.num_cpu_blocks,
-                        "enable_prefix_caching": values.get("enable_prefix_caching") is not False}
-        state = ServerState(info=info, metrics=Metrics(info.name, plan.kv_tokens, cache_labels), log=log,
-                            api_keys=keys, pacing=settings.pacing, fault_after_s=settings.fault_after_s,
-                            access_log=not values.get("disable_uvicorn_access_log"))
+        info = ServingInfo(
+            model=model,
+            served_names=list(values.get("served_model_name") or [model]),
+            max_model_len=plan.max_model_len,
+            auto_tool_choice=bool(values.get("enable_auto_tool_choice")),
+            tool_parser=values.get("tool_call_parser"),
+            reasoning_parser=values.get("reasoning_parser"),
+            fault=settings.fault,
+        )
+        cache_labels = {
+            "block_size": plan.block_size,
+            "cache_dtype": values.get("kv_cache_dtype") or "auto",
+            "gpu_memory_utilization": plan.utilization,
+            "num_gpu_blocks": plan.num_gpu_blocks,
+            "num_cpu_blocks": plan.num_cpu_blocks,
+            "enable_prefix_caching": values.get("enable_prefix_caching") is not False,
+        }
+        state = ServerState(
+            info=info,
+            metrics=Metrics(info.name, plan.kv_tokens, cache_labels),
+            log=log,
+            api_keys=keys,
+            pacing=settings.pacing,
+            fault_after_s=settings.fault_after_s,
+            access_log=not values.get("disable_uvicorn_access_log"),
+        )
         try:
             server = make_server(host, port, state)  # bind + listen only now: the port was closed while loading
         except OSError as exc:
@@ -217,8 +255,12 @@ def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.La
     except _Stop:
         clean = True
         if server is not None:
-            for message in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete.",
-                            f"Finished server process [{os.getpid()}]"):
+            for message in (
+                "Shutting down",
+                "Waiting for application shutdown.",
+                "Application shutdown complete.",
+                f"Finished server process [{os.getpid()}]",
+            ):
                 log("INFO:", "", message)
         return 0
     except cluster.ClusterError as exc:
@@ -253,53 +295,100 @@ def _load(log: Log, values: dict, plan, fault: str | None, load_s: float) -> boo
         if delay > 0:
             time.sleep(delay)
 
-    log("INFO", "core.py:98", f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{model}', "
-                              f"max_seq_len={plan.max_model_len}, tensor_parallel_size="
-                              f"{values.get('tensor_parallel_size')}, kv_cache_dtype={values.get('kv_cache_dtype')}, "
-                              f"gpu_memory_utilization={plan.utilization}", "EngineCore_DP0")
+    log(
+        "INFO",
+        "core.py:98",
+        f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{model}', "
+        f"max_seq_len={plan.max_model_len}, tensor_parallel_size="
+        f"{values.get('tensor_parallel_size')}, kv_cache_dtype={values.get('kv_cache_dtype')}, "
+        f"gpu_memory_utilization={plan.utilization}",
+        "EngineCore_DP0",
+    )
     log("INFO", "gpu_model_runner.py:2738", f"Starting to load model {model}...", "Worker_TP0")
     for step in range(1, 5):
         at(0.1 * step)
-        log("INFO", "default_loader.py:291", f"Loading safetensors checkpoint shards: {25 * step}% Completed | "
-                                             f"{step}/4", "Worker_TP0")
+        log(
+            "INFO",
+            "default_loader.py:291",
+            f"Loading safetensors checkpoint shards: {25 * step}% Completed | {step}/4",
+            "Worker_TP0",
+        )
         if fault == "crash_during_load" and step == 2:
             log("ERROR", "core.py:912", "EngineCore failed to start.", "EngineCore_DP0")
-            log("ERROR", "core.py:912", "torch.AcceleratorError: CUDA error: an illegal memory access was "
-                                        "encountered (emulated fault)", "EngineCore_DP0")
-            log("ERROR", "core.py:912", "CUDA kernel errors might be asynchronously reported at some other API "
-                                        "call, so the stacktrace below might be incorrect.", "EngineCore_DP0")
-            log("ERROR", "api_server.py:1960", "RuntimeError: Engine core initialization failed. See root cause "
-                                               "above. Failed core proc(s): {'EngineCore_DP0': 1}")
+            log(
+                "ERROR",
+                "core.py:912",
+                "torch.AcceleratorError: CUDA error: an illegal memory access was encountered (emulated fault)",
+                "EngineCore_DP0",
+            )
+            log(
+                "ERROR",
+                "core.py:912",
+                "CUDA kernel errors might be asynchronously reported at some other API "
+                "call, so the stacktrace below might be incorrect.",
+                "EngineCore_DP0",
+            )
+            log(
+                "ERROR",
+                "api_server.py:1960",
+                "RuntimeError: Engine core initialization failed. See root cause "
+                "above. Failed core proc(s): {'EngineCore_DP0': 1}",
+            )
             return False
     while fault == "never_ready":  # stuck in loading; only a signal ends this
         time.sleep(5)
-        log("INFO", "default_loader.py:291", "Loading safetensors checkpoint shards: 100% Completed | 4/4 "
-                                             "(still initializing)", "Worker_TP0")
+        log(
+            "INFO",
+            "default_loader.py:291",
+            "Loading safetensors checkpoint shards: 100% Completed | 4/4 (still initializing)",
+            "Worker_TP0",
+        )
     at(0.5)
-    log("INFO", "gpu_model_runner.py:2779", f"Model loading took {gib(plan.weights_gib)} GiB memory and "
-                                            f"{time.monotonic() - started:.6f} seconds", "Worker_TP0")
+    log(
+        "INFO",
+        "gpu_model_runner.py:2779",
+        f"Model loading took {gib(plan.weights_gib)} GiB memory and {time.monotonic() - started:.6f} seconds",
+        "Worker_TP0",
+    )
     at(0.7)
     if plan.kv_from_flag:
-        log("INFO", "gpu_worker.py:312", f"Initial free memory {gib(plan.free_gib)} GiB, reserved "
-                                         f"{gib(plan.kv_gib)} GiB memory for KV Cache as specified by "
-                                         "kv_cache_memory_bytes config and skipped memory profiling.", "Worker_TP0")
+        log(
+            "INFO",
+            "gpu_worker.py:312",
+            f"Initial free memory {gib(plan.free_gib)} GiB, reserved "
+            f"{gib(plan.kv_gib)} GiB memory for KV Cache as specified by "
+            "kv_cache_memory_bytes config and skipped memory profiling.",
+            "Worker_TP0",
+        )
     else:
         log("INFO", "gpu_worker.py:340", free_memory_line(plan), "Worker_TP0")
         log("INFO", "gpu_worker.py:346", f"Available KV cache memory: {gib(plan.kv_gib)} GiB", "Worker_TP0")
     if plan.error:
         log("ERROR", "core.py:912", "EngineCore failed to start.", "EngineCore_DP0")
         log("ERROR", "core.py:912", f"ValueError: {plan.error}", "EngineCore_DP0")
-        log("ERROR", "api_server.py:1960", "RuntimeError: Engine core initialization failed. See root cause above. "
-                                           "Failed core proc(s): {'EngineCore_DP0': 1}")
+        log(
+            "ERROR",
+            "api_server.py:1960",
+            "RuntimeError: Engine core initialization failed. See root cause above. "
+            "Failed core proc(s): {'EngineCore_DP0': 1}",
+        )
         return False
     at(0.8)
     log("INFO", "kv_cache_utils.py:1287", kv_size_line(plan), "EngineCore_DP0")
     at(0.9)
-    log("INFO", "gpu_model_runner.py:3617", f"Graph capturing finished in {max(1, round(0.1 * load_s))} secs, took "
-                                            f"{gib(plan.cudagraph_gib)} GiB", "Worker_TP0")
+    log(
+        "INFO",
+        "gpu_model_runner.py:3617",
+        f"Graph capturing finished in {max(1, round(0.1 * load_s))} secs, took {gib(plan.cudagraph_gib)} GiB",
+        "Worker_TP0",
+    )
     at(1.0)
-    log("INFO", "core.py:257", f"init engine (profile, create kv cache, warmup model) took "
-                               f"{time.monotonic() - started:.2f} s", "EngineCore_DP0")
+    log(
+        "INFO",
+        "core.py:257",
+        f"init engine (profile, create kv cache, warmup model) took {time.monotonic() - started:.2f} s",
+        "EngineCore_DP0",
+    )
     return True
 
 
@@ -307,11 +396,19 @@ def _log_worker_death(log: Log, head: cluster.Head) -> None:
     """What the head prints when a remote worker is gone (vLLM's executor monitor, then NCCL)."""
     rank, peer, reason = head.lost
     workers = ", ".join(f"Worker_TP{r}" for r in cluster.ranks_of(rank, head.launch.world_size, head.launch.nnodes))
-    log("ERROR", "multiproc_executor.py:243", f"Worker proc {workers} on node rank {rank} ({peer}) died unexpectedly, "
-                                              f"shutting down executor. ({reason})", "EngineCore_DP0")
+    log(
+        "ERROR",
+        "multiproc_executor.py:243",
+        f"Worker proc {workers} on node rank {rank} ({peer}) died unexpectedly, shutting down executor. ({reason})",
+        "EngineCore_DP0",
+    )
     log("ERROR", "core.py:912", "EngineCore encountered a fatal error.", "EngineCore_DP0")
-    log("ERROR", "core.py:912", f"RuntimeError: NCCL error: remote process exited or there was a network error "
-                                f"(node rank {rank}; emulated)", "EngineCore_DP0")
+    log(
+        "ERROR",
+        "core.py:912",
+        f"RuntimeError: NCCL error: remote process exited or there was a network error (node rank {rank}; emulated)",
+        "EngineCore_DP0",
+    )
     log("ERROR", "core_client.py:623", "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.")
 
 
@@ -328,31 +425,67 @@ def _serve_headless(log: Log, values: dict, plan, settings: Settings, member: cl
                 for proc in procs:
                     log("INFO", source, message, proc)
             if settings.fault == "crash_during_load" and fraction == 0.2:
-                log("ERROR", "gpu_worker.py:120", "torch.AcceleratorError: CUDA error: an illegal memory access was "
-                                                  "encountered (emulated fault)", procs[0])
+                log(
+                    "ERROR",
+                    "gpu_worker.py:120",
+                    "torch.AcceleratorError: CUDA error: an illegal memory access was encountered (emulated fault)",
+                    procs[0],
+                )
                 return 1
         else:
-            log("INFO", "multiproc_executor.py:249", f"Node rank {member.launch.rank} is ready; serving the head "
-                                                     f"at {member.launch.addr}:{member.launch.port}")
+            log(
+                "INFO",
+                "multiproc_executor.py:249",
+                f"Node rank {member.launch.rank} is ready; serving the head "
+                f"at {member.launch.addr}:{member.launch.port}",
+            )
     member.wait(member.ended)
     if member.clean_end:
         log("INFO", "multiproc_executor.py:252", "The head node shut down; exiting.")
         return 0
     a = member.launch
-    log("ERROR", "multiproc_executor.py:255", f"Lost the connection to the head node at {a.addr}:{a.port} "
-                                              f"({member.lost_reason}); shutting down this node's workers.")
-    log("ERROR", "multiproc_executor.py:255", "RuntimeError: NCCL error: remote process exited or there was a "
-                                              "network error (head node rank 0; emulated)")
+    log(
+        "ERROR",
+        "multiproc_executor.py:255",
+        f"Lost the connection to the head node at {a.addr}:{a.port} "
+        f"({member.lost_reason}); shutting down this node's workers.",
+    )
+    log(
+        "ERROR",
+        "multiproc_executor.py:255",
+        "RuntimeError: NCCL error: remote process exited or there was a network error (head node rank 0; emulated)",
+    )
     return 1
 
 
 def _shard_lines(model: str, plan, settings: Settings) -> list[tuple[float, list[tuple[str, str]]]]:
     """(fraction of the load time, [(source, message)]) for a worker node's own ranks."""
-    steps = [(0.1 * step, [("default_loader.py:291", f"Loading safetensors checkpoint shards: {25 * step}% Completed | "
-                                                     f"{step}/4")]) for step in range(1, 5)]
-    return [(0.0, [("gpu_model_runner.py:2738", f"Starting to load model {model}...")]), *steps,
-            (0.5, [("gpu_model_runner.py:2779", f"Model loading took {gib(plan.weights_gib)} GiB memory")]),
-            (0.7, [("gpu_worker.py:340", free_memory_line(plan)),
-                   ("gpu_worker.py:346", f"Available KV cache memory: {gib(plan.kv_gib)} GiB")]),
-            (0.9, [("gpu_model_runner.py:3617", f"Graph capturing finished in {max(1, round(0.1 * settings.load_s))} "
-                                                f"secs, took {gib(plan.cudagraph_gib)} GiB")])]
+    steps = [
+        (
+            0.1 * step,
+            [("default_loader.py:291", f"Loading safetensors checkpoint shards: {25 * step}% Completed | {step}/4")],
+        )
+        for step in range(1, 5)
+    ]
+    return [
+        (0.0, [("gpu_model_runner.py:2738", f"Starting to load model {model}...")]),
+        *steps,
+        (0.5, [("gpu_model_runner.py:2779", f"Model loading took {gib(plan.weights_gib)} GiB memory")]),
+        (
+            0.7,
+            [
+                ("gpu_worker.py:340", free_memory_line(plan)),
+                ("gpu_worker.py:346", f"Available KV cache memory: {gib(plan.kv_gib)} GiB"),
+            ],
+        ),
+        (
+            0.9,
+            [
+                (
+                    "gpu_model_runner.py:3617",
+                    f"Graph capturing finished in {max(1, round(0.1 * settings.load_s))} "
+                    f"secs, took {gib(plan.cudagraph_gib)} GiB",
+                )
+            ],
+        ),
+    ]

@@ -8,28 +8,35 @@ local $ref (#/$defs/…, #/definitions/…). Not supported: `pattern`, `not`, if
 String values come from `hints` (property name -> text, "*" for any property) when given, so tool
 arguments can reuse words from the user's message; everything is deterministic.
 """
+
 from __future__ import annotations
 
 import math
 
 _FORMATS = {
-    "date-time": "2026-01-01T00:00:00Z", "date": "2026-01-01", "time": "00:00:00Z",
-    "email": "user@example.com", "uri": "https://example.com/", "url": "https://example.com/",
-    "uuid": "00000000-0000-4000-8000-000000000000", "ipv4": "127.0.0.1", "ipv6": "::1",
+    "date-time": "2026-01-01T00:00:00Z",
+    "date": "2026-01-01",
+    "time": "00:00:00Z",
+    "email": "user@example.com",
+    "uri": "https://example.com/",
+    "url": "https://example.com/",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "ipv4": "127.0.0.1",
+    "ipv6": "::1",
     "hostname": "example.com",
 }
 _MAX_DEPTH = 12
 
 
-def instance_for(schema, hints: dict | None = None, *, root=None, name: str = "value", depth: int = 0,
-                 index: int = 0):
+def instance_for(schema, hints: dict | None = None, *, root=None, name: str = "value", depth: int = 0, index: int = 0):
     root = schema if root is None else root
     if schema is True or schema is None or not isinstance(schema, dict):
         return name if index == 0 else f"{name}-{index}"
     schema = _resolve(schema, root)
     if "allOf" in schema:
-        schema = _merge([_resolve(s, root) for s in schema["allOf"]] + [{k: v for k, v in schema.items()
-                                                                         if k != "allOf"}])
+        schema = _merge(
+            [_resolve(s, root) for s in schema["allOf"]] + [{k: v for k, v in schema.items() if k != "allOf"}]
+        )
     for key in ("anyOf", "oneOf"):
         if key in schema:
             branches = [_resolve(b, root) for b in schema[key]]
@@ -111,8 +118,7 @@ def _object(schema: dict, hints, root, depth: int) -> dict:
     extra = schema.get("additionalProperties")
     while len(value) < int(schema.get("minProperties") or 0) and extra is not False:
         key = f"key{len(value) + 1}"
-        value[key] = instance_for(extra if isinstance(extra, dict) else {}, hints, root=root, name=key,
-                                  depth=depth + 1)
+        value[key] = instance_for(extra if isinstance(extra, dict) else {}, hints, root=root, name=key, depth=depth + 1)
     return value
 
 

@@ -7,18 +7,26 @@ Routes: GET /health /ping /version /load /v1/models /metrics; POST /ping /tokeni
 prompt_tokens / EMU_PREFILL_TOK_S (≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 / EMU_DECODE_TOK_S
 (all tokens together ≤ EMU_DECODE_SLEEP_CAP_S).
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
-from composegen.emulator.chat import (RequestError, ServingInfo, chat_chunks, chat_completion, check_model,
-                                      plan_chat, response_object)
+from composegen.emulator.chat import (
+    RequestError,
+    ServingInfo,
+    chat_chunks,
+    chat_completion,
+    check_model,
+    plan_chat,
+    response_object,
+)
 from composegen.emulator.metrics import Metrics
 from composegen.emulator.tokenizer import encode, encode_chat
 
@@ -34,9 +42,13 @@ class Pacing:
     decode_cap_s: float = 2.0
 
     @classmethod
-    def from_env(cls, env) -> "Pacing":
-        names = {"prefill_tok_s": "EMU_PREFILL_TOK_S", "decode_tok_s": "EMU_DECODE_TOK_S",
-                 "prefill_cap_s": "EMU_PREFILL_SLEEP_CAP_S", "decode_cap_s": "EMU_DECODE_SLEEP_CAP_S"}
+    def from_env(cls, env) -> Pacing:
+        names = {
+            "prefill_tok_s": "EMU_PREFILL_TOK_S",
+            "decode_tok_s": "EMU_DECODE_TOK_S",
+            "prefill_cap_s": "EMU_PREFILL_SLEEP_CAP_S",
+            "decode_cap_s": "EMU_DECODE_SLEEP_CAP_S",
+        }
         values = {}
         for key, var in names.items():
             if env.get(var):
@@ -75,8 +87,12 @@ class ServerState:
         dead = self.info.fault == "health_503_after" and time.monotonic() - self.ready_at >= self.fault_after_s
         if dead and not self._dead_logged:
             self._dead_logged = True
-            self.log("ERROR", "core_client.py:623", "Engine core proc EngineCore_DP0 died unexpectedly, "
-                                                    "shutting down client. (EngineDeadError, emulated fault)")
+            self.log(
+                "ERROR",
+                "core_client.py:623",
+                "Engine core proc EngineCore_DP0 died unexpectedly, "
+                "shutting down client. (EngineDeadError, emulated fault)",
+            )
         return dead
 
 
@@ -105,8 +121,12 @@ class Handler(BaseHTTPRequestHandler):
     def _access(self, status: int) -> None:
         if self.state.access_log:
             phrase = self.responses.get(status, ("",))[0]
-            self.state.log("INFO:", "", f'{self.client_address[0]}:{self.client_address[1]} - '
-                                        f'"{self.command} {self.path} HTTP/1.1" {status} {phrase}')
+            self.state.log(
+                "INFO:",
+                "",
+                f"{self.client_address[0]}:{self.client_address[1]} - "
+                f'"{self.command} {self.path} HTTP/1.1" {status} {phrase}',
+            )
 
     def _body(self) -> dict:
         length = int(self.headers.get("content-length") or 0)
@@ -128,12 +148,26 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- routing ----------------------------------------------------------------------------------
     def do_GET(self):
-        self._route({"/health": self._health, "/ping": self._health, "/version": self._version,
-                     "/load": self._load, "/v1/models": self._models, "/metrics": self._metrics})
+        self._route(
+            {
+                "/health": self._health,
+                "/ping": self._health,
+                "/version": self._version,
+                "/load": self._load,
+                "/v1/models": self._models,
+                "/metrics": self._metrics,
+            }
+        )
 
     def do_POST(self):
-        self._route({"/ping": self._health, "/tokenize": self._tokenize,
-                     "/v1/chat/completions": self._chat, "/v1/responses": self._responses})
+        self._route(
+            {
+                "/ping": self._health,
+                "/tokenize": self._tokenize,
+                "/v1/chat/completions": self._chat,
+                "/v1/responses": self._responses,
+            }
+        )
 
     def _route(self, table: dict) -> None:
         path = self.path.split("?", 1)[0]
@@ -141,14 +175,26 @@ class Handler(BaseHTTPRequestHandler):
         handler = table.get(path)
         try:
             if handler is None:
-                known = path in ("/health", "/ping", "/version", "/load", "/v1/models", "/metrics", "/tokenize",
-                                 "/v1/chat/completions", "/v1/responses")
+                known = path in (
+                    "/health",
+                    "/ping",
+                    "/version",
+                    "/load",
+                    "/v1/models",
+                    "/metrics",
+                    "/tokenize",
+                    "/v1/chat/completions",
+                    "/v1/responses",
+                )
                 self._json(405 if known else 404, {"detail": "Method Not Allowed" if known else "Not Found"})
             elif not self._authorized():
                 self._json(401, {"error": "Unauthorized"})
             elif path not in _OPEN_PATHS and self.command == "POST" and self.state.engine_dead():
-                raise RequestError(500, "EngineCore encountered an issue. See stack trace (above) for the "
-                                        "root cause.", "InternalServerError")
+                raise RequestError(
+                    500,
+                    "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                    "InternalServerError",
+                )
             else:
                 handler()
         except RequestError as exc:
@@ -171,13 +217,34 @@ class Handler(BaseHTTPRequestHandler):
     def _models(self):
         info = self.state.info
         created = int(time.time())
-        data = [{"id": name, "object": "model", "created": created, "owned_by": "vllm", "root": info.model,
-                 "parent": None, "max_model_len": info.max_model_len,
-                 "permission": [{"id": f"modelperm-{i}", "object": "model_permission", "created": created,
-                                 "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                                 "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                                 "organization": "*", "group": None, "is_blocking": False}]}
-                for i, name in enumerate(info.served_names)]
+        data = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": info.model,
+                "parent": None,
+                "max_model_len": info.max_model_len,
+                "permission": [
+                    {
+                        "id": f"modelperm-{i}",
+                        "object": "model_permission",
+                        "created": created,
+                        "allow_create_engine": False,
+                        "allow_sampling": True,
+                        "allow_logprobs": True,
+                        "allow_search_indices": False,
+                        "allow_view": True,
+                        "allow_fine_tuning": False,
+                        "organization": "*",
+                        "group": None,
+                        "is_blocking": False,
+                    }
+                ],
+            }
+            for i, name in enumerate(info.served_names)
+        ]
         self._json(200, {"object": "list", "data": data})
 
     def _metrics(self):
@@ -192,8 +259,15 @@ class Handler(BaseHTTPRequestHandler):
             tokens = encode(body["prompt"])
         else:
             raise RequestError(400, "Either `prompt` (a string) or `messages` is required", param="prompt")
-        self._json(200, {"count": len(tokens), "max_model_len": self.state.info.max_model_len,
-                         "tokens": tokens, "token_strs": None})
+        self._json(
+            200,
+            {
+                "count": len(tokens),
+                "max_model_len": self.state.info.max_model_len,
+                "tokens": tokens,
+                "token_strs": None,
+            },
+        )
 
     def _chat(self):
         body = self._body()
@@ -207,8 +281,10 @@ class Handler(BaseHTTPRequestHandler):
             state.metrics.first_token(time.monotonic() - started)
             if body.get("stream"):
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._stream(chat_chunks(reply, state.info, request_id, created, include_usage),
-                             state.pacing.per_token(reply.completion_tokens))
+                self._stream(
+                    chat_chunks(reply, state.info, request_id, created, include_usage),
+                    state.pacing.per_token(reply.completion_tokens),
+                )
             else:
                 time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
                 self._json(200, chat_completion(reply, state.info, request_id, created))
@@ -243,8 +319,9 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
             self._json(200, payload)
         finally:
-            state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reply.finish_reason,
-                                 time.monotonic() - started)
+            state.metrics.finish(
+                reply.prompt_tokens, reply.completion_tokens, reply.finish_reason, time.monotonic() - started
+            )
 
 
 class _Server(ThreadingHTTPServer):

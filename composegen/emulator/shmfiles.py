@@ -12,6 +12,7 @@ SIGKILL of the process group leaves them behind exactly as it does with vLLM.
 Files are sparse: only the first page of each is touched, so the nominal size is what the space check
 compares against free space (vLLM's "Insufficient space in /dev/shm" check) while RAM use stays tiny.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -45,8 +46,9 @@ def shm_dir(env) -> Path:
     return Path(env.get("EMU_SHM_DIR") or DEFAULT_SHM_DIR)
 
 
-def planned_sizes(workers: int, offload_bytes: int, offload_cap: int = DEFAULT_OFFLOAD_MAX_BYTES
-                  ) -> list[tuple[str, int]]:
+def planned_sizes(
+    workers: int, offload_bytes: int, offload_cap: int = DEFAULT_OFFLOAD_MAX_BYTES
+) -> list[tuple[str, int]]:
     """(file name, size) for every file this engine will create."""
     names = [(f"psm_{secrets.token_hex(4)}", BROADCAST_QUEUE_BYTES)]
     names += [(f"psm_{secrets.token_hex(4)}", RESPONSE_QUEUE_BYTES) for _ in range(workers)]
@@ -65,8 +67,10 @@ def space_problem(directory: Path, sizes: list[tuple[str, int]]) -> str | None:
     required = sum(size for _, size in sizes)
     free = stat.f_bavail * stat.f_frsize
     if required > free:
-        return (f"Insufficient space in {directory} for the shared memory buffers: {required / MiB:.1f} MiB "
-                f"required, {free / MiB:.1f} MiB free. Increase shm_size or use ipc: host.")
+        return (
+            f"Insufficient space in {directory} for the shared memory buffers: {required / MiB:.1f} MiB "
+            f"required, {free / MiB:.1f} MiB free. Increase shm_size or use ipc: host."
+        )
     return None
 
 

@@ -9,6 +9,7 @@ Rules:
     GENERATION_PROMPT tokens; a `tools` list adds the tokens of its compact JSON plus TOOLS_OVERHEAD.
 Completion text is produced as these same pieces, so one streamed delta = one token.
 """
+
 from __future__ import annotations
 
 import json

@@ -22,6 +22,7 @@ profile's running stack (its log and startup report, optionally gates and a ladd
 malformed bundle, CheckFailed when a raw file is missing or its sha256 differs from the record.
 `resolve_run(spec, root) -> Path`: a bundle directory, its evidence.json, or a run name under runs/.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,12 +30,12 @@ import json
 import os
 import secrets
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from composegen import __version__
 from composegen.errors import BadInput, CheckFailed
-from composegen.profiles.resolve import Resolved
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 
 SCHEMA = "composegen.evidence/v1"
@@ -61,21 +62,37 @@ def image_digest(r: Resolved, container: dict | None) -> str | None:
     return wanted if wanted in digests else (digests[0] if digests else None)
 
 
-def write_run(project: Project, r: Resolved, *, startup_log_text: str | None, startup_report: dict,
-              gates: dict | None = None, ladder: dict | None = None, source: str = "stack",
-              unknown=(), extra_raw: dict[str, dict] | None = None, now: datetime | None = None,
-              container: dict | None = None) -> Path:
+def write_run(
+    project: Project,
+    r: Resolved,
+    *,
+    startup_log_text: str | None,
+    startup_report: dict,
+    gates: dict | None = None,
+    ladder: dict | None = None,
+    source: str = "stack",
+    unknown=(),
+    extra_raw: dict[str, dict] | None = None,
+    now: datetime | None = None,
+    container: dict | None = None,
+) -> Path:
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    now = (now or datetime.now(UTC)).astimezone(UTC)
     missing = set(unknown)
     digest = image_digest(r, container) if source == "stack" else None
     compose = project.out_path(r.name)
     compose_sha = _sha256(compose.read_bytes()) if source == "stack" and compose.is_file() else None
     effective = startup_report.get("effective_args") or {}
     revision = effective.get("revision") or (r.profile.model.revision if source == "stack" else None)
-    for key, value in (("image_digest", digest), ("compose_sha256", compose_sha), ("model_revision", revision),
-                       ("gates", gates), ("ladder", ladder), ("startup_log", startup_log_text)):
+    for key, value in (
+        ("image_digest", digest),
+        ("compose_sha256", compose_sha),
+        ("model_revision", revision),
+        ("gates", gates),
+        ("ladder", ladder),
+        ("startup_log", startup_log_text),
+    ):
         if value is None:
             missing.add(key)
     raw: dict[str, bytes] = {}
@@ -91,11 +108,20 @@ def write_run(project: Project, r: Resolved, *, startup_log_text: str | None, st
             raise ValueError(f"extra_raw: {file_name!r} is not a free plain file name")
         raw[file_name] = _json_bytes(value)
     evidence = {
-        "schema": SCHEMA, "profile": {"name": r.name, "hash": r.hash}, "image_digest": digest,
-        "model_revision": revision, "compose_sha256": compose_sha, "startup": startup_report, "gates": gates,
-        "ladder": ladder, "container": container, "emulated": bool(container and container["emulated"]),
-        "composegen_version": __version__, "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "source": source, "unknown": sorted(missing),
+        "schema": SCHEMA,
+        "profile": {"name": r.name, "hash": r.hash},
+        "image_digest": digest,
+        "model_revision": revision,
+        "compose_sha256": compose_sha,
+        "startup": startup_report,
+        "gates": gates,
+        "ladder": ladder,
+        "container": container,
+        "emulated": bool(container and container["emulated"]),
+        "composegen_version": __version__,
+        "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": source,
+        "unknown": sorted(missing),
         "raw": [{"file": name, "sha256": _sha256(data), "bytes": len(data)} for name, data in raw.items()],
     }
     name = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{r.name}"
@@ -131,8 +157,10 @@ def live_stack(project: Project, r: Resolved) -> tuple[str, dict, dict]:
     """(startup log text, startup report, container identity) of the profile's running vLLM container.
     Refuses when the container was started from another version of the profile: evidence must describe
     what runs, not what the profile says now."""
-    from composegen.stack import driver
-    from composegen.stack import engine  # lazy: only commands on a live stack touch the engine
+    from composegen.stack import (
+        driver,
+        engine,  # lazy: only commands on a live stack touch the engine
+    )
 
     ctr = driver.running_container(project, r)
     identity = driver.live_identity(ctr)
@@ -145,11 +173,11 @@ def live_stack(project: Project, r: Resolved) -> tuple[str, dict, dict]:
     return engine.logs(ctr), driver.startup_for(r, ctr), identity
 
 
-def capture_stack(project: Project, r: Resolved, *, gate: bool = False, ladder_targets=None,
-                  tools: int | None = None) -> Path:
+def capture_stack(
+    project: Project, r: Resolved, *, gate: bool = False, ladder_targets=None, tools: int | None = None
+) -> Path:
+    from composegen.evidence import gates, ladder
     from composegen.stack import driver
-    from composegen.evidence import gates
-    from composegen.evidence import ladder
 
     text, report, identity = live_stack(project, r)
     ep, served = driver.endpoint(r), r.profile.model.served_name
@@ -157,10 +185,22 @@ def capture_stack(project: Project, r: Resolved, *, gate: bool = False, ladder_t
     gate_result = gates.run_gates(ep.base_url, served, api_key=ep.api_key, tools=tools) if gate else None
     ladder_result = None
     if ladder_targets:
-        ladder_result = ladder.run_ladder(ep.base_url, served, ladder_targets, api_key=ep.api_key,
-                                          max_model_len=report.get("max_model_len") or r.flag("max-model-len"))
-    return write_run(project, r, startup_log_text=text, startup_report=report, gates=gate_result, ladder=ladder_result,
-                     container=identity)
+        ladder_result = ladder.run_ladder(
+            ep.base_url,
+            served,
+            ladder_targets,
+            api_key=ep.api_key,
+            max_model_len=report.get("max_model_len") or r.flag("max-model-len"),
+        )
+    return write_run(
+        project,
+        r,
+        startup_log_text=text,
+        startup_report=report,
+        gates=gate_result,
+        ladder=ladder_result,
+        container=identity,
+    )
 
 
 def from_log(project: Project, name: str, log_path) -> Path:
@@ -226,21 +266,32 @@ def load_run(path, root=None) -> dict:
             raise CheckFailed(f"{raw_path}: raw file recorded in evidence.json is missing")
         actual = _sha256(raw_path.read_bytes())
         if actual != entry["sha256"]:
-            raise CheckFailed(f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
-                              f"{entry['sha256'][:12]}… (the bundle was changed after it was written)")
+            raise CheckFailed(
+                f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
+                f"{entry['sha256'][:12]}… (the bundle was changed after it was written)"
+            )
     return {**doc, "path": str(bundle)}
 
 
 # The parts other commands read, and the JSON type each must have (None allowed where a run may not know).
-_SHAPE = {"profile": (dict,), "startup": (dict,), "gates": (dict, type(None)), "ladder": (dict, type(None)),
-          "unknown": (list,), "source": (str,), "created_at": (str,)}
+_SHAPE = {
+    "profile": (dict,),
+    "startup": (dict,),
+    "gates": (dict, type(None)),
+    "ladder": (dict, type(None)),
+    "unknown": (list,),
+    "source": (str,),
+    "created_at": (str,),
+}
 
 
 def _check_shape(doc: dict, doc_path: Path) -> None:
     """A hand-edited or truncated bundle is bad input (exit 2), never an internal error later on."""
     for key, types in _SHAPE.items():
         if key in doc and not isinstance(doc[key], types):
-            raise BadInput(f"{doc_path}: {key}: must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {type(doc[key]).__name__}")
+            raise BadInput(
+                f"{doc_path}: {key}: must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {type(doc[key]).__name__}"
+            )
     if not all(isinstance(doc["profile"].get(k), str) for k in ("name", "hash")):
         raise BadInput(f"{doc_path}: profile: needs string name and hash")
     gates = doc.get("gates")
@@ -253,13 +304,15 @@ def _check_shape(doc: dict, doc_path: Path) -> None:
 
 def format_text(doc: dict) -> str:
     startup = doc.get("startup") or {}
-    lines = [f"run {doc.get('path', '')}",
-             f"  profile   {doc['profile']['name']} (hash {doc['profile']['hash']}), source {doc['source']}",
-             f"  created   {doc['created_at']} by composegen {doc.get('composegen_version')}",
-             f"  image     {doc.get('image_digest') or 'unknown'}",
-             f"  revision  {doc.get('model_revision') or 'unknown'}",
-             f"  compose   {doc.get('compose_sha256') or 'unknown'}",
-             f"  KV        {startup.get('kv_cache_tokens')} tokens, {startup.get('kv_cache_gib_min')} GiB min rank"]
+    lines = [
+        f"run {doc.get('path', '')}",
+        f"  profile   {doc['profile']['name']} (hash {doc['profile']['hash']}), source {doc['source']}",
+        f"  created   {doc['created_at']} by composegen {doc.get('composegen_version')}",
+        f"  image     {doc.get('image_digest') or 'unknown'}",
+        f"  revision  {doc.get('model_revision') or 'unknown'}",
+        f"  compose   {doc.get('compose_sha256') or 'unknown'}",
+        f"  KV        {startup.get('kv_cache_tokens')} tokens, {startup.get('kv_cache_gib_min')} GiB min rank",
+    ]
     gates = doc.get("gates")
     lines.append(f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run")
     ladder = doc.get("ladder")

@@ -23,17 +23,22 @@ unexplained_capacity_change.flag: |kv_tokens_pct − kv_bytes_pct| / 100 > thres
 minimum-rank KV GiB. The seed's +4.715% bytes vs +94.861% tokens is the case it exists for: more tokens
 than the extra bytes can hold means cache geometry or engine accounting changed, not just memory.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from composegen.evidence import bundle as evidence
 from composegen.errors import BadInput
+from composegen.evidence import bundle as evidence
 
 
 def _largest_row(doc: dict) -> dict:
-    rows = [r for r in ((doc.get("ladder") or {}).get("targets") or [])
-            if r.get("prompt_tokens") is not None and r.get("finish_reason") is not None]
+    rows = [
+        r
+        for r in ((doc.get("ladder") or {}).get("targets") or [])
+        if r.get("prompt_tokens") is not None and r.get("finish_reason") is not None
+    ]
     return max(rows, key=lambda r: r["prompt_tokens"]) if rows else {}
 
 
@@ -58,8 +63,13 @@ METRICS: list[tuple[str, str, str, Callable[[dict], Any], bool]] = [
     ("peak_activation_gib", "Peak activation per rank", "GiB", _startup("peak_activation_gib"), True),
     ("weights_gib", "Weight allocation per rank", "GiB", _startup("weights_gib"), False),
     ("gates", "Functional gates", "passed/total", _gates, False),
-    ("largest_prompt_tokens", "Largest actual prompt", "tokens",
-     lambda doc: (doc.get("ladder") or {}).get("largest_prompt_tokens"), True),
+    (
+        "largest_prompt_tokens",
+        "Largest actual prompt",
+        "tokens",
+        lambda doc: (doc.get("ladder") or {}).get("largest_prompt_tokens"),
+        True,
+    ),
     ("largest_ttft_s", "Largest-request TTFT", "s", _ladder("ttft_s"), True),
     ("largest_prefill_tok_s", "Largest-request effective prefill", "tok/s", _ladder("prefill_tok_s"), True),
     ("largest_decode_tok_s", "Largest-request decode", "tok/s", _ladder("decode_tok_s"), True),
@@ -109,8 +119,10 @@ def config_differences(doc_a: dict, doc_b: dict, root) -> dict:
             out["notes"].append(f"profile {name} cannot be rendered now ({exc.message}); no config differences")
             return out
         if r.hash != doc["profile"].get("hash"):
-            out["notes"].append(f"profile {name} changed since its run (hash {doc['profile'].get('hash')} -> {r.hash});"
-                                " differences are between the profiles as they are now")
+            out["notes"].append(
+                f"profile {name} changed since its run (hash {doc['profile'].get('hash')} -> {r.hash});"
+                " differences are between the profiles as they are now"
+            )
         sides.append((r, diff.parse_compose_text(render.render(r), f"profile:{name}")))
     identity = [*sides[0][0].profile.identity, *sides[1][0].profile.identity]
     for change in diff.compare(sides[0][1], sides[1][1], identity_paths=identity):
@@ -119,7 +131,7 @@ def config_differences(doc_a: dict, doc_b: dict, root) -> dict:
 
 
 def compare_runs(run_a, run_b, *, root, threshold: float = 0.10) -> dict:
-    if not 0 <= threshold:
+    if not threshold >= 0:
         raise BadInput(f"compare: --threshold: must be ≥ 0, got {threshold}")
     doc_a, doc_b = evidence.load_run(run_a, root), evidence.load_run(run_b, root)
     rows = [_row(metric, label, unit, read(doc_a), read(doc_b), show) for metric, label, unit, read, show in METRICS]
@@ -131,18 +143,27 @@ def compare_runs(run_a, run_b, *, root, threshold: float = 0.10) -> dict:
         rows[2]["label"] = f"Reported concurrency at {len_a:,} tokens"
     for side, doc in (("a", doc_a), ("b", doc_b)):
         if doc.get("unknown"):
-            notes.append(f"{side} ({doc['profile']['name']}, source {doc['source']}) does not know: "
-                         f"{', '.join(doc['unknown'])}")
+            notes.append(
+                f"{side} ({doc['profile']['name']}, source {doc['source']}) does not know: {', '.join(doc['unknown'])}"
+            )
     return {
-        "a": _identity(doc_a), "b": _identity(doc_b), "rows": rows,
+        "a": _identity(doc_a),
+        "b": _identity(doc_b),
+        "rows": rows,
         "config": config_differences(doc_a, doc_b, root),
-        "unexplained_capacity_change": capacity_flag(doc_a, doc_b, threshold), "notes": notes,
+        "unexplained_capacity_change": capacity_flag(doc_a, doc_b, threshold),
+        "notes": notes,
     }
 
 
 def _identity(doc: dict) -> dict:
-    return {"run": doc["path"], "profile": doc["profile"]["name"], "hash": doc["profile"].get("hash"),
-            "source": doc["source"], "max_model_len": _startup("max_model_len")(doc)}
+    return {
+        "run": doc["path"],
+        "profile": doc["profile"]["name"],
+        "hash": doc["profile"].get("hash"),
+        "source": doc["source"],
+        "max_model_len": _startup("max_model_len")(doc),
+    }
 
 
 # ---------------------------------------------------------------- output
@@ -198,8 +219,10 @@ def _flag_line(result: dict) -> str:
     if cap["flag"] is None:
         return "unexplained capacity change: unknown (KV bytes or tokens missing on a side)"
     verdict = "YES" if cap["flag"] else "no"
-    return (f"unexplained capacity change: {verdict} — KV bytes {cap['kv_bytes_pct']:+.3f}% vs KV tokens "
-            f"{cap['kv_tokens_pct']:+.3f}% (threshold {cap['threshold'] * 100:g} points)")
+    return (
+        f"unexplained capacity change: {verdict} — KV bytes {cap['kv_bytes_pct']:+.3f}% vs KV tokens "
+        f"{cap['kv_tokens_pct']:+.3f}% (threshold {cap['threshold'] * 100:g} points)"
+    )
 
 
 def _config_lines(result: dict) -> list[str]:

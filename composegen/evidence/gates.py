@@ -19,12 +19,14 @@ the scheduler, not the model). Result (stable keys):
 Errors: server unreachable or model not served -> EngineError; API key rejected or unknown gate -> BadInput.
 A failed gate is a result, not an exception: the CLI exits 1 when `ok` is false.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from composegen.errors import BadInput, EngineError
 
@@ -55,52 +57,207 @@ _CURRENCY = ("USD", "EUR", "GBP", "JPY")
 
 # (name, description, parameters, a user request that needs this tool)
 TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
-    ("get_weather", "Current weather for a city", _o(["city"], city=_s("city"), unit=_e("celsius", "fahrenheit")),
-     "What is the weather in Oakland right now, in fahrenheit?"),
-    ("book_flight", "Book a flight", _o(["origin", "destination", "passengers", "cabin"], origin=_s("IATA code"),
-     destination=_s("IATA code"), passengers=_i("travellers", 1, 9), cabin=_e("economy", "premium", "business")),
-     "Book a business flight from Boston to Denver for two people."),
-    ("create_calendar_event", "Create a calendar event", _o(["title", "start", "duration_minutes"], title=_s("title"),
-     start=_s("ISO 8601"), duration_minutes=_i("length", 5, 480), attendees={"type": "array", "items": _s("email")}),
-     "Put a 30 minute Design Review on my calendar tomorrow at 10:00."),
-    ("send_email", "Send an email", _o(["to", "subject", "body"], to=_s("address"), subject=_s("subject line"),
-     body=_s("plain text"), priority=_e("low", "normal", "high")), "Email Dana that the Quarterly Report is ready."),
-    ("convert_currency", "Convert money", _o(["amount", "source", "target"], amount={**_NUM, "minimum": 0},
-     source=_e(*_CURRENCY), target=_e(*_CURRENCY)), "Convert 250 US dollars to euros."),
-    ("search_products", "Search the catalogue", _o(["query"], query=_s("words"), max_results=_i("page", 1, 50),
-     filters=_o([], min_price=_NUM, max_price=_NUM, in_stock=_BOOL)), "Find Trail Running shoes under 120 dollars."),
-    ("set_thermostat", "Set a thermostat", _o(["room", "temperature_c", "mode"], room=_e("living", "bedroom", "office"),
-     temperature_c=_i("target", 10, 30), mode=_e("heat", "cool", "auto")), "Heat the bedroom to 21 degrees."),
-    ("create_support_ticket", "Open a support ticket", _o(["customer", "severity", "summary"], customer=_o(
-     ["name", "email"], name=_s("full name"), email=_s("address")), severity=_e(1, 2, 3, 4), summary=_s("one line")),
-     "Open a severity 2 ticket for Maria Lopez: the Billing Page times out."),
-    ("schedule_delivery", "Schedule a delivery", _o(["address", "date"], address=_o(["street", "city", "postal_code"],
-     street=_s("street"), city=_s("city"), postal_code=_s("postal code")), date=_s("YYYY-MM-DD"),
-     window=_e("morning", "afternoon", "evening")), "Deliver my parcel to 12 Main Street, Springfield on Friday."),
-    ("translate_text", "Translate text", _o(["text", "target_language"], text=_s("source text"),
-     target_language=_e("de", "fr", "es", "ja")), "Translate Good Morning into French."),
-    ("get_stock_quote", "Latest stock quote", _o(["symbol"], symbol=_s("ticker"), exchange=_e("NYSE", "NASDAQ")),
-     "What is the latest quote for NVDA on the NASDAQ?"),
-    ("reserve_table", "Reserve a table", _o(["restaurant", "party_size", "time"], restaurant=_s("name"),
-     party_size=_i("guests", 1, 20), time=_s("HH:MM")), "Reserve a table for four at Chez Panisse at 19:30."),
-    ("lookup_order", "Look up an order", _o(["order_id"], order_id=_i("order number", 1, 10**9), include_items=_BOOL),
-     "Where is order 48213? Include the items."),
-    ("resize_image", "Resize an image", _o(["width", "height", "format"], width=_i("pixels", 16, 8192),
-     height=_i("pixels", 16, 8192), format=_e("png", "jpeg", "webp")), "Resize the Logo to 512 by 512 as a PNG."),
-    ("add_todo", "Add a to-do item", _o(["title"], title=_s("what to do"), tags={"type": "array", "items": _s("tag")},
-     priority=_i("1 = highest", 1, 5)), "Add Renew Passport to my to-do list with top priority."),
-    ("rate_movie", "Rate a movie", _o(["title", "stars"], title=_s("title"), stars=_i("1-5", 1, 5), review=_s("text")),
-     "Give Spirited Away five stars."),
-    ("start_timer", "Start a timer", _o(["label", "seconds"], label=_s("name"), seconds=_i("duration", 1, 86400)),
-     "Start a Tea timer for four minutes."),
-    ("compute_route", "Route between waypoints", _o(["waypoints", "mode"], waypoints={"type": "array", "minItems": 2,
-     "items": _o(["lat", "lon"], lat={**_NUM, "minimum": -90, "maximum": 90}, lon={**_NUM, "minimum": -180,
-     "maximum": 180})}, mode=_e("driving", "walking", "cycling")), "Cycle from 37.80,-122.27 to 37.87,-122.26."),
-    ("update_profile", "Update user settings", _o(["user_id", "settings"], user_id=_i("account", 1, 10**9),
-     settings=_o(["language", "notifications"], language=_e("en", "de", "fr"), notifications=_BOOL,
-     timezone=_s("IANA zone"))), "Switch user 7781 to German and turn notifications off."),
-    ("run_sql_query", "Run a read-only SQL query", _o(["database", "query"], database=_e("analytics", "billing"),
-     query=_s("SELECT statement"), limit=_i("row cap", 1, 1000)), "On the Analytics database, count new signups."),
+    (
+        "get_weather",
+        "Current weather for a city",
+        _o(["city"], city=_s("city"), unit=_e("celsius", "fahrenheit")),
+        "What is the weather in Oakland right now, in fahrenheit?",
+    ),
+    (
+        "book_flight",
+        "Book a flight",
+        _o(
+            ["origin", "destination", "passengers", "cabin"],
+            origin=_s("IATA code"),
+            destination=_s("IATA code"),
+            passengers=_i("travellers", 1, 9),
+            cabin=_e("economy", "premium", "business"),
+        ),
+        "Book a business flight from Boston to Denver for two people.",
+    ),
+    (
+        "create_calendar_event",
+        "Create a calendar event",
+        _o(
+            ["title", "start", "duration_minutes"],
+            title=_s("title"),
+            start=_s("ISO 8601"),
+            duration_minutes=_i("length", 5, 480),
+            attendees={"type": "array", "items": _s("email")},
+        ),
+        "Put a 30 minute Design Review on my calendar tomorrow at 10:00.",
+    ),
+    (
+        "send_email",
+        "Send an email",
+        _o(
+            ["to", "subject", "body"],
+            to=_s("address"),
+            subject=_s("subject line"),
+            body=_s("plain text"),
+            priority=_e("low", "normal", "high"),
+        ),
+        "Email Dana that the Quarterly Report is ready.",
+    ),
+    (
+        "convert_currency",
+        "Convert money",
+        _o(["amount", "source", "target"], amount={**_NUM, "minimum": 0}, source=_e(*_CURRENCY), target=_e(*_CURRENCY)),
+        "Convert 250 US dollars to euros.",
+    ),
+    (
+        "search_products",
+        "Search the catalogue",
+        _o(
+            ["query"],
+            query=_s("words"),
+            max_results=_i("page", 1, 50),
+            filters=_o([], min_price=_NUM, max_price=_NUM, in_stock=_BOOL),
+        ),
+        "Find Trail Running shoes under 120 dollars.",
+    ),
+    (
+        "set_thermostat",
+        "Set a thermostat",
+        _o(
+            ["room", "temperature_c", "mode"],
+            room=_e("living", "bedroom", "office"),
+            temperature_c=_i("target", 10, 30),
+            mode=_e("heat", "cool", "auto"),
+        ),
+        "Heat the bedroom to 21 degrees.",
+    ),
+    (
+        "create_support_ticket",
+        "Open a support ticket",
+        _o(
+            ["customer", "severity", "summary"],
+            customer=_o(["name", "email"], name=_s("full name"), email=_s("address")),
+            severity=_e(1, 2, 3, 4),
+            summary=_s("one line"),
+        ),
+        "Open a severity 2 ticket for Maria Lopez: the Billing Page times out.",
+    ),
+    (
+        "schedule_delivery",
+        "Schedule a delivery",
+        _o(
+            ["address", "date"],
+            address=_o(
+                ["street", "city", "postal_code"], street=_s("street"), city=_s("city"), postal_code=_s("postal code")
+            ),
+            date=_s("YYYY-MM-DD"),
+            window=_e("morning", "afternoon", "evening"),
+        ),
+        "Deliver my parcel to 12 Main Street, Springfield on Friday.",
+    ),
+    (
+        "translate_text",
+        "Translate text",
+        _o(["text", "target_language"], text=_s("source text"), target_language=_e("de", "fr", "es", "ja")),
+        "Translate Good Morning into French.",
+    ),
+    (
+        "get_stock_quote",
+        "Latest stock quote",
+        _o(["symbol"], symbol=_s("ticker"), exchange=_e("NYSE", "NASDAQ")),
+        "What is the latest quote for NVDA on the NASDAQ?",
+    ),
+    (
+        "reserve_table",
+        "Reserve a table",
+        _o(
+            ["restaurant", "party_size", "time"],
+            restaurant=_s("name"),
+            party_size=_i("guests", 1, 20),
+            time=_s("HH:MM"),
+        ),
+        "Reserve a table for four at Chez Panisse at 19:30.",
+    ),
+    (
+        "lookup_order",
+        "Look up an order",
+        _o(["order_id"], order_id=_i("order number", 1, 10**9), include_items=_BOOL),
+        "Where is order 48213? Include the items.",
+    ),
+    (
+        "resize_image",
+        "Resize an image",
+        _o(
+            ["width", "height", "format"],
+            width=_i("pixels", 16, 8192),
+            height=_i("pixels", 16, 8192),
+            format=_e("png", "jpeg", "webp"),
+        ),
+        "Resize the Logo to 512 by 512 as a PNG.",
+    ),
+    (
+        "add_todo",
+        "Add a to-do item",
+        _o(
+            ["title"],
+            title=_s("what to do"),
+            tags={"type": "array", "items": _s("tag")},
+            priority=_i("1 = highest", 1, 5),
+        ),
+        "Add Renew Passport to my to-do list with top priority.",
+    ),
+    (
+        "rate_movie",
+        "Rate a movie",
+        _o(["title", "stars"], title=_s("title"), stars=_i("1-5", 1, 5), review=_s("text")),
+        "Give Spirited Away five stars.",
+    ),
+    (
+        "start_timer",
+        "Start a timer",
+        _o(["label", "seconds"], label=_s("name"), seconds=_i("duration", 1, 86400)),
+        "Start a Tea timer for four minutes.",
+    ),
+    (
+        "compute_route",
+        "Route between waypoints",
+        _o(
+            ["waypoints", "mode"],
+            waypoints={
+                "type": "array",
+                "minItems": 2,
+                "items": _o(
+                    ["lat", "lon"],
+                    lat={**_NUM, "minimum": -90, "maximum": 90},
+                    lon={**_NUM, "minimum": -180, "maximum": 180},
+                ),
+            },
+            mode=_e("driving", "walking", "cycling"),
+        ),
+        "Cycle from 37.80,-122.27 to 37.87,-122.26.",
+    ),
+    (
+        "update_profile",
+        "Update user settings",
+        _o(
+            ["user_id", "settings"],
+            user_id=_i("account", 1, 10**9),
+            settings=_o(
+                ["language", "notifications"],
+                language=_e("en", "de", "fr"),
+                notifications=_BOOL,
+                timezone=_s("IANA zone"),
+            ),
+        ),
+        "Switch user 7781 to German and turn notifications off.",
+    ),
+    (
+        "run_sql_query",
+        "Run a read-only SQL query",
+        _o(
+            ["database", "query"],
+            database=_e("analytics", "billing"),
+            query=_s("SELECT statement"),
+            limit=_i("row cap", 1, 1000),
+        ),
+        "On the Analytics database, count new signups.",
+    ),
 ]
 WEATHER = TOOL_CATALOG[0]
 
@@ -154,8 +311,9 @@ class _Ctx:
         self.extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
 
     def chat(self, messages: list[dict], **kwargs: Any):
-        resp = self.client.chat.completions.create(model=self.model, messages=messages, max_tokens=self.max_tokens,
-                                                   temperature=0, **self.extra, **kwargs)
+        resp = self.client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=self.max_tokens, temperature=0, **self.extra, **kwargs
+        )
         if not resp.choices:
             raise GateFailed("the response has no choices")
         choice = resp.choices[0]
@@ -202,10 +360,13 @@ def gate_smoke(ctx: _Ctx) -> dict:
     return {"finish_reason": choice.finish_reason, "usage": resp.usage.model_dump() if resp.usage else None}
 
 
-JSON_SCHEMA = _o(["language", "major_version", "statically_typed", "creator"],
-                 language=_e("python", "rust", "go"), major_version=_i("major version", 1, 99),
-                 statically_typed={"type": "boolean"},
-                 creator=_o(["name", "year"], name=_s("full name"), year=_i("year work began", 1900, 2100)))
+JSON_SCHEMA = _o(
+    ["language", "major_version", "statically_typed", "creator"],
+    language=_e("python", "rust", "go"),
+    major_version=_i("major version", 1, 99),
+    statically_typed={"type": "boolean"},
+    creator=_o(["name", "year"], name=_s("full name"), year=_i("year work began", 1900, 2100)),
+)
 
 
 def _json_answer(ctx: _Ctx, what: str, prompt: str, response_format: dict) -> Any:
@@ -218,12 +379,15 @@ def _json_answer(ctx: _Ctx, what: str, prompt: str, response_format: dict) -> An
 
 
 def gate_json(ctx: _Ctx) -> dict:
-    value = _json_answer(ctx, "json_object", 'Return ONLY a JSON object: {"language": "python", "ok": true}',
-                         {"type": "json_object"})
+    value = _json_answer(
+        ctx, "json_object", 'Return ONLY a JSON object: {"language": "python", "ok": true}', {"type": "json_object"}
+    )
     if not isinstance(value, dict) or "language" not in value:
         raise GateFailed("json_object: not an object with key `language`", value=value)
-    prompt = ("Describe the Python programming language as JSON: language, its current major version, whether it is "
-              "statically typed, and its creator (name and the year work on it began).")
+    prompt = (
+        "Describe the Python programming language as JSON: language, its current major version, whether it is "
+        "statically typed, and its creator (name and the year work on it began)."
+    )
     fmt = {"type": "json_schema", "json_schema": {"name": "language_facts", "strict": True, "schema": JSON_SCHEMA}}
     value = _json_answer(ctx, "json_schema", prompt, fmt)
     problem = _validate(value, JSON_SCHEMA)
@@ -240,8 +404,11 @@ def gate_tools(ctx: _Ctx) -> dict:
     failures, passed = [], 0
     for name, tool, prompt in specs:
         try:
-            choice, _ = ctx.chat([{"role": "user", "content": prompt}], tools=all_tools,
-                                 tool_choice={"type": "function", "function": {"name": name}})
+            choice, _ = ctx.chat(
+                [{"role": "user", "content": prompt}],
+                tools=all_tools,
+                tool_choice={"type": "function", "function": {"name": name}},
+            )
             calls = choice.message.tool_calls or []
             if not calls:
                 raise GateFailed("no tool call")
@@ -265,9 +432,16 @@ def gate_stream_tools(ctx: _Ctx) -> dict:
     name, _, params, prompt = WEATHER
     tool = tool_specs(1)[0][1]
     stream = ctx.client.chat.completions.create(
-        model=ctx.model, messages=[{"role": "user", "content": prompt + " Use the get_weather tool."}], tools=[tool],
-        tool_choice="auto", max_tokens=ctx.max_tokens, temperature=0, stream=True,
-        stream_options={"include_usage": True}, **ctx.extra)
+        model=ctx.model,
+        messages=[{"role": "user", "content": prompt + " Use the get_weather tool."}],
+        tools=[tool],
+        tool_choice="auto",
+        max_tokens=ctx.max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        **ctx.extra,
+    )
     calls: dict[int, dict] = {}
     content, finish, chunks = "", None, 0
     for chunk in stream:
@@ -299,8 +473,20 @@ def gate_continuation(ctx: _Ctx) -> dict:
     result = {"city": "Oakland", "temperature_f": 72, "conditions": "sunny"}
     messages = [
         {"role": "user", "content": WEATHER[3]},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_weather_1", "type": "function", "function": {
-            "name": "get_weather", "arguments": json.dumps({"city": "Oakland", "unit": "fahrenheit"})}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_weather_1",
+                    "type": "function",
+                    "function": {
+                        "name": "get_weather",
+                        "arguments": json.dumps({"city": "Oakland", "unit": "fahrenheit"}),
+                    },
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_weather_1", "content": json.dumps(result)},
     ]
     choice, _ = ctx.chat(messages, tools=[tool])
@@ -317,8 +503,9 @@ def gate_continuation(ctx: _Ctx) -> dict:
 
 def gate_responses(ctx: _Ctx) -> dict:
     extra = {"reasoning": {"effort": ctx.extra["reasoning_effort"]}} if ctx.extra else {}
-    resp = ctx.client.responses.create(model=ctx.model, input="Reply with exactly READY",
-                                       max_output_tokens=ctx.max_tokens, **extra)
+    resp = ctx.client.responses.create(
+        model=ctx.model, input="Reply with exactly READY", max_output_tokens=ctx.max_tokens, **extra
+    )
     text = resp.output_text or ""
     details = {"status": resp.status, "output_text": text[:200]}
     if resp.status != "completed":
@@ -329,8 +516,12 @@ def gate_responses(ctx: _Ctx) -> dict:
 
 
 RUNNERS: dict[str, Callable[[_Ctx], dict]] = {
-    "smoke": gate_smoke, "json": gate_json, "tools": gate_tools, "stream_tools": gate_stream_tools,
-    "continuation": gate_continuation, "responses": gate_responses,
+    "smoke": gate_smoke,
+    "json": gate_json,
+    "tools": gate_tools,
+    "stream_tools": gate_stream_tools,
+    "continuation": gate_continuation,
+    "responses": gate_responses,
 }
 
 
@@ -357,8 +548,13 @@ def run_one(name: str, ctx: _Ctx) -> dict:
         details, passed, reason = {}, False, f"request failed: {exc}"
     except (openai.APIError, ValueError) as exc:  # malformed responses the client could not parse
         details, passed, reason = {}, False, f"bad response: {exc}"
-    return {"name": name, "passed": passed, "latency_s": round(time.monotonic() - started, 3), "reason": reason,
-            "details": details}
+    return {
+        "name": name,
+        "passed": passed,
+        "latency_s": round(time.monotonic() - started, 3),
+        "reason": reason,
+        "details": details,
+    }
 
 
 def api_message(exc) -> str:
@@ -369,8 +565,17 @@ def api_message(exc) -> str:
     return str(exc)[:300]
 
 
-def run_gates(base_url: str, model: str, *, api_key: str | None = None, tools: int = 20, only=None,
-              timeout: float = 120, max_tokens: int = 1024, reasoning_effort: str | None = None) -> dict:
+def run_gates(
+    base_url: str,
+    model: str,
+    *,
+    api_key: str | None = None,
+    tools: int = 20,
+    only=None,
+    timeout: float = 120,
+    max_tokens: int = 1024,
+    reasoning_effort: str | None = None,
+) -> dict:
     names = selected(only)
     if "tools" in names:
         tool_specs(tools)  # a bad count is bad input before any request is sent
@@ -381,8 +586,15 @@ def run_gates(base_url: str, model: str, *, api_key: str | None = None, tools: i
     tools_row = next((g for g in results if g["name"] == "tools"), None)
     tool_counts = {"passed": tools_row["details"].get("passed", 0), "total": tools} if tools_row else None
     passed = sum(g["passed"] for g in results)
-    return {"model": model, "base_url": base_url, "gates": results, "passed": passed, "total": len(results),
-            "tools": tool_counts, "ok": passed == len(results)}
+    return {
+        "model": model,
+        "base_url": base_url,
+        "gates": results,
+        "passed": passed,
+        "total": len(results),
+        "tools": tool_counts,
+        "ok": passed == len(results),
+    }
 
 
 def format_text(result: dict) -> str:

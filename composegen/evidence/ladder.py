@@ -27,22 +27,75 @@ Result (stable keys):
                 "e2e_s", "completion_tokens", "reasoning_tokens", "finish_reason", "ok", "reason"}],
    "largest_prompt_tokens": int | null  (largest API-reported prompt of a completed request)}
 """
+
 from __future__ import annotations
 
 import math
 import random
 import secrets
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from composegen.errors import BadInput, EngineError
 
 QUESTION = "In one short sentence, what is the text above about?"
 MAX_SIZING_STEPS = 16
-_WORDS = ("river stone garden signal harbor lantern copper meadow engine window paper orbit violet thunder canvas "
-          "pepper marble forest silver bridge candle falcon glacier hollow island jacket kettle ladder mirror nectar "
-          "oyster pillow quartz ribbon saddle tunnel umbrella velvet walnut yellow zephyr anchor basket cobalt desert "
-          "ember fabric granite horizon ivory jasmine kernel lagoon monsoon").split()
+_WORDS = [
+    "river",
+    "stone",
+    "garden",
+    "signal",
+    "harbor",
+    "lantern",
+    "copper",
+    "meadow",
+    "engine",
+    "window",
+    "paper",
+    "orbit",
+    "violet",
+    "thunder",
+    "canvas",
+    "pepper",
+    "marble",
+    "forest",
+    "silver",
+    "bridge",
+    "candle",
+    "falcon",
+    "glacier",
+    "hollow",
+    "island",
+    "jacket",
+    "kettle",
+    "ladder",
+    "mirror",
+    "nectar",
+    "oyster",
+    "pillow",
+    "quartz",
+    "ribbon",
+    "saddle",
+    "tunnel",
+    "umbrella",
+    "velvet",
+    "walnut",
+    "yellow",
+    "zephyr",
+    "anchor",
+    "basket",
+    "cobalt",
+    "desert",
+    "ember",
+    "fabric",
+    "granite",
+    "horizon",
+    "ivory",
+    "jasmine",
+    "kernel",
+    "lagoon",
+    "monsoon",
+]
 
 
 class _Filler:
@@ -126,9 +179,20 @@ def _window(target: int, tolerance: float, cap: int) -> tuple[int, int]:
 
 
 def _row(target: int, **values) -> dict:
-    row = {"target": target, "tokenized": None, "prompt_tokens": None, "ttft_s": None, "prefill_tok_s": None,
-           "decode_tok_s": None, "e2e_s": None, "completion_tokens": None, "reasoning_tokens": None,
-           "finish_reason": None, "ok": False, "reason": None}
+    row = {
+        "target": target,
+        "tokenized": None,
+        "prompt_tokens": None,
+        "ttft_s": None,
+        "prefill_tok_s": None,
+        "decode_tok_s": None,
+        "e2e_s": None,
+        "completion_tokens": None,
+        "reasoning_tokens": None,
+        "finish_reason": None,
+        "ok": False,
+        "reason": None,
+    }
     row.update(values)
     return row
 
@@ -137,8 +201,15 @@ def _stream(client, model: str, messages: list[dict], max_tokens: int, reasoning
     """Send one streamed request; timings and usage as row fields."""
     extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
     started = time.perf_counter()
-    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=max_tokens, temperature=0,
-                                            stream=True, stream_options={"include_usage": True}, **extra)
+    stream = client.chat.completions.create(
+        model=model,
+        messages=messages,
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        **extra,
+    )
     first = last = None
     finish, usage, reasoning_deltas = None, None, 0
     for chunk in stream:
@@ -163,7 +234,9 @@ def _stream(client, model: str, messages: list[dict], max_tokens: int, reasoning
     decode_span = (last or ended) - first if first is not None else 0
     decoding = bool(completion and completion > 1 and decode_span > 0)
     return {
-        "prompt_tokens": prompt, "completion_tokens": completion, "finish_reason": finish,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "finish_reason": finish,
         "reasoning_tokens": reported if reported is not None else reasoning_deltas,
         "ttft_s": round(ttft, 6) if ttft is not None else None,
         "prefill_tok_s": round(prompt / ttft, 1) if ttft else None,
@@ -172,9 +245,18 @@ def _stream(client, model: str, messages: list[dict], max_tokens: int, reasoning
     }
 
 
-def run_ladder(base_url: str, model: str, targets, *, max_model_len: int, max_tokens: int = 64,
-               api_key: str | None = None, tolerance: float = 0.005, timeout: float = 1800,
-               reasoning_effort: str | None = None) -> dict:
+def run_ladder(
+    base_url: str,
+    model: str,
+    targets,
+    *,
+    max_model_len: int,
+    max_tokens: int = 64,
+    api_key: str | None = None,
+    tolerance: float = 0.005,
+    timeout: float = 1800,
+    reasoning_effort: str | None = None,
+) -> dict:
     import openai
 
     from composegen.evidence.gates import api_message, client_for
@@ -213,8 +295,15 @@ def run_ladder(base_url: str, model: str, targets, *, max_model_len: int, max_to
             row["ok"], row["reason"] = _judge(row, low, high)
         rows.append(row)
     done = [r["prompt_tokens"] for r in rows if r["prompt_tokens"] is not None and r["finish_reason"] is not None]
-    return {"model": model, "max_model_len": max_model_len, "max_tokens": max_tokens, "tolerance": tolerance,
-            "ok": all(r["ok"] for r in rows), "targets": rows, "largest_prompt_tokens": max(done) if done else None}
+    return {
+        "model": model,
+        "max_model_len": max_model_len,
+        "max_tokens": max_tokens,
+        "tolerance": tolerance,
+        "ok": all(r["ok"] for r in rows),
+        "targets": rows,
+        "largest_prompt_tokens": max(done) if done else None,
+    }
 
 
 def _judge(row: dict, low: int, high: int) -> tuple[bool, str | None]:
@@ -227,16 +316,22 @@ def _judge(row: dict, low: int, high: int) -> tuple[bool, str | None]:
 
 
 def format_text(result: dict) -> str:
-    head = (f"{'target':>9} {'prompt':>9} {'TTFT s':>8} {'prefill/s':>10} {'decode/s':>9} {'out':>5} {'think':>5}"
-            "  finish")
-    lines = [f"context ladder for {result['model']} (max_model_len {result['max_model_len']}, "
-             f"±{result['tolerance'] * 100:g}%)", head]
+    head = (
+        f"{'target':>9} {'prompt':>9} {'TTFT s':>8} {'prefill/s':>10} {'decode/s':>9} {'out':>5} {'think':>5}  finish"
+    )
+    lines = [
+        f"context ladder for {result['model']} (max_model_len {result['max_model_len']}, "
+        f"±{result['tolerance'] * 100:g}%)",
+        head,
+    ]
     show = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
     for r in result["targets"]:
-        lines.append(f"{r['target']:>9,} {show(r['prompt_tokens'], ',d'):>9} {show(r['ttft_s'], '.3f'):>8} "
-                     f"{show(r['prefill_tok_s'], ',.0f'):>10} {show(r['decode_tok_s'], '.2f'):>9} "
-                     f"{show(r['completion_tokens'], 'd'):>5} {show(r['reasoning_tokens'], 'd'):>5}  "
-                     f"{r['finish_reason'] or '-'}" + ("" if r["ok"] else f"  FAIL: {r['reason']}"))
+        lines.append(
+            f"{r['target']:>9,} {show(r['prompt_tokens'], ',d'):>9} {show(r['ttft_s'], '.3f'):>8} "
+            f"{show(r['prefill_tok_s'], ',.0f'):>10} {show(r['decode_tok_s'], '.2f'):>9} "
+            f"{show(r['completion_tokens'], 'd'):>5} {show(r['reasoning_tokens'], 'd'):>5}  "
+            f"{r['finish_reason'] or '-'}" + ("" if r["ok"] else f"  FAIL: {r['reason']}")
+        )
     largest = result["largest_prompt_tokens"]
     lines.append(f"largest API-reported prompt: {largest:,}" if largest is not None else "no request completed")
     return "\n".join(lines) + "\n"

@@ -41,13 +41,14 @@ Result (stable keys):
    "verdict", "differences": [{"field", "calibration", "profile"}], "unknown": [field], "warnings": [str],
    "notes": [str]}
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
 from composegen.errors import BadInput
-from composegen.profiles.resolve import Resolved
+from composegen.profiles.resolved import Resolved
 
 GiB = 1 << 30
 SEED_BYTES_PCT, SEED_TOKENS_PCT = 4.715, 94.861
@@ -56,8 +57,11 @@ RANGE_FACTOR = round((1 + SEED_TOKENS_PCT / 100) / (1 + SEED_BYTES_PCT / 100), 3
 ENGINE_DEFAULT_BATCH = 8192
 # Profile flag name -> effective_args key, for the fields that change cache geometry or accounting.
 GEOMETRY_FLAGS = {
-    "kv-cache-dtype": "kv_cache_dtype", "block-size": "block_size", "tensor-parallel-size": "tensor_parallel_size",
-    "decode-context-parallel-size": "decode_context_parallel_size", "max-num-batched-tokens": "max_num_batched_tokens",
+    "kv-cache-dtype": "kv_cache_dtype",
+    "block-size": "block_size",
+    "tensor-parallel-size": "tensor_parallel_size",
+    "decode-context-parallel-size": "decode_context_parallel_size",
+    "max-num-batched-tokens": "max_num_batched_tokens",
 }
 _UNKNOWN = object()
 
@@ -96,8 +100,10 @@ def _calibration_value(calibration: dict, key: str, flag: str | None, cal_profil
 
 
 def _compare_geometry(calibration: dict, r: Resolved, cal_profile: Resolved | None) -> tuple[list[dict], list[str]]:
-    fields = [("model", "model", None, r.profile.model.path or r.profile.model.id),
-              ("revision", "revision", None, r.profile.model.revision)]
+    fields = [
+        ("model", "model", None, r.profile.model.path or r.profile.model.id),
+        ("revision", "revision", None, r.profile.model.revision),
+    ]
     fields += [(flag, key, flag, _profile_value(r, flag)) for flag, key in GEOMETRY_FLAGS.items()]
     differences, unknown = [], []
     for name, key, flag, wanted in fields:
@@ -116,23 +122,29 @@ def _compare_geometry(calibration: dict, r: Resolved, cal_profile: Resolved | No
 def _batch(value: Any, what: str, warnings: list[str]) -> int:
     if isinstance(value, int) and value > 0:
         return value
-    warnings.append(f"{what} max-num-batched-tokens is left to the engine; assumed {ENGINE_DEFAULT_BATCH} "
-                    "(vLLM's API-server default on large GPUs)")
+    warnings.append(
+        f"{what} max-num-batched-tokens is left to the engine; assumed {ENGINE_DEFAULT_BATCH} "
+        "(vLLM's API-server default on large GPUs)"
+    )
     return ENGINE_DEFAULT_BATCH
 
 
-def plan(r: Resolved, calibration: dict, *, gpu_gib: float | None = None,
-         calibration_profile: Resolved | None = None) -> dict:
+def plan(
+    r: Resolved, calibration: dict, *, gpu_gib: float | None = None, calibration_profile: Resolved | None = None
+) -> dict:
     if calibration.get("kv_cache_includes_host"):
-        raise BadInput("calibration: kv_cache_tokens: counts GPU + host tokens, so bytes per token cannot be "
-                       "read from it; calibrate with a GPU-only run")
+        raise BadInput(
+            "calibration: kv_cache_tokens: counts GPU + host tokens, so bytes per token cannot be "
+            "read from it; calibrate with a GPU-only run"
+        )
     weights = float(_require(calibration, "weights_gib"))
     act_cal = float(_require(calibration, "peak_activation_gib"))
     kv_cal = float(_require(calibration, "kv_cache_gib_min"))
     tokens_cal = int(_require(calibration, "kv_cache_tokens"))
     if tokens_cal <= 0 or kv_cal <= 0:
-        raise BadInput(f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / "
-                       f"{kv_cal}")
+        raise BadInput(
+            f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / {kv_cal}"
+        )
     gpu_cal = calibration.get("gpu_total_gib")
     gpu = gpu_gib if gpu_gib is not None else gpu_cal
     if gpu is None:
@@ -141,13 +153,17 @@ def plan(r: Resolved, calibration: dict, *, gpu_gib: float | None = None,
         raise BadInput(f"--gpu-gib: must be positive, got {gpu}")
     warnings: list[str] = []
     util_cal = calibration.get("gpu_memory_utilization") or _calibration_value(
-        calibration, "gpu_memory_utilization", "gpu-memory-utilization", calibration_profile, r)
+        calibration, "gpu_memory_utilization", "gpu-memory-utilization", calibration_profile, r
+    )
     if util_cal is _UNKNOWN:
         raise BadInput("calibration: gpu_memory_utilization: missing; give the calibration profile")
     # The calibration's own budget is measured on its GPU; "other" must come from that same budget.
     other = float(util_cal) * float(gpu_cal if gpu_cal is not None else gpu) - weights - act_cal - kv_cal
-    batch_cal = _batch(_calibration_value(calibration, "max_num_batched_tokens", "max-num-batched-tokens",
-                                          calibration_profile, r), "the calibration's", warnings)
+    batch_cal = _batch(
+        _calibration_value(calibration, "max_num_batched_tokens", "max-num-batched-tokens", calibration_profile, r),
+        "the calibration's",
+        warnings,
+    )
     batch_r = _batch(r.flag("max-num-batched-tokens"), f"profile {r.name}'s", warnings)
     util_r = float(_profile_value(r, "gpu-memory-utilization"))
     max_len = r.flag("max-model-len")
@@ -167,39 +183,75 @@ def plan(r: Resolved, calibration: dict, *, gpu_gib: float | None = None,
     factor = RANGE_FACTOR if differences else 1.0
     low, high = math.floor(gpu_tokens / factor), math.floor(gpu_tokens * factor)
     for d in differences:
-        warnings.append(f"{d['field']} differs from the calibration ({d['calibration']} → {d['profile']}): KV bytes "
-                        f"per token may not carry over; range widened ×{RANGE_FACTOR} both ways (seed: KV bytes "
-                        f"+{SEED_BYTES_PCT}% gave tokens +{SEED_TOKENS_PCT}%)")
+        warnings.append(
+            f"{d['field']} differs from the calibration ({d['calibration']} → {d['profile']}): KV bytes "
+            f"per token may not carry over; range widened ×{RANGE_FACTOR} both ways (seed: KV bytes "
+            f"+{SEED_BYTES_PCT}% gave tokens +{SEED_TOKENS_PCT}%)"
+        )
     if kv <= 0:
         warnings.append(f"predicted KV memory is {kv:.2f} GiB: weights and activation exceed the budget")
     notes = []
     cal_len = calibration.get("max_model_len")
     if cal_len and cal_len != max_len:
-        notes.append(f"the calibration ran at max-model-len {cal_len:,}, this profile asks {max_len:,}: only a "
-                     "startup at that length measures its pool (qualify)")
+        notes.append(
+            f"the calibration ran at max-model-len {cal_len:,}, this profile asks {max_len:,}: only a "
+            "startup at that length measures its pool (qualify)"
+        )
     if offload_gib:
-        notes.append(f"host tier {host_gib:g} GiB per rank ({host_tokens:,} tokens at the calibration's bytes/token) "
-                     "holds offloaded blocks; it is not counted toward fitting one request")
+        notes.append(
+            f"host tier {host_gib:g} GiB per rank ({host_tokens:,} tokens at the calibration's bytes/token) "
+            "holds offloaded blocks; it is not counted toward fitting one request"
+        )
     fits = gpu_tokens >= max_len
     fits_low, fits_high = low >= max_len, high >= max_len
     verdict = "fits" if fits_low else ("does not fit" if not fits_high else "uncertain")
     return {
-        "profile": r.name, "max_model_len": max_len,
-        "calibration": {"gpu_total_gib": gpu_cal, "gpu_memory_utilization": util_cal, "weights_gib": weights,
-                        "peak_activation_gib": act_cal, "kv_cache_gib_min": kv_cal, "kv_cache_tokens": tokens_cal,
-                        "max_num_batched_tokens": batch_cal, "max_model_len": cal_len,
-                        "other_gib": round(other, 4), "kv_bytes_per_token": round(bytes_per_token, 1)},
-        "inputs": {"gpu_gib": gpu, "gpu_gib_source": "gpu_gib" if gpu_gib is not None else "calibration",
-                   "gpu_memory_utilization": util_r, "max_num_batched_tokens": batch_r,
-                   "kv_offloading_size_gib": offload_gib, "tensor_parallel_size": tp},
-        "predicted": {"label": "predicted", "activation_gib": round(activation, 3), "kv_gib_per_rank": round(kv, 3),
-                      "gpu_tokens": gpu_tokens, "host_gib_per_rank": round(host_gib, 3), "host_tokens": host_tokens,
-                      "concurrency": round(gpu_tokens / max_len, 2), "fits": fits,
-                      "margin_tokens": gpu_tokens - max_len,
-                      "margin_pct": round((gpu_tokens - max_len) / max_len * 100, 2),
-                      "range": {"low_tokens": low, "high_tokens": high, "factor": factor,
-                                "fits_low": fits_low, "fits_high": fits_high}},
-        "verdict": verdict, "differences": differences, "unknown": unknown, "warnings": warnings, "notes": notes,
+        "profile": r.name,
+        "max_model_len": max_len,
+        "calibration": {
+            "gpu_total_gib": gpu_cal,
+            "gpu_memory_utilization": util_cal,
+            "weights_gib": weights,
+            "peak_activation_gib": act_cal,
+            "kv_cache_gib_min": kv_cal,
+            "kv_cache_tokens": tokens_cal,
+            "max_num_batched_tokens": batch_cal,
+            "max_model_len": cal_len,
+            "other_gib": round(other, 4),
+            "kv_bytes_per_token": round(bytes_per_token, 1),
+        },
+        "inputs": {
+            "gpu_gib": gpu,
+            "gpu_gib_source": "gpu_gib" if gpu_gib is not None else "calibration",
+            "gpu_memory_utilization": util_r,
+            "max_num_batched_tokens": batch_r,
+            "kv_offloading_size_gib": offload_gib,
+            "tensor_parallel_size": tp,
+        },
+        "predicted": {
+            "label": "predicted",
+            "activation_gib": round(activation, 3),
+            "kv_gib_per_rank": round(kv, 3),
+            "gpu_tokens": gpu_tokens,
+            "host_gib_per_rank": round(host_gib, 3),
+            "host_tokens": host_tokens,
+            "concurrency": round(gpu_tokens / max_len, 2),
+            "fits": fits,
+            "margin_tokens": gpu_tokens - max_len,
+            "margin_pct": round((gpu_tokens - max_len) / max_len * 100, 2),
+            "range": {
+                "low_tokens": low,
+                "high_tokens": high,
+                "factor": factor,
+                "fits_low": fits_low,
+                "fits_high": fits_high,
+            },
+        },
+        "verdict": verdict,
+        "differences": differences,
+        "unknown": unknown,
+        "warnings": warnings,
+        "notes": notes,
     }
 
 
@@ -232,8 +284,7 @@ def format_text(result: dict) -> str:
     p, c, i = result["predicted"], result["calibration"], result["inputs"]
     rng = p["range"]
     lines = [
-        f"capacity plan for {result['profile']} (max-model-len {result['max_model_len']:,}) — "
-        "PREDICTED, not measured",
+        f"capacity plan for {result['profile']} (max-model-len {result['max_model_len']:,}) — PREDICTED, not measured",
         f"  calibration (measured): weights {c['weights_gib']} GiB, activation {c['peak_activation_gib']} GiB at "
         f"{c['max_num_batched_tokens']} batched tokens, KV {c['kv_cache_gib_min']} GiB = {c['kv_cache_tokens']:,} "
         f"tokens ({c['kv_bytes_per_token']:,.0f} bytes/token), other {c['other_gib']:+.3f} GiB",
@@ -246,8 +297,7 @@ def format_text(result: dict) -> str:
     if i["kv_offloading_size_gib"]:
         lines.append(f"  predicted host tier  {p['host_tokens']:,} tokens ({p['host_gib_per_rank']} GiB per rank)")
     if rng["factor"] != 1.0:
-        lines.append(f"  predicted range      {rng['low_tokens']:,} – {rng['high_tokens']:,} tokens "
-                     f"(×{rng['factor']})")
+        lines.append(f"  predicted range      {rng['low_tokens']:,} – {rng['high_tokens']:,} tokens (×{rng['factor']})")
     lines.append(f"verdict (predicted): {result['verdict']}")
     lines += [f"warning: {w}" for w in result["warnings"]]
     if result["unknown"]:

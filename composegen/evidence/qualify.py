@@ -26,17 +26,18 @@ Result (stable keys): {"profile", "hash", "qualified": bool, "criteria": [...], 
 "ladder": merged probe + ladder result | null, "gates": gates result | null}. The evidence bundle
 (evidence.write_run) holds startup, gates, ladder and qualify.json. exit_code(result): 0 qualified, 1 not.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
-from composegen.evidence import bundle as evidence
 from composegen.errors import ComposegenError
+from composegen.evidence import bundle as evidence
 from composegen.evidence.gates import GATES
-from composegen.profiles.resolve import Resolved
-from composegen.project import Project
+from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Qualify
+from composegen.project import Project
 from composegen.vllm.startup import WARNING_KINDS  # startup "errors" that do not stop an engine
 
 TOLERANCE = 0.005  # ladder.run_ladder's default window
@@ -44,8 +45,13 @@ PROBE_MAX_TOKENS = 64  # ladder.run_ladder's default completion budget
 
 
 def _criterion(name: str, measured, threshold, passed: bool, reason: str | None = None) -> dict:
-    return {"name": name, "measured": measured, "threshold": threshold, "passed": bool(passed),
-            "reason": None if passed else (reason or f"{measured} < {threshold}")}
+    return {
+        "name": name,
+        "measured": measured,
+        "threshold": threshold,
+        "passed": bool(passed),
+        "reason": None if passed else (reason or f"{measured} < {threshold}"),
+    }
 
 
 def probe_target(min_prompt_tokens: int, max_model_len: int) -> int:
@@ -76,9 +82,17 @@ def _step(ready: bool, fn: Callable, *args, **kwargs) -> tuple[dict | None, str 
         return None, exc.message
 
 
-def qualify(project: Project, r: Resolved, *, startup_report: dict, run_ladder_fn: Callable,
-            run_gates_fn: Callable, startup_log_text: str | None = None, source: str = "stack",
-            container: dict | None = None) -> dict:
+def qualify(
+    project: Project,
+    r: Resolved,
+    *,
+    startup_report: dict,
+    run_ladder_fn: Callable,
+    run_gates_fn: Callable,
+    startup_log_text: str | None = None,
+    source: str = "stack",
+    container: dict | None = None,
+) -> dict:
     q = r.profile.qualify or Qualify()
     max_len = r.flag("max-model-len")
     max_len = max_len if isinstance(max_len, int) and max_len > 0 else startup_report.get("max_model_len")
@@ -94,21 +108,45 @@ def qualify(project: Project, r: Resolved, *, startup_report: dict, run_ladder_f
 
         mismatches = startup.mismatches(r.engine_flags(), startup_report["effective_args"])
     config_ok = mismatches == []
-    why = ("the log has no `non-default args` line to check" if mismatches is None
-           else "; ".join(f"{m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}" for m in mismatches))
-    criteria.append(_criterion("config", "as profiled" if config_ok else f"{len(mismatches or [])} mismatch(es)",
-                               "as profiled", config_ok, None if config_ok else why))
+    why = (
+        "the log has no `non-default args` line to check"
+        if mismatches is None
+        else "; ".join(f"{m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}" for m in mismatches)
+    )
+    criteria.append(
+        _criterion(
+            "config",
+            "as profiled" if config_ok else f"{len(mismatches or [])} mismatch(es)",
+            "as profiled",
+            config_ok,
+            None if config_ok else why,
+        )
+    )
     pool, need = startup_report.get("kv_cache_tokens"), q.min_kv_tokens or max_len
-    criteria.append(_criterion("kv_pool", pool, need, pool is not None and need is not None and pool >= need,
-                               "no KV cache size in the startup log" if pool is None else None))
+    criteria.append(
+        _criterion(
+            "kv_pool",
+            pool,
+            need,
+            pool is not None and need is not None and pool >= need,
+            "no KV cache size in the startup log" if pool is None else None,
+        )
+    )
 
     probe = ladder = None
     if q.min_prompt_tokens:
         target = probe_target(q.min_prompt_tokens, max_len or 0)
         probe, error = _step(ready, run_ladder_fn, [target], max_model_len=max_len)
         largest = (probe or {}).get("largest_prompt_tokens")
-        criteria.append(_criterion("long_prompt", largest, q.min_prompt_tokens,
-                                   largest is not None and largest >= q.min_prompt_tokens, error or _row_reason(probe)))
+        criteria.append(
+            _criterion(
+                "long_prompt",
+                largest,
+                q.min_prompt_tokens,
+                largest is not None and largest >= q.min_prompt_tokens,
+                error or _row_reason(probe),
+            )
+        )
     if q.ladder_targets:
         ladder, error = _step(ready, run_ladder_fn, list(q.ladder_targets), max_model_len=max_len)
         rows = (ladder or {}).get("targets") or []
@@ -127,26 +165,44 @@ def qualify(project: Project, r: Resolved, *, startup_report: dict, run_ladder_f
 
     qualified = all(c["passed"] for c in criteria)
     merged = _merge_ladders([probe, ladder])
-    verdict = {"profile": r.name, "hash": r.hash, "qualified": qualified, "criteria": criteria,
-               "emulated": bool(container and container["emulated"])}
-    run = evidence.write_run(project, r, startup_log_text=startup_log_text, startup_report=startup_report,
-                             gates=gates, ladder=merged, source=source, extra_raw={"qualify.json": verdict},
-                             container=container)
+    verdict = {
+        "profile": r.name,
+        "hash": r.hash,
+        "qualified": qualified,
+        "criteria": criteria,
+        "emulated": bool(container and container["emulated"]),
+    }
+    run = evidence.write_run(
+        project,
+        r,
+        startup_log_text=startup_log_text,
+        startup_report=startup_report,
+        gates=gates,
+        ladder=merged,
+        source=source,
+        extra_raw={"qualify.json": verdict},
+        container=container,
+    )
     return {**verdict, "run": str(run), "ladder": merged, "gates": gates}
 
 
 def qualify_stack(project: Project, r: Resolved) -> dict:
     import functools
 
+    from composegen.evidence import gates, ladder
     from composegen.stack import driver
-    from composegen.evidence import gates
-    from composegen.evidence import ladder
 
     text, report, identity = evidence.live_stack(project, r)
     ep, served = driver.endpoint(r), r.profile.model.served_name
-    return qualify(project, r, startup_report=report, startup_log_text=text, container=identity,
-                   run_ladder_fn=functools.partial(ladder.run_ladder, ep.base_url, served, api_key=ep.api_key),
-                   run_gates_fn=functools.partial(gates.run_gates, ep.base_url, served, api_key=ep.api_key))
+    return qualify(
+        project,
+        r,
+        startup_report=report,
+        startup_log_text=text,
+        container=identity,
+        run_ladder_fn=functools.partial(ladder.run_ladder, ep.base_url, served, api_key=ep.api_key),
+        run_gates_fn=functools.partial(gates.run_gates, ep.base_url, served, api_key=ep.api_key),
+    )
 
 
 def _row_reason(result: dict | None) -> str | None:

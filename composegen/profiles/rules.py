@@ -1,13 +1,11 @@
 """Cross-field rules a single field cannot check. Each problem names the key it is reported at."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from composegen.profiles.resolved import Resolved
 from composegen.units import GIB, parse_bytes
-
-if TYPE_CHECKING:
-    from composegen.profiles.resolve import Resolved
 
 HF_CACHE_TARGET = "/root/.cache/huggingface"  # where a node's hf_cache is mounted
 SHM_HEADROOM_GIB = 2.0  # vLLM's message queues and NCCL need room beside the offload buffer
@@ -45,12 +43,28 @@ def check(r: Resolved) -> list[Problem]:
         out.append(Problem(("vllm", "gpu-memory-utilization"), f"must be in (0, 1], got {util}"))
     batched, seqs = f.get("max-num-batched-tokens"), f.get("max-num-seqs")
     if batched is not None and seqs is not None and batched < seqs:
-        out.append(Problem(("vllm", "max-num-batched-tokens"), f"{batched} is below max-num-seqs {seqs}; each step must fit one token per sequence"))
+        out.append(
+            Problem(
+                ("vllm", "max-num-batched-tokens"),
+                f"{batched} is below max-num-seqs {seqs}; each step must fit one token per sequence",
+            )
+        )
     max_len = f.get("max-model-len")
     chunked = f.get("enable-chunked-prefill", True)  # on by default in vLLM's V1 engine
     if isinstance(max_len, int) and batched is not None and max_len > batched and chunked is False:
-        out.append(Problem(("vllm", "max-model-len"), f"{max_len} exceeds max-num-batched-tokens {batched} while enable-chunked-prefill is false; a prompt could never be scheduled"))
-    for name in ("max-num-batched-tokens", "max-num-seqs", "tensor-parallel-size", "pipeline-parallel-size", "decode-context-parallel-size"):
+        out.append(
+            Problem(
+                ("vllm", "max-model-len"),
+                f"{max_len} exceeds max-num-batched-tokens {batched} while enable-chunked-prefill is false; a prompt could never be scheduled",
+            )
+        )
+    for name in (
+        "max-num-batched-tokens",
+        "max-num-seqs",
+        "tensor-parallel-size",
+        "pipeline-parallel-size",
+        "decode-context-parallel-size",
+    ):
         if isinstance(f.get(name), int) and f[name] < 1:
             out.append(Problem(("vllm", name), f"must be at least 1, got {f[name]}"))
     if isinstance(max_len, int) and max_len < 1 and max_len != -1:
@@ -58,29 +72,56 @@ def check(r: Resolved) -> list[Problem]:
     tp, pp = f.get("tensor-parallel-size", 1), f.get("pipeline-parallel-size", 1)
     nodes = r.profile.nodes
     if nodes is None and tp * pp != svc.gpus.n:
-        out.append(Problem(("service", "gpus"), f"reserves {svc.gpus.n} GPU(s) but tensor-parallel-size × pipeline-parallel-size = {tp} × {pp} = {tp * pp}"))
+        out.append(
+            Problem(
+                ("service", "gpus"),
+                f"reserves {svc.gpus.n} GPU(s) but tensor-parallel-size × pipeline-parallel-size = {tp} × {pp} = {tp * pp}",
+            )
+        )
     if nodes is not None:
         out += _node_problems(r, tp * pp)
     dcp = f.get("decode-context-parallel-size", 1)
     if dcp >= 1 and tp % dcp:
-        out.append(Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}"))
+        out.append(
+            Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}")
+        )
     offload = offload_gib(r)
     if offload < 0:
         out.append(Problem(("vllm", "kv-offloading-size"), f"must not be negative, got {offload}"))
     if offload > 0 and svc.ipc != "host":
         if svc.shm_size is None:
-            out.append(Problem(("service", "shm_size"), f"kv-offloading-size {offload:g} GiB lives in /dev/shm; set shm_size to at least {offload + SHM_HEADROOM_GIB:g}gb"))
+            out.append(
+                Problem(
+                    ("service", "shm_size"),
+                    f"kv-offloading-size {offload:g} GiB lives in /dev/shm; set shm_size to at least {offload + SHM_HEADROOM_GIB:g}gb",
+                )
+            )
         elif size_bytes(svc.shm_size) < shm_need_bytes(r):
-            out.append(Problem(("service", "shm_size"), f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB plus {SHM_HEADROOM_GIB:g} GiB headroom"))
+            out.append(
+                Problem(
+                    ("service", "shm_size"),
+                    f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB plus {SHM_HEADROOM_GIB:g} GiB headroom",
+                )
+            )
     if svc.ipc != "host" and svc.shm_size is None:
-        out.append(Problem(("service", "ipc"), "private IPC gets Docker's 64 MB /dev/shm, far too small for vLLM; set shm_size (e.g. 16gb) or ipc: host"))
+        out.append(
+            Problem(
+                ("service", "ipc"),
+                "private IPC gets Docker's 64 MB /dev/shm, far too small for vLLM; set shm_size (e.g. 16gb) or ipc: host",
+            )
+        )
     if svc.shm_size is not None:
         try:
             size_bytes(svc.shm_size)
         except ValueError as exc:
             out.append(Problem(("service", "shm_size"), str(exc)))
     if not r.profile.pinned and not r.profile.image_unpinned_reason:
-        out.append(Problem(("image",), f"{r.profile.image!r} is not pinned; use repo@sha256:<64 hex>, or state image_unpinned_reason"))
+        out.append(
+            Problem(
+                ("image",),
+                f"{r.profile.image!r} is not pinned; use repo@sha256:<64 hex>, or state image_unpinned_reason",
+            )
+        )
     return out
 
 
@@ -89,23 +130,42 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
     out: list[Problem] = []
     ranks = sorted(m.rank for m in nodes.members)
     if ranks != list(range(len(nodes.members))):
-        out.append(Problem(("nodes", "members"), f"node ranks must be 0..{len(nodes.members) - 1}, each once; got {ranks}"))
+        out.append(
+            Problem(("nodes", "members"), f"node ranks must be 0..{len(nodes.members) - 1}, each once; got {ranks}")
+        )
     names = [m.name for m in nodes.members]
     if len(set(names)) != len(names):
         out.append(Problem(("nodes", "members"), f"node names must be unique; got {names}"))
     per_node = {(m.gpus or svc.gpus).n for m in nodes.members}
     if len(per_node) != 1:
-        out.append(Problem(("nodes", "members"), f"every node must reserve the same number of GPUs; got {sorted(per_node)}"))
+        out.append(
+            Problem(("nodes", "members"), f"every node must reserve the same number of GPUs; got {sorted(per_node)}")
+        )
     elif world != per_node.pop() * len(nodes.members):
         gpus = (nodes.members[0].gpus or svc.gpus).n
-        out.append(Problem(("vllm", "tensor-parallel-size"), f"tensor × pipeline parallel = {world}, but {len(nodes.members)} nodes × {gpus} GPU(s) = {gpus * len(nodes.members)}"))
+        out.append(
+            Problem(
+                ("vllm", "tensor-parallel-size"),
+                f"tensor × pipeline parallel = {world}, but {len(nodes.members)} nodes × {gpus} GPU(s) = {gpus * len(nodes.members)}",
+            )
+        )
     backend = r.flags.get("distributed-executor-backend")
     if backend not in (None, "mp"):
         # --nnodes/--node-rank drive vLLM's mp launcher; Ray forms its own cluster and ignores them.
-        out.append(Problem(("vllm", "distributed-executor-backend"), f"multi-node nodes: needs the mp backend (vLLM's --nnodes launch), got {backend!r}"))
+        out.append(
+            Problem(
+                ("vllm", "distributed-executor-backend"),
+                f"multi-node nodes: needs the mp backend (vLLM's --nnodes launch), got {backend!r}",
+            )
+        )
     if nodes.master_port == svc.port.host:
         # Every node runs on the host network: the head's API and its rendezvous share one port space.
-        out.append(Problem(("nodes", "master_port"), f"{nodes.master_port} is also the API port (service.port.host); the head listens on both"))
+        out.append(
+            Problem(
+                ("nodes", "master_port"),
+                f"{nodes.master_port} is also the API port (service.port.host); the head listens on both",
+            )
+        )
     return out
 
 
@@ -126,7 +186,9 @@ def node_warnings(r: Resolved) -> list[str]:
         for v in svc.volumes:
             replaced = node.hf_cache and v.target == HF_CACHE_TARGET
             if not v.named and not replaced and v.source.startswith(CLIENT_SIDE_SOURCES):
-                out.append(f"node {node.name}: volume source {v.source!r} is resolved on this machine, not on {node.docker_host or node.context}; use an absolute path (or nodes.members[].hf_cache)")
+                out.append(
+                    f"node {node.name}: volume source {v.source!r} is resolved on this machine, not on {node.docker_host or node.context}; use an absolute path (or nodes.members[].hf_cache)"
+                )
     return out
 
 
@@ -151,8 +213,10 @@ def across_profiles(resolved: list[Resolved]) -> list[str]:
     """Warnings no single profile shows: two profiles that would fight over a container name or a host
     port (a child that only says `extends:` inherits both), so they cannot run side by side."""
     out: list[str] = []
-    for what, key in (("container_name", lambda r: r.profile.service.container_name),
-                      ("host port", lambda r: (r.profile.service.port.bind, r.profile.service.port.host))):
+    for what, key in (
+        ("container_name", lambda r: r.profile.service.container_name),
+        ("host port", lambda r: (r.profile.service.port.bind, r.profile.service.port.host)),
+    ):
         seen: dict = {}
         for r in resolved:
             value = key(r)

@@ -7,6 +7,7 @@ Multi-node (`nodes:`): the image, the model and its revision and every vLLM flag
 they are the same on every node by construction; only endpoints, environment, GPUs and the HF cache
 path are per node. (The driver still checks that the image each engine holds has the same digest.)
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -141,7 +142,9 @@ class Qualify(Strict):
     tools: Annotated[StrictInt, Field(ge=1)] = 20
 
 
-HOSTNAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+HOSTNAME_RE = re.compile(
+    r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
 ENDPOINT_RE = re.compile(r"^(?:unix|tcp|ssh|npipe)://\S+$")
 
 

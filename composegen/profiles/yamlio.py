@@ -1,4 +1,5 @@
 """Safe YAML loading that remembers the line of every key, so errors can say `file:line: field`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,15 +39,6 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
     merge keys and duplicates are refused in _to_python."""
 
 
-def show_value(value: Any) -> str:
-    """A loaded YAML value as an error message quotes it (YAML's `yes` is a boolean: say so)."""
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a YAML boolean)"
-    if isinstance(value, (dict, list)):
-        return type(value).__name__
-    return repr(value)
-
-
 def load_marked(path: Path, display: str) -> Marked:
     try:
         text = path.read_text(encoding="utf-8")
@@ -80,14 +72,18 @@ def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loade
     # An alias is the same node again: refused, since expanding nested aliases can take exponential memory
     # (a few lines can ask for gigabytes) and a profile has `extends:` for reuse.
     if id(node) in seen:
-        raise BadInput(f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}: YAML aliases (*name) are not supported; use extends:")
+        raise BadInput(
+            f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}: YAML aliases (*name) are not supported; use extends:"
+        )
     seen.add(id(node))
     marked.marks.setdefault(path, (display, line))
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                raise BadInput(f"{display}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported; use extends:")
+                raise BadInput(
+                    f"{display}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported; use extends:"
+                )
             key = loader.construct_object(key_node)
             if not isinstance(key, str):
                 raise BadInput(f"{display}:{key_node.start_mark.line + 1}: keys must be strings, got {key!r}")

@@ -8,12 +8,14 @@ Falls back to calling the function inline when fork is unavailable, when other P
 (forking a threaded process can deadlock the child), and when the child fails for any reason — so
 `Aside(f, x).result()` always equals `f(x)`. Use it as a context manager so the child is reaped.
 """
+
 from __future__ import annotations
 
 import marshal
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class Aside:
@@ -52,7 +54,7 @@ class Aside:
             return self._function(*self._args)
         return marshal.loads(data)
 
-    def __enter__(self) -> "Aside":
+    def __enter__(self) -> Aside:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,11 +10,12 @@ temporary name (`sem.XXXXXX (deleted)`), and a renamed or hard-linked file keeps
 `index_holders_aside(...)` runs the same pass in a forked child while the caller stats directory entries.
 `container_id_from_cgroup(text)` -> 64-hex id or None; `DockerLabelResolver()(cid)` -> labels or None.
 """
+
 from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from composegen.shm.aside import Aside
 
@@ -29,7 +30,7 @@ LabelResolver = Callable[[str], "dict | None"]
 
 
 class ProcIndex:
-    __slots__ = ("proc_root", "holders", "unreadable", "identities")
+    __slots__ = ("holders", "identities", "proc_root", "unreadable")
 
     def __init__(self, proc_root: str, holders=None, unreadable=None, identities=None):
         self.proc_root = proc_root
@@ -37,7 +38,7 @@ class ProcIndex:
         self.unreadable: list[dict] = unreadable if unreadable is not None else []
         self.identities: dict[int, tuple[str | None, str | None]] = identities if identities is not None else {}
 
-    def merge(self, other: "ProcIndex") -> None:
+    def merge(self, other: ProcIndex) -> None:
         for key, pids in other.holders.items():
             self.holders.setdefault(key, {}).update(pids)
         seen = {u["pid"] for u in self.unreadable}
@@ -225,7 +226,7 @@ class DockerLabelResolver:
             if self._client is None:
                 self._client = docker.from_env(timeout=self._timeout)
             return dict(self._client.containers.get(container_id).labels or {})
-        except Exception as exc:  # noqa: BLE001 - any SDK/engine failure means "labels unknown"
+        except Exception as exc:
             if type(exc).__name__ != "NotFound":
                 self._engine_down = True
             return None

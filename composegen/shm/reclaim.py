@@ -10,14 +10,15 @@ removed, each re-checked just before unlink: same inode as scanned, still a regu
 now. Never symlinks, directories, or anything reached through a link; the directory itself must not
 be a symlink and must be the one scanned.
 """
+
 from __future__ import annotations
 
 import os
 import stat
 
+from composegen.errors import BadInput, CheckFailed
 from composegen.shm import procscan
 from composegen.shm import scan as shm
-from composegen.errors import BadInput, CheckFailed
 
 
 def _plan_from_report(report: dict, include_unknown: bool) -> dict:
@@ -32,18 +33,36 @@ def _plan_from_report(report: dict, include_unknown: bool) -> dict:
         elif entry["class"] not in removable:
             skipped.append({"name": entry["name"], "reason": "unknown name (use --include-unknown)"})
         else:
-            candidates.append({"name": entry["name"], "bytes": entry["allocated_bytes"], "class": entry["class"],
-                               "dev": entry["dev"], "inode": entry["inode"]})
-    return {"schema": "composegen.shm-reclaim/v1", "path": report["path"], "applied": False, "dir": report["dir"],
-            "candidates": candidates, "candidate_bytes": sum(c["bytes"] for c in candidates),
-            "removed": [], "skipped": skipped, "bytes_freed": 0,
-            "unreadable_pids": report["unreadable_pids"], "remaining": None}
+            candidates.append(
+                {
+                    "name": entry["name"],
+                    "bytes": entry["allocated_bytes"],
+                    "class": entry["class"],
+                    "dev": entry["dev"],
+                    "inode": entry["inode"],
+                }
+            )
+    return {
+        "schema": "composegen.shm-reclaim/v1",
+        "path": report["path"],
+        "applied": False,
+        "dir": report["dir"],
+        "candidates": candidates,
+        "candidate_bytes": sum(c["bytes"] for c in candidates),
+        "removed": [],
+        "skipped": skipped,
+        "bytes_freed": 0,
+        "unreadable_pids": report["unreadable_pids"],
+        "remaining": None,
+    }
 
 
 def _refuse_unreadable(unreadable: list[dict]) -> None:
     pids = ", ".join(f"{u['pid']} ({u['comm'] or '?'})" for u in unreadable)
-    raise CheckFailed(f"cannot see what {len(unreadable)} process(es) hold, so nothing was removed: pid {pids}",
-                      hint="run as root (or with CAP_SYS_PTRACE), or pass --ignore-unreadable to accept the risk")
+    raise CheckFailed(
+        f"cannot see what {len(unreadable)} process(es) hold, so nothing was removed: pid {pids}",
+        hint="run as root (or with CAP_SYS_PTRACE), or pass --ignore-unreadable to accept the risk",
+    )
 
 
 def _remove_one(dfd: int, cand: dict, index: procscan.ProcIndex) -> tuple[dict | None, str | None, int]:
@@ -69,8 +88,7 @@ def _remove_one(dfd: int, cand: dict, index: procscan.ProcIndex) -> tuple[dict |
     return {"name": name, "bytes": allocated}, None, allocated if st.st_nlink == 1 else 0
 
 
-def apply_plan(plan: dict, *, ignore_unreadable: bool = False, container_labels=None,
-               proc_root: str = "/proc") -> dict:
+def apply_plan(plan: dict, *, ignore_unreadable: bool = False, container_labels=None, proc_root: str = "/proc") -> dict:
     """Remove the plan's candidates that are still the same, unheld regular files directly in its dir."""
     for cand in plan["candidates"]:
         if "/" in cand["name"] or cand["name"] in ("", ".", ".."):
@@ -83,8 +101,14 @@ def apply_plan(plan: dict, *, ignore_unreadable: bool = False, container_labels=
         index = procscan.index_holders({c["dev"] for c in plan["candidates"]}, proc_root)  # holders *now*
         if index.unreadable and not ignore_unreadable:
             _refuse_unreadable(index.unreadable)
-        result = dict(plan, applied=True, removed=[], skipped=list(plan["skipped"]), bytes_freed=0,
-                      unreadable_pids=index.unreadable)
+        result = dict(
+            plan,
+            applied=True,
+            removed=[],
+            skipped=list(plan["skipped"]),
+            bytes_freed=0,
+            unreadable_pids=index.unreadable,
+        )
         for cand in plan["candidates"]:
             removed, reason, freed = _remove_one(dfd, cand, index)
             if removed:
@@ -99,8 +123,15 @@ def apply_plan(plan: dict, *, ignore_unreadable: bool = False, container_labels=
         os.close(dfd)
 
 
-def reclaim(path: str = "/dev/shm", *, yes: bool = False, include_unknown: bool = False,
-            ignore_unreadable: bool = False, container_labels=None, proc_root: str = "/proc") -> dict:
+def reclaim(
+    path: str = "/dev/shm",
+    *,
+    yes: bool = False,
+    include_unknown: bool = False,
+    ignore_unreadable: bool = False,
+    container_labels=None,
+    proc_root: str = "/proc",
+) -> dict:
     """Preview (default) or, with yes, remove unheld leftover files directly in `path`."""
     dfd = shm.open_dir(path, follow=False)  # reclaim never works through a symlinked directory
     try:
@@ -110,19 +141,24 @@ def reclaim(path: str = "/dev/shm", *, yes: bool = False, include_unknown: bool 
     plan = _plan_from_report(report, include_unknown)
     if not yes:
         return plan
-    return apply_plan(plan, ignore_unreadable=ignore_unreadable, container_labels=container_labels,
-                      proc_root=proc_root)
+    return apply_plan(plan, ignore_unreadable=ignore_unreadable, container_labels=container_labels, proc_root=proc_root)
 
 
 def format_reclaim_text(result: dict) -> str:
     if not result["applied"]:
-        lines = [f"would remove {shm.printable(c['name'])} ({shm.human_bytes(c['bytes'])})" for c in result["candidates"]]
-        lines.append(f"preview: {len(result['candidates'])} files, {shm.human_bytes(result['candidate_bytes'])} "
-                     f"in {result['path']}; run again with --yes to remove them")
+        lines = [
+            f"would remove {shm.printable(c['name'])} ({shm.human_bytes(c['bytes'])})" for c in result["candidates"]
+        ]
+        lines.append(
+            f"preview: {len(result['candidates'])} files, {shm.human_bytes(result['candidate_bytes'])} "
+            f"in {result['path']}; run again with --yes to remove them"
+        )
     else:
         lines = [f"removed {shm.printable(r['name'])} ({shm.human_bytes(r['bytes'])})" for r in result["removed"]]
         candidates = {c["name"] for c in result["candidates"]}  # skips decided at removal time
-        lines += [f"kept {shm.printable(s['name'])}: {s['reason']}" for s in result["skipped"] if s["name"] in candidates]
+        lines += [
+            f"kept {shm.printable(s['name'])}: {s['reason']}" for s in result["skipped"] if s["name"] in candidates
+        ]
         lines.append(f"removed {len(result['removed'])} files, freed {shm.human_bytes(result['bytes_freed'])}")
         if result["remaining"]:
             t = result["remaining"]["totals"]

@@ -14,6 +14,7 @@
 CLI exit codes: 0 ok; 1 leftovers present with --fail-on-leftover (CheckFailed);
 2 path missing / not a directory (BadInput); 3 engine problems (EngineError).
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,39 +24,73 @@ import pwd
 import re
 import stat
 import time
+from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii
-from typing import Iterator
 
-from composegen.shm import procscan
 from composegen.errors import BadInput, CheckFailed, EngineError
 from composegen.output import emit_json, out, pretty_output, write_pieces
+from composegen.shm import procscan
 
 CLASSES = ("in-use", "leftover", "unknown")
 
 # Names we know the origin of: a file with such a name and no holder is a leftover of a crash.
 LEFTOVER_PATTERNS = (
-    {"id": "psm", "glob": "psm_*", "regex": r"psm_.+",
-     "creator": "Python multiprocessing.shared_memory (vLLM MessageQueue/ShmRingBuffer, shm_object_storage)",
-     "left_when": "the whole process group, resource_tracker included, is SIGKILLed (docker kill, stop timeout)"},
-    {"id": "sem-mp", "glob": "sem.mp-*", "regex": r"sem\.mp-.+",
-     "creator": "Python multiprocessing locks/semaphores, spawn or forkserver context (glibc sem_open)",
-     "left_when": "same as psm_*: the resource_tracker died with the process group"},
-    {"id": "sem-loky", "glob": "sem.loky-*", "regex": r"sem\.loky-.+",
-     "creator": "joblib/loky semaphores", "left_when": "the loky worker pool was killed"},
-    {"id": "nccl", "glob": "nccl-*", "regex": r"nccl-.+",
-     "creator": "NCCL SHM transport / proxy (mkstemp; NCCL 2.9: nccl-shm-recv-*)",
-     "left_when": "a rank crashed before peers attached; often 0-byte files piling up"},
-    {"id": "torch", "glob": "torch_*", "regex": r"torch_\d+_.+",
-     "creator": "PyTorch CPU tensor sharing (MapAllocator)",
-     "left_when": "rare: normally unlinked at once and visible only as (deleted) mappings"},
-    {"id": "vllm-offload", "glob": "vllm_offload_*.mmap[.N]", "regex": r"vllm_offload_.+\.mmap(?:\.\d+)?",
-     "creator": "vLLM CPU KV offload region (0.21+)",
-     "left_when": "SIGKILL; a fresh engine id per start makes them pile up across restarts"},
-    {"id": "vllm-ec", "glob": "vllm_ec_*.mmap", "regex": r"vllm_ec_.+\.mmap",
-     "creator": "vLLM encoder-cache offload region", "left_when": "SIGKILL, like vllm_offload_*"},
-    {"id": "pym", "glob": "pym-*", "regex": r"pym-\d+-.+",
-     "creator": "Python multiprocessing.heap arenas (mkstemp then unlink)",
-     "left_when": "a crash between create and unlink"},
+    {
+        "id": "psm",
+        "glob": "psm_*",
+        "regex": r"psm_.+",
+        "creator": "Python multiprocessing.shared_memory (vLLM MessageQueue/ShmRingBuffer, shm_object_storage)",
+        "left_when": "the whole process group, resource_tracker included, is SIGKILLed (docker kill, stop timeout)",
+    },
+    {
+        "id": "sem-mp",
+        "glob": "sem.mp-*",
+        "regex": r"sem\.mp-.+",
+        "creator": "Python multiprocessing locks/semaphores, spawn or forkserver context (glibc sem_open)",
+        "left_when": "same as psm_*: the resource_tracker died with the process group",
+    },
+    {
+        "id": "sem-loky",
+        "glob": "sem.loky-*",
+        "regex": r"sem\.loky-.+",
+        "creator": "joblib/loky semaphores",
+        "left_when": "the loky worker pool was killed",
+    },
+    {
+        "id": "nccl",
+        "glob": "nccl-*",
+        "regex": r"nccl-.+",
+        "creator": "NCCL SHM transport / proxy (mkstemp; NCCL 2.9: nccl-shm-recv-*)",
+        "left_when": "a rank crashed before peers attached; often 0-byte files piling up",
+    },
+    {
+        "id": "torch",
+        "glob": "torch_*",
+        "regex": r"torch_\d+_.+",
+        "creator": "PyTorch CPU tensor sharing (MapAllocator)",
+        "left_when": "rare: normally unlinked at once and visible only as (deleted) mappings",
+    },
+    {
+        "id": "vllm-offload",
+        "glob": "vllm_offload_*.mmap[.N]",
+        "regex": r"vllm_offload_.+\.mmap(?:\.\d+)?",
+        "creator": "vLLM CPU KV offload region (0.21+)",
+        "left_when": "SIGKILL; a fresh engine id per start makes them pile up across restarts",
+    },
+    {
+        "id": "vllm-ec",
+        "glob": "vllm_ec_*.mmap",
+        "regex": r"vllm_ec_.+\.mmap",
+        "creator": "vLLM encoder-cache offload region",
+        "left_when": "SIGKILL, like vllm_offload_*",
+    },
+    {
+        "id": "pym",
+        "glob": "pym-*",
+        "regex": r"pym-\d+-.+",
+        "creator": "Python multiprocessing.heap arenas (mkstemp then unlink)",
+        "left_when": "a crash between create and unlink",
+    },
 )
 # (id, literal prefix of the glob, regex). Most names fail the prefix test and never meet a regex;
 # each regex is compiled the first time a name with its prefix turns up.
@@ -130,14 +165,31 @@ class _HolderDescriber:
     def __call__(self, pid: int, hows: set[str]) -> dict:
         comm, cid = self.index.identity(pid)
         labels = (self.labels(cid) or {}) if cid else {}
-        return {"comm": comm, "compose_project": labels.get("com.docker.compose.project"),
-                "composegen_profile": labels.get("io.composegen.profile"), "container_id": cid,
-                "how": sorted(hows), "pid": pid}
+        return {
+            "comm": comm,
+            "compose_project": labels.get("com.docker.compose.project"),
+            "composegen_profile": labels.get("io.composegen.profile"),
+            "container_id": cid,
+            "how": sorted(hows),
+            "pid": pid,
+        }
 
 
 # An entry's fields in JSON key order, "holders" aside; a row is a tuple of their values.
-ENTRY_FIELDS = ("age_seconds", "allocated_bytes", "class", "dev", "inode", "kind", "name", "nlink", "pattern",
-                "size_bytes", "uid", "user")
+ENTRY_FIELDS = (
+    "age_seconds",
+    "allocated_bytes",
+    "class",
+    "dev",
+    "inode",
+    "kind",
+    "name",
+    "nlink",
+    "pattern",
+    "size_bytes",
+    "uid",
+    "user",
+)
 
 
 def _stat_rows(dfd: int, now: float) -> tuple[list[tuple], int, set[int]]:
@@ -156,9 +208,22 @@ def _stat_rows(dfd: int, now: float) -> tuple[list[tuple], int, set[int]]:
         if st.st_dev != dir_dev:
             other_devs.add(st.st_dev)
         pattern, uid = match_pattern(name), st.st_uid
-        rows.append((round(max(0.0, now - st.st_mtime), 3), st.st_blocks * 512, "leftover" if pattern else "unknown",
-                     st.st_dev, st.st_ino, kind_of(st.st_mode), name, st.st_nlink, pattern,
-                     st.st_size, uid, _user(uid, users)))
+        rows.append(
+            (
+                round(max(0.0, now - st.st_mtime), 3),
+                st.st_blocks * 512,
+                "leftover" if pattern else "unknown",
+                st.st_dev,
+                st.st_ino,
+                kind_of(st.st_mode),
+                name,
+                st.st_nlink,
+                pattern,
+                st.st_size,
+                uid,
+                _user(uid, users),
+            )
+        )
     return rows, vanished, other_devs
 
 
@@ -192,11 +257,17 @@ def _scan_fd(dfd: int, path: str, container_labels, proc_root: str, while_waitin
         cls_total["count"] += 1
         cls_total["allocated_bytes"] += row[1]
     totals["all"] = {"allocated_bytes": sum(totals[cls]["allocated_bytes"] for cls in CLASSES), "count": len(rows)}
-    report = {"dir": {"dev": dir_st.st_dev, "inode": dir_st.st_ino}, "filesystem": _filesystem(dfd), "path": path,
-              "scan_seconds": round(time.monotonic() - started, 4),
-              "scanned_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now)),
-              "schema": "composegen.shm-scan/v1", "totals": totals, "unreadable_pids": index.unreadable,
-              "vanished": vanished}
+    report = {
+        "dir": {"dev": dir_st.st_dev, "inode": dir_st.st_ino},
+        "filesystem": _filesystem(dfd),
+        "path": path,
+        "scan_seconds": round(time.monotonic() - started, 4),
+        "scanned_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now)),
+        "schema": "composegen.shm-scan/v1",
+        "totals": totals,
+        "unreadable_pids": index.unreadable,
+        "vanished": vanished,
+    }
     return report, rows, held, extra
 
 
@@ -220,8 +291,10 @@ def scan(path: str = "/dev/shm", *, container_labels=None, proc_root: str = "/pr
 
 # An entry nothing holds, filled positionally from its row: the same bytes as the compact sorted
 # json.dumps of its dict (tests compare the two) at a third of the cost.
-_UNHELD_ENTRY_JSON = ('{"age_seconds":%r,"allocated_bytes":%d,"class":"%s","dev":%d,"holders":[],"inode":%d,'
-                      '"kind":"%s","name":%s,"nlink":%d,"pattern":%s,"size_bytes":%d,"uid":%d,"user":%s}')
+_UNHELD_ENTRY_JSON = (
+    '{"age_seconds":%r,"allocated_bytes":%d,"class":"%s","dev":%d,"holders":[],"inode":%d,'
+    '"kind":"%s","name":%s,"nlink":%d,"pattern":%s,"size_bytes":%d,"uid":%d,"user":%s}'
+)
 _compact = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))
 _PATTERN_JSON = {None: "null", **{p["id"]: f'"{p["id"]}"' for p in LEFTOVER_PATTERNS}}
 
@@ -232,8 +305,23 @@ def _unheld_entries_json(rows: list[tuple]) -> list[str]:
     for age, allocated, cls, dev, inode, kind, name, nlink, pattern, size, uid, user in rows:
         if user not in users:
             users[user] = _compact(user)
-        texts.append(_UNHELD_ENTRY_JSON % (age, allocated, cls, dev, inode, kind, encode_basestring_ascii(name),
-                                           nlink, _PATTERN_JSON[pattern], size, uid, users[user]))
+        texts.append(
+            _UNHELD_ENTRY_JSON
+            % (
+                age,
+                allocated,
+                cls,
+                dev,
+                inode,
+                kind,
+                encode_basestring_ascii(name),
+                nlink,
+                _PATTERN_JSON[pattern],
+                size,
+                uid,
+                users[user],
+            )
+        )
     return texts
 
 
@@ -260,7 +348,7 @@ def _json_pieces(report: dict, entry_texts: list[str], batch: int = 1000) -> Ite
             continue
         yield "["
         for start in range(0, len(entry_texts), batch):
-            yield ("," if start else "") + ",".join(entry_texts[start:start + batch])
+            yield ("," if start else "") + ",".join(entry_texts[start : start + batch])
         yield "]"
     yield "}"
 
@@ -294,7 +382,7 @@ def container_shm(name_or_id: str, *, container_labels=None, client=None) -> dic
 
         client = client or docker.from_env(timeout=10)
         container = client.containers.get(name_or_id)
-    except Exception as exc:  # noqa: BLE001 - map SDK errors to our three exit codes
+    except Exception as exc:
         if type(exc).__name__ == "NotFound":
             raise BadInput(f"{name_or_id}: container: no such container") from None
         raise EngineError(f"docker engine unavailable: {exc}") from None
@@ -302,8 +390,13 @@ def container_shm(name_or_id: str, *, container_labels=None, client=None) -> dic
     if not state.get("Running") or not state.get("Pid"):
         raise BadInput(f"{name_or_id}: container: not running (status {state.get('Status', '?')})")
     report = scan(f"/proc/{state['Pid']}/root/dev/shm", container_labels=container_labels)
-    report["container"] = {"id": container.id, "ipc_mode": host_config.get("IpcMode"), "name": container.name,
-                           "pid": state["Pid"], "shm_size_bytes": host_config.get("ShmSize")}
+    report["container"] = {
+        "id": container.id,
+        "ipc_mode": host_config.get("IpcMode"),
+        "name": container.name,
+        "pid": state["Pid"],
+        "shm_size_bytes": host_config.get("ShmSize"),
+    }
     return report
 
 
@@ -321,16 +414,25 @@ def check_budget(scan_report: dict, need_bytes: int, leftover_warn_bytes: int) -
     leftover = scan_report["totals"]["leftover"]
     warnings = []
     if need_bytes > fs["total_bytes"]:
-        warnings.append(f"{path} is {human_bytes(fs['total_bytes'])} in total but the profile needs "
-                        f"{human_bytes(need_bytes)}; raise shm_size or the tmpfs size")
+        warnings.append(
+            f"{path} is {human_bytes(fs['total_bytes'])} in total but the profile needs "
+            f"{human_bytes(need_bytes)}; raise shm_size or the tmpfs size"
+        )
     elif need_bytes > fs["free_bytes"]:
-        tip = (f"; reclaiming {leftover['count']} leftovers would free {human_bytes(leftover['allocated_bytes'])}"
-               " (composegen shm --reclaim)" if leftover["count"] else "")
-        warnings.append(f"{path} has {human_bytes(fs['free_bytes'])} free but the profile needs "
-                        f"{human_bytes(need_bytes)}{tip}")
+        tip = (
+            f"; reclaiming {leftover['count']} leftovers would free {human_bytes(leftover['allocated_bytes'])}"
+            " (composegen shm --reclaim)"
+            if leftover["count"]
+            else ""
+        )
+        warnings.append(
+            f"{path} has {human_bytes(fs['free_bytes'])} free but the profile needs {human_bytes(need_bytes)}{tip}"
+        )
     if leftover["count"] and leftover["allocated_bytes"] > leftover_warn_bytes:
-        warnings.append(f"{leftover['count']} leftover files use {human_bytes(leftover['allocated_bytes'])} "
-                        f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm --reclaim")
+        warnings.append(
+            f"{leftover['count']} leftover files use {human_bytes(leftover['allocated_bytes'])} "
+            f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm --reclaim"
+        )
     return warnings
 
 
@@ -358,12 +460,16 @@ def format_text(report: dict) -> str:
         holders = "; ".join(
             f"{h['pid']}/{h['comm']} {'+'.join(h['how'])}"
             + (f" [{h['compose_project'] or h['container_id'][:12]}]" if h["container_id"] else "")
-            for h in e["holders"])
-        lines.append(f"{e['class']:<9} {human_bytes(e['allocated_bytes']):>10} {_age(e['age_seconds']):>5} "
-                     f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}  {holders}".rstrip())
+            for h in e["holders"]
+        )
+        lines.append(
+            f"{e['class']:<9} {human_bytes(e['allocated_bytes']):>10} {_age(e['age_seconds']):>5} "
+            f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}  {holders}".rstrip()
+        )
     fs, totals = report["filesystem"], report["totals"]
-    lines.append(", ".join(f"{cls}: {totals[cls]['count']} ({human_bytes(totals[cls]['allocated_bytes'])})"
-                           for cls in CLASSES))
+    lines.append(
+        ", ".join(f"{cls}: {totals[cls]['count']} ({human_bytes(totals[cls]['allocated_bytes'])})" for cls in CLASSES)
+    )
     lines.append(f"{report['path']}: {human_bytes(fs['free_bytes'])} free of {human_bytes(fs['total_bytes'])}")
     if "container" in report:
         c = report["container"]

@@ -2,22 +2,21 @@
 
 Only commands that need the engine import this module (render/diff/validate never do).
 """
+
 from __future__ import annotations
 
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from composegen.stack import emulate as emulation
 from composegen import render
-from composegen.stack import engine
-from composegen.stack import preflight
-from composegen.stack import readiness
 from composegen.errors import BadInput, CheckFailed, EngineError, Interrupted
-from composegen.profiles.resolve import Resolved
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.stack import emulate as emulation
+from composegen.stack import engine, preflight, readiness
 
 TAIL_ON_FAILURE = 80
 _REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)")
@@ -74,7 +73,9 @@ def stack(project: Project, r: Resolved, emulated: bool | None = None, node: str
     files = compose_files(project, r)
     override = emulation.override_path(project, r.name)
     if emulated is None:  # later commands (down, logs) must name the same files `up` used
-        emulated = override.is_file() and any(c.labels.get(emulation.EMULATED_LABEL) for c in engine.project_containers(render.project_name(r)))
+        emulated = override.is_file() and any(
+            c.labels.get(emulation.EMULATED_LABEL) for c in engine.project_containers(render.project_name(r))
+        )
     if emulated:
         files.append(override)
     return engine.Stack(render.project_name(r), files)
@@ -89,7 +90,10 @@ def ensure_fresh(project: Project, r: Resolved, render_stale: bool) -> None:
             continue
         if not render_stale:
             state = "stale" if path.is_file() else "missing"
-            raise CheckFailed(f"{project.rel(path)} is {state} for profiles/{r.name}.yaml", hint="run `composegen render` (or `up --render`)")
+            raise CheckFailed(
+                f"{project.rel(path)} is {state} for profiles/{r.name}.yaml",
+                hint="run `composegen render` (or `up --render`)",
+            )
         stale[key] = text
     render.write(project, stale)
 
@@ -109,10 +113,16 @@ class UpResult:
 
     def to_json(self) -> dict:
         return {
-            "name": self.name, "project": self.project, "emulated": self.emulated,
-            "checks": [c.to_json() for c in self.checks], "warnings": self.warnings,
-            "phases": [{"phase": k, "seconds": v} for k, v in self.phases.items()], "time_to_ready_s": self.time_to_ready_s,
-            "detection_latency_s": self.detection_latency_s, "endpoint": self.endpoint, "startup": self.startup,
+            "name": self.name,
+            "project": self.project,
+            "emulated": self.emulated,
+            "checks": [c.to_json() for c in self.checks],
+            "warnings": self.warnings,
+            "phases": [{"phase": k, "seconds": v} for k, v in self.phases.items()],
+            "time_to_ready_s": self.time_to_ready_s,
+            "detection_latency_s": self.detection_latency_s,
+            "endpoint": self.endpoint,
+            "startup": self.startup,
         }
 
 
@@ -127,7 +137,10 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     stop_on_failure(checks)
     existing = [c for c in engine.project_containers(render.project_name(r)) if c.status == "running"]
     if existing:
-        raise BadInput(f"{r.name} is already running ({existing[0].name})", hint=f"`composegen status {r.name}`, or `composegen down {r.name}` first")
+        raise BadInput(
+            f"{r.name} is already running ({existing[0].name})",
+            hint=f"`composegen status {r.name}`, or `composegen down {r.name}` first",
+        )
     image = r.profile.image
     ulimits = r.profile.service.ulimits_plain()
     warnings: list[str] = []
@@ -169,7 +182,11 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         if opts.down_on_failure:
             st.down(timeout=grace_seconds(r))
         message = str(exc) if not isinstance(exc, EngineError) else exc.message
-        left = "stopped and removed (--down-on-failure)" if opts.down_on_failure else f"left as it is: `composegen logs {r.name}`, `composegen down {r.name}`"
+        left = (
+            "stopped and removed (--down-on-failure)"
+            if opts.down_on_failure
+            else f"left as it is: `composegen logs {r.name}`, `composegen down {r.name}`"
+        )
         raise EngineError(f"{r.name}: {message}; the stack was {left}", details=tail) from None
     except KeyboardInterrupt:
         raise interrupted(r) from None
@@ -215,7 +232,13 @@ def _wait(st: engine.Stack, r: Resolved, timeout: float, progress: Progress) -> 
         progress.tick(t, last_line[0])
 
     return readiness.wait_ready(
-        state, endpoint(r), r.profile.model.served_name, max_model_len(r), timeout, on_phase=progress.phase, on_tick=tick
+        state,
+        endpoint(r),
+        r.profile.model.served_name,
+        max_model_len(r),
+        timeout,
+        on_phase=progress.phase,
+        on_tick=tick,
     )
 
 
@@ -269,7 +292,9 @@ def running_container(project: Project, r: Resolved):
         ctr = vllm_container(stack(project, r))
     if ctr is None or ctr.status != "running":
         state = "is not running" if ctr is None else f"is {ctr.status}"
-        raise EngineError(f"{r.name} {state}", hint=f"`composegen up {r.name}` first (`composegen status` lists what runs)")
+        raise EngineError(
+            f"{r.name} {state}", hint=f"`composegen up {r.name}` first (`composegen status` lists what runs)"
+        )
     return ctr
 
 
@@ -292,7 +317,9 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
     st = stack(project, r)
     before = [c.name for c in st.containers()]
     st.down(timeout=timeout if timeout is not None else grace_seconds(r))
-    left = [c.name for c in engine.project_containers(st.project)] + [n.name for n in engine.project_networks(st.project)]
+    left = [c.name for c in engine.project_containers(st.project)] + [
+        n.name for n in engine.project_networks(st.project)
+    ]
     if left:
         raise EngineError(f"{r.name}: still present after down: {', '.join(left)}")
     emulation.override_path(project, r.name).unlink(missing_ok=True)
@@ -316,7 +343,10 @@ def stop_on_failure(checks) -> None:
     failed = [c for c in checks if c.status == "fail"]
     if failed:
         first = failed[0]
-        raise EngineError(f"preflight {first.name}: {first.message}", details="\n".join(f"preflight {c.name}: {c.message}" for c in failed[1:]) or None)
+        raise EngineError(
+            f"preflight {first.name}: {first.message}",
+            details="\n".join(f"preflight {c.name}: {c.message}" for c in failed[1:]) or None,
+        )
 
 
 def _remove_partial(st: engine.Stack) -> None:

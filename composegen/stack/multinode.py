@@ -20,23 +20,35 @@ JSON shapes:
   down  → {name, project (the head's), removed[], nodes: [{name, rank, role, engine, project, removed[], error}]}
 The per-node status and /dev/shm reports live in status.py (node_stack_status, node_shm_report).
 """
+
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from composegen.stack import emulate as emulation
 from composegen import render
-from composegen.stack import engine
-from composegen.stack import preflight
-from composegen.stack import readiness
-from composegen.stack.driver import (TAIL_ON_FAILURE, Progress, UpOptions, UpResult, ensure_fresh, failure_details, finish,
-                               grace_seconds, interrupted, max_model_len, report_checks, stop_on_failure, vllm_container)
 from composegen.errors import BadInput, ComposegenError, EngineError
-from composegen.profiles.resolve import Resolved
-from composegen.project import Project
+from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Node
+from composegen.project import Project
+from composegen.stack import emulate as emulation
+from composegen.stack import engine, preflight, readiness
+from composegen.stack.driver import (
+    TAIL_ON_FAILURE,
+    Progress,
+    UpOptions,
+    UpResult,
+    ensure_fresh,
+    failure_details,
+    finish,
+    grace_seconds,
+    interrupted,
+    max_model_len,
+    report_checks,
+    stop_on_failure,
+    vllm_container,
+)
 
 WORKER_POLL_S = 0.5
 
@@ -59,12 +71,21 @@ class NodeRef:
         return f"node {self.node.name} (rank {self.node.rank}, {self.role}, {self.target.label})"
 
     def to_json(self) -> dict:
-        return {"name": self.node.name, "rank": self.node.rank, "role": self.role, "engine": self.target.label, "project": self.project}
+        return {
+            "name": self.node.name,
+            "rank": self.node.rank,
+            "role": self.role,
+            "engine": self.target.label,
+            "project": self.project,
+        }
 
 
 def refs(r: Resolved) -> list[NodeRef]:
     """Every node, head first."""
-    return [NodeRef(m, engine.Target(m.docker_host, m.context), render.node_key(r, m), render.project_name(r, m)) for m in render.members(r)]
+    return [
+        NodeRef(m, engine.Target(m.docker_host, m.context), render.node_key(r, m), render.project_name(r, m))
+        for m in render.members(r)
+    ]
 
 
 def ref(r: Resolved, node: str | None = None) -> NodeRef:
@@ -82,7 +103,9 @@ def node_stack(project: Project, r: Resolved, n: NodeRef, emulated: bool | None 
     files = [project.out_path(n.key)]
     override = emulation.override_path(project, r.name, n.node.name)
     if emulated is None:  # later commands (down, logs) must name the same files `up` used
-        emulated = override.is_file() and any(c.labels.get(emulation.EMULATED_LABEL) for c in engine.project_containers(n.project, n.target))
+        emulated = override.is_file() and any(
+            c.labels.get(emulation.EMULATED_LABEL) for c in engine.project_containers(n.project, n.target)
+        )
     if emulated:
         files.append(override)
     return engine.Stack(n.project, files, n.target)
@@ -106,8 +129,12 @@ def _url_host(target: engine.Target) -> str:
 def _api_reachable(r: Resolved) -> preflight.Check:
     head, bind = refs(r)[0], r.profile.service.port.bind
     if not head.target.is_local and bind in ("127.0.0.1", "::1", "localhost"):
-        return preflight.Check("endpoint", "fail", f"the API binds {bind} on the remote head ({head.target.label}); composegen cannot poll "
-                               "it from here — bind 0.0.0.0 or the head's address (service.port.bind)")
+        return preflight.Check(
+            "endpoint",
+            "fail",
+            f"the API binds {bind} on the remote head ({head.target.label}); composegen cannot poll "
+            "it from here — bind 0.0.0.0 or the head's address (service.port.bind)",
+        )
     return preflight.Check("endpoint", "ok", f"the head's API will answer at {api_endpoint(r).base_url}")
 
 
@@ -132,13 +159,22 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
     ensure_fresh(project, r, opts.render_stale)
     nodes = refs(r)
     checks = [preflight.attempt("compose", lambda: f"docker compose {engine.compose_version()}")]
-    checks += [preflight.attempt(f"{n.node.name}/engine", lambda n=n: f"Docker {engine.engine_info(n.target).get('ServerVersion', '?')} at {n.target.label} reachable") for n in nodes]
+    checks += [
+        preflight.attempt(
+            f"{n.node.name}/engine",
+            lambda n=n: f"Docker {engine.engine_info(n.target).get('ServerVersion', '?')} at {n.target.label} reachable",
+        )
+        for n in nodes
+    ]
     report_checks(checks, progress)
     stop_on_failure(checks)
     for n in nodes:
         running = [c for c in engine.project_containers(n.project, n.target) if c.status == "running"]
         if running:
-            raise BadInput(f"{r.name} is already running on {n.label}: {running[0].name}", hint=f"`composegen status {r.name}`, or `composegen down {r.name}` first")
+            raise BadInput(
+                f"{r.name} is already running on {n.label}: {running[0].name}",
+                hint=f"`composegen status {r.name}`, or `composegen down {r.name}` first",
+            )
     image, more = _place_image(r, nodes, opts.emulate)
     more.append(_api_reachable(r))
     report_checks(more, progress)
@@ -162,8 +198,15 @@ def up(project: Project, r: Resolved, opts: UpOptions, progress: Progress = Prog
         for n in nodes:
             emulation.write_override(project, r, image, per_node_ulimits[n.key], n.node)
     stacks = [(n, node_stack(project, r, n, emulated=opts.emulate)) for n in nodes]
-    result = MultiUpResult(r.name, nodes[0].project, opts.emulate, checks, warnings, endpoint=api_endpoint(r).base_url,
-                           nodes=[n.to_json() for n in nodes])
+    result = MultiUpResult(
+        r.name,
+        nodes[0].project,
+        opts.emulate,
+        checks,
+        warnings,
+        endpoint=api_endpoint(r).base_url,
+        nodes=[n.to_json() for n in nodes],
+    )
     started = time.monotonic()
     for n, st in [*stacks[1:], stacks[0]]:  # workers first: the head's rendezvous waits for them anyway
         try:
@@ -186,7 +229,9 @@ def format_text(result: MultiUpResult) -> str:
     """The `up` summary of console.summary_text, plus one line per node."""
     from composegen.cli.console import summary_text
 
-    nodes = [f"  node {n['name']:<12} rank {n['rank']} {n['role']:<7} {n['engine']}  ({n['project']})" for n in result.nodes]
+    nodes = [
+        f"  node {n['name']:<12} rank {n['rank']} {n['role']:<7} {n['engine']}  ({n['project']})" for n in result.nodes
+    ]
     return summary_text(result) + "\n".join(nodes) + "\n"
 
 
@@ -211,10 +256,18 @@ def _place_image(r: Resolved, nodes: list[NodeRef], emulate: bool) -> tuple[str,
             ids[n.node.name] = engine.image_id(image, n.target)
     if len(ids) == len(nodes) and len(set(ids.values())) > 1:
         listing = ", ".join(f"{name} {digest[:19]}…" for name, digest in ids.items())
-        checks.append(preflight.Check("image-digest", "fail", f"{image} is not the same image on every node ({listing}); "
-                                      "copy one build everywhere (`docker save IMAGE | docker -H NODE load`) or pin a digest"))
+        checks.append(
+            preflight.Check(
+                "image-digest",
+                "fail",
+                f"{image} is not the same image on every node ({listing}); "
+                "copy one build everywhere (`docker save IMAGE | docker -H NODE load`) or pin a digest",
+            )
+        )
     elif len(ids) == len(nodes):
-        checks.append(preflight.Check("image-digest", "ok", f"{image} is {next(iter(ids.values()))[:19]}… on every node"))
+        checks.append(
+            preflight.Check("image-digest", "ok", f"{image} is {next(iter(ids.values()))[:19]}… on every node")
+        )
     return image, checks
 
 
@@ -223,7 +276,11 @@ def _reclaim(nodes: list[NodeRef]) -> list[str]:
     if any(n.target.is_local for n in nodes):
         check = preflight.reclaim_shm()
         warnings += [check.message] if check.status != "ok" else []
-    return warnings + [f"{n.node.name}: /dev/shm not reclaimed on a remote host; run `composegen shm --reclaim` there" for n in nodes if not n.target.is_local]
+    return warnings + [
+        f"{n.node.name}: /dev/shm not reclaimed on a remote host; run `composegen shm --reclaim` there"
+        for n in nodes
+        if not n.target.is_local
+    ]
 
 
 def _wait(stacks: list, r: Resolved, timeout: float, progress: Progress) -> readiness.Waited:
@@ -260,8 +317,15 @@ def _wait(stacks: list, r: Resolved, timeout: float, progress: Progress) -> read
             last["line"] = lines[-1] if lines else last["line"]
         progress.tick(t, last["line"])
 
-    return readiness.wait_ready(state, api_endpoint(r), r.profile.model.served_name, max_model_len(r), timeout,
-                                on_phase=progress.phase, on_tick=tick)
+    return readiness.wait_ready(
+        state,
+        api_endpoint(r),
+        r.profile.model.served_name,
+        max_model_len(r),
+        timeout,
+        on_phase=progress.phase,
+        on_tick=tick,
+    )
 
 
 def _worker_problem(ctr) -> str | None:
@@ -269,7 +333,7 @@ def _worker_problem(ctr) -> str | None:
         return "its container is gone"
     try:
         ctr.reload()
-    except Exception:  # noqa: BLE001 - removed under us
+    except Exception:
         return "its container is gone"
     s = ctr.attrs["State"]
     if s.get("Status") in ("exited", "dead"):
@@ -306,8 +370,14 @@ def _fail(r: Resolved, stacks: list, blamed: NodeRef, message: str, opts: UpOpti
                 st.down(timeout=grace_seconds(r))
             except EngineError as exc:
                 tails.append(f"down on {st.target.label}: {exc.message}")
-    left = "stopped and removed (--down-on-failure)" if opts.down_on_failure else f"left as it is: `composegen logs {r.name}`, `composegen down {r.name}`"
-    raise EngineError(f"{r.name}: {blamed.label}: {message}; the stack was {left}", details="\n".join(t for t in tails if t) or None)
+    left = (
+        "stopped and removed (--down-on-failure)"
+        if opts.down_on_failure
+        else f"left as it is: `composegen logs {r.name}`, `composegen down {r.name}`"
+    )
+    raise EngineError(
+        f"{r.name}: {blamed.label}: {message}; the stack was {left}", details="\n".join(t for t in tails if t) or None
+    )
 
 
 def _tail(n: NodeRef, st: engine.Stack, lines: int) -> str | None:
@@ -331,7 +401,9 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
             st = node_stack(project, r, n)
             entry["removed"] = [c.name for c in st.containers()]
             st.down(timeout=grace)
-            left = [c.name for c in engine.project_containers(n.project, n.target)] + [x.name for x in engine.project_networks(n.project, n.target)]
+            left = [c.name for c in engine.project_containers(n.project, n.target)] + [
+                x.name for x in engine.project_networks(n.project, n.target)
+            ]
             if left:
                 raise EngineError(f"still present after down: {', '.join(left)}")
             emulation.override_path(project, r.name, n.node.name).unlink(missing_ok=True)
@@ -341,8 +413,16 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> dict:
         entries.append(entry)
     if errors:
         done = [f"{e['name']}: removed {', '.join(e['removed']) or 'nothing'}" for e in entries if e["error"] is None]
-        raise EngineError(f"{r.name}: down failed on {len(errors)} of {len(entries)} node(s): {errors[0]}", details="\n".join(errors[1:] + done) or None)
-    return {"name": r.name, "project": entries[0]["project"], "removed": [c for e in entries for c in e["removed"]], "nodes": entries}
+        raise EngineError(
+            f"{r.name}: down failed on {len(errors)} of {len(entries)} node(s): {errors[0]}",
+            details="\n".join(errors[1:] + done) or None,
+        )
+    return {
+        "name": r.name,
+        "project": entries[0]["project"],
+        "removed": [c for e in entries for c in e["removed"]],
+        "nodes": entries,
+    }
 
 
 def node_container(project: Project, r: Resolved, node: str | None = None):

@@ -4,15 +4,16 @@ For a node of a multi-node profile (`node_checks`) the check names carry the nod
 a node whose engine is on this machine (unix socket) is checked directly, a remote one through a throw-away
 container on that host's network and IPC namespace (engine.host_probe): its ports and /dev/shm free space.
 """
+
 from __future__ import annotations
 
 import socket
 from dataclasses import asdict, dataclass
 
-from composegen.stack import engine
-from composegen.profiles import rules
 from composegen.errors import ComposegenError
-from composegen.profiles.resolve import Resolved
+from composegen.profiles import rules
+from composegen.profiles.resolved import Resolved
+from composegen.stack import engine
 
 LEFTOVER_WARN_BYTES = 256 * 2**20
 
@@ -59,7 +60,9 @@ def gpu_check(emulate: bool, target: engine.Target | None = None) -> Check:
     runtimes = engine.engine_info(target).get("Runtimes", {})
     if "nvidia" in runtimes:
         return Check("gpus", "ok", "nvidia runtime registered with the engine")
-    return Check("gpus", "fail", "the engine has no nvidia runtime; install nvidia-container-toolkit (or use --emulate)")
+    return Check(
+        "gpus", "fail", "the engine has no nvidia runtime; install nvidia-container-toolkit (or use --emulate)"
+    )
 
 
 def port_check(r: Resolved) -> Check:
@@ -88,7 +91,9 @@ def ulimit_check(requested: dict, ceiling: dict[str, int], emulate: bool) -> Che
     if not too_high:
         return Check("ulimits", "ok", "requested ulimits are grantable")
     status = "warn" if emulate else "fail"
-    what = "clamped for the emulator" if emulate else "raise the engine's limits (e.g. LimitMEMLOCK=infinity for dockerd)"
+    what = (
+        "clamped for the emulator" if emulate else "raise the engine's limits (e.g. LimitMEMLOCK=infinity for dockerd)"
+    )
     return Check("ulimits", status, f"the engine cannot grant {', '.join(too_high)}: {what}")
 
 
@@ -104,7 +109,13 @@ def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
     free = report["filesystem"]["free_bytes"]
     where = "the host's /dev/shm (ipc: host)" if r.profile.service.ipc == "host" else shm_path
     if r.profile.service.ipc == "host" and free < need:
-        out.append(Check("shm", "fail", f"{where} has {free / 2**30:.1f} GiB free; this profile needs {need / 2**30:.1f} GiB (KV offload + headroom)"))
+        out.append(
+            Check(
+                "shm",
+                "fail",
+                f"{where} has {free / 2**30:.1f} GiB free; this profile needs {need / 2**30:.1f} GiB (KV offload + headroom)",
+            )
+        )
     else:
         out.append(Check("shm", "ok", f"{where}: {free / 2**30:.1f} GiB free, needs {need / 2**30:.1f} GiB"))
     for warning in shm.check_budget(report, need, LEFTOVER_WARN_BYTES):
@@ -135,8 +146,13 @@ def node_checks(r: Resolved, node, target: engine.Target, image: str, emulate: b
         checks += _remote_shm_checks(r, node.name, probe["shm"])
     for host, port, what in ports:
         ok = free[(host, port)]
-        checks.append(Check(f"{node.name}/port", "ok" if ok else "fail",
-                            f"{what} port {host}:{port} is {'free' if ok else 'already in use'} on {target.label}"))
+        checks.append(
+            Check(
+                f"{node.name}/port",
+                "ok" if ok else "fail",
+                f"{what} port {host}:{port} is {'free' if ok else 'already in use'} on {target.label}",
+            )
+        )
     ceiling = None
     ulimits = svc.ulimits_plain()
     if ulimits:
@@ -157,19 +173,31 @@ def _remote_shm_checks(r: Resolved, node: str, report: dict) -> list[Check]:
     known = [e for e in report["entries"] if shm.match_pattern(e["name"])]
     size = sum(e["bytes"] for e in known)
     if known and size > LEFTOVER_WARN_BYTES:
-        out.append(Check(f"{node}/shm-leftovers", "warn", f"{len(known)} files named like vLLM/NCCL/PyTorch leftovers use "
-                         f"{size / 2**20:.0f} MiB; holders are not checked on a remote host — run `composegen shm` there"))
+        out.append(
+            Check(
+                f"{node}/shm-leftovers",
+                "warn",
+                f"{len(known)} files named like vLLM/NCCL/PyTorch leftovers use "
+                f"{size / 2**20:.0f} MiB; holders are not checked on a remote host — run `composegen shm` there",
+            )
+        )
     return out
 
 
 def reclaim_shm(path: str = "/dev/shm") -> Check:
     """`up --reclaim-shm`: remove leftovers first — but never past processes whose holdings could not
     be read (then a warning says how to reclaim by hand once they are checked)."""
-    from composegen.shm import reclaim as shm_reclaim
     from composegen.errors import CheckFailed
+    from composegen.shm import reclaim as shm_reclaim
 
     try:
         result = shm_reclaim.reclaim(path, yes=True)
     except CheckFailed as exc:
-        return Check("shm-reclaim", "warn", f"{exc.message}; nothing reclaimed — `composegen shm --reclaim --yes --ignore-unreadable` once those processes are checked")
-    return Check("shm-reclaim", "ok", f"reclaimed {len(result['removed'])} leftover file(s), {result['bytes_freed']} bytes")
+        return Check(
+            "shm-reclaim",
+            "warn",
+            f"{exc.message}; nothing reclaimed — `composegen shm --reclaim --yes --ignore-unreadable` once those processes are checked",
+        )
+    return Check(
+        "shm-reclaim", "ok", f"reclaimed {len(result['removed'])} leftover file(s), {result['bytes_freed']} bytes"
+    )

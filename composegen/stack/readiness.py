@@ -4,13 +4,14 @@ HTTP is polled every 0.1 s by us rather than waiting on Docker's healthcheck int
 seen within a poll of /health first answering 200. The container's state is checked alongside, so an
 exit or restart fails at once instead of at the timeout.
 """
+
 from __future__ import annotations
 
 import http.client
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 PHASES = ("created", "running", "port open", "health 200", "models ready")
 HTTP_POLL_S = 0.1
@@ -123,7 +124,9 @@ def wait_ready(
             if "health 200" in waited.phases:
                 entry = models_entry(endpoint, served_name)
                 if entry and max_model_len is not None and entry.get("max_model_len") != max_model_len:
-                    raise StackFailed(f"/v1/models reports max_model_len {entry.get('max_model_len')} for {served_name}, the profile says {max_model_len}")
+                    raise StackFailed(
+                        f"/v1/models reports max_model_len {entry.get('max_model_len')} for {served_name}, the profile says {max_model_len}"
+                    )
                 if entry:
                     waited.model = entry
                     reach("models ready")

@@ -16,16 +16,16 @@ the first node on this machine; further local nodes say shared_with: NODE, it is
 probe, for a remote node, comes from a throw-away container on that host: {free_bytes, total_bytes,
 entries: [{name, bytes, pattern}]} (pattern = shm.match_pattern; holders cannot be checked remotely).
 """
+
 from __future__ import annotations
 
 import re
 import time
 
-from composegen.stack import engine
-from composegen.stack import readiness
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.output import table
 from composegen.project import Project
+from composegen.stack import engine, readiness
 
 NODE_LABEL = "io.composegen.node"
 
@@ -79,13 +79,19 @@ def stack_status(project: Project, name: str | None = None) -> list[dict]:
                 health = readiness.health_ok(ep)
                 model = readiness.models_entry(ep, ctr.labels.get("io.composegen.served-name", ""))
         created = _started(ctrs[0])
-        result.append({
-            "profile": profile,
-            "project": ctrs[0].labels.get("com.docker.compose.project"),
-            "containers": entries,
-            "endpoint": {"healthy": health, "served_name": (model or {}).get("id"), "max_model_len": (model or {}).get("max_model_len")},
-            "drift": drift(project, profile, ctrs[0].labels.get("io.composegen.hash"), created),
-        })
+        result.append(
+            {
+                "profile": profile,
+                "project": ctrs[0].labels.get("com.docker.compose.project"),
+                "containers": entries,
+                "endpoint": {
+                    "healthy": health,
+                    "served_name": (model or {}).get("id"),
+                    "max_model_len": (model or {}).get("max_model_len"),
+                },
+                "drift": drift(project, profile, ctrs[0].labels.get("io.composegen.hash"), created),
+            }
+        )
     return result
 
 
@@ -125,7 +131,11 @@ def node_stack_status(project: Project, r) -> dict:
         where = {"node": n.node.name, "rank": n.node.rank, "engine": n.target.label}
         info = {**n.to_json(), "reachable": True, "error": None, "drift": None}
         try:
-            ctrs = [c for c in engine.project_containers(n.project, n.target) if c.labels.get("com.docker.compose.service") == "vllm"]
+            ctrs = [
+                c
+                for c in engine.project_containers(n.project, n.target)
+                if c.labels.get("com.docker.compose.service") == "vllm"
+            ]
         except ComposegenError as exc:
             info.update(reachable=False, error=exc.message)
             containers.append({**_placeholder("unreachable"), **where})
@@ -142,20 +152,34 @@ def node_stack_status(project: Project, r) -> dict:
         health = readiness.health_ok(ep)
         model = readiness.models_entry(ep, r.profile.model.served_name)
     drifts = [x["drift"] for x in nodes if x["drift"]]
-    overall = next((d for d in drifts if d["state"] == "drifted"), drifts[0] if drifts else
-                   {"state": "unknown", "running": None, "out": None, "newer": None})
+    overall = next(
+        (d for d in drifts if d["state"] == "drifted"),
+        drifts[0] if drifts else {"state": "unknown", "running": None, "out": None, "newer": None},
+    )
     return {
         "profile": r.name,
         "project": nodes[0]["project"],
         "containers": containers,
-        "endpoint": {"healthy": health, "served_name": (model or {}).get("id"), "max_model_len": (model or {}).get("max_model_len")},
+        "endpoint": {
+            "healthy": health,
+            "served_name": (model or {}).get("id"),
+            "max_model_len": (model or {}).get("max_model_len"),
+        },
         "drift": overall,
         "nodes": nodes,
     }
 
 
 def _placeholder(state: str) -> dict:
-    return {"name": None, "state": state, "health": None, "restarts": 0, "exit_code": None, "uptime_s": None, "emulated": False}
+    return {
+        "name": None,
+        "state": state,
+        "health": None,
+        "restarts": 0,
+        "exit_code": None,
+        "uptime_s": None,
+        "emulated": False,
+    }
 
 
 def _host_port(ctr) -> int | None:
@@ -176,25 +200,64 @@ def format_text(stacks: list[dict]) -> str:
         for c in s["containers"]:
             up = f"{c['uptime_s']:.0f}s" if c["uptime_s"] is not None else "-"
             ep = s["endpoint"]
-            api = "ready" if ep["healthy"] and ep["served_name"] else ("health 200" if ep["healthy"] else ("down" if ep["healthy"] is None else "unhealthy"))
+            api = (
+                "ready"
+                if ep["healthy"] and ep["served_name"]
+                else ("health 200" if ep["healthy"] else ("down" if ep["healthy"] is None else "unhealthy"))
+            )
             d = s["drift"]
             drift_text = d["state"] if d["state"] != "drifted" else f"drifted ({d['newer']} is newer)"
             node = [f"{c['node']} (rank {c['rank']})" if "node" in c else "-"] if multi else []
-            rows.append([s["profile"] + (" (emulated)" if c["emulated"] else ""), *node, c["name"] or "-", c["state"], c["health"] or "-", str(c["restarts"]), up, api, str(ep["max_model_len"] or "-"), drift_text])
-        notes += [f"{s['profile']}: node {n['name']} ({n['engine']}) unreachable: {n['error']}" for n in s.get("nodes", []) if not n["reachable"]]
-    header = ["PROFILE", *(["NODE"] if multi else []), "CONTAINER", "STATE", "HEALTH", "RESTARTS", "UPTIME", "API", "MAX_LEN", "DRIFT"]
+            rows.append(
+                [
+                    s["profile"] + (" (emulated)" if c["emulated"] else ""),
+                    *node,
+                    c["name"] or "-",
+                    c["state"],
+                    c["health"] or "-",
+                    str(c["restarts"]),
+                    up,
+                    api,
+                    str(ep["max_model_len"] or "-"),
+                    drift_text,
+                ]
+            )
+        notes += [
+            f"{s['profile']}: node {n['name']} ({n['engine']}) unreachable: {n['error']}"
+            for n in s.get("nodes", [])
+            if not n["reachable"]
+        ]
+    header = [
+        "PROFILE",
+        *(["NODE"] if multi else []),
+        "CONTAINER",
+        "STATE",
+        "HEALTH",
+        "RESTARTS",
+        "UPTIME",
+        "API",
+        "MAX_LEN",
+        "DRIFT",
+    ]
     return table(rows, header) + "".join(f"{line}\n" for line in notes)
 
 
 def node_shm_report(r) -> dict:
     """/dev/shm of every node: a full scan (holders, classes) where the engine is on this machine, else a
     listing from a probe container on that host (free space, names matching known leftover patterns)."""
-    from composegen.stack import multinode
     from composegen.shm import scan as shm
+    from composegen.stack import multinode
 
     nodes, first_local = [], None
     for n in multinode.refs(r):
-        entry = {**n.to_json(), "local": n.target.is_local, "scan": None, "probe": None, "shared_with": None, "error": None}
+        entry = {
+            **n.to_json(),
+            "local": n.target.is_local,
+            "scan": None,
+            "probe": None,
+            "shared_with": None,
+            "error": None,
+        }
         try:
             if n.target.is_local and first_local:
                 entry["shared_with"] = first_local  # nodes on this machine share one /dev/shm: scanned once
@@ -216,7 +279,9 @@ def _probe_image(r, n) -> str:
         return ctrs[0].image.tags[0] if ctrs[0].image.tags else ctrs[0].image.id
     if engine.image_present(r.profile.image, n.target):
         return r.profile.image
-    raise EngineError(f"no image with python3 on {n.target.label} to look at /dev/shm with (the profile's image is not there)")
+    raise EngineError(
+        f"no image with python3 on {n.target.label} to look at /dev/shm with (the profile's image is not there)"
+    )
 
 
 def format_node_shm_text(report: dict) -> str:
@@ -234,7 +299,9 @@ def format_node_shm_text(report: dict) -> str:
         else:
             p = n["probe"]
             known = [e for e in p["entries"] if e["pattern"]]
-            out.append(f"  /dev/shm: {shm.human_bytes(p['free_bytes'])} free of {shm.human_bytes(p['total_bytes'])}; "
-                       f"{len(p['entries'])} entries, {len(known)} named like leftovers (holders not checked remotely)")
+            out.append(
+                f"  /dev/shm: {shm.human_bytes(p['free_bytes'])} free of {shm.human_bytes(p['total_bytes'])}; "
+                f"{len(p['entries'])} entries, {len(known)} named like leftovers (holders not checked remotely)"
+            )
             out += [f"  {e['pattern']:<14} {shm.human_bytes(e['bytes']):>10}  {e['name']}" for e in known]
     return "\n".join(out) + "\n"

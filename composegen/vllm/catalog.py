@@ -4,17 +4,18 @@ The catalog (composegen/data/vllm-<version>-serve-flags.json) is read off vLLM's
 Profiles spell flags exactly as the catalog's first long option, without the dashes; vLLM's parser would
 also take abbreviations and underscores, we do not (a typo must fail here, not become another flag).
 """
+
 from __future__ import annotations
 
 import difflib
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from composegen import units
-from composegen.profiles.yamlio import show_value
+from composegen.output import show_value
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -42,10 +43,20 @@ _OPTIONAL_TYPES = {
 }
 # `_optional_type` flags whose help in serve-help-all.txt says "Should either be a valid JSON string".
 _OPTIONAL_JSON = {
-    "pooler-config", "quantization-config", "mm-processor-kwargs", "default-mm-loras",
-    "custom-histogram-buckets", "diffusion-config", "ec-transfer-config", "engram-config",
-    "kv-events-config", "kv-transfer-config", "reasoning-config", "speculative-config",
-    "watermark-config", "weight-transfer-config",
+    "pooler-config",
+    "quantization-config",
+    "mm-processor-kwargs",
+    "default-mm-loras",
+    "custom-histogram-buckets",
+    "diffusion-config",
+    "ec-transfer-config",
+    "engram-config",
+    "kv-events-config",
+    "kv-transfer-config",
+    "reasoning-config",
+    "speculative-config",
+    "watermark-config",
+    "weight-transfer-config",
 }
 
 
@@ -146,7 +157,7 @@ def _choices(entry: dict) -> tuple[tuple[str, ...] | None, bool]:
     return None, False
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_catalog(version: str) -> Catalog:
     path = DATA_DIR / f"vllm-{version}-serve-flags.json"
     if not path.is_file():

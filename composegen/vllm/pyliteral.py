@@ -12,13 +12,14 @@ Raises `LiteralError` (a ValueError) on text that is not balanced (e.g. a trunca
 `same_value(profile, engine)` compares a value as written in a profile with the value as the engine
 printed it (see its docstring).
 """
+
 from __future__ import annotations
 
 import ast
 import json
 import re
 
-__all__ = ["LiteralError", "parse_literal", "enum_repr_parts", "same_value"]
+__all__ = ["LiteralError", "enum_repr_parts", "parse_literal", "same_value"]
 
 
 class LiteralError(ValueError):
@@ -46,7 +47,7 @@ def parse_literal(text: str) -> object:
     value = parser.value(terminators="")
     parser.skip_ws()
     if parser.pos != len(text):
-        raise LiteralError(f"unexpected text at offset {parser.pos}: {text[parser.pos:parser.pos + 20]!r}")
+        raise LiteralError(f"unexpected text at offset {parser.pos}: {text[parser.pos : parser.pos + 20]!r}")
     return value
 
 
@@ -104,7 +105,7 @@ class _Parser:
 
     def _number(self, m: re.Match) -> object:
         token = m.group(0)
-        nxt = self.text[m.end():m.end() + 1]
+        nxt = self.text[m.end() : m.end() + 1]
         if nxt and (nxt.isalnum() or nxt in "_.'\""):
             raise _NotLiteral  # e.g. `1j`, `3abc`
         self.pos = m.end()
@@ -146,7 +147,7 @@ class _Parser:
                 i += 2
                 continue
             if self.text.startswith(quote, i):
-                token = self.text[self.pos:i + len(quote)]
+                token = self.text[self.pos : i + len(quote)]
                 self.pos = i + len(quote)
                 return token
             if len(quote) == 1 and self.text[i] == "\n":
@@ -211,12 +212,12 @@ class _Parser:
             ch = text[self.pos]
             if not stack and ch in terminators:
                 break
-            if _STRING_START.match(text, self.pos) and (ch in "'\"" or not text[self.pos - 1:self.pos].isalnum()):
+            if _STRING_START.match(text, self.pos) and (ch in "'\"" or not text[self.pos - 1 : self.pos].isalnum()):
                 self._string_token()
                 continue
             if ch in _CLOSERS:
                 stack.append(_CLOSERS[ch])
-            elif ch == "<" and re.match(r"[A-Za-z_]", text[self.pos + 1:self.pos + 2]):
+            elif ch == "<" and re.match(r"[A-Za-z_]", text[self.pos + 1 : self.pos + 2]):
                 stack.append(">")  # an object repr such as <Enum.X: 1> or <function f at 0x..>
             elif stack and ch == stack[-1]:
                 stack.pop()
@@ -225,7 +226,7 @@ class _Parser:
             self.pos += 1
         if stack:
             raise LiteralError(f"unterminated {stack[-1]!r} expression starting at offset {start}")
-        source = text[start:self.pos].strip()
+        source = text[start : self.pos].strip()
         if not source:
             raise LiteralError(f"missing value at offset {start}")
         return source
@@ -242,6 +243,7 @@ def _json_key(key: object) -> object:
 
 
 # --- comparing a profile's value with the value the engine printed ---------------------------------
+
 
 def _norm(value: object) -> object:
     if isinstance(value, tuple):

@@ -21,6 +21,7 @@ several ranks log are taken from the lowest rank. cuda_graph_gib is the captured
 
 `mismatches(profile_flags, effective_args)` compares a profile's flags with what the engine got.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from composegen.vllm.pyliteral import LiteralError, parse_literal, same_value
 
-__all__ = ["StartupReport", "parse_startup_log", "format_text", "mismatches"]
+__all__ = ["StartupReport", "format_text", "mismatches", "parse_startup_log"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _OUTER = re.compile(r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?")  # docker --timestamps, compose
@@ -51,7 +52,8 @@ _FREE = re.compile(rf"Free memory on device (?:\S+ )?\({_NUM}/{_NUM} GiB\) on st
 _UTIL = re.compile(rf"(?:Desired GPU memory utilization is|desired GPU memory utilization) \({_NUM}, {_NUM} GiB\)")
 _USAGE = re.compile(
     rf"Actual usage is {_NUM} GiB for (?:weight|consumed memory \(weights \+ non-torch\)), "
-    rf"{_NUM} GiB for peak activation, (?:{_NUM} GiB for non-torch memory, )?and {_NUM} GiB for CUDAGraph memory")
+    rf"{_NUM} GiB for peak activation, (?:{_NUM} GiB for non-torch memory, )?and {_NUM} GiB for CUDAGraph memory"
+)
 _CURRENT_KV = re.compile(rf"Current kv cache memory in use is {_NUM} (GiB|bytes)")
 _PROFILE_PEAK = re.compile(rf"torch peak memory increase: {_NUM} ?GiB")
 _GRAPHS = re.compile(rf"Graph capturing finished in \d+ secs, took {_NUM} GiB")
@@ -65,34 +67,58 @@ _ESTIMATED_LEN = re.compile(r"estimated maximum model length is ([\d,]+)")
 
 # (kind, pattern, hint). Order matters only for lines that match several patterns.
 _FAILURES = [
-    ("kv_too_small_for_max_len",
-     re.compile(r"max seq len \([\d,]+\).*larger than the available KV cache memory"),
-     "Lower --max-model-len to what fits{fits} or give the KV cache more memory "
-     "(higher --gpu-memory-utilization, lower --max-num-batched-tokens, an fp8 --kv-cache-dtype)."),
-    ("no_cache_memory", re.compile(r"No available memory for the cache blocks|Available KV cache memory: -"),
-     "Weights and activations already use the whole memory budget: raise --gpu-memory-utilization, "
-     "lower --max-num-batched-tokens or --max-num-seqs, or use more tensor-parallel GPUs."),
-    ("gpu_memory_busy", re.compile(r"Free memory on device .*on startup is less than"),
-     "Another process holds GPU memory: stop it, or lower --gpu-memory-utilization below the free share."),
-    ("shm_insufficient", re.compile(r"Insufficient space in /dev/shm|failed to extend /dev/shm"),
-     "Give the container a larger /dev/shm (shm_size: 16g or more, or ipc: host) and remove leftover "
-     "segments from earlier runs."),
-    ("shm_broadcast_block", re.compile(r"No available shared memory broadcast block found"),
-     "A worker was busy or hung for a minute; harmless during compile or weight loading, but if the engine "
-     "never becomes ready, check the workers' log lines and /dev/shm."),
-    ("engine_ready_timeout", re.compile(r"Timed out waiting for engine core processes to start"),
-     "Loading took longer than VLLM_ENGINE_READY_TIMEOUT_S: raise it in the environment (e.g. 1800) "
-     "or make weights load faster (local cache, faster load format)."),
-    ("cuda_oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
-     "The GPU ran out of memory: lower --gpu-memory-utilization, --max-num-batched-tokens or "
-     "--max-num-seqs, or check for other processes on the GPU."),
-    ("cuda_error", re.compile(r"CUDA error: (?!out of memory)"),
-     "A CUDA kernel failed: check that the image's CUDA build matches the driver and GPU; rerun with "
-     "CUDA_LAUNCH_BLOCKING=1 to find the failing kernel."),
+    (
+        "kv_too_small_for_max_len",
+        re.compile(r"max seq len \([\d,]+\).*larger than the available KV cache memory"),
+        "Lower --max-model-len to what fits{fits} or give the KV cache more memory "
+        "(higher --gpu-memory-utilization, lower --max-num-batched-tokens, an fp8 --kv-cache-dtype).",
+    ),
+    (
+        "no_cache_memory",
+        re.compile(r"No available memory for the cache blocks|Available KV cache memory: -"),
+        "Weights and activations already use the whole memory budget: raise --gpu-memory-utilization, "
+        "lower --max-num-batched-tokens or --max-num-seqs, or use more tensor-parallel GPUs.",
+    ),
+    (
+        "gpu_memory_busy",
+        re.compile(r"Free memory on device .*on startup is less than"),
+        "Another process holds GPU memory: stop it, or lower --gpu-memory-utilization below the free share.",
+    ),
+    (
+        "shm_insufficient",
+        re.compile(r"Insufficient space in /dev/shm|failed to extend /dev/shm"),
+        "Give the container a larger /dev/shm (shm_size: 16g or more, or ipc: host) and remove leftover "
+        "segments from earlier runs.",
+    ),
+    (
+        "shm_broadcast_block",
+        re.compile(r"No available shared memory broadcast block found"),
+        "A worker was busy or hung for a minute; harmless during compile or weight loading, but if the engine "
+        "never becomes ready, check the workers' log lines and /dev/shm.",
+    ),
+    (
+        "engine_ready_timeout",
+        re.compile(r"Timed out waiting for engine core processes to start"),
+        "Loading took longer than VLLM_ENGINE_READY_TIMEOUT_S: raise it in the environment (e.g. 1800) "
+        "or make weights load faster (local cache, faster load format).",
+    ),
+    (
+        "cuda_oom",
+        re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
+        "The GPU ran out of memory: lower --gpu-memory-utilization, --max-num-batched-tokens or "
+        "--max-num-seqs, or check for other processes on the GPU.",
+    ),
+    (
+        "cuda_error",
+        re.compile(r"CUDA error: (?!out of memory)"),
+        "A CUDA kernel failed: check that the image's CUDA build matches the driver and GPU; rerun with "
+        "CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
+    ),
 ]
 _ENGINE_FAILED = re.compile(r"EngineCore failed to start|Engine core initialization failed")
-_ENGINE_FAILED_HINT = ("The engine process died while starting and the log names no cause composegen knows: "
-                       "read the lines above this one.")
+_ENGINE_FAILED_HINT = (
+    "The engine process died while starting and the log names no cause composegen knows: read the lines above this one."
+)
 _EXCEPTION_HINT = "Read the traceback that ends at this line in the container log; composegen has no rule for it."
 WARNING_KINDS = {"shm_broadcast_block"}
 
@@ -127,11 +153,11 @@ def _split(line: str) -> tuple[str | None, str]:
     """(rank key, message) of one ANSI-free line; the key is the process tag, e.g. `Worker_TP1`."""
     line = _OUTER.sub("", line, count=1)
     fmt = _LOGFMT.search(line)
-    head = line[:fmt.start()] if fmt else line[:120]
+    head = line[: fmt.start()] if fmt else line[:120]
     proc = _PROC.search(head)
     if fmt:
-        return (proc.group("proc") if proc else None), line[fmt.end():]
-    msg = line[proc.end():] if proc else line
+        return (proc.group("proc") if proc else None), line[fmt.end() :]
+    msg = line[proc.end() :] if proc else line
     return (proc.group("proc") if proc else None), _UVICORN.sub("", msg.strip())
 
 
@@ -229,9 +255,9 @@ class _Collector:
             self.last_exception = (line.strip(), msg)
         for kind, pattern, hint in _FAILURES:
             m = pattern.search(msg)
-            if not m or (kind, msg[m.start():]) in self.error_keys:
+            if not m or (kind, msg[m.start() :]) in self.error_keys:
                 continue
-            self.error_keys.add((kind, msg[m.start():]))
+            self.error_keys.add((kind, msg[m.start() :]))
             error = {"line": line.strip(), "kind": kind, "hint": hint}
             if kind == "kv_too_small_for_max_len":
                 est = _ESTIMATED_LEN.search(msg)
@@ -259,9 +285,12 @@ class _Collector:
         r.gpu_free_gib, r.gpu_total_gib = free if free else (None, None)
         r.gpu_memory_utilization = self.lowest_rank("util")
         r.engine_init_seconds = get("init")
-        r.max_model_len = _first_not_none(get("max_len_line"), get("using_max_len"),
-                                          _as_int((r.effective_args or {}).get("max_model_len")),
-                                          get("error_max_len"))
+        r.max_model_len = _first_not_none(
+            get("max_len_line"),
+            get("using_max_len"),
+            _as_int((r.effective_args or {}).get("max_model_len")),
+            get("error_max_len"),
+        )
         r.ready = bool(get("complete") or get("started"))
         fatal = [e for e in r.errors if e["kind"] not in WARNING_KINDS]
         if self.last_exception and not fatal:
@@ -315,8 +344,11 @@ def format_text(report: StartupReport | dict) -> str:
     errors = data.get("errors") or []
     out.append(f"{'errors:':<{width}} {len(errors) or 'none'}")
     for error in errors:
-        extra = f" (estimated max model len {error['estimated_max_model_len']})" \
-            if error.get("estimated_max_model_len") is not None else ""
+        extra = (
+            f" (estimated max model len {error['estimated_max_model_len']})"
+            if error.get("estimated_max_model_len") is not None
+            else ""
+        )
         out.append(f"  [{error['kind']}]{extra} {error['line']}")
         out.append(f"    hint: {error['hint']}")
     return "\n".join(out) + "\n"

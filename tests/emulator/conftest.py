@@ -1,4 +1,5 @@
 """Fixtures for the emulator tests: `start(*args, ready=True, **env)` runs a local emulator process."""
+
 from __future__ import annotations
 
 import os
@@ -24,12 +25,31 @@ class Emulator:
             self.port = sock.getsockname()[1]
         self.shm_dir = shm_dir
         self.lines: list[str] = []
-        full_env = {**os.environ, "EMU_SHM_DIR": str(shm_dir), "EMU_LOAD_SECONDS": "0.3",
-                    "EMU_DECODE_TOK_S": "2000", **env}
+        full_env = {
+            **os.environ,
+            "EMU_SHM_DIR": str(shm_dir),
+            "EMU_LOAD_SECONDS": "0.3",
+            "EMU_DECODE_TOK_S": "2000",
+            **env,
+        }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "composegen.emulator", "serve", *args, "--host", "127.0.0.1",
-             "--port", str(self.port)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "composegen.emulator",
+                "serve",
+                *args,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=full_env,
+            start_new_session=True,
+        )
         threading.Thread(target=self._collect, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.port}"
 

@@ -1,4 +1,5 @@
 """The emulator's `vllm serve` argv handling: accepted like vLLM's parser, rejected with exit 2 like it."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,13 @@ from composegen.emulator.argv import human_readable_int, parse_serve_args
 
 
 def _run(args: list[str], **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "composegen.emulator", *args], capture_output=True, text=True,
-                          timeout=30, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "composegen.emulator", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **env},
+    )
 
 
 def _free_port() -> int:
@@ -26,10 +32,24 @@ def _free_port() -> int:
 
 def test_abbreviated_flag_is_accepted_and_logged_as_non_default(tmp_path):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "composegen.emulator", "serve", "m", "--max-num-batched-token", "4096",
-         "--port", str(_free_port()), "--host", "127.0.0.1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "EMU_SHM_DIR": str(tmp_path), "EMU_LOAD_SECONDS": "0.2"})
+        [
+            sys.executable,
+            "-m",
+            "composegen.emulator",
+            "serve",
+            "m",
+            "--max-num-batched-token",
+            "4096",
+            "--port",
+            str(_free_port()),
+            "--host",
+            "127.0.0.1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "EMU_SHM_DIR": str(tmp_path), "EMU_LOAD_SECONDS": "0.2"},
+    )
     try:
         seen = ""
         deadline = time.monotonic() + 20
@@ -74,18 +94,41 @@ def test_bad_emulator_setting_is_a_usage_error():
     assert result.returncode == 2 and "EMU_GPU_GIB='lots' is not a number" in result.stderr
 
 
-@pytest.mark.parametrize("text, expected", [("4096", 4096), ("4k", 4000), ("4K", 4096), ("1.5k", 1500),
-                                            ("2M", 2 * 1024 ** 2), ("1g", 10 ** 9)])
+@pytest.mark.parametrize(
+    "text, expected", [("4096", 4096), ("4k", 4000), ("4K", 4096), ("1.5k", 1500), ("2M", 2 * 1024**2), ("1g", 10**9)]
+)
 def test_human_readable_int(text, expected):
     assert human_readable_int(text) == expected
 
 
 def test_types_choices_and_switches():
-    args = parse_serve_args([
-        "org/model", "--max_model_len", "128K", "-tp", "2", "--served-model-name", "a", "b",
-        "--disable-prefix-caching", "--enable-expert-parallel", "--kv-offloading-size", "8",
-        "--kv-cache-dtype", "fp8", "--dtype", "bfloat16", "--api-key", "k1", "k2",
-        "--pt-load-map-location", "cuda:0", "--max-lora-rank", "8"])
+    args = parse_serve_args(
+        [
+            "org/model",
+            "--max_model_len",
+            "128K",
+            "-tp",
+            "2",
+            "--served-model-name",
+            "a",
+            "b",
+            "--disable-prefix-caching",
+            "--enable-expert-parallel",
+            "--kv-offloading-size",
+            "8",
+            "--kv-cache-dtype",
+            "fp8",
+            "--dtype",
+            "bfloat16",
+            "--api-key",
+            "k1",
+            "k2",
+            "--pt-load-map-location",
+            "cuda:0",
+            "--max-lora-rank",
+            "8",
+        ]
+    )
     values = args.values
     assert values["model"] == "org/model" and values["model_tag"] == "org/model"
     assert values["max_model_len"] == 131072
@@ -106,23 +149,35 @@ def test_max_model_len_auto_and_negative_switch():
 
 
 def test_json_flags_parse_and_dotted_keys():
-    args = parse_serve_args(["m", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}',
-                             "--kv-transfer-config.kv_connector", "OffloadingConnector",
-                             "--kv-transfer-config.kv_connector_extra_config.cpu_bytes_to_use=1024"])
+    args = parse_serve_args(
+        [
+            "m",
+            "--speculative-config",
+            '{"method": "mtp", "num_speculative_tokens": 1}',
+            "--kv-transfer-config.kv_connector",
+            "OffloadingConnector",
+            "--kv-transfer-config.kv_connector_extra_config.cpu_bytes_to_use=1024",
+        ]
+    )
     assert args.values["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 1}
-    assert args.values["kv_transfer_config"] == {"kv_connector": "OffloadingConnector",
-                                                 "kv_connector_extra_config": {"cpu_bytes_to_use": 1024}}
+    assert args.values["kv_transfer_config"] == {
+        "kv_connector": "OffloadingConnector",
+        "kv_connector_extra_config": {"cpu_bytes_to_use": 1024},
+    }
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["m", "--speculative-config", "{not json"], "invalid _optional_type value"),
-    (["m", "--compilation-config", "[1"], "invalid parse_dataclass value"),
-    (["m", "--dtype", "float8"], "invalid choice: 'float8'"),
-    (["m", "--max-num", "4"], "ambiguous option: --max-num could match"),
-    (["m", "--max-model-len", "1.5K"], "Decimals are not allowed with binary suffixes"),
-    (["m", "--port", "http"], "invalid int value: 'http'"),
-    (["m", "--enforce-eager", "yes"], "unrecognized arguments: yes"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["m", "--speculative-config", "{not json"], "invalid _optional_type value"),
+        (["m", "--compilation-config", "[1"], "invalid parse_dataclass value"),
+        (["m", "--dtype", "float8"], "invalid choice: 'float8'"),
+        (["m", "--max-num", "4"], "ambiguous option: --max-num could match"),
+        (["m", "--max-model-len", "1.5K"], "Decimals are not allowed with binary suffixes"),
+        (["m", "--port", "http"], "invalid int value: 'http'"),
+        (["m", "--enforce-eager", "yes"], "unrecognized arguments: yes"),
+    ],
+)
 def test_parse_errors_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         parse_serve_args(argv)

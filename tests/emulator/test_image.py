@@ -3,6 +3,7 @@
 Needs the base image from scripts/provision.sh (composegen/base:py3, or COMPOSEGEN_BASE_IMAGE).
 Builds under a tag of its own (image_tag() plus a random suffix) and removes it and its containers after.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -12,8 +13,16 @@ import uuid
 import httpx
 import pytest
 
-from composegen.emulator.image import (IMAGE_REPO, base_image, build_context, context_files, describe_image,
-                                       format_text, image_tag)
+from composegen.emulator.image import (
+    IMAGE_REPO,
+    base_image,
+    build_context,
+    context_files,
+    describe_image,
+    format_text,
+    image_tag,
+)
+
 LABEL = "io.composegen.test=emulator-image"
 
 
@@ -80,8 +89,9 @@ def run(image):
 
 @pytest.mark.docker
 def test_image_metadata(image):
-    inspected = docker("image", "inspect", "-f", "{{json .Config.Entrypoint}} {{index .Config.Labels "
-                       '"io.composegen.emulator"}}', image).stdout.strip()
+    inspected = docker(
+        "image", "inspect", "-f", '{{json .Config.Entrypoint}} {{index .Config.Labels "io.composegen.emulator"}}', image
+    ).stdout.strip()
     assert inspected == '["vllm","serve"] true'
 
 
@@ -96,8 +106,15 @@ def test_misspelled_flag_exits_2_in_the_container(run):
 
 @pytest.mark.docker
 def test_serves_models_on_a_published_loopback_port(run):
-    cid = run("org/model", "--served-model-name", "demo", "--max-model-len", "8k", publish=True,
-              env={"EMU_LOAD_SECONDS": "0.5"})
+    cid = run(
+        "org/model",
+        "--served-model-name",
+        "demo",
+        "--max-model-len",
+        "8k",
+        publish=True,
+        env={"EMU_LOAD_SECONDS": "0.5"},
+    )
     port = docker("port", cid, "8000/tcp").stdout.split()[0].rsplit(":", 1)[1]
     deadline = time.monotonic() + 60
     models = None

@@ -1,5 +1,6 @@
 """The emulator's multi-node launch (--nnodes/--node-rank/--master-addr/--master-port/--headless), as local
 processes: the head waits for its workers, a dead worker fails the head, a gone head fails its workers."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,18 @@ def _free_port() -> int:
 
 
 def _node(rank: int, master: int, nnodes: int = 2) -> tuple[str, ...]:
-    return (*TP2, "--nnodes", str(nnodes), "--node-rank", str(rank), "--master-addr", "127.0.0.1",
-            "--master-port", str(master), *(("--headless",) if rank else ()))
+    return (
+        *TP2,
+        "--nnodes",
+        str(nnodes),
+        "--node-rank",
+        str(rank),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(master),
+        *(("--headless",) if rank else ()),
+    )
 
 
 def _kv_line(log: str) -> str:
@@ -90,8 +101,10 @@ def test_a_worker_of_another_shape_is_rejected_and_the_head_keeps_waiting(start)
     head.wait_for("waiting for 1 remote node(s)")
     stranger = start("org/other-model", *_node(1, master)[1:], ready=False)
     assert stranger.proc.wait(timeout=20) == 1
-    stranger.wait_for("rejected node rank 1: configuration mismatch: the head serves org/model with world size 2, "
-                      "the node org/other-model with 2")
+    stranger.wait_for(
+        "rejected node rank 1: configuration mismatch: the head serves org/model with world size 2, "
+        "the node org/other-model with 2"
+    )
     assert head.proc.poll() is None and not head.port_open()
     start(*_node(1, master), ready=False)  # the right worker still gets in
     head.wait_for(READY)
@@ -109,13 +122,20 @@ def test_master_port_in_use_and_join_timeout_fail_the_head(start):
     assert "Timed out after 1 seconds waiting for clients. 1/2 clients joined." in lonely.log
 
 
-@pytest.mark.parametrize("extra, message", [
-    (("--nnodes", "2", "--node-rank", "1"), "node rank 1 runs no API server: it needs --headless"),
-    (("--nnodes", "2", "--node-rank", "0", "--headless"), "node rank 0 is the head; it cannot be --headless"),
-    (("--nnodes", "2", "--node-rank", "2", "--headless"), "--node-rank 2 must be in [0, 2)"),
-    (("--nnodes", "3", "--node-rank", "1", "--headless"), "world size 2 (tensor × pipeline parallel) does not split over 3 nodes"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (("--nnodes", "2", "--node-rank", "1"), "node rank 1 runs no API server: it needs --headless"),
+        (("--nnodes", "2", "--node-rank", "0", "--headless"), "node rank 0 is the head; it cannot be --headless"),
+        (("--nnodes", "2", "--node-rank", "2", "--headless"), "--node-rank 2 must be in [0, 2)"),
+        (
+            ("--nnodes", "3", "--node-rank", "1", "--headless"),
+            "world size 2 (tensor × pipeline parallel) does not split over 3 nodes",
+        ),
+    ],
+)
 def test_launch_combinations_vllm_refuses_are_usage_errors(extra, message):
-    res = subprocess.run([sys.executable, "-m", "composegen.emulator", "serve", *TP2, *extra],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "composegen.emulator", "serve", *TP2, *extra], capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 2 and f"vllm serve: error: {message}" in res.stderr

@@ -1,4 +1,5 @@
 """The emulator as a local process (no Docker): readiness and the OpenAI-compatible endpoints."""
+
 from __future__ import annotations
 
 import json
@@ -11,19 +12,41 @@ import pytest
 from composegen.emulator.tokenizer import pieces
 
 READY = "Application startup complete."
-WEATHER = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather for a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "minLength": 1},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city"]}}}]
+WEATHER = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "minLength": 1},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+]
 
 
 @pytest.fixture
 def emu(start):
-    return start("org/m", "--served-model-name", "demo", "alias", "--max-model-len", "4096",
-                 "--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v31",
-                 "--reasoning-parser", "deepseek_v3")
+    return start(
+        "org/m",
+        "--served-model-name",
+        "demo",
+        "alias",
+        "--max-model-len",
+        "4096",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "deepseek_v31",
+        "--reasoning-parser",
+        "deepseek_v3",
+    )
 
 
 def chat(emu, **body) -> dict:
@@ -96,15 +119,27 @@ def test_exact_reply_json_object_and_json_schema(emu):
     assert chat(emu, messages=ask("Reply with exactly PONG"))["choices"][0]["message"]["content"] == "PONG"
     obj = chat(emu, messages=ask('Return ONLY a JSON object: {"language":"python","ok":true}'))
     assert json.loads(obj["choices"][0]["message"]["content"]) == {"language": "python", "ok": True}
-    schema = {"type": "object", "required": ["name", "tags", "score", "meta"], "additionalProperties": False,
-              "properties": {"name": {"type": "string", "maxLength": 5}, "kind": {"enum": ["a", "b"]},
-                             "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
-                             "score": {"type": "number", "minimum": 3, "maximum": 4},
-                             "meta": {"type": "object", "properties": {"ok": {"type": "boolean"},
-                                                                       "n": {"type": "integer", "minimum": 10}},
-                                      "required": ["ok", "n"]}}}
-    reply = chat(emu, messages=ask("Describe a thing"),
-                 response_format={"type": "json_schema", "json_schema": {"name": "thing", "schema": schema}})
+    schema = {
+        "type": "object",
+        "required": ["name", "tags", "score", "meta"],
+        "additionalProperties": False,
+        "properties": {
+            "name": {"type": "string", "maxLength": 5},
+            "kind": {"enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+            "score": {"type": "number", "minimum": 3, "maximum": 4},
+            "meta": {
+                "type": "object",
+                "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 10}},
+                "required": ["ok", "n"],
+            },
+        },
+    }
+    reply = chat(
+        emu,
+        messages=ask("Describe a thing"),
+        response_format={"type": "json_schema", "json_schema": {"name": "thing", "schema": schema}},
+    )
     jsonschema.validate(json.loads(reply["choices"][0]["message"]["content"]), schema)
 
 
@@ -118,21 +153,27 @@ def test_tool_call_and_continuation(emu):
     arguments = json.loads(call["function"]["arguments"])
     jsonschema.validate(arguments, WEATHER[0]["function"]["parameters"])
     assert arguments["city"] == "Oakland"
-    follow = messages + [{"role": "assistant", "content": None, "tool_calls": [call]},
-                         {"role": "tool", "tool_call_id": call["id"], "content": '{"temperature_f": 72}'}]
+    follow = messages + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": '{"temperature_f": 72}'},
+    ]
     answer = chat(emu, messages=follow, tools=WEATHER)["choices"][0]
     assert answer["finish_reason"] == "stop" and '{"temperature_f": 72}' in answer["message"]["content"]
     exact = chat(emu, messages=follow + ask("Reply exactly OAKLAND 72F"), tools=WEATHER)
     assert exact["choices"][0]["message"]["content"] == "OAKLAND 72F"
-    named = chat(emu, messages=ask("hello"), tools=WEATHER,
-                 tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    named = chat(
+        emu, messages=ask("hello"), tools=WEATHER, tool_choice={"type": "function", "function": {"name": "get_weather"}}
+    )
     assert named["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
 
 
 def test_tool_call_streams_as_deltas(emu):
     chunks = stream(emu, messages=ask("weather in Paris please"), tools=WEATHER)
-    calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks
-             if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
+    calls = [
+        c["choices"][0]["delta"]["tool_calls"][0]
+        for c in chunks
+        if c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+    ]
     assert calls[0]["id"].startswith("chatcmpl-tool-") and calls[0]["function"]["name"] == "get_weather"
     assert len(calls) > 2 and all("name" not in c["function"] for c in calls[1:])
     arguments = json.loads("".join(c["function"]["arguments"] for c in calls))
@@ -147,8 +188,9 @@ def test_reasoning_counted_and_responses_api(emu):
     details = reply["usage"]["completion_tokens_details"]
     assert details["reasoning_tokens"] == len(pieces(message["reasoning_content"]))
     assert reply["usage"]["completion_tokens"] == details["reasoning_tokens"] + 1
-    response = httpx.post(f"{emu.url}/v1/responses", json={"model": "demo", "input": "Reply with exactly READY",
-                                                            "max_output_tokens": 64}).json()
+    response = httpx.post(
+        f"{emu.url}/v1/responses", json={"model": "demo", "input": "Reply with exactly READY", "max_output_tokens": 64}
+    ).json()
     assert response["object"] == "response" and response["status"] == "completed"
     texts = [part["text"] for item in response["output"] if item["type"] == "message" for part in item["content"]]
     assert texts == ["READY"] and response["usage"]["output_tokens"] == 1
@@ -163,6 +205,7 @@ def test_too_long_prompt_and_metrics(emu):
 
     def value(name: str) -> float:
         return float(re.search(rf"^{re.escape(name)}{{[^}}]*}} (\S+)$", text, re.M).group(1))
+
     assert value("vllm:prompt_tokens_total") == sum(r["usage"]["prompt_tokens"] for r in replies)
     assert value("vllm:generation_tokens_total") == sum(r["usage"]["completion_tokens"] for r in replies)
     assert value("vllm:time_to_first_token_seconds_count") == 3
@@ -182,6 +225,9 @@ def test_api_key_guards_v1_only(start):
     env_key = start("m", VLLM_API_KEY="envkey")
     assert httpx.get(f"{env_key.url}/v1/models", headers={"Authorization": "Bearer envkey"}).status_code == 200
     # tools with tool_choice auto need --enable-auto-tool-choice, as in vLLM
-    refused = httpx.post(f"{env_key.url}/v1/chat/completions", headers={"Authorization": "Bearer envkey"},
-                         json={"messages": ask("weather in Oslo"), "tools": WEATHER})
+    refused = httpx.post(
+        f"{env_key.url}/v1/chat/completions",
+        headers={"Authorization": "Bearer envkey"},
+        json={"messages": ask("weather in Oslo"), "tools": WEATHER},
+    )
     assert refused.status_code == 400 and "--enable-auto-tool-choice" in refused.json()["error"]["message"]

@@ -1,4 +1,5 @@
 """Emulator start-up and shutdown: the memory model's log lines, /dev/shm files, fault switches."""
+
 from __future__ import annotations
 
 import json
@@ -12,19 +13,31 @@ import httpx
 
 from .test_server import READY, WEATHER, ask, stream
 
-PREFIX = re.compile(r"^(?:\((?P<proc>\w+) pid=(?P<pid>\d+)\)\s+)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-                    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<src>[^\]]+):(?P<ln>\d+)\] (?P<msg>.*)$")
-R33 = ("deepseek-ai/DeepSeek-V4-Flash", "-tp", "2", "--gpu-memory-utilization", "0.975",
-       "--max-model-len", "131072", "--max-num-batched-tokens")
+PREFIX = re.compile(
+    r"^(?:\((?P<proc>\w+) pid=(?P<pid>\d+)\)\s+)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) \[(?P<src>[^\]]+):(?P<ln>\d+)\] (?P<msg>.*)$"
+)
+R33 = (
+    "deepseek-ai/DeepSeek-V4-Flash",
+    "-tp",
+    "2",
+    "--gpu-memory-utilization",
+    "0.975",
+    "--max-model-len",
+    "131072",
+    "--max-num-batched-tokens",
+)
 GiB = 1 << 30
 
 
 def numbers(log: str) -> dict:
     """What a log-reading planner extracts, with the fact sheet's regexes."""
+
     def grab(pattern: str) -> str:
         match = re.search(pattern, log)
         assert match, f"{pattern!r} not in log:\n{log}"
         return match.group(1)
+
     return {
         "weights": float(grab(r"Model loading took ([\d.]+) GiB(?: memory)? and")),
         "kv": float(grab(r"Available KV cache memory: (-?[\d.]+) GiB")),
@@ -81,9 +94,12 @@ def test_memory_failures_exit_1_like_vllm(start):
     assert list(no_room.shm_dir.iterdir()) == []  # a failed start cleans up
     too_long = start("m", "--max-model-len", "1m", ready=False)  # 1m = 1,000,000
     assert too_long.proc.wait(timeout=20) == 1
-    match = re.search(r"To serve at least one request with the model's max seq len \(1000000\), \(([\d.]+) GiB KV "
-                      r"cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)\. "
-                      r"Based on the available memory, the estimated maximum model length is (\d+)\.", too_long.log)
+    match = re.search(
+        r"To serve at least one request with the model's max seq len \(1000000\), \(([\d.]+) GiB KV "
+        r"cache is needed, which is larger than the available KV cache memory \(([\d.]+) GiB\)\. "
+        r"Based on the available memory, the estimated maximum model length is (\d+)\.",
+        too_long.log,
+    )
     assert match, too_long.log
     assert float(match.group(1)) > float(match.group(2))
     # defaults: 0.92 × 95.0125 GiB − 75.51 weights − (0.55 + 0.59/4096 × 8192) activation, 31028.131 B/token
@@ -142,8 +158,11 @@ def test_health_turns_503_and_engine_errors(start):
 def test_broken_tool_stream(start):
     emu = start("m", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", EMU_FAULT="broken_tool_stream")
     chunks = stream(emu, messages=ask("weather in Oslo"), tools=WEATHER)
-    fragments = [c["choices"][0]["delta"]["tool_calls"][0]["function"].get("arguments", "") for c in chunks
-                 if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
+    fragments = [
+        c["choices"][0]["delta"]["tool_calls"][0]["function"].get("arguments", "")
+        for c in chunks
+        if c["choices"] and c["choices"][0]["delta"].get("tool_calls")
+    ]
     try:
         json.loads("".join(fragments))
         parsed = True

@@ -1,0 +1,105 @@
+"""A resolved profile: the merged, validated profile with its checked flags, its hash and its argv."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from composegen.profiles.schema import Profile
+from composegen.profiles.yamlio import Marked
+from composegen.vllm.catalog import Catalog
+
+# Flags composegen renders from typed profile fields; writing them in `vllm:` would say it twice.
+MANAGED_FLAGS = {
+    "revision": "model.revision",
+    "served-model-name": "model.served_name",
+    "port": "service.port.container",
+    "host": "service.port (vLLM listens on all interfaces inside the container)",
+    "model": "model.id",
+    "api-key": "service.environment (VLLM_API_KEY: ${VLLM_API_KEY}; a key never goes into a committed file)",
+    "hf-token": "service.environment (HF_TOKEN: ${HF_TOKEN})",
+    "nnodes": "nodes.members",
+    "node-rank": "nodes.members[].rank",
+    "master-addr": "nodes.master_addr",
+    "master-port": "nodes.master_port",
+    "headless": "nodes (workers run headless)",
+}
+
+
+@dataclass
+class Resolved:
+    name: str
+    path: str  # as shown to users, e.g. profiles/4096-131k.yaml
+    chain: list[str]  # the profile and its ancestors, nearest first
+    profile: Profile
+    flags: dict[str, Any]  # canonical flag name -> checked value, profile order
+    catalog: Catalog
+    warnings: list[str] = field(default_factory=list)
+    marks: Marked | None = None
+
+    @property
+    def hash(self) -> str:
+        """Hash of the resolved profile: what the stack is, not how the YAML was written. Sections the
+        engine never sees (qualify criteria, emulator settings, diff identity paths) are left out, so
+        editing them neither rewrites out/ nor marks a running stack as drifted."""
+        # exclude_defaults: a new optional schema field must not change every existing hash.
+        outside = {"extends", "description", "qualify", "emulate", "identity"}
+        doc = {
+            "profile": self.profile.model_dump(mode="json", exclude=outside, exclude_defaults=True),
+            "flags": self.flags,
+        }
+        blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def flag(self, name: str, default: Any = None) -> Any:
+        return self.flags.get(name, default)
+
+    def argv(self, node=None) -> list[str]:
+        """The container command after `vllm serve`: the model first, then flags, sorted by name.
+        For a node of a multi-node profile, vLLM's own multi-node flags; it runs on the host network."""
+        model, svc = self.profile.model, self.profile.service
+        items = [model.path or model.id]
+        managed = {
+            "revision": model.revision,
+            "served-model-name": [model.served_name],
+            "host": "0.0.0.0",
+            "port": svc.port.container,
+        }
+        if node is not None:
+            nodes = self.profile.nodes
+            managed.update(
+                {
+                    "host": svc.port.bind,
+                    "port": svc.port.host,
+                    "nnodes": len(nodes.members),
+                    "node-rank": node.rank,
+                    "master-addr": nodes.master_addr,
+                    "master-port": nodes.master_port,
+                    "headless": node.rank != 0,
+                }
+            )
+        for name, value in sorted({**managed, **self.flags}.items()):
+            items.extend(self.catalog.argv(name, value))
+        return items
+
+    def engine_flags(self) -> dict[str, Any]:
+        """The flags as the engine's `non-default args` line shows them (JSON-valued ones parsed)."""
+        return {
+            name: json.loads(value) if self.catalog.get(name).kind == "json" else value
+            for name, value in self.flags.items()
+            if value is not None
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "extends": self.chain[1:],
+            "hash": self.hash,
+            "profile": self.profile.model_dump(mode="json"),
+            "flags": self.flags,
+            "argv": ["vllm", "serve", *self.argv()],
+            "warnings": self.warnings,
+        }

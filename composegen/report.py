@@ -1,0 +1,23 @@
+"""The base of every JSON report composegen prints or writes: one pydantic model per shape.
+
+`to_json()` is the only way a report becomes JSON, and `composegen schema --report NAME` prints the JSON
+Schema generated from the same model (docs/json.md lists the names). Models are strict about their own
+keys (`extra="forbid"`), so a shape cannot grow a key the schema does not show.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="null")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        return cls.model_json_schema(by_alias=True, mode="serialization")
