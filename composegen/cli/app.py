@@ -12,6 +12,7 @@ from composegen.output import out
 
 app = typer.Typer(
     add_completion=True,
+    rich_markup_mode=None,  # plain help: no `<bool>` placeholders, fits 80 columns, reads the same when piped
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Profile YAMLs in, pinned Docker Compose stacks for vLLM out; and a driver for them.",
@@ -48,8 +49,11 @@ def load_profile(name: str):
     return proj, profile.load(proj, name)
 
 
-def parse_ints(text: str) -> list[int]:
-    try:
-        return [int(t.replace("_", "")) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise BadInput(f"--targets/--ladder: expected comma-separated integers, got {text!r}") from None
+def parse_ints(text: str, option: str = "--targets") -> list[int]:
+    """Comma-separated token counts, with the sizes profiles accept: `117500,118_500,8k,128K`."""
+    from composegen.units import parse_human_int
+
+    values = [parse_human_int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    if not values or any(v is None or v <= 0 for v in values):
+        raise BadInput(f"{option}: expected comma-separated positive token counts (e.g. 117500,8k,128K), got {text!r}")
+    return [v for v in values if v is not None]

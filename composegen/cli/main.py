@@ -6,25 +6,27 @@ Exit codes (mapped in exits.py, defined in errors.py): 0 ok, 1 check failed / di
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 # Importing the command modules registers their commands, in the order `--help` lists them.
 from composegen.cli import profile_commands as cmd_profiles  # noqa: F401
 from composegen.cli import stack_commands as cmd_stack  # noqa: F401
 
 from composegen.cli import evidence_commands as cmd_evidence  # noqa: F401  # isort: skip
+from composegen.cli import init_command  # noqa: F401  # isort: skip
 from composegen.cli import exits
 from composegen.cli.app import app
 from composegen.errors import BAD_INPUT
 
 
-def _click_exceptions():
+def _click_exceptions() -> Any:
     """Typer vendors click (typer._click) in recent releases; find its exception module either way."""
     try:
-        from typer._click import exceptions  # type: ignore[attr-defined]
+        return importlib.import_module("typer._click.exceptions")
     except ImportError:  # older typer: plain click
-        from click import exceptions
-    return exceptions
+        return importlib.import_module("click.exceptions")
 
 
 def main() -> None:
