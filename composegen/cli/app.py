@@ -57,3 +57,32 @@ def parse_ints(text: str, option: str = "--targets") -> list[int]:
     if not values or any(v is None or v <= 0 for v in values):
         raise BadInput(f"{option}: expected comma-separated positive token counts (e.g. 117500,8k,128K), got {text!r}")
     return [v for v in values if v is not None]
+
+
+# Shell completion (`composegen --install-completion`): values read from the project, never guessed.
+def complete_profile(incomplete: str) -> list[str]:
+    try:
+        return [n for n in project().profile_names() if n.startswith(incomplete)]
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+
+
+def complete_run(incomplete: str) -> list[str]:
+    """Run directories under runs/ (newest first) and profile names (compare takes either)."""
+    try:
+        proj = project()
+        runs = sorted((p for p in proj.runs_dir.glob("*") if (p / "evidence.json").is_file()), reverse=True)
+        names = [proj.rel(p) for p in runs] + proj.profile_names()
+    except Exception:  # completion must never print a traceback into the user's shell
+        return []
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def complete_gate_list(incomplete: str) -> list[str]:
+    """`--only smoke,json,…`: complete the last item of a comma-separated list of gate names."""
+    from composegen.evidence.gates import GATES
+
+    done, _, last = incomplete.rpartition(",")
+    prefix = f"{done}," if done else ""
+    chosen = set(done.split(",")) if done else set()
+    return [prefix + g for g in GATES if g.startswith(last) and g not in chosen]
