@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Time `composegen shm --json` against `lsof +D` on the same directory, in one run: 10,000 entries,
-# 300 holder processes (290 `sleep`s holding open fds, 10 pythons mapping files with the fd closed,
-# as NCCL and glibc semaphores do). After a warm-up run each, both tools run ROUNDS times, alternating.
+# 300 holder processes (290 `sleep`s holding open fds, 10 pythons with 16 threads each mapping files
+# with the fd closed, as NCCL and glibc semaphores do; the threads make composegen compare fd tables). After a warm-up run each, both tools run ROUNDS times, alternating.
 # Prints the best and the median of each: the best is the cost with no other process in the way (as
 # Python's timeit argues); ours uses two cores, so a busy second core shows in its median, not lsof's.
 # Prints both, the ratio, and how many held files each found. Usage: bench/shm.sh [ENTRIES] [PROCESSES]
@@ -48,8 +48,10 @@ done
 # map-only holders: 20 files each, mapped through libc, fd closed afterwards
 for ((m = 0; m < MAPPERS; m++)); do
   "$PY" - "$DIR" "$m" <<'EOF' &
-import ctypes, mmap, os, sys, time
+import ctypes, mmap, os, sys, threading, time
 d, m = sys.argv[1], int(sys.argv[2])
+for _ in range(16):
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
 libc = ctypes.CDLL(None)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]

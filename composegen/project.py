@@ -4,12 +4,31 @@ unless `--root DIR` or COMPOSEGEN_ROOT says otherwise."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from composegen.errors import BadInput
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+# A profile name is a file stem, an out/ directory and part of a compose project name (`composegen-NAME`):
+# compose's project grammar, lower case and no '.', so `BIG`/`big` or `a.b`/`a-b` can never share a stack.
+PROFILE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+def compose_project(profile: str, node: str | None = None) -> str:
+    """The compose project of a profile's stack (or of one node's, for a multi-node profile)."""
+    base = f"composegen-{profile}" if node is None else f"composegen-{profile}-{node}"
+    return base.lower().replace(".", "-")
+
+
+def profile_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a profile (None when it can)."""
+    if PROFILE_NAME_RE.fullmatch(name):
+        return None
+    return (
+        f"{name!r} is not a profile name (lower-case letters, digits, '-' and '_', at most 63, first a letter or digit)"
+    )
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,25 @@ class Project:
             return str(path.resolve().relative_to(self.root))
         except ValueError:
             return str(path)
+
+    def inside(self, base: Path, *parts: str) -> Path:
+        """base/parts, refused (BadInput) when it would leave base or pass through a symlink: files composegen
+        writes or removes under out/, runs/ or .composegen/ stay in the project, whatever links someone planted."""
+        path = base
+        for part in parts:
+            for piece in Path(part).parts:
+                if piece in ("", ".", "..") or "/" in piece or "\0" in piece:
+                    where = base.relative_to(self.root)
+                    raise BadInput(f"{where}/{part}: not a plain relative path inside {where}/")
+                path = path / piece
+        current = self.root
+        for piece in path.relative_to(self.root).parts:
+            current = current / piece
+            if current.is_symlink():
+                raise BadInput(
+                    f"{current.relative_to(self.root)}: is a symbolic link; composegen never writes through links"
+                )
+        return path
 
     def profile_names(self) -> list[str]:
         if not self.profiles_dir.is_dir():
@@ -76,9 +114,9 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     """Write via a temp file in the same directory and rename, so readers never see half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    mode = "wb" if isinstance(data, bytes) else "w"
-    with open(tmp, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8", "newline": "\n"})) as fh:
-        fh.write(data)
+    blob = data if isinstance(data, bytes) else data.encode("utf-8")  # "\n" line ends as written
+    with open(tmp, "wb") as fh:
+        fh.write(blob)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -45,3 +45,41 @@ def parse_bytes(text: str) -> int | None:
     if not match:
         return None
     return int(Decimal(match[1]) * BYTE_UNITS[match[2].lower()])
+
+
+# Go / compose durations (`1m30s`, `500ms`, `250us`, `250µs`): the one table every caller uses.
+DURATION_UNITS = {
+    "ns": Decimal("1e-9"),
+    "us": Decimal("1e-6"),
+    "µs": Decimal("1e-6"),  # U+00B5 MICRO SIGN, as Go writes it
+    "μs": Decimal("1e-6"),  # U+03BC GREEK SMALL LETTER MU, which Go also accepts
+    "ms": Decimal("0.001"),
+    "s": Decimal(1),
+    "m": Decimal(60),
+    "h": Decimal(3600),
+}
+DURATION_PATTERN = r"(?:\d+(?:\.\d+)?(?:ns|us|µs|μs|ms|s|m|h))+"
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> Decimal | None:
+    """`1m30s` → Decimal('90'); None when the whole text is not a duration."""
+    text = str(text).strip()
+    if not re.fullmatch(DURATION_PATTERN, text):
+        return None
+    return sum((Decimal(n) * DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text)), Decimal(0))
+
+
+def format_gib(gib: float | None, digits: int = 2, signed: bool = False) -> str:
+    """A size already in GiB as composegen prints it everywhere: `41.67 GiB` (`+0.59 GiB` signed); `n/a`
+    when unknown."""
+    return "n/a" if gib is None else f"{gib:{'+' if signed else ''}.{digits}f} GiB"
+
+
+def format_bytes(n: float) -> str:
+    """A byte count in binary units: `512 B`, `4.0 MiB`, `41.7 GiB`."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -88,27 +88,27 @@ def _start(root: Path, bridge: str) -> subprocess.Popen:
     if made.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         _unavailable(f"cannot create the bridge {bridge}: {made.stderr.strip()}")
-    log = open(root / "dockerd.log", "wb")
-    return subprocess.Popen(
-        [
-            "dockerd",
-            "--host",
-            f"unix://{root / 'docker.sock'}",
-            "--data-root",
-            str(root / "data"),
-            "--exec-root",
-            str(root / "exec"),
-            "--pidfile",
-            str(root / "docker.pid"),
-            f"--bridge={bridge}",
-            "--iptables=false",
-            "--ip6tables=false",
-            "--ip-masq=false",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with open(root / "dockerd.log", "wb") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [
+                "dockerd",
+                "--host",
+                f"unix://{root / 'docker.sock'}",
+                "--data-root",
+                str(root / "data"),
+                "--exec-root",
+                str(root / "exec"),
+                "--pidfile",
+                str(root / "docker.pid"),
+                f"--bridge={bridge}",
+                "--iptables=false",
+                "--ip6tables=false",
+                "--ip-masq=false",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _stop(engine: SecondEngine) -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import MINIMAL, make_project, run_cli
+from tests.support.cli import assert_bad_input, run_inproc
 
-BASE = MINIMAL  # lines: 1 image, 2 model, 3 id, 4 revision, 5 served_name, 6 service, 7 port, 8 gpus, 9 shm_size, 10 vllm, 11 max-model-len, 12 batched, 13 seqs
+# MINIMAL's lines: 1 image, 2 model, 3 id, 4 revision, 5 served_name, 6 service, 7 port, 8 gpus, 9 shm_size,
+# 10 vllm, 11 max-model-len, 12 batched, 13 seqs
+BASE = MINIMAL
 
 CASES = [
     ("bad-yaml", BASE.replace("  max-num-seqs: 4", "  max-num-seqs: [4"), "bad.yaml:14: invalid YAML"),
@@ -30,7 +33,8 @@ CASES = [
     (
         "unknown-flag",
         BASE + "  max-num-batched-token: 4096\n",
-        "bad.yaml:14: vllm.max-num-batched-token: unknown flag 'max-num-batched-token' for vLLM 0.33.0 (did you mean 'max-num-batched-tokens'?)",
+        "bad.yaml:14: vllm.max-num-batched-token: unknown flag 'max-num-batched-token' for vLLM 0.33.0 (did"
+        " you mean 'max-num-batched-tokens'?)",
     ),
     (
         "underscore-flag",
@@ -125,7 +129,8 @@ CASES = [
     (
         "len-over-batch-no-chunk",
         BASE + "  enable-chunked-prefill: false\n",
-        "bad.yaml:11: vllm.max-model-len: 4096 exceeds max-num-batched-tokens 2048 while enable-chunked-prefill is false",
+        "bad.yaml:11: vllm.max-model-len: 4096 exceeds max-num-batched-tokens 2048 while"
+        " enable-chunked-prefill is false",
     ),
     (
         "tp-vs-gpus",
@@ -158,6 +163,8 @@ CASES = [
         "bad.yaml:10: service.stop_grace_period: String should match pattern",
     ),
     ("alias", BASE + "x: &a [1]\ny: [*a]\n", "bad.yaml:14: y.0: YAML aliases (*name) are not supported; use extends:"),
+    ("capital-key", BASE + "Foo: 1\n", "bad.yaml:14: Foo: unknown key"),
+    ("bracket-key", BASE.replace("vllm:", "v[llm:"), "bad.yaml:10: v[llm: unknown key (did you mean 'vllm'?)"),
     ("python-tag", BASE + "  max-num-seqs2: !!python/object:os.system x\n", "is not allowed"),
 ]
 
@@ -166,11 +173,18 @@ CASES = [
 def test_bad_profile_is_one_clear_line_exit_2_and_writes_nothing(tmp_path, case, text, expected):
     root = make_project(tmp_path, {"bad": text})
     for command in (["validate"], ["render"], ["show", "bad"]):
-        res = run_cli("--root", str(root), *command)
-        assert res.returncode == 2, (command, res.stdout, res.stderr)
-        assert expected in res.stderr, res.stderr
-        assert "Traceback" not in res.stderr
-        assert len(res.stderr.strip().splitlines()) <= 2  # the message, and at most a hint
+        assert_bad_input(run_inproc("--root", str(root), *command), expected)
+    assert not (root / "out").exists()
+
+
+# A few cases through a real process: the console script's exit status and stderr, and nothing written.
+@pytest.mark.parametrize("case", ["bad-yaml", "secret-value", "tp-vs-gpus"])
+def test_bad_profile_in_a_real_process(tmp_path, case):
+    text, expected = next((t, e) for c, t, e in CASES if c == case)
+    root = make_project(tmp_path, {"bad": text})
+    res = run_cli("--root", str(root), "render")
+    assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) <= 2
     assert not (root / "out").exists()
 
 

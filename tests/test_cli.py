@@ -69,3 +69,16 @@ def test_root_from_environment(tmp_path):
     assert res.returncode == 0 and "4096-131k" in res.stdout
     res = run_cli("list", cwd=tmp_path, env={"COMPOSEGEN_ROOT": ""})
     assert res.returncode == 2 and "no profiles/ directory" in res.stderr
+
+
+MY_REPORTS = ["list", "validate", "show", "render", "render-check", "diff", "evidence", "compare"]
+
+
+@pytest.mark.parametrize("report", MY_REPORTS)
+def test_report_schemas_of_profile_diff_and_evidence_commands(report):
+    from tests.support.cli import run_inproc
+
+    res = run_inproc("schema", "--report", report)
+    assert res.returncode == 0, res.stderr
+    schema = json.loads(res.stdout)
+    assert schema["$id"] == f"composegen:report/{report}" and schema["properties"]

@@ -66,8 +66,10 @@ def test_plan_needs_exactly_one_source():
 def test_a_malformed_bundle_is_bad_input_not_a_crash(project, key, value):
     run = _run_from_log(project, "vllm-0.33.0-r33-4096-arm.log", "4096-131k")
     path = f"{run}/evidence.json"
-    doc = json.load(open(path))
+    with open(path) as fh:
+        doc = json.load(fh)
     doc[key] = value
-    json.dump(doc, open(path, "w"))
+    with open(path, "w") as fh:
+        json.dump(doc, fh)
     res = run_cli("--root", str(project), "compare", run, run)
-    assert res.returncode == 2 and f"evidence.json: {key}:" in res.stderr and "internal error" not in res.stderr
+    assert res.returncode == 2 and f"evidence.json: {key}" in res.stderr and "internal error" not in res.stderr

@@ -57,7 +57,7 @@ def test_arguments_that_break_the_schema_fail():
         ('{"origin": "BOS", "destination": "DEN", "passengers": 0, "cabin": "business"}', "passengers"),
         ('{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "coach"}', "cabin"),
         ('{"origin": "BOS", "passengers": 2, "cabin": "economy"}', "destination"),
-        ('{"origin": "BOS", ', "not JSON"),
+        ('{"origin": "BOS", ', "not valid JSON"),
     ]:
         with pytest.raises(gates.GateFailed, match=says):
             gates._check_arguments(bad, params, {})

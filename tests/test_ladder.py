@@ -40,9 +40,9 @@ def test_sizing_lands_in_the_window_in_a_few_tokenize_calls(per_word):
 
 def test_sizing_reports_when_no_whole_word_count_fits():
     # 10 tokens per word: the window [103, 104] holds no value 20 + 10·n can take.
-    words, tokens, problem = ladder.size_prompt(lambda n: 20 + 10 * n, 104, 103, 104)
+    _, _, problem = ladder.size_prompt(lambda n: 20 + 10 * n, 104, 103, 104)
     assert problem is not None and "no prompt size" in problem
-    _, tokens, problem = ladder.size_prompt(lambda n: 500 + n, 100, 99, 101)
+    _, _, problem = ladder.size_prompt(lambda n: 500 + n, 100, 99, 101)
     assert "fixed prompt alone is 500" in problem
 
 

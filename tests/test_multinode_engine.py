@@ -95,7 +95,8 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
     up = json.loads(res.stdout)
     assert [(n["name"], n["rank"], n["role"]) for n in up["nodes"]] == [("n0", 0, "head"), ("n1", 1, "worker")]
     assert up["nodes"][1]["engine"] == second_engine.url
-    assert up["phases"][-1]["phase"] == "models ready" and up["startup"]["ready"] is True
+    readiness = [p["phase"] for p in up["phases"] if p["stage"] is None]  # the rest are the engine's stages
+    assert readiness[-1] == "models ready" and up["startup"]["ready"] is True
     assert {c["name"] for c in up["checks"]} >= {
         "n0/engine",
         "n1/engine",
@@ -184,7 +185,10 @@ def test_unreachable_node_is_reported_by_name_never_skipped(two_node):
 
 
 def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
-    two_node, second_engine, tmp_path, monkeypatch
+    two_node,
+    second_engine,  # noqa: F811 - pytest injects the imported fixture
+    tmp_path,
+    monkeypatch,
 ):
     """A context counts as a remote host: its ports and /dev/shm are looked at from a container on that host."""
     config = tmp_path / "docker-config"
@@ -226,13 +230,13 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
 
     from composegen.profiles import resolve as profile
     from composegen.project import Project
-    from composegen.stack import status
+    from composegen.stack import driver, nodeshm
 
-    report = status.node_shm_report(profile.load(Project(root), name))
+    report = driver.shm_report(profile.load(Project(root), name))
     head, worker = report["nodes"]
     assert head["local"] is False and head["probe"]["free_bytes"] > 0 and head["scan"] is None
     assert worker["local"] is True and worker["scan"]["path"] == "/dev/shm"
-    assert "named like leftovers (holders not checked remotely)" in status.format_node_shm_text(report)
+    assert "named like leftovers (holders not checked remotely)" in nodeshm.format_node_shm_text(report)
 
     res = run_cli("--root", str(root), "down", name, env={"DOCKER_CONFIG": str(config)})
     assert res.returncode == 0, res.stderr

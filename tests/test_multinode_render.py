@@ -138,7 +138,8 @@ def _bad(tmp_path, old: str, new: str) -> str:
         (
             "tensor-parallel-size: 2",
             "tensor-parallel-size: 4",
-            "profiles/pair.yaml:14: vllm.tensor-parallel-size: tensor × pipeline parallel = 4, but 2 nodes × 1 GPU(s) = 2",
+            "profiles/pair.yaml:14: vllm.tensor-parallel-size: tensor × pipeline parallel = 4, but 2 nodes × 1"
+            " GPU(s) = 2",
         ),
         (
             'gpus: {device_ids: ["3"]}',
@@ -153,7 +154,8 @@ def _bad(tmp_path, old: str, new: str) -> str:
         (
             "master_addr: 10.0.0.1",
             "master_addr: 0.0.0.0",
-            "profiles/pair.yaml:19: nodes.master_addr: 0.0.0.0 is the wildcard address; workers need the head's own address on the fabric",
+            "profiles/pair.yaml:19: nodes.master_addr: 0.0.0.0 is the wildcard address; workers need the head's"
+            " own address on the fabric",
         ),
         (
             "master_addr: 10.0.0.1",
@@ -168,12 +170,14 @@ def _bad(tmp_path, old: str, new: str) -> str:
         (
             "master_port: 29511",
             "master_port: 39990",
-            "profiles/pair.yaml:20: nodes.master_port: 39990 is also the API port (service.port.host); the head listens on both",
+            "profiles/pair.yaml:20: nodes.master_port: 39990 is also the API port (service.port.host); the head"
+            " listens on both",
         ),
         (
             "max-num-seqs: 2",
             "max-num-seqs: 2\n  distributed-executor-backend: ray",
-            "profiles/pair.yaml:18: vllm.distributed-executor-backend: multi-node nodes: needs the mp backend (vLLM's --nnodes launch), got 'ray'",
+            "profiles/pair.yaml:18: vllm.distributed-executor-backend: multi-node nodes: needs the mp backend"
+            " (vLLM's --nnodes launch), got 'ray'",
         ),
         (
             "max-num-seqs: 2",

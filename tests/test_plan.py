@@ -134,3 +134,66 @@ def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
     assert "image" not in plan.plan(profile.load(project, "393k-gpu"), report, calibration_profile=cal)["unknown"]
     with pytest.raises(BadInput, match="exactly one"):
         plan.calibration_from(project)
+
+
+REAL = "real-0.26.0-h200"
+TINY = """\
+image: example/vllm@sha256:{digest}
+model:
+  id: org/model
+  revision: {rev}
+  served_name: tiny
+service:
+  port: {{host: 39999}}
+  gpus: {{count: 1}}
+  shm_size: 4gb
+vllm:
+  max-model-len: 4096
+  max-num-batched-tokens: 2048
+  max-num-seqs: 4
+  gpu-memory-utilization: 0.3
+  enforce-eager: true
+""".format(digest="a" * 64, rev="b" * 40)
+
+
+def _real(data_dir, name: str) -> dict:
+    return startup.parse_startup_log((data_dir / REAL / name).read_text(encoding="utf-8")).to_json()
+
+
+def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_path, data_dir):
+    from helpers import make_project
+
+    project = Project(make_project(tmp_path, {"tiny-bf16": TINY, "tiny-fp8": TINY + "  kv-cache-dtype: fp8\n"}))
+    bf16, fp8 = _real(data_dir, "serve-bf16-eager.log"), _real(data_dir, "serve-fp8-hermes-apikey.log")
+    result = plan.plan(profile.load(project, "tiny-fp8"), bf16)
+    predicted = result["predicted"]["gpu_tokens"]
+    assert predicted == pytest.approx(fp8["kv_cache_tokens"], rel=0.01)  # 43,661,648 measured
+    assert result["inputs"]["kv_bytes_per_token"] == pytest.approx(
+        result["calibration"]["kv_bytes_per_token"] / 2, abs=0.1
+    )
+    assert {"field": "kv-cache-dtype", "calibration": "auto", "profile": "fp8"} in result["differences"]
+    assert any("scaled ×0.5" in w for w in result["warnings"])
+    same = plan.plan(profile.load(project, "tiny-bf16"), bf16)["predicted"]["gpu_tokens"]
+    assert abs(same - bf16["kv_cache_tokens"]) <= 1  # planning the calibration reproduces it
+    back = plan.plan(profile.load(project, "tiny-bf16"), fp8)["predicted"]["gpu_tokens"]
+    assert back == pytest.approx(bf16["kv_cache_tokens"], rel=0.01)  # and the other way round
+    import jsonschema
+
+    from composegen.cli import reports
+
+    jsonschema.validate(result, reports.schema("plan"))
+
+
+def test_a_log_that_does_not_state_the_batch_ceiling_assumes_nothing(project, data_dir):
+    text = (data_dir / "logs" / "vllm-0.33.0-r33-4096-arm.log").read_text(encoding="utf-8")
+    minimal = "\n".join(line for line in text.splitlines() if "non-default args" not in line)
+    report = startup.parse_startup_log(minimal).to_json()
+    assert report["effective_args"] is None
+    result = plan.plan(profile.load(project, "393k-gpu"), report)
+    predicted = result["predicted"]
+    assert result["calibration"]["max_num_batched_tokens"] is None
+    assert predicted["activation_gib"] == report["peak_activation_gib"]  # measured, not scaled from 8192
+    assert predicted["concurrency"] == pytest.approx(1.41, abs=0.005)  # what the measured pool gives
+    assert predicted["range"]["factor"] > 1 and predicted["range"]["low_tokens"] < predicted["gpu_tokens"]
+    assert any("not stated" in w and "nothing assumed" in w for w in result["warnings"])
+    assert "unstated batched tokens" in plan.format_text(result)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -39,16 +41,21 @@ def test_ulimit_check_and_clamp_against_the_engine_ceiling():
     assert len(warnings) == 2 and "memlock -1" in warnings[0]
 
 
-def test_reclaim_shm_removes_leftovers_or_says_why_not(tmp_path):
-    leftover = tmp_path / "psm_deadbeef"
+def test_reclaim_shm_removes_leftovers_or_says_why_not():
+    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))  # reclaim works on a tmpfs only
+    leftover = shm_dir / "psm_deadbeef"
     leftover.write_bytes(b"x" * 4096)
-    check = preflight.reclaim_shm(str(tmp_path))
-    unreadable = shm.scan(str(tmp_path))["unreadable_pids"]
+    try:
+        check = preflight.reclaim_shm(str(shm_dir), min_age=0)  # ctime cannot be aged: no minimum age here
+        unreadable = shm.scan(str(shm_dir))["unreadable_pids"]
+    finally:
+        remaining = leftover.exists()
+        shutil.rmtree(shm_dir, ignore_errors=True)
     if unreadable:  # e.g. PID 1 here, even for root: reclaim must refuse rather than guess
         assert check.status == "warn" and "--ignore-unreadable" in check.message
-        assert leftover.exists()
+        assert remaining
     else:
-        assert check.status == "ok" and not leftover.exists()
+        assert check.status == "ok" and not remaining
 
 
 def test_emulator_override_swaps_image_removes_gpus_and_keeps_the_rest():
@@ -64,3 +71,20 @@ def test_emulator_override_swaps_image_removes_gpus_and_keeps_the_rest():
     assert doc["image"] == "composegen/vllm-emulator:abc"
     assert doc["labels"] == {"io.composegen.emulated": "true"}
     assert "command" not in doc and "ports" not in doc  # the real argv and ports are kept
+
+
+def test_emulator_override_writes_emulate_env_as_compose_literals(tmp_path):
+    from tests.helpers import MINIMAL, make_project
+
+    hostile = 'emulate:\n  env: {EMU_WEIGHTS_GIB: "pa$word", EMU_X: "${HF_TOKEN}"}\n'
+    root = make_project(tmp_path, {"hostile": MINIMAL + hostile})
+    r = profile.load(Project(root), "hostile")
+    text = emulate.override_text(r, "composegen/vllm-emulator:abc", {})
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: f"<{suffix}>")
+    doc = yaml.load(text, Loader=Loader)["services"]["vllm"]
+    # `$$` is how compose spells a literal `$`: neither value is interpolated, no token reaches the engine.
+    assert doc["environment"] == {"EMU_WEIGHTS_GIB": "pa$$word", "EMU_X": "$${HF_TOKEN}"}

@@ -113,7 +113,9 @@ class _Stand:
             }
             for t in targets
         ]
-        return {"targets": rows, "largest_prompt_tokens": max(r["prompt_tokens"] for r in rows), "ok": True}
+        largest = max(r["prompt_tokens"] for r in rows)
+        shape = {"model": "stand", "max_model_len": max_model_len, "max_tokens": 64, "tolerance": 0.005}
+        return {**shape, "targets": rows, "largest_prompt_tokens": largest, "ok": True}
 
     def gates(self, *, only, tools):
         self.gates_calls.append((list(only), tools))

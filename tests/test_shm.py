@@ -185,14 +185,16 @@ def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_fi
     outside = _fill_for_reclaim(shm_dir, tmp_path)
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
     before = sorted(os.listdir(shm_dir))
-    preview = shm_reclaim.reclaim(str(shm_dir), container_labels=lambda cid: None)
+    preview = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
     assert sorted(os.listdir(shm_dir)) == before and preview["applied"] is False
     assert sorted(c["name"] for c in preview["candidates"]) == ["psm_deadbeef", "sem.mp-leftover"]
     assert preview["candidate_bytes"] == 8192 + 4096
     reasons = {s["name"]: s["reason"] for s in preview["skipped"]}
     assert reasons["psm_held0000"].startswith("in use by pid") and "symlink" in reasons["psm_link"]
 
-    done = shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, container_labels=lambda cid: None)
+    done = shm_reclaim.reclaim(
+        str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, container_labels=lambda cid: None
+    )
     assert sorted(r["name"] for r in done["removed"]) == ["psm_deadbeef", "sem.mp-leftover"]
     assert done["bytes_freed"] == 8192 + 4096
     assert sorted(os.listdir(shm_dir)) == ["my-app-cache", "psm_held0000", "psm_link", "psm_subdir"]
@@ -201,7 +203,12 @@ def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_fi
     assert done["remaining"]["totals"]["unknown"]["count"] == 1
 
     more = shm_reclaim.reclaim(
-        str(shm_dir), yes=True, include_unknown=True, ignore_unreadable=True, container_labels=lambda cid: None
+        str(shm_dir),
+        yes=True,
+        include_unknown=True,
+        ignore_unreadable=True,
+        min_age=0,
+        container_labels=lambda cid: None,
     )
     assert [r["name"] for r in more["removed"]] == ["my-app-cache"]
     assert (shm_dir / "psm_link").is_symlink() and outside.read_text() == "keep me"
@@ -211,7 +218,7 @@ def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_fi
 def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
     (shm_dir / "psm_swapped0").write_bytes(b"old")
     (shm_dir / "psm_stays000").write_bytes(b"old")
-    plan = shm_reclaim.reclaim(str(shm_dir), container_labels=lambda cid: None)
+    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
     replacement = shm_dir / ".new"
     replacement.write_bytes(b"new content")
     os.rename(replacement, shm_dir / "psm_swapped0")  # same name, different inode
@@ -223,11 +230,11 @@ def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
 
 def test_reclaim_skips_a_file_that_became_held_after_the_scan(shm_dir, holders):
     (shm_dir / "psm_late0000").write_bytes(b"x")
-    plan = shm_reclaim.reclaim(str(shm_dir), container_labels=lambda cid: None)
+    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
     proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('psm_late0000', 1)", shm_dir)
     done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None)
     assert done["removed"] == [] and (shm_dir / "psm_late0000").exists()
-    assert done["skipped"][-1]["reason"] == f"now in use by pid {proc.pid}"
+    assert done["skipped"][-1]["reason"] == f"now in use by pid {proc.pid}; put back"
 
 
 def test_reclaim_refuses_a_symlinked_directory_but_scan_follows_it(shm_dir, tmp_path):
@@ -273,7 +280,7 @@ from composegen.errors import CheckFailed
 os.setgroups([]); os.setgid(65534); os.setuid(65534)  # drop root after imports: now /proc of root is closed
 report = shm.scan(sys.argv[1], container_labels=lambda cid: None)
 try:
-    shm_reclaim.reclaim(sys.argv[1], yes=True, container_labels=lambda cid: None)
+    shm_reclaim.reclaim(sys.argv[1], yes=True, min_age=0, container_labels=lambda cid: None)
     refused = None
 except CheckFailed as exc:
     refused = exc.message
@@ -422,7 +429,11 @@ def test_ten_thousand_entries_with_a_few_mapped(shm_dir, holders):
     assert report["totals"]["leftover"]["count"] == 10_000 - 20 and report["totals"]["all"]["count"] == 10_000
 
 
-def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, tmp_path, monkeypatch):
+@pytest.mark.parametrize("plain", [0, shm.SPLIT_FROM])  # with enough entries the forked child stats a share
+def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, tmp_path, monkeypatch, plain):
+    monkeypatch.setattr(shm, "PROC_COST_IN_ENTRIES", 0)  # the child stats half of a large listing
+    for i in range(plain):
+        (shm_dir / f"aa_plain{i:05d}").touch()  # sorted first: the named entries fall in the child's share
     names = [
         "psm_plain000",
         'quote"back\\slash',
@@ -453,6 +464,12 @@ def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, t
     assert any(e["holders"] for e in report["entries"]) and any(e["age_seconds"] == 0.0 for e in report["entries"])
     if os.geteuid() == 0:
         assert _entry(report, "unknown.bin")["user"] is None
+    # Other processes share /dev/shm (its free space) and come and go (unreadable ones): not the subject here.
     for doc in (report, summary, parsed := json.loads(text)):
-        doc.pop("scan_seconds")
+        for key in ("scan_seconds", "filesystem", "unreadable_pids"):
+            doc.pop(key)
     assert parsed == report and summary == {k: v for k, v in report.items() if k != "entries"}
+
+
+def test_docs_list_every_leftover_pattern():
+    assert shm.patterns_table_markdown() in (REPO / "docs" / "shm.md").read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -11,9 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from composegen.cli.fastpath import ContainerLabels
 from composegen.errors import BadInput
 from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
+from composegen.shm.models import ShmScan
+from composegen.stack import engine
+from tests.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 
@@ -93,7 +98,7 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
             )
         _wait_for(lambda: all((host_dir / f"ready-{t}").exists() for t in "ab"), "both holders ready")
 
-        before = _by_name(shm.scan(str(host_dir)))
+        before = _by_name(shm.scan(str(host_dir), container_labels=ContainerLabels()))
         for tag in "ab":
             for i in range(2):
                 entry = before[f"psm_{tag}{i}"]
@@ -102,18 +107,22 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
                 assert holder["container_id"] == ids[tag] and holder["compose_project"] == prefix
                 assert holder["composegen_profile"] == f"profile-{tag}" and "map" in holder["how"]
 
+        # The CLI's fast path imports the engine only now that a holder is in a container.
+        fast = json.loads(run_cli("shm", "--json", "--path", str(host_dir)).stdout)
+        assert {h["compose_project"] for e in fast["entries"] for h in e["holders"]} == {prefix}
+
         _docker("kill", f"{prefix}-a")
         _docker("wait", f"{prefix}-a")
-        after = _by_name(shm.scan(str(host_dir)))
+        after = _by_name(shm.scan(str(host_dir), container_labels=ContainerLabels()))
         assert [after[f"psm_a{i}"]["class"] for i in range(2)] == ["leftover", "leftover"]
         assert [after[f"psm_b{i}"]["class"] for i in range(2)] == ["in-use", "in-use"]
 
         # PID 1 of some hosts (and of this sandbox) cannot be read even by root: accept that here.
-        done = shm_reclaim.reclaim(str(host_dir), yes=True, ignore_unreadable=True)
+        done = shm_reclaim.reclaim(str(host_dir), yes=True, ignore_unreadable=True, min_age=0)
         assert sorted(r["name"] for r in done["removed"]) == ["psm_a0", "psm_a1"]
         assert done["bytes_freed"] == after["psm_a0"]["allocated_bytes"] + after["psm_a1"]["allocated_bytes"]
         assert sorted(os.listdir(host_dir)) == ["psm_b0", "psm_b1", "ready-a", "ready-b"]
-        still = _by_name(shm.scan(str(host_dir)))
+        still = _by_name(shm.scan(str(host_dir), container_labels=ContainerLabels()))
         assert still["psm_b0"]["holders"][0]["container_id"] == ids["b"]
     finally:
         shutil.rmtree(host_dir, ignore_errors=True)
@@ -125,8 +134,9 @@ def test_container_shm_reads_a_private_dev_shm_from_the_host(base_image, contain
         name, "--ipc", "private", "--shm-size", "8m", base_image, command=["python3", "-c", HOLDER, "/dev/shm", "p"]
     )
     _wait_for(lambda: "ready-p" in _docker("exec", name, "ls", "/dev/shm").stdout, "private holder ready")
-    report = shm.container_shm(name)
+    report = shm.container_shm(name, inspect=engine.shm_facts, container_labels=ContainerLabels())
     assert report["container"]["id"] == cid and report["container"]["ipc_mode"] == "private"
+    assert ShmScan.model_validate(report).to_json() == report  # the report's model, container facts included
     assert report["filesystem"]["total_bytes"] == 8 * 1024 * 1024
     entries = _by_name(report)
     assert entries["psm_p0"]["class"] == "in-use" and entries["psm_p0"]["holders"][0]["container_id"] == cid
@@ -135,4 +145,4 @@ def test_container_shm_reads_a_private_dev_shm_from_the_host(base_image, contain
 
 def test_container_shm_of_an_unknown_container_is_bad_input(base_image):
     with pytest.raises(BadInput, match="no such container"):
-        shm.container_shm(f"composegen-missing-{uuid.uuid4().hex[:8]}")
+        shm.container_shm(f"composegen-missing-{uuid.uuid4().hex[:8]}", inspect=engine.shm_facts)

@@ -30,6 +30,10 @@ KEYS = [
     "errors",
     "effective_args",
     "lines_parsed",
+    "non_torch_gib",
+    "compile_seconds",
+    "runtime_errors",
+    "warnings",
 ]
 
 # file -> the values a reader of that log finds in it (the rest of the keys are checked elsewhere)
@@ -244,12 +248,15 @@ def test_ansi_colour_is_stripped_before_matching(data_dir):
         "\x1b[0;36m(EngineCore pid=4)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m "
         "\x1b[90m[core.py:1584]\x1b[0m "
     )
-    errors = parse_startup_log(f"{prefix}Traceback (most recent call last):\n{prefix}KeyError: 'rope'").errors
+    errors = parse_startup_log(f"{prefix}Traceback (most recent call last):\n{prefix}KeyError: 'rope'").to_json()[
+        "errors"
+    ]
     assert errors == [
         {
             "line": "(EngineCore pid=4) ERROR 11-20 10:00:00 [core.py:1584] KeyError: 'rope'",
             "kind": "exception",
             "hint": errors[0]["hint"],
+            "estimated_max_model_len": None,
         }
     ]
 
@@ -332,7 +339,7 @@ def test_shm_errors(data_dir):
     ],
 )
 def test_failure_kinds(line, kind):
-    errors = parse_startup_log(line).errors
+    errors = parse_startup_log(line).to_json()["errors"]
     assert [e["kind"] for e in errors] == [kind] and errors[0]["hint"]
 
 
@@ -355,7 +362,7 @@ def test_unknown_traceback_reports_its_last_exception_line():
             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
         ]
     )
-    errors = parse_startup_log(text).errors
+    errors = parse_startup_log(text).to_json()["errors"]
     assert [e["kind"] for e in errors] == ["exception"]
     assert errors[0]["line"].endswith("KeyError: 'rope_scaling'")
     assert parse_startup_log("ValueError: not after a traceback").errors == []

@@ -35,10 +35,43 @@ def test_missing_log_is_bad_input():
 
 def test_engine_failure_lines_name_the_cause_or_fall_back(tmp_path):
     wrapper = "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] EngineCore failed to start.\n"
-    cause = "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+    cause = (
+        "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] torch.AcceleratorError: CUDA error: "
+        "an illegal memory access was encountered\n"
+    )
     both, alone = tmp_path / "both.log", tmp_path / "alone.log"
     both.write_text(wrapper + cause)
     alone.write_text(wrapper)
     kinds = lambda p: [e["kind"] for e in json.loads(run_cli("startup", "--log", str(p), "--json").stdout)["errors"]]  # noqa: E731
     assert kinds(both) == ["cuda_error"]  # the specific cause, not the wrapper around it
     assert kinds(alone) == ["engine_core_failed"]
+
+
+def test_a_truncated_args_line_warns_in_text_and_json_and_compares_nothing(tmp_path):
+    text = (LOGS / "vllm-0.33.0-r33-4096-arm.log").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if "non-default args:" in x)
+    cut = tmp_path / "cut.log"
+    cut.write_text(text.replace(line, line[: len(line) // 2]), encoding="utf-8")
+    res = run_cli("startup", "--log", str(cut), "8192-131k", "--json")
+    report = json.loads(res.stdout)
+    assert report["effective_args"] is None and report["mismatches"] is None  # unknown, not "none"
+    assert any("cut off" in w and "not compared" in w for w in report["warnings"])
+    text_res = run_cli("startup", "--log", str(cut), "8192-131k")
+    assert "warning: the `non-default args:` line is cut off" in text_res.stdout
+    assert "effective_args:" in text_res.stdout and "unknown" in text_res.stdout
+    assert "MISMATCH" not in text_res.stdout  # the full log would show one (see above): here nothing is known
+
+
+def test_dev_zero_ends_with_a_warning_instead_of_hanging():
+    res = run_cli("startup", "--log", "/dev/zero", "--json", timeout=60)
+    assert res.returncode == 1 and "Traceback" not in res.stderr  # not ready: a check failure, not a crash
+    report = json.loads(res.stdout)
+    assert report["ready"] is False and any("without a line break" in w for w in report["warnings"])
+
+
+def test_real_fp8_log_is_ready_and_keeps_the_request_time_traceback_apart():
+    res = run_cli("startup", "--log", str(REPO / "tests/data/real-0.26.0-h200/serve-fp8-hermes-apikey.log"), "--json")
+    assert res.returncode == 0, res.stdout  # ready, no startup error: the hermes traceback came later
+    report = json.loads(res.stdout)
+    assert report["errors"] == [] and [e["kind"] for e in report["runtime_errors"]] == ["exception"]
+    assert "sk-test" not in res.stdout

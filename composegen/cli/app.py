@@ -19,7 +19,7 @@ app = typer.Typer(
 )
 _state: dict = {"root": None}
 
-JsonOpt = typer.Option(False, "--json", help="Machine-readable output (shape documented in the README).")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output (its shape: composegen schema --report NAME).")
 
 
 def project():
@@ -60,17 +60,24 @@ def parse_ints(text: str, option: str = "--targets") -> list[int]:
 
 
 # Shell completion (`composegen --install-completion`): values read from the project, never guessed.
-def complete_profile(incomplete: str) -> list[str]:
+def _completing(ctx: typer.Context):
+    """The project being completed in: `--root` as typed on the line counts (the callback has not run)."""
+    from composegen.project import find_project
+
+    return find_project(ctx.find_root().params.get("root"))
+
+
+def complete_profile(ctx: typer.Context, incomplete: str) -> list[str]:
     try:
-        return [n for n in project().profile_names() if n.startswith(incomplete)]
+        return [n for n in _completing(ctx).profile_names() if n.startswith(incomplete)]
     except Exception:  # completion must never print a traceback into the user's shell
         return []
 
 
-def complete_run(incomplete: str) -> list[str]:
+def complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run directories under runs/ (newest first) and profile names (compare takes either)."""
     try:
-        proj = project()
+        proj = _completing(ctx)
         runs = sorted((p for p in proj.runs_dir.glob("*") if (p / "evidence.json").is_file()), reverse=True)
         names = [proj.rel(p) for p in runs] + proj.profile_names()
     except Exception:  # completion must never print a traceback into the user's shell
@@ -86,3 +93,11 @@ def complete_gate_list(incomplete: str) -> list[str]:
     prefix = f"{done}," if done else ""
     chosen = set(done.split(",")) if done else set()
     return [prefix + g for g in GATES if g.startswith(last) and g not in chosen]
+
+
+# Shared arguments: the same help text and completion wherever a command takes a profile or a run.
+ProfileArg = typer.Argument(..., help="A profile's name (profiles/NAME.yaml).", autocompletion=complete_profile)
+StackArg = typer.Argument(..., help="The profile of a running stack.", autocompletion=complete_profile)
+RunArg = typer.Argument(
+    ..., help="A run: runs/<run>, a bundle path, or a profile name (its latest run).", autocompletion=complete_run
+)

@@ -1,51 +1,301 @@
-"""Live progress for `up` on stderr: one updating line on a terminal, plain lines elsewhere."""
+"""Progress of a starting stack on stderr, and the ready summary.
+
+On a terminal: one block of fixed height (rich Live), every line cut to the terminal's width, so it never
+wraps and redraws in place at any width from 40 columns. Elsewhere (CI logs, pipes): one line per stage
+change and a heartbeat line every HEARTBEAT_S, even when the engine says nothing.
+
+`ConsoleSink` is a stack.progress.ProgressSink: the stack reports checks, phases, log lines and pull
+events; the sink keeps a stages.StageTracker and draws it. Use it as a context manager (the live block
+is stopped however the wait ends).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from typing import Any, TextIO
 
-from composegen.output import err
-from composegen.stack.driver import Progress
+from composegen.stack import stages
+from composegen.stack.progress import LogLine, ProgressSink, PullEvent
+from composegen.units import format_bytes, format_gib
 
-LOG_EVERY_S = 30.0
+
+def _seconds_from_env(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name) or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+HEARTBEAT_S = _seconds_from_env("COMPOSEGEN_HEARTBEAT_S", 30.0)  # without a terminal; the tests shorten it
+REDRAW_S = 0.25
+HEIGHT = 4  # lines of the live block: stage + bar, time, stages done, the engine's last line
 _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 
 
-def console_progress(quiet: bool = False) -> Progress:
-    if quiet:
-        return Progress()
-    tty = sys.stderr.isatty()
-    state = {"phase": "starting", "printed": 0.0, "last": ""}
+def clock(seconds: float | None) -> str:
+    """`0:42`, `12:05`, `1:02:09`; `?` when unknown."""
+    if seconds is None:
+        return "?"
+    s = max(0, round(seconds))
+    h, rest = divmod(s, 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
 
-    def check(c):
-        err(f"preflight {_MARK[c.status]} {c.name}: {c.message}")
 
-    def phase(name: str, t: float):
-        state["phase"] = name
-        if tty:
-            sys.stderr.write("\r\x1b[2K")
-        err(f"[{t:7.1f}s] {name}")
+def _amount(n: float, unit: str) -> str:
+    return format_bytes(n) if unit == "B" else f"{n:g}"
 
-    def tick(t: float, last: str):
-        if tty:
-            width = 100
-            sys.stderr.write(f"\r\x1b[2K[{t:7.1f}s] {state['phase']} … {last[-(width - 30) :]}")
-            sys.stderr.flush()
-        elif last and (t - state["printed"] >= LOG_EVERY_S and last != state["last"]):
-            # In CI logs: a line every 30 s with the engine's latest line, so a 30-minute load is not silent.
-            state["printed"], state["last"] = t, last
-            err(f"[{t:7.1f}s] {state['phase']} … {last}")
 
-    return Progress(check=check, phase=phase, tick=tick)
+def progress_text(row: dict) -> str:
+    """`3/8 shards 37% · 1.20 shards/s · ETA 0:04` for a stage row from StageTracker.view (no bar)."""
+    parts = []
+    if row["done"] is not None and row["total"]:
+        unit = row["unit"]
+        counted = f"{_amount(row['done'], unit)}/{_amount(row['total'], unit)}"
+        parts.append(f"{counted}{'' if unit == 'B' else ' ' + unit} {row['percent']:.0f}%")
+    if row["rate"]:
+        unit = row["unit"] or "it"
+        parts.append(f"{format_bytes(row['rate'])}/s" if unit == "B" else f"{row['rate']:.2f} {unit}/s")
+    if row["eta_s"] is not None:
+        parts.append(f"ETA {clock(row['eta_s'])}")
+    return " · ".join(parts)
+
+
+def status_line(tracker: stages.StageTracker, now: float) -> str:
+    """One line for logs: `loading weights 3/8 shards 37% · ETA 0:04 · 21:10 left of startup_timeout`."""
+    rows = tracker.view(now)
+    active = next((r for r in rows if r["active"]), rows[-1] if rows else None)
+    text = tracker.summary() if active is None else " ".join(filter(None, [active["label"], progress_text(active)]))
+    left = tracker.time_left(now)
+    return text + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
+
+
+def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[str]:
+    """The live block: HEIGHT lines, each at most `width` characters."""
+    rows = tracker.view(now)
+    active = next((r for r in rows if r["active"]), None)
+    if tracker.failed:
+        head = f"✗ failed: {tracker.failed}"
+    elif active is None:
+        ready = tracker.current is not None and tracker.current.key == "ready"
+        head = f"✓ ready in {clock(now - tracker.started_at)}" if ready else "… starting"
+    else:
+        stats = progress_text(active)
+        detail = f" ({active['detail']})" if active["detail"] else ""
+        if len(active["label"]) + len(detail) + len(stats) + 9 > width:  # the numbers matter more than the detail
+            detail = ""
+        head = f"▸ {active['label']}{detail} {clock(active['elapsed_s'])}"
+        bar = min(30, width - len(head) - len(stats) - 3)
+        if active["percent"] is not None and bar >= 8:
+            filled = int(bar * active["percent"] / 100)
+            head += " " + "━" * filled + ("╺" + "─" * (bar - filled - 1) if filled < bar else "")
+        head = f"{head} {stats}" if stats else head
+    left = tracker.time_left(now)
+    timing = f"  elapsed {clock(now - tracker.started_at)}" + (
+        f" · {clock(left)} left of startup_timeout" if left is not None else ""
+    )
+    done = " · ".join(
+        f"{r['label']} {clock(r['elapsed_s'])}" for r in rows if not r["active"] and r["stage"] != "ready"
+    )
+    last = tracker.last_line or ""
+    if active is None and done and len(done) + 4 > width:  # over: the stages matter more than the last line
+        split = done.rfind(" · ", 0, width - 4) if done.rfind(" · ", 0, width - 4) > 0 else width - 4
+        return [cut(line, width) for line in (head, timing, f"  ✓ {done[:split]}", f"    {done[split + 3 :]}")]
+    if done and len(done) + 4 > width:  # the latest stages matter most: cut from the left
+        done = "…" + done[len(done) + 5 - width :]
+    lines = [head, timing, f"  ✓ {done}" if done else "", f"  │ {last}" if last else ""]
+    return [cut(line, width) for line in lines]
+
+
+def cut(text: str, width: int) -> str:
+    """At most `width` characters (an ellipsis marks the cut): a line that fits never wraps."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+class ConsoleSink(ProgressSink):
+    """Tracks the stages of one start and draws them (nothing when `quiet`: `--json` still gets the phases)."""
+
+    def __init__(
+        self,
+        timeout_s: float | None = None,
+        quiet: bool = False,
+        stream: TextIO | None = None,
+        tty: bool | None = None,
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.tracker = stages.StageTracker(time.time(), timeout_s)
+        self._pulls: dict[str, tuple[int, int]] = {}  # layer -> (bytes done, bytes total)
+        self._live: Any = None  # rich.live.Live once the first frame is drawn
+        self._console: Any = None  # rich.console.Console on a terminal
+        self._drawn = 0.0
+        self._said = time.time()  # the first heartbeat comes HEARTBEAT_S after the start
+        self._stage: str | None = None
+        self._answering = False  # the API answered (readiness)
+        self._head: str | None = None  # the head node's name, once its API server logged
+        self.failed_checks: list[str] = []  # preflight checks shown as FAIL: the closing error names them only
+
+    # ---- events from the stack ----
+    def check(self, check) -> None:
+        if check.status == "fail" and not self.quiet:
+            self.failed_checks.append(check.name)
+        self._print(f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}")
+
+    def phase(self, name: str, t: float) -> None:
+        current = self.tracker.current
+        if name == "starting":  # compose up (t = 0), or attaching to a start t seconds old: timeouts count from it
+            self.tracker.started_at = time.time() - t
+            if t < 1.0 and (current is None or current.key == "pull"):
+                self.tracker.begin("create", time.time())
+        elif name in ("health 200", "models ready"):
+            # The engine logged `Application startup complete.` before it answered, but that line may still be
+            # on its way from the log follower: ready is reached from the log, or at close() at the latest.
+            self._answering = True
+        self._changed()
+
+    def log_line(self, line: LogLine) -> None:
+        if line.node is not None and self._head is None and "(APIServer pid=" in line.text:
+            self._head = line.node  # a multi-node stack: the node with the API server is the head
+        if self._head is not None and line.node != self._head:
+            return  # the workers load their shards too: the stages are the head's
+        if self.tracker.feed(line.text, line.timestamp if line.timestamp is not None else time.time()):
+            self._changed()
+
+    def pull(self, event: PullEvent) -> None:
+        """Bytes of the layers the engine downloads (a layer already present counts nothing)."""
+        status = event.status.lower()
+        if status == "downloading" and event.total:
+            self._pulls[event.layer] = (min(event.current or 0, event.total), event.total)
+        elif status in ("download complete", "pull complete") and event.layer in self._pulls:
+            size = self._pulls[event.layer][1]
+            self._pulls[event.layer] = (size, size)
+        done = sum(d for d, _ in self._pulls.values())
+        total = sum(t for _, t in self._pulls.values())
+        self.tracker.progress("pull", done, total or None, time.time(), "B")
+        self.tracker.stages["pull"].detail = event.image
+        self._changed()
+
+    def heartbeat(self, t: float, last_line: str) -> None:
+        now = time.time()
+        if not self.tty and not self.quiet and now - self._said >= HEARTBEAT_S:
+            self._say(now, changed=False)
+        self._draw(force=False)
+
+    def note(self, text: str) -> None:
+        self._print(text)
+
+    # ---- drawing ----
+    def _print(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.tty:  # word-wrapped to the terminal by rich (above the live block once it runs): never auto-wrapped
+            self._terminal().print(text, markup=False, highlight=False)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def _changed(self) -> None:
+        current = self.tracker.current
+        key = "failed" if self.tracker.failed else (current.key if current else None)
+        if key == self._stage:
+            return self._draw(force=False)
+        self._stage = key
+        if not self.tty and not self.quiet:
+            self._say(time.time(), changed=True)
+        self._draw(force=True)
+
+    def _say(self, now: float, changed: bool) -> None:
+        """A plain line: the new stage, or (heartbeat) where the start is and the engine's last line."""
+        at = now
+        if changed:
+            current = self.tracker.current
+            text = f"failed: {self.tracker.failed}" if self.tracker.failed else (current.label if current else "")
+            if current is not None and current.entered_at is not None and not self.tracker.failed:
+                at = current.entered_at  # when the engine logged it (`wait` replays what came before)
+        else:
+            last = self.tracker.last_line
+            text = "… " + status_line(self.tracker, now) + (f" · last: {last}" if last else "")
+        self._said = now
+        self._print(f"[{at - self.tracker.started_at:7.1f}s] {text}")
+
+    def _draw(self, force: bool) -> None:
+        if self.quiet:
+            return
+        now = time.time()
+        if not self.tty:
+            return
+        if not force and now - self._drawn < REDRAW_S:
+            return
+        self._drawn = now
+        live = self._start_live()
+        width = max(20, live.console.width)
+        live.update(_render(block_lines(self.tracker, now, width)), refresh=True)
+
+    def _terminal(self):
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(file=self.stream, force_terminal=True, soft_wrap=False)
+        return self._console
+
+    def _start_live(self):
+        if self._live is None:
+            from rich.live import Live
+
+            self._live = Live(
+                console=self._terminal(),
+                auto_refresh=False,
+                transient=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start()
+        return self._live
+
+    def close(self) -> None:
+        """Draw the last state and stop the live block (it stays on screen)."""
+        current = self.tracker.current
+        if self._answering and (current is None or current.key != "ready"):
+            self.tracker.begin("ready", time.time())
+            self._changed()
+        if self._live is not None:
+            self._draw(force=True)
+            self._live.stop()
+            self._live = None
+
+    def __enter__(self) -> ConsoleSink:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def phases(self) -> list[dict]:
+        """The stages for `up --json` `phases` (additions to the readiness phases)."""
+        return self.tracker.phases(time.time())
+
+
+def _render(lines: list[str]):
+    from rich.console import Group
+    from rich.text import Text
+
+    return Group(*(Text(line, no_wrap=True, overflow="ellipsis", end="\n") for line in lines))
+
+
+def console_progress(quiet: bool = False, timeout_s: float | None = None) -> ConsoleSink:
+    return ConsoleSink(timeout_s=timeout_s, quiet=quiet)
 
 
 def summary_text(result) -> str:
     s = result.startup or {}
-    gib = lambda v: f"{v:.2f} GiB" if isinstance(v, (int, float)) else "n/a"  # noqa: E731
+    gib = lambda v: format_gib(v) if isinstance(v, (int, float)) else "n/a"  # noqa: E731
     per_rank = ", ".join(f"{v:.2f}" for v in s.get("kv_cache_gib_per_rank") or []) or "n/a"
+    latency = result.detection_latency_s if result.detection_latency_s is not None else "n/a"
     lines = [
         f"{result.name} is ready at {result.endpoint}" + (" (EMULATED vLLM)" if result.emulated else ""),
-        f"  time to ready       {result.time_to_ready_s:.1f} s (detected {result.detection_latency_s if result.detection_latency_s is not None else 'n/a'} s after the engine logged startup complete)",
+        f"  time to ready       {result.time_to_ready_s:.1f} s (seen {latency} s after the engine said so)",
         f"  KV cache            {s.get('kv_cache_tokens') if s.get('kv_cache_tokens') is not None else 'n/a':,} tokens"
         if isinstance(s.get("kv_cache_tokens"), int)
         else "  KV cache            n/a",
@@ -56,6 +306,6 @@ def summary_text(result) -> str:
     ]
     for m in s.get("mismatches") or []:
         lines.append(f"  MISMATCH  {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
-    for w in result.warnings:
+    for w in [*result.warnings, *(s.get("warnings") or [])]:  # the startup log's own (a cut args line, …)
         lines.append(f"  warning: {w}")
     return "\n".join(lines) + "\n"

@@ -8,12 +8,23 @@ import sys
 
 
 def main() -> None:
-    from composegen.cli import fastpath
+    try:
+        _main()
+    except KeyboardInterrupt:  # Ctrl-C while modules still load, before exits.run is in charge
+        sys.stderr.write("composegen: interrupted\n")
+        sys.stderr.flush()
+        os._exit(130)
 
+
+def _main() -> None:
+    from composegen.cli.interrupts import deferred_sigint
+
+    with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until loaded
+        from composegen.cli import fastpath
     code = fastpath.run(sys.argv[1:])
     if code is None:
-        from composegen.cli.main import main as cli_main
-
+        with deferred_sigint():
+            from composegen.cli.main import main as cli_main
         cli_main()
         return
     # A one-shot answer: leave without the interpreter's teardown, which would free every object of a

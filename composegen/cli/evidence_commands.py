@@ -6,7 +6,16 @@ from pathlib import Path
 
 import typer
 
-from composegen.cli.app import JsonOpt, app
+from composegen.cli.app import (
+    JsonOpt,
+    ProfileArg,
+    RunArg,
+    StackArg,
+    app,
+    complete_gate_list,
+    complete_profile,
+    complete_run,
+)
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
@@ -17,14 +26,20 @@ from composegen.output import emit_json, out
 
 @app.command()
 def gate(
-    name: str,
+    name: str = StackArg,
     tools: int = typer.Option(20, "--tools", help="Typed tools to exercise (N/N must pass)."),
     only: str | None = typer.Option(
-        None, "--only", help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses."
+        None,
+        "--only",
+        help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
+        autocompletion=complete_gate_list,
     ),
     json_: bool = JsonOpt,
 ):
-    """Functional gates against the running stack (official openai client). Exit 1 when any fails."""
+    """Functional gates against the running stack (official openai client). Exit 1 when any fails.
+
+    Example: composegen gate 4096-131k --only smoke,tools --tools 5
+    """
     from composegen.evidence import gates
     from composegen.stack import driver
 
@@ -39,12 +54,17 @@ def gate(
 
 @app.command()
 def ladder(
-    name: str,
+    name: str = StackArg,
     targets: str = typer.Option(..., "--targets", help="Prompt sizes in tokens, e.g. 117500,118500,119500."),
-    max_tokens: int = typer.Option(64, "--max-tokens"),
+    max_tokens: int = typer.Option(
+        64, "--max-tokens", help="Tokens to generate per prompt (the decode rate's sample)."
+    ),
     json_: bool = JsonOpt,
 ):
-    """Context ladder: prompts sized with /tokenize; TTFT, prefill and decode rates."""
+    """Context ladder: prompts sized with /tokenize; TTFT, prefill and decode rates.
+
+    Example: composegen ladder 4096-131k --targets 8k,64k,117500
+    """
     from composegen.evidence import ladder as ladders
     from composegen.stack import driver
 
@@ -66,15 +86,24 @@ def ladder(
 
 @app.command()
 def evidence(
-    name: str | None = typer.Argument(None, help="A running stack's profile."),
+    name: str | None = typer.Argument(None, help="A running stack's profile.", autocompletion=complete_profile),
     gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
     ladder_: str | None = typer.Option(None, "--ladder", help="Also run a ladder at these targets."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
+    bench_: str | None = typer.Option(None, "--bench", help="Also run a load benchmark at these concurrencies."),
+    bench_requests: int = typer.Option(32, "--bench-requests", help="With --bench: requests per level."),
+    bench_input: int = typer.Option(1000, "--bench-input-tokens", help="With --bench: prompt tokens."),
+    bench_output: int = typer.Option(128, "--bench-output-tokens", help="With --bench: output tokens."),
     from_log: Path | None = typer.Option(None, "--from-log", help="Build a run from a startup log recorded elsewhere."),
-    profile_name: str | None = typer.Option(None, "--profile", help="With --from-log: the profile of that run."),
+    profile_name: str | None = typer.Option(
+        None, "--profile", help="With --from-log: the profile of that run.", autocompletion=complete_profile
+    ),
     json_: bool = JsonOpt,
 ):
-    """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256) and print its path."""
+    """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and what it holds.
+
+    Example: composegen evidence 4096-131k --gate --ladder 8k,64k
+    """
     from composegen.evidence import bundle as bundles
 
     project = _project()
@@ -86,27 +115,35 @@ def evidence(
         if not name:
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
+        bench = None
+        if bench_:
+            bench = {"levels": _ints(bench_, "--bench"), "requests": bench_requests}
+            bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
         path = bundles.capture_stack(
-            project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools
+            project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools, bench=bench
         )
     if json_:
         from composegen.evidence.bundle import load_run
 
         return emit_json({"path": project.rel(path), "evidence": load_run(path)})
-    out(project.rel(path))
+    # What the bundle recorded, read back as `compare` and `plan` will see it, not only where it is.
+    out(bundles.format_text({**bundles.load_run(path), "path": project.rel(path)}).rstrip("\n"))
 
 
 @app.command()
 def compare(
-    run_a: str,
-    run_b: str,
+    run_a: str = RunArg,
+    run_b: str = RunArg,
     markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
     threshold: float = typer.Option(
         0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."
     ),
     json_: bool = JsonOpt,
 ):
-    """The A/B Results table of two runs, their config differences, and the unexplained-capacity flag."""
+    """The A/B Results table of two runs, their config differences, and the unexplained-capacity flag.
+
+    Example: composegen compare 8192-131k 4096-131k --markdown
+    """
     from composegen.evidence import compare as comparing
 
     result = comparing.compare_runs(run_a, run_b, root=_project().root, threshold=threshold)
@@ -118,13 +155,21 @@ def compare(
 
 @app.command()
 def plan(
-    name: str,
-    from_run: str | None = typer.Option(None, "--from", help="A run bundle to calibrate from."),
+    name: str = ProfileArg,
+    from_run: str | None = typer.Option(
+        None,
+        "--from",
+        help="A run to calibrate from (runs/<run>, a path, or a profile name).",
+        autocompletion=complete_run,
+    ),
     from_log: Path | None = typer.Option(None, "--from-log", help="A vLLM startup log to calibrate from."),
     gpu_gib: float | None = typer.Option(None, "--gpu-gib", help="GPU memory per device, when the log does not say."),
     json_: bool = JsonOpt,
 ):
-    """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement)."""
+    """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement).
+
+    Example: composegen plan 393k-gpu --from 4096-131k
+    """
     from composegen.evidence import plan as planning
 
     if (from_run is None) == (from_log is None):
@@ -136,8 +181,11 @@ def plan(
 
 
 @app.command()
-def qualify(name: str, json_: bool = JsonOpt):
-    """Judge the running stack against the profile's `qualify:` criteria; writes an evidence bundle."""
+def qualify(name: str = StackArg, json_: bool = JsonOpt):
+    """Judge the running stack against the profile's `qualify:` criteria; writes an evidence bundle.
+
+    Example: composegen qualify 393k-gpu --json
+    """
     from composegen.evidence import qualify as qualifying
 
     project, r = _load(name)

@@ -9,6 +9,7 @@ message about arguments. Results and failures go through the same core and exits
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 SHM_FLAGS = {"--json": "as_json", "--fail-on-leftover": "fail_on_leftover"}
 
@@ -52,4 +53,19 @@ def run(argv: list[str]) -> int | None:
     # only walk them again and again; nothing here makes reference cycles.
     gc.disable()
     path = opts.pop("path", "/dev/shm")
-    return exits.run(lambda: shm.print_path_scan(path, **opts))
+    return exits.run(lambda: shm.print_path_scan(path, container_labels=ContainerLabels(), **opts))
+
+
+class ContainerLabels:
+    """container id -> labels for the shm scan (composegen.shm never talks to an engine itself). The
+    engine module, and the docker SDK with it, is imported only when a holder is in a container."""
+
+    def __init__(self) -> None:
+        self._lookup: Callable[[str], dict | None] | None = None
+
+    def __call__(self, container_id: str) -> dict | None:
+        if self._lookup is None:
+            from composegen.stack import engine
+
+            self._lookup = engine.label_lookup()
+        return self._lookup(container_id)

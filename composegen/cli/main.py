@@ -13,12 +13,16 @@ from typing import Any
 # Importing the command modules registers their commands, in the order `--help` lists them.
 from composegen.cli import profile_commands as cmd_profiles  # noqa: F401
 from composegen.cli import stack_commands as cmd_stack  # noqa: F401
+from composegen.cli import wait_command as cmd_wait  # noqa: F401
 
 from composegen.cli import evidence_commands as cmd_evidence  # noqa: F401  # isort: skip
+from composegen.cli import bench_commands as cmd_bench  # noqa: F401  # isort: skip
 from composegen.cli import init_command  # noqa: F401  # isort: skip
+from composegen.cli import weights_commands as cmd_weights  # noqa: F401  # isort: skip
+from composegen.cli import top_command  # noqa: F401  # isort: skip
 from composegen.cli import exits
 from composegen.cli.app import app
-from composegen.errors import BAD_INPUT
+from composegen.errors import BAD_INPUT, INTERRUPTED
 
 
 def _click_exceptions() -> Any:
@@ -35,7 +39,10 @@ def main() -> None:
 
     def command() -> int | None:
         try:
-            return app(standalone_mode=False)
+            code = app(standalone_mode=False)
+            if code == INTERRUPTED:  # typer turns a Ctrl-C no command caught into a silent Exit(130)
+                raise KeyboardInterrupt
+            return code
         except abort:
             raise KeyboardInterrupt from None
         except click_exc.ClickException as exc:  # usage errors: click prints them itself

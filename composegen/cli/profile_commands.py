@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from composegen.cli.app import JsonOpt, app
+from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
 from composegen.cli.app import project as _project
 from composegen.errors import CheckFailed
 from composegen.output import emit_json, out
@@ -12,7 +12,10 @@ from composegen.output import emit_json, out
 
 @app.command("list")
 def list_(json_: bool = JsonOpt):
-    """List the profiles and what each extends."""
+    """List the profiles and what each extends.
+
+    Example: composegen list --json
+    """
     from composegen.errors import BadInput
     from composegen.output import err, table
     from composegen.profiles import resolve as profile
@@ -34,28 +37,35 @@ def list_(json_: bool = JsonOpt):
         except BadInput as exc:
             rows.append({"name": name, "extends": None, "description": "", "hash": None, "error": exc.message})
     if json_:
-        emit_json({"profiles": rows})
+        from composegen.profiles import reports
+
+        emit_json(reports.ListReport.model_validate({"profiles": rows}).to_json())
     else:
         out(
             table(
-                [[r["name"], r["extends"] or "-", r["description"] or "INVALID (see below)"] for r in rows],
+                [[row["name"], row["extends"] or "-", row["description"] or "INVALID (see below)"] for row in rows],
                 ["NAME", "EXTENDS", "DESCRIPTION"],
             )
         )
-    bad = [r for r in rows if r["error"]]
-    for r in bad:
-        err(r["error"])
+    bad = [row for row in rows if row["error"]]
+    for row in bad:
+        err(row["error"])
     if bad:
         raise BadInput(f"{len(bad)} of {len(rows)} profiles are invalid")
 
 
 @app.command()
 def validate(
-    names: list[str] | None = typer.Argument(None, help="Profiles to check (all by default)."),
+    names: list[str] | None = typer.Argument(
+        None, help="Profiles to check (all by default).", autocompletion=complete_profile
+    ),
     strict: bool = typer.Option(False, "--strict", help="Also fail on warnings such as an unpinned image."),
     json_: bool = JsonOpt,
 ):
-    """Check profiles: schema, flags against the vLLM catalog, cross-field rules."""
+    """Check profiles: schema, flags against the vLLM catalog, cross-field rules.
+
+    Example: composegen validate --strict r33
+    """
     from composegen.profiles import resolve as profile
     from composegen.profiles import rules
 
@@ -68,10 +78,12 @@ def validate(
         "warnings": shared,
     }
     if json_:
-        emit_json(report)
+        from composegen.profiles import reports
+
+        emit_json(reports.ValidateReport.model_validate(report).to_json())
     else:
-        for r in resolved:
-            out(f"ok  {r.name}")
+        for r in resolved:  # with --strict a profile with warnings fails: never `ok` first
+            out(f"{'warnings present (--strict)' if strict and r.warnings else 'ok'}  {r.name}")
             for w in r.warnings:
                 out(f"    warning: {w}")
         for w in shared:
@@ -86,12 +98,17 @@ def validate(
 
 @app.command()
 def render(
-    names: list[str] | None = typer.Argument(None, help="Profiles to render (all by default)."),
+    names: list[str] | None = typer.Argument(
+        None, help="Profiles to render (all by default).", autocompletion=complete_profile
+    ),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."),
     json_: bool = JsonOpt,
 ):
     """Render out/<name>/compose.yaml from profiles/<name>.yaml (all: also remove generated files of
-    profiles that no longer exist)."""
+    profiles that no longer exist).
+
+    Example: composegen render --check
+    """
     from composegen import render as rendering
 
     project = _project()
@@ -99,7 +116,10 @@ def render(
     if check:
         drift = rendering.check(project, rendered, all_profiles=not names)
         if json_:
-            emit_json({"fresh": not drift, "drift": [{"path": d.path, "reason": d.reason} for d in drift]})
+            from composegen.profiles import reports
+
+            drifted = [{"path": d.path, "reason": d.reason} for d in drift]
+            emit_json(reports.RenderCheckReport.model_validate({"fresh": not drift, "drift": drifted}).to_json())
         else:
             for d in drift:
                 out(d.diff)
@@ -111,7 +131,10 @@ def render(
     written = rendering.write(project, rendered)
     removed = rendering.remove_orphans(project, rendered) if not names else []
     if json_:
-        return emit_json({"written": written, "removed": removed, "unchanged": len(rendered) - len(written)})
+        from composegen.profiles import reports
+
+        unchanged = len(rendered) - len(written)
+        return emit_json(reports.RenderReport(written=written, removed=removed, unchanged=unchanged).to_json())
     for path in written:
         out(f"wrote {path}")
     for path in removed:
@@ -120,20 +143,28 @@ def render(
 
 
 @app.command()
-def show(name: str, json_: bool = JsonOpt):
-    """The resolved profile and the container argv."""
+def show(name: str = ProfileArg, json_: bool = JsonOpt):
+    """The resolved profile and the container argv.
+
+    Example: composegen show r33
+    """
     from composegen.profiles import resolve as profile
 
     r = profile.load(_project(), name)
     if json_:
-        return emit_json(r.to_json())
-    out(f"{r.name}  ({' <- '.join(r.chain)})  hash {r.hash}")
-    out(f"  image    {r.profile.image}")
-    out(f"  model    {r.profile.model.id} @ {r.profile.model.revision}")
-    out(f"  served   {r.profile.model.served_name} on {r.profile.service.port.bind}:{r.profile.service.port.host}")
-    out("  argv     " + " \\\n             ".join(_argv_lines(["vllm", "serve", *r.argv()])))
-    for w in r.warnings:
-        out(f"  warning  {w}")
+        from composegen.profiles import reports
+
+        # A secret's value never reaches the output, whatever key holds it.
+        return emit_json(reports.ShowReport.model_validate(r.mask(r.to_json())).to_json())
+    lines = [
+        f"{r.name}  ({' <- '.join(r.chain)})  hash {r.hash}",
+        f"  image    {r.profile.image}",
+        f"  model    {r.profile.model.id} @ {r.profile.model.revision}",
+        f"  served   {r.profile.model.served_name} on {r.profile.service.port.bind}:{r.profile.service.port.host}",
+        "  argv     " + " \\\n             ".join(_argv_lines(["vllm", "serve", *r.argv()])),
+        *(f"  warning  {w}" for w in r.warnings),
+    ]
+    out(r.mask("\n".join(lines)))
 
 
 def _argv_lines(argv: list[str]) -> list[str]:
@@ -170,13 +201,22 @@ def schema(
 
 @app.command()
 def diff(
-    a: str = typer.Argument(..., help="Profile name, compose file, or REF:path (e.g. HEAD~1:out/r33/compose.yaml)."),
-    b: str = typer.Argument(...),
+    a: str = typer.Argument(
+        ...,
+        help="Profile name, compose file, or REF:path (e.g. HEAD~1:out/r33/compose.yaml).",
+        autocompletion=complete_profile,
+    ),
+    b: str = typer.Argument(
+        ..., help="The other side, in any of the same forms as the first.", autocompletion=complete_profile
+    ),
     functional_only: bool = typer.Option(False, "--functional-only", help="Exit status from functional changes alone."),
     unified: bool = typer.Option(False, "--unified", help="Plain unified diff of the two files."),
     json_: bool = JsonOpt,
 ):
-    """Semantic diff of two stacks: every change classed functional or identity."""
+    """Semantic diff of two stacks: every change classed functional or identity.
+
+    Example: composegen diff 4096-131k 8192-131k --functional-only
+    """
     from composegen.diff import semantic as diffing
 
     project = _project()

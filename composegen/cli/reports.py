@@ -11,7 +11,31 @@ from typing import Any
 
 from composegen.errors import BadInput
 
-REPORTS: dict[str, str] = {}
+REPORTS: dict[str, str] = {
+    "evidence": "composegen.evidence.record:EvidenceBundle",
+    "up": "composegen.stack.reports:UpReport",
+    "wait": "composegen.stack.reports:UpReport",  # `wait --json`: the `up` report of the stack it waited for
+    "down": "composegen.stack.reports:DownReport",
+    "status": "composegen.stack.reports:StatusReport",
+    "compare": "composegen.evidence.compare:CompareReport",
+    "diff": "composegen.diff.semantic:DiffChange",
+    "list": "composegen.profiles.reports:ListReport",
+    "validate": "composegen.profiles.reports:ValidateReport",
+    "show": "composegen.profiles.reports:ShowReport",
+    "render": "composegen.profiles.reports:RenderReport",
+    "render-check": "composegen.profiles.reports:RenderCheckReport",
+    "weights": "composegen.weights.check:WeightsReport",
+    "top": "composegen.monitor.sample:TopSample",
+    "bench": "composegen.evidence.benchstats:BenchResult",
+    "ladder": "composegen.evidence.models:LadderResult",
+    "qualify": "composegen.evidence.models:QualifyResult",
+    "report": "composegen.evidence.runreport:RunsReport",
+    "shm": "composegen.shm.models:ShmScan",
+    "shm-reclaim": "composegen.shm.models:ShmReclaim",
+    "startup": "composegen.vllm.startup:StartupCheck",
+    "plan": "composegen.evidence.plan_report:PlanResult",
+    "gate": "composegen.evidence.gate_report:GateResult",
+}
 
 
 def names() -> list[str]:

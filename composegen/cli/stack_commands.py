@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from composegen.cli.app import JsonOpt, app
+from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app, complete_profile
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
 from composegen.errors import BadInput as BadInputError
@@ -17,7 +17,7 @@ from composegen.output import emit_json, out
 
 @app.command()
 def up(
-    name: str,
+    name: str = ProfileArg,
     emulate: bool = typer.Option(
         False, "--emulate", help="Run the stack with the emulated vLLM (no GPU; a test double)."
     ),
@@ -30,111 +30,164 @@ def up(
     ),
     render_stale: bool = typer.Option(False, "--render", help="Render out/NAME first when it is stale."),
     reclaim_shm: bool = typer.Option(False, "--reclaim-shm", help="Reclaim leftover /dev/shm files first (ipc: host)."),
+    allow_download: bool = typer.Option(
+        False, "--allow-download", help="Start even if the pinned weights are incomplete (the engine downloads them)."
+    ),
     json_: bool = JsonOpt,
 ):
-    """Preflight, start and wait for a stack; print what the engine reported about its memory."""
-    from composegen.cli.console import console_progress, summary_text
-    from composegen.stack import driver
+    """Preflight, start and wait for a stack; print what the engine reported about its memory.
 
-    if timeout is not None and timeout <= 0:
-        raise BadInputError(f"--timeout must be a positive number of seconds, got {timeout:g}")
+    Example: composegen up 4096-131k --emulate
+    """
+    from composegen.cli.interrupts import deferred_sigint
+
+    _check_seconds("--timeout", timeout)
+    with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
+        from composegen.cli.console import console_progress, summary_text
+        from composegen.cli.wait_command import with_stages
+        from composegen.stack import driver
+        from composegen.stack.loadstate import AlreadyRunning
+
+        driver.preload()
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
-    result = driver.up(project, r, opts, console_progress(quiet=json_))
+    opts.allow_download = allow_download
+    with console_progress(quiet=json_, timeout_s=timeout or r.profile.service.startup_timeout) as sink:
+        try:
+            result = driver.up(project, r, opts, sink)
+        except AlreadyRunning as exc:
+            if not exc.ready:
+                raise
+            sink.note(f"{exc.message}: its summary follows")
+            result = driver.attach(project, r, sink)  # exit 0
+        except EngineError as exc:
+            if sink.failed_checks and exc.message.startswith("preflight "):  # each reason is printed above
+                failed = ", ".join(sink.failed_checks)
+                raise EngineError(f"preflight failed: {failed} (the FAIL lines above say why)") from None
+            raise
+    result = with_stages(result, sink)  # the engine's stages join the readiness phases
     if json_:
         return emit_json(result.to_json())
     if no_wait:
         return out(f"{name}: started (not waiting); `composegen status {name}`")
-    if r.profile.nodes:
-        from composegen.stack import multinode
+    out(summary_text(result) + _nodes_text(result))
 
-        return out(multinode.format_text(result))
-    out(summary_text(result))
+
+def _nodes_text(result) -> str:
+    """One line per node under the `up` summary of a multi-node stack."""
+    return "".join(
+        f"  node {n.name:<12} rank {n.rank} {n.role:<7} {n.engine}  ({n.project})\n" for n in result.nodes or []
+    )
+
+
+def _check_seconds(option: str, value: float | None) -> None:
+    """A duration option must be a finite positive number: nan, inf and negatives are refused (exit 2)."""
+    import math
+
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise BadInputError(f"{option} must be a positive number of seconds, got {value:g}")
 
 
 @app.command()
 def down(
-    name: str,
+    name: str = ProfileArg,
     timeout: int | None = typer.Option(
         None, "--timeout", help="Seconds to wait for a graceful stop (default: stop_grace_period)."
     ),
     json_: bool = JsonOpt,
 ):
-    """Stop and remove a stack, then report /dev/shm."""
-    from composegen.shm import scan as shm
-    from composegen.stack import driver
-    from composegen.stack import status as stat
+    """Stop and remove a stack, then report /dev/shm.
 
+    Example: composegen down 4096-131k
+    """
+    from composegen.stack import driver
+
+    if timeout is not None and timeout < 0:
+        raise BadInputError(f"--timeout must be zero or a positive number of seconds, got {timeout}")
     project, r = _load(name)
     result = driver.down(project, r, timeout)
-    if r.profile.nodes:
-        result["shm"] = stat.node_shm_report(r)
-    else:
-        result["shm"] = shm.scan("/dev/shm") if r.profile.service.ipc == "host" else None
     if json_:
-        return emit_json(result)
-    out(f"{name}: removed {', '.join(result['removed']) or 'nothing (was not running)'}")
-    if result["shm"]:
-        out(stat.format_node_shm_text(result["shm"]) if r.profile.nodes else shm.format_text(result["shm"]))
+        return emit_json(result.to_json())
+    removed = [*result.removed, *(f"network {x}" for x in result.networks)]
+    out(f"{name}: removed {', '.join(removed) or 'nothing (was not running)'}")
+    if result.shm and result.nodes is not None:
+        from composegen.stack.nodeshm import format_node_shm_text
+
+        out(format_node_shm_text(result.shm))
+    elif result.shm:
+        from composegen.shm import scan as shm
+
+        out(shm.format_text(result.shm))
 
 
 @app.command()
-def status(name: str | None = typer.Argument(None), json_: bool = JsonOpt):
-    """Containers, endpoint and drift of composegen stacks on this engine."""
-    from composegen.stack import status as stat
+def status(
+    name: str | None = typer.Argument(
+        None, help="Only this profile's stack; exit 3 when it is not running.", autocompletion=complete_profile
+    ),
+    json_: bool = JsonOpt,
+):
+    """Containers, endpoint and drift of composegen stacks on this engine.
+
+    Example: composegen status 4096-131k
+    """
+    from composegen.stack import driver
+    from composegen.stack.status import format_text
 
     if name:
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
-    stacks = stat.stack_status(_project(), name)
+    report = driver.status(_project(), name)
     if json_:
-        return emit_json({"stacks": stacks})
-    out(stat.format_text(stacks))
+        emit_json(report.to_json())
+    elif report.stacks or not name:  # a named stack with nothing on the engine: the error line says it
+        out(format_text(report))
+    if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
+        emulated = any(c.emulated for s in report.stacks for c in s.containers)
+        raise EngineError(f"{name} is not running", hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")
 
 
 @app.command()
 def logs(
-    name: str,
-    follow: bool = typer.Option(False, "-f", "--follow"),
+    name: str = StackArg,
+    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new lines until Ctrl-C."),
     tail: str = typer.Option("all", "--tail", help="Lines from the end (a number or all)."),
     node: str | None = typer.Option(
         None, "--node", help="Multi-node: this node's logs (default: every node; with -f the head)."
     ),
 ):
-    """The stack's container logs."""
-    from composegen.stack import driver, engine, multinode
+    """The stack's container logs.
+
+    Example: composegen logs 4096-131k -f --tail 50
+    """
+    from composegen.stack import driver
 
     project, r = _load(name)
     n = int(tail) if tail.isdigit() else "all"
-    if r.profile.nodes:
-        if not follow:
-            return out(multinode.logs_text(project, r, n, node))
-        ctr = multinode.node_container(project, r, node)
-    else:
-        ctr = driver.vllm_container(driver.stack(project, r))
-    if ctr is None:
-        raise EngineError(f"{name} has no container on this engine", hint=f"`composegen up {name}` first")
     if not follow:
-        return out(engine.logs(ctr, n))
-    for chunk in engine.follow_logs(ctr, n):
+        return out(driver.logs_text(project, r, n, node))
+    for chunk in driver.follow_logs(project, r, n, node):
         sys.stdout.write(chunk.decode("utf-8", "replace"))
         sys.stdout.flush()
 
 
 @app.command()
 def startup(
-    name: str | None = typer.Argument(None, help="A running stack's profile."),
+    name: str | None = typer.Argument(None, help="A running stack's profile.", autocompletion=complete_profile),
     log: Path | None = typer.Option(None, "--log", help="Parse a recorded vLLM startup log instead."),
     json_: bool = JsonOpt,
 ):
-    """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args."""
+    """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
+
+    Example: composegen startup --log vllm-startup.log r33
+    """
     from composegen.vllm import startup as parsing
 
     if log is not None:
         try:
-            text = log.read_text(encoding="utf-8", errors="replace")
+            with open(log, "rb") as stream:  # bounded: constant memory whatever the file is
+                report = parsing.parse_startup_stream(stream).to_json()
         except OSError as exc:
             raise BadInputError(f"{log}: {exc.strerror}") from None
-        report = parsing.parse_startup_log(text).to_json()
         if name:
             from composegen.stack.driver import with_mismatches
 
@@ -164,7 +217,7 @@ def shm(
     path: str | None = typer.Option(None, "--path", help="Directory to inspect (default /dev/shm)."),
     container: str | None = typer.Option(None, "--container", help="A running container's private /dev/shm."),
     profile_name: str | None = typer.Option(
-        None, "--profile", help="Multi-node: /dev/shm of every node of this profile."
+        None, "--profile", help="Multi-node: /dev/shm of every node of this profile.", autocompletion=complete_profile
     ),
     reclaim: bool = typer.Option(False, "--reclaim", help="Preview (or with --yes, remove) leftover files."),
     yes: bool = typer.Option(False, "--yes", help="With --reclaim: really remove."),
@@ -174,33 +227,59 @@ def shm(
     ignore_unreadable: bool = typer.Option(
         False, "--ignore-unreadable", help="Reclaim even though some processes could not be checked."
     ),
+    min_age: float | None = typer.Option(
+        None,
+        "--min-age",
+        metavar="SECONDS",
+        help="With --reclaim: leave files whose mtime or ctime is newer than this (default 60).",
+    ),
+    force: bool = typer.Option(False, "--force", help="Accept a --path that is not a tmpfs."),
     fail_on_leftover: bool = typer.Option(
         False, "--fail-on-leftover", help="Exit 1 when leftovers are present (CI, cron)."
     ),
     json_: bool = JsonOpt,
 ):
-    """Who holds what in /dev/shm, and a safe reclaim of what nothing uses."""
+    """Who holds what in /dev/shm, and a safe reclaim of what nothing uses (docs/shm.md).
+
+    Example: composegen shm --reclaim --yes
+    """
+    from composegen.cli.fastpath import ContainerLabels
     from composegen.shm import scan as shared
 
-    _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable)
+    _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable, min_age)
+    if force and (container or profile_name):
+        raise BadInputError("--force: only meaningful with --path (or the default /dev/shm)")
     path = "/dev/shm" if path is None else path
+    labels = ContainerLabels()
     if profile_name:
-        from composegen.stack import status as stat
+        from composegen.stack import driver
 
         r = _load(profile_name)[1]
         if r.profile.nodes is None:
             raise BadInputError(
                 f"--profile {profile_name}: not a multi-node profile; inspect its host with plain `composegen shm`"
             )
-        report = stat.node_shm_report(r)
-        return emit_json(report) if json_ else out(stat.format_node_shm_text(report))
+        from composegen.stack.nodeshm import format_node_shm_text
+
+        report = driver.shm_report(r)
+        return emit_json(report) if json_ else out(format_node_shm_text(report))
     if reclaim:
         from composegen.shm import reclaim as shm_reclaim
+        from composegen.shm.models import ShmReclaim
 
         result = shm_reclaim.reclaim(
-            path, yes=yes, include_unknown=include_unknown, ignore_unreadable=ignore_unreadable
+            path,
+            yes=yes,
+            include_unknown=include_unknown,
+            ignore_unreadable=ignore_unreadable,
+            min_age=shm_reclaim.DEFAULT_MIN_AGE if min_age is None else min_age,
+            force=force,
+            container_labels=labels,
         )
-        emit_json(result) if json_ else out(shm_reclaim.format_reclaim_text(result))
+        if json_:
+            emit_json(ShmReclaim.model_validate(result).to_json())
+        else:
+            out(shm_reclaim.format_reclaim_text(result))
         left = (
             (result["remaining"] or {}).get("totals", {}).get("leftover", {}).get("count")
             if yes
@@ -210,11 +289,16 @@ def shm(
             raise CheckFailed(f"{left} leftover file(s) {'remain' if yes else 'present'} in {path}")
         return
     if container:
-        return shared.print_scan(shared.container_shm(container), as_json=json_, fail_on_leftover=fail_on_leftover)
-    shared.print_path_scan(path, as_json=json_, fail_on_leftover=fail_on_leftover)
+        from composegen.stack import engine
+
+        report = shared.container_shm(container, inspect=engine.shm_facts, container_labels=labels)
+        return shared.print_scan(report, as_json=json_, fail_on_leftover=fail_on_leftover)
+    shared.print_path_scan(path, as_json=json_, fail_on_leftover=fail_on_leftover, force=force, container_labels=labels)
 
 
-def _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable) -> None:
+def _check_shm_options(
+    path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable, min_age
+) -> None:
     """Options that would silently mean something else are refused (exit 2), not ignored."""
     where = [
         flag for flag, given in (("--path", path), ("--container", container), ("--profile", profile_name)) if given
@@ -231,6 +315,7 @@ def _check_shm_options(path, container, profile_name, reclaim, yes, include_unkn
             ("--yes", yes),
             ("--include-unknown", include_unknown),
             ("--ignore-unreadable", ignore_unreadable),
+            ("--min-age", min_age is not None),
         )
         if given
     ]

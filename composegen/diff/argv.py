@@ -1,4 +1,5 @@
-"""The `vllm serve` argv, normalised with the vLLM 0.33.0 flag catalog (for `composegen.diff.semantic`).
+"""The `vllm serve` argv, normalised with the flag catalog of the side's vLLM version (vllm/catalog.py;
+0.33.0 when a file does not say, or names a version without a catalog), for `composegen.diff.semantic`.
 
 - `parse_vllm_args(args) -> {"model": str | None, "flags": {"--canonical-flag": value}, "args": [str]}`
   for the words after `vllm serve`: aliases and `--x_y` spellings → the canonical long option, `--x=v`
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from composegen.units import parse_human_int
+from composegen.vllm.catalog import FlagError, load_catalog
 
-CATALOG_VERSION = "0.33.0"
-CATALOG_PATH = Path(__file__).resolve().parent.parent / "vllm" / "data" / f"vllm-{CATALOG_VERSION}-serve-flags.json"
+CATALOG_VERSION = "0.33.0"  # the default: the newest catalog composegen ships
 _VLLM_MODULES = {"vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"}
 _NEGATIVE_NUMBER = re.compile(r"-\.?\d")
 
@@ -38,32 +39,27 @@ class FlagSpec:
     default: Any
 
 
-@lru_cache(maxsize=1)
-def flag_catalog() -> dict[str, FlagSpec]:
+@lru_cache(maxsize=8)
+def flag_catalog(version: str = CATALOG_VERSION) -> dict[str, FlagSpec]:
     """Every option spelling of `vllm serve` (aliases included) → its FlagSpec."""
-    data = json.loads(CATALOG_PATH.read_text(encoding="utf-8"))
+    try:
+        catalog = load_catalog(version)
+    except FlagError:  # no catalog for that version: the default one is the best guess
+        catalog = load_catalog(CATALOG_VERSION)
     table: dict[str, FlagSpec] = {}
-    for entry in data["flags"]:
-        options = entry["options"]
-        canonical = next(o for o in options if o.startswith("--"))
-        boolean_pair = entry["action"] == "EnableDisableAction"
-        for option in options:
+    for flag in catalog.flags.values():
+        canonical = flag.options[0]
+        for option in flag.spellings:
             # The catalog lists the positive spelling first (it matches `dest`); other long ones negate.
-            negative = boolean_pair and option.startswith("--") and option != canonical
+            negative = flag.kind == "bool" and option.startswith("--") and option != canonical
             table[option] = FlagSpec(
-                canonical,
-                bool(entry["takes_value"]),
-                entry["nargs"],
-                entry["type"],
-                entry["action"] == "_AppendAction",
-                negative,
-                entry["default"],
+                canonical, flag.takes_value, flag.nargs, flag.type_name, flag.append, negative, flag.default
             )
     return table
 
 
-def lookup_flag(option: str) -> FlagSpec | None:
-    table = flag_catalog()
+def lookup_flag(option: str, version: str = CATALOG_VERSION) -> FlagSpec | None:
+    table = flag_catalog(version)
     spec = table.get(option) or table.get(_long_spelling(option))
     if spec is None and _long_spelling(option).startswith("--no-"):
         # Older vLLM (argparse BooleanOptionalAction) spelled every negation `--no-x`;
@@ -74,9 +70,9 @@ def lookup_flag(option: str) -> FlagSpec | None:
     return spec
 
 
-def flag_default(name: str) -> Any:
+def flag_default(name: str, version: str = CATALOG_VERSION) -> Any:
     """vLLM's default for a flag when it is a plain scalar; None when unknown or not shown simply."""
-    spec = lookup_flag(name)
+    spec = lookup_flag(name, version)
     default = spec.default if spec else None
     if isinstance(default, (bool, int, float, str)) and default != "==SUPPRESS==":
         return default
@@ -86,7 +82,7 @@ def flag_default(name: str) -> Any:
 # ---------------------------------------------------------------- vLLM argv
 
 
-def parse_vllm_args(args: list[str]) -> dict:
+def parse_vllm_args(args: list[str], version: str = CATALOG_VERSION) -> dict:
     flags: dict[str, Any] = {}
     positionals: list[str] = []
     index = 0
@@ -101,12 +97,12 @@ def parse_vllm_args(args: list[str]) -> dict:
             continue
         option, has_inline, inline = token.partition("=")
         option, _, subkey = option.partition(".")  # `-cc.mode=3`: JSON keys passed one at a time
-        spec = lookup_flag(option)
+        spec = lookup_flag(option, version)
         name = spec.name if spec else _long_spelling(option)
         value, index = _take_value(spec, bool(subkey), args, index, inline if has_inline else None)
         if subkey:
-            current = flags.get(name) if isinstance(flags.get(name), dict) else {}
-            flags[name] = _merge(current, _nest(subkey.split("."), value))
+            current = flags.get(name)
+            flags[name] = _merge(current if isinstance(current, dict) else {}, _nest(subkey.split("."), value))
         elif spec is not None and spec.append:
             flags[name] = [*flags.get(name, []), value]
         else:
@@ -208,9 +204,8 @@ def split_vllm_argv(entrypoint: list[str] | None, command: list[str] | None, ima
         if launches_serve or token in _VLLM_MODULES:
             return argv[: index + 1], argv[index + 1 :]
     # A vLLM image with its own entrypoint and a command of just the model and flags.
-    if entrypoint is None and "vllm" in str(image or "").lower():
-        if not argv or is_option(argv[0]) or "/" in argv[0]:
-            return [], argv
+    if entrypoint is None and "vllm" in str(image or "").lower() and (not argv or is_option(argv[0]) or "/" in argv[0]):
+        return [], argv
     return None
 
 

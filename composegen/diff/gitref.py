@@ -15,6 +15,7 @@ from pathlib import Path
 from composegen.errors import BadInput
 
 GIT_TIMEOUT_S = 30
+MAX_BLOB_BYTES = 1 << 20  # as for files: a compose file is a few kB
 
 
 def split_ref_spec(spec: str) -> tuple[str, str] | None:
@@ -52,6 +53,9 @@ def read_at_ref(root: Path, ref: str, path: str) -> str:
         raise BadInput(f"{spec}: git: '{rel}' does not exist at {ref}")
     if kind.stdout.strip() != b"blob":
         raise BadInput(f"{spec}: git: '{rel}' is a {kind.stdout.decode().strip()} at {ref}, not a file")
+    size = _git(root, ["cat-file", "-s", object_name], spec)
+    if size.returncode == 0 and int(size.stdout.strip() or 0) > MAX_BLOB_BYTES:
+        raise BadInput(f"{spec}: git: '{rel}' at {ref} is larger than {MAX_BLOB_BYTES >> 20} MiB; not a compose file")
     blob = _git(root, ["cat-file", "blob", object_name], spec)
     if blob.returncode != 0:
         raise BadInput(f"{spec}: git: cannot read '{rel}' at {ref}: {_first_line(blob.stderr)}")

@@ -11,25 +11,15 @@ from __future__ import annotations
 import copy
 import json
 import re
-from decimal import Decimal
 from typing import Any
 
-from composegen.diff.argv import argv_words, compose_str, parse_vllm_args, split_vllm_argv
-from composegen.units import BYTE_UNITS, parse_bytes
+from composegen.diff.argv import CATALOG_VERSION, argv_words, compose_str, parse_vllm_args, split_vllm_argv
+from composegen.units import BYTE_UNITS, parse_bytes, parse_duration
 
 FROM_HOST_ENV = "(from host env)"  # `environment: [NAME]`: compose copies the value from its own env
 _SET_LIKE_KEYS = {"cap_add", "cap_drop", "devices", "dns", "expose", "group_add", "profiles", "security_opt"}
 _HEALTH_DURATIONS = {"interval", "timeout", "start_period", "start_interval"}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {
-    "ns": Decimal("1e-9"),
-    "us": Decimal("1e-6"),
-    "µs": Decimal("1e-6"),
-    "ms": Decimal("0.001"),
-    "s": Decimal(1),
-    "m": Decimal(60),
-    "h": Decimal(3600),
-}
+VLLM_VERSION_LABEL = "io.composegen.vllm-version"  # render.py writes it: the catalog to read the argv with
 
 
 # ---------------------------------------------------------------- service
@@ -42,7 +32,8 @@ def normalise_service(service: dict) -> dict[tuple[str, ...], Any]:
     split = split_vllm_argv(entrypoint, command, service.get("image"))
     if split is not None:
         launcher, args = split
-        parsed = parse_vllm_args(args)
+        version = _key_values(service.get("labels"), missing="").get(VLLM_VERSION_LABEL) or CATALOG_VERSION
+        parsed = parse_vllm_args(args, version)  # each side read with its own vLLM version's catalog
         _put(flat, ("entrypoint",), launcher or None)
         _put(flat, ("command", "model"), parsed["model"])
         _put(flat, ("command", "args"), parsed["args"] or None)
@@ -140,7 +131,7 @@ def _port_entries(entry: Any) -> list[tuple[str, str]]:
     containers, publisheds = _port_range(container), _port_range(published)
     if len(publisheds) != len(containers):
         publisheds = [published] * len(containers)  # e.g. one container port on a host port range
-    return [(f"{c}/{protocol or 'tcp'}", _binding(host_ip, p)) for c, p in zip(containers, publisheds)]
+    return [(f"{c}/{protocol or 'tcp'}", _binding(host_ip, p)) for c, p in zip(containers, publisheds, strict=True)]
 
 
 def _split_outside_variables(text: str) -> list[str]:
@@ -243,7 +234,7 @@ def _gpu_requests(gpus: Any, rest: dict) -> list:
         requests.append(jsonable(gpus))
     deploy = rest.get("deploy")
     reservations = deploy.get("resources", {}).get("reservations") if isinstance(deploy, dict) else None
-    if isinstance(reservations, dict) and "devices" in reservations:
+    if isinstance(deploy, dict) and isinstance(reservations, dict) and "devices" in reservations:
         deploy = copy.deepcopy(deploy)  # never mutate the caller's stack
         devices = deploy["resources"]["reservations"].pop("devices") or []
         rest["deploy"] = deploy
@@ -283,11 +274,9 @@ def _healthcheck(health: dict) -> dict:
 def _duration(value: Any) -> Any:
     if not isinstance(value, str):
         return jsonable(value)
-    text = value.strip()
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
+    seconds = parse_duration(value)
+    if seconds is None:
         return value
-    seconds = sum(Decimal(n) * _DURATION_UNITS[u] for n, u in parts)
     return f"{format(seconds.normalize(), 'f')}s"
 
 

@@ -53,20 +53,23 @@ identity_paths_for(project, specs) -> list[str] (the `identity:` paths of the pr
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+from pydantic import Field
 
 from composegen.diff import gitref
 from composegen.diff.argv import CATALOG_VERSION, flag_default
 from composegen.diff.normalise import flatten_into, jsonable, normalise_service
 from composegen.errors import BadInput
+from composegen.report import Report
 
 FUNCTIONAL = "functional"
 IDENTITY = "identity"
@@ -94,7 +97,18 @@ class Change:
             object.__setattr__(self, "segments", tuple(self.path.split(".")))
 
     def to_json(self) -> dict:
-        return {"path": self.path, "class": self.change_class, "before": self.before, "after": self.after}
+        return DiffChange.model_validate(
+            {"path": self.path, "class": self.change_class, "before": self.before, "after": self.after}
+        ).to_json()
+
+
+class DiffChange(Report):
+    """One change of `composegen diff --json` (which prints a list of these, functional first, then by path)."""
+
+    path: str = Field(description="e.g. services.vllm.command.--max-num-batched-tokens")
+    change_class: Literal["functional", "identity"] = Field(alias="class")
+    before: Any = Field(description="JSON value; null when absent on side a")
+    after: Any = Field(description="JSON value; null when absent on side b")
 
 
 # ---------------------------------------------------------------- inputs
@@ -145,10 +159,8 @@ def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
                 labelled.append(label)
     paths = {p for name in named for p in profiles.load(project, name).profile.identity}
     for name in labelled:
-        try:
+        with contextlib.suppress(BadInput):  # a profile broken since that stack was rendered must not block
             paths.update(profiles.load(project, name).profile.identity)
-        except BadInput:
-            pass  # a profile broken since that stack was rendered must not block diffing the files
     return sorted(paths)
 
 
@@ -161,7 +173,10 @@ def _looks_like_path(spec: str) -> bool:
 
 
 def parse_compose_text(text: str, label: str) -> dict:
-    """YAML text → dict; errors become `label:line: yaml: problem`."""
+    """YAML text → dict; errors become `label:line: yaml: problem`. Aliases are refused (a few lines of
+    nested aliases expand to gigabytes when the diff walks them) and the text is bounded."""
+    if len(text) > MAX_COMPOSE_CHARS:
+        raise BadInput(f"{label}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file")
     try:
         data = yaml.load(text, Loader=_ComposeLoader)
     except yaml.YAMLError as exc:
@@ -169,6 +184,8 @@ def parse_compose_text(text: str, label: str) -> dict:
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise BadInput(f"{label}:{line}: yaml: {problem}") from None
+    except RecursionError:
+        raise BadInput(f"{label}:1: yaml: nested too deeply") from None
     if not isinstance(data, dict):
         kind = "an empty document" if data is None else type(data).__name__
         raise BadInput(f"{label}:1: top level: expected a Compose mapping, got {kind}")
@@ -178,11 +195,44 @@ def parse_compose_text(text: str, label: str) -> dict:
     for name, service in (services or {}).items():
         if service is not None and not isinstance(service, dict):
             raise BadInput(f"{label}:{_line_of(text, 'services', name)}: services.{name}: expected a mapping")
+        _check_service_shape(service or {}, text, label, str(name))
     return data
 
 
+_SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, IndexError, ArithmeticError)
+
+
+def _check_service_shape(service: dict, text: str, label: str, name: str) -> None:
+    """A hand-written service whose keys have shapes compose would refuse (`ports: true`) is bad input
+    naming the key, found once here so that comparing never meets it."""
+    try:
+        normalise_service(service)
+        return
+    except _SHAPE_ERRORS:
+        pass
+    for key, value in service.items():
+        try:
+            normalise_service({key: value, "image": service.get("image")} if key != "image" else {key: value})
+        except _SHAPE_ERRORS:
+            line = _line_of(text, "services", name, key)
+            raise BadInput(f"{label}:{line}: services.{name}.{key}: not a value compose accepts here") from None
+    raise BadInput(f"{label}:{_line_of(text, 'services', name)}: services.{name}: keys that do not fit together")
+
+
+MAX_COMPOSE_CHARS = 1 << 20  # a compose file is a few kB; a megabyte is a mistake or a bomb
+
+
 class _ComposeLoader(yaml.SafeLoader):
-    """SafeLoader that accepts the compose merge tags `!reset` / `!override` as their plain values."""
+    """SafeLoader that accepts the compose merge tags `!reset` / `!override` as their plain values,
+    and refuses aliases (`*name`)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(
+                None, None, "YAML aliases (*name) are not supported in diff inputs; write the value out", mark
+            )
+        return super().compose_node(parent, index)
 
 
 for _tag in ("!reset", "!override"):
@@ -193,7 +243,7 @@ for _tag in ("!reset", "!override"):
             if isinstance(node, yaml.MappingNode)
             else loader.construct_sequence(node)
             if isinstance(node, yaml.SequenceNode)
-            else loader.construct_scalar(node)
+            else loader.construct_scalar(node)  # type: ignore[arg-type]
         ),
     )
 
@@ -220,7 +270,11 @@ def _existing_path(spec: str, root: Path) -> Path | None:
 
 def _read_file(path: Path, spec: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_COMPOSE_CHARS + 1)  # bounded, whatever the file is
+        if len(data) > MAX_COMPOSE_CHARS:
+            raise BadInput(f"{spec}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{spec}: diff input: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
@@ -345,10 +399,7 @@ def _display_path(segments: tuple[str, ...], show_service: bool) -> str:
     if len(segments) == 2:
         return f"service {segments[1]}"
     rest = segments[2:]
-    if rest[0] == "command" and len(rest) == 2:
-        shown = rest[1]  # the flag itself, or model/args
-    else:
-        shown = " ".join(rest)
+    shown = rest[1] if rest[0] == "command" and len(rest) == 2 else " ".join(rest)  # a flag, or model/args
     return f"{segments[1]}: {shown}" if show_service else shown
 
 

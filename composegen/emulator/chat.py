@@ -1,23 +1,27 @@
-"""OpenAI chat completions and Responses on top of replies.py: request checks, usage, response/chunk shapes.
+"""OpenAI chat completions on top of replies.py: request checks, usage, response and chunk shapes.
+
+Shapes, error texts and error params are those of a real vLLM 0.26.0 server (tests/data/real-0.26.0-h200,
+checked by tests/emulator/test_conformance.py).
 
 Public:
   ServingInfo               what a request needs to know about the server (names, max_model_len, parsers)
   RequestError.to_json()    vLLM-style {"error": {"message", "type", "param", "code"}}
+  new_id(prefix)            `chatcmpl-` / `resp_` / `cmpl-` + 16 hex digits, as vLLM makes them
   plan_chat(body, info) -> Reply          decide reasoning/content/tool calls and apply max_tokens
   chat_completion(reply, ...) -> dict     `chat.completion`
   chat_chunks(reply, ...) -> iterator of (chunk dict, counts_as_token: bool)   `chat.completion.chunk`s
-  response_object(body, info, ...) -> (dict, Reply)   minimal `/v1/responses` object
-Behaviour notes: `tool_choice: auto` needs --enable-auto-tool-choice and --tool-call-parser (400 otherwise,
-as in vLLM); without --reasoning-parser a thinking request gets its reasoning inline as <think>…</think>
-in `content`, as a real server without the parser would return it.
+Behaviour notes: `tool_choice: auto` needs --enable-auto-tool-choice and --tool-call-parser, a named
+tool_choice needs --tool-call-parser (400 otherwise, as in vLLM); without --reasoning-parser a thinking
+request gets its reasoning inline as <think>…</think> in `content`, as a real server would return it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass, field
 
-from composegen.emulator import replies
+from composegen.emulator import replies, versions
 from composegen.emulator.tokenizer import encode_chat, pieces
 
 TOOL_CALL_OVERHEAD = 2  # tokens for the call markup around name + arguments
@@ -36,6 +40,10 @@ class ServingInfo:
     @property
     def name(self) -> str:
         return self.served_names[0]
+
+
+def new_id(prefix: str) -> str:
+    return prefix + secrets.token_hex(8)
 
 
 class RequestError(Exception):
@@ -71,13 +79,15 @@ class Reply:
         calls = sum(len(c.argument_pieces) + TOOL_CALL_OVERHEAD for c in self.tool_calls)
         return len(self.reasoning) + len(self.content) + calls
 
-    def usage(self) -> dict:
-        usage = {
+    def usage(self, details: bool = True) -> dict:
+        """The `usage` object; a stream's usage chunk has no `prompt_tokens_details` (details=False)."""
+        usage: dict = {
             "prompt_tokens": self.prompt_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
             "completion_tokens": self.completion_tokens,
-            "prompt_tokens_details": None,
         }
+        if details:
+            usage["prompt_tokens_details"] = None
         if self.reasoning:
             usage["completion_tokens_details"] = {"reasoning_tokens": len(self.reasoning)}
         return usage
@@ -89,29 +99,72 @@ def check_model(body: dict, info: ServingInfo) -> None:
         raise RequestError(404, f"The model `{wanted}` does not exist.", "NotFoundError", "model")
 
 
-def _budget(body: dict, prompt_tokens: int, info: ServingInfo) -> int:
-    limit = info.max_model_len
-    if prompt_tokens > limit:
-        raise RequestError(
-            400,
-            f"This model's maximum context length is {limit} tokens. However, your request "
-            f"has {prompt_tokens} input tokens. Please reduce the length of the input messages.",
-            param="messages",
+def _limit_error(limit: int, requested: int) -> RequestError:
+    at_least = limit - requested + 1  # vLLM stops counting the prompt there
+    return RequestError(
+        400,
+        f"This model's maximum context length is {limit} tokens. However, you requested {requested} output "
+        f"tokens and your prompt contains at least {at_least} input tokens, for a total of at least {limit + 1} "
+        "tokens. Please reduce the length of the input prompt or the number of requested output tokens. "
+        f"(parameter=input_tokens, value={at_least})",
+        param="input_tokens",
+    )
+
+
+def budget(wanted: object, prompt_tokens: int, limit: int) -> int:
+    """Output tokens allowed: the request's max_tokens, else what is left of the context; 400s as vLLM's."""
+    if wanted is not None:
+        if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
+            raise RequestError(
+                400,
+                f"max_tokens must be at least 1, got {wanted}. (parameter=max_tokens, value={wanted})",
+                param="max_tokens",
+            )
+        if wanted > limit:
+            raise RequestError(
+                400,
+                f"max_tokens={wanted} cannot be greater than max_model_len=max_total_tokens={limit}. "
+                f"Please request fewer output tokens. (parameter=max_tokens, value={wanted})",
+                param="max_tokens",
+            )
+    requested = wanted if isinstance(wanted, int) else 0
+    if prompt_tokens + requested > limit:
+        raise _limit_error(limit, requested)
+    return requested or limit - prompt_tokens
+
+
+def validation_error(kind: str, loc: tuple, msg: str, given: object, param: str, **ctx: str) -> RequestError:
+    """FastAPI's request-validation 400 as vLLM returns it (`type: "Bad Request"`, `param: "body.x"`)."""
+    detail: dict = {"type": kind, "loc": loc, "msg": msg, "input": given}
+    if ctx:
+        detail["ctx"] = ctx
+    return RequestError(400, f"1 validation error:\n  {detail!r}", "Bad Request", param)
+
+
+def require_messages(body: dict) -> list[dict]:
+    messages = body.get("messages")
+    if "messages" not in body:
+        raise validation_error("missing", ("body", "messages"), "Field required", body, "body.messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise validation_error(
+            "list_type", ("body", "messages"), "Input should be a valid list", messages, "body.messages"
         )
-    wanted = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
-    if wanted is None:
-        return limit - prompt_tokens
-    if not isinstance(wanted, int) or wanted < 1:
-        raise RequestError(400, f"max_tokens must be at least 1, got {wanted}.", param="max_tokens")
-    if wanted > limit - prompt_tokens:
+    return messages
+
+
+def _check_tools(tools: list, tool_choice: object, info: ServingInfo) -> None:
+    if not tools or tool_choice in ("none", "required"):
+        return
+    if isinstance(tool_choice, dict):
+        wanted = (tool_choice.get("function") or {}).get("name")
+        if not info.tool_parser:
+            raise RequestError(400, f'tool_choice=function "{wanted}" requires --tool-call-parser to be set')
+        if not any((t.get("function") or t).get("name") == wanted for t in tools):
+            raise RequestError(400, f"Tool '{wanted}' has not been passed in `tools`.", param="tool_choice")
+    elif not (info.auto_tool_choice and info.tool_parser):
         raise RequestError(
-            400,
-            f"'max_tokens' or 'max_completion_tokens' is too large: {wanted}. This model's "
-            f"maximum context length is {limit} tokens and your request has {prompt_tokens} "
-            f"input tokens ({wanted} > {limit} - {prompt_tokens}).",
-            param="max_tokens",
+            400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
         )
-    return wanted
 
 
 def _call_id(name: str, arguments: str, index: int) -> str:
@@ -119,26 +172,16 @@ def _call_id(name: str, arguments: str, index: int) -> str:
 
 
 def plan_chat(body: dict, info: ServingInfo) -> Reply:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-        raise RequestError(400, "messages: a non-empty list of message objects is required", param="messages")
+    messages = require_messages(body)
     check_model(body, info)
     tools = body.get("tools") or []
     tool_choice = body.get("tool_choice", "auto" if tools else "none")
-    if tools and tool_choice == "auto" and not (info.auto_tool_choice and info.tool_parser):
-        raise RequestError(
-            400,
-            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-            param="tool_choice",
-        )
+    wanted = body.get("max_completion_tokens")
+    wanted = body.get("max_tokens") if wanted is None else wanted
     add_prompt = (body.get("chat_template_kwargs") or {}).get("add_generation_prompt", True)
     reply = Reply(prompt_tokens=len(encode_chat(messages, tools, add_prompt)))
-    budget = _budget(body, reply.prompt_tokens, info)
-
-    if isinstance(tool_choice, dict) and tools:
-        wanted = (tool_choice.get("function") or {}).get("name")
-        if not any((t.get("function") or t).get("name") == wanted for t in tools):
-            raise RequestError(400, f"Tool '{wanted}' has not been passed in `tools`.", param="tool_choice")
+    allowed = budget(wanted, reply.prompt_tokens, info.max_model_len)
+    _check_tools(tools, tool_choice, info)
     effort = replies.reasoning_effort(body)
     thinking = pieces(replies.reasoning_text(replies.last_user_text(messages), effort)) if effort else []
     function = replies.choose_tool(tools, tool_choice, messages) if tools else None
@@ -147,8 +190,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
         answer = pieces("<think> " + "".join(thinking) + " </think>") + answer
         thinking = []
 
-    reply.reasoning = thinking[:budget]
-    left = budget - len(reply.reasoning)
+    reply.reasoning = thinking[:allowed]
+    left = allowed - len(reply.reasoning)
     if function:
         arguments = replies.tool_arguments(function, messages)
         argument_pieces = pieces(arguments)
@@ -160,7 +203,7 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     else:
         reply.content = answer[:left]
         reply.finish_reason = "stop" if left >= len(answer) else "length"
-    if len(thinking) > budget:
+    if len(thinking) > allowed:
         reply.finish_reason = "length"
     return reply
 
@@ -170,173 +213,92 @@ def _tool_call_json(call: ToolCall) -> dict:
 
 
 def chat_completion(reply: Reply, info: ServingInfo, request_id: str, created: int) -> dict:
-    message = {
+    message: dict = {
         "role": "assistant",
         "content": None if reply.tool_calls else "".join(reply.content),
-        "reasoning_content": "".join(reply.reasoning) or None,
-        "tool_calls": [_tool_call_json(c) for c in reply.tool_calls],
+        "refusal": None,
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "reasoning": "".join(reply.reasoning) or None,
+    }
+    if reply.tool_calls:  # vLLM leaves the key out when there are none
+        message["tool_calls"] = [_tool_call_json(c) for c in reply.tool_calls]
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": reply.finish_reason,
+        "stop_reason": None,
+        "token_ids": None,
+        "routed_experts": None,
     }
     return {
         "id": request_id,
         "object": "chat.completion",
         "created": created,
         "model": info.name,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": reply.finish_reason,
-                "stop_reason": None,
-            }
-        ],
+        "choices": [choice],
+        "service_tier": None,
+        "system_fingerprint": versions.active().fingerprint,
         "usage": reply.usage(),
         "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "prompt_text": None,
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+        "metrics": None,
     }
+
+
+def _tool_call_deltas(reply: Reply, info: ServingInfo):
+    """(delta, finish override) per streamed tool-call piece: id and name first, then argument fragments."""
+    for index, call in enumerate(reply.tool_calls):
+        head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        yield {"tool_calls": [head]}, None
+        fragments, finish = list(call.argument_pieces), None
+        if info.fault == "broken_tool_stream":
+            # Garbage like a misconfigured tool parser leaks: JSON never closes, markup in the arguments.
+            fragments = [*fragments[:-1], "<|tool▁call▁end|>", ' {"'] if fragments else ['{"']
+            finish = "stop"
+        for fragment in fragments:
+            yield {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}, finish
 
 
 def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, include_usage: bool):
-    """Yield (chunk, counts_as_token). Tool calls stream as id/name first, then argument fragments."""
+    """Yield (chunk, counts_as_token) in vLLM 0.26's order: a role chunk; one chunk per token; the finish
+    reason on the last token's chunk, or (with a tool parser, or no token at all) in a separate `{}` delta;
+    the usage chunk; `system_fingerprint` on the last chunk."""
+    head = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": info.name}
 
     def chunk(delta: dict, finish: str | None = None) -> dict:
-        return {
-            "id": request_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": info.name,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        if finish is not None:
+            choice["stop_reason"] = None
+        choice["token_ids"] = None
+        return {**head, "choices": [choice]}
 
-    yield chunk({"role": "assistant", "content": ""}), False
-    for piece in reply.reasoning:
-        yield chunk({"reasoning_content": piece}), True
-    for piece in reply.content:
-        yield chunk({"content": piece}), True
-    finish = reply.finish_reason
-    for index, call in enumerate(reply.tool_calls):
-        yield (
-            chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": ""},
-                        }
-                    ]
-                }
-            ),
-            True,
-        )
-        fragments = list(call.argument_pieces)
-        if info.fault == "broken_tool_stream":
-            # Garbage like a misconfigured tool parser leaks: JSON never closes, markup in the arguments.
-            fragments = fragments[:-1] + ["<|tool▁call▁end|>", ' {"'] if fragments else ['{"']
-            finish = "stop"
-        for fragment in fragments:
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}), True
-    yield chunk({}, finish), False
+    role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+    yield {**head, "choices": [role], "prompt_token_ids": None, "prompt_text": None}, False
+    deltas: list[tuple[dict, str | None]] = [({"reasoning": p}, None) for p in reply.reasoning]
+    deltas += [({"content": p}, None) for p in reply.content]
+    deltas += list(_tool_call_deltas(reply, info))
+    finish = next((f for _, f in reversed(deltas) if f), reply.finish_reason)
+    separate = bool(info.tool_parser) or not deltas
+    last: dict | None = None
+    for n, (delta, _) in enumerate(deltas):
+        if last is not None:
+            yield last, True
+        last = chunk(delta, None if separate or n < len(deltas) - 1 else finish)
+    if separate:
+        if last is not None:
+            yield last, True
+        last = chunk({}, finish)
+        counts = False
+    else:
+        counts = True
     if include_usage:
-        yield (
-            {
-                "id": request_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": info.name,
-                "choices": [],
-                "usage": reply.usage(),
-            },
-            False,
-        )
-
-
-def _response_messages(body: dict) -> list[dict]:
-    messages = []
-    if body.get("instructions"):
-        messages.append({"role": "system", "content": body["instructions"]})
-    items = body.get("input")
-    if isinstance(items, str):
-        return messages + [{"role": "user", "content": items}]
-    if not isinstance(items, list) or not items:
-        raise RequestError(400, "input: a string or a non-empty list of items is required", param="input")
-    for item in items:
-        if isinstance(item, str):
-            messages.append({"role": "user", "content": item})
-        elif item.get("type") == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
-        elif item.get("type") == "function_call":
-            messages.append(
-                {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {
-                            "id": item.get("call_id"),
-                            "function": {"name": item.get("name"), "arguments": item.get("arguments", "")},
-                        }
-                    ],
-                }
-            )
-        else:
-            messages.append({"role": item.get("role", "user"), "content": item.get("content")})
-    return messages
-
-
-def response_object(body: dict, info: ServingInfo, response_id: str, created: int) -> tuple[dict, Reply]:
-    """A non-streamed Responses API object (text output; reasoning as a `reasoning` item)."""
-    if body.get("stream"):
-        raise RequestError(
-            400, "stream=true is not supported for /v1/responses by the composegen emulator", param="stream"
-        )
-    text_format = (body.get("text") or {}).get("format") or {}
-    chat_body = {
-        "model": body.get("model"),
-        "messages": _response_messages(body),
-        "max_tokens": body.get("max_output_tokens"),
-        "reasoning": body.get("reasoning"),
-        "response_format": {"type": "json_schema", "json_schema": text_format}
-        if text_format.get("type") == "json_schema"
-        else text_format or None,
-    }
-    reply = plan_chat(chat_body, info)
-    output = []
-    if reply.reasoning:
-        output.append(
-            {
-                "id": f"rs_{response_id[5:]}",
-                "type": "reasoning",
-                "summary": [],
-                "content": [{"type": "reasoning_text", "text": "".join(reply.reasoning)}],
-            }
-        )
-    output.append(
-        {
-            "id": f"msg_{response_id[5:]}",
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "".join(reply.content), "annotations": []}],
-        }
-    )
-    incomplete = reply.finish_reason == "length"
-    usage = {
-        "input_tokens": reply.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": reply.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": len(reply.reasoning)},
-        "total_tokens": reply.prompt_tokens + reply.completion_tokens,
-    }
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": created,
-        "model": info.name,
-        "status": "incomplete" if incomplete else "completed",
-        "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-        "output": output,
-        "usage": usage,
-        "max_output_tokens": body.get("max_output_tokens"),
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-    }, reply
+        yield last, counts
+        last, counts = {**head, "choices": [], "usage": reply.usage(details=False)}, False
+    assert last is not None
+    yield {**last, "system_fingerprint": versions.active().fingerprint}, counts

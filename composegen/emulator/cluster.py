@@ -19,6 +19,8 @@ away without saying "shutdown". Per-rank memory numbers do not change: TP simply
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import socket
 import threading
@@ -117,7 +119,8 @@ class _Link:
         self.sock, self.timing = sock, timing
         self.on_message, self.on_lost = on_message, on_lost
         self.reader = reader or sock.makefile("rb")
-        self.peer = "%s:%s" % sock.getpeername()[:2]
+        host, port = sock.getpeername()[:2]
+        self.peer = f"{host}:{port}"
         self.closed = False
         self._send_lock = threading.Lock()
 
@@ -136,10 +139,8 @@ class _Link:
 
     def close(self) -> None:
         self.closed = True
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
 
     def _read(self) -> None:
@@ -159,6 +160,10 @@ class _Link:
     def _ping(self) -> None:
         while not self.closed and self.send({"op": "ping"}):
             time.sleep(self.timing.heartbeat_s)
+
+
+def _ignore(message: dict) -> None:
+    """A head ignores what a joined worker sends besides heartbeats."""
 
 
 def _read_line(sock: socket.socket, reader, timeout: float) -> dict:
@@ -236,28 +241,30 @@ class Head:
             self._server.close()
 
     def _accept(self) -> None:
+        server = self._server
+        assert server is not None  # listen() made it before starting this thread
         while True:
             try:
-                sock, _ = self._server.accept()
+                sock, _ = server.accept()
             except OSError:
                 return  # closed
             threading.Thread(target=self._admit, args=(sock,), daemon=True).start()
 
     def _admit(self, sock: socket.socket) -> None:
         reader = sock.makefile("rb")
-        peer = "%s:%s" % sock.getpeername()[:2]
+        host, port = sock.getpeername()[:2]
+        peer = f"{host}:{port}"
         try:
             hello = _read_line(sock, reader, self.timing.peer_timeout_s)
         except (OSError, ValueError):
             sock.close()
             return
-        rank = hello.get("rank")
+        given = hello.get("rank")
+        rank = given if isinstance(given, int) else -1  # _refusal below rejects a missing or unknown rank
         with self._lock:
             reason = None if self._stopping else self._refusal(hello)
             if reason is None and not self._stopping:
-                link = _Link(
-                    sock, self.timing, lambda m: None, lambda why, r=rank, p=peer: self._lose(r, p, why), reader
-                )
+                link = _Link(sock, self.timing, _ignore, functools.partial(self._lose, rank, peer), reader)
                 # Welcome before the worker counts as joined: gather's "start" must never overtake it.
                 link.send({"op": "welcome"})
                 self.links[rank] = link
@@ -265,12 +272,10 @@ class Head:
             self.log(
                 "WARNING", "multiproc_executor.py:170", f"Rejected a node from {peer}: {reason or 'shutting down'}"
             )
-            try:
+            with contextlib.suppress(OSError):
                 sock.sendall(
                     json.dumps({"op": "reject", "reason": reason or "the head is shutting down"}).encode() + b"\n"
                 )
-            except OSError:
-                pass
             sock.close()
             return
         link.start()

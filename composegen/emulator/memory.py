@@ -6,7 +6,9 @@ Per rank, all sizes in GiB (1 GiB = 2**30 bytes):
   kv         = requested − EMU_WEIGHTS_GIB − activation − EMU_NON_TORCH_GIB − EMU_CUDAGRAPH_GIB
                (or --kv-cache-memory-bytes, which skips profiling as in vLLM)
   host       = --kv-offloading-size / tensor_parallel_size   (the flag is the total across TP ranks)
-  tokens     = floor((kv + host) × 2**30 / EMU_KV_BYTES_PER_TOKEN)
+  tokens     = floor((kv + host) × 2**30 / bytes_per_token), where bytes_per_token is EMU_KV_BYTES_PER_TOKEN
+               (a 2-byte cache: auto/bf16/fp16) scaled by --kv-cache-dtype's element size (fp8* = 1 byte:
+               twice the tokens in the same memory, as the real 0.26.0 recording shows)
   concurrency = tokens / max_model_len                        (printed with 2 decimals)
 
 Defaults reproduce the seed's r33 4,096 arm (TP=2, utilization 0.975, --max-model-len 131072):
@@ -31,6 +33,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
+from composegen.emulator import versions
+
 GiB = 1 << 30
 DEFAULT_GPU_GIB = 95.0125
 DEFAULT_WEIGHTS_GIB = 75.51
@@ -43,6 +47,12 @@ DEFAULT_KV_BYTES_PER_TOKEN = 31028.131
 DEFAULT_NATIVE_MAX_MODEL_LEN = 131072
 DEFAULT_BATCHED_TOKENS = 8192  # vLLM's serve default on large GPUs
 DEFAULT_BLOCK_SIZE = 16
+BASE_KV_ELEMENT_BYTES = 2  # EMU_KV_BYTES_PER_TOKEN is for a bf16 / fp16 cache
+
+
+def kv_element_bytes(dtype: object) -> int:
+    """Bytes per KV element for a --kv-cache-dtype value: fp8 variants 1, auto (the model's bf16) and 16-bit 2."""
+    return 1 if str(dtype or "auto").startswith("fp8") else 2
 
 
 def gib(value: float) -> str:
@@ -65,7 +75,7 @@ class MemoryInputs:
     @classmethod
     def from_env(cls, env) -> MemoryInputs:
         """Read EMU_<FIELD upper-cased> (e.g. EMU_GPU_GIB, EMU_KV_BYTES_PER_TOKEN); bad numbers raise ValueError."""
-        values = {}
+        values: dict = {}
         for field in fields(cls):
             raw = env.get("EMU_" + field.name.upper())
             if raw not in (None, ""):
@@ -119,7 +129,7 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
     else:
         kv_gib = requested - inputs.weights_gib - activation - inputs.non_torch_gib - inputs.cudagraph_gib
     host_gib = offload_gib / tp if offload_gib > 0 else 0.0
-    bpt = inputs.kv_bytes_per_token
+    bpt = inputs.kv_bytes_per_token * kv_element_bytes(values.get("kv_cache_dtype")) / BASE_KV_ELEMENT_BYTES
     kv_bytes = max(0, int(kv_gib * GiB))
     tokens = math.floor((max(kv_gib, 0.0) + host_gib) * GiB / bpt)
 
@@ -188,7 +198,7 @@ def free_memory_line(plan: MemoryPlan) -> str:
 
 
 def kv_size_line(plan: MemoryPlan) -> str:
-    return (
-        f"{plan.kv_size_label} KV cache size: {plan.kv_tokens:,} tokens, Maximum concurrency for "
-        f"{plan.max_model_len:,} tokens per request: {plan.concurrency:.2f}x"
-    )
+    """The KV pool line(s) as the imitated release logs them (two lines, joined by a newline, up to 0.27)."""
+    size = f"{plan.kv_size_label} KV cache size: {plan.kv_tokens:,} tokens"
+    concurrency = f"Maximum concurrency for {plan.max_model_len:,} tokens per request: {plan.concurrency:.2f}x"
+    return f"{size}\n{concurrency}" if versions.active().kv_two_lines else f"{size}, {concurrency}"

@@ -1,160 +1,334 @@
-"""Prometheus text for the emulator's /metrics, with vLLM 0.33 metric names and labels.
+"""The emulator's /metrics: the families, labels and text format a real vLLM serves (recorded from 0.26.0).
 
-Exposes vllm:num_requests_running / _waiting, vllm:kv_cache_usage_perc (tokens held by running requests /
-KV tokens), vllm:prompt_tokens_total, vllm:generation_tokens_total, vllm:request_success_total
-{finished_reason}, the vllm:time_to_first_token_seconds and vllm:e2e_request_latency_seconds histograms,
-and vllm:cache_config_info (gauge 1 with the cache config as labels, incl. num_gpu_blocks).
+The exposition is prometheus_client's text format 1.0.0 as vLLM serves it: every counter `X_total` and
+histogram is followed by its own `X_created` gauge family, labels are sorted, values are floats. The
+emulator is stdlib-only, so the text is written here rather than by prometheus_client.
+
+What moves with the load: requests running and waiting (admission is capped at --max-num-seqs, the rest
+wait, as in vLLM's scheduler), KV usage (blocks held by the running prompts over the GPU blocks), prompt /
+generation / prefix-cache-query counters, the finished-reason counter and every request histogram
+(TTFT, e2e, queue, prefill, decode, inter-token, token counts). With --speculative-config the
+spec-decode counters follow a fixed per-position acceptance (ACCEPT_DECAY). Not emulated, always 0:
+prefix cache hits, preemptions, external/multi-modal caches, FLOPs estimates. The http_* families are
+http_metrics.py's, fed by the server's http_request() calls.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections import Counter
 
-TTFT_BUCKETS = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-    160.0,
-    640.0,
-    2560.0,
+from composegen.emulator.exposition import Histogram, family, process_families, token_buckets
+from composegen.emulator.http_metrics import HttpMetrics
+
+CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+# The recorded bucket bounds by kind; token-count histograms use token_buckets(max_model_len) instead.
+LATENCY_BUCKETS = {
+    kind: tuple(float(b) for b in bounds.split())
+    for kind, bounds in {
+        "ttft": "0.001 0.005 0.01 0.02 0.04 0.06 0.08 0.1 0.25 0.5 0.75 1 2.5 5 7.5 10 20 40 80 160 640 2560",
+        "token_gap": "0.01 0.025 0.05 0.075 0.1 0.15 0.2 0.3 0.4 0.5 0.75 1 2.5 5 7.5 10 20 40 80",
+        "request": "0.3 0.5 0.8 1 1.5 2 2.5 5 10 15 20 30 40 50 60 120 240 480 960 1920 7680",
+        "iteration": "1 8 16 32 64 128 256 512 1024 2048 4096 8192 16384",
+        "n": "1 2 5 10 20",
+    }.items()
+}
+# (name without `vllm:`, bucket kind (LATENCY_BUCKETS, else 1-2-5 token buckets up to max-model-len), HELP),
+# in the recorded order.
+HISTOGRAMS = (
+    ("request_prompt_tokens", "tokens", "Number of prefill tokens processed."),
+    ("request_generation_tokens", "tokens", "Number of generation tokens processed."),
+    ("iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
+    ("request_max_num_generation_tokens", "tokens", "Histogram of maximum number of requested generation tokens."),
+    ("request_params_n", "n", "Histogram of the n request parameter."),
+    ("request_params_max_tokens", "tokens", "Histogram of the max_tokens request parameter."),
+    ("time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds."),
+    ("inter_token_latency_seconds", "token_gap", "Histogram of inter-token latency in seconds."),
+    ("request_time_per_output_token_seconds", "token_gap", "Histogram of time_per_output_token_seconds per request."),
+    ("e2e_request_latency_seconds", "request", "Histogram of e2e request latency in seconds."),
+    ("request_queue_time_seconds", "request", "Histogram of time spent in WAITING phase for request."),
+    ("request_inference_time_seconds", "request", "Histogram of time spent in RUNNING phase for request."),
+    ("request_prefill_time_seconds", "request", "Histogram of time spent in PREFILL phase for request."),
+    ("request_decode_time_seconds", "request", "Histogram of time spent in DECODE phase for request."),
+    (
+        "request_prefill_kv_computed_tokens",
+        "tokens",
+        "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+    ),
 )
-E2E_BUCKETS = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
-    240.0,
-    480.0,
-    960.0,
-    1920.0,
-    7680.0,
-)
+# cache_config_info labels the recording shows, with their values when the runner does not say otherwise.
+CACHE_CONFIG_DEFAULTS = {
+    "_block_size_resolved": "True",
+    "block_size": "16",
+    "cache_dtype": "auto",
+    "calculate_kv_scales": "False",
+    "enable_prefix_caching": "True",
+    "gpu_memory_utilization": "0.92",
+    "is_attention_free": "False",
+    "kv_cache_dtype_skip_layers": "[]",
+    "kv_cache_memory_bytes": "None",
+    "kv_offloading_backend": "native",
+    "kv_offloading_size": "None",
+    "kv_sharing_fast_prefill": "False",
+    "mamba_block_size": "None",
+    "mamba_cache_dtype": "auto",
+    "mamba_cache_mode": "none",
+    "mamba_page_size_padded": "None",
+    "mamba_ssm_cache_dtype": "auto",
+    "num_cpu_blocks": "None",
+    "num_gpu_blocks": "None",
+    "num_gpu_blocks_override": "None",
+    "prefix_caching_hash_algo": "sha256",
+    "prefix_match_unit": "None",
+    "skip_page_size_padded": "None",
+    "sliding_window": "None",
+    "user_specified_block_size": "False",
+    "user_specified_mamba_block_size": "False",
+}
 
 
-class _Histogram:
-    def __init__(self, buckets):
-        self.buckets = buckets
-        self.counts = [0] * len(buckets)
-        self.total = 0.0
-        self.count = 0
+ACCEPT_DECAY = 0.8
+_REASONS = {"tool_calls": "stop"}  # the API says tool_calls; the engine finished with stop
 
-    def observe(self, value: float) -> None:
-        for i, upper in enumerate(self.buckets):
-            if value <= upper:
-                self.counts[i] += 1
-        self.total += value
-        self.count += 1
 
-    def render(self, name: str, labels: str) -> list[str]:
-        lines = [f"# HELP {name} Histogram of {name[5:].replace('_', ' ')}.", f"# TYPE {name} histogram"]
-        for upper, count in zip(self.buckets, self.counts):
-            lines.append(f'{name}_bucket{{{labels},le="{upper}"}} {float(count)}')
-        lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(self.count)}')
-        lines.append(f"{name}_count{{{labels}}} {float(self.count)}")
-        lines.append(f"{name}_sum{{{labels}}} {self.total}")
-        return lines
+class _Request:
+    """When one request arrived, was admitted (scheduled) and had its first token (monotonic seconds)."""
+
+    __slots__ = ("arrived", "first_token", "scheduled")
+
+    def __init__(self) -> None:
+        self.arrived = time.monotonic()
+        self.scheduled = self.arrived
+        self.first_token: float | None = None
 
 
 class Metrics:
-    def __init__(self, model_name: str, kv_tokens: int, cache_labels: dict):
-        self._lock = threading.Lock()
-        self.labels = f'engine="0",model_name="{model_name}"'
-        self.kv_tokens = max(1, kv_tokens)
-        self.cache_labels = cache_labels
-        self.running = 0
-        self.tokens_in_use = 0
-        self.prompt_tokens = 0
-        self.generation_tokens = 0
-        self.finished = Counter()
-        self.ttft = _Histogram(TTFT_BUCKETS)
-        self.e2e = _Histogram(E2E_BUCKETS)
+    """Thread-safe counters for the server's request threads: start() → first_token() → finish(), each
+    request in its own thread (the request's timestamps live in a thread-local)."""
 
+    content_type = CONTENT_TYPE
+
+    def __init__(
+        self,
+        model_name: str,
+        kv_tokens: int,
+        cache_labels: dict,
+        *,
+        max_num_seqs: int | None = None,
+        max_model_len: int = 8192,
+        speculative_config: object = None,
+    ) -> None:
+        spec = speculative_config if isinstance(speculative_config, dict) else {}
+        spec_tokens = spec.get("num_speculative_tokens")
+        spec_tokens = spec_tokens if isinstance(spec_tokens, int) and spec_tokens > 0 else 0
+        self._cond = threading.Condition()
+        self._local = threading.local()
+        self.created = time.time()
+        self.model_name = model_name
+        self.kv_tokens = max(1, kv_tokens)
+        self.block_size = int(cache_labels.get("block_size") or 16)
+        self.max_num_seqs = max_num_seqs
+        self.spec_tokens = spec_tokens
+        self.cache_labels = {**CACHE_CONFIG_DEFAULTS, **{k: str(v) for k, v in cache_labels.items()}}
+        self.cache_labels.setdefault("kv_cache_size_tokens", str(self.kv_tokens))
+        self.cache_labels.setdefault("kv_cache_max_concurrency", str(self.kv_tokens / max(1, max_model_len)))
+        self.http = HttpMetrics(self.created)
+        self.running = 0
+        self.waiting = 0
+        self.blocks_in_use = 0
+        self.counters: Counter[str] = Counter()
+        self.finished: Counter[str] = Counter()
+        self.accepted_per_pos = [0] * spec_tokens
+        self._accept_carry = [0.0] * spec_tokens
+        tokens = token_buckets(max_model_len)
+        self.histograms = {name: Histogram(LATENCY_BUCKETS.get(kind, tokens)) for name, kind, _help in HISTOGRAMS}
+
+    # --- the request path ---------------------------------------------------------------------------
     def start(self, prompt_tokens: int) -> None:
-        with self._lock:
+        """Admit one request; blocks (counted as waiting) while --max-num-seqs requests are running."""
+        req = _Request()
+        self._local.request = req
+        with self._cond:
+            self.waiting += 1
+            while self.max_num_seqs and self.running >= self.max_num_seqs:
+                self._cond.wait()
+            self.waiting -= 1
             self.running += 1
-            self.tokens_in_use += prompt_tokens
+            self.blocks_in_use += self._blocks(prompt_tokens)
+            self.counters["prefix_cache_queries"] += prompt_tokens
+        req.scheduled = time.monotonic()
 
     def first_token(self, seconds: float) -> None:
-        with self._lock:
-            self.ttft.observe(seconds)
+        req = getattr(self._local, "request", None)
+        if req is not None:
+            req.first_token = time.monotonic()
+        with self._cond:
+            self.histograms["time_to_first_token_seconds"].observe(seconds)
 
     def finish(self, prompt_tokens: int, completion_tokens: int, reason: str, seconds: float) -> None:
-        with self._lock:
+        req: _Request | None = getattr(self._local, "request", None)
+        self._local.request = None
+        now = time.monotonic()
+        scheduled = req.scheduled if req else now - seconds
+        first = req.first_token if req and req.first_token is not None else scheduled
+        reason = _REASONS.get(reason, reason if reason in FINISHED_REASONS else "error")
+        decode = max(0.0, now - first)
+        with self._cond:
             self.running -= 1
-            self.tokens_in_use -= prompt_tokens
-            self.prompt_tokens += prompt_tokens
-            self.generation_tokens += completion_tokens
+            self.blocks_in_use -= self._blocks(prompt_tokens)
+            self._cond.notify()
+            self.counters["prompt_tokens"] += prompt_tokens
+            self.counters["generation_tokens"] += completion_tokens
             self.finished[reason] += 1
-            self.e2e.observe(seconds)
+            h = self.histograms
+            h["e2e_request_latency_seconds"].observe(seconds)
+            h["request_queue_time_seconds"].observe(scheduled - (req.arrived if req else scheduled))
+            h["request_inference_time_seconds"].observe(now - scheduled)
+            h["request_prefill_time_seconds"].observe(first - scheduled)
+            h["request_decode_time_seconds"].observe(decode)
+            for name in ("request_prompt_tokens", "request_prefill_kv_computed_tokens"):
+                h[name].observe(prompt_tokens)
+            for name in ("request_generation_tokens", "request_max_num_generation_tokens", "request_params_max_tokens"):
+                h[name].observe(completion_tokens)
+            h["request_params_n"].observe(1)
+            if completion_tokens > 0:
+                # One engine step per output token; the first also carries the prompt.
+                h["iteration_tokens_total"].observe(prompt_tokens + 1)
+                h["iteration_tokens_total"].observe(1, completion_tokens - 1)
+                per_token = decode / max(1, completion_tokens - 1)
+                h["inter_token_latency_seconds"].observe(per_token, completion_tokens - 1)
+                h["request_time_per_output_token_seconds"].observe(per_token)
+            self._speculate(completion_tokens)
 
+    def _blocks(self, tokens: int) -> int:
+        return math.ceil(tokens / self.block_size)
+
+    def _speculate(self, completion_tokens: int) -> None:
+        """Decode steps of one finished request: each drafts k tokens and emits its own token plus the accepted
+        prefix of the draft. Position i is tried only when i - 1 was accepted and then accepted with chance
+        ACCEPT_DECAY, made deterministic by one error-diffusion accumulator per position; the counters add up
+        exactly to the tokens generated."""
+        k, remaining = self.spec_tokens, completion_tokens
+        while k > 0 and remaining > 0:
+            accepted = 0
+            while accepted < min(k, remaining - 1):
+                self._accept_carry[accepted] += ACCEPT_DECAY
+                if self._accept_carry[accepted] < 1:
+                    break
+                self._accept_carry[accepted] -= 1
+                self.accepted_per_pos[accepted] += 1
+                accepted += 1
+            self.counters["spec_decode_num_drafts"] += 1
+            self.counters["spec_decode_num_draft_tokens"] += k
+            self.counters["spec_decode_num_accepted_tokens"] += accepted
+            remaining -= 1 + accepted
+
+    def http_request(
+        self, method: str, route: str | None, status: int, request_bytes: int, response_bytes: int, seconds: float
+    ) -> None:
+        """One answered HTTP request (route None: a path the server does not know)."""
+        with self._cond:
+            self.http.observe(method, route, status, request_bytes, response_bytes, seconds)
+
+    # --- the exposition ----------------------------------------------------------------------------
     def render(self) -> str:
-        with self._lock:
-            labels = self.labels
-            lines = []
-
-            def metric(name: str, kind: str, value: float, help_text: str, extra: str = "") -> None:
-                lines.extend(
-                    [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{{{labels}{extra}}} {float(value)}"]
-                )
-
-            metric("vllm:num_requests_running", "gauge", self.running, "Number of requests in model execution batches.")
-            metric("vllm:num_requests_waiting", "gauge", 0, "Number of requests waiting to be processed.")
-            metric(
-                "vllm:kv_cache_usage_perc",
-                "gauge",
-                min(1.0, self.tokens_in_use / self.kv_tokens),
-                "KV-cache usage. 1 means 100 percent usage.",
-            )
-            metric("vllm:prompt_tokens_total", "counter", self.prompt_tokens, "Number of prefill tokens processed.")
-            metric(
-                "vllm:generation_tokens_total",
-                "counter",
-                self.generation_tokens,
-                "Number of generation tokens processed.",
-            )
-            lines += [
-                "# HELP vllm:request_success_total Count of successfully processed requests.",
-                "# TYPE vllm:request_success_total counter",
-            ]
-            for reason in ("stop", "length", "abort", "tool_calls"):
-                lines.append(
-                    f'vllm:request_success_total{{{labels},finished_reason="{reason}"}} {float(self.finished[reason])}'
-                )
-            lines += self.ttft.render("vllm:time_to_first_token_seconds", labels)
-            lines += self.e2e.render("vllm:e2e_request_latency_seconds", labels)
-            cache = ",".join(f'{key}="{value}"' for key, value in sorted(self.cache_labels.items()))
-            lines += [
-                "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
-                "# TYPE vllm:cache_config_info gauge",
-                f'vllm:cache_config_info{{{cache},engine="0"}} 1.0',
-            ]
+        with self._cond:
+            lines = process_families() + self._engine_families() + self.http.render()
         return "\n".join(lines) + "\n"
+
+    def _engine_families(self) -> list[str]:
+        base = {"engine": "0", "model_name": self.model_name}
+        created = self.created
+        c = self.counters
+        out: list[str] = []
+
+        def counter(name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
+            out.extend(family(f"vllm:{name}_total", "counter", help_text, [({**base, **k}, v) for k, v in values]))
+            out.extend(
+                family(f"vllm:{name}_created", "gauge", help_text, [({**base, **k}, created) for k, _ in values])
+            )
+
+        def gauge(name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
+            out.extend(family(f"vllm:{name}", "gauge", help_text, [({**base, **k}, v) for k, v in values]))
+
+        flops = "(for Model Flops Utilization calculations)."
+        counter("estimated_flops_per_gpu", f"Estimated number of floating point operations per GPU {flops}", [({}, 0)])
+        counter(
+            "estimated_read_bytes_per_gpu", f"Estimated number of bytes read from memory per GPU {flops}", [({}, 0)]
+        )
+        counter(
+            "estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {flops}", [({}, 0)]
+        )
+        gauge("num_requests_running", "Number of requests in model execution batches.", [({}, self.running)])
+        gauge("num_requests_waiting", "Number of requests waiting to be processed.", [({}, self.waiting)])
+        gauge(
+            "num_requests_waiting_by_reason",
+            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
+            "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
+            "Sum of all reasons equals vllm:num_requests_waiting.",
+            [({"reason": "capacity"}, self.waiting), ({"reason": "deferred"}, 0)],
+        )
+        gauge(
+            "engine_sleep_state",
+            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
+            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+            [
+                ({"sleep_state": "awake"}, 1),
+                ({"sleep_state": "weights_offloaded"}, 0),
+                ({"sleep_state": "discard_all"}, 0),
+            ],
+        )
+        num_blocks = max(1, int(self.cache_labels.get("num_gpu_blocks") or 0) or self.kv_tokens // self.block_size)
+        usage = min(1.0, self.blocks_in_use / num_blocks)
+        gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [({}, usage)])
+        queries, generated = c["prefix_cache_queries"], c["generation_tokens"]
+        counter("prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", [({}, queries)])
+        counter("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", [({}, 0)])
+        external = "from KV connector cross-instance cache sharing, in terms of number of"
+        counter("external_prefix_cache_queries", f"External prefix cache queries {external} queried tokens.", [({}, 0)])
+        counter("external_prefix_cache_hits", f"External prefix cache hits {external} cached tokens.", [({}, 0)])
+        counter("mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.", [({}, 0)])
+        counter("mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", [({}, 0)])
+        counter("num_preemptions", "Cumulative number of preemption from the engine.", [({}, 0)])
+        counter("prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt_tokens"])])
+        sources = [("local_compute", c["prompt_tokens"]), ("local_cache_hit", 0), ("external_kv_transfer", 0)]
+        counter(
+            "prompt_tokens_by_source", "Number of prompt tokens by source.", [({"source": s}, v) for s, v in sources]
+        )
+        counter("prompt_tokens_cached", "Number of cached prompt tokens (local + external).", [({}, 0)])
+        counter("generation_tokens", "Number of generation tokens processed.", [({}, generated)])
+        counter(
+            "request_success",
+            "Count of successfully processed requests.",
+            [({"finished_reason": r}, self.finished[r]) for r in FINISHED_REASONS],
+        )
+        if self.spec_tokens:
+            counter("spec_decode_num_drafts", "Number of spec decoding drafts.", [({}, c["spec_decode_num_drafts"])])
+            counter(
+                "spec_decode_num_draft_tokens", "Number of draft tokens.", [({}, c["spec_decode_num_draft_tokens"])]
+            )
+            counter(
+                "spec_decode_num_accepted_tokens",
+                "Number of accepted tokens.",
+                [({}, c["spec_decode_num_accepted_tokens"])],
+            )
+            counter(
+                "spec_decode_num_accepted_tokens_per_pos",
+                "Accepted tokens per draft position.",
+                [({"position": str(i)}, v) for i, v in enumerate(self.accepted_per_pos)],
+            )
+        for name, _kind, help_text in HISTOGRAMS:
+            out.extend(self.histograms[name].render(f"vllm:{name}", help_text, base))
+            out.extend(family(f"vllm:{name}_created", "gauge", help_text, [(base, created)]))
+        out.extend(
+            family(
+                "vllm:cache_config_info",
+                "gauge",
+                "Information of the LLMEngine CacheConfig",
+                [({**self.cache_labels, "engine": "0"}, 1)],
+            )
+        )
+        return out

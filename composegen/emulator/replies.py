@@ -121,7 +121,7 @@ def answer_text(messages: list[dict], response_format: dict | None = None) -> st
     question = last_user_text(messages)
     everything = " ".join(content_text(m.get("content"))[0] for m in messages)
     fmt = (response_format or {}).get("type")
-    if fmt == "json_schema":
+    if fmt == "json_schema" and response_format is not None:
         spec = response_format.get("json_schema") or {}
         schema = spec.get("schema", spec if "type" in spec else {})
         return json.dumps(instance_for(schema, hints_from(question)), separators=(", ", ": "))
@@ -146,8 +146,8 @@ def answer_text(messages: list[dict], response_format: dict | None = None) -> st
         if codes:
             return "The secret is " + ", ".join(codes) + "."
     if "python" in lowered and re.search(r"\bsum\b", lowered):
-        name = re.search(r"`([A-Za-z_]\w*)`", question)
-        return f"`sum({name.group(1) if name else 'xs'})`"
+        found = re.search(r"`([A-Za-z_]\w*)`", question)
+        return f"`sum({found.group(1) if found else 'xs'})`"
     return default_text(question)
 
 

@@ -1,11 +1,12 @@
-"""HTTP side of the emulator: a ThreadingHTTPServer speaking vLLM 0.33's OpenAI-compatible API.
+"""HTTP side of the emulator: a ThreadingHTTPServer speaking vLLM's OpenAI-compatible API.
 
-Routes: GET /health /ping /version /load /v1/models /metrics; POST /ping /tokenize /v1/chat/completions
-/v1/responses. With --api-key/VLLM_API_KEY only /v1/* need `Authorization: Bearer KEY` (401
-{"error": "Unauthorized"} otherwise). Errors use vLLM's {"error": {...}} JSON; unknown paths FastAPI's
-{"detail": "Not Found"}. Requests are paced so TTFT and decode rates are measurable: prefill sleeps
-prompt_tokens / EMU_PREFILL_TOK_S (≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 / EMU_DECODE_TOK_S
-(all tokens together ≤ EMU_DECODE_SLEEP_CAP_S).
+Routes: GET /health /ping /version /load /v1/models /metrics; POST /ping /tokenize /detokenize
+/v1/chat/completions /v1/completions /v1/responses. With --api-key/VLLM_API_KEY only /v1/* need
+`Authorization: Bearer KEY` (401 {"error": "Unauthorized"} otherwise). Errors use vLLM's {"error": {...}}
+JSON; unknown paths FastAPI's {"detail": "Not Found"}. As uvicorn does: `server: uvicorn`, compact JSON,
+/health and /ping answer an empty body with no content type, streams are chunked and keep the connection.
+Requests are paced so TTFT and decode rates are measurable: prefill sleeps prompt_tokens / EMU_PREFILL_TOK_S
+(≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 / EMU_DECODE_TOK_S (all together ≤ EMU_DECODE_SLEEP_CAP_S).
 """
 
 from __future__ import annotations
@@ -18,19 +19,34 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from composegen.emulator import completions, responses, versions
 from composegen.emulator.chat import (
     RequestError,
     ServingInfo,
     chat_chunks,
     chat_completion,
     check_model,
+    new_id,
     plan_chat,
-    response_object,
+    validation_error,
 )
 from composegen.emulator.metrics import Metrics
 from composegen.emulator.tokenizer import encode, encode_chat
 
-VERSION = "0.33.0+composegen-emulator"
+VERSION = versions.active().reported
+ROUTES = {  # path -> methods, for 405 and the `allow` header
+    "/health": "GET",
+    "/ping": "GET, POST",
+    "/version": "GET",
+    "/load": "GET",
+    "/metrics": "GET",
+    "/v1/models": "GET",
+    "/tokenize": "POST",
+    "/detokenize": "POST",
+    "/v1/chat/completions": "POST",
+    "/v1/completions": "POST",
+    "/v1/responses": "POST",
+}
 _OPEN_PATHS = ("/health", "/ping", "/version", "/metrics", "/load")
 
 
@@ -100,25 +116,39 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
     sys_version = ""
+    # Small writes (headers, then the body; stream chunks) would wait for delayed ACKs (~40 ms each).
+    disable_nagle_algorithm = True
     state: ServerState  # set on the subclass made by make_server
+    _started = 0.0  # time.monotonic() when _route took the request (the http_* metrics' duration)
 
     # --- plumbing ---------------------------------------------------------------------------------
     def log_message(self, fmt, *args):  # replaced by uvicorn-style access lines in _send
         pass
 
-    def _send(self, status: int, body: bytes = b"", content_type: str = "application/json") -> None:
+    def version_string(self) -> str:
+        return "uvicorn"
+
+    def _send(self, status: int, body: bytes = b"", content_type: str | None = None, **headers: str) -> None:
         self.send_response(status)
-        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(body)))
+        if content_type:
+            self.send_header("content-type", content_type)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if status != 401:  # vLLM's CORS middleware answers; its auth check, which runs first, does not
+            self.send_header("vary", "Origin")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self._access(status)
+        self._access(status, len(body))
 
-    def _json(self, status: int, payload) -> None:
-        self._send(status, json.dumps(payload).encode())
+    def _json(self, status: int, payload, **headers: str) -> None:
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        self._send(status, body, "application/json", **headers)
 
-    def _access(self, status: int) -> None:
+    def _access(self, status: int, sent: int = 0) -> None:
+        route, received = self.path if self.path in ROUTES else None, int(self.headers.get("content-length") or 0)
+        self.state.metrics.http_request(self.command, route, status, received, sent, time.monotonic() - self._started)
         if self.state.access_log:
             phrase = self.responses.get(status, ("",))[0]
             self.state.log(
@@ -133,10 +163,18 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         try:
             body = json.loads(raw or b"{}")
-        except ValueError as exc:
-            raise RequestError(400, f"Invalid JSON body: {exc}") from None
+        except json.JSONDecodeError as exc:
+            loc = ("body", exc.pos)
+            raise validation_error(
+                "json_invalid", loc, "JSON decode error", {}, f"body.{exc.pos}", error=exc.msg
+            ) from None
+        except ValueError as exc:  # not UTF-8
+            raise validation_error(
+                "json_invalid", ("body", 0), "JSON decode error", {}, "body.0", error=str(exc)
+            ) from None
         if not isinstance(body, dict):
-            raise RequestError(400, "The request body must be a JSON object")
+            msg = "Input should be a valid dictionary or object to extract fields from"
+            raise validation_error("model_attributes_type", ("body",), msg, body, "body")
         return body
 
     def _authorized(self) -> bool:
@@ -164,7 +202,9 @@ class Handler(BaseHTTPRequestHandler):
             {
                 "/ping": self._health,
                 "/tokenize": self._tokenize,
+                "/detokenize": self._detokenize,
                 "/v1/chat/completions": self._chat,
+                "/v1/completions": self._completions,
                 "/v1/responses": self._responses,
             }
         )
@@ -172,21 +212,13 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, table: dict) -> None:
         path = self.path.split("?", 1)[0]
         self.path = path
+        self._started = time.monotonic()
         handler = table.get(path)
         try:
-            if handler is None:
-                known = path in (
-                    "/health",
-                    "/ping",
-                    "/version",
-                    "/load",
-                    "/v1/models",
-                    "/metrics",
-                    "/tokenize",
-                    "/v1/chat/completions",
-                    "/v1/responses",
-                )
-                self._json(405 if known else 404, {"detail": "Method Not Allowed" if known else "Not Found"})
+            if handler is None and path in ROUTES:
+                self._json(405, {"detail": "Method Not Allowed"}, allow=ROUTES[path])
+            elif handler is None:
+                self._json(404, {"detail": "Not Found"})
             elif not self._authorized():
                 self._json(401, {"error": "Unauthorized"})
             elif path not in _OPEN_PATHS and self.command == "POST" and self.state.engine_dead():
@@ -248,7 +280,7 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, {"object": "list", "data": data})
 
     def _metrics(self):
-        self._send(200, self.state.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+        self._send(200, self.state.metrics.render().encode(), self.state.metrics.content_type)
 
     def _tokenize(self):
         body = self._body()
@@ -273,7 +305,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         reply = plan_chat(body, self.state.info)
         state, started = self.state, time.monotonic()
-        request_id, created = f"chatcmpl-{state.next_id():032x}", int(time.time())
+        request_id, created = new_id("chatcmpl-"), int(time.time())
         state.metrics.start(reply.prompt_tokens)
         reason = "abort"
         try:
@@ -281,10 +313,9 @@ class Handler(BaseHTTPRequestHandler):
             state.metrics.first_token(time.monotonic() - started)
             if body.get("stream"):
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self._stream(
-                    chat_chunks(reply, state.info, request_id, created, include_usage),
-                    state.pacing.per_token(reply.completion_tokens),
-                )
+                chunks = chat_chunks(reply, state.info, request_id, created, include_usage)
+                events = ((None, chunk, is_token) for chunk, is_token in chunks)
+                self._stream_events(events, state.pacing.per_token(reply.completion_tokens))
             else:
                 time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
                 self._json(200, chat_completion(reply, state.info, request_id, created))
@@ -292,32 +323,63 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started)
 
-    def _stream(self, chunks, per_token: float) -> None:
+    def _stream_events(self, events, per_token: float, done: bool = True) -> None:
+        """SSE over chunked transfer encoding on a kept-alive connection, as uvicorn sends vLLM's streams.
+        `events` yields (event name or None, data, counts_as_token); chat streams end with `data: [DONE]`."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")  # close-delimited body: no chunked framing needed
+        self.send_header("vary", "Origin")
+        self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        self.close_connection = True
-        for chunk, is_token in chunks:
+        self._access(200)
+
+        def send(text: str) -> None:
+            data = text.encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        for event, data, is_token in events:
             if is_token:
                 time.sleep(per_token)
-            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
+            line = "data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n\n"
+            send(f"event: {event}\n{line}" if event else line)
+        if done:
+            send("data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-        self._access(200)
+
+    def _completions(self):
+        body = self._body()
+        state, started = self.state, time.monotonic()
+        payload, prompt_tokens, completion_tokens, finish = completions.completion(body, state.info, int(time.time()))
+        state.metrics.start(prompt_tokens)
+        try:
+            time.sleep(state.pacing.prefill(prompt_tokens))
+            state.metrics.first_token(time.monotonic() - started)
+            time.sleep(state.pacing.per_token(completion_tokens) * completion_tokens)
+            self._json(200, payload)
+        finally:
+            state.metrics.finish(prompt_tokens, completion_tokens, finish, time.monotonic() - started)
+
+    def _detokenize(self):
+        self._json(200, completions.detokenize(self._body(), self.state.info))
 
     def _responses(self):
         body = self._body()
         state, started = self.state, time.monotonic()
-        payload, reply = response_object(body, state.info, f"resp_{state.next_id():032x}", int(time.time()))
+        reply = responses.plan_response(body, state.info)
+        response_id, created = new_id("resp_"), int(time.time())
         state.metrics.start(reply.prompt_tokens)
         try:
             time.sleep(state.pacing.prefill(reply.prompt_tokens))
             state.metrics.first_token(time.monotonic() - started)
-            time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
-            self._json(200, payload)
+            per_token = state.pacing.per_token(reply.completion_tokens)
+            if body.get("stream"):
+                events = responses.response_events(body, state.info, reply, response_id, created)
+                self._stream_events(events, per_token, done=False)
+            else:
+                time.sleep(per_token * reply.completion_tokens)
+                self._json(200, responses.response_object(body, state.info, reply, response_id, created))
         finally:
             state.metrics.finish(
                 reply.prompt_tokens, reply.completion_tokens, reply.finish_reason, time.monotonic() - started

@@ -3,6 +3,7 @@
 At startup the API-server process creates (in EMU_SHM_DIR, default /dev/shm):
   psm_<8 hex>                   one 4 MiB "RPC broadcast queue" plus one 2 MiB "response queue" per worker,
                                 created like multiprocessing.shared_memory (fd kept open, file mmapped);
+                                at TP 1 on one node instead one 32-byte `sem.loky-<pid>-<hex>` (as recorded);
   vllm_offload_<uuid hex>.mmap  only with --kv-offloading-size > 0; size min(offload bytes,
                                 EMU_OFFLOAD_MAX_BYTES, default 64 MiB) so tests stay small.
 Worker processes (forked children, like vLLM's EngineCore/Worker_TP*) open and mmap the same files, so
@@ -15,6 +16,7 @@ compares against free space (vLLM's "Insufficient space in /dev/shm" check) whil
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -30,6 +32,7 @@ DEFAULT_SHM_DIR = "/dev/shm"
 BROADCAST_QUEUE_BYTES = 4 * MiB
 RESPONSE_QUEUE_BYTES = 2 * MiB
 DEFAULT_OFFLOAD_MAX_BYTES = 64 * MiB
+LOKY_SEMAPHORE_BYTES = 32
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
@@ -47,11 +50,15 @@ def shm_dir(env) -> Path:
 
 
 def planned_sizes(
-    workers: int, offload_bytes: int, offload_cap: int = DEFAULT_OFFLOAD_MAX_BYTES
+    workers: int, offload_bytes: int, offload_cap: int = DEFAULT_OFFLOAD_MAX_BYTES, uniproc: bool = False
 ) -> list[tuple[str, int]]:
-    """(file name, size) for every file this engine will create."""
-    names = [(f"psm_{secrets.token_hex(4)}", BROADCAST_QUEUE_BYTES)]
-    names += [(f"psm_{secrets.token_hex(4)}", RESPONSE_QUEUE_BYTES) for _ in range(workers)]
+    """(file name, size) for every file this engine will create. One worker in the engine process (TP 1,
+    one node) has no message queues: a real 0.26.0 server held one 32-byte `sem.loky-*` semaphore only."""
+    if uniproc:
+        names = [(f"sem.loky-{os.getpid()}-{secrets.token_hex(4)}", LOKY_SEMAPHORE_BYTES)]
+    else:
+        names = [(f"psm_{secrets.token_hex(4)}", BROADCAST_QUEUE_BYTES)]
+        names += [(f"psm_{secrets.token_hex(4)}", RESPONSE_QUEUE_BYTES) for _ in range(workers)]
     if offload_bytes > 0:
         size = max(mmap.PAGESIZE, min(offload_bytes, offload_cap))
         names.append((f"vllm_offload_{uuid.uuid4().hex}.mmap", size))
@@ -159,10 +166,8 @@ def start_workers(names: list[str], files: list[ShmFile], pids: dict[str, int]) 
 
 def stop_workers(pids: dict[str, int], timeout: float = 5.0) -> None:
     for pid in pids.values():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + timeout
     for pid in pids.values():
         while True:

@@ -28,12 +28,31 @@ def pieces(text: str) -> list[str]:
     return _PIECE.findall(text or "")
 
 
+_SEEN: dict[int, str] = {}  # id -> piece, for /detokenize (ids are hashes, so only seen pieces decode)
+_SEEN_MAX = 200_000
+
+
 def token_id(piece: str) -> int:
-    return zlib.crc32(piece.strip().encode("utf-8")) % _VOCAB + 1000
+    word = piece.strip()
+    number = zlib.crc32(word.encode("utf-8")) % _VOCAB + 1000
+    if len(_SEEN) < _SEEN_MAX:
+        _SEEN.setdefault(number, word)
+    return number
 
 
 def encode(text: str) -> list[int]:
     return [token_id(p) for p in pieces(text)]
+
+
+VOCAB_SIZE = _VOCAB + 1000  # ids are 1000 … 150999 (below 1000: never produced, still decodable)
+
+
+def decode(ids: list[int]) -> str | None:
+    """Text of token ids: the piece for an id this process produced, `<id>` for another id in the vocabulary;
+    None when an id is outside it (a 400 in vLLM too)."""
+    if any(not 0 <= i < VOCAB_SIZE for i in ids):
+        return None
+    return " ".join(_SEEN.get(i, f"<{i}>") for i in ids)
 
 
 def content_text(content) -> tuple[str, int]:

@@ -35,10 +35,12 @@ from pathlib import Path
 
 from composegen import __version__
 from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import record
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 
-SCHEMA = "composegen.evidence/v1"
+SCHEMA = record.SCHEMA
+MAX_EVIDENCE_BYTES = 64 << 20
 EVIDENCE = "evidence.json"
 SOURCES = ("stack", "log")
 REQUIRED_KEYS = ("schema", "profile", "startup", "source", "unknown", "raw", "created_at")
@@ -46,6 +48,15 @@ REQUIRED_KEYS = ("schema", "profile", "startup", "source", "unknown", "raw", "cr
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    """Streamed: a raw startup.log can be hundreds of megabytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _json_bytes(value) -> bytes:
@@ -72,12 +83,17 @@ def write_run(
     ladder: dict | None = None,
     source: str = "stack",
     unknown=(),
+    bench: dict | None = None,
     extra_raw: dict[str, dict] | None = None,
     now: datetime | None = None,
     container: dict | None = None,
 ) -> Path:
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    # A secret the engine echoed (a key in its args, a token in a URL) is masked before anything is kept.
+    startup_log_text, startup_report, gates, ladder, bench, extra_raw = r.mask(
+        [startup_log_text, startup_report, gates, ladder, bench, extra_raw]
+    )
     now = (now or datetime.now(UTC)).astimezone(UTC)
     missing = set(unknown)
     digest = image_digest(r, container) if source == "stack" else None
@@ -103,6 +119,8 @@ def write_run(
         raw["gates.json"] = _json_bytes(gates)
     if ladder is not None:
         raw["ladder.json"] = _json_bytes(ladder)
+    if bench is not None:  # benchstats.BenchResult JSON (`evidence --bench`, qualify's bench criteria)
+        raw["bench.json"] = _json_bytes(bench)
     for file_name, value in (extra_raw or {}).items():  # e.g. qualify.json: hashed like every raw file
         if file_name in raw or file_name == EVIDENCE or Path(file_name).name != file_name:
             raise ValueError(f"extra_raw: {file_name!r} is not a free plain file name")
@@ -116,6 +134,7 @@ def write_run(
         "startup": startup_report,
         "gates": gates,
         "ladder": ladder,
+        "bench": bench,
         "container": container,
         "emulated": bool(container and container["emulated"]),
         "composegen_version": __version__,
@@ -125,17 +144,18 @@ def write_run(
         "raw": [{"file": name, "sha256": _sha256(data), "bytes": len(data)} for name, data in raw.items()],
     }
     name = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{r.name}"
-    return _publish(project.runs_dir, name, {**raw, EVIDENCE: _json_bytes(evidence)})
+    runs_dir = project.inside(project.runs_dir)  # refused when runs/ is a link to elsewhere
+    return _publish(runs_dir, name, {**raw, EVIDENCE: _json_bytes(evidence)})
 
 
 def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
     """Write every file into a hidden temp directory, fsync, then rename it to runs/<name>[-N]."""
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: 0700 directories, 0600 files
     tmp = runs_dir / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir()
+    tmp.mkdir(mode=0o700)
     try:
         for file_name, data in files.items():
-            with open(tmp / file_name, "wb") as fh:
+            with open(tmp / file_name, "wb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, 0o600)) as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -168,14 +188,22 @@ def live_stack(project: Project, r: Resolved) -> tuple[str, dict, dict]:
         raise CheckFailed(
             f"{r.name}: the running container was started from profile hash {identity['hash']}, the profile now "
             f"resolves to {r.hash}; evidence would describe a configuration that is not running",
-            hint=f"`composegen down {r.name}` and `composegen up {r.name}` to run what the profile says",
+            hint=f"`composegen down {r.name}` and `composegen up {r.name}{' --emulate' * identity['emulated']}` "
+            "to run what the profile says",
         )
     return engine.logs(ctr), driver.startup_for(r, ctr), identity
 
 
 def capture_stack(
-    project: Project, r: Resolved, *, gate: bool = False, ladder_targets=None, tools: int | None = None
+    project: Project,
+    r: Resolved,
+    *,
+    gate: bool = False,
+    ladder_targets=None,
+    tools: int | None = None,
+    bench: dict | None = None,
 ) -> Path:
+    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench)."""
     from composegen.evidence import gates, ladder
     from composegen.stack import driver
 
@@ -192,6 +220,14 @@ def capture_stack(
             api_key=ep.api_key,
             max_model_len=report.get("max_model_len") or r.flag("max-model-len"),
         )
+    bench_result = None
+    if bench:
+        from composegen.evidence import bench as benching
+
+        options = {k: v for k, v in bench.items() if k != "levels"}
+        bench_result = benching.run_bench(
+            ep.base_url, served, bench["levels"], api_key=ep.api_key, emulated=identity["emulated"], **options
+        ).to_json()
     return write_run(
         project,
         r,
@@ -200,6 +236,7 @@ def capture_stack(
         gates=gate_result,
         ladder=ladder_result,
         container=identity,
+        bench=bench_result,
     )
 
 
@@ -219,7 +256,7 @@ def from_log(project: Project, name: str, log_path) -> Path:
     if report["kv_cache_tokens"] is None and not report["errors"] and report["vllm_version"] is None:
         raise BadInput(f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)")
     if report.get("effective_args") is not None:
-        report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"])
+        report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"], r.catalog)
     return write_run(project, r, startup_log_text=text, startup_report=report, source="log")
 
 
@@ -233,7 +270,11 @@ def resolve_run(spec, root=None) -> Path:
         under = Path(root) / "runs" / str(spec)
         if under.is_dir():
             return under
-    raise BadInput(f"{spec}: run: no such run directory (give runs/<run> or a path to a bundle)")
+        if (Path(root) / "profiles" / f"{spec}.yaml").is_file():  # a profile name: its latest run
+            from composegen.evidence.latest import latest_run
+
+            return latest_run(Path(root), str(spec))
+    raise BadInput(f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)")
 
 
 def load_run(path, root=None) -> dict:
@@ -241,12 +282,16 @@ def load_run(path, root=None) -> dict:
     doc_path = bundle / EVIDENCE
     if not doc_path.is_file():
         raise BadInput(f"{doc_path}: evidence: missing (not a composegen run directory)")
+    if doc_path.is_symlink() or doc_path.stat().st_size > MAX_EVIDENCE_BYTES:
+        raise BadInput(f"{doc_path}: evidence: a link, or larger than {MAX_EVIDENCE_BYTES >> 20} MiB")
     try:
         doc = json.loads(doc_path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise BadInput(f"{doc_path}:1: evidence: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{doc_path}:{exc.lineno}: evidence: invalid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # a number past Python's digit limit; nesting past the stack
+        raise BadInput(f"{doc_path}:1: evidence: unreadable JSON ({type(exc).__name__})") from None
     if not isinstance(doc, dict):
         raise BadInput(f"{doc_path}:1: evidence: must be a JSON object")
     if doc.get("schema") != SCHEMA:
@@ -254,6 +299,7 @@ def load_run(path, root=None) -> dict:
     absent = [k for k in REQUIRED_KEYS if k not in doc]
     if absent:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
+    record.check_document(doc, str(doc_path))
     _check_shape(doc, doc_path)
     entries = doc["raw"] if isinstance(doc["raw"], list) else [None]
     if not all(isinstance(e, dict) and {"file", "sha256"} <= e.keys() for e in entries):
@@ -264,7 +310,7 @@ def load_run(path, root=None) -> dict:
             raise BadInput(f"{doc_path}: raw: {entry['file']!r} is not a plain file name")
         if not raw_path.is_file():
             raise CheckFailed(f"{raw_path}: raw file recorded in evidence.json is missing")
-        actual = _sha256(raw_path.read_bytes())
+        actual = _file_sha256(raw_path)
         if actual != entry["sha256"]:
             raise CheckFailed(
                 f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
@@ -279,6 +325,7 @@ _SHAPE = {
     "startup": (dict,),
     "gates": (dict, type(None)),
     "ladder": (dict, type(None)),
+    "bench": (dict, type(None)),
     "unknown": (list,),
     "source": (str,),
     "created_at": (str,),
@@ -289,9 +336,8 @@ def _check_shape(doc: dict, doc_path: Path) -> None:
     """A hand-edited or truncated bundle is bad input (exit 2), never an internal error later on."""
     for key, types in _SHAPE.items():
         if key in doc and not isinstance(doc[key], types):
-            raise BadInput(
-                f"{doc_path}: {key}: must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {type(doc[key]).__name__}"
-            )
+            wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise BadInput(f"{doc_path}: {key}: must be {wanted}, got {type(doc[key]).__name__}")
     if not all(isinstance(doc["profile"].get(k), str) for k in ("name", "hash")):
         raise BadInput(f"{doc_path}: profile: needs string name and hash")
     gates = doc.get("gates")
@@ -300,6 +346,9 @@ def _check_shape(doc: dict, doc_path: Path) -> None:
     ladder = doc.get("ladder")
     if ladder is not None and not isinstance(ladder.get("targets"), list):
         raise BadInput(f"{doc_path}: ladder: needs a targets list")
+    bench = doc.get("bench")
+    if bench is not None and not isinstance(bench.get("levels"), list):
+        raise BadInput(f"{doc_path}: bench: needs a levels list")
 
 
 def format_text(doc: dict) -> str:
@@ -317,6 +366,10 @@ def format_text(doc: dict) -> str:
     lines.append(f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run")
     ladder = doc.get("ladder")
     lines.append(f"  ladder    largest prompt {ladder['largest_prompt_tokens']}" if ladder else "  ladder    not run")
+    bench = doc.get("bench")
+    if bench:
+        levels = ", ".join(f"c{lv.get('concurrency')} {lv.get('request_throughput')} req/s" for lv in bench["levels"])
+        lines.append(f"  bench     {levels}")
     if doc.get("unknown"):
         lines.append(f"  unknown   {', '.join(doc['unknown'])}")
     for entry in doc.get("raw", []):

@@ -29,8 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import Field
+
 from composegen.errors import BadInput
+from composegen.evidence import benchcompare
 from composegen.evidence import bundle as evidence
+from composegen.report import Report
+from composegen.units import format_gib
 
 
 def _largest_row(doc: dict) -> dict:
@@ -146,14 +151,68 @@ def compare_runs(run_a, run_b, *, root, threshold: float = 0.10) -> dict:
             notes.append(
                 f"{side} ({doc['profile']['name']}, source {doc['source']}) does not know: {', '.join(doc['unknown'])}"
             )
-    return {
-        "a": _identity(doc_a),
-        "b": _identity(doc_b),
-        "rows": rows,
-        "config": config_differences(doc_a, doc_b, root),
-        "unexplained_capacity_change": capacity_flag(doc_a, doc_b, threshold),
-        "notes": notes,
-    }
+    return CompareReport.shape(
+        {
+            "a": _identity(doc_a),
+            "b": _identity(doc_b),
+            "rows": rows,
+            "config": config_differences(doc_a, doc_b, root),
+            "unexplained_capacity_change": capacity_flag(doc_a, doc_b, threshold),
+            "notes": notes,
+            "bench": benchcompare.bench_deltas(doc_a, doc_b),  # per-level load-benchmark deltas, null without
+        }
+    )
+
+
+Scalar = int | float | str | None
+
+
+class CompareSide(Report):
+    run: str
+    profile: str
+    hash: str | None
+    source: str
+    max_model_len: int | None
+
+
+class CompareRow(Report):
+    metric: str
+    label: str
+    unit: str
+    a: Scalar
+    b: Scalar
+    delta: int | float | None = Field(description="b - a")
+    pct: float | None = Field(description="delta / a x 100, 3 decimals; null where only the absolute change counts")
+
+
+class ConfigDifferences(Report):
+    functional: list[dict[str, Any]] = Field(description="diff changes (`schema --report diff`)")
+    identity: list[dict[str, Any]]
+    notes: list[str]
+
+
+class CapacityChange(Report):
+    flag: bool | None = Field(description="|kv_tokens_pct - kv_bytes_pct| / 100 > threshold; null when unknown")
+    kv_bytes_pct: float | None
+    kv_tokens_pct: float | None
+    threshold: float
+
+
+class CompareReport(Report):
+    """`composegen compare A B --json`."""
+
+    a: CompareSide
+    b: CompareSide
+    rows: list[CompareRow]
+    config: ConfigDifferences
+    unexplained_capacity_change: CapacityChange
+    notes: list[str]
+    bench: benchcompare.BenchDeltas | None = Field(None, description="per-level load-benchmark deltas, null without")
+
+    @classmethod
+    def shape(cls, result: dict[str, Any]) -> dict[str, Any]:
+        """The result checked against this model (a key the model does not know fails loudly, in tests)."""
+        return cls.model_validate(result).to_json()
 
 
 def _identity(doc: dict) -> dict:
@@ -174,7 +233,7 @@ def _value(row: dict, side: str) -> str:
     if v is None:
         return "unknown"
     if unit == "GiB":
-        return f"{v:.2f} GiB"
+        return format_gib(v)
     if unit == "tokens":
         return f"{v:,}"
     if unit == "x":
@@ -199,7 +258,7 @@ def _change(row: dict) -> str:
         return "unchanged"
     pct_text = f"{pct:+.3f}%" if pct is not None else None
     if unit == "GiB":
-        absolute = f"{delta:+.2f} GiB"
+        absolute = format_gib(delta, signed=True)
     elif unit == "tokens":
         absolute = f"{delta:+,}"
     elif unit == "x":
@@ -243,6 +302,7 @@ def format_text(result: dict) -> str:
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result["notes"]]]
+    lines += benchcompare.format_lines(result.get("bench"))
     return "\n".join(lines) + "\n"
 
 
@@ -253,4 +313,5 @@ def format_markdown(result: dict) -> str:
     lines += ["", f"**{_flag_line(result)}**", ""]
     lines += [f"- {line.strip()}" for line in _config_lines(result)]
     lines += [f"- note: {n}" for n in result["notes"]]
+    lines += benchcompare.format_lines(result.get("bench"), markdown=True)
     return "\n".join(lines) + "\n"

@@ -29,252 +29,15 @@ from collections.abc import Callable
 from typing import Any
 
 from composegen.errors import BadInput, EngineError
+from composegen.evidence import gate_reasons as why
+from composegen.evidence.gate_report import GateResult
+from composegen.evidence.gate_tools import TOOL_CATALOG, WEATHER, _e, _i, _o, _s, tool_specs
 
+__all__ = ["GATES", "TOOL_CATALOG", "GateFailed", "format_text", "run_gates", "tool_specs"]
 GATES = ("smoke", "json", "tools", "stream_tools", "continuation", "responses")
 # Text that a misconfigured tool or reasoning parser leaks into what should be clean output.
 GARBAGE_MARKERS = ("<|", "<｜", "<<tool", "function=", "\ufffd", "</think>")
 _FENCE = re.compile(r"^```[^\n]*\n?|\n?```$")
-
-
-def _s(description: str) -> dict:
-    return {"type": "string", "description": description}
-
-
-def _i(description: str, lo: int, hi: int) -> dict:
-    return {"type": "integer", "description": description, "minimum": lo, "maximum": hi}
-
-
-def _e(*values: Any) -> dict:
-    return {"enum": list(values), **({"type": "string"} if all(isinstance(v, str) for v in values) else {})}
-
-
-def _o(required: list[str], **props: dict) -> dict:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
-
-
-_NUM, _BOOL = {"type": "number"}, {"type": "boolean"}
-_CURRENCY = ("USD", "EUR", "GBP", "JPY")
-
-# (name, description, parameters, a user request that needs this tool)
-TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
-    (
-        "get_weather",
-        "Current weather for a city",
-        _o(["city"], city=_s("city"), unit=_e("celsius", "fahrenheit")),
-        "What is the weather in Oakland right now, in fahrenheit?",
-    ),
-    (
-        "book_flight",
-        "Book a flight",
-        _o(
-            ["origin", "destination", "passengers", "cabin"],
-            origin=_s("IATA code"),
-            destination=_s("IATA code"),
-            passengers=_i("travellers", 1, 9),
-            cabin=_e("economy", "premium", "business"),
-        ),
-        "Book a business flight from Boston to Denver for two people.",
-    ),
-    (
-        "create_calendar_event",
-        "Create a calendar event",
-        _o(
-            ["title", "start", "duration_minutes"],
-            title=_s("title"),
-            start=_s("ISO 8601"),
-            duration_minutes=_i("length", 5, 480),
-            attendees={"type": "array", "items": _s("email")},
-        ),
-        "Put a 30 minute Design Review on my calendar tomorrow at 10:00.",
-    ),
-    (
-        "send_email",
-        "Send an email",
-        _o(
-            ["to", "subject", "body"],
-            to=_s("address"),
-            subject=_s("subject line"),
-            body=_s("plain text"),
-            priority=_e("low", "normal", "high"),
-        ),
-        "Email Dana that the Quarterly Report is ready.",
-    ),
-    (
-        "convert_currency",
-        "Convert money",
-        _o(["amount", "source", "target"], amount={**_NUM, "minimum": 0}, source=_e(*_CURRENCY), target=_e(*_CURRENCY)),
-        "Convert 250 US dollars to euros.",
-    ),
-    (
-        "search_products",
-        "Search the catalogue",
-        _o(
-            ["query"],
-            query=_s("words"),
-            max_results=_i("page", 1, 50),
-            filters=_o([], min_price=_NUM, max_price=_NUM, in_stock=_BOOL),
-        ),
-        "Find Trail Running shoes under 120 dollars.",
-    ),
-    (
-        "set_thermostat",
-        "Set a thermostat",
-        _o(
-            ["room", "temperature_c", "mode"],
-            room=_e("living", "bedroom", "office"),
-            temperature_c=_i("target", 10, 30),
-            mode=_e("heat", "cool", "auto"),
-        ),
-        "Heat the bedroom to 21 degrees.",
-    ),
-    (
-        "create_support_ticket",
-        "Open a support ticket",
-        _o(
-            ["customer", "severity", "summary"],
-            customer=_o(["name", "email"], name=_s("full name"), email=_s("address")),
-            severity=_e(1, 2, 3, 4),
-            summary=_s("one line"),
-        ),
-        "Open a severity 2 ticket for Maria Lopez: the Billing Page times out.",
-    ),
-    (
-        "schedule_delivery",
-        "Schedule a delivery",
-        _o(
-            ["address", "date"],
-            address=_o(
-                ["street", "city", "postal_code"], street=_s("street"), city=_s("city"), postal_code=_s("postal code")
-            ),
-            date=_s("YYYY-MM-DD"),
-            window=_e("morning", "afternoon", "evening"),
-        ),
-        "Deliver my parcel to 12 Main Street, Springfield on Friday.",
-    ),
-    (
-        "translate_text",
-        "Translate text",
-        _o(["text", "target_language"], text=_s("source text"), target_language=_e("de", "fr", "es", "ja")),
-        "Translate Good Morning into French.",
-    ),
-    (
-        "get_stock_quote",
-        "Latest stock quote",
-        _o(["symbol"], symbol=_s("ticker"), exchange=_e("NYSE", "NASDAQ")),
-        "What is the latest quote for NVDA on the NASDAQ?",
-    ),
-    (
-        "reserve_table",
-        "Reserve a table",
-        _o(
-            ["restaurant", "party_size", "time"],
-            restaurant=_s("name"),
-            party_size=_i("guests", 1, 20),
-            time=_s("HH:MM"),
-        ),
-        "Reserve a table for four at Chez Panisse at 19:30.",
-    ),
-    (
-        "lookup_order",
-        "Look up an order",
-        _o(["order_id"], order_id=_i("order number", 1, 10**9), include_items=_BOOL),
-        "Where is order 48213? Include the items.",
-    ),
-    (
-        "resize_image",
-        "Resize an image",
-        _o(
-            ["width", "height", "format"],
-            width=_i("pixels", 16, 8192),
-            height=_i("pixels", 16, 8192),
-            format=_e("png", "jpeg", "webp"),
-        ),
-        "Resize the Logo to 512 by 512 as a PNG.",
-    ),
-    (
-        "add_todo",
-        "Add a to-do item",
-        _o(
-            ["title"],
-            title=_s("what to do"),
-            tags={"type": "array", "items": _s("tag")},
-            priority=_i("1 = highest", 1, 5),
-        ),
-        "Add Renew Passport to my to-do list with top priority.",
-    ),
-    (
-        "rate_movie",
-        "Rate a movie",
-        _o(["title", "stars"], title=_s("title"), stars=_i("1-5", 1, 5), review=_s("text")),
-        "Give Spirited Away five stars.",
-    ),
-    (
-        "start_timer",
-        "Start a timer",
-        _o(["label", "seconds"], label=_s("name"), seconds=_i("duration", 1, 86400)),
-        "Start a Tea timer for four minutes.",
-    ),
-    (
-        "compute_route",
-        "Route between waypoints",
-        _o(
-            ["waypoints", "mode"],
-            waypoints={
-                "type": "array",
-                "minItems": 2,
-                "items": _o(
-                    ["lat", "lon"],
-                    lat={**_NUM, "minimum": -90, "maximum": 90},
-                    lon={**_NUM, "minimum": -180, "maximum": 180},
-                ),
-            },
-            mode=_e("driving", "walking", "cycling"),
-        ),
-        "Cycle from 37.80,-122.27 to 37.87,-122.26.",
-    ),
-    (
-        "update_profile",
-        "Update user settings",
-        _o(
-            ["user_id", "settings"],
-            user_id=_i("account", 1, 10**9),
-            settings=_o(
-                ["language", "notifications"],
-                language=_e("en", "de", "fr"),
-                notifications=_BOOL,
-                timezone=_s("IANA zone"),
-            ),
-        ),
-        "Switch user 7781 to German and turn notifications off.",
-    ),
-    (
-        "run_sql_query",
-        "Run a read-only SQL query",
-        _o(
-            ["database", "query"],
-            database=_e("analytics", "billing"),
-            query=_s("SELECT statement"),
-            limit=_i("row cap", 1, 1000),
-        ),
-        "On the Analytics database, count new signups.",
-    ),
-]
-WEATHER = TOOL_CATALOG[0]
-
-
-def tool_specs(n: int) -> list[tuple[str, dict, str]]:
-    """N distinct tools as (name, OpenAI tool dict, prompt); past the catalogue, renamed variants."""
-    if n < 1:
-        raise BadInput(f"gate: --tools: must be at least 1, got {n}")
-    out = []
-    for i in range(n):
-        name, desc, params, prompt = TOOL_CATALOG[i % len(TOOL_CATALOG)]
-        round_ = i // len(TOOL_CATALOG)
-        if round_:
-            name, desc = f"{name}_v{round_ + 1}", f"{desc} (variant {round_ + 1})"
-        tool = {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
-        out.append((name, tool, prompt))
-    return out
 
 
 class GateFailed(Exception):
@@ -310,14 +73,14 @@ class _Ctx:
         self.client, self.model, self.n_tools, self.max_tokens = client, model, n_tools, max_tokens
         self.extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
 
-    def chat(self, messages: list[dict], **kwargs: Any):
+    def chat(self, messages: list[dict], allow_length: bool = False, **kwargs: Any):
         resp = self.client.chat.completions.create(
             model=self.model, messages=messages, max_tokens=self.max_tokens, temperature=0, **self.extra, **kwargs
         )
         if not resp.choices:
             raise GateFailed("the response has no choices")
         choice = resp.choices[0]
-        if choice.finish_reason == "length":
+        if choice.finish_reason == "length" and not allow_length:
             raise GateFailed(f"finish_reason length (max_tokens {self.max_tokens} ran out)")
         return choice, resp
 
@@ -341,10 +104,10 @@ def _check_arguments(arguments: str | None, schema: dict, details: dict) -> None
     try:
         args = json.loads(arguments or "")
     except ValueError as exc:
-        raise GateFailed(f"arguments are not JSON ({exc})", **details) from None
+        raise GateFailed(why.invalid_json_reason(str(exc)), **details) from None
     problem = _validate(args, schema)
     if problem:
-        raise GateFailed(f"arguments do not validate: {problem}", **details)
+        raise GateFailed(why.schema_reason(problem), **details)
 
 
 def _garbage(text: str) -> str | None:
@@ -370,12 +133,14 @@ JSON_SCHEMA = _o(
 
 
 def _json_answer(ctx: _Ctx, what: str, prompt: str, response_format: dict) -> Any:
-    choice, _ = ctx.chat([{"role": "user", "content": prompt}], response_format=response_format)
+    messages = [{"role": "user", "content": prompt}]
+    choice, _ = ctx.chat(messages, allow_length=True, response_format=response_format)
     text = _strip_fences(choice.message.content)
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise GateFailed(f"{what}: the answer is not JSON ({exc})", content=text[:200]) from None
+        cut = "; finish_reason length: the answer was cut off" if choice.finish_reason == "length" else ""
+        raise GateFailed(f"{what}: the answer is not JSON ({exc}{cut})", content=text[:200]) from None
 
 
 def gate_json(ctx: _Ctx) -> dict:
@@ -406,12 +171,15 @@ def gate_tools(ctx: _Ctx) -> dict:
         try:
             choice, _ = ctx.chat(
                 [{"role": "user", "content": prompt}],
+                allow_length=True,  # a call cut short shows as "no valid call", its real cause
                 tools=all_tools,
                 tool_choice={"type": "function", "function": {"name": name}},
             )
             calls = choice.message.tool_calls or []
             if not calls:
-                raise GateFailed("no tool call")
+                raise GateFailed(why.no_call_reason(choice.message.content, choice.finish_reason))
+            if choice.finish_reason == "length":
+                raise GateFailed(f"finish_reason length (max_tokens {ctx.max_tokens} ran out inside the call)")
             call = calls[0]
             if call.function.name != name:
                 raise GateFailed(f"called {call.function.name!r}")
@@ -420,7 +188,7 @@ def gate_tools(ctx: _Ctx) -> dict:
         except GateFailed as exc:
             failures.append({"tool": name, "reason": str(exc)})
         except openai.APIStatusError as exc:  # one tool's 400 must not hide the other tools' results
-            failures.append({"tool": name, "reason": f"HTTP {exc.status_code}: {api_message(exc)}"})
+            failures.append({"tool": name, "reason": why.http_reason(exc.status_code, api_message(exc))})
     details = {"passed": passed, "total": len(specs), "failures": failures}
     if failures:
         first = failures[0]
@@ -457,6 +225,8 @@ def gate_stream_tools(ctx: _Ctx) -> dict:
                     call["arguments"] += part.function.arguments or ""
             finish = choice.finish_reason or finish
     details = {"chunks": chunks, "finish_reason": finish, "calls": list(calls.values())}
+    if not calls:
+        raise GateFailed(why.no_call_reason(content, finish), **details)
     if finish != "tool_calls":
         raise GateFailed(f"finish_reason {finish!r}, expected 'tool_calls'", **details)
     if not calls or calls[min(calls)]["name"] != name:
@@ -471,7 +241,7 @@ def gate_stream_tools(ctx: _Ctx) -> dict:
 def gate_continuation(ctx: _Ctx) -> dict:
     tool = tool_specs(1)[0][1]
     result = {"city": "Oakland", "temperature_f": 72, "conditions": "sunny"}
-    messages = [
+    messages: list[dict] = [
         {"role": "user", "content": WEATHER[3]},
         {
             "role": "assistant",
@@ -543,7 +313,7 @@ def run_one(name: str, ctx: _Ctx) -> dict:
     except GateFailed as exc:
         details, passed, reason = exc.details, False, str(exc)
     except openai.APIStatusError as exc:
-        details, passed, reason = {"status": exc.status_code}, False, f"HTTP {exc.status_code}: {api_message(exc)}"
+        details, passed, reason = {"status": exc.status_code}, False, why.http_reason(exc.status_code, api_message(exc))
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
         details, passed, reason = {}, False, f"request failed: {exc}"
     except (openai.APIError, ValueError) as exc:  # malformed responses the client could not parse
@@ -586,7 +356,7 @@ def run_gates(
     tools_row = next((g for g in results if g["name"] == "tools"), None)
     tool_counts = {"passed": tools_row["details"].get("passed", 0), "total": tools} if tools_row else None
     passed = sum(g["passed"] for g in results)
-    return {
+    result = {
         "model": model,
         "base_url": base_url,
         "gates": results,
@@ -595,6 +365,7 @@ def run_gates(
         "tools": tool_counts,
         "ok": passed == len(results),
     }
+    return GateResult.model_validate(result).to_json()
 
 
 def format_text(result: dict) -> str:

@@ -98,7 +98,7 @@ _WORDS = [
 ]
 
 
-class _Filler:
+class Filler:
     """A fixed word stream: the first n words are always the same, so counts grow with n."""
 
     def __init__(self, seed: int = 20260810):
@@ -163,7 +163,7 @@ def size_prompt(count: Callable[[int], int], target: int, low: int, high: int) -
         guess = n + round((((low + high) / 2) - tokens) / per_word)
         lo_n, hi_n = below[0], above[0] if above else math.inf
         if not lo_n < guess < hi_n:  # the secant step left the bracket: bisect instead
-            guess = (lo_n + hi_n) // 2 if above else max(lo_n + 1, 2 * lo_n)
+            guess = int((lo_n + hi_n) // 2) if above else max(lo_n + 1, 2 * lo_n)
         if guess in (n, lo_n) or (above and guess >= hi_n):
             break  # word granularity: no whole number of words lands in the window
         n, tokens = guess, count(guess)
@@ -271,7 +271,7 @@ def run_ladder(
     cap = max_model_len - max_tokens
     tokenizer = Tokenizer(base_url, model, api_key, timeout)
     client = client_for(base_url, api_key, timeout)
-    filler = _Filler()
+    filler = Filler()
     rows = []
     for target in targets:
         if target > cap:
@@ -279,7 +279,7 @@ def run_ladder(
             continue
         salt = f"[context ladder {secrets.token_hex(6)}, target {target} tokens]"
         low, high = _window(target, tolerance, cap)
-        count = lambda n: tokenizer.count(_messages(salt, filler.text(n)))  # noqa: E731 - salt is per target
+        count = lambda n: tokenizer.count(_messages(salt, filler.text(n)))  # noqa: E731, B023 - used in this turn only
         words, tokens, problem = size_prompt(count, target, low, high)
         if problem:
             rows.append(_row(target, tokenized=tokens, reason=problem))
@@ -295,7 +295,7 @@ def run_ladder(
             row["ok"], row["reason"] = _judge(row, low, high)
         rows.append(row)
     done = [r["prompt_tokens"] for r in rows if r["prompt_tokens"] is not None and r["finish_reason"] is not None]
-    return {
+    result = {
         "model": model,
         "max_model_len": max_model_len,
         "max_tokens": max_tokens,
@@ -304,6 +304,9 @@ def run_ladder(
         "targets": rows,
         "largest_prompt_tokens": max(done) if done else None,
     }
+    from composegen.evidence.models import LadderResult
+
+    return LadderResult.model_validate(result).to_json()
 
 
 def _judge(row: dict, low: int, high: int) -> tuple[bool, str | None]:

@@ -9,37 +9,32 @@ The model, per TP rank, in GiB (a linear model, not vLLM's profiler):
                    beyond weights, activation and KV: CUDA graphs, non-torch memory, rounding; assumed fixed)
   activation     = activation_cal × batch_r / batch_cal   (peak activation taken as proportional to
                    max-num-batched-tokens; the seed's 8,192 → 4,096 A/B measured 1.73 → 1.14, so this model
-                   is rough: it predicts 0.87 and the intercept is unknown)
+                   is rough: it predicts 0.87 and the intercept is unknown). When either side's
+                   max-num-batched-tokens is not stated (left to the engine), nothing is assumed: the measured
+                   activation is the point estimate and the range is widened
   kv             = util_r × gpu − weights − activation − other
-  bytes/token    = kv_cache_gib_min × 2^30 / kv_cache_tokens of the calibration
+  bytes/token    = kv_cache_gib_min × 2^30 / kv_cache_tokens of the calibration, × element bytes of r's
+                   kv-cache-dtype / element bytes of the calibration's (fp8 = 1, auto/bf16/fp16 = 2: a real
+                   0.26.0 H200 start held 21,847,200 bf16 and 43,661,648 fp8 tokens in the same memory)
   gpu_tokens     = floor(kv × 2^30 / bytes/token); concurrency = gpu_tokens / max-model-len of r
   host (native offload) = kv-offloading-size / tensor-parallel-size GiB per rank at the same bytes/token,
                    reported apart: a request must still fit in the GPU pool, so `fits` uses gpu_tokens.
 Verdict: fits when gpu_tokens ≥ max-model-len; margin = gpu_tokens − max-model-len.
 
 Range: when the calibration differs from r in anything that changes cache geometry or accounting (model,
-revision, image, kv-cache-dtype, block-size, tensor- or decode-context-parallel size,
-max-num-batched-tokens), bytes/token may not carry over. The seed A/B changed only the batch ceiling and
-saw KV bytes +4.715% but tokens +94.861%: tokens per byte moved by (1.94861 / 1.04715) = 1.861×. The range
-is [point / 1.861, point × 1.861] (one factor however many fields differ); without differences low = high.
-Fields the calibration cannot tell (e.g. the image, from a log) are listed in "unknown", not assumed to
-differ. verdict: "fits" / "does not fit" when the whole range agrees, else "uncertain".
+revision, image, block-size, tensor- or decode-context-parallel size, max-num-batched-tokens), bytes/token
+may not carry over (a kv-cache-dtype difference is scaled as above, listed, and does not widen the range).
+The seed A/B changed only the batch ceiling and saw KV bytes +4.715% but tokens +94.861%: tokens per byte
+moved by (1.94861 / 1.04715) = 1.861×. The range is [point / 1.861, point × 1.861] (one factor however many
+fields differ); without differences low = high. Fields the calibration cannot tell (e.g. the image, from a
+log) are listed in "unknown", not assumed to differ. verdict: "fits" / "does not fit" when the whole range
+agrees, else "uncertain".
 
 `calibration_from(project, *, run=None, log_path=None) -> (report, calibration_profile | None)`: the
 calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when the
 run came from a stack and the profile is unchanged since (else its image would be a guess).
 
-Result (stable keys):
-  {"profile", "max_model_len", "calibration": {gpu_total_gib, gpu_memory_utilization, weights_gib,
-     peak_activation_gib, kv_cache_gib_min, kv_cache_tokens, max_num_batched_tokens, max_model_len,
-     other_gib, kv_bytes_per_token},
-   "inputs": {"gpu_gib", "gpu_gib_source": "calibration" | "gpu_gib", "gpu_memory_utilization",
-     "max_num_batched_tokens", "kv_offloading_size_gib", "tensor_parallel_size"},
-   "predicted": {"label": "predicted", "activation_gib", "kv_gib_per_rank", "gpu_tokens",
-     "host_gib_per_rank", "host_tokens", "concurrency", "fits", "margin_tokens", "margin_pct",
-     "range": {"low_tokens", "high_tokens", "factor", "fits_low", "fits_high"}},
-   "verdict", "differences": [{"field", "calibration", "profile"}], "unknown": [field], "warnings": [str],
-   "notes": [str]}
+Result: plan_report.PlanResult (`composegen schema --report plan`).
 """
 
 from __future__ import annotations
@@ -48,13 +43,14 @@ import math
 from typing import Any
 
 from composegen.errors import BadInput
+from composegen.evidence.plan_report import PlanResult
 from composegen.profiles.resolved import Resolved
+from composegen.units import format_gib
+from composegen.vllm.kvcache import kv_element_bytes
 
 GiB = 1 << 30
 SEED_BYTES_PCT, SEED_TOKENS_PCT = 4.715, 94.861
 RANGE_FACTOR = round((1 + SEED_TOKENS_PCT / 100) / (1 + SEED_BYTES_PCT / 100), 3)  # 1.861
-# vLLM's API-server default when max-num-batched-tokens is left to the engine on a large GPU (assumed).
-ENGINE_DEFAULT_BATCH = 8192
 # Profile flag name -> effective_args key, for the fields that change cache geometry or accounting.
 GEOMETRY_FLAGS = {
     "kv-cache-dtype": "kv_cache_dtype",
@@ -100,7 +96,7 @@ def _calibration_value(calibration: dict, key: str, flag: str | None, cal_profil
 
 
 def _compare_geometry(calibration: dict, r: Resolved, cal_profile: Resolved | None) -> tuple[list[dict], list[str]]:
-    fields = [
+    fields: list[tuple[str, str, str | None, Any]] = [
         ("model", "model", None, r.profile.model.path or r.profile.model.id),
         ("revision", "revision", None, r.profile.model.revision),
     ]
@@ -119,14 +115,18 @@ def _compare_geometry(calibration: dict, r: Resolved, cal_profile: Resolved | No
     return differences, unknown
 
 
-def _batch(value: Any, what: str, warnings: list[str]) -> int:
-    if isinstance(value, int) and value > 0:
+def _batch(value: Any, what: str, warnings: list[str]) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     warnings.append(
-        f"{what} max-num-batched-tokens is left to the engine; assumed {ENGINE_DEFAULT_BATCH} "
-        "(vLLM's API-server default on large GPUs)"
+        f"{what} max-num-batched-tokens is not stated (left to the engine): nothing assumed; the measured "
+        f"activation is kept as the estimate and the range widened ×{RANGE_FACTOR}"
     )
-    return ENGINE_DEFAULT_BATCH
+    return None
+
+
+def _dtype(value: Any) -> str | None:
+    return None if value is _UNKNOWN or value is None else str(value)
 
 
 def plan(
@@ -172,24 +172,37 @@ def plan(
     tp = int(_profile_value(r, "tensor-parallel-size") or 1)
     offload_gib = float(r.flag("kv-offloading-size") or 0)
 
-    bytes_per_token = kv_cal * GiB / tokens_cal
-    activation = act_cal * batch_r / batch_cal
+    dtype_cal = _dtype(_calibration_value(calibration, "kv_cache_dtype", "kv-cache-dtype", calibration_profile, r))
+    dtype_r = str(_profile_value(r, "kv-cache-dtype") or "auto")
+    bytes_per_token_cal = kv_cal * GiB / tokens_cal
+    bytes_per_token = bytes_per_token_cal
+    if dtype_cal is not None:
+        bytes_per_token *= kv_element_bytes(dtype_r) / kv_element_bytes(dtype_cal)
+    batches_known = batch_cal is not None and batch_r is not None
+    activation = act_cal * batch_r / batch_cal if batch_cal is not None and batch_r is not None else act_cal
     kv = util_r * gpu - weights - activation - other
     gpu_tokens = max(0, math.floor(kv * GiB / bytes_per_token))
     host_gib = offload_gib / tp
     host_tokens = math.floor(host_gib * GiB / bytes_per_token)
 
     differences, unknown = _compare_geometry(calibration, r, calibration_profile)
-    factor = RANGE_FACTOR if differences else 1.0
+    widening = [d for d in differences if d["field"] != "kv-cache-dtype"]
+    factor = RANGE_FACTOR if widening or not batches_known else 1.0
     low, high = math.floor(gpu_tokens / factor), math.floor(gpu_tokens * factor)
     for d in differences:
+        if d["field"] == "kv-cache-dtype":
+            warnings.append(
+                f"kv-cache-dtype differs from the calibration ({d['calibration']} → {d['profile']}): bytes per "
+                f"token scaled ×{bytes_per_token / bytes_per_token_cal:g} by the KV element size"
+            )
+            continue
         warnings.append(
             f"{d['field']} differs from the calibration ({d['calibration']} → {d['profile']}): KV bytes "
             f"per token may not carry over; range widened ×{RANGE_FACTOR} both ways (seed: KV bytes "
             f"+{SEED_BYTES_PCT}% gave tokens +{SEED_TOKENS_PCT}%)"
         )
     if kv <= 0:
-        warnings.append(f"predicted KV memory is {kv:.2f} GiB: weights and activation exceed the budget")
+        warnings.append(f"predicted KV memory is {format_gib(kv)}: weights and activation exceed the budget")
     notes = []
     cal_len = calibration.get("max_model_len")
     if cal_len and cal_len != max_len:
@@ -205,7 +218,7 @@ def plan(
     fits = gpu_tokens >= max_len
     fits_low, fits_high = low >= max_len, high >= max_len
     verdict = "fits" if fits_low else ("does not fit" if not fits_high else "uncertain")
-    return {
+    result = {
         "profile": r.name,
         "max_model_len": max_len,
         "calibration": {
@@ -218,7 +231,8 @@ def plan(
             "max_num_batched_tokens": batch_cal,
             "max_model_len": cal_len,
             "other_gib": round(other, 4),
-            "kv_bytes_per_token": round(bytes_per_token, 1),
+            "kv_bytes_per_token": round(bytes_per_token_cal, 1),
+            "kv_cache_dtype": dtype_cal,
         },
         "inputs": {
             "gpu_gib": gpu,
@@ -227,6 +241,8 @@ def plan(
             "max_num_batched_tokens": batch_r,
             "kv_offloading_size_gib": offload_gib,
             "tensor_parallel_size": tp,
+            "kv_cache_dtype": dtype_r,
+            "kv_bytes_per_token": round(bytes_per_token, 1),
         },
         "predicted": {
             "label": "predicted",
@@ -253,6 +269,7 @@ def plan(
         "warnings": warnings,
         "notes": notes,
     }
+    return PlanResult.model_validate(result).to_json()
 
 
 def calibration_from(project, *, run=None, log_path=None) -> tuple[dict, Resolved | None]:
@@ -266,10 +283,10 @@ def calibration_from(project, *, run=None, log_path=None) -> tuple[dict, Resolve
         raise BadInput("plan: give exactly one of --from RUN or --from-log FILE")
     if log_path is not None:
         try:
-            text = Path(log_path).read_text(encoding="utf-8", errors="replace")
+            with open(Path(log_path), "rb") as stream:  # bounded: constant memory whatever the file is
+                return startup.parse_startup_stream(stream).to_json(), None
         except OSError as exc:
             raise BadInput(f"{log_path}: --from-log: cannot read ({exc.strerror})") from None
-        return startup.parse_startup_log(text).to_json(), None
     doc = evidence.load_run(run, project.root)
     if doc["source"] != "stack":
         return doc["startup"], None
@@ -286,10 +303,12 @@ def format_text(result: dict) -> str:
     lines = [
         f"capacity plan for {result['profile']} (max-model-len {result['max_model_len']:,}) — PREDICTED, not measured",
         f"  calibration (measured): weights {c['weights_gib']} GiB, activation {c['peak_activation_gib']} GiB at "
-        f"{c['max_num_batched_tokens']} batched tokens, KV {c['kv_cache_gib_min']} GiB = {c['kv_cache_tokens']:,} "
-        f"tokens ({c['kv_bytes_per_token']:,.0f} bytes/token), other {c['other_gib']:+.3f} GiB",
+        f"{c['max_num_batched_tokens'] or 'unstated'} batched tokens, KV {c['kv_cache_gib_min']} GiB = "
+        f"{c['kv_cache_tokens']:,} tokens ({c['kv_bytes_per_token']:,.0f} bytes/token, "
+        f"{c['kv_cache_dtype'] or 'unknown dtype'}), other {c['other_gib']:+.3f} GiB",
         f"  inputs: GPU {i['gpu_gib']} GiB ({i['gpu_gib_source']}), utilisation {i['gpu_memory_utilization']}, "
-        f"{i['max_num_batched_tokens']} batched tokens, TP {i['tensor_parallel_size']}",
+        f"{i['max_num_batched_tokens'] or 'unstated'} batched tokens, TP {i['tensor_parallel_size']}, "
+        f"KV {i['kv_cache_dtype']} at {i['kv_bytes_per_token']:,.0f} bytes/token",
         f"  predicted activation {p['activation_gib']} GiB, KV {p['kv_gib_per_rank']} GiB per rank",
         f"  predicted GPU pool   {p['gpu_tokens']:,} tokens, concurrency {p['concurrency']:.2f}x, "
         f"margin {p['margin_tokens']:+,} ({p['margin_pct']:+.2f}%)",

@@ -6,6 +6,7 @@ source="stack") -> dict`
 The callables carry the endpoint (the CLI binds base_url, model and api_key):
   run_ladder_fn(targets: list[int], *, max_model_len: int) -> ladder.run_ladder result
   run_gates_fn(*, only: list[str], tools: int) -> gates.run_gates result
+  run_bench_fn(levels: list[int], **bench options) -> benchstats.BenchResult   (only with qualify.bench)
 
 Criteria, from r.profile.qualify (a profile without a `qualify:` section gets the defaults), in order:
   startup      the engine reported ready, with no fatal startup errors
@@ -17,6 +18,10 @@ Criteria, from r.profile.qualify (a profile without a `qualify:` section gets th
   gates        after the probe, as the seed requires ("post-probe functional checks"): the listed gates
                (all six when the list is empty: a qualification without a functional check proves little)
   tools        (when the tools gate runs) typed tools passed ≥ qualify.tools
+  bench        (qualify.bench) one closed-loop level of `composegen bench` at bench.concurrency: every
+               request completed; then one criterion per floor or ceiling it sets, named as the figure
+               (request_throughput, output_throughput ≥ min_*; median_ttft_ms, p99_ttft_ms,
+               median_tpot_ms, p99_e2el_ms ≤ max_*)
 Each criterion: {"name", "measured", "threshold", "passed", "reason" (null when passed)}. Requests are
 not sent when the engine is not ready; their criteria fail with reason "not run".
 
@@ -35,6 +40,7 @@ from collections.abc import Callable
 from composegen.errors import ComposegenError
 from composegen.evidence import bundle as evidence
 from composegen.evidence.gates import GATES
+from composegen.evidence.models import QualifyResult
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Qualify
 from composegen.project import Project
@@ -92,8 +98,9 @@ def qualify(
     startup_log_text: str | None = None,
     source: str = "stack",
     container: dict | None = None,
+    run_bench_fn: Callable | None = None,
 ) -> dict:
-    q = r.profile.qualify or Qualify()
+    q = r.profile.qualify or Qualify.model_validate({})
     max_len = r.flag("max-model-len")
     max_len = max_len if isinstance(max_len, int) and max_len > 0 else startup_report.get("max_model_len")
     criteria = []
@@ -106,9 +113,9 @@ def qualify(
     if "mismatches" not in startup_report and startup_report.get("effective_args") is not None:
         from composegen.vllm import startup
 
-        mismatches = startup.mismatches(r.engine_flags(), startup_report["effective_args"])
+        mismatches = startup.mismatches(r.engine_flags(), startup_report["effective_args"], r.catalog)
     config_ok = mismatches == []
-    why = (
+    why: str | None = (
         "the log has no `non-default args` line to check"
         if mismatches is None
         else "; ".join(f"{m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}" for m in mismatches)
@@ -153,7 +160,7 @@ def qualify(
         ok_rows = sum(1 for row in rows if row.get("ok"))
         why = error or next((f"target {row['target']}: {row['reason']}" for row in rows if not row.get("ok")), None)
         criteria.append(_criterion("ladder", ok_rows, len(q.ladder_targets), ok_rows == len(q.ladder_targets), why))
-    names = list(q.gates) or list(GATES)
+    names: list[str] = list(q.gates) or list(GATES)
     gates, error = _step(ready, run_gates_fn, only=names, tools=q.tools)
     gate_rows = (gates or {}).get("gates") or []
     passed = sum(1 for g in gate_rows if g.get("passed"))
@@ -163,8 +170,13 @@ def qualify(
         tools = ((gates or {}).get("tools") or {}).get("passed")
         criteria.append(_criterion("tools", tools, q.tools, tools is not None and tools >= q.tools, error))
 
+    bench = None
+    if q.bench is not None:
+        bench, bench_criteria = _bench_criteria(q.bench, ready, run_bench_fn)
+        criteria += bench_criteria
+
     qualified = all(c["passed"] for c in criteria)
-    merged = _merge_ladders([probe, ladder])
+    merged = _merge_ladders([p for p in (probe, ladder) if p])
     verdict = {
         "profile": r.name,
         "hash": r.hash,
@@ -182,14 +194,51 @@ def qualify(
         source=source,
         extra_raw={"qualify.json": verdict},
         container=container,
+        bench=bench,
     )
-    return {**verdict, "run": str(run), "ladder": merged, "gates": gates}
+    result = {**verdict, "run": str(run), "ladder": merged, "gates": gates, "bench": bench}
+    return QualifyResult.model_validate(result).to_json()
+
+
+# (figure in a bench level, qualify.bench field, at least (True) or at most (False))
+BENCH_LIMITS = (
+    ("request_throughput", "min_request_throughput", True),
+    ("output_throughput", "min_output_throughput", True),
+    ("median_ttft_ms", "max_median_ttft_ms", False),
+    ("p99_ttft_ms", "max_p99_ttft_ms", False),
+    ("median_tpot_ms", "max_median_tpot_ms", False),
+    ("p99_e2el_ms", "max_p99_e2el_ms", False),
+)
+
+
+def _bench_criteria(spec, ready: bool, run_bench_fn: Callable | None) -> tuple[dict | None, list[dict]]:
+    """(bench result JSON, criteria): `bench` (every request completed), then each limit the profile sets."""
+    options = {"requests": spec.requests, "input_tokens": spec.input_tokens, "output_tokens": spec.output_tokens}
+    result: dict | None
+    error: str | None
+    if run_bench_fn is None:
+        result, error = None, "not run: no bench client was given"
+    else:
+        result, error = _step(ready, lambda: run_bench_fn([spec.concurrency], **options).to_json())
+    level = ((result or {}).get("levels") or [{}])[0]
+    done, errors = level.get("completed"), level.get("errors")
+    why = error or (level.get("error_messages") or [None])[0] or "no request completed"
+    criteria = [_criterion("bench", done, spec.requests, bool(result) and errors == 0 and done == spec.requests, why)]
+    for figure, field, at_least in BENCH_LIMITS:
+        limit = getattr(spec, field)
+        if limit is None:
+            continue
+        value = level.get(figure)
+        passed = value is not None and (value >= limit if at_least else value <= limit)
+        reason = error or (f"{figure} unknown" if value is None else f"{value} {'<' if at_least else '>'} {limit}")
+        criteria.append(_criterion(figure, value, limit, passed, reason))
+    return result, criteria
 
 
 def qualify_stack(project: Project, r: Resolved) -> dict:
     import functools
 
-    from composegen.evidence import gates, ladder
+    from composegen.evidence import bench, gates, ladder
     from composegen.stack import driver
 
     text, report, identity = evidence.live_stack(project, r)
@@ -202,6 +251,9 @@ def qualify_stack(project: Project, r: Resolved) -> dict:
         container=identity,
         run_ladder_fn=functools.partial(ladder.run_ladder, ep.base_url, served, api_key=ep.api_key),
         run_gates_fn=functools.partial(gates.run_gates, ep.base_url, served, api_key=ep.api_key),
+        run_bench_fn=functools.partial(
+            bench.run_bench, ep.base_url, served, api_key=ep.api_key, emulated=identity["emulated"]
+        ),
     )
 
 

@@ -7,6 +7,8 @@ whole, and a `null` value removes the inherited key (e.g. `speculative-config: n
 from __future__ import annotations
 
 import difflib
+import json
+import math
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -16,9 +18,9 @@ from composegen.output import show_value
 from composegen.profiles import rules
 from composegen.profiles.resolved import MANAGED_FLAGS, Resolved
 from composegen.profiles.schema import Profile
-from composegen.profiles.yamlio import Marked, load_marked
-from composegen.project import Project
-from composegen.vllm.catalog import Catalog, FlagError, load_catalog
+from composegen.profiles.yamlio import INT_LIMIT, Marked, load_marked
+from composegen.project import Project, profile_name_problem
+from composegen.vllm.catalog import Catalog, Flag, FlagError, load_catalog
 
 
 def merge(base: Any, over: Any, base_marks: dict, over_marks: dict, path: tuple = ()) -> Any:
@@ -48,13 +50,21 @@ def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
         if current in chain:
             cycle = " -> ".join([*chain, current])
             raise BadInput(f"{project.rel(project.profile_path(chain[-1]))}: extends: cycle {cycle}")
+        problem = profile_name_problem(current)
+        if problem and child_display is None:
+            raise BadInput(f"{current}: {problem}")
+        if problem:
+            where = docs[-1].where(("extends",))
+            raise BadInput(f"{child_display}{f':{where[1]}' if where else ''}: extends: {problem}")
         path = project.profile_path(current)
         display = project.rel(path)
         if not path.is_file():
             if child_display is None:
                 known = project.profile_names()
                 close = difflib.get_close_matches(current, known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                # Nothing close: name what there is, so every command answers a typo the same helpful way.
+                listed = f" (profiles: {', '.join(known)})" if known else ""
+                hint = f" (did you mean {close[0]!r}?)" if close else listed
                 raise BadInput(f"{display}: no such profile {current!r}{hint}")
             where = docs[-1].where(("extends",))
             line = f":{where[1]}" if where else ""
@@ -65,7 +75,7 @@ def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
         parent = doc.data.get("extends")
         if parent is not None and not isinstance(parent, str):
             where = doc.where(("extends",))
-            raise BadInput(f"{display}:{where[1]}: extends: must be a profile name, got {parent!r}")
+            raise BadInput(f"{display}:{where[1] if where else 1}: extends: must be a profile name, got {parent!r}")
         chain.append(current)
         docs.append(doc)
         child_display = display
@@ -111,8 +121,8 @@ def _load(project: Project, name: str, display: str) -> Resolved:
         if flag_name in MANAGED_FLAGS:
             raise BadInput(f"{where}: vllm.{flag_name}: set by composegen from {MANAGED_FLAGS[flag_name]}")
         try:
-            flags[flag_name] = catalog.check(flag_name, value)
-        except FlagError as exc:
+            flags[flag_name] = inert(catalog.get(flag_name), catalog.check(flag_name, value))
+        except (FlagError, ValueError) as exc:  # ValueError: e.g. a JSON integer past Python's digit limit
             raise BadInput(f"{where}: vllm.{flag_name}: {exc}") from None
     resolved = Resolved(name, display, chain, profile, flags, catalog, marks=marked)
     for problem in rules.check(resolved):
@@ -120,6 +130,35 @@ def _load(project: Project, name: str, display: str) -> Resolved:
         raise BadInput(f"{where}: {'.'.join(problem.path)}: {problem.message}")
     resolved.warnings = rules.warnings(resolved)
     return resolved
+
+
+def inert(flag: Flag, value: Any) -> Any:
+    """A checked flag value that stays the one value it was meant to be: a list item never starts with '-'
+    (it would be the next option, e.g. `--api-key=…`), numbers are finite and fit 64 bits, JSON has no NaN."""
+    if flag.kind == "list":
+        for item in value:
+            if item.startswith("-") or not item.isprintable():
+                raise FlagError(f"item {item!r} would not stay one value (starts with '-' or holds control characters)")
+    elif flag.kind == "json":
+        _finite_json(json.loads(value, parse_constant=_no_constant))
+    elif isinstance(value, str) and not value.isprintable():
+        raise FlagError(f"{value!r} holds control characters")
+    else:
+        _finite_json(value)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise FlagError(f"{name} is not a JSON value a flag can take")
+
+
+def _finite_json(value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FlagError(f"{value} is not a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
+        raise FlagError("integer out of range (at most 2**63-1)")
+    for child in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+        _finite_json(child)
 
 
 def load_all(project: Project, names: list[str] | None = None) -> list[Resolved]:
@@ -142,8 +181,9 @@ def _where(marked: Marked, path: tuple, display: str) -> str:
 
 
 def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInput:
-    err = exc.errors()[0]
-    loc = tuple(str(p) for p in err["loc"] if not _is_union_tag(p))
+    # In a union (`nofile: 5` or `{soft, hard}`), the member that got past the type check says more.
+    err = min(exc.errors(), key=lambda e: (e["type"].endswith("_type"), 0))
+    loc = _data_path(err["loc"], marked.data)
     field_path = ".".join(loc)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
@@ -154,6 +194,23 @@ def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInpu
         msg = f"{msg}, got {show_value(err['input'])}"
     msg = msg.removeprefix("Value error, ")
     return BadInput(f"{_where(marked, loc, display)}: {field_path}: {msg}")
+
+
+def _data_path(loc: tuple, data: Any) -> tuple[str, ...]:
+    """The error's location as keys of the document: pydantic also puts a union member's name in `loc`
+    ('int', 'Ulimit', 'constrained-int'), which is dropped unless the document has such a key there
+    (a key `Foo` or `a[b]` written by the user stays)."""
+    path: list[str] = []
+    for part in loc:
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if (isinstance(data, dict) and part in data) or in_list:
+            data = data[part]
+        elif _is_union_tag(part):
+            continue
+        else:
+            data = None
+        path.append(str(part))
+    return tuple(path)
 
 
 def _is_union_tag(part: Any) -> bool:
@@ -171,7 +228,7 @@ def _did_you_mean(loc: tuple) -> str:
         model = next(
             (a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None
         )
-    if model is None:
+    if model is None or not loc:
         return ""
     close = difflib.get_close_matches(loc[-1].replace("-", "_"), list(model.model_fields), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""

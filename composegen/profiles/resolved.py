@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from composegen.profiles.schema import Profile
+from composegen.profiles.schema import SECRET_RE, Profile
 from composegen.profiles.yamlio import Marked
 from composegen.vllm.catalog import Catalog
 
@@ -28,6 +31,25 @@ MANAGED_FLAGS = {
 }
 
 
+_REF_NAME = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _masked(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, "***")
+        return value
+    if isinstance(value, dict):
+        return {_masked(k, secrets): _masked(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, secrets) for v in value]
+    return value
+
+
+def members_of(r: Resolved) -> list:
+    return list(r.profile.nodes.members) if r.profile.nodes else []
+
+
 @dataclass
 class Resolved:
     name: str
@@ -45,13 +67,30 @@ class Resolved:
         engine never sees (qualify criteria, emulator settings, diff identity paths) are left out, so
         editing them neither rewrites out/ nor marks a running stack as drifted."""
         # exclude_defaults: a new optional schema field must not change every existing hash.
-        outside = {"extends", "description", "qualify", "emulate", "identity"}
+        outside: dict = {k: True for k in ("extends", "description", "qualify", "emulate", "identity")}
+        outside["service"] = {"memory_guard": True}  # composegen's own watch, never the engine's
         doc = {
             "profile": self.profile.model_dump(mode="json", exclude=outside, exclude_defaults=True),
             "flags": self.flags,
         }
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    def secret_values(self, environ: Mapping[str, str] | None = None) -> list[str]:
+        """Values of this machine's environment that the profile's secret references would bring in
+        (HF_TOKEN: ${HF_TOKEN} → $HF_TOKEN's value), longest first: text shown to people masks them."""
+        environ = os.environ if environ is None else environ
+        envs = [self.profile.service.environment, *(m.environment for m in members_of(self))]
+        names = {key for env in envs for key in env if SECRET_RE.search(key)}
+        names |= {m[1] for env in envs for v in env.values() if isinstance(v, str) for m in _REF_NAME.finditer(v)}
+        names = {n for n in names if SECRET_RE.search(n)}
+        values = {environ[n] for n in names if len(environ.get(n, "")) >= 4}  # masking "1" would shred text
+        return sorted(values, key=len, reverse=True)
+
+    def mask(self, value: Any) -> Any:
+        """`value` (text, or a JSON value: every string in it) with each secret value replaced by ***."""
+        secrets = self.secret_values()
+        return _masked(value, secrets) if secrets else value
 
     def flag(self, name: str, default: Any = None) -> Any:
         return self.flags.get(name, default)
@@ -67,8 +106,8 @@ class Resolved:
             "host": "0.0.0.0",
             "port": svc.port.container,
         }
-        if node is not None:
-            nodes = self.profile.nodes
+        nodes = self.profile.nodes
+        if node is not None and nodes is not None:
             managed.update(
                 {
                     "host": svc.port.bind,

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from composegen.profiles.resolved import Resolved
+from composegen.profiles.schema import SHM_MIN_BYTES
+from composegen.profiles.yamlio import INT_LIMIT
+from composegen.project import compose_project
 from composegen.units import GIB, parse_bytes
 
 HF_CACHE_TARGET = "/root/.cache/huggingface"  # where a node's hf_cache is mounted
@@ -35,8 +38,36 @@ def shm_need_bytes(r: Resolved) -> int:
 
 
 def check(r: Resolved) -> list[Problem]:
-    f = r.flags
+    tp, pp = r.flags.get("tensor-parallel-size", 1), r.flags.get("pipeline-parallel-size", 1)
+    out = _flag_problems(r.flags)
     svc = r.profile.service
+    if r.profile.nodes is None and tp * pp != svc.gpus.n:
+        out.append(
+            Problem(
+                ("service", "gpus"),
+                f"reserves {svc.gpus.n} GPU(s) but tensor-parallel-size × pipeline-parallel-size = "
+                f"{tp} × {pp} = {tp * pp}",
+            )
+        )
+    if r.profile.nodes is not None:
+        out += _node_problems(r, tp * pp)
+    dcp = r.flags.get("decode-context-parallel-size", 1)
+    if dcp >= 1 and tp % dcp:
+        out.append(
+            Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}")
+        )
+    out += _shm_problems(r)
+    if not r.profile.pinned and not r.profile.image_unpinned_reason:
+        out.append(
+            Problem(
+                ("image",),
+                f"{r.profile.image!r} is not pinned; use repo@sha256:<64 hex>, or state image_unpinned_reason",
+            )
+        )
+    return out
+
+
+def _flag_problems(f: dict) -> list[Problem]:
     out: list[Problem] = []
     util = f.get("gpu-memory-utilization")
     if util is not None and not 0 < util <= 1:
@@ -55,71 +86,66 @@ def check(r: Resolved) -> list[Problem]:
         out.append(
             Problem(
                 ("vllm", "max-model-len"),
-                f"{max_len} exceeds max-num-batched-tokens {batched} while enable-chunked-prefill is false; a prompt could never be scheduled",
+                f"{max_len} exceeds max-num-batched-tokens {batched} while enable-chunked-prefill is false; "
+                "a prompt could never be scheduled",
             )
         )
-    for name in (
-        "max-num-batched-tokens",
-        "max-num-seqs",
-        "tensor-parallel-size",
-        "pipeline-parallel-size",
-        "decode-context-parallel-size",
-    ):
+    for name in POSITIVE_FLAGS:
         if isinstance(f.get(name), int) and f[name] < 1:
             out.append(Problem(("vllm", name), f"must be at least 1, got {f[name]}"))
     if isinstance(max_len, int) and max_len < 1 and max_len != -1:
         out.append(Problem(("vllm", "max-model-len"), f"must be positive (or -1/auto), got {max_len}"))
-    tp, pp = f.get("tensor-parallel-size", 1), f.get("pipeline-parallel-size", 1)
-    nodes = r.profile.nodes
-    if nodes is None and tp * pp != svc.gpus.n:
-        out.append(
-            Problem(
-                ("service", "gpus"),
-                f"reserves {svc.gpus.n} GPU(s) but tensor-parallel-size × pipeline-parallel-size = {tp} × {pp} = {tp * pp}",
-            )
-        )
-    if nodes is not None:
-        out += _node_problems(r, tp * pp)
-    dcp = f.get("decode-context-parallel-size", 1)
-    if dcp >= 1 and tp % dcp:
-        out.append(
-            Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}")
-        )
+    return out
+
+
+POSITIVE_FLAGS = (
+    "max-num-batched-tokens",
+    "max-num-seqs",
+    "tensor-parallel-size",
+    "pipeline-parallel-size",
+    "decode-context-parallel-size",
+)
+
+
+def _shm_problems(r: Resolved) -> list[Problem]:
+    svc = r.profile.service
+    out: list[Problem] = []
     offload = offload_gib(r)
     if offload < 0:
         out.append(Problem(("vllm", "kv-offloading-size"), f"must not be negative, got {offload}"))
-    if offload > 0 and svc.ipc != "host":
-        if svc.shm_size is None:
-            out.append(
-                Problem(
-                    ("service", "shm_size"),
-                    f"kv-offloading-size {offload:g} GiB lives in /dev/shm; set shm_size to at least {offload + SHM_HEADROOM_GIB:g}gb",
-                )
-            )
-        elif size_bytes(svc.shm_size) < shm_need_bytes(r):
-            out.append(
-                Problem(
-                    ("service", "shm_size"),
-                    f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB plus {SHM_HEADROOM_GIB:g} GiB headroom",
-                )
-            )
     if svc.ipc != "host" and svc.shm_size is None:
+        if offload > 0:
+            message = (
+                f"kv-offloading-size {offload:g} GiB lives in /dev/shm; "
+                f"set shm_size to at least {offload + SHM_HEADROOM_GIB:g}gb"
+            )
+            out.append(Problem(("service", "shm_size"), message))
         out.append(
             Problem(
                 ("service", "ipc"),
-                "private IPC gets Docker's 64 MB /dev/shm, far too small for vLLM; set shm_size (e.g. 16gb) or ipc: host",
+                "private IPC gets Docker's 64 MB /dev/shm, far too small for vLLM; "
+                "set shm_size (e.g. 16gb) or ipc: host",
             )
         )
-    if svc.shm_size is not None:
-        try:
-            size_bytes(svc.shm_size)
-        except ValueError as exc:
-            out.append(Problem(("service", "shm_size"), str(exc)))
-    if not r.profile.pinned and not r.profile.image_unpinned_reason:
+    if svc.shm_size is None:
+        return out
+    try:
+        shm = size_bytes(svc.shm_size)
+    except ValueError as exc:
+        return [*out, Problem(("service", "shm_size"), str(exc))]
+    if shm > INT_LIMIT:
+        out.append(Problem(("service", "shm_size"), f"{svc.shm_size} is more bytes than compose can hold"))
+    elif offload > 0 and svc.ipc != "host" and shm < shm_need_bytes(r):
+        message = (
+            f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB plus {SHM_HEADROOM_GIB:g} GiB headroom"
+        )
+        out.append(Problem(("service", "shm_size"), message))
+    elif svc.ipc != "host" and shm < SHM_MIN_BYTES:
         out.append(
             Problem(
-                ("image",),
-                f"{r.profile.image!r} is not pinned; use repo@sha256:<64 hex>, or state image_unpinned_reason",
+                ("service", "shm_size"),
+                f"{svc.shm_size} is below {SHM_MIN_BYTES >> 30} GiB; a private /dev/shm that small cannot hold "
+                "vLLM's message queues (or use ipc: host)",
             )
         )
     return out
@@ -128,6 +154,8 @@ def check(r: Resolved) -> list[Problem]:
 def _node_problems(r: Resolved, world: int) -> list[Problem]:
     nodes, svc = r.profile.nodes, r.profile.service
     out: list[Problem] = []
+    if nodes is None:
+        return out
     ranks = sorted(m.rank for m in nodes.members)
     if ranks != list(range(len(nodes.members))):
         out.append(
@@ -146,7 +174,8 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
         out.append(
             Problem(
                 ("vllm", "tensor-parallel-size"),
-                f"tensor × pipeline parallel = {world}, but {len(nodes.members)} nodes × {gpus} GPU(s) = {gpus * len(nodes.members)}",
+                f"tensor × pipeline parallel = {world}, but {len(nodes.members)} nodes × {gpus} GPU(s) = "
+                f"{gpus * len(nodes.members)}",
             )
         )
     backend = r.flags.get("distributed-executor-backend")
@@ -180,6 +209,8 @@ def node_warnings(r: Resolved) -> list[str]:
     """Pitfalls of driving a remote engine from here: paths compose resolves on this machine."""
     nodes, svc = r.profile.nodes, r.profile.service
     out: list[str] = []
+    if nodes is None:
+        return out
     for node in sorted(nodes.members, key=lambda m: m.rank):
         if not _remote(node):
             continue
@@ -187,7 +218,8 @@ def node_warnings(r: Resolved) -> list[str]:
             replaced = node.hf_cache and v.target == HF_CACHE_TARGET
             if not v.named and not replaced and v.source.startswith(CLIENT_SIDE_SOURCES):
                 out.append(
-                    f"node {node.name}: volume source {v.source!r} is resolved on this machine, not on {node.docker_host or node.context}; use an absolute path (or nodes.members[].hf_cache)"
+                    f"node {node.name}: volume source {v.source!r} is resolved on this machine, not on "
+                    f"{node.docker_host or node.context}; use an absolute path (or nodes.members[].hf_cache)"
                 )
     return out
 
@@ -226,4 +258,13 @@ def across_profiles(resolved: list[Resolved]) -> list[str]:
             if len(names) > 1:
                 shown = value if isinstance(value, str) else f"{value[0]}:{value[1]}"
                 out.append(f"{', '.join(names)} share {what} {shown}: they cannot run at the same time")
+    projects: dict[str, list[str]] = {}
+    for r in resolved:  # profile a-b node c and profile a node b-c would both be composegen-a-b-c
+        nodes = r.profile.nodes.members if r.profile.nodes else [None]
+        for node in nodes:
+            label = r.name if node is None else f"{r.name}/{node.name}"
+            projects.setdefault(compose_project(r.name, None if node is None else node.name), []).append(label)
+    for project, labels in sorted(projects.items()):
+        if len(labels) > 1:
+            out.append(f"{', '.join(labels)} share compose project {project}: `up` of one would replace the other")
     return out

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from composegen.units import DURATION_PATTERN, parse_duration
+
 DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$")
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
 SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
@@ -23,8 +25,27 @@ SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 # a non-empty default (`${VAR:-hunter2}`) would put the value itself into a committed file.
 REF_RE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-|:?\?[^}]*)?\}$")
 SIZE_RE = re.compile(r"^\d+(?:\.\d+)?\s*(?:b|k|kb|m|mb|g|gb|t|tb)?$", re.I)
-DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|ms|s|m|h))+$")
+DURATION_RE = re.compile(rf"^{DURATION_PATTERN}$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+# Names that become part of a compose project name (`composegen-PROFILE-NODE`): compose's own grammar, no
+# '.' (it would be folded to '-', so `a.b` and `a-b` would share a project).
+PROJECT_PART_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # what a shell (and compose's .env) calls a variable
+# Docker's ulimit names (`docker run --ulimit`); anything else is refused by the engine, or worse, pasted.
+ULIMIT_NAMES = frozenset(
+    {"core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile", "nproc", "rss", "rtprio"}
+    | {"rttime", "sigpending", "stack"}
+)
+ULIMIT_MAX = 2**63 - 1
+VOLUME_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # docker volume names
+GPU_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]*$")  # an index, or a GPU-/MIG- UUID
+HF_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(?:/[A-Za-z0-9._-]+)?$")  # org/name, or a plain name
+VERSION_RE = re.compile(r"^[0-9]+(?:\.[0-9]+)*(?:[A-Za-z0-9.+-]*)$")  # names a catalog file: no path parts
+# Printable, no spaces, no leading '-': a value that becomes a command-line word stays that one word.
+WORD_PATTERN = r"^[!-,.-~][!-~]*$"
+CONTEXT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+MAX_GRACE_S = 86400
+SHM_MIN_BYTES = 2**30  # below this a private /dev/shm cannot hold vLLM's message queues
 
 Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 
@@ -33,11 +54,36 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+def _no_control(text: str, what: str) -> str:
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"{what} cannot contain control characters (newline, tab, NUL…), got {text!r}")
+    return text
+
+
+def _env_names(env: dict) -> dict:
+    for key in env:
+        if not ENV_NAME_RE.fullmatch(key):
+            raise ValueError(f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    for key, value in env.items():
+        if isinstance(value, str):
+            _no_control(value.replace("\t", " "), key)
+    return env
+
+
+def _grace_seconds(text: str) -> float:
+    """Seconds of a Go duration such as `1m30s` (the schema's pattern has checked the form)."""
+    return float(parse_duration(text) or 0)
+
+
 class Model(Strict):
-    id: StrictStr = Field(description="Hugging Face model id, e.g. deepseek-ai/DeepSeek-V4-Flash-0731")
+    id: Annotated[StrictStr, Field(pattern=HF_ID_RE.pattern)] = Field(
+        description="Hugging Face model id, e.g. deepseek-ai/DeepSeek-V4-Flash-0731"
+    )
     revision: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{40}$", description="40-hex commit")]
-    served_name: Annotated[StrictStr, Field(min_length=1, description="--served-model-name")]
-    path: StrictStr | None = Field(None, description="model path inside the container (default: id)")
+    served_name: Annotated[StrictStr, Field(pattern=WORD_PATTERN, max_length=256, description="--served-model-name")]
+    path: Annotated[StrictStr, Field(pattern=r"^/[!-~]*$")] | None = Field(
+        None, description="absolute model path inside the container (default: id)"
+    )
 
 
 class Published(Strict):
@@ -48,19 +94,21 @@ class Published(Strict):
     @field_validator("bind")
     @classmethod
     def _ip(cls, bind: str) -> str:
-        import ipaddress
-
         try:
             ipaddress.ip_address(bind)
         except ValueError:
             raise ValueError(f"must be an IP address (compose publishes ports on addresses), got {bind!r}") from None
+        if "%" in bind:
+            raise ValueError(f"compose cannot publish on a scoped address (%zone), got {bind!r}")
         return bind
 
 
 class Gpus(Strict):
-    count: Annotated[StrictInt, Field(ge=1)] | None = None
-    device_ids: list[StrictStr] | None = None
-    driver: StrictStr = "nvidia"
+    count: Annotated[StrictInt, Field(ge=1, le=1024)] | None = None
+    device_ids: Annotated[list[Annotated[StrictStr, Field(pattern=GPU_ID_RE.pattern)]], Field(min_length=1)] | None = (
+        None
+    )
+    driver: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")] = "nvidia"
     spelling: Literal["deploy", "gpus"] = Field(
         "deploy", description="deploy.resources.reservations.devices, or the service-level gpus: attribute"
     )
@@ -69,6 +117,8 @@ class Gpus(Strict):
     def _one_of(self):
         if (self.count is None) == (self.device_ids is None):
             raise ValueError("give exactly one of count or device_ids (compose forbids both)")
+        if self.device_ids is not None and len(set(self.device_ids)) != len(self.device_ids):
+            raise ValueError(f"device_ids must be unique (compose refuses repeats), got {self.device_ids}")
         return self
 
     @property
@@ -76,34 +126,64 @@ class Gpus(Strict):
         return self.count if self.count is not None else len(self.device_ids or [])
 
 
+UlimitValue = Annotated[StrictInt, Field(ge=-1, le=ULIMIT_MAX, description="-1: unlimited")]
+
+
 class Ulimit(Strict):
-    soft: StrictInt
-    hard: StrictInt
+    soft: UlimitValue
+    hard: UlimitValue
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.hard != -1 and (self.soft == -1 or self.soft > self.hard):
+            raise ValueError(f"soft {self.soft} exceeds hard {self.hard}")
+        return self
 
 
 class Volume(Strict):
     source: StrictStr = Field(description="host path (absolute, ./relative or ${VAR}) or a named volume")
-    target: Annotated[StrictStr, Field(pattern=r"^/")]
+    # The short syntax splits on ':' and ',' separates mount options: neither may hide in the target.
+    target: Annotated[StrictStr, Field(pattern=r"^/[^:,\x00-\x1f\x7f]*$")]
     read_only: StrictBool = False
 
     @field_validator("source")
     @classmethod
     def _no_colon(cls, source: str) -> str:
-        # The short volume syntax splits on ':'; only a ${VAR:-default} may carry one.
-        if ":" in re.sub(r"\$\{[^}]*\}", "", source) or not source:
-            raise ValueError(f"a volume source cannot contain ':' (outside ${{VAR:-default}}), got {source!r}")
-        return source
+        return host_path_problem(source, "a volume source")
 
     @property
     def named(self) -> bool:
         return not self.source.startswith(("/", ".", "~", "$"))
 
 
+def host_path_problem(source: str, what: str) -> str:
+    """A volume source: a host path (absolute, ./relative, ~ or ${VAR}) or a docker volume name."""
+    _no_control(source, what)
+    # The short volume syntax splits on ':'; only a ${VAR:-default} may carry one.
+    if ":" in re.sub(r"\$\{[^}]*\}", "", source) or not source:
+        raise ValueError(f"{what} cannot contain ':' (outside ${{VAR:-default}}), got {source!r}")
+    if not source.startswith(("/", ".", "~", "$")) and not VOLUME_NAME_RE.fullmatch(source):
+        raise ValueError(f"{what} is neither a path (/, ./, ~, ${{VAR}}) nor a volume name, got {source!r}")
+    return source
+
+
 def _secrets_by_reference(env: dict) -> dict:
     for key, value in env.items():
-        if SECRET_RE.search(key) and not (isinstance(value, str) and REF_RE.match(value)):
+        if SECRET_RE.search(key) and not (isinstance(value, str) and REF_RE.fullmatch(value)):
             raise ValueError(f"{key}: secrets must be a ${{VAR}} reference, never a value (write {key}: ${{{key}}})")
     return env
+
+
+class MemoryGuard(Strict):
+    """Host-memory floor (composegen/stack/memguard.py): on a unified-memory host (DGX Spark: the GPU uses system
+    memory) running out during the load hard-resets the machine instead of failing with an out-of-memory error."""
+
+    min_available: Annotated[StrictStr, Field(pattern=SIZE_RE.pattern, max_length=24)] = Field(
+        "8gb", description="MemAvailable below this refuses `up`, and stops a loading stack (exit 3)"
+    )
+    unified: StrictBool | None = Field(
+        None, description="declare the hosts unified-memory (true) or not (false); default: detected (GB10, Tegra)"
+    )
 
 
 class Service(Strict):
@@ -111,14 +191,20 @@ class Service(Strict):
     container_name: Annotated[StrictStr, Field(pattern=NAME_RE.pattern)] | None = None
     gpus: Gpus
     ipc: Literal["host", "private", "shareable"] = "private"
-    shm_size: Annotated[StrictStr, Field(pattern=SIZE_RE.pattern)] | None = Field(None, description="e.g. 32gb")
+    shm_size: Annotated[StrictStr, Field(pattern=SIZE_RE.pattern, max_length=24)] | None = Field(
+        None, description="e.g. 32gb"
+    )
     init: StrictBool = True
-    ulimits: dict[StrictStr, StrictInt | Ulimit] = Field(default_factory=dict)
+    ulimits: dict[StrictStr, UlimitValue | Ulimit] = Field(default_factory=dict)
     environment: dict[StrictStr, StrictStr | StrictInt] = Field(default_factory=dict)
     volumes: list[Volume] = Field(default_factory=list)
     stop_grace_period: Annotated[StrictStr, Field(pattern=DURATION_RE.pattern)] = "120s"
     startup_timeout: Annotated[StrictInt, Field(ge=1, le=86400)] = Field(1800, description="seconds")
     restart: Literal["no", "on-failure", "unless-stopped", "always"] = "no"
+    memory_guard: MemoryGuard = Field(default_factory=lambda: MemoryGuard.model_validate({}))
+    hf_online: StrictBool = Field(
+        False, description="keep the engine online: no HF_HUB_OFFLINE=1 even when `up` finds the weights complete"
+    )
 
     def ulimits_plain(self) -> dict[str, int | dict[str, int]]:
         """Ulimits as compose writes them: a number, or {soft, hard}."""
@@ -127,10 +213,45 @@ class Service(Strict):
     @field_validator("environment")
     @classmethod
     def _secrets(cls, env: dict) -> dict:
-        return _secrets_by_reference(env)
+        return _secrets_by_reference(_env_names(env))
+
+    @field_validator("ulimits")
+    @classmethod
+    def _ulimit_names(cls, ulimits: dict) -> dict:
+        for name in ulimits:
+            if name not in ULIMIT_NAMES:
+                raise ValueError(f"{name!r} is not a Docker ulimit; known: {', '.join(sorted(ULIMIT_NAMES))}")
+        return ulimits
+
+    @field_validator("stop_grace_period")
+    @classmethod
+    def _grace(cls, text: str) -> str:
+        if _grace_seconds(text) > MAX_GRACE_S:
+            raise ValueError(f"{text} is longer than {MAX_GRACE_S // 3600} hours")
+        return text
+
+
+Rate = Annotated[float, Field(gt=0)]
+
+
+class QualifyBench(Strict):
+    """A load benchmark the stack must pass: `composegen bench` at one concurrency, then floors on its
+    throughput and ceilings on its latency (vllm bench serve's names; unset ones are not judged)."""
+
+    concurrency: Annotated[StrictInt, Field(ge=1)] = 4
+    requests: Annotated[StrictInt, Field(ge=1)] = 32
+    input_tokens: Annotated[StrictInt, Field(ge=1)] = 1000
+    output_tokens: Annotated[StrictInt, Field(ge=1)] = 128
+    min_request_throughput: Rate | None = Field(None, description="requests/s at least")
+    min_output_throughput: Rate | None = Field(None, description="output tokens/s at least")
+    max_median_ttft_ms: Rate | None = Field(None, description="median time to first token, ms, at most")
+    max_p99_ttft_ms: Rate | None = Field(None, description="p99 time to first token, ms, at most")
+    max_median_tpot_ms: Rate | None = Field(None, description="median time per output token, ms, at most")
+    max_p99_e2el_ms: Rate | None = Field(None, description="p99 end-to-end latency, ms, at most")
 
 
 class Qualify(Strict):
+    bench: QualifyBench | None = Field(None, description="throughput floors / latency ceilings under load")
     min_kv_tokens: Annotated[StrictInt, Field(ge=1)] | None = Field(None, description="default: max-model-len")
     min_prompt_tokens: Annotated[StrictInt, Field(ge=1)] | None = Field(
         None, description="largest API-reported prompt that must be processed"
@@ -149,12 +270,14 @@ ENDPOINT_RE = re.compile(r"^(?:unix|tcp|ssh|npipe)://\S+$")
 
 
 class Node(Strict):
-    name: Annotated[StrictStr, Field(pattern=NAME_RE.pattern)]
-    rank: Annotated[StrictInt, Field(ge=0)]
+    name: Annotated[StrictStr, Field(pattern=PROJECT_PART_RE.pattern)]
+    rank: Annotated[StrictInt, Field(ge=0, le=4096)]
     docker_host: Annotated[StrictStr, Field(pattern=ENDPOINT_RE.pattern)] | None = Field(
         None, description="DOCKER_HOST URL of this node's engine, e.g. ssh://spark-2 (default: local)"
     )
-    context: StrictStr | None = Field(None, description="docker context name, instead of docker_host")
+    context: Annotated[StrictStr, Field(pattern=CONTEXT_RE.pattern)] | None = Field(
+        None, description="docker context name, instead of docker_host"
+    )
     environment: dict[StrictStr, StrictStr | StrictInt] = Field(
         default_factory=dict, description="per-node settings: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, VLLM_HOST_IP, …"
     )
@@ -164,7 +287,14 @@ class Node(Strict):
     @field_validator("environment")
     @classmethod
     def _secrets(cls, env: dict) -> dict:
-        return _secrets_by_reference(env)
+        return _secrets_by_reference(_env_names(env))
+
+    @field_validator("hf_cache")
+    @classmethod
+    def _hf_cache(cls, path: str | None) -> str | None:
+        if path is not None and not path.startswith(("/", ".", "~", "$")):
+            raise ValueError(f"must be a host path (/, ./, ~ or ${{VAR}}), not a volume name: {path!r}")
+        return None if path is None else host_path_problem(path, "hf_cache")
 
     @model_validator(mode="after")
     def _one_endpoint(self):
@@ -201,7 +331,7 @@ def master_addr_problem(addr: str) -> str | None:
     except ValueError:
         if all(label.isdigit() for label in text.split(".")):
             return f"not an IPv4 address: {addr!r}"
-        if not HOSTNAME_RE.match(text):
+        if not HOSTNAME_RE.fullmatch(text):
             return f"not an IP address or host name: {addr!r}"
         return None
     if ip.is_unspecified:
@@ -209,16 +339,39 @@ def master_addr_problem(addr: str) -> str | None:
     return None
 
 
+# prom/prometheus v3.5.0 (a long-term-support release), pinned by its multi-arch index digest.
+PROMETHEUS_IMAGE = "prom/prometheus@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996"
+
+
+class Monitoring(Strict):
+    prometheus: StrictBool = Field(False, description="render Prometheus and a Grafana dashboard (docs/monitoring.md)")
+    port: Port = Field(9090, description="host port of Prometheus' UI and API, bound to 127.0.0.1")
+    scrape_interval: Annotated[StrictStr, Field(pattern=DURATION_RE.pattern)] = "5s"
+    image: StrictStr = Field(PROMETHEUS_IMAGE, description="Prometheus image, repo@sha256:<64 hex>")
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, image: str) -> str:
+        if not DIGEST_RE.fullmatch(image):
+            raise ValueError(f"{image!r} is not pinned: write repo@sha256:<64 lowercase hex>")
+        return image
+
+
 class Emulate(Strict):
     env: dict[StrictStr, StrictStr | StrictInt] = Field(
         default_factory=dict, description="emulator memory-model settings for `up --emulate` (EMU_*)"
     )
 
+    @field_validator("env")
+    @classmethod
+    def _names(cls, env: dict) -> dict:
+        return _env_names(env)
+
 
 class Profile(Strict):
     description: StrictStr = ""
     extends: StrictStr | None = None
-    vllm_version: StrictStr = "0.33.0"
+    vllm_version: Annotated[StrictStr, Field(pattern=VERSION_RE.pattern)] = "0.33.0"
     image: StrictStr = Field(description="repo@sha256:<64 hex>")
     image_unpinned_reason: StrictStr | None = Field(
         None, description="why a tag-only image is accepted (validate --strict still fails)"
@@ -230,19 +383,20 @@ class Profile(Strict):
     qualify: Qualify | None = None
     nodes: Nodes | None = Field(None, description="one profile across several hosts (vLLM multi-node, mp backend)")
     emulate: Emulate = Field(default_factory=Emulate)
+    monitoring: Monitoring = Field(default_factory=lambda: Monitoring.model_validate({}))
 
     @field_validator("image")
     @classmethod
     def _image(cls, image: str) -> str:
-        if "@" in image and not DIGEST_RE.match(image):
+        if "@" in image and not DIGEST_RE.fullmatch(image):
             raise ValueError(f"{image!r} is not pinned: the digest must be sha256:<64 lowercase hex>")
-        if not (DIGEST_RE.match(image) or TAG_RE.match(image)):
+        if not (DIGEST_RE.fullmatch(image) or TAG_RE.fullmatch(image)):
             raise ValueError(f"not an image reference: {image!r}")
         return image
 
     @property
     def pinned(self) -> bool:
-        return bool(DIGEST_RE.match(self.image))
+        return bool(DIGEST_RE.fullmatch(self.image))
 
 
 def json_schema() -> dict[str, Any]:

@@ -43,11 +43,11 @@ class Aside:
         self._pid, self._read_fd = pid, read_fd
 
     def result(self) -> Any:
-        if self._pid is None:
+        if self._pid is None or self._read_fd is None:
             return self._function(*self._args)
-        with os.fdopen(self._read_fd, "rb") as pipe:
+        fd, self._read_fd = self._read_fd, None  # the file object owns it now, even if Ctrl-C lands in read()
+        with os.fdopen(fd, "rb") as pipe:
             data = pipe.read()
-        self._read_fd = None
         status = os.waitpid(self._pid, 0)[1]
         self._pid = None
         if os.waitstatus_to_exitcode(status) != 0 or not data:

@@ -7,17 +7,20 @@ temporary name (`sem.XXXXXX (deleted)`), and a renamed or hard-linked file keeps
   holders:    {(dev, ino): {pid: {"fd", "map"}}}   only inodes on one of `devs` (all when devs is None)
   unreadable: [{"comm": str|None, "denied": ["fd"|"maps", ...], "pid": int, "uid": int|None}]
   identities: {pid: (comm, container_id)} for every holder pid, when `identify`
-`index_holders_aside(...)` runs the same pass in a forked child while the caller stats directory entries.
-`container_id_from_cgroup(text)` -> 64-hex id or None; `DockerLabelResolver()(cid)` -> labels or None.
+`container_id_from_cgroup(text)` -> 64-hex id or None. Container labels are looked up by the caller's
+callable (composegen.stack.engine through the CLI): this module never talks to an engine.
+
+Threads: every thread shares its process's memory (so /proc/PID/maps covers them all), but a thread
+may have its own fd table (unshare(CLONE_FILES)); such tables are found with kcmp(2) and their
+/proc/PID/task/TID/fd read too. A leader that exited leaves empty fd and maps: its threads are read.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Callable, Iterable
-
-from composegen.shm.aside import Aside
 
 # Patterns are compiled on first use (re caches them): the scan runs them in the forked child, so
 # the parent's import stays cheap. maps columns: address perms offset dev(major:minor, hex) inode path
@@ -60,27 +63,30 @@ def maps_dev_token(dev: int) -> bytes:
     return b"%02x:%02x" % (os.major(dev), os.minor(dev))
 
 
-def read_bytes(path: str) -> bytes:
-    """A /proc file whole, through bare os.read (a buffered file object costs more than the read)."""
+def read_bytes(path: str, whole: bool = True) -> bytes:
+    """A /proc file through bare os.read (a buffered file object costs more than the read): whole, or
+    (for the small files that only name a holder) one read of up to 64 KiB, sparing the read at EOF."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []
         while chunk := os.read(fd, 1 << 16):  # /proc hands out a page or so per read
             chunks.append(chunk)
+            if not whole:
+                break
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
-def read_text(path: str) -> str | None:
+def read_text(path: str, whole: bool = True) -> str | None:
     try:
-        return read_bytes(path).decode("utf-8", "replace")
+        return read_bytes(path, whole).decode("utf-8", "replace")
     except OSError:
         return None
 
 
 def comm_of(pid: int, proc_root: str = "/proc") -> str | None:
-    text = read_text(f"{proc_root}/{pid}/comm")
+    text = read_text(f"{proc_root}/{pid}/comm", whole=False)
     return text.rstrip("\n") if text is not None else None
 
 
@@ -100,15 +106,16 @@ class _Gone(Exception):
     """The process exited while we read it: not an error, just skip it."""
 
 
-def _fd_inodes(pid_dir: str, devs: set[int] | None) -> set[tuple[int, int]]:
+def _fd_inodes(fd_owner: str, devs: set[int] | None) -> set[tuple[int, int]]:
+    """(dev, ino) of every open file in `fd_owner`/fd (a process or one of its threads)."""
     try:
-        fds = os.listdir(f"{pid_dir}/fd")
+        fds = os.listdir(f"{fd_owner}/fd")
     except (FileNotFoundError, ProcessLookupError) as exc:
         raise _Gone from exc
     found = set()
     for fd in fds:
         try:
-            st = os.stat(f"{pid_dir}/fd/{fd}")  # follows the magic link to the open file itself
+            st = os.stat(f"{fd_owner}/fd/{fd}")  # follows the magic link to the open file itself
         except (FileNotFoundError, ProcessLookupError):
             continue  # fd closed between listdir and stat
         except PermissionError:
@@ -120,11 +127,7 @@ def _fd_inodes(pid_dir: str, devs: set[int] | None) -> set[tuple[int, int]]:
     return found
 
 
-def _map_inodes(pid_dir: str, dev_tokens: list[bytes] | None) -> set[tuple[int, int]]:
-    try:
-        data = read_bytes(f"{pid_dir}/maps")
-    except (FileNotFoundError, ProcessLookupError) as exc:
-        raise _Gone from exc
+def _map_inodes(data: bytes, dev_tokens: list[bytes] | None) -> set[tuple[int, int]]:
     # Cheap whole-file test first: most processes map nothing from the directory's filesystem.
     if dev_tokens is not None and not any(token in data for token in dev_tokens):
         return set()
@@ -135,52 +138,134 @@ def _map_inodes(pid_dir: str, dev_tokens: list[bytes] | None) -> set[tuple[int, 
     return found
 
 
+def _read_maps(pid_dir: str, threads: list[str]) -> bytes:
+    try:
+        data = read_bytes(f"{pid_dir}/maps")
+    except (FileNotFoundError, ProcessLookupError) as exc:
+        raise _Gone from exc
+    for tid in threads if not data else ():  # the leader exited; its threads still map what they map
+        try:
+            data = read_bytes(f"{pid_dir}/task/{tid}/maps")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if data:
+            break
+    return data
+
+
+def _threads(pid: int, pid_dir: str) -> list[str]:
+    """The thread ids of a process other than its leader (most processes have none)."""
+    try:
+        if os.stat(f"{pid_dir}/task").st_nlink == 3:  # 2 + the number of threads: a stat beats a listing
+            return []
+        tids = os.listdir(f"{pid_dir}/task")
+    except OSError:
+        return []
+    return [tid for tid in tids if tid != str(pid)] if len(tids) > 1 else []
+
+
+_KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272, "riscv64": 272, "ppc64le": 354, "ppc64": 354, "s390x": 343}
+
+
+class _FdTables:
+    """Which threads have an fd table of their own, through kcmp(KCMP_FILES); when the kernel or a
+    seccomp filter refuses kcmp, every thread counts as having one (slower, never blind)."""
+
+    KCMP_FILES = 2
+
+    def __init__(self) -> None:
+        self._kcmp: Callable[..., int] | None = None
+        self._usable: bool | None = None
+
+    def _setup(self) -> bool:
+        import ctypes  # only once a threaded process turns up, in the /proc pass's child
+
+        number = _KCMP_SYSCALL.get(os.uname().machine)
+        if number is None:
+            return False
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._kcmp = lambda a, b: libc.syscall(number, a, b, self.KCMP_FILES, 0, 0)
+        self._errno = ctypes.get_errno
+        return True
+
+    def own(self, pid: int, threads: list[str]) -> list[str]:
+        """The threads whose fd table differs from the leader's and from each other's."""
+        if self._usable is None:
+            self._usable = self._setup()
+        if not self._usable or self._kcmp is None:
+            return threads
+        tables, own = [pid], []
+        for tid in threads:
+            results = [self._kcmp(table, int(tid)) for table in tables]
+            if 0 in results:
+                continue  # shares a table already read
+            if -1 in results and self._errno() not in (errno.ESRCH,):
+                self._usable = False  # ENOSYS, or EPERM from a seccomp filter: read every thread from now on
+                return threads
+            if -1 not in results:
+                tables.append(int(tid))
+                own.append(tid)
+        return own
+
+
+def _holdings(pid: int, pid_dir: str, dev_set, dev_tokens, fd_tables: _FdTables):
+    """({(dev, ino): {"fd", "map"}}, denied) of one process and all its threads; _Gone if it exited."""
+    keys: dict[tuple[int, int], set[str]] = {}
+    denied = []
+    threads = _threads(pid, pid_dir)
+    try:
+        for key in _fd_inodes(pid_dir, dev_set):
+            keys.setdefault(key, set()).add("fd")
+        for tid in fd_tables.own(pid, threads) if threads else ():
+            try:
+                for key in _fd_inodes(f"{pid_dir}/task/{tid}", dev_set):
+                    keys.setdefault(key, set()).add("fd")
+            except _Gone:
+                continue  # that thread ended
+    except PermissionError:
+        denied.append("fd")
+    try:
+        for key in _map_inodes(_read_maps(pid_dir, threads), dev_tokens):
+            keys.setdefault(key, set()).add("map")
+    except PermissionError:
+        denied.append("maps")
+    return keys, denied
+
+
 def index_holders(devs: Iterable[int] | None = None, proc_root: str = "/proc", identify: bool = False) -> ProcIndex:
-    """One pass over every process: fds (stat of each fd link) and maps (dev + inode columns);
-    with `identify`, also the comm and container id of each holder."""
+    """One pass over every process: fds (stat of each fd link, of every fd table its threads have)
+    and maps (dev + inode columns); with `identify`, also the comm and container id of each holder."""
     dev_set = set(devs) if devs is not None else None
     dev_tokens = [maps_dev_token(dev) for dev in dev_set] if dev_set is not None else None
-    index = ProcIndex(proc_root=proc_root)
+    index, fd_tables = ProcIndex(proc_root=proc_root), _FdTables()
     for pid in list_pids(proc_root):
-        pid_dir = f"{proc_root}/{pid}"
-        denied, keys = [], {}
-        for how, reader, arg in (("fd", _fd_inodes, dev_set), ("map", _map_inodes, dev_tokens)):
-            try:
-                for key in reader(pid_dir, arg):
-                    keys.setdefault(key, set()).add(how)
-            except PermissionError:
-                denied.append("fd" if how == "fd" else "maps")
-            except _Gone:
-                break
-        else:
-            if dev_set is not None:
-                keys = {key: hows for key, hows in keys.items() if key[0] in dev_set}
-            for key, hows in keys.items():
+        try:
+            keys, denied = _holdings(pid, f"{proc_root}/{pid}", dev_set, dev_tokens, fd_tables)
+        except _Gone:
+            continue
+        for key, hows in keys.items():
+            if dev_set is None or key[0] in dev_set:
                 index.holders.setdefault(key, {})[pid] = hows
-            if denied:
-                index.unreadable.append(
-                    {"comm": comm_of(pid, proc_root), "denied": denied, "pid": pid, "uid": uid_of(pid, proc_root)}
-                )
+        if denied:
+            index.unreadable.append(
+                {"comm": comm_of(pid, proc_root), "denied": denied, "pid": pid, "uid": uid_of(pid, proc_root)}
+            )
     if identify:
         for pid in sorted({pid for pids in index.holders.values() for pid in pids}):
             index.identity(pid)
     return index
 
 
-def index_holders_aside(devs: Iterable[int] | None = None, proc_root: str = "/proc", identify: bool = False):
-    """`index_holders` in a forked child (aside.py) so that the /proc pass and the caller's own work
-    use two cores; `with index_holders_aside(...) as pending: ... pending.result()` -> ProcIndex."""
-    return _IndexAside(_index_parts, set(devs) if devs is not None else None, proc_root, identify)
+INITIAL_PID_NAMESPACE = "pid:[4026531836]"  # PROC_PID_INIT_INO: the same inode on every Linux since 3.8
 
 
-def _index_parts(devs, proc_root: str, identify: bool) -> tuple:
-    index = index_holders(devs, proc_root, identify)
-    return index.proc_root, index.holders, index.unreadable, index.identities
-
-
-class _IndexAside(Aside):
-    def result(self) -> ProcIndex:
-        return ProcIndex(*super().result())
+def sees_every_process() -> bool:
+    """Whether this process lives in the initial PID namespace. In any other (a container's), /proc
+    lists none of the processes outside it, so their holdings cannot be read at all."""
+    try:
+        return os.readlink("/proc/self/ns/pid") == INITIAL_PID_NAMESPACE
+    except OSError:
+        return False
 
 
 def container_id_from_cgroup(text: str) -> str | None:
@@ -196,37 +281,4 @@ def container_id_from_cgroup(text: str) -> str | None:
 
 
 def container_id_of(pid: int, proc_root: str = "/proc") -> str | None:
-    return container_id_from_cgroup(read_text(f"{proc_root}/{pid}/cgroup") or "")
-
-
-class DockerLabelResolver:
-    """container id -> labels through the docker SDK, imported lazily; None when no engine answers.
-
-    After the first failure to reach the engine it stops trying, so a scan without Docker stays fast.
-    """
-
-    def __init__(self, timeout: float = 5.0):
-        self._timeout = timeout
-        self._client = None
-        self._engine_down = False
-        self._cache: dict[str, dict | None] = {}
-
-    def __call__(self, container_id: str) -> dict | None:
-        if container_id not in self._cache:
-            self._cache[container_id] = self._lookup(container_id)
-        return self._cache[container_id]
-
-    def _lookup(self, container_id: str) -> dict | None:
-        if self._engine_down:
-            return None
-        try:
-            import docker  # lazy: render/diff/validate must not need the docker SDK
-            import docker.errors
-
-            if self._client is None:
-                self._client = docker.from_env(timeout=self._timeout)
-            return dict(self._client.containers.get(container_id).labels or {})
-        except Exception as exc:
-            if type(exc).__name__ != "NotFound":
-                self._engine_down = True
-            return None
+    return container_id_from_cgroup(read_text(f"{proc_root}/{pid}/cgroup", whole=False) or "")

@@ -1,52 +1,88 @@
-"""Reclaim leftover files from a shared-memory directory, safely.
+"""Reclaim leftover files from a shared-memory directory without ever removing a held one.
 
-`reclaim(path)` previews by default; `reclaim(path, yes=True)` / `apply_plan(plan)` remove
-(schema "composegen.shm-reclaim/v1"):
-  path, applied, dir, candidates [{name, bytes, class, dev, inode}], candidate_bytes,
-  removed [{name, bytes}], skipped [{name, reason}], bytes_freed, unreadable_pids,
-  remaining {totals, filesystem} | None
-Only leftover (and with include_unknown, unknown) regular files directly in the directory are
-removed, each re-checked just before unlink: same inode as scanned, still a regular file, no holder
-now. Never symlinks, directories, or anything reached through a link; the directory itself must not
-be a symlink and must be the one scanned.
+`reclaim(path)` previews; `reclaim(path, yes=True)` / `apply_plan(plan)` remove. The shape is
+composegen.shm.models.ShmReclaim (`composegen schema --report shm-reclaim`); docs/shm.md explains.
+
+A candidate is a leftover (with include_unknown, also an unknown) regular file directly in the
+directory, held by nothing at the scan, whose mtime and ctime are both at least `min_age` seconds old.
+Removal, all candidates together:
+  1. rename each to a secret name in the same directory (atomic, never over an existing name) and
+     check that the inode renamed is the one scanned: a rename-swap cannot slip a different file in,
+     and nobody can open a candidate by its name any more;
+  2. read every process's holdings again (every fd table of every thread, and the maps);
+  3. unlink what nothing holds; rename back what something holds.
+An fd in flight over a unix socket is invisible in /proc: the minimum age keeps fresh files, which
+such fds almost always are, out of the candidates. Symlinks, directories and anything reached
+through a link are never touched; the directory must be the one scanned, and a tmpfs unless forced.
 """
 
 from __future__ import annotations
 
+import errno
+import math
 import os
+import secrets
 import stat
+import time
 
 from composegen.errors import BadInput, CheckFailed
 from composegen.shm import procscan
 from composegen.shm import scan as shm
 
+DEFAULT_MIN_AGE = 60.0
+QUARANTINE_PREFIX = ".composegen-q-"  # also a leftover pattern in scan.py: a killed reclaim's files
 
-def _plan_from_report(report: dict, include_unknown: bool) -> dict:
+
+def check_min_age(min_age: float) -> float:
+    if not isinstance(min_age, (int, float)) or not math.isfinite(min_age) or min_age < 0:
+        raise BadInput(f"--min-age: {min_age!r} is not a number of seconds >= 0")
+    return float(min_age)
+
+
+def _changed_ago(st: os.stat_result, now: float) -> float:
+    """Seconds since the file's data (mtime) or inode (ctime: rename, link, chmod) last changed."""
+    return now - max(st.st_mtime, st.st_ctime)
+
+
+def _too_new(st: os.stat_result, min_age: float, now: float) -> str | None:
+    ago = _changed_ago(st, now)
+    return f"changed {max(ago, 0.0):.0f}s ago (--min-age {min_age:g}s)" if ago < min_age else None
+
+
+def _plan_from_report(report: dict, dfd: int, include_unknown: bool, min_age: float) -> dict:
     removable = {"leftover", "unknown"} if include_unknown else {"leftover"}
-    candidates, skipped = [], []
+    candidates, skipped, now = [], [], time.time()
     for entry in report["entries"]:
+        reason = None
         if entry["class"] == "in-use":
-            pids = ", ".join(str(h["pid"]) for h in entry["holders"])
-            skipped.append({"name": entry["name"], "reason": f"in use by pid {pids}"})
+            reason = f"in use by pid {', '.join(str(h['pid']) for h in entry['holders'])}"
         elif entry["kind"] != "file":
-            skipped.append({"name": entry["name"], "reason": f"not a regular file ({entry['kind']})"})
+            reason = f"not a regular file ({entry['kind']})"
         elif entry["class"] not in removable:
-            skipped.append({"name": entry["name"], "reason": "unknown name (use --include-unknown)"})
+            reason = "unknown name (use --include-unknown)"
         else:
-            candidates.append(
-                {
-                    "name": entry["name"],
-                    "bytes": entry["allocated_bytes"],
-                    "class": entry["class"],
-                    "dev": entry["dev"],
-                    "inode": entry["inode"],
-                }
-            )
+            try:
+                reason = _too_new(os.stat(entry["name"], dir_fd=dfd, follow_symlinks=False), min_age, now)
+            except FileNotFoundError:
+                reason = "already gone"
+        if reason:
+            skipped.append({"name": entry["name"], "reason": reason})
+            continue
+        candidates.append(
+            {
+                "name": entry["name"],
+                "bytes": entry["allocated_bytes"],
+                "class": entry["class"],
+                "dev": entry["dev"],
+                "inode": entry["inode"],
+            }
+        )
     return {
         "schema": "composegen.shm-reclaim/v1",
         "path": report["path"],
         "applied": False,
         "dir": report["dir"],
+        "min_age_seconds": min_age,
         "candidates": candidates,
         "candidate_bytes": sum(c["bytes"] for c in candidates),
         "removed": [],
@@ -58,64 +94,148 @@ def _plan_from_report(report: dict, include_unknown: bool) -> dict:
 
 
 def _refuse_unreadable(unreadable: list[dict]) -> None:
-    pids = ", ".join(f"{u['pid']} ({u['comm'] or '?'})" for u in unreadable)
+    pids = ", ".join(f"{u['pid']} ({shm.printable(u['comm'])})" for u in unreadable)
     raise CheckFailed(
         f"cannot see what {len(unreadable)} process(es) hold, so nothing was removed: pid {pids}",
         hint="run as root (or with CAP_SYS_PTRACE), or pass --ignore-unreadable to accept the risk",
     )
 
 
-def _remove_one(dfd: int, cand: dict, index: procscan.ProcIndex) -> tuple[dict | None, str | None, int]:
-    """(removed row, skip reason, bytes freed) for one candidate, re-checked right before unlink."""
-    name = cand["name"]
-    try:
-        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None, "already gone", 0
-    if not stat.S_ISREG(st.st_mode):
-        return None, f"no longer a regular file ({shm.kind_of(st.st_mode)})", 0
-    if (st.st_dev, st.st_ino) != (cand["dev"], cand["inode"]):
-        return None, f"replaced since the scan (inode {cand['inode']} -> {st.st_ino})", 0
-    holders = index.holders_of(st.st_dev, st.st_ino)
-    if holders:
-        return None, f"now in use by pid {', '.join(map(str, sorted(holders)))}", 0
-    try:
-        os.unlink(name, dir_fd=dfd)  # unlinkat never follows a link
-    except OSError as exc:
-        return None, f"unlink failed: {exc.strerror}", 0
-    allocated = st.st_blocks * 512
-    # A hard-linked inode frees its blocks only when its last name goes.
-    return {"name": name, "bytes": allocated}, None, allocated if st.st_nlink == 1 else 0
+class _NoReplace:
+    """rename(2) that fails with FileExistsError instead of replacing: renameat2(RENAME_NOREPLACE),
+    or link + unlink where the kernel or libc lacks it."""
+
+    RENAME_NOREPLACE = 1
+
+    def __init__(self, dfd: int):
+        import ctypes
+
+        self.dfd, self._errno = dfd, ctypes.get_errno
+        self._renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+
+    def __call__(self, src: str, dst: str) -> None:
+        if self._renameat2 is not None:
+            if self._renameat2(self.dfd, os.fsencode(src), self.dfd, os.fsencode(dst), self.RENAME_NOREPLACE) == 0:
+                return
+            code = self._errno()
+            if code not in (errno.ENOSYS, errno.EINVAL):  # no renameat2 here: fall back to link + unlink
+                raise OSError(code, os.strerror(code), dst)
+            self._renameat2 = None
+        os.link(src, dst, src_dir_fd=self.dfd, dst_dir_fd=self.dfd, follow_symlinks=False)
+        os.unlink(src, dir_fd=self.dfd)
 
 
-def apply_plan(plan: dict, *, ignore_unreadable: bool = False, container_labels=None, proc_root: str = "/proc") -> dict:
-    """Remove the plan's candidates that are still the same, unheld regular files directly in its dir."""
+class _Quarantine:
+    """Candidates renamed aside, each until it is unlinked or put back (always put back on errors)."""
+
+    def __init__(self, dfd: int):
+        self.dfd, self.rename = dfd, _NoReplace(dfd)
+        self.aside: list[tuple[dict, str]] = []  # (candidate, name it has now)
+
+    def take(self, cand: dict, min_age: float, now: float) -> str | None:
+        """Rename one candidate aside; the reason it stays where it is, or None."""
+        name = cand["name"]
+        try:
+            st = os.stat(name, dir_fd=self.dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return "already gone"
+        if not stat.S_ISREG(st.st_mode):
+            return f"no longer a regular file ({shm.kind_of(st.st_mode)})"
+        if (st.st_dev, st.st_ino) != (cand["dev"], cand["inode"]):
+            return f"replaced since the scan (inode {cand['inode']} -> {st.st_ino})"
+        if reason := _too_new(st, min_age, now):
+            return reason
+        hidden = QUARANTINE_PREFIX + secrets.token_hex(8)
+        try:
+            self.rename(name, hidden)
+        except OSError as exc:
+            return f"rename aside failed: {exc.strerror}"
+        self.aside.append((cand, hidden))
+        moved = os.stat(hidden, dir_fd=self.dfd, follow_symlinks=False)
+        if (moved.st_dev, moved.st_ino) != (cand["dev"], cand["inode"]):  # swapped in between stat and rename
+            self.aside.pop()
+            return "replaced during the reclaim; " + self.put_back(name, hidden)
+        return None
+
+    def put_back(self, name: str, hidden: str) -> str:
+        try:
+            self.rename(hidden, name)
+            return "put back"
+        except FileExistsError:
+            return f"a new file took its name meanwhile: kept as {hidden}"
+        except OSError as exc:
+            return f"could not put it back ({exc.strerror}): kept as {hidden}"
+
+    def restore_all(self) -> None:
+        while self.aside:
+            cand, hidden = self.aside.pop()
+            self.put_back(cand["name"], hidden)
+
+
+def _settle(quarantine: _Quarantine, index: procscan.ProcIndex, result: dict) -> None:
+    """Unlink each quarantined file nothing holds now; put back the held ones."""
+    dfd = quarantine.dfd
+    while quarantine.aside:
+        cand, hidden = quarantine.aside[-1]
+        holders = index.holders_of(cand["dev"], cand["inode"])
+        if holders:
+            where = quarantine.put_back(cand["name"], hidden)
+            pids = ", ".join(map(str, sorted(holders)))
+            result["skipped"].append({"name": cand["name"], "reason": f"now in use by pid {pids}; {where}"})
+        else:
+            st = os.stat(hidden, dir_fd=dfd, follow_symlinks=False)
+            os.unlink(hidden, dir_fd=dfd)  # unlinkat never follows a link
+            allocated = st.st_blocks * 512
+            result["removed"].append({"name": cand["name"], "bytes": allocated})
+            # Blocks come back only with the inode's last name (and no holder, checked above).
+            result["bytes_freed"] += allocated if st.st_nlink == 1 else 0
+        quarantine.aside.pop()
+
+
+def apply_plan(
+    plan: dict,
+    *,
+    ignore_unreadable: bool = False,
+    container_labels: procscan.LabelResolver | None = None,
+    proc_root: str = "/proc",
+    force: bool = False,
+) -> dict:
+    """Remove the plan's candidates that are still the same, old enough, unheld regular files directly
+    in its directory: quarantine, holder pass, then unlink or put back."""
     for cand in plan["candidates"]:
         if "/" in cand["name"] or cand["name"] in ("", ".", ".."):
             raise BadInput(f"{plan['path']}: candidates: {cand['name']!r} is not a plain file name")
+    min_age = check_min_age(plan.get("min_age_seconds", DEFAULT_MIN_AGE))
     dfd = shm.open_dir(plan["path"], follow=False)
     try:
+        if not force:
+            shm.require_tmpfs(dfd, plan["path"])
         dir_st = os.fstat(dfd)
         if (dir_st.st_dev, dir_st.st_ino) != (plan["dir"]["dev"], plan["dir"]["inode"]):
             raise CheckFailed(f"{plan['path']}: the directory was replaced since the scan; nothing was removed")
-        index = procscan.index_holders({c["dev"] for c in plan["candidates"]}, proc_root)  # holders *now*
-        if index.unreadable and not ignore_unreadable:
-            _refuse_unreadable(index.unreadable)
-        result = dict(
-            plan,
-            applied=True,
-            removed=[],
-            skipped=list(plan["skipped"]),
-            bytes_freed=0,
-            unreadable_pids=index.unreadable,
-        )
-        for cand in plan["candidates"]:
-            removed, reason, freed = _remove_one(dfd, cand, index)
-            if removed:
-                result["removed"].append(removed)
-            else:
-                result["skipped"].append({"name": cand["name"], "reason": reason})
-            result["bytes_freed"] += freed
+        if plan["unreadable_pids"] and not ignore_unreadable:
+            _refuse_unreadable(plan["unreadable_pids"])
+        if not ignore_unreadable and not procscan.sees_every_process():
+            raise CheckFailed(
+                "this process runs in a PID namespace of its own (a container?): /proc does not show the"
+                " processes outside it, so nothing was removed",
+                hint="run the reclaim on the host, or pass --ignore-unreadable to accept the risk",
+            )
+        result = dict(plan, applied=True, removed=[], skipped=list(plan["skipped"]), bytes_freed=0)
+        quarantine, now = _Quarantine(dfd), time.time()
+        try:
+            for cand in plan["candidates"]:
+                if reason := quarantine.take(cand, min_age, now):
+                    result["skipped"].append({"name": cand["name"], "reason": reason})
+            if quarantine.aside:
+                index = procscan.index_holders({c["dev"] for c, _ in quarantine.aside}, proc_root)  # holders now
+                result["unreadable_pids"] = index.unreadable
+                if index.unreadable and not ignore_unreadable:
+                    quarantine.restore_all()
+                    _refuse_unreadable(index.unreadable)
+                _settle(quarantine, index, result)
+        finally:
+            quarantine.restore_all()  # an error or Ctrl-C: every file still aside goes back under its name
         after = shm.scan_fd(dfd, plan["path"], container_labels, proc_root)
         result["remaining"] = {"totals": after["totals"], "filesystem": after["filesystem"]}
         return result
@@ -129,38 +249,46 @@ def reclaim(
     yes: bool = False,
     include_unknown: bool = False,
     ignore_unreadable: bool = False,
-    container_labels=None,
+    min_age: float = DEFAULT_MIN_AGE,
+    force: bool = False,
+    container_labels: procscan.LabelResolver | None = None,
     proc_root: str = "/proc",
 ) -> dict:
-    """Preview (default) or, with yes, remove unheld leftover files directly in `path`."""
+    """Preview (default) or, with yes, remove unheld leftover files directly in `path` that nothing
+    changed for `min_age` seconds. `path` must be a tmpfs unless `force`."""
+    min_age = check_min_age(min_age)
     dfd = shm.open_dir(path, follow=False)  # reclaim never works through a symlinked directory
     try:
+        if not force:
+            shm.require_tmpfs(dfd, path)
         report = shm.scan_fd(dfd, path, container_labels, proc_root)
+        plan = _plan_from_report(report, dfd, include_unknown, min_age)
     finally:
         os.close(dfd)
-    plan = _plan_from_report(report, include_unknown)
     if not yes:
         return plan
-    return apply_plan(plan, ignore_unreadable=ignore_unreadable, container_labels=container_labels, proc_root=proc_root)
+    return apply_plan(
+        plan, ignore_unreadable=ignore_unreadable, container_labels=container_labels, proc_root=proc_root, force=force
+    )
 
 
 def format_reclaim_text(result: dict) -> str:
+    name, size = shm.printable, shm.human_bytes
+    fresh = sum(1 for s in result["skipped"] if s["reason"].startswith("changed "))
     if not result["applied"]:
-        lines = [
-            f"would remove {shm.printable(c['name'])} ({shm.human_bytes(c['bytes'])})" for c in result["candidates"]
-        ]
+        lines = [f"would remove {name(c['name'])} ({size(c['bytes'])})" for c in result["candidates"]]
         lines.append(
-            f"preview: {len(result['candidates'])} files, {shm.human_bytes(result['candidate_bytes'])} "
-            f"in {result['path']}; run again with --yes to remove them"
+            f"preview: {len(result['candidates'])} files, {size(result['candidate_bytes'])} "
+            f"in {name(result['path'])}; run again with --yes to remove them"
         )
     else:
-        lines = [f"removed {shm.printable(r['name'])} ({shm.human_bytes(r['bytes'])})" for r in result["removed"]]
+        lines = [f"removed {name(r['name'])} ({size(r['bytes'])})" for r in result["removed"]]
         candidates = {c["name"] for c in result["candidates"]}  # skips decided at removal time
-        lines += [
-            f"kept {shm.printable(s['name'])}: {s['reason']}" for s in result["skipped"] if s["name"] in candidates
-        ]
-        lines.append(f"removed {len(result['removed'])} files, freed {shm.human_bytes(result['bytes_freed'])}")
+        lines += [f"kept {name(s['name'])}: {s['reason']}" for s in result["skipped"] if s["name"] in candidates]
+        lines.append(f"removed {len(result['removed'])} files, freed {size(result['bytes_freed'])}")
         if result["remaining"]:
             t = result["remaining"]["totals"]
             lines.append("remaining: " + ", ".join(f"{cls} {t[cls]['count']}" for cls in shm.CLASSES))
+    if fresh:
+        lines.append(f"left alone: {fresh} file(s) changed less than --min-age {result['min_age_seconds']:g}s ago")
     return "\n".join(lines + shm.unreadable_lines(result["unreadable_pids"]))

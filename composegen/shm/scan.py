@@ -1,18 +1,12 @@
 """Inspect a shared-memory directory (/dev/shm): every entry, who holds it, which container.
 
-`scan(path)` -> report (schema "composegen.shm-scan/v1"):
-  path, scanned_at (ISO-8601 UTC), scan_seconds, dir {dev, inode},
-  filesystem {total_bytes, free_bytes, used_bytes},
-  entries [{name, kind: file|dir|symlink|other, class: in-use|leftover|unknown, pattern: id|None,
-            allocated_bytes (st_blocks*512), size_bytes, uid, user, age_seconds, dev, inode, nlink,
-            holders [{pid, comm, how: ["fd"|"map"], container_id, compose_project, composegen_profile}]}],
-  totals {in-use|leftover|unknown|all: {count, allocated_bytes}},
-  unreadable_pids [{pid, comm, uid, denied}], vanished (entries gone while scanning)
+`scan(path)` -> the report whose shape is composegen.shm.models.ShmScan (`composegen schema --report shm`);
 `scan_json(path)` -> (that report without entries, its compact JSON in pieces) — the CLI's fast route.
-`container_shm(name_or_id)` -> scan report plus container {id, name, pid, ipc_mode, shm_size_bytes}.
-`check_budget(report, need_bytes, leftover_warn_bytes)` -> [warning, ...]. Reclaim: shm_reclaim.py.
+`container_shm(name_or_id, inspect=...)` -> scan report plus the container's facts.
+Text and `up`'s warnings: text.py; the leftover names: patterns.py; reclaim: reclaim.py; docs/shm.md.
+Container labels come from an injected callable (container id -> labels | None): no engine here.
 CLI exit codes: 0 ok; 1 leftovers present with --fail-on-leftover (CheckFailed);
-2 path missing / not a directory (BadInput); 3 engine problems (EngineError).
+2 path missing / not a directory / not a tmpfs without --force (BadInput); 3 engine problems (EngineError).
 """
 
 from __future__ import annotations
@@ -21,118 +15,26 @@ import functools
 import json
 import os
 import pwd
-import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring_ascii
 
-from composegen.errors import BadInput, CheckFailed, EngineError
+from composegen.errors import BadInput, CheckFailed
 from composegen.output import emit_json, out, pretty_output, write_pieces
 from composegen.shm import procscan
-
-CLASSES = ("in-use", "leftover", "unknown")
-
-# Names we know the origin of: a file with such a name and no holder is a leftover of a crash.
-LEFTOVER_PATTERNS = (
-    {
-        "id": "psm",
-        "glob": "psm_*",
-        "regex": r"psm_.+",
-        "creator": "Python multiprocessing.shared_memory (vLLM MessageQueue/ShmRingBuffer, shm_object_storage)",
-        "left_when": "the whole process group, resource_tracker included, is SIGKILLed (docker kill, stop timeout)",
-    },
-    {
-        "id": "sem-mp",
-        "glob": "sem.mp-*",
-        "regex": r"sem\.mp-.+",
-        "creator": "Python multiprocessing locks/semaphores, spawn or forkserver context (glibc sem_open)",
-        "left_when": "same as psm_*: the resource_tracker died with the process group",
-    },
-    {
-        "id": "sem-loky",
-        "glob": "sem.loky-*",
-        "regex": r"sem\.loky-.+",
-        "creator": "joblib/loky semaphores",
-        "left_when": "the loky worker pool was killed",
-    },
-    {
-        "id": "nccl",
-        "glob": "nccl-*",
-        "regex": r"nccl-.+",
-        "creator": "NCCL SHM transport / proxy (mkstemp; NCCL 2.9: nccl-shm-recv-*)",
-        "left_when": "a rank crashed before peers attached; often 0-byte files piling up",
-    },
-    {
-        "id": "torch",
-        "glob": "torch_*",
-        "regex": r"torch_\d+_.+",
-        "creator": "PyTorch CPU tensor sharing (MapAllocator)",
-        "left_when": "rare: normally unlinked at once and visible only as (deleted) mappings",
-    },
-    {
-        "id": "vllm-offload",
-        "glob": "vllm_offload_*.mmap[.N]",
-        "regex": r"vllm_offload_.+\.mmap(?:\.\d+)?",
-        "creator": "vLLM CPU KV offload region (0.21+)",
-        "left_when": "SIGKILL; a fresh engine id per start makes them pile up across restarts",
-    },
-    {
-        "id": "vllm-ec",
-        "glob": "vllm_ec_*.mmap",
-        "regex": r"vllm_ec_.+\.mmap",
-        "creator": "vLLM encoder-cache offload region",
-        "left_when": "SIGKILL, like vllm_offload_*",
-    },
-    {
-        "id": "pym",
-        "glob": "pym-*",
-        "regex": r"pym-\d+-.+",
-        "creator": "Python multiprocessing.heap arenas (mkstemp then unlink)",
-        "left_when": "a crash between create and unlink",
-    },
-)
-# (id, literal prefix of the glob, regex). Most names fail the prefix test and never meet a regex;
-# each regex is compiled the first time a name with its prefix turns up.
-_MATCHERS = [(p["id"], p["glob"].split("*", 1)[0], p["regex"]) for p in LEFTOVER_PATTERNS]
-_PREFIXES = tuple(prefix for _, prefix, _ in _MATCHERS)
-_COMPILED: dict[str, re.Pattern] = {}
-
-
-def match_pattern(name: str) -> str | None:
-    if not name.startswith(_PREFIXES):
-        return None
-    for pattern_id, prefix, regex in _MATCHERS:
-        if name.startswith(prefix):
-            compiled = _COMPILED.get(regex) or _COMPILED.setdefault(regex, re.compile(regex, re.DOTALL))
-            if compiled.fullmatch(name):
-                return pattern_id
-    return None
-
-
-def patterns_table_markdown() -> str:
-    rows = ["| Name | Created by | Left behind when |", "|---|---|---|"]
-    rows += [f"| `{p['glob']}` | {p['creator']} | {p['left_when']} |" for p in LEFTOVER_PATTERNS]
-    return "\n".join(rows)
-
-
-def open_dir(path: str, *, follow: bool) -> int:
-    if not path:
-        raise BadInput("path: empty; name a directory")
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    try:
-        return os.open(path, flags)
-    except FileNotFoundError:
-        raise BadInput(f"{path}: path: does not exist") from None
-    except NotADirectoryError:
-        if not follow and os.path.islink(path):  # O_NOFOLLOW|O_DIRECTORY on a link fails with ENOTDIR
-            raise BadInput(f"{path}: path: is a symbolic link; pass the directory it points to") from None
-        raise BadInput(f"{path}: path: not a directory") from None
-    except PermissionError:
-        raise BadInput(f"{path}: path: permission denied") from None
-    except OSError as exc:
-        raise BadInput(f"{path}: path: {exc.strerror}") from None
-
+from composegen.shm.aside import Aside
+from composegen.shm.directory import TMPFS_MAGIC as TMPFS_MAGIC
+from composegen.shm.directory import filesystem_type as filesystem_type
+from composegen.shm.directory import open_dir, require_tmpfs
+from composegen.shm.patterns import CLASSES as CLASSES
+from composegen.shm.patterns import LEFTOVER_PATTERNS, match_pattern
+from composegen.shm.patterns import patterns_table_markdown as patterns_table_markdown
+from composegen.shm.text import check_budget as check_budget  # re-exported: stack/ and the CLI use scan.*
+from composegen.shm.text import format_text
+from composegen.shm.text import human_bytes as human_bytes
+from composegen.shm.text import printable as printable
+from composegen.shm.text import unreadable_lines as unreadable_lines
 
 _KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 
@@ -156,11 +58,15 @@ def _filesystem(dfd: int) -> dict:
     return {"free_bytes": free, "total_bytes": total, "used_bytes": total - vfs.f_bfree * vfs.f_frsize}
 
 
+def _no_labels(container_id: str) -> None:
+    return None
+
+
 class _HolderDescriber:
     """pid -> holder dict; labels are looked up once per container."""
 
-    def __init__(self, index: procscan.ProcIndex, labels):
-        self.index, self.labels = index, labels or procscan.DockerLabelResolver()
+    def __init__(self, index: procscan.ProcIndex, labels: procscan.LabelResolver | None):
+        self.index, self.labels = index, labels or _no_labels
 
     def __call__(self, pid: int, hows: set[str]) -> dict:
         comm, cid = self.index.identity(pid)
@@ -192,13 +98,12 @@ ENTRY_FIELDS = (
 )
 
 
-def _stat_rows(dfd: int, now: float) -> tuple[list[tuple], int, set[int]]:
-    """A row per entry of the directory, sorted by name, classed by name alone (holders come later);
-    how many vanished between listdir and stat; the devices of entries that are mount points."""
-    dir_dev, users = os.fstat(dfd).st_dev, {}
-    rows, vanished, other_devs = [], 0, set()
-    names = os.listdir(dfd)
-    names.sort()
+def _stat_rows(dfd: int, now: float, names: list[str]) -> tuple[list[tuple], int, set[int]]:
+    """A row per name (of the directory, sorted), classed by name alone (holders come later); how many
+    vanished between listdir and stat; the devices of entries that are mount points."""
+    dir_dev, users = os.fstat(dfd).st_dev, dict[int, str | None]()
+    rows: list[tuple] = []
+    vanished, other_devs = 0, set()
     for name in names:
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
@@ -228,23 +133,57 @@ def _stat_rows(dfd: int, now: float) -> tuple[list[tuple], int, set[int]]:
 
 
 def _entry(row: tuple, holders: list[dict]) -> dict:
-    entry = dict(zip(ENTRY_FIELDS, row))
+    entry = dict(zip(ENTRY_FIELDS, row, strict=True))
     entry["holders"] = holders
     if holders:
         entry["class"] = "in-use"
     return entry
 
 
+# Below this many entries this process stats them all: sending rows back costs more than it saves.
+SPLIT_FROM = 2000
+# Reading one process in /proc costs about as much as stat-ing and rendering this many entries
+# (bench/shm.sh: ~0.1 ms against ~4.6 us); the child's share of the listing is sized from it.
+PROC_COST_IN_ENTRIES = 30
+
+
+def _parent_share(entries: int, proc_root: str) -> int:
+    """How many entries this process stats so that it and the child (the /proc pass, then the rest)
+    end about together."""
+    if entries < SPLIT_FROM:
+        return entries
+    processes = len(os.listdir(proc_root))  # a few dozen non-pid names too: close enough
+    return min(entries, (entries + processes * PROC_COST_IN_ENTRIES) // 2)
+
+
+def _aside_part(devs: set[int], proc_root: str, dfd: int, names: list[str], now: float, render) -> tuple:
+    """The forked child's share: the /proc pass, then the tail of the listing stat-ed (and rendered)."""
+    index = procscan.index_holders(devs, proc_root, identify=True)
+    rows, vanished, other_devs = _stat_rows(dfd, now, names)
+    parts = (index.proc_root, index.holders, index.unreadable, index.identities)
+    return parts, rows, vanished, other_devs, render(rows) if render else None
+
+
 def _scan_fd(dfd: int, path: str, container_labels, proc_root: str, while_waiting=None):
     """(report without entries, rows, {row position: holders}, while_waiting(rows) or None)."""
     started, now = time.monotonic(), time.time()
     dir_st = os.fstat(dfd)
-    # The /proc pass (which inodes are held) runs in a child on the other core while this process
-    # stats the entries and, for JSON output, renders them as if nothing held them.
-    with procscan.index_holders_aside({dir_st.st_dev}, proc_root, identify=True) as pending:
-        rows, vanished, other_devs = _stat_rows(dfd, now)
+    names = os.listdir(dfd)
+    names.sort()
+    # A forked child on the other core makes the /proc pass (which inodes are held) and then stats the
+    # last part of the listing, while this process stats the first part and, for JSON output, renders
+    # them as if nothing held them.
+    cut = _parent_share(len(names), proc_root)
+    with Aside(_aside_part, {dir_st.st_dev}, proc_root, dfd, names[cut:], now, while_waiting) as pending:
+        rows, vanished, other_devs = _stat_rows(dfd, now, names[:cut])
         extra = while_waiting(rows) if while_waiting else None
-        index = pending.result()
+        parts, tail_rows, tail_vanished, tail_devs, tail_extra = pending.result()
+    index = procscan.ProcIndex(*parts)
+    rows += tail_rows
+    vanished += tail_vanished
+    other_devs |= tail_devs
+    if extra is not None:
+        extra += tail_extra
     if other_devs:  # something is mounted inside the directory
         index.merge(procscan.index_holders(other_devs, proc_root))
     describe, holders_of, held = _HolderDescriber(index, container_labels), index.holders, {}
@@ -267,6 +206,7 @@ def _scan_fd(dfd: int, path: str, container_labels, proc_root: str, while_waitin
         "totals": totals,
         "unreadable_pids": index.unreadable,
         "vanished": vanished,
+        "container": None,  # set by container_shm
     }
     return report, rows, held, extra
 
@@ -277,13 +217,22 @@ def scan_fd(dfd: int, path: str, container_labels, proc_root: str) -> dict:
     return report
 
 
-def scan(path: str = "/dev/shm", *, container_labels=None, proc_root: str = "/proc") -> dict:
+def scan(
+    path: str = "/dev/shm",
+    *,
+    container_labels: procscan.LabelResolver | None = None,
+    proc_root: str = "/proc",
+    tmpfs_only: bool = False,
+) -> dict:
     """Every entry directly in `path`, classified, with the processes (and containers) holding it.
 
-    container_labels: callable container_id -> labels dict | None (default: docker SDK, lazily).
+    container_labels: callable container_id -> labels dict | None (default: none looked up).
+    tmpfs_only: refuse (BadInput) a directory that is not on a tmpfs.
     """
     dfd = open_dir(path, follow=True)
     try:
+        if tmpfs_only:
+            require_tmpfs(dfd, path)
         return scan_fd(dfd, path, container_labels, proc_root)
     finally:
         os.close(dfd)
@@ -296,7 +245,7 @@ _UNHELD_ENTRY_JSON = (
     '"kind":"%s","name":%s,"nlink":%d,"pattern":%s,"size_bytes":%d,"uid":%d,"user":%s}'
 )
 _compact = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))
-_PATTERN_JSON = {None: "null", **{p["id"]: f'"{p["id"]}"' for p in LEFTOVER_PATTERNS}}
+_PATTERN_JSON: dict[str | None, str] = {None: "null", **{p["id"]: f'"{p["id"]}"' for p in LEFTOVER_PATTERNS}}
 
 
 def _unheld_entries_json(rows: list[tuple]) -> list[str]:
@@ -325,12 +274,20 @@ def _unheld_entries_json(rows: list[tuple]) -> list[str]:
     return texts
 
 
-def scan_json(path: str = "/dev/shm", *, container_labels=None, proc_root: str = "/proc") -> tuple[dict, Iterator[str]]:
+def scan_json(
+    path: str = "/dev/shm",
+    *,
+    container_labels: procscan.LabelResolver | None = None,
+    proc_root: str = "/proc",
+    tmpfs_only: bool = False,
+) -> tuple[dict, Iterator[str]]:
     """`scan(path)` as compact sorted JSON without a dict per entry: (the report without its entries,
     its whole JSON in pieces). Entries are rendered while the /proc pass runs; those found held are
     rendered again."""
     dfd = open_dir(path, follow=True)
     try:
+        if tmpfs_only:
+            require_tmpfs(dfd, path)
         report, rows, held, texts = _scan_fd(dfd, path, container_labels, proc_root, _unheld_entries_json)
     finally:
         os.close(dfd)
@@ -353,19 +310,33 @@ def _json_pieces(report: dict, entry_texts: list[str], batch: int = 1000) -> Ite
     yield "}"
 
 
-def print_path_scan(path: str = "/dev/shm", *, as_json: bool = False, fail_on_leftover: bool = False) -> None:
-    """`composegen shm [--path DIR] [--json]`: compact JSON goes straight from the scan to stdout."""
+def print_path_scan(
+    path: str = "/dev/shm",
+    *,
+    as_json: bool = False,
+    fail_on_leftover: bool = False,
+    force: bool = False,
+    container_labels: procscan.LabelResolver | None = None,
+) -> None:
+    """`composegen shm [--path DIR] [--json] [--force]`: compact JSON goes straight from the scan to
+    stdout (the fast path; tests check it against the ShmScan model's schema)."""
     if as_json and not pretty_output():
-        report, pieces = scan_json(path)
+        report, pieces = scan_json(path, container_labels=container_labels, tmpfs_only=not force)
         write_pieces(pieces)
         _check_leftovers(report, fail_on_leftover)
     else:
-        print_scan(scan(path), as_json=as_json, fail_on_leftover=fail_on_leftover)
+        report = scan(path, container_labels=container_labels, tmpfs_only=not force)
+        print_scan(report, as_json=as_json, fail_on_leftover=fail_on_leftover)
 
 
 def print_scan(report: dict, *, as_json: bool = False, fail_on_leftover: bool = False) -> None:
     """Print a scan report; with fail_on_leftover, leftovers are a failed check (exit 1)."""
-    emit_json(report) if as_json else out(format_text(report))
+    if as_json:
+        from composegen.shm.models import ShmScan  # pydantic: not on the fast path
+
+        emit_json(ShmScan.model_validate(report).to_json())
+    else:
+        out(format_text(report))
     _check_leftovers(report, fail_on_leftover)
 
 
@@ -375,103 +346,19 @@ def _check_leftovers(report: dict, fail_on_leftover: bool) -> None:
         raise CheckFailed(f"{leftovers} leftover file(s) in {report['path']}")
 
 
-def container_shm(name_or_id: str, *, container_labels=None, client=None) -> dict:
-    """Scan a running container's own /dev/shm from the host through /proc/<its pid>/root."""
-    try:
-        import docker  # lazy: only this function needs the engine
+def container_shm(
+    name_or_id: str,
+    *,
+    inspect: Callable[[str], dict],
+    container_labels: procscan.LabelResolver | None = None,
+) -> dict:
+    """Scan a running container's own /dev/shm from the host through /proc/<its pid>/root.
 
-        client = client or docker.from_env(timeout=10)
-        container = client.containers.get(name_or_id)
-    except Exception as exc:
-        if type(exc).__name__ == "NotFound":
-            raise BadInput(f"{name_or_id}: container: no such container") from None
-        raise EngineError(f"docker engine unavailable: {exc}") from None
-    state, host_config = container.attrs.get("State", {}), container.attrs.get("HostConfig", {})
-    if not state.get("Running") or not state.get("Pid"):
-        raise BadInput(f"{name_or_id}: container: not running (status {state.get('Status', '?')})")
-    report = scan(f"/proc/{state['Pid']}/root/dev/shm", container_labels=container_labels)
-    report["container"] = {
-        "id": container.id,
-        "ipc_mode": host_config.get("IpcMode"),
-        "name": container.name,
-        "pid": state["Pid"],
-        "shm_size_bytes": host_config.get("ShmSize"),
-    }
+    inspect: name or id -> {id, name, pid, running, status, ipc_mode, shm_size_bytes} (the engine's
+    composegen.stack.engine.container_facts, injected); it raises BadInput for an unknown container."""
+    facts = inspect(name_or_id)
+    if not facts.get("running") or not facts.get("pid"):
+        raise BadInput(f"{name_or_id}: container: not running (status {facts.get('status') or '?'})")
+    report = scan(f"/proc/{facts['pid']}/root/dev/shm", container_labels=container_labels)
+    report["container"] = {key: facts.get(key) for key in ("id", "ipc_mode", "name", "pid", "shm_size_bytes")}
     return report
-
-
-def human_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
-def check_budget(scan_report: dict, need_bytes: int, leftover_warn_bytes: int) -> list[str]:
-    """Warnings for `up`: too little free shared memory for a profile, or too many leftovers."""
-    fs, path = scan_report["filesystem"], scan_report["path"]
-    leftover = scan_report["totals"]["leftover"]
-    warnings = []
-    if need_bytes > fs["total_bytes"]:
-        warnings.append(
-            f"{path} is {human_bytes(fs['total_bytes'])} in total but the profile needs "
-            f"{human_bytes(need_bytes)}; raise shm_size or the tmpfs size"
-        )
-    elif need_bytes > fs["free_bytes"]:
-        tip = (
-            f"; reclaiming {leftover['count']} leftovers would free {human_bytes(leftover['allocated_bytes'])}"
-            " (composegen shm --reclaim)"
-            if leftover["count"]
-            else ""
-        )
-        warnings.append(
-            f"{path} has {human_bytes(fs['free_bytes'])} free but the profile needs {human_bytes(need_bytes)}{tip}"
-        )
-    if leftover["count"] and leftover["allocated_bytes"] > leftover_warn_bytes:
-        warnings.append(
-            f"{leftover['count']} leftover files use {human_bytes(leftover['allocated_bytes'])} "
-            f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm --reclaim"
-        )
-    return warnings
-
-
-def printable(name: str) -> str:
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _age(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f}{unit}"
-    return f"{seconds:.0f}s"
-
-
-def unreadable_lines(unreadable: list[dict]) -> list[str]:
-    if not unreadable:
-        return []
-    pids = ", ".join(f"{u['pid']} ({u['comm'] or '?'}, uid {u['uid']})" for u in unreadable)
-    return [f"warning: holders unknown for {len(unreadable)} unreadable process(es): {pids}"]
-
-
-def format_text(report: dict) -> str:
-    lines = [f"{'CLASS':<9} {'ALLOC':>10} {'AGE':>5} {'OWNER':<8} {'KIND':<7} NAME  HOLDERS"]
-    for e in report["entries"]:
-        holders = "; ".join(
-            f"{h['pid']}/{h['comm']} {'+'.join(h['how'])}"
-            + (f" [{h['compose_project'] or h['container_id'][:12]}]" if h["container_id"] else "")
-            for h in e["holders"]
-        )
-        lines.append(
-            f"{e['class']:<9} {human_bytes(e['allocated_bytes']):>10} {_age(e['age_seconds']):>5} "
-            f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}  {holders}".rstrip()
-        )
-    fs, totals = report["filesystem"], report["totals"]
-    lines.append(
-        ", ".join(f"{cls}: {totals[cls]['count']} ({human_bytes(totals[cls]['allocated_bytes'])})" for cls in CLASSES)
-    )
-    lines.append(f"{report['path']}: {human_bytes(fs['free_bytes'])} free of {human_bytes(fs['total_bytes'])}")
-    if "container" in report:
-        c = report["container"]
-        lines.append(f"container {c['name']} ({c['id'][:12]}), ipc {c['ipc_mode']}")
-    return "\n".join(lines + unreadable_lines(report["unreadable_pids"]))

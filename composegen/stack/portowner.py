@@ -8,6 +8,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from composegen.errors import ComposegenError
+from composegen.stack import engine
+from composegen.stack.targets import Target
+
 LISTEN = "0A"
 
 
@@ -68,3 +72,20 @@ def describe(port: int, holder: PortHolder | None) -> str:
     if holder is None:
         return f"port {port} is in use (its holder is not visible from here)"
     return f"port {port} is held by pid {holder.pid} ({holder.comm}: {holder.cmdline})"
+
+
+def conflict(port: int, target: Target, knob: str) -> str:
+    """Why a wanted host port is taken, for the preflight line: the container publishing it (asked of the
+    engine, by name: its holder in /proc is only docker-proxy), else the local process holding it; and the
+    profile field that moves the stack elsewhere."""
+    try:
+        names = engine.port_publishers(port, target)
+    except ComposegenError:
+        names = []
+    if names:
+        who = f"container {', '.join(names)} publishes it"
+    elif target.is_local:
+        who = describe(port, port_holder(port))
+    else:
+        who = f"something on {target.label} listens on it"
+    return f"{who}; `{knob}` in the profile sets another port"

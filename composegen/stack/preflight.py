@@ -1,8 +1,8 @@
 """What must be true before `up`: each check says ok, warn or fail with a clear message.
 
-For a node of a multi-node profile (`node_checks`) the check names carry the node, e.g. `spark-2/ports`;
-a node whose engine is on this machine (unix socket) is checked directly, a remote one through a throw-away
-container on that host's network and IPC namespace (engine.host_probe): its ports and /dev/shm free space.
+`node_checks` checks one node of a deployment; on a multi-node profile the check names carry the node,
+e.g. `spark-2/port`. A node whose engine is on this machine is checked directly, a remote one through a
+labelled throw-away container on that host's network and IPC namespace (engine.host_probe).
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from dataclasses import asdict, dataclass
 from composegen.errors import ComposegenError
 from composegen.profiles import rules
 from composegen.profiles.resolved import Resolved
-from composegen.stack import engine
+from composegen.stack import engine, portowner
+from composegen.stack.placement import Deployment, NodeRef
+from composegen.stack.targets import Target
+from composegen.units import GIB, format_gib
 
 LEFTOVER_WARN_BYTES = 256 * 2**20
 
@@ -47,14 +50,7 @@ def attempt(name: str, fn) -> Check:
     return result if isinstance(result, Check) else Check(name, "ok", str(result))
 
 
-def engine_checks() -> list[Check]:
-    return [
-        attempt("engine", lambda: f"Docker {engine.engine_info().get('ServerVersion', '?')} reachable"),
-        attempt("compose", lambda: f"docker compose {engine.compose_version()}"),
-    ]
-
-
-def gpu_check(emulate: bool, target: engine.Target | None = None) -> Check:
+def gpu_check(emulate: bool, target: Target | None = None) -> Check:
     if emulate:
         return Check("gpus", "ok", "emulated: GPU reservations removed")
     runtimes = engine.engine_info(target).get("Runtimes", {})
@@ -65,19 +61,14 @@ def gpu_check(emulate: bool, target: engine.Target | None = None) -> Check:
     )
 
 
-def port_check(r: Resolved) -> Check:
-    p = r.profile.service.port
-    if port_free(p.bind, p.host):
-        return Check("port", "ok", f"{p.bind}:{p.host} is free")
-    return Check("port", "fail", f"host port {p.bind}:{p.host} is already in use")
-
-
-def image_check(image: str, emulate: bool, target: engine.Target | None = None) -> Check:
+def image_check(
+    image: str, emulate: bool, target: Target | None = None, on_pull: engine.PullListener | None = None
+) -> Check:
     if engine.image_present(image, target):
         return Check("image", "ok", f"{image} present")
     if emulate:
         return Check("image", "fail", f"emulator image {image} is missing")
-    engine.pull(image, target)  # raises a clear EngineError when no registry answers
+    engine.pull(image, target, on_pull)  # raises a clear EngineError when no registry answers
     return Check("image", "ok", f"{image} pulled")
 
 
@@ -113,69 +104,81 @@ def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
             Check(
                 "shm",
                 "fail",
-                f"{where} has {free / 2**30:.1f} GiB free; this profile needs {need / 2**30:.1f} GiB (KV offload + headroom)",
+                f"{where} has {format_gib(free / GIB, 1)} free; "
+                f"this profile needs {format_gib(need / GIB, 1)} (KV offload + headroom)",
             )
         )
     else:
-        out.append(Check("shm", "ok", f"{where}: {free / 2**30:.1f} GiB free, needs {need / 2**30:.1f} GiB"))
+        shown = f"{where}: {format_gib(free / GIB, 1)} free, needs {format_gib(need / GIB, 1)}"
+        out.append(Check("shm", "ok", shown))
     for warning in shm.check_budget(report, need, LEFTOVER_WARN_BYTES):
         out.append(Check("shm-leftovers", "warn", warning + " — `composegen shm --reclaim` or `up --reclaim-shm`"))
     return out
 
 
-def _named(check: Check, node: str) -> Check:
-    return Check(f"{node}/{check.name}", check.status, check.message)
-
-
-def node_checks(r: Resolved, node, target: engine.Target, image: str, emulate: bool) -> tuple[list[Check], dict | None]:
-    """GPU runtime, host ports (the head's API and master port), /dev/shm and ulimits of one node whose
-    engine answered and holds `image`. Returns the checks and the engine's rlimit ceiling (None without ulimits)."""
-    svc, nodes = r.profile.service, r.profile.nodes
-    checks = [_named(attempt("gpus", lambda: gpu_check(emulate, target)), node.name)]
-    wildcard = "::" if ":" in nodes.master_addr else "0.0.0.0"  # torch's store listens on every interface
-    ports = [(svc.port.bind, svc.port.host, "API"), (wildcard, nodes.master_port, "master")] if node.rank == 0 else []
-    if target.is_local:
+def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -> tuple[list[Check], dict | None]:
+    """GPU runtime, host ports (the API, and the master port on a multi-node head), /dev/shm and ulimits of
+    one node whose engine answered; `image` is None when it is not on that engine (then what needs a probe
+    container is skipped: the image check already failed). Returns the checks and the engine's rlimit
+    ceiling (None without ulimits)."""
+    r, svc = dep.r, dep.r.profile.service
+    checks = [_named(attempt("gpus", lambda: gpu_check(emulate, n.target)), n)]
+    ports = [(svc.port.bind, svc.port.host, "host")] if n.rank == 0 else []
+    if n.rank == 0 and r.profile.nodes is not None:
+        wildcard = "::" if ":" in r.profile.nodes.master_addr else "0.0.0.0"  # torch's store listens on every interface
+        ports.append((wildcard, r.profile.nodes.master_port, "master"))
+    if n.target.is_local:
         free = {(h, p): port_free(h, p) for h, p, _ in ports}
-        checks += [_named(c, node.name) for c in shm_check(r)]
+        checks += [_named(c, n) for c in shm_check(r)]
+    elif image is None:
+        return checks, None
     else:
         try:
-            probe = engine.host_probe(image, target, [(h, p) for h, p, _ in ports])
+            probe = engine.host_probe(image, r.name, n.target, [(h, p) for h, p, _ in ports])
         except ComposegenError as exc:
-            return checks + [Check(f"{node.name}/host", "fail", exc.message)], None
+            return [*checks, Check(n.named("host"), "fail", exc.message)], None
         free = {(item["host"], item["port"]): item["free"] for item in probe["ports"]}
-        checks += _remote_shm_checks(r, node.name, probe["shm"])
+        checks += _remote_shm_checks(r, n, probe["shm"])
+    where = f" on {n.target.label}" if n.member else ""
     for host, port, what in ports:
-        ok = free[(host, port)]
+        state = "free" if free[(host, port)] else "already in use"
+        knob = "service.port.host" if what == "host" else "nodes.master_port"
+        who = "" if free[(host, port)] else f": {portowner.conflict(port, n.target, knob)}"  # pid or container
         checks.append(
             Check(
-                f"{node.name}/port",
-                "ok" if ok else "fail",
-                f"{what} port {host}:{port} is {'free' if ok else 'already in use'} on {target.label}",
+                n.named("port"),
+                "ok" if free[(host, port)] else "fail",
+                f"{what} port {host}:{port} is {state}{where}{who}",
             )
         )
     ceiling = None
     ulimits = svc.ulimits_plain()
-    if ulimits:
+    if ulimits and image is not None:
         try:
-            ceiling = engine.engine_rlimits(image, target)
-            checks.append(_named(ulimit_check(ulimits, ceiling, emulate), node.name))
+            ceiling = engine.engine_rlimits(image, r.name, n.target)
+            checks.append(_named(ulimit_check(ulimits, ceiling, emulate), n))
         except ComposegenError as exc:
-            checks.append(Check(f"{node.name}/ulimits", "fail", exc.message))
+            checks.append(Check(n.named("ulimits"), "fail", exc.message))
     return checks, ceiling
 
 
-def _remote_shm_checks(r: Resolved, node: str, report: dict) -> list[Check]:
+def _named(check: Check, n: NodeRef) -> Check:
+    return Check(n.named(check.name), check.status, check.message)
+
+
+def _remote_shm_checks(r: Resolved, n: NodeRef, report: dict) -> list[Check]:
     from composegen.shm import scan as shm
 
     need, free = rules.shm_need_bytes(r), report["free_bytes"]
     status = "fail" if r.profile.service.ipc == "host" and free < need else "ok"
-    out = [Check(f"{node}/shm", status, f"/dev/shm: {free / 2**30:.1f} GiB free, needs {need / 2**30:.1f} GiB")]
+    shown = f"/dev/shm: {format_gib(free / GIB, 1)} free, needs {format_gib(need / GIB, 1)}"
+    out = [Check(n.named("shm"), status, shown)]
     known = [e for e in report["entries"] if shm.match_pattern(e["name"])]
     size = sum(e["bytes"] for e in known)
     if known and size > LEFTOVER_WARN_BYTES:
         out.append(
             Check(
-                f"{node}/shm-leftovers",
+                n.named("shm-leftovers"),
                 "warn",
                 f"{len(known)} files named like vLLM/NCCL/PyTorch leftovers use "
                 f"{size / 2**20:.0f} MiB; holders are not checked on a remote host — run `composegen shm` there",
@@ -184,20 +187,27 @@ def _remote_shm_checks(r: Resolved, node: str, report: dict) -> list[Check]:
     return out
 
 
-def reclaim_shm(path: str = "/dev/shm") -> Check:
+def reclaim_shm(path: str = "/dev/shm", min_age: float = 60.0) -> Check:
     """`up --reclaim-shm`: remove leftovers first — but never past processes whose holdings could not
     be read (then a warning says how to reclaim by hand once they are checked)."""
-    from composegen.errors import CheckFailed
+    from composegen.errors import BadInput, CheckFailed
     from composegen.shm import reclaim as shm_reclaim
 
     try:
-        result = shm_reclaim.reclaim(path, yes=True)
+        result = shm_reclaim.reclaim(path, yes=True, min_age=min_age)  # recently changed files stay
+    except BadInput as exc:  # e.g. /dev/shm is not a tmpfs on this host
+        return Check("shm-reclaim", "warn", f"{exc.message}; nothing reclaimed")
     except CheckFailed as exc:
         return Check(
             "shm-reclaim",
             "warn",
-            f"{exc.message}; nothing reclaimed — `composegen shm --reclaim --yes --ignore-unreadable` once those processes are checked",
+            f"{exc.message}; nothing reclaimed — `composegen shm --reclaim --yes --ignore-unreadable` "
+            "once those processes are checked",
         )
+    fresh = sum(1 for s in result["skipped"] if s["reason"].startswith("changed "))
     return Check(
-        "shm-reclaim", "ok", f"reclaimed {len(result['removed'])} leftover file(s), {result['bytes_freed']} bytes"
+        "shm-reclaim",
+        "ok",
+        f"reclaimed {len(result['removed'])} leftover file(s), {result['bytes_freed']} bytes"
+        + (f"; {fresh} changed in the last {result['min_age_seconds']:g}s left alone" if fresh else ""),
     )

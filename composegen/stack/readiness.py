@@ -91,7 +91,7 @@ def wait_ready(
     start = time.monotonic()
     waited = Waited()
     last_state = 0.0
-    restarts0 = None
+    restarts0: list[int] = []
 
     def reach(phase: str) -> None:
         if phase not in waited.phases:
@@ -105,31 +105,47 @@ def wait_ready(
             raise TimeoutError(f"not ready after {timeout:g} s (waiting for: {missing})")
         if now - last_state >= STATE_POLL_S or "running" not in waited.phases:
             last_state = now
-            status, exit_code, restarts = state()
-            if status:
-                reach("created")
-            restarts0 = restarts if restarts0 is None else restarts0
-            if status in ("exited", "dead"):
-                raise StackFailed(f"the container exited with code {exit_code} before it was ready", exit_code)
-            if status == "restarting" or (restarts0 is not None and restarts > restarts0):
-                raise StackFailed(f"the container is restarting (exit code {exit_code})", exit_code)
-            if status == "running":
-                reach("running")
-        if "running" in waited.phases:
-            if "port open" not in waited.phases and endpoint.port_open():
-                reach("port open")
-            if "port open" in waited.phases and "health 200" not in waited.phases and health_ok(endpoint):
-                waited.ready_at = time.time()
-                reach("health 200")
-            if "health 200" in waited.phases:
-                entry = models_entry(endpoint, served_name)
-                if entry and max_model_len is not None and entry.get("max_model_len") != max_model_len:
-                    raise StackFailed(
-                        f"/v1/models reports max_model_len {entry.get('max_model_len')} for {served_name}, the profile says {max_model_len}"
-                    )
-                if entry:
-                    waited.model = entry
-                    reach("models ready")
-                    return waited
+            _container_phase(state(), restarts0, reach)
+        if "running" in waited.phases and _api_phase(endpoint, served_name, max_model_len, waited, reach):
+            return waited
         on_tick(time.monotonic() - start)
         time.sleep(HTTP_POLL_S)
+
+
+def _container_phase(current: tuple[str, int | None, int], restarts0: list[int], reach: Callable[[str], None]) -> None:
+    """Created/running from the container's state; an exit or a restart fails the wait at once."""
+    status, exit_code, restarts = current
+    if status:
+        reach("created")
+    if not restarts0:
+        restarts0.append(restarts)
+    if status in ("exited", "dead"):
+        raise StackFailed(f"the container exited with code {exit_code} before it was ready", exit_code)
+    if status == "restarting" or restarts > restarts0[0]:
+        raise StackFailed(f"the container is restarting (exit code {exit_code})", exit_code)
+    if status == "running":
+        reach("running")
+
+
+def _api_phase(
+    endpoint: Endpoint, served_name: str, max_model_len: int | None, waited: Waited, reach: Callable[[str], None]
+) -> bool:
+    """Port open, /health 200, then /v1/models listing the served name; True once ready."""
+    if "port open" not in waited.phases and endpoint.port_open():
+        reach("port open")
+    if "port open" in waited.phases and "health 200" not in waited.phases and health_ok(endpoint):
+        waited.ready_at = time.time()
+        reach("health 200")
+    if "health 200" not in waited.phases:
+        return False
+    entry = models_entry(endpoint, served_name)
+    if entry and max_model_len is not None and entry.get("max_model_len") != max_model_len:
+        raise StackFailed(
+            f"/v1/models reports max_model_len {entry.get('max_model_len')} for {served_name}, "
+            f"the profile says {max_model_len}"
+        )
+    if entry:
+        waited.model = entry
+        reach("models ready")
+        return True
+    return False

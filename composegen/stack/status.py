@@ -1,307 +1,226 @@
-"""`composegen status`: what runs, whether it answers, and whether it drifted from out/.
+"""`composegen status`: what runs, whether it answers, and whether it is what the profile says now
+(`composegen schema --report status`).
 
-`stack_status(project, name=None)` → [stack]; stack = {profile, project, containers: [{name, state, health,
-restarts, exit_code, uptime_s, emulated}], endpoint{healthy, served_name, max_model_len}, drift{state:
-in-sync|drifted|unknown, running, out, newer}}. Without a name it lists what runs on the local engine.
+A profile asked for by name is asked on every node of its deployment (one node for a single-node
+profile); without a name, every composegen stack the local engine shows (containers by their
+io.composegen.profile label, and compose networks of `composegen-*` projects whose containers are gone).
+A node that cannot be reached shows as a container row with state "unreachable" (name null), a
+multi-node node with no container as "missing".
 
-A multi-node profile (asked for by name, or found on the local engine by its `io.composegen.node` label) is
-asked on EVERY node's engine: its containers also carry {node, rank, engine}; a node that cannot be reached
-shows as a container row with state "unreachable" (name null) and one with no container as "missing";
-the stack adds nodes: [{name, rank, role, engine, project, reachable, error, drift}] and its drift is the
-first drifted node's (else the head's); the endpoint is the head's API.
-
-`node_shm_report(r)` → {profile, nodes: [{name, rank, role, engine, project, local, scan|null, probe|null,
-shared_with|null, error}]}: /dev/shm of every node of a multi-node profile. scan is shm.scan's report (for
-the first node on this machine; further local nodes say shared_with: NODE, it is the same /dev/shm);
-probe, for a remote node, comes from a throw-away container on that host: {free_bytes, total_bytes,
-entries: [{name, bytes, pattern}]} (pattern = shm.match_pattern; holders cannot be checked remotely).
+drift: in-sync only when the running container's hash label equals both out/'s header hash and the
+hash the profile resolves to now; otherwise drifted, `newer` saying which side moved (out, running,
+or profile: the profile changed, or was reverted, while out/ still matches what runs).
 """
 
 from __future__ import annotations
 
 import re
 import time
+from typing import Literal
 
-from composegen.errors import BadInput, ComposegenError, EngineError
+from composegen.errors import BadInput, ComposegenError
 from composegen.output import table
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.stack import engine, readiness
-
-NODE_LABEL = "io.composegen.node"
+from composegen.stack import engine, loadstate, placement, readiness
+from composegen.stack.placement import Deployment, NodeRef
+from composegen.stack.reports import ContainerStatus, Drift, EndpointStatus, NodeStatus, StackStatus, StatusReport
 
 _HEADER_HASH = re.compile(r"^# profile: \S+  hash: ([0-9a-f]+)$", re.M)
+_PREFIX = "composegen-"
 
 
-def out_hash(project: Project, name: str) -> str | None:
-    path = project.out_path(name)
+def out_hash(project: Project, key: str) -> str | None:
+    path = project.out_path(key)
     if not path.is_file():
         return None
     m = _HEADER_HASH.search(path.read_text(encoding="utf-8")[:400])
     return m.group(1) if m else None
 
 
-def _started(ctr) -> float | None:
-    return engine.docker_time(ctr.attrs["State"].get("StartedAt", ""))
-
-
-def drift(project: Project, name: str, running_hash: str | None, created: float | None) -> dict:
-    current = out_hash(project, name)
+def drift(project: Project, key: str, profile_hash: str | None, ctr: engine.ContainerFacts) -> Drift:
+    running, current = ctr.profile_hash, out_hash(project, key)
     if current is None:
-        return {"state": "unknown", "running": running_hash, "out": None, "newer": None}
-    if current == running_hash:
-        return {"state": "in-sync", "running": running_hash, "out": current, "newer": None}
-    out_mtime = project.out_path(name).stat().st_mtime
-    newer = "out" if created is None or out_mtime > created else "running"
-    return {"state": "drifted", "running": running_hash, "out": current, "newer": newer}
+        return Drift(state="unknown", running=running, out=None, profile=profile_hash)
+    if current != running:
+        out_mtime = project.out_path(key).stat().st_mtime
+        newer: Literal["out", "running"] = "out" if ctr.started_at is None or out_mtime > ctr.started_at else "running"
+        return Drift(state="drifted", running=running, out=current, newer=newer, profile=profile_hash)
+    if profile_hash is not None and profile_hash != running:
+        return Drift(state="drifted", running=running, out=current, newer="profile", profile=profile_hash)
+    return Drift(state="in-sync", running=running, out=current, profile=profile_hash)
 
 
-def stack_status(project: Project, name: str | None = None) -> list[dict]:
-    if name is not None and (r := _multi_node(project, name)) is not None:
-        return [node_stack_status(project, r)]
-    stacks: dict[str, list] = {}
-    for ctr in engine.composegen_containers():
-        profile = ctr.labels.get("io.composegen.profile")
-        if name is None or profile == name:
-            stacks.setdefault(profile, []).append(ctr)
-    result = []
-    for profile, ctrs in sorted(stacks.items()):
-        r = _multi_node(project, profile) if any(c.labels.get(NODE_LABEL) for c in ctrs) else None
-        if r is not None:
-            result.append(node_stack_status(project, r))
-            continue
-        entries, model, health = [], None, None
-        for ctr in ctrs:
-            state = ctr.attrs["State"]
-            entries.append(_container_entry(ctr))
-            port = _host_port(ctr)
-            if port and state.get("Running"):
-                ep = readiness.Endpoint("127.0.0.1", port)
-                health = readiness.health_ok(ep)
-                model = readiness.models_entry(ep, ctr.labels.get("io.composegen.served-name", ""))
-        created = _started(ctrs[0])
-        result.append(
-            {
-                "profile": profile,
-                "project": ctrs[0].labels.get("com.docker.compose.project"),
-                "containers": entries,
-                "endpoint": {
-                    "healthy": health,
-                    "served_name": (model or {}).get("id"),
-                    "max_model_len": (model or {}).get("max_model_len"),
-                },
-                "drift": drift(project, profile, ctrs[0].labels.get("io.composegen.hash"), created),
-            }
-        )
-    return result
+def stack_status(project: Project, name: str | None = None) -> StatusReport:
+    groups: dict[str, list[engine.ContainerFacts]] = {}
+    if name is None:
+        for ctr in engine.composegen_containers():
+            groups.setdefault(ctr.profile or "?", []).append(ctr)
+        with_containers = {c.project for ctrs in groups.values() for c in ctrs}
+        for net in engine.composegen_networks():
+            owner = net.project or "?"
+            if owner not in with_containers:  # a stack whose containers are gone (`docker rm -f`)
+                groups.setdefault(_profile_of_project(project, owner), [])
+    else:
+        groups[name] = []
+    stacks = []
+    for profile, ctrs in sorted(groups.items()):
+        r = _load(project, profile)
+        if r is None and name is not None:
+            ctrs = [c for c in engine.composegen_containers() if c.profile == name]
+        entry = deployment_status(placement.deployment(project, r)) if r else _label_status(project, profile, ctrs)
+        if entry is not None:
+            stacks.append(entry)
+    return StatusReport(stacks=stacks)
 
 
-def _container_entry(ctr) -> dict:
-    state = ctr.attrs["State"]
-    started = _started(ctr)
-    return {
-        "name": ctr.name,
-        "state": state.get("Status"),
-        "health": (state.get("Health") or {}).get("Status"),
-        "restarts": ctr.attrs.get("RestartCount", 0),
-        "exit_code": state.get("ExitCode"),
-        "uptime_s": round(time.time() - started, 1) if started and state.get("Running") else None,
-        "emulated": ctr.labels.get("io.composegen.emulated") == "true",
-    }
+def _load(project: Project, name: str) -> Resolved | None:
+    from composegen.profiles import resolve
 
-
-def _multi_node(project: Project, name: str | None):
-    """The resolved profile when `name` is a loadable multi-node profile, else None."""
-    from composegen.profiles import resolve as profile
-
-    if not name or not project.profile_path(name).is_file():
+    if not project.profile_path(name).is_file():
         return None
     try:
-        r = profile.load(project, name)
+        return resolve.load(project, name)
     except BadInput:
-        return None  # a broken profile: fall back to what the local engine shows
-    return r if r.profile.nodes is not None else None
+        return None  # a broken profile: what the engine shows, from the containers' own labels
 
 
-def node_stack_status(project: Project, r) -> dict:
-    """One multi-node stack, asked on every node's engine (see the module docstring)."""
-    from composegen.stack import multinode
+def _profile_of_project(project: Project, compose_project: str) -> str:
+    guess = compose_project.removeprefix(_PREFIX)
+    return guess if project.profile_path(guess).is_file() else compose_project
 
-    containers, nodes, head_running = [], [], False
-    for n in multinode.refs(r):
-        where = {"node": n.node.name, "rank": n.node.rank, "engine": n.target.label}
-        info = {**n.to_json(), "reachable": True, "error": None, "drift": None}
+
+def deployment_status(dep: Deployment) -> StackStatus | None:
+    """One stack, asked on every node's engine; None for a single-node stack with nothing on the engine."""
+    containers: list[ContainerStatus] = []
+    nodes: list[NodeStatus] = []
+    networks: list[str] = []
+    head: engine.ContainerFacts | None = None
+    for n in dep.nodes:
+        info = NodeStatus(**n.to_json())
         try:
-            ctrs = [
-                c
-                for c in engine.project_containers(n.project, n.target)
-                if c.labels.get("com.docker.compose.service") == "vllm"
-            ]
+            ctrs = [c for c in engine.project_containers(n.project, n.target) if c.service == "vllm"]
+            networks += [x.name for x in engine.project_networks(n.project, n.target)]
         except ComposegenError as exc:
-            info.update(reachable=False, error=exc.message)
-            containers.append({**_placeholder("unreachable"), **where})
+            info.reachable, info.error = False, exc.message
+            containers.append(_placeholder("unreachable", n))
             nodes.append(info)
             continue
-        containers += [{**_container_entry(c), **where} for c in ctrs] or [{**_placeholder("missing"), **where}]
+        containers += [_container(c, n) for c in ctrs] or ([_placeholder("missing", n)] if dep.multi else [])
         if ctrs:
-            info["drift"] = drift(project, n.key, ctrs[0].labels.get("io.composegen.hash"), _started(ctrs[0]))
-            head_running = head_running or (n.role == "head" and ctrs[0].attrs["State"].get("Running"))
+            info.drift = drift(dep.project, n.key, dep.r.hash, ctrs[0])
+            head = ctrs[0] if n == dep.head else head
         nodes.append(info)
-    health, model = None, None
-    if head_running:
-        ep = multinode.api_endpoint(r)
-        health = readiness.health_ok(ep)
-        model = readiness.models_entry(ep, r.profile.model.served_name)
-    drifts = [x["drift"] for x in nodes if x["drift"]]
-    overall = next(
-        (d for d in drifts if d["state"] == "drifted"),
-        drifts[0] if drifts else {"state": "unknown", "running": None, "out": None, "newer": None},
+    if not dep.multi and not containers and not networks:
+        return None
+    drifts = [x.drift for x in nodes if x.drift]
+    overall = next((d for d in drifts if d.state == "drifted"), drifts[0] if drifts else None)
+    ep = dep.endpoint()
+    if head is not None and head.host_port and not dep.multi:  # what the container publishes, even if drifted
+        ep = readiness.Endpoint(ep.host, head.host_port, ep.api_key)
+    return StackStatus(
+        profile=dep.name,
+        project=dep.head.project,
+        containers=containers,
+        endpoint=_endpoint(ep, head, dep.r.profile.model.served_name, dep.r.profile.service.startup_timeout),
+        drift=overall or Drift(state="unknown", running=None, out=None, profile=dep.r.hash),
+        nodes=nodes if dep.multi else None,
+        networks=networks,
     )
-    return {
-        "profile": r.name,
-        "project": nodes[0]["project"],
-        "containers": containers,
-        "endpoint": {
-            "healthy": health,
-            "served_name": (model or {}).get("id"),
-            "max_model_len": (model or {}).get("max_model_len"),
-        },
-        "drift": overall,
-        "nodes": nodes,
-    }
 
 
-def _placeholder(state: str) -> dict:
-    return {
-        "name": None,
-        "state": state,
-        "health": None,
-        "restarts": 0,
-        "exit_code": None,
-        "uptime_s": None,
-        "emulated": False,
-    }
+def _label_status(project: Project, profile: str, ctrs: list[engine.ContainerFacts]) -> StackStatus | None:
+    """A stack whose profile is gone or broken: what its containers' labels say."""
+    projects = {c.project for c in ctrs} or {profile, _PREFIX + profile}
+    networks = [x.name for x in engine.composegen_networks() if x.project in projects]
+    if not ctrs and not networks:
+        return None
+    head = ctrs[0] if ctrs else None
+    ep = readiness.Endpoint("127.0.0.1", head.host_port) if head and head.host_port else None
+    return StackStatus(
+        profile=profile,
+        project=head.project if head else profile,
+        containers=[_container(c, None) for c in ctrs],
+        endpoint=_endpoint(ep, head, head.served_name if head else None),
+        drift=drift(project, profile, None, head) if head else Drift(state="unknown", running=None, out=None),
+        networks=networks,
+    )
 
 
-def _host_port(ctr) -> int | None:
-    ports = (ctr.attrs.get("NetworkSettings") or {}).get("Ports") or {}
-    for bindings in ports.values():
-        for b in bindings or []:
-            if b.get("HostPort"):
-                return int(b["HostPort"])
-    return None
+def _endpoint(
+    ep: readiness.Endpoint | None, head: engine.ContainerFacts | None, served: str | None, timeout: float | None = None
+) -> EndpointStatus:
+    if ep is None or head is None or not head.running:
+        return EndpointStatus()
+    model = readiness.models_entry(ep, served or "")
+    healthy = readiness.health_ok(ep)
+    return EndpointStatus(
+        url=ep.base_url,
+        healthy=healthy,
+        served_name=(model or {}).get("id"),
+        max_model_len=(model or {}).get("max_model_len"),
+        ready=bool(healthy and model),
+        loading=loadstate.loading_status(head, healthy, timeout),  # the stage, read from the log
+    )
 
 
-def format_text(stacks: list[dict]) -> str:
-    if not stacks:
+def _container(c: engine.ContainerFacts, n: NodeRef | None) -> ContainerStatus:
+    return ContainerStatus(
+        name=c.name,
+        state=c.state,
+        health=c.health,
+        restarts=c.restarts,
+        exit_code=c.exit_code,
+        uptime_s=round(time.time() - c.started_at, 1) if c.started_at and c.running else None,
+        emulated=c.emulated,
+        **_where(n),
+    )
+
+
+def _placeholder(state: str, n: NodeRef) -> ContainerStatus:
+    return ContainerStatus(name=None, state=state, **_where(n))
+
+
+def _where(n: NodeRef | None) -> dict:
+    return {"node": n.name, "rank": n.rank, "engine": n.target.label} if n is not None and n.member else {}
+
+
+def format_text(report: StatusReport) -> str:
+    if not report.stacks:
         return "no composegen stacks on this engine\n"
     rows, notes = [], []
-    multi = any("nodes" in s for s in stacks)
-    for s in stacks:
-        for c in s["containers"]:
-            up = f"{c['uptime_s']:.0f}s" if c["uptime_s"] is not None else "-"
-            ep = s["endpoint"]
-            api = (
-                "ready"
-                if ep["healthy"] and ep["served_name"]
-                else ("health 200" if ep["healthy"] else ("down" if ep["healthy"] is None else "unhealthy"))
-            )
-            d = s["drift"]
-            drift_text = d["state"] if d["state"] != "drifted" else f"drifted ({d['newer']} is newer)"
-            node = [f"{c['node']} (rank {c['rank']})" if "node" in c else "-"] if multi else []
-            rows.append(
-                [
-                    s["profile"] + (" (emulated)" if c["emulated"] else ""),
-                    *node,
-                    c["name"] or "-",
-                    c["state"],
-                    c["health"] or "-",
-                    str(c["restarts"]),
-                    up,
-                    api,
-                    str(ep["max_model_len"] or "-"),
-                    drift_text,
-                ]
-            )
+    multi = any(s.nodes is not None for s in report.stacks)
+    for s in report.stacks:
+        rows += [_row(s, c, multi) for c in s.containers]
         notes += [
-            f"{s['profile']}: node {n['name']} ({n['engine']}) unreachable: {n['error']}"
-            for n in s.get("nodes", [])
-            if not n["reachable"]
+            f"{s.profile}: node {n.name} ({n.engine}) unreachable: {n.error}" for n in s.nodes or [] if not n.reachable
         ]
-    header = [
-        "PROFILE",
-        *(["NODE"] if multi else []),
-        "CONTAINER",
-        "STATE",
-        "HEALTH",
-        "RESTARTS",
-        "UPTIME",
-        "API",
-        "MAX_LEN",
-        "DRIFT",
-    ]
-    return table(rows, header) + "".join(f"{line}\n" for line in notes)
-
-
-def node_shm_report(r) -> dict:
-    """/dev/shm of every node: a full scan (holders, classes) where the engine is on this machine, else a
-    listing from a probe container on that host (free space, names matching known leftover patterns)."""
-    from composegen.shm import scan as shm
-    from composegen.stack import multinode
-
-    nodes, first_local = [], None
-    for n in multinode.refs(r):
-        entry = {
-            **n.to_json(),
-            "local": n.target.is_local,
-            "scan": None,
-            "probe": None,
-            "shared_with": None,
-            "error": None,
-        }
-        try:
-            if n.target.is_local and first_local:
-                entry["shared_with"] = first_local  # nodes on this machine share one /dev/shm: scanned once
-            elif n.target.is_local:
-                entry["scan"], first_local = shm.scan("/dev/shm"), n.node.name
-            else:
-                probe = engine.host_probe(_probe_image(r, n), n.target, [])["shm"]
-                probe["entries"] = [{**e, "pattern": shm.match_pattern(e["name"])} for e in probe["entries"]]
-                entry["probe"] = probe
-        except ComposegenError as exc:
-            entry["error"] = exc.message
-        nodes.append(entry)
-    return {"profile": r.name, "nodes": nodes}
-
-
-def _probe_image(r, n) -> str:
-    ctrs = engine.project_containers(n.project, n.target)
-    if ctrs:
-        return ctrs[0].image.tags[0] if ctrs[0].image.tags else ctrs[0].image.id
-    if engine.image_present(r.profile.image, n.target):
-        return r.profile.image
-    raise EngineError(
-        f"no image with python3 on {n.target.label} to look at /dev/shm with (the profile's image is not there)"
-    )
-
-
-def format_node_shm_text(report: dict) -> str:
-    from composegen.shm import scan as shm
-
-    out = []
-    for n in report["nodes"]:
-        out.append(f"==> node {n['name']} (rank {n['rank']}, {n['engine']}) <==")
-        if n["error"]:
-            out.append(f"  unreachable: {n['error']}")
-        elif n["shared_with"]:
-            out.append(f"  the same /dev/shm as node {n['shared_with']} (both engines run on this machine)")
-        elif n["scan"] is not None:
-            out.append(shm.format_text(n["scan"]).rstrip())
-        else:
-            p = n["probe"]
-            known = [e for e in p["entries"] if e["pattern"]]
-            out.append(
-                f"  /dev/shm: {shm.human_bytes(p['free_bytes'])} free of {shm.human_bytes(p['total_bytes'])}; "
-                f"{len(p['entries'])} entries, {len(known)} named like leftovers (holders not checked remotely)"
+        if s.networks and not any(c.name for c in s.containers):
+            notes.append(
+                f"{s.profile}: network {', '.join(s.networks)} left without its containers; "
+                f"`composegen down {s.profile}` removes it"
             )
-            out += [f"  {e['pattern']:<14} {shm.human_bytes(e['bytes']):>10}  {e['name']}" for e in known]
-    return "\n".join(out) + "\n"
+    header = ["PROFILE", *(["NODE"] if multi else []), "CONTAINER", "STATE", "HEALTH", "RESTARTS", "UPTIME"]
+    header += ["ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
+    return (table(rows, header) if rows else "") + "".join(f"{line}\n" for line in notes)
+
+
+def _row(s: StackStatus, c: ContainerStatus, multi: bool) -> list[str]:
+    ep, d = s.endpoint, s.drift
+    api = loadstate.api_text(ep.healthy, ep.served_name, ep.loading)  # never "unhealthy" while it loads
+    drift_text = d.state if d.state != "drifted" else f"drifted ({d.newer} is newer)"
+    node = [f"{c.node} (rank {c.rank})" if c.node is not None else "-"] if multi else []
+    return [
+        s.profile + (" (emulated)" if c.emulated else ""),
+        *node,
+        c.name or "-",
+        c.state,
+        loadstate.health_text(c.health, bool(ep.ready)),
+        str(c.restarts),
+        f"{c.uptime_s:.0f}s" if c.uptime_s is not None else "-",
+        (ep.url or "-").removeprefix("http://"),
+        ep.served_name or "-",  # the name /v1/models serves (what a client passes as `model`)
+        api,
+        str(ep.max_model_len or "-"),
+        drift_text,
+    ]

@@ -1,6 +1,7 @@
 """The `vllm serve` flag catalog of a pinned vLLM version: lookup, value checks, argv building.
 
-The catalog (composegen/data/vllm-<version>-serve-flags.json) is read off vLLM's own argument parser.
+The one reader of the catalogs (composegen/vllm/data/vllm-<version>-serve-flags.json, read off vLLM's own
+argument parser): profiles, the startup mismatch check and the compose diff all go through load_catalog.
 Profiles spell flags exactly as the catalog's first long option, without the dashes; vLLM's parser would
 also take abbreviations and underscores, we do not (a typo must fail here, not become another flag).
 """
@@ -74,6 +75,14 @@ class Flag:
     open_choices: bool  # metavar lists known values but vLLM also accepts plugin names
     default: Any
     help: str
+    spellings: tuple[str, ...] = ()  # every option string vLLM accepts, short ones (`-tp`) included
+    nargs: Any = None
+    type_name: str | None = None  # the parser's type as the catalog records it (int, float, human_readable_int…)
+    append: bool = False  # repeated options accumulate (argparse's append action)
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind not in ("bool", "store_true")
 
     @property
     def negative(self) -> str | None:
@@ -179,6 +188,10 @@ def load_catalog(version: str) -> Catalog:
             open_choices=open_choices,
             default=entry.get("default"),
             help=entry.get("help") or "",
+            spellings=tuple(entry["options"]),
+            nargs=entry.get("nargs"),
+            type_name=entry.get("type"),
+            append=entry.get("action") == "_AppendAction",
         )
         flags[flag.name] = flag
     return Catalog(raw.get("vllm_version", version), flags)
@@ -220,20 +233,24 @@ def check_value(flag: Flag, value: Any) -> Any:
             raise FlagError(f"must be a number, got {show_value(value)}")
         return float(value)
     if kind == "json":
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}") from None
-        if not isinstance(value, (dict, list)):
-            raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}")
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return _check_json(value)
     if kind == "list":
         items = value if isinstance(value, list) else [value]
         for item in items:
             _check_str(flag, item)
         return [str(i) for i in items]
     return _check_str(flag, value)
+
+
+def _check_json(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}") from None
+    if not isinstance(value, (dict, list)):
+        raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _check_str(flag: Flag, value: Any) -> str:

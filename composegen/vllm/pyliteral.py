@@ -285,7 +285,7 @@ def same_value(profile: object, engine: object) -> bool:
         return len(e) == 1 and same_value(p, e[0])
     if isinstance(p, list):
         items = e if isinstance(e, list) else [e]
-        return len(p) == len(items) and all(same_value(a, b) for a, b in zip(p, items))
+        return len(p) == len(items) and all(same_value(a, b) for a, b in zip(p, items, strict=True))
     for enum_text, other in ((e, p), (p, e)):
         if isinstance(enum_text, str) and (parts := enum_repr_parts(enum_text)):
             name, raw_value = parts

@@ -64,7 +64,7 @@ def test_abbreviated_flag_is_accepted_and_logged_as_non_default(tmp_path):
         assert "'port'" in seen and "'gpu_memory_utilization'" not in seen  # defaults are not listed
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=20)
+        _out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0
 
 

@@ -153,7 +153,8 @@ def test_tool_call_and_continuation(emu):
     arguments = json.loads(call["function"]["arguments"])
     jsonschema.validate(arguments, WEATHER[0]["function"]["parameters"])
     assert arguments["city"] == "Oakland"
-    follow = messages + [
+    follow = [
+        *messages,
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call["id"], "content": '{"temperature_f": 72}'},
     ]
@@ -184,9 +185,9 @@ def test_tool_call_streams_as_deltas(emu):
 def test_reasoning_counted_and_responses_api(emu):
     reply = chat(emu, messages=ask("Reply with exactly READY"), reasoning_effort="high")
     message = reply["choices"][0]["message"]
-    assert message["content"] == "READY" and message["reasoning_content"]
+    assert message["content"] == "READY" and message["reasoning"]
     details = reply["usage"]["completion_tokens_details"]
-    assert details["reasoning_tokens"] == len(pieces(message["reasoning_content"]))
+    assert details["reasoning_tokens"] == len(pieces(message["reasoning"]))
     assert reply["usage"]["completion_tokens"] == details["reasoning_tokens"] + 1
     response = httpx.post(
         f"{emu.url}/v1/responses", json={"model": "demo", "input": "Reply with exactly READY", "max_output_tokens": 64}

@@ -73,7 +73,8 @@ def test_memory_model_reproduces_the_4096_arm(start):
     assert "Starting vLLM server on http://127.0.0.1:" in emu.log
     assert "'max_num_batched_tokens': 4096" in emu.log
     for line in emu.lines:
-        assert PREFIX.match(line) or line.startswith("(APIServer pid="), line
+        tqdm = re.match(r"\(\w+ pid=\d+\)(?: .*(?:\d+% Completed \||\d+%\|.*\|) \d+/\d+ \[.*)?$", line)
+        assert PREFIX.match(line) or line.startswith("(APIServer pid=") or tqdm, line  # tqdm bars as in real logs
     assert httpx.get(f"{emu.url}/v1/models").json()["data"][0]["max_model_len"] == 131072
 
 
@@ -123,7 +124,7 @@ def test_shm_files_held_by_workers_and_removed_on_sigterm(start):
 def test_sigkill_of_the_process_group_leaves_shm_files(start):
     emu = start("m", "--kv-offloading-size", "1", EMU_OFFLOAD_MAX_BYTES=str(1 << 20))
     before = sorted(p.name for p in emu.shm_dir.iterdir())
-    pids = holders(emu.shm_dir / [n for n in before if n.startswith("vllm_offload_")][0])
+    pids = holders(emu.shm_dir / next(n for n in before if n.startswith("vllm_offload_")))
     emu.stop(signal.SIGKILL)
     deadline = time.monotonic() + 10
     while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:

@@ -1,0 +1,147 @@
+"""`composegen top NAME`: a live view of a serving stack from its engine's /metrics (rich Live, redrawn each
+interval); `--once --json` prints one sample (report "top") for scripts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import typer
+
+from composegen.cli.app import JsonOpt, app, complete_profile
+from composegen.cli.app import load_profile as _load
+from composegen.errors import BadInput
+from composegen.output import emit_json, out
+
+if TYPE_CHECKING:  # the model is imported lazily at run time: `composegen --version` stays fast
+    from composegen.monitor.sample import TopSample
+
+_DASH = "–"
+
+
+def _num(value: float | None, fmt: str = ",.1f", suffix: str = "") -> str:
+    return _DASH if value is None else f"{value:{fmt}}{suffix}"
+
+
+def _pct(value: float | None) -> str:
+    if value is None:
+        return _DASH
+    # a large KV pool under a light load is a tiny fraction: keep it visible rather than 0.0 %
+    return f"{100 * value:.1f} %" if value == 0 or abs(value) >= 0.001 else f"{100 * value:.2g} %"
+
+
+def _secs(value: float | None) -> str:
+    if value is None:
+        return _DASH
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def rows(sample: TopSample) -> list[tuple[str, str]]:
+    """The figures of one sample as (label, text) lines: the same words in the live view and plain text."""
+    s = sample
+    lines = [
+        (
+            "requests",
+            f"running {_num(s.running, ',.0f')}   waiting {_num(s.waiting, ',.0f')}"
+            f"   finished {_num(s.requests_finished, ',.0f')}",
+        ),
+        ("KV cache", f"usage {_pct(s.kv_cache_usage)}   prefix-cache hits {_pct(s.prefix_cache_hit_rate)}"),
+        ("tokens/s", f"prompt {_num(s.prompt_tokens_per_s)}   generation {_num(s.generation_tokens_per_s)}"),
+        ("TTFT", f"p50 {_secs(s.ttft.p50_s)}   p95 {_secs(s.ttft.p95_s)}   ({_num(s.ttft.count, ',.0f')} requests)"),
+        (
+            "e2e latency",
+            f"p50 {_secs(s.e2e.p50_s)}   p95 {_secs(s.e2e.p95_s)}   ({_num(s.e2e.count, ',.0f')} requests)",
+        ),
+        ("preemptions", f"{_num(s.preemptions, ',.0f')} in window   {_num(s.preemptions_total, ',.0f')} total"),
+    ]
+    spec = s.spec_decode
+    if spec is None:
+        lines.append(("spec decode", "off"))
+    else:
+        per_pos = " ".join(_pct(p) for p in spec.per_position) or _DASH
+        lines.append(
+            (
+                "spec decode",
+                f"acceptance {_pct(spec.acceptance_rate)}   mean length {_num(spec.mean_acceptance_length, '.2f')}"
+                f"   by position {per_pos}",
+            )
+        )
+    return lines
+
+
+def title(sample: TopSample) -> str:
+    who = f"{sample.name} ({sample.url})" if sample.name else sample.url
+    view = ", the head's engine" if sample.view == "head" else ""
+    return f"composegen top {who}{view} · last {sample.window_s:.0f} s"
+
+
+def _renderable(sample: TopSample) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(no_wrap=True, overflow="ellipsis")
+    for label, text in rows(sample):
+        table.add_row(label, text)
+    return Group(Text(title(sample), style="bold", no_wrap=True, overflow="ellipsis"), table)
+
+
+def _endpoint(name: str | None, url: str | None):
+    from composegen.stack.readiness import Endpoint
+
+    if url is not None:
+        if name is not None:
+            raise BadInput("give a profile NAME or --url, not both")
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if parts.scheme != "http" or not parts.hostname or not parts.port:
+            raise BadInput(f"--url: expected http://HOST:PORT, got {url!r}")
+        return Endpoint(parts.hostname, parts.port), None, "single"
+    if name is None:
+        raise BadInput("give a profile NAME (or --url http://HOST:PORT)")
+    from composegen.stack import driver
+
+    project, r = _load(name)
+    driver.running_container(project, r)  # "not running" is exit 3 with a hint, before any scrape
+    return driver.endpoint(r), r.name, "head" if r.profile.nodes is not None else "single"
+
+
+@app.command()
+def top(
+    name: str | None = typer.Argument(
+        None, autocompletion=complete_profile, help="Profile whose stack to watch (multi-node: the head's engine)."
+    ),
+    url: str | None = typer.Option(None, "--url", help="Watch this engine instead: http://HOST:PORT."),
+    interval: float = typer.Option(1.0, "--interval", min=0.1, help="Seconds between scrapes."),
+    window: float = typer.Option(10.0, "--window", min=0.1, help="Rates and percentiles over this many seconds."),
+    once: bool = typer.Option(False, "--once", help="One sample over one interval, then exit."),
+    count: int | None = typer.Option(None, "--count", min=1, help="Exit after this many refreshes."),
+    json_: bool = JsonOpt,
+):
+    """Live view of a serving stack: requests, KV cache, token rates, TTFT/e2e p50/p95, spec decoding.
+
+    Example: composegen top 4096-131k --interval 2
+    """
+    from composegen.monitor import watch
+
+    ep, label, view = _endpoint(name, url)
+    if once:
+        sample = watch.once(ep, interval, name=label, view=view)
+        if json_:
+            emit_json(sample.to_json())
+        else:
+            out(title(sample))
+            out("\n".join(f"  {k:<12} {v}" for k, v in rows(sample)))
+        return
+    if json_:
+        raise BadInput("--json needs --once (the live view is for a terminal)")
+    from rich.console import Console
+    from rich.live import Live
+
+    samples = watch.watch(ep, interval, window, name=label, view=view)
+    with Live(console=Console(), auto_refresh=False, transient=False) as live:
+        for shown, sample in enumerate(samples, start=1):
+            live.update(_renderable(sample), refresh=True)
+            if count is not None and shown >= count:
+                break

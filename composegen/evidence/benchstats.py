@@ -1,0 +1,239 @@
+"""Load-benchmark figures: per-request samples summarised per concurrency level, with `vllm bench serve`'s
+names, so a composegen bench reads like the upstream tool's output and can be compared with it.
+
+Per level (closed loop: `concurrency` requests always in flight):
+  completed / errors     requests that streamed to a finish / that failed (HTTP error, broken stream);
+                         completed + errors is every request sent
+  duration               seconds from the first request sent to the last one finished
+  request_throughput     completed / duration;  output_throughput  output tokens / duration;
+  total_token_throughput (input + output tokens) / duration (API-reported usage)
+  ttft_ms   request start -> first streamed content or reasoning delta
+  tpot_ms   (e2el − ttft) / (output tokens − 1), per request with ≥ 2 output tokens
+  itl_ms    every gap between two streamed deltas, over all requests
+  e2el_ms   request start -> end of the stream
+  mean / median / p90 / p99 of each (linear-interpolated percentiles, as numpy's default); null when no
+  value exists. request_goodput: requests meeting every SLO (`ttft`, `tpot`, `e2el` in ms) / duration.
+  client_cpu_ms_per_request: this process's CPU time during the level / requests sent — what the client
+  itself costs, so a slow client cannot hide behind a slow server; client_cpu_share: that CPU time /
+  duration (the client is one asyncio thread: near 1 it was the bottleneck, and the text output warns).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from pydantic import Field
+
+from composegen.report import Report
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "median", "p90", "p99")
+SLO_METRICS = ("ttft", "tpot", "e2el")
+CLIENT_BUSY = 0.7  # share of one core above which the client itself may be what limits a level
+
+
+@dataclass
+class Sample:
+    """One request as the client saw it (seconds, perf_counter based)."""
+
+    ttft: float | None = None
+    e2el: float | None = None
+    itls: list[float] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None
+
+    @property
+    def tpot(self) -> float | None:
+        if self.error or self.ttft is None or self.e2el is None or self.output_tokens < 2:
+            return None
+        return (self.e2el - self.ttft) / (self.output_tokens - 1)
+
+
+class LevelResult(Report):
+    concurrency: int
+    completed: int
+    errors: int
+    error_messages: list[str] = Field(description="up to 5 distinct error messages of this level")
+    duration: float = Field(description="seconds")
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float = Field(description="completed requests per second")
+    output_throughput: float = Field(description="output tokens per second")
+    total_token_throughput: float = Field(description="input + output tokens per second")
+    request_goodput: float | None = Field(None, description="requests meeting every SLO per second (with SLOs)")
+    mean_ttft_ms: float | None = None
+    median_ttft_ms: float | None = None
+    p90_ttft_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    mean_tpot_ms: float | None = None
+    median_tpot_ms: float | None = None
+    p90_tpot_ms: float | None = None
+    p99_tpot_ms: float | None = None
+    mean_itl_ms: float | None = None
+    median_itl_ms: float | None = None
+    p90_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    mean_e2el_ms: float | None = None
+    median_e2el_ms: float | None = None
+    p90_e2el_ms: float | None = None
+    p99_e2el_ms: float | None = None
+    distinct_prompts: int = Field(description="different prompts sent (a repeated prompt may hit the prefix cache)")
+    client_cpu_ms_per_request: float | None = Field(description="the client's own CPU per request sent")
+    client_cpu_share: float = Field(description="the client's CPU time / duration: near 1, the client was busy")
+
+
+class BenchResult(Report):
+    """`composegen bench --json`; the `bench` of an evidence bundle."""
+
+    model: str
+    input_tokens: int = Field(description="requested prompt tokens per request (sized with /tokenize)")
+    input_tokens_exact: bool = Field(description="every prompt tokenized to exactly input_tokens")
+    output_tokens: int = Field(description="max_tokens per request (ignore_eos: the server may still stop early)")
+    requests: int | None = Field(description="requests per level (--requests), or null with --duration")
+    duration_s: float | None = Field(description="seconds per level (--duration), or null with --requests")
+    seed: int
+    goodput_slos_ms: dict[str, float] | None = None
+    emulated: bool | None = Field(None, description="the stack was the composegen emulator (null: unknown)")
+    ok: bool = Field(description="every level completed requests without an error")
+    levels: list[LevelResult]
+
+    def level(self, concurrency: int) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy.percentile's default method)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return dict.fromkeys(STATS)
+    ms = [v * 1000 for v in values]
+    return {
+        "mean": round(sum(ms) / len(ms), 3),
+        "median": round(percentile(ms, 50), 3),
+        "p90": round(percentile(ms, 90), 3),
+        "p99": round(percentile(ms, 99), 3),
+    }
+
+
+def _good(sample: Sample, slos: dict[str, float]) -> bool:
+    for name, limit_ms in slos.items():
+        value = getattr(sample, name)
+        if value is None or value * 1000 > limit_ms:
+            return False
+    return True
+
+
+def summarise(
+    concurrency: int,
+    samples: list[Sample],
+    duration: float,
+    *,
+    cpu_s: float,
+    distinct_prompts: int,
+    slos: dict[str, float] | None = None,
+) -> LevelResult:
+    ok = [s for s in samples if s.error is None]
+    failed = [s.error for s in samples if s.error is not None]
+    inputs = sum(s.input_tokens for s in ok)
+    outputs = sum(s.output_tokens for s in ok)
+    per_s = (lambda n: round(n / duration, 3)) if duration > 0 else (lambda n: 0.0)
+    values: dict[str, list[float]] = {
+        "ttft": [s.ttft for s in ok if s.ttft is not None],
+        "tpot": [t for s in ok if (t := s.tpot) is not None],
+        "itl": [gap for s in ok for gap in s.itls],
+        "e2el": [s.e2el for s in ok if s.e2el is not None],
+    }
+    figures: dict = {}
+    for metric in METRICS:
+        for stat, value in _stats(values[metric]).items():
+            figures[f"{stat}_{metric}_ms"] = value
+    return LevelResult(
+        concurrency=concurrency,
+        completed=len(ok),
+        errors=len(failed),
+        error_messages=list(dict.fromkeys(failed))[:5],
+        duration=round(duration, 6),
+        total_input_tokens=inputs,
+        total_output_tokens=outputs,
+        request_throughput=per_s(len(ok)),
+        output_throughput=per_s(outputs),
+        total_token_throughput=per_s(inputs + outputs),
+        request_goodput=per_s(sum(1 for s in ok if _good(s, slos))) if slos else None,
+        distinct_prompts=distinct_prompts,
+        client_cpu_ms_per_request=round(cpu_s * 1000 / len(samples), 4) if samples else None,
+        client_cpu_share=round(cpu_s / duration, 3) if duration > 0 else 0.0,
+        **figures,
+    )
+
+
+def parse_slos(text: str | None) -> dict[str, float] | None:
+    """`ttft:500,tpot:50` (milliseconds; comma or space separated, as vllm bench serve's --goodput)."""
+    from composegen.errors import BadInput
+
+    if not text:
+        return None
+    slos: dict[str, float] = {}
+    for part in text.replace(",", " ").split():
+        name, _, value = part.partition(":")
+        try:
+            limit = float(value)
+        except ValueError:
+            limit = -1.0
+        if name not in SLO_METRICS or not limit > 0:
+            raise BadInput(f"--goodput: {part!r}: expected NAME:MILLISECONDS with NAME one of {', '.join(SLO_METRICS)}")
+        slos[name] = limit
+    return slos
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def format_text(result: BenchResult) -> str:
+    mode = f"{result.requests} requests" if result.requests is not None else f"{result.duration_s:g} s"
+    lines = [
+        f"bench {result.model}: {result.input_tokens} input / {result.output_tokens} output tokens, {mode} "
+        f"per level, seed {result.seed}" + (" (EMULATED vLLM)" if result.emulated else ""),
+        f"{'conc':>5} {'done':>6} {'err':>4} {'req/s':>8} {'out tok/s':>10} {'TTFT med':>9} {'TTFT p99':>9} "
+        f"{'TPOT med':>9} {'ITL p99':>8} {'E2EL p99':>9}" + (f" {'goodput':>8}" if result.goodput_slos_ms else ""),
+    ]
+    for lv in result.levels:
+        lines.append(
+            f"{lv.concurrency:>5} {lv.completed:>6} {lv.errors:>4} {lv.request_throughput:>8.2f} "
+            f"{lv.output_throughput:>10,.1f} {_ms(lv.median_ttft_ms):>9} {_ms(lv.p99_ttft_ms):>9} "
+            f"{_ms(lv.median_tpot_ms):>9} {_ms(lv.p99_itl_ms):>8} {_ms(lv.p99_e2el_ms):>9}"
+            + (f" {lv.request_goodput:>8.2f}" if lv.request_goodput is not None else "")
+        )
+        for message in lv.error_messages:
+            lines.append(f"      error: {message}")
+    busy = [lv.concurrency for lv in result.levels if lv.client_cpu_share > CLIENT_BUSY]
+    if busy:
+        lines.append(
+            f"warning: the client was busy more than {CLIENT_BUSY:.0%} of the time at concurrency "
+            f"{', '.join(map(str, busy))}: those figures may be limited by this machine, not the server"
+        )
+    if not result.input_tokens_exact:
+        lines.append("note: some prompts could not be sized to exactly the input tokens (whole words)")
+    lines.append("times in ms; " + ("ok" if result.ok else "FAILED: a level had errors or completed nothing"))
+    return "\n".join(lines) + "\n"
+
+
+def format_markdown(result: BenchResult) -> str:
+    head = "| Concurrency | Completed | Errors | req/s | output tok/s | TTFT median ms | TTFT p99 ms | TPOT median ms"
+    lines = [head + " | ITL p99 ms | E2EL p99 ms |", "|" + "---|" * 10]
+    for lv in result.levels:
+        lines.append(
+            f"| {lv.concurrency} | {lv.completed} | {lv.errors} | {lv.request_throughput:.2f} | "
+            f"{lv.output_throughput:,.1f} | {_ms(lv.median_ttft_ms)} | {_ms(lv.p99_ttft_ms)} | "
+            f"{_ms(lv.median_tpot_ms)} | {_ms(lv.p99_itl_ms)} | {_ms(lv.p99_e2el_ms)} |"
+        )
+    return "\n".join(lines) + "\n"

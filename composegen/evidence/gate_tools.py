@@ -1,0 +1,249 @@
+"""The gates' tool catalogue: distinct typed tools (required fields, enums, integer ranges, nested objects,
+arrays), each with a prompt that names it. `tool_specs(n)` gives N of them, renamed variants past the end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from composegen.errors import BadInput
+
+
+def _s(description: str) -> dict:
+    return {"type": "string", "description": description}
+
+
+def _i(description: str, lo: int, hi: int) -> dict:
+    return {"type": "integer", "description": description, "minimum": lo, "maximum": hi}
+
+
+def _e(*values: Any) -> dict:
+    return {"enum": list(values), **({"type": "string"} if all(isinstance(v, str) for v in values) else {})}
+
+
+def _o(required: list[str], **props: dict) -> dict:
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+_NUM, _BOOL = {"type": "number"}, {"type": "boolean"}
+_CURRENCY = ("USD", "EUR", "GBP", "JPY")
+
+# (name, description, parameters, a user request that needs this tool)
+TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
+    (
+        "get_weather",
+        "Current weather for a city",
+        _o(["city"], city=_s("city"), unit=_e("celsius", "fahrenheit")),
+        "What is the weather in Oakland right now, in fahrenheit?",
+    ),
+    (
+        "book_flight",
+        "Book a flight",
+        _o(
+            ["origin", "destination", "passengers", "cabin"],
+            origin=_s("IATA code"),
+            destination=_s("IATA code"),
+            passengers=_i("travellers", 1, 9),
+            cabin=_e("economy", "premium", "business"),
+        ),
+        "Book a business flight from Boston to Denver for two people.",
+    ),
+    (
+        "create_calendar_event",
+        "Create a calendar event",
+        _o(
+            ["title", "start", "duration_minutes"],
+            title=_s("title"),
+            start=_s("ISO 8601"),
+            duration_minutes=_i("length", 5, 480),
+            attendees={"type": "array", "items": _s("email")},
+        ),
+        "Put a 30 minute Design Review on my calendar tomorrow at 10:00.",
+    ),
+    (
+        "send_email",
+        "Send an email",
+        _o(
+            ["to", "subject", "body"],
+            to=_s("address"),
+            subject=_s("subject line"),
+            body=_s("plain text"),
+            priority=_e("low", "normal", "high"),
+        ),
+        "Email Dana that the Quarterly Report is ready.",
+    ),
+    (
+        "convert_currency",
+        "Convert money",
+        _o(["amount", "source", "target"], amount={**_NUM, "minimum": 0}, source=_e(*_CURRENCY), target=_e(*_CURRENCY)),
+        "Convert 250 US dollars to euros.",
+    ),
+    (
+        "search_products",
+        "Search the catalogue",
+        _o(
+            ["query"],
+            query=_s("words"),
+            max_results=_i("page", 1, 50),
+            filters=_o([], min_price=_NUM, max_price=_NUM, in_stock=_BOOL),
+        ),
+        "Find Trail Running shoes under 120 dollars.",
+    ),
+    (
+        "set_thermostat",
+        "Set a thermostat",
+        _o(
+            ["room", "temperature_c", "mode"],
+            room=_e("living", "bedroom", "office"),
+            temperature_c=_i("target", 10, 30),
+            mode=_e("heat", "cool", "auto"),
+        ),
+        "Heat the bedroom to 21 degrees.",
+    ),
+    (
+        "create_support_ticket",
+        "Open a support ticket",
+        _o(
+            ["customer", "severity", "summary"],
+            customer=_o(["name", "email"], name=_s("full name"), email=_s("address")),
+            severity=_e(1, 2, 3, 4),
+            summary=_s("one line"),
+        ),
+        "Open a severity 2 ticket for Maria Lopez: the Billing Page times out.",
+    ),
+    (
+        "schedule_delivery",
+        "Schedule a delivery",
+        _o(
+            ["address", "date"],
+            address=_o(
+                ["street", "city", "postal_code"], street=_s("street"), city=_s("city"), postal_code=_s("postal code")
+            ),
+            date=_s("YYYY-MM-DD"),
+            window=_e("morning", "afternoon", "evening"),
+        ),
+        "Deliver my parcel to 12 Main Street, Springfield on Friday.",
+    ),
+    (
+        "translate_text",
+        "Translate text",
+        _o(["text", "target_language"], text=_s("source text"), target_language=_e("de", "fr", "es", "ja")),
+        "Translate Good Morning into French.",
+    ),
+    (
+        "get_stock_quote",
+        "Latest stock quote",
+        _o(["symbol"], symbol=_s("ticker"), exchange=_e("NYSE", "NASDAQ")),
+        "What is the latest quote for NVDA on the NASDAQ?",
+    ),
+    (
+        "reserve_table",
+        "Reserve a table",
+        _o(
+            ["restaurant", "party_size", "time"],
+            restaurant=_s("name"),
+            party_size=_i("guests", 1, 20),
+            time=_s("HH:MM"),
+        ),
+        "Reserve a table for four at Chez Panisse at 19:30.",
+    ),
+    (
+        "lookup_order",
+        "Look up an order",
+        _o(["order_id"], order_id=_i("order number", 1, 10**9), include_items=_BOOL),
+        "Where is order 48213? Include the items.",
+    ),
+    (
+        "resize_image",
+        "Resize an image",
+        _o(
+            ["width", "height", "format"],
+            width=_i("pixels", 16, 8192),
+            height=_i("pixels", 16, 8192),
+            format=_e("png", "jpeg", "webp"),
+        ),
+        "Resize the Logo to 512 by 512 as a PNG.",
+    ),
+    (
+        "add_todo",
+        "Add a to-do item",
+        _o(
+            ["title"],
+            title=_s("what to do"),
+            tags={"type": "array", "items": _s("tag")},
+            priority=_i("1 = highest", 1, 5),
+        ),
+        "Add Renew Passport to my to-do list with top priority.",
+    ),
+    (
+        "rate_movie",
+        "Rate a movie",
+        _o(["title", "stars"], title=_s("title"), stars=_i("1-5", 1, 5), review=_s("text")),
+        "Give Spirited Away five stars.",
+    ),
+    (
+        "start_timer",
+        "Start a timer",
+        _o(["label", "seconds"], label=_s("name"), seconds=_i("duration", 1, 86400)),
+        "Start a Tea timer for four minutes.",
+    ),
+    (
+        "compute_route",
+        "Route between waypoints",
+        _o(
+            ["waypoints", "mode"],
+            waypoints={
+                "type": "array",
+                "minItems": 2,
+                "items": _o(
+                    ["lat", "lon"],
+                    lat={**_NUM, "minimum": -90, "maximum": 90},
+                    lon={**_NUM, "minimum": -180, "maximum": 180},
+                ),
+            },
+            mode=_e("driving", "walking", "cycling"),
+        ),
+        "Cycle from 37.80,-122.27 to 37.87,-122.26.",
+    ),
+    (
+        "update_profile",
+        "Update user settings",
+        _o(
+            ["user_id", "settings"],
+            user_id=_i("account", 1, 10**9),
+            settings=_o(
+                ["language", "notifications"],
+                language=_e("en", "de", "fr"),
+                notifications=_BOOL,
+                timezone=_s("IANA zone"),
+            ),
+        ),
+        "Switch user 7781 to German and turn notifications off.",
+    ),
+    (
+        "run_sql_query",
+        "Run a read-only SQL query",
+        _o(
+            ["database", "query"],
+            database=_e("analytics", "billing"),
+            query=_s("SELECT statement"),
+            limit=_i("row cap", 1, 1000),
+        ),
+        "On the Analytics database, count new signups.",
+    ),
+]
+WEATHER = TOOL_CATALOG[0]
+
+
+def tool_specs(n: int) -> list[tuple[str, dict, str]]:
+    """N distinct tools as (name, OpenAI tool dict, prompt); past the catalogue, renamed variants."""
+    if n < 1:
+        raise BadInput(f"gate: --tools: must be at least 1, got {n}")
+    out = []
+    for i in range(n):
+        name, desc, params, prompt = TOOL_CATALOG[i % len(TOOL_CATALOG)]
+        round_ = i // len(TOOL_CATALOG)
+        if round_:
+            name, desc = f"{name}_v{round_ + 1}", f"{desc} (variant {round_ + 1})"
+        tool = {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
+        out.append((name, tool, prompt))
+    return out

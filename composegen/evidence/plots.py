@@ -1,0 +1,180 @@
+"""The report's plots, drawn by matplotlib's SVG backend and returned as inline `<svg>` text.
+
+Only `composegen report` imports this module (matplotlib costs ~0.3 s to import: never on render, diff
+or validate paths). Figures are made with matplotlib.figure.Figure directly (no pyplot, no global
+state); text is drawn as paths (svg.fonttype "path") so the page needs no font; the SVG's date metadata
+is left out and its element ids salted per plot, so two plots on one page never share an id and the same
+data gives the same SVG. Each function returns None when no run has the data it plots.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+from composegen.evidence.runreport import RunsReport
+
+WIDTH = 9.0  # inches; the page scales the SVG to its column
+
+
+def _figure(rows: int = 1, cols: int = 1, height: float = 3.4):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH, height * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    return fig, [ax for row in axes for ax in row]
+
+
+def _svg(fig, name: str) -> str:
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": f"composegen-{name}"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    return _scoped(text[text.index("<svg") :], name)
+
+
+_ID_REFS = re.compile(r'(\bid="|href="#|url\(#)([^")]+)')
+
+
+def _scoped(svg: str, name: str) -> str:
+    """Every id (and every reference to one) prefixed with the plot's name: matplotlib numbers its
+    elements and glyphs the same way in every figure, and ids must be unique on the page."""
+    return _ID_REFS.sub(lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
+
+
+def _thousands(value: float, _position=None) -> str:
+    return f"{value / 1000:g}k" if abs(value) >= 1000 else f"{value:g}"
+
+
+def kv_capacity(report: RunsReport) -> str | None:
+    from matplotlib.ticker import MaxNLocator
+
+    runs = [r for r in report.runs if r.startup.get("kv_cache_tokens") is not None]
+    if not runs:
+        return None
+    fig, (tokens, gib) = _figure(1, 2)
+    labels = [r.label for r in runs]
+    values = [r.startup["kv_cache_tokens"] for r in runs]
+    bars = tokens.barh(labels, values, color="#4c72b0")
+    tokens.bar_label(bars, labels=[f"{v:,}" for v in values], padding=3)
+    tokens.set_title("Engine-reported GPU KV tokens")
+    tokens.xaxis.set_major_formatter(_thousands)
+    tokens.xaxis.set_major_locator(MaxNLocator(5))
+    tokens.invert_yaxis()
+    tokens.margins(x=0.3)
+    sizes = [r.startup.get("kv_cache_gib_min") or 0 for r in runs]
+    bars = gib.barh(labels, sizes, color="#55a868")
+    gib.bar_label(bars, labels=[f"{v:.2f} GiB" for v in sizes], padding=3)
+    gib.set_title("Minimum-rank KV allocation (GiB)")
+    gib.invert_yaxis()
+    gib.margins(x=0.3)
+    return _svg(fig, "kv_capacity")
+
+
+def memory_breakdown(report: RunsReport) -> str | None:
+    bars: list[tuple[str, float, float, float]] = []  # (run · rank, weights, activation, KV)
+    parts = ("weights", "#8172b3"), ("activation", "#c44e52"), ("KV cache", "#55a868")
+    for run in report.runs:
+        s = run.startup
+        per_rank = s.get("kv_cache_gib_per_rank") or ([s["kv_cache_gib_min"]] if s.get("kv_cache_gib_min") else [])
+        if s.get("weights_gib") is None and not per_rank:
+            continue
+        for rank, kv in enumerate(per_rank or [0.0]):
+            name = f"{run.label} · rank {rank}" if len(per_rank) > 1 else run.label
+            bars.append((name, s.get("weights_gib") or 0.0, s.get("peak_activation_gib") or 0.0, kv or 0.0))
+    if not bars:
+        return None
+    fig, (ax,) = _figure(height=max(2.4, 0.55 * len(bars) + 1.2))
+    names = [b[0] for b in bars]
+    left = [0.0] * len(bars)
+    for i, (part, color) in enumerate(parts):
+        widths: list[float] = [float(b[i + 1]) for b in bars]
+        drawn = ax.barh(names, widths, left=left, color=color, label=part)
+        wide = [f"{w:.2f}" if w > 4 else "" for w in widths]  # a narrow segment is labelled past the bar
+        ax.bar_label(drawn, labels=wide, label_type="center", fontsize=8)
+        left = [a + w for a, w in zip(left, widths, strict=True)]
+    for y, (bar, end) in enumerate(zip(bars, left, strict=True)):
+        ax.text(end + 1, y, f"activation {bar[2]:.2f}", va="center", fontsize=8)
+    ax.margins(x=0.18)
+    ax.invert_yaxis()
+    ax.set_xlabel("GiB per rank")
+    ax.set_title("Per-rank GPU memory: weights / peak activation / KV cache")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.08), ncols=3, fontsize=8, frameon=False)
+    return _svg(fig, "memory_breakdown")
+
+
+def ladder(report: RunsReport) -> str | None:
+    runs = [r for r in report.runs if r.ladder and any(row.prompt_tokens for row in r.ladder.targets)]
+    if not runs:
+        return None
+    fig, axes = _figure(1, 3)
+    for key, ax, title in zip(
+        ("ttft_s", "prefill_tok_s", "decode_tok_s"),
+        axes,
+        ("TTFT (s)", "Effective prefill (tok/s)", "Decode (tok/s)"),
+        strict=True,
+    ):
+        for run in runs:
+            points = sorted(
+                (row.prompt_tokens, getattr(row, key))
+                for row in run.ladder.targets  # type: ignore[union-attr]
+                if row.prompt_tokens is not None and getattr(row, key) is not None
+            )
+            if points:
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run.label)
+        ax.set_title(title)
+        ax.set_xlabel("prompt tokens")
+        ax.xaxis.set_major_formatter(_thousands)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    return _svg(fig, "ladder")
+
+
+def bench(report: RunsReport) -> str | None:
+    runs = [r for r in report.runs if r.bench and r.bench.levels]
+    if not runs:
+        return None
+    fig, axes = _figure(1, 3)
+    throughput, ttft, tpot = axes
+    for run in runs:
+        levels = sorted(run.bench.levels, key=lambda lv: lv.concurrency)  # type: ignore[union-attr]
+        conc = [lv.concurrency for lv in levels]
+        line = throughput.plot(conc, [lv.output_throughput for lv in levels], marker="o", label=run.label)[0]
+        for ax, metric in ((ttft, "ttft"), (tpot, "tpot")):
+            for stat, style in (("median", "-"), ("p99", ":")):
+                values = [getattr(lv, f"{stat}_{metric}_ms") for lv in levels]
+                points = [(c, v) for c, v in zip(conc, values, strict=True) if v is not None]
+                ax.plot(
+                    [p[0] for p in points],
+                    [p[1] for p in points],
+                    style,
+                    marker="o",
+                    color=line.get_color(),
+                    label=f"{run.label} {stat}",
+                )
+    throughput.set_title("Output throughput (tok/s)")
+    ttft.set_title("TTFT median / p99 (ms)")
+    tpot.set_title("TPOT median / p99 (ms)")
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    levels = sorted({lv.concurrency for run in runs for lv in run.bench.levels})  # type: ignore[union-attr]
+    for ax in axes:
+        ax.set_xlabel("concurrency")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(FixedLocator(levels))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter("{x:g}")
+        ax.grid(alpha=0.3)
+    throughput.legend(fontsize=8)
+    ttft.legend(fontsize=7)
+    return _svg(fig, "bench")
+
+
+PLOTS = (
+    ("kv_capacity", "KV capacity", kv_capacity),
+    ("memory_breakdown", "Per-rank memory", memory_breakdown),
+    ("ladder", "Context ladder", ladder),
+    ("bench", "Throughput and latency under load", bench),
+)

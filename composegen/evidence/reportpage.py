@@ -1,0 +1,130 @@
+"""`composegen report --html FILE`: one self-contained HTML page — inline CSS, plots as inline SVG
+(plots.py), no script, no link, no image or font to fetch: opened from a pull request's artifacts or
+an e-mail it looks the same offline.
+
+Sections: provenance (hashes, image digest, emulated or not, raw files), KV capacity and per-rank
+memory plots, the A/B Results table and config differences of each run against the first, the ladder
+plot, the load-benchmark plot with its per-level table. Every plot is a
+`<figure class="plot" data-plot="NAME">` holding one `<svg>`; a plot without data says so instead.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from composegen.evidence.runreport import PROVENANCE_HEAD, RunsReport, provenance_rows
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;
+color:#1d2125;background:#fff}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
+th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
+figure.plot{margin:1em 0}figure.plot svg{width:100%;height:auto}figcaption{color:#555;font-size:13px}
+.emulated{background:#fff3cd;border:1px solid #e0b100;padding:.6em 1em}.missing{color:#777;font-style:italic}
+code{font-size:12px}.flag-yes{color:#b00020;font-weight:bold}
+"""
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    cells = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(str(c)).replace('`', '')}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _plot(name: str, title: str, svg: str | None) -> str:
+    if svg is None:
+        return f'<p class="missing" data-missing-plot="{name}">{escape(title)}: no run has these figures.</p>'
+    return f'<figure class="plot" data-plot="{name}">{svg}<figcaption>{escape(title)}</figcaption></figure>'
+
+
+def _comparison(result: dict) -> str:
+    from composegen.evidence import benchcompare, compare
+
+    a, b = result["a"]["profile"], result["b"]["profile"]
+    rows = [[r["label"], compare._value(r, "a"), compare._value(r, "b"), compare._change(r)] for r in result["rows"]]
+    cap = result["unexplained_capacity_change"]
+    flag = compare._flag_line(result)
+    parts = [
+        f"<h3>{escape(a)} (a) vs {escape(b)} (b)</h3>",
+        _table(["Measurement", a, b, "Change"], rows),
+        f'<p class="{"flag-yes" if cap["flag"] else ""}">{escape(flag)}</p>',
+    ]
+    config = result["config"]
+    diff_rows = [[c["path"], repr(c["before"]), repr(c["after"])] for c in config["functional"]]
+    parts.append("<h4>Config differences</h4>")
+    parts.append(_table(["Path", "a", "b"], diff_rows) if diff_rows else "<p>No functional differences.</p>")
+    if config["identity"]:
+        parts.append(f"<p>{len(config['identity'])} identity-only differences (ports, names, labels).</p>")
+    bench = result.get("bench")
+    if bench and bench["levels"]:
+        parts.append("<h4>Load benchmark, per concurrency level</h4>")
+        cell = benchcompare.cell
+        rows = [
+            [str(r["concurrency"]), r["metric"], cell(r["a"]), cell(r["b"]), benchcompare.change(r)]
+            for r in bench["levels"]
+        ]
+        parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))
+    notes = [*config["notes"], *result["notes"], *((bench or {}).get("notes") or [])]
+    parts += [f"<p>note: {escape(n)}</p>" for n in notes]
+    return "".join(parts)
+
+
+def _raw_files(report: RunsReport) -> str:
+    rows = [[run.label, f.file, f.sha256, str(f.bytes)] for run in report.runs for f in run.raw]
+    return _table(["Run", "File", "sha256", "Bytes"], rows)
+
+
+def _bench_tables(report: RunsReport) -> str:
+    parts = []
+    head = ["Concurrency", "Completed", "Errors", "req/s", "output tok/s", "TTFT median ms", "TTFT p99 ms"]
+    head += ["TPOT median ms", "ITL p99 ms", "E2EL p99 ms"]
+    show = lambda v: "-" if v is None else f"{v:,.2f}"  # noqa: E731
+    for run in report.runs:
+        if run.bench is None:
+            continue
+        rows = [
+            [
+                str(lv.concurrency),
+                str(lv.completed),
+                str(lv.errors),
+                *map(show, (lv.request_throughput, lv.output_throughput, lv.median_ttft_ms, lv.p99_ttft_ms)),
+                *map(show, (lv.median_tpot_ms, lv.p99_itl_ms, lv.p99_e2el_ms)),
+            ]
+            for lv in run.bench.levels
+        ]
+        sizes = f"{run.bench.input_tokens} input / {run.bench.output_tokens} output tokens"
+        parts.append(f"<h4>{escape(run.label)} ({sizes})</h4>" + _table(head, rows))
+    return "".join(parts)
+
+
+def render_html(report: RunsReport) -> str:
+    from composegen.evidence import plots
+
+    svgs = {name: (title, fn(report)) for name, title, fn in plots.PLOTS}
+    names = ", ".join(run.label for run in report.runs)
+    body = [f"<h1>composegen report: {escape(names)}</h1>"]
+    if any(run.emulated for run in report.runs):
+        emulated = ", ".join(run.label for run in report.runs if run.emulated)
+        body.append(
+            f'<p class="emulated"><strong>EMULATED vLLM</strong> ({escape(emulated)}): these figures exercise '
+            "composegen and the criteria, not a real engine or model.</p>"
+        )
+    body += ["<h2>Provenance</h2>", _table(PROVENANCE_HEAD, provenance_rows(report))]
+    body += ["<h2>KV capacity and memory</h2>", _plot("kv_capacity", *svgs["kv_capacity"])]
+    body.append(_plot("memory_breakdown", *svgs["memory_breakdown"]))
+    if report.comparisons:
+        body.append("<h2>A/B results and config differences</h2>")
+        body += [_comparison(comparison.to_json()) for comparison in report.comparisons]
+    body += ["<h2>Context ladder</h2>", _plot("ladder", *svgs["ladder"])]
+    body += ["<h2>Load benchmark</h2>", _plot("bench", *svgs["bench"]), _bench_tables(report)]
+    body += ["<h2>Raw files</h2>", _raw_files(report)]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>composegen report: {escape(names)}</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,183 @@
+"""`composegen report RUN...`: what the evidence runs hold, gathered once for the HTML page (reportpage.py)
+and the Markdown pull-request comment (format_markdown here).
+
+`gather(specs, *, root) -> RunsReport` loads every bundle (checking its raw files' sha256 as load_run does)
+and compares every later run with the first (compare.compare_runs: the A/B Results table, config
+differences, the unexplained-capacity flag, per-level bench deltas). The JSON form (`report --json`) is
+the RunsReport model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from composegen.errors import BadInput
+from composegen.evidence import benchcompare, compare
+from composegen.evidence import bundle as evidence
+from composegen.evidence.benchstats import BenchResult
+from composegen.evidence.compare import CompareReport
+from composegen.evidence.models import LadderResult
+from composegen.report import Report
+
+STARTUP_KEYS = (
+    "vllm_version",
+    "max_model_len",
+    "kv_cache_tokens",
+    "kv_cache_gib_min",
+    "kv_cache_gib_per_rank",
+    "weights_gib",
+    "peak_activation_gib",
+    "cuda_graph_gib",
+    "max_concurrency",
+)
+
+
+class RawFile(Report):
+    file: str
+    sha256: str
+    bytes: int | None = None
+
+
+class RunSummary(Report):
+    run: str = Field(description="the bundle directory")
+    label: str = Field(description="a short name for plots and tables: the profile, made unique")
+    profile: str
+    hash: str
+    source: str
+    created_at: str
+    composegen_version: str | None
+    image_digest: str | None
+    model_revision: str | None
+    compose_sha256: str | None
+    emulated: bool
+    unknown: list[str]
+    raw: list[RawFile]
+    startup: dict[str, Any] = Field(description="the startup figures the report uses (see STARTUP_KEYS)")
+    gates: str | None = Field(description="passed/total, null when not run")
+    ladder: LadderResult | None
+    bench: BenchResult | None
+
+
+class RunsReport(Report):
+    """`composegen report --json`."""
+
+    runs: list[RunSummary]
+    comparisons: list[CompareReport] = Field(description="compare_runs of each later run against the first")
+
+
+def _labels(docs: list[dict]) -> list[str]:
+    names = [doc["profile"]["name"] for doc in docs]
+    return [name if names.count(name) == 1 else f"{name} ({i + 1})" for i, name in enumerate(names)]
+
+
+def _ladder(doc: dict) -> LadderResult | None:
+    raw = doc.get("ladder")
+    if raw is None:
+        return None
+    try:
+        return LadderResult.model_validate(raw)
+    except ValueError as exc:
+        problem = " ".join(str(exc).splitlines()[1:3]).strip()
+        raise BadInput(f"{doc['path']}/evidence.json: ladder: {problem}") from None
+
+
+def _summary(doc: dict, label: str) -> RunSummary:
+    gates = doc.get("gates")
+    return RunSummary(
+        run=doc["path"],
+        label=label,
+        profile=doc["profile"]["name"],
+        hash=doc["profile"]["hash"],
+        source=doc["source"],
+        created_at=doc["created_at"],
+        composegen_version=doc.get("composegen_version"),
+        image_digest=doc.get("image_digest"),
+        model_revision=doc.get("model_revision"),
+        compose_sha256=doc.get("compose_sha256"),
+        emulated=bool(doc.get("emulated")),
+        unknown=list(doc.get("unknown") or []),
+        raw=[RawFile.model_validate(entry) for entry in doc["raw"]],
+        startup={key: (doc.get("startup") or {}).get(key) for key in STARTUP_KEYS},
+        gates=f"{gates['passed']}/{gates['total']}" if gates else None,
+        ladder=_ladder(doc),
+        bench=benchcompare.load_bench(doc),
+    )
+
+
+def gather(specs: list[str], *, root) -> RunsReport:
+    if not specs:
+        raise BadInput("report: give one or more runs (runs/<run> or a bundle path)")
+    docs = [evidence.load_run(spec, root) for spec in specs]
+    runs = [_summary(doc, label) for doc, label in zip(docs, _labels(docs), strict=True)]
+    comparisons = [compare.compare_runs(docs[0]["path"], doc["path"], root=root) for doc in docs[1:]]
+    return RunsReport.model_validate({"runs": runs, "comparisons": comparisons})
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+def _short(value: str | None, n: int = 16) -> str:
+    return "unknown" if not value else f"`{value.removeprefix('sha256:')[:n]}`"
+
+
+def provenance_rows(report: RunsReport) -> list[list[str]]:
+    """[label, profile hash, image digest, compose sha256, revision, source, emulated, created] per run."""
+    return [
+        [
+            run.label,
+            run.hash,
+            _short(run.image_digest),
+            _short(run.compose_sha256),
+            _short(run.model_revision, 12),
+            run.source,
+            "EMULATED" if run.emulated else "no",
+            run.created_at,
+        ]
+        for run in report.runs
+    ]
+
+
+PROVENANCE_HEAD = ["Run", "Profile hash", "Image digest", "Compose sha256", "Revision", "Source", "Emulated", "Created"]
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def _ladder_md(run: RunSummary) -> list[str]:
+    if run.ladder is None:
+        return []
+    show = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
+    rows = [
+        [
+            f"{row.target:,}",
+            show(row.prompt_tokens, ",d"),
+            show(row.ttft_s, ".3f"),
+            show(row.prefill_tok_s, ",.0f"),
+            show(row.decode_tok_s, ".2f"),
+            "ok" if row.ok else f"FAIL: {row.reason}",
+        ]
+        for row in run.ladder.targets
+    ]
+    head = ["Target", "Prompt tokens", "TTFT s", "Prefill tok/s", "Decode tok/s", "Result"]
+    return ["", f"**Context ladder: {run.label}**", "", *_md_table(head, rows)]
+
+
+def format_markdown(report: RunsReport) -> str:
+    from composegen.evidence import benchstats
+
+    lines = ["## composegen report", ""]
+    if any(run.emulated for run in report.runs):
+        lines += ["> **EMULATED vLLM** in at least one run: the figures exercise composegen, not a model.", ""]
+    lines += ["### Provenance", "", *_md_table(PROVENANCE_HEAD, provenance_rows(report))]
+    for comparison in report.comparisons:
+        result = comparison.to_json()
+        lines += ["", f"### {result['a']['profile']} vs {result['b']['profile']}", "", compare.format_markdown(result)]
+    for run in report.runs:
+        lines += _ladder_md(run)
+        if run.bench is not None:
+            lines += ["", f"**Load benchmark: {run.label}**", "", benchstats.format_markdown(run.bench).rstrip()]
+    lines += ["", "_Plots: `composegen report --html FILE` (one self-contained page)._"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,70 @@
+"""The JSON shapes of the profile commands (list, validate, show, render): `composegen schema --report NAME`."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from composegen.report import Report
+
+
+class ListedProfile(Report):
+    name: str
+    extends: str | None = Field(description="the parent profile, if any")
+    description: str
+    hash: str | None = Field(description="null when the profile is invalid")
+    error: str | None = Field(description="why the profile is invalid (one line), else null")
+
+
+class ListReport(Report):
+    """`composegen list --json` (exit 2 when any profile is invalid; the rows still list every profile)."""
+
+    profiles: list[ListedProfile]
+
+
+class ValidatedProfile(Report):
+    name: str
+    hash: str
+    warnings: list[str]
+    pinned: bool
+
+
+class ValidateReport(Report):
+    """`composegen validate --json`: `warnings` are the ones no single profile shows (shared ports, names)."""
+
+    profiles: list[ValidatedProfile]
+    warnings: list[str]
+
+
+class ShowReport(Report):
+    """`composegen show NAME --json`: the resolved profile (secret values of this machine masked)."""
+
+    name: str
+    path: str
+    extends: list[str] = Field(description="ancestors, nearest first")
+    hash: str
+    profile: dict[str, Any] = Field(description="the merged profile (`composegen schema`)")
+    flags: dict[str, Any] = Field(description="vLLM flag name -> checked value")
+    argv: list[str] = Field(description="the container's command line, `vllm serve ...`")
+    warnings: list[str]
+
+
+class RenderReport(Report):
+    """`composegen render --json`."""
+
+    written: list[str]
+    removed: list[str] = Field(description="generated files of profiles that no longer exist")
+    unchanged: int
+
+
+class Drift(Report):
+    path: str
+    reason: Literal["stale", "missing", "orphan"]
+
+
+class RenderCheckReport(Report):
+    """`composegen render --check --json` (exit 1 unless fresh)."""
+
+    fresh: bool
+    drift: list[Drift]

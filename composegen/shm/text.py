@@ -1,0 +1,101 @@
+"""The shm reports as text for people: names escaped so they cannot forge lines or drive a terminal,
+and the free-space and leftover warnings `up` shows."""
+
+from __future__ import annotations
+
+from composegen.shm.patterns import CLASSES
+
+
+def human_bytes(n: float) -> str:
+    from composegen.units import format_bytes  # on first use: the JSON fast path never formats sizes
+
+    return format_bytes(n)
+
+
+def check_budget(scan_report: dict, need_bytes: int, leftover_warn_bytes: int) -> list[str]:
+    """Warnings for `up`: too little free shared memory for a profile, or too many leftovers."""
+    fs, path = scan_report["filesystem"], scan_report["path"]
+    leftover = scan_report["totals"]["leftover"]
+    warnings = []
+    if need_bytes > fs["total_bytes"]:
+        warnings.append(
+            f"{path} is {human_bytes(fs['total_bytes'])} in total but the profile needs "
+            f"{human_bytes(need_bytes)}; raise shm_size or the tmpfs size"
+        )
+    elif need_bytes > fs["free_bytes"]:
+        tip = (
+            f"; reclaiming {leftover['count']} leftovers would free {human_bytes(leftover['allocated_bytes'])}"
+            " (composegen shm --reclaim)"
+            if leftover["count"]
+            else ""
+        )
+        warnings.append(
+            f"{path} has {human_bytes(fs['free_bytes'])} free but the profile needs {human_bytes(need_bytes)}{tip}"
+        )
+    if leftover["count"] and leftover["allocated_bytes"] > leftover_warn_bytes:
+        warnings.append(
+            f"{leftover['count']} leftover files use {human_bytes(leftover['allocated_bytes'])} "
+            f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm --reclaim"
+        )
+    return warnings
+
+
+def printable(name: str | None) -> str:
+    """A name from the filesystem or /proc as text output shows it: control and format characters
+    (newline, ESC, bidi overrides...), bytes that are not UTF-8 and the backslash itself escaped, so a
+    name can neither forge lines nor drive the terminal. JSON keeps the name as it is."""
+    if name is None:
+        return "?"
+    if name.isprintable() and "\\" not in name:
+        return name
+    return "".join(_escape(ch) for ch in name)
+
+
+def _escape(ch: str) -> str:
+    if ch == "\\":
+        return "\\\\"
+    if ch.isprintable():
+        return ch
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def unreadable_lines(unreadable: list[dict]) -> list[str]:
+    if not unreadable:
+        return []
+    pids = ", ".join(f"{u['pid']} ({printable(u['comm'])}, uid {u['uid']})" for u in unreadable)
+    return [f"warning: holders unknown for {len(unreadable)} unreadable process(es): {pids}"]
+
+
+def format_text(report: dict) -> str:
+    lines = [f"{'CLASS':<9} {'ALLOC':>10} {'AGE':>5} {'OWNER':<8} {'KIND':<7} NAME  HOLDERS"]
+    for e in report["entries"]:
+        holders = "; ".join(
+            f"{h['pid']}/{printable(h['comm'])} {'+'.join(h['how'])}"
+            + (f" [{h['compose_project'] or h['container_id'][:12]}]" if h["container_id"] else "")
+            for h in e["holders"]
+        )
+        lines.append(
+            f"{e['class']:<9} {human_bytes(e['allocated_bytes']):>10} {_age(e['age_seconds']):>5} "
+            f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}  {holders}".rstrip()
+        )
+    fs, totals = report["filesystem"], report["totals"]
+    lines.append(
+        ", ".join(f"{cls}: {totals[cls]['count']} ({human_bytes(totals[cls]['allocated_bytes'])})" for cls in CLASSES)
+    )
+    lines.append(
+        f"{printable(report['path'])}: {human_bytes(fs['free_bytes'])} free of {human_bytes(fs['total_bytes'])}"
+    )
+    if report.get("container"):
+        c = report["container"]
+        lines.append(f"container {printable(c['name'])} ({c['id'][:12]}), ipc {c['ipc_mode']}")
+    return "\n".join(lines + unreadable_lines(report["unreadable_pids"]))

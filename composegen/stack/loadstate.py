@@ -1,0 +1,154 @@
+"""A stack that is still starting: where its load is, read from the engine's own log.
+
+`loading_state(ctr, healthy, startup_timeout)` → None (not running, or answering), else {stage, label,
+summary, done, total, elapsed_s, in_start_period, failed}: what `status` shows instead of "unhealthy"
+while the engine loads inside its start period (the healthcheck's start_period is startup_timeout).
+`raise_if_loading(...)` turns that into "NAME is still loading: <stage>" (EngineError, exit 3, hint
+`composegen wait NAME`) for the commands that need a ready engine (gate, startup, ladder, evidence...).
+`api_text`/`health_text` are status's columns: composegen's readiness next to Docker's health.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import Field
+
+from composegen.errors import EngineError
+from composegen.report import Report
+from composegen.stack import engine, readiness, stages
+from composegen.stack.targets import docker_time
+
+
+def stamped(text: str) -> list[tuple[float | None, str]]:
+    """`docker logs --timestamps` text as (epoch seconds, line) pairs."""
+    rows = []
+    for line in text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        try:
+            at = docker_time(stamp)
+        except ValueError:
+            at, rest = None, line
+        rows.append((at, rest))
+    return rows
+
+
+def read_stages(ctr: engine.ContainerFacts, startup_timeout: float | None) -> stages.StageTracker:
+    """The stages of the container's start so far, timed by Docker's own log timestamps."""
+    started = ctr.started_at or time.time()
+    tracker = stages.StageTracker(started, startup_timeout)
+    for at, line in stamped(engine.logs(ctr, timestamps=True)):
+        tracker.feed(line, at if at is not None else started)
+    return tracker
+
+
+def loading_state(ctr: engine.ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> dict | None:
+    if not ctr.running or healthy:
+        return None
+    tracker = read_stages(ctr, startup_timeout)
+    now = time.time()
+    stage = tracker.current
+    left = tracker.time_left(now)
+    return {
+        "stage": stage.key if stage else None,
+        "label": stage.label if stage else None,
+        "summary": tracker.summary(),
+        "done": stage.done if stage else None,
+        "total": stage.total if stage else None,
+        "elapsed_s": round(now - tracker.started_at, 1),
+        "in_start_period": left is None or left > 0,
+        "failed": tracker.failed,
+    }
+
+
+def still_loading(state: dict | None) -> bool:
+    """Loading and expected to: inside the start period, no failure logged, not yet ready."""
+    if state is None:
+        return False
+    return bool(state["in_start_period"]) and not state["failed"] and state["stage"] != "ready"
+
+
+def wait_hint(name: str) -> str:
+    return f"`composegen wait {name}` shows the load and returns when the stack is ready"
+
+
+def raise_if_loading(
+    name: str, ctr: engine.ContainerFacts, ep: readiness.Endpoint, startup_timeout: float | None
+) -> None:
+    """EngineError "NAME is still loading: <stage>" when the engine does not answer yet but is loading."""
+    if readiness.health_ok(ep):
+        return
+    state = loading_state(ctr, False, startup_timeout)
+    if state is not None and still_loading(state):
+        raise EngineError(f"{name} is still loading: {state['summary']}", hint=wait_hint(name))
+
+
+class LoadingStatus(Report):
+    """Where a running engine that does not answer yet is in its start (`status` → endpoint.loading)."""
+
+    stage: str | None = Field(description="the stage's key (see `up --json` phases), null before the first line")
+    label: str | None = None
+    summary: str = Field(description="the stage as shown, with k/N where the engine logs it: `loading weights 3/8`")
+    done: int | None = None
+    total: int | None = None
+    elapsed_s: float = Field(description="seconds since the container started")
+    in_start_period: bool = Field(description="still inside startup_timeout (the healthcheck's start_period)")
+    failed: str | None = Field(None, description="the engine's failure line, when it logged one")
+
+
+def loading_status(
+    ctr: engine.ContainerFacts, healthy: bool | None, startup_timeout: float | None
+) -> LoadingStatus | None:
+    state = loading_state(ctr, healthy, startup_timeout)
+    return None if state is None else LoadingStatus(**state)
+
+
+def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStatus | None) -> str:
+    """The API column of `status`: composegen's own readiness, and while loading the stage, never "unhealthy"."""
+    if healthy:
+        return "ready" if served_name else "health 200"
+    if healthy is None:
+        return "down"
+    if loading is not None and still_loading(loading.model_dump()):
+        return f"loading: {loading.summary}"
+    if loading is not None and loading.failed:
+        return "failed"
+    return "unhealthy"
+
+
+def health_text(docker_health: str | None, ready: bool) -> str:
+    """Docker's health next to ours: its check runs every 30 s, so "starting" long after the API answers."""
+    if docker_health == "starting" and ready:
+        return "ready (docker: starting)"
+    return docker_health or "-"
+
+
+def up_hint(name: str, emulated: bool) -> str:
+    return f"`composegen up {name}{' --emulate' if emulated else ''}`"
+
+
+class AlreadyRunning(EngineError):
+    """`up` of a stack whose head already runs. `ready`: the caller shows the running stack's summary (exit 0);
+    otherwise it is starting (hint: `composegen wait`) or runs without answering (exit 3)."""
+
+    def __init__(self, message: str, *, ready: bool, hint: str) -> None:
+        super().__init__(message, hint=hint)
+        self.ready = ready
+
+
+def refuse_running(
+    name: str, ctr: engine.ContainerFacts, ep: readiness.Endpoint, served_name: str, startup_timeout: float | None
+) -> None:
+    """Raise AlreadyRunning saying what the running stack is doing: ready, starting (with its stage), or silent."""
+    healthy = readiness.health_ok(ep)
+    if healthy and readiness.models_entry(ep, served_name) is not None:
+        raise AlreadyRunning(f"{name} is already running and ready", ready=True, hint=f"`composegen status {name}`")
+    state = loading_state(ctr, healthy, startup_timeout)
+    if state is not None and still_loading(state):
+        raise AlreadyRunning(f"{name} is already starting: {state['summary']}", ready=False, hint=wait_hint(name))
+    why = f": {state['failed']}" if state and state["failed"] else ""
+    raise AlreadyRunning(
+        f"{name} is already running ({ctr.name}) but its API does not answer{why}",
+        ready=False,
+        hint=f"`composegen logs {name}`; `composegen down {name}` before starting it again",
+    )

@@ -1,0 +1,311 @@
+"""The host-memory guard: on a unified-memory host (DGX Spark's GB10, Tegra) the GPU allocates from system
+memory, and running out while the weights load hard-resets the machine instead of raising an out-of-memory
+error. So: preflight refuses `up` when MemAvailable on any node is below `service.memory_guard.min_available`,
+and while `up`/`wait` waits for ready a watcher reads MemAvailable every POLL_S; below the floor it stops the
+stack (SIGTERM, then SIGKILL after STOP_GRACE_S) and `up` exits 3 naming the node and the figures.
+
+The guard is on where the hosts are unified-memory: declared (`memory_guard.unified: true`), or detected
+(/proc/driver/nvidia/gpus/*/information names a GB10, or /etc/nv_tegra_release exists).
+
+COMPOSEGEN_MEMINFO names a file to read instead of /proc/meminfo on this machine (tests write a fake one
+mid-load). A node whose engine is local reads this machine's file; a remote node's host is read through a
+throw-away container (its /proc/meminfo is the host's), one probe per reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from composegen.errors import BadInput, EngineError
+from composegen.units import parse_bytes
+
+MEMINFO_ENV = "COMPOSEGEN_MEMINFO"
+POLL_S = 0.25
+STOP_GRACE_S = 1  # the load is what eats memory: a short grace, then kill, well inside 2 s
+
+_UNIFIED_PY = r"""
+import glob, json, os
+def unified():
+    for path in glob.glob("/proc/driver/nvidia/gpus/*/information"):
+        try:
+            text = open(path, encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        if "GB10" in text:
+            return True
+    return os.path.exists("/etc/nv_tegra_release")
+print(json.dumps({"meminfo": open("/proc/meminfo").read(), "unified": unified()}))
+"""
+
+
+@dataclass(frozen=True)
+class Memory:
+    available: int  # bytes
+    total: int
+
+    def text(self) -> str:
+        return f"MemAvailable {self.available / 2**30:.1f} GiB of {self.total / 2**30:.1f} GiB"
+
+
+def parse_meminfo(text: str, source: str = "/proc/meminfo") -> Memory:
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key.strip()] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
+    if "MemAvailable" not in values:
+        raise EngineError(f"{source} has no MemAvailable line (kernel older than 3.14, or not a meminfo file)")
+    return Memory(values["MemAvailable"], values.get("MemTotal", 0))
+
+
+def read_local() -> Memory:
+    path = os.environ.get(MEMINFO_ENV) or "/proc/meminfo"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return parse_meminfo(fh.read(), path)
+    except OSError as exc:
+        raise EngineError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def unified_local() -> bool:
+    for path in glob.glob("/proc/driver/nvidia/gpus/*/information"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                if "GB10" in fh.read():
+                    return True
+        except OSError:
+            continue
+    return os.path.exists("/etc/nv_tegra_release")
+
+
+def read_remote(image: str, owner: str, target) -> tuple[Memory, bool]:
+    """MemAvailable and unified-memory detection of a remote node's host, through its engine."""
+    from composegen.stack import engine
+
+    raw = engine.run_probe(image, ["-c", _UNIFIED_PY], owner, target, network_mode="none")
+    found = json.loads(raw.strip().splitlines()[-1])
+    return parse_meminfo(found["meminfo"], f"/proc/meminfo on {target.label}"), bool(found["unified"])
+
+
+def floor_bytes(r) -> int:
+    guard = r.profile.service.memory_guard
+    value = parse_bytes(guard.min_available)
+    if value is None:  # the schema's pattern makes this unreachable; say so clearly anyway
+        raise BadInput(f"{r.path}: service.memory_guard.min_available: not a size: {guard.min_available!r}")
+    return value
+
+
+def judge(node: str, mem: Memory, floor: int, declared: bool | None, detected: bool) -> tuple[str, str]:
+    """(status, message) of the preflight check for one node."""
+    if declared is False or (declared is None and not detected):
+        return "ok", f"{mem.text()}; not a unified-memory host, guard off (memory_guard.unified: true turns it on)"
+    why = "declared" if declared else "detected"
+    if mem.available < floor:
+        return (
+            "fail",
+            f"{node}: {mem.text()}, below the floor of {floor / 2**30:.1f} GiB (unified memory, {why}): loading "
+            "could exhaust host memory and hard-reset the machine; free memory (stop other stacks, drop caches) "
+            "or lower service.memory_guard.min_available",
+        )
+    return "ok", f"{mem.text()}, floor {floor / 2**30:.1f} GiB (unified memory, {why}); watched until ready"
+
+
+class MemoryLow(EngineError):
+    """The watcher stopped the stack: exit 3."""
+
+
+class Watcher:
+    """Reads MemAvailable of every node every POLL_S on a thread; below the floor it calls `stop` at once
+    (so the stop does not wait for the waiting loop) and `check()` raises MemoryLow in the waiting thread."""
+
+    def __init__(
+        self,
+        floor: int,
+        readers: dict[str, Callable[[], Memory]],
+        stop: Callable[[], None],
+        poll_s: float = POLL_S,
+    ):
+        self.floor, self.readers, self._stop_stack, self.poll_s = floor, readers, stop, poll_s
+        self.tripped: tuple[str, Memory, float] | None = None
+        self.closers: list[Callable[[], None]] = []  # e.g. a remote node's streaming probe
+        self.stop_error: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="composegen-memguard", daemon=True)
+
+    def start(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(5)
+        for close in self.closers:
+            close()
+
+    def __enter__(self) -> Watcher:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            for node, read in self.readers.items():
+                try:
+                    mem = read()
+                except EngineError:
+                    continue  # a failed reading is no reading; the next poll tries again
+                if mem.available < self.floor:
+                    self.tripped = (node, mem, time.time())
+                    try:
+                        self._stop_stack()
+                    except EngineError as exc:
+                        self.stop_error = exc.message
+                    self._done.set()
+                    return
+            self._done.wait(self.poll_s)
+
+    def check(self) -> None:
+        """Raise MemoryLow once the floor was crossed (called from the waiting loop's tick)."""
+        if self.tripped is None:
+            return
+        node, mem, _ = self.tripped
+        stopped = (
+            f"stop failed: {self.stop_error}" if self.stop_error else "the stack was stopped (SIGTERM, then SIGKILL)"
+        )
+        raise MemoryLow(
+            f"node {node}: {mem.text()} fell below the memory guard's floor of {self.floor / 2**30:.1f} GiB "
+            f"while loading; {stopped} before host memory ran out",
+            hint="free host memory, or lower gpu-memory-utilization / max-model-len; the floor is "
+            "service.memory_guard.min_available",
+        )
+
+
+_STREAM_PY = r"""
+import sys, time
+interval, until = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+while time.monotonic() < until:
+    with open("/proc/meminfo") as fh:
+        v = {l.split(":")[0]: l.split()[1] for l in fh if l.startswith(("MemAvailable:", "MemTotal:"))}
+    print(v.get("MemAvailable", "-1"), v.get("MemTotal", "0"), flush=True)
+    time.sleep(interval)
+"""
+STALE_S = 3.0
+
+
+class RemoteMemory:
+    """MemAvailable of a remote node's host, streamed: one probe container prints it every POLL_S and a
+    thread keeps the latest line (a probe container per reading would take ~1 s over ssh). The probe
+    ends by itself after `lifetime` seconds; `close()` removes it at once."""
+
+    def __init__(self, image: str, owner: str, target, lifetime: float) -> None:
+        from composegen.stack import engine
+
+        self.label = target.label
+        self.latest: tuple[Memory, float] | None = None
+        argv = ["-c", _STREAM_PY, str(POLL_S), str(int(lifetime))]
+        self.ctr = engine.start_probe(image, argv, owner, target, network_mode="none")
+        self.stream = engine.LogStream(self.ctr, tail=0)
+        threading.Thread(target=self._pump, name=f"memguard-{self.label}", daemon=True).start()
+
+    def _pump(self) -> None:
+        for _, line in self.stream.lines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0].lstrip("-").isdigit() and parts[1].isdigit() and int(parts[0]) >= 0:
+                self.latest = (Memory(int(parts[0]) * 1024, int(parts[1]) * 1024), time.monotonic())
+
+    def read(self) -> Memory:
+        if self.latest is None or time.monotonic() - self.latest[1] > STALE_S:
+            raise EngineError(f"no MemAvailable reading from {self.label} for {STALE_S:.0f} s")
+        return self.latest[0]
+
+    def close(self) -> None:
+        from composegen.stack import engine
+
+        self.stream.close()
+        with contextlib.suppress(EngineError):  # labelled: the next `up` of this profile removes it
+            engine.remove_container(self.ctr)
+
+
+# ---- up: preflight and the watch, for every node ----------------------------------------------------
+
+Place = tuple[str | None, Any, str]  # (node name or None, engine Target, compose project)
+
+
+def _reader(place: Place, image: str | None, owner: str) -> Callable[[], tuple[Memory, bool]]:
+    _, target, _ = place
+    if target.is_local:
+        return lambda: (read_local(), unified_local())
+    return lambda: read_remote(image or "", owner, target)
+
+
+def preflight_checks(r, places: list[Place], image: str | None) -> tuple[list, bool]:
+    """One `memory` check per node, and whether the guard is on (some node is unified-memory)."""
+    from composegen.stack.preflight import Check
+
+    floor, declared = floor_bytes(r), r.profile.service.memory_guard.unified
+    checks, on = [], False
+    for place in places:
+        name = f"{place[0]}/memory" if place[0] else "memory"
+        try:
+            mem, detected = _reader(place, image, r.name)()
+        except EngineError as exc:
+            checks.append(Check(name, "warn", f"MemAvailable not readable: {exc.message}"))
+            continue
+        status, message = judge(place[0] or "this host", mem, floor, declared, detected)
+        on = on or declared is True or (declared is None and detected)
+        checks.append(Check(name, status, message))
+    return checks, on
+
+
+def watch(r, places: list[Place], image: str | None) -> Watcher:
+    """Start the watcher for every node; below the floor it stops every node's stack containers."""
+    from composegen.stack import engine
+
+    def stop() -> None:
+        ctrs = [c for _, target, project in places for c in engine.project_containers(project, target) if c.running]
+        threads = [threading.Thread(target=engine.stop_container, args=(c, STOP_GRACE_S)) for c in ctrs]
+        for t in threads:  # every node at once: the floor is crossed now, not after the head's grace
+            t.start()
+        for t in threads:
+            t.join(30)
+
+    readers: dict[str, Callable[[], Memory]] = {}
+    remotes: list[RemoteMemory] = []
+    for name, target, _ in places:
+        if target.is_local:
+            readers[name or "this host"] = read_local
+        else:
+            lifetime = r.profile.service.startup_timeout + 120
+            try:
+                remotes.append(RemoteMemory(image or r.profile.image, r.name, target, lifetime))
+            except EngineError:
+                continue  # preflight read this node; a watch that cannot start does not stop the run
+            readers[name or target.label] = remotes[-1].read
+    guard = Watcher(floor_bytes(r), readers, stop)
+    guard.closers += [m.close for m in remotes]
+    return guard.start()
+
+
+def watch_when_on(r, places: list[Place], image: str | None) -> Watcher | None:
+    """For `wait` on a stack another command started: the watcher when the guard applies (declared, or a
+    unified-memory node detected), else None."""
+    declared = r.profile.service.memory_guard.unified
+    if declared is False:
+        return None
+    if declared is None:
+        try:
+            if not any(_reader(p, image, r.name)()[1] for p in places):
+                return None
+        except EngineError:
+            return None
+    return watch(r, places, image)

@@ -1,0 +1,223 @@
+"""Weights on every node: the engine-facing half of `composegen weights` and of `up`'s weights preflight.
+
+The head (where composegen runs) is read directly when its engine is local; every other node through its
+own engine: a throw-away container bind-mounts the node's cache read-only and runs the same listing script
+(weights/snapshot.py), so a worker on another host is judged exactly like the head. `--sync` streams a tar
+of the head's snapshot (its blobs and the snapshot's relative links) into the node's cache through the
+Docker API (a created, never started container with the cache bind-mounted; no ssh or rsync), then lists
+the node again and compares sizes.
+
+When `up` finds the weights complete it adds a compose override setting HF_HUB_OFFLINE=1 (unless
+`service.hf_online`), so the engine never reaches for the Hub; out/ stays as rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from composegen.errors import ComposegenError
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+from composegen.stack import engine, state
+from composegen.stack.preflight import Check
+from composegen.stack.targets import Target
+from composegen.weights import cache, check, snapshot
+
+MOUNT = "/composegen-cache"
+CHUNK = 2**20
+
+
+def _members(r: Resolved) -> list:
+    return sorted(r.profile.nodes.members, key=lambda m: m.rank) if r.profile.nodes else []
+
+
+def _target(member) -> Target:
+    return Target(member.docker_host, member.context)
+
+
+def probe_image(r: Resolved, target: Target) -> str:
+    """An image that is on that engine and has python3: the profile's, else composegen's base image."""
+    for image in (r.profile.image, engine.BASE_IMAGE):
+        if engine.image_present(image, target):
+            return image
+    raise engine.EngineError(f"neither {r.profile.image} nor {engine.BASE_IMAGE} is on {target.label}")
+
+
+def listing(r: Resolved, loc: cache.Location, target: Target, remote: bool, image: str | None = None) -> dict:
+    """LISTING_PY's answer for one node: in-process for a local head, else in a container on that engine."""
+    if not remote:
+        return snapshot.list_local(loc.snapshot, loc.blobs)
+    inside = lambda p: p.replace(loc.host_dir, MOUNT, 1) if p else p  # noqa: E731
+    raw = engine.run_probe(
+        image or probe_image(r, target),
+        ["-c", snapshot.LISTING_PY, snapshot.listing_args(inside(loc.snapshot), inside(loc.blobs))],
+        r.name,
+        target,
+        network_mode="none",
+        binds={loc.host_dir: {"bind": MOUNT, "mode": "ro"}},
+    )
+    return json.loads(raw.strip().splitlines()[-1])
+
+
+def check_nodes(project: Project, r: Resolved, head: check.WeightsReport) -> list[check.NodeWeights]:
+    """Every worker's cache against the head's list of required files."""
+    out = []
+    for m in _members(r)[1:]:
+        target = _target(m)
+        loc = cache.locate(r, m, project.out_path(r.name).parent)
+        try:
+            found = snapshot.judge(listing(r, loc, target, remote=True))
+            sizes = {f.name: f.bytes for f in head.files if f.present}
+            wrong = [n for n, size in sizes.items() if n not in found.missing and _size(found, n) != size]
+            missing = found.missing + [n for n in sizes if n not in {f["name"] for f in found.files}]
+            out.append(
+                check.NodeWeights(
+                    name=m.name,
+                    engine=target.label,
+                    cache_dir=loc.host_dir,
+                    snapshot=loc.snapshot,
+                    complete=found.complete and not missing and not wrong,
+                    missing=missing + [f"{n} (size differs from the head's)" for n in wrong],
+                    total_bytes=found.total_bytes,
+                )
+            )
+        except ComposegenError as exc:
+            out.append(
+                check.NodeWeights(
+                    name=m.name,
+                    engine=target.label,
+                    cache_dir=loc.host_dir,
+                    snapshot=loc.snapshot,
+                    complete=False,
+                    missing=[],
+                    total_bytes=0,
+                    error=exc.message,
+                )
+            )
+    return out
+
+
+def _size(judged: snapshot.Judged, name: str) -> int | None:
+    return next((f["bytes"] for f in judged.files if f["name"] == name), None)
+
+
+def sync_nodes(project: Project, r: Resolved, head_loc: cache.Location, head: check.WeightsReport) -> list[str]:
+    """Copy the head's complete snapshot to every worker whose copy is not complete; the names synced."""
+    check.require_complete(head)
+    synced = []
+    for node in check_nodes(project, r, head):
+        if node.complete:
+            continue
+        m = next(m for m in _members(r) if m.name == node.name)
+        target = _target(m)
+        loc = cache.locate(r, m, project.out_path(r.name).parent)
+        names = [f.name for f in head.files if f.present]
+        engine.put_archive(probe_image(r, target), r.name, target, loc.host_dir, _tar_stream(head_loc, names))
+        synced.append(m.name)
+    return synced
+
+
+def _tar_stream(loc: cache.Location, names: list[str]) -> Iterator[bytes]:
+    """A tar of the files, laid out relative to the cache root: blobs/<etag> plus the snapshot's relative
+    links for a hub cache, the plain files for a model directory. Written by a thread into a pipe."""
+    rfd, wfd = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(wfd, "wb") as pipe, tarfile.open(fileobj=pipe, mode="w|") as tar:
+            for name in names:
+                path = os.path.join(loc.snapshot, name)
+                rel = os.path.relpath(path, loc.host_dir)
+                if os.path.islink(path):
+                    blob = os.path.realpath(path)
+                    tar.add(blob, arcname=os.path.relpath(blob, loc.host_dir))
+                    info = tarfile.TarInfo(rel)
+                    info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+                    tar.addfile(info)
+                else:
+                    tar.add(path, arcname=rel)
+
+    threading.Thread(target=write, name="composegen-sync-tar", daemon=True).start()
+    with os.fdopen(rfd, "rb") as src:
+        while chunk := src.read(CHUNK):
+            yield chunk
+
+
+# ---- up -------------------------------------------------------------------------------------------
+
+
+def preflight_checks(
+    project: Project, r: Resolved, image: str | None, emulate: bool, allow_download: bool
+) -> tuple[list[Check], bool]:
+    """The weights check of `up` on every node, and whether they are complete everywhere.
+    Incomplete fails on a real host unless --allow-download; under --emulate it is a warning."""
+    bad_status = "warn" if emulate or allow_download else "fail"
+    members = _members(r) or [None]
+    checks, complete = [], True
+    for m in members:
+        name = "weights" if m is None else f"{m.name}/weights"
+        try:
+            loc = cache.locate(r, m, project.out_path(r.name).parent)
+            target = _target(m) if m is not None else Target()
+            remote = m is not None and (m.rank != 0 or not target.is_local)  # a remote head: through its engine
+            report = check.build(r.name, loc, listing(r, loc, target, remote, image if remote else None), None)
+        except ComposegenError as exc:
+            checks.append(Check(name, bad_status, exc.message))
+            complete = False
+            continue
+        if report.complete:
+            gib = report.total_bytes / 2**30
+            checks.append(
+                Check(name, "ok", f"{loc.model_id}@{loc.revision[:12]}: {len(report.files)} files, {gib:.1f} GiB")
+            )
+            continue
+        complete = False
+        what = ", ".join((report.missing + report.problems)[:3])
+        more = len(report.missing) + len(report.problems) - 3
+        fix = (
+            "the engine will download them at start (--allow-download)"
+            if allow_download
+            else ("emulated: the engine loads nothing" if emulate else "`composegen weights " + r.name + " --download`")
+        )
+        checks.append(
+            Check(
+                name,
+                bad_status,
+                f"{loc.model_id}@{loc.revision[:12]} is incomplete in {loc.snapshot}: missing {what}"
+                + (f" (+{more} more)" if more > 0 else "")
+                + f"; {fix}",
+            )
+        )
+    return checks, complete
+
+
+def override_path(project: Project, r: Resolved, node: str | None) -> Path:
+    base = project.root / state.STATE_DIR / r.name  # runtime state, next to the emulate override; not out/
+    return (base / node if node else base) / "weights.override.yaml"
+
+
+def offline_override(project: Project, r: Resolved, node: str | None, offline: bool) -> Path | None:
+    """Write (or remove) the override that runs the engine with HF_HUB_OFFLINE=1; the path when written."""
+    path = override_path(project, r, node)
+    if not offline or r.profile.service.hf_online:
+        path.unlink(missing_ok=True)
+        return None
+    text = (
+        f"# composegen: the weights of {r.profile.model.id}@{r.profile.model.revision[:12]} were complete at `up`\n"
+        'services:\n  vllm:\n    environment:\n      HF_HUB_OFFLINE: "1"\n'
+    )
+    path = state.private_dir(project, r.name, *([node] if node else [])) / path.name
+    state.private_write(path, text)
+    return path
+
+
+def with_offline(st: engine.Stack, project: Project, r: Resolved, node: str | None) -> engine.Stack:
+    """The stack with the HF_HUB_OFFLINE override `up`'s preflight wrote for this node, when it did."""
+    path = override_path(project, r, node)
+    if path.is_file():
+        st.files.append(path)
+    return st

@@ -1,0 +1,214 @@
+"""Everything `up` does before `docker compose up`, for every node of a deployment (one node for a
+single-node profile): out/ is fresh, every engine answers, nothing of the stack runs, the image is on
+every engine (the same image ID everywhere), each node's GPU runtime, ports, /dev/shm and ulimits, and
+with --emulate the override per node. Each check goes to the progress sink as soon as it is known;
+the first failure stops `up` (exit 3) naming every failed check.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from composegen import render
+from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
+from composegen.stack import emulate as emulation
+from composegen.stack import engine, loadstate, preflight
+from composegen.stack.placement import Deployment, NodeRef, vllm_container
+from composegen.stack.preflight import Check
+from composegen.stack.progress import ProgressSink, PullEvent
+from composegen.stack.targets import DEFAULT
+
+
+@dataclass
+class UpOptions:
+    emulate: bool = False
+    timeout: float | None = None
+    wait: bool = True
+    down_on_failure: bool = False
+    render_stale: bool = False
+    reclaim_shm: bool = False
+    allow_download: bool = False  # incomplete weights: start anyway, the engine downloads them
+
+
+@dataclass
+class Prepared:
+    image: str
+    checks: list[Check] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    weights_complete: bool = False  # on every node: the engine then runs with HF_HUB_OFFLINE=1
+    memory_guard: bool = False  # a unified-memory node: watch MemAvailable until ready
+
+
+def ensure_fresh(dep: Deployment, render_stale: bool) -> None:
+    """out/ must hold exactly what the profile renders now (every node's file for a multi-node profile)."""
+    stale = {}
+    for key, text in render.render_stack(dep.r).items():
+        path = dep.project.out_path(key)
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
+        if not render_stale:
+            state = "stale" if path.is_file() else "missing"
+            raise CheckFailed(
+                f"{dep.project.rel(path)} is {state} for profiles/{dep.name}.yaml",
+                hint="run `composegen render` (or `up --render`)",
+            )
+        stale[key] = text
+    render.write(dep.project, stale)
+
+
+def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
+    ensure_fresh(dep, opts.render_stale)
+    prep = Prepared(dep.r.profile.image)
+    _report(prep, sink, _engine_checks(dep))
+    _stop_on_failure(prep.checks)
+    _refuse_running(dep)
+    prep.image, image_checks, present = _place_image(dep, opts.emulate, sink)
+    _report(prep, sink, image_checks)
+    if dep.multi:
+        _report(prep, sink, [_api_reachable(dep)])
+    if opts.reclaim_shm and dep.r.profile.service.ipc == "host":
+        _reclaim(dep, prep, sink)
+    ulimits = dep.r.profile.service.ulimits_plain()
+    per_node = {}
+    for n in dep.nodes:
+        checks, ceiling = preflight.node_checks(dep, n, prep.image if n in present else None, opts.emulate)
+        _report(prep, sink, checks)
+        per_node[n] = ulimits
+        if opts.emulate and ulimits and ceiling is not None:
+            per_node[n], clamped = emulation.clamp_ulimits(ulimits, ceiling)
+            prep.warnings += [f"{n.name}: {w}" if n.member else w for w in clamped]
+    _weights_and_memory(dep, opts, prep, sink)
+    _stop_on_failure(prep.checks)
+    if opts.emulate:
+        for n in dep.nodes:
+            emulation.write_override(dep.project, dep.r, prep.image, per_node[n], n.member)
+    return prep
+
+
+def _report(prep: Prepared, sink: ProgressSink, checks: list) -> None:
+    for c in checks:
+        prep.checks.append(c)
+        sink.check(c)
+
+
+def _stop_on_failure(checks: list[Check]) -> None:
+    failed = [c for c in checks if c.status == "fail"]
+    if failed:
+        first = failed[0]
+        raise EngineError(
+            f"preflight {first.name}: {first.message}",
+            details="\n".join(f"preflight {c.name}: {c.message}" for c in failed[1:]) or None,
+        )
+
+
+def _engine_checks(dep: Deployment) -> list[Check]:
+    def reachable(n: NodeRef) -> str:
+        version = engine.engine_info(n.target).get("ServerVersion", "?")
+        return f"Docker {version} at {n.target.label} reachable" if n.member else f"Docker {version} reachable"
+
+    checks = [preflight.attempt(n.named("engine"), lambda n=n: reachable(n)) for n in dep.nodes]
+    return [*checks, preflight.attempt("compose", lambda: f"docker compose {engine.compose_version()}")]
+
+
+def _refuse_running(dep: Deployment) -> None:
+    """Nothing of the stack may run already; probe containers an interrupted earlier `up` of this profile
+    left are removed (the caller holds the profile's lock, so no other run owns them)."""
+    for n in dep.nodes:
+        running = [c for c in engine.project_containers(n.project, n.target) if c.running]
+        head = vllm_container(running) if n == dep.head else None
+        if head is not None:  # ready: the caller shows its summary; starting: `composegen wait`
+            svc, served = dep.r.profile.service, dep.r.profile.model.served_name
+            loadstate.refuse_running(dep.name, head, dep.endpoint(), served, svc.startup_timeout)
+        if running:
+            where = f" on {n.label}" if n.member else ""
+            raise BadInput(
+                f"{dep.name} is already running{where} ({running[0].name})",
+                hint=f"`composegen status {dep.name}`, or `composegen down {dep.name}` first",
+            )
+        for probe in engine.probe_containers(dep.name, n.target):
+            engine.remove_container(probe)
+
+
+def _place_image(dep: Deployment, emulate: bool, sink: ProgressSink) -> tuple[str, list[Check], set[NodeRef]]:
+    """The image, a check per node (and the image-digest check), and the nodes that hold the image. With --emulate the
+    emulator image is built on this machine's engine and copied (`docker save | load`): one ID everywhere."""
+    image = dep.r.profile.image
+    checks: list[Check] = []
+    pushed = os.environ.get("COMPOSEGEN_EMULATOR_IMAGE") if emulate else None
+    if pushed:  # an emulator image pushed to a registry: pulled and checked like any image
+        image, emulate = pushed, False
+    elif emulate:
+        try:
+            image = engine.build_emulator_image()
+            local_id = engine.image_id(image)
+            for n in dep.nodes:
+                if n.target != DEFAULT and engine.image_id(image, n.target) != local_id:
+                    engine.copy_image(image, DEFAULT, n.target)
+        except ComposegenError as exc:
+            return image, [Check("image", "fail", f"placing the emulator image: {exc.message}")], set()
+    ids: dict[str | None, str | None] = {}
+    present: set[NodeRef] = set()
+    for n in dep.nodes:
+
+        def on_pull(layer, status, current, total, n=n):
+            sink.pull(PullEvent(n.name, image, layer, status, current, total))
+
+        check = preflight.attempt("image", lambda n=n: preflight.image_check(image, emulate, n.target, on_pull))
+        where = f" on {n.target.label}" if n.member else ""
+        checks.append(Check(n.named("image"), check.status, check.message + where))
+        if check.status == "ok":
+            present.add(n)
+            ids[n.name] = engine.image_id(image, n.target)
+    if dep.multi and len(ids) == len(dep.nodes):
+        checks.append(_same_image(image, ids))
+    return image, checks, present
+
+
+def _same_image(image: str, ids: dict[str | None, str | None]) -> Check:
+    if len(set(ids.values())) > 1:
+        listing = ", ".join(f"{name} {(digest or '')[:19]}…" for name, digest in ids.items())
+        return Check(
+            "image-digest",
+            "fail",
+            f"{image} is not the same image on every node ({listing}); "
+            "copy one build everywhere (`docker save IMAGE | docker -H NODE load`) or pin a digest",
+        )
+    return Check("image-digest", "ok", f"{image} is {(next(iter(ids.values())) or '')[:19]}… on every node")
+
+
+def _api_reachable(dep: Deployment) -> Check:
+    head, bind = dep.head, dep.r.profile.service.port.bind
+    if not head.target.is_local and bind in ("127.0.0.1", "::1", "localhost"):
+        return Check(
+            "endpoint",
+            "fail",
+            f"the API binds {bind} on the remote head ({head.target.label}); composegen cannot poll "
+            "it from here — bind 0.0.0.0 or the head's address (service.port.bind)",
+        )
+    return Check("endpoint", "ok", f"the head's API will answer at {dep.endpoint().base_url}")
+
+
+def _reclaim(dep: Deployment, prep: Prepared, sink: ProgressSink) -> None:
+    """`--reclaim-shm`: this machine's /dev/shm once (every local node shares it); remote hosts by hand."""
+    if any(n.target.is_local for n in dep.nodes):
+        _report(prep, sink, [preflight.reclaim_shm()])
+    prep.warnings += [
+        f"{n.name}: /dev/shm not reclaimed on a remote host; run `composegen shm --reclaim` there"
+        for n in dep.nodes
+        if not n.target.is_local
+    ]
+
+
+def _weights_and_memory(dep: Deployment, opts: UpOptions, prep: Prepared, sink: ProgressSink) -> None:
+    """The pinned revision complete in every node's cache, and MemAvailable above the guard's floor (issue 17)."""
+    from composegen.stack import memguard, nodecache
+
+    weights, prep.weights_complete = nodecache.preflight_checks(
+        dep.project, dep.r, prep.image, opts.emulate, opts.allow_download
+    )
+    places = [(n.name, n.target, n.project) for n in dep.nodes]
+    memory, prep.memory_guard = memguard.preflight_checks(dep.r, places, prep.image)
+    _report(prep, sink, weights + memory)
+    for n in dep.nodes:
+        nodecache.offline_override(dep.project, dep.r, n.name, prep.weights_complete)

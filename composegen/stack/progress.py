@@ -1,0 +1,59 @@
+"""What a stack reports while it starts: the sink the CLI (or any caller) plugs its display into.
+
+`ProgressSink` has one no-op method per event; subclass it and override what you show. Events arrive
+on the caller's thread, in order:
+  check(Check)          a preflight result (ok | warn | fail), as soon as it is known
+  phase(name, t)        a readiness phase reached ("preflight", "starting", "created", "running",
+                        "port open", "health 200", "models ready"), t = seconds since waiting began
+  log_line(LogLine)     every new line an engine container logs while waiting, with Docker's own
+                        timestamp and the node it came from
+  pull(PullEvent)       image-pull progress from the engine (one event per layer update)
+  heartbeat(t, last)    about every 0.1 s while waiting, with the newest log line (or "")
+  note(text)            something the run decided that a person should see (waiting for a lock, ...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from composegen.stack.preflight import Check
+
+
+@dataclass(frozen=True)
+class LogLine:
+    node: str | None  # the node of a multi-node stack; None for a single-node stack
+    container: str
+    timestamp: float | None  # epoch seconds, from Docker's log timestamp
+    text: str
+
+
+@dataclass(frozen=True)
+class PullEvent:
+    node: str | None
+    image: str
+    layer: str
+    status: str  # the engine's words: "Pulling fs layer", "Downloading", "Pull complete", ...
+    current: int | None  # bytes so far (Downloading/Extracting), else None
+    total: int | None
+
+
+class ProgressSink:
+    """No-op by default: a caller that wants nothing passes ProgressSink()."""
+
+    def check(self, check: Check) -> None:
+        pass
+
+    def phase(self, name: str, t: float) -> None:
+        pass
+
+    def log_line(self, line: LogLine) -> None:
+        pass
+
+    def pull(self, event: PullEvent) -> None:
+        pass
+
+    def heartbeat(self, t: float, last_line: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass

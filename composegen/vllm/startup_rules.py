@@ -1,0 +1,131 @@
+"""The line patterns of vLLM's startup log (0.10–0.33) and the failure rules with their hints.
+
+Formats per version: shared/reference/facts-vllm-compose.md §1; the 0.26.0 lines were checked against a
+real server's log (tests/data/logs/real-0.26.0-*.log). `INTERESTING` is a cheap pre-filter: a line that
+does not match it cannot match any pattern here, so a 200 MB log is mostly skipped unread.
+"""
+
+from __future__ import annotations
+
+import re
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+OUTER = re.compile(r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?")  # docker --timestamps, compose
+PROC = re.compile(r"\((?P<proc>[A-Za-z_][\w-]*) pid=(?P<pid>\d+)\)\s?")
+LOGFMT = re.compile(r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]+:\d+\] ?")
+UVICORN = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+NUM = r"(-?\d+(?:\.\d+)?)"
+
+VERSION = re.compile(r"vLLM (?:API )?server version (\S+?),?(?:\s|$)")
+LOGO_VERSION = re.compile(r"█\s+version (\S+)\s*$")
+NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
+NON_DEFAULT_START = "non-default args: "
+WEIGHTS = re.compile(rf"Model loading took {NUM} GiB(?: memory)? and")
+KV_GIB = re.compile(rf"Available KV cache memory: {NUM} GiB|reserved {NUM} GiB memory for KV Cache")
+KV_SIZE = re.compile(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tok>[\d,]+) tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>\d+(?:\.\d+)?)x")
+FREE = re.compile(rf"Free memory on device (?:\S+ )?\({NUM}/{NUM} GiB\) on startup")
+UTIL = re.compile(rf"(?:Desired GPU memory utilization is|desired GPU memory utilization) \({NUM}, {NUM} GiB\)")
+USAGE = re.compile(
+    rf"Actual usage is {NUM} GiB for (?:weight|consumed memory \(weights \+ non-torch\)), "
+    rf"{NUM} GiB for peak activation, (?:{NUM} GiB for non-torch memory, )?and {NUM} GiB for CUDAGraph memory"
+)
+CURRENT_KV = re.compile(rf"Current kv cache memory in use is {NUM} (GiB|bytes)")
+PROFILE_PEAK = re.compile(rf"torch peak memory increase: {NUM} ?GiB")
+GRAPHS = re.compile(rf"Graph capturing finished in \d+ secs, took {NUM} GiB")
+INIT = re.compile(
+    r"init engine \(profile, create kv cache, warmup model\) took (\d+(?:\.\d+)?) (?:seconds|s)\b"
+    r"(?: \(compilation: (\d+(?:\.\d+)?) s)?"
+)
+COMPILE_TOTAL = re.compile(r"torch\.compile (?:took|takes) (\d+(?:\.\d+)?) s in total")
+MAX_LEN = re.compile(r"Using max model len (\d+)")
+STARTED = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
+COMPLETE = "Application startup complete."
+EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$")
+WRAPPER_EXCEPTIONS = ("Engine core initialization failed", "WorkerProc initialization failed")
+ESTIMATED_LEN = re.compile(r"estimated maximum model length is ([\d,]+)")
+
+# (kind, pattern, hint). Order matters only for lines that match several patterns.
+FAILURES = [
+    (
+        "kv_too_small_for_max_len",
+        re.compile(r"max seq len \([\d,]+\).*larger than the available KV cache memory"),
+        "Lower --max-model-len to what fits{fits} or give the KV cache more memory "
+        "(higher --gpu-memory-utilization, lower --max-num-batched-tokens, an fp8 --kv-cache-dtype).",
+    ),
+    (
+        "no_cache_memory",
+        re.compile(r"No available memory for the cache blocks|Available KV cache memory: -"),
+        "Weights and activations already use the whole memory budget: raise --gpu-memory-utilization, "
+        "lower --max-num-batched-tokens or --max-num-seqs, or use more tensor-parallel GPUs.",
+    ),
+    (
+        "gpu_memory_busy",
+        re.compile(r"Free memory on device .*on startup is less than"),
+        "Another process holds GPU memory: stop it, or lower --gpu-memory-utilization below the free share.",
+    ),
+    (
+        "shm_insufficient",
+        re.compile(r"Insufficient space in /dev/shm|failed to extend /dev/shm"),
+        "Give the container a larger /dev/shm (shm_size: 16g or more, or ipc: host) and remove leftover "
+        "segments from earlier runs.",
+    ),
+    (
+        "shm_broadcast_block",
+        re.compile(r"No available shared memory broadcast block found"),
+        "A worker was busy or hung for a minute; harmless during compile or weight loading, but if the engine "
+        "never becomes ready, check the workers' log lines and /dev/shm.",
+    ),
+    (
+        "engine_ready_timeout",
+        re.compile(r"Timed out waiting for engine core processes to start"),
+        "Loading took longer than VLLM_ENGINE_READY_TIMEOUT_S: raise it in the environment (e.g. 1800) "
+        "or make weights load faster (local cache, faster load format).",
+    ),
+    (
+        "missing_module",
+        re.compile(r"ModuleNotFoundError: No module named '?[\w.]+"),
+        "The image lacks a Python module this vLLM build needs (named in the line): use an image built for "
+        "this vLLM version and GPU, or one that installs the module.",
+    ),
+    (
+        "cuda_oom",
+        re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
+        "The GPU ran out of memory: lower --gpu-memory-utilization, --max-num-batched-tokens or "
+        "--max-num-seqs, or check for other processes on the GPU.",
+    ),
+    (
+        "cuda_error",
+        re.compile(r"CUDA error: (?!out of memory)"),
+        "A CUDA kernel failed: check that the image's CUDA build matches the driver and GPU; rerun with "
+        "CUDA_LAUNCH_BLOCKING=1 to find the failing kernel.",
+    ),
+]
+ENGINE_FAILED = re.compile(r"EngineCore failed to start|Engine core initialization failed")
+ENGINE_FAILED_HINT = (
+    "The engine process died while starting and the log names no cause composegen knows: read the lines above this one."
+)
+ENGINE_DEAD = re.compile(r"EngineDeadError|Engine core proc \S+ died unexpectedly|EngineCore encountered a fatal error")
+ENGINE_DEAD_HINT = (
+    "The engine process died while serving: the server cannot answer any more requests. Read the lines "
+    "above this one for the cause and restart the stack."
+)
+RUNTIME_HINT = (
+    "Raised while serving a request after the server was ready; the server kept serving. Read the traceback "
+    "that ends here (often a tool or reasoning parser failing on the model's output)."
+)
+# Kinds that stop the engine even after it was ready (they go to `errors`, not `runtime_errors`).
+FATAL_AFTER_READY = {"cuda_oom", "cuda_error", "engine_dead"}
+EXCEPTION_HINT = "Read the traceback that ends at this line in the container log; composegen has no rule for it."
+WARNING_KINDS = {"shm_broadcast_block"}
+# effective_args keys whose values are secrets: shown as "***" (mismatches() skips "***").
+SECRET_ARGS = {"api_key", "hf_token", "ssl_keyfile_password"}
+# One search instead of one per rule: a line matching none of the rules is done with in one step.
+FAILURE_ANY = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern, _ in FAILURES))
+# Every literal the patterns above need; a line without one of these is skipped without further matching.
+INTERESTING = re.compile(
+    r"version|non-default args|took|KV [Cc]ache|kv cache|Maximum concurrency|Free memory|memory utilization|"
+    r"Actual usage|peak memory|Using max model len|Starting vLLM|startup complete|Traceback|Error|Exception|"
+    r"Exit|Interrupt|EngineCore|Engine core|max seq len|No available|Insufficient space|/dev/shm|Timed out|"
+    r"CUDA|torch\.compile|died unexpectedly"
+)

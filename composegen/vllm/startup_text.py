@@ -1,0 +1,48 @@
+"""The startup report as aligned text (`composegen startup` without --json)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from composegen.report import Report
+
+_APART = ("errors", "runtime_errors", "warnings", "effective_args", "mismatches")
+
+
+def _error_lines(errors: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for error in errors:
+        est = error.get("estimated_max_model_len")
+        extra = f" (estimated max model len {est})" if est is not None else ""
+        out.append(f"  [{error['kind']}]{extra} {error['line']}")
+        out.append(f"    hint: {error['hint']}")
+    return out
+
+
+def format_text(report: Report | dict[str, Any]) -> str:
+    data = report.to_json() if isinstance(report, Report) else dict(report)
+    rows = []
+    for key, value in data.items():
+        if key in _APART:
+            continue
+        if isinstance(value, list):
+            value = ", ".join(f"{v:g}" for v in value) if value else "-"
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        rows.append((key, "-" if value is None else str(value)))
+    args = data.get("effective_args")
+    rows.append(("effective_args", "unknown" if args is None else f"{len(args)} non-default args"))
+    width = max(len(k) for k, _ in rows) + 1
+    out = [f"{k + ':':<{width}} {v}" for k, v in rows]
+    for name, value in (args or {}).items():
+        out.append(f"  {name} = {json.dumps(value)}")
+    errors = data.get("errors") or []
+    out.append(f"{'errors:':<{width}} {len(errors) or 'none'}")
+    out += _error_lines(errors)
+    runtime = data.get("runtime_errors") or []
+    if runtime:
+        out.append(f"{'runtime_errors:':<{width}} {len(runtime)} (after ready; the server kept serving)")
+        out += _error_lines(runtime)
+    out += [f"warning: {w}" for w in data.get("warnings") or []]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,145 @@
+"""The Hugging Face Hub side: file metadata of the pinned revision, hashes, and the download.
+
+Everything goes through huggingface_hub, so HF_ENDPOINT, HF_TOKEN (sent, never printed), proxies and its
+resumable downloads (blobs/*.incomplete continued with a Range request) behave as they do for vLLM.
+Failures become composegen errors: a revision or repository the Hub does not know is bad input (2); no
+answer, or an answer that refuses access (401 on a gated repo), is "the Hub is not usable" (3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from composegen.errors import BadInput, EngineError
+from composegen.weights.cache import Location
+from composegen.weights.snapshot import HubFile
+
+CHUNK = 8 * 2**20
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+def _is_transport(exc: BaseException) -> bool:
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"TransportError", "ConnectionError", "Timeout", "OfflineModeIsEnabled", "TimeoutError"})
+
+
+def translate(exc: BaseException, loc: Location, where: str) -> Exception:
+    """A huggingface_hub failure as a composegen error (exit 2 or 3)."""
+    from huggingface_hub import errors
+
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if isinstance(exc, errors.GatedRepoError) or status == 401 or status == 403:
+        token = "HF_TOKEN is set but" if os.environ.get("HF_TOKEN") else "no HF_TOKEN is set, and"
+        return EngineError(
+            f"the Hub at {_endpoint()} refused {loc.model_id} ({status or 'gated'}: {where}); {token} the repository "
+            "is gated or private",
+            hint="accept the model's terms on the Hub and export HF_TOKEN with a token that has access",
+        )
+    if isinstance(exc, errors.RevisionNotFoundError):
+        return BadInput(f"model.revision: {loc.revision} is not a revision of {loc.model_id} on {_endpoint()}")
+    if isinstance(exc, errors.RepositoryNotFoundError):
+        return BadInput(f"model.id: {loc.model_id} is not a repository on {_endpoint()}")
+    if isinstance(exc, errors.RemoteEntryNotFoundError):
+        return EngineError(f"{where}: the Hub has no such file in {loc.model_id}@{loc.revision[:12]}")
+    if _is_transport(exc):
+        return EngineError(f"the Hugging Face Hub at {_endpoint()} is unreachable ({type(exc).__name__}: {where})")
+    return EngineError(f"the Hub at {_endpoint()} failed ({where}): {str(exc).splitlines()[0][:200]}")
+
+
+def files(loc: Location) -> dict[str, HubFile]:
+    """Every file of the pinned revision with its size and hashes (model_info with file metadata)."""
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi(endpoint=_endpoint()).model_info(loc.model_id, revision=loc.revision, files_metadata=True)
+    except Exception as exc:
+        raise translate(exc, loc, "model info") from None
+    out = {}
+    for s in info.siblings or []:
+        out[s.rfilename] = HubFile(s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
+    return out
+
+
+def digest_matches(path: str, want: HubFile) -> bool | None:
+    """sha256 for LFS files, the git blob sha1 otherwise; None when the Hub gave neither."""
+    if want.sha256:
+        h = hashlib.sha256()
+    elif want.git_sha1:
+        h = hashlib.sha1(usedforsecurity=False)
+        h.update(b"blob %d\0" % os.path.getsize(path))
+    else:
+        return None
+    with open(path, "rb") as fh:
+        while chunk := fh.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest() == (want.sha256 or want.git_sha1)
+
+
+def download(loc: Location, names: list[str], force: set[str], on_file: Callable[[str], None]) -> None:
+    """Fetch `names` of exactly the pinned revision into the cache (or the model.path directory).
+
+    Resumable across runs: bytes go to blobs/<etag>.incomplete (the cache's own name for a partial blob)
+    and a later run continues it with a Range request. Recent huggingface_hub releases delete partial
+    files, so the transfer uses its pieces (metadata HEAD, http_get with resume_size, its headers with
+    HF_TOKEN) and lays the cache out itself: blobs/<etag>, snapshots/<rev>/<name> -> ../../blobs/<etag>.
+    `force` names files to fetch again (a failed hash)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    for name in names:
+        on_file(name)
+        try:
+            url = hf_hub_url(loc.model_id, name, revision=loc.revision, endpoint=_endpoint())
+            meta = get_hf_file_metadata(url)
+            if meta.commit_hash and meta.commit_hash != loc.revision:
+                raise EngineError(f"{name}: the Hub served commit {meta.commit_hash}, not {loc.revision}")
+            final, partial = _paths(loc, name, meta.etag or "")
+            if name in force:
+                Path(final).unlink(missing_ok=True)
+                Path(partial).unlink(missing_ok=True)
+            if not os.path.isfile(final):
+                os.makedirs(os.path.dirname(partial), exist_ok=True)
+                with open(partial, "ab") as fh:
+                    resume = fh.tell()
+                    http_get(
+                        meta.location,
+                        fh,
+                        resume_size=resume,
+                        headers=build_hf_headers(),
+                        expected_size=meta.size,
+                        displayed_filename=name,
+                    )
+                os.replace(partial, final)
+            _link(loc, name, final)
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise translate(exc, loc, name) from None
+
+
+def _paths(loc: Location, name: str, etag: str) -> tuple[str, str]:
+    """Where the finished file goes, and its partial twin."""
+    if loc.kind == "path":
+        final = os.path.join(loc.host_dir, name)
+        return final, final + ".incomplete"
+    blob = os.path.join(str(loc.blobs), etag)
+    return blob, blob + ".incomplete"
+
+
+def _link(loc: Location, name: str, blob: str) -> None:
+    """snapshots/<rev>/<name> -> the blob, relative like huggingface_hub's own links."""
+    if loc.kind == "path":
+        return
+    link = os.path.join(loc.snapshot, name)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    target = os.path.relpath(blob, os.path.dirname(link))
+    if os.path.islink(link) or os.path.exists(link):
+        os.unlink(link)
+    os.symlink(target, link)

@@ -1,0 +1,146 @@
+"""Fuzz: whatever profile, compose input or run bundle comes in, composegen ends with 0, 1 or 2 and a
+message, never an internal error (traceback). In process, a fixed seed, a few hundred examples in all."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import MINIMAL, REPO
+from tests.support.cli import assert_no_crash, run_inproc
+from tests.support.profiles import BASE, edited, project
+
+# COMPOSEGEN_FUZZ_EXAMPLES=2000 runs a longer, randomly seeded search (locally); CI runs the fixed 80.
+LONG = int(os.environ.get("COMPOSEGEN_FUZZ_EXAMPLES", "0"))
+FUZZ = settings(
+    max_examples=LONG or 80,
+    deadline=None,
+    derandomize=not LONG,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.sampled_from(["$", "${X}", "--x", "-", "\n", "1e999", "nan", "0x10", "4k", "&a", "*a", "!!str", ".."]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8,
+)
+
+
+def _paths(doc, prefix=()):
+    yield prefix
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _paths(value, (*prefix, key))
+
+
+PROFILE_PATHS = [p for p in _paths(BASE) if p] + [
+    ("service", "environment"),
+    ("service", "ulimits"),
+    ("service", "volumes"),
+    ("extends",),
+    ("nodes",),
+    ("emulate", "env"),
+    ("vllm", "speculative-config"),
+    ("vllm", "ignore-patterns"),
+    ("vllm", "kv-offloading-size"),
+    ("qualify",),
+    ("identity",),
+]
+
+
+@FUZZ
+@given(edits=st.lists(st.tuples(st.sampled_from(PROFILE_PATHS), VALUES), min_size=1, max_size=3))
+def test_fuzzed_profile_values(tmp_path_factory, edits):
+    root = project(tmp_path_factory.mktemp("fz"), edited(*edits))
+    for args in (["validate"], ["render"], ["show", "p", "--json"], ["diff", "p", "p"]):
+        assert_no_crash(run_inproc("--root", str(root), *args))
+
+
+@FUZZ
+@given(cut=st.integers(0, len(MINIMAL)), junk=st.text(max_size=12))
+def test_fuzzed_profile_text(tmp_path_factory, cut, junk):
+    root = project(tmp_path_factory.mktemp("fz"), MINIMAL[:cut] + junk + MINIMAL[cut:])
+    for args in (["validate"], ["render"]):
+        assert_no_crash(run_inproc("--root", str(root), *args))
+
+
+SHIPPED = (REPO / "out" / "r33" / "compose.yaml").read_text(encoding="utf-8")
+COMPOSE_PATHS = [("services",), ("services", "vllm"), ("name",), ("volumes",)] + [
+    ("services", "vllm", key) for key in yaml.safe_load(SHIPPED)["services"]["vllm"]
+]
+
+
+@settings(FUZZ, max_examples=LONG or 50)
+@given(
+    edits=st.lists(st.tuples(st.sampled_from(COMPOSE_PATHS), VALUES), max_size=3),
+    cut=st.integers(0, len(SHIPPED)),
+    junk=st.text(max_size=8),
+)
+def test_fuzzed_compose_inputs_to_diff(tmp_path_factory, edits, cut, junk):
+    tmp = tmp_path_factory.mktemp("fz")
+    (tmp / "profiles").mkdir()
+    doc = yaml.safe_load(SHIPPED)
+    for keys, value in edits:
+        node = doc
+        for key in keys[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node[keys[-1]] = value
+    (tmp / "a.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    (tmp / "b.yaml").write_text(SHIPPED[:cut] + junk + SHIPPED[cut:], encoding="utf-8")
+    for args in (["a.yaml", "b.yaml"], ["b.yaml", str(REPO / "out/r33/compose.yaml"), "--json"]):
+        assert_no_crash(run_inproc("--root", str(tmp), "diff", *args, cwd=tmp))
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("proj")
+    shutil.copytree(REPO / "profiles", root / "profiles")
+    log = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"
+    res = run_inproc("--root", str(root), "evidence", "--from-log", str(log), "--profile", "4096-131k", "--json")
+    assert res.returncode == 0, res.stderr
+    return root, root / json.loads(res.stdout)["path"]
+
+
+EVIDENCE_PATHS = [
+    ("profile",), ("profile", "name"), ("profile", "hash"), ("startup",), ("startup", "kv_cache_gib_min"),
+    ("startup", "kv_cache_tokens"), ("startup", "max_model_len"), ("startup", "effective_args"),
+    ("startup", "max_concurrency"), ("startup", "weights_gib"), ("gates",), ("ladder",), ("bench",), ("raw",),
+    ("source",), ("unknown",), ("created_at",), ("schema",), ("container",),
+]  # fmt: skip
+
+
+@FUZZ
+@given(edits=st.lists(st.tuples(st.sampled_from(EVIDENCE_PATHS), VALUES), min_size=1, max_size=3))
+def test_fuzzed_bundles(bundle, tmp_path_factory, edits):
+    root, run = bundle
+    copy = tmp_path_factory.mktemp("fz") / run.name
+    shutil.copytree(run, copy)
+    doc = json.loads((copy / "evidence.json").read_text())
+    for keys, value in edits:
+        node = doc
+        for key in keys[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else {}
+        if isinstance(node, dict):
+            node[keys[-1]] = value
+    try:
+        text = json.dumps(doc)
+    except ValueError:  # an int past Python's digit limit cannot even be written; nothing to load
+        return
+    (copy / "evidence.json").write_text(text)
+    for args in (["compare", str(copy), str(run)], ["plan", "393k-gpu", "--from", str(copy)]):
+        assert_no_crash(run_inproc("--root", str(root), *args))
