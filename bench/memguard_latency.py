@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.test_memguard_engine import container, meminfo, setup  # noqa: E402
+from tests.stack.test_memguard_engine import container, meminfo, setup  # noqa: E402
 
 
 def one_run() -> float:

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import MINIMAL, REPO
 from tests.support.cli import assert_no_crash, run_inproc
+from tests.support.helpers import MINIMAL, REPO
 from tests.support.profiles import BASE, edited, project
 
 # COMPOSEGEN_FUZZ_EXAMPLES=2000 runs a longer, randomly seeded search (locally); CI runs the fixed 80.

@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import sys
 
-from tests.helpers import REPO
+from tests.support.helpers import REPO
 
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
 

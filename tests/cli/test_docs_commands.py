@@ -11,7 +11,7 @@ import typer.main
 from composegen import errors
 from composegen.cli import main as _registers_every_command  # noqa: F401
 from composegen.cli.app import app
-from tests.helpers import REPO
+from tests.support.helpers import REPO
 
 DOC = (REPO / "docs/commands.md").read_text()
 GROUP = typer.main.get_command(app)

@@ -10,7 +10,7 @@ import typer.main
 
 from composegen.cli import main as _registers_every_command  # noqa: F401
 from composegen.cli.app import app
-from tests.helpers import run_cli
+from tests.support.helpers import run_cli
 
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]

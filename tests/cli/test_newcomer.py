@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.helpers import REPO, run_cli
+from tests.support.helpers import REPO, run_cli
 
 LOGS = REPO / "tests/data/logs"
 

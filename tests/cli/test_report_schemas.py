@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from composegen.cli import reports
-from tests.helpers import REPO, run_cli
+from tests.support.helpers import REPO, run_cli
 
 
 @pytest.mark.parametrize("name", reports.names())

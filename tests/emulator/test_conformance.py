@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 
 import pytest
-from emulator_proc import EmulatorProc
 
 from composegen.emulator.memory import MemoryInputs, plan_memory
+from tests.support.emulator_proc import EmulatorProc
 
-REAL = Path(__file__).resolve().parent.parent / "data" / "real-0.26.0-h200"
+REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
 FLAGS = [
     "/models/tiny-llama",
     "--served-model-name",

@@ -12,8 +12,8 @@ from datetime import datetime
 
 import pytest
 
-from tests.engine_helpers import emulated_project, force_remove, project_leftovers
-from tests.helpers import REPO, run_cli
+from tests.support.engine import emulated_project, force_remove, project_leftovers
+from tests.support.helpers import REPO, run_cli
 
 pytestmark = pytest.mark.docker
 

@@ -16,7 +16,7 @@ from composegen.errors import BadInput
 from composegen.profiles import resolve
 from composegen.project import Project
 from composegen.stack import emulate, state
-from tests.helpers import REPO, run_cli
+from tests.support.helpers import REPO, run_cli
 
 
 def _mode(path: Path) -> int:

@@ -10,7 +10,7 @@ from composegen.profiles import resolve
 from composegen.project import Project
 from composegen.stack import driver
 from composegen.stack.progress import LogLine, ProgressSink
-from tests.engine_helpers import emulated_project, force_remove, project_leftovers
+from tests.support.engine import emulated_project, force_remove, project_leftovers
 
 pytestmark = pytest.mark.docker
 

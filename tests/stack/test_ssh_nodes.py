@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.multinode_engine import second_engine  # noqa: F401  (session fixture)
+from tests.support.second_engine import second_engine  # noqa: F401  (session fixture)
 from tests.support.sshd import ssh_node  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.docker

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from tests.engine_helpers import emulated_project, force_remove, project_leftovers
-from tests.helpers import MINIMAL, make_project, run_cli
+from tests.support.engine import emulated_project, force_remove, project_leftovers
+from tests.support.helpers import MINIMAL, make_project, run_cli
 
 
 @pytest.mark.docker

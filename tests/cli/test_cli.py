@@ -1,0 +1,84 @@
+"""CLI contract: version, exit codes, no docker imports on the render/diff/validate paths."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.helpers import REPO, run_cli
+
+PROBE = """
+import sys
+sys.argv = ["composegen", *{argv!r}]
+from composegen.cli.main import main
+try:
+    main()
+except SystemExit:
+    pass
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("docker", "python_on_whales", "openai", "httpx"))
+print("HEAVY", heavy, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["render", "--check"], ["validate"], ["diff", "8192-131k", "4096-131k"], ["show", "r33"], ["list"], ["schema"]],
+)
+def test_fast_paths_never_import_docker_libraries(argv):
+    res = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], cwd=REPO, capture_output=True, text=True)
+    assert "HEAVY []" in res.stderr, res.stderr[-500:]
+
+
+def test_version():
+    res = run_cli("--version")
+    assert res.returncode == 0 and res.stdout.startswith("composegen ")
+
+
+def test_usage_error_is_exit_2():
+    res = run_cli("render", "--no-such-option")
+    assert res.returncode == 2 and "No such option" in res.stderr
+
+
+def test_show_json_shape():
+    res = run_cli("show", "4096-131k", "--json")
+    doc = json.loads(res.stdout)
+    assert set(doc) == {"name", "path", "extends", "hash", "profile", "flags", "argv", "warnings"}
+    assert doc["extends"] == ["8192-131k", "r33"]
+    assert doc["argv"][:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-V4-Flash-0731"]
+    assert doc["flags"]["max-num-batched-tokens"] == 4096
+
+
+def test_list_and_validate_json():
+    names = [p["name"] for p in json.loads(run_cli("list", "--json").stdout)["profiles"]]
+    assert names == ["393k-gpu", "393k-offload", "4096-131k", "8192-131k", "dspark-2x", "r33"]
+    report = json.loads(run_cli("validate", "--json").stdout)
+    offload = next(p for p in report["profiles"] if p["name"] == "393k-offload")
+    assert any("host's /dev/shm" in w for w in offload["warnings"])
+
+
+def test_validate_strict_fails_on_warnings():
+    res = run_cli("validate", "--strict", "393k-offload")
+    assert res.returncode == 1 and "--strict" in res.stderr
+
+
+def test_root_from_environment(tmp_path):
+    res = run_cli("list", cwd=tmp_path, env={"COMPOSEGEN_ROOT": str(REPO)})
+    assert res.returncode == 0 and "4096-131k" in res.stdout
+    res = run_cli("list", cwd=tmp_path, env={"COMPOSEGEN_ROOT": ""})
+    assert res.returncode == 2 and "no profiles/ directory" in res.stderr
+
+
+MY_REPORTS = ["list", "validate", "show", "render", "render-check", "diff", "evidence", "compare"]
+
+
+@pytest.mark.parametrize("report", MY_REPORTS)
+def test_report_schemas_of_profile_diff_and_evidence_commands(report):
+    from tests.support.cli import run_inproc
+
+    res = run_inproc("schema", "--report", report)
+    assert res.returncode == 0, res.stderr
+    schema = json.loads(res.stdout)
+    assert schema["$id"] == f"composegen:report/{report}" and schema["properties"]

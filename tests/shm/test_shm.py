@@ -1,0 +1,475 @@
+"""composegen.shm.scan / composegen.shm.procscan against real processes holding real files on a tmpfs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from composegen.errors import BadInput
+from composegen.shm import procscan
+from composegen.shm import reclaim as shm_reclaim
+from composegen.shm import scan as shm
+
+REPO = Path(__file__).resolve().parents[2]
+CID = "ab" * 32
+
+
+def _scan(path, **kw):
+    return shm.scan(str(path), container_labels=lambda cid: None, **kw)
+
+
+def _entry(report, name):
+    found = [e for e in report["entries"] if e["name"] == name]
+    assert found, f"{name} not in {[e['name'] for e in report['entries']]}"
+    return found[0]
+
+
+# Python's mmap keeps a dup of the fd, so map through libc directly, as NCCL and glibc sem_open do.
+MAP_AND_CLOSE = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def map_and_close(name, size=4096):
+    fd = os.open(os.path.join(D, name), os.O_CREAT | os.O_RDWR, 0o600)
+    os.ftruncate(fd, size)
+    addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    ctypes.c_char.from_address(addr).value = b"1"
+    os.close(fd)
+    return addr
+"""
+
+
+def test_open_fd_holder_is_found(shm_dir, holders):
+    proc, _ = holders("f = open(os.path.join(D, 'psm_0a0b0c0d'), 'wb'); f.write(b'x' * 5000); f.flush()", shm_dir)
+    entry = _entry(_scan(shm_dir), "psm_0a0b0c0d")
+    assert entry["class"] == "in-use" and entry["pattern"] == "psm"
+    assert [(h["pid"], h["how"]) for h in entry["holders"]] == [(proc.pid, ["fd"])]
+    assert entry["allocated_bytes"] >= 5000 and entry["size_bytes"] == 5000
+
+
+def test_mapped_file_with_closed_fd_is_found_through_maps(shm_dir, holders):
+    proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('nccl-03v824')", shm_dir)
+    entry = _entry(_scan(shm_dir), "nccl-03v824")
+    assert entry["class"] == "in-use"
+    assert [(h["pid"], h["how"]) for h in entry["holders"]] == [(proc.pid, ["map"])]
+
+
+def test_renamed_mapped_file_is_matched_by_inode_not_name(shm_dir, holders):
+    proc, _ = holders(
+        MAP_AND_CLOSE + "m = map_and_close('before')\nos.rename(os.path.join(D, 'before'), "
+        "os.path.join(D, 'psm_after000'))",
+        shm_dir,
+    )
+    assert not Path(f"/proc/{proc.pid}/fd").is_dir() or all(
+        "psm_after000" not in os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
+    )
+    entry = _entry(_scan(shm_dir), "psm_after000")
+    assert entry["class"] == "in-use" and entry["holders"][0]["pid"] == proc.pid
+
+
+def test_glibc_semaphore_style_link_then_unlink_is_in_use(shm_dir, holders):
+    # glibc sem_open: create sem.XXXXXX, map it, link it to the final name, unlink the temporary.
+    proc, _ = holders(
+        MAP_AND_CLOSE + "m = map_and_close('sem.Nuc6Q6')\n"
+        "os.link(os.path.join(D, 'sem.Nuc6Q6'), os.path.join(D, 'sem.mp-k2x9_abc'))\n"
+        "os.unlink(os.path.join(D, 'sem.Nuc6Q6'))",
+        shm_dir,
+    )
+    maps = Path(f"/proc/{proc.pid}/maps").read_text()
+    assert "sem.Nuc6Q6 (deleted)" in maps and "sem.mp-k2x9_abc" not in maps
+    report = _scan(shm_dir)
+    assert [e["name"] for e in report["entries"]] == ["sem.mp-k2x9_abc"]
+    entry = report["entries"][0]
+    assert entry["class"] == "in-use" and entry["pattern"] == "sem-mp"
+    assert entry["holders"][0]["how"] == ["map"]
+
+
+def test_real_multiprocessing_semaphore_in_dev_shm_is_in_use(holders, tmp_path):
+    proc, lines = holders(
+        "import multiprocessing as mp\nlock = mp.get_context('spawn').Lock()\nprint(lock._semlock.name)", tmp_path
+    )
+    name = "sem." + lines[0].lstrip("/")
+    entry = _entry(_scan("/dev/shm"), name)
+    assert entry["class"] == "in-use" and entry["pattern"] == "sem-mp"
+    assert any(h["pid"] == proc.pid and "map" in h["how"] for h in entry["holders"])
+
+
+def test_classes_kinds_owner_and_symlink(shm_dir, tmp_path):
+    (shm_dir / "psm_deadbeef").write_bytes(b"\0" * 8192)
+    (shm_dir / "vllm_offload_1f2e.mmap.2").write_bytes(b"x")
+    (shm_dir / "my-app-cache").write_bytes(b"y")
+    (shm_dir / "psm_subdir").mkdir()
+    outside = tmp_path / "target"
+    outside.write_text("keep me")
+    (shm_dir / "psm_link").symlink_to(outside)
+    foreign = shm_dir / "torch_123_456"
+    foreign.write_bytes(b"z")
+    os.chown(foreign, 65534, 65534)
+    report = _scan(shm_dir)
+    by_name = {e["name"]: e for e in report["entries"]}
+    assert {n: (e["class"], e["kind"]) for n, e in by_name.items()} == {
+        "psm_deadbeef": ("leftover", "file"),
+        "vllm_offload_1f2e.mmap.2": ("leftover", "file"),
+        "my-app-cache": ("unknown", "file"),
+        "psm_subdir": ("leftover", "dir"),
+        "psm_link": ("leftover", "symlink"),
+        "torch_123_456": ("leftover", "file"),
+    }
+    assert by_name["psm_deadbeef"]["allocated_bytes"] == 8192
+    assert by_name["psm_link"]["inode"] == os.lstat(shm_dir / "psm_link").st_ino  # the link, not its target
+    assert (by_name["torch_123_456"]["uid"], by_name["torch_123_456"]["user"]) == (65534, "nobody")
+    assert report["totals"]["leftover"]["count"] == 5 and report["totals"]["unknown"]["count"] == 1
+    assert report["totals"]["all"]["allocated_bytes"] == sum(e["allocated_bytes"] for e in report["entries"])
+    fs = report["filesystem"]
+    assert 0 < fs["free_bytes"] <= fs["total_bytes"]
+
+
+def test_entry_vanishing_between_listdir_and_stat_is_skipped(shm_dir, monkeypatch):
+    (shm_dir / "psm_real0000").write_bytes(b"x")
+    real_listdir = os.listdir
+    # Only the listing of the scanned directory (an fd) gains a name that is gone by the time of stat.
+    monkeypatch.setattr(shm.os, "listdir", lambda d: real_listdir(d) + (["psm_ghost000"] if isinstance(d, int) else []))
+    report = _scan(shm_dir)
+    assert [e["name"] for e in report["entries"]] == ["psm_real0000"] and report["vanished"] == 1
+
+
+def test_scan_survives_files_created_and_removed_meanwhile(shm_dir):
+    churn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
+        import os, sys, time
+        d, end = sys.argv[1], time.time() + 3
+        i = 0
+        while time.time() < end:
+            p = os.path.join(d, f'psm_{i % 50:08x}')
+            open(p, 'wb').close()
+            if i % 2: os.unlink(p) if os.path.exists(p) else None
+            i += 1
+    """),
+            str(shm_dir),
+        ]
+    )
+    try:
+        deadline = time.time() + 2
+        while time.time() < deadline:
+            report = _scan(shm_dir)
+            assert all(e["kind"] in ("file", "dir", "symlink", "other") for e in report["entries"])
+    finally:
+        churn.wait(timeout=10)
+
+
+def _fill_for_reclaim(shm_dir: Path, tmp_path: Path) -> Path:
+    (shm_dir / "psm_deadbeef").write_bytes(b"\0" * 8192)
+    (shm_dir / "sem.mp-leftover").write_bytes(b"\0" * 32)
+    (shm_dir / "my-app-cache").write_bytes(b"y" * 100)
+    (shm_dir / "psm_subdir").mkdir()
+    (shm_dir / "psm_subdir" / "psm_inner000").write_bytes(b"inner")
+    outside = tmp_path / "outside"
+    outside.write_text("keep me")
+    (shm_dir / "psm_link").symlink_to(outside)
+    return outside
+
+
+def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_files(shm_dir, tmp_path, holders):
+    outside = _fill_for_reclaim(shm_dir, tmp_path)
+    holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
+    before = sorted(os.listdir(shm_dir))
+    preview = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
+    assert sorted(os.listdir(shm_dir)) == before and preview["applied"] is False
+    assert sorted(c["name"] for c in preview["candidates"]) == ["psm_deadbeef", "sem.mp-leftover"]
+    assert preview["candidate_bytes"] == 8192 + 4096
+    reasons = {s["name"]: s["reason"] for s in preview["skipped"]}
+    assert reasons["psm_held0000"].startswith("in use by pid") and "symlink" in reasons["psm_link"]
+
+    done = shm_reclaim.reclaim(
+        str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, container_labels=lambda cid: None
+    )
+    assert sorted(r["name"] for r in done["removed"]) == ["psm_deadbeef", "sem.mp-leftover"]
+    assert done["bytes_freed"] == 8192 + 4096
+    assert sorted(os.listdir(shm_dir)) == ["my-app-cache", "psm_held0000", "psm_link", "psm_subdir"]
+    assert (shm_dir / "psm_subdir" / "psm_inner000").exists() and outside.read_text() == "keep me"
+    assert done["remaining"]["totals"]["in-use"]["count"] == 1
+    assert done["remaining"]["totals"]["unknown"]["count"] == 1
+
+    more = shm_reclaim.reclaim(
+        str(shm_dir),
+        yes=True,
+        include_unknown=True,
+        ignore_unreadable=True,
+        min_age=0,
+        container_labels=lambda cid: None,
+    )
+    assert [r["name"] for r in more["removed"]] == ["my-app-cache"]
+    assert (shm_dir / "psm_link").is_symlink() and outside.read_text() == "keep me"
+    assert "removed 1 files" in shm_reclaim.format_reclaim_text(more)
+
+
+def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
+    (shm_dir / "psm_swapped0").write_bytes(b"old")
+    (shm_dir / "psm_stays000").write_bytes(b"old")
+    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
+    replacement = shm_dir / ".new"
+    replacement.write_bytes(b"new content")
+    os.rename(replacement, shm_dir / "psm_swapped0")  # same name, different inode
+    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None)
+    assert [r["name"] for r in done["removed"]] == ["psm_stays000"]
+    assert (shm_dir / "psm_swapped0").read_bytes() == b"new content"
+    assert any(s["name"] == "psm_swapped0" and s["reason"].startswith("replaced") for s in done["skipped"])
+
+
+def test_reclaim_skips_a_file_that_became_held_after_the_scan(shm_dir, holders):
+    (shm_dir / "psm_late0000").write_bytes(b"x")
+    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
+    proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('psm_late0000', 1)", shm_dir)
+    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None)
+    assert done["removed"] == [] and (shm_dir / "psm_late0000").exists()
+    assert done["skipped"][-1]["reason"] == f"now in use by pid {proc.pid}; put back"
+
+
+def test_reclaim_refuses_a_symlinked_directory_but_scan_follows_it(shm_dir, tmp_path):
+    (shm_dir / "psm_deadbeef").write_bytes(b"x")
+    link = tmp_path / "shm-link"
+    link.symlink_to(shm_dir)
+    assert [e["name"] for e in _scan(link)["entries"]] == ["psm_deadbeef"]
+    with pytest.raises(BadInput, match="symbolic link"):
+        shm_reclaim.reclaim(str(link), yes=True, ignore_unreadable=True)
+    assert (shm_dir / "psm_deadbeef").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+def test_a_mount_point_inside_the_directory_gets_its_own_holder_pass(shm_dir, holders):
+    mnt = shm_dir / "psm_mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        proc, _ = holders("fd = os.open(os.path.join(D, 'psm_mnt'), os.O_RDONLY)", shm_dir)
+        entry = _entry(_scan(shm_dir), "psm_mnt")
+        assert entry["dev"] != os.stat(shm_dir).st_dev and entry["kind"] == "dir"
+        assert entry["class"] == "in-use" and [h["pid"] for h in entry["holders"]] == [proc.pid]
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)  # lazy: the holder may still have it open
+
+
+@pytest.mark.parametrize(
+    "make, problem", [(lambda p: p / "missing", "does not exist"), (lambda p: p / "afile", "not a directory")]
+)
+def test_bad_paths_are_bad_input(tmp_path, make, problem):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(BadInput, match=problem) as info:
+        shm.scan(str(make(tmp_path)))
+    assert info.value.exit_code == 2
+
+
+UNREADABLE_AS_NOBODY = """
+import json, os, sys
+from composegen.shm import scan as shm
+from composegen.shm import reclaim as shm_reclaim
+from composegen.errors import CheckFailed
+os.setgroups([]); os.setgid(65534); os.setuid(65534)  # drop root after imports: now /proc of root is closed
+report = shm.scan(sys.argv[1], container_labels=lambda cid: None)
+try:
+    shm_reclaim.reclaim(sys.argv[1], yes=True, min_age=0, container_labels=lambda cid: None)
+    refused = None
+except CheckFailed as exc:
+    refused = exc.message
+print(json.dumps({"report": report, "refused": refused}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
+def test_unreadable_holder_is_reported_and_blocks_reclaim(shm_dir, holders):
+    proc, _ = holders("f = open(os.path.join(D, 'psm_rootheld'), 'wb')", shm_dir)
+    out = subprocess.run(
+        [sys.executable, "-c", UNREADABLE_AS_NOBODY, str(shm_dir)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    unreadable = {u["pid"]: u for u in result["report"]["unreadable_pids"]}
+    assert proc.pid in unreadable and unreadable[proc.pid]["uid"] == 0
+    assert unreadable[proc.pid]["comm"].startswith("python")
+    # Seen from nobody the root-held file has no visible holder: exactly why reclaim must refuse.
+    assert _entry(result["report"], "psm_rootheld")["class"] == "leftover"
+    assert result["refused"] and str(proc.pid) in result["refused"]
+    assert (shm_dir / "psm_rootheld").exists()
+
+
+def _fake_proc(root: Path, pid: int, *, cgroup: str, fds=(), maps="", comm="vllm") -> None:
+    pdir = root / str(pid)
+    (pdir / "fd").mkdir(parents=True)
+    for number, target in enumerate(fds, start=3):
+        (pdir / "fd" / str(number)).symlink_to(target)
+    (pdir / "maps").write_text(maps)
+    (pdir / "cgroup").write_text(cgroup)
+    (pdir / "comm").write_text(comm + "\n")
+    (pdir / "status").write_text(f"Name:\t{comm}\nUid:\t1000\t1000\t1000\t1000\n")
+
+
+def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
+    by_fd, by_map = shm_dir / "psm_0000fd00", shm_dir / "vllm_offload_e1.mmap"
+    by_fd.write_bytes(b"a")
+    by_map.write_bytes(b"b")
+    st = os.stat(by_map)
+    dev = procscan.maps_dev_token(st.st_dev).decode()
+    maps = (
+        f"7f00-7f10 rw-s 00000000 {dev} {st.st_ino}    /dev/shm/vllm_offload_e1.mmap.tmp (deleted)\n"
+        "7f10-7f20 r-xp 00000000 fd:01 1234    /usr/lib/libc.so.6\n"
+    )
+    fake = tmp_path / "proc"
+    _fake_proc(fake, 4242, cgroup=f"0::/system.slice/docker-{CID}.scope\n", fds=[by_fd], maps=maps)
+    _fake_proc(fake, 4343, cgroup="4:memory:/process_api/49c9fa80070be3551817670fc990cc68\n0::/\n", fds=[by_map])
+    asked = []
+
+    def labels(cid):
+        asked.append(cid)
+        return {"com.docker.compose.project": "r33", "io.composegen.profile": "r33-4096"}
+
+    report = shm.scan(str(shm_dir), container_labels=labels, proc_root=str(fake))
+    fd_holder = _entry(report, "psm_0000fd00")["holders"]
+    assert fd_holder == [
+        {
+            "pid": 4242,
+            "comm": "vllm",
+            "how": ["fd"],
+            "container_id": CID,
+            "compose_project": "r33",
+            "composegen_profile": "r33-4096",
+        }
+    ]
+    map_holders = {h["pid"]: h for h in _entry(report, "vllm_offload_e1.mmap")["holders"]}
+    assert map_holders[4242]["how"] == ["map"] and map_holders[4343]["how"] == ["fd"]
+    assert map_holders[4343]["container_id"] is None and map_holders[4343]["compose_project"] is None
+    assert set(asked) == {CID}
+    assert report["unreadable_pids"] == []
+    assert "[r33]" in shm.format_text(report)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (f"12:memory:/docker/{CID}\n0::/\n", CID),
+        (f"0::/system.slice/docker-{CID}.scope\n", CID),
+        (f"0::/kubepods/burstable/pod1/cri-containerd-{CID}.scope\n", CID),
+        (f"0::/docker/{'cd' * 32}/docker/{CID}\n", CID),
+        ("4:memory:/process_api/49c9fa80070be3551817670fc990cc68\n0::/\n", None),
+        (f"0::/user.slice/x{CID}f\n", None),
+    ],
+)
+def test_container_id_from_cgroup(text, expected):
+    assert procscan.container_id_from_cgroup(text) == expected
+
+
+@pytest.mark.parametrize(
+    "name, pattern",
+    [
+        ("psm_58e49b37", "psm"),
+        ("sem.mp-k2x9_abc", "sem-mp"),
+        ("sem.loky-12-ab", "sem-loky"),
+        ("nccl-03v824", "nccl"),
+        ("torch_123_456_0", "torch"),
+        ("vllm_offload_ab12.mmap", "vllm-offload"),
+        ("vllm_offload_ab12.mmap.3", "vllm-offload"),
+        ("vllm_ec_ab12.mmap", "vllm-ec"),
+        ("pym-12-xyz", "pym"),
+        ("vllm_offload_ab12.mmapx", None),
+        ("psm", None),
+        ("sem.Nuc6Q6", None),
+        ("random.bin", None),
+    ],
+)
+def test_leftover_patterns(name, pattern):
+    assert shm.match_pattern(name) == pattern
+    globs = [f"`{p['glob']}`" for p in shm.LEFTOVER_PATTERNS if p["id"] == pattern]
+    assert all(glob in shm.patterns_table_markdown() for glob in globs) and len(globs) == bool(pattern)
+
+
+def test_check_budget_warnings(shm_dir):
+    (shm_dir / "psm_deadbeef").write_bytes(b"\0" * 8192)
+    report = _scan(shm_dir)
+    fs = report["filesystem"]
+    assert shm.check_budget(report, 0, 1 << 30) == []
+    [too_big] = shm.check_budget(report, fs["total_bytes"] + 1, 1 << 30)
+    assert "in total" in too_big
+    [short] = shm.check_budget(report, fs["free_bytes"] + 1, 1 << 30)
+    assert "free but the profile needs" in short and "reclaiming 1 leftovers" in short
+    [piled] = shm.check_budget(report, 0, 4096)
+    assert "1 leftover files use 8.0 KiB" in piled
+
+
+def test_format_text_lists_entries_and_totals(shm_dir, holders):
+    holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
+    (shm_dir / "stray").write_bytes(b"x")
+    text = shm.format_text(_scan(shm_dir))
+    assert all(word in text for word in ("psm_held0000", "stray", "in-use: 1", "unknown: 1"))
+
+
+def test_ten_thousand_entries_with_a_few_mapped(shm_dir, holders):
+    for i in range(10_000):
+        (shm_dir / f"psm_{i:08x}").touch()
+    proc, _ = holders(MAP_AND_CLOSE + "ms = [map_and_close(f'psm_{i:08x}', 1) for i in range(0, 10000, 500)]", shm_dir)
+    report = _scan(shm_dir)
+    held = [e["name"] for e in report["entries"] if e["class"] == "in-use"]
+    assert held == [f"psm_{i:08x}" for i in range(0, 10_000, 500)]
+    assert all(e["holders"][0]["pid"] == proc.pid for e in report["entries"] if e["holders"])
+    assert report["totals"]["leftover"]["count"] == 10_000 - 20 and report["totals"]["all"]["count"] == 10_000
+
+
+@pytest.mark.parametrize("plain", [0, shm.SPLIT_FROM])  # with enough entries the forked child stats a share
+def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, tmp_path, monkeypatch, plain):
+    monkeypatch.setattr(shm, "PROC_COST_IN_ENTRIES", 0)  # the child stats half of a large listing
+    for i in range(plain):
+        (shm_dir / f"aa_plain{i:05d}").touch()  # sorted first: the named entries fall in the child's share
+    names = [
+        "psm_plain000",
+        'quote"back\\slash',
+        "tab\there",
+        "caf\u00e9-\u2603",
+        "sem.mp-x",
+        "unknown.bin",
+        "vllm_offload_e1.mmap.2",
+        "nl\nname",
+    ]
+    for name in names:
+        (shm_dir / name).write_bytes(b"x" * 3)
+    os.utime(shm_dir / "psm_plain000", (time.time() + 3600, time.time() + 3600))  # mtime in the future: age 0.0
+    with open(os.fsencode(str(shm_dir)) + b"/psm_\xff\xfe", "wb") as handle:  # not UTF-8
+        handle.write(b"y")
+    if os.geteuid() == 0:
+        os.chown(shm_dir / "unknown.bin", 54321, -1)  # a uid with no passwd entry: user null
+    (shm_dir / "psm_dir").mkdir()
+    (shm_dir / "psm_link").symlink_to(tmp_path)
+    holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
+    frozen = time.time()
+    monkeypatch.setattr(shm.time, "time", lambda: frozen)  # same ages and scanned_at in both scans
+
+    summary, pieces = shm.scan_json(str(shm_dir), container_labels=lambda cid: None)
+    text = "".join(pieces)
+    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))  # byte for byte
+    report = _scan(shm_dir)
+    assert any(e["holders"] for e in report["entries"]) and any(e["age_seconds"] == 0.0 for e in report["entries"])
+    if os.geteuid() == 0:
+        assert _entry(report, "unknown.bin")["user"] is None
+    # Other processes share /dev/shm (its free space) and come and go (unreadable ones): not the subject here.
+    for doc in (report, summary, parsed := json.loads(text)):
+        for key in ("scan_seconds", "filesystem", "unreadable_pids"):
+            doc.pop(key)
+    assert parsed == report and summary == {k: v for k, v in report.items() if k != "entries"}
+
+
+def test_docs_list_every_leftover_pattern():
+    assert shm.patterns_table_markdown() in (REPO / "docs" / "shm.md").read_text()

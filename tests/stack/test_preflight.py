@@ -1,0 +1,90 @@
+"""Preflight checks that need no engine: ports, ulimit ceilings, shm reclaim, emulator override."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from composegen.profiles import resolve as profile
+from composegen.project import Project
+from composegen.shm import scan as shm
+from composegen.stack import emulate, preflight
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_port_free_sees_a_listener():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert not preflight.port_free("127.0.0.1", port)
+    assert preflight.port_free("127.0.0.1", port)
+
+
+def test_ulimit_check_and_clamp_against_the_engine_ceiling():
+    ceiling = {"memlock": 8 * 2**20, "nofile": 20000, "stack": -1}
+    requested = {"memlock": -1, "nofile": 1048576, "stack": 67108864}
+    assert preflight.ulimit_check(requested, ceiling, emulate=False).status == "fail"
+    assert preflight.ulimit_check(requested, ceiling, emulate=True).status == "warn"
+    assert preflight.ulimit_check({"nofile": 1024}, ceiling, emulate=False).status == "ok"
+    clamped, warnings = emulate.clamp_ulimits(requested, ceiling)
+    assert clamped == {
+        "memlock": {"soft": 8 * 2**20, "hard": 8 * 2**20},
+        "nofile": {"soft": 20000, "hard": 20000},
+        "stack": {"soft": 67108864, "hard": 67108864},
+    }
+    assert len(warnings) == 2 and "memlock -1" in warnings[0]
+
+
+def test_reclaim_shm_removes_leftovers_or_says_why_not():
+    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))  # reclaim works on a tmpfs only
+    leftover = shm_dir / "psm_deadbeef"
+    leftover.write_bytes(b"x" * 4096)
+    try:
+        check = preflight.reclaim_shm(str(shm_dir), min_age=0)  # ctime cannot be aged: no minimum age here
+        unreadable = shm.scan(str(shm_dir))["unreadable_pids"]
+    finally:
+        remaining = leftover.exists()
+        shutil.rmtree(shm_dir, ignore_errors=True)
+    if unreadable:  # e.g. PID 1 here, even for root: reclaim must refuse rather than guess
+        assert check.status == "warn" and "--ignore-unreadable" in check.message
+        assert remaining
+    else:
+        assert check.status == "ok" and not remaining
+
+
+def test_emulator_override_swaps_image_removes_gpus_and_keeps_the_rest():
+    r = profile.load(Project(REPO), "393k-offload")
+    text = emulate.override_text(r, "composegen/vllm-emulator:abc", {"memlock": {"soft": 1, "hard": 1}})
+    assert "deploy: !reset null" in text and "gpus: !reset []" in text and "ulimits: !override" in text
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: f"<{suffix}>")
+    doc = yaml.load(text, Loader=Loader)["services"]["vllm"]
+    assert doc["image"] == "composegen/vllm-emulator:abc"
+    assert doc["labels"] == {"io.composegen.emulated": "true"}
+    assert "command" not in doc and "ports" not in doc  # the real argv and ports are kept
+
+
+def test_emulator_override_writes_emulate_env_as_compose_literals(tmp_path):
+    from tests.support.helpers import MINIMAL, make_project
+
+    hostile = 'emulate:\n  env: {EMU_WEIGHTS_GIB: "pa$word", EMU_X: "${HF_TOKEN}"}\n'
+    root = make_project(tmp_path, {"hostile": MINIMAL + hostile})
+    r = profile.load(Project(root), "hostile")
+    text = emulate.override_text(r, "composegen/vllm-emulator:abc", {})
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: f"<{suffix}>")
+    doc = yaml.load(text, Loader=Loader)["services"]["vllm"]
+    # `$$` is how compose spells a literal `$`: neither value is interpolated, no token reaches the engine.
+    assert doc["environment"] == {"EMU_WEIGHTS_GIB": "pa$$word", "EMU_X": "$${HF_TOKEN}"}

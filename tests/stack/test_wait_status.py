@@ -1,0 +1,95 @@
+"""A stack that is still loading, on the real engine: `status` shows its stage (never "unhealthy"), the
+commands that need a ready engine say "still loading" (exit 3, hint `wait`), `up` says it is starting,
+`wait` follows it to ready; then `up` on the ready stack prints its summary and exits 0."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.engine import emulated_project
+
+pytestmark = pytest.mark.docker
+
+LOAD_S = 12.0  # long enough for the checks below to run while it loads
+
+
+def _cli(root, *argv: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "composegen", "--root", str(root), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_a_loading_stack_is_loading_everywhere_and_wait_follows_it_to_ready(tmp_path):
+    root, name, _ = emulated_project(tmp_path, load=LOAD_S, env={"EMU_WEIGHT_SHARDS": "4"})
+    try:
+        started = _cli(root, "up", name, "--emulate", "--no-wait")
+        assert started.returncode == 0, started.stderr
+
+        status = json.loads(_cli(root, "status", name, "--json").stdout)["stacks"][0]
+        loading = status["endpoint"]["loading"]
+        assert status["endpoint"]["healthy"] is False and status["endpoint"]["ready"] is False
+        assert loading["in_start_period"] and loading["failed"] is None and loading["stage"] != "ready"
+        text = _cli(root, "status", name).stdout
+        assert "loading: " in text and "unhealthy" not in text
+
+        gate = _cli(root, "gate", name)
+        assert gate.returncode == 3, gate.stderr
+        assert f"{name} is still loading: " in gate.stderr and f"composegen wait {name}" in gate.stderr
+
+        again = _cli(root, "up", name, "--emulate")
+        assert again.returncode == 3, again.stderr
+        assert f"{name} is already starting: " in again.stderr and f"composegen wait {name}" in again.stderr
+
+        waited = _cli(root, "wait", name)
+        assert waited.returncode == 0, waited.stderr
+        assert f"{name} is ready at http://127.0.0.1:" in waited.stdout
+        said = [line.split("] ", 1)[1] for line in waited.stderr.splitlines() if line.startswith("[")]
+        assert said[-1] == "ready" and "loading weights" in said and "CUDA graph capture" in said
+
+        status = json.loads(_cli(root, "status", name, "--json").stdout)["stacks"][0]
+        assert status["endpoint"]["ready"] is True and status["endpoint"]["loading"] is None
+        health = _cli(root, "status", name).stdout
+        assert "ready" in health and "  starting  " not in health  # Docker's 30 s check is shown as ours: ready
+
+        summary = _cli(root, "up", name, "--emulate")
+        assert summary.returncode == 0, summary.stderr
+        assert f"{name} is ready at http://127.0.0.1:" in summary.stdout
+    finally:
+        _cli(root, "down", name)
+
+
+def test_wait_on_a_stack_that_is_not_there_names_up_with_emulate_when_it_was_emulated(tmp_path):
+    root, name, _ = emulated_project(tmp_path, load=0.5)
+    try:
+        assert _cli(root, "up", name, "--emulate").returncode == 0
+        subprocess.run(["docker", "stop", "-t", "1", f"composegen-{name}-vllm-1"], capture_output=True, timeout=60)
+        gate = _cli(root, "gate", name)
+        assert gate.returncode == 3 and f"composegen up {name} --emulate" in gate.stderr, gate.stderr
+    finally:
+        _cli(root, "down", name)
+
+
+def test_wait_in_a_terminal_shows_the_load_and_ctrl_c_leaves_the_stack_loading(tmp_path):
+    from tests.support.terminal import Terminal
+
+    root, name, _ = emulated_project(tmp_path, load=LOAD_S, env={"EMU_WEIGHT_SHARDS": "4"})
+    term = Terminal(tmp_path, width=80, height=24)
+    try:
+        assert _cli(root, "up", name, "--emulate", "--no-wait").returncode == 0
+        term.start([sys.executable, "-m", "composegen", "--root", str(root), "wait", name], cwd=tmp_path)
+        term.wait_for("▸ ")  # the block is drawn
+        term.keys("C-c")
+        assert term.wait_exit(60) == 130
+        assert any(f"stopped waiting for {name}" in line for line in term.screen(joined=True))
+        status = json.loads(_cli(root, "status", name, "--json").stdout)["stacks"][0]
+        assert status["containers"][0]["state"] == "running"  # only the waiting stopped
+    finally:
+        term.close()
+        _cli(root, "down", name)
