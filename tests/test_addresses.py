@@ -25,3 +25,14 @@ def test_other_hosts(host):
 )  # fmt: skip
 def test_engine_urls(url, local):
     assert url_is_local(url) is local
+
+
+@pytest.mark.parametrize("bind, beyond", [("127.0.0.2", False), ("::1", False), ("0.0.0.0", True)])
+def test_validate_calls_only_non_loopback_binds_reachable_beyond_this_host(tmp_path, bind, beyond):
+    from tests.support.helpers import MINIMAL, make_project, run_cli
+
+    text = MINIMAL.replace("port: {host: 39999}", f'port: {{host: 39999, bind: "{bind}"}}')
+    root = make_project(tmp_path, {"p": text})
+    res = run_cli("--root", str(root), "validate", "p")
+    assert res.returncode == 0, res.stderr
+    assert ("reachable beyond this host" in res.stdout + res.stderr) is beyond

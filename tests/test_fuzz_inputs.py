@@ -144,3 +144,32 @@ def test_fuzzed_bundles(bundle, tmp_path_factory, edits):
     (copy / "evidence.json").write_text(text)
     for args in (["compare", str(copy), str(run)], ["plan", "393k-gpu", "--from", str(copy)]):
         assert_no_crash(run_inproc("--root", str(root), *args))
+
+
+LOGS = sorted((REPO / "tests" / "data" / "logs").glob("*.log")) + sorted(
+    (REPO / "tests" / "data" / "real-0.26.0-h200").glob("*.log")
+)
+LOG_LINES = [line for path in LOGS for line in path.read_text(errors="replace").splitlines() if line.strip()]
+
+
+@FUZZ
+@given(
+    picked=st.lists(st.sampled_from(LOG_LINES), min_size=0, max_size=40),
+    cuts=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 200), st.text(max_size=30)), max_size=4),
+    profile=st.sampled_from([None, "4096-131k", "393k-offload"]),
+)
+def test_fuzzed_startup_logs(tmp_path_factory, picked, cuts, profile):
+    """Real log lines from every recorded version, shuffled, cut mid-line and spliced with junk (a cut
+    `non-default args:` dict, a half traceback, stray bytes): `startup --log` never crashes."""
+    lines = list(picked)
+    for index, at, junk in cuts:
+        if lines:
+            i = index % len(lines)
+            lines[i] = lines[i][:at] + junk
+    log = tmp_path_factory.mktemp("log") / "fuzzed.log"
+    log.write_text("\n".join(lines), encoding="utf-8", errors="surrogateescape")
+    args = ["--root", str(REPO), "startup", "--log", str(log), *([profile] if profile else []), "--json"]
+    res = run_inproc(*args)
+    assert_no_crash(res)
+    if res.returncode == 0:
+        json.loads(res.stdout)

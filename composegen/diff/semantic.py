@@ -2,7 +2,8 @@
 
 Inputs (`load_side(spec, root)`): a compose file path (relative to the cwd, else to root), `REF:path`
 (the file at a git revision of the repository at root), or a profile name (rendered in memory with
-`composegen.render.render_profile_text`). A Side is (label, text, data).
+`composegen.render.render_profile_text`). A Side is (label, text, data). The YAML itself is read by
+composeyaml.py (bounded, no aliases, service shapes checked).
 
 Normalisation, per service, so that spelling does not count as a change:
 - vLLM argv: entrypoint + command are joined; the words that launch vLLM (`vllm serve`, or
@@ -62,11 +63,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field
 
 from composegen.diff import gitref
 from composegen.diff.argv import CATALOG_VERSION, flag_default
+from composegen.diff.composeyaml import parse_compose_text, read_file
 from composegen.diff.normalise import flatten_into, jsonable, normalise_service
 from composegen.errors import BadInput
 from composegen.report import Report
@@ -121,7 +122,7 @@ def load_side(spec: str, root: Path) -> Side:
         raise BadInput("diff: input: empty (give a compose file, REF:path or a profile name)")
     path = _existing_path(spec, root)
     if path is not None:
-        text = _read_file(path, spec)
+        text = read_file(path, spec)
         return Side(spec, text, parse_compose_text(text, spec))
     ref_spec = gitref.split_ref_spec(spec)
     if ref_spec is not None:
@@ -172,113 +173,11 @@ def _looks_like_path(spec: str) -> bool:
     return "/" in spec or spec.endswith((".yaml", ".yml"))
 
 
-def parse_compose_text(text: str, label: str) -> dict:
-    """YAML text → dict; errors become `label:line: yaml: problem`. Aliases are refused (a few lines of
-    nested aliases expand to gigabytes when the diff walks them) and the text is bounded."""
-    if len(text) > MAX_COMPOSE_CHARS:
-        raise BadInput(f"{label}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file")
-    try:
-        data = yaml.load(text, Loader=_ComposeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise BadInput(f"{label}:{line}: yaml: {problem}") from None
-    except RecursionError:
-        raise BadInput(f"{label}:1: yaml: nested too deeply") from None
-    if not isinstance(data, dict):
-        kind = "an empty document" if data is None else type(data).__name__
-        raise BadInput(f"{label}:1: top level: expected a Compose mapping, got {kind}")
-    services = data.get("services", {})
-    if services is not None and not isinstance(services, dict):
-        raise BadInput(f"{label}:{_line_of(text, 'services')}: services: expected a mapping of services")
-    for name, service in (services or {}).items():
-        if service is not None and not isinstance(service, dict):
-            raise BadInput(f"{label}:{_line_of(text, 'services', name)}: services.{name}: expected a mapping")
-        _check_service_shape(service or {}, text, label, str(name))
-    return data
-
-
-_SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, IndexError, ArithmeticError)
-
-
-def _check_service_shape(service: dict, text: str, label: str, name: str) -> None:
-    """A hand-written service whose keys have shapes compose would refuse (`ports: true`) is bad input
-    naming the key, found once here so that comparing never meets it."""
-    try:
-        normalise_service(service)
-        return
-    except _SHAPE_ERRORS:
-        pass
-    for key, value in service.items():
-        try:
-            normalise_service({key: value, "image": service.get("image")} if key != "image" else {key: value})
-        except _SHAPE_ERRORS:
-            line = _line_of(text, "services", name, key)
-            raise BadInput(f"{label}:{line}: services.{name}.{key}: not a value compose accepts here") from None
-    raise BadInput(f"{label}:{_line_of(text, 'services', name)}: services.{name}: keys that do not fit together")
-
-
-MAX_COMPOSE_CHARS = 1 << 20  # a compose file is a few kB; a megabyte is a mistake or a bomb
-
-
-class _ComposeLoader(yaml.SafeLoader):
-    """SafeLoader that accepts the compose merge tags `!reset` / `!override` as their plain values,
-    and refuses aliases (`*name`)."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not supported in diff inputs; write the value out", mark
-            )
-        return super().compose_node(parent, index)
-
-
-for _tag in ("!reset", "!override"):
-    _ComposeLoader.add_constructor(
-        _tag,
-        lambda loader, node: (
-            loader.construct_mapping(node)
-            if isinstance(node, yaml.MappingNode)
-            else loader.construct_sequence(node)
-            if isinstance(node, yaml.SequenceNode)
-            else loader.construct_scalar(node)  # type: ignore[arg-type]
-        ),
-    )
-
-
-def _line_of(text: str, *keys: str) -> int:
-    """1-based line of a nested key (for error messages); 1 when it cannot be found."""
-    node = yaml.compose(text, Loader=_ComposeLoader)
-    for key in keys:
-        if not isinstance(node, yaml.MappingNode):
-            return 1
-        match = next(((k, v) for k, v in node.value if k.value == key), None)
-        if match is None:
-            return 1
-        key_node, node = match
-    return key_node.start_mark.line + 1 if keys else 1
-
-
 def _existing_path(spec: str, root: Path) -> Path | None:
     for candidate in (Path(spec), root / spec):
         if candidate.is_file():
             return candidate
     return None
-
-
-def _read_file(path: Path, spec: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_COMPOSE_CHARS + 1)  # bounded, whatever the file is
-        if len(data) > MAX_COMPOSE_CHARS:
-            raise BadInput(f"{spec}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file")
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInput(f"{spec}: diff input: not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise BadInput(f"{spec}: diff input: cannot read ({exc.strerror})") from None
 
 
 # ---------------------------------------------------------------- compare

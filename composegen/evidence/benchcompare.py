@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from composegen.errors import BadInput
+from composegen.evidence import record
 from composegen.evidence.benchstats import BenchResult
 from composegen.report import Report
 
@@ -47,14 +47,7 @@ class BenchDeltas(Report):
 
 def load_bench(doc: dict) -> BenchResult | None:
     """The bundle's bench as the model; a hand-edited one that does not fit is bad input (exit 2)."""
-    raw = doc.get("bench")
-    if raw is None:
-        return None
-    try:
-        return BenchResult.model_validate(raw)
-    except ValueError as exc:
-        problem = str(exc).splitlines()[1:3]
-        raise BadInput(f"{doc.get('path', '?')}/evidence.json: bench: {' '.join(problem).strip()}") from None
+    return record.load_part(doc, "bench", BenchResult)
 
 
 def bench_deltas(doc_a: dict, doc_b: dict) -> dict | None:

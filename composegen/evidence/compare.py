@@ -110,6 +110,7 @@ def capacity_flag(doc_a: dict, doc_b: dict, threshold: float) -> dict:
 def config_differences(doc_a: dict, doc_b: dict, root) -> dict:
     from composegen import render
     from composegen.diff import semantic as diff
+    from composegen.diff.composeyaml import parse_compose_text
     from composegen.profiles import resolve as profile
     from composegen.project import Project
 
@@ -128,7 +129,7 @@ def config_differences(doc_a: dict, doc_b: dict, root) -> dict:
                 f"profile {name} changed since its run (hash {doc['profile'].get('hash')} -> {r.hash});"
                 " differences are between the profiles as they are now"
             )
-        sides.append((r, diff.parse_compose_text(render.render(r), f"profile:{name}")))
+        sides.append((r, parse_compose_text(render.render(r), f"profile:{name}")))
     identity = [*sides[0][0].profile.identity, *sides[1][0].profile.identity]
     for change in diff.compare(sides[0][1], sides[1][1], identity_paths=identity):
         out[change.change_class].append(change.to_json())

@@ -10,7 +10,7 @@ bits, nesting stops at MAX_DEPTH. `check_document(doc, where)` raises BadInput n
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
@@ -24,6 +24,7 @@ INT_LIMIT = 2**63 - 1
 Count = Annotated[StrictInt, Field(ge=0, le=INT_LIMIT)]
 Number = Annotated[float, Field(allow_inf_nan=False)]  # JSON integers are accepted as numbers
 Hex64 = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+Part = TypeVar("Part", bound=Report)
 
 
 class _Strict(Report):
@@ -113,6 +114,19 @@ def check_document(doc: Any, where: str) -> EvidenceBundle:
         shown = repr(first.get("input"))
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         raise BadInput(f"{where}: {field}: {first['msg']}, got {shown}") from None
+
+
+def load_part(doc: dict, key: str, model: type[Part]) -> Part | None:
+    """One part of a loaded bundle (`bench`, `ladder`) as its own report model, None when the run has none;
+    a hand-edited part that does not fit is bad input (exit 2)."""
+    raw = doc.get(key)
+    if raw is None:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValueError as exc:
+        problem = " ".join(str(exc).splitlines()[1:3]).strip()
+        raise BadInput(f"{doc.get('path', '?')}/evidence.json: {key}: {problem}") from None
 
 
 def _walk(value: Any, path: tuple, where: str) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from composegen.errors import BadInput
-from composegen.evidence import benchcompare, compare
+from composegen.evidence import benchcompare, compare, record
 from composegen.evidence import bundle as evidence
 from composegen.evidence.benchstats import BenchResult
 from composegen.evidence.compare import CompareReport
@@ -72,17 +72,6 @@ def _labels(docs: list[dict]) -> list[str]:
     return [name if names.count(name) == 1 else f"{name} ({i + 1})" for i, name in enumerate(names)]
 
 
-def _ladder(doc: dict) -> LadderResult | None:
-    raw = doc.get("ladder")
-    if raw is None:
-        return None
-    try:
-        return LadderResult.model_validate(raw)
-    except ValueError as exc:
-        problem = " ".join(str(exc).splitlines()[1:3]).strip()
-        raise BadInput(f"{doc['path']}/evidence.json: ladder: {problem}") from None
-
-
 def _summary(doc: dict, label: str) -> RunSummary:
     gates = doc.get("gates")
     return RunSummary(
@@ -101,7 +90,7 @@ def _summary(doc: dict, label: str) -> RunSummary:
         raw=[RawFile.model_validate(entry) for entry in doc["raw"]],
         startup={key: (doc.get("startup") or {}).get(key) for key in STARTUP_KEYS},
         gates=f"{gates['passed']}/{gates['total']}" if gates else None,
-        ladder=_ladder(doc),
+        ladder=record.load_part(doc, "ladder", LadderResult),
         bench=benchcompare.load_bench(doc),
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from composegen.addresses import is_loopback
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import SHM_MIN_BYTES
 from composegen.profiles.yamlio import INT_LIMIT
@@ -234,7 +235,7 @@ def warnings(r: Resolved) -> list[str]:
         )
     if not r.profile.pinned:
         out.append(f"image {r.profile.image!r} is not pinned by digest: {r.profile.image_unpinned_reason}")
-    if svc.port.bind not in ("127.0.0.1", "::1", "localhost"):
+    if not is_loopback(svc.port.bind):
         out.append(f"the API is published on {svc.port.bind}:{svc.port.host}, reachable beyond this host")
     if r.profile.nodes is not None:
         out += node_warnings(r)

@@ -9,7 +9,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     status(project, name)               what runs, health, drift               -> reports.StatusReport
     logs_text(project, r, tail, node)   / follow_logs(...)                     -> str / Iterator[bytes]
     endpoint(r)                         the head's API as seen from here       -> readiness.Endpoint
-    running_container(project, r)       the head's running vLLM container      -> engine.ContainerFacts
+    running_container(project, r)       the head's running vLLM container      -> ContainerFacts
     live_identity(ctr), startup_for(r, ctr), with_mismatches(r, report)
     shm_report(r)                       /dev/shm of every node                 -> dict
 
@@ -28,6 +28,7 @@ from composegen.stack import down as teardown
 from composegen.stack import engine, loadstate, nodeshm, placement, readiness
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
+from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, deployment
 from composegen.stack.prepare import UpOptions
 from composegen.stack.progress import ProgressSink
@@ -93,7 +94,7 @@ def shm_report(r: Resolved) -> dict[str, Any]:
     return nodeshm.node_shm_report(r)
 
 
-def running_container(project: Project, r: Resolved) -> engine.ContainerFacts:
+def running_container(project: Project, r: Resolved) -> ContainerFacts:
     """The profile's running vLLM container (the head's), or EngineError (exit 3)."""
     head = placement.nodes(r)[0]
     ctr = placement.vllm_container(engine.project_containers(head.project, head.target))
@@ -105,7 +106,7 @@ def running_container(project: Project, r: Resolved) -> engine.ContainerFacts:
     return ctr
 
 
-def live_identity(ctr: engine.ContainerFacts) -> dict[str, Any]:
+def live_identity(ctr: ContainerFacts) -> dict[str, Any]:
     """What the running container really is: the profile hash it was started from, its image, emulated or not."""
     image = engine.image_facts(ctr.image_id, ctr.target)
     return {
@@ -139,7 +140,7 @@ def follow_logs(project: Project, r: Resolved, tail: int | str = "all", node: st
     return engine.follow_logs(_container(dep, dep.node(node)), tail)
 
 
-def _container(dep: Deployment, n: placement.NodeRef) -> engine.ContainerFacts:
+def _container(dep: Deployment, n: placement.NodeRef) -> ContainerFacts:
     ctr = placement.vllm_container(engine.project_containers(n.project, n.target))
     if ctr is None:
         where = f" on {n.label}" if n.member else " on this engine"

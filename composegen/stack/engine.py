@@ -1,7 +1,9 @@
 """The one wrapper around the Docker engine: python-on-whales for `docker compose`, the docker SDK for
 fast inspection (one HTTP call on the socket instead of a CLI process per poll). Every failure leaves
 here as an EngineError with the command and its stderr; nothing else in composegen imports docker, and
-no SDK object leaves this module: callers get `ContainerFacts`, `NetworkFacts` and `ImageFacts`.
+no SDK object leaves this module: callers get `ContainerFacts`, `NetworkFacts` and `ImageFacts` (facts.py).
+What needs no docker lives beside it: facts.py (those values, parsed from the API's answers) and
+hostprobe.py (the probe scripts run through `run_probe`).
 
 Engines are addressed by a `Target` (see targets.py); no target means the default engine.
 """
@@ -9,110 +11,28 @@ Engines are addressed by a `Target` (see targets.py); no target means the defaul
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.stack import sshconn
-from composegen.stack.targets import DEFAULT, Target, docker_time
+from composegen.stack.facts import (
+    ContainerFacts,
+    ImageFacts,
+    NetworkFacts,
+    parse_container,
+    parse_image,
+    parse_network,
+    stamped_chunks,
+)
+from composegen.stack.targets import DEFAULT, Target
 
 BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
 PROBE_LABEL = "io.composegen.probe"  # value: the profile whose `up` ran the probe
-
-
-@dataclass(frozen=True)
-class ContainerFacts:
-    """What the engine says about one container at one moment (`docker inspect`, typed)."""
-
-    id: str
-    name: str
-    state: str  # created | running | restarting | paused | exited | dead | removing
-    running: bool
-    health: str | None
-    restarts: int
-    exit_code: int | None
-    started_at: float | None  # epoch seconds; None before the first start
-    labels: Mapping[str, str]
-    image_id: str
-    networks: tuple[str, ...]
-    host_port: int | None  # the first published host port (none on the host network)
-    target: Target = DEFAULT
-
-    @property
-    def profile(self) -> str | None:
-        return self.labels.get("io.composegen.profile")
-
-    @property
-    def profile_hash(self) -> str | None:
-        return self.labels.get("io.composegen.hash")
-
-    @property
-    def served_name(self) -> str | None:
-        return self.labels.get("io.composegen.served-name")
-
-    @property
-    def emulated(self) -> bool:
-        return self.labels.get("io.composegen.emulated") == "true"
-
-    @property
-    def node(self) -> str | None:
-        return self.labels.get("io.composegen.node")
-
-    @property
-    def service(self) -> str | None:
-        return self.labels.get("com.docker.compose.service")
-
-    @property
-    def project(self) -> str | None:
-        return self.labels.get("com.docker.compose.project")
-
-
-@dataclass(frozen=True)
-class NetworkFacts:
-    id: str
-    name: str
-    labels: Mapping[str, str]
-    target: Target = DEFAULT
-
-    @property
-    def project(self) -> str | None:
-        return self.labels.get("com.docker.compose.project")
-
-
-@dataclass(frozen=True)
-class ImageFacts:
-    id: str
-    tags: tuple[str, ...]
-    repo_digests: tuple[str, ...]
-
-
-def _facts(a: dict[str, Any], target: Target) -> ContainerFacts:
-    state = a.get("State") or {}
-    net = a.get("NetworkSettings") or {}
-    port = next(
-        (int(b["HostPort"]) for bs in (net.get("Ports") or {}).values() for b in bs or [] if b.get("HostPort")),
-        None,
-    )
-    return ContainerFacts(
-        id=a["Id"],
-        name=a.get("Name", "").lstrip("/"),
-        state=state.get("Status", ""),
-        running=bool(state.get("Running")),
-        health=(state.get("Health") or {}).get("Status"),
-        restarts=int(a.get("RestartCount") or 0),
-        exit_code=state.get("ExitCode"),
-        started_at=docker_time(state.get("StartedAt", "")),
-        labels=dict((a.get("Config") or {}).get("Labels") or {}),
-        image_id=a.get("Image", ""),
-        networks=tuple(sorted((net.get("Networks") or {}).keys())),
-        host_port=port,
-        target=target,
-    )
 
 
 def api_timeout() -> float:
@@ -186,6 +106,19 @@ def _short(exc: BaseException) -> str:
     return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
 
 
+def _unless_gone(call: Callable[[], Any], what: str) -> Any:
+    """CALL's answer, or None when its object is gone (NotFound, ImageNotFound); any other refusal of the
+    engine is EngineError `WHAT: reason`."""
+    import docker.errors
+
+    try:
+        return call()
+    except docker.errors.NotFound:
+        return None
+    except docker.errors.APIError as exc:
+        raise EngineError(f"{what}: {_short(exc)}") from None
+
+
 def preload() -> None:
     """Import the docker libraries now (a caller can hold Ctrl-C meanwhile; see cli/interrupts.py)."""
     import importlib
@@ -215,15 +148,9 @@ def compose_version() -> str:
 
 def image_facts(ref: str, target: Target | None = None) -> ImageFacts | None:
     """The image on that engine (`docker image inspect`), None when absent."""
-    import docker.errors
-
-    try:
-        a = _client(target).api.inspect_image(ref)
-    except docker.errors.ImageNotFound:
-        return None
-    except docker.errors.APIError as exc:
-        raise EngineError(f"docker image inspect {ref} on {(target or DEFAULT).label}: {_short(exc)}") from None
-    return ImageFacts(a["Id"], tuple(a.get("RepoTags") or ()), tuple(sorted(a.get("RepoDigests") or ())))
+    where = f"docker image inspect {ref} on {(target or DEFAULT).label}"
+    a = _unless_gone(lambda: _client(target).api.inspect_image(ref), where)
+    return parse_image(a) if a is not None else None
 
 
 def image_present(ref: str, target: Target | None = None) -> bool:
@@ -318,25 +245,16 @@ def run_probe(image: str, argv: list[str], owner: str, target: Target | None = N
     """Run `python3 ARGV` in a throw-away container labelled io.composegen.probe=OWNER and return its
     stdout. The container is removed however this ends (Ctrl-C included); one that an interrupt leaves
     between create and remove still carries the label, and `composegen down OWNER` removes it."""
-    import docker.errors
 
     sdk = _client(target)
     where = (target or DEFAULT).label
     cid = None
     try:
-        cid = sdk.api.create_container(
-            image,
-            argv,
-            entrypoint="python3",
-            labels={PROBE_LABEL: owner},
-            host_config=sdk.api.create_host_config(**host_config),
-        )["Id"]
+        cid = _create_probe(sdk, image, argv, owner, host_config)
         sdk.api.start(cid)
         code = sdk.api.wait(cid, timeout=120).get("StatusCode")
         out = sdk.api.logs(cid, stdout=True, stderr=code != 0).decode("utf-8", "replace")
-    except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
-        raise EngineError(f"probe container with {image} on {where}: {_short(exc)}") from None
-    except Exception as exc:  # a timeout of the wait: the engine stopped answering
+    except Exception as exc:  # the engine's refusal, or a timeout of the wait: the engine stopped answering
         raise EngineError(f"probe container with {image} on {where}: {_short(exc)}") from None
     finally:
         if cid is not None:
@@ -344,6 +262,17 @@ def run_probe(image: str, argv: list[str], owner: str, target: Target | None = N
     if code != 0:
         raise EngineError(f"probe container with {image} on {where} exited {code}: {out.strip()[-300:]}")
     return out
+
+
+def _create_probe(sdk, image: str, argv: list[str], owner: str, host_config: dict[str, Any]) -> str:
+    """Create (not start) a `python3 ARGV` probe container labelled io.composegen.probe=OWNER; its id."""
+    return sdk.api.create_container(
+        image,
+        argv,
+        entrypoint="python3",
+        labels={PROBE_LABEL: owner},
+        host_config=sdk.api.create_host_config(**host_config),
+    )["Id"]
 
 
 def start_probe(
@@ -357,15 +286,9 @@ def start_probe(
     where = target or DEFAULT
     cid = None
     try:
-        cid = sdk.api.create_container(
-            image,
-            argv,
-            entrypoint="python3",
-            labels={PROBE_LABEL: owner},
-            host_config=sdk.api.create_host_config(**host_config),
-        )["Id"]
+        cid = _create_probe(sdk, image, argv, owner, host_config)
         sdk.api.start(cid)
-        return _facts(sdk.api.inspect_container(cid), where)
+        return parse_container(sdk.api.inspect_container(cid), where)
     except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
         if cid is not None:
             _remove_quietly(sdk, cid)
@@ -385,55 +308,6 @@ def _remove_quietly(sdk, cid: str) -> None:
 
 def probe_containers(owner: str, target: Target | None = None) -> list[ContainerFacts]:
     return _list({"label": f"{PROBE_LABEL}={owner}"}, target)
-
-
-_RLIMITS = (
-    "import resource as r\n"
-    "for n in ('memlock','nofile','stack'):\n"
-    "    h=r.getrlimit(getattr(r,'RLIMIT_'+n.upper()))[1]\n"
-    "    print(n, -1 if h==r.RLIM_INFINITY else h)\n"
-)
-
-
-def engine_rlimits(image: str, owner: str, target: Target | None = None) -> dict[str, int]:
-    """Hard rlimits a container gets from this engine (-1 = unlimited): the ceiling it can grant."""
-    raw = run_probe(image, ["-c", _RLIMITS], owner, target, network_mode="none")
-    return {k: int(v) for k, v in (line.split() for line in raw.splitlines() if line.strip())}
-
-
-_PROBE = """
-import json, os, socket, sys
-want = json.loads(sys.argv[1])
-ports = []
-for host, port in want["ports"]:
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind((host, port)); free = True
-    except OSError:
-        free = False
-    s.close()
-    ports.append({"host": host, "port": port, "free": free})
-st = os.statvfs("/dev/shm")
-entries = []
-for e in os.scandir("/dev/shm"):
-    try:
-        entries.append({"name": e.name, "bytes": e.stat(follow_symlinks=False).st_blocks * 512})
-    except OSError:
-        pass
-shm = {"free_bytes": st.f_bavail * st.f_frsize, "total_bytes": st.f_blocks * st.f_frsize, "entries": entries}
-print(json.dumps({"ports": ports, "shm": shm}))
-"""
-
-
-def host_probe(image: str, owner: str, target: Target | None, ports: list[tuple[str, int]]) -> dict:
-    """Look at an engine's HOST from a throw-away container on the host network and host IPC (works for a
-    remote engine too): {"ports": [{host, port, free}], "shm": {free_bytes, total_bytes, entries: [{name, bytes}]}}."""
-    raw = run_probe(
-        image, ["-c", _PROBE, json.dumps({"ports": ports})], owner, target, network_mode="host", ipc_mode="host"
-    )
-    return json.loads(raw.strip().splitlines()[-1])
 
 
 # ---- compose projects, containers, networks ---------------------------------------------------------
@@ -496,7 +370,7 @@ def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts
     try:
         for row in sdk.api.containers(all=True, filters=filters):
             try:
-                found.append(_facts(sdk.api.inspect_container(row["Id"]), where))
+                found.append(parse_container(sdk.api.inspect_container(row["Id"]), where))
             except docker.errors.NotFound:
                 continue  # removed between the listing and the inspect
     except docker.errors.APIError as exc:
@@ -529,14 +403,8 @@ def port_publishers(port: int, target: Target | None = None) -> list[str]:
 
 def inspect(ctr: ContainerFacts) -> ContainerFacts | None:
     """The container's facts now; None once it is gone."""
-    import docker.errors
-
-    try:
-        return _facts(_client(ctr.target).api.inspect_container(ctr.id), ctr.target)
-    except docker.errors.NotFound:
-        return None
-    except docker.errors.APIError as exc:
-        raise EngineError(f"docker inspect {ctr.name}: {_short(exc)}") from None
+    a = _unless_gone(lambda: _client(ctr.target).api.inspect_container(ctr.id), f"docker inspect {ctr.name}")
+    return parse_container(a, ctr.target) if a is not None else None
 
 
 def wait_exit(ctr: ContainerFacts, timeout: float = 60) -> int | None:
@@ -557,14 +425,7 @@ def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
 
 def stop_container(ctr: ContainerFacts, grace: int = 1) -> None:
     """`docker stop -t GRACE`: SIGTERM, then SIGKILL after `grace` seconds (the memory guard's stop)."""
-    import docker.errors
-
-    try:
-        _client(ctr.target).api.stop(ctr.id, timeout=grace)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        raise EngineError(f"docker stop {ctr.name}: {_short(exc)}") from None
+    _unless_gone(lambda: _client(ctr.target).api.stop(ctr.id, timeout=grace), f"docker stop {ctr.name}")
 
 
 def put_archive(image: str, owner: str, target: Target | None, host_dir: str, tar_stream: Any) -> None:
@@ -592,9 +453,8 @@ def put_archive(image: str, owner: str, target: Target | None, host_dir: str, ta
 
 
 def project_networks(project: str, target: Target | None = None) -> list[NetworkFacts]:
-    where = target or DEFAULT
     rows = _client(target).api.networks(filters={"label": f"com.docker.compose.project={project}"})
-    return [NetworkFacts(n["Id"], n["Name"], dict(n.get("Labels") or {}), where) for n in rows]
+    return [parse_network(n, target or DEFAULT) for n in rows]
 
 
 def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
@@ -602,21 +462,14 @@ def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
     where = target or DEFAULT
     rows = _client(target).api.networks(filters={"label": "com.docker.compose.project"})
     return [
-        NetworkFacts(n["Id"], n["Name"], dict(n.get("Labels") or {}), where)
+        parse_network(n, where)
         for n in rows
         if str((n.get("Labels") or {}).get("com.docker.compose.project", "")).startswith("composegen-")
     ]
 
 
 def remove_network(net: NetworkFacts) -> None:
-    import docker.errors
-
-    try:
-        _client(net.target).api.remove_network(net.id)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        raise EngineError(f"docker network rm {net.name}: {_short(exc)}") from None
+    _unless_gone(lambda: _client(net.target).api.remove_network(net.id), f"docker network rm {net.name}")
 
 
 # ---- /dev/shm: injected into composegen.shm by the CLI (shm ranks below stack) -------------------
@@ -647,15 +500,8 @@ def shm_facts(name_or_id: str, target: Target | None = None) -> dict[str, Any]:
 
 def container_labels(container_id: str, target: Target | None = None) -> dict[str, str] | None:
     """A container's labels, to name the compose project holding a /dev/shm file; None once it is gone."""
-    import docker.errors
-
-    try:
-        a = _client(target).api.inspect_container(container_id)
-    except docker.errors.NotFound:
-        return None
-    except docker.errors.APIError as exc:
-        raise EngineError(f"docker inspect {container_id[:12]}: {_short(exc)}") from None
-    return dict((a.get("Config") or {}).get("Labels") or {})
+    a = _unless_gone(lambda: _client(target).api.inspect_container(container_id), f"docker inspect {container_id[:12]}")
+    return dict((a.get("Config") or {}).get("Labels") or {}) if a is not None else None
 
 
 def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str] | None]:
@@ -680,15 +526,11 @@ def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str]
 
 
 def logs(ctr: ContainerFacts, tail: int | str = "all", timestamps: bool = False) -> str:
-    import docker.errors
-
-    try:
-        raw = _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps)
-    except docker.errors.NotFound:
-        return ""
-    except docker.errors.APIError as exc:
-        raise EngineError(f"docker logs {ctr.name}: {_short(exc)}") from None
-    return raw.decode("utf-8", "replace")
+    raw = _unless_gone(
+        lambda: _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps),
+        f"docker logs {ctr.name}",
+    )
+    return raw.decode("utf-8", "replace") if raw is not None else ""
 
 
 def follow_logs(ctr: ContainerFacts, tail: int | str = "all") -> Iterator[bytes]:
@@ -715,7 +557,7 @@ class LogStream:
                     self.ctr.id, stdout=True, stderr=True, stream=True, follow=True, timestamps=True,
                     **({"since": since} if since else {"tail": self.tail}),
                 )  # fmt: skip
-                for stamp, text in self._split(self._stream):
+                for stamp, text in stamped_chunks(self._stream):
                     if since is None or (stamp is not None and stamp > since):
                         since = stamp if stamp is not None else since
                         yield stamp, text
@@ -726,31 +568,12 @@ class LogStream:
                 if self._closed or inspect(self.ctr) is None:
                     return
 
-    @staticmethod
-    def _split(stream: Iterator[bytes]) -> Iterator[tuple[float | None, str]]:
-        pending = b""
-        for chunk in stream:
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for line in complete:
-                yield _stamped(line.decode("utf-8", "replace"))
-        if pending:
-            yield _stamped(pending.decode("utf-8", "replace"))
-
     def close(self) -> None:
         self._closed = True
         stream = self._stream
         if stream is not None:
             with contextlib.suppress(Exception):  # already closed by the engine
                 stream.close()
-
-
-def _stamped(line: str) -> tuple[float | None, str]:
-    stamp, _, text = line.partition(" ")
-    try:
-        return docker_time(stamp), text.rstrip("\r")
-    except ValueError:
-        return None, line
 
 
 def _stderr(exc) -> str:

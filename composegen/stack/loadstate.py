@@ -17,23 +17,15 @@ from pydantic import Field
 from composegen.errors import EngineError
 from composegen.report import Report
 from composegen.stack import engine, readiness, stages
-from composegen.stack.targets import docker_time
+from composegen.stack.facts import ContainerFacts, stamped_line
 
 
 def stamped(text: str) -> list[tuple[float | None, str]]:
     """`docker logs --timestamps` text as (epoch seconds, line) pairs."""
-    rows = []
-    for line in text.splitlines():
-        stamp, _, rest = line.partition(" ")
-        try:
-            at = docker_time(stamp)
-        except ValueError:
-            at, rest = None, line
-        rows.append((at, rest))
-    return rows
+    return [stamped_line(line) for line in text.splitlines()]
 
 
-def read_stages(ctr: engine.ContainerFacts, startup_timeout: float | None) -> stages.StageTracker:
+def read_stages(ctr: ContainerFacts, startup_timeout: float | None) -> stages.StageTracker:
     """The stages of the container's start so far, timed by Docker's own log timestamps."""
     started = ctr.started_at or time.time()
     tracker = stages.StageTracker(started, startup_timeout)
@@ -42,7 +34,7 @@ def read_stages(ctr: engine.ContainerFacts, startup_timeout: float | None) -> st
     return tracker
 
 
-def loading_state(ctr: engine.ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> dict | None:
+def loading_state(ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> dict | None:
     if not ctr.running or healthy:
         return None
     tracker = read_stages(ctr, startup_timeout)
@@ -72,9 +64,7 @@ def wait_hint(name: str) -> str:
     return f"`composegen wait {name}` shows the load and returns when the stack is ready"
 
 
-def raise_if_loading(
-    name: str, ctr: engine.ContainerFacts, ep: readiness.Endpoint, startup_timeout: float | None
-) -> None:
+def raise_if_loading(name: str, ctr: ContainerFacts, ep: readiness.Endpoint, startup_timeout: float | None) -> None:
     """EngineError "NAME is still loading: <stage>" when the engine does not answer yet but is loading."""
     if readiness.health_ok(ep):
         return
@@ -96,9 +86,7 @@ class LoadingStatus(Report):
     failed: str | None = Field(None, description="the engine's failure line, when it logged one")
 
 
-def loading_status(
-    ctr: engine.ContainerFacts, healthy: bool | None, startup_timeout: float | None
-) -> LoadingStatus | None:
+def loading_status(ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> LoadingStatus | None:
     state = loading_state(ctr, healthy, startup_timeout)
     return None if state is None else LoadingStatus(**state)
 
@@ -137,7 +125,7 @@ class AlreadyRunning(EngineError):
 
 
 def refuse_running(
-    name: str, ctr: engine.ContainerFacts, ep: readiness.Endpoint, served_name: str, startup_timeout: float | None
+    name: str, ctr: ContainerFacts, ep: readiness.Endpoint, served_name: str, startup_timeout: float | None
 ) -> None:
     """Raise AlreadyRunning saying what the running stack is doing: ready, starting (with its stage), or silent."""
     healthy = readiness.health_ok(ep)

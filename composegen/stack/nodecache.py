@@ -70,6 +70,7 @@ def check_nodes(project: Project, r: Resolved, head: check.WeightsReport) -> lis
     for m in _members(r)[1:]:
         target = _target(m)
         loc = cache.locate(r, m, project.out_path(r.name).parent)
+        where = {"name": m.name, "engine": target.label, "cache_dir": loc.host_dir, "snapshot": loc.snapshot}
         try:
             found = snapshot.judge(listing(r, loc, target, remote=True))
             sizes = {f.name: f.bytes for f in head.files if f.present}
@@ -77,28 +78,14 @@ def check_nodes(project: Project, r: Resolved, head: check.WeightsReport) -> lis
             missing = found.missing + [n for n in sizes if n not in {f["name"] for f in found.files}]
             out.append(
                 check.NodeWeights(
-                    name=m.name,
-                    engine=target.label,
-                    cache_dir=loc.host_dir,
-                    snapshot=loc.snapshot,
+                    **where,
                     complete=found.complete and not missing and not wrong,
                     missing=missing + [f"{n} (size differs from the head's)" for n in wrong],
                     total_bytes=found.total_bytes,
                 )
             )
         except ComposegenError as exc:
-            out.append(
-                check.NodeWeights(
-                    name=m.name,
-                    engine=target.label,
-                    cache_dir=loc.host_dir,
-                    snapshot=loc.snapshot,
-                    complete=False,
-                    missing=[],
-                    total_bytes=0,
-                    error=exc.message,
-                )
-            )
+            out.append(check.NodeWeights(**where, complete=False, missing=[], total_bytes=0, error=exc.message))
     return out
 
 

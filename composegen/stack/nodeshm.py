@@ -13,7 +13,7 @@ from typing import Any
 
 from composegen.errors import ComposegenError, EngineError
 from composegen.profiles.resolved import Resolved
-from composegen.stack import engine, placement
+from composegen.stack import engine, hostprobe, placement
 from composegen.units import format_bytes
 
 
@@ -37,7 +37,7 @@ def node_shm_report(r: Resolved) -> dict[str, Any]:
             elif n.target.is_local:
                 entry["scan"], first_local = shm.scan("/dev/shm", container_labels=engine.label_lookup()), n.name
             else:
-                probe = engine.host_probe(_probe_image(r, n), r.name, n.target, [])["shm"]
+                probe = hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])["shm"]
                 probe["entries"] = [{**e, "pattern": shm.match_pattern(e["name"])} for e in probe["entries"]]
                 entry["probe"] = probe
         except ComposegenError as exc:
@@ -47,13 +47,19 @@ def node_shm_report(r: Resolved) -> dict[str, Any]:
 
 
 def _probe_image(r: Resolved, n: placement.NodeRef) -> str:
+    """An image that engine already holds and that has python3: the stack's own, the profile's, or
+    (after an emulated run was taken down) the emulator's or its base image."""
+    from composegen.emulator.image import image_tag
+
     ctrs = engine.project_containers(n.project, n.target)
     if ctrs:
         return ctrs[0].image_id
-    if engine.image_present(r.profile.image, n.target):
-        return r.profile.image
+    for ref in (r.profile.image, image_tag(), engine.BASE_IMAGE):
+        if engine.image_present(ref, n.target):
+            return ref
     raise EngineError(
-        f"no image with python3 on {n.target.label} to look at /dev/shm with (the profile's image is not there)"
+        f"no image with python3 on {n.target.label} to look at /dev/shm with (neither the profile's image, "
+        "the emulator's nor the base image is there)"
     )
 
 

@@ -20,6 +20,7 @@ from composegen.profiles.schema import Node
 from composegen.project import Project
 from composegen.stack import emulate as emulation
 from composegen.stack import engine, readiness
+from composegen.stack.facts import ContainerFacts
 from composegen.stack.targets import DEFAULT, Target
 
 _REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)")
@@ -145,5 +146,5 @@ def api_key(r: Resolved) -> str | None:
     return None
 
 
-def vllm_container(containers: list[engine.ContainerFacts]) -> engine.ContainerFacts | None:
+def vllm_container(containers: list[ContainerFacts]) -> ContainerFacts | None:
     return next((c for c in containers if c.service == "vllm"), None)

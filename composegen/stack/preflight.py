@@ -2,7 +2,7 @@
 
 `node_checks` checks one node of a deployment; on a multi-node profile the check names carry the node,
 e.g. `spark-2/port`. A node whose engine is on this machine is checked directly, a remote one through a
-labelled throw-away container on that host's network and IPC namespace (engine.host_probe).
+labelled throw-away container on that host's network and IPC namespace (hostprobe.host_probe).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from composegen.errors import ComposegenError
 from composegen.profiles import rules
 from composegen.profiles.resolved import Resolved
-from composegen.stack import engine, portowner
+from composegen.stack import engine, hostprobe, portowner
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.targets import Target
 from composegen.units import GIB, format_gib
@@ -134,7 +134,7 @@ def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -
         return checks, None
     else:
         try:
-            probe = engine.host_probe(image, r.name, n.target, [(h, p) for h, p, _ in ports])
+            probe = hostprobe.host_probe(image, r.name, n.target, [(h, p) for h, p, _ in ports])
         except ComposegenError as exc:
             return [*checks, Check(n.named("host"), "fail", exc.message)], None
         free = {(item["host"], item["port"]): item["free"] for item in probe["ports"]}
@@ -155,7 +155,7 @@ def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -
     ulimits = svc.ulimits_plain()
     if ulimits and image is not None:
         try:
-            ceiling = engine.engine_rlimits(image, r.name, n.target)
+            ceiling = hostprobe.engine_rlimits(image, r.name, n.target)
             checks.append(_named(ulimit_check(ulimits, ceiling, emulate), n))
         except ComposegenError as exc:
             checks.append(Check(n.named("ulimits"), "fail", exc.message))

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from composegen import render
+from composegen.addresses import is_loopback
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.stack import emulate as emulation
 from composegen.stack import engine, loadstate, preflight
@@ -179,7 +180,7 @@ def _same_image(image: str, ids: dict[str | None, str | None]) -> Check:
 
 def _api_reachable(dep: Deployment) -> Check:
     head, bind = dep.head, dep.r.profile.service.port.bind
-    if not head.target.is_local and bind in ("127.0.0.1", "::1", "localhost"):
+    if not head.target.is_local and is_loopback(bind):
         return Check(
             "endpoint",
             "fail",

@@ -23,6 +23,7 @@ from composegen.output import table
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import engine, loadstate, placement, readiness
+from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.reports import ContainerStatus, Drift, EndpointStatus, NodeStatus, StackStatus, StatusReport
 
@@ -38,7 +39,7 @@ def out_hash(project: Project, key: str) -> str | None:
     return m.group(1) if m else None
 
 
-def drift(project: Project, key: str, profile_hash: str | None, ctr: engine.ContainerFacts) -> Drift:
+def drift(project: Project, key: str, profile_hash: str | None, ctr: ContainerFacts) -> Drift:
     running, current = ctr.profile_hash, out_hash(project, key)
     if current is None:
         return Drift(state="unknown", running=running, out=None, profile=profile_hash)
@@ -52,7 +53,7 @@ def drift(project: Project, key: str, profile_hash: str | None, ctr: engine.Cont
 
 
 def stack_status(project: Project, name: str | None = None) -> StatusReport:
-    groups: dict[str, list[engine.ContainerFacts]] = {}
+    groups: dict[str, list[ContainerFacts]] = {}
     if name is None:
         for ctr in engine.composegen_containers():
             groups.setdefault(ctr.profile or "?", []).append(ctr)
@@ -95,7 +96,7 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
     containers: list[ContainerStatus] = []
     nodes: list[NodeStatus] = []
     networks: list[str] = []
-    head: engine.ContainerFacts | None = None
+    head: ContainerFacts | None = None
     for n in dep.nodes:
         info = NodeStatus(**n.to_json())
         try:
@@ -129,7 +130,7 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
     )
 
 
-def _label_status(project: Project, profile: str, ctrs: list[engine.ContainerFacts]) -> StackStatus | None:
+def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) -> StackStatus | None:
     """A stack whose profile is gone or broken: what its containers' labels say."""
     projects = {c.project for c in ctrs} or {profile, _PREFIX + profile}
     networks = [x.name for x in engine.composegen_networks() if x.project in projects]
@@ -148,7 +149,7 @@ def _label_status(project: Project, profile: str, ctrs: list[engine.ContainerFac
 
 
 def _endpoint(
-    ep: readiness.Endpoint | None, head: engine.ContainerFacts | None, served: str | None, timeout: float | None = None
+    ep: readiness.Endpoint | None, head: ContainerFacts | None, served: str | None, timeout: float | None = None
 ) -> EndpointStatus:
     if ep is None or head is None or not head.running:
         return EndpointStatus()
@@ -164,7 +165,7 @@ def _endpoint(
     )
 
 
-def _container(c: engine.ContainerFacts, n: NodeRef | None) -> ContainerStatus:
+def _container(c: ContainerFacts, n: NodeRef | None) -> ContainerStatus:
     return ContainerStatus(
         name=c.name,
         state=c.state,

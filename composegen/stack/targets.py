@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 
+from composegen.addresses import url_is_local
 from composegen.errors import EngineError
 
 
@@ -34,8 +35,7 @@ class Target:
         default engine when DOCKER_HOST does not point elsewhere. A context counts as remote."""
         if self.context:
             return False
-        url = self.host or os.environ.get("DOCKER_HOST") or ""
-        return not url or url.startswith(("unix://", "npipe://", "tcp://127.", "tcp://localhost", "tcp://[::1]"))
+        return url_is_local(self.host or os.environ.get("DOCKER_HOST"))
 
     def url(self) -> str | None:
         return self.host or (context_host(self.context) if self.context else None)

@@ -13,6 +13,7 @@ from typing import Any
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.profiles.resolved import Resolved
 from composegen.stack import engine, memguard, nodecache, readiness, state, watch
+from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.prepare import UpOptions, prepare
 from composegen.stack.progress import ProgressSink
@@ -189,7 +190,7 @@ def attach(dep: Deployment, sink: ProgressSink, timeout: float | None = None) ->
 
 
 def finish(
-    report: UpReport, r: Resolved, ctr: engine.ContainerFacts | None, waited: readiness.Waited, started: float
+    report: UpReport, r: Resolved, ctr: ContainerFacts | None, waited: readiness.Waited, started: float
 ) -> UpReport:
     """Fill the ready summary from the head container's own startup log."""
     report.phases = [PhaseTime(phase=k, seconds=v) for k, v in waited.phases.items()]
@@ -199,7 +200,7 @@ def finish(
     return report
 
 
-def startup_for(r: Resolved, ctr: engine.ContainerFacts) -> dict[str, Any]:
+def startup_for(r: Resolved, ctr: ContainerFacts) -> dict[str, Any]:
     from composegen.vllm import startup
 
     return with_mismatches(r, startup.parse_startup_log(engine.logs(ctr)).to_json())

@@ -12,6 +12,7 @@ import time
 
 from composegen.profiles.resolved import Resolved
 from composegen.stack import engine, readiness
+from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef, vllm_container
 from composegen.stack.progress import LogLine, ProgressSink
 from composegen.stack.targets import docker_time
@@ -33,7 +34,7 @@ class _Followers:
         self.streams: list[engine.LogStream] = []
         self.last = ""
 
-    def follow(self, n: NodeRef, ctr: engine.ContainerFacts) -> None:
+    def follow(self, n: NodeRef, ctr: ContainerFacts) -> None:
         stream = engine.LogStream(ctr)
         self.streams.append(stream)
 
@@ -63,10 +64,10 @@ class Watcher:
 
     def __init__(self, dep: Deployment, sink: ProgressSink) -> None:
         self.dep, self.sink = dep, sink
-        self.found: dict[NodeRef, engine.ContainerFacts] = {}
+        self.found: dict[NodeRef, ContainerFacts] = {}
         self.followers = _Followers()
 
-    def container(self, n: NodeRef) -> engine.ContainerFacts | None:
+    def container(self, n: NodeRef) -> ContainerFacts | None:
         if n not in self.found:
             ctr = vllm_container(engine.project_containers(n.project, n.target))
             if ctr is None:
@@ -128,7 +129,7 @@ def max_model_len(r: Resolved) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def detection_latency(ctr: engine.ContainerFacts | None, waited: readiness.Waited) -> float | None:
+def detection_latency(ctr: ContainerFacts | None, waited: readiness.Waited) -> float | None:
     """Seconds from the engine logging `Application startup complete.` (Docker's timestamp) to our
     seeing /health 200: what polling costs, measured rather than assumed."""
     if ctr is None or waited.ready_at is None:

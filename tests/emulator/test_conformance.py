@@ -16,23 +16,9 @@ from pathlib import Path
 import pytest
 
 from composegen.emulator.memory import MemoryInputs, plan_memory
-from tests.support.emulator_proc import EmulatorProc
+from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
-FLAGS = [
-    "/models/tiny-llama",
-    "--served-model-name",
-    "tiny",
-    "--max-model-len",
-    "4096",
-    "--max-num-batched-tokens",
-    "2048",
-    "--max-num-seqs",
-    "4",
-    "--gpu-memory-utilization",
-    "0.30",
-    "--enforce-eager",
-]
 FP8 = ["--kv-cache-dtype", "fp8", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--api-key", "sk-test"]
 H200 = {  # the recording's GPU and model as the emulator's memory inputs (README facts)
     "EMU_VLLM_VERSION": "0.26.0",
@@ -173,8 +159,8 @@ def _differences(exchange: dict, status: int, headers: dict[str, str], body: str
 def servers(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("conformance")
     with (
-        EmulatorProc.start(tmp, serve_args=FLAGS, served="tiny", env=H200) as bf16,
-        EmulatorProc.start(tmp, serve_args=FLAGS + FP8, served="tiny", env=H200) as fp8,
+        EmulatorProc.start(tmp, serve_args=RECORDED_FLAGS, served="tiny", env=H200) as bf16,
+        EmulatorProc.start(tmp, serve_args=RECORDED_FLAGS + FP8, served="tiny", env=H200) as fp8,
     ):
         yield {"bf16": bf16, "fp8-hermes-apikey": fp8}
 
@@ -234,7 +220,7 @@ def test_the_imitated_version_shows_in_the_startup_log(servers):
 
 
 def test_eager_start_shm_and_shutdown_look_like_the_recording(tmp_path):
-    emu = EmulatorProc.start(tmp_path, serve_args=FLAGS, served="tiny", env=H200)
+    emu = EmulatorProc.start(tmp_path, serve_args=RECORDED_FLAGS, served="tiny", env=H200)
     shm = tmp_path / f"shm-{emu.port}"
     held = sorted((p.name, p.stat().st_size) for p in shm.iterdir())
     emu.stop()

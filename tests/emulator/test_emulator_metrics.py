@@ -12,24 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import DATA
-from tests.support.emulator_proc import EmulatorProc
+from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
 
 RECORDED = DATA / "real-0.26.0-h200" / "probes-bf16.json"
-# The recorded server's flags (serve-bf16-eager.log), with a memory model that fits the tiny model.
-TINY = [
-    "/models/tiny-llama",
-    "--served-model-name",
-    "tiny",
-    "--max-model-len",
-    "4096",
-    "--max-num-batched-tokens",
-    "2048",
-    "--max-num-seqs",
-    "4",
-    "--gpu-memory-utilization",
-    "0.30",
-    "--enforce-eager",
-]
+# A memory model that fits the tiny model, for the recorded server's flags.
 TINY_ENV = {"EMU_WEIGHTS_GIB": "0.01", "EMU_GPU_GIB": "139.8", "EMU_ACT_BASE_GIB": "0.04"}
 
 
@@ -64,7 +50,7 @@ def chat(url: str, max_tokens: int = 16, model: str = "tiny") -> dict:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    with EmulatorProc.start(tmp_path_factory.mktemp("tiny"), serve_args=TINY, env=TINY_ENV) as emu:
+    with EmulatorProc.start(tmp_path_factory.mktemp("tiny"), serve_args=RECORDED_FLAGS, env=TINY_ENV) as emu:
         yield emu
 
 
@@ -104,7 +90,7 @@ def test_cache_config_info_carries_the_recorded_labels_and_the_memory_model(tiny
 def test_running_waiting_kv_and_histograms_move_with_the_load(tmp_path):
     # 2 sequences at most, decoding slowly: 5 concurrent requests must show 2 running and 3 waiting.
     env = {**TINY_ENV, "EMU_DECODE_TOK_S": "5"}
-    args = [*TINY[:-5], "--max-num-seqs", "2", "--enforce-eager"]
+    args = [*RECORDED_FLAGS[:-5], "--max-num-seqs", "2", "--enforce-eager"]
     with EmulatorProc.start(tmp_path, serve_args=args, env=env) as emu:
         before = httpx.get(f"{emu.base_url}/metrics").text
         replies: list[dict] = []
@@ -141,7 +127,7 @@ def test_running_waiting_kv_and_histograms_move_with_the_load(tmp_path):
 
 
 def test_speculative_decoding_counters(tmp_path):
-    args = [*TINY, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}']
+    args = [*RECORDED_FLAGS, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}']
     with EmulatorProc.start(tmp_path, serve_args=args, env=TINY_ENV) as emu:
         replies = [chat(emu.base_url, 30) for _ in range(3)]
         text = httpx.get(f"{emu.base_url}/metrics").text

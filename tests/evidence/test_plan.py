@@ -9,6 +9,7 @@ from composegen.evidence import plan
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
+from tests.support.helpers import MINIMAL
 
 GiB = 1 << 30
 
@@ -136,23 +137,7 @@ def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
 
 
 REAL = "real-0.26.0-h200"
-TINY = """\
-image: example/vllm@sha256:{digest}
-model:
-  id: org/model
-  revision: {rev}
-  served_name: tiny
-service:
-  port: {{host: 39999}}
-  gpus: {{count: 1}}
-  shm_size: 4gb
-vllm:
-  max-model-len: 4096
-  max-num-batched-tokens: 2048
-  max-num-seqs: 4
-  gpu-memory-utilization: 0.3
-  enforce-eager: true
-""".format(digest="a" * 64, rev="b" * 40)
+TINY = MINIMAL + "  gpu-memory-utilization: 0.3\n  enforce-eager: true\n"
 
 
 def _real(data_dir, name: str) -> dict:

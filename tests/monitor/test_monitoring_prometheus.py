@@ -15,9 +15,9 @@ import httpx
 import pytest
 import yaml
 
-from tests.emulator.test_emulator_metrics import TINY, TINY_ENV, chat
+from tests.emulator.test_emulator_metrics import TINY_ENV, chat
 from tests.monitor.test_monitoring_render import dashboard_queries, need, rendered  # noqa: F401  (fixture)
-from tests.support.emulator_proc import EmulatorProc, free_port
+from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc, free_port
 
 
 def query(base: str, promql: str) -> list[dict]:
@@ -42,7 +42,7 @@ def wait_for(check, timeout: float = 60.0):
 @pytest.fixture
 def prometheus(tmp_path, rendered):  # noqa: F811
     binary = need("prometheus")
-    with EmulatorProc.start(tmp_path, serve_args=TINY, env=TINY_ENV) as emu:
+    with EmulatorProc.start(tmp_path, serve_args=RECORDED_FLAGS, env=TINY_ENV) as emu:
         config = yaml.safe_load((rendered / "prometheus.yml").read_text())
         config["scrape_configs"][0]["static_configs"][0]["targets"] = [f"127.0.0.1:{emu.port}"]
         path = tmp_path / "prometheus.yml"

@@ -17,8 +17,8 @@ import jsonschema
 import pytest
 
 from composegen.monitor.sample import Scrape, bucket_deltas, compute, quantile
-from tests.emulator.test_emulator_metrics import TINY, TINY_ENV, chat, recorded_exchange
-from tests.support.emulator_proc import EmulatorProc
+from tests.emulator.test_emulator_metrics import TINY_ENV, chat, recorded_exchange
+from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
 from tests.support.helpers import REPO, run_cli
 
 
@@ -65,7 +65,13 @@ def test_counter_reset_counts_the_new_value():
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     """An emulated engine admitting 2 sequences, decoding slowly, with speculative decoding."""
-    args = [*TINY[:-5], "--max-num-seqs", "2", "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}']
+    args = [
+        *RECORDED_FLAGS[:-5],
+        "--max-num-seqs",
+        "2",
+        "--speculative-config",
+        '{"method": "mtp", "num_speculative_tokens": 2}',
+    ]
     with EmulatorProc.start(
         tmp_path_factory.mktemp("top"), serve_args=args, env={**TINY_ENV, "EMU_DECODE_TOK_S": "2"}
     ) as emu:

@@ -4,12 +4,10 @@ shows requests running (and the rest waiting behind --max-num-seqs 1); after it,
 from __future__ import annotations
 
 import json
-import threading
 
-import httpx
 import pytest
 
-from tests.support.engine import emulated_project, force_remove, project_leftovers
+from tests.support.engine import emulated_project, force_remove, project_leftovers, top_under_load
 from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
@@ -21,16 +19,7 @@ def test_top_shows_requests_running_while_a_load_runs(tmp_path):
     try:
         up = run_cli("--root", str(root), "up", name, "--emulate", timeout=600)
         assert up.returncode == 0, up.stderr
-        url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        body = {"model": f"{name}-served", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 12}
-        threads = [
-            threading.Thread(target=httpx.post, args=(url,), kwargs={"json": body, "timeout": 60}) for _ in range(4)
-        ]
-        for t in threads:
-            t.start()
-        res = run_cli("--root", str(root), "top", name, "--once", "--json", "--interval", "1")
-        for t in threads:
-            t.join()
+        res = top_under_load(root, name, port, clients=4)
         assert res.returncode == 0, res.stderr
         sample = json.loads(res.stdout)
         assert sample["name"] == name and sample["url"] == f"http://127.0.0.1:{port}"

@@ -4,14 +4,12 @@ the sample is the head's engine's, which serves every request."""
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 
-import httpx
 import pytest
 
 from tests.stack.test_multinode_engine import REST
-from tests.support.engine import free_port, tiny_profile
+from tests.support.engine import free_port, tiny_profile, top_under_load
 from tests.support.helpers import make_project, run_cli
 from tests.support.second_engine import force_remove, leftovers, second_engine  # noqa: F401 - the session fixture
 
@@ -31,16 +29,7 @@ def test_top_shows_the_heads_engine_of_a_two_node_stack(tmp_path, second_engine)
         assert run_cli("--root", str(root), "render", name).returncode == 0
         up = run_cli("--root", str(root), "up", name, "--emulate", timeout=600)
         assert up.returncode == 0, up.stderr
-        url = f"http://127.0.0.1:{port}/v1/chat/completions"
-        body = {"model": f"{name}-served", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 12}
-        threads = [
-            threading.Thread(target=httpx.post, args=(url,), kwargs={"json": body, "timeout": 60}) for _ in range(3)
-        ]
-        for t in threads:
-            t.start()
-        res = run_cli("--root", str(root), "top", name, "--once", "--json", "--interval", "1")
-        for t in threads:
-            t.join()
+        res = top_under_load(root, name, port, clients=3)
         assert res.returncode == 0, res.stderr
         sample = json.loads(res.stdout)
         assert sample["view"] == "head" and sample["url"] == f"http://127.0.0.1:{port}"

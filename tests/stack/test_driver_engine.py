@@ -106,7 +106,7 @@ def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
     """Hand the container a flag the profile validator would have refused: the emulator fails like vLLM."""
     from composegen.profiles import resolve as profile
     from composegen.project import Project
-    from composegen.stack import emulate, engine, placement
+    from composegen.stack import emulate, engine, hostprobe, placement
 
     root, name, _ = emulated_project(tmp_path)
     stacks.append(f"composegen-{name}")
@@ -117,7 +117,7 @@ def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
         compose.read_text().replace('"--max-num-batched-tokens=4096"', '"--max-num-batched-tokenz=4096"')
     )
     image = engine.build_emulator_image()
-    ulimits, _ = emulate.clamp_ulimits({"memlock": -1, "nofile": 1048576}, engine.engine_rlimits(image, name))
+    ulimits, _ = emulate.clamp_ulimits({"memlock": -1, "nofile": 1048576}, hostprobe.engine_rlimits(image, name))
     emulate.write_override(project, r, image, ulimits)
     dep = placement.deployment(project, r)
     st = dep.stack(dep.head, emulated=True)

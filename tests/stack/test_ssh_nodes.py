@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-from tests.support.second_engine import second_engine  # noqa: F401  (session fixture)
+from tests.stack.test_multinode_engine import two_node  # noqa: F401  (fixture)
+from tests.support.helpers import run_cli
+from tests.support.second_engine import leftovers, second_engine  # noqa: F401  (session fixture)
 from tests.support.sshd import ssh_node  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.docker
@@ -101,3 +103,32 @@ def test_ssh_failures_say_what_ssh_said_with_a_hint(ssh_node, settings, ssh_says
     assert not seen["ok"]
     assert ssh_says in seen["message"] and ssh_node.url in seen["message"]
     assert hint_word in seen["hint"]
+
+
+def test_up_status_logs_shm_down_through_an_ssh_alias(two_node, ssh_node, second_engine):  # noqa: F811
+    root, name = two_node(worker_host=ssh_node.url)
+    env = {"COMPOSEGEN_SSH_CONFIG": str(ssh_node.config)}
+    before = ssh_node.accepted()
+    res = run_cli("--root", str(root), "up", name, "--emulate", "--json", env=env, timeout=600)
+    assert res.returncode == 0, res.stderr
+    up = json.loads(res.stdout)
+    assert up["nodes"][1]["engine"] == ssh_node.url and up["startup"]["ready"] is True
+    time.sleep(0.2)  # sshd logs acceptances asynchronously
+    assert ssh_node.accepted() - before == 2  # one question and one tunnel for the whole `up`
+
+    status = json.loads(run_cli("--root", str(root), "status", name, "--json", env=env).stdout)["stacks"][0]
+    assert [(n["name"], n["reachable"]) for n in status["nodes"]] == [("n0", True), ("n1", True)]
+    worker = f"composegen-{name}-n1-vllm-1"
+    assert ("n1", worker, "running") in [(c["node"], c["name"], c["state"]) for c in status["containers"]]
+    logs = run_cli("--root", str(root), "logs", name, "--node", "n1", env=env)
+    assert logs.returncode == 0 and "Joined the master" in logs.stdout
+    shm = run_cli("--root", str(root), "shm", "--profile", name, "--json", env=env)
+    assert shm.returncode == 0, shm.stderr
+    res = run_cli("--root", str(root), "down", name, "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    assert worker in json.loads(res.stdout)["removed"]
+    assert leftovers(f"composegen-{name}-n1", second_engine.url) == []
+    # After an emulated down the node still answers: its probe uses an image that engine holds.
+    after = run_cli("--root", str(root), "shm", "--profile", name, env=env)
+    assert after.returncode == 0 and "unreachable" not in after.stdout + after.stderr, after.stdout + after.stderr
+    assert ssh_children_left() == []

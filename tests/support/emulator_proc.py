@@ -20,6 +20,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SERVED = "emu-model"
+# The serve flags of the real vLLM 0.26.0 recorded in tests/data/real-0.26.0-h200 (serve-bf16-eager.log).
+RECORDED_FLAGS = [
+    "/models/tiny-llama",
+    "--served-model-name",
+    "tiny",
+    "--max-model-len",
+    "4096",
+    "--max-num-batched-tokens",
+    "2048",
+    "--max-num-seqs",
+    "4",
+    "--gpu-memory-utilization",
+    "0.30",
+    "--enforce-eager",
+]
 
 
 def free_port() -> int:

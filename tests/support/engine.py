@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import uuid
 from pathlib import Path
+
+import httpx
 
 from tests.support.helpers import make_project, run_cli
 
@@ -87,3 +90,19 @@ def force_remove(project: str) -> None:
         shell=True,
         capture_output=True,
     )
+
+
+def top_under_load(root: Path, name: str, port: int, clients: int) -> subprocess.CompletedProcess:
+    """`composegen top NAME --once --json`, sampled while CLIENTS chat requests run against the stack at PORT
+    (its served name is NAME-served; the test profiles decode slowly, so the requests outlast the sample)."""
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    body = {"model": f"{name}-served", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 12}
+    threads = [
+        threading.Thread(target=httpx.post, args=(url,), kwargs={"json": body, "timeout": 60}) for _ in range(clients)
+    ]
+    for t in threads:
+        t.start()
+    res = run_cli("--root", str(root), "top", name, "--once", "--json", "--interval", "1")
+    for t in threads:
+        t.join()
+    return res
