@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from composegen.vllm.startup_rules import COMPILE_TOTAL
+
 STAGES: dict[str, str] = {
     "pull": "pulling image",
     "create": "creating",
@@ -55,7 +57,6 @@ _SHARDS = re.compile(r"^Loading (?:safetensors|pt|npcache|gguf|\w+)(?: checkpoin
 _CAPTURE = re.compile(r"^Capturing CUDA graphs?(?: shapes)?(?P<what> \([^)]*\))?")
 _FETCH = re.compile(r"^Fetching \d+ files?\b")
 _NODES_WAIT = re.compile(r"waiting for (?P<n>\d+) remote node|Waiting for remote nodes to join \((?P<k>\d+)/(?P<t>\d+)")
-_COMPILE_DONE = re.compile(r"torch\.compile (?:takes|took) [\d.]+ s in total")
 _FAILED = re.compile(
     r"EngineCore failed to start|Engine core initialization failed|EngineCore encountered a fatal error"
     r"|died unexpectedly|Timed out waiting for engine core"
@@ -85,7 +86,7 @@ _MARKERS: list[tuple[str, re.Pattern[str]]] = [
             r"Model loading took|Available KV cache memory|KV cache size: [\d,]+ tokens|Initial profiling/warmup run"
             r"|Memory profiling takes|memory for KV Cache as specified|Maximum concurrency for"
             + "|"
-            + _COMPILE_DONE.pattern
+            + COMPILE_TOTAL.pattern  # the parser's own pattern for the same line
         ),
     ),
     (
