@@ -48,6 +48,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_dir(tmp_path_factory):
+    """composegen's own caches (rendercache.py) go to a directory of this test session, never the user's."""
+    previous = os.environ.get("COMPOSEGEN_CACHE_DIR")
+    os.environ["COMPOSEGEN_CACHE_DIR"] = str(tmp_path_factory.mktemp("composegen-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("COMPOSEGEN_CACHE_DIR", None)
+    else:
+        os.environ["COMPOSEGEN_CACHE_DIR"] = previous
+
+
 @pytest.fixture
 def _require_engine():
     problem = _engine_problem()

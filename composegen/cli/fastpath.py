@@ -1,4 +1,5 @@
-"""Commands answered before typer is imported: `--version` and a read-only `shm` scan.
+"""Commands answered before typer is imported: `--version`, a read-only `shm` scan, and a plain
+`render --check` whose inputs are exactly those the real check last proved fresh (rendercache.py).
 
 Typer and its dependencies take ~0.2 s to import; `composegen shm --json` runs from cron and CI and
 is benchmarked against `lsof +D`, so its plain forms skip that. Anything else — another option,
@@ -41,6 +42,9 @@ def run(argv: list[str]) -> int | None:
 
         sys.stdout.write(f"composegen {__version__}\n")
         return 0
+    plain, root = plain_render_check(argv)
+    if plain:
+        return _cached_render_check(root)
     opts = plain_shm_scan(argv)
     if opts is None:
         return None
@@ -54,6 +58,35 @@ def run(argv: list[str]) -> int | None:
     gc.disable()
     path = opts.pop("path", "/dev/shm")
     return exits.run(lambda: shm.print_path_scan(path, container_labels=ContainerLabels(), **opts))
+
+
+def plain_render_check(argv: list[str]) -> tuple[bool, str | None]:
+    """`[--root DIR | --root=DIR] render --check`: (True, the root given or None), else (False, None)."""
+    root: str | None = None
+    if argv[:1] == ["--root"] and len(argv) > 1:
+        root, argv = argv[1], argv[2:]
+    elif argv[:1] and argv[0].startswith("--root="):
+        root, argv = argv[0][len("--root=") :], argv[1:]
+    if argv != ["render", "--check"] or (root is not None and root[:1] in ("", "-")):
+        return False, None  # an empty or flag-like root: the CLI explains it
+    return True, root
+
+
+def _cached_render_check(root_arg: str | None) -> int | None:
+    """0 with the real check's own line when the render cache answers; None (the real check) otherwise."""
+    from composegen import rendercache
+    from composegen.errors import BadInput
+    from composegen.project import find_project
+
+    try:
+        root = find_project(root_arg).root
+    except BadInput:
+        return None  # the CLI explains a missing project
+    line = rendercache.answer(root)
+    if line is None:
+        return None
+    sys.stdout.write(line + "\n")
+    return 0
 
 
 class ContainerLabels:

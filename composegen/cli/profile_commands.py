@@ -110,8 +110,11 @@ def render(
     Example: composegen render --check
     """
     from composegen import render as rendering
+    from composegen import rendercache
 
     project = _project()
+    plain_check = check and not names and not json_  # the form cli/fastpath.py answers from the cache
+    inputs = rendercache.fingerprint(project.root) if plain_check else None  # hashed before rendering
     rendered = rendering.render_all(project, names)
     if check:
         drift = rendering.check(project, rendered, all_profiles=not names)
@@ -126,7 +129,9 @@ def render(
         if drift:
             raise CheckFailed(f"{len(drift)} file(s) in out/ are stale or orphaned", hint="run `composegen render`")
         if not json_:
-            out(f"out/ is fresh ({len(rendered)} files)")
+            line = f"out/ is fresh ({len(rendered)} files)"
+            out(line)
+            rendercache.remember(project.root, inputs, line)
         return
     written = rendering.write(project, rendered)
     removed = rendering.remove_orphans(project, rendered) if not names else []

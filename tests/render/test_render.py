@@ -75,15 +75,18 @@ def test_gpus_attribute_spelling(tmp_path):
     assert "deploy" not in svc
 
 
-def test_check_reports_stale_and_orphan_files(tmp_path):
+@pytest.mark.parametrize("cache", ["render cache on", "render cache off"])
+def test_check_reports_stale_and_orphan_files(tmp_path, cache):
+    env = {"COMPOSEGEN_NO_CACHE": "1"} if cache.endswith("off") else {}
     root = make_project(tmp_path, {"tiny": MINIMAL})
-    assert run_cli("--root", str(root), "render").returncode == 0
-    assert run_cli("--root", str(root), "render", "--check").returncode == 0
+    assert run_cli("--root", str(root), "render", env=env).returncode == 0
+    for _ in range(2):  # the second check is answered by the cache when it is on
+        assert run_cli("--root", str(root), "render", "--check", env=env).returncode == 0
     path = root / "out/tiny/compose.yaml"
     path.write_text(path.read_text().replace("max-num-seqs=4", "max-num-seqs=5"))
     (root / "out/ghost").mkdir()
     (root / "out/ghost/compose.yaml").write_text("name: x\n")
-    res = run_cli("--root", str(root), "render", "--check")
+    res = run_cli("--root", str(root), "render", "--check", env=env)
     assert res.returncode == 1
     assert '-      - "--max-num-seqs=5"' in res.stdout and '+      - "--max-num-seqs=4"' in res.stdout
     assert "out/ghost/compose.yaml" in res.stdout
