@@ -38,6 +38,7 @@ def _template(name: str = "compose.yaml.j2"):
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
+        bytecode_cache=_bytecode_cache(jinja2),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -50,6 +51,23 @@ def _template(name: str = "compose.yaml.j2"):
     env.filters["k"] = yaml_key
     env.filters["c"] = lambda v: re.sub(r"[\x00-\x1f\x7f]", "?", str(v))  # comment text stays on its line
     return env.get_template(name)
+
+
+def _bytecode_cache(jinja2: Any) -> Any:
+    """Compiled templates in the user's cache (usercache.py): a template compiles once per source, not
+    once per command. Jinja keys each entry by the template's source checksum."""
+    from composegen import usercache
+
+    if not usercache.enabled():
+        return None
+    directory = usercache.cache_dir() / "templates"
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if directory.is_symlink():
+        return None
+    return jinja2.FileSystemBytecodeCache(str(directory))
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")

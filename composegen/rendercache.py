@@ -4,8 +4,8 @@ same line without importing the renderer (cli/fastpath.py). Any difference — a
 file under out/, composegen's own code, an installed library, a COMPOSEGEN_* variable — misses, and
 the real check runs. Nothing is rendered here, so there is no second renderer to drift from the first.
 
-The record lives in the user's cache directory, not in the project: a repository could commit a record
-that says "fresh" for a stale out/, and CI must never believe it.
+The record lives in the user's cache directory (usercache.py), not in the project: a repository could
+commit a record that says "fresh" for a stale out/, and CI must never believe it.
 """
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ import stat
 import sys
 from pathlib import Path
 
-from composegen import __version__
-from composegen.project import PACKAGE_DIR, atomic_write, templates_dir
+from composegen import __version__, usercache
+from composegen.project import PACKAGE_DIR, templates_dir
 
-RECORD_VERSION = 1
-DISABLE_ENV = "COMPOSEGEN_NO_CACHE"
-DIR_ENV = "COMPOSEGEN_CACHE_DIR"  # where records go (default: $XDG_CACHE_HOME/composegen); tests set it
-_UNHASHED_ENV = {DISABLE_ENV, DIR_ENV}
+KIND = "render-check"
+_UNHASHED_ENV = {usercache.DISABLE_ENV, usercache.DIR_ENV}
 _SKIP_DIRS = {"__pycache__"}
 
 
@@ -31,15 +29,8 @@ class _Unusual(Exception):
     """A link, a special file or an unreadable entry among the inputs: the real check decides."""
 
 
-def cache_dir() -> Path:
-    if os.environ.get(DIR_ENV):
-        return Path(os.environ[DIR_ENV]) / "render-check"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "composegen" / "render-check"
-
-
-def _record_path(root: Path) -> Path:
-    return cache_dir() / (hashlib.sha256(os.fsencode(root)).hexdigest()[:32] + ".json")
+def _key(root: Path) -> str:
+    return hashlib.sha256(os.fsencode(root)).hexdigest()[:32]
 
 
 def _tree(h: hashlib._Hash, base: Path, label: str) -> None:
@@ -83,7 +74,7 @@ def _installed(h: hashlib._Hash) -> None:
 
 def fingerprint(root: Path) -> str | None:
     """The hash of every input of `render --check` in project ROOT, or None when an input is unusual."""
-    h = hashlib.sha256(f"v{RECORD_VERSION} composegen {__version__} {sys.version}\0".encode())
+    h = hashlib.sha256(f"composegen {__version__} {sys.version}\0".encode())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("COMPOSEGEN_") and k not in _UNHASHED_ENV)
     h.update(json.dumps(env).encode("utf-8", "surrogateescape"))
     _installed(h)
@@ -104,13 +95,8 @@ def fingerprint(root: Path) -> str | None:
 
 def answer(root: Path) -> str | None:
     """The line the real check printed for exactly these inputs, or None (a miss: run the real check)."""
-    if os.environ.get(DISABLE_ENV):
-        return None
-    try:
-        record = json.loads(_record_path(root).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(record, dict) or record.get("version") != RECORD_VERSION:
+    record = usercache.read(KIND, _key(root))
+    if record is None:
         return None
     line = record.get("line")
     if not isinstance(line, str) or record.get("fingerprint") != fingerprint(root):
@@ -119,16 +105,7 @@ def answer(root: Path) -> str | None:
 
 
 def remember(root: Path, before: str | None, line: str) -> None:
-    """Record LINE for the inputs hashed BEFORE the real check ran (so a file changed during the check is
-    a miss next time, never a false "fresh"); best effort: a cache that cannot be written is no error."""
-    if before is None or os.environ.get(DISABLE_ENV):
-        return
-    record = {"version": RECORD_VERSION, "root": str(root), "fingerprint": before, "line": line}
-    try:
-        directory = cache_dir()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if directory.is_symlink() or not directory.is_dir():
-            return
-        atomic_write(_record_path(root), json.dumps(record, sort_keys=True) + "\n")
-    except OSError:
-        return
+    """Record LINE for the inputs hashed BEFORE the real check ran, so a file changed during the check is
+    a miss next time, never a false "fresh"."""
+    if before is not None:
+        usercache.write(KIND, _key(root), {"root": str(root), "fingerprint": before, "line": line})

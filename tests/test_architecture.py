@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "composegen"
 RANKS = {
     "errors": 0, "units": 0, "addresses": 0, "output": 0, "report": 0, "emulator": 0, "__init__": 0,
     "project": 1,
-    "rendercache": 2,
+    "usercache": 2, "rendercache": 3,
     "vllm": 2,
     "profiles": 3,
     "render": 4, "shm": 4, "weights": 4,

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from composegen.errors import ComposegenError
 from composegen.profiles import rules
 from composegen.profiles.resolved import Resolved
-from composegen.stack import engine, hostprobe, portowner
+from composegen.stack import engine, enginecache, hostprobe, portowner
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.targets import Target
 from composegen.units import GIB, format_gib
@@ -155,7 +155,7 @@ def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -
     ulimits = svc.ulimits_plain()
     if ulimits and image is not None:
         try:
-            ceiling = hostprobe.engine_rlimits(image, r.name, n.target)
+            ceiling = enginecache.rlimits(image, r.name, n.target)
             checks.append(_named(ulimit_check(ulimits, ceiling, emulate), n))
         except ComposegenError as exc:
             checks.append(Check(n.named("ulimits"), "fail", exc.message))

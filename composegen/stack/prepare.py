@@ -14,7 +14,7 @@ from composegen import render
 from composegen.addresses import is_loopback
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.stack import emulate as emulation
-from composegen.stack import engine, loadstate, preflight
+from composegen.stack import engine, enginecache, loadstate, preflight
 from composegen.stack.placement import Deployment, NodeRef, vllm_container
 from composegen.stack.preflight import Check
 from composegen.stack.progress import ProgressSink, PullEvent
@@ -109,7 +109,7 @@ def _engine_checks(dep: Deployment) -> list[Check]:
         return f"Docker {version} at {n.target.label} reachable" if n.member else f"Docker {version} reachable"
 
     checks = [preflight.attempt(n.named("engine"), lambda n=n: reachable(n)) for n in dep.nodes]
-    return [*checks, preflight.attempt("compose", lambda: f"docker compose {engine.compose_version()}")]
+    return [*checks, preflight.attempt("compose", lambda: f"docker compose {enginecache.compose_version()}")]
 
 
 def _refuse_running(dep: Deployment) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.profiles.resolved import Resolved
-from composegen.stack import engine, memguard, nodecache, readiness, state, watch
+from composegen.stack import engine, enginecache, memguard, nodecache, readiness, state, watch
 from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.prepare import UpOptions, prepare
@@ -128,6 +128,8 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
         try:
             nodecache.with_offline(dep.stack(n, emulated=opts.emulate), dep.project, dep.r, n.name).up()
         except EngineError as exc:
+            if "rlimit" in exc.message.lower():  # the engine's ceiling changed since preflight's record
+                enginecache.forget_rlimits(n.target)
             run.record(n)
             notes = run.teardown(grace=1)  # a failed `compose up` can leave its network or a created container
             where = f"{n.label}: " if n.member else ""

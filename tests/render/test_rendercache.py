@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from composegen import rendercache
+from composegen import rendercache, usercache
 from tests.support.helpers import MINIMAL, make_project, run_cli
 
 
@@ -73,7 +73,7 @@ def test_any_changed_input_misses_and_the_real_check_answers(fresh, change):
 
 def test_a_forged_or_foreign_record_is_never_believed(fresh):
     check(fresh)
-    record_path = next(rendercache.cache_dir().glob("*.json"))
+    record_path = next((usercache.cache_dir() / rendercache.KIND).glob("*.json"))
     path = fresh / "out/tiny/compose.yaml"
     path.write_text(path.read_text() + "# stale now\n")
     record = json.loads(record_path.read_text())
