@@ -3,13 +3,17 @@
 `run_bench(base_url, model, levels, *, input_tokens, output_tokens, requests=None, duration=None, seed=None,
 api_key=None, slos=None, timeout=600) -> BenchResult`
 
-Prompts are sized with the server's own /tokenize (the chat `messages` form, as the ladder does) to
-exactly `input_tokens` where whole filler words allow it, else within the ladder's ±0.5%. Each prompt
-starts with its own index, so no two prompts share more than the chat template's prefix and prefix
-caching cannot serve one request from another's work; every level gets fresh prompts (with --duration a
-pool of them, reused in turn: `distinct_prompts` says how many). Requests ask for `output_tokens` with
-`ignore_eos` (vLLM's extension), temperature 0, stream_options.include_usage; token counts come from the
-API's usage. Before the sweep one request (not counted) checks the endpoint and warms it.
+Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly `input_tokens`,
+on any tokenizer (benchprompts.py: filler words, then single-token pad pieces). Each prompt starts with
+its own index, so no two prompts share more than the chat template's prefix and prefix caching cannot
+serve one request from another's work; every level gets fresh prompts (with --duration a pool of them,
+reused in turn: `distinct_prompts` says how many). Requests ask for `output_tokens` with `ignore_eos`
+(vLLM's extension), temperature 0, stream_options.include_usage; token counts come from the API's usage,
+and a request whose usage shows fewer output tokens than asked is counted (`short_outputs`): the run is
+then not ok. Before the sweep one request (not counted) checks the endpoint and warms it.
+
+Besides composegen's figures, every level is kept in `vllm bench serve`'s own result shape
+(vllmresult.py; `run_sweep(...).vllm_results`), with the spec_decode_* counters read off /metrics.
 
 Closed loop: `concurrency` workers each send a request, wait for its stream to end, and send the next,
 until the level's requests are sent (or its duration is over: requests in flight still finish). The
@@ -23,67 +27,28 @@ import asyncio
 import functools
 import json
 import math
+import os
 import random
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from composegen.errors import BadInput, EngineError
+from composegen.evidence import vllmresult
+from composegen.evidence.benchprompts import Prompts
 from composegen.evidence.benchstats import BenchResult, Sample, summarise
-from composegen.evidence.ladder import Filler, Tokenizer, size_prompt
+from composegen.evidence.ladder import Tokenizer
 
-TOLERANCE = 0.005  # the ladder's window, when no whole number of words gives the exact count
 DURATION_POOL = 128  # distinct prompts per level with --duration (then reused in turn)
-PREPARE_THREADS = 8  # /tokenize calls in flight while the prompts are made
 _PATH = "/v1/chat/completions"
-
-
-def _messages(salt: str, filler: str) -> list[dict]:
-    return [{"role": "user", "content": f"{salt} {filler}"}]
-
-
-class Prompts:
-    """Exactly sized, pairwise different prompts: one filler text, a different index in front of each."""
-
-    def __init__(self, tokenizer: Tokenizer, target: int, seed: int):
-        self.tokenizer, self.target, self.seed = tokenizer, target, seed
-        self.filler = Filler(seed)
-        self.words: int | None = None
-        self.exact = True
-
-    def _salt(self, index: int) -> str:
-        return f"[bench {self.seed:x}.{index:07d}]"
-
-    def make(self, index: int) -> tuple[list[dict], int]:
-        salt = self._salt(index)
-        count = lambda n: self.tokenizer.count(_messages(salt, self.filler.text(n)))  # noqa: E731
-        if self.words is not None:  # the same filler with another index: one /tokenize call, usually enough
-            tokens = count(self.words)
-            if tokens == self.target:
-                return _messages(salt, self.filler.text(self.words)), tokens
-        words, tokens, problem = size_prompt(count, self.target, self.target, self.target)
-        if problem:
-            low, high = math.ceil(self.target * (1 - TOLERANCE)), math.floor(self.target * (1 + TOLERANCE))
-            words, tokens, problem = size_prompt(count, self.target, low, high)
-            self.exact = False
-        if problem:
-            raise BadInput(f"bench: --input-tokens {self.target}: {problem}")
-        self.words = words
-        return _messages(salt, self.filler.text(words)), tokens
-
-    def make_many(self, indices: list[int]) -> list[tuple[list[dict], int]]:
-        """Several prompts: the first sized in turn, the rest checked by /tokenize calls in parallel (one
-        each, usually; the sweep's setup should not take longer than the sweep)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        first = [self.make(indices[0])] if self.words is None and indices else []
-        with ThreadPoolExecutor(PREPARE_THREADS) as pool:
-            return first + list(pool.map(self.make, indices[len(first) :]))
 
 
 async def _request(client, body: dict, input_tokens: int) -> Sample:
     import httpx
 
-    sample = Sample(input_tokens=input_tokens)
     started = time.perf_counter()
+    sample = Sample(input_tokens=input_tokens, started=started)
     last = None
     usage = finish = None
     buffer = b""
@@ -207,7 +172,18 @@ def check_arguments(levels, input_tokens: int, output_tokens: int, requests, dur
     return levels
 
 
-def run_bench(
+@dataclass(frozen=True)
+class BenchRun:
+    result: BenchResult
+    vllm_results: list[vllmresult.VllmBenchServeResult]  # per level, `vllm bench serve`'s result shape
+
+
+def run_bench(*args: Any, **kwargs: Any) -> BenchResult:
+    """run_sweep's composegen figures only."""
+    return run_sweep(*args, **kwargs).result
+
+
+def run_sweep(
     base_url: str,
     model: str,
     levels,
@@ -221,51 +197,115 @@ def run_bench(
     slos: dict[str, float] | None = None,
     timeout: float = 600,
     emulated: bool | None = None,
-) -> BenchResult:
+) -> BenchRun:
     levels = check_arguments(levels, input_tokens, output_tokens, requests, duration)
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(Tokenizer(base_url, model, api_key, timeout), input_tokens, seed)
+    prompts = Prompts(Tokenizer(base_url, model, api_key, timeout).count, input_tokens, seed)
     per_level = requests if requests is not None else max(DURATION_POOL, 4 * max(levels))
     warmup = _body(model, prompts.make(0)[0], output_tokens)
     plans = []
     for n, concurrency in enumerate(levels):
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
         plans.append((concurrency, [(_body(model, msgs, output_tokens), tokens) for msgs, tokens in made]))
-    results = asyncio.run(_sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos))
-    return BenchResult(
+    sizes = (input_tokens, output_tokens)
+    swept = asyncio.run(_sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes))
+    results = [level for level, _ in swept]
+    result = BenchResult(
         model=model,
         input_tokens=input_tokens,
-        input_tokens_exact=prompts.exact,
+        input_tokens_exact=prompts.exact and not any(lv.input_tokens_off for lv in results),
         output_tokens=output_tokens,
         requests=requests,
         duration_s=duration,
         seed=seed,
         goodput_slos_ms=slos,
         emulated=emulated,
-        ok=all(lv.errors == 0 and lv.completed > 0 for lv in results),
+        ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in results),
         levels=results,
     )
+    return BenchRun(result, [shaped for _, shaped in swept])
 
 
-async def _sweep(base_url, api_key, timeout, warmup: dict, plans, requests, duration, slos):
+async def _spec_counters(client) -> dict[str, Any]:
+    """The server's speculative-decoding counters ({} when it has none, or /metrics does not answer)."""
+    import httpx
+
+    try:
+        async with client.stream("GET", "/metrics") as resp:
+            if resp.status_code != 200:
+                return {}
+            body = b""
+            async for piece in resp.aiter_bytes():
+                body += piece
+                if len(body) > vllmresult.METRICS_CAP:
+                    return {}
+        return vllmresult.spec_counters(body.decode("utf-8", "replace"))
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+async def _sweep(base_url, api_key, timeout, warmup: dict, plans, requests, duration, slos, model, sizes):
+    """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
-    async with _client(base_url, api_key, timeout) as client:
+    connect = functools.partial(_client, base_url, api_key, timeout)
+    async with connect() as client:
         first = await _request(client, warmup, 0)
-    if first.error:
-        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
-    for concurrency, bodies in plans:
-        connect = functools.partial(_client, base_url, api_key, timeout)
-        samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
-        distinct = min(len(samples), len(bodies))
-        results.append(summarise(concurrency, samples, seconds, cpu_s=cpu, distinct_prompts=distinct, slos=slos))
+        if first.error:
+            raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+        for concurrency, bodies in plans:
+            before, when = await _spec_counters(client), time.time()
+            samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
+            spec = vllmresult.spec_decode_fields(before, await _spec_counters(client))
+            distinct = min(len(samples), len(bodies))
+            level = summarise(
+                concurrency,
+                samples,
+                seconds,
+                cpu_s=cpu,
+                distinct_prompts=distinct,
+                slos=slos,
+                input_tokens=sizes[0],
+                output_tokens=sizes[1],
+            )
+            shaped = vllmresult.level_result(
+                model, concurrency, samples, seconds, goodput=level.request_goodput, spec_decode=spec, when=when
+            )
+            results.append((level, shaped))
     return results
 
 
-def bench_stack(project, r, levels, **options) -> BenchResult:
-    """run_bench against the profile's running stack (its endpoint found as gate and ladder find it)."""
+def bench_stack(project, r, levels, **options) -> BenchRun:
+    """run_sweep against the profile's running stack (its endpoint found as gate and ladder find it)."""
     from composegen.stack import driver
 
     ctr = driver.running_container(project, r)
     ep = driver.endpoint(r)
     emulated = driver.live_identity(ctr)["emulated"]
-    return run_bench(ep.base_url, r.profile.model.served_name, levels, api_key=ep.api_key, emulated=emulated, **options)
+    served = r.profile.model.served_name
+    return run_sweep(ep.base_url, served, levels, api_key=ep.api_key, emulated=emulated, **options)
+
+
+def check_results_dir(directory: Path) -> None:
+    """BadInput before the sweep when --save-vllm-results names a link or something other than a directory."""
+    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        raise BadInput(f"--save-vllm-results {directory}: not a directory (links are not followed)")
+
+
+def save_vllm_results(run: BenchRun, directory: Path) -> list[Path]:
+    """One `vllm-bench-serve-cN.json` per level in `directory` (created if missing): vLLM's result shape.
+    Each file is written beside itself and renamed into place; a directory that is a link, or a name held
+    by something other than a regular file, is refused."""
+    check_results_dir(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for shaped in run.vllm_results:
+        path = directory / f"vllm-bench-serve-c{shaped.max_concurrency}.json"
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise BadInput(f"--save-vllm-results: {path} exists and is not a regular file")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(shaped.to_json(), fh)
+        os.replace(tmp, path)
+        written.append(path)
+    return written
