@@ -17,8 +17,8 @@ Besides composegen's figures, every level is kept in `vllm bench serve`'s own re
 
 Closed loop: `concurrency` workers each send a request, wait for its stream to end, and send the next,
 until the level's requests are sent (or its duration is over: requests in flight still finish). The
-client is asyncio + httpx with one connection per worker, and reads the SSE stream as raw bytes: it must
-never be the bottleneck (bench/bench_client.py measures it; docs/bench.md has the figures).
+client is asyncio with one connection per worker (benchwire.py parses each stream as it arrives): it must
+never be the bottleneck (bench/bench_client.py measures it; docs/benchmarks.md has the figures).
 """
 
 from __future__ import annotations
@@ -35,76 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from composegen.errors import BadInput, EngineError
-from composegen.evidence import vllmresult
+from composegen.evidence import benchwire, vllmresult
 from composegen.evidence.benchprompts import Prompts
 from composegen.evidence.benchstats import BenchResult, Sample, summarise
 from composegen.evidence.ladder import Tokenizer
 
 DURATION_POOL = 128  # distinct prompts per level with --duration (then reused in turn)
 _PATH = "/v1/chat/completions"
-
-
-async def _request(client, body: dict, input_tokens: int) -> Sample:
-    import httpx
-
-    started = time.perf_counter()
-    sample = Sample(input_tokens=input_tokens, started=started)
-    last = None
-    usage = finish = None
-    buffer = b""
-    try:
-        async with client.stream("POST", _PATH, json=body) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                sample.error = f"HTTP {resp.status_code}: {_api_message(text)}"
-                return sample
-            async for piece in resp.aiter_bytes():
-                now = time.perf_counter()
-                buffer += piece.replace(b"\r\n", b"\n")  # SSE allows CRLF line ends
-                *events, buffer = buffer.split(b"\n\n")
-                for event in events:
-                    data = event.strip().removeprefix(b"data:").strip()
-                    if not data or data == b"[DONE]":
-                        continue
-                    chunk = json.loads(data)
-                    if chunk.get("error"):  # vLLM reports a failure inside the stream as an error event
-                        sample.error = f"stream error: {_api_message(data.decode('utf-8', 'replace'))}"
-                        return sample
-                    if chunk.get("usage"):
-                        usage = chunk["usage"]
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
-                            if last is None:
-                                sample.ttft = now - started
-                            else:
-                                sample.itls.append(now - last)
-                            last = now
-                        finish = choice.get("finish_reason") or finish
-    except httpx.HTTPError as exc:
-        sample.error = f"request failed: {type(exc).__name__}: {exc}"
-        return sample
-    except ValueError as exc:
-        sample.error = f"a stream event was not JSON: {exc}"
-        return sample
-    sample.e2el = time.perf_counter() - started
-    if finish is None:
-        sample.error = "the stream ended without a finish_reason"
-    elif usage is None:
-        sample.error = "the stream carried no usage (stream_options.include_usage)"
-    else:
-        sample.input_tokens = int(usage.get("prompt_tokens") or 0)
-        sample.output_tokens = int(usage.get("completion_tokens") or 0)
-    return sample
-
-
-def _api_message(text: str) -> str:
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return text[:200]
-    error = doc.get("error") if isinstance(doc, dict) else None
-    return str(error.get("message") if isinstance(error, dict) else error or doc)[:200]
 
 
 def _client(base_url: str, api_key: str | None, timeout: float):
@@ -121,9 +58,9 @@ def _client(base_url: str, api_key: str | None, timeout: float):
 
 
 async def _level(connect, bodies: list[tuple[dict, int]], concurrency: int, requests: int | None, duration):
-    """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a client of its
-    own with one connection: httpcore's pool scans every connection on every request, which at 64
-    connections cost more CPU than the requests themselves."""
+    """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection of
+    its own (benchwire.StreamClient: the events of a stream are parsed as they arrive, in the loop's data
+    callback; a pool scanning connections per request cost more CPU than the requests themselves)."""
     samples: list[Sample] = []
     sent = 0
     clients = [connect() for _ in range(concurrency)]
@@ -136,13 +73,14 @@ async def _level(connect, bodies: list[tuple[dict, int]], concurrency: int, requ
         while (sent < requests) if requests is not None else (time.perf_counter() < deadline):
             body, tokens = bodies[sent % len(bodies)]
             sent += 1
-            samples.append(await _request(client, body, tokens))
+            samples.append(await client.stream(_PATH, body, tokens))
 
     try:
         await asyncio.gather(*(worker(client) for client in clients))
         return samples, time.perf_counter() - started, time.process_time() - cpu
     finally:
-        await asyncio.gather(*(client.aclose() for client in clients))
+        for client in clients:
+            client.close()
 
 
 def _body(model: str, messages: list[dict], output_tokens: int) -> dict:
@@ -208,7 +146,7 @@ def run_sweep(
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
         plans.append((concurrency, [(_body(model, msgs, output_tokens), tokens) for msgs, tokens in made]))
     sizes = (input_tokens, output_tokens)
-    swept = asyncio.run(_sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes))
+    swept = _run(_sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes))
     results = [level for level, _ in swept]
     result = BenchResult(
         model=model,
@@ -224,6 +162,17 @@ def run_sweep(
         levels=results,
     )
     return BenchRun(result, [shaped for _, shaped in swept])
+
+
+def _run(coro: Any) -> Any:
+    """Run the sweep on uvloop when it is installed: its event loop wakes up for a streamed event at about
+    half the CPU of asyncio's own (bench/bench_client.py --paced, docs/benchmarks.md)."""
+    try:
+        import uvloop  # lazy: only bench runs an event loop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
 
 
 async def _spec_counters(client) -> dict[str, Any]:
@@ -247,11 +196,13 @@ async def _spec_counters(client) -> dict[str, Any]:
 async def _sweep(base_url, api_key, timeout, warmup: dict, plans, requests, duration, slos, model, sizes):
     """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
-    connect = functools.partial(_client, base_url, api_key, timeout)
-    async with connect() as client:
-        first = await _request(client, warmup, 0)
-        if first.error:
-            raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    connect = functools.partial(benchwire.StreamClient, base_url, api_key, timeout)
+    warm = connect()
+    first = await warm.stream(_PATH, warmup, 0)
+    warm.close()
+    if first.error:
+        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    async with _client(base_url, api_key, timeout) as client:  # /metrics, before and after each level
         for concurrency, bodies in plans:
             before, when = await _spec_counters(client), time.time()
             samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
