@@ -13,6 +13,7 @@ never written again, and every prompt works on local copies (make_many sizes the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class Prompts:
         self._filler = Filler(seed)
         self._words: tuple[str, ...] = ()
         self._plan: Plan | None = None
+        self._planning = threading.Lock()
         self.exact = True  # kept for the report: sizing is exact or refused
 
     def _salt(self, index: int) -> str:
@@ -58,9 +60,13 @@ class Prompts:
         return " ".join((salt, *self._words[:words])) + pad * pads
 
     def plan(self) -> Plan:
-        """The sizing of prompt 0 (single-threaded; later calls return it)."""
-        if self._plan is not None:
+        """The sizing of prompt 0 (made once, under a lock; later calls return it)."""
+        with self._planning:
+            if self._plan is None:
+                self._plan = self._make_plan()
             return self._plan
+
+    def _make_plan(self) -> Plan:
         salt = self._salt(0)
         overhead = self.count(_messages(salt))
         if overhead > self.target:
@@ -78,8 +84,7 @@ class Prompts:
                 tokens = with_words(words)
         self._words = tuple(self._filler.text(max(words, 1)).split(" "))
         pad = self._pad_piece(self._text(salt, words, "", 0), tokens)
-        self._plan = Plan(words, self.target - tokens, pad)
-        return self._plan
+        return Plan(words, self.target - tokens, pad)
 
     def _pad_piece(self, text: str, tokens: int) -> str:
         """A piece that adds exactly one token per copy after `text` (which costs `tokens`)."""

@@ -30,7 +30,8 @@ def read_stages(ctr: ContainerFacts, startup_timeout: float | None) -> stages.St
     """The stages of the container's start so far, timed by Docker's own log timestamps."""
     started = ctr.started_at or time.time()
     tracker = stages.StageTracker(started, startup_timeout)
-    tracker.launched(started)
+    if ctr.started_at:  # the container's start: the imports before vLLM's first line count from there
+        tracker.launched(ctr.started_at)
     for at, line in stamped(engine.logs(ctr, timestamps=True)):
         tracker.feed(line, at if at is not None else started)
     return tracker
