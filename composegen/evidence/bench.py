@@ -151,7 +151,7 @@ def run_sweep(
     result = BenchResult(
         model=model,
         input_tokens=input_tokens,
-        input_tokens_exact=prompts.exact and not any(lv.input_tokens_off for lv in results),
+        input_tokens_exact=not any(lv.input_tokens_off for lv in results),  # sizing is exact or refused
         output_tokens=output_tokens,
         requests=requests,
         duration_s=duration,

@@ -51,7 +51,6 @@ class Prompts:
         self._words: tuple[str, ...] = ()
         self._plan: Plan | None = None
         self._planning = threading.Lock()
-        self.exact = True  # kept for the report: sizing is exact or refused
 
     def _salt(self, index: int) -> str:
         return f"[bench {self.seed:x}.{index:07d}]"

@@ -92,7 +92,7 @@ class BenchResult(Report):
 
     model: str
     input_tokens: int = Field(description="requested prompt tokens per request (sized with /tokenize)")
-    input_tokens_exact: bool = Field(description="every prompt tokenized to exactly input_tokens")
+    input_tokens_exact: bool = Field(description="the API's usage showed exactly input_tokens for every request")
     output_tokens: int = Field(description="max_tokens per request (ignore_eos: the server may still stop early)")
     requests: int | None = Field(description="requests per level (--requests), or null with --duration")
     duration_s: float | None = Field(description="seconds per level (--duration), or null with --requests")
@@ -229,7 +229,10 @@ def format_text(result: BenchResult) -> str:
             f"warning: the client was busy more than {CLIENT_BUSY:.0%} of the time at concurrency "
             f"{', '.join(map(str, busy))}: those figures may be limited by this machine, not the server"
         )
-    if not result.input_tokens_exact:
+    off = sum(lv.input_tokens_off for lv in result.levels)
+    if off:
+        lines.append(f"warning: {off} request(s) had another prompt size in the API's usage than /tokenize gave")
+    elif not result.input_tokens_exact:  # a result from before exact sizing
         lines.append("note: some prompts could not be sized to exactly the input tokens (whole words)")
     short = sum(lv.short_outputs for lv in result.levels)
     if short:
@@ -237,9 +240,6 @@ def format_text(result: BenchResult) -> str:
             f"FAILED: {short} request(s) stopped before {result.output_tokens} output tokens (usage): the server "
             "did not honour ignore_eos, or hit a limit; the throughput figures are not for that output size"
         )
-    off = sum(lv.input_tokens_off for lv in result.levels)
-    if off:
-        lines.append(f"warning: {off} request(s) had another prompt size in the API's usage than /tokenize gave")
     failed = any(lv.errors or not lv.completed for lv in result.levels)
     why = "a level had errors or completed nothing" if failed else "requests stopped short of the output tokens"
     lines.append("times in ms; " + ("ok" if result.ok else f"FAILED: {why}"))
