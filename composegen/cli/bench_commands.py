@@ -24,6 +24,9 @@ def bench(
     output_tokens: int = typer.Option(..., "--output-tokens", help="max_tokens per request (ignore_eos)."),
     seed: int | None = typer.Option(None, "--seed", help="Prompt seed (default: random, recorded)."),
     goodput: str | None = typer.Option(None, "--goodput", help="SLOs in ms for goodput, e.g. ttft:500,tpot:50."),
+    save_vllm: Path | None = typer.Option(
+        None, "--save-vllm-results", help="Also write vllm-bench-serve-cN.json per level here (vLLM's shape)."
+    ),
     json_: bool = JsonOpt,
 ):
     """Closed-loop concurrency sweep over streamed chat completions (vllm bench serve's figures).
@@ -36,8 +39,10 @@ def bench(
     slos = benchstats.parse_slos(goodput)
     levels = _ints(concurrency, "--concurrency")
     benching.check_arguments(levels, input_tokens, output_tokens, requests, duration)
+    if save_vllm is not None:
+        benching.check_results_dir(save_vllm)
     project, r = _load(name)
-    result = benching.bench_stack(
+    run = benching.bench_stack(
         project,
         r,
         levels,
@@ -48,7 +53,11 @@ def bench(
         seed=seed,
         slos=slos,
     )
+    result = run.result
+    saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
     emit_json(result.to_json()) if json_ else out(benchstats.format_text(result))
+    for path in saved if not json_ else []:
+        out(f"wrote {path} (vllm bench serve's result shape)")
     if not result.ok:
         raise CheckFailed("a bench level had errors or completed nothing")
 

@@ -16,9 +16,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-from composegen.stack import stages
 from composegen.stack.progress import LogLine, ProgressSink, PullEvent
 from composegen.units import format_bytes, format_gib
+from composegen.vllm import stages
 
 
 def _seconds_from_env(name: str, default: float) -> float:
@@ -150,6 +150,8 @@ class ConsoleSink(ProgressSink):
             self.tracker.started_at = time.time() - t
             if t < 1.0 and (current is None or current.key == "pull"):
                 self.tracker.begin("create", time.time())
+        elif name == "running":  # the container started: Python's imports run before vLLM's first line
+            self.tracker.launched(time.time())
         elif name in ("health 200", "models ready"):
             # The engine logged `Application startup complete.` before it answered, but that line may still be
             # on its way from the log follower: ready is reached from the log, or at close() at the latest.
@@ -157,7 +159,7 @@ class ConsoleSink(ProgressSink):
         self._changed()
 
     def log_line(self, line: LogLine) -> None:
-        if line.node is not None and self._head is None and "(APIServer pid=" in line.text:
+        if line.node is not None and self._head is None and stages.is_api_server_line(line.text):
             self._head = line.node  # a multi-node stack: the node with the API server is the head
         if self._head is not None and line.node != self._head:
             return  # the workers load their shards too: the stages are the head's

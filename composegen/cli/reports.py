@@ -27,6 +27,7 @@ REPORTS: dict[str, str] = {
     "weights": "composegen.weights.check:WeightsReport",
     "top": "composegen.monitor.sample:TopSample",
     "bench": "composegen.evidence.benchstats:BenchResult",
+    "vllm-bench-serve": "composegen.evidence.vllmresult:VllmBenchServeResult",
     "ladder": "composegen.evidence.models:LadderResult",
     "qualify": "composegen.evidence.models:QualifyResult",
     "report": "composegen.evidence.runreport:RunsReport",

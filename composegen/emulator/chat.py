@@ -201,8 +201,11 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
         ]
         reply.finish_reason = "tool_calls" if room >= len(argument_pieces) else "length"
     else:
+        ignore_eos = body.get("ignore_eos") is True  # vLLM's extension: generate all max_tokens, never stop early
+        if ignore_eos and answer:
+            answer = (answer * (left // len(answer) + 1))[:left]
         reply.content = answer[:left]
-        reply.finish_reason = "stop" if left >= len(answer) else "length"
+        reply.finish_reason = "length" if ignore_eos or left < len(answer) else "stop"
     if len(thinking) > allowed:
         reply.finish_reason = "length"
     return reply
@@ -267,7 +270,8 @@ def _tool_call_deltas(reply: Reply, info: ServingInfo):
 
 def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, include_usage: bool):
     """Yield (chunk, counts_as_token) in vLLM 0.26's order: a role chunk; one chunk per token; the finish
-    reason on the last token's chunk, or (with a tool parser, or no token at all) in a separate `{}` delta;
+    reason on the last token's chunk (with or without a tool parser, as the graphs recording shows), or in a
+    separate `{}` delta after streamed tool calls or when no token was generated;
     the usage chunk; `system_fingerprint` on the last chunk."""
     head = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": info.name}
 
@@ -284,7 +288,7 @@ def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, 
     deltas += [({"content": p}, None) for p in reply.content]
     deltas += list(_tool_call_deltas(reply, info))
     finish = next((f for _, f in reversed(deltas) if f), reply.finish_reason)
-    separate = bool(info.tool_parser) or not deltas
+    separate = bool(reply.tool_calls) or not deltas
     last: dict | None = None
     for n, (delta, _) in enumerate(deltas):
         if last is not None:

@@ -120,6 +120,7 @@ class Metrics:
         max_num_seqs: int | None = None,
         max_model_len: int = 8192,
         speculative_config: object = None,
+        tool_parser: bool = False,
     ) -> None:
         spec = speculative_config if isinstance(speculative_config, dict) else {}
         spec_tokens = spec.get("num_speculative_tokens")
@@ -141,6 +142,8 @@ class Metrics:
         self.blocks_in_use = 0
         self.counters: Counter[str] = Counter()
         self.finished: Counter[str] = Counter()
+        self.tool_parser = tool_parser
+        self.tool_parser_calls: Counter[tuple[str, str]] = Counter()  # (mode, outcome) -> invocations
         self.accepted_per_pos = [0] * spec_tokens
         self._accept_carry = [0.0] * spec_tokens
         tokens = token_buckets(max_model_len)
@@ -203,6 +206,34 @@ class Metrics:
                 h["request_time_per_output_token_seconds"].observe(per_token)
             self._speculate(completion_tokens)
 
+    def tool_parsed(self, streaming: bool, called: bool, deltas: int) -> None:
+        """The tool parser's work on one chat reply: once per streamed delta, once per non-streamed choice."""
+        if self.tool_parser:
+            with self._cond:
+                mode = "streaming" if streaming else "non_streaming"
+                self.tool_parser_calls[(mode, "tool_call" if called else "no_tool_call")] += deltas if streaming else 1
+
+    def _tool_parser_families(self) -> list[str]:
+        """vllm:tool_call_parser_invocations_* (the API server's: no engine label), with a tool parser only."""
+        if not self.tool_parser:
+            return []
+        help_text = (
+            "Total number of ToolParser invocations. Non-streaming increments once per choice; streaming "
+            "increments once per delta."
+        )
+        keys = [
+            (mode, outcome, kind)
+            for mode in ("streaming", "non_streaming")
+            for outcome in ("tool_call", "no_tool_call")
+            for kind in ("chat_completions", "responses", "other")
+        ]
+        labels = [({"mode": m, "model_name": self.model_name, "outcome": o, "request_type": k}) for m, o, k in keys]
+        totals = [self.tool_parser_calls[(m, o)] if k == "chat_completions" else 0 for m, o, k in keys]
+        name = "vllm:tool_call_parser_invocations"
+        return family(f"{name}_total", "counter", help_text, list(zip(labels, totals, strict=True))) + family(
+            f"{name}_created", "gauge", help_text, [(label, self.created) for label in labels]
+        )
+
     def _blocks(self, tokens: int) -> int:
         return math.ceil(tokens / self.block_size)
 
@@ -236,7 +267,7 @@ class Metrics:
     # --- the exposition ----------------------------------------------------------------------------
     def render(self) -> str:
         with self._cond:
-            lines = process_families() + self._engine_families() + self.http.render()
+            lines = process_families() + self._engine_families() + self._tool_parser_families() + self.http.render()
         return "\n".join(lines) + "\n"
 
     def _engine_families(self) -> list[str]:

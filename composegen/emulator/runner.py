@@ -324,6 +324,7 @@ def _server_state(log: Log, values: dict, plan, settings: Settings) -> ServerSta
             max_num_seqs=values.get("max_num_seqs"),
             max_model_len=plan.max_model_len,
             speculative_config=values.get("speculative_config"),
+            tool_parser=bool(info.tool_parser),
         ),
         log=log,
         api_keys=keys,

@@ -320,6 +320,7 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
                 self._json(200, chat_completion(reply, state.info, request_id, created))
             reason = reply.finish_reason
+            state.metrics.tool_parsed(bool(body.get("stream")), bool(reply.tool_calls), reply.completion_tokens)
         finally:
             state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started)
 

@@ -3,18 +3,22 @@
 `run_bench(base_url, model, levels, *, input_tokens, output_tokens, requests=None, duration=None, seed=None,
 api_key=None, slos=None, timeout=600) -> BenchResult`
 
-Prompts are sized with the server's own /tokenize (the chat `messages` form, as the ladder does) to
-exactly `input_tokens` where whole filler words allow it, else within the ladder's ±0.5%. Each prompt
-starts with its own index, so no two prompts share more than the chat template's prefix and prefix
-caching cannot serve one request from another's work; every level gets fresh prompts (with --duration a
-pool of them, reused in turn: `distinct_prompts` says how many). Requests ask for `output_tokens` with
-`ignore_eos` (vLLM's extension), temperature 0, stream_options.include_usage; token counts come from the
-API's usage. Before the sweep one request (not counted) checks the endpoint and warms it.
+Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly `input_tokens`,
+on any tokenizer (benchprompts.py: filler words, then single-token pad pieces). Each prompt starts with
+its own index, so no two prompts share more than the chat template's prefix and prefix caching cannot
+serve one request from another's work; every level gets fresh prompts (with --duration a pool of them,
+reused in turn: `distinct_prompts` says how many). Requests ask for `output_tokens` with `ignore_eos`
+(vLLM's extension), temperature 0, stream_options.include_usage; token counts come from the API's usage,
+and a request whose usage shows fewer output tokens than asked is counted (`short_outputs`): the run is
+then not ok. Before the sweep one request (not counted) checks the endpoint and warms it.
+
+Besides composegen's figures, every level is kept in `vllm bench serve`'s own result shape
+(vllmresult.py; `run_sweep(...).vllm_results`), with the spec_decode_* counters read off /metrics.
 
 Closed loop: `concurrency` workers each send a request, wait for its stream to end, and send the next,
 until the level's requests are sent (or its duration is over: requests in flight still finish). The
-client is asyncio + httpx with one connection per worker, and reads the SSE stream as raw bytes: it must
-never be the bottleneck (bench/bench_client.py measures it; docs/bench.md has the figures).
+client is asyncio with one connection per worker (benchwire.py parses each stream as it arrives): it must
+never be the bottleneck (bench/bench_client.py measures it; docs/benchmarks.md has the figures).
 """
 
 from __future__ import annotations
@@ -23,123 +27,21 @@ import asyncio
 import functools
 import json
 import math
+import os
 import random
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from composegen.errors import BadInput, EngineError
+from composegen.evidence import benchwire, vllmresult
+from composegen.evidence.benchprompts import Prompts
 from composegen.evidence.benchstats import BenchResult, Sample, summarise
-from composegen.evidence.ladder import Filler, Tokenizer, size_prompt
+from composegen.evidence.ladder import Tokenizer
 
-TOLERANCE = 0.005  # the ladder's window, when no whole number of words gives the exact count
 DURATION_POOL = 128  # distinct prompts per level with --duration (then reused in turn)
-PREPARE_THREADS = 8  # /tokenize calls in flight while the prompts are made
 _PATH = "/v1/chat/completions"
-
-
-def _messages(salt: str, filler: str) -> list[dict]:
-    return [{"role": "user", "content": f"{salt} {filler}"}]
-
-
-class Prompts:
-    """Exactly sized, pairwise different prompts: one filler text, a different index in front of each."""
-
-    def __init__(self, tokenizer: Tokenizer, target: int, seed: int):
-        self.tokenizer, self.target, self.seed = tokenizer, target, seed
-        self.filler = Filler(seed)
-        self.words: int | None = None
-        self.exact = True
-
-    def _salt(self, index: int) -> str:
-        return f"[bench {self.seed:x}.{index:07d}]"
-
-    def make(self, index: int) -> tuple[list[dict], int]:
-        salt = self._salt(index)
-        count = lambda n: self.tokenizer.count(_messages(salt, self.filler.text(n)))  # noqa: E731
-        if self.words is not None:  # the same filler with another index: one /tokenize call, usually enough
-            tokens = count(self.words)
-            if tokens == self.target:
-                return _messages(salt, self.filler.text(self.words)), tokens
-        words, tokens, problem = size_prompt(count, self.target, self.target, self.target)
-        if problem:
-            low, high = math.ceil(self.target * (1 - TOLERANCE)), math.floor(self.target * (1 + TOLERANCE))
-            words, tokens, problem = size_prompt(count, self.target, low, high)
-            self.exact = False
-        if problem:
-            raise BadInput(f"bench: --input-tokens {self.target}: {problem}")
-        self.words = words
-        return _messages(salt, self.filler.text(words)), tokens
-
-    def make_many(self, indices: list[int]) -> list[tuple[list[dict], int]]:
-        """Several prompts: the first sized in turn, the rest checked by /tokenize calls in parallel (one
-        each, usually; the sweep's setup should not take longer than the sweep)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        first = [self.make(indices[0])] if self.words is None and indices else []
-        with ThreadPoolExecutor(PREPARE_THREADS) as pool:
-            return first + list(pool.map(self.make, indices[len(first) :]))
-
-
-async def _request(client, body: dict, input_tokens: int) -> Sample:
-    import httpx
-
-    sample = Sample(input_tokens=input_tokens)
-    started = time.perf_counter()
-    last = None
-    usage = finish = None
-    buffer = b""
-    try:
-        async with client.stream("POST", _PATH, json=body) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                sample.error = f"HTTP {resp.status_code}: {_api_message(text)}"
-                return sample
-            async for piece in resp.aiter_bytes():
-                now = time.perf_counter()
-                buffer += piece.replace(b"\r\n", b"\n")  # SSE allows CRLF line ends
-                *events, buffer = buffer.split(b"\n\n")
-                for event in events:
-                    data = event.strip().removeprefix(b"data:").strip()
-                    if not data or data == b"[DONE]":
-                        continue
-                    chunk = json.loads(data)
-                    if chunk.get("error"):  # vLLM reports a failure inside the stream as an error event
-                        sample.error = f"stream error: {_api_message(data.decode('utf-8', 'replace'))}"
-                        return sample
-                    if chunk.get("usage"):
-                        usage = chunk["usage"]
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
-                            if last is None:
-                                sample.ttft = now - started
-                            else:
-                                sample.itls.append(now - last)
-                            last = now
-                        finish = choice.get("finish_reason") or finish
-    except httpx.HTTPError as exc:
-        sample.error = f"request failed: {type(exc).__name__}: {exc}"
-        return sample
-    except ValueError as exc:
-        sample.error = f"a stream event was not JSON: {exc}"
-        return sample
-    sample.e2el = time.perf_counter() - started
-    if finish is None:
-        sample.error = "the stream ended without a finish_reason"
-    elif usage is None:
-        sample.error = "the stream carried no usage (stream_options.include_usage)"
-    else:
-        sample.input_tokens = int(usage.get("prompt_tokens") or 0)
-        sample.output_tokens = int(usage.get("completion_tokens") or 0)
-    return sample
-
-
-def _api_message(text: str) -> str:
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return text[:200]
-    error = doc.get("error") if isinstance(doc, dict) else None
-    return str(error.get("message") if isinstance(error, dict) else error or doc)[:200]
 
 
 def _client(base_url: str, api_key: str | None, timeout: float):
@@ -156,9 +58,9 @@ def _client(base_url: str, api_key: str | None, timeout: float):
 
 
 async def _level(connect, bodies: list[tuple[dict, int]], concurrency: int, requests: int | None, duration):
-    """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a client of its
-    own with one connection: httpcore's pool scans every connection on every request, which at 64
-    connections cost more CPU than the requests themselves."""
+    """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection of
+    its own (benchwire.StreamClient: the events of a stream are parsed as they arrive, in the loop's data
+    callback; a pool scanning connections per request cost more CPU than the requests themselves)."""
     samples: list[Sample] = []
     sent = 0
     clients = [connect() for _ in range(concurrency)]
@@ -171,13 +73,14 @@ async def _level(connect, bodies: list[tuple[dict, int]], concurrency: int, requ
         while (sent < requests) if requests is not None else (time.perf_counter() < deadline):
             body, tokens = bodies[sent % len(bodies)]
             sent += 1
-            samples.append(await _request(client, body, tokens))
+            samples.append(await client.stream(_PATH, body, tokens))
 
     try:
         await asyncio.gather(*(worker(client) for client in clients))
         return samples, time.perf_counter() - started, time.process_time() - cpu
     finally:
-        await asyncio.gather(*(client.aclose() for client in clients))
+        for client in clients:
+            client.close()
 
 
 def _body(model: str, messages: list[dict], output_tokens: int) -> dict:
@@ -207,7 +110,18 @@ def check_arguments(levels, input_tokens: int, output_tokens: int, requests, dur
     return levels
 
 
-def run_bench(
+@dataclass(frozen=True)
+class BenchRun:
+    result: BenchResult
+    vllm_results: list[vllmresult.VllmBenchServeResult]  # per level, `vllm bench serve`'s result shape
+
+
+def run_bench(*args: Any, **kwargs: Any) -> BenchResult:
+    """run_sweep's composegen figures only."""
+    return run_sweep(*args, **kwargs).result
+
+
+def run_sweep(
     base_url: str,
     model: str,
     levels,
@@ -221,51 +135,128 @@ def run_bench(
     slos: dict[str, float] | None = None,
     timeout: float = 600,
     emulated: bool | None = None,
-) -> BenchResult:
+) -> BenchRun:
     levels = check_arguments(levels, input_tokens, output_tokens, requests, duration)
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(Tokenizer(base_url, model, api_key, timeout), input_tokens, seed)
+    prompts = Prompts(Tokenizer(base_url, model, api_key, timeout).count, input_tokens, seed)
     per_level = requests if requests is not None else max(DURATION_POOL, 4 * max(levels))
     warmup = _body(model, prompts.make(0)[0], output_tokens)
     plans = []
     for n, concurrency in enumerate(levels):
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
         plans.append((concurrency, [(_body(model, msgs, output_tokens), tokens) for msgs, tokens in made]))
-    results = asyncio.run(_sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos))
-    return BenchResult(
+    sizes = (input_tokens, output_tokens)
+    swept = _run(_sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes))
+    results = [level for level, _ in swept]
+    result = BenchResult(
         model=model,
         input_tokens=input_tokens,
-        input_tokens_exact=prompts.exact,
+        input_tokens_exact=not any(lv.input_tokens_off for lv in results),  # sizing is exact or refused
         output_tokens=output_tokens,
         requests=requests,
         duration_s=duration,
         seed=seed,
         goodput_slos_ms=slos,
         emulated=emulated,
-        ok=all(lv.errors == 0 and lv.completed > 0 for lv in results),
+        ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in results),
         levels=results,
     )
+    return BenchRun(result, [shaped for _, shaped in swept])
 
 
-async def _sweep(base_url, api_key, timeout, warmup: dict, plans, requests, duration, slos):
+def _run(coro: Any) -> Any:
+    """Run the sweep on uvloop when it is installed: its event loop wakes up for a streamed event at about
+    half the CPU of asyncio's own (bench/bench_client.py --paced, docs/benchmarks.md)."""
+    try:
+        import uvloop  # lazy: only bench runs an event loop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
+async def _spec_counters(client) -> dict[str, Any]:
+    """The server's speculative-decoding counters ({} when it has none, or /metrics does not answer)."""
+    import httpx
+
+    try:
+        async with client.stream("GET", "/metrics") as resp:
+            if resp.status_code != 200:
+                return {}
+            body = b""
+            async for piece in resp.aiter_bytes():
+                body += piece
+                if len(body) > vllmresult.METRICS_CAP:
+                    return {}
+        return vllmresult.spec_counters(body.decode("utf-8", "replace"))
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+async def _sweep(base_url, api_key, timeout, warmup: dict, plans, requests, duration, slos, model, sizes):
+    """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
-    async with _client(base_url, api_key, timeout) as client:
-        first = await _request(client, warmup, 0)
+    connect = functools.partial(benchwire.StreamClient, base_url, api_key, timeout)
+    warm = connect()
+    first = await warm.stream(_PATH, warmup, 0)
+    warm.close()
     if first.error:
         raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
-    for concurrency, bodies in plans:
-        connect = functools.partial(_client, base_url, api_key, timeout)
-        samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
-        distinct = min(len(samples), len(bodies))
-        results.append(summarise(concurrency, samples, seconds, cpu_s=cpu, distinct_prompts=distinct, slos=slos))
+    async with _client(base_url, api_key, timeout) as client:  # /metrics, before and after each level
+        for concurrency, bodies in plans:
+            before, when = await _spec_counters(client), time.time()
+            samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
+            spec = vllmresult.spec_decode_fields(before, await _spec_counters(client))
+            distinct = min(len(samples), len(bodies))
+            level = summarise(
+                concurrency,
+                samples,
+                seconds,
+                cpu_s=cpu,
+                distinct_prompts=distinct,
+                slos=slos,
+                input_tokens=sizes[0],
+                output_tokens=sizes[1],
+            )
+            shaped = vllmresult.level_result(
+                model, concurrency, samples, seconds, goodput=level.request_goodput, spec_decode=spec, when=when
+            )
+            results.append((level, shaped))
     return results
 
 
-def bench_stack(project, r, levels, **options) -> BenchResult:
-    """run_bench against the profile's running stack (its endpoint found as gate and ladder find it)."""
+def bench_stack(project, r, levels, **options) -> BenchRun:
+    """run_sweep against the profile's running stack (its endpoint found as gate and ladder find it)."""
     from composegen.stack import driver
 
     ctr = driver.running_container(project, r)
     ep = driver.endpoint(r)
     emulated = driver.live_identity(ctr)["emulated"]
-    return run_bench(ep.base_url, r.profile.model.served_name, levels, api_key=ep.api_key, emulated=emulated, **options)
+    served = r.profile.model.served_name
+    return run_sweep(ep.base_url, served, levels, api_key=ep.api_key, emulated=emulated, **options)
+
+
+def check_results_dir(directory: Path) -> None:
+    """BadInput before the sweep when --save-vllm-results names a link or something other than a directory."""
+    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        raise BadInput(f"--save-vllm-results {directory}: not a directory (links are not followed)")
+
+
+def save_vllm_results(run: BenchRun, directory: Path) -> list[Path]:
+    """One `vllm-bench-serve-cN.json` per level in `directory` (created if missing): vLLM's result shape.
+    Each file is written beside itself and renamed into place; a directory that is a link, or a name held
+    by something other than a regular file, is refused."""
+    check_results_dir(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for shaped in run.vllm_results:
+        path = directory / f"vllm-bench-serve-c{shaped.max_concurrency}.json"
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise BadInput(f"--save-vllm-results: {path} exists and is not a regular file")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(shaped.to_json(), fh)
+        os.replace(tmp, path)
+        written.append(path)
+    return written

@@ -43,6 +43,7 @@ class Sample:
     input_tokens: int = 0
     output_tokens: int = 0
     error: str | None = None
+    started: float = 0.0  # perf_counter at the request's start (vLLM's per-second peaks need it)
 
     @property
     def tpot(self) -> float | None:
@@ -82,6 +83,8 @@ class LevelResult(Report):
     distinct_prompts: int = Field(description="different prompts sent (a repeated prompt may hit the prefix cache)")
     client_cpu_ms_per_request: float | None = Field(description="the client's own CPU per request sent")
     client_cpu_share: float = Field(description="the client's CPU time / duration: near 1, the client was busy")
+    short_outputs: int = Field(0, description="completed requests whose usage shows fewer output tokens than asked")
+    input_tokens_off: int = Field(0, description="completed requests whose usage shows another prompt size")
 
 
 class BenchResult(Report):
@@ -89,14 +92,14 @@ class BenchResult(Report):
 
     model: str
     input_tokens: int = Field(description="requested prompt tokens per request (sized with /tokenize)")
-    input_tokens_exact: bool = Field(description="every prompt tokenized to exactly input_tokens")
+    input_tokens_exact: bool = Field(description="the API's usage showed exactly input_tokens for every request")
     output_tokens: int = Field(description="max_tokens per request (ignore_eos: the server may still stop early)")
     requests: int | None = Field(description="requests per level (--requests), or null with --duration")
     duration_s: float | None = Field(description="seconds per level (--duration), or null with --requests")
     seed: int
     goodput_slos_ms: dict[str, float] | None = None
     emulated: bool | None = Field(None, description="the stack was the composegen emulator (null: unknown)")
-    ok: bool = Field(description="every level completed requests without an error")
+    ok: bool = Field(description="every level completed requests, none failed, none stopped short")
     levels: list[LevelResult]
 
     def level(self, concurrency: int) -> LevelResult | None:
@@ -140,7 +143,10 @@ def summarise(
     cpu_s: float,
     distinct_prompts: int,
     slos: dict[str, float] | None = None,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
 ) -> LevelResult:
+    """`input_tokens` / `output_tokens`: what each request asked for (None: not checked)."""
     ok = [s for s in samples if s.error is None]
     failed = [s.error for s in samples if s.error is not None]
     inputs = sum(s.input_tokens for s in ok)
@@ -171,6 +177,8 @@ def summarise(
         distinct_prompts=distinct_prompts,
         client_cpu_ms_per_request=round(cpu_s * 1000 / len(samples), 4) if samples else None,
         client_cpu_share=round(cpu_s / duration, 3) if duration > 0 else 0.0,
+        short_outputs=sum(1 for s in ok if output_tokens is not None and s.output_tokens < output_tokens),
+        input_tokens_off=sum(1 for s in ok if input_tokens is not None and s.input_tokens != input_tokens),
         **figures,
     )
 
@@ -221,9 +229,20 @@ def format_text(result: BenchResult) -> str:
             f"warning: the client was busy more than {CLIENT_BUSY:.0%} of the time at concurrency "
             f"{', '.join(map(str, busy))}: those figures may be limited by this machine, not the server"
         )
-    if not result.input_tokens_exact:
+    off = sum(lv.input_tokens_off for lv in result.levels)
+    if off:
+        lines.append(f"warning: {off} request(s) had another prompt size in the API's usage than /tokenize gave")
+    elif not result.input_tokens_exact:  # a result from before exact sizing
         lines.append("note: some prompts could not be sized to exactly the input tokens (whole words)")
-    lines.append("times in ms; " + ("ok" if result.ok else "FAILED: a level had errors or completed nothing"))
+    short = sum(lv.short_outputs for lv in result.levels)
+    if short:
+        lines.append(
+            f"FAILED: {short} request(s) stopped before {result.output_tokens} output tokens (usage): the server "
+            "did not honour ignore_eos, or hit a limit; the throughput figures are not for that output size"
+        )
+    failed = any(lv.errors or not lv.completed for lv in result.levels)
+    why = "a level had errors or completed nothing" if failed else "requests stopped short of the output tokens"
+    lines.append("times in ms; " + ("ok" if result.ok else f"FAILED: {why}"))
     return "\n".join(lines) + "\n"
 
 

@@ -274,8 +274,8 @@ def gate_continuation(ctx: _Ctx) -> dict:
 def gate_responses(ctx: _Ctx) -> dict:
     extra = {"reasoning": {"effort": ctx.extra["reasoning_effort"]}} if ctx.extra else {}
     resp = ctx.client.responses.create(
-        model=ctx.model, input="Reply with exactly READY", max_output_tokens=ctx.max_tokens, **extra
-    )
+        model=ctx.model, input="Reply with exactly READY", max_output_tokens=ctx.max_tokens, temperature=0, **extra
+    )  # temperature 0 as the chat gates: the same answer every run
     text = resp.output_text or ""
     details = {"status": resp.status, "output_text": text[:200]}
     if resp.status != "completed":

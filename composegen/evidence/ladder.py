@@ -18,6 +18,9 @@ Timing, per request (stream_options.include_usage; time.perf_counter):
   decode_tok_s   (completion_tokens − 1) / (end of stream − first token); null with < 2 tokens
   reasoning_tokens from usage.completion_tokens_details, else the number of reasoning deltas; never
                  mixed into content.
+Before the first rung one short request is sent and not measured (`warmup` in the result): a server's
+first requests after a start are slow (on a real H200 the first row's TTFT was 0.83–0.96 s, the later ones
+24–42 ms), and that is not the prompt size's cost.
 A row is ok when the request completed and the API-reported prompt_tokens is inside the tolerance window.
 A `length` finish is recorded, not failed: the ladder measures capacity, the gates judge answers.
 
@@ -25,7 +28,8 @@ Result (stable keys):
   {"model", "max_model_len", "max_tokens", "tolerance", "ok": bool (every row ok),
    "targets": [{"target", "tokenized", "prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s",
                 "e2e_s", "completion_tokens", "reasoning_tokens", "finish_reason", "ok", "reason"}],
-   "largest_prompt_tokens": int | null  (largest API-reported prompt of a completed request)}
+   "largest_prompt_tokens": int | null  (largest API-reported prompt of a completed request),
+   "warmup": {"sent", "prompt_tokens", "ttft_s", "reason"}}
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from collections.abc import Callable
 from composegen.errors import BadInput, EngineError
 
 QUESTION = "In one short sentence, what is the text above about?"
+WARMUP_WORDS = 32  # the warm-up's filler: short, a prefill and a few decode steps are enough
 MAX_SIZING_STEPS = 16
 _WORDS = [
     "river",
@@ -272,6 +277,8 @@ def run_ladder(
     tokenizer = Tokenizer(base_url, model, api_key, timeout)
     client = client_for(base_url, api_key, timeout)
     filler = Filler()
+    warm = any(t <= cap for t in targets)  # no rung will be sent: nothing to warm
+    warmup = _warmup(client, model, filler, max_tokens, reasoning_effort) if warm else {"sent": False}
     rows = []
     for target in targets:
         if target > cap:
@@ -303,10 +310,32 @@ def run_ladder(
         "ok": all(r["ok"] for r in rows),
         "targets": rows,
         "largest_prompt_tokens": max(done) if done else None,
+        "warmup": warmup,
     }
     from composegen.evidence.models import LadderResult
 
     return LadderResult.model_validate(result).to_json()
+
+
+def _warmup(client, model: str, filler: Filler, max_tokens: int, reasoning_effort: str | None) -> dict:
+    """One short unmeasured request (its own salt: it warms the server, not the prefix cache of a rung)."""
+    import openai
+
+    from composegen.evidence.gates import api_message
+
+    messages = _messages(f"[context ladder warm-up {secrets.token_hex(6)}]", filler.text(WARMUP_WORDS))
+    try:
+        got = _stream(client, model, messages, min(max_tokens, 16), reasoning_effort)
+    except openai.APIStatusError as exc:
+        return {"sent": True, "reason": f"HTTP {exc.status_code}: {api_message(exc)}"}
+    except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        return {"sent": True, "reason": f"request failed: {exc}"}
+    return {
+        "sent": True,
+        "prompt_tokens": got.get("prompt_tokens"),
+        "ttft_s": got.get("ttft_s"),
+        "reason": got.get("reason"),
+    }
 
 
 def _judge(row: dict, low: int, high: int) -> tuple[bool, str | None]:

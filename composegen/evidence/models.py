@@ -30,6 +30,16 @@ class LadderRow(Report):
     reason: str | None = None
 
 
+class LadderWarmup(Report):
+    """The one request the ladder sends before its first rung, not measured: a server's first requests
+    after a start are slow (0.83–0.96 s TTFT on a real H200 where the next rows took 24–42 ms)."""
+
+    sent: bool
+    prompt_tokens: int | None = Field(None, description="API-reported prompt tokens of the warm-up")
+    ttft_s: float | None = Field(None, description="its TTFT, for the record; never part of a row")
+    reason: str | None = Field(None, description="why it failed (the rungs were still measured)")
+
+
 class LadderResult(Report):
     """`composegen ladder --json`; the `ladder` of an evidence bundle."""
 
@@ -40,6 +50,7 @@ class LadderResult(Report):
     ok: bool = Field(description="every row ok")
     targets: list[LadderRow]
     largest_prompt_tokens: int | None = Field(description="largest API-reported prompt of a completed request")
+    warmup: LadderWarmup | None = Field(None, description="the unmeasured request sent first (null: older runs)")
 
 
 Value = int | float | str | None

@@ -16,8 +16,9 @@ from pydantic import Field
 
 from composegen.errors import EngineError
 from composegen.report import Report
-from composegen.stack import engine, readiness, stages
+from composegen.stack import engine, readiness
 from composegen.stack.facts import ContainerFacts, stamped_line
+from composegen.vllm import stages
 
 
 def stamped(text: str) -> list[tuple[float | None, str]]:
@@ -29,6 +30,8 @@ def read_stages(ctr: ContainerFacts, startup_timeout: float | None) -> stages.St
     """The stages of the container's start so far, timed by Docker's own log timestamps."""
     started = ctr.started_at or time.time()
     tracker = stages.StageTracker(started, startup_timeout)
+    if ctr.started_at:  # the container's start: the imports before vLLM's first line count from there
+        tracker.launched(ctr.started_at)
     for at, line in stamped(engine.logs(ctr, timestamps=True)):
         tracker.feed(line, at if at is not None else started)
     return tracker

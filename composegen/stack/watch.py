@@ -16,6 +16,7 @@ from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef, vllm_container
 from composegen.stack.progress import LogLine, ProgressSink
 from composegen.stack.targets import docker_time
+from composegen.vllm.stages import is_ready_line
 
 WORKER_POLL_S = 0.5
 
@@ -135,7 +136,7 @@ def detection_latency(ctr: ContainerFacts | None, waited: readiness.Waited) -> f
     if ctr is None or waited.ready_at is None:
         return None
     for line in engine.logs(ctr, timestamps=True).splitlines():
-        if "Application startup complete." in line:
+        if is_ready_line(line):
             when = docker_time(line.split(" ", 1)[0])
             return round(waited.ready_at - when, 3) if when is not None else None
     return None

@@ -14,7 +14,8 @@ on device" line (from ~0.2x that line reports weights and non-torch memory toget
 (weights + non-torch)": weights_gib is then that sum and non_torch_gib null), else `Model loading took` /
 the DEBUG "torch peak memory increase"; max_model_len from the "Maximum concurrency for L tokens" line,
 else "Using max model len", else effective_args, else the max-seq-len error; compile_seconds from the
-init-engine line's `(compilation: X s`, else `torch.compile took X s in total`. Scalars that several
+init-engine line's `(compilation: X s`, else `torch.compile took X s in total`; cuda_graph_seconds from
+`Graph capturing finished in N secs` (vLLM rounds it to whole seconds). Scalars that several
 ranks log are taken from the lowest rank. cuda_graph_gib is the captured size.
 """
 
@@ -80,6 +81,7 @@ class StartupReport(Report):
     compile_seconds: float | None = None
     runtime_errors: list[StartupError] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    cuda_graph_seconds: float | None = Field(default=None, description="capture time the engine states (whole s)")
 
 
 class StartupCheck(StartupReport):
@@ -196,7 +198,8 @@ class _Collector:
         if m := rules.PROFILE_PEAK.search(msg):
             self.ranked_value("profile_peak", proc, float(m.group(1)))
         if m := rules.GRAPHS.search(msg):
-            self.ranked_value("graphs", proc, float(m.group(1)))
+            self.ranked_value("graphs", proc, float(m.group("gib")))
+            self.ranked_value("graph_secs", proc, float(m.group("secs")))
 
     def _non_default(self, msg: str) -> None:
         m = rules.NON_DEFAULT.search(msg)
@@ -248,7 +251,7 @@ class _Collector:
                 est = rules.ESTIMATED_LEN.search(msg)
                 extra["estimated_max_model_len"] = int(est.group(1).replace(",", "")) if est else None
                 hint = hint.format(fits=f" (at most {extra['estimated_max_model_len']})" if est else "")
-                seq_len = re.search(r"max seq len \(([\d,]+)\)", msg)
+                seq_len = rules.SEQ_LEN.search(msg)
                 if seq_len:
                     self.first("error_max_len", int(seq_len.group(1).replace(",", "")))
             self._dedup_error(line, msg[m.start() :], kind, hint, **extra)
@@ -274,6 +277,7 @@ class _Collector:
         r.peak_activation_gib = _first_not_none(self.lowest_rank("usage_peak"), self.lowest_rank("profile_peak"))
         r.non_torch_gib = self.lowest_rank("usage_non_torch")
         r.cuda_graph_gib = _first_not_none(self.lowest_rank("graphs"), self.lowest_rank("usage_graphs"))
+        r.cuda_graph_seconds = self.lowest_rank("graph_secs")
         free = self.lowest_rank("free")
         r.gpu_free_gib, r.gpu_total_gib = free if free else (None, None)
         r.gpu_memory_utilization = self.lowest_rank("util")
@@ -320,7 +324,7 @@ def _parse(source: BinaryIO | str, limits: Limits) -> StartupReport:
             if not raw or raw.isspace():
                 continue
             lines += 1
-            if 'HTTP/1.1" ' in raw or "Avg prompt throughput" in raw:
+            if rules.ACCESS_LINE in raw or rules.STATS_LINE in raw:
                 continue  # access and periodic-stats lines: most of a long-running server's log, never a fact
             if interesting(raw, raw.find("] ") + 1):  # the message only (past `[file.py:N] `): a cheap pre-filter
                 line = rules.ANSI.sub("", raw) if "\x1b" in raw else raw

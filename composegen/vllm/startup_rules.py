@@ -1,8 +1,10 @@
-"""The line patterns of vLLM's startup log (0.10–0.33) and the failure rules with their hints.
+"""The one table of vLLM's log phrases (0.10–0.33): the startup parser (startup.py) and the stage
+detection (stages.py) both read their patterns here, and no other module spells a vLLM log phrase
+(tests/vllm/test_log_phrases.py checks it; the emulator, which writes such lines, is the exception).
 
-Formats per version: shared/reference/facts-vllm-compose.md §1; the 0.26.0 lines were checked against a
-real server's log (tests/data/logs/real-0.26.0-*.log). `INTERESTING` is a cheap pre-filter: a line that
-does not match it cannot match any pattern here, so a 200 MB log is mostly skipped unread.
+Formats per version: shared/reference/facts-vllm-compose.md §1; the 0.26.0 lines were checked against real
+servers' logs (tests/data/real-0.26.0-h200*/serve-*.log). `INTERESTING` is a cheap pre-filter: a line that
+does not match it cannot match any parser pattern here, so a 200 MB log is mostly skipped unread.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ VERSION = re.compile(r"vLLM (?:API )?server version (\S+?),?(?:\s|$)")
 LOGO_VERSION = re.compile(r"█\s+version (\S+)\s*$")
 NON_DEFAULT = re.compile(r"non-default args: (\{.*\})\s*$")
 NON_DEFAULT_START = "non-default args: "
-WEIGHTS = re.compile(rf"Model loading took {NUM} GiB(?: memory)? and")
+WEIGHTS_TOOK = "Model loading took"
+WEIGHTS = re.compile(rf"{WEIGHTS_TOOK} {NUM} GiB(?: memory)? and")
 KV_GIB = re.compile(rf"Available KV cache memory: {NUM} GiB|reserved {NUM} GiB memory for KV Cache")
 KV_SIZE = re.compile(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tok>[\d,]+) tokens")
 CONCURRENCY = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>\d+(?:\.\d+)?)x")
@@ -32,17 +35,24 @@ USAGE = re.compile(
 )
 CURRENT_KV = re.compile(rf"Current kv cache memory in use is {NUM} (GiB|bytes)")
 PROFILE_PEAK = re.compile(rf"torch peak memory increase: {NUM} ?GiB")
-GRAPHS = re.compile(rf"Graph capturing finished in \d+ secs, took {NUM} GiB")
+GRAPHS_DONE = "Graph capturing finished in"
+GRAPHS = re.compile(rf"{GRAPHS_DONE} (?P<secs>\d+) secs, took (?P<gib>{NUM}) GiB")
+INIT_TOOK = r"init engine \(profile, create kv cache, warmup model\) took"
 INIT = re.compile(
-    r"init engine \(profile, create kv cache, warmup model\) took (\d+(?:\.\d+)?) (?:seconds|s)\b"
+    INIT_TOOK + r" (\d+(?:\.\d+)?) (?:seconds|s)\b"
     r"(?: \(compilation: (\d+(?:\.\d+)?) s)?"
 )
 COMPILE_TOTAL = re.compile(r"torch\.compile (?:took|takes) (\d+(?:\.\d+)?) s in total")
 MAX_LEN = re.compile(r"Using max model len (\d+)")
 STARTED = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
 COMPLETE = "Application startup complete."
+# Lines of a serving server (access log, periodic stats): most of a long-running log, never a startup fact.
+ACCESS_LINE = 'HTTP/1.1" '
+STATS_LINE = "Avg prompt throughput"
+API_PROCESS = "(APIServer pid="  # the process tag of the API server: on a multi-node stack, the head's lines
 EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$")
 WRAPPER_EXCEPTIONS = ("Engine core initialization failed", "WorkerProc initialization failed")
+SEQ_LEN = re.compile(r"max seq len \(([\d,]+)\)")
 ESTIMATED_LEN = re.compile(r"estimated maximum model length is ([\d,]+)")
 
 # (kind, pattern, hint). Order matters only for lines that match several patterns.
@@ -129,3 +139,56 @@ INTERESTING = re.compile(
     r"Exit|Interrupt|EngineCore|Engine core|max seq len|No available|Insufficient space|/dev/shm|Timed out|"
     r"CUDA|torch\.compile|died unexpectedly"
 )
+
+# ---- stage detection (stages.py): which line starts which stage of a start ----
+# vLLM's logger prefix (after Docker's timestamp, compose's service column and the process tags), or uvicorn's
+LOGGER_PREFIX = re.compile(
+    r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?"
+    r"(?:\([\w-]+ pid=\d+\)\s*)*"
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]+\] ?"
+    r"|(?:INFO|WARNING|ERROR):\s+)?"
+)
+LOGGED_AT = re.compile(r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?) \[")
+# tqdm: vLLM's weight bar `P% Completed | k/N [elapsed<remaining, rate]`, default bars `P%|███| k/N [..]`.
+TQDM = re.compile(
+    r"(?P<pct>\d+)%(?: Completed \||\|[^|]*\|)\s*(?P<k>\d+)/(?P<n>\d+)"
+    r"(?: \[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.?]+\s*(?:it/s|s/it)|\?it/s)?)?"
+)
+SHARD_BAR = re.compile(r"^Loading (?:safetensors|pt|npcache|gguf|\w+)(?: checkpoint shards| using \w+ loader)\b")
+CAPTURE_BAR = re.compile(r"^Capturing CUDA graphs?(?: shapes)?(?P<what> \([^)]*\))?")
+FETCH_BAR = re.compile(r"^Fetching \d+ files?\b")
+NODES_WAIT = re.compile(r"waiting for (?P<n>\d+) remote node|Waiting for remote nodes to join \((?P<k>\d+)/(?P<t>\d+)")
+START_FAILED = re.compile(
+    ENGINE_FAILED.pattern + r"|EngineCore encountered a fatal error|died unexpectedly|Timed out waiting for engine core"
+)
+# (stage, pattern searched in the cleaned message); the first match wins. Warm-up runs silently between
+# the end of graph capture and `init engine … took` (~9 s on an H200 with a cold compile cache).
+STAGE_MARKERS: list[tuple[str, re.Pattern[str]]] = [
+    ("ready", re.compile("^" + re.escape(COMPLETE))),
+    (
+        "api",
+        re.compile(
+            INIT_TOOK + r"|^Starting vLLM (?:API )?server|^Available routes are|^Started server process"
+            r"|^Waiting for application startup"
+        ),
+    ),
+    ("warmup", re.compile(GRAPHS_DONE)),
+    ("graphs", re.compile(r"^Capturing CUDA graph")),
+    (
+        "compile",
+        re.compile(
+            r"for vLLM's torch\.compile|Dynamo bytecode transform time|Compiling a graph for|Start compiling function"
+            r"|Directly load the compiled graph|torch\.compile is turned on"
+        ),
+    ),
+    (
+        "kv_cache",
+        re.compile(
+            WEIGHTS_TOOK + r"|Available KV cache memory|KV cache size: [\d,]+ tokens|Initial profiling/warmup run"
+            r"|Memory profiling takes|memory for KV Cache as specified|Maximum concurrency for|" + COMPILE_TOTAL.pattern
+        ),
+    ),
+    ("weights", re.compile(r"^Loading weights with|Time spent downloading weights")),
+    ("download", re.compile(r"^Using model weights format|" + FETCH_BAR.pattern)),
+    ("nodes", NODES_WAIT),
+]

@@ -7,9 +7,9 @@ import io
 import pytest
 
 from composegen.cli import console
-from composegen.stack import stages
 from composegen.stack.progress import LogLine, PullEvent
-from tests.stack.test_stages import REAL
+from composegen.vllm import stages
+from tests.vllm.test_stages import REAL
 
 
 def _lines(name: str) -> list[tuple[float, str]]:
@@ -30,7 +30,7 @@ def test_without_a_terminal_one_line_per_stage_change_and_heartbeats(monkeypatch
     stage_lines = [s for s in said if not s.startswith("…")]
     assert stage_lines == [
         "creating",
-        "starting engine",
+        "imports / starting engine",
         "loading weights",
         "profiling / KV cache",
         "API server starting",
@@ -48,7 +48,7 @@ def test_quiet_draws_nothing_but_keeps_the_phases_for_json():
         sink.log_line(LogLine(None, "c", at, text))
     assert out.getvalue() == ""
     phases = sink.phases()
-    assert [p["stage"] for p in phases] == ["start", "weights", "kv_cache", "api", "ready"]
+    assert [p["stage"] for p in phases] == ["imports", "weights", "kv_cache", "api", "ready"]
     assert {"phase", "seconds", "elapsed_s", "done", "total", "unit"} <= set(phases[1])
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from composegen.stack import stages
+from composegen.vllm import stages
 from tests.support.engine import emulated_project
 from tests.support.terminal import Terminal
 
@@ -56,7 +56,8 @@ def test_up_without_a_terminal_prints_one_line_per_stage_and_heartbeats(tmp_path
         said = [line.split("] ", 1)[1] for line in proc.stderr.splitlines() if line.startswith("[")]
         stage_lines = [s for s in said if not s.startswith("… ")]
         # vLLM compiles inside its profiling run: profiling, torch.compile, profiling again
-        keys = ["create", "start", "download", "weights", "kv_cache", "compile", "kv_cache", "graphs", "api", "ready"]
+        keys = ["create", "imports", "download", "weights", "kv_cache", "compile", "kv_cache", "graphs", "warmup"]
+        keys += ["api", "ready"]
         assert stage_lines == [stages.STAGES[k] for k in keys]
         assert any(s.startswith("… ") and "left of startup_timeout" in s for s in said)  # heartbeats
         assert "\x1b[" not in proc.stderr  # no terminal: no escape sequences

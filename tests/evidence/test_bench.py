@@ -111,6 +111,13 @@ def test_bench_command_refuses_bad_options_with_exit_2(tmp_path):
     for args in (["--requests", "3", "--duration", "2"], ["--requests", "3", "--goodput", "speed:3"]):
         res = run_cli("bench", "r33", "--input-tokens", "10", "--output-tokens", "2", *args)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "dir")
+    res = run_cli("bench", "r33", "--input-tokens", "10", "--output-tokens", "2", "--requests", "1",
+                  "--save-vllm-results", str(tmp_path / "link"))  # fmt: skip
+    assert res.returncode == 2 and "links are not followed" in res.stderr and "Traceback" not in res.stderr
+    shaped = run_cli("schema", "--report", "vllm-bench-serve")
+    assert shaped.returncode == 0 and "max_concurrent_requests" in json.loads(shaped.stdout)["properties"]
     schema = run_cli("schema", "--report", "bench")
     assert (
         schema.returncode == 0 and "median_ttft_ms" in json.loads(schema.stdout)["$defs"]["LevelResult"]["properties"]

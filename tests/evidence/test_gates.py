@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import jsonschema
 import pytest
 
@@ -100,3 +102,20 @@ def test_bad_arguments_are_bad_input():
         gates.run_gates("http://127.0.0.1:1", "m", only="smoke,nope")
     with pytest.raises(BadInput, match="at least 1"):
         gates.run_gates("http://127.0.0.1:1", "m", tools=0)
+
+
+def test_every_gate_that_generates_asks_for_temperature_0(emu):
+    import httpx
+    from openai import OpenAI
+
+    sent: list[dict] = []
+    record = lambda request: sent.append(json.loads(request.content or b"{}"))  # noqa: E731
+    client = OpenAI(
+        base_url=emu.base_url.rstrip("/").removesuffix("/v1") + "/v1",
+        api_key="EMPTY",
+        http_client=httpx.Client(event_hooks={"request": [record]}),
+    )
+    ctx = gates._Ctx(client, emu.model, n_tools=1, max_tokens=64, reasoning_effort=None)
+    gates.gate_responses(ctx)
+    gates.gate_smoke(ctx)
+    assert [body.get("temperature") for body in sent] == [0, 0]  # /v1/responses as the chat gates

@@ -66,6 +66,27 @@ def test_ladder_rows_hit_their_targets_and_time_the_stream(emu):
     assert "largest API-reported prompt: " in ladder.format_text(result)
 
 
+def _finished_requests(emu) -> float:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{emu.port}/metrics", timeout=10).read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:request_success_total")
+    )
+
+
+def test_one_unmeasured_warm_up_goes_before_the_first_rung_and_the_json_says_so(emu):
+    before = _finished_requests(emu)
+    result = ladder.run_ladder(emu.base_url, emu.model, [500, 1000], max_model_len=16384)
+    assert _finished_requests(emu) - before == 3  # the warm-up and the two rungs
+    warmup = result["warmup"]
+    assert warmup["sent"] is True and warmup["reason"] is None and warmup["ttft_s"] > 0
+    assert 0 < warmup["prompt_tokens"] < 100  # short: it warms the server, it is no rung
+    assert [r["target"] for r in result["targets"]] == [500, 1000]  # and it is no row
+    refused = ladder.run_ladder(emu.base_url, emu.model, [16384], max_model_len=16384)
+    assert refused["warmup"] == {"sent": False, "prompt_tokens": None, "ttft_s": None, "reason": None}
+
+
 def test_targets_above_the_budget_are_refused_without_a_request(emu):
     result = ladder.run_ladder(emu.base_url, emu.model, [16384 - 63, 2000], max_model_len=16384)
     refused, fine = result["targets"]

@@ -34,11 +34,13 @@ KEYS = [
     "compile_seconds",
     "runtime_errors",
     "warnings",
+    "cuda_graph_seconds",
 ]
 
 # file -> the values a reader of that log finds in it (the rest of the keys are checked elsewhere)
 EXPECTED = {
     "vllm-0.10.2-tp2.log": dict(
+        cuda_graph_seconds=9.0,  # `Graph capturing finished in 9 secs`
         kv_cache_tokens=288352,
         max_concurrency=7.04,
         max_model_len=40960,
@@ -57,6 +59,7 @@ EXPECTED = {
         server_address="http://0.0.0.0:8000",
     ),
     "vllm-0.11.0-tp2-ansi.log": dict(
+        cuda_graph_seconds=9.0,  # `Graph capturing finished in 9 secs`
         kv_cache_tokens=453728,
         max_concurrency=6.92,
         max_model_len=65536,
@@ -73,6 +76,7 @@ EXPECTED = {
         ready=True,
     ),
     "vllm-0.12.0-tp2.log": dict(
+        cuda_graph_seconds=5.0,  # `Graph capturing finished in 5 secs`
         kv_cache_tokens=210304,
         max_concurrency=1.6,
         max_model_len=131072,
@@ -87,6 +91,7 @@ EXPECTED = {
         vllm_version="0.12.0",
     ),
     "vllm-0.16.0.log": dict(
+        cuda_graph_seconds=6.0,  # `Graph capturing finished in 6 secs`
         kv_cache_tokens=327680,
         max_concurrency=2.5,
         max_model_len=131072,
@@ -103,6 +108,7 @@ EXPECTED = {
         ready=True,
     ),
     "vllm-0.28.0.log": dict(
+        cuda_graph_seconds=7.0,  # `Graph capturing finished in 7 secs`
         kv_cache_tokens=1213664,
         max_concurrency=9.26,
         max_model_len=131072,
@@ -117,6 +123,7 @@ EXPECTED = {
         server_address="http://0.0.0.0:8000",
     ),
     "vllm-0.30.0-offload.log": dict(
+        cuda_graph_seconds=9.0,  # `Graph capturing finished in 9 secs`
         kv_cache_tokens=1572864,
         max_concurrency=6.0,
         max_model_len=262144,
@@ -161,6 +168,7 @@ EXPECTED = {
     ),
     # the seed A/B arms (shared/seeds/r33-batch-token-ab.md)
     "vllm-0.33.0-r33-8192-arm.log": dict(
+        cuda_graph_seconds=7.0,  # `Graph capturing finished in 7 secs`
         kv_cache_tokens=283917,
         max_concurrency=2.17,
         max_model_len=131072,
@@ -180,6 +188,7 @@ EXPECTED = {
         errors=[],
     ),
     "vllm-0.33.0-r33-4096-arm.log": dict(
+        cuda_graph_seconds=7.0,  # `Graph capturing finished in 7 secs`
         kv_cache_tokens=553243,
         max_concurrency=4.22,
         max_model_len=131072,

@@ -39,6 +39,7 @@ COMMON = dict(
     server_address="http://127.0.0.1:8000",
     errors=[],
     warnings=[],
+    cuda_graph_seconds=None,  # --enforce-eager: no capture
 )
 EXPECTED = {
     "serve-bf16-eager.log": dict(
@@ -113,8 +114,43 @@ EXPECTED = {
         runtime_errors=[],
         warnings=[],
         lines_parsed=151,
+        cuda_graph_seconds=None,
     ),
 }
+GRAPHS = REAL.with_name("real-0.26.0-h200-graphs")  # CUDA graphs and torch.compile on, hermes tool parser
+
+
+def test_real_graphs_log_parses_exactly_with_the_capture_seconds():
+    report = parse_startup_log((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8")).to_json()
+    runtime = report.pop("runtime_errors")
+    assert report == dict(
+        COMMON,
+        kv_cache_tokens=21_816_480,
+        max_concurrency=5326.29,
+        kv_cache_gib_per_rank=[41.61],
+        kv_cache_gib_min=41.61,
+        weights_gib=0.01,
+        peak_activation_gib=0.1,
+        cuda_graph_gib=0.07,  # `Graph capturing finished in 1 secs, took 0.07 GiB`
+        cuda_graph_seconds=1.0,
+        engine_init_seconds=23.01,  # `init engine (profile, create kv cache, warmup model) took 23.01 s`
+        compile_seconds=10.04,  # `(compilation: 10.04 s)`
+        effective_args={
+            "model_tag": "/tmp/model",
+            "enable_auto_tool_choice": True,
+            "tool_call_parser": "hermes",
+            "host": "127.0.0.1",
+            "model": "/tmp/model",
+            "max_model_len": 4096,
+            "served_model_name": ["tiny"],
+            "gpu_memory_utilization": 0.3,
+            "max_num_batched_tokens": 2048,
+            "max_num_seqs": 4,
+        },
+        lines_parsed=2153,
+    )
+    # the seven hermes tracebacks after ready (the random model writes noise): runtime errors, not failures
+    assert len(runtime) == 7 and all(e["kind"] == "exception" and "JSONDecodeError" in e["line"] for e in runtime)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

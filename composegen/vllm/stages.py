@@ -6,18 +6,22 @@ those minutes go. `StageTracker` turns lines (each with the time it was logged) 
     pull        pulling the image (bytes; fed by the caller from the engine's pull stream)
     create      creating the container (fed by the caller)
     nodes       waiting for the other nodes of a multi-node launch (k/N nodes)
-    start       the engine process starting (first log line until a later stage)
+    imports     launch → vLLM's first stage line: Python imports (24–35 s on an H200, silent: no log line),
+                then the engine process starting; from the launch when the caller says it (`launched`),
+                else from the first log line
     download    downloading weights (`Using model weights format`, `Fetching N files`)
     weights     loading weights (tqdm `Loading safetensors checkpoint shards: P% Completed | k/N [..]`)
     compile     torch.compile (Dynamo / Inductor lines, until `torch.compile takes|took X s in total`)
     kv_cache    profiling / KV cache (`Model loading took`, `Available KV cache memory`, `KV cache size`)
     graphs      CUDA graph capture (tqdm `Capturing CUDA graphs (mode, kind): P%|..| k/N [..]`)
+    warmup      warm-up after capture (`Graph capturing finished in` → `init engine … took`: silent, ~9 s)
     api         API server starting (`init engine … took`, `Starting vLLM server on`, uvicorn)
     ready       `Application startup complete.`
 
 A stage can be entered more than once (vLLM compiles inside its profiling run): its time is the sum of
 its segments. Rates come from tqdm's own rate field or from our samples; an ETA only where a rate exists.
-Formats: shared/real-vllm/0.26.0-h200/*.log and shared/reference/facts-vllm-compose.md §1.
+The phrases are startup_rules.py's (one table with the startup parser). Formats:
+shared/real-vllm/0.26.0-h200*/*.log and shared/reference/facts-vllm-compose.md §1.
 """
 
 from __future__ import annotations
@@ -25,79 +29,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from composegen.vllm.startup_rules import COMPILE_TOTAL
+from composegen.vllm import startup_rules as rules
 
 STAGES: dict[str, str] = {
     "pull": "pulling image",
     "create": "creating",
     "nodes": "waiting for nodes",
-    "start": "starting engine",
+    "imports": "imports / starting engine",
     "download": "downloading weights",
     "weights": "loading weights",
     "compile": "torch.compile",
     "kv_cache": "profiling / KV cache",
     "graphs": "CUDA graph capture",
+    "warmup": "warm-up",
     "api": "API server starting",
     "ready": "ready",
 }
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_PREFIX = re.compile(
-    r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?"  # docker --timestamps, compose's service column
-    r"(?:\([\w-]+ pid=\d+\)\s*)*"  # vLLM's process tags, possibly nested
-    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]+\] ?"
-    r"|(?:INFO|WARNING|ERROR):\s+)?"  # vLLM's logger format, or uvicorn's
-)
-# tqdm: vLLM's weight bar `P% Completed | k/N [elapsed<remaining, rate]`, default bars `P%|███| k/N [..]`.
-_TQDM = re.compile(
-    r"(?P<pct>\d+)%(?: Completed \||\|[^|]*\|)\s*(?P<k>\d+)/(?P<n>\d+)"
-    r"(?: \[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.?]+\s*(?:it/s|s/it)|\?it/s)?)?"
-)
-_SHARDS = re.compile(r"^Loading (?:safetensors|pt|npcache|gguf|\w+)(?: checkpoint shards| using \w+ loader)\b")
-_CAPTURE = re.compile(r"^Capturing CUDA graphs?(?: shapes)?(?P<what> \([^)]*\))?")
-_FETCH = re.compile(r"^Fetching \d+ files?\b")
-_NODES_WAIT = re.compile(r"waiting for (?P<n>\d+) remote node|Waiting for remote nodes to join \((?P<k>\d+)/(?P<t>\d+)")
-_FAILED = re.compile(
-    r"EngineCore failed to start|Engine core initialization failed|EngineCore encountered a fatal error"
-    r"|died unexpectedly|Timed out waiting for engine core"
-)
-
-# (stage, pattern searched in the cleaned message); the first match wins.
-_MARKERS: list[tuple[str, re.Pattern[str]]] = [
-    ("ready", re.compile(r"^Application startup complete\.")),
-    (
-        "api",
-        re.compile(
-            r"init engine \(profile, create kv cache, warmup model\) took|^Starting vLLM (?:API )?server"
-            r"|^Available routes are|^Started server process|^Waiting for application startup"
-        ),
-    ),
-    ("graphs", re.compile(r"^Capturing CUDA graph|Graph capturing finished in")),
-    (
-        "compile",
-        re.compile(
-            r"for vLLM's torch\.compile|Dynamo bytecode transform time|Compiling a graph for|Start compiling function"
-            r"|Directly load the compiled graph|torch\.compile is turned on"
-        ),
-    ),
-    (
-        "kv_cache",
-        re.compile(
-            r"Model loading took|Available KV cache memory|KV cache size: [\d,]+ tokens|Initial profiling/warmup run"
-            r"|Memory profiling takes|memory for KV Cache as specified|Maximum concurrency for"
-            + "|"
-            + COMPILE_TOTAL.pattern  # the parser's own pattern for the same line
-        ),
-    ),
-    (
-        "weights",
-        re.compile(
-            r"^Loading weights with|Time spent downloading weights"  # the shard bar itself starts the stage
-        ),
-    ),
-    ("download", re.compile(r"^Using model weights format|" + _FETCH.pattern)),
-    ("nodes", _NODES_WAIT),
-]
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # any terminal escape (tqdm also moves the cursor)
 
 
 def clean(line: str) -> str:
@@ -106,7 +55,7 @@ def clean(line: str) -> str:
     text = _ANSI.sub("", line)
     parts = [p for p in text.split("\r") if p.strip()]
     text = parts[-1] if parts else ""
-    return _PREFIX.sub("", text.strip(), count=1).strip()
+    return rules.LOGGER_PREFIX.sub("", text.strip(), count=1).strip()
 
 
 def _seconds(clock: str) -> float | None:
@@ -202,6 +151,12 @@ class StageTracker:
             stage.entered_at = None
         return True
 
+    def launched(self, at: float) -> None:
+        """The engine's process was launched at `at` (the container started): the imports stage begins, as
+        its first log line comes only after Python's imports."""
+        if self.current is None or self.current.key in ("pull", "create"):
+            self.begin("imports", at)
+
     def progress(self, key: str, done: int, total: int | None, at: float, unit: str = "") -> None:
         """Progress of a stage (entered if it is not current): the rate is measured from our own samples."""
         self.begin(key, at)
@@ -221,24 +176,24 @@ class StageTracker:
             return False
         self.last_line, self.last_line_at = text, at
         over = self.current is not None and self.current.key == "ready"  # later lines are requests, not the start
-        if self.failed is None and not over and _FAILED.search(text):
+        if self.failed is None and not over and rules.START_FAILED.search(text):
             self.failed = text
             return True
         if self.current is None or self.current.key in ("pull", "create"):
-            self.begin("start", at)
+            self.begin("imports", at)
             changed = True
         else:
             changed = False
-        bar = _TQDM.search(text)
-        if bar and (_SHARDS.search(text) or _CAPTURE.search(text) or _FETCH.search(text)):
-            key = "weights" if _SHARDS.search(text) else "graphs" if _CAPTURE.search(text) else "download"
-            capture = _CAPTURE.search(text)
+        bar = rules.TQDM.search(text)
+        shards, capture, fetch = (p.search(text) for p in (rules.SHARD_BAR, rules.CAPTURE_BAR, rules.FETCH_BAR))
+        if bar and (shards or capture or fetch):
+            key = "weights" if shards else "graphs" if capture else "download"
             detail = (capture.group("what") or "").strip(" ()") if capture else ""
             self._tqdm(key, bar, at, "shards" if key == "weights" else "graphs" if key == "graphs" else "files")
             if detail:
                 self.stages[key].detail = detail
             return True
-        for key, pattern in _MARKERS:
+        for key, pattern in rules.STAGE_MARKERS:
             match = pattern.search(text)
             if match is None:
                 continue
@@ -309,15 +264,12 @@ class StageTracker:
         return stage.label
 
 
-_LOGGED = re.compile(r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?) \[")
-
-
 def logged_times(text: str) -> list[tuple[float, str]]:
     """(seconds, line) for a log without Docker timestamps: vLLM's own `MM-DD HH:MM:SS` (seconds since the
     month's start; the year does not matter for durations), a line without one gets its predecessor's time."""
     rows, at = [], 0.0
     for line in text.splitlines():
-        m = _LOGGED.search(_ANSI.sub("", line))
+        m = rules.LOGGED_AT.search(_ANSI.sub("", line))
         if m:
             at = ((int(m["d"]) * 24 + int(m["h"])) * 60 + int(m["m"])) * 60 + float(m["s"])
         rows.append((at, line))
@@ -325,8 +277,21 @@ def logged_times(text: str) -> list[tuple[float, str]]:
 
 
 def from_log(lines: list[tuple[float, str]], started_at: float | None = None) -> StageTracker:
-    """A tracker fed a whole recorded log of (epoch seconds, line) pairs."""
+    """A tracker fed a whole recorded log of (epoch seconds, line) pairs; `started_at` is the launch, when
+    known (the imports stage then starts there)."""
     tracker = StageTracker(started_at if started_at is not None else (lines[0][0] if lines else 0.0))
+    if started_at is not None:
+        tracker.launched(started_at)
     for at, line in lines:
         tracker.feed(line, at)
     return tracker
+
+
+def is_ready_line(line: str) -> bool:
+    """The line vLLM logs when its API server is up (`Application startup complete.`)."""
+    return rules.COMPLETE in line
+
+
+def is_api_server_line(line: str) -> bool:
+    """A line of the API server process: on a multi-node stack it names the head."""
+    return rules.API_PROCESS in line
