@@ -124,7 +124,9 @@ def k8s_nodes(docs: list[dict]) -> dict[int | None, tuple[str, dict, dict]]:
     out: dict[int | None, tuple[str, dict, dict]] = {}
     for rank in range(size):
         template = lwt["leaderTemplate"] if rank == 0 else lwt["workerTemplate"]
-        lws = {"LWS_GROUP_SIZE": str(size), "LWS_WORKER_INDEX": str(rank), "LWS_LEADER_ADDRESS": f"{name}-0.{name}"}
+        # As LWS v0.10.0 sets them (pkg/utils/pod/pod_utils.go, AddLWSVariables); the subdomain is the LWS name.
+        leader = f"{name}-0.{name}.<namespace>"
+        lws = {"LWS_GROUP_SIZE": str(size), "LWS_WORKER_INDEX": str(rank), "LWS_LEADER_ADDRESS": leader}
         node = (template.get("metadata", {}).get("annotations") or {}).get("io.composegen.node", "-")
         out[rank] = (node if rank <= 1 else f"rank {rank}", template, lws)
     return out
@@ -189,29 +191,33 @@ def _split_master(argv: list[str]) -> tuple[list[str], str | None]:
     return [f"{flag}…" if w.startswith(flag) else w for w in argv], value
 
 
+def _spec(t: dict) -> dict:
+    return t["spec"]
+
+
+# compose key → its Kubernetes counterpart in (pod template, vllm container, Service); None: no equivalent.
 _TARGET_KEYS = {
-    "container_name": lambda pod, c, svc: None,
-    "init": lambda pod, c, svc: None,
-    "ulimits": lambda pod, c, svc: None,
-    "devices": lambda pod, c, svc: None,
-    "ipc": lambda pod, c, svc: {"hostIPC": pod.get("hostIPC", False)},
-    "network_mode": lambda pod, c, svc: {"hostNetwork": pod.get("hostNetwork", False)},
-    "cap_add": lambda pod, c, svc: (c.get("securityContext") or {}).get("capabilities"),
-    "ports": lambda pod, c, svc: svc and [f"{p['port']}->{p['targetPort']}" for p in svc["spec"]["ports"]],
-    "restart": lambda pod, c, svc: pod.get("restartPolicy", "Always"),
-    "stop_grace_period": lambda pod, c, svc: pod.get("terminationGracePeriodSeconds"),
-    "healthcheck": lambda pod, c, svc: {k: c[k] for k in ("startupProbe", "readinessProbe") if k in c} or None,
-    "volumes": lambda pod, c, svc: {m["mountPath"]: m["name"] for m in c.get("volumeMounts") or []},
-    "labels": lambda pod, c, svc: None,
+    "container_name": lambda t, c, svc: None,
+    "init": lambda t, c, svc: None,
+    "ulimits": lambda t, c, svc: None,
+    "devices": lambda t, c, svc: None,
+    "ipc": lambda t, c, svc: {"hostIPC": _spec(t).get("hostIPC", False)},
+    "network_mode": lambda t, c, svc: {"hostNetwork": _spec(t).get("hostNetwork", False)},
+    "cap_add": lambda t, c, svc: (c.get("securityContext") or {}).get("capabilities"),
+    "ports": lambda t, c, svc: svc and [f"{p['port']}->{p['targetPort']}" for p in svc["spec"]["ports"]],
+    "restart": lambda t, c, svc: _spec(t).get("restartPolicy", "Always"),
+    "stop_grace_period": lambda t, c, svc: _spec(t).get("terminationGracePeriodSeconds"),
+    "healthcheck": lambda t, c, svc: {k: c[k] for k in ("startupProbe", "readinessProbe") if k in c} or None,
+    "volumes": lambda t, c, svc: {m["mountPath"]: m["name"] for m in c.get("volumeMounts") or []},
+    "labels": lambda t, c, svc: (t.get("metadata") or {}).get("annotations"),
 }
 
 
 def _target_only(node: str, service: dict, template: dict, docs: list[dict]) -> list[TargetOnly]:
-    pod = template["spec"]
-    c = next(c for c in pod["containers"] if c["name"] == "vllm")
+    c = next(c for c in template["spec"]["containers"] if c["name"] == "vllm")
     svc = next((d for d in docs if d.get("kind") == "Service"), None)
     return [
-        TargetOnly(node=node, setting=key, compose=service[key], k8s=counterpart(pod, c, svc))
+        TargetOnly(node=node, setting=key, compose=service[key], k8s=counterpart(template, c, svc))
         for key, counterpart in _TARGET_KEYS.items()
         if key in service
     ]

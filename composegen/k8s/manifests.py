@@ -14,13 +14,13 @@ because the compose stack has the same) go into the header comment and `render -
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from composegen.k8s import weights_init
 from composegen.k8s.expansion import escape, reference
+from composegen.k8s.notes import Notes, stack_notes, workers_share_a_template
 from composegen.profiles import resolve as profiles
 from composegen.profiles.kubernetes import K8S_NAME_RE
 from composegen.profiles.schema import REF_RE, SECRET_RE, Node
@@ -36,26 +36,6 @@ SHM_VOLUME, HF_VOLUME = "dshm", "hf-cache"
 DEFAULT_CLAIM = "hf-cache"
 STARTUP_PERIOD_S = 10
 INSTANCE, COMPONENT = "app.kubernetes.io/instance", "app.kubernetes.io/component"
-
-
-@dataclass(frozen=True)
-class Note:
-    setting: str  # the compose setting, e.g. `ulimits.memlock`
-    value: str  # its value there
-    k8s: str  # what the manifests do instead (empty: nothing)
-
-
-@dataclass
-class Notes:
-    unmapped: list[Note] = field(default_factory=list)
-    adapted: list[Note] = field(default_factory=list)
-    security: list[Note] = field(default_factory=list)
-
-    def add(self, kind: str, setting: str, value: Any, k8s: str = "") -> None:
-        note = Note(setting, value if isinstance(value, str) else _text(value), k8s)
-        target = getattr(self, kind)
-        if note not in target:
-            target.append(note)
 
 
 @dataclass
@@ -106,7 +86,7 @@ def build(r: profiles.Resolved) -> Manifests:
         }
         component = "server"
     else:
-        _workers_share_a_template(r, nodes, notes)
+        workers_share_a_template(nodes, notes)
         workload = {
             "apiVersion": LWS_API,
             "kind": "LeaderWorkerSet",
@@ -125,7 +105,7 @@ def build(r: profiles.Resolved) -> Manifests:
             },
         }
         component = "leader"
-    _stack_notes(r, notes)
+    stack_notes(r, notes, f"{name}-api", STARTUP_PERIOD_S)
     svc = r.profile.service
     service = {
         "apiVersion": "v1",
@@ -327,72 +307,3 @@ def quantity(size: int) -> str:
         if size and size % unit == 0:
             return f"{size // unit}{suffix}"
     return str(size)
-
-
-def _workers_share_a_template(r: profiles.Resolved, nodes: list[Node], notes: Notes) -> None:
-    first = nodes[1]
-    for other in nodes[2:]:
-        for what in ("environment", "gpus", "hf_cache"):
-            if getattr(other, what) != getattr(first, what):
-                notes.add(
-                    "unmapped",
-                    f"nodes.members.{other.name}.{what}",
-                    getattr(other, what) or "-",
-                    f"LWS workers share one template: {first.name}'s is rendered",
-                )
-
-
-def _stack_notes(r: profiles.Resolved, notes: Notes) -> None:
-    svc, p = r.profile.service, r.profile
-    if not p.pinned:
-        notes.add("adapted", "image", p.image, f"as written, not pinned by digest: {p.image_unpinned_reason or '-'}")
-    if svc.container_name:
-        notes.add("unmapped", "container_name", svc.container_name, "pods are named by their workload")
-    if svc.init:
-        notes.add("unmapped", "init", True, "no init process: vllm is the container's PID 1")
-    for key, value in svc.ulimits_plain().items():
-        notes.add("unmapped", f"ulimits.{key}", value, "Kubernetes sets no ulimits: the node runtime's defaults apply")
-    if svc.ipc == "shareable":
-        notes.add("unmapped", "ipc", "shareable", "no per-pod IPC sharing beyond the pod's own containers")
-    if p.nodes is not None and p.nodes.rdma:
-        notes.add(
-            "unmapped",
-            "devices",
-            ["/dev/infiniband:/dev/infiniband"],
-            "needs an RDMA device plugin resource on the nodes (not rendered)",
-        )
-    for node in members(r):
-        where = node.docker_host or node.context or "the local engine"
-        notes.add(
-            "adapted",
-            f"nodes.members.{node.name}",
-            where,
-            "the scheduler places pods; its environment is rendered as written (pin with a nodeSelector)",
-        )
-    if p.nodes is not None:
-        notes.add("adapted", "command.--master-addr", p.nodes.master_addr, "$(LWS_LEADER_ADDRESS), the leader pod")
-    port = svc.port
-    where = f"{port.bind}:{port.host}" + ("" if p.nodes else f"->{port.container}")
-    notes.add("adapted", "ports", where, f"Service {k8s_name(r.name)}-api port {port.host} (ClusterIP)")
-    if p.nodes is not None and port.bind not in ("0.0.0.0", "::"):
-        notes.add(
-            "adapted",
-            "service.port.bind",
-            port.bind,
-            "vLLM listens there as in compose: the Service reaches it only with bind 0.0.0.0",
-        )
-    restart = "RecreateGroupOnPodRestart" if p.nodes else "Always (the only policy a Deployment allows)"
-    notes.add("adapted", "restart", svc.restart, f"restartPolicy {restart}")
-    notes.add(
-        "adapted",
-        "healthcheck",
-        f"start_period {svc.startup_timeout}s",
-        f"startupProbe {STARTUP_PERIOD_S}s x {math.ceil(svc.startup_timeout / STARTUP_PERIOD_S)} "
-        "(the kubelet restarts a container that misses it), readinessProbe /health",
-    )
-    if p.monitoring.prometheus:
-        notes.add("unmapped", "monitoring.prometheus", True, "the compose stack's Prometheus is not rendered")
-
-
-def _text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value

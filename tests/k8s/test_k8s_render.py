@@ -198,3 +198,13 @@ def test_init_container_check_judges_as_composegen_weights_does(tmp_path):
     assert res.returncode == 1 and judged.missing == ["model-00002.safetensors"]
     assert "missing: model-00002.safetensors" in res.stdout
     assert _init_check(tmp_path / "nowhere").returncode == 1
+
+
+def test_fixture_profile_matches_golden_files(tmp_path):
+    from tests.support.helpers import MINIMAL, make_project
+
+    root = make_project(tmp_path, {"tiny": MINIMAL})
+    assert run_cli("--root", str(root), "render", "--target", "k8s").returncode == 0
+    golden = REPO / "tests/data/golden"
+    for name in ("deployment.yaml", "service.yaml", "kustomization.yaml"):
+        assert (root / "out/tiny/k8s" / name).read_text() == (golden / f"tiny.k8s.{name}").read_text(), name

@@ -17,7 +17,7 @@ SHIPPED = sorted((REPO / "out").glob("*/k8s/*.yaml"))
 
 
 def _objects():
-    for path in SHIPPED:
+    for path in [*SHIPPED, *sorted((REPO / "tests/data/golden").glob("tiny.k8s.*.yaml"))]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         if doc["kind"] != "Kustomization":
             yield pytest.param(doc, id=f"{path.parent.parent.name}/{path.name}")
