@@ -19,10 +19,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field
 
-from composegen.diff.composeyaml import parse_compose_text, read_file
+from composegen.diff.composeyaml import load_yaml, parse_compose_text, read_file
 from composegen.errors import BadInput
 from composegen.k8s import expansion
 from composegen.k8s.manifests import quantity
@@ -104,11 +103,14 @@ def k8s_documents(directory: Path) -> list[dict]:
     kustomization = directory / "kustomization.yaml"
     if not kustomization.is_file():
         raise BadInput(f"{directory}: diff input: no kustomization.yaml (give out/NAME/k8s/)")
-    docs = [yaml.safe_load(read_file(kustomization, str(kustomization)))]
-    for name in docs[0].get("resources") or []:
-        if "/" in str(name) or str(name).startswith("."):
+    docs = [load_yaml(read_file(kustomization, str(kustomization)), str(kustomization))]
+    resources = docs[0].get("resources") if isinstance(docs[0], dict) else None
+    if not isinstance(resources, list):
+        raise BadInput(f"{kustomization}: resources: expected a list of this directory's files")
+    for name in resources:
+        if not isinstance(name, str) or "/" in name or name.startswith("."):
             raise BadInput(f"{kustomization}: resources: {name!r} is not a file of this directory")
-        docs.append(yaml.safe_load(read_file(directory / str(name), f"{directory}/{name}")))
+        docs.append(load_yaml(read_file(directory / name, f"{directory}/{name}"), f"{directory}/{name}"))
     return [d for d in docs if isinstance(d, dict)]
 
 
@@ -157,7 +159,18 @@ def _k8s_facts(template: dict, lws: dict[str, str]) -> dict[str, Any]:
 # ------------------------------------------------------------------ compare
 
 
+_SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, StopIteration, IndexError)
+
+
 def compare(compose_texts: dict[str, str], k8s_docs: list[dict], labels: tuple[str, str]) -> TargetsDiffReport:
+    """Per node: the engine's facts from both sides (a hand-edited side of the wrong shape is bad input)."""
+    try:
+        return _compare(compose_texts, k8s_docs, labels)
+    except _SHAPE_ERRORS as exc:
+        raise BadInput(f"{labels[1]}: not a workload composegen can compare ({type(exc).__name__}: {exc})") from None
+
+
+def _compare(compose_texts: dict[str, str], k8s_docs: list[dict], labels: tuple[str, str]) -> TargetsDiffReport:
     composed, kube = compose_nodes(compose_texts), k8s_nodes(k8s_docs)
     facts: list[Fact] = []
     only: list[TargetOnly] = []
@@ -254,7 +267,7 @@ def load(root: Path, a: str, b: str | None) -> TargetsDiffReport:
         r = profiles.load(Project(Path(root)), a)
         texts = {f"profile:{key}": text for key, text in render.render_stack(r).items()}
         files, _ = output.render_profile(r)
-        docs = [yaml.safe_load(text) for key, text in files.items() if not key.endswith("kustomization.yaml")]
+        docs = [load_yaml(text, key) for key, text in files.items() if not key.endswith("kustomization.yaml")]
         return compare(texts, docs, (f"profile:{a} (compose)", f"profile:{a} (k8s)"))
     side_a, side_b = (_existing(spec, Path(root)) for spec in (a, b))
     if side_a.is_dir():  # out/NAME of a multi-node profile: its node files

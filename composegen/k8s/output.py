@@ -121,40 +121,28 @@ def rendered_profiles(project: Project) -> set[str]:
     return {d.parent.name for d in out.glob(f"*/{K8S_DIR}") if d.is_dir() and not d.is_symlink()}
 
 
-def render_all(
-    project: Project, names: list[str] | None = None, *, existing_only: bool = False
-) -> tuple[dict[str, str], list[Manifests]]:
-    """The k8s files of the named profiles (all by default; with existing_only, only those with out/NAME/k8s/)."""
-    rendered: dict[str, str] = {}
-    built = []
-    keep = rendered_profiles(project) if existing_only else None
-    for r in profiles.load_all(project, names):
-        if keep is not None and r.name not in keep:
-            continue
-        files, m = render_profile(r)
-        rendered.update(files)
-        built.append(m)
-    return rendered, built
-
-
 TARGETS = ("compose", "k8s", "all")
 
 
 def render_targets(
     project: Project, names: list[str] | None, target: str | None
 ) -> tuple[dict[str, str], list[Manifests], tuple[str, ...]]:
-    """Every file `render` writes or checks, the k8s manifests among them, and the targets whose orphans
-    count. No --target: compose, plus k8s for every profile that already has out/NAME/k8s/ (so a profile
-    rendered for Kubernetes once stays fresh and drift-checked); else compose, k8s, or all of both."""
+    """Every file `render` writes or checks (in memory first: bad input writes nothing), the k8s manifests
+    among them, and the targets whose orphans count. No --target: compose, plus k8s for every profile that
+    already has out/NAME/k8s/ (rendered for Kubernetes once, a profile stays fresh and drift-checked);
+    else compose, k8s, or all of both. Each profile is loaded once for both targets."""
     from composegen import render as compose
 
+    keep = rendered_profiles(project) if target is None else None
     rendered: dict[str, str] = {}
-    if target in (None, "compose", "all"):
-        rendered |= compose.render_all(project, names)
     built: list[Manifests] = []
-    if target != "compose":
-        k8s, built = render_all(project, names, existing_only=target is None)
-        rendered |= k8s
+    for r in profiles.load_all(project, names):
+        if target != "k8s":
+            rendered |= compose.render_stack(r) | compose.monitoring_files(r)
+        if target != "compose" and (keep is None or r.name in keep):
+            files, m = render_profile(r)
+            rendered |= files
+            built.append(m)
     swept = {None: ("compose", "k8s"), "compose": ("compose",), "k8s": ("k8s",), "all": ("compose", "k8s")}
     return rendered, built, swept[target]
 

@@ -57,3 +57,23 @@ def test_bad_targets_and_missing_side_are_bad_input():
     assert run_cli("diff", "r33").returncode == 2
     res = run_cli("diff", "out/r33/compose.yaml", "out/r33/compose.yaml", "--targets", "compose,k8s")
     assert res.returncode == 2 and "directory" in res.stderr
+
+
+def test_hostile_or_broken_k8s_sides_are_one_line_of_bad_input(tmp_path):
+    cases = {
+        "aliases": "a: &x [1]\nb: [*x, *x]\n",
+        "no-containers": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec: {template: {spec: {}}}\n",
+        "not-yaml": "a: [\n",
+    }
+    for name, text in cases.items():
+        k8s = tmp_path / name
+        k8s.mkdir()
+        (k8s / "kustomization.yaml").write_text("resources: [deployment.yaml]\n")
+        (k8s / "deployment.yaml").write_text(text)
+        res = run_cli("diff", "out/4096-131k/compose.yaml", str(k8s), "--targets", "compose,k8s")
+        assert res.returncode == 2, (name, res.stdout, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, (name, res.stderr)
+    (tmp_path / "escape").mkdir()
+    (tmp_path / "escape" / "kustomization.yaml").write_text("resources: [../../etc/passwd]\n")
+    res = run_cli("diff", "out/4096-131k/compose.yaml", str(tmp_path / "escape"), "--targets", "compose,k8s")
+    assert res.returncode == 2 and "not a file of this directory" in res.stderr
