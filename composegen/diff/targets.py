@@ -239,7 +239,8 @@ def _target_only(node: str, service: dict, template: dict, docs: list[dict]) -> 
 def format_text(report: TargetsDiffReport) -> str:
     lines = [f"--- compose: {report.compose}", f"+++ k8s:     {report.k8s}"]
     for f in report.facts:
-        shown = f"{len(f.compose)} words" if f.fact == "argv" else ("…" if f.fact == "environment" else f.compose)
+        counted = {"argv": "words", "environment": "variables"}
+        shown = f"{len(f.compose)} {counted[f.fact]}" if f.fact in counted else f.compose
         lines.append(
             f"  {'equal ' if f.equal else 'DIFFER'}  {f.node}  {f.fact}: "
             + (f"{shown}" if f.equal else f"compose {f.compose!r}  k8s {f.k8s!r}")
