@@ -276,10 +276,10 @@ def render_all(project: Project, names: list[str] | None = None) -> dict[str, st
 
 
 def out_file(project: Project, name: str) -> Path:
-    """out/NAME[/NODE]/compose.yaml (out/NAME[/NODE]/FILE for a MONITORING_FILES key), refused when a link
-    under out/ would send it elsewhere."""
+    """out/NAME[/NODE]/compose.yaml, or out/KEY for a key naming a file (monitoring, NAME/k8s/FILE); refused
+    when a link under out/ would send it elsewhere."""
     parts = name.split("/")
-    if len(parts) > 1 and parts[-1] in MONITORING_FILES:
+    if parts[-1] in MONITORING_FILES or (len(parts) == 3 and parts[1] == K8S_DIR and parts[2] in K8S_FILES):
         return project.inside(project.out_dir, *parts)
     return project.inside(project.out_dir, *parts, "compose.yaml")
 
@@ -296,7 +296,9 @@ def write(project: Project, rendered: dict[str, str]) -> list[str]:
     return written
 
 
-def check(project: Project, rendered: dict[str, str], *, all_profiles: bool) -> list[Drift]:
+def check(
+    project: Project, rendered: dict[str, str], *, all_profiles: bool, targets: tuple[str, ...] = ("compose",)
+) -> list[Drift]:
     drift: list[Drift] = []
     for name, text in rendered.items():
         path = out_file(project, name)
@@ -308,29 +310,30 @@ def check(project: Project, rendered: dict[str, str], *, all_profiles: bool) -> 
             )
             drift.append(Drift(rel, "stale" if current else "missing", diff))
     if all_profiles:
-        for compose in orphans(project, rendered):
+        for compose in orphans(project, rendered, targets):
             rel = project.rel(compose)
             lines = compose.read_text(encoding="utf-8").splitlines(True)
             drift.append(Drift(rel, "orphan", "".join(difflib.unified_diff(lines, [], f"a/{rel}", "/dev/null"))))
     return drift
 
 
-def orphans(project: Project, rendered: dict[str, str]) -> list:
-    """Compose files in out/ that no profile (or node) renders any more. Both depths:
-    out/NAME/compose.yaml (single node) and out/NAME/NODE/compose.yaml (multi-node)."""
+def orphans(project: Project, rendered: dict[str, str], targets: tuple[str, ...] = ("compose",)) -> list:
+    """Generated files in out/ that no profile (or node) renders any more, of the given targets: compose
+    (out/NAME/compose.yaml, out/NAME/NODE/compose.yaml and the monitoring files beside them) and k8s
+    (out/NAME/k8s/FILE)."""
     if not project.out_dir.is_dir() or project.out_dir.is_symlink():
         return []
-    found = [c for c in project.out_dir.glob("*/compose.yaml") if c.parent.name not in rendered]
-    found += [
-        c for c in project.out_dir.glob("*/*/compose.yaml") if f"{c.parent.parent.name}/{c.parent.name}" not in rendered
-    ]
-    for extra in MONITORING_FILES:  # beside a compose file, keyed by their own path (monitoring_files)
-        found += [f for f in project.out_dir.glob(f"*/{extra}") if f"{f.parent.name}/{extra}" not in rendered]
-        found += [
-            f
-            for f in project.out_dir.glob(f"*/*/{extra}")
-            if f"{f.parent.parent.name}/{f.parent.name}/{extra}" not in rendered
-        ]
+    patterns = []
+    if "compose" in targets:
+        patterns += [f"{depth}{f}" for depth in ("*/", "*/*/") for f in ("compose.yaml", *MONITORING_FILES)]
+    if "k8s" in targets:
+        patterns += [f"*/{K8S_DIR}/{f}" for f in K8S_FILES]
+    found = set()
+    for pattern in patterns:
+        for path in project.out_dir.glob(pattern):
+            parts = path.relative_to(project.out_dir).parts
+            if "/".join(parts[:-1] if parts[-1] == "compose.yaml" else parts) not in rendered:
+                found.add(path)
     return sorted(c for c in found if not _linked(project, c))
 
 
@@ -340,23 +343,24 @@ def _linked(project: Project, path: Path) -> bool:
     return any((project.out_dir / Path(*rel.parts[: i + 1])).is_symlink() for i in range(len(rel.parts)))
 
 
-def remove_orphans(project: Project, rendered: dict[str, str]) -> list[str]:
+def remove_orphans(project: Project, rendered: dict[str, str], targets: tuple[str, ...] = ("compose",)) -> list[str]:
     """Delete orphaned files that composegen generated (its header says so); anything else is left."""
     removed = []
-    for compose in orphans(project, rendered):
+    for compose in orphans(project, rendered, targets):
         text = compose.read_text(encoding="utf-8")
         # JSON has no comments: the dashboard says where it came from in its description
         if text.startswith(GENERATED_HEADER) or f'"description": "{GENERATED_HEADER[2:]}' in text[:2000]:
             compose.unlink()
-            for parent in (compose.parent, compose.parent.parent):
-                if parent != project.out_dir and parent.is_dir() and not any(parent.iterdir()):
-                    parent.rmdir()
+            for parent in compose.relative_to(project.out_dir).parents[:-1]:  # emptied folders below out/
+                if not any((folder := project.out_dir / parent).iterdir()):
+                    folder.rmdir()
             removed.append(project.rel(compose))
     return removed
 
 
 # --- `monitoring: {prometheus: true}`: a Prometheus service, its scrape configuration, a Grafana dashboard ---
 MONITORING_FILES = ("prometheus.yml", "grafana-dashboard.json")
+K8S_DIR, K8S_FILES = "k8s", ("kustomization.yaml", "deployment.yaml", "leaderworkerset.yaml", "service.yaml")
 
 
 def _monitoring(r: profiles.Resolved, node: Node | None, ctx: dict[str, Any]) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ RANKS = {
     "vllm": 2,
     "profiles": 3,
     "render": 4, "shm": 4, "weights": 4,
+    "k8s": 4.5,  # renders from render's node helpers; read back by diff (diff --targets compose,k8s)
     "diff": 5,
     "stack": 6,
     "evidence": 7, "monitor": 7,

@@ -102,6 +102,12 @@ def render(
         None, help="Profiles to render (all by default).", autocompletion=complete_profile
     ),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."),
+    target: str | None = typer.Option(
+        None,
+        "--target",
+        help="compose, k8s (out/NAME/k8s/: docs/kubernetes.md) or all; default: compose, plus k8s where "
+        "out/NAME/k8s/ exists.",
+    ),
     json_: bool = JsonOpt,
 ):
     """Render out/<name>/compose.yaml from profiles/<name>.yaml (all: also remove generated files of
@@ -111,13 +117,17 @@ def render(
     """
     from composegen import render as rendering
     from composegen import rendercache
+    from composegen.errors import BadInput
+    from composegen.k8s import output as k8s
 
+    if target is not None and target not in k8s.TARGETS:
+        raise BadInput(f"--target: {target!r} is not one of {', '.join(k8s.TARGETS)}")
     project = _project()
-    plain_check = check and not names and not json_  # the form cli/fastpath.py answers from the cache
+    plain_check = check and not names and not json_ and target is None  # what cli/fastpath.py answers
     inputs = rendercache.fingerprint(project.root) if plain_check else None  # hashed before rendering
-    rendered = rendering.render_all(project, names)
+    rendered, built, swept = k8s.render_targets(project, names, target)
     if check:
-        drift = rendering.check(project, rendered, all_profiles=not names)
+        drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
         if json_:
             from composegen.profiles import reports
 
@@ -134,16 +144,23 @@ def render(
             rendercache.remember(project.root, inputs, line)
         return
     written = rendering.write(project, rendered)
-    removed = rendering.remove_orphans(project, rendered) if not names else []
+    removed = rendering.remove_orphans(project, rendered, swept) if not names else []
     if json_:
         from composegen.profiles import reports
 
         unchanged = len(rendered) - len(written)
-        return emit_json(reports.RenderReport(written=written, removed=removed, unchanged=unchanged).to_json())
+        report = reports.RenderReport(written=written, removed=removed, unchanged=unchanged, k8s=k8s.report(built))
+        return emit_json(report.to_json())
     for path in written:
         out(f"wrote {path}")
     for path in removed:
         out(f"removed {path} (no profile renders it)")
+    for m in (m for m in built if f"out/{m.profile}/k8s/{m.workload_file}" in written):
+        for note in m.notes.security:
+            out(f"{m.profile}: k8s security: {note.k8s} (compose: {note.setting}: {note.value})")
+        if m.notes.unmapped:
+            out(f"{m.profile}: k8s: {len(m.notes.unmapped)} compose setting(s) have no equivalent: "
+                + ", ".join(n.setting for n in m.notes.unmapped))  # fmt: skip
     out(f"{len(written)} written, {len(removed)} removed, {len(rendered) - len(written)} unchanged")
 
 
@@ -211,20 +228,37 @@ def diff(
         help="Profile name, compose file, or REF:path (e.g. HEAD~1:out/r33/compose.yaml).",
         autocompletion=complete_profile,
     ),
-    b: str = typer.Argument(
-        ..., help="The other side, in any of the same forms as the first.", autocompletion=complete_profile
+    b: str | None = typer.Argument(
+        None,
+        help="The other side, in any of the same forms as the first (or out/NAME/k8s/ with --targets).",
+        autocompletion=complete_profile,
     ),
     functional_only: bool = typer.Option(False, "--functional-only", help="Exit status from functional changes alone."),
     unified: bool = typer.Option(False, "--unified", help="Plain unified diff of the two files."),
+    targets: str | None = typer.Option(
+        None, "--targets", help="compose,k8s: the same profile's two renderings, functionally (docs/kubernetes.md)."
+    ),
     json_: bool = JsonOpt,
 ):
     """Semantic diff of two stacks: every change classed functional or identity.
 
     Example: composegen diff 4096-131k 8192-131k --functional-only
     """
-    from composegen.diff import semantic as diffing
+    from composegen.errors import BadInput
 
     project = _project()
+    if targets is not None:
+        if targets.replace(" ", "") not in ("compose,k8s", "k8s,compose"):
+            raise BadInput(f"--targets: {targets!r}: only compose,k8s can be compared")
+        from composegen.diff import targets as cross
+
+        report = cross.load(project.root, a, b)
+        emit_json(report.to_json()) if json_ else out(cross.format_text(report))
+        raise typer.Exit(0 if report.equal else 1)
+    if b is None:
+        raise BadInput("diff: give two inputs (or NAME --targets compose,k8s)")
+    from composegen.diff import semantic as diffing
+
     side_a, side_b = diffing.load_side(a, project.root), diffing.load_side(b, project.root)
     identity = diffing.identity_paths_for(project, [a, b])
     changes = diffing.compare(side_a.data, side_b.data, identity_paths=identity)

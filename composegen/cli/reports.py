@@ -19,6 +19,7 @@ REPORTS: dict[str, str] = {
     "status": "composegen.stack.reports:StatusReport",
     "compare": "composegen.evidence.compare:CompareReport",
     "diff": "composegen.diff.semantic:DiffChange",
+    "diff-targets": "composegen.diff.targets:TargetsDiffReport",
     "list": "composegen.profiles.reports:ListReport",
     "validate": "composegen.profiles.reports:ValidateReport",
     "show": "composegen.profiles.reports:ShowReport",

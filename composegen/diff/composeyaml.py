@@ -7,6 +7,7 @@ them. Problems are BadInput `label:line: field: problem`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,13 +17,13 @@ from composegen.errors import BadInput
 MAX_COMPOSE_CHARS = 1 << 20  # a compose file is a few kB; a megabyte is a mistake or a bomb
 
 
-def parse_compose_text(text: str, label: str) -> dict:
-    """YAML text → dict; errors become `label:line: yaml: problem`. Aliases are refused (a few lines of
-    nested aliases expand to gigabytes when the diff walks them) and the text is bounded."""
+def load_yaml(text: str, label: str) -> Any:
+    """YAML text → data, bounded, aliases refused (a few lines of nested aliases expand to gigabytes when the
+    diff walks them); errors become `label:line: yaml: problem`."""
     if len(text) > MAX_COMPOSE_CHARS:
         raise BadInput(f"{label}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file")
     try:
-        data = yaml.load(text, Loader=_ComposeLoader)
+        return yaml.load(text, Loader=_ComposeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -30,6 +31,11 @@ def parse_compose_text(text: str, label: str) -> dict:
         raise BadInput(f"{label}:{line}: yaml: {problem}") from None
     except RecursionError:
         raise BadInput(f"{label}:1: yaml: nested too deeply") from None
+
+
+def parse_compose_text(text: str, label: str) -> dict:
+    """Compose YAML text → dict (load_yaml), with every service's shape checked."""
+    data = load_yaml(text, label)
     if not isinstance(data, dict):
         kind = "an empty document" if data is None else type(data).__name__
         raise BadInput(f"{label}:1: top level: expected a Compose mapping, got {kind}")

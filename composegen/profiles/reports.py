@@ -50,12 +50,30 @@ class ShowReport(Report):
     warnings: list[str]
 
 
+class K8sNote(Report):
+    setting: str = Field(description="the compose setting, e.g. ulimits.memlock")
+    value: str = Field(description="its value in the compose stack")
+    k8s: str = Field(description="what the manifests do instead")
+
+
+class K8sRendered(Report):
+    """One profile's out/NAME/k8s/ (docs/kubernetes.md): what Kubernetes could not say, never dropped silently."""
+
+    profile: str
+    kind: Literal["Deployment", "LeaderWorkerSet"]
+    files: list[str]
+    unmapped: list[K8sNote] = Field(description="compose settings without a Kubernetes equivalent: not rendered")
+    adapted: list[K8sNote] = Field(description="rendered another way than compose does")
+    security: list[K8sNote] = Field(description="hostIPC, hostNetwork, capabilities, hostPath: as the stack has them")
+
+
 class RenderReport(Report):
     """`composegen render --json`."""
 
     written: list[str]
     removed: list[str] = Field(description="generated files of profiles that no longer exist")
     unchanged: int
+    k8s: list[K8sRendered] = Field(default_factory=list, description="profiles rendered for Kubernetes")
 
 
 class Drift(Report):

@@ -67,7 +67,7 @@ class Resolved:
         engine never sees (qualify criteria, emulator settings, diff identity paths) are left out, so
         editing them neither rewrites out/ nor marks a running stack as drifted."""
         # exclude_defaults: a new optional schema field must not change every existing hash.
-        outside: dict = {k: True for k in ("extends", "description", "qualify", "emulate", "identity")}
+        outside: dict = {k: True for k in ("extends", "description", "qualify", "emulate", "identity", "kubernetes")}
         outside["service"] = {"memory_guard": True}  # composegen's own watch, never the engine's
         doc = {
             "profile": self.profile.model_dump(mode="json", exclude=outside, exclude_defaults=True),

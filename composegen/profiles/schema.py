@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from composegen.profiles.kubernetes import Kubernetes
 from composegen.units import DURATION_PATTERN, parse_duration
 
 DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$")
@@ -384,6 +385,7 @@ class Profile(Strict):
     nodes: Nodes | None = Field(None, description="one profile across several hosts (vLLM multi-node, mp backend)")
     emulate: Emulate = Field(default_factory=Emulate)
     monitoring: Monitoring = Field(default_factory=lambda: Monitoring.model_validate({}))
+    kubernetes: Kubernetes = Field(default_factory=lambda: Kubernetes.model_validate({}))
 
     @field_validator("image")
     @classmethod

@@ -25,7 +25,10 @@ print("HEAVY", heavy, file=sys.stderr)
 
 @pytest.mark.parametrize(
     "argv",
-    [["render", "--check"], ["validate"], ["diff", "8192-131k", "4096-131k"], ["show", "r33"], ["list"], ["schema"]],
+    [
+        *[["render", "--check"], ["validate"], ["diff", "8192-131k", "4096-131k"], ["show", "r33"], ["list"]],
+        *[["schema"], ["render", "--check", "--target", "k8s"], ["diff", "dspark-2x", "--targets", "compose,k8s"]],
+    ],
 )
 def test_fast_paths_never_import_docker_libraries(argv):
     res = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], cwd=REPO, capture_output=True, text=True)

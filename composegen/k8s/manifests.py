@@ -1,0 +1,309 @@
+"""The Kubernetes objects of a resolved profile, built from the same facts as its compose file.
+
+One node: a Deployment (one replica, Recreate: the GPUs are never held twice). `nodes:`: a LeaderWorkerSet
+(leaderworkerset.x-k8s.io/v1) whose group size is the node count; the leader runs rank 0's argv, the
+workers the headless argv, with `--nnodes`, `--node-rank` and `--master-addr` read from the variables LWS
+injects (LWS_GROUP_SIZE, LWS_WORKER_INDEX, LWS_LEADER_ADDRESS) through Kubernetes' own `$(VAR)` expansion.
+Every other word of argv is the compose node's, `$`-escaped. A Service publishes the API (the leader).
+
+What Kubernetes cannot say is never dropped silently: `Notes.unmapped` (not rendered), `Notes.adapted`
+(rendered another way) and `Notes.security` (hostIPC, hostNetwork, capabilities, hostPath — emitted only
+because the compose stack has the same) go into the header comment and `render --json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from composegen.k8s import weights_init
+from composegen.k8s.expansion import escape, reference
+from composegen.k8s.notes import Notes, stack_notes, workers_share_a_template
+from composegen.profiles import resolve as profiles
+from composegen.profiles.kubernetes import K8S_NAME_RE
+from composegen.profiles.schema import REF_RE, SECRET_RE, Node
+from composegen.render import LABEL_PREFIX, members
+from composegen.units import parse_bytes, parse_duration
+from composegen.weights import cache
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+# vLLM flag → the LWS variable that carries its value in every pod of a group.
+LWS_FLAGS = {"nnodes": "LWS_GROUP_SIZE", "node-rank": "LWS_WORKER_INDEX", "master-addr": "LWS_LEADER_ADDRESS"}
+GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}  # device-plugin resource per compose driver
+SHM_VOLUME, HF_VOLUME = "dshm", "hf-cache"
+DEFAULT_CLAIM = "hf-cache"
+STARTUP_PERIOD_S = 10
+INSTANCE, COMPONENT = "app.kubernetes.io/instance", "app.kubernetes.io/component"
+
+
+@dataclass
+class Manifests:
+    profile: str
+    name: str
+    kind: str  # Deployment or LeaderWorkerSet
+    workload: dict
+    service: dict
+    notes: Notes
+
+    @property
+    def workload_file(self) -> str:
+        return f"{self.kind.lower()}.yaml"
+
+
+def k8s_name(profile: str) -> str:
+    """The objects' name: a DNS label with room for the suffixes LWS and ReplicaSets add."""
+    base = f"composegen-{profile}".replace("_", "-")
+    if len(base) <= 40:
+        return base
+    return f"{base[:31].rstrip('-')}-{hashlib.sha256(profile.encode()).hexdigest()[:8]}"
+
+
+def build(r: profiles.Resolved) -> Manifests:
+    notes = Notes()
+    name = k8s_name(r.name)
+    nodes = members(r)
+    top = {f"{LABEL_PREFIX}profile": r.name, f"{LABEL_PREFIX}hash": r.hash}
+    meta: dict[str, Any] = {
+        "name": name,
+        "labels": {INSTANCE: name, "app.kubernetes.io/managed-by": "composegen"},
+        "annotations": top,
+    }
+    workload: dict[str, Any]
+    if not nodes:
+        pod = _pod(r, None, name, "server", notes)
+        workload = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},
+                "selector": {"matchLabels": {INSTANCE: name, COMPONENT: "server"}},
+                "template": pod,
+            },
+        }
+        component = "server"
+    else:
+        workers_share_a_template(nodes, notes)
+        workload = {
+            "apiVersion": LWS_API,
+            "kind": "LeaderWorkerSet",
+            "metadata": meta,
+            "spec": {
+                "replicas": 1,
+                # vLLM's head waits for its workers: the workers must start before the leader is ready.
+                "startupPolicy": "LeaderCreated",
+                "leaderWorkerTemplate": {
+                    "size": len(nodes),
+                    # composegen starts and stops the ranks together; a lone restarted rank cannot rejoin.
+                    "restartPolicy": "RecreateGroupOnPodRestart",
+                    "leaderTemplate": _pod(r, nodes[0], name, "leader", notes),
+                    "workerTemplate": _pod(r, nodes[1], name, "worker", notes),
+                },
+            },
+        }
+        component = "leader"
+    stack_notes(r, notes, f"{name}-api", STARTUP_PERIOD_S)
+    svc = r.profile.service
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{name}-api", "labels": meta["labels"], "annotations": top},
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {INSTANCE: name, COMPONENT: component},
+            "ports": [{"name": "http", "protocol": "TCP", "port": svc.port.host, "targetPort": "http"}],
+        },
+    }
+    return Manifests(r.name, name, workload["kind"], workload, service, notes)
+
+
+def lws_argv(r: profiles.Resolved, node: Node) -> list[str]:
+    """A node's compose argv, escaped for Kubernetes, with the LWS-supplied values as `$(VAR)`."""
+    words = [escape(w) for w in r.argv(node)]
+    nodes = r.profile.nodes
+    assert nodes is not None
+    values = {"nnodes": len(nodes.members), "node-rank": node.rank, "master-addr": nodes.master_addr}
+    for flag, var in LWS_FLAGS.items():
+        compose = [escape(w) for w in r.catalog.argv(flag, values[flag])]
+        at = next(i for i in range(len(words)) if words[i : i + len(compose)] == compose)
+        head, _, _ = compose[-1].rpartition("=")
+        words[at + len(compose) - 1] = f"{head}={reference(var)}" if len(compose) == 1 else reference(var)
+    return words
+
+
+def _pod(r: profiles.Resolved, node: Node | None, name: str, component: str, notes: Notes) -> dict:
+    p, svc = r.profile, r.profile.service
+    host_network = node is not None  # composegen's multi-node compose files run on the host network
+    labels = {INSTANCE: name, COMPONENT: component}
+    annotations = {
+        f"{LABEL_PREFIX}profile": r.name,
+        f"{LABEL_PREFIX}hash": r.hash,
+        f"{LABEL_PREFIX}served-name": p.model.served_name,
+        f"{LABEL_PREFIX}vllm-version": p.vllm_version,
+    }
+    if node is not None:
+        annotations |= {f"{LABEL_PREFIX}node": node.name, f"{LABEL_PREFIX}node-rank": str(node.rank)}
+    volumes, mounts, hf_path = _volumes(r, node, notes)
+    main = _container(r, node, mounts, notes)
+    spec: dict[str, Any] = {}
+    if svc.ipc == "host":
+        spec["hostIPC"] = True
+        notes.add("security", "ipc", "host", "hostIPC: true")
+    if host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # LWS_LEADER_ADDRESS is a cluster DNS name
+        notes.add("security", "network_mode", "host", "hostNetwork: true (dnsPolicy ClusterFirstWithHostNet)")
+    spec["terminationGracePeriodSeconds"] = math.ceil(parse_duration(svc.stop_grace_period) or 0)
+    if hf_path is not None:
+        spec["initContainers"] = [_weights_container(r, hf_path, mounts)]
+    spec["containers"] = [main]
+    spec["volumes"] = volumes
+    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+
+
+def _container(r: profiles.Resolved, node: Node | None, mounts: list[dict], notes: Notes) -> dict:
+    p, svc = r.profile, r.profile.service
+    headless = node is not None and node.rank != 0
+    port = svc.port.container if node is None else svc.port.host  # on the host network vLLM binds the host port
+    c: dict[str, Any] = {
+        "name": "vllm",
+        "image": p.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["vllm", "serve"],
+        "args": [escape(w) for w in r.argv()] if node is None else lws_argv(r, node),
+    }
+    env = _env(r, node, notes)
+    if env:
+        c["env"] = env
+    if not headless:
+        c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    gpus = (node.gpus if node is not None and node.gpus else None) or svc.gpus
+    resource = GPU_RESOURCES.get(gpus.driver)
+    if resource is None:
+        notes.add("unmapped", "gpus.driver", gpus.driver, "no known device-plugin resource: no GPU limit rendered")
+    else:
+        c["resources"] = {"limits": {resource: gpus.n}}
+    if gpus.device_ids is not None:
+        notes.add("adapted", "gpus.device_ids", gpus.device_ids, f"{resource}: {gpus.n} (the device plugin picks)")
+    c["volumeMounts"] = mounts
+    if node is not None and r.profile.nodes is not None and r.profile.nodes.rdma:
+        c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+        notes.add("security", "cap_add", ["IPC_LOCK"], "securityContext.capabilities.add: [IPC_LOCK]")
+    if not headless:
+        c |= _probes(r, node)
+    return c
+
+
+def _probes(r: profiles.Resolved, node: Node | None) -> dict:
+    svc = r.profile.service
+    get: dict[str, Any] = {"path": "/health", "port": "http"}
+    if node is not None and svc.port.bind not in ("0.0.0.0", "::", ""):
+        get["host"] = svc.port.bind  # hostNetwork, API bound to one address: the kubelet asks it there
+    # period × failureThreshold covers the whole load, as compose's start_period does.
+    return {
+        "startupProbe": {
+            "httpGet": get,
+            "periodSeconds": STARTUP_PERIOD_S,
+            "timeoutSeconds": 5,
+            "failureThreshold": math.ceil(svc.startup_timeout / STARTUP_PERIOD_S),
+        },
+        "readinessProbe": {"httpGet": get, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 3},
+    }
+
+
+def _env(r: profiles.Resolved, node: Node | None, notes: Notes) -> list[dict]:
+    merged = {**r.profile.service.environment, **(node.environment if node is not None else {})}
+    out: list[dict[str, Any]] = []
+    for key, value in sorted(merged.items()):
+        text = str(value)
+        if not REF_RE.fullmatch(text):
+            out.append({"name": key, "value": escape(text)})
+            continue
+        var = text[2:].split("}")[0].split(":")[0].split("-")[0].split("?")[0]
+        if SECRET_RE.search(key) or SECRET_RE.search(var):
+            # compose passes an unset `${VAR}` as empty; only `${VAR:?why}` / `${VAR?why}` insists on it
+            optional = "?" not in text
+            ref = {"name": r.profile.kubernetes.secret, "key": var, "optional": optional}
+            out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
+        else:
+            notes.add("unmapped", f"environment.{key}", text, "the host's environment has no Kubernetes equivalent")
+    return out
+
+
+def _volumes(r: profiles.Resolved, node: Node | None, notes: Notes) -> tuple[list[dict], list[dict], str | None]:
+    """Pod volumes, the vLLM container's mounts, and the snapshot path the init container checks."""
+    svc, model = r.profile.service, r.profile.model
+    read_only = {v.target: v.read_only for v in svc.volumes}
+    sources = cache.mounts(r, node)
+    env = {**svc.environment, **(node.environment if node is not None else {})}
+    weights = model.path or cache.container_hub_cache(env)
+    covering = [t for t in sources if weights == t or weights.startswith(t.rstrip("/") + "/")]
+    hf_target = max(covering, key=len) if covering else None
+    volumes: list[dict] = []
+    mounts: list[dict] = []
+    for index, (target, source) in enumerate(sorted(sources.items())):
+        ro = read_only.get(target, False)
+        if target == hf_target:
+            vol: dict[str, Any] = {"name": HF_VOLUME, **_hf_source(r, source, ro, notes)}
+        elif source.startswith("/"):
+            vol = {"name": f"data-{index}", "hostPath": {"path": source, "type": "DirectoryOrCreate"}}
+            notes.add("security", f"volumes.{target}", source, f"hostPath {source} (compose: a bind mount)")
+        elif not source.startswith((".", "~", "$")):
+            vol = {"name": source if K8S_NAME_RE.fullmatch(source) else f"data-{index}", "emptyDir": {}}
+            notes.add("adapted", f"volumes.{target}", source, "emptyDir: kept across container restarts, not pods")
+        else:
+            notes.add("unmapped", f"volumes.{target}", source, "a path on the compose host: not mounted")
+            continue
+        volumes.append(vol)
+        mounts.append({"name": vol["name"], "mountPath": target, **({"readOnly": True} if ro else {})})
+    if svc.shm_size:
+        size = parse_bytes(svc.shm_size) or 0
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(size)}})
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+        if svc.ipc == "host":
+            notes.add(
+                "adapted",
+                "shm_size",
+                svc.shm_size,
+                f"/dev/shm: memory emptyDir {quantity(size)} (compose with ipc: host shares the host's)",
+            )
+    if hf_target is None:
+        notes.add("unmapped", "weights", weights, "no volume holds the Hugging Face cache: no init container")
+        return volumes, mounts, None
+    if model.path:
+        return volumes, mounts, model.path
+    snapshot = f"{weights}/models--{model.id.replace('/', '--')}/snapshots/{model.revision}"
+    return volumes, mounts, snapshot
+
+
+def _hf_source(r: profiles.Resolved, compose_source: str, read_only: bool, notes: Notes) -> dict:
+    chosen = r.profile.kubernetes.hf_cache
+    if chosen is not None and chosen.claim:
+        return {"persistentVolumeClaim": {"claimName": chosen.claim, **({"readOnly": True} if read_only else {})}}
+    path = chosen.host_path if chosen is not None else (compose_source if compose_source.startswith("/") else None)
+    if path is None:
+        notes.add("adapted", "volumes.hf-cache", compose_source, f"persistentVolumeClaim {DEFAULT_CLAIM}")
+        return {"persistentVolumeClaim": {"claimName": DEFAULT_CLAIM, **({"readOnly": True} if read_only else {})}}
+    notes.add("security", "volumes.hf-cache", compose_source, f"hostPath {path} (the Hugging Face cache)")
+    return {"hostPath": {"path": path, "type": "Directory"}}
+
+
+def _weights_container(r: profiles.Resolved, snapshot: str, mounts: list[dict]) -> dict:
+    return {
+        "name": "weights-check",
+        "image": r.profile.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-c", escape(weights_init.script()), escape(snapshot)],
+        "volumeMounts": [{**m, "readOnly": True} for m in mounts if m["name"] == HF_VOLUME],
+    }
+
+
+def quantity(size: int) -> str:
+    """Bytes as a Kubernetes quantity, exact: 32Gi, 512Mi, or the plain number."""
+    for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if size and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
