@@ -17,7 +17,7 @@ RANKS = {
     "render": 4, "shm": 4, "weights": 4,
     "diff": 5,
     "stack": 6,
-    "evidence": 7, "monitor": 7,
+    "evidence": 7, "monitor": 7, "provision": 7,
     "cli": 8, "__main__": 9,
 }  # fmt: skip
 PRESENTATION = {"typer", "rich", "click"}

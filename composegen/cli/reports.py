@@ -35,6 +35,7 @@ REPORTS: dict[str, str] = {
     "startup": "composegen.vllm.startup:StartupCheck",
     "plan": "composegen.evidence.plan_report:PlanResult",
     "gate": "composegen.evidence.gate_report:GateResult",
+    "doctor": "composegen.provision.doctor:DoctorReport",
 }
 
 
