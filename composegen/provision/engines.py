@@ -33,4 +33,4 @@ def can_start_locally() -> bool:
     if os.environ.get("DOCKER_CONTEXT", "default") != "default":
         return False
     host = os.environ.get("DOCKER_HOST")
-    return not host or local_socket() in (DEFAULT_SOCKET, "/run/docker.sock")
+    return not host or (host.startswith("unix://") and local_socket() in (DEFAULT_SOCKET, "/run/docker.sock"))
