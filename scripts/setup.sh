@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the project venv (.venv) and install composegen into it (editable, with the test and dev
-# extras), then make the engine ready (scripts/provision.sh). Shared by test.sh and demo.sh; idempotent.
+# extras), then make the engine, compose and the base image ready (scripts/provision.sh). Shared by test.sh
+# and demo.sh; idempotent. The test areas' extras are scripts/provision-tests.sh (test.sh only).
 # Nothing is installed into the system python (PEP 668) or into another checkout's environment.
 set -euo pipefail
 cd "$(dirname "$0")/.."

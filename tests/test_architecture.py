@@ -19,7 +19,7 @@ RANKS = {
     "k8s": 4.5,  # renders from render's node helpers; read back by diff (diff --targets compose,k8s)
     "diff": 5,
     "stack": 6,
-    "evidence": 7, "monitor": 7,
+    "evidence": 7, "monitor": 7, "provision": 7,
     "cli": 8, "__main__": 9,
 }  # fmt: skip
 PRESENTATION = {"typer", "rich", "click"}

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from composegen import __version__
 from composegen.errors import BadInput
 from composegen.output import out
 
@@ -30,7 +29,9 @@ def project():
 
 def _version(value: bool):
     if value:
-        out(f"composegen {__version__}")
+        from composegen.cli.fastpath import version_line
+
+        out(version_line())
         raise typer.Exit()
 
 

@@ -35,12 +35,21 @@ def plain_shm_scan(argv: list[str]) -> dict | None:
     return opts
 
 
+def version_line() -> str:
+    """`composegen 0.1.0 (vLLM flag catalog 0.33.0)`: the package, and the vLLM releases whose `serve` flags
+    profiles are checked against (the catalogs shipped in composegen/vllm/data)."""
+    from composegen import __version__
+    from composegen.vllm.catalog import DATA_DIR
+
+    found = sorted(p.name.split("-")[1] for p in DATA_DIR.glob("vllm-*-serve-flags.json"))
+    label = "catalog" if len(found) == 1 else "catalogs"
+    return f"composegen {__version__} (vLLM flag {label} {', '.join(found) or 'missing'})"
+
+
 def run(argv: list[str]) -> int | None:
     """The exit code of a command answered here, or None when the typer CLI must answer."""
     if argv == ["--version"]:
-        from composegen import __version__
-
-        sys.stdout.write(f"composegen {__version__}\n")
+        sys.stdout.write(version_line() + "\n")
         return 0
     plain, root = plain_render_check(argv)
     if plain:

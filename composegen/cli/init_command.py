@@ -17,14 +17,16 @@ def init(
     directory: Path = typer.Argument(Path("."), help="Where to create profiles/ (default: here)."),
     name: str = typer.Option("starter", "--name", help="The starter profile's name."),
 ) -> None:
-    """Scaffold a project: profiles/NAME.yaml (every field commented) and profiles/schema.json.
+    """Scaffold a project: profiles/NAME.yaml (every field commented), profiles/schema.json and its rendered
+    out/NAME/compose.yaml, so `composegen up NAME --emulate` runs it at once.
 
     Example: composegen init ~/stacks --name qwen3-small
     """
     import json
 
+    from composegen import render as rendering
     from composegen.profiles.schema import json_schema
-    from composegen.project import atomic_write
+    from composegen.project import Project, atomic_write
 
     profiles = directory / "profiles"
     if profiles.is_dir() and any(profiles.glob("*.yaml")):
@@ -34,5 +36,8 @@ def init(
     starter = resources.files("composegen.cli").joinpath("data/starter-profile.yaml").read_text(encoding="utf-8")
     atomic_write(profiles / f"{name}.yaml", starter)
     atomic_write(profiles / "schema.json", json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
-    out(f"created {profiles / (name + '.yaml')} and {profiles / 'schema.json'}")
+    project = Project(directory.resolve())
+    rendering.write(project, rendering.render_all(project, [name]))
+    compose = directory / "out" / name / "compose.yaml"
+    out(f"created {profiles / (name + '.yaml')}, {profiles / 'schema.json'} and {compose}")
     out(f"next: edit it, then `composegen --root {directory} validate {name}` and `render {name}`")

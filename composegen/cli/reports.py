@@ -37,6 +37,7 @@ REPORTS: dict[str, str] = {
     "startup": "composegen.vllm.startup:StartupCheck",
     "plan": "composegen.evidence.plan_report:PlanResult",
     "gate": "composegen.evidence.gate_report:GateResult",
+    "doctor": "composegen.provision.doctor:DoctorReport",
 }
 
 

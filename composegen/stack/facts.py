@@ -73,6 +73,7 @@ class ImageFacts:
     id: str
     tags: tuple[str, ...]
     repo_digests: tuple[str, ...]
+    labels: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs of Config.Labels
 
 
 def parse_container(a: dict[str, Any], target: Target) -> ContainerFacts:
@@ -107,7 +108,8 @@ def parse_network(row: dict[str, Any], target: Target) -> NetworkFacts:
 
 def parse_image(a: dict[str, Any]) -> ImageFacts:
     """From the engine's image inspect answer."""
-    return ImageFacts(a["Id"], tuple(a.get("RepoTags") or ()), tuple(sorted(a.get("RepoDigests") or ())))
+    labels = tuple(sorted((str(k), str(v)) for k, v in ((a.get("Config") or {}).get("Labels") or {}).items()))
+    return ImageFacts(a["Id"], tuple(a.get("RepoTags") or ()), tuple(sorted(a.get("RepoDigests") or ())), labels)
 
 
 def stamped_line(line: str) -> tuple[float | None, str]:

@@ -147,7 +147,8 @@ def _place_image(dep: Deployment, emulate: bool, sink: ProgressSink) -> tuple[st
                 if n.target != DEFAULT and engine.image_id(image, n.target) != local_id:
                     engine.copy_image(image, DEFAULT, n.target)
         except ComposegenError as exc:
-            return image, [Check("image", "fail", f"placing the emulator image: {exc.message}")], set()
+            hint = f" (hint: {exc.hint})" if exc.hint else ""
+            return image, [Check("image", "fail", f"placing the emulator image: {exc.message}{hint}")], set()
     ids: dict[str | None, str | None] = {}
     present: set[NodeRef] = set()
     for n in dep.nodes:

@@ -3,7 +3,7 @@
 # treats 127.0.0.0/8 registries as insecure-OK, so plain HTTP needs no daemon configuration.
 #   COMPOSEGEN_REGISTRY   host:port it listens on (default 127.0.0.1:5123); the tests read the same variable
 REGISTRY_ADDR="${COMPOSEGEN_REGISTRY:-127.0.0.1:5123}"
-REGISTRY_DIR="/var/lib/composegen-registry"
+REGISTRY_DIR="${COMPOSEGEN_REGISTRY_DIR:-$CHECKOUT/.cache/registry}"  # per checkout, not machine-wide
 
 ensure_registry() {
     if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://$REGISTRY_ADDR/v2/', timeout=2)" >/dev/null 2>&1; then

@@ -13,6 +13,8 @@ def test_init_scaffolds_a_project_that_validates_and_renders(tmp_path):
     profile = (tmp_path / "profiles" / "first.yaml").read_text()
     assert profile.startswith("# yaml-language-server: $schema=./schema.json")
     assert (tmp_path / "profiles" / "schema.json").is_file()
+    assert (tmp_path / "out" / "first" / "compose.yaml").is_file()  # rendered already: `up first` can run
+    assert run_cli("--root", str(tmp_path), "render", "--check").returncode == 0
     # Every field of the starter carries a comment, so a newcomer reads what it means.
     fields = [line for line in profile.splitlines() if line.strip() and not line.lstrip().startswith(("#", "-"))]
     uncommented = [line for line in fields if "#" not in line and not line.rstrip().endswith(":")]

@@ -34,7 +34,7 @@ def need(binary: str) -> str:
     """The path of a Debian tool the provisioning installs: missing is a skip locally, a failure in CI."""
     path = shutil.which(binary)
     if path is None:
-        message = f"{binary} not installed (scripts/provision.sh installs Debian's prometheus)"
+        message = f"{binary} not installed (scripts/provision-tests.sh installs Debian's prometheus)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)

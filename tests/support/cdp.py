@@ -66,7 +66,7 @@ class Chromium:
     @classmethod
     def launch(cls, tmp: Path) -> Chromium:
         binary = chromium()
-        assert binary, "chromium is not installed: scripts/provision.sh installs it (provision.d/40-chromium.sh)"
+        assert binary, "chromium is not installed: scripts/provision-tests.sh installs it (provision.d/40-chromium.sh)"
         cmd_read, cmd_write = os.pipe()
         out_read, out_write = os.pipe()
 

@@ -18,7 +18,7 @@ def require_registry() -> str:
     try:
         urllib.request.urlopen(f"http://{ADDR}/v2/", timeout=3).close()
     except OSError as exc:
-        pytest.fail(f"no registry on {ADDR} ({exc}): run `bash scripts/provision.sh` (provision.d/50-registry.sh)")
+        pytest.fail(f"no registry on {ADDR} ({exc}): run `bash scripts/provision-tests.sh`")
     return ADDR
 
 

@@ -130,8 +130,7 @@ def _stop(engine: SecondEngine) -> None:
     subprocess.run(["ip", "link", "del", engine.bridge], capture_output=True)
 
 
-@pytest.fixture(scope="session")
-def second_engine():
+def _running_engine(load_base: bool):
     if os.geteuid() != 0 or shutil.which("dockerd") is None or shutil.which("ip") is None:
         _unavailable("needs root, dockerd and ip(8)")
     # A short path: containerd's socket lives under exec-root and unix socket paths are limited to 108 bytes.
@@ -147,15 +146,28 @@ def second_engine():
                 _stop(engine)
                 _unavailable(f"dockerd did not come up:\n{log}")
             time.sleep(0.3)
-        save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
-        loaded = subprocess.run(
-            ["docker", "-H", engine.url, "load"], stdin=save.stdout, capture_output=True, text=True, timeout=300
-        )
-        save.stdout.close()
-        assert save.wait(60) == 0 and loaded.returncode == 0, f"loading {BASE_IMAGE}: {loaded.stderr}"
+        if load_base:
+            save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
+            loaded = subprocess.run(
+                ["docker", "-H", engine.url, "load"], stdin=save.stdout, capture_output=True, text=True, timeout=300
+            )
+            save.stdout.close()
+            assert save.wait(60) == 0 and loaded.returncode == 0, f"loading {BASE_IMAGE}: {loaded.stderr}"
         yield engine
     finally:
         _stop(engine)
     assert not had_docker0 or Path("/sys/class/net/docker0").exists(), (
         "the second dockerd removed the main engine's docker0"
     )
+
+
+@pytest.fixture(scope="session")
+def second_engine():
+    """A second engine holding the base image (loaded from the main engine)."""
+    yield from _running_engine(load_base=True)
+
+
+@pytest.fixture(scope="session")
+def bare_second_engine():
+    """A second engine with no image at all: what a fresh machine's engine holds."""
+    yield from _running_engine(load_base=False)

@@ -18,7 +18,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 class Terminal:
     def __init__(self, tmp: Path, width: int = 80, height: int = 24) -> None:
         if not shutil.which("tmux"):
-            pytest.fail("tmux is missing: run `bash scripts/provision.sh` (provision.d/55-tmux.sh)")
+            pytest.fail("tmux is missing: run `bash scripts/provision-tests.sh` (provision.d/55-tmux.sh)")
         self.session = f"composegen-test-{uuid.uuid4().hex[:10]}"
         self.width, self.height = width, height
         self.raw = tmp / f"{self.session}.raw"

