@@ -35,6 +35,9 @@ REPORTS: dict[str, str] = {
     "startup": "composegen.vllm.startup:StartupCheck",
     "plan": "composegen.evidence.plan_report:PlanResult",
     "gate": "composegen.evidence.gate_report:GateResult",
+    "comparison": "composegen.campaign.comparison:ComparisonReport",
+    "qualification": "composegen.campaign.qualifyarm:QualificationReport",
+    "campaign-state": "composegen.campaign.state:CampaignState",
 }
 
 
