@@ -64,6 +64,11 @@ def outcome(doc: dict) -> list[str]:
             f"KV bytes {cap['kv_bytes_pct']:+.3f}% against KV tokens {cap['kv_tokens_pct']:+.3f}%. "
             "Cache geometry or engine accounting remains unresolved; the mismatch is kept explicitly."
         )
+    elif cap["flag"] is False and out[-1]:
+        out[-1] += (
+            f" The token change follows the KV byte change (bytes {cap['kv_bytes_pct']:+.3f}%, tokens "
+            f"{cap['kv_tokens_pct']:+.3f}%): no unexplained capacity change."
+        )
     return out
 
 
@@ -196,16 +201,39 @@ def _decision_lines(doc: dict) -> list[str]:
 
 
 def _trace(doc: dict) -> list[str]:
+    """Every figure of Results and Bracket: the raw file it was read from, by SHA-256 on each arm."""
     sha = {(r["arm"], r["file"]): r["sha256"] for r in doc["raw"]}
-    lines = ["| Figure | Raw file | control SHA-256 | candidate SHA-256 |", "|---|---|---|---|"]
+    arms = [a["arm"] for a in doc["arms"]]
+    lines = [
+        "| Figure | Raw file | " + " | ".join(f"{a} SHA-256" for a in arms) + " |",
+        "|---|---|" + "---|" * len(arms),
+    ]
     for row in doc["rows"]:
         metric = row["metric"]
         file = "startup.json" if metric in STARTUP_METRICS else SOURCE.get(metric, "ladder.json")
-        a, b = sha.get(("control", file)), sha.get(("candidate", file))
-        if a is None and b is None:
+        if all((a, file) not in sha for a in arms):
             continue
-        lines.append(f"| {row['label']} | {file} | `{a or 'not measured'}` | `{b or 'not measured'}` |")
+        cells = " | ".join(f"`{sha[(a, file)]}`" if (a, file) in sha else "not measured" for a in arms)
+        lines.append(f"| {row['label']} | {file} | {cells} |")
+    lines.append("")
+    lines.append(
+        "startup.json is parsed from startup.log (its hashes: "
+        + ", ".join(f"{a} `{sha[(a, 'startup.log')]}`" for a in arms if (a, "startup.log") in sha)
+        + ")."
+    )
     return lines
+
+
+def close(state: CampaignState) -> str:
+    """One stack at a time, each taken down; what /dev/shm held after each down."""
+    counts = [(a.key, a.shm_reclaimable) for a in state.arms]
+    text = "Every arm ran alone on the profile's GPUs (exclusive mode) and was taken down before the next. "
+    if all(c is None for _, c in counts):
+        return text + "Each container had a private /dev/shm (ipc not host), removed with it: nothing to reclaim."
+    found = ", ".join(f"{k} {c if c is not None else 'not checked'}" for k, c in counts)
+    total = sum(c or 0 for _, c in counts)
+    verdict = "zero reclaimable files" if total == 0 else f"leftover files ({found}): `composegen shm --reclaim`"
+    return text + f"Shared-memory inspection after each down found {verdict}."
 
 
 def render(doc: dict, state: CampaignState, next_arm: list[str]) -> str:
@@ -257,6 +285,7 @@ def render(doc: dict, state: CampaignState, next_arm: list[str]) -> str:
     lines += ["## What this proves and what it does not", "", " ".join(proves), "", *does_not, ""]
     lines += ["## Decision", "", *_decision_lines(doc), ""]
     lines += ["## Next arm", "", *next_arm, ""]
+    lines += ["## Campaign close", "", close(state), ""]
     lines += ["## Evidence", "", *_trace(doc), ""]
     lines += [
         "The sanitized machine-readable comparison is comparison.json. Private raw artifacts are represented "

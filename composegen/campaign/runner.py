@@ -128,16 +128,23 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
 
 
 def reclaimable(shm: dict | None) -> int | None:
-    """Leftover /dev/shm files after down (the shm scan's reclaimable count); None when not checked."""
+    """Leftover /dev/shm files after down (the shm scan's `leftover` count: no holder, a known crash
+    pattern); None when not checked (a private /dev/shm goes with its container)."""
     if not shm:
         return None
     totals = shm.get("totals") or {}
-    if "reclaimable" in totals:
-        return int(totals["reclaimable"].get("count") or 0)
-    nodes = shm.get("nodes")
+    if isinstance(totals.get("leftover"), dict):
+        return int(totals["leftover"].get("count") or 0)
+    nodes = shm.get("nodes")  # a multi-node stack: every node's scan (a local one) or probe (a remote one)
     if isinstance(nodes, list):
-        counts = [reclaimable(n.get("shm") if isinstance(n, dict) else None) for n in nodes]
-        return sum(c for c in counts if c is not None)
+        counts = [reclaimable(n.get("scan")) for n in nodes if isinstance(n, dict)]
+        counts += [
+            sum(1 for e in n["probe"].get("entries") or [] if e.get("pattern") and not e.get("holders"))
+            for n in nodes
+            if isinstance(n, dict) and isinstance(n.get("probe"), dict)
+        ]
+        known = [c for c in counts if c is not None]
+        return sum(known) if known else None
     return None
 
 

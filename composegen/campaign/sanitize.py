@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import ipaddress
 import re
 import socket
 from collections.abc import Iterable
@@ -28,14 +29,13 @@ from typing import Any
 HASH_KEYS = frozenset({"sha256", "evidence_sha256", "image_digest", "revision", "profile_hash"})
 # Dotted names we made ourselves (compose paths, metric and file names): not host names.
 DOTTED_KEYS = frozenset({"path", "identity", "file", "metric", "label", "name", "figure", "arm"})
+_V6_CANDIDATE = re.compile(r"(?<![\w:.])[0-9A-Fa-f:]*:[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*(?![\w:])")
 _HOST_TAIL = re.compile(r"<host>(?:\.[A-Za-z0-9-]+)+")
 _FQDN = re.compile(r"(?i)\b[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)+\.[a-z][a-z-]*[a-z]\b")
 _PATTERNS = (
     (re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"), "<gpu-uuid>"),
     (re.compile(r"(?i)\b(?:serial(?:\s*number)?|s/n)\s*[:=#]?\s*[A-Za-z0-9-]+"), "serial <serial>"),
     (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
-    (re.compile(r"(?i)(?<![\w:])(?:[0-9a-f]{1,4}:){2,7}(?::|[0-9a-f]{1,4})(?![\w:])"), "<ip>"),
-    (re.compile(r"(?i)(?<![\w:])::(?:ffff:)?[0-9a-f]{0,4}(?![\w:])"), "<ip>"),
     (re.compile(r"\b[0-9a-f]{64}\b|\b[0-9a-f]{12}\b"), "<container-id>"),
     (re.compile(r"\b\d{12,20}\b"), "<serial>"),
     (re.compile(r"(?:/home|/Users)/[^/\s'\"`:,;)]+"), "~"),
@@ -63,6 +63,15 @@ def machine_private() -> dict[str, str]:
     return {k: v for k, v in found.items() if len(k) >= 3 and k not in ("localhost", "root")}
 
 
+def _ipv6(m: re.Match[str]) -> str:
+    """An IPv6 address (any spelling: compressed, with an embedded IPv4) -> <ip>; anything else as it was."""
+    try:
+        ipaddress.IPv6Address(m.group(0))
+    except ValueError:
+        return m.group(0)
+    return "<ip>"
+
+
 class Scrubber:
     def __init__(self, extra: Iterable[str] = ()) -> None:
         literal = machine_private()
@@ -77,6 +86,7 @@ class Scrubber:
                 out = out.replace(needle, replacement)
         for pattern, replacement in _PATTERNS:
             out = pattern.sub(replacement, out)
+        out = _V6_CANDIDATE.sub(_ipv6, out)
         out = _HOST_TAIL.sub("<host>", out)
         if not dotted_names:
             out = _FQDN.sub(lambda m: m.group(0) if m.group(0).count(".") < 2 else "<host>", out)
