@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from composegen.campaign import exclusive, files, state
+from composegen.campaign import decisionfile, exclusive, files, state
 from composegen.campaign.comparison import DecisionPart, RawArtifact, file_sha256
 from composegen.campaign.sanitize import Scrubber
 from composegen.campaign.state import ArmState, CampaignOptions, CampaignState
@@ -112,7 +112,8 @@ def run(project: Project, directory: Path, sink: ProgressSink, say) -> CampaignS
             say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
             continue
         _run_arm(project, directory, st, arm, sink, say)
-    write_records(project, directory, st)
+    if decisionfile.read(directory) is None:  # once decided, the records stand as the decision hashed them
+        write_records(project, directory, st)
     return st
 
 
@@ -231,7 +232,7 @@ def _arm_record(arm: ArmState, doc: dict) -> dict[str, Any]:
 
 
 def write_records(project: Project, directory: Path, st: CampaignState, decided: dict | None = None) -> dict:
-    from composegen.campaign import decisionfile, qualifyrecord
+    from composegen.campaign import qualifyrecord
 
     arms, raw = [], []
     for arm in st.arms:

@@ -12,7 +12,7 @@ def _fmt(v) -> str:
     if isinstance(v, int):
         return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:.3f}"
+        return f"{v:,.0f}" if v >= 1000 else f"{v:.3f}"
     return "unknown" if v is None else str(v)
 
 

@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from composegen.campaign import bracket, exclusive, files, state
+from composegen.campaign import bracket, decisionfile, exclusive, files, state
 from composegen.campaign.state import ArmState, CampaignOptions, CampaignState
 from composegen.errors import BadInput, CheckFailed, ComposegenError, Interrupted
 from composegen.evidence import bundle as evidence
@@ -101,7 +101,7 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
             arm.time_to_ready_s, arm.emulated = report.time_to_ready_s, report.emulated
             state.save(directory, st)
             state.log(directory, f"{arm.key}: ready in {report.time_to_ready_s} s; capturing evidence")
-            bench = {"levels": opts.bench, "requests": 8} if opts.bench else None
+            bench = {"levels": opts.bench, "requests": opts.bench_requests} if opts.bench else None
             made = evidence.capture_stack(
                 project, r, gate=opts.gate, ladder_targets=opts.ladder or None, tools=opts.tools, bench=bench
             )
@@ -159,7 +159,8 @@ def finish(project: Project, directory: Path, st: CampaignState) -> None:
         st.bracket = bracket.check(loaded["control"], loaded["bracket"], tolerance=st.options.tolerance)
         state.save(directory, st)
         state.log(directory, f"bracket: {'passed' if st.bracket['passed'] else 'DRIFTED'}")
-    write_records(project, directory, st, loaded)
+    if decisionfile.read(directory) is None:  # once decided, the records stand as the decision hashed them
+        write_records(project, directory, st, loaded)
     if st.bracket is not None and not st.bracket["passed"]:
         raise CheckFailed(
             f"campaign {st.name}: the bracketed replay of {st.control} did not reproduce its baseline; "
@@ -171,7 +172,7 @@ def write_records(
     project: Project, directory: Path, st: CampaignState, loaded: dict | None = None, decided: dict | None = None
 ) -> dict:
     """comparison.json and campaign.md; DECIDED: a decision being recorded (else decision.json's, if any)."""
-    from composegen.campaign import comparison, decisionfile, record
+    from composegen.campaign import comparison, record
     from composegen.evidence import compare
 
     loaded = loaded if loaded is not None else docs(directory, st)

@@ -52,6 +52,7 @@ class CampaignOptions(Report):
     gate: bool = False
     ladder: list[int] = Field(default_factory=list)
     bench: list[int] = Field(default_factory=list)
+    bench_requests: int = 8
     tools: int = 20
     emulate: bool = False
     tolerance: float | None = Field(default=None, description="bracket tolerance (relative); null: exact when emulated")

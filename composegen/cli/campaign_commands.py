@@ -69,6 +69,7 @@ def run(
     gate: bool = typer.Option(False, "--gate", help="Functional gates on every arm."),
     ladder: str | None = typer.Option(None, "--ladder", help="A context ladder on every arm, e.g. 117500,118500."),
     bench: str | None = typer.Option(None, "--bench", help="A load benchmark on every arm at these concurrencies."),
+    bench_requests: int = typer.Option(8, "--bench-requests", help="With --bench: requests per level."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
     emulate: bool = typer.Option(False, "--emulate", help="Every arm on the emulated vLLM (a test double)."),
     name: str | None = typer.Option(None, "--name", help="The campaign's name (default CONTROL-vs-CANDIDATE)."),
@@ -88,6 +89,8 @@ def run(
     from composegen.campaign import runner
     from composegen.campaign.state import CampaignOptions
 
+    if bench_requests < 1 or tools < 1:
+        raise BadInput("--bench-requests and --tools: at least 1")
     if tolerance is not None and not 0 <= tolerance < 1:
         raise BadInput(f"--bracket-tolerance: expected 0 ≤ t < 1, got {tolerance}")
     opts = CampaignOptions(
@@ -95,6 +98,7 @@ def run(
         gate=gate,
         ladder=_ints(ladder, "--ladder") if ladder else [],
         bench=_ints(bench, "--bench") if bench else [],
+        bench_requests=bench_requests,
         tools=tools,
         emulate=emulate,
         tolerance=tolerance,
