@@ -33,8 +33,9 @@ def declared(spec: str) -> set[str] | str:
     return set()
 
 
-def profile_gpus(r: Resolved) -> set[str] | str:
-    gpus = r.profile.service.gpus
+def profile_gpus(r: Resolved, member=None) -> set[str] | str:
+    """The GPUs the profile (or one node of it, MEMBER) declares."""
+    gpus = (member.gpus if member is not None else None) or r.profile.service.gpus
     return set(gpus.device_ids) if gpus.device_ids is not None else declared(f"count:{gpus.count}")
 
 
@@ -67,9 +68,11 @@ def _overlap(a: set[str] | str, b: set[str] | str) -> set[str] | str:
     return a & b
 
 
-def holders(r: Resolved, claims: list[dict], own_project: str) -> list[str]:
-    """Who holds any of the profile's GPUs, in words (the profile's own stack does not count)."""
-    mine = profile_gpus(r)
+def holders(r: Resolved, claims: list[dict], own_project: str, member=None) -> list[str]:
+    """Who holds any of the profile's GPUs (on one node: MEMBER's), in words (the profile's own stack does
+    not count)."""
+    mine = profile_gpus(r, member)
+    where = f" on node {member.name}" if member is not None else ""
     found = []
     for claim in claims:
         labels = claim.get("labels") or {}
@@ -81,15 +84,15 @@ def holders(r: Resolved, claims: list[dict], own_project: str) -> list[str]:
         gpus = "every GPU" if both == ALL else "GPU " + ",".join(sorted(both, key=lambda g: (len(g), g)))
         profile = labels.get("io.composegen.profile")
         what = f"composegen stack {profile} (container {claim['name']})" if profile else f"container {claim['name']}"
-        found.append(f"{what} holds {gpus}")
+        found.append(f"{what} holds {gpus}{where}")
     return found
 
 
-def check(r: Resolved, own_project: str) -> None:
-    """EngineError (exit 3) naming every holder when the profile's GPUs are not free."""
+def check(r: Resolved) -> None:
+    """EngineError (exit 3) naming every holder when the profile's GPUs (on any of its nodes) are not free."""
     from composegen.stack import driver
 
-    busy = holders(r, driver.gpu_claims(r), own_project)
+    busy = [who for n, claims in driver.gpu_claims(r) for who in holders(r, claims, n.project, n.member)]
     if busy:
         raise EngineError(
             f"{r.name}: exclusive mode: the profile's GPUs are held: {'; '.join(busy)}",

@@ -118,7 +118,6 @@ def run(project: Project, directory: Path, sink: ProgressSink, say) -> CampaignS
 
 
 def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say) -> None:
-    from composegen import render
     from composegen.evidence import qualify
     from composegen.profiles import resolve as profile
     from composegen.stack import driver
@@ -131,7 +130,7 @@ def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState
             arm.status, arm.error, arm.attempts, arm.started_at = "running", None, arm.attempts + 1, files.now_iso()
             state.save(directory, st)
             state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
-            exclusive.check(r, render.project_name(r))
+            exclusive.check(r)
             say(f"{arm.key} ({arm.profile}): starting")
             started = True
             try:

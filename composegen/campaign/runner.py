@@ -76,7 +76,6 @@ def run(project: Project, directory: Path, sink: ProgressSink, say: Say) -> Camp
 
 def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say: Say) -> dict:
     """One arm up -> evidence -> down; returns its evidence (load_run)."""
-    from composegen import render
     from composegen.profiles import resolve as profile
     from composegen.stack import driver
     from composegen.stack.loadstate import AlreadyRunning
@@ -90,7 +89,7 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
             arm.started_at = files.now_iso()
             state.save(directory, st)
             state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
-            exclusive.check(r, render.project_name(r))
+            exclusive.check(r)
             say(f"{arm.key} ({arm.profile}): starting")
             try:
                 report = driver.up(project, r, driver.UpOptions(emulate=opts.emulate), sink)

@@ -92,9 +92,9 @@ def endpoint(r: Resolved) -> readiness.Endpoint:
     return placement.endpoint(r)
 
 
-def gpu_claims(r: Resolved) -> list[dict[str, Any]]:
-    """What every running container on the profile's engines asks of the GPUs (engine.gpu_claims)."""
-    return [claim for n in placement.nodes(r) for claim in engine.gpu_claims(n.target)]
+def gpu_claims(r: Resolved) -> list[tuple[placement.NodeRef, list[dict[str, Any]]]]:
+    """Per node of the profile: what every running container on its engine asks of the GPUs (engine.gpu_claims)."""
+    return [(n, engine.gpu_claims(n.target)) for n in placement.nodes(r)]
 
 
 def shm_report(r: Resolved) -> dict[str, Any]:

@@ -24,8 +24,8 @@ EMULATED_LABEL = "io.composegen.emulated"
 GPUS_LABEL = "io.composegen.gpus"
 
 
-def declared_gpus(r: Resolved) -> str:
-    gpus = r.profile.service.gpus
+def declared_gpus(r: Resolved, node: Node | None = None) -> str:
+    gpus = (node.gpus if node is not None else None) or r.profile.service.gpus
     return f"ids:{','.join(gpus.device_ids)}" if gpus.device_ids is not None else f"count:{gpus.count}"
 
 
@@ -62,7 +62,7 @@ def override_text(r: Resolved, image: str, ulimits: dict, node: Node | None = No
             else []
         ),
         f'    labels: {{{json.dumps(EMULATED_LABEL)}: "true", {json.dumps(GPUS_LABEL)}: '
-        f"{json.dumps(declared_gpus(r))}}}",
+        f"{json.dumps(declared_gpus(r, node))}}}",
     ]
     if ulimits:
         lines.append("    ulimits: !override")
