@@ -75,8 +75,11 @@ class QualificationReport(Report):
 def create(project: Project, primary: str, fallback: str | None, emulate: bool, name: str | None) -> Path:
     from composegen.profiles import resolve as profile
 
-    for n in (primary, *([fallback] if fallback else [])):
-        profile.load(project, n)
+    r = profile.load(project, primary)
+    if fallback is None and r.profile.qualify and r.profile.qualify.fallback != primary:
+        fallback = r.profile.qualify.fallback  # the profile's own `qualify: {fallback: …}`
+    if fallback:
+        profile.load(project, fallback)
     if fallback == primary:
         raise BadInput(f"campaign qualify: --fallback is the primary profile itself ({primary})")
     directory = state.campaign_dir(project, name or f"qualify-{primary}")

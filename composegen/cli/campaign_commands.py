@@ -126,7 +126,10 @@ def resume(campaign: str = CampaignArg, json_: bool = JsonOpt):
 def qualify(
     primary: str = ProfileArg,
     fallback: str | None = typer.Option(
-        None, "--fallback", help="Judged by the same criteria when PRIMARY fails.", autocompletion=complete_profile
+        None,
+        "--fallback",
+        help="Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
+        autocompletion=complete_profile,
     ),
     emulate: bool = typer.Option(False, "--emulate", help="Every arm on the emulated vLLM (a test double)."),
     name: str | None = typer.Option(None, "--name", help="The campaign's name (default qualify-PRIMARY)."),

@@ -124,3 +124,20 @@ def test_leftover_shm_files_are_counted_from_the_scan_or_every_node():
     probe = {"entries": [{"name": "psm_x", "pattern": "vllm-psm", "holders": []}, {"name": "a", "pattern": None}]}
     nodes = {"nodes": [{"scan": scan, "probe": None}, {"scan": None, "probe": probe}]}
     assert runner.reclaimable(nodes) == 3
+
+
+def test_a_profiles_qualify_fallback_names_the_fallback_arm(tmp_path):
+    from composegen.campaign import qualifyarm
+
+    root = make_project(tmp_path, {}, copy_shipped=True)
+    gpu = root / "profiles" / "393k-gpu.yaml"
+    gpu.write_text(gpu.read_text().replace("qualify:\n", "qualify:\n  fallback: 393k-offload\n", 1))
+    project = Project(root)
+    directory = qualifyarm.create(project, "393k-gpu", None, True, None)
+    assert [(a.key, a.profile) for a in state.load(directory).arms] == [
+        ("primary", "393k-gpu"),
+        ("fallback", "393k-offload"),  # inherits qualify.fallback naming itself: no third arm
+    ]
+    gpu.write_text(gpu.read_text().replace("fallback: 393k-offload", "fallback: ../etc"))
+    res = run_cli("--root", str(root), "validate", "393k-gpu")
+    assert res.returncode == 2 and "qualify.fallback" in res.stderr
