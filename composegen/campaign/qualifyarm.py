@@ -164,10 +164,14 @@ def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState
         state.save(directory, st)
         outcome = "QUALIFIED" if arm.qualified else f"not qualified ({arm.error})"
         say(f"{arm.key} ({arm.profile}): {outcome}")
-    except (Interrupted, KeyboardInterrupt):
+    except (Interrupted, KeyboardInterrupt) as exc:
         state.log(directory, f"{arm.key}: interrupted; `composegen campaign resume {st.name}` continues")
         state.save(directory, st)
-        raise
+        what = f": {exc.message}" if isinstance(exc, Interrupted) else ""
+        raise Interrupted(
+            f"campaign {st.name}: interrupted during the {arm.key} arm ({arm.profile}){what}",
+            hint=f"`composegen campaign resume {st.name}` continues; finished arms are not run again",
+        ) from None
     except ComposegenError as exc:
         arm.status, arm.error = "failed", exc.message
         state.save(directory, st)

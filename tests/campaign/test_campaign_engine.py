@@ -67,6 +67,7 @@ def test_a_bracketed_campaign_survives_ctrl_c_in_the_candidates_load(tmp_path):
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C at a terminal reaches the whole process group
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr
+        assert "interrupted during the candidate arm" in stderr and "campaign resume ab" in stderr
         st = state.load(directory)
         assert [(a.key, a.status) for a in st.arms] == [
             ("control", "done"),
