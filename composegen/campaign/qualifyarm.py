@@ -21,7 +21,7 @@ from pydantic import Field
 from composegen.campaign import decisionfile, exclusive, files, state
 from composegen.campaign.comparison import DecisionPart, RawArtifact, file_sha256
 from composegen.campaign.sanitize import Scrubber
-from composegen.campaign.state import ArmState, CampaignOptions, CampaignState
+from composegen.campaign.state import ArmState, CampaignState
 from composegen.errors import BadInput, ComposegenError, EngineError, Interrupted
 from composegen.evidence import bundle as evidence
 from composegen.project import Project
@@ -83,7 +83,7 @@ def create(project: Project, primary: str, fallback: str | None, emulate: bool, 
     if fallback == primary:
         raise BadInput(f"campaign qualify: --fallback is the primary profile itself ({primary})")
     directory = state.campaign_dir(project, name or f"qualify-{primary}")
-    opts = CampaignOptions(emulate=emulate, next_fallback=fallback)
+    opts = state.options(emulate=emulate, next_fallback=fallback)
     if (directory / state.STATE).is_file():
         st = state.load(directory)
         if (st.kind, st.control, st.options) != ("qualify", primary, opts):

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from composegen.campaign import bracket, decisionfile, exclusive, files, state
-from composegen.campaign.state import ArmState, CampaignOptions, CampaignState
+from composegen.campaign.state import ArmKey, ArmState, CampaignOptions, CampaignState
 from composegen.errors import BadInput, CheckFailed, ComposegenError, Interrupted
 from composegen.evidence import bundle as evidence
 from composegen.project import Project
 from composegen.stack.progress import ProgressSink
 
 Say = Callable[[str], None]
-AB_ARMS = ("control", "candidate", "bracket")
+AB_ARMS: tuple[ArmKey, ...] = ("control", "candidate", "bracket")
 
 
 def default_name(control: str, candidate: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, ValidationError
 
@@ -30,11 +30,17 @@ MAX_STATE_BYTES = 4 << 20
 ArmStatus = Literal["pending", "running", "done", "failed", "skipped"]
 
 
+ArmKey = Literal["control", "candidate", "bracket", "primary", "fallback"]
+ProfileName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+
+
 class ArmState(Report):
-    key: str = Field(description="control | candidate | bracket (A/B); primary | fallback (qualification)")
-    profile: str
+    key: ArmKey = Field(description="control | candidate | bracket (A/B); primary | fallback (qualification)")
+    profile: ProfileName
     status: ArmStatus = "pending"
-    bundle: str | None = Field(default=None, description="the arm's evidence bundle, a directory of the campaign")
+    bundle: ArmKey | None = Field(
+        default=None, description="the arm's evidence bundle: a directory of the campaign, named as the arm"
+    )
     attempts: int = 0
     started_at: str | None = None
     finished_at: str | None = None
@@ -56,16 +62,16 @@ class CampaignOptions(Report):
     tools: int = 20
     emulate: bool = False
     tolerance: float | None = Field(default=None, description="bracket tolerance (relative); null: exact when emulated")
-    next_arm: str | None = None
-    next_fallback: str | None = None
+    next_arm: ProfileName | None = None
+    next_fallback: ProfileName | None = None
 
 
 class CampaignState(Report):
     schema_: Literal["composegen.campaign/v1"] = Field(default=SCHEMA, alias="schema")
-    name: str
+    name: Annotated[str, Field(pattern=f"^{NAME_RE.pattern}$")]
     kind: Literal["ab", "qualify"]
-    control: str | None = None
-    candidate: str | None = None
+    control: ProfileName | None = None
+    candidate: ProfileName | None = None
     options: CampaignOptions
     arms: list[ArmState]
     created_at: str
@@ -78,6 +84,20 @@ class CampaignState(Report):
     @property
     def finished(self) -> bool:
         return all(a.status in ("done", "skipped") for a in self.arms)
+
+
+OPTION_NAMES = {"next_arm": "--next", "next_fallback": "--next-fallback/--fallback", "tolerance": "--bracket-tolerance"}
+
+
+def options(**values: Any) -> CampaignOptions:
+    """CampaignOptions from command-line values; a bad one is BadInput naming the option."""
+    try:
+        return CampaignOptions.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "option"
+        option = OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+        raise BadInput(f"{option}: {first['msg']}") from None
 
 
 def campaigns_dir(project: Project) -> Path:

@@ -86,14 +86,13 @@ def run(
 
     Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --ladder 117500,118500,119500
     """
-    from composegen.campaign import runner
-    from composegen.campaign.state import CampaignOptions
+    from composegen.campaign import runner, state
 
     if bench_requests < 1 or tools < 1:
         raise BadInput("--bench-requests and --tools: at least 1")
     if tolerance is not None and not 0 <= tolerance < 1:
         raise BadInput(f"--bracket-tolerance: expected 0 ≤ t < 1, got {tolerance}")
-    opts = CampaignOptions(
+    opts = state.options(
         bracket=bracket,
         gate=gate,
         ladder=_ints(ladder, "--ladder") if ladder else [],

@@ -171,6 +171,13 @@ def test_compare_and_report_accept_a_campaign(campaign):
 
 def test_a_damaged_state_is_bad_input(campaign):
     project, directory = campaign
-    (directory / "state.json").write_text('{"schema": "composegen.campaign/v1", "name": 3}')
+    good = json.loads((directory / "state.json").read_text())
+    good["arms"][0]["bundle"] = "../../../etc"  # a hand-edited bundle path may not leave the campaign
+    (directory / "state.json").write_text(json.dumps(good))
     res = run_cli("--root", str(project.root), "campaign", "show", directory.name)
+    assert res.returncode == 2 and "state.json: arms.0.bundle" in res.stderr and "Traceback" not in res.stderr
+    (directory / "state.json").write_text('{"schema": "composegen.campaign/v1", "name": 3}')
+    res = run_cli("--root", str(project.root), "campaign", "resume", directory.name)
     assert res.returncode == 2 and "state.json" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("--root", str(project.root), "campaign", "run", "8192-131k", "4096-131k", "--next", "../x")
+    assert res.returncode == 2 and res.stderr.startswith("composegen: --next:")
