@@ -20,7 +20,8 @@ RANKS = {
     "diff": 5,
     "stack": 6,
     "evidence": 7, "monitor": 7, "provision": 7,
-    "cli": 8, "__main__": 9,
+    "campaign": 8,
+    "cli": 9, "__main__": 10,
 }  # fmt: skip
 PRESENTATION = {"typer", "rich", "click"}
 DOCKER_LIBRARIES = {"docker", "python_on_whales", "paramiko"}

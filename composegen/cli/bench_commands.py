@@ -66,7 +66,7 @@ def bench(
 def report(
     runs: list[str] = typer.Argument(
         ...,
-        help="Run bundles (runs/<run>, a path, or a profile name: its latest run), one or more.",
+        help="Run bundles (runs/<run>, a path, a profile name: its latest run, or a campaign: its arms).",
         autocompletion=complete_run,
     ),
     html: Path | None = typer.Option(None, "--html", help="Write one self-contained HTML page here."),
@@ -77,10 +77,12 @@ def report(
 
     Example: composegen report 8192-131k 4096-131k --html report.html
     """
+    from composegen.cli.campaign_commands import campaign_arms
     from composegen.evidence.runreport import format_markdown, gather
 
     project = _project()
-    data = gather(runs, root=project.root)
+    specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]  # a campaign: its arms
+    data = gather(specs, root=project.root)
     if html is not None:
         from composegen.evidence.reportpage import render_html
         from composegen.project import atomic_write

@@ -98,6 +98,9 @@ def evidence(
     profile_name: str | None = typer.Option(
         None, "--profile", help="With --from-log: the profile of that run.", autocompletion=complete_profile
     ),
+    force: bool = typer.Option(
+        False, "--force", help="With --from-log: keep a log whose model or max_model_len contradicts the profile."
+    ),
     json_: bool = JsonOpt,
 ):
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and what it holds.
@@ -110,7 +113,7 @@ def evidence(
     if from_log is not None:
         if not profile_name:
             raise BadInputError("--from-log needs --profile NAME")
-        path = bundles.from_log(project, profile_name, from_log)
+        path = bundles.from_log(project, profile_name, from_log, force=force)
     else:
         if not name:
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
@@ -133,20 +136,31 @@ def evidence(
 @app.command()
 def compare(
     run_a: str = RunArg,
-    run_b: str = RunArg,
+    run_b: str | None = typer.Argument(
+        None, help="A run (as RUN_A); omitted when RUN_A is a campaign.", autocompletion=complete_run
+    ),
     markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
     threshold: float = typer.Option(
         0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."
     ),
+    force: bool = typer.Option(False, "--force", help="Compare runs of different models or max_model_len anyway."),
     json_: bool = JsonOpt,
 ):
-    """The A/B Results table of two runs, their config differences, and the unexplained-capacity flag.
+    """The A/B Results table of two runs (or a campaign's control and candidate), config differences, and
+    the unexplained-capacity flag. A profile name stands for its newest run (the note names it).
 
     Example: composegen compare 8192-131k 4096-131k --markdown
     """
+    from composegen.cli.campaign_commands import campaign_arms
     from composegen.evidence import compare as comparing
 
-    result = comparing.compare_runs(run_a, run_b, root=_project().root, threshold=threshold)
+    project = _project()
+    arms = campaign_arms(project, run_a) if run_b is None else None
+    if arms is not None:
+        run_a, run_b = arms[0], arms[1]
+    elif run_b is None:
+        raise BadInputError("compare: give two runs, or one campaign (runs/campaigns/NAME)")
+    result = comparing.compare_runs(run_a, run_b, root=project.root, threshold=threshold, force=force)
     if json_:
         emit_json(result)
     else:

@@ -38,6 +38,9 @@ REPORTS: dict[str, str] = {
     "plan": "composegen.evidence.plan_report:PlanResult",
     "gate": "composegen.evidence.gate_report:GateResult",
     "doctor": "composegen.provision.doctor:DoctorReport",
+    "comparison": "composegen.campaign.comparison:ComparisonReport",
+    "qualification": "composegen.campaign.qualifyarm:QualificationReport",
+    "campaign-state": "composegen.campaign.state:CampaignState",
 }
 
 

@@ -17,7 +17,8 @@ log recorded elsewhere says nothing about the image or compose file that host ra
 
 `capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None) -> Path`: a bundle from the
 profile's running stack (its log and startup report, optionally gates and a ladder).
-`from_log(project, name, log_path) -> Path`: a bundle from a startup log recorded elsewhere (source "log").
+`from_log(project, name, log_path, force=False) -> Path`: a bundle from a startup log recorded elsewhere
+(source "log"); refused (BadInput) when the log's model or max_model_len contradicts the profile, unless force.
 `load_run(path) -> dict`: evidence.json plus "path" (the bundle directory); BadInput for a missing or
 malformed bundle, CheckFailed when a raw file is missing or its sha256 differs from the record.
 `resolve_run(spec, root) -> Path`: a bundle directory, its evidence.json, or a run name under runs/.
@@ -240,7 +241,7 @@ def capture_stack(
     )
 
 
-def from_log(project: Project, name: str, log_path) -> Path:
+def from_log(project: Project, name: str, log_path, *, force: bool = False) -> Path:
     from composegen.profiles import resolve as profile
     from composegen.vllm import startup
 
@@ -257,7 +258,27 @@ def from_log(project: Project, name: str, log_path) -> Path:
         raise BadInput(f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)")
     if report.get("effective_args") is not None:
         report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"], r.catalog)
+    if not force:
+        _refuse_contradiction(path, text, r, report)
     return write_run(project, r, startup_log_text=text, startup_report=report, source="log")
+
+
+def _refuse_contradiction(path: Path, text: str, r: Resolved, report: dict) -> None:
+    """A log of another model or context length is not evidence for this profile (BadInput, exit 2)."""
+    model = (report.get("effective_args") or {}).get("model")
+    wanted_len = r.flag("max-model-len")
+    for field, logged, profiled, needle in (
+        ("model", model, r.profile.model.id, "non-default args"),
+        ("max_model_len", report.get("max_model_len"), wanted_len if isinstance(wanted_len, int) else None, "max"),
+    ):
+        if logged is None or profiled is None or logged == profiled:
+            continue
+        line = next((i for i, ln in enumerate(text.splitlines(), 1) if needle in ln and str(logged) in ln), 1)
+        raise BadInput(
+            f"{path}:{line}: --from-log: {field}: the log says {r.mask(repr(logged))}, profile {r.name} says "
+            f"{r.mask(repr(profiled))}",
+            hint="pass --force to keep it as this profile's run anyway",
+        )
 
 
 def resolve_run(spec, root=None) -> Path:

@@ -136,12 +136,50 @@ def config_differences(doc_a: dict, doc_b: dict, root) -> dict:
     return out
 
 
-def compare_runs(run_a, run_b, *, root, threshold: float = 0.10) -> dict:
+def served_model(doc: dict) -> str | None:
+    """The model the engine served (its `non-default args` line), null when the log does not say."""
+    model = ((doc.get("startup") or {}).get("effective_args") or {}).get("model")
+    return model if isinstance(model, str) else None
+
+
+def refuse_unlike(doc_a: dict, doc_b: dict) -> None:
+    """BadInput (exit 2) when the two runs served different models or context lengths: not an A/B."""
+    for what, a, b in (
+        ("model", served_model(doc_a), served_model(doc_b)),
+        ("max_model_len", _startup("max_model_len")(doc_a), _startup("max_model_len")(doc_b)),
+    ):
+        if a is not None and b is not None and a != b:
+            raise BadInput(
+                f"compare: {what} differs ({doc_a['profile']['name']}: {a}, {doc_b['profile']['name']}: {b}); "
+                "these runs are not an A/B of one configuration",
+                hint="pass --force to compare them anyway",
+            )
+
+
+def picked(spec, doc: dict, root) -> str | None:
+    """A note naming the bundle a profile name stood for (its newest run), or None for a named run."""
+    from pathlib import Path
+
+    if root is None or Path(str(spec)).is_dir() or (Path(root) / "runs" / str(spec)).is_dir():
+        return None
+    if not (Path(root) / "profiles" / f"{spec}.yaml").is_file():
+        return None
+    try:
+        where = str(Path(doc["path"]).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        where = doc["path"]
+    return f"{spec}: picked its newest run, {where} (created {doc.get('created_at')})"
+
+
+def compare_runs(run_a, run_b, *, root, threshold: float = 0.10, force: bool = True) -> dict:
+    """FORCE false (the `compare` command): refuse runs of different models or context lengths."""
     if not threshold >= 0:
         raise BadInput(f"compare: --threshold: must be ≥ 0, got {threshold}")
     doc_a, doc_b = evidence.load_run(run_a, root), evidence.load_run(run_b, root)
+    if not force:
+        refuse_unlike(doc_a, doc_b)
     rows = [_row(metric, label, unit, read(doc_a), read(doc_b), show) for metric, label, unit, read, show in METRICS]
-    notes = []
+    notes = [n for n in (picked(run_a, doc_a, root), picked(run_b, doc_b, root)) if n]
     len_a, len_b = _startup("max_model_len")(doc_a), _startup("max_model_len")(doc_b)
     if len_a != len_b:
         notes.append(f"concurrency is at each run's own max-model-len ({len_a} vs {len_b})")

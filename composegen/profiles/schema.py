@@ -262,6 +262,9 @@ class Qualify(Strict):
         default_factory=list
     )
     tools: Annotated[StrictInt, Field(ge=1)] = 20
+    fallback: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] | None = Field(
+        None, description="the profile `campaign qualify` judges by the same criteria when this one fails"
+    )
 
 
 HOSTNAME_RE = re.compile(

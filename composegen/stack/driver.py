@@ -12,6 +12,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     running_container(project, r)       the head's running vLLM container      -> ContainerFacts
     live_identity(ctr), startup_for(r, ctr), with_mismatches(r, report)
     shm_report(r)                       /dev/shm of every node                 -> dict
+    gpu_claims(r)                       running containers' GPU requests       -> list[dict]
 
 Only commands that need the engine import this module (render/diff/validate never do).
 """
@@ -43,6 +44,7 @@ __all__ = [
     "down",
     "endpoint",
     "follow_logs",
+    "gpu_claims",
     "live_identity",
     "logs_text",
     "preload",
@@ -88,6 +90,11 @@ def status(project: Project, name: str | None = None) -> StatusReport:
 
 def endpoint(r: Resolved) -> readiness.Endpoint:
     return placement.endpoint(r)
+
+
+def gpu_claims(r: Resolved) -> list[tuple[placement.NodeRef, list[dict[str, Any]]]]:
+    """Per node of the profile: what every running container on its engine asks of the GPUs (engine.gpu_claims)."""
+    return [(n, engine.gpu_claims(n.target)) for n in placement.nodes(r)]
 
 
 def shm_report(r: Resolved) -> dict[str, Any]:

@@ -19,6 +19,14 @@ from composegen.render import literal, yaml_key
 from composegen.stack import state
 
 EMULATED_LABEL = "io.composegen.emulated"
+# The GPUs the profile declares, kept as a label once the reservation is removed: exclusive mode (campaigns)
+# treats an emulated stack as holding them. "ids:0,1" for device_ids, "count:N" for a count.
+GPUS_LABEL = "io.composegen.gpus"
+
+
+def declared_gpus(r: Resolved, node: Node | None = None) -> str:
+    gpus = (node.gpus if node is not None else None) or r.profile.service.gpus
+    return f"ids:{','.join(gpus.device_ids)}" if gpus.device_ids is not None else f"count:{gpus.count}"
 
 
 def clamp_ulimits(requested: dict, ceiling: dict[str, int]) -> tuple[dict, list[str]]:
@@ -53,7 +61,8 @@ def override_text(r: Resolved, image: str, ulimits: dict, node: Node | None = No
             if node is not None and r.profile.nodes is not None and r.profile.nodes.rdma
             else []
         ),
-        f'    labels: {{{json.dumps(EMULATED_LABEL)}: "true"}}',
+        f'    labels: {{{json.dumps(EMULATED_LABEL)}: "true", {json.dumps(GPUS_LABEL)}: '
+        f"{json.dumps(declared_gpus(r, node))}}}",
     ]
     if ulimits:
         lines.append("    ulimits: !override")

@@ -387,6 +387,40 @@ def composegen_containers(target: Target | None = None) -> list[ContainerFacts]:
     return _list({"label": "io.composegen.profile"}, target)
 
 
+def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
+    """Every running container with what it asks of the GPUs: {"id", "name", "labels", "device_requests":
+    [{"driver", "count", "device_ids"}], "env": NVIDIA_VISIBLE_DEVICES or null, "runtime"} (campaign exclusive
+    mode)."""
+    import docker.errors
+
+    sdk, where = _client(target), target or DEFAULT
+    claims = []
+    try:
+        for row in sdk.api.containers(filters={"status": "running"}):
+            try:
+                a = sdk.api.inspect_container(row["Id"])
+            except docker.errors.NotFound:
+                continue
+            requests = (a.get("HostConfig") or {}).get("DeviceRequests") or []
+            env = [e for e in (a.get("Config") or {}).get("Env") or [] if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
+            claims.append(
+                {
+                    "id": a["Id"],
+                    "name": a.get("Name", "").lstrip("/"),
+                    "labels": dict((a.get("Config") or {}).get("Labels") or {}),
+                    "device_requests": [
+                        {"driver": d.get("Driver") or "", "count": d.get("Count"), "device_ids": d.get("DeviceIDs")}
+                        for d in requests
+                    ],
+                    "env": env[0].split("=", 1)[1] if env else None,
+                    "runtime": (a.get("HostConfig") or {}).get("Runtime") or "",
+                }
+            )
+    except docker.errors.APIError as exc:
+        raise EngineError(f"listing containers on {where.label}: {_short(exc)}") from None
+    return claims
+
+
 def port_publishers(port: int, target: Target | None = None) -> list[str]:
     """Names of the running containers that publish this host port (a port conflict names its holder)."""
     import docker.errors

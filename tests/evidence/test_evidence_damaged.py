@@ -88,8 +88,21 @@ def test_a_bundle_never_keeps_the_value_of_a_secret_reference(tmp_path):
     shutil.copytree(REPO / "profiles", root / "profiles")
     log = tmp_path / "startup.log"
     log.write_text(LOG.read_text().replace("deepseek-ai/DeepSeek-V4-Flash-0731", f"deepseek-ai/{secret}"))
+    refused = run_inproc(
+        "--root", str(root), "evidence", "--from-log", str(log), "--profile", "r33", env={"HF_TOKEN": secret}
+    )  # another model than the profile's: refused, and the refusal masks the value too
+    assert refused.returncode == 2 and "model" in refused.stderr and secret not in refused.stderr + refused.stdout
     res = run_inproc(
-        "--root", str(root), "evidence", "--from-log", str(log), "--profile", "r33", "--json", env={"HF_TOKEN": secret}
+        "--root",
+        str(root),
+        "evidence",
+        "--from-log",
+        str(log),
+        "--profile",
+        "r33",
+        "--force",
+        "--json",
+        env={"HF_TOKEN": secret},
     )
     assert res.returncode == 0, res.stderr
     run = root / json.loads(res.stdout)["path"]

@@ -69,7 +69,7 @@ def test_emulator_override_swaps_image_removes_gpus_and_keeps_the_rest():
     Loader.add_multi_constructor("!", lambda loader, suffix, node: f"<{suffix}>")
     doc = yaml.load(text, Loader=Loader)["services"]["vllm"]
     assert doc["image"] == "composegen/vllm-emulator:abc"
-    assert doc["labels"] == {"io.composegen.emulated": "true"}
+    assert doc["labels"] == {"io.composegen.emulated": "true", "io.composegen.gpus": "ids:0,1"}
     assert "command" not in doc and "ports" not in doc  # the real argv and ports are kept
 
 

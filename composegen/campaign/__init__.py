@@ -1,0 +1,14 @@
+"""Campaigns: a bracketed A/B (control, candidate, control again) or a qualification arm with its fallback,
+run one stack at a time, resumable after Ctrl-C, a crash or a reboot, ending in a decision record.
+
+  files.py      private atomic writes (0600, no links) and the campaign log
+  state.py      runs/campaigns/N/state.json: the campaign's options and each arm's progress
+  exclusive.py  refuse while another stack or container holds the profile's GPUs
+  runner.py     the A/B: each arm up -> wait -> evidence -> down (shm check), the bracket, the records
+  bracket.py    the replayed control against the first: engine-reported figures within a tolerance
+  sanitize.py   what may leave the machine: no host, IP, user, home path, GPU UUID/serial, container ID
+  comparison.py comparison.json: figures, differences, criteria, decision; raw artifacts by SHA-256
+  record.py     campaign.md in the seed's shape (Outcome, configuration, Results, proves / does not, Decision)
+  qualifyarm.py `campaign qualify PRIMARY --fallback F`: the same criteria on the fallback when it fails
+  decision.py   `campaign decide N`: decision.json and the record's Decision
+"""

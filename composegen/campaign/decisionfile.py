@@ -1,0 +1,24 @@
+"""decision.json of a campaign, read (written by decision.py): the records show the decision once made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from composegen.errors import BadInput
+
+DECISION = "decision.json"
+DECISIONS = ("promote", "no-promotion", "fallback")
+
+
+def read(directory: Path) -> dict | None:
+    path = directory / DECISION
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadInput(f"{path}:1: decision: unreadable ({type(exc).__name__})") from None
+    if not isinstance(doc, dict) or doc.get("decision") not in DECISIONS:
+        raise BadInput(f"{path}: decision: must be one of {', '.join(DECISIONS)}")
+    return doc

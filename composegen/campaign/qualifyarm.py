@@ -1,0 +1,279 @@
+"""`campaign qualify PRIMARY --fallback FALLBACK`: the qualification arm and its fallback, one stack at a time.
+
+Each arm: exclusive check, `up`; when it starts, `qualify` on the running stack (KV pool ≥ the configured
+context, an actual prompt above the stated size sized with /tokenize, the ladder, post-probe gates); when it
+does not start (vLLM refuses a KV pool below the context), its startup log is judged by the same criteria
+(nothing is sent to an engine that is not ready). Either way the evidence goes into the campaign, the stack
+is taken down, and when the arm did not qualify, the fallback runs. qualification.json (sanitized: figures
+and criteria, raw artifacts by SHA-256) and campaign.md say which arm qualified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import Field
+
+from composegen.campaign import decisionfile, exclusive, files, state
+from composegen.campaign.comparison import DecisionPart, RawArtifact, file_sha256
+from composegen.campaign.sanitize import Scrubber
+from composegen.campaign.state import ArmState, CampaignState
+from composegen.errors import BadInput, ComposegenError, EngineError, Interrupted
+from composegen.evidence import bundle as evidence
+from composegen.project import Project
+from composegen.report import Report
+from composegen.stack.progress import ProgressSink
+
+RECORD_JSON = "qualification.json"
+SCHEMA: Final = "composegen.qualification/v1"
+ESTIMATE = re.compile(r"estimated maximum model length is (\d+)")
+
+
+class ArmCriterion(Report):
+    name: str
+    measured: int | float | str | None
+    threshold: int | float | str | None
+    passed: bool
+
+
+class QualifiedArm(Report):
+    arm: str
+    profile: str
+    profile_hash: str
+    emulated: bool
+    started: bool = Field(description="the engine reported ready")
+    qualified: bool
+    max_model_len: int | None
+    kv_cache_tokens: int | None = Field(description="engine-reported KV pool; null when the engine refused to start")
+    kv_pool_estimate: int | None = Field(
+        description="the engine's own estimate when it refused a pool below the context"
+    )
+    probe: dict[str, int | float | None] | None = Field(
+        description="the long prompt: target, API prompt tokens, TTFT, prefill and decode rates"
+    )
+    criteria: list[ArmCriterion]
+
+
+class QualificationReport(Report):
+    """runs/campaigns/N/qualification.json."""
+
+    schema_: Literal["composegen.qualification/v1"] = Field(default=SCHEMA, alias="schema")
+    campaign: str
+    emulated: bool
+    qualified_arm: str | None = Field(description="the first arm that qualified; null: none did")
+    qualified_profile: str | None
+    arms: list[QualifiedArm]
+    decision: DecisionPart
+    raw: list[RawArtifact]
+    redacted: int
+
+
+def create(project: Project, primary: str, fallback: str | None, emulate: bool, name: str | None) -> Path:
+    from composegen.profiles import resolve as profile
+
+    r = profile.load(project, primary)
+    if fallback is None and r.profile.qualify and r.profile.qualify.fallback != primary:
+        fallback = r.profile.qualify.fallback  # the profile's own `qualify: {fallback: …}`
+    if fallback:
+        profile.load(project, fallback)
+    if fallback == primary:
+        raise BadInput(f"campaign qualify: --fallback is the primary profile itself ({primary})")
+    directory = state.campaign_dir(project, name or f"qualify-{primary}")
+    opts = state.options(emulate=emulate, next_fallback=fallback)
+    if (directory / state.STATE).is_file():
+        st = state.load(directory)
+        if (st.kind, st.control, st.options) != ("qualify", primary, opts):
+            raise BadInput(f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options")
+        return directory
+    files.private_dir(directory)
+    now = files.now_iso()
+    arms = [ArmState(key="primary", profile=primary)] + (
+        [ArmState(key="fallback", profile=fallback)] if fallback else []
+    )
+    st = CampaignState(
+        name=directory.name, kind="qualify", control=primary, options=opts, arms=arms, created_at=now, updated_at=now
+    )
+    state.save(directory, st)
+    state.log(directory, f"created: qualify {primary}" + (f", fallback {fallback}" if fallback else ""))
+    return directory
+
+
+def run(project: Project, directory: Path, sink: ProgressSink, say) -> CampaignState:
+    st = state.load(directory)
+    for arm in st.arms:
+        earlier = st.arms[: st.arms.index(arm)]
+        if any(a.qualified for a in earlier) and arm.status != "done":
+            arm.status = "skipped"
+            state.save(directory, st)
+            state.log(directory, f"{arm.key}: skipped ({earlier[-1].profile} qualified)")
+            continue
+        if arm.status in ("done", "skipped"):
+            say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
+            continue
+        _run_arm(project, directory, st, arm, sink, say)
+    if decisionfile.read(directory) is None:  # once decided, the records stand as the decision hashed them
+        write_records(project, directory, st)
+    return st
+
+
+def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say) -> None:
+    from composegen.evidence import qualify
+    from composegen.profiles import resolve as profile
+    from composegen.stack import driver
+    from composegen.stack.loadstate import AlreadyRunning
+
+    r = profile.load(project, arm.profile)
+    dest = directory / arm.key
+    try:
+        if not (dest / evidence.EVIDENCE).is_file():
+            arm.status, arm.error, arm.attempts, arm.started_at = "running", None, arm.attempts + 1, files.now_iso()
+            state.save(directory, st)
+            state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
+            exclusive.check(r)
+            say(f"{arm.key} ({arm.profile}): starting")
+            started = True
+            try:
+                try:
+                    up = driver.up(project, r, driver.UpOptions(emulate=st.options.emulate), sink)
+                except AlreadyRunning:
+                    up = driver.attach(project, r, sink)
+                arm.time_to_ready_s, arm.emulated = up.time_to_ready_s, up.emulated
+            except Interrupted:
+                raise
+            except EngineError as exc:  # did not start: judged on its own startup log
+                started = False
+                state.log(directory, f"{arm.key}: did not start: {exc.message}")
+                say(f"{arm.key} ({arm.profile}): did not start; judging its startup log")
+            result = qualify.qualify_stack(project, r) if started else _judge_log(project, r, st.options.emulate)
+            os.replace(result["run"], dest)
+        verdict = json.loads((dest / "qualify.json").read_text(encoding="utf-8"))
+        arm.qualified, arm.bundle = bool(verdict["qualified"]), arm.key
+        failed = [c["name"] for c in verdict["criteria"] if not c["passed"]]
+        arm.error = f"failed: {', '.join(failed)}" if failed else None
+        state.save(directory, st)
+        state.log(directory, f"{arm.key}: {'QUALIFIED' if arm.qualified else 'not qualified'}; down {arm.profile}")
+        down = driver.down(project, r)
+        from composegen.campaign.runner import reclaimable
+
+        arm.shm_reclaimable = reclaimable(down.shm)
+        arm.status, arm.finished_at = "done", files.now_iso()
+        state.save(directory, st)
+        outcome = "QUALIFIED" if arm.qualified else f"not qualified ({arm.error})"
+        say(f"{arm.key} ({arm.profile}): {outcome}")
+    except (Interrupted, KeyboardInterrupt) as exc:
+        state.log(directory, f"{arm.key}: interrupted; `composegen campaign resume {st.name}` continues")
+        state.save(directory, st)
+        what = f": {exc.message}" if isinstance(exc, Interrupted) else ""
+        raise Interrupted(
+            f"campaign {st.name}: interrupted during the {arm.key} arm ({arm.profile}){what}",
+            hint=f"`composegen campaign resume {st.name}` continues; finished arms are not run again",
+        ) from None
+    except ComposegenError as exc:
+        arm.status, arm.error = "failed", exc.message
+        state.save(directory, st)
+        state.log(directory, f"{arm.key}: failed: {exc.message}")
+        raise
+
+
+def _judge_log(project: Project, r, emulate: bool) -> dict:
+    """qualify on the startup log of a stack that did not start (no request is sent)."""
+    from composegen.evidence import qualify
+    from composegen.stack import driver, engine, placement
+    from composegen.vllm import startup
+
+    head = placement.nodes(r)[0]
+    ctr = placement.vllm_container(engine.project_containers(head.project, head.target))
+    text = engine.logs(ctr) if ctr is not None else ""
+    report = driver.with_mismatches(r, startup.parse_startup_log(text).to_json())
+    identity = driver.live_identity(ctr) if ctr is not None else None
+
+    def not_sent(*args, **kwargs):
+        raise AssertionError("qualify sends no request to an engine that is not ready")
+
+    return qualify.qualify(
+        project,
+        r,
+        startup_report=report,
+        startup_log_text=text,
+        container=identity,
+        run_ladder_fn=not_sent,
+        run_gates_fn=not_sent,
+    )
+
+
+def _arm_record(arm: ArmState, doc: dict) -> dict[str, Any]:
+    from composegen.evidence.qualify import probe_target
+
+    verdict = json.loads((Path(doc["path"]) / "qualify.json").read_text(encoding="utf-8"))
+    startup = doc.get("startup") or {}
+    estimate = None
+    for err in startup.get("errors") or []:
+        m = ESTIMATE.search(err.get("line") or "")
+        estimate = int(m.group(1)) if m else estimate
+    probe = None
+    crit = {c["name"]: c for c in verdict["criteria"]}
+    if "long_prompt" in crit:
+        target = probe_target(crit["long_prompt"]["threshold"], startup.get("max_model_len") or 0)
+        row = next((t for t in (doc.get("ladder") or {}).get("targets") or [] if t.get("target") == target), None)
+        probe = {"target": target} | {
+            k: (row or {}).get(k) for k in ("prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s")
+        }
+    return {
+        "arm": arm.key,
+        "profile": doc["profile"]["name"],
+        "profile_hash": doc["profile"].get("hash") or "",
+        "emulated": bool(doc.get("emulated")),
+        "started": bool(startup.get("ready")),
+        "qualified": bool(verdict["qualified"]),
+        "max_model_len": startup.get("max_model_len"),
+        "kv_cache_tokens": startup.get("kv_cache_tokens"),
+        "kv_pool_estimate": estimate,
+        "probe": probe,
+        "criteria": [{k: c[k] for k in ("name", "measured", "threshold", "passed")} for c in verdict["criteria"]],
+    }
+
+
+def write_records(project: Project, directory: Path, st: CampaignState, decided: dict | None = None) -> dict:
+    from composegen.campaign import qualifyrecord
+
+    arms, raw = [], []
+    for arm in st.arms:
+        if arm.status != "done" or not arm.bundle:
+            continue
+        doc = evidence.load_run(directory / arm.bundle)
+        arms.append(_arm_record(arm, doc))
+        bundle = directory / arm.bundle
+        raw.append(
+            {
+                "arm": arm.key,
+                "file": "evidence.json",
+                "sha256": file_sha256(bundle / "evidence.json"),
+                "bytes": (bundle / "evidence.json").stat().st_size,
+            }
+        )
+        raw += [{"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]]
+    winner = next((a for a in arms if a["qualified"]), None)
+    chosen = decided or decisionfile.read(directory)
+    doc = {
+        "schema": SCHEMA,
+        "campaign": st.name,
+        "emulated": any(a["emulated"] for a in arms),
+        "qualified_arm": winner["arm"] if winner else None,
+        "qualified_profile": winner["profile"] if winner else None,
+        "arms": arms,
+        "decision": {"decision": "undecided"}
+        if chosen is None
+        else {k: chosen.get(k) for k in ("decision", "profile", "why", "decided_at")},
+        "raw": raw,
+    }
+    scrub = Scrubber([str(directory.resolve()), str(project.root.resolve())])
+    clean = scrub.json(doc)
+    clean["redacted"] = scrub.count
+    clean = QualificationReport.model_validate(clean).to_json()
+    files.write_json(directory / RECORD_JSON, clean)
+    files.write_atomic(directory / "campaign.md", qualifyrecord.render(clean, st))
+    return clean

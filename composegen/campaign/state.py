@@ -1,0 +1,156 @@
+"""runs/campaigns/N/: state.json (this module's CampaignState), one directory per finished arm (its
+evidence bundle, moved in once complete), campaign.log, and the records (campaign.md, comparison.json,
+decision.json).
+
+The state is saved after every step. An arm is `pending`, `running` (started, maybe interrupted: the next
+run attaches to its stack or starts it again), `done` (its bundle is in the campaign: never redone),
+`failed` (its error is kept; `resume` tries it again) or `skipped` (a fallback not needed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import Field, ValidationError
+
+from composegen.campaign import files
+from composegen.errors import BadInput
+from composegen.project import Project
+from composegen.report import Report
+
+SCHEMA: Final = "composegen.campaign/v1"
+STATE = "state.json"
+LOG = "campaign.log"
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
+MAX_STATE_BYTES = 4 << 20
+
+ArmStatus = Literal["pending", "running", "done", "failed", "skipped"]
+
+
+ArmKey = Literal["control", "candidate", "bracket", "primary", "fallback"]
+ProfileName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+
+
+class ArmState(Report):
+    key: ArmKey = Field(description="control | candidate | bracket (A/B); primary | fallback (qualification)")
+    profile: ProfileName
+    status: ArmStatus = "pending"
+    bundle: ArmKey | None = Field(
+        default=None, description="the arm's evidence bundle: a directory of the campaign, named as the arm"
+    )
+    attempts: int = 0
+    started_at: str | None = None
+    finished_at: str | None = None
+    time_to_ready_s: float | None = None
+    emulated: bool | None = None
+    shm_reclaimable: int | None = Field(
+        default=None, description="leftover /dev/shm files after down; null: not checked"
+    )
+    qualified: bool | None = Field(default=None, description="qualification arms: every criterion passed")
+    error: str | None = None
+
+
+class CampaignOptions(Report):
+    bracket: bool = False
+    gate: bool = False
+    ladder: list[int] = Field(default_factory=list)
+    bench: list[int] = Field(default_factory=list)
+    bench_requests: int = 8
+    tools: int = 20
+    emulate: bool = False
+    tolerance: float | None = Field(default=None, description="bracket tolerance (relative); null: exact when emulated")
+    next_arm: ProfileName | None = None
+    next_fallback: ProfileName | None = None
+
+
+class CampaignState(Report):
+    schema_: Literal["composegen.campaign/v1"] = Field(default=SCHEMA, alias="schema")
+    name: Annotated[str, Field(pattern=f"^{NAME_RE.pattern}$")]
+    kind: Literal["ab", "qualify"]
+    control: ProfileName | None = None
+    candidate: ProfileName | None = None
+    options: CampaignOptions
+    arms: list[ArmState]
+    created_at: str
+    updated_at: str
+    bracket: dict[str, Any] | None = None
+
+    def arm(self, key: str) -> ArmState:
+        return next(a for a in self.arms if a.key == key)
+
+    @property
+    def finished(self) -> bool:
+        return all(a.status in ("done", "skipped") for a in self.arms)
+
+
+OPTION_NAMES = {"next_arm": "--next", "next_fallback": "--next-fallback/--fallback", "tolerance": "--bracket-tolerance"}
+
+
+def options(**values: Any) -> CampaignOptions:
+    """CampaignOptions from command-line values; a bad one is BadInput naming the option."""
+    try:
+        return CampaignOptions.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "option"
+        option = OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+        raise BadInput(f"{option}: {first['msg']}") from None
+
+
+def campaigns_dir(project: Project) -> Path:
+    return project.inside(project.runs_dir, "campaigns")
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.fullmatch(name) or ".." in name:
+        raise BadInput(f"--name: {name!r} is not a campaign name (lower-case letters, digits, '.', '-', '_')")
+    return name
+
+
+def campaign_dir(project: Project, name: str) -> Path:
+    return project.inside(project.runs_dir, "campaigns", check_name(name))
+
+
+def find(project: Project, spec: str) -> Path | None:
+    """A campaign directory from a name (runs/campaigns/NAME) or a path to one; None when SPEC is neither."""
+    path = Path(spec)
+    if path.is_dir() and (path / STATE).is_file():
+        return path
+    if NAME_RE.fullmatch(spec) and ".." not in spec:
+        under = project.runs_dir / "campaigns" / spec
+        if (under / STATE).is_file():
+            return under
+    return None
+
+
+def require(project: Project, spec: str) -> Path:
+    found = find(project, spec)
+    if found is None:
+        raise BadInput(f"{spec}: campaign: no such campaign (runs/campaigns/{spec}/state.json)")
+    return found
+
+
+def load(directory: Path) -> CampaignState:
+    path = directory / STATE
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_STATE_BYTES:
+        raise BadInput(f"{path}: campaign state: missing, a link, or too large")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return CampaignState.model_validate(doc)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+        where = ".".join(str(p) for p in first["loc"]) if first else "state"
+        why = first["msg"] if first else type(exc).__name__
+        raise BadInput(f"{path}: {where}: {why} (the campaign state is damaged)") from None
+
+
+def save(directory: Path, state: CampaignState) -> None:
+    state.updated_at = files.now_iso()
+    files.write_json(directory / STATE, state.to_json())
+
+
+def log(directory: Path, message: str) -> None:
+    files.append_log(directory / LOG, message)

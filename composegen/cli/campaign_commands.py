@@ -1,0 +1,193 @@
+"""`composegen campaign run|resume|decide|qualify|show`: parse, call composegen.campaign, print."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
+from composegen.cli.app import parse_ints as _ints
+from composegen.cli.app import project as _project
+from composegen.errors import BadInput, CheckFailed
+from composegen.output import emit_json, err, out
+
+campaign_app = typer.Typer(
+    help="Bracketed A/B campaigns and qualification arms, resumable, ending in a decision record.\n\n"
+    "Example: composegen campaign run 8192-131k 4096-131k --bracket --gate",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(campaign_app, name="campaign")
+CampaignArg = typer.Argument(..., help="A campaign: its name (runs/campaigns/NAME) or its directory.")
+
+
+def campaign_arms(project, spec: str) -> list[str] | None:
+    """The bundle directories of a campaign's finished arms (control, candidate, bracket; or primary,
+    fallback), for `compare` and `report`; None when SPEC is not a campaign."""
+    from composegen.campaign import state
+
+    directory = state.find(project, spec)
+    if directory is None:
+        return None
+    st = state.load(directory)
+    arms = [str(directory / a.bundle) for a in st.arms if a.status == "done" and a.bundle]
+    if len(arms) < (2 if st.kind == "ab" else 1):
+        raise BadInput(
+            f"{spec}: campaign {st.name} has {len(arms)} finished arm(s); `composegen campaign resume {st.name}`"
+        )
+    return arms
+
+
+def _drive(kind: str, project, directory, json_: bool):
+    from composegen.campaign import qualifyarm, runner, state
+    from composegen.cli.console import console_progress
+    from composegen.cli.interrupts import deferred_sigint
+
+    with deferred_sigint():
+        from composegen.stack import driver
+
+        driver.preload()
+    say = (lambda text: None) if json_ else (lambda text: err(f"campaign: {text}"))
+    with console_progress(quiet=json_) as sink:
+        st = (qualifyarm.run if kind == "qualify" else runner.run)(project, directory, sink, say)
+    record = directory / (qualifyarm.RECORD_JSON if st.kind == "qualify" else "comparison.json")
+    if json_:
+        emit_json(json.loads(record.read_text(encoding="utf-8")))
+    else:
+        out((directory / "campaign.md").read_text(encoding="utf-8").rstrip("\n"))
+        out(f"\ncampaign {st.name}: {project.rel(directory)}/ (campaign.md, {record.name}, {state.LOG})")
+    if st.kind == "qualify" and not any(a.qualified for a in st.arms):
+        raise CheckFailed(f"campaign {st.name}: no arm qualified")
+
+
+@campaign_app.command("run")
+def run(
+    control: str = ProfileArg,
+    candidate: str = ProfileArg,
+    bracket: bool = typer.Option(False, "--bracket", help="Run the control again last; check it reproduces."),
+    gate: bool = typer.Option(False, "--gate", help="Functional gates on every arm."),
+    ladder: str | None = typer.Option(None, "--ladder", help="A context ladder on every arm, e.g. 117500,118500."),
+    bench: str | None = typer.Option(None, "--bench", help="A load benchmark on every arm at these concurrencies."),
+    bench_requests: int = typer.Option(8, "--bench-requests", help="With --bench: requests per level."),
+    tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
+    emulate: bool = typer.Option(False, "--emulate", help="Every arm on the emulated vLLM (a test double)."),
+    name: str | None = typer.Option(None, "--name", help="The campaign's name (default CONTROL-vs-CANDIDATE)."),
+    tolerance: float | None = typer.Option(
+        None, "--bracket-tolerance", help="Relative bracket tolerance (default 0.01; exact when emulated)."
+    ),
+    next_arm: str | None = typer.Option(
+        None, "--next", help="The next arm the record names.", autocompletion=complete_profile
+    ),
+    next_fallback: str | None = typer.Option(None, "--next-fallback", help="With --next: its fallback profile."),
+    json_: bool = JsonOpt,
+):
+    """Control, candidate (and with --bracket the control again), one stack at a time; then campaign.md.
+
+    Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --ladder 117500,118500,119500
+    """
+    from composegen.campaign import runner, state
+
+    if bench_requests < 1 or tools < 1:
+        raise BadInput("--bench-requests and --tools: at least 1")
+    if tolerance is not None and not 0 <= tolerance < 1:
+        raise BadInput(f"--bracket-tolerance: expected 0 ≤ t < 1, got {tolerance}")
+    opts = state.options(
+        bracket=bracket,
+        gate=gate,
+        ladder=_ints(ladder, "--ladder") if ladder else [],
+        bench=_ints(bench, "--bench") if bench else [],
+        bench_requests=bench_requests,
+        tools=tools,
+        emulate=emulate,
+        tolerance=tolerance,
+        next_arm=next_arm,
+        next_fallback=next_fallback,
+    )
+    project = _project()
+    _drive("ab", project, runner.create(project, control, candidate, opts, name), json_)
+
+
+@campaign_app.command("resume")
+def resume(campaign: str = CampaignArg, json_: bool = JsonOpt):
+    """Continue a campaign: finished arms are never run again.
+
+    Example: composegen campaign resume 8192-131k-vs-4096-131k
+    """
+    from composegen.campaign import state
+
+    project = _project()
+    directory = state.require(project, campaign)
+    _drive(state.load(directory).kind, project, directory, json_)
+
+
+@campaign_app.command("qualify")
+def qualify(
+    primary: str = ProfileArg,
+    fallback: str | None = typer.Option(
+        None,
+        "--fallback",
+        help="Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
+        autocompletion=complete_profile,
+    ),
+    emulate: bool = typer.Option(False, "--emulate", help="Every arm on the emulated vLLM (a test double)."),
+    name: str | None = typer.Option(None, "--name", help="The campaign's name (default qualify-PRIMARY)."),
+    json_: bool = JsonOpt,
+):
+    """A qualification arm and its fallback: start, KV pool, a long prompt, post-probe gates. Exit 1: none qualified.
+
+    Example: composegen campaign qualify 393k-gpu --fallback 393k-offload
+    """
+    from composegen.campaign import qualifyarm
+
+    project = _project()
+    _drive("qualify", project, qualifyarm.create(project, primary, fallback, emulate, name), json_)
+
+
+@campaign_app.command("decide")
+def decide(
+    campaign: str = CampaignArg,
+    promote: bool = typer.Option(False, "--promote", help="Promote the candidate (or the arm that qualified)."),
+    no_promotion: bool = typer.Option(False, "--no-promotion", help="Promote nothing."),
+    fallback: bool = typer.Option(False, "--fallback", help="Fall back (to the control, or the fallback arm)."),
+    why: str = typer.Option(..., "--why", help="The operator's reason, recorded with the decision."),
+    json_: bool = JsonOpt,
+):
+    """Record the operator's decision: decision.json, and the Decision of campaign.md and comparison.json.
+
+    Example: composegen campaign decide 8192-131k-vs-4096-131k --no-promotion --why "393K not yet qualified"
+    """
+    from composegen.campaign import decision
+
+    chosen = [d for d, on in zip(decision.DECISIONS, (promote, no_promotion, fallback), strict=True) if on]
+    if len(chosen) != 1:
+        raise BadInput("decide: give exactly one of --promote, --no-promotion, --fallback")
+    record = decision.decide(_project(), campaign, chosen[0], why)
+    if json_:
+        return emit_json(record)
+    promoted = record["profile"] or "no profile"
+    out(f"campaign {record['campaign']}: {record['decision']} ({promoted}) at {record['decided_at']}")
+    out(f"  evidence sha256 {record['evidence_sha256']}")
+
+
+@campaign_app.command("show")
+def show(campaign: str = CampaignArg, json_: bool = JsonOpt):
+    """A campaign's record (campaign.md), or where it stands when unfinished; --json: its comparison.json.
+
+    Example: composegen campaign show 8192-131k-vs-4096-131k
+    """
+    from composegen.campaign import qualifyarm, state
+
+    project = _project()
+    directory = state.require(project, campaign)
+    st = state.load(directory)
+    record = directory / (qualifyarm.RECORD_JSON if st.kind == "qualify" else "comparison.json")
+    if json_:
+        return emit_json(json.loads(record.read_text(encoding="utf-8")) if record.is_file() else st.to_json())
+    if (directory / "campaign.md").is_file():
+        out((directory / "campaign.md").read_text(encoding="utf-8").rstrip("\n"))
+    else:
+        out(f"campaign {st.name} ({st.kind}): not finished")
+    for arm in st.arms:
+        extra = f" — {arm.error}" if arm.error else ""
+        out(f"  {arm.key:<10} {arm.profile:<24} {arm.status}{extra}")
