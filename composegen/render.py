@@ -261,7 +261,7 @@ def out_file(project: Project, name: str) -> Path:
     """out/NAME[/NODE]/compose.yaml (out/NAME[/NODE]/FILE for a MONITORING_FILES key), refused when a link
     under out/ would send it elsewhere."""
     parts = name.split("/")
-    if len(parts) > 1 and parts[-1] in MONITORING_FILES:
+    if (len(parts) > 1 and parts[-1] in MONITORING_FILES) or (len(parts) > 1 and parts[0] == EDGE_DIR):
         return project.inside(project.out_dir, *parts)
     return project.inside(project.out_dir, *parts, "compose.yaml")
 
@@ -313,6 +313,12 @@ def orphans(project: Project, rendered: dict[str, str]) -> list:
             for f in project.out_dir.glob(f"*/*/{extra}")
             if f"{f.parent.parent.name}/{f.parent.name}/{extra}" not in rendered
         ]
+    edge_dir = project.out_dir / EDGE_DIR  # the edge's files are keyed by their path under out/
+    if edge_dir.is_dir() and not edge_dir.is_symlink():
+        for f in edge_dir.rglob("*"):
+            key = f.relative_to(project.out_dir).as_posix()
+            if f.is_file() and f.name != "compose.yaml" and key not in rendered:
+                found.append(f)
     return sorted(c for c in found if not _linked(project, c))
 
 
@@ -335,6 +341,9 @@ def remove_orphans(project: Project, rendered: dict[str, str]) -> list[str]:
                     parent.rmdir()
             removed.append(project.rel(compose))
     return removed
+
+
+EDGE_DIR = "edge"  # out/edge/: the edge (composegen/edge/render.py), keyed "edge" and "edge/PATH"
 
 
 # --- `monitoring: {prometheus: true}`: a Prometheus service, its scrape configuration, a Grafana dashboard ---

@@ -18,6 +18,7 @@ RANKS = {
     "diff": 5,
     "stack": 6,
     "evidence": 7, "monitor": 7,
+    "edge": 7.5,
     "cli": 8, "__main__": 9,
 }  # fmt: skip
 PRESENTATION = {"typer", "rich", "click"}

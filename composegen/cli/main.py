@@ -20,6 +20,7 @@ from composegen.cli import bench_commands as cmd_bench  # noqa: F401  # isort: s
 from composegen.cli import init_command  # noqa: F401  # isort: skip
 from composegen.cli import weights_commands as cmd_weights  # noqa: F401  # isort: skip
 from composegen.cli import top_command  # noqa: F401  # isort: skip
+from composegen.cli import edge_commands  # noqa: F401  # isort: skip
 from composegen.cli import exits
 from composegen.cli.app import app
 from composegen.errors import BAD_INPUT, INTERRUPTED

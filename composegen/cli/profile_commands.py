@@ -96,6 +96,14 @@ def validate(
             raise CheckFailed("--strict: warnings present")
 
 
+def _edge_files(project) -> dict[str, str]:
+    """out/edge/ when the project has an edge.yaml (docs/edge.md)."""
+    from composegen.edge import config
+    from composegen.edge.render import render_edge
+
+    return render_edge(config.load(project)) if config.configured(project) else {}
+
+
 @app.command()
 def render(
     names: list[str] | None = typer.Argument(
@@ -113,6 +121,8 @@ def render(
 
     project = _project()
     rendered = rendering.render_all(project, names)
+    if not names:
+        rendered.update(_edge_files(project))
     if check:
         drift = rendering.check(project, rendered, all_profiles=not names)
         if json_:

@@ -257,7 +257,9 @@ def from_log(project: Project, name: str, log_path) -> Path:
         raise BadInput(f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)")
     if report.get("effective_args") is not None:
         report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"], r.catalog)
-    return write_run(project, r, startup_log_text=text, startup_report=report, source="log")
+    from composegen.vllm.redact import mask
+
+    return write_run(project, r, startup_log_text=mask(text), startup_report=report, source="log")
 
 
 def resolve_run(spec, root=None) -> Path:

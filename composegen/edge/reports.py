@@ -1,0 +1,26 @@
+"""The edge's JSON shapes (`schema --report NAME`)."""
+
+from __future__ import annotations
+
+from composegen.edge.keys import Client, now_utc
+from composegen.report import Report
+
+
+class ClientRow(Report):
+    name: str
+    state: str  # active | expired | revoked
+    created: str
+    expires: str | None
+    revoked: str | None
+
+
+class ClientsReport(Report):
+    clients: list[ClientRow]
+
+
+def client_rows(clients: list[Client]) -> list[ClientRow]:
+    now = now_utc()
+    return [
+        ClientRow(name=c.name, state=c.state(now), created=c.created, expires=c.expires, revoked=c.revoked)
+        for c in clients
+    ]
