@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from composegen.cli.app import JsonOpt, app
+from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
 from composegen.output import emit_json, err, out
 
@@ -112,3 +112,72 @@ def keys_list(json_: bool = JsonOpt):
         return out("no clients (add one: composegen keys add NAME)")
     for row in rows:
         out(f"{row.name:<24} {row.state:<8} created {row.created}  expires {row.expires or 'never'}")
+
+
+EmulateOpt = typer.Option(False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos).")
+GatesOpt = typer.Option("smoke", "--gates", help="Gates the new stack must pass before the alias moves.")
+
+
+def _switched(result, json_: bool) -> None:
+    from composegen.edge.reports import SwitchReport
+
+    report = SwitchReport(
+        alias=result.alias,
+        previous=result.previous,
+        profile=result.profile,
+        by=result.by,
+        evidence=result.evidence,
+        stages=result.stages,
+        seconds=result.seconds,
+    )
+    if json_:
+        return emit_json(report.to_json())
+    ev = result.evidence or {}
+    proof = f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…" if ev else "no evidence recorded"
+    out(f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)")
+    out(f"  evidence: {proof}")
+    out(f"  clients were told (503 + Retry-After): {' → '.join(result.stages) or 'nothing'}")
+
+
+@app.command()
+def promote(
+    profile: str = ProfileArg,
+    alias: str = typer.Option(..., "--alias", help="The stable model name clients send (edge.yaml aliases)."),
+    campaign: str | None = typer.Option(None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."),
+    run: str | None = typer.Option(None, "--run", help="The qualify run to vouch for it (default: its newest)."),
+    emulate: bool = EmulateOpt,
+    gates: str = GatesOpt,
+    json_: bool = JsonOpt,
+):
+    """Point an alias at PROFILE after a passing qualification or a campaign decision: down the current
+    stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls back on failure).
+
+    Example: composegen promote 4096-131k --alias ds4-flash
+    """
+    from composegen.edge import service, switch
+
+    project = _project()
+    edge = service.load(project)
+    only = [g for g in gates.split(",") if g]
+    result = switch.promote(project, edge, profile, alias, campaign=campaign, run=run, emulate=emulate, gates=only)
+    _switched(result, json_)
+
+
+@app.command()
+def rollback(
+    alias: str = typer.Argument(..., help="An alias of edge.yaml."),
+    emulate: bool = EmulateOpt,
+    gates: str = GatesOpt,
+    json_: bool = JsonOpt,
+):
+    """Return an alias to the stack it pointed at before (the same switch as promote).
+
+    Example: composegen rollback ds4-flash
+    """
+    from composegen.edge import service, switch
+
+    project = _project()
+    result = switch.rollback(
+        project, service.load(project), alias, emulate=emulate, gates=[g for g in gates.split(",") if g]
+    )
+    _switched(result, json_)

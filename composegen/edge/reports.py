@@ -24,3 +24,13 @@ def client_rows(clients: list[Client]) -> list[ClientRow]:
         ClientRow(name=c.name, state=c.state(now), created=c.created, expires=c.expires, revoked=c.revoked)
         for c in clients
     ]
+
+
+class SwitchReport(Report):
+    alias: str
+    previous: str | None
+    profile: str
+    by: str  # promote | rollback
+    evidence: dict | None  # {"kind", "ref", "sha256", …} of what allowed the switch
+    stages: list[str]  # what the edge told clients while it ran (503 + Retry-After + this)
+    seconds: float

@@ -118,14 +118,21 @@ class EdgeProject:
 
 
 def edge_project(
-    tmp: Path, image: str, *, load: float = 1.0, retry_after: int = 1, tls: str = "internal"
+    tmp: Path,
+    image: str,
+    *,
+    load: float = 1.0,
+    retry_after: int = 1,
+    tls: str = "internal",
+    new_env: dict | None = None,
 ) -> EdgeProject:
     tag = uuid.uuid4().hex[:6]
     old, new = f"e{tag}-8192", f"e{tag}-4096"
     ports = {old: free_port(), new: free_port()}
+    env = {old: "", new: "".join(f'    {k}: "{v}"\n' for k, v in (new_env or {}).items())}
     profiles = {
         name: tiny_profile(
-            f"{name}-served", f"{{host: {ports[name]}}}", rest=_SINGLE_REST.format(load=load, extra_env="")
+            f"{name}-served", f"{{host: {ports[name]}}}", rest=_SINGLE_REST.format(load=load, extra_env=env[name])
         )
         for name in (old, new)
     }
