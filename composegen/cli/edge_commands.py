@@ -181,3 +181,24 @@ def rollback(
         project, service.load(project), alias, emulate=emulate, gates=[g for g in gates.split(",") if g]
     )
     _switched(result, json_)
+
+
+def exposure_gate(project, r, json_: bool) -> None:
+    """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a route leaks."""
+    from composegen.edge import exposure, service
+    from composegen.errors import CheckFailed
+    from composegen.evidence import bundle
+    from composegen.stack import driver
+
+    edge = service.load(project)
+    if r.name not in edge.stacks:
+        raise CheckFailed(f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})")
+    result = exposure.run(project, edge, r.name, driver.logs_text(project, r))
+    run = bundle.capture_stack(project, r, extra_raw={"exposure.json": result})
+    if json_:
+        emit_json({**result, "run": project.rel(run)})
+    else:
+        out(exposure.format_text(result))
+        out(f"evidence: {project.rel(run)}")
+    if not result["passed"]:
+        raise CheckFailed(f"{result['failed']} route(s) reachable past the edge where they must not be")

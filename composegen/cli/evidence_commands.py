@@ -34,6 +34,11 @@ def gate(
         help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
         autocompletion=complete_gate_list,
     ),
+    exposure: bool = typer.Option(
+        False,
+        "--exposure",
+        help="Instead: every startup route through the edge, without and with a key (docs/edge.md).",
+    ),
     json_: bool = JsonOpt,
 ):
     """Functional gates against the running stack (official openai client). Exit 1 when any fails.
@@ -45,6 +50,10 @@ def gate(
 
     project, r = _load(name)
     driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
+    if exposure:
+        from composegen.cli.edge_commands import exposure_gate
+
+        return exposure_gate(project, r, json_)
     ep = driver.endpoint(r)
     result = gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
     emit_json(result) if json_ else out(gates.format_text(result))

@@ -164,3 +164,11 @@ def _find(clients: list[dict], name: str) -> dict:
             return client
     known = ", ".join(c["name"] for c in clients) or "none"
     raise BadInput(f"no client {name!r} (clients: {known})", hint=f"`composegen keys add {name}`")
+
+
+def remove(project: Project, name: str) -> None:
+    """Drop a client's record entirely (the exposure gate's throw-away client)."""
+    with state.profile_lock(project, "edge-keys"):
+        clients = _load(project)
+        _find(clients, name)
+        _save(project, [c for c in clients if c["name"] != name])

@@ -202,8 +202,10 @@ def capture_stack(
     ladder_targets=None,
     tools: int | None = None,
     bench: dict | None = None,
+    extra_raw: dict | None = None,
 ) -> Path:
-    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench)."""
+    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `extra_raw` as write_run's
+    (the edge's exposure.json)."""
     from composegen.evidence import gates, ladder
     from composegen.stack import driver
 
@@ -237,6 +239,7 @@ def capture_stack(
         ladder=ladder_result,
         container=identity,
         bench=bench_result,
+        extra_raw=extra_raw,
     )
 
 

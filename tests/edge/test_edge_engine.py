@@ -159,3 +159,23 @@ def test_the_stack_behind_the_edge_publishes_no_port(edge):
     assert f"composegen-{edge.name}-net" in info["NetworkSettings"]["Networks"]
     status = json.loads(edge.ok("status", edge.old, "--json"))
     assert status is not None
+
+
+def test_the_exposure_gate_tries_every_printed_route_and_keeps_the_matrix(edge):
+    res = edge.cli("gate", edge.old, "--exposure", "--json")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    rows = {(r["path"], r["method"]): r for r in result["rows"]}
+    assert result["passed"] and result["routes_from"] == "the stack's startup log"
+    assert {("/v1/models", "GET"), ("/tokenize", "POST"), ("/metrics", "GET"), ("/invocations", "POST")} <= set(rows)
+    assert rows[("/v1/models", "GET")]["with_key"] == 200 and rows[("/v1/models", "GET")]["without_key"] == 401
+    assert rows[("/v1/chat/completions", "POST")]["with_key"] == 200
+    for closed in [("/metrics", "GET"), ("/invocations", "POST"), ("/tokenize", "POST"), ("/scale_elastic_ep", "POST")]:
+        assert (rows[closed]["without_key"], rows[closed]["with_key"]) == (404, 404), closed
+    run = edge.root / result["run"]
+    assert json.loads((run / "exposure.json").read_text())["rows"] == result["rows"]
+    evidence = json.loads((run / "evidence.json").read_text())
+    assert "exposure.json" in {f["file"] for f in evidence["raw"]}
+    clients = json.loads(edge.ok("keys", "list", "--json"))["clients"]
+    assert not any(c["name"].startswith("exposure-gate") for c in clients)  # its key is gone with it
+    assert "Bearer" not in "".join(p.read_text() for p in run.iterdir())
