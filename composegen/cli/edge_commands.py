@@ -44,6 +44,19 @@ def edge_down():
     out(f"edge {edge.config.name}: down")
 
 
+@edge_app.command("status")
+def edge_status(json_: bool = JsonOpt):
+    """The edge: URL, TLS mode, containers, each alias → profile (and a switch in progress), the clients.
+
+    Example: composegen edge status --json
+    """
+    from composegen.edge.status import edge_status as read
+    from composegen.edge.status import format_text
+
+    report = read(_project())
+    emit_json(report.to_json()) if json_ else out(format_text(report))
+
+
 @edge_app.command("ca")
 def edge_ca():
     """Print the root certificate of the edge's internal CA (tls: internal) for clients to trust.
@@ -196,7 +209,9 @@ def exposure_gate(project, r, json_: bool) -> None:
     result = exposure.run(project, edge, r.name, driver.logs_text(project, r))
     run = bundle.capture_stack(project, r, extra_raw={"exposure.json": result})
     if json_:
-        emit_json({**result, "run": project.rel(run)})
+        from composegen.edge.reports import ExposureReport
+
+        emit_json(ExposureReport.model_validate({**result, "run": project.rel(run)}).to_json())
     else:
         out(exposure.format_text(result))
         out(f"evidence: {project.rel(run)}")

@@ -35,6 +35,11 @@ REPORTS: dict[str, str] = {
     "startup": "composegen.vllm.startup:StartupCheck",
     "plan": "composegen.evidence.plan_report:PlanResult",
     "gate": "composegen.evidence.gate_report:GateResult",
+    "keys": "composegen.edge.reports:ClientsReport",
+    "edge-status": "composegen.edge.reports:EdgeStatusReport",
+    "promote": "composegen.edge.reports:SwitchReport",
+    "rollback": "composegen.edge.reports:SwitchReport",
+    "exposure": "composegen.edge.reports:ExposureReport",
 }
 
 

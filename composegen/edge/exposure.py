@@ -1,12 +1,12 @@
 """The exposure gate (`gate NAME --exposure`): every route the stack's vLLM printed at startup (`Route: PATH,
 Methods: M`), plus the ones that must never be reachable, tried from outside the stack's network through
-the edge's public listener — once without a key, once with a throw-away client key (removed afterwards,
-never written anywhere). Passes when: without a key every route is 401 or 404; with it, only allowlisted
-routes get past the edge (anything but 401/404-from-the-edge), every other one is 404.
+the edge's public listener — once without a key, once with a throw-away client key (the key is never
+written; its hash is removed afterwards). Passes when: without a key every route is 401 or 404; with it,
+only allowlisted routes get past the edge (anything but 401/404-from-the-edge), every other one is 404.
 
 Result (stable keys): {"edge", "url", "tls", "routes_from", "rows": [{"path", "method", "allowed",
-"without_key", "with_key", "passed", "reason"}], "passed", "failed"} — goes into the evidence bundle as
-exposure.json.
+"without_key", "with_key", "passed", "reason"}], "passed", "failed"} (reports.ExposureReport); it goes
+into the evidence bundle as exposure.json.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from composegen.edge import keys, routes, service
 from composegen.edge.config import Edge
 from composegen.edge.render import ALLOWED_PATHS
+from composegen.edge.reports import ExposureReport
 from composegen.project import Project
 
 ROUTE_LINE = re.compile(r"Route: (/\S*), Methods: ([A-Z, ]+)\s*$", re.M)
@@ -61,15 +62,17 @@ def run(project: Project, edge: Edge, name: str, log_text: str) -> dict:
     finally:
         keys.remove(project, client)
     failed = sum(not r["passed"] for r in rows)
-    return {
-        "edge": edge.config.name,
-        "url": edge.url,
-        "tls": edge.config.tls.mode,
-        "routes_from": "the stack's startup log" if printed_routes(log_text) else "none printed",
-        "rows": rows,
-        "passed": failed == 0,
-        "failed": failed,
-    }
+    return ExposureReport.model_validate(
+        {
+            "edge": edge.config.name,
+            "url": edge.url,
+            "tls": edge.config.tls.mode,
+            "routes_from": "the stack's startup log" if printed_routes(log_text) else "none printed",
+            "rows": rows,
+            "passed": failed == 0,
+            "failed": failed,
+        }
+    ).to_json()
 
 
 def _tls_context(project: Project, edge: Edge) -> ssl.SSLContext | None:

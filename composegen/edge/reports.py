@@ -34,3 +34,41 @@ class SwitchReport(Report):
     evidence: dict | None  # {"kind", "ref", "sha256", …} of what allowed the switch
     stages: list[str]  # what the edge told clients while it ran (503 + Retry-After + this)
     seconds: float
+
+
+class AliasRow(Report):
+    alias: str
+    profile: str | None
+    switching: dict | None  # {"to", "stage", "since"} while a promote/rollback runs
+    evidence: dict | None  # of the current assignment
+
+
+class EdgeStatusReport(Report):
+    name: str
+    url: str
+    tls: str  # internal | acme | off
+    containers: dict[str, str]  # proxy / gate -> state (absent: not created)
+    stacks: list[str]
+    aliases: list[AliasRow]
+    clients: list[ClientRow]
+
+
+class ExposureRow(Report):
+    path: str
+    method: str
+    allowed: bool  # on the edge's allowlist
+    without_key: int  # HTTP status through the edge (-1: no answer)
+    with_key: int
+    passed: bool
+    reason: str | None
+
+
+class ExposureReport(Report):
+    edge: str
+    url: str
+    tls: str
+    routes_from: str
+    rows: list[ExposureRow]
+    passed: bool
+    failed: int
+    run: str | None = None  # the evidence bundle holding exposure.json

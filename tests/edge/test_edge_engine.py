@@ -157,8 +157,14 @@ def test_the_stack_behind_the_edge_publishes_no_port(edge):
     info = json.loads(subprocess.check_output(["docker", "inspect", f"composegen-{edge.old}-vllm-1"]))[0]
     assert not any(info["NetworkSettings"]["Ports"].get(p) for p in info["NetworkSettings"]["Ports"])
     assert f"composegen-{edge.name}-net" in info["NetworkSettings"]["Networks"]
-    status = json.loads(edge.ok("status", edge.old, "--json"))
-    assert status is not None
+    text = edge.ok("status")
+    assert f"edge {edge.name}: {edge.url} (tls internal)" in text and "gate running" in text and "proxy running" in text
+    assert f"alias ds4-flash → {edge.old}" in text
+    report = json.loads(edge.ok("edge", "status", "--json"))
+    assert report["tls"] == "internal" and report["stacks"] == [edge.old, edge.new]
+    assert [(a["alias"], a["profile"], a["switching"]) for a in report["aliases"]] == [("ds4-flash", edge.old, None)]
+    assert {c["name"] for c in report["clients"]} >= {"tls-client"}
+    assert "cgk_" not in text and "cgk_" not in json.dumps(report)
 
 
 def test_the_exposure_gate_tries_every_printed_route_and_keeps_the_matrix(edge):
