@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
@@ -149,7 +151,12 @@ def _switched(result, json_: bool) -> None:
     proof = f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…" if ev else "no evidence recorded"
     out(f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)")
     out(f"  evidence: {proof}")
-    out(f"  clients were told (503 + Retry-After): {' → '.join(result.stages) or 'nothing'}")
+    told: list[str] = []
+    for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
+        label = re.sub(r" \d+/\d+$", "", stage)
+        if not told or told[-1] != label:
+            told.append(label)
+    out(f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}")
 
 
 @app.command()

@@ -90,9 +90,12 @@ def compose_text(edge: Edge) -> str:
         '    restart: "unless-stopped"',
         f'    labels: {{"io.composegen.role": "edge-gate", "io.composegen.edge": {j(c.name)}}}',
         "networks:",
+        "  default:",
+        '    labels: {"io.composegen.role": "edge"}',  # `status` lists stacks; the edge's networks are not one
         "  edge:",
         f"    name: {j(edge.network)}",
         "    internal: true",  # no route out: the stacks keep their own default network for downloads
+        '    labels: {"io.composegen.role": "edge"}',
         "volumes:",
         "  edge-data: {}",
         "  edge-config: {}",

@@ -488,6 +488,7 @@ def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
         parse_network(n, where)
         for n in rows
         if str((n.get("Labels") or {}).get("com.docker.compose.project", "")).startswith("composegen-")
+        and (n.get("Labels") or {}).get("io.composegen.role") != "edge"  # the edge's own (composegen/edge)
     ]
 
 
