@@ -205,15 +205,11 @@ def rollback(
 
 def exposure_gate(project, r, json_: bool) -> None:
     """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a route leaks."""
-    from composegen.edge import exposure, service
+    from composegen.edge import exposure
     from composegen.errors import CheckFailed
     from composegen.evidence import bundle
-    from composegen.stack import driver
 
-    edge = service.load(project)
-    if r.name not in edge.stacks:
-        raise CheckFailed(f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})")
-    result = exposure.run(project, edge, r.name, driver.logs_text(project, r))
+    result = exposure_matrix(project, r)
     run = bundle.capture_stack(project, r, extra_raw={"exposure.json": result})
     if json_:
         from composegen.edge.reports import ExposureReport
@@ -224,3 +220,15 @@ def exposure_gate(project, r, json_: bool) -> None:
         out(f"evidence: {project.rel(run)}")
     if not result["passed"]:
         raise CheckFailed(f"{result['failed']} route(s) reachable past the edge where they must not be")
+
+
+def exposure_matrix(project, r) -> dict:
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind it)."""
+    from composegen.edge import exposure, service
+    from composegen.errors import CheckFailed
+    from composegen.stack import driver
+
+    edge = service.load(project)
+    if r.name not in edge.stacks:
+        raise CheckFailed(f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})")
+    return exposure.run(project, edge, r.name, driver.logs_text(project, r))

@@ -107,6 +107,7 @@ def evidence(
     profile_name: str | None = typer.Option(
         None, "--profile", help="With --from-log: the profile of that run.", autocompletion=complete_profile
     ),
+    exposure: bool = typer.Option(False, "--exposure", help="Also the edge's exposure matrix (exposure.json)."),
     json_: bool = JsonOpt,
 ):
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and what it holds.
@@ -128,8 +129,19 @@ def evidence(
         if bench_:
             bench = {"levels": _ints(bench_, "--bench"), "requests": bench_requests}
             bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
+        extra = None
+        if exposure:
+            from composegen.cli.edge_commands import exposure_matrix
+
+            extra = {"exposure.json": exposure_matrix(project, r)}
         path = bundles.capture_stack(
-            project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools, bench=bench
+            project,
+            r,
+            gate=gate_,
+            ladder_targets=_ints(ladder_) if ladder_ else None,
+            tools=tools,
+            bench=bench,
+            extra_raw=extra,
         )
     if json_:
         from composegen.evidence.bundle import load_run

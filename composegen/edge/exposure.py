@@ -1,8 +1,8 @@
 """The exposure gate (`gate NAME --exposure`): every route the stack's vLLM printed at startup (`Route: PATH,
 Methods: M`), plus the ones that must never be reachable, tried from outside the stack's network through
 the edge's public listener — once without a key, once with a throw-away client key (the key is never
-written; its hash is removed afterwards). Passes when: without a key every route is 401 or 404; with it,
-only allowlisted routes get past the edge (anything but 401/404-from-the-edge), every other one is 404.
+written; its hash is removed afterwards). Passes when: without a key every route is refused (401, 404;
+400 from the proxy); with it, only allowlisted routes get past the edge, every other one is 404.
 
 Result (stable keys): {"edge", "url", "tls", "routes_from", "rows": [{"path", "method", "allowed",
 "without_key", "with_key", "passed", "reason"}], "passed", "failed"} (reports.ExposureReport); it goes
@@ -96,7 +96,7 @@ def _row(edge: Edge, context, path: str, method: str, key: str, alias: str | Non
     with_key = _status(edge, context, method, url_path, key, body)
     ok_path = allowed(path)
     reasons = []
-    if without not in (401, 404):
+    if without not in (400, 401, 404):  # refused; 400: the proxy rejected the request itself
         reasons.append(f"without a key: {without}")
     if ok_path and with_key in (401, 403):
         reasons.append(f"allowlisted, yet {with_key} with a key")

@@ -109,6 +109,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self) -> int:
         path = self.path.split("?", 1)[0]
+        if "/." in path or "//" in path or "%" in path or "\\" in path:
+            return self._error(404, "not found", "not_found")  # no dot segments or encodings reach the stack
         body = self._read_body()
         if body is None:
             return self._error(413, f"request body larger than {MAX_BODY} bytes", "too_large")

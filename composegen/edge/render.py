@@ -154,6 +154,10 @@ def caddyfile(edge: Edge) -> str:
         "\thandle {",
         '\t\trespond "not found" 404',  # whatever vLLM adds in a later release
         "\t}",
+        "\thandle_errors {",  # the gatekeeper itself is gone: still an answer a client can wait on
+        f"\t\theader Retry-After {c.retry_after}",
+        '\t\trespond "the edge\'s gatekeeper is not answering" 503',
+        "\t}",
         "}",
     ]
     metrics = [f"http://:{METRICS_PORT} {{"]

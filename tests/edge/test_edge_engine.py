@@ -149,6 +149,10 @@ def test_every_recorded_route_through_the_edge(edge):
             if recorded[(path, method, False)] < 400 or path == "/scale_elastic_ep":
                 opened.append(path)  # reachable without a key on vLLM itself; closed at the edge
     assert {"/invocations", "/generative_scoring", "/metrics", "/tokenize", "/scale_elastic_ep"} <= set(opened)
+    for sneaky in ("/v1/responses/../../invocations", "/v1/responses/%2e%2e/tokenize", "/v1/models/../metrics",
+                   "/v1/responses//metrics", "/V1/MODELS/../../metrics"):  # fmt: skip
+        assert edge.request("GET", sneaky, key)[0] in (400, 404), sneaky
+        assert edge.request("POST", sneaky, key, bodies["/v1/chat/completions"])[0] in (400, 404), sneaky
     with urllib.request.urlopen(f"http://127.0.0.1:{edge.metrics_port}/{edge.old}/metrics", timeout=10) as resp:
         assert resp.status == 200 and b"vllm:" in resp.read()  # Prometheus' loopback listener
 
@@ -169,7 +173,7 @@ def test_the_stack_behind_the_edge_publishes_no_port(edge):
 
 def test_the_exposure_gate_tries_every_printed_route_and_keeps_the_matrix(edge):
     res = edge.cli("gate", edge.old, "--exposure", "--json")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 0, str([r for r in json.loads(res.stdout)["rows"] if not r["passed"]])
     result = json.loads(res.stdout)
     rows = {(r["path"], r["method"]): r for r in result["rows"]}
     assert result["passed"] and result["routes_from"] == "the stack's startup log"
@@ -185,3 +189,26 @@ def test_the_exposure_gate_tries_every_printed_route_and_keeps_the_matrix(edge):
     clients = json.loads(edge.ok("keys", "list", "--json"))["clients"]
     assert not any(c["name"].startswith("exposure-gate") for c in clients)  # its key is gone with it
     assert "Bearer" not in "".join(p.read_text() for p in run.iterdir())
+
+
+def test_evidence_exposure_puts_the_matrix_in_its_bundle(edge):
+    res = edge.cli("evidence", edge.old, "--exposure", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    run = edge.root / doc["path"]
+    matrix = json.loads((run / "exposure.json").read_text())
+    assert matrix["passed"] and {r["path"] for r in matrix["rows"]} >= {"/invocations", "/metrics", "/v1/models"}
+    assert "exposure.json" in {f["file"] for f in doc["evidence"]["raw"]}
+
+
+def test_without_its_gatekeeper_the_edge_answers_503_with_retry_after_and_logs_no_key(edge):
+    key = edge.ok("keys", "add", "late").strip()
+    edge.ca_file()
+    subprocess.run(["docker", "stop", "-t", "1", f"composegen-{edge.name}-gate-1"], capture_output=True, timeout=60)
+    try:
+        status, headers, _ = edge.request("GET", "/v1/models", key)
+        assert status == 503 and headers.get("Retry-After") == "1"
+        proxy = subprocess.run(["docker", "logs", f"composegen-{edge.name}-proxy-1"], capture_output=True, text=True)
+        assert key not in proxy.stdout + proxy.stderr  # Caddy's error log redacts Authorization
+    finally:
+        subprocess.run(["docker", "start", f"composegen-{edge.name}-gate-1"], capture_output=True, timeout=60)
