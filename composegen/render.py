@@ -279,7 +279,8 @@ def out_file(project: Project, name: str) -> Path:
     """out/NAME[/NODE]/compose.yaml, or out/KEY for a key naming a file (monitoring, NAME/k8s/FILE); refused
     when a link under out/ would send it elsewhere."""
     parts = name.split("/")
-    if parts[-1] in MONITORING_FILES or (len(parts) == 3 and parts[1] == K8S_DIR and parts[2] in K8S_FILES):
+    k8s_file = len(parts) == 3 and parts[1] == K8S_DIR and parts[2] in K8S_FILES
+    if (len(parts) > 1 and (parts[-1] in MONITORING_FILES or parts[0] == EDGE_DIR)) or k8s_file:
         return project.inside(project.out_dir, *parts)
     return project.inside(project.out_dir, *parts, "compose.yaml")
 
@@ -334,6 +335,12 @@ def orphans(project: Project, rendered: dict[str, str], targets: tuple[str, ...]
             parts = path.relative_to(project.out_dir).parts
             if "/".join(parts[:-1] if parts[-1] == "compose.yaml" else parts) not in rendered:
                 found.add(path)
+    edge_dir = project.out_dir / EDGE_DIR  # the edge's files are keyed by their path under out/
+    if "compose" in targets and edge_dir.is_dir() and not edge_dir.is_symlink():
+        for f in edge_dir.rglob("*"):
+            key = f.relative_to(project.out_dir).as_posix()
+            if f.is_file() and f.name != "compose.yaml" and key not in rendered:
+                found.add(f)
     return sorted(c for c in found if not _linked(project, c))
 
 
@@ -356,6 +363,9 @@ def remove_orphans(project: Project, rendered: dict[str, str], targets: tuple[st
                     folder.rmdir()
             removed.append(project.rel(compose))
     return removed
+
+
+EDGE_DIR = "edge"  # out/edge/: the edge (composegen/edge/render.py), keyed "edge" and "edge/PATH"
 
 
 # --- `monitoring: {prometheus: true}`: a Prometheus service, its scrape configuration, a Grafana dashboard ---

@@ -20,6 +20,7 @@ RANKS = {
     "diff": 5,
     "stack": 6,
     "evidence": 7, "monitor": 7, "provision": 7,
+    "edge": 7.5,
     "campaign": 8,
     "cli": 9, "__main__": 10,
 }  # fmt: skip

@@ -34,6 +34,11 @@ def gate(
         help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
         autocompletion=complete_gate_list,
     ),
+    exposure: bool = typer.Option(
+        False,
+        "--exposure",
+        help="Instead: every startup route through the edge, without and with a key (docs/edge.md).",
+    ),
     json_: bool = JsonOpt,
 ):
     """Functional gates against the running stack (official openai client). Exit 1 when any fails.
@@ -45,6 +50,10 @@ def gate(
 
     project, r = _load(name)
     driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
+    if exposure:
+        from composegen.cli.edge_commands import exposure_gate
+
+        return exposure_gate(project, r, json_)
     ep = driver.endpoint(r)
     result = gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
     emit_json(result) if json_ else out(gates.format_text(result))
@@ -101,6 +110,7 @@ def evidence(
     force: bool = typer.Option(
         False, "--force", help="With --from-log: keep a log whose model or max_model_len contradicts the profile."
     ),
+    exposure: bool = typer.Option(False, "--exposure", help="Also the edge's exposure matrix (exposure.json)."),
     json_: bool = JsonOpt,
 ):
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and what it holds.
@@ -122,8 +132,19 @@ def evidence(
         if bench_:
             bench = {"levels": _ints(bench_, "--bench"), "requests": bench_requests}
             bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
+        extra = None
+        if exposure:
+            from composegen.cli.edge_commands import exposure_matrix
+
+            extra = {"exposure.json": exposure_matrix(project, r)}
         path = bundles.capture_stack(
-            project, r, gate=gate_, ladder_targets=_ints(ladder_) if ladder_ else None, tools=tools, bench=bench
+            project,
+            r,
+            gate=gate_,
+            ladder_targets=_ints(ladder_) if ladder_ else None,
+            tools=tools,
+            bench=bench,
+            extra_raw=extra,
         )
     if json_:
         from composegen.evidence.bundle import load_run

@@ -22,6 +22,7 @@ from composegen.cli import weights_commands as cmd_weights  # noqa: F401  # isor
 from composegen.cli import top_command  # noqa: F401  # isort: skip
 from composegen.cli import setup_commands  # noqa: F401  # isort: skip
 from composegen.cli import campaign_commands  # noqa: F401  # isort: skip
+from composegen.cli import edge_commands  # noqa: F401  # isort: skip
 from composegen.cli import exits
 from composegen.cli.app import app
 from composegen.errors import BAD_INPUT, INTERRUPTED

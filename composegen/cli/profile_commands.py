@@ -96,6 +96,14 @@ def validate(
             raise CheckFailed("--strict: warnings present")
 
 
+def _edge_files(project) -> dict[str, str]:
+    """out/edge/ when the project has an edge.yaml (docs/edge.md)."""
+    from composegen.edge import config
+    from composegen.edge.render import render_edge
+
+    return render_edge(config.load(project)) if config.configured(project) else {}
+
+
 @app.command()
 def render(
     names: list[str] | None = typer.Argument(
@@ -126,6 +134,8 @@ def render(
     plain_check = check and not names and not json_ and target is None  # what cli/fastpath.py answers
     inputs = rendercache.fingerprint(project.root) if plain_check else None  # hashed before rendering
     rendered, built, swept = k8s.render_targets(project, names, target)
+    if not names and "compose" in swept:  # the edge belongs to the compose target
+        rendered.update(_edge_files(project))
     if check:
         drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
         if json_:

@@ -41,6 +41,11 @@ REPORTS: dict[str, str] = {
     "comparison": "composegen.campaign.comparison:ComparisonReport",
     "qualification": "composegen.campaign.qualifyarm:QualificationReport",
     "campaign-state": "composegen.campaign.state:CampaignState",
+    "keys": "composegen.edge.reports:ClientsReport",
+    "edge-status": "composegen.edge.reports:EdgeStatusReport",
+    "promote": "composegen.edge.reports:SwitchReport",
+    "rollback": "composegen.edge.reports:SwitchReport",
+    "exposure": "composegen.edge.reports:ExposureReport",
 }
 
 

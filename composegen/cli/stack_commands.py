@@ -141,9 +141,21 @@ def status(
         emit_json(report.to_json())
     elif report.stacks or not name:  # a named stack with nothing on the engine: the error line says it
         out(format_text(report))
+        _edge_lines()
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
         raise EngineError(f"{name} is not running", hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")
+
+
+def _edge_lines() -> None:
+    """The edge's block under the stacks when the project has one (docs/edge.md); `edge status --json`."""
+    from composegen.edge import config
+
+    project = _project()
+    if config.configured(project):
+        from composegen.edge.status import edge_status, format_text
+
+        out(format_text(edge_status(project)))
 
 
 @app.command()

@@ -203,8 +203,10 @@ def capture_stack(
     ladder_targets=None,
     tools: int | None = None,
     bench: dict | None = None,
+    extra_raw: dict | None = None,
 ) -> Path:
-    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench)."""
+    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `extra_raw` as write_run's
+    (the edge's exposure.json)."""
     from composegen.evidence import gates, ladder
     from composegen.stack import driver
 
@@ -238,6 +240,7 @@ def capture_stack(
         ladder=ladder_result,
         container=identity,
         bench=bench_result,
+        extra_raw=extra_raw,
     )
 
 
@@ -260,7 +263,9 @@ def from_log(project: Project, name: str, log_path, *, force: bool = False) -> P
         report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"], r.catalog)
     if not force:
         _refuse_contradiction(path, text, r, report)
-    return write_run(project, r, startup_log_text=text, startup_report=report, source="log")
+    from composegen.vllm.redact import mask
+
+    return write_run(project, r, startup_log_text=mask(text), startup_report=report, source="log")
 
 
 def _refuse_contradiction(path: Path, text: str, r: Resolved, report: dict) -> None:

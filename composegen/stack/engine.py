@@ -30,6 +30,7 @@ from composegen.stack.facts import (
     stamped_chunks,
 )
 from composegen.stack.targets import DEFAULT, Target
+from composegen.vllm import redact
 
 BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
 PROBE_LABEL = "io.composegen.probe"  # value: the profile whose `up` ran the probe
@@ -458,6 +459,22 @@ def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
     _remove_quietly(sdk, ctr.id)
 
 
+def exec_output(ctr: ContainerFacts, argv: list[str], max_bytes: int = 1 << 20) -> tuple[int, str]:
+    """Run ARGV in a running container (the edge's `caddy reload`, its root certificate): exit code and
+    output, cut at MAX_BYTES; the engine's API deadline bounds it."""
+
+    def run() -> tuple[int, str]:
+        result = _client(ctr.target).api.exec_create(ctr.id, argv, stdout=True, stderr=True)
+        data = _client(ctr.target).api.exec_start(result["Id"])[:max_bytes]
+        code = _client(ctr.target).api.exec_inspect(result["Id"]).get("ExitCode")
+        return (code if isinstance(code, int) else -1), data.decode("utf-8", "replace")
+
+    answer = _unless_gone(run, f"docker exec {ctr.name}")
+    if answer is None:
+        raise EngineError(f"{ctr.name}: the container is gone")
+    return answer
+
+
 def stop_container(ctr: ContainerFacts, grace: int = 1) -> None:
     """`docker stop -t GRACE`: SIGTERM, then SIGKILL after `grace` seconds (the memory guard's stop)."""
     _unless_gone(lambda: _client(ctr.target).api.stop(ctr.id, timeout=grace), f"docker stop {ctr.name}")
@@ -487,6 +504,12 @@ def put_archive(image: str, owner: str, target: Target | None, host_dir: str, ta
             _remove_quietly(sdk, cid)
 
 
+def edge_proxy_running(network: str, target: Target | None = None) -> bool:
+    """A running edge proxy (composegen/edge) is attached to NETWORK."""
+    filters = {"network": network, "label": "io.composegen.role=edge-proxy", "status": "running"}
+    return bool(_client(target).api.containers(filters=filters))
+
+
 def project_networks(project: str, target: Target | None = None) -> list[NetworkFacts]:
     rows = _client(target).api.networks(filters={"label": f"com.docker.compose.project={project}"})
     return [parse_network(n, target or DEFAULT) for n in rows]
@@ -500,6 +523,7 @@ def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
         parse_network(n, where)
         for n in rows
         if str((n.get("Labels") or {}).get("com.docker.compose.project", "")).startswith("composegen-")
+        and (n.get("Labels") or {}).get("io.composegen.role") != "edge"  # the edge's own (composegen/edge)
     ]
 
 
@@ -565,12 +589,19 @@ def logs(ctr: ContainerFacts, tail: int | str = "all", timestamps: bool = False)
         lambda: _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps),
         f"docker logs {ctr.name}",
     )
-    return raw.decode("utf-8", "replace") if raw is not None else ""
+    return redact.mask(raw.decode("utf-8", "replace")) if raw is not None else ""
 
 
 def follow_logs(ctr: ContainerFacts, tail: int | str = "all") -> Iterator[bytes]:
-    """The container's output as it is written, until it stops (chunks of bytes, not lines)."""
-    yield from _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, stream=True, follow=True, tail=tail)
+    """The container's output as it is written, until it stops (whole lines, secrets masked)."""
+    pending = b""
+    for chunk in _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, stream=True, follow=True, tail=tail):
+        pending += chunk
+        whole, sep, pending = pending.rpartition(b"\n")
+        if sep:
+            yield redact.mask((whole + sep).decode("utf-8", "replace")).encode("utf-8")
+    if pending:
+        yield redact.mask(pending.decode("utf-8", "replace")).encode("utf-8")
 
 
 class LogStream:
@@ -595,7 +626,7 @@ class LogStream:
                 for stamp, text in stamped_chunks(self._stream):
                     if since is None or (stamp is not None and stamp > since):
                         since = stamp if stamp is not None else since
-                        yield stamp, text
+                        yield stamp, redact.mask(text)
                 return  # the container stopped: the stream ended
             except (docker.errors.NotFound, EngineError):
                 return

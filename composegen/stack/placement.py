@@ -107,10 +107,32 @@ class Deployment:
             emulated = override.is_file() and any(c.emulated for c in engine.project_containers(n.project, n.target))
         if emulated:
             files.append(override)
+        if self.behind_edge:
+            files.append(edge_override_path(self.project, self.name))
         return engine.Stack(n.project, files, n.target)
+
+    @property
+    def edge_network(self) -> str | None:
+        """The edge's network named in the stack's override (our own generated file), if any."""
+        if not self.behind_edge:
+            return None
+        names = re.findall(
+            r'^    name: "([^"]+)"$', edge_override_path(self.project, self.name).read_text("utf-8"), re.M
+        )
+        return names[-1] if names else None
+
+    @property
+    def behind_edge(self) -> bool:
+        """out/edge/stacks/NAME.yaml exists: the stack joins the edge's network and publishes no port."""
+        return not self.multi and edge_override_path(self.project, self.name).is_file()
 
     def endpoint(self) -> readiness.Endpoint:
         return endpoint(self.r, self.head)
+
+
+def edge_override_path(project: Project, name: str) -> Path:
+    """The override `composegen render` writes for a stack listed in edge.yaml (composegen/edge/render.py)."""
+    return project.out_dir / "edge" / "stacks" / f"{name}.yaml"
 
 
 def deployment(project: Project, r: Resolved) -> Deployment:

@@ -123,7 +123,8 @@ def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -
     ceiling (None without ulimits)."""
     r, svc = dep.r, dep.r.profile.service
     checks = [_named(attempt("gpus", lambda: gpu_check(emulate, n.target)), n)]
-    ports = [(svc.port.bind, svc.port.host, "host")] if n.rank == 0 else []
+    # Behind the edge the stack publishes nothing: its host port is the edge's loopback operator door.
+    ports = [(svc.port.bind, svc.port.host, "host")] if n.rank == 0 and not dep.behind_edge else []
     if n.rank == 0 and r.profile.nodes is not None:
         wildcard = "::" if ":" in r.profile.nodes.master_addr else "0.0.0.0"  # torch's store listens on every interface
         ports.append((wildcard, r.profile.nodes.master_port, "master"))

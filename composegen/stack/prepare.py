@@ -62,6 +62,8 @@ def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
     ensure_fresh(dep, opts.render_stale)
     prep = Prepared(dep.r.profile.image)
     _report(prep, sink, _engine_checks(dep))
+    if dep.behind_edge:
+        _report(prep, sink, [_edge_check(dep)])
     _stop_on_failure(prep.checks)
     _refuse_running(dep)
     prep.image, image_checks, present = _place_image(dep, opts.emulate, sink)
@@ -85,6 +87,20 @@ def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
         for n in dep.nodes:
             emulation.write_override(dep.project, dep.r, prep.image, per_node[n], n.member)
     return prep
+
+
+def _edge_check(dep: Deployment) -> Check:
+    """Behind the edge the stack publishes no port: without the edge's proxy nothing (not even `up`'s own
+    readiness probe) could reach it."""
+    network = dep.edge_network
+    if network and engine.edge_proxy_running(network):
+        return Check("edge", "ok", f"behind the edge: reached through {network}, no host port of its own")
+    return Check(
+        "edge",
+        "fail",
+        f"{dep.name} is behind the edge (out/edge/stacks/{dep.name}.yaml) and the edge is not running; "
+        "start it first: `composegen edge up`",
+    )
 
 
 def _report(prep: Prepared, sink: ProgressSink, checks: list) -> None:

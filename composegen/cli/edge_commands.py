@@ -1,0 +1,234 @@
+"""`composegen edge up|down|ca`, `keys add|list|revoke|rotate`, `promote`, `rollback` (docs/edge.md)."""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+from composegen.cli.app import JsonOpt, ProfileArg, app
+from composegen.cli.app import project as _project
+from composegen.output import emit_json, err, out
+
+edge_app = typer.Typer(
+    no_args_is_help=True,
+    help="The edge: TLS, the route allowlist, per-client keys, aliases (docs/edge.md).\n\nExample: composegen edge up",
+)
+keys_app = typer.Typer(
+    no_args_is_help=True,
+    help="Per-client keys of the edge (shown once, stored hashed).\n\nExample: composegen keys add alice",
+)
+app.add_typer(edge_app, name="edge")
+app.add_typer(keys_app, name="keys")
+
+
+@edge_app.command("up")
+def edge_up():
+    """Start (or update) the edge from out/edge/; a changed Caddyfile is reloaded gracefully.
+
+    Example: composegen edge up
+    """
+    from composegen.edge import service
+
+    edge = service.up(_project())
+    out(f"edge {edge.config.name}: up at {edge.url} (tls {edge.config.tls.mode}), stacks: {', '.join(edge.stacks)}")
+
+
+@edge_app.command("down")
+def edge_down():
+    """Stop and remove the edge's containers (the stacks behind it keep running, unreachable).
+
+    Example: composegen edge down
+    """
+    from composegen.edge import service
+
+    edge = service.down(_project())
+    out(f"edge {edge.config.name}: down")
+
+
+@edge_app.command("status")
+def edge_status(json_: bool = JsonOpt):
+    """The edge: URL, TLS mode, containers, each alias → profile (and a switch in progress), the clients.
+
+    Example: composegen edge status --json
+    """
+    from composegen.edge.status import edge_status as read
+    from composegen.edge.status import format_text
+
+    report = read(_project())
+    emit_json(report.to_json()) if json_ else out(format_text(report))
+
+
+@edge_app.command("ca")
+def edge_ca():
+    """Print the root certificate of the edge's internal CA (tls: internal) for clients to trust.
+
+    Example: composegen edge ca > edge-root.crt
+    """
+    from composegen.edge import service
+
+    out(service.root_certificate(_project()).rstrip("\n"))
+
+
+@keys_app.command("add")
+def keys_add(
+    name: str = typer.Argument(..., help="The client's name (shown in the access log)."),
+    expires: str | None = typer.Option(None, "--expires", help="YYYY-MM-DD (00:00 UTC) or an ISO 8601 time."),
+):
+    """Make a key for a new client and print it — once; only its hash is kept.
+
+    Example: composegen keys add alice --expires 2027-01-31
+    """
+    from composegen.edge import keys
+
+    key = keys.add(_project(), name, expires)
+    err(f"client {name}: key made; it is shown only now — store it, it cannot be shown again")
+    out(key)
+
+
+@keys_app.command("rotate")
+def keys_rotate(name: str = typer.Argument(..., help="An existing client.")):
+    """A new key for a client (printed once); the old key stops working at once.
+
+    Example: composegen keys rotate alice
+    """
+    from composegen.edge import keys
+
+    key = keys.rotate(_project(), name)
+    err(f"client {name}: new key; the old one no longer works — the new one is shown only now")
+    out(key)
+
+
+@keys_app.command("revoke")
+def keys_revoke(name: str = typer.Argument(..., help="An existing client.")):
+    """Revoke a client's key at once (the record stays, marked revoked).
+
+    Example: composegen keys revoke alice
+    """
+    from composegen.edge import keys
+
+    keys.revoke(_project(), name)
+    out(f"client {name}: revoked")
+
+
+@keys_app.command("list")
+def keys_list(json_: bool = JsonOpt):
+    """The clients: name, state (active, expired, revoked), created, expiry — never a key.
+
+    Example: composegen keys list
+    """
+    from composegen.edge import keys
+    from composegen.edge.reports import ClientsReport, client_rows
+
+    rows = client_rows(keys.listing(_project()))
+    if json_:
+        return emit_json(ClientsReport(clients=rows).to_json())
+    if not rows:
+        return out("no clients (add one: composegen keys add NAME)")
+    for row in rows:
+        out(f"{row.name:<24} {row.state:<8} created {row.created}  expires {row.expires or 'never'}")
+
+
+EmulateOpt = typer.Option(False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos).")
+GatesOpt = typer.Option("smoke", "--gates", help="Gates the new stack must pass before the alias moves.")
+
+
+def _switched(result, json_: bool) -> None:
+    from composegen.edge.reports import SwitchReport
+
+    report = SwitchReport(
+        alias=result.alias,
+        previous=result.previous,
+        profile=result.profile,
+        by=result.by,
+        evidence=result.evidence,
+        stages=result.stages,
+        seconds=result.seconds,
+    )
+    if json_:
+        return emit_json(report.to_json())
+    ev = result.evidence or {}
+    proof = f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…" if ev else "no evidence recorded"
+    out(f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)")
+    out(f"  evidence: {proof}")
+    told: list[str] = []
+    for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
+        label = re.sub(r" \d+/\d+$", "", stage)
+        if not told or told[-1] != label:
+            told.append(label)
+    out(f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}")
+
+
+@app.command()
+def promote(
+    profile: str = ProfileArg,
+    alias: str = typer.Option(..., "--alias", help="The stable model name clients send (edge.yaml aliases)."),
+    campaign: str | None = typer.Option(None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."),
+    run: str | None = typer.Option(None, "--run", help="The qualify run to vouch for it (default: its newest)."),
+    emulate: bool = EmulateOpt,
+    gates: str = GatesOpt,
+    json_: bool = JsonOpt,
+):
+    """Point an alias at PROFILE after a passing qualification or a campaign decision: down the current
+    stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls back on failure).
+
+    Example: composegen promote 4096-131k --alias ds4-flash
+    """
+    from composegen.edge import service, switch
+
+    project = _project()
+    edge = service.load(project)
+    only = [g for g in gates.split(",") if g]
+    result = switch.promote(project, edge, profile, alias, campaign=campaign, run=run, emulate=emulate, gates=only)
+    _switched(result, json_)
+
+
+@app.command()
+def rollback(
+    alias: str = typer.Argument(..., help="An alias of edge.yaml."),
+    emulate: bool = EmulateOpt,
+    gates: str = GatesOpt,
+    json_: bool = JsonOpt,
+):
+    """Return an alias to the stack it pointed at before (the same switch as promote).
+
+    Example: composegen rollback ds4-flash
+    """
+    from composegen.edge import service, switch
+
+    project = _project()
+    result = switch.rollback(
+        project, service.load(project), alias, emulate=emulate, gates=[g for g in gates.split(",") if g]
+    )
+    _switched(result, json_)
+
+
+def exposure_gate(project, r, json_: bool) -> None:
+    """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a route leaks."""
+    from composegen.edge import exposure
+    from composegen.errors import CheckFailed
+    from composegen.evidence import bundle
+
+    result = exposure_matrix(project, r)
+    run = bundle.capture_stack(project, r, extra_raw={"exposure.json": result})
+    if json_:
+        from composegen.edge.reports import ExposureReport
+
+        emit_json(ExposureReport.model_validate({**result, "run": project.rel(run)}).to_json())
+    else:
+        out(exposure.format_text(result))
+        out(f"evidence: {project.rel(run)}")
+    if not result["passed"]:
+        raise CheckFailed(f"{result['failed']} route(s) reachable past the edge where they must not be")
+
+
+def exposure_matrix(project, r) -> dict:
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind it)."""
+    from composegen.edge import exposure, service
+    from composegen.errors import CheckFailed
+    from composegen.stack import driver
+
+    edge = service.load(project)
+    if r.name not in edge.stacks:
+        raise CheckFailed(f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})")
+    return exposure.run(project, edge, r.name, driver.logs_text(project, r))

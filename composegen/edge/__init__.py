@@ -1,0 +1,6 @@
+"""The edge: one authenticated, TLS-terminating door in front of the vLLM stacks (docs/edge.md).
+
+config.py (edge.yaml) → render.py (out/edge/) · keys.py (per-client keys) · routes.py (aliases, the
+switch state the gatekeeper reads) · service.py (the edge's own containers) · switch.py (promote,
+rollback) · exposure.py (the exposure gate) · gatekeeper.py (runs inside the edge; stdlib only).
+"""

@@ -1,0 +1,211 @@
+"""edge.yaml at the project top: the edge's listeners, TLS mode, the stacks behind it, aliases, images.
+
+Validated like a profile: unknown keys, wrong types and cross-field problems are one `edge.yaml:LINE:
+field: problem` line (BadInput). Nothing here can reach outside the project: images are pinned by digest,
+names are one path component of a fixed grammar, TLS off is refused unless the listener is loopback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from composegen.addresses import is_loopback
+from composegen.errors import BadInput
+from composegen.profiles import resolve as profiles
+from composegen.profiles.resolved import Resolved
+from composegen.profiles.yamlio import Marked, load_marked
+from composegen.project import Project
+
+EDGE_FILE = "edge.yaml"
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,30}")
+ALIAS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+PINNED_RE = re.compile(r"[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}")
+DNS_RE = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Listen(_Strict):
+    bind: str = "127.0.0.1"
+    port: int = Field(default=39443, ge=1, le=65535)
+
+
+class Tls(_Strict):
+    mode: Literal["internal", "acme", "off"] = "internal"
+    names: list[str] = Field(default_factory=lambda: ["localhost", "127.0.0.1"], min_length=1, max_length=16)
+    email: str | None = None
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, mode: object) -> object:
+        return "off" if mode is False else mode  # YAML 1.1 reads a bare `off` as false
+
+    @field_validator("names")
+    @classmethod
+    def _names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not re.fullmatch(r"[A-Za-z0-9.:-]{1,253}", name):
+                raise ValueError(f"{name!r} is not a host name or IP address")
+        return names
+
+
+class Metrics(_Strict):
+    port: int = Field(default=39490, ge=1, le=65535)  # always on 127.0.0.1
+
+
+class Images(_Strict):
+    proxy: str = (
+        "docker.io/library/caddy:2.6.2-alpine@sha256:7992b931b7da3cf0840dd69ea74b2c67d423faf03408da8abdc31b7590a239a7"
+    )
+    gate: str = (
+        "docker.io/library/python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+    )
+
+    @field_validator("proxy", "gate")
+    @classmethod
+    def _pinned(cls, ref: str) -> str:
+        if not PINNED_RE.fullmatch(ref):
+            raise ValueError(f"{ref!r} is not pinned by digest (NAME@sha256:<64 hex>)")
+        return ref
+
+
+class EdgeConfig(_Strict):
+    name: str = "edge"
+    listen: Listen = Field(default_factory=lambda: Listen())
+    tls: Tls = Field(default_factory=lambda: Tls())
+    metrics: Metrics = Field(default_factory=lambda: Metrics())
+    stacks: list[str] = Field(min_length=1, max_length=64)
+    aliases: dict[str, str] = Field(default_factory=dict)
+    images: Images = Field(default_factory=lambda: Images())
+    retry_after: int = Field(30, ge=1, le=3600)  # seconds a client is told to wait during a switch
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if not NAME_RE.fullmatch(name):
+            raise ValueError(f"{name!r}: lower-case letters, digits, '-' and '_', at most 31")
+        return name
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A validated edge.yaml with the profiles behind it, resolved."""
+
+    config: EdgeConfig
+    stacks: dict[str, Resolved]  # profile name -> resolved profile, in edge.yaml order
+    path: str  # edge.yaml as users see it
+
+    @property
+    def project_name(self) -> str:
+        return f"composegen-{self.config.name}"
+
+    @property
+    def network(self) -> str:
+        return f"composegen-{self.config.name}-net"
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.config.tls.mode == "off" else "https"
+
+    @property
+    def url(self) -> str:
+        host = self.config.listen.bind if is_loopback(self.config.listen.bind) else self.config.tls.names[0]
+        host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        host = f"[{host}]" if ":" in host else host
+        return f"{self.scheme}://{host}:{self.config.listen.port}"
+
+
+def upstream_host(name: str) -> str:
+    """The name a stack answers to on the edge's network (a network alias set by its override)."""
+    return f"stack-{name}"
+
+
+def edge_path(project: Project) -> Path:
+    return project.root / EDGE_FILE
+
+
+def configured(project: Project) -> bool:
+    return edge_path(project).is_file()
+
+
+def load(project: Project) -> Edge:
+    path = edge_path(project)
+    if path.is_symlink():
+        raise BadInput(f"{EDGE_FILE}: is a symbolic link; the edge's configuration must be a plain file")
+    marked = load_marked(path, EDGE_FILE)
+    if not isinstance(marked.data, dict):
+        raise BadInput(f"{EDGE_FILE}:1: the edge configuration must be a mapping")
+    try:
+        config = EdgeConfig.model_validate(marked.data)
+    except ValidationError as exc:
+        raise _schema_error(exc, marked) from None
+    return _checked(project, config, marked)
+
+
+def _where(marked: Marked, *path: str | int) -> str:
+    mark = marked.where(tuple(path))
+    return f"{mark[0]}:{mark[1]}" if mark else EDGE_FILE
+
+
+def _schema_error(exc: ValidationError, marked: Marked) -> BadInput:
+    err = exc.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("literal", "constrained"))))
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    return BadInput(f"{_where(marked, *loc)}: {'.'.join(map(str, loc))}: {msg}")
+
+
+def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
+    tls, listen = config.tls, config.listen
+    if tls.mode == "off" and not is_loopback(listen.bind):
+        raise BadInput(
+            f"{_where(marked, 'tls', 'mode')}: tls.mode: off is only allowed on a loopback listener "
+            f"(listen.bind is {listen.bind!r})",
+            hint="keep tls internal, or bind 127.0.0.1 and put `tailscale serve` in front (docs/edge.md)",
+        )
+    if tls.mode == "acme":
+        bad = [n for n in tls.names if not DNS_RE.fullmatch(n)]
+        if bad:
+            raise BadInput(f"{_where(marked, 'tls', 'names')}: tls.names: acme needs public DNS names, got {bad[0]!r}")
+    if "edge" in project.profile_names():
+        raise BadInput(f"{EDGE_FILE}:1: profiles/edge.yaml: out/edge/ belongs to the edge; rename that profile")
+    stacks: dict[str, Resolved] = {}
+    ports: dict[int, str] = {listen.port: "listen.port", config.metrics.port: "metrics.port"}
+    if listen.port == config.metrics.port:
+        raise BadInput(f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port")
+    for i, name in enumerate(config.stacks):
+        if name in stacks:
+            raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name!r} is listed twice")
+        if name not in project.profile_names():
+            raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: no profile {name!r} in profiles/")
+        r = profiles.load(project, name)
+        if r.profile.nodes is not None:
+            raise BadInput(
+                f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name} is multi-node (host network); "
+                "the edge fronts single-node stacks only"
+            )
+        port = r.profile.service.port.host
+        if port in ports:
+            raise BadInput(
+                f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name}'s host port {port} is also {ports[port]}"
+            )
+        ports[port] = f"{name}'s host port"
+        stacks[name] = r
+    for alias, target in config.aliases.items():
+        if not ALIAS_RE.fullmatch(alias):
+            raise BadInput(f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name")
+        if target not in stacks:
+            raise BadInput(
+                f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"
+            )
+    return Edge(config, stacks, EDGE_FILE)

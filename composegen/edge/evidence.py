@@ -1,0 +1,107 @@
+"""What `promote` accepts as proof, read defensively (both are files someone else wrote):
+
+- a campaign decision, runs/campaigns/<N>/decision.json = {"decision": "promote" | "no-promotion" |
+  "fallback", "profile", "campaign", "why", "decided_at", "evidence_sha256"}: accepted when decision is
+  "promote" and profile is the one being promoted;
+- a qualify bundle (`composegen qualify NAME` → runs/<run>/ with qualify.json): its hashes verified
+  (evidence.load_run), qualified, for this profile at its current hash.
+
+Either way the assignment records {"kind", "ref", "sha256"}: the sha256 of the file that decided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import bundle
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+
+MAX_DECISION_BYTES = 64 << 10
+CAMPAIGN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+DECISIONS = ("promote", "no-promotion", "fallback")
+
+
+def _read_small(path: Path, what: str, limit: int) -> bytes:
+    if path.is_symlink() or not path.is_file():
+        raise BadInput(f"{path}: {what}: missing, or not a plain file")
+    with open(path, "rb") as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise BadInput(f"{path}: {what}: larger than {limit >> 10} KiB")
+    return data
+
+
+def campaign_decision(project: Project, campaign: str, profile: str) -> dict:
+    if not CAMPAIGN_RE.fullmatch(campaign) or campaign in (".", ".."):
+        raise BadInput(f"--campaign {campaign!r}: not a campaign name (one path component)")
+    path = project.inside(project.runs_dir, "campaigns", campaign, "decision.json")
+    data = _read_small(path, "campaign decision", MAX_DECISION_BYTES)
+    rel = project.rel(path)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BadInput(f"{rel}:1: campaign decision: unreadable JSON ({type(exc).__name__})") from None
+    if not isinstance(doc, dict):
+        raise BadInput(f"{rel}:1: campaign decision: must be a JSON object")
+    decision, chosen = doc.get("decision"), doc.get("profile")
+    if decision not in DECISIONS:
+        raise BadInput(f"{rel}: decision: expected one of {', '.join(DECISIONS)}, got {str(decision)[:40]!r}")
+    if not isinstance(doc.get("evidence_sha256"), str) or not re.fullmatch(r"[0-9a-f]{64}", doc["evidence_sha256"]):
+        raise BadInput(f"{rel}: evidence_sha256: expected 64 lower-case hex digits")
+    if str(doc.get("campaign")) != campaign:
+        raise BadInput(f"{rel}: campaign: says {str(doc.get('campaign'))[:40]!r}, the directory is {campaign!r}")
+    if decision != "promote":
+        why = str(doc.get("why") or "")[:200]
+        raise CheckFailed(f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}")
+    if chosen != profile:
+        raise CheckFailed(f"campaign {campaign} promotes {str(chosen)[:64]!r}, not {profile}")
+    return {
+        "kind": "campaign",
+        "ref": rel,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "campaign_evidence_sha256": doc["evidence_sha256"],
+    }
+
+
+def qualified_run(project: Project, r: Resolved, run: str | None) -> dict:
+    """The newest (or the given) run of R with a passing qualify.json, at R's current profile hash."""
+    candidates = [run] if run else _runs_of(project, r.name)
+    if not candidates:
+        raise CheckFailed(
+            f"{r.name}: no qualify run to promote on",
+            hint=f"`composegen qualify {r.name}` on the running stack, or pass --campaign N",
+        )
+    problems = []
+    for spec in candidates:
+        doc = bundle.load_run(spec, project.root)  # verifies every raw file's sha256
+        where = Path(doc["path"])
+        verdict = where / "qualify.json"
+        if not verdict.is_file():
+            problems.append(f"{project.rel(where)}: no qualify.json")
+            continue
+        data = _read_small(verdict, "qualify verdict", bundle.MAX_EVIDENCE_BYTES)
+        try:
+            result = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            result = None
+        if doc["profile"].get("name") != r.name or doc["profile"].get("hash") != r.hash:
+            problems.append(f"{project.rel(where)}: for {doc['profile'].get('name')}@{doc['profile'].get('hash')}")
+            continue
+        if not isinstance(result, dict) or result.get("qualified") is not True:
+            problems.append(f"{project.rel(where)}: not qualified")
+            continue
+        evidence = _read_small(where / bundle.EVIDENCE, "evidence", bundle.MAX_EVIDENCE_BYTES)
+        return {"kind": "qualify", "ref": project.rel(where), "sha256": hashlib.sha256(evidence).hexdigest()}
+    raise CheckFailed(f"{r.name}: no passing qualification at hash {r.hash} ({'; '.join(problems[:3])})")
+
+
+def _runs_of(project: Project, name: str) -> list[str]:
+    if not project.runs_dir.is_dir():
+        return []
+    found = [p for p in project.runs_dir.glob(f"*-{name}*") if (p / "qualify.json").is_file() and not p.is_symlink()]
+    return [str(p) for p in sorted(found, reverse=True)]

@@ -1,0 +1,74 @@
+"""The edge's JSON shapes (`schema --report NAME`)."""
+
+from __future__ import annotations
+
+from composegen.edge.keys import Client, now_utc
+from composegen.report import Report
+
+
+class ClientRow(Report):
+    name: str
+    state: str  # active | expired | revoked
+    created: str
+    expires: str | None
+    revoked: str | None
+
+
+class ClientsReport(Report):
+    clients: list[ClientRow]
+
+
+def client_rows(clients: list[Client]) -> list[ClientRow]:
+    now = now_utc()
+    return [
+        ClientRow(name=c.name, state=c.state(now), created=c.created, expires=c.expires, revoked=c.revoked)
+        for c in clients
+    ]
+
+
+class SwitchReport(Report):
+    alias: str
+    previous: str | None
+    profile: str
+    by: str  # promote | rollback
+    evidence: dict | None  # {"kind", "ref", "sha256", …} of what allowed the switch
+    stages: list[str]  # what the edge told clients while it ran (503 + Retry-After + this)
+    seconds: float
+
+
+class AliasRow(Report):
+    alias: str
+    profile: str | None
+    switching: dict | None  # {"to", "stage", "since"} while a promote/rollback runs
+    evidence: dict | None  # of the current assignment
+
+
+class EdgeStatusReport(Report):
+    name: str
+    url: str
+    tls: str  # internal | acme | off
+    containers: dict[str, str]  # proxy / gate -> state (absent: not created)
+    stacks: list[str]
+    aliases: list[AliasRow]
+    clients: list[ClientRow]
+
+
+class ExposureRow(Report):
+    path: str
+    method: str
+    allowed: bool  # on the edge's allowlist
+    without_key: int  # HTTP status through the edge (-1: no answer)
+    with_key: int
+    passed: bool
+    reason: str | None
+
+
+class ExposureReport(Report):
+    edge: str
+    url: str
+    tls: str
+    routes_from: str
+    rows: list[ExposureRow]
+    passed: bool
+    failed: int
+    run: str | None = None  # the evidence bundle holding exposure.json

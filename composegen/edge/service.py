@@ -1,0 +1,91 @@
+"""The edge's own containers: `edge up` (refuses a stale out/edge/, publishes the routes, starts or updates
+the proxy and gatekeeper, then a graceful `caddy reload`), `edge down`, `edge ca` (the internal CA's root
+certificate), and the facts `status` shows."""
+
+from __future__ import annotations
+
+import time
+
+from composegen import render
+from composegen.edge import config, keys, routes
+from composegen.edge.config import Edge
+from composegen.edge.render import render_edge
+from composegen.errors import BadInput, CheckFailed, EngineError
+from composegen.project import Project
+from composegen.stack import engine
+from composegen.stack.facts import ContainerFacts
+
+ROOT_CERT = "/data/caddy/pki/authorities/local/root.crt"
+RELOAD = ["caddy", "reload", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
+
+
+def load(project: Project) -> Edge:
+    if not config.configured(project):
+        raise BadInput(f"{config.EDGE_FILE}: no edge configured in this project", hint="see docs/edge.md")
+    return config.load(project)
+
+
+def ensure_fresh(project: Project, edge: Edge) -> None:
+    drift = render.check(project, render_edge(edge), all_profiles=False)
+    if drift:
+        paths = ", ".join(d.path for d in drift)
+        raise CheckFailed(f"out/edge/ is stale or missing ({paths})", hint="run `composegen render`")
+
+
+def stack(edge: Edge, project: Project) -> engine.Stack:
+    return engine.Stack(edge.project_name, [project.out_path("edge")])
+
+
+def containers(edge: Edge) -> dict[str, ContainerFacts]:
+    """{"proxy": …, "gate": …} of the running edge (missing keys: not there)."""
+    return {c.service: c for c in engine.project_containers(edge.project_name) if c.service}
+
+
+def up(project: Project) -> Edge:
+    edge = load(project)
+    ensure_fresh(project, edge)
+    if not keys.keys_path(project).exists():
+        keys.write_json(keys.keys_path(project), {"clients": []})
+    routes.publish(project, edge)
+    stack(edge, project).up()
+    reload(edge)
+    return edge
+
+
+def reload(edge: Edge, timeout: float = 30.0) -> None:
+    """A graceful reload through Caddy's admin API (inside the container): open connections finish."""
+    deadline = time.monotonic() + timeout
+    while True:
+        proxy = containers(edge).get("proxy")
+        if proxy is not None and proxy.running:
+            code, text = engine.exec_output(proxy, RELOAD)
+            if code == 0:
+                return
+            if time.monotonic() > deadline:
+                raise EngineError(f"{edge.project_name}: caddy reload failed", details=text[-2000:])
+        elif time.monotonic() > deadline:
+            raise EngineError(f"{edge.project_name}: the proxy is not running")
+        time.sleep(0.5)
+
+
+def down(project: Project) -> Edge:
+    edge = load(project)
+    stack(edge, project).down(timeout=10)
+    return edge
+
+
+def root_certificate(project: Project, timeout: float = 30.0) -> str:
+    edge = load(project)
+    if edge.config.tls.mode != "internal":
+        raise BadInput(f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own")
+    deadline = time.monotonic() + timeout
+    while True:  # Caddy makes its CA on the first start: give it a moment
+        proxy = containers(edge).get("proxy")
+        if proxy is None or not proxy.running:
+            raise EngineError(f"{edge.project_name} is not running", hint="`composegen edge up` first")
+        code, text = engine.exec_output(proxy, ["cat", ROOT_CERT], max_bytes=64 << 10)
+        if code == 0 and text.startswith("-----BEGIN CERTIFICATE-----"):
+            return text
+        if time.monotonic() > deadline:
+            raise EngineError(f"{edge.project_name}: no root certificate at {ROOT_CERT}")
+        time.sleep(0.5)

@@ -1,0 +1,49 @@
+"""What `status` (and `edge status`) shows of the edge: where it listens, TLS mode, its containers, each
+alias → profile (and a switch in progress), the clients (names and expiry, never keys)."""
+
+from __future__ import annotations
+
+from composegen.edge import keys, routes, service
+from composegen.edge.reports import AliasRow, EdgeStatusReport, client_rows
+from composegen.project import Project
+
+
+def edge_status(project: Project) -> EdgeStatusReport:
+    edge = service.load(project)
+    published = keys.read_json(routes.routes_path(project), {"aliases": {}}).get("aliases") or {}
+    rows = []
+    for alias, profile in routes.aliases(project, edge).items():
+        live = published.get(alias) if isinstance(published, dict) else None
+        switch = live.get("switch") if isinstance(live, dict) and isinstance(live.get("switch"), dict) else None
+        history = routes.history(project, edge, alias)
+        rows.append(
+            AliasRow(
+                alias=alias,
+                profile=profile,
+                switching=switch,
+                evidence=history[-1].get("evidence") if history else None,
+            )
+        )
+    containers = {svc: c.state for svc, c in service.containers(edge).items()}
+    return EdgeStatusReport(
+        name=edge.config.name,
+        url=edge.url,
+        tls=edge.config.tls.mode,
+        containers=containers,
+        stacks=list(edge.stacks),
+        aliases=rows,
+        clients=client_rows(keys.listing(project)),
+    )
+
+
+def format_text(report: EdgeStatusReport) -> str:
+    state = ", ".join(f"{k} {v}" for k, v in sorted(report.containers.items())) or "not running"
+    lines = [f"edge {report.name}: {report.url} (tls {report.tls}) — {state}"]
+    for row in report.aliases:
+        doing = f"  [switching to {row.switching.get('to')}: {row.switching.get('stage')}]" if row.switching else ""
+        lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{doing}")
+    active = [c for c in report.clients if c.state == "active"]
+    others = len(report.clients) - len(active)
+    shown = ", ".join(f"{c.name}{f' (until {c.expires})' if c.expires else ''}" for c in active) or "none"
+    lines.append(f"  clients: {shown}" + (f"; {others} revoked or expired" if others else ""))
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""`promote PROFILE --alias NAME` and `rollback NAME`: point an alias at another stack, with evidence.
+
+On a box that runs one stack at a time a switch is: mark the alias switching (the gatekeeper answers
+503 + Retry-After + the stage), down the current stack, up the new one (each load stage, as `up`'s own
+stage detection sees it, goes into the 503 answers), wait, gates, then point the alias and record the
+assignment with its evidence hash. Clients never get another model than the alias points at. A failure
+at any step brings the previous stack back up and points the alias at it again, and says so.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from composegen.edge import evidence as proof
+from composegen.edge import routes
+from composegen.edge.config import Edge
+from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
+from composegen.profiles import resolve as profiles
+from composegen.project import Project
+from composegen.stack import driver, stages, state
+from composegen.stack.progress import LogLine, ProgressSink
+
+
+@dataclass
+class Switched:
+    alias: str
+    previous: str | None
+    profile: str
+    by: str
+    evidence: dict | None
+    stages: list[str] = field(default_factory=list)  # what clients were told, in order
+    seconds: float = 0.0
+
+
+class StageSink(ProgressSink):
+    """Turns `up`'s progress into the stage clients see in the 503 answers (routes.json)."""
+
+    def __init__(self, project: Project, edge: Edge, alias: str, target: str, prefix: str = "") -> None:
+        self.project, self.edge, self.alias, self.target, self.prefix = project, edge, alias, target, prefix
+        self.tracker = stages.StageTracker(time.time())
+        self.seen: list[str] = []
+
+    def say(self, stage: str) -> None:
+        text = f"{self.prefix}{stage}"
+        if self.seen and self.seen[-1] == text:
+            return
+        self.seen.append(text)
+        routes.publish(self.project, self.edge, {self.alias: {"to": self.target, "stage": text}})
+
+    def phase(self, name: str, t: float) -> None:
+        if name in ("preflight", "starting", "created"):
+            self.say(name)
+
+    def log_line(self, line: LogLine) -> None:
+        self.tracker.feed(line.text, line.timestamp or time.time())
+        if self.tracker.current is not None and self.tracker.current.key != "ready":
+            self.say(self.tracker.summary())
+
+
+def promote(
+    project: Project,
+    edge: Edge,
+    profile: str,
+    alias: str,
+    *,
+    campaign: str | None = None,
+    run: str | None = None,
+    emulate: bool = False,
+    gates: list[str] | None = None,
+) -> Switched:
+    if profile not in edge.stacks:
+        raise BadInput(f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml")
+    r = profiles.load(project, profile)
+    evidence = proof.campaign_decision(project, campaign, profile) if campaign else proof.qualified_run(project, r, run)
+    return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates)
+
+
+def rollback(project: Project, edge: Edge, alias: str, *, emulate: bool = False, gates: list[str] | None = None):
+    back = routes.previous(project, edge, alias)
+    return _switch(project, edge, alias, back["profile"], "rollback", back.get("evidence"), emulate, gates)
+
+
+def _switch(
+    project: Project,
+    edge: Edge,
+    alias: str,
+    target: str,
+    by: str,
+    evidence: dict | None,
+    emulate: bool,
+    gates: list[str] | None,
+) -> Switched:
+    started = time.monotonic()
+    with state.profile_lock(project, "edge-switch"):
+        current = routes.current(project, edge, alias)
+        if current == target:
+            raise BadInput(f"{alias} already points at {target}")
+        sink = StageSink(project, edge, alias, target)
+        try:
+            if current is not None:
+                sink.say(f"stopping {current}")
+                driver.down(project, edge.stacks[current])
+            _bring_up(project, edge, target, emulate, gates, sink)
+        except (ComposegenError, TimeoutError) as exc:
+            raise _rolled_back(project, edge, alias, current, target, exc, emulate, sink) from None
+        except KeyboardInterrupt:
+            routes.publish(project, edge)  # the alias keeps its old assignment; clients see what is there
+            raise
+        entry = routes.record(project, edge, alias, target, by, evidence)
+        routes.publish(project, edge)
+    return Switched(alias, current, target, by, entry["evidence"], sink.seen, round(time.monotonic() - started, 1))
+
+
+def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: list[str] | None, sink: StageSink):
+    from composegen.evidence import gates as gating
+
+    r = edge.stacks[name]
+    driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
+    sink.say(f"gates on {name}")
+    ep = driver.endpoint(r)
+    result = gating.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, only=gates or ["smoke"])
+    failed = [g["name"] for g in result["gates"] if not g["passed"]]
+    if failed:
+        raise CheckFailed(f"{name}: gates failed: {', '.join(failed)}")
+
+
+def _rolled_back(
+    project: Project,
+    edge: Edge,
+    alias: str,
+    current: str | None,
+    target: str,
+    exc: BaseException,
+    emulate: bool,
+    sink: StageSink,
+) -> ComposegenError:
+    reason = exc.message if isinstance(exc, ComposegenError) else str(exc)
+    sink.prefix = f"switch to {target} failed, restoring {current}: "
+    try:
+        sink.say(f"stopping {target}")
+        driver.down(project, edge.stacks[target])
+        if current is not None:
+            sink.target = current
+            _bring_up(project, edge, current, emulate, None, sink)
+    except (ComposegenError, TimeoutError) as again:
+        why = again.message if isinstance(again, ComposegenError) else str(again)
+        routes.publish(project, edge, {alias: {"to": current, "stage": f"restoring {current} failed: {why}"[:200]}})
+        return EngineError(
+            f"switching {alias} to {target} failed ({reason}); bringing {current} back failed too ({why}); "
+            f"{alias} answers 503 until a stack is up",
+            hint=f"`composegen status`, `composegen logs {current}`",
+        )
+    routes.publish(project, edge)
+    return CheckFailed(
+        f"switching {alias} to {target} failed ({reason}); rolled back: {alias} points at {current} again",
+        details=getattr(exc, "details", None),
+    )

@@ -1,0 +1,134 @@
+"""edge.yaml validation (file:line errors), deterministic out/edge/ covered by `render --check`, files that
+the real tools accept (`docker compose config -q`, `caddy validate`), the gatekeeper's key matching."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from composegen.edge import gatekeeper
+from tests.support.engine import _SINGLE_REST, tiny_profile
+from tests.support.helpers import make_project, run_cli
+
+PIN = "example/caddy@sha256:" + "e" * 64
+
+
+def project(tmp, edge_text: str):
+    profiles = {
+        name: tiny_profile(f"{name}-served", f"{{host: {port}}}", rest=_SINGLE_REST.format(load=1, extra_env=""))
+        for name, port in (("old", 39601), ("new", 39602))
+    }
+    root = make_project(tmp, profiles)
+    (root / "edge.yaml").write_text(edge_text, encoding="utf-8")
+    return root
+
+
+GOOD = f"""\
+listen: {{bind: 127.0.0.1, port: 39600}}
+stacks: [old, new]
+aliases: {{ds4-flash: old}}
+images: {{proxy: "{PIN}", gate: "{PIN}"}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (GOOD + "tls: {mode: off}\n".replace("off", "offf"), "edge.yaml:5: tls.mode: Input should be"),
+        (GOOD.replace("127.0.0.1", "0.0.0.0") + "tls: {mode: off}\n", "edge.yaml:5: tls.mode: off is only allowed"),
+        (GOOD + "colour: blue\n", "edge.yaml:5: colour: unknown key"),
+        (GOOD.replace(PIN, "caddy:latest", 1), "edge.yaml:4: images.proxy: 'caddy:latest' is not pinned by digest"),
+        (GOOD.replace("ds4-flash: old", "ds4-flash: other"), "edge.yaml:3: aliases.ds4-flash: 'other' is not one of"),
+        (GOOD.replace("[old, new]", "[old, gone]"), "edge.yaml:2: stacks[1]: no profile 'gone'"),
+        (GOOD.replace("port: 39600", "port: 39601"), "edge.yaml:2: stacks[0]: old's host port 39601 is also"),
+        (GOOD + "tls: {mode: acme, names: [127.0.0.1]}\n", "edge.yaml:5: tls.names: acme needs public DNS names"),
+        ("stacks: [old, new]\nstacks: [old]\n", "edge.yaml:2: stacks: duplicate key"),
+    ],
+)  # fmt: skip
+def test_bad_edge_yaml_is_one_line_naming_file_line_and_field(tmp_path, text, message):
+    root = project(tmp_path, text)
+    res = run_cli("--root", str(root), "render")
+    assert res.returncode == 2, res.stderr
+    assert message in res.stderr and "Traceback" not in res.stderr
+    assert not (root / "out").exists()  # bad input writes nothing
+
+
+def test_out_edge_is_deterministic_checked_and_accepted_by_the_real_tools(tmp_path):
+    root = project(tmp_path, GOOD)
+    assert run_cli("--root", str(root), "render").returncode == 0
+    files = sorted(p.relative_to(root).as_posix() for p in (root / "out" / "edge").rglob("*") if p.is_file())
+    assert files == [
+        "out/edge/Caddyfile", "out/edge/compose.yaml", "out/edge/gatekeeper.py",
+        "out/edge/stacks/new.yaml", "out/edge/stacks/old.yaml",
+    ]  # fmt: skip
+    first = {f: (root / f).read_bytes() for f in files}
+    assert run_cli("--root", str(root), "render", "--check").returncode == 0
+    (root / "out/edge/Caddyfile").write_text("# edited by hand\n")
+    res = run_cli("--root", str(root), "render", "--check")
+    assert res.returncode == 1 and "out/edge/Caddyfile" in res.stdout
+    assert run_cli("--root", str(root), "render").returncode == 0
+    assert {f: (root / f).read_bytes() for f in files} == first
+    compose = (root / "out/edge/compose.yaml").read_text()
+    assert PIN in compose and '"127.0.0.1:39600:8443"' in compose and "internal: true" in compose
+    if shutil.which("docker"):
+        check = subprocess.run(["docker", "compose", "-f", "out/edge/compose.yaml", "config", "-q"], cwd=root,
+                               capture_output=True, text=True)  # fmt: skip
+        assert check.returncode == 0, check.stderr
+        both = ["-f", "out/old/compose.yaml", "-f", "out/edge/stacks/old.yaml"]
+        merged = subprocess.run(["docker", "compose", *both, "config", "--format", "json"], cwd=root,
+                                capture_output=True, text=True)  # fmt: skip
+        assert merged.returncode == 0, merged.stderr
+        import json
+
+        vllm = json.loads(merged.stdout)["services"]["vllm"]
+        assert not vllm.get("ports") and vllm["networks"]["edge"]["aliases"] == ["stack-old"]
+    if shutil.which("caddy"):
+        valid = subprocess.run(["caddy", "validate", "--config", "out/edge/Caddyfile", "--adapter", "caddyfile"],
+                               cwd=root, capture_output=True, text=True)  # fmt: skip
+        assert valid.returncode == 0, valid.stderr[-2000:]
+    (root / "edge.yaml").unlink()  # no edge any more: render removes what it generated
+    res = run_cli("--root", str(root), "render")
+    assert res.returncode == 0 and not (root / "out" / "edge").exists(), res.stdout
+
+
+def test_the_gatekeeper_matches_hashes_and_honours_expiry_and_revocation():
+    key = "cgk_example"
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    now = datetime.now(UTC)
+    later = (now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    earlier = (now - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    keys = {"clients": [{"name": "alice", "sha256": digest, "expires": later, "revoked": None}]}
+    assert gatekeeper.client_for(keys, f"Bearer {key}", now) == "alice"
+    assert gatekeeper.client_for(keys, f"Bearer {key}x", now) is None
+    assert gatekeeper.client_for(keys, key, now) is None  # not a bearer header
+    assert gatekeeper.client_for(keys, None, now) is None
+    keys["clients"][0]["expires"] = earlier
+    assert gatekeeper.client_for(keys, f"Bearer {key}", now) is None
+    keys["clients"][0].update(expires=None, revoked=earlier)
+    assert gatekeeper.client_for(keys, f"Bearer {key}", now) is None
+    assert gatekeeper.client_for({"clients": [None, {"sha256": digest}]}, f"Bearer {key}", now) is None
+
+
+def test_keys_are_printed_once_and_kept_only_as_hashes(tmp_path):
+    root = project(tmp_path, GOOD)
+    add = run_cli("--root", str(root), "keys", "add", "alice", "--expires", "2099-01-31")
+    assert add.returncode == 0
+    key = add.stdout.strip()
+    listing = run_cli("--root", str(root), "keys", "list")
+    assert "alice" in listing.stdout and "2099-01-31T00:00:00Z" in listing.stdout and key not in listing.stdout
+    stored = (root / ".composegen/edge/keys.json").read_text()
+    assert key not in stored and hashlib.sha256(key.encode()).hexdigest() in stored
+    again = run_cli("--root", str(root), "keys", "add", "alice")
+    assert again.returncode == 2 and "keys rotate alice" in again.stderr
+    for argv, message in [
+        (["keys", "add", "Bad Name"], "not a client name"),
+        (["keys", "add", "carol", "--expires", "2001-01-01"], "already in the past"),
+        (["keys", "add", "carol", "--expires", "soon"], "not a date"),
+        (["keys", "revoke", "nobody"], "no client 'nobody'"),
+    ]:
+        res = run_cli("--root", str(root), *argv)
+        assert res.returncode == 2 and message in res.stderr, res.stderr

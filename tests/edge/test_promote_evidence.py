@@ -1,0 +1,114 @@
+"""What promote accepts as proof, read defensively: a campaign decision (the campaign helper's contract)
+and a qualify bundle written by the real evidence writer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from composegen.edge import evidence
+from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import bundle
+from composegen.profiles import resolve as profiles
+from composegen.project import Project
+from tests.support.engine import _SINGLE_REST, tiny_profile
+from tests.support.helpers import make_project
+
+
+@pytest.fixture
+def project(tmp_path) -> Project:
+    text = tiny_profile("p-served", "{host: 39611}", rest=_SINGLE_REST.format(load=1, extra_env=""))
+    return Project(make_project(tmp_path, {"cand": text, "other": text.replace("39611", "39612")}))
+
+
+def decision(project: Project, name: str, doc) -> bytes:
+    where = project.runs_dir / "campaigns" / name
+    where.mkdir(parents=True)
+    data = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+    (where / "decision.json").write_bytes(data)
+    return data
+
+
+GOOD = {
+    "decision": "promote",
+    "profile": "cand",
+    "campaign": "7",
+    "why": "faster",
+    "decided_at": "2026-12-01T21:00:00Z",
+    "evidence_sha256": "c" * 64,
+}
+
+
+def test_a_promote_decision_for_this_profile_is_accepted_with_its_hash(project):
+    data = decision(project, "7", GOOD)
+    proof = evidence.campaign_decision(project, "7", "cand")
+    assert proof == {"kind": "campaign", "ref": "runs/campaigns/7/decision.json",
+                     "sha256": hashlib.sha256(data).hexdigest(), "campaign_evidence_sha256": "c" * 64}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("doc", "error", "message"),
+    [
+        ({**GOOD, "decision": "no-promotion"}, CheckFailed, "decided 'no-promotion', not promote (faster)"),
+        ({**GOOD, "decision": "fallback"}, CheckFailed, "decided 'fallback'"),
+        ({**GOOD, "profile": "other"}, CheckFailed, "promotes 'other', not cand"),
+        ({**GOOD, "profile": None}, CheckFailed, "promotes 'None', not cand"),
+        ({**GOOD, "decision": "yes"}, BadInput, "decision: expected one of promote, no-promotion, fallback"),
+        ({**GOOD, "evidence_sha256": "xyz"}, BadInput, "evidence_sha256: expected 64"),
+        ({**GOOD, "campaign": "8"}, BadInput, "campaign: says '8', the directory is '7'"),
+        ([GOOD], BadInput, "must be a JSON object"),
+        (b"{not json", BadInput, "unreadable JSON"),
+        (b"\xff\xfe", BadInput, "unreadable JSON"),
+        (b"[" * 100000, BadInput, "larger than 64 KiB"),
+    ],
+)
+def test_a_decision_that_does_not_promote_this_profile_is_refused(project, doc, error, message):
+    decision(project, "7", doc)
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        evidence.campaign_decision(project, "7", "cand")
+
+
+def test_campaign_names_and_links_cannot_leave_runs(project, tmp_path):
+    for bad in ("../x", "a/b", ".", ""):
+        with pytest.raises(BadInput):
+            evidence.campaign_decision(project, bad, "cand")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "decision.json").write_text(json.dumps(GOOD))
+    (project.runs_dir / "campaigns").mkdir(parents=True)
+    (project.runs_dir / "campaigns" / "7").symlink_to(elsewhere)
+    with pytest.raises(BadInput, match="symbolic link"):
+        evidence.campaign_decision(project, "7", "cand")
+    with pytest.raises(BadInput, match="missing"):
+        evidence.campaign_decision(project, "9", "cand")
+
+
+def qualify_run(project: Project, name: str, qualified: bool) -> str:
+    r = profiles.load(project, name)
+    verdict = {"profile": name, "hash": r.hash, "qualified": qualified}
+    path = bundle.write_run(
+        project, r, startup_log_text="x\n", startup_report={"ready": True}, extra_raw={"qualify.json": verdict}
+    )
+    return str(path)
+
+
+def test_a_passing_qualify_bundle_at_the_current_hash_is_accepted(project):
+    r = profiles.load(project, "cand")
+    with pytest.raises(CheckFailed, match="no qualify run"):
+        evidence.qualified_run(project, r, None)
+    qualify_run(project, "cand", qualified=False)
+    with pytest.raises(CheckFailed, match="not qualified"):
+        evidence.qualified_run(project, r, None)
+    good = qualify_run(project, "cand", qualified=True)
+    proof = evidence.qualified_run(project, r, None)
+    assert proof["kind"] == "qualify" and proof["ref"] == project.rel(Path(good))
+    assert proof["sha256"] == hashlib.sha256((project.root / proof["ref"] / "evidence.json").read_bytes()).hexdigest()
+    other = qualify_run(project, "other", qualified=True)
+    with pytest.raises(CheckFailed, match="for other@"):  # another profile's qualification vouches for nothing here
+        evidence.qualified_run(project, r, other)
+    (project.root / proof["ref"] / "qualify.json").write_text('{"qualified": true, "tampered": 1}')
+    with pytest.raises(CheckFailed):  # the bundle's own hashes catch an edited verdict
+        evidence.qualified_run(project, r, good)

@@ -1,0 +1,132 @@
+"""promote and rollback on the real engine (one stack at a time), with a client polling the alias through
+the real Caddy throughout: it sees the old model, then 503 + Retry-After + the load stage, then the new
+model — never an error without Retry-After, never a model the alias does not point at."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+
+import pytest
+
+from composegen.stack.stages import STAGES
+from tests.support.edge import EdgeProject, edge_project
+
+pytestmark = pytest.mark.docker
+# the switch's own steps, and the load stages of `up`'s stage detection
+STAGE_WORDS = ("stopping", "preflight", "starting", "created", "gates on", *STAGES.values())
+
+
+def decide(edge: EdgeProject, campaign: str, profile: str, decision: str = "promote") -> bytes:
+    where = edge.root / "runs" / "campaigns" / campaign
+    where.mkdir(parents=True)
+    doc = {"decision": decision, "profile": profile, "campaign": campaign, "why": "faster at equal quality",
+           "decided_at": "2026-12-01T21:00:00Z", "evidence_sha256": "ab" * 32}  # fmt: skip
+    data = json.dumps(doc).encode()
+    (where / "decision.json").write_bytes(data)
+    return data
+
+
+class Poller(threading.Thread):
+    """Chat requests to the alias, back to back, each answer kept: (status, retry-after, model or stage)."""
+
+    def __init__(self, edge: EdgeProject, key: str) -> None:
+        super().__init__(daemon=True)
+        self.edge, self.key, self.seen, self.stop = edge, key, [], threading.Event()
+
+    def run(self) -> None:
+        body = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        while not self.stop.is_set():
+            try:
+                status, headers, data = self.edge.request("POST", "/v1/chat/completions", self.key, body, timeout=30)
+            except OSError as exc:  # a dropped connection is an error without Retry-After: recorded, fails below
+                self.seen.append((-1, None, repr(exc)))
+                continue
+            doc = json.loads(data) if data else {}
+            what = doc.get("model") if status == 200 else (doc.get("error") or {}).get("stage", data[:200])
+            self.seen.append((status, headers.get("Retry-After"), what))
+            time.sleep(0.05)
+
+
+def phases(seen: list) -> list[str]:
+    """The answers collapsed: consecutive answers of one kind become one entry."""
+    kinds = []
+    for status, _, what in seen:
+        kind = what if status == 200 else "503"
+        if not kinds or kinds[-1] != kind:
+            kinds.append(kind)
+    return kinds
+
+
+@pytest.fixture
+def edge(tmp_path, edge_img):
+    project = edge_project(tmp_path, edge_img, load=4)
+    try:
+        project.ok("edge", "up")
+        project.ok("up", project.old, "--emulate")
+        yield project
+    finally:
+        project.cleanup()
+
+
+def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
+    old_model, new_model = f"{edge.old}-served", f"{edge.new}-served"
+    decision = decide(edge, "c1", edge.new)
+    poller = Poller(edge, edge.ok("keys", "add", "poller").strip())
+    edge.ca_file()
+    poller.start()
+    try:
+        while len(poller.seen) < 5:  # the old model answers before the switch begins
+            time.sleep(0.1)
+        promoted = json.loads(
+            edge.ok("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json")
+        )
+        time.sleep(1.0)
+        back = json.loads(edge.ok("rollback", "ds4-flash", "--emulate", "--json"))
+        time.sleep(1.0)
+    finally:
+        poller.stop.set()
+        poller.join(60)
+    seen = poller.seen
+    bad = [s for s in seen if not ((s[0] == 200 and s[2] in (old_model, new_model)) or (s[0] == 503 and s[1]))]
+    assert not bad, f"answers that are neither a model nor 503 + Retry-After: {bad[:5]}"
+    assert phases(seen) == [old_model, "503", new_model, "503", old_model], phases(seen)
+    stages = [s[2] for s in seen if s[0] == 503]
+    assert all(any(w in stage for w in STAGE_WORDS) for stage in stages), set(stages)
+    assert any("loading weights" in stage for stage in stages)  # the same stage detection `up` uses
+    assert promoted["previous"] == edge.old and promoted["profile"] == edge.new
+    assert promoted["evidence"]["sha256"] == hashlib.sha256(decision).hexdigest()
+    assert back["profile"] == edge.old and back["by"] == "rollback"
+    history = json.loads((edge.root / ".composegen/edge/assignments.json").read_text())["aliases"]["ds4-flash"]
+    assert [h["profile"] for h in history] == [edge.old, edge.new, edge.old]
+    assert history[1]["evidence"]["kind"] == "campaign"
+
+
+def test_a_refused_decision_changes_nothing(edge):
+    started = edge.container_started(edge.old)
+    decide(edge, "c2", edge.new, decision="no-promotion")
+    res = edge.cli("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c2", "--emulate")
+    assert res.returncode == 1 and "decided 'no-promotion', not promote" in res.stderr
+    res = edge.cli("promote", edge.new, "--alias", "ds4-flash", "--emulate")
+    assert res.returncode == 1 and "no qualify run to promote on" in res.stderr
+    assert edge.container_started(edge.old) == started
+
+
+def test_a_failed_switch_rolls_back_by_itself_and_says_so(tmp_path, edge_img):
+    edge = edge_project(tmp_path, edge_img, load=2, new_env={"EMU_FAULT": "crash_during_load"})
+    try:
+        edge.ok("edge", "up")
+        edge.ok("up", edge.old, "--emulate")
+        decide(edge, "c3", edge.new)
+        key = edge.ok("keys", "add", "watcher").strip()
+        res = edge.cli("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c3", "--emulate")
+        assert res.returncode == 1, res.stderr
+        assert f"rolled back: ds4-flash points at {edge.old} again" in res.stderr
+        body = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        status, _, data = edge.request("POST", "/v1/chat/completions", key, body)
+        assert status == 200 and json.loads(data)["model"] == f"{edge.old}-served"
+        assert "assignments.json" not in {p.name for p in (edge.root / ".composegen/edge").iterdir()}
+    finally:
+        edge.cleanup()

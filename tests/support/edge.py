@@ -1,0 +1,154 @@
+"""The edge on the real engine: a local image holding Debian's real Caddy (provision.d/70-caddy.sh) and the
+base image's python3 (for the gatekeeper), pushed to the local registry so edge.yaml pins it by digest;
+a project with two tiny emulated profiles and an edge in front of them; cleanup of what a test made."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.engine import _SINGLE_REST, force_remove, free_port, tiny_profile
+from tests.support.helpers import make_project, run_cli
+from tests.support.registry import require_registry
+
+CADDY = "/usr/bin/caddy"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def _docker(*argv: str) -> str:
+    proc = subprocess.run(["docker", *argv], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"docker {' '.join(argv)}: {proc.stderr[-800:]}"
+    return proc.stdout
+
+
+def edge_image(tmp: Path) -> str:
+    """REGISTRY/composegen-edge-caddy@sha256:… (the session fixture builds it once)."""
+    if not Path(CADDY).is_file():
+        pytest.fail("no caddy binary: run `bash scripts/provision.sh` (provision.d/70-caddy.sh)")
+    from composegen.stack.engine import BASE_IMAGE
+
+    ctx = tmp / "edge-image"
+    ctx.mkdir(exist_ok=True)
+    shutil.copy(CADDY, ctx / "caddy")
+    shutil.copy(CA_BUNDLE, ctx / "ca-certificates.crt")
+    (ctx / "Dockerfile").write_text(
+        f"FROM {BASE_IMAGE}\nCOPY caddy /usr/bin/caddy\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n",
+        encoding="utf-8",
+    )
+    ref = f"{require_registry()}/composegen-edge-caddy:test"
+    _docker("build", "-q", "-t", ref, str(ctx))
+    _docker("push", ref)
+    digests = json.loads(_docker("image", "inspect", "--format", "{{json .RepoDigests}}", ref))
+    return next(d for d in digests if d.startswith(ref.rsplit(":", 1)[0] + "@"))
+
+
+@dataclass
+class EdgeProject:
+    root: Path
+    name: str  # the edge's name (compose project composegen-NAME)
+    old: str  # profile first behind the alias (the "8192-131k" role)
+    new: str  # the candidate (the "4096-131k" role)
+    port: int
+    metrics_port: int
+    ports: dict[str, int]
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        return run_cli("--root", str(self.root), *args, timeout=timeout)
+
+    def ok(self, *args: str, timeout: float = 300) -> str:
+        res = self.cli(*args, timeout=timeout)
+        assert res.returncode == 0, f"{args}: {res.returncode}\n{res.stdout}\n{res.stderr}"
+        return res.stdout
+
+    def ca_file(self) -> Path:
+        path = self.root / "edge-root.crt"
+        if not path.is_file():
+            path.write_text(self.ok("edge", "ca"), encoding="utf-8")
+        return path
+
+    def context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file()))
+
+    def request(
+        self, method: str, path: str, key: str | None = None, body: dict | None = None, timeout: float = 30
+    ) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers, body) of one HTTPS request to the edge, verified against its internal CA."""
+        headers = {"Content-Type": "application/json"}
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.context()) as resp:
+                return resp.status, dict(resp.headers), resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read()
+
+    def container_started(self, profile: str) -> str:
+        return _docker("inspect", "--format", "{{.State.StartedAt}}", f"composegen-{profile}-vllm-1").strip()
+
+    def gate_log(self) -> str:
+        proc = subprocess.run(
+            ["docker", "logs", f"composegen-{self.name}-gate-1"], capture_output=True, text=True, timeout=60
+        )
+        return proc.stdout + proc.stderr
+
+    def cleanup(self) -> None:
+        for profile in (self.old, self.new):
+            force_remove(f"composegen-{profile}")
+        subprocess.run(
+            ["docker", "compose", "-p", f"composegen-{self.name}", "-f", str(self.root / "out/edge/compose.yaml"),
+             "down", "-v", "-t", "1"],
+            capture_output=True, timeout=120,
+        )  # fmt: skip
+        force_remove(f"composegen-{self.name}")
+
+
+def edge_project(
+    tmp: Path,
+    image: str,
+    *,
+    load: float = 1.0,
+    retry_after: int = 1,
+    tls: str = "internal",
+    new_env: dict | None = None,
+) -> EdgeProject:
+    tag = uuid.uuid4().hex[:6]
+    old, new = f"e{tag}-8192", f"e{tag}-4096"
+    ports = {old: free_port(), new: free_port()}
+    env = {old: "", new: "".join(f'    {k}: "{v}"\n' for k, v in (new_env or {}).items())}
+    profiles = {
+        name: tiny_profile(
+            f"{name}-served", f"{{host: {ports[name]}}}", rest=_SINGLE_REST.format(load=load, extra_env=env[name])
+        )
+        for name in (old, new)
+    }
+    root = make_project(tmp, profiles)
+    port, metrics = free_port(), free_port()
+    (root / "edge.yaml").write_text(
+        f"name: edge-{tag}\n"
+        f"listen: {{bind: 127.0.0.1, port: {port}}}\n"
+        f"tls: {{mode: {tls}, names: [localhost, 127.0.0.1]}}\n"
+        f"metrics: {{port: {metrics}}}\n"
+        f"stacks: [{old}, {new}]\n"
+        f"aliases: {{ds4-flash: {old}}}\n"
+        f'images: {{proxy: "{image}", gate: "{image}"}}\n'
+        f"retry_after: {retry_after}\n",
+        encoding="utf-8",
+    )
+    project = EdgeProject(root, f"edge-{tag}", old, new, port, metrics, ports)
+    project.ok("render")
+    return project
