@@ -18,8 +18,9 @@ from composegen.edge.config import Edge
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.profiles import resolve as profiles
 from composegen.project import Project
-from composegen.stack import driver, stages, state
+from composegen.stack import driver, state
 from composegen.stack.progress import LogLine, ProgressSink
+from composegen.vllm import stages
 
 
 @dataclass

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from composegen.stack.stages import STAGES
+from composegen.vllm.stages import STAGES
 from tests.support.edge import EdgeProject, edge_project
 
 pytestmark = pytest.mark.docker
