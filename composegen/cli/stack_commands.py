@@ -178,7 +178,7 @@ def startup(
 ):
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
 
-    Example: composegen startup --log vllm-startup.log r33
+    Example: composegen startup --log vllm-startup.log 8192-131k
     """
     from composegen.vllm import startup as parsing
 
@@ -241,7 +241,9 @@ def shm(
 ):
     """Who holds what in /dev/shm, and a safe reclaim of what nothing uses (docs/shm.md).
 
-    Example: composegen shm --reclaim --yes
+    `--reclaim` alone previews what it would remove; add --yes to remove it.
+
+    Example: composegen shm --reclaim
     """
     from composegen.cli.fastpath import ContainerLabels
     from composegen.shm import scan as shared
