@@ -295,7 +295,12 @@ def summary_text(result) -> str:
     latency = result.detection_latency_s if result.detection_latency_s is not None else "n/a"
     lines = [
         f"{result.name} is ready at {result.endpoint}" + (" (EMULATED vLLM)" if result.emulated else ""),
-        f"  time to ready       {result.time_to_ready_s:.1f} s (seen {latency} s after the engine said so)",
+        f"  time to ready       {result.time_to_ready_s:.1f} s "
+        + (
+            "(from its log: it was ready before this command)"
+            if result.ready_before
+            else f"(seen {latency} s after the engine said so)"
+        ),
         f"  KV cache            {s.get('kv_cache_tokens') if s.get('kv_cache_tokens') is not None else 'n/a':,} tokens"
         if isinstance(s.get("kv_cache_tokens"), int)
         else "  KV cache            n/a",

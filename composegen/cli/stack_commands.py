@@ -56,10 +56,16 @@ def up(
         try:
             result = driver.up(project, r, opts, sink)
         except AlreadyRunning as exc:
-            if not exc.ready:
+            if exc.starting and no_wait:
+                return out(f"{exc.message}; `composegen wait {name}` follows it")
+            if exc.starting:  # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
+                sink.note(f"{exc.message}; following it as `composegen wait {name}` does")
+                result = driver.attach(project, r, sink, timeout)
+            elif exc.ready:
+                sink.note(f"{exc.message}: its summary follows")
+                result = driver.attach(project, r, sink, ready_before=True)  # exit 0
+            else:
                 raise
-            sink.note(f"{exc.message}: its summary follows")
-            result = driver.attach(project, r, sink)  # exit 0
         except EngineError as exc:
             if sink.failed_checks and exc.message.startswith("preflight "):  # each reason is printed above
                 failed = ", ".join(sink.failed_checks)
