@@ -123,9 +123,11 @@ class ConsoleSink(ProgressSink):
         quiet: bool = False,
         stream: TextIO | None = None,
         tty: bool | None = None,
+        verbose: bool = False,
     ) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
+        self.verbose = verbose  # preflight lines whole at a terminal too
         self.tty = self.stream.isatty() if tty is None else tty
         self.tracker = stages.StageTracker(time.time(), timeout_s)
         self._pulls: dict[str, tuple[int, int]] = {}  # layer -> (bytes done, bytes total)
@@ -142,7 +144,10 @@ class ConsoleSink(ProgressSink):
     def check(self, check) -> None:
         if check.status == "fail" and not self.quiet:
             self.failed_checks.append(check.name)
-        self._print(f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}")
+        line = f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}"
+        if self.tty and not self.verbose and check.status != "fail":  # one row each; a FAIL keeps its reason
+            line = cut(line, self._terminal().width)
+        self._print(line)
 
     def phase(self, name: str, t: float) -> None:
         current = self.tracker.current
@@ -284,11 +289,19 @@ def _render(lines: list[str]):
     return Group(*(Text(line, no_wrap=True, overflow="ellipsis", end="\n") for line in lines))
 
 
-def console_progress(quiet: bool = False, timeout_s: float | None = None) -> ConsoleSink:
-    return ConsoleSink(timeout_s=timeout_s, quiet=quiet)
+def console_progress(quiet: bool = False, timeout_s: float | None = None, verbose: bool = False) -> ConsoleSink:
+    return ConsoleSink(timeout_s=timeout_s, quiet=quiet, verbose=verbose)
 
 
-def summary_text(result) -> str:
+def _said_by_preflight(warning: str, result) -> bool:
+    """A clamped ulimit is the preflight `ulimits` warning again: said once per `up`."""
+    warned = [c.name for c in result.checks if c.status == "warn"]
+    about_ulimit = warning.startswith("ulimit ") or warning.split(": ", 1)[-1].startswith("ulimit ")  # NODE: ulimit
+    return about_ulimit and any(n.endswith("ulimits") for n in warned)
+
+
+def summary_text(result, width: int | None = None) -> str:
+    """What `up` and `wait` print when the stack is ready; warnings folded at words under `width` (a terminal)."""
     s = result.startup or {}
     gib = lambda v: format_gib(v) if isinstance(v, (int, float)) else "n/a"  # noqa: E731
     per_rank = ", ".join(f"{v:.2f}" for v in s.get("kv_cache_gib_per_rank") or []) or "n/a"
@@ -312,5 +325,12 @@ def summary_text(result) -> str:
     for m in s.get("mismatches") or []:
         lines.append(f"  MISMATCH  {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
     for w in [*result.warnings, *(s.get("warnings") or [])]:  # the startup log's own (a cut args line, …)
-        lines.append(f"  warning: {w}")
+        if _said_by_preflight(w, result):
+            continue
+        if width:
+            import textwrap
+
+            lines.append(textwrap.fill(f"warning: {w}", width, initial_indent="  ", subsequent_indent="    "))
+        else:
+            lines.append(f"  warning: {w}")
     return "\n".join(lines) + "\n"

@@ -33,6 +33,7 @@ def up(
     allow_download: bool = typer.Option(
         False, "--allow-download", help="Start even if the pinned weights are incomplete (the engine downloads them)."
     ),
+    verbose: bool = typer.Option(False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."),
     json_: bool = JsonOpt,
 ):
     """Preflight, start and wait for a stack; print what the engine reported about its memory.
@@ -52,7 +53,8 @@ def up(
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
     opts.allow_download = allow_download
-    with console_progress(quiet=json_, timeout_s=timeout or r.profile.service.startup_timeout) as sink:
+    timeout_s = timeout or r.profile.service.startup_timeout
+    with console_progress(quiet=json_, timeout_s=timeout_s, verbose=verbose) as sink:
         try:
             result = driver.up(project, r, opts, sink)
         except AlreadyRunning as exc:
@@ -76,7 +78,9 @@ def up(
         return emit_json(result.to_json())
     if no_wait:
         return out(f"{name}: started (not waiting); `composegen status {name}`")
-    out(summary_text(result) + _nodes_text(result))
+    from composegen.output import terminal_width
+
+    out(summary_text(result, terminal_width()) + _nodes_text(result))
 
 
 def _nodes_text(result) -> str:
@@ -146,7 +150,9 @@ def status(
     if json_:
         emit_json(report.to_json())
     elif report.stacks or not name:  # a named stack with nothing on the engine: the error line says it
-        out(format_text(report))
+        from composegen.output import terminal_width
+
+        out(format_text(report, terminal_width()))
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
         raise EngineError(f"{name} is not running", hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")

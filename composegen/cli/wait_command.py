@@ -43,7 +43,9 @@ def wait(
     report = with_stages(report, sink)
     if json_:
         return emit_json(report.to_json())
-    out(summary_text(report))
+    from composegen.output import terminal_width
+
+    out(summary_text(report, terminal_width()))
 
 
 def with_stages(report, sink):
