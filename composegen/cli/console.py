@@ -63,13 +63,34 @@ def progress_text(row: dict) -> str:
     return " · ".join(parts)
 
 
+def earlier_load_s(project, name: str) -> float | None:
+    """An earlier start's load time from runs/ (evidence/estimate.py), for the "ready in ≈ N min" estimate."""
+    from composegen.evidence.estimate import earlier_load
+
+    earlier = earlier_load(project.root, name)
+    return earlier.seconds if earlier else None
+
+
+def estimate_text(tracker: stages.StageTracker, now: float) -> str:
+    """` · ready in ≈ 12 min (estimate)` from an earlier start of the profile; empty without one, or once over."""
+    current = tracker.current
+    if tracker.estimate_s is None or tracker.failed or (current is not None and current.key == "ready"):
+        return ""
+    left = tracker.estimate_s - (now - tracker.started_at)
+    if left <= 0:
+        return f" · past the earlier start's {max(1, round(tracker.estimate_s / 60))} min (estimate)"
+    return f" · ready in ≈ {'<1' if left < 60 else round(left / 60)} min (estimate)"
+
+
 def status_line(tracker: stages.StageTracker, now: float) -> str:
     """One line for logs: `loading weights 3/8 shards 37% · ETA 0:04 · 21:10 left of startup_timeout`."""
     rows = tracker.view(now)
     active = next((r for r in rows if r["active"]), rows[-1] if rows else None)
     text = tracker.summary() if active is None else " ".join(filter(None, [active["label"], progress_text(active)]))
     left = tracker.time_left(now)
-    return text + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
+    return (
+        text + estimate_text(tracker, now) + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
+    )
 
 
 def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[str]:
@@ -93,7 +114,7 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
             head += " " + "━" * filled + ("╺" + "─" * (bar - filled - 1) if filled < bar else "")
         head = f"{head} {stats}" if stats else head
     left = tracker.time_left(now)
-    timing = f"  elapsed {clock(now - tracker.started_at)}" + (
+    timing = f"  elapsed {clock(now - tracker.started_at)}{estimate_text(tracker, now)}" + (
         f" · {clock(left)} left of startup_timeout" if left is not None else ""
     )
     done = " · ".join(

@@ -44,7 +44,7 @@ def up(
 
     _check_seconds("--timeout", timeout)
     with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
-        from composegen.cli.console import console_progress, summary_text
+        from composegen.cli.console import console_progress, earlier_load_s, summary_text
         from composegen.cli.wait_command import with_stages
         from composegen.stack import driver
         from composegen.stack.loadstate import AlreadyRunning
@@ -55,6 +55,7 @@ def up(
     opts.allow_download = allow_download
     timeout_s = timeout or r.profile.service.startup_timeout
     with console_progress(quiet=json_, timeout_s=timeout_s, verbose=verbose) as sink:
+        sink.tracker.estimate_s = earlier_load_s(project, name)
         try:
             result = driver.up(project, r, opts, sink)
         except AlreadyRunning as exc:
@@ -156,6 +157,12 @@ def status(
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
         raise EngineError(f"{name} is not running", hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")
+    lost = [n for s in report.stacks for n in s.nodes or [] if not n.reachable]
+    if name and lost:  # a multi-node stack missing a node cannot serve: as docs/commands.md says, exit 3
+        said = ", ".join(f"node {n.name} ({n.engine})" for n in lost)
+        raise EngineError(
+            f"{name}: {said} unreachable", hint="check that node's engine; `composegen down` stops the rest"
+        )
 
 
 @app.command()

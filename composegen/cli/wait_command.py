@@ -33,12 +33,13 @@ def wait(
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise BadInput(f"--timeout must be a positive number of seconds, got {timeout:g}")
     with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
-        from composegen.cli.console import ConsoleSink, summary_text
+        from composegen.cli.console import ConsoleSink, earlier_load_s, summary_text
         from composegen.stack import driver
 
         driver.preload()
     project, r = _load(name)
     with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:
+        sink.tracker.estimate_s = earlier_load_s(project, name)
         report = driver.attach(project, r, sink, timeout)
     report = with_stages(report, sink)
     if json_:
