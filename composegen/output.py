@@ -46,13 +46,51 @@ def err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def table(rows: list[list[str]], header: list[str] | None = None) -> str:
+def table(
+    rows: list[list[str]], header: list[str] | None = None, *, width: int | None = None, drop: tuple[str, ...] = ()
+) -> str:
+    """Columns padded to their widest cell. With `width` (a terminal's), the header names in `drop` are left
+    out, first to last, until a row fits, as `docker ps` users expect; a line still too wide is cut with an
+    ellipsis, and a last line names what was left out. Without `width` (piped): every column, full rows."""
     rows = [header, *rows] if header else rows
     if not rows:
         return ""
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines) + "\n"
+    keep = list(range(len(rows[0])))
+    hidden: list[str] = []
+
+    def lines() -> list[str]:
+        widths = {i: max(len(str(r[i])) for r in rows) for i in keep}
+        return ["  ".join(str(r[i]).ljust(widths[i]) for i in keep).rstrip() for r in rows]
+
+    drawn, names = lines(), header or []
+    for name in drop:
+        if width is None or max(len(line) for line in drawn) <= width:
+            break
+        if name in names:
+            keep.remove(names.index(name))
+            hidden.append(name)
+            drawn = lines()
+    if width is not None:
+        drawn = [line if len(line) <= width else line[: width - 1] + "…" for line in drawn]
+        if hidden:
+            import textwrap
+
+            note = f"(not shown at {width} columns: {', '.join(hidden)}; a pipe or --json shows every column)"
+            drawn += textwrap.wrap(note, width, break_on_hyphens=False)
+    return "\n".join(drawn) + "\n"
+
+
+def terminal_width(stream: Any = None) -> int | None:
+    """The width of the terminal `stream` (stdout) writes to; None when it is not a terminal."""
+    import shutil
+
+    stream = stream or sys.stdout
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def show_value(value: Any) -> str:

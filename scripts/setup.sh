@@ -37,7 +37,17 @@ fi
 stamp="$VENV/.composegen-install"
 want="$here $(sha256sum pyproject.toml | cut -c1-16)"
 installed="$(cd / && "$PY" -c 'import composegen, os; print(os.path.dirname(os.path.dirname(os.path.realpath(composegen.__file__))))' 2>/dev/null || true)"
+# Offline, pip retries every package for minutes: ask the index once first, and say so in one line.
+index_answers() {
+    "$PY" -m pip index --help >/dev/null 2>&1 || return 0  # a pip without `index`: let the install speak
+    "$PY" -m pip index versions pip --timeout 10 --retries 0 --disable-pip-version-check >/dev/null 2>&1
+}
 if [ "$installed" != "$here" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    if ! index_answers; then
+        index="${PIP_INDEX_URL:-$("$PY" -m pip config get global.index-url 2>/dev/null || echo https://pypi.org/simple)}"
+        log "error: the package index $index does not answer (pip cannot install composegen's dependencies); connect, or point PIP_INDEX_URL or PIP_FIND_LINKS at a mirror or wheelhouse"
+        exit 1
+    fi
     log "pip install -e '.[test,dev]' into $VENV"
     "$PY" -m pip install -q --disable-pip-version-check -e '.[test,dev]' >&2
     printf '%s\n' "$want" >"$stamp"

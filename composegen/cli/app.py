@@ -6,8 +6,11 @@ from pathlib import Path
 
 import typer
 
+from composegen.cli import helptext
 from composegen.errors import BadInput
 from composegen.output import out
+
+helptext.install()  # usage lines and value kinds in words people read; --json names its report
 
 app = typer.Typer(
     add_completion=True,

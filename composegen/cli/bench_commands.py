@@ -13,12 +13,14 @@ from composegen.cli.app import project as _project
 from composegen.errors import CheckFailed
 from composegen.output import emit_json, out
 
+DEFAULT_REQUESTS = 32  # per level when neither --requests nor --duration is given (as evidence --bench-requests)
+
 
 @app.command()
 def bench(
     name: str = StackArg,
     concurrency: str = typer.Option("1,2,4,8", "--concurrency", help="Concurrency levels, e.g. 1,2,4,8."),
-    requests: int | None = typer.Option(None, "--requests", help="Requests per level."),
+    requests: int | None = typer.Option(None, "--requests", help="Requests per level (default 32 without --duration)."),
     duration: float | None = typer.Option(None, "--duration", help="Seconds per level (instead of --requests)."),
     input_tokens: int = typer.Option(..., "--input-tokens", help="Prompt tokens per request (sized with /tokenize)."),
     output_tokens: int = typer.Option(..., "--output-tokens", help="max_tokens per request (ignore_eos)."),
@@ -38,6 +40,8 @@ def bench(
 
     slos = benchstats.parse_slos(goodput)
     levels = _ints(concurrency, "--concurrency")
+    if requests is None and duration is None:
+        requests = DEFAULT_REQUESTS
     benching.check_arguments(levels, input_tokens, output_tokens, requests, duration)
     if save_vllm is not None:
         benching.check_results_dir(save_vllm)

@@ -63,13 +63,34 @@ def progress_text(row: dict) -> str:
     return " · ".join(parts)
 
 
+def earlier_load_s(project, name: str) -> float | None:
+    """An earlier start's load time from runs/ (evidence/estimate.py), for the "ready in ≈ N min" estimate."""
+    from composegen.evidence.estimate import earlier_load
+
+    earlier = earlier_load(project.root, name)
+    return earlier.seconds if earlier else None
+
+
+def estimate_text(tracker: stages.StageTracker, now: float) -> str:
+    """` · ready in ≈ 12 min (estimate)` from an earlier start of the profile; empty without one, or once over."""
+    current = tracker.current
+    if tracker.estimate_s is None or tracker.failed or (current is not None and current.key == "ready"):
+        return ""
+    left = tracker.estimate_s - (now - tracker.started_at)
+    if left <= 0:
+        return f" · past the earlier start's {max(1, round(tracker.estimate_s / 60))} min (estimate)"
+    return f" · ready in ≈ {'<1' if left < 60 else round(left / 60)} min (estimate)"
+
+
 def status_line(tracker: stages.StageTracker, now: float) -> str:
     """One line for logs: `loading weights 3/8 shards 37% · ETA 0:04 · 21:10 left of startup_timeout`."""
     rows = tracker.view(now)
     active = next((r for r in rows if r["active"]), rows[-1] if rows else None)
     text = tracker.summary() if active is None else " ".join(filter(None, [active["label"], progress_text(active)]))
     left = tracker.time_left(now)
-    return text + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
+    return (
+        text + estimate_text(tracker, now) + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
+    )
 
 
 def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[str]:
@@ -93,7 +114,7 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
             head += " " + "━" * filled + ("╺" + "─" * (bar - filled - 1) if filled < bar else "")
         head = f"{head} {stats}" if stats else head
     left = tracker.time_left(now)
-    timing = f"  elapsed {clock(now - tracker.started_at)}" + (
+    timing = f"  elapsed {clock(now - tracker.started_at)}{estimate_text(tracker, now)}" + (
         f" · {clock(left)} left of startup_timeout" if left is not None else ""
     )
     done = " · ".join(
@@ -123,9 +144,11 @@ class ConsoleSink(ProgressSink):
         quiet: bool = False,
         stream: TextIO | None = None,
         tty: bool | None = None,
+        verbose: bool = False,
     ) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
+        self.verbose = verbose  # preflight lines whole at a terminal too
         self.tty = self.stream.isatty() if tty is None else tty
         self.tracker = stages.StageTracker(time.time(), timeout_s)
         self._pulls: dict[str, tuple[int, int]] = {}  # layer -> (bytes done, bytes total)
@@ -142,7 +165,10 @@ class ConsoleSink(ProgressSink):
     def check(self, check) -> None:
         if check.status == "fail" and not self.quiet:
             self.failed_checks.append(check.name)
-        self._print(f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}")
+        line = f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}"
+        if self.tty and not self.verbose and check.status != "fail":  # one row each; a FAIL keeps its reason
+            line = cut(line, self._terminal().width)
+        self._print(line)
 
     def phase(self, name: str, t: float) -> None:
         current = self.tracker.current
@@ -286,18 +312,31 @@ def _render(lines: list[str]):
     return Group(*(Text(line, no_wrap=True, overflow="ellipsis", end="\n") for line in lines))
 
 
-def console_progress(quiet: bool = False, timeout_s: float | None = None) -> ConsoleSink:
-    return ConsoleSink(timeout_s=timeout_s, quiet=quiet)
+def console_progress(quiet: bool = False, timeout_s: float | None = None, verbose: bool = False) -> ConsoleSink:
+    return ConsoleSink(timeout_s=timeout_s, quiet=quiet, verbose=verbose)
 
 
-def summary_text(result) -> str:
+def _said_by_preflight(warning: str, result) -> bool:
+    """A clamped ulimit is the preflight `ulimits` warning again: said once per `up`."""
+    warned = [c.name for c in result.checks if c.status == "warn"]
+    about_ulimit = warning.startswith("ulimit ") or warning.split(": ", 1)[-1].startswith("ulimit ")  # NODE: ulimit
+    return about_ulimit and any(n.endswith("ulimits") for n in warned)
+
+
+def summary_text(result, width: int | None = None) -> str:
+    """What `up` and `wait` print when the stack is ready; warnings folded at words under `width` (a terminal)."""
     s = result.startup or {}
     gib = lambda v: format_gib(v) if isinstance(v, (int, float)) else "n/a"  # noqa: E731
     per_rank = ", ".join(f"{v:.2f}" for v in s.get("kv_cache_gib_per_rank") or []) or "n/a"
     latency = result.detection_latency_s if result.detection_latency_s is not None else "n/a"
     lines = [
         f"{result.name} is ready at {result.endpoint}" + (" (EMULATED vLLM)" if result.emulated else ""),
-        f"  time to ready       {result.time_to_ready_s:.1f} s (seen {latency} s after the engine said so)",
+        f"  time to ready       {result.time_to_ready_s:.1f} s "
+        + (
+            "(from its log: it was ready before this command)"
+            if result.ready_before
+            else f"(seen {latency} s after the engine said so)"
+        ),
         f"  KV cache            {s.get('kv_cache_tokens') if s.get('kv_cache_tokens') is not None else 'n/a':,} tokens"
         if isinstance(s.get("kv_cache_tokens"), int)
         else "  KV cache            n/a",
@@ -309,5 +348,12 @@ def summary_text(result) -> str:
     for m in s.get("mismatches") or []:
         lines.append(f"  MISMATCH  {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
     for w in [*result.warnings, *(s.get("warnings") or [])]:  # the startup log's own (a cut args line, …)
-        lines.append(f"  warning: {w}")
+        if _said_by_preflight(w, result):
+            continue
+        if width:
+            import textwrap
+
+            lines.append(textwrap.fill(f"warning: {w}", width, initial_indent="  ", subsequent_indent="    "))
+        else:
+            lines.append(f"  warning: {w}")
     return "\n".join(lines) + "\n"

@@ -33,6 +33,7 @@ def up(
     allow_download: bool = typer.Option(
         False, "--allow-download", help="Start even if the pinned weights are incomplete (the engine downloads them)."
     ),
+    verbose: bool = typer.Option(False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."),
     json_: bool = JsonOpt,
 ):
     """Preflight, start and wait for a stack; print what the engine reported about its memory.
@@ -43,7 +44,7 @@ def up(
 
     _check_seconds("--timeout", timeout)
     with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
-        from composegen.cli.console import console_progress, summary_text
+        from composegen.cli.console import console_progress, earlier_load_s, summary_text
         from composegen.cli.wait_command import with_stages
         from composegen.stack import driver
         from composegen.stack.loadstate import AlreadyRunning
@@ -52,14 +53,22 @@ def up(
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
     opts.allow_download = allow_download
-    with console_progress(quiet=json_, timeout_s=timeout or r.profile.service.startup_timeout) as sink:
+    timeout_s = timeout or r.profile.service.startup_timeout
+    with console_progress(quiet=json_, timeout_s=timeout_s, verbose=verbose) as sink:
+        sink.tracker.estimate_s = earlier_load_s(project, name)
         try:
             result = driver.up(project, r, opts, sink)
         except AlreadyRunning as exc:
-            if not exc.ready:
+            if exc.starting and no_wait:
+                return out(f"{exc.message}; `composegen wait {name}` follows it")
+            if exc.starting:  # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
+                sink.note(f"{exc.message}; following it as `composegen wait {name}` does")
+                result = driver.attach(project, r, sink, timeout)
+            elif exc.ready:
+                sink.note(f"{exc.message}: its summary follows")
+                result = driver.attach(project, r, sink, ready_before=True)  # exit 0
+            else:
                 raise
-            sink.note(f"{exc.message}: its summary follows")
-            result = driver.attach(project, r, sink)  # exit 0
         except EngineError as exc:
             if sink.failed_checks and exc.message.startswith("preflight "):  # each reason is printed above
                 failed = ", ".join(sink.failed_checks)
@@ -70,7 +79,9 @@ def up(
         return emit_json(result.to_json())
     if no_wait:
         return out(f"{name}: started (not waiting); `composegen status {name}`")
-    out(summary_text(result) + _nodes_text(result))
+    from composegen.output import terminal_width
+
+    out(summary_text(result, terminal_width()) + _nodes_text(result))
 
 
 def _nodes_text(result) -> str:
@@ -140,11 +151,19 @@ def status(
     if json_:
         emit_json(report.to_json())
     elif report.stacks or not name:  # a named stack with nothing on the engine: the error line says it
-        out(format_text(report))
+        from composegen.output import terminal_width
+
+        out(format_text(report, terminal_width()))
         _edge_lines()
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
         raise EngineError(f"{name} is not running", hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")
+    lost = [n for s in report.stacks for n in s.nodes or [] if not n.reachable]
+    if name and lost:  # a multi-node stack missing a node cannot serve: as docs/commands.md says, exit 3
+        said = ", ".join(f"node {n.name} ({n.engine})" for n in lost)
+        raise EngineError(
+            f"{name}: {said} unreachable", hint="check that node's engine; `composegen down` stops the rest"
+        )
 
 
 def _edge_lines() -> None:
@@ -190,7 +209,7 @@ def startup(
 ):
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
 
-    Example: composegen startup --log vllm-startup.log r33
+    Example: composegen startup --log vllm-startup.log 8192-131k
     """
     from composegen.vllm import startup as parsing
 
@@ -253,7 +272,9 @@ def shm(
 ):
     """Who holds what in /dev/shm, and a safe reclaim of what nothing uses (docs/shm.md).
 
-    Example: composegen shm --reclaim --yes
+    `--reclaim` alone previews what it would remove; add --yes to remove it.
+
+    Example: composegen shm --reclaim
     """
     from composegen.cli.fastpath import ContainerLabels
     from composegen.shm import scan as shared

@@ -3,6 +3,10 @@ interval); `--once --json` prints one sample (report "top") for scripts."""
 
 from __future__ import annotations
 
+import os
+import select
+import sys
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -72,10 +76,52 @@ def rows(sample: TopSample) -> list[tuple[str, str]]:
 def title(sample: TopSample) -> str:
     who = f"{sample.name} ({sample.url})" if sample.name else sample.url
     view = ", the head's engine" if sample.view == "head" else ""
-    return f"composegen top {who}{view} · last {sample.window_s:.0f} s"
+    emulated = " · EMULATED vLLM" if sample.emulated else ""
+    return f"composegen top {who}{view} · last {sample.window_s:.0f} s{emulated}"
 
 
-def _renderable(sample: TopSample) -> Any:
+KEY_HINT = "q quit"
+
+
+class _Quit(Exception):
+    """`q` was pressed in the live view."""
+
+
+class _Keys:
+    """Keys for the live view: while it runs, a terminal's stdin is in cbreak mode (restored on the way out)
+    and the wait between scrapes returns at once on `q`. Without a terminal, a plain sleep."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self.saved: Any = None
+
+    def __enter__(self) -> _Keys:
+        if sys.stdin.isatty():
+            import termios
+            import tty
+
+            self.fd = sys.stdin.fileno()
+            self.saved = termios.tcgetattr(self.fd)
+            tty.setcbreak(self.fd)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            import termios
+
+            termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)
+
+    def sleep(self, seconds: float) -> None:
+        if self.fd is None:
+            time.sleep(seconds)
+            return
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if select.select([self.fd], [], [], left)[0] and os.read(self.fd, 64).lower().count(b"q"):
+                raise _Quit
+
+
+def _renderable(sample: TopSample, hint: bool = False) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -85,7 +131,10 @@ def _renderable(sample: TopSample) -> Any:
     table.add_column(no_wrap=True, overflow="ellipsis")
     for label, text in rows(sample):
         table.add_row(label, text)
-    return Group(Text(title(sample), style="bold", no_wrap=True, overflow="ellipsis"), table)
+    parts: list[Any] = [Text(title(sample), style="bold", no_wrap=True, overflow="ellipsis"), table]
+    if hint:
+        parts.append(Text(KEY_HINT, style="dim"))
+    return Group(*parts)
 
 
 def _endpoint(name: str | None, url: str | None):
@@ -97,14 +146,14 @@ def _endpoint(name: str | None, url: str | None):
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme != "http" or not parts.hostname or not parts.port:
             raise BadInput(f"--url: expected http://HOST:PORT, got {url!r}")
-        return Endpoint(parts.hostname, parts.port), None, "single"
+        return Endpoint(parts.hostname, parts.port), None, "single", None
     if name is None:
         raise BadInput("give a profile NAME (or --url http://HOST:PORT)")
     from composegen.stack import driver
 
     project, r = _load(name)
-    driver.running_container(project, r)  # "not running" is exit 3 with a hint, before any scrape
-    return driver.endpoint(r), r.name, "head" if r.profile.nodes is not None else "single"
+    ctr = driver.running_container(project, r)  # "not running" is exit 3 with a hint, before any scrape
+    return driver.endpoint(r), r.name, "head" if r.profile.nodes is not None else "single", ctr.emulated
 
 
 @app.command()
@@ -125,9 +174,9 @@ def top(
     """
     from composegen.monitor import watch
 
-    ep, label, view = _endpoint(name, url)
+    ep, label, view, emulated = _endpoint(name, url)
     if once:
-        sample = watch.once(ep, interval, name=label, view=view)
+        sample = watch.once(ep, interval, name=label, view=view).model_copy(update={"emulated": emulated})
         if json_:
             emit_json(sample.to_json())
         else:
@@ -139,9 +188,16 @@ def top(
     from rich.console import Console
     from rich.live import Live
 
-    samples = watch.watch(ep, interval, window, name=label, view=view)
-    with Live(console=Console(), auto_refresh=False, transient=False) as live:
-        for shown, sample in enumerate(samples, start=1):
-            live.update(_renderable(sample), refresh=True)
-            if count is not None and shown >= count:
-                break
+    console = Console()
+    with _Keys() as keys, Live(console=console, auto_refresh=False, transient=False) as live:
+        samples = watch.watch(ep, interval, window, name=label, view=view, sleep=keys.sleep)
+        try:
+            for shown, sample in enumerate(samples, start=1):
+                sample = sample.model_copy(update={"emulated": emulated})
+                live.update(_renderable(sample, hint=keys.fd is not None), refresh=True)
+                if count is not None and shown >= count:
+                    break
+        except _Quit:
+            pass
+    if not console.is_terminal:  # a terminal's Live ends its last line itself; piped, the view's last line ends here
+        console.line()

@@ -33,17 +33,20 @@ def wait(
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise BadInput(f"--timeout must be a positive number of seconds, got {timeout:g}")
     with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
-        from composegen.cli.console import ConsoleSink, summary_text
+        from composegen.cli.console import ConsoleSink, earlier_load_s, summary_text
         from composegen.stack import driver
 
         driver.preload()
     project, r = _load(name)
     with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:
+        sink.tracker.estimate_s = earlier_load_s(project, name)
         report = driver.attach(project, r, sink, timeout)
     report = with_stages(report, sink)
     if json_:
         return emit_json(report.to_json())
-    out(summary_text(report))
+    from composegen.output import terminal_width
+
+    out(summary_text(report, terminal_width()))
 
 
 def with_stages(report, sink):

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from composegen.emulator import cluster, headless, loading, shmfiles, versions
+from composegen.emulator import cluster, headless, loading, modelsize, shmfiles, versions
 from composegen.emulator.argv import parse_serve_args
 from composegen.emulator.chat import ServingInfo
 from composegen.emulator.memory import GiB, MemoryInputs, plan_memory
@@ -144,6 +144,10 @@ def main(argv: list[str] | None = None, env=None) -> int:
     except ValueError as exc:
         print(f"vllm serve: error: {exc}", file=sys.stderr)
         return 2
+    if not env.get("EMU_WEIGHTS_GIB"):  # the served model's own size when its config.json is at hand
+        sized = modelsize.weights_gib(args.values, env)
+        if sized is not None:
+            settings.inputs.weights_gib = sized
     return _run(args.values, args.non_default, settings, launch)
 
 

@@ -388,6 +388,8 @@ def format_text(doc: dict) -> str:
         f"  compose   {doc.get('compose_sha256') or 'unknown'}",
         f"  KV        {startup.get('kv_cache_tokens')} tokens, {startup.get('kv_cache_gib_min')} GiB min rank",
     ]
+    if doc.get("emulated"):
+        lines.insert(1, "  EMULATED  vLLM test double: these figures exercise composegen, not a model")
     gates = doc.get("gates")
     lines.append(f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run")
     ladder = doc.get("ladder")

@@ -212,6 +212,7 @@ class CompareSide(Report):
     hash: str | None
     source: str
     max_model_len: int | None
+    emulated: bool = Field(False, description="the run was on the emulated vLLM (a test double), not a model")
 
 
 class CompareRow(Report):
@@ -261,6 +262,7 @@ def _identity(doc: dict) -> dict:
         "hash": doc["profile"].get("hash"),
         "source": doc["source"],
         "max_model_len": _startup("max_model_len")(doc),
+        "emulated": bool(doc.get("emulated")),
     }
 
 
@@ -308,8 +310,21 @@ def _change(row: dict) -> str:
 
 
 def _headers(result: dict) -> tuple[str, str]:
+    """Column heads; an emulated side says so in its own head, which goes wherever the table is pasted."""
     a, b = result["a"]["profile"], result["b"]["profile"]
-    return (f"{a} (a)", f"{b} (b)") if a == b else (a, b)
+
+    def head(name: str, side: str) -> str:
+        marks = ([side] if a == b else []) + (["EMULATED"] if result[side].get("emulated") else [])
+        return f"{name} ({', '.join(marks)})" if marks else name
+
+    return head(a, "a"), head(b, "b")
+
+
+def _emulated_line(result: dict) -> str | None:
+    sides = [side for side in ("a", "b") if result[side].get("emulated")]
+    if not sides:
+        return None
+    return f"EMULATED vLLM in {' and '.join(sides)}: these figures exercise composegen, not a model"
 
 
 def _flag_line(result: dict) -> str:
@@ -340,6 +355,8 @@ def format_text(result: dict) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if emulated := _emulated_line(result):
+        lines.insert(0, emulated)
     lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result["notes"]]]
     lines += benchcompare.format_lines(result.get("bench"))
     return "\n".join(lines) + "\n"
@@ -348,6 +365,8 @@ def format_text(result: dict) -> str:
 def format_markdown(result: dict) -> str:
     head_a, head_b = _headers(result)
     lines = [f"| Measurement | {head_a} | {head_b} | Change |", "|---|---|---|---|"]
+    if emulated := _emulated_line(result):
+        lines[:0] = [f"> **{emulated}**", ""]
     lines += [f"| {r['label']} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in result["rows"]]
     lines += ["", f"**{_flag_line(result)}**", ""]
     lines += [f"- {line.strip()}" for line in _config_lines(result)]

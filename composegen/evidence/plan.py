@@ -233,6 +233,7 @@ def plan(
             "other_gib": round(other, 4),
             "kv_bytes_per_token": round(bytes_per_token_cal, 1),
             "kv_cache_dtype": dtype_cal,
+            "emulated": bool(calibration.get("emulated")),
         },
         "inputs": {
             "gpu_gib": gpu,
@@ -288,21 +289,25 @@ def calibration_from(project, *, run=None, log_path=None) -> tuple[dict, Resolve
         except OSError as exc:
             raise BadInput(f"{log_path}: --from-log: cannot read ({exc.strerror})") from None
     doc = evidence.load_run(run, project.root)
+    measured = {**doc["startup"], "emulated": bool(doc.get("emulated"))}  # the figures' origin goes along
     if doc["source"] != "stack":
-        return doc["startup"], None
+        return measured, None
     try:
         cal = profile.load(project, doc["profile"]["name"])
     except BadInput:
-        return doc["startup"], None
-    return doc["startup"], cal if cal.hash == doc["profile"]["hash"] else None
+        return measured, None
+    return measured, cal if cal.hash == doc["profile"]["hash"] else None
 
 
 def format_text(result: dict) -> str:
     p, c, i = result["predicted"], result["calibration"], result["inputs"]
     rng = p["range"]
+    emulated = c.get("emulated")
+    origin = "from an EMULATED calibration" if emulated else "not measured"
+    calibrated = "EMULATED vLLM, not a model" if emulated else "measured"
     lines = [
-        f"capacity plan for {result['profile']} (max-model-len {result['max_model_len']:,}) — PREDICTED, not measured",
-        f"  calibration (measured): weights {c['weights_gib']} GiB, activation {c['peak_activation_gib']} GiB at "
+        f"capacity plan for {result['profile']} (max-model-len {result['max_model_len']:,}) — PREDICTED, {origin}",
+        f"  calibration ({calibrated}): weights {c['weights_gib']} GiB, activation {c['peak_activation_gib']} GiB at "
         f"{c['max_num_batched_tokens'] or 'unstated'} batched tokens, KV {c['kv_cache_gib_min']} GiB = "
         f"{c['kv_cache_tokens']:,} tokens ({c['kv_bytes_per_token']:,.0f} bytes/token, "
         f"{c['kv_cache_dtype'] or 'unknown dtype'}), other {c['other_gib']:+.3f} GiB",

@@ -127,6 +127,7 @@ def ladder(report: RunsReport) -> str | None:
         ax.set_title(title)
         ax.set_xlabel("prompt tokens")
         ax.xaxis.set_major_formatter(_thousands)
+        ax.set_ylim(bottom=0)  # from 0: a 1-2 % difference must not look like a crossing
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     return _svg(fig, "ladder")
@@ -166,6 +167,7 @@ def bench(report: RunsReport) -> str | None:
         ax.xaxis.set_major_locator(FixedLocator(levels))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter("{x:g}")
+        ax.set_ylim(bottom=0)  # from 0: a 1-2 % difference must not look like a crossing
         ax.grid(alpha=0.3)
     throughput.legend(fontsize=8)
     ttft.legend(fontsize=7)

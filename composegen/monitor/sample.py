@@ -123,6 +123,7 @@ class TopSample(Report):
     name: str | None = None
     url: str
     view: str = "single"  # "head" for a multi-node stack: the head's engine serves every request
+    emulated: bool | None = None  # the stack runs the emulated vLLM (a test double); null: not known (--url)
     window_s: float
     running: float | None = None
     waiting: float | None = None

@@ -235,6 +235,8 @@ def warnings(r: Resolved) -> list[str]:
         )
     if not r.profile.pinned:
         out.append(f"image {r.profile.image!r} is not pinned by digest: {r.profile.image_unpinned_reason}")
+    if set(r.profile.model.revision or "") == {"0"}:  # the starter's placeholder: no model has this commit
+        out.append("model.revision is all zeros, a placeholder: put the 40-hex commit you tested")
     if not is_loopback(svc.port.bind):
         out.append(f"the API is published on {svc.port.bind}:{svc.port.host}, reachable beyond this host")
     if r.profile.nodes is not None:

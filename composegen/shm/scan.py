@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from json.encoder import encode_basestring_ascii
 
 from composegen.errors import BadInput, CheckFailed
-from composegen.output import emit_json, out, pretty_output, write_pieces
+from composegen.output import emit_json, out, pretty_output, terminal_width, write_pieces
 from composegen.shm import procscan
 from composegen.shm.aside import Aside
 from composegen.shm.directory import TMPFS_MAGIC as TMPFS_MAGIC
@@ -336,7 +336,7 @@ def print_scan(report: dict, *, as_json: bool = False, fail_on_leftover: bool = 
 
         emit_json(ShmScan.model_validate(report).to_json())
     else:
-        out(format_text(report))
+        out(format_text(report, terminal_width()))  # a terminal's width folds the holders; piped, full rows
     _check_leftovers(report, fail_on_leftover)
 
 

@@ -76,18 +76,29 @@ def unreadable_lines(unreadable: list[dict]) -> list[str]:
     return [f"warning: holders unknown for {len(unreadable)} unreadable process(es): {pids}"]
 
 
-def format_text(report: dict) -> str:
+def _fit(line: str, width: int | None) -> str:
+    return line if width is None or len(line) <= width else line[: width - 1] + "…"
+
+
+def format_text(report: dict, width: int | None = None) -> str:
+    """The entries, one row each. With `width` (a terminal's), a row too wide folds its HOLDERS onto lines
+    of their own under it (one holder a line, cut to the width); piped (None), full rows."""
     lines = [f"{'CLASS':<9} {'ALLOC':>10} {'AGE':>5} {'OWNER':<8} {'KIND':<7} NAME  HOLDERS"]
     for e in report["entries"]:
-        holders = "; ".join(
+        each = [
             f"{h['pid']}/{printable(h['comm'])} {'+'.join(h['how'])}"
             + (f" [{h['compose_project'] or h['container_id'][:12]}]" if h["container_id"] else "")
             for h in e["holders"]
-        )
-        lines.append(
+        ]
+        head = (
             f"{e['class']:<9} {human_bytes(e['allocated_bytes']):>10} {_age(e['age_seconds']):>5} "
-            f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}  {holders}".rstrip()
+            f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}"
         )
+        row = f"{head}  {'; '.join(each)}".rstrip()
+        if width is None or len(row) <= width:
+            lines.append(row)
+        else:
+            lines += [_fit(head, width), *(_fit(f"    held by {h}", width) for h in each)]
     fs, totals = report["filesystem"], report["totals"]
     lines.append(
         ", ".join(f"{cls}: {totals[cls]['count']} ({human_bytes(totals[cls]['allocated_bytes'])})" for cls in CLASSES)
@@ -98,4 +109,4 @@ def format_text(report: dict) -> str:
     if report.get("container"):
         c = report["container"]
         lines.append(f"container {printable(c['name'])} ({c['id'][:12]}), ipc {c['ipc_mode']}")
-    return "\n".join(lines + unreadable_lines(report["unreadable_pids"]))
+    return "\n".join(lines + [_fit(line, width) for line in unreadable_lines(report["unreadable_pids"])])

@@ -69,8 +69,15 @@ def up(project: Project, r: Resolved, opts: UpOptions, sink: ProgressSink | None
     return starting.up(deployment(project, r), opts, sink or ProgressSink())
 
 
-def attach(project: Project, r: Resolved, sink: ProgressSink | None = None, timeout: float | None = None) -> UpReport:
-    return starting.attach(deployment(project, r), sink or ProgressSink(), timeout)
+def attach(
+    project: Project,
+    r: Resolved,
+    sink: ProgressSink | None = None,
+    timeout: float | None = None,
+    *,
+    ready_before: bool = False,
+) -> UpReport:
+    return starting.attach(deployment(project, r), sink or ProgressSink(), timeout, ready_before=ready_before)
 
 
 def down(project: Project, r: Resolved, timeout: int | None = None) -> DownReport:

@@ -29,7 +29,7 @@ from composegen.stack.facts import (
     parse_network,
     stamped_chunks,
 )
-from composegen.stack.targets import DEFAULT, Target
+from composegen.stack.targets import DEFAULT, Target, default_engine
 from composegen.vllm import redact
 
 BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
@@ -54,9 +54,15 @@ def _sdk(target: Target):
         import docker
     except ImportError as exc:  # pragma: no cover - a dependency
         raise EngineError(f"the docker SDK is not installed: {exc}") from None
+    tried = ""
     try:
         if target == DEFAULT:
-            sdk = docker.from_env(timeout=api_timeout())
+            url, tried = default_engine()
+            sdk = (
+                docker.DockerClient(base_url=url, timeout=api_timeout())
+                if url
+                else docker.from_env(timeout=api_timeout())
+            )
         else:
             # ssh:// through one forwarded socket per node for the whole command (stack/sshconn.py).
             url = sshconn.local_url(target.url() or "")
@@ -66,7 +72,7 @@ def _sdk(target: Target):
     except EngineError:
         raise
     except Exception as exc:
-        where = "" if target == DEFAULT else f" at {target.label}"
+        where = f" at {tried}" if target == DEFAULT and tried else "" if target == DEFAULT else f" at {target.label}"
         raise EngineError(
             f"Docker engine{where} unreachable ({_short(exc)})",
             hint="`composegen provision` starts it (as root), or set DOCKER_HOST; `composegen doctor` checks"

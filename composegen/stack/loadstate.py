@@ -122,9 +122,9 @@ class AlreadyRunning(EngineError):
     """`up` of a stack whose head already runs. `ready`: the caller shows the running stack's summary (exit 0);
     otherwise it is starting (hint: `composegen wait`) or runs without answering (exit 3)."""
 
-    def __init__(self, message: str, *, ready: bool, hint: str) -> None:
+    def __init__(self, message: str, *, ready: bool, hint: str, starting: bool = False) -> None:
         super().__init__(message, hint=hint)
-        self.ready = ready
+        self.ready, self.starting = ready, starting
 
 
 def refuse_running(
@@ -136,7 +136,9 @@ def refuse_running(
         raise AlreadyRunning(f"{name} is already running and ready", ready=True, hint=f"`composegen status {name}`")
     state = loading_state(ctr, healthy, startup_timeout)
     if state is not None and still_loading(state):
-        raise AlreadyRunning(f"{name} is already starting: {state['summary']}", ready=False, hint=wait_hint(name))
+        raise AlreadyRunning(
+            f"{name} is already starting: {state['summary']}", ready=False, hint=wait_hint(name), starting=True
+        )
     why = f": {state['failed']}" if state and state["failed"] else ""
     raise AlreadyRunning(
         f"{name} is already running ({ctr.name}) but its API does not answer{why}",

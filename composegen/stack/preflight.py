@@ -128,6 +128,8 @@ def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -
     if n.rank == 0 and r.profile.nodes is not None:
         wildcard = "::" if ":" in r.profile.nodes.master_addr else "0.0.0.0"  # torch's store listens on every interface
         ports.append((wildcard, r.profile.nodes.master_port, "master"))
+    if n.rank == 0 and r.profile.monitoring.prometheus:  # Prometheus' UI, published on the head's loopback
+        ports.append(("127.0.0.1", r.profile.monitoring.port, "prometheus"))
     if n.target.is_local:
         free = {(h, p): port_free(h, p) for h, p, _ in ports}
         checks += [_named(c, n) for c in shm_check(r)]
@@ -143,7 +145,7 @@ def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -
     where = f" on {n.target.label}" if n.member else ""
     for host, port, what in ports:
         state = "free" if free[(host, port)] else "already in use"
-        knob = "service.port.host" if what == "host" else "nodes.master_port"
+        knob = {"host": "service.port.host", "master": "nodes.master_port"}.get(what, "monitoring.port")
         who = "" if free[(host, port)] else f": {portowner.conflict(port, n.target, knob)}"  # pid or container
         checks.append(
             Check(

@@ -68,6 +68,8 @@ def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
     _refuse_running(dep)
     prep.image, image_checks, present = _place_image(dep, opts.emulate, sink)
     _report(prep, sink, image_checks)
+    if dep.r.profile.monitoring.prometheus:  # a real image even when emulating: checked (pulled) here, once
+        _report(prep, sink, [_prometheus_image(dep, sink)])
     if dep.multi:
         _report(prep, sink, [_api_reachable(dep)])
     if opts.reclaim_shm and dep.r.profile.service.ipc == "host":
@@ -181,6 +183,16 @@ def _place_image(dep: Deployment, emulate: bool, sink: ProgressSink) -> tuple[st
     if dep.multi and len(ids) == len(dep.nodes):
         checks.append(_same_image(image, ids))
     return image, checks, present
+
+
+def _prometheus_image(dep: Deployment, sink: ProgressSink) -> Check:
+    image, head = dep.r.profile.monitoring.image, dep.head
+
+    def on_pull(layer, status, current, total):
+        sink.pull(PullEvent(head.name, image, layer, status, current, total))
+
+    check = preflight.attempt("prometheus", lambda: preflight.image_check(image, False, head.target, on_pull))
+    return Check("prometheus", check.status, f"monitoring.image: {check.message}")
 
 
 def _same_image(image: str, ids: dict[str | None, str | None]) -> Check:

@@ -43,6 +43,9 @@ class UpReport(Report):
     phases: list[PhaseTime] = Field(default_factory=list)
     time_to_ready_s: float | None = None
     detection_latency_s: float | None = None
+    ready_before: bool = Field(
+        default=False, description="ready before this command looked: time_to_ready_s is read from the engine's log"
+    )
     endpoint: str = ""
     startup: dict[str, Any] | None = None  # the startup report (`composegen schema --report startup`)
     nodes: list[NodeInfo] | None = None

@@ -186,7 +186,12 @@ def _where(n: NodeRef | None) -> dict:
     return {"node": n.name, "rank": n.rank, "engine": n.target.label} if n is not None and n.member else {}
 
 
-def format_text(report: StatusReport) -> str:
+# Left out first to last when a terminal is narrower than the table (the profile, state and API stay).
+NARROW_DROP = ("RESTARTS", "UPTIME", "MAX_LEN", "DRIFT", "HEALTH", "CONTAINER", "NODE", "MODEL", "ENDPOINT")
+
+
+def format_text(report: StatusReport, width: int | None = None) -> str:
+    """The table (every column when `width` is None: piped; else only what fits, see output.table)."""
     if not report.stacks:
         return "no composegen stacks on this engine\n"
     rows, notes = [], []
@@ -203,7 +208,11 @@ def format_text(report: StatusReport) -> str:
             )
     header = ["PROFILE", *(["NODE"] if multi else []), "CONTAINER", "STATE", "HEALTH", "RESTARTS", "UPTIME"]
     header += ["ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
-    return (table(rows, header) if rows else "") + "".join(f"{line}\n" for line in notes)
+    if width:  # sentences: folded at words under a terminal's width, never cut
+        import textwrap
+
+        notes = [textwrap.fill(n, width, subsequent_indent="  ", break_on_hyphens=False) for n in notes]
+    return (table(rows, header, width=width, drop=NARROW_DROP) if rows else "") + "".join(f"{n}\n" for n in notes)
 
 
 def _row(s: StackStatus, c: ContainerStatus, multi: bool) -> list[str]:

@@ -61,6 +61,32 @@ def context_host(name: str) -> str:
         raise EngineError(f"docker context {name!r} has no docker endpoint") from None
 
 
+def default_engine() -> tuple[str | None, str]:
+    """The engine `docker` itself would use with no -H: (a context's URL for the SDK, or None when the SDK's
+    own environment reading finds it; what it came from, said when it cannot be reached). DOCKER_HOST wins
+    (with its TLS variables, read by the SDK), then DOCKER_CONTEXT, then the config's current context (the
+    SDK alone reads no context)."""
+    host = os.environ.get("DOCKER_HOST")
+    if host:
+        return None, f"{host} (DOCKER_HOST)"
+    context = os.environ.get("DOCKER_CONTEXT") or _current_context()
+    if context and context != "default":
+        where = "DOCKER_CONTEXT" if os.environ.get("DOCKER_CONTEXT") else "docker context use"
+        url = context_host(context)
+        return url, f"{url} (context {context}, from {where})"
+    return None, "unix:///var/run/docker.sock (the default: no DOCKER_HOST or context set)"
+
+
+def _current_context() -> str | None:
+    config = os.path.join(os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker"), "config.json")
+    try:
+        with open(config, encoding="utf-8") as stream:
+            value = json.loads(stream.read(1 << 20)).get("currentContext")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
 def docker_time(stamp: str) -> float | None:
     """Epoch seconds of a Docker RFC 3339 timestamp (nanoseconds cut to micro); None for Docker's zero time."""
     if not stamp or stamp.startswith("0001"):

@@ -82,7 +82,7 @@ class Run:
             where = " on every node" if self.dep.multi else ""
             return Interrupted(
                 f"stopped waiting for {name}; the stack keeps running{where}",
-                hint=f"inspect: `composegen status {name}`, `composegen logs {name} -f`; "
+                hint=f"follow it again: `composegen wait {name}`; logs: `composegen logs {name} -f`; "
                 f"stop: `composegen down {name}`",
             )
         if self.phase == "lock":
@@ -154,9 +154,12 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
     return finish(report, dep.r, watcher.container(dep.head), waited, started)
 
 
-def attach(dep: Deployment, sink: ProgressSink, timeout: float | None = None) -> UpReport:
+def attach(
+    dep: Deployment, sink: ProgressSink, timeout: float | None = None, *, ready_before: bool = False
+) -> UpReport:
     """Wait for a stack another command started (e.g. `up --no-wait`) with the same progress, and
-    summarise it like `up` does. Times count from the head container's start."""
+    summarise it like `up` does. Times count from the head container's start; for a stack that was ready
+    before (`ready_before`), its time to ready is when its engine said so, not when this command looked."""
     watcher = watch.Watcher(dep, sink)
     head = watcher.container(dep.head)
     if head is None:
@@ -188,7 +191,11 @@ def attach(dep: Deployment, sink: ProgressSink, timeout: float | None = None) ->
         endpoint=dep.endpoint().base_url,
         nodes=[NodeInfo(**n.to_json()) for n in dep.nodes] if dep.multi else None,
     )
-    return finish(report, dep.r, watcher.container(dep.head), waited, started)
+    report = finish(report, dep.r, watcher.container(dep.head), waited, started)
+    if ready_before and report.time_to_ready_s is not None and report.detection_latency_s is not None:
+        report.time_to_ready_s = round(report.time_to_ready_s - report.detection_latency_s, 3)
+        report.detection_latency_s, report.ready_before = None, True  # nothing was polled for: no latency
+    return report
 
 
 def finish(

@@ -127,6 +127,7 @@ class StageTracker:
     failed: str | None = None
     last_line: str = ""
     last_line_at: float | None = None
+    estimate_s: float | None = None  # an earlier start's load time (evidence/estimate.py): "ready in ≈ N min"
 
     def begin(self, key: str, at: float, detail: str = "") -> bool:
         """Enter stage `key` (closing the current one); False when it already is the current stage, or the

@@ -5,6 +5,8 @@ The commands are read from the typer app itself, so a command added later is hel
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import typer.main
 
@@ -39,5 +41,18 @@ def test_help_has_an_example_and_help_on_every_parameter(name):
 
 def test_json_help_points_at_the_schema_command():
     text = run_cli("status", "--help").stdout
-    assert "composegen schema --report NAME" in " ".join(text.split())
+    assert "composegen schema --report status" in " ".join(text.split())
     assert "README" not in text
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_usage_and_values_read_as_words_and_json_names_its_own_report(name):
+    from composegen.cli import reports
+
+    text = " ".join(run_cli(name, "--help").stdout.split())
+    usage = text.split("Usage: ", 1)[1].split(" ", 3)[3].split("  ")[0]  # after `python -m composegen NAME`
+    assert "{" not in usage and "<list[" not in text and " range>" not in text, text[:400]
+    if "--json" in text:
+        named = re.findall(r"its shape: composegen schema --report ([a-z-]+)", text)
+        assert named and named[0] in reports.names(), (name, named)
+        assert "--report NAME" not in text

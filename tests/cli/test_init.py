@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 from tests.support.helpers import run_cli
@@ -38,3 +39,22 @@ def test_init_refuses_a_name_compose_cannot_use(tmp_path):
     res = run_cli("init", str(tmp_path), "--name", "Big Model")
     assert res.returncode == 2 and "--name" in res.stderr
     assert not (tmp_path / "profiles").exists()
+
+
+def test_the_starters_placeholders_fail_strict_and_it_points_only_at_what_the_project_has(tmp_path):
+    assert run_cli("init", str(tmp_path), "--name", "first").returncode == 0
+    profile = (tmp_path / "profiles" / "first.yaml").read_text()
+    assert "docs/" not in profile  # a new project has no docs/ directory
+    for pointer in re.findall(r"profiles/[\w.-]+", profile):
+        assert (tmp_path / pointer).exists(), pointer
+    # Pin the image as a user would: the all-zeros revision alone must still fail --strict.
+    pinned = profile.replace("image: vllm/vllm-openai:v0.33.0", "image: vllm/vllm-openai@sha256:" + "a" * 64)
+    pinned = "\n".join(line for line in pinned.splitlines() if not line.startswith("image_unpinned_reason"))
+    (tmp_path / "profiles" / "first.yaml").write_text(pinned + "\n")
+    strict = run_cli("--root", str(tmp_path), "validate", "--strict", "first")
+    assert strict.returncode == 1, strict.stdout + strict.stderr
+    assert "model.revision is all zeros, a placeholder" in strict.stdout
+    (tmp_path / "profiles" / "first.yaml").write_text(
+        pinned.replace("0" * 40, "c1899de289a04d12100db370d81485cdf75e47ca")
+    )
+    assert run_cli("--root", str(tmp_path), "validate", "--strict", "first").returncode == 0

@@ -113,3 +113,18 @@ def test_matplotlib_is_only_imported_by_report():
     probe += "print('matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert res.stdout.strip() == "False", res.stderr
+
+
+def test_every_line_plot_starts_its_y_axis_at_zero(bundles, monkeypatch):
+    """Two arms 1-2 % apart must not look like lines that cross: the ladder and bench axes start at 0."""
+    from composegen.evidence import plots
+
+    project, runs = bundles
+    report = runreport.gather(list(map(str, runs)), root=project.root)
+    drawn = {}
+    monkeypatch.setattr(plots, "_svg", lambda fig, name: drawn.setdefault(name, fig) and "")
+    plots.ladder(report), plots.bench(report)
+    assert set(drawn) == {"ladder", "bench"}
+    for name, fig in drawn.items():
+        for ax in fig.axes:
+            assert ax.get_ylim()[0] == 0, (name, ax.get_title(), ax.get_ylim())

@@ -25,6 +25,9 @@ def test_top_shows_requests_running_while_a_load_runs(tmp_path):
         assert sample["name"] == name and sample["url"] == f"http://127.0.0.1:{port}"
         assert sample["running"] == 1 and sample["waiting"] >= 1  # the profile's max-num-seqs is 1
         assert sample["kv_cache_usage"] > 0
+        assert sample["emulated"] is True  # `up --emulate`: the container's label says so
+        plain = run_cli("--root", str(root), "top", name, "--once", "--interval", "0.2").stdout
+        assert plain.splitlines()[0].endswith(" · EMULATED vLLM"), plain
         idle = json.loads(run_cli("--root", str(root), "top", name, "--once", "--json", "--interval", "0.2").stdout)
         assert idle["running"] == 0 and idle["waiting"] == 0
         assert run_cli("--root", str(root), "down", name).returncode == 0

@@ -164,12 +164,15 @@ def test_dollar_text_reaches_the_container_as_written(tmp_path):
     root = project(tmp_path, doc, name=name)
     assert run_inproc("--root", str(root), "render", name).returncode == 0
     compose = ["docker", "compose", "-f", str(root / "out" / name / "compose.yaml")]
-    env = {"PATH": "/usr/bin:/bin:/usr/local/bin", "HF_TOKEN": "hf_secret_value", "HOME": "/root"}
+    env = {**os.environ, "HF_TOKEN": "hf_secret_value"}  # the caller's DOCKER_HOST/CONTEXT/CONFIG stay
     try:
         created = subprocess.run([*compose, "create"], capture_output=True, text=True, env=env, timeout=120)
         assert created.returncode == 0, created.stderr
-        ids = subprocess.run([*compose, "ps", "-aq"], capture_output=True, text=True, env=env, timeout=60)
-        info = json.loads(subprocess.run(["docker", "inspect", ids.stdout.split()[0]], capture_output=True).stdout)
+        ids = subprocess.run(
+            [*compose, "ps", "-aq"], capture_output=True, text=True, env=env, timeout=60
+        ).stdout.split()
+        assert ids, "compose created no container on the engine it was pointed at"
+        info = json.loads(subprocess.run(["docker", "inspect", ids[0]], capture_output=True, env=env).stdout)
         config = info[0]["Config"]
         assert "PW=pa$word" in config["Env"] and "HF_TOKEN=hf_secret_value" in config["Env"]
         assert "${HF_TOKEN}" in config["Cmd"] and "--tokenizer=a$b${HOME}" in config["Cmd"]

@@ -98,7 +98,7 @@ def test_missing_image_is_a_clear_engine_failure(tmp_path, stacks):
 def test_engine_unreachable(tmp_path):
     root, name, _ = emulated_project(tmp_path)
     res = run_cli("--root", str(root), "up", name, "--emulate", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
-    assert res.returncode == 3 and "Docker engine unreachable" in res.stderr
+    assert res.returncode == 3 and "Docker engine at unix:///nonexistent.sock (DOCKER_HOST) unreachable" in res.stderr
     assert "Traceback" not in res.stderr
 
 

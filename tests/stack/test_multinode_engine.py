@@ -121,6 +121,17 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
         ("n1", worker, "running"),
     ]
     assert status["endpoint"]["healthy"] is True and status["drift"]["state"] == "in-sync"
+    assert run_cli("--root", str(root), "status", name).returncode == 0
+
+    # The worker's engine out of reach while the head serves: `status NAME` exits 3 naming the node.
+    path = root / "profiles" / f"{name}.yaml"
+    text = path.read_text()
+    path.write_text(text.replace(second_engine.url, "unix:///nonexistent/composegen-status.sock"))
+    lost = run_cli("--root", str(root), "status", name)
+    assert lost.returncode == 3, lost.stdout + lost.stderr
+    assert "node n1 (unix:///nonexistent/composegen-status.sock) unreachable" in lost.stderr.splitlines()[0]
+    assert "n0 (rank 0)" in lost.stdout  # the table still shows what runs
+    path.write_text(text)
 
     second_engine.docker("kill", worker)
     head_state = _wait_exited(head)

@@ -67,9 +67,11 @@ class Terminal:
         return ANSI.sub("", self.raw.read_bytes().decode("utf-8", "replace")) if self.raw.exists() else ""
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.session], capture_output=True)
+        subprocess.run(["tmux", "-L", self.session, "kill-server"], capture_output=True)
 
     def _tmux(self, *argv: str) -> str:
-        proc = subprocess.run(["tmux", *argv], capture_output=True, text=True, timeout=30)
+        # A tmux server of its own (-L): a shared server would hand the pane the environment of whoever started
+        # it (another DOCKER_HOST), not this caller's.
+        proc = subprocess.run(["tmux", "-L", self.session, *argv], capture_output=True, text=True, timeout=30)
         assert proc.returncode == 0, f"tmux {' '.join(argv)}: {proc.stderr}"
         return proc.stdout

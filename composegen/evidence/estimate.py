@@ -1,0 +1,79 @@
+"""How long a profile's engine took to load the last time: the overall "ready in ≈ N min" estimate `up` and
+`wait` show next to the per-stage ETA (labelled an estimate: it is an earlier start's time, not a forecast).
+
+`earlier_load(root, name) -> Earlier | None`: the newest run under root/runs whose evidence.json names the
+profile and holds a startup.log with engine timestamps; its load time is from the log's first timestamped
+line to the last one before `Application startup complete.` (vLLM stamps to the second). Only files, never
+links, each read up to a cap; a run that does not say is skipped, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+MAX_RUNS = 50  # the newest ones: an estimate never scans a large history
+EVIDENCE_MAX = 1 << 20
+LOG_MAX = 16 << 20
+STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+READY = "Application startup complete."
+
+
+@dataclass(frozen=True)
+class Earlier:
+    seconds: float
+    run: str  # the run directory's name
+
+
+def _read(path: Path, cap: int) -> str | None:
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(cap).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def load_seconds(log: str) -> float | None:
+    """Seconds from the first stamped line to the last stamped one before ready; None when it never got ready."""
+    first = last = None
+    for line in log.splitlines():
+        if READY in line:
+            break
+        if m := STAMP.search(line):
+            month, day, hour, minute, second = (int(g) for g in m.groups())
+            try:
+                when = datetime(2000, month, day, hour, minute, second)  # a leap year: 02-29 parses
+            except ValueError:
+                continue
+            first = first or when
+            last = when
+    else:
+        return None
+    if first is None or last is None or last < first:
+        return None
+    return (last - first).total_seconds()
+
+
+def earlier_load(root: Path, name: str) -> Earlier | None:
+    runs = Path(root) / "runs"
+    if not runs.is_dir() or runs.is_symlink():
+        return None
+    for run in sorted((p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()), reverse=True)[:MAX_RUNS]:
+        text = _read(run / "evidence.json", EVIDENCE_MAX)
+        try:
+            doc = json.loads(text) if text else None
+        except ValueError:
+            continue
+        profile = doc.get("profile") if isinstance(doc, dict) else None
+        if not isinstance(profile, dict) or profile.get("name") != name:
+            continue
+        log = _read(run / "startup.log", LOG_MAX)
+        seconds = load_seconds(log) if log else None
+        if seconds:
+            return Earlier(seconds, run.name)
+    return None

@@ -1,0 +1,154 @@
+"""Every `Example:` a command's --help shows is run, as the README's examples are: in a copy of the shipped
+project (the recorded seed logs as its runs; `init` gets a HOME there), and — for the commands that talk to a running
+stack — against stacks brought up by the examples themselves on the real engine. A stack example runs
+verbatim except for the profile name: a uniquely named profile that extends the shipped one (its own port
+and container name), so the shared engine's other users are never touched, and `up` gets --emulate (no
+GPU here). An example "works" when it
+exits 0 — or 1 for a command whose 1 means "differs" (diff, render --check), never 2 (bad input)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from composegen.cli import main as _registers_every_command  # noqa: F401
+from composegen.cli.app import app
+from tests.support.engine import force_remove, free_port
+from tests.support.helpers import REPO, run_cli
+
+GROUP = typer.main.get_command(app)
+LOGS = REPO / "tests/data/logs"
+# Commands whose examples need a running stack; the rest run without an engine.
+STACK = {"up", "wait", "status", "logs", "gate", "ladder", "evidence", "bench", "top", "qualify", "down"}
+DIFFERS_IS_1 = {"diff", "render"}  # exit 1 is their documented "differs" / "stale"
+# The stack examples in an order where each finds what it needs (the wait example brings up its own stack).
+ORDER = ["wait", "qualify", "up", "status", "logs", "gate", "ladder", "evidence", "bench", "top", "down"]
+
+
+def examples() -> dict[str, list[list[str]]]:
+    """command -> the argv lists of its example (an `a && b` example is two)."""
+    found = {}
+    for name, command in GROUP.commands.items():  # type: ignore[attr-defined]
+        line = next(x.strip() for x in (command.help or "").splitlines() if x.strip().startswith("Example:"))
+        found[name] = [shlex.split(part) for part in line.removeprefix("Example:").split("&&")]
+    return found
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory) -> Path:
+    return _project(tmp_path_factory.mktemp("examples"))
+
+
+def _project(tmp: Path) -> Path:
+    root = tmp / "project"
+    shutil.copytree(REPO / "profiles", root / "profiles")
+    shutil.copy(LOGS / "vllm-0.33.0-r33-8192-arm.log", root / "vllm-startup.log")  # `startup --log …`
+    (root / "home").mkdir()
+    for log, profile in (("vllm-0.33.0-r33-8192-arm.log", "8192-131k"), ("vllm-0.33.0-r33-4096-arm.log", "4096-131k")):
+        made = run_cli("--root", str(root), "evidence", "--from-log", str(LOGS / log), "--profile", profile)
+        assert made.returncode == 0, made.stderr
+    assert run_cli("--root", str(root), "render").returncode == 0
+    return root
+
+
+def _run(argv: list[str], root: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    assert argv[0] == "composegen", argv
+    env = {"COMPOSEGEN_ROOT": str(root)}
+    if argv[1] == "init":  # `init ~/stacks`: a HOME of its own (elsewhere HOME stays: docker finds its plugins there)
+        env["HOME"] = str(root / "home")
+    return run_cli(*argv[1:], cwd=root, env=env, timeout=timeout)
+
+
+def _works(name: str, argv: list[str], res: subprocess.CompletedProcess) -> None:
+    ok = {0, 1} if name in DIFFERS_IS_1 else {0}
+    said = f"{shlex.join(argv)} -> {res.returncode}\n{res.stdout[-1500:]}\n{res.stderr[-1500:]}"
+    assert res.returncode in ok and "Traceback" not in res.stderr, said
+
+
+def test_every_example_is_run_by_one_of_these_tests():
+    assert set(examples()) - STACK - {"weights"} and set(examples()) >= STACK
+    assert sorted(ORDER) == sorted(STACK)
+
+
+@pytest.mark.parametrize("name", sorted(set(examples()) - STACK - {"weights"}))
+def test_an_example_without_a_stack_works(name, shipped):
+    for argv in examples()[name]:
+        _works(name, argv, _run(argv, shipped))
+
+
+def test_the_weights_example_is_well_formed_and_names_the_hub_it_needs(shipped):
+    """`weights --verify` asks the Hugging Face Hub (unreachable from the tests): not bad input, and said."""
+    (argv,) = examples()["weights"]
+    res = _run(argv, shipped, timeout=120)
+    assert res.returncode != 2 and "Traceback" not in res.stderr, res.stderr
+    if res.returncode == 3:
+        assert "Hugging Face Hub" in res.stderr, res.stderr
+
+
+def _aliases(root: Path) -> dict[str, str]:
+    """shipped name -> a unique profile extending it (own port, container name, a quick emulated load)."""
+    names = {}
+    for shipped in ("4096-131k", "393k-gpu"):
+        alias = f"ex{uuid.uuid4().hex[:6]}-{shipped}"
+        (root / "profiles" / f"{alias}.yaml").write_text(
+            f"extends: {shipped}\nservice:\n  port: {{host: {free_port()}}}\n  container_name: {alias}\n"
+            "emulate:\n  env: {EMU_LOAD_SECONDS: '1', EMU_PREFILL_TOK_S: '400000', EMU_DECODE_TOK_S: '2000'}\n"
+        )
+        names[shipped] = alias
+    assert run_cli("--root", str(root), "render").returncode == 0
+    return names
+
+
+def _top(argv: list[str], root: Path, tmp: Path) -> None:
+    from tests.support.terminal import Terminal
+
+    term = Terminal(tmp, width=80, height=24)
+    try:
+        term.start([sys.executable, "-m", "composegen", "--root", str(root), *argv[1:]], root)
+        term.wait_for("q quit", timeout=60)
+        term.keys("q")
+        assert term.wait_exit(timeout=15) == 0, "\n".join(term.screen())
+    finally:
+        term.close()
+
+
+def _logs_follow(argv: list[str], root: Path) -> None:
+    """`logs -f` follows until Ctrl-C: it prints the tail, keeps running, and ends on SIGINT with 130."""
+    cmd = [sys.executable, "-m", "composegen", "--root", str(root), *argv[1:]]
+    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline() if proc.stdout else ""
+        assert first and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.send_signal(2)
+        proc.wait(30)
+    assert proc.returncode in (0, 130), proc.returncode
+
+
+@pytest.mark.docker
+def test_the_stack_examples_work_on_the_real_engine(tmp_path):
+    root = _project(tmp_path)
+    aliases = _aliases(root)
+    found = examples()
+    try:
+        for name in ORDER:
+            for argv in found[name]:
+                argv = [aliases.get(word, word) for word in argv]
+                if name == "top":
+                    _top(argv, root, tmp_path)
+                elif name == "logs" and ("-f" in argv or "--follow" in argv):
+                    _logs_follow(argv, root)
+                else:
+                    argv += ["--emulate"] if argv[1] == "up" and "--emulate" not in argv else []  # no GPU here
+                    _works(name, argv, _run(argv, root, timeout=600))
+    finally:
+        for alias in aliases.values():
+            run_cli("--root", str(root), "down", alias, timeout=300)
+            force_remove(f"composegen-{alias}")
