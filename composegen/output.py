@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -38,11 +39,28 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
+# What a terminal would act on or show other than as written: C0 controls but newline and tab (ESC starts
+# clipboard writes and screen clears), DEL, C1 controls, line/paragraph separators, bidi overrides and
+# isolates (they reorder what follows), lone surrogates (unencodable).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def inert(text: str) -> str:
+    """`text` with every character a terminal would act on shown as an escape (`\\x1b`, `\\u202e`)."""
+    if not _UNSAFE.search(text):
+        return text
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
 def out(text: str = "") -> None:
+    """Text for a person: whatever it quotes (a profile's description, a bundle's strings, a server's
+    error text) reaches the terminal inert."""
+    text = inert(text)
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
 
 
 def err(text: str) -> None:
+    text = inert(text)
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 

@@ -29,6 +29,8 @@ import time
 from composegen.errors import BadInput, EngineError
 from composegen.evidence.benchstats import BenchResult, Sample, summarise
 from composegen.evidence.ladder import Filler, Tokenizer, size_prompt
+from composegen.wire import replies
+from composegen.wire.http import SMALL_REPLY, STREAM_REPLY, WireError
 
 TOLERANCE = 0.005  # the ladder's window, when no whole number of words gives the exact count
 DURATION_POOL = 128  # distinct prompts per level with --duration (then reused in turn)
@@ -80,57 +82,79 @@ class Prompts:
 
 
 async def _request(client, body: dict, input_tokens: int) -> Sample:
+    """One streamed request, read within the client's timeout in all (a stream that never ends is an
+    error, not a hang), at most STREAM_REPLY bytes, every event checked as a chat completion chunk."""
     import httpx
 
     sample = Sample(input_tokens=input_tokens)
     started = time.perf_counter()
+    try:
+        async with asyncio.timeout(client.timeout.read):
+            return await _read_stream(client, body, sample, started)
+    except TimeoutError:
+        sample.error = f"no complete reply within {client.timeout.read:g} s"
+    except httpx.HTTPError as exc:
+        sample.error = f"request failed: {type(exc).__name__}: {exc}"
+    except WireError as exc:
+        sample.error = exc.message
+    return sample
+
+
+async def _read_stream(client, body: dict, sample: Sample, started: float) -> Sample:
     last = None
     usage = finish = None
     buffer = b""
-    try:
-        async with client.stream("POST", _PATH, json=body) as resp:
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                sample.error = f"HTTP {resp.status_code}: {_api_message(text)}"
-                return sample
-            async for piece in resp.aiter_bytes():
-                now = time.perf_counter()
-                buffer += piece.replace(b"\r\n", b"\n")  # SSE allows CRLF line ends
-                *events, buffer = buffer.split(b"\n\n")
-                for event in events:
-                    data = event.strip().removeprefix(b"data:").strip()
-                    if not data or data == b"[DONE]":
-                        continue
-                    chunk = json.loads(data)
-                    if chunk.get("error"):  # vLLM reports a failure inside the stream as an error event
-                        sample.error = f"stream error: {_api_message(data.decode('utf-8', 'replace'))}"
-                        return sample
-                    if chunk.get("usage"):
-                        usage = chunk["usage"]
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
-                            if last is None:
-                                sample.ttft = now - started
-                            else:
-                                sample.itls.append(now - last)
-                            last = now
-                        finish = choice.get("finish_reason") or finish
-    except httpx.HTTPError as exc:
-        sample.error = f"request failed: {type(exc).__name__}: {exc}"
-        return sample
-    except ValueError as exc:
-        sample.error = f"a stream event was not JSON: {exc}"
-        return sample
+    received = 0
+    url = f"{client.base_url}{_PATH}"
+    async with client.stream("POST", _PATH, json=body) as resp:
+        if resp.status_code != 200:
+            text = (await _capped(resp, SMALL_REPLY, url)).decode("utf-8", "replace")
+            sample.error = f"HTTP {resp.status_code}: {_api_message(text)}"
+            return sample
+        async for piece in resp.aiter_bytes():
+            now = time.perf_counter()
+            received += len(piece)
+            if received > STREAM_REPLY:
+                raise WireError(f"{url}: the stream is larger than {STREAM_REPLY // 2**20} MiB; refused")
+            buffer += piece.replace(b"\r\n", b"\n")  # SSE allows CRLF line ends
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                data = event.strip().removeprefix(b"data:").strip()
+                if not data or data == b"[DONE]":
+                    continue
+                chunk = replies.check(replies.ChatChunk, data, url)
+                if chunk.error:  # vLLM reports a failure inside the stream as an error event
+                    sample.error = f"stream error: {_api_message(data.decode('utf-8', 'replace'))}"
+                    return sample
+                if chunk.usage:
+                    usage = chunk.usage
+                for choice in chunk.choices or ():
+                    delta = choice.delta
+                    if delta and (delta.content or delta.reasoning_content or delta.reasoning):
+                        if last is None:
+                            sample.ttft = now - started
+                        else:
+                            sample.itls.append(now - last)
+                        last = now
+                    finish = choice.finish_reason or finish
     sample.e2el = time.perf_counter() - started
     if finish is None:
         sample.error = "the stream ended without a finish_reason"
     elif usage is None:
         sample.error = "the stream carried no usage (stream_options.include_usage)"
     else:
-        sample.input_tokens = int(usage.get("prompt_tokens") or 0)
-        sample.output_tokens = int(usage.get("completion_tokens") or 0)
+        sample.input_tokens = usage.prompt_tokens or 0
+        sample.output_tokens = usage.completion_tokens or 0
     return sample
+
+
+async def _capped(resp, cap: int, url: str) -> bytes:
+    body = b""
+    async for piece in resp.aiter_bytes():
+        body += piece
+        if len(body) > cap:
+            raise WireError(f"{url}: the reply is larger than {cap // 2**20} MiB; refused")
+    return body
 
 
 def _api_message(text: str) -> str:
@@ -146,6 +170,7 @@ def _client(base_url: str, api_key: str | None, timeout: float):
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers["Accept-Encoding"] = "identity"  # the stream cap counts the bytes that arrive
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     return httpx.AsyncClient(
         base_url=base_url.rstrip("/").removesuffix("/v1"),

@@ -7,11 +7,12 @@ exit or restart fails at once instead of at the timeout.
 
 from __future__ import annotations
 
-import http.client
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from composegen.wire import replies
+from composegen.wire.http import SMALL_REPLY, Peer, PeerUnreachable, WireError
 
 PHASES = ("created", "running", "port open", "health 200", "models ready")
 HTTP_POLL_S = 0.1
@@ -24,15 +25,14 @@ class Endpoint:
     port: int
     api_key: str | None = None
 
-    def get(self, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        try:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            conn.request("GET", path, headers=headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
+    def get(self, path: str, timeout: float = 2.0, cap: int = SMALL_REPLY) -> tuple[int, bytes]:
+        """(status, body) within `timeout` seconds in all and `cap` bytes (wire.http), else WireError."""
+        reply = self.peer.get(path, deadline_s=timeout, cap=cap)
+        return reply.status, reply.body
+
+    @property
+    def peer(self) -> Peer:
+        return Peer(self.host, self.port, {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
 
     def port_open(self) -> bool:
         """Something answers HTTP on the port. A bare TCP connect is not enough: docker-proxy accepts
@@ -40,12 +40,12 @@ class Endpoint:
         try:
             self.get("/health", timeout=1.0)
             return True
-        except (OSError, http.client.HTTPException):
+        except WireError:
             return False
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.peer.base_url
 
 
 @dataclass
@@ -62,19 +62,22 @@ class StackFailed(Exception):
 
 
 def models_entry(endpoint: Endpoint, served_name: str) -> dict | None:
+    """The served name's /v1/models entry; None while nothing answers in time. A listing of the wrong
+    shape is a WireError (the peer is not an OpenAI-compatible server), not "not ready yet"."""
     try:
         status, body = endpoint.get("/v1/models")
-        if status != 200:
-            return None
-        return next((m for m in json.loads(body).get("data", []) if m.get("id") == served_name), None)
-    except (OSError, ValueError, http.client.HTTPException):
+    except PeerUnreachable:
         return None
+    if status != 200:
+        return None
+    listing = replies.check(replies.ModelsReply, body, f"{endpoint.base_url}/v1/models")
+    return next((m.model_dump() for m in listing.data if m.id == served_name), None)
 
 
 def health_ok(endpoint: Endpoint) -> bool:
     try:
         return endpoint.get("/health", timeout=1.0)[0] == 200
-    except (OSError, http.client.HTTPException):
+    except WireError:
         return False
 
 
