@@ -19,7 +19,22 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
     indent, and is ~5x faster on a 10,000-entry shm report)."""
     indent = 2 if pretty_output(pretty) else None
     separators = None if indent else (",", ":")
-    sys.stdout.write(json.dumps(obj, indent=indent, separators=separators, sort_keys=True, default=_default) + "\n")
+    options = {"indent": indent, "separators": separators, "sort_keys": True, "default": _default}
+    try:
+        text = json.dumps(obj, allow_nan=False, **options)  # type: ignore[arg-type]
+    except ValueError:  # NaN or an infinity (a float near 1.8e308 that overflowed): JSON has neither, null it
+        text = json.dumps(_finite(json.loads(json.dumps(obj, default=_default))), allow_nan=False, **options)  # type: ignore[arg-type]
+    sys.stdout.write(text + "\n")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if value - value == 0 else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def write_pieces(pieces: Iterable[str]) -> None:

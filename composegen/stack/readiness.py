@@ -55,6 +55,10 @@ class Waited:
     ready_at: float | None = None  # wall clock (time.time()) when /health first answered 200
 
 
+class Unauthorized(WireError):
+    """The API refuses us (401/403): waiting longer cannot help."""
+
+
 class StackFailed(Exception):
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
@@ -68,6 +72,12 @@ def models_entry(endpoint: Endpoint, served_name: str) -> dict | None:
         status, body = endpoint.get("/v1/models")
     except PeerUnreachable:
         return None
+    if status in (401, 403):
+        raise Unauthorized(
+            f"{endpoint.base_url}/v1/models answered {status}: the server wants an API key "
+            + ("and refused the one composegen sent" if endpoint.api_key else "composegen was not given"),
+            hint="set service.environment.VLLM_API_KEY: ${VLLM_API_KEY} in the profile and export VLLM_API_KEY",
+        )
     if status != 200:
         return None
     listing = replies.check(replies.ModelsReply, body, f"{endpoint.base_url}/v1/models")
