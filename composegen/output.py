@@ -94,4 +94,16 @@ def show_value(value: Any) -> str:
         return f"{str(value).lower()} (a YAML boolean)"
     if isinstance(value, (dict, list)):
         return type(value).__name__
-    return repr(value)
+    shown = repr(value)
+    return shown if len(shown) <= 80 else f"{shown[:60]}… ({len(shown)} characters)"  # a message stays one line
+
+
+_MD_SPECIAL = re.compile(r"([\\`\[\]<|])")  # a cell break, code, links and images, HTML; emphasis is harmless
+
+
+def md_cell(text: object) -> str:
+    """Text from a bundle or a server as one Markdown table cell: on one line, and the characters that
+    would change the table or the page (a `|` ending the cell, `![x](url)` becoming an image, `<img>`)
+    backslash-escaped. Names, paths and figures pass unchanged."""
+    line = " ".join(str(text).split())
+    return _MD_SPECIAL.sub(r"\\\1", line)

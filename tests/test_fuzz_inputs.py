@@ -173,3 +173,54 @@ def test_fuzzed_startup_logs(tmp_path_factory, picked, cuts, profile):
     assert_no_crash(res)
     if res.returncode == 0:
         json.loads(res.stdout)
+
+
+# ---------------------------------------------------------------- hostile bundle strings
+
+HOSTILE_STRINGS = [
+    "$\\frac{1}{2}$",  # mathtext
+    "$",  # an unbalanced mathtext delimiter
+    "a|b\n| injected | row |",  # a Markdown table cell ended early
+    "![pixel](http://203.0.113.1/t.png)",  # an image line
+    "<img src=x onerror=alert(1)>",
+    "\x1b]52;c;ZXZpbA==\x07\x1b[2J",  # clipboard write, screen clear
+    "\u202egnp.exe",  # a bidi override
+    "\ud800",  # a lone surrogate
+    "n" * 100_000,  # a long name
+]
+STRING_PATHS = [("profile", "name"), ("unknown",), ("created_at",), ("image_digest",), ("model_revision",)]
+
+
+@pytest.mark.parametrize("text", HOSTILE_STRINGS, ids=range(len(HOSTILE_STRINGS)))
+@pytest.mark.parametrize("keys", STRING_PATHS, ids=lambda k: ".".join(k))
+def test_hostile_bundle_strings_reach_no_terminal_markdown_or_plot_raw(bundle, tmp_path, keys, text):
+    import time
+
+    root, run = bundle
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    doc = json.loads((copy / "evidence.json").read_text())
+    node = doc
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = [text] if keys == ("unknown",) else text
+    (copy / "evidence.json").write_text(json.dumps(doc))
+    for args in (
+        ["report", str(run), str(copy), "--markdown"],
+        ["report", str(run), str(copy), "--html", str(tmp_path / "r.html")],
+        ["compare", str(run), str(copy), "--json"],
+        ["compare", str(run), str(copy), "--markdown"],
+        ["compare", str(run), str(copy)],
+    ):
+        started = time.monotonic()
+        res = run_inproc("--root", str(root), *args)
+        assert time.monotonic() - started < 30, args
+        assert_no_crash(res)
+        printed = res.stdout + res.stderr
+        assert not any(c in printed for c in "\x1b\x07\u202e\ud800"), (args, printed[:300])
+        if res.returncode == 0 and "--json" in args:
+            json.loads(res.stdout)
+        if res.returncode == 0 and "--markdown" in args:
+            import re
+
+            assert not re.search(r"(?<!\\)!(?<!\\)\[|(?<!\\)<img|\n\| injected", res.stdout), res.stdout[-500:]

@@ -203,6 +203,7 @@ def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInpu
     elif "input" in err and err["type"] not in ("value_error",):
         msg = f"{msg}, got {show_value(err['input'])}"
     msg = msg.removeprefix("Value error, ")
+    msg = msg if len(msg) <= 400 else f"{msg[:300]}… ({len(msg)} characters)"  # a quoted value can be huge
     return BadInput(f"{_where(marked, loc, display)}: {field_path}: {msg}")
 
 
