@@ -186,6 +186,9 @@ BEHAVIOURS: dict[str, Callable[[_Handler, str, dict], None]] = {
     "list": _json([1, 2, 3]),
     "missing_keys": _json({}),
     "wrong_types": _json(lambda path: WRONG_TYPES.get(path.split("?")[0], {"x": 1})),
+    "hub_wrong_siblings": _json(
+        {"id": "org/model", "sha": "b" * 40, "siblings": [{"rfilename": "a.bin", "size": "12", "blobId": ["x"]}]}
+    ),
     "escapes": lambda h, path, body: h.send(f"oops {ESCAPES}".encode(), status=500, ctype="text/plain"),
     "stream_endless": _stream(lambda i: b"data: " + _ENDLESS + b"\n\n", pause=0.01, forever=True),
     "stream_drip": _stream_drip,
@@ -195,7 +198,7 @@ BEHAVIOURS: dict[str, Callable[[_Handler, str, dict], None]] = {
     "stream_huge": _stream(lambda i: b"data: " + b"x" * 2**20 + b"\n\n", forever=True),
 }
 STREAMS = [b for b in BEHAVIOURS if b.startswith("stream_")]
-REPLIES = [b for b in BEHAVIOURS if not b.startswith("stream_") and b != "escapes"]
+REPLIES = [b for b in BEHAVIOURS if not b.startswith(("stream_", "hub_")) and b != "escapes"]
 
 
 class _Server(socketserver.ThreadingTCPServer):

@@ -149,3 +149,17 @@ def test_server_error_text_reaches_the_terminal_inert(capsys):
     printed = capsys.readouterr().err
     assert "\x1b" not in printed and "\x07" not in printed and "\\x1b]52;c;ZXZpbA==\\x07" in printed
     assert len(printed.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("behaviour", ["drip", "drip_headers", "silent", "hub_wrong_siblings", "deep", "list"])
+def test_a_lying_hub_ends_the_weights_file_listing_with_one_line(behaviour, monkeypatch, tmp_path):
+    from composegen.weights import hub
+    from composegen.weights.cache import Location
+
+    revision = "b" * 40
+    loc = Location("hub", str(tmp_path), "/root/.cache/huggingface/hub", "org/model", revision)
+    with HostileServer.start(f"/api/models/org/model/revision/{revision}", behaviour) as srv:
+        monkeypatch.setenv("HF_ENDPOINT", srv.base_url)
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        exc = _fails_clearly(lambda: hub.files(loc, deadline_s=DEADLINE))
+        assert srv.base_url in exc.message
