@@ -1,5 +1,7 @@
 """Fuzz: whatever profile, compose input or run bundle comes in, composegen ends with 0, 1 or 2 and a
-message, never an internal error (traceback). In process, a fixed seed, a few hundred examples in all."""
+message, never an internal error (traceback). In process, a fixed seed, a few hundred examples in all.
+Hostile bundle strings reach no terminal, Markdown or plot raw; a hostile server on any path ends every
+client with a result or one EngineError line (exit 3), within its deadline."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from hypothesis import strategies as st
 
 from tests.support.cli import assert_no_crash, run_inproc
 from tests.support.helpers import MINIMAL, REPO
+from tests.support.hostile_server import BEHAVIOURS as HOSTILE_BEHAVIOURS
+from tests.support.hostile_server import HostileServer
 from tests.support.profiles import BASE, edited, project
 
 # COMPOSEGEN_FUZZ_EXAMPLES=2000 runs a longer, randomly seeded search (locally); CI runs the fixed 80.
@@ -224,3 +228,39 @@ def test_hostile_bundle_strings_reach_no_terminal_markdown_or_plot_raw(bundle, t
             import re
 
             assert not re.search(r"(?<!\\)!(?<!\\)\[|(?<!\\)<img|\n\| injected", res.stdout), res.stdout[-500:]
+
+
+# ---------------------------------------------------------------- hostile servers
+
+SERVER_PATHS = ["/health", "/v1/models", "/metrics", "/tokenize", "/v1/chat/completions", "/v1/responses"]
+
+
+@settings(max_examples=LONG or 10, deadline=None, derandomize=not LONG, database=None)
+@given(target=st.sampled_from(SERVER_PATHS), behaviour=st.sampled_from(sorted(HOSTILE_BEHAVIOURS)))
+def test_fuzzed_hostile_servers(target, behaviour):
+    """A lie on any path, met by every client in turn: a result or one EngineError line, never another
+    exception, never longer than the deadline allows."""
+    import time
+
+    from composegen.errors import EngineError
+    from composegen.evidence import gates, ladder
+    from composegen.monitor import watch
+    from composegen.stack import readiness
+
+    with HostileServer.start(target, behaviour) as srv:
+        ep = readiness.Endpoint("127.0.0.1", srv.port)
+        calls = [
+            lambda: readiness.health_ok(ep),
+            lambda: readiness.models_entry(ep, srv.model),
+            lambda: watch.scrape(ep, timeout=1.0),
+            lambda: ladder.Tokenizer(srv.base_url, srv.model, None, 1.0).count([{"content": "a b"}]),
+            lambda: gates.run_gates(srv.base_url, srv.model, only="smoke,stream_tools,responses", timeout=1.0),
+            lambda: ladder.run_ladder(srv.base_url, srv.model, [40], max_model_len=4096, max_tokens=4, timeout=1.0),
+        ]
+        for call in calls:
+            started = time.monotonic()
+            try:
+                call()
+            except EngineError as exc:
+                assert "\n" not in exc.message, exc.message
+            assert time.monotonic() - started < 8
