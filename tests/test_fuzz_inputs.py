@@ -264,3 +264,19 @@ def test_fuzzed_hostile_servers(target, behaviour):
             except EngineError as exc:
                 assert "\n" not in exc.message, exc.message
             assert time.monotonic() - started < 8
+
+
+def test_bundle_lists_and_strings_are_bounded(bundle, tmp_path):
+    root, run = bundle
+    for edit, said in (
+        (lambda d: d.update(unknown=[f"u{i}" for i in range(100_001)]), "entries"),
+        (lambda d: d["profile"].update(name="n" * 1000), "not a profile name"),
+        (lambda d: d.update(created_at="x" * 70_000), "character string"),
+    ):
+        copy = tmp_path / f"c{said[:3]}"
+        shutil.copytree(run, copy)
+        doc = json.loads((copy / "evidence.json").read_text())
+        edit(doc)
+        (copy / "evidence.json").write_text(json.dumps(doc))
+        res = run_inproc("--root", str(root), "report", str(run), str(copy), "--markdown")
+        assert res.returncode == 2 and said in res.stderr, res.stderr

@@ -135,6 +135,7 @@ def load_part(doc: dict, key: str, model: type[Part]) -> Part | None:
         raise BadInput(f"{doc.get('path', '?')}/evidence.json: {key}: {problem}") from None
 
 
+MAX_ITEMS = 100_000  # entries of one list: a sweep or a ladder has dozens; report time stays bounded
 MAX_STRING = 64 * 1024  # the longest text a bundle records (an args line, an error) is a few kB
 
 
@@ -164,5 +165,7 @@ def _walk(value: Any, path: tuple, where: str) -> None:
             _sane_string(str(key), field, where)
             _walk(child, (*path, key), where)
     elif isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise BadInput(f"{where}: {field}: {len(value)} entries (at most {MAX_ITEMS})")
         for index, child in enumerate(value):
             _walk(child, (*path, index), where)
