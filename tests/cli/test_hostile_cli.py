@@ -111,3 +111,22 @@ def test_compare_json_is_valid_json_when_figures_overflow(shipped, tmp_path):
     if res.returncode != 2:
         assert "Infinity" not in res.stdout and "NaN" not in res.stdout
         json.loads(res.stdout)
+
+
+def test_names_reach_matplotlib_as_plain_text_not_mathtext():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from composegen.evidence import plots
+
+    fig, ax = plt.subplots()
+    try:
+        for name in ("$", "a$b", "$\\frac{1}{2}$", "$" * 7):
+            ax.set_title(plots._text(name))
+            fig.canvas.draw()  # an unescaped "$" is a mathtext parse error here; "$…$" would be typeset
+            shown, math = ax.title._preprocess_math(ax.title.get_text())
+            assert math is False and shown == name  # drawn as written
+    finally:
+        plt.close(fig)
