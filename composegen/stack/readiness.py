@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from composegen.wire import replies
 from composegen.wire.http import SMALL_REPLY, Peer, PeerUnreachable, WireError
 
 PHASES = ("created", "running", "port open", "health 200", "models ready")
@@ -80,6 +79,8 @@ def models_entry(endpoint: Endpoint, served_name: str) -> dict | None:
         )
     if status != 200:
         return None
+    from composegen.wire import replies  # lazy: pydantic models, not needed by `top`
+
     listing = replies.check(replies.ModelsReply, body, f"{endpoint.base_url}/v1/models")
     return next((m.model_dump() for m in listing.data if m.id == served_name), None)
 
