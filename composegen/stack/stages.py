@@ -41,7 +41,7 @@ STAGES: dict[str, str] = {
     "ready": "ready",
 }
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_ANSI = ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PREFIX = re.compile(
     r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?"  # docker --timestamps, compose's service column
     r"(?:\([\w-]+ pid=\d+\)\s*)*"  # vLLM's process tags, possibly nested

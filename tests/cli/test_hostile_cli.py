@@ -130,3 +130,16 @@ def test_names_reach_matplotlib_as_plain_text_not_mathtext():
             assert math is False and shown == name  # drawn as written
     finally:
         plt.close(fig)
+
+
+def test_progress_notes_quoting_the_container_reach_the_terminal_inert():
+    import io
+
+    from composegen.cli import console
+
+    out = io.StringIO()
+    sink = console.ConsoleSink(timeout_s=900, stream=out, tty=False)
+    sink.note(f"\x1b[32mINFO\x1b[0m loaded {ESCAPES} \u202eend")
+    text = out.getvalue()
+    assert "INFO loaded" in text and "\\x1b]52;c;ZXZpbA==\\x07" in text
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e")
