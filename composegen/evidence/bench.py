@@ -122,29 +122,29 @@ async def _read_stream(client, body: dict, sample: Sample, started: float) -> Sa
                 data = event.strip().removeprefix(b"data:").strip()
                 if not data or data == b"[DONE]":
                     continue
-                chunk = replies.check(replies.ChatChunk, data, url)
-                if chunk.error:  # vLLM reports a failure inside the stream as an error event
+                chunk = replies.chat_chunk(data, url)  # the fields read below, type-checked
+                if chunk.get("error"):  # vLLM reports a failure inside the stream as an error event
                     sample.error = f"stream error: {_api_message(data.decode('utf-8', 'replace'))}"
                     return sample
-                if chunk.usage:
-                    usage = chunk.usage
-                for choice in chunk.choices or ():
-                    delta = choice.delta
-                    if delta and (delta.content or delta.reasoning_content or delta.reasoning):
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
                         if last is None:
                             sample.ttft = now - started
                         else:
                             sample.itls.append(now - last)
                         last = now
-                    finish = choice.finish_reason or finish
+                    finish = choice.get("finish_reason") or finish
     sample.e2el = time.perf_counter() - started
     if finish is None:
         sample.error = "the stream ended without a finish_reason"
     elif usage is None:
         sample.error = "the stream carried no usage (stream_options.include_usage)"
     else:
-        sample.input_tokens = usage.prompt_tokens or 0
-        sample.output_tokens = usage.completion_tokens or 0
+        sample.input_tokens = usage.get("prompt_tokens") or 0
+        sample.output_tokens = usage.get("completion_tokens") or 0
     return sample
 
 

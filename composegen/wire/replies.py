@@ -139,3 +139,45 @@ def _first(exc: ValidationError) -> str:
     got = e.get("input")
     shown = type(got).__name__ if isinstance(got, dict | list) else repr(got)[:40]
     return f"{where}: {e['msg'].lower()} (got {shown})"
+
+
+def chat_chunk(data: bytes, url: str) -> dict:
+    """One stream event as a dict whose fields bench reads are checked: the same rule as ChatChunk,
+    written out by hand because bench reads tens of thousands of events a second and a model costs
+    several times the request itself (bench/bench_client.py)."""
+    try:
+        doc = json.loads(data)
+    except RecursionError:
+        raise WireError(f"{url}: a stream event nests too deep to read; refused") from None
+    except ValueError as exc:
+        raise WireError(f"{url}: a stream event is not JSON ({str(exc)[:120]})") from None
+    if not isinstance(doc, dict):
+        raise _bad_chunk(url, "(root)", doc)
+    choices = doc.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise _bad_chunk(url, "choices", choices)
+    for i, choice in enumerate(choices or ()):
+        if not isinstance(choice, dict):
+            raise _bad_chunk(url, f"choices.{i}", choice)
+        delta = choice.get("delta")
+        if delta is not None and not isinstance(delta, dict):
+            raise _bad_chunk(url, f"choices.{i}.delta", delta)
+        for key in ("content", "reasoning_content", "reasoning"):
+            if delta and delta.get(key) is not None and not isinstance(delta[key], str):
+                raise _bad_chunk(url, f"choices.{i}.delta.{key}", delta[key])
+        if choice.get("finish_reason") is not None and not isinstance(choice["finish_reason"], str):
+            raise _bad_chunk(url, f"choices.{i}.finish_reason", choice["finish_reason"])
+    usage = doc.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            raise _bad_chunk(url, "usage", usage)
+        for key in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(key)
+            if value is not None and (type(value) is not int or not 0 <= value <= 2**40):
+                raise _bad_chunk(url, f"usage.{key}", value)
+    return doc
+
+
+def _bad_chunk(url: str, where: str, got: Any) -> WireError:
+    shown = type(got).__name__ if isinstance(got, dict | list) else repr(got)[:40]
+    return WireError(f"{url}: the reply is not a chat completion chunk: {where}: wrong type (got {shown})")

@@ -163,3 +163,37 @@ def test_a_lying_hub_ends_the_weights_file_listing_with_one_line(behaviour, monk
         monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
         exc = _fails_clearly(lambda: hub.files(loc, deadline_s=DEADLINE))
         assert srv.base_url in exc.message
+
+
+CHUNKS = [
+    (b'{"choices":[{"index":0,"delta":{"content":"w"},"finish_reason":null}]}', True),
+    (b'{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2}}', True),
+    (b'{"error":{"message":"boom"}}', True),
+    (b'{"choices":"x"}', False),
+    (b'{"choices":[{"delta":"x"}]}', False),
+    (b'{"choices":[{"delta":{"content":5}}]}', False),
+    (b'{"choices":[{"finish_reason":["stop"]}]}', False),
+    (b'{"usage":{"prompt_tokens":"9"}}', False),
+    (b'{"usage":{"completion_tokens":true}}', False),
+    (b'{"usage":[]}', False),
+    (b"[1, 2]", False),
+    (b"{not json", False),
+    (b"[" * 100_000, False),
+]
+
+
+@pytest.mark.parametrize("data,ok", CHUNKS)
+def test_the_fast_chunk_check_agrees_with_the_chunk_model(data, ok):
+    """bench's hand-written check (it reads tens of thousands of events a second) and the model the
+    transport uses for gates and ladder accept and refuse the same events."""
+    from composegen.wire import replies
+
+    outcomes = []
+    for check in (lambda: replies.chat_chunk(data, "u"), lambda: replies.check(replies.ChatChunk, data, "u")):
+        try:
+            check()
+            outcomes.append(True)
+        except WireError as exc:
+            assert exc.message.startswith("u: ") and "\n" not in exc.message
+            outcomes.append(False)
+    assert outcomes == [ok, ok]
