@@ -3,8 +3,10 @@ unless `--root DIR` or COMPOSEGEN_ROOT says otherwise."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,3 +122,39 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def read_input(
+    path: Path, display: str, cap: int, noun: str, rule: str, *, stream_ok: bool = False, follow: bool = False
+) -> bytes:
+    """The bytes of an input file, never more than `cap`: a regular file (or, with `stream_ok`, a pipe
+    such as `<(ssh host cat log)`). The final component is not followed unless `follow` (a profile
+    linked to /proc/kmsg is refused), regular files are opened without blocking, and fstat on the open
+    file decides (a device such as /dev/zero is refused), so what is read is what was checked. `rule`
+    says, in a refusal, what is allowed."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW) | (0 if stream_ok else os.O_NONBLOCK)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise BadInput(f"{display}: no such file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BadInput(f"{display}: a symbolic link; {rule}") from None
+        raise BadInput(f"{display}: cannot read ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not (stat.S_ISREG(info.st_mode) or (stream_ok and stat.S_ISFIFO(info.st_mode))):
+            raise BadInput(f"{display}: not a regular file; {rule}")
+        chunks, size = [], 0
+        while size <= cap and (piece := os.read(fd, min(1 << 20, cap + 1 - size))):
+            chunks.append(piece)
+            size += len(piece)
+        if size > cap:
+            raise BadInput(f"{display}: larger than {cap >> 20} MiB; not {noun}")
+        return b"".join(chunks)
+    except BlockingIOError:
+        raise BadInput(f"{display}: cannot be read without waiting; {rule}") from None
+    except OSError as exc:
+        raise BadInput(f"{display}: cannot read ({exc.strerror})") from None
+    finally:
+        os.close(fd)

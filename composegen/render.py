@@ -47,9 +47,9 @@ def _template(name: str = "compose.yaml.j2"):
     )
     # JSON scalars and flow collections are valid YAML and need no further quoting rules. Every value and
     # key reaches the file through one of these two emitters, never as pasted text.
-    env.filters["j"] = lambda v: json.dumps(v, ensure_ascii=False)
+    env.filters["j"] = lambda v: _yaml_safe(json.dumps(v, ensure_ascii=False))
     env.filters["k"] = yaml_key
-    env.filters["c"] = lambda v: re.sub(r"[\x00-\x1f\x7f]", "?", str(v))  # comment text stays on its line
+    env.filters["c"] = lambda v: re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", "?", str(v))  # comment stays on its line
     return env.get_template(name)
 
 
@@ -78,7 +78,16 @@ _YAML_WORDS = {"y", "yes", "n", "no", "true", "false", "on", "off", "null"}
 def yaml_key(key: str) -> str:
     """A mapping key: plain when it is a plain word YAML reads back as that string, else JSON-quoted."""
     plain = _PLAIN_KEY.fullmatch(key) and key.lower() not in _YAML_WORDS
-    return key if plain else json.dumps(key, ensure_ascii=False)
+    return key if plain else _yaml_safe(json.dumps(key, ensure_ascii=False))
+
+
+# JSON leaves these raw inside a string; YAML 1.1 readers (PyYAML: diff, render --check) fold them as line
+# breaks. Written as escapes, every reader gets the character itself.
+_YAML_1_1_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def _yaml_safe(json_text: str) -> str:
+    return json_text.translate(_YAML_1_1_BREAKS)
 
 
 # A reference compose should interpolate: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?why}, ${VAR?why}.

@@ -1,5 +1,7 @@
 """Fuzz: whatever profile, compose input or run bundle comes in, composegen ends with 0, 1 or 2 and a
-message, never an internal error (traceback). In process, a fixed seed, a few hundred examples in all."""
+message, never an internal error (traceback). In process, a fixed seed, a few hundred examples in all.
+Hostile bundle strings reach no terminal, Markdown or plot raw; a hostile server on any path ends every
+client with a result or one EngineError line (exit 3), within its deadline."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from hypothesis import strategies as st
 
 from tests.support.cli import assert_no_crash, run_inproc
 from tests.support.helpers import MINIMAL, REPO
+from tests.support.hostile_server import BEHAVIOURS as HOSTILE_BEHAVIOURS
+from tests.support.hostile_server import HostileServer
 from tests.support.profiles import BASE, edited, project
 
 # COMPOSEGEN_FUZZ_EXAMPLES=2000 runs a longer, randomly seeded search (locally); CI runs the fixed 80.
@@ -173,3 +177,106 @@ def test_fuzzed_startup_logs(tmp_path_factory, picked, cuts, profile):
     assert_no_crash(res)
     if res.returncode == 0:
         json.loads(res.stdout)
+
+
+# ---------------------------------------------------------------- hostile bundle strings
+
+HOSTILE_STRINGS = [
+    "$\\frac{1}{2}$",  # mathtext
+    "$",  # an unbalanced mathtext delimiter
+    "a|b\n| injected | row |",  # a Markdown table cell ended early
+    "![pixel](http://203.0.113.1/t.png)",  # an image line
+    "<img src=x onerror=alert(1)>",
+    "\x1b]52;c;ZXZpbA==\x07\x1b[2J",  # clipboard write, screen clear
+    "\u202egnp.exe",  # a bidi override
+    "\ud800",  # a lone surrogate
+    "n" * 100_000,  # a long name
+]
+STRING_PATHS = [("profile", "name"), ("unknown",), ("created_at",), ("image_digest",), ("model_revision",)]
+
+
+@pytest.mark.parametrize("text", HOSTILE_STRINGS, ids=range(len(HOSTILE_STRINGS)))
+@pytest.mark.parametrize("keys", STRING_PATHS, ids=lambda k: ".".join(k))
+def test_hostile_bundle_strings_reach_no_terminal_markdown_or_plot_raw(bundle, tmp_path, keys, text):
+    import time
+
+    root, run = bundle
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    doc = json.loads((copy / "evidence.json").read_text())
+    node = doc
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = [text] if keys == ("unknown",) else text
+    (copy / "evidence.json").write_text(json.dumps(doc))
+    for args in (
+        ["report", str(run), str(copy), "--markdown"],
+        ["report", str(run), str(copy), "--html", str(tmp_path / "r.html")],
+        ["compare", str(run), str(copy), "--json"],
+        ["compare", str(run), str(copy), "--markdown"],
+        ["compare", str(run), str(copy)],
+    ):
+        started = time.monotonic()
+        res = run_inproc("--root", str(root), *args)
+        assert time.monotonic() - started < 30, args
+        assert_no_crash(res)
+        printed = res.stdout + res.stderr
+        assert not any(c in printed for c in "\x1b\x07\u202e\ud800"), (args, printed[:300])
+        if res.returncode == 0 and "--json" in args:
+            json.loads(res.stdout)
+        if res.returncode == 0 and "--markdown" in args:
+            import re
+
+            assert not re.search(r"(?<!\\)!(?<!\\)\[|(?<!\\)<img|\n\| injected", res.stdout), res.stdout[-500:]
+
+
+# ---------------------------------------------------------------- hostile servers
+
+SERVER_PATHS = ["/health", "/v1/models", "/metrics", "/tokenize", "/v1/chat/completions", "/v1/responses"]
+
+
+@settings(max_examples=LONG or 10, deadline=None, derandomize=not LONG, database=None)
+@given(target=st.sampled_from(SERVER_PATHS), behaviour=st.sampled_from(sorted(HOSTILE_BEHAVIOURS)))
+def test_fuzzed_hostile_servers(target, behaviour):
+    """A lie on any path, met by every client in turn: a result or one EngineError line, never another
+    exception, never longer than the deadline allows."""
+    import time
+
+    from composegen.errors import EngineError
+    from composegen.evidence import gates, ladder
+    from composegen.monitor import watch
+    from composegen.stack import readiness
+
+    with HostileServer.start(target, behaviour) as srv:
+        ep = readiness.Endpoint("127.0.0.1", srv.port)
+        calls = [
+            lambda: readiness.health_ok(ep),
+            lambda: readiness.models_entry(ep, srv.model),
+            lambda: watch.scrape(ep, timeout=1.0),
+            lambda: ladder.Tokenizer(srv.base_url, srv.model, None, 1.0).count([{"content": "a b"}]),
+            lambda: gates.run_gates(srv.base_url, srv.model, only="smoke,stream_tools,responses", timeout=1.0),
+            lambda: ladder.run_ladder(srv.base_url, srv.model, [40], max_model_len=4096, max_tokens=4, timeout=1.0),
+        ]
+        for call in calls:
+            started = time.monotonic()
+            try:
+                call()
+            except EngineError as exc:
+                assert "\n" not in exc.message, exc.message
+            assert time.monotonic() - started < 8
+
+
+def test_bundle_lists_and_strings_are_bounded(bundle, tmp_path):
+    root, run = bundle
+    for edit, said in (
+        (lambda d: d.update(unknown=[f"u{i}" for i in range(100_001)]), "entries"),
+        (lambda d: d["profile"].update(name="n" * 1000), "not a profile name"),
+        (lambda d: d.update(created_at="x" * 70_000), "character string"),
+    ):
+        copy = tmp_path / f"c{said[:3]}"
+        shutil.copytree(run, copy)
+        doc = json.loads((copy / "evidence.json").read_text())
+        edit(doc)
+        (copy / "evidence.json").write_text(json.dumps(doc))
+        res = run_inproc("--root", str(root), "report", str(run), str(copy), "--markdown")
+        assert res.returncode == 2 and said in res.stderr, res.stderr

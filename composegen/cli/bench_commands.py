@@ -10,6 +10,7 @@ from composegen.cli.app import JsonOpt, StackArg, app, complete_run
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
+from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
 from composegen.output import emit_json, out
 
@@ -84,6 +85,8 @@ def report(
     from composegen.cli.campaign_commands import campaign_arms
     from composegen.evidence.runreport import format_markdown, gather
 
+    if html is not None and (str(html) in ("", ".") or html.is_dir() or html.name in ("", ".", "..")):
+        raise BadInputError(f"--html: {str(html)!r} is a directory; give the page's file name (report.html)")
     project = _project()
     specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]  # a campaign: its arms
     data = gather(specs, root=project.root)

@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from composegen.output import inert
 from composegen.stack.progress import LogLine, ProgressSink, PullEvent
 from composegen.units import format_bytes, format_gib
 from composegen.vllm import stages
@@ -219,6 +220,7 @@ class ConsoleSink(ProgressSink):
     def _print(self, text: str) -> None:
         if self.quiet:
             return
+        text = _shown(text)
         if self.tty:  # word-wrapped to the terminal by rich (above the live block once it runs): never auto-wrapped
             self._terminal().print(text, markup=False, highlight=False)
         else:
@@ -309,7 +311,13 @@ def _render(lines: list[str]):
     from rich.console import Group
     from rich.text import Text
 
-    return Group(*(Text(line, no_wrap=True, overflow="ellipsis", end="\n") for line in lines))
+    return Group(*(Text(_shown(line), no_wrap=True, overflow="ellipsis", end="\n") for line in lines))
+
+
+def _shown(text: str) -> str:
+    """Log lines and notes quote the container and the server: their colours (CSI sequences, vLLM's own)
+    are dropped, and anything else a terminal would act on is shown escaped (output.inert)."""
+    return inert(stages.ANSI_CSI.sub("", text)) if "\x1b" in text or not text.isprintable() else text
 
 
 def console_progress(quiet: bool = False, timeout_s: float | None = None, verbose: bool = False) -> ConsoleSink:

@@ -209,6 +209,7 @@ def plan(
 
     if (from_run is None) == (from_log is None):
         raise BadInputError("give exactly one of --from RUN or --from-log FILE")
+    planning.check_gpu_gib(gpu_gib)  # before any file is read
     project, r = _load(name)
     report, cal = planning.calibration_from(project, run=from_run, log_path=from_log)
     result = planning.plan(r, report, gpu_gib=gpu_gib, calibration_profile=cal)

@@ -26,13 +26,16 @@ def init(
 
     from composegen import render as rendering
     from composegen.profiles.schema import json_schema
-    from composegen.project import Project, atomic_write
+    from composegen.project import Project, atomic_write, profile_name_problem
 
+    if problem := profile_name_problem(name):  # the grammar every other command uses
+        raise BadInput(f"--name: {problem}")
     profiles = directory / "profiles"
+    for place in (directory, profiles):
+        if place.exists() and not place.is_dir():
+            raise BadInput(f"{place}: not a directory; init creates DIRECTORY/profiles/")
     if profiles.is_dir() and any(profiles.glob("*.yaml")):
         raise BadInput(f"{profiles}: already holds profiles; init only scaffolds an empty project")
-    if not name or not name[0].isalnum() or not all(c.isalnum() or c in "-_" for c in name) or name != name.lower():
-        raise BadInput(f"--name: {name!r}: use lower-case letters, digits, '-' and '_' (it names the compose project)")
     starter = resources.files("composegen.cli").joinpath("data/starter-profile.yaml").read_text(encoding="utf-8")
     atomic_write(profiles / f"{name}.yaml", starter)
     atomic_write(profiles / "schema.json", json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")

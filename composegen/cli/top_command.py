@@ -137,16 +137,27 @@ def _renderable(sample: TopSample, hint: bool = False) -> Any:
     return Group(*parts)
 
 
+def _host_port(url: str) -> tuple[str, int]:
+    """HOST and PORT of an http://HOST:PORT --url; anything else (a bad IPv6 literal, a port out of
+    range, control characters) is bad input, said once."""
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        host, port = parts.hostname, parts.port  # .port raises ValueError out of range
+    except ValueError:
+        host, port, parts = None, None, None
+    if parts is None or parts.scheme != "http" or not host or not port or not url.isprintable() or " " in url:
+        raise BadInput(f"--url: expected http://HOST:PORT, got {url!r}")
+    return host, port
+
+
 def _endpoint(name: str | None, url: str | None):
     from composegen.stack.readiness import Endpoint
 
     if url is not None:
         if name is not None:
             raise BadInput("give a profile NAME or --url, not both")
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        if parts.scheme != "http" or not parts.hostname or not parts.port:
-            raise BadInput(f"--url: expected http://HOST:PORT, got {url!r}")
-        return Endpoint(parts.hostname, parts.port), None, "single", None
+        host, port = _host_port(url)
+        return Endpoint(host, port), None, "single", None
     if name is None:
         raise BadInput("give a profile NAME (or --url http://HOST:PORT)")
     from composegen.stack import driver

@@ -158,7 +158,7 @@ def _typed(spec: FlagSpec | None, raw: str) -> Any:
 def _json_or_text(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a 100,000-deep value stays text
         return text
 
 

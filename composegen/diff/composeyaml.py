@@ -82,6 +82,32 @@ class _ComposeLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+MAX_INT_TEXT = 72  # an integer written longer than 2**63 in binary is out of range for compose too
+
+
+def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """YAML 1.1 hex, octal, binary and base-60 integers have no digit limit (base-60 costs quadratic
+    time): refused by length before they are built, and kept within int64 after."""
+    if len(node.value.replace("_", "")) > MAX_INT_TEXT:
+        raise yaml.constructor.ConstructorError(None, None, "integer out of range (at most 2**63-1)", node.start_mark)
+    value = loader.construct_yaml_int(node)
+    if abs(value) > 2**63 - 1:
+        raise yaml.constructor.ConstructorError(None, None, "integer out of range (at most 2**63-1)", node.start_mark)
+    return value
+
+
+def _finite_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    value = loader.construct_yaml_float(node)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise yaml.constructor.ConstructorError(
+            None, None, "NaN and infinities are not compose values", node.start_mark
+        )
+    return value
+
+
+_ComposeLoader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+_ComposeLoader.add_constructor("tag:yaml.org,2002:float", _finite_float)
+
 for _tag in ("!reset", "!override"):
     _ComposeLoader.add_constructor(
         _tag,

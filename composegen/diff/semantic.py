@@ -31,8 +31,9 @@ Classification rule (a difference that only renames an otherwise identical stack
                published on both sides), the served model name (`--served-model-name`), container_name,
                the project name (top-level `name`), composegen labels (`io.composegen.*`, which
                include the served-name label), and any path passed in identity_paths (the CLI passes
-               the `identity:` lists of the profiles involved, see identity_paths_for), matched
-               exactly, as a parent path, or as an fnmatch glob (`services.*.environment.RUN_ID`);
+               the `identity:` lists of the profiles involved, see identity_paths_for): only names,
+               ports, labels and the served name (profiles/identity.py), globs per segment
+               (`services.*.labels.run-*`);
   functional = everything else that differs: flags, model and revision, environment, image, GPUs,
                ipc/shm, ulimits, volumes, healthcheck, a port published on one side only, services
                added or removed, ... An image moved to another repo with the same digest is reported
@@ -56,7 +57,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import fnmatch
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -70,6 +70,7 @@ from composegen.diff.argv import CATALOG_VERSION, flag_default
 from composegen.diff.composeyaml import parse_compose_text, read_file
 from composegen.diff.normalise import flatten_into, jsonable, normalise_service
 from composegen.errors import BadInput
+from composegen.profiles import identity
 from composegen.report import Report
 
 FUNCTIONAL = "functional"
@@ -186,6 +187,9 @@ def _existing_path(spec: str, root: Path) -> Path | None:
 def compare(a: dict, b: dict, *, identity_paths: Iterable[str] = ()) -> list[Change]:
     """Semantic changes from stack a to stack b; functional first, then by path."""
     extra = (identity_paths,) if isinstance(identity_paths, str) else tuple(identity_paths)
+    for pattern in extra:  # the profile schema refuses these already; any other caller gets the same rule
+        if why := identity.problem(pattern):
+            raise BadInput(f"identity: {why}")
     flat_a, flat_b = _flatten_stack(a), _flatten_stack(b)
     services_a, services_b = _services(a), _services(b)
     for name in services_a.keys() | services_b.keys():
@@ -219,10 +223,8 @@ def classify(segments: tuple[str, ...], before: Any, after: Any, identity_paths:
         return IDENTITY
     if len(rest) == 2 and rest[0] == "labels" and rest[1].startswith(COMPOSEGEN_LABEL_PREFIX):
         return IDENTITY
-    dotted = ".".join(segments)
-    for pattern in identity_paths:
-        if dotted == pattern or dotted.startswith(pattern + ".") or fnmatch.fnmatchcase(dotted, pattern):
-            return IDENTITY
+    if any(identity.matches(segments, pattern, before, after) for pattern in identity_paths):
+        return IDENTITY
     return FUNCTIONAL
 
 

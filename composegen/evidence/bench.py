@@ -48,6 +48,7 @@ def _client(base_url: str, api_key: str | None, timeout: float):
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers["Accept-Encoding"] = "identity"  # the stream cap counts the bytes that arrive
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
     return httpx.AsyncClient(
         base_url=base_url.rstrip("/").removesuffix("/v1"),

@@ -38,7 +38,7 @@ from composegen import __version__
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import record
 from composegen.profiles.resolved import Resolved
-from composegen.project import Project
+from composegen.project import Project, read_input
 
 SCHEMA = record.SCHEMA
 MAX_EVIDENCE_BYTES = 64 << 20
@@ -244,18 +244,22 @@ def capture_stack(
     )
 
 
+MAX_LOG_BYTES = 256 * 2**20  # a startup log is a few MB; /dev/zero or a runaway log is not one
+
+
+def read_log(path: Path) -> bytes:
+    """A startup log given with --from-log: a regular file or a pipe, at most MAX_LOG_BYTES."""
+    rule = "--from-log takes a regular file or a pipe"
+    return read_input(path, f"{path}: --from-log", MAX_LOG_BYTES, "a startup log", rule, stream_ok=True, follow=True)
+
+
 def from_log(project: Project, name: str, log_path, *, force: bool = False) -> Path:
     from composegen.profiles import resolve as profile
     from composegen.vllm import startup
 
     r = profile.load(project, name)
     path = Path(log_path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise BadInput(f"{path}: --from-log: no such file") from None
-    except OSError as exc:
-        raise BadInput(f"{path}: --from-log: cannot read ({exc.strerror})") from None
+    text = read_log(path).decode("utf-8", errors="replace")
     report = startup.parse_startup_log(text).to_json()
     if report["kv_cache_tokens"] is None and not report["errors"] and report["vllm_version"] is None:
         raise BadInput(f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)")

@@ -34,6 +34,7 @@ from pydantic import Field
 from composegen.errors import BadInput
 from composegen.evidence import benchcompare
 from composegen.evidence import bundle as evidence
+from composegen.output import md_cell
 from composegen.report import Report
 from composegen.units import format_gib
 
@@ -363,13 +364,13 @@ def format_text(result: dict) -> str:
 
 
 def format_markdown(result: dict) -> str:
-    head_a, head_b = _headers(result)
+    head_a, head_b = (md_cell(h) for h in _headers(result))  # names and paths from bundles: Markdown-inert
     lines = [f"| Measurement | {head_a} | {head_b} | Change |", "|---|---|---|---|"]
     if emulated := _emulated_line(result):
         lines[:0] = [f"> **{emulated}**", ""]
     lines += [f"| {r['label']} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in result["rows"]]
     lines += ["", f"**{_flag_line(result)}**", ""]
-    lines += [f"- {line.strip()}" for line in _config_lines(result)]
-    lines += [f"- note: {n}" for n in result["notes"]]
+    lines += [f"- {md_cell(line.strip())}" for line in _config_lines(result)]
+    lines += [f"- note: {md_cell(n)}" for n in result["notes"]]
     lines += benchcompare.format_lines(result.get("bench"), markdown=True)
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ from composegen.errors import BadInput, EngineError
 from composegen.evidence import gate_reasons as why
 from composegen.evidence.gate_report import GateResult
 from composegen.evidence.gate_tools import TOOL_CATALOG, WEATHER, _e, _i, _o, _s, tool_specs
+from composegen.wire.http import wire_cause
 
 __all__ = ["GATES", "TOOL_CATALOG", "GateFailed", "format_text", "run_gates", "tool_specs"]
 GATES = ("smoke", "json", "tools", "stream_tools", "continuation", "responses")
@@ -49,10 +50,16 @@ class GateFailed(Exception):
 
 
 def client_for(base_url: str, api_key: str | None, timeout: float):
+    """An OpenAI client reading through wire.transport: `timeout` is each request's total deadline,
+    replies are size-capped and checked against wire.replies before a field is read."""
+    import httpx2  # openai's own httpx
     from openai import OpenAI  # lazy: only gate/ladder/qualify need the client
 
+    from composegen.wire import transport
+
     url = base_url.rstrip("/").removesuffix("/v1") + "/v1"
-    return OpenAI(base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0)
+    http = transport.client(url, {}, timeout, http=httpx2)
+    return OpenAI(base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0, http_client=http)
 
 
 def _check_served(client, base_url: str, model: str) -> None:
@@ -63,6 +70,8 @@ def _check_served(client, base_url: str, model: str) -> None:
     except openai.AuthenticationError:
         raise BadInput(f"{base_url}: api key: rejected (401)", hint="export VLLM_API_KEY") from None
     except openai.APIError as exc:  # refused connection, timeout, 5xx: the server is not serving
+        if lied := wire_cause(exc):
+            raise lied from None
         raise EngineError(f"{base_url}/v1/models: cannot list models ({exc})") from None
     if model not in served:
         raise EngineError(f"{base_url}: model {model!r} is not served (it serves: {', '.join(served) or 'nothing'})")
@@ -315,6 +324,8 @@ def run_one(name: str, ctx: _Ctx) -> dict:
     except openai.APIStatusError as exc:
         details, passed, reason = {"status": exc.status_code}, False, why.http_reason(exc.status_code, api_message(exc))
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        if lied := wire_cause(exc):  # a reply too slow, too large or of the wrong shape: exit 3, one line
+            raise lied from None
         details, passed, reason = {}, False, f"request failed: {exc}"
     except (openai.APIError, ValueError) as exc:  # malformed responses the client could not parse
         details, passed, reason = {}, False, f"bad response: {exc}"

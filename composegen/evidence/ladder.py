@@ -125,11 +125,11 @@ class Tokenizer:
     """POST /tokenize on the server (vLLM serves it at the root, outside /v1)."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float):
-        import httpx  # lazy: an openai dependency, only ladder needs it directly
+        from composegen.wire import transport  # lazy: httpx is an openai dependency
 
         root = base_url.rstrip("/").removesuffix("/v1")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(base_url=root, headers=headers, timeout=timeout)
+        self.client = transport.client(root, headers, timeout)  # bounded; replies checked (wire.replies)
         self.model = model
         self.calls = 0
 
@@ -143,7 +143,7 @@ class Tokenizer:
             raise EngineError(f"{self.client.base_url}/tokenize: {exc}") from None
         if resp.status_code != 200:
             raise EngineError(f"{self.client.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}")
-        return int(resp.json()["count"])
+        return int(resp.json()["count"])  # an int ≥ 0: checked by the transport (wire.replies.TokenizeReply)
 
 
 def size_prompt(count: Callable[[int], int], target: int, low: int, high: int) -> tuple[int, int, str | None]:
@@ -265,6 +265,7 @@ def run_ladder(
     import openai
 
     from composegen.evidence.gates import api_message, client_for
+    from composegen.wire.http import wire_cause
 
     targets = [int(t) for t in targets]
     if not targets or any(t < 1 for t in targets):
@@ -297,6 +298,8 @@ def run_ladder(
         except openai.APIStatusError as exc:
             row["reason"] = f"HTTP {exc.status_code}: {api_message(exc)}"
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            if lied := wire_cause(exc):  # a peer that lies is not a failed target: exit 3, one line
+                raise lied from None
             row["reason"] = f"request failed: {exc}"
         if row["reason"] is None:
             row["ok"], row["reason"] = _judge(row, low, high)

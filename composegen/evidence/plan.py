@@ -129,9 +129,18 @@ def _dtype(value: Any) -> str | None:
     return None if value is _UNKNOWN or value is None else str(value)
 
 
+MAX_GPU_GIB = 65536  # 64 TiB on one device: beyond any GPU, and every figure below stays finite
+
+
+def check_gpu_gib(gpu_gib: float | None) -> None:
+    if gpu_gib is not None and not (math.isfinite(gpu_gib) and 0 < gpu_gib <= MAX_GPU_GIB):
+        raise BadInput(f"--gpu-gib: {gpu_gib}: GPU memory in GiB, a number above 0 and at most {MAX_GPU_GIB}")
+
+
 def plan(
     r: Resolved, calibration: dict, *, gpu_gib: float | None = None, calibration_profile: Resolved | None = None
 ) -> dict:
+    check_gpu_gib(gpu_gib)
     if calibration.get("kv_cache_includes_host"):
         raise BadInput(
             "calibration: kv_cache_tokens: counts GPU + host tokens, so bytes per token cannot be "
@@ -283,11 +292,12 @@ def calibration_from(project, *, run=None, log_path=None) -> tuple[dict, Resolve
     if (run is None) == (log_path is None):
         raise BadInput("plan: give exactly one of --from RUN or --from-log FILE")
     if log_path is not None:
-        try:
-            with open(Path(log_path), "rb") as stream:  # bounded: constant memory whatever the file is
-                return startup.parse_startup_stream(stream).to_json(), None
-        except OSError as exc:
-            raise BadInput(f"{log_path}: --from-log: cannot read ({exc.strerror})") from None
+        import io
+
+        from composegen.evidence.bundle import read_log
+
+        data = read_log(Path(log_path))  # a regular file or a pipe, bounded (never /dev/zero whole)
+        return startup.parse_startup_stream(io.BytesIO(data)).to_json(), None
     doc = evidence.load_run(run, project.root)
     measured = {**doc["startup"], "emulated": bool(doc.get("emulated"))}  # the figures' origin goes along
     if doc["source"] != "stack":

@@ -44,6 +44,12 @@ def _scoped(svg: str, name: str) -> str:
     return _ID_REFS.sub(lambda m: f"{m.group(1)}{name}-{m.group(2)}", svg)
 
 
+def _text(label: str) -> str:
+    """A bundle's name as matplotlib text: `$…$` would be mathtext (parsed, and an unbalanced `$` is an
+    error), so every `$` is escaped and the name is drawn as written."""
+    return label.replace("$", r"\$")
+
+
 def _thousands(value: float, _position=None) -> str:
     return f"{value / 1000:g}k" if abs(value) >= 1000 else f"{value:g}"
 
@@ -55,7 +61,7 @@ def kv_capacity(report: RunsReport) -> str | None:
     if not runs:
         return None
     fig, (tokens, gib) = _figure(1, 2)
-    labels = [r.label for r in runs]
+    labels = [_text(r.label) for r in runs]
     values = [r.startup["kv_cache_tokens"] for r in runs]
     bars = tokens.barh(labels, values, color="#4c72b0")
     tokens.bar_label(bars, labels=[f"{v:,}" for v in values], padding=3)
@@ -82,7 +88,7 @@ def memory_breakdown(report: RunsReport) -> str | None:
         if s.get("weights_gib") is None and not per_rank:
             continue
         for rank, kv in enumerate(per_rank or [0.0]):
-            name = f"{run.label} · rank {rank}" if len(per_rank) > 1 else run.label
+            name = f"{_text(run.label)} · rank {rank}" if len(per_rank) > 1 else _text(run.label)
             bars.append((name, s.get("weights_gib") or 0.0, s.get("peak_activation_gib") or 0.0, kv or 0.0))
     if not bars:
         return None
@@ -123,7 +129,7 @@ def ladder(report: RunsReport) -> str | None:
                 if row.prompt_tokens is not None and getattr(row, key) is not None
             )
             if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run.label)
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=_text(run.label))
         ax.set_title(title)
         ax.set_xlabel("prompt tokens")
         ax.xaxis.set_major_formatter(_thousands)
@@ -142,7 +148,7 @@ def bench(report: RunsReport) -> str | None:
     for run in runs:
         levels = sorted(run.bench.levels, key=lambda lv: lv.concurrency)  # type: ignore[union-attr]
         conc = [lv.concurrency for lv in levels]
-        line = throughput.plot(conc, [lv.output_throughput for lv in levels], marker="o", label=run.label)[0]
+        line = throughput.plot(conc, [lv.output_throughput for lv in levels], marker="o", label=_text(run.label))[0]
         for ax, metric in ((ttft, "ttft"), (tpot, "tpot")):
             for stat, style in (("median", "-"), ("p99", ":")):
                 values = [getattr(lv, f"{stat}_{metric}_ms") for lv in levels]
@@ -153,7 +159,7 @@ def bench(report: RunsReport) -> str | None:
                     style,
                     marker="o",
                     color=line.get_color(),
-                    label=f"{run.label} {stat}",
+                    label=f"{_text(run.label)} {stat}",
                 )
     throughput.set_title("Output throughput (tok/s)")
     ttft.set_title("TTFT median / p99 (ms)")

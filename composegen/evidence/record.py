@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from composegen.errors import BadInput
+from composegen.project import profile_name_problem
 from composegen.report import Report
 
 SCHEMA = "composegen.evidence/v1"
@@ -106,6 +107,11 @@ class EvidenceBundle(_Strict):
 def check_document(doc: Any, where: str) -> EvidenceBundle:
     """The bundle as the model, or BadInput `where: field: problem` (one line)."""
     _walk(doc, (), where)
+    name = (
+        doc.get("profile", {}).get("name") if isinstance(doc, dict) and isinstance(doc.get("profile"), dict) else None
+    )
+    if isinstance(name, str) and (problem := profile_name_problem(name)):
+        raise BadInput(f"{where}: profile.name: {problem}")
     try:
         return EvidenceBundle.model_validate(doc)
     except ValidationError as exc:
@@ -129,6 +135,20 @@ def load_part(doc: dict, key: str, model: type[Part]) -> Part | None:
         raise BadInput(f"{doc.get('path', '?')}/evidence.json: {key}: {problem}") from None
 
 
+MAX_ITEMS = 100_000  # entries of one list: a sweep or a ladder has dozens; report time stays bounded
+MAX_STRING = 64 * 1024  # the longest text a bundle records (an args line, an error) is a few kB
+
+
+def _sane_string(text: str, field: str, where: str) -> None:
+    """Text a report can print, plot and write: encodable (no lone surrogate) and of a bounded length."""
+    if len(text) > MAX_STRING:
+        raise BadInput(f"{where}: {field}: a {len(text)}-character string (at most {MAX_STRING})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(f"{where}: {field}: holds a lone surrogate (\\ud800-\\udfff), not text") from None
+
+
 def _walk(value: Any, path: tuple, where: str) -> None:
     """Refuse what no field of any report means, wherever it sits: NaN/inf, huge integers, deep nesting."""
     field = ".".join(map(str, path)) or "document"
@@ -138,9 +158,14 @@ def _walk(value: Any, path: tuple, where: str) -> None:
         raise BadInput(f"{where}: {field}: {value} is not a number (NaN and infinities are refused)")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
         raise BadInput(f"{where}: {field}: integer out of range (at most 2**63-1)")
+    if isinstance(value, str):
+        _sane_string(value, field, where)
     if isinstance(value, dict):
         for key, child in value.items():
+            _sane_string(str(key), field, where)
             _walk(child, (*path, key), where)
     elif isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise BadInput(f"{where}: {field}: {len(value)} entries (at most {MAX_ITEMS})")
         for index, child in enumerate(value):
             _walk(child, (*path, index), where)

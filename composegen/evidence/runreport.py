@@ -9,6 +9,7 @@ the RunsReport model.
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 from pydantic import Field
@@ -19,6 +20,7 @@ from composegen.evidence import bundle as evidence
 from composegen.evidence.benchstats import BenchResult
 from composegen.evidence.compare import CompareReport
 from composegen.evidence.models import LadderResult
+from composegen.output import md_cell
 from composegen.report import Report
 
 STARTUP_KEYS = (
@@ -69,7 +71,8 @@ class RunsReport(Report):
 
 def _labels(docs: list[dict]) -> list[str]:
     names = [doc["profile"]["name"] for doc in docs]
-    return [name if names.count(name) == 1 else f"{name} ({i + 1})" for i, name in enumerate(names)]
+    counts = collections.Counter(names)  # linear in the number of runs
+    return [name if counts[name] == 1 else f"{name} ({i + 1})" for i, name in enumerate(names)]
 
 
 def _summary(doc: dict, label: str) -> RunSummary:
@@ -108,7 +111,7 @@ def gather(specs: list[str], *, root) -> RunsReport:
 
 
 def _short(value: str | None, n: int = 16) -> str:
-    return "unknown" if not value else f"`{value.removeprefix('sha256:')[:n]}`"
+    return "unknown" if not value else f"`{value.removeprefix('sha256:')[:n].replace('`', '')}`"
 
 
 def provenance_rows(report: RunsReport) -> list[list[str]]:
@@ -132,6 +135,8 @@ PROVENANCE_HEAD = ["Run", "Profile hash", "Image digest", "Compose sha256", "Rev
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """Cells are text from bundles: a `|` or a newline cannot end a cell, `![..](..)` cannot become an image."""
+    rows = [[md_cell(c) for c in r] for r in rows]
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
 
 
@@ -151,7 +156,7 @@ def _ladder_md(run: RunSummary) -> list[str]:
         for row in run.ladder.targets
     ]
     head = ["Target", "Prompt tokens", "TTFT s", "Prefill tok/s", "Decode tok/s", "Result"]
-    return ["", f"**Context ladder: {run.label}**", "", *_md_table(head, rows)]
+    return ["", f"**Context ladder: {md_cell(run.label)}**", "", *_md_table(head, rows)]
 
 
 def format_markdown(report: RunsReport) -> str:
@@ -163,10 +168,16 @@ def format_markdown(report: RunsReport) -> str:
     lines += ["### Provenance", "", *_md_table(PROVENANCE_HEAD, provenance_rows(report))]
     for comparison in report.comparisons:
         result = comparison.to_json()
-        lines += ["", f"### {result['a']['profile']} vs {result['b']['profile']}", "", compare.format_markdown(result)]
+        a, b = md_cell(result["a"]["profile"]), md_cell(result["b"]["profile"])
+        lines += ["", f"### {a} vs {b}", "", compare.format_markdown(result)]
     for run in report.runs:
         lines += _ladder_md(run)
         if run.bench is not None:
-            lines += ["", f"**Load benchmark: {run.label}**", "", benchstats.format_markdown(run.bench).rstrip()]
+            lines += [
+                "",
+                f"**Load benchmark: {md_cell(run.label)}**",
+                "",
+                benchstats.format_markdown(run.bench).rstrip(),
+            ]
     lines += ["", "_Plots: `composegen report --html FILE` (one self-contained page)._"]
     return "\n".join(lines) + "\n"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -10,14 +9,17 @@ from collections.abc import Callable, Iterator
 from composegen.errors import EngineError
 from composegen.monitor.sample import Scrape, TopSample, compute
 from composegen.stack.readiness import Endpoint
+from composegen.wire.http import METRICS_REPLY, WireError
 
 
 def scrape(ep: Endpoint, timeout: float = 5.0) -> Scrape:
+    """One /metrics page within `timeout` seconds in all and METRICS_REPLY bytes (a drip-fed or
+    endless page is a clear error, not a hang)."""
     url = f"{ep.base_url}/metrics"
     try:
-        status, body = ep.get("/metrics", timeout=timeout)
-    except (OSError, http.client.HTTPException) as exc:
-        raise EngineError(f"cannot read {url}: {exc}") from None
+        status, body = ep.get("/metrics", timeout=timeout, cap=METRICS_REPLY)
+    except WireError as exc:
+        raise EngineError(f"cannot read {url}: {exc.message.removeprefix(url + ': ')}") from None
     if status != 200:
         raise EngineError(f"{url} answered HTTP {status}")
     try:

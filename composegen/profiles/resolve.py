@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -41,12 +42,19 @@ def merge(base: Any, over: Any, base_marks: dict, over_marks: dict, path: tuple 
     return over
 
 
+MAX_EXTENDS = 16  # a base, a family, a variant…: deeper is a mistake, and each level costs a merge
+
+
 def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
     chain: list[str] = []
     docs: list[Marked] = []
     current: str | None = name
     child_display = None
     while current is not None:
+        if len(chain) >= MAX_EXTENDS:
+            where = docs[-1].where(("extends",))
+            line = f":{where[1]}" if where else ""
+            raise BadInput(f"{child_display}{line}: extends: a chain of more than {MAX_EXTENDS} profiles")
         if current in chain:
             cycle = " -> ".join([*chain, current])
             raise BadInput(f"{project.rel(project.profile_path(chain[-1]))}: extends: cycle {cycle}")
@@ -58,7 +66,7 @@ def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
             raise BadInput(f"{child_display}{f':{where[1]}' if where else ''}: extends: {problem}")
         path = project.profile_path(current)
         display = project.rel(path)
-        if not path.is_file():
+        if not os.path.lexists(path):  # anything else there (a link, a FIFO) is refused by the reader
             if child_display is None:
                 known = project.profile_names()
                 close = difflib.get_close_matches(current, known, n=1)
@@ -123,7 +131,9 @@ def _load(project: Project, name: str, display: str) -> Resolved:
         try:
             flags[flag_name] = inert(catalog.get(flag_name), catalog.check(flag_name, value))
         except (FlagError, ValueError) as exc:  # ValueError: e.g. a JSON integer past Python's digit limit
-            raise BadInput(f"{where}: vllm.{flag_name}: {exc}") from None
+            raise BadInput(f"{where}: vllm.{flag_name}: {str(exc).splitlines()[0][:200]}") from None
+        except RecursionError:  # json.loads counts its depth: a 100,000-deep JSON value ends here
+            raise BadInput(f"{where}: vllm.{flag_name}: JSON nested too deeply") from None
     resolved = Resolved(name, display, chain, profile, flags, catalog, marks=marked)
     for problem in rules.check(resolved):
         where = _where(marked, problem.path, display)
@@ -193,6 +203,7 @@ def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInpu
     elif "input" in err and err["type"] not in ("value_error",):
         msg = f"{msg}, got {show_value(err['input'])}"
     msg = msg.removeprefix("Value error, ")
+    msg = msg if len(msg) <= 400 else f"{msg[:300]}… ({len(msg)} characters)"  # a quoted value can be huge
     return BadInput(f"{_where(marked, loc, display)}: {field_path}: {msg}")
 
 

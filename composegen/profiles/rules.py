@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import posixpath
 from dataclasses import dataclass
 
 from composegen.addresses import is_loopback
@@ -241,6 +243,26 @@ def warnings(r: Resolved) -> list[str]:
         out.append(f"the API is published on {svc.port.bind}:{svc.port.host}, reachable beyond this host")
     if r.profile.nodes is not None:
         out += node_warnings(r)
+    return out + trust_warnings(r.flags)
+
+
+def trust_warnings(flags: dict) -> list[str]:
+    """Flags that hand the engine's trust to someone else: code from the model repository, every file
+    of the container, any web origin with the user's credentials. Allowed, but `validate --strict` fails."""
+    out = []
+    if flags.get("trust-remote-code") is True:
+        out.append("vllm.trust-remote-code: runs Python code from the model repository inside the engine")
+    media = flags.get("allowed-local-media-path")
+    if isinstance(media, str) and posixpath.normpath(media or ".") in ("/", "//", "/proc", "/etc", "/root", "/home"):
+        out.append(f"vllm.allowed-local-media-path: {media!r} lets any request read files of the container")
+    origins = flags.get("allowed-origins")
+    if isinstance(origins, str):
+        try:
+            origins = json.loads(origins)
+        except ValueError:
+            origins = None
+    if flags.get("allow-credentials") is True and isinstance(origins, list) and "*" in origins:
+        out.append('vllm.allowed-origins: ["*"] with allow-credentials: any web page can call the API as the user')
     return out
 
 

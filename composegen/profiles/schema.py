@@ -61,6 +61,9 @@ def _no_control(text: str, what: str) -> str:
     return text
 
 
+MAX_ENV_STRING = 128 * 1024  # MAX_ARG_STRLEN: one NAME=value string, its NUL included, must be shorter
+
+
 def _env_names(env: dict) -> dict:
     for key in env:
         if not ENV_NAME_RE.fullmatch(key):
@@ -68,6 +71,11 @@ def _env_names(env: dict) -> dict:
     for key, value in env.items():
         if isinstance(value, str):
             _no_control(value.replace("\t", " "), key)
+            if len(f"{key}={value}".encode()) >= MAX_ENV_STRING:
+                raise ValueError(
+                    f"{key}: {len(value.encode())} bytes; the kernel refuses an environment string over "
+                    f"{MAX_ENV_STRING // 1024} KiB (the container would not start)"
+                )
     return env
 
 
@@ -369,7 +377,13 @@ class Emulate(Strict):
     @field_validator("env")
     @classmethod
     def _names(cls, env: dict) -> dict:
-        return _env_names(env)
+        for key in _env_names(env):  # the emulator's settings; a secret here would be written as text
+            if SECRET_RE.search(key) and not key.startswith("EMU_"):
+                raise ValueError(
+                    f"{key}: emulate.env holds emulator settings (EMU_*), never a secret or a key; set "
+                    f"service.environment.{key}: ${{{key}}} instead (composegen then sends it)"
+                )
+        return env
 
 
 class Profile(Strict):
@@ -398,6 +412,16 @@ class Profile(Strict):
         if not (DIGEST_RE.fullmatch(image) or TAG_RE.fullmatch(image)):
             raise ValueError(f"not an image reference: {image!r}")
         return image
+
+    @field_validator("identity")
+    @classmethod
+    def _identity(cls, paths: list[str]) -> list[str]:
+        from composegen.profiles import identity
+
+        for path in paths:
+            if why := identity.problem(path):
+                raise ValueError(why)
+        return paths
 
     @property
     def pinned(self) -> bool:

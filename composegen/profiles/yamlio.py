@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import yaml
 
 from composegen.errors import BadInput
+from composegen.project import read_input
 
 Path_ = tuple  # a key path such as ("vllm", "max-num-batched-tokens")
 
@@ -35,6 +37,8 @@ class Marked:
 INT_LIMIT = 2**63 - 1  # what compose and the engine (Go int64) can hold; beyond it is a typo or an attack
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null")} | {"!"}
+_COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+MAX_INT_TEXT = 72  # 2**63 in binary is 64 digits and a prefix; any longer integer text is out of range
 
 
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -48,19 +52,40 @@ MAX_DEPTH = 64
 
 def load_marked(path: Path, display: str) -> Marked:
     try:
-        if path.stat().st_size > MAX_PROFILE_BYTES:
-            raise BadInput(f"{display}: larger than {MAX_PROFILE_BYTES >> 20} MiB; not a profile")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInput(f"{display}: no such file") from None
-    except OSError as exc:
-        raise BadInput(f"{display}: cannot read ({exc.strerror})") from None
+        data = read_input(path, display, MAX_PROFILE_BYTES, "a profile", "profiles are regular files inside profiles/")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{display}: not UTF-8 text ({exc.reason})") from None
     return loads_marked(text, display)
 
 
+# Characters YAML 1.1 reads as line breaks although no editor shows one (a value would change silently,
+# a comment would end early), and those it refuses with a two-line error: named here with their line.
+_YAML_BREAKS = {
+    "\x85": "U+0085 (NEXT LINE)",
+    "\u2028": "U+2028 (LINE SEPARATOR)",
+    "\u2029": "U+2029 (PARAGRAPH SEPARATOR)",
+}
+_UNREADABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+def _refuse_invisible(text: str, display: str) -> None:
+    for found in (_BREAKS.search(text), _UNREADABLE.search(text)):
+        if found:
+            line = text.count("\n", 0, found.start()) + 1
+            char = found[0]
+            if char in _YAML_BREAKS:
+                raise BadInput(
+                    f"{display}:{line}: {_YAML_BREAKS[char]}: YAML reads it as a line break and would change the "
+                    f"text; write it as \\u{ord(char):04x} inside a double-quoted string"
+                )
+            name = "NUL" if char == "\x00" else f"U+{ord(char):04X}"
+            raise BadInput(f"{display}:{line}: {name}: control characters are not allowed in a profile")
+
+
 def loads_marked(text: str, display: str) -> Marked:
+    _refuse_invisible(text, display)
     try:
         node = yaml.compose(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as exc:
@@ -93,6 +118,10 @@ def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loade
         )
     seen.add(id(node))
     marked.marks.setdefault(path, (display, line))
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode) and node.tag not in _COLLECTION_TAGS:
+        raise BadInput(
+            f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}: YAML tag {node.tag} is not allowed"
+        )
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -113,6 +142,7 @@ def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loade
         return [_to_python(item, (*path, i), marked, display, loader, seen) for i, item in enumerate(node.value)]
     if node.tag in _PLAIN_TAGS:
         where = f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}"
+        _plain_as_written(node, loader, where)
         try:
             value = loader.construct_object(node)
         except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past Python's digit limit
@@ -121,10 +151,22 @@ def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loade
     raise BadInput(f"{display}:{line}: {'.'.join(map(str, path))}: YAML tag {node.tag} is not allowed")
 
 
+def _plain_as_written(node: yaml.Node, loader, where: str) -> None:
+    """A scalar means what it says: an explicit tag other than `!!str` (`!!null 5`, `!!int "5"`) is refused,
+    and an integer too long to be in range is refused before it is built (YAML 1.1 hex, octal, binary and
+    base-60 integers have no digit limit, and base-60 costs quadratic time)."""
+    plain = getattr(node, "style", None) in (None, "")
+    implicit = loader.resolve(yaml.ScalarNode, node.value, (plain, not plain))
+    if node.tag != implicit and node.tag not in ("tag:yaml.org,2002:str", "!"):
+        raise BadInput(f"{where}: YAML tag {node.tag} is not allowed (write the value itself)")
+    if node.tag == "tag:yaml.org,2002:int" and len(node.value.replace("_", "")) > MAX_INT_TEXT:
+        raise BadInput(f"{where}: a {len(node.value)}-character integer is out of range (at most 2**63-1)")
+
+
 def _sane_number(value: Any, where: str) -> Any:
     """NaN and infinities are not values any profile field means; integers stop at int64."""
     if isinstance(value, float) and not math.isfinite(value):
         raise BadInput(f"{where}: {value} is not a number a profile can use (NaN and infinities are refused)")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
-        raise BadInput(f"{where}: {len(str(abs(value)))}-digit integer is out of range (at most 2**63-1)")
+        raise BadInput(f"{where}: a {value.bit_length()}-bit integer is out of range (at most 2**63-1)")
     return value

@@ -7,11 +7,11 @@ exit or restart fails at once instead of at the timeout.
 
 from __future__ import annotations
 
-import http.client
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from composegen.wire.http import SMALL_REPLY, Peer, PeerUnreachable, WireError
 
 PHASES = ("created", "running", "port open", "health 200", "models ready")
 HTTP_POLL_S = 0.1
@@ -24,15 +24,14 @@ class Endpoint:
     port: int
     api_key: str | None = None
 
-    def get(self, path: str, timeout: float = 2.0) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-        try:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            conn.request("GET", path, headers=headers)
-            resp = conn.getresponse()
-            return resp.status, resp.read()
-        finally:
-            conn.close()
+    def get(self, path: str, timeout: float = 2.0, cap: int = SMALL_REPLY) -> tuple[int, bytes]:
+        """(status, body) within `timeout` seconds in all and `cap` bytes (wire.http), else WireError."""
+        reply = self.peer.get(path, deadline_s=timeout, cap=cap)
+        return reply.status, reply.body
+
+    @property
+    def peer(self) -> Peer:
+        return Peer(self.host, self.port, {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
 
     def port_open(self) -> bool:
         """Something answers HTTP on the port. A bare TCP connect is not enough: docker-proxy accepts
@@ -40,12 +39,12 @@ class Endpoint:
         try:
             self.get("/health", timeout=1.0)
             return True
-        except (OSError, http.client.HTTPException):
+        except WireError:
             return False
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.peer.base_url
 
 
 @dataclass
@@ -55,6 +54,10 @@ class Waited:
     ready_at: float | None = None  # wall clock (time.time()) when /health first answered 200
 
 
+class Unauthorized(WireError):
+    """The API refuses us (401/403): waiting longer cannot help."""
+
+
 class StackFailed(Exception):
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
@@ -62,19 +65,30 @@ class StackFailed(Exception):
 
 
 def models_entry(endpoint: Endpoint, served_name: str) -> dict | None:
+    """The served name's /v1/models entry; None while nothing answers in time. A listing of the wrong
+    shape is a WireError (the peer is not an OpenAI-compatible server), not "not ready yet"."""
     try:
         status, body = endpoint.get("/v1/models")
-        if status != 200:
-            return None
-        return next((m for m in json.loads(body).get("data", []) if m.get("id") == served_name), None)
-    except (OSError, ValueError, http.client.HTTPException):
+    except PeerUnreachable:
         return None
+    if status in (401, 403):
+        raise Unauthorized(
+            f"{endpoint.base_url}/v1/models answered {status}: the server wants an API key "
+            + ("and refused the one composegen sent" if endpoint.api_key else "composegen was not given"),
+            hint="set service.environment.VLLM_API_KEY: ${VLLM_API_KEY} in the profile and export VLLM_API_KEY",
+        )
+    if status != 200:
+        return None
+    from composegen.wire import replies  # lazy: pydantic models, not needed by `top`
+
+    listing = replies.check(replies.ModelsReply, body, f"{endpoint.base_url}/v1/models")
+    return next((m.model_dump() for m in listing.data if m.id == served_name), None)
 
 
 def health_ok(endpoint: Endpoint) -> bool:
     try:
         return endpoint.get("/health", timeout=1.0)[0] == 200
-    except (OSError, http.client.HTTPException):
+    except WireError:
         return False
 
 

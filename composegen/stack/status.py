@@ -153,7 +153,10 @@ def _endpoint(
 ) -> EndpointStatus:
     if ep is None or head is None or not head.running:
         return EndpointStatus()
-    model = readiness.models_entry(ep, served or "")
+    try:
+        model = readiness.models_entry(ep, served or "")
+    except readiness.Unauthorized:  # status reports what it sees; a keyed API without our key lists nothing
+        model = None
     healthy = readiness.health_ok(ep)
     return EndpointStatus(
         url=ep.base_url,

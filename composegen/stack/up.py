@@ -2,12 +2,17 @@
 (prepare.py), `docker compose up` on the workers then the head, wait for ready (watch.py), and summarise
 from the head's own startup log. A failure names the node and shows its last log lines; with
 --down-on-failure only the containers THIS run started are removed. Ctrl-C at any moment exits 130 and
-says what the run left and how to stop it (`Run.interrupted`).
+says what the run left and how to stop it (`Run.interrupted`); SIGTERM and SIGHUP (a closed terminal, a
+service manager stopping the job) say the same and exit 143 and 129.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from composegen.errors import ComposegenError, EngineError, Interrupted
@@ -99,14 +104,48 @@ class Run:
         return Interrupted(message, hint=hint)
 
 
+class Signalled(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the main thread is, so `up` leaves as it does on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_signalled(signum: int, frame: Any) -> None:
+    raise Signalled(signum)
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _raise_signalled) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def interrupted_by(run: Run, exc: KeyboardInterrupt) -> Interrupted:
+    """Run.interrupted(), told which signal it was: SIGTERM exits 143, SIGHUP 129, Ctrl-C 130."""
+    said = run.interrupted()
+    if isinstance(exc, Signalled):
+        said = Interrupted(f"{signal.Signals(exc.signum).name}: {said.message}", hint=said.hint)
+        said.exit_code = 128 + exc.signum
+    return said
+
+
 def up(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> UpReport:
     run = Run(dep, opts.emulate)
     try:
-        with state.profile_lock(dep.project, dep.name, sink.note):
+        with signals_as_interrupts(), state.profile_lock(dep.project, dep.name, sink.note):
             run.phase = "preflight"
             return _up(dep, opts, sink, run)
-    except KeyboardInterrupt:
-        raise run.interrupted() from None
+    except KeyboardInterrupt as exc:
+        raise interrupted_by(run, exc) from None
 
 
 def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpReport:
@@ -171,15 +210,16 @@ def attach(
     started = time.monotonic() - elapsed
     guard = memguard.watch_when_on(dep.r, [(n.name, n.target, n.project) for n in dep.nodes], head.image_id)
     try:
-        waited = watcher.wait(budget)
+        with signals_as_interrupts():
+            waited = watcher.wait(budget)
     except (EngineError, readiness.StackFailed, TimeoutError, watch.NodeFailed) as exc:
         if guard is not None:
             guard.check()  # the guard stopped the stack: say why (exit 3)
         raise _failed(dep, None, watcher, exc, UpOptions()) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         run = Run(dep, head.emulated)
         run.phase = "waiting"
-        raise run.interrupted() from None
+        raise interrupted_by(run, exc) from None
     finally:
         if guard is not None:
             guard.close()

@@ -46,7 +46,7 @@ STAGES: dict[str, str] = {
     "ready": "ready",
 }
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # any terminal escape (tqdm also moves the cursor)
+_ANSI = ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # any terminal escape (tqdm also moves the cursor)
 
 
 def clean(line: str) -> str:

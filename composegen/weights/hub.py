@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from composegen.errors import BadInput, EngineError
 from composegen.weights.cache import Location
 from composegen.weights.snapshot import HubFile
 
 CHUNK = 8 * 2**20
+T = TypeVar("T")
 
 
 def _endpoint() -> str:
@@ -52,18 +55,69 @@ def translate(exc: BaseException, loc: Location, where: str) -> Exception:
     return EngineError(f"the Hub at {_endpoint()} failed ({where}): {str(exc).splitlines()[0][:200]}")
 
 
-def files(loc: Location) -> dict[str, HubFile]:
-    """Every file of the pinned revision with its size and hashes (model_info with file metadata)."""
+METADATA_DEADLINE_S = 120.0  # the file listing of one revision; a Hub that takes longer is not answering
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def files(loc: Location, deadline_s: float = METADATA_DEADLINE_S) -> dict[str, HubFile]:
+    """Every file of the pinned revision with its size and hashes (model_info with file metadata),
+    within `deadline_s` in all, and every field checked before it is used."""
     from huggingface_hub import HfApi
 
+    def listing():
+        return HfApi(endpoint=_endpoint()).model_info(loc.model_id, revision=loc.revision, files_metadata=True)
+
     try:
-        info = HfApi(endpoint=_endpoint()).model_info(loc.model_id, revision=loc.revision, files_metadata=True)
+        info = _within(listing, deadline_s, "model info")
+    except EngineError:
+        raise
     except Exception as exc:
         raise translate(exc, loc, "model info") from None
     out = {}
     for s in info.siblings or []:
-        out[s.rfilename] = HubFile(s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
+        out[s.rfilename] = _checked_file(s)
     return out
+
+
+def _checked_file(s) -> HubFile:
+    """One sibling of a model_info reply, its fields checked (a lying Hub cannot hand over a list as a size)."""
+    name, size, lfs, blob = s.rfilename, s.size, s.lfs, s.blob_id
+    sha256 = getattr(lfs, "sha256", None) if lfs else None
+    bad = (
+        not isinstance(name, str)
+        or not name
+        or (size is not None and (not isinstance(size, int) or isinstance(size, bool) or not 0 <= size < 2**50))
+        or (sha256 is not None and not (isinstance(sha256, str) and len(sha256) == 64 and _HEX.fullmatch(sha256)))
+        or (blob is not None and not (isinstance(blob, str) and len(blob) == 40 and _HEX.fullmatch(blob)))
+    )
+    if bad:
+        shown = repr(name)[:80]
+        raise EngineError(f"the Hub at {_endpoint()} sent a file entry that is not one ({shown}: name, size or hash)")
+    return HubFile(size, sha256, blob)
+
+
+def _within(call: Callable[[], T], deadline_s: float, where: str) -> T:
+    """`call()` with a total deadline: huggingface_hub's client has per-read timeouts only, so a Hub that
+    drips its reply would hold a read for ever. The call runs in a daemon thread; past the deadline this
+    says so (exit 3) and the thread is left to the process's end."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"hub {where}", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    if worker.is_alive():
+        raise EngineError(f"the Hub at {_endpoint()} sent no complete {where} within {deadline_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def digest_matches(path: str, want: HubFile) -> bool | None:

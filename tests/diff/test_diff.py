@@ -254,12 +254,12 @@ def test_extra_identity_paths_exact_parent_and_glob():
     a = stack(environment={"RUN_ID": "1", "NCCL_DEBUG": "INFO"}, hostname="a", labels={"owner": "x"})
     b = stack(environment={"RUN_ID": "2", "NCCL_DEBUG": "WARN"}, hostname="b", labels={"owner": "y"})
     assert {c.change_class for c in compare(a, b)} == {FUNCTIONAL}
-    extra = ["services.vllm.hostname", "services.vllm.labels", "services.*.environment.RUN_*"]
+    extra = ["services.vllm.hostname", "services.*.labels.own*"]
     classes = {c.path: c.change_class for c in compare(a, b, identity_paths=extra)}
     assert classes == {
         "services.vllm.hostname": IDENTITY,
         "services.vllm.labels.owner": IDENTITY,
-        "services.vllm.environment.RUN_ID": IDENTITY,
+        "services.vllm.environment.RUN_ID": FUNCTIONAL,  # environment is never identity
         "services.vllm.environment.NCCL_DEBUG": FUNCTIONAL,
     }
 
@@ -442,10 +442,8 @@ def test_identity_paths_come_from_the_profiles_behind_the_inputs(tmp_path: Path,
     from composegen.render import render_profile_text
 
     shutil.copytree(repo_root / "profiles", tmp_path / "profiles")
-    (tmp_path / "profiles" / "marked.yaml").write_text(
-        'extends: 4096-131k\nidentity: ["services.*.environment.RUN_ID"]\n'
-    )
-    assert identity_paths_for(tmp_path, ["marked", "4096-131k"]) == ["services.*.environment.RUN_ID"]
+    (tmp_path / "profiles" / "marked.yaml").write_text('extends: 4096-131k\nidentity: ["services.*.labels.run-id"]\n')
+    assert identity_paths_for(tmp_path, ["marked", "4096-131k"]) == ["services.*.labels.run-id"]
     # A rendered file names its profile in the io.composegen.profile label.
     (tmp_path / "c.yaml").write_text(render_profile_text(tmp_path, "marked"))
-    assert identity_paths_for(tmp_path, [str(tmp_path / "c.yaml")]) == ["services.*.environment.RUN_ID"]
+    assert identity_paths_for(tmp_path, [str(tmp_path / "c.yaml")]) == ["services.*.labels.run-id"]

@@ -137,8 +137,7 @@ def test_render_removes_generated_orphans_and_keeps_foreign_files(tmp_path):
 def test_hash_ignores_what_the_engine_never_sees(tmp_path):
     plain = MINIMAL
     annotated = (
-        MINIMAL
-        + "qualify: {tools: 5}\nemulate: {env: {EMU_LOAD_SECONDS: '1'}}\nidentity: [services.vllm.environment.RUN]\n"
+        MINIMAL + "qualify: {tools: 5}\nemulate: {env: {EMU_LOAD_SECONDS: '1'}}\nidentity: [services.vllm.labels.run]\n"
     )
     a = profile.load(Project(make_project(tmp_path / "a", {"p": plain})), "p")
     b = profile.load(Project(make_project(tmp_path / "b", {"p": annotated})), "p")

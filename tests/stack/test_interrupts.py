@@ -157,3 +157,32 @@ def _states(name: str) -> list[str]:
         text=True,
     )
     return res.stdout.split()
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_or_sighup_while_waiting_say_what_was_left_as_ctrl_c_does(project, signum, code):
+    root, name = project
+    proc = _start_up(root, name)
+    deadline = time.monotonic() + 120
+    while _running_for(name) <= 2.0:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code, stderr
+    assert f"{signal.Signals(signum).name}: stopped waiting for {name}; the stack keeps running" in stderr
+    assert f"composegen down {name}" in stderr and "Traceback" not in stderr
+    _assert_down_leaves_nothing(root, name)
+
+
+def test_sigterm_during_compose_up_says_what_it_left(project):
+    root, name = project
+    proc = _start_up(root, name)
+    deadline = time.monotonic() + 120
+    while not _states(name):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    assert "SIGTERM: " in stderr and ("left:" in stderr or "keeps running" in stderr or "nothing of it" in stderr)
+    assert "Traceback" not in stderr
+    _assert_down_leaves_nothing(root, name)
