@@ -22,10 +22,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from composegen import safewrite
 from composegen.profiles import resolve as profiles
 from composegen.profiles import rules
 from composegen.profiles.schema import REF_RE, Node
-from composegen.project import Project, atomic_write, compose_project, templates_dir
+from composegen.project import Project, compose_project, templates_dir
 
 HEALTH_PY = "import urllib.request; urllib.request.urlopen('http://{host}:{port}/health', timeout=5)"
 LABEL_PREFIX = "io.composegen."
@@ -267,15 +268,16 @@ def out_file(project: Project, name: str) -> Path:
 
 
 def write(project: Project, rendered: dict[str, str]) -> list[str]:
+    """Write what changed, all files or none (safewrite.write_all: a failure leaves out/ as it was)."""
     paths = {name: out_file(project, name) for name in rendered}  # every path checked before any write
-    written = []
+    changed = []
     for name, text in rendered.items():
         path = paths[name]
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
+        if path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == text:
             continue
-        atomic_write(path, text)
-        written.append(project.rel(path))
-    return written
+        changed.append((path, text))
+    safewrite.write_all(changed, base=project.root)
+    return [project.rel(path) for path, _ in changed]
 
 
 def check(project: Project, rendered: dict[str, str], *, all_profiles: bool) -> list[Drift]:

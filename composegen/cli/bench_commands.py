@@ -73,10 +73,10 @@ def report(
     project = _project()
     data = gather(runs, root=project.root)
     if html is not None:
+        from composegen import safewrite
         from composegen.evidence.reportpage import render_html
-        from composegen.project import atomic_write
 
-        atomic_write(html, render_html(data))
+        safewrite.write(html, render_html(data))
     if json_:
         emit_json(data.to_json())
     elif markdown:

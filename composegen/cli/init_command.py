@@ -23,8 +23,8 @@ def init(
     """
     import json
 
+    from composegen import safewrite
     from composegen.profiles.schema import json_schema
-    from composegen.project import atomic_write
 
     profiles = directory / "profiles"
     if profiles.is_dir() and any(profiles.glob("*.yaml")):
@@ -32,7 +32,7 @@ def init(
     if not name or not name[0].isalnum() or not all(c.isalnum() or c in "-_" for c in name) or name != name.lower():
         raise BadInput(f"--name: {name!r}: use lower-case letters, digits, '-' and '_' (it names the compose project)")
     starter = resources.files("composegen.cli").joinpath("data/starter-profile.yaml").read_text(encoding="utf-8")
-    atomic_write(profiles / f"{name}.yaml", starter)
-    atomic_write(profiles / "schema.json", json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+    schema = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    safewrite.write_all([(profiles / f"{name}.yaml", starter), (profiles / "schema.json", schema)])
     out(f"created {profiles / (name + '.yaml')} and {profiles / 'schema.json'}")
     out(f"next: edit it, then `composegen --root {directory} validate {name}` and `render {name}`")
