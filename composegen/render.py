@@ -83,6 +83,16 @@ def with_references(text: str) -> str:
     return "".join([*out, literal(text[last:])])
 
 
+UNSAFE_MOUNTS_LABEL = f"{LABEL_PREFIX}unsafe-mounts"  # diff: functional; status: shown
+
+
+def unsafe_mounts_label(unsafe: list) -> dict[str, str]:
+    """The reviewed mount exceptions as a label on the container ({} when there are none)."""
+    if not unsafe:
+        return {}
+    return {UNSAFE_MOUNTS_LABEL: json.dumps([{"source": m.source, "reason": m.reason} for m in unsafe])}
+
+
 def volume_spec(source: str, target: str, read_only: bool) -> str:
     """The short volume syntax, escaped: the source may hold `${VAR}` references, the target is literal."""
     return f"{with_references(source)}:{literal(target)}{':ro' if read_only else ''}"
@@ -130,6 +140,7 @@ def context(r: profiles.Resolved, node: Node | None = None) -> dict[str, Any]:
         f"{LABEL_PREFIX}hash": r.hash,
         f"{LABEL_PREFIX}served-name": p.model.served_name,
         f"{LABEL_PREFIX}vllm-version": p.vllm_version,
+        **unsafe_mounts_label(p.service.unsafe_mounts),
     }
     ctx: dict[str, Any] = {
         "source": r.path,

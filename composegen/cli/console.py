@@ -16,6 +16,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from composegen.output import mask
 from composegen.stack import stages
 from composegen.stack.progress import LogLine, ProgressSink, PullEvent
 from composegen.units import format_bytes, format_gib
@@ -191,6 +192,7 @@ class ConsoleSink(ProgressSink):
     def _print(self, text: str) -> None:
         if self.quiet:
             return
+        text = mask(text)  # secrets never reach the terminal (composegen.output)
         if self.tty:  # word-wrapped to the terminal by rich (above the live block once it runs): never auto-wrapped
             self._terminal().print(text, markup=False, highlight=False)
         else:

@@ -33,6 +33,10 @@ def init(
         raise BadInput(f"--name: {name!r}: use lower-case letters, digits, '-' and '_' (it names the compose project)")
     starter = resources.files("composegen.cli").joinpath("data/starter-profile.yaml").read_text(encoding="utf-8")
     schema = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
-    safewrite.write_all([(profiles / f"{name}.yaml", starter), (profiles / "schema.json", schema)])
+    try:
+        directory.mkdir(parents=True, exist_ok=True)  # the user's own path; below it, no link is followed
+    except OSError as exc:
+        raise BadInput(f"{directory}: cannot be the project directory ({exc.strerror})") from None
+    safewrite.write_all([(profiles / f"{name}.yaml", starter), (profiles / "schema.json", schema)], base=directory)
     out(f"created {profiles / (name + '.yaml')} and {profiles / 'schema.json'}")
     out(f"next: edit it, then `composegen --root {directory} validate {name}` and `render {name}`")

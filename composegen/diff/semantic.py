@@ -218,7 +218,7 @@ def classify(segments: tuple[str, ...], before: Any, after: Any, identity_paths:
     if len(rest) == 2 and rest[0] == "ports" and before is not None and after is not None:
         return IDENTITY
     if len(rest) == 2 and rest[0] == "labels" and rest[1].startswith(COMPOSEGEN_LABEL_PREFIX):
-        return IDENTITY
+        return FUNCTIONAL if rest[1] == COMPOSEGEN_LABEL_PREFIX + "unsafe-mounts" else IDENTITY
     dotted = ".".join(segments)
     for pattern in identity_paths:
         if dotted == pattern or dotted.startswith(pattern + ".") or fnmatch.fnmatchcase(dotted, pattern):
