@@ -8,6 +8,7 @@ answer, or an answer that refuses access (401 on a gated repo), is "the Hub is n
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -15,7 +16,7 @@ import stat
 from collections.abc import Callable
 
 from composegen import safewrite
-from composegen.errors import BadInput, EngineError
+from composegen.errors import BadInput, EngineError, WriteFailed
 from composegen.weights import cachedirs
 from composegen.weights.cache import Location
 from composegen.weights.snapshot import HubFile
@@ -139,5 +140,9 @@ def download(loc: Location, names: list[str], force: set[str], on_file: Callable
                     cachedirs.link(dirs.snapshot_dir(), name, f"../../blobs/{etag}", loc)
         except (EngineError, BadInput):
             raise
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EDQUOT):
+                raise WriteFailed(f"{loc.host_dir}: cannot write {name}: {exc.strerror}") from None
+            raise translate(exc, loc, name) from None
         except Exception as exc:
             raise translate(exc, loc, name) from None
