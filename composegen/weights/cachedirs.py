@@ -44,27 +44,16 @@ class Dirs:
         if parts in self._fds:
             return self._fds[parts]
         parent = self._open(*parts[:-1])
-        name = parts[-1]
+        with contextlib.suppress(FileExistsError):  # mkdirat never follows a link that is there
+            os.mkdir(parts[-1], 0o755, dir_fd=parent)
         try:
-            fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=parent)
-        except FileNotFoundError:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, 0o755, dir_fd=parent)
-            fd = self._open_existing(parent, parts)
+            fd = os.open(parts[-1], _DIR | os.O_NOFOLLOW, dir_fd=parent)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise _planted(self.loc, f"{'/'.join(parts)} is a symbolic link or not a directory") from None
             raise
         self._fds[parts] = fd
         return fd
-
-    def _open_existing(self, parent: int, parts: tuple[str, ...]) -> int:
-        try:
-            return os.open(parts[-1], _DIR | os.O_NOFOLLOW, dir_fd=parent)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _planted(self.loc, f"{'/'.join(parts)} is a symbolic link or not a directory") from None
-            raise
 
     def _repo(self) -> tuple[str, ...]:
         return ("models--" + self.loc.model_id.replace("/", "--"),)
