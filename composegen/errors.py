@@ -39,5 +39,11 @@ class EngineError(ComposegenError):
     exit_code = RUNTIME
 
 
+class WriteFailed(ComposegenError):
+    """A file could not be written (disk full, file too large, read-only): nothing half-written is left."""
+
+    exit_code = RUNTIME
+
+
 class Interrupted(ComposegenError):
     exit_code = INTERRUPTED

@@ -1,12 +1,46 @@
-"""Printing results: JSON for machines (sorted keys, stable shapes), plain text for people."""
+"""Printing results: JSON for machines (sorted keys, stable shapes), plain text for people.
+
+Everything printed passes `mask`: the values this process's environment holds for secret-named
+variables (HF_TOKEN, VLLM_API_KEY, …: SECRET_RE) become ***, in composegen's own lines and in the
+text of compose, docker and ssh errors passed through.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable
 from typing import Any
+
+SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+MIN_SECRET_CHARS = 4  # masking "1" would shred every line
+
+
+def secret_values() -> list[str]:
+    """Values of secret-named variables in this environment, longest first."""
+    values = {v for k, v in os.environ.items() if SECRET_RE.search(k) and len(v) >= MIN_SECRET_CHARS}
+    return sorted(values, key=len, reverse=True)
+
+
+def mask(text: str, secrets: list[str] | None = None) -> str:
+    """`text` with every secret value (secret_values, or `secrets`) replaced by ***."""
+    for secret in secret_values() if secrets is None else secrets:
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+def mask_json(value: Any, secrets: list[str]) -> Any:
+    """Every string (and key) of a JSON value masked."""
+    if isinstance(value, str):
+        return mask(value, secrets)
+    if isinstance(value, dict):
+        return {mask(str(k), secrets): mask_json(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_json(v, secrets) for v in value]
+    return value
 
 
 def pretty_output(pretty: bool | None = None) -> bool:
@@ -23,7 +57,11 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
     try:
         text = json.dumps(obj, allow_nan=False, **options)  # type: ignore[arg-type]
     except ValueError:  # NaN or an infinity (a float near 1.8e308 that overflowed): JSON has neither, null it
-        text = json.dumps(_finite(json.loads(json.dumps(obj, default=_default))), allow_nan=False, **options)  # type: ignore[arg-type]
+        obj = _finite(json.loads(json.dumps(obj, default=_default)))
+        text = json.dumps(obj, allow_nan=False, **options)  # type: ignore[arg-type]
+    secrets = [s for s in secret_values() if json.dumps(s)[1:-1] in text]
+    if secrets:  # rare: mask the strings themselves, so the document stays valid JSON
+        text = json.dumps(mask_json(json.loads(text), secrets), allow_nan=False, **options)  # type: ignore[arg-type]
     sys.stdout.write(text + "\n")
 
 
@@ -39,8 +77,9 @@ def _finite(value: Any) -> Any:
 
 def write_pieces(pieces: Iterable[str]) -> None:
     """A large compact JSON document written as it is produced, never held as one string."""
+    secrets = secret_values()
     for piece in pieces:
-        sys.stdout.write(piece)
+        sys.stdout.write(mask(piece, secrets) if secrets else piece)
     sys.stdout.write("\n")
 
 
@@ -69,13 +108,13 @@ def inert(text: str) -> str:
 
 def out(text: str = "") -> None:
     """Text for a person: whatever it quotes (a profile's description, a bundle's strings, a server's
-    error text) reaches the terminal inert."""
-    text = inert(text)
+    error text) reaches the terminal inert, and no secret's value reaches it at all."""
+    text = inert(mask(text))
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
 
 
 def err(text: str) -> None:
-    text = inert(text)
+    text = inert(mask(text))
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 

@@ -112,18 +112,6 @@ def templates_dir() -> Path:
     raise FileNotFoundError("composegen templates are missing from this installation")
 
 
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write via a temp file in the same directory and rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    blob = data if isinstance(data, bytes) else data.encode("utf-8")  # "\n" line ends as written
-    with open(tmp, "wb") as fh:
-        fh.write(blob)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def read_input(
     path: Path, display: str, cap: int, noun: str, rule: str, *, stream_ok: bool = False, follow: bool = False
 ) -> bytes:

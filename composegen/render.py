@@ -22,10 +22,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from composegen import safewrite
 from composegen.profiles import resolve as profiles
 from composegen.profiles import rules
 from composegen.profiles.schema import REF_RE, Node
-from composegen.project import Project, atomic_write, compose_project, templates_dir
+from composegen.project import Project, compose_project, templates_dir
 
 HEALTH_PY = "import urllib.request; urllib.request.urlopen('http://{host}:{port}/health', timeout=5)"
 LABEL_PREFIX = "io.composegen."
@@ -109,6 +110,16 @@ def with_references(text: str) -> str:
     return "".join([*out, literal(text[last:])])
 
 
+UNSAFE_MOUNTS_LABEL = f"{LABEL_PREFIX}unsafe-mounts"  # diff: functional; status: shown
+
+
+def unsafe_mounts_label(unsafe: list) -> dict[str, str]:
+    """The reviewed mount exceptions as a label on the container ({} when there are none)."""
+    if not unsafe:
+        return {}
+    return {UNSAFE_MOUNTS_LABEL: json.dumps([{"source": m.source, "reason": m.reason} for m in unsafe])}
+
+
 def volume_spec(source: str, target: str, read_only: bool) -> str:
     """The short volume syntax, escaped: the source may hold `${VAR}` references, the target is literal."""
     return f"{with_references(source)}:{literal(target)}{':ro' if read_only else ''}"
@@ -156,6 +167,7 @@ def context(r: profiles.Resolved, node: Node | None = None) -> dict[str, Any]:
         f"{LABEL_PREFIX}hash": r.hash,
         f"{LABEL_PREFIX}served-name": p.model.served_name,
         f"{LABEL_PREFIX}vllm-version": p.vllm_version,
+        **unsafe_mounts_label(p.service.unsafe_mounts),
     }
     ctx: dict[str, Any] = {
         "source": r.path,
@@ -295,15 +307,16 @@ def out_file(project: Project, name: str) -> Path:
 
 
 def write(project: Project, rendered: dict[str, str]) -> list[str]:
+    """Write what changed, all files or none (safewrite.write_all: a failure leaves out/ as it was)."""
     paths = {name: out_file(project, name) for name in rendered}  # every path checked before any write
-    written = []
+    changed = []
     for name, text in rendered.items():
         path = paths[name]
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
+        if path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == text:
             continue
-        atomic_write(path, text)
-        written.append(project.rel(path))
-    return written
+        changed.append((path, text))
+    safewrite.write_all(changed, base=project.root)
+    return [project.rel(path) for path, _ in changed]
 
 
 def check(

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from composegen.project import atomic_write
+from composegen import safewrite
+from composegen.errors import ComposegenError
 
 DISABLE_ENV = "COMPOSEGEN_NO_CACHE"
 DIR_ENV = "COMPOSEGEN_CACHE_DIR"
@@ -54,8 +55,9 @@ def write(kind: str, key: str, record: dict[str, Any]) -> None:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         if any(p.is_symlink() for p in (directory, directory.parent)):
             return  # never write through a link someone planted
-        atomic_write(directory / f"{key}.json", json.dumps({**record, "version": RECORD_VERSION}, sort_keys=True))
-    except OSError:
+        record = {**record, "version": RECORD_VERSION}
+        safewrite.write(directory / f"{key}.json", json.dumps(record, sort_keys=True), base=cache_dir(), private=True)
+    except (OSError, ComposegenError):  # a cache that cannot be written is no error
         return
 
 

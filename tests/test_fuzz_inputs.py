@@ -280,3 +280,66 @@ def test_bundle_lists_and_strings_are_bounded(bundle, tmp_path):
         (copy / "evidence.json").write_text(json.dumps(doc))
         res = run_inproc("--root", str(root), "report", str(run), str(copy), "--markdown")
         assert res.returncode == 2 and said in res.stderr, res.stderr
+
+
+# ---- writes through links (issue 25): every writer x every kind of entry planted where it writes ----------
+
+PLANTS = ["symlink", "dangling", "fifo", "dir", "socket"]
+PLACES = ["target", "old temp name", "directory on the way"]
+
+
+def _plant(path, kind: str, victim) -> None:
+    import socket
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "symlink":
+        path.symlink_to(victim)
+    elif kind == "dangling":
+        path.symlink_to(victim.parent / "nowhere" / "x")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dir":
+        path.mkdir()
+    else:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))
+
+
+def _writers(root):
+    """(argv, the file it writes) for each CLI writer that needs no engine."""
+    return [
+        (["--root", str(root), "render", "p"], root / "out" / "p" / "compose.yaml"),
+        (["init", str(root / "fresh")], root / "fresh" / "profiles" / "schema.json"),
+    ]
+
+
+@pytest.mark.parametrize("place", PLACES)
+@pytest.mark.parametrize("kind", PLANTS)
+def test_writers_never_write_through_what_was_planted(tmp_path, kind, place):
+    import stat as stat_module
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_text("precious\n")
+    root = project(tmp_path / "proj", edited())
+    for argv, target in _writers(root):
+        if place == "target":
+            planted = target
+        elif place == "old temp name":  # what the old writer opened: .NAME.tmp-PID (in process: our pid)
+            planted = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        else:
+            planted = target.parent
+        if place == "directory on the way" and kind != "symlink":
+            continue  # a FIFO or socket in place of the directory is only a failed mkdir
+        _plant(planted, kind, victim if place != "directory on the way" else outside)
+        before = os.lstat(planted)
+        res = run_inproc(*argv)
+        assert_no_crash(res)
+        assert victim.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == ["victim"]
+        if place == "old temp name":
+            assert res.returncode == 0, res.stderr  # an unpredictable temp name: the plant is just a file
+            assert stat_module.S_ISREG(os.lstat(target).st_mode)
+        else:
+            assert res.returncode == 2, (argv, kind, place, res.stderr)
+            assert (os.lstat(planted).st_mode, os.lstat(planted).st_ino) == (before.st_mode, before.st_ino)

@@ -3,13 +3,12 @@ never through a symbolic link, so Ctrl-C, a crash or a reboot leaves either the 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 
+from composegen import safewrite
 from composegen.errors import BadInput
 
 NOFOLLOW = os.O_NOFOLLOW
@@ -30,27 +29,9 @@ def private_dir(path: Path) -> Path:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """Replace PATH in one step; an existing link or special file at PATH is refused, never followed."""
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise BadInput(f"{path}: is a link or not a regular file; not replaced")
-    blob = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)  # the rename itself survives a reboot
-        finally:
-            os.close(dfd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Replace PATH in one step, 0600; an existing link or special file at PATH is refused, never followed
+    (composegen.safewrite)."""
+    safewrite.write(path, data, private=True)
 
 
 def write_json(path: Path, value) -> None:

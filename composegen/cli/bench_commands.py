@@ -91,10 +91,10 @@ def report(
     specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]  # a campaign: its arms
     data = gather(specs, root=project.root)
     if html is not None:
+        from composegen import safewrite
         from composegen.evidence.reportpage import render_html
-        from composegen.project import atomic_write
 
-        atomic_write(html, render_html(data))
+        safewrite.write(html, render_html(data))
     if json_:
         emit_json(data.to_json())
     elif markdown:

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from composegen.output import inert
+from composegen.output import inert, mask
 from composegen.stack.progress import LogLine, ProgressSink, PullEvent
 from composegen.units import format_bytes, format_gib
 from composegen.vllm import stages
@@ -220,7 +220,7 @@ class ConsoleSink(ProgressSink):
     def _print(self, text: str) -> None:
         if self.quiet:
             return
-        text = _shown(text)
+        text = mask(_shown(text))  # inert, and secrets never reach the terminal (composegen.output)
         if self.tty:  # word-wrapped to the terminal by rich (above the live block once it runs): never auto-wrapped
             self._terminal().print(text, markup=False, highlight=False)
         else:

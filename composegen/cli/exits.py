@@ -42,13 +42,14 @@ def _crash_log(exc: BaseException) -> str:
 
     text = "".join(traceback.format_exception(exc))
     path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "composegen" / "crash.log"
+    from composegen import safewrite
+
     try:  # private: a traceback can show paths, arguments and values (0700 directory, 0600 file, no links)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        fd, name = tempfile.mkstemp(prefix="composegen-crash-", suffix=".log")  # a fresh 0600 file
-        path = Path(name)
-    os.fchmod(fd, 0o600)  # an older crash.log keeps its mode otherwise
+        safewrite.write(path, text, private=True)
+        return str(path)
+    except (OSError, ComposegenError):  # a link or FIFO planted there, a full disk: a fresh 0600 file elsewhere
+        fd, name = tempfile.mkstemp(prefix="composegen-crash-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
-    return str(path)
+    return name

@@ -25,8 +25,9 @@ def init(
     import json
 
     from composegen import render as rendering
+    from composegen import safewrite
     from composegen.profiles.schema import json_schema
-    from composegen.project import Project, atomic_write, profile_name_problem
+    from composegen.project import Project, profile_name_problem
 
     if problem := profile_name_problem(name):  # the grammar every other command uses
         raise BadInput(f"--name: {problem}")
@@ -37,8 +38,12 @@ def init(
     if profiles.is_dir() and any(profiles.glob("*.yaml")):
         raise BadInput(f"{profiles}: already holds profiles; init only scaffolds an empty project")
     starter = resources.files("composegen.cli").joinpath("data/starter-profile.yaml").read_text(encoding="utf-8")
-    atomic_write(profiles / f"{name}.yaml", starter)
-    atomic_write(profiles / "schema.json", json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+    schema = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)  # the user's own path; below it, no link is followed
+    except OSError as exc:
+        raise BadInput(f"{directory}: cannot be the project directory ({exc.strerror})") from None
+    safewrite.write_all([(profiles / f"{name}.yaml", starter), (profiles / "schema.json", schema)], base=directory)
     project = Project(directory.resolve())
     rendering.write(project, rendering.render_all(project, [name]))
     compose = directory / "out" / name / "compose.yaml"

@@ -12,7 +12,7 @@ from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed, EngineError
-from composegen.output import emit_json, out
+from composegen.output import emit_json, mask, out
 
 
 @app.command()
@@ -197,7 +197,7 @@ def logs(
     if not follow:
         return out(driver.logs_text(project, r, n, node))
     for chunk in driver.follow_logs(project, r, n, node):
-        sys.stdout.write(chunk.decode("utf-8", "replace"))
+        sys.stdout.write(mask(chunk.decode("utf-8", "replace")))
         sys.stdout.flush()
 
 

@@ -222,7 +222,7 @@ def classify(segments: tuple[str, ...], before: Any, after: Any, identity_paths:
     if len(rest) == 2 and rest[0] == "ports" and before is not None and after is not None:
         return IDENTITY
     if len(rest) == 2 and rest[0] == "labels" and rest[1].startswith(COMPOSEGEN_LABEL_PREFIX):
-        return IDENTITY
+        return FUNCTIONAL if rest[1] == COMPOSEGEN_LABEL_PREFIX + "unsafe-mounts" else IDENTITY
     if any(identity.matches(segments, pattern, before, after) for pattern in identity_paths):
         return IDENTITY
     return FUNCTIONAL

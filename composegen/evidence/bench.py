@@ -27,13 +27,13 @@ import asyncio
 import functools
 import json
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from composegen import safewrite
 from composegen.errors import BadInput, EngineError
 from composegen.evidence import benchwire, vllmresult
 from composegen.evidence.benchprompts import Prompts
@@ -254,10 +254,6 @@ def save_vllm_results(run: BenchRun, directory: Path) -> list[Path]:
         path = directory / f"vllm-bench-serve-c{shaped.max_concurrency}.json"
         if path.is_symlink() or (path.exists() and not path.is_file()):
             raise BadInput(f"--save-vllm-results: {path} exists and is not a regular file")
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(shaped.to_json(), fh)
-        os.replace(tmp, path)
+        safewrite.write(path, json.dumps(shaped.to_json()))
         written.append(path)
     return written

@@ -34,8 +34,8 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from composegen import __version__
-from composegen.errors import BadInput, CheckFailed
+from composegen import __version__, safewrite
+from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project, read_input
@@ -151,15 +151,17 @@ def write_run(
 
 def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
     """Write every file into a hidden temp directory, fsync, then rename it to runs/<name>[-N]."""
-    runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: 0700 directories, 0600 files
-    tmp = runs_dir / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir(mode=0o700)
     try:
+        runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: 0700 directories, 0600 files
+        tmp = runs_dir / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
+        tmp.mkdir(mode=0o700)
+    except OSError as exc:
+        raise WriteFailed(f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)") from None
+    try:
+        for file_name in files:
+            safewrite.component(file_name, "a run bundle's file name")
         for file_name, data in files.items():
-            with open(tmp / file_name, "wb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW, 0o600)) as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            safewrite.write(tmp / file_name, data, base=tmp, private=True)
         for n in range(1, 1000):
             final = runs_dir / (name if n == 1 else f"{name}-{n}")  # two runs in one second keep both
             try:
@@ -169,6 +171,9 @@ def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
             os.replace(tmp, final)  # an empty directory is replaced in one step
             return final
         raise CheckFailed(f"{runs_dir}: too many runs named {name}")
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WriteFailed(f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

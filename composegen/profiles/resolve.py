@@ -137,7 +137,7 @@ def _load(project: Project, name: str, display: str) -> Resolved:
     resolved = Resolved(name, display, chain, profile, flags, catalog, marks=marked)
     for problem in rules.check(resolved):
         where = _where(marked, problem.path, display)
-        raise BadInput(f"{where}: {'.'.join(problem.path)}: {problem.message}")
+        raise BadInput(f"{where}: {'.'.join(map(str, problem.path))}: {problem.message}")
     resolved.warnings = rules.warnings(resolved)
     return resolved
 

@@ -7,19 +7,20 @@ import posixpath
 from dataclasses import dataclass
 
 from composegen.addresses import is_loopback
+from composegen.profiles import mounts
+from composegen.profiles.mounts import HF_CACHE_TARGET as HF_CACHE_TARGET  # where a node's hf_cache goes
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import SHM_MIN_BYTES
 from composegen.profiles.yamlio import INT_LIMIT
 from composegen.project import compose_project
 from composegen.units import GIB, parse_bytes
 
-HF_CACHE_TARGET = "/root/.cache/huggingface"  # where a node's hf_cache is mounted
 SHM_HEADROOM_GIB = 2.0  # vLLM's message queues and NCCL need room beside the offload buffer
 
 
 @dataclass(frozen=True)
 class Problem:
-    path: tuple[str, ...]
+    path: tuple[str | int, ...]
     message: str
 
 
@@ -60,6 +61,9 @@ def check(r: Resolved) -> list[Problem]:
             Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}")
         )
     out += _shm_problems(r)
+    if r.marks is not None:  # first: a secret reference in a source is named as such
+        out += [Problem(path, message) for path, message in mounts.secret_reference_problems(r.marks.data)]
+    out += [Problem(path, message) for path, message in mounts.mount_problems(r.profile)]
     if not r.profile.pinned and not r.profile.image_unpinned_reason:
         out.append(
             Problem(

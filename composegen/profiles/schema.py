@@ -16,12 +16,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from composegen.output import SECRET_RE as SECRET_RE  # one definition: what output masks
 from composegen.profiles.kubernetes import Kubernetes
 from composegen.units import DURATION_PATTERN, parse_duration
 
 DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$")
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
-SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 # A secret may only come from the environment: `${VAR}`, `${VAR:-}` (empty when unset) or `${VAR:?why}`;
 # a non-empty default (`${VAR:-hunter2}`) would put the value itself into a committed file.
 REF_RE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-|:?\?[^}]*)?\}$")
@@ -183,6 +183,16 @@ def _secrets_by_reference(env: dict) -> dict:
     return env
 
 
+class UnsafeMount(Strict):
+    """A reviewed exception to the mount rules (composegen/profiles/mounts.py): `diff` reports it as a
+    functional change and `status` shows it."""
+
+    source: StrictStr = Field(description="exactly the `source` of the volume (or a node's hf_cache) it allows")
+    reason: Annotated[StrictStr, Field(min_length=8, max_length=500, pattern=r"^[^\x00-\x1f\x7f]+$")] = Field(
+        description="why this stack needs it (read by whoever reviews the profile)"
+    )
+
+
 class MemoryGuard(Strict):
     """Host-memory floor (composegen/stack/memguard.py): on a unified-memory host (DGX Spark: the GPU uses system
     memory) running out during the load hard-resets the machine instead of failing with an out-of-memory error."""
@@ -207,6 +217,10 @@ class Service(Strict):
     ulimits: dict[StrictStr, UlimitValue | Ulimit] = Field(default_factory=dict)
     environment: dict[StrictStr, StrictStr | StrictInt] = Field(default_factory=dict)
     volumes: list[Volume] = Field(default_factory=list)
+    unsafe_mounts: list[UnsafeMount] = Field(
+        default_factory=list,
+        description="mounts outside the project or of sensitive host paths, each allowed with a reason",
+    )
     stop_grace_period: Annotated[StrictStr, Field(pattern=DURATION_RE.pattern)] = "120s"
     startup_timeout: Annotated[StrictInt, Field(ge=1, le=86400)] = Field(1800, description="seconds")
     restart: Literal["no", "on-failure", "unless-stopped", "always"] = "no"

@@ -11,9 +11,11 @@ Removal, all candidates together:
      and nobody can open a candidate by its name any more;
   2. read every process's holdings again (every fd table of every thread, and the maps);
   3. unlink what nothing holds; rename back what something holds.
-An fd in flight over a unix socket is invisible in /proc: the minimum age keeps fresh files, which
-such fds almost always are, out of the candidates. Symlinks, directories and anything reached
-through a link are never touched; the directory must be the one scanned, and a tmpfs unless forced.
+Files held through io_uring or as fds in flight over a unix socket are invisible in /proc/PID/fd
+and maps: a process with an io_uring instance or a unix socket with queued data (hiddenrefs.py)
+refuses the removal while one exists, naming pid and comm.
+Symlinks, directories and anything reached through a link are never touched; the directory must be
+the one scanned, and a tmpfs unless forced.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import stat
 import time
 
 from composegen.errors import BadInput, CheckFailed
-from composegen.shm import procscan
+from composegen.shm import hiddenrefs, procscan
 from composegen.shm import scan as shm
 
 DEFAULT_MIN_AGE = 60.0
@@ -98,6 +100,14 @@ def _refuse_unreadable(unreadable: list[dict]) -> None:
     raise CheckFailed(
         f"cannot see what {len(unreadable)} process(es) hold, so nothing was removed: pid {pids}",
         hint="run as root (or with CAP_SYS_PTRACE), or pass --ignore-unreadable to accept the risk",
+    )
+
+
+def _refuse_hidden(hidden: list[dict]) -> None:
+    pids = "; ".join(f"pid {h['pid']} ({shm.printable(h['comm'])}): {h['why']}" for h in hidden)
+    raise CheckFailed(
+        f"{len(hidden)} process(es) may hold files /proc cannot show, so nothing was removed: {pids}",
+        hint="run the reclaim again once they have finished (or stop them)",
     )
 
 
@@ -228,11 +238,18 @@ def apply_plan(
                 if reason := quarantine.take(cand, min_age, now):
                     result["skipped"].append({"name": cand["name"], "reason": reason})
             if quarantine.aside:
-                index = procscan.index_holders({c["dev"] for c, _ in quarantine.aside}, proc_root)  # holders now
+                devs = {c["dev"] for c, _ in quarantine.aside}
+                index = procscan.index_holders(devs, proc_root)  # holders now
                 result["unreadable_pids"] = index.unreadable
                 if index.unreadable and not ignore_unreadable:
                     quarantine.restore_all()
                     _refuse_unreadable(index.unreadable)
+                hidden, drained = hiddenrefs.hidden_holders(plan["path"], proc_root)
+                if hidden:  # no flag accepts this: nothing can tell which files they hold
+                    quarantine.restore_all()
+                    _refuse_hidden(hidden)
+                if drained:  # a queue emptied while sampled: an fd received meanwhile is in a table now
+                    index.merge(procscan.index_holders(devs, proc_root))
                 _settle(quarantine, index, result)
         finally:
             quarantine.restore_all()  # an error or Ctrl-C: every file still aside goes back under its name

@@ -112,6 +112,9 @@ class StackStatus(Report):
     networks: list[str] = Field(
         default_factory=list
     )  # the stack's compose networks (reported even when its containers are gone)
+    unsafe_mounts: list[str] = Field(
+        default_factory=list, description="the profile's service.unsafe_mounts, each 'SOURCE: REASON'"
+    )
 
 
 class StatusReport(Report):

@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from composegen import safewrite
 from composegen.errors import BadInput
 from composegen.project import Project
 
@@ -36,18 +37,8 @@ def private_dir(project: Project, *parts: str) -> Path:
 
 
 def private_write(path: Path, text: str) -> None:
-    """Write a 0600 file atomically (temp file in the same directory, then rename over the target)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o600)  # an older temp file of the same pid keeps its mode otherwise
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write a 0600 file atomically, never through a link or over a special file (safewrite)."""
+    safewrite.write(path, text, private=True)
 
 
 @contextlib.contextmanager

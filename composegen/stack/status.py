@@ -127,6 +127,7 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
         drift=overall or Drift(state="unknown", running=None, out=None, profile=dep.r.hash),
         nodes=nodes if dep.multi else None,
         networks=networks,
+        unsafe_mounts=[f"{m.source}: {m.reason}" for m in dep.r.profile.service.unsafe_mounts],
     )
 
 
@@ -204,6 +205,7 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
         notes += [
             f"{s.profile}: node {n.name} ({n.engine}) unreachable: {n.error}" for n in s.nodes or [] if not n.reachable
         ]
+        notes += [f"{s.profile}: unsafe mount (service.unsafe_mounts) {m}" for m in s.unsafe_mounts]
         if s.networks and not any(c.name for c in s.containers):
             notes.append(
                 f"{s.profile}: network {', '.join(s.networks)} left without its containers; "

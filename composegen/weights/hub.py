@@ -8,14 +8,17 @@ answer, or an answer that refuses access (401 on a gated repo), is "the Hub is n
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
-from composegen.errors import BadInput, EngineError
+from composegen import safewrite
+from composegen.errors import BadInput, EngineError, WriteFailed
+from composegen.weights import cachedirs
 from composegen.weights.cache import Location
 from composegen.weights.snapshot import HubFile
 
@@ -121,18 +124,24 @@ def _within(call: Callable[[], T], deadline_s: float, where: str) -> T:
 
 
 def digest_matches(path: str, want: HubFile) -> bool | None:
-    """sha256 for LFS files, the git blob sha1 otherwise; None when the Hub gave neither."""
-    if want.sha256:
-        h = hashlib.sha256()
-    elif want.git_sha1:
-        h = hashlib.sha1(usedforsecurity=False)
-        h.update(b"blob %d\0" % os.path.getsize(path))
-    else:
+    """sha256 for LFS files, the git blob sha1 otherwise; None when the Hub gave neither. Anything but a
+    regular file behind the name (a FIFO, a device planted in the cache) does not match."""
+    if not (want.sha256 or want.git_sha1):
         return None
-    with open(path, "rb") as fh:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        h = hashlib.sha256() if want.sha256 else hashlib.sha1(usedforsecurity=False)
+        if not want.sha256:
+            h.update(b"blob %d\0" % st.st_size)
         while chunk := fh.read(CHUNK):
             h.update(chunk)
     return h.hexdigest() == (want.sha256 or want.git_sha1)
+
+
+_ETAG = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 
 
 def download(loc: Location, names: list[str], force: set[str], on_file: Callable[[str], None]) -> None:
@@ -142,11 +151,17 @@ def download(loc: Location, names: list[str], force: set[str], on_file: Callable
     and a later run continues it with a Range request. Recent huggingface_hub releases delete partial
     files, so the transfer uses its pieces (metadata HEAD, http_get with resume_size, its headers with
     HF_TOKEN) and lays the cache out itself: blobs/<etag>, snapshots/<rev>/<name> -> ../../blobs/<etag>.
-    `force` names files to fetch again (a failed hash)."""
+    `force` names files to fetch again (a failed hash).
+
+    Names and etags come from the server: each must be one plain path component, and every directory
+    below the cache root is opened without following links (cachedirs.py), so nothing lands outside it."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.file_download import http_get
     from huggingface_hub.utils import build_hf_headers
 
+    for name in names:
+        if (problem := safewrite.component_problem(name)) is not None:
+            raise EngineError(f"{loc.model_id}: the file name {name!r} {problem}; refused (not one plain file name)")
     for name in names:
         on_file(name)
         try:
@@ -154,46 +169,33 @@ def download(loc: Location, names: list[str], force: set[str], on_file: Callable
             meta = get_hf_file_metadata(url)
             if meta.commit_hash and meta.commit_hash != loc.revision:
                 raise EngineError(f"{name}: the Hub served commit {meta.commit_hash}, not {loc.revision}")
-            final, partial = _paths(loc, name, meta.etag or "")
-            if name in force:
-                Path(final).unlink(missing_ok=True)
-                Path(partial).unlink(missing_ok=True)
-            if not os.path.isfile(final):
-                os.makedirs(os.path.dirname(partial), exist_ok=True)
-                with open(partial, "ab") as fh:
-                    resume = fh.tell()
-                    http_get(
-                        meta.location,
-                        fh,
-                        resume_size=resume,
-                        headers=build_hf_headers(),
-                        expected_size=meta.size,
-                        displayed_filename=name,
-                    )
-                os.replace(partial, final)
-            _link(loc, name, final)
-        except EngineError:
+            etag = meta.etag or ""
+            if loc.kind == "hub" and not _ETAG.fullmatch(etag):
+                raise EngineError(f"{name}: the Hub's etag {etag[:80]!r} is not a plain blob name; refused")
+            with cachedirs.Dirs(loc) as dirs:
+                store, final = dirs.blob_dir(), (name if loc.kind == "path" else etag)
+                partial = final + ".incomplete"
+                if name in force:
+                    cachedirs.remove(store, final)
+                    cachedirs.remove(store, partial)
+                if not cachedirs.is_file(store, final, loc):
+                    with cachedirs.append(store, partial, loc) as fh:
+                        http_get(
+                            meta.location,
+                            fh,
+                            resume_size=fh.tell(),
+                            headers=build_hf_headers(),
+                            expected_size=meta.size,
+                            displayed_filename=name,
+                        )
+                    cachedirs.settle(store, partial, final, loc)
+                if loc.kind == "hub":
+                    cachedirs.link(dirs.snapshot_dir(), name, f"../../blobs/{etag}", loc)
+        except (EngineError, BadInput):
             raise
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EDQUOT):
+                raise WriteFailed(f"{loc.host_dir}: cannot write {name}: {exc.strerror}") from None
+            raise translate(exc, loc, name) from None
         except Exception as exc:
             raise translate(exc, loc, name) from None
-
-
-def _paths(loc: Location, name: str, etag: str) -> tuple[str, str]:
-    """Where the finished file goes, and its partial twin."""
-    if loc.kind == "path":
-        final = os.path.join(loc.host_dir, name)
-        return final, final + ".incomplete"
-    blob = os.path.join(str(loc.blobs), etag)
-    return blob, blob + ".incomplete"
-
-
-def _link(loc: Location, name: str, blob: str) -> None:
-    """snapshots/<rev>/<name> -> the blob, relative like huggingface_hub's own links."""
-    if loc.kind == "path":
-        return
-    link = os.path.join(loc.snapshot, name)
-    os.makedirs(os.path.dirname(link), exist_ok=True)
-    target = os.path.relpath(blob, os.path.dirname(link))
-    if os.path.islink(link) or os.path.exists(link):
-        os.unlink(link)
-    os.symlink(target, link)

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from composegen.safewrite import component_problem
+
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 TOKENIZER_FILES = (
@@ -120,7 +122,12 @@ def required(listing: dict, hub: dict[str, HubFile] | None) -> tuple[list[str], 
         names.append(INDEX)
         shards = index_shards(listing.get("index"))
         if shards is not None:
-            names += shards
+            for shard in shards:  # names from a downloaded file become paths: one plain component each
+                problem = component_problem(shard)
+                if problem is None:
+                    names.append(shard)
+                else:
+                    problems.append(f"{INDEX} names the shard {shard[:120]!r}, which {problem}; refused")
         elif INDEX in present:
             problems.append(f"{INDEX} is not a safetensors index (no weight_map)")
     elif SINGLE in present or (hub is not None and SINGLE in hub):

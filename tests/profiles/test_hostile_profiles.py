@@ -152,18 +152,22 @@ def test_dollar_is_literal_except_in_allowed_references(tmp_path):
         (("service", "environment"), {"PW": "pa$word", "HF_TOKEN": "${HF_TOKEN}", "MIX": "a${HOME}b"}),
         (
             ("service", "volumes"),
-            [{"source": "${HF_HOME:-~/.cache/hf}", "target": "/hf"}, {"source": "/d/$x", "target": "/d/${HOME}"}],
+            [{"source": "${HF_HOME:-~/.cache/hf}", "target": "/hf"}, {"source": "/d/x", "target": "/d/${HOME}"}],
         ),
-        (("model", "served_name"), "${HF_TOKEN}"),
+        (
+            ("service", "unsafe_mounts"),
+            [{"source": s, "reason": "a test of $"} for s in ("${HF_HOME:-~/.cache/hf}", "/d/x")],
+        ),
+        (("model", "served_name"), "${HOME}"),
         (("vllm", "tokenizer"), "org/tok$1"),
     )  # fmt: skip
     root = project(tmp_path, doc)
     assert _render(root).returncode == 0
     service = _assert_shape_kept(root)
     assert service["environment"] == {"PW": "pa$$word", "HF_TOKEN": "${HF_TOKEN}", "MIX": "a$${HOME}b"}
-    assert service["volumes"] == ["${HF_HOME:-~/.cache/hf}:/hf", "/d/$$x:/d/$${HOME}"]  # targets never interpolate
-    assert "$${HF_TOKEN}" in service["command"] and "--tokenizer=org/tok$$1" in service["command"]
-    assert service["labels"]["io.composegen.served-name"] == "$${HF_TOKEN}"
+    assert service["volumes"] == ["${HF_HOME:-~/.cache/hf}:/hf", "/d/x:/d/$${HOME}"]  # targets never interpolate
+    assert "$${HOME}" in service["command"] and "--tokenizer=org/tok$$1" in service["command"]
+    assert service["labels"]["io.composegen.served-name"] == "$${HOME}"
 
 
 def test_show_masks_the_values_of_secret_references(tmp_path):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from composegen.errors import CheckFailed
 from composegen.shm import procscan
 from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
@@ -180,35 +181,37 @@ def test_holders_of_a_process_whose_main_thread_exited_are_found(shm_dir):
 
 IN_FLIGHT = """
 left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-fd = os.open(os.path.join(D, 'psm_inflight'), os.O_CREAT | os.O_RDWR, 0o600)
-os.write(fd, b'in flight')
+fd = os.open(os.path.join(D, 'psm_aged0000'), os.O_RDWR)  # an old leftover: --min-age does not keep it
 socket.send_fds(left, [b'x'], [fd])
 os.close(fd)  # now only the socket's queue refers to the file: nothing in /proc shows it
 def receive():
     _, fds, _, _ = socket.recv_fds(right, 16, 1)
     st = os.fstat(fds[0])
-    return {'nlink': st.st_nlink, 'inode': st.st_ino, 'data': os.pread(fds[0], 64, 0).decode()}
+    return {'nlink': st.st_nlink, 'inode': st.st_ino, 'size': st.st_size}
 handlers = {'receive': receive}
 """
 
 
-def test_an_fd_in_flight_is_kept_by_the_default_min_age(aged_dir, actors):
+def test_an_fd_in_flight_refuses_the_reclaim_whatever_the_files_age(aged_dir, actors):
     path, made = aged_dir
     time.sleep(max(0.0, made + shm_reclaim.DEFAULT_MIN_AGE + 1 - time.time()))  # the leftovers are old now
     actor = actors(IN_FLIGHT, path)
-    inode = os.stat(path / "psm_inflight").st_ino
-    # The class: /proc shows no holder, so the scan calls it a leftover.
-    entry = {e["name"]: e for e in shm.scan(str(path), **NO_LABELS)["entries"]}["psm_inflight"]
+    inode = os.stat(path / "psm_aged0000").st_ino
+    # The class: /proc shows no holder, so the scan calls it a leftover, and it is old enough.
+    entry = {e["name"]: e for e in shm.scan(str(path), **NO_LABELS)["entries"]}["psm_aged0000"]
     assert entry["class"] == "leftover" and entry["holders"] == []
 
-    done = shm_reclaim.reclaim(str(path), yes=True, ignore_unreadable=True, **NO_LABELS)  # default min age
-    assert done["min_age_seconds"] == 60
-    assert sorted(r["name"] for r in done["removed"]) == ["psm_aged0000", "psm_aged0001", "psm_aged0002"]
-    assert done["bytes_freed"] == 3 * 4096
-    [kept] = [s for s in done["skipped"] if s["name"] == "psm_inflight"]
-    assert kept["reason"].startswith("changed ") and "--min-age 60s" in kept["reason"]
-    assert actor.ask("receive") == {"nlink": 1, "inode": inode, "data": "in flight"}
-    assert sorted(os.listdir(path)) == ["psm_inflight"]
+    with pytest.raises(CheckFailed) as refused:  # default min age; not even --ignore-unreadable removes
+        shm_reclaim.reclaim(str(path), yes=True, ignore_unreadable=True, **NO_LABELS)
+    assert f"pid {actor.proc.pid} (python" in refused.value.message
+    assert "unix socket with queued data" in refused.value.message
+    assert sorted(os.listdir(path)) == ["psm_aged0000", "psm_aged0001", "psm_aged0002"]  # all back in place
+    assert actor.ask("receive") == {"nlink": 1, "inode": inode, "size": 4096}  # the receiver's file is whole
+
+    # Received: held in a table now. (Putting the files back renewed their ctime, hence --min-age 0.)
+    done = shm_reclaim.reclaim(str(path), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
+    assert sorted(r["name"] for r in done["removed"]) == ["psm_aged0001", "psm_aged0002"]
+    assert sorted(os.listdir(path)) == ["psm_aged0000"]
 
 
 # ---- (c) openers racing the reclaim, (d) rename-swaps racing it ----------------------------------
