@@ -165,17 +165,9 @@ def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState
         outcome = "QUALIFIED" if arm.qualified else f"not qualified ({arm.error})"
         say(f"{arm.key} ({arm.profile}): {outcome}")
     except (Interrupted, KeyboardInterrupt) as exc:
-        state.log(directory, f"{arm.key}: interrupted; `composegen campaign resume {st.name}` continues")
-        state.save(directory, st)
-        what = f": {exc.message}" if isinstance(exc, Interrupted) else ""
-        raise Interrupted(
-            f"campaign {st.name}: interrupted during the {arm.key} arm ({arm.profile}){what}",
-            hint=f"`composegen campaign resume {st.name}` continues; finished arms are not run again",
-        ) from None
+        raise state.interrupted(directory, st, arm, exc) from None
     except ComposegenError as exc:
-        arm.status, arm.error = "failed", exc.message
-        state.save(directory, st)
-        state.log(directory, f"{arm.key}: failed: {exc.message}")
+        state.failed(directory, st, arm, exc)
         raise
 
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, ValidationError
 
 from composegen.campaign import files
-from composegen.errors import BadInput
+from composegen.errors import BadInput, ComposegenError, Interrupted
 from composegen.project import Project
 from composegen.report import Report
 
@@ -154,3 +154,21 @@ def save(directory: Path, state: CampaignState) -> None:
 
 def log(directory: Path, message: str) -> None:
     files.append_log(directory / LOG, message)
+
+
+def interrupted(directory: Path, st: CampaignState, arm: ArmState, exc: BaseException) -> Interrupted:
+    """Ctrl-C during an arm: logged and saved so that `campaign resume` continues it; the error to raise."""
+    log(directory, f"{arm.key}: interrupted; `composegen campaign resume {st.name}` continues")
+    save(directory, st)
+    what = f": {exc.message}" if isinstance(exc, Interrupted) else ""
+    return Interrupted(
+        f"campaign {st.name}: interrupted during the {arm.key} arm ({arm.profile}){what}",
+        hint=f"`composegen campaign resume {st.name}` continues; finished arms are not run again",
+    )
+
+
+def failed(directory: Path, st: CampaignState, arm: ArmState, exc: ComposegenError) -> None:
+    """An arm that failed: its error recorded on the arm, saved and logged (the caller re-raises)."""
+    arm.status, arm.error = "failed", exc.message
+    save(directory, st)
+    log(directory, f"{arm.key}: failed: {exc.message}")
