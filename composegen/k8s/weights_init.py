@@ -1,9 +1,10 @@
 """The init container's weights check: `composegen weights`' own judgement, run inside the pod before vLLM.
 
-The script is assembled from composegen/weights/snapshot.py itself (the stdlib listing script and the
-source of `index_shards` and `required`), so the pod judges a snapshot by exactly the rules `composegen
-weights` and `up` use on a host. Offline (no Hub): the required files are config.json, the tokenizer files
-and every shard the safetensors index names. Exit 0 when complete; else exit 1 naming what is missing.
+The script is assembled from the sources themselves (weights/snapshot.py's stdlib listing script,
+`index_shards` and `required`; safewrite's `component_problem`), so the pod judges a snapshot by exactly
+the rules `composegen weights` and `up` use on a host. Offline (no Hub): the required files are
+config.json, the tokenizer files and every shard the safetensors index names. Exit 0 when complete; else
+exit 1 naming what is missing.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import inspect
 from functools import lru_cache
 
+from composegen import safewrite
 from composegen.weights import snapshot
 
 _MAIN = r"""
@@ -43,6 +45,7 @@ def script() -> str:
         "from __future__ import annotations",
         listing,
         *(f"{name} = {value!r}" for name, value in constants.items()),
+        inspect.getsource(safewrite.component_problem).strip(),  # shard names are one path component
         inspect.getsource(snapshot.index_shards).strip(),
         inspect.getsource(snapshot.required).strip(),
         _MAIN.strip(),
