@@ -28,6 +28,14 @@ LOGS = REPO / "tests/data/logs"
 # Commands whose examples need a running stack; the rest run without an engine.
 STACK = {"up", "wait", "status", "logs", "gate", "ladder", "evidence", "bench", "top", "qualify", "down"}
 DIFFERS_IS_1 = {"diff", "render"}  # exit 1 is their documented "differs" / "stale"
+# Examples that drive several stacks in a row or the edge in front of them: each runs end to end, in the same
+# form, in the engine tests named here; this file proves the example parses exactly as the CLI reads it.
+ELSEWHERE = {
+    "campaign": "tests/campaign/test_campaign_engine.py",
+    "edge": "tests/edge/test_edge_engine.py",
+    "promote": "tests/edge/test_switch_engine.py",
+    "rollback": "tests/edge/test_switch_engine.py",
+}
 # The stack examples in an order where each finds what it needs (the wait example brings up its own stack).
 ORDER = ["wait", "qualify", "up", "status", "logs", "gate", "ladder", "evidence", "bench", "top", "down"]
 
@@ -73,11 +81,32 @@ def _works(name: str, argv: list[str], res: subprocess.CompletedProcess) -> None
 
 
 def test_every_example_is_run_by_one_of_these_tests():
-    assert set(examples()) - STACK - {"weights"} and set(examples()) >= STACK
+    assert set(examples()) - STACK - {"weights"} - set(ELSEWHERE) and set(examples()) >= STACK | set(ELSEWHERE)
     assert sorted(ORDER) == sorted(STACK)
 
 
-@pytest.mark.parametrize("name", sorted(set(examples()) - STACK - {"weights"}))
+def _parses(argv: list[str]) -> None:
+    """ARGV read by the CLI's own parser, down through its command groups (click raises on anything wrong)."""
+    command, args, parent = GROUP, argv[1:], None
+    while True:
+        ctx = command.make_context(command.name or "composegen", list(args), parent=parent)
+        rest = [*getattr(ctx, "_protected_args", getattr(ctx, "protected_args", [])), *ctx.args]
+        if not hasattr(command, "resolve_command") or not rest:
+            return
+        _, command, args = command.resolve_command(ctx, rest)
+        assert command is not None, argv
+        parent = ctx
+
+
+@pytest.mark.parametrize("name", sorted(ELSEWHERE))
+def test_an_example_run_by_its_own_engine_test_parses_and_is_run_there(name):
+    for argv in examples()[name]:
+        _parses(argv)
+        text = (REPO / ELSEWHERE[name]).read_text()
+        assert all(f'"{word}"' in text for word in argv[1:3] if not word[0].isdigit()), (name, argv)
+
+
+@pytest.mark.parametrize("name", sorted(set(examples()) - STACK - {"weights"} - set(ELSEWHERE)))
 def test_an_example_without_a_stack_works(name, shipped):
     for argv in examples()[name]:
         _works(name, argv, _run(argv, shipped))
