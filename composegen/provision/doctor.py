@@ -66,7 +66,7 @@ def _engine(where: str) -> DoctorCheck:
             detail=f"tried {where}: {exc.message}",
             fix=f"{PROVISION} (installs docker.io and starts dockerd as root), or point DOCKER_HOST at an engine"
             if can_start_locally()
-            else "start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's",
+            else "start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's own",
         )
     return DoctorCheck(name="engine", ok=True, detail=f"docker {info.get('ServerVersion', '?')} at {where}")
 

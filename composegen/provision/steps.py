@@ -56,7 +56,7 @@ class Provision:
         if not can_start_locally():
             raise EngineError(
                 f"{reason}; provision starts only this machine's default engine, not {engine_source()}",
-                hint="start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's",
+                hint="start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's own",
             )
         if not system.is_root():
             raise EngineError(f"{reason}; starting dockerd needs root", hint="run `sudo composegen provision`")
