@@ -62,7 +62,7 @@ def test_any_changed_input_misses_and_the_real_check_answers(fresh, change):
     elif change == "profile added":
         (fresh / "profiles/other.yaml").write_text(MINIMAL.replace("host: 39999", "host: 39998"))
     elif change == "top-level file added":
-        (fresh / "edge.yaml").write_text("# read by nothing yet: still an input\n")
+        (fresh / "NOTES.md").write_text("read by nothing: still an input\n")
     else:
         env = {"COMPOSEGEN_SOMETHING": "1"}
     res, rendered = check(fresh, env)
