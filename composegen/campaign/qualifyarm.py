@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -27,10 +26,10 @@ from composegen.evidence import bundle as evidence
 from composegen.project import Project
 from composegen.report import Report
 from composegen.stack.progress import ProgressSink
+from composegen.vllm import startup_rules
 
 RECORD_JSON = "qualification.json"
 SCHEMA: Final = "composegen.qualification/v1"
-ESTIMATE = re.compile(r"estimated maximum model length is (\d+)")
 
 
 class ArmCriterion(Report):
@@ -204,8 +203,8 @@ def _arm_record(arm: ArmState, doc: dict) -> dict[str, Any]:
     startup = doc.get("startup") or {}
     estimate = None
     for err in startup.get("errors") or []:
-        m = ESTIMATE.search(err.get("line") or "")
-        estimate = int(m.group(1)) if m else estimate
+        m = startup_rules.ESTIMATED_LEN.search(err.get("line") or "")  # the parser's own pattern
+        estimate = int(m.group(1).replace(",", "")) if m else estimate
     probe = None
     crit = {c["name"]: c for c in verdict["criteria"]}
     if "long_prompt" in crit:

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from composegen.vllm import stages
+
 MAX_RUNS = 50  # the newest ones: an estimate never scans a large history
 EVIDENCE_MAX = 1 << 20
 LOG_MAX = 16 << 20
 STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-READY = "Application startup complete."
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def load_seconds(log: str) -> float | None:
     """Seconds from the first stamped line to the last stamped one before ready; None when it never got ready."""
     first = last = None
     for line in log.splitlines():
-        if READY in line:
+        if stages.is_ready_line(line):
             break
         if m := STAMP.search(line):
             month, day, hour, minute, second = (int(g) for g in m.groups())
