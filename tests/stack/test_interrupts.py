@@ -19,14 +19,14 @@ from tests.support.helpers import REPO, run_cli
 pytestmark = pytest.mark.docker
 
 
-def _start_up(root, name: str, *extra: str) -> subprocess.Popen:
+def _start_up(root, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "composegen", "--root", str(root), "up", name, "--emulate", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
-        env={**os.environ, "NO_COLOR": "1"},
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
     )
 
 
@@ -77,7 +77,7 @@ def project(tmp_path):
 
 def test_ctrl_c_while_a_preflight_probe_runs_removes_the_probe_and_starts_nothing(project):
     root, name = project
-    proc = _start_up(root, name)
+    proc = _start_up(root, name, env={"COMPOSEGEN_NO_CACHE": "1"})  # the cold path: the rlimit probe runs
     code, stderr = _interrupt_when(proc, lambda: bool(_labelled(f"io.composegen.probe={name}")))
     _assert_clean_exit(code, stderr, name)
     assert f"interrupted during preflight of {name}" in stderr
