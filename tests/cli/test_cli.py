@@ -85,3 +85,13 @@ def test_report_schemas_of_profile_diff_and_evidence_commands(report):
     assert res.returncode == 0, res.stderr
     schema = json.loads(res.stdout)
     assert schema["$id"] == f"composegen:report/{report}" and schema["properties"]
+
+
+def test_version_names_the_catalogs_the_catalog_module_reads():
+    from composegen.cli.fastpath import version_line
+    from composegen.vllm.catalog import DATA_DIR
+
+    shipped = sorted(p.name.split("-")[1] for p in DATA_DIR.glob("vllm-*-serve-flags.json"))
+    assert shipped and version_line().endswith(
+        f"({'vLLM flag catalog' if len(shipped) == 1 else 'vLLM flag catalogs'} {', '.join(shipped)})"
+    )
