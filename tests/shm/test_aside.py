@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -64,9 +63,21 @@ def test_a_failing_child_falls_back_to_inline(function, expected):
         assert pending.result() == expected
 
 
+REAPS = """
+import os, time
+from composegen.shm.aside import Aside
+with Aside(time.sleep, 0.2) as pending:
+    child = pending._pid
+    assert child is not None, "ran inline"
+try:
+    os.waitpid(child, os.WNOHANG)
+    print("not reaped")
+except ChildProcessError:
+    print("reaped")
+"""
+
+
 def test_leaving_without_a_result_reaps_the_child():
-    with Aside(time.sleep, 0.2) as pending:
-        child = pending._pid
-        assert child is not None
-    with pytest.raises(ChildProcessError):
-        os.waitpid(child, os.WNOHANG)
+    # A fresh interpreter, as above: with another test's threads alive here, Aside would run inline.
+    res = subprocess.run([sys.executable, "-c", REAPS], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.split() == ["reaped"], res.stdout + res.stderr
