@@ -37,16 +37,18 @@ def _stream(body: dict) -> bytes:
     return payload + _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
 
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, dict]:
+    """One HTTP/1.1 request: its path and JSON body (the only shapes the bench client sends)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = next((int(v) for k, _, v in (h.partition(":") for h in lines[1:]) if k.lower() == "content-length"), 0)
+    return lines[0].split(" ")[1], (json.loads(await reader.readexactly(length)) if length else {})
+
+
 async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            path = lines[0].split(" ")[1]
-            length = next(
-                (int(v) for k, _, v in (h.partition(":") for h in lines[1:]) if k.lower() == "content-length"), 0
-            )
-            body = json.loads(await reader.readexactly(length)) if length else {}
+            path, body = await read_request(reader)
             if path == "/tokenize":
                 data = json.dumps({"count": _count(body.get("messages") or [])}).encode()
                 writer.write(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instant_server import _chunk, _count
+from instant_server import _chunk, _count, read_request
 
 
 def _events(body: dict) -> list[bytes]:
@@ -42,13 +42,7 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, in
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            path = lines[0].split(" ")[1]
-            length = next(
-                (int(v) for k, _, v in (h.partition(":") for h in lines[1:]) if k.lower() == "content-length"), 0
-            )
-            body = json.loads(await reader.readexactly(length)) if length else {}
+            path, body = await read_request(reader)
             if path == "/tokenize":
                 data = json.dumps({"count": _count(body.get("messages") or [])}).encode()
                 writer.write(
