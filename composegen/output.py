@@ -87,7 +87,7 @@ def _default(obj: Any) -> Any:
     if hasattr(obj, "to_json"):
         return obj.to_json()
     if hasattr(obj, "__dataclass_fields__"):
-        import dataclasses
+        import dataclasses  # why: the `shm` fast path imports output; dataclasses pulls in inspect
 
         return dataclasses.asdict(obj)
     return str(obj)
@@ -145,7 +145,7 @@ def table(
     if width is not None:
         drawn = [line if len(line) <= width else line[: width - 1] + "…" for line in drawn]
         if hidden:
-            import textwrap
+            import textwrap  # why: only a table with hidden columns folds a note
 
             note = f"(not shown at {width} columns: {', '.join(hidden)}; a pipe or --json shows every column)"
             drawn += textwrap.wrap(note, width, break_on_hyphens=False)
@@ -154,7 +154,7 @@ def table(
 
 def terminal_width(stream: Any = None) -> int | None:
     """The width of the terminal `stream` (stdout) writes to; None when it is not a terminal."""
-    import shutil
+    import shutil  # why: shutil loads the compression modules; `shm --json` (fast path) never asks
 
     stream = stream or sys.stdout
     try:

@@ -6,6 +6,9 @@ the real check runs. Nothing is rendered here, so there is no second renderer to
 
 The record lives in the user's cache directory (usercache.py), not in the project: a repository could
 commit a record that says "fresh" for a stale out/, and CI must never believe it.
+
+`up` asks the same question of one stack (`stack_fresh`): once its real comparison of out/NAME found it
+fresh, an `up` with the same inputs skips rendering it again (and importing jinja2 and the templates).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from composegen import __version__, usercache
 from composegen.project import PACKAGE_DIR, templates_dir
 
 KIND = "render-check"
+STACK_KIND = "stack-fresh"
 _UNHASHED_ENV = {usercache.DISABLE_ENV, usercache.DIR_ENV}
 _SKIP_DIRS = {"__pycache__"}
 
@@ -73,7 +77,10 @@ def _installed(h: hashlib._Hash) -> None:
 
 
 def fingerprint(root: Path) -> str | None:
-    """The hash of every input of `render --check` in project ROOT, or None when an input is unusual."""
+    """The hash of every input of `render --check` in project ROOT, or None when an input is unusual
+    or the caches are off (COMPOSEGEN_NO_CACHE: nothing is recorded or read, so nothing is hashed)."""
+    if not usercache.enabled():
+        return None
     h = hashlib.sha256(f"composegen {__version__} {sys.version}\0".encode())
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("COMPOSEGEN_") and k not in _UNHASHED_ENV)
     h.update(json.dumps(env).encode("utf-8", "surrogateescape"))
@@ -109,3 +116,15 @@ def remember(root: Path, before: str | None, line: str) -> None:
     a miss next time, never a false "fresh"."""
     if before is not None:
         usercache.write(KIND, _key(root), {"root": str(root), "fingerprint": before, "line": line})
+
+
+def stack_fresh(root: Path, name: str) -> bool:
+    """out/NAME was proved fresh for exactly these inputs (the whole project's, as for `render --check`)."""
+    record = usercache.read(STACK_KIND, _key(root / "out" / name))
+    return record is not None and record.get("fingerprint") == fingerprint(root)
+
+
+def remember_stack(root: Path, name: str, before: str | None) -> None:
+    """out/NAME matched its rendering for the inputs hashed BEFORE the comparison ran."""
+    if before is not None:
+        usercache.write(STACK_KIND, _key(root / "out" / name), {"root": str(root), "fingerprint": before})

@@ -11,9 +11,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+# A JSON object no report model owns: a request body, a JSON Schema, a gate's free-form details.
+JsonObject = dict[str, Any]
+
 
 class Report(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="null")
+    # defer_build: a model's validator and serializer are built on its first use, so a command pays only
+    # for the reports it makes (`up` makes one of the ~90; measured ~30 ms of its start-up).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, ser_json_inf_nan="null", defer_build=True)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

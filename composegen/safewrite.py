@@ -65,7 +65,7 @@ def renameat2(dfd: int, src: str, dst: str, flags: int) -> bool:
     """renameat2(2) within one directory; False when the kernel, libc or filesystem lacks it."""
     global _renameat2
     if _renameat2 is None:
-        import ctypes
+        import ctypes  # why: only a write needs renameat2; `render --check` (warm) imports safewrite
 
         libc = ctypes.CDLL(None, use_errno=True)
         _renameat2 = (getattr(libc, "renameat2", None), ctypes.get_errno)

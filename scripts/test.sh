@@ -2,9 +2,10 @@
 # The test command: set up everything the tests need (project venv, engine, compose v2, base image, then
 # the test areas' extras: registry, chromium, tmux, sshd, prometheus), check lint, format and types, then
 # run the whole suite against the real Docker engine.
-# Extra arguments go to pytest.
+# Extra arguments go to pytest, after the workers' options (`-n 0` runs serially; see docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+trap 'printf "test.sh: total %dm%02ds\n" $((SECONDS / 60)) $((SECONDS % 60)) >&2' EXIT
 bash scripts/setup.sh
 bash scripts/provision-tests.sh
 bin=.venv/bin
@@ -12,4 +13,8 @@ bin=.venv/bin
 "$bin/ruff" format --check composegen tests
 "$bin/mypy" composegen
 "$bin/python" -m composegen render --check >/dev/null
-exec "$bin/python" -m pytest "$@"
+"$bin/python" -m composegen --root examples/team-edge render --check >/dev/null  # the shipped edge example
+# Most engine tests wait on containers, not on the CPU: twice the cores, at least 4, at most 8 workers.
+cores="$(nproc 2>/dev/null || echo 2)"
+workers="${COMPOSEGEN_TEST_WORKERS:-$(( cores * 2 < 4 ? 4 : (cores * 2 > 8 ? 8 : cores * 2) ))}"
+"$bin/python" -m pytest -n "$workers" --dist loadgroup "$@"

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.parallel import assign_groups
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -30,7 +32,9 @@ def _engine_problem() -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config, items):
+    assign_groups(items)
     if not any("docker" in item.keywords for item in items):
         return
     problem = _engine_problem()
@@ -50,7 +54,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache_dir(tmp_path_factory):
-    """composegen's own caches (rendercache.py) go to a directory of this test session, never the user's."""
+    """composegen's own caches (rendercache.py) go to a directory of this test session, never the user's
+    (under xdist: of this worker, a process of its own, so the environment change stays in it)."""
     previous = os.environ.get("COMPOSEGEN_CACHE_DIR")
     os.environ["COMPOSEGEN_CACHE_DIR"] = str(tmp_path_factory.mktemp("composegen-cache"))
     yield

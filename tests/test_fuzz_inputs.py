@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import yaml
@@ -300,9 +302,12 @@ def _plant(path, kind: str, victim) -> None:
         os.mkfifo(path)
     elif kind == "dir":
         path.mkdir()
-    else:
+    else:  # bound at a short name, then moved: a worker's tmp path can pass AF_UNIX's 108 bytes
+        short = Path(tempfile.mkdtemp(prefix="cg-sock-", dir="/tmp")) / "s"
         with socket.socket(socket.AF_UNIX) as sock:
-            sock.bind(str(path))
+            sock.bind(str(short))
+        short.rename(path)
+        short.parent.rmdir()
 
 
 def _writers(root):

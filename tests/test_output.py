@@ -35,13 +35,13 @@ def test_short_values_are_not_masked(monkeypatch):
 
 @pytest.mark.docker
 def test_a_real_compose_error_carrying_the_token_is_masked(tmp_path, monkeypatch, capsys):
-    from composegen.stack import engine
+    from composegen.stack import compose
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    compose = tmp_path / "compose.yaml"
+    file = tmp_path / "compose.yaml"
     # What a `${HF_TOKEN}` volume source did: compose reads the token as a volume name.
-    compose.write_text("services:\n  x:\n    image: busybox\n    volumes: ['${HF_TOKEN}:/x']\n")
-    stack = engine.Stack(f"cg-mask-{uuid.uuid4().hex[:8]}", [compose])
+    file.write_text("services:\n  x:\n    image: busybox\n    volumes: ['${HF_TOKEN}:/x']\n")
+    stack = compose.Stack(f"cg-mask-{uuid.uuid4().hex[:8]}", [file])
     with pytest.raises(EngineError) as failed:
         stack.up()
     assert TOKEN in (failed.value.details or "")  # the class: compose's own text names the token

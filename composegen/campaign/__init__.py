@@ -11,4 +11,14 @@ run one stack at a time, resumable after Ctrl-C, a crash or a reboot, ending in 
   record.py     campaign.md in the seed's shape (Outcome, configuration, Results, proves / does not, Decision)
   qualifyarm.py `campaign qualify PRIMARY --fallback F`: the same criteria on the fallback when it fails
   decision.py   `campaign decide N`: decision.json and the record's Decision
+  reports.py    the JSON shapes: state.json, comparison.json, qualification.json (`schema --report`)
 """
+
+# What other rooms may import (tests/test_architecture.py checks every entry).
+__all__ = [
+    "decision",
+    "qualifyarm",
+    "reports",
+    "runner",
+    "state",
+]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
-from composegen.report import Report
+from composegen.campaign.reports import BracketFigure, BracketResult
 
 DEFAULT_TOLERANCE = 0.01
 FIGURES = (
@@ -21,22 +19,6 @@ FIGURES = (
     ("peak_activation_gib", "Peak activation per rank"),
     ("weights_gib", "Weight allocation per rank"),
 )
-
-
-class BracketFigure(Report):
-    figure: str
-    label: str
-    first: Any
-    replay: Any
-    max_rel_diff: float | None = Field(description="largest |replay − first| / |first| over the values")
-    passed: bool
-
-
-class BracketResult(Report):
-    passed: bool
-    tolerance: float
-    exact: bool = Field(description="tolerance 0: both control runs emulated")
-    figures: list[BracketFigure]
 
 
 def _rel(a: float, b: float) -> float:
@@ -59,7 +41,7 @@ def _diff(first: Any, replay: Any) -> float | None:
     return None
 
 
-def check(first: dict, replay: dict, *, tolerance: float | None = None) -> dict:
+def check(first: dict, replay: dict, *, tolerance: float | None = None) -> BracketResult:
     """FIRST and REPLAY: the two control bundles' evidence (bundle.load_run)."""
     exact = bool(first.get("emulated")) and bool(replay.get("emulated")) and tolerance is None
     tol = 0.0 if exact else (DEFAULT_TOLERANCE if tolerance is None else tolerance)
@@ -69,34 +51,34 @@ def check(first: dict, replay: dict, *, tolerance: float | None = None) -> dict:
         diff = _diff(a, b)
         passed = diff is not None and (diff == 0 if tol == 0 else diff <= tol)
         rows.append(
-            {
-                "figure": key,
-                "label": label,
-                "first": a,
-                "replay": b,
-                "max_rel_diff": None if diff is None or diff == float("inf") else round(diff, 6),
-                "passed": passed,
-            }
+            BracketFigure(
+                figure=key,
+                label=label,
+                first=a,
+                replay=b,
+                max_rel_diff=None if diff is None or diff == float("inf") else round(diff, 6),
+                passed=passed,
+            )
         )
-    result = {"passed": all(r["passed"] for r in rows), "tolerance": tol, "exact": tol == 0, "figures": rows}
-    return BracketResult.model_validate(result).to_json()
+    return BracketResult(passed=all(r.passed for r in rows), tolerance=tol, exact=tol == 0, figures=rows)
 
 
-def sentence(result: dict | None, control: str) -> str:
+def sentence(result: BracketResult | None, control: str) -> str:
+    """RESULT: the `bracket` of the sanitized comparison (what campaign.md is written from)."""
     if result is None:
         return (
             f"No bracketed replay of {control} was run, so a stale baseline is not ruled out "
             "(`campaign run --bracket`)."
         )
-    how = "exactly" if result["exact"] else f"within {result['tolerance'] * 100:g}%"
-    if result["passed"]:
+    how = "exactly" if result.exact else f"within {result.tolerance * 100:g}%"
+    if result.passed:
         return (
-            f"A fresh bracketed replay reproduced the {control} baseline ({len(result['figures'])} engine-reported "
+            f"A fresh bracketed replay reproduced the {control} baseline ({len(result.figures)} engine-reported "
             f"figures equal {how}), so this is not a stale-log comparison."
         )
-    drifted = ", ".join(f["label"] for f in result["figures"] if not f["passed"])
+    drifted = ", ".join(f.label for f in result.figures if not f.passed)
     return (
         f"The bracketed replay of {control} did NOT reproduce its baseline ({drifted} differ by more than "
-        f"{'nothing' if result['exact'] else format(result['tolerance'] * 100, 'g') + '%'}): "
+        f"{'nothing' if result.exact else format(result.tolerance * 100, 'g') + '%'}): "
         "the baseline drifted and this comparison is not trustworthy."
     )

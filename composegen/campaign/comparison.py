@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Final, Literal
 
-from pydantic import Field
-
-from composegen.campaign.bracket import BracketResult
+from composegen.campaign.reports import COMPARISON_SCHEMA, CampaignState, ComparisonReport, Criterion, DecisionPart
 from composegen.campaign.sanitize import Scrubber
-from composegen.campaign.state import CampaignState
-from composegen.evidence.compare import CapacityChange, CompareRow
-from composegen.report import Report
+from composegen.evidence.reports.compare import CompareReport
 
-SCHEMA: Final = "composegen.comparison/v1"
 ARM_FIGURES = (
     "vllm_version",
     "max_model_len",
@@ -30,75 +24,6 @@ ARM_FIGURES = (
     "weights_gib",
     "max_concurrency",
 )
-Scalar = int | float | str | bool | None
-
-
-class RawArtifact(Report):
-    arm: str
-    file: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    bytes: int
-
-
-class ArmFigures(Report):
-    arm: str
-    profile: str
-    profile_hash: str
-    emulated: bool
-    source: str = Field(description="stack (measured on a running engine) | log (read from a recorded log)")
-    figures: dict[str, Scalar | list[float]] = Field(description="engine-reported startup figures")
-
-
-class Criterion(Report):
-    arm: str
-    name: str
-    measured: Scalar
-    threshold: Scalar
-    passed: bool
-
-
-class Difference(Report):
-    path: str
-    before: Any
-    after: Any
-
-
-class Differences(Report):
-    functional: list[Difference]
-    identity: list[str] = Field(description="paths that changed only to keep each arm's evidence apart")
-
-
-class DecisionPart(Report):
-    decision: Literal["undecided", "promote", "no-promotion", "fallback"]
-    profile: str | None = None
-    why: str | None = None
-    decided_at: str | None = None
-
-
-class Model(Report):
-    id: str | None
-    revision: str | None
-    image_digest: str | None = Field(description="sha256:… of the image the arms ran; null for a local build")
-
-
-class ComparisonReport(Report):
-    """runs/campaigns/N/comparison.json (`composegen campaign show N --json` prints it)."""
-
-    schema_: Literal["composegen.comparison/v1"] = Field(default=SCHEMA, alias="schema")
-    campaign: str
-    control: str
-    candidate: str
-    emulated: bool = Field(description="at least one arm ran the emulated vLLM: figures exercise composegen only")
-    model: Model
-    rows: list[CompareRow]
-    arms: list[ArmFigures]
-    differences: Differences
-    unexplained_capacity_change: CapacityChange
-    bracket: BracketResult | None
-    criteria: list[Criterion]
-    decision: DecisionPart
-    raw: list[RawArtifact]
-    redacted: int = Field(description="strings the sanitizer changed")
 
 
 def file_sha256(path: Path) -> str:
@@ -109,31 +34,37 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _criteria(key: str, doc: dict, shm: int | None) -> list[dict]:
-    startup = doc.get("startup") or {}
-    rows = [{"arm": key, "name": "startup", "measured": bool(startup.get("ready")), "threshold": True}]
-    rows[-1]["passed"] = rows[-1]["measured"] is True
+def _criteria(key: str, doc: dict, shm: int | None) -> list[Criterion]:
+    """DOC: the arm's evidence (load_run)."""
+    ready = bool((doc.get("startup") or {}).get("ready"))
+    rows = [Criterion(arm=key, name="startup", measured=ready, threshold=True, passed=ready)]
     for gate in (doc.get("gates") or {}).get("gates") or []:
-        rows.append({"arm": key, "name": f"gate:{gate.get('name')}", "measured": bool(gate.get("passed"))})
-        rows[-1] |= {"threshold": True, "passed": rows[-1]["measured"]}
+        passed = bool(gate.get("passed"))
+        rows.append(Criterion(arm=key, name=f"gate:{gate.get('name')}", measured=passed, threshold=True, passed=passed))
     for row in (doc.get("ladder") or {}).get("targets") or []:
         rows.append(
-            {
-                "arm": key,
-                "name": f"ladder:{row.get('target')}",
-                "measured": row.get("prompt_tokens"),
-                "threshold": row.get("target"),
-                "passed": bool(row.get("ok")),
-            }
+            Criterion(
+                arm=key,
+                name=f"ladder:{row.get('target')}",
+                measured=row.get("prompt_tokens"),
+                threshold=row.get("target"),
+                passed=bool(row.get("ok")),
+            )
         )
     if shm is not None:
-        rows.append({"arm": key, "name": "shm_reclaimable", "measured": shm, "threshold": 0, "passed": shm == 0})
+        rows.append(Criterion(arm=key, name="shm_reclaimable", measured=shm, threshold=0, passed=shm == 0))
     return rows
 
 
-def build(state: CampaignState, directory: Path, docs: dict[str, dict], compared: dict, decision: dict | None) -> dict:
+def build(
+    state: CampaignState,
+    directory: Path,
+    docs: dict[str, dict],
+    compared: CompareReport,
+    decision: DecisionPart | None,
+) -> ComparisonReport:
     """DOCS: arm key -> its bundle's evidence (load_run); COMPARED: compare_runs(control, candidate)."""
-    raw, arms, criteria = [], [], []
+    raw, arms, criteria = [], [], list[Criterion]()
     for arm in state.arms:
         doc = docs.get(arm.key)
         if doc is None:
@@ -157,20 +88,13 @@ def build(state: CampaignState, directory: Path, docs: dict[str, dict], compared
         )
         criteria += _criteria(arm.key, doc, arm.shm_reclaimable)
     if state.bracket is not None:
-        criteria.append(
-            {
-                "arm": "bracket",
-                "name": "bracket",
-                "measured": state.bracket["passed"],
-                "threshold": True,
-                "passed": state.bracket["passed"],
-            }
-        )
+        passed = state.bracket.passed
+        criteria.append(Criterion(arm="bracket", name="bracket", measured=passed, threshold=True, passed=passed))
     control = docs["control"]
     effective = (control.get("startup") or {}).get("effective_args") or {}
-    config = compared["config"]
+    config = compared.config
     doc = {
-        "schema": SCHEMA,
+        "schema": COMPARISON_SCHEMA,
         "campaign": state.name,
         "control": state.control,
         "candidate": state.candidate,
@@ -180,27 +104,21 @@ def build(state: CampaignState, directory: Path, docs: dict[str, dict], compared
             "revision": control.get("model_revision"),
             "image_digest": control.get("image_digest"),
         },
-        "rows": compared["rows"],
+        "rows": [row.to_json() for row in compared.rows],  # comparison.json is written: JSON from here on
         "arms": arms,
         "differences": {
-            "functional": [{k: c[k] for k in ("path", "before", "after")} for c in config["functional"]],
-            "identity": [c["path"] for c in config["identity"]],
+            "functional": [{"path": c.path, "before": c.before, "after": c.after} for c in config.functional],
+            "identity": [c.path for c in config.identity],
         },
-        "unexplained_capacity_change": compared["unexplained_capacity_change"],
-        "bracket": state.bracket,
-        "criteria": criteria,
-        "decision": _decision(decision),
+        "unexplained_capacity_change": compared.unexplained_capacity_change.to_json(),
+        "bracket": state.bracket.to_json() if state.bracket else None,
+        "criteria": [c.to_json() for c in criteria],
+        "decision": (decision or DecisionPart(decision="undecided")).to_json(),
         "raw": raw,
     }
     private = [d.get("container", {}) and (d.get("container") or {}).get("image_id") for d in docs.values()]
     private += [str(directory.resolve()), str(directory.resolve().parent.parent.parent)]
     scrub = Scrubber(p for p in private if p)
-    clean = scrub.json(doc)
+    clean = scrub.json(doc)  # the sanitizer walks JSON: the record is checked against its model after it
     clean["redacted"] = scrub.count
-    return ComparisonReport.model_validate(clean).to_json()
-
-
-def _decision(decision: dict | None) -> dict:
-    if decision is None:
-        return {"decision": "undecided"}
-    return {k: decision.get(k) for k in ("decision", "profile", "why", "decided_at")}
+    return ComparisonReport.model_validate(clean)

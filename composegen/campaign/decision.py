@@ -11,16 +11,19 @@ A qualification campaign's sanitized record is qualification.json; its hash stan
 
 from __future__ import annotations
 
-from composegen.campaign import files, state
+from typing import cast
+
+from composegen.campaign import files, qualifyarm, runner, state
 from composegen.campaign.comparison import file_sha256
 from composegen.campaign.decisionfile import DECISION, DECISIONS, read
+from composegen.campaign.reports import CampaignState, Decision, DecisionPart, DecisionRecord
 from composegen.errors import BadInput, CheckFailed
 from composegen.project import Project
 
 MAX_WHY = 2000
 
 
-def _profile(st: state.CampaignState, decision: str) -> str | None:
+def _profile(st: CampaignState, decision: str) -> str | None:
     if decision == "no-promotion":
         return None
     if st.kind == "qualify":
@@ -30,9 +33,7 @@ def _profile(st: state.CampaignState, decision: str) -> str | None:
     return st.candidate if decision == "promote" else st.control
 
 
-def decide(project: Project, spec: str, decision: str, why: str) -> dict:
-    from composegen.campaign import qualifyarm, runner
-
+def decide(project: Project, spec: str, decision: str, why: str) -> DecisionRecord:
     if decision not in DECISIONS:
         raise BadInput(f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})")
     why = why.strip()
@@ -45,20 +46,22 @@ def decide(project: Project, spec: str, decision: str, why: str) -> dict:
         raise CheckFailed(f"campaign {st.name} is not finished ({pending}); `composegen campaign resume {st.name}`")
     if read(directory) is not None:
         raise BadInput(f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)")
-    record = {
-        "decision": decision,
-        "profile": _profile(st, decision),
-        "campaign": st.name,
-        "why": why,
-        "decided_at": files.now_iso(),
-    }
+    chosen = cast(Decision, decision)  # one of DECISIONS, checked above
+    part = DecisionPart(decision=chosen, profile=_profile(st, decision), why=why, decided_at=files.now_iso())
     if st.kind == "ab":
-        runner.write_records(project, directory, st, decided=record)
+        runner.write_records(project, directory, st, decided=part)
         evidence = directory / "comparison.json"
     else:
-        qualifyarm.write_records(project, directory, st, decided=record)
+        qualifyarm.write_records(project, directory, st, decided=part)
         evidence = directory / qualifyarm.RECORD_JSON
-    record["evidence_sha256"] = file_sha256(evidence)
-    files.write_json(directory / DECISION, record)
-    state.log(directory, f"decided: {decision} ({record['profile']}); evidence sha256 {record['evidence_sha256']}")
+    record = DecisionRecord(
+        decision=chosen,
+        profile=part.profile,
+        campaign=st.name,
+        why=why,
+        decided_at=part.decided_at or "",
+        evidence_sha256=file_sha256(evidence),
+    )
+    files.write_json(directory / DECISION, record.to_json())  # decision.json is written: JSON here
+    state.log(directory, f"decided: {decision} ({record.profile}); evidence sha256 {record.evidence_sha256}")
     return record

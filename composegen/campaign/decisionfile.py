@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from composegen.campaign.reports import DecisionPart
 from composegen.errors import BadInput
 
 DECISION = "decision.json"
 DECISIONS = ("promote", "no-promotion", "fallback")
 
 
-def read(directory: Path) -> dict | None:
+def read(directory: Path) -> DecisionPart | None:
+    """What the records show of decision.json (its decision, profile, why and time); None: undecided."""
     path = directory / DECISION
     if not path.is_file() or path.is_symlink():
         return None
@@ -21,4 +25,8 @@ def read(directory: Path) -> dict | None:
         raise BadInput(f"{path}:1: decision: unreadable ({type(exc).__name__})") from None
     if not isinstance(doc, dict) or doc.get("decision") not in DECISIONS:
         raise BadInput(f"{path}: decision: must be one of {', '.join(DECISIONS)}")
-    return doc
+    try:
+        return DecisionPart.model_validate({k: doc.get(k) for k in ("decision", "profile", "why", "decided_at")})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise BadInput(f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None

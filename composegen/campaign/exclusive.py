@@ -11,8 +11,11 @@ A count holds the first N device indices, as the NVIDIA container toolkit assign
 
 from __future__ import annotations
 
+from typing import Any
+
 from composegen.errors import EngineError
 from composegen.profiles.resolved import Resolved
+from composegen.stack import driver
 
 ALL = "all"
 GPUS_LABEL = "io.composegen.gpus"
@@ -33,7 +36,7 @@ def declared(spec: str) -> set[str] | str:
     return set()
 
 
-def profile_gpus(r: Resolved, member=None) -> set[str] | str:
+def profile_gpus(r: Resolved, member: Any = None) -> set[str] | str:
     """The GPUs the profile (or one node of it, MEMBER) declares."""
     gpus = (member.gpus if member is not None else None) or r.profile.service.gpus
     return set(gpus.device_ids) if gpus.device_ids is not None else declared(f"count:{gpus.count}")
@@ -68,7 +71,7 @@ def _overlap(a: set[str] | str, b: set[str] | str) -> set[str] | str:
     return a & b
 
 
-def holders(r: Resolved, claims: list[dict], own_project: str, member=None) -> list[str]:
+def holders(r: Resolved, claims: list[dict], own_project: str, member: Any = None) -> list[str]:
     """Who holds any of the profile's GPUs (on one node: MEMBER's), in words (the profile's own stack does
     not count)."""
     mine = profile_gpus(r, member)
@@ -90,8 +93,6 @@ def holders(r: Resolved, claims: list[dict], own_project: str, member=None) -> l
 
 def check(r: Resolved) -> None:
     """EngineError (exit 3) naming every holder when the profile's GPUs (on any of its nodes) are not free."""
-    from composegen.stack import driver
-
     busy = [who for n, claims in driver.gpu_claims(r) for who in holders(r, claims, n.project, n.member)]
     if busy:
         raise EngineError(

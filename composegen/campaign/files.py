@@ -34,7 +34,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     safewrite.write(path, data, private=True)
 
 
-def write_json(path: Path, value) -> None:
+def write_json(path: Path, value: object) -> None:
     write_atomic(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 

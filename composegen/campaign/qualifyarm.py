@@ -12,73 +12,46 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import NoReturn
 
-from pydantic import Field
-
-from composegen.campaign import decisionfile, exclusive, files, state
-from composegen.campaign.comparison import DecisionPart, RawArtifact, file_sha256
+from composegen.campaign import decisionfile, exclusive, files, qualifyrecord, state
+from composegen.campaign.comparison import file_sha256
+from composegen.campaign.reports import (
+    QUALIFICATION_SCHEMA,
+    ArmCriterion,
+    ArmState,
+    CampaignState,
+    DecisionPart,
+    QualificationReport,
+    QualifiedArm,
+)
+from composegen.campaign.runner import reclaimable
 from composegen.campaign.sanitize import Scrubber
-from composegen.campaign.state import ArmState, CampaignState
+from composegen.edge import exposure
 from composegen.errors import BadInput, ComposegenError, EngineError, Interrupted
-from composegen.evidence import bundle as evidence
+from composegen.evidence import qualify
+from composegen.evidence.bundle import EVIDENCE, load_run
+from composegen.evidence.qualify import probe_target
+from composegen.evidence.reports.qualify import QualifyResult
+from composegen.profiles import resolve
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.report import Report
+from composegen.stack import driver
 from composegen.stack.progress import ProgressSink
 from composegen.vllm import startup_rules
+from composegen.vllm.startup import parse_startup_log
 
 RECORD_JSON = "qualification.json"
-SCHEMA: Final = "composegen.qualification/v1"
-
-
-class ArmCriterion(Report):
-    name: str
-    measured: int | float | str | None
-    threshold: int | float | str | None
-    passed: bool
-
-
-class QualifiedArm(Report):
-    arm: str
-    profile: str
-    profile_hash: str
-    emulated: bool
-    started: bool = Field(description="the engine reported ready")
-    qualified: bool
-    max_model_len: int | None
-    kv_cache_tokens: int | None = Field(description="engine-reported KV pool; null when the engine refused to start")
-    kv_pool_estimate: int | None = Field(
-        description="the engine's own estimate when it refused a pool below the context"
-    )
-    probe: dict[str, int | float | None] | None = Field(
-        description="the long prompt: target, API prompt tokens, TTFT, prefill and decode rates"
-    )
-    criteria: list[ArmCriterion]
-
-
-class QualificationReport(Report):
-    """runs/campaigns/N/qualification.json."""
-
-    schema_: Literal["composegen.qualification/v1"] = Field(default=SCHEMA, alias="schema")
-    campaign: str
-    emulated: bool
-    qualified_arm: str | None = Field(description="the first arm that qualified; null: none did")
-    qualified_profile: str | None
-    arms: list[QualifiedArm]
-    decision: DecisionPart
-    raw: list[RawArtifact]
-    redacted: int
 
 
 def create(project: Project, primary: str, fallback: str | None, emulate: bool, name: str | None) -> Path:
-    from composegen.profiles import resolve as profile
-
-    r = profile.load(project, primary)
+    r = resolve.load(project, primary)
     if fallback is None and r.profile.qualify and r.profile.qualify.fallback != primary:
         fallback = r.profile.qualify.fallback  # the profile's own `qualify: {fallback: …}`
     if fallback:
-        profile.load(project, fallback)
+        resolve.load(project, fallback)
     if fallback == primary:
         raise BadInput(f"campaign qualify: --fallback is the primary profile itself ({primary})")
     directory = state.campaign_dir(project, name or f"qualify-{primary}")
@@ -101,7 +74,7 @@ def create(project: Project, primary: str, fallback: str | None, emulate: bool, 
     return directory
 
 
-def run(project: Project, directory: Path, sink: ProgressSink, say) -> CampaignState:
+def run(project: Project, directory: Path, sink: ProgressSink, say: Callable[[str], None]) -> CampaignState:
     st = state.load(directory)
     for arm in st.arms:
         earlier = st.arms[: st.arms.index(arm)]
@@ -119,16 +92,13 @@ def run(project: Project, directory: Path, sink: ProgressSink, say) -> CampaignS
     return st
 
 
-def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say) -> None:
-    from composegen.evidence import qualify
-    from composegen.profiles import resolve as profile
-    from composegen.stack import driver
-    from composegen.stack.loadstate import AlreadyRunning
-
-    r = profile.load(project, arm.profile)
+def _run_arm(
+    project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say: Callable[[str], None]
+) -> None:
+    r = resolve.load(project, arm.profile)
     dest = directory / arm.key
     try:
-        if not (dest / evidence.EVIDENCE).is_file():
+        if not (dest / EVIDENCE).is_file():
             arm.status, arm.error, arm.attempts, arm.started_at = "running", None, arm.attempts + 1, files.now_iso()
             state.save(directory, st)
             state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
@@ -138,7 +108,7 @@ def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState
             try:
                 try:
                     up = driver.up(project, r, driver.UpOptions(emulate=st.options.emulate), sink)
-                except AlreadyRunning:
+                except driver.AlreadyRunning:
                     up = driver.attach(project, r, sink)
                 arm.time_to_ready_s, arm.emulated = up.time_to_ready_s, up.emulated
             except Interrupted:
@@ -147,8 +117,11 @@ def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState
                 started = False
                 state.log(directory, f"{arm.key}: did not start: {exc.message}")
                 say(f"{arm.key} ({arm.profile}): did not start; judging its startup log")
-            result = qualify.qualify_stack(project, r) if started else _judge_log(project, r, st.options.emulate)
-            os.replace(result["run"], dest)
+            exposed = exposure.gate_for(project, r) if started else None  # an edge fronts it: its matrix too
+            result = (
+                qualify.qualify_stack(project, r, exposed) if started else _judge_log(project, r, st.options.emulate)
+            )
+            os.replace(result.run, dest)
         verdict = json.loads((dest / "qualify.json").read_text(encoding="utf-8"))
         arm.qualified, arm.bundle = bool(verdict["qualified"]), arm.key
         failed = [c["name"] for c in verdict["criteria"] if not c["passed"]]
@@ -156,8 +129,6 @@ def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState
         state.save(directory, st)
         state.log(directory, f"{arm.key}: {'QUALIFIED' if arm.qualified else 'not qualified'}; down {arm.profile}")
         down = driver.down(project, r)
-        from composegen.campaign.runner import reclaimable
-
         arm.shm_reclaimable = reclaimable(down.shm)
         arm.status, arm.finished_at = "done", files.now_iso()
         state.save(directory, st)
@@ -170,19 +141,14 @@ def _run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState
         raise
 
 
-def _judge_log(project: Project, r, emulate: bool) -> dict:
+def _judge_log(project: Project, r: Resolved, emulate: bool) -> QualifyResult:
     """qualify on the startup log of a stack that did not start (no request is sent)."""
-    from composegen.evidence import qualify
-    from composegen.stack import driver, engine, placement
-    from composegen.vllm import startup
-
-    head = placement.nodes(r)[0]
-    ctr = placement.vllm_container(engine.project_containers(head.project, head.target))
-    text = engine.logs(ctr) if ctr is not None else ""
-    report = driver.with_mismatches(r, startup.parse_startup_log(text).to_json())
+    ctr = driver.head_container(project, r)
+    text = driver.container_log(ctr) if ctr is not None else ""
+    report = driver.with_mismatches(r, parse_startup_log(text).to_json())
     identity = driver.live_identity(ctr) if ctr is not None else None
 
-    def not_sent(*args, **kwargs):
+    def not_sent(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError("qualify sends no request to an engine that is not ready")
 
     return qualify.qualify(
@@ -196,9 +162,8 @@ def _judge_log(project: Project, r, emulate: bool) -> dict:
     )
 
 
-def _arm_record(arm: ArmState, doc: dict) -> dict[str, Any]:
-    from composegen.evidence.qualify import probe_target
-
+def _arm_record(arm: ArmState, doc: dict) -> QualifiedArm:
+    """DOC: the arm's evidence (load_run); its qualify.json read beside it."""
     verdict = json.loads((Path(doc["path"]) / "qualify.json").read_text(encoding="utf-8"))
     startup = doc.get("startup") or {}
     estimate = None
@@ -213,29 +178,32 @@ def _arm_record(arm: ArmState, doc: dict) -> dict[str, Any]:
         probe = {"target": target} | {
             k: (row or {}).get(k) for k in ("prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s")
         }
-    return {
-        "arm": arm.key,
-        "profile": doc["profile"]["name"],
-        "profile_hash": doc["profile"].get("hash") or "",
-        "emulated": bool(doc.get("emulated")),
-        "started": bool(startup.get("ready")),
-        "qualified": bool(verdict["qualified"]),
-        "max_model_len": startup.get("max_model_len"),
-        "kv_cache_tokens": startup.get("kv_cache_tokens"),
-        "kv_pool_estimate": estimate,
-        "probe": probe,
-        "criteria": [{k: c[k] for k in ("name", "measured", "threshold", "passed")} for c in verdict["criteria"]],
-    }
+    return QualifiedArm(
+        arm=arm.key,
+        profile=doc["profile"]["name"],
+        profile_hash=doc["profile"].get("hash") or "",
+        emulated=bool(doc.get("emulated")),
+        started=bool(startup.get("ready")),
+        qualified=bool(verdict["qualified"]),
+        max_model_len=startup.get("max_model_len"),
+        kv_cache_tokens=startup.get("kv_cache_tokens"),
+        kv_pool_estimate=estimate,
+        probe=probe,
+        criteria=[
+            ArmCriterion(name=c["name"], measured=c["measured"], threshold=c["threshold"], passed=c["passed"])
+            for c in verdict["criteria"]
+        ],
+    )
 
 
-def write_records(project: Project, directory: Path, st: CampaignState, decided: dict | None = None) -> dict:
-    from composegen.campaign import qualifyrecord
-
+def write_records(
+    project: Project, directory: Path, st: CampaignState, decided: DecisionPart | None = None
+) -> QualificationReport:
     arms, raw = [], []
     for arm in st.arms:
         if arm.status != "done" or not arm.bundle:
             continue
-        doc = evidence.load_run(directory / arm.bundle)
+        doc = load_run(directory / arm.bundle)
         arms.append(_arm_record(arm, doc))
         bundle = directory / arm.bundle
         raw.append(
@@ -247,24 +215,22 @@ def write_records(project: Project, directory: Path, st: CampaignState, decided:
             }
         )
         raw += [{"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]]
-    winner = next((a for a in arms if a["qualified"]), None)
+    winner = next((a for a in arms if a.qualified), None)
     chosen = decided or decisionfile.read(directory)
     doc = {
-        "schema": SCHEMA,
+        "schema": QUALIFICATION_SCHEMA,
         "campaign": st.name,
-        "emulated": any(a["emulated"] for a in arms),
-        "qualified_arm": winner["arm"] if winner else None,
-        "qualified_profile": winner["profile"] if winner else None,
-        "arms": arms,
-        "decision": {"decision": "undecided"}
-        if chosen is None
-        else {k: chosen.get(k) for k in ("decision", "profile", "why", "decided_at")},
+        "emulated": any(a.emulated for a in arms),
+        "qualified_arm": winner.arm if winner else None,
+        "qualified_profile": winner.profile if winner else None,
+        "arms": [a.to_json() for a in arms],  # qualification.json is written: JSON from here on (for the scrub)
+        "decision": (chosen or DecisionPart(decision="undecided")).to_json(),
         "raw": raw,
     }
     scrub = Scrubber([str(directory.resolve()), str(project.root.resolve())])
     clean = scrub.json(doc)
     clean["redacted"] = scrub.count
-    clean = QualificationReport.model_validate(clean).to_json()
-    files.write_json(directory / RECORD_JSON, clean)
-    files.write_atomic(directory / "campaign.md", qualifyrecord.render(clean, st))
-    return clean
+    report = QualificationReport.model_validate(clean)  # the sanitized record, checked against its model
+    files.write_json(directory / RECORD_JSON, report.to_json())  # qualification.json is written: JSON here
+    files.write_atomic(directory / "campaign.md", qualifyrecord.render(report, st))
+    return report

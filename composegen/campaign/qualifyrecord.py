@@ -3,10 +3,10 @@ failed (by criterion, from the sanitized record), the decision and the evidence 
 
 from __future__ import annotations
 
-from composegen.campaign.state import CampaignState
+from composegen.campaign.reports import CampaignState, QualificationReport, QualifiedArm
 
 
-def _fmt(v) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int):
@@ -16,11 +16,11 @@ def _fmt(v) -> str:
     return "unknown" if v is None else str(v)
 
 
-def _arm_sentence(a: dict) -> str:
-    if a["qualified"]:
-        probe = a["probe"] or {}
-        pool, ctx = _fmt(a["kv_cache_tokens"]), _fmt(a["max_model_len"])
-        text = f"{a['profile']} qualified: reported KV pool {pool} tokens for a {ctx}-token context"
+def _arm_sentence(a: QualifiedArm) -> str:
+    if a.qualified:
+        probe = a.probe or {}
+        pool, ctx = _fmt(a.kv_cache_tokens), _fmt(a.max_model_len)
+        text = f"{a.profile} qualified: reported KV pool {pool} tokens for a {ctx}-token context"
         if probe:
             text += (
                 f"; an actual prompt of {_fmt(probe.get('prompt_tokens'))} API-reported tokens "
@@ -28,53 +28,53 @@ def _arm_sentence(a: dict) -> str:
                 f"decode {_fmt(probe.get('decode_tok_s'))} tok/s)"
             )
         return text + "; post-probe gates passed."
-    failed = [c for c in a["criteria"] if not c["passed"]]
-    parts = [f"{c['name']} ({_fmt(c['measured'])}, needed {_fmt(c['threshold'])})" for c in failed]
-    text = f"{a['profile']} did not qualify: {', '.join(parts)}."
-    if not a["started"]:
-        pool = a["kv_pool_estimate"]
+    failed = [c for c in a.criteria if not c.passed]
+    parts = [f"{c.name} ({_fmt(c.measured)}, needed {_fmt(c.threshold)})" for c in failed]
+    text = f"{a.profile} did not qualify: {', '.join(parts)}."
+    if not a.started:
+        estimate = a.kv_pool_estimate
         text += " The engine refused to start" + (
-            f": its KV pool holds {pool:,} tokens, below the {_fmt(a['max_model_len'])}-token context." if pool else "."
+            f": its KV pool holds {estimate:,} tokens, below the {_fmt(a.max_model_len)}-token context."
+            if estimate
+            else "."
         )
     return text
 
 
-def render(doc: dict, st: CampaignState) -> str:
-    arms = doc["arms"]
+def render(doc: QualificationReport, st: CampaignState) -> str:
+    arms = doc.arms
     names = " → ".join(a.profile for a in st.arms)
-    lines = [f"# Qualification campaign {doc['campaign']}: {names}", "", f"Date: {st.created_at[:10]}"]
+    lines = [f"# Qualification campaign {doc.campaign}: {names}", "", f"Date: {st.created_at[:10]}"]
     lines.append(
-        "Evidence: " + ("EMULATED (composegen's vLLM test double)" if doc["emulated"] else "measured on a real engine")
+        "Evidence: " + ("EMULATED (composegen's vLLM test double)" if doc.emulated else "measured on a real engine")
     )
-    lines += [f"Decision: {doc['decision']['decision']}", ""]
-    if doc["emulated"]:
+    lines += [f"Decision: {doc.decision.decision}", ""]
+    if doc.emulated:
         lines += ["> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.", ""]
     verdict = (
-        f"{doc['qualified_profile']} ({doc['qualified_arm']} arm) qualified."
-        if doc["qualified_arm"]
-        else "No arm qualified."
+        f"{doc.qualified_profile} ({doc.qualified_arm} arm) qualified." if doc.qualified_arm else "No arm qualified."
     )
     lines += ["## Outcome", "", verdict, "", *[_arm_sentence(a) for a in arms], ""]
     for arm in st.arms:
         if arm.status == "skipped":
             lines += [f"The {arm.key} arm ({arm.profile}) was not needed and did not run.", ""]
     for a in arms:
-        lines += [f"## {a['arm']}: {a['profile']}", "", "| Criterion | Measured | Needed | |", "|---|---|---|---|"]
+        lines += [f"## {a.arm}: {a.profile}", "", "| Criterion | Measured | Needed | |", "|---|---|---|---|"]
         lines += [
-            f"| {c['name']} | {_fmt(c['measured'])} | {_fmt(c['threshold'])} | {'pass' if c['passed'] else 'FAIL'} |"
-            for c in a["criteria"]
+            f"| {c.name} | {_fmt(c.measured)} | {_fmt(c.threshold)} | {'pass' if c.passed else 'FAIL'} |"
+            for c in a.criteria
         ]
         lines.append("")
-    d = doc["decision"]
+    d = doc.decision
     lines += ["## Decision", ""]
-    if d["decision"] == "undecided":
+    if d.decision == "undecided":
         lines.append(
-            f'undecided. `composegen campaign decide {doc["campaign"]} --promote|--no-promotion|--fallback --why "…"`.'
+            f'undecided. `composegen campaign decide {doc.campaign} --promote|--no-promotion|--fallback --why "…"`.'
         )
     else:
-        lines.append(f"**{d['decision']}** ({d['profile'] or 'no profile'}), decided {d['decided_at']}: {d['why']}")
+        lines.append(f"**{d.decision}** ({d.profile or 'no profile'}), decided {d.decided_at}: {d.why}")
     lines += ["", "## Evidence", "", "| Arm | Raw file | SHA-256 |", "|---|---|---|"]
-    lines += [f"| {r['arm']} | {r['file']} | `{r['sha256']}` |" for r in doc["raw"]]
+    lines += [f"| {r.arm} | {r.file} | `{r.sha256}` |" for r in doc.raw]
     lines += [
         "",
         "The sanitized machine-readable record is qualification.json. Private raw artifacts are represented there "

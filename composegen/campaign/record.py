@@ -8,19 +8,31 @@ Controlled configuration, Results (the compare table), Bracket, What this proves
 
 from __future__ import annotations
 
-from composegen.campaign.state import CampaignState
+from composegen.campaign.bracket import sentence
+from composegen.campaign.reports import CampaignState, ComparisonReport
 from composegen.evidence import compare
+from composegen.evidence.reports.compare import CompareRow
 from composegen.units import format_gib
 
 STARTUP_METRICS = {"min_rank_kv_gib", "kv_cache_tokens", "max_concurrency", "peak_activation_gib", "weights_gib"}
 SOURCE = {"gates": "gates.json"}
 
 
-def _rows(doc: dict) -> dict[str, dict]:
-    return {r["metric"]: r for r in doc["rows"]}
+def _rows(doc: ComparisonReport) -> dict[str, CompareRow]:
+    return {r.metric: r for r in doc.rows}
 
 
-def _num(v) -> str:
+def _pair(row: CompareRow | None) -> tuple[float, float] | None:
+    """The row's two figures when both arms reported a number."""
+    if row is None:
+        return None
+    a, b = row.a, row.b
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, int | float) or not isinstance(b, int | float):
+        return None
+    return a, b
+
+
+def _num(v: object) -> str:
     return f"{v:,}" if isinstance(v, int) else (format_gib(v) if isinstance(v, float) else str(v))
 
 
@@ -28,68 +40,70 @@ def _flag_name(path: str) -> str:
     return path.rsplit(".", 1)[-1] if ".--" in path else path
 
 
-def outcome(doc: dict) -> list[str]:
-    rows, diffs = _rows(doc), doc["differences"]["functional"]
+def outcome(doc: ComparisonReport) -> list[str]:
+    rows, diffs = _rows(doc), doc.differences.functional
     if len(diffs) == 1:
         d = diffs[0]
         cause = (
-            f"Changing {_flag_name(d['path'])} from {_num(d['before'])} to {_num(d['after'])} "
-            f"on the otherwise matched {doc['control']} control"
+            f"Changing {_flag_name(d.path)} from {_num(d.before)} to {_num(d.after)} "
+            f"on the otherwise matched {doc.control} control"
         )
     elif diffs:
-        cause = f"The {len(diffs)} functional changes from {doc['control']} to {doc['candidate']}"
+        cause = f"The {len(diffs)} functional changes from {doc.control} to {doc.candidate}"
     else:
-        cause = f"With no functional configuration change from {doc['control']} to {doc['candidate']}, the candidate"
+        cause = f"With no functional configuration change from {doc.control} to {doc.candidate}, the candidate"
     parts = []
     act, kv = rows.get("peak_activation_gib"), rows.get("min_rank_kv_gib")
     for row, what in ((act, "profiled peak activation memory"), (kv, "the minimum-rank GPU KV allocation")):
-        if row and row["a"] is not None and row["b"] is not None:
-            verb = "increased" if row["b"] > row["a"] else "reduced" if row["b"] < row["a"] else "left"
+        if pair := _pair(row):
+            a, b = pair
+            verb = "increased" if b > a else "reduced" if b < a else "left"
             per = " per TP rank" if row is act else ""
-            parts.append(f"{verb} {what} from {format_gib(row['a'])} to {format_gib(row['b'])}{per}")
+            parts.append(f"{verb} {what} from {format_gib(a)} to {format_gib(b)}{per}")
     first = f"{cause} {' and '.join(parts)}." if parts else f"{cause}: the engine reported no memory figures."
     out = [f"{first} {bracket_sentence(doc)}", ""]
     tokens, conc = rows.get("kv_cache_tokens"), rows.get("max_concurrency")
-    if tokens and tokens["a"] is not None and tokens["b"] is not None:
-        verb = "increased" if tokens["b"] > tokens["a"] else "decreased" if tokens["b"] < tokens["a"] else "stayed"
-        text = f"The engine-reported KV capacity {verb} from {tokens['a']:,} to {tokens['b']:,} tokens"
-        if conc and conc["a"] is not None and conc["b"] is not None:
-            at = conc["label"].split(" at ")[-1]
-            text += f" and its stated concurrency at {at} from {conc['a']:.2f}x to {conc['b']:.2f}x"
+    if counted := _pair(tokens):
+        a, b = counted
+        verb = "increased" if b > a else "decreased" if b < a else "stayed"
+        text = f"The engine-reported KV capacity {verb} from {a:,} to {b:,} tokens"
+        if conc and (stated := _pair(conc)):
+            at = conc.label.split(" at ")[-1]
+            text += f" and its stated concurrency at {at} from {stated[0]:.2f}x to {stated[1]:.2f}x"
         out.append(text + ".")
-    cap = doc["unexplained_capacity_change"]
-    if cap["flag"]:
+    cap = doc.unexplained_capacity_change
+    if cap.flag:
         out[-1] += (
             " That token-count change is not explained by the KV byte allocation: "
-            f"KV bytes {cap['kv_bytes_pct']:+.3f}% against KV tokens {cap['kv_tokens_pct']:+.3f}%. "
+            f"KV bytes {cap.kv_bytes_pct:+.3f}% against KV tokens {cap.kv_tokens_pct:+.3f}%. "
             "Cache geometry or engine accounting remains unresolved; the mismatch is kept explicitly."
         )
-    elif cap["flag"] is False and out[-1]:
+    elif cap.flag is False and out[-1]:
         out[-1] += (
-            f" The token change follows the KV byte change (bytes {cap['kv_bytes_pct']:+.3f}%, tokens "
-            f"{cap['kv_tokens_pct']:+.3f}%): no unexplained capacity change."
+            f" The token change follows the KV byte change (bytes {cap.kv_bytes_pct:+.3f}%, tokens "
+            f"{cap.kv_tokens_pct:+.3f}%): no unexplained capacity change."
         )
     return out
 
 
-def configuration(doc: dict) -> list[str]:
-    m, arm = doc["model"], (doc["arms"] or [{}])[0].get("figures", {})
-    digest = m["image_digest"] or (
-        "none (a local build: the emulator image)" if doc["emulated"] else "unknown (no registry digest recorded)"
+def configuration(doc: ComparisonReport) -> list[str]:
+    m, arm = doc.model, (doc.arms[0].figures if doc.arms else {})
+    digest = m.image_digest or (
+        "none (a local build: the emulator image)" if doc.emulated else "unknown (no registry digest recorded)"
     )
     lines = [
-        f"Both arms used model {m['id'] or 'unknown'} at revision {m['revision'] or 'unknown'}, image digest "
+        f"Both arms used model {m.id or 'unknown'} at revision {m.revision or 'unknown'}, image digest "
         f"{digest}, vLLM {arm.get('vllm_version') or 'unknown'}, {_num(arm.get('max_model_len'))} configured context."
     ]
-    diffs = doc["differences"]["functional"]
+    diffs = doc.differences.functional
     if len(diffs) == 1:
-        lines.append(f"Only {_flag_name(diffs[0]['path'])} changed functionally; it was the only functional change.")
+        lines.append(f"Only {_flag_name(diffs[0].path)} changed functionally; it was the only functional change.")
     elif diffs:
-        changed = ", ".join(f"{_flag_name(d['path'])} ({_num(d['before'])} -> {_num(d['after'])})" for d in diffs)
+        changed = ", ".join(f"{_flag_name(d.path)} ({_num(d.before)} -> {_num(d.after)})" for d in diffs)
         lines.append(f"{len(diffs)} settings changed functionally: {changed}. The A/B does not isolate one variable.")
     else:
         lines.append("Nothing changed functionally between the arms.")
-    named = identity_names(doc["differences"]["identity"])
+    named = identity_names(doc.differences.identity)
     if named:
         lines.append(f"{_join_and(named).capitalize()} changed solely to preserve evidence identity.")
     return lines
@@ -119,38 +133,38 @@ def _join_and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def limits(doc: dict, state: CampaignState) -> tuple[list[str], list[str]]:
+def limits(doc: ComparisonReport, state: CampaignState) -> tuple[list[str], list[str]]:
     """(what this proves, what it does not): from what was actually measured."""
     rows, opts = _rows(doc), state.options
     proves, not_proven = [], []
-    if doc["emulated"]:
+    if doc.emulated:
         proves.append(
             "These arms ran the EMULATED vLLM (a labelled test double): the figures exercise composegen and this "
             "campaign's logic, not a GPU, an engine or a model."
         )
     gates = rows.get("gates")
-    if not (gates and gates["a"] and gates["b"]):
+    if not (gates and gates.a and gates.b):
         gate_text = "with no functional gates run on both arms"
         not_proven.append("functional equivalence (no gates on both arms)")
-    elif all(_full(v) for v in (gates["a"], gates["b"])):
-        gate_text = f"without breaking the bounded functional gates ({gates['b']} on the candidate)"
+    elif all(_full(str(v)) for v in (gates.a, gates.b)):
+        gate_text = f"without breaking the bounded functional gates ({gates.b} on the candidate)"
     else:
-        gate_text = f"but the functional gates did not all pass (control {gates['a']}, candidate {gates['b']})"
+        gate_text = f"but the functional gates did not all pass (control {gates.a}, candidate {gates.b})"
         not_proven.append("that the candidate keeps the control's functional behaviour")
     proves.append(
         f"This shows how the candidate's configuration changes the engine-reported memory split against the "
-        f"{doc['control']} control on this topology, {gate_text}."
+        f"{doc.control} control on this topology, {gate_text}."
     )
-    if doc["bracket"] and doc["bracket"]["passed"]:
+    if doc.bracket and doc.bracket.passed:
         proves.append("It also establishes that the control result is reproducible under the current runtime.")
-    elif doc["bracket"]:
+    elif doc.bracket:
         not_proven.append("a reproducible baseline (the bracketed replay drifted)")
     else:
         not_proven.append("a reproducible baseline (no bracketed replay was run)")
     targets = sorted(opts.ladder)
-    max_len = max((a["figures"].get("max_model_len") or 0 for a in doc["arms"]), default=0)
-    largest = rows.get("largest_prompt_tokens") or {}
-    sizes = [v for v in (largest.get("a"), largest.get("b")) if isinstance(v, int)]
+    max_len = max((a.figures.get("max_model_len") or 0 for a in doc.arms), default=0)
+    largest = rows.get("largest_prompt_tokens")
+    sizes = [v for v in ((largest.a, largest.b) if largest else ()) if isinstance(v, int)]
     if targets and sizes:
         not_proven.append(f"a request above {min(sizes):,} tokens (the largest actual prompt both arms completed)")
     if targets:
@@ -167,11 +181,11 @@ def limits(doc: dict, state: CampaignState) -> tuple[list[str], list[str]]:
     else:
         not_proven.append(f"concurrency beyond {max(opts.bench)} active requests")
     not_proven.append("broad task-quality equivalence")
-    cap = doc["unexplained_capacity_change"]
-    if cap["flag"]:
+    cap = doc.unexplained_capacity_change
+    if cap.flag:
         not_proven.append("a causal explanation for the reported KV-token change")
         tail = (
-            f" The mismatch between {cap['kv_bytes_pct']:+.3f}% KV bytes and {cap['kv_tokens_pct']:+.3f}% reported "
+            f" The mismatch between {cap.kv_bytes_pct:+.3f}% KV bytes and {cap.kv_tokens_pct:+.3f}% reported "
             "tokens is retained explicitly rather than normalized away."
         )
     else:
@@ -189,32 +203,32 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
 
 
-def _decision_lines(doc: dict) -> list[str]:
-    d = doc["decision"]
-    if d["decision"] == "undecided":
+def _decision_lines(doc: ComparisonReport) -> list[str]:
+    d = doc.decision
+    if d.decision == "undecided":
         return [
-            f"undecided. The operator records it: `composegen campaign decide {doc['campaign']} "
+            f"undecided. The operator records it: `composegen campaign decide {doc.campaign} "
             '--promote|--no-promotion|--fallback --why "…"`.'
         ]
-    target = f" ({d['profile']})" if d["profile"] else ""
-    return [f"**{d['decision']}**{target}, decided {d['decided_at']}: {d['why']}"]
+    target = f" ({d.profile})" if d.profile else ""
+    return [f"**{d.decision}**{target}, decided {d.decided_at}: {d.why}"]
 
 
-def _trace(doc: dict) -> list[str]:
+def _trace(doc: ComparisonReport) -> list[str]:
     """Every figure of Results and Bracket: the raw file it was read from, by SHA-256 on each arm."""
-    sha = {(r["arm"], r["file"]): r["sha256"] for r in doc["raw"]}
-    arms = [a["arm"] for a in doc["arms"]]
+    sha = {(r.arm, r.file): r.sha256 for r in doc.raw}
+    arms = [a.arm for a in doc.arms]
     lines = [
         "| Figure | Raw file | " + " | ".join(f"{a} SHA-256" for a in arms) + " |",
         "|---|---|" + "---|" * len(arms),
     ]
-    for row in doc["rows"]:
-        metric = row["metric"]
+    for row in doc.rows:
+        metric = row.metric
         file = "startup.json" if metric in STARTUP_METRICS else SOURCE.get(metric, "ladder.json")
         if all((a, file) not in sha for a in arms):
             continue
         cells = " | ".join(f"`{sha[(a, file)]}`" if (a, file) in sha else "not measured" for a in arms)
-        lines.append(f"| {row['label']} | {file} | {cells} |")
+        lines.append(f"| {row.label} | {file} | {cells} |")
     lines.append("")
     lines.append(
         "startup.json is parsed from startup.log (its hashes: "
@@ -236,50 +250,40 @@ def close(state: CampaignState) -> str:
     return text + f"Shared-memory inspection after each down found {verdict}."
 
 
-def render(doc: dict, state: CampaignState, next_arm: list[str]) -> str:
-    """DOC: the sanitized comparison (comparison.build)."""
-    sources = {a["source"] for a in doc["arms"]}
+def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> str:
+    """DOC: the sanitized comparison (comparison.build), as comparison.json holds it."""
+    sources = {a.source for a in doc.arms}
     evidence = (
         "EMULATED (composegen's vLLM test double)"
-        if doc["emulated"]
+        if doc.emulated
         else "measured on a real engine"
         if sources == {"stack"}
         else "read from recorded startup logs"
     )
     lines = [
-        f"# Campaign {doc['campaign']}: {doc['control']} (control) vs {doc['candidate']} (candidate)",
+        f"# Campaign {doc.campaign}: {doc.control} (control) vs {doc.candidate} (candidate)",
         "",
         f"Date: {state.created_at[:10]}",
         f"Evidence: {evidence}; functional gates, context ladder and engine-reported capacity, one stack at a time",
-        f"Decision: {doc['decision']['decision']}",
+        f"Decision: {doc.decision.decision}",
         "",
     ]
-    if doc["emulated"]:
+    if doc.emulated:
         lines += ["> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.", ""]
     lines += ["## Outcome", "", *outcome(doc), ""]
     lines += ["## Controlled configuration", "", " ".join(configuration(doc)), ""]
-    table = compare.format_markdown(
-        {
-            "a": {"profile": f"{doc['control']} control"},
-            "b": {"profile": f"{doc['candidate']} candidate"},
-            "rows": doc["rows"],
-            "unexplained_capacity_change": doc["unexplained_capacity_change"],
-            "config": {"functional": [], "identity": [], "notes": []},
-            "notes": [],
-            "bench": None,
-        }
-    )
-    lines += ["## Results", "", *table.splitlines()[: len(doc["rows"]) + 2], ""]
-    if doc["bracket"]:
+    table = compare.markdown_table(f"{doc.control} control", f"{doc.candidate} candidate", doc.rows)
+    lines += ["## Results", "", *table, ""]
+    if doc.bracket:
         lines += [
             "## Bracket",
             "",
             "| Figure | first control | replayed control | max rel. diff | |",
             "|---|---|---|---|---|",
         ]
-        for f in doc["bracket"]["figures"]:
-            mark = "pass" if f["passed"] else "DRIFT"
-            lines.append(f"| {f['label']} | {f['first']} | {f['replay']} | {f['max_rel_diff']} | {mark} |")
+        for f in doc.bracket.figures:
+            mark = "pass" if f.passed else "DRIFT"
+            lines.append(f"| {f.label} | {f.first} | {f.replay} | {f.max_rel_diff} | {mark} |")
         lines.append("")
     proves, does_not = limits(doc, state)
     lines += ["## What this proves and what it does not", "", " ".join(proves), "", *does_not, ""]
@@ -294,7 +298,5 @@ def render(doc: dict, state: CampaignState, next_arm: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bracket_sentence(doc: dict) -> str:
-    from composegen.campaign.bracket import sentence
-
-    return sentence(doc["bracket"], doc["control"])
+def bracket_sentence(doc: ComparisonReport) -> str:
+    return sentence(doc.bracket, doc.control)

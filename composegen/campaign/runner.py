@@ -11,12 +11,16 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from composegen.campaign import bracket, decisionfile, exclusive, files, state
-from composegen.campaign.state import ArmKey, ArmState, CampaignOptions, CampaignState
+from composegen.campaign import bracket, comparison, decisionfile, exclusive, files, record, state
+from composegen.campaign.reports import ArmKey, ArmState, CampaignOptions, CampaignState, ComparisonReport, DecisionPart
 from composegen.errors import BadInput, CheckFailed, ComposegenError, Interrupted
-from composegen.evidence import bundle as evidence
+from composegen.evidence import bundle, capture, compare
+from composegen.profiles import resolve
 from composegen.project import Project
+from composegen.shm.reports import ShmScan
+from composegen.stack import driver
 from composegen.stack.progress import ProgressSink
+from composegen.stack.reports import NodesShm
 
 Say = Callable[[str], None]
 AB_ARMS: tuple[ArmKey, ...] = ("control", "candidate", "bracket")
@@ -29,12 +33,10 @@ def default_name(control: str, candidate: str) -> str:
 def create(project: Project, control: str, candidate: str, opts: CampaignOptions, name: str | None) -> Path:
     """The campaign directory: made new, or the existing one when its profiles and options are the same
     (so `campaign run` again resumes it)."""
-    from composegen.profiles import resolve as profile
-
     if control == candidate:
         raise BadInput(f"campaign run: control and candidate are the same profile ({control})")
     for n in (control, candidate, *([opts.next_arm] if opts.next_arm else [])):
-        profile.load(project, n)  # bad input before anything is written
+        resolve.load(project, n)  # bad input before anything is written
     directory = state.campaign_dir(project, name or default_name(control, candidate))
     if (directory / state.STATE).is_file():
         st = state.load(directory)
@@ -74,17 +76,13 @@ def run(project: Project, directory: Path, sink: ProgressSink, say: Say) -> Camp
     return st
 
 
-def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say: Say) -> dict:
-    """One arm up -> evidence -> down; returns its evidence (load_run)."""
-    from composegen.profiles import resolve as profile
-    from composegen.stack import driver
-    from composegen.stack.loadstate import AlreadyRunning
-
-    r = profile.load(project, arm.profile)
+def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say: Say) -> None:
+    """One arm up -> evidence -> down; its bundle is then the campaign's directory named as the arm."""
+    r = resolve.load(project, arm.profile)
     opts = st.options
     dest = directory / arm.key
     try:
-        if not (dest / evidence.EVIDENCE).is_file():  # else captured before an interrupt: only `down` is left
+        if not (dest / bundle.EVIDENCE).is_file():  # else captured before an interrupt: only `down` is left
             arm.status, arm.error, arm.attempts = "running", None, arm.attempts + 1
             arm.started_at = files.now_iso()
             state.save(directory, st)
@@ -93,7 +91,7 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
             say(f"{arm.key} ({arm.profile}): starting")
             try:
                 report = driver.up(project, r, driver.UpOptions(emulate=opts.emulate), sink)
-            except AlreadyRunning as exc:  # an earlier attempt's stack: its load goes on, nothing is reloaded
+            except driver.AlreadyRunning as exc:  # an earlier attempt's stack: its load goes on, nothing is reloaded
                 state.log(directory, f"{arm.key}: attaching ({exc.message})")
                 say(f"{arm.key} ({arm.profile}): {exc.message}; attaching")
                 report = driver.attach(project, r, sink)
@@ -101,7 +99,7 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
             state.save(directory, st)
             state.log(directory, f"{arm.key}: ready in {report.time_to_ready_s} s; capturing evidence")
             bench = {"levels": opts.bench, "requests": opts.bench_requests} if opts.bench else None
-            made = evidence.capture_stack(
+            made = capture.capture_stack(
                 project, r, gate=opts.gate, ladder_targets=opts.ladder or None, tools=opts.tools, bench=bench
             )
             os.replace(made, dest)  # one rename: the bundle is in the campaign whole, or not at all
@@ -119,32 +117,23 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
     except ComposegenError as exc:
         state.failed(directory, st, arm, exc)
         raise
-    return evidence.load_run(dest)
 
 
-def reclaimable(shm: dict | None) -> int | None:
+def reclaimable(shm: ShmScan | NodesShm | None) -> int | None:
     """Leftover /dev/shm files after down (the shm scan's `leftover` count: no holder, a known crash
     pattern); None when not checked (a private /dev/shm goes with its container)."""
-    if not shm:
+    if shm is None:
         return None
-    totals = shm.get("totals") or {}
-    if isinstance(totals.get("leftover"), dict):
-        return int(totals["leftover"].get("count") or 0)
-    nodes = shm.get("nodes")  # a multi-node stack: every node's scan (a local one) or probe (a remote one)
-    if isinstance(nodes, list):
-        counts = [reclaimable(n.get("scan")) for n in nodes if isinstance(n, dict)]
-        counts += [
-            sum(1 for e in n["probe"].get("entries") or [] if e.get("pattern") and not e.get("holders"))
-            for n in nodes
-            if isinstance(n, dict) and isinstance(n.get("probe"), dict)
-        ]
-        known = [c for c in counts if c is not None]
-        return sum(known) if known else None
-    return None
+    if isinstance(shm, ShmScan):
+        return shm.totals.leftover.count
+    # A multi-node stack: every node's scan (a local one) or probe (a remote one: names, no holders).
+    counts = [n.scan.totals.leftover.count for n in shm.nodes if n.scan is not None]
+    counts += [sum(1 for e in n.probe.entries if e.pattern) for n in shm.nodes if n.probe is not None]
+    return sum(counts) if counts else None
 
 
 def docs(directory: Path, st: CampaignState) -> dict[str, dict]:
-    return {a.key: evidence.load_run(directory / a.bundle) for a in st.arms if a.status == "done" and a.bundle}
+    return {a.key: bundle.load_run(directory / a.bundle) for a in st.arms if a.status == "done" and a.bundle}
 
 
 def finish(project: Project, directory: Path, st: CampaignState) -> None:
@@ -153,10 +142,10 @@ def finish(project: Project, directory: Path, st: CampaignState) -> None:
     if "bracket" in loaded:
         st.bracket = bracket.check(loaded["control"], loaded["bracket"], tolerance=st.options.tolerance)
         state.save(directory, st)
-        state.log(directory, f"bracket: {'passed' if st.bracket['passed'] else 'DRIFTED'}")
+        state.log(directory, f"bracket: {'passed' if st.bracket.passed else 'DRIFTED'}")
     if decisionfile.read(directory) is None:  # once decided, the records stand as the decision hashed them
         write_records(project, directory, st, loaded)
-    if st.bracket is not None and not st.bracket["passed"]:
+    if st.bracket is not None and not st.bracket.passed:
         raise CheckFailed(
             f"campaign {st.name}: the bracketed replay of {st.control} did not reproduce its baseline; "
             "the comparison is not trustworthy (campaign.md says which figures drifted)"
@@ -164,27 +153,27 @@ def finish(project: Project, directory: Path, st: CampaignState) -> None:
 
 
 def write_records(
-    project: Project, directory: Path, st: CampaignState, loaded: dict | None = None, decided: dict | None = None
-) -> dict:
+    project: Project,
+    directory: Path,
+    st: CampaignState,
+    loaded: dict[str, dict] | None = None,
+    decided: DecisionPart | None = None,
+) -> ComparisonReport:
     """comparison.json and campaign.md; DECIDED: a decision being recorded (else decision.json's, if any)."""
-    from composegen.campaign import comparison, record
-    from composegen.evidence import compare
 
     loaded = loaded if loaded is not None else docs(directory, st)
     compared = compare.compare_runs(directory / "control", directory / "candidate", root=project.root)
-    doc = comparison.build(st, directory, loaded, compared, decided or decisionfile.read(directory))
-    files.write_json(directory / "comparison.json", doc)
-    files.write_atomic(directory / "campaign.md", record.render(doc, st, next_arm(project, st)))
-    return doc
+    report = comparison.build(st, directory, loaded, compared, decided or decisionfile.read(directory))
+    files.write_json(directory / "comparison.json", report.to_json())  # comparison.json is written: JSON here
+    files.write_atomic(directory / "campaign.md", record.render(report, st, next_arm(project, st)))
+    return report
 
 
 def next_arm(project: Project, st: CampaignState) -> list[str]:
-    from composegen.profiles import resolve as profile
-
     name = st.options.next_arm
     if not name:
         return ["None named (`campaign run … --next PROFILE [--next-fallback PROFILE]` names it)."]
-    r = profile.load(project, name)
+    r = resolve.load(project, name)
     q, ctx = r.profile.qualify, r.flag("max-model-len")
     need = [f"start with a reported KV pool of at least {(q and q.min_kv_tokens) or ctx:,} tokens"]
     if q and q.min_prompt_tokens:

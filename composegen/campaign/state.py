@@ -1,4 +1,4 @@
-"""runs/campaigns/N/: state.json (this module's CampaignState), one directory per finished arm (its
+"""runs/campaigns/N/: state.json (reports.CampaignState, loaded and saved here), one directory per finished arm (its
 evidence bundle, moved in once complete), campaign.log, and the records (campaign.md, comparison.json,
 decision.json).
 
@@ -10,81 +10,19 @@ run attaches to its stack or starts it again), `done` (its bundle is in the camp
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from composegen.campaign import files
+from composegen.campaign.reports import NAME_RE, ArmState, CampaignOptions, CampaignState
 from composegen.errors import BadInput, ComposegenError, Interrupted
 from composegen.project import Project
-from composegen.report import Report
 
-SCHEMA: Final = "composegen.campaign/v1"
 STATE = "state.json"
 LOG = "campaign.log"
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,127}")
 MAX_STATE_BYTES = 4 << 20
-
-ArmStatus = Literal["pending", "running", "done", "failed", "skipped"]
-
-
-ArmKey = Literal["control", "candidate", "bracket", "primary", "fallback"]
-ProfileName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
-
-
-class ArmState(Report):
-    key: ArmKey = Field(description="control | candidate | bracket (A/B); primary | fallback (qualification)")
-    profile: ProfileName
-    status: ArmStatus = "pending"
-    bundle: ArmKey | None = Field(
-        default=None, description="the arm's evidence bundle: a directory of the campaign, named as the arm"
-    )
-    attempts: int = 0
-    started_at: str | None = None
-    finished_at: str | None = None
-    time_to_ready_s: float | None = None
-    emulated: bool | None = None
-    shm_reclaimable: int | None = Field(
-        default=None, description="leftover /dev/shm files after down; null: not checked"
-    )
-    qualified: bool | None = Field(default=None, description="qualification arms: every criterion passed")
-    error: str | None = None
-
-
-class CampaignOptions(Report):
-    bracket: bool = False
-    gate: bool = False
-    ladder: list[int] = Field(default_factory=list)
-    bench: list[int] = Field(default_factory=list)
-    bench_requests: int = 8
-    tools: int = 20
-    emulate: bool = False
-    tolerance: float | None = Field(default=None, description="bracket tolerance (relative); null: exact when emulated")
-    next_arm: ProfileName | None = None
-    next_fallback: ProfileName | None = None
-
-
-class CampaignState(Report):
-    schema_: Literal["composegen.campaign/v1"] = Field(default=SCHEMA, alias="schema")
-    name: Annotated[str, Field(pattern=f"^{NAME_RE.pattern}$")]
-    kind: Literal["ab", "qualify"]
-    control: ProfileName | None = None
-    candidate: ProfileName | None = None
-    options: CampaignOptions
-    arms: list[ArmState]
-    created_at: str
-    updated_at: str
-    bracket: dict[str, Any] | None = None
-
-    def arm(self, key: str) -> ArmState:
-        return next(a for a in self.arms if a.key == key)
-
-    @property
-    def finished(self) -> bool:
-        return all(a.status in ("done", "skipped") for a in self.arms)
-
 
 OPTION_NAMES = {"next_arm": "--next", "next_fallback": "--next-fallback/--fallback", "tolerance": "--bracket-tolerance"}
 

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from composegen.cli import helptext
+from composegen.cli.fastpath import version_line
 from composegen.errors import BadInput
 from composegen.output import out
+from composegen.project import Project, find_project
+from composegen.units import parse_human_int
+
+if TYPE_CHECKING:  # annotations only: profiles load lazily (start-up time)
+    from composegen.profiles.resolved import Resolved
 
 helptext.install()  # usage lines and value kinds in words people read; --json names its report
 
@@ -24,16 +31,12 @@ _state: dict = {"root": None}
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output (its shape: composegen schema --report NAME).")
 
 
-def project():
-    from composegen.project import find_project
-
+def project() -> Project:
     return find_project(_state["root"])
 
 
-def _version(value: bool):
+def _version(value: bool) -> None:
     if value:
-        from composegen.cli.fastpath import version_line
-
         out(version_line())
         raise typer.Exit()
 
@@ -42,21 +45,19 @@ def _version(value: bool):
 def _main(
     root: Path | None = typer.Option(None, "--root", envvar="COMPOSEGEN_ROOT", help="Project root (holds profiles/)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-):
+) -> None:
     _state["root"] = root
 
 
-def load_profile(name: str):
-    from composegen.profiles import resolve as profile
+def load_profile(name: str) -> tuple[Project, Resolved]:
+    from composegen.profiles import resolve  # why: ~0.5 s to import (measured); only commands that load a profile pay
 
     proj = project()
-    return proj, profile.load(proj, name)
+    return proj, resolve.load(proj, name)
 
 
 def parse_ints(text: str, option: str = "--targets") -> list[int]:
     """Comma-separated token counts, with the sizes profiles accept: `117500,118_500,8k,128K`."""
-    from composegen.units import parse_human_int
-
     values = [parse_human_int(part.replace("_", "")) for part in text.split(",") if part.strip()]
     if not values or any(v is None or v <= 0 for v in values):
         raise BadInput(f"{option}: expected comma-separated positive token counts (e.g. 117500,8k,128K), got {text!r}")
@@ -64,10 +65,8 @@ def parse_ints(text: str, option: str = "--targets") -> list[int]:
 
 
 # Shell completion (`composegen --install-completion`): values read from the project, never guessed.
-def _completing(ctx: typer.Context):
+def _completing(ctx: typer.Context) -> Project:
     """The project being completed in: `--root` as typed on the line counts (the callback has not run)."""
-    from composegen.project import find_project
-
     return find_project(ctx.find_root().params.get("root"))
 
 
@@ -91,7 +90,7 @@ def complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
 
 def complete_gate_list(incomplete: str) -> list[str]:
     """`--only smoke,json,…`: complete the last item of a comma-separated list of gate names."""
-    from composegen.evidence.gates import GATES
+    from composegen.evidence.gates import GATES  # why: ~0.5 s to import (measured); only completing --only needs it
 
     done, _, last = incomplete.rpartition(",")
     prefix = f"{done}," if done else ""

@@ -6,12 +6,18 @@ from pathlib import Path
 
 import typer
 
+from composegen import safewrite
 from composegen.cli.app import JsonOpt, StackArg, app, complete_run
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
+from composegen.cli.campaign_commands import campaign_arms
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
+from composegen.evidence import bench as benching
+from composegen.evidence import benchstats
+from composegen.evidence.reportpage import render_html
+from composegen.evidence.runreport import format_markdown, gather
 from composegen.output import emit_json, out
 
 DEFAULT_REQUESTS = 32  # per level when neither --requests nor --duration is given (as evidence --bench-requests)
@@ -31,13 +37,11 @@ def bench(
         None, "--save-vllm-results", help="Also write vllm-bench-serve-cN.json per level here (vLLM's shape)."
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Closed-loop concurrency sweep over streamed chat completions (vllm bench serve's figures).
 
     Example: composegen bench 4096-131k --concurrency 1,4,16 --input-tokens 1000 --output-tokens 128
     """
-    from composegen.evidence import bench as benching
-    from composegen.evidence import benchstats
 
     slos = benchstats.parse_slos(goodput)
     levels = _ints(concurrency, "--concurrency")
@@ -77,13 +81,11 @@ def report(
     html: Path | None = typer.Option(None, "--html", help="Write one self-contained HTML page here."),
     markdown: bool = typer.Option(False, "--markdown", help="Print Markdown for a pull-request comment."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """A report of evidence runs: plots (inline SVG) and tables as one HTML page, or Markdown.
 
     Example: composegen report 8192-131k 4096-131k --html report.html
     """
-    from composegen.cli.campaign_commands import campaign_arms
-    from composegen.evidence.runreport import format_markdown, gather
 
     if html is not None and (str(html) in ("", ".") or html.is_dir() or html.name in ("", ".", "..")):
         raise BadInputError(f"--html: {str(html)!r} is a directory; give the page's file name (report.html)")
@@ -91,9 +93,6 @@ def report(
     specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]  # a campaign: its arms
     data = gather(specs, root=project.root)
     if html is not None:
-        from composegen import safewrite
-        from composegen.evidence.reportpage import render_html
-
         safewrite.write(html, render_html(data))
     if json_:
         emit_json(data.to_json())

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
+from composegen.campaign import decision, qualifyarm, runner, state
 from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
+from composegen.cli.console import console_progress
+from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import emit_json, err, out
+from composegen.stack import driver
+
+if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
+    from composegen.project import Project
 
 campaign_app = typer.Typer(
     help="Bracketed A/B campaigns and qualification arms, resumable, ending in a decision record.\n\n"
@@ -22,10 +31,9 @@ app.add_typer(campaign_app, name="campaign")
 CampaignArg = typer.Argument(..., help="A campaign: its name (runs/campaigns/NAME) or its directory.")
 
 
-def campaign_arms(project, spec: str) -> list[str] | None:
+def campaign_arms(project: Project, spec: str) -> list[str] | None:
     """The bundle directories of a campaign's finished arms (control, candidate, bracket; or primary,
     fallback), for `compare` and `report`; None when SPEC is not a campaign."""
-    from composegen.campaign import state
 
     directory = state.find(project, spec)
     if directory is None:
@@ -39,14 +47,8 @@ def campaign_arms(project, spec: str) -> list[str] | None:
     return arms
 
 
-def _drive(kind: str, project, directory, json_: bool):
-    from composegen.campaign import qualifyarm, runner, state
-    from composegen.cli.console import console_progress
-    from composegen.cli.interrupts import deferred_sigint
-
+def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
     with deferred_sigint():
-        from composegen.stack import driver
-
         driver.preload()
     say = (lambda text: None) if json_ else (lambda text: err(f"campaign: {text}"))
     with console_progress(quiet=json_) as sink:
@@ -81,12 +83,11 @@ def run(
     ),
     next_fallback: str | None = typer.Option(None, "--next-fallback", help="With --next: its fallback profile."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Control, candidate (and with --bracket the control again), one stack at a time; then campaign.md.
 
     Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --ladder 117500,118500,119500
     """
-    from composegen.campaign import runner, state
 
     if bench_requests < 1 or tools < 1:
         raise BadInput("--bench-requests and --tools: at least 1")
@@ -109,12 +110,11 @@ def run(
 
 
 @campaign_app.command("resume")
-def resume(campaign: str = CampaignArg, json_: bool = JsonOpt):
+def resume(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
     """Continue a campaign: finished arms are never run again.
 
     Example: composegen campaign resume 8192-131k-vs-4096-131k
     """
-    from composegen.campaign import state
 
     project = _project()
     directory = state.require(project, campaign)
@@ -133,12 +133,11 @@ def qualify(
     emulate: bool = typer.Option(False, "--emulate", help="Every arm on the emulated vLLM (a test double)."),
     name: str | None = typer.Option(None, "--name", help="The campaign's name (default qualify-PRIMARY)."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """A qualification arm and its fallback: start, KV pool, a long prompt, post-probe gates. Exit 1: none qualified.
 
     Example: composegen campaign qualify 393k-gpu --fallback 393k-offload
     """
-    from composegen.campaign import qualifyarm
 
     project = _project()
     _drive("qualify", project, qualifyarm.create(project, primary, fallback, emulate, name), json_)
@@ -152,31 +151,29 @@ def decide(
     fallback: bool = typer.Option(False, "--fallback", help="Fall back (to the control, or the fallback arm)."),
     why: str = typer.Option(..., "--why", help="The operator's reason, recorded with the decision."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Record the operator's decision: decision.json, and the Decision of campaign.md and comparison.json.
 
     Example: composegen campaign decide 8192-131k-vs-4096-131k --no-promotion --why "393K not yet qualified"
     """
-    from composegen.campaign import decision
 
     chosen = [d for d, on in zip(decision.DECISIONS, (promote, no_promotion, fallback), strict=True) if on]
     if len(chosen) != 1:
         raise BadInput("decide: give exactly one of --promote, --no-promotion, --fallback")
     record = decision.decide(_project(), campaign, chosen[0], why)
     if json_:
-        return emit_json(record)
-    promoted = record["profile"] or "no profile"
-    out(f"campaign {record['campaign']}: {record['decision']} ({promoted}) at {record['decided_at']}")
-    out(f"  evidence sha256 {record['evidence_sha256']}")
+        return emit_json(record.to_json())
+    promoted = record.profile or "no profile"
+    out(f"campaign {record.campaign}: {record.decision} ({promoted}) at {record.decided_at}")
+    out(f"  evidence sha256 {record.evidence_sha256}")
 
 
 @campaign_app.command("show")
-def show(campaign: str = CampaignArg, json_: bool = JsonOpt):
+def show(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
     """A campaign's record (campaign.md), or where it stands when unfinished; --json: its comparison.json.
 
     Example: composegen campaign show 8192-131k-vs-4096-131k
     """
-    from composegen.campaign import qualifyarm, state
 
     project = _project()
     directory = state.require(project, campaign)

@@ -14,12 +14,19 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from composegen.evidence.estimate import earlier_load
 from composegen.output import inert, mask
+from composegen.project import Project
 from composegen.stack.progress import LogLine, ProgressSink, PullEvent
+from composegen.stack.reports import Check, PhaseTime, UpReport
 from composegen.units import format_bytes, format_gib
 from composegen.vllm import stages
+
+if TYPE_CHECKING:  # annotations only: rich loads when a terminal draws (start-up time)
+    from rich.console import Console, Group
+    from rich.live import Live
 
 
 def _seconds_from_env(name: str, default: float) -> float:
@@ -49,7 +56,7 @@ def _amount(n: float, unit: str) -> str:
     return format_bytes(n) if unit == "B" else f"{n:g}"
 
 
-def progress_text(row: dict) -> str:
+def progress_text(row: stages.StageRow) -> str:
     """`3/8 shards 37% · 1.20 shards/s · ETA 0:04` for a stage row from StageTracker.view (no bar)."""
     parts = []
     if row["done"] is not None and row["total"]:
@@ -64,10 +71,8 @@ def progress_text(row: dict) -> str:
     return " · ".join(parts)
 
 
-def earlier_load_s(project, name: str) -> float | None:
+def earlier_load_s(project: Project, name: str) -> float | None:
     """An earlier start's load time from runs/ (evidence/estimate.py), for the "ready in ≈ N min" estimate."""
-    from composegen.evidence.estimate import earlier_load
-
     earlier = earlier_load(project.root, name)
     return earlier.seconds if earlier else None
 
@@ -118,17 +123,30 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
     timing = f"  elapsed {clock(now - tracker.started_at)}{estimate_text(tracker, now)}" + (
         f" · {clock(left)} left of startup_timeout" if left is not None else ""
     )
-    done = " · ".join(
-        f"{r['label']} {clock(r['elapsed_s'])}" for r in rows if not r["active"] and r["stage"] != "ready"
-    )
+    done = [f"{r['label']} {clock(r['elapsed_s'])}" for r in rows if not r["active"] and r["stage"] != "ready"]
     last = tracker.last_line or ""
-    if active is None and done and len(done) + 4 > width:  # over: the stages matter more than the last line
-        split = done.rfind(" · ", 0, width - 4) if done.rfind(" · ", 0, width - 4) > 0 else width - 4
-        return [cut(line, width) for line in (head, timing, f"  ✓ {done[:split]}", f"    {done[split + 3 :]}")]
-    if done and len(done) + 4 > width:  # the latest stages matter most: cut from the left
-        done = "…" + done[len(done) + 5 - width :]
-    lines = [head, timing, f"  ✓ {done}" if done else "", f"  │ {last}" if last else ""]
+    folded = fold_stages(done, width, rows=1)
+    if active is None and len(fold_stages(done, width, rows=2)) == 2:  # over: the stages matter more than the last line
+        return [cut(line, width) for line in (head, timing, *fold_stages(done, width, rows=2))]
+    lines = [head, timing, folded[0] if folded else "", f"  │ {last}" if last else ""]
     return [cut(line, width) for line in lines]
+
+
+def fold_stages(done: list[str], width: int, rows: int) -> list[str]:
+    """The finished stages as at most `rows` lines of whole `label time` items, none over `width`: folded
+    at the separators, and when they still do not fit, the oldest are elided with a count (`+3 earlier`),
+    because the latest stages matter most. One item wider than a line is cut (the last resort)."""
+    for dropped in range(len(done) + 1):
+        items = ([f"+{dropped} earlier"] if dropped else []) + done[dropped:]
+        lines: list[str] = []
+        for item in items:
+            if lines and len(lines[-1]) + 3 + len(item) <= width:
+                lines[-1] += " · " + item
+            else:
+                lines.append(("  ✓ " if not lines else "    ") + item)
+        if len(lines) <= rows and all(len(line) <= width for line in lines):
+            return lines
+    return [cut(f"  ✓ +{len(done)} earlier", width)] if done else []
 
 
 def cut(text: str, width: int) -> str:
@@ -160,12 +178,10 @@ class ConsoleSink(ProgressSink):
         self._stage: str | None = None
         self._answering = False  # the API answered (readiness)
         self._head: str | None = None  # the head node's name, once its API server logged
-        self.failed_checks: list[str] = []  # preflight checks shown as FAIL: the closing error names them only
+        self.shows_checks = not quiet  # every check is printed: a failed preflight's error only names them
 
     # ---- events from the stack ----
-    def check(self, check) -> None:
-        if check.status == "fail" and not self.quiet:
-            self.failed_checks.append(check.name)
+    def check(self, check: Check) -> None:
         line = f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}"
         if self.tty and not self.verbose and check.status != "fail":  # one row each; a FAIL keeps its reason
             line = cut(line, self._terminal().width)
@@ -264,14 +280,14 @@ class ConsoleSink(ProgressSink):
         width = max(20, live.console.width)
         live.update(_render(block_lines(self.tracker, now, width)), refresh=True)
 
-    def _terminal(self):
+    def _terminal(self) -> Console:
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(file=self.stream, force_terminal=True, soft_wrap=False)
         return self._console
 
-    def _start_live(self):
+    def _start_live(self) -> Live:
         if self._live is None:
             from rich.live import Live
 
@@ -299,15 +315,21 @@ class ConsoleSink(ProgressSink):
     def __enter__(self) -> ConsoleSink:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def phases(self) -> list[dict]:
+    def phases(self) -> list[PhaseTime]:
         """The stages for `up --json` `phases` (additions to the readiness phases)."""
-        return self.tracker.phases(time.time())
+        return [PhaseTime.model_validate(p) for p in self.tracker.phases(time.time())]
 
 
-def _render(lines: list[str]):
+def with_stages(report: UpReport, sink: ConsoleSink) -> UpReport:
+    """The report with the stages the sink saw added to its phases (`up --json`, `wait --json`)."""
+    report.phases = [*report.phases, *sink.phases()]
+    return report
+
+
+def _render(lines: list[str]) -> Group:
     from rich.console import Group
     from rich.text import Text
 
@@ -324,16 +346,16 @@ def console_progress(quiet: bool = False, timeout_s: float | None = None, verbos
     return ConsoleSink(timeout_s=timeout_s, quiet=quiet, verbose=verbose)
 
 
-def _said_by_preflight(warning: str, result) -> bool:
+def _said_by_preflight(warning: str, result: UpReport) -> bool:
     """A clamped ulimit is the preflight `ulimits` warning again: said once per `up`."""
     warned = [c.name for c in result.checks if c.status == "warn"]
     about_ulimit = warning.startswith("ulimit ") or warning.split(": ", 1)[-1].startswith("ulimit ")  # NODE: ulimit
     return about_ulimit and any(n.endswith("ulimits") for n in warned)
 
 
-def summary_text(result, width: int | None = None) -> str:
+def summary_text(result: UpReport, width: int | None = None) -> str:
     """What `up` and `wait` print when the stack is ready; warnings folded at words under `width` (a terminal)."""
-    s = result.startup or {}
+    s = result.startup.to_json() if result.startup else {}  # the startup report's fields by name
     gib = lambda v: format_gib(v) if isinstance(v, (int, float)) else "n/a"  # noqa: E731
     per_rank = ", ".join(f"{v:.2f}" for v in s.get("kv_cache_gib_per_rank") or []) or "n/a"
     latency = result.detection_latency_s if result.detection_latency_s is not None else "n/a"

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
+from composegen.edge import exposure, keys, service, switch
+from composegen.edge.reports import ClientsReport, ExposureReport, SwitchReport, client_rows
+from composegen.edge.status import edge_status as read
+from composegen.edge.status import format_text
+from composegen.errors import CheckFailed
+from composegen.evidence import capture
 from composegen.output import emit_json, err, out
+
+if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
+    from composegen.profiles.resolved import Resolved
+    from composegen.project import Project
 
 edge_app = typer.Typer(
     no_args_is_help=True,
@@ -23,49 +34,44 @@ app.add_typer(keys_app, name="keys")
 
 
 @edge_app.command("up")
-def edge_up():
+def edge_up() -> None:
     """Start (or update) the edge from out/edge/; a changed Caddyfile is reloaded gracefully.
 
     Example: composegen edge up
     """
-    from composegen.edge import service
 
     edge = service.up(_project())
     out(f"edge {edge.config.name}: up at {edge.url} (tls {edge.config.tls.mode}), stacks: {', '.join(edge.stacks)}")
 
 
 @edge_app.command("down")
-def edge_down():
+def edge_down() -> None:
     """Stop and remove the edge's containers (the stacks behind it keep running, unreachable).
 
     Example: composegen edge down
     """
-    from composegen.edge import service
 
     edge = service.down(_project())
     out(f"edge {edge.config.name}: down")
 
 
 @edge_app.command("status")
-def edge_status(json_: bool = JsonOpt):
+def edge_status(json_: bool = JsonOpt) -> None:
     """The edge: URL, TLS mode, containers, each alias → profile (and a switch in progress), the clients.
 
     Example: composegen edge status --json
     """
-    from composegen.edge.status import edge_status as read
-    from composegen.edge.status import format_text
 
     report = read(_project())
     emit_json(report.to_json()) if json_ else out(format_text(report))
 
 
 @edge_app.command("ca")
-def edge_ca():
+def edge_ca() -> None:
     """Print the root certificate of the edge's internal CA (tls: internal) for clients to trust.
 
     Example: composegen edge ca > edge-root.crt
     """
-    from composegen.edge import service
 
     out(service.root_certificate(_project()).rstrip("\n"))
 
@@ -74,12 +80,11 @@ def edge_ca():
 def keys_add(
     name: str = typer.Argument(..., help="The client's name (shown in the access log)."),
     expires: str | None = typer.Option(None, "--expires", help="YYYY-MM-DD (00:00 UTC) or an ISO 8601 time."),
-):
+) -> None:
     """Make a key for a new client and print it — once; only its hash is kept.
 
     Example: composegen keys add alice --expires 2027-01-31
     """
-    from composegen.edge import keys
 
     key = keys.add(_project(), name, expires)
     err(f"client {name}: key made; it is shown only now — store it, it cannot be shown again")
@@ -87,12 +92,11 @@ def keys_add(
 
 
 @keys_app.command("rotate")
-def keys_rotate(name: str = typer.Argument(..., help="An existing client.")):
+def keys_rotate(name: str = typer.Argument(..., help="An existing client.")) -> None:
     """A new key for a client (printed once); the old key stops working at once.
 
     Example: composegen keys rotate alice
     """
-    from composegen.edge import keys
 
     key = keys.rotate(_project(), name)
     err(f"client {name}: new key; the old one no longer works — the new one is shown only now")
@@ -100,25 +104,22 @@ def keys_rotate(name: str = typer.Argument(..., help="An existing client.")):
 
 
 @keys_app.command("revoke")
-def keys_revoke(name: str = typer.Argument(..., help="An existing client.")):
+def keys_revoke(name: str = typer.Argument(..., help="An existing client.")) -> None:
     """Revoke a client's key at once (the record stays, marked revoked).
 
     Example: composegen keys revoke alice
     """
-    from composegen.edge import keys
 
     keys.revoke(_project(), name)
     out(f"client {name}: revoked")
 
 
 @keys_app.command("list")
-def keys_list(json_: bool = JsonOpt):
+def keys_list(json_: bool = JsonOpt) -> None:
     """The clients: name, state (active, expired, revoked), created, expiry — never a key.
 
     Example: composegen keys list
     """
-    from composegen.edge import keys
-    from composegen.edge.reports import ClientsReport, client_rows
 
     rows = client_rows(keys.listing(_project()))
     if json_:
@@ -133,20 +134,9 @@ EmulateOpt = typer.Option(False, "--emulate", help="Start the stack emulated (co
 GatesOpt = typer.Option("smoke", "--gates", help="Gates the new stack must pass before the alias moves.")
 
 
-def _switched(result, json_: bool) -> None:
-    from composegen.edge.reports import SwitchReport
-
-    report = SwitchReport(
-        alias=result.alias,
-        previous=result.previous,
-        profile=result.profile,
-        by=result.by,
-        evidence=result.evidence,
-        stages=result.stages,
-        seconds=result.seconds,
-    )
+def _switched(result: SwitchReport, json_: bool) -> None:
     if json_:
-        return emit_json(report.to_json())
+        return emit_json(result.to_json())
     ev = result.evidence or {}
     proof = f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…" if ev else "no evidence recorded"
     out(f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)")
@@ -168,13 +158,12 @@ def promote(
     emulate: bool = EmulateOpt,
     gates: str = GatesOpt,
     json_: bool = JsonOpt,
-):
+) -> None:
     """Point an alias at PROFILE after a passing qualification or a campaign decision: down the current
     stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls back on failure).
 
     Example: composegen promote 4096-131k --alias ds4-flash
     """
-    from composegen.edge import service, switch
 
     project = _project()
     edge = service.load(project)
@@ -189,12 +178,11 @@ def rollback(
     emulate: bool = EmulateOpt,
     gates: str = GatesOpt,
     json_: bool = JsonOpt,
-):
+) -> None:
     """Return an alias to the stack it pointed at before (the same switch as promote).
 
     Example: composegen rollback ds4-flash
     """
-    from composegen.edge import service, switch
 
     project = _project()
     result = switch.rollback(
@@ -203,32 +191,21 @@ def rollback(
     _switched(result, json_)
 
 
-def exposure_gate(project, r, json_: bool) -> None:
+def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
     """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a route leaks."""
-    from composegen.edge import exposure
-    from composegen.errors import CheckFailed
-    from composegen.evidence import bundle
 
     result = exposure_matrix(project, r)
-    run = bundle.capture_stack(project, r, extra_raw={"exposure.json": result})
+    run = capture.capture_stack(project, r, extra_raw={"exposure.json": result.to_json()})
     if json_:
-        from composegen.edge.reports import ExposureReport
-
-        emit_json(ExposureReport.model_validate({**result, "run": project.rel(run)}).to_json())
+        emit_json(result.model_copy(update={"run": project.rel(run)}).to_json())
     else:
         out(exposure.format_text(result))
         out(f"evidence: {project.rel(run)}")
-    if not result["passed"]:
-        raise CheckFailed(f"{result['failed']} route(s) reachable past the edge where they must not be")
+    if not result.passed:
+        raise CheckFailed(f"{result.failed} route(s) reachable past the edge where they must not be")
 
 
-def exposure_matrix(project, r) -> dict:
+def exposure_matrix(project: Project, r: Resolved) -> ExposureReport:
     """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind it)."""
-    from composegen.edge import exposure, service
-    from composegen.errors import CheckFailed
-    from composegen.stack import driver
 
-    edge = service.load(project)
-    if r.name not in edge.stacks:
-        raise CheckFailed(f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})")
-    return exposure.run(project, edge, r.name, driver.logs_text(project, r))
+    return exposure.for_stack(project, r)

@@ -19,9 +19,20 @@ from composegen.cli.app import (
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
+from composegen.cli.campaign_commands import campaign_arms
+from composegen.cli.edge_commands import exposure_gate, exposure_matrix
+from composegen.edge import exposure
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
+from composegen.evidence import bundle as bundles
+from composegen.evidence import capture, gates
+from composegen.evidence import compare as comparing
+from composegen.evidence import ladder as ladders
+from composegen.evidence import plan as planning
+from composegen.evidence import qualify as qualifying
+from composegen.evidence.bundle import load_run
 from composegen.output import emit_json, out
+from composegen.stack import driver
 
 
 @app.command()
@@ -40,25 +51,21 @@ def gate(
         help="Instead: every startup route through the edge, without and with a key (docs/edge.md).",
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Functional gates against the running stack (official openai client). Exit 1 when any fails.
 
     Example: composegen gate 4096-131k --only smoke,tools --tools 5
     """
-    from composegen.evidence import gates
-    from composegen.stack import driver
 
     project, r = _load(name)
     driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
     if exposure:
-        from composegen.cli.edge_commands import exposure_gate
-
         return exposure_gate(project, r, json_)
     ep = driver.endpoint(r)
     result = gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
-    emit_json(result) if json_ else out(gates.format_text(result))
-    if not result["ok"]:
-        raise CheckFailed(f"{result['total'] - result['passed']} of {result['total']} gates failed")
+    emit_json(result.to_json()) if json_ else out(gates.format_text(result))
+    if not result.ok:
+        raise CheckFailed(f"{result.total - result.passed} of {result.total} gates failed")
 
 
 @app.command()
@@ -69,13 +76,11 @@ def ladder(
         64, "--max-tokens", help="Tokens to generate per prompt (the decode rate's sample)."
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Context ladder: prompts sized with /tokenize; TTFT, prefill and decode rates.
 
     Example: composegen ladder 4096-131k --targets 8k,64k,117500
     """
-    from composegen.evidence import ladder as ladders
-    from composegen.stack import driver
 
     project, r = _load(name)
     driver.running_container(project, r)
@@ -88,8 +93,8 @@ def ladder(
         max_tokens=max_tokens,
         api_key=ep.api_key,
     )
-    emit_json(result) if json_ else out(ladders.format_text(result))
-    if not result["ok"]:
+    emit_json(result.to_json()) if json_ else out(ladders.format_text(result))
+    if not result.ok:
         raise CheckFailed("a ladder target failed")
 
 
@@ -112,12 +117,11 @@ def evidence(
     ),
     exposure: bool = typer.Option(False, "--exposure", help="Also the edge's exposure matrix (exposure.json)."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and what it holds.
 
     Example: composegen evidence 4096-131k --gate --ladder 8k,64k
     """
-    from composegen.evidence import bundle as bundles
 
     project = _project()
     if from_log is not None:
@@ -134,10 +138,8 @@ def evidence(
             bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
         extra = None
         if exposure:
-            from composegen.cli.edge_commands import exposure_matrix
-
-            extra = {"exposure.json": exposure_matrix(project, r)}
-        path = bundles.capture_stack(
+            extra = {"exposure.json": exposure_matrix(project, r).to_json()}
+        path = capture.capture_stack(
             project,
             r,
             gate=gate_,
@@ -147,8 +149,6 @@ def evidence(
             extra_raw=extra,
         )
     if json_:
-        from composegen.evidence.bundle import load_run
-
         return emit_json({"path": project.rel(path), "evidence": load_run(path)})
     # What the bundle recorded, read back as `compare` and `plan` will see it, not only where it is.
     out(bundles.format_text({**bundles.load_run(path), "path": project.rel(path)}).rstrip("\n"))
@@ -166,14 +166,12 @@ def compare(
     ),
     force: bool = typer.Option(False, "--force", help="Compare runs of different models or max_model_len anyway."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """The A/B Results table of two runs (or a campaign's control and candidate), config differences, and
     the unexplained-capacity flag. A profile name stands for its newest run (the note names it).
 
     Example: composegen compare 8192-131k 4096-131k --markdown
     """
-    from composegen.cli.campaign_commands import campaign_arms
-    from composegen.evidence import compare as comparing
 
     project = _project()
     arms = campaign_arms(project, run_a) if run_b is None else None
@@ -183,7 +181,7 @@ def compare(
         raise BadInputError("compare: give two runs, or one campaign (runs/campaigns/NAME)")
     result = comparing.compare_runs(run_a, run_b, root=project.root, threshold=threshold, force=force)
     if json_:
-        emit_json(result)
+        emit_json(result.to_json())
     else:
         out(comparing.format_markdown(result) if markdown else comparing.format_text(result))
 
@@ -200,12 +198,11 @@ def plan(
     from_log: Path | None = typer.Option(None, "--from-log", help="A vLLM startup log to calibrate from."),
     gpu_gib: float | None = typer.Option(None, "--gpu-gib", help="GPU memory per device, when the log does not say."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement).
 
     Example: composegen plan 393k-gpu --from 4096-131k
     """
-    from composegen.evidence import plan as planning
 
     if (from_run is None) == (from_log is None):
         raise BadInputError("give exactly one of --from RUN or --from-log FILE")
@@ -213,19 +210,18 @@ def plan(
     project, r = _load(name)
     report, cal = planning.calibration_from(project, run=from_run, log_path=from_log)
     result = planning.plan(r, report, gpu_gib=gpu_gib, calibration_profile=cal)
-    emit_json(result) if json_ else out(planning.format_text(result))
+    emit_json(result.to_json()) if json_ else out(planning.format_text(result))
 
 
 @app.command()
-def qualify(name: str = StackArg, json_: bool = JsonOpt):
+def qualify(name: str = StackArg, json_: bool = JsonOpt) -> None:
     """Judge the running stack against the profile's `qualify:` criteria; writes an evidence bundle.
 
     Example: composegen qualify 393k-gpu --json
     """
-    from composegen.evidence import qualify as qualifying
 
     project, r = _load(name)
-    result = qualifying.qualify_stack(project, r)
-    emit_json(result) if json_ else out(qualifying.format_text(result))
+    result = qualifying.qualify_stack(project, r, exposure.gate_for(project, r))
+    emit_json(result.to_json()) if json_ else out(qualifying.format_text(result))
     if qualifying.exit_code(result):
         raise CheckFailed(f"{name} is not qualified")

@@ -1,13 +1,17 @@
 """The one place an outcome becomes an exit code and a message (codes are defined in errors.py).
 
-Both the typer CLI (cli.py) and the commands answered before typer loads (fastpath.py) run through
+Both the typer CLI (main.py) and the commands answered before typer loads (fastpath.py) run through
 `run`, so a given failure prints the same line and exits the same way on either path.
 """
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 
+from composegen import safewrite
 from composegen.errors import INTERRUPTED, RUNTIME, ComposegenError
 from composegen.output import err
 
@@ -35,20 +39,15 @@ def run(command: Callable[[], int | None]) -> int:
 
 
 def _crash_log(exc: BaseException) -> str:
-    import os
-    import tempfile
-    import traceback
-    from pathlib import Path
-
     text = "".join(traceback.format_exception(exc))
     path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "composegen" / "crash.log"
-    from composegen import safewrite
-
     try:  # private: a traceback can show paths, arguments and values (0700 directory, 0600 file, no links)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         safewrite.write(path, text, private=True)
         return str(path)
     except (OSError, ComposegenError):  # a link or FIFO planted there, a full disk: a fresh 0600 file elsewhere
+        import tempfile  # stdlib, for this fallback alone
+
         fd, name = tempfile.mkstemp(prefix="composegen-crash-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)

@@ -1,5 +1,6 @@
 """Commands answered before typer is imported: `--version`, a read-only `shm` scan, and a plain
-`render --check` whose inputs are exactly those the real check last proved fresh (rendercache.py).
+`render --check` (from the render cache when its inputs are exactly those the real check last proved
+fresh, rendercache.py; else the real check, through the function the typer command calls).
 
 Typer and its dependencies take ~0.2 s to import; `composegen shm --json` runs from cron and CI and
 is benchmarked against `lsof +D`, so its plain forms skip that. Anything else — another option,
@@ -9,39 +10,51 @@ message about arguments. Results and failures go through the same core and exits
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
 from collections.abc import Callable
+from typing import NamedTuple
 
-SHM_FLAGS = {"--json": "as_json", "--fail-on-leftover": "fail_on_leftover"}
+from composegen import __version__
+from composegen.errors import BadInput  # no imports of its own: free for --version
 
 
-def plain_shm_scan(argv: list[str]) -> dict | None:
-    """`shm [--path DIR | --path=DIR] [--json] [--fail-on-leftover]` as keyword arguments, else None."""
+class ShmScanOptions(NamedTuple):
+    path: str = "/dev/shm"
+    as_json: bool = False
+    fail_on_leftover: bool = False
+
+
+def plain_shm_scan(argv: list[str]) -> ShmScanOptions | None:
+    """`shm [--path DIR | --path=DIR] [--json] [--fail-on-leftover]` as options, else None."""
     if argv[:1] != ["shm"]:
         return None
-    opts: dict = {}
+    seen: set[str] = set()
+    path, as_json, fail_on_leftover = "/dev/shm", False, False
     rest = iter(argv[1:])
     for arg in rest:
-        if arg in SHM_FLAGS and SHM_FLAGS[arg] not in opts:
-            opts[SHM_FLAGS[arg]] = True
-        elif arg == "--path" and "path" not in opts:
-            opts["path"] = next(rest, "")
-        elif arg.startswith("--path=") and "path" not in opts:
-            opts["path"] = arg[len("--path=") :]
+        if arg in seen:
+            return None  # a repeated option: the CLI says so
+        if arg == "--json":
+            as_json = True
+        elif arg == "--fail-on-leftover":
+            fail_on_leftover = True
+        elif arg == "--path" and "--path" not in seen:
+            path = next(rest, "")
+        elif arg.startswith("--path=") and "--path" not in seen:
+            path, arg = arg[len("--path=") :], "--path"
         else:
             return None
-    if opts.get("path", "/")[:1] in ("", "-"):
-        return None  # a missing or flag-like value: let the CLI explain it
-    return opts
+        seen.add(arg)
+        if arg == "--path" and path[:1] in ("", "-"):
+            return None  # a missing or flag-like value: let the CLI explain it
+    return ShmScanOptions(path, as_json, fail_on_leftover)
 
 
 def version_line() -> str:
     """`composegen 0.1.0 (vLLM flag catalog 0.33.0)`: the package, and the vLLM releases whose `serve` flags
     profiles are checked against (the catalogs shipped in composegen/vllm/data)."""
-    import os
-
-    from composegen import __version__
-
     # vllm/catalog.py's DATA_DIR, spelled out: importing the catalog module costs ~80 ms, --version ~40 ms.
     data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vllm", "data")
     names = os.listdir(data) if os.path.isdir(data) else []
@@ -57,20 +70,18 @@ def run(argv: list[str]) -> int | None:
         return 0
     plain, root = plain_render_check(argv)
     if plain:
-        return _cached_render_check(root)
+        return _render_check(root)
     opts = plain_shm_scan(argv)
     if opts is None:
         return None
-    import gc
-
-    from composegen.cli import exits
-    from composegen.shm import scan as shm
+    # Each answer imports what it alone needs: `--version` loads nothing more than this module.
+    from composegen.cli import exits, shm_output  # why: ~50 ms (output, safewrite, the scan) --version never needs
 
     # A one-shot process allocating a row and a string per /dev/shm entry: the cyclic collector would
     # only walk them again and again; nothing here makes reference cycles.
     gc.disable()
-    path = opts.pop("path", "/dev/shm")
-    return exits.run(lambda: shm.print_path_scan(path, container_labels=ContainerLabels(), **opts))
+    labels = ContainerLabels()
+    return exits.run(lambda: shm_output.print_path_scan(**opts._asdict(), container_labels=labels))
 
 
 def plain_render_check(argv: list[str]) -> tuple[bool, str | None]:
@@ -85,21 +96,25 @@ def plain_render_check(argv: list[str]) -> tuple[bool, str | None]:
     return True, root
 
 
-def _cached_render_check(root_arg: str | None) -> int | None:
-    """0 with the real check's own line when the render cache answers; None (the real check) otherwise."""
-    from composegen import rendercache
-    from composegen.errors import BadInput
-    from composegen.project import find_project
+def _render_check(root_arg: str | None) -> int | None:
+    """The plain check's exit code: the render cache's answer when it has one, else the real check run
+    here, through the same function the typer command calls (render_output.py). None when there is no
+    project: the CLI explains that."""
+    # Only the plain check pays for hashing its inputs (see run()).
+    from composegen import rendercache  # why: with project ~3 ms on every other command's start
+    from composegen.project import find_project  # why: ~2 ms that --version and shm never need
 
     try:
-        root = find_project(root_arg).root
+        project = find_project(root_arg)
     except BadInput:
-        return None  # the CLI explains a missing project
-    line = rendercache.answer(root)
-    if line is None:
         return None
-    sys.stdout.write(line + "\n")
-    return 0
+    line = rendercache.answer(project.root)
+    if line is not None:
+        sys.stdout.write(line + "\n")
+        return 0
+    from composegen.cli import exits, render_output  # why: the renderer, pydantic and jinja2: only on a miss
+
+    return exits.run(lambda: render_output.render(project, None, check=True, target=None, json_=False))
 
 
 class ContainerLabels:
@@ -107,11 +122,11 @@ class ContainerLabels:
     engine module, and the docker SDK with it, is imported only when a holder is in a container."""
 
     def __init__(self) -> None:
-        self._lookup: Callable[[str], dict | None] | None = None
+        self._lookup: Callable[[str], dict[str, str] | None] | None = None
 
-    def __call__(self, container_id: str) -> dict | None:
+    def __call__(self, container_id: str) -> dict[str, str] | None:
         if self._lookup is None:
-            from composegen.stack import engine
+            from composegen.stack import engine  # why: the docker SDK, only once a holder is in a container
 
             self._lookup = engine.label_lookup()
         return self._lookup(container_id)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 
 import typer
 
+from composegen import render as rendering
+from composegen import safewrite
 from composegen.cli.app import app
 from composegen.errors import BadInput
 from composegen.output import out
+from composegen.profiles.schema import json_schema
+from composegen.project import Project, profile_name_problem
 
 
 @app.command()
@@ -22,12 +27,6 @@ def init(
 
     Example: composegen init ~/stacks --name qwen3-small
     """
-    import json
-
-    from composegen import render as rendering
-    from composegen import safewrite
-    from composegen.profiles.schema import json_schema
-    from composegen.project import Project, profile_name_problem
 
     if problem := profile_name_problem(name):  # the grammar every other command uses
         raise BadInput(f"--name: {problem}")

@@ -1,31 +1,77 @@
-"""The command line: parse arguments, call the core, print — nothing else lives in the cmd_* modules.
+"""The command line: parse arguments, call the core, print — nothing else lives in the command modules.
 
 Exit codes (mapped in exits.py, defined in errors.py): 0 ok, 1 check failed / differs, 2 bad input,
 3 engine or stack failure, 130 Ctrl-C.
+
+Command modules are loaded lazily, here and nowhere else: each module imports what its commands need at
+top level and registers them on the typer app when imported. A run imports only the module of the
+command it names (`up` never loads the evidence or edge commands, `render` never the docker libraries);
+`--help`, completion, a bare `composegen` and anything this table does not know load every module, so
+click sees the whole CLI exactly when it must list or suggest commands. tests/cli/test_lazy_commands.py
+keeps COMMANDS equal to what the modules register.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
-# Importing the command modules registers their commands, in the order `--help` lists them.
-from composegen.cli import profile_commands as cmd_profiles  # noqa: F401
-from composegen.cli import stack_commands as cmd_stack  # noqa: F401
-from composegen.cli import wait_command as cmd_wait  # noqa: F401
+import typer.main
 
-from composegen.cli import evidence_commands as cmd_evidence  # noqa: F401  # isort: skip
-from composegen.cli import bench_commands as cmd_bench  # noqa: F401  # isort: skip
-from composegen.cli import init_command  # noqa: F401  # isort: skip
-from composegen.cli import weights_commands as cmd_weights  # noqa: F401  # isort: skip
-from composegen.cli import top_command  # noqa: F401  # isort: skip
-from composegen.cli import setup_commands  # noqa: F401  # isort: skip
-from composegen.cli import campaign_commands  # noqa: F401  # isort: skip
-from composegen.cli import edge_commands  # noqa: F401  # isort: skip
 from composegen.cli import exits
 from composegen.cli.app import app
+from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BAD_INPUT, INTERRUPTED
+
+# Every top-level command and group -> its module, in the order `--help` lists them.
+COMMANDS: dict[str, str] = {
+    **dict.fromkeys(["list", "validate"], "profile_commands"),
+    "render": "render_command",
+    **dict.fromkeys(["show", "schema"], "profile_commands"),
+    "diff": "diff_command",
+    **dict.fromkeys(["up", "down", "status", "logs", "startup", "shm"], "stack_commands"),
+    "wait": "wait_command",
+    **dict.fromkeys(["gate", "ladder", "evidence", "compare", "plan", "qualify"], "evidence_commands"),
+    **dict.fromkeys(["bench", "report"], "bench_commands"),
+    "init": "init_command",
+    "weights": "weights_commands",
+    "top": "top_command",
+    **dict.fromkeys(["doctor", "provision"], "setup_commands"),
+    "campaign": "campaign_commands",
+    **dict.fromkeys(["promote", "rollback", "edge", "keys"], "edge_commands"),
+}
+MODULES = list(dict.fromkeys(COMMANDS.values()))
+_GLOBAL_FLAGS = {"--version"}  # global options that take no value; --root takes one
+
+
+def command_name(argv: list[str]) -> str | None:
+    """The command ARGV names after the global options, or None (help, completion, an unknown option)."""
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--root":
+            next(rest, None)
+        elif arg.startswith("--root=") or arg in _GLOBAL_FLAGS:
+            continue
+        else:
+            return None if arg.startswith("-") else arg
+    return None
+
+
+def load_commands(argv: list[str] | None = None) -> None:
+    """Import the command module ARGV needs (all of them without ARGV, or when it names no known command),
+    then put the registrations in table order: what `--help` lists never depends on what loaded first."""
+    name = command_name(argv) if argv is not None and "_COMPOSEGEN_COMPLETE" not in os.environ else None
+    wanted = [COMMANDS[name]] if name in COMMANDS else MODULES
+    with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
+        for module in wanted:
+            importlib.import_module(f"composegen.cli.{module}")
+    rank = {name: i for i, name in enumerate(COMMANDS)}
+    app.registered_commands.sort(
+        key=lambda c: rank[c.name or typer.main.get_command_name(getattr(c.callback, "__name__", ""))]
+    )
+    app.registered_groups.sort(key=lambda g: rank[g.name or ""])
 
 
 def _click_exceptions() -> Any:
@@ -37,6 +83,7 @@ def _click_exceptions() -> Any:
 
 
 def main() -> None:
+    load_commands(sys.argv[1:])
     click_exc = _click_exceptions()
     abort = getattr(click_exc, "Abort", KeyboardInterrupt)  # not every vendored click has Abort
 

@@ -9,6 +9,8 @@ import typer
 from composegen.cli.app import JsonOpt, app
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import emit_json, err, out
+from composegen.provision import doctor as checks
+from composegen.provision.steps import Provision
 
 
 @app.command()
@@ -18,7 +20,6 @@ def doctor(json_: bool = JsonOpt) -> None:
 
     Example: composegen doctor --json
     """
-    from composegen.provision import doctor as checks
 
     report = checks.run()
     if json_:
@@ -38,7 +39,6 @@ def provision(
 
     Example: composegen provision --yes
     """
-    from composegen.provision.steps import Provision
 
     out(Provision(log=lambda line: err(f"provision: {line}"), confirm=lambda what: _confirm(what, yes)).run())
 

@@ -1,18 +1,33 @@
-"""Commands that drive stacks on the Docker engine: up, down, status, logs, startup, shm."""
+"""Commands that drive stacks on the Docker engine: up, down, status, logs, startup, shm.
+
+cli/main.py loads this module only when a run names one of them (or lists every command), under its
+Ctrl-C guard, so what they need is imported at top level; the docker libraries load when a command first
+talks to an engine (driver.preload, stack/engine.py).
+"""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
 import typer
 
+from composegen.cli import shm_output
 from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app, complete_profile
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
+from composegen.cli.console import console_progress, earlier_load_s, summary_text, with_stages
+from composegen.cli.fastpath import ContainerLabels
+from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed, EngineError
-from composegen.output import emit_json, mask, out
+from composegen.output import emit_json, mask, out, terminal_width
+from composegen.shm import reclaim as reclaiming
+from composegen.stack import driver
+from composegen.stack.reports import UpReport
+from composegen.vllm import startup as parsing
+from composegen.vllm.startup import StartupCheck, StartupReport
 
 
 @app.command()
@@ -35,20 +50,13 @@ def up(
     ),
     verbose: bool = typer.Option(False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Preflight, start and wait for a stack; print what the engine reported about its memory.
 
     Example: composegen up 4096-131k --emulate
     """
-    from composegen.cli.interrupts import deferred_sigint
-
     _check_seconds("--timeout", timeout)
     with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
-        from composegen.cli.console import console_progress, earlier_load_s, summary_text
-        from composegen.cli.wait_command import with_stages
-        from composegen.stack import driver
-        from composegen.stack.loadstate import AlreadyRunning
-
         driver.preload()
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
@@ -56,35 +64,18 @@ def up(
     timeout_s = timeout or r.profile.service.startup_timeout
     with console_progress(quiet=json_, timeout_s=timeout_s, verbose=verbose) as sink:
         sink.tracker.estimate_s = earlier_load_s(project, name)
-        try:
-            result = driver.up(project, r, opts, sink)
-        except AlreadyRunning as exc:
-            if exc.starting and no_wait:
-                return out(f"{exc.message}; `composegen wait {name}` follows it")
-            if exc.starting:  # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
-                sink.note(f"{exc.message}; following it as `composegen wait {name}` does")
-                result = driver.attach(project, r, sink, timeout)
-            elif exc.ready:
-                sink.note(f"{exc.message}: its summary follows")
-                result = driver.attach(project, r, sink, ready_before=True)  # exit 0
-            else:
-                raise
-        except EngineError as exc:
-            if sink.failed_checks and exc.message.startswith("preflight "):  # each reason is printed above
-                failed = ", ".join(sink.failed_checks)
-                raise EngineError(f"preflight failed: {failed} (the FAIL lines above say why)") from None
-            raise
+        result = driver.start(project, r, opts, sink, timeout)
+        if isinstance(result, str):  # already starting, and --no-wait: nothing to follow here
+            return out(result)
     result = with_stages(result, sink)  # the engine's stages join the readiness phases
     if json_:
         return emit_json(result.to_json())
     if no_wait:
         return out(f"{name}: started (not waiting); `composegen status {name}`")
-    from composegen.output import terminal_width
-
     out(summary_text(result, terminal_width()) + _nodes_text(result))
 
 
-def _nodes_text(result) -> str:
+def _nodes_text(result: UpReport) -> str:
     """One line per node under the `up` summary of a multi-node stack."""
     return "".join(
         f"  node {n.name:<12} rank {n.rank} {n.role:<7} {n.engine}  ({n.project})\n" for n in result.nodes or []
@@ -93,8 +84,6 @@ def _nodes_text(result) -> str:
 
 def _check_seconds(option: str, value: float | None) -> None:
     """A duration option must be a finite positive number: nan, inf and negatives are refused (exit 2)."""
-    import math
-
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise BadInputError(f"{option} must be a positive number of seconds, got {value:g}")
 
@@ -106,13 +95,11 @@ def down(
         None, "--timeout", help="Seconds to wait for a graceful stop (default: stop_grace_period)."
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Stop and remove a stack, then report /dev/shm.
 
     Example: composegen down 4096-131k
     """
-    from composegen.stack import driver
-
     if timeout is not None and timeout < 0:
         raise BadInputError(f"--timeout must be zero or a positive number of seconds, got {timeout}")
     project, r = _load(name)
@@ -121,14 +108,9 @@ def down(
         return emit_json(result.to_json())
     removed = [*result.removed, *(f"network {x}" for x in result.networks)]
     out(f"{name}: removed {', '.join(removed) or 'nothing (was not running)'}")
-    if result.shm and result.nodes is not None:
-        from composegen.stack.nodeshm import format_node_shm_text
-
-        out(format_node_shm_text(result.shm))
-    elif result.shm:
-        from composegen.shm import scan as shm
-
-        out(shm.format_text(result.shm))
+    shm_text = driver.shm_text(result)
+    if shm_text:
+        out(shm_text)
 
 
 @app.command()
@@ -137,23 +119,18 @@ def status(
         None, help="Only this profile's stack; exit 3 when it is not running.", autocompletion=complete_profile
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Containers, endpoint and drift of composegen stacks on this engine.
 
     Example: composegen status 4096-131k
     """
-    from composegen.stack import driver
-    from composegen.stack.status import format_text
-
     if name:
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
     report = driver.status(_project(), name)
     if json_:
         emit_json(report.to_json())
     elif report.stacks or not name:  # a named stack with nothing on the engine: the error line says it
-        from composegen.output import terminal_width
-
-        out(format_text(report, terminal_width()))
+        out(driver.status_text(report, terminal_width()))
         _edge_lines()
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
@@ -168,11 +145,11 @@ def status(
 
 def _edge_lines() -> None:
     """The edge's block under the stacks when the project has one (docs/edge.md); `edge status --json`."""
-    from composegen.edge import config
+    from composegen.edge import config  # why: only `status` draws the edge; the other commands skip ~10 modules
 
     project = _project()
     if config.configured(project):
-        from composegen.edge.status import edge_status, format_text
+        from composegen.edge.status import edge_status, format_text  # why: as above, and only with an edge
 
         out(format_text(edge_status(project)))
 
@@ -185,13 +162,11 @@ def logs(
     node: str | None = typer.Option(
         None, "--node", help="Multi-node: this node's logs (default: every node; with -f the head)."
     ),
-):
+) -> None:
     """The stack's container logs.
 
     Example: composegen logs 4096-131k -f --tail 50
     """
-    from composegen.stack import driver
-
     project, r = _load(name)
     n = int(tail) if tail.isdigit() else "all"
     if not follow:
@@ -206,41 +181,35 @@ def startup(
     name: str | None = typer.Argument(None, help="A running stack's profile.", autocompletion=complete_profile),
     log: Path | None = typer.Option(None, "--log", help="Parse a recorded vLLM startup log instead."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
 
     Example: composegen startup --log vllm-startup.log 8192-131k
     """
-    from composegen.vllm import startup as parsing
-
+    report: StartupReport
     if log is not None:
         try:
             with open(log, "rb") as stream:  # bounded: constant memory whatever the file is
-                report = parsing.parse_startup_stream(stream).to_json()
+                report = parsing.parse_startup_stream(stream)
         except OSError as exc:
             raise BadInputError(f"{log}: {exc.strerror}") from None
         if name:
-            from composegen.stack.driver import with_mismatches
-
-            report = with_mismatches(_load(name)[1], report)
+            report = driver.checked_startup(_load(name)[1], report)
     else:
         if not name:
             raise BadInputError("give a profile name or --log FILE")
-        from composegen.stack import driver
-
         project, r = _load(name)
-        report = driver.startup_for(r, driver.running_container(project, r))
+        report = driver.startup_check(r, driver.running_container(project, r))
+    mismatches = report.mismatches if isinstance(report, StartupCheck) else None  # no profile: nothing compared
     if json_:
-        emit_json(report)
+        emit_json(report.to_json())
     else:
         out(parsing.format_text(report))
-        for m in report.get("mismatches") or []:
-            out(f"MISMATCH {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
-    failures = [e for e in report.get("errors") or [] if e.get("kind") not in parsing.WARNING_KINDS]
-    if failures or not report.get("ready") or report.get("mismatches"):
-        raise CheckFailed(
-            "the engine is not ready" if not report.get("ready") else "startup report has errors or mismatches"
-        )
+        for m in mismatches or []:
+            out(f"MISMATCH {m.flag}: profile {m.profile!r}, engine {m.engine!r}")
+    failures = [e for e in report.errors if e.kind not in parsing.WARNING_KINDS]
+    if failures or not report.ready or mismatches:
+        raise CheckFailed("the engine is not ready" if not report.ready else "startup report has errors or mismatches")
 
 
 @app.command()
@@ -269,68 +238,49 @@ def shm(
         False, "--fail-on-leftover", help="Exit 1 when leftovers are present (CI, cron)."
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Who holds what in /dev/shm, and a safe reclaim of what nothing uses (docs/shm.md).
 
     `--reclaim` alone previews what it would remove; add --yes to remove it.
 
     Example: composegen shm --reclaim
     """
-    from composegen.cli.fastpath import ContainerLabels
-    from composegen.shm import scan as shared
-
     _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable, min_age)
     if force and (container or profile_name):
         raise BadInputError("--force: only meaningful with --path (or the default /dev/shm)")
     path = "/dev/shm" if path is None else path
     labels = ContainerLabels()
     if profile_name:
-        from composegen.stack import driver
-
-        r = _load(profile_name)[1]
-        if r.profile.nodes is None:
-            raise BadInputError(
-                f"--profile {profile_name}: not a multi-node profile; inspect its host with plain `composegen shm`"
-            )
-        from composegen.stack.nodeshm import format_node_shm_text
-
-        report = driver.shm_report(r)
-        return emit_json(report) if json_ else out(format_node_shm_text(report))
+        nodes, text = driver.shm_report(_load(profile_name)[1])
+        return emit_json(nodes.to_json()) if json_ else out(text)
     if reclaim:
-        from composegen.shm import reclaim as shm_reclaim
-        from composegen.shm.models import ShmReclaim
-
-        result = shm_reclaim.reclaim(
+        result = reclaiming.reclaim(
             path,
             yes=yes,
             include_unknown=include_unknown,
             ignore_unreadable=ignore_unreadable,
-            min_age=shm_reclaim.DEFAULT_MIN_AGE if min_age is None else min_age,
+            min_age=reclaiming.DEFAULT_MIN_AGE if min_age is None else min_age,
             force=force,
             container_labels=labels,
         )
-        if json_:
-            emit_json(ShmReclaim.model_validate(result).to_json())
-        else:
-            out(shm_reclaim.format_reclaim_text(result))
-        left = (
-            (result["remaining"] or {}).get("totals", {}).get("leftover", {}).get("count")
-            if yes
-            else len(result["candidates"])
-        )
-        if fail_on_leftover and left:
-            raise CheckFailed(f"{left} leftover file(s) {'remain' if yes else 'present'} in {path}")
-        return
+        return shm_output.print_reclaim(result, as_json=json_, fail_on_leftover=fail_on_leftover)
     if container:
-        from composegen.stack import engine
-
-        report = shared.container_shm(container, inspect=engine.shm_facts, container_labels=labels)
-        return shared.print_scan(report, as_json=json_, fail_on_leftover=fail_on_leftover)
-    shared.print_path_scan(path, as_json=json_, fail_on_leftover=fail_on_leftover, force=force, container_labels=labels)
+        report = driver.container_shm(container, labels)
+        return shm_output.print_scan(report, as_json=json_, fail_on_leftover=fail_on_leftover)
+    shm_output.print_path_scan(
+        path, as_json=json_, fail_on_leftover=fail_on_leftover, force=force, container_labels=labels
+    )
 
 
 def _check_shm_options(
-    path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable, min_age
+    path: str | None,
+    container: str | None,
+    profile_name: str | None,
+    reclaim: bool,
+    yes: bool,
+    include_unknown: bool,
+    ignore_unreadable: bool,
+    min_age: float | None,
 ) -> None:
     """Options that would silently mean something else are refused (exit 2), not ignored."""
     where = [

@@ -7,7 +7,7 @@ import os
 import select
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import typer
@@ -15,10 +15,11 @@ import typer
 from composegen.cli.app import JsonOpt, app, complete_profile
 from composegen.cli.app import load_profile as _load
 from composegen.errors import BadInput
+from composegen.monitor import watch
+from composegen.monitor.reports import TopSample
 from composegen.output import emit_json, out
-
-if TYPE_CHECKING:  # the model is imported lazily at run time: `composegen --version` stays fast
-    from composegen.monitor.sample import TopSample
+from composegen.stack import driver
+from composegen.stack.readiness import Endpoint
 
 _DASH = "–"
 
@@ -150,9 +151,7 @@ def _host_port(url: str) -> tuple[str, int]:
     return host, port
 
 
-def _endpoint(name: str | None, url: str | None):
-    from composegen.stack.readiness import Endpoint
-
+def _endpoint(name: str | None, url: str | None) -> tuple[Endpoint, str | None, str, bool | None]:
     if url is not None:
         if name is not None:
             raise BadInput("give a profile NAME or --url, not both")
@@ -160,11 +159,10 @@ def _endpoint(name: str | None, url: str | None):
         return Endpoint(host, port), None, "single", None
     if name is None:
         raise BadInput("give a profile NAME (or --url http://HOST:PORT)")
-    from composegen.stack import driver
 
     project, r = _load(name)
     ctr = driver.running_container(project, r)  # "not running" is exit 3 with a hint, before any scrape
-    return driver.endpoint(r), r.name, "head" if r.profile.nodes is not None else "single", ctr.emulated
+    return driver.endpoint(r), r.name, driver.deployment(project, r).head.kind, ctr.emulated
 
 
 @app.command()
@@ -178,12 +176,11 @@ def top(
     once: bool = typer.Option(False, "--once", help="One sample over one interval, then exit."),
     count: int | None = typer.Option(None, "--count", min=1, help="Exit after this many refreshes."),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Live view of a serving stack: requests, KV cache, token rates, TTFT/e2e p50/p95, spec decoding.
 
     Example: composegen top 4096-131k --interval 2
     """
-    from composegen.monitor import watch
 
     ep, label, view, emulated = _endpoint(name, url)
     if once:

@@ -2,6 +2,9 @@
 
 Exit codes: 0 ready (the summary `up` prints), 3 the start failed or ran out of its startup_timeout
 (the engine's last lines and what was recognised in them), 130 Ctrl-C (the stack keeps loading).
+
+cli/main.py loads this module only when a run names `wait` (or lists every command), under its Ctrl-C
+guard, so what the command needs is imported at top level.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import typer
 
 from composegen.cli.app import JsonOpt, StackArg, app
 from composegen.cli.app import load_profile as _load
+from composegen.cli.console import ConsoleSink, earlier_load_s, summary_text, with_stages
+from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput
-from composegen.output import emit_json, out
+from composegen.output import emit_json, out, terminal_width
+from composegen.stack import driver
 
 
 @app.command()
@@ -23,19 +29,14 @@ def wait(
         None, "--timeout", help="Seconds to wait (default: what is left of startup_timeout since the start)."
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """Attach to a starting stack: its load, stage by stage, until ready (0), failed (3) or Ctrl-C (130).
 
     Example: composegen up 393k-gpu --no-wait && composegen wait 393k-gpu
     """
-    from composegen.cli.interrupts import deferred_sigint
-
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise BadInput(f"--timeout must be a positive number of seconds, got {timeout:g}")
     with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
-        from composegen.cli.console import ConsoleSink, earlier_load_s, summary_text
-        from composegen.stack import driver
-
         driver.preload()
     project, r = _load(name)
     with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:
@@ -44,14 +45,4 @@ def wait(
     report = with_stages(report, sink)
     if json_:
         return emit_json(report.to_json())
-    from composegen.output import terminal_width
-
     out(summary_text(report, terminal_width()))
-
-
-def with_stages(report, sink):
-    """The report with the stages the sink saw added to its phases (`up --json`, `wait --json`)."""
-    from composegen.stack.reports import PhaseTime
-
-    report.phases = [*report.phases, *(PhaseTime(**p) for p in sink.phases())]
-    return report

@@ -1,6 +1,8 @@
 """`composegen weights NAME`: is the pinned revision complete where the stack looks for it?
 
 Exit 0 complete, 1 incomplete, 2 bad input (profile, wrong revision), 3 the Hub was needed and is not usable.
+
+cli/main.py loads this module only for `weights` (and --help), so what the command needs is imported at top level.
 """
 
 from __future__ import annotations
@@ -9,8 +11,11 @@ import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
-from composegen.errors import BadInput
+from composegen.errors import CheckFailed
 from composegen.output import emit_json, err, out
+from composegen.stack import driver
+from composegen.weights import check
+from composegen.weights.reports import WeightsReport
 
 
 @app.command()
@@ -24,17 +29,14 @@ def weights(
         False, "--sync", help="Multi-node: copy the head's snapshot to nodes that lack it (Docker API), then check."
     ),
     json_: bool = JsonOpt,
-):
+) -> None:
     """The model cache the stack mounts: present, missing and sizes of the pinned revision's files.
 
     Example: composegen weights r33 --verify
     """
-    from composegen.weights import check
-
     project, r = _load(name)
-    if sync and r.profile.nodes is None:
-        raise BadInput(f"--sync: {name} is not a multi-node profile; there is nothing to copy to")
-    report = _check(project, r, download, verify, sync, quiet=json_)
+    on_file = (lambda n: None) if json_ else (lambda n: err(f"downloading {n}"))
+    report = driver.weights(project, r, download=download, verify=verify, sync=sync, on_file=on_file)
     if json_:
         emit_json(report.to_json())
     else:
@@ -42,8 +44,6 @@ def weights(
     check.require_complete(report)
     for node in report.nodes:
         if not node.complete:
-            from composegen.errors import CheckFailed
-
             raise CheckFailed(
                 f"{name}: node {node.name} lacks {report.model}@{report.revision[:12]}: "
                 + (node.error or ", ".join(node.missing[:3])),
@@ -51,28 +51,7 @@ def weights(
             )
 
 
-def _check(project, r, download: bool, verify: bool, sync: bool, quiet: bool):
-    from composegen.weights import cache, check
-
-    head = _head(r)
-    loc = cache.locate(r, head, project.out_path(r.name).parent)
-    on_file = (lambda n: None) if quiet else (lambda n: err(f"downloading {n}"))
-    report = check.run(r.name, loc, download=download, check_hashes=verify, on_file=on_file)
-    if r.profile.nodes is not None:
-        from composegen.stack.nodecache import check_nodes, sync_nodes
-
-        if sync:
-            report.synced = sync_nodes(project, r, loc, report)
-        report.nodes = check_nodes(project, r, report)
-    return report
-
-
-def _head(r):
-    nodes = r.profile.nodes
-    return None if nodes is None else nodes.head
-
-
-def format_text(report) -> str:
+def format_text(report: WeightsReport) -> str:
     gib = report.total_bytes / 2**30
     lines = [
         f"{report.profile}: {report.model} @ {report.revision[:12]}",

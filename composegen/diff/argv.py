@@ -113,7 +113,9 @@ def parse_vllm_args(args: list[str], version: str = CATALOG_VERSION) -> dict:
     return {"model": model, "flags": flags, "args": positionals}
 
 
-def _take_value(spec: FlagSpec | None, dotted: bool, args: list[str], index: int, inline: str | None):
+def _take_value(
+    spec: FlagSpec | None, dotted: bool, args: list[str], index: int, inline: str | None
+) -> tuple[Any, int]:
     """(value, next index) for the option just read."""
     if dotted:
         raw = inline if inline is not None else (args[index] if index < len(args) else "")
@@ -196,7 +198,9 @@ def argv_words(value: Any) -> list[str] | None:
     return [compose_str(item) for item in items]
 
 
-def split_vllm_argv(entrypoint: list[str] | None, command: list[str] | None, image: Any):
+def split_vllm_argv(
+    entrypoint: list[str] | None, command: list[str] | None, image: Any
+) -> tuple[list[str], list[str]] | None:
     """(launcher words, vLLM args) when the service runs vLLM; None otherwise."""
     argv = (entrypoint or []) + (command or [])
     for index, token in enumerate(argv):

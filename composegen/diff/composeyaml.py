@@ -73,7 +73,7 @@ class _ComposeLoader(yaml.SafeLoader):
     """SafeLoader that accepts the compose merge tags `!reset` / `!override` as their plain values,
     and refuses aliases (`*name`)."""
 
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
             raise yaml.composer.ComposerError(

@@ -48,7 +48,8 @@ Paths: `name`, `services.<svc>` (service added/removed), `services.<svc>.command
 `services.<svc>.image.digest`, `services.<svc>.gpus`, `services.<svc>.healthcheck.interval`, ...
 
 API: load_side(spec, root) -> Side; compare(a, b, *, identity_paths=()) -> list[Change];
-changes_to_json(changes) -> list[dict]; format_text(changes, label_a, label_b) -> str;
+Change.report() -> DiffChange (diff/reports.py; the CLI turns it into JSON);
+format_text(changes, label_a, label_b) -> str;
 unified(text_a, text_b, label_a, label_b) -> str; exit_status(changes, functional_only) -> 0 | 1;
 identity_paths_for(project, specs) -> list[str] (the `identity:` paths of the profiles behind the inputs).
 """
@@ -61,17 +62,17 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from composegen.diff import gitref
 from composegen.diff.argv import CATALOG_VERSION, flag_default
 from composegen.diff.composeyaml import parse_compose_text, read_file
 from composegen.diff.normalise import flatten_into, jsonable, normalise_service
+from composegen.diff.reports import DiffChange
 from composegen.errors import BadInput
-from composegen.profiles import identity
-from composegen.report import Report
+from composegen.profiles import identity, resolve
+from composegen.project import Project
+from composegen.render import render_profile_text
 
 FUNCTIONAL = "functional"
 IDENTITY = "identity"
@@ -98,19 +99,11 @@ class Change:
         if not self.segments:  # built by hand from a dotted path
             object.__setattr__(self, "segments", tuple(self.path.split(".")))
 
-    def to_json(self) -> dict:
+    def report(self) -> DiffChange:
+        # by the alias: `class` cannot be a keyword argument
         return DiffChange.model_validate(
             {"path": self.path, "class": self.change_class, "before": self.before, "after": self.after}
-        ).to_json()
-
-
-class DiffChange(Report):
-    """One change of `composegen diff --json` (which prints a list of these, functional first, then by path)."""
-
-    path: str = Field(description="e.g. services.vllm.command.--max-num-batched-tokens")
-    change_class: Literal["functional", "identity"] = Field(alias="class")
-    before: Any = Field(description="JSON value; null when absent on side a")
-    after: Any = Field(description="JSON value; null when absent on side b")
+        )
 
 
 # ---------------------------------------------------------------- inputs
@@ -133,8 +126,6 @@ def load_side(spec: str, root: Path) -> Side:
     if _looks_like_path(spec) and not node_of_profile:  # NAME/NODE: one node of a multi-node profile
         problem = "is a directory, not a compose file" if Path(spec).is_dir() else "no such file"
         raise BadInput(f"{spec}: diff input: {problem}")
-    from composegen.render import render_profile_text  # lazy: render pulls in the profile stack
-
     label = f"profile:{spec}"
     text = render_profile_text(root, spec)
     return Side(label, text, parse_compose_text(text, label))
@@ -146,9 +137,6 @@ def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
     A profile-name spec uses that profile. A file or REF:path uses the profile named by its
     `io.composegen.profile` label when the project still has it (with that profile's current list).
     """
-    from composegen.profiles import resolve as profiles  # lazy: pulls in pydantic and the schema
-    from composegen.project import Project
-
     project = project if isinstance(project, Project) else Project(Path(project))
     named, labelled = [], []
     for spec in specs:
@@ -159,10 +147,10 @@ def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
             label = normalise_service(service).get(("labels", COMPOSEGEN_LABEL_PREFIX + "profile"))
             if label and project.profile_path(label).is_file():
                 labelled.append(label)
-    paths = {p for name in named for p in profiles.load(project, name).profile.identity}
+    paths = {p for name in named for p in resolve.load(project, name).profile.identity}
     for name in labelled:
         with contextlib.suppress(BadInput):  # a profile broken since that stack was rendered must not block
-            paths.update(profiles.load(project, name).profile.identity)
+            paths.update(resolve.load(project, name).profile.identity)
     return sorted(paths)
 
 
@@ -212,6 +200,10 @@ def compare(a: dict, b: dict, *, identity_paths: Iterable[str] = ()) -> list[Cha
     return changes
 
 
+# The labels that carry a profile's reviewed opt-ins: turning one on or off changes what the stack may do.
+_REVIEWED_OPT_INS = {COMPOSEGEN_LABEL_PREFIX + "unsafe-mounts", COMPOSEGEN_LABEL_PREFIX + "image-policy"}
+
+
 def classify(segments: tuple[str, ...], before: Any, after: Any, identity_paths: tuple[str, ...] = ()) -> str:
     """FUNCTIONAL or IDENTITY for one differing path (the rule is in the module docstring)."""
     if segments == ("name",):
@@ -222,7 +214,7 @@ def classify(segments: tuple[str, ...], before: Any, after: Any, identity_paths:
     if len(rest) == 2 and rest[0] == "ports" and before is not None and after is not None:
         return IDENTITY
     if len(rest) == 2 and rest[0] == "labels" and rest[1].startswith(COMPOSEGEN_LABEL_PREFIX):
-        return FUNCTIONAL if rest[1] == COMPOSEGEN_LABEL_PREFIX + "unsafe-mounts" else IDENTITY
+        return FUNCTIONAL if rest[1] in _REVIEWED_OPT_INS else IDENTITY
     if any(identity.matches(segments, pattern, before, after) for pattern in identity_paths):
         return IDENTITY
     return FUNCTIONAL
@@ -250,10 +242,6 @@ def _same(before: Any, after: Any) -> bool:
 
 
 # ---------------------------------------------------------------- output
-
-
-def changes_to_json(changes: Iterable[Change]) -> list[dict]:
-    return [c.to_json() for c in changes]
 
 
 def exit_status(changes: Iterable[Change], functional_only: bool = False) -> int:

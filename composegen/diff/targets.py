@@ -19,42 +19,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
+from composegen import render
 from composegen.diff.composeyaml import load_yaml, parse_compose_text, read_file
+from composegen.diff.reports import Fact, TargetOnly, TargetsDiffReport
 from composegen.errors import BadInput
-from composegen.k8s import expansion
+from composegen.k8s import expansion, output
 from composegen.k8s.manifests import quantity
-from composegen.profiles.schema import REF_RE
-from composegen.report import Report
+from composegen.profiles import resolve
+from composegen.profiles.service import REF_RE
+from composegen.project import Project
 from composegen.units import parse_bytes
 
 FACTS = ("argv", "image", "environment", "gpus", "shm")
-
-
-class Fact(Report):
-    node: str = Field(description="node name (rank) of a multi-node stack, `-` for one node")
-    fact: str = Field(description="argv, image, environment, gpus or shm")
-    equal: bool
-    compose: Any
-    k8s: Any
-
-
-class TargetOnly(Report):
-    node: str
-    setting: str = Field(description="the compose setting (or argv flag) whose Kubernetes form differs")
-    compose: Any
-    k8s: Any
-
-
-class TargetsDiffReport(Report):
-    """`composegen diff NAME --targets compose,k8s --json` (exit 1 unless `equal`)."""
-
-    compose: str = Field(description="what the compose side was read from")
-    k8s: str
-    equal: bool = Field(description="every node's argv, image, environment, GPU count and shm size are equal")
-    facts: list[Fact]
-    target_only: list[TargetOnly]
 
 
 # ------------------------------------------------------------------ compose side
@@ -260,12 +236,7 @@ def _short(value: Any) -> str:
 def load(root: Path, a: str, b: str | None) -> TargetsDiffReport:
     """`diff NAME --targets compose,k8s` (b None), or `diff COMPOSE_FILE_OR_OUT_DIR K8S_DIR`."""
     if b is None:
-        from composegen import render
-        from composegen.k8s import output
-        from composegen.profiles import resolve as profiles
-        from composegen.project import Project
-
-        r = profiles.load(Project(Path(root)), a)
+        r = resolve.load(Project(Path(root)), a)
         texts = {f"profile:{key}": text for key, text in render.render_stack(r).items()}
         files, _ = output.render_profile(r)
         docs = [load_yaml(text, key) for key, text in files.items() if not key.endswith("kustomization.yaml")]

@@ -4,3 +4,15 @@ config.py (edge.yaml) → render.py (out/edge/) · keys.py (per-client keys) · 
 switch state the gatekeeper reads) · service.py (the edge's own containers) · switch.py (promote,
 rollback) · exposure.py (the exposure gate) · gatekeeper.py (runs inside the edge; stdlib only).
 """
+
+# What other rooms may import (tests/test_architecture.py checks every entry).
+__all__ = [
+    "config",
+    "exposure",
+    "keys",
+    "render",
+    "reports",
+    "service",
+    "status",
+    "switch",
+]

@@ -15,8 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from composegen.addresses import is_loopback
+from composegen.edge import image
 from composegen.errors import BadInput
-from composegen.profiles import resolve as profiles
+from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.yamlio import Marked, load_marked
 from composegen.project import Project
@@ -25,11 +26,12 @@ EDGE_FILE = "edge.yaml"
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,30}")
 ALIAS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 PINNED_RE = re.compile(r"[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}")
+EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,63}")
 DNS_RE = re.compile(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
 class Listen(_Strict):
@@ -71,8 +73,10 @@ class Images(_Strict):
     @field_validator("proxy", "gate")
     @classmethod
     def _pinned(cls, ref: str) -> str:
-        if not PINNED_RE.fullmatch(ref):
-            raise ValueError(f"{ref!r} is not pinned by digest (NAME@sha256:<64 hex>)")
+        if not (PINNED_RE.fullmatch(ref) or image.is_local(ref)):
+            raise ValueError(
+                f"{ref!r} is not pinned: NAME@sha256:<64 hex>, or {image.LOCAL_REPO}:<16 hex> (docs/edge.md)"
+            )
         return ref
 
 
@@ -84,7 +88,7 @@ class EdgeConfig(_Strict):
     stacks: list[str] = Field(min_length=1, max_length=64)
     aliases: dict[str, str] = Field(default_factory=dict)
     images: Images = Field(default_factory=lambda: Images())
-    retry_after: int = Field(30, ge=1, le=3600)  # seconds a client is told to wait during a switch
+    retry_after: int = Field(default=30, ge=1, le=3600)  # seconds a client is told to wait during a switch
 
     @field_validator("name")
     @classmethod
@@ -165,6 +169,30 @@ def _schema_error(exc: ValidationError, marked: Marked) -> BadInput:
     return BadInput(f"{_where(marked, *loc)}: {'.'.join(map(str, loc))}: {msg}")
 
 
+def _check_acme(config: EdgeConfig, marked: Marked) -> None:
+    """What an ACME CA needs: public DNS names, an account email, a listener it can reach (TLS-ALPN-01)."""
+    tls = config.tls
+    names_at = _where(marked, "tls", "names") if "names" in (marked.data.get("tls") or {}) else _where(marked, "tls")
+    bad = [n for n in tls.names if not DNS_RE.fullmatch(n)]
+    if bad:
+        raise BadInput(
+            f"{names_at}: tls.names: acme needs public DNS names, got {bad[0]!r}",
+            hint="the name the certificate is for, e.g. names: [llm.example.org]",
+        )
+    if tls.email is None:
+        raise BadInput(
+            f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
+        )
+    if not EMAIL_RE.fullmatch(tls.email):
+        raise BadInput(f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address")
+    if is_loopback(config.listen.bind):
+        raise BadInput(
+            f"{_where(marked, 'listen', 'bind') if 'listen' in marked.data else _where(marked, 'tls')}: listen.bind: "
+            f"{config.listen.bind} is loopback; the ACME CA must reach the listener on port 443 of {tls.names[0]}",
+            hint="bind 0.0.0.0 (and forward port 443 to listen.port), or use tls internal / off behind tailscale",
+        )
+
+
 def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
     tls, listen = config.tls, config.listen
     if tls.mode == "off" and not is_loopback(listen.bind):
@@ -174,9 +202,7 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
             hint="keep tls internal, or bind 127.0.0.1 and put `tailscale serve` in front (docs/edge.md)",
         )
     if tls.mode == "acme":
-        bad = [n for n in tls.names if not DNS_RE.fullmatch(n)]
-        if bad:
-            raise BadInput(f"{_where(marked, 'tls', 'names')}: tls.names: acme needs public DNS names, got {bad[0]!r}")
+        _check_acme(config, marked)
     if "edge" in project.profile_names():
         raise BadInput(f"{EDGE_FILE}:1: profiles/edge.yaml: out/edge/ belongs to the edge; rename that profile")
     stacks: dict[str, Resolved] = {}
@@ -188,7 +214,7 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
             raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name!r} is listed twice")
         if name not in project.profile_names():
             raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: no profile {name!r} in profiles/")
-        r = profiles.load(project, name)
+        r = resolve.load(project, name)
         if r.profile.nodes is not None:
             raise BadInput(
                 f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name} is multi-node (host network); "

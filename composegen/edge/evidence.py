@@ -16,6 +16,7 @@ import json
 import re
 from pathlib import Path
 
+from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle
 from composegen.profiles.resolved import Resolved
@@ -36,7 +37,7 @@ def _read_small(path: Path, what: str, limit: int) -> bytes:
     return data
 
 
-def campaign_decision(project: Project, campaign: str, profile: str) -> dict:
+def campaign_decision(project: Project, campaign: str, profile: str) -> Proof:
     if not CAMPAIGN_RE.fullmatch(campaign) or campaign in (".", ".."):
         raise BadInput(f"--campaign {campaign!r}: not a campaign name (one path component)")
     path = project.inside(project.runs_dir, "campaigns", campaign, "decision.json")
@@ -60,15 +61,15 @@ def campaign_decision(project: Project, campaign: str, profile: str) -> dict:
         raise CheckFailed(f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}")
     if chosen != profile:
         raise CheckFailed(f"campaign {campaign} promotes {str(chosen)[:64]!r}, not {profile}")
-    return {
-        "kind": "campaign",
-        "ref": rel,
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "campaign_evidence_sha256": doc["evidence_sha256"],
-    }
+    return Proof(
+        kind="campaign",
+        ref=rel,
+        sha256=hashlib.sha256(data).hexdigest(),
+        campaign_evidence_sha256=doc["evidence_sha256"],
+    )
 
 
-def qualified_run(project: Project, r: Resolved, run: str | None) -> dict:
+def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
     """The newest (or the given) run of R with a passing qualify.json, at R's current profile hash."""
     candidates = [run] if run else _runs_of(project, r.name)
     if not candidates:
@@ -96,7 +97,7 @@ def qualified_run(project: Project, r: Resolved, run: str | None) -> dict:
             problems.append(f"{project.rel(where)}: not qualified")
             continue
         evidence = _read_small(where / bundle.EVIDENCE, "evidence", bundle.MAX_EVIDENCE_BYTES)
-        return {"kind": "qualify", "ref": project.rel(where), "sha256": hashlib.sha256(evidence).hexdigest()}
+        return Proof(kind="qualify", ref=project.rel(where), sha256=hashlib.sha256(evidence).hexdigest())
     raise CheckFailed(f"{r.name}: no passing qualification at hash {r.hash} ({'; '.join(problems[:3])})")
 
 

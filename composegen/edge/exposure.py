@@ -6,24 +6,30 @@ written; its hash is removed afterwards). Passes when: without a key every route
 
 Result (stable keys): {"edge", "url", "tls", "routes_from", "rows": [{"path", "method", "allowed",
 "without_key", "with_key", "passed", "reason"}], "passed", "failed"} (reports.ExposureReport); it goes
-into the evidence bundle as exposure.json.
+into the evidence bundle as exposure.json — from `gate --exposure`, `evidence --exposure`, and `qualify`
+(criterion `exposure`) whenever edge.yaml fronts the stack.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import re
 import secrets
 import ssl
 import tempfile
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from composegen.edge import keys, routes, service
+from composegen.edge import config, keys, routes, service
 from composegen.edge.config import Edge
 from composegen.edge.render import ALLOWED_PATHS
-from composegen.edge.reports import ExposureReport
+from composegen.edge.reports import ExposureReport, ExposureRow
+from composegen.errors import CheckFailed
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.stack import driver
 
 ROUTE_LINE = re.compile(r"Route: (/\S*), Methods: ([A-Z, ]+)\s*$", re.M)
 MUST_BE_CLOSED = [("/metrics", "GET"), ("/invocations", "POST"), ("/tokenize", "POST"), ("/scale_elastic_ep", "POST")]
@@ -48,7 +54,7 @@ def allowed(path: str) -> bool:
     return path in exact or any(path.startswith(p) for p in prefixes)
 
 
-def run(project: Project, edge: Edge, name: str, log_text: str) -> dict:
+def run(project: Project, edge: Edge, name: str, log_text: str) -> ExposureReport:
     pairs = printed_routes(log_text)
     for extra in MUST_BE_CLOSED:
         if extra not in pairs:
@@ -61,18 +67,31 @@ def run(project: Project, edge: Edge, name: str, log_text: str) -> dict:
         rows = [_row(edge, context, path, method, key, alias) for path, method in pairs]
     finally:
         keys.remove(project, client)
-    failed = sum(not r["passed"] for r in rows)
-    return ExposureReport.model_validate(
-        {
-            "edge": edge.config.name,
-            "url": edge.url,
-            "tls": edge.config.tls.mode,
-            "routes_from": "the stack's startup log" if printed_routes(log_text) else "none printed",
-            "rows": rows,
-            "passed": failed == 0,
-            "failed": failed,
-        }
-    ).to_json()
+    failed = sum(not r.passed for r in rows)
+    return ExposureReport(
+        edge=edge.config.name,
+        url=edge.url,
+        tls=edge.config.tls.mode,
+        routes_from="the stack's startup log" if printed_routes(log_text) else "none printed",
+        rows=rows,
+        passed=failed == 0,
+        failed=failed,
+    )
+
+
+def for_stack(project: Project, r: Resolved) -> ExposureReport:
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind it)."""
+    edge = service.load(project)
+    if r.name not in edge.stacks:
+        raise CheckFailed(f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})")
+    return run(project, edge, r.name, driver.logs_text(project, r))
+
+
+def gate_for(project: Project, r: Resolved) -> Callable[[], ExposureReport] | None:
+    """What `qualify` runs as its exposure criterion: the gate when an edge fronts this stack, else None."""
+    if not config.configured(project) or r.name not in service.load(project).stacks:
+        return None
+    return functools.partial(for_stack, project, r)
 
 
 def _tls_context(project: Project, edge: Edge) -> ssl.SSLContext | None:
@@ -86,7 +105,9 @@ def _tls_context(project: Project, edge: Edge) -> ssl.SSLContext | None:
         return ssl.create_default_context(cafile=fh.name)
 
 
-def _row(edge: Edge, context, path: str, method: str, key: str, alias: str | None) -> dict:
+def _row(
+    edge: Edge, context: ssl.SSLContext | None, path: str, method: str, key: str, alias: str | None
+) -> ExposureRow:
     url_path = re.sub(r"\{[^}/]*\}", "composegen-probe", path)
     body = None
     if method == "POST":
@@ -102,18 +123,20 @@ def _row(edge: Edge, context, path: str, method: str, key: str, alias: str | Non
         reasons.append(f"allowlisted, yet {with_key} with a key")
     if not ok_path and with_key != 404:
         reasons.append(f"not allowlisted, yet {with_key} with a key")
-    return {
-        "path": path,
-        "method": method,
-        "allowed": ok_path,
-        "without_key": without,
-        "with_key": with_key,
-        "passed": not reasons,
-        "reason": "; ".join(reasons) or None,
-    }
+    return ExposureRow(
+        path=path,
+        method=method,
+        allowed=ok_path,
+        without_key=without,
+        with_key=with_key,
+        passed=not reasons,
+        reason="; ".join(reasons) or None,
+    )
 
 
-def _status(edge: Edge, context, method: str, path: str, key: str | None, body: dict | None) -> int:
+def _status(
+    edge: Edge, context: ssl.SSLContext | None, method: str, path: str, key: str | None, body: dict | None
+) -> int:
     """The status of one request (-1: no HTTP answer); the body is read (bounded) and dropped."""
     parts = urlsplit(edge.url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 443
@@ -135,12 +158,12 @@ def _status(edge: Edge, context, method: str, path: str, key: str | None, body: 
         conn.close()
 
 
-def format_text(result: dict) -> str:
-    lines = [f"exposure through {result['url']} (tls {result['tls']}), routes from {result['routes_from']}:"]
-    for row in result["rows"]:
-        mark = "ok  " if row["passed"] else "FAIL"
-        where = "allowlisted" if row["allowed"] else "closed"
-        line = f"  {mark} {row['method']:<6} {row['path']:<40} {where:<11} no key {row['without_key']}"
-        lines.append(line + f", key {row['with_key']}" + (f"  ({row['reason']})" if row["reason"] else ""))
-    lines.append(f"{len(result['rows']) - result['failed']}/{len(result['rows'])} routes as expected")
+def format_text(result: ExposureReport) -> str:
+    lines = [f"exposure through {result.url} (tls {result.tls}), routes from {result.routes_from}:"]
+    for row in result.rows:
+        mark = "ok  " if row.passed else "FAIL"
+        where = "allowlisted" if row.allowed else "closed"
+        line = f"  {mark} {row.method:<6} {row.path:<40} {where:<11} no key {row.without_key}"
+        lines.append(line + f", key {row.with_key}" + (f"  ({row.reason})" if row.reason else ""))
+    lines.append(f"{len(result.rows) - result.failed}/{len(result.rows)} routes as expected")
     return "\n".join(lines)

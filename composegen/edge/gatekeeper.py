@@ -21,25 +21,43 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypedDict
 
 MAX_BODY = 16 << 20
 UPSTREAM_TIMEOUT_S = 900.0
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization"}
 MODEL_POSTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
+# The state files and the wire payloads stay plain JSON objects here (stdlib only, no composegen import):
+# a state file is typed `dict[str, object]`, so every field is checked where it is read.
+JsonDoc = dict[str, object]
+
+
+class ModelEntry(TypedDict):
+    id: str
+    object: str
+    owned_by: str
+
+
+class ModelList(TypedDict):
+    """GET /v1/models as the OpenAI API answers it: the edge's aliases."""
+
+    object: str
+    data: list[ModelEntry]
 
 
 class StateFile:
     """A JSON file re-read whenever its (mtime, size, inode) changes; the last good copy otherwise."""
 
-    def __init__(self, path: str, empty: dict) -> None:
+    def __init__(self, path: str, empty: JsonDoc) -> None:
         self.path, self.empty = path, empty
         self._sig: tuple | None = None
-        self._doc: dict = empty
+        self._doc: JsonDoc = empty
         self._lock = threading.Lock()
 
-    def get(self) -> dict:
+    def get(self) -> JsonDoc:
         try:
             st = os.stat(self.path)
             sig = (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -57,12 +75,13 @@ class StateFile:
             return self._doc
 
 
-def client_for(keys: dict, authorization: str | None, now: datetime) -> str | None:
+def client_for(keys: JsonDoc, authorization: str | None, now: datetime) -> str | None:
     """The client name a bearer key belongs to (valid, not revoked, not expired), else None."""
     if not authorization or not authorization.startswith("Bearer "):
         return None
     digest = hashlib.sha256(authorization[7:].strip().encode("utf-8")).hexdigest()
-    for client in keys.get("clients") or []:
+    clients = keys.get("clients")
+    for client in clients if isinstance(clients, list) else []:
         if not isinstance(client, dict) or client.get("sha256") != digest or client.get("revoked"):
             continue
         expires = client.get("expires")
@@ -84,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
     keys: StateFile
     routes: StateFile
 
-    def log_message(self, format: str, *args) -> None:  # the access log is ours (log_access)
+    def log_message(self, format: str, *args: object) -> None:  # the access log is ours (log_access)
         pass
 
     def do_GET(self) -> None:
@@ -218,7 +237,7 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str, kind: str, headers: dict | None = None) -> int:
         return self._json(status, {"error": {"message": message, "type": kind, "code": status}}, headers)
 
-    def _json(self, status: int, doc: dict, headers: dict | None = None) -> int:
+    def _json(self, status: int, doc: Mapping[str, object], headers: dict | None = None) -> int:
         data = json.dumps(doc).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -240,9 +259,9 @@ def _ready(route: object) -> bool:
     )
 
 
-def models_list(aliases: dict) -> dict:
-    data = [{"id": alias, "object": "model", "owned_by": "composegen-edge"} for alias in sorted(aliases)]
-    return {"object": "list", "data": data}
+def models_list(aliases: dict) -> ModelList:
+    data = [ModelEntry(id=alias, object="model", owned_by="composegen-edge") for alias in sorted(aliases)]
+    return ModelList(object="list", data=data)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,29 +9,47 @@ import hashlib
 import json
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from pathlib import Path
+from typing import TypedDict, TypeVar, cast
 
 from composegen.errors import BadInput
 from composegen.project import Project
-from composegen.stack import state
+from composegen.stack import driver
 
 CLIENT_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 KEY_PREFIX = "cgk_"
 MAX_STATE_BYTES = 4 << 20
+Doc = TypeVar("Doc", bound=Mapping[str, object])
+
+
+class ClientRecord(TypedDict):
+    """One client of keys.json, as written (and as the gatekeeper reads it)."""
+
+    name: str
+    sha256: str
+    created: str
+    expires: str | None
+    revoked: str | None
+
+
+class KeysFile(TypedDict):
+    clients: list[ClientRecord]
 
 
 def edge_dir(project: Project) -> Path:
-    return state.private_dir(project, "edge")
+    return driver.private_dir(project, "edge")
 
 
 def keys_path(project: Project) -> Path:
     return edge_dir(project) / "keys.json"
 
 
-def read_json(path: Path, empty: dict) -> dict:
-    """A state file of ours: a plain file, bounded, a JSON object; BadInput naming it otherwise."""
+def read_json(path: Path, empty: Doc) -> Doc:
+    """A state file of ours: a plain file, bounded, a JSON object; BadInput naming it otherwise. It is typed
+    as the file's shape (EMPTY's type); its reader checks each field it uses (files from older runs load)."""
     if path.is_symlink():
         raise BadInput(f"{path}: is a symbolic link; composegen never reads state through links")
     if not path.exists():
@@ -44,11 +62,11 @@ def read_json(path: Path, empty: dict) -> dict:
         raise BadInput(f"{path}:1: unreadable JSON ({type(exc).__name__}); fix or remove it") from None
     if not isinstance(doc, dict):
         raise BadInput(f"{path}:1: must be a JSON object")
-    return doc
+    return cast(Doc, doc)
 
 
-def write_json(path: Path, doc: dict) -> None:
-    state.private_write(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+def write_json(path: Path, doc: Mapping[str, object]) -> None:
+    driver.private_write(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def now_utc() -> datetime:
@@ -89,8 +107,8 @@ class Client:
         return "active"
 
 
-def _load(project: Project) -> list[dict]:
-    clients = read_json(keys_path(project), {"clients": []}).get("clients")
+def _load(project: Project) -> list[ClientRecord]:
+    clients = read_json(keys_path(project), KeysFile(clients=[])).get("clients")
     if not isinstance(clients, list) or not all(
         isinstance(c, dict) and isinstance(c.get("name"), str) for c in clients
     ):
@@ -98,8 +116,8 @@ def _load(project: Project) -> list[dict]:
     return clients
 
 
-def _save(project: Project, clients: list[dict]) -> None:
-    write_json(keys_path(project), {"clients": clients})
+def _save(project: Project, clients: list[ClientRecord]) -> None:
+    write_json(keys_path(project), KeysFile(clients=clients))
 
 
 def _new_key() -> tuple[str, str]:
@@ -117,19 +135,15 @@ def add(project: Project, name: str, expires: str | None = None) -> str:
     """A new client; returns its key (the only time it exists outside the client's hands)."""
     _checked_name(name)
     moment = parse_expiry(expires) if expires else None
-    with state.profile_lock(project, "edge-keys"):
+    with driver.profile_lock(project, "edge-keys"):
         clients = _load(project)
         if any(c["name"] == name for c in clients):
             raise BadInput(f"client {name!r} exists", hint=f"`composegen keys rotate {name}` gives it a new key")
         key, digest = _new_key()
         clients.append(
-            {
-                "name": name,
-                "sha256": digest,
-                "created": iso(now_utc()),
-                "expires": moment and iso(moment),
-                "revoked": None,
-            }
+            ClientRecord(
+                name=name, sha256=digest, created=iso(now_utc()), expires=iso(moment) if moment else None, revoked=None
+            )
         )
         _save(project, clients)
     return key
@@ -137,17 +151,17 @@ def add(project: Project, name: str, expires: str | None = None) -> str:
 
 def rotate(project: Project, name: str) -> str:
     """A new key for an existing client; the old one stops working at once."""
-    with state.profile_lock(project, "edge-keys"):
+    with driver.profile_lock(project, "edge-keys"):
         clients = _load(project)
         client = _find(clients, name)
         key, digest = _new_key()
-        client.update({"sha256": digest, "created": iso(now_utc()), "revoked": None})
+        client["sha256"], client["created"], client["revoked"] = digest, iso(now_utc()), None
         _save(project, clients)
     return key
 
 
 def revoke(project: Project, name: str) -> None:
-    with state.profile_lock(project, "edge-keys"):
+    with driver.profile_lock(project, "edge-keys"):
         clients = _load(project)
         client = _find(clients, name)
         client["revoked"] = iso(now_utc())
@@ -158,7 +172,7 @@ def listing(project: Project) -> list[Client]:
     return [Client(c["name"], str(c.get("created") or ""), c.get("expires"), c.get("revoked")) for c in _load(project)]
 
 
-def _find(clients: list[dict], name: str) -> dict:
+def _find(clients: list[ClientRecord], name: str) -> ClientRecord:
     for client in clients:
         if client["name"] == name:
             return client
@@ -168,7 +182,7 @@ def _find(clients: list[dict], name: str) -> dict:
 
 def remove(project: Project, name: str) -> None:
     """Drop a client's record entirely (the exposure gate's throw-away client)."""
-    with state.profile_lock(project, "edge-keys"):
+    with driver.profile_lock(project, "edge-keys"):
         clients = _load(project)
         _find(clients, name)
         _save(project, [c for c in clients if c["name"] != name])

@@ -124,6 +124,18 @@ def stack_override(edge: Edge, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _acme(email: str) -> list[str]:
+    """ACME by TLS-ALPN-01 on the public listener: port 80 is not published (and not bindable: no caps)."""
+    return [
+        "\ttls {",
+        "\t\tissuer acme {",
+        f"\t\t\temail {email}",
+        "\t\t\tdisable_http_challenge",
+        "\t\t}",
+        "\t}",
+    ]
+
+
 def caddyfile(edge: Edge) -> str:
     c = edge.config
     tls = c.tls
@@ -136,14 +148,12 @@ def caddyfile(edge: Edge) -> str:
         "\tservers {\n\t\tprotocols h1 h2\n\t}",  # no HTTP/3: its UDP port is not published
         f"\tdefault_sni {'127.0.0.1' if '127.0.0.1' in tls.names else tls.names[0]}",
     ]
-    if tls.mode == "acme" and tls.email:
-        glob.append(f"\temail {tls.email}")
     glob.append("}")
     if tls.mode == "off":
         site = [f"http://:{HTTPS_PORT} {{"]
     else:
         site = [", ".join(f"https://{n}" for n in tls.names) + " {"]
-        site.append("\ttls internal" if tls.mode == "internal" else "\t# tls: acme (the default issuer)")
+        site += ["\ttls internal"] if tls.mode == "internal" else _acme(tls.email or "")
     site += [
         f"\t@allowed path {' '.join(ALLOWED_PATHS)}",
         "\thandle @allowed {",

@@ -10,7 +10,8 @@ reads: {"retry_after", "aliases": {ALIAS: {"profile", "upstream", "served_name",
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Literal, NotRequired, TypedDict
 
 from composegen.edge.config import Edge, upstream_host
 from composegen.edge.keys import edge_dir, iso, now_utc, read_json, write_json
@@ -18,20 +19,58 @@ from composegen.errors import BadInput
 from composegen.project import Project
 
 
-def assignments_path(project: Project):
+class Proof(TypedDict):
+    """What allowed a switch (edge/evidence.py): the sha256 of the file that decided."""
+
+    kind: Literal["qualify", "campaign"]
+    ref: str
+    sha256: str
+    campaign_evidence_sha256: NotRequired[str]  # a campaign's: the comparison it decided on
+
+
+class Assignment(TypedDict):
+    profile: str
+    at: str | None
+    by: str  # edge.yaml | promote | rollback
+    evidence: Proof | None
+
+
+class AssignmentsFile(TypedDict):
+    aliases: dict[str, list[Assignment]]
+
+
+class Switching(TypedDict):
+    to: str | None
+    stage: str
+    since: NotRequired[str]
+
+
+class Route(TypedDict):
+    profile: str
+    upstream: str
+    served_name: str
+    switch: Switching | None
+
+
+class RoutesFile(TypedDict):
+    retry_after: int
+    aliases: dict[str, Route]
+
+
+def assignments_path(project: Project) -> Path:
     return edge_dir(project) / "assignments.json"
 
 
-def routes_path(project: Project):
+def routes_path(project: Project) -> Path:
     return edge_dir(project) / "routes.json"
 
 
-def history(project: Project, edge: Edge, alias: str) -> list[dict[str, Any]]:
-    doc = read_json(assignments_path(project), {"aliases": {}})
+def history(project: Project, edge: Edge, alias: str) -> list[Assignment]:
+    doc = read_json(assignments_path(project), AssignmentsFile(aliases={}))
     entries = (doc.get("aliases") or {}).get(alias) if isinstance(doc.get("aliases"), dict) else None
     if not isinstance(entries, list) or not entries:
         initial = edge.config.aliases.get(alias)
-        return [{"profile": initial, "at": None, "by": "edge.yaml", "evidence": None}] if initial else []
+        return [Assignment(profile=initial, at=None, by="edge.yaml", evidence=None)] if initial else []
     return [e for e in entries if isinstance(e, dict) and e.get("profile") in edge.stacks]
 
 
@@ -42,23 +81,23 @@ def current(project: Project, edge: Edge, alias: str) -> str | None:
 
 def aliases(project: Project, edge: Edge) -> dict[str, str | None]:
     """Every alias (edge.yaml's and any promoted since) → its current profile."""
-    doc = read_json(assignments_path(project), {"aliases": {}})
+    doc = read_json(assignments_path(project), AssignmentsFile(aliases={}))
     names = set(edge.config.aliases) | set(doc.get("aliases") or {})
     return {a: current(project, edge, a) for a in sorted(names)}
 
 
-def record(project: Project, edge: Edge, alias: str, profile: str, by: str, evidence: dict | None) -> dict:
-    doc = read_json(assignments_path(project), {"aliases": {}})
+def record(project: Project, edge: Edge, alias: str, profile: str, by: str, evidence: Proof | None) -> Assignment:
+    doc = read_json(assignments_path(project), AssignmentsFile(aliases={}))
     found = doc.get("aliases")
-    table: dict = found if isinstance(found, dict) else {}
+    table = found if isinstance(found, dict) else {}
     entries = history(project, edge, alias)
-    entry = {"profile": profile, "at": iso(now_utc()), "by": by, "evidence": evidence}
+    entry = Assignment(profile=profile, at=iso(now_utc()), by=by, evidence=evidence)
     table[alias] = [*entries, entry]
-    write_json(assignments_path(project), {"aliases": table})
+    write_json(assignments_path(project), AssignmentsFile(aliases=table))
     return entry
 
 
-def previous(project: Project, edge: Edge, alias: str) -> dict[str, Any]:
+def previous(project: Project, edge: Edge, alias: str) -> Assignment:
     """The assignment before the current one (what `rollback` returns to)."""
     entries = history(project, edge, alias)
     if not entries:
@@ -69,18 +108,20 @@ def previous(project: Project, edge: Edge, alias: str) -> dict[str, Any]:
     raise BadInput(f"{alias} has no earlier assignment to return to (it has only ever been {entries[-1]['profile']})")
 
 
-def publish(project: Project, edge: Edge, switching: dict[str, dict] | None = None) -> None:
+def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None = None) -> None:
     """Write routes.json from the assignments; `switching` {alias: {"to", "stage"}} marks aliases mid-switch."""
-    table = {}
+    table: dict[str, Route] = {}
     for alias, profile in aliases(project, edge).items():
         if profile is None:
             continue
         r = edge.stacks[profile]
         switch = (switching or {}).get(alias)
-        table[alias] = {
-            "profile": profile,
-            "upstream": f"{upstream_host(profile)}:{r.profile.service.port.container}",
-            "served_name": r.profile.model.served_name,
-            "switch": {**switch, "since": switch.get("since") or iso(now_utc())} if switch else None,
-        }
-    write_json(routes_path(project), {"retry_after": edge.config.retry_after, "aliases": table})
+        table[alias] = Route(
+            profile=profile,
+            upstream=f"{upstream_host(profile)}:{r.profile.service.port.container}",
+            served_name=r.profile.model.served_name,
+            switch=Switching(to=switch["to"], stage=switch["stage"], since=switch.get("since") or iso(now_utc()))
+            if switch
+            else None,
+        )
+    write_json(routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table))

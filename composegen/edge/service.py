@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 
 from composegen import render
-from composegen.edge import config, keys, routes
+from composegen.edge import config, image, keys, routes
 from composegen.edge.config import Edge
 from composegen.edge.render import render_edge
 from composegen.errors import BadInput, CheckFailed, EngineError
 from composegen.project import Project
-from composegen.stack import engine
-from composegen.stack.facts import ContainerFacts
+from composegen.stack import driver
+from composegen.stack.driver import ContainerFacts
 
 ROOT_CERT = "/data/caddy/pki/authorities/local/root.crt"
 RELOAD = ["caddy", "reload", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
@@ -32,13 +32,13 @@ def ensure_fresh(project: Project, edge: Edge) -> None:
         raise CheckFailed(f"out/edge/ is stale or missing ({paths})", hint="run `composegen render`")
 
 
-def stack(edge: Edge, project: Project) -> engine.Stack:
-    return engine.Stack(edge.project_name, [project.out_path("edge")])
+def stack(edge: Edge, project: Project) -> driver.Stack:
+    return driver.Stack(edge.project_name, [project.out_path("edge")])
 
 
 def containers(edge: Edge) -> dict[str, ContainerFacts]:
     """{"proxy": …, "gate": …} of the running edge (missing keys: not there)."""
-    return {c.service: c for c in engine.project_containers(edge.project_name) if c.service}
+    return {c.service: c for c in driver.project_containers(edge.project_name) if c.service}
 
 
 def up(project: Project) -> Edge:
@@ -47,9 +47,35 @@ def up(project: Project) -> Edge:
     if not keys.keys_path(project).exists():
         keys.write_json(keys.keys_path(project), {"clients": []})
     routes.publish(project, edge)
+    for ref in sorted({edge.config.images.proxy, edge.config.images.gate}):
+        if image.is_local(ref) and not driver.image_present(ref):
+            build_local(ref)
     stack(edge, project).up()
     reload(edge)
     return edge
+
+
+def build_local(pinned: str) -> None:
+    """Build the pinned local image from this machine's caddy — only when its content gives that very tag."""
+    import tempfile
+    from pathlib import Path
+
+    try:
+        files = image.context_files()
+    except OSError as exc:
+        raise EngineError(
+            f"{pinned} is not here and cannot be built: {exc.strerror}: {exc.filename}",
+            hint="install Debian's caddy (apt-get install caddy ca-certificates), or pin a registry digest",
+        ) from None
+    tag = image.local_tag(files)
+    if tag != pinned:
+        raise CheckFailed(
+            f"edge.yaml pins {pinned}, but this machine's caddy and CA bundle make {tag}",
+            hint=f"pin images {{proxy: {tag}, gate: {tag}}} after checking `caddy version`, then `composegen render`",
+        )
+    with tempfile.TemporaryDirectory(prefix="composegen-edge-image-") as tmp:
+        ctx = image.write_context(Path(tmp), files)
+        driver.build_image(tag, ctx, {"BASE": driver.BASE_IMAGE}, "the edge image")
 
 
 def reload(edge: Edge, timeout: float = 30.0) -> None:
@@ -58,7 +84,7 @@ def reload(edge: Edge, timeout: float = 30.0) -> None:
     while True:
         proxy = containers(edge).get("proxy")
         if proxy is not None and proxy.running:
-            code, text = engine.exec_output(proxy, RELOAD)
+            code, text = driver.exec_output(proxy, RELOAD)
             if code == 0:
                 return
             if time.monotonic() > deadline:
@@ -83,7 +109,7 @@ def root_certificate(project: Project, timeout: float = 30.0) -> str:
         proxy = containers(edge).get("proxy")
         if proxy is None or not proxy.running:
             raise EngineError(f"{edge.project_name} is not running", hint="`composegen edge up` first")
-        code, text = engine.exec_output(proxy, ["cat", ROOT_CERT], max_bytes=64 << 10)
+        code, text = driver.exec_output(proxy, ["cat", ROOT_CERT], max_bytes=64 << 10)
         if code == 0 and text.startswith("-----BEGIN CERTIFICATE-----"):
             return text
         if time.monotonic() > deadline:

@@ -10,7 +10,8 @@ from composegen.project import Project
 
 def edge_status(project: Project) -> EdgeStatusReport:
     edge = service.load(project)
-    published = keys.read_json(routes.routes_path(project), {"aliases": {}}).get("aliases") or {}
+    empty = routes.RoutesFile(retry_after=0, aliases={})  # only its aliases are read
+    published = keys.read_json(routes.routes_path(project), empty).get("aliases") or {}
     rows = []
     for alias, profile in routes.aliases(project, edge).items():
         live = published.get(alias) if isinstance(published, dict) else None
@@ -20,8 +21,8 @@ def edge_status(project: Project) -> EdgeStatusReport:
             AliasRow(
                 alias=alias,
                 profile=profile,
-                switching=switch,
-                evidence=history[-1].get("evidence") if history else None,
+                switching=dict(switch) if switch else None,
+                evidence=dict(proof) if history and (proof := history[-1].get("evidence")) else None,
             )
         )
     containers = {svc: c.state for svc, c in service.containers(edge).items()}

@@ -10,28 +10,19 @@ at any step brings the previous stack back up and points the alias at it again, 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 from composegen.edge import evidence as proof
 from composegen.edge import routes
 from composegen.edge.config import Edge
+from composegen.edge.reports import SwitchReport
+from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
-from composegen.profiles import resolve as profiles
+from composegen.evidence import gates as gating  # `gates` is the gate names given
+from composegen.profiles import resolve
 from composegen.project import Project
-from composegen.stack import driver, state
+from composegen.stack import driver
 from composegen.stack.progress import LogLine, ProgressSink
 from composegen.vllm import stages
-
-
-@dataclass
-class Switched:
-    alias: str
-    previous: str | None
-    profile: str
-    by: str
-    evidence: dict | None
-    stages: list[str] = field(default_factory=list)  # what clients were told, in order
-    seconds: float = 0.0
 
 
 class StageSink(ProgressSink):
@@ -69,15 +60,17 @@ def promote(
     run: str | None = None,
     emulate: bool = False,
     gates: list[str] | None = None,
-) -> Switched:
+) -> SwitchReport:
     if profile not in edge.stacks:
         raise BadInput(f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml")
-    r = profiles.load(project, profile)
+    r = resolve.load(project, profile)
     evidence = proof.campaign_decision(project, campaign, profile) if campaign else proof.qualified_run(project, r, run)
     return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates)
 
 
-def rollback(project: Project, edge: Edge, alias: str, *, emulate: bool = False, gates: list[str] | None = None):
+def rollback(
+    project: Project, edge: Edge, alias: str, *, emulate: bool = False, gates: list[str] | None = None
+) -> SwitchReport:
     back = routes.previous(project, edge, alias)
     return _switch(project, edge, alias, back["profile"], "rollback", back.get("evidence"), emulate, gates)
 
@@ -88,12 +81,12 @@ def _switch(
     alias: str,
     target: str,
     by: str,
-    evidence: dict | None,
+    evidence: Proof | None,
     emulate: bool,
     gates: list[str] | None,
-) -> Switched:
+) -> SwitchReport:
     started = time.monotonic()
-    with state.profile_lock(project, "edge-switch"):
+    with driver.profile_lock(project, "edge-switch"):
         current = routes.current(project, edge, alias)
         if current == target:
             raise BadInput(f"{alias} already points at {target}")
@@ -110,18 +103,25 @@ def _switch(
             raise
         entry = routes.record(project, edge, alias, target, by, evidence)
         routes.publish(project, edge)
-    return Switched(alias, current, target, by, entry["evidence"], sink.seen, round(time.monotonic() - started, 1))
+    proven = entry["evidence"]
+    return SwitchReport(
+        alias=alias,
+        previous=current,
+        profile=target,
+        by=by,
+        evidence=dict(proven) if proven else None,
+        stages=sink.seen,  # what clients were told, in order
+        seconds=round(time.monotonic() - started, 1),
+    )
 
 
-def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: list[str] | None, sink: StageSink):
-    from composegen.evidence import gates as gating
-
+def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: list[str] | None, sink: StageSink) -> None:
     r = edge.stacks[name]
     driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
     ep = driver.endpoint(r)
     result = gating.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, only=gates or ["smoke"])
-    failed = [g["name"] for g in result["gates"] if not g["passed"]]
+    failed = [g.name for g in result.gates if not g.passed]
     if failed:
         raise CheckFailed(f"{name}: gates failed: {', '.join(failed)}")
 

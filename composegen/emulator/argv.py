@@ -18,8 +18,10 @@ import argparse
 import json
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PROG = "vllm serve"
 CATALOG_ENV = "EMU_FLAG_CATALOG"
@@ -108,18 +110,21 @@ def human_readable_int_or_auto(value: str) -> int:
     return human_readable_int(value)
 
 
-def _json_value(value: str):
+def _json_value(value: str) -> Any:
     return json.loads(value)
 
 
-def union_dict_and_str(value: str):
+def union_dict_and_str(value: str) -> Any:
     """vLLM's rule: text that looks like a JSON object is parsed (and must be valid), else kept as a string."""
     if re.fullmatch(r"(?s)\s*\{.*\}\s*", value):
         return json.loads(value)
     return value
 
 
-_NAMED_TYPES = {
+# An argparse `type`: text in, the parsed value (JSON flags give whatever the JSON holds) out.
+Convert = Callable[[str], Any]
+
+_NAMED_TYPES: dict[str, Convert] = {
     "int": int,
     "float": float,
     "str": str,
@@ -129,16 +134,16 @@ _NAMED_TYPES = {
 }
 
 
-def _named(func, name: str):
-    def convert(value: str):
+def _named(func: Convert, name: str) -> Convert:
+    def convert(value: str) -> Any:
         return func(value)
 
     convert.__name__ = name
     return convert
 
 
-def _optional(inner):
-    def convert(value: str):
+def _optional(inner: Convert) -> Convert:
+    def convert(value: str) -> Any:
         return None if value in ("", "None") else inner(value)
 
     convert.__name__ = "_optional_type"
@@ -151,7 +156,7 @@ def _is_json_flag(flag: dict) -> bool:
     return flag["type"] == "_optional_type" and "valid JSON string" in (flag.get("help") or "")
 
 
-def _value_type(flag: dict):
+def _value_type(flag: dict) -> Convert:
     kind, dest = flag["type"], flag["dest"]
     if _is_json_flag(flag):
         inner = _named(_json_value, kind if kind in _JSON_TYPES else "loads")
@@ -164,16 +169,23 @@ def _value_type(flag: dict):
 class _EnableDisable(argparse.Action):
     """One dest, several spellings: the dest's own spelling and short aliases set True, the others False."""
 
-    def __init__(self, option_strings, dest, **kwargs):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         kwargs["nargs"] = 0
         super().__init__(option_strings, dest, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        assert option_string is not None  # an option (never a positional) calls this action
         positive = not option_string.startswith("--") or option_string[2:].replace("-", "_") == self.dest
         setattr(namespace, self.dest, positive)
 
 
-def _converted_choice(convert, choice):
+def _converted_choice(convert: Convert, choice: object) -> object:
     try:
         return convert(choice) if isinstance(choice, str) else choice
     except (ValueError, TypeError, argparse.ArgumentTypeError):
@@ -257,7 +269,7 @@ class ServeArgs:
     values: dict
     non_default: dict
 
-    def get(self, dest: str, default=None):
+    def get(self, dest: str, default: Any = None) -> Any:
         value = self.values.get(dest)
         return default if value is None else value
 

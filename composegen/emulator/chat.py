@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from composegen.emulator import replies, versions
@@ -254,7 +255,7 @@ def chat_completion(reply: Reply, info: ServingInfo, request_id: str, created: i
     }
 
 
-def _tool_call_deltas(reply: Reply, info: ServingInfo):
+def _tool_call_deltas(reply: Reply, info: ServingInfo) -> Iterator[tuple[dict, str | None]]:
     """(delta, finish override) per streamed tool-call piece: id and name first, then argument fragments."""
     for index, call in enumerate(reply.tool_calls):
         head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
@@ -268,7 +269,9 @@ def _tool_call_deltas(reply: Reply, info: ServingInfo):
             yield {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}, finish
 
 
-def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, include_usage: bool):
+def chat_chunks(
+    reply: Reply, info: ServingInfo, request_id: str, created: int, include_usage: bool
+) -> Iterator[tuple[dict, bool]]:
     """Yield (chunk, counts_as_token) in vLLM 0.26's order: a role chunk; one chunk per token; the finish
     reason on the last token's chunk (with or without a tool parser, as the graphs recording shows), or in a
     separate `{}` delta after streamed tool calls or when no token was generated;
@@ -301,8 +304,8 @@ def chat_chunks(reply: Reply, info: ServingInfo, request_id: str, created: int, 
         counts = False
     else:
         counts = True
+    assert last is not None  # set by the loop (deltas) or by the separate finish chunk
     if include_usage:
         yield last, counts
         last, counts = {**head, "choices": [], "usage": reply.usage(details=False)}, False
-    assert last is not None
     yield {**last, "system_fingerprint": versions.active().fingerprint}, counts

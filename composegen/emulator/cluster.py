@@ -25,8 +25,9 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import BinaryIO
 
 Logger = Callable[..., None]  # runner.Log: (level, source, message, proc="APIServer")
 
@@ -46,7 +47,7 @@ class Timing:
     join_timeout_s: float = 600.0
 
     @classmethod
-    def from_env(cls, env, number: Callable) -> Timing:
+    def from_env(cls, env: Mapping[str, str], number: Callable[[Mapping[str, str], str, float], float]) -> Timing:
         return cls(
             number(env, "EMU_HEARTBEAT_S", cls.heartbeat_s),
             number(env, "EMU_PEER_TIMEOUT_S", cls.peer_timeout_s),
@@ -114,8 +115,8 @@ class _Link:
         timing: Timing,
         on_message: Callable[[dict], None],
         on_lost: Callable[[str], None],
-        reader=None,
-    ):
+        reader: BinaryIO | None = None,
+    ) -> None:
         self.sock, self.timing = sock, timing
         self.on_message, self.on_lost = on_message, on_lost
         self.reader = reader or sock.makefile("rb")
@@ -166,7 +167,7 @@ def _ignore(message: dict) -> None:
     """A head ignores what a joined worker sends besides heartbeats."""
 
 
-def _read_line(sock: socket.socket, reader, timeout: float) -> dict:
+def _read_line(sock: socket.socket, reader: BinaryIO, timeout: float) -> dict:
     sock.settimeout(timeout)
     line = reader.readline()
     if not line:

@@ -12,6 +12,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Iterable
 
 
 def token_buckets(max_model_len: int) -> tuple[int, ...]:
@@ -34,7 +35,7 @@ def format_value(value: float) -> str:
     return repr(value)
 
 
-def _escape(value) -> str:
+def _escape(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -54,7 +55,7 @@ def sample_lines(name: str, samples: list[tuple[dict, float]]) -> list[str]:
 
 
 class Histogram:
-    def __init__(self, buckets) -> None:
+    def __init__(self, buckets: Iterable[float | str]) -> None:
         self.buckets = tuple(float(b) for b in buckets)
         self.counts = [0] * len(self.buckets)
         self.total = 0.0

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from composegen.emulator import cluster
-from composegen.emulator.memory import free_memory_line, gib
+from composegen.emulator.memory import MemoryPlan, free_memory_line, gib
 
 LogFn = Callable[..., None]
 
@@ -34,7 +34,9 @@ def log_worker_death(log: LogFn, head: cluster.Head) -> None:
     log("ERROR", "core_client.py:623", "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.")
 
 
-def serve_headless(log: LogFn, values: dict, plan, load_s: float, fault: str | None, member: cluster.Member) -> int:
+def serve_headless(
+    log: LogFn, values: dict, plan: MemoryPlan, load_s: float, fault: str | None, member: cluster.Member
+) -> int:
     """A worker node: join, load this node's shard when the head says so, then stay until the head stops."""
     member.join()
     if member.wait(member.started):
@@ -80,7 +82,7 @@ def serve_headless(log: LogFn, values: dict, plan, load_s: float, fault: str | N
     return 1
 
 
-def _shard_lines(model: str, plan, load_s: float) -> list[tuple[float, list[tuple[str, str]]]]:
+def _shard_lines(model: str, plan: MemoryPlan, load_s: float) -> list[tuple[float, list[tuple[str, str]]]]:
     """(fraction of the load time, [(source, message)]) for a worker node's own ranks."""
     steps = [
         (

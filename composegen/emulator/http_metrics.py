@@ -35,7 +35,7 @@ class HttpMetrics:
 
     def observe(
         self, method: str, route: str | None, status: int, request_bytes: int, response_bytes: int, seconds: float
-    ):
+    ) -> None:
         if route in UNCOUNTED:
             return
         handler = route or "none"

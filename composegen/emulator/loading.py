@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from composegen.emulator.memory import free_memory_line, gib, kv_size_line
+from composegen.emulator.memory import MemoryPlan, free_memory_line, gib, kv_size_line
 from composegen.emulator.server import VERSION
 
 DEFAULT_SHARDS = 4
@@ -32,7 +32,7 @@ WORKER = "Worker_TP0"
 CORE = "EngineCore_DP0"
 
 
-def shard_count(env=None) -> int:
+def shard_count(env: Mapping[str, str] | None = None) -> int:
     raw = (os.environ if env is None else env).get("EMU_WEIGHT_SHARDS") or str(DEFAULT_SHARDS)
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"EMU_WEIGHT_SHARDS={raw!r}: expected a whole number of shards, at least 1")
@@ -65,7 +65,7 @@ def tqdm_line(desc: str, done: int, total: int, elapsed: float, bar: bool) -> st
     return f"{desc}: {pct:3d}%|{'█' * filled}{' ' * (10 - filled)}| {stats}"
 
 
-def load(log: Callable[..., None], values: dict, plan, fault: str | None, load_s: float) -> bool:
+def load(log: Callable[..., None], values: dict, plan: MemoryPlan, fault: str | None, load_s: float) -> bool:
     """Emit the start-up lines over `load_s` seconds; False when the engine fails to start."""
     started = time.monotonic()
     model = values["model"]
@@ -169,7 +169,7 @@ def _compile(log: Callable[..., None], at: Callable[[float], float], values: dic
     return took
 
 
-def _profile(log: Callable[..., None], plan) -> bool:
+def _profile(log: Callable[..., None], plan: MemoryPlan) -> bool:
     if plan.kv_from_flag:
         log(
             "INFO",
@@ -194,7 +194,15 @@ def _profile(log: Callable[..., None], plan) -> bool:
     return False
 
 
-def _capture(raw, at, what: str, total: int, start: float, end: float, load_s: float) -> None:
+def _capture(
+    raw: Callable[[str], None],
+    at: Callable[[float], float],
+    what: str,
+    total: int,
+    start: float,
+    end: float,
+    load_s: float,
+) -> None:
     """One capture pass: as many redraws as tqdm's minimum interval allows, the last one at 100%."""
     desc = f"Capturing CUDA graphs ({what})"
     begun = time.monotonic()

@@ -31,6 +31,7 @@ num_gpu_blocks, num_cpu_blocks, kv_size_label, error), gib(x) -> str.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
 from composegen.emulator import versions
@@ -73,7 +74,7 @@ class MemoryInputs:
     native_max_model_len: int = DEFAULT_NATIVE_MAX_MODEL_LEN
 
     @classmethod
-    def from_env(cls, env) -> MemoryInputs:
+    def from_env(cls, env: Mapping[str, str]) -> MemoryInputs:
         """Read EMU_<FIELD upper-cased> (e.g. EMU_GPU_GIB, EMU_KV_BYTES_PER_TOKEN); bad numbers raise ValueError."""
         values: dict = {}
         for field in fields(cls):

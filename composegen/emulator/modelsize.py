@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 GiB = 1 << 30
@@ -19,7 +20,7 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 CONFIG_MAX_BYTES = 1 << 20
 
 
-def _config_path(model: str, revision: str | None, env) -> Path | None:
+def _config_path(model: str, revision: str | None, env: Mapping[str, str]) -> Path | None:
     local = Path(model)
     if local.is_dir():
         return local / "config.json"
@@ -52,7 +53,7 @@ def _parameters(config: dict) -> int | None:
     return embeddings + layers * (attention + mlp + 2 * hidden) + hidden
 
 
-def weights_gib(values: dict, env) -> float | None:
+def weights_gib(values: dict, env: Mapping[str, str]) -> float | None:
     """GiB of weights per rank for the parsed `vllm serve` values, or None when the config does not say."""
     model = values.get("model")
     if not isinstance(model, str) or not model:

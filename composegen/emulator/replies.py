@@ -174,7 +174,7 @@ def reasoning_effort(body: dict) -> str | None:
     return None
 
 
-def choose_tool(tools: list[dict], tool_choice, messages: list[dict]) -> dict | None:
+def choose_tool(tools: list[dict], tool_choice: object, messages: list[dict]) -> dict | None:
     """The tool to call, or None for a plain answer (auto: one round, name words must match the question)."""
     functions = [t.get("function") or t for t in tools if isinstance(t, dict)]
     if not functions or tool_choice == "none":

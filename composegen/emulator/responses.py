@@ -7,6 +7,8 @@ field vLLM sets (most null); a stream is `event: <type>` + `data: <json>` pairs 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from composegen.emulator.chat import Reply, RequestError, ServingInfo, new_id, plan_chat
 
 
@@ -64,7 +66,9 @@ def _message_item(item_id: str, text: str, status: str) -> dict:
     return {"id": item_id, "content": content, "role": "assistant", "status": status, "type": "message", "phase": None}
 
 
-def response_object(body: dict, info: ServingInfo, reply: Reply, response_id: str, created: int, done: bool = True):
+def response_object(
+    body: dict, info: ServingInfo, reply: Reply, response_id: str, created: int, done: bool = True
+) -> dict:
     """The response object: `in_progress` with no output while streaming starts, else the finished one."""
     output = []
     if done and reply.reasoning:
@@ -127,7 +131,9 @@ def response_object(body: dict, info: ServingInfo, reply: Reply, response_id: st
     }
 
 
-def response_events(body: dict, info: ServingInfo, reply: Reply, response_id: str, created: int):
+def response_events(
+    body: dict, info: ServingInfo, reply: Reply, response_id: str, created: int
+) -> Iterator[tuple[str, dict, bool]]:
     """Yield (event type, data, counts_as_token) for a streamed response (text output)."""
     item_id = new_id("")  # the streamed item's id has no `msg_` prefix in vLLM 0.26
     text = "".join(reply.content)

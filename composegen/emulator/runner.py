@@ -26,15 +26,20 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn, TextIO
 
 from composegen.emulator import cluster, headless, loading, modelsize, shmfiles, versions
 from composegen.emulator.argv import parse_serve_args
 from composegen.emulator.chat import ServingInfo
-from composegen.emulator.memory import GiB, MemoryInputs, plan_memory
+from composegen.emulator.memory import GiB, MemoryInputs, MemoryPlan, plan_memory
 from composegen.emulator.metrics import Metrics
-from composegen.emulator.server import ROUTES, VERSION, Pacing, ServerState, make_server
+from composegen.emulator.server import ROUTES, VERSION, make_server
+from composegen.emulator.server_state import Pacing, ServerState
 
 FAULTS = ("crash_during_load", "never_ready", "slow_ready", "health_503_after", "broken_tool_stream")
 
@@ -54,7 +59,7 @@ class _Stop(BaseException):
 class Log:
     """vLLM 0.33 lines: `(<proc> pid=N) LEVEL MM-DD HH:MM:SS [file.py:line] msg`; uvicorn's `INFO:     msg`."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.pids = {"APIServer": os.getpid()}
         self._lock = threading.Lock()  # multi-node threads log too: whole lines only
@@ -79,7 +84,7 @@ def _top_level_error(message: str) -> int:
     return 2
 
 
-def _env_float(env, name: str, default: float) -> float:
+def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     try:
         return float(raw) if raw not in (None, "") else default
@@ -103,7 +108,7 @@ class Settings:
     timing: cluster.Timing
 
     @classmethod
-    def from_env(cls, env) -> Settings:
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
         fault = env.get("EMU_FAULT") or None
         if fault and fault not in FAULTS:
             raise ValueError(f"EMU_FAULT={fault!r}: expected one of {', '.join(FAULTS)}")
@@ -125,7 +130,7 @@ class Settings:
         )
 
 
-def main(argv: list[str] | None = None, env=None) -> int:
+def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     env = os.environ if env is None else env
     if argv[:1] in (["-v"], ["--version"]):
@@ -228,13 +233,13 @@ def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.La
             log("INFO", "emulator.py:2", f"composegen emulator removed {len(removed)} shared-memory file(s)")
 
 
-def _stop(signum, frame):
+def _stop(signum: int, frame: FrameType | None) -> NoReturn:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise _Stop()
 
 
-def _peer_lost(signum, frame):
+def _peer_lost(signum: int, frame: FrameType | None) -> NoReturn:
     raise cluster.PeerLost()
 
 
@@ -248,7 +253,7 @@ def _engine_processes(values: dict, settings: Settings, launch: cluster.Launch |
     return names, len(ranks)
 
 
-def _listen(log: Log, host: str, port: int, state: ServerState):
+def _listen(log: Log, host: str, port: int, state: ServerState) -> ThreadingHTTPServer | None:
     """Bind and listen only now (the port was closed while loading); log the routes as vLLM does."""
     try:
         server = make_server(host, port, state)
@@ -299,7 +304,7 @@ def _shm_files(log: Log, shm_dir: Path, sizes: list[tuple[str, int]]) -> list[sh
         return None
 
 
-def _server_state(log: Log, values: dict, plan, settings: Settings) -> ServerState:
+def _server_state(log: Log, values: dict, plan: MemoryPlan, settings: Settings) -> ServerState:
     model = values["model"]
     keys = list(values.get("api_key") or []) + ([settings.env_api_key] if settings.env_api_key else [])
     info = ServingInfo(

@@ -12,6 +12,7 @@ arguments can reuse words from the user's message; everything is deterministic.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 _FORMATS = {
     "date-time": "2026-01-01T00:00:00Z",
@@ -28,10 +29,19 @@ _FORMATS = {
 _MAX_DEPTH = 12
 
 
-def instance_for(schema, hints: dict | None = None, *, root=None, name: str = "value", depth: int = 0, index: int = 0):
-    root = schema if root is None else root
+def instance_for(
+    schema: object,
+    hints: dict | None = None,
+    *,
+    root: dict | None = None,
+    name: str = "value",
+    depth: int = 0,
+    index: int = 0,
+) -> Any:
+    """A JSON value (whatever the schema's const, enum or default holds) that `schema` accepts."""
     if schema is True or schema is None or not isinstance(schema, dict):
         return name if index == 0 else f"{name}-{index}"
+    root = schema if root is None else root
     schema = _resolve(schema, root)
     if "allOf" in schema:
         schema = _merge(
@@ -67,13 +77,13 @@ def instance_for(schema, hints: dict | None = None, *, root=None, name: str = "v
     return _string(schema, hints, name, index)
 
 
-def _resolve(schema, root):
+def _resolve(schema: object, root: dict) -> dict:
     seen = 0
     while isinstance(schema, dict) and "$ref" in schema and seen < 32:
         ref = schema["$ref"]
         if not ref.startswith("#"):
             return {k: v for k, v in schema.items() if k != "$ref"}
-        target = root
+        target: Any = root  # a JSON pointer walk: each step may reach any JSON value
         for part in [p for p in ref[1:].split("/") if p]:
             target = target[part.replace("~1", "/").replace("~0", "~")]
         schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
@@ -109,7 +119,7 @@ def _kind(schema: dict) -> str:
     return "string"
 
 
-def _object(schema: dict, hints, root, depth: int) -> dict:
+def _object(schema: dict, hints: dict | None, root: dict, depth: int) -> dict:
     props = schema.get("properties") or {}
     required = schema.get("required") or []
     keys = list(props) if depth < _MAX_DEPTH else [k for k in props if k in required]
@@ -122,7 +132,7 @@ def _object(schema: dict, hints, root, depth: int) -> dict:
     return value
 
 
-def _array(schema: dict, hints, root, name: str, depth: int) -> list:
+def _array(schema: dict, hints: dict | None, root: dict, name: str, depth: int) -> list:
     prefix = schema.get("prefixItems") or []
     low = int(schema.get("minItems") or 0)
     high = schema.get("maxItems")
@@ -169,7 +179,7 @@ def _number(schema: dict, *, integer: bool) -> float:
     return float(value)
 
 
-def _string(schema: dict, hints, name: str, index: int) -> str:
+def _string(schema: dict, hints: dict | None, name: str, index: int) -> str:
     fmt = schema.get("format")
     if fmt in _FORMATS:
         return _FORMATS[fmt]

@@ -11,18 +11,16 @@ Requests are paced so TTFT and decode rates are measurable: prefill sleeps promp
 
 from __future__ import annotations
 
-import itertools
 import json
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from composegen.emulator import completions, responses, versions
 from composegen.emulator.chat import (
     RequestError,
-    ServingInfo,
     chat_chunks,
     chat_completion,
     check_model,
@@ -30,7 +28,7 @@ from composegen.emulator.chat import (
     plan_chat,
     validation_error,
 )
-from composegen.emulator.metrics import Metrics
+from composegen.emulator.server_state import ServerState
 from composegen.emulator.tokenizer import encode, encode_chat
 
 VERSION = versions.active().reported
@@ -50,68 +48,6 @@ ROUTES = {  # path -> methods, for 405 and the `allow` header
 _OPEN_PATHS = ("/health", "/ping", "/version", "/metrics", "/load")
 
 
-@dataclass
-class Pacing:
-    prefill_tok_s: float = 20000.0
-    decode_tok_s: float = 200.0
-    prefill_cap_s: float = 2.0
-    decode_cap_s: float = 2.0
-
-    @classmethod
-    def from_env(cls, env) -> Pacing:
-        names = {
-            "prefill_tok_s": "EMU_PREFILL_TOK_S",
-            "decode_tok_s": "EMU_DECODE_TOK_S",
-            "prefill_cap_s": "EMU_PREFILL_SLEEP_CAP_S",
-            "decode_cap_s": "EMU_DECODE_SLEEP_CAP_S",
-        }
-        values = {}
-        for key, var in names.items():
-            if env.get(var):
-                try:
-                    values[key] = float(env[var])
-                except ValueError:
-                    raise ValueError(f"{var}={env[var]!r} is not a number") from None
-        return cls(**values)
-
-    def prefill(self, tokens: int) -> float:
-        return min(tokens / self.prefill_tok_s, self.prefill_cap_s) if self.prefill_tok_s > 0 else 0.0
-
-    def per_token(self, tokens: int) -> float:
-        if self.decode_tok_s <= 0 or tokens <= 0:
-            return 0.0
-        return min(1.0 / self.decode_tok_s, self.decode_cap_s / tokens)
-
-
-@dataclass
-class ServerState:
-    info: ServingInfo
-    metrics: Metrics
-    log: Callable[[str, str, str], None]  # (level, source, message)
-    api_keys: list[str] = field(default_factory=list)
-    pacing: Pacing = field(default_factory=Pacing)
-    fault_after_s: float = 5.0
-    access_log: bool = True
-    ready_at: float = field(default_factory=time.monotonic)
-    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
-    _dead_logged: bool = False
-
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    def engine_dead(self) -> bool:
-        dead = self.info.fault == "health_503_after" and time.monotonic() - self.ready_at >= self.fault_after_s
-        if dead and not self._dead_logged:
-            self._dead_logged = True
-            self.log(
-                "ERROR",
-                "core_client.py:623",
-                "Engine core proc EngineCore_DP0 died unexpectedly, "
-                "shutting down client. (EngineDeadError, emulated fault)",
-            )
-        return dead
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
@@ -122,7 +58,7 @@ class Handler(BaseHTTPRequestHandler):
     _started = 0.0  # time.monotonic() when _route took the request (the http_* metrics' duration)
 
     # --- plumbing ---------------------------------------------------------------------------------
-    def log_message(self, fmt, *args):  # replaced by uvicorn-style access lines in _send
+    def log_message(self, fmt: str, *args: Any) -> None:  # replaced by uvicorn-style access lines in _send
         pass
 
     def version_string(self) -> str:
@@ -142,7 +78,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         self._access(status, len(body))
 
-    def _json(self, status: int, payload, **headers: str) -> None:
+    def _json(self, status: int, payload: object, **headers: str) -> None:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         self._send(status, body, "application/json", **headers)
 
@@ -185,7 +121,7 @@ class Handler(BaseHTTPRequestHandler):
         return header.startswith("Bearer ") and header[7:] in keys
 
     # --- routing ----------------------------------------------------------------------------------
-    def do_GET(self):
+    def do_GET(self) -> None:
         self._route(
             {
                 "/health": self._health,
@@ -197,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
             }
         )
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         self._route(
             {
                 "/ping": self._health,
@@ -235,18 +171,18 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     # --- endpoints --------------------------------------------------------------------------------
-    def _health(self):
+    def _health(self) -> None:
         if self.command == "POST":
             self._body()
         self._send(503 if self.state.engine_dead() else 200)
 
-    def _version(self):
+    def _version(self) -> None:
         self._json(200, {"version": VERSION})
 
-    def _load(self):
+    def _load(self) -> None:
         self._json(200, {"server_load": self.state.metrics.running})
 
-    def _models(self):
+    def _models(self) -> None:
         info = self.state.info
         created = int(time.time())
         data = [
@@ -279,10 +215,10 @@ class Handler(BaseHTTPRequestHandler):
         ]
         self._json(200, {"object": "list", "data": data})
 
-    def _metrics(self):
+    def _metrics(self) -> None:
         self._send(200, self.state.metrics.render().encode(), self.state.metrics.content_type)
 
-    def _tokenize(self):
+    def _tokenize(self) -> None:
         body = self._body()
         check_model(body, self.state.info)
         if "messages" in body:
@@ -301,7 +237,7 @@ class Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def _chat(self):
+    def _chat(self) -> None:
         body = self._body()
         reply = plan_chat(body, self.state.info)
         state, started = self.state, time.monotonic()
@@ -315,18 +251,30 @@ class Handler(BaseHTTPRequestHandler):
                 include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 chunks = chat_chunks(reply, state.info, request_id, created, include_usage)
                 events = ((None, chunk, is_token) for chunk, is_token in chunks)
-                self._stream_events(events, state.pacing.per_token(reply.completion_tokens))
+
+                def parsed() -> None:
+                    state.metrics.tool_parsed(True, bool(reply.tool_calls), reply.completion_tokens)
+
+                self._stream_events(events, state.pacing.per_token(reply.completion_tokens), before_end=parsed)
             else:
                 time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
+                state.metrics.tool_parsed(False, bool(reply.tool_calls), reply.completion_tokens)
                 self._json(200, chat_completion(reply, state.info, request_id, created))
             reason = reply.finish_reason
-            state.metrics.tool_parsed(bool(body.get("stream")), bool(reply.tool_calls), reply.completion_tokens)
         finally:
             state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started)
 
-    def _stream_events(self, events, per_token: float, done: bool = True) -> None:
+    def _stream_events(
+        self,
+        events: Iterable[tuple[str | None, dict, bool]],
+        per_token: float,
+        done: bool = True,
+        before_end: Callable[[], None] | None = None,
+    ) -> None:
         """SSE over chunked transfer encoding on a kept-alive connection, as uvicorn sends vLLM's streams.
-        `events` yields (event name or None, data, counts_as_token); chat streams end with `data: [DONE]`."""
+        `events` yields (event name or None, data, counts_as_token); chat streams end with `data: [DONE]`.
+        BEFORE_END runs once every event is out but before the stream ends: what it counts is visible to a
+        client that has read the whole stream (a /metrics right after it must not race the handler)."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("vary", "Origin")
@@ -344,12 +292,14 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(per_token)
             line = "data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n\n"
             send(f"event: {event}\n{line}" if event else line)
+        if before_end is not None:
+            before_end()
         if done:
             send("data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
-    def _completions(self):
+    def _completions(self) -> None:
         body = self._body()
         state, started = self.state, time.monotonic()
         payload, prompt_tokens, completion_tokens, finish = completions.completion(body, state.info, int(time.time()))
@@ -362,10 +312,10 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             state.metrics.finish(prompt_tokens, completion_tokens, finish, time.monotonic() - started)
 
-    def _detokenize(self):
+    def _detokenize(self) -> None:
         self._json(200, completions.detokenize(self._body(), self.state.info))
 
-    def _responses(self):
+    def _responses(self) -> None:
         body = self._body()
         state, started = self.state, time.monotonic()
         reply = responses.plan_response(body, state.info)

@@ -24,6 +24,7 @@ import secrets
 import signal
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,7 @@ class ShmFile:
     mapping: mmap.mmap | None = field(default=None, repr=False)
 
 
-def shm_dir(env) -> Path:
+def shm_dir(env: Mapping[str, str]) -> Path:
     """EMU_SHM_DIR, else /dev/shm."""
     return Path(env.get("EMU_SHM_DIR") or DEFAULT_SHM_DIR)
 

@@ -55,7 +55,7 @@ def decode(ids: list[int]) -> str | None:
     return " ".join(_SEEN.get(i, f"<{i}>") for i in ids)
 
 
-def content_text(content) -> tuple[str, int]:
+def content_text(content: object) -> tuple[str, int]:
     """Flatten OpenAI message content into (text, number of non-text parts)."""
     if content is None:
         return "", 0

@@ -9,6 +9,7 @@ its reference); what differs is what each release logs (shared/reference/facts-v
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 ENV = "EMU_VLLM_VERSION"
@@ -37,7 +38,7 @@ FLAVOURS = {
 }
 
 
-def flavour(env=None) -> Flavour:
+def flavour(env: Mapping[str, str] | None = None) -> Flavour:
     """The imitated release; ValueError (a usage error, exit 2) for one the emulator does not know."""
     wanted = (os.environ if env is None else env).get(ENV) or DEFAULT
     if wanted not in FLAVOURS:

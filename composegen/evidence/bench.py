@@ -29,22 +29,31 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composegen import safewrite
 from composegen.errors import BadInput, EngineError
 from composegen.evidence import benchwire, vllmresult
-from composegen.evidence.benchprompts import Prompts
-from composegen.evidence.benchstats import BenchResult, Sample, summarise
+from composegen.evidence.benchprompts import Messages, Prompts
+from composegen.evidence.benchstats import Sample, summarise
+from composegen.evidence.benchwire import ChatRequest
 from composegen.evidence.ladder import Tokenizer
+from composegen.evidence.reports.bench import BenchResult, VllmBenchServeResult
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+from composegen.stack import driver
+
+if TYPE_CHECKING:
+    import httpx
 
 DURATION_POOL = 128  # distinct prompts per level with --duration (then reused in turn)
 _PATH = "/v1/chat/completions"
 
 
-def _client(base_url: str, api_key: str | None, timeout: float):
+def _client(base_url: str, api_key: str | None, timeout: float) -> httpx.AsyncClient:
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -58,7 +67,13 @@ def _client(base_url: str, api_key: str | None, timeout: float):
     )
 
 
-async def _level(connect, bodies: list[tuple[dict, int]], concurrency: int, requests: int | None, duration):
+async def _level(
+    connect: Callable[[], benchwire.StreamClient],
+    bodies: list[tuple[ChatRequest, int]],
+    concurrency: int,
+    requests: int | None,
+    duration: float | None,
+) -> tuple[list[Sample], float, float]:
     """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection of
     its own (benchwire.StreamClient: the events of a stream are parsed as they arrive, in the loop's data
     callback; a pool scanning connections per request cost more CPU than the requests themselves)."""
@@ -69,7 +84,7 @@ async def _level(connect, bodies: list[tuple[dict, int]], concurrency: int, requ
     deadline = started + duration if duration is not None else math.inf
     cpu = time.process_time()
 
-    async def worker(client) -> None:
+    async def worker(client: benchwire.StreamClient) -> None:
         nonlocal sent
         while (sent < requests) if requests is not None else (time.perf_counter() < deadline):
             body, tokens = bodies[sent % len(bodies)]
@@ -84,19 +99,21 @@ async def _level(connect, bodies: list[tuple[dict, int]], concurrency: int, requ
             client.close()
 
 
-def _body(model: str, messages: list[dict], output_tokens: int) -> dict:
-    return {
-        "model": model,
-        "messages": messages,
-        "max_tokens": output_tokens,
-        "ignore_eos": True,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+def _body(model: str, messages: Messages, output_tokens: int) -> ChatRequest:
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        max_tokens=output_tokens,
+        ignore_eos=True,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
 
 
-def check_arguments(levels, input_tokens: int, output_tokens: int, requests, duration) -> list[int]:
+def check_arguments(
+    levels: Iterable[int], input_tokens: int, output_tokens: int, requests: int | None, duration: float | None
+) -> list[int]:
     levels = [int(c) for c in levels]
     if not levels or any(c < 1 for c in levels):
         raise BadInput(f"bench: --concurrency: positive integers required, got {levels}")
@@ -114,7 +131,7 @@ def check_arguments(levels, input_tokens: int, output_tokens: int, requests, dur
 @dataclass(frozen=True)
 class BenchRun:
     result: BenchResult
-    vllm_results: list[vllmresult.VllmBenchServeResult]  # per level, `vllm bench serve`'s result shape
+    vllm_results: list[VllmBenchServeResult]  # per level, `vllm bench serve`'s result shape
 
 
 def run_bench(*args: Any, **kwargs: Any) -> BenchResult:
@@ -125,7 +142,7 @@ def run_bench(*args: Any, **kwargs: Any) -> BenchResult:
 def run_sweep(
     base_url: str,
     model: str,
-    levels,
+    levels: Iterable[int],
     *,
     input_tokens: int,
     output_tokens: int,
@@ -176,25 +193,36 @@ def _run(coro: Any) -> Any:
         return runner.run(coro)
 
 
-async def _spec_counters(client) -> dict[str, Any]:
-    """The server's speculative-decoding counters ({} when it has none, or /metrics does not answer)."""
+async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters | None:
+    """The server's speculative-decoding counters (None when it has none, or /metrics does not answer)."""
     import httpx
 
     try:
         async with client.stream("GET", "/metrics") as resp:
             if resp.status_code != 200:
-                return {}
+                return None
             body = b""
             async for piece in resp.aiter_bytes():
                 body += piece
                 if len(body) > vllmresult.METRICS_CAP:
-                    return {}
+                    return None
         return vllmresult.spec_counters(body.decode("utf-8", "replace"))
     except (httpx.HTTPError, ValueError):
-        return {}
+        return None
 
 
-async def _sweep(base_url, api_key, timeout, warmup: dict, plans, requests, duration, slos, model, sizes):
+async def _sweep(
+    base_url: str,
+    api_key: str | None,
+    timeout: float,
+    warmup: ChatRequest,
+    plans: list[tuple[int, list[tuple[ChatRequest, int]]]],
+    requests: int | None,
+    duration: float | None,
+    slos: dict[str, float] | None,
+    model: str,
+    sizes: Any,
+) -> list[tuple[Any, Any]]:
     """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
     connect = functools.partial(benchwire.StreamClient, base_url, api_key, timeout)
@@ -226,13 +254,11 @@ async def _sweep(base_url, api_key, timeout, warmup: dict, plans, requests, dura
     return results
 
 
-def bench_stack(project, r, levels, **options) -> BenchRun:
+def bench_stack(project: Project, r: Resolved, levels: Iterable[int], **options: Any) -> BenchRun:
     """run_sweep against the profile's running stack (its endpoint found as gate and ladder find it)."""
-    from composegen.stack import driver
-
     ctr = driver.running_container(project, r)
     ep = driver.endpoint(r)
-    emulated = driver.live_identity(ctr)["emulated"]
+    emulated = driver.live_identity(ctr).emulated
     served = r.profile.model.served_name
     return run_sweep(ep.base_url, served, levels, api_key=ep.api_key, emulated=emulated, **options)
 

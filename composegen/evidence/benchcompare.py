@@ -1,19 +1,15 @@
 """Per-level load-benchmark deltas of two evidence bundles (the `bench` part of `composegen compare`).
 
-`bench_deltas(doc_a, doc_b) -> dict`:
-  {"levels": [{"concurrency", "metric", "a", "b", "delta", "pct"}]  (levels both runs measured, in order),
-   "only_a": [concurrency...], "only_b": [...], "notes": [str]}
+`bench_deltas(doc_a, doc_b) -> BenchDeltas | None`: one BenchDelta per figure of each level both runs
+measured (in order), the levels only one run measured, and notes.
 delta = b − a; pct = delta / a × 100 (3 decimals). Null when a run has no bench. A note says when the two
 sweeps asked for different prompt or output sizes: their figures are then not like for like.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from composegen.evidence import record
-from composegen.evidence.benchstats import BenchResult
-from composegen.report import Report
+from composegen.evidence.reports.bench import BenchDelta, BenchDeltas, BenchResult
 
 COMPARED = (
     ("request_throughput", "req/s"),
@@ -26,31 +22,12 @@ COMPARED = (
 )
 
 
-class BenchDelta(Report):
-    concurrency: int
-    metric: str = Field(description="a bench level figure (vllm bench serve's name)")
-    unit: str
-    a: float | None
-    b: float | None
-    delta: float | None = Field(description="b − a")
-    pct: float | None = Field(description="delta / a × 100")
-
-
-class BenchDeltas(Report):
-    """The `bench` of `composegen compare --json`."""
-
-    levels: list[BenchDelta]
-    only_a: list[int] = Field(description="concurrency levels only run a measured")
-    only_b: list[int]
-    notes: list[str]
-
-
 def load_bench(doc: dict) -> BenchResult | None:
     """The bundle's bench as the model; a hand-edited one that does not fit is bad input (exit 2)."""
     return record.load_part(doc, "bench", BenchResult)
 
 
-def bench_deltas(doc_a: dict, doc_b: dict) -> dict | None:
+def bench_deltas(doc_a: dict, doc_b: dict) -> BenchDeltas | None:
     a, b = load_bench(doc_a), load_bench(doc_b)
     if a is None or b is None:
         return None
@@ -64,8 +41,7 @@ def bench_deltas(doc_a: dict, doc_b: dict) -> dict | None:
             if va is not None and vb is not None:
                 delta = round(vb - va, 6)
                 pct = round(delta / abs(va) * 100, 3) if va else None
-            row = {"concurrency": concurrency, "metric": metric, "unit": unit, "a": va, "b": vb}
-            rows.append({**row, "delta": delta, "pct": pct})
+            rows.append(BenchDelta(concurrency=concurrency, metric=metric, unit=unit, a=va, b=vb, delta=delta, pct=pct))
     notes = []
     if (a.input_tokens, a.output_tokens) != (b.input_tokens, b.output_tokens):
         notes.append(
@@ -74,41 +50,37 @@ def bench_deltas(doc_a: dict, doc_b: dict) -> dict | None:
         )
     if bool(a.emulated) != bool(b.emulated):
         notes.append("one bench ran on the emulator, the other on vLLM")
-    result = {
-        "levels": rows,
-        "only_a": [c for c in levels_a if c not in levels_b],
-        "only_b": [c for c in levels_b if c not in levels_a],
-        "notes": notes,
-    }
-    return BenchDeltas.model_validate(result).to_json()
+    return BenchDeltas(
+        levels=rows,
+        only_a=[c for c in levels_a if c not in levels_b],
+        only_b=[c for c in levels_b if c not in levels_a],
+        notes=notes,
+    )
 
 
 def cell(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.2f}"
 
 
-def change(row: dict) -> str:
-    if row["delta"] is None:
+def change(row: BenchDelta) -> str:
+    if row.delta is None:
         return "-"
-    return f"{row['delta']:+,.2f}" + (f" / {row['pct']:+.3f}%" if row["pct"] is not None else "")
+    return f"{row.delta:+,.2f}" + (f" / {row.pct:+.3f}%" if row.pct is not None else "")
 
 
-def format_lines(result: dict | None, markdown: bool = False) -> list[str]:
+def format_lines(result: BenchDeltas | None, markdown: bool = False) -> list[str]:
     if result is None:
         return []
     if markdown:
         lines = ["", "| Concurrency | Metric | a | b | Change |", "|---|---|---|---|---|"]
-        lines += [
-            f"| {r['concurrency']} | {r['metric']} | {cell(r['a'])} | {cell(r['b'])} | {change(r)} |"
-            for r in result["levels"]
-        ]
-        return lines + [f"- note: {n}" for n in result["notes"]]
+        lines += [f"| {r.concurrency} | {r.metric} | {cell(r.a)} | {cell(r.b)} | {change(r)} |" for r in result.levels]
+        return lines + [f"- note: {n}" for n in result.notes]
     table = [("conc", "metric", "a", "b", "change")]
-    table += [(str(r["concurrency"]), r["metric"], cell(r["a"]), cell(r["b"]), change(r)) for r in result["levels"]]
+    table += [(str(r.concurrency), r.metric, cell(r.a), cell(r.b), change(r)) for r in result.levels]
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     lines = ["", "bench, per concurrency level:"]
     lines += ["  " + "  ".join(text.ljust(widths[i]) for i, text in enumerate(row)).rstrip() for row in table]
-    for side in ("only_a", "only_b"):
-        if result[side]:
-            lines.append(f"  measured only in {side[-1]}: concurrency {', '.join(map(str, result[side]))}")
-    return lines + [f"note: {n}" for n in result["notes"]]
+    for side, only in (("a", result.only_a), ("b", result.only_b)):
+        if only:
+            lines.append(f"  measured only in {side}: concurrency {', '.join(map(str, only))}")
+    return lines + [f"note: {n}" for n in result.notes]

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from composegen.errors import BadInput, EngineError
-from composegen.evidence.ladder import Filler, size_prompt
+from composegen.evidence.ladder import ChatMessage, Filler, size_prompt
 
 PREPARE_THREADS = 8  # /tokenize calls in flight while the prompts are made
 PAD_CANDIDATES = (" a", " x", " I", " 0", " .", " -", " the", " of")
@@ -27,7 +27,7 @@ PAD_CHECK = 8  # a piece is one token when 1 and 8 copies cost 1 and 8 tokens mo
 PAD_WINDOW = 64  # whole words land at most this far below the size (a word costing more is refused)
 MAX_FIT_STEPS = 8
 
-Messages = list[dict]
+Messages = list[ChatMessage]
 Count = Callable[[Messages], int]
 
 

@@ -23,9 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from composegen.report import Report
+from composegen.errors import BadInput
+from composegen.evidence.reports.bench import BenchResult, LevelResult
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "p90", "p99")
@@ -50,60 +49,6 @@ class Sample:
         if self.error or self.ttft is None or self.e2el is None or self.output_tokens < 2:
             return None
         return (self.e2el - self.ttft) / (self.output_tokens - 1)
-
-
-class LevelResult(Report):
-    concurrency: int
-    completed: int
-    errors: int
-    error_messages: list[str] = Field(description="up to 5 distinct error messages of this level")
-    duration: float = Field(description="seconds")
-    total_input_tokens: int
-    total_output_tokens: int
-    request_throughput: float = Field(description="completed requests per second")
-    output_throughput: float = Field(description="output tokens per second")
-    total_token_throughput: float = Field(description="input + output tokens per second")
-    request_goodput: float | None = Field(None, description="requests meeting every SLO per second (with SLOs)")
-    mean_ttft_ms: float | None = None
-    median_ttft_ms: float | None = None
-    p90_ttft_ms: float | None = None
-    p99_ttft_ms: float | None = None
-    mean_tpot_ms: float | None = None
-    median_tpot_ms: float | None = None
-    p90_tpot_ms: float | None = None
-    p99_tpot_ms: float | None = None
-    mean_itl_ms: float | None = None
-    median_itl_ms: float | None = None
-    p90_itl_ms: float | None = None
-    p99_itl_ms: float | None = None
-    mean_e2el_ms: float | None = None
-    median_e2el_ms: float | None = None
-    p90_e2el_ms: float | None = None
-    p99_e2el_ms: float | None = None
-    distinct_prompts: int = Field(description="different prompts sent (a repeated prompt may hit the prefix cache)")
-    client_cpu_ms_per_request: float | None = Field(description="the client's own CPU per request sent")
-    client_cpu_share: float = Field(description="the client's CPU time / duration: near 1, the client was busy")
-    short_outputs: int = Field(0, description="completed requests whose usage shows fewer output tokens than asked")
-    input_tokens_off: int = Field(0, description="completed requests whose usage shows another prompt size")
-
-
-class BenchResult(Report):
-    """`composegen bench --json`; the `bench` of an evidence bundle."""
-
-    model: str
-    input_tokens: int = Field(description="requested prompt tokens per request (sized with /tokenize)")
-    input_tokens_exact: bool = Field(description="the API's usage showed exactly input_tokens for every request")
-    output_tokens: int = Field(description="max_tokens per request (ignore_eos: the server may still stop early)")
-    requests: int | None = Field(description="requests per level (--requests), or null with --duration")
-    duration_s: float | None = Field(description="seconds per level (--duration), or null with --requests")
-    seed: int
-    goodput_slos_ms: dict[str, float] | None = None
-    emulated: bool | None = Field(None, description="the stack was the composegen emulator (null: unknown)")
-    ok: bool = Field(description="every level completed requests, none failed, none stopped short")
-    levels: list[LevelResult]
-
-    def level(self, concurrency: int) -> LevelResult | None:
-        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -185,8 +130,6 @@ def summarise(
 
 def parse_slos(text: str | None) -> dict[str, float] | None:
     """`ttft:500,tpot:50` (milliseconds; comma or space separated, as vllm bench serve's --goodput)."""
-    from composegen.errors import BadInput
-
     if not text:
         return None
     slos: dict[str, float] = {}

@@ -17,10 +17,11 @@ import asyncio
 import json
 import ssl
 import time
-from typing import cast
+from typing import TypedDict, cast
 from urllib.parse import urlsplit
 
 from composegen.evidence.benchstats import Sample
+from composegen.evidence.ladder import ChatMessage
 
 HEAD_CAP = 64 << 10
 EVENT_CAP = 16 << 20
@@ -35,6 +36,18 @@ def _api_message(text: str) -> str:
         return text[:200]
     error = doc.get("error") if isinstance(doc, dict) else None
     return str(error.get("message") if isinstance(error, dict) else error or doc)[:200]
+
+
+class ChatRequest(TypedDict):
+    """The streamed chat-completion request a bench sends (the OpenAI wire's body, plus vLLM's ignore_eos)."""
+
+    model: str
+    messages: list[ChatMessage]
+    max_tokens: int
+    ignore_eos: bool
+    temperature: float
+    stream: bool
+    stream_options: dict[str, bool]
 
 
 class WireError(Exception):
@@ -288,7 +301,7 @@ class StreamClient:
             self.protocol = protocol
         return self.protocol
 
-    async def stream(self, path: str, body: dict, input_tokens: int) -> Sample:
+    async def stream(self, path: str, body: ChatRequest, input_tokens: int) -> Sample:
         """One streamed request as a Sample (its error set when it failed). A kept-alive connection the
         server closed before answering (its idle timeout) is replaced and the request sent again, once."""
         payload = json.dumps(body).encode()

@@ -15,8 +15,8 @@ Raw files: startup.log (when given), startup.json, gates.json, ladder.json (when
 null and listed in `unknown` rather than filled from the profile when the run cannot vouch for it: a
 log recorded elsewhere says nothing about the image or compose file that host ran, and no gates or ladder.
 
-`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None) -> Path`: a bundle from the
-profile's running stack (its log and startup report, optionally gates and a ladder).
+A bundle of a profile's running stack is captured by evidence/capture.py (this module never drives an
+engine; it reads and writes bundles).
 `from_log(project, name, log_path, force=False) -> Path`: a bundle from a startup log recorded elsewhere
 (source "log"); refused (BadInput) when the log's model or max_model_len contradicts the profile, unless force.
 `load_run(path) -> dict`: evidence.json plus "path" (the bundle directory); BadInput for a missing or
@@ -31,14 +31,24 @@ import json
 import os
 import secrets
 import shutil
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from composegen import __version__, safewrite
 from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
+from composegen.evidence.latest import latest_run
+from composegen.evidence.reports.bench import BenchResult
+from composegen.evidence.reports.gate import GateResult
+from composegen.evidence.reports.ladder import LadderResult
+from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project, read_input
+from composegen.report import JsonObject, Report
+from composegen.stack.reports import LiveIdentity
+from composegen.vllm import startup
+from composegen.vllm.redact import mask
 
 SCHEMA = record.SCHEMA
 MAX_EVIDENCE_BYTES = 64 << 20
@@ -60,16 +70,20 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _json_bytes(value) -> bytes:
+def _json_bytes(value: object) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def image_digest(r: Resolved, container: dict | None) -> str | None:
+def _json(part: Report | JsonObject | None) -> JsonObject | None:
+    return part.to_json() if isinstance(part, Report) else part
+
+
+def image_digest(r: Resolved, container: LiveIdentity | None) -> str | None:
     """The digest of the image the container really runs: the profile's when the engine holds the image
     under it, else another registry digest the engine knows; null for a local build (the emulator)."""
     if container is None:
         return None
-    digests = [d.split("@", 1)[1] for d in container["repo_digests"] if "@" in d]
+    digests = [d.split("@", 1)[1] for d in container.repo_digests if "@" in d]
     wanted = r.profile.image.split("@", 1)[1] if r.profile.pinned else None
     return wanted if wanted in digests else (digests[0] if digests else None)
 
@@ -80,20 +94,21 @@ def write_run(
     *,
     startup_log_text: str | None,
     startup_report: dict,
-    gates: dict | None = None,
-    ladder: dict | None = None,
+    gates: GateResult | None = None,
+    ladder: LadderResult | None = None,
     source: str = "stack",
-    unknown=(),
-    bench: dict | None = None,
-    extra_raw: dict[str, dict] | None = None,
+    unknown: Iterable[str] = (),
+    bench: BenchResult | JsonObject | None = None,
+    extra_raw: dict[str, JsonObject] | None = None,
     now: datetime | None = None,
-    container: dict | None = None,
+    container: LiveIdentity | None = None,
 ) -> Path:
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    # A secret the engine echoed (a key in its args, a token in a URL) is masked before anything is kept.
+    # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a token in a
+    # URL) is masked before anything is kept.
     startup_log_text, startup_report, gates, ladder, bench, extra_raw = r.mask(
-        [startup_log_text, startup_report, gates, ladder, bench, extra_raw]
+        [startup_log_text, startup_report, _json(gates), _json(ladder), _json(bench), extra_raw]
     )
     now = (now or datetime.now(UTC)).astimezone(UTC)
     missing = set(unknown)
@@ -120,7 +135,7 @@ def write_run(
         raw["gates.json"] = _json_bytes(gates)
     if ladder is not None:
         raw["ladder.json"] = _json_bytes(ladder)
-    if bench is not None:  # benchstats.BenchResult JSON (`evidence --bench`, qualify's bench criteria)
+    if bench is not None:  # reports.bench.BenchResult JSON (`evidence --bench`, qualify's bench criteria)
         raw["bench.json"] = _json_bytes(bench)
     for file_name, value in (extra_raw or {}).items():  # e.g. qualify.json: hashed like every raw file
         if file_name in raw or file_name == EVIDENCE or Path(file_name).name != file_name:
@@ -136,8 +151,8 @@ def write_run(
         "gates": gates,
         "ladder": ladder,
         "bench": bench,
-        "container": container,
-        "emulated": bool(container and container["emulated"]),
+        "container": _json(container),
+        "emulated": bool(container and container.emulated),
         "composegen_version": __version__,
         "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": source,
@@ -179,76 +194,6 @@ def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
         raise
 
 
-def live_stack(project: Project, r: Resolved) -> tuple[str, dict, dict]:
-    """(startup log text, startup report, container identity) of the profile's running vLLM container.
-    Refuses when the container was started from another version of the profile: evidence must describe
-    what runs, not what the profile says now."""
-    from composegen.stack import (
-        driver,
-        engine,  # lazy: only commands on a live stack touch the engine
-    )
-
-    ctr = driver.running_container(project, r)
-    identity = driver.live_identity(ctr)
-    if identity["hash"] != r.hash:
-        raise CheckFailed(
-            f"{r.name}: the running container was started from profile hash {identity['hash']}, the profile now "
-            f"resolves to {r.hash}; evidence would describe a configuration that is not running",
-            hint=f"`composegen down {r.name}` and `composegen up {r.name}{' --emulate' * identity['emulated']}` "
-            "to run what the profile says",
-        )
-    return engine.logs(ctr), driver.startup_for(r, ctr), identity
-
-
-def capture_stack(
-    project: Project,
-    r: Resolved,
-    *,
-    gate: bool = False,
-    ladder_targets=None,
-    tools: int | None = None,
-    bench: dict | None = None,
-    extra_raw: dict | None = None,
-) -> Path:
-    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `extra_raw` as write_run's
-    (the edge's exposure.json)."""
-    from composegen.evidence import gates, ladder
-    from composegen.stack import driver
-
-    text, report, identity = live_stack(project, r)
-    ep, served = driver.endpoint(r), r.profile.model.served_name
-    tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
-    gate_result = gates.run_gates(ep.base_url, served, api_key=ep.api_key, tools=tools) if gate else None
-    ladder_result = None
-    if ladder_targets:
-        ladder_result = ladder.run_ladder(
-            ep.base_url,
-            served,
-            ladder_targets,
-            api_key=ep.api_key,
-            max_model_len=report.get("max_model_len") or r.flag("max-model-len"),
-        )
-    bench_result = None
-    if bench:
-        from composegen.evidence import bench as benching
-
-        options = {k: v for k, v in bench.items() if k != "levels"}
-        bench_result = benching.run_bench(
-            ep.base_url, served, bench["levels"], api_key=ep.api_key, emulated=identity["emulated"], **options
-        ).to_json()
-    return write_run(
-        project,
-        r,
-        startup_log_text=text,
-        startup_report=report,
-        gates=gate_result,
-        ladder=ladder_result,
-        container=identity,
-        bench=bench_result,
-        extra_raw=extra_raw,
-    )
-
-
 MAX_LOG_BYTES = 256 * 2**20  # a startup log is a few MB; /dev/zero or a runaway log is not one
 
 
@@ -258,11 +203,8 @@ def read_log(path: Path) -> bytes:
     return read_input(path, f"{path}: --from-log", MAX_LOG_BYTES, "a startup log", rule, stream_ok=True, follow=True)
 
 
-def from_log(project: Project, name: str, log_path, *, force: bool = False) -> Path:
-    from composegen.profiles import resolve as profile
-    from composegen.vllm import startup
-
-    r = profile.load(project, name)
+def from_log(project: Project, name: str, log_path: str | Path, *, force: bool = False) -> Path:
+    r = resolve.load(project, name)
     path = Path(log_path)
     text = read_log(path).decode("utf-8", errors="replace")
     report = startup.parse_startup_log(text).to_json()
@@ -272,8 +214,6 @@ def from_log(project: Project, name: str, log_path, *, force: bool = False) -> P
         report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"], r.catalog)
     if not force:
         _refuse_contradiction(path, text, r, report)
-    from composegen.vllm.redact import mask
-
     return write_run(project, r, startup_log_text=mask(text), startup_report=report, source="log")
 
 
@@ -295,7 +235,7 @@ def _refuse_contradiction(path: Path, text: str, r: Resolved, report: dict) -> N
         )
 
 
-def resolve_run(spec, root=None) -> Path:
+def resolve_run(spec: str | Path, root: str | Path | None = None) -> Path:
     path = Path(spec)
     if path.name == EVIDENCE:
         path = path.parent
@@ -306,13 +246,11 @@ def resolve_run(spec, root=None) -> Path:
         if under.is_dir():
             return under
         if (Path(root) / "profiles" / f"{spec}.yaml").is_file():  # a profile name: its latest run
-            from composegen.evidence.latest import latest_run
-
             return latest_run(Path(root), str(spec))
     raise BadInput(f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)")
 
 
-def load_run(path, root=None) -> dict:
+def load_run(path: str | Path, root: str | Path | None = None) -> dict:
     bundle = resolve_run(path, root)
     doc_path = bundle / EVIDENCE
     if not doc_path.is_file():

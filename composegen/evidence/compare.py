@@ -1,14 +1,9 @@
 """A/B comparison of two evidence bundles: the seed's Results table, config differences, and a flag for
 a capacity change that KV bytes do not explain.
 
-`compare_runs(run_a, run_b, *, root, threshold=0.10) -> dict` (runs: a bundle path or a run name under
-root/runs). Result (stable keys):
-
-  {"a": {"run", "profile", "hash", "source"}, "b": {...},
-   "rows": [{"metric", "label", "unit", "a", "b", "delta", "pct"}],
-   "config": {"functional": [diff change dicts], "identity": [...], "notes": [str]},
-   "unexplained_capacity_change": {"flag": bool | null, "kv_bytes_pct", "kv_tokens_pct", "threshold"},
-   "notes": [str]}
+`compare_runs(run_a, run_b, *, root, threshold=0.10) -> CompareReport` (runs: a bundle path or a run name
+under root/runs): both sides, the Results rows, config differences, the capacity flag, notes and bench
+deltas (`schema --report compare`).
 
 Rows, in the seed's order: min_rank_kv_gib, kv_cache_tokens, max_concurrency, peak_activation_gib,
 weights_gib, gates ("passed/total" strings; delta = passed difference), largest_prompt_tokens,
@@ -27,15 +22,25 @@ than the extra bytes can hold means cache geometry or engine accounting changed,
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
+from composegen import render
+from composegen.diff import semantic
+from composegen.diff.composeyaml import parse_compose_text
 from composegen.errors import BadInput
 from composegen.evidence import benchcompare
 from composegen.evidence import bundle as evidence
+from composegen.evidence.reports.compare import (
+    CapacityChange,
+    CompareReport,
+    CompareRow,
+    CompareSide,
+    ConfigDifferences,
+)
 from composegen.output import md_cell
-from composegen.report import Report
+from composegen.profiles import resolve
+from composegen.project import Project
 from composegen.units import format_gib
 
 
@@ -86,7 +91,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _row(metric: str, label: str, unit: str, a: Any, b: Any, show_pct: bool) -> dict:
+def _row(metric: str, label: str, unit: str, a: Any, b: Any, show_pct: bool) -> CompareRow:
     delta = pct = None
     if metric == "gates" and a and b:
         delta = int(b.split("/")[0]) - int(a.split("/")[0])
@@ -94,46 +99,40 @@ def _row(metric: str, label: str, unit: str, a: Any, b: Any, show_pct: bool) -> 
         delta = b - a if isinstance(a, int) and isinstance(b, int) else round(b - a, 6)
         if show_pct and a != 0:
             pct = round((b - a) / abs(a) * 100, 3)
-    return {"metric": metric, "label": label, "unit": unit, "a": a, "b": b, "delta": delta, "pct": pct}
+    return CompareRow(metric=metric, label=label, unit=unit, a=a, b=b, delta=delta, pct=pct)
 
 
 def _pct(a: Any, b: Any) -> float | None:
     return round((b - a) / abs(a) * 100, 3) if _number(a) and _number(b) and a else None
 
 
-def capacity_flag(doc_a: dict, doc_b: dict, threshold: float) -> dict:
+def capacity_flag(doc_a: dict, doc_b: dict, threshold: float) -> CapacityChange:
     bytes_pct = _pct(_startup("kv_cache_gib_min")(doc_a), _startup("kv_cache_gib_min")(doc_b))
     tokens_pct = _pct(_startup("kv_cache_tokens")(doc_a), _startup("kv_cache_tokens")(doc_b))
     flag = None if bytes_pct is None or tokens_pct is None else abs(tokens_pct - bytes_pct) / 100 > threshold
-    return {"flag": flag, "kv_bytes_pct": bytes_pct, "kv_tokens_pct": tokens_pct, "threshold": threshold}
+    return CapacityChange(flag=flag, kv_bytes_pct=bytes_pct, kv_tokens_pct=tokens_pct, threshold=threshold)
 
 
-def config_differences(doc_a: dict, doc_b: dict, root) -> dict:
-    from composegen import render
-    from composegen.diff import semantic as diff
-    from composegen.diff.composeyaml import parse_compose_text
-    from composegen.profiles import resolve as profile
-    from composegen.project import Project
-
-    project = Project(root) if not isinstance(root, Project) else root
-    out: dict = {"functional": [], "identity": [], "notes": []}
+def config_differences(doc_a: dict, doc_b: dict, root: str | Path | Project) -> ConfigDifferences:
+    project = Project(Path(root)) if not isinstance(root, Project) else root
+    out = ConfigDifferences(functional=[], identity=[], notes=[])
     sides = []
     for doc in (doc_a, doc_b):
         name = doc["profile"]["name"]
         try:
-            r = profile.load(project, name)
+            r = resolve.load(project, name)
         except BadInput as exc:
-            out["notes"].append(f"profile {name} cannot be rendered now ({exc.message}); no config differences")
+            out.notes.append(f"profile {name} cannot be rendered now ({exc.message}); no config differences")
             return out
         if r.hash != doc["profile"].get("hash"):
-            out["notes"].append(
+            out.notes.append(
                 f"profile {name} changed since its run (hash {doc['profile'].get('hash')} -> {r.hash});"
                 " differences are between the profiles as they are now"
             )
         sides.append((r, parse_compose_text(render.render(r), f"profile:{name}")))
     identity = [*sides[0][0].profile.identity, *sides[1][0].profile.identity]
-    for change in diff.compare(sides[0][1], sides[1][1], identity_paths=identity):
-        out[change.change_class].append(change.to_json())
+    for change in semantic.compare(sides[0][1], sides[1][1], identity_paths=identity):
+        (out.functional if change.change_class == "functional" else out.identity).append(change.report())
     return out
 
 
@@ -157,10 +156,8 @@ def refuse_unlike(doc_a: dict, doc_b: dict) -> None:
             )
 
 
-def picked(spec, doc: dict, root) -> str | None:
+def picked(spec: str | Path, doc: dict, root: str | Path | None) -> str | None:
     """A note naming the bundle a profile name stood for (its newest run), or None for a named run."""
-    from pathlib import Path
-
     if root is None or Path(str(spec)).is_dir() or (Path(root) / "runs" / str(spec)).is_dir():
         return None
     if not (Path(root) / "profiles" / f"{spec}.yaml").is_file():
@@ -172,7 +169,9 @@ def picked(spec, doc: dict, root) -> str | None:
     return f"{spec}: picked its newest run, {where} (created {doc.get('created_at')})"
 
 
-def compare_runs(run_a, run_b, *, root, threshold: float = 0.10, force: bool = True) -> dict:
+def compare_runs(
+    run_a: str | Path, run_b: str | Path, *, root: str | Path, threshold: float = 0.10, force: bool = True
+) -> CompareReport:
     """FORCE false (the `compare` command): refuse runs of different models or context lengths."""
     if not threshold >= 0:
         raise BadInput(f"compare: --threshold: must be ≥ 0, got {threshold}")
@@ -185,95 +184,43 @@ def compare_runs(run_a, run_b, *, root, threshold: float = 0.10, force: bool = T
     if len_a != len_b:
         notes.append(f"concurrency is at each run's own max-model-len ({len_a} vs {len_b})")
     elif len_a:
-        rows[2]["label"] = f"Reported concurrency at {len_a:,} tokens"
+        rows[2].label = f"Reported concurrency at {len_a:,} tokens"
     for side, doc in (("a", doc_a), ("b", doc_b)):
         if doc.get("unknown"):
             notes.append(
                 f"{side} ({doc['profile']['name']}, source {doc['source']}) does not know: {', '.join(doc['unknown'])}"
             )
-    return CompareReport.shape(
-        {
-            "a": _identity(doc_a),
-            "b": _identity(doc_b),
-            "rows": rows,
-            "config": config_differences(doc_a, doc_b, root),
-            "unexplained_capacity_change": capacity_flag(doc_a, doc_b, threshold),
-            "notes": notes,
-            "bench": benchcompare.bench_deltas(doc_a, doc_b),  # per-level load-benchmark deltas, null without
-        }
+    return CompareReport(
+        a=_identity(doc_a),
+        b=_identity(doc_b),
+        rows=rows,
+        config=config_differences(doc_a, doc_b, root),
+        unexplained_capacity_change=capacity_flag(doc_a, doc_b, threshold),
+        notes=notes,
+        bench=benchcompare.bench_deltas(doc_a, doc_b),  # per-level load-benchmark deltas, null without
     )
 
 
-Scalar = int | float | str | None
-
-
-class CompareSide(Report):
-    run: str
-    profile: str
-    hash: str | None
-    source: str
-    max_model_len: int | None
-    emulated: bool = Field(False, description="the run was on the emulated vLLM (a test double), not a model")
-
-
-class CompareRow(Report):
-    metric: str
-    label: str
-    unit: str
-    a: Scalar
-    b: Scalar
-    delta: int | float | None = Field(description="b - a")
-    pct: float | None = Field(description="delta / a x 100, 3 decimals; null where only the absolute change counts")
-
-
-class ConfigDifferences(Report):
-    functional: list[dict[str, Any]] = Field(description="diff changes (`schema --report diff`)")
-    identity: list[dict[str, Any]]
-    notes: list[str]
-
-
-class CapacityChange(Report):
-    flag: bool | None = Field(description="|kv_tokens_pct - kv_bytes_pct| / 100 > threshold; null when unknown")
-    kv_bytes_pct: float | None
-    kv_tokens_pct: float | None
-    threshold: float
-
-
-class CompareReport(Report):
-    """`composegen compare A B --json`."""
-
-    a: CompareSide
-    b: CompareSide
-    rows: list[CompareRow]
-    config: ConfigDifferences
-    unexplained_capacity_change: CapacityChange
-    notes: list[str]
-    bench: benchcompare.BenchDeltas | None = Field(None, description="per-level load-benchmark deltas, null without")
-
-    @classmethod
-    def shape(cls, result: dict[str, Any]) -> dict[str, Any]:
-        """The result checked against this model (a key the model does not know fails loudly, in tests)."""
-        return cls.model_validate(result).to_json()
-
-
-def _identity(doc: dict) -> dict:
-    return {
-        "run": doc["path"],
-        "profile": doc["profile"]["name"],
-        "hash": doc["profile"].get("hash"),
-        "source": doc["source"],
-        "max_model_len": _startup("max_model_len")(doc),
-        "emulated": bool(doc.get("emulated")),
-    }
+def _identity(doc: dict) -> CompareSide:
+    return CompareSide(
+        run=doc["path"],
+        profile=doc["profile"]["name"],
+        hash=doc["profile"].get("hash"),
+        source=doc["source"],
+        max_model_len=_startup("max_model_len")(doc),
+        emulated=bool(doc.get("emulated")),
+    )
 
 
 # ---------------------------------------------------------------- output
 
 
-def _value(row: dict, side: str) -> str:
-    v, unit = row[side], row["unit"]
+def _value(row: CompareRow, side: str) -> str:
+    v, unit = (row.a if side == "a" else row.b), row.unit
     if v is None:
         return "unknown"
+    if isinstance(v, str):  # the gates' "passed/total"
+        return v
     if unit == "GiB":
         return format_gib(v)
     if unit == "tokens":
@@ -287,14 +234,14 @@ def _value(row: dict, side: str) -> str:
     return str(v)
 
 
-def _change(row: dict) -> str:
-    delta, pct, unit = row["delta"], row["pct"], row["unit"]
+def _change(row: CompareRow) -> str:
+    delta, pct, unit = row.delta, row.pct, row.unit
     if delta is None:
         return "-"
-    if row["metric"] == "gates":
-        if delta != 0 or row["a"] != row["b"]:
+    if row.metric == "gates":
+        if delta != 0 or row.a != row.b:
             return f"{delta:+d} passed"
-        passed, total = row["a"].split("/")
+        passed, total = str(row.a).split("/")
         return "unchanged pass" if passed == total else "unchanged"
     if delta == 0:
         return "unchanged"
@@ -310,67 +257,71 @@ def _change(row: dict) -> str:
     return f"{absolute} / {pct_text}" if pct_text else absolute
 
 
-def _headers(result: dict) -> tuple[str, str]:
+def _headers(result: CompareReport) -> tuple[str, str]:
     """Column heads; an emulated side says so in its own head, which goes wherever the table is pasted."""
-    a, b = result["a"]["profile"], result["b"]["profile"]
+    a, b = result.a.profile, result.b.profile
 
-    def head(name: str, side: str) -> str:
-        marks = ([side] if a == b else []) + (["EMULATED"] if result[side].get("emulated") else [])
+    def head(name: str, side: str, emulated: bool) -> str:
+        marks = ([side] if a == b else []) + (["EMULATED"] if emulated else [])
         return f"{name} ({', '.join(marks)})" if marks else name
 
-    return head(a, "a"), head(b, "b")
+    return head(a, "a", result.a.emulated), head(b, "b", result.b.emulated)
 
 
-def _emulated_line(result: dict) -> str | None:
-    sides = [side for side in ("a", "b") if result[side].get("emulated")]
+def _emulated_line(result: CompareReport) -> str | None:
+    sides = [side for side, got in (("a", result.a), ("b", result.b)) if got.emulated]
     if not sides:
         return None
     return f"EMULATED vLLM in {' and '.join(sides)}: these figures exercise composegen, not a model"
 
 
-def _flag_line(result: dict) -> str:
-    cap = result["unexplained_capacity_change"]
-    if cap["flag"] is None:
+def _flag_line(result: CompareReport) -> str:
+    cap = result.unexplained_capacity_change
+    if cap.flag is None or cap.kv_bytes_pct is None or cap.kv_tokens_pct is None:
         return "unexplained capacity change: unknown (KV bytes or tokens missing on a side)"
-    verdict = "YES" if cap["flag"] else "no"
+    verdict = "YES" if cap.flag else "no"
     return (
-        f"unexplained capacity change: {verdict} — KV bytes {cap['kv_bytes_pct']:+.3f}% vs KV tokens "
-        f"{cap['kv_tokens_pct']:+.3f}% (threshold {cap['threshold'] * 100:g} points)"
+        f"unexplained capacity change: {verdict} — KV bytes {cap.kv_bytes_pct:+.3f}% vs KV tokens "
+        f"{cap.kv_tokens_pct:+.3f}% (threshold {cap.threshold * 100:g} points)"
     )
 
 
-def _config_lines(result: dict) -> list[str]:
-    config = result["config"]
-    lines = [f"functional config differences: {len(config['functional']) or 'none'}"]
-    for change in config["functional"]:
-        lines.append(f"  {change['path']}: {change['before']!r} -> {change['after']!r}")
-    if config["identity"]:
-        lines.append(f"identity-only differences: {len(config['identity'])} (ports, names, labels)")
-    return lines + [f"note: {n}" for n in config["notes"]]
+def _config_lines(result: CompareReport) -> list[str]:
+    config = result.config
+    lines = [f"functional config differences: {len(config.functional) or 'none'}"]
+    for change in config.functional:
+        lines.append(f"  {change.path}: {change.before!r} -> {change.after!r}")
+    if config.identity:
+        lines.append(f"identity-only differences: {len(config.identity)} (ports, names, labels)")
+    return lines + [f"note: {n}" for n in config.notes]
 
 
-def format_text(result: dict) -> str:
+def format_text(result: CompareReport) -> str:
     head_a, head_b = _headers(result)
     table = [("Measurement", head_a, head_b, "Change")]
-    table += [(r["label"], _value(r, "a"), _value(r, "b"), _change(r)) for r in result["rows"]]
+    table += [(r.label, _value(r, "a"), _value(r, "b"), _change(r)) for r in result.rows]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if emulated := _emulated_line(result):
         lines.insert(0, emulated)
-    lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result["notes"]]]
-    lines += benchcompare.format_lines(result.get("bench"))
+    lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result.notes]]
+    lines += benchcompare.format_lines(result.bench)
     return "\n".join(lines) + "\n"
 
 
-def format_markdown(result: dict) -> str:
-    head_a, head_b = (md_cell(h) for h in _headers(result))  # names and paths from bundles: Markdown-inert
-    lines = [f"| Measurement | {head_a} | {head_b} | Change |", "|---|---|---|---|"]
+def markdown_table(head_a: str, head_b: str, rows: list[CompareRow]) -> list[str]:
+    """The Results table; names and paths from bundles are made Markdown-inert."""
+    lines = [f"| Measurement | {md_cell(head_a)} | {md_cell(head_b)} | Change |", "|---|---|---|---|"]
+    return lines + [f"| {r.label} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in rows]
+
+
+def format_markdown(result: CompareReport) -> str:
+    lines = markdown_table(*_headers(result), result.rows)
     if emulated := _emulated_line(result):
         lines[:0] = [f"> **{emulated}**", ""]
-    lines += [f"| {r['label']} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in result["rows"]]
     lines += ["", f"**{_flag_line(result)}**", ""]
     lines += [f"- {md_cell(line.strip())}" for line in _config_lines(result)]
-    lines += [f"- note: {md_cell(n)}" for n in result["notes"]]
-    lines += benchcompare.format_lines(result.get("bench"), markdown=True)
+    lines += [f"- note: {md_cell(n)}" for n in result.notes]
+    lines += benchcompare.format_lines(result.bench, markdown=True)
     return "\n".join(lines) + "\n"

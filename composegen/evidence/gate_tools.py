@@ -3,24 +3,25 @@ arrays), each with a prompt that names it. `tool_specs(n)` gives N of them, rena
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from composegen.errors import BadInput
+from composegen.report import JsonObject
 
 
-def _s(description: str) -> dict:
+def _s(description: str) -> JsonObject:
     return {"type": "string", "description": description}
 
 
-def _i(description: str, lo: int, hi: int) -> dict:
+def _i(description: str, lo: int, hi: int) -> JsonObject:
     return {"type": "integer", "description": description, "minimum": lo, "maximum": hi}
 
 
-def _e(*values: Any) -> dict:
+def _e(*values: Any) -> JsonObject:
     return {"enum": list(values), **({"type": "string"} if all(isinstance(v, str) for v in values) else {})}
 
 
-def _o(required: list[str], **props: dict) -> dict:
+def _o(required: list[str], **props: JsonObject) -> JsonObject:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
@@ -234,16 +235,22 @@ TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
 WEATHER = TOOL_CATALOG[0]
 
 
-def tool_specs(n: int) -> list[tuple[str, dict, str]]:
-    """N distinct tools as (name, OpenAI tool dict, prompt); past the catalogue, renamed variants."""
+class GateTool(NamedTuple):
+    name: str
+    spec: JsonObject  # the OpenAI wire's tool definition, sent as it is: {"type": "function", "function": ...}
+    prompt: str
+
+
+def tool_specs(n: int) -> list[GateTool]:
+    """N distinct tools; past the catalogue, renamed variants."""
     if n < 1:
         raise BadInput(f"gate: --tools: must be at least 1, got {n}")
-    out = []
+    out: list[GateTool] = []
     for i in range(n):
         name, desc, params, prompt = TOOL_CATALOG[i % len(TOOL_CATALOG)]
         round_ = i // len(TOOL_CATALOG)
         if round_:
             name, desc = f"{name}_v{round_ + 1}", f"{desc} (variant {round_ + 1})"
         tool = {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
-        out.append((name, tool, prompt))
+        out.append(GateTool(name, tool, prompt))
     return out

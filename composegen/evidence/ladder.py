@@ -1,7 +1,7 @@
 """Context ladder: one streamed request per target prompt size, sized with the server's own tokenizer.
 
 `run_ladder(base_url, model, targets, *, max_model_len, max_tokens=64, api_key=None, tolerance=0.005,
-timeout=1800, reasoning_effort=None) -> dict`
+timeout=1800, reasoning_effort=None) -> reports.ladder.LadderResult`
 
 Sizing (why: a chars-per-token guess under-fills long prompts by tens of thousands of tokens): the prompt
 is a unique salt line, filler words from a fixed pseudo-random stream, and a short question. POST
@@ -24,12 +24,8 @@ first requests after a start are slow (on a real H200 the first row's TTFT was 0
 A row is ok when the request completed and the API-reported prompt_tokens is inside the tolerance window.
 A `length` finish is recorded, not failed: the ladder measures capacity, the gates judge answers.
 
-Result (stable keys):
-  {"model", "max_model_len", "max_tokens", "tolerance", "ok": bool (every row ok),
-   "targets": [{"target", "tokenized", "prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s",
-                "e2e_s", "completion_tokens", "reasoning_tokens", "finish_reason", "ok", "reason"}],
-   "largest_prompt_tokens": int | null  (largest API-reported prompt of a completed request),
-   "warmup": {"sent", "prompt_tokens", "ttft_s", "reason"}}
+The result is reports.ladder.LadderResult (`schema --report ladder`): one LadderRow per target, the largest
+API-reported prompt of a completed request, and the warm-up.
 """
 
 from __future__ import annotations
@@ -38,9 +34,13 @@ import math
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TypedDict
 
 from composegen.errors import BadInput, EngineError
+from composegen.evidence.gates import Client, api_message, client_for
+from composegen.evidence.reports.ladder import LadderResult, LadderRow, LadderWarmup
+from composegen.wire.http import wire_cause
 
 QUESTION = "In one short sentence, what is the text above about?"
 WARMUP_WORDS = 32  # the warm-up's filler: short, a prefill and a few decode steps are enough
@@ -117,7 +117,14 @@ class Filler:
         return " ".join(self.words[:n])
 
 
-def _messages(salt: str, filler: str) -> list[dict]:
+class ChatMessage(TypedDict):
+    """One message of an OpenAI chat request, as the wire carries it (ladder, bench and /tokenize)."""
+
+    role: str
+    content: str
+
+
+def _messages(salt: str, filler: str) -> list[ChatMessage]:
     return [{"role": "user", "content": f"{salt}\n{filler}\n\n{QUESTION}"}]
 
 
@@ -125,7 +132,7 @@ class Tokenizer:
     """POST /tokenize on the server (vLLM serves it at the root, outside /v1)."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float):
-        from composegen.wire import transport  # lazy: httpx is an openai dependency
+        from composegen.wire import transport  # why: httpx, +22 ms measured; compare/plan never need it
 
         root = base_url.rstrip("/").removesuffix("/v1")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -133,7 +140,7 @@ class Tokenizer:
         self.model = model
         self.calls = 0
 
-    def count(self, messages: list[dict]) -> int:
+    def count(self, messages: list[ChatMessage]) -> int:
         import httpx
 
         self.calls += 1
@@ -183,27 +190,15 @@ def _window(target: int, tolerance: float, cap: int) -> tuple[int, int]:
     return math.ceil(target * (1 - tolerance)), min(math.floor(target * (1 + tolerance)), cap)
 
 
-def _row(target: int, **values) -> dict:
-    row = {
-        "target": target,
-        "tokenized": None,
-        "prompt_tokens": None,
-        "ttft_s": None,
-        "prefill_tok_s": None,
-        "decode_tok_s": None,
-        "e2e_s": None,
-        "completion_tokens": None,
-        "reasoning_tokens": None,
-        "finish_reason": None,
-        "ok": False,
-        "reason": None,
-    }
-    row.update(values)
-    return row
-
-
-def _stream(client, model: str, messages: list[dict], max_tokens: int, reasoning_effort: str | None) -> dict:
-    """Send one streamed request; timings and usage as row fields."""
+def _stream(
+    row: LadderRow,
+    client: Client,
+    model: str,
+    messages: list[ChatMessage],
+    max_tokens: int,
+    reasoning_effort: str | None,
+) -> None:
+    """Send one streamed request; its timings and usage fill the row's fields."""
     extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
     started = time.perf_counter()
     stream = client.chat.completions.create(
@@ -230,30 +225,28 @@ def _stream(client, model: str, messages: list[dict], max_tokens: int, reasoning
                 last = now
             finish = choice.finish_reason or finish
     ended = time.perf_counter()
+    row.finish_reason = finish
     if usage is None:
-        return {"finish_reason": finish, "reason": "the stream carried no usage (stream_options.include_usage)"}
+        row.reason = "the stream carried no usage (stream_options.include_usage)"
+        return
     details = getattr(usage, "completion_tokens_details", None)
     reported = getattr(details, "reasoning_tokens", None) if details is not None else None
     prompt, completion = usage.prompt_tokens, usage.completion_tokens
     ttft = (first - started) if first is not None else None
     decode_span = (last or ended) - first if first is not None else 0
     decoding = bool(completion and completion > 1 and decode_span > 0)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "finish_reason": finish,
-        "reasoning_tokens": reported if reported is not None else reasoning_deltas,
-        "ttft_s": round(ttft, 6) if ttft is not None else None,
-        "prefill_tok_s": round(prompt / ttft, 1) if ttft else None,
-        "decode_tok_s": round((completion - 1) / decode_span, 2) if decoding else None,
-        "e2e_s": round(ended - started, 6),
-    }
+    row.prompt_tokens, row.completion_tokens = prompt, completion
+    row.reasoning_tokens = reported if reported is not None else reasoning_deltas
+    row.ttft_s = round(ttft, 6) if ttft is not None else None
+    row.prefill_tok_s = round(prompt / ttft, 1) if ttft else None
+    row.decode_tok_s = round((completion - 1) / decode_span, 2) if decoding else None
+    row.e2e_s = round(ended - started, 6)
 
 
 def run_ladder(
     base_url: str,
     model: str,
-    targets,
+    targets: Iterable[int],
     *,
     max_model_len: int,
     max_tokens: int = 64,
@@ -261,11 +254,8 @@ def run_ladder(
     tolerance: float = 0.005,
     timeout: float = 1800,
     reasoning_effort: str | None = None,
-) -> dict:
-    import openai
-
-    from composegen.evidence.gates import api_message, client_for
-    from composegen.wire.http import wire_cause
+) -> LadderResult:
+    import openai  # why: the OpenAI client costs start-up time every other command would pay
 
     targets = [int(t) for t in targets]
     if not targets or any(t < 1 for t in targets):
@@ -279,94 +269,88 @@ def run_ladder(
     client = client_for(base_url, api_key, timeout)
     filler = Filler()
     warm = any(t <= cap for t in targets)  # no rung will be sent: nothing to warm
-    warmup = _warmup(client, model, filler, max_tokens, reasoning_effort) if warm else {"sent": False}
+    warmup = _warmup(client, model, filler, max_tokens, reasoning_effort) if warm else LadderWarmup(sent=False)
     rows = []
     for target in targets:
         if target > cap:
-            rows.append(_row(target, reason=f"target {target} is above max_model_len − max_tokens = {cap}"))
+            rows.append(
+                LadderRow(
+                    target=target, ok=False, reason=f"target {target} is above max_model_len − max_tokens = {cap}"
+                )
+            )
             continue
         salt = f"[context ladder {secrets.token_hex(6)}, target {target} tokens]"
         low, high = _window(target, tolerance, cap)
         count = lambda n: tokenizer.count(_messages(salt, filler.text(n)))  # noqa: E731, B023 - used in this turn only
         words, tokens, problem = size_prompt(count, target, low, high)
         if problem:
-            rows.append(_row(target, tokenized=tokens, reason=problem))
+            rows.append(LadderRow(target=target, tokenized=tokens, ok=False, reason=problem))
             continue
-        row = _row(target, tokenized=tokens)
+        row = LadderRow(target=target, tokenized=tokens, ok=False)
         try:
-            row.update(_stream(client, model, _messages(salt, filler.text(words)), max_tokens, reasoning_effort))
+            _stream(row, client, model, _messages(salt, filler.text(words)), max_tokens, reasoning_effort)
         except openai.APIStatusError as exc:
-            row["reason"] = f"HTTP {exc.status_code}: {api_message(exc)}"
+            row.reason = f"HTTP {exc.status_code}: {api_message(exc)}"
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             if lied := wire_cause(exc):  # a peer that lies is not a failed target: exit 3, one line
                 raise lied from None
-            row["reason"] = f"request failed: {exc}"
-        if row["reason"] is None:
-            row["ok"], row["reason"] = _judge(row, low, high)
+            row.reason = f"request failed: {exc}"
+        if row.reason is None:
+            row.ok, row.reason = _judge(row, low, high)
         rows.append(row)
-    done = [r["prompt_tokens"] for r in rows if r["prompt_tokens"] is not None and r["finish_reason"] is not None]
-    result = {
-        "model": model,
-        "max_model_len": max_model_len,
-        "max_tokens": max_tokens,
-        "tolerance": tolerance,
-        "ok": all(r["ok"] for r in rows),
-        "targets": rows,
-        "largest_prompt_tokens": max(done) if done else None,
-        "warmup": warmup,
-    }
-    from composegen.evidence.models import LadderResult
-
-    return LadderResult.model_validate(result).to_json()
+    done = [r.prompt_tokens for r in rows if r.prompt_tokens is not None and r.finish_reason is not None]
+    return LadderResult(
+        model=model,
+        max_model_len=max_model_len,
+        max_tokens=max_tokens,
+        tolerance=tolerance,
+        ok=all(r.ok for r in rows),
+        targets=rows,
+        largest_prompt_tokens=max(done) if done else None,
+        warmup=warmup,
+    )
 
 
-def _warmup(client, model: str, filler: Filler, max_tokens: int, reasoning_effort: str | None) -> dict:
+def _warmup(client: Client, model: str, filler: Filler, max_tokens: int, reasoning_effort: str | None) -> LadderWarmup:
     """One short unmeasured request (its own salt: it warms the server, not the prefix cache of a rung)."""
-    import openai
-
-    from composegen.evidence.gates import api_message
+    import openai  # why: as in run_ladder
 
     messages = _messages(f"[context ladder warm-up {secrets.token_hex(6)}]", filler.text(WARMUP_WORDS))
+    got = LadderRow(target=0, ok=False)
     try:
-        got = _stream(client, model, messages, min(max_tokens, 16), reasoning_effort)
+        _stream(got, client, model, messages, min(max_tokens, 16), reasoning_effort)
     except openai.APIStatusError as exc:
-        return {"sent": True, "reason": f"HTTP {exc.status_code}: {api_message(exc)}"}
+        return LadderWarmup(sent=True, reason=f"HTTP {exc.status_code}: {api_message(exc)}")
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-        return {"sent": True, "reason": f"request failed: {exc}"}
-    return {
-        "sent": True,
-        "prompt_tokens": got.get("prompt_tokens"),
-        "ttft_s": got.get("ttft_s"),
-        "reason": got.get("reason"),
-    }
+        return LadderWarmup(sent=True, reason=f"request failed: {exc}")
+    return LadderWarmup(sent=True, prompt_tokens=got.prompt_tokens, ttft_s=got.ttft_s, reason=got.reason)
 
 
-def _judge(row: dict, low: int, high: int) -> tuple[bool, str | None]:
-    prompt = row["prompt_tokens"]
-    if row["finish_reason"] is None:
+def _judge(row: LadderRow, low: int, high: int) -> tuple[bool, str | None]:
+    prompt = row.prompt_tokens
+    if row.finish_reason is None or prompt is None:
         return False, "the stream ended without a finish_reason"
     if not low <= prompt <= high:
-        return False, f"the API reported {prompt} prompt tokens, outside [{low}, {high}] (tokenized {row['tokenized']})"
+        return False, f"the API reported {prompt} prompt tokens, outside [{low}, {high}] (tokenized {row.tokenized})"
     return True, None
 
 
-def format_text(result: dict) -> str:
+def format_text(result: LadderResult) -> str:
     head = (
         f"{'target':>9} {'prompt':>9} {'TTFT s':>8} {'prefill/s':>10} {'decode/s':>9} {'out':>5} {'think':>5}  finish"
     )
     lines = [
-        f"context ladder for {result['model']} (max_model_len {result['max_model_len']}, "
-        f"±{result['tolerance'] * 100:g}%)",
+        f"context ladder for {result.model} (max_model_len {result.max_model_len}, ±{result.tolerance * 100:g}%)",
         head,
     ]
     show = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
-    for r in result["targets"]:
+    for r in result.targets:
         lines.append(
-            f"{r['target']:>9,} {show(r['prompt_tokens'], ',d'):>9} {show(r['ttft_s'], '.3f'):>8} "
-            f"{show(r['prefill_tok_s'], ',.0f'):>10} {show(r['decode_tok_s'], '.2f'):>9} "
-            f"{show(r['completion_tokens'], 'd'):>5} {show(r['reasoning_tokens'], 'd'):>5}  "
-            f"{r['finish_reason'] or '-'}" + ("" if r["ok"] else f"  FAIL: {r['reason']}")
+            f"{r.target:>9,} {show(r.prompt_tokens, ',d'):>9} {show(r.ttft_s, '.3f'):>8} "
+            f"{show(r.prefill_tok_s, ',.0f'):>10} {show(r.decode_tok_s, '.2f'):>9} "
+            f"{show(r.completion_tokens, 'd'):>5} {show(r.reasoning_tokens, 'd'):>5}  "
+            f"{r.finish_reason or '-'}" + ("" if r.ok else f"  FAIL: {r.reason}")
         )
-    largest = result["largest_prompt_tokens"]
+    largest = result.largest_prompt_tokens
     lines.append(f"largest API-reported prompt: {largest:,}" if largest is not None else "no request completed")
     return "\n".join(lines) + "\n"

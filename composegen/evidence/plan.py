@@ -34,18 +34,31 @@ agrees, else "uncertain".
 calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when the
 run came from a stack and the profile is unchanged since (else its image would be a guess).
 
-Result: plan_report.PlanResult (`composegen schema --report plan`).
+Result: reports.plan.PlanResult (`composegen schema --report plan`).
 """
 
 from __future__ import annotations
 
+import io
 import math
+from pathlib import Path
 from typing import Any
 
 from composegen.errors import BadInput
-from composegen.evidence.plan_report import PlanResult
+from composegen.evidence import bundle
+from composegen.evidence.reports.plan import (
+    PlanCalibration,
+    PlanDifference,
+    PlanInputs,
+    PlanPredicted,
+    PlanRange,
+    PlanResult,
+)
+from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
+from composegen.project import Project
 from composegen.units import format_gib
+from composegen.vllm import startup
 from composegen.vllm.kvcache import kv_element_bytes
 
 GiB = 1 << 30
@@ -95,23 +108,28 @@ def _calibration_value(calibration: dict, key: str, flag: str | None, cal_profil
     return _UNKNOWN
 
 
-def _compare_geometry(calibration: dict, r: Resolved, cal_profile: Resolved | None) -> tuple[list[dict], list[str]]:
+def _compare_geometry(
+    calibration: dict, r: Resolved, cal_profile: Resolved | None
+) -> tuple[list[PlanDifference], list[str]]:
     fields: list[tuple[str, str, str | None, Any]] = [
         ("model", "model", None, r.profile.model.path or r.profile.model.id),
         ("revision", "revision", None, r.profile.model.revision),
     ]
     fields += [(flag, key, flag, _profile_value(r, flag)) for flag, key in GEOMETRY_FLAGS.items()]
-    differences, unknown = [], []
+    differences: list[PlanDifference] = []
+    unknown: list[str] = []
     for name, key, flag, wanted in fields:
         had = _calibration_value(calibration, key, flag, cal_profile, r)
         if had is _UNKNOWN:
             unknown.append(name)
         elif str(had) != str(wanted):
-            differences.append({"field": name, "calibration": had, "profile": wanted})
+            differences.append(PlanDifference(field=name, calibration=had, profile=wanted))
     if cal_profile is None:
         unknown.append("image")
     elif cal_profile.profile.image != r.profile.image:
-        differences.append({"field": "image", "calibration": cal_profile.profile.image, "profile": r.profile.image})
+        differences.append(
+            PlanDifference(field="image", calibration=cal_profile.profile.image, profile=r.profile.image)
+        )
     return differences, unknown
 
 
@@ -139,7 +157,7 @@ def check_gpu_gib(gpu_gib: float | None) -> None:
 
 def plan(
     r: Resolved, calibration: dict, *, gpu_gib: float | None = None, calibration_profile: Resolved | None = None
-) -> dict:
+) -> PlanResult:
     check_gpu_gib(gpu_gib)
     if calibration.get("kv_cache_includes_host"):
         raise BadInput(
@@ -195,18 +213,18 @@ def plan(
     host_tokens = math.floor(host_gib * GiB / bytes_per_token)
 
     differences, unknown = _compare_geometry(calibration, r, calibration_profile)
-    widening = [d for d in differences if d["field"] != "kv-cache-dtype"]
+    widening = [d for d in differences if d.field != "kv-cache-dtype"]
     factor = RANGE_FACTOR if widening or not batches_known else 1.0
     low, high = math.floor(gpu_tokens / factor), math.floor(gpu_tokens * factor)
     for d in differences:
-        if d["field"] == "kv-cache-dtype":
+        if d.field == "kv-cache-dtype":
             warnings.append(
-                f"kv-cache-dtype differs from the calibration ({d['calibration']} → {d['profile']}): bytes per "
+                f"kv-cache-dtype differs from the calibration ({d.calibration} → {d.profile}): bytes per "
                 f"token scaled ×{bytes_per_token / bytes_per_token_cal:g} by the KV element size"
             )
             continue
         warnings.append(
-            f"{d['field']} differs from the calibration ({d['calibration']} → {d['profile']}): KV bytes "
+            f"{d.field} differs from the calibration ({d.calibration} → {d.profile}): KV bytes "
             f"per token may not carry over; range widened ×{RANGE_FACTOR} both ways (seed: KV bytes "
             f"+{SEED_BYTES_PCT}% gave tokens +{SEED_TOKENS_PCT}%)"
         )
@@ -227,114 +245,106 @@ def plan(
     fits = gpu_tokens >= max_len
     fits_low, fits_high = low >= max_len, high >= max_len
     verdict = "fits" if fits_low else ("does not fit" if not fits_high else "uncertain")
-    result = {
-        "profile": r.name,
-        "max_model_len": max_len,
-        "calibration": {
-            "gpu_total_gib": gpu_cal,
-            "gpu_memory_utilization": util_cal,
-            "weights_gib": weights,
-            "peak_activation_gib": act_cal,
-            "kv_cache_gib_min": kv_cal,
-            "kv_cache_tokens": tokens_cal,
-            "max_num_batched_tokens": batch_cal,
-            "max_model_len": cal_len,
-            "other_gib": round(other, 4),
-            "kv_bytes_per_token": round(bytes_per_token_cal, 1),
-            "kv_cache_dtype": dtype_cal,
-            "emulated": bool(calibration.get("emulated")),
-        },
-        "inputs": {
-            "gpu_gib": gpu,
-            "gpu_gib_source": "gpu_gib" if gpu_gib is not None else "calibration",
-            "gpu_memory_utilization": util_r,
-            "max_num_batched_tokens": batch_r,
-            "kv_offloading_size_gib": offload_gib,
-            "tensor_parallel_size": tp,
-            "kv_cache_dtype": dtype_r,
-            "kv_bytes_per_token": round(bytes_per_token, 1),
-        },
-        "predicted": {
-            "label": "predicted",
-            "activation_gib": round(activation, 3),
-            "kv_gib_per_rank": round(kv, 3),
-            "gpu_tokens": gpu_tokens,
-            "host_gib_per_rank": round(host_gib, 3),
-            "host_tokens": host_tokens,
-            "concurrency": round(gpu_tokens / max_len, 2),
-            "fits": fits,
-            "margin_tokens": gpu_tokens - max_len,
-            "margin_pct": round((gpu_tokens - max_len) / max_len * 100, 2),
-            "range": {
-                "low_tokens": low,
-                "high_tokens": high,
-                "factor": factor,
-                "fits_low": fits_low,
-                "fits_high": fits_high,
-            },
-        },
-        "verdict": verdict,
-        "differences": differences,
-        "unknown": unknown,
-        "warnings": warnings,
-        "notes": notes,
-    }
-    return PlanResult.model_validate(result).to_json()
+    return PlanResult(
+        profile=r.name,
+        max_model_len=max_len,
+        calibration=PlanCalibration(
+            gpu_total_gib=gpu_cal,
+            gpu_memory_utilization=util_cal,
+            weights_gib=weights,
+            peak_activation_gib=act_cal,
+            kv_cache_gib_min=kv_cal,
+            kv_cache_tokens=tokens_cal,
+            max_num_batched_tokens=batch_cal,
+            max_model_len=cal_len,
+            other_gib=round(other, 4),
+            kv_bytes_per_token=round(bytes_per_token_cal, 1),
+            kv_cache_dtype=dtype_cal,
+            emulated=bool(calibration.get("emulated")),
+        ),
+        inputs=PlanInputs(
+            gpu_gib=gpu,
+            gpu_gib_source="gpu_gib" if gpu_gib is not None else "calibration",
+            gpu_memory_utilization=util_r,
+            max_num_batched_tokens=batch_r,
+            kv_offloading_size_gib=offload_gib,
+            tensor_parallel_size=tp,
+            kv_cache_dtype=dtype_r,
+            kv_bytes_per_token=round(bytes_per_token, 1),
+        ),
+        predicted=PlanPredicted(
+            label="predicted",
+            activation_gib=round(activation, 3),
+            kv_gib_per_rank=round(kv, 3),
+            gpu_tokens=gpu_tokens,
+            host_gib_per_rank=round(host_gib, 3),
+            host_tokens=host_tokens,
+            concurrency=round(gpu_tokens / max_len, 2),
+            fits=fits,
+            margin_tokens=gpu_tokens - max_len,
+            margin_pct=round((gpu_tokens - max_len) / max_len * 100, 2),
+            range=PlanRange(
+                low_tokens=low,
+                high_tokens=high,
+                factor=factor,
+                fits_low=fits_low,
+                fits_high=fits_high,
+            ),
+        ),
+        verdict=verdict,
+        differences=differences,
+        unknown=unknown,
+        warnings=warnings,
+        notes=notes,
+    )
 
 
-def calibration_from(project, *, run=None, log_path=None) -> tuple[dict, Resolved | None]:
-    from pathlib import Path
-
-    from composegen.evidence import bundle as evidence
-    from composegen.profiles import resolve as profile
-    from composegen.vllm import startup
-
+def calibration_from(
+    project: Project, *, run: str | Path | None = None, log_path: str | Path | None = None
+) -> tuple[dict, Resolved | None]:
     if (run is None) == (log_path is None):
         raise BadInput("plan: give exactly one of --from RUN or --from-log FILE")
     if log_path is not None:
-        import io
-
-        from composegen.evidence.bundle import read_log
-
-        data = read_log(Path(log_path))  # a regular file or a pipe, bounded (never /dev/zero whole)
+        data = bundle.read_log(Path(log_path))  # a regular file or a pipe, bounded (never /dev/zero whole)
         return startup.parse_startup_stream(io.BytesIO(data)).to_json(), None
-    doc = evidence.load_run(run, project.root)
+    assert run is not None  # exactly one of the two was given (checked above)
+    doc = bundle.load_run(run, project.root)
     measured = {**doc["startup"], "emulated": bool(doc.get("emulated"))}  # the figures' origin goes along
     if doc["source"] != "stack":
         return measured, None
     try:
-        cal = profile.load(project, doc["profile"]["name"])
+        cal = resolve.load(project, doc["profile"]["name"])
     except BadInput:
         return measured, None
     return measured, cal if cal.hash == doc["profile"]["hash"] else None
 
 
-def format_text(result: dict) -> str:
-    p, c, i = result["predicted"], result["calibration"], result["inputs"]
-    rng = p["range"]
-    emulated = c.get("emulated")
+def format_text(result: PlanResult) -> str:
+    p, c, i = result.predicted, result.calibration, result.inputs
+    rng = p.range
+    emulated = c.emulated
     origin = "from an EMULATED calibration" if emulated else "not measured"
     calibrated = "EMULATED vLLM, not a model" if emulated else "measured"
     lines = [
-        f"capacity plan for {result['profile']} (max-model-len {result['max_model_len']:,}) — PREDICTED, {origin}",
-        f"  calibration ({calibrated}): weights {c['weights_gib']} GiB, activation {c['peak_activation_gib']} GiB at "
-        f"{c['max_num_batched_tokens'] or 'unstated'} batched tokens, KV {c['kv_cache_gib_min']} GiB = "
-        f"{c['kv_cache_tokens']:,} tokens ({c['kv_bytes_per_token']:,.0f} bytes/token, "
-        f"{c['kv_cache_dtype'] or 'unknown dtype'}), other {c['other_gib']:+.3f} GiB",
-        f"  inputs: GPU {i['gpu_gib']} GiB ({i['gpu_gib_source']}), utilisation {i['gpu_memory_utilization']}, "
-        f"{i['max_num_batched_tokens'] or 'unstated'} batched tokens, TP {i['tensor_parallel_size']}, "
-        f"KV {i['kv_cache_dtype']} at {i['kv_bytes_per_token']:,.0f} bytes/token",
-        f"  predicted activation {p['activation_gib']} GiB, KV {p['kv_gib_per_rank']} GiB per rank",
-        f"  predicted GPU pool   {p['gpu_tokens']:,} tokens, concurrency {p['concurrency']:.2f}x, "
-        f"margin {p['margin_tokens']:+,} ({p['margin_pct']:+.2f}%)",
+        f"capacity plan for {result.profile} (max-model-len {result.max_model_len:,}) — PREDICTED, {origin}",
+        f"  calibration ({calibrated}): weights {c.weights_gib} GiB, activation {c.peak_activation_gib} GiB at "
+        f"{c.max_num_batched_tokens or 'unstated'} batched tokens, KV {c.kv_cache_gib_min} GiB = "
+        f"{c.kv_cache_tokens:,} tokens ({c.kv_bytes_per_token:,.0f} bytes/token, "
+        f"{c.kv_cache_dtype or 'unknown dtype'}), other {c.other_gib:+.3f} GiB",
+        f"  inputs: GPU {i.gpu_gib} GiB ({i.gpu_gib_source}), utilisation {i.gpu_memory_utilization}, "
+        f"{i.max_num_batched_tokens or 'unstated'} batched tokens, TP {i.tensor_parallel_size}, "
+        f"KV {i.kv_cache_dtype} at {i.kv_bytes_per_token:,.0f} bytes/token",
+        f"  predicted activation {p.activation_gib} GiB, KV {p.kv_gib_per_rank} GiB per rank",
+        f"  predicted GPU pool   {p.gpu_tokens:,} tokens, concurrency {p.concurrency:.2f}x, "
+        f"margin {p.margin_tokens:+,} ({p.margin_pct:+.2f}%)",
     ]
-    if i["kv_offloading_size_gib"]:
-        lines.append(f"  predicted host tier  {p['host_tokens']:,} tokens ({p['host_gib_per_rank']} GiB per rank)")
-    if rng["factor"] != 1.0:
-        lines.append(f"  predicted range      {rng['low_tokens']:,} – {rng['high_tokens']:,} tokens (×{rng['factor']})")
-    lines.append(f"verdict (predicted): {result['verdict']}")
-    lines += [f"warning: {w}" for w in result["warnings"]]
-    if result["unknown"]:
-        lines.append(f"not compared (the calibration does not say): {', '.join(result['unknown'])}")
-    lines += [f"note: {n}" for n in result["notes"]]
+    if i.kv_offloading_size_gib:
+        lines.append(f"  predicted host tier  {p.host_tokens:,} tokens ({p.host_gib_per_rank} GiB per rank)")
+    if rng.factor != 1.0:
+        lines.append(f"  predicted range      {rng.low_tokens:,} – {rng.high_tokens:,} tokens (×{rng.factor})")
+    lines.append(f"verdict (predicted): {result.verdict}")
+    lines += [f"warning: {w}" for w in result.warnings]
+    if result.unknown:
+        lines.append(f"not compared (the calibration does not say): {', '.join(result.unknown)}")
+    lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines) + "\n"

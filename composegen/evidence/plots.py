@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import io
 import re
+from typing import Any
 
-from composegen.evidence.runreport import RunsReport
+from composegen.evidence.reports.runs import RunsReport
 
 WIDTH = 9.0  # inches; the page scales the SVG to its column
 
 
-def _figure(rows: int = 1, cols: int = 1, height: float = 3.4):
+def _figure(rows: int = 1, cols: int = 1, height: float = 3.4) -> tuple[Any, list[Any]]:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(WIDTH, height * rows), layout="constrained")
@@ -25,7 +26,7 @@ def _figure(rows: int = 1, cols: int = 1, height: float = 3.4):
     return fig, [ax for row in axes for ax in row]
 
 
-def _svg(fig, name: str) -> str:
+def _svg(fig: Any, name: str) -> str:
     import matplotlib
 
     buffer = io.StringIO()
@@ -50,7 +51,7 @@ def _text(label: str) -> str:
     return label.replace("$", r"\$")
 
 
-def _thousands(value: float, _position=None) -> str:
+def _thousands(value: float, _position: object = None) -> str:
     return f"{value / 1000:g}k" if abs(value) >= 1000 else f"{value:g}"
 
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from html import escape
 
-from composegen.evidence.runreport import PROVENANCE_HEAD, RunsReport, provenance_rows
+from composegen.evidence import benchcompare, compare, plots
+from composegen.evidence.reports.compare import CompareReport
+from composegen.evidence.reports.runs import RunsReport
+from composegen.evidence.runreport import PROVENANCE_HEAD, provenance_rows
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;
@@ -40,34 +43,29 @@ def _plot(name: str, title: str, svg: str | None) -> str:
     return f'<figure class="plot" data-plot="{name}">{svg}<figcaption>{escape(title)}</figcaption></figure>'
 
 
-def _comparison(result: dict) -> str:
-    from composegen.evidence import benchcompare, compare
-
-    a, b = result["a"]["profile"], result["b"]["profile"]
-    rows = [[r["label"], compare._value(r, "a"), compare._value(r, "b"), compare._change(r)] for r in result["rows"]]
-    cap = result["unexplained_capacity_change"]
+def _comparison(result: CompareReport) -> str:
+    a, b = result.a.profile, result.b.profile
+    rows = [[r.label, compare._value(r, "a"), compare._value(r, "b"), compare._change(r)] for r in result.rows]
+    cap = result.unexplained_capacity_change
     flag = compare._flag_line(result)
     parts = [
         f"<h3>{escape(a)} (a) vs {escape(b)} (b)</h3>",
         _table(["Measurement", a, b, "Change"], rows),
-        f'<p class="{"flag-yes" if cap["flag"] else ""}">{escape(flag)}</p>',
+        f'<p class="{"flag-yes" if cap.flag else ""}">{escape(flag)}</p>',
     ]
-    config = result["config"]
-    diff_rows = [[c["path"], repr(c["before"]), repr(c["after"])] for c in config["functional"]]
+    config = result.config
+    diff_rows = [[c.path, repr(c.before), repr(c.after)] for c in config.functional]
     parts.append("<h4>Config differences</h4>")
     parts.append(_table(["Path", "a", "b"], diff_rows) if diff_rows else "<p>No functional differences.</p>")
-    if config["identity"]:
-        parts.append(f"<p>{len(config['identity'])} identity-only differences (ports, names, labels).</p>")
-    bench = result.get("bench")
-    if bench and bench["levels"]:
+    if config.identity:
+        parts.append(f"<p>{len(config.identity)} identity-only differences (ports, names, labels).</p>")
+    bench = result.bench
+    if bench and bench.levels:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
         cell = benchcompare.cell
-        rows = [
-            [str(r["concurrency"]), r["metric"], cell(r["a"]), cell(r["b"]), benchcompare.change(r)]
-            for r in bench["levels"]
-        ]
+        rows = [[str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)] for r in bench.levels]
         parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))
-    notes = [*config["notes"], *result["notes"], *((bench or {}).get("notes") or [])]
+    notes = [*config.notes, *result.notes, *(bench.notes if bench else [])]
     parts += [f"<p>note: {escape(n)}</p>" for n in notes]
     return "".join(parts)
 
@@ -101,8 +99,6 @@ def _bench_tables(report: RunsReport) -> str:
 
 
 def render_html(report: RunsReport) -> str:
-    from composegen.evidence import plots
-
     svgs = {name: (title, fn(report)) for name, title, fn in plots.PLOTS}
     names = ", ".join(run.label for run in report.runs)
     body = [f"<h1>composegen report: {escape(names)}</h1>"]
@@ -117,7 +113,7 @@ def render_html(report: RunsReport) -> str:
     body.append(_plot("memory_breakdown", *svgs["memory_breakdown"]))
     if report.comparisons:
         body.append("<h2>A/B results and config differences</h2>")
-        body += [_comparison(comparison.to_json()) for comparison in report.comparisons]
+        body += [_comparison(comparison) for comparison in report.comparisons]
     body += ["<h2>Context ladder</h2>", _plot("ladder", *svgs["ladder"])]
     body += ["<h2>Load benchmark</h2>", _plot("bench", *svgs["bench"]), _bench_tables(report)]
     body += ["<h2>Raw files</h2>", _raw_files(report)]

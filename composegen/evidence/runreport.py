@@ -10,18 +10,14 @@ the RunsReport model.
 from __future__ import annotations
 
 import collections
-from typing import Any
-
-from pydantic import Field
+from pathlib import Path
 
 from composegen.errors import BadInput
-from composegen.evidence import benchcompare, compare, record
+from composegen.evidence import benchcompare, benchstats, compare, record
 from composegen.evidence import bundle as evidence
-from composegen.evidence.benchstats import BenchResult
-from composegen.evidence.compare import CompareReport
-from composegen.evidence.models import LadderResult
+from composegen.evidence.reports.ladder import LadderResult
+from composegen.evidence.reports.runs import RawFile, RunsReport, RunSummary
 from composegen.output import md_cell
-from composegen.report import Report
 
 STARTUP_KEYS = (
     "vllm_version",
@@ -34,39 +30,6 @@ STARTUP_KEYS = (
     "cuda_graph_gib",
     "max_concurrency",
 )
-
-
-class RawFile(Report):
-    file: str
-    sha256: str
-    bytes: int | None = None
-
-
-class RunSummary(Report):
-    run: str = Field(description="the bundle directory")
-    label: str = Field(description="a short name for plots and tables: the profile, made unique")
-    profile: str
-    hash: str
-    source: str
-    created_at: str
-    composegen_version: str | None
-    image_digest: str | None
-    model_revision: str | None
-    compose_sha256: str | None
-    emulated: bool
-    unknown: list[str]
-    raw: list[RawFile]
-    startup: dict[str, Any] = Field(description="the startup figures the report uses (see STARTUP_KEYS)")
-    gates: str | None = Field(description="passed/total, null when not run")
-    ladder: LadderResult | None
-    bench: BenchResult | None
-
-
-class RunsReport(Report):
-    """`composegen report --json`."""
-
-    runs: list[RunSummary]
-    comparisons: list[CompareReport] = Field(description="compare_runs of each later run against the first")
 
 
 def _labels(docs: list[dict]) -> list[str]:
@@ -98,13 +61,13 @@ def _summary(doc: dict, label: str) -> RunSummary:
     )
 
 
-def gather(specs: list[str], *, root) -> RunsReport:
+def gather(specs: list[str], *, root: str | Path) -> RunsReport:
     if not specs:
         raise BadInput("report: give one or more runs (runs/<run> or a bundle path)")
     docs = [evidence.load_run(spec, root) for spec in specs]
     runs = [_summary(doc, label) for doc, label in zip(docs, _labels(docs), strict=True)]
     comparisons = [compare.compare_runs(docs[0]["path"], doc["path"], root=root) for doc in docs[1:]]
-    return RunsReport.model_validate({"runs": runs, "comparisons": comparisons})
+    return RunsReport(runs=runs, comparisons=comparisons)
 
 
 # ---------------------------------------------------------------- Markdown
@@ -160,16 +123,13 @@ def _ladder_md(run: RunSummary) -> list[str]:
 
 
 def format_markdown(report: RunsReport) -> str:
-    from composegen.evidence import benchstats
-
     lines = ["## composegen report", ""]
     if any(run.emulated for run in report.runs):
         lines += ["> **EMULATED vLLM** in at least one run: the figures exercise composegen, not a model.", ""]
     lines += ["### Provenance", "", *_md_table(PROVENANCE_HEAD, provenance_rows(report))]
     for comparison in report.comparisons:
-        result = comparison.to_json()
-        a, b = md_cell(result["a"]["profile"]), md_cell(result["b"]["profile"])
-        lines += ["", f"### {a} vs {b}", "", compare.format_markdown(result)]
+        a, b = md_cell(comparison.a.profile), md_cell(comparison.b.profile)
+        lines += ["", f"### {a} vs {b}", "", compare.format_markdown(comparison)]
     for run in report.runs:
         lines += _ladder_md(run)
         if run.bench is not None:

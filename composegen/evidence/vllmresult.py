@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
-
-from pydantic import Field
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from composegen.evidence.benchstats import Sample, percentile
-from composegen.report import Report
+from composegen.evidence.reports.bench import VllmBenchServeResult
 
 SPEC_COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
@@ -29,70 +28,6 @@ SPEC_COUNTERS = {
 }
 SPEC_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 METRICS_CAP = 16 << 20  # bytes of /metrics read at most
-
-
-class VllmBenchServeResult(Report):
-    """One level as `vllm bench serve --save-result` writes it (`composegen schema --report vllm-bench-serve`);
-    the spec_decode_* keys are written only when the server speculated, as vLLM does."""
-
-    date: str
-    endpoint_type: str = "openai-chat"
-    backend: str = "openai-chat"
-    label: str | None = None
-    model_id: str
-    tokenizer_id: str
-    num_prompts: int
-    request_rate: str = "inf"
-    burstiness: float = 1.0
-    max_concurrency: int
-    duration: float
-    completed: int
-    failed: int
-    total_input_tokens: int
-    total_output_tokens: int
-    request_throughput: float
-    request_goodput: float | None = None
-    output_throughput: float
-    total_token_throughput: float
-    max_output_tokens_per_s: float
-    max_concurrent_requests: int
-    rtfx: float = 0.0
-    mean_ttft_ms: float
-    median_ttft_ms: float
-    std_ttft_ms: float
-    p50_ttft_ms: float
-    p90_ttft_ms: float
-    p99_ttft_ms: float
-    mean_tpot_ms: float
-    median_tpot_ms: float
-    std_tpot_ms: float
-    p50_tpot_ms: float
-    p90_tpot_ms: float
-    p99_tpot_ms: float
-    mean_itl_ms: float
-    median_itl_ms: float
-    std_itl_ms: float
-    p50_itl_ms: float
-    p90_itl_ms: float
-    p99_itl_ms: float
-    mean_e2el_ms: float
-    median_e2el_ms: float
-    std_e2el_ms: float
-    p50_e2el_ms: float
-    p90_e2el_ms: float
-    p99_e2el_ms: float
-    spec_decode_acceptance_rate: float | None = Field(None, description="accepted / draft tokens, percent")
-    spec_decode_acceptance_length: float | None = Field(None, description="1 + accepted tokens / drafts")
-    spec_decode_num_drafts: int | None = None
-    spec_decode_draft_tokens: int | None = None
-    spec_decode_accepted_tokens: int | None = None
-    spec_decode_per_position_acceptance_rates: list[float] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data = super().to_json()
-        if self.spec_decode_num_drafts is None:
-            data = {k: v for k, v in data.items() if not k.startswith("spec_decode_")}
-        return data
 
 
 def _figures(name: str, seconds: list[float]) -> dict[str, float]:
@@ -140,7 +75,7 @@ def level_result(
     duration: float,
     *,
     goodput: float | None = None,
-    spec_decode: dict[str, Any] | None = None,
+    spec_decode: SpecDecodeFields | None = None,
     when: float | None = None,
 ) -> VllmBenchServeResult:
     ok = [s for s in samples if s.error is None]
@@ -178,12 +113,33 @@ def level_result(
     )
 
 
-def spec_counters(text: str) -> dict[str, Any]:
-    """The speculative-decoding counters of one /metrics text, summed over engines: {drafts, draft_tokens,
-    accepted, per_position: {position: accepted}}; {} when the server does not speculate."""
-    from prometheus_client.parser import text_string_to_metric_families
+@dataclass(frozen=True)
+class SpecCounters:
+    """One /metrics reading of the speculative-decoding counters, summed over engines."""
 
-    found: dict[str, Any] = {"per_position": {}}
+    drafts: float
+    draft_tokens: float = 0.0
+    accepted: float = 0.0
+    per_position: dict[int, float] = field(default_factory=dict)  # position -> accepted tokens
+
+
+class SpecDecodeFields(TypedDict):
+    """vLLM's spec_decode_* result fields (VllmBenchServeResult), present only when the server drafted."""
+
+    spec_decode_acceptance_rate: float
+    spec_decode_acceptance_length: float
+    spec_decode_num_drafts: int
+    spec_decode_draft_tokens: int
+    spec_decode_accepted_tokens: int
+    spec_decode_per_position_acceptance_rates: list[float]
+
+
+def spec_counters(text: str) -> SpecCounters | None:
+    """The speculative-decoding counters of one /metrics text; None when the server does not speculate."""
+    from prometheus_client.parser import text_string_to_metric_families  # lazy: ~120 ms measured; only a level reads it
+
+    found: dict[str, float] = {}
+    per_position: dict[int, float] = {}
     names = {v: k for k, v in SPEC_COUNTERS.items()}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -192,28 +148,34 @@ def spec_counters(text: str) -> dict[str, Any]:
                 found[key] = found.get(key, 0.0) + sample.value
             elif sample.name == SPEC_PER_POSITION and str(sample.labels.get("position", "")).isdigit():
                 pos = int(sample.labels["position"])
-                found["per_position"][pos] = found["per_position"].get(pos, 0.0) + sample.value
-    return found if "drafts" in found else {}
+                per_position[pos] = per_position.get(pos, 0.0) + sample.value
+    if "drafts" not in found:
+        return None
+    return SpecCounters(
+        drafts=found["drafts"],
+        draft_tokens=found.get("draft_tokens", 0.0),
+        accepted=found.get("accepted", 0.0),
+        per_position=per_position,
+    )
 
 
-def spec_decode_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """vLLM's spec_decode_* result fields from two counter readings; {} when nothing was drafted."""
-    if not after:
-        return {}
-    drafts = after["drafts"] - before.get("drafts", 0.0)
-    draft_tokens = after.get("draft_tokens", 0.0) - before.get("draft_tokens", 0.0)
-    accepted = after.get("accepted", 0.0) - before.get("accepted", 0.0)
+def spec_decode_fields(before: SpecCounters | None, after: SpecCounters | None) -> SpecDecodeFields | None:
+    """vLLM's spec_decode_* result fields from two counter readings; None when nothing was drafted."""
+    if after is None:
+        return None
+    then = before or SpecCounters(drafts=0.0)
+    drafts = after.drafts - then.drafts
+    draft_tokens = after.draft_tokens - then.draft_tokens
+    accepted = after.accepted - then.accepted
     if drafts <= 0:
-        return {}
-    positions = sorted(after["per_position"])
-    then = before.get("per_position", {})
-    return {
-        "spec_decode_acceptance_rate": accepted / draft_tokens * 100 if draft_tokens > 0 else 0.0,
-        "spec_decode_acceptance_length": 1 + accepted / drafts,
-        "spec_decode_num_drafts": int(drafts),
-        "spec_decode_draft_tokens": int(draft_tokens),
-        "spec_decode_accepted_tokens": int(accepted),
-        "spec_decode_per_position_acceptance_rates": [
-            (after["per_position"][p] - then.get(p, 0.0)) / drafts for p in positions
+        return None
+    return SpecDecodeFields(
+        spec_decode_acceptance_rate=accepted / draft_tokens * 100 if draft_tokens > 0 else 0.0,
+        spec_decode_acceptance_length=1 + accepted / drafts,
+        spec_decode_num_drafts=int(drafts),
+        spec_decode_draft_tokens=int(draft_tokens),
+        spec_decode_accepted_tokens=int(accepted),
+        spec_decode_per_position_acceptance_rates=[
+            (after.per_position[p] - then.per_position.get(p, 0.0)) / drafts for p in sorted(after.per_position)
         ],
-    }
+    )

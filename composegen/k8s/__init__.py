@@ -5,3 +5,10 @@ on every compose setting Kubernetes cannot say; output.py writes them and a kust
 weights_init.py is the init container's completeness check; expansion.py is Kubernetes' own `$(VAR)` rule.
 No docker library is imported here: rendering stays fast and engine-free.
 """
+
+# What other rooms may import (tests/test_architecture.py checks every entry).
+__all__ = [
+    "expansion",
+    "manifests",
+    "output",
+]

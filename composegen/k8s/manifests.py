@@ -21,9 +21,10 @@ from typing import Any
 from composegen.k8s import weights_init
 from composegen.k8s.expansion import escape, reference
 from composegen.k8s.notes import Notes, stack_notes, workers_share_a_template
-from composegen.profiles import resolve as profiles
+from composegen.profiles import resolve
 from composegen.profiles.kubernetes import K8S_NAME_RE
-from composegen.profiles.schema import REF_RE, SECRET_RE, Node
+from composegen.profiles.schema import SECRET_RE, Node
+from composegen.profiles.service import REF_RE
 from composegen.render import LABEL_PREFIX, members
 from composegen.units import parse_bytes, parse_duration
 from composegen.weights import cache
@@ -60,7 +61,7 @@ def k8s_name(profile: str) -> str:
     return f"{base[:31].rstrip('-')}-{hashlib.sha256(profile.encode()).hexdigest()[:8]}"
 
 
-def build(r: profiles.Resolved) -> Manifests:
+def build(r: resolve.Resolved) -> Manifests:
     notes = Notes()
     name = k8s_name(r.name)
     nodes = members(r)
@@ -120,7 +121,7 @@ def build(r: profiles.Resolved) -> Manifests:
     return Manifests(r.name, name, workload["kind"], workload, service, notes)
 
 
-def lws_argv(r: profiles.Resolved, node: Node) -> list[str]:
+def lws_argv(r: resolve.Resolved, node: Node) -> list[str]:
     """A node's compose argv, escaped for Kubernetes, with the LWS-supplied values as `$(VAR)`."""
     words = [escape(w) for w in r.argv(node)]
     nodes = r.profile.nodes
@@ -134,7 +135,7 @@ def lws_argv(r: profiles.Resolved, node: Node) -> list[str]:
     return words
 
 
-def _pod(r: profiles.Resolved, node: Node | None, name: str, component: str, notes: Notes) -> dict:
+def _pod(r: resolve.Resolved, node: Node | None, name: str, component: str, notes: Notes) -> dict:
     p, svc = r.profile, r.profile.service
     host_network = node is not None  # composegen's multi-node compose files run on the host network
     labels = {INSTANCE: name, COMPONENT: component}
@@ -164,7 +165,7 @@ def _pod(r: profiles.Resolved, node: Node | None, name: str, component: str, not
     return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
 
 
-def _container(r: profiles.Resolved, node: Node | None, mounts: list[dict], notes: Notes) -> dict:
+def _container(r: resolve.Resolved, node: Node | None, mounts: list[dict], notes: Notes) -> dict:
     p, svc = r.profile, r.profile.service
     headless = node is not None and node.rank != 0
     port = svc.port.container if node is None else svc.port.host  # on the host network vLLM binds the host port
@@ -197,7 +198,7 @@ def _container(r: profiles.Resolved, node: Node | None, mounts: list[dict], note
     return c
 
 
-def _probes(r: profiles.Resolved, node: Node | None) -> dict:
+def _probes(r: resolve.Resolved, node: Node | None) -> dict:
     svc = r.profile.service
     get: dict[str, Any] = {"path": "/health", "port": "http"}
     if node is not None and svc.port.bind not in ("0.0.0.0", "::", ""):
@@ -214,7 +215,7 @@ def _probes(r: profiles.Resolved, node: Node | None) -> dict:
     }
 
 
-def _env(r: profiles.Resolved, node: Node | None, notes: Notes) -> list[dict]:
+def _env(r: resolve.Resolved, node: Node | None, notes: Notes) -> list[dict]:
     merged = {**r.profile.service.environment, **(node.environment if node is not None else {})}
     out: list[dict[str, Any]] = []
     for key, value in sorted(merged.items()):
@@ -233,7 +234,7 @@ def _env(r: profiles.Resolved, node: Node | None, notes: Notes) -> list[dict]:
     return out
 
 
-def _volumes(r: profiles.Resolved, node: Node | None, notes: Notes) -> tuple[list[dict], list[dict], str | None]:
+def _volumes(r: resolve.Resolved, node: Node | None, notes: Notes) -> tuple[list[dict], list[dict], str | None]:
     """Pod volumes, the vLLM container's mounts, and the snapshot path the init container checks."""
     svc, model = r.profile.service, r.profile.model
     read_only = {v.target: v.read_only for v in svc.volumes}
@@ -279,7 +280,7 @@ def _volumes(r: profiles.Resolved, node: Node | None, notes: Notes) -> tuple[lis
     return volumes, mounts, snapshot
 
 
-def _hf_source(r: profiles.Resolved, compose_source: str, read_only: bool, notes: Notes) -> dict:
+def _hf_source(r: resolve.Resolved, compose_source: str, read_only: bool, notes: Notes) -> dict:
     chosen = r.profile.kubernetes.hf_cache
     if chosen is not None and chosen.claim:
         return {"persistentVolumeClaim": {"claimName": chosen.claim, **({"readOnly": True} if read_only else {})}}
@@ -291,7 +292,7 @@ def _hf_source(r: profiles.Resolved, compose_source: str, read_only: bool, notes
     return {"hostPath": {"path": path, "type": "Directory"}}
 
 
-def _weights_container(r: profiles.Resolved, snapshot: str, mounts: list[dict]) -> dict:
+def _weights_container(r: resolve.Resolved, snapshot: str, mounts: list[dict]) -> dict:
     return {
         "name": "weights-check",
         "image": r.profile.image,

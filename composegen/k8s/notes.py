@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from composegen.profiles import resolve as profiles
+from composegen.profiles import resolve
 from composegen.profiles.schema import Node
 from composegen.render import members
 
@@ -51,7 +51,7 @@ def workers_share_a_template(nodes: list[Node], notes: Notes) -> None:
                 )
 
 
-def stack_notes(r: profiles.Resolved, notes: Notes, service: str, period: int) -> None:
+def stack_notes(r: resolve.Resolved, notes: Notes, service: str, period: int) -> None:
     """The notes on settings of the whole stack (the pod-level ones are added as the pods are built)."""
     svc, p = r.profile.service, r.profile
     if not p.pinned:

@@ -1,5 +1,5 @@
 """out/NAME/k8s/: the manifests as YAML text, each file under composegen's generated header; the workload's
-header lists the notes. Our own small block emitter (keys as composegen.render.yaml_key writes them, scalars
+header lists the notes. Our own small block emitter (keys as composegen.templating.yaml_key writes them, scalars
 as JSON, a script as a literal block when it reads back exactly): byte-identical output wherever it runs,
 with or without libyaml, and a tenth of PyYAML's time.
 
@@ -15,10 +15,11 @@ from typing import Any
 
 from composegen.k8s.manifests import Manifests, build
 from composegen.k8s.notes import Notes
-from composegen.profiles import resolve as profiles
+from composegen.profiles import resolve
 from composegen.profiles.reports import K8sNote, K8sRendered
 from composegen.project import Project
-from composegen.render import GENERATED_HEADER, K8S_DIR, yaml_key
+from composegen.render import GENERATED_HEADER, K8S_DIR, monitoring_files, render_stack
+from composegen.templating import yaml_key
 
 
 def _scalar(value: Any) -> str:
@@ -74,7 +75,7 @@ def _comment(text: str) -> str:
     return re.sub(r"[\x00-\x1f\x7f]", "?", text)
 
 
-def header(r: profiles.Resolved, what: str, notes: Notes | None = None) -> list[str]:
+def header(r: resolve.Resolved, what: str, notes: Notes | None = None) -> list[str]:
     lines = [
         f"{GENERATED_HEADER[2:]}{r.path}. Do not edit: change the profile and run `composegen render --target k8s`.",
         f"profile: {r.name}  hash: {r.hash}  {what}",
@@ -95,7 +96,7 @@ def dump(doc: dict, comments: list[str]) -> str:
     return "\n".join([*comments, *_yaml(doc)]) + "\n"
 
 
-def render_profile(r: profiles.Resolved) -> tuple[dict[str, str], Manifests]:
+def render_profile(r: resolve.Resolved) -> tuple[dict[str, str], Manifests]:
     """{NAME/k8s/FILE: text} of one profile, and the manifests they came from (for the notes)."""
     m = build(r)
     base = f"{r.name}/{K8S_DIR}"
@@ -131,14 +132,12 @@ def render_targets(
     among them, and the targets whose orphans count. No --target: compose, plus k8s for every profile that
     already has out/NAME/k8s/ (rendered for Kubernetes once, a profile stays fresh and drift-checked);
     else compose, k8s, or all of both. Each profile is loaded once for both targets."""
-    from composegen import render as compose
-
     keep = rendered_profiles(project) if target is None else None
     rendered: dict[str, str] = {}
     built: list[Manifests] = []
-    for r in profiles.load_all(project, names):
+    for r in resolve.load_all(project, names):
         if target != "k8s":
-            rendered |= compose.render_stack(r) | compose.monitoring_files(r)
+            rendered |= render_stack(r) | monitoring_files(r)
         if target != "compose" and (keep is None or r.name in keep):
             files, m = render_profile(r)
             rendered |= files

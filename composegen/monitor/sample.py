@@ -12,9 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pydantic import Field
-
-from composegen.report import Report
+from composegen.monitor.reports import Latency, SpecDecode, TopSample
 
 Labels = frozenset[tuple[str, str]]
 
@@ -29,7 +27,7 @@ class Scrape:
     @classmethod
     def parse(cls, text: str, at: float) -> Scrape:
         """Raises ValueError when `text` is not Prometheus exposition text."""
-        from prometheus_client.parser import text_string_to_metric_families
+        from prometheus_client.parser import text_string_to_metric_families  # why: `schema --report top` loads this
 
         scrape = cls(at)
         for family in text_string_to_metric_families(text):
@@ -100,43 +98,6 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
             return lower + (bound - lower) * (rank - below) / (count - below)
         lower, below = bound, count
     return lower
-
-
-class Latency(Report):
-    p50_s: float | None = None
-    p95_s: float | None = None
-    count: float = 0  # observations in the window
-
-
-class SpecDecode(Report):
-    drafts: float
-    draft_tokens: float
-    accepted_tokens: float
-    acceptance_rate: float | None = None  # accepted / drafted tokens
-    mean_acceptance_length: float | None = None  # tokens per draft step: 1 + accepted / drafts
-    per_position: list[float | None] = Field(default_factory=list)  # accepted / drafts at each draft position
-
-
-class TopSample(Report):
-    """`composegen top --once --json`: the engine's load now and its rates over the last window."""
-
-    name: str | None = None
-    url: str
-    view: str = "single"  # "head" for a multi-node stack: the head's engine serves every request
-    emulated: bool | None = None  # the stack runs the emulated vLLM (a test double); null: not known (--url)
-    window_s: float
-    running: float | None = None
-    waiting: float | None = None
-    kv_cache_usage: float | None = None  # 0..1
-    prefix_cache_hit_rate: float | None = None  # hits / queried tokens in the window
-    prompt_tokens_per_s: float | None = None
-    generation_tokens_per_s: float | None = None
-    requests_finished: float | None = None  # in the window
-    ttft: Latency = Field(default_factory=Latency)
-    e2e: Latency = Field(default_factory=Latency)
-    preemptions: float | None = None  # in the window
-    preemptions_total: float | None = None
-    spec_decode: SpecDecode | None = None
 
 
 def _latency(before: Scrape | None, after: Scrape, histogram: str) -> Latency:

@@ -7,7 +7,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 from composegen.errors import EngineError
-from composegen.monitor.sample import Scrape, TopSample, compute
+from composegen.monitor.reports import TopSample
+from composegen.monitor.sample import Scrape, compute
 from composegen.stack.readiness import Endpoint
 from composegen.wire.http import METRICS_REPLY, WireError
 

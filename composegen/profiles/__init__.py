@@ -1,0 +1,14 @@
+"""Profiles: the schema, resolution of a profile and its ancestors (resolve.py, resolved.py), the rules."""
+
+# What other rooms may import (tests/test_architecture.py checks every entry).
+__all__ = [
+    "identity",
+    "kubernetes",
+    "reports",
+    "resolve",
+    "resolved",
+    "rules",
+    "schema",
+    "service",
+    "yamlio",
+]

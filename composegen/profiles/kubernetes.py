@@ -7,13 +7,13 @@ as it is.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 K8S_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")  # a DNS-1123 label: Secret and PVC names
@@ -30,7 +30,7 @@ class KubernetesCache(_Strict):
     )
 
     @model_validator(mode="after")
-    def _one_of(self):
+    def _one_of(self) -> Self:
         if (self.claim is None) == (self.host_path is None):
             raise ValueError("give exactly one of claim or host_path")
         return self

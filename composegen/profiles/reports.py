@@ -28,6 +28,8 @@ class ValidatedProfile(Report):
     hash: str
     warnings: list[str]
     pinned: bool
+    notes: list[str] = Field(default_factory=list, description="informational (up checks them); --strict passes")
+    image_policy: str = Field(default="pinned", description="the profile's image_policy (pinned or local-build)")
 
 
 class ValidateReport(Report):

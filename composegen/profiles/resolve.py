@@ -45,7 +45,8 @@ def merge(base: Any, over: Any, base_marks: dict, over_marks: dict, path: tuple 
 MAX_EXTENDS = 16  # a base, a family, a variant…: deeper is a mistake, and each level costs a merge
 
 
-def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
+def _load_chain(project: Project, name: str) -> tuple[Marked, list[str]]:
+    """The profile merged over its `extends:` ancestors (its data and line marks), and the chain's names."""
     chain: list[str] = []
     docs: list[Marked] = []
     current: str | None = name
@@ -100,7 +101,7 @@ def _load_chain(project: Project, name: str) -> tuple[dict, Marked, list[str]]:
             data[key] = docs[0].data[key]
         else:
             data.pop(key, None)
-    return data, Marked(data, marks), chain
+    return Marked(data, marks), chain
 
 
 def load(project: Project, name: str) -> Resolved:
@@ -117,9 +118,9 @@ def load(project: Project, name: str) -> Resolved:
 
 
 def _load(project: Project, name: str, display: str) -> Resolved:
-    data, marked, chain = _load_chain(project, name)
+    marked, chain = _load_chain(project, name)
     try:
-        profile = Profile.model_validate(data)
+        profile = Profile.model_validate(marked.data)
     except ValidationError as exc:
         raise _schema_error(exc, marked, display) from None
     catalog = _catalog(profile, marked, display)
@@ -139,6 +140,7 @@ def _load(project: Project, name: str, display: str) -> Resolved:
         where = _where(marked, problem.path, display)
         raise BadInput(f"{where}: {'.'.join(map(str, problem.path))}: {problem.message}")
     resolved.warnings = rules.warnings(resolved)
+    resolved.notes = rules.notes(resolved)
     return resolved
 
 

@@ -10,7 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from composegen.profiles.schema import SECRET_RE, Profile
+from pydantic import JsonValue
+
+from composegen.profiles.reports import ShowReport
+from composegen.profiles.schema import SECRET_RE, Node, Profile
 from composegen.profiles.yamlio import Marked
 from composegen.vllm.catalog import Catalog
 
@@ -59,6 +62,7 @@ class Resolved:
     flags: dict[str, Any]  # canonical flag name -> checked value, profile order
     catalog: Catalog
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # informational: validate shows them, --strict passes
     marks: Marked | None = None
 
     @property
@@ -95,7 +99,7 @@ class Resolved:
     def flag(self, name: str, default: Any = None) -> Any:
         return self.flags.get(name, default)
 
-    def argv(self, node=None) -> list[str]:
+    def argv(self, node: Node | None = None) -> list[str]:
         """The container command after `vllm serve`: the model first, then flags, sorted by name.
         For a node of a multi-node profile, vLLM's own multi-node flags; it runs on the host network."""
         model, svc = self.profile.model, self.profile.service
@@ -123,7 +127,7 @@ class Resolved:
             items.extend(self.catalog.argv(name, value))
         return items
 
-    def engine_flags(self) -> dict[str, Any]:
+    def engine_flags(self) -> dict[str, JsonValue]:
         """The flags as the engine's `non-default args` line shows them (JSON-valued ones parsed)."""
         return {
             name: json.loads(value) if self.catalog.get(name).kind == "json" else value
@@ -131,14 +135,15 @@ class Resolved:
             if value is not None
         }
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "path": self.path,
-            "extends": self.chain[1:],
-            "hash": self.hash,
-            "profile": self.profile.model_dump(mode="json"),
-            "flags": self.flags,
-            "argv": ["vllm", "serve", *self.argv()],
-            "warnings": self.warnings,
-        }
+    def show_report(self) -> ShowReport:
+        """`show NAME --json` (its secrets still to be masked: the CLI masks the JSON it prints)."""
+        return ShowReport(
+            name=self.name,
+            path=self.path,
+            extends=self.chain[1:],
+            hash=self.hash,
+            profile=self.profile.model_dump(mode="json"),
+            flags=self.flags,
+            argv=["vllm", "serve", *self.argv()],
+            warnings=self.warnings,
+        )

@@ -10,7 +10,7 @@ from composegen.addresses import is_loopback
 from composegen.profiles import mounts
 from composegen.profiles.mounts import HF_CACHE_TARGET as HF_CACHE_TARGET  # where a node's hf_cache goes
 from composegen.profiles.resolved import Resolved
-from composegen.profiles.schema import SHM_MIN_BYTES
+from composegen.profiles.schema import SHM_MIN_BYTES, Node
 from composegen.profiles.yamlio import INT_LIMIT
 from composegen.project import compose_project
 from composegen.units import GIB, parse_bytes
@@ -64,6 +64,7 @@ def check(r: Resolved) -> list[Problem]:
     if r.marks is not None:  # first: a secret reference in a source is named as such
         out += [Problem(path, message) for path, message in mounts.secret_reference_problems(r.marks.data)]
     out += [Problem(path, message) for path, message in mounts.mount_problems(r.profile)]
+    out += _image_policy_problems(r)
     if not r.profile.pinned and not r.profile.image_unpinned_reason:
         out.append(
             Problem(
@@ -208,7 +209,7 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
 CLIENT_SIDE_SOURCES = (".", "~", "$")  # compose resolves these on the machine that runs `docker compose`
 
 
-def _remote(node) -> bool:
+def _remote(node: Node) -> bool:
     return bool(node.context) or bool(node.docker_host and not node.docker_host.startswith(("unix://", "npipe://")))
 
 
@@ -218,7 +219,7 @@ def node_warnings(r: Resolved) -> list[str]:
     out: list[str] = []
     if nodes is None:
         return out
-    for node in sorted(nodes.members, key=lambda m: m.rank):
+    for node in nodes.by_rank:
         if not _remote(node):
             continue
         for v in svc.volumes:
@@ -231,15 +232,39 @@ def node_warnings(r: Resolved) -> list[str]:
     return out
 
 
-def warnings(r: Resolved) -> list[str]:
-    svc = r.profile.service
-    out: list[str] = []
+def _image_policy_problems(r: Resolved) -> list[Problem]:
+    """`image_policy: local-build` is an opt-in for one case only: a tag the host builds itself."""
+    p = r.profile
+    if p.image_policy != "local-build":
+        return []
+    if p.pinned:
+        return [Problem(("image_policy",), "local-build is for an image without a digest; this one is pinned")]
+    if not (p.image_unpinned_reason or "").strip():
+        return [Problem(("image_policy",), "local-build needs image_unpinned_reason: why the image is built locally")]
+    first = p.image.split("/")[0]
+    if "/" in p.image and ("." in first or ":" in first or first == "localhost"):
+        return [Problem(("image_policy",), f"local-build, but {p.image!r} names a registry ({first}); pin its digest")]
+    return []
+
+
+def notes(r: Resolved) -> list[str]:
+    """Facts worth knowing that are not findings: `up` checks them, so `validate --strict` does not fail."""
+    p, svc = r.profile, r.profile.service
+    out = []
     if offload_gib(r) > 0 and svc.ipc == "host":
         out.append(
             f"kv-offloading-size {offload_gib(r):g} GiB lives in the host's /dev/shm (ipc: host makes shm_size inert); "
             f"`composegen up` checks the host has {shm_need_bytes(r) / GIB:g} GiB free there"
         )
-    if not r.profile.pinned:
+    if p.image_policy == "local-build":
+        out.append(f"image {p.image!r} is built locally (image_policy: local-build): {p.image_unpinned_reason}")
+    return out
+
+
+def warnings(r: Resolved) -> list[str]:
+    svc = r.profile.service
+    out: list[str] = []
+    if not r.profile.pinned and r.profile.image_policy != "local-build":
         out.append(f"image {r.profile.image!r} is not pinned by digest: {r.profile.image_unpinned_reason}")
     if set(r.profile.model.revision or "") == {"0"}:  # the starter's placeholder: no model has this commit
         out.append("model.revision is all zeros, a placeholder: put the 40-hex commit you tested")

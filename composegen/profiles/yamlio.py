@@ -105,7 +105,9 @@ def loads_marked(text: str, display: str) -> Marked:
     return marked
 
 
-def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loader, seen: set) -> Any:
+def _to_python(
+    node: yaml.Node, path: tuple, marked: Marked, display: str, loader: _StrictLoader, seen: set[int]
+) -> Any:
     line = node.start_mark.line + 1
     if len(path) > MAX_DEPTH:
         raise BadInput(f"{display}:{line}: {'.'.join(map(str, path[:3]))}…: nested deeper than {MAX_DEPTH} levels")
@@ -151,7 +153,7 @@ def _to_python(node: yaml.Node, path: tuple, marked: Marked, display: str, loade
     raise BadInput(f"{display}:{line}: {'.'.join(map(str, path))}: YAML tag {node.tag} is not allowed")
 
 
-def _plain_as_written(node: yaml.Node, loader, where: str) -> None:
+def _plain_as_written(node: yaml.Node, loader: _StrictLoader, where: str) -> None:
     """A scalar means what it says: an explicit tag other than `!!str` (`!!null 5`, `!!int "5"`) is refused,
     and an integer too long to be in range is refused before it is built (YAML 1.1 hex, octal, binary and
     base-60 integers have no digit limit, and base-60 costs quadratic time)."""

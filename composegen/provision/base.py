@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 
 from composegen.errors import BadInput
-from composegen.stack import engine
-from composegen.stack.facts import ImageFacts
+from composegen.stack import driver
+from composegen.stack.driver import ImageFacts
 
 BASE_TAG = "composegen/base:py3"
 # python:3.12-slim's multi-platform index, pinned: a tag moves, a digest names the same bytes forever.
@@ -41,13 +41,13 @@ def wanted() -> str:
 
 def origin(facts: ImageFacts) -> str:
     """Where an image came from, as far as the engine can tell."""
-    labels = dict(facts.labels)
-    if labels.get(ORIGIN_LABEL):
-        return f"{labels[ORIGIN_LABEL]} build"
-    public = public_base()
+    public = public_base()  # pulled by the pinned digest: that is how this engine got it, whatever its labels say
     for digest in facts.repo_digests:
         if _same_image(digest, public):
             return f"pulled {public}"
+    labels = dict(facts.labels)
+    if labels.get(ORIGIN_LABEL):
+        return f"{labels[ORIGIN_LABEL]} build"
     if facts.repo_digests:
         return f"pulled {facts.repo_digests[0]}"
     return "built or loaded locally, no registry digest"
@@ -76,12 +76,12 @@ class BaseState:
 def state() -> BaseState:
     """The base image on the default engine (DOCKER_HOST), and where it came from or will come from."""
     ref = wanted()
-    facts = engine.image_facts(ref)
+    facts = driver.image_facts(ref)
     if facts is not None:
         return BaseState(ref, True, origin(facts))
     if override():
         return BaseState(ref, False, "COMPOSEGEN_BASE_IMAGE names an image this engine lacks")
     public = public_base()
-    if engine.image_present(public):
+    if driver.image_present(public):
         return BaseState(ref, False, f"provision tags {public} (present in the engine)")
     return BaseState(ref, False, f"provision pulls {public}, else builds Debian with python3 (debootstrap, root)")

@@ -1,38 +1,18 @@
 """`composegen doctor`: is this machine ready for `up`? Each check says what it found and, when it
-fails, the exact fix. Nothing is changed (that is `composegen provision`)."""
+fails, the exact fix. Nothing is changed (that is `composegen provision`). Its shape: provision/reports.py."""
 
 from __future__ import annotations
 
 import sys
-from typing import Literal
 
 from composegen.errors import ComposegenError, EngineError
 from composegen.provision import base
 from composegen.provision.engines import can_start_locally, compose_label, compose_plugin_dir, engine_source
-from composegen.report import Report
-from composegen.stack import engine
+from composegen.provision.reports import DoctorCheck, DoctorReport
+from composegen.stack import driver
 
 MIN_PYTHON = (3, 11)
 PROVISION = "composegen provision"
-
-
-class DoctorCheck(Report):
-    name: Literal["engine", "compose", "base-image", "python"]
-    ok: bool
-    detail: str  # what was found (or tried)
-    fix: str | None = None  # the command or setting that mends it
-
-
-class DoctorReport(Report):
-    ok: bool
-    engine: str  # the engine tried: DOCKER_HOST=…, DOCKER_CONTEXT=… or the default socket
-    base_image: str  # what `up --emulate` builds the emulator FROM
-    base_image_origin: str  # where that image came from, or what provision will make it from
-    checks: list[DoctorCheck]
-
-    @property
-    def failed(self) -> list[str]:
-        return [c.name for c in self.checks if not c.ok]
 
 
 def run() -> DoctorReport:
@@ -58,7 +38,7 @@ def run() -> DoctorReport:
 
 def _engine(where: str) -> DoctorCheck:
     try:
-        info = engine.engine_info()
+        info = driver.engine_info()
     except ComposegenError as exc:
         return DoctorCheck(
             name="engine",
@@ -73,7 +53,7 @@ def _engine(where: str) -> DoctorCheck:
 
 def _compose() -> DoctorCheck:
     try:
-        version = engine.compose_version()
+        version = driver.compose_version()
     except ComposegenError:
         plugins = compose_plugin_dir()
         return DoctorCheck(

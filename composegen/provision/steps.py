@@ -23,7 +23,7 @@ from composegen.provision.engines import (
     engine_source,
     local_socket,
 )
-from composegen.stack import engine
+from composegen.stack import driver
 
 Confirm = Callable[[str], None]  # raises when the person says no
 
@@ -48,7 +48,7 @@ class Provision:
     # ---- 1. the engine ---------------------------------------------------------------------------
     def engine(self) -> str:
         try:
-            server = str(engine.engine_info().get("ServerVersion", "?"))
+            server = str(driver.engine_info().get("ServerVersion", "?"))
             self.log(f"docker engine: {server} answers ({engine_source()})")
             return server
         except EngineError as exc:
@@ -78,7 +78,7 @@ class Provision:
         started = time.monotonic()
         while time.monotonic() - started < 60:
             try:
-                server = str(engine.engine_info().get("ServerVersion", "?"))
+                server = str(driver.engine_info().get("ServerVersion", "?"))
             except EngineError:
                 time.sleep(1)
                 continue
@@ -90,7 +90,7 @@ class Provision:
     # ---- 2. compose v2 ---------------------------------------------------------------------------
     def compose(self) -> str:
         try:
-            version = compose_label(engine.compose_version())
+            version = compose_label(driver.compose_version())
             self.log(f"compose plugin: {version}")
             return version
         except EngineError:
@@ -107,7 +107,7 @@ class Provision:
         tmp.chmod(0o755)
         os.replace(tmp, dest)
         try:
-            version = compose_label(engine.compose_version())
+            version = compose_label(driver.compose_version())
         except EngineError as exc:
             raise EngineError(f"installed {dest}, but `docker compose version` still fails: {exc.message}") from None
         self.log(f"compose plugin: installed {version} to {plugins}")
@@ -137,7 +137,7 @@ class Provision:
     # ---- 3. the emulator's base image ------------------------------------------------------------
     def base_image(self) -> str:
         ref = base.wanted()
-        facts = engine.image_facts(ref)
+        facts = driver.image_facts(ref)
         if facts is not None:
             self.log(f"base image: {ref} present ({base.origin(facts)})")
             return ref
@@ -145,7 +145,7 @@ class Provision:
             raise BadInput(f"COMPOSEGEN_BASE_IMAGE={ref}: no such image on the engine ({engine_source()})")
         public = base.public_base()
         self.agree(f"make {ref} (pull {public}, else build it with debootstrap)")
-        if engine.image_present(public) or self._pull(public):
+        if driver.image_present(public) or self._pull(public):
             res = system.docker("tag", public, ref)
             if res.returncode != 0:
                 raise EngineError(f"docker tag {public} {ref}: {res.stderr.strip()}")

@@ -9,7 +9,7 @@ Two ways a process keeps a file without an fd or a mapping of it:
     queued data (sock_diag UNIX_DIAG_RQLEN, read in the socket's own network namespace) counts, and so
     does every unix socket of a process whose namespace cannot be queried.
 
-`hidden_holders(directory, proc_root)` -> ([{"pid", "comm", "why"}], drained): queues are sampled a few times and
+`hidden_holders(directory, proc_root)` -> ([HiddenHolder(pid, comm, why)], drained): queues are sampled a few times and
 only one that stays non-empty counts (live traffic drains); `drained` says some queue emptied meanwhile,
 so the caller reads the holders again (the fd may have been received after its first pass).
 """
@@ -23,6 +23,7 @@ import socket
 import struct
 import threading
 import time
+from typing import NamedTuple
 
 from composegen.shm.procscan import comm_of, list_pids, read_bytes
 
@@ -32,6 +33,14 @@ NLMSG_ERROR, NLMSG_DONE = 2, 3
 UDIAG_SHOW_RQLEN, UNIX_DIAG_RQLEN = 0x10, 4
 CLONE_NEWNET = 0x40000000
 SAMPLES, SAMPLE_GAP_S = 3, 0.1
+
+
+class HiddenHolder(NamedTuple):
+    """A process that may hold files /proc cannot show, and why."""
+
+    pid: int
+    comm: str | None
+    why: str
 
 
 def unix_queues() -> dict[int, int]:
@@ -152,7 +161,7 @@ def _netns(pid_dir: str) -> str | None:
         return None
 
 
-def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[dict], bool]:
+def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[HiddenHolder], bool]:
     me = os.getpid()
     found: dict[int, list[str]] = {}
     sockets: dict[int, tuple[str, set[int]]] = {}  # pid -> (its netns, its socket inodes)
@@ -187,4 +196,4 @@ def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[dict]
             found.setdefault(pid, []).append("unix sockets in a network namespace composegen cannot query")
         elif socks & queued:
             found.setdefault(pid, []).append("a unix socket with queued data (fds may be in flight)")
-    return [{"pid": p, "comm": comm_of(p, proc_root), "why": "; ".join(w)} for p, w in sorted(found.items())], drained
+    return [HiddenHolder(p, comm_of(p, proc_root), "; ".join(w)) for p, w in sorted(found.items())], drained

@@ -21,6 +21,7 @@ import errno
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import Any, Literal, TypedDict
 
 # Patterns are compiled on first use (re caches them): the scan runs them in the forked child, so
 # the parent's import stays cheap. maps columns: address perms offset dev(major:minor, hex) inode path
@@ -29,16 +30,31 @@ _MAPS_DEV_INODE = rb"(?m)^\S+ \S+ \S+ ([0-9a-f]+):([0-9a-f]+) (\d+)"
 # containerd `cri-containerd-<id>.scope`, podman `libpod-<id>.scope`).
 _CONTAINER_ID = r"(?<![0-9a-f])([0-9a-f]{64})(?![0-9a-f])"
 
-LabelResolver = Callable[[str], "dict | None"]
+LabelResolver = Callable[[str], "dict[str, str] | None"]
+
+
+class UnreadableDoc(TypedDict):
+    """A process whose fds or maps could not be read, as the scan's JSON lists it (reports.Unreadable)."""
+
+    comm: str | None
+    denied: list[Literal["fd", "maps"]]
+    pid: int
+    uid: int | None
 
 
 class ProcIndex:
     __slots__ = ("holders", "identities", "proc_root", "unreadable")
 
-    def __init__(self, proc_root: str, holders=None, unreadable=None, identities=None):
+    def __init__(
+        self,
+        proc_root: str,
+        holders: dict[tuple[int, int], dict[int, set[str]]] | None = None,
+        unreadable: list[UnreadableDoc] | None = None,
+        identities: dict[int, tuple[str | None, str | None]] | None = None,
+    ) -> None:
         self.proc_root = proc_root
         self.holders: dict[tuple[int, int], dict[int, set[str]]] = holders if holders is not None else {}
-        self.unreadable: list[dict] = unreadable if unreadable is not None else []
+        self.unreadable: list[UnreadableDoc] = unreadable if unreadable is not None else []
         self.identities: dict[int, tuple[str | None, str | None]] = identities if identities is not None else {}
 
     def merge(self, other: ProcIndex) -> None:
@@ -208,10 +224,12 @@ class _FdTables:
         return own
 
 
-def _holdings(pid: int, pid_dir: str, dev_set, dev_tokens, fd_tables: _FdTables):
+def _holdings(
+    pid: int, pid_dir: str, dev_set: set[int] | None, dev_tokens: Any, fd_tables: _FdTables
+) -> tuple[dict[tuple[int, int], set[str]], list[Literal["fd", "maps"]]]:
     """({(dev, ino): {"fd", "map"}}, denied) of one process and all its threads; _Gone if it exited."""
     keys: dict[tuple[int, int], set[str]] = {}
-    denied = []
+    denied: list[Literal["fd", "maps"]] = []
     threads = _threads(pid, pid_dir)
     try:
         for key in _fd_inodes(pid_dir, dev_set):

@@ -1,7 +1,7 @@
 """Reclaim leftover files from a shared-memory directory without ever removing a held one.
 
 `reclaim(path)` previews; `reclaim(path, yes=True)` / `apply_plan(plan)` remove. The shape is
-composegen.shm.models.ShmReclaim (`composegen schema --report shm-reclaim`); docs/shm.md explains.
+composegen.shm.reports.ShmReclaim (`composegen schema --report shm-reclaim`); docs/shm.md explains.
 
 A candidate is a leftover (with include_unknown, also an unknown) regular file directly in the
 directory, held by nothing at the scan, whose mtime and ctime are both at least `min_age` seconds old.
@@ -28,8 +28,8 @@ import stat
 import time
 
 from composegen.errors import BadInput, CheckFailed
-from composegen.shm import hiddenrefs, procscan
-from composegen.shm import scan as shm
+from composegen.shm import hiddenrefs, procscan, scan
+from composegen.shm.reports import Candidate, Remaining, Removed, ShmReclaim, ShmScan, Skipped, Unreadable
 
 DEFAULT_MIN_AGE = 60.0
 QUARANTINE_PREFIX = ".composegen-q-"  # also a leftover pattern in scan.py: a killed reclaim's files
@@ -51,60 +51,64 @@ def _too_new(st: os.stat_result, min_age: float, now: float) -> str | None:
     return f"changed {max(ago, 0.0):.0f}s ago (--min-age {min_age:g}s)" if ago < min_age else None
 
 
-def _plan_from_report(report: dict, dfd: int, include_unknown: bool, min_age: float) -> dict:
+def _plan_from_report(report: ShmScan, dfd: int, include_unknown: bool, min_age: float) -> ShmReclaim:
     removable = {"leftover", "unknown"} if include_unknown else {"leftover"}
     candidates, skipped, now = [], [], time.time()
-    for entry in report["entries"]:
+    for entry in report.entries:
         reason = None
-        if entry["class"] == "in-use":
-            reason = f"in use by pid {', '.join(str(h['pid']) for h in entry['holders'])}"
-        elif entry["kind"] != "file":
-            reason = f"not a regular file ({entry['kind']})"
-        elif entry["class"] not in removable:
+        if entry.class_ == "in-use":
+            reason = f"in use by pid {', '.join(str(h.pid) for h in entry.holders)}"
+        elif entry.kind != "file":
+            reason = f"not a regular file ({entry.kind})"
+        elif entry.class_ not in removable:
             reason = "unknown name (use --include-unknown)"
         else:
             try:
-                reason = _too_new(os.stat(entry["name"], dir_fd=dfd, follow_symlinks=False), min_age, now)
+                reason = _too_new(os.stat(entry.name, dir_fd=dfd, follow_symlinks=False), min_age, now)
             except FileNotFoundError:
                 reason = "already gone"
         if reason:
-            skipped.append({"name": entry["name"], "reason": reason})
+            skipped.append(Skipped(name=entry.name, reason=reason))
             continue
         candidates.append(
-            {
-                "name": entry["name"],
-                "bytes": entry["allocated_bytes"],
-                "class": entry["class"],
-                "dev": entry["dev"],
-                "inode": entry["inode"],
-            }
+            Candidate.model_validate(  # by its JSON names: "class" is a keyword
+                {
+                    "name": entry.name,
+                    "bytes": entry.allocated_bytes,
+                    "class": entry.class_,
+                    "dev": entry.dev,
+                    "inode": entry.inode,
+                }
+            )
         )
-    return {
-        "schema": "composegen.shm-reclaim/v1",
-        "path": report["path"],
-        "applied": False,
-        "dir": report["dir"],
-        "min_age_seconds": min_age,
-        "candidates": candidates,
-        "candidate_bytes": sum(c["bytes"] for c in candidates),
-        "removed": [],
-        "skipped": skipped,
-        "bytes_freed": 0,
-        "unreadable_pids": report["unreadable_pids"],
-        "remaining": None,
-    }
+    return ShmReclaim.model_validate(
+        {
+            "schema": "composegen.shm-reclaim/v1",
+            "path": report.path,
+            "applied": False,
+            "dir": report.dir,
+            "min_age_seconds": min_age,
+            "candidates": candidates,
+            "candidate_bytes": sum(c.bytes for c in candidates),
+            "removed": [],
+            "skipped": skipped,
+            "bytes_freed": 0,
+            "unreadable_pids": report.unreadable_pids,
+            "remaining": None,
+        }
+    )
 
 
-def _refuse_unreadable(unreadable: list[dict]) -> None:
-    pids = ", ".join(f"{u['pid']} ({shm.printable(u['comm'])})" for u in unreadable)
+def _refuse_unreadable(unreadable: list[Unreadable]) -> None:
+    pids = ", ".join(f"{u.pid} ({scan.printable(u.comm)})" for u in unreadable)
     raise CheckFailed(
         f"cannot see what {len(unreadable)} process(es) hold, so nothing was removed: pid {pids}",
         hint="run as root (or with CAP_SYS_PTRACE), or pass --ignore-unreadable to accept the risk",
     )
 
 
-def _refuse_hidden(hidden: list[dict]) -> None:
-    pids = "; ".join(f"pid {h['pid']} ({shm.printable(h['comm'])}): {h['why']}" for h in hidden)
+def _refuse_hidden(hidden: list[hiddenrefs.HiddenHolder]) -> None:
+    pids = "; ".join(f"pid {h.pid} ({scan.printable(h.comm)}): {h.why}" for h in hidden)
     raise CheckFailed(
         f"{len(hidden)} process(es) may hold files /proc cannot show, so nothing was removed: {pids}",
         hint="run the reclaim again once they have finished (or stop them)",
@@ -140,19 +144,19 @@ class _Quarantine:
 
     def __init__(self, dfd: int):
         self.dfd, self.rename = dfd, _NoReplace(dfd)
-        self.aside: list[tuple[dict, str]] = []  # (candidate, name it has now)
+        self.aside: list[tuple[Candidate, str]] = []  # (candidate, name it has now)
 
-    def take(self, cand: dict, min_age: float, now: float) -> str | None:
+    def take(self, cand: Candidate, min_age: float, now: float) -> str | None:
         """Rename one candidate aside; the reason it stays where it is, or None."""
-        name = cand["name"]
+        name = cand.name
         try:
             st = os.stat(name, dir_fd=self.dfd, follow_symlinks=False)
         except FileNotFoundError:
             return "already gone"
         if not stat.S_ISREG(st.st_mode):
-            return f"no longer a regular file ({shm.kind_of(st.st_mode)})"
-        if (st.st_dev, st.st_ino) != (cand["dev"], cand["inode"]):
-            return f"replaced since the scan (inode {cand['inode']} -> {st.st_ino})"
+            return f"no longer a regular file ({scan.kind_of(st.st_mode)})"
+        if (st.st_dev, st.st_ino) != (cand.dev, cand.inode):
+            return f"replaced since the scan (inode {cand.inode} -> {st.st_ino})"
         if reason := _too_new(st, min_age, now):
             return reason
         hidden = QUARANTINE_PREFIX + secrets.token_hex(8)
@@ -162,7 +166,7 @@ class _Quarantine:
             return f"rename aside failed: {exc.strerror}"
         self.aside.append((cand, hidden))
         moved = os.stat(hidden, dir_fd=self.dfd, follow_symlinks=False)
-        if (moved.st_dev, moved.st_ino) != (cand["dev"], cand["inode"]):  # swapped in between stat and rename
+        if (moved.st_dev, moved.st_ino) != (cand.dev, cand.inode):  # swapped in between stat and rename
             self.aside.pop()
             return "replaced during the reclaim; " + self.put_back(name, hidden)
         return None
@@ -179,72 +183,74 @@ class _Quarantine:
     def restore_all(self) -> None:
         while self.aside:
             cand, hidden = self.aside.pop()
-            self.put_back(cand["name"], hidden)
+            self.put_back(cand.name, hidden)
 
 
-def _settle(quarantine: _Quarantine, index: procscan.ProcIndex, result: dict) -> None:
+def _settle(quarantine: _Quarantine, index: procscan.ProcIndex, result: ShmReclaim) -> None:
     """Unlink each quarantined file nothing holds now; put back the held ones."""
     dfd = quarantine.dfd
     while quarantine.aside:
         cand, hidden = quarantine.aside[-1]
-        holders = index.holders_of(cand["dev"], cand["inode"])
+        holders = index.holders_of(cand.dev, cand.inode)
         if holders:
-            where = quarantine.put_back(cand["name"], hidden)
+            where = quarantine.put_back(cand.name, hidden)
             pids = ", ".join(map(str, sorted(holders)))
-            result["skipped"].append({"name": cand["name"], "reason": f"now in use by pid {pids}; {where}"})
+            result.skipped.append(Skipped(name=cand.name, reason=f"now in use by pid {pids}; {where}"))
         else:
             st = os.stat(hidden, dir_fd=dfd, follow_symlinks=False)
             os.unlink(hidden, dir_fd=dfd)  # unlinkat never follows a link
             allocated = st.st_blocks * 512
-            result["removed"].append({"name": cand["name"], "bytes": allocated})
+            result.removed.append(Removed(name=cand.name, bytes=allocated))
             # Blocks come back only with the inode's last name (and no holder, checked above).
-            result["bytes_freed"] += allocated if st.st_nlink == 1 else 0
+            result.bytes_freed += allocated if st.st_nlink == 1 else 0
         quarantine.aside.pop()
 
 
 def apply_plan(
-    plan: dict,
+    plan: ShmReclaim,
     *,
     ignore_unreadable: bool = False,
     container_labels: procscan.LabelResolver | None = None,
     proc_root: str = "/proc",
     force: bool = False,
-) -> dict:
+) -> ShmReclaim:
     """Remove the plan's candidates that are still the same, old enough, unheld regular files directly
     in its directory: quarantine, holder pass, then unlink or put back."""
-    for cand in plan["candidates"]:
-        if "/" in cand["name"] or cand["name"] in ("", ".", ".."):
-            raise BadInput(f"{plan['path']}: candidates: {cand['name']!r} is not a plain file name")
-    min_age = check_min_age(plan.get("min_age_seconds", DEFAULT_MIN_AGE))
-    dfd = shm.open_dir(plan["path"], follow=False)
+    for cand in plan.candidates:
+        if "/" in cand.name or cand.name in ("", ".", ".."):
+            raise BadInput(f"{plan.path}: candidates: {cand.name!r} is not a plain file name")
+    min_age = check_min_age(plan.min_age_seconds)
+    dfd = scan.open_dir(plan.path, follow=False)
     try:
         if not force:
-            shm.require_tmpfs(dfd, plan["path"])
+            scan.require_tmpfs(dfd, plan.path)
         dir_st = os.fstat(dfd)
-        if (dir_st.st_dev, dir_st.st_ino) != (plan["dir"]["dev"], plan["dir"]["inode"]):
-            raise CheckFailed(f"{plan['path']}: the directory was replaced since the scan; nothing was removed")
-        if plan["unreadable_pids"] and not ignore_unreadable:
-            _refuse_unreadable(plan["unreadable_pids"])
+        if (dir_st.st_dev, dir_st.st_ino) != (plan.dir.dev, plan.dir.inode):
+            raise CheckFailed(f"{plan.path}: the directory was replaced since the scan; nothing was removed")
+        if plan.unreadable_pids and not ignore_unreadable:
+            _refuse_unreadable(plan.unreadable_pids)
         if not ignore_unreadable and not procscan.sees_every_process():
             raise CheckFailed(
                 "this process runs in a PID namespace of its own (a container?): /proc does not show the"
                 " processes outside it, so nothing was removed",
                 hint="run the reclaim on the host, or pass --ignore-unreadable to accept the risk",
             )
-        result = dict(plan, applied=True, removed=[], skipped=list(plan["skipped"]), bytes_freed=0)
+        result = plan.model_copy(
+            update={"applied": True, "removed": [], "skipped": list(plan.skipped), "bytes_freed": 0}
+        )
         quarantine, now = _Quarantine(dfd), time.time()
         try:
-            for cand in plan["candidates"]:
+            for cand in plan.candidates:
                 if reason := quarantine.take(cand, min_age, now):
-                    result["skipped"].append({"name": cand["name"], "reason": reason})
+                    result.skipped.append(Skipped(name=cand.name, reason=reason))
             if quarantine.aside:
-                devs = {c["dev"] for c, _ in quarantine.aside}
+                devs = {c.dev for c, _ in quarantine.aside}
                 index = procscan.index_holders(devs, proc_root)  # holders now
-                result["unreadable_pids"] = index.unreadable
+                result.unreadable_pids = [Unreadable.model_validate(u) for u in index.unreadable]
                 if index.unreadable and not ignore_unreadable:
                     quarantine.restore_all()
-                    _refuse_unreadable(index.unreadable)
-                hidden, drained = hiddenrefs.hidden_holders(plan["path"], proc_root)
+                    _refuse_unreadable(result.unreadable_pids)
+                hidden, drained = hiddenrefs.hidden_holders(plan.path, proc_root)
                 if hidden:  # no flag accepts this: nothing can tell which files they hold
                     quarantine.restore_all()
                     _refuse_hidden(hidden)
@@ -253,8 +259,8 @@ def apply_plan(
                 _settle(quarantine, index, result)
         finally:
             quarantine.restore_all()  # an error or Ctrl-C: every file still aside goes back under its name
-        after = shm.scan_fd(dfd, plan["path"], container_labels, proc_root)
-        result["remaining"] = {"totals": after["totals"], "filesystem": after["filesystem"]}
+        after = scan.scan_fd(dfd, plan.path, container_labels, proc_root)
+        result.remaining = Remaining(totals=after.totals, filesystem=after.filesystem)
         return result
     finally:
         os.close(dfd)
@@ -270,15 +276,15 @@ def reclaim(
     force: bool = False,
     container_labels: procscan.LabelResolver | None = None,
     proc_root: str = "/proc",
-) -> dict:
+) -> ShmReclaim:
     """Preview (default) or, with yes, remove unheld leftover files directly in `path` that nothing
     changed for `min_age` seconds. `path` must be a tmpfs unless `force`."""
     min_age = check_min_age(min_age)
-    dfd = shm.open_dir(path, follow=False)  # reclaim never works through a symlinked directory
+    dfd = scan.open_dir(path, follow=False)  # reclaim never works through a symlinked directory
     try:
         if not force:
-            shm.require_tmpfs(dfd, path)
-        report = shm.scan_fd(dfd, path, container_labels, proc_root)
+            scan.require_tmpfs(dfd, path)
+        report = scan.scan_fd(dfd, path, container_labels, proc_root)
         plan = _plan_from_report(report, dfd, include_unknown, min_age)
     finally:
         os.close(dfd)
@@ -287,25 +293,3 @@ def reclaim(
     return apply_plan(
         plan, ignore_unreadable=ignore_unreadable, container_labels=container_labels, proc_root=proc_root, force=force
     )
-
-
-def format_reclaim_text(result: dict) -> str:
-    name, size = shm.printable, shm.human_bytes
-    fresh = sum(1 for s in result["skipped"] if s["reason"].startswith("changed "))
-    if not result["applied"]:
-        lines = [f"would remove {name(c['name'])} ({size(c['bytes'])})" for c in result["candidates"]]
-        lines.append(
-            f"preview: {len(result['candidates'])} files, {size(result['candidate_bytes'])} "
-            f"in {name(result['path'])}; run again with --yes to remove them"
-        )
-    else:
-        lines = [f"removed {name(r['name'])} ({size(r['bytes'])})" for r in result["removed"]]
-        candidates = {c["name"] for c in result["candidates"]}  # skips decided at removal time
-        lines += [f"kept {name(s['name'])}: {s['reason']}" for s in result["skipped"] if s["name"] in candidates]
-        lines.append(f"removed {len(result['removed'])} files, freed {size(result['bytes_freed'])}")
-        if result["remaining"]:
-            t = result["remaining"]["totals"]
-            lines.append("remaining: " + ", ".join(f"{cls} {t[cls]['count']}" for cls in shm.CLASSES))
-    if fresh:
-        lines.append(f"left alone: {fresh} file(s) changed less than --min-age {result['min_age_seconds']:g}s ago")
-    return "\n".join(lines + shm.unreadable_lines(result["unreadable_pids"]))

@@ -3,38 +3,42 @@ and the free-space and leftover warnings `up` shows."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from composegen.shm.patterns import CLASSES
+
+if TYPE_CHECKING:  # the models (pydantic) load only where a scan becomes one; `shm --json` never does
+    from composegen.shm.reports import ShmReclaim, ShmScan, Unreadable
 
 
 def human_bytes(n: float) -> str:
-    from composegen.units import format_bytes  # on first use: the JSON fast path never formats sizes
+    from composegen.units import format_bytes  # why: ~20 ms of regexes; the JSON fast path never formats sizes
 
     return format_bytes(n)
 
 
-def check_budget(scan_report: dict, need_bytes: int, leftover_warn_bytes: int) -> list[str]:
+def check_budget(scan_report: ShmScan, need_bytes: int, leftover_warn_bytes: int) -> list[str]:
     """Warnings for `up`: too little free shared memory for a profile, or too many leftovers."""
-    fs, path = scan_report["filesystem"], scan_report["path"]
-    leftover = scan_report["totals"]["leftover"]
+    fs, path, leftover = scan_report.filesystem, scan_report.path, scan_report.totals.leftover
     warnings = []
-    if need_bytes > fs["total_bytes"]:
+    if need_bytes > fs.total_bytes:
         warnings.append(
-            f"{path} is {human_bytes(fs['total_bytes'])} in total but the profile needs "
+            f"{path} is {human_bytes(fs.total_bytes)} in total but the profile needs "
             f"{human_bytes(need_bytes)}; raise shm_size or the tmpfs size"
         )
-    elif need_bytes > fs["free_bytes"]:
+    elif need_bytes > fs.free_bytes:
         tip = (
-            f"; reclaiming {leftover['count']} leftovers would free {human_bytes(leftover['allocated_bytes'])}"
+            f"; reclaiming {leftover.count} leftovers would free {human_bytes(leftover.allocated_bytes)}"
             " (composegen shm --reclaim)"
-            if leftover["count"]
+            if leftover.count
             else ""
         )
         warnings.append(
-            f"{path} has {human_bytes(fs['free_bytes'])} free but the profile needs {human_bytes(need_bytes)}{tip}"
+            f"{path} has {human_bytes(fs.free_bytes)} free but the profile needs {human_bytes(need_bytes)}{tip}"
         )
-    if leftover["count"] and leftover["allocated_bytes"] > leftover_warn_bytes:
+    if leftover.count and leftover.allocated_bytes > leftover_warn_bytes:
         warnings.append(
-            f"{leftover['count']} leftover files use {human_bytes(leftover['allocated_bytes'])} "
+            f"{leftover.count} leftover files use {human_bytes(leftover.allocated_bytes)} "
             f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm --reclaim"
         )
     return warnings
@@ -69,10 +73,10 @@ def _age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-def unreadable_lines(unreadable: list[dict]) -> list[str]:
+def unreadable_lines(unreadable: list[Unreadable]) -> list[str]:
     if not unreadable:
         return []
-    pids = ", ".join(f"{u['pid']} ({printable(u['comm'])}, uid {u['uid']})" for u in unreadable)
+    pids = ", ".join(f"{u.pid} ({printable(u.comm)}, uid {u.uid})" for u in unreadable)
     return [f"warning: holders unknown for {len(unreadable)} unreadable process(es): {pids}"]
 
 
@@ -80,33 +84,53 @@ def _fit(line: str, width: int | None) -> str:
     return line if width is None or len(line) <= width else line[: width - 1] + "…"
 
 
-def format_text(report: dict, width: int | None = None) -> str:
+def format_text(report: ShmScan, width: int | None = None) -> str:
     """The entries, one row each. With `width` (a terminal's), a row too wide folds its HOLDERS onto lines
     of their own under it (one holder a line, cut to the width); piped (None), full rows."""
     lines = [f"{'CLASS':<9} {'ALLOC':>10} {'AGE':>5} {'OWNER':<8} {'KIND':<7} NAME  HOLDERS"]
-    for e in report["entries"]:
+    for e in report.entries:
         each = [
-            f"{h['pid']}/{printable(h['comm'])} {'+'.join(h['how'])}"
-            + (f" [{h['compose_project'] or h['container_id'][:12]}]" if h["container_id"] else "")
-            for h in e["holders"]
+            f"{h.pid}/{printable(h.comm)} {'+'.join(h.how)}"
+            + (f" [{h.compose_project or h.container_id[:12]}]" if h.container_id else "")
+            for h in e.holders
         ]
         head = (
-            f"{e['class']:<9} {human_bytes(e['allocated_bytes']):>10} {_age(e['age_seconds']):>5} "
-            f"{(e['user'] or e['uid']):<8} {e['kind']:<7} {printable(e['name'])}"
+            f"{e.class_:<9} {human_bytes(e.allocated_bytes):>10} {_age(e.age_seconds):>5} "
+            f"{(e.user or e.uid):<8} {e.kind:<7} {printable(e.name)}"
         )
         row = f"{head}  {'; '.join(each)}".rstrip()
         if width is None or len(row) <= width:
             lines.append(row)
         else:
             lines += [_fit(head, width), *(_fit(f"    held by {h}", width) for h in each)]
-    fs, totals = report["filesystem"], report["totals"]
+    fs, totals = report.filesystem, report.totals.by_class()
     lines.append(
-        ", ".join(f"{cls}: {totals[cls]['count']} ({human_bytes(totals[cls]['allocated_bytes'])})" for cls in CLASSES)
+        ", ".join(f"{cls}: {totals[cls].count} ({human_bytes(totals[cls].allocated_bytes)})" for cls in CLASSES)
     )
-    lines.append(
-        f"{printable(report['path'])}: {human_bytes(fs['free_bytes'])} free of {human_bytes(fs['total_bytes'])}"
-    )
-    if report.get("container"):
-        c = report["container"]
-        lines.append(f"container {printable(c['name'])} ({c['id'][:12]}), ipc {c['ipc_mode']}")
-    return "\n".join(lines + [_fit(line, width) for line in unreadable_lines(report["unreadable_pids"])])
+    lines.append(f"{printable(report.path)}: {human_bytes(fs.free_bytes)} free of {human_bytes(fs.total_bytes)}")
+    if report.container:
+        c = report.container
+        lines.append(f"container {printable(c.name)} ({c.id[:12]}), ipc {c.ipc_mode}")
+    return "\n".join(lines + [_fit(line, width) for line in unreadable_lines(report.unreadable_pids)])
+
+
+def format_reclaim_text(result: ShmReclaim) -> str:
+    name, size = printable, human_bytes
+    fresh = sum(1 for s in result.skipped if s.reason.startswith("changed "))
+    if not result.applied:
+        lines = [f"would remove {name(c.name)} ({size(c.bytes)})" for c in result.candidates]
+        lines.append(
+            f"preview: {len(result.candidates)} files, {size(result.candidate_bytes)} "
+            f"in {name(result.path)}; run again with --yes to remove them"
+        )
+    else:
+        lines = [f"removed {name(r.name)} ({size(r.bytes)})" for r in result.removed]
+        candidates = {c.name for c in result.candidates}  # skips decided at removal time
+        lines += [f"kept {name(s.name)}: {s.reason}" for s in result.skipped if s.name in candidates]
+        lines.append(f"removed {len(result.removed)} files, freed {size(result.bytes_freed)}")
+        if result.remaining:
+            t = result.remaining.totals.by_class()
+            lines.append("remaining: " + ", ".join(f"{cls} {t[cls].count}" for cls in CLASSES))
+    if fresh:
+        lines.append(f"left alone: {fresh} file(s) changed less than --min-age {result.min_age_seconds:g}s ago")
+    return "\n".join(lines + unreadable_lines(result.unreadable_pids))

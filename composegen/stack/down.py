@@ -18,7 +18,7 @@ def down(dep: Deployment, timeout: int | None = None) -> DownReport:
     grace = timeout if timeout is not None else grace_seconds(dep.r)
     entries, errors = [], []
     for n in dep.nodes:
-        entry = NodeDown(**n.to_json())
+        entry = NodeDown.of(n)
         try:
             _down_node(dep, n, grace, entry)
         except ComposegenError as exc:
@@ -51,8 +51,8 @@ def down(dep: Deployment, timeout: int | None = None) -> DownReport:
 
 def _down_node(dep: Deployment, n: NodeRef, grace: int, entry: NodeDown) -> None:
     st = dep.stack(n)
-    entry.removed = [c.name for c in st.containers()]
-    entry.networks = [x.name for x in st.networks()]
+    entry.removed = [c.name for c in engine.project_containers(st.project, st.target)]
+    entry.networks = [x.name for x in engine.project_networks(st.project, st.target)]
     if all(f.is_file() for f in st.files):  # without its compose file, the label sweep below does it all
         st.down(timeout=grace)
     for ctr in [*engine.project_containers(n.project, n.target), *engine.probe_containers(dep.name, n.target)]:

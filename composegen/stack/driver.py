@@ -1,72 +1,147 @@
-"""The deployment seam: every command that drives a stack calls these, and nothing else in stack/.
+"""The deployment seam: every command that drives a stack calls these, and nothing else in stack/
+(the room's door, with reports, progress and readiness: composegen/stack/__init__.py).
 
 A profile's deployment is chosen once (placement.deployment): a single-node profile is the one-node
 case of the same algorithms as a multi-node one. Progress goes to a `progress.ProgressSink`.
 
     up(project, r, opts, sink)          preflight, start, wait, summary        -> reports.UpReport
+    start(project, r, opts, sink, t)    up, or follow/summarise a stack that already starts or runs
     attach(project, r, sink, timeout)   wait for an already-starting stack     -> reports.UpReport
     down(project, r, timeout)           stop and remove, then /dev/shm         -> reports.DownReport
     status(project, name)               what runs, health, drift               -> reports.StatusReport
     logs_text(project, r, tail, node)   / follow_logs(...)                     -> str / Iterator[bytes]
     endpoint(r)                         the head's API as seen from here       -> readiness.Endpoint
     running_container(project, r)       the head's running vLLM container      -> ContainerFacts
-    live_identity(ctr), startup_for(r, ctr), with_mismatches(r, report)
-    shm_report(r)                       /dev/shm of every node                 -> dict
+    startup_check(r, ctr)               the head's startup report and mismatches  -> vllm.startup.StartupCheck
+    checked_startup(r, parsed)          a parsed log's report with mismatches      -> vllm.startup.StartupCheck
+    live_identity(ctr)                  what the container really is               -> reports.LiveIdentity
+    startup_for(r, ctr), with_mismatches(r, report)   the same as JSON, for records others write
+    shm_report(r)                       /dev/shm of every node, and its text   -> (reports.NodesShm, str)
+    container_shm(container, labels)    a running container's private /dev/shm -> shm.reports.ShmScan
+    weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
+
+Other rooms that run containers of their own (provision: the base image; edge: its proxy stack) and
+keep private state (edge's keys and switch lock) use the engine and state names re-exported below;
+nothing else of engine.py or state.py is theirs.
 
 Only commands that need the engine import this module (render/diff/validate never do).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from composegen.errors import ComposegenError, EngineError
+from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.shm import scan
+from composegen.shm.procscan import LabelResolver
+from composegen.shm.reports import ShmScan
 from composegen.stack import down as teardown
-from composegen.stack import engine, loadstate, nodeshm, placement, readiness
+from composegen.stack import engine, loadstate, nodecache, nodeshm, placement, readiness
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
-from composegen.stack.facts import ContainerFacts
-from composegen.stack.placement import Deployment, deployment
-from composegen.stack.prepare import UpOptions
+from composegen.stack.compose import Stack, compose_version
+from composegen.stack.engine import (
+    BASE_IMAGE,
+    build_image,
+    engine_info,
+    exec_output,
+    image_facts,
+    image_present,
+    project_containers,
+)
+from composegen.stack.facts import ContainerFacts, ImageFacts
+from composegen.stack.loadstate import AlreadyRunning
+from composegen.stack.placement import Deployment, NodeRef, deployment
+from composegen.stack.prepare import PreflightFailed, UpOptions
 from composegen.stack.progress import ProgressSink
-from composegen.stack.reports import DownReport, StatusReport, UpReport
-from composegen.stack.up import startup_for, with_mismatches
+from composegen.stack.reports import DownReport, LiveIdentity, NodesShm, StatusReport, UpReport
+from composegen.stack.state import private_dir, private_write, profile_lock
+from composegen.stack.status import format_text as status_text
+from composegen.stack.up import checked_startup, startup_check
+from composegen.vllm import startup
+from composegen.weights.reports import WeightsReport
 
 __all__ = [
+    "BASE_IMAGE",
+    "AlreadyRunning",
+    "ContainerFacts",
     "Deployment",
+    "ImageFacts",
+    "NodeRef",
+    "Stack",
     "UpOptions",
     "attach",
+    "build_image",
+    "checked_startup",
+    "compose_version",
+    "container_log",
+    "container_shm",
     "deployment",
     "down",
     "endpoint",
+    "engine_info",
+    "exec_output",
     "follow_logs",
     "gpu_claims",
+    "head_container",
+    "image_facts",
+    "image_present",
     "live_identity",
     "logs_text",
     "preload",
+    "private_dir",
+    "private_write",
+    "profile_lock",
+    "project_containers",
     "running_container",
     "shm_report",
+    "shm_text",
+    "start",
+    "startup_check",
     "startup_for",
     "status",
+    "status_text",
     "up",
+    "weights",
     "with_mismatches",
 ]
 
 
 def preload() -> None:
     """Load what driving a stack imports lazily (the docker libraries, the startup parser) up front."""
-    from composegen.shm import scan  # noqa: F401
-    from composegen.vllm import startup  # noqa: F401
-
     engine.preload()
 
 
 def up(project: Project, r: Resolved, opts: UpOptions, sink: ProgressSink | None = None) -> UpReport:
     return starting.up(deployment(project, r), opts, sink or ProgressSink())
+
+
+def start(
+    project: Project, r: Resolved, opts: UpOptions, sink: ProgressSink, timeout: float | None = None
+) -> UpReport | str:
+    """`up` as a person means it: a stack that is already starting is followed as `wait` does (or, with
+    opts.wait off, the str to say instead), a ready one is summarised (exit 0). A failed preflight the sink
+    has shown line by line (`sink.shows_checks`) ends in one error naming the checks."""
+    try:
+        return up(project, r, opts, sink)
+    except AlreadyRunning as exc:
+        if exc.starting and not opts.wait:
+            return f"{exc.message}; `composegen wait {r.name}` follows it"
+        if exc.starting:  # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
+            sink.note(f"{exc.message}; following it as `composegen wait {r.name}` does")
+            return attach(project, r, sink, timeout)
+        if exc.ready:
+            sink.note(f"{exc.message}: its summary follows")
+            return attach(project, r, sink, ready_before=True)  # exit 0
+        raise
+    except PreflightFailed as exc:
+        if sink.shows_checks:  # each reason is printed above
+            raise EngineError(f"preflight failed: {', '.join(exc.failed)} (the FAIL lines above say why)") from None
+        raise
 
 
 def attach(
@@ -85,10 +160,17 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> DownRepor
     if r.profile.nodes is not None:
         report.shm = nodeshm.node_shm_report(r)
     elif r.profile.service.ipc == "host":
-        from composegen.shm import scan as shm
-
-        report.shm = shm.scan("/dev/shm", container_labels=engine.label_lookup())
+        report.shm = scan.scan("/dev/shm", container_labels=engine.label_lookup())
     return report
+
+
+def shm_text(report: DownReport) -> str | None:
+    """The /dev/shm part of `down`'s text: one block per node, or the host's scan; None when it has none."""
+    if report.shm is None:
+        return None
+    if isinstance(report.shm, NodesShm):
+        return nodeshm.format_node_shm_text(report.shm)
+    return scan.format_text(report.shm)
 
 
 def status(project: Project, name: str | None = None) -> StatusReport:
@@ -104,14 +186,47 @@ def gpu_claims(r: Resolved) -> list[tuple[placement.NodeRef, list[dict[str, Any]
     return [(n, engine.gpu_claims(n.target)) for n in placement.nodes(r)]
 
 
-def shm_report(r: Resolved) -> dict[str, Any]:
-    return nodeshm.node_shm_report(r)
+def shm_report(r: Resolved) -> tuple[NodesShm, str]:
+    """/dev/shm of every node of a multi-node profile, and its text; BadInput for a single-node profile."""
+    if r.profile.nodes is None:
+        raise BadInput(f"--profile {r.name}: not a multi-node profile; inspect its host with plain `composegen shm`")
+    report = nodeshm.node_shm_report(r)
+    return report, nodeshm.format_node_shm_text(report)
+
+
+def container_shm(container: str, labels: LabelResolver | None = None) -> ShmScan:
+    """A running container's private /dev/shm (shm.scan's report), read through the engine."""
+    return scan.container_shm(container, inspect=engine.shm_facts, container_labels=labels)
+
+
+def weights(
+    project: Project,
+    r: Resolved,
+    *,
+    download: bool = False,
+    verify: bool = False,
+    sync: bool = False,
+    on_file: Callable[[str], None] = lambda name: None,
+) -> WeightsReport:
+    """The pinned weights where the head looks for them (downloaded, hash-checked on request), then every
+    other node's copy (after `sync` copied the head's to those that lack it); nodecache says how."""
+    return nodecache.weights_everywhere(project, r, download=download, verify=verify, sync=sync, on_file=on_file)
+
+
+def head_container(project: Project, r: Resolved) -> ContainerFacts | None:
+    """The head's vLLM container in whatever state it is (None when there is none)."""
+    head = placement.nodes(r)[0]
+    return placement.vllm_container(engine.project_containers(head.project, head.target))
+
+
+def container_log(ctr: ContainerFacts) -> str:
+    return engine.logs(ctr)
 
 
 def running_container(project: Project, r: Resolved) -> ContainerFacts:
     """The profile's running vLLM container (the head's), or EngineError (exit 3)."""
     head = placement.nodes(r)[0]
-    ctr = placement.vllm_container(engine.project_containers(head.project, head.target))
+    ctr = head_container(project, r)
     if ctr is None or not ctr.running:
         state = "is not running" if ctr is None else f"is {ctr.state}"
         up = loadstate.up_hint(r.name, ctr.emulated if ctr else deployment(project, r).override_path(head).is_file())
@@ -120,15 +235,26 @@ def running_container(project: Project, r: Resolved) -> ContainerFacts:
     return ctr
 
 
-def live_identity(ctr: ContainerFacts) -> dict[str, Any]:
+def startup_for(r: Resolved, ctr: ContainerFacts) -> dict[str, Any]:
+    """startup_check as an evidence bundle holds it (evidence/capture.py writes it; JSON at that edge)."""
+    return startup_check(r, ctr).to_json()
+
+
+def with_mismatches(r: Resolved, report: dict[str, Any]) -> dict[str, Any]:
+    """checked_startup for a report already in its JSON form (a campaign arm's record, campaign/qualifyarm.py)."""
+    args = report.get("effective_args")
+    return {**report, "mismatches": startup.mismatches(r.engine_flags(), args, r.catalog) if args is not None else None}
+
+
+def live_identity(ctr: ContainerFacts) -> LiveIdentity:
     """What the running container really is: the profile hash it was started from, its image, emulated or not."""
     image = engine.image_facts(ctr.image_id, ctr.target)
-    return {
-        "hash": ctr.profile_hash,
-        "image_id": ctr.image_id,
-        "repo_digests": list(image.repo_digests) if image else [],
-        "emulated": ctr.emulated,
-    }
+    return LiveIdentity(
+        hash=ctr.profile_hash,
+        image_id=ctr.image_id,
+        repo_digests=list(image.repo_digests) if image else [],
+        emulated=ctr.emulated,
+    )
 
 
 def logs_text(project: Project, r: Resolved, tail: int | str = "all", node: str | None = None) -> str:

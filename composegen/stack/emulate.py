@@ -10,18 +10,21 @@ fabric); the override then lives at .composegen/NAME/NODE/emulate.override.yaml,
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Node
 from composegen.project import Project
-from composegen.render import literal, yaml_key
 from composegen.stack import state
+from composegen.templating import literal, yaml_key
 
 EMULATED_LABEL = "io.composegen.emulated"
 # The GPUs the profile declares, kept as a label once the reservation is removed: exclusive mode (campaigns)
 # treats an emulated stack as holding them. "ids:0,1" for device_ids, "count:N" for a count.
 GPUS_LABEL = "io.composegen.gpus"
+Ulimits = dict[str, int | dict[str, int]]  # compose's `ulimits`: name -> a number, or {soft, hard}
 
 
 def declared_gpus(r: Resolved, node: Node | None = None) -> str:
@@ -29,9 +32,10 @@ def declared_gpus(r: Resolved, node: Node | None = None) -> str:
     return f"ids:{','.join(gpus.device_ids)}" if gpus.device_ids is not None else f"count:{gpus.count}"
 
 
-def clamp_ulimits(requested: dict, ceiling: dict[str, int]) -> tuple[dict, list[str]]:
-    """Requested ulimits limited to the engine's hard limits (-1 = unlimited)."""
-    out, warnings = {}, []
+def clamp_ulimits(requested: Mapping[str, Any], ceiling: dict[str, int]) -> tuple[Ulimits, list[str]]:
+    """Requested ulimits (a number, or {soft, hard}) limited to the engine's hard limits (-1 = unlimited)."""
+    out: Ulimits = {}  # every value a {soft, hard} here
+    warnings = []
     for name, value in requested.items():
         soft, hard = (value, value) if isinstance(value, int) else (value["soft"], value["hard"])
         cap = ceiling.get(name)

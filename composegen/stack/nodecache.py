@@ -17,27 +17,42 @@ import json
 import os
 import tarfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from composegen.errors import ComposegenError
+from composegen.errors import BadInput, ComposegenError
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.stack import engine, state
+from composegen.stack import compose, engine, state
+from composegen.stack.placement import Deployment, NodeRef, deployment
 from composegen.stack.preflight import Check
 from composegen.stack.targets import Target
 from composegen.weights import cache, check, snapshot
+from composegen.weights.reports import NodeWeights, WeightsReport
 
 MOUNT = "/composegen-cache"
 CHUNK = 2**20
 
 
-def _members(r: Resolved) -> list:
-    return sorted(r.profile.nodes.members, key=lambda m: m.rank) if r.profile.nodes else []
+def weights_everywhere(
+    project: Project, r: Resolved, *, download: bool, verify: bool, sync: bool, on_file: Callable[[str], None]
+) -> WeightsReport:
+    """`composegen weights`: the head's cache (downloaded, hash-checked on request), then, for a multi-node
+    profile, every worker's against it, after `sync` copied the head's snapshot to those that lack it."""
+    dep = deployment(project, r)
+    if sync and not dep.multi:
+        raise BadInput(f"--sync: {r.name} is not a multi-node profile; there is nothing to copy to")
+    loc = _locate(dep, dep.head)
+    report = check.run(r.name, loc, download=download, check_hashes=verify, on_file=on_file)
+    if dep.multi:
+        if sync:
+            report.synced = sync_nodes(dep, loc, report)
+        report.nodes = check_nodes(dep, report)
+    return report
 
 
-def _target(member) -> Target:
-    return Target(member.docker_host, member.context)
+def _locate(dep: Deployment, n: NodeRef) -> cache.Location:
+    return cache.locate(dep.r, n.member, dep.project.out_path(dep.name).parent)
 
 
 def probe_image(r: Resolved, target: Target) -> str:
@@ -48,64 +63,82 @@ def probe_image(r: Resolved, target: Target) -> str:
     raise engine.EngineError(f"neither {r.profile.image} nor {engine.BASE_IMAGE} is on {target.label}")
 
 
-def listing(r: Resolved, loc: cache.Location, target: Target, remote: bool, image: str | None = None) -> dict:
+def listing(
+    r: Resolved, loc: cache.Location, target: Target, remote: bool, image: str | None = None
+) -> snapshot.Listing:
     """LISTING_PY's answer for one node: in-process for a local head, else in a container on that engine."""
     if not remote:
         return snapshot.list_local(loc.snapshot, loc.blobs)
-    inside = lambda p: p.replace(loc.host_dir, MOUNT, 1) if p else p  # noqa: E731
+
+    def inside(path: str) -> str:
+        return path.replace(loc.host_dir, MOUNT, 1)
+
+    blobs = inside(loc.blobs) if loc.blobs else loc.blobs
     raw = engine.run_probe(
         image or probe_image(r, target),
-        ["-c", snapshot.LISTING_PY, snapshot.listing_args(inside(loc.snapshot), inside(loc.blobs))],
+        ["-c", snapshot.LISTING_PY, snapshot.listing_args(inside(loc.snapshot), blobs)],
         r.name,
         target,
         network_mode="none",
         binds={loc.host_dir: {"bind": MOUNT, "mode": "ro"}},
     )
-    return json.loads(raw.strip().splitlines()[-1])
+    try:
+        return snapshot.checked_listing(json.loads(raw.strip().splitlines()[-1]))
+    except (ValueError, IndexError) as exc:  # the node's probe container wrote something else
+        raise engine.EngineError(f"the weights listing on {target.label} is unreadable: {exc}") from None
 
 
-def check_nodes(project: Project, r: Resolved, head: check.WeightsReport) -> list[check.NodeWeights]:
+def check_nodes(dep: Deployment, head: WeightsReport) -> list[NodeWeights]:
     """Every worker's cache against the head's list of required files."""
     out = []
-    for m in _members(r)[1:]:
-        target = _target(m)
-        loc = cache.locate(r, m, project.out_path(r.name).parent)
-        where = {"name": m.name, "engine": target.label, "cache_dir": loc.host_dir, "snapshot": loc.snapshot}
+    for n in dep.nodes[1:]:
+        loc = _locate(dep, n)
+
         try:
-            found = snapshot.judge(listing(r, loc, target, remote=True))
+            found = snapshot.judge(listing(dep.r, loc, n.target, remote=True))
             sizes = {f.name: f.bytes for f in head.files if f.present}
-            wrong = [n for n, size in sizes.items() if n not in found.missing and _size(found, n) != size]
-            missing = found.missing + [n for n in sizes if n not in {f["name"] for f in found.files}]
-            out.append(
-                check.NodeWeights(
-                    **where,
-                    complete=found.complete and not missing and not wrong,
-                    missing=missing + [f"{n} (size differs from the head's)" for n in wrong],
-                    total_bytes=found.total_bytes,
-                )
-            )
+            wrong = [name for name, size in sizes.items() if name not in found.missing and _size(found, name) != size]
+            missing = found.missing + [name for name in sizes if name not in {f["name"] for f in found.files}]
+            complete = found.complete and not missing and not wrong
+            missing += [f"{name} (size differs from the head's)" for name in wrong]
+            out.append(_node_weights(n, loc, complete, missing, found.total_bytes))
         except ComposegenError as exc:
-            out.append(check.NodeWeights(**where, complete=False, missing=[], total_bytes=0, error=exc.message))
+            out.append(_node_weights(n, loc, False, [], 0, exc.message))
     return out
+
+
+def _node_weights(
+    n: NodeRef, loc: cache.Location, complete: bool, missing: list[str], total_bytes: int, error: str | None = None
+) -> NodeWeights:
+    return NodeWeights(
+        name=str(n.name),
+        engine=n.target.label,
+        cache_dir=loc.host_dir,
+        snapshot=loc.snapshot,
+        complete=complete,
+        missing=missing,
+        total_bytes=total_bytes,
+        error=error,
+    )
 
 
 def _size(judged: snapshot.Judged, name: str) -> int | None:
     return next((f["bytes"] for f in judged.files if f["name"] == name), None)
 
 
-def sync_nodes(project: Project, r: Resolved, head_loc: cache.Location, head: check.WeightsReport) -> list[str]:
+def sync_nodes(dep: Deployment, head_loc: cache.Location, head: WeightsReport) -> list[str]:
     """Copy the head's complete snapshot to every worker whose copy is not complete; the names synced."""
     check.require_complete(head)
+    lacking = {node.name for node in check_nodes(dep, head) if not node.complete}
     synced = []
-    for node in check_nodes(project, r, head):
-        if node.complete:
+    for n in dep.nodes[1:]:
+        if n.name not in lacking:
             continue
-        m = next(m for m in _members(r) if m.name == node.name)
-        target = _target(m)
-        loc = cache.locate(r, m, project.out_path(r.name).parent)
+        loc = _locate(dep, n)
         names = [f.name for f in head.files if f.present]
-        engine.put_archive(probe_image(r, target), r.name, target, loc.host_dir, _tar_stream(head_loc, names))
-        synced.append(m.name)
+        image = probe_image(dep.r, n.target)
+        engine.put_archive(image, dep.name, n.target, loc.host_dir, _tar_stream(head_loc, names))
+        synced.append(str(n.name))
     return synced
 
 
@@ -138,20 +171,19 @@ def _tar_stream(loc: cache.Location, names: list[str]) -> Iterator[bytes]:
 
 
 def preflight_checks(
-    project: Project, r: Resolved, image: str | None, emulate: bool, allow_download: bool
+    dep: Deployment, image: str | None, emulate: bool, allow_download: bool
 ) -> tuple[list[Check], bool]:
     """The weights check of `up` on every node, and whether they are complete everywhere.
     Incomplete fails on a real host unless --allow-download; under --emulate it is a warning."""
+    r = dep.r
     bad_status = "warn" if emulate or allow_download else "fail"
-    members = _members(r) or [None]
     checks, complete = [], True
-    for m in members:
-        name = "weights" if m is None else f"{m.name}/weights"
+    for n in dep.nodes:
+        name = n.named("weights")
         try:
-            loc = cache.locate(r, m, project.out_path(r.name).parent)
-            target = _target(m) if m is not None else Target()
-            remote = m is not None and (m.rank != 0 or not target.is_local)  # a remote head: through its engine
-            report = check.build(r.name, loc, listing(r, loc, target, remote, image if remote else None), None)
+            loc = _locate(dep, n)
+            remote = n.member is not None and (n.rank != 0 or not n.target.is_local)  # a remote head: its engine
+            report = check.build(r.name, loc, listing(r, loc, n.target, remote, image if remote else None), None)
         except ComposegenError as exc:
             checks.append(Check(name, bad_status, exc.message))
             complete = False
@@ -202,7 +234,7 @@ def offline_override(project: Project, r: Resolved, node: str | None, offline: b
     return path
 
 
-def with_offline(st: engine.Stack, project: Project, r: Resolved, node: str | None) -> engine.Stack:
+def with_offline(st: compose.Stack, project: Project, r: Resolved, node: str | None) -> compose.Stack:
     """The stack with the HF_HUB_OFFLINE override `up`'s preflight wrote for this node, when it did."""
     path = override_path(project, r, node)
     if path.is_file():

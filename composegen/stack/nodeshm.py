@@ -1,56 +1,59 @@
 """/dev/shm of every node of a deployment (`down` of a multi-node stack, `shm --profile`).
 
-`node_shm_report(r)` → {profile, nodes: [{name, rank, role, engine, project, local, scan|null, probe|null,
-shared_with|null, error}]}: scan is shm.scan's report (for the first node on this machine; further local
-nodes say shared_with: NODE, it is the same /dev/shm); probe, for a remote node, comes from a labelled
-throw-away container on that host: {free_bytes, total_bytes, entries: [{name, bytes, pattern}]}
-(pattern = shm.match_pattern; holders cannot be checked remotely).
+`node_shm_report(r)` -> reports.NodesShm: per node its identity and either `scan` (shm.scan's ShmScan,
+for the first node on this machine; further local nodes say `shared_with: NODE`, it is the same
+/dev/shm) or `probe` (a remote node, from a labelled throw-away container on that host: free and
+total bytes, entries with the leftover pattern each name matches; holders cannot be checked remotely),
+or the `error` that kept it from being read.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from composegen.emulator.image import image_tag
 from composegen.errors import ComposegenError, EngineError
 from composegen.profiles.resolved import Resolved
+from composegen.shm import scan
 from composegen.stack import engine, hostprobe, placement
+from composegen.stack.reports import NodeShm, NodesShm, ShmProbe, ShmProbeEntry
 from composegen.units import format_bytes
 
 
-def node_shm_report(r: Resolved) -> dict[str, Any]:
-    from composegen.shm import scan as shm
-
-    nodes: list[dict[str, Any]] = []
+def node_shm_report(r: Resolved) -> NodesShm:
+    nodes: list[NodeShm] = []
     first_local = None
     for n in placement.nodes(r):
-        entry: dict[str, Any] = {
-            **n.to_json(),
-            "local": n.target.is_local,
-            "scan": None,
-            "probe": None,
-            "shared_with": None,
-            "error": None,
-        }
+        entry = NodeShm.of(n)
+        entry.local = n.target.is_local
         try:
             if n.target.is_local and first_local:
-                entry["shared_with"] = first_local  # nodes on this machine share one /dev/shm: scanned once
+                entry.shared_with = first_local  # nodes on this machine share one /dev/shm: scanned once
             elif n.target.is_local:
-                entry["scan"], first_local = shm.scan("/dev/shm", container_labels=engine.label_lookup()), n.name
+                entry.scan, first_local = scan.scan("/dev/shm", container_labels=engine.label_lookup()), n.name
             else:
-                probe = hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])["shm"]
-                probe["entries"] = [{**e, "pattern": shm.match_pattern(e["name"])} for e in probe["entries"]]
-                entry["probe"] = probe
+                entry.probe = _probe(hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])["shm"], n)
         except ComposegenError as exc:
-            entry["error"] = exc.message
+            entry.error = exc.message
         nodes.append(entry)
-    return {"profile": r.name, "nodes": nodes}
+    return NodesShm(profile=r.name, nodes=nodes)
+
+
+def _probe(found: Any, n: placement.NodeRef) -> ShmProbe:
+    """The probe's /dev/shm figures, checked (they come off another host), each name with its pattern."""
+    try:
+        entries = [
+            ShmProbeEntry(name=e["name"], bytes=e["bytes"], pattern=scan.match_pattern(e["name"]))
+            for e in found["entries"]
+        ]
+        return ShmProbe(free_bytes=found["free_bytes"], total_bytes=found["total_bytes"], entries=entries)
+    except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        raise EngineError(f"{n.target.label}: /dev/shm probe: unexpected answer ({exc.__class__.__name__})") from None
 
 
 def _probe_image(r: Resolved, n: placement.NodeRef) -> str:
     """An image that engine already holds and that has python3: the stack's own, the profile's, or
     (after an emulated run was taken down) the emulator's or its base image."""
-    from composegen.emulator.image import image_tag
-
     ctrs = engine.project_containers(n.project, n.target)
     if ctrs:
         return ctrs[0].image_id
@@ -63,24 +66,22 @@ def _probe_image(r: Resolved, n: placement.NodeRef) -> str:
     )
 
 
-def format_node_shm_text(report: dict[str, Any]) -> str:
-    from composegen.shm import scan as shm
-
+def format_node_shm_text(report: NodesShm) -> str:
     out = []
-    for n in report["nodes"]:
-        out.append(f"==> node {n['name']} (rank {n['rank']}, {n['engine']}) <==")
-        if n["error"]:
-            out.append(f"  unreachable: {n['error']}")
-        elif n["shared_with"]:
-            out.append(f"  the same /dev/shm as node {n['shared_with']} (both engines run on this machine)")
-        elif n["scan"] is not None:
-            out.append(shm.format_text(n["scan"]).rstrip())
-        else:
-            p = n["probe"]
-            known = [e for e in p["entries"] if e["pattern"]]
+    for n in report.nodes:
+        out.append(f"==> node {n.name} (rank {n.rank}, {n.engine}) <==")
+        if n.error:
+            out.append(f"  unreachable: {n.error}")
+        elif n.shared_with:
+            out.append(f"  the same /dev/shm as node {n.shared_with} (both engines run on this machine)")
+        elif n.scan is not None:
+            out.append(scan.format_text(n.scan).rstrip())
+        elif n.probe is not None:
+            p = n.probe
+            known = [e for e in p.entries if e.pattern]
             out.append(
-                f"  /dev/shm: {format_bytes(p['free_bytes'])} free of {format_bytes(p['total_bytes'])}; "
-                f"{len(p['entries'])} entries, {len(known)} named like leftovers (holders not checked remotely)"
+                f"  /dev/shm: {format_bytes(p.free_bytes)} free of {format_bytes(p.total_bytes)}; "
+                f"{len(p.entries)} entries, {len(known)} named like leftovers (holders not checked remotely)"
             )
-            out += [f"  {e['pattern']:<14} {format_bytes(e['bytes']):>10}  {e['name']}" for e in known]
+            out += [f"  {e.pattern:<14} {format_bytes(e.bytes):>10}  {e.name}" for e in known]
     return "\n".join(out) + "\n"

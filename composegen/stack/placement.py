@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from composegen import render
@@ -18,8 +19,8 @@ from composegen.errors import BadInput
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Node
 from composegen.project import Project
+from composegen.stack import compose, engine, readiness
 from composegen.stack import emulate as emulation
-from composegen.stack import engine, readiness
 from composegen.stack.facts import ContainerFacts
 from composegen.stack.targets import DEFAULT, Target
 
@@ -44,8 +45,13 @@ class NodeRef:
         return self.member.rank if self.member else 0
 
     @property
-    def role(self) -> str:
+    def role(self) -> Literal["head", "worker"]:
         return "head" if self.rank == 0 else "worker"
+
+    @property
+    def kind(self) -> Literal["single", "head", "worker"]:
+        """The node's part: "single" for the one node of a single-node stack (`top` says it)."""
+        return self.role if self.member else "single"
 
     @property
     def label(self) -> str:
@@ -56,7 +62,7 @@ class NodeRef:
         """A check's name on this node: `n1/ports`, or plain `ports` for a single-node stack."""
         return f"{self.name}/{what}" if self.member else what
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "rank": self.rank,
@@ -99,7 +105,7 @@ class Deployment:
     def override_path(self, n: NodeRef) -> Path:
         return emulation.override_path(self.project, self.name, n.name)
 
-    def stack(self, n: NodeRef, emulated: bool | None = None) -> engine.Stack:
+    def stack(self, n: NodeRef, emulated: bool | None = None) -> compose.Stack:
         """The node's compose stack; `emulated` None = as the running stack was started (its label)."""
         files = [self.project.out_path(n.key)]
         override = self.override_path(n)
@@ -109,7 +115,7 @@ class Deployment:
             files.append(override)
         if self.behind_edge:
             files.append(edge_override_path(self.project, self.name))
-        return engine.Stack(n.project, files, n.target)
+        return compose.Stack(n.project, files, n.target)
 
     @property
     def edge_network(self) -> str | None:
@@ -145,7 +151,7 @@ def nodes(r: Resolved) -> tuple[NodeRef, ...]:
         return (NodeRef(None, DEFAULT, r.name, render.project_name(r)),)
     return tuple(
         NodeRef(m, Target(m.docker_host, m.context), render.node_key(r, m), render.project_name(r, m))
-        for m in render.members(r)
+        for m in r.profile.nodes.by_rank
     )
 
 
@@ -155,7 +161,8 @@ def endpoint(r: Resolved, head: NodeRef | None = None) -> readiness.Endpoint:
     host = p.bind
     if p.bind in ("0.0.0.0", "::", ""):
         loopback = "::1" if p.bind == "::" else "127.0.0.1"
-        host = loopback if head.target.is_local else (urlsplit(head.target.url() or "").hostname or loopback)
+        remote = None if head.target.is_local else urlsplit(engine.target_url(head.target) or "").hostname
+        host = remote or loopback
     return readiness.Endpoint(host, p.host, api_key(r))
 
 

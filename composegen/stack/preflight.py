@@ -7,12 +7,15 @@ labelled throw-away container on that host's network and IPC namespace (hostprob
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from composegen.errors import ComposegenError
+from composegen.errors import BadInput, CheckFailed, ComposegenError
 from composegen.profiles import rules
 from composegen.profiles.resolved import Resolved
+from composegen.shm import scan
 from composegen.stack import engine, enginecache, hostprobe, portowner
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.targets import Target
@@ -42,7 +45,7 @@ def port_free(bind: str, port: int) -> bool:
             return False
 
 
-def attempt(name: str, fn) -> Check:
+def attempt(name: str, fn: Callable[[], object]) -> Check:
     try:
         result = fn()
     except ComposegenError as exc:
@@ -89,15 +92,16 @@ def ulimit_check(requested: dict, ceiling: dict[str, int], emulate: bool) -> Che
 
 
 def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
-    from composegen.shm import scan as shm
-
     need = rules.shm_need_bytes(r)
-    try:
-        report = shm.scan(shm_path, container_labels=lambda cid: None)
-    except ComposegenError as exc:
-        return [Check("shm", "warn", f"could not scan {shm_path}: {exc.message}")]
+    free = _free_if_nothing_to_warn(shm_path, need)
+    report = None
+    if free is None:
+        try:
+            report = scan.scan(shm_path, container_labels=lambda cid: None)
+        except ComposegenError as exc:
+            return [Check("shm", "warn", f"could not scan {shm_path}: {exc.message}")]
+        free = report.filesystem.free_bytes
     out = []
-    free = report["filesystem"]["free_bytes"]
     where = "the host's /dev/shm (ipc: host)" if r.profile.service.ipc == "host" else shm_path
     if r.profile.service.ipc == "host" and free < need:
         out.append(
@@ -111,12 +115,29 @@ def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
     else:
         shown = f"{where}: {format_gib(free / GIB, 1)} free, needs {format_gib(need / GIB, 1)}"
         out.append(Check("shm", "ok", shown))
-    for warning in shm.check_budget(report, need, LEFTOVER_WARN_BYTES):
+    for warning in scan.check_budget(report, need, LEFTOVER_WARN_BYTES) if report else []:
         out.append(Check("shm-leftovers", "warn", warning + " — `composegen shm --reclaim` or `up --reclaim-shm`"))
     return out
 
 
-def node_checks(dep: Deployment, n: NodeRef, image: str | None, emulate: bool) -> tuple[list[Check], dict | None]:
+def _free_if_nothing_to_warn(shm_path: str, need: int) -> int | None:
+    """The free bytes when the scan could not warn: NEED fits and the whole filesystem uses less than the
+    leftover bound, so no leftover can exceed it. The scan's slow part — every process's open files, to
+    tell leftovers from files in use — is then not needed. None: scan (its figures, its warnings)."""
+    if not (os.path.isdir(shm_path) and os.access(shm_path, os.R_OK | os.X_OK)):
+        return None  # the scan says why
+    try:
+        vfs = os.statvfs(shm_path)
+    except OSError:
+        return None
+    total, free = vfs.f_blocks * vfs.f_frsize, vfs.f_bavail * vfs.f_frsize
+    used = total - vfs.f_bfree * vfs.f_frsize  # as the scan's report counts it
+    return free if need <= free and used <= LEFTOVER_WARN_BYTES else None
+
+
+def node_checks(
+    dep: Deployment, n: NodeRef, image: str | None, emulate: bool
+) -> tuple[list[Check], dict[str, int] | None]:
     """GPU runtime, host ports (the API, and the master port on a multi-node head), /dev/shm and ulimits of
     one node whose engine answered; `image` is None when it is not on that engine (then what needs a probe
     container is skipped: the image check already failed). Returns the checks and the engine's rlimit
@@ -169,14 +190,12 @@ def _named(check: Check, n: NodeRef) -> Check:
     return Check(n.named(check.name), check.status, check.message)
 
 
-def _remote_shm_checks(r: Resolved, n: NodeRef, report: dict) -> list[Check]:
-    from composegen.shm import scan as shm
-
+def _remote_shm_checks(r: Resolved, n: NodeRef, report: hostprobe.ShmListing) -> list[Check]:
     need, free = rules.shm_need_bytes(r), report["free_bytes"]
     status = "fail" if r.profile.service.ipc == "host" and free < need else "ok"
     shown = f"/dev/shm: {format_gib(free / GIB, 1)} free, needs {format_gib(need / GIB, 1)}"
     out = [Check(n.named("shm"), status, shown)]
-    known = [e for e in report["entries"] if shm.match_pattern(e["name"])]
+    known = [e for e in report["entries"] if scan.match_pattern(e["name"])]
     size = sum(e["bytes"] for e in known)
     if known and size > LEFTOVER_WARN_BYTES:
         out.append(
@@ -193,11 +212,10 @@ def _remote_shm_checks(r: Resolved, n: NodeRef, report: dict) -> list[Check]:
 def reclaim_shm(path: str = "/dev/shm", min_age: float = 60.0) -> Check:
     """`up --reclaim-shm`: remove leftovers first — but never past processes whose holdings could not
     be read (then a warning says how to reclaim by hand once they are checked)."""
-    from composegen.errors import BadInput, CheckFailed
-    from composegen.shm import reclaim as shm_reclaim
+    from composegen.shm import reclaim  # why: ~20 ms of import, only for `up --reclaim-shm`
 
     try:
-        result = shm_reclaim.reclaim(path, yes=True, min_age=min_age)  # recently changed files stay
+        result = reclaim.reclaim(path, yes=True, min_age=min_age)  # recently changed files stay
     except BadInput as exc:  # e.g. /dev/shm is not a tmpfs on this host
         return Check("shm-reclaim", "warn", f"{exc.message}; nothing reclaimed")
     except CheckFailed as exc:
@@ -207,10 +225,10 @@ def reclaim_shm(path: str = "/dev/shm", min_age: float = 60.0) -> Check:
             f"{exc.message}; nothing reclaimed — `composegen shm --reclaim --yes --ignore-unreadable` "
             "once those processes are checked",
         )
-    fresh = sum(1 for s in result["skipped"] if s["reason"].startswith("changed "))
+    fresh = sum(1 for s in result.skipped if s.reason.startswith("changed "))
     return Check(
         "shm-reclaim",
         "ok",
-        f"reclaimed {len(result['removed'])} leftover file(s), {result['bytes_freed']} bytes"
-        + (f"; {fresh} changed in the last {result['min_age_seconds']:g}s left alone" if fresh else ""),
+        f"reclaimed {len(result.removed)} leftover file(s), {result.bytes_freed} bytes"
+        + (f"; {fresh} changed in the last {result.min_age_seconds:g}s left alone" if fresh else ""),
     )

@@ -7,14 +7,16 @@ the first failure stops `up` (exit 3) naming every failed check.
 
 from __future__ import annotations
 
+import functools
 import os
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from composegen import render
+from composegen import rendercache
 from composegen.addresses import is_loopback
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.stack import emulate as emulation
-from composegen.stack import engine, enginecache, loadstate, preflight
+from composegen.stack import engine, enginecache, loadstate, memguard, nodecache, preflight
 from composegen.stack.placement import Deployment, NodeRef, vllm_container
 from composegen.stack.preflight import Check
 from composegen.stack.progress import ProgressSink, PullEvent
@@ -42,7 +44,14 @@ class Prepared:
 
 
 def ensure_fresh(dep: Deployment, render_stale: bool) -> None:
-    """out/ must hold exactly what the profile renders now (every node's file for a multi-node profile)."""
+    """out/ must hold exactly what the profile renders now (every node's file for a multi-node profile);
+    answered from the render cache when the same inputs were compared before (rendercache.py)."""
+    root = dep.project.root
+    if rendercache.stack_fresh(root, dep.name):
+        return
+    before = rendercache.fingerprint(root)  # hashed before comparing: a file changed meanwhile misses next time
+    from composegen import render  # jinja2 and the templates: only when the record does not answer
+
     stale = {}
     for key, text in render.render_stack(dep.r).items():
         path = dep.project.out_path(key)
@@ -55,13 +64,25 @@ def ensure_fresh(dep: Deployment, render_stale: bool) -> None:
                 hint="run `composegen render` (or `up --render`)",
             )
         stale[key] = text
-    render.write(dep.project, stale)
+    if stale:
+        render.write(dep.project, stale)
+    else:
+        rendercache.remember_stack(root, dep.name, before)
 
 
 def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
-    ensure_fresh(dep, opts.render_stale)
-    prep = Prepared(dep.r.profile.image)
-    _report(prep, sink, _engine_checks(dep))
+    """The checks run concurrently where they only wait on an engine, a socket or the disk (threads; each
+    engine call has its deadline), and are reported in the same order as one after the other: a failure
+    of out/'s freshness first, then the engines, …, the weights and memory last."""
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="preflight") as pool:
+        engines = pool.submit(_engine_checks, dep)  # asks the engines while out/ is hashed
+        ensure_fresh(dep, opts.render_stale)
+        prep = Prepared(dep.r.profile.image)
+        _report(prep, sink, engines.result())
+        return _checked(dep, opts, sink, prep, pool)
+
+
+def _checked(dep: Deployment, opts: UpOptions, sink: ProgressSink, prep: Prepared, pool: Executor) -> Prepared:
     if dep.behind_edge:
         _report(prep, sink, [_edge_check(dep)])
     _stop_on_failure(prep.checks)
@@ -76,14 +97,22 @@ def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
         _reclaim(dep, prep, sink)
     ulimits = dep.r.profile.service.ulimits_plain()
     per_node = {}
-    for n in dep.nodes:
-        checks, ceiling = preflight.node_checks(dep, n, prep.image if n in present else None, opts.emulate)
+    nodes = [
+        pool.submit(preflight.node_checks, dep, n, prep.image if n in present else None, opts.emulate)
+        for n in dep.nodes
+    ]
+    later = pool.submit(_weights_and_memory, dep, opts, prep.image)
+    for n, asked in zip(dep.nodes, nodes, strict=True):
+        checks, ceiling = asked.result()
         _report(prep, sink, checks)
         per_node[n] = ulimits
         if opts.emulate and ulimits and ceiling is not None:
             per_node[n], clamped = emulation.clamp_ulimits(ulimits, ceiling)
             prep.warnings += [f"{n.name}: {w}" if n.member else w for w in clamped]
-    _weights_and_memory(dep, opts, prep, sink)
+    weights, prep.weights_complete, memory, prep.memory_guard = later.result()
+    _report(prep, sink, weights + memory)
+    for n in dep.nodes:
+        nodecache.offline_override(dep.project, dep.r, n.name, prep.weights_complete)
     _stop_on_failure(prep.checks)
     if opts.emulate:
         for n in dep.nodes:
@@ -111,23 +140,35 @@ def _report(prep: Prepared, sink: ProgressSink, checks: list) -> None:
         sink.check(c)
 
 
-def _stop_on_failure(checks: list[Check]) -> None:
-    failed = [c for c in checks if c.status == "fail"]
-    if failed:
+class PreflightFailed(EngineError):
+    """A preflight check failed: the first one's reason, the rest in details; `failed` names them all."""
+
+    def __init__(self, failed: list[Check]) -> None:
         first = failed[0]
-        raise EngineError(
+        super().__init__(
             f"preflight {first.name}: {first.message}",
             details="\n".join(f"preflight {c.name}: {c.message}" for c in failed[1:]) or None,
         )
+        self.failed = [c.name for c in failed]
+
+
+def _stop_on_failure(checks: list[Check]) -> None:
+    failed = [c for c in checks if c.status == "fail"]
+    if failed:
+        raise PreflightFailed(failed)
 
 
 def _engine_checks(dep: Deployment) -> list[Check]:
+    """Every engine asked at once (threads: each answer is a wait on a socket), in node order."""
+
     def reachable(n: NodeRef) -> str:
         version = engine.engine_info(n.target).get("ServerVersion", "?")
         return f"Docker {version} at {n.target.label} reachable" if n.member else f"Docker {version} reachable"
 
-    checks = [preflight.attempt(n.named("engine"), lambda n=n: reachable(n)) for n in dep.nodes]
-    return [*checks, preflight.attempt("compose", lambda: f"docker compose {enginecache.compose_version()}")]
+    with ThreadPoolExecutor(max_workers=len(dep.nodes) + 1, thread_name_prefix="preflight-engine") as pool:
+        compose = pool.submit(preflight.attempt, "compose", lambda: f"docker compose {enginecache.compose_version()}")
+        asked = [pool.submit(preflight.attempt, n.named("engine"), functools.partial(reachable, n)) for n in dep.nodes]
+        return [*(a.result() for a in asked), compose.result()]
 
 
 def _refuse_running(dep: Deployment) -> None:
@@ -171,10 +212,10 @@ def _place_image(dep: Deployment, emulate: bool, sink: ProgressSink) -> tuple[st
     present: set[NodeRef] = set()
     for n in dep.nodes:
 
-        def on_pull(layer, status, current, total, n=n):
+        def on_pull(layer: str, status: str, current: int | None, total: int | None, n: NodeRef = n) -> None:
             sink.pull(PullEvent(n.name, image, layer, status, current, total))
 
-        check = preflight.attempt("image", lambda n=n: preflight.image_check(image, emulate, n.target, on_pull))
+        check = preflight.attempt("image", functools.partial(preflight.image_check, image, emulate, n.target, on_pull))
         where = f" on {n.target.label}" if n.member else ""
         checks.append(Check(n.named("image"), check.status, check.message + where))
         if check.status == "ok":
@@ -188,7 +229,7 @@ def _place_image(dep: Deployment, emulate: bool, sink: ProgressSink) -> tuple[st
 def _prometheus_image(dep: Deployment, sink: ProgressSink) -> Check:
     image, head = dep.r.profile.monitoring.image, dep.head
 
-    def on_pull(layer, status, current, total):
+    def on_pull(layer: str, status: str, current: int | None, total: int | None) -> None:
         sink.pull(PullEvent(head.name, image, layer, status, current, total))
 
     check = preflight.attempt("prometheus", lambda: preflight.image_check(image, False, head.target, on_pull))
@@ -230,15 +271,9 @@ def _reclaim(dep: Deployment, prep: Prepared, sink: ProgressSink) -> None:
     ]
 
 
-def _weights_and_memory(dep: Deployment, opts: UpOptions, prep: Prepared, sink: ProgressSink) -> None:
-    """The pinned revision complete in every node's cache, and MemAvailable above the guard's floor (issue 17)."""
-    from composegen.stack import memguard, nodecache
-
-    weights, prep.weights_complete = nodecache.preflight_checks(
-        dep.project, dep.r, prep.image, opts.emulate, opts.allow_download
-    )
-    places = [(n.name, n.target, n.project) for n in dep.nodes]
-    memory, prep.memory_guard = memguard.preflight_checks(dep.r, places, prep.image)
-    _report(prep, sink, weights + memory)
-    for n in dep.nodes:
-        nodecache.offline_override(dep.project, dep.r, n.name, prep.weights_complete)
+def _weights_and_memory(dep: Deployment, opts: UpOptions, image: str) -> tuple[list[Check], bool, list[Check], bool]:
+    """The pinned revision complete in every node's cache (and whether it is), and MemAvailable above the
+    guard's floor (and whether the guard watches), issue 17."""
+    weights, complete = nodecache.preflight_checks(dep, image, opts.emulate, opts.allow_download)
+    memory, guard = memguard.preflight_checks(dep, image)
+    return weights, complete, memory, guard

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from composegen.wire import replies
 from composegen.wire.http import SMALL_REPLY, Peer, PeerUnreachable, WireError
 
 PHASES = ("created", "running", "port open", "health 200", "models ready")
@@ -50,7 +51,7 @@ class Endpoint:
 @dataclass
 class Waited:
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds since start
-    model: dict | None = None
+    model: replies.ModelEntry | None = None  # the served name's /v1/models entry, once listed
     ready_at: float | None = None  # wall clock (time.time()) when /health first answered 200
 
 
@@ -64,7 +65,7 @@ class StackFailed(Exception):
         self.exit_code = exit_code
 
 
-def models_entry(endpoint: Endpoint, served_name: str) -> dict | None:
+def models_entry(endpoint: Endpoint, served_name: str) -> replies.ModelEntry | None:
     """The served name's /v1/models entry; None while nothing answers in time. A listing of the wrong
     shape is a WireError (the peer is not an OpenAI-compatible server), not "not ready yet"."""
     try:
@@ -79,10 +80,8 @@ def models_entry(endpoint: Endpoint, served_name: str) -> dict | None:
         )
     if status != 200:
         return None
-    from composegen.wire import replies  # lazy: pydantic models, not needed by `top`
-
     listing = replies.check(replies.ModelsReply, body, f"{endpoint.base_url}/v1/models")
-    return next((m.model_dump() for m in listing.data if m.id == served_name), None)
+    return next((m for m in listing.data if m.id == served_name), None)
 
 
 def health_ok(endpoint: Endpoint) -> bool:
@@ -153,9 +152,9 @@ def _api_phase(
     if "health 200" not in waited.phases:
         return False
     entry = models_entry(endpoint, served_name)
-    if entry and max_model_len is not None and entry.get("max_model_len") != max_model_len:
+    if entry and max_model_len is not None and entry.max_model_len != max_model_len:
         raise StackFailed(
-            f"/v1/models reports max_model_len {entry.get('max_model_len')} for {served_name}, "
+            f"/v1/models reports max_model_len {entry.max_model_len} for {served_name}, "
             f"the profile says {max_model_len}"
         )
     if entry:

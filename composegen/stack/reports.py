@@ -1,4 +1,5 @@
-"""The JSON shapes of `up`, `down` and `status` (`composegen schema --report up|down|status`).
+"""The JSON shapes of `up`, `down` and `status` (`composegen schema --report up|down|status`), and the parts
+they hold (a node, a phase's time, a loading engine's stage).
 
 Keys that only a multi-node stack fills (`nodes`, a container's `node`/`rank`/`engine`) are null for a
 single-node stack.
@@ -6,13 +7,15 @@ single-node stack.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from composegen.report import Report
-from composegen.stack.loadstate import LoadingStatus
+from composegen.shm.reports import ShmScan
+from composegen.stack.placement import NodeRef
 from composegen.stack.preflight import Check
+from composegen.vllm.startup import StartupCheck
 
 
 class PhaseTime(Report):
@@ -33,6 +36,20 @@ class NodeInfo(Report):
     engine: str
     project: str
 
+    @classmethod
+    def of(cls, n: NodeRef) -> Self:
+        return cls(name=n.name, rank=n.rank, role=n.role, engine=n.target.label, project=n.project)
+
+
+class LiveIdentity(Report):
+    """What a running container really is: the profile hash it was started from, its image, emulated or not
+    (an evidence bundle's `container`)."""
+
+    hash: str | None
+    image_id: str
+    repo_digests: list[str]
+    emulated: bool
+
 
 class UpReport(Report):
     name: str
@@ -47,7 +64,7 @@ class UpReport(Report):
         default=False, description="ready before this command looked: time_to_ready_s is read from the engine's log"
     )
     endpoint: str = ""
-    startup: dict[str, Any] | None = None  # the startup report (`composegen schema --report startup`)
+    startup: StartupCheck | None = None  # the startup report (`composegen schema --report startup`)
     nodes: list[NodeInfo] | None = None
 
 
@@ -57,13 +74,47 @@ class NodeDown(NodeInfo):
     error: str | None = None
 
 
+class ShmProbeEntry(Report):
+    name: str
+    bytes: int
+    pattern: str | None  # shm's leftover pattern the name matches (holders cannot be checked remotely)
+
+
+class ShmProbe(Report):
+    """A remote host's /dev/shm, read by a labelled throw-away container there (hostprobe.py)."""
+
+    free_bytes: int
+    total_bytes: int
+    entries: list[ShmProbeEntry]
+
+
+class NodeShm(NodeInfo):
+    local: bool = False  # the node's engine runs on this machine
+    scan: ShmScan | None = None  # the first node on this machine
+    probe: ShmProbe | None = None  # a remote node
+    shared_with: str | None = None  # a further node on this machine: the same /dev/shm as that node
+    error: str | None = None
+
+
+class NodesShm(Report):
+    """/dev/shm of every node of a multi-node profile (`shm --profile --json`, `down`'s shm)."""
+
+    profile: str
+    nodes: list[NodeShm]
+
+
 class DownReport(Report):
     name: str
     project: str
     removed: list[str]  # containers
     networks: list[str] = Field(default_factory=list)
     nodes: list[NodeDown] | None = None
-    shm: dict[str, Any] | None = None  # /dev/shm after the stop (the shm scan, or every node's for a multi-node stack)
+    # /dev/shm after the stop: the host's scan (ipc: host), or every node's for a multi-node stack. The
+    # published schema keeps the open object it has always shown (`composegen schema --report down`).
+    shm: Annotated[
+        ShmScan | NodesShm | None,
+        WithJsonSchema({"anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}]}),
+    ] = None
 
 
 class Drift(Report):
@@ -85,6 +136,19 @@ class ContainerStatus(Report):
     node: str | None = None
     rank: int | None = None
     engine: str | None = None
+
+
+class LoadingStatus(Report):
+    """Where a running engine that does not answer yet is in its start (`status` → endpoint.loading)."""
+
+    stage: str | None = Field(description="the stage's key (see `up --json` phases), null before the first line")
+    label: str | None = None
+    summary: str = Field(description="the stage as shown, with k/N where the engine logs it: `loading weights 3/8`")
+    done: int | None = None
+    total: int | None = None
+    elapsed_s: float = Field(description="seconds since the container started")
+    in_start_period: bool = Field(description="still inside startup_timeout (the healthcheck's start_period)")
+    failed: str | None = Field(default=None, description="the engine's failure line, when it logged one")
 
 
 class EndpointStatus(Report):
@@ -112,6 +176,9 @@ class StackStatus(Report):
     networks: list[str] = Field(
         default_factory=list
     )  # the stack's compose networks (reported even when its containers are gone)
+    image_policy: str = Field(
+        default="pinned", description="the profile's image_policy (local-build: built on the host)"
+    )
     unsafe_mounts: list[str] = Field(
         default_factory=list, description="the profile's service.unsafe_mounts, each 'SOURCE: REASON'"
     )

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Literal
+from typing import Literal, TypedDict
 
 from composegen.errors import BadInput, ComposegenError
 from composegen.output import table
+from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import engine, loadstate, placement, readiness
@@ -76,8 +77,6 @@ def stack_status(project: Project, name: str | None = None) -> StatusReport:
 
 
 def _load(project: Project, name: str) -> Resolved | None:
-    from composegen.profiles import resolve
-
     if not project.profile_path(name).is_file():
         return None
     try:
@@ -98,7 +97,7 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
     networks: list[str] = []
     head: ContainerFacts | None = None
     for n in dep.nodes:
-        info = NodeStatus(**n.to_json())
+        info = NodeStatus.of(n)
         try:
             ctrs = [c for c in engine.project_containers(n.project, n.target) if c.service == "vllm"]
             networks += [x.name for x in engine.project_networks(n.project, n.target)]
@@ -127,6 +126,7 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
         drift=overall or Drift(state="unknown", running=None, out=None, profile=dep.r.hash),
         nodes=nodes if dep.multi else None,
         networks=networks,
+        image_policy=dep.r.profile.image_policy,
         unsafe_mounts=[f"{m.source}: {m.reason}" for m in dep.r.profile.service.unsafe_mounts],
     )
 
@@ -162,10 +162,10 @@ def _endpoint(
     return EndpointStatus(
         url=ep.base_url,
         healthy=healthy,
-        served_name=(model or {}).get("id"),
-        max_model_len=(model or {}).get("max_model_len"),
+        served_name=model.id if model else None,
+        max_model_len=model.max_model_len if model else None,
         ready=bool(healthy and model),
-        loading=loadstate.loading_status(head, healthy, timeout),  # the stage, read from the log
+        loading=loadstate.loading_state(head, healthy, timeout),  # the stage, read from the log
     )
 
 
@@ -186,8 +186,16 @@ def _placeholder(state: str, n: NodeRef) -> ContainerStatus:
     return ContainerStatus(name=None, state=state, **_where(n))
 
 
-def _where(n: NodeRef | None) -> dict:
-    return {"node": n.name, "rank": n.rank, "engine": n.target.label} if n is not None and n.member else {}
+class _Where(TypedDict, total=False):
+    """A container's node, for a multi-node stack's rows (empty for a single-node stack's)."""
+
+    node: str | None
+    rank: int
+    engine: str
+
+
+def _where(n: NodeRef | None) -> _Where:
+    return _Where(node=n.name, rank=n.rank, engine=n.target.label) if n is not None and n.member else _Where()
 
 
 # Left out first to last when a terminal is narrower than the table (the profile, state and API stay).
@@ -206,6 +214,8 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
             f"{s.profile}: node {n.name} ({n.engine}) unreachable: {n.error}" for n in s.nodes or [] if not n.reachable
         ]
         notes += [f"{s.profile}: unsafe mount (service.unsafe_mounts) {m}" for m in s.unsafe_mounts]
+        if s.image_policy != "pinned":
+            notes.append(f"{s.profile}: image not pinned by digest (image_policy: {s.image_policy})")
         if s.networks and not any(c.name for c in s.containers):
             notes.append(
                 f"{s.profile}: network {', '.join(s.networks)} left without its containers; "

@@ -23,6 +23,9 @@ from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.prepare import UpOptions, prepare
 from composegen.stack.progress import ProgressSink
 from composegen.stack.reports import NodeInfo, PhaseTime, UpReport
+from composegen.units import parse_duration
+from composegen.vllm import startup
+from composegen.vllm.startup import Mismatch, StartupCheck, StartupReport
 
 TAIL_ON_FAILURE = 80
 
@@ -157,7 +160,7 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
         checks=prep.checks,
         warnings=prep.warnings,
         endpoint=dep.endpoint().base_url,
-        nodes=[NodeInfo(**n.to_json()) for n in dep.nodes] if dep.multi else None,
+        nodes=[NodeInfo.of(n) for n in dep.nodes] if dep.multi else None,
     )
     run.phase = "compose up"
     sink.phase("starting", 0.0)
@@ -179,8 +182,7 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
         return report
     run.phase = "waiting"
     watcher = watch.Watcher(dep, sink)
-    places = [(n.name, n.target, n.project) for n in dep.nodes]
-    guard = memguard.watch(dep.r, places, prep.image) if prep.memory_guard else None
+    guard = memguard.watch(dep, prep.image) if prep.memory_guard else None
     try:
         waited = watcher.wait(opts.timeout or dep.r.profile.service.startup_timeout)
     except (EngineError, readiness.StackFailed, TimeoutError, watch.NodeFailed) as exc:
@@ -208,7 +210,7 @@ def attach(
     sink.phase("starting", elapsed)
     budget = timeout if timeout is not None else max(1.0, dep.r.profile.service.startup_timeout - elapsed)
     started = time.monotonic() - elapsed
-    guard = memguard.watch_when_on(dep.r, [(n.name, n.target, n.project) for n in dep.nodes], head.image_id)
+    guard = memguard.watch_when_on(dep, head.image_id)
     try:
         with signals_as_interrupts():
             waited = watcher.wait(budget)
@@ -229,7 +231,7 @@ def attach(
         emulated=head.emulated,
         checks=[],
         endpoint=dep.endpoint().base_url,
-        nodes=[NodeInfo(**n.to_json()) for n in dep.nodes] if dep.multi else None,
+        nodes=[NodeInfo.of(n) for n in dep.nodes] if dep.multi else None,
     )
     report = finish(report, dep.r, watcher.container(dep.head), waited, started)
     if ready_before and report.time_to_ready_s is not None and report.detection_latency_s is not None:
@@ -244,25 +246,27 @@ def finish(
     """Fill the ready summary from the head container's own startup log."""
     report.phases = [PhaseTime(phase=k, seconds=v) for k, v in waited.phases.items()]
     report.time_to_ready_s = round(time.monotonic() - started, 3)
-    report.startup = startup_for(r, ctr) if ctr is not None else None
+    report.startup = startup_check(r, ctr) if ctr is not None else None
     report.detection_latency_s = watch.detection_latency(ctr, waited)
     return report
 
 
-def startup_for(r: Resolved, ctr: ContainerFacts) -> dict[str, Any]:
-    from composegen.vllm import startup
+def startup_check(r: Resolved, ctr: ContainerFacts) -> StartupCheck:
+    """The head's startup report, with the profile's flags compared against what the engine ran with."""
+    return checked_startup(r, startup.parse_startup_log(engine.logs(ctr)))
 
-    return with_mismatches(r, startup.parse_startup_log(engine.logs(ctr)).to_json())
+
+def checked_startup(r: Resolved, parsed: StartupReport) -> StartupCheck:
+    """A parsed startup report (a running head's, or `startup --log`'s) with `mismatches`: profile flags whose
+    effective value differs from the engine's own `non-default args` line; null when the log has no such line
+    (nothing to compare is not "no mismatch")."""
+    return StartupCheck(**dict(parsed), mismatches=_mismatches(r, parsed.effective_args))
 
 
-def with_mismatches(r: Resolved, report: dict[str, Any]) -> dict[str, Any]:
-    """Profile flags whose effective value differs from the engine's own `non-default args` line;
-    null when the log has no such line (nothing to compare is not "no mismatch")."""
-    from composegen.vllm import startup
-
-    args = report.get("effective_args")
-    report["mismatches"] = startup.mismatches(r.engine_flags(), args, r.catalog) if args is not None else None
-    return report
+def _mismatches(r: Resolved, args: dict[str, Any] | None) -> list[Mismatch] | None:
+    if args is None:
+        return None
+    return [Mismatch.model_validate(m) for m in startup.mismatches(r.engine_flags(), args, r.catalog)]
 
 
 def _failed(dep: Deployment, run: Run | None, watcher: watch.Watcher, exc: Exception, opts: UpOptions) -> EngineError:
@@ -311,8 +315,6 @@ def _tail(watcher: watch.Watcher, n: NodeRef, lines: int) -> str | None:
 def failure_details(log_text: str, title: str, lines: int = TAIL_ON_FAILURE) -> str | None:
     """The log's last lines, then what the startup parser recognises in the whole log, with hints
     (e.g. KV memory too small → the longest max-model-len that fits)."""
-    from composegen.vllm import startup
-
     tail = "\n".join(log_text.rstrip().splitlines()[-lines:])
     text = f"--- {title} ---\n" + tail.rstrip() if tail.strip() else ""
     for error in startup.parse_startup_log(log_text).to_json()["errors"]:
@@ -322,7 +324,5 @@ def failure_details(log_text: str, title: str, lines: int = TAIL_ON_FAILURE) -> 
 
 def grace_seconds(r: Resolved) -> int:
     """The profile's stop_grace_period in whole seconds (at least 1), for `compose down -t`."""
-    from composegen.units import parse_duration
-
     total = parse_duration(r.profile.service.stop_grace_period)
     return max(1, round(total)) if total is not None else 10

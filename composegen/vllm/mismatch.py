@@ -6,19 +6,10 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from composegen.vllm.catalog import Catalog, load_catalog
 from composegen.vllm.pyliteral import same_value
 
 DEFAULT_VERSION = "0.33.0"
-
-
-class Mismatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    flag: str
-    profile: Any
-    engine: Any
 
 
 @cache

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TypedDict
 
-from composegen.vllm import startup_rules as rules
+from composegen.vllm import startup_rules
 
 STAGES: dict[str, str] = {
     "pull": "pulling image",
@@ -55,7 +56,7 @@ def clean(line: str) -> str:
     text = _ANSI.sub("", line)
     parts = [p for p in text.split("\r") if p.strip()]
     text = parts[-1] if parts else ""
-    return rules.LOGGER_PREFIX.sub("", text.strip(), count=1).strip()
+    return startup_rules.LOGGER_PREFIX.sub("", text.strip(), count=1).strip()
 
 
 def _seconds(clock: str) -> float | None:
@@ -114,6 +115,34 @@ class Stage:
         if self.rate:
             return (self.total - self.done) / self.rate
         return None
+
+
+class StageRow(TypedDict):
+    """One stage as a display shows it (StageTracker.view)."""
+
+    stage: str
+    label: str
+    active: bool
+    elapsed_s: float
+    done: int | None
+    total: int | None
+    unit: str
+    percent: float | None
+    rate: float | None
+    eta_s: float | None
+    detail: str
+
+
+class StagePhase(TypedDict):
+    """One stage as `up --json` lists it among its `phases` (StageTracker.phases)."""
+
+    phase: str
+    stage: str
+    seconds: float
+    elapsed_s: float
+    done: int | None
+    total: int | None
+    unit: str | None
 
 
 @dataclass
@@ -177,7 +206,7 @@ class StageTracker:
             return False
         self.last_line, self.last_line_at = text, at
         over = self.current is not None and self.current.key == "ready"  # later lines are requests, not the start
-        if self.failed is None and not over and rules.START_FAILED.search(text):
+        if self.failed is None and not over and startup_rules.START_FAILED.search(text):
             self.failed = text
             return True
         if self.current is None or self.current.key in ("pull", "create"):
@@ -185,8 +214,10 @@ class StageTracker:
             changed = True
         else:
             changed = False
-        bar = rules.TQDM.search(text)
-        shards, capture, fetch = (p.search(text) for p in (rules.SHARD_BAR, rules.CAPTURE_BAR, rules.FETCH_BAR))
+        bar = startup_rules.TQDM.search(text)
+        shards, capture, fetch = (
+            p.search(text) for p in (startup_rules.SHARD_BAR, startup_rules.CAPTURE_BAR, startup_rules.FETCH_BAR)
+        )
         if bar and (shards or capture or fetch):
             key = "weights" if shards else "graphs" if capture else "download"
             detail = (capture.group("what") or "").strip(" ()") if capture else ""
@@ -194,7 +225,7 @@ class StageTracker:
             if detail:
                 self.stages[key].detail = detail
             return True
-        for key, pattern in rules.STAGE_MARKERS:
+        for key, pattern in startup_rules.STAGE_MARKERS:
             match = pattern.search(text)
             if match is None:
                 continue
@@ -216,42 +247,42 @@ class StageTracker:
         """Seconds left of the startup timeout."""
         return None if self.timeout_s is None else self.timeout_s - (now - self.started_at)
 
-    def view(self, now: float) -> list[dict]:
+    def view(self, now: float) -> list[StageRow]:
         """Every stage entered so far, in vLLM's order (a stage can be re-entered, as profiling is around
         torch.compile), as plain data for a display."""
-        rows = []
+        rows: list[StageRow] = []
         order = list(STAGES)
         for stage in sorted(self.stages.values(), key=lambda s: order.index(s.key)):
             rows.append(
-                {
-                    "stage": stage.key,
-                    "label": stage.label,
-                    "active": stage is self.current and stage.key != "ready" and self.failed is None,
-                    "elapsed_s": round(stage.elapsed(now), 1),
-                    "done": stage.done,
-                    "total": stage.total,
-                    "unit": stage.unit,
-                    "percent": None if stage.percent is None else round(stage.percent, 1),
-                    "rate": None if stage.rate is None else round(stage.rate, 3),
-                    "eta_s": None if (eta := stage.eta(now)) is None else round(eta, 1),
-                    "detail": stage.detail,
-                }
+                StageRow(
+                    stage=stage.key,
+                    label=stage.label,
+                    active=stage is self.current and stage.key != "ready" and self.failed is None,
+                    elapsed_s=round(stage.elapsed(now), 1),
+                    done=stage.done,
+                    total=stage.total,
+                    unit=stage.unit,
+                    percent=None if stage.percent is None else round(stage.percent, 1),
+                    rate=None if stage.rate is None else round(stage.rate, 3),
+                    eta_s=None if (eta := stage.eta(now)) is None else round(eta, 1),
+                    detail=stage.detail,
+                )
             )
         return rows
 
-    def phases(self, now: float) -> list[dict]:
+    def phases(self, now: float) -> list[StagePhase]:
         """The stages for `up --json` `phases`: `seconds` since the start (like the readiness phases), plus
         how long each stage took and its last progress."""
         return [
-            {
-                "phase": row["label"],
-                "stage": row["stage"],
-                "seconds": round(self.stages[row["stage"]].first_at - self.started_at, 3),
-                "elapsed_s": row["elapsed_s"],
-                "done": row["done"],
-                "total": row["total"],
-                "unit": row["unit"] or None,
-            }
+            StagePhase(
+                phase=row["label"],
+                stage=row["stage"],
+                seconds=round(self.stages[row["stage"]].first_at - self.started_at, 3),
+                elapsed_s=row["elapsed_s"],
+                done=row["done"],
+                total=row["total"],
+                unit=row["unit"] or None,
+            )
             for row in self.view(now)
         ]
 
@@ -270,7 +301,7 @@ def logged_times(text: str) -> list[tuple[float, str]]:
     month's start; the year does not matter for durations), a line without one gets its predecessor's time."""
     rows, at = [], 0.0
     for line in text.splitlines():
-        m = rules.LOGGED_AT.search(_ANSI.sub("", line))
+        m = startup_rules.LOGGED_AT.search(_ANSI.sub("", line))
         if m:
             at = ((int(m["d"]) * 24 + int(m["h"])) * 60 + int(m["m"])) * 60 + float(m["s"])
         rows.append((at, line))
@@ -290,9 +321,9 @@ def from_log(lines: list[tuple[float, str]], started_at: float | None = None) ->
 
 def is_ready_line(line: str) -> bool:
     """The line vLLM logs when its API server is up (`Application startup complete.`)."""
-    return rules.COMPLETE in line
+    return startup_rules.COMPLETE in line
 
 
 def is_api_server_line(line: str) -> bool:
     """A line of the API server process: on a multi-node stack it names the head."""
-    return rules.API_PROCESS in line
+    return startup_rules.API_PROCESS in line

@@ -24,13 +24,11 @@ from __future__ import annotations
 import re
 from typing import Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from composegen.report import Report
-from composegen.vllm import startup_rules as rules
+from composegen.vllm import startup_rules
 from composegen.vllm.logstream import Limits, read_blocks
-from composegen.vllm.mismatch import Mismatch, mismatches
+from composegen.vllm.mismatch import mismatches
 from composegen.vllm.pyliteral import LiteralError, parse_literal
+from composegen.vllm.reports import Mismatch, StartupCheck, StartupError, StartupReport
 from composegen.vllm.startup_text import format_text
 
 __all__ = [
@@ -45,62 +43,20 @@ __all__ = [
     "parse_startup_stream",
 ]
 
-WARNING_KINDS = rules.WARNING_KINDS
+WARNING_KINDS = startup_rules.WARNING_KINDS
 MAX_RUNTIME_ERRORS = 20  # a long-running server's log can hold thousands; the first ones name the cause
-
-
-class StartupError(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    line: str
-    kind: str
-    hint: str
-    estimated_max_model_len: int | None = None  # kv_too_small_for_max_len only
-
-
-class StartupReport(Report):
-    kv_cache_tokens: int | None = None
-    max_concurrency: float | None = None
-    max_model_len: int | None = None
-    kv_cache_gib_per_rank: list[float] = Field(default_factory=list)
-    kv_cache_gib_min: float | None = None
-    weights_gib: float | None = None
-    peak_activation_gib: float | None = None
-    gpu_total_gib: float | None = None
-    gpu_free_gib: float | None = None
-    gpu_memory_utilization: float | None = None
-    cuda_graph_gib: float | None = None
-    engine_init_seconds: float | None = None
-    kv_cache_includes_host: bool = False
-    vllm_version: str | None = None
-    ready: bool = False
-    server_address: str | None = None
-    errors: list[StartupError] = Field(default_factory=list)
-    effective_args: dict[str, Any] | None = None
-    lines_parsed: int = 0
-    non_torch_gib: float | None = None
-    compile_seconds: float | None = None
-    runtime_errors: list[StartupError] = Field(default_factory=list)
-    warnings: list[str] = Field(default_factory=list)
-    cuda_graph_seconds: float | None = Field(default=None, description="capture time the engine states (whole s)")
-
-
-class StartupCheck(StartupReport):
-    """What `composegen startup` prints: the report plus the profile's flags compared with the engine's
-    (`mismatches` is null when there is no profile or the engine's args are unknown)."""
-
-    mismatches: list[Mismatch] | None = None
 
 
 def _split(line: str) -> tuple[str | None, str]:
     """(rank key, message) of one ANSI-free line; the key is the process tag, e.g. `Worker_TP1`."""
-    line = rules.OUTER.sub("", line, count=1)
-    fmt = rules.LOGFMT.search(line)
+    line = startup_rules.OUTER.sub("", line, count=1)
+    fmt = startup_rules.LOGFMT.search(line)
     head = line[: fmt.start()] if fmt else line[:120]
-    proc = rules.PROC.search(head)
+    proc = startup_rules.PROC.search(head)
     if fmt:
         return (proc.group("proc") if proc else None), line[fmt.end() :]
     msg = line[proc.end() :] if proc else line
-    return (proc.group("proc") if proc else None), rules.UVICORN.sub("", msg.strip())
+    return (proc.group("proc") if proc else None), startup_rules.UVICORN.sub("", msg.strip())
 
 
 def _rank_order(proc: str | None) -> tuple:
@@ -147,62 +103,62 @@ class _Collector:
 
     def _facts(self, proc: str | None, msg: str) -> None:
         r = self.report
-        if "version" in msg and (m := (rules.VERSION.search(msg) or rules.LOGO_VERSION.search(msg))):
+        if "version" in msg and (m := (startup_rules.VERSION.search(msg) or startup_rules.LOGO_VERSION.search(msg))):
             r.vllm_version = r.vllm_version or m.group(1)
-        if rules.NON_DEFAULT_START in msg and "non_default" not in self.firsts:
+        if startup_rules.NON_DEFAULT_START in msg and "non_default" not in self.firsts:
             self.first("non_default", True)
             self._non_default(msg)
         if "GiB" in msg or "bytes" in msg:
             self._memory(proc, msg)
         if "tokens" in msg:
-            if m := rules.KV_SIZE.search(msg):
+            if m := startup_rules.KV_SIZE.search(msg):
                 self.smallest("tokens", int(m.group("tok").replace(",", "")))
                 r.kv_cache_includes_host = r.kv_cache_includes_host or m.group("pool").endswith("+ host")
-            if m := rules.CONCURRENCY.search(msg):
+            if m := startup_rules.CONCURRENCY.search(msg):
                 self.smallest("concurrency", float(m.group("x")))
                 self.first("max_len_line", int(m.group("len").replace(",", "")))
         if "took" in msg or "takes" in msg:
-            if m := rules.INIT.search(msg):
+            if m := startup_rules.INIT.search(msg):
                 self.first("init", float(m.group(1)))
                 if m.group(2) is not None:
                     self.first("compile", float(m.group(2)))
-            if m := rules.COMPILE_TOTAL.search(msg):
+            if m := startup_rules.COMPILE_TOTAL.search(msg):
                 self.ranked_value("compile_total", proc, float(m.group(1)))
-        if m := rules.MAX_LEN.search(msg):
+        if m := startup_rules.MAX_LEN.search(msg):
             self.first("using_max_len", int(m.group(1)))
-        if m := rules.STARTED.search(msg):
+        if m := startup_rules.STARTED.search(msg):
             r.server_address = r.server_address or m.group(1)
             self.first("started", True)
-        if msg.strip() == rules.COMPLETE or msg.endswith(" " + rules.COMPLETE):
+        if msg.strip() == startup_rules.COMPLETE or msg.endswith(" " + startup_rules.COMPLETE):
             self.first("complete", True)
             self.ready = True
 
     def _memory(self, proc: str | None, msg: str) -> None:
-        if m := rules.WEIGHTS.search(msg):
+        if m := startup_rules.WEIGHTS.search(msg):
             self.ranked_value("model_loading", proc, float(m.group(1)))
-        if m := rules.KV_GIB.search(msg):
+        if m := startup_rules.KV_GIB.search(msg):
             self.ranked_value("kv", proc, float(m.group(1) or m.group(2)))
-        if m := rules.FREE.search(msg):
+        if m := startup_rules.FREE.search(msg):
             self.ranked_value("free", proc, (float(m.group(1)), float(m.group(2))))
-        if m := rules.UTIL.search(msg):
+        if m := startup_rules.UTIL.search(msg):
             self.ranked_value("util", proc, float(m.group(1)))
-        if m := rules.USAGE.search(msg):
+        if m := startup_rules.USAGE.search(msg):
             self.ranked_value("usage_weights", proc, float(m.group(1)))
             self.ranked_value("usage_peak", proc, float(m.group(2)))
             if m.group(3) is not None:
                 self.ranked_value("usage_non_torch", proc, float(m.group(3)))
             self.ranked_value("usage_graphs", proc, float(m.group(4)))
-        if m := rules.CURRENT_KV.search(msg):
+        if m := startup_rules.CURRENT_KV.search(msg):
             gib = float(m.group(1)) if m.group(2) == "GiB" else round(float(m.group(1)) / (1 << 30), 2)
             self.ranked_value("kv_in_use", proc, gib)
-        if m := rules.PROFILE_PEAK.search(msg):
+        if m := startup_rules.PROFILE_PEAK.search(msg):
             self.ranked_value("profile_peak", proc, float(m.group(1)))
-        if m := rules.GRAPHS.search(msg):
+        if m := startup_rules.GRAPHS.search(msg):
             self.ranked_value("graphs", proc, float(m.group("gib")))
             self.ranked_value("graph_secs", proc, float(m.group("secs")))
 
     def _non_default(self, msg: str) -> None:
-        m = rules.NON_DEFAULT.search(msg)
+        m = startup_rules.NON_DEFAULT.search(msg)
         args: object = None
         if m:
             try:
@@ -210,9 +166,9 @@ class _Collector:
             except LiteralError:
                 args = None
         if isinstance(args, dict):
-            self.report.effective_args = {k: "***" if k in rules.SECRET_ARGS else v for k, v in args.items()}
+            self.report.effective_args = {k: "***" if k in startup_rules.SECRET_ARGS else v for k, v in args.items()}
             return
-        shown = msg[msg.index(rules.NON_DEFAULT_START) :][:80]
+        shown = msg[msg.index(startup_rules.NON_DEFAULT_START) :][:80]
         self.report.warnings.append(
             f"the `non-default args:` line is cut off or unreadable ({shown!r}…): the engine's effective args "
             "are unknown, so the profile's flags were not compared with them"
@@ -220,38 +176,42 @@ class _Collector:
 
     def _error(self, line: str, kind: str, hint: str, **extra: Any) -> None:
         error = StartupError(line=line.strip(), kind=kind, hint=hint, **extra)
-        if self.ready and kind not in rules.FATAL_AFTER_READY and kind not in rules.WARNING_KINDS:
+        if self.ready and kind not in startup_rules.FATAL_AFTER_READY and kind not in startup_rules.WARNING_KINDS:
             self.runtime_total += 1
             if len(self.report.runtime_errors) < MAX_RUNTIME_ERRORS:
-                self.report.runtime_errors.append(error.model_copy(update={"hint": rules.RUNTIME_HINT}))
+                self.report.runtime_errors.append(error.model_copy(update={"hint": startup_rules.RUNTIME_HINT}))
         else:
             self.report.errors.append(error)
 
     def _failures(self, line: str, msg: str) -> None:
         if msg.startswith("Traceback (most recent call last)"):
             self.saw_traceback = True
-        elif rules.ENGINE_FAILED.search(msg) and self.engine_failed is None:
+        elif startup_rules.ENGINE_FAILED.search(msg) and self.engine_failed is None:
             self.engine_failed = line.strip()  # a wrapper: reported only when nothing more specific is
-        elif self.saw_traceback and rules.EXCEPTION.match(msg) and not any(w in msg for w in rules.WRAPPER_EXCEPTIONS):
+        elif (
+            self.saw_traceback
+            and startup_rules.EXCEPTION.match(msg)
+            and not any(w in msg for w in startup_rules.WRAPPER_EXCEPTIONS)
+        ):
             self.saw_traceback = False
             if self.ready:
-                self._dedup_error(line, msg, "exception", rules.EXCEPTION_HINT)
+                self._dedup_error(line, msg, "exception", startup_rules.EXCEPTION_HINT)
             else:
                 self.last_exception = line.strip()
-        if self.ready and (m := rules.ENGINE_DEAD.search(msg)):
-            self._dedup_error(line, msg[m.start() :], "engine_dead", rules.ENGINE_DEAD_HINT)
-        if not rules.FAILURE_ANY.search(msg):
+        if self.ready and (m := startup_rules.ENGINE_DEAD.search(msg)):
+            self._dedup_error(line, msg[m.start() :], "engine_dead", startup_rules.ENGINE_DEAD_HINT)
+        if not startup_rules.FAILURE_ANY.search(msg):
             return
-        for kind, pattern, hint in rules.FAILURES:
+        for kind, pattern, hint in startup_rules.FAILURES:
             m = pattern.search(msg)
             if not m:
                 continue
             extra: dict[str, Any] = {}
             if kind == "kv_too_small_for_max_len":
-                est = rules.ESTIMATED_LEN.search(msg)
+                est = startup_rules.ESTIMATED_LEN.search(msg)
                 extra["estimated_max_model_len"] = int(est.group(1).replace(",", "")) if est else None
                 hint = hint.format(fits=f" (at most {extra['estimated_max_model_len']})" if est else "")
-                seq_len = rules.SEQ_LEN.search(msg)
+                seq_len = startup_rules.SEQ_LEN.search(msg)
                 if seq_len:
                     self.first("error_max_len", int(seq_len.group(1).replace(",", "")))
             self._dedup_error(line, msg[m.start() :], kind, hint, **extra)
@@ -292,10 +252,10 @@ class _Collector:
         r.ready = bool(get("complete") or get("started"))
         fatal = [e for e in r.errors if e.kind not in WARNING_KINDS]
         if self.last_exception and not fatal:
-            r.errors.append(StartupError(line=self.last_exception, kind="exception", hint=rules.EXCEPTION_HINT))
+            r.errors.append(StartupError(line=self.last_exception, kind="exception", hint=startup_rules.EXCEPTION_HINT))
         elif self.engine_failed and not fatal:
             r.errors.append(
-                StartupError(line=self.engine_failed, kind="engine_core_failed", hint=rules.ENGINE_FAILED_HINT)
+                StartupError(line=self.engine_failed, kind="engine_core_failed", hint=startup_rules.ENGINE_FAILED_HINT)
             )
         if self.runtime_total > len(r.runtime_errors):
             warnings.append(f"{self.runtime_total - len(r.runtime_errors)} more runtime errors are not listed")
@@ -318,16 +278,16 @@ def _as_int(value: object) -> int | None:
 def _parse(source: BinaryIO | str, limits: Limits) -> StartupReport:
     collector = _Collector()
     lines = 0
-    interesting = rules.INTERESTING.search
+    interesting = startup_rules.INTERESTING.search
     for block in read_blocks(source, limits):
         for raw in block.split("\n"):
             if not raw or raw.isspace():
                 continue
             lines += 1
-            if rules.ACCESS_LINE in raw or rules.STATS_LINE in raw:
+            if startup_rules.ACCESS_LINE in raw or startup_rules.STATS_LINE in raw:
                 continue  # access and periodic-stats lines: most of a long-running server's log, never a fact
             if interesting(raw, raw.find("] ") + 1):  # the message only (past `[file.py:N] `): a cheap pre-filter
-                line = rules.ANSI.sub("", raw) if "\x1b" in raw else raw
+                line = startup_rules.ANSI.sub("", raw) if "\x1b" in raw else raw
                 collector.feed(line.replace("\r", "").rstrip())
     return collector.finish(lines, limits.warnings)
 

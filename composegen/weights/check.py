@@ -2,7 +2,8 @@
 --download (from the Hub), --verify (hashes against the Hub's file metadata).
 
 The node-level parts (a remote node's listing, copying to nodes) need the engine and live in
-composegen/stack/nodecache.py; this module judges listings wherever they came from.
+composegen/stack/nodecache.py; this module judges listings wherever they came from, into the shapes of
+weights/reports.py.
 """
 
 from __future__ import annotations
@@ -10,57 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from pydantic import Field
-
 from composegen.errors import CheckFailed
-from composegen.report import Report
 from composegen.weights import hub as hubapi
 from composegen.weights import snapshot
 from composegen.weights.cache import Location
+from composegen.weights.reports import WeightsFile, WeightsReport
 
 
-class WeightsFile(Report):
-    name: str
-    bytes: int | None = Field(description="size on disk (through the cache's symlink); null when absent")
-    present: bool
-    expected_bytes: int | None = Field(None, description="size the Hub lists (null when the Hub was not asked)")
-    verified: bool | None = Field(None, description="hash matches the Hub (--verify); null when not checked")
-
-
-class NodeWeights(Report):
-    """One node of a multi-node profile (the head is the top-level report)."""
-
-    name: str
-    engine: str
-    cache_dir: str
-    snapshot: str
-    complete: bool
-    missing: list[str]
-    total_bytes: int
-    error: str | None = None
-
-
-class WeightsReport(Report):
-    profile: str
-    model: str
-    revision: str
-    cache_dir: str = Field(description="host directory checked: the hub cache, or model.path's directory")
-    container_dir: str = Field(description="where the container sees it")
-    kind: str = Field(description="hub (Hugging Face cache) or path (model.path)")
-    snapshot: str
-    complete: bool
-    files: list[WeightsFile]
-    missing: list[str]
-    problems: list[str] = Field(default_factory=list, description="size or hash mismatches, unreadable index")
-    total_bytes: int
-    partial_bytes: int = Field(0, description="bytes of interrupted downloads (blobs/*.incomplete) to resume")
-    hub_checked: bool = False
-    downloaded: list[str] = Field(default_factory=list)
-    nodes: list[NodeWeights] = Field(default_factory=list)
-    synced: list[str] = Field(default_factory=list, description="nodes the snapshot was copied to (--sync)")
-
-
-def build(name: str, loc: Location, listing: dict, hub: dict[str, snapshot.HubFile] | None) -> WeightsReport:
+def build(
+    name: str, loc: Location, listing: snapshot.Listing, hub: dict[str, snapshot.HubFile] | None
+) -> WeightsReport:
     judged = snapshot.judge(listing, hub)
     return WeightsReport(
         profile=name,
@@ -117,11 +77,11 @@ def run(
         # The index first: it names the shards, which are only known once it is here.
         todo.sort(key=lambda n: n != snapshot.INDEX)
         if todo:
-            hubapi.download(loc, todo, set(bad) | wrong_size, on_file)
+            hubapi.download(loc, todo, set(bad) | wrong_size, on_file, hub)
             report = build(name, loc, snapshot.list_local(loc.snapshot, loc.blobs), hub)
             rest = [f.name for f in report.files if not f.present]
             if rest:  # the shards the freshly fetched index names
-                hubapi.download(loc, rest, set(), on_file)
+                hubapi.download(loc, rest, set(), on_file, hub)
                 report = build(name, loc, snapshot.list_local(loc.snapshot, loc.blobs), hub)
             if check_hashes:
                 verify(report, loc, hub)

@@ -13,14 +13,18 @@ import hashlib
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from composegen import safewrite
 from composegen.errors import BadInput, EngineError, WriteFailed
-from composegen.weights import cachedirs
+from composegen.weights import cachedirs, transfer
 from composegen.weights.cache import Location
 from composegen.weights.snapshot import HubFile
+
+if TYPE_CHECKING:  # huggingface_hub is imported where it is used (start-up time)
+    from huggingface_hub.hf_api import ModelInfo, RepoSibling
 
 CHUNK = 8 * 2**20
 T = TypeVar("T")
@@ -37,7 +41,7 @@ def _is_transport(exc: BaseException) -> bool:
 
 def translate(exc: BaseException, loc: Location, where: str) -> Exception:
     """A huggingface_hub failure as a composegen error (exit 2 or 3)."""
-    from huggingface_hub import errors
+    from huggingface_hub import errors  # why: the Hub client loads only when the Hub is asked
 
     status = getattr(getattr(exc, "response", None), "status_code", None)
     if isinstance(exc, errors.GatedRepoError) or status == 401 or status == 403:
@@ -65,9 +69,9 @@ _HEX = re.compile(r"[0-9a-f]+")
 def files(loc: Location, deadline_s: float = METADATA_DEADLINE_S) -> dict[str, HubFile]:
     """Every file of the pinned revision with its size and hashes (model_info with file metadata),
     within `deadline_s` in all, and every field checked before it is used."""
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # why: up's preflight checks weights offline, without the Hub client
 
-    def listing():
+    def listing() -> ModelInfo:
         return HfApi(endpoint=_endpoint()).model_info(loc.model_id, revision=loc.revision, files_metadata=True)
 
     try:
@@ -82,7 +86,7 @@ def files(loc: Location, deadline_s: float = METADATA_DEADLINE_S) -> dict[str, H
     return out
 
 
-def _checked_file(s) -> HubFile:
+def _checked_file(s: RepoSibling) -> HubFile:
     """One sibling of a model_info reply, its fields checked (a lying Hub cannot hand over a list as a size)."""
     name, size, lfs, blob = s.rfilename, s.size, s.lfs, s.blob_id
     sha256 = getattr(lfs, "sha256", None) if lfs else None
@@ -103,8 +107,6 @@ def _within(call: Callable[[], T], deadline_s: float, where: str) -> T:
     """`call()` with a total deadline: huggingface_hub's client has per-read timeouts only, so a Hub that
     drips its reply would hold a read for ever. The call runs in a daemon thread; past the deadline this
     says so (exit 3) and the thread is left to the process's end."""
-    import threading
-
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -141,10 +143,26 @@ def digest_matches(path: str, want: HubFile) -> bool | None:
     return h.hexdigest() == (want.sha256 or want.git_sha1)
 
 
+def _expected_size(name: str, announced: int | None, listed: dict[str, HubFile] | None) -> int | None:
+    """The size a file must have: the Hub's listing and the file's own metadata, which must agree."""
+    size = listed[name].size if listed and name in listed else None
+    if announced is not None and (not isinstance(announced, int) or not 0 <= announced < 2**50):
+        raise EngineError(f"{name}: the server at {_endpoint()} announced a size that is not one; refused")
+    if size is not None and announced is not None and size != announced:
+        raise EngineError(f"{name}: the Hub lists {size} bytes but the file announces {announced}; refused")
+    return size if size is not None else announced
+
+
 _ETAG = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 
 
-def download(loc: Location, names: list[str], force: set[str], on_file: Callable[[str], None]) -> None:
+def download(
+    loc: Location,
+    names: list[str],
+    force: set[str],
+    on_file: Callable[[str], None],
+    listed: dict[str, HubFile] | None = None,
+) -> None:
     """Fetch `names` of exactly the pinned revision into the cache (or the model.path directory).
 
     Resumable across runs: bytes go to blobs/<etag>.incomplete (the cache's own name for a partial blob)
@@ -154,10 +172,12 @@ def download(loc: Location, names: list[str], force: set[str], on_file: Callable
     `force` names files to fetch again (a failed hash).
 
     Names and etags come from the server: each must be one plain path component, and every directory
-    below the cache root is opened without following links (cachedirs.py), so nothing lands outside it."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import build_hf_headers
+    below the cache root is opened without following links (cachedirs.py), so nothing lands outside it.
+    Every file has a total deadline and a size cap (transfer.py): its size in `listed` (the Hub's listing)
+    or its metadata, which must agree; a transfer past either is exit 3 and leaves no partial file."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url  # why: as in files()
+    from huggingface_hub.file_download import http_get  # why: as in files()
+    from huggingface_hub.utils import build_hf_headers  # why: as in files()
 
     for name in names:
         if (problem := safewrite.component_problem(name)) is not None:
@@ -179,15 +199,29 @@ def download(loc: Location, names: list[str], force: set[str], on_file: Callable
                     cachedirs.remove(store, final)
                     cachedirs.remove(store, partial)
                 if not cachedirs.is_file(store, final, loc):
-                    with cachedirs.append(store, partial, loc) as fh:
+                    budget = transfer.budget_for(_expected_size(name, meta.size, listed))
+
+                    def fetch(
+                        fh: transfer.CappedFile,
+                        url: str = meta.location,
+                        name: str = name,
+                        budget: transfer.Budget = budget,
+                    ) -> None:
                         http_get(
-                            meta.location,
-                            fh,
+                            url,
+                            fh,  # type: ignore[arg-type]  # a file as far as http_get can tell
                             resume_size=fh.tell(),
                             headers=build_hf_headers(),
-                            expected_size=meta.size,
+                            expected_size=budget.cap if budget.cap_known else None,
                             displayed_filename=name,
                         )
+
+                    try:
+                        with cachedirs.append(store, partial, loc) as fh:
+                            transfer.run(fetch, fh, budget)
+                    except transfer.OverBudget as exc:
+                        cachedirs.remove(store, partial)  # a lying server's bytes are not resumed
+                        raise EngineError(f"{name}: the server at {_endpoint()} {exc}; download stopped") from None
                     cachedirs.settle(store, partial, final, loc)
                 if loc.kind == "hub":
                     cachedirs.link(dirs.snapshot_dir(), name, f"../../blobs/{etag}", loc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from composegen.safewrite import component_problem
 
@@ -59,11 +59,50 @@ if __name__ == "__main__":
 """
 
 
-def list_local(snapshot: str, blobs: str | None) -> dict[str, Any]:
+class Listing(TypedDict):
+    """LISTING_PY's answer: the snapshot's files (size, None for a dangling link), its index's text, and the
+    partial downloads in blobs/ (size)."""
+
+    exists: bool
+    files: dict[str, int | None]
+    index: str | None
+    partial: dict[str, int]
+
+
+def list_local(snapshot: str, blobs: str | None) -> Listing:
     """LISTING_PY run here, on this host."""
     scope: dict[str, Any] = {"__name__": "composegen_listing"}
     exec(compile(LISTING_PY, "<listing>", "exec"), scope)
     return scope["listing"](snapshot, blobs, INDEX)
+
+
+def checked_listing(found: object) -> Listing:
+    """LISTING_PY's answer read back from another host (a container's output): every field checked, else
+    ValueError naming the first that is not what the script writes."""
+
+    def sizes(value: object, name: str, nullable: bool) -> dict[str, int | None]:
+        out: dict[str, int | None] = {}
+        for k, v in value.items() if isinstance(value, dict) else [(None, None)]:
+            if not isinstance(k, str) or not (
+                (v is None and nullable) or (isinstance(v, int) and not isinstance(v, bool))
+            ):
+                raise ValueError(f"`{name}` is not a map of file names to sizes")
+            out[k] = v
+        return out
+
+    if not isinstance(found, dict):
+        raise ValueError("not a JSON object")
+    if not isinstance(found.get("exists"), bool):
+        raise ValueError("`exists` is not true or false")
+    index = found.get("index")
+    if index is not None and not isinstance(index, str):
+        raise ValueError("`index` is not text")
+    return Listing(
+        exists=found["exists"],
+        files=sizes(found.get("files"), "files", nullable=True),
+        index=index,
+        partial={k: v or 0 for k, v in sizes(found.get("partial"), "partial", nullable=False).items()},
+    )
 
 
 def listing_args(snapshot: str, blobs: str | None) -> str:
@@ -137,8 +176,8 @@ def required(listing: dict, hub: dict[str, HubFile] | None) -> tuple[list[str], 
     return list(dict.fromkeys(names)), problems
 
 
-def judge(listing: dict, hub: dict[str, HubFile] | None = None) -> Judged:
-    names, problems = required(listing, hub)
+def judge(listing: Listing, hub: dict[str, HubFile] | None = None) -> Judged:
+    names, problems = required(dict(listing), hub)  # required's source also runs in a pod (k8s/weights_init.py)
     files = listing.get("files", {})
     out = Judged(problems=problems)
     for name in names:

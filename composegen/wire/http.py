@@ -16,8 +16,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from composegen.errors import EngineError
+
+if TYPE_CHECKING:  # typeshed's buffer protocols, for the socket overrides
+    from _typeshed import ReadableBuffer, WriteableBuffer
 
 MIB = 2**20
 SMALL_REPLY = 4 * MIB  # /health, /v1/models, /tokenize, error bodies
@@ -47,15 +51,15 @@ class _DeadlineSocket(socket.socket):
             raise TimeoutError("deadline passed")
         self.settimeout(left)
 
-    def recv_into(self, buffer, nbytes=0, flags=0):
+    def recv_into(self, buffer: WriteableBuffer, nbytes: int = 0, flags: int = 0) -> int:
         self._arm()
         return super().recv_into(buffer, nbytes, flags)
 
-    def recv(self, bufsize, flags=0):
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
         self._arm()
         return super().recv(bufsize, flags)
 
-    def sendall(self, data, flags=0):
+    def sendall(self, data: ReadableBuffer, flags: int = 0) -> None:
         self._arm()
         return super().sendall(data, flags)
 
@@ -138,7 +142,14 @@ class Peer:
 
     @contextmanager
     def open(
-        self, method: str, path: str, body: bytes | None = None, *, deadline_s: float, cap: int, headers=None
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        deadline_s: float,
+        cap: int,
+        headers: dict[str, str] | None = None,
     ) -> Iterator[Streaming]:
         url = self.base_url + path
         conn = _Connection(self.host, self.port, time.monotonic() + deadline_s)

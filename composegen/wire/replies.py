@@ -19,7 +19,8 @@ Count = Annotated[StrictInt, Field(ge=0, le=2**40)]
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # defer_build: each reply model is built on its first use (a poll needs one of them; ~15 ms at import)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
 
 class TokenizeReply(_Wire):

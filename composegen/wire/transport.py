@@ -110,7 +110,7 @@ def _events_class(http: ModuleType) -> type[_Events]:
 
 def client(base_url: str, headers: dict[str, str], deadline_s: float, http: ModuleType | None = None) -> Any:
     """An httpx.Client (or `http`.Client) whose every request reads through BoundedTransport."""
-    import httpx
+    import httpx  # why: gates and the ladder import transport; httpx loads only when a client is made
 
     module = http or httpx
     bounded = BoundedTransport(deadline_s, module)

@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 from composegen.campaign import state
-from tests.support.campaigns import emulated_ab
+from tests.support.campaigns import emulated_ab, own_gpu_ids
 from tests.support.engine import force_remove, free_port
 from tests.support.helpers import REPO, make_project, run_cli
 
@@ -83,7 +83,8 @@ def test_a_bracketed_campaign_survives_ctrl_c_in_the_candidates_load(tmp_path):
         assert "candidate: attaching" in log  # its load went on: nothing was loaded twice
         assert _sha(directory / "control" / "evidence.json") == control_evidence
         st = state.load(directory)
-        assert all(a.status == "done" for a in st.arms) and st.bracket["passed"] and st.bracket["exact"]
+        assert all(a.status == "done" for a in st.arms)
+        assert st.bracket is not None and st.bracket.passed and st.bracket.exact
 
         md = (directory / "campaign.md").read_text()
         assert "EMULATED" in md.split("## Outcome")[0]
@@ -119,7 +120,7 @@ image: example/vllm@sha256:{digest}
 model: {{id: org/tiny-model, revision: {rev}, served_name: {name}-served}}
 service:
   port: {{host: {port}}}
-  gpus: {{device_ids: ["47"]}}
+  gpus: {{device_ids: ["{gpu}"]}}
   shm_size: 1gb
   stop_grace_period: 2s
 vllm: {{max-model-len: 8192, max-num-batched-tokens: 4096, max-num-seqs: 1}}
@@ -128,16 +129,18 @@ emulate: {{env: {{EMU_LOAD_SECONDS: "0.5"}}}}
 
 
 def test_exclusive_mode_refuses_while_another_stack_holds_a_gpu(tmp_path):
-    root, control, candidate = emulated_ab(tmp_path)
+    gpus = own_gpu_ids(2)
+    root, control, candidate = emulated_ab(tmp_path, gpus=gpus)
     holder = f"h{uuid.uuid4().hex[:6]}"
-    make_project(root, {holder: HOLDER.format(digest="c" * 64, rev="d" * 40, name=holder, port=free_port())})
+    text = HOLDER.format(digest="c" * 64, rev="d" * 40, name=holder, port=free_port(), gpu=gpus[1])
+    make_project(root, {holder: text})
     assert run_cli("--root", str(root), "render").returncode == 0
     try:
         up = run_cli("--root", str(root), "up", holder, "--emulate", timeout=300)
         assert up.returncode == 0, up.stderr
         res = run_cli("--root", str(root), "campaign", "run", control, candidate, "--emulate", timeout=300)
         assert res.returncode == 3, res.stderr
-        assert f"composegen stack {holder}" in res.stderr and "holds GPU 47" in res.stderr
+        assert f"composegen stack {holder}" in res.stderr and f"holds GPU {gpus[1]}" in res.stderr
         assert not _running(f"{control}-ctr")  # nothing was started
         st = state.load(root / "runs" / "campaigns" / f"{control}-vs-{candidate}")
         assert st.arms[0].status == "failed" and "exclusive mode" in (st.arms[0].error or "")

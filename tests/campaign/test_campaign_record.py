@@ -115,12 +115,12 @@ def test_decide_writes_the_contract_and_the_record(campaign):
     why = f"393K not qualified yet; operator on {PRIVATE['ipv4']}"
     record = decision.decide(project, directory.name, "no-promotion", why)
     on_disk = json.loads((directory / "decision.json").read_text())
-    assert on_disk == record
-    assert set(record) == {"decision", "profile", "campaign", "why", "decided_at", "evidence_sha256"}
-    assert record["decision"] == "no-promotion" and record["profile"] is None and record["campaign"] == "seed-ab"
-    assert record["why"] == why and record["decided_at"].endswith("Z")
+    assert on_disk == record.to_json()
+    assert set(on_disk) == {"decision", "profile", "campaign", "why", "decided_at", "evidence_sha256"}
+    assert record.decision == "no-promotion" and record.profile is None and record.campaign == "seed-ab"
+    assert record.why == why and record.decided_at.endswith("Z")
     comparison = directory / "comparison.json"
-    assert record["evidence_sha256"] == hashlib.sha256(comparison.read_bytes()).hexdigest()
+    assert record.evidence_sha256 == hashlib.sha256(comparison.read_bytes()).hexdigest()
     assert stat.S_IMODE((directory / "decision.json").stat().st_mode) == 0o600
     shared = json.loads(comparison.read_text())
     assert shared["decision"]["decision"] == "no-promotion" and PRIVATE["ipv4"] not in comparison.read_text()
@@ -131,7 +131,7 @@ def test_decide_writes_the_contract_and_the_record(campaign):
 
 def test_promote_names_the_candidate(campaign):
     project, directory = campaign
-    assert decision.decide(project, directory.name, "promote", "better KV")["profile"] == "4096-131k"
+    assert decision.decide(project, directory.name, "promote", "better KV").profile == "4096-131k"
 
 
 def test_a_drifted_bracket_fails_and_says_so(campaign):
@@ -155,7 +155,7 @@ def test_a_drifted_bracket_fails_and_says_so(campaign):
     assert "did NOT reproduce its baseline (Engine-reported GPU KV tokens differ by more than 1%)" in md
     assert "| Engine-reported GPU KV tokens | 283917 | 290000 |" in md
     result = bracket.check(evidence.load_run(directory / "control"), replay, tolerance=0.0)
-    assert result["passed"] is True and result["exact"] is True  # the same log: equal exactly
+    assert result.passed is True and result.exact is True  # the same log: equal exactly
 
 
 def test_compare_and_report_accept_a_campaign(campaign):

@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from composegen.campaign import exclusive, runner, state
+from composegen.campaign.reports import CampaignOptions
 from composegen.campaign.sanitize import Scrubber
-from composegen.campaign.state import CampaignOptions
 from composegen.errors import BadInput
 from composegen.profiles import resolve as profile
 from composegen.project import Project
@@ -117,12 +117,28 @@ def test_compare_names_the_bundles_it_picked_and_refuses_unlike_runs(tmp_path):
     shutil.rmtree(root / "runs")
 
 
-def test_leftover_shm_files_are_counted_from_the_scan_or_every_node():
-    scan = {"totals": {"leftover": {"count": 2, "allocated_bytes": 1}, "in-use": {"count": 5}}}
+def test_leftover_shm_files_are_counted_from_the_scan_or_every_node(tmp_path):
+    from composegen.shm import scan as shm
+    from composegen.stack.reports import NodeShm, NodesShm, ShmProbe, ShmProbeEntry
+
+    for name in ("psm_deadbeef", "nccl-03v824", "mine.bin"):
+        (tmp_path / name).write_bytes(b"x")
+    scan = shm.scan(str(tmp_path), container_labels=lambda cid: None)  # two leftover names, one unknown
     assert runner.reclaimable(scan) == 2
     assert runner.reclaimable(None) is None  # a private /dev/shm: removed with its container
-    probe = {"entries": [{"name": "psm_x", "pattern": "vllm-psm", "holders": []}, {"name": "a", "pattern": None}]}
-    nodes = {"nodes": [{"scan": scan, "probe": None}, {"scan": None, "probe": probe}]}
+    probe = ShmProbe(
+        free_bytes=1,
+        total_bytes=2,
+        entries=[
+            ShmProbeEntry(name="psm_x", bytes=4096, pattern="vllm-psm"),
+            ShmProbeEntry(name="a", bytes=1, pattern=None),
+        ],
+    )
+    node = {"rank": 0, "role": "head", "engine": "local", "project": "p"}
+    nodes = NodesShm(
+        profile="p",
+        nodes=[NodeShm(name="n0", **node, local=True, scan=scan), NodeShm(name="n1", **node, probe=probe)],
+    )
     assert runner.reclaimable(nodes) == 3
 
 

@@ -59,12 +59,15 @@ def test_list_and_validate_json():
     assert names == ["393k-gpu", "393k-offload", "4096-131k", "8192-131k", "dspark-2x", "r33"]
     report = json.loads(run_cli("validate", "--json").stdout)
     offload = next(p for p in report["profiles"] if p["name"] == "393k-offload")
-    assert any("host's /dev/shm" in w for w in offload["warnings"])
+    assert any("host's /dev/shm" in n for n in offload["notes"]) and offload["warnings"] == []  # up checks it
 
 
-def test_validate_strict_fails_on_warnings():
-    res = run_cli("validate", "--strict", "393k-offload")
-    assert res.returncode == 1 and "--strict" in res.stderr
+def test_validate_strict_fails_on_warnings(tmp_path):
+    from tests.support.profiles import edited, project
+
+    published = edited((("service", "port"), {"host": 39999, "bind": "0.0.0.0"}))
+    res = run_cli("--root", str(project(tmp_path, published)), "validate", "--strict", "p")
+    assert res.returncode == 1 and "--strict" in res.stderr and "reachable beyond this host" in res.stdout
 
 
 def test_root_from_environment(tmp_path):

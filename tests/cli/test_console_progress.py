@@ -48,8 +48,8 @@ def test_quiet_draws_nothing_but_keeps_the_phases_for_json():
         sink.log_line(LogLine(None, "c", at, text))
     assert out.getvalue() == ""
     phases = sink.phases()
-    assert [p["stage"] for p in phases] == ["imports", "weights", "kv_cache", "api", "ready"]
-    assert {"phase", "seconds", "elapsed_s", "done", "total", "unit"} <= set(phases[1])
+    assert [p.stage for p in phases] == ["imports", "weights", "kv_cache", "api", "ready"]
+    assert phases[1].elapsed_s is not None and phases[1].seconds >= phases[0].seconds
 
 
 def test_pull_events_add_up_bytes_across_layers():
@@ -91,3 +91,32 @@ def test_a_multi_node_display_follows_the_head_not_the_workers():
         LogLine("n1", "w", 3.0, "(Worker_TP2 pid=3) Loading safetensors checkpoint shards:  75% Completed | 3/4")
     )
     assert sink.tracker.summary() == "loading weights 1/4"
+
+
+GRAPHS = REAL.parent / "real-0.26.0-h200-graphs" / "serve-hermes-graphs.log"  # seven stages: the longest line
+
+
+def _stage_lines(lines: list[str]) -> list[str]:
+    return [line for line in lines[2:] if line.startswith(("  ✓ ", "    "))]
+
+
+@pytest.mark.parametrize("width", [40, 57, 80])
+def test_finished_stages_fold_whole_or_are_counted_never_cut(width):
+    tracker = stages.StageTracker(0.0, timeout_s=1800)
+    logged = stages.logged_times(GRAPHS.read_text(encoding="utf-8"))
+    for at, text in logged:
+        tracker.feed(text, at)
+        lines = console.block_lines(tracker, at + 0.5, width)
+        assert len(lines) == console.HEIGHT and all(len(line) <= width for line in lines), lines
+        assert not any("…" in line for line in _stage_lines(lines)), lines  # whole items only
+    final = console.block_lines(tracker, logged[-1][0] + 0.5, width)
+    finished = [r for r in tracker.view(logged[-1][0]) if not r["active"] and r["stage"] != "ready"]
+    items = " · ".join(line[4:] for line in _stage_lines(final)).split(" · ")
+    earlier = int(items.pop(0).split()[0][1:]) if items[0].endswith(" earlier") else 0
+    assert earlier + len(items) == len(finished) == 7, final  # every stage shown, or counted
+    assert [i.rsplit(" ", 1)[0] for i in items] == [r["label"] for r in finished[earlier:]]  # the latest kept
+    if width == 80:
+        assert final[2:] == [
+            "  ✓ +2 earlier · torch.compile 0:08 · profiling / KV cache 0:05",
+            "    CUDA graph capture 0:01 · warm-up 0:09 · API server starting 0:02",
+        ]

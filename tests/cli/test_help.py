@@ -10,10 +10,11 @@ import re
 import pytest
 import typer.main
 
-from composegen.cli import main as _registers_every_command  # noqa: F401
 from composegen.cli.app import app
+from composegen.cli.main import load_commands
 from tests.support.helpers import run_cli
 
+load_commands()  # every command module registers its commands
 GROUP = typer.main.get_command(app)
 COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
 

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 import typer.main
 
-from composegen.cli import main as _registers_every_command  # noqa: F401
 from composegen.cli.app import app
+from composegen.cli.main import load_commands
 from tests.support.engine import force_remove, free_port
 from tests.support.helpers import REPO, run_cli
 
+load_commands()  # every command module registers its commands
 GROUP = typer.main.get_command(app)
 LOGS = REPO / "tests/data/logs"
 # Commands whose examples need a running stack; the rest run without an engine.
@@ -32,7 +33,7 @@ DIFFERS_IS_1 = {"diff", "render"}  # exit 1 is their documented "differs" / "sta
 # form, in the engine tests named here; this file proves the example parses exactly as the CLI reads it.
 ELSEWHERE = {
     "campaign": "tests/campaign/test_campaign_engine.py",
-    "edge": "tests/edge/test_edge_engine.py",
+    "edge": "tests/edge/test_example.py",
     "promote": "tests/edge/test_switch_engine.py",
     "rollback": "tests/edge/test_switch_engine.py",
 }

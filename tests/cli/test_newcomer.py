@@ -68,13 +68,17 @@ def test_evidence_prints_what_it_recorded(project):
 
 
 def test_validate_strict_never_says_ok_before_failing(project):
-    res = run_cli("--root", str(project), "validate", "--strict", "r33", "dspark-2x")
+    # A tag without image_policy: local-build is a finding (dspark-2x, which opts in, passes).
+    (project / "profiles" / "tagged.yaml").write_text(
+        "extends: r33\nimage: vllm-local:dev\nimage_unpinned_reason: a dev build\n", encoding="utf-8"
+    )
+    res = run_cli("--root", str(project), "validate", "--strict", "r33", "tagged")
     assert res.returncode == 1, res.stderr
     assert "ok  r33" in res.stdout.splitlines()  # no warnings: still ok
-    assert "warnings present (--strict)  dspark-2x" in res.stdout.splitlines()
-    assert "ok  dspark-2x" not in res.stdout
-    lenient = run_cli("--root", str(project), "validate", "dspark-2x")
-    assert lenient.returncode == 0 and "ok  dspark-2x" in lenient.stdout.splitlines()
+    assert "warnings present (--strict)  tagged" in res.stdout.splitlines()
+    assert "ok  tagged" not in res.stdout
+    lenient = run_cli("--root", str(project), "validate", "tagged")
+    assert lenient.returncode == 0 and "ok  tagged" in lenient.stdout.splitlines()
     assert run_cli("--root", str(project), "validate", "--strict", "r33").returncode == 0
 
 

@@ -57,10 +57,10 @@ def test_a_failed_image_check_is_one_clean_line(tmp_path):
 def test_a_failed_pull_explanation_is_cut_at_a_word():
     import docker.errors
 
-    from composegen.stack import engine
+    from composegen.stack import compose
 
     long = "registry says: " + " ".join(f"word{i}" for i in range(100))
-    text = engine._short(docker.errors.APIError("500 Server Error for http+docker://x", explanation=long))
+    text = compose.one_line(docker.errors.APIError("500 Server Error for http+docker://x", explanation=long))
     assert text.startswith("registry says: word0") and text.endswith(" …") and len(text) <= 302
     assert text.removesuffix(" …").split()[-1] in long.split()  # a whole word, never cut mid-word
 

@@ -38,6 +38,11 @@ def test_up_in_a_terminal_draws_one_block_that_never_wraps_and_shows_every_stage
         assert all(len(line) <= width for line in block), [line for line in block if len(line) > width]
         assert sum(line.startswith("  elapsed ") for line in screen) == 1  # redrawn in place: one block
         assert any(line.startswith("✓ ready in ") for line in screen)
+        top = next(i for i, line in enumerate(screen) if line.startswith("✓ ready in "))
+        done = [line for line in screen[top + 2 : top + 4] if line.startswith(("  ✓ ", "    "))]
+        assert done and not any("…" in line for line in done), done  # folded whole, or counted: never cut
+        shown = " · ".join(line[4:] for line in done)
+        assert all(stages.STAGES[key] in shown for key in LOAD_STAGES[1:]) or "earlier" in shown, done
         drawn = term.drawn()
         for key in LOAD_STAGES:
             assert f"▸ {stages.STAGES[key]}" in drawn, f"stage {key!r} was never drawn"

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 import subprocess
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,6 @@ from composegen.diff.argv import parse_vllm_args
 from composegen.diff.semantic import (
     FUNCTIONAL,
     IDENTITY,
-    changes_to_json,
     compare,
     exit_status,
     format_text,
@@ -63,7 +59,7 @@ def test_flag_spellings_and_order_are_not_changes():
 def test_flag_value_change_is_one_functional_change_with_typed_values():
     a = stack([MODEL, "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.975"])
     b = stack([MODEL, "--gpu-memory-utilization=0.9750", "--max-num-batched-tokens", "4096"])
-    assert [c.to_json() for c in compare(a, b)] == [
+    assert [c.report().to_json() for c in compare(a, b)] == [
         {"path": "services.vllm.command.--max-num-batched-tokens", "class": FUNCTIONAL, "before": 8192, "after": 4096}
     ]
 
@@ -285,7 +281,7 @@ def test_order_is_functional_first_then_by_path_and_services_added_once():
 def test_r33_fixtures_have_exactly_one_functional_change(r33):
     a, b = r33
     changes = compare(a.data, b.data)
-    functional = [c.to_json() for c in changes if c.change_class == FUNCTIONAL]
+    functional = [c.report().to_json() for c in changes if c.change_class == FUNCTIONAL]
     assert functional == [
         {"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional", "before": 8192, "after": 4096}
     ]
@@ -302,7 +298,8 @@ def test_r33_fixtures_have_exactly_one_functional_change(r33):
     assert exit_status(changes, functional_only=True) == 1
     identity_only = [c for c in changes if c.change_class == IDENTITY]
     assert exit_status(identity_only, functional_only=True) == 0
-    assert json.loads(json.dumps(changes_to_json(changes))) == [c.to_json() for c in changes]
+    shown = [c.report().to_json() for c in changes]  # what `diff --json` prints: `class` by its alias
+    assert shown[0] == {"path": changes[0].path, "class": "functional", "before": 8192, "after": 4096}
 
 
 def test_handwritten_spelling_of_the_same_stack_is_identical(diff_dir: Path, repo_root: Path):
@@ -430,8 +427,7 @@ def test_profile_names_are_rendered(monkeypatch, tmp_path: Path, diff_dir: Path)
         seen.append((root, name))
         return (diff_dir / "r33-4096.yaml").read_text()
 
-    fake_render = types.SimpleNamespace(render_profile_text=render_profile_text)
-    monkeypatch.setitem(sys.modules, "composegen.render", fake_render)
+    monkeypatch.setattr("composegen.diff.semantic.render_profile_text", render_profile_text)
     side = load_side("r33-batch4096", tmp_path)
     assert seen == [(tmp_path, "r33-batch4096")]
     assert side.label == "profile:r33-batch4096"

@@ -4,6 +4,8 @@ the real tools accept (`docker compose config -q`, `caddy validate`), the gateke
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import shutil
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -33,6 +35,8 @@ stacks: [old, new]
 aliases: {{ds4-flash: old}}
 images: {{proxy: "{PIN}", gate: "{PIN}"}}
 """
+PUBLIC = GOOD.replace("127.0.0.1", "0.0.0.0")
+ACME = "tls: {mode: acme, names: [llm.example.org, api.example.org], email: ops@example.org}\n"
 
 
 @pytest.mark.parametrize(
@@ -41,11 +45,16 @@ images: {{proxy: "{PIN}", gate: "{PIN}"}}
         (GOOD + "tls: {mode: off}\n".replace("off", "offf"), "edge.yaml:5: tls.mode: Input should be"),
         (GOOD.replace("127.0.0.1", "0.0.0.0") + "tls: {mode: off}\n", "edge.yaml:5: tls.mode: off is only allowed"),
         (GOOD + "colour: blue\n", "edge.yaml:5: colour: unknown key"),
-        (GOOD.replace(PIN, "caddy:latest", 1), "edge.yaml:4: images.proxy: 'caddy:latest' is not pinned by digest"),
+        (GOOD.replace(PIN, "caddy:latest", 1), "edge.yaml:4: images.proxy: 'caddy:latest' is not pinned"),
+        (GOOD.replace(PIN, "composegen/edge:latest", 1), "edge.yaml:4: images.proxy: 'composegen/edge:latest' is not"),
         (GOOD.replace("ds4-flash: old", "ds4-flash: other"), "edge.yaml:3: aliases.ds4-flash: 'other' is not one of"),
         (GOOD.replace("[old, new]", "[old, gone]"), "edge.yaml:2: stacks[1]: no profile 'gone'"),
         (GOOD.replace("port: 39600", "port: 39601"), "edge.yaml:2: stacks[0]: old's host port 39601 is also"),
         (GOOD + "tls: {mode: acme, names: [127.0.0.1]}\n", "edge.yaml:5: tls.names: acme needs public DNS names"),
+        (PUBLIC + "tls: {mode: acme}\n", "edge.yaml:5: tls.names: acme needs public DNS names, got 'localhost'"),
+        (PUBLIC + "tls: {mode: acme, names: [llm.example.org]}\n", "edge.yaml:5: tls.email: acme needs the account"),
+        (PUBLIC + "tls:\n  mode: acme\n  names: [llm.example.org]\n  email: ops\n", "edge.yaml:8: tls.email: 'ops' is"),
+        (GOOD + ACME, "edge.yaml:1: listen.bind: 127.0.0.1 is loopback; the ACME CA must reach"),
         ("stacks: [old, new]\nstacks: [old]\n", "edge.yaml:2: stacks: duplicate key"),
     ],
 )  # fmt: skip
@@ -132,3 +141,26 @@ def test_keys_are_printed_once_and_kept_only_as_hashes(tmp_path):
     ]:
         res = run_cli("--root", str(root), *argv)
         assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def test_acme_is_rendered_as_an_issuer_the_real_caddy_accepts(tmp_path):
+    """Rendered and validated only: no ACME CA is reachable here, so no certificate was ever obtained."""
+    root = project(tmp_path, PUBLIC + ACME)
+    assert run_cli("--root", str(root), "render").returncode == 0
+    caddyfile = (root / "out/edge/Caddyfile").read_text()
+    assert "https://llm.example.org, https://api.example.org {" in caddyfile and "tls internal" not in caddyfile
+    assert '"0.0.0.0:39600:8443"' in (root / "out/edge/compose.yaml").read_text()
+    if not shutil.which("caddy"):
+        pytest.fail("no caddy: run `bash scripts/provision.sh` (provision.d/70-caddy.sh)")
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    argv = ["--config", "out/edge/Caddyfile", "--adapter", "caddyfile"]
+    adapted = subprocess.run(["caddy", "adapt", *argv], cwd=root, env=env, capture_output=True, text=True)
+    assert adapted.returncode == 0, adapted.stderr[-2000:]
+    policies = json.loads(adapted.stdout)["apps"]["tls"]["automation"]["policies"]
+    acme = [(p["subjects"], i) for p in policies for i in p.get("issuers", []) if i.get("module") == "acme"]
+    assert acme, policies
+    subjects, issuer = acme[0]
+    assert sorted(subjects) == ["api.example.org", "llm.example.org"] and issuer["email"] == "ops@example.org"
+    assert issuer["challenges"]["http"]["disabled"] is True  # port 80 is not published: TLS-ALPN-01 only
+    valid = subprocess.run(["caddy", "validate", *argv], cwd=root, env=env, capture_output=True, text=True)
+    assert valid.returncode == 0, valid.stderr[-2000:]

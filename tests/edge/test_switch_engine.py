@@ -12,7 +12,7 @@ import time
 import pytest
 
 from composegen.vllm.stages import STAGES
-from tests.support.edge import EdgeProject, edge_project
+from tests.support.edge import EdgeProject, edge_project, serving
 
 pytestmark = pytest.mark.docker
 # the switch's own steps, and the load stages of `up`'s stage detection
@@ -62,13 +62,8 @@ def phases(seen: list) -> list[str]:
 
 @pytest.fixture
 def edge(tmp_path, edge_img):
-    project = edge_project(tmp_path, edge_img, load=4)
-    try:
-        project.ok("edge", "up")
-        project.ok("up", project.old, "--emulate")
+    with serving(edge_project(tmp_path, edge_img, load=4)) as project:
         yield project
-    finally:
-        project.cleanup()
 
 
 def test_promote_then_rollback_while_a_client_polls_the_alias(edge):

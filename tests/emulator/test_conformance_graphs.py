@@ -104,8 +104,7 @@ def test_tool_parser_metric_family_is_vllms_and_counts_the_parsers_work(emu):
 
 
 def test_ignore_eos_generates_every_asked_token():
-    from composegen.emulator.chat import plan_chat
-    from composegen.emulator.server import ServingInfo
+    from composegen.emulator.chat import ServingInfo, plan_chat
 
     info = ServingInfo(model="m", served_names=["m"], max_model_len=4096)
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 64}

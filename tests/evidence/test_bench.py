@@ -13,6 +13,7 @@ import pytest
 from composegen.errors import BadInput, EngineError
 from composegen.evidence import bench, benchstats
 from composegen.evidence.benchstats import Sample
+from composegen.evidence.reports.bench import BenchResult
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.helpers import run_cli
 
@@ -49,7 +50,7 @@ def test_a_level_summary_uses_the_upstream_definitions():
     assert level.request_goodput == 0.5  # only the first request is within both SLOs (ttft 100, e2el 500)
     assert level.client_cpu_ms_per_request == 5.0 and level.client_cpu_share == 0.01
     busy = benchstats.summarise(1, samples[:1], 0.1, cpu_s=0.09, distinct_prompts=1)
-    result = benchstats.BenchResult(
+    result = BenchResult(
         model="m", input_tokens=100, input_tokens_exact=True, output_tokens=5, requests=1, duration_s=None, seed=1,
         ok=True, levels=[level, busy],
     )  # fmt: skip
@@ -75,7 +76,7 @@ def test_every_request_is_counted_with_exact_prompts(emu):
         assert level.client_cpu_ms_per_request is not None and level.client_cpu_ms_per_request > 0
     assert [lv.concurrency for lv in result.levels] == [1, 3]
     doc = result.to_json()
-    assert benchstats.BenchResult.model_validate(doc) == result  # the JSON form round-trips
+    assert BenchResult.model_validate(doc) == result  # the JSON form round-trips
     assert "request_throughput" in doc["levels"][0] and "p99_itl_ms" in doc["levels"][0]
 
 

@@ -13,6 +13,7 @@ import pytest
 from composegen.evidence import bundle as evidence
 from composegen.profiles import resolve as profile
 from composegen.project import Project
+from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
 from tests.support.engine import emulated_project, force_remove
 from tests.support.helpers import REPO, run_cli
@@ -27,7 +28,7 @@ def runs(tmp_path):
     real = evidence.from_log(project, "4096-131k", LOG)
     r = profile.load(project, "4096-131k")
     report = startup.parse_startup_log(LOG.read_text()).to_json()
-    container = {"hash": r.hash, "image_id": "sha256:" + "e" * 64, "emulated": True, "repo_digests": []}
+    container = LiveIdentity(hash=r.hash, image_id="sha256:" + "e" * 64, emulated=True, repo_digests=[])
     emulated = evidence.write_run(
         project, r, startup_log_text=LOG.read_text(), startup_report=report, container=container
     )

@@ -12,8 +12,10 @@ from composegen import render
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle as evidence
 from composegen.evidence import compare
+from composegen.evidence.reports.compare import CompareReport
 from composegen.profiles import resolve as profile
 from composegen.project import Project
+from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
 from tests.support.helpers import make_project
 
@@ -34,8 +36,8 @@ def seed_runs(project, data_dir):
     return a, b
 
 
-def _row(result: dict, metric: str) -> dict:
-    return next(r for r in result["rows"] if r["metric"] == metric)
+def _row(result: CompareReport, metric: str) -> dict:
+    return next(r.to_json() for r in result.rows if r.metric == metric)
 
 
 def test_seed_arms_reproduce_the_results_table(project, seed_runs):
@@ -52,13 +54,13 @@ def test_seed_arms_reproduce_the_results_table(project, seed_runs):
         assert (row["a"], row["b"]) == (a, b), metric
         assert row["delta"] == pytest.approx(delta, abs=1e-9), metric
         assert row["pct"] == pct, metric
-    flag = result["unexplained_capacity_change"]
+    flag = result.unexplained_capacity_change.to_json()
     assert flag == {"flag": True, "kv_bytes_pct": 4.715, "kv_tokens_pct": 94.861, "threshold": 0.10}
-    functional = result["config"]["functional"]
-    assert [(c["path"], c["before"], c["after"]) for c in functional] == [
+    functional = result.config.functional
+    assert [(c.path, c.before, c.after) for c in functional] == [
         ("services.vllm.command.--max-num-batched-tokens", 8192, 4096)
     ]
-    assert result["config"]["identity"]  # port, served name and container name changed for evidence identity
+    assert result.config.identity  # port, served name and container name changed for evidence identity
     markdown = compare.format_markdown(result)
     for cell in (
         "+0.72 GiB / +4.715%",
@@ -74,7 +76,7 @@ def test_seed_arms_reproduce_the_results_table(project, seed_runs):
 
 def test_threshold_decides_the_flag(project, seed_runs):
     result = compare.compare_runs(*seed_runs, root=project.root, threshold=0.95)
-    assert result["unexplained_capacity_change"]["flag"] is False
+    assert result.unexplained_capacity_change.flag is False
 
 
 def _report(tokens: int, gib: float) -> dict:
@@ -132,14 +134,14 @@ def test_bytes_and_tokens_moving_together_is_not_flagged_and_ladder_rows_compare
         ladder=_ladder(119_503, 17.364, 75.20),
     )
     result = compare.compare_runs(a, b, root=project.root)
-    assert result["unexplained_capacity_change"]["flag"] is False  # +10% bytes, +10% tokens
+    assert result.unexplained_capacity_change.flag is False  # +10% bytes, +10% tokens
     assert _row(result, "gates")["a"] == "6/6" and _row(result, "gates")["delta"] == 0
     assert _row(result, "largest_prompt_tokens")["delta"] == 0
     ttft = _row(result, "largest_ttft_s")
     assert (ttft["a"], ttft["b"]) == (17.445, 17.364)  # taken from the largest row, not the first
     assert ttft["pct"] == round((17.364 - 17.445) / 17.445 * 100, 3)
     assert _row(result, "largest_decode_tok_s")["pct"] == round((75.20 - 73.86) / 73.86 * 100, 3)
-    assert result["config"]["functional"] == [] and result["config"]["identity"] == []
+    assert result.config.functional == [] and result.config.identity == []
     assert "| Functional gates | 6/6 | 6/6 | unchanged pass |" in compare.format_markdown(result)
 
 
@@ -169,19 +171,19 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
     render.write(project, {r.name: render.render(r)})
     when = datetime(2026, 8, 10, 12, 0, 0, tzinfo=UTC)
     pinned = r.profile.image.split("@")[1]
-    container = {
-        "hash": r.hash,
-        "image_id": "sha256:" + "e" * 64,
-        "emulated": False,
-        "repo_digests": ["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"],
-    }
+    container = LiveIdentity(
+        hash=r.hash,
+        image_id="sha256:" + "e" * 64,
+        emulated=False,
+        repo_digests=["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"],
+    )
     first = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when, container=container)
     second = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when)
     assert first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
     doc = evidence.load_run(first)
     assert doc["compose_sha256"] == hashlib.sha256(project.out_path(r.name).read_bytes()).hexdigest()
     assert doc["image_digest"] == pinned and doc["model_revision"] == r.profile.model.revision
-    assert doc["container"] == container and doc["emulated"] is False
+    assert doc["container"] == container.to_json() and doc["emulated"] is False
     assert doc["unknown"] == ["gates", "ladder"]
     # Without the running container, nothing vouches for the image: null and listed as unknown.
     assert evidence.load_run(second)["image_digest"] is None and "image_digest" in evidence.load_run(second)["unknown"]
@@ -230,7 +232,7 @@ def test_missing_runs_and_logs_are_bad_input(project, tmp_path):
 def test_a_deleted_profile_leaves_a_note_not_a_crash(project, seed_runs):
     (project.profiles_dir / "4096-131k.yaml").unlink()
     result = compare.compare_runs(*seed_runs, root=project.root)
-    assert result["config"]["functional"] == []
-    assert any("4096-131k" in note for note in result["config"]["notes"])
+    assert result.config.functional == []
+    assert any("4096-131k" in note for note in result.config.notes)
     assert _row(result, "kv_cache_tokens")["delta"] == 269_326
-    json.dumps(result)  # JSON-able throughout
+    json.dumps(result.to_json())  # JSON-able throughout

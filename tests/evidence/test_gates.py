@@ -19,22 +19,23 @@ def emu(tmp_path_factory):
 
 
 def test_all_gates_pass_on_a_healthy_server(emu):
-    result = gates.run_gates(emu.base_url, emu.model)
+    found = gates.run_gates(emu.base_url, emu.model)
+    result = found.to_json()
     assert [g["name"] for g in result["gates"]] == list(gates.GATES)
     failed = [(g["name"], g["reason"]) for g in result["gates"] if not g["passed"]]
     assert failed == []
     assert (result["passed"], result["total"], result["ok"]) == (6, 6, True)
     assert result["tools"] == {"passed": 20, "total": 20}
     assert all(g["latency_s"] > 0 and g["reason"] is None for g in result["gates"])
-    text = gates.format_text(result)
+    text = gates.format_text(found)
     assert "tools         20/20" in text and "6/6 gates passed: ok" in text
 
 
 def test_only_a_subset_and_more_tools_than_the_catalogue(emu):
-    result = gates.run_gates(emu.base_url, emu.model, only="tools,smoke", tools=23)
+    result = gates.run_gates(emu.base_url, emu.model, only="tools,smoke", tools=23).to_json()
     assert [g["name"] for g in result["gates"]] == ["smoke", "tools"]
     assert result["tools"] == {"passed": 23, "total": 23}
-    without_tools = gates.run_gates(emu.base_url, emu.model, only=["responses"])
+    without_tools = gates.run_gates(emu.base_url, emu.model, only=["responses"]).to_json()
     assert without_tools["tools"] is None and without_tools["total"] == 1
 
 
@@ -66,7 +67,7 @@ def test_arguments_that_break_the_schema_fail():
 
 
 def test_a_length_finish_fails_the_gate(emu):
-    result = gates.run_gates(emu.base_url, emu.model, only=["json", "tools"], tools=2, max_tokens=2)
+    result = gates.run_gates(emu.base_url, emu.model, only=["json", "tools"], tools=2, max_tokens=2).to_json()
     assert result["ok"] is False
     for gate in result["gates"]:
         assert gate["passed"] is False and "length" in gate["reason"]
@@ -75,7 +76,7 @@ def test_a_length_finish_fails_the_gate(emu):
 
 def test_broken_tool_stream_fails_only_stream_tools(tmp_path):
     with EmulatorProc.start(tmp_path, env={"EMU_FAULT": "broken_tool_stream"}) as bad:
-        result = gates.run_gates(bad.base_url, bad.model, tools=3)
+        result = gates.run_gates(bad.base_url, bad.model, tools=3).to_json()
     by_name = {g["name"]: g for g in result["gates"]}
     assert by_name["stream_tools"]["passed"] is False
     assert "tool_calls" in by_name["stream_tools"]["reason"]
@@ -87,7 +88,7 @@ def test_api_key_is_required_and_used(tmp_path):
     with EmulatorProc.start(tmp_path, env={"VLLM_API_KEY": "s3cret"}) as keyed:
         with pytest.raises(BadInput, match="api key"):
             gates.run_gates(keyed.base_url, keyed.model, only="smoke")
-        assert gates.run_gates(keyed.base_url, keyed.model, api_key="s3cret", only="smoke")["ok"]
+        assert gates.run_gates(keyed.base_url, keyed.model, api_key="s3cret", only="smoke").ok
 
 
 def test_unreachable_server_and_unknown_model_are_engine_errors(emu):

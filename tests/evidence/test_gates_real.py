@@ -69,7 +69,7 @@ def _reason(result: dict, gate: str) -> str:
 
 def test_no_tool_parser_is_named_as_the_cause():
     with replaying(chat=BF16["chat_tools_named"], stream=BF16["chat_tools_auto"]) as url:
-        result = gates.run_gates(url, "tiny", only="tools,stream_tools", tools=2, timeout=10)
+        result = gates.run_gates(url, "tiny", only="tools,stream_tools", tools=2, timeout=10).to_json()
     for gate in ("tools", "stream_tools"):
         reason = _reason(result, gate)
         assert "no tool parser is configured" in reason and "--tool-call-parser" in reason, reason
@@ -83,7 +83,7 @@ def test_no_tool_parser_is_named_as_the_cause():
 
 def test_a_call_the_parser_could_not_read_is_no_valid_call():
     with replaying(chat=FP8["chat_tools_required"], stream=FP8["chat_tools_auto_stream"]) as url:
-        result = gates.run_gates(url, "tiny", only="tools,stream_tools", tools=1, timeout=10)
+        result = gates.run_gates(url, "tiny", only="tools,stream_tools", tools=1, timeout=10).to_json()
     tools = _reason(result, "tools")
     assert "the model emitted no valid tool call" in tools and "parser could not read" in tools, tools
     assert "finish_reason length" in tools
@@ -93,7 +93,7 @@ def test_a_call_the_parser_could_not_read_is_no_valid_call():
 
 def test_json_that_is_not_json_or_does_not_validate():
     with replaying(chat=BF16["chat"], json_answer=BF16["chat_json_object"]) as url:
-        reason = _reason(gates.run_gates(url, "tiny", only="json", timeout=10), "json")
+        reason = _reason(gates.run_gates(url, "tiny", only="json", timeout=10).to_json(), "json")
     assert reason.startswith("json_object: the answer is not JSON"), reason
     valid_json = dict(BF16["chat_json_object"])
     body = json.loads(valid_json["body"])
@@ -107,5 +107,5 @@ def test_json_that_is_not_json_or_does_not_validate():
     body["choices"][0]["finish_reason"] = "stop"
     valid_json["body"] = json.dumps(body)
     with replaying(chat=BF16["chat"], json_answer=valid_json) as url:
-        reason = _reason(gates.run_gates(url, "tiny", only="json", timeout=10), "json")
+        reason = _reason(gates.run_gates(url, "tiny", only="json", timeout=10).to_json(), "json")
     assert reason.startswith("json_schema: does not validate:") and "major_version" in reason, reason

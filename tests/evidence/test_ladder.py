@@ -48,7 +48,8 @@ def test_sizing_reports_when_no_whole_word_count_fits():
 
 def test_ladder_rows_hit_their_targets_and_time_the_stream(emu):
     targets = [1000, 4000, 12000]
-    result = ladder.run_ladder(emu.base_url, emu.model, targets, max_model_len=16384)
+    found = ladder.run_ladder(emu.base_url, emu.model, targets, max_model_len=16384)
+    result = found.to_json()
     assert result["ok"] is True
     rows = result["targets"]
     assert [r["target"] for r in rows] == targets
@@ -63,7 +64,7 @@ def test_ladder_rows_hit_their_targets_and_time_the_stream(emu):
     # The emulator sleeps prompt_tokens / 50,000 s before the first token: a bigger prompt waits longer.
     assert rows[2]["ttft_s"] > rows[0]["ttft_s"]
     assert result["largest_prompt_tokens"] == rows[2]["prompt_tokens"]
-    assert "largest API-reported prompt: " in ladder.format_text(result)
+    assert "largest API-reported prompt: " in ladder.format_text(found)
 
 
 def _finished_requests(emu) -> float:
@@ -77,18 +78,18 @@ def _finished_requests(emu) -> float:
 
 def test_one_unmeasured_warm_up_goes_before_the_first_rung_and_the_json_says_so(emu):
     before = _finished_requests(emu)
-    result = ladder.run_ladder(emu.base_url, emu.model, [500, 1000], max_model_len=16384)
+    result = ladder.run_ladder(emu.base_url, emu.model, [500, 1000], max_model_len=16384).to_json()
     assert _finished_requests(emu) - before == 3  # the warm-up and the two rungs
     warmup = result["warmup"]
     assert warmup["sent"] is True and warmup["reason"] is None and warmup["ttft_s"] > 0
     assert 0 < warmup["prompt_tokens"] < 100  # short: it warms the server, it is no rung
     assert [r["target"] for r in result["targets"]] == [500, 1000]  # and it is no row
-    refused = ladder.run_ladder(emu.base_url, emu.model, [16384], max_model_len=16384)
+    refused = ladder.run_ladder(emu.base_url, emu.model, [16384], max_model_len=16384).to_json()
     assert refused["warmup"] == {"sent": False, "prompt_tokens": None, "ttft_s": None, "reason": None}
 
 
 def test_targets_above_the_budget_are_refused_without_a_request(emu):
-    result = ladder.run_ladder(emu.base_url, emu.model, [16384 - 63, 2000], max_model_len=16384)
+    result = ladder.run_ladder(emu.base_url, emu.model, [16384 - 63, 2000], max_model_len=16384).to_json()
     refused, fine = result["targets"]
     assert refused["ok"] is False and refused["prompt_tokens"] is None and refused["tokenized"] is None
     assert "max_model_len − max_tokens = 16320" in refused["reason"]
@@ -99,7 +100,7 @@ def test_targets_above_the_budget_are_refused_without_a_request(emu):
 def test_reasoning_tokens_are_counted_apart_from_content(emu):
     result = ladder.run_ladder(
         emu.base_url, emu.model, [800], max_model_len=16384, max_tokens=200, reasoning_effort="high"
-    )
+    ).to_json()
     row = result["targets"][0]
     assert row["ok"] and row["reasoning_tokens"] > 0
     assert row["completion_tokens"] > row["reasoning_tokens"]  # the answer came after the thinking
@@ -107,7 +108,7 @@ def test_reasoning_tokens_are_counted_apart_from_content(emu):
 
 def test_a_wrong_max_model_len_shows_as_failed_rows(emu):
     # The caller believes the context is larger than the server's: the server refuses the prompt (400).
-    result = ladder.run_ladder(emu.base_url, emu.model, [20000], max_model_len=32768)
+    result = ladder.run_ladder(emu.base_url, emu.model, [20000], max_model_len=32768).to_json()
     row = result["targets"][0]
     assert row["ok"] is False and row["reason"].startswith("HTTP 400")
     assert result["largest_prompt_tokens"] is None

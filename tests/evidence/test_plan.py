@@ -24,8 +24,13 @@ def _report(data_dir, arm: str) -> dict:
     return startup.parse_startup_log(text).to_json()
 
 
+def _plan(*args, **kwargs) -> dict:
+    return plan.plan(*args, **kwargs).to_json()
+
+
 def test_4096_arm_predicts_the_393k_gpu_profile_fits(project, data_dir):
-    result = plan.plan(profile.load(project, "393k-gpu"), _report(data_dir, "4096"))
+    found = plan.plan(profile.load(project, "393k-gpu"), _report(data_dir, "4096"))
+    result = found.to_json()
     predicted = result["predicted"]
     assert predicted["label"] == "predicted"
     assert predicted["gpu_tokens"] == pytest.approx(553_000, rel=0.005)
@@ -37,19 +42,19 @@ def test_4096_arm_predicts_the_393k_gpu_profile_fits(project, data_dir):
     assert predicted["range"]["low_tokens"] == predicted["range"]["high_tokens"] == predicted["gpu_tokens"]
     assert "image" in result["unknown"]  # a log does not name its image: not compared, not assumed equal
     assert any("131,072" in note for note in result["notes"])  # the pool at 393K is only measured by a startup
-    assert "PREDICTED, not measured" in plan.format_text(result)
+    assert "PREDICTED, not measured" in plan.format_text(found)
 
 
 def test_planning_the_calibration_profile_reproduces_its_measurement(project, data_dir):
     report = _report(data_dir, "8192")
-    result = plan.plan(profile.load(project, "8192-131k"), report)
+    result = _plan(profile.load(project, "8192-131k"), report)
     assert abs(result["predicted"]["gpu_tokens"] - report["kv_cache_tokens"]) <= 1
     assert result["predicted"]["kv_gib_per_rank"] == pytest.approx(report["kv_cache_gib_min"], abs=1e-6)
     assert result["predicted"]["concurrency"] == report["max_concurrency"]
 
 
 def test_8192_arm_warns_that_the_batch_ceiling_differs_and_widens_the_range(project, data_dir):
-    result = plan.plan(profile.load(project, "393k-gpu"), _report(data_dir, "8192"))
+    result = _plan(profile.load(project, "393k-gpu"), _report(data_dir, "8192"))
     assert [d["field"] for d in result["differences"]] == ["max-num-batched-tokens"]
     assert result["differences"][0]["calibration"] == 8192 and result["differences"][0]["profile"] == 4096
     assert any("max-num-batched-tokens differs" in w for w in result["warnings"])
@@ -66,8 +71,8 @@ def test_8192_arm_warns_that_the_batch_ceiling_differs_and_widens_the_range(proj
 
 def test_native_offload_host_tier_is_reported_apart(project, data_dir):
     report = _report(data_dir, "4096")
-    gpu_only = plan.plan(profile.load(project, "393k-gpu"), report)["predicted"]
-    offload = plan.plan(profile.load(project, "393k-offload"), report)["predicted"]
+    gpu_only = _plan(profile.load(project, "393k-gpu"), report)["predicted"]
+    offload = _plan(profile.load(project, "393k-offload"), report)["predicted"]
     assert offload["gpu_tokens"] == gpu_only["gpu_tokens"]
     bytes_per_token = report["kv_cache_gib_min"] * GiB / report["kv_cache_tokens"]
     assert offload["host_gib_per_rank"] == 8.0  # kv-offloading-size 16 GiB across TP 2
@@ -78,8 +83,8 @@ def test_native_offload_host_tier_is_reported_apart(project, data_dir):
 def test_a_bigger_gpu_adds_its_budget_share_to_kv(project, data_dir):
     report = _report(data_dir, "4096")
     r = profile.load(project, "393k-gpu")
-    base = plan.plan(r, report)
-    bigger = plan.plan(r, report, gpu_gib=report["gpu_total_gib"] + 1)
+    base = _plan(r, report)
+    bigger = _plan(r, report, gpu_gib=report["gpu_total_gib"] + 1)
     assert bigger["inputs"]["gpu_gib_source"] == "gpu_gib"
     added = bigger["predicted"]["kv_gib_per_rank"] - base["predicted"]["kv_gib_per_rank"]
     assert added == pytest.approx(0.975, abs=1e-3)  # utilisation × 1 GiB
@@ -87,7 +92,7 @@ def test_a_bigger_gpu_adds_its_budget_share_to_kv(project, data_dir):
 
 def test_calibration_profile_supplies_the_image(project, data_dir, tmp_path):
     report = _report(data_dir, "4096")
-    same = plan.plan(profile.load(project, "393k-gpu"), report, calibration_profile=profile.load(project, "4096-131k"))
+    same = _plan(profile.load(project, "393k-gpu"), report, calibration_profile=profile.load(project, "4096-131k"))
     assert "image" not in same["unknown"] and same["differences"] == []
     moved = tmp_path / "profiles"
     moved.mkdir()
@@ -96,7 +101,7 @@ def test_calibration_profile_supplies_the_image(project, data_dir, tmp_path):
     text = (moved / "r33.yaml").read_text().replace("fdde59fed7f9", "0123456789ab")
     (moved / "r33.yaml").write_text(text, encoding="utf-8")
     other = profile.load(Project(tmp_path), "4096-131k")
-    result = plan.plan(profile.load(project, "393k-gpu"), report, calibration_profile=other)
+    result = _plan(profile.load(project, "393k-gpu"), report, calibration_profile=other)
     assert [d["field"] for d in result["differences"]] == ["image"]
     assert result["predicted"]["range"]["factor"] > 1
 
@@ -113,7 +118,7 @@ def test_calibration_profile_supplies_the_image(project, data_dir, tmp_path):
 def test_incomplete_calibrations_are_bad_input(project, data_dir, change, message):
     report = {**_report(data_dir, "4096"), **change}
     with pytest.raises(BadInput, match=message):
-        plan.plan(profile.load(project, "393k-gpu"), report)
+        _plan(profile.load(project, "393k-gpu"), report)
 
 
 def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
@@ -131,7 +136,7 @@ def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
     stack_run = evidence.write_run(project, r, startup_log_text=log.read_text(), startup_report=report)
     report, cal = plan.calibration_from(project, run=stack_run)
     assert cal is not None and cal.name == "4096-131k"
-    assert "image" not in plan.plan(profile.load(project, "393k-gpu"), report, calibration_profile=cal)["unknown"]
+    assert "image" not in _plan(profile.load(project, "393k-gpu"), report, calibration_profile=cal)["unknown"]
     with pytest.raises(BadInput, match="exactly one"):
         plan.calibration_from(project)
 
@@ -149,7 +154,7 @@ def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_pa
 
     project = Project(make_project(tmp_path, {"tiny-bf16": TINY, "tiny-fp8": TINY + "  kv-cache-dtype: fp8\n"}))
     bf16, fp8 = _real(data_dir, "serve-bf16-eager.log"), _real(data_dir, "serve-fp8-hermes-apikey.log")
-    result = plan.plan(profile.load(project, "tiny-fp8"), bf16)
+    result = _plan(profile.load(project, "tiny-fp8"), bf16)
     predicted = result["predicted"]["gpu_tokens"]
     assert predicted == pytest.approx(fp8["kv_cache_tokens"], rel=0.01)  # 43,661,648 measured
     assert result["inputs"]["kv_bytes_per_token"] == pytest.approx(
@@ -157,9 +162,9 @@ def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_pa
     )
     assert {"field": "kv-cache-dtype", "calibration": "auto", "profile": "fp8"} in result["differences"]
     assert any("scaled ×0.5" in w for w in result["warnings"])
-    same = plan.plan(profile.load(project, "tiny-bf16"), bf16)["predicted"]["gpu_tokens"]
+    same = _plan(profile.load(project, "tiny-bf16"), bf16)["predicted"]["gpu_tokens"]
     assert abs(same - bf16["kv_cache_tokens"]) <= 1  # planning the calibration reproduces it
-    back = plan.plan(profile.load(project, "tiny-bf16"), fp8)["predicted"]["gpu_tokens"]
+    back = _plan(profile.load(project, "tiny-bf16"), fp8)["predicted"]["gpu_tokens"]
     assert back == pytest.approx(bf16["kv_cache_tokens"], rel=0.01)  # and the other way round
     import jsonschema
 
@@ -173,11 +178,12 @@ def test_a_log_that_does_not_state_the_batch_ceiling_assumes_nothing(project, da
     minimal = "\n".join(line for line in text.splitlines() if "non-default args" not in line)
     report = startup.parse_startup_log(minimal).to_json()
     assert report["effective_args"] is None
-    result = plan.plan(profile.load(project, "393k-gpu"), report)
+    found = plan.plan(profile.load(project, "393k-gpu"), report)
+    result = found.to_json()
     predicted = result["predicted"]
     assert result["calibration"]["max_num_batched_tokens"] is None
     assert predicted["activation_gib"] == report["peak_activation_gib"]  # measured, not scaled from 8192
     assert predicted["concurrency"] == pytest.approx(1.41, abs=0.005)  # what the measured pool gives
     assert predicted["range"]["factor"] > 1 and predicted["range"]["low_tokens"] < predicted["gpu_tokens"]
     assert any("not stated" in w and "nothing assumed" in w for w in result["warnings"])
-    assert "unstated batched tokens" in plan.format_text(result)
+    assert "unstated batched tokens" in plan.format_text(found)

@@ -10,7 +10,10 @@ import pytest
 
 from composegen.errors import EngineError
 from composegen.evidence import bundle as evidence
-from composegen.evidence import gates, ladder, qualify
+from composegen.evidence import capture, gates, ladder, qualify
+from composegen.evidence.reports.gate import GateResult
+from composegen.evidence.reports.ladder import LadderResult
+from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
@@ -37,7 +40,7 @@ def project(tmp_path) -> Project:
     return Project(tmp_path)
 
 
-def _qualify_on_emulator(project: Project, tmp_path, name: str, env: dict | None = None) -> dict:
+def _qualify_on_emulator(project: Project, tmp_path, name: str, env: dict | None = None) -> QualifyResult:
     r = profile.load(project, name)
     with EmulatorProc.start(tmp_path, serve_args=r.argv(), env=env) as emu:
         log = emu.log_text()
@@ -52,20 +55,20 @@ def _qualify_on_emulator(project: Project, tmp_path, name: str, env: dict | None
         )
 
 
-def _criteria(result: dict) -> dict:
-    return {c["name"]: c for c in result["criteria"]}
+def _criteria(result: QualifyResult) -> dict:
+    return {c["name"]: c for c in result.to_json()["criteria"]}
 
 
 def test_a_profile_that_fits_qualifies_and_leaves_evidence(project, tmp_path):
     result = _qualify_on_emulator(project, tmp_path, "emu")
     crit = _criteria(result)
     assert list(crit) == ["startup", "config", "kv_pool", "long_prompt", "ladder", "gates", "tools"]
-    assert [c["name"] for c in result["criteria"] if not c["passed"]] == []
-    assert result["qualified"] is True and qualify.exit_code(result) == 0
+    assert [c.name for c in result.criteria if not c.passed] == []
+    assert result.qualified is True and qualify.exit_code(result) == 0
     assert crit["kv_pool"]["threshold"] == 4096 and crit["kv_pool"]["measured"] > 4096  # default: max-model-len
     assert crit["long_prompt"]["measured"] >= 3000 and crit["long_prompt"]["threshold"] == 3000
     assert (crit["ladder"]["measured"], crit["gates"]["measured"], crit["tools"]["measured"]) == (2, 6, 4)
-    doc = evidence.load_run(result["run"])  # hashes verify
+    doc = evidence.load_run(result.run)  # hashes verify
     assert doc["profile"]["name"] == "emu" and doc["source"] == "stack"
     assert [row["target"] for row in doc["ladder"]["targets"]] == [qualify.probe_target(3000, 4096), 1000, 2000]
     assert doc["ladder"]["largest_prompt_tokens"] == crit["long_prompt"]["measured"]
@@ -78,19 +81,19 @@ def test_a_profile_that_fits_qualifies_and_leaves_evidence(project, tmp_path):
 def test_a_profile_whose_memory_does_not_fit_is_not_qualified(project, tmp_path):
     result = _qualify_on_emulator(project, tmp_path, "emu", env={"EMU_WEIGHTS_GIB": "87.5"})
     crit = _criteria(result)
-    assert result["qualified"] is False and qualify.exit_code(result) == 1
+    assert result.qualified is False and qualify.exit_code(result) == 1
     assert crit["startup"]["passed"] is False and "no_cache_memory" in crit["startup"]["reason"]
     assert crit["kv_pool"]["passed"] is False
     for name in ("long_prompt", "ladder", "gates", "tools"):
         assert crit[name]["passed"] is False and crit[name]["reason"].startswith("not run")
-    doc = evidence.load_run(result["run"])
+    doc = evidence.load_run(result.run)
     assert doc["gates"] is None and {"gates", "ladder"} <= set(doc["unknown"])
 
 
 def test_a_pool_below_min_kv_tokens_fails_only_that_criterion(project, tmp_path):
     result = _qualify_on_emulator(project, tmp_path, "emu-huge-pool")
-    failed = [c["name"] for c in result["criteria"] if not c["passed"]]
-    assert failed == ["kv_pool"] and result["qualified"] is False
+    failed = [c.name for c in result.criteria if not c.passed]
+    assert failed == ["kv_pool"] and result.qualified is False
     assert _criteria(result)["kv_pool"]["threshold"] == 50_000_000
 
 
@@ -115,20 +118,33 @@ class _Stand:
         ]
         largest = max(r["prompt_tokens"] for r in rows)
         shape = {"model": "stand", "max_model_len": max_model_len, "max_tokens": 64, "tolerance": 0.005}
-        return {**shape, "targets": rows, "largest_prompt_tokens": largest, "ok": True}
+        return LadderResult.model_validate({**shape, "targets": rows, "largest_prompt_tokens": largest, "ok": True})
 
     def gates(self, *, only, tools):
         self.gates_calls.append((list(only), tools))
         if self.gates_error:
             raise EngineError(self.gates_error)
-        rows = [{"name": n, "passed": self.gates_ok, "reason": None if self.gates_ok else "x"} for n in only]
-        return {
-            "gates": rows,
-            "passed": sum(r["passed"] for r in rows),
-            "total": len(rows),
-            "tools": {"passed": tools if self.gates_ok else 0, "total": tools},
-            "ok": self.gates_ok,
-        }
+        rows = [
+            {
+                "name": n,
+                "passed": self.gates_ok,
+                "latency_s": 0.1,
+                "reason": None if self.gates_ok else "x",
+                "details": {},
+            }
+            for n in only
+        ]
+        return GateResult.model_validate(
+            {
+                "model": "stand",
+                "base_url": "http://stand",
+                "gates": rows,
+                "passed": sum(r["passed"] for r in rows),
+                "total": len(rows),
+                "tools": {"passed": tools if self.gates_ok else 0, "total": tools},
+                "ok": self.gates_ok,
+            }
+        )
 
 
 def _recorded(data_dir, name: str) -> tuple[dict, str]:
@@ -165,7 +181,7 @@ def test_recorded_4096_log_against_the_393k_criteria(project, data_dir):
     assert (
         crit["config"]["passed"] is False and "max-model-len: profile 393216, engine 131072" in crit["config"]["reason"]
     )
-    assert result["qualified"] is False
+    assert result.qualified is False
 
 
 def test_a_short_probe_and_a_dead_engine_are_failures_with_reasons(project, data_dir):
@@ -182,8 +198,8 @@ def test_a_short_probe_and_a_dead_engine_are_failures_with_reasons(project, data
     crit = _criteria(result)
     assert crit["long_prompt"]["passed"] is False and crit["long_prompt"]["measured"] == 299_000
     assert crit["gates"]["passed"] is False and "engine died" in crit["gates"]["reason"]
-    assert result["qualified"] is False
-    assert evidence.load_run(result["run"])["gates"] is None
+    assert result.qualified is False
+    assert evidence.load_run(result.run)["gates"] is None
 
 
 def test_recorded_failed_startup_sends_no_requests(project, data_dir):
@@ -199,7 +215,7 @@ def test_recorded_failed_startup_sends_no_requests(project, data_dir):
     )
     assert stand.ladder_calls == [] and stand.gates_calls == []
     assert "kv_too_small_for_max_len" in _criteria(result)["startup"]["reason"]
-    assert result["qualified"] is False
+    assert result.qualified is False
 
 
 DOCKER_REST = """\
@@ -237,7 +253,7 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
         assert up.returncode == 0, up.stderr
         project = Project(root)
         r = profile.load(project, name)
-        run = evidence.capture_stack(project, r, gate=True, ladder_targets=[1000], tools=3)
+        run = capture.capture_stack(project, r, gate=True, ladder_targets=[1000], tools=3)
         doc = evidence.load_run(run)
         assert doc["source"] == "stack" and doc["startup"]["ready"] is True
         # The emulator image is a local build: no registry digest, and the bundle says it was emulated.
@@ -246,8 +262,8 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
         assert doc["compose_sha256"] == evidence._sha256(project.out_path(name).read_bytes())
         assert doc["gates"]["tools"] == {"passed": 3, "total": 3} and doc["ladder"]["ok"] is True
         result = qualify.qualify_stack(project, r)
-        assert [c["name"] for c in result["criteria"] if not c["passed"]] == []
-        assert result["qualified"] is True
+        assert [c.name for c in result.criteria if not c.passed] == []
+        assert result.qualified is True
     finally:
         run_cli("--root", str(root), "down", name, timeout=120)
         force_remove(f"composegen-{name}")

@@ -40,7 +40,7 @@ def project(tmp_path) -> Project:
     return Project(tmp_path)
 
 
-def _qualify(project: Project, tmp_path, name: str) -> dict:
+def _qualify(project: Project, tmp_path, name: str):
     r = profile.load(project, name)
     served = r.profile.model.served_name
     with EmulatorProc.start(tmp_path, serve_args=r.argv(), env={"EMU_DECODE_TOK_S": "300"}) as emu:
@@ -57,7 +57,8 @@ def _qualify(project: Project, tmp_path, name: str) -> dict:
 
 
 def test_floors_that_hold_qualify_and_the_bench_is_evidence(project, tmp_path):
-    result = _qualify(project, tmp_path, "easy")
+    found = _qualify(project, tmp_path, "easy")
+    result = found.to_json()
     crit = {c["name"]: c for c in result["criteria"]}
     assert crit["bench"] == {"name": "bench", "measured": 4, "threshold": 4, "passed": True, "reason": None}
     assert crit["request_throughput"]["passed"] and crit["request_throughput"]["measured"] > 0.1
@@ -70,7 +71,8 @@ def test_floors_that_hold_qualify_and_the_bench_is_evidence(project, tmp_path):
 
 
 def test_floors_that_do_not_hold_fail_with_the_measured_figure(project, tmp_path):
-    result = _qualify(project, tmp_path, "hard")
+    found = _qualify(project, tmp_path, "hard")
+    result = found.to_json()
     crit = {c["name"]: c for c in result["criteria"]}
     assert crit["bench"]["passed"] is True  # the requests went through: only the limits fail
     low = crit["output_throughput"]
@@ -78,16 +80,16 @@ def test_floors_that_do_not_hold_fail_with_the_measured_figure(project, tmp_path
     slow = crit["median_ttft_ms"]
     assert slow["passed"] is False and slow["reason"].endswith("> 0.001")
     assert result["qualified"] is False
-    assert "FAIL  output_throughput" in qualify.format_text(result)
+    assert "FAIL  output_throughput" in qualify.format_text(found)
 
 
 def test_no_bench_client_and_a_dead_engine_are_failed_criteria(project):
     r = profile.load(project, "easy")
     spec = r.profile.qualify.bench
     _, crit = qualify._bench_criteria(spec, True, None)
-    assert crit[0]["passed"] is False and "no bench client" in crit[0]["reason"]
+    assert crit[0].passed is False and "no bench client" in (crit[0].reason or "")
     _, crit = qualify._bench_criteria(spec, False, lambda *a, **k: None)
-    assert all(not c["passed"] and c["reason"] == "not run: the engine is not ready" for c in crit)
+    assert all(not c.passed and c.reason == "not run: the engine is not ready" for c in crit)
 
 
 def test_a_bench_section_with_bad_values_is_refused(tmp_path):

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from composegen.evidence import compare, reportpage, runreport
+from composegen.evidence.reports.runs import RunsReport
 from tests.support.bench_bundles import shared_bundles
 from tests.support.helpers import run_cli
 
@@ -46,7 +47,7 @@ def test_json_form_and_its_schema(bundles):
     res = _cli(project, "report", runs[0].name, runs[1].name, "--json")  # run names under runs/ work too
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert runreport.RunsReport.model_validate(doc).to_json() == doc
+    assert RunsReport.model_validate(doc).to_json() == doc
     assert [r["label"] for r in doc["runs"]] == ["8192-131k", "4096-131k"]
     assert doc["runs"][1]["startup"]["kv_cache_gib_per_rank"] == [15.99, 16.0]
     assert all(r["bench"]["levels"][2]["completed"] == 6 for r in doc["runs"])
@@ -87,7 +88,7 @@ def test_a_report_of_one_run_says_which_plots_have_no_data(bundles, tmp_path):
 def test_compare_shows_per_level_bench_deltas(bundles):
     project, runs = bundles
     result = compare.compare_runs(runs[0], runs[1], root=project.root)
-    rows = result["bench"]["levels"]
+    rows = result.to_json()["bench"]["levels"]
     assert sorted({r["concurrency"] for r in rows}) == [1, 2, 4]
     throughput = next(r for r in rows if r["concurrency"] == 4 and r["metric"] == "request_throughput")
     assert throughput["delta"] == pytest.approx(throughput["b"] - throughput["a"], abs=1e-6)

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import httpx
 import jsonschema
 import pytest
 
@@ -62,6 +63,10 @@ def test_counter_reset_counts_the_new_value():
     assert bucket_deltas(old, new, "x_seconds") == [(1.0, 1.0), (float("inf"), 2.0)]
 
 
+# 2 tokens/s, and no cap on a request's decode time: the held streams last until released.
+SLOW_DECODE = {"EMU_DECODE_TOK_S": "2", "EMU_DECODE_SLEEP_CAP_S": "600"}
+
+
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
     """An emulated engine admitting 2 sequences, decoding slowly, with speculative decoding."""
@@ -72,19 +77,45 @@ def loaded(tmp_path_factory):
         "--speculative-config",
         '{"method": "mtp", "num_speculative_tokens": 2}',
     ]
-    with EmulatorProc.start(
-        tmp_path_factory.mktemp("top"), serve_args=args, env={**TINY_ENV, "EMU_DECODE_TOK_S": "2"}
-    ) as emu:
+    with EmulatorProc.start(tmp_path_factory.mktemp("top"), serve_args=args, env={**TINY_ENV, **SLOW_DECODE}) as emu:
         yield emu
 
 
+def _held_stream(url: str, release: threading.Event) -> None:
+    """A streamed chat that outlasts any sample (400 tokens at 2 tokens/s, uncapped) until `release`: then the client
+    hangs up, and the engine aborts the request at its next token, as vLLM does."""
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 400}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, timeout=120) as resp:
+        for _ in resp.iter_bytes():
+            if release.is_set():
+                break
+
+
+def _gauges(url: str) -> tuple[float, float]:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return series_sum(text, "vllm:num_requests_running"), series_sum(text, "vllm:num_requests_waiting")
+
+
+def _until(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
 def test_once_json_shows_requests_running_and_waiting_under_load(loaded):
-    threads = [threading.Thread(target=chat, args=(loaded.base_url, 12)) for _ in range(5)]
+    release = threading.Event()
+    threads = [threading.Thread(target=_held_stream, args=(loaded.base_url, release)) for _ in range(5)]
     for t in threads:
         t.start()
-    res = run_cli("top", "--url", loaded.base_url, "--once", "--json", "--interval", "1")
-    for t in threads:
-        t.join()
+    try:
+        # The load is in place before `top` looks, and stays until it has looked: no race with the CLI's start.
+        _until(lambda: _gauges(loaded.base_url) == (2, 3), "5 requests admitted as 2 running and 3 waiting")
+        res = run_cli("top", "--url", loaded.base_url, "--once", "--json", "--interval", "1")
+    finally:
+        release.set()
+        for t in threads:
+            t.join()
     assert res.returncode == 0, res.stderr
     sample = json.loads(res.stdout)
     assert sample["running"] == 2 and sample["waiting"] >= 1  # the admission cap holds the rest back
@@ -93,6 +124,7 @@ def test_once_json_shows_requests_running_and_waiting_under_load(loaded):
     assert len(sample["spec_decode"]["per_position"]) == 2
     schema = json.loads(run_cli("schema", "--report", "top").stdout)
     jsonschema.validate(sample, schema)
+    _until(lambda: _gauges(loaded.base_url) == (0, 0), "the hung-up requests aborted")
     after = json.loads(run_cli("top", "--url", loaded.base_url, "--once", "--json", "--interval", "0.2").stdout)
     assert after["running"] == 0 and after["waiting"] == 0
 

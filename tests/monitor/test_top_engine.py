@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from tests.support.engine import emulated_project, force_remove, project_leftovers, top_under_load
+from tests.support.engine import HELD_DECODE, emulated_project, force_remove, project_leftovers, top_under_load
 from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 
 
 def test_top_shows_requests_running_while_a_load_runs(tmp_path):
-    root, name, port = emulated_project(tmp_path, load=0.2, env={"EMU_DECODE_TOK_S": "3"})
+    root, name, port = emulated_project(tmp_path, load=0.2, env=HELD_DECODE)
     project = f"composegen-{name}"
     try:
         up = run_cli("--root", str(root), "up", name, "--emulate", timeout=600)

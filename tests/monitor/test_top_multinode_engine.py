@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from tests.stack.test_multinode_engine import REST
-from tests.support.engine import free_port, tiny_profile, top_under_load
+from tests.support.engine import HELD_DECODE, free_port, tiny_profile, top_under_load
 from tests.support.helpers import make_project, run_cli
 from tests.support.second_engine import force_remove, leftovers, second_engine  # noqa: F401 - the session fixture
 
@@ -22,7 +22,9 @@ def test_top_shows_the_heads_engine_of_a_two_node_stack(tmp_path, second_engine)
         master=free_port(), load=0.2, worker_where=f', docker_host: "{second_engine.url}"', head_where=""
     )
     text = tiny_profile(
-        f"{name}-served", f"{{host: {port}, bind: 127.0.0.1}}", rest=rest + '    EMU_DECODE_TOK_S: "3"\n'
+        f"{name}-served",
+        f"{{host: {port}, bind: 127.0.0.1}}",
+        rest=rest + "".join(f'    {k}: "{v}"\n' for k, v in HELD_DECODE.items()),
     )
     root = make_project(tmp_path, {name: text})
     try:

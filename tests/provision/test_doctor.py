@@ -23,6 +23,12 @@ def test_an_image_says_where_it_came_from():
     assert base.origin(hub) == f"pulled {base.PUBLIC_BASE}"
     built = ImageFacts("sha256:2", ("composegen/base:py3",), (), (("io.composegen.base", "debootstrap bookworm"),))
     assert base.origin(built) == "debootstrap bookworm build"
+    # A debootstrap build pushed somewhere and pulled by the pinned digest: this engine got it by the pull.
+    pulled_build = ImageFacts("sha256:2", (), (f"python@{PINNED}",), built.labels)
+    assert base.origin(pulled_build) == f"pulled {base.PUBLIC_BASE}"
+    assert base.origin(ImageFacts("sha256:2", (), (f"python@sha256:{'f' * 64}",), built.labels)) == (
+        "debootstrap bookworm build"
+    )
     other = ImageFacts("sha256:3", (), ("127.0.0.1:5123/python@sha256:" + "e" * 64,))
     assert base.origin(other) == "pulled 127.0.0.1:5123/python@sha256:" + "e" * 64
     assert "no registry digest" in base.origin(ImageFacts("sha256:4", (), ()))

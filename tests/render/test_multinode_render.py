@@ -246,7 +246,7 @@ def test_shipped_dspark_2x_is_the_seed_recipe_on_two_nodes():
     worker = yaml.safe_load(rendered["dspark-2x/spark-2"])["services"]["vllm"]
     assert "--headless" in worker["command"] and worker["environment"]["NCCL_IB_HCA"]
     assert run_cli("validate", "dspark-2x").returncode == 0
-    assert run_cli("validate", "--strict", "dspark-2x").returncode == 1
+    assert run_cli("validate", "--strict", "dspark-2x").returncode == 0  # image_policy: local-build, reviewed
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="no compose binary")

@@ -24,7 +24,8 @@ def check(root: Path, env: dict | None = None) -> tuple[subprocess.CompletedProc
         env={**os.environ, **(env or {})},
         timeout=120,
     )
-    rendered = any(line.rstrip().endswith("| composegen.render") for line in res.stderr.splitlines())
+    imported = {line.rsplit("|", 1)[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+    rendered = "composegen.render" in imported
     return res, rendered
 
 

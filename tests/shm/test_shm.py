@@ -13,16 +13,25 @@ from pathlib import Path
 import pytest
 
 from composegen.errors import BadInput
-from composegen.shm import procscan
+from composegen.shm import fastjson, listing, procscan
 from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
+from composegen.shm.reports import ShmReclaim, ShmScan
+from composegen.shm.text import format_reclaim_text
+from tests.support.shmreclaim import settled_reclaim
 
 REPO = Path(__file__).resolve().parents[2]
 CID = "ab" * 32
 
 
+def _model(path, **kw):
+    report = shm.scan(str(path), container_labels=lambda cid: None, **kw)
+    assert isinstance(report, ShmScan)  # the scan hands back its model; JSON is the CLI's business
+    return report
+
+
 def _scan(path, **kw):
-    return shm.scan(str(path), container_labels=lambda cid: None, **kw)
+    return _model(path, **kw).to_json()
 
 
 def _entry(report, name):
@@ -137,7 +146,8 @@ def test_entry_vanishing_between_listdir_and_stat_is_skipped(shm_dir, monkeypatc
     (shm_dir / "psm_real0000").write_bytes(b"x")
     real_listdir = os.listdir
     # Only the listing of the scanned directory (an fd) gains a name that is gone by the time of stat.
-    monkeypatch.setattr(shm.os, "listdir", lambda d: real_listdir(d) + (["psm_ghost000"] if isinstance(d, int) else []))
+    ghost = ["psm_ghost000"]
+    monkeypatch.setattr(listing.os, "listdir", lambda d: real_listdir(d) + (ghost if isinstance(d, int) else []))
     report = _scan(shm_dir)
     assert [e["name"] for e in report["entries"]] == ["psm_real0000"] and report["vanished"] == 1
 
@@ -185,16 +195,18 @@ def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_fi
     outside = _fill_for_reclaim(shm_dir, tmp_path)
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
     before = sorted(os.listdir(shm_dir))
-    preview = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
+    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
+    assert isinstance(plan, ShmReclaim) and not plan.applied
+    preview = plan.to_json()
     assert sorted(os.listdir(shm_dir)) == before and preview["applied"] is False
     assert sorted(c["name"] for c in preview["candidates"]) == ["psm_deadbeef", "sem.mp-leftover"]
     assert preview["candidate_bytes"] == 8192 + 4096
     reasons = {s["name"]: s["reason"] for s in preview["skipped"]}
     assert reasons["psm_held0000"].startswith("in use by pid") and "symlink" in reasons["psm_link"]
 
-    done = shm_reclaim.reclaim(
+    done = settled_reclaim(
         str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, container_labels=lambda cid: None
-    )
+    ).to_json()
     assert sorted(r["name"] for r in done["removed"]) == ["psm_deadbeef", "sem.mp-leftover"]
     assert done["bytes_freed"] == 8192 + 4096
     assert sorted(os.listdir(shm_dir)) == ["my-app-cache", "psm_held0000", "psm_link", "psm_subdir"]
@@ -202,7 +214,7 @@ def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_fi
     assert done["remaining"]["totals"]["in-use"]["count"] == 1
     assert done["remaining"]["totals"]["unknown"]["count"] == 1
 
-    more = shm_reclaim.reclaim(
+    more = settled_reclaim(
         str(shm_dir),
         yes=True,
         include_unknown=True,
@@ -210,9 +222,9 @@ def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_fi
         min_age=0,
         container_labels=lambda cid: None,
     )
-    assert [r["name"] for r in more["removed"]] == ["my-app-cache"]
+    assert [r.name for r in more.removed] == ["my-app-cache"]
     assert (shm_dir / "psm_link").is_symlink() and outside.read_text() == "keep me"
-    assert "removed 1 files" in shm_reclaim.format_reclaim_text(more)
+    assert "removed 1 files" in format_reclaim_text(more)
 
 
 def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
@@ -222,7 +234,7 @@ def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
     replacement = shm_dir / ".new"
     replacement.write_bytes(b"new content")
     os.rename(replacement, shm_dir / "psm_swapped0")  # same name, different inode
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None)
+    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
     assert [r["name"] for r in done["removed"]] == ["psm_stays000"]
     assert (shm_dir / "psm_swapped0").read_bytes() == b"new content"
     assert any(s["name"] == "psm_swapped0" and s["reason"].startswith("replaced") for s in done["skipped"])
@@ -232,7 +244,7 @@ def test_reclaim_skips_a_file_that_became_held_after_the_scan(shm_dir, holders):
     (shm_dir / "psm_late0000").write_bytes(b"x")
     plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
     proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('psm_late0000', 1)", shm_dir)
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None)
+    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
     assert done["removed"] == [] and (shm_dir / "psm_late0000").exists()
     assert done["skipped"][-1]["reason"] == f"now in use by pid {proc.pid}; put back"
 
@@ -273,18 +285,27 @@ def test_bad_paths_are_bad_input(tmp_path, make, problem):
 
 
 UNREADABLE_AS_NOBODY = """
-import json, os, sys
-from composegen.shm import scan as shm
-from composegen.shm import reclaim as shm_reclaim
+import json, os, sys, tempfile
+from composegen.shm import reclaim, scan
 from composegen.errors import CheckFailed
-os.setgroups([]); os.setgid(65534); os.setuid(65534)  # drop root after imports: now /proc of root is closed
-report = shm.scan(sys.argv[1], container_labels=lambda cid: None)
+def no_labels(cid):
+    return None
+# Run both once as root on an empty directory first: pydantic builds report models (and imports
+# importlib.metadata) on first use, and an interpreter under /root (pyenv) is closed to nobody.
+with tempfile.TemporaryDirectory(dir=os.path.dirname(sys.argv[1])) as warm:
+    scan.scan(warm, container_labels=no_labels)
+    try:
+        reclaim.reclaim(warm, yes=True, min_age=0, container_labels=no_labels)
+    except CheckFailed:
+        pass  # refused while some pid (PID 1 in a sandbox) is closed even to root: same code path
+os.setgroups([]); os.setgid(65534); os.setuid(65534)  # now /proc of root is closed
+report = scan.scan(sys.argv[1], container_labels=no_labels)
 try:
-    shm_reclaim.reclaim(sys.argv[1], yes=True, min_age=0, container_labels=lambda cid: None)
+    reclaim.reclaim(sys.argv[1], yes=True, min_age=0, container_labels=no_labels)
     refused = None
 except CheckFailed as exc:
     refused = exc.message
-print(json.dumps({"report": report, "refused": refused}))
+print(json.dumps({"report": report.to_json(), "refused": refused}))
 """
 
 
@@ -297,8 +318,8 @@ def test_unreadable_holder_is_reported_and_blocks_reclaim(shm_dir, holders):
         text=True,
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
-        check=True,
     )
+    assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
     unreadable = {u["pid"]: u for u in result["report"]["unreadable_pids"]}
     assert proc.pid in unreadable and unreadable[proc.pid]["uid"] == 0
@@ -339,7 +360,8 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
         asked.append(cid)
         return {"com.docker.compose.project": "r33", "io.composegen.profile": "r33-4096"}
 
-    report = shm.scan(str(shm_dir), container_labels=labels, proc_root=str(fake))
+    model = shm.scan(str(shm_dir), container_labels=labels, proc_root=str(fake))
+    report = model.to_json()
     fd_holder = _entry(report, "psm_0000fd00")["holders"]
     assert fd_holder == [
         {
@@ -356,7 +378,7 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
     assert map_holders[4343]["container_id"] is None and map_holders[4343]["compose_project"] is None
     assert set(asked) == {CID}
     assert report["unreadable_pids"] == []
-    assert "[r33]" in shm.format_text(report)
+    assert "[r33]" in shm.format_text(model)
 
 
 @pytest.mark.parametrize(
@@ -400,12 +422,12 @@ def test_leftover_patterns(name, pattern):
 
 def test_check_budget_warnings(shm_dir):
     (shm_dir / "psm_deadbeef").write_bytes(b"\0" * 8192)
-    report = _scan(shm_dir)
-    fs = report["filesystem"]
+    report = _model(shm_dir)
+    fs = report.filesystem
     assert shm.check_budget(report, 0, 1 << 30) == []
-    [too_big] = shm.check_budget(report, fs["total_bytes"] + 1, 1 << 30)
+    [too_big] = shm.check_budget(report, fs.total_bytes + 1, 1 << 30)
     assert "in total" in too_big
-    [short] = shm.check_budget(report, fs["free_bytes"] + 1, 1 << 30)
+    [short] = shm.check_budget(report, fs.free_bytes + 1, 1 << 30)
     assert "free but the profile needs" in short and "reclaiming 1 leftovers" in short
     [piled] = shm.check_budget(report, 0, 4096)
     assert "1 leftover files use 8.0 KiB" in piled
@@ -414,7 +436,7 @@ def test_check_budget_warnings(shm_dir):
 def test_format_text_lists_entries_and_totals(shm_dir, holders):
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
     (shm_dir / "stray").write_bytes(b"x")
-    text = shm.format_text(_scan(shm_dir))
+    text = shm.format_text(_model(shm_dir))
     assert all(word in text for word in ("psm_held0000", "stray", "in-use: 1", "unknown: 1"))
 
 
@@ -429,9 +451,9 @@ def test_ten_thousand_entries_with_a_few_mapped(shm_dir, holders):
     assert report["totals"]["leftover"]["count"] == 10_000 - 20 and report["totals"]["all"]["count"] == 10_000
 
 
-@pytest.mark.parametrize("plain", [0, shm.SPLIT_FROM])  # with enough entries the forked child stats a share
+@pytest.mark.parametrize("plain", [0, listing.SPLIT_FROM])  # with enough entries the forked child stats a share
 def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, tmp_path, monkeypatch, plain):
-    monkeypatch.setattr(shm, "PROC_COST_IN_ENTRIES", 0)  # the child stats half of a large listing
+    monkeypatch.setattr(listing, "PROC_COST_IN_ENTRIES", 0)  # the child stats half of a large listing
     for i in range(plain):
         (shm_dir / f"aa_plain{i:05d}").touch()  # sorted first: the named entries fall in the child's share
     names = [
@@ -455,9 +477,9 @@ def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, t
     (shm_dir / "psm_link").symlink_to(tmp_path)
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
     frozen = time.time()
-    monkeypatch.setattr(shm.time, "time", lambda: frozen)  # same ages and scanned_at in both scans
+    monkeypatch.setattr(listing.time, "time", lambda: frozen)  # same ages and scanned_at in both scans
 
-    summary, pieces = shm.scan_json(str(shm_dir), container_labels=lambda cid: None)
+    summary, pieces = fastjson.scan_json(str(shm_dir), container_labels=lambda cid: None)
     text = "".join(pieces)
     assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))  # byte for byte
     report = _scan(shm_dir)
@@ -473,3 +495,13 @@ def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, t
 
 def test_docs_list_every_leftover_pattern():
     assert shm.patterns_table_markdown() in (REPO / "docs" / "shm.md").read_text()
+
+
+def test_down_carries_the_scan_model_and_prints_it_as_the_scan_did(shm_dir):
+    from composegen.stack.reports import DownReport
+
+    (shm_dir / "psm_deadbeef").write_bytes(b"x")
+    scan = _model(shm_dir)
+    down = DownReport(name="p", project="composegen-p", removed=[], shm=scan)
+    assert isinstance(down.shm, ShmScan) and down.to_json()["shm"] == scan.to_json()
+    assert DownReport.model_validate_json(down.model_dump_json(by_alias=True)).shm == scan  # it reads back typed

@@ -16,6 +16,7 @@ import pytest
 from composegen.cli import fastpath
 from composegen.shm import scan as shm
 from tests.support.helpers import REPO, run_cli
+from tests.support.shmreclaim import settled_cli
 
 # The typer CLI with the fast path bypassed, for comparing the two on the same arguments.
 TYPER_ONLY = "import sys; sys.argv[0] = 'composegen'; from composegen.cli.main import main; main()"
@@ -56,7 +57,8 @@ def _stable(stdout: str) -> dict:
     ],
 )
 def test_which_forms_the_fast_path_answers(argv, expected):
-    assert fastpath.plain_shm_scan(argv) == expected
+    found = fastpath.plain_shm_scan(argv)
+    assert found == (None if expected is None else fastpath.ShmScanOptions(**expected))
 
 
 def test_fast_path_and_typer_agree_on_output_and_exit_codes(shm_dir):
@@ -146,7 +148,7 @@ def test_fast_path_and_reclaim_json_match_the_report_schemas(shm_dir, holders, t
     jsonschema.validate(report, _schema("shm"))
     jsonschema.validate(json.loads(_typer_cli("shm", "--json", "--path", str(shm_dir)).stdout), _schema("shm"))
     for args in ([], ["--yes", "--ignore-unreadable"]):
-        res = run_cli("shm", "--reclaim", "--min-age", "0", "--json", "--path", str(shm_dir), *args)
+        res = settled_cli(run_cli, "shm", "--reclaim", "--min-age", "0", "--json", "--path", str(shm_dir), *args)
         assert res.returncode == 0, res.stderr
         jsonschema.validate(json.loads(res.stdout), _schema("shm-reclaim"))
     assert json.loads(res.stdout)["removed"] == [{"name": "psm_deadbeef", "bytes": 4096}]
@@ -180,7 +182,7 @@ def test_a_path_that_is_not_a_tmpfs_is_refused_unless_forced(disk_dir):
     forced = run_cli("shm", "--path", str(disk_dir), "--json", "--force")
     assert forced.returncode == 0 and json.loads(forced.stdout)["totals"]["leftover"]["count"] == 1
     args = ["--reclaim", "--yes", "--ignore-unreadable", "--min-age", "0", "--force", "--json"]
-    removed = run_cli("shm", "--path", str(disk_dir), *args)
+    removed = settled_cli(run_cli, "shm", "--path", str(disk_dir), *args)
     assert removed.returncode == 0 and [r["name"] for r in json.loads(removed.stdout)["removed"]] == ["psm_deadbeef"]
 
 

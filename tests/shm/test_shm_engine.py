@@ -14,11 +14,11 @@ import pytest
 
 from composegen.cli.fastpath import ContainerLabels
 from composegen.errors import BadInput
-from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
-from composegen.shm.models import ShmScan
+from composegen.shm.reports import ShmScan
 from composegen.stack import engine
 from tests.support.helpers import run_cli
+from tests.support.shmreclaim import settled_reclaim
 
 pytestmark = pytest.mark.docker
 
@@ -75,8 +75,10 @@ def _wait_for(predicate, what: str, timeout: float = 30.0):
     pytest.fail(f"timed out waiting for {what}")
 
 
-def _by_name(report: dict) -> dict:
-    return {e["name"]: e for e in report["entries"]}
+def _by_name(report: ShmScan | dict) -> dict:
+    """Entries by name, as the JSON has them."""
+    doc = report.to_json() if isinstance(report, ShmScan) else report
+    return {e["name"]: e for e in doc["entries"]}
 
 
 def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_image, containers):
@@ -118,7 +120,7 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
         assert [after[f"psm_b{i}"]["class"] for i in range(2)] == ["in-use", "in-use"]
 
         # PID 1 of some hosts (and of this sandbox) cannot be read even by root: accept that here.
-        done = shm_reclaim.reclaim(str(host_dir), yes=True, ignore_unreadable=True, min_age=0)
+        done = settled_reclaim(str(host_dir), yes=True, ignore_unreadable=True, min_age=0).to_json()
         assert sorted(r["name"] for r in done["removed"]) == ["psm_a0", "psm_a1"]
         assert done["bytes_freed"] == after["psm_a0"]["allocated_bytes"] + after["psm_a1"]["allocated_bytes"]
         assert sorted(os.listdir(host_dir)) == ["psm_b0", "psm_b1", "ready-a", "ready-b"]
@@ -134,9 +136,10 @@ def test_container_shm_reads_a_private_dev_shm_from_the_host(base_image, contain
         name, "--ipc", "private", "--shm-size", "8m", base_image, command=["python3", "-c", HOLDER, "/dev/shm", "p"]
     )
     _wait_for(lambda: "ready-p" in _docker("exec", name, "ls", "/dev/shm").stdout, "private holder ready")
-    report = shm.container_shm(name, inspect=engine.shm_facts, container_labels=ContainerLabels())
+    model = shm.container_shm(name, inspect=engine.shm_facts, container_labels=ContainerLabels())
+    assert isinstance(model, ShmScan) and model.container is not None and model.container.name == name
+    report = model.to_json()
     assert report["container"]["id"] == cid and report["container"]["ipc_mode"] == "private"
-    assert ShmScan.model_validate(report).to_json() == report  # the report's model, container facts included
     assert report["filesystem"]["total_bytes"] == 8 * 1024 * 1024
     entries = _by_name(report)
     assert entries["psm_p0"]["class"] == "in-use" and entries["psm_p0"]["holders"][0]["container_id"] == cid

@@ -15,6 +15,7 @@ from composegen.shm import hiddenrefs
 from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
 from tests.shm.test_shm_reclaim_races import NO_LABELS, actors  # noqa: F401  (the fixture)
+from tests.support.shmreclaim import settled_reclaim
 
 # io_uring_setup / io_uring_register: the generic syscall table (x86_64 and aarch64 alike).
 SYSCALLS = {"x86_64": (425, 427), "aarch64": (425, 427)}
@@ -55,14 +56,12 @@ def test_a_file_registered_with_io_uring_refuses_the_reclaim(shm_dir, actors):  
     inode = os.stat(shm_dir / "psm_uring000").st_ino
     assert inode not in {os.stat(f"/proc/{pid}/fd/{fd}").st_ino for fd in os.listdir(f"/proc/{pid}/fd")}
     assert "psm_uring000" in Path(f"/proc/{pid}/fdinfo/{ring}").read_text()
-    entries = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS)["entries"]}
+    entries = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS).to_json()["entries"]}
     assert entries["psm_uring000"]["class"] == "leftover" and entries["psm_uring000"]["holders"] == []
 
     holders, _ = hiddenrefs.hidden_holders(str(shm_dir))
-    assert [h["why"] for h in holders if h["pid"] == pid] == [
-        f"an io_uring instance with a file of {shm_dir} registered"
-    ]
-    assert not [h for h in hiddenrefs.hidden_holders("/nonexistent-dir")[0] if h["pid"] == pid]  # not ours
+    assert [h.why for h in holders if h.pid == pid] == [f"an io_uring instance with a file of {shm_dir} registered"]
+    assert not [h for h in hiddenrefs.hidden_holders("/nonexistent-dir")[0] if h.pid == pid]  # not ours
     with pytest.raises(CheckFailed) as refused:  # at any age, whatever --ignore-unreadable says
         shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
     assert f"pid {pid} (python" in refused.value.message and "io_uring" in refused.value.message
@@ -70,8 +69,8 @@ def test_a_file_registered_with_io_uring_refuses_the_reclaim(shm_dir, actors):  
     assert os.stat(shm_dir / "psm_uring000").st_ino == inode
 
     actor.close()  # the ring is gone with its process: the reclaim goes ahead
-    done = shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
-    assert sorted(r["name"] for r in done["removed"]) == ["psm_true0000", "psm_uring000"]
+    done = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
+    assert sorted(r.name for r in done.removed) == ["psm_true0000", "psm_uring000"]
 
 
 def test_a_socket_with_queued_data_is_found_in_its_own_namespace():

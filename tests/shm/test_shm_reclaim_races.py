@@ -20,6 +20,8 @@ from composegen.errors import CheckFailed
 from composegen.shm import procscan
 from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
+from composegen.shm.text import format_reclaim_text
+from tests.support.shmreclaim import settled_reclaim
 
 NO_LABELS = {"container_labels": lambda cid: None}
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -129,9 +131,9 @@ def test_a_thread_with_its_own_fd_table_is_a_holder(shm_dir, actors, monkeypatch
     in_thread = {os.stat(f"/proc/{pid}/task/{tid}/fd/{fd}").st_ino for fd in os.listdir(f"/proc/{pid}/task/{tid}/fd")}
     assert held not in in_process and held in in_thread
 
-    entry = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS)["entries"]}["psm_thread00"]
+    entry = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS).to_json()["entries"]}["psm_thread00"]
     assert entry["class"] == "in-use" and [(h["pid"], h["how"]) for h in entry["holders"]] == [(pid, ["fd"])]
-    done = shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
+    done = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
     assert [r["name"] for r in done["removed"]] == ["psm_true0000"]
     assert (shm_dir / "psm_thread00").read_bytes() == b"held by a thread"
 
@@ -167,10 +169,10 @@ def test_holders_of_a_process_whose_main_thread_exited_are_found(shm_dir):
             time.sleep(0.05)
         # The class: the leader's fd and maps are empty now; only its thread's show the files.
         assert os.listdir(f"/proc/{proc.pid}/fd") == [] and Path(f"/proc/{proc.pid}/maps").read_text() == ""
-        entries = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS)["entries"]}
+        entries = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS).to_json()["entries"]}
         assert [(h["pid"], h["how"]) for h in entries["psm_mapped00"]["holders"]] == [(proc.pid, ["map"])]
         assert [(h["pid"], h["how"]) for h in entries["psm_opened00"]["holders"]] == [(proc.pid, ["fd"])]
-        done = shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
+        done = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
         assert [r["name"] for r in done["removed"]] == ["psm_true0000"]
     finally:
         proc.stdin.close()
@@ -198,7 +200,7 @@ def test_an_fd_in_flight_refuses_the_reclaim_whatever_the_files_age(aged_dir, ac
     actor = actors(IN_FLIGHT, path)
     inode = os.stat(path / "psm_aged0000").st_ino
     # The class: /proc shows no holder, so the scan calls it a leftover, and it is old enough.
-    entry = {e["name"]: e for e in shm.scan(str(path), **NO_LABELS)["entries"]}["psm_aged0000"]
+    entry = {e["name"]: e for e in shm.scan(str(path), **NO_LABELS).to_json()["entries"]}["psm_aged0000"]
     assert entry["class"] == "leftover" and entry["holders"] == []
 
     with pytest.raises(CheckFailed) as refused:  # default min age; not even --ignore-unreadable removes
@@ -209,7 +211,7 @@ def test_an_fd_in_flight_refuses_the_reclaim_whatever_the_files_age(aged_dir, ac
     assert actor.ask("receive") == {"nlink": 1, "inode": inode, "size": 4096}  # the receiver's file is whole
 
     # Received: held in a table now. (Putting the files back renewed their ctime, hence --min-age 0.)
-    done = shm_reclaim.reclaim(str(path), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
+    done = settled_reclaim(str(path), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
     assert sorted(r["name"] for r in done["removed"]) == ["psm_aged0001", "psm_aged0002"]
     assert sorted(os.listdir(path)) == ["psm_aged0000"]
 
@@ -264,7 +266,7 @@ def _race(shm_dir: Path, actors, code: str, rounds: int, files: int) -> int:
         actor = actors(code, directory)
         actor.proc.stdin.write("race\n")
         actor.proc.stdin.flush()  # the actor starts now; the reclaim right after
-        shm_reclaim.reclaim(str(directory), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
+        settled_reclaim(str(directory), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
         assert actor.proc.stdout.readline().strip().isdigit()
         held = actor.ask("report")
         unlinked = sorted(name for name, (nlink, _) in held.items() if nlink == 0)
@@ -299,7 +301,7 @@ def test_a_swap_between_stat_and_rename_is_put_back(shm_dir, holders, monkeypatc
         return result
 
     monkeypatch.setattr(shm_reclaim.os, "stat", stat_then_swap)
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, **NO_LABELS)
+    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, **NO_LABELS).to_json()
     assert done["removed"] == [] and (shm_dir / "psm_swapme00").read_bytes() == b"new"
     assert done["skipped"][-1] == {"name": "psm_swapme00", "reason": "replaced during the reclaim; put back"}
     assert sorted(os.listdir(shm_dir)) == ["psm_swapme00"]
@@ -327,19 +329,20 @@ def test_bytes_freed_counts_only_an_inodes_last_name(shm_dir):
     (shm_dir / "psm_linked00").write_bytes(b"\0" * 8192)
     os.link(shm_dir / "psm_linked00", shm_dir / "other-name")  # an unknown name keeps the blocks
     (shm_dir / "psm_single00").write_bytes(b"\0" * 4096)
-    done = shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
+    done = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
     assert sorted(r["name"] for r in done["removed"]) == ["psm_linked00", "psm_single00"]
     assert done["bytes_freed"] == 4096 and (shm_dir / "other-name").stat().st_size == 8192
 
 
 def test_a_fresh_file_is_left_alone_until_min_age(shm_dir):
     (shm_dir / "psm_fresh000").write_bytes(b"x")
-    done = shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=3600, **NO_LABELS)
+    result = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=3600, **NO_LABELS)
+    done = result.to_json()
     assert done["removed"] == [] and done["candidates"] == []
     [skip] = done["skipped"]
     assert skip["name"] == "psm_fresh000" and skip["reason"].startswith("changed ")
     assert skip["reason"].endswith("s ago (--min-age 3600s)")
-    assert "left alone: 1 file(s) changed less than --min-age 3600s ago" in shm_reclaim.format_reclaim_text(done)
+    assert "left alone: 1 file(s) changed less than --min-age 3600s ago" in format_reclaim_text(result)
     assert (shm_dir / "psm_fresh000").exists()
 
 
@@ -362,7 +365,7 @@ def test_a_held_file_is_never_put_back_over_a_file_created_meanwhile(shm_dir, ho
         return real_index(*args, **kwargs)
 
     monkeypatch.setattr(procscan, "index_holders", meanwhile)
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, **NO_LABELS)
+    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, **NO_LABELS).to_json()
     [hidden] = [n for n in os.listdir(shm_dir) if n.startswith(shm_reclaim.QUARANTINE_PREFIX)]
     assert done["removed"] == [] and done["skipped"][-1]["reason"].endswith(
         f"a new file took its name meanwhile: kept as {hidden}"

@@ -3,12 +3,16 @@ it did not start — on the real engine with the emulated vLLM."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -70,21 +74,45 @@ def test_two_ups_of_one_profile_are_serialized_and_the_loser_leaves_the_winner_a
         force_remove(project)
 
 
+def _lock_is_held(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases it if this probe took it
+    return False
+
+
 def test_the_lock_holder_is_named_while_another_run_waits(tmp_path):
     root, name, _ = emulated_project(tmp_path, load=3)
-    project = f"composegen-{name}"
+    project, lock = f"composegen-{name}", root / ".composegen" / "locks" / f"{name}.lock"
+    holder = _popen(root, "up", name, "--emulate")
     try:
-        holder = _popen(root, "up", name, "--emulate")
         deadline = time.monotonic() + 120
-        while not project_leftovers(project):  # the holder is past preflight: it holds the lock
+        while not (lock.is_file() and lock.read_text().strip() == str(holder.pid)):  # the holder has the lock
             assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()[1]
-            time.sleep(0.1)
+            time.sleep(0.05)
+        # Stopped, the holder keeps the lock for as long as the waiter needs to start on a busy machine.
+        holder.send_signal(signal.SIGSTOP)
+        assert _lock_is_held(lock)
         waiter = _popen(root, "up", name, "--emulate")
-        _, waiter_err = waiter.communicate(timeout=300)
+        said: list[str] = []
+        reader = threading.Thread(target=lambda: said.extend(waiter.stderr), daemon=True)
+        reader.start()
+        while not any("waiting for another composegen run" in line for line in said):
+            assert waiter.poll() is None and time.monotonic() < deadline + 120, "".join(said)
+            time.sleep(0.05)
+        holder.send_signal(signal.SIGCONT)
+        assert waiter.wait(timeout=300) == 0, "".join(said)
+        reader.join(timeout=30)
         assert holder.wait(timeout=300) == 0
+        waiter_err = "".join(said)
         assert f"waiting for another composegen run of {name} (pid {holder.pid})" in waiter_err
-        assert waiter.returncode == 0 and f"{name} is already running and ready" in waiter_err  # its summary
+        assert f"{name} is already running and ready" in waiter_err  # its summary
     finally:
+        holder.send_signal(signal.SIGCONT)  # a no-op once it has exited
         force_remove(project)
 
 

@@ -27,6 +27,7 @@ def stacks():
         force_remove(project)
 
 
+@pytest.mark.xdist_group("shipped-stacks")  # compose project composegen-4096-131k on its fixed port 39071
 def test_shipped_candidate_comes_up_emulated_and_goes_away(stacks):
     project = "composegen-4096-131k"
     stacks.append(project)
@@ -122,7 +123,7 @@ def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
     dep = placement.deployment(project, r)
     st = dep.stack(dep.head, emulated=True)
     st.up()
-    ctr = placement.vllm_container(st.containers())
+    ctr = placement.vllm_container(engine.project_containers(st.project))
     assert ctr is not None and engine.wait_exit(ctr) == 2
     assert "vllm serve: error: unrecognized arguments: --max-num-batched-tokenz=4096" in engine.logs(ctr)
     st.down(timeout=1)

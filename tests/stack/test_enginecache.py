@@ -10,7 +10,7 @@ import os
 import pytest
 
 from composegen import usercache
-from composegen.stack import engine, enginecache, hostprobe
+from composegen.stack import compose, enginecache, hostprobe
 
 BASE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
 
@@ -84,8 +84,8 @@ def test_an_engine_is_known_by_what_a_reconfiguration_changes():
 @pytest.mark.docker
 def test_the_compose_version_is_asked_once_per_binary(cache, monkeypatch):
     calls = []
-    real = engine.compose_version
-    monkeypatch.setattr(engine, "compose_version", lambda: calls.append(1) or real())
+    real = compose.compose_version
+    monkeypatch.setattr(compose, "compose_version", lambda: calls.append(1) or real())
     if len(enginecache._compose_binaries()) != 2:
         pytest.fail("docker CLI or its compose plugin not found where the docker CLI looks")
     assert enginecache.compose_version() == enginecache.compose_version() == real()

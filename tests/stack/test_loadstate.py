@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from composegen.stack import loadstate
+from composegen.stack.reports import LoadingStatus
 
 
-def _loading(**changes) -> loadstate.LoadingStatus:
+def _loading(**changes) -> LoadingStatus:
     values = dict(stage="weights", label="loading weights", summary="loading weights 3/8", done=3, total=8)
     values.update(elapsed_s=40.0, in_start_period=True, failed=None)
     values.update(changes)
-    return loadstate.LoadingStatus(**values)
+    return LoadingStatus(**values)
 
 
 @pytest.mark.parametrize(

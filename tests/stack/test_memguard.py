@@ -12,7 +12,7 @@ import pytest
 from composegen.errors import EngineError
 from composegen.profiles import resolve
 from composegen.project import find_project
-from composegen.stack import memguard, nodecache
+from composegen.stack import memguard, nodecache, placement
 from tests.support.helpers import make_project
 
 GIB = 2**30
@@ -90,18 +90,27 @@ def load(tmp_path: Path, online: bool = False):
 
 def test_weights_preflight_fails_warns_and_goes_offline(tmp_path):
     project, r, snap = load(tmp_path)
-    [check], complete = nodecache.preflight_checks(project, r, None, emulate=False, allow_download=False)
+    [check], complete = nodecache.preflight_checks(
+        placement.deployment(project, r), None, emulate=False, allow_download=False
+    )
     assert (check.name, check.status, complete) == ("weights", "fail", False)
     assert "missing config.json" in check.message and "`composegen weights tiny --download`" in check.message
-    assert nodecache.preflight_checks(project, r, None, emulate=True, allow_download=False)[0][0].status == "warn"
-    [check], _ = nodecache.preflight_checks(project, r, None, emulate=False, allow_download=True)
+    assert (
+        nodecache.preflight_checks(placement.deployment(project, r), None, emulate=True, allow_download=False)[0][
+            0
+        ].status
+        == "warn"
+    )
+    [check], _ = nodecache.preflight_checks(placement.deployment(project, r), None, emulate=False, allow_download=True)
     assert check.status == "warn" and "--allow-download" in check.message
     assert nodecache.offline_override(project, r, None, complete) is None
 
     snap.mkdir(parents=True)
     for name in ("config.json", "tokenizer_config.json", "tokenizer.json", "model.safetensors"):
         (snap / name).write_text("{}")
-    [check], complete = nodecache.preflight_checks(project, r, None, emulate=False, allow_download=False)
+    [check], complete = nodecache.preflight_checks(
+        placement.deployment(project, r), None, emulate=False, allow_download=False
+    )
     assert check.status == "ok" and complete
     path = nodecache.offline_override(project, r, None, complete)
     assert path is not None and 'HF_HUB_OFFLINE: "1"' in path.read_text()

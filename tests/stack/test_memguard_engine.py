@@ -69,7 +69,9 @@ def container(project: str) -> dict | None:
     ).stdout.split()
     if not ids:
         return None
-    return json.loads(subprocess.run(["docker", "inspect", ids[0]], capture_output=True, text=True).stdout)[0]
+    # compose may remove the container it just listed (a recreate): then there is none yet
+    found = json.loads(subprocess.run(["docker", "inspect", ids[0]], capture_output=True, text=True).stdout or "[]")
+    return found[0] if found else None
 
 
 def test_guard_stops_a_loading_stack_below_the_floor(tmp_path):

@@ -241,13 +241,13 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
 
     from composegen.profiles import resolve as profile
     from composegen.project import Project
-    from composegen.stack import driver, nodeshm
+    from composegen.stack import driver
 
-    report = driver.shm_report(profile.load(Project(root), name))
-    head, worker = report["nodes"]
-    assert head["local"] is False and head["probe"]["free_bytes"] > 0 and head["scan"] is None
-    assert worker["local"] is True and worker["scan"]["path"] == "/dev/shm"
-    assert "named like leftovers (holders not checked remotely)" in nodeshm.format_node_shm_text(report)
+    report, text = driver.shm_report(profile.load(Project(root), name))
+    head, worker = report.nodes
+    assert head.local is False and head.probe is not None and head.probe.free_bytes > 0 and head.scan is None
+    assert worker.local is True and worker.scan is not None and worker.scan.path == "/dev/shm"
+    assert "named like leftovers (holders not checked remotely)" in text
 
     res = run_cli("--root", str(root), "down", name, env={"DOCKER_CONFIG": str(config)})
     assert res.returncode == 0, res.stderr

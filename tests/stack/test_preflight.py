@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import tempfile
@@ -47,7 +48,7 @@ def test_reclaim_shm_removes_leftovers_or_says_why_not():
     leftover.write_bytes(b"x" * 4096)
     try:
         check = preflight.reclaim_shm(str(shm_dir), min_age=0)  # ctime cannot be aged: no minimum age here
-        unreadable = shm.scan(str(shm_dir))["unreadable_pids"]
+        unreadable = shm.scan(str(shm_dir)).unreadable_pids
     finally:
         remaining = leftover.exists()
         shutil.rmtree(shm_dir, ignore_errors=True)
@@ -88,3 +89,37 @@ def test_emulator_override_writes_emulate_env_as_compose_literals(tmp_path):
     doc = yaml.load(text, Loader=Loader)["services"]["vllm"]
     # `$$` is how compose spells a literal `$`: neither value is interpolated, no token reaches the engine.
     assert doc["environment"] == {"EMU_WEIGHTS_GIB": "pa$$word", "EMU_X": "$${HF_TOKEN}"}
+
+
+def test_shm_check_scans_when_leftovers_could_pass_the_bound():
+    """Over LEFTOVER_WARN_BYTES in use on the tmpfs: the whole scan runs and warns about the leftover."""
+    r = profile.load(Project(REPO), "4096-131k")
+    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))
+    try:
+        fd = os.open(shm_dir / "psm_0badcafe", os.O_CREAT | os.O_WRONLY, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, preflight.LEFTOVER_WARN_BYTES + 2**20)
+        finally:
+            os.close(fd)
+        assert preflight._free_if_nothing_to_warn(str(shm_dir), 0) is None
+        checks = preflight.shm_check(r, str(shm_dir))
+    finally:
+        shutil.rmtree(shm_dir, ignore_errors=True)
+    assert [c.name for c in checks] == ["shm", "shm-leftovers"], checks
+    assert "1 leftover files use" in checks[1].message
+
+
+def test_shm_check_without_the_walk_says_what_the_scan_says(monkeypatch):
+    r = profile.load(Project(REPO), "4096-131k")
+    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))
+    try:
+        vfs = os.statvfs(shm_dir)
+        quiet = (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize <= preflight.LEFTOVER_WARN_BYTES
+        fast = preflight.shm_check(r, str(shm_dir))
+        assert (preflight._free_if_nothing_to_warn(str(shm_dir), 0) is not None) == quiet
+        monkeypatch.setattr(preflight, "_free_if_nothing_to_warn", lambda path, need: None)
+        scanned = preflight.shm_check(r, str(shm_dir))
+    finally:
+        shutil.rmtree(shm_dir, ignore_errors=True)
+    assert [(c.name, c.status) for c in fast] == [(c.name, c.status) for c in scanned]
+    assert fast[0].message.split(":")[0] == scanned[0].message.split(":")[0]

@@ -55,7 +55,7 @@ def test_up_then_attach_report_checks_phases_and_every_log_line(tmp_path):
         assert any("Application startup complete." in t for t in texts)
         assert any("GPU KV cache size" in t for t in texts)
         assert attached.of("heartbeat")
-        assert ready.startup is not None and ready.startup["ready"] is True and ready.emulated is True
+        assert ready.startup is not None and ready.startup.ready is True and ready.emulated is True
         assert [p.phase for p in ready.phases][-1] == "models ready"
 
         down = driver.down(project, r)

@@ -48,9 +48,11 @@ def run_command(node, config, calls: int = 0, timeout: float = 60, **env: str) -
     return json.loads(res.stdout)
 
 
-def ssh_children_left() -> list[str]:
+def ssh_children_left(node) -> list[str]:
+    """composegen's ssh processes for NODE's config: other xdist workers run their own sshd and tunnels
+    at the same time, under another fixture directory."""
     res = subprocess.run(["pgrep", "-a", "-f", "composegen-ssh-"], capture_output=True, text=True)
-    return [line for line in res.stdout.splitlines() if "pgrep" not in line]
+    return [line for line in res.stdout.splitlines() if "pgrep" not in line and str(node.dir) in line]
 
 
 def test_an_alias_with_a_non_default_port_reaches_the_nodes_engine(ssh_node, second_engine):  # noqa: F811
@@ -67,7 +69,7 @@ def test_a_command_uses_a_bounded_number_of_connections_and_leaves_no_ssh_behind
     time.sleep(0.2)  # sshd logs the acceptance asynchronously
     # Two per node and command, whatever the number of API calls: the DOCKER_HOST probe and the tunnel.
     assert ssh_node.accepted() - before == 2
-    assert ssh_children_left() == []
+    assert ssh_children_left(ssh_node) == []
 
 
 def test_a_frozen_engine_fails_within_the_deadline_and_names_the_node(ssh_node, second_engine):  # noqa: F811
@@ -131,4 +133,4 @@ def test_up_status_logs_shm_down_through_an_ssh_alias(two_node, ssh_node, second
     # After an emulated down the node still answers: its probe uses an image that engine holds.
     after = run_cli("--root", str(root), "shm", "--profile", name, env=env)
     assert after.returncode == 0 and "unreachable" not in after.stdout + after.stderr, after.stdout + after.stderr
-    assert ssh_children_left() == []
+    assert ssh_children_left(ssh_node) == []

@@ -8,10 +8,11 @@ import uuid
 from pathlib import Path
 
 from composegen.campaign import runner, state
-from composegen.campaign.state import CampaignOptions
+from composegen.campaign.reports import CampaignOptions
 from composegen.evidence import bundle as evidence
 from composegen.profiles import resolve as profile
 from composegen.project import Project
+from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
 from tests.support.engine import free_port
 from tests.support.helpers import make_project
@@ -96,8 +97,8 @@ def seeded_campaign(tmp: Path, name: str = "seed-ab", plant_config: bool = True)
         text = (DATA / ARM_LOGS[arm.profile]).read_text(encoding="utf-8") + PLANTED
         report = startup.parse_startup_log(text).to_json()
         report["server_address"] = f"http://{PRIVATE['ipv4']}:8000"
-        container = {"hash": r.hash, "image_id": "sha256:" + PRIVATE["container_id"], "repo_digests": [],
-                     "emulated": False}  # fmt: skip
+        container = LiveIdentity(hash=r.hash, image_id="sha256:" + PRIVATE["container_id"], repo_digests=[],
+                                 emulated=False)  # fmt: skip
         made = evidence.write_run(
             project, r, startup_log_text=text, startup_report=report, gates=_gates(arm.key != "candidate"),
             ladder=_ladder(), container=container,
@@ -153,8 +154,17 @@ emulate:
 """
 
 
-def emulated_ab(tmp: Path, *, gpus: str = '"46", "47"', candidate_load: float = 1.0) -> tuple[Path, str, str]:
-    """A project with an emulated control/candidate pair on free ports, declaring GPUs no other test uses."""
+def own_gpu_ids(n: int) -> list[str]:
+    """GPU ids (UUID-shaped, as the schema allows) that no other test declares: exclusive mode refuses an arm
+    while another running stack holds one of its GPUs, and the suite runs tests side by side."""
+    tag = uuid.uuid4().hex[:12]
+    return [f"GPU-test-{tag}-{i}" for i in range(n)]
+
+
+def emulated_ab(tmp: Path, *, gpus: list[str] | None = None, candidate_load: float = 1.0) -> tuple[Path, str, str]:
+    """A project with an emulated control/candidate pair on free ports, declaring GPUS (by default two of its
+    own that no other test uses)."""
+    gpus = ", ".join(f'"{g}"' for g in (gpus or own_gpu_ids(2)))
     tag = uuid.uuid4().hex[:6]
     control, candidate = f"c{tag}-8192", f"c{tag}-4096"
     texts = {

@@ -4,6 +4,7 @@ a project with two tiny emulated profiles and an edge in front of them; cleanup 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import ssl
@@ -11,6 +12,7 @@ import subprocess
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +119,17 @@ class EdgeProject:
         force_remove(f"composegen-{self.name}")
 
 
+@contextlib.contextmanager
+def serving(project: EdgeProject) -> Iterator[EdgeProject]:
+    """PROJECT's edge up and its aliased (old) stack up behind it, emulated; everything removed afterwards."""
+    try:
+        project.ok("edge", "up")
+        project.ok("up", project.old, "--emulate")
+        yield project
+    finally:
+        project.cleanup()
+
+
 def edge_project(
     tmp: Path,
     image: str,
@@ -125,15 +138,19 @@ def edge_project(
     retry_after: int = 1,
     tls: str = "internal",
     new_env: dict | None = None,
+    gpu: str | None = None,
 ) -> EdgeProject:
+    """GPU: a device id of its own for both stacks (a campaign's exclusive mode: other tests hold GPU 0)."""
     tag = uuid.uuid4().hex[:6]
     old, new = f"e{tag}-8192", f"e{tag}-4096"
     ports = {old: free_port(), new: free_port()}
     env = {old: "", new: "".join(f'    {k}: "{v}"\n' for k, v in (new_env or {}).items())}
     profiles = {
         name: tiny_profile(
-            f"{name}-served", f"{{host: {ports[name]}}}", rest=_SINGLE_REST.format(load=load, extra_env=env[name])
-        )
+            f"{name}-served",
+            f"{{host: {ports[name]}}}",
+            rest=_SINGLE_REST.format(load=load, extra_env=env[name]),
+        ).replace("gpus: {count: 1}", f'gpus: {{device_ids: ["{gpu}"]}}' if gpu else "gpus: {count: 1}")
         for name in (old, new)
     }
     root = make_project(tmp, profiles)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -65,6 +71,26 @@ def emulated_project(
     return root, name, port
 
 
+@contextlib.contextmanager
+def load_held(container: str) -> Iterator[None]:
+    """The container's emulator stopped (SIGSTOP) inside the block: its emulated load stands still, so
+    checks that must see it loading cannot race the load's end on a busy machine. Docker still runs the
+    container and its healthcheck (which finds no port yet: "starting"), its logs so far are readable;
+    on leaving it continues (SIGCONT). Not `docker pause`: Docker reports a paused container unhealthy.
+    The engine runs on this machine (every engine of this suite does): Docker's pids are ours."""
+    init = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True, text=True)
+    top = subprocess.run(["docker", "top", container, "-o", "pid,ppid"], capture_output=True, text=True)
+    assert init.returncode == 0 and top.returncode == 0, init.stderr + top.stderr
+    rows = [line.split() for line in top.stdout.splitlines()[1:]]
+    (pid,) = [int(p) for p, ppid in rows if ppid == init.stdout.strip()]  # the emulator under docker-init
+    assert b"composegen.emulator" in Path(f"/proc/{pid}/cmdline").read_bytes(), "the engine is not on this machine"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def project_leftovers(project: str) -> list[str]:
     names = []
     for kind in ("ps", "network ls"):
@@ -92,17 +118,47 @@ def force_remove(project: str) -> None:
     )
 
 
+# Held load for `top`: the emulator decodes 3 tokens/s with no per-request cap, so a stream lasts until its
+# client lets go (the engine then aborts it at its next token, as vLLM does).
+HELD_DECODE = {"EMU_DECODE_TOK_S": "3", "EMU_DECODE_SLEEP_CAP_S": "600"}
+
+
 def top_under_load(root: Path, name: str, port: int, clients: int) -> subprocess.CompletedProcess:
-    """`composegen top NAME --once --json`, sampled while CLIENTS chat requests run against the stack at PORT
-    (its served name is NAME-served; the test profiles decode slowly, so the requests outlast the sample)."""
-    url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    body = {"model": f"{name}-served", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 12}
-    threads = [
-        threading.Thread(target=httpx.post, args=(url,), kwargs={"json": body, "timeout": 60}) for _ in range(clients)
-    ]
+    """`composegen top NAME --once --json`, sampled while CLIENTS streamed chats are held open against the stack
+    at PORT (its served name is NAME-served; the profile's emulate env has HELD_DECODE). `top` runs only once
+    the engine's own gauges count all of them, and they are let go only after it sampled: however slow the
+    machine, the load is there for the whole sample; and it returns once the engine counts none of them."""
+    base = f"http://127.0.0.1:{port}"
+    body = {"model": f"{name}-served", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 400}
+    release = threading.Event()
+
+    def hold() -> None:
+        with httpx.stream("POST", f"{base}/v1/chat/completions", json={**body, "stream": True}, timeout=120) as r:
+            for _ in r.iter_bytes():
+                if release.is_set():
+                    break
+
+    def admitted() -> float:
+        text = httpx.get(f"{base}/metrics", timeout=10).text
+        gauges = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+        return sum(float(v) for g in gauges for v in re.findall(rf"^{re.escape(g)}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+    threads = [threading.Thread(target=hold) for _ in range(clients)]
     for t in threads:
         t.start()
-    res = run_cli("--root", str(root), "top", name, "--once", "--json", "--interval", "1")
-    for t in threads:
-        t.join()
-    return res
+    try:
+        deadline = time.monotonic() + 120
+        while admitted() < clients:
+            assert time.monotonic() < deadline, f"the engine never counted {clients} requests"
+            time.sleep(0.05)
+        sample = run_cli("--root", str(root), "top", name, "--once", "--json", "--interval", "1")
+    finally:
+        release.set()
+        for t in threads:
+            t.join()
+    # The engine counts a dropped stream until its next write fails (every 1/EMU_DECODE_TOK_S s), and admits
+    # a waiting one meanwhile: return once its own gauges say the load is gone.
+    deadline = time.monotonic() + 60
+    while admitted() > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return sample

@@ -1,4 +1,4 @@
-"""composegen as a user installs it: the wheel and sdist built from this checkout once per test session
+"""composegen as a user installs it: the wheel and sdist built from this checkout once per test run (all workers)
 (`python -m build`: the sdist, then the wheel from the sdist), and the wheel installed with
 `uv tool install` into a fresh tool venv in a temp directory, far from the checkout.
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import REPO
+from tests.support.parallel import once_per_run
 
 
 @dataclass
@@ -51,7 +52,11 @@ class InstalledTool:
 
 @pytest.fixture(scope="session")
 def dists(tmp_path_factory) -> Dists:
-    out = tmp_path_factory.mktemp("dist")
+    made = once_per_run(tmp_path_factory, "dists", _build)  # one build for all the workers of a run
+    return Dists(Path(made["wheel"]), Path(made["sdist"]))
+
+
+def _build(out: Path) -> dict:
     # --no-isolation: hatchling comes from the test extra, so nothing is downloaded per session.
     res = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
@@ -62,14 +67,18 @@ def dists(tmp_path_factory) -> Dists:
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     (wheel,) = out.glob("composegen-*.whl")
     (sdist,) = out.glob("composegen-*.tar.gz")
-    return Dists(wheel, sdist)
+    return {"wheel": str(wheel), "sdist": str(sdist)}
 
 
 @pytest.fixture(scope="session")
 def installed_tool(dists, tmp_path_factory) -> InstalledTool:
+    made = once_per_run(tmp_path_factory, "uv-tools", lambda home: _install(dists.wheel, home))
+    return InstalledTool(Path(made["bin"]), Path(made["python"]))
+
+
+def _install(wheel: Path, home: Path) -> dict:
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     assert uv, "uv is missing: it comes with the test extra (`pip install -e '.[test]'`)"
-    home = tmp_path_factory.mktemp("uv-tools")
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")},
         "UV_TOOL_DIR": str(home / "tools"),
@@ -78,7 +87,7 @@ def installed_tool(dists, tmp_path_factory) -> InstalledTool:
     }
     base_python = Path(sys.base_prefix) / "bin" / "python3"
     res = subprocess.run(
-        [uv, "tool", "install", "--python", str(base_python), str(dists.wheel)],
+        [uv, "tool", "install", "--python", str(base_python), str(wheel)],
         env=env,
         cwd=home,
         capture_output=True,
@@ -88,4 +97,4 @@ def installed_tool(dists, tmp_path_factory) -> InstalledTool:
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     tool = InstalledTool(home / "bin" / "composegen", home / "tools" / "composegen" / "bin" / "python")
     assert tool.bin.is_file() and tool.python.is_file(), list(home.rglob("composegen"))[:10]
-    return tool
+    return {"bin": str(tool.bin), "python": str(tool.python)}

@@ -131,9 +131,16 @@ def ssh_node(second_engine):
         path.chmod(0o600)
     os.chown(HOME / ".ssh", user.pw_uid, user.pw_gid)
     port = _free_port()
+    own_keys = HOME / ".ssh" / f"authorized_keys.{port}"  # under the user's home: StrictModes refuses /tmp
+    own_keys.write_text(client_pub + "\n")
+    os.chown(own_keys, user.pw_uid, user.pw_gid)
+    own_keys.chmod(0o600)
     (work / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub}\n")
     (work / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {work / 'host_key'}\nPidFile {work / 'sshd.pid'}\n"
+        # This instance's own key list and engine: another instance (another worker's, or another module's
+        # session) rewriting the one user's ~/.ssh cannot lock this one out or point it at another engine.
+        f"AuthorizedKeysFile {own_keys}\nSetEnv DOCKER_HOST=unix://{engine_socket}\n"
         "PermitUserEnvironment yes\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         f"AllowUsers {USER}\nAllowStreamLocalForwarding yes\nLogLevel VERBOSE\nMaxStartups 100\n"
     )
@@ -149,4 +156,5 @@ def ssh_node(second_engine):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
+        own_keys.unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)

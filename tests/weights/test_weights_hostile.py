@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from composegen.weights.snapshot import checked_listing, judge, list_local
 from tests.support.hub import Hub, tiny_model
 from tests.weights.test_weights import project, snapshot, weights
 
@@ -115,3 +116,28 @@ def test_verify_never_blocks_on_a_fifo_planted_as_a_snapshot_file(tmp_path, hub)
     res = weights(proj, hub, cache, "--verify", "--json")
     assert res.returncode == 1, res.stderr
     assert [f["name"] for f in json.loads(res.stdout)["files"] if f["verified"] is False] == ["config.json"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "field"),
+    [
+        ([], "JSON object"),
+        ({"exists": "yes", "files": {}, "partial": {}}, "exists"),
+        ({"exists": True, "files": {"config.json": "12"}, "partial": {}}, "files"),
+        ({"exists": True, "files": {"config.json": True}, "partial": {}}, "files"),
+        ({"exists": True, "files": {}, "index": {"weight_map": {}}, "partial": {}}, "index"),
+        ({"exists": True, "files": {}, "partial": {"x.incomplete": None}}, "partial"),
+        ({"exists": True, "files": []}, "files"),
+    ],
+)
+def test_a_nodes_listing_of_the_wrong_shape_is_refused_naming_the_field(answer, field):
+    """A remote node's listing comes back as a container's output: every field is checked before use."""
+    with pytest.raises(ValueError, match=field):
+        checked_listing(answer)
+
+
+def test_a_nodes_listing_of_the_right_shape_is_judged_like_a_local_one(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    local = list_local(str(tmp_path), None)
+    remote = checked_listing(json.loads(json.dumps(local)))
+    assert remote == local and judge(remote).missing == judge(local).missing

@@ -13,7 +13,7 @@ import pytest
 
 from composegen.profiles import resolve
 from composegen.project import find_project
-from composegen.stack import nodecache
+from composegen.stack import nodecache, placement
 from tests.support.engine import free_port, tiny_profile
 from tests.support.helpers import make_project, run_cli
 from tests.support.hub import Hub, tiny_model
@@ -60,7 +60,9 @@ def test_every_node_is_checked_and_sync_copies_the_snapshot(tmp_path, second_eng
 
         project = find_project(root)
         r = resolve.load(project, name)
-        checks, complete = nodecache.preflight_checks(project, r, BASE_IMAGE, emulate=False, allow_download=False)
+        checks, complete = nodecache.preflight_checks(
+            placement.deployment(project, r), BASE_IMAGE, emulate=False, allow_download=False
+        )
         assert [(c.name, c.status) for c in checks] == [("n0/weights", "ok"), ("n1/weights", "fail")] and not complete
 
         res = weights("--sync", "--json")
@@ -72,7 +74,9 @@ def test_every_node_is_checked_and_sync_copies_the_snapshot(tmp_path, second_eng
         shard = "model-00001-of-00002.safetensors"
         assert os.path.islink(snap / shard) and (snap / shard).read_bytes() == files[shard]  # links into blobs/
         assert Path(os.path.realpath(snap / shard)).parent.name == "blobs"
-        checks, complete = nodecache.preflight_checks(project, r, BASE_IMAGE, emulate=False, allow_download=False)
+        checks, complete = nodecache.preflight_checks(
+            placement.deployment(project, r), BASE_IMAGE, emulate=False, allow_download=False
+        )
         assert [c.status for c in checks] == ["ok", "ok"] and complete  # `up` would now run offline
 
         (snap / shard).resolve().write_bytes(b"short")  # a truncated copy on the worker: sizes tell

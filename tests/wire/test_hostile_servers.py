@@ -81,13 +81,13 @@ def test_honest_server_passes_every_client():
     """The same server without a lie: the clients above succeed, so their failures are the lies'."""
     with HostileServer.start("/nowhere", "drip") as srv:
         ep = readiness.Endpoint("127.0.0.1", srv.port)
-        assert readiness.health_ok(ep) and readiness.models_entry(ep, srv.model)["max_model_len"] == 4096
+        assert readiness.health_ok(ep) and readiness.models_entry(ep, srv.model).max_model_len == 4096
         assert watch.scrape(ep, timeout=DEADLINE) is not None
         assert ladder.Tokenizer(srv.base_url, srv.model, None, DEADLINE).count([{"content": "a b c"}]) == 8
         result = bench.run_bench(srv.base_url, srv.model, [1], input_tokens=40, output_tokens=4, requests=2, timeout=5)
         assert result.ok and result.levels[0].completed == 2
-        rows = ladder.run_ladder(srv.base_url, srv.model, [50], max_model_len=4096, max_tokens=4, timeout=5)["targets"]
-        assert rows[0]["prompt_tokens"] == rows[0]["tokenized"]
+        rows = ladder.run_ladder(srv.base_url, srv.model, [50], max_model_len=4096, max_tokens=4, timeout=5).targets
+        assert rows[0].prompt_tokens == rows[0].tokenized
 
 
 @pytest.mark.parametrize("behaviour", REPLIES)

@@ -1,8 +1,8 @@
 """The shm reports as pydantic models: `composegen schema --report shm` and `--report shm-reclaim`.
 
-scan.py and reclaim.py build plain dicts (the fast path renders 10,000 entries as JSON without a
-model); these models define the shape, validate what the typer CLI prints, and give the schema that
-tests hold the fast path's output to.
+scan.py returns ShmScan, reclaim.py ShmReclaim. The one exception is the compact `shm --json`
+(fastjson.py), which writes 10,000 entries without importing pydantic; tests hold its bytes to this
+model's output and schema.
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ class Totals(Report):
     leftover: Total
     unknown: Total
     all: Total
+
+    def by_class(self) -> dict[str, Total]:
+        """Each class's total by its name (patterns.CLASSES)."""
+        return {"in-use": self.in_use, "leftover": self.leftover, "unknown": self.unknown}
 
 
 class Unreadable(Report):

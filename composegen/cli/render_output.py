@@ -1,0 +1,63 @@
+"""What `composegen render` does and prints: the typer command (render_command.py) and the plain
+`render --check` that cli/fastpath.py answers without typer both run `render`, so the check has one
+code path whichever way it was asked for. No docker import."""
+
+from __future__ import annotations
+
+from composegen import render as rendering
+from composegen import rendercache
+from composegen.edge import config
+from composegen.edge.render import render_edge
+from composegen.errors import BadInput, CheckFailed
+from composegen.k8s import output as k8s
+from composegen.output import emit_json, out
+from composegen.profiles import reports
+from composegen.project import Project
+
+
+def _edge_files(project: Project) -> dict[str, str]:
+    """out/edge/ when the project has an edge.yaml (docs/edge.md)."""
+    return render_edge(config.load(project)) if config.configured(project) else {}
+
+
+def render(project: Project, names: list[str] | None, *, check: bool, target: str | None, json_: bool) -> None:
+    """Render NAMES (all when None) into out/, or with CHECK print the drift and fail on it."""
+    if target is not None and target not in k8s.TARGETS:
+        raise BadInput(f"--target: {target!r} is not one of {', '.join(k8s.TARGETS)}")
+    plain_check = check and not names and not json_ and target is None  # what cli/fastpath.py answers
+    inputs = rendercache.fingerprint(project.root) if plain_check else None  # hashed before rendering
+    rendered, built, swept = k8s.render_targets(project, names, target)
+    if not names and "compose" in swept:  # the edge belongs to the compose target
+        rendered.update(_edge_files(project))
+    if check:
+        drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
+        if json_:
+            drifted = [reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift]
+            emit_json(reports.RenderCheckReport(fresh=not drift, drift=drifted).to_json())
+        else:
+            for d in drift:
+                out(d.diff)
+        if drift:
+            raise CheckFailed(f"{len(drift)} file(s) in out/ are stale or orphaned", hint="run `composegen render`")
+        if not json_:
+            line = f"out/ is fresh ({len(rendered)} files)"
+            out(line)
+            rendercache.remember(project.root, inputs, line)
+        return
+    written = rendering.write(project, rendered)
+    removed = rendering.remove_orphans(project, rendered, swept) if not names else []
+    if json_:
+        unchanged = len(rendered) - len(written)
+        report = reports.RenderReport(written=written, removed=removed, unchanged=unchanged, k8s=k8s.report(built))
+        return emit_json(report.to_json())
+    for path in written:
+        out(f"wrote {path}")
+    for path in removed:
+        out(f"removed {path} (no profile renders it)")
+    for m in (m for m in built if f"out/{m.profile}/k8s/{m.workload_file}" in written):
+        for note in m.notes.security:
+            out(f"{m.profile}: k8s security: {note.k8s} (compose: {note.setting}: {note.value})")
+        if m.notes.unmapped:
+            out(f"{m.profile}: k8s: {len(m.notes.unmapped)} compose setting(s) have no equivalent: "
+                + ", ".join(n.setting for n in m.notes.unmapped))  # fmt: skip
+    out(f"{len(written)} written, {len(removed)} removed, {len(rendered) - len(written)} unchanged")

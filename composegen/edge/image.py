@@ -1,0 +1,68 @@
+"""The local edge image: Debian's Caddy binary and CA bundle on the base image (whose python3 runs the
+gatekeeper), tagged by the sha256 of its build context — what edge.yaml pins when no registry is reachable.
+
+The tag `composegen/edge:<16 hex>` is content-derived, the way the emulator image is: the same Dockerfile,
+caddy binary and CA bundle give the same tag on any machine; a different caddy gives a different tag, so a
+pin recorded in edge.yaml either names exactly these bytes or `edge up` refuses it. What it does not pin:
+the base image's bytes (composegen/base:py3 is built locally by `composegen provision`), named by its tag.
+Stdlib only; the engine builds it (`edge up`, when the pinned tag is missing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+LOCAL_REPO = "composegen/edge"
+LOCAL_RE = re.compile(re.escape(LOCAL_REPO) + r":[0-9a-f]{16}")
+CADDY = Path("/usr/bin/caddy")  # Debian's caddy package (scripts/provision.d/70-caddy.sh)
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")  # for acme: Caddy talks TLS to the CA
+DOCKERFILE = (
+    b"ARG BASE\nFROM ${BASE}\nCOPY caddy /usr/bin/caddy\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n"
+)
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    path: str
+    data: bytes
+    mode: int
+
+
+def is_local(ref: str) -> bool:
+    return LOCAL_RE.fullmatch(ref) is not None
+
+
+def context_files(caddy: Path = CADDY, ca_bundle: Path = CA_BUNDLE) -> list[ContextFile]:
+    """The build context; FileNotFoundError names the missing host file."""
+    return [
+        ContextFile("Dockerfile", DOCKERFILE, 0o644),
+        ContextFile("ca-certificates.crt", ca_bundle.read_bytes(), 0o644),
+        ContextFile("caddy", caddy.read_bytes(), 0o755),
+    ]
+
+
+def context_digest(files: list[ContextFile]) -> str:
+    digest = hashlib.sha256()
+    for item in files:  # length-prefixed fields: no two contexts give the same byte stream
+        for part in (item.path.encode(), oct(item.mode).encode(), item.data):
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+    return digest.hexdigest()
+
+
+def local_tag(files: list[ContextFile] | None = None) -> str:
+    """composegen/edge:<first 16 hex of the context's sha256> for this machine's caddy and CA bundle."""
+    return f"{LOCAL_REPO}:{context_digest(files if files is not None else context_files())[:16]}"
+
+
+def write_context(dest: Path, files: list[ContextFile]) -> Path:
+    if any(dest.iterdir()):
+        raise FileExistsError(f"{dest}: the build context directory must be empty")
+    for item in files:
+        target = dest / item.path
+        target.write_bytes(item.data)
+        target.chmod(item.mode)
+    return dest

@@ -1,0 +1,75 @@
+"""What every request of the emulator's HTTP server shares: the serving info, metrics, log and API keys,
+the emulated engine-death fault (EMU_FAULT=health_503_after), and the pacing that makes TTFT and decode
+rates measurable (EMU_PREFILL_TOK_S, EMU_DECODE_TOK_S and their sleep caps)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from composegen.emulator.chat import ServingInfo
+from composegen.emulator.metrics import Metrics
+
+
+@dataclass
+class Pacing:
+    prefill_tok_s: float = 20000.0
+    decode_tok_s: float = 200.0
+    prefill_cap_s: float = 2.0
+    decode_cap_s: float = 2.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Pacing:
+        names = {
+            "prefill_tok_s": "EMU_PREFILL_TOK_S",
+            "decode_tok_s": "EMU_DECODE_TOK_S",
+            "prefill_cap_s": "EMU_PREFILL_SLEEP_CAP_S",
+            "decode_cap_s": "EMU_DECODE_SLEEP_CAP_S",
+        }
+        values = {}
+        for key, var in names.items():
+            if env.get(var):
+                try:
+                    values[key] = float(env[var])
+                except ValueError:
+                    raise ValueError(f"{var}={env[var]!r} is not a number") from None
+        return cls(**values)
+
+    def prefill(self, tokens: int) -> float:
+        return min(tokens / self.prefill_tok_s, self.prefill_cap_s) if self.prefill_tok_s > 0 else 0.0
+
+    def per_token(self, tokens: int) -> float:
+        if self.decode_tok_s <= 0 or tokens <= 0:
+            return 0.0
+        return min(1.0 / self.decode_tok_s, self.decode_cap_s / tokens)
+
+
+@dataclass
+class ServerState:
+    info: ServingInfo
+    metrics: Metrics
+    log: Callable[[str, str, str], None]  # (level, source, message)
+    api_keys: list[str] = field(default_factory=list)
+    pacing: Pacing = field(default_factory=Pacing)
+    fault_after_s: float = 5.0
+    access_log: bool = True
+    ready_at: float = field(default_factory=time.monotonic)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _dead_logged: bool = False
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def engine_dead(self) -> bool:
+        dead = self.info.fault == "health_503_after" and time.monotonic() - self.ready_at >= self.fault_after_s
+        if dead and not self._dead_logged:
+            self._dead_logged = True
+            self.log(
+                "ERROR",
+                "core_client.py:623",
+                "Engine core proc EngineCore_DP0 died unexpectedly, "
+                "shutting down client. (EngineDeadError, emulated fault)",
+            )
+        return dead

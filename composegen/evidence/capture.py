@@ -1,0 +1,91 @@
+"""An evidence bundle of a profile's running stack, captured through the stack room's door (driver):
+its startup log and report, which container runs (profile hash, image, emulated), optionally gates, a
+context ladder and a bench; then written by bundle.write_run.
+
+`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None, bench=None, extra_raw=None) -> Path`
+`live_stack(project, r) -> LiveStack` (startup log text, startup report, container identity): refused (CheckFailed)
+when the running container was started from another version of the profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from composegen.errors import CheckFailed
+from composegen.evidence import bundle, gates, ladder
+from composegen.evidence.bench import run_bench
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+from composegen.report import JsonObject
+from composegen.stack import driver
+from composegen.stack.reports import LiveIdentity
+
+
+@dataclass(frozen=True)
+class LiveStack:
+    log: str  # the container's startup log
+    startup: JsonObject  # driver.startup_for: the startup check as the bundle keeps it
+    identity: LiveIdentity
+
+
+def live_stack(project: Project, r: Resolved) -> LiveStack:
+    """The startup log, startup report and identity of the profile's running vLLM container.
+    Refuses when the container was started from another version of the profile: evidence must describe
+    what runs, not what the profile says now."""
+    ctr = driver.running_container(project, r)
+    identity = driver.live_identity(ctr)
+    if identity.hash != r.hash:
+        raise CheckFailed(
+            f"{r.name}: the running container was started from profile hash {identity.hash}, the profile now "
+            f"resolves to {r.hash}; evidence would describe a configuration that is not running",
+            hint=f"`composegen down {r.name}` and `composegen up {r.name}{' --emulate' * identity.emulated}` "
+            "to run what the profile says",
+        )
+    return LiveStack(driver.container_log(ctr), driver.startup_for(r, ctr), identity)
+
+
+def capture_stack(
+    project: Project,
+    r: Resolved,
+    *,
+    gate: bool = False,
+    ladder_targets: list[int] | None = None,
+    tools: int | None = None,
+    bench: dict[str, Any] | None = None,
+    extra_raw: dict[str, Any] | None = None,
+) -> Path:
+    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `extra_raw` as write_run's
+    (the edge's exposure.json)."""
+    live = live_stack(project, r)
+    report = live.startup
+    ep, served = driver.endpoint(r), r.profile.model.served_name
+    tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
+    gate_result = gates.run_gates(ep.base_url, served, api_key=ep.api_key, tools=tools) if gate else None
+    ladder_result = None
+    if ladder_targets:
+        ladder_result = ladder.run_ladder(
+            ep.base_url,
+            served,
+            ladder_targets,
+            api_key=ep.api_key,
+            max_model_len=report.get("max_model_len") or r.flag("max-model-len"),
+        )
+    bench_result = None
+    if bench:
+        options = {k: v for k, v in bench.items() if k != "levels"}
+        bench_result = run_bench(
+            ep.base_url, served, bench["levels"], api_key=ep.api_key, emulated=live.identity.emulated, **options
+        ).to_json()
+    return bundle.write_run(
+        project,
+        r,
+        startup_log_text=live.log,
+        startup_report=report,
+        gates=gate_result,
+        ladder=ladder_result,
+        container=live.identity,
+        bench=bench_result,
+        extra_raw=extra_raw,
+    )

@@ -1,0 +1,150 @@
+"""The load benchmark's report shapes: `bench` (BenchResult: one LevelResult per concurrency level; the
+figures are defined in evidence/benchstats.py), `vllm-bench-serve` (one level in vLLM's own result shape,
+evidence/vllmresult.py) and the per-level deltas `compare` shows (evidence/benchcompare.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from composegen.report import Report
+
+
+class LevelResult(Report):
+    concurrency: int
+    completed: int
+    errors: int
+    error_messages: list[str] = Field(description="up to 5 distinct error messages of this level")
+    duration: float = Field(description="seconds")
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float = Field(description="completed requests per second")
+    output_throughput: float = Field(description="output tokens per second")
+    total_token_throughput: float = Field(description="input + output tokens per second")
+    request_goodput: float | None = Field(default=None, description="requests meeting every SLO per second (with SLOs)")
+    mean_ttft_ms: float | None = None
+    median_ttft_ms: float | None = None
+    p90_ttft_ms: float | None = None
+    p99_ttft_ms: float | None = None
+    mean_tpot_ms: float | None = None
+    median_tpot_ms: float | None = None
+    p90_tpot_ms: float | None = None
+    p99_tpot_ms: float | None = None
+    mean_itl_ms: float | None = None
+    median_itl_ms: float | None = None
+    p90_itl_ms: float | None = None
+    p99_itl_ms: float | None = None
+    mean_e2el_ms: float | None = None
+    median_e2el_ms: float | None = None
+    p90_e2el_ms: float | None = None
+    p99_e2el_ms: float | None = None
+    distinct_prompts: int = Field(description="different prompts sent (a repeated prompt may hit the prefix cache)")
+    client_cpu_ms_per_request: float | None = Field(description="the client's own CPU per request sent")
+    client_cpu_share: float = Field(description="the client's CPU time / duration: near 1, the client was busy")
+    short_outputs: int = Field(
+        default=0, description="completed requests whose usage shows fewer output tokens than asked"
+    )
+    input_tokens_off: int = Field(default=0, description="completed requests whose usage shows another prompt size")
+
+
+class BenchResult(Report):
+    """`composegen bench --json`; the `bench` of an evidence bundle."""
+
+    model: str
+    input_tokens: int = Field(description="requested prompt tokens per request (sized with /tokenize)")
+    input_tokens_exact: bool = Field(description="the API's usage showed exactly input_tokens for every request")
+    output_tokens: int = Field(description="max_tokens per request (ignore_eos: the server may still stop early)")
+    requests: int | None = Field(description="requests per level (--requests), or null with --duration")
+    duration_s: float | None = Field(description="seconds per level (--duration), or null with --requests")
+    seed: int
+    goodput_slos_ms: dict[str, float] | None = None
+    emulated: bool | None = Field(default=None, description="the stack was the composegen emulator (null: unknown)")
+    ok: bool = Field(description="every level completed requests, none failed, none stopped short")
+    levels: list[LevelResult]
+
+    def level(self, concurrency: int) -> LevelResult | None:
+        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+
+
+class VllmBenchServeResult(Report):
+    """One level as `vllm bench serve --save-result` writes it (`composegen schema --report vllm-bench-serve`);
+    the spec_decode_* keys are written only when the server speculated, as vLLM does."""
+
+    date: str
+    endpoint_type: str = "openai-chat"
+    backend: str = "openai-chat"
+    label: str | None = None
+    model_id: str
+    tokenizer_id: str
+    num_prompts: int
+    request_rate: str = "inf"
+    burstiness: float = 1.0
+    max_concurrency: int
+    duration: float
+    completed: int
+    failed: int
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float
+    request_goodput: float | None = None
+    output_throughput: float
+    total_token_throughput: float
+    max_output_tokens_per_s: float
+    max_concurrent_requests: int
+    rtfx: float = 0.0
+    mean_ttft_ms: float
+    median_ttft_ms: float
+    std_ttft_ms: float
+    p50_ttft_ms: float
+    p90_ttft_ms: float
+    p99_ttft_ms: float
+    mean_tpot_ms: float
+    median_tpot_ms: float
+    std_tpot_ms: float
+    p50_tpot_ms: float
+    p90_tpot_ms: float
+    p99_tpot_ms: float
+    mean_itl_ms: float
+    median_itl_ms: float
+    std_itl_ms: float
+    p50_itl_ms: float
+    p90_itl_ms: float
+    p99_itl_ms: float
+    mean_e2el_ms: float
+    median_e2el_ms: float
+    std_e2el_ms: float
+    p50_e2el_ms: float
+    p90_e2el_ms: float
+    p99_e2el_ms: float
+    spec_decode_acceptance_rate: float | None = Field(default=None, description="accepted / draft tokens, percent")
+    spec_decode_acceptance_length: float | None = Field(default=None, description="1 + accepted tokens / drafts")
+    spec_decode_num_drafts: int | None = None
+    spec_decode_draft_tokens: int | None = None
+    spec_decode_accepted_tokens: int | None = None
+    spec_decode_per_position_acceptance_rates: list[float] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if self.spec_decode_num_drafts is None:
+            data = {k: v for k, v in data.items() if not k.startswith("spec_decode_")}
+        return data
+
+
+class BenchDelta(Report):
+    concurrency: int
+    metric: str = Field(description="a bench level figure (vllm bench serve's name)")
+    unit: str
+    a: float | None
+    b: float | None
+    delta: float | None = Field(description="b − a")
+    pct: float | None = Field(description="delta / a × 100")
+
+
+class BenchDeltas(Report):
+    """The `bench` of `composegen compare --json`."""
+
+    levels: list[BenchDelta]
+    only_a: list[int] = Field(description="concurrency levels only run a measured")
+    only_b: list[int]
+    notes: list[str]

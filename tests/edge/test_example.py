@@ -1,0 +1,132 @@
+"""The shipped edge example (examples/team-edge/): its out/ is fresh, every compose file in it is accepted
+by the real `docker compose`, its profiles are the shipped ones, and it pins one local content-derived edge
+image (composegen/edge/image.py). That tag hashes the machine's caddy and CA bundle, and a CA bundle holds
+the machine's own CAs too (a sandbox's egress CA, a company's proxy CA), so the engine tests re-pin a copy
+to this machine's tag, as the refusal's hint tells a user to, and a pin it cannot make is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from composegen.edge import image
+from tests.support.edge import EdgeProject
+from tests.support.engine import force_remove, free_port
+from tests.support.helpers import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "team-edge"
+STACKS = ("8192-131k", "4096-131k")
+
+
+def test_the_example_out_is_fresh():
+    res = run_cli("--root", str(EXAMPLE), "render", "--check")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "out/ is fresh" in res.stdout
+    for rel in (
+        "edge/compose.yaml",
+        "edge/Caddyfile",
+        "edge/gatekeeper.py",
+        *(f"edge/stacks/{s}.yaml" for s in STACKS),
+    ):
+        assert (EXAMPLE / "out" / rel).is_file(), rel
+
+
+def test_the_example_profiles_are_the_shipped_ones():
+    for path in sorted((EXAMPLE / "profiles").iterdir()):
+        assert path.read_bytes() == (REPO / "profiles" / path.name).read_bytes(), f"{path.name} drifted"
+
+
+def _pin(text: str) -> str:
+    (pin,) = set(image.LOCAL_RE.findall(text))  # proxy and gate: one image
+    return pin
+
+
+def test_the_example_pins_one_local_edge_image_by_content():
+    text = (EXAMPLE / "edge.yaml").read_text()
+    pin = _pin(text)
+    assert f"proxy: {pin}\n" in text and f"gate: {pin}\n" in text
+    compose = (EXAMPLE / "out" / "edge" / "compose.yaml").read_text()
+    assert compose.count(f'image: "{pin}"') == 2
+
+
+def _copy_pinned(tmp_path: Path, pin: str, name: str) -> Path:
+    """The example copied with its edge image pinned to PIN and its edge named NAME."""
+    root = tmp_path / "team-edge"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("out", "runs", ".composegen"))
+    text = (root / "edge.yaml").read_text()
+    (root / "edge.yaml").write_text(text.replace(_pin(text), pin).replace("name: edge\n", f"name: {name}\n"))
+    return root
+
+
+@pytest.mark.skipif(not shutil.which("docker"), reason="docker CLI needed")
+def test_every_compose_file_of_the_example_passes_compose_config():
+    out = EXAMPLE / "out"
+    for compose in sorted(out.glob("*/compose.yaml")):
+        check = subprocess.run(
+            ["docker", "compose", "-f", str(compose), "config", "-q"], capture_output=True, text=True
+        )
+        assert check.returncode == 0, f"{compose}: {check.stderr}"
+    for name in STACKS:  # the stack as `up` starts it behind the edge: no host port, the edge's network
+        argv = ["-f", str(out / name / "compose.yaml"), "-f", str(out / "edge" / "stacks" / f"{name}.yaml")]
+        merged = subprocess.run(
+            ["docker", "compose", *argv, "config", "--format", "json"], capture_output=True, text=True
+        )
+        assert merged.returncode == 0, merged.stderr
+        vllm = json.loads(merged.stdout)["services"]["vllm"]
+        assert not vllm.get("ports") and vllm["networks"]["edge"]["aliases"] == [f"stack-{name}"]
+    caddyfile = (out / "edge" / "Caddyfile").read_text()
+    assert "tls internal" in caddyfile
+    edge = (EXAMPLE / "edge.yaml").read_text()
+    assert "aliases: {ds4-flash: 4096-131k}" in edge
+
+
+@pytest.mark.docker
+def test_the_example_edge_runs_pinned_to_this_machines_image(tmp_path):
+    """`edge up` on a copy of the example (own name and ports, pinned to this machine's tag): the pinned
+    composegen/edge:<hash> image is built from this machine's caddy when missing, and serves TLS from its
+    internal CA with the allowlist."""
+    if not image.CADDY.is_file():
+        pytest.fail("no caddy: run `bash scripts/provision.sh` (provision.d/70-caddy.sh)")
+    tag = uuid.uuid4().hex[:6]
+    root = _copy_pinned(tmp_path, image.local_tag(), f"edge-{tag}")
+    ports = {p: free_port() for p in ("39443", "39490", "39070", "39071")}
+    for path in [root / "edge.yaml", *(root / "profiles").glob("*.yaml")]:
+        text = path.read_text()
+        for old, new in ports.items():
+            text = text.replace(f"port: {old}", f"port: {new}").replace(f"host: {old}", f"host: {new}")
+        path.write_text(text)
+    edge = EdgeProject(root, f"edge-{tag}", "8192-131k", "4096-131k", ports["39443"], ports["39490"], {})
+    try:
+        edge.ok("render")
+        edge.ok("edge", "up", timeout=600)
+        facts = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image.local_tag()],
+                               capture_output=True, text=True)  # fmt: skip
+        assert facts.returncode == 0 and facts.stdout.startswith("sha256:")
+        key = edge.ok("keys", "add", "example").strip()
+        status, _, body = edge.request("GET", "/v1/models", key)  # verified against the example's own CA
+        assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == ["ds4-flash"]
+        assert edge.request("GET", "/v1/models")[0] == 401
+        assert edge.request("POST", "/invocations", key)[0] == 404
+    finally:
+        subprocess.run(["docker", "compose", "-p", f"composegen-edge-{tag}", "-f", str(root / "out/edge/compose.yaml"),
+                        "down", "-v", "-t", "1"], capture_output=True, timeout=120)  # fmt: skip
+        force_remove(f"composegen-edge-{tag}")
+
+
+@pytest.mark.docker
+def test_a_local_pin_this_machine_cannot_build_is_refused(tmp_path):
+    wrong = f"{image.LOCAL_REPO}:{'0' * 16}"
+    root = _copy_pinned(tmp_path, wrong, "e-pin")
+    assert run_cli("--root", str(root), "render").returncode == 0
+    res = run_cli("--root", str(root), "edge", "up")
+    assert res.returncode == 1, res.stderr
+    assert f"edge.yaml pins {wrong}, but this machine's caddy and CA bundle make {image.local_tag()}" in res.stderr
+    assert "Traceback" not in res.stderr
+    listed = subprocess.run(["docker", "image", "inspect", wrong], capture_output=True)
+    assert listed.returncode != 0  # nothing was built under the wrong name
