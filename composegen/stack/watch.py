@@ -19,6 +19,9 @@ from composegen.stack.targets import docker_time
 from composegen.vllm.stages import is_ready_line
 
 WORKER_POLL_S = 0.5
+# The engine logs `Application startup complete.` before it answers, but Docker's log stream can hand the line
+# over later than /health answers (seconds on a loaded engine): the wait for it is bounded by this.
+READY_LINE_GRACE_S = 5.0
 
 
 class NodeFailed(Exception):
@@ -34,6 +37,7 @@ class _Followers:
         self.lines: queue.SimpleQueue[LogLine] = queue.SimpleQueue()
         self.streams: list[engine.LogStream] = []
         self.last = ""
+        self.ready_line = threading.Event()  # a follower has read the engine's ready line
 
     def follow(self, n: NodeRef, ctr: ContainerFacts) -> None:
         stream = engine.LogStream(ctr)
@@ -42,6 +46,8 @@ class _Followers:
         def pump() -> None:
             for stamp, text in stream.lines():
                 self.lines.put(LogLine(n.name, ctr.name, stamp, text))
+                if is_ready_line(text):
+                    self.ready_line.set()
 
         threading.Thread(target=pump, name=f"logs-{ctr.name}", daemon=True).start()
 
@@ -109,8 +115,9 @@ class Watcher:
             self.sink.heartbeat(t, self.followers.last)
 
         r = self.dep.r
+        answered = False
         try:
-            return readiness.wait_ready(
+            waited = readiness.wait_ready(
                 self.head_state,
                 self.dep.endpoint(),
                 r.profile.model.served_name,
@@ -119,8 +126,13 @@ class Watcher:
                 on_phase=self.sink.phase,
                 on_tick=tick,
             )
+            answered = True
+            return waited
         finally:
-            time.sleep(0.05)  # let the followers hand over what was logged up to now
+            # let the followers hand over what was logged up to now: on success, every line up to the ready
+            # line (the stages between the last poll and /health 200 are in the engine's log, not yet ours)
+            if not (answered and self.followers.ready_line.wait(READY_LINE_GRACE_S)):
+                time.sleep(0.05)
             self.followers.drain(self.sink)
             self.followers.close()
 
