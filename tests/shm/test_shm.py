@@ -14,52 +14,17 @@ import pytest
 
 from composegen.errors import BadInput
 from composegen.shm import fastjson, listing, procscan
-from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
-from composegen.shm.reports import ShmReclaim, ShmScan
-from composegen.shm.text import format_reclaim_text
-from tests.support.shmreclaim import settled_reclaim
+from composegen.shm.reports import ShmScan
+from tests.support.shmscan import MAP_AND_CLOSE, entry_named, scan_json, scan_model
 
 REPO = Path(__file__).resolve().parents[2]
 CID = "ab" * 32
 
 
-def _model(path, **kw):
-    report = shm.scan(str(path), container_labels=lambda cid: None, **kw)
-    assert isinstance(report, ShmScan)  # the scan hands back its model; JSON is the CLI's business
-    return report
-
-
-def _scan(path, **kw):
-    return _model(path, **kw).to_json()
-
-
-def _entry(report, name):
-    found = [e for e in report["entries"] if e["name"] == name]
-    assert found, f"{name} not in {[e['name'] for e in report['entries']]}"
-    return found[0]
-
-
-# Python's mmap keeps a dup of the fd, so map through libc directly, as NCCL and glibc sem_open do.
-MAP_AND_CLOSE = """
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-def map_and_close(name, size=4096):
-    fd = os.open(os.path.join(D, name), os.O_CREAT | os.O_RDWR, 0o600)
-    os.ftruncate(fd, size)
-    addr = libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
-    assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
-    ctypes.c_char.from_address(addr).value = b"1"
-    os.close(fd)
-    return addr
-"""
-
-
 def test_open_fd_holder_is_found(shm_dir, holders):
     proc, _ = holders("f = open(os.path.join(D, 'psm_0a0b0c0d'), 'wb'); f.write(b'x' * 5000); f.flush()", shm_dir)
-    entry = _entry(_scan(shm_dir), "psm_0a0b0c0d")
+    entry = entry_named(scan_json(shm_dir), "psm_0a0b0c0d")
     assert entry["class"] == "in-use" and entry["pattern"] == "psm"
     assert [(h["pid"], h["how"]) for h in entry["holders"]] == [(proc.pid, ["fd"])]
     assert entry["allocated_bytes"] >= 5000 and entry["size_bytes"] == 5000
@@ -67,7 +32,7 @@ def test_open_fd_holder_is_found(shm_dir, holders):
 
 def test_mapped_file_with_closed_fd_is_found_through_maps(shm_dir, holders):
     proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('nccl-03v824')", shm_dir)
-    entry = _entry(_scan(shm_dir), "nccl-03v824")
+    entry = entry_named(scan_json(shm_dir), "nccl-03v824")
     assert entry["class"] == "in-use"
     assert [(h["pid"], h["how"]) for h in entry["holders"]] == [(proc.pid, ["map"])]
 
@@ -81,7 +46,7 @@ def test_renamed_mapped_file_is_matched_by_inode_not_name(shm_dir, holders):
     assert not Path(f"/proc/{proc.pid}/fd").is_dir() or all(
         "psm_after000" not in os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
     )
-    entry = _entry(_scan(shm_dir), "psm_after000")
+    entry = entry_named(scan_json(shm_dir), "psm_after000")
     assert entry["class"] == "in-use" and entry["holders"][0]["pid"] == proc.pid
 
 
@@ -95,7 +60,7 @@ def test_glibc_semaphore_style_link_then_unlink_is_in_use(shm_dir, holders):
     )
     maps = Path(f"/proc/{proc.pid}/maps").read_text()
     assert "sem.Nuc6Q6 (deleted)" in maps and "sem.mp-k2x9_abc" not in maps
-    report = _scan(shm_dir)
+    report = scan_json(shm_dir)
     assert [e["name"] for e in report["entries"]] == ["sem.mp-k2x9_abc"]
     entry = report["entries"][0]
     assert entry["class"] == "in-use" and entry["pattern"] == "sem-mp"
@@ -107,7 +72,7 @@ def test_real_multiprocessing_semaphore_in_dev_shm_is_in_use(holders, tmp_path):
         "import multiprocessing as mp\nlock = mp.get_context('spawn').Lock()\nprint(lock._semlock.name)", tmp_path
     )
     name = "sem." + lines[0].lstrip("/")
-    entry = _entry(_scan("/dev/shm"), name)
+    entry = entry_named(scan_json("/dev/shm"), name)
     assert entry["class"] == "in-use" and entry["pattern"] == "sem-mp"
     assert any(h["pid"] == proc.pid and "map" in h["how"] for h in entry["holders"])
 
@@ -123,7 +88,7 @@ def test_classes_kinds_owner_and_symlink(shm_dir, tmp_path):
     foreign = shm_dir / "torch_123_456"
     foreign.write_bytes(b"z")
     os.chown(foreign, 65534, 65534)
-    report = _scan(shm_dir)
+    report = scan_json(shm_dir)
     by_name = {e["name"]: e for e in report["entries"]}
     assert {n: (e["class"], e["kind"]) for n, e in by_name.items()} == {
         "psm_deadbeef": ("leftover", "file"),
@@ -148,7 +113,7 @@ def test_entry_vanishing_between_listdir_and_stat_is_skipped(shm_dir, monkeypatc
     # Only the listing of the scanned directory (an fd) gains a name that is gone by the time of stat.
     ghost = ["psm_ghost000"]
     monkeypatch.setattr(listing.os, "listdir", lambda d: real_listdir(d) + (ghost if isinstance(d, int) else []))
-    report = _scan(shm_dir)
+    report = scan_json(shm_dir)
     assert [e["name"] for e in report["entries"]] == ["psm_real0000"] and report["vanished"] == 1
 
 
@@ -173,105 +138,10 @@ def test_scan_survives_files_created_and_removed_meanwhile(shm_dir):
     try:
         deadline = time.time() + 2
         while time.time() < deadline:
-            report = _scan(shm_dir)
+            report = scan_json(shm_dir)
             assert all(e["kind"] in ("file", "dir", "symlink", "other") for e in report["entries"])
     finally:
         churn.wait(timeout=10)
-
-
-def _fill_for_reclaim(shm_dir: Path, tmp_path: Path) -> Path:
-    (shm_dir / "psm_deadbeef").write_bytes(b"\0" * 8192)
-    (shm_dir / "sem.mp-leftover").write_bytes(b"\0" * 32)
-    (shm_dir / "my-app-cache").write_bytes(b"y" * 100)
-    (shm_dir / "psm_subdir").mkdir()
-    (shm_dir / "psm_subdir" / "psm_inner000").write_bytes(b"inner")
-    outside = tmp_path / "outside"
-    outside.write_text("keep me")
-    (shm_dir / "psm_link").symlink_to(outside)
-    return outside
-
-
-def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_files(shm_dir, tmp_path, holders):
-    outside = _fill_for_reclaim(shm_dir, tmp_path)
-    holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
-    before = sorted(os.listdir(shm_dir))
-    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
-    assert isinstance(plan, ShmReclaim) and not plan.applied
-    preview = plan.to_json()
-    assert sorted(os.listdir(shm_dir)) == before and preview["applied"] is False
-    assert sorted(c["name"] for c in preview["candidates"]) == ["psm_deadbeef", "sem.mp-leftover"]
-    assert preview["candidate_bytes"] == 8192 + 4096
-    reasons = {s["name"]: s["reason"] for s in preview["skipped"]}
-    assert reasons["psm_held0000"].startswith("in use by pid") and "symlink" in reasons["psm_link"]
-
-    done = settled_reclaim(
-        str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, container_labels=lambda cid: None
-    ).to_json()
-    assert sorted(r["name"] for r in done["removed"]) == ["psm_deadbeef", "sem.mp-leftover"]
-    assert done["bytes_freed"] == 8192 + 4096
-    assert sorted(os.listdir(shm_dir)) == ["my-app-cache", "psm_held0000", "psm_link", "psm_subdir"]
-    assert (shm_dir / "psm_subdir" / "psm_inner000").exists() and outside.read_text() == "keep me"
-    assert done["remaining"]["totals"]["in-use"]["count"] == 1
-    assert done["remaining"]["totals"]["unknown"]["count"] == 1
-
-    more = settled_reclaim(
-        str(shm_dir),
-        yes=True,
-        include_unknown=True,
-        ignore_unreadable=True,
-        min_age=0,
-        container_labels=lambda cid: None,
-    )
-    assert [r.name for r in more.removed] == ["my-app-cache"]
-    assert (shm_dir / "psm_link").is_symlink() and outside.read_text() == "keep me"
-    assert "removed 1 files" in format_reclaim_text(more)
-
-
-def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
-    (shm_dir / "psm_swapped0").write_bytes(b"old")
-    (shm_dir / "psm_stays000").write_bytes(b"old")
-    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
-    replacement = shm_dir / ".new"
-    replacement.write_bytes(b"new content")
-    os.rename(replacement, shm_dir / "psm_swapped0")  # same name, different inode
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
-    assert [r["name"] for r in done["removed"]] == ["psm_stays000"]
-    assert (shm_dir / "psm_swapped0").read_bytes() == b"new content"
-    assert any(s["name"] == "psm_swapped0" and s["reason"].startswith("replaced") for s in done["skipped"])
-
-
-def test_reclaim_skips_a_file_that_became_held_after_the_scan(shm_dir, holders):
-    (shm_dir / "psm_late0000").write_bytes(b"x")
-    plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
-    proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('psm_late0000', 1)", shm_dir)
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
-    assert done["removed"] == [] and (shm_dir / "psm_late0000").exists()
-    assert done["skipped"][-1]["reason"] == f"now in use by pid {proc.pid}; put back"
-
-
-def test_reclaim_refuses_a_symlinked_directory_but_scan_follows_it(shm_dir, tmp_path):
-    (shm_dir / "psm_deadbeef").write_bytes(b"x")
-    link = tmp_path / "shm-link"
-    link.symlink_to(shm_dir)
-    assert [e["name"] for e in _scan(link)["entries"]] == ["psm_deadbeef"]
-    with pytest.raises(BadInput, match="symbolic link"):
-        shm_reclaim.reclaim(str(link), yes=True, ignore_unreadable=True)
-    assert (shm_dir / "psm_deadbeef").exists()
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
-def test_a_mount_point_inside_the_directory_gets_its_own_holder_pass(shm_dir, holders):
-    mnt = shm_dir / "psm_mnt"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(mnt)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
-        proc, _ = holders("fd = os.open(os.path.join(D, 'psm_mnt'), os.O_RDONLY)", shm_dir)
-        entry = _entry(_scan(shm_dir), "psm_mnt")
-        assert entry["dev"] != os.stat(shm_dir).st_dev and entry["kind"] == "dir"
-        assert entry["class"] == "in-use" and [h["pid"] for h in entry["holders"]] == [proc.pid]
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=True)  # lazy: the holder may still have it open
 
 
 @pytest.mark.parametrize(
@@ -282,52 +152,6 @@ def test_bad_paths_are_bad_input(tmp_path, make, problem):
     with pytest.raises(BadInput, match=problem) as info:
         shm.scan(str(make(tmp_path)))
     assert info.value.exit_code == 2
-
-
-UNREADABLE_AS_NOBODY = """
-import json, os, sys, tempfile
-from composegen.shm import reclaim, scan
-from composegen.errors import CheckFailed
-def no_labels(cid):
-    return None
-# Run both once as root on an empty directory first: pydantic builds report models (and imports
-# importlib.metadata) on first use, and an interpreter under /root (pyenv) is closed to nobody.
-with tempfile.TemporaryDirectory(dir=os.path.dirname(sys.argv[1])) as warm:
-    scan.scan(warm, container_labels=no_labels)
-    try:
-        reclaim.reclaim(warm, yes=True, min_age=0, container_labels=no_labels)
-    except CheckFailed:
-        pass  # refused while some pid (PID 1 in a sandbox) is closed even to root: same code path
-os.setgroups([]); os.setgid(65534); os.setuid(65534)  # now /proc of root is closed
-report = scan.scan(sys.argv[1], container_labels=no_labels)
-try:
-    reclaim.reclaim(sys.argv[1], yes=True, min_age=0, container_labels=no_labels)
-    refused = None
-except CheckFailed as exc:
-    refused = exc.message
-print(json.dumps({"report": report.to_json(), "refused": refused}))
-"""
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop to nobody")
-def test_unreadable_holder_is_reported_and_blocks_reclaim(shm_dir, holders):
-    proc, _ = holders("f = open(os.path.join(D, 'psm_rootheld'), 'wb')", shm_dir)
-    out = subprocess.run(
-        [sys.executable, "-c", UNREADABLE_AS_NOBODY, str(shm_dir)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    result = json.loads(out.stdout)
-    unreadable = {u["pid"]: u for u in result["report"]["unreadable_pids"]}
-    assert proc.pid in unreadable and unreadable[proc.pid]["uid"] == 0
-    assert unreadable[proc.pid]["comm"].startswith("python")
-    # Seen from nobody the root-held file has no visible holder: exactly why reclaim must refuse.
-    assert _entry(result["report"], "psm_rootheld")["class"] == "leftover"
-    assert result["refused"] and str(proc.pid) in result["refused"]
-    assert (shm_dir / "psm_rootheld").exists()
 
 
 def _fake_proc(root: Path, pid: int, *, cgroup: str, fds=(), maps="", comm="vllm") -> None:
@@ -362,7 +186,7 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
 
     model = shm.scan(str(shm_dir), container_labels=labels, proc_root=str(fake))
     report = model.to_json()
-    fd_holder = _entry(report, "psm_0000fd00")["holders"]
+    fd_holder = entry_named(report, "psm_0000fd00")["holders"]
     assert fd_holder == [
         {
             "pid": 4242,
@@ -373,7 +197,7 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
             "composegen_profile": "r33-4096",
         }
     ]
-    map_holders = {h["pid"]: h for h in _entry(report, "vllm_offload_e1.mmap")["holders"]}
+    map_holders = {h["pid"]: h for h in entry_named(report, "vllm_offload_e1.mmap")["holders"]}
     assert map_holders[4242]["how"] == ["map"] and map_holders[4343]["how"] == ["fd"]
     assert map_holders[4343]["container_id"] is None and map_holders[4343]["compose_project"] is None
     assert set(asked) == {CID}
@@ -422,7 +246,7 @@ def test_leftover_patterns(name, pattern):
 
 def test_check_budget_warnings(shm_dir):
     (shm_dir / "psm_deadbeef").write_bytes(b"\0" * 8192)
-    report = _model(shm_dir)
+    report = scan_model(shm_dir)
     fs = report.filesystem
     assert shm.check_budget(report, 0, 1 << 30) == []
     [too_big] = shm.check_budget(report, fs.total_bytes + 1, 1 << 30)
@@ -436,7 +260,7 @@ def test_check_budget_warnings(shm_dir):
 def test_format_text_lists_entries_and_totals(shm_dir, holders):
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
     (shm_dir / "stray").write_bytes(b"x")
-    text = shm.format_text(_model(shm_dir))
+    text = shm.format_text(scan_model(shm_dir))
     assert all(word in text for word in ("psm_held0000", "stray", "in-use: 1", "unknown: 1"))
 
 
@@ -444,7 +268,7 @@ def test_ten_thousand_entries_with_a_few_mapped(shm_dir, holders):
     for i in range(10_000):
         (shm_dir / f"psm_{i:08x}").touch()
     proc, _ = holders(MAP_AND_CLOSE + "ms = [map_and_close(f'psm_{i:08x}', 1) for i in range(0, 10000, 500)]", shm_dir)
-    report = _scan(shm_dir)
+    report = scan_json(shm_dir)
     held = [e["name"] for e in report["entries"] if e["class"] == "in-use"]
     assert held == [f"psm_{i:08x}" for i in range(0, 10_000, 500)]
     assert all(e["holders"][0]["pid"] == proc.pid for e in report["entries"] if e["holders"])
@@ -482,10 +306,10 @@ def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, t
     summary, pieces = fastjson.scan_json(str(shm_dir), container_labels=lambda cid: None)
     text = "".join(pieces)
     assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))  # byte for byte
-    report = _scan(shm_dir)
+    report = scan_json(shm_dir)
     assert any(e["holders"] for e in report["entries"]) and any(e["age_seconds"] == 0.0 for e in report["entries"])
     if os.geteuid() == 0:
-        assert _entry(report, "unknown.bin")["user"] is None
+        assert entry_named(report, "unknown.bin")["user"] is None
     # Other processes share /dev/shm (its free space) and come and go (unreadable ones): not the subject here.
     for doc in (report, summary, parsed := json.loads(text)):
         for key in ("scan_seconds", "filesystem", "unreadable_pids"):
@@ -501,7 +325,7 @@ def test_down_carries_the_scan_model_and_prints_it_as_the_scan_did(shm_dir):
     from composegen.stack.reports import DownReport
 
     (shm_dir / "psm_deadbeef").write_bytes(b"x")
-    scan = _model(shm_dir)
+    scan = scan_model(shm_dir)
     down = DownReport(name="p", project="composegen-p", removed=[], shm=scan)
     assert isinstance(down.shm, ShmScan) and down.to_json()["shm"] == scan.to_json()
     assert DownReport.model_validate_json(down.model_dump_json(by_alias=True)).shm == scan  # it reads back typed
