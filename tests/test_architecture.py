@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "composegen"
 # Lower ranks are imported by higher ones, never the other way; a package may import itself.
 RANKS = {
     "errors": 0, "units": 0, "addresses": 0, "output": 0, "report": 0, "emulator": 0, "__init__": 0,
-    "project": 1, "wire": 1, "safewrite": 1,
+    "project": 1, "wire": 1, "safewrite": 1, "privatestate": 1.5,
     "usercache": 2, "rendercache": 3,
     "vllm": 2,
     "profiles": 3,

@@ -1,7 +1,6 @@
 """Campaigns: a bracketed A/B (control, candidate, control again) or a qualification arm with its fallback,
 run one stack at a time, resumable after Ctrl-C, a crash or a reboot, ending in a decision record.
 
-  files.py      private atomic writes (0600, no links) and the campaign log
   state.py      runs/campaigns/N/state.json: the campaign's options and each arm's progress
   exclusive.py  refuse while another stack or container holds the profile's GPUs
   runner.py     the A/B: each arm up -> wait -> evidence -> down (shm check), the bracket, the records

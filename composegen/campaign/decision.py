@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import cast
 
-from composegen.campaign import files, qualifyarm, runner, state
+from composegen import privatestate
+from composegen.campaign import qualifyarm, runner, state
 from composegen.campaign.comparison import file_sha256
 from composegen.campaign.decisionfile import DECISION, DECISIONS, read
 from composegen.campaign.reports import CampaignState, Decision, DecisionPart, DecisionRecord
@@ -47,7 +48,7 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
     if read(directory) is not None:
         raise BadInput(f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)")
     chosen = cast(Decision, decision)  # one of DECISIONS, checked above
-    part = DecisionPart(decision=chosen, profile=_profile(st, decision), why=why, decided_at=files.now_iso())
+    part = DecisionPart(decision=chosen, profile=_profile(st, decision), why=why, decided_at=privatestate.stamp())
     if st.kind == "ab":
         runner.write_records(project, directory, st, decided=part)
         evidence = directory / "comparison.json"
@@ -62,6 +63,6 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
         decided_at=part.decided_at or "",
         evidence_sha256=file_sha256(evidence),
     )
-    files.write_json(directory / DECISION, record.to_json())  # decision.json is written: JSON here
+    privatestate.write_json(directory / DECISION, record.to_json())  # decision.json is written: JSON here
     state.log(directory, f"decided: {decision} ({record.profile}); evidence sha256 {record.evidence_sha256}")
     return record

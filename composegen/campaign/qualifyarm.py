@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from composegen.campaign import decisionfile, exclusive, files, qualifyrecord, state
+from composegen import privatestate
+from composegen.campaign import decisionfile, exclusive, qualifyrecord, state
 from composegen.campaign.comparison import file_sha256
 from composegen.campaign.reports import (
     QUALIFICATION_SCHEMA,
@@ -61,8 +62,8 @@ def create(project: Project, primary: str, fallback: str | None, emulate: bool, 
         if (st.kind, st.control, st.options) != ("qualify", primary, opts):
             raise BadInput(f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options")
         return directory
-    files.private_dir(directory)
-    now = files.now_iso()
+    privatestate.private_dir(directory)
+    now = privatestate.stamp()
     arms = [ArmState(key="primary", profile=primary)] + (
         [ArmState(key="fallback", profile=fallback)] if fallback else []
     )
@@ -99,7 +100,12 @@ def _run_arm(
     dest = directory / arm.key
     try:
         if not (dest / EVIDENCE).is_file():
-            arm.status, arm.error, arm.attempts, arm.started_at = "running", None, arm.attempts + 1, files.now_iso()
+            arm.status, arm.error, arm.attempts, arm.started_at = (
+                "running",
+                None,
+                arm.attempts + 1,
+                privatestate.stamp(),
+            )
             state.save(directory, st)
             state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
             exclusive.check(r)
@@ -130,7 +136,7 @@ def _run_arm(
         state.log(directory, f"{arm.key}: {'QUALIFIED' if arm.qualified else 'not qualified'}; down {arm.profile}")
         down = driver.down(project, r)
         arm.shm_reclaimable = reclaimable(down.shm)
-        arm.status, arm.finished_at = "done", files.now_iso()
+        arm.status, arm.finished_at = "done", privatestate.stamp()
         state.save(directory, st)
         outcome = "QUALIFIED" if arm.qualified else f"not qualified ({arm.error})"
         say(f"{arm.key} ({arm.profile}): {outcome}")
@@ -231,6 +237,6 @@ def write_records(
     clean = scrub.json(doc)
     clean["redacted"] = scrub.count
     report = QualificationReport.model_validate(clean)  # the sanitized record, checked against its model
-    files.write_json(directory / RECORD_JSON, report.to_json())  # qualification.json is written: JSON here
-    files.write_atomic(directory / "campaign.md", qualifyrecord.render(report, st))
+    privatestate.write_json(directory / RECORD_JSON, report.to_json())  # qualification.json is written: JSON here
+    privatestate.write(directory / "campaign.md", qualifyrecord.render(report, st))
     return report

@@ -11,7 +11,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from composegen.campaign import bracket, comparison, decisionfile, exclusive, files, record, state
+from composegen import privatestate
+from composegen.campaign import bracket, comparison, decisionfile, exclusive, record, state
 from composegen.campaign.reports import ArmKey, ArmState, CampaignOptions, CampaignState, ComparisonReport, DecisionPart
 from composegen.errors import BadInput, CheckFailed, ComposegenError, Interrupted
 from composegen.evidence import bundle, capture, compare
@@ -46,9 +47,9 @@ def create(project: Project, control: str, candidate: str, opts: CampaignOptions
                 hint=f"`composegen campaign resume {st.name}` continues it; --name NEW starts another",
             )
         return directory
-    files.private_dir(directory)
+    privatestate.private_dir(directory)
     keys = AB_ARMS if opts.bracket else AB_ARMS[:2]
-    now = files.now_iso()
+    now = privatestate.stamp()
     st = CampaignState(
         name=directory.name,
         kind="ab",
@@ -84,7 +85,7 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
     try:
         if not (dest / bundle.EVIDENCE).is_file():  # else captured before an interrupt: only `down` is left
             arm.status, arm.error, arm.attempts = "running", None, arm.attempts + 1
-            arm.started_at = files.now_iso()
+            arm.started_at = privatestate.stamp()
             state.save(directory, st)
             state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
             exclusive.check(r)
@@ -108,7 +109,7 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
         state.log(directory, f"{arm.key}: evidence {arm.key}/; down {arm.profile}")
         down = driver.down(project, r)
         arm.shm_reclaimable = reclaimable(down.shm)
-        arm.status, arm.finished_at = "done", files.now_iso()
+        arm.status, arm.finished_at = "done", privatestate.stamp()
         state.save(directory, st)
         state.log(directory, f"{arm.key}: done (shm reclaimable: {arm.shm_reclaimable})")
         say(f"{arm.key} ({arm.profile}): done")
@@ -164,8 +165,8 @@ def write_records(
     loaded = loaded if loaded is not None else docs(directory, st)
     compared = compare.compare_runs(directory / "control", directory / "candidate", root=project.root)
     report = comparison.build(st, directory, loaded, compared, decided or decisionfile.read(directory))
-    files.write_json(directory / "comparison.json", report.to_json())  # comparison.json is written: JSON here
-    files.write_atomic(directory / "campaign.md", record.render(report, st, next_arm(project, st)))
+    privatestate.write_json(directory / "comparison.json", report.to_json())  # comparison.json is written: JSON here
+    privatestate.write(directory / "campaign.md", record.render(report, st, next_arm(project, st)))
     return report
 
 

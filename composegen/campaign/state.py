@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from composegen.campaign import files
+from composegen import privatestate
 from composegen.campaign.reports import NAME_RE, ArmState, CampaignOptions, CampaignState
 from composegen.errors import BadInput, ComposegenError, Interrupted
 from composegen.project import Project
@@ -86,12 +86,12 @@ def load(directory: Path) -> CampaignState:
 
 
 def save(directory: Path, state: CampaignState) -> None:
-    state.updated_at = files.now_iso()
-    files.write_json(directory / STATE, state.to_json())
+    state.updated_at = privatestate.stamp()
+    privatestate.write_json(directory / STATE, state.to_json())
 
 
 def log(directory: Path, message: str) -> None:
-    files.append_log(directory / LOG, message)
+    privatestate.append_line(directory / LOG, message)
 
 
 def interrupted(directory: Path, st: CampaignState, arm: ArmState, exc: BaseException) -> Interrupted:

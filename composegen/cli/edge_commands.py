@@ -10,10 +10,10 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
 from composegen.edge import exposure, keys, service, switch
-from composegen.edge.reports import ClientsReport, ExposureReport, SwitchReport, client_rows
+from composegen.edge.reports import ClientRow, ClientsReport, ExposureReport, SwitchReport, client_rows
 from composegen.edge.status import edge_status as read
 from composegen.edge.status import format_text
-from composegen.errors import CheckFailed
+from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import capture
 from composegen.output import emit_json, err, out
 
@@ -123,11 +123,23 @@ def keys_list(json_: bool = JsonOpt) -> None:
 
     rows = client_rows(keys.listing(_project()))
     if json_:
-        return emit_json(ClientsReport(clients=rows).to_json())
+        emit_json(ClientsReport(clients=rows).to_json())
+        return _refuse_bad_records(rows)
     if not rows:
         return out("no clients (add one: composegen keys add NAME)")
     for row in rows:
         out(f"{row.name:<24} {row.state:<8} created {row.created}  expires {row.expires or 'never'}")
+    _refuse_bad_records(rows)
+
+
+def _refuse_bad_records(rows: list[ClientRow]) -> None:
+    """Exit 2 naming each record of keys.json that is not as composegen writes it (the rest were listed)."""
+    bad = [f"{row.name}: {row.problem}" for row in rows if row.problem]
+    if bad:
+        raise BadInput(
+            f".composegen/edge/keys.json: {'; '.join(bad)}",
+            hint="fix the record by hand, or `composegen keys revoke NAME` and add it anew",
+        )
 
 
 EmulateOpt = typer.Option(False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos).")

@@ -75,6 +75,16 @@ class StateFile:
             return self._doc
 
 
+def _in_future(expires: object, now: datetime) -> bool:
+    if not isinstance(expires, str) or len(expires) > 64:
+        return False
+    try:
+        moment = datetime.fromisoformat(expires.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return moment.tzinfo is not None and moment > now
+
+
 def client_for(keys: JsonDoc, authorization: str | None, now: datetime) -> str | None:
     """The client name a bearer key belongs to (valid, not revoked, not expired), else None."""
     if not authorization or not authorization.startswith("Bearer "):
@@ -85,12 +95,8 @@ def client_for(keys: JsonDoc, authorization: str | None, now: datetime) -> str |
         if not isinstance(client, dict) or client.get("sha256") != digest or client.get("revoked"):
             continue
         expires = client.get("expires")
-        if isinstance(expires, str):
-            try:
-                if datetime.fromisoformat(expires.replace("Z", "+00:00")) <= now:
-                    return None
-            except ValueError:
-                return None
+        if expires is not None and not _in_future(expires, now):
+            return None  # expired, or an expiry that is not a time with a zone: refused, never forever
         name = client.get("name")
         return name if isinstance(name, str) else None
     return None

@@ -6,23 +6,20 @@ change: adding, rotating or revoking takes effect at once and restarts nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from pathlib import Path
-from typing import TypedDict, TypeVar, cast
+from typing import TypedDict
 
+from composegen import privatestate
 from composegen.errors import BadInput
 from composegen.project import Project
-from composegen.stack import driver
 
 CLIENT_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 KEY_PREFIX = "cgk_"
-MAX_STATE_BYTES = 4 << 20
-Doc = TypeVar("Doc", bound=Mapping[str, object])
 
 
 class ClientRecord(TypedDict):
@@ -40,41 +37,11 @@ class KeysFile(TypedDict):
 
 
 def edge_dir(project: Project) -> Path:
-    return driver.private_dir(project, "edge")
+    return privatestate.state_dir(project, "edge")
 
 
 def keys_path(project: Project) -> Path:
     return edge_dir(project) / "keys.json"
-
-
-def read_json(path: Path, empty: Doc) -> Doc:
-    """A state file of ours: a plain file, bounded, a JSON object; BadInput naming it otherwise. It is typed
-    as the file's shape (EMPTY's type); its reader checks each field it uses (files from older runs load)."""
-    if path.is_symlink():
-        raise BadInput(f"{path}: is a symbolic link; composegen never reads state through links")
-    if not path.exists():
-        return empty
-    if not path.is_file() or path.stat().st_size > MAX_STATE_BYTES:
-        raise BadInput(f"{path}: not a plain file, or larger than {MAX_STATE_BYTES >> 20} MiB")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"{path}:1: unreadable JSON ({type(exc).__name__}); fix or remove it") from None
-    if not isinstance(doc, dict):
-        raise BadInput(f"{path}:1: must be a JSON object")
-    return cast(Doc, doc)
-
-
-def write_json(path: Path, doc: Mapping[str, object]) -> None:
-    driver.private_write(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_expiry(text: str) -> datetime:
@@ -87,7 +54,7 @@ def parse_expiry(text: str) -> datetime:
             moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     except ValueError:
         raise BadInput(f"--expires {text!r}: not a date (YYYY-MM-DD) or ISO 8601 time") from None
-    if moment <= now_utc():
+    if moment <= privatestate.now():
         raise BadInput(f"--expires {text}: already in the past")
     return moment
 
@@ -98,17 +65,36 @@ class Client:
     created: str
     expires: str | None
     revoked: str | None
+    problem: str | None = None  # what is wrong with this record of keys.json (edited by hand), if anything
 
     def state(self, now: datetime) -> str:
+        if self.problem:
+            return "invalid"
         if self.revoked:
             return "revoked"
-        if self.expires and datetime.fromisoformat(self.expires.replace("Z", "+00:00")) <= now:
-            return "expired"
-        return "active"
+        expiry = privatestate.parse_stamp(self.expires)
+        return "expired" if expiry is not None and expiry <= now else "active"
+
+
+def _client(record: Mapping[str, object]) -> Client:
+    """A record of keys.json as `keys list` shows it; a field of the wrong kind is named, not trusted."""
+    fields = {key: record.get(key) for key in ("created", "expires", "revoked")}
+    problems = [
+        f"{key}: {value!r} is not a time"
+        for key, value in fields.items()
+        if value is not None and (privatestate.parse_stamp(value) is None)
+    ]
+    shown = {
+        key: value if isinstance(value, str) else (None if value is None else repr(value))
+        for key, value in fields.items()
+    }
+    return Client(
+        str(record["name"]), shown["created"] or "", shown["expires"], shown["revoked"], "; ".join(problems) or None
+    )
 
 
 def _load(project: Project) -> list[ClientRecord]:
-    clients = read_json(keys_path(project), KeysFile(clients=[])).get("clients")
+    clients = privatestate.read_json(keys_path(project), KeysFile(clients=[])).get("clients")
     if not isinstance(clients, list) or not all(
         isinstance(c, dict) and isinstance(c.get("name"), str) for c in clients
     ):
@@ -117,7 +103,7 @@ def _load(project: Project) -> list[ClientRecord]:
 
 
 def _save(project: Project, clients: list[ClientRecord]) -> None:
-    write_json(keys_path(project), KeysFile(clients=clients))
+    privatestate.write_json(keys_path(project), KeysFile(clients=clients))
 
 
 def _new_key() -> tuple[str, str]:
@@ -135,14 +121,18 @@ def add(project: Project, name: str, expires: str | None = None) -> str:
     """A new client; returns its key (the only time it exists outside the client's hands)."""
     _checked_name(name)
     moment = parse_expiry(expires) if expires else None
-    with driver.profile_lock(project, "edge-keys"):
+    with privatestate.profile_lock(project, "edge-keys"):
         clients = _load(project)
         if any(c["name"] == name for c in clients):
             raise BadInput(f"client {name!r} exists", hint=f"`composegen keys rotate {name}` gives it a new key")
         key, digest = _new_key()
         clients.append(
             ClientRecord(
-                name=name, sha256=digest, created=iso(now_utc()), expires=iso(moment) if moment else None, revoked=None
+                name=name,
+                sha256=digest,
+                created=privatestate.stamp(),
+                expires=privatestate.stamp(moment) if moment else None,
+                revoked=None,
             )
         )
         _save(project, clients)
@@ -151,25 +141,26 @@ def add(project: Project, name: str, expires: str | None = None) -> str:
 
 def rotate(project: Project, name: str) -> str:
     """A new key for an existing client; the old one stops working at once."""
-    with driver.profile_lock(project, "edge-keys"):
+    with privatestate.profile_lock(project, "edge-keys"):
         clients = _load(project)
         client = _find(clients, name)
         key, digest = _new_key()
-        client["sha256"], client["created"], client["revoked"] = digest, iso(now_utc()), None
+        client["sha256"], client["created"], client["revoked"] = digest, privatestate.stamp(), None
         _save(project, clients)
     return key
 
 
 def revoke(project: Project, name: str) -> None:
-    with driver.profile_lock(project, "edge-keys"):
+    with privatestate.profile_lock(project, "edge-keys"):
         clients = _load(project)
         client = _find(clients, name)
-        client["revoked"] = iso(now_utc())
+        client["revoked"] = privatestate.stamp()
         _save(project, clients)
 
 
 def listing(project: Project) -> list[Client]:
-    return [Client(c["name"], str(c.get("created") or ""), c.get("expires"), c.get("revoked")) for c in _load(project)]
+    """Every client of keys.json; a bad record is listed with its problem (its state: invalid)."""
+    return [_client(c) for c in _load(project)]
 
 
 def _find(clients: list[ClientRecord], name: str) -> ClientRecord:
@@ -182,7 +173,7 @@ def _find(clients: list[ClientRecord], name: str) -> ClientRecord:
 
 def remove(project: Project, name: str) -> None:
     """Drop a client's record entirely (the exposure gate's throw-away client)."""
-    with driver.profile_lock(project, "edge-keys"):
+    with privatestate.profile_lock(project, "edge-keys"):
         clients = _load(project)
         _find(clients, name)
         _save(project, [c for c in clients if c["name"] != name])

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from composegen.edge.keys import Client, now_utc
+from composegen import privatestate
+from composegen.edge.keys import Client
 from composegen.report import Report
 
 
 class ClientRow(Report):
     name: str
-    state: str  # active | expired | revoked
+    state: str  # active | expired | revoked | invalid (a record edited by hand: see problem)
     created: str
     expires: str | None
     revoked: str | None
+    problem: str | None = None
 
 
 class ClientsReport(Report):
@@ -19,9 +21,11 @@ class ClientsReport(Report):
 
 
 def client_rows(clients: list[Client]) -> list[ClientRow]:
-    now = now_utc()
+    now = privatestate.now()
     return [
-        ClientRow(name=c.name, state=c.state(now), created=c.created, expires=c.expires, revoked=c.revoked)
+        ClientRow(
+            name=c.name, state=c.state(now), created=c.created, expires=c.expires, revoked=c.revoked, problem=c.problem
+        )
         for c in clients
     ]
 

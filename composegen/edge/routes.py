@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, NotRequired, TypedDict
 
+from composegen import privatestate
 from composegen.edge.config import Edge, upstream_host
-from composegen.edge.keys import edge_dir, iso, now_utc, read_json, write_json
+from composegen.edge.keys import edge_dir
 from composegen.errors import BadInput
 from composegen.project import Project
 
@@ -66,7 +67,7 @@ def routes_path(project: Project) -> Path:
 
 
 def history(project: Project, edge: Edge, alias: str) -> list[Assignment]:
-    doc = read_json(assignments_path(project), AssignmentsFile(aliases={}))
+    doc = privatestate.read_json(assignments_path(project), AssignmentsFile(aliases={}))
     entries = (doc.get("aliases") or {}).get(alias) if isinstance(doc.get("aliases"), dict) else None
     if not isinstance(entries, list) or not entries:
         initial = edge.config.aliases.get(alias)
@@ -81,19 +82,19 @@ def current(project: Project, edge: Edge, alias: str) -> str | None:
 
 def aliases(project: Project, edge: Edge) -> dict[str, str | None]:
     """Every alias (edge.yaml's and any promoted since) → its current profile."""
-    doc = read_json(assignments_path(project), AssignmentsFile(aliases={}))
+    doc = privatestate.read_json(assignments_path(project), AssignmentsFile(aliases={}))
     names = set(edge.config.aliases) | set(doc.get("aliases") or {})
     return {a: current(project, edge, a) for a in sorted(names)}
 
 
 def record(project: Project, edge: Edge, alias: str, profile: str, by: str, evidence: Proof | None) -> Assignment:
-    doc = read_json(assignments_path(project), AssignmentsFile(aliases={}))
+    doc = privatestate.read_json(assignments_path(project), AssignmentsFile(aliases={}))
     found = doc.get("aliases")
     table = found if isinstance(found, dict) else {}
     entries = history(project, edge, alias)
-    entry = Assignment(profile=profile, at=iso(now_utc()), by=by, evidence=evidence)
+    entry = Assignment(profile=profile, at=privatestate.stamp(), by=by, evidence=evidence)
     table[alias] = [*entries, entry]
-    write_json(assignments_path(project), AssignmentsFile(aliases=table))
+    privatestate.write_json(assignments_path(project), AssignmentsFile(aliases=table))
     return entry
 
 
@@ -120,8 +121,8 @@ def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None
             profile=profile,
             upstream=f"{upstream_host(profile)}:{r.profile.service.port.container}",
             served_name=r.profile.model.served_name,
-            switch=Switching(to=switch["to"], stage=switch["stage"], since=switch.get("since") or iso(now_utc()))
+            switch=Switching(to=switch["to"], stage=switch["stage"], since=switch.get("since") or privatestate.stamp())
             if switch
             else None,
         )
-    write_json(routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table))
+    privatestate.write_json(routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from composegen import render
+from composegen import privatestate, render
 from composegen.edge import config, image, keys, routes
 from composegen.edge.config import Edge
 from composegen.edge.render import render_edge
@@ -45,7 +45,7 @@ def up(project: Project) -> Edge:
     edge = load(project)
     ensure_fresh(project, edge)
     if not keys.keys_path(project).exists():
-        keys.write_json(keys.keys_path(project), {"clients": []})
+        privatestate.write_json(keys.keys_path(project), {"clients": []})
     routes.publish(project, edge)
     for ref in sorted({edge.config.images.proxy, edge.config.images.gate}):
         if image.is_local(ref) and not driver.image_present(ref):

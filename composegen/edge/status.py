@@ -3,6 +3,7 @@ alias → profile (and a switch in progress), the clients (names and expiry, nev
 
 from __future__ import annotations
 
+from composegen import privatestate
 from composegen.edge import keys, routes, service
 from composegen.edge.reports import AliasRow, EdgeStatusReport, client_rows
 from composegen.project import Project
@@ -11,7 +12,7 @@ from composegen.project import Project
 def edge_status(project: Project) -> EdgeStatusReport:
     edge = service.load(project)
     empty = routes.RoutesFile(retry_after=0, aliases={})  # only its aliases are read
-    published = keys.read_json(routes.routes_path(project), empty).get("aliases") or {}
+    published = privatestate.read_json(routes.routes_path(project), empty).get("aliases") or {}
     rows = []
     for alias, profile in routes.aliases(project, edge).items():
         live = published.get(alias) if isinstance(published, dict) else None

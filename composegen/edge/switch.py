@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 
+from composegen import privatestate
 from composegen.edge import evidence as proof
 from composegen.edge import routes
 from composegen.edge.config import Edge
@@ -86,7 +87,7 @@ def _switch(
     gates: list[str] | None,
 ) -> SwitchReport:
     started = time.monotonic()
-    with driver.profile_lock(project, "edge-switch"):
+    with privatestate.profile_lock(project, "edge-switch"):
         current = routes.current(project, edge, alias)
         if current == target:
             raise BadInput(f"{alias} already points at {target}")

@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from composegen import __version__, safewrite
+from composegen import __version__, privatestate, safewrite
 from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
@@ -154,7 +154,7 @@ def write_run(
         "container": _json(container),
         "emulated": bool(container and container.emulated),
         "composegen_version": __version__,
-        "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_at": privatestate.stamp(now),
         "source": source,
         "unknown": sorted(missing),
         "raw": [{"file": name, "sha256": _sha256(data), "bytes": len(data)} for name, data in raw.items()],

@@ -13,8 +13,10 @@ import pwd
 import stat
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypedDict
 
+from composegen import privatestate
 from composegen.shm import procscan
 from composegen.shm.aside import Aside
 from composegen.shm.patterns import CLASSES, match_pattern
@@ -259,7 +261,7 @@ def list_fd(
         "filesystem": _filesystem(dfd),
         "path": path,
         "scan_seconds": round(time.monotonic() - started, 4),
-        "scanned_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now)),
+        "scanned_at": privatestate.stamp(datetime.fromtimestamp(now, UTC)),
         "schema": "composegen.shm-scan/v1",
         "totals": totals,
         "unreadable_pids": index.unreadable,

@@ -59,7 +59,6 @@ from composegen.stack.placement import Deployment, NodeRef, deployment
 from composegen.stack.prepare import PreflightFailed, UpOptions
 from composegen.stack.progress import ProgressSink
 from composegen.stack.reports import DownReport, LiveIdentity, NodesShm, StatusReport, UpReport
-from composegen.stack.state import private_dir, private_write, profile_lock
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.vllm import startup
@@ -93,9 +92,6 @@ __all__ = [
     "live_identity",
     "logs_text",
     "preload",
-    "private_dir",
-    "private_write",
-    "profile_lock",
     "project_containers",
     "running_container",
     "shm_report",

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from composegen import privatestate
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Node
 from composegen.project import Project
-from composegen.stack import state
 from composegen.templating import literal, yaml_key
 
 EMULATED_LABEL = "io.composegen.emulated"
@@ -81,12 +81,12 @@ def override_text(r: Resolved, image: str, ulimits: dict, node: Node | None = No
 
 def override_path(project: Project, name: str, node: str | None = None) -> Path:
     # Runtime state, not a generated artifact: kept out of out/ (which CI checks for freshness).
-    base = project.root / state.STATE_DIR / name
+    base = project.root / privatestate.STATE_DIR / name
     return (base / node if node else base) / "emulate.override.yaml"
 
 
 def write_override(project: Project, r: Resolved, image: str, ulimits: dict, node: Node | None = None) -> Path:
-    """Write the override (0600 under 0700 directories; see state.py)."""
-    path = state.private_dir(project, r.name, *([node.name] if node is not None else [])) / "emulate.override.yaml"
-    state.private_write(path, override_text(r, image, ulimits, node))
+    """Write the override (0600 under 0700 directories; see composegen/privatestate.py)."""
+    path = privatestate.state_dir(project, r.name, *([node.name] if node is not None else [])) / "emulate.override.yaml"
+    privatestate.write(path, override_text(r, image, ulimits, node))
     return path

@@ -20,10 +20,11 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from composegen import privatestate
 from composegen.errors import BadInput, ComposegenError
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.stack import compose, engine, state
+from composegen.stack import compose, engine
 from composegen.stack.placement import Deployment, NodeRef, deployment
 from composegen.stack.preflight import Check
 from composegen.stack.targets import Target
@@ -215,7 +216,7 @@ def preflight_checks(
 
 
 def override_path(project: Project, r: Resolved, node: str | None) -> Path:
-    base = project.root / state.STATE_DIR / r.name  # runtime state, next to the emulate override; not out/
+    base = project.root / privatestate.STATE_DIR / r.name  # runtime state, next to the emulate override; not out/
     return (base / node if node else base) / "weights.override.yaml"
 
 
@@ -229,8 +230,8 @@ def offline_override(project: Project, r: Resolved, node: str | None, offline: b
         f"# composegen: the weights of {r.profile.model.id}@{r.profile.model.revision[:12]} were complete at `up`\n"
         'services:\n  vllm:\n    environment:\n      HF_HUB_OFFLINE: "1"\n'
     )
-    path = state.private_dir(project, r.name, *([node] if node else [])) / path.name
-    state.private_write(path, text)
+    path = privatestate.state_dir(project, r.name, *([node] if node else [])) / path.name
+    privatestate.write(path, text)
     return path
 
 

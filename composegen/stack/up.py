@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from composegen import privatestate
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.profiles.resolved import Resolved
-from composegen.stack import engine, enginecache, memguard, nodecache, readiness, state, watch
+from composegen.stack import engine, enginecache, memguard, nodecache, readiness, watch
 from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.prepare import UpOptions, prepare
@@ -144,7 +145,7 @@ def interrupted_by(run: Run, exc: KeyboardInterrupt) -> Interrupted:
 def up(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> UpReport:
     run = Run(dep, opts.emulate)
     try:
-        with signals_as_interrupts(), state.profile_lock(dep.project, dep.name, sink.note):
+        with signals_as_interrupts(), privatestate.profile_lock(dep.project, dep.name, sink.note):
             run.phase = "preflight"
             return _up(dep, opts, sink, run)
     except KeyboardInterrupt as exc:

@@ -164,3 +164,26 @@ def test_acme_is_rendered_as_an_issuer_the_real_caddy_accepts(tmp_path):
     assert issuer["challenges"]["http"]["disabled"] is True  # port 80 is not published: TLS-ALPN-01 only
     valid = subprocess.run(["caddy", "validate", *argv], cwd=root, env=env, capture_output=True, text=True)
     assert valid.returncode == 0, valid.stderr[-2000:]
+
+
+def test_a_tampered_key_record_is_named_and_refused_never_an_internal_error(tmp_path):
+    """keys.json edited by hand (issue 39): `keys list` lists every client, names each bad record, exits 2;
+    the gatekeeper refuses a key whose expiry is not a time with a zone (never valid forever)."""
+    root = project(tmp_path, GOOD)
+    key = run_cli("--root", str(root), "keys", "add", "alice").stdout.strip()
+    path = root / ".composegen/edge/keys.json"
+    doc = json.loads(path.read_text())
+    good = doc["clients"][0]
+    tampered = {"naive": "2099-01-01T00:00:00", "garbage": "soon", "number": 4102444800}
+    for name, expires in tampered.items():
+        doc["clients"].append({**good, "name": name, "expires": expires})
+    path.write_text(json.dumps(doc))
+    for argv in (["keys", "list"], ["keys", "list", "--json"]):
+        res = run_cli("--root", str(root), *argv)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+        assert "alice" in res.stdout and all(name in res.stdout for name in tampered), res.stdout
+        assert all(f"{name}: expires" in res.stderr for name in tampered), res.stderr
+    now = datetime.now(UTC)
+    for expires, allowed in [*((e, None) for e in tampered.values()), ("2099-01-01T00:00:00Z", "x"), (None, "x")]:
+        keys = {"clients": [{"name": "x", "sha256": good["sha256"], "expires": expires, "revoked": None}]}
+        assert gatekeeper.client_for(keys, f"Bearer {key}", now) == allowed, expires

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from composegen import privatestate
 from composegen.errors import BadInput
 from composegen.profiles import resolve
 from composegen.project import Project
-from composegen.stack import emulate, state
+from composegen.stack import emulate
 from tests.support.helpers import REPO, run_cli
 
 
@@ -42,7 +43,7 @@ def test_the_emulator_override_and_the_lock_are_private(project, open_umask):
     assert path == emulate.override_path(project, r.name)
     assert _mode(path) == 0o600
     assert _mode(path.parent) == _mode(project.root / ".composegen") == 0o700
-    with state.profile_lock(project, r.name):
+    with privatestate.profile_lock(project, r.name):
         lock = project.root / ".composegen" / "locks" / f"{r.name}.lock"
         assert _mode(lock) == 0o600 and _mode(lock.parent) == 0o700
         assert lock.read_text().strip() == str(os.getpid())  # who holds it, for a waiting run to name
@@ -59,10 +60,10 @@ def test_a_symlink_in_the_state_directory_is_refused_not_followed(project, tmp_p
 
 
 def test_a_rewritten_file_keeps_private_mode(project, open_umask):
-    target = state.private_dir(project, "x") / "f.yaml"
+    target = privatestate.state_dir(project, "x") / "f.yaml"
     target.write_text("old")
     target.chmod(0o644)
-    state.private_write(target, "new")
+    privatestate.write(target, "new")
     assert target.read_text() == "new" and _mode(target) == 0o600
 
 
@@ -91,3 +92,36 @@ def test_the_crash_log_is_private(tmp_path, monkeypatch, open_umask):
     assert exits.run(broken) == 3
     assert "RuntimeError: boom" in old.read_text()
     assert _mode(old) == 0o600
+
+
+def test_private_state_has_one_home():
+    """One private_dir, one stamp format, and the edge's keys load without the stack room (issue 41)."""
+    import ast
+    import subprocess
+    import sys
+
+    package = REPO / "composegen"
+    defined = [
+        f"{path.relative_to(package)}:{node.name}"
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name in ("private_dir", "now_iso", "now_utc", "iso")
+    ]
+    assert defined == ["privatestate.py:private_dir"]
+    stamp_formats = {
+        line.strip()
+        for path in package.rglob("*.py")
+        if "emulator" not in path.parts
+        for line in path.read_text().splitlines()
+        if "%H:%M:%S" in line
+    }
+    assert stamp_formats == {'STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"'}, stamp_formats
+    code = "import sys, composegen.edge.keys; print(sum(m.startswith('composegen') for m in sys.modules))"
+    loaded = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert loaded <= 10
+
+
+def test_a_stamp_read_back_is_checked():
+    assert privatestate.parse_stamp(privatestate.stamp()) is not None
+    for bad in ("2026-12-03T10:00:00", "garbage", 17, None, "9" * 100):
+        assert privatestate.parse_stamp(bad) is None
