@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import io
+import sys
 import tokenize
 from pathlib import Path
 
@@ -303,3 +304,11 @@ def test_the_stack_room_is_entered_by_five_files_at_most():
 def test_the_door_exceptions_are_still_needed():
     used = {(src, f"composegen.{dst}.{entry}") for src, dst, entry in door_entries()}
     assert set(DOOR_EXCEPTIONS) <= used, set(DOOR_EXCEPTIONS) - used
+
+
+def test_the_gatekeeper_is_one_stdlib_file():
+    """The edge mounts gatekeeper.py alone into a bare python image (python3 -I): an import of composegen or of
+    any third-party package would fail there, at the first request, not here."""
+    path = PACKAGE / "edge" / "gatekeeper.py"
+    outside = {base.split(".")[0] for base, _ in import_statements(path)} - set(sys.stdlib_module_names)
+    assert not outside, f"gatekeeper.py imports {sorted(outside)}"

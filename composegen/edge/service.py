@@ -9,14 +9,26 @@ import time
 from composegen import privatestate, render
 from composegen.edge import config, image, keys, routes
 from composegen.edge.config import Edge
-from composegen.edge.render import render_edge
+from composegen.edge.render import DOOR_ADMIN, render_edge
 from composegen.errors import BadInput, CheckFailed, EngineError
 from composegen.project import Project
 from composegen.stack import driver
 from composegen.stack.driver import ContainerFacts
 
 ROOT_CERT = "/data/caddy/pki/authorities/local/root.crt"
-RELOAD = ["caddy", "reload", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
+RELOADS = {  # service -> its graceful reload (the door's admin API is a unix socket: it shares the host's network)
+    "proxy": ["caddy", "reload", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"],
+    "door": [
+        "caddy",
+        "reload",
+        "--config",
+        "/etc/caddy/door.Caddyfile",
+        "--adapter",
+        "caddyfile",
+        "--address",
+        DOOR_ADMIN,
+    ],
+}
 
 
 def load(project: Project) -> Edge:
@@ -37,7 +49,7 @@ def stack(edge: Edge, project: Project) -> driver.Stack:
 
 
 def containers(edge: Edge) -> dict[str, ContainerFacts]:
-    """{"proxy": …, "gate": …} of the running edge (missing keys: not there)."""
+    """{"proxy": …, "door": …, "gate": …} of the running edge (missing keys: not there)."""
     return {c.service: c for c in driver.project_containers(edge.project_name) if c.service}
 
 
@@ -79,19 +91,23 @@ def build_local(pinned: str) -> None:
 
 
 def reload(edge: Edge, timeout: float = 30.0) -> None:
-    """A graceful reload through Caddy's admin API (inside the container): open connections finish."""
+    """A graceful reload of the proxy and the door through Caddy's admin API (inside each container):
+    open connections finish."""
     deadline = time.monotonic() + timeout
-    while True:
-        proxy = containers(edge).get("proxy")
-        if proxy is not None and proxy.running:
-            code, text = driver.exec_output(proxy, RELOAD)
-            if code == 0:
-                return
-            if time.monotonic() > deadline:
-                raise EngineError(f"{edge.project_name}: caddy reload failed", details=text[-2000:])
-        elif time.monotonic() > deadline:
-            raise EngineError(f"{edge.project_name}: the proxy is not running")
-        time.sleep(0.5)
+    for service, argv in RELOADS.items():
+        while True:
+            found = containers(edge).get(service)
+            if found is not None and found.running:
+                code, text = driver.exec_output(found, argv)
+                if code == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise EngineError(
+                        f"{edge.project_name}: caddy reload of the {service} failed", details=text[-2000:]
+                    )
+            elif time.monotonic() > deadline:
+                raise EngineError(f"{edge.project_name}: the {service} is not running")
+            time.sleep(0.5)
 
 
 def down(project: Project) -> Edge:

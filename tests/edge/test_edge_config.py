@@ -71,7 +71,7 @@ def test_out_edge_is_deterministic_checked_and_accepted_by_the_real_tools(tmp_pa
     assert run_cli("--root", str(root), "render").returncode == 0
     files = sorted(p.relative_to(root).as_posix() for p in (root / "out" / "edge").rglob("*") if p.is_file())
     assert files == [
-        "out/edge/Caddyfile", "out/edge/compose.yaml", "out/edge/gatekeeper.py",
+        "out/edge/Caddyfile", "out/edge/compose.yaml", "out/edge/door.Caddyfile", "out/edge/gatekeeper.py",
         "out/edge/stacks/new.yaml", "out/edge/stacks/old.yaml",
     ]  # fmt: skip
     first = {f: (root / f).read_bytes() for f in files}
@@ -95,10 +95,13 @@ def test_out_edge_is_deterministic_checked_and_accepted_by_the_real_tools(tmp_pa
 
         vllm = json.loads(merged.stdout)["services"]["vllm"]
         assert not vllm.get("ports") and vllm["networks"]["edge"]["aliases"] == ["stack-old"]
+    # the TLS listener is the only published port; the loopback listeners are the door's, in the host's network
+    assert compose.count("ports:") == 1 and '"127.0.0.1:39600:8443"' in compose and 'network_mode: "host"' in compose
     if shutil.which("caddy"):
-        valid = subprocess.run(["caddy", "validate", "--config", "out/edge/Caddyfile", "--adapter", "caddyfile"],
-                               cwd=root, capture_output=True, text=True)  # fmt: skip
-        assert valid.returncode == 0, valid.stderr[-2000:]
+        for caddyfile in ("out/edge/Caddyfile", "out/edge/door.Caddyfile"):
+            valid = subprocess.run(["caddy", "validate", "--config", caddyfile, "--adapter", "caddyfile"],
+                                   cwd=root, capture_output=True, text=True)  # fmt: skip
+            assert valid.returncode == 0, valid.stderr[-2000:]
     (root / "edge.yaml").unlink()  # no edge any more: render removes what it generated
     res = run_cli("--root", str(root), "render")
     assert res.returncode == 0 and not (root / "out" / "edge").exists(), res.stdout

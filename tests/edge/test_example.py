@@ -52,7 +52,7 @@ def test_the_example_pins_one_local_edge_image_by_content():
     pin = _pin(text)
     assert f"proxy: {pin}\n" in text and f"gate: {pin}\n" in text
     compose = (EXAMPLE / "out" / "edge" / "compose.yaml").read_text()
-    assert compose.count(f'image: "{pin}"') == 2
+    assert compose.count(f'image: "{pin}"') == 3  # the proxy, the door (the same Caddy) and the gate
 
 
 def _copy_pinned(tmp_path: Path, pin: str, name: str) -> Path:

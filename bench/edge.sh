@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# What the edge adds (issue 38): TTFT and ITL through the public TLS listener against the operator door,
+# alternated in one run at C1, then STREAMS concurrent streams (with and without one slow reader) and the
+# gate's CPU per relayed token. Against the EMULATED vLLM on the real engine; needs the edge's caddy
+# (scripts/provision-tests.sh). Run by hand: bash bench/edge.sh [ROUNDS] [STREAMS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec .venv/bin/python bench/edge_latency.py "${1:-200}" "${2:-256}"
