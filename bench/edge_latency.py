@@ -37,6 +37,9 @@ EXAMPLE = REPO / "examples" / "team-edge"
 CLI = [str(Path(sys.executable).with_name("composegen"))]
 PROFILE = "edge-bench"
 
+sys.path.insert(0, str(REPO))
+from composegen.edge.image import local_tag  # noqa: E402
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -69,13 +72,12 @@ class Project:
             'emulate: {env: {EMU_LOAD_SECONDS: "1"}}\n',
             encoding="utf-8",
         )
-        images = re.search(r"^images:\n(?:  .*\n)+", (EXAMPLE / "edge.yaml").read_text(), re.M)
-        assert images, "examples/team-edge/edge.yaml has no images section"
+        tag = local_tag()  # this machine's caddy and CA bundle (the example pins the CI machine's)
         (self.root / "edge.yaml").write_text(
             f"name: {self.edge}\nlisten: {{bind: 127.0.0.1, port: {self.port}}}\n"
             "tls: {mode: internal, names: [localhost, 127.0.0.1]}\n"
             f"metrics: {{port: {_free_port()}}}\nstacks: [{PROFILE}]\naliases: {{ds4-flash: {PROFILE}}}\n"
-            + images.group(0),
+            f"images: {{proxy: {tag}, gate: {tag}}}\n",
             encoding="utf-8",
         )
 
@@ -86,6 +88,7 @@ class Stream:
     gaps: list[float] = field(default_factory=list)
     tokens: int = 0
     error: str | None = None
+    elapsed: float = 0.0  # request written -> last chunk read
 
 
 class Client:
@@ -132,6 +135,7 @@ class Client:
                 await asyncio.sleep(0.05)
             data = await self.reader.readexactly(size + 2)
             if size == 0:
+                result.elapsed = time.perf_counter() - start
                 return result
             now = time.perf_counter()
             for event in data.split(b"\n\n"):
@@ -154,12 +158,15 @@ def _p50_ms(values: list[float]) -> float:
 
 
 def _gate_cpu_us(edge: str) -> int:
-    out = subprocess.run(["docker", "exec", f"composegen-{edge}-gate-1", "cat", "/sys/fs/cgroup/cpu.stat"],
+    """The gate container's CPU time: cgroup v2's cpu.stat, else v1's cpuacct.usage (nanoseconds)."""
+    script = "cat /sys/fs/cgroup/cpu.stat 2>/dev/null || echo ns $(cat /sys/fs/cgroup/cpuacct/cpuacct.usage)"
+    out = subprocess.run(["docker", "exec", f"composegen-{edge}-gate-1", "sh", "-c", script],
                          capture_output=True, text=True, timeout=60).stdout  # fmt: skip
-    found = re.search(r"^usage_usec (\d+)", out, re.M)
-    if not found:
-        raise SystemExit("the gate's cgroup cpu.stat has no usage_usec (cgroup v1 engine?)")
-    return int(found.group(1))
+    if found := re.search(r"^usage_usec (\d+)", out, re.M):
+        return int(found.group(1))
+    if found := re.search(r"^ns (\d+)", out, re.M):
+        return int(found.group(1)) // 1000
+    raise SystemExit(f"the gate's cgroup has no CPU usage: {out[:200]!r}")
 
 
 async def alternated(project: Project, tls: ssl.SSLContext, key: str, rounds: int) -> None:
@@ -197,10 +204,13 @@ async def concurrent(project: Project, tls: ssl.SSLContext, key: str, streams: i
     errors = len(results) - len(done) + sum(1 for r in done if r.error)
     tokens = sum(r.tokens for r in done)
     others = done[1:] if slow else done
+    itl = _p50_ms([sum(r.gaps) / len(r.gaps) for r in others if r.gaps])  # events arrive coalesced under load
+    slowest = max((r.elapsed for r in others), default=0)
     print(
         f"{streams} streams{' (one reading slowly)' if slow else ''}: {errors} errors, {tokens} of {streams * 32} "
-        f"tokens in {wall:.2f} s; others' ITL p50 {_p50_ms([g for r in others for g in r.gaps]):.2f} ms, "
-        f"TTFT p50 {_p50_ms([r.ttft for r in others if r.ttft]):.1f} ms; gate CPU {cpu_us / 1000:.0f} ms, "
+        f"tokens in {wall:.2f} s; others' mean ITL p50 {itl:.2f} ms, "
+        f"TTFT p50 {_p50_ms([r.ttft for r in others if r.ttft]):.1f} ms, "
+        f"slowest of them done after {slowest:.2f} s; gate CPU {cpu_us / 1000:.0f} ms, "
         f"{cpu_us / max(tokens, 1):.1f} µs per relayed token"
     )
 
@@ -219,11 +229,11 @@ def main() -> None:
         if not key:
             raise SystemExit("keys add printed no key")
         tls = ssl.create_default_context(cadata=_cli(root, "edge", "ca"))
-        print(f"load before: {open('/proc/loadavg').read().split()[:3]}, {os.cpu_count()} CPUs, EMULATED vLLM")
+        print(f"load before: {Path('/proc/loadavg').read_text().split()[:3]}, {os.cpu_count()} CPUs, EMULATED vLLM")
         asyncio.run(alternated(project, tls, key.group(1), rounds))
         asyncio.run(concurrent(project, tls, key.group(1), streams, slow=False))
         asyncio.run(concurrent(project, tls, key.group(1), streams, slow=True))
-        print(f"load after: {open('/proc/loadavg').read().split()[:3]}")
+        print(f"load after: {Path('/proc/loadavg').read_text().split()[:3]}")
     finally:
         subprocess.run([*CLI, "--root", str(root), "down", PROFILE], capture_output=True, timeout=300)
         subprocess.run([*CLI, "--root", str(root), "edge", "down"], capture_output=True, timeout=300)

@@ -16,6 +16,9 @@ from typing import Any
 
 SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 MIN_SECRET_CHARS = 4  # masking "1" would shred every line
+# The password of a `scheme://user:password@host` URL (DOCKER_HOST=tcp://u:p@h, a proxy, a registry): the
+# user stays (it says which account), the password goes, wherever the URL came from.
+USERINFO_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@")
 
 
 def secret_values() -> list[str]:
@@ -25,11 +28,11 @@ def secret_values() -> list[str]:
 
 
 def mask(text: str, secrets: list[str] | None = None) -> str:
-    """`text` with every secret value (secret_values, or `secrets`) replaced by ***."""
+    """`text` with every secret value (secret_values, or `secrets`) and every URL's password replaced by ***."""
     for secret in secret_values() if secrets is None else secrets:
         if secret in text:
             text = text.replace(secret, "***")
-    return text
+    return USERINFO_RE.sub(r"\1***@", text) if "://" in text else text
 
 
 def mask_json(value: Any, secrets: list[str]) -> Any:
@@ -60,7 +63,7 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
         obj = _finite(json.loads(json.dumps(obj, default=_default)))
         text = json.dumps(obj, allow_nan=False, **options)  # type: ignore[arg-type]
     secrets = [s for s in secret_values() if json.dumps(s)[1:-1] in text]
-    if secrets:  # rare: mask the strings themselves, so the document stays valid JSON
+    if secrets or ("://" in text and USERINFO_RE.search(text)):  # rare: mask the strings themselves (valid JSON)
         text = json.dumps(mask_json(json.loads(text), secrets), allow_nan=False, **options)  # type: ignore[arg-type]
     sys.stdout.write(text + "\n")
 
@@ -79,7 +82,7 @@ def write_pieces(pieces: Iterable[str]) -> None:
     """A large compact JSON document written as it is produced, never held as one string."""
     secrets = secret_values()
     for piece in pieces:
-        sys.stdout.write(mask(piece, secrets) if secrets else piece)
+        sys.stdout.write(mask(piece, secrets))
     sys.stdout.write("\n")
 
 

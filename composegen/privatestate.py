@@ -5,6 +5,10 @@ Directories are 0700 and files 0600; nothing is read or written through a symbol
 file; writes are atomic (composegen.safewrite), so Ctrl-C, a crash or a reboot leaves the old file or the
 new one. Times are written in one format, `stamp()`: UTC to the second, `2026-12-03T18:16:19Z`.
 
+`seal(project, doc)` signs a record composegen writes (a campaign decision) with the project's own key,
+.composegen/keys/records.key (32 random bytes, 0600, made at first use, never in git); `sealed` checks one.
+A file typed by hand, or copied from another project, carries no valid seal.
+
 `profile_lock(project, name)` serializes runs of one profile (or one edge operation) across processes: an
 flock on .composegen/locks/NAME.lock, held for the whole operation.
 """
@@ -14,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
+import hmac
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -50,6 +56,41 @@ def private_dir(base: Path, *parts: str) -> Path:
 def state_dir(project: Project, *parts: str) -> Path:
     """.composegen/PARTS... of the project (private_dir)."""
     return private_dir(project.root, STATE_DIR, *parts)
+
+
+SEAL_FIELD = "seal"
+
+
+def _records_key(project: Project) -> bytes:
+    path = state_dir(project, "keys") / "records.key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(os.urandom(32))
+    if path.is_symlink() or not path.is_file():
+        raise BadInput(f"{path}: not a plain file; composegen never reads keys through links")
+    key = path.read_bytes()
+    if len(key) != 32:
+        raise BadInput(f"{path}: not a composegen records key (32 bytes); remove it to make a new one")
+    return key
+
+
+def _sealed_bytes(doc: Mapping[str, object]) -> bytes:
+    body = {k: v for k, v in doc.items() if k != SEAL_FIELD}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def seal(project: Project, doc: Mapping[str, object]) -> str:
+    """hmac-sha256:<hex> of DOC's fields (all but the seal) under the project's records key."""
+    return "hmac-sha256:" + hmac.new(_records_key(project), _sealed_bytes(doc), hashlib.sha256).hexdigest()
+
+
+def sealed(project: Project, doc: Mapping[str, object]) -> bool:
+    given = doc.get(SEAL_FIELD)
+    return isinstance(given, str) and hmac.compare_digest(given, seal(project, doc))
 
 
 def write(path: Path, data: str | bytes) -> None:

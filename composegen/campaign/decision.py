@@ -2,7 +2,8 @@
 
 decision.json (0600, atomic) — the contract `composegen promote` reads:
   {"decision": "promote" | "no-promotion" | "fallback", "profile": the profile the decision promotes or null,
-   "campaign": N, "why": "…", "decided_at": ISO-8601 UTC, "evidence_sha256": sha256 of comparison.json}
+   "campaign": N, "why": "…", "decided_at": ISO-8601 UTC, "evidence_sha256": sha256 of comparison.json,
+   "seal": the project's hmac over the other fields (privatestate.seal)}
 The profile: promote -> the candidate (a qualification: the arm that qualified); fallback -> the control
 (a qualification: its fallback arm); no-promotion -> null. comparison.json and campaign.md are written
 with the decision first, so evidence_sha256 is the hash of the comparison.json that stays on disk.
@@ -63,6 +64,7 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
         decided_at=part.decided_at or "",
         evidence_sha256=file_sha256(evidence),
     )
+    record = record.model_copy(update={"seal": privatestate.seal(project, record.to_json())})  # composegen wrote it
     privatestate.write_json(directory / DECISION, record.to_json())  # decision.json is written: JSON here
     state.log(directory, f"decided: {decision} ({record.profile}); evidence sha256 {record.evidence_sha256}")
     return record

@@ -152,6 +152,7 @@ class DecisionRecord(Report):
     why: str
     decided_at: str
     evidence_sha256: str
+    seal: str = Field(default="", description="hmac-sha256 of the other fields under the project's records key")
 
 
 class Model(Report):

@@ -1,4 +1,4 @@
-"""`composegen edge up|down|ca`, `keys add|list|revoke|rotate`, `promote`, `rollback` (docs/edge.md)."""
+"""`composegen edge up|down|status|recover|ca`, `keys add|list|revoke|rotate`, `promote`, `rollback` (docs/edge.md)."""
 
 from __future__ import annotations
 
@@ -64,6 +64,22 @@ def edge_status(json_: bool = JsonOpt) -> None:
 
     report = read(_project())
     emit_json(report.to_json()) if json_ else out(format_text(report))
+
+
+@edge_app.command("recover")
+def edge_recover(json_: bool = JsonOpt) -> None:
+    """Undo a switch whose composegen was killed: the alias stays on the stack it had, that stack serves again,
+    the other is stopped, the 503 marks go (docs/edge.md: recovery).
+
+    Example: composegen edge recover
+    """
+
+    project = _project()
+    result = switch.recover(project, service.load(project))
+    if json_:
+        return emit_json(result.to_json())
+    where = f"; {result.alias} → {result.profile}" if result.alias else ""
+    out(f"{result.action}{where} ({result.seconds:.1f} s)")
 
 
 @edge_app.command("ca")
@@ -167,6 +183,9 @@ def promote(
     alias: str = typer.Option(..., "--alias", help="The stable model name clients send (edge.yaml aliases)."),
     campaign: str | None = typer.Option(None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."),
     run: str | None = typer.Option(None, "--run", help="The qualify run to vouch for it (default: its newest)."),
+    force: str | None = typer.Option(
+        None, "--force", help="REASON: accept a campaign decision on a profile changed since (recorded)."
+    ),
     emulate: bool = EmulateOpt,
     gates: str = GatesOpt,
     json_: bool = JsonOpt,
@@ -180,7 +199,9 @@ def promote(
     project = _project()
     edge = service.load(project)
     only = [g for g in gates.split(",") if g]
-    result = switch.promote(project, edge, profile, alias, campaign=campaign, run=run, emulate=emulate, gates=only)
+    result = switch.promote(
+        project, edge, profile, alias, campaign=campaign, run=run, force=force, emulate=emulate, gates=only
+    )
     _switched(result, json_)
 
 

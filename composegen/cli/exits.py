@@ -33,22 +33,30 @@ def run(command: Callable[[], int | None]) -> int:
     except BrokenPipeError:  # e.g. `composegen shm --json | head`: the reader left; no traceback for that
         err("composegen: output closed early (broken pipe)")
         return RUNTIME
+    except OSError as exc:  # the machine said no (a full disk, a read-only mount, a lost device): not a bug
+        where = f": {exc.filename}" if exc.filename else ""
+        err(f"composegen: {exc.strerror or type(exc).__name__}{where}")
+        return RUNTIME
     except Exception as exc:
-        err(f"composegen: internal error: {type(exc).__name__}: {exc} (traceback in {_crash_log(exc)})")
+        err(f"composegen: internal error: {type(exc).__name__}: {exc} ({_crash_log(exc)})")
         return RUNTIME
 
 
 def _crash_log(exc: BaseException) -> str:
+    """Where the traceback went ("traceback in PATH"), or why it went nowhere: never a second traceback."""
     text = "".join(traceback.format_exception(exc))
     path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "composegen" / "crash.log"
     try:  # private: a traceback can show paths, arguments and values (0700 directory, 0600 file, no links)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         safewrite.write(path, text, private=True)
-        return str(path)
+        return f"traceback in {path}"
     except (OSError, ComposegenError):  # a link or FIFO planted there, a full disk: a fresh 0600 file elsewhere
         import tempfile  # stdlib, for this fallback alone
 
-        fd, name = tempfile.mkstemp(prefix="composegen-crash-", suffix=".log")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return name
+        try:
+            fd, name = tempfile.mkstemp(prefix="composegen-crash-", suffix=".log")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc2:
+            return f"no traceback written: {exc2.strerror or type(exc2).__name__}"
+    return f"traceback in {name}"

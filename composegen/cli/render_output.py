@@ -20,6 +20,20 @@ def _edge_files(project: Project) -> dict[str, str]:
     return render_edge(config.load(project)) if config.configured(project) else {}
 
 
+def _refuse_k8s_behind_the_edge(project: Project, k8s_profiles: list[str]) -> None:
+    """A stack the edge guards gets no Kubernetes manifests: they would hold a plain Service straight to
+    vLLM (no key, no route allowlist), and the edge itself has no Kubernetes form yet."""
+    if not k8s_profiles or not config.configured(project):
+        return
+    guarded = [name for name in k8s_profiles if name in config.load(project).stacks]
+    if guarded:
+        raise BadInput(
+            f"edge.yaml: {', '.join(guarded)} sits behind the edge: `--target k8s` cannot render the edge (its "
+            "proxy, gatekeeper and NetworkPolicy), and a plain Service would reach vLLM with no key or allowlist",
+            hint="render the k8s target for profiles the edge does not list, or take the profile out of edge.yaml",
+        )
+
+
 def render(project: Project, names: list[str] | None, *, check: bool, target: str | None, json_: bool) -> None:
     """Render NAMES (all when None) into out/, or with CHECK print the drift and fail on it."""
     if target is not None and target not in k8s.TARGETS:
@@ -27,6 +41,7 @@ def render(project: Project, names: list[str] | None, *, check: bool, target: st
     plain_check = check and not names and not json_ and target is None  # what cli/fastpath.py answers
     inputs = rendercache.fingerprint(project.root) if plain_check else None  # hashed before rendering
     rendered, built, swept = k8s.render_targets(project, names, target)
+    _refuse_k8s_behind_the_edge(project, [m.profile for m in built])
     if not names and "compose" in swept:  # the edge belongs to the compose target
         rendered.update(_edge_files(project))
     if check:

@@ -45,6 +45,7 @@ REPORTS: dict[str, str] = {
     "edge-status": "composegen.edge.reports:EdgeStatusReport",
     "promote": "composegen.edge.reports:SwitchReport",
     "rollback": "composegen.edge.reports:SwitchReport",
+    "edge-recover": "composegen.edge.reports:RecoverReport",
     "exposure": "composegen.edge.reports:ExposureReport",
 }
 

@@ -59,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,9 @@ def load_side(spec: str, root: Path) -> Side:
     return Side(label, text, parse_compose_text(text, label))
 
 
+LABEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
 def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
     """The identity paths the profiles behind the inputs mark (each profile's `identity:` list), sorted.
 
@@ -145,6 +149,11 @@ def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
             continue
         for service in _services(load_side(spec, project.root).data).values():
             label = normalise_service(service).get(("labels", COMPOSEGEN_LABEL_PREFIX + "profile"))
+            if label and not LABEL_NAME_RE.fullmatch(str(label)):  # a file's text, not a path to open
+                raise BadInput(
+                    f"{spec}: label {COMPOSEGEN_LABEL_PREFIX}profile is not a profile name "
+                    f"({len(str(label)):,} characters: {str(label)[:40]!r}…)"
+                )
             if label and project.profile_path(label).is_file():
                 labelled.append(label)
     paths = {p for name in named for p in resolve.load(project, name).profile.identity}

@@ -7,6 +7,7 @@ names are one path component of a fixed grammar, TLS off is refused unless the l
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,15 @@ class _Strict(BaseModel):
 class Listen(_Strict):
     bind: str = "127.0.0.1"
     port: int = Field(default=39443, ge=1, le=65535)
+
+    @field_validator("bind")
+    @classmethod
+    def _ip_literal(cls, bind: str) -> str:
+        """Docker publishes on an address, not a name: `localhost` would be refused only at `edge up`."""
+        try:
+            return str(ipaddress.ip_address(bind))
+        except ValueError:
+            raise ValueError(f"{bind!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, a LAN address)") from None
 
 
 class Tls(_Strict):

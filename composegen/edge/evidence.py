@@ -1,8 +1,11 @@
 """What `promote` accepts as proof, read defensively (both are files someone else wrote):
 
 - a campaign decision, runs/campaigns/<N>/decision.json = {"decision": "promote" | "no-promotion" |
-  "fallback", "profile", "campaign", "why", "decided_at", "evidence_sha256"}: accepted when decision is
-  "promote" and profile is the one being promoted;
+  "fallback", "profile", "campaign", "why", "decided_at", "evidence_sha256", "seal"}: accepted when decision
+  is "promote", profile is the one being promoted, the seal is this project's (composegen wrote the file:
+  privatestate.seal), the campaign's comparison.json (or qualification.json) on disk has the hash the
+  decision names, and the arm that ran the profile ran it at the hash it has now (a changed profile needs a
+  new campaign, or `--force REASON`, recorded with the assignment);
 - a qualify bundle (`composegen qualify NAME` → runs/<run>/ with qualify.json): its hashes verified
   (evidence.load_run), qualified, for this profile at its current hash.
 
@@ -16,6 +19,7 @@ import json
 import re
 from pathlib import Path
 
+from composegen import privatestate
 from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle
@@ -37,7 +41,11 @@ def _read_small(path: Path, what: str, limit: int) -> bytes:
     return data
 
 
-def campaign_decision(project: Project, campaign: str, profile: str) -> Proof:
+CAMPAIGN_RECORDS = ("comparison.json", "qualification.json")  # an A/B campaign's, a qualification's
+
+
+def campaign_decision(project: Project, campaign: str, r: Resolved, force: str | None = None) -> Proof:
+    profile = r.name
     if not CAMPAIGN_RE.fullmatch(campaign) or campaign in (".", ".."):
         raise BadInput(f"--campaign {campaign!r}: not a campaign name (one path component)")
     path = project.inside(project.runs_dir, "campaigns", campaign, "decision.json")
@@ -61,11 +69,46 @@ def campaign_decision(project: Project, campaign: str, profile: str) -> Proof:
         raise CheckFailed(f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}")
     if chosen != profile:
         raise CheckFailed(f"campaign {campaign} promotes {str(chosen)[:64]!r}, not {profile}")
-    return Proof(
+    if not privatestate.sealed(project, doc):
+        raise CheckFailed(f"{rel}: not a decision composegen recorded in this project (its seal does not match)",
+                          hint=f"`composegen campaign decide {campaign} --promote --why …` records one")  # fmt: skip
+    ran = _ran_hash(project, path.parent, doc["evidence_sha256"], profile)
+    proof = Proof(
         kind="campaign",
         ref=rel,
         sha256=hashlib.sha256(data).hexdigest(),
         campaign_evidence_sha256=doc["evidence_sha256"],
+    )
+    if ran != r.hash:
+        if not force:
+            raise CheckFailed(
+                f"{profile}: the campaign ran it at profile hash {ran[:12]}, it is {r.hash[:12]} now",
+                hint="a new campaign decides on the changed profile; or `--force REASON` (recorded)",
+            )
+        proof["forced"] = f"profile hash {ran[:12]} -> {r.hash[:12]}: {force}"[:300]
+    return proof
+
+
+def _ran_hash(project: Project, directory: Path, evidence_sha256: str, profile: str) -> str:
+    """The profile hash PROFILE's arm ran at, from the campaign record the decision names by hash."""
+    for name in CAMPAIGN_RECORDS:
+        path = directory / name
+        if not path.exists():
+            continue
+        data = _read_small(path, "campaign record", bundle.MAX_EVIDENCE_BYTES)
+        rel = project.rel(path)
+        if hashlib.sha256(data).hexdigest() != evidence_sha256:
+            raise CheckFailed(f"{rel}: its sha256 is not the evidence_sha256 the decision names (changed since)")
+        try:
+            arms = json.loads(data.decode("utf-8")).get("arms")
+        except (UnicodeDecodeError, ValueError, RecursionError, AttributeError):
+            raise BadInput(f"{rel}: campaign record: unreadable JSON") from None
+        hashes = [a.get("profile_hash") for a in arms or [] if isinstance(a, dict) and a.get("profile") == profile]
+        if not hashes or not all(isinstance(h, str) and h for h in hashes):
+            raise CheckFailed(f"{rel}: no arm ran {profile} (or none recorded its profile hash)")
+        return str(hashes[-1])
+    raise CheckFailed(
+        f"{project.rel(directory)}: the decision has no campaign record beside it ({' or '.join(CAMPAIGN_RECORDS)})"
     )
 
 

@@ -69,7 +69,8 @@ def gatekeeper_text() -> str:
 
 def compose_text(edge: Edge) -> str:
     c = edge.config
-    ports = [f"{c.listen.bind}:{c.listen.port}:{HTTPS_PORT}"]  # the only published port
+    bind = f"[{c.listen.bind}]" if ":" in c.listen.bind else c.listen.bind  # compose's IPv6 form
+    ports = [f"{bind}:{c.listen.port}:{HTTPS_PORT}"]  # the only published port
     j = json.dumps
     hardened = ['    cap_drop: ["ALL"]', '    security_opt: ["no-new-privileges:true"]', "    read_only: true"]
     lines = [

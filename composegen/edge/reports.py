@@ -40,11 +40,20 @@ class SwitchReport(Report):
     seconds: float
 
 
+class RecoverReport(Report):
+    alias: str | None  # None: there was no interrupted switch
+    action: str
+    profile: str | None  # where the alias points now
+    stages: list[str]  # what clients were told while the recovery ran
+    seconds: float
+
+
 class AliasRow(Report):
     alias: str
     profile: str | None
     switching: dict | None  # {"to", "stage", "since"} while a promote/rollback runs
     evidence: dict | None  # of the current assignment
+    interrupted: bool = False  # the switch's composegen is gone: `composegen edge recover`
 
 
 class EdgeStatusReport(Report):

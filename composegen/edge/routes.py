@@ -27,6 +27,7 @@ class Proof(TypedDict):
     ref: str
     sha256: str
     campaign_evidence_sha256: NotRequired[str]  # a campaign's: the comparison it decided on
+    forced: NotRequired[str]  # `promote --force REASON`: what did not match, and the operator's reason
 
 
 class Assignment(TypedDict):

@@ -48,9 +48,22 @@ def stack(edge: Edge, project: Project) -> driver.Stack:
     return driver.Stack(edge.project_name, [project.out_path("edge")])
 
 
-def containers(edge: Edge) -> dict[str, ContainerFacts]:
-    """{"proxy": …, "door": …, "gate": …} of the running edge (missing keys: not there)."""
-    return {c.service: c for c in driver.project_containers(edge.project_name) if c.service}
+COMPOSE_FILES_LABEL = "com.docker.compose.project.config_files"  # compose writes it on every container
+
+
+def containers(edge: Edge, project: Project) -> dict[str, ContainerFacts]:
+    """{"proxy": …, "door": …, "gate": …} of this project's running edge (missing keys: not there). The
+    compose project is named after edge.yaml's `name`, which two projects on one engine may share: a
+    container started from another project's out/edge/compose.yaml is refused, never taken for ours."""
+    found = {c.service: c for c in driver.project_containers(edge.project_name) if c.service}
+    ours = str(project.out_path("edge"))
+    foreign = sorted({c.labels.get(COMPOSE_FILES_LABEL, "?") for c in found.values()} - {ours})
+    if found and foreign:
+        raise CheckFailed(
+            f"{edge.project_name} runs for another project ({', '.join(foreign)[:300]}), not {ours}",
+            hint="give this project's edge another `name` in edge.yaml, then `composegen render`",
+        )
+    return found
 
 
 def up(project: Project) -> Edge:
@@ -58,12 +71,13 @@ def up(project: Project) -> Edge:
     ensure_fresh(project, edge)
     if not keys.keys_path(project).exists():
         privatestate.write_json(keys.keys_path(project), {"clients": []})
+    containers(edge, project)  # another project's edge of the same name: refused before anything changes
     routes.publish(project, edge)
     for ref in sorted({edge.config.images.proxy, edge.config.images.gate}):
         if image.is_local(ref) and not driver.image_present(ref):
             build_local(ref)
     stack(edge, project).up()
-    reload(edge)
+    reload(edge, project)
     return edge
 
 
@@ -90,13 +104,13 @@ def build_local(pinned: str) -> None:
         driver.build_image(tag, ctx, {"BASE": driver.BASE_IMAGE}, "the edge image")
 
 
-def reload(edge: Edge, timeout: float = 30.0) -> None:
+def reload(edge: Edge, project: Project, timeout: float = 30.0) -> None:
     """A graceful reload of the proxy and the door through Caddy's admin API (inside each container):
     open connections finish."""
     deadline = time.monotonic() + timeout
     for service, argv in RELOADS.items():
         while True:
-            found = containers(edge).get(service)
+            found = containers(edge, project).get(service)
             if found is not None and found.running:
                 code, text = driver.exec_output(found, argv)
                 if code == 0:
@@ -112,6 +126,7 @@ def reload(edge: Edge, timeout: float = 30.0) -> None:
 
 def down(project: Project) -> Edge:
     edge = load(project)
+    containers(edge, project)  # never another project's
     stack(edge, project).down(timeout=10)
     return edge
 
@@ -122,7 +137,7 @@ def root_certificate(project: Project, timeout: float = 30.0) -> str:
         raise BadInput(f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own")
     deadline = time.monotonic() + timeout
     while True:  # Caddy makes its CA on the first start: give it a moment
-        proxy = containers(edge).get("proxy")
+        proxy = containers(edge, project).get("proxy")
         if proxy is None or not proxy.running:
             raise EngineError(f"{edge.project_name} is not running", hint="`composegen edge up` first")
         code, text = driver.exec_output(proxy, ["cat", ROOT_CERT], max_bytes=64 << 10)

@@ -4,7 +4,7 @@ alias → profile (and a switch in progress), the clients (names and expiry, nev
 from __future__ import annotations
 
 from composegen import privatestate
-from composegen.edge import keys, routes, service
+from composegen.edge import journal, keys, routes, service
 from composegen.edge.reports import AliasRow, EdgeStatusReport, client_rows
 from composegen.project import Project
 
@@ -12,6 +12,11 @@ from composegen.project import Project
 def edge_status(project: Project) -> EdgeStatusReport:
     edge = service.load(project)
     empty = routes.RoutesFile(retry_after=0, aliases={})  # only its aliases are read
+    stale = journal.interrupted(project)
+    if stale is not None:  # tell the clients too: their 503 stage says what happened and what fixes it
+        routes.publish(
+            project, edge, {stale["alias"]: {"to": stale["target"], "stage": journal.interrupted_stage(stale)}}
+        )
     published = privatestate.read_json(routes.routes_path(project), empty).get("aliases") or {}
     rows = []
     for alias, profile in routes.aliases(project, edge).items():
@@ -24,9 +29,10 @@ def edge_status(project: Project) -> EdgeStatusReport:
                 profile=profile,
                 switching=dict(switch) if switch else None,
                 evidence=dict(proof) if history and (proof := history[-1].get("evidence")) else None,
+                interrupted=stale is not None and stale["alias"] == alias,
             )
         )
-    containers = {svc: c.state for svc, c in service.containers(edge).items()}
+    containers = {svc: c.state for svc, c in service.containers(edge, project).items()}
     return EdgeStatusReport(
         name=edge.config.name,
         url=edge.url,
@@ -43,6 +49,7 @@ def format_text(report: EdgeStatusReport) -> str:
     lines = [f"edge {report.name}: {report.url} (tls {report.tls}) — {state}"]
     for row in report.aliases:
         doing = f"  [switching to {row.switching.get('to')}: {row.switching.get('stage')}]" if row.switching else ""
+        doing = f"  [INTERRUPTED: {row.switching.get('stage')}]" if row.interrupted and row.switching else doing
         lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{doing}")
     active = [c for c in report.clients if c.state == "active"]
     others = len(report.clients) - len(active)

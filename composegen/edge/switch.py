@@ -5,6 +5,11 @@ On a box that runs one stack at a time a switch is: mark the alias switching (th
 stage detection sees it, goes into the 503 answers), wait, gates, then point the alias and record the
 assignment with its evidence hash. Clients never get another model than the alias points at. A failure
 at any step brings the previous stack back up and points the alias at it again, and says so.
+
+Before the alias leaves its stack, the engine must answer (a mistyped DOCKER_HOST changes nothing). Each
+step is written to the switch's journal (edge/journal.py) as it is told to clients; `recover` undoes a
+switch whose composegen was killed. Clients only ever read composegen's own words as the stage: the engine's
+errors go to the operator's terminal.
 """
 
 from __future__ import annotations
@@ -13,9 +18,9 @@ import time
 
 from composegen import privatestate
 from composegen.edge import evidence as proof
-from composegen.edge import routes
+from composegen.edge import journal, routes
 from composegen.edge.config import Edge
-from composegen.edge.reports import SwitchReport
+from composegen.edge.reports import RecoverReport, SwitchReport
 from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.evidence import gates as gating  # `gates` is the gate names given
@@ -29,8 +34,11 @@ from composegen.vllm import stages
 class StageSink(ProgressSink):
     """Turns `up`'s progress into the stage clients see in the 503 answers (routes.json)."""
 
-    def __init__(self, project: Project, edge: Edge, alias: str, target: str, prefix: str = "") -> None:
-        self.project, self.edge, self.alias, self.target, self.prefix = project, edge, alias, target, prefix
+    def __init__(
+        self, project: Project, edge: Edge, alias: str, target: str, entry: journal.Journal | None = None
+    ) -> None:
+        self.project, self.edge, self.alias, self.target, self.entry = project, edge, alias, target, entry
+        self.prefix = ""
         self.tracker = stages.StageTracker(time.time())
         self.seen: list[str] = []
 
@@ -39,6 +47,8 @@ class StageSink(ProgressSink):
         if self.seen and self.seen[-1] == text:
             return
         self.seen.append(text)
+        if self.entry is not None:  # the journal first: a kill between the two leaves the step it was in
+            journal.step(self.project, self.entry, text)
         routes.publish(self.project, self.edge, {self.alias: {"to": self.target, "stage": text}})
 
     def phase(self, name: str, t: float) -> None:
@@ -59,13 +69,16 @@ def promote(
     *,
     campaign: str | None = None,
     run: str | None = None,
+    force: str | None = None,
     emulate: bool = False,
     gates: list[str] | None = None,
 ) -> SwitchReport:
     if profile not in edge.stacks:
         raise BadInput(f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml")
     r = resolve.load(project, profile)
-    evidence = proof.campaign_decision(project, campaign, profile) if campaign else proof.qualified_run(project, r, run)
+    evidence = (
+        proof.campaign_decision(project, campaign, r, force) if campaign else proof.qualified_run(project, r, run)
+    )
     return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates)
 
 
@@ -88,10 +101,12 @@ def _switch(
 ) -> SwitchReport:
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
+        _refuse_interrupted(project)
         current = routes.current(project, edge, alias)
         if current == target:
             raise BadInput(f"{alias} already points at {target}")
-        sink = StageSink(project, edge, alias, target)
+        driver.engine_info()  # the engine answers, or nothing changes: the alias stays on its stack
+        sink = StageSink(project, edge, alias, target, journal.begin(project, alias, current, target, by, emulate))
         try:
             if current is not None:
                 sink.say(f"stopping {current}")
@@ -101,9 +116,11 @@ def _switch(
             raise _rolled_back(project, edge, alias, current, target, exc, emulate, sink) from None
         except KeyboardInterrupt:
             routes.publish(project, edge)  # the alias keeps its old assignment; clients see what is there
+            journal.end(project)
             raise
         entry = routes.record(project, edge, alias, target, by, evidence)
         routes.publish(project, edge)
+        journal.end(project)
     proven = entry["evidence"]
     return SwitchReport(
         alias=alias,
@@ -120,11 +137,31 @@ def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: lis
     r = edge.stacks[name]
     driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
+    _gates(edge, name, gates)
+
+
+def _gates(edge: Edge, name: str, gates: list[str] | None) -> None:
+    r = edge.stacks[name]
     ep = driver.endpoint(r)
     result = gating.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, only=gates or ["smoke"])
     failed = [g.name for g in result.gates if not g.passed]
     if failed:
         raise CheckFailed(f"{name}: gates failed: {', '.join(failed)}")
+
+
+def _bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
+    """NAME serving again, whatever the kill left of it: still up (the kill came before its down), half
+    stopped, or gone."""
+    try:
+        _bring_up(project, edge, name, emulate, None, sink)
+    except driver.AlreadyRunning as exc:
+        if exc.starting:
+            driver.attach(project, edge.stacks[name], sink)
+        elif not exc.ready:
+            driver.down(project, edge.stacks[name])
+            driver.up(project, edge.stacks[name], driver.UpOptions(emulate=emulate, render_stale=False), sink)
+        sink.say(f"gates on {name}")
+        _gates(edge, name, None)
 
 
 def _rolled_back(
@@ -147,14 +184,55 @@ def _rolled_back(
             _bring_up(project, edge, current, emulate, None, sink)
     except (ComposegenError, TimeoutError) as again:
         why = again.message if isinstance(again, ComposegenError) else str(again)
-        routes.publish(project, edge, {alias: {"to": current, "stage": f"restoring {current} failed: {why}"[:200]}})
+        stage = f"restoring {current} failed; the operator has been told why"  # never the engine's text
+        routes.publish(project, edge, {alias: {"to": current, "stage": stage}})
+        journal.end(project)
         return EngineError(
             f"switching {alias} to {target} failed ({reason}); bringing {current} back failed too ({why}); "
             f"{alias} answers 503 until a stack is up",
             hint=f"`composegen status`, `composegen logs {current}`",
         )
     routes.publish(project, edge)
+    journal.end(project)
     return CheckFailed(
         f"switching {alias} to {target} failed ({reason}); rolled back: {alias} points at {current} again",
         details=getattr(exc, "details", None),
     )
+
+
+def _refuse_interrupted(project: Project) -> None:
+    entry = journal.interrupted(project)
+    if entry is not None:
+        raise CheckFailed(
+            f"a switch of {entry['alias']} to {entry['target']} was interrupted at: {entry['step']} "
+            f"(composegen pid {entry['pid']} is gone)",
+            hint="`composegen edge recover` undoes it, then switch again",
+        )
+
+
+def recover(project: Project, edge: Edge) -> RecoverReport:
+    """Undo the switch whose composegen is gone: the alias keeps the stack assignments.json names (the
+    switch never recorded its move), that stack is brought up again if it is not serving, the other one is
+    stopped, and the 503 marks are cleared. A switch that had recorded its move only has its marks cleared."""
+    with privatestate.profile_lock(project, "edge-switch"):  # a live switch holds it: recover waits for it
+        entry = journal.read(project)
+        if entry is None:
+            routes.publish(project, edge)  # no journal: clear any mark left behind
+            return RecoverReport(alias=None, action="nothing to recover", profile=None, stages=[], seconds=0.0)
+        started = time.monotonic()
+        alias, target = entry["alias"], entry["target"]
+        serving = routes.current(project, edge, alias)
+        sink = StageSink(project, edge, alias, serving or target, None)
+        sink.prefix = "recovering an interrupted switch: "
+        if serving == target or serving is None:
+            action = "the switch had moved the alias; marks cleared"
+        else:
+            if target in edge.stacks:
+                sink.say(f"stopping {target}")
+                driver.down(project, edge.stacks[target])
+            _bring_back(project, edge, serving, entry["emulate"], sink)
+            action = f"undone: {target} stopped, {serving} serving again"
+        routes.publish(project, edge)
+        journal.end(project)
+    return RecoverReport(alias=alias, action=action, profile=serving, stages=sink.seen,
+                         seconds=round(time.monotonic() - started, 1))  # fmt: skip

@@ -10,6 +10,8 @@ plot, the load-benchmark plot with its per-level table. Every plot is a
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from html import escape
 
 from composegen.evidence import benchcompare, compare, plots
@@ -37,9 +39,13 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
 
 
+OUT_OF_RANGE = "not drawn: a figure is too large to plot (the tables below show it)"
+
+
 def _plot(name: str, title: str, svg: str | None) -> str:
-    if svg is None:
-        return f'<p class="missing" data-missing-plot="{name}">{escape(title)}: no run has these figures.</p>'
+    if svg is None or svg == OUT_OF_RANGE:
+        why = OUT_OF_RANGE if svg else "no run has these figures"
+        return f'<p class="missing" data-missing-plot="{name}">{escape(title)}: {why}.</p>'
     return f'<figure class="plot" data-plot="{name}">{svg}<figcaption>{escape(title)}</figcaption></figure>'
 
 
@@ -98,8 +104,18 @@ def _bench_tables(report: RunsReport) -> str:
     return "".join(parts)
 
 
+def _drawn(plot: Callable[[RunsReport], str | None], report: RunsReport) -> str | None:
+    """A bundle's figures are checked finite, not plausible: 1.7e308 overflows matplotlib's tick maths."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's overflow notes on the way to the error
+        try:
+            return plot(report)
+        except (OverflowError, ValueError):
+            return OUT_OF_RANGE
+
+
 def render_html(report: RunsReport) -> str:
-    svgs = {name: (title, fn(report)) for name, title, fn in plots.PLOTS}
+    svgs = {name: (title, _drawn(fn, report)) for name, title, fn in plots.PLOTS}
     names = ", ".join(run.label for run in report.runs)
     body = [f"<h1>composegen report: {escape(names)}</h1>"]
     if any(run.emulated for run in report.runs):

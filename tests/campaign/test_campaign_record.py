@@ -13,8 +13,11 @@ import stat
 import jsonschema
 import pytest
 
+from composegen import privatestate
 from composegen.campaign import decision, state
+from composegen.edge import evidence as edge_evidence
 from composegen.errors import BadInput, CheckFailed
+from composegen.profiles import resolve
 from tests.support.campaigns import PRIVATE, seeded_campaign
 from tests.support.helpers import run_cli
 
@@ -116,7 +119,8 @@ def test_decide_writes_the_contract_and_the_record(campaign):
     record = decision.decide(project, directory.name, "no-promotion", why)
     on_disk = json.loads((directory / "decision.json").read_text())
     assert on_disk == record.to_json()
-    assert set(on_disk) == {"decision", "profile", "campaign", "why", "decided_at", "evidence_sha256"}
+    assert set(on_disk) == {"decision", "profile", "campaign", "why", "decided_at", "evidence_sha256", "seal"}
+    assert privatestate.sealed(project, on_disk) and on_disk["seal"].startswith("hmac-sha256:")
     assert record.decision == "no-promotion" and record.profile is None and record.campaign == "seed-ab"
     assert record.why == why and record.decided_at.endswith("Z")
     comparison = directory / "comparison.json"
@@ -129,9 +133,12 @@ def test_decide_writes_the_contract_and_the_record(campaign):
         decision.decide(project, directory.name, "promote", "again")
 
 
-def test_promote_names_the_candidate(campaign):
+def test_promote_names_the_candidate_and_promote_accepts_the_decision(campaign):
     project, directory = campaign
     assert decision.decide(project, directory.name, "promote", "better KV").profile == "4096-131k"
+    proof = edge_evidence.campaign_decision(project, directory.name, resolve.load(project, "4096-131k"))
+    assert proof["kind"] == "campaign" and "forced" not in proof
+    assert proof["sha256"] == hashlib.sha256((directory / "decision.json").read_bytes()).hexdigest()
 
 
 def test_a_drifted_bracket_fails_and_says_so(campaign):

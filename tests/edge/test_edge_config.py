@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -56,6 +57,9 @@ ACME = "tls: {mode: acme, names: [llm.example.org, api.example.org], email: ops@
         (PUBLIC + "tls:\n  mode: acme\n  names: [llm.example.org]\n  email: ops\n", "edge.yaml:8: tls.email: 'ops' is"),
         (GOOD + ACME, "edge.yaml:1: listen.bind: 127.0.0.1 is loopback; the ACME CA must reach"),
         ("stacks: [old, new]\nstacks: [old]\n", "edge.yaml:2: stacks: duplicate key"),
+        (GOOD.replace("127.0.0.1", "localhost"), "edge.yaml:1: listen.bind: 'localhost' is not an IP address"),
+        (GOOD.replace("127.0.0.1", "x.localhost"), "edge.yaml:1: listen.bind: 'x.localhost' is not an IP address"),
+        (GOOD.replace("127.0.0.1", "'127.0.0.1 '"), "edge.yaml:1: listen.bind: '127.0.0.1 ' is not an IP address"),
     ],
 )  # fmt: skip
 def test_bad_edge_yaml_is_one_line_naming_file_line_and_field(tmp_path, text, message):
@@ -64,6 +68,22 @@ def test_bad_edge_yaml_is_one_line_naming_file_line_and_field(tmp_path, text, me
     assert res.returncode == 2, res.stderr
     assert message in res.stderr and "Traceback" not in res.stderr
     assert not (root / "out").exists()  # bad input writes nothing
+
+
+def test_a_stack_behind_the_edge_gets_no_open_kubernetes_service(tmp_path):
+    root = project(tmp_path, GOOD)
+    for args in (
+        ["render", "--target", "k8s"],
+        ["render", "--target", "all", "old"],
+        ["render", "--target", "k8s", "--check"],
+    ):
+        res = run_cli("--root", str(root), *args)
+        assert res.returncode == 2, (args, res.stderr)
+        assert re.search(r"edge.yaml: (new, old|old) sits behind the edge: `--target k8s` cannot", res.stderr)
+        assert not (root / "out").exists()
+    (root / "edge.yaml").unlink()  # without the edge, the same profiles render for Kubernetes
+    assert run_cli("--root", str(root), "render", "--target", "k8s").returncode == 0
+    assert (root / "out/old/k8s/service.yaml").is_file()
 
 
 def test_out_edge_is_deterministic_checked_and_accepted_by_the_real_tools(tmp_path):

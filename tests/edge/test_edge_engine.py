@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 DATA = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-apikey-routes"
@@ -210,3 +211,15 @@ def test_without_its_gatekeeper_the_edge_answers_503_with_retry_after_and_logs_n
         assert key not in proxy.stdout + proxy.stderr  # Caddy's error log redacts Authorization
     finally:
         subprocess.run(["docker", "start", f"composegen-{edge.name}-gate-1"], capture_output=True, timeout=60)
+
+
+def test_another_project_with_the_same_edge_name_cannot_take_this_edge_for_its_own(edge, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(edge.root / "profiles", other / "profiles")
+    shutil.copy(edge.root / "edge.yaml", other / "edge.yaml")  # the same `name:`, so the same compose project
+    assert run_cli("--root", str(other), "render").returncode == 0
+    for args in (["edge", "status"], ["edge", "up"], ["edge", "down"], ["status"]):
+        res = run_cli("--root", str(other), *args, timeout=120)
+        assert res.returncode == 1, (args, res.stdout, res.stderr)
+        assert f"composegen-{edge.name} runs for another project ({edge.root}/out/edge/compose.yaml)" in res.stderr
+    assert "proxy running" in edge.ok("edge", "status")  # untouched

@@ -9,19 +9,22 @@ from pathlib import Path
 
 import pytest
 
+from composegen import privatestate
 from composegen.edge import evidence
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle
 from composegen.profiles import resolve as profiles
 from composegen.project import Project
+from tests.support.edge import sealed_decision
 from tests.support.engine import _SINGLE_REST, tiny_profile
 from tests.support.helpers import make_project
+
+CAND = tiny_profile("p-served", "{host: 39611}", rest=_SINGLE_REST.format(load=1, extra_env=""))
 
 
 @pytest.fixture
 def project(tmp_path) -> Project:
-    text = tiny_profile("p-served", "{host: 39611}", rest=_SINGLE_REST.format(load=1, extra_env=""))
-    return Project(make_project(tmp_path, {"cand": text, "other": text.replace("39611", "39612")}))
+    return Project(make_project(tmp_path, {"cand": CAND, "other": CAND.replace("39611", "39612")}))
 
 
 def decision(project: Project, name: str, doc) -> bytes:
@@ -43,10 +46,57 @@ GOOD = {
 
 
 def test_a_promote_decision_for_this_profile_is_accepted_with_its_hash(project):
-    data = decision(project, "7", GOOD)
-    proof = evidence.campaign_decision(project, "7", "cand")
+    data = sealed_decision(project, "7", "cand")
+    proof = evidence.campaign_decision(project, "7", cand(project))
+    record = hashlib.sha256((project.runs_dir / "campaigns/7/comparison.json").read_bytes()).hexdigest()
     assert proof == {"kind": "campaign", "ref": "runs/campaigns/7/decision.json",
-                     "sha256": hashlib.sha256(data).hexdigest(), "campaign_evidence_sha256": "c" * 64}  # fmt: skip
+                     "sha256": hashlib.sha256(data).hexdigest(), "campaign_evidence_sha256": record}  # fmt: skip
+
+
+def cand(project: Project):
+    return profiles.load(project, "cand")
+
+
+def _rewrite(project: Project, name: str, change) -> dict:
+    path = project.runs_dir / "campaigns" / "7" / name
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    return doc
+
+
+def test_a_forged_decision_is_refused_whatever_it_recomputes(project, tmp_path):
+    sealed_decision(project, "7", "cand")
+    forged = _rewrite(project, "decision.json", lambda d: d.pop("seal"))  # every field plausible, no seal
+    with pytest.raises(CheckFailed, match="not a decision composegen recorded in this project"):
+        evidence.campaign_decision(project, "7", cand(project))
+    key = hashlib.sha256(b"guess").hexdigest()  # a seal made with any other key
+    _rewrite(project, "decision.json", lambda d: d.update(seal=f"hmac-sha256:{key}"))
+    with pytest.raises(CheckFailed, match="seal does not match"):
+        evidence.campaign_decision(project, "7", cand(project))
+    other = Project(make_project(tmp_path / "other", {"cand": CAND}))  # sealed in another project, copied here
+    _rewrite(project, "decision.json", lambda d: d.update(seal=privatestate.seal(other, forged)))
+    with pytest.raises(CheckFailed, match="seal does not match"):
+        evidence.campaign_decision(project, "7", cand(project))
+
+
+def test_a_changed_campaign_record_or_profile_is_refused_or_forced_with_a_reason(project):
+    sealed_decision(project, "7", "cand")
+    comparison = project.runs_dir / "campaigns/7/comparison.json"
+    kept = comparison.read_bytes()
+    comparison.write_bytes(kept.replace(b'"arm"', b'"arm" ', 1))
+    with pytest.raises(CheckFailed, match="its sha256 is not the evidence_sha256 the decision names"):
+        evidence.campaign_decision(project, "7", cand(project))
+    comparison.unlink()
+    with pytest.raises(CheckFailed, match="has no campaign record beside it"):
+        evidence.campaign_decision(project, "7", cand(project))
+    comparison.write_bytes(kept)
+    path = project.profile_path("cand")
+    path.write_text(path.read_text().replace("max-num-seqs: 1", "max-num-seqs: 2"))
+    with pytest.raises(CheckFailed, match=r"the campaign ran it at profile hash .* it is .* now"):
+        evidence.campaign_decision(project, "7", cand(project))
+    proof = evidence.campaign_decision(project, "7", cand(project), force="seqs 2 is the same engine config")
+    assert proof["forced"].endswith(": seqs 2 is the same engine config")
 
 
 @pytest.mark.parametrize(
@@ -68,22 +118,22 @@ def test_a_promote_decision_for_this_profile_is_accepted_with_its_hash(project):
 def test_a_decision_that_does_not_promote_this_profile_is_refused(project, doc, error, message):
     decision(project, "7", doc)
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
-        evidence.campaign_decision(project, "7", "cand")
+        evidence.campaign_decision(project, "7", cand(project))
 
 
 def test_campaign_names_and_links_cannot_leave_runs(project, tmp_path):
     for bad in ("../x", "a/b", ".", ""):
         with pytest.raises(BadInput):
-            evidence.campaign_decision(project, bad, "cand")
+            evidence.campaign_decision(project, bad, cand(project))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "decision.json").write_text(json.dumps(GOOD))
     (project.runs_dir / "campaigns").mkdir(parents=True)
     (project.runs_dir / "campaigns" / "7").symlink_to(elsewhere)
     with pytest.raises(BadInput, match="symbolic link"):
-        evidence.campaign_decision(project, "7", "cand")
+        evidence.campaign_decision(project, "7", cand(project))
     with pytest.raises(BadInput, match="missing"):
-        evidence.campaign_decision(project, "9", "cand")
+        evidence.campaign_decision(project, "9", cand(project))
 
 
 def qualify_run(project: Project, name: str, qualified: bool) -> str:

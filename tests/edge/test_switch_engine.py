@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from composegen.project import Project
 from composegen.vllm.stages import STAGES
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import EdgeProject, edge_project, sealed_decision, serving
 
 pytestmark = pytest.mark.docker
 # the switch's own steps, and the load stages of `up`'s stage detection
@@ -20,13 +21,9 @@ STAGE_WORDS = ("stopping", "preflight", "starting", "created", "gates on", *STAG
 
 
 def decide(edge: EdgeProject, campaign: str, profile: str, decision: str = "promote") -> bytes:
-    where = edge.root / "runs" / "campaigns" / campaign
-    where.mkdir(parents=True)
-    doc = {"decision": decision, "profile": profile, "campaign": campaign, "why": "faster at equal quality",
-           "decided_at": "2026-12-01T21:00:00Z", "evidence_sha256": "ab" * 32}  # fmt: skip
-    data = json.dumps(doc).encode()
-    (where / "decision.json").write_bytes(data)
-    return data
+    """What `campaign decide` leaves, without running the campaign: the campaign's record naming the arm's
+    profile hash, and decision.json naming that record's hash, sealed with the project's key."""
+    return sealed_decision(Project(edge.root), campaign, profile, decision)
 
 
 class Poller(threading.Thread):

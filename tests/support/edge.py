@@ -5,6 +5,7 @@ a project with two tiny emulated profiles and an edge in front of them; cleanup 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 import ssl
@@ -18,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from composegen import privatestate
+from composegen.profiles import resolve
+from composegen.project import Project
 from tests.support.engine import _SINGLE_REST, force_remove, free_port, tiny_profile
 from tests.support.helpers import make_project, run_cli
 from tests.support.registry import require_registry
@@ -117,6 +121,21 @@ class EdgeProject:
             capture_output=True, timeout=120,
         )  # fmt: skip
         force_remove(f"composegen-{self.name}")
+
+
+def sealed_decision(project: Project, campaign: str, profile: str, decision: str = "promote") -> bytes:
+    """runs/campaigns/CAMPAIGN/: a comparison.json whose arm ran PROFILE at its current hash, and the
+    decision.json `campaign decide` would write for it (sealed with the project's records key)."""
+    where = project.runs_dir / "campaigns" / campaign
+    where.mkdir(parents=True)
+    record = json.dumps({"arms": [{"arm": "candidate", "profile": profile,
+                                   "profile_hash": resolve.load(project, profile).hash}]}).encode()  # fmt: skip
+    (where / "comparison.json").write_bytes(record)
+    doc = {"decision": decision, "profile": profile, "campaign": campaign, "why": "faster at equal quality",
+           "decided_at": "2026-12-01T21:00:00Z", "evidence_sha256": hashlib.sha256(record).hexdigest()}  # fmt: skip
+    data = json.dumps({**doc, "seal": privatestate.seal(project, doc)}).encode()
+    (where / "decision.json").write_bytes(data)
+    return data
 
 
 @contextlib.contextmanager

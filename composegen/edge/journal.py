@@ -1,0 +1,94 @@
+"""A switch's journal: .composegen/edge/switch.json, written before the alias leaves its stack, rewritten at
+every step, removed when the switch ends (moved, or rolled back). It names the composegen that runs it by pid
+and that process's start time (a pid alone can be reused by an unrelated process after a kill -9).
+
+A journal whose owner is gone is a switch interrupted: routes.json still says 503 + the step it died in.
+`composegen edge recover` (switch.recover) undoes it — the alias stays where assignments.json says, its stack
+is brought back up — or, when the alias had already moved, only clears the marks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TypedDict
+
+from composegen import privatestate
+from composegen.edge.keys import edge_dir
+from composegen.project import Project
+
+
+class Journal(TypedDict):
+    alias: str
+    source: str | None  # the stack the alias pointed at when the switch began
+    target: str
+    by: str  # promote | rollback
+    emulate: bool
+    step: str  # what clients were told last
+    pid: int
+    started: str  # the owner's start time (/proc/PID/stat field 22), "" where /proc has none
+    since: str
+
+
+def journal_path(project: Project) -> Path:
+    return edge_dir(project) / "switch.json"
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""  # field 22: after "pid (comm) state"
+
+
+def begin(project: Project, alias: str, source: str | None, target: str, by: str, emulate: bool) -> Journal:
+    pid = os.getpid()
+    entry = Journal(alias=alias, source=source, target=target, by=by, emulate=emulate, step="checking the engine",
+                    pid=pid, started=_start_time(pid), since=privatestate.stamp())  # fmt: skip
+    privatestate.write_json(journal_path(project), entry)
+    return entry
+
+
+def step(project: Project, entry: Journal, text: str) -> None:
+    entry["step"] = text
+    privatestate.write_json(journal_path(project), entry)
+
+
+def end(project: Project) -> None:
+    journal_path(project).unlink(missing_ok=True)
+
+
+def read(project: Project) -> Journal | None:
+    """The journal, or None when there is none or it is not one (a record composegen did not write)."""
+    doc: dict = privatestate.read_json(journal_path(project), {})
+    shapes = {"alias": str, "target": str, "by": str, "step": str, "pid": int, "started": str, "since": str}
+    if not all(isinstance(doc.get(k), t) for k, t in shapes.items()) or not isinstance(doc.get("emulate"), bool):
+        return None
+    if not (doc.get("source") is None or isinstance(doc.get("source"), str)):
+        return None
+    return Journal(**{k: doc[k] for k in Journal.__annotations__})  # type: ignore[typeddict-item]
+
+
+def owner_alive(entry: Journal) -> bool:
+    pid = entry["pid"]
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, someone else's
+    return not entry["started"] or _start_time(pid) == entry["started"]
+
+
+def interrupted(project: Project) -> Journal | None:
+    """The journal of a switch whose composegen is gone, if there is one."""
+    entry = read(project)
+    return entry if entry is not None and not owner_alive(entry) else None
+
+
+def interrupted_stage(entry: Journal) -> str:
+    """What clients and `edge status` are told about it: composegen's words, no error text."""
+    return f"switch to {entry['target']} interrupted at: {entry['step']}"[:160] + "; run composegen edge recover"
