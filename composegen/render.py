@@ -107,7 +107,7 @@ def context(r: resolve.Resolved, node: Node | None = None) -> dict[str, Any]:
         "command": r.argv(),
         "network_mode": None,
         "port": f"{svc.port.bind}:{svc.port.host}:{svc.port.container}",
-        "environment": sorted((k, str(v)) for k, v in svc.environment.items()),
+        "environment": sorted(r.environment().items()),
         "volumes": volumes,
         "named_volumes": sorted({v.source for v in svc.volumes if v.named}),
         "ipc": svc.ipc,

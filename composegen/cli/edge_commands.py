@@ -165,6 +165,8 @@ GatesOpt = typer.Option("smoke", "--gates", help="Gates the new stack must pass 
 def _switched(result: SwitchReport, json_: bool) -> None:
     if json_:
         return emit_json(result.to_json())
+    if result.path == "unchanged":
+        return out(f"{result.alias} already serves {result.profile}: nothing to switch")
     ev = result.evidence or {}
     proof = f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…" if ev else "no evidence recorded"
     out(f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)")
@@ -175,6 +177,7 @@ def _switched(result: SwitchReport, json_: bool) -> None:
         if not told or told[-1] != label:
             told.append(label)
     out(f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}")
+    out(f"  path: {result.path} ({result.path_reason})" if result.path_reason else f"  path: {result.path}")
 
 
 @app.command()

@@ -20,6 +20,21 @@ def _edge_files(project: Project) -> dict[str, str]:
     return render_edge(config.load(project)) if config.configured(project) else {}
 
 
+def _refuse_standby_outside_the_edge(project: Project, standby: list[str]) -> None:
+    """Sleep mode opens vLLM's dev routes (/sleep, /wake_up, /collective_rpc, /reset_*) on the engine's own
+    port; only the edge takes a stack's published port away (out/edge/stacks/NAME.yaml)."""
+    if not standby:
+        return
+    fronted = config.load(project).stacks if config.configured(project) else {}
+    outside = [name for name in standby if name not in fronted]
+    if outside:
+        raise BadInput(
+            f"profiles/{outside[0]}.yaml: standby: {', '.join(outside)} is not behind the edge; its dev routes "
+            "(/sleep, /collective_rpc, /reset_*) would answer on its published port",
+            hint="list it in edge.yaml's stacks (docs/edge.md), or drop `standby`",
+        )
+
+
 def _refuse_k8s_behind_the_edge(project: Project, k8s_profiles: list[str]) -> None:
     """A stack the edge guards gets no Kubernetes manifests: they would hold a plain Service straight to
     vLLM (no key, no route allowlist), and the edge itself has no Kubernetes form yet."""
@@ -40,8 +55,9 @@ def render(project: Project, names: list[str] | None, *, check: bool, target: st
         raise BadInput(f"--target: {target!r} is not one of {', '.join(k8s.TARGETS)}")
     plain_check = check and not names and not json_ and target is None  # what cli/fastpath.py answers
     inputs = rendercache.fingerprint(project.root) if plain_check else None  # hashed before rendering
-    rendered, built, swept = k8s.render_targets(project, names, target)
+    rendered, built, swept, standby = k8s.render_targets(project, names, target)
     _refuse_k8s_behind_the_edge(project, [m.profile for m in built])
+    _refuse_standby_outside_the_edge(project, standby)
     if not names and "compose" in swept:  # the edge belongs to the compose target
         rendered.update(_edge_files(project))
     if check:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,14 +21,19 @@ from composegen.cli.app import project as _project
 from composegen.cli.console import console_progress, earlier_load_s, summary_text, with_stages
 from composegen.cli.fastpath import ContainerLabels
 from composegen.cli.interrupts import deferred_sigint
+from composegen.edge import standby as resident
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed, EngineError
 from composegen.output import emit_json, mask, out, terminal_width
 from composegen.shm import reclaim as reclaiming
 from composegen.stack import driver
-from composegen.stack.reports import UpReport
+from composegen.stack.reports import SleepingStatus, UpReport
 from composegen.vllm import startup as parsing
 from composegen.vllm.startup import StartupCheck, StartupReport
+
+if TYPE_CHECKING:  # annotations only
+    from composegen.profiles.resolved import Resolved
+    from composegen.project import Project
 
 
 @app.command()
@@ -49,6 +55,9 @@ def up(
         False, "--allow-download", help="Start even if the pinned weights are incomplete (the engine downloads them)."
     ),
     verbose: bool = typer.Option(False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."),
+    standby: bool = typer.Option(
+        False, "--standby", help="Once ready and through its gates, put it to sleep (the profile's `standby:`)."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Preflight, start and wait for a stack; print what the engine reported about its memory.
@@ -56,6 +65,8 @@ def up(
     Example: composegen up 4096-131k --emulate
     """
     _check_seconds("--timeout", timeout)
+    if standby and no_wait:
+        raise BadInputError("--standby waits for ready (the gates run, then the sleep): drop --no-wait")
     with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
         driver.preload()
     project, r = _load(name)
@@ -68,11 +79,24 @@ def up(
         if isinstance(result, str):  # already starting, and --no-wait: nothing to follow here
             return out(result)
     result = with_stages(result, sink)  # the engine's stages join the readiness phases
+    if standby:
+        result = _to_sleep(project, r, result, json_)
     if json_:
         return emit_json(result.to_json())
     if no_wait:
         return out(f"{name}: started (not waiting); `composegen status {name}`")
     out(summary_text(result, terminal_width()) + _nodes_text(result))
+
+
+def _to_sleep(project: Project, r: Resolved, result: UpReport, json_: bool) -> UpReport:
+    if r.profile.standby is None:
+        raise BadInputError(f"--standby: {r.name} has no `standby:` in its profile (docs/standby.md)")
+    asleep = resident.put_to_sleep(project, r)
+    status = SleepingStatus(level=asleep.level, since=asleep.since, gpu_gib_held=asleep.residue_gib)
+    if not json_:
+        held = f"; the engine still holds {asleep.residue_gib:g} GiB of GPU memory" if asleep.residue_gib else ""
+        out(f"{r.name}: gates passed, asleep (level {asleep.level}){held}")
+    return result.model_copy(update={"asleep": status})
 
 
 def _nodes_text(result: UpReport) -> str:

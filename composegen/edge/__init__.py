@@ -2,7 +2,8 @@
 
 config.py (edge.yaml) → render.py (out/edge/) · keys.py (per-client keys) · routes.py (aliases, the
 switch state the gatekeeper reads) · service.py (the edge's own containers) · switch.py (promote,
-rollback) · exposure.py (the exposure gate) · gatekeeper.py (runs inside the edge; stdlib only).
+rollback; journal.py, recovery) · standby.py (resident stacks switched by sleep mode) · exposure.py
+(the exposure gate) · gatekeeper.py (runs inside the edge; stdlib only).
 """
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
@@ -13,6 +14,7 @@ __all__ = [
     "render",
     "reports",
     "service",
+    "standby",
     "status",
     "switch",
 ]

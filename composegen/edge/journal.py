@@ -24,6 +24,7 @@ class Journal(TypedDict):
     target: str
     by: str  # promote | rollback
     emulate: bool
+    path: str  # standby | cold
     step: str  # what clients were told last
     pid: int
     started: str  # the owner's start time (/proc/PID/stat field 22), "" where /proc has none
@@ -42,10 +43,11 @@ def _start_time(pid: int) -> str:
     return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""  # field 22: after "pid (comm) state"
 
 
-def begin(project: Project, alias: str, source: str | None, target: str, by: str, emulate: bool) -> Journal:
+def begin(project: Project, alias: str, source: str | None, target: str, by: str, emulate: bool, path: str) -> Journal:
     pid = os.getpid()
-    entry = Journal(alias=alias, source=source, target=target, by=by, emulate=emulate, step="checking the engine",
-                    pid=pid, started=_start_time(pid), since=privatestate.stamp())  # fmt: skip
+    entry = Journal(alias=alias, source=source, target=target, by=by, emulate=emulate, path=path,
+                    step="checking the engine", pid=pid, started=_start_time(pid),
+                    since=privatestate.stamp())  # fmt: skip
     privatestate.write_json(journal_path(project), entry)
     return entry
 
@@ -62,7 +64,16 @@ def end(project: Project) -> None:
 def read(project: Project) -> Journal | None:
     """The journal, or None when there is none or it is not one (a record composegen did not write)."""
     doc: dict = privatestate.read_json(journal_path(project), {})
-    shapes = {"alias": str, "target": str, "by": str, "step": str, "pid": int, "started": str, "since": str}
+    shapes = {
+        "alias": str,
+        "target": str,
+        "by": str,
+        "path": str,
+        "step": str,
+        "pid": int,
+        "started": str,
+        "since": str,
+    }
     if not all(isinstance(doc.get(k), t) for k, t in shapes.items()) or not isinstance(doc.get("emulate"), bool):
         return None
     if not (doc.get("source") is None or isinstance(doc.get("source"), str)):

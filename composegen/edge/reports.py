@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import Field
+
 from composegen import privatestate
 from composegen.edge.keys import Client
 from composegen.report import Report
@@ -30,6 +34,11 @@ def client_rows(clients: list[Client]) -> list[ClientRow]:
     ]
 
 
+class StepTime(Report):
+    step: str
+    seconds: float
+
+
 class SwitchReport(Report):
     alias: str
     previous: str | None
@@ -38,6 +47,10 @@ class SwitchReport(Report):
     evidence: dict | None  # {"kind", "ref", "sha256", …} of what allowed the switch
     stages: list[str]  # what the edge told clients while it ran (503 + Retry-After + this)
     seconds: float
+    # standby: by sleep mode (docs/standby.md); cold: down, then up; unchanged: the alias already served it
+    path: Literal["standby", "cold", "unchanged"] = "cold"
+    path_reason: str | None = None  # why that path ran
+    steps: list[StepTime] = Field(default_factory=list)  # each step told to clients, with its seconds
 
 
 class RecoverReport(Report):

@@ -14,13 +14,15 @@ errors go to the operator's terminal.
 
 from __future__ import annotations
 
+import contextlib
+import re
 import time
 
 from composegen import privatestate
 from composegen.edge import evidence as proof
-from composegen.edge import journal, routes
+from composegen.edge import journal, routes, standby
 from composegen.edge.config import Edge
-from composegen.edge.reports import RecoverReport, SwitchReport
+from composegen.edge.reports import RecoverReport, StepTime, SwitchReport
 from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.evidence import gates as gating  # `gates` is the gate names given
@@ -41,12 +43,27 @@ class StageSink(ProgressSink):
         self.prefix = ""
         self.tracker = stages.StageTracker(time.time())
         self.seen: list[str] = []
+        self.at: list[float] = []  # time.monotonic() of each stage in `seen`
+
+    def timed(self) -> list[tuple[str, float]]:
+        """Each stage told with its seconds (until the next one, the last until now); `loading weights 1/4 …
+        4/4` is one step."""
+        ends = [*self.at[1:], time.monotonic()]
+        steps: list[tuple[str, float]] = []
+        for text, start, end in zip(self.seen, self.at, ends, strict=True):
+            name = re.sub(r" \d+/\d+$", "", text)
+            if steps and steps[-1][0] == name:
+                steps[-1] = (name, steps[-1][1] + end - start)
+            else:
+                steps.append((name, end - start))
+        return [(name, round(seconds, 3)) for name, seconds in steps]
 
     def say(self, stage: str) -> None:
         text = f"{self.prefix}{stage}"
         if self.seen and self.seen[-1] == text:
             return
         self.seen.append(text)
+        self.at.append(time.monotonic())
         if self.entry is not None:  # the journal first: a kill between the two leaves the step it was in
             journal.step(self.project, self.entry, text)
         routes.publish(self.project, self.edge, {self.alias: {"to": self.target, "stage": text}})
@@ -103,25 +120,35 @@ def _switch(
     with privatestate.profile_lock(project, "edge-switch"):
         _refuse_interrupted(project)
         current = routes.current(project, edge, alias)
-        if current == target:
-            raise BadInput(f"{alias} already points at {target}")
+        if current == target:  # the proof is checked (above); nothing to move: the loop closes, exit 0
+            why = f"{alias} already serves {target}"
+            proof = dict(evidence) if evidence else None
+            return SwitchReport(alias=alias, previous=current, profile=target, by=by, evidence=proof, stages=[],
+                                seconds=0.0, path="unchanged", path_reason=why)  # fmt: skip
         driver.engine_info()  # the engine answers, or nothing changes: the alias stays on its stack
-        sink = StageSink(project, edge, alias, target, journal.begin(project, alias, current, target, by, emulate))
+        cold = standby.why_not(project, edge, current, target)  # None: both resident, the target asleep
+        entry = journal.begin(project, alias, current, target, by, emulate, "cold" if cold else "standby")
+        sink = StageSink(project, edge, alias, target, entry)
         try:
-            if current is not None:
-                sink.say(f"stopping {current}")
-                driver.down(project, edge.stacks[current])
-            _bring_up(project, edge, target, emulate, gates, sink)
+            if cold is None and current is not None:
+                _by_sleep(project, edge, alias, current, target, gates, sink)
+            else:
+                if current is not None:
+                    sink.say(f"stopping {current}")
+                    driver.down(project, edge.stacks[current])
+                _bring_up(project, edge, target, emulate, gates, sink)
         except (ComposegenError, TimeoutError) as exc:
+            if cold is None:
+                raise _woken_back(project, edge, alias, current, target, exc) from None
             raise _rolled_back(project, edge, alias, current, target, exc, emulate, sink) from None
         except KeyboardInterrupt:
             routes.publish(project, edge)  # the alias keeps its old assignment; clients see what is there
             journal.end(project)
             raise
-        entry = routes.record(project, edge, alias, target, by, evidence)
+        moved = routes.record(project, edge, alias, target, by, evidence)
         routes.publish(project, edge)
         journal.end(project)
-    proven = entry["evidence"]
+    proven = moved["evidence"]
     return SwitchReport(
         alias=alias,
         previous=current,
@@ -130,6 +157,28 @@ def _switch(
         evidence=dict(proven) if proven else None,
         stages=sink.seen,  # what clients were told, in order
         seconds=round(time.monotonic() - started, 1),
+        path="cold" if cold else "standby",
+        path_reason=cold or f"{current} and {target} are resident (standby), {target} asleep",
+        steps=[StepTime(step=name, seconds=s) for name, s in sink.timed()],
+    )
+
+
+def _by_sleep(
+    project: Project, edge: Edge, alias: str, current: str, target: str, gates: list[str] | None, sink: StageSink
+) -> None:
+    standby.switch(project, edge, current, target, gates, standby.Steps(sink.say))
+
+
+def _woken_back(
+    project: Project, edge: Edge, alias: str, current: str | None, target: str, exc: BaseException
+) -> ComposegenError:
+    """The standby path failed: standby.switch has put the old engine awake again (or raised trying)."""
+    reason = exc.message if isinstance(exc, ComposegenError) else str(exc)
+    routes.publish(project, edge)
+    journal.end(project)
+    return CheckFailed(
+        f"switching {alias} to {target} by sleep failed ({reason}); {current} is awake again: {alias} points at it",
+        details=getattr(exc, "details", None),
     )
 
 
@@ -226,6 +275,15 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
         sink.prefix = "recovering an interrupted switch: "
         if serving == target or serving is None:
             action = "the switch had moved the alias; marks cleared"
+        elif entry["path"] == "standby":  # both resident: the target back to sleep, the serving one awake
+            with contextlib.suppress(ComposegenError):
+                sink.say(f"putting {target} to sleep")
+                driver.sleep_stack(project, edge.stacks[target], mode="abort")
+            sink.say(f"waking {serving}")
+            driver.wake_stack(project, edge.stacks[serving])
+            sink.say(f"gates on {serving}")
+            _gates(edge, serving, None)
+            action = f"undone: {target} asleep, {serving} awake and serving again"
         else:
             if target in edge.stacks:
                 sink.say(f"stopping {target}")

@@ -40,8 +40,17 @@ from composegen.emulator.memory import GiB, MemoryInputs, MemoryPlan, plan_memor
 from composegen.emulator.metrics import Metrics
 from composegen.emulator.server import ROUTES, VERSION, make_server
 from composegen.emulator.server_state import Pacing, ServerState
+from composegen.emulator.sleep import DEV_ROUTES, SleepMode
 
-FAULTS = ("crash_during_load", "never_ready", "slow_ready", "health_503_after", "broken_tool_stream")
+FAULTS = (
+    "crash_during_load",
+    "never_ready",
+    "slow_ready",
+    "health_503_after",
+    "broken_tool_stream",
+    "sleep_residue_growth",
+    "wake_fails",
+)
 
 
 SHUTDOWN = (
@@ -106,6 +115,8 @@ class Settings:
     shm_dir: Path
     env_api_key: str | None
     timing: cluster.Timing
+    dev_mode: bool = False  # VLLM_SERVER_DEV_MODE=1: the dev routes (with --enable-sleep-mode: sleep mode)
+    env: Mapping[str, str] | None = None  # for the sleep-mode knobs (EMU_SLEEP_S, …)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -127,6 +138,8 @@ class Settings:
             shm_dir=shmfiles.shm_dir(env),
             env_api_key=env.get("VLLM_API_KEY") or None,
             timing=cluster.Timing.from_env(env, _env_float),
+            dev_mode=env.get("VLLM_SERVER_DEV_MODE") == "1",
+            env=dict(env),
         )
 
 
@@ -263,7 +276,7 @@ def _listen(log: Log, host: str, port: int, state: ServerState) -> ThreadingHTTP
     shown = f"[{host}]" if ":" in host else host
     log("INFO", "launcher.py:47", f"Starting vLLM server on http://{shown}:{port}")
     log("INFO", "launcher.py:51", "Available routes are:")
-    for route, methods in ROUTES.items():
+    for route, methods in {**ROUTES, **(DEV_ROUTES if state.sleep else {})}.items():
         log("INFO", "launcher.py:59", f"Route: {route}, Methods: {methods}")
     return server
 
@@ -289,6 +302,8 @@ def _banner(log: Log, model: str, non_default: dict) -> None:
     if flavour.server_version_line:
         log("INFO", "api_server.py:1897", f"vLLM server version {VERSION}, serving model {model}")
     log("INFO", "utils.py:335", f"non-default args: {non_default!r}")
+    if non_default.get("enable_sleep_mode"):
+        log("INFO", "model.py:549", "Enabling cumem allocator because sleep mode requires it.")
 
 
 def _shm_files(log: Log, shm_dir: Path, sizes: list[tuple[str, int]]) -> list[shmfiles.ShmFile] | None:
@@ -341,4 +356,6 @@ def _server_state(log: Log, values: dict, plan: MemoryPlan, settings: Settings) 
         fault_after_s=settings.fault_after_s,
         access_log=not values.get("disable_uvicorn_access_log"),
     )
+    if values.get("enable_sleep_mode") and settings.dev_mode:
+        state.sleep = SleepMode.from_env(settings.env or {}, plan.requested_gib, plan.weights_gib, settings.fault)
     return state

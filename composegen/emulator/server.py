@@ -11,12 +11,15 @@ Requests are paced so TTFT and decode rates are measurable: prefill sleeps promp
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 from composegen.emulator import completions, responses, versions
 from composegen.emulator.chat import (
@@ -29,6 +32,7 @@ from composegen.emulator.chat import (
     validation_error,
 )
 from composegen.emulator.server_state import ServerState
+from composegen.emulator.sleep import DEV_ROUTES, SleepError
 from composegen.emulator.tokenizer import encode, encode_chat
 
 VERSION = versions.active().reported
@@ -56,6 +60,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     state: ServerState  # set on the subclass made by make_server
     _started = 0.0  # time.monotonic() when _route took the request (the http_* metrics' duration)
+    query: dict[str, list[str]] = {}  # noqa: RUF012 - replaced per request by _route
 
     # --- plumbing ---------------------------------------------------------------------------------
     def log_message(self, fmt: str, *args: Any) -> None:  # replaced by uvicorn-style access lines in _send
@@ -82,8 +87,12 @@ class Handler(BaseHTTPRequestHandler):
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         self._send(status, body, "application/json", **headers)
 
+    def _routes(self) -> dict[str, str]:
+        return {**ROUTES, **DEV_ROUTES} if self.state.sleep is not None else ROUTES
+
     def _access(self, status: int, sent: int = 0) -> None:
-        route, received = self.path if self.path in ROUTES else None, int(self.headers.get("content-length") or 0)
+        route = self.path if self.path in self._routes() else None
+        received = int(self.headers.get("content-length") or 0)
         self.state.metrics.http_request(self.command, route, status, received, sent, time.monotonic() - self._started)
         if self.state.access_log:
             phrase = self.responses.get(status, ("",))[0]
@@ -91,7 +100,7 @@ class Handler(BaseHTTPRequestHandler):
                 "INFO:",
                 "",
                 f"{self.client_address[0]}:{self.client_address[1]} - "
-                f'"{self.command} {self.path} HTTP/1.1" {status} {phrase}',
+                f'"{self.command} {self.raw_path} HTTP/1.1" {status} {phrase}',
             )
 
     def _body(self) -> dict:
@@ -130,6 +139,7 @@ class Handler(BaseHTTPRequestHandler):
                 "/load": self._load,
                 "/v1/models": self._models,
                 "/metrics": self._metrics,
+                **({"/is_sleeping": self._is_sleeping} if self.state.sleep else {}),
             }
         )
 
@@ -142,17 +152,24 @@ class Handler(BaseHTTPRequestHandler):
                 "/v1/chat/completions": self._chat,
                 "/v1/completions": self._completions,
                 "/v1/responses": self._responses,
+                **(
+                    {"/sleep": self._sleep, "/wake_up": self._wake_up, "/collective_rpc": self._collective_rpc}
+                    if self.state.sleep
+                    else {}
+                ),
             }
         )
 
     def _route(self, table: dict) -> None:
-        path = self.path.split("?", 1)[0]
-        self.path = path
+        self.raw_path = self.path  # the access line shows the query, as uvicorn's does
+        path, _, query = self.path.partition("?")
+        self.path, self.query = path, parse_qs(query)
         self._started = time.monotonic()
         handler = table.get(path)
+        routes = self._routes()
         try:
-            if handler is None and path in ROUTES:
-                self._json(405, {"detail": "Method Not Allowed"}, allow=ROUTES[path])
+            if handler is None and path in routes:
+                self._json(405, {"detail": "Method Not Allowed"}, allow=routes[path])
             elif handler is None:
                 self._json(404, {"detail": "Not Found"})
             elif not self._authorized():
@@ -167,6 +184,9 @@ class Handler(BaseHTTPRequestHandler):
                 handler()
         except RequestError as exc:
             self._json(exc.status, exc.to_json())
+        except SleepError as exc:
+            kind = "ServiceUnavailableError" if exc.status == 503 else "BadRequestError"
+            self._json(exc.status, RequestError(exc.status, exc.message, kind).to_json())
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
@@ -175,6 +195,35 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "POST":
             self._body()
         self._send(503 if self.state.engine_dead() else 200)
+
+    # --- sleep mode (emulator/sleep.py) -------------------------------------------------------------
+    def _sleep(self) -> None:
+        assert self.state.sleep is not None
+        self._body()
+        try:
+            level = int((self.query.get("level") or ["1"])[0])
+        except ValueError:
+            raise SleepError(400, f"Invalid sleep level: {self.query.get('level')}") from None
+        self.state.sleep.sleep(level, (self.query.get("mode") or ["abort"])[0], self.state.log)
+        self._send(200)
+
+    def _wake_up(self) -> None:
+        assert self.state.sleep is not None
+        self._body()
+        self.state.sleep.wake(self.query.get("tags") or [], self.state.log)
+        self._send(200)
+
+    def _is_sleeping(self) -> None:
+        assert self.state.sleep is not None
+        self._json(200, {"is_sleeping": self.state.sleep.sleeping})
+
+    def _collective_rpc(self) -> None:
+        assert self.state.sleep is not None
+        method = self._body().get("method")
+        if method != "reload_weights":
+            raise SleepError(400, f"collective_rpc: the emulator knows only reload_weights, not {method!r}")
+        self.state.sleep.reload_weights(self.state.log)
+        self._json(200, {"results": [None]})
 
     def _version(self) -> None:
         self._json(200, {"version": VERSION})
@@ -240,8 +289,13 @@ class Handler(BaseHTTPRequestHandler):
     def _chat(self) -> None:
         body = self._body()
         reply = plan_chat(body, self.state.info)
-        state, started = self.state, time.monotonic()
+        started = time.monotonic()
         request_id, created = new_id("chatcmpl-"), int(time.time())
+        with self._weights_in_use():
+            self._chat_reply(body, reply, request_id, created, started)
+
+    def _chat_reply(self, body: dict, reply: Any, request_id: str, created: int, started: float) -> None:
+        state = self.state
         state.metrics.start(reply.prompt_tokens)
         reason = "abort"
         try:
@@ -257,12 +311,39 @@ class Handler(BaseHTTPRequestHandler):
 
                 self._stream_events(events, state.pacing.per_token(reply.completion_tokens), before_end=parsed)
             else:
-                time.sleep(state.pacing.per_token(reply.completion_tokens) * reply.completion_tokens)
+                made = self._decode(reply.completion_tokens, state.pacing.per_token(reply.completion_tokens))
+                if made < reply.completion_tokens:  # /sleep?mode=abort: a short answer, HTTP 200
+                    reply = dataclasses.replace(reply, reasoning=[], content=reply.content[:made], tool_calls=[],
+                                                finish_reason="abort")  # fmt: skip
                 state.metrics.tool_parsed(False, bool(reply.tool_calls), reply.completion_tokens)
                 self._json(200, chat_completion(reply, state.info, request_id, created))
             reason = reply.finish_reason
         finally:
             state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started)
+
+    @contextlib.contextmanager
+    def _weights_in_use(self) -> Iterator[None]:
+        """A request that needs the model: 503 while asleep; counted, so /sleep?mode=wait can wait for it."""
+        if self.state.sleep is None:
+            yield
+            return
+        self.state.sleep.begin_request()
+        try:
+            yield
+        finally:
+            self.state.sleep.end_request()
+
+    def _decode(self, tokens: int, per_token: float) -> int:
+        """Sleep for TOKENS tokens (all at once without sleep mode); how many were made before an abort."""
+        sleep = self.state.sleep
+        if sleep is None:
+            time.sleep(per_token * tokens)
+            return tokens
+        for made in range(tokens):
+            if sleep.aborted():
+                return made
+            time.sleep(per_token)
+        return tokens
 
     def _stream_events(
         self,
@@ -287,7 +368,13 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
+        sleep = self.state.sleep
         for event, data, is_token in events:
+            if sleep is not None and sleep.aborted() and data.get("object") == "chat.completion.chunk":
+                aborted = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "abort", "stop_reason": None}
+                head = {k: data[k] for k in ("id", "object", "created", "model") if k in data}
+                send("data: " + json.dumps({**head, "choices": [aborted]}, separators=(",", ":")) + "\n\n")
+                break
             if is_token:
                 time.sleep(per_token)
             line = "data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n\n"
@@ -303,6 +390,11 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         state, started = self.state, time.monotonic()
         payload, prompt_tokens, completion_tokens, finish = completions.completion(body, state.info, int(time.time()))
+        with self._weights_in_use():
+            self._complete(payload, prompt_tokens, completion_tokens, finish, started)
+
+    def _complete(self, payload: dict, prompt_tokens: int, completion_tokens: int, finish: str, started: float) -> None:
+        state = self.state
         state.metrics.start(prompt_tokens)
         try:
             time.sleep(state.pacing.prefill(prompt_tokens))
@@ -320,6 +412,11 @@ class Handler(BaseHTTPRequestHandler):
         state, started = self.state, time.monotonic()
         reply = responses.plan_response(body, state.info)
         response_id, created = new_id("resp_"), int(time.time())
+        with self._weights_in_use():
+            self._respond(body, reply, response_id, created, started)
+
+    def _respond(self, body: dict, reply: Any, response_id: str, created: int, started: float) -> None:
+        state = self.state
         state.metrics.start(reply.prompt_tokens)
         try:
             time.sleep(state.pacing.prefill(reply.prompt_tokens))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from composegen.emulator.chat import ServingInfo
 from composegen.emulator.metrics import Metrics
+from composegen.emulator.sleep import SleepMode
 
 
 @dataclass
@@ -53,6 +54,7 @@ class ServerState:
     log: Callable[[str, str, str], None]  # (level, source, message)
     api_keys: list[str] = field(default_factory=list)
     pacing: Pacing = field(default_factory=Pacing)
+    sleep: SleepMode | None = None  # --enable-sleep-mode with VLLM_SERVER_DEV_MODE=1 (emulator/sleep.py)
     fault_after_s: float = 5.0
     access_log: bool = True
     ready_at: float = field(default_factory=time.monotonic)

@@ -150,9 +150,11 @@ def _pod(r: resolve.Resolved, node: Node | None, name: str, component: str, note
     volumes, mounts, hf_path = _volumes(r, node, notes)
     main = _container(r, node, mounts, notes)
     spec: dict[str, Any] = {}
-    if svc.ipc == "host":
+    if svc.ipc == "host" and host_network:  # a multi-node pod shares the node, as its compose node does
         spec["hostIPC"] = True
         notes.add("security", "ipc", "host", "hostIPC: true")
+    elif svc.ipc == "host":  # compose shares the host's /dev/shm for reclaim; a pod has its own, in memory
+        notes.add("adapted", "ipc", "host", f"no hostIPC: the pod's /dev/shm is the memory emptyDir {SHM_VOLUME}")
     if host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # LWS_LEADER_ADDRESS is a cluster DNS name

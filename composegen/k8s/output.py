@@ -127,15 +127,19 @@ TARGETS = ("compose", "k8s", "all")
 
 def render_targets(
     project: Project, names: list[str] | None, target: str | None
-) -> tuple[dict[str, str], list[Manifests], tuple[str, ...]]:
+) -> tuple[dict[str, str], list[Manifests], tuple[str, ...], list[str]]:
     """Every file `render` writes or checks (in memory first: bad input writes nothing), the k8s manifests
     among them, and the targets whose orphans count. No --target: compose, plus k8s for every profile that
     already has out/NAME/k8s/ (rendered for Kubernetes once, a profile stays fresh and drift-checked);
-    else compose, k8s, or all of both. Each profile is loaded once for both targets."""
+    else compose, k8s, or all of both. Each profile is loaded once for both targets. Last: the profiles
+    with `standby` (their dev routes must stay behind the edge)."""
     keep = rendered_profiles(project) if target is None else None
     rendered: dict[str, str] = {}
     built: list[Manifests] = []
+    standby: list[str] = []
     for r in resolve.load_all(project, names):
+        if r.profile.standby is not None:
+            standby.append(r.name)
         if target != "k8s":
             rendered |= render_stack(r) | monitoring_files(r)
         if target != "compose" and (keep is None or r.name in keep):
@@ -143,7 +147,7 @@ def render_targets(
             rendered |= files
             built.append(m)
     swept = {None: ("compose", "k8s"), "compose": ("compose",), "k8s": ("k8s",), "all": ("compose", "k8s")}
-    return rendered, built, swept[target]
+    return rendered, built, swept[target], standby
 
 
 def report(built: list[Manifests]) -> list[K8sRendered]:

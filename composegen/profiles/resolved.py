@@ -31,7 +31,9 @@ MANAGED_FLAGS = {
     "master-addr": "nodes.master_addr",
     "master-port": "nodes.master_port",
     "headless": "nodes (workers run headless)",
+    "enable-sleep-mode": "standby (composegen drives sleep mode and keeps its dev routes inside)",
 }
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"  # set by composegen from `standby`: it opens vLLM's dev routes
 
 
 _REF_NAME = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
@@ -96,6 +98,11 @@ class Resolved:
         secrets = self.secret_values()
         return _masked(value, secrets) if secrets else value
 
+    def environment(self) -> dict[str, str]:
+        """service.environment as the container gets it (standby adds vLLM's dev mode)."""
+        env = {k: str(v) for k, v in self.profile.service.environment.items()}
+        return {**env, DEV_MODE_ENV: "1"} if self.profile.standby is not None else env
+
     def flag(self, name: str, default: Any = None) -> Any:
         return self.flags.get(name, default)
 
@@ -110,6 +117,8 @@ class Resolved:
             "host": "0.0.0.0",
             "port": svc.port.container,
         }
+        if self.profile.standby is not None:
+            managed["enable-sleep-mode"] = True
         nodes = self.profile.nodes
         if node is not None and nodes is not None:
             managed.update(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from composegen.addresses import is_loopback
 from composegen.profiles import mounts
 from composegen.profiles.mounts import HF_CACHE_TARGET as HF_CACHE_TARGET  # where a node's hf_cache goes
-from composegen.profiles.resolved import Resolved
+from composegen.profiles.resolved import DEV_MODE_ENV, Resolved
 from composegen.profiles.schema import SHM_MIN_BYTES, Node
 from composegen.profiles.yamlio import INT_LIMIT
 from composegen.project import compose_project
@@ -65,6 +65,7 @@ def check(r: Resolved) -> list[Problem]:
         out += [Problem(path, message) for path, message in mounts.secret_reference_problems(r.marks.data)]
     out += [Problem(path, message) for path, message in mounts.mount_problems(r.profile)]
     out += _image_policy_problems(r)
+    out += _standby_problems(r)
     if not r.profile.pinned and not r.profile.image_unpinned_reason:
         out.append(
             Problem(
@@ -103,6 +104,16 @@ def _flag_problems(f: dict) -> list[Problem]:
             out.append(Problem(("vllm", name), f"must be at least 1, got {f[name]}"))
     if isinstance(max_len, int) and max_len < 1 and max_len != -1:
         out.append(Problem(("vllm", "max-model-len"), f"must be positive (or -1/auto), got {max_len}"))
+    return out
+
+
+def _standby_problems(r: Resolved) -> list[Problem]:
+    out = []
+    if DEV_MODE_ENV in r.profile.service.environment:
+        out.append(Problem(("service", "environment", DEV_MODE_ENV), "set by composegen from `standby` (it opens "
+                           "vLLM's dev routes: /sleep, /collective_rpc, /reset_*)"))  # fmt: skip
+    if r.profile.standby is not None and r.profile.nodes is not None:
+        out.append(Problem(("standby",), "not for multi-node stacks yet: sleep mode across nodes is unmeasured"))
     return out
 
 

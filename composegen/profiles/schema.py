@@ -177,6 +177,16 @@ class Monitoring(Strict):
         return image
 
 
+class Standby(Strict):
+    """Resident beside another stack, asleep when not serving (vLLM's sleep mode: docs/standby.md). The render
+    adds --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1; composegen reaches the dev routes that opens only
+    inside the container, never through a published port or the edge."""
+
+    level: Literal[1, 2] = Field(
+        1, description="1: weights kept in host memory (fast wake); 2: weights discarded (wake reloads them)"
+    )
+
+
 class Emulate(Strict):
     env: dict[StrictStr, StrictStr | StrictInt] = Field(
         default_factory=dict, description="emulator memory-model settings for `up --emulate` (EMU_*)"
@@ -215,6 +225,7 @@ class Profile(Strict):
     nodes: Nodes | None = Field(
         default=None, description="one profile across several hosts (vLLM multi-node, mp backend)"
     )
+    standby: Standby | None = Field(None, description="sleep mode: switch to this stack in seconds (docs/standby.md)")
     emulate: Emulate = Field(default_factory=Emulate)
     monitoring: Monitoring = Field(default_factory=lambda: Monitoring.model_validate({}))
     kubernetes: Kubernetes = Field(default_factory=lambda: Kubernetes.model_validate({}))

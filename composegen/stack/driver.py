@@ -20,6 +20,8 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     container_shm(container, labels)    a running container's private /dev/shm -> shm.reports.ShmScan
     weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
+    sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
+                                        a standby stack's sleep mode, from inside its container
 
 Other rooms that run containers of their own (provision: the base image; edge: its proxy stack) and
 keep private state (edge's keys and switch lock) use the engine and state names re-exported below;
@@ -40,7 +42,7 @@ from composegen.shm import scan
 from composegen.shm.procscan import LabelResolver
 from composegen.shm.reports import ShmScan
 from composegen.stack import down as teardown
-from composegen.stack import engine, loadstate, nodecache, nodeshm, placement, readiness
+from composegen.stack import engine, loadstate, nodecache, nodeshm, placement, readiness, sleepmode
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
 from composegen.stack.compose import Stack, compose_version
@@ -59,6 +61,7 @@ from composegen.stack.placement import Deployment, NodeRef, deployment
 from composegen.stack.prepare import PreflightFailed, UpOptions
 from composegen.stack.progress import ProgressSink
 from composegen.stack.reports import DownReport, LiveIdentity, NodesShm, StatusReport, UpReport
+from composegen.stack.sleepmode import Asleep
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.vllm import startup
@@ -67,6 +70,7 @@ from composegen.weights.reports import WeightsReport
 __all__ = [
     "BASE_IMAGE",
     "AlreadyRunning",
+    "Asleep",
     "ContainerFacts",
     "Deployment",
     "ImageFacts",
@@ -96,12 +100,15 @@ __all__ = [
     "running_container",
     "shm_report",
     "shm_text",
+    "sleep_stack",
+    "sleep_state",
     "start",
     "startup_check",
     "startup_for",
     "status",
     "status_text",
     "up",
+    "wake_stack",
     "weights",
     "with_mismatches",
 ]
@@ -213,6 +220,34 @@ def head_container(project: Project, r: Resolved) -> ContainerFacts | None:
     """The head's vLLM container in whatever state it is (None when there is none)."""
     head = placement.nodes(r)[0]
     return placement.vllm_container(engine.project_containers(head.project, head.target))
+
+
+def _standby_level(r: Resolved) -> int:
+    if r.profile.standby is None:
+        raise BadInput(f"{r.name}: no `standby:` in its profile: it has no sleep mode (docs/standby.md)")
+    return r.profile.standby.level
+
+
+def sleep_stack(project: Project, r: Resolved, level: int | None = None, mode: str = "wait") -> sleepmode.Asleep:
+    """Put R's running engine to sleep (its profile's level unless LEVEL); mode wait lets running requests end."""
+    planned = _standby_level(r)
+    return sleepmode.sleep(project, r, running_container(project, r), level or planned, mode)
+
+
+def wake_stack(project: Project, r: Resolved) -> float:
+    """Wake R's engine from the sleep composegen (or anyone) put it in; seconds. Awake already: 0."""
+    _standby_level(r)
+    ctr = head_container(project, r)
+    if ctr is None or not ctr.running:
+        raise EngineError(f"{r.name} is not running", hint=f"`composegen up {r.name} --standby` first")
+    asleep = sleepmode.state(project, r, ctr)
+    return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
+
+
+def sleep_state(project: Project, r: Resolved) -> sleepmode.Asleep | None:
+    """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no sleep mode."""
+    ctr = head_container(project, r)
+    return None if ctr is None else sleepmode.state(project, r, ctr)
 
 
 def container_log(ctr: ContainerFacts) -> str:

@@ -51,6 +51,14 @@ class LiveIdentity(Report):
     emulated: bool
 
 
+class SleepingStatus(Report):
+    """A standby stack's engine asleep (vLLM sleep mode: docs/standby.md)."""
+
+    level: int = Field(description="1: weights in host memory; 2: weights discarded")
+    since: str | None = Field(description="when composegen put it to sleep (UTC); null: not by composegen")
+    gpu_gib_held: float | None = Field(description="GPU memory the sleeping engine still holds (its own log line)")
+
+
 class UpReport(Report):
     name: str
     project: str
@@ -66,6 +74,7 @@ class UpReport(Report):
     endpoint: str = ""
     startup: StartupCheck | None = None  # the startup report (`composegen schema --report startup`)
     nodes: list[NodeInfo] | None = None
+    asleep: SleepingStatus | None = None  # `up --standby`: ready, gates passed, then put to sleep
 
 
 class NodeDown(NodeInfo):
@@ -158,6 +167,7 @@ class EndpointStatus(Report):
     max_model_len: int | None = None
     ready: bool | None = None  # composegen's readiness: /health 200 and /v1/models lists the served name
     loading: LoadingStatus | None = None  # a running engine that does not answer yet: its stage
+    sleeping: SleepingStatus | None = None  # a standby stack asleep: answers /health, serves nothing
 
 
 class NodeStatus(NodeInfo):

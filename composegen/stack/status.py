@@ -23,10 +23,18 @@ from composegen.output import table
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.stack import engine, loadstate, placement, readiness
+from composegen.stack import engine, loadstate, placement, readiness, sleepmode
 from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef
-from composegen.stack.reports import ContainerStatus, Drift, EndpointStatus, NodeStatus, StackStatus, StatusReport
+from composegen.stack.reports import (
+    ContainerStatus,
+    Drift,
+    EndpointStatus,
+    NodeStatus,
+    SleepingStatus,
+    StackStatus,
+    StatusReport,
+)
 
 _HEADER_HASH = re.compile(r"^# profile: \S+  hash: ([0-9a-f]+)$", re.M)
 _PREFIX = "composegen-"
@@ -122,13 +130,26 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
         profile=dep.name,
         project=dep.head.project,
         containers=containers,
-        endpoint=_endpoint(ep, head, dep.r.profile.model.served_name, dep.r.profile.service.startup_timeout),
+        endpoint=_asleep(
+            dep, head, _endpoint(ep, head, dep.r.profile.model.served_name, dep.r.profile.service.startup_timeout)
+        ),
         drift=overall or Drift(state="unknown", running=None, out=None, profile=dep.r.hash),
         nodes=nodes if dep.multi else None,
         networks=networks,
         image_policy=dep.r.profile.image_policy,
         unsafe_mounts=[f"{m.source}: {m.reason}" for m in dep.r.profile.service.unsafe_mounts],
     )
+
+
+def _asleep(dep: Deployment, head: ContainerFacts | None, ep: EndpointStatus) -> EndpointStatus:
+    """A standby stack's engine asleep answers /health and lists its model, but serves nothing: not ready."""
+    if head is None or dep.r.profile.standby is None or not ep.healthy:
+        return ep
+    found = sleepmode.state(dep.project, dep.r, head)
+    if found is None:
+        return ep
+    held = SleepingStatus(level=found.level, since=found.since, gpu_gib_held=found.residue_gib)
+    return ep.model_copy(update={"sleeping": held, "ready": False})
 
 
 def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) -> StackStatus | None:
@@ -233,6 +254,9 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
 def _row(s: StackStatus, c: ContainerStatus, multi: bool) -> list[str]:
     ep, d = s.endpoint, s.drift
     api = loadstate.api_text(ep.healthy, ep.served_name, ep.loading)  # never "unhealthy" while it loads
+    if ep.sleeping is not None:
+        held = f", {ep.sleeping.gpu_gib_held:g} GiB held" if ep.sleeping.gpu_gib_held is not None else ""
+        api = f"asleep L{ep.sleeping.level}{held}" + (f" since {ep.sleeping.since}" if ep.sleeping.since else "")
     drift_text = d.state if d.state != "drifted" else f"drifted ({d.newer} is newer)"
     node = [f"{c.node} (rank {c.rank})" if c.node is not None else "-"] if multi else []
     return [

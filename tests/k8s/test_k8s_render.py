@@ -115,6 +115,17 @@ def test_security_fields_only_when_the_compose_stack_has_them(tmp_path):
     assert 'ipc: "private"' in compose
 
 
+def test_a_single_pod_gets_no_host_ipc_for_compose_ipc_host(tmp_path):
+    """compose's `ipc: host` is there for /dev/shm reclaim across containers; a pod's /dev/shm is its own
+    memory emptyDir, so the shipped single-node profiles (ipc: host) render without hostIPC (issue 40)."""
+    res = run_cli("--root", str(REPO), "render", "r33", "--target", "k8s", "--json", "--check")
+    assert res.returncode == 0, res.stderr
+    text = (REPO / "out/r33/k8s/deployment.yaml").read_text()
+    assert "hostIPC" not in text.split("apiVersion:", 1)[1]
+    assert "#   ipc: host -> no hostIPC: the pod's /dev/shm is the memory emptyDir dshm" in text
+    assert 'medium: "Memory"' in text
+
+
 def test_render_json_lists_what_kubernetes_cannot_say(tmp_path):
     root = tmp_path
     for p in (REPO / "profiles").glob("*.yaml"):

@@ -158,17 +158,24 @@ def edge_project(
     tls: str = "internal",
     new_env: dict | None = None,
     gpu: str | None = None,
+    standby: bool = False,
+    both_env: dict | None = None,
 ) -> EdgeProject:
-    """GPU: a device id of its own for both stacks (a campaign's exclusive mode: other tests hold GPU 0)."""
+    """GPU: a device id of its own for both stacks (a campaign's exclusive mode: other tests hold GPU 0).
+    STANDBY: both profiles resident with sleep mode (level 1); BOTH_ENV: emulator settings of both."""
     tag = uuid.uuid4().hex[:6]
     old, new = f"e{tag}-8192", f"e{tag}-4096"
     ports = {old: free_port(), new: free_port()}
-    env = {old: "", new: "".join(f'    {k}: "{v}"\n' for k, v in (new_env or {}).items())}
+    env = {
+        name: "".join(f'    {k}: "{v}"\n' for k, v in {**(both_env or {}), **extra}.items())
+        for name, extra in ((old, {}), (new, new_env or {}))
+    }
+    tail = "standby: {level: 1}\n" if standby else ""
     profiles = {
         name: tiny_profile(
             f"{name}-served",
             f"{{host: {ports[name]}}}",
-            rest=_SINGLE_REST.format(load=load, extra_env=env[name]),
+            rest=_SINGLE_REST.format(load=load, extra_env=env[name]) + tail,
         ).replace("gpus: {count: 1}", f'gpus: {{device_ids: ["{gpu}"]}}' if gpu else "gpus: {count: 1}")
         for name in (old, new)
     }

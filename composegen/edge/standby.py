@@ -1,0 +1,121 @@
+"""Standby: stacks that stay resident behind the edge, asleep when they do not serve (vLLM's sleep mode).
+
+`up NAME --standby` starts the stack, waits for ready, runs its gates, then puts it to sleep (`asleep`).
+A switch (`promote`, `rollback`) takes the standby path when both stacks have `standby:` and the target
+is up and asleep; otherwise the cold path runs (edge/switch.py). The standby path, each step told to
+clients as the 503 stage and timed:
+
+    draining        new requests for the alias are refused (503) while running ones finish, up to
+                    DRAIN_S; then the sleep aborts what is left (clients get finish_reason "abort")
+    putting OLD to sleep, waking NEW, warm-up (one request), identity (/v1/models names NEW's served
+    name), gates on NEW; then the alias moves.
+
+Any failure after the old engine sleeps puts the new one back to sleep and the old one awake again, and
+the alias stays where it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from composegen.edge.config import Edge
+from composegen.errors import CheckFailed, ComposegenError
+from composegen.evidence import gates as gating
+from composegen.monitor import watch
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+from composegen.stack import driver, readiness
+
+DRAIN_S = 30.0  # running requests get this long to finish before the sleep aborts them
+
+
+@dataclass
+class Steps:
+    """Each step's seconds, in order (SwitchReport.steps)."""
+
+    say: Callable[[str], None]
+    done: list[tuple[str, float]] = field(default_factory=list)
+
+    def run(self, name: str, action: Callable[[], object]) -> None:
+        self.say(name)
+        started = time.monotonic()
+        action()
+        self.done.append((name, round(time.monotonic() - started, 3)))
+
+
+def gates(r: Resolved, only: list[str] | None) -> None:
+    ep = driver.endpoint(r)
+    result = gating.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, only=only or ["smoke"])
+    failed = [g.name for g in result.gates if not g.passed]
+    if failed:
+        raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
+
+
+def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -> driver.Asleep:
+    """`up --standby` after the stack is ready: its gates, then sleep at the profile's level."""
+    gates(r, only)
+    return driver.sleep_stack(project, r)
+
+
+def why_not(project: Project, edge: Edge, current: str | None, target: str) -> str | None:
+    """Why a switch from CURRENT to TARGET cannot go by sleep (None: it can)."""
+    if current is None:
+        return "nothing serves the alias yet"
+    missing = [n for n in (current, target) if edge.stacks[n].profile.standby is None]
+    if missing:
+        return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no `standby:`"
+    if driver.sleep_state(project, edge.stacks[target]) is None:
+        return f"{target} is not up and asleep (`composegen up {target} --standby`)"
+    return None
+
+
+def _drained(r: Resolved, deadline: float) -> bool:
+    """True once R's engine runs no request (its own num_requests_running gauge), False at the deadline."""
+    ep = driver.endpoint(r)
+    while time.monotonic() < deadline:
+        try:
+            if not watch.scrape(ep).total("vllm:num_requests_running"):
+                return True
+        except ComposegenError:
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def _warm_up(r: Resolved) -> None:
+    """One small request: the first after a wake pays for what the wake left cold (recorded: 0.05-0.09 s)."""
+    body = {"model": r.profile.model.served_name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    reply = driver.endpoint(r).peer.fetch("POST", "/v1/chat/completions", json.dumps(body).encode(), deadline_s=60)
+    if reply.status != 200:
+        raise CheckFailed(f"{r.name}: the warm-up request after waking answered {reply.status}")
+
+
+def switch(project: Project, edge: Edge, current: str, target: str, only: list[str] | None, steps: Steps) -> None:
+    """The standby path from CURRENT to TARGET (CheckFailed/EngineError on failure, the old engine awake)."""
+    old, new = edge.stacks[current], edge.stacks[target]
+    drained = [True]
+    steps.run("draining", lambda: drained.__setitem__(0, _drained(old, time.monotonic() + DRAIN_S)))
+    steps.run(
+        f"putting {current} to sleep", lambda: driver.sleep_stack(project, old, mode="wait" if drained[0] else "abort")
+    )
+    try:
+        steps.run(f"waking {target}", lambda: driver.wake_stack(project, new))
+        steps.run("warm-up", lambda: _warm_up(new))
+        steps.run("identity", lambda: _identity(new))
+        steps.run(f"gates on {target}", lambda: gates(new, only))
+    except (ComposegenError, TimeoutError):
+        steps.say(f"switch to {target} failed, waking {current} again")
+        with contextlib.suppress(ComposegenError):  # the new engine may be what failed; the old one wakes anyway
+            driver.sleep_stack(project, new, mode="abort")
+        driver.wake_stack(project, old)
+        raise
+
+
+def _identity(r: Resolved) -> None:
+    served = r.profile.model.served_name
+    if readiness.models_entry(driver.endpoint(r), served) is None:
+        raise CheckFailed(f"{r.name}: /v1/models does not list {served}: another engine answers there")

@@ -1,0 +1,113 @@
+"""vLLM's sleep mode on a running stack, reached only from inside its container (`docker exec` of a small
+python3 client against 127.0.0.1:PORT): the dev routes sleep mode opens are never published (the edge takes
+the stack's port away; the door and the proxy refuse them), so this is the one way in.
+
+Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights, POST
+/collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the H200:
+tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in .composegen/standby/NAME.json
+({"level", "since", "residue_gib"}: the engine's own `… GiB memory is still in use.` line) for `status`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from composegen import privatestate
+from composegen.errors import EngineError
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+from composegen.stack import engine
+from composegen.stack.facts import ContainerFacts
+
+MAX_ANSWER = 64 << 10
+# stdlib only, -I: nothing from the image's site-packages or the working directory runs
+CLIENT = (
+    "import sys, urllib.request, urllib.error\n"
+    "url, method, body, timeout = sys.argv[1], sys.argv[2], sys.argv[3].encode() or None, float(sys.argv[4])\n"
+    "req = urllib.request.Request(url, data=body, method=method, headers={'Content-Type': 'application/json'})\n"
+    "try:\n"
+    "    r = urllib.request.urlopen(req, timeout=timeout)\n"
+    "except urllib.error.HTTPError as e:\n"
+    "    r = e\n"
+    "print(r.status if hasattr(r, 'status') else r.code)\n"
+    "sys.stdout.write(r.read(65536).decode('utf-8', 'replace'))\n"
+)
+RESIDUE_RE = re.compile(r"Sleep mode freed [\d.]+ GiB memory, ([\d.]+) GiB memory is still in use\.")
+
+
+@dataclass
+class Asleep:
+    level: int
+    since: str | None  # when composegen put it to sleep (privatestate.stamp); None: not by composegen
+    residue_gib: float | None  # GPU memory the sleeping engine still holds, from its own log line
+
+
+def _call(ctr: ContainerFacts, port: int, method: str, path: str, body: dict | None, timeout: float) -> tuple[int, str]:
+    argv = ["python3", "-I", "-c", CLIENT, f"http://127.0.0.1:{port}{path}", method,
+            json.dumps(body) if body is not None else ("{}" if method == "POST" else ""), str(timeout)]  # fmt: skip
+    code, text = engine.exec_output(ctr, argv, max_bytes=MAX_ANSWER)
+    status, _, answer = text.partition("\n")
+    if code != 0 or not status.strip().isdigit():
+        raise EngineError(f"{ctr.name}: {method} {path} inside the container failed (exit {code})", details=text[-800:])
+    return int(status), answer
+
+
+def _ok(ctr: ContainerFacts, port: int, method: str, path: str, body: dict | None = None, timeout: float = 120) -> str:
+    status, answer = _call(ctr, port, method, path, body, timeout)
+    if status != 200:
+        raise EngineError(f"{ctr.name}: {method} {path} answered {status}", details=answer[:800])
+    return answer
+
+
+def is_sleeping(ctr: ContainerFacts, port: int) -> bool | None:
+    """True/False from /is_sleeping; None when the engine has no such route (no sleep mode) or no answer."""
+    try:
+        status, answer = _call(ctr, port, "GET", "/is_sleeping", None, 10)
+        doc = json.loads(answer) if status == 200 else None
+    except (EngineError, ValueError):
+        return None
+    value = doc.get("is_sleeping") if isinstance(doc, dict) else None
+    return value if isinstance(value, bool) else None
+
+
+def sleep(project: Project, r: Resolved, ctr: ContainerFacts, level: int, mode: str = "wait") -> Asleep:
+    """Put R's engine to sleep; the record says level, when and the residue it logged."""
+    port = r.profile.service.port.container
+    _ok(ctr, port, "POST", f"/sleep?level={level}&mode={mode}", timeout=600)
+    residue = _residue(ctr)
+    asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue)
+    privatestate.write_json(privatestate.state_dir(project, "standby") / f"{r.name}.json", dataclasses.asdict(asleep))
+    return asleep
+
+
+def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> float:
+    """Wake R's engine (the steps its level needs); seconds taken."""
+    port, started = r.profile.service.port.container, time.monotonic()
+    if level == 2:
+        _ok(ctr, port, "POST", "/wake_up?tags=weights")
+        _ok(ctr, port, "POST", "/collective_rpc", {"method": "reload_weights"}, timeout=1800)
+        _ok(ctr, port, "POST", "/wake_up?tags=kv_cache")
+    else:
+        _ok(ctr, port, "POST", "/wake_up", timeout=600)
+    (privatestate.state_dir(project, "standby") / f"{r.name}.json").unlink(missing_ok=True)
+    return time.monotonic() - started
+
+
+def state(project: Project, r: Resolved, ctr: ContainerFacts) -> Asleep | None:
+    """R's engine asleep (with what composegen recorded), or None when it is awake or has no sleep mode."""
+    if r.profile.standby is None or not ctr.running or not is_sleeping(ctr, r.profile.service.port.container):
+        return None
+    doc: dict = privatestate.read_json(privatestate.state_dir(project, "standby") / f"{r.name}.json", {})
+    level = doc["level"] if doc.get("level") in (1, 2) else r.profile.standby.level
+    since = doc.get("since") if isinstance(doc.get("since"), str) else None
+    residue = doc.get("residue_gib") if isinstance(doc.get("residue_gib"), int | float) else _residue(ctr)
+    return Asleep(level=int(level), since=since, residue_gib=residue)
+
+
+def _residue(ctr: ContainerFacts) -> float | None:
+    found = RESIDUE_RE.findall(engine.logs(ctr, tail=200))
+    return float(found[-1]) if found else None

@@ -1,0 +1,120 @@
+"""Standby on the real engine (issue 37): two resident emulated stacks behind the edge, one serving the alias,
+the other asleep (`up --standby`); promote and rollback switch between them by sleep mode — no container
+restarts, the alias moves in seconds — under a client polling the alias through TLS and with a stream
+running at the switch, which ends normally. `status` shows which engine sleeps; the dev routes sleep mode
+opens answer neither through the edge nor through the operator door."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.edge.test_switch_engine import Poller, decide, phases
+from tests.support.edge import EdgeProject, edge_project, serving
+
+pytestmark = pytest.mark.docker
+# a 6.5 GiB model, as the recording's big run: a level-1 wake copies it back in ~0.34 s
+EMU = {"EMU_WEIGHTS_GIB": "6.5", "EMU_DECODE_TOK_S": "200"}
+STANDBY_STEPS = ["draining", "putting {old} to sleep", "waking {new}", "warm-up", "identity", "gates on {new}"]
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory, edge_img):
+    project = edge_project(tmp_path_factory.mktemp("standby"), edge_img, load=2, standby=True, both_env=EMU)
+    with serving(project) as ready:
+        yield ready
+
+
+def _sleeping(edge: EdgeProject) -> dict[str, dict | None]:
+    report = json.loads(edge.ok("status", "--json"))
+    return {s["profile"]: s["endpoint"]["sleeping"] for s in report["stacks"] if s["profile"] in (edge.old, edge.new)}
+
+
+class Stream(threading.Thread):
+    """One streamed chat request through the alias (400 tokens at 200/s: ~2 s), its finish reason kept."""
+
+    def __init__(self, edge: EdgeProject, key: str) -> None:
+        super().__init__(daemon=True)
+        self.edge, self.key, self.finish, self.tokens, self.model = edge, key, None, 0, None
+
+    def run(self) -> None:
+        body = {"model": "ds4-flash", "stream": True, "max_tokens": 400, "ignore_eos": True,
+                "messages": [{"role": "user", "content": "a long answer"}]}  # fmt: skip
+        headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
+        req = urllib.request.Request(self.edge.url + "/v1/chat/completions", json.dumps(body).encode(), headers)
+        with urllib.request.urlopen(req, timeout=120, context=self.edge.context()) as resp:
+            for line in resp:
+                if line.startswith(b"data: {"):
+                    event = json.loads(line[6:])
+                    self.model = event.get("model") or self.model
+                    for choice in event.get("choices", []):
+                        self.tokens += 1 if choice.get("delta", {}).get("content") else 0
+                        self.finish = choice.get("finish_reason") or self.finish
+
+
+def test_switching_by_sleep_mode_moves_the_alias_in_seconds(edge):
+    old_model, new_model = f"{edge.old}-served", f"{edge.new}-served"
+    up = json.loads(edge.ok("up", edge.new, "--emulate", "--standby", "--json", timeout=600))
+    assert up["asleep"]["level"] == 1 and up["asleep"]["gpu_gib_held"] == 0.87, up["asleep"]
+    state = _sleeping(edge)
+    assert state[edge.old] is None and state[edge.new]["level"] == 1, state
+    assert "asleep L1, 0.87 GiB held" in edge.ok("status")
+    started = {name: edge.container_started(name) for name in (edge.old, edge.new)}
+    key = edge.ok("keys", "add", "poller").strip()
+    decide(edge, "c1", edge.new)
+    poller = Poller(edge, key)
+    poller.start()
+    try:
+        while len(poller.seen) < 5:
+            time.sleep(0.05)
+        stream = Stream(edge, key)
+        stream.start()
+        time.sleep(0.5)  # the stream runs on the old engine when the switch begins
+        promote = ("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json")
+        promoted = json.loads(edge.ok(*promote))
+        stream.join(60)
+        time.sleep(0.5)
+        assert _sleeping(edge)[edge.old]["level"] == 1 and _sleeping(edge)[edge.new] is None
+        back = json.loads(edge.ok("rollback", "ds4-flash", "--emulate", "--json"))
+        time.sleep(0.5)
+    finally:
+        poller.stop.set()
+        poller.join(60)
+    assert stream.finish == "length" and stream.tokens == 400 and stream.model == old_model  # drained, not cut
+    for report, old, new in ((promoted, edge.old, edge.new), (back, edge.new, edge.old)):
+        assert report["path"] == "standby", report
+        steps = {s["step"]: s["seconds"] for s in report["steps"]}
+        assert list(steps) == [s.format(old=old, new=new) for s in STANDBY_STEPS], steps
+        # the sleep and wake themselves take the recorded times (0.04 s + a 6.5 GiB copy at 19 GiB/s + 0.38 s)
+        assert steps[f"putting {old} to sleep"] + steps[f"waking {new}"] < 2.0, steps
+    assert promoted["seconds"] < 30 and back["seconds"] < 30  # the drain waited for the ~2 s stream
+    assert {name: edge.container_started(name) for name in (edge.old, edge.new)} == started  # nothing restarted
+    assert phases(poller.seen) == [old_model, "503", new_model, "503", old_model], phases(poller.seen)
+    stages = {s[2] for s in poller.seen if s[0] == 503}
+    pairs = ((edge.old, edge.new), (edge.new, edge.old))
+    assert stages <= {s.format(old=o, new=n) for s in STANDBY_STEPS for o, n in pairs}, stages
+    # a campaign whose winner already serves the alias closes the loop: exit 0, nothing moves
+    decide(edge, "c2", edge.old)
+    res = edge.cli("promote", edge.old, "--alias", "ds4-flash", "--campaign", "c2", "--emulate")
+    assert res.returncode == 0 and f"ds4-flash already serves {edge.old}: nothing to switch" in res.stdout, res
+
+
+def test_the_dev_routes_answer_neither_through_the_edge_nor_the_door(edge):
+    res = json.loads(edge.ok("gate", edge.old, "--exposure", "--json", timeout=300))
+    rows = {(r["path"], r["method"]): r for r in res["rows"]}
+    for route in (("/sleep", "POST"), ("/wake_up", "POST"), ("/is_sleeping", "GET"), ("/collective_rpc", "POST")):
+        assert route in rows, sorted(rows)  # read from the engine's own startup route list
+        assert rows[route]["passed"] and rows[route]["with_key"] == 404, rows[route]
+    assert res["passed"], [r for r in res["rows"] if not r["passed"]]
+    for path in ("/sleep", "/is_sleeping", "/wake_up"):
+        req = urllib.request.Request(f"http://127.0.0.1:{edge.ports[edge.old]}{path}", data=b"{}", method="POST")
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            pytest.fail(f"the door passed {path}")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404 and json.loads(exc.read())["error"]["code"] == 404
