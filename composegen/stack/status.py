@@ -264,7 +264,7 @@ def _row(s: StackStatus, c: ContainerStatus, multi: bool) -> list[str]:
         *node,
         c.name or "-",
         c.state,
-        loadstate.health_text(c.health, bool(ep.ready)),
+        "asleep" if ep.sleeping is not None else loadstate.health_text(c.health, bool(ep.ready)),
         str(c.restarts),
         f"{c.uptime_s:.0f}s" if c.uptime_s is not None else "-",
         (ep.url or "-").removeprefix("http://"),
