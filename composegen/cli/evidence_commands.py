@@ -214,14 +214,22 @@ def plan(
 
 
 @app.command()
-def qualify(name: str = StackArg, json_: bool = JsonOpt) -> None:
+def qualify(
+    name: str = StackArg,
+    sleep_cycles: int = typer.Option(
+        0, "--sleep-cycles", min=0, max=1000, help="Also N sleep/wake cycles of a standby profile (docs/standby.md)."
+    ),
+    json_: bool = JsonOpt,
+) -> None:
     """Judge the running stack against the profile's `qualify:` criteria; writes an evidence bundle.
 
     Example: composegen qualify 393k-gpu --json
     """
 
     project, r = _load(name)
-    result = qualifying.qualify_stack(project, r, exposure.gate_for(project, r))
+    if sleep_cycles and r.profile.standby is None:
+        raise BadInputError(f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify")
+    result = qualifying.qualify_stack(project, r, exposure.gate_for(project, r), sleep_cycles=sleep_cycles)
     emit_json(result.to_json()) if json_ else out(qualifying.format_text(result))
     if qualifying.exit_code(result):
         raise CheckFailed(f"{name} is not qualified")

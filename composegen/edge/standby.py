@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from composegen.edge.config import Edge
 from composegen.errors import CheckFailed, ComposegenError
 from composegen.evidence import gates as gating
+from composegen.evidence import sleepcycles
 from composegen.monitor import watch
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -71,6 +72,18 @@ def why_not(project: Project, edge: Edge, current: str | None, target: str) -> s
     if driver.sleep_state(project, edge.stacks[target]) is None:
         return f"{target} is not up and asleep (`composegen up {target} --standby`)"
     return None
+
+
+def reason(project: Project, edge: Edge, current: str | None, target: str) -> str:
+    """Why the standby path ran, and whether sleep mode was qualified for the target's engine here."""
+    r = edge.stacks[target]
+    ctr = driver.head_container(project, r)
+    kept = sleepcycles.recorded(project, r, bool(ctr and ctr.emulated))
+    if kept and kept.get("passed"):
+        qualified = f"sleep qualified here at {kept.get('at')}"
+    else:
+        qualified = f"WARNING: sleep not qualified here (`composegen qualify {target} --sleep-cycles 10`)"
+    return f"{current} and {target} are resident (standby), {target} asleep; {qualified}"
 
 
 def _drained(r: Resolved, deadline: float) -> bool:

@@ -158,7 +158,7 @@ def _switch(
         stages=sink.seen,  # what clients were told, in order
         seconds=round(time.monotonic() - started, 1),
         path="cold" if cold else "standby",
-        path_reason=cold or f"{current} and {target} are resident (standby), {target} asleep",
+        path_reason=cold or standby.reason(project, edge, current, target),
         steps=[StepTime(step=name, seconds=s) for name, s in sink.timed()],
     )
 

@@ -16,4 +16,5 @@ __all__ = [
     "reportpage",
     "reports",
     "runreport",
+    "sleepcycles",
 ]

@@ -42,12 +42,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from composegen.errors import ComposegenError
-from composegen.evidence import bench, capture, gates, ladder
+from composegen.evidence import bench, capture, gates, ladder, sleepcycles
 from composegen.evidence import bundle as evidence
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.qualify import Criterion, QualifyResult, Value
+from composegen.evidence.reports.sleep import SleepCycles
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Qualify, QualifyBench
 from composegen.project import Project
@@ -139,6 +140,7 @@ def qualify(
     container: LiveIdentity | None = None,
     run_bench_fn: Callable[..., BenchResult] | None = None,
     exposure_fn: Callable[[], ExposureMatrix] | None = None,
+    sleep_fn: Callable[[], SleepCycles] | None = None,
 ) -> QualifyResult:
     q = r.profile.qualify or Qualify.model_validate({})
     max_len = r.flag("max-model-len")
@@ -221,6 +223,14 @@ def qualify(
         why = error or next((f"{x.method} {x.path}: {x.reason}" for x in routes if not x.passed), None)
         criteria.append(_criterion("exposure", as_expected, len(routes), bool(matrix and matrix.passed), why))
         raw = {"exposure.json": matrix.to_json()} if matrix is not None else {}
+    slept = None
+    if sleep_fn is not None:  # `--sleep-cycles N`: sleep mode qualified on this engine (evidence/sleepcycles.py)
+        slept, error = _step(ready, sleep_fn)
+        growth = slept.residue_growth_gib if slept else None
+        failed = error or (slept.reason if slept else None)
+        criteria.append(_criterion("sleep", growth, sleepcycles.MAX_GROWTH_GIB, bool(slept and slept.passed), failed))
+        if slept is not None:
+            raw["sleep.json"] = slept.to_json()
 
     qualified = all(c.passed for c in criteria)
     merged = _merge_ladders([p for p in (probe, rungs) if p])
@@ -254,6 +264,7 @@ def qualify(
         ladder=merged,
         gates=gated,
         bench=benched,
+        sleep=slept,
     )
 
 
@@ -295,9 +306,10 @@ def _bench_criteria(
 
 
 def qualify_stack(
-    project: Project, r: Resolved, exposure_fn: Callable[[], ExposureMatrix] | None = None
+    project: Project, r: Resolved, exposure_fn: Callable[[], ExposureMatrix] | None = None, sleep_cycles: int = 0
 ) -> QualifyResult:
     live = capture.live_stack(project, r)
+    cycles = functools.partial(sleepcycles.run, project, r, sleep_cycles, live.identity.emulated)
     ep, served = driver.endpoint(r), r.profile.model.served_name
     return qualify(
         project,
@@ -311,6 +323,7 @@ def qualify_stack(
             bench.run_bench, ep.base_url, served, api_key=ep.api_key, emulated=live.identity.emulated
         ),
         exposure_fn=exposure_fn,
+        sleep_fn=cycles if sleep_cycles else None,
     )
 
 

@@ -25,7 +25,9 @@ STANDBY_STEPS = ["draining", "putting {old} to sleep", "waking {new}", "warm-up"
 
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory, edge_img):
-    project = edge_project(tmp_path_factory.mktemp("standby"), edge_img, load=2, standby=True, both_env=EMU)
+    # the candidate's engine leaks GPU memory per sleep cycle (the fault the sleep qualification must catch)
+    project = edge_project(tmp_path_factory.mktemp("standby"), edge_img, load=2, standby=True, both_env=EMU,
+                           new_env={"EMU_FAULT": "sleep_residue_growth"})  # fmt: skip
     with serving(project) as ready:
         yield ready
 
@@ -86,6 +88,7 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds(edge):
         poller.stop.set()
         poller.join(60)
     assert stream.finish == "length" and stream.tokens == 400 and stream.model == old_model  # drained, not cut
+    assert "WARNING: sleep not qualified here" in promoted["path_reason"]  # nothing qualified it yet
     for report, old, new in ((promoted, edge.old, edge.new), (back, edge.new, edge.old)):
         assert report["path"] == "standby", report
         steps = {s["step"]: s["seconds"] for s in report["steps"]}
@@ -118,3 +121,25 @@ def test_the_dev_routes_answer_neither_through_the_edge_nor_the_door(edge):
             pytest.fail(f"the door passed {path}")
         except urllib.error.HTTPError as exc:
             assert exc.code == 404 and json.loads(exc.read())["error"]["code"] == 404
+
+
+def test_sleep_mode_is_qualified_per_engine_and_a_growing_residue_fails(edge):
+    # (the tiny profile has no tool parser: its tool gates fail, so only the sleep criterion is judged here)
+    good = json.loads(edge.cli("qualify", edge.old, "--sleep-cycles", "3", "--json", timeout=600).stdout)
+    (crit,) = [c for c in good["criteria"] if c["name"] == "sleep"]
+    assert crit["passed"] and good["sleep"]["residue_growth_gib"] == 0.0, good["sleep"]
+    assert [c["same_answer"] for c in good["sleep"]["cycles"]] == [True, True, True]
+    assert all(c["sleep_s"] < 5 and c["wake_s"] < 5 for c in good["sleep"]["cycles"])
+    assert (edge.root / good["run"] / "sleep.json").is_file()  # in the bundle, hashed like every raw file
+    assert _sleeping(edge)[edge.old] is None  # left awake, serving
+    # both tiny profiles serve one model on one vLLM: the outcome is kept for that engine, not per profile
+    switched = json.loads(
+        edge.ok("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json")
+    )
+    assert switched["path"] == "standby" and "sleep qualified here at" in switched["path_reason"]
+    res = edge.cli("qualify", edge.new, "--sleep-cycles", "3", "--json", timeout=600)
+    assert res.returncode == 1, res.stderr
+    bad = json.loads(res.stdout)
+    (crit,) = [c for c in bad["criteria"] if c["name"] == "sleep"]
+    assert not crit["passed"] and "GPU memory grew" in crit["reason"], crit
+    assert bad["sleep"]["residue_growth_gib"] > 0.5

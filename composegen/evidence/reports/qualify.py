@@ -7,6 +7,7 @@ from pydantic import Field
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
+from composegen.evidence.reports.sleep import SleepCycles
 from composegen.report import Report
 
 Value = int | float | str | None
@@ -32,3 +33,4 @@ class QualifyResult(Report):
     ladder: LadderResult | None
     gates: GateResult | None
     bench: BenchResult | None = None
+    sleep: SleepCycles | None = None  # `--sleep-cycles N` (evidence/sleepcycles.py)
