@@ -95,6 +95,5 @@ def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
     found = doc.get(key_of(r, emulated))
     if not isinstance(found, dict) or not isinstance(found.get("passed"), bool) or not isinstance(found.get("at"), str):
         return None
-    level, cycles = found.get("level"), found.get("cycles")
-    return Kept(passed=found["passed"], at=found["at"], profile=str(found.get("profile")),
-                level=level if isinstance(level, int) else 0, cycles=cycles if isinstance(cycles, int) else 0)  # fmt: skip
+    level, cycles = (v if isinstance(v := found.get(k), int) else 0 for k in ("level", "cycles"))
+    return Kept(passed=found["passed"], at=found["at"], profile=str(found.get("profile")), level=level, cycles=cycles)
