@@ -67,6 +67,7 @@ class AliasRow(Report):
     switching: dict | None  # {"to", "stage", "since"} while a promote/rollback runs
     evidence: dict | None  # of the current assignment
     interrupted: bool = False  # the switch's composegen is gone: `composegen edge recover`
+    target: str | None = None  # the stack it points at: ready | asleep | starting | down
 
 
 class EdgeStatusReport(Report):

@@ -7,6 +7,7 @@ from composegen import privatestate
 from composegen.edge import journal, keys, routes, service
 from composegen.edge.reports import AliasRow, EdgeStatusReport, client_rows
 from composegen.project import Project
+from composegen.stack import driver
 
 
 def edge_status(project: Project) -> EdgeStatusReport:
@@ -30,6 +31,7 @@ def edge_status(project: Project) -> EdgeStatusReport:
                 switching=dict(switch) if switch else None,
                 evidence=dict(proof) if history and (proof := history[-1].get("evidence")) else None,
                 interrupted=stale is not None and stale["alias"] == alias,
+                target=_health(project, profile),
             )
         )
     containers = {svc: c.state for svc, c in service.containers(edge, project).items()}
@@ -44,13 +46,26 @@ def edge_status(project: Project) -> EdgeStatusReport:
     )
 
 
+def _health(project: Project, profile: str | None) -> str | None:
+    """ready, asleep, starting or down: what the alias's stack is doing (clients of a down one get 503)."""
+    if profile is None:
+        return None
+    stacks = driver.status(project, profile).stacks
+    ep = stacks[0].endpoint if stacks else None
+    running = bool(stacks) and any(c.state == "running" for c in stacks[0].containers)
+    if ep is None or not running:
+        return "down"
+    return "asleep" if ep.sleeping else "ready" if ep.ready else "starting"
+
+
 def format_text(report: EdgeStatusReport) -> str:
     state = ", ".join(f"{k} {v}" for k, v in sorted(report.containers.items())) or "not running"
     lines = [f"edge {report.name}: {report.url} (tls {report.tls}) — {state}"]
     for row in report.aliases:
         doing = f"  [switching to {row.switching.get('to')}: {row.switching.get('stage')}]" if row.switching else ""
         doing = f"  [INTERRUPTED: {row.switching.get('stage')}]" if row.interrupted and row.switching else doing
-        lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{doing}")
+        health = f" ({row.target})" if row.target and row.target != "ready" else ""
+        lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{health}{doing}")
     active = [c for c in report.clients if c.state == "active"]
     others = len(report.clients) - len(active)
     shown = ", ".join(f"{c.name}{f' (until {c.expires})' if c.expires else ''}" for c in active) or "none"

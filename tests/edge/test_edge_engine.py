@@ -166,6 +166,7 @@ def test_the_stack_behind_the_edge_publishes_no_port(edge):
     report = json.loads(edge.ok("edge", "status", "--json"))
     assert report["tls"] == "internal" and report["stacks"] == [edge.old, edge.new]
     assert [(a["alias"], a["profile"], a["switching"]) for a in report["aliases"]] == [("ds4-flash", edge.old, None)]
+    assert report["aliases"][0]["target"] == "ready"  # the stack the alias points at, as `status` sees it
     assert {c["name"] for c in report["clients"]} >= {"status-client"}
     assert "cgk_" not in text and "cgk_" not in json.dumps(report)
 

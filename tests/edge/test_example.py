@@ -55,6 +55,34 @@ def test_the_example_pins_one_local_edge_image_by_content():
     assert compose.count(f'image: "{pin}"') == 3  # the proxy, the door (the same Caddy) and the gate
 
 
+PINNED_PACKAGES = {"caddy": "2.6.2-5", "ca-certificates": "20250419~deb12u2"}  # what edge.yaml's comment names
+
+
+def test_the_example_pin_is_what_a_machine_with_the_named_packages_makes():
+    found = {}
+    for package in PINNED_PACKAGES:
+        proc = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+        found[package] = proc.stdout.strip() if proc.returncode == 0 else None
+    if found != PINNED_PACKAGES:
+        pytest.skip(f"this machine has {found}, the pin is for {PINNED_PACKAGES}")
+    assert _pin((EXAMPLE / "edge.yaml").read_text()) == image.local_tag()
+
+
+def test_the_image_carries_the_packaged_roots_not_the_hosts_own_additions(tmp_path):
+    roots = tmp_path / "mozilla"
+    roots.mkdir()
+    (roots / "B.crt").write_bytes(b"-----BEGIN CERTIFICATE-----\nB\n-----END CERTIFICATE-----")
+    (roots / "A.crt").write_bytes(b"-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n")
+    host = tmp_path / "host.crt"
+    host.write_bytes(b"the host bundle, with a company's proxy CA\n")
+    bundle = image.packaged_bundle(roots, host)
+    assert (
+        bundle
+        == b"-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n" + (roots / "B.crt").read_bytes() + b"\n"
+    )
+    assert image.packaged_bundle(tmp_path / "none", host) == host.read_bytes()  # no package directory: the host's
+
+
 def _copy_pinned(tmp_path: Path, pin: str, name: str) -> Path:
     """The example copied with its edge image pinned to PIN and its edge named NAME."""
     root = tmp_path / "team-edge"

@@ -66,6 +66,8 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds(edge):
     state = _sleeping(edge)
     assert state[edge.old] is None and state[edge.new]["level"] == 1, state
     assert "asleep L1, 0.87 GiB held" in edge.ok("status")
+    aliases = json.loads(edge.ok("edge", "status", "--json"))["aliases"]
+    assert [(a["profile"], a["target"]) for a in aliases] == [(edge.old, "ready")]
     started = {name: edge.container_started(name) for name in (edge.old, edge.new)}
     key = edge.ok("keys", "add", "poller").strip()
     decide(edge, "c1", edge.new)
