@@ -7,7 +7,7 @@
   decision names, and the arm that ran the profile ran it at the hash it has now (a changed profile needs a
   new campaign, or `--force REASON`, recorded with the assignment);
 - a qualify bundle (`composegen qualify NAME` → runs/<run>/ with qualify.json): its hashes verified
-  (evidence.load_run), qualified, for this profile at its current hash.
+  (evidence.load_run), qualified, for this profile at its current hash, its verdict sealed by this project.
 
 Either way the assignment records {"kind", "ref", "sha256"}: the sha256 of the file that decided.
 """
@@ -138,6 +138,9 @@ def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
             continue
         if not isinstance(result, dict) or result.get("qualified") is not True:
             problems.append(f"{project.rel(where)}: not qualified")
+            continue
+        if not privatestate.sealed(project, result):  # hashes can be recomputed by hand; the seal cannot
+            problems.append(f"{project.rel(where)}: qualify.json was not written by composegen in this project")
             continue
         evidence = _read_small(where / bundle.EVIDENCE, "evidence", bundle.MAX_EVIDENCE_BYTES)
         return Proof(kind="qualify", ref=project.rel(where), sha256=hashlib.sha256(evidence).hexdigest())

@@ -41,6 +41,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from composegen import privatestate
 from composegen.errors import ComposegenError
 from composegen.evidence import bench, capture, gates, ladder, sleepcycles
 from composegen.evidence import bundle as evidence
@@ -241,7 +242,8 @@ def qualify(
         "qualified": qualified,
         "criteria": [c.to_json() for c in criteria],
         "emulated": emulated,
-    }  # qualify.json of the bundle: written as JSON
+    }  # qualify.json of the bundle: written as JSON, sealed: `promote` accepts only a verdict written here
+    verdict["seal"] = privatestate.seal(project, verdict)
     run = evidence.write_run(
         project,
         r,

@@ -136,9 +136,12 @@ def test_campaign_names_and_links_cannot_leave_runs(project, tmp_path):
         evidence.campaign_decision(project, "9", cand(project))
 
 
-def qualify_run(project: Project, name: str, qualified: bool) -> str:
+def qualify_run(project: Project, name: str, qualified: bool, sealed: bool = True) -> str:
+    """A bundle as `qualify` writes it (its verdict sealed with the project's key), or one made by hand."""
     r = profiles.load(project, name)
-    verdict = {"profile": name, "hash": r.hash, "qualified": qualified}
+    verdict: dict = {"profile": name, "hash": r.hash, "qualified": qualified}
+    if sealed:
+        verdict["seal"] = privatestate.seal(project, verdict)
     path = bundle.write_run(
         project, r, startup_log_text="x\n", startup_report={"ready": True}, extra_raw={"qualify.json": verdict}
     )
@@ -162,3 +165,10 @@ def test_a_passing_qualify_bundle_at_the_current_hash_is_accepted(project):
     (project.root / proof["ref"] / "qualify.json").write_text('{"qualified": true, "tampered": 1}')
     with pytest.raises(CheckFailed):  # the bundle's own hashes catch an edited verdict
         evidence.qualified_run(project, r, good)
+
+
+def test_a_qualify_bundle_made_by_hand_is_refused_whatever_its_hashes_say(project):
+    r = profiles.load(project, "cand")
+    forged = qualify_run(project, "cand", qualified=True, sealed=False)  # every hash in it is right
+    with pytest.raises(CheckFailed, match=r"qualify\.json was not written by composegen in this project"):
+        evidence.qualified_run(project, r, forged)
