@@ -27,6 +27,7 @@ from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.evidence import gates as gating  # `gates` is the gate names given
 from composegen.profiles import resolve
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
 from composegen.stack.progress import LogLine, ProgressSink
@@ -127,6 +128,8 @@ def _switch(
                                 seconds=0.0, path="unchanged", path_reason=why)  # fmt: skip
         driver.engine_info()  # the engine answers, or nothing changes: the alias stays on its stack
         cold = standby.why_not(project, edge, current, target)  # None: both resident, the target asleep
+        if cold is not None and not emulate:
+            _can_start(project, edge.stacks[target])
         entry = journal.begin(project, alias, current, target, by, emulate, "cold" if cold else "standby")
         sink = StageSink(project, edge, alias, target, entry)
         try:
@@ -161,6 +164,24 @@ def _switch(
         path_reason=cold or standby.reason(project, edge, current, target),
         steps=[StepTime(step=name, seconds=s) for name, s in sink.timed()],
     )
+
+
+def _can_start(project: Project, r: Resolved) -> None:
+    """What a cold start of R needs that can be checked while another stack still holds the GPUs: its image
+    on this engine and its pinned weights complete. Refused before the alias leaves its stack."""
+    missing = []
+    if not driver.image_present(r.profile.image):
+        missing.append(f"its image {r.profile.image} is not on this engine (`docker pull` it first)")
+    try:
+        found = driver.weights(project, r)
+    except ComposegenError as exc:
+        missing.append(f"its weights cannot be checked ({exc.message})")
+    else:
+        if not found.complete:
+            missing.append(f"its weights are incomplete ({len(found.missing)} file(s) missing: `composegen "
+                           f"weights {r.name} --download`)")  # fmt: skip
+    if missing:
+        raise CheckFailed(f"{r.name} cannot start: {'; '.join(missing)}; nothing was changed")
 
 
 def _by_sleep(

@@ -101,3 +101,16 @@ def test_kill_9_at_every_step_of_promote_and_rollback_is_recovered(edge):
     models = [s[2] for s in poller.seen if s[0] == 200]
     first_new = models.index(new_model)
     assert set(models[:first_new]) == {old_model} and set(models[first_new:]) == {new_model}
+
+
+def test_a_cold_target_that_cannot_start_is_refused_before_the_cut(tmp_path, edge_img):
+    """Without --emulate the target runs its pinned image: absent here (and its weights too), so the switch is
+    refused before the alias is marked — nothing is stopped, no 503 is published, no journal is left."""
+    project = edge_project(tmp_path, edge_img)
+    decide(project, "c1", project.new)
+    res = project.cli("promote", project.new, "--alias", "ds4-flash", "--campaign", "c1")
+    assert res.returncode == 1, res.stderr
+    assert f"{project.new} cannot start: its image example/vllm@sha256:" in res.stderr
+    assert "is not on this engine" in res.stderr and "nothing was changed" in res.stderr
+    state = project.root / ".composegen/edge"
+    assert not (state / "switch.json").exists() and not (state / "routes.json").exists()
