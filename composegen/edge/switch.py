@@ -167,9 +167,11 @@ def _switch(
 
 
 def _can_start(project: Project, r: Resolved) -> None:
-    """What a cold start of R needs that can be checked while another stack still holds the GPUs: its image
-    on this engine and its pinned weights complete. Refused before the alias leaves its stack."""
+    """What a cold start of R needs that can be checked while another stack still holds the GPUs: the engine's
+    GPU runtime, its image on this engine and its pinned weights complete. Refused before the alias moves."""
     missing = []
+    if "nvidia" not in (driver.engine_info().get("Runtimes") or {}):  # the GPUs themselves: the old stack's now
+        missing.append("the engine has no nvidia runtime (nvidia-container-toolkit)")
     if not driver.image_present(r.profile.image):
         missing.append(f"its image {r.profile.image} is not on this engine (`docker pull` it first)")
     try:
