@@ -294,6 +294,8 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
         started = time.monotonic()
         alias, target = entry["alias"], entry["target"]
         serving = routes.current(project, edge, alias)
+        for name in {n for n in (target, serving) if n in edge.stacks}:  # the dead composegen's compose children
+            driver.settle(project, edge.stacks[name])
         sink = StageSink(project, edge, alias, serving or target, None)
         sink.prefix = "recovering an interrupted switch: "
         if serving == target or serving is None:

@@ -6,6 +6,7 @@ command that only composes never loads it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -158,3 +159,20 @@ def _compose(argv: list[str]) -> str:
 def _stderr(exc: BaseException) -> str:
     text = (getattr(exc, "stderr", None) or str(exc) or "").strip()
     return "\n".join(text.splitlines()[-20:])
+
+
+def commands_running(project: str) -> list[int]:
+    """Pids of `docker … compose … --project-name PROJECT …` processes on this machine (a killed composegen's
+    children go on: its `compose down` can finish after whatever runs next)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [w.decode("utf-8", "replace") for w in argv]
+        if "compose" in words and any(a == "--project-name" and b == project for a, b in itertools.pairwise(words)):
+            found.append(int(entry.name))
+    return found

@@ -32,6 +32,7 @@ Only commands that need the engine import this module (render/diff/validate neve
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,8 +42,8 @@ from composegen.project import Project
 from composegen.shm import scan
 from composegen.shm.procscan import LabelResolver
 from composegen.shm.reports import ShmScan
+from composegen.stack import compose, engine, loadstate, nodecache, nodeshm, placement, readiness, sleepmode
 from composegen.stack import down as teardown
-from composegen.stack import engine, loadstate, nodecache, nodeshm, placement, readiness, sleepmode
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
 from composegen.stack.compose import Stack, compose_version
@@ -98,6 +99,7 @@ __all__ = [
     "preload",
     "project_containers",
     "running_container",
+    "settle",
     "shm_report",
     "shm_text",
     "sleep_stack",
@@ -248,6 +250,15 @@ def sleep_state(project: Project, r: Resolved) -> sleepmode.Asleep | None:
     """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no sleep mode."""
     ctr = head_container(project, r)
     return None if ctr is None else sleepmode.state(project, r, ctr)
+
+
+def settle(project: Project, r: Resolved, timeout: float = 120.0) -> None:
+    """Wait (bounded) until no compose command of R's stack runs on this machine: a killed composegen's
+    `docker compose down` or `up` finishes before another one acts on the same stack."""
+    deadline = time.monotonic() + timeout
+    names = [n.project for n in placement.nodes(r)]
+    while any(compose.commands_running(name) for name in names) and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def container_log(ctr: ContainerFacts) -> str:

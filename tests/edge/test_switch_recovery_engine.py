@@ -25,8 +25,8 @@ CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "
 
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory, edge_img):
-    # the new stack decodes slowly, so its gates (a few tokens) last long enough to be killed in
-    project = edge_project(tmp_path_factory.mktemp("recover"), edge_img, load=3, new_env={"EMU_DECODE_TOK_S": "4"})
+    # both stacks decode slowly, so their gates (a few tokens) last long enough to be killed in
+    project = edge_project(tmp_path_factory.mktemp("recover"), edge_img, load=3, both_env={"EMU_DECODE_TOK_S": "4"})
     with serving(project) as ready:
         yield ready
 
@@ -87,7 +87,7 @@ def test_kill_9_at_every_step_of_promote_and_rollback_is_recovered(edge):
         promoted = json.loads(edge.ok(*promote, "--json", timeout=600))  # nothing stuck: a switch runs through
         assert promoted["profile"] == edge.new
         rollback = ("rollback", "ds4-flash", "--emulate")
-        for prefix in ("stopping", "loading weights"):
+        for prefix in ("stopping", "starting", "loading weights", "gates on"):
             _killed_at(edge, prefix, *rollback)
             _recovers(edge, key, new_model, edge.old, rollback)
     finally:

@@ -63,7 +63,9 @@ def image(tmp_path_factory):
     context = build_context(tmp_path_factory.mktemp("emulator-context") / "ctx")
     docker("build", "-q", "-t", tag, "--build-arg", f"BASE={base_image()}", str(context), timeout=600)
     yield tag
-    for cid in docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split():
+    # Only this fixture's containers (its own tag): another worker's module fixture runs the same tests with
+    # the same label, and removing its running containers was this test's flake under 4 workers.
+    for cid in docker("ps", "-aq", "--filter", f"ancestor={tag}").stdout.split():
         docker("rm", "-f", cid, check=False)
     docker("rmi", tag, check=False)
 
