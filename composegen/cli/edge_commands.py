@@ -9,7 +9,7 @@ import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
-from composegen.edge import exposure, keys, service, switch
+from composegen.edge import exposure, keys, recovery, service, switch
 from composegen.edge.reports import ClientRow, ClientsReport, ExposureReport, SwitchReport, client_rows
 from composegen.edge.status import edge_status as read
 from composegen.edge.status import format_text
@@ -75,7 +75,7 @@ def edge_recover(json_: bool = JsonOpt) -> None:
     """
 
     project = _project()
-    result = switch.recover(project, service.load(project))
+    result = recovery.recover(project, service.load(project))
     if json_:
         return emit_json(result.to_json())
     where = f"; {result.alias} → {result.profile}" if result.alias else ""

@@ -14,7 +14,6 @@ errors go to the operator's terminal.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 
@@ -22,10 +21,9 @@ from composegen import privatestate
 from composegen.edge import evidence as proof
 from composegen.edge import journal, routes, standby
 from composegen.edge.config import Edge
-from composegen.edge.reports import RecoverReport, StepTime, SwitchReport
+from composegen.edge.reports import StepTime, SwitchReport
 from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
-from composegen.evidence import gates as gating  # `gates` is the gate names given
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -209,19 +207,14 @@ def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: lis
     r = edge.stacks[name]
     driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
-    _gates(edge, name, gates)
+    gates_on(edge, name, gates)
 
 
-def _gates(edge: Edge, name: str, gates: list[str] | None) -> None:
-    r = edge.stacks[name]
-    ep = driver.endpoint(r)
-    result = gating.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, only=gates or ["smoke"])
-    failed = [g.name for g in result.gates if not g.passed]
-    if failed:
-        raise CheckFailed(f"{name}: gates failed: {', '.join(failed)}")
+def gates_on(edge: Edge, name: str, gates: list[str] | None) -> None:
+    standby.gates(edge.stacks[name], gates)
 
 
-def _bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
+def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
     """NAME serving again, whatever the kill left of it: still up (the kill came before its down), half
     stopped, or gone."""
     try:
@@ -233,7 +226,7 @@ def _bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: St
             driver.down(project, edge.stacks[name])
             driver.up(project, edge.stacks[name], driver.UpOptions(emulate=emulate, render_stale=False), sink)
         sink.say(f"gates on {name}")
-        _gates(edge, name, None)
+        gates_on(edge, name, None)
 
 
 def _rolled_back(
@@ -280,42 +273,3 @@ def _refuse_interrupted(project: Project) -> None:
             f"(composegen pid {entry['pid']} is gone)",
             hint="`composegen edge recover` undoes it, then switch again",
         )
-
-
-def recover(project: Project, edge: Edge) -> RecoverReport:
-    """Undo the switch whose composegen is gone: the alias keeps the stack assignments.json names (the
-    switch never recorded its move), that stack is brought up again if it is not serving, the other one is
-    stopped, and the 503 marks are cleared. A switch that had recorded its move only has its marks cleared."""
-    with privatestate.profile_lock(project, "edge-switch"):  # a live switch holds it: recover waits for it
-        entry = journal.read(project)
-        if entry is None:
-            routes.publish(project, edge)  # no journal: clear any mark left behind
-            return RecoverReport(alias=None, action="nothing to recover", profile=None, stages=[], seconds=0.0)
-        started = time.monotonic()
-        alias, target = entry["alias"], entry["target"]
-        serving = routes.current(project, edge, alias)
-        for name in {n for n in (target, serving) if n in edge.stacks}:  # the dead composegen's compose children
-            driver.settle(project, edge.stacks[name])
-        sink = StageSink(project, edge, alias, serving or target, None)
-        sink.prefix = "recovering an interrupted switch: "
-        if serving == target or serving is None:
-            action = "the switch had moved the alias; marks cleared"
-        elif entry["path"] == "standby":  # both resident: the target back to sleep, the serving one awake
-            with contextlib.suppress(ComposegenError):
-                sink.say(f"putting {target} to sleep")
-                driver.sleep_stack(project, edge.stacks[target], mode="abort")
-            sink.say(f"waking {serving}")
-            driver.wake_stack(project, edge.stacks[serving])
-            sink.say(f"gates on {serving}")
-            _gates(edge, serving, None)
-            action = f"undone: {target} asleep, {serving} awake and serving again"
-        else:
-            if target in edge.stacks:
-                sink.say(f"stopping {target}")
-                driver.down(project, edge.stacks[target])
-            _bring_back(project, edge, serving, entry["emulate"], sink)
-            action = f"undone: {target} stopped, {serving} serving again"
-        routes.publish(project, edge)
-        journal.end(project)
-    return RecoverReport(alias=alias, action=action, profile=serving, stages=sink.seen,
-                         seconds=round(time.monotonic() - started, 1))  # fmt: skip

@@ -5,6 +5,7 @@ streamed relay, key and route re-reads, chunked bodies, silent clients, hang-ups
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import select
@@ -28,6 +29,7 @@ class Upstream(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     seen: list[dict]
     gone_at: list[float]
+    conns: list[socket.socket]
 
     def log_message(self, *args: object) -> None:
         pass
@@ -40,6 +42,7 @@ class Upstream(BaseHTTPRequestHandler):
         self._answer(self.rfile.read(int(length)) if length else b"")
 
     def _answer(self, body: bytes) -> None:
+        self.conns.append(self.connection)
         doc = json.loads(body) if body else {}
         self.seen.append(
             {"path": self.path, "headers": dict(self.headers), "body": doc, "port": self.client_address[1]}
@@ -70,7 +73,7 @@ class Upstream(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def edge(tmp_path):
-    handler = type("Recording", (Upstream,), {"seen": [], "gone_at": []})
+    handler = type("Recording", (Upstream,), {"seen": [], "gone_at": [], "conns": []})
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     upstream.daemon_threads = True
     threading.Thread(target=upstream.serve_forever, args=(0.05,), daemon=True).start()
@@ -267,3 +270,28 @@ def test_switches_and_key_changes_take_effect_on_the_next_request(edge):
     assert status == 503 and "does not resolve" in json.loads(body)["error"]["message"]
     write_keys(edge.state, [])
     assert exchange(edge.port, request("GET", "/v1/models"))[0] == 401
+
+
+def test_a_stack_that_dropped_every_kept_connection_is_reached_on_a_fresh_one(edge):
+    """A restarted or recovered stack: every idle upstream connection the gate keeps is dead at once. The first
+    dead one makes the gate drop them all and connect anew; the client gets its answer, not a 503."""
+    barrier = threading.Barrier(3)
+
+    def one() -> None:
+        with socket.create_connection(("127.0.0.1", edge.port), timeout=10) as sock:
+            barrier.wait()
+            sock.sendall(request("POST", "/v1/chat/completions", chat(hold=0.3)))
+            assert read_answer(sock, closing=False)[0] == 200
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len({s["port"] for s in edge.upstream.seen}) == 3  # three upstream connections, now idle in the pool
+    for conn in list(edge.upstream.conns):  # the stack drops them all (it restarted)
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
+    time.sleep(0.2)
+    status, _, body, _ = exchange(edge.port, request("POST", "/v1/chat/completions", chat()))
+    assert status == 200 and json.loads(body)["model"] == SERVED

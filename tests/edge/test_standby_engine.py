@@ -59,7 +59,7 @@ class Stream(threading.Thread):
                         self.finish = choice.get("finish_reason") or self.finish
 
 
-def test_switching_by_sleep_mode_moves_the_alias_in_seconds(edge):
+def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualified_per_engine(edge):
     old_model, new_model = f"{edge.old}-served", f"{edge.new}-served"
     up = json.loads(edge.ok("up", edge.new, "--emulate", "--standby", "--json", timeout=600))
     assert up["asleep"]["level"] == 1 and up["asleep"]["gpu_gib_held"] == 0.87, up["asleep"]
@@ -108,24 +108,7 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds(edge):
     res = edge.cli("promote", edge.old, "--alias", "ds4-flash", "--campaign", "c2", "--emulate")
     assert res.returncode == 0 and f"ds4-flash already serves {edge.old}: nothing to switch" in res.stdout, res
 
-
-def test_the_dev_routes_answer_neither_through_the_edge_nor_the_door(edge):
-    res = json.loads(edge.ok("gate", edge.old, "--exposure", "--json", timeout=300))
-    rows = {(r["path"], r["method"]): r for r in res["rows"]}
-    for route in (("/sleep", "POST"), ("/wake_up", "POST"), ("/is_sleeping", "GET"), ("/collective_rpc", "POST")):
-        assert route in rows, sorted(rows)  # read from the engine's own startup route list
-        assert rows[route]["passed"] and rows[route]["with_key"] == 404, rows[route]
-    assert res["passed"], [r for r in res["rows"] if not r["passed"]]
-    for path in ("/sleep", "/is_sleeping", "/wake_up"):
-        req = urllib.request.Request(f"http://127.0.0.1:{edge.ports[edge.old]}{path}", data=b"{}", method="POST")
-        try:
-            urllib.request.urlopen(req, timeout=10)
-            pytest.fail(f"the door passed {path}")
-        except urllib.error.HTTPError as exc:
-            assert exc.code == 404 and json.loads(exc.read())["error"]["code"] == 404
-
-
-def test_sleep_mode_is_qualified_per_engine_and_a_growing_residue_fails(edge):
+    # sleep qualification (in this test: a module fixture is set up again whenever xdist interleaves modules)
     # (the tiny profile has no tool parser: its tool gates fail, so only the sleep criterion is judged here)
     good = json.loads(edge.cli("qualify", edge.old, "--sleep-cycles", "3", "--json", timeout=600).stdout)
     (crit,) = [c for c in good["criteria"] if c["name"] == "sleep"]
@@ -145,3 +128,19 @@ def test_sleep_mode_is_qualified_per_engine_and_a_growing_residue_fails(edge):
     (crit,) = [c for c in bad["criteria"] if c["name"] == "sleep"]
     assert not crit["passed"] and "GPU memory grew" in crit["reason"], crit
     assert bad["sleep"]["residue_growth_gib"] > 0.5
+
+
+def test_the_dev_routes_answer_neither_through_the_edge_nor_the_door(edge):
+    res = json.loads(edge.ok("gate", edge.old, "--exposure", "--json", timeout=300))
+    rows = {(r["path"], r["method"]): r for r in res["rows"]}
+    for route in (("/sleep", "POST"), ("/wake_up", "POST"), ("/is_sleeping", "GET"), ("/collective_rpc", "POST")):
+        assert route in rows, sorted(rows)  # read from the engine's own startup route list
+        assert rows[route]["passed"] and rows[route]["with_key"] == 404, rows[route]
+    assert res["passed"], [r for r in res["rows"] if not r["passed"]]
+    for path in ("/sleep", "/is_sleeping", "/wake_up"):
+        req = urllib.request.Request(f"http://127.0.0.1:{edge.ports[edge.old]}{path}", data=b"{}", method="POST")
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            pytest.fail(f"the door passed {path}")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404 and json.loads(exc.read())["error"]["code"] == 404

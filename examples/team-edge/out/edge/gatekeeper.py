@@ -204,6 +204,14 @@ class Upstreams:
                 return idle.pop(), True
         return http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT_S), False
 
+    def drop(self, host: str, port: int) -> None:
+        """Close every idle connection to HOST:PORT: one turned out dead, so the stack behind it was replaced
+        (a restart, a recovery) and the others are as old."""
+        with self._lock:
+            idle = self._idle.pop((host, port), [])
+        for conn in idle:
+            conn.close()
+
     def give_back(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
             idle = self._idle.setdefault((conn.host, conn.port), [])
@@ -432,8 +440,8 @@ class Handler(BaseHTTPRequestHandler):
     def _send_upstream(
         self, host: str, port: int, body: bytes | None, headers: dict[str, str]
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """The request on a kept-alive connection; once more on a fresh one when a reused connection turns
-        out closed before any answer (the stack dropped it while idle)."""
+        """The request on a kept-alive connection; once more on a fresh one when a reused connection fails
+        before any answer (the stack dropped it while idle, or was replaced: then every idle one goes)."""
         for attempt in range(2):
             conn, reused = self.upstreams.take(host, port)
             try:
@@ -441,10 +449,11 @@ class Handler(BaseHTTPRequestHandler):
                 if conn.sock is not None:
                     self.watch.client(self.connection, conn.sock)  # a client gone while vLLM thinks
                 return conn, conn.getresponse()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except OSError:  # RemoteDisconnected, a reset, a broken pipe, an address that is gone
                 conn.close()
                 if not reused or attempt:
                     raise
+                self.upstreams.drop(host, port)
             except BaseException:
                 conn.close()
                 raise
