@@ -17,7 +17,7 @@ from composegen.profiles import resolve as profiles
 from composegen.project import Project
 from tests.support.edge import sealed_decision
 from tests.support.engine import _SINGLE_REST, tiny_profile
-from tests.support.helpers import make_project
+from tests.support.helpers import make_project, run_cli
 
 CAND = tiny_profile("p-served", "{host: 39611}", rest=_SINGLE_REST.format(load=1, extra_env=""))
 
@@ -172,3 +172,22 @@ def test_a_qualify_bundle_made_by_hand_is_refused_whatever_its_hashes_say(projec
     forged = qualify_run(project, "cand", qualified=True, sealed=False)  # every hash in it is right
     with pytest.raises(CheckFailed, match=r"qualify\.json was not written by composegen in this project"):
         evidence.qualified_run(project, r, forged)
+
+
+def test_an_unreachable_engine_changes_nothing_and_its_password_is_never_shown(tmp_path):
+    """A mistyped DOCKER_HOST (issue 39): promote checks the engine before it marks the alias 503, so nothing is
+    published and nothing is stopped; the engine error reaches the operator with the URL's password masked."""
+    root = make_project(tmp_path, {"old": CAND.replace("39611", "39621"), "new": CAND.replace("39611", "39622")})
+    pin = "example/caddy@sha256:" + "e" * 64
+    (root / "edge.yaml").write_text(
+        "listen: {bind: 127.0.0.1, port: 39620}\nstacks: [old, new]\naliases: {ds4-flash: old}\n"
+        f'images: {{proxy: "{pin}", gate: "{pin}"}}\n'
+    )
+    assert run_cli("--root", str(root), "render").returncode == 0
+    sealed_decision(Project(root), "7", "new")
+    env = {"DOCKER_HOST": "tcp://admin:hunter22pw@127.0.0.9:1"}
+    res = run_cli("--root", str(root), "promote", "new", "--alias", "ds4-flash", "--campaign", "7", env=env)
+    assert res.returncode == 3, (res.stdout, res.stderr)
+    assert "hunter22pw" not in res.stdout + res.stderr and "tcp://admin:***@127.0.0.9:1" in res.stderr
+    state = root / ".composegen/edge"
+    assert not (state / "routes.json").exists() and not (state / "switch.json").exists()  # no 503 published
