@@ -50,6 +50,9 @@ class InstalledTool:
         )
 
 
+WHEELHOUSE = REPO / ".cache" / "wheelhouse"  # made by scripts/provision.d/80-wheelhouse.sh
+
+
 @pytest.fixture(scope="session")
 def dists(tmp_path_factory) -> Dists:
     made = once_per_run(tmp_path_factory, "dists", _build)  # one build for all the workers of a run
@@ -86,8 +89,10 @@ def _install(wheel: Path, home: Path) -> dict:
         "UV_PYTHON_DOWNLOADS": "never",  # the interpreter this machine has, as a user's would be
     }
     base_python = Path(sys.base_prefix) / "bin" / "python3"
+    assert WHEELHOUSE.is_dir(), f"no {WHEELHOUSE}: run `bash scripts/provision-tests.sh` (provision.d/80-wheelhouse.sh)"
+    offline = ["--offline", "--no-index", "--find-links", str(WHEELHOUSE)]  # never the package index mid-run
     res = subprocess.run(
-        [uv, "tool", "install", "--python", str(base_python), str(wheel)],
+        [uv, "tool", "install", *offline, "--python", str(base_python), str(wheel)],
         env=env,
         cwd=home,
         capture_output=True,
