@@ -61,8 +61,7 @@ def gate(
     driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
     if exposure:
         return exposure_gate(project, r, json_)
-    ep = driver.endpoint(r)
-    result = gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
+    result = capture.stack_gates(r, only=only, tools=tools)
     emit_json(result.to_json()) if json_ else out(gates.format_text(result))
     if not result.ok:
         raise CheckFailed(f"{result.total - result.passed} of {result.total} gates failed")

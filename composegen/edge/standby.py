@@ -17,15 +17,13 @@ the alias stays where it was.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from composegen.edge.config import Edge
 from composegen.errors import CheckFailed, ComposegenError
-from composegen.evidence import gates as gating
-from composegen.evidence import sleepcycles
+from composegen.evidence import capture, sleepcycles
 from composegen.monitor import watch
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -48,17 +46,9 @@ class Steps:
         self.done.append((name, round(time.monotonic() - started, 3)))
 
 
-def gates(r: Resolved, only: list[str] | None) -> None:
-    ep = driver.endpoint(r)
-    result = gating.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, only=only or ["smoke"])
-    failed = [g.name for g in result.gates if not g.passed]
-    if failed:
-        raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
-
-
 def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -> driver.Asleep:
     """`up --standby` after the stack is ready: its gates, then sleep at the profile's level."""
-    gates(r, only)
+    capture.require_gates(r, only)
     return driver.sleep_stack(project, r)
 
 
@@ -69,7 +59,7 @@ def why_not(project: Project, edge: Edge, current: str | None, target: str) -> s
     missing = [n for n in (current, target) if edge.stacks[n].profile.standby is None]
     if missing:
         return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no `standby:`"
-    if driver.sleep_state(project, edge.stacks[target]) is None:
+    if driver.sleep_state(project, edge.stacks[target], strict=True) is None:
         return f"{target} is not up and asleep (`composegen up {target} --standby`)"
     return None
 
@@ -99,14 +89,6 @@ def _drained(r: Resolved, deadline: float) -> bool:
     return False
 
 
-def _warm_up(r: Resolved) -> None:
-    """One small request: the first after a wake pays for what the wake left cold (recorded: 0.05-0.09 s)."""
-    body = {"model": r.profile.model.served_name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
-    reply = driver.endpoint(r).peer.fetch("POST", "/v1/chat/completions", json.dumps(body).encode(), deadline_s=60)
-    if reply.status != 200:
-        raise CheckFailed(f"{r.name}: the warm-up request after waking answered {reply.status}")
-
-
 def switch(project: Project, edge: Edge, current: str, target: str, only: list[str] | None, steps: Steps) -> None:
     """The standby path from CURRENT to TARGET (CheckFailed/EngineError on failure, the old engine awake)."""
     old, new = edge.stacks[current], edge.stacks[target]
@@ -117,9 +99,9 @@ def switch(project: Project, edge: Edge, current: str, target: str, only: list[s
     )
     try:
         steps.run(f"waking {target}", lambda: driver.wake_stack(project, new))
-        steps.run("warm-up", lambda: _warm_up(new))
+        steps.run("warm-up", lambda: sleepcycles.probe(new))  # the first request after a wake
         steps.run("identity", lambda: _identity(new))
-        steps.run(f"gates on {target}", lambda: gates(new, only))
+        steps.run(f"gates on {target}", lambda: capture.require_gates(new, only))
     except (ComposegenError, TimeoutError):
         steps.say(f"switch to {target} failed, waking {current} again")
         with contextlib.suppress(ComposegenError):  # the new engine may be what failed; the old one wakes anyway

@@ -24,6 +24,7 @@ from composegen.edge.config import Edge
 from composegen.edge.reports import StepTime, SwitchReport
 from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
+from composegen.evidence import capture
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -207,11 +208,7 @@ def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: lis
     r = edge.stacks[name]
     driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
-    gates_on(edge, name, gates)
-
-
-def gates_on(edge: Edge, name: str, gates: list[str] | None) -> None:
-    standby.gates(edge.stacks[name], gates)
+    capture.require_gates(r, gates)
 
 
 def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
@@ -226,7 +223,7 @@ def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: Sta
             driver.down(project, edge.stacks[name])
             driver.up(project, edge.stacks[name], driver.UpOptions(emulate=emulate, render_stale=False), sink)
         sink.say(f"gates on {name}")
-        gates_on(edge, name, None)
+        capture.require_gates(edge.stacks[name], None)
 
 
 def _rolled_back(

@@ -50,6 +50,7 @@ ROUTES = {  # path -> methods, for 405 and the `allow` header
     "/v1/responses": "POST",
 }
 _OPEN_PATHS = ("/health", "/ping", "/version", "/metrics", "/load")
+WEIGHT_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses")  # 503 while the engine sleeps
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -181,7 +182,8 @@ class Handler(BaseHTTPRequestHandler):
                     "InternalServerError",
                 )
             else:
-                handler()
+                with self._weights_in_use(path):
+                    handler()
         except RequestError as exc:
             self._json(exc.status, exc.to_json())
         except SleepError as exc:
@@ -289,13 +291,8 @@ class Handler(BaseHTTPRequestHandler):
     def _chat(self) -> None:
         body = self._body()
         reply = plan_chat(body, self.state.info)
-        started = time.monotonic()
+        state, started = self.state, time.monotonic()
         request_id, created = new_id("chatcmpl-"), int(time.time())
-        with self._weights_in_use():
-            self._chat_reply(body, reply, request_id, created, started)
-
-    def _chat_reply(self, body: dict, reply: Any, request_id: str, created: int, started: float) -> None:
-        state = self.state
         state.metrics.start(reply.prompt_tokens)
         reason = "abort"
         try:
@@ -322,9 +319,9 @@ class Handler(BaseHTTPRequestHandler):
             state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started)
 
     @contextlib.contextmanager
-    def _weights_in_use(self) -> Iterator[None]:
+    def _weights_in_use(self, path: str) -> Iterator[None]:
         """A request that needs the model: 503 while asleep; counted, so /sleep?mode=wait can wait for it."""
-        if self.state.sleep is None:
+        if self.state.sleep is None or path not in WEIGHT_ROUTES:
             yield
             return
         self.state.sleep.begin_request()
@@ -390,11 +387,6 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         state, started = self.state, time.monotonic()
         payload, prompt_tokens, completion_tokens, finish = completions.completion(body, state.info, int(time.time()))
-        with self._weights_in_use():
-            self._complete(payload, prompt_tokens, completion_tokens, finish, started)
-
-    def _complete(self, payload: dict, prompt_tokens: int, completion_tokens: int, finish: str, started: float) -> None:
-        state = self.state
         state.metrics.start(prompt_tokens)
         try:
             time.sleep(state.pacing.prefill(prompt_tokens))
@@ -412,11 +404,6 @@ class Handler(BaseHTTPRequestHandler):
         state, started = self.state, time.monotonic()
         reply = responses.plan_response(body, state.info)
         response_id, created = new_id("resp_"), int(time.time())
-        with self._weights_in_use():
-            self._respond(body, reply, response_id, created, started)
-
-    def _respond(self, body: dict, reply: Any, response_id: str, created: int, started: float) -> None:
-        state = self.state
         state.metrics.start(reply.prompt_tokens)
         try:
             time.sleep(state.pacing.prefill(reply.prompt_tokens))

@@ -9,6 +9,7 @@ when the running container was started from another version of the profile.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from composegen.errors import CheckFailed
 from composegen.evidence import bundle, gates, ladder
 from composegen.evidence.bench import run_bench
+from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.report import JsonObject
@@ -28,6 +30,19 @@ class LiveStack:
     log: str  # the container's startup log
     startup: JsonObject  # driver.startup_for: the startup check as the bundle keeps it
     identity: LiveIdentity
+
+
+def stack_gates(r: Resolved, *, only: str | Sequence[str] | None = None, tools: int = 20) -> GateResult:
+    """The functional gates against R's running stack, at its endpoint as seen from here."""
+    ep = driver.endpoint(r)
+    return gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
+
+
+def require_gates(r: Resolved, only: list[str] | None) -> None:
+    """ONLY (default smoke) must pass on R's running stack, or CheckFailed names those that did not."""
+    failed = [g.name for g in stack_gates(r, only=only or ["smoke"]).gates if not g.passed]
+    if failed:
+        raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
 
 
 def live_stack(project: Project, r: Resolved) -> LiveStack:
@@ -62,7 +77,7 @@ def capture_stack(
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
     tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
-    gate_result = gates.run_gates(ep.base_url, served, api_key=ep.api_key, tools=tools) if gate else None
+    gate_result = stack_gates(r, tools=tools) if gate else None
     ladder_result = None
     if ladder_targets:
         ladder_result = ladder.run_ladder(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import TypedDict
 
 from composegen import privatestate
@@ -31,7 +32,8 @@ def key_of(r: Resolved, emulated: bool) -> str:
     return f"vllm {r.profile.vllm_version} · {m.id}@{m.revision or 'main'} · {'emulated' if emulated else 'real'}"
 
 
-def _answer(r: Resolved) -> str:
+def probe(r: Resolved) -> str:
+    """R's answer to the temperature-0 probe (also the standby path's warm-up after a wake)."""
     body = json.dumps({"model": r.profile.model.served_name, **PROBE}).encode()
     reply = driver.endpoint(r).peer.fetch("POST", "/v1/chat/completions", body, deadline_s=120)
     if reply.status != 200:
@@ -44,7 +46,7 @@ def _answer(r: Resolved) -> str:
 
 def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     level = r.profile.standby.level if r.profile.standby else 1
-    first = _answer(r)
+    first = probe(r)
     rows: list[SleepCycle] = []
     for cycle in range(1, n + 1):
         row = SleepCycle(cycle=cycle, sleep_s=None, wake_s=None, residue_gib=None, same_answer=None)
@@ -54,7 +56,7 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
             row.residue_gib = driver.sleep_stack(project, r, level).residue_gib
             row.sleep_s = round(time.monotonic() - started, 3)
             row.wake_s = round(driver.wake_stack(project, r), 3)
-            row.same_answer = _answer(r) == first
+            row.same_answer = probe(r) == first
         except ComposegenError as exc:
             row.error = exc.message[:300]
             break
@@ -80,8 +82,12 @@ class Kept(TypedDict):
     cycles: int
 
 
+def _kept_path(project: Project) -> Path:
+    return privatestate.state_dir(project, "standby") / "qualified.json"
+
+
 def _remember(project: Project, result: SleepCycles) -> None:
-    path = privatestate.state_dir(project, "standby") / "qualified.json"
+    path = _kept_path(project)
     doc: dict = privatestate.read_json(path, {})
     doc[result.key] = Kept(passed=result.passed, at=privatestate.stamp(), profile=result.profile,
                            level=result.level, cycles=len(result.cycles))  # fmt: skip
@@ -91,7 +97,7 @@ def _remember(project: Project, result: SleepCycles) -> None:
 def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
     """The kept outcome of a sleep qualification for R's engine on this machine, or None (read defensively:
     a record that is not one counts as none)."""
-    doc: dict = privatestate.read_json(privatestate.state_dir(project, "standby") / "qualified.json", {})
+    doc: dict = privatestate.read_json(_kept_path(project), {})
     found = doc.get(key_of(r, emulated))
     if not isinstance(found, dict) or not isinstance(found.get("passed"), bool) or not isinstance(found.get("at"), str):
         return None

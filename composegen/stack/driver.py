@@ -242,14 +242,15 @@ def wake_stack(project: Project, r: Resolved) -> float:
     ctr = head_container(project, r)
     if ctr is None or not ctr.running:
         raise EngineError(f"{r.name} is not running", hint=f"`composegen up {r.name} --standby` first")
-    asleep = sleepmode.state(project, r, ctr)
+    asleep = sleepmode.state(project, r, ctr, strict=True)  # "cannot tell" must not read as "awake"
     return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
 
 
-def sleep_state(project: Project, r: Resolved) -> sleepmode.Asleep | None:
-    """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no sleep mode."""
+def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:
+    """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no sleep mode.
+    STRICT: an engine that does not say is an EngineError, not "awake"."""
     ctr = head_container(project, r)
-    return None if ctr is None else sleepmode.state(project, r, ctr)
+    return None if ctr is None else sleepmode.state(project, r, ctr, strict)
 
 
 def settle(project: Project, r: Resolved, timeout: float = 120.0) -> None:

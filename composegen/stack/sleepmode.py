@@ -15,6 +15,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from composegen import privatestate
 from composegen.errors import EngineError
@@ -63,15 +64,26 @@ def _ok(ctr: ContainerFacts, port: int, method: str, path: str, body: dict | Non
     return answer
 
 
-def is_sleeping(ctr: ContainerFacts, port: int) -> bool | None:
-    """True/False from /is_sleeping; None when the engine has no such route (no sleep mode) or no answer."""
-    try:
-        status, answer = _call(ctr, port, "GET", "/is_sleeping", None, 10)
-        doc = json.loads(answer) if status == 200 else None
-    except (EngineError, ValueError):
-        return None
-    value = doc.get("is_sleeping") if isinstance(doc, dict) else None
-    return value if isinstance(value, bool) else None
+def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | None:
+    """True/False from /is_sleeping; None when the engine has no such route (no sleep mode). No answer after
+    three tries (a loaded engine's exec): None, or with STRICT an EngineError — a switch must not take a
+    sleeping engine for an awake one."""
+    for attempt in range(3):
+        try:
+            status, answer = _call(ctr, port, "GET", "/is_sleeping", None, 10)
+            doc = json.loads(answer) if status == 200 else {}
+        except (EngineError, ValueError):
+            time.sleep(0.5 * (attempt + 1))
+            continue
+        value = doc.get("is_sleeping") if isinstance(doc, dict) else None
+        return value if isinstance(value, bool) else None
+    if strict:
+        raise EngineError(f"{ctr.name}: cannot tell whether the engine sleeps (/is_sleeping did not answer)")
+    return None
+
+
+def _record(project: Project, name: str) -> Path:
+    return privatestate.state_dir(project, "standby") / f"{name}.json"
 
 
 def sleep(project: Project, r: Resolved, ctr: ContainerFacts, level: int, mode: str = "wait") -> Asleep:
@@ -80,7 +92,7 @@ def sleep(project: Project, r: Resolved, ctr: ContainerFacts, level: int, mode: 
     _ok(ctr, port, "POST", f"/sleep?level={level}&mode={mode}", timeout=600)
     residue = _residue(ctr)
     asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue)
-    privatestate.write_json(privatestate.state_dir(project, "standby") / f"{r.name}.json", dataclasses.asdict(asleep))
+    privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
     return asleep
 
 
@@ -93,15 +105,16 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
         _ok(ctr, port, "POST", "/wake_up?tags=kv_cache")
     else:
         _ok(ctr, port, "POST", "/wake_up", timeout=600)
-    (privatestate.state_dir(project, "standby") / f"{r.name}.json").unlink(missing_ok=True)
+    (_record(project, r.name)).unlink(missing_ok=True)
     return time.monotonic() - started
 
 
-def state(project: Project, r: Resolved, ctr: ContainerFacts) -> Asleep | None:
+def state(project: Project, r: Resolved, ctr: ContainerFacts, strict: bool = False) -> Asleep | None:
     """R's engine asleep (with what composegen recorded), or None when it is awake or has no sleep mode."""
-    if r.profile.standby is None or not ctr.running or not is_sleeping(ctr, r.profile.service.port.container):
+    port = r.profile.service.port.container
+    if r.profile.standby is None or not ctr.running or not is_sleeping(ctr, port, strict):
         return None
-    doc: dict = privatestate.read_json(privatestate.state_dir(project, "standby") / f"{r.name}.json", {})
+    doc: dict = privatestate.read_json(_record(project, r.name), {})
     level = doc["level"] if doc.get("level") in (1, 2) else r.profile.standby.level
     since = doc.get("since") if isinstance(doc.get("since"), str) else None
     residue = doc.get("residue_gib") if isinstance(doc.get("residue_gib"), int | float) else _residue(ctr)

@@ -95,8 +95,9 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
         assert report["path"] == "standby", report
         steps = {s["step"]: s["seconds"] for s in report["steps"]}
         assert list(steps) == [s.format(old=old, new=new) for s in STANDBY_STEPS], steps
-        # the sleep and wake themselves take the recorded times (0.04 s + a 6.5 GiB copy at 19 GiB/s + 0.38 s)
-        assert steps[f"putting {old} to sleep"] + steps[f"waking {new}"] < 2.0, steps
+        # the sleep and wake take the recorded times (0.04 s + a 6.5 GiB copy at 19 GiB/s + 0.38 s) plus a docker
+        # exec each: under 2 s on a quiet machine (docs/standby.md); this bound only says "seconds, not a reload"
+        assert steps[f"putting {old} to sleep"] + steps[f"waking {new}"] < 10.0, steps
     assert promoted["seconds"] < 30 and back["seconds"] < 30  # the drain waited for the ~2 s stream
     assert {name: edge.container_started(name) for name in (edge.old, edge.new)} == started  # nothing restarted
     assert phases(poller.seen) == [old_model, "503", new_model, "503", old_model], phases(poller.seen)
@@ -121,7 +122,7 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
     switched = json.loads(
         edge.ok("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json")
     )
-    assert switched["path"] == "standby" and "sleep qualified here at" in switched["path_reason"]
+    assert switched["path"] == "standby" and "sleep qualified here at" in switched["path_reason"], switched
     res = edge.cli("qualify", edge.new, "--sleep-cycles", "3", "--json", timeout=600)
     assert res.returncode == 1, res.stderr
     bad = json.loads(res.stdout)

@@ -23,7 +23,7 @@ from composegen.emulator.image import (
     image_tag,
 )
 
-LABEL = "io.composegen.test=emulator-image"
+LABEL = f"io.composegen.test=emulator-image-{uuid.uuid4().hex[:8]}"  # per worker process
 
 
 def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
@@ -63,9 +63,10 @@ def image(tmp_path_factory):
     context = build_context(tmp_path_factory.mktemp("emulator-context") / "ctx")
     docker("build", "-q", "-t", tag, "--build-arg", f"BASE={base_image()}", str(context), timeout=600)
     yield tag
-    # Only this fixture's containers (its own tag): another worker's module fixture runs the same tests with
-    # the same label, and removing its running containers was this test's flake under 4 workers.
-    for cid in docker("ps", "-aq", "--filter", f"ancestor={tag}").stdout.split():
+    # Only this worker's containers (LABEL is per process): another worker's module fixture runs the same tests,
+    # and removing its running containers was this test's flake under 4 workers. Not `ancestor=TAG`: the tag
+    # names the very image every emulated stack of the suite runs.
+    for cid in docker("ps", "-aq", "--filter", f"label={LABEL}").stdout.split():
         docker("rm", "-f", cid, check=False)
     docker("rmi", tag, check=False)
 
