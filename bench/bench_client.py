@@ -40,7 +40,9 @@ def _free_port() -> int:
 def _wait(port: int) -> None:
     for _ in range(100):
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/tokenize", data=b"{}", timeout=1).read()
+            urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/tokenize", data=b"{}", timeout=1
+            ).read()
             return
         except OSError:
             time.sleep(0.05)
@@ -54,11 +56,15 @@ def main() -> None:
     parser.add_argument("--input-tokens", type=int, default=256)
     parser.add_argument("--output-tokens", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--paced", type=float, default=None, metavar="MS", help="paced server, MS between events")
+    parser.add_argument(
+        "--paced", type=float, default=None, metavar="MS", help="paced server, MS between events"
+    )
     args = parser.parse_args()
     port = _free_port()
     script = (
-        ["paced_server.py", str(port), str(args.paced)] if args.paced is not None else ["instant_server.py", str(port)]
+        ["paced_server.py", str(port), str(args.paced)]
+        if args.paced is not None
+        else ["instant_server.py", str(port)]
     )
     server = subprocess.Popen([sys.executable, str(REPO / "bench" / script[0]), *script[1:]])
     events = args.output_tokens + 3  # role chunk, one per token, usage chunk, [DONE]

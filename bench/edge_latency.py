@@ -48,9 +48,13 @@ def _free_port() -> int:
 
 
 def _cli(root: Path, *args: str) -> str:
-    proc = subprocess.run([*CLI, "--root", str(root), *args], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [*CLI, "--root", str(root), *args], capture_output=True, text=True, timeout=900
+    )
     if proc.returncode != 0:
-        raise SystemExit(f"composegen {' '.join(args)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"composegen {' '.join(args)}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
+        )
     return proc.stdout
 
 
@@ -95,7 +99,9 @@ class Client:
     """One kept-alive HTTP/1.1 connection; a streamed chat request at a time, its chunked SSE read event by
     event (the timestamps are taken when an event's bytes arrive, as an SDK's iterator sees them)."""
 
-    def __init__(self, port: int, tls: ssl.SSLContext | None, key: str | None, slow: bool = False) -> None:
+    def __init__(
+        self, port: int, tls: ssl.SSLContext | None, key: str | None, slow: bool = False
+    ) -> None:
         self.port, self.tls, self.key, self.slow = port, tls, key, slow
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
@@ -108,7 +114,10 @@ class Client:
         sock.setblocking(False)
         limit = 64 if self.slow else 2**16
         self.reader, self.writer = await asyncio.open_connection(
-            sock=sock, ssl=self.tls, server_hostname="127.0.0.1" if self.tls else None, limit=max(limit, 1024)
+            sock=sock,
+            ssl=self.tls,
+            server_hostname="127.0.0.1" if self.tls else None,
+            limit=max(limit, 1024),
         )
 
     async def stream(self, model: str, tokens: int) -> Stream:
@@ -175,7 +184,10 @@ async def alternated(project: Project, tls: ssl.SSLContext, key: str, rounds: in
     await edge.open()
     runs: dict[str, list[Stream]] = {"door": [], "edge": []}
     for n in range(rounds + 2):  # the first two rounds warm both paths up and are not counted
-        for name, client, model in (("door", door, f"{PROFILE}-served"), ("edge", edge, "ds4-flash")):
+        for name, client, model in (
+            ("door", door, f"{PROFILE}-served"),
+            ("edge", edge, "ds4-flash"),
+        ):
             got = await client.stream(model, 128)
             if got.error or got.tokens != 128:
                 raise SystemExit(f"{name}: {got.error or f'{got.tokens} of 128 tokens'}")
@@ -188,23 +200,32 @@ async def alternated(project: Project, tls: ssl.SSLContext, key: str, rounds: in
         ttft = _p50_ms([s.ttft for s in streams if s.ttft is not None])
         itl = _p50_ms([g for s in streams for g in s.gaps])
         figures[name] = (ttft, itl)
-        print(f"C1 {name}: {len(streams)} requests x 128 tokens, TTFT p50 {ttft:.2f} ms, ITL p50 {itl:.3f} ms")
+        print(
+            f"C1 {name}: {len(streams)} requests x 128 tokens, TTFT p50 {ttft:.2f} ms, ITL p50 {itl:.3f} ms"
+        )
     (dt, di), (et, ei) = figures["door"], figures["edge"]
-    print(f"C1 added by the edge (TLS + gate) against the door: TTFT p50 {et - dt:+.2f} ms, ITL p50 {ei - di:+.3f} ms")
+    print(
+        f"C1 added by the edge (TLS + gate) against the door: TTFT p50 {et - dt:+.2f} ms, ITL p50 {ei - di:+.3f} ms"
+    )
 
 
-async def concurrent(project: Project, tls: ssl.SSLContext, key: str, streams: int, slow: bool) -> None:
+async def concurrent(
+    project: Project, tls: ssl.SSLContext, key: str, streams: int, slow: bool
+) -> None:
     clients = [Client(project.port, tls, key, slow=slow and i == 0) for i in range(streams)]
     await asyncio.gather(*(c.open() for c in clients))
     before, start = _gate_cpu_us(project.edge), time.perf_counter()
-    results = await asyncio.gather(*(c.stream("ds4-flash", 32) for c in clients), return_exceptions=True)
+    results = await asyncio.gather(
+        *(c.stream("ds4-flash", 32) for c in clients), return_exceptions=True
+    )
     wall, cpu_us = time.perf_counter() - start, _gate_cpu_us(project.edge) - before
     await asyncio.gather(*(c.close() for c in clients))
     done = [r for r in results if isinstance(r, Stream)]
     errors = len(results) - len(done) + sum(1 for r in done if r.error)
     tokens = sum(r.tokens for r in done)
     others = done[1:] if slow else done
-    itl = _p50_ms([sum(r.gaps) / len(r.gaps) for r in others if r.gaps])  # events arrive coalesced under load
+    # events arrive coalesced under load
+    itl = _p50_ms([sum(r.gaps) / len(r.gaps) for r in others if r.gaps])
     slowest = max((r.elapsed for r in others), default=0)
     print(
         f"{streams} streams{' (one reading slowly)' if slow else ''}: {errors} errors, {tokens} of {streams * 32} "
@@ -229,14 +250,20 @@ def main() -> None:
         if not key:
             raise SystemExit("keys add printed no key")
         tls = ssl.create_default_context(cadata=_cli(root, "edge", "ca"))
-        print(f"load before: {Path('/proc/loadavg').read_text().split()[:3]}, {os.cpu_count()} CPUs, EMULATED vLLM")
+        print(
+            f"load before: {Path('/proc/loadavg').read_text().split()[:3]}, {os.cpu_count()} CPUs, EMULATED vLLM"
+        )
         asyncio.run(alternated(project, tls, key.group(1), rounds))
         asyncio.run(concurrent(project, tls, key.group(1), streams, slow=False))
         asyncio.run(concurrent(project, tls, key.group(1), streams, slow=True))
         print(f"load after: {Path('/proc/loadavg').read_text().split()[:3]}")
     finally:
-        subprocess.run([*CLI, "--root", str(root), "down", PROFILE], capture_output=True, timeout=300)
-        subprocess.run([*CLI, "--root", str(root), "edge", "down"], capture_output=True, timeout=300)
+        subprocess.run(
+            [*CLI, "--root", str(root), "down", PROFILE], capture_output=True, timeout=300
+        )
+        subprocess.run(
+            [*CLI, "--root", str(root), "edge", "down"], capture_output=True, timeout=300
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -25,7 +25,12 @@ def _chunk(data: bytes) -> bytes:
 
 def _stream(body: dict) -> bytes:
     prompt, n = _count(body.get("messages") or []), int(body.get("max_tokens") or 16)
-    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": body.get("model"), "created": 0}
+    head = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": body.get("model"),
+        "created": 0,
+    }
     events = []
     for i in range(n):
         finish = "length" if i == n - 1 else None
@@ -41,7 +46,14 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, dict]:
     """One HTTP/1.1 request: its path and JSON body (the only shapes the bench client sends)."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
-    length = next((int(v) for k, _, v in (h.partition(":") for h in lines[1:]) if k.lower() == "content-length"), 0)
+    length = next(
+        (
+            int(v)
+            for k, _, v in (h.partition(":") for h in lines[1:])
+            if k.lower() == "content-length"
+        ),
+        0,
+    )
     return lines[0].split(" ")[1], (json.loads(await reader.readexactly(length)) if length else {})
 
 

@@ -34,8 +34,20 @@ def one_run() -> float:
         meminfo(fake, 20.0)
         project = f"composegen-{name}"
         env = {**os.environ, "COMPOSEGEN_MEMINFO": str(fake)}
-        argv = [sys.executable, "-m", "composegen", "--root", str(root), "up", name, "--emulate", "--json"]
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        argv = [
+            sys.executable,
+            "-m",
+            "composegen",
+            "--root",
+            str(root),
+            "up",
+            name,
+            "--emulate",
+            "--json",
+        ]
+        proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         try:
             while (c := container(project)) is None or not c["State"]["Running"]:
                 if proc.poll() is not None:
@@ -68,7 +80,9 @@ def main() -> None:
     for i in range(args.repeat):
         runs.append(one_run())
         print(f"run {i + 1}: stopped {runs[-1]:.3f} s after the floor was crossed", flush=True)
-    print(json.dumps({"best_s": min(runs), "median_s": statistics.median(runs), "worst_s": max(runs)}))
+    print(
+        json.dumps({"best_s": min(runs), "median_s": statistics.median(runs), "worst_s": max(runs)})
+    )
 
 
 if __name__ == "__main__":

@@ -24,11 +24,28 @@ from instant_server import _chunk, _count, read_request
 
 def _events(body: dict) -> list[bytes]:
     prompt, n = _count(body.get("messages") or []), int(body.get("max_tokens") or 16)
-    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": body.get("model"), "created": 0}
-    events = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    head = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": body.get("model"),
+        "created": 0,
+    }
+    events = [
+        {
+            **head,
+            "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+            ],
+        }
+    ]
     for i in range(n):
         finish = "length" if i == n - 1 else None
-        events.append({**head, "choices": [{"index": 0, "delta": {"content": f" w{i}"}, "finish_reason": finish}]})
+        events.append(
+            {
+                **head,
+                "choices": [{"index": 0, "delta": {"content": f" w{i}"}, "finish_reason": finish}],
+            }
+        )
     usage = {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}
     events.append({**head, "choices": [], "usage": usage})
     return [_chunk(b"data: " + json.dumps(e).encode() + b"\n\n") for e in events] + [
@@ -36,7 +53,9 @@ def _events(body: dict) -> list[bytes]:
     ]
 
 
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, interval: float) -> None:
+async def _handle(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, interval: float
+) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -56,7 +75,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, in
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(data), data))
                 await writer.drain()
                 continue
-            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
             for event in _events(body):
                 await asyncio.sleep(interval)
                 writer.write(event)
@@ -68,7 +89,9 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, in
 
 
 async def main(port: int, interval_ms: float) -> None:
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, interval_ms / 1000), "127.0.0.1", port, backlog=1024)
+    server = await asyncio.start_server(
+        lambda r, w: _handle(r, w, interval_ms / 1000), "127.0.0.1", port, backlog=1024
+    )
     async with server:
         await server.serve_forever()
 

@@ -1,4 +1,5 @@
-"""What counts as this host: loopback is all of 127.0.0.0/8, ::1 and `localhost`, spelled any way."""
+"""What counts as this host: loopback is all of 127.0.0.0/8, ::1 and `localhost`, spelled any
+way."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def is_loopback(host: str | None) -> bool:
 
 
 def url_is_local(url: str | None) -> bool:
-    """A DOCKER_HOST-style URL that reaches an engine on this machine (no URL: the default engine)."""
+    """A DOCKER_HOST-style URL that reaches an engine on this machine (no URL: the default
+    engine)."""
     if not url or url.startswith(("unix://", "npipe://", "fd://")):
         return True
     parts = urlsplit(url)

@@ -16,19 +16,23 @@ from typing import Any
 
 SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 MIN_SECRET_CHARS = 4  # masking "1" would shred every line
-# The password of a `scheme://user:password@host` URL (DOCKER_HOST=tcp://u:p@h, a proxy, a registry): the
+# The password of a `scheme://user:password@host` URL (DOCKER_HOST=tcp://u:p@h, a proxy, a
+# registry): the
 # user stays (it says which account), the password goes, wherever the URL came from.
 USERINFO_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@")
 
 
 def secret_values() -> list[str]:
     """Values of secret-named variables in this environment, longest first."""
-    values = {v for k, v in os.environ.items() if SECRET_RE.search(k) and len(v) >= MIN_SECRET_CHARS}
+    values = {
+        v for k, v in os.environ.items() if SECRET_RE.search(k) and len(v) >= MIN_SECRET_CHARS
+    }
     return sorted(values, key=len, reverse=True)
 
 
 def mask(text: str, secrets: list[str] | None = None) -> str:
-    """`text` with every secret value (secret_values, or `secrets`) and every URL's password replaced by ***."""
+    """`text` with every secret value (secret_values, or `secrets`) and every URL's password
+    replaced by ***."""
     for secret in secret_values() if secrets is None else secrets:
         if secret in text:
             text = text.replace(secret, "***")
@@ -47,7 +51,8 @@ def mask_json(value: Any, secrets: list[str]) -> Any:
 
 
 def pretty_output(pretty: bool | None = None) -> bool:
-    """JSON is indented for a person at a terminal and compact when piped; `pretty` forces either."""
+    """JSON is indented for a person at a terminal and compact when piped; `pretty` forces
+    either."""
     return sys.stdout.isatty() if pretty is None else pretty
 
 
@@ -59,11 +64,13 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
     options = {"indent": indent, "separators": separators, "sort_keys": True, "default": _default}
     try:
         text = json.dumps(obj, allow_nan=False, **options)  # type: ignore[arg-type]
-    except ValueError:  # NaN or an infinity (a float near 1.8e308 that overflowed): JSON has neither, null it
+    # NaN or an infinity (a float near 1.8e308 that overflowed): JSON has neither, null it
+    except ValueError:
         obj = _finite(json.loads(json.dumps(obj, default=_default)))
         text = json.dumps(obj, allow_nan=False, **options)  # type: ignore[arg-type]
     secrets = [s for s in secret_values() if json.dumps(s)[1:-1] in text]
-    if secrets or ("://" in text and USERINFO_RE.search(text)):  # rare: mask the strings themselves (valid JSON)
+    # rare: mask the strings themselves (valid JSON)
+    if secrets or ("://" in text and USERINFO_RE.search(text)):
         text = json.dumps(mask_json(json.loads(text), secrets), allow_nan=False, **options)  # type: ignore[arg-type]
     sys.stdout.write(text + "\n")
 
@@ -96,22 +103,29 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-# What a terminal would act on or show other than as written: C0 controls but newline and tab (ESC starts
-# clipboard writes and screen clears), DEL, C1 controls, line/paragraph separators, bidi overrides and
+# What a terminal would act on or show other than as written: C0 controls but newline and tab (ESC
+# starts
+# clipboard writes and screen clears), DEL, C1 controls, line/paragraph separators, bidi overrides
+# and
 # isolates (they reorder what follows), lone surrogates (unencodable).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def inert(text: str) -> str:
-    """`text` with every character a terminal would act on shown as an escape (`\\x1b`, `\\u202e`)."""
+    """`text` with every character a terminal would act on shown as an escape (`\\x1b`,
+    `\\u202e`)."""
     if not _UNSAFE.search(text):
         return text
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text
+    )
 
 
 def out(text: str = "") -> None:
-    """Text for a person: whatever it quotes (a profile's description, a bundle's strings, a server's
-    error text) reaches the terminal inert, and no secret's value reaches it at all."""
+    """Text for a person: whatever it quotes (a profile's description, a bundle's strings, a
+    server's error text) reaches the terminal inert, and no secret's value reaches it at all."""
     text = inert(mask(text))
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
 
@@ -122,11 +136,16 @@ def err(text: str) -> None:
 
 
 def table(
-    rows: list[list[str]], header: list[str] | None = None, *, width: int | None = None, drop: tuple[str, ...] = ()
+    rows: list[list[str]],
+    header: list[str] | None = None,
+    *,
+    width: int | None = None,
+    drop: tuple[str, ...] = (),
 ) -> str:
-    """Columns padded to their widest cell. With `width` (a terminal's), the header names in `drop` are left
-    out, first to last, until a row fits, as `docker ps` users expect; a line still too wide is cut with an
-    ellipsis, and a last line names what was left out. Without `width` (piped): every column, full rows."""
+    """Columns padded to their widest cell. With `width` (a terminal's), the header names in `drop`
+    are left out, first to last, until a row fits, as `docker ps` users expect; a line still too
+    wide is cut with an ellipsis, and a last line names what was left out. Without `width` (piped):
+    every column, full rows."""
     rows = [header, *rows] if header else rows
     if not rows:
         return ""
@@ -175,15 +194,17 @@ def show_value(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return type(value).__name__
     shown = repr(value)
-    return shown if len(shown) <= 80 else f"{shown[:60]}… ({len(shown)} characters)"  # a message stays one line
+    # a message stays one line
+    return shown if len(shown) <= 80 else f"{shown[:60]}… ({len(shown)} characters)"
 
 
-_MD_SPECIAL = re.compile(r"([\\`\[\]<|])")  # a cell break, code, links and images, HTML; emphasis is harmless
+# a cell break, code, links and images, HTML; emphasis is harmless
+_MD_SPECIAL = re.compile(r"([\\`\[\]<|])")
 
 
 def md_cell(text: object) -> str:
-    """Text from a bundle or a server as one Markdown table cell: on one line, and the characters that
-    would change the table or the page (a `|` ending the cell, `![x](url)` becoming an image, `<img>`)
-    backslash-escaped. Names, paths and figures pass unchanged."""
+    """Text from a bundle or a server as one Markdown table cell: on one line, and the characters
+    that would change the table or the page (a `|` ending the cell, `![x](url)` becoming an image,
+    `<img>`) backslash-escaped. Names, paths and figures pass unchanged."""
     line = " ".join(str(text).split())
     return _MD_SPECIAL.sub(r"\\\1", line)

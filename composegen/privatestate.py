@@ -1,16 +1,17 @@
 """composegen's private state, in one place for every room: the project's .composegen/ (emulator
 overrides, locks, the edge's keys and routes) and the campaign directories under runs/campaigns/.
 
-Directories are 0700 and files 0600; nothing is read or written through a symbolic link or over a special
-file; writes are atomic (composegen.safewrite), so Ctrl-C, a crash or a reboot leaves the old file or the
-new one. Times are written in one format, `stamp()`: UTC to the second, `2026-12-03T18:16:19Z`.
+Directories are 0700 and files 0600; nothing is read or written through a symbolic link or over a
+special file; writes are atomic (composegen.safewrite), so Ctrl-C, a crash or a reboot leaves the
+old file or the new one. Times are written in one format, `stamp()`: UTC to the second,
+`2026-12-03T18:16:19Z`.
 
-`seal(project, doc)` signs a record composegen writes (a campaign decision) with the project's own key,
-.composegen/keys/records.key (32 random bytes, 0600, made at first use, never in git); `sealed` checks one.
-A file typed by hand, or copied from another project, carries no valid seal.
+`seal(project, doc)` signs a record composegen writes (a campaign decision) with the project's own
+key, .composegen/keys/records.key (32 random bytes, 0600, made at first use, never in git); `sealed`
+checks one. A file typed by hand, or copied from another project, carries no valid seal.
 
-`profile_lock(project, name)` serializes runs of one profile (or one edge operation) across processes: an
-flock on .composegen/locks/NAME.lock, held for the whole operation.
+`profile_lock(project, name)` serializes runs of one profile (or one edge operation) across
+processes: an flock on .composegen/locks/NAME.lock, held for the whole operation.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ Doc = TypeVar("Doc", bound=Mapping[str, object])
 
 
 def private_dir(base: Path, *parts: str) -> Path:
-    """BASE/PARTS..., every level made 0700 when missing (BASE with its parents); a symbolic link or a
-    non-directory at any level is refused, never followed."""
+    """BASE/PARTS..., every level made 0700 when missing (BASE with its parents); a symbolic link or
+    a non-directory at any level is refused, never followed."""
     path = base
     for index, piece in enumerate(("", *parts)):
         path = path / piece if piece else path
@@ -74,7 +75,9 @@ def _records_key(project: Project) -> bytes:
         raise BadInput(f"{path}: not a plain file; composegen never reads keys through links")
     key = path.read_bytes()
     if len(key) != 32:
-        raise BadInput(f"{path}: not a composegen records key (32 bytes); remove it to make a new one")
+        raise BadInput(
+            f"{path}: not a composegen records key (32 bytes); remove it to make a new one"
+        )
     return key
 
 
@@ -85,7 +88,10 @@ def _sealed_bytes(doc: Mapping[str, object]) -> bytes:
 
 def seal(project: Project, doc: Mapping[str, object]) -> str:
     """hmac-sha256:<hex> of DOC's fields (all but the seal) under the project's records key."""
-    return "hmac-sha256:" + hmac.new(_records_key(project), _sealed_bytes(doc), hashlib.sha256).hexdigest()
+    return (
+        "hmac-sha256:"
+        + hmac.new(_records_key(project), _sealed_bytes(doc), hashlib.sha256).hexdigest()
+    )
 
 
 def sealed(project: Project, doc: Mapping[str, object]) -> bool:
@@ -104,9 +110,10 @@ def write_json(path: Path, doc: Mapping[str, object]) -> None:
 
 
 def read_json(path: Path, empty: Doc) -> Doc:
-    """A state file of ours: a plain file, bounded, a JSON object; BadInput naming it otherwise. Typed as
-    the file's shape (EMPTY's type, returned when the file is missing); its reader checks each field it
-    uses, so files from older runs, or edited by hand, are reported rather than trusted."""
+    """A state file of ours: a plain file, bounded, a JSON object; BadInput naming it otherwise.
+    Typed as the file's shape (EMPTY's type, returned when the file is missing); its reader checks
+    each field it uses, so files from older runs, or edited by hand, are reported rather than
+    trusted."""
     if path.is_symlink():
         raise BadInput(f"{path}: is a symbolic link; composegen never reads state through links")
     if not path.exists():
@@ -116,7 +123,9 @@ def read_json(path: Path, empty: Doc) -> Doc:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(f"{path}:1: unreadable JSON ({type(exc).__name__}); fix or remove it") from None
+        raise BadInput(
+            f"{path}:1: unreadable JSON ({type(exc).__name__}); fix or remove it"
+        ) from None
     if not isinstance(doc, dict):
         raise BadInput(f"{path}:1: must be a JSON object")
     return cast(Doc, doc)
@@ -140,8 +149,8 @@ def stamp(moment: datetime | None = None) -> str:
 
 
 def parse_stamp(text: object) -> datetime | None:
-    """A time read back from a state file: an aware datetime, or None when TEXT is not a time with a zone
-    (a file edited by hand is reported by its reader, never an internal error)."""
+    """A time read back from a state file: an aware datetime, or None when TEXT is not a time with a
+    zone (a file edited by hand is reported by its reader, never an internal error)."""
     if not isinstance(text, str) or len(text) > 64:
         return None
     try:
@@ -152,7 +161,9 @@ def parse_stamp(text: object) -> datetime | None:
 
 
 @contextlib.contextmanager
-def profile_lock(project: Project, name: str, on_wait: Callable[[str], None] = lambda text: None) -> Iterator[None]:
+def profile_lock(
+    project: Project, name: str, on_wait: Callable[[str], None] = lambda text: None
+) -> Iterator[None]:
     """Hold NAME's lock; when another process holds it, say so through `on_wait` and wait."""
     path = state_dir(project, "locks") / f"{safewrite.component(name, 'lock name')}.lock"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)

@@ -13,8 +13,10 @@ from pathlib import Path
 from composegen.errors import BadInput
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# A profile name is a file stem, an out/ directory and part of a compose project name (`composegen-NAME`):
-# compose's project grammar, lower case and no '.', so `BIG`/`big` or `a.b`/`a-b` can never share a stack.
+# A profile name is a file stem, an out/ directory and part of a compose project name
+# (`composegen-NAME`):
+# compose's project grammar, lower case and no '.', so `BIG`/`big` or `a.b`/`a-b` can never share a
+# stack.
 PROFILE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
@@ -28,9 +30,8 @@ def profile_name_problem(name: str) -> str | None:
     """Why `name` cannot name a profile (None when it can)."""
     if PROFILE_NAME_RE.fullmatch(name):
         return None
-    return (
-        f"{name!r} is not a profile name (lower-case letters, digits, '-' and '_', at most 63, first a letter or digit)"
-    )
+    rule = "lower-case letters, digits, '-' and '_', at most 63, first a letter or digit"
+    return f"{name!r} is not a profile name ({rule})"
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,9 @@ class Project:
             return str(path)
 
     def inside(self, base: Path, *parts: str) -> Path:
-        """base/parts, refused (BadInput) when it would leave base or pass through a symlink: files composegen
-        writes or removes under out/, runs/ or .composegen/ stay in the project, whatever links someone planted."""
+        """base/parts, refused (BadInput) when it would leave base or pass through a symlink: files
+        composegen writes or removes under out/, runs/ or .composegen/ stay in the project, whatever
+        links someone planted."""
         path = base
         for part in parts:
             for piece in Path(part).parts:
@@ -105,7 +107,8 @@ def find_project(root: str | Path | None = None, cwd: Path | None = None) -> Pro
 
 
 def templates_dir() -> Path:
-    """Templates ship inside the wheel (composegen/templates) and sit at the repo top in a checkout."""
+    """Templates ship inside the wheel (composegen/templates) and sit at the repo top in a
+    checkout."""
     for candidate in (PACKAGE_DIR / "templates", PACKAGE_DIR.parent / "templates"):
         if candidate.is_dir():
             return candidate
@@ -113,14 +116,26 @@ def templates_dir() -> Path:
 
 
 def read_input(
-    path: Path, display: str, cap: int, noun: str, rule: str, *, stream_ok: bool = False, follow: bool = False
+    path: Path,
+    display: str,
+    cap: int,
+    noun: str,
+    rule: str,
+    *,
+    stream_ok: bool = False,
+    follow: bool = False,
 ) -> bytes:
-    """The bytes of an input file, never more than `cap`: a regular file (or, with `stream_ok`, a pipe
-    such as `<(ssh host cat log)`). The final component is not followed unless `follow` (a profile
-    linked to /proc/kmsg is refused), regular files are opened without blocking, and fstat on the open
-    file decides (a device such as /dev/zero is refused), so what is read is what was checked. `rule`
-    says, in a refusal, what is allowed."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW) | (0 if stream_ok else os.O_NONBLOCK)
+    """The bytes of an input file, never more than `cap`: a regular file (or, with `stream_ok`, a
+    pipe such as `<(ssh host cat log)`). The final component is not followed unless `follow` (a
+    profile linked to /proc/kmsg is refused), regular files are opened without blocking, and fstat
+    on the open file decides (a device such as /dev/zero is refused), so what is read is what was
+    checked. `rule` says, in a refusal, what is allowed."""
+    flags = (
+        os.O_RDONLY
+        | os.O_CLOEXEC
+        | (0 if follow else os.O_NOFOLLOW)
+        | (0 if stream_ok else os.O_NONBLOCK)
+    )
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:

@@ -1,14 +1,16 @@
-"""`render --check` answered from a fingerprint: when the real check proved out/ fresh, it records a hash of
-everything the answer depends on; a later plain `render --check` whose inputs hash the same prints the
-same line without importing the renderer (cli/fastpath.py). Any difference — a profile, a template, a
-file under out/, composegen's own code, an installed library, a COMPOSEGEN_* variable — misses, and
-the real check runs. Nothing is rendered here, so there is no second renderer to drift from the first.
+"""`render --check` answered from a fingerprint: when the real check proved out/ fresh, it records a
+hash of everything the answer depends on; a later plain `render --check` whose inputs hash the same
+prints the same line without importing the renderer (cli/fastpath.py). Any difference — a profile, a
+template, a file under out/, composegen's own code, an installed library, a COMPOSEGEN_* variable —
+misses, and the real check runs. Nothing is rendered here, so there is no second renderer to drift
+from the first.
 
-The record lives in the user's cache directory (usercache.py), not in the project: a repository could
-commit a record that says "fresh" for a stale out/, and CI must never believe it.
+The record lives in the user's cache directory (usercache.py), not in the project: a repository
+could commit a record that says "fresh" for a stale out/, and CI must never believe it.
 
-`up` asks the same question of one stack (`stack_fresh`): once its real comparison of out/NAME found it
-fresh, an `up` with the same inputs skips rendering it again (and importing jinja2 and the templates).
+`up` asks the same question of one stack (`stack_fresh`): once its real comparison of out/NAME found
+it fresh, an `up` with the same inputs skips rendering it again (and importing jinja2 and the
+templates).
 """
 
 from __future__ import annotations
@@ -61,16 +63,22 @@ def _file(h: hashlib._Hash, path: Path, label: str) -> None:
         data = path.read_bytes()
     except OSError as exc:
         raise _Unusual(str(path)) from exc
-    h.update(label.encode("utf-8", "surrogateescape") + b"\0" + str(len(data)).encode() + b"\0" + data)
+    h.update(
+        label.encode("utf-8", "surrogateescape") + b"\0" + str(len(data)).encode() + b"\0" + data
+    )
 
 
 def _installed(h: hashlib._Hash) -> None:
-    """The distributions on sys.path (name and version are in the dist-info directory names); the first
-    entry is the script's directory or the working directory, which differ between `composegen` and
-    `python -m composegen` and hold no distributions."""
+    """The distributions on sys.path (name and version are in the dist-info directory names); the
+    first entry is the script's directory or the working directory, which differ between
+    `composegen` and `python -m composegen` and hold no distributions."""
     for entry in sys.path[1:]:
         try:
-            names = sorted(n for n in os.listdir(entry or ".") if n.endswith((".dist-info", ".egg-info", ".pth")))
+            names = sorted(
+                n
+                for n in os.listdir(entry or ".")
+                if n.endswith((".dist-info", ".egg-info", ".pth"))
+            )
         except OSError:
             continue
         h.update(f"path:{entry}:{','.join(names)}\0".encode("utf-8", "surrogateescape"))
@@ -78,11 +86,16 @@ def _installed(h: hashlib._Hash) -> None:
 
 def fingerprint(root: Path) -> str | None:
     """The hash of every input of `render --check` in project ROOT, or None when an input is unusual
-    or the caches are off (COMPOSEGEN_NO_CACHE: nothing is recorded or read, so nothing is hashed)."""
+    or the caches are off (COMPOSEGEN_NO_CACHE: nothing is recorded or read, so nothing is
+    hashed)."""
     if not usercache.enabled():
         return None
     h = hashlib.sha256(f"composegen {__version__} {sys.version}\0".encode())
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("COMPOSEGEN_") and k not in _UNHASHED_ENV)
+    env = sorted(
+        (k, v)
+        for k, v in os.environ.items()
+        if k.startswith("COMPOSEGEN_") and k not in _UNHASHED_ENV
+    )
     h.update(json.dumps(env).encode("utf-8", "surrogateescape"))
     _installed(h)
     try:
@@ -90,7 +103,8 @@ def fingerprint(root: Path) -> str | None:
         templates = templates_dir()
         if PACKAGE_DIR not in templates.parents:
             _tree(h, templates, "templates")
-        for entry in sorted(os.scandir(root), key=lambda e: e.name):  # top-level project files (edge.yaml, …)
+        # top-level project files (edge.yaml, …)
+        for entry in sorted(os.scandir(root), key=lambda e: e.name):
             if entry.is_file(follow_symlinks=False):
                 _file(h, Path(entry.path), f"top:{entry.name}")
         _tree(h, root / "profiles", "profiles")
@@ -101,7 +115,8 @@ def fingerprint(root: Path) -> str | None:
 
 
 def answer(root: Path) -> str | None:
-    """The line the real check printed for exactly these inputs, or None (a miss: run the real check)."""
+    """The line the real check printed for exactly these inputs, or None (a miss: run the real
+    check)."""
     record = usercache.read(KIND, _key(root))
     if record is None:
         return None
@@ -112,14 +127,15 @@ def answer(root: Path) -> str | None:
 
 
 def remember(root: Path, before: str | None, line: str) -> None:
-    """Record LINE for the inputs hashed BEFORE the real check ran, so a file changed during the check is
-    a miss next time, never a false "fresh"."""
+    """Record LINE for the inputs hashed BEFORE the real check ran, so a file changed during the
+    check is a miss next time, never a false "fresh"."""
     if before is not None:
         usercache.write(KIND, _key(root), {"root": str(root), "fingerprint": before, "line": line})
 
 
 def stack_fresh(root: Path, name: str) -> bool:
-    """out/NAME was proved fresh for exactly these inputs (the whole project's, as for `render --check`)."""
+    """out/NAME was proved fresh for exactly these inputs (the whole project's, as for `render
+    --check`)."""
     record = usercache.read(STACK_KIND, _key(root / "out" / name))
     return record is not None and record.get("fingerprint") == fingerprint(root)
 
@@ -127,4 +143,6 @@ def stack_fresh(root: Path, name: str) -> bool:
 def remember_stack(root: Path, name: str, before: str | None) -> None:
     """out/NAME matched its rendering for the inputs hashed BEFORE the comparison ran."""
     if before is not None:
-        usercache.write(STACK_KIND, _key(root / "out" / name), {"root": str(root), "fingerprint": before})
+        usercache.write(
+            STACK_KIND, _key(root / "out" / name), {"root": str(root), "fingerprint": before}
+        )

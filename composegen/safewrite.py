@@ -1,4 +1,5 @@
-"""The one way composegen writes a file: never through a link, never over a special file, never half.
+"""The one way composegen writes a file: never through a link, never over a special file, never
+half.
 
 `write(path, data)` and `write_all([(path, data), ...])`:
   - each file is staged as an unpredictable temp name in the target's own directory, created with
@@ -6,7 +7,8 @@
   - the target must be a regular file or nothing: a symlink, FIFO, device, socket or directory there is
     refused (BadInput, exit 2) before anything is written;
   - the temp file is swapped in with renameat2(RENAME_EXCHANGE) (or RENAME_NOREPLACE for a new name), so
-    the entry replaced is the regular file that was checked, not whatever was planted there meanwhile;
+    the entry replaced is the regular file that was checked, not whatever was planted there
+    meanwhile;
   - with `base`, every directory between `base` and the target is opened with O_NOFOLLOW (and created
     when missing): a link planted on the way is refused, never followed;
   - `write_all` writes every file or none: all are staged first, then swapped in; a failure puts every
@@ -51,7 +53,8 @@ def component_problem(name: str) -> str | None:
 
 
 def component(name: str, what: str) -> str:
-    """`name` when it is one plain path component; else BadInput naming `what` (where it came from)."""
+    """`name` when it is one plain path component; else BadInput naming `what` (where it came
+    from)."""
     problem = component_problem(name)
     if problem is not None:
         raise BadInput(f"{what}: {name!r} {problem}; only a plain file name is accepted")
@@ -65,7 +68,8 @@ def renameat2(dfd: int, src: str, dst: str, flags: int) -> bool:
     """renameat2(2) within one directory; False when the kernel, libc or filesystem lacks it."""
     global _renameat2
     if _renameat2 is None:
-        import ctypes  # why: only a write needs renameat2; `render --check` (warm) imports safewrite
+        # why: only a write needs renameat2; `render --check` (warm) imports safewrite
+        import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         _renameat2 = (getattr(libc, "renameat2", None), ctypes.get_errno)
@@ -85,19 +89,23 @@ def _failed(path: Path, exc: OSError, done: str) -> WriteFailed:
 
 
 def _check_target(dfd: int, name: str, path: Path) -> bool:
-    """Whether a regular file is there now (False: nothing); BadInput for any other kind of entry."""
+    """Whether a regular file is there now (False: nothing); BadInput for any other kind of
+    entry."""
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
         return False
     if not stat.S_ISREG(st.st_mode):
         kind = _KIND.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        raise BadInput(f"{path}: is {kind}; composegen only replaces regular files, nothing was written")
+        raise BadInput(
+            f"{path}: is {kind}; composegen only replaces regular files, nothing was written"
+        )
     return True
 
 
 def _open_dir(directory: Path, base: Path | None, created: list[tuple[int, str]]) -> int:
-    """An fd of `directory`: under `base` walked with O_NOFOLLOW (missing levels made), else as given."""
+    """An fd of `directory`: under `base` walked with O_NOFOLLOW (missing levels made), else as
+    given."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     if base is None:
         os.makedirs(directory, exist_ok=True)
@@ -159,7 +167,12 @@ class _Batch:
         for _ in range(8):
             tmp = f".{item.name[:160]}.{secrets.token_hex(8)}.tmp"
             try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+                fd = os.open(
+                    tmp,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    mode,
+                    dir_fd=dfd,
+                )
                 break
             except FileExistsError:
                 continue
@@ -186,12 +199,14 @@ class _Batch:
         if renameat2(item.dfd, item.tmp, item.name, RENAME_EXCHANGE):
             item.old, item.tmp, item.committed = item.tmp, "", True
             swapped = os.stat(item.old, dir_fd=item.dfd, follow_symlinks=False)
-            if not stat.S_ISREG(swapped.st_mode):  # planted between the check and the swap: undo, refuse
+            # planted between the check and the swap: undo, refuse
+            if not stat.S_ISREG(swapped.st_mode):
                 renameat2(item.dfd, item.old, item.name, RENAME_EXCHANGE)
                 item.tmp, item.old, item.committed = item.old, None, False
                 _check_target(item.dfd, item.name, item.path)
             return
-        old = f".{item.name[:160]}.{secrets.token_hex(8)}.old"  # no exchange here: keep the old file to undo
+        # no exchange here: keep the old file to undo
+        old = f".{item.name[:160]}.{secrets.token_hex(8)}.old"
         os.link(item.name, old, src_dir_fd=item.dfd, dst_dir_fd=item.dfd, follow_symlinks=False)
         item.old = old
         os.rename(item.tmp, item.name, src_dir_fd=item.dfd, dst_dir_fd=item.dfd)
@@ -222,9 +237,11 @@ class _Batch:
             os.close(dfd)
 
 
-def write_all(items: Iterable[tuple[Path, str | bytes]], *, base: Path | None = None, private: bool = False) -> None:
-    """Write every (path, data) or none (see the module doc). `base`: the trusted directory the paths
-    are under; no directory below it may be a link."""
+def write_all(
+    items: Iterable[tuple[Path, str | bytes]], *, base: Path | None = None, private: bool = False
+) -> None:
+    """Write every (path, data) or none (see the module doc). `base`: the trusted directory the
+    paths are under; no directory below it may be a link."""
     batch = _Batch(Path(base) if base is not None else None, private)
     current: Path | None = None
     try:
@@ -237,7 +254,9 @@ def write_all(items: Iterable[tuple[Path, str | bytes]], *, base: Path | None = 
     except OSError as exc:
         batch.rollback()
         several = len(batch.staged) > 1
-        raise _failed(current or Path("?"), exc, "no file was changed" if several else "nothing written") from None
+        raise _failed(
+            current or Path("?"), exc, "no file was changed" if several else "nothing written"
+        ) from None
     except BaseException:
         batch.rollback()
         raise
@@ -245,6 +264,8 @@ def write_all(items: Iterable[tuple[Path, str | bytes]], *, base: Path | None = 
         batch.cleanup()
 
 
-def write(path: Path, data: str | bytes, *, base: Path | None = None, private: bool = False) -> None:
+def write(
+    path: Path, data: str | bytes, *, base: Path | None = None, private: bool = False
+) -> None:
     """Write one file (see the module doc)."""
     write_all([(Path(path), data)], base=base, private=private)

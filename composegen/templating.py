@@ -1,5 +1,6 @@
 """The Jinja environment of templates/ and the escapes every value passes through on its way into a
-generated file: JSON scalars for values, YAML-safe keys, `$` doubled where compose must not interpolate."""
+generated file: JSON scalars for values, YAML-safe keys, `$` doubled where compose must not
+interpolate."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 
 @lru_cache(maxsize=4)
 def template(name: str = "compose.yaml.j2") -> jinja2.Template:
-    import jinja2  # why: stack/, k8s/ and edge/ import the escapes (and render) and never compile a template
+    # why: stack/, k8s/ and edge/ import the escapes (and render) and never compile a template
+    import jinja2
 
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
@@ -29,17 +31,19 @@ def template(name: str = "compose.yaml.j2") -> jinja2.Template:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    # JSON scalars and flow collections are valid YAML and need no further quoting rules. Every value and
+    # JSON scalars and flow collections are valid YAML and need no further quoting rules. Every
+    # value and
     # key reaches the file through one of these two emitters, never as pasted text.
     env.filters["j"] = lambda v: _yaml_safe(json.dumps(v, ensure_ascii=False))
     env.filters["k"] = yaml_key
-    env.filters["c"] = lambda v: re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", "?", str(v))  # comment stays on its line
+    # comment stays on its line
+    env.filters["c"] = lambda v: re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", "?", str(v))
     return env.get_template(name)
 
 
 def _bytecode_cache(jinja2: ModuleType) -> jinja2.FileSystemBytecodeCache | None:
-    """Compiled templates in the user's cache (usercache.py): a template compiles once per source, not
-    once per command. Jinja keys each entry by the template's source checksum."""
+    """Compiled templates in the user's cache (usercache.py): a template compiles once per source,
+    not once per command. Jinja keys each entry by the template's source checksum."""
     if not usercache.enabled():
         return None
     directory = usercache.cache_dir() / "templates"
@@ -58,12 +62,14 @@ _YAML_WORDS = {"y", "yes", "n", "no", "true", "false", "on", "off", "null"}
 
 
 def yaml_key(key: str) -> str:
-    """A mapping key: plain when it is a plain word YAML reads back as that string, else JSON-quoted."""
+    """A mapping key: plain when it is a plain word YAML reads back as that string, else
+    JSON-quoted."""
     plain = _PLAIN_KEY.fullmatch(key) and key.lower() not in _YAML_WORDS
     return key if plain else _yaml_safe(json.dumps(key, ensure_ascii=False))
 
 
-# JSON leaves these raw inside a string; YAML 1.1 readers (PyYAML: diff, render --check) fold them as line
+# JSON leaves these raw inside a string; YAML 1.1 readers (PyYAML: diff, render --check) fold them
+# as line
 # breaks. Written as escapes, every reader gets the character itself.
 _YAML_1_1_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
@@ -72,7 +78,8 @@ def _yaml_safe(json_text: str) -> str:
     return json_text.translate(_YAML_1_1_BREAKS)
 
 
-# A reference compose should interpolate: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?why}, ${VAR?why}.
+# A reference compose should interpolate: ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?why},
+# ${VAR?why}.
 _REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-?][^}$]*)?\}")
 
 
@@ -82,8 +89,8 @@ def literal(text: str) -> str:
 
 
 def with_references(text: str) -> str:
-    """Text whose `${VAR…}` references compose resolves (where the schema allows them); any other `$`
-    is literal."""
+    """Text whose `${VAR…}` references compose resolves (where the schema allows them); any other
+    `$` is literal."""
     out, last = [], 0
     for match in _REFERENCE.finditer(text):
         out += [literal(text[last : match.start()]), match.group()]

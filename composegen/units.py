@@ -1,7 +1,8 @@
-"""Unit tables and parsers shared by profile checks, argv building and diff (one place, one meaning).
+"""Unit tables and parsers shared by profile checks, argv building and diff (one place, one
+meaning).
 
-vLLM's human-readable ints are decimal in lower case and binary in upper case (`4k` = 4000, `4K` = 4096);
-compose and Docker byte values (`shm_size: 32gb`) are binary whatever the case.
+vLLM's human-readable ints are decimal in lower case and binary in upper case (`4k` = 4000, `4K` =
+4096); compose and Docker byte values (`shm_size: 32gb`) are binary whatever the case.
 """
 
 from __future__ import annotations
@@ -67,12 +68,14 @@ def parse_duration(text: str) -> Decimal | None:
     text = str(text).strip()
     if not re.fullmatch(DURATION_PATTERN, text):
         return None
-    return sum((Decimal(n) * DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text)), Decimal(0))
+    return sum(
+        (Decimal(n) * DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text)), Decimal(0)
+    )
 
 
 def format_gib(gib: float | None, digits: int = 2, signed: bool = False) -> str:
-    """A size already in GiB as composegen prints it everywhere: `41.67 GiB` (`+0.59 GiB` signed); `n/a`
-    when unknown."""
+    """A size already in GiB as composegen prints it everywhere: `41.67 GiB` (`+0.59 GiB` signed);
+    `n/a` when unknown."""
     return "n/a" if gib is None else f"{gib:{'+' if signed else ''}.{digits}f} GiB"
 
 

@@ -1,7 +1,8 @@
-"""composegen's caches: small JSON records in the user's cache directory ($COMPOSEGEN_CACHE_DIR, else
+"""composegen's caches: small JSON records in the user's cache directory ($COMPOSEGEN_CACHE_DIR,
+else
 $XDG_CACHE_HOME/composegen, else ~/.cache/composegen) — never inside a project, where a repository could
-commit a record. A missing, unreadable or foreign record is a miss; a record that cannot be written is
-no error. COMPOSEGEN_NO_CACHE=1 turns every cache off.
+commit a record. A missing, unreadable or foreign record is a miss; a record that cannot be written
+is no error. COMPOSEGEN_NO_CACHE=1 turns every cache off.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ def write(kind: str, key: str, record: dict[str, Any]) -> None:
         if any(p.is_symlink() for p in (directory, directory.parent)):
             return  # never write through a link someone planted
         record = {**record, "version": RECORD_VERSION}
-        safewrite.write(directory / f"{key}.json", json.dumps(record, sort_keys=True), base=cache_dir(), private=True)
+        safewrite.write(
+            directory / f"{key}.json",
+            json.dumps(record, sort_keys=True),
+            base=cache_dir(),
+            private=True,
+        )
     except (OSError, ComposegenError):  # a cache that cannot be written is no error
         return
 

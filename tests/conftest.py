@@ -22,7 +22,10 @@ DATA = Path(__file__).resolve().parent / "data"
 def _engine_problem() -> str | None:
     if not shutil.which("docker"):
         return "no docker client on PATH"
-    for argv in (["docker", "info", "--format", "{{.ServerVersion}}"], ["docker", "compose", "version"]):
+    for argv in (
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        ["docker", "compose", "version"],
+    ):
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -105,7 +108,10 @@ def holders():
             + "\nprint('ready', flush=True)\nsys.stdin.read()\n"
         )
         proc = subprocess.Popen(
-            [sys.executable, "-c", code, str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", code, str(directory)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         started.append(proc)
         lines = []

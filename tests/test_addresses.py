@@ -13,7 +13,9 @@ def test_loopback_spellings(host):
     assert is_loopback(host)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.11", "128.0.0.1", "spark-2", "", None, "127.0.0.1.nip.io"])
+@pytest.mark.parametrize(
+    "host", ["0.0.0.0", "::", "192.0.2.11", "128.0.0.1", "spark-2", "", None, "127.0.0.1.nip.io"]
+)
 def test_other_hosts(host):
     assert not is_loopback(host)
 

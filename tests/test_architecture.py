@@ -18,9 +18,11 @@ RANKS = {
     "usercache": 2, "rendercache": 3,
     "vllm": 2,
     "profiles": 3,
-    "templating": 3.5,  # the Jinja environment and the escapes: render, k8s and stack/emulate use them
+    # the Jinja environment and the escapes: render, k8s and stack/emulate use them
+    "templating": 3.5,
     "render": 4, "shm": 4, "weights": 4,
-    "k8s": 4.5,  # renders from render's node helpers; read back by diff (diff --targets compose,k8s)
+    # renders from render's node helpers; read back by diff (diff --targets compose,k8s)
+    "k8s": 4.5,
     "diff": 5,
     "stack": 6,
     "evidence": 7, "monitor": 7, "provision": 7,
@@ -53,7 +55,9 @@ def import_statements(path: Path) -> list[tuple[str, list[str]]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = me.split(".")[: -node.level + (1 if path.name == "__init__.py" else 0) or None]
+                anchor = me.split(".")[
+                    : -node.level + (1 if path.name == "__init__.py" else 0) or None
+                ]
                 base = ".".join([*anchor, base] if base else anchor)
             found.append((base, [alias.name for alias in node.names]))
     return found
@@ -153,7 +157,9 @@ def _runs_the_docker_cli(path: Path) -> bool:
 
 def test_only_engine_and_compose_run_docker():
     runners = {module_name(p) for p in PACKAGE.rglob("*.py") if _runs_the_docker_cli(p)}
-    assert {m for m in runners if room(m) not in DOCKER_CLI_ROOMS} <= DOCKER_RUNNERS - {DOCKER_MODULE}
+    assert {m for m in runners if room(m) not in DOCKER_CLI_ROOMS} <= DOCKER_RUNNERS - {
+        DOCKER_MODULE
+    }
     assert "composegen.stack.compose" in runners  # the rule sees what it is about
 
 
@@ -185,10 +191,14 @@ def _reasons_by_line(source: str) -> dict[int, str]:
 
 def _is_type_checking(node: ast.AST) -> bool:
     test = node.test if isinstance(node, ast.If) else None
-    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith("TYPE_CHECKING")
+    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith(
+        "TYPE_CHECKING"
+    )
 
 
-def _function_imports(node: ast.AST, in_function: bool = False) -> list[ast.Import | ast.ImportFrom]:
+def _function_imports(
+    node: ast.AST, in_function: bool = False
+) -> list[ast.Import | ast.ImportFrom]:
     """The import statements inside functions below `node`, outside `if TYPE_CHECKING:` blocks."""
     found: list[ast.Import | ast.ImportFrom] = []
     for child in ast.iter_child_nodes(node):
@@ -196,7 +206,9 @@ def _function_imports(node: ast.AST, in_function: bool = False) -> list[ast.Impo
             continue
         if in_function and isinstance(child, ast.Import | ast.ImportFrom):
             found.append(child)
-        found += _function_imports(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef))
+        found += _function_imports(
+            child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+        )
     return found
 
 
@@ -216,7 +228,9 @@ def internal_function_imports() -> list[tuple[str, str]]:
         where = path.relative_to(PACKAGE.parent)
         for node in _function_imports(ast.parse(source, str(path))):
             if _is_internal(node):
-                found.append((f"{where}:{node.lineno}", reasons.get(node.lineno, "")))
+                # the reason on the import's line, or a comment line right above it
+                reason = reasons.get(node.lineno) or reasons.get(node.lineno - 1, "")
+                found.append((f"{where}:{node.lineno}", reason))
     return found
 
 
@@ -237,7 +251,10 @@ def test_function_level_imports_are_few_and_say_why():
 
 # (importer, module) pairs allowed past a door, each with its reason.
 DOOR_EXCEPTIONS = {
-    ("composegen.cli.fastpath", "composegen.stack.engine"): "`shm` resolves container labels without importing "
+    (
+        "composegen.cli.fastpath",
+        "composegen.stack.engine",
+    ): "`shm` resolves container labels without importing "
     "the driver and what it loads (start-up time): engine.label_lookup only",
 }
 
@@ -249,7 +266,9 @@ def rooms_with_doors() -> dict[str, Path]:
 def declared_door(init: Path) -> list[str] | None:
     """The room's `__all__` (a list of strings in its __init__), or None when it declares none."""
     for node in ast.parse(init.read_text(), str(init)).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
             return [e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)]
     return None
 
@@ -263,7 +282,12 @@ def door_entries() -> list[tuple[str, str, str]]:
         me = module_name(path)
         for base, names in import_statements(path):
             parts = base.split(".")
-            if parts[0] != "composegen" or len(parts) < 2 or parts[1] not in doors or parts[1] == room(me):
+            if (
+                parts[0] != "composegen"
+                or len(parts) < 2
+                or parts[1] not in doors
+                or parts[1] == room(me)
+            ):
                 continue
             if len(parts) > 2:
                 entries.append((me, parts[1], parts[2]))
@@ -275,12 +299,22 @@ def door_entries() -> list[tuple[str, str, str]]:
 def test_every_room_declares_its_door():
     doors = rooms_with_doors()
     missing = sorted(name for name, init in doors.items() if declared_door(init) is None)
-    assert not missing, f"declare `__all__` (what other rooms may import) in the __init__ of: {missing}"
+    assert not missing, (
+        f"declare `__all__` (what other rooms may import) in the __init__ of: {missing}"
+    )
     for name, init in doors.items():
-        defined = {p.stem for p in init.parent.glob("*.py")} | {p.name for p in init.parent.iterdir() if p.is_dir()}
+        defined = {p.stem for p in init.parent.glob("*.py")} | {
+            p.name for p in init.parent.iterdir() if p.is_dir()
+        }
         tree = ast.parse(init.read_text(), str(init))
         defined |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        defined |= {
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         unknown = sorted(set(declared_door(init) or []) - defined)
         assert not unknown, f"{name}/__init__.py declares what it does not have: {unknown}"
 
@@ -290,7 +324,9 @@ def test_rooms_are_entered_by_their_door_only():
     wrong = sorted(
         f"{src} -> composegen.{dst}{'.' + entry if entry else ''}"
         for src, dst, entry in door_entries()
-        if entry and entry not in doors[dst] and (src, f"composegen.{dst}.{entry}") not in DOOR_EXCEPTIONS
+        if entry
+        and entry not in doors[dst]
+        and (src, f"composegen.{dst}.{entry}") not in DOOR_EXCEPTIONS
     )
     assert not wrong, "imports past a room's door (its __init__'s __all__):\n" + "\n".join(wrong)
 
@@ -298,7 +334,9 @@ def test_rooms_are_entered_by_their_door_only():
 def test_the_stack_room_is_entered_by_five_files_at_most():
     """The stack room's door (driver, reports, progress, readiness) plus the fast path's engine."""
     entered = {entry for _, dst, entry in door_entries() if dst == "stack" and entry}
-    assert entered <= {"driver", "reports", "progress", "readiness", "engine"} and len(entered) <= 5, entered
+    assert (
+        entered <= {"driver", "reports", "progress", "readiness", "engine"} and len(entered) <= 5
+    ), entered
 
 
 def test_the_door_exceptions_are_still_needed():
@@ -310,5 +348,7 @@ def test_the_gatekeeper_is_one_stdlib_file():
     """The edge mounts gatekeeper.py alone into a bare python image (python3 -I): an import of composegen or of
     any third-party package would fail there, at the first request, not here."""
     path = PACKAGE / "edge" / "gatekeeper.py"
-    outside = {base.split(".")[0] for base, _ in import_statements(path)} - set(sys.stdlib_module_names)
+    outside = {base.split(".")[0] for base, _ in import_statements(path)} - set(
+        sys.stdlib_module_names
+    )
     assert not outside, f"gatekeeper.py imports {sorted(outside)}"

@@ -9,7 +9,9 @@ from tests.support.helpers import REPO
 from tests.test_architecture import RANKS, declared_door, rooms_with_doors
 
 DOC = (REPO / "docs/contributing.md").read_text()
-ROW = re.compile(r"^\| `(?P<room>[\w]+)(?P<kind>/|\.py)` \| (?P<rank>[\d.]+) \| (?P<door>[^|]+) \|", re.M)
+ROW = re.compile(
+    r"^\| `(?P<room>[\w]+)(?P<kind>/|\.py)` \| (?P<rank>[\d.]+) \| (?P<door>[^|]+) \|", re.M
+)
 
 
 def documented() -> dict[str, tuple[float, list[str] | None]]:
@@ -23,13 +25,16 @@ def documented() -> dict[str, tuple[float, list[str] | None]]:
 def test_the_rooms_table_is_the_architecture_tests():
     doors = rooms_with_doors()
     actual = {
-        room: (float(rank), declared_door(doors[room]) if room in doors else None) for room, rank in RANKS.items()
+        room: (float(rank), declared_door(doors[room]) if room in doors else None)
+        for room, rank in RANKS.items()
     }
     assert documented() == actual
 
 
 def test_the_budgets_named_exist():
-    sources = (REPO / "tests/test_architecture.py").read_text() + (REPO / "tests/test_typed_results.py").read_text()
+    sources = (REPO / "tests/test_architecture.py").read_text() + (
+        REPO / "tests/test_typed_results.py"
+    ).read_text()
     for name in re.findall(r"`([A-Z_]+_BUDGET)`", DOC):
         assert re.search(rf"^{name} = \d+", sources, re.M), name
     assert "max-complexity" in (REPO / "pyproject.toml").read_text()

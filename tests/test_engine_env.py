@@ -32,8 +32,23 @@ DEFAULT_SOCKETS = [p for p in ("/run/docker.sock", "/var/run/docker.sock") if Pa
 
 def _created(since: float, until: float, host: str | None = None) -> list[dict]:
     """The attributes of every container created on one engine (the caller's when host is None) in a window."""
-    argv = ["docker", *(["-H", host] if host else []), "events", "--since", f"{since:.3f}", "--until", f"{until:.3f}"]
-    argv += ["--filter", "type=container", "--filter", "event=create", "--format", "{{json .Actor.Attributes}}"]
+    argv = [
+        "docker",
+        *(["-H", host] if host else []),
+        "events",
+        "--since",
+        f"{since:.3f}",
+        "--until",
+        f"{until:.3f}",
+    ]
+    argv += [
+        "--filter",
+        "type=container",
+        "--filter",
+        "event=create",
+        "--format",
+        "{{json .Actor.Attributes}}",
+    ]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
@@ -45,14 +60,34 @@ def test_a_sample_of_engine_tests_runs_on_the_second_engine_only(second_engine, 
     mask = " && ".join(f"mount --bind /dev/null {p}" for p in DEFAULT_SOCKETS)
     env = {**os.environ, "DOCKER_HOST": second_engine.url, "CI": "true"}
     env.pop("DOCKER_CONTEXT", None)  # DOCKER_HOST alone names the engine here
-    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mask} && exec "$@"', "sh"]
-    argv += [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "b"), *SAMPLE]
+    argv = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        f'{mask} && exec "$@"',
+        "sh",
+    ]
+    argv += [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--basetemp",
+        str(tmp_path / "b"),
+        *SAMPLE,
+    ]
     since = time.time()
     res = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     until = time.time() + 1
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     assert f"{len(SAMPLE)} passed" in res.stdout, res.stdout[-2000:]
     on_second = {a["name"] for a in _created(since, until, second_engine.url)}
-    assert len(on_second) >= len(SAMPLE), on_second  # the sample really created its containers there
+    # the sample really created its containers there
+    assert len(on_second) >= len(SAMPLE), on_second
     on_default = {a["name"] for a in _created(since, until)}
     assert not on_second & on_default, on_second & on_default

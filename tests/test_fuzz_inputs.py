@@ -37,11 +37,15 @@ SCALARS = st.one_of(
     st.integers(-(2**70), 2**70),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=20),
-    st.sampled_from(["$", "${X}", "--x", "-", "\n", "1e999", "nan", "0x10", "4k", "&a", "*a", "!!str", ".."]),
+    st.sampled_from(
+        ["$", "${X}", "--x", "-", "\n", "1e999", "nan", "0x10", "4k", "&a", "*a", "!!str", ".."]
+    ),
 )
 VALUES = st.recursive(
     SCALARS,
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -117,7 +121,9 @@ def bundle(tmp_path_factory):
     root = tmp_path_factory.mktemp("proj")
     shutil.copytree(REPO / "profiles", root / "profiles")
     log = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"
-    res = run_inproc("--root", str(root), "evidence", "--from-log", str(log), "--profile", "4096-131k", "--json")
+    res = run_inproc(
+        "--root", str(root), "evidence", "--from-log", str(log), "--profile", "4096-131k", "--json"
+    )
     assert res.returncode == 0, res.stderr
     return root, root / json.loads(res.stdout)["path"]
 
@@ -155,13 +161,17 @@ def test_fuzzed_bundles(bundle, tmp_path_factory, edits):
 LOGS = sorted((REPO / "tests" / "data" / "logs").glob("*.log")) + sorted(
     (REPO / "tests" / "data" / "real-0.26.0-h200").glob("*.log")
 )
-LOG_LINES = [line for path in LOGS for line in path.read_text(errors="replace").splitlines() if line.strip()]
+LOG_LINES = [
+    line for path in LOGS for line in path.read_text(errors="replace").splitlines() if line.strip()
+]
 
 
 @FUZZ
 @given(
     picked=st.lists(st.sampled_from(LOG_LINES), min_size=0, max_size=40),
-    cuts=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 200), st.text(max_size=30)), max_size=4),
+    cuts=st.lists(
+        st.tuples(st.integers(0, 39), st.integers(0, 200), st.text(max_size=30)), max_size=4
+    ),
     profile=st.sampled_from([None, "4096-131k", "393k-offload"]),
 )
 def test_fuzzed_startup_logs(tmp_path_factory, picked, cuts, profile):
@@ -174,7 +184,15 @@ def test_fuzzed_startup_logs(tmp_path_factory, picked, cuts, profile):
             lines[i] = lines[i][:at] + junk
     log = tmp_path_factory.mktemp("log") / "fuzzed.log"
     log.write_text("\n".join(lines), encoding="utf-8", errors="surrogateescape")
-    args = ["--root", str(REPO), "startup", "--log", str(log), *([profile] if profile else []), "--json"]
+    args = [
+        "--root",
+        str(REPO),
+        "startup",
+        "--log",
+        str(log),
+        *([profile] if profile else []),
+        "--json",
+    ]
     res = run_inproc(*args)
     assert_no_crash(res)
     if res.returncode == 0:
@@ -194,12 +212,20 @@ HOSTILE_STRINGS = [
     "\ud800",  # a lone surrogate
     "n" * 100_000,  # a long name
 ]
-STRING_PATHS = [("profile", "name"), ("unknown",), ("created_at",), ("image_digest",), ("model_revision",)]
+STRING_PATHS = [
+    ("profile", "name"),
+    ("unknown",),
+    ("created_at",),
+    ("image_digest",),
+    ("model_revision",),
+]
 
 
 @pytest.mark.parametrize("text", HOSTILE_STRINGS, ids=range(len(HOSTILE_STRINGS)))
 @pytest.mark.parametrize("keys", STRING_PATHS, ids=lambda k: ".".join(k))
-def test_hostile_bundle_strings_reach_no_terminal_markdown_or_plot_raw(bundle, tmp_path, keys, text):
+def test_hostile_bundle_strings_reach_no_terminal_markdown_or_plot_raw(
+    bundle, tmp_path, keys, text
+):
     import time
 
     root, run = bundle
@@ -229,12 +255,21 @@ def test_hostile_bundle_strings_reach_no_terminal_markdown_or_plot_raw(bundle, t
         if res.returncode == 0 and "--markdown" in args:
             import re
 
-            assert not re.search(r"(?<!\\)!(?<!\\)\[|(?<!\\)<img|\n\| injected", res.stdout), res.stdout[-500:]
+            assert not re.search(r"(?<!\\)!(?<!\\)\[|(?<!\\)<img|\n\| injected", res.stdout), (
+                res.stdout[-500:]
+            )
 
 
 # ---------------------------------------------------------------- hostile servers
 
-SERVER_PATHS = ["/health", "/v1/models", "/metrics", "/tokenize", "/v1/chat/completions", "/v1/responses"]
+SERVER_PATHS = [
+    "/health",
+    "/v1/models",
+    "/metrics",
+    "/tokenize",
+    "/v1/chat/completions",
+    "/v1/responses",
+]
 
 
 @settings(max_examples=LONG or 10, deadline=None, derandomize=not LONG, database=None)
@@ -255,9 +290,15 @@ def test_fuzzed_hostile_servers(target, behaviour):
             lambda: readiness.health_ok(ep),
             lambda: readiness.models_entry(ep, srv.model),
             lambda: watch.scrape(ep, timeout=1.0),
-            lambda: ladder.Tokenizer(srv.base_url, srv.model, None, 1.0).count([{"content": "a b"}]),
-            lambda: gates.run_gates(srv.base_url, srv.model, only="smoke,stream_tools,responses", timeout=1.0),
-            lambda: ladder.run_ladder(srv.base_url, srv.model, [40], max_model_len=4096, max_tokens=4, timeout=1.0),
+            lambda: ladder.Tokenizer(srv.base_url, srv.model, None, 1.0).count(
+                [{"content": "a b"}]
+            ),
+            lambda: gates.run_gates(
+                srv.base_url, srv.model, only="smoke,stream_tools,responses", timeout=1.0
+            ),
+            lambda: ladder.run_ladder(
+                srv.base_url, srv.model, [40], max_model_len=4096, max_tokens=4, timeout=1.0
+            ),
         ]
         for call in calls:
             started = time.monotonic()
@@ -331,7 +372,8 @@ def test_writers_never_write_through_what_was_planted(tmp_path, kind, place):
     for argv, target in _writers(root):
         if place == "target":
             planted = target
-        elif place == "old temp name":  # what the old writer opened: .NAME.tmp-PID (in process: our pid)
+        # what the old writer opened: .NAME.tmp-PID (in process: our pid)
+        elif place == "old temp name":
             planted = target.with_name(f".{target.name}.tmp-{os.getpid()}")
         else:
             planted = target.parent
@@ -341,10 +383,16 @@ def test_writers_never_write_through_what_was_planted(tmp_path, kind, place):
         before = os.lstat(planted)
         res = run_inproc(*argv)
         assert_no_crash(res)
-        assert victim.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == ["victim"]
+        assert victim.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == [
+            "victim"
+        ]
         if place == "old temp name":
-            assert res.returncode == 0, res.stderr  # an unpredictable temp name: the plant is just a file
+            # an unpredictable temp name: the plant is just a file
+            assert res.returncode == 0, res.stderr
             assert stat_module.S_ISREG(os.lstat(target).st_mode)
         else:
             assert res.returncode == 2, (argv, kind, place, res.stderr)
-            assert (os.lstat(planted).st_mode, os.lstat(planted).st_ino) == (before.st_mode, before.st_ino)
+            assert (os.lstat(planted).st_mode, os.lstat(planted).st_ino) == (
+                before.st_mode,
+                before.st_ino,
+            )

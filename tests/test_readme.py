@@ -29,5 +29,10 @@ def test_every_console_example_is_what_the_command_prints():
     for command, expected in examples():
         argv = shlex.split(command.split("  #")[0])
         assert argv[0] == "composegen", command
-        res = subprocess.run([sys.executable, "-m", "composegen", *argv[1:]], cwd=REPO, capture_output=True, text=True)
+        res = subprocess.run(
+            [sys.executable, "-m", "composegen", *argv[1:]],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         assert res.stdout.rstrip("\n").split("\n") == expected, (command, res.stdout, res.stderr)

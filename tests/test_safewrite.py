@@ -25,7 +25,9 @@ ROOT = os.geteuid() == 0
 
 
 def _leftovers(directory: Path) -> list[str]:
-    return sorted(p.name for p in directory.rglob("*") if p.name.startswith(".") and ".tmp" in p.name)
+    return sorted(
+        p.name for p in directory.rglob("*") if p.name.startswith(".") and ".tmp" in p.name
+    )
 
 
 @contextlib.contextmanager
@@ -51,7 +53,8 @@ def _special(tmp_path: Path) -> dict[str, Path]:
     sock.close()
     made["socket"] = tmp_path / "sock"
     if ROOT:
-        os.mknod(tmp_path / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a /dev/null of our own
+        # a /dev/null of our own
+        os.mknod(tmp_path / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
         made["device"] = tmp_path / "null"
     return made
 
@@ -63,7 +66,9 @@ def test_a_predictable_temp_name_planted_as_a_link_is_never_followed(tmp_path):
         (tmp_path / name).symlink_to(victim)  # what the old writer would have opened and followed
     safewrite.write(tmp_path / "compose.yaml", "new\n")
     assert victim.read_text() == "precious\n"
-    assert (tmp_path / "compose.yaml").read_text() == "new\n" and not (tmp_path / "compose.yaml").is_symlink()
+    assert (tmp_path / "compose.yaml").read_text() == "new\n" and not (
+        tmp_path / "compose.yaml"
+    ).is_symlink()
     planted = sorted([f".compose.yaml.tmp-{os.getpid()}", f".compose.yaml.tmp-{os.getpid()}.tmp"])
     assert _leftovers(tmp_path) == planted  # only the planted links, still links
 
@@ -88,7 +93,9 @@ def test_a_link_on_the_way_below_base_is_refused(tmp_path):
     (tmp_path / "proj" / "out").mkdir(parents=True)
     (tmp_path / "proj" / "out" / "a").symlink_to(outside)
     with pytest.raises(BadInput, match="never writes through links"):
-        safewrite.write(tmp_path / "proj" / "out" / "a" / "compose.yaml", "x", base=tmp_path / "proj")
+        safewrite.write(
+            tmp_path / "proj" / "out" / "a" / "compose.yaml", "x", base=tmp_path / "proj"
+        )
     assert list(outside.iterdir()) == []
 
 
@@ -96,7 +103,9 @@ def test_write_all_is_all_or_nothing(tmp_path):
     (tmp_path / "a").write_text("old a\n")
     os.mkfifo(tmp_path / "b")
     with pytest.raises(BadInput):
-        safewrite.write_all([(tmp_path / "a", "new a\n"), (tmp_path / "b", "new b\n")], base=tmp_path)
+        safewrite.write_all(
+            [(tmp_path / "a", "new a\n"), (tmp_path / "b", "new b\n")], base=tmp_path
+        )
     assert (tmp_path / "a").read_text() == "old a\n" and _leftovers(tmp_path) == []
 
 
@@ -128,7 +137,11 @@ def _two_profiles(tmp_path: Path) -> Path:
 
 
 def _out_state(proj: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(proj)): p.read_bytes() for p in sorted((proj / "out").rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(proj)): p.read_bytes()
+        for p in sorted((proj / "out").rglob("*"))
+        if p.is_file()
+    }
 
 
 def _one_clear_line(res: subprocess.CompletedProcess, what: str) -> None:
@@ -161,7 +174,9 @@ def test_render_into_a_read_only_out_dir_is_one_line_exit_3(tmp_path):
     before = _out_state(proj)
     out = proj / "out"
     with _mounted("--bind", str(out), target=out):
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(out)], check=True, capture_output=True)
+        subprocess.run(
+            ["mount", "-o", "remount,bind,ro", str(out)], check=True, capture_output=True
+        )
         res = run_cli("--root", str(proj), "render")
         _one_clear_line(res, "Read-only file system")
     assert _out_state(proj) == before and _leftovers(proj) == []
@@ -192,7 +207,9 @@ def test_init_refuses_to_replace_a_fifo(tmp_path):
     os.mkfifo(tmp_path / "profiles" / "schema.json")
     res = run_cli("init", str(tmp_path))
     assert res.returncode == 2, res.stdout + res.stderr
-    assert "is a FIFO" in res.stderr and stat.S_ISFIFO(os.lstat(tmp_path / "profiles" / "schema.json").st_mode)
+    assert "is a FIFO" in res.stderr and stat.S_ISFIFO(
+        os.lstat(tmp_path / "profiles" / "schema.json").st_mode
+    )
     assert not (tmp_path / "profiles" / "starter.yaml").exists()  # all or nothing
 
 
@@ -204,10 +221,20 @@ def test_report_html_never_replaces_a_fifo_or_a_device(tmp_path, tmp_path_factor
         if kind == "dir":
             continue
         before = os.lstat(target)
-        res = run_cli("--root", str(project.root), "report", *map(str, runs), "--html", str(target), timeout=180)
+        res = run_cli(
+            "--root",
+            str(project.root),
+            "report",
+            *map(str, runs),
+            "--html",
+            str(target),
+            timeout=180,
+        )
         assert res.returncode == 2, (kind, res.stdout + res.stderr)
         assert "only replaces regular files" in res.stderr and "Traceback" not in res.stderr
-        assert os.lstat(target).st_mode == before.st_mode and os.lstat(target).st_ino == before.st_ino
+        assert (
+            os.lstat(target).st_mode == before.st_mode and os.lstat(target).st_ino == before.st_ino
+        )
     assert (tmp_path / "victim").read_text() == "precious\n"
 
 

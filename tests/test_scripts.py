@@ -37,14 +37,20 @@ def _called(script: str) -> set[str]:
 def test_the_demo_never_reaches_the_test_areas_provisioning():
     assert _called("demo.sh") == {"setup.sh", "provision.sh"}
     assert "provision-tests.sh" in _called("test.sh")
-    assert "provision.d" not in (SCRIPTS / "provision.sh").read_text().replace("provision-tests.sh", "")
+    assert "provision.d" not in (SCRIPTS / "provision.sh").read_text().replace(
+        "provision-tests.sh", ""
+    )
 
 
 def test_provision_sh_is_composegen_provision():
     text = (SCRIPTS / "provision.sh").read_text()
-    commands = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    commands = [
+        line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
     assert any("-m composegen provision --yes" in line for line in commands)
-    assert not any(word in text for word in ("debootstrap --", "docker import", "cli-plugins", "apt-get"))
+    assert not any(
+        word in text for word in ("debootstrap --", "docker import", "cli-plugins", "apt-get")
+    )
 
 
 def test_no_script_keeps_state_at_a_fixed_machine_wide_path():
@@ -54,12 +60,24 @@ def test_no_script_keeps_state_at_a_fixed_machine_wide_path():
 
 @pytest.mark.docker
 def test_provision_sh_makes_only_what_the_stacks_need():
-    env = {**os.environ, "PYTHON": sys.executable}  # the caller's DOCKER_HOST/DOCKER_CONTEXT pass through
-    res = subprocess.run(["bash", str(SCRIPTS / "provision.sh")], env=env, capture_output=True, text=True, timeout=300)
+    # the caller's DOCKER_HOST/DOCKER_CONTEXT pass through
+    env = {**os.environ, "PYTHON": sys.executable}
+    res = subprocess.run(
+        ["bash", str(SCRIPTS / "provision.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     lines = res.stderr.splitlines()
     said = [line.removeprefix("provision: ") for line in lines if line.startswith("provision: ")]
     assert [s.split(":")[0] for s in said if s.split(":")[0] in STEPS] == list(STEPS), res.stderr
     assert all(s.startswith((*STEPS, *ACTIONS)) for s in said), res.stderr
-    assert lines[-1].startswith("ready: docker engine ") and "base image composegen/base:py3" in lines[-1]
-    assert not re.search(r"(?m)^provision: (chromium|registry|tmux|sshd|prometheus):", res.stderr), res.stderr
+    assert (
+        lines[-1].startswith("ready: docker engine ")
+        and "base image composegen/base:py3" in lines[-1]
+    )
+    assert not re.search(
+        r"(?m)^provision: (chromium|registry|tmux|sshd|prometheus):", res.stderr
+    ), res.stderr

@@ -19,14 +19,23 @@ def test_setup_without_a_package_index_fails_fast_in_one_line(tmp_path):
     index = "http://127.0.0.1:9/simple"  # the discard port: nothing answers
     env = {
         **os.environ,
-        "PIP_CONFIG_FILE": os.devnull,  # no configured mirrors or wheelhouses: offline as a bare box is
+        # no configured mirrors or wheelhouses: offline as a bare box is
+        "PIP_CONFIG_FILE": os.devnull,
         "PIP_INDEX_URL": index,
         "PIP_EXTRA_INDEX_URL": "",
         "PIP_FIND_LINKS": "",
-        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",  # Debian's python3 first
+        # Debian's python3 first
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     }
     began = time.monotonic()
-    res = subprocess.run(["bash", "scripts/setup.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        ["bash", "scripts/setup.sh"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     took = time.monotonic() - began
     assert res.returncode == 1, res.stderr
     errors = [line for line in res.stderr.splitlines() if "error" in line.lower()]

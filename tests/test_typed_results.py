@@ -45,7 +45,9 @@ def bare_dict_returns() -> list[str]:
                 continue
             annotation = ast.unparse(node.returns)
             if node.name not in JSON_EDGE and BARE.search(annotation):
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} -> {annotation}")
+                found.append(
+                    f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} -> {annotation}"
+                )
     return found
 
 
@@ -70,6 +72,8 @@ def test_report_shapes_live_in_their_rooms_reports_module():
         if path.name == "reports.py" or path.parent.name == "reports" or path.name == "report.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "Report" for b in node.bases):
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(b) == "Report" for b in node.bases
+            ):
                 misplaced.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}")
     assert misplaced == []

@@ -1,5 +1,6 @@
-"""Campaigns: a bracketed A/B (control, candidate, control again) or a qualification arm with its fallback,
-run one stack at a time, resumable after Ctrl-C, a crash or a reboot, ending in a decision record.
+"""Campaigns: a bracketed A/B (control, candidate, control again) or a qualification arm with its
+fallback, run one stack at a time, resumable after Ctrl-C, a crash or a reboot, ending in a decision
+record.
 
   state.py      runs/campaigns/N/state.json: the campaign's options and each arm's progress
   exclusive.py  refuse while another stack or container holds the profile's GPUs
@@ -8,7 +9,8 @@ run one stack at a time, resumable after Ctrl-C, a crash or a reboot, ending in 
   sanitize.py   what may leave the machine: no host, IP, user, home path, GPU UUID/serial, container ID
   comparison.py comparison.json: figures, differences, criteria, decision; raw artifacts by SHA-256
   record.py     campaign.md in the seed's shape (Outcome, configuration, Results, proves / does not, Decision)
-  qualifyarm.py `campaign qualify PRIMARY --fallback F`: the same criteria on the fallback when it fails
+  qualifyarm.py `campaign qualify PRIMARY --fallback F`: the same criteria on the fallback when it
+  fails
   decision.py   `campaign decide N`: decision.json and the record's Decision
   reports.py    the JSON shapes: state.json, comparison.json, qualification.json (`schema --report`)
 """

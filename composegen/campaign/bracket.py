@@ -1,9 +1,10 @@
 """The bracket check: the control replayed after the candidate must reproduce the first control's
 engine-reported figures, or the A/B compares against a stale baseline.
 
-Figures: KV tokens, KV GiB per rank (every rank), peak activation and weights per rank. Within a relative
-tolerance (`--bracket-tolerance`, default 1%); exact (0) when both control runs were emulated, whose
-memory model is deterministic. A figure unknown on either side fails: an unverified baseline is not one.
+Figures: KV tokens, KV GiB per rank (every rank), peak activation and weights per rank. Within a
+relative tolerance (`--bracket-tolerance`, default 1%); exact (0) when both control runs were
+emulated, whose memory model is deterministic. A figure unknown on either side fails: an unverified
+baseline is not one.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ def check(first: dict, replay: dict, *, tolerance: float | None = None) -> Brack
                 passed=passed,
             )
         )
-    return BracketResult(passed=all(r.passed for r in rows), tolerance=tol, exact=tol == 0, figures=rows)
+    return BracketResult(
+        passed=all(r.passed for r in rows), tolerance=tol, exact=tol == 0, figures=rows
+    )
 
 
 def sentence(result: BracketResult | None, control: str) -> str:

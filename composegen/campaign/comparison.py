@@ -1,8 +1,8 @@
-"""comparison.json: the sanitized, machine-readable result of an A/B campaign (`composegen schema --report
-comparison`). It holds figures (the compare rows and each arm's engine-reported figures), the configuration
-differences, the criteria (startup, gates, ladder targets, bracket, shm), the decision, and every raw
-artifact (the arms' evidence.json, logs and JSON files) by SHA-256 only. Nothing of a raw file's free text
-is copied; what is left is scrubbed (sanitize.py).
+"""comparison.json: the sanitized, machine-readable result of an A/B campaign (`composegen schema
+--report comparison`). It holds figures (the compare rows and each arm's engine-reported figures),
+the configuration differences, the criteria (startup, gates, ladder targets, bracket, shm), the
+decision, and every raw artifact (the arms' evidence.json, logs and JSON files) by SHA-256 only.
+Nothing of a raw file's free text is copied; what is left is scrubbed (sanitize.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from composegen.campaign.reports import COMPARISON_SCHEMA, CampaignState, ComparisonReport, Criterion, DecisionPart
+from composegen.campaign.reports import (
+    COMPARISON_SCHEMA,
+    CampaignState,
+    ComparisonReport,
+    Criterion,
+    DecisionPart,
+)
 from composegen.campaign.sanitize import Scrubber
 from composegen.evidence.reports.compare import CompareReport
 
@@ -40,7 +46,15 @@ def _criteria(key: str, doc: dict, shm: int | None) -> list[Criterion]:
     rows = [Criterion(arm=key, name="startup", measured=ready, threshold=True, passed=ready)]
     for gate in (doc.get("gates") or {}).get("gates") or []:
         passed = bool(gate.get("passed"))
-        rows.append(Criterion(arm=key, name=f"gate:{gate.get('name')}", measured=passed, threshold=True, passed=passed))
+        rows.append(
+            Criterion(
+                arm=key,
+                name=f"gate:{gate.get('name')}",
+                measured=passed,
+                threshold=True,
+                passed=passed,
+            )
+        )
     for row in (doc.get("ladder") or {}).get("targets") or []:
         rows.append(
             Criterion(
@@ -52,7 +66,9 @@ def _criteria(key: str, doc: dict, shm: int | None) -> list[Criterion]:
             )
         )
     if shm is not None:
-        rows.append(Criterion(arm=key, name="shm_reclaimable", measured=shm, threshold=0, passed=shm == 0))
+        rows.append(
+            Criterion(arm=key, name="shm_reclaimable", measured=shm, threshold=0, passed=shm == 0)
+        )
     return rows
 
 
@@ -63,7 +79,8 @@ def build(
     compared: CompareReport,
     decision: DecisionPart | None,
 ) -> ComparisonReport:
-    """DOCS: arm key -> its bundle's evidence (load_run); COMPARED: compare_runs(control, candidate)."""
+    """DOCS: arm key -> its bundle's evidence (load_run); COMPARED: compare_runs(control,
+    candidate)."""
     raw, arms, criteria = [], [], list[Criterion]()
     for arm in state.arms:
         doc = docs.get(arm.key)
@@ -72,9 +89,16 @@ def build(
         bundle = Path(doc["path"])
         whole = bundle / "evidence.json"
         raw.append(
-            {"arm": arm.key, "file": "evidence.json", "sha256": file_sha256(whole), "bytes": whole.stat().st_size}
+            {
+                "arm": arm.key,
+                "file": "evidence.json",
+                "sha256": file_sha256(whole),
+                "bytes": whole.stat().st_size,
+            }
         )
-        raw += [{"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]]
+        raw += [
+            {"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]
+        ]
         startup = doc.get("startup") or {}
         arms.append(
             {
@@ -89,7 +113,9 @@ def build(
         criteria += _criteria(arm.key, doc, arm.shm_reclaimable)
     if state.bracket is not None:
         passed = state.bracket.passed
-        criteria.append(Criterion(arm="bracket", name="bracket", measured=passed, threshold=True, passed=passed))
+        criteria.append(
+            Criterion(arm="bracket", name="bracket", measured=passed, threshold=True, passed=passed)
+        )
     control = docs["control"]
     effective = (control.get("startup") or {}).get("effective_args") or {}
     config = compared.config
@@ -104,10 +130,13 @@ def build(
             "revision": control.get("model_revision"),
             "image_digest": control.get("image_digest"),
         },
-        "rows": [row.to_json() for row in compared.rows],  # comparison.json is written: JSON from here on
+        # comparison.json is written: JSON from here on
+        "rows": [row.to_json() for row in compared.rows],
         "arms": arms,
         "differences": {
-            "functional": [{"path": c.path, "before": c.before, "after": c.after} for c in config.functional],
+            "functional": [
+                {"path": c.path, "before": c.before, "after": c.after} for c in config.functional
+            ],
             "identity": [c.path for c in config.identity],
         },
         "unexplained_capacity_change": compared.unexplained_capacity_change.to_json(),
@@ -116,9 +145,12 @@ def build(
         "decision": (decision or DecisionPart(decision="undecided")).to_json(),
         "raw": raw,
     }
-    private = [d.get("container", {}) and (d.get("container") or {}).get("image_id") for d in docs.values()]
+    private = [
+        d.get("container", {}) and (d.get("container") or {}).get("image_id") for d in docs.values()
+    ]
     private += [str(directory.resolve()), str(directory.resolve().parent.parent.parent)]
     scrub = Scrubber(p for p in private if p)
-    clean = scrub.json(doc)  # the sanitizer walks JSON: the record is checked against its model after it
+    # the sanitizer walks JSON: the record is checked against its model after it
+    clean = scrub.json(doc)
     clean["redacted"] = scrub.count
     return ComparisonReport.model_validate(clean)

@@ -1,4 +1,5 @@
-"""`campaign decide N --promote|--no-promotion|--fallback --why "…"`: the operator's call, recorded once.
+"""`campaign decide N --promote|--no-promotion|--fallback --why "…"`: the operator's call, recorded
+once.
 
 decision.json (0600, atomic) — the contract `composegen promote` reads:
   {"decision": "promote" | "no-promotion" | "fallback", "profile": the profile the decision promotes or null,
@@ -29,7 +30,11 @@ def _profile(st: CampaignState, decision: str) -> str | None:
     if decision == "no-promotion":
         return None
     if st.kind == "qualify":
-        key = "fallback" if decision == "fallback" else next((a.key for a in st.arms if a.qualified), "primary")
+        key = (
+            "fallback"
+            if decision == "fallback"
+            else next((a.key for a in st.arms if a.qualified), "primary")
+        )
         arm = next((a for a in st.arms if a.key == key), None)
         return arm.profile if arm else None
     return st.candidate if decision == "promote" else st.control
@@ -37,19 +42,29 @@ def _profile(st: CampaignState, decision: str) -> str | None:
 
 def decide(project: Project, spec: str, decision: str, why: str) -> DecisionRecord:
     if decision not in DECISIONS:
-        raise BadInput(f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})")
+        raise BadInput(
+            f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
+        )
     why = why.strip()
     if not why or len(why) > MAX_WHY or any(ord(c) < 32 and c not in "\t" for c in why):
         raise BadInput(f"--why: one line of 1–{MAX_WHY} printable characters saying why")
     directory = state.require(project, spec)
     st = state.load(directory)
     if not st.finished:
-        pending = ", ".join(f"{a.key} ({a.status})" for a in st.arms if a.status not in ("done", "skipped"))
-        raise CheckFailed(f"campaign {st.name} is not finished ({pending}); `composegen campaign resume {st.name}`")
+        pending = ", ".join(
+            f"{a.key} ({a.status})" for a in st.arms if a.status not in ("done", "skipped")
+        )
+        raise CheckFailed(
+            f"campaign {st.name} is not finished ({pending}); `composegen campaign resume {st.name}`"
+        )
     if read(directory) is not None:
-        raise BadInput(f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)")
+        raise BadInput(
+            f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
+        )
     chosen = cast(Decision, decision)  # one of DECISIONS, checked above
-    part = DecisionPart(decision=chosen, profile=_profile(st, decision), why=why, decided_at=privatestate.stamp())
+    part = DecisionPart(
+        decision=chosen, profile=_profile(st, decision), why=why, decided_at=privatestate.stamp()
+    )
     if st.kind == "ab":
         runner.write_records(project, directory, st, decided=part)
         evidence = directory / "comparison.json"
@@ -64,7 +79,12 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
         decided_at=part.decided_at or "",
         evidence_sha256=file_sha256(evidence),
     )
-    record = record.model_copy(update={"seal": privatestate.seal(project, record.to_json())})  # composegen wrote it
-    privatestate.write_json(directory / DECISION, record.to_json())  # decision.json is written: JSON here
-    state.log(directory, f"decided: {decision} ({record.profile}); evidence sha256 {record.evidence_sha256}")
+    # composegen wrote it
+    record = record.model_copy(update={"seal": privatestate.seal(project, record.to_json())})
+    # decision.json is written: JSON here
+    privatestate.write_json(directory / DECISION, record.to_json())
+    state.log(
+        directory,
+        f"decided: {decision} ({record.profile}); evidence sha256 {record.evidence_sha256}",
+    )
     return record

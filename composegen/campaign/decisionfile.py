@@ -1,4 +1,5 @@
-"""decision.json of a campaign, read (written by decision.py): the records show the decision once made."""
+"""decision.json of a campaign, read (written by decision.py): the records show the decision once
+made."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ DECISIONS = ("promote", "no-promotion", "fallback")
 
 
 def read(directory: Path) -> DecisionPart | None:
-    """What the records show of decision.json (its decision, profile, why and time); None: undecided."""
+    """What the records show of decision.json (its decision, profile, why and time); None:
+    undecided."""
     path = directory / DECISION
     if not path.is_file() or path.is_symlink():
         return None
@@ -26,7 +28,11 @@ def read(directory: Path) -> DecisionPart | None:
     if not isinstance(doc, dict) or doc.get("decision") not in DECISIONS:
         raise BadInput(f"{path}: decision: must be one of {', '.join(DECISIONS)}")
     try:
-        return DecisionPart.model_validate({k: doc.get(k) for k in ("decision", "profile", "why", "decided_at")})
+        return DecisionPart.model_validate(
+            {k: doc.get(k) for k in ("decision", "profile", "why", "decided_at")}
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise BadInput(f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        raise BadInput(
+            f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+        ) from None

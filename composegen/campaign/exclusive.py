@@ -1,5 +1,5 @@
-"""Exclusive mode (the seed's "exclusive TP=2"): an arm starts only when no other container holds any of the
-profile's GPUs. What a running container holds, from what the engine says:
+"""Exclusive mode (the seed's "exclusive TP=2"): an arm starts only when no other container holds
+any of the profile's GPUs. What a running container holds, from what the engine says:
 
   an emulated composegen stack   the GPUs its profile declares (label io.composegen.gpus; the emulator
                                  removes the reservation, so the declaration stands in for it)
@@ -72,8 +72,8 @@ def _overlap(a: set[str] | str, b: set[str] | str) -> set[str] | str:
 
 
 def holders(r: Resolved, claims: list[dict], own_project: str, member: Any = None) -> list[str]:
-    """Who holds any of the profile's GPUs (on one node: MEMBER's), in words (the profile's own stack does
-    not count)."""
+    """Who holds any of the profile's GPUs (on one node: MEMBER's), in words (the profile's own
+    stack does not count)."""
     mine = profile_gpus(r, member)
     where = f" on node {member.name}" if member is not None else ""
     found = []
@@ -84,16 +84,27 @@ def holders(r: Resolved, claims: list[dict], own_project: str, member: Any = Non
         both = _overlap(mine, held(claim))
         if not both:
             continue
-        gpus = "every GPU" if both == ALL else "GPU " + ",".join(sorted(both, key=lambda g: (len(g), g)))
+        gpus = (
+            "every GPU"
+            if both == ALL
+            else "GPU " + ",".join(sorted(both, key=lambda g: (len(g), g)))
+        )
         profile = labels.get("io.composegen.profile")
-        what = f"composegen stack {profile} (container {claim['name']})" if profile else f"container {claim['name']}"
+        what = (
+            f"composegen stack {profile} (container {claim['name']})"
+            if profile
+            else f"container {claim['name']}"
+        )
         found.append(f"{what} holds {gpus}{where}")
     return found
 
 
 def check(r: Resolved) -> None:
-    """EngineError (exit 3) naming every holder when the profile's GPUs (on any of its nodes) are not free."""
-    busy = [who for n, claims in driver.gpu_claims(r) for who in holders(r, claims, n.project, n.member)]
+    """EngineError (exit 3) naming every holder when the profile's GPUs (on any of its nodes) are
+    not free."""
+    busy = [
+        who for n, claims in driver.gpu_claims(r) for who in holders(r, claims, n.project, n.member)
+    ]
     if busy:
         raise EngineError(
             f"{r.name}: exclusive mode: the profile's GPUs are held: {'; '.join(busy)}",

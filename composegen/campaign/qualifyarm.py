@@ -1,11 +1,13 @@
-"""`campaign qualify PRIMARY --fallback FALLBACK`: the qualification arm and its fallback, one stack at a time.
+"""`campaign qualify PRIMARY --fallback FALLBACK`: the qualification arm and its fallback, one stack
+at a time.
 
-Each arm: exclusive check, `up`; when it starts, `qualify` on the running stack (KV pool ≥ the configured
-context, an actual prompt above the stated size sized with /tokenize, the ladder, post-probe gates); when it
-does not start (vLLM refuses a KV pool below the context), its startup log is judged by the same criteria
-(nothing is sent to an engine that is not ready). Either way the evidence goes into the campaign, the stack
-is taken down, and when the arm did not qualify, the fallback runs. qualification.json (sanitized: figures
-and criteria, raw artifacts by SHA-256) and campaign.md say which arm qualified.
+Each arm: exclusive check, `up`; when it starts, `qualify` on the running stack (KV pool ≥ the
+configured context, an actual prompt above the stated size sized with /tokenize, the ladder,
+post-probe gates); when it does not start (vLLM refuses a KV pool below the context), its startup
+log is judged by the same criteria (nothing is sent to an engine that is not ready). Either way the
+evidence goes into the campaign, the stack is taken down, and when the arm did not qualify, the
+fallback runs. qualification.json (sanitized: figures and criteria, raw artifacts by SHA-256) and
+campaign.md say which arm qualified.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ from composegen.vllm.startup import parse_startup_log
 RECORD_JSON = "qualification.json"
 
 
-def create(project: Project, primary: str, fallback: str | None, emulate: bool, name: str | None) -> Path:
+def create(
+    project: Project, primary: str, fallback: str | None, emulate: bool, name: str | None
+) -> Path:
     r = resolve.load(project, primary)
     if fallback is None and r.profile.qualify and r.profile.qualify.fallback != primary:
         fallback = r.profile.qualify.fallback  # the profile's own `qualify: {fallback: …}`
@@ -60,7 +64,9 @@ def create(project: Project, primary: str, fallback: str | None, emulate: bool, 
     if (directory / state.STATE).is_file():
         st = state.load(directory)
         if (st.kind, st.control, st.options) != ("qualify", primary, opts):
-            raise BadInput(f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options")
+            raise BadInput(
+                f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options"
+            )
         return directory
     privatestate.private_dir(directory)
     now = privatestate.stamp()
@@ -68,14 +74,24 @@ def create(project: Project, primary: str, fallback: str | None, emulate: bool, 
         [ArmState(key="fallback", profile=fallback)] if fallback else []
     )
     st = CampaignState(
-        name=directory.name, kind="qualify", control=primary, options=opts, arms=arms, created_at=now, updated_at=now
+        name=directory.name,
+        kind="qualify",
+        control=primary,
+        options=opts,
+        arms=arms,
+        created_at=now,
+        updated_at=now,
     )
     state.save(directory, st)
-    state.log(directory, f"created: qualify {primary}" + (f", fallback {fallback}" if fallback else ""))
+    state.log(
+        directory, f"created: qualify {primary}" + (f", fallback {fallback}" if fallback else "")
+    )
     return directory
 
 
-def run(project: Project, directory: Path, sink: ProgressSink, say: Callable[[str], None]) -> CampaignState:
+def run(
+    project: Project, directory: Path, sink: ProgressSink, say: Callable[[str], None]
+) -> CampaignState:
     st = state.load(directory)
     for arm in st.arms:
         earlier = st.arms[: st.arms.index(arm)]
@@ -88,13 +104,19 @@ def run(project: Project, directory: Path, sink: ProgressSink, say: Callable[[st
             say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
             continue
         _run_arm(project, directory, st, arm, sink, say)
-    if decisionfile.read(directory) is None:  # once decided, the records stand as the decision hashed them
+    # once decided, the records stand as the decision hashed them
+    if decisionfile.read(directory) is None:
         write_records(project, directory, st)
     return st
 
 
 def _run_arm(
-    project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say: Callable[[str], None]
+    project: Project,
+    directory: Path,
+    st: CampaignState,
+    arm: ArmState,
+    sink: ProgressSink,
+    say: Callable[[str], None],
 ) -> None:
     r = resolve.load(project, arm.profile)
     dest = directory / arm.key
@@ -123,9 +145,12 @@ def _run_arm(
                 started = False
                 state.log(directory, f"{arm.key}: did not start: {exc.message}")
                 say(f"{arm.key} ({arm.profile}): did not start; judging its startup log")
-            exposed = exposure.gate_for(project, r) if started else None  # an edge fronts it: its matrix too
+            # an edge fronts it: its matrix too
+            exposed = exposure.gate_for(project, r) if started else None
             result = (
-                qualify.qualify_stack(project, r, exposed) if started else _judge_log(project, r, st.options.emulate)
+                qualify.qualify_stack(project, r, exposed)
+                if started
+                else _judge_log(project, r, st.options.emulate)
             )
             os.replace(result.run, dest)
         verdict = json.loads((dest / "qualify.json").read_text(encoding="utf-8"))
@@ -133,7 +158,10 @@ def _run_arm(
         failed = [c["name"] for c in verdict["criteria"] if not c["passed"]]
         arm.error = f"failed: {', '.join(failed)}" if failed else None
         state.save(directory, st)
-        state.log(directory, f"{arm.key}: {'QUALIFIED' if arm.qualified else 'not qualified'}; down {arm.profile}")
+        state.log(
+            directory,
+            f"{arm.key}: {'QUALIFIED' if arm.qualified else 'not qualified'}; down {arm.profile}",
+        )
         down = driver.down(project, r)
         arm.shm_reclaimable = reclaimable(down.shm)
         arm.status, arm.finished_at = "done", privatestate.stamp()
@@ -180,9 +208,17 @@ def _arm_record(arm: ArmState, doc: dict) -> QualifiedArm:
     crit = {c["name"]: c for c in verdict["criteria"]}
     if "long_prompt" in crit:
         target = probe_target(crit["long_prompt"]["threshold"], startup.get("max_model_len") or 0)
-        row = next((t for t in (doc.get("ladder") or {}).get("targets") or [] if t.get("target") == target), None)
+        row = next(
+            (
+                t
+                for t in (doc.get("ladder") or {}).get("targets") or []
+                if t.get("target") == target
+            ),
+            None,
+        )
         probe = {"target": target} | {
-            k: (row or {}).get(k) for k in ("prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s")
+            k: (row or {}).get(k)
+            for k in ("prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s")
         }
     return QualifiedArm(
         arm=arm.key,
@@ -196,7 +232,9 @@ def _arm_record(arm: ArmState, doc: dict) -> QualifiedArm:
         kv_pool_estimate=estimate,
         probe=probe,
         criteria=[
-            ArmCriterion(name=c["name"], measured=c["measured"], threshold=c["threshold"], passed=c["passed"])
+            ArmCriterion(
+                name=c["name"], measured=c["measured"], threshold=c["threshold"], passed=c["passed"]
+            )
             for c in verdict["criteria"]
         ],
     )
@@ -220,7 +258,9 @@ def write_records(
                 "bytes": (bundle / "evidence.json").stat().st_size,
             }
         )
-        raw += [{"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]]
+        raw += [
+            {"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]
+        ]
     winner = next((a for a in arms if a.qualified), None)
     chosen = decided or decisionfile.read(directory)
     doc = {
@@ -229,14 +269,17 @@ def write_records(
         "emulated": any(a.emulated for a in arms),
         "qualified_arm": winner.arm if winner else None,
         "qualified_profile": winner.profile if winner else None,
-        "arms": [a.to_json() for a in arms],  # qualification.json is written: JSON from here on (for the scrub)
+        # qualification.json is written: JSON from here on (for the scrub)
+        "arms": [a.to_json() for a in arms],
         "decision": (chosen or DecisionPart(decision="undecided")).to_json(),
         "raw": raw,
     }
     scrub = Scrubber([str(directory.resolve()), str(project.root.resolve())])
     clean = scrub.json(doc)
     clean["redacted"] = scrub.count
-    report = QualificationReport.model_validate(clean)  # the sanitized record, checked against its model
-    privatestate.write_json(directory / RECORD_JSON, report.to_json())  # qualification.json is written: JSON here
+    # the sanitized record, checked against its model
+    report = QualificationReport.model_validate(clean)
+    # qualification.json is written: JSON here
+    privatestate.write_json(directory / RECORD_JSON, report.to_json())
     privatestate.write(directory / "campaign.md", qualifyrecord.render(report, st))
     return report

@@ -1,5 +1,5 @@
-"""campaign.md of a qualification campaign: which arm qualified, each arm's criteria, why a failed arm
-failed (by criterion, from the sanitized record), the decision and the evidence by SHA-256."""
+"""campaign.md of a qualification campaign: which arm qualified, each arm's criteria, why a failed
+arm failed (by criterion, from the sanitized record), the decision and the evidence by SHA-256."""
 
 from __future__ import annotations
 
@@ -46,20 +46,35 @@ def render(doc: QualificationReport, st: CampaignState) -> str:
     names = " → ".join(a.profile for a in st.arms)
     lines = [f"# Qualification campaign {doc.campaign}: {names}", "", f"Date: {st.created_at[:10]}"]
     lines.append(
-        "Evidence: " + ("EMULATED (composegen's vLLM test double)" if doc.emulated else "measured on a real engine")
+        "Evidence: "
+        + (
+            "EMULATED (composegen's vLLM test double)"
+            if doc.emulated
+            else "measured on a real engine"
+        )
     )
     lines += [f"Decision: {doc.decision.decision}", ""]
     if doc.emulated:
-        lines += ["> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.", ""]
+        lines += [
+            "> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.",
+            "",
+        ]
     verdict = (
-        f"{doc.qualified_profile} ({doc.qualified_arm} arm) qualified." if doc.qualified_arm else "No arm qualified."
+        f"{doc.qualified_profile} ({doc.qualified_arm} arm) qualified."
+        if doc.qualified_arm
+        else "No arm qualified."
     )
     lines += ["## Outcome", "", verdict, "", *[_arm_sentence(a) for a in arms], ""]
     for arm in st.arms:
         if arm.status == "skipped":
             lines += [f"The {arm.key} arm ({arm.profile}) was not needed and did not run.", ""]
     for a in arms:
-        lines += [f"## {a.arm}: {a.profile}", "", "| Criterion | Measured | Needed | |", "|---|---|---|---|"]
+        lines += [
+            f"## {a.arm}: {a.profile}",
+            "",
+            "| Criterion | Measured | Needed | |",
+            "|---|---|---|---|",
+        ]
         lines += [
             f"| {c.name} | {_fmt(c.measured)} | {_fmt(c.threshold)} | {'pass' if c.passed else 'FAIL'} |"
             for c in a.criteria
@@ -72,7 +87,9 @@ def render(doc: QualificationReport, st: CampaignState) -> str:
             f'undecided. `composegen campaign decide {doc.campaign} --promote|--no-promotion|--fallback --why "…"`.'
         )
     else:
-        lines.append(f"**{d.decision}** ({d.profile or 'no profile'}), decided {d.decided_at}: {d.why}")
+        lines.append(
+            f"**{d.decision}** ({d.profile or 'no profile'}), decided {d.decided_at}: {d.why}"
+        )
     lines += ["", "## Evidence", "", "| Arm | Raw file | SHA-256 |", "|---|---|---|"]
     lines += [f"| {r.arm} | {r.file} | `{r.sha256}` |" for r in doc.raw]
     lines += [

@@ -1,9 +1,10 @@
-"""campaign.md: the decision record of an A/B campaign, in the seed's shape (r33 batch-token A/B), written
-from the sanitized comparison (comparison.py) so it carries nothing comparison.json may not.
+"""campaign.md: the decision record of an A/B campaign, in the seed's shape (r33 batch-token A/B),
+written from the sanitized comparison (comparison.py) so it carries nothing comparison.json may not.
 
 Sections: the head (date, evidence kind, decision), Outcome (sentences computed from the figures),
-Controlled configuration, Results (the compare table), Bracket, What this proves and what it does not
-(generated from what was measured), Decision, Next arm, Evidence (every figure's raw file by SHA-256).
+Controlled configuration, Results (the compare table), Bracket, What this proves and what it does
+not (generated from what was measured), Decision, Next arm, Evidence (every figure's raw file by
+SHA-256).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from composegen.evidence import compare
 from composegen.evidence.reports.compare import CompareRow
 from composegen.units import format_gib
 
-STARTUP_METRICS = {"min_rank_kv_gib", "kv_cache_tokens", "max_concurrency", "peak_activation_gib", "weights_gib"}
+STARTUP_METRICS = {
+    "min_rank_kv_gib",
+    "kv_cache_tokens",
+    "max_concurrency",
+    "peak_activation_gib",
+    "weights_gib",
+}
 SOURCE = {"gates": "gates.json"}
 
 
@@ -27,7 +34,12 @@ def _pair(row: CompareRow | None) -> tuple[float, float] | None:
     if row is None:
         return None
     a, b = row.a, row.b
-    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, int | float) or not isinstance(b, int | float):
+    if (
+        isinstance(a, bool)
+        or isinstance(b, bool)
+        or not isinstance(a, int | float)
+        or not isinstance(b, int | float)
+    ):
         return None
     return a, b
 
@@ -54,13 +66,20 @@ def outcome(doc: ComparisonReport) -> list[str]:
         cause = f"With no functional configuration change from {doc.control} to {doc.candidate}, the candidate"
     parts = []
     act, kv = rows.get("peak_activation_gib"), rows.get("min_rank_kv_gib")
-    for row, what in ((act, "profiled peak activation memory"), (kv, "the minimum-rank GPU KV allocation")):
+    for row, what in (
+        (act, "profiled peak activation memory"),
+        (kv, "the minimum-rank GPU KV allocation"),
+    ):
         if pair := _pair(row):
             a, b = pair
             verb = "increased" if b > a else "reduced" if b < a else "left"
             per = " per TP rank" if row is act else ""
             parts.append(f"{verb} {what} from {format_gib(a)} to {format_gib(b)}{per}")
-    first = f"{cause} {' and '.join(parts)}." if parts else f"{cause}: the engine reported no memory figures."
+    first = (
+        f"{cause} {' and '.join(parts)}."
+        if parts
+        else f"{cause}: the engine reported no memory figures."
+    )
     out = [f"{first} {bracket_sentence(doc)}", ""]
     tokens, conc = rows.get("kv_cache_tokens"), rows.get("max_concurrency")
     if counted := _pair(tokens):
@@ -89,7 +108,9 @@ def outcome(doc: ComparisonReport) -> list[str]:
 def configuration(doc: ComparisonReport) -> list[str]:
     m, arm = doc.model, (doc.arms[0].figures if doc.arms else {})
     digest = m.image_digest or (
-        "none (a local build: the emulator image)" if doc.emulated else "unknown (no registry digest recorded)"
+        "none (a local build: the emulator image)"
+        if doc.emulated
+        else "unknown (no registry digest recorded)"
     )
     lines = [
         f"Both arms used model {m.id or 'unknown'} at revision {m.revision or 'unknown'}, image digest "
@@ -97,15 +118,23 @@ def configuration(doc: ComparisonReport) -> list[str]:
     ]
     diffs = doc.differences.functional
     if len(diffs) == 1:
-        lines.append(f"Only {_flag_name(diffs[0].path)} changed functionally; it was the only functional change.")
+        lines.append(
+            f"Only {_flag_name(diffs[0].path)} changed functionally; it was the only functional change."
+        )
     elif diffs:
-        changed = ", ".join(f"{_flag_name(d.path)} ({_num(d.before)} -> {_num(d.after)})" for d in diffs)
-        lines.append(f"{len(diffs)} settings changed functionally: {changed}. The A/B does not isolate one variable.")
+        changed = ", ".join(
+            f"{_flag_name(d.path)} ({_num(d.before)} -> {_num(d.after)})" for d in diffs
+        )
+        lines.append(
+            f"{len(diffs)} settings changed functionally: {changed}. The A/B does not isolate one variable."
+        )
     else:
         lines.append("Nothing changed functionally between the arms.")
     named = identity_names(doc.differences.identity)
     if named:
-        lines.append(f"{_join_and(named).capitalize()} changed solely to preserve evidence identity.")
+        lines.append(
+            f"{_join_and(named).capitalize()} changed solely to preserve evidence identity."
+        )
     return lines
 
 
@@ -118,7 +147,8 @@ IDENTITY_NAMES = (
 
 
 def identity_names(paths: list[str]) -> list[str]:
-    """What an identity-only path is, in words; composegen's own labels and the project name go unsaid."""
+    """What an identity-only path is, in words; composegen's own labels and the project name go
+    unsaid."""
     found = []
     for path in paths:
         name = next((word for key, word in IDENTITY_NAMES if key in path), None)
@@ -149,14 +179,18 @@ def limits(doc: ComparisonReport, state: CampaignState) -> tuple[list[str], list
     elif all(_full(str(v)) for v in (gates.a, gates.b)):
         gate_text = f"without breaking the bounded functional gates ({gates.b} on the candidate)"
     else:
-        gate_text = f"but the functional gates did not all pass (control {gates.a}, candidate {gates.b})"
+        gate_text = (
+            f"but the functional gates did not all pass (control {gates.a}, candidate {gates.b})"
+        )
         not_proven.append("that the candidate keeps the control's functional behaviour")
     proves.append(
         f"This shows how the candidate's configuration changes the engine-reported memory split against the "
         f"{doc.control} control on this topology, {gate_text}."
     )
     if doc.bracket and doc.bracket.passed:
-        proves.append("It also establishes that the control result is reproducible under the current runtime.")
+        proves.append(
+            "It also establishes that the control result is reproducible under the current runtime."
+        )
     elif doc.bracket:
         not_proven.append("a reproducible baseline (the bracketed replay drifted)")
     else:
@@ -166,7 +200,9 @@ def limits(doc: ComparisonReport, state: CampaignState) -> tuple[list[str], list
     largest = rows.get("largest_prompt_tokens")
     sizes = [v for v in ((largest.a, largest.b) if largest else ()) if isinstance(v, int)]
     if targets and sizes:
-        not_proven.append(f"a request above {min(sizes):,} tokens (the largest actual prompt both arms completed)")
+        not_proven.append(
+            f"a request above {min(sizes):,} tokens (the largest actual prompt both arms completed)"
+        )
     if targets:
         not_proven.append(
             "a performance ranking (one request per ladder target supports a capacity comparison, not a "
@@ -215,7 +251,8 @@ def _decision_lines(doc: ComparisonReport) -> list[str]:
 
 
 def _trace(doc: ComparisonReport) -> list[str]:
-    """Every figure of Results and Bracket: the raw file it was read from, by SHA-256 on each arm."""
+    """Every figure of Results and Bracket: the raw file it was read from, by SHA-256 on each
+    arm."""
     sha = {(r.arm, r.file): r.sha256 for r in doc.raw}
     arms = [a.arm for a in doc.arms]
     lines = [
@@ -227,7 +264,9 @@ def _trace(doc: ComparisonReport) -> list[str]:
         file = "startup.json" if metric in STARTUP_METRICS else SOURCE.get(metric, "ladder.json")
         if all((a, file) not in sha for a in arms):
             continue
-        cells = " | ".join(f"`{sha[(a, file)]}`" if (a, file) in sha else "not measured" for a in arms)
+        cells = " | ".join(
+            f"`{sha[(a, file)]}`" if (a, file) in sha else "not measured" for a in arms
+        )
         lines.append(f"| {row.label} | {file} | {cells} |")
     lines.append("")
     lines.append(
@@ -243,10 +282,17 @@ def close(state: CampaignState) -> str:
     counts = [(a.key, a.shm_reclaimable) for a in state.arms]
     text = "Every arm ran alone on the profile's GPUs (exclusive mode) and was taken down before the next. "
     if all(c is None for _, c in counts):
-        return text + "Each container had a private /dev/shm (ipc not host), removed with it: nothing to reclaim."
+        return (
+            text
+            + "Each container had a private /dev/shm (ipc not host), removed with it: nothing to reclaim."
+        )
     found = ", ".join(f"{k} {c if c is not None else 'not checked'}" for k, c in counts)
     total = sum(c or 0 for _, c in counts)
-    verdict = "zero reclaimable files" if total == 0 else f"leftover files ({found}): `composegen shm --reclaim`"
+    verdict = (
+        "zero reclaimable files"
+        if total == 0
+        else f"leftover files ({found}): `composegen shm --reclaim`"
+    )
     return text + f"Shared-memory inspection after each down found {verdict}."
 
 
@@ -269,7 +315,10 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
         "",
     ]
     if doc.emulated:
-        lines += ["> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.", ""]
+        lines += [
+            "> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.",
+            "",
+        ]
     lines += ["## Outcome", "", *outcome(doc), ""]
     lines += ["## Controlled configuration", "", " ".join(configuration(doc)), ""]
     table = compare.markdown_table(f"{doc.control} control", f"{doc.candidate} candidate", doc.rows)

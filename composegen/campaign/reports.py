@@ -26,7 +26,9 @@ class BracketFigure(Report):
     label: str
     first: Any
     replay: Any
-    max_rel_diff: float | None = Field(description="largest |replay − first| / |first| over the values")
+    max_rel_diff: float | None = Field(
+        description="largest |replay − first| / |first| over the values"
+    )
     passed: bool
 
 
@@ -47,11 +49,14 @@ ProfileName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 
 
 class ArmState(Report):
-    key: ArmKey = Field(description="control | candidate | bracket (A/B); primary | fallback (qualification)")
+    key: ArmKey = Field(
+        description="control | candidate | bracket (A/B); primary | fallback (qualification)"
+    )
     profile: ProfileName
     status: ArmStatus = "pending"
     bundle: ArmKey | None = Field(
-        default=None, description="the arm's evidence bundle: a directory of the campaign, named as the arm"
+        default=None,
+        description="the arm's evidence bundle: a directory of the campaign, named as the arm",
     )
     attempts: int = 0
     started_at: str | None = None
@@ -61,7 +66,9 @@ class ArmState(Report):
     shm_reclaimable: int | None = Field(
         default=None, description="leftover /dev/shm files after down; null: not checked"
     )
-    qualified: bool | None = Field(default=None, description="qualification arms: every criterion passed")
+    qualified: bool | None = Field(
+        default=None, description="qualification arms: every criterion passed"
+    )
     error: str | None = None
 
 
@@ -73,7 +80,9 @@ class CampaignOptions(Report):
     bench_requests: int = 8
     tools: int = 20
     emulate: bool = False
-    tolerance: float | None = Field(default=None, description="bracket tolerance (relative); null: exact when emulated")
+    tolerance: float | None = Field(
+        default=None, description="bracket tolerance (relative); null: exact when emulated"
+    )
     next_arm: ProfileName | None = None
     next_fallback: ProfileName | None = None
 
@@ -113,7 +122,9 @@ class ArmFigures(Report):
     profile: str
     profile_hash: str
     emulated: bool
-    source: str = Field(description="stack (measured on a running engine) | log (read from a recorded log)")
+    source: str = Field(
+        description="stack (measured on a running engine) | log (read from a recorded log)"
+    )
     figures: dict[str, Scalar | list[float]] = Field(description="engine-reported startup figures")
 
 
@@ -133,7 +144,9 @@ class Difference(Report):
 
 class Differences(Report):
     functional: list[Difference]
-    identity: list[str] = Field(description="paths that changed only to keep each arm's evidence apart")
+    identity: list[str] = Field(
+        description="paths that changed only to keep each arm's evidence apart"
+    )
 
 
 class DecisionPart(Report):
@@ -144,7 +157,8 @@ class DecisionPart(Report):
 
 
 class DecisionRecord(Report):
-    """runs/campaigns/N/decision.json (decision.py writes it once; `composegen promote --campaign N` reads it)."""
+    """runs/campaigns/N/decision.json (decision.py writes it once; `composegen promote --campaign N`
+    reads it)."""
 
     decision: Decision
     profile: str | None
@@ -152,13 +166,17 @@ class DecisionRecord(Report):
     why: str
     decided_at: str
     evidence_sha256: str
-    seal: str = Field(default="", description="hmac-sha256 of the other fields under the project's records key")
+    seal: str = Field(
+        default="", description="hmac-sha256 of the other fields under the project's records key"
+    )
 
 
 class Model(Report):
     id: str | None
     revision: str | None
-    image_digest: str | None = Field(description="sha256:… of the image the arms ran; null for a local build")
+    image_digest: str | None = Field(
+        description="sha256:… of the image the arms ran; null for a local build"
+    )
 
 
 class ComparisonReport(Report):
@@ -168,7 +186,9 @@ class ComparisonReport(Report):
     campaign: str
     control: str
     candidate: str
-    emulated: bool = Field(description="at least one arm ran the emulated vLLM: figures exercise composegen only")
+    emulated: bool = Field(
+        description="at least one arm ran the emulated vLLM: figures exercise composegen only"
+    )
     model: Model
     rows: list[CompareRow]
     arms: list[ArmFigures]
@@ -181,7 +201,8 @@ class ComparisonReport(Report):
     redacted: int = Field(description="strings the sanitizer changed")
 
 
-# ---------------------------------------------------------------- qualification.json (qualifyarm.py)
+# ---------------------------------------------------------------- qualification.json
+# (qualifyarm.py)
 
 
 class ArmCriterion(Report):
@@ -199,7 +220,9 @@ class QualifiedArm(Report):
     started: bool = Field(description="the engine reported ready")
     qualified: bool
     max_model_len: int | None
-    kv_cache_tokens: int | None = Field(description="engine-reported KV pool; null when the engine refused to start")
+    kv_cache_tokens: int | None = Field(
+        description="engine-reported KV pool; null when the engine refused to start"
+    )
     kv_pool_estimate: int | None = Field(
         description="the engine's own estimate when it refused a pool below the context"
     )
@@ -212,7 +235,9 @@ class QualifiedArm(Report):
 class QualificationReport(Report):
     """runs/campaigns/N/qualification.json."""
 
-    schema_: Literal["composegen.qualification/v1"] = Field(default=QUALIFICATION_SCHEMA, alias="schema")
+    schema_: Literal["composegen.qualification/v1"] = Field(
+        default=QUALIFICATION_SCHEMA, alias="schema"
+    )
     campaign: str
     emulated: bool
     qualified_arm: str | None = Field(description="the first arm that qualified; null: none did")

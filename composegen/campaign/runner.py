@@ -1,8 +1,9 @@
-"""`campaign run CONTROL CANDIDATE`: control, candidate and (with --bracket) the control again, one stack at
-a time. Each arm: exclusive check, `up` (or, after an interrupted attempt, attach to the stack still
-loading), wait, evidence (gates, ladder, bench as asked), the bundle moved into the campaign, `down` with
-the /dev/shm check. The state is saved after every step; a `done` arm is never run again (each is a real
-10–30 minute load). Then the bracket check, comparison.json and campaign.md.
+"""`campaign run CONTROL CANDIDATE`: control, candidate and (with --bracket) the control again, one
+stack at a time. Each arm: exclusive check, `up` (or, after an interrupted attempt, attach to the
+stack still loading), wait, evidence (gates, ladder, bench as asked), the bundle moved into the
+campaign, `down` with the /dev/shm check. The state is saved after every step; a `done` arm is never
+run again (each is a real 10–30 minute load). Then the bracket check, comparison.json and
+campaign.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from pathlib import Path
 
 from composegen import privatestate
 from composegen.campaign import bracket, comparison, decisionfile, exclusive, record, state
-from composegen.campaign.reports import ArmKey, ArmState, CampaignOptions, CampaignState, ComparisonReport, DecisionPart
+from composegen.campaign.reports import (
+    ArmKey,
+    ArmState,
+    CampaignOptions,
+    CampaignState,
+    ComparisonReport,
+    DecisionPart,
+)
 from composegen.errors import BadInput, CheckFailed, ComposegenError, Interrupted
 from composegen.evidence import bundle, capture, compare
 from composegen.profiles import resolve
@@ -31,9 +39,11 @@ def default_name(control: str, candidate: str) -> str:
     return f"{control}-vs-{candidate}"
 
 
-def create(project: Project, control: str, candidate: str, opts: CampaignOptions, name: str | None) -> Path:
-    """The campaign directory: made new, or the existing one when its profiles and options are the same
-    (so `campaign run` again resumes it)."""
+def create(
+    project: Project, control: str, candidate: str, opts: CampaignOptions, name: str | None
+) -> Path:
+    """The campaign directory: made new, or the existing one when its profiles and options are the
+    same (so `campaign run` again resumes it)."""
     if control == candidate:
         raise BadInput(f"campaign run: control and candidate are the same profile ({control})")
     for n in (control, candidate, *([opts.next_arm] if opts.next_arm else [])):
@@ -61,7 +71,9 @@ def create(project: Project, control: str, candidate: str, opts: CampaignOptions
         updated_at=now,
     )
     state.save(directory, st)
-    state.log(directory, f"created: control {control}, candidate {candidate}, arms {', '.join(keys)}")
+    state.log(
+        directory, f"created: control {control}, candidate {candidate}, arms {', '.join(keys)}"
+    )
     return directory
 
 
@@ -77,13 +89,22 @@ def run(project: Project, directory: Path, sink: ProgressSink, say: Say) -> Camp
     return st
 
 
-def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState, sink: ProgressSink, say: Say) -> None:
-    """One arm up -> evidence -> down; its bundle is then the campaign's directory named as the arm."""
+def run_arm(
+    project: Project,
+    directory: Path,
+    st: CampaignState,
+    arm: ArmState,
+    sink: ProgressSink,
+    say: Say,
+) -> None:
+    """One arm up -> evidence -> down; its bundle is then the campaign's directory named as the
+    arm."""
     r = resolve.load(project, arm.profile)
     opts = st.options
     dest = directory / arm.key
     try:
-        if not (dest / bundle.EVIDENCE).is_file():  # else captured before an interrupt: only `down` is left
+        # else captured before an interrupt: only `down` is left
+        if not (dest / bundle.EVIDENCE).is_file():
             arm.status, arm.error, arm.attempts = "running", None, arm.attempts + 1
             arm.started_at = privatestate.stamp()
             state.save(directory, st)
@@ -92,16 +113,24 @@ def run_arm(project: Project, directory: Path, st: CampaignState, arm: ArmState,
             say(f"{arm.key} ({arm.profile}): starting")
             try:
                 report = driver.up(project, r, driver.UpOptions(emulate=opts.emulate), sink)
-            except driver.AlreadyRunning as exc:  # an earlier attempt's stack: its load goes on, nothing is reloaded
+            # an earlier attempt's stack: its load goes on, nothing is reloaded
+            except driver.AlreadyRunning as exc:
                 state.log(directory, f"{arm.key}: attaching ({exc.message})")
                 say(f"{arm.key} ({arm.profile}): {exc.message}; attaching")
                 report = driver.attach(project, r, sink)
             arm.time_to_ready_s, arm.emulated = report.time_to_ready_s, report.emulated
             state.save(directory, st)
-            state.log(directory, f"{arm.key}: ready in {report.time_to_ready_s} s; capturing evidence")
+            state.log(
+                directory, f"{arm.key}: ready in {report.time_to_ready_s} s; capturing evidence"
+            )
             bench = {"levels": opts.bench, "requests": opts.bench_requests} if opts.bench else None
             made = capture.capture_stack(
-                project, r, gate=opts.gate, ladder_targets=opts.ladder or None, tools=opts.tools, bench=bench
+                project,
+                r,
+                gate=opts.gate,
+                ladder_targets=opts.ladder or None,
+                tools=opts.tools,
+                bench=bench,
             )
             os.replace(made, dest)  # one rename: the bundle is in the campaign whole, or not at all
         arm.bundle = arm.key
@@ -127,24 +156,35 @@ def reclaimable(shm: ShmScan | NodesShm | None) -> int | None:
         return None
     if isinstance(shm, ShmScan):
         return shm.totals.leftover.count
-    # A multi-node stack: every node's scan (a local one) or probe (a remote one: names, no holders).
+    # A multi-node stack: every node's scan (a local one) or probe (a remote one: names, no
+    # holders).
     counts = [n.scan.totals.leftover.count for n in shm.nodes if n.scan is not None]
-    counts += [sum(1 for e in n.probe.entries if e.pattern) for n in shm.nodes if n.probe is not None]
+    counts += [
+        sum(1 for e in n.probe.entries if e.pattern) for n in shm.nodes if n.probe is not None
+    ]
     return sum(counts) if counts else None
 
 
 def docs(directory: Path, st: CampaignState) -> dict[str, dict]:
-    return {a.key: bundle.load_run(directory / a.bundle) for a in st.arms if a.status == "done" and a.bundle}
+    return {
+        a.key: bundle.load_run(directory / a.bundle)
+        for a in st.arms
+        if a.status == "done" and a.bundle
+    }
 
 
 def finish(project: Project, directory: Path, st: CampaignState) -> None:
-    """Bracket check, comparison.json and campaign.md; CheckFailed (exit 1) when the baseline drifted."""
+    """Bracket check, comparison.json and campaign.md; CheckFailed (exit 1) when the baseline
+    drifted."""
     loaded = docs(directory, st)
     if "bracket" in loaded:
-        st.bracket = bracket.check(loaded["control"], loaded["bracket"], tolerance=st.options.tolerance)
+        st.bracket = bracket.check(
+            loaded["control"], loaded["bracket"], tolerance=st.options.tolerance
+        )
         state.save(directory, st)
         state.log(directory, f"bracket: {'passed' if st.bracket.passed else 'DRIFTED'}")
-    if decisionfile.read(directory) is None:  # once decided, the records stand as the decision hashed them
+    # once decided, the records stand as the decision hashed them
+    if decisionfile.read(directory) is None:
         write_records(project, directory, st, loaded)
     if st.bracket is not None and not st.bracket.passed:
         raise CheckFailed(
@@ -160,12 +200,18 @@ def write_records(
     loaded: dict[str, dict] | None = None,
     decided: DecisionPart | None = None,
 ) -> ComparisonReport:
-    """comparison.json and campaign.md; DECIDED: a decision being recorded (else decision.json's, if any)."""
+    """comparison.json and campaign.md; DECIDED: a decision being recorded (else decision.json's, if
+    any)."""
 
     loaded = loaded if loaded is not None else docs(directory, st)
-    compared = compare.compare_runs(directory / "control", directory / "candidate", root=project.root)
-    report = comparison.build(st, directory, loaded, compared, decided or decisionfile.read(directory))
-    privatestate.write_json(directory / "comparison.json", report.to_json())  # comparison.json is written: JSON here
+    compared = compare.compare_runs(
+        directory / "control", directory / "candidate", root=project.root
+    )
+    report = comparison.build(
+        st, directory, loaded, compared, decided or decisionfile.read(directory)
+    )
+    # comparison.json is written: JSON here
+    privatestate.write_json(directory / "comparison.json", report.to_json())
     privatestate.write(directory / "campaign.md", record.render(report, st, next_arm(project, st)))
     return report
 
@@ -179,8 +225,14 @@ def next_arm(project: Project, st: CampaignState) -> list[str]:
     need = [f"start with a reported KV pool of at least {(q and q.min_kv_tokens) or ctx:,} tokens"]
     if q and q.min_prompt_tokens:
         need.append(f"process an actual prompt above {q.min_prompt_tokens - 1:,} tokens")
-    need.append("pass post-probe functional checks" + (f" ({', '.join(q.gates)})" if q and q.gates else ""))
-    text = f"{name}: {r.profile.description or 'the next arm'}. It must first " + ", then ".join(need) + "."
+    need.append(
+        "pass post-probe functional checks" + (f" ({', '.join(q.gates)})" if q and q.gates else "")
+    )
+    text = (
+        f"{name}: {r.profile.description or 'the next arm'}. It must first "
+        + ", then ".join(need)
+        + "."
+    )
     if st.options.next_fallback:
         text += f" If that fails, {st.options.next_fallback} is the fallback rather than the first variable."
     command = f"composegen campaign qualify {name}"

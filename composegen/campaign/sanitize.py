@@ -1,7 +1,7 @@
-"""What may leave the machine. comparison.json and campaign.md carry figures, our own labels, profile
-names and configuration differences; no free text of a raw file (a gate's or the engine's error, a
-server address) is copied into them at all. What is left (configuration values, the operator's reasons)
-passes through `scrub`, which replaces:
+"""What may leave the machine. comparison.json and campaign.md carry figures, our own labels,
+profile names and configuration differences; no free text of a raw file (a gate's or the engine's
+error, a server address) is copied into them at all. What is left (configuration values, the
+operator's reasons) passes through `scrub`, which replaces:
 
   IPv4 / IPv6 addresses                 <ip>
   GPU UUIDs (GPU-…, MIG-…)              <gpu-uuid>
@@ -11,8 +11,8 @@ passes through `scrub`, which replaces:
   this machine's host names, this user's name, and any extra private strings given   <host> / <user> / <private>
   other fully qualified host names (three labels or more; not in our own dotted names)   <host>
 
-Fields that hold a SHA-256 we computed, or a pinned digest/revision validated by its pattern, are not
-text and are left as they are (`HASH_KEYS`).
+Fields that hold a SHA-256 we computed, or a pinned digest/revision validated by its pattern, are
+not text and are left as they are (`HASH_KEYS`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ _V6_CANDIDATE = re.compile(r"(?<![\w:.])[0-9A-Fa-f:]*:[0-9A-Fa-f:]*:[0-9A-Fa-f:.
 _HOST_TAIL = re.compile(r"<host>(?:\.[A-Za-z0-9-]+)+")
 _FQDN = re.compile(r"(?i)\b[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9-]+)+\.[a-z][a-z-]*[a-z]\b")
 _PATTERNS = (
-    (re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"), "<gpu-uuid>"),
+    (
+        re.compile(r"\b(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"),
+        "<gpu-uuid>",
+    ),
     (re.compile(r"(?i)\b(?:serial(?:\s*number)?|s/n)\s*[:=#]?\s*[A-Za-z0-9-]+"), "serial <serial>"),
     (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}\b"), "<ip>"),
     (re.compile(r"\b[0-9a-f]{64}\b|\b[0-9a-f]{12}\b"), "<container-id>"),
@@ -64,7 +67,8 @@ def machine_private() -> dict[str, str]:
 
 
 def _ipv6(m: re.Match[str]) -> str:
-    """An IPv6 address (any spelling: compressed, with an embedded IPv4) -> <ip>; anything else as it was."""
+    """An IPv6 address (any spelling: compressed, with an embedded IPv4) -> <ip>; anything else as
+    it was."""
     try:
         ipaddress.IPv6Address(m.group(0))
     except ValueError:
@@ -100,5 +104,8 @@ class Scrubber:
         if isinstance(value, list):
             return [self.json(v, key) for v in value]
         if isinstance(value, dict):
-            return {self.text(k, True) if isinstance(k, str) else k: self.json(v, k) for k, v in value.items()}
+            return {
+                self.text(k, True) if isinstance(k, str) else k: self.json(v, k)
+                for k, v in value.items()
+            }
         return value

@@ -1,10 +1,10 @@
-"""runs/campaigns/N/: state.json (reports.CampaignState, loaded and saved here), one directory per finished arm (its
-evidence bundle, moved in once complete), campaign.log, and the records (campaign.md, comparison.json,
-decision.json).
+"""runs/campaigns/N/: state.json (reports.CampaignState, loaded and saved here), one directory per
+finished arm (its evidence bundle, moved in once complete), campaign.log, and the records
+(campaign.md, comparison.json, decision.json).
 
-The state is saved after every step. An arm is `pending`, `running` (started, maybe interrupted: the next
-run attaches to its stack or starts it again), `done` (its bundle is in the campaign: never redone),
-`failed` (its error is kept; `resume` tries it again) or `skipped` (a fallback not needed).
+The state is saved after every step. An arm is `pending`, `running` (started, maybe interrupted: the
+next run attaches to its stack or starts it again), `done` (its bundle is in the campaign: never
+redone), `failed` (its error is kept; `resume` tries it again) or `skipped` (a fallback not needed).
 """
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ STATE = "state.json"
 LOG = "campaign.log"
 MAX_STATE_BYTES = 4 << 20
 
-OPTION_NAMES = {"next_arm": "--next", "next_fallback": "--next-fallback/--fallback", "tolerance": "--bracket-tolerance"}
+OPTION_NAMES = {
+    "next_arm": "--next",
+    "next_fallback": "--next-fallback/--fallback",
+    "tolerance": "--bracket-tolerance",
+}
 
 
 def options(**values: Any) -> CampaignOptions:
@@ -44,7 +48,9 @@ def campaigns_dir(project: Project) -> Path:
 
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name) or ".." in name:
-        raise BadInput(f"--name: {name!r} is not a campaign name (lower-case letters, digits, '.', '-', '_')")
+        raise BadInput(
+            f"--name: {name!r} is not a campaign name (lower-case letters, digits, '.', '-', '_')"
+        )
     return name
 
 
@@ -53,7 +59,8 @@ def campaign_dir(project: Project, name: str) -> Path:
 
 
 def find(project: Project, spec: str) -> Path | None:
-    """A campaign directory from a name (runs/campaigns/NAME) or a path to one; None when SPEC is neither."""
+    """A campaign directory from a name (runs/campaigns/NAME) or a path to one; None when SPEC is
+    neither."""
     path = Path(spec)
     if path.is_dir() and (path / STATE).is_file():
         return path
@@ -94,8 +101,11 @@ def log(directory: Path, message: str) -> None:
     privatestate.append_line(directory / LOG, message)
 
 
-def interrupted(directory: Path, st: CampaignState, arm: ArmState, exc: BaseException) -> Interrupted:
-    """Ctrl-C during an arm: logged and saved so that `campaign resume` continues it; the error to raise."""
+def interrupted(
+    directory: Path, st: CampaignState, arm: ArmState, exc: BaseException
+) -> Interrupted:
+    """Ctrl-C during an arm: logged and saved so that `campaign resume` continues it; the error to
+    raise."""
     log(directory, f"{arm.key}: interrupted; `composegen campaign resume {st.name}` continues")
     save(directory, st)
     what = f": {exc.message}" if isinstance(exc, Interrupted) else ""
@@ -106,7 +116,8 @@ def interrupted(directory: Path, st: CampaignState, arm: ArmState, exc: BaseExce
 
 
 def failed(directory: Path, st: CampaignState, arm: ArmState, exc: ComposegenError) -> None:
-    """An arm that failed: its error recorded on the arm, saved and logged (the caller re-raises)."""
+    """An arm that failed: its error recorded on the arm, saved and logged (the caller
+    re-raises)."""
     arm.status, arm.error = "failed", exc.message
     save(directory, st)
     log(directory, f"{arm.key}: failed: {exc.message}")

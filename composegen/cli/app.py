@@ -21,14 +21,17 @@ helptext.install()  # usage lines and value kinds in words people read; --json n
 
 app = typer.Typer(
     add_completion=True,
-    rich_markup_mode=None,  # plain help: no `<bool>` placeholders, fits 80 columns, reads the same when piped
+    # plain help: no `<bool>` placeholders, fits 80 columns, reads the same when piped
+    rich_markup_mode=None,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Profile YAMLs in, pinned Docker Compose stacks for vLLM out; and a driver for them.",
 )
 _state: dict = {"root": None}
 
-JsonOpt = typer.Option(False, "--json", help="Machine-readable output (its shape: composegen schema --report NAME).")
+JsonOpt = typer.Option(
+    False, "--json", help="Machine-readable output (its shape: composegen schema --report NAME)."
+)
 
 
 def project() -> Project:
@@ -43,14 +46,19 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    root: Path | None = typer.Option(None, "--root", envvar="COMPOSEGEN_ROOT", help="Project root (holds profiles/)."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    root: Path | None = typer.Option(
+        None, "--root", envvar="COMPOSEGEN_ROOT", help="Project root (holds profiles/)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     _state["root"] = root
 
 
 def load_profile(name: str) -> tuple[Project, Resolved]:
-    from composegen.profiles import resolve  # why: ~0.5 s to import (measured); only commands that load a profile pay
+    # why: ~0.5 s to import (measured); only commands that load a profile pay
+    from composegen.profiles import resolve
 
     proj = project()
     return proj, resolve.load(proj, name)
@@ -60,13 +68,16 @@ def parse_ints(text: str, option: str = "--targets") -> list[int]:
     """Comma-separated token counts, with the sizes profiles accept: `117500,118_500,8k,128K`."""
     values = [parse_human_int(part.replace("_", "")) for part in text.split(",") if part.strip()]
     if not values or any(v is None or v <= 0 for v in values):
-        raise BadInput(f"{option}: expected comma-separated positive token counts (e.g. 117500,8k,128K), got {text!r}")
+        raise BadInput(
+            f"{option}: expected comma-separated positive token counts (e.g. 117500,8k,128K), got {text!r}"
+        )
     return [v for v in values if v is not None]
 
 
 # Shell completion (`composegen --install-completion`): values read from the project, never guessed.
 def _completing(ctx: typer.Context) -> Project:
-    """The project being completed in: `--root` as typed on the line counts (the callback has not run)."""
+    """The project being completed in: `--root` as typed on the line counts (the callback has not
+    run)."""
     return find_project(ctx.find_root().params.get("root"))
 
 
@@ -81,7 +92,9 @@ def complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run directories under runs/ (newest first) and profile names (compare takes either)."""
     try:
         proj = _completing(ctx)
-        runs = sorted((p for p in proj.runs_dir.glob("*") if (p / "evidence.json").is_file()), reverse=True)
+        runs = sorted(
+            (p for p in proj.runs_dir.glob("*") if (p / "evidence.json").is_file()), reverse=True
+        )
         names = [proj.rel(p) for p in runs] + proj.profile_names()
     except Exception:  # completion must never print a traceback into the user's shell
         return []
@@ -90,7 +103,8 @@ def complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
 
 def complete_gate_list(incomplete: str) -> list[str]:
     """`--only smoke,json,…`: complete the last item of a comma-separated list of gate names."""
-    from composegen.evidence.gates import GATES  # why: ~0.5 s to import (measured); only completing --only needs it
+    # why: ~0.5 s to import (measured); only completing --only needs it
+    from composegen.evidence.gates import GATES
 
     done, _, last = incomplete.rpartition(",")
     prefix = f"{done}," if done else ""
@@ -99,8 +113,14 @@ def complete_gate_list(incomplete: str) -> list[str]:
 
 
 # Shared arguments: the same help text and completion wherever a command takes a profile or a run.
-ProfileArg = typer.Argument(..., help="A profile's name (profiles/NAME.yaml).", autocompletion=complete_profile)
-StackArg = typer.Argument(..., help="The profile of a running stack.", autocompletion=complete_profile)
+ProfileArg = typer.Argument(
+    ..., help="A profile's name (profiles/NAME.yaml).", autocompletion=complete_profile
+)
+StackArg = typer.Argument(
+    ..., help="The profile of a running stack.", autocompletion=complete_profile
+)
 RunArg = typer.Argument(
-    ..., help="A run: runs/<run>, a bundle path, or a profile name (its latest run).", autocompletion=complete_run
+    ...,
+    help="A run: runs/<run>, a bundle path, or a profile name (its latest run).",
+    autocompletion=complete_run,
 )

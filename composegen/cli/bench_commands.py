@@ -20,21 +20,38 @@ from composegen.evidence.reportpage import render_html
 from composegen.evidence.runreport import format_markdown, gather
 from composegen.output import emit_json, out
 
-DEFAULT_REQUESTS = 32  # per level when neither --requests nor --duration is given (as evidence --bench-requests)
+# per level when neither --requests nor --duration is given (as evidence --bench-requests)
+DEFAULT_REQUESTS = 32
 
 
 @app.command()
 def bench(
     name: str = StackArg,
-    concurrency: str = typer.Option("1,2,4,8", "--concurrency", help="Concurrency levels, e.g. 1,2,4,8."),
-    requests: int | None = typer.Option(None, "--requests", help="Requests per level (default 32 without --duration)."),
-    duration: float | None = typer.Option(None, "--duration", help="Seconds per level (instead of --requests)."),
-    input_tokens: int = typer.Option(..., "--input-tokens", help="Prompt tokens per request (sized with /tokenize)."),
-    output_tokens: int = typer.Option(..., "--output-tokens", help="max_tokens per request (ignore_eos)."),
-    seed: int | None = typer.Option(None, "--seed", help="Prompt seed (default: random, recorded)."),
-    goodput: str | None = typer.Option(None, "--goodput", help="SLOs in ms for goodput, e.g. ttft:500,tpot:50."),
+    concurrency: str = typer.Option(
+        "1,2,4,8", "--concurrency", help="Concurrency levels, e.g. 1,2,4,8."
+    ),
+    requests: int | None = typer.Option(
+        None, "--requests", help="Requests per level (default 32 without --duration)."
+    ),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Seconds per level (instead of --requests)."
+    ),
+    input_tokens: int = typer.Option(
+        ..., "--input-tokens", help="Prompt tokens per request (sized with /tokenize)."
+    ),
+    output_tokens: int = typer.Option(
+        ..., "--output-tokens", help="max_tokens per request (ignore_eos)."
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", help="Prompt seed (default: random, recorded)."
+    ),
+    goodput: str | None = typer.Option(
+        None, "--goodput", help="SLOs in ms for goodput, e.g. ttft:500,tpot:50."
+    ),
     save_vllm: Path | None = typer.Option(
-        None, "--save-vllm-results", help="Also write vllm-bench-serve-cN.json per level here (vLLM's shape)."
+        None,
+        "--save-vllm-results",
+        help="Also write vllm-bench-serve-cN.json per level here (vLLM's shape).",
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -78,8 +95,12 @@ def report(
         help="Run bundles (runs/<run>, a path, a profile name: its latest run, or a campaign: its arms).",
         autocompletion=complete_run,
     ),
-    html: Path | None = typer.Option(None, "--html", help="Write one self-contained HTML page here."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print Markdown for a pull-request comment."),
+    html: Path | None = typer.Option(
+        None, "--html", help="Write one self-contained HTML page here."
+    ),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print Markdown for a pull-request comment."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """A report of evidence runs: plots (inline SVG) and tables as one HTML page, or Markdown.
@@ -87,10 +108,15 @@ def report(
     Example: composegen report 8192-131k 4096-131k --html report.html
     """
 
-    if html is not None and (str(html) in ("", ".") or html.is_dir() or html.name in ("", ".", "..")):
-        raise BadInputError(f"--html: {str(html)!r} is a directory; give the page's file name (report.html)")
+    if html is not None and (
+        str(html) in ("", ".") or html.is_dir() or html.name in ("", ".", "..")
+    ):
+        raise BadInputError(
+            f"--html: {str(html)!r} is a directory; give the page's file name (report.html)"
+        )
     project = _project()
-    specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]  # a campaign: its arms
+    # a campaign: its arms
+    specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]
     data = gather(specs, root=project.root)
     if html is not None:
         safewrite.write(html, render_html(data))

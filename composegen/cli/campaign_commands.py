@@ -28,12 +28,14 @@ campaign_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(campaign_app, name="campaign")
-CampaignArg = typer.Argument(..., help="A campaign: its name (runs/campaigns/NAME) or its directory.")
+CampaignArg = typer.Argument(
+    ..., help="A campaign: its name (runs/campaigns/NAME) or its directory."
+)
 
 
 def campaign_arms(project: Project, spec: str) -> list[str] | None:
-    """The bundle directories of a campaign's finished arms (control, candidate, bracket; or primary,
-    fallback), for `compare` and `report`; None when SPEC is not a campaign."""
+    """The bundle directories of a campaign's finished arms (control, candidate, bracket; or
+    primary, fallback), for `compare` and `report`; None when SPEC is not a campaign."""
 
     directory = state.find(project, spec)
     if directory is None:
@@ -58,7 +60,9 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
         emit_json(json.loads(record.read_text(encoding="utf-8")))
     else:
         out((directory / "campaign.md").read_text(encoding="utf-8").rstrip("\n"))
-        out(f"\ncampaign {st.name}: {project.rel(directory)}/ (campaign.md, {record.name}, {state.LOG})")
+        out(
+            f"\ncampaign {st.name}: {project.rel(directory)}/ (campaign.md, {record.name}, {state.LOG})"
+        )
     if st.kind == "qualify" and not any(a.qualified for a in st.arms):
         raise CheckFailed(f"campaign {st.name}: no arm qualified")
 
@@ -67,24 +71,41 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
 def run(
     control: str = ProfileArg,
     candidate: str = ProfileArg,
-    bracket: bool = typer.Option(False, "--bracket", help="Run the control again last; check it reproduces."),
+    bracket: bool = typer.Option(
+        False, "--bracket", help="Run the control again last; check it reproduces."
+    ),
     gate: bool = typer.Option(False, "--gate", help="Functional gates on every arm."),
-    ladder: str | None = typer.Option(None, "--ladder", help="A context ladder on every arm, e.g. 117500,118500."),
-    bench: str | None = typer.Option(None, "--bench", help="A load benchmark on every arm at these concurrencies."),
-    bench_requests: int = typer.Option(8, "--bench-requests", help="With --bench: requests per level."),
+    ladder: str | None = typer.Option(
+        None, "--ladder", help="A context ladder on every arm, e.g. 117500,118500."
+    ),
+    bench: str | None = typer.Option(
+        None, "--bench", help="A load benchmark on every arm at these concurrencies."
+    ),
+    bench_requests: int = typer.Option(
+        8, "--bench-requests", help="With --bench: requests per level."
+    ),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
-    emulate: bool = typer.Option(False, "--emulate", help="Every arm on the emulated vLLM (a test double)."),
-    name: str | None = typer.Option(None, "--name", help="The campaign's name (default CONTROL-vs-CANDIDATE)."),
+    emulate: bool = typer.Option(
+        False, "--emulate", help="Every arm on the emulated vLLM (a test double)."
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="The campaign's name (default CONTROL-vs-CANDIDATE)."
+    ),
     tolerance: float | None = typer.Option(
-        None, "--bracket-tolerance", help="Relative bracket tolerance (default 0.01; exact when emulated)."
+        None,
+        "--bracket-tolerance",
+        help="Relative bracket tolerance (default 0.01; exact when emulated).",
     ),
     next_arm: str | None = typer.Option(
         None, "--next", help="The next arm the record names.", autocompletion=complete_profile
     ),
-    next_fallback: str | None = typer.Option(None, "--next-fallback", help="With --next: its fallback profile."),
+    next_fallback: str | None = typer.Option(
+        None, "--next-fallback", help="With --next: its fallback profile."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
-    """Control, candidate (and with --bracket the control again), one stack at a time; then campaign.md.
+    """Control, candidate (and with --bracket the control again), one stack at a time; then
+    campaign.md.
 
     Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --ladder 117500,118500,119500
     """
@@ -130,11 +151,16 @@ def qualify(
         help="Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
         autocompletion=complete_profile,
     ),
-    emulate: bool = typer.Option(False, "--emulate", help="Every arm on the emulated vLLM (a test double)."),
-    name: str | None = typer.Option(None, "--name", help="The campaign's name (default qualify-PRIMARY)."),
+    emulate: bool = typer.Option(
+        False, "--emulate", help="Every arm on the emulated vLLM (a test double)."
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="The campaign's name (default qualify-PRIMARY)."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
-    """A qualification arm and its fallback: start, KV pool, a long prompt, post-probe gates. Exit 1: none qualified.
+    """A qualification arm and its fallback: start, KV pool, a long prompt, post-probe gates. Exit
+    1: none qualified.
 
     Example: composegen campaign qualify 393k-gpu --fallback 393k-offload
     """
@@ -146,18 +172,27 @@ def qualify(
 @campaign_app.command("decide")
 def decide(
     campaign: str = CampaignArg,
-    promote: bool = typer.Option(False, "--promote", help="Promote the candidate (or the arm that qualified)."),
+    promote: bool = typer.Option(
+        False, "--promote", help="Promote the candidate (or the arm that qualified)."
+    ),
     no_promotion: bool = typer.Option(False, "--no-promotion", help="Promote nothing."),
-    fallback: bool = typer.Option(False, "--fallback", help="Fall back (to the control, or the fallback arm)."),
-    why: str = typer.Option(..., "--why", help="The operator's reason, recorded with the decision."),
+    fallback: bool = typer.Option(
+        False, "--fallback", help="Fall back (to the control, or the fallback arm)."
+    ),
+    why: str = typer.Option(
+        ..., "--why", help="The operator's reason, recorded with the decision."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
-    """Record the operator's decision: decision.json, and the Decision of campaign.md and comparison.json.
+    """Record the operator's decision: decision.json, and the Decision of campaign.md and
+    comparison.json.
 
     Example: composegen campaign decide 8192-131k-vs-4096-131k --no-promotion --why "393K not yet qualified"
     """
 
-    chosen = [d for d, on in zip(decision.DECISIONS, (promote, no_promotion, fallback), strict=True) if on]
+    chosen = [
+        d for d, on in zip(decision.DECISIONS, (promote, no_promotion, fallback), strict=True) if on
+    ]
     if len(chosen) != 1:
         raise BadInput("decide: give exactly one of --promote, --no-promotion, --fallback")
     record = decision.decide(_project(), campaign, chosen[0], why)
@@ -170,7 +205,8 @@ def decide(
 
 @campaign_app.command("show")
 def show(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
-    """A campaign's record (campaign.md), or where it stands when unfinished; --json: its comparison.json.
+    """A campaign's record (campaign.md), or where it stands when unfinished; --json: its
+    comparison.json.
 
     Example: composegen campaign show 8192-131k-vs-4096-131k
     """
@@ -180,7 +216,9 @@ def show(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
     st = state.load(directory)
     record = directory / (qualifyarm.RECORD_JSON if st.kind == "qualify" else "comparison.json")
     if json_:
-        return emit_json(json.loads(record.read_text(encoding="utf-8")) if record.is_file() else st.to_json())
+        return emit_json(
+            json.loads(record.read_text(encoding="utf-8")) if record.is_file() else st.to_json()
+        )
     if (directory / "campaign.md").is_file():
         out((directory / "campaign.md").read_text(encoding="utf-8").rstrip("\n"))
     else:

@@ -1,12 +1,12 @@
 """Progress of a starting stack on stderr, and the ready summary.
 
-On a terminal: one block of fixed height (rich Live), every line cut to the terminal's width, so it never
-wraps and redraws in place at any width from 40 columns. Elsewhere (CI logs, pipes): one line per stage
-change and a heartbeat line every HEARTBEAT_S, even when the engine says nothing.
+On a terminal: one block of fixed height (rich Live), every line cut to the terminal's width, so it
+never wraps and redraws in place at any width from 40 columns. Elsewhere (CI logs, pipes): one line
+per stage change and a heartbeat line every HEARTBEAT_S, even when the engine says nothing.
 
 `ConsoleSink` is a stack.progress.ProgressSink: the stack reports checks, phases, log lines and pull
-events; the sink keeps a stages.StageTracker and draws it. Use it as a context manager (the live block
-is stopped however the wait ends).
+events; the sink keeps a stages.StageTracker and draws it. Use it as a context manager (the live
+block is stopped however the wait ends).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def _seconds_from_env(name: str, default: float) -> float:
     return value if value > 0 else default
 
 
-HEARTBEAT_S = _seconds_from_env("COMPOSEGEN_HEARTBEAT_S", 30.0)  # without a terminal; the tests shorten it
+# without a terminal; the tests shorten it
+HEARTBEAT_S = _seconds_from_env("COMPOSEGEN_HEARTBEAT_S", 30.0)
 REDRAW_S = 0.25
 HEIGHT = 4  # lines of the live block: stage + bar, time, stages done, the engine's last line
 _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
@@ -57,7 +58,8 @@ def _amount(n: float, unit: str) -> str:
 
 
 def progress_text(row: stages.StageRow) -> str:
-    """`3/8 shards 37% · 1.20 shards/s · ETA 0:04` for a stage row from StageTracker.view (no bar)."""
+    """`3/8 shards 37% · 1.20 shards/s · ETA 0:04` for a stage row from StageTracker.view (no
+    bar)."""
     parts = []
     if row["done"] is not None and row["total"]:
         unit = row["unit"]
@@ -65,37 +67,54 @@ def progress_text(row: stages.StageRow) -> str:
         parts.append(f"{counted}{'' if unit == 'B' else ' ' + unit} {row['percent']:.0f}%")
     if row["rate"]:
         unit = row["unit"] or "it"
-        parts.append(f"{format_bytes(row['rate'])}/s" if unit == "B" else f"{row['rate']:.2f} {unit}/s")
+        parts.append(
+            f"{format_bytes(row['rate'])}/s" if unit == "B" else f"{row['rate']:.2f} {unit}/s"
+        )
     if row["eta_s"] is not None:
         parts.append(f"ETA {clock(row['eta_s'])}")
     return " · ".join(parts)
 
 
 def earlier_load_s(project: Project, name: str) -> float | None:
-    """An earlier start's load time from runs/ (evidence/estimate.py), for the "ready in ≈ N min" estimate."""
+    """An earlier start's load time from runs/ (evidence/estimate.py), for the "ready in ≈ N min"
+    estimate."""
     earlier = earlier_load(project.root, name)
     return earlier.seconds if earlier else None
 
 
 def estimate_text(tracker: stages.StageTracker, now: float) -> str:
-    """` · ready in ≈ 12 min (estimate)` from an earlier start of the profile; empty without one, or once over."""
+    """` · ready in ≈ 12 min (estimate)` from an earlier start of the profile; empty without one, or
+    once over."""
     current = tracker.current
-    if tracker.estimate_s is None or tracker.failed or (current is not None and current.key == "ready"):
+    if (
+        tracker.estimate_s is None
+        or tracker.failed
+        or (current is not None and current.key == "ready")
+    ):
         return ""
     left = tracker.estimate_s - (now - tracker.started_at)
     if left <= 0:
-        return f" · past the earlier start's {max(1, round(tracker.estimate_s / 60))} min (estimate)"
+        return (
+            f" · past the earlier start's {max(1, round(tracker.estimate_s / 60))} min (estimate)"
+        )
     return f" · ready in ≈ {'<1' if left < 60 else round(left / 60)} min (estimate)"
 
 
 def status_line(tracker: stages.StageTracker, now: float) -> str:
-    """One line for logs: `loading weights 3/8 shards 37% · ETA 0:04 · 21:10 left of startup_timeout`."""
+    """One line for logs: `loading weights 3/8 shards 37% · ETA 0:04 · 21:10 left of
+    startup_timeout`."""
     rows = tracker.view(now)
     active = next((r for r in rows if r["active"]), rows[-1] if rows else None)
-    text = tracker.summary() if active is None else " ".join(filter(None, [active["label"], progress_text(active)]))
+    text = (
+        tracker.summary()
+        if active is None
+        else " ".join(filter(None, [active["label"], progress_text(active)]))
+    )
     left = tracker.time_left(now)
     return (
-        text + estimate_text(tracker, now) + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
+        text
+        + estimate_text(tracker, now)
+        + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
     )
 
 
@@ -111,7 +130,8 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
     else:
         stats = progress_text(active)
         detail = f" ({active['detail']})" if active["detail"] else ""
-        if len(active["label"]) + len(detail) + len(stats) + 9 > width:  # the numbers matter more than the detail
+        # the numbers matter more than the detail
+        if len(active["label"]) + len(detail) + len(stats) + 9 > width:
             detail = ""
         head = f"▸ {active['label']}{detail} {clock(active['elapsed_s'])}"
         bar = min(30, width - len(head) - len(stats) - 3)
@@ -123,19 +143,25 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
     timing = f"  elapsed {clock(now - tracker.started_at)}{estimate_text(tracker, now)}" + (
         f" · {clock(left)} left of startup_timeout" if left is not None else ""
     )
-    done = [f"{r['label']} {clock(r['elapsed_s'])}" for r in rows if not r["active"] and r["stage"] != "ready"]
+    done = [
+        f"{r['label']} {clock(r['elapsed_s'])}"
+        for r in rows
+        if not r["active"] and r["stage"] != "ready"
+    ]
     last = tracker.last_line or ""
     folded = fold_stages(done, width, rows=1)
-    if active is None and len(fold_stages(done, width, rows=2)) == 2:  # over: the stages matter more than the last line
+    # over: the stages matter more than the last line
+    if active is None and len(fold_stages(done, width, rows=2)) == 2:
         return [cut(line, width) for line in (head, timing, *fold_stages(done, width, rows=2))]
     lines = [head, timing, folded[0] if folded else "", f"  │ {last}" if last else ""]
     return [cut(line, width) for line in lines]
 
 
 def fold_stages(done: list[str], width: int, rows: int) -> list[str]:
-    """The finished stages as at most `rows` lines of whole `label time` items, none over `width`: folded
-    at the separators, and when they still do not fit, the oldest are elided with a count (`+3 earlier`),
-    because the latest stages matter most. One item wider than a line is cut (the last resort)."""
+    """The finished stages as at most `rows` lines of whole `label time` items, none over `width`:
+    folded at the separators, and when they still do not fit, the oldest are elided with a count
+    (`+3 earlier`), because the latest stages matter most. One item wider than a line is cut (the
+    last resort)."""
     for dropped in range(len(done) + 1):
         items = ([f"+{dropped} earlier"] if dropped else []) + done[dropped:]
         lines: list[str] = []
@@ -155,7 +181,8 @@ def cut(text: str, width: int) -> str:
 
 
 class ConsoleSink(ProgressSink):
-    """Tracks the stages of one start and draws them (nothing when `quiet`: `--json` still gets the phases)."""
+    """Tracks the stages of one start and draws them (nothing when `quiet`: `--json` still gets the
+    phases)."""
 
     def __init__(
         self,
@@ -178,26 +205,32 @@ class ConsoleSink(ProgressSink):
         self._stage: str | None = None
         self._answering = False  # the API answered (readiness)
         self._head: str | None = None  # the head node's name, once its API server logged
-        self.shows_checks = not quiet  # every check is printed: a failed preflight's error only names them
+        # every check is printed: a failed preflight's error only names them
+        self.shows_checks = not quiet
 
     # ---- events from the stack ----
     def check(self, check: Check) -> None:
         line = f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}"
-        if self.tty and not self.verbose and check.status != "fail":  # one row each; a FAIL keeps its reason
+        # one row each; a FAIL keeps its reason
+        if self.tty and not self.verbose and check.status != "fail":
             line = cut(line, self._terminal().width)
         self._print(line)
 
     def phase(self, name: str, t: float) -> None:
         current = self.tracker.current
-        if name == "starting":  # compose up (t = 0), or attaching to a start t seconds old: timeouts count from it
+        # compose up (t = 0), or attaching to a start t seconds old: timeouts count from it
+        if name == "starting":
             self.tracker.started_at = time.time() - t
             if t < 1.0 and (current is None or current.key == "pull"):
                 self.tracker.begin("create", time.time())
-        elif name == "running":  # the container started: Python's imports run before vLLM's first line
+        # the container started: Python's imports run before vLLM's first line
+        elif name == "running":
             self.tracker.launched(time.time())
         elif name in ("health 200", "models ready"):
-            # The engine logged `Application startup complete.` before it answered, but that line may still be
-            # on its way from the log follower: ready is reached from the log, or at close() at the latest.
+            # The engine logged `Application startup complete.` before it answered, but that line
+            # may still be
+            # on its way from the log follower: ready is reached from the log, or at close() at the
+            # latest.
             self._answering = True
         self._changed()
 
@@ -206,7 +239,9 @@ class ConsoleSink(ProgressSink):
             self._head = line.node  # a multi-node stack: the node with the API server is the head
         if self._head is not None and line.node != self._head:
             return  # the workers load their shards too: the stages are the head's
-        if self.tracker.feed(line.text, line.timestamp if line.timestamp is not None else time.time()):
+        if self.tracker.feed(
+            line.text, line.timestamp if line.timestamp is not None else time.time()
+        ):
             self._changed()
 
     def pull(self, event: PullEvent) -> None:
@@ -237,7 +272,9 @@ class ConsoleSink(ProgressSink):
         if self.quiet:
             return
         text = mask(_shown(text))  # inert, and secrets never reach the terminal (composegen.output)
-        if self.tty:  # word-wrapped to the terminal by rich (above the live block once it runs): never auto-wrapped
+        # word-wrapped to the terminal by rich (above the live block once it runs): never
+        # auto-wrapped
+        if self.tty:
             self._terminal().print(text, markup=False, highlight=False)
         else:
             self.stream.write(text + "\n")
@@ -254,13 +291,19 @@ class ConsoleSink(ProgressSink):
         self._draw(force=True)
 
     def _say(self, now: float, changed: bool) -> None:
-        """A plain line: the new stage, or (heartbeat) where the start is and the engine's last line."""
+        """A plain line: the new stage, or (heartbeat) where the start is and the engine's last
+        line."""
         at = now
         if changed:
             current = self.tracker.current
-            text = f"failed: {self.tracker.failed}" if self.tracker.failed else (current.label if current else "")
+            text = (
+                f"failed: {self.tracker.failed}"
+                if self.tracker.failed
+                else (current.label if current else "")
+            )
             if current is not None and current.entered_at is not None and not self.tracker.failed:
-                at = current.entered_at  # when the engine logged it (`wait` replays what came before)
+                # when the engine logged it (`wait` replays what came before)
+                at = current.entered_at
         else:
             last = self.tracker.last_line
             text = "… " + status_line(self.tracker, now) + (f" · last: {last}" if last else "")
@@ -333,34 +376,43 @@ def _render(lines: list[str]) -> Group:
     from rich.console import Group
     from rich.text import Text
 
-    return Group(*(Text(_shown(line), no_wrap=True, overflow="ellipsis", end="\n") for line in lines))
+    return Group(
+        *(Text(_shown(line), no_wrap=True, overflow="ellipsis", end="\n") for line in lines)
+    )
 
 
 def _shown(text: str) -> str:
-    """Log lines and notes quote the container and the server: their colours (CSI sequences, vLLM's own)
-    are dropped, and anything else a terminal would act on is shown escaped (output.inert)."""
-    return inert(stages.ANSI_CSI.sub("", text)) if "\x1b" in text or not text.isprintable() else text
+    """Log lines and notes quote the container and the server: their colours (CSI sequences, vLLM's
+    own) are dropped, and anything else a terminal would act on is shown escaped (output.inert)."""
+    return (
+        inert(stages.ANSI_CSI.sub("", text)) if "\x1b" in text or not text.isprintable() else text
+    )
 
 
-def console_progress(quiet: bool = False, timeout_s: float | None = None, verbose: bool = False) -> ConsoleSink:
+def console_progress(
+    quiet: bool = False, timeout_s: float | None = None, verbose: bool = False
+) -> ConsoleSink:
     return ConsoleSink(timeout_s=timeout_s, quiet=quiet, verbose=verbose)
 
 
 def _said_by_preflight(warning: str, result: UpReport) -> bool:
     """A clamped ulimit is the preflight `ulimits` warning again: said once per `up`."""
     warned = [c.name for c in result.checks if c.status == "warn"]
-    about_ulimit = warning.startswith("ulimit ") or warning.split(": ", 1)[-1].startswith("ulimit ")  # NODE: ulimit
+    # NODE: ulimit
+    about_ulimit = warning.startswith("ulimit ") or warning.split(": ", 1)[-1].startswith("ulimit ")
     return about_ulimit and any(n.endswith("ulimits") for n in warned)
 
 
 def summary_text(result: UpReport, width: int | None = None) -> str:
-    """What `up` and `wait` print when the stack is ready; warnings folded at words under `width` (a terminal)."""
+    """What `up` and `wait` print when the stack is ready; warnings folded at words under `width` (a
+    terminal)."""
     s = result.startup.to_json() if result.startup else {}  # the startup report's fields by name
     gib = lambda v: format_gib(v) if isinstance(v, (int, float)) else "n/a"  # noqa: E731
     per_rank = ", ".join(f"{v:.2f}" for v in s.get("kv_cache_gib_per_rank") or []) or "n/a"
     latency = result.detection_latency_s if result.detection_latency_s is not None else "n/a"
     lines = [
-        f"{result.name} is ready at {result.endpoint}" + (" (EMULATED vLLM)" if result.emulated else ""),
+        f"{result.name} is ready at {result.endpoint}"
+        + (" (EMULATED vLLM)" if result.emulated else ""),
         f"  time to ready       {result.time_to_ready_s:.1f} s "
         + (
             "(from its log: it was ready before this command)"
@@ -377,13 +429,16 @@ def summary_text(result: UpReport, width: int | None = None) -> str:
     ]
     for m in s.get("mismatches") or []:
         lines.append(f"  MISMATCH  {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
-    for w in [*result.warnings, *(s.get("warnings") or [])]:  # the startup log's own (a cut args line, …)
+    # the startup log's own (a cut args line, …)
+    for w in [*result.warnings, *(s.get("warnings") or [])]:
         if _said_by_preflight(w, result):
             continue
         if width:
             import textwrap
 
-            lines.append(textwrap.fill(f"warning: {w}", width, initial_indent="  ", subsequent_indent="    "))
+            lines.append(
+                textwrap.fill(f"warning: {w}", width, initial_indent="  ", subsequent_indent="    ")
+            )
         else:
             lines.append(f"  warning: {w}")
     return "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
-"""`diff`: two stacks compared semantically (or a profile's compose and k8s renderings). No docker import."""
+"""`diff`: two stacks compared semantically (or a profile's compose and k8s renderings). No docker
+import."""
 
 from __future__ import annotations
 
@@ -24,10 +25,14 @@ def diff(
         help="The other side, in any of the same forms as the first (or out/NAME/k8s/ with --targets).",
         autocompletion=complete_profile,
     ),
-    functional_only: bool = typer.Option(False, "--functional-only", help="Exit status from functional changes alone."),
+    functional_only: bool = typer.Option(
+        False, "--functional-only", help="Exit status from functional changes alone."
+    ),
     unified: bool = typer.Option(False, "--unified", help="Plain unified diff of the two files."),
     targets: str | None = typer.Option(
-        None, "--targets", help="compose,k8s: the same profile's two renderings, functionally (docs/kubernetes.md)."
+        None,
+        "--targets",
+        help="compose,k8s: the same profile's two renderings, functionally (docs/kubernetes.md).",
     ),
     json_: bool = JsonOpt,
 ) -> None:

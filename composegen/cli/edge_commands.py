@@ -1,4 +1,5 @@
-"""`composegen edge up|down|status|recover|ca`, `keys add|list|revoke|rotate`, `promote`, `rollback` (docs/edge.md)."""
+"""`composegen edge up|down|status|recover|ca`, `keys add|list|revoke|rotate`, `promote`, `rollback`
+(docs/edge.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
 from composegen.edge import exposure, keys, recovery, service, switch
-from composegen.edge.reports import ClientRow, ClientsReport, ExposureReport, SwitchReport, client_rows
+from composegen.edge.reports import (
+    ClientRow,
+    ClientsReport,
+    ExposureReport,
+    SwitchReport,
+    client_rows,
+)
 from composegen.edge.status import edge_status as read
 from composegen.edge.status import format_text
 from composegen.errors import BadInput, CheckFailed
@@ -41,7 +48,9 @@ def edge_up() -> None:
     """
 
     edge = service.up(_project())
-    out(f"edge {edge.config.name}: up at {edge.url} (tls {edge.config.tls.mode}), stacks: {', '.join(edge.stacks)}")
+    out(
+        f"edge {edge.config.name}: up at {edge.url} (tls {edge.config.tls.mode}), stacks: {', '.join(edge.stacks)}"
+    )
 
 
 @edge_app.command("down")
@@ -57,7 +66,8 @@ def edge_down() -> None:
 
 @edge_app.command("status")
 def edge_status(json_: bool = JsonOpt) -> None:
-    """The edge: URL, TLS mode, containers, each alias → profile (and a switch in progress), the clients.
+    """The edge: URL, TLS mode, containers, each alias → profile (and a switch in progress), the
+    clients.
 
     Example: composegen edge status --json
     """
@@ -68,8 +78,8 @@ def edge_status(json_: bool = JsonOpt) -> None:
 
 @edge_app.command("recover")
 def edge_recover(json_: bool = JsonOpt) -> None:
-    """Undo a switch whose composegen was killed: the alias stays on the stack it had, that stack serves again,
-    the other is stopped, the 503 marks go (docs/edge.md: recovery).
+    """Undo a switch whose composegen was killed: the alias stays on the stack it had, that stack
+    serves again, the other is stopped, the 503 marks go (docs/edge.md: recovery).
 
     Example: composegen edge recover
     """
@@ -95,7 +105,9 @@ def edge_ca() -> None:
 @keys_app.command("add")
 def keys_add(
     name: str = typer.Argument(..., help="The client's name (shown in the access log)."),
-    expires: str | None = typer.Option(None, "--expires", help="YYYY-MM-DD (00:00 UTC) or an ISO 8601 time."),
+    expires: str | None = typer.Option(
+        None, "--expires", help="YYYY-MM-DD (00:00 UTC) or an ISO 8601 time."
+    ),
 ) -> None:
     """Make a key for a new client and print it — once; only its hash is kept.
 
@@ -144,12 +156,15 @@ def keys_list(json_: bool = JsonOpt) -> None:
     if not rows:
         return out("no clients (add one: composegen keys add NAME)")
     for row in rows:
-        out(f"{row.name:<24} {row.state:<8} created {row.created}  expires {row.expires or 'never'}")
+        out(
+            f"{row.name:<24} {row.state:<8} created {row.created}  expires {row.expires or 'never'}"
+        )
     _refuse_bad_records(rows)
 
 
 def _refuse_bad_records(rows: list[ClientRow]) -> None:
-    """Exit 2 naming each record of keys.json that is not as composegen writes it (the rest were listed)."""
+    """Exit 2 naming each record of keys.json that is not as composegen writes it (the rest were
+    listed)."""
     bad = [f"{row.name}: {row.problem}" for row in rows if row.problem]
     if bad:
         raise BadInput(
@@ -158,8 +173,12 @@ def _refuse_bad_records(rows: list[ClientRow]) -> None:
         )
 
 
-EmulateOpt = typer.Option(False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos).")
-GatesOpt = typer.Option("smoke", "--gates", help="Gates the new stack must pass before the alias moves.")
+EmulateOpt = typer.Option(
+    False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
+)
+GatesOpt = typer.Option(
+    "smoke", "--gates", help="Gates the new stack must pass before the alias moves."
+)
 
 
 def _switched(result: SwitchReport, json_: bool) -> None:
@@ -168,8 +187,14 @@ def _switched(result: SwitchReport, json_: bool) -> None:
     if result.path == "unchanged":
         return out(f"{result.alias} already serves {result.profile}: nothing to switch")
     ev = result.evidence or {}
-    proof = f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…" if ev else "no evidence recorded"
-    out(f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)")
+    proof = (
+        f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…"
+        if ev
+        else "no evidence recorded"
+    )
+    out(
+        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)"
+    )
     out(f"  evidence: {proof}")
     told: list[str] = []
     for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
@@ -177,24 +202,37 @@ def _switched(result: SwitchReport, json_: bool) -> None:
         if not told or told[-1] != label:
             told.append(label)
     out(f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}")
-    out(f"  path: {result.path} ({result.path_reason})" if result.path_reason else f"  path: {result.path}")
+    out(
+        f"  path: {result.path} ({result.path_reason})"
+        if result.path_reason
+        else f"  path: {result.path}"
+    )
 
 
 @app.command()
 def promote(
     profile: str = ProfileArg,
-    alias: str = typer.Option(..., "--alias", help="The stable model name clients send (edge.yaml aliases)."),
-    campaign: str | None = typer.Option(None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."),
-    run: str | None = typer.Option(None, "--run", help="The qualify run to vouch for it (default: its newest)."),
+    alias: str = typer.Option(
+        ..., "--alias", help="The stable model name clients send (edge.yaml aliases)."
+    ),
+    campaign: str | None = typer.Option(
+        None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."
+    ),
+    run: str | None = typer.Option(
+        None, "--run", help="The qualify run to vouch for it (default: its newest)."
+    ),
     force: str | None = typer.Option(
-        None, "--force", help="REASON: accept a campaign decision on a profile changed since (recorded)."
+        None,
+        "--force",
+        help="REASON: accept a campaign decision on a profile changed since (recorded).",
     ),
     emulate: bool = EmulateOpt,
     gates: str = GatesOpt,
     json_: bool = JsonOpt,
 ) -> None:
-    """Point an alias at PROFILE after a passing qualification or a campaign decision: down the current
-    stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls back on failure).
+    """Point an alias at PROFILE after a passing qualification or a campaign decision: down the
+    current stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls
+    back on failure).
 
     Example: composegen promote 4096-131k --alias ds4-flash
     """
@@ -203,7 +241,15 @@ def promote(
     edge = service.load(project)
     only = [g for g in gates.split(",") if g]
     result = switch.promote(
-        project, edge, profile, alias, campaign=campaign, run=run, force=force, emulate=emulate, gates=only
+        project,
+        edge,
+        profile,
+        alias,
+        campaign=campaign,
+        run=run,
+        force=force,
+        emulate=emulate,
+        gates=only,
     )
     _switched(result, json_)
 
@@ -222,13 +268,18 @@ def rollback(
 
     project = _project()
     result = switch.rollback(
-        project, service.load(project), alias, emulate=emulate, gates=[g for g in gates.split(",") if g]
+        project,
+        service.load(project),
+        alias,
+        emulate=emulate,
+        gates=[g for g in gates.split(",") if g],
     )
     _switched(result, json_)
 
 
 def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
-    """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a route leaks."""
+    """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a
+    route leaks."""
 
     result = exposure_matrix(project, r)
     run = capture.capture_stack(project, r, extra_raw={"exposure.json": result.to_json()})
@@ -238,10 +289,13 @@ def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
         out(exposure.format_text(result))
         out(f"evidence: {project.rel(run)}")
     if not result.passed:
-        raise CheckFailed(f"{result.failed} route(s) reachable past the edge where they must not be")
+        raise CheckFailed(
+            f"{result.failed} route(s) reachable past the edge where they must not be"
+        )
 
 
 def exposure_matrix(project: Project, r: Resolved) -> ExposureReport:
-    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind it)."""
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind
+    it)."""
 
     return exposure.for_stack(project, r)

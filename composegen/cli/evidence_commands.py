@@ -58,7 +58,8 @@ def gate(
     """
 
     project, r = _load(name)
-    driver.running_container(project, r)  # "not running" is an engine failure (3), not a failed gate
+    # "not running" is an engine failure (3), not a failed gate
+    driver.running_container(project, r)
     if exposure:
         return exposure_gate(project, r, json_)
     result = capture.stack_gates(r, only=only, tools=tools)
@@ -70,7 +71,9 @@ def gate(
 @app.command()
 def ladder(
     name: str = StackArg,
-    targets: str = typer.Option(..., "--targets", help="Prompt sizes in tokens, e.g. 117500,118500,119500."),
+    targets: str = typer.Option(
+        ..., "--targets", help="Prompt sizes in tokens, e.g. 117500,118500,119500."
+    ),
     max_tokens: int = typer.Option(
         64, "--max-tokens", help="Tokens to generate per prompt (the decode rate's sample)."
     ),
@@ -99,25 +102,47 @@ def ladder(
 
 @app.command()
 def evidence(
-    name: str | None = typer.Argument(None, help="A running stack's profile.", autocompletion=complete_profile),
+    name: str | None = typer.Argument(
+        None, help="A running stack's profile.", autocompletion=complete_profile
+    ),
     gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
-    ladder_: str | None = typer.Option(None, "--ladder", help="Also run a ladder at these targets."),
+    ladder_: str | None = typer.Option(
+        None, "--ladder", help="Also run a ladder at these targets."
+    ),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
-    bench_: str | None = typer.Option(None, "--bench", help="Also run a load benchmark at these concurrencies."),
-    bench_requests: int = typer.Option(32, "--bench-requests", help="With --bench: requests per level."),
-    bench_input: int = typer.Option(1000, "--bench-input-tokens", help="With --bench: prompt tokens."),
-    bench_output: int = typer.Option(128, "--bench-output-tokens", help="With --bench: output tokens."),
-    from_log: Path | None = typer.Option(None, "--from-log", help="Build a run from a startup log recorded elsewhere."),
+    bench_: str | None = typer.Option(
+        None, "--bench", help="Also run a load benchmark at these concurrencies."
+    ),
+    bench_requests: int = typer.Option(
+        32, "--bench-requests", help="With --bench: requests per level."
+    ),
+    bench_input: int = typer.Option(
+        1000, "--bench-input-tokens", help="With --bench: prompt tokens."
+    ),
+    bench_output: int = typer.Option(
+        128, "--bench-output-tokens", help="With --bench: output tokens."
+    ),
+    from_log: Path | None = typer.Option(
+        None, "--from-log", help="Build a run from a startup log recorded elsewhere."
+    ),
     profile_name: str | None = typer.Option(
-        None, "--profile", help="With --from-log: the profile of that run.", autocompletion=complete_profile
+        None,
+        "--profile",
+        help="With --from-log: the profile of that run.",
+        autocompletion=complete_profile,
     ),
     force: bool = typer.Option(
-        False, "--force", help="With --from-log: keep a log whose model or max_model_len contradicts the profile."
+        False,
+        "--force",
+        help="With --from-log: keep a log whose model or max_model_len contradicts the profile.",
     ),
-    exposure: bool = typer.Option(False, "--exposure", help="Also the edge's exposure matrix (exposure.json)."),
+    exposure: bool = typer.Option(
+        False, "--exposure", help="Also the edge's exposure matrix (exposure.json)."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
-    """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and what it holds.
+    """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and
+    what it holds.
 
     Example: composegen evidence 4096-131k --gate --ladder 8k,64k
     """
@@ -157,17 +182,22 @@ def evidence(
 def compare(
     run_a: str = RunArg,
     run_b: str | None = typer.Argument(
-        None, help="A run (as RUN_A); omitted when RUN_A is a campaign.", autocompletion=complete_run
+        None,
+        help="A run (as RUN_A); omitted when RUN_A is a campaign.",
+        autocompletion=complete_run,
     ),
     markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
     threshold: float = typer.Option(
         0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."
     ),
-    force: bool = typer.Option(False, "--force", help="Compare runs of different models or max_model_len anyway."),
+    force: bool = typer.Option(
+        False, "--force", help="Compare runs of different models or max_model_len anyway."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
-    """The A/B Results table of two runs (or a campaign's control and candidate), config differences, and
-    the unexplained-capacity flag. A profile name stands for its newest run (the note names it).
+    """The A/B Results table of two runs (or a campaign's control and candidate), config
+    differences, and the unexplained-capacity flag. A profile name stands for its newest run (the
+    note names it).
 
     Example: composegen compare 8192-131k 4096-131k --markdown
     """
@@ -178,7 +208,9 @@ def compare(
         run_a, run_b = arms[0], arms[1]
     elif run_b is None:
         raise BadInputError("compare: give two runs, or one campaign (runs/campaigns/NAME)")
-    result = comparing.compare_runs(run_a, run_b, root=project.root, threshold=threshold, force=force)
+    result = comparing.compare_runs(
+        run_a, run_b, root=project.root, threshold=threshold, force=force
+    )
     if json_:
         emit_json(result.to_json())
     else:
@@ -194,8 +226,12 @@ def plan(
         help="A run to calibrate from (runs/<run>, a path, or a profile name).",
         autocompletion=complete_run,
     ),
-    from_log: Path | None = typer.Option(None, "--from-log", help="A vLLM startup log to calibrate from."),
-    gpu_gib: float | None = typer.Option(None, "--gpu-gib", help="GPU memory per device, when the log does not say."),
+    from_log: Path | None = typer.Option(
+        None, "--from-log", help="A vLLM startup log to calibrate from."
+    ),
+    gpu_gib: float | None = typer.Option(
+        None, "--gpu-gib", help="GPU memory per device, when the log does not say."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement).
@@ -216,7 +252,11 @@ def plan(
 def qualify(
     name: str = StackArg,
     sleep_cycles: int = typer.Option(
-        0, "--sleep-cycles", min=0, max=1000, help="Also N sleep/wake cycles of a standby profile (docs/standby.md)."
+        0,
+        "--sleep-cycles",
+        min=0,
+        max=1000,
+        help="Also N sleep/wake cycles of a standby profile (docs/standby.md).",
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -227,8 +267,12 @@ def qualify(
 
     project, r = _load(name)
     if sleep_cycles and r.profile.standby is None:
-        raise BadInputError(f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify")
-    result = qualifying.qualify_stack(project, r, exposure.gate_for(project, r), sleep_cycles=sleep_cycles)
+        raise BadInputError(
+            f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
+        )
+    result = qualifying.qualify_stack(
+        project, r, exposure.gate_for(project, r), sleep_cycles=sleep_cycles
+    )
     emit_json(result.to_json()) if json_ else out(qualifying.format_text(result))
     if qualifying.exit_code(result):
         raise CheckFailed(f"{name} is not qualified")

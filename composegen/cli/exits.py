@@ -21,7 +21,11 @@ def run(command: Callable[[], int | None]) -> int:
     try:
         return command() or 0
     except ComposegenError as exc:
-        err(exc.message if exc.message.startswith(("profiles/", "out/", "/")) else f"composegen: {exc.message}")
+        err(
+            exc.message
+            if exc.message.startswith(("profiles/", "out/", "/"))
+            else f"composegen: {exc.message}"
+        )
         if exc.details:
             err(exc.details)
         if exc.hint:
@@ -30,10 +34,12 @@ def run(command: Callable[[], int | None]) -> int:
     except KeyboardInterrupt:
         err("composegen: interrupted")
         return INTERRUPTED
-    except BrokenPipeError:  # e.g. `composegen shm --json | head`: the reader left; no traceback for that
+    # e.g. `composegen shm --json | head`: the reader left; no traceback for that
+    except BrokenPipeError:
         err("composegen: output closed early (broken pipe)")
         return RUNTIME
-    except OSError as exc:  # the machine said no (a full disk, a read-only mount, a lost device): not a bug
+    # the machine said no (a full disk, a read-only mount, a lost device): not a bug
+    except OSError as exc:
         where = f": {exc.filename}" if exc.filename else ""
         err(f"composegen: {exc.strerror or type(exc).__name__}{where}")
         return RUNTIME
@@ -43,14 +49,20 @@ def run(command: Callable[[], int | None]) -> int:
 
 
 def _crash_log(exc: BaseException) -> str:
-    """Where the traceback went ("traceback in PATH"), or why it went nowhere: never a second traceback."""
+    """Where the traceback went ("traceback in PATH"), or why it went nowhere: never a second
+    traceback."""
     text = "".join(traceback.format_exception(exc))
-    path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "composegen" / "crash.log"
-    try:  # private: a traceback can show paths, arguments and values (0700 directory, 0600 file, no links)
+    path = (
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "composegen" / "crash.log"
+    )
+    # private: a traceback can show paths, arguments and values (0700 directory, 0600 file, no
+    # links)
+    try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         safewrite.write(path, text, private=True)
         return f"traceback in {path}"
-    except (OSError, ComposegenError):  # a link or FIFO planted there, a full disk: a fresh 0600 file elsewhere
+    # a link or FIFO planted there, a full disk: a fresh 0600 file elsewhere
+    except (OSError, ComposegenError):
         import tempfile  # stdlib, for this fallback alone
 
         try:

@@ -53,12 +53,15 @@ def plain_shm_scan(argv: list[str]) -> ShmScanOptions | None:
 
 
 def version_line() -> str:
-    """`composegen 0.1.0 (vLLM flag catalog 0.33.0)`: the package, and the vLLM releases whose `serve` flags
-    profiles are checked against (the catalogs shipped in composegen/vllm/data)."""
-    # vllm/catalog.py's DATA_DIR, spelled out: importing the catalog module costs ~80 ms, --version ~40 ms.
+    """`composegen 0.1.0 (vLLM flag catalog 0.33.0)`: the package, and the vLLM releases whose
+    `serve` flags profiles are checked against (the catalogs shipped in composegen/vllm/data)."""
+    # vllm/catalog.py's DATA_DIR, spelled out: importing the catalog module costs ~80 ms, --version
+    # ~40 ms.
     data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vllm", "data")
     names = os.listdir(data) if os.path.isdir(data) else []
-    found = sorted(n.split("-")[1] for n in names if n.startswith("vllm-") and n.endswith("-serve-flags.json"))
+    found = sorted(
+        n.split("-")[1] for n in names if n.startswith("vllm-") and n.endswith("-serve-flags.json")
+    )
     label = "catalog" if len(found) == 1 else "catalogs"
     return f"composegen {__version__} (vLLM flag {label} {', '.join(found) or 'missing'})"
 
@@ -75,9 +78,11 @@ def run(argv: list[str]) -> int | None:
     if opts is None:
         return None
     # Each answer imports what it alone needs: `--version` loads nothing more than this module.
-    from composegen.cli import exits, shm_output  # why: ~50 ms (output, safewrite, the scan) --version never needs
+    # why: ~50 ms (output, safewrite, the scan) --version never needs
+    from composegen.cli import exits, shm_output
 
-    # A one-shot process allocating a row and a string per /dev/shm entry: the cyclic collector would
+    # A one-shot process allocating a row and a string per /dev/shm entry: the cyclic collector
+    # would
     # only walk them again and again; nothing here makes reference cycles.
     gc.disable()
     labels = ContainerLabels()
@@ -85,7 +90,8 @@ def run(argv: list[str]) -> int | None:
 
 
 def plain_render_check(argv: list[str]) -> tuple[bool, str | None]:
-    """`[--root DIR | --root=DIR] render --check`: (True, the root given or None), else (False, None)."""
+    """`[--root DIR | --root=DIR] render --check`: (True, the root given or None), else (False,
+    None)."""
     root: str | None = None
     if argv[:1] == ["--root"] and len(argv) > 1:
         root, argv = argv[1], argv[2:]
@@ -97,9 +103,9 @@ def plain_render_check(argv: list[str]) -> tuple[bool, str | None]:
 
 
 def _render_check(root_arg: str | None) -> int | None:
-    """The plain check's exit code: the render cache's answer when it has one, else the real check run
-    here, through the same function the typer command calls (render_output.py). None when there is no
-    project: the CLI explains that."""
+    """The plain check's exit code: the render cache's answer when it has one, else the real check
+    run here, through the same function the typer command calls (render_output.py). None when there
+    is no project: the CLI explains that."""
     # Only the plain check pays for hashing its inputs (see run()).
     from composegen import rendercache  # why: with project ~3 ms on every other command's start
     from composegen.project import find_project  # why: ~2 ms that --version and shm never need
@@ -112,9 +118,12 @@ def _render_check(root_arg: str | None) -> int | None:
     if line is not None:
         sys.stdout.write(line + "\n")
         return 0
-    from composegen.cli import exits, render_output  # why: the renderer, pydantic and jinja2: only on a miss
+    # why: the renderer, pydantic and jinja2: only on a miss
+    from composegen.cli import exits, render_output
 
-    return exits.run(lambda: render_output.render(project, None, check=True, target=None, json_=False))
+    return exits.run(
+        lambda: render_output.render(project, None, check=True, target=None, json_=False)
+    )
 
 
 class ContainerLabels:
@@ -126,7 +135,8 @@ class ContainerLabels:
 
     def __call__(self, container_id: str) -> dict[str, str] | None:
         if self._lookup is None:
-            from composegen.stack import engine  # why: the docker SDK, only once a holder is in a container
+            # why: the docker SDK, only once a holder is in a container
+            from composegen.stack import engine
 
             self._lookup = engine.label_lookup()
         return self._lookup(container_id)

@@ -1,9 +1,10 @@
-"""How --help names things, for people: `NAME` and `[RUNS]...` in usage lines (typer's plain help says
-`{name}`), `<str>` / `<float>` for a value (not `<list[str]>` or `<float range>`: `...` says "several", the
-range is printed next to it), and each `--json` help naming its own report (`composegen schema --report up`).
+"""How --help names things, for people: `NAME` and `[RUNS]...` in usage lines (typer's plain help
+says `{name}`), `<str>` / `<float>` for a value (not `<list[str]>` or `<float range>`: `...` says
+"several", the range is printed next to it), and each `--json` help naming its own report
+(`composegen schema --report up`).
 
-`install()` adapts typer's help rendering once, at import of the CLI; a typer without these hooks keeps
-its own wording (help text only: parsing is untouched).
+`install()` adapts typer's help rendering once, at import of the CLI; a typer without these hooks
+keeps its own wording (help text only: parsing is untouched).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import re
 from typing import Any
 
 # The report of a command's --json when it is not the command's own name (see cli/reports.py).
-JSON_REPORT = {"render": "render (render-check with --check)", "shm": "shm (shm-reclaim with --reclaim)"}
+JSON_REPORT = {
+    "render": "render (render-check with --check)",
+    "shm": "shm (shm-reclaim with --reclaim)",
+}
 _LIST = re.compile(r"^<list\[(.*)\]>$")
 _RANGE = re.compile(r" range>$")
 
@@ -22,8 +26,15 @@ def install() -> None:
         from typer import core
     except ImportError:  # pragma: no cover - typer is a dependency
         return
-    param, argument, option = (getattr(core, n, None) for n in ("_TyperParameter", "TyperArgument", "TyperOption"))
-    if param is None or argument is None or option is None or getattr(param, "_composegen_help", False):
+    param, argument, option = (
+        getattr(core, n, None) for n in ("_TyperParameter", "TyperArgument", "TyperOption")
+    )
+    if (
+        param is None
+        or argument is None
+        or option is None
+        or getattr(param, "_composegen_help", False)
+    ):
         return
     if hasattr(param, "display_type"):
         original_type = param.display_type
@@ -45,7 +56,10 @@ def install() -> None:
         record = original_record(self, ctx)
         if record and "--json" in self.opts and ctx is not None and ctx.command is not None:
             name = ctx.command.name or ""
-            record = (record[0], record[1].replace("--report NAME", f"--report {JSON_REPORT.get(name, name)}"))
+            record = (
+                record[0],
+                record[1].replace("--report NAME", f"--report {JSON_REPORT.get(name, name)}"),
+            )
         return record
 
     option.get_help_record = help_record

@@ -1,4 +1,5 @@
-"""`composegen init`: a new project with one commented starter profile and the schema editors read."""
+"""`composegen init`: a new project with one commented starter profile and the schema editors
+read."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ def init(
     directory: Path = typer.Argument(Path("."), help="Where to create profiles/ (default: here)."),
     name: str = typer.Option("starter", "--name", help="The starter profile's name."),
 ) -> None:
-    """Scaffold a project: profiles/NAME.yaml (every field commented), profiles/schema.json and its rendered
-    out/NAME/compose.yaml, so `composegen up NAME --emulate` runs it at once.
+    """Scaffold a project: profiles/NAME.yaml (every field commented), profiles/schema.json and its
+    rendered out/NAME/compose.yaml, so `composegen up NAME --emulate` runs it at once.
 
     Example: composegen init ~/stacks --name qwen3-small
     """
@@ -36,13 +37,20 @@ def init(
             raise BadInput(f"{place}: not a directory; init creates DIRECTORY/profiles/")
     if profiles.is_dir() and any(profiles.glob("*.yaml")):
         raise BadInput(f"{profiles}: already holds profiles; init only scaffolds an empty project")
-    starter = resources.files("composegen.cli").joinpath("data/starter-profile.yaml").read_text(encoding="utf-8")
+    starter = (
+        resources.files("composegen.cli")
+        .joinpath("data/starter-profile.yaml")
+        .read_text(encoding="utf-8")
+    )
     schema = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
     try:
-        directory.mkdir(parents=True, exist_ok=True)  # the user's own path; below it, no link is followed
+        # the user's own path; below it, no link is followed
+        directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"{directory}: cannot be the project directory ({exc.strerror})") from None
-    safewrite.write_all([(profiles / f"{name}.yaml", starter), (profiles / "schema.json", schema)], base=directory)
+    safewrite.write_all(
+        [(profiles / f"{name}.yaml", starter), (profiles / "schema.json", schema)], base=directory
+    )
     project = Project(directory.resolve())
     rendering.write(project, rendering.render_all(project, [name]))
     compose = directory / "out" / name / "compose.yaml"

@@ -1,14 +1,15 @@
-"""The command line: parse arguments, call the core, print — nothing else lives in the command modules.
+"""The command line: parse arguments, call the core, print — nothing else lives in the command
+modules.
 
 Exit codes (mapped in exits.py, defined in errors.py): 0 ok, 1 check failed / differs, 2 bad input,
 3 engine or stack failure, 130 Ctrl-C.
 
-Command modules are loaded lazily, here and nowhere else: each module imports what its commands need at
-top level and registers them on the typer app when imported. A run imports only the module of the
-command it names (`up` never loads the evidence or edge commands, `render` never the docker libraries);
-`--help`, completion, a bare `composegen` and anything this table does not know load every module, so
-click sees the whole CLI exactly when it must list or suggest commands. tests/cli/test_lazy_commands.py
-keeps COMMANDS equal to what the modules register.
+Command modules are loaded lazily, here and nowhere else: each module imports what its commands need
+at top level and registers them on the typer app when imported. A run imports only the module of the
+command it names (`up` never loads the evidence or edge commands, `render` never the docker
+libraries); `--help`, completion, a bare `composegen` and anything this table does not know load
+every module, so click sees the whole CLI exactly when it must list or suggest commands.
+tests/cli/test_lazy_commands.py keeps COMMANDS equal to what the modules register.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ COMMANDS: dict[str, str] = {
     "diff": "diff_command",
     **dict.fromkeys(["up", "down", "status", "logs", "startup", "shm"], "stack_commands"),
     "wait": "wait_command",
-    **dict.fromkeys(["gate", "ladder", "evidence", "compare", "plan", "qualify"], "evidence_commands"),
+    **dict.fromkeys(
+        ["gate", "ladder", "evidence", "compare", "plan", "qualify"], "evidence_commands"
+    ),
     **dict.fromkeys(["bench", "report"], "bench_commands"),
     "init": "init_command",
     "weights": "weights_commands",
@@ -47,7 +50,8 @@ _GLOBAL_FLAGS = {"--version"}  # global options that take no value; --root takes
 
 
 def command_name(argv: list[str]) -> str | None:
-    """The command ARGV names after the global options, or None (help, completion, an unknown option)."""
+    """The command ARGV names after the global options, or None (help, completion, an unknown
+    option)."""
     rest = iter(argv)
     for arg in rest:
         if arg == "--root":
@@ -60,22 +64,31 @@ def command_name(argv: list[str]) -> str | None:
 
 
 def load_commands(argv: list[str] | None = None) -> None:
-    """Import the command module ARGV needs (all of them without ARGV, or when it names no known command),
-    then put the registrations in table order: what `--help` lists never depends on what loaded first."""
-    name = command_name(argv) if argv is not None and "_COMPOSEGEN_COMPLETE" not in os.environ else None
+    """Import the command module ARGV needs (all of them without ARGV, or when it names no known
+    command), then put the registrations in table order: what `--help` lists never depends on what
+    loaded first."""
+    name = (
+        command_name(argv)
+        if argv is not None and "_COMPOSEGEN_COMPLETE" not in os.environ
+        else None
+    )
     wanted = [COMMANDS[name]] if name in COMMANDS else MODULES
-    with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
+    # a Ctrl-C inside an import breaks libraries: held until they are loaded
+    with deferred_sigint():
         for module in wanted:
             importlib.import_module(f"composegen.cli.{module}")
     rank = {name: i for i, name in enumerate(COMMANDS)}
     app.registered_commands.sort(
-        key=lambda c: rank[c.name or typer.main.get_command_name(getattr(c.callback, "__name__", ""))]
+        key=lambda c: rank[
+            c.name or typer.main.get_command_name(getattr(c.callback, "__name__", ""))
+        ]
     )
     app.registered_groups.sort(key=lambda g: rank[g.name or ""])
 
 
 def _click_exceptions() -> Any:
-    """Typer vendors click (typer._click) in recent releases; find its exception module either way."""
+    """Typer vendors click (typer._click) in recent releases; find its exception module either
+    way."""
     try:
         return importlib.import_module("typer._click.exceptions")
     except ImportError:  # older typer: plain click
@@ -90,7 +103,8 @@ def main() -> None:
     def command() -> int | None:
         try:
             code = app(standalone_mode=False)
-            if code == INTERRUPTED:  # typer turns a Ctrl-C no command caught into a silent Exit(130)
+            # typer turns a Ctrl-C no command caught into a silent Exit(130)
+            if code == INTERRUPTED:
                 raise KeyboardInterrupt
             return code
         except abort:

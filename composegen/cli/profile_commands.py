@@ -1,5 +1,6 @@
-"""Commands that read profiles: list, validate, show, schema (render and diff have modules of their own, so
-that these never import the renderer or the differ). None of them imports docker libraries."""
+"""Commands that read profiles: list, validate, show, schema (render and diff have modules of their
+own, so that these never import the renderer or the differ). None of them imports docker
+libraries."""
 
 from __future__ import annotations
 
@@ -42,13 +43,30 @@ def list_(json_: bool = JsonOpt) -> None:
                 }
             )
         except BadInput as exc:
-            rows.append({"name": name, "extends": None, "description": "", "hash": None, "error": exc.message})
+            rows.append(
+                {
+                    "name": name,
+                    "extends": None,
+                    "description": "",
+                    "hash": None,
+                    "error": exc.message,
+                }
+            )
     if json_:
-        emit_json(reports.ListReport(profiles=[reports.ListedProfile(**row) for row in rows]).to_json())
+        emit_json(
+            reports.ListReport(profiles=[reports.ListedProfile(**row) for row in rows]).to_json()
+        )
     else:
         out(
             table(
-                [[row["name"], row["extends"] or "-", row["description"] or "INVALID (see below)"] for row in rows],
+                [
+                    [
+                        row["name"],
+                        row["extends"] or "-",
+                        row["description"] or "INVALID (see below)",
+                    ]
+                    for row in rows
+                ],
                 ["NAME", "EXTENDS", "DESCRIPTION"],
             )
         )
@@ -64,7 +82,9 @@ def validate(
     names: list[str] | None = typer.Argument(
         None, help="Profiles to check (all by default).", autocompletion=complete_profile
     ),
-    strict: bool = typer.Option(False, "--strict", help="Also fail on warnings such as an unpinned image."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Also fail on warnings such as an unpinned image."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Check profiles: schema, flags against the vLLM catalog, cross-field rules.
@@ -97,7 +117,11 @@ def validate(
         for w in shared:
             out(f"warning: {w}")
     if strict:
-        unpinned = [r.name for r in resolved if not r.profile.pinned and r.profile.image_policy != "local-build"]
+        unpinned = [
+            r.name
+            for r in resolved
+            if not r.profile.pinned and r.profile.image_policy != "local-build"
+        ]
         if unpinned:
             raise CheckFailed(f"--strict: unpinned image in {', '.join(unpinned)}")
         if shared or any(r.warnings for r in resolved):
@@ -139,7 +163,9 @@ def _argv_lines(argv: list[str]) -> list[str]:
 @app.command()
 def schema(
     report: str | None = typer.Option(
-        None, "--report", help="A report's JSON Schema instead (up, status, startup, shm, gate, …; see docs/json.md)."
+        None,
+        "--report",
+        help="A report's JSON Schema instead (up, status, startup, shm, gate, …; see docs/json.md).",
     ),
 ) -> None:
     """Print the profile JSON Schema, or with --report NAME the schema of that JSON report.

@@ -1,5 +1,5 @@
-"""`render`: profiles into out/ (compose, and k8s where asked), or with --check the drift. No docker import.
-The command parses its arguments; render_output.py renders, checks and prints."""
+"""`render`: profiles into out/ (compose, and k8s where asked), or with --check the drift. No docker
+import. The command parses its arguments; render_output.py renders, checks and prints."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ def render(
     names: list[str] | None = typer.Argument(
         None, help="Profiles to render (all by default).", autocompletion=complete_profile
     ),
-    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."),
+    check: bool = typer.Option(
+        False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."
+    ),
     target: str | None = typer.Option(
         None,
         "--target",

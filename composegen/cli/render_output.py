@@ -21,8 +21,9 @@ def _edge_files(project: Project) -> dict[str, str]:
 
 
 def _refuse_standby_outside_the_edge(project: Project, standby: list[str]) -> None:
-    """Sleep mode opens vLLM's dev routes (/sleep, /wake_up, /collective_rpc, /reset_*) on the engine's own
-    port; only the edge takes a stack's published port away (out/edge/stacks/NAME.yaml)."""
+    """Sleep mode opens vLLM's dev routes (/sleep, /wake_up, /collective_rpc, /reset_*) on the
+    engine's own port; only the edge takes a stack's published port away
+    (out/edge/stacks/NAME.yaml)."""
     if not standby:
         return
     fronted = config.load(project).stacks if config.configured(project) else {}
@@ -36,8 +37,9 @@ def _refuse_standby_outside_the_edge(project: Project, standby: list[str]) -> No
 
 
 def _refuse_k8s_behind_the_edge(project: Project, k8s_profiles: list[str]) -> None:
-    """A stack the edge guards gets no Kubernetes manifests: they would hold a plain Service straight to
-    vLLM (no key, no route allowlist), and the edge itself has no Kubernetes form yet."""
+    """A stack the edge guards gets no Kubernetes manifests: they would hold a plain Service
+    straight to vLLM (no key, no route allowlist), and the edge itself has no Kubernetes form
+    yet."""
     if not k8s_profiles or not config.configured(project):
         return
     guarded = [name for name in k8s_profiles if name in config.load(project).stacks]
@@ -49,12 +51,16 @@ def _refuse_k8s_behind_the_edge(project: Project, k8s_profiles: list[str]) -> No
         )
 
 
-def render(project: Project, names: list[str] | None, *, check: bool, target: str | None, json_: bool) -> None:
+def render(
+    project: Project, names: list[str] | None, *, check: bool, target: str | None, json_: bool
+) -> None:
     """Render NAMES (all when None) into out/, or with CHECK print the drift and fail on it."""
     if target is not None and target not in k8s.TARGETS:
         raise BadInput(f"--target: {target!r} is not one of {', '.join(k8s.TARGETS)}")
-    plain_check = check and not names and not json_ and target is None  # what cli/fastpath.py answers
-    inputs = rendercache.fingerprint(project.root) if plain_check else None  # hashed before rendering
+    # what cli/fastpath.py answers
+    plain_check = check and not names and not json_ and target is None
+    # hashed before rendering
+    inputs = rendercache.fingerprint(project.root) if plain_check else None
     rendered, built, swept, standby = k8s.render_targets(project, names, target)
     _refuse_k8s_behind_the_edge(project, [m.profile for m in built])
     _refuse_standby_outside_the_edge(project, standby)
@@ -63,13 +69,18 @@ def render(project: Project, names: list[str] | None, *, check: bool, target: st
     if check:
         drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
         if json_:
-            drifted = [reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift]
+            drifted = [
+                reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift
+            ]
             emit_json(reports.RenderCheckReport(fresh=not drift, drift=drifted).to_json())
         else:
             for d in drift:
                 out(d.diff)
         if drift:
-            raise CheckFailed(f"{len(drift)} file(s) in out/ are stale or orphaned", hint="run `composegen render`")
+            raise CheckFailed(
+                f"{len(drift)} file(s) in out/ are stale or orphaned",
+                hint="run `composegen render`",
+            )
         if not json_:
             line = f"out/ is fresh ({len(rendered)} files)"
             out(line)
@@ -79,7 +90,9 @@ def render(project: Project, names: list[str] | None, *, check: bool, target: st
     removed = rendering.remove_orphans(project, rendered, swept) if not names else []
     if json_:
         unchanged = len(rendered) - len(written)
-        report = reports.RenderReport(written=written, removed=removed, unchanged=unchanged, k8s=k8s.report(built))
+        report = reports.RenderReport(
+            written=written, removed=removed, unchanged=unchanged, k8s=k8s.report(built)
+        )
         return emit_json(report.to_json())
     for path in written:
         out(f"wrote {path}")

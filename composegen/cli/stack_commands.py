@@ -1,8 +1,8 @@
 """Commands that drive stacks on the Docker engine: up, down, status, logs, startup, shm.
 
 cli/main.py loads this module only when a run names one of them (or lists every command), under its
-Ctrl-C guard, so what they need is imported at top level; the docker libraries load when a command first
-talks to an engine (driver.preload, stack/engine.py).
+Ctrl-C guard, so what they need is imported at top level; the docker libraries load when a command
+first talks to an engine (driver.preload, stack/engine.py).
 """
 
 from __future__ import annotations
@@ -43,20 +43,34 @@ def up(
         False, "--emulate", help="Run the stack with the emulated vLLM (no GPU; a test double)."
     ),
     timeout: float | None = typer.Option(
-        None, "--timeout", help="Seconds to wait for ready (default: the profile's startup_timeout)."
+        None,
+        "--timeout",
+        help="Seconds to wait for ready (default: the profile's startup_timeout).",
     ),
-    no_wait: bool = typer.Option(False, "--no-wait", help="Start and return without waiting for ready."),
+    no_wait: bool = typer.Option(
+        False, "--no-wait", help="Start and return without waiting for ready."
+    ),
     down_on_failure: bool = typer.Option(
         False, "--down-on-failure", help="Remove the stack when it fails to become ready."
     ),
-    render_stale: bool = typer.Option(False, "--render", help="Render out/NAME first when it is stale."),
-    reclaim_shm: bool = typer.Option(False, "--reclaim-shm", help="Reclaim leftover /dev/shm files first (ipc: host)."),
-    allow_download: bool = typer.Option(
-        False, "--allow-download", help="Start even if the pinned weights are incomplete (the engine downloads them)."
+    render_stale: bool = typer.Option(
+        False, "--render", help="Render out/NAME first when it is stale."
     ),
-    verbose: bool = typer.Option(False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."),
+    reclaim_shm: bool = typer.Option(
+        False, "--reclaim-shm", help="Reclaim leftover /dev/shm files first (ipc: host)."
+    ),
+    allow_download: bool = typer.Option(
+        False,
+        "--allow-download",
+        help="Start even if the pinned weights are incomplete (the engine downloads them).",
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."
+    ),
     standby: bool = typer.Option(
-        False, "--standby", help="Once ready and through its gates, put it to sleep (the profile's `standby:`)."
+        False,
+        "--standby",
+        help="Once ready and through its gates, put it to sleep (the profile's `standby:`).",
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -66,11 +80,16 @@ def up(
     """
     _check_seconds("--timeout", timeout)
     if standby and no_wait:
-        raise BadInputError("--standby waits for ready (the gates run, then the sleep): drop --no-wait")
-    with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
+        raise BadInputError(
+            "--standby waits for ready (the gates run, then the sleep): drop --no-wait"
+        )
+    # a Ctrl-C inside an import breaks libraries: held until they are loaded
+    with deferred_sigint():
         driver.preload()
     project, r = _load(name)
-    opts = driver.UpOptions(emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
+    opts = driver.UpOptions(
+        emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm
+    )
     opts.allow_download = allow_download
     timeout_s = timeout or r.profile.service.startup_timeout
     with console_progress(quiet=json_, timeout_s=timeout_s, verbose=verbose) as sink:
@@ -90,11 +109,17 @@ def up(
 
 def _to_sleep(project: Project, r: Resolved, result: UpReport, json_: bool) -> UpReport:
     if r.profile.standby is None:
-        raise BadInputError(f"--standby: {r.name} has no `standby:` in its profile (docs/standby.md)")
+        raise BadInputError(
+            f"--standby: {r.name} has no `standby:` in its profile (docs/standby.md)"
+        )
     asleep = resident.put_to_sleep(project, r)
     status = SleepingStatus(level=asleep.level, since=asleep.since, gpu_gib_held=asleep.residue_gib)
     if not json_:
-        held = f"; the engine still holds {asleep.residue_gib:g} GiB of GPU memory" if asleep.residue_gib else ""
+        held = (
+            f"; the engine still holds {asleep.residue_gib:g} GiB of GPU memory"
+            if asleep.residue_gib
+            else ""
+        )
         out(f"{r.name}: gates passed, asleep (level {asleep.level}){held}")
     return result.model_copy(update={"asleep": status})
 
@@ -102,12 +127,14 @@ def _to_sleep(project: Project, r: Resolved, result: UpReport, json_: bool) -> U
 def _nodes_text(result: UpReport) -> str:
     """One line per node under the `up` summary of a multi-node stack."""
     return "".join(
-        f"  node {n.name:<12} rank {n.rank} {n.role:<7} {n.engine}  ({n.project})\n" for n in result.nodes or []
+        f"  node {n.name:<12} rank {n.rank} {n.role:<7} {n.engine}  ({n.project})\n"
+        for n in result.nodes or []
     )
 
 
 def _check_seconds(option: str, value: float | None) -> None:
-    """A duration option must be a finite positive number: nan, inf and negatives are refused (exit 2)."""
+    """A duration option must be a finite positive number: nan, inf and negatives are refused (exit
+    2)."""
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise BadInputError(f"{option} must be a positive number of seconds, got {value:g}")
 
@@ -125,7 +152,9 @@ def down(
     Example: composegen down 4096-131k
     """
     if timeout is not None and timeout < 0:
-        raise BadInputError(f"--timeout must be zero or a positive number of seconds, got {timeout}")
+        raise BadInputError(
+            f"--timeout must be zero or a positive number of seconds, got {timeout}"
+        )
     project, r = _load(name)
     result = driver.down(project, r, timeout)
     if json_:
@@ -140,7 +169,9 @@ def down(
 @app.command()
 def status(
     name: str | None = typer.Argument(
-        None, help="Only this profile's stack; exit 3 when it is not running.", autocompletion=complete_profile
+        None,
+        help="Only this profile's stack; exit 3 when it is not running.",
+        autocompletion=complete_profile,
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -153,27 +184,36 @@ def status(
     report = driver.status(_project(), name)
     if json_:
         emit_json(report.to_json())
-    elif report.stacks or not name:  # a named stack with nothing on the engine: the error line says it
+    # a named stack with nothing on the engine: the error line says it
+    elif report.stacks or not name:
         out(driver.status_text(report, terminal_width()))
         _edge_lines()
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
-        raise EngineError(f"{name} is not running", hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")
+        raise EngineError(
+            f"{name} is not running",
+            hint=f"`composegen up {name}{' --emulate' * emulated}` starts it",
+        )
     lost = [n for s in report.stacks for n in s.nodes or [] if not n.reachable]
-    if name and lost:  # a multi-node stack missing a node cannot serve: as docs/commands.md says, exit 3
+    # a multi-node stack missing a node cannot serve: as docs/commands.md says, exit 3
+    if name and lost:
         said = ", ".join(f"node {n.name} ({n.engine})" for n in lost)
         raise EngineError(
-            f"{name}: {said} unreachable", hint="check that node's engine; `composegen down` stops the rest"
+            f"{name}: {said} unreachable",
+            hint="check that node's engine; `composegen down` stops the rest",
         )
 
 
 def _edge_lines() -> None:
-    """The edge's block under the stacks when the project has one (docs/edge.md); `edge status --json`."""
-    from composegen.edge import config  # why: only `status` draws the edge; the other commands skip ~10 modules
+    """The edge's block under the stacks when the project has one (docs/edge.md); `edge status
+    --json`."""
+    # why: only `status` draws the edge; the other commands skip ~10 modules
+    from composegen.edge import config
 
     project = _project()
     if config.configured(project):
-        from composegen.edge.status import edge_status, format_text  # why: as above, and only with an edge
+        # why: as above, and only with an edge
+        from composegen.edge.status import edge_status, format_text
 
         out(format_text(edge_status(project)))
 
@@ -181,7 +221,9 @@ def _edge_lines() -> None:
 @app.command()
 def logs(
     name: str = StackArg,
-    follow: bool = typer.Option(False, "-f", "--follow", help="Keep printing new lines until Ctrl-C."),
+    follow: bool = typer.Option(
+        False, "-f", "--follow", help="Keep printing new lines until Ctrl-C."
+    ),
     tail: str = typer.Option("all", "--tail", help="Lines from the end (a number or all)."),
     node: str | None = typer.Option(
         None, "--node", help="Multi-node: this node's logs (default: every node; with -f the head)."
@@ -202,8 +244,12 @@ def logs(
 
 @app.command()
 def startup(
-    name: str | None = typer.Argument(None, help="A running stack's profile.", autocompletion=complete_profile),
-    log: Path | None = typer.Option(None, "--log", help="Parse a recorded vLLM startup log instead."),
+    name: str | None = typer.Argument(
+        None, help="A running stack's profile.", autocompletion=complete_profile
+    ),
+    log: Path | None = typer.Option(
+        None, "--log", help="Parse a recorded vLLM startup log instead."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
@@ -224,7 +270,8 @@ def startup(
             raise BadInputError("give a profile name or --log FILE")
         project, r = _load(name)
         report = driver.startup_check(r, driver.running_container(project, r))
-    mismatches = report.mismatches if isinstance(report, StartupCheck) else None  # no profile: nothing compared
+    # no profile: nothing compared
+    mismatches = report.mismatches if isinstance(report, StartupCheck) else None
     if json_:
         emit_json(report.to_json())
     else:
@@ -233,23 +280,38 @@ def startup(
             out(f"MISMATCH {m.flag}: profile {m.profile!r}, engine {m.engine!r}")
     failures = [e for e in report.errors if e.kind not in parsing.WARNING_KINDS]
     if failures or not report.ready or mismatches:
-        raise CheckFailed("the engine is not ready" if not report.ready else "startup report has errors or mismatches")
+        raise CheckFailed(
+            "the engine is not ready"
+            if not report.ready
+            else "startup report has errors or mismatches"
+        )
 
 
 @app.command()
 def shm(
-    path: str | None = typer.Option(None, "--path", help="Directory to inspect (default /dev/shm)."),
-    container: str | None = typer.Option(None, "--container", help="A running container's private /dev/shm."),
-    profile_name: str | None = typer.Option(
-        None, "--profile", help="Multi-node: /dev/shm of every node of this profile.", autocompletion=complete_profile
+    path: str | None = typer.Option(
+        None, "--path", help="Directory to inspect (default /dev/shm)."
     ),
-    reclaim: bool = typer.Option(False, "--reclaim", help="Preview (or with --yes, remove) leftover files."),
+    container: str | None = typer.Option(
+        None, "--container", help="A running container's private /dev/shm."
+    ),
+    profile_name: str | None = typer.Option(
+        None,
+        "--profile",
+        help="Multi-node: /dev/shm of every node of this profile.",
+        autocompletion=complete_profile,
+    ),
+    reclaim: bool = typer.Option(
+        False, "--reclaim", help="Preview (or with --yes, remove) leftover files."
+    ),
     yes: bool = typer.Option(False, "--yes", help="With --reclaim: really remove."),
     include_unknown: bool = typer.Option(
         False, "--include-unknown", help="With --reclaim: also unknown names nothing holds."
     ),
     ignore_unreadable: bool = typer.Option(
-        False, "--ignore-unreadable", help="Reclaim even though some processes could not be checked."
+        False,
+        "--ignore-unreadable",
+        help="Reclaim even though some processes could not be checked.",
     ),
     min_age: float | None = typer.Option(
         None,
@@ -269,7 +331,9 @@ def shm(
 
     Example: composegen shm --reclaim
     """
-    _check_shm_options(path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable, min_age)
+    _check_shm_options(
+        path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable, min_age
+    )
     if force and (container or profile_name):
         raise BadInputError("--force: only meaningful with --path (or the default /dev/shm)")
     path = "/dev/shm" if path is None else path
@@ -308,7 +372,13 @@ def _check_shm_options(
 ) -> None:
     """Options that would silently mean something else are refused (exit 2), not ignored."""
     where = [
-        flag for flag, given in (("--path", path), ("--container", container), ("--profile", profile_name)) if given
+        flag
+        for flag, given in (
+            ("--path", path),
+            ("--container", container),
+            ("--profile", profile_name),
+        )
+        if given
     ]
     if len(where) > 1:
         raise BadInputError(f"{' and '.join(where)} name different places: give one")

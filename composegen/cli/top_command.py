@@ -1,5 +1,5 @@
-"""`composegen top NAME`: a live view of a serving stack from its engine's /metrics (rich Live, redrawn each
-interval); `--once --json` prints one sample (report "top") for scripts."""
+"""`composegen top NAME`: a live view of a serving stack from its engine's /metrics (rich Live,
+redrawn each interval); `--once --json` prints one sample (report "top") for scripts."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def _secs(value: float | None) -> str:
 
 
 def rows(sample: TopSample) -> list[tuple[str, str]]:
-    """The figures of one sample as (label, text) lines: the same words in the live view and plain text."""
+    """The figures of one sample as (label, text) lines: the same words in the live view and plain
+    text."""
     s = sample
     lines = [
         (
@@ -50,14 +51,26 @@ def rows(sample: TopSample) -> list[tuple[str, str]]:
             f"running {_num(s.running, ',.0f')}   waiting {_num(s.waiting, ',.0f')}"
             f"   finished {_num(s.requests_finished, ',.0f')}",
         ),
-        ("KV cache", f"usage {_pct(s.kv_cache_usage)}   prefix-cache hits {_pct(s.prefix_cache_hit_rate)}"),
-        ("tokens/s", f"prompt {_num(s.prompt_tokens_per_s)}   generation {_num(s.generation_tokens_per_s)}"),
-        ("TTFT", f"p50 {_secs(s.ttft.p50_s)}   p95 {_secs(s.ttft.p95_s)}   ({_num(s.ttft.count, ',.0f')} requests)"),
+        (
+            "KV cache",
+            f"usage {_pct(s.kv_cache_usage)}   prefix-cache hits {_pct(s.prefix_cache_hit_rate)}",
+        ),
+        (
+            "tokens/s",
+            f"prompt {_num(s.prompt_tokens_per_s)}   generation {_num(s.generation_tokens_per_s)}",
+        ),
+        (
+            "TTFT",
+            f"p50 {_secs(s.ttft.p50_s)}   p95 {_secs(s.ttft.p95_s)}   ({_num(s.ttft.count, ',.0f')} requests)",
+        ),
         (
             "e2e latency",
             f"p50 {_secs(s.e2e.p50_s)}   p95 {_secs(s.e2e.p95_s)}   ({_num(s.e2e.count, ',.0f')} requests)",
         ),
-        ("preemptions", f"{_num(s.preemptions, ',.0f')} in window   {_num(s.preemptions_total, ',.0f')} total"),
+        (
+            "preemptions",
+            f"{_num(s.preemptions, ',.0f')} in window   {_num(s.preemptions_total, ',.0f')} total",
+        ),
     ]
     spec = s.spec_decode
     if spec is None:
@@ -89,8 +102,9 @@ class _Quit(Exception):
 
 
 class _Keys:
-    """Keys for the live view: while it runs, a terminal's stdin is in cbreak mode (restored on the way out)
-    and the wait between scrapes returns at once on `q`. Without a terminal, a plain sleep."""
+    """Keys for the live view: while it runs, a terminal's stdin is in cbreak mode (restored on the
+    way out) and the wait between scrapes returns at once on `q`. Without a terminal, a plain
+    sleep."""
 
     def __init__(self) -> None:
         self.fd: int | None = None
@@ -118,7 +132,9 @@ class _Keys:
             return
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
-            if select.select([self.fd], [], [], left)[0] and os.read(self.fd, 64).lower().count(b"q"):
+            if select.select([self.fd], [], [], left)[0] and os.read(self.fd, 64).lower().count(
+                b"q"
+            ):
                 raise _Quit
 
 
@@ -146,7 +162,14 @@ def _host_port(url: str) -> tuple[str, int]:
         host, port = parts.hostname, parts.port  # .port raises ValueError out of range
     except ValueError:
         host, port, parts = None, None, None
-    if parts is None or parts.scheme != "http" or not host or not port or not url.isprintable() or " " in url:
+    if (
+        parts is None
+        or parts.scheme != "http"
+        or not host
+        or not port
+        or not url.isprintable()
+        or " " in url
+    ):
         raise BadInput(f"--url: expected http://HOST:PORT, got {url!r}")
     return host, port
 
@@ -161,30 +184,42 @@ def _endpoint(name: str | None, url: str | None) -> tuple[Endpoint, str | None, 
         raise BadInput("give a profile NAME (or --url http://HOST:PORT)")
 
     project, r = _load(name)
-    ctr = driver.running_container(project, r)  # "not running" is exit 3 with a hint, before any scrape
+    # "not running" is exit 3 with a hint, before any scrape
+    ctr = driver.running_container(project, r)
     return driver.endpoint(r), r.name, driver.deployment(project, r).head.kind, ctr.emulated
 
 
 @app.command()
 def top(
     name: str | None = typer.Argument(
-        None, autocompletion=complete_profile, help="Profile whose stack to watch (multi-node: the head's engine)."
+        None,
+        autocompletion=complete_profile,
+        help="Profile whose stack to watch (multi-node: the head's engine).",
     ),
-    url: str | None = typer.Option(None, "--url", help="Watch this engine instead: http://HOST:PORT."),
+    url: str | None = typer.Option(
+        None, "--url", help="Watch this engine instead: http://HOST:PORT."
+    ),
     interval: float = typer.Option(1.0, "--interval", min=0.1, help="Seconds between scrapes."),
-    window: float = typer.Option(10.0, "--window", min=0.1, help="Rates and percentiles over this many seconds."),
+    window: float = typer.Option(
+        10.0, "--window", min=0.1, help="Rates and percentiles over this many seconds."
+    ),
     once: bool = typer.Option(False, "--once", help="One sample over one interval, then exit."),
-    count: int | None = typer.Option(None, "--count", min=1, help="Exit after this many refreshes."),
+    count: int | None = typer.Option(
+        None, "--count", min=1, help="Exit after this many refreshes."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
-    """Live view of a serving stack: requests, KV cache, token rates, TTFT/e2e p50/p95, spec decoding.
+    """Live view of a serving stack: requests, KV cache, token rates, TTFT/e2e p50/p95, spec
+    decoding.
 
     Example: composegen top 4096-131k --interval 2
     """
 
     ep, label, view, emulated = _endpoint(name, url)
     if once:
-        sample = watch.once(ep, interval, name=label, view=view).model_copy(update={"emulated": emulated})
+        sample = watch.once(ep, interval, name=label, view=view).model_copy(
+            update={"emulated": emulated}
+        )
         if json_:
             emit_json(sample.to_json())
         else:
@@ -207,5 +242,6 @@ def top(
                     break
         except _Quit:
             pass
-    if not console.is_terminal:  # a terminal's Live ends its last line itself; piped, the view's last line ends here
+    # a terminal's Live ends its last line itself; piped, the view's last line ends here
+    if not console.is_terminal:
         console.line()

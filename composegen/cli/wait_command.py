@@ -3,8 +3,8 @@
 Exit codes: 0 ready (the summary `up` prints), 3 the start failed or ran out of its startup_timeout
 (the engine's last lines and what was recognised in them), 130 Ctrl-C (the stack keeps loading).
 
-cli/main.py loads this module only when a run names `wait` (or lists every command), under its Ctrl-C
-guard, so what the command needs is imported at top level.
+cli/main.py loads this module only when a run names `wait` (or lists every command), under its
+Ctrl-C guard, so what the command needs is imported at top level.
 """
 
 from __future__ import annotations
@@ -26,17 +26,21 @@ from composegen.stack import driver
 def wait(
     name: str = StackArg,
     timeout: float | None = typer.Option(
-        None, "--timeout", help="Seconds to wait (default: what is left of startup_timeout since the start)."
+        None,
+        "--timeout",
+        help="Seconds to wait (default: what is left of startup_timeout since the start).",
     ),
     json_: bool = JsonOpt,
 ) -> None:
-    """Attach to a starting stack: its load, stage by stage, until ready (0), failed (3) or Ctrl-C (130).
+    """Attach to a starting stack: its load, stage by stage, until ready (0), failed (3) or Ctrl-C
+    (130).
 
     Example: composegen up 393k-gpu --no-wait && composegen wait 393k-gpu
     """
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise BadInput(f"--timeout must be a positive number of seconds, got {timeout:g}")
-    with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until they are loaded
+    # a Ctrl-C inside an import breaks libraries: held until they are loaded
+    with deferred_sigint():
         driver.preload()
     project, r = _load(name)
     with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:

@@ -1,8 +1,10 @@
 """`composegen weights NAME`: is the pinned revision complete where the stack looks for it?
 
-Exit 0 complete, 1 incomplete, 2 bad input (profile, wrong revision), 3 the Hub was needed and is not usable.
+Exit 0 complete, 1 incomplete, 2 bad input (profile, wrong revision), 3 the Hub was needed and is
+not usable.
 
-cli/main.py loads this module only for `weights` (and --help), so what the command needs is imported at top level.
+cli/main.py loads this module only for `weights` (and --help), so what the command needs is imported
+at top level.
 """
 
 from __future__ import annotations
@@ -22,11 +24,17 @@ from composegen.weights.reports import WeightsReport
 def weights(
     name: str = ProfileArg,
     download: bool = typer.Option(
-        False, "--download", help="Fetch what is missing, exactly the pinned revision (resumable; HF_TOKEN honoured)."
+        False,
+        "--download",
+        help="Fetch what is missing, exactly the pinned revision (resumable; HF_TOKEN honoured).",
     ),
-    verify: bool = typer.Option(False, "--verify", help="Check every file's hash against the Hub's file metadata."),
+    verify: bool = typer.Option(
+        False, "--verify", help="Check every file's hash against the Hub's file metadata."
+    ),
     sync: bool = typer.Option(
-        False, "--sync", help="Multi-node: copy the head's snapshot to nodes that lack it (Docker API), then check."
+        False,
+        "--sync",
+        help="Multi-node: copy the head's snapshot to nodes that lack it (Docker API), then check.",
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -36,7 +44,9 @@ def weights(
     """
     project, r = _load(name)
     on_file = (lambda n: None) if json_ else (lambda n: err(f"downloading {n}"))
-    report = driver.weights(project, r, download=download, verify=verify, sync=sync, on_file=on_file)
+    report = driver.weights(
+        project, r, download=download, verify=verify, sync=sync, on_file=on_file
+    )
     if json_:
         emit_json(report.to_json())
     else:
@@ -72,7 +82,9 @@ def format_text(report: WeightsReport) -> str:
         lines.append(f"  fetched   {len(report.downloaded)} file(s) from the Hub")
     for node in report.nodes:
         state = "complete" if node.complete else (node.error or f"{len(node.missing)} missing")
-        lines.append(f"  node {node.name:<12} {node.cache_dir}: {state}, {node.total_bytes / 2**30:.2f} GiB")
+        lines.append(
+            f"  node {node.name:<12} {node.cache_dir}: {state}, {node.total_bytes / 2**30:.2f} GiB"
+        )
     if report.synced:
         lines.append(f"  synced    {', '.join(report.synced)}")
     lines.append("complete" if report.complete else "INCOMPLETE")

@@ -1,10 +1,12 @@
-"""The `vllm serve` argv, normalised with the flag catalog of the side's vLLM version (vllm/catalog.py;
-0.33.0 when a file does not say, or names a version without a catalog), for `composegen.diff.semantic`.
+"""The `vllm serve` argv, normalised with the flag catalog of the side's vLLM version
+(vllm/catalog.py; 0.33.0 when a file does not say, or names a version without a catalog), for
+`composegen.diff.semantic`.
 
 - `parse_vllm_args(args) -> {"model": str | None, "flags": {"--canonical-flag": value}, "args": [str]}`
-  for the words after `vllm serve`: aliases and `--x_y` spellings → the canonical long option, `--x=v`
-  ≡ `--x v`, booleans → true/false (`--no-x`, `--disable-x` → false), nargs '+' → lists, int/float/
-  human-readable values → numbers, JSON values and dotted keys (`-cc.mode=3`) → parsed JSON.
+  for the words after `vllm serve`: aliases and `--x_y` spellings → the canonical long option,
+  `--x=v` ≡ `--x v`, booleans → true/false (`--no-x`, `--disable-x` → false), nargs '+' → lists,
+  int/float/ human-readable values → numbers, JSON values and dotted keys (`-cc.mode=3`) → parsed
+  JSON.
 - `split_vllm_argv(entrypoint, command, image) -> (launcher words, vLLM args) | None`.
 - `flag_default(name)`: vLLM's default for a flag when it is a plain scalar.
 """
@@ -50,10 +52,17 @@ def flag_catalog(version: str = CATALOG_VERSION) -> dict[str, FlagSpec]:
     for flag in catalog.flags.values():
         canonical = flag.options[0]
         for option in flag.spellings:
-            # The catalog lists the positive spelling first (it matches `dest`); other long ones negate.
+            # The catalog lists the positive spelling first (it matches `dest`); other long ones
+            # negate.
             negative = flag.kind == "bool" and option.startswith("--") and option != canonical
             table[option] = FlagSpec(
-                canonical, flag.takes_value, flag.nargs, flag.type_name, flag.append, negative, flag.default
+                canonical,
+                flag.takes_value,
+                flag.nargs,
+                flag.type_name,
+                flag.append,
+                negative,
+                flag.default,
             )
     return table
 
@@ -71,7 +80,8 @@ def lookup_flag(option: str, version: str = CATALOG_VERSION) -> FlagSpec | None:
 
 
 def flag_default(name: str, version: str = CATALOG_VERSION) -> Any:
-    """vLLM's default for a flag when it is a plain scalar; None when unknown or not shown simply."""
+    """vLLM's default for a flag when it is a plain scalar; None when unknown or not shown
+    simply."""
     spec = lookup_flag(name, version)
     default = spec.default if spec else None
     if isinstance(default, (bool, int, float, str)) and default != "==SUPPRESS==":
@@ -102,7 +112,9 @@ def parse_vllm_args(args: list[str], version: str = CATALOG_VERSION) -> dict:
         value, index = _take_value(spec, bool(subkey), args, index, inline if has_inline else None)
         if subkey:
             current = flags.get(name)
-            flags[name] = _merge(current if isinstance(current, dict) else {}, _nest(subkey.split("."), value))
+            flags[name] = _merge(
+                current if isinstance(current, dict) else {}, _nest(subkey.split("."), value)
+            )
         elif spec is not None and spec.append:
             flags[name] = [*flags.get(name, []), value]
         else:
@@ -208,7 +220,11 @@ def split_vllm_argv(
         if launches_serve or token in _VLLM_MODULES:
             return argv[: index + 1], argv[index + 1 :]
     # A vLLM image with its own entrypoint and a command of just the model and flags.
-    if entrypoint is None and "vllm" in str(image or "").lower() and (not argv or is_option(argv[0]) or "/" in argv[0]):
+    if (
+        entrypoint is None
+        and "vllm" in str(image or "").lower()
+        and (not argv or is_option(argv[0]) or "/" in argv[0])
+    ):
         return [], argv
     return None
 

@@ -1,7 +1,7 @@
-"""Compose YAML text as composegen's diff reads it: bounded in size, aliases refused (a few lines of nested
-aliases expand to gigabytes when the diff walks them), compose's `!reset`/`!override` tags taken as their
-plain values, and every service's keys checked for shapes compose would refuse, so comparing never meets
-them. Problems are BadInput `label:line: field: problem`.
+"""Compose YAML text as composegen's diff reads it: bounded in size, aliases refused (a few lines of
+nested aliases expand to gigabytes when the diff walks them), compose's `!reset`/`!override` tags
+taken as their plain values, and every service's keys checked for shapes compose would refuse, so
+comparing never meets them. Problems are BadInput `label:line: field: problem`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ MAX_COMPOSE_CHARS = 1 << 20  # a compose file is a few kB; a megabyte is a mista
 
 
 def load_yaml(text: str, label: str) -> Any:
-    """YAML text → data, bounded, aliases refused (a few lines of nested aliases expand to gigabytes when the
-    diff walks them); errors become `label:line: yaml: problem`."""
+    """YAML text → data, bounded, aliases refused (a few lines of nested aliases expand to gigabytes
+    when the diff walks them); errors become `label:line: yaml: problem`."""
     if len(text) > MAX_COMPOSE_CHARS:
-        raise BadInput(f"{label}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file")
+        raise BadInput(
+            f"{label}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file"
+        )
     try:
         return yaml.load(text, Loader=_ComposeLoader)
     except yaml.YAMLError as exc:
@@ -41,10 +43,14 @@ def parse_compose_text(text: str, label: str) -> dict:
         raise BadInput(f"{label}:1: top level: expected a Compose mapping, got {kind}")
     services = data.get("services", {})
     if services is not None and not isinstance(services, dict):
-        raise BadInput(f"{label}:{_line_of(text, 'services')}: services: expected a mapping of services")
+        raise BadInput(
+            f"{label}:{_line_of(text, 'services')}: services: expected a mapping of services"
+        )
     for name, service in (services or {}).items():
         if service is not None and not isinstance(service, dict):
-            raise BadInput(f"{label}:{_line_of(text, 'services', name)}: services.{name}: expected a mapping")
+            raise BadInput(
+                f"{label}:{_line_of(text, 'services', name)}: services.{name}: expected a mapping"
+            )
         _check_service_shape(service or {}, text, label, str(name))
     return data
 
@@ -53,8 +59,8 @@ _SHAPE_ERRORS = (TypeError, AttributeError, ValueError, KeyError, IndexError, Ar
 
 
 def _check_service_shape(service: dict, text: str, label: str, name: str) -> None:
-    """A hand-written service whose keys have shapes compose would refuse (`ports: true`) is bad input
-    naming the key, found once here so that comparing never meets it."""
+    """A hand-written service whose keys have shapes compose would refuse (`ports: true`) is bad
+    input naming the key, found once here so that comparing never meets it."""
     try:
         normalise_service(service)
         return
@@ -62,11 +68,17 @@ def _check_service_shape(service: dict, text: str, label: str, name: str) -> Non
         pass
     for key, value in service.items():
         try:
-            normalise_service({key: value, "image": service.get("image")} if key != "image" else {key: value})
+            normalise_service(
+                {key: value, "image": service.get("image")} if key != "image" else {key: value}
+            )
         except _SHAPE_ERRORS:
             line = _line_of(text, "services", name, key)
-            raise BadInput(f"{label}:{line}: services.{name}.{key}: not a value compose accepts here") from None
-    raise BadInput(f"{label}:{_line_of(text, 'services', name)}: services.{name}: keys that do not fit together")
+            raise BadInput(
+                f"{label}:{line}: services.{name}.{key}: not a value compose accepts here"
+            ) from None
+    raise BadInput(
+        f"{label}:{_line_of(text, 'services', name)}: services.{name}: keys that do not fit together"
+    )
 
 
 class _ComposeLoader(yaml.SafeLoader):
@@ -77,7 +89,10 @@ class _ComposeLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
             raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not supported in diff inputs; write the value out", mark
+                None,
+                None,
+                "YAML aliases (*name) are not supported in diff inputs; write the value out",
+                mark,
             )
         return super().compose_node(parent, index)
 
@@ -89,10 +104,14 @@ def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     """YAML 1.1 hex, octal, binary and base-60 integers have no digit limit (base-60 costs quadratic
     time): refused by length before they are built, and kept within int64 after."""
     if len(node.value.replace("_", "")) > MAX_INT_TEXT:
-        raise yaml.constructor.ConstructorError(None, None, "integer out of range (at most 2**63-1)", node.start_mark)
+        raise yaml.constructor.ConstructorError(
+            None, None, "integer out of range (at most 2**63-1)", node.start_mark
+        )
     value = loader.construct_yaml_int(node)
     if abs(value) > 2**63 - 1:
-        raise yaml.constructor.ConstructorError(None, None, "integer out of range (at most 2**63-1)", node.start_mark)
+        raise yaml.constructor.ConstructorError(
+            None, None, "integer out of range (at most 2**63-1)", node.start_mark
+        )
     return value
 
 
@@ -140,7 +159,9 @@ def read_file(path: Path, spec: str) -> str:
         with open(path, "rb") as fh:
             data = fh.read(MAX_COMPOSE_CHARS + 1)  # bounded, whatever the file is
         if len(data) > MAX_COMPOSE_CHARS:
-            raise BadInput(f"{spec}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file")
+            raise BadInput(
+                f"{spec}:1: diff input: larger than {MAX_COMPOSE_CHARS >> 20} MiB; not a compose file"
+            )
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{spec}: diff input: not UTF-8 text ({exc.reason})") from None

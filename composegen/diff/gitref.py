@@ -1,10 +1,10 @@
 """Read one file's text as it was at a git revision: the `REF:path` inputs of `composegen diff`.
 
 `split_ref_spec("HEAD~3:out/r33/compose.yaml")` → `("HEAD~3", "out/r33/compose.yaml")`;
-`read_at_ref(root, ref, path)` → the file's text at that commit. `path` is relative to `root` (which may
-be a subdirectory of the work tree), not to the repository's top level. Every failure (no git, not a
-repository, unknown revision, missing path, a directory, undecodable bytes) is a `BadInput` whose
-message starts with the spec, `REF:path: git: problem`, never a git traceback.
+`read_at_ref(root, ref, path)` → the file's text at that commit. `path` is relative to `root` (which
+may be a subdirectory of the work tree), not to the repository's top level. Every failure (no git,
+not a repository, unknown revision, missing path, a directory, undecodable bytes) is a `BadInput`
+whose message starts with the spec, `REF:path: git: problem`, never a git traceback.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ def split_ref_spec(spec: str) -> tuple[str, str] | None:
 
 
 def read_at_ref(root: Path, ref: str, path: str) -> str:
-    """The text of `path` (relative to `root`) at revision `ref` of the repository containing `root`."""
+    """The text of `path` (relative to `root`) at revision `ref` of the repository containing
+    `root`."""
     spec = f"{ref}:{path}"
     root = Path(root)
     if ref.startswith("-"):
@@ -52,10 +53,14 @@ def read_at_ref(root: Path, ref: str, path: str) -> str:
     if kind.returncode != 0:
         raise BadInput(f"{spec}: git: '{rel}' does not exist at {ref}")
     if kind.stdout.strip() != b"blob":
-        raise BadInput(f"{spec}: git: '{rel}' is a {kind.stdout.decode().strip()} at {ref}, not a file")
+        raise BadInput(
+            f"{spec}: git: '{rel}' is a {kind.stdout.decode().strip()} at {ref}, not a file"
+        )
     size = _git(root, ["cat-file", "-s", object_name], spec)
     if size.returncode == 0 and int(size.stdout.strip() or 0) > MAX_BLOB_BYTES:
-        raise BadInput(f"{spec}: git: '{rel}' at {ref} is larger than {MAX_BLOB_BYTES >> 20} MiB; not a compose file")
+        raise BadInput(
+            f"{spec}: git: '{rel}' at {ref} is larger than {MAX_BLOB_BYTES >> 20} MiB; not a compose file"
+        )
     blob = _git(root, ["cat-file", "blob", object_name], spec)
     if blob.returncode != 0:
         raise BadInput(f"{spec}: git: cannot read '{rel}' at {ref}: {_first_line(blob.stderr)}")

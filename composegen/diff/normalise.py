@@ -1,9 +1,10 @@
-"""Normalisation behind `composegen.diff.semantic`: one Compose service → {path tuple: comparable JSON value}.
+"""Normalisation behind `composegen.diff.semantic`: one Compose service → {path tuple: comparable
+JSON value}.
 
-`normalise_service(service) -> dict[tuple[str, ...], Any]`, e.g. {("command", "--max-num-batched-tokens"):
-8192, ("environment", "NCCL_DEBUG"): "INFO", ("ports", "8000/tcp"): "127.0.0.1:39071", ...}.
-The vLLM argv part lives in composegen/diff/argv.py; the rules (what counts as the same) are listed in
-the docstring of composegen/diff/semantic.py.
+`normalise_service(service) -> dict[tuple[str, ...], Any]`, e.g. {("command",
+"--max-num-batched-tokens"): 8192, ("environment", "NCCL_DEBUG"): "INFO", ("ports", "8000/tcp"):
+"127.0.0.1:39071", ...}. The vLLM argv part lives in composegen/diff/argv.py; the rules (what counts
+as the same) are listed in the docstring of composegen/diff/semantic.py.
 """
 
 from __future__ import annotations
@@ -13,13 +14,30 @@ import json
 import re
 from typing import Any
 
-from composegen.diff.argv import CATALOG_VERSION, argv_words, compose_str, parse_vllm_args, split_vllm_argv
+from composegen.diff.argv import (
+    CATALOG_VERSION,
+    argv_words,
+    compose_str,
+    parse_vllm_args,
+    split_vllm_argv,
+)
 from composegen.units import BYTE_UNITS, parse_bytes, parse_duration
 
-FROM_HOST_ENV = "(from host env)"  # `environment: [NAME]`: compose copies the value from its own env
-_SET_LIKE_KEYS = {"cap_add", "cap_drop", "devices", "dns", "expose", "group_add", "profiles", "security_opt"}
+# `environment: [NAME]`: compose copies the value from its own env
+FROM_HOST_ENV = "(from host env)"
+_SET_LIKE_KEYS = {
+    "cap_add",
+    "cap_drop",
+    "devices",
+    "dns",
+    "expose",
+    "group_add",
+    "profiles",
+    "security_opt",
+}
 _HEALTH_DURATIONS = {"interval", "timeout", "start_period", "start_interval"}
-VLLM_VERSION_LABEL = "io.composegen.vllm-version"  # render.py writes it: the catalog to read the argv with
+# render.py writes it: the catalog to read the argv with
+VLLM_VERSION_LABEL = "io.composegen.vllm-version"
 
 
 # ---------------------------------------------------------------- service
@@ -28,12 +46,19 @@ VLLM_VERSION_LABEL = "io.composegen.vllm-version"  # render.py writes it: the ca
 def normalise_service(service: dict) -> dict[tuple[str, ...], Any]:
     flat: dict[tuple[str, ...], Any] = {}
     rest = dict(service)
-    entrypoint, command = argv_words(rest.pop("entrypoint", None)), argv_words(rest.pop("command", None))
+    entrypoint, command = (
+        argv_words(rest.pop("entrypoint", None)),
+        argv_words(rest.pop("command", None)),
+    )
     split = split_vllm_argv(entrypoint, command, service.get("image"))
     if split is not None:
         launcher, args = split
-        version = _key_values(service.get("labels"), missing="").get(VLLM_VERSION_LABEL) or CATALOG_VERSION
-        parsed = parse_vllm_args(args, version)  # each side read with its own vLLM version's catalog
+        version = (
+            _key_values(service.get("labels"), missing="").get(VLLM_VERSION_LABEL)
+            or CATALOG_VERSION
+        )
+        # each side read with its own vLLM version's catalog
+        parsed = parse_vllm_args(args, version)
         _put(flat, ("entrypoint",), launcher or None)
         _put(flat, ("command", "model"), parsed["model"])
         _put(flat, ("command", "args"), parsed["args"] or None)
@@ -97,7 +122,10 @@ def _key_values(value: Any, missing: str) -> dict[str, str]:
     if isinstance(value, dict):
         items = list(value.items())
     elif isinstance(value, list):
-        items = [(str(e).partition("=")[0], str(e).partition("=")[2] if "=" in str(e) else None) for e in value]
+        items = [
+            (str(e).partition("=")[0], str(e).partition("=")[2] if "=" in str(e) else None)
+            for e in value
+        ]
     else:
         items = []
     return {str(k): missing if v is None else compose_str(v) for k, v in items}
@@ -115,7 +143,11 @@ def _port_entries(entry: Any) -> list[tuple[str, str]]:
     if isinstance(entry, dict):
         key = f"{entry.get('target')}/{entry.get('protocol') or 'tcp'}"
         binding = _binding(str(entry.get("host_ip") or ""), str(entry.get("published") or ""))
-        extras = [f"{k}={entry[k]}" for k in ("app_protocol", "mode") if entry.get(k) not in (None, "ingress")]
+        extras = [
+            f"{k}={entry[k]}"
+            for k in ("app_protocol", "mode")
+            if entry.get(k) not in (None, "ingress")
+        ]
         return [(key, binding + (f" ({', '.join(extras)})" if extras else ""))]
     text, _, protocol = str(entry).partition("/")
     host_ip = ""
@@ -131,11 +163,15 @@ def _port_entries(entry: Any) -> list[tuple[str, str]]:
     containers, publisheds = _port_range(container), _port_range(published)
     if len(publisheds) != len(containers):
         publisheds = [published] * len(containers)  # e.g. one container port on a host port range
-    return [(f"{c}/{protocol or 'tcp'}", _binding(host_ip, p)) for c, p in zip(containers, publisheds, strict=True)]
+    return [
+        (f"{c}/{protocol or 'tcp'}", _binding(host_ip, p))
+        for c, p in zip(containers, publisheds, strict=True)
+    ]
 
 
 def _split_outside_variables(text: str) -> list[str]:
-    """Split on ':' except inside `${VAR:-default}` (compose interpolates after parsing, for us never)."""
+    """Split on ':' except inside `${VAR:-default}` (compose interpolates after parsing, for us
+    never)."""
     parts, current, depth = [], "", 0
     for index, char in enumerate(text):
         if char == "{" and text[index - 1 : index] == "$":
@@ -233,7 +269,9 @@ def _gpu_requests(gpus: Any, rest: dict) -> list:
     elif gpus is not None:
         requests.append(jsonable(gpus))
     deploy = rest.get("deploy")
-    reservations = deploy.get("resources", {}).get("reservations") if isinstance(deploy, dict) else None
+    reservations = (
+        deploy.get("resources", {}).get("reservations") if isinstance(deploy, dict) else None
+    )
     if isinstance(deploy, dict) and isinstance(reservations, dict) and "devices" in reservations:
         deploy = copy.deepcopy(deploy)  # never mutate the caller's stack
         devices = deploy["resources"]["reservations"].pop("devices") or []
@@ -246,7 +284,9 @@ def _device_request(device: Any, implicit_gpu: bool) -> Any:
     if not isinstance(device, dict):
         return jsonable(device)
     request = {str(k): jsonable(v) for k, v in device.items() if v is not None}
-    capabilities = {str(c) for c in request.get("capabilities") or []} | ({"gpu"} if implicit_gpu else set())
+    capabilities = {str(c) for c in request.get("capabilities") or []} | (
+        {"gpu"} if implicit_gpu else set()
+    )
     if capabilities:
         request["capabilities"] = sorted(capabilities)
     count = request.get("count")

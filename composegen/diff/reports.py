@@ -10,7 +10,8 @@ from composegen.report import Report
 
 
 class DiffChange(Report):
-    """One change of `composegen diff --json` (which prints a list of these, functional first, then by path)."""
+    """One change of `composegen diff --json` (which prints a list of these, functional first, then
+    by path)."""
 
     path: str = Field(description="e.g. services.vllm.command.--max-num-batched-tokens")
     change_class: Literal["functional", "identity"] = Field(alias="class")
@@ -28,7 +29,9 @@ class Fact(Report):
 
 class TargetOnly(Report):
     node: str
-    setting: str = Field(description="the compose setting (or argv flag) whose Kubernetes form differs")
+    setting: str = Field(
+        description="the compose setting (or argv flag) whose Kubernetes form differs"
+    )
     compose: Any
     k8s: Any
 
@@ -38,6 +41,8 @@ class TargetsDiffReport(Report):
 
     compose: str = Field(description="what the compose side was read from")
     k8s: str
-    equal: bool = Field(description="every node's argv, image, environment, GPU count and shm size are equal")
+    equal: bool = Field(
+        description="every node's argv, image, environment, GPU count and shm size are equal"
+    )
     facts: list[Fact]
     target_only: list[TargetOnly]

@@ -1,30 +1,32 @@
 """Semantic diff of two Compose stacks (rendered by composegen or hand-written).
 
-Inputs (`load_side(spec, root)`): a compose file path (relative to the cwd, else to root), `REF:path`
-(the file at a git revision of the repository at root), or a profile name (rendered in memory with
-`composegen.render.render_profile_text`). A Side is (label, text, data). The YAML itself is read by
-composeyaml.py (bounded, no aliases, service shapes checked).
+Inputs (`load_side(spec, root)`): a compose file path (relative to the cwd, else to root),
+`REF:path` (the file at a git revision of the repository at root), or a profile name (rendered in
+memory with `composegen.render.render_profile_text`). A Side is (label, text, data). The YAML itself
+is read by composeyaml.py (bounded, no aliases, service shapes checked).
 
 Normalisation, per service, so that spelling does not count as a change:
 - vLLM argv: entrypoint + command are joined; the words that launch vLLM (`vllm serve`, or
-  `-m vllm.entrypoints.openai.api_server`) become `entrypoint`, the rest becomes `command.model` plus one
-  `command.<--flag>` per flag. Flag order, `--x=v` vs `--x v`, `--x_y` vs `--x-y` and short aliases
-  (`-tp`) do not matter. From the vLLM 0.33.0 catalog: `--x` → true, `--no-x`/`--disable-x` → false
-  (the older `--no-x` spelling is accepted for every boolean), nargs '+' → a list, int/float/human-
-  readable values → numbers (`8K` = 8192, `8k` = 8000), and values that are JSON (or dotted keys such as
-  `-cc.mode=3`) → parsed JSON, so key order does not matter. The last of a repeated flag wins.
-  A flag given on one side and absent on the other IS a change even when the value equals vLLM's
-  default: the argv differs, and defaults move between releases (format_text notes the 0.33.0 default).
+  `-m vllm.entrypoints.openai.api_server`) become `entrypoint`, the rest becomes `command.model`
+  plus one `command.<--flag>` per flag. Flag order, `--x=v` vs `--x v`, `--x_y` vs `--x-y` and short
+  aliases (`-tp`) do not matter. From the vLLM 0.33.0 catalog: `--x` → true, `--no-x`/`--disable-x`
+  → false (the older `--no-x` spelling is accepted for every boolean), nargs '+' → a list,
+  int/float/human- readable values → numbers (`8K` = 8192, `8k` = 8000), and values that are JSON
+  (or dotted keys such as `-cc.mode=3`) → parsed JSON, so key order does not matter. The last of a
+  repeated flag wins. A flag given on one side and absent on the other IS a change even when the
+  value equals vLLM's default: the argv differs, and defaults move between releases (format_text
+  notes the 0.33.0 default).
 - environment and labels: `K=V` lists ≡ maps; scalars compared as compose passes them (`1` ≡ "1");
   an environment NAME without a value shows as "(from host env)".
 - ports by `<container port>/<protocol>` → host binding `ip:port` (`*` = ephemeral host port).
 - volumes by target; ulimits by name (`n` ≡ {soft: n, hard: n}); `gpus:` and
-  `deploy.resources.reservations.devices` merged into one `gpus` list of device requests (`count: -1`
-  ≡ "all", capabilities as a set); image as `image.repo` (docker.io/library/ stripped) and
-  `image.digest` (a tag next to a digest is ignored, as the engine does; without a digest, `image.tag`);
-  shm_size in canonical bytes (`16gb` ≡ `16g`); durations in seconds (`1m30s` ≡ `90s`); healthcheck
-  test `"cmd"` ≡ `["CMD-SHELL", "cmd"]`; `${VAR:-default}` is compared as written (never interpolated);
-  the obsolete top-level `version:` is ignored. Other keys are compared as nested maps; lists keep their order.
+  `deploy.resources.reservations.devices` merged into one `gpus` list of device requests (`count:
+  -1` ≡ "all", capabilities as a set); image as `image.repo` (docker.io/library/ stripped) and
+  `image.digest` (a tag next to a digest is ignored, as the engine does; without a digest,
+  `image.tag`); shm_size in canonical bytes (`16gb` ≡ `16g`); durations in seconds (`1m30s` ≡
+  `90s`); healthcheck test `"cmd"` ≡ `["CMD-SHELL", "cmd"]`; `${VAR:-default}` is compared as
+  written (never interpolated); the obsolete top-level `version:` is ignored. Other keys are
+  compared as nested maps; lists keep their order.
 
 Classification rule (a difference that only renames an otherwise identical stack is "identity"):
   identity   = the host side of a published port (host ip and host port, when the container port is
@@ -48,10 +50,10 @@ Paths: `name`, `services.<svc>` (service added/removed), `services.<svc>.command
 `services.<svc>.image.digest`, `services.<svc>.gpus`, `services.<svc>.healthcheck.interval`, ...
 
 API: load_side(spec, root) -> Side; compare(a, b, *, identity_paths=()) -> list[Change];
-Change.report() -> DiffChange (diff/reports.py; the CLI turns it into JSON);
-format_text(changes, label_a, label_b) -> str;
-unified(text_a, text_b, label_a, label_b) -> str; exit_status(changes, functional_only) -> 0 | 1;
-identity_paths_for(project, specs) -> list[str] (the `identity:` paths of the profiles behind the inputs).
+Change.report() -> DiffChange (diff/reports.py; the CLI turns it into JSON); format_text(changes,
+label_a, label_b) -> str; unified(text_a, text_b, label_a, label_b) -> str; exit_status(changes,
+functional_only) -> 0 | 1; identity_paths_for(project, specs) -> list[str] (the `identity:` paths of
+the profiles behind the inputs).
 """
 
 from __future__ import annotations
@@ -103,7 +105,12 @@ class Change:
     def report(self) -> DiffChange:
         # by the alias: `class` cannot be a keyword argument
         return DiffChange.model_validate(
-            {"path": self.path, "class": self.change_class, "before": self.before, "after": self.after}
+            {
+                "path": self.path,
+                "class": self.change_class,
+                "before": self.before,
+                "after": self.after,
+            }
         )
 
 
@@ -123,8 +130,11 @@ def load_side(spec: str, root: Path) -> Side:
     if ref_spec is not None:
         text = gitref.read_at_ref(root, *ref_spec)
         return Side(spec, text, parse_compose_text(text, spec))
-    node_of_profile = spec.count("/") == 1 and (Path(root) / "profiles" / f"{spec.split('/')[0]}.yaml").is_file()
-    if _looks_like_path(spec) and not node_of_profile:  # NAME/NODE: one node of a multi-node profile
+    node_of_profile = (
+        spec.count("/") == 1 and (Path(root) / "profiles" / f"{spec.split('/')[0]}.yaml").is_file()
+    )
+    # NAME/NODE: one node of a multi-node profile
+    if _looks_like_path(spec) and not node_of_profile:
         problem = "is a directory, not a compose file" if Path(spec).is_dir() else "no such file"
         raise BadInput(f"{spec}: diff input: {problem}")
     label = f"profile:{spec}"
@@ -136,7 +146,8 @@ LABEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
-    """The identity paths the profiles behind the inputs mark (each profile's `identity:` list), sorted.
+    """The identity paths the profiles behind the inputs mark (each profile's `identity:` list),
+    sorted.
 
     A profile-name spec uses that profile. A file or REF:path uses the profile named by its
     `io.composegen.profile` label when the project still has it (with that profile's current list).
@@ -149,7 +160,8 @@ def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
             continue
         for service in _services(load_side(spec, project.root).data).values():
             label = normalise_service(service).get(("labels", COMPOSEGEN_LABEL_PREFIX + "profile"))
-            if label and not LABEL_NAME_RE.fullmatch(str(label)):  # a file's text, not a path to open
+            # a file's text, not a path to open
+            if label and not LABEL_NAME_RE.fullmatch(str(label)):
                 raise BadInput(
                     f"{spec}: label {COMPOSEGEN_LABEL_PREFIX}profile is not a profile name "
                     f"({len(str(label)):,} characters: {str(label)[:40]!r}…)"
@@ -158,7 +170,8 @@ def identity_paths_for(project: Any, specs: Iterable[str]) -> list[str]:
                 labelled.append(label)
     paths = {p for name in named for p in resolve.load(project, name).profile.identity}
     for name in labelled:
-        with contextlib.suppress(BadInput):  # a profile broken since that stack was rendered must not block
+        # a profile broken since that stack was rendered must not block
+        with contextlib.suppress(BadInput):
             paths.update(resolve.load(project, name).profile.identity)
     return sorted(paths)
 
@@ -184,7 +197,8 @@ def _existing_path(spec: str, root: Path) -> Path | None:
 def compare(a: dict, b: dict, *, identity_paths: Iterable[str] = ()) -> list[Change]:
     """Semantic changes from stack a to stack b; functional first, then by path."""
     extra = (identity_paths,) if isinstance(identity_paths, str) else tuple(identity_paths)
-    for pattern in extra:  # the profile schema refuses these already; any other caller gets the same rule
+    # the profile schema refuses these already; any other caller gets the same rule
+    for pattern in extra:
         if why := identity.problem(pattern):
             raise BadInput(f"identity: {why}")
     flat_a, flat_b = _flatten_stack(a), _flatten_stack(b)
@@ -209,11 +223,17 @@ def compare(a: dict, b: dict, *, identity_paths: Iterable[str] = ()) -> list[Cha
     return changes
 
 
-# The labels that carry a profile's reviewed opt-ins: turning one on or off changes what the stack may do.
-_REVIEWED_OPT_INS = {COMPOSEGEN_LABEL_PREFIX + "unsafe-mounts", COMPOSEGEN_LABEL_PREFIX + "image-policy"}
+# The labels that carry a profile's reviewed opt-ins: turning one on or off changes what the stack
+# may do.
+_REVIEWED_OPT_INS = {
+    COMPOSEGEN_LABEL_PREFIX + "unsafe-mounts",
+    COMPOSEGEN_LABEL_PREFIX + "image-policy",
+}
 
 
-def classify(segments: tuple[str, ...], before: Any, after: Any, identity_paths: tuple[str, ...] = ()) -> str:
+def classify(
+    segments: tuple[str, ...], before: Any, after: Any, identity_paths: tuple[str, ...] = ()
+) -> str:
     """FUNCTIONAL or IDENTITY for one differing path (the rule is in the module docstring)."""
     if segments == ("name",):
         return IDENTITY
@@ -241,11 +261,15 @@ def _services(doc: dict) -> dict[str, dict]:
     services = doc.get("services")
     if not isinstance(services, dict):
         return {}
-    return {str(name): service if isinstance(service, dict) else {} for name, service in services.items()}
+    return {
+        str(name): service if isinstance(service, dict) else {}
+        for name, service in services.items()
+    }
 
 
 def _same(before: Any, after: Any) -> bool:
-    # Strict: plain == would call True and 1 (or "a" list and tuple) equal; sort_keys ignores key order.
+    # Strict: plain == would call True and 1 (or "a" list and tuple) equal; sort_keys ignores key
+    # order.
     dump = lambda v: json.dumps(v, sort_keys=True)  # noqa: E731
     return dump(before) == dump(after)
 
@@ -254,7 +278,8 @@ def _same(before: Any, after: Any) -> bool:
 
 
 def exit_status(changes: Iterable[Change], functional_only: bool = False) -> int:
-    """0 when the stacks are equivalent, 1 when they differ (only functional changes count if asked)."""
+    """0 when the stacks are equivalent, 1 when they differ (only functional changes count if
+    asked)."""
     counted = [c for c in changes if not functional_only or c.change_class == FUNCTIONAL]
     return 1 if counted else 0
 
@@ -262,12 +287,16 @@ def exit_status(changes: Iterable[Change], functional_only: bool = False) -> int
 def format_text(changes: list[Change], label_a: str, label_b: str) -> str:
     """Human-readable report: one line per change, functional group first, then a summary line."""
     lines = [f"--- {label_a}", f"+++ {label_b}"]
-    services = {c.segments[1] for c in changes if c.segments[0] == "services" and len(c.segments) > 1}
+    services = {
+        c.segments[1] for c in changes if c.segments[0] == "services" and len(c.segments) > 1
+    }
     shown = [(c, _display_path(c.segments, show_service=len(services) > 1)) for c in changes]
     width = min(max((len(p) for _, p in shown), default=0), 48)
     for change, shown_path in shown:
         values = f"{_show(change.before)} → {_show(change.after)}"
-        lines.append(f"{change.change_class:<10}  {shown_path:<{width}}  {values}{_default_note(change)}")
+        lines.append(
+            f"{change.change_class:<10}  {shown_path:<{width}}  {values}{_default_note(change)}"
+        )
     functional = sum(c.change_class == FUNCTIONAL for c in changes)
     if not changes:
         lines.append("summary: no semantic differences")
@@ -281,7 +310,9 @@ def format_text(changes: list[Change], label_a: str, label_b: str) -> str:
 
 def unified(text_a: str, text_b: str, label_a: str, label_b: str) -> str:
     """Plain line diff of the two texts (what a reviewer sees in git)."""
-    return "".join(difflib.unified_diff(_lines(text_a), _lines(text_b), fromfile=label_a, tofile=label_b))
+    return "".join(
+        difflib.unified_diff(_lines(text_a), _lines(text_b), fromfile=label_a, tofile=label_b)
+    )
 
 
 def _lines(text: str) -> list[str]:
@@ -297,7 +328,8 @@ def _display_path(segments: tuple[str, ...], show_service: bool) -> str:
     if len(segments) == 2:
         return f"service {segments[1]}"
     rest = segments[2:]
-    shown = rest[1] if rest[0] == "command" and len(rest) == 2 else " ".join(rest)  # a flag, or model/args
+    # a flag, or model/args
+    shown = rest[1] if rest[0] == "command" and len(rest) == 2 else " ".join(rest)
     return f"{segments[1]}: {shown}" if show_service else shown
 
 

@@ -1,8 +1,10 @@
-"""edge.yaml at the project top: the edge's listeners, TLS mode, the stacks behind it, aliases, images.
+"""edge.yaml at the project top: the edge's listeners, TLS mode, the stacks behind it, aliases,
+images.
 
-Validated like a profile: unknown keys, wrong types and cross-field problems are one `edge.yaml:LINE:
-field: problem` line (BadInput). Nothing here can reach outside the project: images are pinned by digest,
-names are one path component of a fixed grammar, TLS off is refused unless the listener is loopback.
+Validated like a profile: unknown keys, wrong types and cross-field problems are one
+`edge.yaml:LINE: field: problem` line (BadInput). Nothing here can reach outside the project: images
+are pinned by digest, names are one path component of a fixed grammar, TLS off is refused unless the
+listener is loopback.
 """
 
 from __future__ import annotations
@@ -42,16 +44,21 @@ class Listen(_Strict):
     @field_validator("bind")
     @classmethod
     def _ip_literal(cls, bind: str) -> str:
-        """Docker publishes on an address, not a name: `localhost` would be refused only at `edge up`."""
+        """Docker publishes on an address, not a name: `localhost` would be refused only at `edge
+        up`."""
         try:
             return str(ipaddress.ip_address(bind))
         except ValueError:
-            raise ValueError(f"{bind!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, a LAN address)") from None
+            raise ValueError(
+                f"{bind!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, a LAN address)"
+            ) from None
 
 
 class Tls(_Strict):
     mode: Literal["internal", "acme", "off"] = "internal"
-    names: list[str] = Field(default_factory=lambda: ["localhost", "127.0.0.1"], min_length=1, max_length=16)
+    names: list[str] = Field(
+        default_factory=lambda: ["localhost", "127.0.0.1"], min_length=1, max_length=16
+    )
     email: str | None = None
 
     @field_validator("mode", mode="before")
@@ -74,10 +81,12 @@ class Metrics(_Strict):
 
 class Images(_Strict):
     proxy: str = (
-        "docker.io/library/caddy:2.6.2-alpine@sha256:7992b931b7da3cf0840dd69ea74b2c67d423faf03408da8abdc31b7590a239a7"
+        "docker.io/library/caddy:2.6.2-alpine"
+        "@sha256:7992b931b7da3cf0840dd69ea74b2c67d423faf03408da8abdc31b7590a239a7"
     )
     gate: str = (
-        "docker.io/library/python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+        "docker.io/library/python:3.12-slim"
+        "@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
     )
 
     @field_validator("proxy", "gate")
@@ -98,7 +107,8 @@ class EdgeConfig(_Strict):
     stacks: list[str] = Field(min_length=1, max_length=64)
     aliases: dict[str, str] = Field(default_factory=dict)
     images: Images = Field(default_factory=lambda: Images())
-    retry_after: int = Field(default=30, ge=1, le=3600)  # seconds a client is told to wait during a switch
+    # seconds a client is told to wait during a switch
+    retry_after: int = Field(default=30, ge=1, le=3600)
 
     @field_validator("name")
     @classmethod
@@ -130,7 +140,11 @@ class Edge:
 
     @property
     def url(self) -> str:
-        host = self.config.listen.bind if is_loopback(self.config.listen.bind) else self.config.tls.names[0]
+        host = (
+            self.config.listen.bind
+            if is_loopback(self.config.listen.bind)
+            else self.config.tls.names[0]
+        )
         host = "127.0.0.1" if host in ("0.0.0.0", "") else host
         host = f"[{host}]" if ":" in host else host
         return f"{self.scheme}://{host}:{self.config.listen.port}"
@@ -152,7 +166,9 @@ def configured(project: Project) -> bool:
 def load(project: Project) -> Edge:
     path = edge_path(project)
     if path.is_symlink():
-        raise BadInput(f"{EDGE_FILE}: is a symbolic link; the edge's configuration must be a plain file")
+        raise BadInput(
+            f"{EDGE_FILE}: is a symbolic link; the edge's configuration must be a plain file"
+        )
     marked = load_marked(path, EDGE_FILE)
     if not isinstance(marked.data, dict):
         raise BadInput(f"{EDGE_FILE}:1: the edge configuration must be a mapping")
@@ -170,7 +186,11 @@ def _where(marked: Marked, *path: str | int) -> str:
 
 def _schema_error(exc: ValidationError, marked: Marked) -> BadInput:
     err = exc.errors()[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("literal", "constrained"))))
+    loc = tuple(
+        p
+        for p in err["loc"]
+        if not (isinstance(p, str) and p.startswith(("literal", "constrained")))
+    )
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
@@ -180,9 +200,14 @@ def _schema_error(exc: ValidationError, marked: Marked) -> BadInput:
 
 
 def _check_acme(config: EdgeConfig, marked: Marked) -> None:
-    """What an ACME CA needs: public DNS names, an account email, a listener it can reach (TLS-ALPN-01)."""
+    """What an ACME CA needs: public DNS names, an account email, a listener it can reach
+    (TLS-ALPN-01)."""
     tls = config.tls
-    names_at = _where(marked, "tls", "names") if "names" in (marked.data.get("tls") or {}) else _where(marked, "tls")
+    names_at = (
+        _where(marked, "tls", "names")
+        if "names" in (marked.data.get("tls") or {})
+        else _where(marked, "tls")
+    )
     bad = [n for n in tls.names if not DNS_RE.fullmatch(n)]
     if bad:
         raise BadInput(
@@ -194,7 +219,9 @@ def _check_acme(config: EdgeConfig, marked: Marked) -> None:
             f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
         )
     if not EMAIL_RE.fullmatch(tls.email):
-        raise BadInput(f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address")
+        raise BadInput(
+            f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address"
+        )
     if is_loopback(config.listen.bind):
         raise BadInput(
             f"{_where(marked, 'listen', 'bind') if 'listen' in marked.data else _where(marked, 'tls')}: listen.bind: "
@@ -214,16 +241,22 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
     if tls.mode == "acme":
         _check_acme(config, marked)
     if "edge" in project.profile_names():
-        raise BadInput(f"{EDGE_FILE}:1: profiles/edge.yaml: out/edge/ belongs to the edge; rename that profile")
+        raise BadInput(
+            f"{EDGE_FILE}:1: profiles/edge.yaml: out/edge/ belongs to the edge; rename that profile"
+        )
     stacks: dict[str, Resolved] = {}
     ports: dict[int, str] = {listen.port: "listen.port", config.metrics.port: "metrics.port"}
     if listen.port == config.metrics.port:
-        raise BadInput(f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port")
+        raise BadInput(
+            f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port"
+        )
     for i, name in enumerate(config.stacks):
         if name in stacks:
             raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name!r} is listed twice")
         if name not in project.profile_names():
-            raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: no profile {name!r} in profiles/")
+            raise BadInput(
+                f"{_where(marked, 'stacks', i)}: stacks[{i}]: no profile {name!r} in profiles/"
+            )
         r = resolve.load(project, name)
         if r.profile.nodes is not None:
             raise BadInput(
@@ -239,7 +272,9 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
         stacks[name] = r
     for alias, target in config.aliases.items():
         if not ALIAS_RE.fullmatch(alias):
-            raise BadInput(f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name")
+            raise BadInput(
+                f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name"
+            )
         if target not in stacks:
             raise BadInput(
                 f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"

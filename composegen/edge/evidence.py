@@ -1,13 +1,14 @@
 """What `promote` accepts as proof, read defensively (both are files someone else wrote):
 
 - a campaign decision, runs/campaigns/<N>/decision.json = {"decision": "promote" | "no-promotion" |
-  "fallback", "profile", "campaign", "why", "decided_at", "evidence_sha256", "seal"}: accepted when decision
-  is "promote", profile is the one being promoted, the seal is this project's (composegen wrote the file:
-  privatestate.seal), the campaign's comparison.json (or qualification.json) on disk has the hash the
-  decision names, and the arm that ran the profile ran it at the hash it has now (a changed profile needs a
-  new campaign, or `--force REASON`, recorded with the assignment);
+  "fallback", "profile", "campaign", "why", "decided_at", "evidence_sha256", "seal"}: accepted when
+  decision is "promote", profile is the one being promoted, the seal is this project's (composegen
+  wrote the file: privatestate.seal), the campaign's comparison.json (or qualification.json) on disk
+  has the hash the decision names, and the arm that ran the profile ran it at the hash it has now (a
+  changed profile needs a new campaign, or `--force REASON`, recorded with the assignment);
 - a qualify bundle (`composegen qualify NAME` → runs/<run>/ with qualify.json): its hashes verified
-  (evidence.load_run), qualified, for this profile at its current hash, its verdict sealed by this project.
+  (evidence.load_run), qualified, for this profile at its current hash, its verdict sealed by this
+  project.
 
 Either way the assignment records {"kind", "ref", "sha256"}: the sha256 of the file that decided.
 """
@@ -44,7 +45,9 @@ def _read_small(path: Path, what: str, limit: int) -> bytes:
 CAMPAIGN_RECORDS = ("comparison.json", "qualification.json")  # an A/B campaign's, a qualification's
 
 
-def campaign_decision(project: Project, campaign: str, r: Resolved, force: str | None = None) -> Proof:
+def campaign_decision(
+    project: Project, campaign: str, r: Resolved, force: str | None = None
+) -> Proof:
     profile = r.name
     if not CAMPAIGN_RE.fullmatch(campaign) or campaign in (".", ".."):
         raise BadInput(f"--campaign {campaign!r}: not a campaign name (one path component)")
@@ -54,19 +57,29 @@ def campaign_decision(project: Project, campaign: str, r: Resolved, force: str |
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise BadInput(f"{rel}:1: campaign decision: unreadable JSON ({type(exc).__name__})") from None
+        raise BadInput(
+            f"{rel}:1: campaign decision: unreadable JSON ({type(exc).__name__})"
+        ) from None
     if not isinstance(doc, dict):
         raise BadInput(f"{rel}:1: campaign decision: must be a JSON object")
     decision, chosen = doc.get("decision"), doc.get("profile")
     if decision not in DECISIONS:
-        raise BadInput(f"{rel}: decision: expected one of {', '.join(DECISIONS)}, got {str(decision)[:40]!r}")
-    if not isinstance(doc.get("evidence_sha256"), str) or not re.fullmatch(r"[0-9a-f]{64}", doc["evidence_sha256"]):
+        raise BadInput(
+            f"{rel}: decision: expected one of {', '.join(DECISIONS)}, got {str(decision)[:40]!r}"
+        )
+    if not isinstance(doc.get("evidence_sha256"), str) or not re.fullmatch(
+        r"[0-9a-f]{64}", doc["evidence_sha256"]
+    ):
         raise BadInput(f"{rel}: evidence_sha256: expected 64 lower-case hex digits")
     if str(doc.get("campaign")) != campaign:
-        raise BadInput(f"{rel}: campaign: says {str(doc.get('campaign'))[:40]!r}, the directory is {campaign!r}")
+        raise BadInput(
+            f"{rel}: campaign: says {str(doc.get('campaign'))[:40]!r}, the directory is {campaign!r}"
+        )
     if decision != "promote":
         why = str(doc.get("why") or "")[:200]
-        raise CheckFailed(f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}")
+        raise CheckFailed(
+            f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}"
+        )
     if chosen != profile:
         raise CheckFailed(f"campaign {campaign} promotes {str(chosen)[:64]!r}, not {profile}")
     if not privatestate.sealed(project, doc):
@@ -90,7 +103,8 @@ def campaign_decision(project: Project, campaign: str, r: Resolved, force: str |
 
 
 def _ran_hash(project: Project, directory: Path, evidence_sha256: str, profile: str) -> str:
-    """The profile hash PROFILE's arm ran at, from the campaign record the decision names by hash."""
+    """The profile hash PROFILE's arm ran at, from the campaign record the decision names by
+    hash."""
     for name in CAMPAIGN_RECORDS:
         path = directory / name
         if not path.exists():
@@ -98,12 +112,18 @@ def _ran_hash(project: Project, directory: Path, evidence_sha256: str, profile: 
         data = _read_small(path, "campaign record", bundle.MAX_EVIDENCE_BYTES)
         rel = project.rel(path)
         if hashlib.sha256(data).hexdigest() != evidence_sha256:
-            raise CheckFailed(f"{rel}: its sha256 is not the evidence_sha256 the decision names (changed since)")
+            raise CheckFailed(
+                f"{rel}: its sha256 is not the evidence_sha256 the decision names (changed since)"
+            )
         try:
             arms = json.loads(data.decode("utf-8")).get("arms")
         except (UnicodeDecodeError, ValueError, RecursionError, AttributeError):
             raise BadInput(f"{rel}: campaign record: unreadable JSON") from None
-        hashes = [a.get("profile_hash") for a in arms or [] if isinstance(a, dict) and a.get("profile") == profile]
+        hashes = [
+            a.get("profile_hash")
+            for a in arms or []
+            if isinstance(a, dict) and a.get("profile") == profile
+        ]
         if not hashes or not all(isinstance(h, str) and h for h in hashes):
             raise CheckFailed(f"{rel}: no arm ran {profile} (or none recorded its profile hash)")
         return str(hashes[-1])
@@ -113,7 +133,8 @@ def _ran_hash(project: Project, directory: Path, evidence_sha256: str, profile: 
 
 
 def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
-    """The newest (or the given) run of R with a passing qualify.json, at R's current profile hash."""
+    """The newest (or the given) run of R with a passing qualify.json, at R's current profile
+    hash."""
     candidates = [run] if run else _runs_of(project, r.name)
     if not candidates:
         raise CheckFailed(
@@ -134,21 +155,34 @@ def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
         except (UnicodeDecodeError, ValueError, RecursionError):
             result = None
         if doc["profile"].get("name") != r.name or doc["profile"].get("hash") != r.hash:
-            problems.append(f"{project.rel(where)}: for {doc['profile'].get('name')}@{doc['profile'].get('hash')}")
+            problems.append(
+                f"{project.rel(where)}: for {doc['profile'].get('name')}@{doc['profile'].get('hash')}"
+            )
             continue
         if not isinstance(result, dict) or result.get("qualified") is not True:
             problems.append(f"{project.rel(where)}: not qualified")
             continue
-        if not privatestate.sealed(project, result):  # hashes can be recomputed by hand; the seal cannot
-            problems.append(f"{project.rel(where)}: qualify.json was not written by composegen in this project")
+        # hashes can be recomputed by hand; the seal cannot
+        if not privatestate.sealed(project, result):
+            problems.append(
+                f"{project.rel(where)}: qualify.json was not written by composegen in this project"
+            )
             continue
         evidence = _read_small(where / bundle.EVIDENCE, "evidence", bundle.MAX_EVIDENCE_BYTES)
-        return Proof(kind="qualify", ref=project.rel(where), sha256=hashlib.sha256(evidence).hexdigest())
-    raise CheckFailed(f"{r.name}: no passing qualification at hash {r.hash} ({'; '.join(problems[:3])})")
+        return Proof(
+            kind="qualify", ref=project.rel(where), sha256=hashlib.sha256(evidence).hexdigest()
+        )
+    raise CheckFailed(
+        f"{r.name}: no passing qualification at hash {r.hash} ({'; '.join(problems[:3])})"
+    )
 
 
 def _runs_of(project: Project, name: str) -> list[str]:
     if not project.runs_dir.is_dir():
         return []
-    found = [p for p in project.runs_dir.glob(f"*-{name}*") if (p / "qualify.json").is_file() and not p.is_symlink()]
+    found = [
+        p
+        for p in project.runs_dir.glob(f"*-{name}*")
+        if (p / "qualify.json").is_file() and not p.is_symlink()
+    ]
     return [str(p) for p in sorted(found, reverse=True)]

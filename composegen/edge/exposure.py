@@ -1,13 +1,14 @@
-"""The exposure gate (`gate NAME --exposure`): every route the stack's vLLM printed at startup (`Route: PATH,
-Methods: M`), plus the ones that must never be reachable, tried from outside the stack's network through
-the edge's public listener — once without a key, once with a throw-away client key (the key is never
-written; its hash is removed afterwards). Passes when: without a key every route is refused (401, 404;
-400 from the proxy); with it, only allowlisted routes get past the edge, every other one is 404.
+"""The exposure gate (`gate NAME --exposure`): every route the stack's vLLM printed at startup
+(`Route: PATH, Methods: M`), plus the ones that must never be reachable, tried from outside the
+stack's network through the edge's public listener — once without a key, once with a throw-away
+client key (the key is never written; its hash is removed afterwards). Passes when: without a key
+every route is refused (401, 404; 400 from the proxy); with it, only allowlisted routes get past the
+edge, every other one is 404.
 
 Result (stable keys): {"edge", "url", "tls", "routes_from", "rows": [{"path", "method", "allowed",
-"without_key", "with_key", "passed", "reason"}], "passed", "failed"} (reports.ExposureReport); it goes
-into the evidence bundle as exposure.json — from `gate --exposure`, `evidence --exposure`, and `qualify`
-(criterion `exposure`) whenever edge.yaml fronts the stack.
+"without_key", "with_key", "passed", "reason"}], "passed", "failed"} (reports.ExposureReport); it
+goes into the evidence bundle as exposure.json — from `gate --exposure`, `evidence --exposure`, and
+`qualify` (criterion `exposure`) whenever edge.yaml fronts the stack.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ from composegen.project import Project
 from composegen.stack import driver
 
 ROUTE_LINE = re.compile(r"Route: (/\S*), Methods: ([A-Z, ]+)\s*$", re.M)
-MUST_BE_CLOSED = [("/metrics", "GET"), ("/invocations", "POST"), ("/tokenize", "POST"), ("/scale_elastic_ep", "POST")]
+MUST_BE_CLOSED = [
+    ("/metrics", "GET"),
+    ("/invocations", "POST"),
+    ("/tokenize", "POST"),
+    ("/scale_elastic_ep", "POST"),
+]
 MAX_ROUTES = 400
 TIMEOUT_S = 30.0
 GATE_CLIENT = "exposure-gate"
@@ -80,15 +86,19 @@ def run(project: Project, edge: Edge, name: str, log_text: str) -> ExposureRepor
 
 
 def for_stack(project: Project, r: Resolved) -> ExposureReport:
-    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind it)."""
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind
+    it)."""
     edge = service.load(project)
     if r.name not in edge.stacks:
-        raise CheckFailed(f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})")
+        raise CheckFailed(
+            f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})"
+        )
     return run(project, edge, r.name, driver.logs_text(project, r))
 
 
 def gate_for(project: Project, r: Resolved) -> Callable[[], ExposureReport] | None:
-    """What `qualify` runs as its exposure criterion: the gate when an edge fronts this stack, else None."""
+    """What `qualify` runs as its exposure criterion: the gate when an edge fronts this stack, else
+    None."""
     if not config.configured(project) or r.name not in service.load(project).stacks:
         return None
     return functools.partial(for_stack, project, r)
@@ -99,7 +109,8 @@ def _tls_context(project: Project, edge: Edge) -> ssl.SSLContext | None:
         return None
     if edge.config.tls.mode != "internal":
         return ssl.create_default_context()
-    with tempfile.NamedTemporaryFile("w", suffix=".crt") as fh:  # the edge's own root, as a client trusts it
+    # the edge's own root, as a client trusts it
+    with tempfile.NamedTemporaryFile("w", suffix=".crt") as fh:
         fh.write(service.root_certificate(project))
         fh.flush()
         return ssl.create_default_context(cafile=fh.name)
@@ -111,8 +122,14 @@ def _row(
     url_path = re.sub(r"\{[^}/]*\}", "composegen-probe", path)
     body = None
     if method == "POST":
-        body = {"model": alias or "none", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
-        body |= {"prompt": "hi", "input": "hi"} if path in ("/v1/completions", "/v1/responses") else {}
+        body = {
+            "model": alias or "none",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 1,
+        }
+        body |= (
+            {"prompt": "hi", "input": "hi"} if path in ("/v1/completions", "/v1/responses") else {}
+        )
     without = _status(edge, context, method, url_path, None, body)
     with_key = _status(edge, context, method, url_path, key, body)
     ok_path = allowed(path)
@@ -135,7 +152,12 @@ def _row(
 
 
 def _status(
-    edge: Edge, context: ssl.SSLContext | None, method: str, path: str, key: str | None, body: dict | None
+    edge: Edge,
+    context: ssl.SSLContext | None,
+    method: str,
+    path: str,
+    key: str | None,
+    body: dict | None,
 ) -> int:
     """The status of one request (-1: no HTTP answer); the body is read (bounded) and dropped."""
     parts = urlsplit(edge.url)
@@ -148,7 +170,12 @@ def _status(
     if key:
         headers["Authorization"] = f"Bearer {key}"
     try:
-        conn.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=headers)
+        conn.request(
+            method,
+            path,
+            body=json.dumps(body).encode() if body is not None else None,
+            headers=headers,
+        )
         resp = conn.getresponse()
         resp.read(1 << 20)
         return resp.status

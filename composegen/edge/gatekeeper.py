@@ -1,4 +1,5 @@
-"""The edge's gatekeeper: runs inside the edge (python3 -I, stdlib only; out/edge/gatekeeper.py is a copy).
+"""The edge's gatekeeper: runs inside the edge (python3 -I, stdlib only; out/edge/gatekeeper.py is a
+copy).
 
 Behind the proxy (which already answers 404 outside the allowlist), for every request:
   1. the client, from the headers alone: `Authorization: Bearer KEY`, whose sha256 is looked up in
@@ -39,15 +40,25 @@ from typing import TypedDict
 MAX_BODY = 16 << 20
 MAX_BUFFERED = 128 << 20  # request bodies held at once, all clients together
 BODY_TIMEOUT_S = 30.0  # the whole body, however slowly it trickles
-IDLE_TIMEOUT_S = 120.0  # a kept-alive connection with no request (longer than the proxy's keep-alive)
+# a kept-alive connection with no request (longer than the proxy's keep-alive)
+IDLE_TIMEOUT_S = 120.0
 UPSTREAM_TIMEOUT_S = 900.0
 MAX_CONNECTIONS = 512
 WATCH_S = 0.1  # how often hung-up clients and overdue bodies are looked for
 IDLE_UPSTREAMS = 32  # kept-alive connections per stack
 MAX_CHUNK_LINE = 1024
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization"}
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+}
 MODEL_POSTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
-# The state files and the wire payloads stay plain JSON objects here (stdlib only, no composegen import):
+# The state files and the wire payloads stay plain JSON objects here (stdlib only, no composegen
+# import):
 # a state file is typed `dict[str, object]`, so every field is checked where it is read.
 JsonDoc = dict[str, object]
 
@@ -66,15 +77,24 @@ class ModelList(TypedDict):
 
 
 class Refused(Exception):
-    """A request answered with an error of ours: (status, message, OpenAI error type, extra headers)."""
+    """A request answered with an error of ours: (status, message, OpenAI error type, extra
+    headers)."""
 
-    def __init__(self, status: int, message: str, kind: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, kind: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
-        self.status, self.message, self.kind, self.headers = status, message, kind, dict(headers or {})
+        self.status, self.message, self.kind, self.headers = (
+            status,
+            message,
+            kind,
+            dict(headers or {}),
+        )
 
 
 class StateFile:
-    """A JSON file re-read whenever its (mtime, size, inode) changes; the last good copy otherwise."""
+    """A JSON file re-read whenever its (mtime, size, inode) changes; the last good copy
+    otherwise."""
 
     def __init__(self, path: str, empty: JsonDoc) -> None:
         self.path, self.empty = path, empty
@@ -121,15 +141,17 @@ def client_for(keys: JsonDoc, authorization: str | None, now: datetime) -> str |
             continue
         expires = client.get("expires")
         if expires is not None and not _in_future(expires, now):
-            return None  # expired, or an expiry that is not a time with a zone: refused, never forever
+            # expired, or an expiry that is not a time with a zone: refused, never forever
+            return None
         name = client.get("name")
         return name if isinstance(name, str) else None
     return None
 
 
 class Watch:
-    """One thread for every connection: cuts a body read that passes its deadline, and ends the upstream
-    request of a client that hung up (its socket reads as closed), so vLLM stops generating for nobody."""
+    """One thread for every connection: cuts a body read that passes its deadline, and ends the
+    upstream request of a client that hung up (its socket reads as closed), so vLLM stops generating
+    for nobody."""
 
     def __init__(self) -> None:
         self._selector = selectors.DefaultSelector()
@@ -159,7 +181,8 @@ class Watch:
         while True:
             try:
                 ready = self._selector.select(WATCH_S)
-            except (OSError, ValueError):  # a socket closed while registered: the next round sees the rest
+            # a socket closed while registered: the next round sees the rest
+            except (OSError, ValueError):
                 ready = []
                 time.sleep(WATCH_S)
             for key, _ in ready:
@@ -170,7 +193,8 @@ class Watch:
                 for sock in overdue:
                     del self._deadlines[sock]
             for sock in overdue:
-                _shutdown(sock, socket.SHUT_RD)  # its reads end; our answer (408) can still be written
+                # its reads end; our answer (408) can still be written
+                _shutdown(sock, socket.SHUT_RD)
 
     def _readable(self, sock: socket.socket, upstream: socket.socket) -> None:
         try:
@@ -179,7 +203,8 @@ class Watch:
             return
         except OSError:
             gone = True
-        self.client(sock, None)  # gone, or it sent more (a pipelined request): either way, done watching
+        # gone, or it sent more (a pipelined request): either way, done watching
+        self.client(sock, None)
         if gone:
             _shutdown(upstream)
 
@@ -204,8 +229,8 @@ class Upstreams:
         return http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT_S), False
 
     def drop(self, host: str, port: int) -> None:
-        """Close every idle connection to HOST:PORT: one turned out dead, so the stack behind it was replaced
-        (a restart, a recovery) and the others are as old."""
+        """Close every idle connection to HOST:PORT: one turned out dead, so the stack behind it was
+        replaced (a restart, a recovery) and the others are as old."""
         with self._lock:
             idle = self._idle.pop((host, port), [])
         for conn in idle:
@@ -241,7 +266,8 @@ class Budget:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # the head and each streamed chunk leave at once, not after a delayed ACK
+    # the head and each streamed chunk leave at once, not after a delayed ACK
+    disable_nagle_algorithm = True
     timeout = IDLE_TIMEOUT_S
     keys: StateFile
     routes: StateFile
@@ -249,11 +275,13 @@ class Handler(BaseHTTPRequestHandler):
     upstreams: Upstreams
     budget: Budget
 
-    def log_message(self, format: str, *args: object) -> None:  # the access log is ours (log_access)
+    # the access log is ours (log_access)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     def __getattr__(self, name: str) -> object:
-        if name.startswith("do_"):  # every method is ours to answer (the proxy lets only a few through)
+        # every method is ours to answer (the proxy lets only a few through)
+        if name.startswith("do_"):
             return self._serve
         raise AttributeError(name)
 
@@ -266,12 +294,17 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             print(f"edge: internal error {type(exc).__name__}", flush=True)
             if not getattr(self, "_answered", True):
-                self._send_json(500, _error_doc(500, "the edge failed on this request", "internal_error"), {})
+                self._send_json(
+                    500, _error_doc(500, "the edge failed on this request", "internal_error"), {}
+                )
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """Malformed request lines and headers: the OpenAI error shape, not http.server's HTML page."""
+        """Malformed request lines and headers: the OpenAI error shape, not http.server's HTML
+        page."""
         self.close_connection = True
-        self._send_json(code, _error_doc(code, message or "bad request", "invalid_request_error"), {})
+        self._send_json(
+            code, _error_doc(code, message or "bad request", "invalid_request_error"), {}
+        )
 
     def _serve(self) -> None:
         self._started, self._client, self._note, self._answered = time.monotonic(), "-", "", False
@@ -279,32 +312,41 @@ class Handler(BaseHTTPRequestHandler):
             status = self._dispatch()
         except Refused as refused:
             if refused.status in (400, 401, 408, 411, 413, 501):
-                self.close_connection = True  # the body may be unread: this connection cannot be reused
+                # the body may be unread: this connection cannot be reused
+                self.close_connection = True
             status = self._send_json(
-                refused.status, _error_doc(refused.status, refused.message, refused.kind), refused.headers
+                refused.status,
+                _error_doc(refused.status, refused.message, refused.kind),
+                refused.headers,
             )
         self.log_access(status)
 
     def log_access(self, status: int) -> None:
         path = self.path.split("?", 1)[0][:200]
         took = time.monotonic() - self._started
-        line = f'edge: client={self._client} "{self.command} {path}" {status} {took:.3f}s{self._note}'
+        line = (
+            f'edge: client={self._client} "{self.command} {path}" {status} {took:.3f}s{self._note}'
+        )
         print(line.replace("\n", " "), flush=True)
 
     def _dispatch(self) -> int:
         path = self.path.split("?", 1)[0]
         if "/." in path or "//" in path or "%" in path or "\\" in path or not path.startswith("/"):
-            raise Refused(404, "not found", "not_found")  # no dot segments or encodings reach the stack
+            # no dot segments or encodings reach the stack
+            raise Refused(404, "not found", "not_found")
         client = client_for(self.keys.get(), self.headers.get("Authorization"), datetime.now(UTC))
         if client is None:
-            raise Refused(401, "a valid API key is required", "unauthorized", {"WWW-Authenticate": "Bearer"})
+            raise Refused(
+                401, "a valid API key is required", "unauthorized", {"WWW-Authenticate": "Bearer"}
+            )
         self._client = client
         routes = self.routes.get()
         table = routes.get("aliases")
         aliases: dict = table if isinstance(table, dict) else {}
         if self.command == "POST" and path in MODEL_POSTS:
             return self._with_body(lambda body: self._model_request(routes, aliases, body))
-        self._discard_body()  # a body on anything else is read (the connection stays in step), never sent on
+        # a body on anything else is read (the connection stays in step), never sent on
+        self._discard_body()
         if path == "/v1/models" and self.command == "GET":
             return self._json(200, models_list(aliases))
         if path == "/health" and self.command in ("GET", "HEAD"):
@@ -313,12 +355,20 @@ class Handler(BaseHTTPRequestHandler):
                 return self._unavailable(routes, *busy[0])
             return self._json(200, {"status": "ok", "aliases": sorted(aliases)})
         stored = path.startswith("/v1/responses/") and path.count("/") in (3, 4)
-        if stored and aliases and (self.command, path.endswith("/cancel")) in (("GET", False), ("POST", True)):
-            alias = sorted(aliases)[0]  # no model in the request: the first alias's stack keeps responses
-            return self._forward(routes, alias, aliases[alias], b"" if self.command == "POST" else None)
+        if (
+            stored
+            and aliases
+            and (self.command, path.endswith("/cancel")) in (("GET", False), ("POST", True))
+        ):
+            # no model in the request: the first alias's stack keeps responses
+            alias = sorted(aliases)[0]
+            return self._forward(
+                routes, alias, aliases[alias], b"" if self.command == "POST" else None
+            )
         raise Refused(404, "not found", "not_found")
 
-    # ---- the request body ----------------------------------------------------------------------------
+    # ---- the request body
+    # ----------------------------------------------------------------------------
 
     def _with_body(self, use: Callable[[bytes], int]) -> int:
         length = self._announced_length()
@@ -332,14 +382,19 @@ class Handler(BaseHTTPRequestHandler):
             self.budget.give_back(reserved)
 
     def _announced_length(self) -> int | None:
-        """Content-Length, or None for a chunked body; Refused for a body that cannot be framed safely."""
+        """Content-Length, or None for a chunked body; Refused for a body that cannot be framed
+        safely."""
         encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
         length = self.headers.get("Content-Length")
         if encoding and length is not None:
             raise Refused(400, "both Content-Length and Transfer-Encoding", "invalid_request_error")
         if encoding:
             if encoding != "chunked":
-                raise Refused(501, f"transfer encoding {encoding[:40]!r} is not supported", "invalid_request_error")
+                raise Refused(
+                    501,
+                    f"transfer encoding {encoding[:40]!r} is not supported",
+                    "invalid_request_error",
+                )
             return None
         if length is None:
             return 0
@@ -358,7 +413,9 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             self.watch.deadline(self.connection, None)
         if body is None or (length is not None and len(body) != length):
-            raise Refused(408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s", "timeout")
+            raise Refused(
+                408, f"the request body did not arrive within {BODY_TIMEOUT_S:.0f} s", "timeout"
+            )
         return body
 
     def _read_chunked(self) -> bytes | None:
@@ -367,7 +424,11 @@ class Handler(BaseHTTPRequestHandler):
         while True:
             line = self.rfile.readline(MAX_CHUNK_LINE)
             size_text = line.split(b";", 1)[0].strip()
-            if not line.endswith(b"\n") or not size_text or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+            if (
+                not line.endswith(b"\n")
+                or not size_text
+                or any(c not in b"0123456789abcdefABCDEF" for c in size_text)
+            ):
                 raise Refused(400, "malformed chunked body", "invalid_request_error")
             size = int(size_text, 16)
             total += size
@@ -387,17 +448,22 @@ class Handler(BaseHTTPRequestHandler):
         if length != 0:
             self._read_body(length)
 
-    # ---- forwarding ----------------------------------------------------------------------------------
+    # ---- forwarding
+    # ----------------------------------------------------------------------------------
 
     def _model_request(self, routes: dict, aliases: dict, body: bytes) -> int:
         try:
             doc = json.loads(body or b"{}")
         except (ValueError, RecursionError):
-            raise Refused(400, "the body is not JSON (or nests too deep)", "invalid_request_error") from None
+            raise Refused(
+                400, "the body is not JSON (or nests too deep)", "invalid_request_error"
+            ) from None
         model = doc.get("model") if isinstance(doc, dict) else None
         if not isinstance(model, str) or model not in aliases:
             known = ", ".join(sorted(aliases)) or "none"
-            raise Refused(404, f"The model `{str(model)[:80]}` does not exist (models: {known}).", "not_found")
+            raise Refused(
+                404, f"The model `{str(model)[:80]}` does not exist (models: {known}).", "not_found"
+            )
         route = aliases[model]
         if not _ready(route):
             return self._unavailable(routes, model, route)
@@ -439,8 +505,9 @@ class Handler(BaseHTTPRequestHandler):
     def _send_upstream(
         self, host: str, port: int, body: bytes | None, headers: dict[str, str]
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """The request on a kept-alive connection; once more on a fresh one when a reused connection fails
-        before any answer (the stack dropped it while idle, or was replaced: then every idle one goes)."""
+        """The request on a kept-alive connection; once more on a fresh one when a reused connection
+        fails before any answer (the stack dropped it while idle, or was replaced: then every idle
+        one goes)."""
         for attempt in range(2):
             conn, reused = self.upstreams.take(host, port)
             try:
@@ -464,14 +531,17 @@ class Handler(BaseHTTPRequestHandler):
         """The stack's answer, passed on as it arrives; True when it was read to its end."""
         length = resp.getheader("Content-Length")
         headers = [
-            (k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP | {"content-length", "server", "date"}
+            (k, v)
+            for k, v in resp.getheaders()
+            if k.lower() not in HOP_BY_HOP | {"content-length", "server", "date"}
         ]
         if length is not None:
             head = self._head(resp.status, [*headers, ("Content-Length", length)])
             self.wfile.write(head + resp.read(65536))  # the head and the first bytes in one segment
             while chunk := resp.read(65536):
                 self.wfile.write(chunk)
-            return resp.isclosed() and not resp.length  # a short read (the stack cut off) is not an end
+            # a short read (the stack cut off) is not an end
+            return resp.isclosed() and not resp.length
         head = self._head(resp.status, [*headers, ("Transfer-Encoding", "chunked")])
         pending = head
         while chunk := resp.read1(65536):  # SSE: pass each piece on as it arrives
@@ -481,7 +551,8 @@ class Handler(BaseHTTPRequestHandler):
         self._answered = True
         return True
 
-    # ---- our own answers -----------------------------------------------------------------------------
+    # ---- our own answers
+    # -----------------------------------------------------------------------------
 
     def _head(self, status: int, headers: list[tuple[str, str]]) -> bytes:
         self._answered = True
@@ -501,7 +572,9 @@ class Handler(BaseHTTPRequestHandler):
         self._note = f" model={alias} stage={stage!r}"
         doc = _error_doc(503, f"{what}: {stage}", "unavailable")
         doc["error"]["stage"] = stage
-        headers = {"Retry-After": str(retry if isinstance(retry, int) and 0 < retry < 86400 else 30)}
+        headers = {
+            "Retry-After": str(retry if isinstance(retry, int) and 0 < retry < 86400 else 30)
+        }
         return self._send_json(503, doc, headers)
 
     def _json(self, status: int, doc: Mapping[str, object]) -> int:
@@ -509,7 +582,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, doc: Mapping[str, object], headers: Mapping[str, str]) -> int:
         data = json.dumps(doc).encode("utf-8")
-        fields = [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *headers.items()]
+        fields = [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            *headers.items(),
+        ]
         self.wfile.write(self._head(status, fields) + (b"" if self.command == "HEAD" else data))
         return status
 
@@ -539,12 +616,16 @@ def _ready(route: object) -> bool:
 
 
 def models_list(aliases: dict) -> ModelList:
-    data = [ModelEntry(id=alias, object="model", owned_by="composegen-edge") for alias in sorted(aliases)]
+    data = [
+        ModelEntry(id=alias, object="model", owned_by="composegen-edge")
+        for alias in sorted(aliases)
+    ]
     return ModelList(object="list", data=data)
 
 
 class Server(ThreadingHTTPServer):
-    """A thread per connection, at most MAX_CONNECTIONS at once (the next is told 503 and closed)."""
+    """A thread per connection, at most MAX_CONNECTIONS at once (the next is told 503 and
+    closed)."""
 
     daemon_threads = True
     request_queue_size = 1024
@@ -555,11 +636,16 @@ class Server(ThreadingHTTPServer):
 
     def process_request(self, request, client_address):  # type: ignore[no-untyped-def]
         if not self.slots.acquire(blocking=False):
-            body = json.dumps(_error_doc(503, "the edge is at its connection limit; retry", "unavailable")).encode()
+            body = json.dumps(
+                _error_doc(503, "the edge is at its connection limit; retry", "unavailable")
+            ).encode()
             head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
             try:
                 request.settimeout(1.0)
-                request.sendall(f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+                request.sendall(
+                    f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                    + body
+                )
             except OSError:
                 pass
             self.shutdown_request(request)

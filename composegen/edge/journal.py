@@ -1,10 +1,11 @@
-"""A switch's journal: .composegen/edge/switch.json, written before the alias leaves its stack, rewritten at
-every step, removed when the switch ends (moved, or rolled back). It names the composegen that runs it by pid
-and that process's start time (a pid alone can be reused by an unrelated process after a kill -9).
+"""A switch's journal: .composegen/edge/switch.json, written before the alias leaves its stack,
+rewritten at every step, removed when the switch ends (moved, or rolled back). It names the
+composegen that runs it by pid and that process's start time (a pid alone can be reused by an
+unrelated process after a kill -9).
 
-A journal whose owner is gone is a switch interrupted: routes.json still says 503 + the step it died in.
-`composegen edge recover` (switch.recover) undoes it — the alias stays where assignments.json says, its stack
-is brought back up — or, when the alias had already moved, only clears the marks.
+A journal whose owner is gone is a switch interrupted: routes.json still says 503 + the step it died
+in. `composegen edge recover` (switch.recover) undoes it — the alias stays where assignments.json
+says, its stack is brought back up — or, when the alias had already moved, only clears the marks.
 """
 
 from __future__ import annotations
@@ -40,10 +41,13 @@ def _start_time(pid: int) -> str:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
         return ""
-    return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""  # field 22: after "pid (comm) state"
+    # field 22: after "pid (comm) state"
+    return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
 
 
-def begin(project: Project, alias: str, source: str | None, target: str, by: str, emulate: bool, path: str) -> Journal:
+def begin(
+    project: Project, alias: str, source: str | None, target: str, by: str, emulate: bool, path: str
+) -> Journal:
     pid = os.getpid()
     entry = Journal(alias=alias, source=source, target=target, by=by, emulate=emulate, path=path,
                     step="checking the engine", pid=pid, started=_start_time(pid),
@@ -62,7 +66,8 @@ def end(project: Project) -> None:
 
 
 def read(project: Project) -> Journal | None:
-    """The journal, or None when there is none or it is not one (a record composegen did not write)."""
+    """The journal, or None when there is none or it is not one (a record composegen did not
+    write)."""
     doc: dict = privatestate.read_json(journal_path(project), {})
     shapes = {
         "alias": str,
@@ -74,7 +79,9 @@ def read(project: Project) -> Journal | None:
         "started": str,
         "since": str,
     }
-    if not all(isinstance(doc.get(k), t) for k, t in shapes.items()) or not isinstance(doc.get("emulate"), bool):
+    if not all(isinstance(doc.get(k), t) for k, t in shapes.items()) or not isinstance(
+        doc.get("emulate"), bool
+    ):
         return None
     if not (doc.get("source") is None or isinstance(doc.get("source"), str)):
         return None
@@ -102,4 +109,7 @@ def interrupted(project: Project) -> Journal | None:
 
 def interrupted_stage(entry: Journal) -> str:
     """What clients and `edge status` are told about it: composegen's words, no error text."""
-    return f"switch to {entry['target']} interrupted at: {entry['step']}"[:160] + "; run composegen edge recover"
+    return (
+        f"switch to {entry['target']} interrupted at: {entry['step']}"[:160]
+        + "; run composegen edge recover"
+    )

@@ -1,6 +1,7 @@
-"""Per-client keys: `keys add/list/revoke/rotate`. A key is shown once, when made; only its sha256 is kept,
-in .composegen/edge/keys.json (0600 under 0700 directories, outside git), which the gatekeeper re-reads on
-change: adding, rotating or revoking takes effect at once and restarts nothing.
+"""Per-client keys: `keys add/list/revoke/rotate`. A key is shown once, when made; only its sha256
+is kept, in .composegen/edge/keys.json (0600 under 0700 directories, outside git), which the
+gatekeeper re-reads on change: adding, rotating or revoking takes effect at once and restarts
+nothing.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def keys_path(project: Project) -> Path:
 
 
 def parse_expiry(text: str) -> datetime:
-    """--expires: a date (the key stops working at 00:00 UTC that day) or an ISO 8601 moment; future only."""
+    """--expires: a date (the key stops working at 00:00 UTC that day) or an ISO 8601 moment; future
+    only."""
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
             moment = datetime.combine(datetime.fromisoformat(text).date(), time(0), UTC)
@@ -65,7 +67,8 @@ class Client:
     created: str
     expires: str | None
     revoked: str | None
-    problem: str | None = None  # what is wrong with this record of keys.json (edited by hand), if anything
+    # what is wrong with this record of keys.json (edited by hand), if anything
+    problem: str | None = None
 
     def state(self, now: datetime) -> str:
         if self.problem:
@@ -77,7 +80,8 @@ class Client:
 
 
 def _client(record: Mapping[str, object]) -> Client:
-    """A record of keys.json as `keys list` shows it; a field of the wrong kind is named, not trusted."""
+    """A record of keys.json as `keys list` shows it; a field of the wrong kind is named, not
+    trusted."""
     fields = {key: record.get(key) for key in ("created", "expires", "revoked")}
     problems = [
         f"{key}: {value!r} is not a time"
@@ -89,7 +93,11 @@ def _client(record: Mapping[str, object]) -> Client:
         for key, value in fields.items()
     }
     return Client(
-        str(record["name"]), shown["created"] or "", shown["expires"], shown["revoked"], "; ".join(problems) or None
+        str(record["name"]),
+        shown["created"] or "",
+        shown["expires"],
+        shown["revoked"],
+        "; ".join(problems) or None,
     )
 
 
@@ -113,7 +121,9 @@ def _new_key() -> tuple[str, str]:
 
 def _checked_name(name: str) -> str:
     if not CLIENT_RE.fullmatch(name):
-        raise BadInput(f"{name!r}: not a client name (lower-case letters, digits, '.', '-', '_', at most 63)")
+        raise BadInput(
+            f"{name!r}: not a client name (lower-case letters, digits, '.', '-', '_', at most 63)"
+        )
     return name
 
 
@@ -124,7 +134,10 @@ def add(project: Project, name: str, expires: str | None = None) -> str:
     with privatestate.profile_lock(project, "edge-keys"):
         clients = _load(project)
         if any(c["name"] == name for c in clients):
-            raise BadInput(f"client {name!r} exists", hint=f"`composegen keys rotate {name}` gives it a new key")
+            raise BadInput(
+                f"client {name!r} exists",
+                hint=f"`composegen keys rotate {name}` gives it a new key",
+            )
         key, digest = _new_key()
         clients.append(
             ClientRecord(

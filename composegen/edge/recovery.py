@@ -1,10 +1,12 @@
-"""`composegen edge recover`: undo a switch whose composegen was killed (its journal: edge/journal.py).
+"""`composegen edge recover`: undo a switch whose composegen was killed (its journal:
+edge/journal.py).
 
-The alias keeps the stack assignments.json names (a switch records its move only after the gates pass). A cold
-switch: the other stack is stopped and that one brought back (started, followed if still starting, or left
-if it serves), gates. A standby switch: the target back to sleep, the serving engine woken, gates. Either way
-the dead composegen's own compose commands are waited for first (they go on after a kill -9), and the 503
-marks are cleared. A switch that had already recorded its move only has its marks cleared.
+The alias keeps the stack assignments.json names (a switch records its move only after the gates
+pass). A cold switch: the other stack is stopped and that one brought back (started, followed if
+still starting, or left if it serves), gates. A standby switch: the target back to sleep, the
+serving engine woken, gates. Either way the dead composegen's own compose commands are waited for
+first (they go on after a kill -9), and the 503 marks are cleared. A switch that had already
+recorded its move only has its marks cleared.
 """
 
 from __future__ import annotations
@@ -23,22 +25,28 @@ from composegen.stack import driver
 
 
 def recover(project: Project, edge: Edge) -> RecoverReport:
-    """Undo the switch whose composegen is gone (the module's docstring says how); waits for a live one."""
-    with privatestate.profile_lock(project, "edge-switch"):  # a live switch holds it: recover waits for it
+    """Undo the switch whose composegen is gone (the module's docstring says how); waits for a live
+    one."""
+    # a live switch holds it: recover waits for it
+    with privatestate.profile_lock(project, "edge-switch"):
         entry = journal.read(project)
         if entry is None:
             routes.publish(project, edge)  # no journal: clear any mark left behind
-            return RecoverReport(alias=None, action="nothing to recover", profile=None, stages=[], seconds=0.0)
+            return RecoverReport(
+                alias=None, action="nothing to recover", profile=None, stages=[], seconds=0.0
+            )
         started = time.monotonic()
         alias, target = entry["alias"], entry["target"]
         serving = routes.current(project, edge, alias)
-        for name in {n for n in (target, serving) if n in edge.stacks}:  # the dead composegen's compose children
+        # the dead composegen's compose children
+        for name in {n for n in (target, serving) if n in edge.stacks}:
             driver.settle(project, edge.stacks[name])
         sink = switch.StageSink(project, edge, alias, serving or target, None)
         sink.prefix = "recovering an interrupted switch: "
         if serving == target or serving is None:
             action = "the switch had moved the alias; marks cleared"
-        elif entry["path"] == "standby":  # both resident: the target back to sleep, the serving one awake
+        # both resident: the target back to sleep, the serving one awake
+        elif entry["path"] == "standby":
             with contextlib.suppress(ComposegenError):
                 sink.say(f"putting {target} to sleep")
                 driver.sleep_stack(project, edge.stacks[target], mode="abort")

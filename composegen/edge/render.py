@@ -1,16 +1,17 @@
-"""out/edge/: the edge's compose file, its Caddyfile, the gatekeeper it runs, and one override per stack
-behind it (joins the edge's private network, publishes no host port). Deterministic text from edge.yaml
-and the profiles; `composegen render` writes it and `render --check` proves it fresh.
+"""out/edge/: the edge's compose file, its Caddyfile, the gatekeeper it runs, and one override per
+stack behind it (joins the edge's private network, publishes no host port). Deterministic text from
+edge.yaml and the profiles; `composegen render` writes it and `render --check` proves it fresh.
 
-Traffic: client → proxy (Caddy: TLS, the route allowlist, everything else 404) → gate (gatekeeper.py:
-per-client keys by hash, alias → stack, 503 while a switch runs) → stack-NAME:PORT on the private network.
-The TLS listener is the only published port. The loopback listeners — /NAME/metrics for Prometheus and,
-on each stack's own host port, the operator door composegen's up/wait/gates/bench/top use — are served by
-the door: a second Caddy in the host's network namespace, bound to 127.0.0.1, passing each request over a
-unix socket (a volume both containers mount) to the proxy, which reaches the stacks. Docker publishes
-nothing for them, so no packet routed to the Docker subnet from another machine can reach them (a
-published port can be: Docker accepts forwarded packets to the container's address). The door never
-passes vLLM's dev-mode routes (DEV_ROUTES).
+Traffic: client → proxy (Caddy: TLS, the route allowlist, everything else 404) → gate
+(gatekeeper.py: per-client keys by hash, alias → stack, 503 while a switch runs) → stack-NAME:PORT
+on the private network. The TLS listener is the only published port. The loopback listeners —
+/NAME/metrics for Prometheus and, on each stack's own host port, the operator door composegen's
+up/wait/gates/bench/top use — are served by the door: a second Caddy in the host's network
+namespace, bound to 127.0.0.1, passing each request over a unix socket (a volume both containers
+mount) to the proxy, which reaches the stacks. Docker publishes nothing for them, so no packet
+routed to the Docker subnet from another machine can reach them (a published port can be: Docker
+accepts forwarded packets to the container's address). The door never passes vLLM's dev-mode routes
+(DEV_ROUTES).
 """
 
 from __future__ import annotations
@@ -21,14 +22,24 @@ from pathlib import Path
 from composegen.edge.config import Edge, upstream_host
 from composegen.render import GENERATED_HEADER
 
-ALLOWED_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/responses/*", "/v1/models", "/health")
+ALLOWED_PATHS = (
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/responses/*",
+    "/v1/models",
+    "/health",
+)
 HTTPS_PORT = 8443  # inside the proxy container: unprivileged, so it needs no capability
 METRICS_PORT = 9090
 GATE_PORT = 8080
 GATE_SOURCE = Path(__file__).with_name("gatekeeper.py")
-SOCKETS = "/run/edge"  # the volume the proxy and the door share: one unix socket per loopback listener
-DOOR_ADMIN = "unix//tmp/caddy-admin.sock"  # the door shares the host's network: its admin API is a socket
-GATE_LIMITS = {"mem_limit": "512m", "pids_limit": 1024}  # the gatekeeper's threads and buffers, bounded
+# the volume the proxy and the door share: one unix socket per loopback listener
+SOCKETS = "/run/edge"
+# the door shares the host's network: its admin API is a socket
+DOOR_ADMIN = "unix//tmp/caddy-admin.sock"
+# the gatekeeper's threads and buffers, bounded
+GATE_LIMITS = {"mem_limit": "512m", "pids_limit": 1024}
 # Routes vLLM serves only with VLLM_SERVER_DEV_MODE=1 (0.26.0's route list with and without it,
 # ../shared/real-vllm/0.26.0-h200-sleep/): never through any listener of the edge.
 DEV_ROUTES = (
@@ -57,8 +68,10 @@ def render_edge(edge: Edge) -> dict[str, str]:
 
 
 def _header(edge: Edge, comment: str = "#") -> str:
+    source = edge.path
     return (
-        f"{comment} {GENERATED_HEADER[2:]}{edge.path}. Do not edit: change {edge.path} and run `composegen render`.\n"
+        f"{comment} {GENERATED_HEADER[2:]}{source}. "
+        f"Do not edit: change {source} and run `composegen render`.\n"
     )
 
 
@@ -72,7 +85,11 @@ def compose_text(edge: Edge) -> str:
     bind = f"[{c.listen.bind}]" if ":" in c.listen.bind else c.listen.bind  # compose's IPv6 form
     ports = [f"{bind}:{c.listen.port}:{HTTPS_PORT}"]  # the only published port
     j = json.dumps
-    hardened = ['    cap_drop: ["ALL"]', '    security_opt: ["no-new-privileges:true"]', "    read_only: true"]
+    hardened = [
+        '    cap_drop: ["ALL"]',
+        '    security_opt: ["no-new-privileges:true"]',
+        "    read_only: true",
+    ]
     lines = [
         _header(edge).rstrip("\n"),
         f"# tls: {c.tls.mode}  stacks: {', '.join(edge.stacks)}",
@@ -84,7 +101,8 @@ def compose_text(edge: Edge) -> str:
         "    ports:",
         *[f"      - {j(p)}" for p in ports],
         "    volumes:",
-        '      - ".:/etc/caddy:ro"',  # the directory, not the file: a rename-replaced Caddyfile is seen on reload
+        # the directory, not the file: a rename-replaced Caddyfile is seen on reload
+        '      - ".:/etc/caddy:ro"',
         '      - "edge-data:/data"',  # the internal CA and certificates live here
         '      - "edge-config:/config"',
         f'      - "edge-sockets:{SOCKETS}"',
@@ -112,10 +130,12 @@ def compose_text(edge: Edge) -> str:
         f'    command: ["python3", "-I", "/gate/gatekeeper.py", "--state", "/state", "--port", "{GATE_PORT}"]',
         "    volumes:",
         '      - "./gatekeeper.py:/gate/gatekeeper.py:ro"',
-        '      - "../../.composegen/edge:/state:ro"',  # keys (hashes) and routes: re-read when they change
+        # keys (hashes) and routes: re-read when they change
+        '      - "../../.composegen/edge:/state:ro"',
         "    networks: [edge]",
         '    cap_drop: ["ALL"]',
-        '    cap_add: ["DAC_READ_SEARCH"]',  # read the 0600 state files whoever owns them on the host
+        # read the 0600 state files whoever owns them on the host
+        '    cap_add: ["DAC_READ_SEARCH"]',
         '    security_opt: ["no-new-privileges:true"]',
         "    read_only: true",
         *[f"    {key}: {j(value)}" for key, value in GATE_LIMITS.items()],
@@ -123,10 +143,12 @@ def compose_text(edge: Edge) -> str:
         f'    labels: {{"io.composegen.role": "edge-gate", "io.composegen.edge": {j(c.name)}}}',
         "networks:",
         "  default:",
-        '    labels: {"io.composegen.role": "edge"}',  # `status` lists stacks; the edge's networks are not one
+        # `status` lists stacks; the edge's networks are not one
+        '    labels: {"io.composegen.role": "edge"}',
         "  edge:",
         f"    name: {j(edge.network)}",
-        "    internal: true",  # no route out: the stacks keep their own default network for downloads
+        # no route out: the stacks keep their own default network for downloads
+        "    internal: true",
         '    labels: {"io.composegen.role": "edge"}',
         "volumes:",
         "  edge-data: {}",
@@ -158,7 +180,8 @@ def stack_override(edge: Edge, name: str) -> str:
 
 
 def _acme(email: str) -> list[str]:
-    """ACME by TLS-ALPN-01 on the public listener: port 80 is not published (and not bindable: no caps)."""
+    """ACME by TLS-ALPN-01 on the public listener: port 80 is not published (and not bindable: no
+    caps)."""
     return [
         "\ttls {",
         "\t\tissuer acme {",
@@ -175,11 +198,13 @@ def _json_answer(status: int, body: str, indent: str = "\t\t") -> list[str]:
 
 
 def _timeouts(indent: str = "\t") -> str:
-    """A client gets 10 s to send its headers; an idle kept-alive connection is closed after 2 minutes.
-    (No read_body: Go's whole-request read deadline would cut long streamed answers; the gatekeeper bounds
-    a body's time itself.)"""
+    """A client gets 10 s to send its headers; an idle kept-alive connection is closed after 2
+    minutes. (No read_body: Go's whole-request read deadline would cut long streamed answers; the
+    gatekeeper bounds a body's time itself.)"""
     inner = [PROTOCOLS, "timeouts {", "\tread_header 10s", "\tidle 2m", "}"]
-    return "\n".join([f"{indent}servers {{", *(f"{indent}\t{line}" for line in inner), f"{indent}}}"])
+    return "\n".join(
+        [f"{indent}servers {{", *(f"{indent}\t{line}" for line in inner), f"{indent}}}"]
+    )
 
 
 PROTOCOLS = "protocols h1 h2"  # no HTTP/3: its UDP port is not published
@@ -190,7 +215,8 @@ def caddyfile(edge: Edge) -> str:
     tls = c.tls
     glob = [
         "{",
-        "\tadmin localhost:2019",  # inside the container only: `caddy reload` goes through it (graceful)
+        # inside the container only: `caddy reload` goes through it (graceful)
+        "\tadmin localhost:2019",
         "\tskip_install_trust",
         "\tauto_https disable_redirects",
         f"\thttps_port {HTTPS_PORT}",
@@ -240,7 +266,8 @@ def caddyfile(edge: Edge) -> str:
             f"http://:{port.host} {{",
             f"\tbind unix/{SOCKETS}/door-{port.host}.sock",
             f"\t@dev path {' '.join(p + suffix for p in DEV_ROUTES for suffix in ('', '/*'))}",
-            "\thandle @dev {",  # vLLM's dev-mode routes (sleep, wake_up, collective_rpc...) stay inside
+            # vLLM's dev-mode routes (sleep, wake_up, collective_rpc...) stay inside
+            "\thandle @dev {",
             *_json_answer(404, NOT_FOUND),
             "\t}",
             f"\treverse_proxy {upstream_host(name)}:{port.container}",
@@ -251,10 +278,12 @@ def caddyfile(edge: Edge) -> str:
 
 
 def door_caddyfile(edge: Edge) -> str:
-    """The door: 127.0.0.1 listeners in the host's network namespace, each passed to its unix socket."""
+    """The door: 127.0.0.1 listeners in the host's network namespace, each passed to its unix
+    socket."""
     listeners = [(edge.config.metrics.port, "metrics.sock")]
     listeners += [
-        (r.profile.service.port.host, f"door-{r.profile.service.port.host}.sock") for r in edge.stacks.values()
+        (r.profile.service.port.host, f"door-{r.profile.service.port.host}.sock")
+        for r in edge.stacks.values()
     ]
     glob = ["{", f"\tadmin {DOOR_ADMIN}", "\tauto_https off", _timeouts(), "}"]
     sites = [

@@ -28,7 +28,12 @@ def client_rows(clients: list[Client]) -> list[ClientRow]:
     now = privatestate.now()
     return [
         ClientRow(
-            name=c.name, state=c.state(now), created=c.created, expires=c.expires, revoked=c.revoked, problem=c.problem
+            name=c.name,
+            state=c.state(now),
+            created=c.created,
+            expires=c.expires,
+            revoked=c.revoked,
+            problem=c.problem,
         )
         for c in clients
     ]
@@ -47,10 +52,12 @@ class SwitchReport(Report):
     evidence: dict | None  # {"kind", "ref", "sha256", …} of what allowed the switch
     stages: list[str]  # what the edge told clients while it ran (503 + Retry-After + this)
     seconds: float
-    # standby: by sleep mode (docs/standby.md); cold: down, then up; unchanged: the alias already served it
+    # standby: by sleep mode (docs/standby.md); cold: down, then up; unchanged: the alias already
+    # served it
     path: Literal["standby", "cold", "unchanged"] = "cold"
     path_reason: str | None = None  # why that path ran
-    steps: list[StepTime] = Field(default_factory=list)  # each step told to clients, with its seconds
+    # each step told to clients, with its seconds
+    steps: list[StepTime] = Field(default_factory=list)
 
 
 class RecoverReport(Report):

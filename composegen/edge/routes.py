@@ -27,7 +27,8 @@ class Proof(TypedDict):
     ref: str
     sha256: str
     campaign_evidence_sha256: NotRequired[str]  # a campaign's: the comparison it decided on
-    forced: NotRequired[str]  # `promote --force REASON`: what did not match, and the operator's reason
+    # `promote --force REASON`: what did not match, and the operator's reason
+    forced: NotRequired[str]
 
 
 class Assignment(TypedDict):
@@ -69,10 +70,14 @@ def routes_path(project: Project) -> Path:
 
 def history(project: Project, edge: Edge, alias: str) -> list[Assignment]:
     doc = privatestate.read_json(assignments_path(project), AssignmentsFile(aliases={}))
-    entries = (doc.get("aliases") or {}).get(alias) if isinstance(doc.get("aliases"), dict) else None
+    entries = (
+        (doc.get("aliases") or {}).get(alias) if isinstance(doc.get("aliases"), dict) else None
+    )
     if not isinstance(entries, list) or not entries:
         initial = edge.config.aliases.get(alias)
-        return [Assignment(profile=initial, at=None, by="edge.yaml", evidence=None)] if initial else []
+        return (
+            [Assignment(profile=initial, at=None, by="edge.yaml", evidence=None)] if initial else []
+        )
     return [e for e in entries if isinstance(e, dict) and e.get("profile") in edge.stacks]
 
 
@@ -88,7 +93,9 @@ def aliases(project: Project, edge: Edge) -> dict[str, str | None]:
     return {a: current(project, edge, a) for a in sorted(names)}
 
 
-def record(project: Project, edge: Edge, alias: str, profile: str, by: str, evidence: Proof | None) -> Assignment:
+def record(
+    project: Project, edge: Edge, alias: str, profile: str, by: str, evidence: Proof | None
+) -> Assignment:
     doc = privatestate.read_json(assignments_path(project), AssignmentsFile(aliases={}))
     found = doc.get("aliases")
     table = found if isinstance(found, dict) else {}
@@ -103,15 +110,20 @@ def previous(project: Project, edge: Edge, alias: str) -> Assignment:
     """The assignment before the current one (what `rollback` returns to)."""
     entries = history(project, edge, alias)
     if not entries:
-        raise BadInput(f"no alias {alias!r} (aliases: {', '.join(aliases(project, edge)) or 'none'})")
+        raise BadInput(
+            f"no alias {alias!r} (aliases: {', '.join(aliases(project, edge)) or 'none'})"
+        )
     for entry in reversed(entries[:-1]):
         if entry["profile"] != entries[-1]["profile"]:
             return entry
-    raise BadInput(f"{alias} has no earlier assignment to return to (it has only ever been {entries[-1]['profile']})")
+    raise BadInput(
+        f"{alias} has no earlier assignment to return to (it has only ever been {entries[-1]['profile']})"
+    )
 
 
 def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None = None) -> None:
-    """Write routes.json from the assignments; `switching` {alias: {"to", "stage"}} marks aliases mid-switch."""
+    """Write routes.json from the assignments; `switching` {alias: {"to", "stage"}} marks aliases
+    mid-switch."""
     table: dict[str, Route] = {}
     for alias, profile in aliases(project, edge).items():
         if profile is None:
@@ -122,8 +134,14 @@ def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None
             profile=profile,
             upstream=f"{upstream_host(profile)}:{r.profile.service.port.container}",
             served_name=r.profile.model.served_name,
-            switch=Switching(to=switch["to"], stage=switch["stage"], since=switch.get("since") or privatestate.stamp())
+            switch=Switching(
+                to=switch["to"],
+                stage=switch["stage"],
+                since=switch.get("since") or privatestate.stamp(),
+            )
             if switch
             else None,
         )
-    privatestate.write_json(routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table))
+    privatestate.write_json(
+        routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table)
+    )

@@ -1,6 +1,6 @@
-"""The edge's own containers: `edge up` (refuses a stale out/edge/, publishes the routes, starts or updates
-the proxy and gatekeeper, then a graceful `caddy reload`), `edge down`, `edge ca` (the internal CA's root
-certificate), and the facts `status` shows."""
+"""The edge's own containers: `edge up` (refuses a stale out/edge/, publishes the routes, starts or
+updates the proxy and gatekeeper, then a graceful `caddy reload`), `edge down`, `edge ca` (the
+internal CA's root certificate), and the facts `status` shows."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from composegen.stack import driver
 from composegen.stack.driver import ContainerFacts
 
 ROOT_CERT = "/data/caddy/pki/authorities/local/root.crt"
-RELOADS = {  # service -> its graceful reload (the door's admin API is a unix socket: it shares the host's network)
+# service -> its graceful reload (the door's admin API is a unix socket: it shares the host's
+# network)
+RELOADS = {
     "proxy": ["caddy", "reload", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"],
     "door": [
         "caddy",
@@ -33,7 +35,9 @@ RELOADS = {  # service -> its graceful reload (the door's admin API is a unix so
 
 def load(project: Project) -> Edge:
     if not config.configured(project):
-        raise BadInput(f"{config.EDGE_FILE}: no edge configured in this project", hint="see docs/edge.md")
+        raise BadInput(
+            f"{config.EDGE_FILE}: no edge configured in this project", hint="see docs/edge.md"
+        )
     return config.load(project)
 
 
@@ -41,20 +45,24 @@ def ensure_fresh(project: Project, edge: Edge) -> None:
     drift = render.check(project, render_edge(edge), all_profiles=False)
     if drift:
         paths = ", ".join(d.path for d in drift)
-        raise CheckFailed(f"out/edge/ is stale or missing ({paths})", hint="run `composegen render`")
+        raise CheckFailed(
+            f"out/edge/ is stale or missing ({paths})", hint="run `composegen render`"
+        )
 
 
 def stack(edge: Edge, project: Project) -> driver.Stack:
     return driver.Stack(edge.project_name, [project.out_path("edge")])
 
 
-COMPOSE_FILES_LABEL = "com.docker.compose.project.config_files"  # compose writes it on every container
+# compose writes it on every container
+COMPOSE_FILES_LABEL = "com.docker.compose.project.config_files"
 
 
 def containers(edge: Edge, project: Project) -> dict[str, ContainerFacts]:
-    """{"proxy": …, "door": …, "gate": …} of this project's running edge (missing keys: not there). The
-    compose project is named after edge.yaml's `name`, which two projects on one engine may share: a
-    container started from another project's out/edge/compose.yaml is refused, never taken for ours."""
+    """{"proxy": …, "door": …, "gate": …} of this project's running edge (missing keys: not there).
+    The compose project is named after edge.yaml's `name`, which two projects on one engine may
+    share: a container started from another project's out/edge/compose.yaml is refused, never taken
+    for ours."""
     found = {c.service: c for c in driver.project_containers(edge.project_name) if c.service}
     ours = str(project.out_path("edge"))
     foreign = sorted({c.labels.get(COMPOSE_FILES_LABEL, "?") for c in found.values()} - {ours})
@@ -71,7 +79,8 @@ def up(project: Project) -> Edge:
     ensure_fresh(project, edge)
     if not keys.keys_path(project).exists():
         privatestate.write_json(keys.keys_path(project), {"clients": []})
-    containers(edge, project)  # another project's edge of the same name: refused before anything changes
+    # another project's edge of the same name: refused before anything changes
+    containers(edge, project)
     routes.publish(project, edge)
     for ref in sorted({edge.config.images.proxy, edge.config.images.gate}):
         if image.is_local(ref) and not driver.image_present(ref):
@@ -82,7 +91,8 @@ def up(project: Project) -> Edge:
 
 
 def build_local(pinned: str) -> None:
-    """Build the pinned local image from this machine's caddy — only when its content gives that very tag."""
+    """Build the pinned local image from this machine's caddy — only when its content gives that
+    very tag."""
     import tempfile
     from pathlib import Path
 
@@ -105,8 +115,8 @@ def build_local(pinned: str) -> None:
 
 
 def reload(edge: Edge, project: Project, timeout: float = 30.0) -> None:
-    """A graceful reload of the proxy and the door through Caddy's admin API (inside each container):
-    open connections finish."""
+    """A graceful reload of the proxy and the door through Caddy's admin API (inside each
+    container): open connections finish."""
     deadline = time.monotonic() + timeout
     for service, argv in RELOADS.items():
         while True:
@@ -117,7 +127,8 @@ def reload(edge: Edge, project: Project, timeout: float = 30.0) -> None:
                     break
                 if time.monotonic() > deadline:
                     raise EngineError(
-                        f"{edge.project_name}: caddy reload of the {service} failed", details=text[-2000:]
+                        f"{edge.project_name}: caddy reload of the {service} failed",
+                        details=text[-2000:],
                     )
             elif time.monotonic() > deadline:
                 raise EngineError(f"{edge.project_name}: the {service} is not running")
@@ -134,12 +145,16 @@ def down(project: Project) -> Edge:
 def root_certificate(project: Project, timeout: float = 30.0) -> str:
     edge = load(project)
     if edge.config.tls.mode != "internal":
-        raise BadInput(f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own")
+        raise BadInput(
+            f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own"
+        )
     deadline = time.monotonic() + timeout
     while True:  # Caddy makes its CA on the first start: give it a moment
         proxy = containers(edge, project).get("proxy")
         if proxy is None or not proxy.running:
-            raise EngineError(f"{edge.project_name} is not running", hint="`composegen edge up` first")
+            raise EngineError(
+                f"{edge.project_name} is not running", hint="`composegen edge up` first"
+            )
         code, text = driver.exec_output(proxy, ["cat", ROOT_CERT], max_bytes=64 << 10)
         if code == 0 and text.startswith("-----BEGIN CERTIFICATE-----"):
             return text

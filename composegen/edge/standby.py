@@ -1,17 +1,18 @@
-"""Standby: stacks that stay resident behind the edge, asleep when they do not serve (vLLM's sleep mode).
+"""Standby: stacks that stay resident behind the edge, asleep when they do not serve (vLLM's sleep
+mode).
 
-`up NAME --standby` starts the stack, waits for ready, runs its gates, then puts it to sleep (`asleep`).
-A switch (`promote`, `rollback`) takes the standby path when both stacks have `standby:` and the target
-is up and asleep; otherwise the cold path runs (edge/switch.py). The standby path, each step told to
-clients as the 503 stage and timed:
+`up NAME --standby` starts the stack, waits for ready, runs its gates, then puts it to sleep
+(`asleep`). A switch (`promote`, `rollback`) takes the standby path when both stacks have `standby:`
+and the target is up and asleep; otherwise the cold path runs (edge/switch.py). The standby path,
+each step told to clients as the 503 stage and timed:
 
     draining        new requests for the alias are refused (503) while running ones finish, up to
                     DRAIN_S; then the sleep aborts what is left (clients get finish_reason "abort")
     putting OLD to sleep, waking NEW, warm-up (one request), identity (/v1/models names NEW's served
     name), gates on NEW; then the alias moves.
 
-Any failure after the old engine sleeps puts the new one back to sleep and the old one awake again, and
-the alias stays where it was.
+Any failure after the old engine sleeps puts the new one back to sleep and the old one awake again,
+and the alias stays where it was.
 """
 
 from __future__ import annotations
@@ -65,19 +66,23 @@ def why_not(project: Project, edge: Edge, current: str | None, target: str) -> s
 
 
 def reason(project: Project, edge: Edge, current: str | None, target: str) -> str:
-    """Why the standby path ran, and whether sleep mode was qualified for the target's engine here."""
+    """Why the standby path ran, and whether sleep mode was qualified for the target's engine
+    here."""
     r = edge.stacks[target]
     ctr = driver.head_container(project, r)
     kept = sleepcycles.recorded(project, r, bool(ctr and ctr.emulated))
     if kept and kept.get("passed"):
         qualified = f"sleep qualified here at {kept.get('at')}"
     else:
-        qualified = f"WARNING: sleep not qualified here (`composegen qualify {target} --sleep-cycles 10`)"
+        qualified = (
+            f"WARNING: sleep not qualified here (`composegen qualify {target} --sleep-cycles 10`)"
+        )
     return f"{current} and {target} are resident (standby), {target} asleep; {qualified}"
 
 
 def _drained(r: Resolved, deadline: float) -> bool:
-    """True once R's engine runs no request (its own num_requests_running gauge), False at the deadline."""
+    """True once R's engine runs no request (its own num_requests_running gauge), False at the
+    deadline."""
     ep = driver.endpoint(r)
     while time.monotonic() < deadline:
         try:
@@ -89,13 +94,17 @@ def _drained(r: Resolved, deadline: float) -> bool:
     return False
 
 
-def switch(project: Project, edge: Edge, current: str, target: str, only: list[str] | None, steps: Steps) -> None:
-    """The standby path from CURRENT to TARGET (CheckFailed/EngineError on failure, the old engine awake)."""
+def switch(
+    project: Project, edge: Edge, current: str, target: str, only: list[str] | None, steps: Steps
+) -> None:
+    """The standby path from CURRENT to TARGET (CheckFailed/EngineError on failure, the old engine
+    awake)."""
     old, new = edge.stacks[current], edge.stacks[target]
     drained = [True]
     steps.run("draining", lambda: drained.__setitem__(0, _drained(old, time.monotonic() + DRAIN_S)))
     steps.run(
-        f"putting {current} to sleep", lambda: driver.sleep_stack(project, old, mode="wait" if drained[0] else "abort")
+        f"putting {current} to sleep",
+        lambda: driver.sleep_stack(project, old, mode="wait" if drained[0] else "abort"),
     )
     try:
         steps.run(f"waking {target}", lambda: driver.wake_stack(project, new))
@@ -104,7 +113,8 @@ def switch(project: Project, edge: Edge, current: str, target: str, only: list[s
         steps.run(f"gates on {target}", lambda: capture.require_gates(new, only))
     except (ComposegenError, TimeoutError):
         steps.say(f"switch to {target} failed, waking {current} again")
-        with contextlib.suppress(ComposegenError):  # the new engine may be what failed; the old one wakes anyway
+        # the new engine may be what failed; the old one wakes anyway
+        with contextlib.suppress(ComposegenError):
             driver.sleep_stack(project, new, mode="abort")
         driver.wake_stack(project, old)
         raise
@@ -113,4 +123,6 @@ def switch(project: Project, edge: Edge, current: str, target: str, only: list[s
 def _identity(r: Resolved) -> None:
     served = r.profile.model.served_name
     if readiness.models_entry(driver.endpoint(r), served) is None:
-        raise CheckFailed(f"{r.name}: /v1/models does not list {served}: another engine answers there")
+        raise CheckFailed(
+            f"{r.name}: /v1/models does not list {served}: another engine answers there"
+        )

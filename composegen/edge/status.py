@@ -1,5 +1,5 @@
-"""What `status` (and `edge status`) shows of the edge: where it listens, TLS mode, its containers, each
-alias → profile (and a switch in progress), the clients (names and expiry, never keys)."""
+"""What `status` (and `edge status`) shows of the edge: where it listens, TLS mode, its containers,
+each alias → profile (and a switch in progress), the clients (names and expiry, never keys)."""
 
 from __future__ import annotations
 
@@ -14,22 +14,31 @@ def edge_status(project: Project) -> EdgeStatusReport:
     edge = service.load(project)
     empty = routes.RoutesFile(retry_after=0, aliases={})  # only its aliases are read
     stale = journal.interrupted(project)
-    if stale is not None:  # tell the clients too: their 503 stage says what happened and what fixes it
+    # tell the clients too: their 503 stage says what happened and what fixes it
+    if stale is not None:
         routes.publish(
-            project, edge, {stale["alias"]: {"to": stale["target"], "stage": journal.interrupted_stage(stale)}}
+            project,
+            edge,
+            {stale["alias"]: {"to": stale["target"], "stage": journal.interrupted_stage(stale)}},
         )
     published = privatestate.read_json(routes.routes_path(project), empty).get("aliases") or {}
     rows = []
     for alias, profile in routes.aliases(project, edge).items():
         live = published.get(alias) if isinstance(published, dict) else None
-        switch = live.get("switch") if isinstance(live, dict) and isinstance(live.get("switch"), dict) else None
+        switch = (
+            live.get("switch")
+            if isinstance(live, dict) and isinstance(live.get("switch"), dict)
+            else None
+        )
         history = routes.history(project, edge, alias)
         rows.append(
             AliasRow(
                 alias=alias,
                 profile=profile,
                 switching=dict(switch) if switch else None,
-                evidence=dict(proof) if history and (proof := history[-1].get("evidence")) else None,
+                evidence=dict(proof)
+                if history and (proof := history[-1].get("evidence"))
+                else None,
                 interrupted=stale is not None and stale["alias"] == alias,
                 target=_health(project, profile),
             )
@@ -47,7 +56,8 @@ def edge_status(project: Project) -> EdgeStatusReport:
 
 
 def _health(project: Project, profile: str | None) -> str | None:
-    """ready, asleep, starting or down: what the alias's stack is doing (clients of a down one get 503)."""
+    """ready, asleep, starting or down: what the alias's stack is doing (clients of a down one get
+    503)."""
     if profile is None:
         return None
     stacks = driver.status(project, profile).stacks
@@ -62,12 +72,23 @@ def format_text(report: EdgeStatusReport) -> str:
     state = ", ".join(f"{k} {v}" for k, v in sorted(report.containers.items())) or "not running"
     lines = [f"edge {report.name}: {report.url} (tls {report.tls}) — {state}"]
     for row in report.aliases:
-        doing = f"  [switching to {row.switching.get('to')}: {row.switching.get('stage')}]" if row.switching else ""
-        doing = f"  [INTERRUPTED: {row.switching.get('stage')}]" if row.interrupted and row.switching else doing
+        doing = (
+            f"  [switching to {row.switching.get('to')}: {row.switching.get('stage')}]"
+            if row.switching
+            else ""
+        )
+        doing = (
+            f"  [INTERRUPTED: {row.switching.get('stage')}]"
+            if row.interrupted and row.switching
+            else doing
+        )
         health = f" ({row.target})" if row.target and row.target != "ready" else ""
         lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{health}{doing}")
     active = [c for c in report.clients if c.state == "active"]
     others = len(report.clients) - len(active)
-    shown = ", ".join(f"{c.name}{f' (until {c.expires})' if c.expires else ''}" for c in active) or "none"
+    shown = (
+        ", ".join(f"{c.name}{f' (until {c.expires})' if c.expires else ''}" for c in active)
+        or "none"
+    )
     lines.append(f"  clients: {shown}" + (f"; {others} revoked or expired" if others else ""))
     return "\n".join(lines)

@@ -1,15 +1,17 @@
-"""`promote PROFILE --alias NAME` and `rollback NAME`: point an alias at another stack, with evidence.
+"""`promote PROFILE --alias NAME` and `rollback NAME`: point an alias at another stack, with
+evidence.
 
 On a box that runs one stack at a time a switch is: mark the alias switching (the gatekeeper answers
-503 + Retry-After + the stage), down the current stack, up the new one (each load stage, as `up`'s own
-stage detection sees it, goes into the 503 answers), wait, gates, then point the alias and record the
-assignment with its evidence hash. Clients never get another model than the alias points at. A failure
-at any step brings the previous stack back up and points the alias at it again, and says so.
+503 + Retry-After + the stage), down the current stack, up the new one (each load stage, as `up`'s
+own stage detection sees it, goes into the 503 answers), wait, gates, then point the alias and
+record the assignment with its evidence hash. Clients never get another model than the alias points
+at. A failure at any step brings the previous stack back up and points the alias at it again, and
+says so.
 
-Before the alias leaves its stack, the engine must answer (a mistyped DOCKER_HOST changes nothing). Each
-step is written to the switch's journal (edge/journal.py) as it is told to clients; `recover` undoes a
-switch whose composegen was killed. Clients only ever read composegen's own words as the stage: the engine's
-errors go to the operator's terminal.
+Before the alias leaves its stack, the engine must answer (a mistyped DOCKER_HOST changes nothing).
+Each step is written to the switch's journal (edge/journal.py) as it is told to clients; `recover`
+undoes a switch whose composegen was killed. Clients only ever read composegen's own words as the
+stage: the engine's errors go to the operator's terminal.
 """
 
 from __future__ import annotations
@@ -37,17 +39,28 @@ class StageSink(ProgressSink):
     """Turns `up`'s progress into the stage clients see in the 503 answers (routes.json)."""
 
     def __init__(
-        self, project: Project, edge: Edge, alias: str, target: str, entry: journal.Journal | None = None
+        self,
+        project: Project,
+        edge: Edge,
+        alias: str,
+        target: str,
+        entry: journal.Journal | None = None,
     ) -> None:
-        self.project, self.edge, self.alias, self.target, self.entry = project, edge, alias, target, entry
+        self.project, self.edge, self.alias, self.target, self.entry = (
+            project,
+            edge,
+            alias,
+            target,
+            entry,
+        )
         self.prefix = ""
         self.tracker = stages.StageTracker(time.time())
         self.seen: list[str] = []
         self.at: list[float] = []  # time.monotonic() of each stage in `seen`
 
     def timed(self) -> list[tuple[str, float]]:
-        """Each stage told with its seconds (until the next one, the last until now); `loading weights 1/4 …
-        4/4` is one step."""
+        """Each stage told with its seconds (until the next one, the last until now); `loading
+        weights 1/4 … 4/4` is one step."""
         ends = [*self.at[1:], time.monotonic()]
         steps: list[tuple[str, float]] = []
         for text, start, end in zip(self.seen, self.at, ends, strict=True):
@@ -64,7 +77,8 @@ class StageSink(ProgressSink):
             return
         self.seen.append(text)
         self.at.append(time.monotonic())
-        if self.entry is not None:  # the journal first: a kill between the two leaves the step it was in
+        # the journal first: a kill between the two leaves the step it was in
+        if self.entry is not None:
             journal.step(self.project, self.entry, text)
         routes.publish(self.project, self.edge, {self.alias: {"to": self.target, "stage": text}})
 
@@ -91,19 +105,30 @@ def promote(
     gates: list[str] | None = None,
 ) -> SwitchReport:
     if profile not in edge.stacks:
-        raise BadInput(f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml")
+        raise BadInput(
+            f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
+        )
     r = resolve.load(project, profile)
     evidence = (
-        proof.campaign_decision(project, campaign, r, force) if campaign else proof.qualified_run(project, r, run)
+        proof.campaign_decision(project, campaign, r, force)
+        if campaign
+        else proof.qualified_run(project, r, run)
     )
     return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates)
 
 
 def rollback(
-    project: Project, edge: Edge, alias: str, *, emulate: bool = False, gates: list[str] | None = None
+    project: Project,
+    edge: Edge,
+    alias: str,
+    *,
+    emulate: bool = False,
+    gates: list[str] | None = None,
 ) -> SwitchReport:
     back = routes.previous(project, edge, alias)
-    return _switch(project, edge, alias, back["profile"], "rollback", back.get("evidence"), emulate, gates)
+    return _switch(
+        project, edge, alias, back["profile"], "rollback", back.get("evidence"), emulate, gates
+    )
 
 
 def _switch(
@@ -120,16 +145,20 @@ def _switch(
     with privatestate.profile_lock(project, "edge-switch"):
         _refuse_interrupted(project)
         current = routes.current(project, edge, alias)
-        if current == target:  # the proof is checked (above); nothing to move: the loop closes, exit 0
+        # the proof is checked (above); nothing to move: the loop closes, exit 0
+        if current == target:
             why = f"{alias} already serves {target}"
             proof = dict(evidence) if evidence else None
             return SwitchReport(alias=alias, previous=current, profile=target, by=by, evidence=proof, stages=[],
                                 seconds=0.0, path="unchanged", path_reason=why)  # fmt: skip
         driver.engine_info()  # the engine answers, or nothing changes: the alias stays on its stack
-        cold = standby.why_not(project, edge, current, target)  # None: both resident, the target asleep
+        # None: both resident, the target asleep
+        cold = standby.why_not(project, edge, current, target)
         if cold is not None and not emulate:
             _can_start(project, edge.stacks[target])
-        entry = journal.begin(project, alias, current, target, by, emulate, "cold" if cold else "standby")
+        entry = journal.begin(
+            project, alias, current, target, by, emulate, "cold" if cold else "standby"
+        )
         sink = StageSink(project, edge, alias, target, entry)
         try:
             if cold is None and current is not None:
@@ -144,7 +173,8 @@ def _switch(
                 raise _woken_back(project, edge, alias, current, target, exc) from None
             raise _rolled_back(project, edge, alias, current, target, exc, emulate, sink) from None
         except KeyboardInterrupt:
-            routes.publish(project, edge)  # the alias keeps its old assignment; clients see what is there
+            # the alias keeps its old assignment; clients see what is there
+            routes.publish(project, edge)
             journal.end(project)
             raise
         moved = routes.record(project, edge, alias, target, by, evidence)
@@ -166,13 +196,17 @@ def _switch(
 
 
 def _can_start(project: Project, r: Resolved) -> None:
-    """What a cold start of R needs that can be checked while another stack still holds the GPUs: the engine's
-    GPU runtime, its image on this engine and its pinned weights complete. Refused before the alias moves."""
+    """What a cold start of R needs that can be checked while another stack still holds the GPUs:
+    the engine's GPU runtime, its image on this engine and its pinned weights complete. Refused
+    before the alias moves."""
     missing = []
-    if "nvidia" not in (driver.engine_info().get("Runtimes") or {}):  # the GPUs themselves: the old stack's now
+    # the GPUs themselves: the old stack's now
+    if "nvidia" not in (driver.engine_info().get("Runtimes") or {}):
         missing.append("the engine has no nvidia runtime (nvidia-container-toolkit)")
     if not driver.image_present(r.profile.image):
-        missing.append(f"its image {r.profile.image} is not on this engine (`docker pull` it first)")
+        missing.append(
+            f"its image {r.profile.image} is not on this engine (`docker pull` it first)"
+        )
     try:
         found = driver.weights(project, r)
     except ComposegenError as exc:
@@ -186,7 +220,13 @@ def _can_start(project: Project, r: Resolved) -> None:
 
 
 def _by_sleep(
-    project: Project, edge: Edge, alias: str, current: str, target: str, gates: list[str] | None, sink: StageSink
+    project: Project,
+    edge: Edge,
+    alias: str,
+    current: str,
+    target: str,
+    gates: list[str] | None,
+    sink: StageSink,
 ) -> None:
     standby.switch(project, edge, current, target, gates, standby.Steps(sink.say))
 
@@ -194,7 +234,8 @@ def _by_sleep(
 def _woken_back(
     project: Project, edge: Edge, alias: str, current: str | None, target: str, exc: BaseException
 ) -> ComposegenError:
-    """The standby path failed: standby.switch has put the old engine awake again (or raised trying)."""
+    """The standby path failed: standby.switch has put the old engine awake again (or raised
+    trying)."""
     reason = exc.message if isinstance(exc, ComposegenError) else str(exc)
     routes.publish(project, edge)
     journal.end(project)
@@ -204,7 +245,9 @@ def _woken_back(
     )
 
 
-def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: list[str] | None, sink: StageSink) -> None:
+def _bring_up(
+    project: Project, edge: Edge, name: str, emulate: bool, gates: list[str] | None, sink: StageSink
+) -> None:
     r = edge.stacks[name]
     driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
@@ -212,8 +255,8 @@ def _bring_up(project: Project, edge: Edge, name: str, emulate: bool, gates: lis
 
 
 def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
-    """NAME serving again, whatever the kill left of it: still up (the kill came before its down), half
-    stopped, or gone."""
+    """NAME serving again, whatever the kill left of it: still up (the kill came before its down),
+    half stopped, or gone."""
     try:
         _bring_up(project, edge, name, emulate, None, sink)
     except driver.AlreadyRunning as exc:
@@ -221,7 +264,12 @@ def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: Sta
             driver.attach(project, edge.stacks[name], sink)
         elif not exc.ready:
             driver.down(project, edge.stacks[name])
-            driver.up(project, edge.stacks[name], driver.UpOptions(emulate=emulate, render_stale=False), sink)
+            driver.up(
+                project,
+                edge.stacks[name],
+                driver.UpOptions(emulate=emulate, render_stale=False),
+                sink,
+            )
         sink.say(f"gates on {name}")
         capture.require_gates(edge.stacks[name], None)
 
@@ -246,7 +294,8 @@ def _rolled_back(
             _bring_up(project, edge, current, emulate, None, sink)
     except (ComposegenError, TimeoutError) as again:
         why = again.message if isinstance(again, ComposegenError) else str(again)
-        stage = f"restoring {current} failed; the operator has been told why"  # never the engine's text
+        # never the engine's text
+        stage = f"restoring {current} failed; the operator has been told why"
         routes.publish(project, edge, {alias: {"to": current, "stage": stage}})
         journal.end(project)
         return EngineError(

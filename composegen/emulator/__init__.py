@@ -1,4 +1,5 @@
-"""Emulated vLLM 0.33 OpenAI-compatible server (stdlib only): a test double and demo mode, never a real engine."""
+"""Emulated vLLM 0.33 OpenAI-compatible server (stdlib only): a test double and demo mode, never a
+real engine."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [

@@ -1,9 +1,10 @@
-"""`vllm serve` argv parsing for the emulator, built from the vLLM 0.33 flag catalog (serve-flags.json).
+"""`vllm serve` argv parsing for the emulator, built from the vLLM 0.33 flag catalog
+(serve-flags.json).
 
-Behaves like vLLM's parser where a test can see it: `prog` is `vllm serve`, unknown/misspelled flags and
-bad values exit 2 with `vllm serve: error: …` on stderr, unique prefixes are accepted (argparse's
-allow_abbrev), `--max_model_len` is read as `--max-model-len`, and JSON-valued config flags also take
-`--speculative-config.method mtp` style keys.
+Behaves like vLLM's parser where a test can see it: `prog` is `vllm serve`, unknown/misspelled flags
+and bad values exit 2 with `vllm serve: error: …` on stderr, unique prefixes are accepted
+(argparse's allow_abbrev), `--max_model_len` is read as `--max-model-len`, and JSON-valued config
+flags also take `--speculative-config.method mtp` style keys.
 
 Public:
   catalog_path() -> Path                    where the catalog is read from (EMU_FLAG_CATALOG overrides)
@@ -26,13 +27,15 @@ from typing import Any
 PROG = "vllm serve"
 CATALOG_ENV = "EMU_FLAG_CATALOG"
 _HERE = Path(__file__).resolve().parent
-# Inside the image the catalog sits next to the package root; in a checkout it lives in composegen/vllm/data.
+# Inside the image the catalog sits next to the package root; in a checkout it lives in
+# composegen/vllm/data.
 _CATALOG_CANDIDATES = (
     _HERE.parent.parent / "serve-flags.json",
     _HERE.parent / "vllm" / "data" / "vllm-0.33.0-serve-flags.json",
 )
 
-# `_optional_type(X)` flags whose inner type X the catalog does not record; everything else is a string.
+# `_optional_type(X)` flags whose inner type X the catalog does not record; everything else is a
+# string.
 _OPTIONAL_INNER = {
     "kv_offloading_size": "float",
     "video_pruning_rate": "float",
@@ -84,7 +87,8 @@ def load_catalog(path: Path | None = None) -> list[dict]:
         return json.load(fh)["flags"]
 
 
-# --- value types (their __name__ shows up in argparse's "invalid <type> value" messages, as in vLLM) ---
+# --- value types (their __name__ shows up in argparse's "invalid <type> value" messages, as in
+# vLLM) ---
 
 
 def human_readable_int(value: str) -> int:
@@ -115,7 +119,8 @@ def _json_value(value: str) -> Any:
 
 
 def union_dict_and_str(value: str) -> Any:
-    """vLLM's rule: text that looks like a JSON object is parsed (and must be valid), else kept as a string."""
+    """vLLM's rule: text that looks like a JSON object is parsed (and must be valid), else kept as a
+    string."""
     if re.fullmatch(r"(?s)\s*\{.*\}\s*", value):
         return json.loads(value)
     return value
@@ -167,7 +172,8 @@ def _value_type(flag: dict) -> Convert:
 
 
 class _EnableDisable(argparse.Action):
-    """One dest, several spellings: the dest's own spelling and short aliases set True, the others False."""
+    """One dest, several spellings: the dest's own spelling and short aliases set True, the others
+    False."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         kwargs["nargs"] = 0
@@ -181,7 +187,9 @@ class _EnableDisable(argparse.Action):
         option_string: str | None = None,
     ) -> None:
         assert option_string is not None  # an option (never a positional) calls this action
-        positive = not option_string.startswith("--") or option_string[2:].replace("-", "_") == self.dest
+        positive = (
+            not option_string.startswith("--") or option_string[2:].replace("-", "_") == self.dest
+        )
         setattr(namespace, self.dest, positive)
 
 
@@ -227,7 +235,8 @@ def build_parser(flags: list[dict] | None = None) -> argparse.ArgumentParser:
 
 
 def _normalize(argv: list[str], json_opts: set[str]) -> list[str]:
-    """`--max_model_len` -> `--max-model-len`; `--x-config.a.b v` keys folded into one `--x-config {json}`."""
+    """`--max_model_len` -> `--max-model-len`; `--x-config.a.b v` keys folded into one `--x-config
+    {json}`."""
     out: list[str] = []
     dotted: dict[str, dict] = {}
     i = 0
@@ -239,7 +248,8 @@ def _normalize(argv: list[str], json_opts: set[str]) -> list[str]:
             continue
         name, eq, value = token.partition("=")
         base, dot, keys = name.partition(".")
-        base = base.replace("_", "-")  # keys after the dot are JSON field names: keep their underscores
+        # keys after the dot are JSON field names: keep their underscores
+        base = base.replace("_", "-")
         name = base + dot + keys
         if dot and base in json_opts:
             if not eq:
@@ -277,7 +287,13 @@ class ServeArgs:
 def parse_serve_args(argv: list[str], flags: list[dict] | None = None) -> ServeArgs:
     flags = flags if flags is not None else load_catalog()
     parser = build_parser(flags)
-    json_opts = {opt for flag in flags if _is_json_flag(flag) for opt in flag["options"] if opt.startswith("--")}
+    json_opts = {
+        opt
+        for flag in flags
+        if _is_json_flag(flag)
+        for opt in flag["options"]
+        if opt.startswith("--")
+    }
     given = vars(parser.parse_args(_normalize(list(argv), json_opts)))
     defaults = {"model_tag": None, **{flag["dest"]: flag["default"] for flag in flags}}
     values = {dest: given.get(dest, default) for dest, default in defaults.items()}

@@ -1,7 +1,7 @@
 """OpenAI chat completions on top of replies.py: request checks, usage, response and chunk shapes.
 
-Shapes, error texts and error params are those of a real vLLM 0.26.0 server (tests/data/real-0.26.0-h200,
-checked by tests/emulator/test_conformance.py).
+Shapes, error texts and error params are those of a real vLLM 0.26.0 server
+(tests/data/real-0.26.0-h200, checked by tests/emulator/test_conformance.py).
 
 Public:
   ServingInfo               what a request needs to know about the server (names, max_model_len, parsers)
@@ -11,8 +11,9 @@ Public:
   chat_completion(reply, ...) -> dict     `chat.completion`
   chat_chunks(reply, ...) -> iterator of (chunk dict, counts_as_token: bool)   `chat.completion.chunk`s
 Behaviour notes: `tool_choice: auto` needs --enable-auto-tool-choice and --tool-call-parser, a named
-tool_choice needs --tool-call-parser (400 otherwise, as in vLLM); without --reasoning-parser a thinking
-request gets its reasoning inline as <think>…</think> in `content`, as a real server would return it.
+tool_choice needs --tool-call-parser (400 otherwise, as in vLLM); without --reasoning-parser a
+thinking request gets its reasoning inline as <think>…</think> in `content`, as a real server would
+return it.
 """
 
 from __future__ import annotations
@@ -48,12 +49,21 @@ def new_id(prefix: str) -> str:
 
 
 class RequestError(Exception):
-    def __init__(self, status: int, message: str, err_type: str = "BadRequestError", param: str | None = None):
+    def __init__(
+        self, status: int, message: str, err_type: str = "BadRequestError", param: str | None = None
+    ):
         super().__init__(message)
         self.status, self.message, self.err_type, self.param = status, message, err_type, param
 
     def to_json(self) -> dict:
-        return {"error": {"message": self.message, "type": self.err_type, "param": self.param, "code": self.status}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.err_type,
+                "param": self.param,
+                "code": self.status,
+            }
+        }
 
 
 @dataclass
@@ -81,7 +91,8 @@ class Reply:
         return len(self.reasoning) + len(self.content) + calls
 
     def usage(self, details: bool = True) -> dict:
-        """The `usage` object; a stream's usage chunk has no `prompt_tokens_details` (details=False)."""
+        """The `usage` object; a stream's usage chunk has no `prompt_tokens_details`
+        (details=False)."""
         usage: dict = {
             "prompt_tokens": self.prompt_tokens,
             "total_tokens": self.prompt_tokens + self.completion_tokens,
@@ -113,7 +124,8 @@ def _limit_error(limit: int, requested: int) -> RequestError:
 
 
 def budget(wanted: object, prompt_tokens: int, limit: int) -> int:
-    """Output tokens allowed: the request's max_tokens, else what is left of the context; 400s as vLLM's."""
+    """Output tokens allowed: the request's max_tokens, else what is left of the context; 400s as
+    vLLM's."""
     if wanted is not None:
         if isinstance(wanted, bool) or not isinstance(wanted, int) or wanted < 1:
             raise RequestError(
@@ -134,8 +146,11 @@ def budget(wanted: object, prompt_tokens: int, limit: int) -> int:
     return requested or limit - prompt_tokens
 
 
-def validation_error(kind: str, loc: tuple, msg: str, given: object, param: str, **ctx: str) -> RequestError:
-    """FastAPI's request-validation 400 as vLLM returns it (`type: "Bad Request"`, `param: "body.x"`)."""
+def validation_error(
+    kind: str, loc: tuple, msg: str, given: object, param: str, **ctx: str
+) -> RequestError:
+    """FastAPI's request-validation 400 as vLLM returns it (`type: "Bad Request"`, `param:
+    "body.x"`)."""
     detail: dict = {"type": kind, "loc": loc, "msg": msg, "input": given}
     if ctx:
         detail["ctx"] = ctx
@@ -145,10 +160,16 @@ def validation_error(kind: str, loc: tuple, msg: str, given: object, param: str,
 def require_messages(body: dict) -> list[dict]:
     messages = body.get("messages")
     if "messages" not in body:
-        raise validation_error("missing", ("body", "messages"), "Field required", body, "body.messages")
+        raise validation_error(
+            "missing", ("body", "messages"), "Field required", body, "body.messages"
+        )
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise validation_error(
-            "list_type", ("body", "messages"), "Input should be a valid list", messages, "body.messages"
+            "list_type",
+            ("body", "messages"),
+            "Input should be a valid list",
+            messages,
+            "body.messages",
         )
     return messages
 
@@ -159,17 +180,24 @@ def _check_tools(tools: list, tool_choice: object, info: ServingInfo) -> None:
     if isinstance(tool_choice, dict):
         wanted = (tool_choice.get("function") or {}).get("name")
         if not info.tool_parser:
-            raise RequestError(400, f'tool_choice=function "{wanted}" requires --tool-call-parser to be set')
+            raise RequestError(
+                400, f'tool_choice=function "{wanted}" requires --tool-call-parser to be set'
+            )
         if not any((t.get("function") or t).get("name") == wanted for t in tools):
-            raise RequestError(400, f"Tool '{wanted}' has not been passed in `tools`.", param="tool_choice")
+            raise RequestError(
+                400, f"Tool '{wanted}' has not been passed in `tools`.", param="tool_choice"
+            )
     elif not (info.auto_tool_choice and info.tool_parser):
         raise RequestError(
-            400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+            400,
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
         )
 
 
 def _call_id(name: str, arguments: str, index: int) -> str:
-    return "chatcmpl-tool-" + hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()[:24]
+    return (
+        "chatcmpl-tool-" + hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()[:24]
+    )
 
 
 def plan_chat(body: dict, info: ServingInfo) -> Reply:
@@ -184,7 +212,9 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     allowed = budget(wanted, reply.prompt_tokens, info.max_model_len)
     _check_tools(tools, tool_choice, info)
     effort = replies.reasoning_effort(body)
-    thinking = pieces(replies.reasoning_text(replies.last_user_text(messages), effort)) if effort else []
+    thinking = (
+        pieces(replies.reasoning_text(replies.last_user_text(messages), effort)) if effort else []
+    )
     function = replies.choose_tool(tools, tool_choice, messages) if tools else None
     answer = [] if function else pieces(replies.answer_text(messages, body.get("response_format")))
     if thinking and not info.reasoning_parser:
@@ -198,11 +228,14 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
         argument_pieces = pieces(arguments)
         room = max(0, left - TOOL_CALL_OVERHEAD)
         reply.tool_calls = [
-            ToolCall(_call_id(function["name"], arguments, 0), function["name"], argument_pieces[:room])
+            ToolCall(
+                _call_id(function["name"], arguments, 0), function["name"], argument_pieces[:room]
+            )
         ]
         reply.finish_reason = "tool_calls" if room >= len(argument_pieces) else "length"
     else:
-        ignore_eos = body.get("ignore_eos") is True  # vLLM's extension: generate all max_tokens, never stop early
+        # vLLM's extension: generate all max_tokens, never stop early
+        ignore_eos = body.get("ignore_eos") is True
         if ignore_eos and answer:
             answer = (answer * (left // len(answer) + 1))[:left]
         reply.content = answer[:left]
@@ -213,7 +246,11 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
 
 
 def _tool_call_json(call: ToolCall) -> dict:
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
 
 
 def chat_completion(reply: Reply, info: ServingInfo, request_id: str, created: int) -> dict:
@@ -256,13 +293,20 @@ def chat_completion(reply: Reply, info: ServingInfo, request_id: str, created: i
 
 
 def _tool_call_deltas(reply: Reply, info: ServingInfo) -> Iterator[tuple[dict, str | None]]:
-    """(delta, finish override) per streamed tool-call piece: id and name first, then argument fragments."""
+    """(delta, finish override) per streamed tool-call piece: id and name first, then argument
+    fragments."""
     for index, call in enumerate(reply.tool_calls):
-        head = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        head = {
+            "index": index,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
         yield {"tool_calls": [head]}, None
         fragments, finish = list(call.argument_pieces), None
         if info.fault == "broken_tool_stream":
-            # Garbage like a misconfigured tool parser leaks: JSON never closes, markup in the arguments.
+            # Garbage like a misconfigured tool parser leaks: JSON never closes, markup in the
+            # arguments.
             fragments = [*fragments[:-1], "<|tool▁call▁end|>", ' {"'] if fragments else ['{"']
             finish = "stop"
         for fragment in fragments:
@@ -272,11 +316,16 @@ def _tool_call_deltas(reply: Reply, info: ServingInfo) -> Iterator[tuple[dict, s
 def chat_chunks(
     reply: Reply, info: ServingInfo, request_id: str, created: int, include_usage: bool
 ) -> Iterator[tuple[dict, bool]]:
-    """Yield (chunk, counts_as_token) in vLLM 0.26's order: a role chunk; one chunk per token; the finish
-    reason on the last token's chunk (with or without a tool parser, as the graphs recording shows), or in a
-    separate `{}` delta after streamed tool calls or when no token was generated;
+    """Yield (chunk, counts_as_token) in vLLM 0.26's order: a role chunk; one chunk per token; the
+    finish reason on the last token's chunk (with or without a tool parser, as the graphs recording
+    shows), or in a separate `{}` delta after streamed tool calls or when no token was generated;
     the usage chunk; `system_fingerprint` on the last chunk."""
-    head = {"id": request_id, "object": "chat.completion.chunk", "created": created, "model": info.name}
+    head = {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": info.name,
+    }
 
     def chunk(delta: dict, finish: str | None = None) -> dict:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
@@ -285,7 +334,12 @@ def chat_chunks(
         choice["token_ids"] = None
         return {**head, "choices": [choice]}
 
-    role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+    role = {
+        "index": 0,
+        "delta": {"role": "assistant", "content": ""},
+        "logprobs": None,
+        "finish_reason": None,
+    }
     yield {**head, "choices": [role], "prompt_token_ids": None, "prompt_text": None}, False
     deltas: list[tuple[dict, str | None]] = [({"reasoning": p}, None) for p in reply.reasoning]
     deltas += [({"content": p}, None) for p in reply.content]

@@ -1,6 +1,6 @@
-"""Multi-node behaviour of the emulator: vLLM's `--nnodes N --node-rank R --master-addr A --master-port P
-[--headless]` launch (mp backend, tensor parallel across nodes), with a tiny TCP join protocol standing in
-for torch's TCPStore rendezvous and the NCCL links between the nodes.
+"""Multi-node behaviour of the emulator: vLLM's `--nnodes N --node-rank R --master-addr A
+--master-port P [--headless]` launch (mp backend, tensor parallel across nodes), with a tiny TCP
+join protocol standing in for torch's TCPStore rendezvous and the NCCL links between the nodes.
 
 Protocol: one JSON object per line (UTF-8) on a TCP connection from each worker node to A:P.
   worker → head   {"op": "join", "rank": R, "nnodes": N, "model": M, "world_size": W}
@@ -10,11 +10,12 @@ Protocol: one JSON object per line (UTF-8) on a TCP connection from each worker 
                   means the peer is gone
   head → workers  {"op": "shutdown"} when the head stops cleanly (SIGTERM): the workers exit 0
 
-Failure behaviour, like vLLM: the head listens before anything else (a port in use exits 1 with torch's
-EADDRINUSE message), logs while it waits and opens its API only after every rank joined; no full group
-within EMU_JOIN_TIMEOUT_S (600 s) exits 1. A worker lost after joining makes the head log the worker's
-death and exit 1. A worker retries the master until EMU_JOIN_TIMEOUT_S, and exits 1 when the head goes
-away without saying "shutdown". Per-rank memory numbers do not change: TP simply spans the nodes.
+Failure behaviour, like vLLM: the head listens before anything else (a port in use exits 1 with
+torch's EADDRINUSE message), logs while it waits and opens its API only after every rank joined; no
+full group within EMU_JOIN_TIMEOUT_S (600 s) exits 1. A worker lost after joining makes the head log
+the worker's death and exit 1. A worker retries the master until EMU_JOIN_TIMEOUT_S, and exits 1
+when the head goes away without saying "shutdown". Per-rank memory numbers do not change: TP simply
+spans the nodes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ Logger = Callable[..., None]  # runner.Log: (level, source, message, proc="APISe
 
 
 class ClusterError(Exception):
-    """The node cannot take part (rejected, timed out, port in use); the message is vLLM/torch-shaped."""
+    """The node cannot take part (rejected, timed out, port in use); the message is
+    vLLM/torch-shaped."""
 
 
 class PeerLost(BaseException):
@@ -47,7 +49,9 @@ class Timing:
     join_timeout_s: float = 600.0
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], number: Callable[[Mapping[str, str], str, float], float]) -> Timing:
+    def from_env(
+        cls, env: Mapping[str, str], number: Callable[[Mapping[str, str], str, float], float]
+    ) -> Timing:
         return cls(
             number(env, "EMU_HEARTBEAT_S", cls.heartbeat_s),
             number(env, "EMU_PEER_TIMEOUT_S", cls.peer_timeout_s),
@@ -73,22 +77,29 @@ class Launch:
 
     @classmethod
     def from_values(cls, values: dict) -> Launch | None:
-        """None for a single-node launch; ValueError (a usage error) for a combination vLLM's mp launcher refuses."""
+        """None for a single-node launch; ValueError (a usage error) for a combination vLLM's mp
+        launcher refuses."""
         nnodes, rank = int(values.get("nnodes") or 1), int(values.get("node_rank") or 0)
         headless = bool(values.get("headless"))
         if nnodes <= 1 and not headless:
             return None
         if nnodes <= 1:
-            raise ValueError("--headless without --nnodes > 1 (data-parallel headless mode is not emulated)")
+            raise ValueError(
+                "--headless without --nnodes > 1 (data-parallel headless mode is not emulated)"
+            )
         if not 0 <= rank < nnodes:
             raise ValueError(f"--node-rank {rank} must be in [0, {nnodes})")
         if rank > 0 and not headless:
             raise ValueError(f"node rank {rank} runs no API server: it needs --headless")
         if rank == 0 and headless:
             raise ValueError("node rank 0 is the head; it cannot be --headless")
-        world = int(values.get("tensor_parallel_size") or 1) * int(values.get("pipeline_parallel_size") or 1)
+        world = int(values.get("tensor_parallel_size") or 1) * int(
+            values.get("pipeline_parallel_size") or 1
+        )
         if world % nnodes:
-            raise ValueError(f"world size {world} (tensor × pipeline parallel) does not split over {nnodes} nodes")
+            raise ValueError(
+                f"world size {world} (tensor × pipeline parallel) does not split over {nnodes} nodes"
+            )
         return cls(
             nnodes,
             rank,
@@ -107,7 +118,8 @@ def ranks_of(node_rank: int, world_size: int, nnodes: int) -> list[int]:
 
 
 class _Link:
-    """One peer connection: reads JSON lines, sends a heartbeat, reports the loss of the peer once."""
+    """One peer connection: reads JSON lines, sends a heartbeat, reports the loss of the peer
+    once."""
 
     def __init__(
         self,
@@ -227,7 +239,11 @@ class Head:
                     f"{a.nnodes} nodes ready); missing node rank(s) {missing}",
                 )
             time.sleep(0.05)
-        self.log("INFO", "multiproc_executor.py:152", f"All {a.nnodes} nodes joined; world size {a.world_size}")
+        self.log(
+            "INFO",
+            "multiproc_executor.py:152",
+            f"All {a.nnodes} nodes joined; world size {a.world_size}",
+        )
         for link in list(self.links.values()):
             link.send({"op": "start"})
 
@@ -261,34 +277,49 @@ class Head:
             sock.close()
             return
         given = hello.get("rank")
-        rank = given if isinstance(given, int) else -1  # _refusal below rejects a missing or unknown rank
+        # _refusal below rejects a missing or unknown rank
+        rank = given if isinstance(given, int) else -1
         with self._lock:
             reason = None if self._stopping else self._refusal(hello)
             if reason is None and not self._stopping:
-                link = _Link(sock, self.timing, _ignore, functools.partial(self._lose, rank, peer), reader)
-                # Welcome before the worker counts as joined: gather's "start" must never overtake it.
+                link = _Link(
+                    sock, self.timing, _ignore, functools.partial(self._lose, rank, peer), reader
+                )
+                # Welcome before the worker counts as joined: gather's "start" must never overtake
+                # it.
                 link.send({"op": "welcome"})
                 self.links[rank] = link
         if reason is not None or self._stopping:
             self.log(
-                "WARNING", "multiproc_executor.py:170", f"Rejected a node from {peer}: {reason or 'shutting down'}"
+                "WARNING",
+                "multiproc_executor.py:170",
+                f"Rejected a node from {peer}: {reason or 'shutting down'}",
             )
             with contextlib.suppress(OSError):
                 sock.sendall(
-                    json.dumps({"op": "reject", "reason": reason or "the head is shutting down"}).encode() + b"\n"
+                    json.dumps(
+                        {"op": "reject", "reason": reason or "the head is shutting down"}
+                    ).encode()
+                    + b"\n"
                 )
             sock.close()
             return
         link.start()
-        names = ", ".join(f"Worker_TP{r}" for r in ranks_of(rank, self.launch.world_size, self.launch.nnodes))
-        self.log("INFO", "multiproc_executor.py:178", f"Node rank {rank} joined from {peer} ({names})")
+        names = ", ".join(
+            f"Worker_TP{r}" for r in ranks_of(rank, self.launch.world_size, self.launch.nnodes)
+        )
+        self.log(
+            "INFO", "multiproc_executor.py:178", f"Node rank {rank} joined from {peer} ({names})"
+        )
 
     def _refusal(self, hello: dict) -> str | None:
         a, rank = self.launch, hello.get("rank")
         if hello.get("op") != "join":
             return f"expected a join message, got {hello.get('op')!r}"
         if hello.get("nnodes") != a.nnodes:
-            return f"--nnodes mismatch: the head has {a.nnodes}, the node says {hello.get('nnodes')}"
+            return (
+                f"--nnodes mismatch: the head has {a.nnodes}, the node says {hello.get('nnodes')}"
+            )
         if not isinstance(rank, int) or not 1 <= rank < a.nnodes:
             return f"node rank {rank!r} is not a worker rank of {a.nnodes} nodes"
         if rank in self.links:
@@ -309,7 +340,8 @@ class Head:
 
 
 class Member:
-    """A headless worker node: joins the head, loads on "start", then serves until the head stops or goes."""
+    """A headless worker node: joins the head, loads on "start", then serves until the head stops or
+    goes."""
 
     def __init__(self, launch: Launch, timing: Timing, log: Logger):
         self.launch, self.timing, self.log = launch, timing, log
@@ -349,14 +381,22 @@ class Member:
         try:
             sock.sendall(
                 json.dumps(
-                    {"op": "join", "rank": a.rank, "nnodes": a.nnodes, "model": a.model, "world_size": a.world_size}
+                    {
+                        "op": "join",
+                        "rank": a.rank,
+                        "nnodes": a.nnodes,
+                        "model": a.model,
+                        "world_size": a.world_size,
+                    }
                 ).encode()
                 + b"\n"
             )
             reply = _read_line(sock, reader, self.timing.peer_timeout_s)
         except (OSError, ValueError) as exc:
             sock.close()
-            raise ClusterError(f"RuntimeError: joining the master at {a.addr}:{a.port} failed: {exc}") from None
+            raise ClusterError(
+                f"RuntimeError: joining the master at {a.addr}:{a.port} failed: {exc}"
+            ) from None
         if reply.get("op") != "welcome":
             sock.close()
             raise ClusterError(
@@ -364,7 +404,11 @@ class Member:
             )
         self.link = _Link(sock, self.timing, self._message, self._lost, reader)
         self.link.start()
-        self.log("INFO", "multiproc_executor.py:236", f"Joined the master at {a.addr}:{a.port} as node rank {a.rank}")
+        self.log(
+            "INFO",
+            "multiproc_executor.py:236",
+            f"Joined the master at {a.addr}:{a.port} as node rank {a.rank}",
+        )
 
     def wait(self, event: threading.Event) -> bool:
         """Wait for `event` (True) unless the head goes first (False). Signals still get through."""

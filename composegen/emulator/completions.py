@@ -1,9 +1,17 @@
-"""`/v1/completions` (text completion, not streamed) and `/detokenize`, shaped as a real vLLM 0.26.0 server's."""
+"""`/v1/completions` (text completion, not streamed) and `/detokenize`, shaped as a real vLLM 0.26.0
+server's."""
 
 from __future__ import annotations
 
 from composegen.emulator import replies, versions
-from composegen.emulator.chat import RequestError, ServingInfo, budget, check_model, new_id, validation_error
+from composegen.emulator.chat import (
+    RequestError,
+    ServingInfo,
+    budget,
+    check_model,
+    new_id,
+    validation_error,
+)
 from composegen.emulator.tokenizer import VOCAB_SIZE, decode, encode, pieces
 
 DEFAULT_MAX_TOKENS = 16  # the OpenAI completions default, which vLLM keeps
@@ -18,7 +26,9 @@ def completion(body: dict, info: ServingInfo, created: int) -> tuple[dict, int, 
     if not isinstance(prompt, str):
         prompt = " ".join(map(str, prompt)) if isinstance(prompt, list) else str(prompt)
     if body.get("stream"):
-        raise RequestError(400, "stream=true is not supported for /v1/completions by the composegen emulator")
+        raise RequestError(
+            400, "stream=true is not supported for /v1/completions by the composegen emulator"
+        )
     prompt_tokens = len(encode(prompt))
     wanted = body.get("max_tokens", DEFAULT_MAX_TOKENS)
     allowed = budget(wanted, prompt_tokens, info.max_model_len)
@@ -60,9 +70,17 @@ def completion(body: dict, info: ServingInfo, created: int) -> tuple[dict, int, 
 def detokenize(body: dict, info: ServingInfo) -> dict:
     check_model(body, info)
     tokens = body.get("tokens")
-    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-        raise validation_error("list_type", ("body", "tokens"), "Input should be a valid list", tokens, "body.tokens")
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
+        raise validation_error(
+            "list_type", ("body", "tokens"), "Input should be a valid list", tokens, "body.tokens"
+        )
     text = decode(tokens)
     if text is None:
-        raise RequestError(400, f"Token id out of vocabulary: every id must be in [0, {VOCAB_SIZE})", param="tokens")
+        raise RequestError(
+            400,
+            f"Token id out of vocabulary: every id must be in [0, {VOCAB_SIZE})",
+            param="tokens",
+        )
     return {"prompt": text}

@@ -1,7 +1,9 @@
-"""Prometheus text exposition (format 1.0.0) as prometheus_client writes it, for the stdlib-only emulator.
+"""Prometheus text exposition (format 1.0.0) as prometheus_client writes it, for the stdlib-only
+emulator.
 
-Labels sorted by name, values as Python float reprs, histograms as cumulative `_bucket{le}` + `_count` +
-`_sum`; also the python_* / process_* families prometheus_client's default collectors add.
+Labels sorted by name, values as Python float reprs, histograms as cumulative `_bucket{le}` +
+`_count` + `_sum`; also the python_* / process_* families prometheus_client's default collectors
+add.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def _escape(value: object) -> str:
 
 
 def _labels(labels: dict) -> str:
-    """`{a="1",b="2"}` with the names sorted, as prometheus_client writes them; "" without labels."""
+    """`{a="1",b="2"}` with the names sorted, as prometheus_client writes them; "" without
+    labels."""
     if not labels:
         return ""
     return "{" + ",".join(f'{key}="{_escape(labels[key])}"' for key in sorted(labels)) + "}"
@@ -71,13 +74,19 @@ class Histogram:
         self.count += times
 
     def render(self, name: str, help_text: str, labels: dict) -> list[str]:
-        return [f"# HELP {name} {help_text}", f"# TYPE {name} histogram", *self.samples(name, labels)]
+        return [
+            f"# HELP {name} {help_text}",
+            f"# TYPE {name} histogram",
+            *self.samples(name, labels),
+        ]
 
     def samples(self, name: str, labels: dict) -> list[str]:
         """The sample lines alone: a family with several label sets writes its header once."""
         lines = []
         for upper, count in zip(self.buckets, self.counts, strict=True):
-            lines.append(f"{name}_bucket{_labels({**labels, 'le': format_value(upper)})} {format_value(count)}")
+            lines.append(
+                f"{name}_bucket{_labels({**labels, 'le': format_value(upper)})} {format_value(count)}"
+            )
         lines.append(f"{name}_bucket{_labels({**labels, 'le': '+Inf'})} {format_value(self.count)}")
         lines.append(f"{name}_count{_labels(labels)} {format_value(self.count)}")
         lines.append(f"{name}_sum{_labels(labels)} {format_value(self.total)}")
@@ -88,17 +97,36 @@ _START = time.time()
 
 
 def process_families() -> list[str]:
-    """The python_* and process_* families prometheus_client's default collectors add, from this process."""
+    """The python_* and process_* families prometheus_client's default collectors add, from this
+    process."""
     out: list[str] = []
     stats = gc.get_stats()
     for key, name, help_text in (
         ("collected", "python_gc_objects_collected_total", "Objects collected during gc"),
-        ("uncollectable", "python_gc_objects_uncollectable_total", "Uncollectable objects found during GC"),
-        ("collections", "python_gc_collections_total", "Number of times this generation was collected"),
+        (
+            "uncollectable",
+            "python_gc_objects_uncollectable_total",
+            "Uncollectable objects found during GC",
+        ),
+        (
+            "collections",
+            "python_gc_collections_total",
+            "Number of times this generation was collected",
+        ),
     ):
-        out += family(name, "counter", help_text, [({"generation": str(i)}, s[key]) for i, s in enumerate(stats)])
+        out += family(
+            name,
+            "counter",
+            help_text,
+            [({"generation": str(i)}, s[key]) for i, s in enumerate(stats)],
+        )
     v = sys.version_info
-    info = {"implementation": "CPython", "major": str(v.major), "minor": str(v.minor), "patchlevel": str(v.micro)}
+    info = {
+        "implementation": "CPython",
+        "major": str(v.major),
+        "minor": str(v.minor),
+        "patchlevel": str(v.micro),
+    }
     info["version"] = f"{v.major}.{v.minor}.{v.micro}"
     out += family("python_info", "gauge", "Python platform information", [(info, 1)])
     page = resource.getpagesize()
@@ -112,7 +140,12 @@ def process_families() -> list[str]:
     for name, kind, help_text, value in (
         ("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", vms),
         ("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", rss),
-        ("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", _START),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            _START,
+        ),
         (
             "process_cpu_seconds_total",
             "counter",

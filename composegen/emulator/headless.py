@@ -1,6 +1,8 @@
-"""A worker node of a multi-node emulated engine (--headless), and what the head logs when one is lost.
+"""A worker node of a multi-node emulated engine (--headless), and what the head logs when one is
+lost.
 
-The join protocol and failure behaviour are in cluster.py; `log` is runner.Log (level, source, message, proc).
+The join protocol and failure behaviour are in cluster.py; `log` is runner.Log (level, source,
+message, proc).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ LogFn = Callable[..., None]
 def log_worker_death(log: LogFn, head: cluster.Head) -> None:
     """What the head prints when a remote worker is gone (vLLM's executor monitor, then NCCL)."""
     rank, peer, reason = head.lost or (0, "?", "unknown")
-    workers = ", ".join(f"Worker_TP{r}" for r in cluster.ranks_of(rank, head.launch.world_size, head.launch.nnodes))
+    workers = ", ".join(
+        f"Worker_TP{r}" for r in cluster.ranks_of(rank, head.launch.world_size, head.launch.nnodes)
+    )
     log(
         "ERROR",
         "multiproc_executor.py:243",
@@ -31,13 +35,23 @@ def log_worker_death(log: LogFn, head: cluster.Head) -> None:
         f"RuntimeError: NCCL error: remote process exited or there was a network error (node rank {rank}; emulated)",
         "EngineCore_DP0",
     )
-    log("ERROR", "core_client.py:623", "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.")
+    log(
+        "ERROR",
+        "core_client.py:623",
+        "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+    )
 
 
 def serve_headless(
-    log: LogFn, values: dict, plan: MemoryPlan, load_s: float, fault: str | None, member: cluster.Member
+    log: LogFn,
+    values: dict,
+    plan: MemoryPlan,
+    load_s: float,
+    fault: str | None,
+    member: cluster.Member,
 ) -> int:
-    """A worker node: join, load this node's shard when the head says so, then stay until the head stops."""
+    """A worker node: join, load this node's shard when the head says so, then stay until the head
+    stops."""
     member.join()
     if member.wait(member.started):
         started, model = time.monotonic(), values["model"]
@@ -82,19 +96,34 @@ def serve_headless(
     return 1
 
 
-def _shard_lines(model: str, plan: MemoryPlan, load_s: float) -> list[tuple[float, list[tuple[str, str]]]]:
+def _shard_lines(
+    model: str, plan: MemoryPlan, load_s: float
+) -> list[tuple[float, list[tuple[str, str]]]]:
     """(fraction of the load time, [(source, message)]) for a worker node's own ranks."""
     steps = [
         (
             0.1 * step,
-            [("default_loader.py:291", f"Loading safetensors checkpoint shards: {25 * step}% Completed | {step}/4")],
+            [
+                (
+                    "default_loader.py:291",
+                    f"Loading safetensors checkpoint shards: {25 * step}% Completed | {step}/4",
+                )
+            ],
         )
         for step in range(1, 5)
     ]
     return [
         (0.0, [("gpu_model_runner.py:2738", f"Starting to load model {model}...")]),
         *steps,
-        (0.5, [("gpu_model_runner.py:2779", f"Model loading took {gib(plan.weights_gib)} GiB memory")]),
+        (
+            0.5,
+            [
+                (
+                    "gpu_model_runner.py:2779",
+                    f"Model loading took {gib(plan.weights_gib)} GiB memory",
+                )
+            ],
+        ),
         (
             0.7,
             [

@@ -1,8 +1,10 @@
-"""The http_* families vLLM's API server gets from prometheus-fastapi-instrumentator, as recorded (0.26.0).
+"""The http_* families vLLM's API server gets from prometheus-fastapi-instrumentator, as recorded
+(0.26.0).
 
-Per request: the route (`none` for an unknown path) and method, the status as a class (`2xx`, `4xx`), the
-request's and the response's content-length, and the duration. Like vLLM, /metrics, /health, /load,
-/ping, /version and /server_info are not counted. A streamed response has no content-length: 0 bytes.
+Per request: the route (`none` for an unknown path) and method, the status as a class (`2xx`,
+`4xx`), the request's and the response's content-length, and the duration. Like vLLM, /metrics,
+/health, /load, /ping, /version and /server_info are not counted. A streamed response has no
+content-length: 0 bytes.
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ class HttpMetrics:
 
     def __init__(self, created: float) -> None:
         self.created = created
-        self.requests: dict[tuple[str, str, str], float] = {}  # (handler, method, status class) -> count
-        self.sizes: dict[str, list[float]] = {}  # handler -> [requests, request bytes, response bytes]
+        # (handler, method, status class) -> count
+        self.requests: dict[tuple[str, str, str], float] = {}
+        # handler -> [requests, request bytes, response bytes]
+        self.sizes: dict[str, list[float]] = {}
         self.highr = Histogram(_HIGHR.split())
         self.durations: dict[tuple[str, str], Histogram] = {}  # (handler, method)
 
     def observe(
-        self, method: str, route: str | None, status: int, request_bytes: int, response_bytes: int, seconds: float
+        self,
+        method: str,
+        route: str | None,
+        status: int,
+        request_bytes: int,
+        response_bytes: int,
+        seconds: float,
     ) -> None:
         if route in UNCOUNTED:
             return
@@ -54,13 +64,19 @@ class HttpMetrics:
         def with_created(name: str, kind: str, samples: list[str], labels: list[dict]) -> None:
             base = name.removesuffix("_total")
             out.extend([f"# HELP {name} {HELP[base]}", f"# TYPE {name} {kind}", *samples])
-            out.extend(family(f"{base}_created", "gauge", HELP[base], [(ls, self.created) for ls in labels]))
+            out.extend(
+                family(
+                    f"{base}_created", "gauge", HELP[base], [(ls, self.created) for ls in labels]
+                )
+            )
 
         counted = [{"handler": h, "method": m, "status": s} for h, m, s in self.requests]
         with_created(
             "http_requests_total",
             "counter",
-            sample_lines("http_requests_total", list(zip(counted, self.requests.values(), strict=True))),
+            sample_lines(
+                "http_requests_total", list(zip(counted, self.requests.values(), strict=True))
+            ),
             counted,
         )
         by_handler = [{"handler": h} for h in self.sizes]

@@ -31,7 +31,9 @@ IMAGE_REPO = "composegen/vllm-emulator"
 DEFAULT_BASE = "composegen/base:py3"
 _HERE = Path(__file__).resolve().parent
 _HOST_ONLY = {"image.py"}
-_PACKAGE_STUB = b'"""composegen (emulator image stub): only composegen.emulator is installed here."""\n'
+_PACKAGE_STUB = (
+    b'"""composegen (emulator image stub): only composegen.emulator is installed here."""\n'
+)
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ def context_files() -> list[ContextFile]:
     ]
     for source in sorted(_HERE.glob("*.py")):
         if source.name not in _HOST_ONLY:
-            files.append(ContextFile(f"composegen/emulator/{source.name}", source.read_bytes(), 0o644))
+            files.append(
+                ContextFile(f"composegen/emulator/{source.name}", source.read_bytes(), 0o644)
+            )
     return sorted(files, key=lambda f: f.path)
 
 

@@ -5,15 +5,17 @@ shared/reference/facts-vllm-compose.md §1):
   0.00–0.10  engine init, `Starting to load model`, `Using model weights format`
   0.10–0.15  downloading weights (`Time spent downloading weights for M: S seconds`, only when > 0.5 s)
   0.15–0.45  N weight shards, vLLM's tqdm format `Loading safetensors checkpoint shards:  P% Completed | k/N
-             [MM:SS<MM:SS, X.XXs/it]`, one line per shard; `Loading weights took`, `Model loading took`
+             [MM:SS<MM:SS, X.XXs/it]`, one line per shard; `Loading weights took`, `Model loading
+             took`
   0.45–0.65  torch.compile (Dynamo, Inductor, `torch.compile took X s in total`), unless --enforce-eager
   0.65–0.72  profiling / KV cache (free memory, `Available KV cache memory`, KV cache size)
   0.72–0.97  CUDA graph capture: tqdm bars `Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)` then
-             `(decode, FULL)`, `Graph capturing finished in S secs, took G GiB`, unless --enforce-eager
+             `(decode, FULL)`, `Graph capturing finished in S secs, took G GiB`, unless
+             --enforce-eager
   1.00       `init engine (profile, create kv cache, warmup model) took S s (compilation: C s)`
 
-Environment: EMU_WEIGHT_SHARDS (4) how many checkpoint shards the bar counts.
-Faults: crash_during_load fails after half the shards; never_ready stays after the last shard for good.
+Environment: EMU_WEIGHT_SHARDS (4) how many checkpoint shards the bar counts. Faults:
+crash_during_load fails after half the shards; never_ready stays after the last shard for good.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ CORE = "EngineCore_DP0"
 def shard_count(env: Mapping[str, str] | None = None) -> int:
     raw = (os.environ if env is None else env).get("EMU_WEIGHT_SHARDS") or str(DEFAULT_SHARDS)
     if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"EMU_WEIGHT_SHARDS={raw!r}: expected a whole number of shards, at least 1")
+        raise ValueError(
+            f"EMU_WEIGHT_SHARDS={raw!r}: expected a whole number of shards, at least 1"
+        )
     return int(raw)
 
 
@@ -47,7 +51,8 @@ def _clock(seconds: float) -> str:
 
 
 def _rate(done: int, elapsed: float) -> str:
-    """tqdm's rate field: `X.XXit/s`, or `X.XXs/it` when slower than one per second; `?it/s` before any."""
+    """tqdm's rate field: `X.XXit/s`, or `X.XXs/it` when slower than one per second; `?it/s` before
+    any."""
     if done == 0 or elapsed <= 0:
         return "?it/s"
     per_s = done / elapsed
@@ -55,7 +60,8 @@ def _rate(done: int, elapsed: float) -> str:
 
 
 def tqdm_line(desc: str, done: int, total: int, elapsed: float, bar: bool) -> str:
-    """One redraw of a tqdm bar: vLLM's weight format (`P% Completed | k/N`) or tqdm's default (`P%|███| k/N`)."""
+    """One redraw of a tqdm bar: vLLM's weight format (`P% Completed | k/N`) or tqdm's default
+    (`P%|███| k/N`)."""
     pct = 100 * done // total
     left = "?" if done == 0 else _clock(elapsed / done * (total - done))
     stats = f"{done}/{total} [{_clock(elapsed)}<{left}, {_rate(done, elapsed)}]"
@@ -65,7 +71,9 @@ def tqdm_line(desc: str, done: int, total: int, elapsed: float, bar: bool) -> st
     return f"{desc}: {pct:3d}%|{'█' * filled}{' ' * (10 - filled)}| {stats}"
 
 
-def load(log: Callable[..., None], values: dict, plan: MemoryPlan, fault: str | None, load_s: float) -> bool:
+def load(
+    log: Callable[..., None], values: dict, plan: MemoryPlan, fault: str | None, load_s: float
+) -> bool:
     """Emit the start-up lines over `load_s` seconds; False when the engine fails to start."""
     started = time.monotonic()
     model = values["model"]
@@ -101,7 +109,12 @@ def load(log: Callable[..., None], values: dict, plan: MemoryPlan, fault: str | 
     log("INFO", "weight_utils.py:419", "Using model weights format ['*.safetensors']", WORKER)
     spent = at(0.15) - 0.05 * load_s
     if spent > 0.5:  # vLLM only reports a download that took longer
-        log("INFO", "weight_utils.py:435", f"Time spent downloading weights for {model}: {spent:.6f} seconds", WORKER)
+        log(
+            "INFO",
+            "weight_utils.py:435",
+            f"Time spent downloading weights for {model}: {spent:.6f} seconds",
+            WORKER,
+        )
     desc = "Loading safetensors checkpoint shards"
     shards_from = time.monotonic()
     raw(tqdm_line(desc, 0, shards, 0.0, bar=False))
@@ -112,10 +125,18 @@ def load(log: Callable[..., None], values: dict, plan: MemoryPlan, fault: str | 
             _crash(log)
             return False
     raw("")  # tqdm's close: an empty line
-    log("INFO", "default_loader.py:299", f"Loading weights took {time.monotonic() - shards_from:.2f} seconds", WORKER)
+    log(
+        "INFO",
+        "default_loader.py:299",
+        f"Loading weights took {time.monotonic() - shards_from:.2f} seconds",
+        WORKER,
+    )
     while fault == "never_ready":  # stuck after the weights; only a signal ends this
         time.sleep(5)
-        raw(tqdm_line(desc, shards, shards, time.monotonic() - shards_from, bar=False) + " (still initializing)")
+        raw(
+            tqdm_line(desc, shards, shards, time.monotonic() - shards_from, bar=False)
+            + " (still initializing)"
+        )
     log(
         "INFO",
         "gpu_model_runner.py:2779",
@@ -141,11 +162,18 @@ def load(log: Callable[..., None], values: dict, plan: MemoryPlan, fault: str | 
         )
     total = at(1.0)
     extra = f" (compilation: {compiled:.2f} s)" if compiled else ""
-    log("INFO", "core.py:257", f"init engine (profile, create kv cache, warmup model) took {total:.2f} s{extra}", CORE)
+    log(
+        "INFO",
+        "core.py:257",
+        f"init engine (profile, create kv cache, warmup model) took {total:.2f} s{extra}",
+        CORE,
+    )
     return True
 
 
-def _compile(log: Callable[..., None], at: Callable[[float], float], values: dict, load_s: float) -> float:
+def _compile(
+    log: Callable[..., None], at: Callable[[float], float], values: dict, load_s: float
+) -> float:
     begun = at(0.47)
     log(
         "INFO",
@@ -154,7 +182,12 @@ def _compile(log: Callable[..., None], at: Callable[[float], float], values: dic
         "for vLLM's torch.compile",
         WORKER,
     )
-    log("INFO", "backends.py:559", f"Dynamo bytecode transform time: {at(0.53) - begun:.2f} s", WORKER)
+    log(
+        "INFO",
+        "backends.py:559",
+        f"Dynamo bytecode transform time: {at(0.53) - begun:.2f} s",
+        WORKER,
+    )
     batched = int(values.get("max_num_batched_tokens") or 8192)
     graph_from = time.monotonic()
     at(0.63)
@@ -180,7 +213,12 @@ def _profile(log: Callable[..., None], plan: MemoryPlan) -> bool:
         )
     else:
         log("INFO", "gpu_worker.py:340", free_memory_line(plan), WORKER)
-        log("INFO", "gpu_worker.py:346", f"Available KV cache memory: {gib(plan.kv_gib)} GiB", WORKER)
+        log(
+            "INFO",
+            "gpu_worker.py:346",
+            f"Available KV cache memory: {gib(plan.kv_gib)} GiB",
+            WORKER,
+        )
     if not plan.error:
         return True
     log("ERROR", "core.py:912", "EngineCore failed to start.", CORE)

@@ -7,20 +7,20 @@ Per rank, all sizes in GiB (1 GiB = 2**30 bytes):
                (or --kv-cache-memory-bytes, which skips profiling as in vLLM)
   host       = --kv-offloading-size / tensor_parallel_size   (the flag is the total across TP ranks)
   tokens     = floor((kv + host) × 2**30 / bytes_per_token), where bytes_per_token is EMU_KV_BYTES_PER_TOKEN
-               (a 2-byte cache: auto/bf16/fp16) scaled by --kv-cache-dtype's element size (fp8* = 1 byte:
-               twice the tokens in the same memory, as the real 0.26.0 recording shows)
+               (a 2-byte cache: auto/bf16/fp16) scaled by --kv-cache-dtype's element size (fp8* = 1
+               byte: twice the tokens in the same memory, as the real 0.26.0 recording shows)
   concurrency = tokens / max_model_len                        (printed with 2 decimals)
 
 Defaults reproduce the seed's r33 4,096 arm (TP=2, utilization 0.975, --max-model-len 131072):
 weights 75.51, activation 1.14, KV 15.99 GiB, 553,243 tokens, 4.22x. With EMU_WEIGHTS_GIB=75.64 and
---max-num-batched-tokens 8192 it gives the 8,192 arm's 1.73 GiB activation and 15.27 GiB KV (its token
-count differs from the seed's 283,917: the seed itself calls that jump unexplained).
-EMU_GPU_GIB defaults to 95.0125 (printed 95.01): with exactly 95.01 the 4,096 arm's KV is 15.98475 GiB,
-which prints as 15.98, and the 8,192 arm's prints as 15.26.
+--max-num-batched-tokens 8192 it gives the 8,192 arm's 1.73 GiB activation and 15.27 GiB KV (its
+token count differs from the seed's 283,917: the seed itself calls that jump unexplained).
+EMU_GPU_GIB defaults to 95.0125 (printed 95.01): with exactly 95.01 the 4,096 arm's KV is 15.98475
+GiB, which prints as 15.98, and the 8,192 arm's prints as 15.26.
 
-Failures mirror vLLM: kv ≤ 0 -> "No available memory for the cache blocks…"; tokens < max_model_len ->
-"To serve at least one request with the model's max seq len (L), …". max_model_len `auto`/-1 fits the
-memory (capped at EMU_NATIVE_MAX_MODEL_LEN, which is also the default when the flag is absent).
+Failures mirror vLLM: kv ≤ 0 -> "No available memory for the cache blocks…"; tokens < max_model_len
+-> "To serve at least one request with the model's max seq len (L), …". max_model_len `auto`/-1 fits
+the memory (capped at EMU_NATIVE_MAX_MODEL_LEN, which is also the default when the flag is absent).
 
 Public: MemoryInputs.from_env(env), plan_memory(args_values, inputs) -> MemoryPlan (to_json() keys:
 total_gib, free_gib, utilization, requested_gib, weights_gib, activation_gib, non_torch_gib,
@@ -43,7 +43,8 @@ DEFAULT_ACT_BASE_GIB = 0.55
 DEFAULT_ACT_GIB_PER_BATCH_TOKEN = 0.59 / 4096
 DEFAULT_NON_TORCH_GIB = 0.0
 DEFAULT_CUDAGRAPH_GIB = 0.0
-# Chosen so the 4,096 arm's 15.9871875 GiB holds exactly 553,243 tokens (the interval is ~0.06 bytes wide).
+# Chosen so the 4,096 arm's 15.9871875 GiB holds exactly 553,243 tokens (the interval is ~0.06 bytes
+# wide).
 DEFAULT_KV_BYTES_PER_TOKEN = 31028.131
 DEFAULT_NATIVE_MAX_MODEL_LEN = 131072
 DEFAULT_BATCHED_TOKENS = 8192  # vLLM's serve default on large GPUs
@@ -52,7 +53,8 @@ BASE_KV_ELEMENT_BYTES = 2  # EMU_KV_BYTES_PER_TOKEN is for a bf16 / fp16 cache
 
 
 def kv_element_bytes(dtype: object) -> int:
-    """Bytes per KV element for a --kv-cache-dtype value: fp8 variants 1, auto (the model's bf16) and 16-bit 2."""
+    """Bytes per KV element for a --kv-cache-dtype value: fp8 variants 1, auto (the model's bf16)
+    and 16-bit 2."""
     return 1 if str(dtype or "auto").startswith("fp8") else 2
 
 
@@ -75,13 +77,16 @@ class MemoryInputs:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> MemoryInputs:
-        """Read EMU_<FIELD upper-cased> (e.g. EMU_GPU_GIB, EMU_KV_BYTES_PER_TOKEN); bad numbers raise ValueError."""
+        """Read EMU_<FIELD upper-cased> (e.g. EMU_GPU_GIB, EMU_KV_BYTES_PER_TOKEN); bad numbers
+        raise ValueError."""
         values: dict = {}
         for field in fields(cls):
             raw = env.get("EMU_" + field.name.upper())
             if raw not in (None, ""):
                 try:
-                    values[field.name] = int(raw) if field.name == "native_max_model_len" else float(raw)
+                    values[field.name] = (
+                        int(raw) if field.name == "native_max_model_len" else float(raw)
+                    )
                 except ValueError:
                     raise ValueError(f"EMU_{field.name.upper()}={raw!r} is not a number") from None
         return cls(**values)
@@ -128,9 +133,19 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
     if fixed_kv:
         kv_gib = int(fixed_kv) / GiB
     else:
-        kv_gib = requested - inputs.weights_gib - activation - inputs.non_torch_gib - inputs.cudagraph_gib
+        kv_gib = (
+            requested
+            - inputs.weights_gib
+            - activation
+            - inputs.non_torch_gib
+            - inputs.cudagraph_gib
+        )
     host_gib = offload_gib / tp if offload_gib > 0 else 0.0
-    bpt = inputs.kv_bytes_per_token * kv_element_bytes(values.get("kv_cache_dtype")) / BASE_KV_ELEMENT_BYTES
+    bpt = (
+        inputs.kv_bytes_per_token
+        * kv_element_bytes(values.get("kv_cache_dtype"))
+        / BASE_KV_ELEMENT_BYTES
+    )
     kv_bytes = max(0, int(kv_gib * GiB))
     tokens = math.floor((max(kv_gib, 0.0) + host_gib) * GiB / bpt)
 
@@ -182,10 +197,21 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
 
 
 def free_memory_line(plan: MemoryPlan) -> str:
-    """vLLM's profiling summary line; the planner parses the (F/T GiB), (U, D GiB), W and A fields."""
+    """vLLM's profiling summary line; the planner parses the (F/T GiB), (U, D GiB), W and A
+    fields."""
     fit_bytes = plan.kv_bytes
     full_bytes = max(
-        0, int((plan.free_gib - plan.weights_gib - plan.activation_gib - plan.non_torch_gib - plan.cudagraph_gib) * GiB)
+        0,
+        int(
+            (
+                plan.free_gib
+                - plan.weights_gib
+                - plan.activation_gib
+                - plan.non_torch_gib
+                - plan.cudagraph_gib
+            )
+            * GiB
+        ),
     )
     return (
         f"Free memory on device ({plan.free_gib:.2f}/{plan.total_gib:.2f} GiB) on startup. "
@@ -199,7 +225,8 @@ def free_memory_line(plan: MemoryPlan) -> str:
 
 
 def kv_size_line(plan: MemoryPlan) -> str:
-    """The KV pool line(s) as the imitated release logs them (two lines, joined by a newline, up to 0.27)."""
+    """The KV pool line(s) as the imitated release logs them (two lines, joined by a newline, up to
+    0.27)."""
     size = f"{plan.kv_size_label} KV cache size: {plan.kv_tokens:,} tokens"
     concurrency = f"Maximum concurrency for {plan.max_model_len:,} tokens per request: {plan.concurrency:.2f}x"
     return f"{size}\n{concurrency}" if versions.active().kv_two_lines else f"{size}, {concurrency}"

@@ -1,16 +1,17 @@
-"""The emulator's /metrics: the families, labels and text format a real vLLM serves (recorded from 0.26.0).
+"""The emulator's /metrics: the families, labels and text format a real vLLM serves (recorded from
+0.26.0).
 
-The exposition is prometheus_client's text format 1.0.0 as vLLM serves it: every counter `X_total` and
-histogram is followed by its own `X_created` gauge family, labels are sorted, values are floats. The
-emulator is stdlib-only, so the text is written here rather than by prometheus_client.
+The exposition is prometheus_client's text format 1.0.0 as vLLM serves it: every counter `X_total`
+and histogram is followed by its own `X_created` gauge family, labels are sorted, values are floats.
+The emulator is stdlib-only, so the text is written here rather than by prometheus_client.
 
-What moves with the load: requests running and waiting (admission is capped at --max-num-seqs, the rest
-wait, as in vLLM's scheduler), KV usage (blocks held by the running prompts over the GPU blocks), prompt /
-generation / prefix-cache-query counters, the finished-reason counter and every request histogram
-(TTFT, e2e, queue, prefill, decode, inter-token, token counts). With --speculative-config the
-spec-decode counters follow a fixed per-position acceptance (ACCEPT_DECAY). Not emulated, always 0:
-prefix cache hits, preemptions, external/multi-modal caches, FLOPs estimates. The http_* families are
-http_metrics.py's, fed by the server's http_request() calls.
+What moves with the load: requests running and waiting (admission is capped at --max-num-seqs, the
+rest wait, as in vLLM's scheduler), KV usage (blocks held by the running prompts over the GPU
+blocks), prompt / generation / prefix-cache-query counters, the finished-reason counter and every
+request histogram (TTFT, e2e, queue, prefill, decode, inter-token, token counts). With
+--speculative-config the spec-decode counters follow a fixed per-position acceptance (ACCEPT_DECAY).
+Not emulated, always 0: prefix cache hits, preemptions, external/multi-modal caches, FLOPs
+estimates. The http_* families are http_metrics.py's, fed by the server's http_request() calls.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from composegen.emulator.http_metrics import HttpMetrics
 
 CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
-# The recorded bucket bounds by kind; token-count histograms use token_buckets(max_model_len) instead.
+# The recorded bucket bounds by kind; token-count histograms use token_buckets(max_model_len)
+# instead.
 LATENCY_BUCKETS = {
     kind: tuple(float(b) for b in bounds.split())
     for kind, bounds in {
@@ -36,30 +38,56 @@ LATENCY_BUCKETS = {
         "n": "1 2 5 10 20",
     }.items()
 }
-# (name without `vllm:`, bucket kind (LATENCY_BUCKETS, else 1-2-5 token buckets up to max-model-len), HELP),
+# (name without `vllm:`, bucket kind (LATENCY_BUCKETS, else 1-2-5 token buckets up to
+# max-model-len), HELP),
 # in the recorded order.
 HISTOGRAMS = (
     ("request_prompt_tokens", "tokens", "Number of prefill tokens processed."),
     ("request_generation_tokens", "tokens", "Number of generation tokens processed."),
     ("iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
-    ("request_max_num_generation_tokens", "tokens", "Histogram of maximum number of requested generation tokens."),
+    (
+        "request_max_num_generation_tokens",
+        "tokens",
+        "Histogram of maximum number of requested generation tokens.",
+    ),
     ("request_params_n", "n", "Histogram of the n request parameter."),
     ("request_params_max_tokens", "tokens", "Histogram of the max_tokens request parameter."),
     ("time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds."),
     ("inter_token_latency_seconds", "token_gap", "Histogram of inter-token latency in seconds."),
-    ("request_time_per_output_token_seconds", "token_gap", "Histogram of time_per_output_token_seconds per request."),
+    (
+        "request_time_per_output_token_seconds",
+        "token_gap",
+        "Histogram of time_per_output_token_seconds per request.",
+    ),
     ("e2e_request_latency_seconds", "request", "Histogram of e2e request latency in seconds."),
-    ("request_queue_time_seconds", "request", "Histogram of time spent in WAITING phase for request."),
-    ("request_inference_time_seconds", "request", "Histogram of time spent in RUNNING phase for request."),
-    ("request_prefill_time_seconds", "request", "Histogram of time spent in PREFILL phase for request."),
-    ("request_decode_time_seconds", "request", "Histogram of time spent in DECODE phase for request."),
+    (
+        "request_queue_time_seconds",
+        "request",
+        "Histogram of time spent in WAITING phase for request.",
+    ),
+    (
+        "request_inference_time_seconds",
+        "request",
+        "Histogram of time spent in RUNNING phase for request.",
+    ),
+    (
+        "request_prefill_time_seconds",
+        "request",
+        "Histogram of time spent in PREFILL phase for request.",
+    ),
+    (
+        "request_decode_time_seconds",
+        "request",
+        "Histogram of time spent in DECODE phase for request.",
+    ),
     (
         "request_prefill_kv_computed_tokens",
         "tokens",
         "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
     ),
 )
-# cache_config_info labels the recording shows, with their values when the runner does not say otherwise.
+# cache_config_info labels the recording shows, with their values when the runner does not say
+# otherwise.
 CACHE_CONFIG_DEFAULTS = {
     "_block_size_resolved": "True",
     "block_size": "16",
@@ -95,7 +123,8 @@ _REASONS = {"tool_calls": "stop"}  # the API says tool_calls; the engine finishe
 
 
 class _Request:
-    """When one request arrived, was admitted (scheduled) and had its first token (monotonic seconds)."""
+    """When one request arrived, was admitted (scheduled) and had its first token (monotonic
+    seconds)."""
 
     __slots__ = ("arrived", "first_token", "scheduled")
 
@@ -106,8 +135,8 @@ class _Request:
 
 
 class Metrics:
-    """Thread-safe counters for the server's request threads: start() → first_token() → finish(), each
-    request in its own thread (the request's timestamps live in a thread-local)."""
+    """Thread-safe counters for the server's request threads: start() → first_token() → finish(),
+    each request in its own thread (the request's timestamps live in a thread-local)."""
 
     content_type = CONTENT_TYPE
 
@@ -133,9 +162,14 @@ class Metrics:
         self.block_size = int(cache_labels.get("block_size") or 16)
         self.max_num_seqs = max_num_seqs
         self.spec_tokens = spec_tokens
-        self.cache_labels = {**CACHE_CONFIG_DEFAULTS, **{k: str(v) for k, v in cache_labels.items()}}
+        self.cache_labels = {
+            **CACHE_CONFIG_DEFAULTS,
+            **{k: str(v) for k, v in cache_labels.items()},
+        }
         self.cache_labels.setdefault("kv_cache_size_tokens", str(self.kv_tokens))
-        self.cache_labels.setdefault("kv_cache_max_concurrency", str(self.kv_tokens / max(1, max_model_len)))
+        self.cache_labels.setdefault(
+            "kv_cache_max_concurrency", str(self.kv_tokens / max(1, max_model_len))
+        )
         self.http = HttpMetrics(self.created)
         self.running = 0
         self.waiting = 0
@@ -143,15 +177,20 @@ class Metrics:
         self.counters: Counter[str] = Counter()
         self.finished: Counter[str] = Counter()
         self.tool_parser = tool_parser
-        self.tool_parser_calls: Counter[tuple[str, str]] = Counter()  # (mode, outcome) -> invocations
+        # (mode, outcome) -> invocations
+        self.tool_parser_calls: Counter[tuple[str, str]] = Counter()
         self.accepted_per_pos = [0] * spec_tokens
         self._accept_carry = [0.0] * spec_tokens
         tokens = token_buckets(max_model_len)
-        self.histograms = {name: Histogram(LATENCY_BUCKETS.get(kind, tokens)) for name, kind, _help in HISTOGRAMS}
+        self.histograms = {
+            name: Histogram(LATENCY_BUCKETS.get(kind, tokens)) for name, kind, _help in HISTOGRAMS
+        }
 
-    # --- the request path ---------------------------------------------------------------------------
+    # --- the request path
+    # ---------------------------------------------------------------------------
     def start(self, prompt_tokens: int) -> None:
-        """Admit one request; blocks (counted as waiting) while --max-num-seqs requests are running."""
+        """Admit one request; blocks (counted as waiting) while --max-num-seqs requests are
+        running."""
         req = _Request()
         self._local.request = req
         with self._cond:
@@ -171,7 +210,9 @@ class Metrics:
         with self._cond:
             self.histograms["time_to_first_token_seconds"].observe(seconds)
 
-    def finish(self, prompt_tokens: int, completion_tokens: int, reason: str, seconds: float) -> None:
+    def finish(
+        self, prompt_tokens: int, completion_tokens: int, reason: str, seconds: float
+    ) -> None:
         req: _Request | None = getattr(self._local, "request", None)
         self._local.request = None
         now = time.monotonic()
@@ -194,7 +235,11 @@ class Metrics:
             h["request_decode_time_seconds"].observe(decode)
             for name in ("request_prompt_tokens", "request_prefill_kv_computed_tokens"):
                 h[name].observe(prompt_tokens)
-            for name in ("request_generation_tokens", "request_max_num_generation_tokens", "request_params_max_tokens"):
+            for name in (
+                "request_generation_tokens",
+                "request_max_num_generation_tokens",
+                "request_params_max_tokens",
+            ):
                 h[name].observe(completion_tokens)
             h["request_params_n"].observe(1)
             if completion_tokens > 0:
@@ -207,14 +252,18 @@ class Metrics:
             self._speculate(completion_tokens)
 
     def tool_parsed(self, streaming: bool, called: bool, deltas: int) -> None:
-        """The tool parser's work on one chat reply: once per streamed delta, once per non-streamed choice."""
+        """The tool parser's work on one chat reply: once per streamed delta, once per non-streamed
+        choice."""
         if self.tool_parser:
             with self._cond:
                 mode = "streaming" if streaming else "non_streaming"
-                self.tool_parser_calls[(mode, "tool_call" if called else "no_tool_call")] += deltas if streaming else 1
+                self.tool_parser_calls[(mode, "tool_call" if called else "no_tool_call")] += (
+                    deltas if streaming else 1
+                )
 
     def _tool_parser_families(self) -> list[str]:
-        """vllm:tool_call_parser_invocations_* (the API server's: no engine label), with a tool parser only."""
+        """vllm:tool_call_parser_invocations_* (the API server's: no engine label), with a tool
+        parser only."""
         if not self.tool_parser:
             return []
         help_text = (
@@ -227,10 +276,17 @@ class Metrics:
             for outcome in ("tool_call", "no_tool_call")
             for kind in ("chat_completions", "responses", "other")
         ]
-        labels = [({"mode": m, "model_name": self.model_name, "outcome": o, "request_type": k}) for m, o, k in keys]
-        totals = [self.tool_parser_calls[(m, o)] if k == "chat_completions" else 0 for m, o, k in keys]
+        labels = [
+            ({"mode": m, "model_name": self.model_name, "outcome": o, "request_type": k})
+            for m, o, k in keys
+        ]
+        totals = [
+            self.tool_parser_calls[(m, o)] if k == "chat_completions" else 0 for m, o, k in keys
+        ]
         name = "vllm:tool_call_parser_invocations"
-        return family(f"{name}_total", "counter", help_text, list(zip(labels, totals, strict=True))) + family(
+        return family(
+            f"{name}_total", "counter", help_text, list(zip(labels, totals, strict=True))
+        ) + family(
             f"{name}_created", "gauge", help_text, [(label, self.created) for label in labels]
         )
 
@@ -238,10 +294,10 @@ class Metrics:
         return math.ceil(tokens / self.block_size)
 
     def _speculate(self, completion_tokens: int) -> None:
-        """Decode steps of one finished request: each drafts k tokens and emits its own token plus the accepted
-        prefix of the draft. Position i is tried only when i - 1 was accepted and then accepted with chance
-        ACCEPT_DECAY, made deterministic by one error-diffusion accumulator per position; the counters add up
-        exactly to the tokens generated."""
+        """Decode steps of one finished request: each drafts k tokens and emits its own token plus
+        the accepted prefix of the draft. Position i is tried only when i - 1 was accepted and then
+        accepted with chance ACCEPT_DECAY, made deterministic by one error-diffusion accumulator per
+        position; the counters add up exactly to the tokens generated."""
         k, remaining = self.spec_tokens, completion_tokens
         while k > 0 and remaining > 0:
             accepted = 0
@@ -258,16 +314,28 @@ class Metrics:
             remaining -= 1 + accepted
 
     def http_request(
-        self, method: str, route: str | None, status: int, request_bytes: int, response_bytes: int, seconds: float
+        self,
+        method: str,
+        route: str | None,
+        status: int,
+        request_bytes: int,
+        response_bytes: int,
+        seconds: float,
     ) -> None:
         """One answered HTTP request (route None: a path the server does not know)."""
         with self._cond:
             self.http.observe(method, route, status, request_bytes, response_bytes, seconds)
 
-    # --- the exposition ----------------------------------------------------------------------------
+    # --- the exposition
+    # ----------------------------------------------------------------------------
     def render(self) -> str:
         with self._cond:
-            lines = process_families() + self._engine_families() + self._tool_parser_families() + self.http.render()
+            lines = (
+                process_families()
+                + self._engine_families()
+                + self._tool_parser_families()
+                + self.http.render()
+            )
         return "\n".join(lines) + "\n"
 
     def _engine_families(self) -> list[str]:
@@ -277,24 +345,54 @@ class Metrics:
         out: list[str] = []
 
         def counter(name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-            out.extend(family(f"vllm:{name}_total", "counter", help_text, [({**base, **k}, v) for k, v in values]))
             out.extend(
-                family(f"vllm:{name}_created", "gauge", help_text, [({**base, **k}, created) for k, _ in values])
+                family(
+                    f"vllm:{name}_total",
+                    "counter",
+                    help_text,
+                    [({**base, **k}, v) for k, v in values],
+                )
+            )
+            out.extend(
+                family(
+                    f"vllm:{name}_created",
+                    "gauge",
+                    help_text,
+                    [({**base, **k}, created) for k, _ in values],
+                )
             )
 
         def gauge(name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-            out.extend(family(f"vllm:{name}", "gauge", help_text, [({**base, **k}, v) for k, v in values]))
+            out.extend(
+                family(f"vllm:{name}", "gauge", help_text, [({**base, **k}, v) for k, v in values])
+            )
 
         flops = "(for Model Flops Utilization calculations)."
-        counter("estimated_flops_per_gpu", f"Estimated number of floating point operations per GPU {flops}", [({}, 0)])
         counter(
-            "estimated_read_bytes_per_gpu", f"Estimated number of bytes read from memory per GPU {flops}", [({}, 0)]
+            "estimated_flops_per_gpu",
+            f"Estimated number of floating point operations per GPU {flops}",
+            [({}, 0)],
         )
         counter(
-            "estimated_write_bytes_per_gpu", f"Estimated number of bytes written to memory per GPU {flops}", [({}, 0)]
+            "estimated_read_bytes_per_gpu",
+            f"Estimated number of bytes read from memory per GPU {flops}",
+            [({}, 0)],
         )
-        gauge("num_requests_running", "Number of requests in model execution batches.", [({}, self.running)])
-        gauge("num_requests_waiting", "Number of requests waiting to be processed.", [({}, self.waiting)])
+        counter(
+            "estimated_write_bytes_per_gpu",
+            f"Estimated number of bytes written to memory per GPU {flops}",
+            [({}, 0)],
+        )
+        gauge(
+            "num_requests_running",
+            "Number of requests in model execution batches.",
+            [({}, self.running)],
+        )
+        gauge(
+            "num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            [({}, self.waiting)],
+        )
         gauge(
             "num_requests_waiting_by_reason",
             "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
@@ -312,24 +410,59 @@ class Metrics:
                 ({"sleep_state": "discard_all"}, 0),
             ],
         )
-        num_blocks = max(1, int(self.cache_labels.get("num_gpu_blocks") or 0) or self.kv_tokens // self.block_size)
+        num_blocks = max(
+            1,
+            int(self.cache_labels.get("num_gpu_blocks") or 0) or self.kv_tokens // self.block_size,
+        )
         usage = min(1.0, self.blocks_in_use / num_blocks)
         gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [({}, usage)])
         queries, generated = c["prefix_cache_queries"], c["generation_tokens"]
-        counter("prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", [({}, queries)])
-        counter("prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", [({}, 0)])
+        counter(
+            "prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            [({}, queries)],
+        )
+        counter(
+            "prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            [({}, 0)],
+        )
         external = "from KV connector cross-instance cache sharing, in terms of number of"
-        counter("external_prefix_cache_queries", f"External prefix cache queries {external} queried tokens.", [({}, 0)])
-        counter("external_prefix_cache_hits", f"External prefix cache hits {external} cached tokens.", [({}, 0)])
-        counter("mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.", [({}, 0)])
-        counter("mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.", [({}, 0)])
+        counter(
+            "external_prefix_cache_queries",
+            f"External prefix cache queries {external} queried tokens.",
+            [({}, 0)],
+        )
+        counter(
+            "external_prefix_cache_hits",
+            f"External prefix cache hits {external} cached tokens.",
+            [({}, 0)],
+        )
+        counter(
+            "mm_cache_queries",
+            "Multi-modal cache queries, in terms of number of queried items.",
+            [({}, 0)],
+        )
+        counter(
+            "mm_cache_hits",
+            "Multi-modal cache hits, in terms of number of cached items.",
+            [({}, 0)],
+        )
         counter("num_preemptions", "Cumulative number of preemption from the engine.", [({}, 0)])
         counter("prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt_tokens"])])
-        sources = [("local_compute", c["prompt_tokens"]), ("local_cache_hit", 0), ("external_kv_transfer", 0)]
+        sources = [
+            ("local_compute", c["prompt_tokens"]),
+            ("local_cache_hit", 0),
+            ("external_kv_transfer", 0),
+        ]
         counter(
-            "prompt_tokens_by_source", "Number of prompt tokens by source.", [({"source": s}, v) for s, v in sources]
+            "prompt_tokens_by_source",
+            "Number of prompt tokens by source.",
+            [({"source": s}, v) for s, v in sources],
         )
-        counter("prompt_tokens_cached", "Number of cached prompt tokens (local + external).", [({}, 0)])
+        counter(
+            "prompt_tokens_cached", "Number of cached prompt tokens (local + external).", [({}, 0)]
+        )
         counter("generation_tokens", "Number of generation tokens processed.", [({}, generated)])
         counter(
             "request_success",
@@ -337,9 +470,15 @@ class Metrics:
             [({"finished_reason": r}, self.finished[r]) for r in FINISHED_REASONS],
         )
         if self.spec_tokens:
-            counter("spec_decode_num_drafts", "Number of spec decoding drafts.", [({}, c["spec_decode_num_drafts"])])
             counter(
-                "spec_decode_num_draft_tokens", "Number of draft tokens.", [({}, c["spec_decode_num_draft_tokens"])]
+                "spec_decode_num_drafts",
+                "Number of spec decoding drafts.",
+                [({}, c["spec_decode_num_drafts"])],
+            )
+            counter(
+                "spec_decode_num_draft_tokens",
+                "Number of draft tokens.",
+                [({}, c["spec_decode_num_draft_tokens"])],
             )
             counter(
                 "spec_decode_num_accepted_tokens",

@@ -1,11 +1,12 @@
-"""Weights per rank from the served model's own config.json, when the emulator can read it: a 0.6 B model
-must not report the seed's 75.51 GiB. Used only when EMU_WEIGHTS_GIB is not set.
+"""Weights per rank from the served model's own config.json, when the emulator can read it: a 0.6 B
+model must not report the seed's 75.51 GiB. Used only when EMU_WEIGHTS_GIB is not set.
 
 The config is looked up as vLLM would find it: a local model directory, else the Hugging Face cache
-($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub) at the served revision (any snapshot when none
-is given). Parameters are counted from the transformer shape (embeddings, attention with its KV heads,
-gated MLP, norms), times the bytes of its torch_dtype, split over tensor-parallel ranks. A quantized
-config (quantization_config) or an unknown shape gives None: the memory model keeps its default.
+($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub) at the served revision (any snapshot when
+none is given). Parameters are counted from the transformer shape (embeddings, attention with its KV
+heads, gated MLP, norms), times the bytes of its torch_dtype, split over tensor-parallel ranks. A
+quantized config (quantization_config) or an unknown shape gives None: the memory model keeps its
+default.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def _config_path(model: str, revision: str | None, env: Mapping[str, str]) -> Pa
     if model.count("/") != 1:
         return None
     hub = env.get("HF_HUB_CACHE") or os.path.join(
-        env.get("HF_HOME") or os.path.join(env.get("HOME") or "/root", ".cache", "huggingface"), "hub"
+        env.get("HF_HOME") or os.path.join(env.get("HOME") or "/root", ".cache", "huggingface"),
+        "hub",
     )
     snapshots = Path(hub) / f"models--{model.replace('/', '--')}" / "snapshots"
     if revision:
@@ -38,7 +40,8 @@ def _config_path(model: str, revision: str | None, env: Mapping[str, str]) -> Pa
 
 def _parameters(config: dict) -> int | None:
     nested = config.get("text_config")
-    text: dict = nested if isinstance(nested, dict) else config  # multimodal configs nest the language model
+    # multimodal configs nest the language model
+    text: dict = nested if isinstance(nested, dict) else config
     try:
         hidden, layers = int(text["hidden_size"]), int(text["num_hidden_layers"])
         vocab, inter = int(text["vocab_size"]), int(text["intermediate_size"])
@@ -49,12 +52,17 @@ def _parameters(config: dict) -> int | None:
         return None
     attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o, k and v
     mlp = 3 * hidden * inter  # gate, up, down
-    embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings", config.get("tie_word_embeddings")) else 2)
+    embeddings = (
+        vocab
+        * hidden
+        * (1 if text.get("tie_word_embeddings", config.get("tie_word_embeddings")) else 2)
+    )
     return embeddings + layers * (attention + mlp + 2 * hidden) + hidden
 
 
 def weights_gib(values: dict, env: Mapping[str, str]) -> float | None:
-    """GiB of weights per rank for the parsed `vllm serve` values, or None when the config does not say."""
+    """GiB of weights per rank for the parsed `vllm serve` values, or None when the config does not
+    say."""
     model = values.get("model")
     if not isinstance(model, str) or not model:
         return None
@@ -68,7 +76,9 @@ def weights_gib(values: dict, env: Mapping[str, str]) -> float | None:
     if not isinstance(config, dict) or config.get("quantization_config"):
         return None
     params = _parameters(config)
-    dtype_bytes = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "bfloat16"))
+    dtype_bytes = DTYPE_BYTES.get(
+        str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    )
     if params is None or dtype_bytes is None:
         return None
     tp = int(values.get("tensor_parallel_size") or 1)

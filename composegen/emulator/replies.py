@@ -67,7 +67,8 @@ def last_user_text(messages: list[dict]) -> str:
 
 
 def tool_results(messages: list[dict]) -> list[tuple[str, str]]:
-    """(tool name, result text) for every `tool` message, names looked up from the assistant's calls."""
+    """(tool name, result text) for every `tool` message, names looked up from the assistant's
+    calls."""
     names: dict[str, str] = {}
     results = []
     for message in messages:
@@ -80,7 +81,8 @@ def tool_results(messages: list[dict]) -> list[tuple[str, str]]:
 
 
 def hints_from(text: str) -> dict:
-    """{"*": first run of capitalised words that does not start a sentence} (e.g. a city), for string fields."""
+    """{"*": first run of capitalised words that does not start a sentence} (e.g. a city), for
+    string fields."""
     for sentence in re.split(r"(?<=[.?!])\s+", text.strip()):
         run: list[str] = []
         for word in sentence.split()[1:]:
@@ -175,7 +177,8 @@ def reasoning_effort(body: dict) -> str | None:
 
 
 def choose_tool(tools: list[dict], tool_choice: object, messages: list[dict]) -> dict | None:
-    """The tool to call, or None for a plain answer (auto: one round, name words must match the question)."""
+    """The tool to call, or None for a plain answer (auto: one round, name words must match the
+    question)."""
     functions = [t.get("function") or t for t in tools if isinstance(t, dict)]
     if not functions or tool_choice == "none":
         return None
@@ -184,7 +187,12 @@ def choose_tool(tools: list[dict], tool_choice: object, messages: list[dict]) ->
         return next((f for f in functions if f.get("name") == wanted), None)
     question = last_user_text(messages).lower()
     scored = [
-        (sum(part in question for part in re.split(r"[_\-]", f.get("name", "")) if len(part) >= 3), i)
+        (
+            sum(
+                part in question for part in re.split(r"[_\-]", f.get("name", "")) if len(part) >= 3
+            ),
+            i,
+        )
         for i, f in enumerate(functions)
     ]
     best_score, best = max(scored, key=lambda item: (item[0], -item[1]))

@@ -1,8 +1,9 @@
-"""The Responses API (`/v1/responses`) on top of chat.plan_chat: the response object and its SSE stream.
+"""The Responses API (`/v1/responses`) on top of chat.plan_chat: the response object and its SSE
+stream.
 
-Shapes as a real vLLM 0.26.0 server returns them (tests/data/real-0.26.0-h200): the object carries every
-field vLLM sets (most null); a stream is `event: <type>` + `data: <json>` pairs from `response.created` to
-`response.completed`, with `sequence_number`s and no `[DONE]`.
+Shapes as a real vLLM 0.26.0 server returns them (tests/data/real-0.26.0-h200): the object carries
+every field vLLM sets (most null); a stream is `event: <type>` + `data: <json>` pairs from
+`response.created` to `response.completed`, with `sequence_number`s and no `[DONE]`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ def _response_messages(body: dict) -> list[dict]:
     if isinstance(items, str):
         return [*messages, {"role": "user", "content": items}]
     if not isinstance(items, list) or not items:
-        raise RequestError(400, "input: a string or a non-empty list of items is required", param="input")
+        raise RequestError(
+            400, "input: a string or a non-empty list of items is required", param="input"
+        )
     for item in items:
         if isinstance(item, str):
             messages.append({"role": "user", "content": item})
         elif item.get("type") == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")})
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
+            )
         elif item.get("type") == "function_call":
             messages.append(
                 {
@@ -33,7 +38,10 @@ def _response_messages(body: dict) -> list[dict]:
                     "tool_calls": [
                         {
                             "id": item.get("call_id"),
-                            "function": {"name": item.get("name"), "arguments": item.get("arguments", "")},
+                            "function": {
+                                "name": item.get("name"),
+                                "arguments": item.get("arguments", ""),
+                            },
                         }
                     ],
                 }
@@ -63,13 +71,21 @@ def _text_part(text: str, logprobs: list | None) -> dict:
 
 def _message_item(item_id: str, text: str, status: str) -> dict:
     content = [_text_part(text, None)] if status == "completed" else []
-    return {"id": item_id, "content": content, "role": "assistant", "status": status, "type": "message", "phase": None}
+    return {
+        "id": item_id,
+        "content": content,
+        "role": "assistant",
+        "status": status,
+        "type": "message",
+        "phase": None,
+    }
 
 
 def response_object(
     body: dict, info: ServingInfo, reply: Reply, response_id: str, created: int, done: bool = True
 ) -> dict:
-    """The response object: `in_progress` with no output while streaming starts, else the finished one."""
+    """The response object: `in_progress` with no output while streaming starts, else the finished
+    one."""
     output = []
     if done and reply.reasoning:
         output.append(
@@ -85,7 +101,11 @@ def response_object(
     incomplete = done and reply.finish_reason == "length"
     usage = {
         "input_tokens": reply.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "input_tokens_per_turn": [], "cached_tokens_per_turn": []},
+        "input_tokens_details": {
+            "cached_tokens": 0,
+            "input_tokens_per_turn": [],
+            "cached_tokens_per_turn": [],
+        },
         "output_tokens": reply.completion_tokens,
         "output_tokens_details": {
             "reasoning_tokens": len(reply.reasoning),
@@ -138,9 +158,21 @@ def response_events(
     item_id = new_id("")  # the streamed item's id has no `msg_` prefix in vLLM 0.26
     text = "".join(reply.content)
     events: list[tuple[str, dict, bool]] = [
-        ("response.created", {"response": response_object(body, info, reply, response_id, created, False)}, False),
-        ("response.in_progress", {"response": response_object(body, info, reply, response_id, created, False)}, False),
-        ("response.output_item.added", {"item": _message_item(item_id, "", "in_progress"), "output_index": 0}, False),
+        (
+            "response.created",
+            {"response": response_object(body, info, reply, response_id, created, False)},
+            False,
+        ),
+        (
+            "response.in_progress",
+            {"response": response_object(body, info, reply, response_id, created, False)},
+            False,
+        ),
+        (
+            "response.output_item.added",
+            {"item": _message_item(item_id, "", "in_progress"), "output_index": 0},
+            False,
+        ),
         (
             "response.content_part.added",
             {"content_index": 0, "item_id": item_id, "output_index": 0, "part": _text_part("", [])},
@@ -148,11 +180,22 @@ def response_events(
         ),
     ]
     for piece in reply.content:
-        delta = {"content_index": 0, "delta": piece, "item_id": item_id, "logprobs": [], "output_index": 0}
+        delta = {
+            "content_index": 0,
+            "delta": piece,
+            "item_id": item_id,
+            "logprobs": [],
+            "output_index": 0,
+        }
         events.append(("response.output_text.delta", delta, True))
     done = {"content_index": 0, "item_id": item_id, "logprobs": [], "output_index": 0, "text": text}
     events.append(("response.output_text.done", done, False))
-    part = {"content_index": 0, "item_id": item_id, "output_index": 0, "part": _text_part(text, None)}
+    part = {
+        "content_index": 0,
+        "item_id": item_id,
+        "output_index": 0,
+        "part": _text_part(text, None),
+    }
     events.append(("response.content_part.done", part, False))
     item = {**_message_item(item_id, text, "completed"), "summary": []}
     events.append(("response.output_item.done", {"item": item, "output_index": 0}, False))

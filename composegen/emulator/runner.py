@@ -1,7 +1,8 @@
-"""`vllm serve …` for the emulator: parse argv, log a vLLM 0.33-shaped startup, then serve until SIGTERM.
+"""`vllm serve …` for the emulator: parse argv, log a vLLM 0.33-shaped startup, then serve until
+SIGTERM.
 
-Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 engine failure (memory model error, emulated crash, port
-in use, /dev/shm too small), 2 usage error (argv, EMU_* settings).
+Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 1 engine failure (memory model error, emulated crash,
+port in use, /dev/shm too small), 2 usage error (argv, EMU_* settings).
 
 Environment:
   EMU_LOAD_SECONDS (2.0)   time from start to a listening port; log lines are spread over it
@@ -12,10 +13,12 @@ Environment:
   EMU_HEARTBEAT_S (0.5), EMU_PEER_TIMEOUT_S (5), EMU_JOIN_TIMEOUT_S (600)   multi-node, see cluster.py
   VLLM_API_KEY             like --api-key
   EMU_VLLM_VERSION (0.33.0)  the vLLM release imitated: 0.33.0 or 0.26.0 (see versions.py)
-  plus memory.py's EMU_* memory inputs, shmfiles.py's EMU_SHM_DIR/EMU_OFFLOAD_MAX_BYTES and server.py's pacing.
+  plus memory.py's EMU_* memory inputs, shmfiles.py's EMU_SHM_DIR/EMU_OFFLOAD_MAX_BYTES and
+  server.py's pacing.
 
-Multi-node (--nnodes N > 1): the head (node rank 0) waits for every --headless worker node before it loads
-and serves; a worker serves no HTTP. See cluster.py for the join protocol and the failure behaviour.
+Multi-node (--nnodes N > 1): the head (node rank 0) waits for every --headless worker node before it
+loads and serves; a worker serves no HTTP. See cluster.py for the join protocol and the failure
+behaviour.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ SHUTDOWN = (
 
 
 class _Stop(BaseException):
-    """Raised from the SIGTERM/SIGINT handler so sleeps and serve_forever unwind into the cleanup."""
+    """Raised from the SIGTERM/SIGINT handler so sleeps and serve_forever unwind into the
+    cleanup."""
 
 
 class Log:
@@ -115,7 +119,8 @@ class Settings:
     shm_dir: Path
     env_api_key: str | None
     timing: cluster.Timing
-    dev_mode: bool = False  # VLLM_SERVER_DEV_MODE=1: the dev routes (with --enable-sleep-mode: sleep mode)
+    # VLLM_SERVER_DEV_MODE=1: the dev routes (with --enable-sleep-mode: sleep mode)
+    dev_mode: bool = False
     env: Mapping[str, str] | None = None  # for the sleep-mode knobs (EMU_SLEEP_S, …)
 
     @classmethod
@@ -134,7 +139,9 @@ class Settings:
             load_s=load_s,
             fault_after_s=_env_float(env, "EMU_FAULT_AFTER_S", 5.0),
             max_workers=int(_env_float(env, "EMU_MAX_WORKERS", 4)),
-            offload_cap=int(_env_float(env, "EMU_OFFLOAD_MAX_BYTES", shmfiles.DEFAULT_OFFLOAD_MAX_BYTES)),
+            offload_cap=int(
+                _env_float(env, "EMU_OFFLOAD_MAX_BYTES", shmfiles.DEFAULT_OFFLOAD_MAX_BYTES)
+            ),
             shm_dir=shmfiles.shm_dir(env),
             env_api_key=env.get("VLLM_API_KEY") or None,
             timing=cluster.Timing.from_env(env, _env_float),
@@ -162,14 +169,17 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     except ValueError as exc:
         print(f"vllm serve: error: {exc}", file=sys.stderr)
         return 2
-    if not env.get("EMU_WEIGHTS_GIB"):  # the served model's own size when its config.json is at hand
+    # the served model's own size when its config.json is at hand
+    if not env.get("EMU_WEIGHTS_GIB"):
         sized = modelsize.weights_gib(args.values, env)
         if sized is not None:
             settings.inputs.weights_gib = sized
     return _run(args.values, args.non_default, settings, launch)
 
 
-def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.Launch | None = None) -> int:
+def _run(
+    values: dict, non_default: dict, settings: Settings, launch: cluster.Launch | None = None
+) -> int:
     files: list[shmfiles.ShmFile] = []
     pids: dict[str, int] = {}
     server = None
@@ -197,10 +207,13 @@ def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.La
         log.pids.update(pids)
         if launch and launch.headless:
             member = cluster.Member(launch, settings.timing, log)
-            return headless.serve_headless(log, values, plan, settings.load_s, settings.fault, member)
+            return headless.serve_headless(
+                log, values, plan, settings.load_s, settings.fault, member
+            )
         if launch:
             head = cluster.Head(launch, settings.timing, log)
-            signal.signal(signal.SIGUSR1, _peer_lost)  # after the fork: only this process turns it into PeerLost
+            # after the fork: only this process turns it into PeerLost
+            signal.signal(signal.SIGUSR1, _peer_lost)
             head.on_lost = lambda: os.kill(os.getpid(), signal.SIGUSR1)
             head.listen()
             head.gather()
@@ -224,7 +237,12 @@ def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.La
             _log_shutdown(log)
         return 0
     except cluster.ClusterError as exc:
-        log("ERROR", "multiproc_executor.py:260", str(exc), "EngineCore_DP0" if head else "APIServer")
+        log(
+            "ERROR",
+            "multiproc_executor.py:260",
+            str(exc),
+            "EngineCore_DP0" if head else "APIServer",
+        )
         return 1
     except cluster.PeerLost:
         if head is not None:  # only a head turns a lost peer into PeerLost
@@ -243,7 +261,11 @@ def _run(values: dict, non_default: dict, settings: Settings, launch: cluster.La
         shmfiles.stop_workers(pids)
         removed = shmfiles.unlink_files(files)
         if removed:
-            log("INFO", "emulator.py:2", f"composegen emulator removed {len(removed)} shared-memory file(s)")
+            log(
+                "INFO",
+                "emulator.py:2",
+                f"composegen emulator removed {len(removed)} shared-memory file(s)",
+            )
 
 
 def _stop(signum: int, frame: FrameType | None) -> NoReturn:
@@ -256,13 +278,22 @@ def _peer_lost(signum: int, frame: FrameType | None) -> NoReturn:
     raise cluster.PeerLost()
 
 
-def _engine_processes(values: dict, settings: Settings, launch: cluster.Launch | None) -> tuple[list[str], int]:
-    """(process names to fork, number of workers): this node's TP×PP ranks, capped by EMU_MAX_WORKERS."""
+def _engine_processes(
+    values: dict, settings: Settings, launch: cluster.Launch | None
+) -> tuple[list[str], int]:
+    """(process names to fork, number of workers): this node's TP×PP ranks, capped by
+    EMU_MAX_WORKERS."""
     tp = int(values.get("tensor_parallel_size") or 1)
-    ranks = launch.local_ranks if launch else list(range(tp * int(values.get("pipeline_parallel_size") or 1)))
+    ranks = (
+        launch.local_ranks
+        if launch
+        else list(range(tp * int(values.get("pipeline_parallel_size") or 1)))
+    )
     ranks = ranks[: max(1, settings.max_workers - 1)]
     # A headless node runs workers only; the engine core lives on the head.
-    names = ([] if launch and launch.headless else ["EngineCore_DP0"]) + [f"Worker_TP{i}" for i in ranks]
+    names = ([] if launch and launch.headless else ["EngineCore_DP0"]) + [
+        f"Worker_TP{i}" for i in ranks
+    ]
     return names, len(ranks)
 
 
@@ -271,7 +302,11 @@ def _listen(log: Log, host: str, port: int, state: ServerState) -> ThreadingHTTP
     try:
         server = make_server(host, port, state)
     except OSError as exc:
-        log("ERROR", "api_server.py:1960", f"OSError: [Errno {exc.errno}] {exc.strerror} ({host}:{port})")
+        log(
+            "ERROR",
+            "api_server.py:1960",
+            f"OSError: [Errno {exc.errno}] {exc.strerror} ({host}:{port})",
+        )
         return None
     shown = f"[{host}]" if ":" in host else host
     log("INFO", "launcher.py:47", f"Starting vLLM server on http://{shown}:{port}")
@@ -282,10 +317,15 @@ def _listen(log: Log, host: str, port: int, state: ServerState) -> ThreadingHTTP
 
 
 def _log_shutdown(log: Log) -> None:
-    """vLLM's own shutdown trail, then uvicorn's (a real server prints no `Finished server process`)."""
+    """vLLM's own shutdown trail, then uvicorn's (a real server prints no `Finished server
+    process`)."""
     for source, message in SHUTDOWN:
         log("INFO", source, f"[shutdown] {message}")
-    for message in ("Shutting down", "Waiting for application shutdown.", "Application shutdown complete."):
+    for message in (
+        "Shutting down",
+        "Waiting for application shutdown.",
+        "Application shutdown complete.",
+    ):
         log("INFO:", "", message)
 
 
@@ -306,7 +346,9 @@ def _banner(log: Log, model: str, non_default: dict) -> None:
         log("INFO", "model.py:549", "Enabling cumem allocator because sleep mode requires it.")
 
 
-def _shm_files(log: Log, shm_dir: Path, sizes: list[tuple[str, int]]) -> list[shmfiles.ShmFile] | None:
+def _shm_files(
+    log: Log, shm_dir: Path, sizes: list[tuple[str, int]]
+) -> list[shmfiles.ShmFile] | None:
     """The engine's shared-memory files, or None (logged) when they do not fit or cannot be made."""
     problem = shmfiles.space_problem(shm_dir, sizes)
     if problem:
@@ -321,7 +363,9 @@ def _shm_files(log: Log, shm_dir: Path, sizes: list[tuple[str, int]]) -> list[sh
 
 def _server_state(log: Log, values: dict, plan: MemoryPlan, settings: Settings) -> ServerState:
     model = values["model"]
-    keys = list(values.get("api_key") or []) + ([settings.env_api_key] if settings.env_api_key else [])
+    keys = list(values.get("api_key") or []) + (
+        [settings.env_api_key] if settings.env_api_key else []
+    )
     info = ServingInfo(
         model=model,
         served_names=list(values.get("served_model_name") or [model]),
@@ -357,5 +401,7 @@ def _server_state(log: Log, values: dict, plan: MemoryPlan, settings: Settings) 
         access_log=not values.get("disable_uvicorn_access_log"),
     )
     if values.get("enable_sleep_mode") and settings.dev_mode:
-        state.sleep = SleepMode.from_env(settings.env or {}, plan.requested_gib, plan.weights_gib, settings.fault)
+        state.sleep = SleepMode.from_env(
+            settings.env or {}, plan.requested_gib, plan.weights_gib, settings.fault
+        )
     return state

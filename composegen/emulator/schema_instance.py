@@ -1,12 +1,14 @@
-"""Build a JSON value that validates against a JSON Schema (for json_schema outputs and tool arguments).
+"""Build a JSON value that validates against a JSON Schema (for json_schema outputs and tool
+arguments).
 
-Supported: type (single or list), const, enum, default, examples, properties/required (every declared
-property is filled), additionalProperties/minProperties, items/prefixItems/minItems/maxItems/uniqueItems,
-string formats (date-time, date, time, email, uri, uuid, ipv4, ipv6, hostname) and min/maxLength,
-numeric minimum/maximum/exclusive bounds/multipleOf, allOf (merged), anyOf/oneOf (first non-null branch),
-local $ref (#/$defs/…, #/definitions/…). Not supported: `pattern`, `not`, if/then/else.
-String values come from `hints` (property name -> text, "*" for any property) when given, so tool
-arguments can reuse words from the user's message; everything is deterministic.
+Supported: type (single or list), const, enum, default, examples, properties/required (every
+declared property is filled), additionalProperties/minProperties,
+items/prefixItems/minItems/maxItems/uniqueItems, string formats (date-time, date, time, email, uri,
+uuid, ipv4, ipv6, hostname) and min/maxLength, numeric minimum/maximum/exclusive bounds/multipleOf,
+allOf (merged), anyOf/oneOf (first non-null branch), local $ref (#/$defs/…, #/definitions/…). Not
+supported: `pattern`, `not`, if/then/else. String values come from `hints` (property name -> text,
+"*" for any property) when given, so tool arguments can reuse words from the user's message;
+everything is deterministic.
 """
 
 from __future__ import annotations
@@ -45,14 +47,19 @@ def instance_for(
     schema = _resolve(schema, root)
     if "allOf" in schema:
         schema = _merge(
-            [_resolve(s, root) for s in schema["allOf"]] + [{k: v for k, v in schema.items() if k != "allOf"}]
+            [_resolve(s, root) for s in schema["allOf"]]
+            + [{k: v for k, v in schema.items() if k != "allOf"}]
         )
     for key in ("anyOf", "oneOf"):
         if key in schema:
             branches = [_resolve(b, root) for b in schema[key]]
-            chosen = next((b for b in branches if b.get("type") != "null"), branches[0] if branches else {})
+            chosen = next(
+                (b for b in branches if b.get("type") != "null"), branches[0] if branches else {}
+            )
             rest = {k: v for k, v in schema.items() if k != key}
-            return instance_for(_merge([rest, chosen]), hints, root=root, name=name, depth=depth, index=index)
+            return instance_for(
+                _merge([rest, chosen]), hints, root=root, name=name, depth=depth, index=index
+            )
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -114,7 +121,10 @@ def _kind(schema: dict) -> str:
         return "object"
     if "items" in schema or "prefixItems" in schema:
         return "array"
-    if any(k in schema for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")):
+    if any(
+        k in schema
+        for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+    ):
         return "number"
     return "string"
 
@@ -124,11 +134,16 @@ def _object(schema: dict, hints: dict | None, root: dict, depth: int) -> dict:
     required = schema.get("required") or []
     keys = list(props) if depth < _MAX_DEPTH else [k for k in props if k in required]
     keys += [k for k in required if k not in keys]
-    value = {key: instance_for(props.get(key, {}), hints, root=root, name=key, depth=depth + 1) for key in keys}
+    value = {
+        key: instance_for(props.get(key, {}), hints, root=root, name=key, depth=depth + 1)
+        for key in keys
+    }
     extra = schema.get("additionalProperties")
     while len(value) < int(schema.get("minProperties") or 0) and extra is not False:
         key = f"key{len(value) + 1}"
-        value[key] = instance_for(extra if isinstance(extra, dict) else {}, hints, root=root, name=key, depth=depth + 1)
+        value[key] = instance_for(
+            extra if isinstance(extra, dict) else {}, hints, root=root, name=key, depth=depth + 1
+        )
     return value
 
 
@@ -140,11 +155,16 @@ def _array(schema: dict, hints: dict | None, root: dict, name: str, depth: int) 
     if high is not None:
         count = min(count, int(high))
     items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-    unique = bool(schema.get("uniqueItems"))  # only then vary items: a varied number could leave its bounds
+    # only then vary items: a varied number could leave its bounds
+    unique = bool(schema.get("uniqueItems"))
     out = []
     for i in range(count):
         sub = prefix[i] if i < len(prefix) else items
-        out.append(instance_for(sub, hints, root=root, name=name, depth=depth + 1, index=i if unique else 0))
+        out.append(
+            instance_for(
+                sub, hints, root=root, name=name, depth=depth + 1, index=i if unique else 0
+            )
+        )
     return out
 
 

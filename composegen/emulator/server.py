@@ -2,11 +2,12 @@
 
 Routes: GET /health /ping /version /load /v1/models /metrics; POST /ping /tokenize /detokenize
 /v1/chat/completions /v1/completions /v1/responses. With --api-key/VLLM_API_KEY only /v1/* need
-`Authorization: Bearer KEY` (401 {"error": "Unauthorized"} otherwise). Errors use vLLM's {"error": {...}}
-JSON; unknown paths FastAPI's {"detail": "Not Found"}. As uvicorn does: `server: uvicorn`, compact JSON,
-/health and /ping answer an empty body with no content type, streams are chunked and keep the connection.
-Requests are paced so TTFT and decode rates are measurable: prefill sleeps prompt_tokens / EMU_PREFILL_TOK_S
-(≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 / EMU_DECODE_TOK_S (all together ≤ EMU_DECODE_SLEEP_CAP_S).
+`Authorization: Bearer KEY` (401 {"error": "Unauthorized"} otherwise). Errors use vLLM's {"error":
+{...}} JSON; unknown paths FastAPI's {"detail": "Not Found"}. As uvicorn does: `server: uvicorn`,
+compact JSON, /health and /ping answer an empty body with no content type, streams are chunked and
+keep the connection. Requests are paced so TTFT and decode rates are measurable: prefill sleeps
+prompt_tokens / EMU_PREFILL_TOK_S (≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 /
+EMU_DECODE_TOK_S (all together ≤ EMU_DECODE_SLEEP_CAP_S).
 """
 
 from __future__ import annotations
@@ -50,34 +51,40 @@ ROUTES = {  # path -> methods, for 405 and the `allow` header
     "/v1/responses": "POST",
 }
 _OPEN_PATHS = ("/health", "/ping", "/version", "/metrics", "/load")
-WEIGHT_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses")  # 503 while the engine sleeps
+# 503 while the engine sleeps
+WEIGHT_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
     sys_version = ""
-    # Small writes (headers, then the body; stream chunks) would wait for delayed ACKs (~40 ms each).
+    # Small writes (headers, then the body; stream chunks) would wait for delayed ACKs (~40 ms
+    # each).
     disable_nagle_algorithm = True
     state: ServerState  # set on the subclass made by make_server
     _started = 0.0  # time.monotonic() when _route took the request (the http_* metrics' duration)
     query: dict[str, list[str]] = {}  # noqa: RUF012 - replaced per request by _route
 
     # --- plumbing ---------------------------------------------------------------------------------
-    def log_message(self, fmt: str, *args: Any) -> None:  # replaced by uvicorn-style access lines in _send
+    # replaced by uvicorn-style access lines in _send
+    def log_message(self, fmt: str, *args: Any) -> None:
         pass
 
     def version_string(self) -> str:
         return "uvicorn"
 
-    def _send(self, status: int, body: bytes = b"", content_type: str | None = None, **headers: str) -> None:
+    def _send(
+        self, status: int, body: bytes = b"", content_type: str | None = None, **headers: str
+    ) -> None:
         self.send_response(status)
         self.send_header("content-length", str(len(body)))
         if content_type:
             self.send_header("content-type", content_type)
         for name, value in headers.items():
             self.send_header(name, value)
-        if status != 401:  # vLLM's CORS middleware answers; its auth check, which runs first, does not
+        # vLLM's CORS middleware answers; its auth check, which runs first, does not
+        if status != 401:
             self.send_header("vary", "Origin")
         self.end_headers()
         if self.command != "HEAD":
@@ -94,7 +101,9 @@ class Handler(BaseHTTPRequestHandler):
     def _access(self, status: int, sent: int = 0) -> None:
         route = self.path if self.path in self._routes() else None
         received = int(self.headers.get("content-length") or 0)
-        self.state.metrics.http_request(self.command, route, status, received, sent, time.monotonic() - self._started)
+        self.state.metrics.http_request(
+            self.command, route, status, received, sent, time.monotonic() - self._started
+        )
         if self.state.access_log:
             phrase = self.responses.get(status, ("",))[0]
             self.state.log(
@@ -154,7 +163,11 @@ class Handler(BaseHTTPRequestHandler):
                 "/v1/completions": self._completions,
                 "/v1/responses": self._responses,
                 **(
-                    {"/sleep": self._sleep, "/wake_up": self._wake_up, "/collective_rpc": self._collective_rpc}
+                    {
+                        "/sleep": self._sleep,
+                        "/wake_up": self._wake_up,
+                        "/collective_rpc": self._collective_rpc,
+                    }
                     if self.state.sleep
                     else {}
                 ),
@@ -198,7 +211,8 @@ class Handler(BaseHTTPRequestHandler):
             self._body()
         self._send(503 if self.state.engine_dead() else 200)
 
-    # --- sleep mode (emulator/sleep.py) -------------------------------------------------------------
+    # --- sleep mode (emulator/sleep.py)
+    # -------------------------------------------------------------
     def _sleep(self) -> None:
         assert self.state.sleep is not None
         self._body()
@@ -223,7 +237,9 @@ class Handler(BaseHTTPRequestHandler):
         assert self.state.sleep is not None
         method = self._body().get("method")
         if method != "reload_weights":
-            raise SleepError(400, f"collective_rpc: the emulator knows only reload_weights, not {method!r}")
+            raise SleepError(
+                400, f"collective_rpc: the emulator knows only reload_weights, not {method!r}"
+            )
         self.state.sleep.reload_weights(self.state.log)
         self._json(200, {"results": [None]})
 
@@ -273,11 +289,15 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         check_model(body, self.state.info)
         if "messages" in body:
-            tokens = encode_chat(body["messages"], body.get("tools"), body.get("add_generation_prompt", True))
+            tokens = encode_chat(
+                body["messages"], body.get("tools"), body.get("add_generation_prompt", True)
+            )
         elif isinstance(body.get("prompt"), str):
             tokens = encode(body["prompt"])
         else:
-            raise RequestError(400, "Either `prompt` (a string) or `messages` is required", param="prompt")
+            raise RequestError(
+                400, "Either `prompt` (a string) or `messages` is required", param="prompt"
+            )
         self._json(
             200,
             {
@@ -306,9 +326,13 @@ class Handler(BaseHTTPRequestHandler):
                 def parsed() -> None:
                     state.metrics.tool_parsed(True, bool(reply.tool_calls), reply.completion_tokens)
 
-                self._stream_events(events, state.pacing.per_token(reply.completion_tokens), before_end=parsed)
+                self._stream_events(
+                    events, state.pacing.per_token(reply.completion_tokens), before_end=parsed
+                )
             else:
-                made = self._decode(reply.completion_tokens, state.pacing.per_token(reply.completion_tokens))
+                made = self._decode(
+                    reply.completion_tokens, state.pacing.per_token(reply.completion_tokens)
+                )
                 if made < reply.completion_tokens:  # /sleep?mode=abort: a short answer, HTTP 200
                     reply = dataclasses.replace(reply, reasoning=[], content=reply.content[:made], tool_calls=[],
                                                 finish_reason="abort")  # fmt: skip
@@ -316,11 +340,14 @@ class Handler(BaseHTTPRequestHandler):
                 self._json(200, chat_completion(reply, state.info, request_id, created))
             reason = reply.finish_reason
         finally:
-            state.metrics.finish(reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started)
+            state.metrics.finish(
+                reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started
+            )
 
     @contextlib.contextmanager
     def _weights_in_use(self, path: str) -> Iterator[None]:
-        """A request that needs the model: 503 while asleep; counted, so /sleep?mode=wait can wait for it."""
+        """A request that needs the model: 503 while asleep; counted, so /sleep?mode=wait can wait
+        for it."""
         if self.state.sleep is None or path not in WEIGHT_ROUTES:
             yield
             return
@@ -331,7 +358,8 @@ class Handler(BaseHTTPRequestHandler):
             self.state.sleep.end_request()
 
     def _decode(self, tokens: int, per_token: float) -> int:
-        """Sleep for TOKENS tokens (all at once without sleep mode); how many were made before an abort."""
+        """Sleep for TOKENS tokens (all at once without sleep mode); how many were made before an
+        abort."""
         sleep = self.state.sleep
         if sleep is None:
             time.sleep(per_token * tokens)
@@ -349,10 +377,11 @@ class Handler(BaseHTTPRequestHandler):
         done: bool = True,
         before_end: Callable[[], None] | None = None,
     ) -> None:
-        """SSE over chunked transfer encoding on a kept-alive connection, as uvicorn sends vLLM's streams.
-        `events` yields (event name or None, data, counts_as_token); chat streams end with `data: [DONE]`.
-        BEFORE_END runs once every event is out but before the stream ends: what it counts is visible to a
-        client that has read the whole stream (a /metrics right after it must not race the handler)."""
+        """SSE over chunked transfer encoding on a kept-alive connection, as uvicorn sends vLLM's
+        streams. `events` yields (event name or None, data, counts_as_token); chat streams end with
+        `data: [DONE]`. BEFORE_END runs once every event is out but before the stream ends: what it
+        counts is visible to a client that has read the whole stream (a /metrics right after it must
+        not race the handler)."""
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("vary", "Origin")
@@ -367,10 +396,24 @@ class Handler(BaseHTTPRequestHandler):
 
         sleep = self.state.sleep
         for event, data, is_token in events:
-            if sleep is not None and sleep.aborted() and data.get("object") == "chat.completion.chunk":
-                aborted = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "abort", "stop_reason": None}
+            if (
+                sleep is not None
+                and sleep.aborted()
+                and data.get("object") == "chat.completion.chunk"
+            ):
+                aborted = {
+                    "index": 0,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": "abort",
+                    "stop_reason": None,
+                }
                 head = {k: data[k] for k in ("id", "object", "created", "model") if k in data}
-                send("data: " + json.dumps({**head, "choices": [aborted]}, separators=(",", ":")) + "\n\n")
+                send(
+                    "data: "
+                    + json.dumps({**head, "choices": [aborted]}, separators=(",", ":"))
+                    + "\n\n"
+                )
                 break
             if is_token:
                 time.sleep(per_token)
@@ -386,7 +429,9 @@ class Handler(BaseHTTPRequestHandler):
     def _completions(self) -> None:
         body = self._body()
         state, started = self.state, time.monotonic()
-        payload, prompt_tokens, completion_tokens, finish = completions.completion(body, state.info, int(time.time()))
+        payload, prompt_tokens, completion_tokens, finish = completions.completion(
+            body, state.info, int(time.time())
+        )
         state.metrics.start(prompt_tokens)
         try:
             time.sleep(state.pacing.prefill(prompt_tokens))
@@ -394,7 +439,9 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(state.pacing.per_token(completion_tokens) * completion_tokens)
             self._json(200, payload)
         finally:
-            state.metrics.finish(prompt_tokens, completion_tokens, finish, time.monotonic() - started)
+            state.metrics.finish(
+                prompt_tokens, completion_tokens, finish, time.monotonic() - started
+            )
 
     def _detokenize(self) -> None:
         self._json(200, completions.detokenize(self._body(), self.state.info))
@@ -414,10 +461,15 @@ class Handler(BaseHTTPRequestHandler):
                 self._stream_events(events, per_token, done=False)
             else:
                 time.sleep(per_token * reply.completion_tokens)
-                self._json(200, responses.response_object(body, state.info, reply, response_id, created))
+                self._json(
+                    200, responses.response_object(body, state.info, reply, response_id, created)
+                )
         finally:
             state.metrics.finish(
-                reply.prompt_tokens, reply.completion_tokens, reply.finish_reason, time.monotonic() - started
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.finish_reason,
+                time.monotonic() - started,
             )
 
 
@@ -431,7 +483,8 @@ class _Server6(_Server):
 
 
 def make_server(host: str, port: int, state: ServerState) -> ThreadingHTTPServer:
-    """Bind and listen now (the port refuses connections until this is called); serve with serve_forever()."""
+    """Bind and listen now (the port refuses connections until this is called); serve with
+    serve_forever()."""
     handler = type("BoundHandler", (Handler,), {"state": state})
     server_class = _Server6 if ":" in host else _Server
     return server_class((host, port), handler)

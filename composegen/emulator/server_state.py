@@ -1,6 +1,6 @@
-"""What every request of the emulator's HTTP server shares: the serving info, metrics, log and API keys,
-the emulated engine-death fault (EMU_FAULT=health_503_after), and the pacing that makes TTFT and decode
-rates measurable (EMU_PREFILL_TOK_S, EMU_DECODE_TOK_S and their sleep caps)."""
+"""What every request of the emulator's HTTP server shares: the serving info, metrics, log and API
+keys, the emulated engine-death fault (EMU_FAULT=health_503_after), and the pacing that makes TTFT
+and decode rates measurable (EMU_PREFILL_TOK_S, EMU_DECODE_TOK_S and their sleep caps)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ class Pacing:
         return cls(**values)
 
     def prefill(self, tokens: int) -> float:
-        return min(tokens / self.prefill_tok_s, self.prefill_cap_s) if self.prefill_tok_s > 0 else 0.0
+        return (
+            min(tokens / self.prefill_tok_s, self.prefill_cap_s) if self.prefill_tok_s > 0 else 0.0
+        )
 
     def per_token(self, tokens: int) -> float:
         if self.decode_tok_s <= 0 or tokens <= 0:
@@ -54,7 +56,8 @@ class ServerState:
     log: Callable[[str, str, str], None]  # (level, source, message)
     api_keys: list[str] = field(default_factory=list)
     pacing: Pacing = field(default_factory=Pacing)
-    sleep: SleepMode | None = None  # --enable-sleep-mode with VLLM_SERVER_DEV_MODE=1 (emulator/sleep.py)
+    # --enable-sleep-mode with VLLM_SERVER_DEV_MODE=1 (emulator/sleep.py)
+    sleep: SleepMode | None = None
     fault_after_s: float = 5.0
     access_log: bool = True
     ready_at: float = field(default_factory=time.monotonic)
@@ -65,7 +68,10 @@ class ServerState:
         return next(self._ids)
 
     def engine_dead(self) -> bool:
-        dead = self.info.fault == "health_503_after" and time.monotonic() - self.ready_at >= self.fault_after_s
+        dead = (
+            self.info.fault == "health_503_after"
+            and time.monotonic() - self.ready_at >= self.fault_after_s
+        )
         if dead and not self._dead_logged:
             self._dead_logged = True
             self.log(

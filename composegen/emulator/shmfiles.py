@@ -1,17 +1,20 @@
-"""The emulator's /dev/shm footprint, shaped like vLLM's so leftover detection can be tested for real.
+"""The emulator's /dev/shm footprint, shaped like vLLM's so leftover detection can be tested for
+real.
 
 At startup the API-server process creates (in EMU_SHM_DIR, default /dev/shm):
   psm_<8 hex>                   one 4 MiB "RPC broadcast queue" plus one 2 MiB "response queue" per worker,
-                                created like multiprocessing.shared_memory (fd kept open, file mmapped);
-                                at TP 1 on one node instead one 32-byte `sem.loky-<pid>-<hex>` (as recorded);
+                                created like multiprocessing.shared_memory (fd kept open, file
+                                mmapped); at TP 1 on one node instead one 32-byte
+                                `sem.loky-<pid>-<hex>` (as recorded);
   vllm_offload_<uuid hex>.mmap  only with --kv-offloading-size > 0; size min(offload bytes,
                                 EMU_OFFLOAD_MAX_BYTES, default 64 MiB) so tests stay small.
 Worker processes (forked children, like vLLM's EngineCore/Worker_TP*) open and mmap the same files, so
 several pids hold them. Clean shutdown (SIGTERM/SIGINT) unlinks them; nothing else ever does, so a
 SIGKILL of the process group leaves them behind exactly as it does with vLLM.
 
-Files are sparse: only the first page of each is touched, so the nominal size is what the space check
-compares against free space (vLLM's "Insufficient space in /dev/shm" check) while RAM use stays tiny.
+Files are sparse: only the first page of each is touched, so the nominal size is what the space
+check compares against free space (vLLM's "Insufficient space in /dev/shm" check) while RAM use
+stays tiny.
 """
 
 from __future__ import annotations
@@ -51,10 +54,14 @@ def shm_dir(env: Mapping[str, str]) -> Path:
 
 
 def planned_sizes(
-    workers: int, offload_bytes: int, offload_cap: int = DEFAULT_OFFLOAD_MAX_BYTES, uniproc: bool = False
+    workers: int,
+    offload_bytes: int,
+    offload_cap: int = DEFAULT_OFFLOAD_MAX_BYTES,
+    uniproc: bool = False,
 ) -> list[tuple[str, int]]:
-    """(file name, size) for every file this engine will create. One worker in the engine process (TP 1,
-    one node) has no message queues: a real 0.26.0 server held one 32-byte `sem.loky-*` semaphore only."""
+    """(file name, size) for every file this engine will create. One worker in the engine process
+    (TP 1, one node) has no message queues: a real 0.26.0 server held one 32-byte `sem.loky-*`
+    semaphore only."""
     if uniproc:
         names = [(f"sem.loky-{os.getpid()}-{secrets.token_hex(4)}", LOKY_SEMAPHORE_BYTES)]
     else:
@@ -99,7 +106,8 @@ def create_files(directory: Path, sizes: list[tuple[str, int]]) -> list[ShmFile]
 
 
 def unlink_files(files: list[ShmFile]) -> list[str]:
-    """Close and unlink; returns the paths removed. Only called on a clean shutdown or failed start."""
+    """Close and unlink; returns the paths removed. Only called on a clean shutdown or failed
+    start."""
     removed = []
     for item in files:
         if item.mapping is not None:
@@ -144,8 +152,8 @@ def _worker_main(name: str, paths: list[Path], parent: int) -> None:
 
 
 def start_workers(names: list[str], files: list[ShmFile], pids: dict[str, int]) -> dict[str, int]:
-    """Fork one child per name (before any thread exists), recording name -> pid in `pids` as it goes
-    (so a signal mid-way still leaves the caller knowing whom to stop)."""
+    """Fork one child per name (before any thread exists), recording name -> pid in `pids` as it
+    goes (so a signal mid-way still leaves the caller knowing whom to stop)."""
     paths = [item.path for item in files]
     parent = os.getpid()
     for name in names:

@@ -1,20 +1,22 @@
 """vLLM's sleep mode, emulated after the H200 recording (../shared/real-vllm/0.26.0-h200-sleep/).
 
-The dev-mode routes exist only with VLLM_SERVER_DEV_MODE=1 *and* --enable-sleep-mode (otherwise 404, as
-vLLM): POST /sleep?level=1|2&mode=abort|wait|keep, POST /wake_up[?tags=weights|kv_cache]…, GET
+The dev-mode routes exist only with VLLM_SERVER_DEV_MODE=1 *and* --enable-sleep-mode (otherwise 404,
+as vLLM): POST /sleep?level=1|2&mode=abort|wait|keep, POST /wake_up[?tags=weights|kv_cache]…, GET
 /is_sleeping ({"is_sleeping": bool}), POST /collective_rpc {"method": "reload_weights"} ({"results":
-[null]}). /sleep and /wake_up answer 200 with an empty body once the engine has finished, as vLLM's router
-does. Level 1 keeps the weights in host memory ("backed up in CPU"), level 2 discards them: its wake is
-`tags=weights`, `reload_weights`, `tags=kv_cache`. mode=wait lets running requests finish first; abort
-ends them at once with finish_reason "abort" (HTTP 200 to their clients); keep leaves them paused.
-While asleep, the weight-using routes answer 503 (vLLM's sleep-mode docs) and /health stays 200.
+[null]}). /sleep and /wake_up answer 200 with an empty body once the engine has finished, as vLLM's
+router does. Level 1 keeps the weights in host memory ("backed up in CPU"), level 2 discards them:
+its wake is `tags=weights`, `reload_weights`, `tags=kv_cache`. mode=wait lets running requests
+finish first; abort ends them at once with finish_reason "abort" (HTTP 200 to their clients); keep
+leaves them paused. While asleep, the weight-using routes answer 503 (vLLM's sleep-mode docs) and
+/health stays 200.
 
-The log lines are the recorded ones (EngineCore: `CuMemAllocator: sleep freed …`, `Sleep mode freed X GiB
-memory, Y GiB memory is still in use.`, `It took … seconds to fall asleep.`; `wake up the engine with tags:
-…`). Timings: EMU_SLEEP_S (0.04: the engine's own recorded time), EMU_WAKE_S (0.38 for a wake with nothing
-to copy back) plus the level-1 weights at EMU_WAKE_GIB_S (19 GiB/s host to GPU, recorded with 6.5 GiB).
-The residue is EMU_SLEEP_RESIDUE_GIB (0.87 recorded); faults: EMU_FAULT=sleep_residue_growth (+0.5 GiB per
-cycle, as reported on 4x RTX PRO 6000), EMU_FAULT=wake_fails (the wake after the first cycle is an error).
+The log lines are the recorded ones (EngineCore: `CuMemAllocator: sleep freed …`, `Sleep mode freed
+X GiB memory, Y GiB memory is still in use.`, `It took … seconds to fall asleep.`; `wake up the
+engine with tags: …`). Timings: EMU_SLEEP_S (0.04: the engine's own recorded time), EMU_WAKE_S (0.38
+for a wake with nothing to copy back) plus the level-1 weights at EMU_WAKE_GIB_S (19 GiB/s host to
+GPU, recorded with 6.5 GiB). The residue is EMU_SLEEP_RESIDUE_GIB (0.87 recorded); faults:
+EMU_FAULT=sleep_residue_growth (+0.5 GiB per cycle, as reported on 4x RTX PRO 6000),
+EMU_FAULT=wake_fails (the wake after the first cycle is an error).
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-DEV_ROUTES = {"/sleep": "POST", "/wake_up": "POST", "/is_sleeping": "GET", "/collective_rpc": "POST"}
+DEV_ROUTES = {
+    "/sleep": "POST",
+    "/wake_up": "POST",
+    "/is_sleeping": "GET",
+    "/collective_rpc": "POST",
+}
 MODES = ("abort", "wait", "keep")
 TAGS = ("weights", "kv_cache")
 RESIDUE_GROWTH_GIB = 0.5
@@ -68,7 +75,9 @@ class SleepMode:
         self.idle = threading.Condition(self.lock)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], held_gib: float, weights_gib: float, fault: str | None) -> SleepMode:
+    def from_env(
+        cls, env: Mapping[str, str], held_gib: float, weights_gib: float, fault: str | None
+    ) -> SleepMode:
         return cls(
             held_gib=held_gib,
             weights_gib=weights_gib,
@@ -84,7 +93,11 @@ class SleepMode:
         return self.level > 0
 
     def residue(self) -> float:
-        grown = RESIDUE_GROWTH_GIB * max(self.cycles - 1, 0) if self.fault == "sleep_residue_growth" else 0.0
+        grown = (
+            RESIDUE_GROWTH_GIB * max(self.cycles - 1, 0)
+            if self.fault == "sleep_residue_growth"
+            else 0.0
+        )
         return self.residue_gib + grown
 
     # --- requests that use the weights ------------------------------------------------------------
@@ -131,7 +144,12 @@ class SleepMode:
             backed = self.weights_gib if level == 1 else 0.0
             freed = max(self.held_gib - self.residue(), 0.0)
             if not self.backend_logged:
-                log("INFO", "sleep_mode_backend.py:184", "Using sleep-mode backend: cumem", "EngineCore_DP0")
+                log(
+                    "INFO",
+                    "sleep_mode_backend.py:184",
+                    "Using sleep-mode backend: cumem",
+                    "EngineCore_DP0",
+                )
                 self.backend_logged = True
             log("INFO", "block_pool.py:790", "Successfully reset prefix cache", "EngineCore_DP0")
             log("INFO", "cumem.py:271", f"CuMemAllocator: sleep freed {freed:.2f} GiB memory in total, of which "
@@ -140,7 +158,12 @@ class SleepMode:
             log("INFO", "gpu_worker.py:221", f"Sleep mode freed {freed:.2f} GiB memory, "
                 f"{self.residue():.2f} GiB memory is still in use.", "EngineCore_DP0")  # fmt: skip
             took = time.monotonic() - started
-            log("INFO", "abstract.py:327", f"It took {took:.6f} seconds to fall asleep.", "EngineCore_DP0")
+            log(
+                "INFO",
+                "abstract.py:327",
+                f"It took {took:.6f} seconds to fall asleep.",
+                "EngineCore_DP0",
+            )
 
     def wake(self, tags: list[str], log: Callable[..., None]) -> None:
         unknown = [t for t in tags if t not in TAGS]
@@ -154,21 +177,36 @@ class SleepMode:
             if self.fault == "wake_fails" and self.cycles > 1:
                 log("ERROR", "core.py:1010", "EngineCore wake_up failed: CUDA error: an illegal memory access "
                     "was encountered (emulated fault)", "EngineCore_DP0")  # fmt: skip
-                raise SleepError(500, "EngineCore encountered an issue. See stack trace (above) for the root cause.")
+                raise SleepError(
+                    500,
+                    "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                )
             waking = set(tags or TAGS) & self.asleep_tags
             started = time.monotonic()
-            copy = self.weights_gib / self.wake_gib_s if self.level == 1 and "weights" in waking else 0.0
+            copy = (
+                self.weights_gib / self.wake_gib_s
+                if self.level == 1 and "weights" in waking
+                else 0.0
+            )
             time.sleep((self.wake_s if "kv_cache" in waking else 0.002) + copy)
             self.asleep_tags -= waking
             took = time.monotonic() - started
             named = "{'kv_cache', 'weights'}" if not tags else repr(tags)
-            log("INFO", "abstract.py:345", f"It took {took:.6f} seconds to wake up tags {named}.", "EngineCore_DP0")
+            log(
+                "INFO",
+                "abstract.py:345",
+                f"It took {took:.6f} seconds to wake up tags {named}.",
+                "EngineCore_DP0",
+            )
             if not self.asleep_tags:
                 self.level, self.since = 0, None
 
     def reload_weights(self, log: Callable[..., None]) -> None:
         with self.lock:
-            log("INFO", "gpu_model_runner.py:5525", "Reloading weights inplace...", "EngineCore_DP0")
-            time.sleep(min(self.weights_gib / 6.5, 30.0))  # recorded: ~6.5 GiB/s from the page cache
+            log(
+                "INFO", "gpu_model_runner.py:5525", "Reloading weights inplace...", "EngineCore_DP0"
+            )
+            # recorded: ~6.5 GiB/s from the page cache
+            time.sleep(min(self.weights_gib / 6.5, 30.0))
             log("INFO", "gpu_model_runner.py:5547", "Reloading and processing weights took "
                 f"{min(self.weights_gib / 6.5, 30.0):.2f} seconds", "EngineCore_DP0")  # fmt: skip

@@ -28,7 +28,8 @@ def pieces(text: str) -> list[str]:
     return _PIECE.findall(text or "")
 
 
-_SEEN: dict[int, str] = {}  # id -> piece, for /detokenize (ids are hashes, so only seen pieces decode)
+# id -> piece, for /detokenize (ids are hashes, so only seen pieces decode)
+_SEEN: dict[int, str] = {}
 _SEEN_MAX = 200_000
 
 
@@ -48,8 +49,8 @@ VOCAB_SIZE = _VOCAB + 1000  # ids are 1000 … 150999 (below 1000: never produce
 
 
 def decode(ids: list[int]) -> str | None:
-    """Text of token ids: the piece for an id this process produced, `<id>` for another id in the vocabulary;
-    None when an id is outside it (a 400 in vLLM too)."""
+    """Text of token ids: the piece for an id this process produced, `<id>` for another id in the
+    vocabulary; None when an id is outside it (a 400 in vLLM too)."""
     if any(not 0 <= i < VOCAB_SIZE for i in ids):
         return None
     return " ".join(_SEEN.get(i, f"<{i}>") for i in ids)
@@ -82,10 +83,14 @@ def message_text(message: dict) -> tuple[str, int]:
     return text, others
 
 
-def encode_chat(messages: list[dict], tools: list | None = None, add_generation_prompt: bool = True) -> list[int]:
+def encode_chat(
+    messages: list[dict], tools: list | None = None, add_generation_prompt: bool = True
+) -> list[int]:
     ids: list[int] = []
     if tools:
-        ids += [_SPECIAL["tools"]] * TOOLS_OVERHEAD + encode(json.dumps(tools, separators=(",", ":")))
+        ids += [_SPECIAL["tools"]] * TOOLS_OVERHEAD + encode(
+            json.dumps(tools, separators=(",", ":"))
+        )
     for message in messages:
         text, others = message_text(message)
         ids += [_SPECIAL["im_start"], token_id(str(message.get("role", "user")))]

@@ -1,6 +1,7 @@
-"""Which vLLM release the emulator imitates: EMU_VLLM_VERSION (0.33.0 by default; 0.26.0 as recorded on a
-real H200 server, tests/data/real-0.26.0-h200). The HTTP API is the same for both (the 0.26.0 recording is
-its reference); what differs is what each release logs (shared/reference/facts-vllm-compose.md §1):
+"""Which vLLM release the emulator imitates: EMU_VLLM_VERSION (0.33.0 by default; 0.26.0 as recorded
+on a real H200 server, tests/data/real-0.26.0-h200). The HTTP API is the same for both (the 0.26.0
+recording is its reference); what differs is what each release logs
+(shared/reference/facts-vllm-compose.md §1):
 
   0.26.0  the version only in the logo banner; KV size and maximum concurrency on two separate lines
   0.33.0  a `vLLM server version` line too; one `GPU KV cache size: …, Maximum concurrency …` line
@@ -39,7 +40,8 @@ FLAVOURS = {
 
 
 def flavour(env: Mapping[str, str] | None = None) -> Flavour:
-    """The imitated release; ValueError (a usage error, exit 2) for one the emulator does not know."""
+    """The imitated release; ValueError (a usage error, exit 2) for one the emulator does not
+    know."""
     wanted = (os.environ if env is None else env).get(ENV) or DEFAULT
     if wanted not in FLAVOURS:
         raise ValueError(f"{ENV}={wanted!r}: expected one of {', '.join(FLAVOURS)}")
@@ -47,7 +49,8 @@ def flavour(env: Mapping[str, str] | None = None) -> Flavour:
 
 
 def active() -> Flavour:
-    """The flavour of this process (an unknown EMU_VLLM_VERSION is refused at start-up, see runner.Settings)."""
+    """The flavour of this process (an unknown EMU_VLLM_VERSION is refused at start-up, see
+    runner.Settings)."""
     try:
         return flavour()
     except ValueError:

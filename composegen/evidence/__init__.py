@@ -1,5 +1,5 @@
-"""Evidence of a running stack: gates, context ladder, bench, bundles (bundle.py), their capture from a
-live stack (capture.py), comparisons, plans and reports."""
+"""Evidence of a running stack: gates, context ladder, bench, bundles (bundle.py), their capture
+from a live stack (capture.py), comparisons, plans and reports."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [

@@ -1,24 +1,27 @@
-"""Load benchmark: a closed-loop concurrency sweep over streamed chat completions (figures: benchstats.py).
+"""Load benchmark: a closed-loop concurrency sweep over streamed chat completions (figures:
+benchstats.py).
 
-`run_bench(base_url, model, levels, *, input_tokens, output_tokens, requests=None, duration=None, seed=None,
-api_key=None, slos=None, timeout=600) -> BenchResult`
+`run_bench(base_url, model, levels, *, input_tokens, output_tokens, requests=None, duration=None,
+seed=None, api_key=None, slos=None, timeout=600) -> BenchResult`
 
-Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly `input_tokens`,
-on any tokenizer (benchprompts.py: filler words, then single-token pad pieces). Each prompt starts with
-its own index, so no two prompts share more than the chat template's prefix and prefix caching cannot
-serve one request from another's work; every level gets fresh prompts (with --duration a pool of them,
-reused in turn: `distinct_prompts` says how many). Requests ask for `output_tokens` with `ignore_eos`
-(vLLM's extension), temperature 0, stream_options.include_usage; token counts come from the API's usage,
-and a request whose usage shows fewer output tokens than asked is counted (`short_outputs`): the run is
-then not ok. Before the sweep one request (not counted) checks the endpoint and warms it.
+Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly
+`input_tokens`, on any tokenizer (benchprompts.py: filler words, then single-token pad pieces). Each
+prompt starts with its own index, so no two prompts share more than the chat template's prefix and
+prefix caching cannot serve one request from another's work; every level gets fresh prompts (with
+--duration a pool of them, reused in turn: `distinct_prompts` says how many). Requests ask for
+`output_tokens` with `ignore_eos` (vLLM's extension), temperature 0, stream_options.include_usage;
+token counts come from the API's usage, and a request whose usage shows fewer output tokens than
+asked is counted (`short_outputs`): the run is then not ok. Before the sweep one request (not
+counted) checks the endpoint and warms it.
 
 Besides composegen's figures, every level is kept in `vllm bench serve`'s own result shape
 (vllmresult.py; `run_sweep(...).vllm_results`), with the spec_decode_* counters read off /metrics.
 
-Closed loop: `concurrency` workers each send a request, wait for its stream to end, and send the next,
-until the level's requests are sent (or its duration is over: requests in flight still finish). The
-client is asyncio with one connection per worker (benchwire.py parses each stream as it arrives): it must
-never be the bottleneck (bench/bench_client.py measures it; docs/benchmarks.md has the figures).
+Closed loop: `concurrency` workers each send a request, wait for its stream to end, and send the
+next, until the level's requests are sent (or its duration is over: requests in flight still
+finish). The client is asyncio with one connection per worker (benchwire.py parses each stream as it
+arrives): it must never be the bottleneck (bench/bench_client.py measures it; docs/benchmarks.md has
+the figures).
 """
 
 from __future__ import annotations
@@ -74,9 +77,10 @@ async def _level(
     requests: int | None,
     duration: float | None,
 ) -> tuple[list[Sample], float, float]:
-    """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection of
-    its own (benchwire.StreamClient: the events of a stream are parsed as they arrive, in the loop's data
-    callback; a pool scanning connections per request cost more CPU than the requests themselves)."""
+    """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection
+    of its own (benchwire.StreamClient: the events of a stream are parsed as they arrive, in the
+    loop's data callback; a pool scanning connections per request cost more CPU than the requests
+    themselves)."""
     samples: list[Sample] = []
     sent = 0
     clients = [connect() for _ in range(concurrency)]
@@ -112,7 +116,11 @@ def _body(model: str, messages: Messages, output_tokens: int) -> ChatRequest:
 
 
 def check_arguments(
-    levels: Iterable[int], input_tokens: int, output_tokens: int, requests: int | None, duration: float | None
+    levels: Iterable[int],
+    input_tokens: int,
+    output_tokens: int,
+    requests: int | None,
+    duration: float | None,
 ) -> list[int]:
     levels = [int(c) for c in levels]
     if not levels or any(c < 1 for c in levels):
@@ -124,7 +132,9 @@ def check_arguments(
     if duration is not None and not duration > 0:
         raise BadInput(f"bench: --duration: must be > 0 seconds, got {duration}")
     if input_tokens < 1 or output_tokens < 1:
-        raise BadInput(f"bench: --input-tokens {input_tokens} / --output-tokens {output_tokens}: must be ≥ 1")
+        raise BadInput(
+            f"bench: --input-tokens {input_tokens} / --output-tokens {output_tokens}: must be ≥ 1"
+        )
     return levels
 
 
@@ -162,14 +172,19 @@ def run_sweep(
     plans = []
     for n, concurrency in enumerate(levels):
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
-        plans.append((concurrency, [(_body(model, msgs, output_tokens), tokens) for msgs, tokens in made]))
+        plans.append(
+            (concurrency, [(_body(model, msgs, output_tokens), tokens) for msgs, tokens in made])
+        )
     sizes = (input_tokens, output_tokens)
-    swept = _run(_sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes))
+    swept = _run(
+        _sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes)
+    )
     results = [level for level, _ in swept]
     result = BenchResult(
         model=model,
         input_tokens=input_tokens,
-        input_tokens_exact=not any(lv.input_tokens_off for lv in results),  # sizing is exact or refused
+        # sizing is exact or refused
+        input_tokens_exact=not any(lv.input_tokens_off for lv in results),
         output_tokens=output_tokens,
         requests=requests,
         duration_s=duration,
@@ -183,8 +198,8 @@ def run_sweep(
 
 
 def _run(coro: Any) -> Any:
-    """Run the sweep on uvloop when it is installed: its event loop wakes up for a streamed event at about
-    half the CPU of asyncio's own (bench/bench_client.py --paced, docs/benchmarks.md)."""
+    """Run the sweep on uvloop when it is installed: its event loop wakes up for a streamed event at
+    about half the CPU of asyncio's own (bench/bench_client.py --paced, docs/benchmarks.md)."""
     try:
         import uvloop  # lazy: only bench runs an event loop
     except ImportError:
@@ -194,7 +209,8 @@ def _run(coro: Any) -> Any:
 
 
 async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters | None:
-    """The server's speculative-decoding counters (None when it has none, or /metrics does not answer)."""
+    """The server's speculative-decoding counters (None when it has none, or /metrics does not
+    answer)."""
     import httpx
 
     try:
@@ -231,7 +247,8 @@ async def _sweep(
     warm.close()
     if first.error:
         raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
-    async with _client(base_url, api_key, timeout) as client:  # /metrics, before and after each level
+    # /metrics, before and after each level
+    async with _client(base_url, api_key, timeout) as client:
         for concurrency, bodies in plans:
             before, when = await _spec_counters(client), time.time()
             samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
@@ -248,14 +265,21 @@ async def _sweep(
                 output_tokens=sizes[1],
             )
             shaped = vllmresult.level_result(
-                model, concurrency, samples, seconds, goodput=level.request_goodput, spec_decode=spec, when=when
+                model,
+                concurrency,
+                samples,
+                seconds,
+                goodput=level.request_goodput,
+                spec_decode=spec,
+                when=when,
             )
             results.append((level, shaped))
     return results
 
 
 def bench_stack(project: Project, r: Resolved, levels: Iterable[int], **options: Any) -> BenchRun:
-    """run_sweep against the profile's running stack (its endpoint found as gate and ladder find it)."""
+    """run_sweep against the profile's running stack (its endpoint found as gate and ladder find
+    it)."""
     ctr = driver.running_container(project, r)
     ep = driver.endpoint(r)
     emulated = driver.live_identity(ctr).emulated
@@ -264,15 +288,16 @@ def bench_stack(project: Project, r: Resolved, levels: Iterable[int], **options:
 
 
 def check_results_dir(directory: Path) -> None:
-    """BadInput before the sweep when --save-vllm-results names a link or something other than a directory."""
+    """BadInput before the sweep when --save-vllm-results names a link or something other than a
+    directory."""
     if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
         raise BadInput(f"--save-vllm-results {directory}: not a directory (links are not followed)")
 
 
 def save_vllm_results(run: BenchRun, directory: Path) -> list[Path]:
-    """One `vllm-bench-serve-cN.json` per level in `directory` (created if missing): vLLM's result shape.
-    Each file is written beside itself and renamed into place; a directory that is a link, or a name held
-    by something other than a regular file, is refused."""
+    """One `vllm-bench-serve-cN.json` per level in `directory` (created if missing): vLLM's result
+    shape. Each file is written beside itself and renamed into place; a directory that is a link, or
+    a name held by something other than a regular file, is refused."""
     check_results_dir(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []

@@ -1,9 +1,10 @@
-"""Per-level load-benchmark deltas of two evidence bundles (the `bench` part of `composegen compare`).
+"""Per-level load-benchmark deltas of two evidence bundles (the `bench` part of `composegen
+compare`).
 
-`bench_deltas(doc_a, doc_b) -> BenchDeltas | None`: one BenchDelta per figure of each level both runs
-measured (in order), the levels only one run measured, and notes.
-delta = b − a; pct = delta / a × 100 (3 decimals). Null when a run has no bench. A note says when the two
-sweeps asked for different prompt or output sizes: their figures are then not like for like.
+`bench_deltas(doc_a, doc_b) -> BenchDeltas | None`: one BenchDelta per figure of each level both
+runs measured (in order), the levels only one run measured, and notes. delta = b − a; pct = delta /
+a × 100 (3 decimals). Null when a run has no bench. A note says when the two sweeps asked for
+different prompt or output sizes: their figures are then not like for like.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ COMPARED = (
 
 
 def load_bench(doc: dict) -> BenchResult | None:
-    """The bundle's bench as the model; a hand-edited one that does not fit is bad input (exit 2)."""
+    """The bundle's bench as the model; a hand-edited one that does not fit is bad input (exit
+    2)."""
     return record.load_part(doc, "bench", BenchResult)
 
 
@@ -41,7 +43,17 @@ def bench_deltas(doc_a: dict, doc_b: dict) -> BenchDeltas | None:
             if va is not None and vb is not None:
                 delta = round(vb - va, 6)
                 pct = round(delta / abs(va) * 100, 3) if va else None
-            rows.append(BenchDelta(concurrency=concurrency, metric=metric, unit=unit, a=va, b=vb, delta=delta, pct=pct))
+            rows.append(
+                BenchDelta(
+                    concurrency=concurrency,
+                    metric=metric,
+                    unit=unit,
+                    a=va,
+                    b=vb,
+                    delta=delta,
+                    pct=pct,
+                )
+            )
     notes = []
     if (a.input_tokens, a.output_tokens) != (b.input_tokens, b.output_tokens):
         notes.append(
@@ -73,13 +85,21 @@ def format_lines(result: BenchDeltas | None, markdown: bool = False) -> list[str
         return []
     if markdown:
         lines = ["", "| Concurrency | Metric | a | b | Change |", "|---|---|---|---|---|"]
-        lines += [f"| {r.concurrency} | {r.metric} | {cell(r.a)} | {cell(r.b)} | {change(r)} |" for r in result.levels]
+        lines += [
+            f"| {r.concurrency} | {r.metric} | {cell(r.a)} | {cell(r.b)} | {change(r)} |"
+            for r in result.levels
+        ]
         return lines + [f"- note: {n}" for n in result.notes]
     table = [("conc", "metric", "a", "b", "change")]
-    table += [(str(r.concurrency), r.metric, cell(r.a), cell(r.b), change(r)) for r in result.levels]
+    table += [
+        (str(r.concurrency), r.metric, cell(r.a), cell(r.b), change(r)) for r in result.levels
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     lines = ["", "bench, per concurrency level:"]
-    lines += ["  " + "  ".join(text.ljust(widths[i]) for i, text in enumerate(row)).rstrip() for row in table]
+    lines += [
+        "  " + "  ".join(text.ljust(widths[i]) for i, text in enumerate(row)).rstrip()
+        for row in table
+    ]
     for side, only in (("a", result.only_a), ("b", result.only_b)):
         if only:
             lines.append(f"  measured only in {side}: concurrency {', '.join(map(str, only))}")

@@ -1,14 +1,16 @@
 """Bench prompts sized to exactly `input_tokens` by the server's own /tokenize, for any tokenizer.
 
-A prompt is `SALT FILLER PAD`: the salt (`[bench SEED.INDEX]`) makes every prompt different, so prefix
-caching cannot serve one request from another's work; FILLER is the first n words of the seed's fixed word
-stream; PAD is k copies of one piece the server's tokenizer counts as exactly one token (found through
-/tokenize: on a coarse tokenizer a filler word costs 5–9 tokens, so whole words alone rarely land on the
-size). The first prompt finds (n, k); every prompt then counts itself once (its salt may cost a token more
-or less) and moves k by the difference until /tokenize says exactly `input_tokens` — usually one call.
+A prompt is `SALT FILLER PAD`: the salt (`[bench SEED.INDEX]`) makes every prompt different, so
+prefix caching cannot serve one request from another's work; FILLER is the first n words of the
+seed's fixed word stream; PAD is k copies of one piece the server's tokenizer counts as exactly one
+token (found through /tokenize: on a coarse tokenizer a filler word costs 5–9 tokens, so whole words
+alone rarely land on the size). The first prompt finds (n, k); every prompt then counts itself once
+(its salt may cost a token more or less) and moves k by the difference until /tokenize says exactly
+`input_tokens` — usually one call.
 
-Thread-safe by construction: after `plan()` the shared state (the plan, the word list, the pad piece) is
-never written again, and every prompt works on local copies (make_many sizes them on 8 threads).
+Thread-safe by construction: after `plan()` the shared state (the plan, the word list, the pad
+piece) is never written again, and every prompt works on local copies (make_many sizes them on 8
+threads).
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ class Prompts:
         salt = self._salt(0)
         overhead = self.count(_messages(salt))
         if overhead > self.target:
-            raise BadInput(f"bench: --input-tokens {self.target}: the fixed prompt alone is {overhead} tokens")
+            raise BadInput(
+                f"bench: --input-tokens {self.target}: the fixed prompt alone is {overhead} tokens"
+            )
 
         def with_words(n: int) -> int:
             self._words = tuple(self._filler.text(n).split(" ")) if n else self._words
@@ -89,7 +93,10 @@ class Prompts:
         """A piece that adds exactly one token per copy after `text` (which costs `tokens`)."""
         for piece in PAD_CANDIDATES:
             one = self.count(_messages(text + piece))
-            if one == tokens + 1 and self.count(_messages(text + piece * PAD_CHECK)) == tokens + PAD_CHECK:
+            if (
+                one == tokens + 1
+                and self.count(_messages(text + piece * PAD_CHECK)) == tokens + PAD_CHECK
+            ):
                 return piece
         raise EngineError(
             f"bench: /tokenize counts none of {', '.join(repr(p) for p in PAD_CANDIDATES)} as one token: "
@@ -97,7 +104,8 @@ class Prompts:
         )
 
     def make(self, index: int) -> tuple[Messages, int]:
-        """Prompt `index`, exactly `target` tokens by /tokenize (EngineError if it cannot be reached)."""
+        """Prompt `index`, exactly `target` tokens by /tokenize (EngineError if it cannot be
+        reached)."""
         plan = self.plan()
         salt, words, pads = self._salt(index), plan.words, plan.pads
         tokens = -1

@@ -1,5 +1,6 @@
-"""Load-benchmark figures: per-request samples summarised per concurrency level, with `vllm bench serve`'s
-names, so a composegen bench reads like the upstream tool's output and can be compared with it.
+"""Load-benchmark figures: per-request samples summarised per concurrency level, with `vllm bench
+serve`'s names, so a composegen bench reads like the upstream tool's output and can be compared with
+it.
 
 Per level (closed loop: `concurrency` requests always in flight):
   completed / errors     requests that streamed to a finish / that failed (HTTP error, broken stream);
@@ -11,11 +12,12 @@ Per level (closed loop: `concurrency` requests always in flight):
   tpot_ms   (e2el − ttft) / (output tokens − 1), per request with ≥ 2 output tokens
   itl_ms    every gap between two streamed deltas, over all requests
   e2el_ms   request start -> end of the stream
-  mean / median / p90 / p99 of each (linear-interpolated percentiles, as numpy's default); null when no
-  value exists. request_goodput: requests meeting every SLO (`ttft`, `tpot`, `e2el` in ms) / duration.
-  client_cpu_ms_per_request: this process's CPU time during the level / requests sent — what the client
-  itself costs, so a slow client cannot hide behind a slow server; client_cpu_share: that CPU time /
-  duration (the client is one asyncio thread: near 1 it was the bottleneck, and the text output warns).
+  mean / median / p90 / p99 of each (linear-interpolated percentiles, as numpy's default); null when
+  no value exists. request_goodput: requests meeting every SLO (`ttft`, `tpot`, `e2el` in ms) /
+  duration. client_cpu_ms_per_request: this process's CPU time during the level / requests sent —
+  what the client itself costs, so a slow client cannot hide behind a slow server; client_cpu_share:
+  that CPU time / duration (the client is one asyncio thread: near 1 it was the bottleneck, and the
+  text output warns).
 """
 
 from __future__ import annotations
@@ -122,14 +124,19 @@ def summarise(
         distinct_prompts=distinct_prompts,
         client_cpu_ms_per_request=round(cpu_s * 1000 / len(samples), 4) if samples else None,
         client_cpu_share=round(cpu_s / duration, 3) if duration > 0 else 0.0,
-        short_outputs=sum(1 for s in ok if output_tokens is not None and s.output_tokens < output_tokens),
-        input_tokens_off=sum(1 for s in ok if input_tokens is not None and s.input_tokens != input_tokens),
+        short_outputs=sum(
+            1 for s in ok if output_tokens is not None and s.output_tokens < output_tokens
+        ),
+        input_tokens_off=sum(
+            1 for s in ok if input_tokens is not None and s.input_tokens != input_tokens
+        ),
         **figures,
     )
 
 
 def parse_slos(text: str | None) -> dict[str, float] | None:
-    """`ttft:500,tpot:50` (milliseconds; comma or space separated, as vllm bench serve's --goodput)."""
+    """`ttft:500,tpot:50` (milliseconds; comma or space separated, as vllm bench serve's
+    --goodput)."""
     if not text:
         return None
     slos: dict[str, float] = {}
@@ -140,7 +147,9 @@ def parse_slos(text: str | None) -> dict[str, float] | None:
         except ValueError:
             limit = -1.0
         if name not in SLO_METRICS or not limit > 0:
-            raise BadInput(f"--goodput: {part!r}: expected NAME:MILLISECONDS with NAME one of {', '.join(SLO_METRICS)}")
+            raise BadInput(
+                f"--goodput: {part!r}: expected NAME:MILLISECONDS with NAME one of {', '.join(SLO_METRICS)}"
+            )
         slos[name] = limit
     return slos
 
@@ -150,12 +159,15 @@ def _ms(value: float | None) -> str:
 
 
 def format_text(result: BenchResult) -> str:
-    mode = f"{result.requests} requests" if result.requests is not None else f"{result.duration_s:g} s"
+    mode = (
+        f"{result.requests} requests" if result.requests is not None else f"{result.duration_s:g} s"
+    )
     lines = [
         f"bench {result.model}: {result.input_tokens} input / {result.output_tokens} output tokens, {mode} "
         f"per level, seed {result.seed}" + (" (EMULATED vLLM)" if result.emulated else ""),
         f"{'conc':>5} {'done':>6} {'err':>4} {'req/s':>8} {'out tok/s':>10} {'TTFT med':>9} {'TTFT p99':>9} "
-        f"{'TPOT med':>9} {'ITL p99':>8} {'E2EL p99':>9}" + (f" {'goodput':>8}" if result.goodput_slos_ms else ""),
+        f"{'TPOT med':>9} {'ITL p99':>8} {'E2EL p99':>9}"
+        + (f" {'goodput':>8}" if result.goodput_slos_ms else ""),
     ]
     for lv in result.levels:
         lines.append(
@@ -174,9 +186,13 @@ def format_text(result: BenchResult) -> str:
         )
     off = sum(lv.input_tokens_off for lv in result.levels)
     if off:
-        lines.append(f"warning: {off} request(s) had another prompt size in the API's usage than /tokenize gave")
+        lines.append(
+            f"warning: {off} request(s) had another prompt size in the API's usage than /tokenize gave"
+        )
     elif not result.input_tokens_exact:  # a result from before exact sizing
-        lines.append("note: some prompts could not be sized to exactly the input tokens (whole words)")
+        lines.append(
+            "note: some prompts could not be sized to exactly the input tokens (whole words)"
+        )
     short = sum(lv.short_outputs for lv in result.levels)
     if short:
         lines.append(
@@ -184,7 +200,11 @@ def format_text(result: BenchResult) -> str:
             "did not honour ignore_eos, or hit a limit; the throughput figures are not for that output size"
         )
     failed = any(lv.errors or not lv.completed for lv in result.levels)
-    why = "a level had errors or completed nothing" if failed else "requests stopped short of the output tokens"
+    why = (
+        "a level had errors or completed nothing"
+        if failed
+        else "requests stopped short of the output tokens"
+    )
     lines.append("times in ms; " + ("ok" if result.ok else f"FAILED: {why}"))
     return "\n".join(lines) + "\n"
 

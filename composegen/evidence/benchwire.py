@@ -1,14 +1,17 @@
-"""bench's streaming client: one keep-alive HTTP/1.1 connection per worker, parsed in an asyncio Protocol.
+"""bench's streaming client: one keep-alive HTTP/1.1 connection per worker, parsed in an asyncio
+Protocol.
 
-Why not httpx here: on a real server every token arrives in its own TCP segment, and httpx (httpcore, h11,
-anyio) spends 0.2–0.3 ms of CPU per streamed event — at concurrency 16 that is the client, not the server,
-being measured. This reader runs in the event loop's data callback: it splits the chunked body and the SSE
-events of each segment as it arrives (one clock reading per segment) and json-parses each event once;
-bench/bench_client.py --paced measures it (docs/benchmarks.md).
+Why not httpx here: on a real server every token arrives in its own TCP segment, and httpx
+(httpcore, h11, anyio) spends 0.2–0.3 ms of CPU per streamed event — at concurrency 16 that is the
+client, not the server, being measured. This reader runs in the event loop's data callback: it
+splits the chunked body and the SSE events of each segment as it arrives (one clock reading per
+segment) and json-parses each event once; bench/bench_client.py --paced measures it
+(docs/benchmarks.md).
 
-Limits (the server is not trusted): a response head of at most HEAD_CAP bytes, an SSE event of at most
-EVENT_CAP, a whole response of at most BODY_CAP, the request's deadline; a malformed head, chunk size or
-event, or a broken connection, ends the request with an error (the connection is then dropped).
+Limits (the server is not trusted): a response head of at most HEAD_CAP bytes, an SSE event of at
+most EVENT_CAP, a whole response of at most BODY_CAP, the request's deadline; a malformed head,
+chunk size or event, or a broken connection, ends the request with an error (the connection is then
+dropped).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ def _api_message(text: str) -> str:
 
 
 class ChatRequest(TypedDict):
-    """The streamed chat-completion request a bench sends (the OpenAI wire's body, plus vLLM's ignore_eos)."""
+    """The streamed chat-completion request a bench sends (the OpenAI wire's body, plus vLLM's
+    ignore_eos)."""
 
     model: str
     messages: list[ChatMessage]
@@ -59,14 +63,16 @@ class _Unanswered(WireError):
 
 
 class _Response:
-    """The state of one response on the connection: head, then a chunked or sized body of SSE events."""
+    """The state of one response on the connection: head, then a chunked or sized body of SSE
+    events."""
 
     def __init__(self, sample: Sample, started: float) -> None:
         self.sample, self.started = sample, started
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.status = 0
         self.chunked = False
-        self.left = -1  # bytes left of the current chunk (chunked) or of the body (sized); -1: none yet
+        # bytes left of the current chunk (chunked) or of the body (sized); -1: none yet
+        self.left = -1
         self.body = 0
         self.events = b""  # SSE text not yet ended by a blank line
         self.error_text = b""
@@ -80,7 +86,8 @@ class _Response:
             data = data[6:]
         elif data.startswith(b"data:") or data[:1].isspace():
             data = data.strip().removeprefix(b"data:").strip()
-        if not data or data.startswith(b"[DONE]") or data.startswith(b":"):  # the end, or an SSE comment
+        # the end, or an SSE comment
+        if not data or data.startswith(b"[DONE]") or data.startswith(b":"):
             return
         try:
             chunk = json.loads(data)
@@ -113,7 +120,8 @@ class _Response:
         if self.status != 200:
             self.error_text = (self.error_text + data)[:ERROR_CAP]
             return
-        self.events += data.replace(b"\r\n", b"\n") if b"\r" in data else data  # SSE allows CRLF line ends
+        # SSE allows CRLF line ends
+        self.events += data.replace(b"\r\n", b"\n") if b"\r" in data else data
         if b"\n\n" not in self.events:
             if len(self.events) > EVENT_CAP:
                 raise WireError(f"a stream event is larger than {EVENT_CAP} bytes")
@@ -125,7 +133,9 @@ class _Response:
     def end(self) -> None:
         sample = self.sample
         if self.status != 200:
-            sample.error = f"HTTP {self.status}: {_api_message(self.error_text.decode('utf-8', 'replace'))}"
+            sample.error = (
+                f"HTTP {self.status}: {_api_message(self.error_text.decode('utf-8', 'replace'))}"
+            )
             return
         if self.events.strip():
             self.event(self.events, time.perf_counter())
@@ -135,8 +145,14 @@ class _Response:
         elif not isinstance(self.usage, dict):
             sample.error = "the stream carried no usage (stream_options.include_usage)"
         else:
-            prompt, completion = self.usage.get("prompt_tokens"), self.usage.get("completion_tokens")
-            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (prompt, completion)):
+            prompt, completion = (
+                self.usage.get("prompt_tokens"),
+                self.usage.get("completion_tokens"),
+            )
+            if not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for v in (prompt, completion)
+            ):
                 sample.error = f"the usage's token counts are not counts: {self.usage!r:.120}"
                 return
             sample.input_tokens, sample.output_tokens = int(prompt or 0), int(completion or 0)
@@ -167,11 +183,13 @@ class _Protocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         r = self.response
         if r is None or r.done.done():
-            return  # nothing asked: a server talking out of turn is ignored (the next head check fails)
+            # nothing asked: a server talking out of turn is ignored (the next head check fails)
+            return
         try:
             now = time.perf_counter()
             if r.chunked and r.left <= 0 and not self.buffer and r.status == 200 and not r.events:
-                # the common case on a real server: a segment is one whole chunk holding one whole event
+                # the common case on a real server: a segment is one whole chunk holding one whole
+                # event
                 size_end = data.find(b"\r\n")
                 if 0 < size_end <= 8 and data.endswith(b"\n\n\r\n"):
                     try:
@@ -277,7 +295,8 @@ def _expire(done: asyncio.Future[None]) -> None:
 
 
 class StreamClient:
-    """POSTs streamed chat completions on one kept-alive connection (reconnecting after a failure)."""
+    """POSTs streamed chat completions on one kept-alive connection (reconnecting after a
+    failure)."""
 
     def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
         url = urlsplit(base_url)
@@ -296,14 +315,16 @@ class StreamClient:
         if self.protocol is None or self.protocol.closed:
             loop = asyncio.get_running_loop()
             _, protocol = await asyncio.wait_for(
-                loop.create_connection(_Protocol, self.host, self.port, ssl=self.ssl), min(30.0, self.timeout)
+                loop.create_connection(_Protocol, self.host, self.port, ssl=self.ssl),
+                min(30.0, self.timeout),
             )
             self.protocol = protocol
         return self.protocol
 
     async def stream(self, path: str, body: ChatRequest, input_tokens: int) -> Sample:
-        """One streamed request as a Sample (its error set when it failed). A kept-alive connection the
-        server closed before answering (its idle timeout) is replaced and the request sent again, once."""
+        """One streamed request as a Sample (its error set when it failed). A kept-alive connection
+        the server closed before answering (its idle timeout) is replaced and the request sent
+        again, once."""
         payload = json.dumps(body).encode()
         request = f"POST {self.prefix}{path} HTTP/1.1\r\n{self.head}Content-Length: {len(payload)}\r\n\r\n"
         data = request.encode("latin-1") + payload
@@ -322,7 +343,9 @@ class StreamClient:
                 sample.error = sample.error or str(exc)
                 self.close()
             except (OSError, TimeoutError) as exc:
-                kind = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+                kind = (
+                    "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+                )
                 sample.error = sample.error or f"request failed: {kind}"
                 self.close()
             return sample

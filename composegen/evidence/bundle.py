@@ -1,8 +1,9 @@
-"""Evidence bundles: runs/<UTC YYYYmmddTHHMMSSZ>-<profile>/ with evidence.json and the raw files it hashes.
+"""Evidence bundles: runs/<UTC YYYYmmddTHHMMSSZ>-<profile>/ with evidence.json and the raw files it
+hashes.
 
 `write_run(project, r, *, startup_log_text, startup_report, gates=None, ladder=None, source="stack",
-unknown=()) -> Path` writes the bundle into a temporary directory and renames it into place, so a reader
-never sees half a bundle. evidence.json (schema "composegen.evidence/v1"):
+unknown=()) -> Path` writes the bundle into a temporary directory and renames it into place, so a
+reader never sees half a bundle. evidence.json (schema "composegen.evidence/v1"):
 
   {"schema", "profile": {"name", "hash"}, "image_digest" (sha256:… | null), "model_revision" (str | null),
    "compose_sha256" (of out/NAME/compose.yaml | null), "startup" (startup report dict), "gates" (run_gates
@@ -11,17 +12,17 @@ never sees half a bundle. evidence.json (schema "composegen.evidence/v1"):
    "raw": [{"file", "sha256", "bytes"}]}
 
 Raw files: startup.log (when given), startup.json, gates.json, ladder.json (when given), plus any
-`extra_raw` {file name: JSON value} (qualify.json). A field is
-null and listed in `unknown` rather than filled from the profile when the run cannot vouch for it: a
-log recorded elsewhere says nothing about the image or compose file that host ran, and no gates or ladder.
+`extra_raw` {file name: JSON value} (qualify.json). A field is null and listed in `unknown` rather
+than filled from the profile when the run cannot vouch for it: a log recorded elsewhere says nothing
+about the image or compose file that host ran, and no gates or ladder.
 
-A bundle of a profile's running stack is captured by evidence/capture.py (this module never drives an
-engine; it reads and writes bundles).
-`from_log(project, name, log_path, force=False) -> Path`: a bundle from a startup log recorded elsewhere
-(source "log"); refused (BadInput) when the log's model or max_model_len contradicts the profile, unless force.
-`load_run(path) -> dict`: evidence.json plus "path" (the bundle directory); BadInput for a missing or
-malformed bundle, CheckFailed when a raw file is missing or its sha256 differs from the record.
-`resolve_run(spec, root) -> Path`: a bundle directory, its evidence.json, or a run name under runs/.
+A bundle of a profile's running stack is captured by evidence/capture.py (this module never drives
+an engine; it reads and writes bundles). `from_log(project, name, log_path, force=False) -> Path`: a
+bundle from a startup log recorded elsewhere (source "log"); refused (BadInput) when the log's model
+or max_model_len contradicts the profile, unless force. `load_run(path) -> dict`: evidence.json plus
+"path" (the bundle directory); BadInput for a missing or malformed bundle, CheckFailed when a raw
+file is missing or its sha256 differs from the record. `resolve_run(spec, root) -> Path`: a bundle
+directory, its evidence.json, or a run name under runs/.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ def _json(part: Report | JsonObject | None) -> JsonObject | None:
 
 
 def image_digest(r: Resolved, container: LiveIdentity | None) -> str | None:
-    """The digest of the image the container really runs: the profile's when the engine holds the image
-    under it, else another registry digest the engine knows; null for a local build (the emulator)."""
+    """The digest of the image the container really runs: the profile's when the engine holds the
+    image under it, else another registry digest the engine knows; null for a local build (the
+    emulator)."""
     if container is None:
         return None
     digests = [d.split("@", 1)[1] for d in container.repo_digests if "@" in d]
@@ -105,7 +107,8 @@ def write_run(
 ) -> Path:
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
-    # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a token in a
+    # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
+    # token in a
     # URL) is masked before anything is kept.
     startup_log_text, startup_report, gates, ladder, bench, extra_raw = r.mask(
         [startup_log_text, startup_report, _json(gates), _json(ladder), _json(bench), extra_raw]
@@ -116,7 +119,9 @@ def write_run(
     compose = project.out_path(r.name)
     compose_sha = _sha256(compose.read_bytes()) if source == "stack" and compose.is_file() else None
     effective = startup_report.get("effective_args") or {}
-    revision = effective.get("revision") or (r.profile.model.revision if source == "stack" else None)
+    revision = effective.get("revision") or (
+        r.profile.model.revision if source == "stack" else None
+    )
     for key, value in (
         ("image_digest", digest),
         ("compose_sha256", compose_sha),
@@ -135,9 +140,11 @@ def write_run(
         raw["gates.json"] = _json_bytes(gates)
     if ladder is not None:
         raw["ladder.json"] = _json_bytes(ladder)
-    if bench is not None:  # reports.bench.BenchResult JSON (`evidence --bench`, qualify's bench criteria)
+    # reports.bench.BenchResult JSON (`evidence --bench`, qualify's bench criteria)
+    if bench is not None:
         raw["bench.json"] = _json_bytes(bench)
-    for file_name, value in (extra_raw or {}).items():  # e.g. qualify.json: hashed like every raw file
+    # e.g. qualify.json: hashed like every raw file
+    for file_name, value in (extra_raw or {}).items():
         if file_name in raw or file_name == EVIDENCE or Path(file_name).name != file_name:
             raise ValueError(f"extra_raw: {file_name!r} is not a free plain file name")
         raw[file_name] = _json_bytes(value)
@@ -157,7 +164,10 @@ def write_run(
         "created_at": privatestate.stamp(now),
         "source": source,
         "unknown": sorted(missing),
-        "raw": [{"file": name, "sha256": _sha256(data), "bytes": len(data)} for name, data in raw.items()],
+        "raw": [
+            {"file": name, "sha256": _sha256(data), "bytes": len(data)}
+            for name, data in raw.items()
+        ],
     }
     name = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{r.name}"
     runs_dir = project.inside(project.runs_dir)  # refused when runs/ is a link to elsewhere
@@ -167,18 +177,22 @@ def write_run(
 def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
     """Write every file into a hidden temp directory, fsync, then rename it to runs/<name>[-N]."""
     try:
-        runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: 0700 directories, 0600 files
+        # private: 0700 directories, 0600 files
+        runs_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = runs_dir / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
         tmp.mkdir(mode=0o700)
     except OSError as exc:
-        raise WriteFailed(f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)") from None
+        raise WriteFailed(
+            f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)"
+        ) from None
     try:
         for file_name in files:
             safewrite.component(file_name, "a run bundle's file name")
         for file_name, data in files.items():
             safewrite.write(tmp / file_name, data, base=tmp, private=True)
         for n in range(1, 1000):
-            final = runs_dir / (name if n == 1 else f"{name}-{n}")  # two runs in one second keep both
+            # two runs in one second keep both
+            final = runs_dir / (name if n == 1 else f"{name}-{n}")
             try:
                 final.mkdir()  # claim the name atomically, then swap the finished bundle in
             except FileExistsError:
@@ -188,7 +202,9 @@ def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
         raise CheckFailed(f"{runs_dir}: too many runs named {name}")
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise WriteFailed(f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)") from None
+        raise WriteFailed(
+            f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)"
+        ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -200,7 +216,15 @@ MAX_LOG_BYTES = 256 * 2**20  # a startup log is a few MB; /dev/zero or a runaway
 def read_log(path: Path) -> bytes:
     """A startup log given with --from-log: a regular file or a pipe, at most MAX_LOG_BYTES."""
     rule = "--from-log takes a regular file or a pipe"
-    return read_input(path, f"{path}: --from-log", MAX_LOG_BYTES, "a startup log", rule, stream_ok=True, follow=True)
+    return read_input(
+        path,
+        f"{path}: --from-log",
+        MAX_LOG_BYTES,
+        "a startup log",
+        rule,
+        stream_ok=True,
+        follow=True,
+    )
 
 
 def from_log(project: Project, name: str, log_path: str | Path, *, force: bool = False) -> Path:
@@ -208,26 +232,43 @@ def from_log(project: Project, name: str, log_path: str | Path, *, force: bool =
     path = Path(log_path)
     text = read_log(path).decode("utf-8", errors="replace")
     report = startup.parse_startup_log(text).to_json()
-    if report["kv_cache_tokens"] is None and not report["errors"] and report["vllm_version"] is None:
-        raise BadInput(f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)")
+    if (
+        report["kv_cache_tokens"] is None
+        and not report["errors"]
+        and report["vllm_version"] is None
+    ):
+        raise BadInput(
+            f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)"
+        )
     if report.get("effective_args") is not None:
-        report["mismatches"] = startup.mismatches(r.engine_flags(), report["effective_args"], r.catalog)
+        report["mismatches"] = startup.mismatches(
+            r.engine_flags(), report["effective_args"], r.catalog
+        )
     if not force:
         _refuse_contradiction(path, text, r, report)
     return write_run(project, r, startup_log_text=mask(text), startup_report=report, source="log")
 
 
 def _refuse_contradiction(path: Path, text: str, r: Resolved, report: dict) -> None:
-    """A log of another model or context length is not evidence for this profile (BadInput, exit 2)."""
+    """A log of another model or context length is not evidence for this profile (BadInput, exit
+    2)."""
     model = (report.get("effective_args") or {}).get("model")
     wanted_len = r.flag("max-model-len")
     for field, logged, profiled, needle in (
         ("model", model, r.profile.model.id, "non-default args"),
-        ("max_model_len", report.get("max_model_len"), wanted_len if isinstance(wanted_len, int) else None, "max"),
+        (
+            "max_model_len",
+            report.get("max_model_len"),
+            wanted_len if isinstance(wanted_len, int) else None,
+            "max",
+        ),
     ):
         if logged is None or profiled is None or logged == profiled:
             continue
-        line = next((i for i, ln in enumerate(text.splitlines(), 1) if needle in ln and str(logged) in ln), 1)
+        line = next(
+            (i for i, ln in enumerate(text.splitlines(), 1) if needle in ln and str(logged) in ln),
+            1,
+        )
         raise BadInput(
             f"{path}:{line}: --from-log: {field}: the log says {r.mask(repr(logged))}, profile {r.name} says "
             f"{r.mask(repr(profiled))}",
@@ -247,7 +288,9 @@ def resolve_run(spec: str | Path, root: str | Path | None = None) -> Path:
             return under
         if (Path(root) / "profiles" / f"{spec}.yaml").is_file():  # a profile name: its latest run
             return latest_run(Path(root), str(spec))
-    raise BadInput(f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)")
+    raise BadInput(
+        f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)"
+    )
 
 
 def load_run(path: str | Path, root: str | Path | None = None) -> dict:
@@ -256,14 +299,17 @@ def load_run(path: str | Path, root: str | Path | None = None) -> dict:
     if not doc_path.is_file():
         raise BadInput(f"{doc_path}: evidence: missing (not a composegen run directory)")
     if doc_path.is_symlink() or doc_path.stat().st_size > MAX_EVIDENCE_BYTES:
-        raise BadInput(f"{doc_path}: evidence: a link, or larger than {MAX_EVIDENCE_BYTES >> 20} MiB")
+        raise BadInput(
+            f"{doc_path}: evidence: a link, or larger than {MAX_EVIDENCE_BYTES >> 20} MiB"
+        )
     try:
         doc = json.loads(doc_path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise BadInput(f"{doc_path}:1: evidence: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{doc_path}:{exc.lineno}: evidence: invalid JSON ({exc.msg})") from None
-    except (ValueError, RecursionError) as exc:  # a number past Python's digit limit; nesting past the stack
+    # a number past Python's digit limit; nesting past the stack
+    except (ValueError, RecursionError) as exc:
         raise BadInput(f"{doc_path}:1: evidence: unreadable JSON ({type(exc).__name__})") from None
     if not isinstance(doc, dict):
         raise BadInput(f"{doc_path}:1: evidence: must be a JSON object")
@@ -292,7 +338,8 @@ def load_run(path: str | Path, root: str | Path | None = None) -> dict:
     return {**doc, "path": str(bundle)}
 
 
-# The parts other commands read, and the JSON type each must have (None allowed where a run may not know).
+# The parts other commands read, and the JSON type each must have (None allowed where a run may not
+# know).
 _SHAPE = {
     "profile": (dict,),
     "startup": (dict,),
@@ -336,17 +383,30 @@ def format_text(doc: dict) -> str:
         f"  KV        {startup.get('kv_cache_tokens')} tokens, {startup.get('kv_cache_gib_min')} GiB min rank",
     ]
     if doc.get("emulated"):
-        lines.insert(1, "  EMULATED  vLLM test double: these figures exercise composegen, not a model")
+        lines.insert(
+            1, "  EMULATED  vLLM test double: these figures exercise composegen, not a model"
+        )
     gates = doc.get("gates")
-    lines.append(f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run")
+    lines.append(
+        f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run"
+    )
     ladder = doc.get("ladder")
-    lines.append(f"  ladder    largest prompt {ladder['largest_prompt_tokens']}" if ladder else "  ladder    not run")
+    lines.append(
+        f"  ladder    largest prompt {ladder['largest_prompt_tokens']}"
+        if ladder
+        else "  ladder    not run"
+    )
     bench = doc.get("bench")
     if bench:
-        levels = ", ".join(f"c{lv.get('concurrency')} {lv.get('request_throughput')} req/s" for lv in bench["levels"])
+        levels = ", ".join(
+            f"c{lv.get('concurrency')} {lv.get('request_throughput')} req/s"
+            for lv in bench["levels"]
+        )
         lines.append(f"  bench     {levels}")
     if doc.get("unknown"):
         lines.append(f"  unknown   {', '.join(doc['unknown'])}")
     for entry in doc.get("raw", []):
-        lines.append(f"  raw       {entry['file']} {entry['sha256'][:16]} ({entry.get('bytes')} bytes)")
+        lines.append(
+            f"  raw       {entry['file']} {entry['sha256'][:16]} ({entry.get('bytes')} bytes)"
+        )
     return "\n".join(lines) + "\n"

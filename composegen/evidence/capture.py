@@ -1,10 +1,11 @@
 """An evidence bundle of a profile's running stack, captured through the stack room's door (driver):
-its startup log and report, which container runs (profile hash, image, emulated), optionally gates, a
-context ladder and a bench; then written by bundle.write_run.
+its startup log and report, which container runs (profile hash, image, emulated), optionally gates,
+a context ladder and a bench; then written by bundle.write_run.
 
-`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None, bench=None, extra_raw=None) -> Path`
-`live_stack(project, r) -> LiveStack` (startup log text, startup report, container identity): refused (CheckFailed)
-when the running container was started from another version of the profile.
+`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None, bench=None,
+extra_raw=None) -> Path` `live_stack(project, r) -> LiveStack` (startup log text, startup report,
+container identity): refused (CheckFailed) when the running container was started from another
+version of the profile.
 """
 
 from __future__ import annotations
@@ -32,23 +33,28 @@ class LiveStack:
     identity: LiveIdentity
 
 
-def stack_gates(r: Resolved, *, only: str | Sequence[str] | None = None, tools: int = 20) -> GateResult:
+def stack_gates(
+    r: Resolved, *, only: str | Sequence[str] | None = None, tools: int = 20
+) -> GateResult:
     """The functional gates against R's running stack, at its endpoint as seen from here."""
     ep = driver.endpoint(r)
-    return gates.run_gates(ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only)
+    return gates.run_gates(
+        ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only
+    )
 
 
 def require_gates(r: Resolved, only: list[str] | None) -> None:
-    """ONLY (default smoke) must pass on R's running stack, or CheckFailed names those that did not."""
+    """ONLY (default smoke) must pass on R's running stack, or CheckFailed names those that did
+    not."""
     failed = [g.name for g in stack_gates(r, only=only or ["smoke"]).gates if not g.passed]
     if failed:
         raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
 
 
 def live_stack(project: Project, r: Resolved) -> LiveStack:
-    """The startup log, startup report and identity of the profile's running vLLM container.
-    Refuses when the container was started from another version of the profile: evidence must describe
-    what runs, not what the profile says now."""
+    """The startup log, startup report and identity of the profile's running vLLM container. Refuses
+    when the container was started from another version of the profile: evidence must describe what
+    runs, not what the profile says now."""
     ctr = driver.running_container(project, r)
     identity = driver.live_identity(ctr)
     if identity.hash != r.hash:
@@ -71,8 +77,8 @@ def capture_stack(
     bench: dict[str, Any] | None = None,
     extra_raw: dict[str, Any] | None = None,
 ) -> Path:
-    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `extra_raw` as write_run's
-    (the edge's exposure.json)."""
+    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `extra_raw` as
+    write_run's (the edge's exposure.json)."""
     live = live_stack(project, r)
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
@@ -91,7 +97,12 @@ def capture_stack(
     if bench:
         options = {k: v for k, v in bench.items() if k != "levels"}
         bench_result = run_bench(
-            ep.base_url, served, bench["levels"], api_key=ep.api_key, emulated=live.identity.emulated, **options
+            ep.base_url,
+            served,
+            bench["levels"],
+            api_key=ep.api_key,
+            emulated=live.identity.emulated,
+            **options,
         ).to_json()
     return bundle.write_run(
         project,

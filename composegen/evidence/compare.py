@@ -1,22 +1,24 @@
-"""A/B comparison of two evidence bundles: the seed's Results table, config differences, and a flag for
-a capacity change that KV bytes do not explain.
+"""A/B comparison of two evidence bundles: the seed's Results table, config differences, and a flag
+for a capacity change that KV bytes do not explain.
 
-`compare_runs(run_a, run_b, *, root, threshold=0.10) -> CompareReport` (runs: a bundle path or a run name
-under root/runs): both sides, the Results rows, config differences, the capacity flag, notes and bench
-deltas (`schema --report compare`).
+`compare_runs(run_a, run_b, *, root, threshold=0.10) -> CompareReport` (runs: a bundle path or a run
+name under root/runs): both sides, the Results rows, config differences, the capacity flag, notes
+and bench deltas (`schema --report compare`).
 
 Rows, in the seed's order: min_rank_kv_gib, kv_cache_tokens, max_concurrency, peak_activation_gib,
 weights_gib, gates ("passed/total" strings; delta = passed difference), largest_prompt_tokens,
-largest_ttft_s, largest_prefill_tok_s, largest_decode_tok_s (the last three from the ladder row with the
-largest API-reported prompt). delta = b − a; pct = delta / a × 100 rounded to 3 decimals, null where the
-seed shows an absolute change only (concurrency, weights, gates) or a side is unknown.
+largest_ttft_s, largest_prefill_tok_s, largest_decode_tok_s (the last three from the ladder row with
+the largest API-reported prompt). delta = b − a; pct = delta / a × 100 rounded to 3 decimals, null
+where the seed shows an absolute change only (concurrency, weights, gates) or a side is unknown.
 
-Config differences: diff.compare of the two profiles' compose as rendered now from the project at root
-(by the profile name each run recorded); a note says so when a profile's hash moved since its run.
+Config differences: diff.compare of the two profiles' compose as rendered now from the project at
+root (by the profile name each run recorded); a note says so when a profile's hash moved since its
+run.
 
-unexplained_capacity_change.flag: |kv_tokens_pct − kv_bytes_pct| / 100 > threshold, where bytes are the
-minimum-rank KV GiB. The seed's +4.715% bytes vs +94.861% tokens is the case it exists for: more tokens
-than the extra bytes can hold means cache geometry or engine accounting changed, not just memory.
+unexplained_capacity_change.flag: |kv_tokens_pct − kv_bytes_pct| / 100 > threshold, where bytes are
+the minimum-rank KV GiB. The seed's +4.715% bytes vs +94.861% tokens is the case it exists for: more
+tokens than the extra bytes can hold means cache geometry or engine accounting changed, not just
+memory.
 """
 
 from __future__ import annotations
@@ -69,9 +71,27 @@ def _ladder(key: str) -> Callable[[dict], Any]:
 # (metric, label, unit, read, show pct)
 METRICS: list[tuple[str, str, str, Callable[[dict], Any], bool]] = [
     ("min_rank_kv_gib", "Minimum-rank KV allocation", "GiB", _startup("kv_cache_gib_min"), True),
-    ("kv_cache_tokens", "Engine-reported GPU KV tokens", "tokens", _startup("kv_cache_tokens"), True),
-    ("max_concurrency", "Reported concurrency at max-model-len", "x", _startup("max_concurrency"), False),
-    ("peak_activation_gib", "Peak activation per rank", "GiB", _startup("peak_activation_gib"), True),
+    (
+        "kv_cache_tokens",
+        "Engine-reported GPU KV tokens",
+        "tokens",
+        _startup("kv_cache_tokens"),
+        True,
+    ),
+    (
+        "max_concurrency",
+        "Reported concurrency at max-model-len",
+        "x",
+        _startup("max_concurrency"),
+        False,
+    ),
+    (
+        "peak_activation_gib",
+        "Peak activation per rank",
+        "GiB",
+        _startup("peak_activation_gib"),
+        True,
+    ),
     ("weights_gib", "Weight allocation per rank", "GiB", _startup("weights_gib"), False),
     ("gates", "Functional gates", "passed/total", _gates, False),
     (
@@ -82,7 +102,13 @@ METRICS: list[tuple[str, str, str, Callable[[dict], Any], bool]] = [
         True,
     ),
     ("largest_ttft_s", "Largest-request TTFT", "s", _ladder("ttft_s"), True),
-    ("largest_prefill_tok_s", "Largest-request effective prefill", "tok/s", _ladder("prefill_tok_s"), True),
+    (
+        "largest_prefill_tok_s",
+        "Largest-request effective prefill",
+        "tok/s",
+        _ladder("prefill_tok_s"),
+        True,
+    ),
     ("largest_decode_tok_s", "Largest-request decode", "tok/s", _ladder("decode_tok_s"), True),
 ]
 
@@ -109,8 +135,14 @@ def _pct(a: Any, b: Any) -> float | None:
 def capacity_flag(doc_a: dict, doc_b: dict, threshold: float) -> CapacityChange:
     bytes_pct = _pct(_startup("kv_cache_gib_min")(doc_a), _startup("kv_cache_gib_min")(doc_b))
     tokens_pct = _pct(_startup("kv_cache_tokens")(doc_a), _startup("kv_cache_tokens")(doc_b))
-    flag = None if bytes_pct is None or tokens_pct is None else abs(tokens_pct - bytes_pct) / 100 > threshold
-    return CapacityChange(flag=flag, kv_bytes_pct=bytes_pct, kv_tokens_pct=tokens_pct, threshold=threshold)
+    flag = (
+        None
+        if bytes_pct is None or tokens_pct is None
+        else abs(tokens_pct - bytes_pct) / 100 > threshold
+    )
+    return CapacityChange(
+        flag=flag, kv_bytes_pct=bytes_pct, kv_tokens_pct=tokens_pct, threshold=threshold
+    )
 
 
 def config_differences(doc_a: dict, doc_b: dict, root: str | Path | Project) -> ConfigDifferences:
@@ -122,7 +154,9 @@ def config_differences(doc_a: dict, doc_b: dict, root: str | Path | Project) -> 
         try:
             r = resolve.load(project, name)
         except BadInput as exc:
-            out.notes.append(f"profile {name} cannot be rendered now ({exc.message}); no config differences")
+            out.notes.append(
+                f"profile {name} cannot be rendered now ({exc.message}); no config differences"
+            )
             return out
         if r.hash != doc["profile"].get("hash"):
             out.notes.append(
@@ -132,7 +166,9 @@ def config_differences(doc_a: dict, doc_b: dict, root: str | Path | Project) -> 
         sides.append((r, parse_compose_text(render.render(r), f"profile:{name}")))
     identity = [*sides[0][0].profile.identity, *sides[1][0].profile.identity]
     for change in semantic.compare(sides[0][1], sides[1][1], identity_paths=identity):
-        (out.functional if change.change_class == "functional" else out.identity).append(change.report())
+        (out.functional if change.change_class == "functional" else out.identity).append(
+            change.report()
+        )
     return out
 
 
@@ -143,7 +179,8 @@ def served_model(doc: dict) -> str | None:
 
 
 def refuse_unlike(doc_a: dict, doc_b: dict) -> None:
-    """BadInput (exit 2) when the two runs served different models or context lengths: not an A/B."""
+    """BadInput (exit 2) when the two runs served different models or context lengths: not an
+    A/B."""
     for what, a, b in (
         ("model", served_model(doc_a), served_model(doc_b)),
         ("max_model_len", _startup("max_model_len")(doc_a), _startup("max_model_len")(doc_b)),
@@ -157,7 +194,8 @@ def refuse_unlike(doc_a: dict, doc_b: dict) -> None:
 
 
 def picked(spec: str | Path, doc: dict, root: str | Path | None) -> str | None:
-    """A note naming the bundle a profile name stood for (its newest run), or None for a named run."""
+    """A note naming the bundle a profile name stood for (its newest run), or None for a named
+    run."""
     if root is None or Path(str(spec)).is_dir() or (Path(root) / "runs" / str(spec)).is_dir():
         return None
     if not (Path(root) / "profiles" / f"{spec}.yaml").is_file():
@@ -170,7 +208,12 @@ def picked(spec: str | Path, doc: dict, root: str | Path | None) -> str | None:
 
 
 def compare_runs(
-    run_a: str | Path, run_b: str | Path, *, root: str | Path, threshold: float = 0.10, force: bool = True
+    run_a: str | Path,
+    run_b: str | Path,
+    *,
+    root: str | Path,
+    threshold: float = 0.10,
+    force: bool = True,
 ) -> CompareReport:
     """FORCE false (the `compare` command): refuse runs of different models or context lengths."""
     if not threshold >= 0:
@@ -178,7 +221,10 @@ def compare_runs(
     doc_a, doc_b = evidence.load_run(run_a, root), evidence.load_run(run_b, root)
     if not force:
         refuse_unlike(doc_a, doc_b)
-    rows = [_row(metric, label, unit, read(doc_a), read(doc_b), show) for metric, label, unit, read, show in METRICS]
+    rows = [
+        _row(metric, label, unit, read(doc_a), read(doc_b), show)
+        for metric, label, unit, read, show in METRICS
+    ]
     notes = [n for n in (picked(run_a, doc_a, root), picked(run_b, doc_b, root)) if n]
     len_a, len_b = _startup("max_model_len")(doc_a), _startup("max_model_len")(doc_b)
     if len_a != len_b:
@@ -197,7 +243,8 @@ def compare_runs(
         config=config_differences(doc_a, doc_b, root),
         unexplained_capacity_change=capacity_flag(doc_a, doc_b, threshold),
         notes=notes,
-        bench=benchcompare.bench_deltas(doc_a, doc_b),  # per-level load-benchmark deltas, null without
+        # per-level load-benchmark deltas, null without
+        bench=benchcompare.bench_deltas(doc_a, doc_b),
     )
 
 
@@ -258,7 +305,8 @@ def _change(row: CompareRow) -> str:
 
 
 def _headers(result: CompareReport) -> tuple[str, str]:
-    """Column heads; an emulated side says so in its own head, which goes wherever the table is pasted."""
+    """Column heads; an emulated side says so in its own head, which goes wherever the table is
+    pasted."""
     a, b = result.a.profile, result.b.profile
 
     def head(name: str, side: str, emulated: bool) -> str:
@@ -301,7 +349,9 @@ def format_text(result: CompareReport) -> str:
     table = [("Measurement", head_a, head_b, "Change")]
     table += [(r.label, _value(r, "a"), _value(r, "b"), _change(r)) for r in result.rows]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if emulated := _emulated_line(result):
         lines.insert(0, emulated)
@@ -312,8 +362,13 @@ def format_text(result: CompareReport) -> str:
 
 def markdown_table(head_a: str, head_b: str, rows: list[CompareRow]) -> list[str]:
     """The Results table; names and paths from bundles are made Markdown-inert."""
-    lines = [f"| Measurement | {md_cell(head_a)} | {md_cell(head_b)} | Change |", "|---|---|---|---|"]
-    return lines + [f"| {r.label} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in rows]
+    lines = [
+        f"| Measurement | {md_cell(head_a)} | {md_cell(head_b)} | Change |",
+        "|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {r.label} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in rows
+    ]
 
 
 def format_markdown(result: CompareReport) -> str:

@@ -1,10 +1,12 @@
-"""How long a profile's engine took to load the last time: the overall "ready in ≈ N min" estimate `up` and
-`wait` show next to the per-stage ETA (labelled an estimate: it is an earlier start's time, not a forecast).
+"""How long a profile's engine took to load the last time: the overall "ready in ≈ N min" estimate
+`up` and `wait` show next to the per-stage ETA (labelled an estimate: it is an earlier start's time,
+not a forecast).
 
-`earlier_load(root, name) -> Earlier | None`: the newest run under root/runs whose evidence.json names the
-profile and holds a startup.log with engine timestamps; its load time is from the log's first timestamped
-line to the last one before `Application startup complete.` (vLLM stamps to the second). Only files, never
-links, each read up to a cap; a run that does not say is skipped, never an error.
+`earlier_load(root, name) -> Earlier | None`: the newest run under root/runs whose evidence.json
+names the profile and holds a startup.log with engine timestamps; its load time is from the log's
+first timestamped line to the last one before `Application startup complete.` (vLLM stamps to the
+second). Only files, never links, each read up to a cap; a run that does not say is skipped, never
+an error.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def _read(path: Path, cap: int) -> str | None:
 
 
 def load_seconds(log: str) -> float | None:
-    """Seconds from the first stamped line to the last stamped one before ready; None when it never got ready."""
+    """Seconds from the first stamped line to the last stamped one before ready; None when it never
+    got ready."""
     first = last = None
     for line in log.splitlines():
         if stages.is_ready_line(line):
@@ -64,7 +67,9 @@ def earlier_load(root: Path, name: str) -> Earlier | None:
     runs = Path(root) / "runs"
     if not runs.is_dir() or runs.is_symlink():
         return None
-    for run in sorted((p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()), reverse=True)[:MAX_RUNS]:
+    for run in sorted(
+        (p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()), reverse=True
+    )[:MAX_RUNS]:
         text = _read(run / "evidence.json", EVIDENCE_MAX)
         try:
             doc = json.loads(text) if text else None

@@ -1,7 +1,9 @@
-"""Gate failure reasons that name the real cause, as a real vLLM server shows it (tests/data/real-0.26.0-h200):
+"""Gate failure reasons that name the real cause, as a real vLLM server shows it
+(tests/data/real-0.26.0-h200):
 
 no tool parser     vLLM answers 400 `tool_choice=function "X" requires --tool-call-parser to be set` or
-                   `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`
+                   `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to
+                   be set`
 no valid call      the model wrote text (maybe a `<tool_call>` block its parser could not read: the server
                    logs a JSONDecodeError and returns it as content) and no `tool_calls`
 does not validate  the call's arguments are JSON but break the tool's JSON Schema

@@ -1,5 +1,6 @@
-"""The gates' tool catalogue: distinct typed tools (required fields, enums, integer ranges, nested objects,
-arrays), each with a prompt that names it. `tool_specs(n)` gives N of them, renamed variants past the end."""
+"""The gates' tool catalogue: distinct typed tools (required fields, enums, integer ranges, nested
+objects, arrays), each with a prompt that names it. `tool_specs(n)` gives N of them, renamed
+variants past the end."""
 
 from __future__ import annotations
 
@@ -18,11 +19,19 @@ def _i(description: str, lo: int, hi: int) -> JsonObject:
 
 
 def _e(*values: Any) -> JsonObject:
-    return {"enum": list(values), **({"type": "string"} if all(isinstance(v, str) for v in values) else {})}
+    return {
+        "enum": list(values),
+        **({"type": "string"} if all(isinstance(v, str) for v in values) else {}),
+    }
 
 
 def _o(required: list[str], **props: JsonObject) -> JsonObject:
-    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": props,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 _NUM, _BOOL = {"type": "number"}, {"type": "boolean"}
@@ -75,7 +84,12 @@ TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
     (
         "convert_currency",
         "Convert money",
-        _o(["amount", "source", "target"], amount={**_NUM, "minimum": 0}, source=_e(*_CURRENCY), target=_e(*_CURRENCY)),
+        _o(
+            ["amount", "source", "target"],
+            amount={**_NUM, "minimum": 0},
+            source=_e(*_CURRENCY),
+            target=_e(*_CURRENCY),
+        ),
         "Convert 250 US dollars to euros.",
     ),
     (
@@ -117,7 +131,10 @@ TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
         _o(
             ["address", "date"],
             address=_o(
-                ["street", "city", "postal_code"], street=_s("street"), city=_s("city"), postal_code=_s("postal code")
+                ["street", "city", "postal_code"],
+                street=_s("street"),
+                city=_s("city"),
+                postal_code=_s("postal code"),
             ),
             date=_s("YYYY-MM-DD"),
             window=_e("morning", "afternoon", "evening"),
@@ -127,7 +144,11 @@ TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
     (
         "translate_text",
         "Translate text",
-        _o(["text", "target_language"], text=_s("source text"), target_language=_e("de", "fr", "es", "ja")),
+        _o(
+            ["text", "target_language"],
+            text=_s("source text"),
+            target_language=_e("de", "fr", "es", "ja"),
+        ),
         "Translate Good Morning into French.",
     ),
     (
@@ -237,7 +258,8 @@ WEATHER = TOOL_CATALOG[0]
 
 class GateTool(NamedTuple):
     name: str
-    spec: JsonObject  # the OpenAI wire's tool definition, sent as it is: {"type": "function", "function": ...}
+    # the OpenAI wire's tool definition, sent as it is: {"type": "function", "function": ...}
+    spec: JsonObject
     prompt: str
 
 
@@ -251,6 +273,9 @@ def tool_specs(n: int) -> list[GateTool]:
         round_ = i // len(TOOL_CATALOG)
         if round_:
             name, desc = f"{name}_v{round_ + 1}", f"{desc} (variant {round_ + 1})"
-        tool = {"type": "function", "function": {"name": name, "description": desc, "parameters": params}}
+        tool = {
+            "type": "function",
+            "function": {"name": name, "description": desc, "parameters": params},
+        }
         out.append(GateTool(name, tool, prompt))
     return out

@@ -6,16 +6,16 @@ reasoning_effort=None) -> GateResult`, gates in this order:
   json          json_object (an object with key `language`) and strict json_schema (validated by `jsonschema`;
                 enums, integers, a boolean, a nested object)
   tools         N distinct typed tools (required fields, enums, integer ranges, nested objects, arrays); each
-                request sends all N and forces one with tool_choice; the call must name it and its arguments
-                must validate against its schema. Passes only at N/N
+                request sends all N and forces one with tool_choice; the call must name it and its
+                arguments must validate against its schema. Passes only at N/N
   stream_tools  the weather tool streamed (tool_choice auto): deltas reassembled by index into valid arguments,
                 finish_reason `tool_calls`, no parser markup leaking into content or arguments
   continuation  assistant tool_calls + a tool result -> a final text answer using the result, finish `stop`
   responses     Responses API: status `completed`, output text containing READY
-Any `length` finish fails its gate. Requests run one at a time (N queued requests at max-num-seqs 1 measure
-the scheduler, not the model). The result is reports.gate.GateResult (`schema --report gate`).
-Errors: server unreachable or model not served -> EngineError; API key rejected or unknown gate -> BadInput.
-A failed gate is a result, not an exception: the CLI exits 1 when `ok` is false.
+Any `length` finish fails its gate. Requests run one at a time (N queued requests at max-num-seqs 1
+measure the scheduler, not the model). The result is reports.gate.GateResult (`schema --report
+gate`). Errors: server unreachable or model not served -> EngineError; API key rejected or unknown
+gate -> BadInput. A failed gate is a result, not an exception: the CLI exits 1 when `ok` is false.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from composegen.evidence.reports.gate import GateResult, GateRow, ToolCounts
 from composegen.report import JsonObject
 from composegen.wire.http import wire_cause
 
-# An openai.OpenAI client, held as Any: its overloads type messages as TypedDicts, ours are plain dicts.
+# An openai.OpenAI client, held as Any: its overloads type messages as TypedDicts, ours are plain
+# dicts.
 Client = Any
 
 __all__ = ["GATES", "TOOL_CATALOG", "GateFailed", "format_text", "run_gates", "tool_specs"]
@@ -61,7 +62,9 @@ def client_for(base_url: str, api_key: str | None, timeout: float) -> Client:
 
     url = base_url.rstrip("/").removesuffix("/v1") + "/v1"
     http = transport.client(url, {}, timeout, http=httpx2)
-    return OpenAI(base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0, http_client=http)
+    return OpenAI(
+        base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0, http_client=http
+    )
 
 
 def _check_served(client: Client, base_url: str, model: str) -> None:
@@ -76,17 +79,33 @@ def _check_served(client: Client, base_url: str, model: str) -> None:
             raise lied from None
         raise EngineError(f"{base_url}/v1/models: cannot list models ({exc})") from None
     if model not in served:
-        raise EngineError(f"{base_url}: model {model!r} is not served (it serves: {', '.join(served) or 'nothing'})")
+        raise EngineError(
+            f"{base_url}: model {model!r} is not served (it serves: {', '.join(served) or 'nothing'})"
+        )
 
 
 class _Ctx:
-    def __init__(self, client: Client, model: str, n_tools: int, max_tokens: int, reasoning_effort: str | None):
+    def __init__(
+        self,
+        client: Client,
+        model: str,
+        n_tools: int,
+        max_tokens: int,
+        reasoning_effort: str | None,
+    ):
         self.client, self.model, self.n_tools, self.max_tokens = client, model, n_tools, max_tokens
         self.extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
 
-    def chat(self, messages: list[dict], allow_length: bool = False, **kwargs: Any) -> tuple[Any, Any]:
+    def chat(
+        self, messages: list[dict], allow_length: bool = False, **kwargs: Any
+    ) -> tuple[Any, Any]:
         resp = self.client.chat.completions.create(
-            model=self.model, messages=messages, max_tokens=self.max_tokens, temperature=0, **self.extra, **kwargs
+            model=self.model,
+            messages=messages,
+            max_tokens=self.max_tokens,
+            temperature=0,
+            **self.extra,
+            **kwargs,
         )
         if not resp.choices:
             raise GateFailed("the response has no choices")
@@ -105,7 +124,9 @@ def _validate(instance: Any, schema: dict) -> str | None:
     """None when valid, else the first validation error, short."""
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(instance))
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(instance)
+    )
     if error is None:
         return None
     return f"{'/'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"
@@ -131,7 +152,10 @@ def gate_smoke(ctx: _Ctx) -> JsonObject:
     content = choice.message.content or ""
     if "sum(" not in content:
         raise GateFailed("the answer does not contain `sum(`", content=content[:200])
-    return {"finish_reason": choice.finish_reason, "usage": resp.usage.model_dump() if resp.usage else None}
+    return {
+        "finish_reason": choice.finish_reason,
+        "usage": resp.usage.model_dump() if resp.usage else None,
+    }
 
 
 JSON_SCHEMA = _o(
@@ -150,13 +174,22 @@ def _json_answer(ctx: _Ctx, what: str, prompt: str, response_format: dict) -> An
     try:
         return json.loads(text)
     except ValueError as exc:
-        cut = "; finish_reason length: the answer was cut off" if choice.finish_reason == "length" else ""
-        raise GateFailed(f"{what}: the answer is not JSON ({exc}{cut})", content=text[:200]) from None
+        cut = (
+            "; finish_reason length: the answer was cut off"
+            if choice.finish_reason == "length"
+            else ""
+        )
+        raise GateFailed(
+            f"{what}: the answer is not JSON ({exc}{cut})", content=text[:200]
+        ) from None
 
 
 def gate_json(ctx: _Ctx) -> JsonObject:
     value = _json_answer(
-        ctx, "json_object", 'Return ONLY a JSON object: {"language": "python", "ok": true}', {"type": "json_object"}
+        ctx,
+        "json_object",
+        'Return ONLY a JSON object: {"language": "python", "ok": true}',
+        {"type": "json_object"},
     )
     if not isinstance(value, dict) or "language" not in value:
         raise GateFailed("json_object: not an object with key `language`", value=value)
@@ -164,7 +197,10 @@ def gate_json(ctx: _Ctx) -> JsonObject:
         "Describe the Python programming language as JSON: language, its current major version, whether it is "
         "statically typed, and its creator (name and the year work on it began)."
     )
-    fmt = {"type": "json_schema", "json_schema": {"name": "language_facts", "strict": True, "schema": JSON_SCHEMA}}
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"name": "language_facts", "strict": True, "schema": JSON_SCHEMA},
+    }
     value = _json_answer(ctx, "json_schema", prompt, fmt)
     problem = _validate(value, JSON_SCHEMA)
     if problem:
@@ -190,7 +226,9 @@ def gate_tools(ctx: _Ctx) -> JsonObject:
             if not calls:
                 raise GateFailed(why.no_call_reason(choice.message.content, choice.finish_reason))
             if choice.finish_reason == "length":
-                raise GateFailed(f"finish_reason length (max_tokens {ctx.max_tokens} ran out inside the call)")
+                raise GateFailed(
+                    f"finish_reason length (max_tokens {ctx.max_tokens} ran out inside the call)"
+                )
             call = calls[0]
             if call.function.name != name:
                 raise GateFailed(f"called {call.function.name!r}")
@@ -198,12 +236,17 @@ def gate_tools(ctx: _Ctx) -> JsonObject:
             passed += 1
         except GateFailed as exc:
             failures.append({"tool": name, "reason": str(exc)})
-        except openai.APIStatusError as exc:  # one tool's 400 must not hide the other tools' results
-            failures.append({"tool": name, "reason": why.http_reason(exc.status_code, api_message(exc))})
+        # one tool's 400 must not hide the other tools' results
+        except openai.APIStatusError as exc:
+            failures.append(
+                {"tool": name, "reason": why.http_reason(exc.status_code, api_message(exc))}
+            )
     details = {"passed": passed, "total": len(specs), "failures": failures}
     if failures:
         first = failures[0]
-        raise GateFailed(f"{passed}/{len(specs)} tools; {first['tool']}: {first['reason']}", **details)
+        raise GateFailed(
+            f"{passed}/{len(specs)} tools; {first['tool']}: {first['reason']}", **details
+        )
     return details
 
 
@@ -285,7 +328,11 @@ def gate_continuation(ctx: _Ctx) -> JsonObject:
 def gate_responses(ctx: _Ctx) -> JsonObject:
     extra = {"reasoning": {"effort": ctx.extra["reasoning_effort"]}} if ctx.extra else {}
     resp = ctx.client.responses.create(
-        model=ctx.model, input="Reply with exactly READY", max_output_tokens=ctx.max_tokens, temperature=0, **extra
+        model=ctx.model,
+        input="Reply with exactly READY",
+        max_output_tokens=ctx.max_tokens,
+        temperature=0,
+        **extra,
     )  # temperature 0 as the chat gates: the same answer every run
     text = resp.output_text or ""
     details = {"status": resp.status, "output_text": text[:200]}
@@ -311,7 +358,9 @@ def selected(only: str | Sequence[str] | None) -> list[str]:
     names = [n.strip() for n in raw if n.strip()]
     unknown = [n for n in names if n not in RUNNERS]
     if unknown or not names:
-        raise BadInput(f"gate: --only: unknown gate {', '.join(unknown) or '(none given)'} (known: {', '.join(GATES)})")
+        raise BadInput(
+            f"gate: --only: unknown gate {', '.join(unknown) or '(none given)'} (known: {', '.join(GATES)})"
+        )
     return [g for g in GATES if g in names]
 
 
@@ -324,15 +373,24 @@ def run_one(name: str, ctx: _Ctx) -> GateRow:
     except GateFailed as exc:
         details, passed, reason = exc.details, False, str(exc)
     except openai.APIStatusError as exc:
-        details, passed, reason = {"status": exc.status_code}, False, why.http_reason(exc.status_code, api_message(exc))
+        details, passed, reason = (
+            {"status": exc.status_code},
+            False,
+            why.http_reason(exc.status_code, api_message(exc)),
+        )
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-        if lied := wire_cause(exc):  # a reply too slow, too large or of the wrong shape: exit 3, one line
+        # a reply too slow, too large or of the wrong shape: exit 3, one line
+        if lied := wire_cause(exc):
             raise lied from None
         details, passed, reason = {}, False, f"request failed: {exc}"
     except (openai.APIError, ValueError) as exc:  # malformed responses the client could not parse
         details, passed, reason = {}, False, f"bad response: {exc}"
     return GateRow(
-        name=name, passed=passed, latency_s=round(time.monotonic() - started, 3), reason=reason, details=details
+        name=name,
+        passed=passed,
+        latency_s=round(time.monotonic() - started, 3),
+        reason=reason,
+        details=details,
     )
 
 
@@ -363,7 +421,9 @@ def run_gates(
     ctx = _Ctx(client, model, tools, max_tokens, reasoning_effort)
     results = [run_one(name, ctx) for name in names]
     tools_row = next((g for g in results if g.name == "tools"), None)
-    tool_counts = ToolCounts(passed=tools_row.details.get("passed", 0), total=tools) if tools_row else None
+    tool_counts = (
+        ToolCounts(passed=tools_row.details.get("passed", 0), total=tools) if tools_row else None
+    )
     passed = sum(g.passed for g in results)
     return GateResult(
         model=model,

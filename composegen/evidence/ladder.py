@@ -1,16 +1,18 @@
-"""Context ladder: one streamed request per target prompt size, sized with the server's own tokenizer.
+"""Context ladder: one streamed request per target prompt size, sized with the server's own
+tokenizer.
 
-`run_ladder(base_url, model, targets, *, max_model_len, max_tokens=64, api_key=None, tolerance=0.005,
-timeout=1800, reasoning_effort=None) -> reports.ladder.LadderResult`
+`run_ladder(base_url, model, targets, *, max_model_len, max_tokens=64, api_key=None,
+tolerance=0.005, timeout=1800, reasoning_effort=None) -> reports.ladder.LadderResult`
 
-Sizing (why: a chars-per-token guess under-fills long prompts by tens of thousands of tokens): the prompt
-is a unique salt line, filler words from a fixed pseudo-random stream, and a short question. POST
-/tokenize (the chat `messages` form, so template tokens count as the API will count them) measures the
-fixed overhead and one probe; words-per-token from the probe gives the first guess, each further
-measurement corrects it (secant step, bisection inside the bracket). A size is accepted when it lands in
-[target·(1−tolerance), target·(1+tolerance)] and never above max_model_len − max_tokens; a target above
-that cap is refused with a reason, without a request. The salt makes every prompt's first tokens unique,
-so prefix caching cannot turn one rung's prefill into a cache hit of the previous one.
+Sizing (why: a chars-per-token guess under-fills long prompts by tens of thousands of tokens): the
+prompt is a unique salt line, filler words from a fixed pseudo-random stream, and a short question.
+POST /tokenize (the chat `messages` form, so template tokens count as the API will count them)
+measures the fixed overhead and one probe; words-per-token from the probe gives the first guess,
+each further measurement corrects it (secant step, bisection inside the bracket). A size is accepted
+when it lands in [target·(1−tolerance), target·(1+tolerance)] and never above max_model_len −
+max_tokens; a target above that cap is refused with a reason, without a request. The salt makes
+every prompt's first tokens unique, so prefix caching cannot turn one rung's prefill into a cache
+hit of the previous one.
 
 Timing, per request (stream_options.include_usage; time.perf_counter):
   ttft_s         request start -> first streamed content, reasoning or tool-call delta
@@ -24,8 +26,8 @@ first requests after a start are slow (on a real H200 the first row's TTFT was 0
 A row is ok when the request completed and the API-reported prompt_tokens is inside the tolerance window.
 A `length` finish is recorded, not failed: the ladder measures capacity, the gates judge answers.
 
-The result is reports.ladder.LadderResult (`schema --report ladder`): one LadderRow per target, the largest
-API-reported prompt of a completed request, and the warm-up.
+The result is reports.ladder.LadderResult (`schema --report ladder`): one LadderRow per target, the
+largest API-reported prompt of a completed request, and the warm-up.
 """
 
 from __future__ import annotations
@@ -113,12 +115,15 @@ class Filler:
     def text(self, n: int) -> str:
         while len(self.words) < n:
             word = self.rng.choice(_WORDS)
-            self.words.append(f"{word}{self.rng.randrange(100)}" if self.rng.random() < 0.15 else word)
+            self.words.append(
+                f"{word}{self.rng.randrange(100)}" if self.rng.random() < 0.15 else word
+            )
         return " ".join(self.words[:n])
 
 
 class ChatMessage(TypedDict):
-    """One message of an OpenAI chat request, as the wire carries it (ladder, bench and /tokenize)."""
+    """One message of an OpenAI chat request, as the wire carries it (ladder, bench and
+    /tokenize)."""
 
     role: str
     content: str
@@ -132,11 +137,13 @@ class Tokenizer:
     """POST /tokenize on the server (vLLM serves it at the root, outside /v1)."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float):
-        from composegen.wire import transport  # why: httpx, +22 ms measured; compare/plan never need it
+        # why: httpx, +22 ms measured; compare/plan never need it
+        from composegen.wire import transport
 
         root = base_url.rstrip("/").removesuffix("/v1")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = transport.client(root, headers, timeout)  # bounded; replies checked (wire.replies)
+        # bounded; replies checked (wire.replies)
+        self.client = transport.client(root, headers, timeout)
         self.model = model
         self.calls = 0
 
@@ -149,14 +156,20 @@ class Tokenizer:
         except httpx.HTTPError as exc:
             raise EngineError(f"{self.client.base_url}/tokenize: {exc}") from None
         if resp.status_code != 200:
-            raise EngineError(f"{self.client.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}")
-        return int(resp.json()["count"])  # an int ≥ 0: checked by the transport (wire.replies.TokenizeReply)
+            raise EngineError(
+                f"{self.client.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}"
+            )
+        # an int ≥ 0: checked by the transport (wire.replies.TokenizeReply)
+        return int(resp.json()["count"])
 
 
-def size_prompt(count: Callable[[int], int], target: int, low: int, high: int) -> tuple[int, int, str | None]:
+def size_prompt(
+    count: Callable[[int], int], target: int, low: int, high: int
+) -> tuple[int, int, str | None]:
     """(words, tokens, problem): the number of filler words whose count lands in [low, high].
 
-    `count(n)` is the token count of the prompt with n filler words (monotone non-decreasing in n)."""
+    `count(n)` is the token count of the prompt with n filler words (monotone non-decreasing in
+    n)."""
     overhead = count(0)
     if overhead > high:
         return 0, overhead, f"the fixed prompt alone is {overhead} tokens, above the window"
@@ -269,13 +282,19 @@ def run_ladder(
     client = client_for(base_url, api_key, timeout)
     filler = Filler()
     warm = any(t <= cap for t in targets)  # no rung will be sent: nothing to warm
-    warmup = _warmup(client, model, filler, max_tokens, reasoning_effort) if warm else LadderWarmup(sent=False)
+    warmup = (
+        _warmup(client, model, filler, max_tokens, reasoning_effort)
+        if warm
+        else LadderWarmup(sent=False)
+    )
     rows = []
     for target in targets:
         if target > cap:
             rows.append(
                 LadderRow(
-                    target=target, ok=False, reason=f"target {target} is above max_model_len − max_tokens = {cap}"
+                    target=target,
+                    ok=False,
+                    reason=f"target {target} is above max_model_len − max_tokens = {cap}",
                 )
             )
             continue
@@ -288,7 +307,14 @@ def run_ladder(
             continue
         row = LadderRow(target=target, tokenized=tokens, ok=False)
         try:
-            _stream(row, client, model, _messages(salt, filler.text(words)), max_tokens, reasoning_effort)
+            _stream(
+                row,
+                client,
+                model,
+                _messages(salt, filler.text(words)),
+                max_tokens,
+                reasoning_effort,
+            )
         except openai.APIStatusError as exc:
             row.reason = f"HTTP {exc.status_code}: {api_message(exc)}"
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
@@ -298,7 +324,9 @@ def run_ladder(
         if row.reason is None:
             row.ok, row.reason = _judge(row, low, high)
         rows.append(row)
-    done = [r.prompt_tokens for r in rows if r.prompt_tokens is not None and r.finish_reason is not None]
+    done = [
+        r.prompt_tokens for r in rows if r.prompt_tokens is not None and r.finish_reason is not None
+    ]
     return LadderResult(
         model=model,
         max_model_len=max_model_len,
@@ -311,11 +339,16 @@ def run_ladder(
     )
 
 
-def _warmup(client: Client, model: str, filler: Filler, max_tokens: int, reasoning_effort: str | None) -> LadderWarmup:
-    """One short unmeasured request (its own salt: it warms the server, not the prefix cache of a rung)."""
+def _warmup(
+    client: Client, model: str, filler: Filler, max_tokens: int, reasoning_effort: str | None
+) -> LadderWarmup:
+    """One short unmeasured request (its own salt: it warms the server, not the prefix cache of a
+    rung)."""
     import openai  # why: as in run_ladder
 
-    messages = _messages(f"[context ladder warm-up {secrets.token_hex(6)}]", filler.text(WARMUP_WORDS))
+    messages = _messages(
+        f"[context ladder warm-up {secrets.token_hex(6)}]", filler.text(WARMUP_WORDS)
+    )
     got = LadderRow(target=0, ok=False)
     try:
         _stream(got, client, model, messages, min(max_tokens, 16), reasoning_effort)
@@ -323,7 +356,9 @@ def _warmup(client: Client, model: str, filler: Filler, max_tokens: int, reasoni
         return LadderWarmup(sent=True, reason=f"HTTP {exc.status_code}: {api_message(exc)}")
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
         return LadderWarmup(sent=True, reason=f"request failed: {exc}")
-    return LadderWarmup(sent=True, prompt_tokens=got.prompt_tokens, ttft_s=got.ttft_s, reason=got.reason)
+    return LadderWarmup(
+        sent=True, prompt_tokens=got.prompt_tokens, ttft_s=got.ttft_s, reason=got.reason
+    )
 
 
 def _judge(row: LadderRow, low: int, high: int) -> tuple[bool, str | None]:
@@ -331,13 +366,17 @@ def _judge(row: LadderRow, low: int, high: int) -> tuple[bool, str | None]:
     if row.finish_reason is None or prompt is None:
         return False, "the stream ended without a finish_reason"
     if not low <= prompt <= high:
-        return False, f"the API reported {prompt} prompt tokens, outside [{low}, {high}] (tokenized {row.tokenized})"
+        return (
+            False,
+            f"the API reported {prompt} prompt tokens, outside [{low}, {high}] (tokenized {row.tokenized})",
+        )
     return True, None
 
 
 def format_text(result: LadderResult) -> str:
     head = (
-        f"{'target':>9} {'prompt':>9} {'TTFT s':>8} {'prefill/s':>10} {'decode/s':>9} {'out':>5} {'think':>5}  finish"
+        f"{'target':>9} {'prompt':>9} {'TTFT s':>8} {'prefill/s':>10} {'decode/s':>9} "
+        f"{'out':>5} {'think':>5}  finish"
     )
     lines = [
         f"context ladder for {result.model} (max_model_len {result.max_model_len}, ±{result.tolerance * 100:g}%)",
@@ -352,5 +391,9 @@ def format_text(result: LadderResult) -> str:
             f"{r.finish_reason or '-'}" + ("" if r.ok else f"  FAIL: {r.reason}")
         )
     largest = result.largest_prompt_tokens
-    lines.append(f"largest API-reported prompt: {largest:,}" if largest is not None else "no request completed")
+    lines.append(
+        f"largest API-reported prompt: {largest:,}"
+        if largest is not None
+        else "no request completed"
+    )
     return "\n".join(lines) + "\n"

@@ -1,4 +1,5 @@
-"""A profile name where a run is expected (`compare`, `plan --from`, `report`): that profile's newest bundle."""
+"""A profile name where a run is expected (`compare`, `plan --from`, `report`): that profile's
+newest bundle."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ EVIDENCE = "evidence.json"
 
 
 def latest_run(root: Path, name: str) -> Path:
-    """The newest bundle of profile `name` under runs/ (named <UTC time>-<name>[-N]); BadInput when none."""
+    """The newest bundle of profile `name` under runs/ (named <UTC time>-<name>[-N]); BadInput when
+    none."""
     own = re.compile(rf"^(\d{{8}}T\d{{6}}Z)-{re.escape(name)}(?:-(\d+))?$")
     found = []
     for path in (root / "runs").glob(f"*-{name}*"):
@@ -32,5 +34,6 @@ def _profile_name(doc_path: Path) -> str | None:
     """A bundle's profile name (the directory name alone is ambiguous: profiles `a` and `a-2`)."""
     try:
         return json.loads(doc_path.read_text(encoding="utf-8"))["profile"]["name"]
-    except (OSError, ValueError, KeyError, TypeError):  # unreadable: never chosen; load_run explains if named
+    # unreadable: never chosen; load_run explains if named
+    except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -1,38 +1,41 @@
 """Capacity plan: predict a profile's KV pool from one measured startup (the calibration).
 
-`plan(r, calibration, *, gpu_gib=None, calibration_profile=None) -> dict`. Everything under "predicted" is
-a model output, never a measurement; "calibration" holds what the calibration run's log stated.
+`plan(r, calibration, *, gpu_gib=None, calibration_profile=None) -> dict`. Everything under
+"predicted" is a model output, never a measurement; "calibration" holds what the calibration run's
+log stated.
 
 The model, per TP rank, in GiB (a linear model, not vLLM's profiler):
   gpu            = gpu_gib if given, else the calibration's gpu_total_gib
   other          = util_cal × gpu − weights − activation_cal − kv_cal   (what the calibration's budget held
-                   beyond weights, activation and KV: CUDA graphs, non-torch memory, rounding; assumed fixed)
+                   beyond weights, activation and KV: CUDA graphs, non-torch memory, rounding;
+                   assumed fixed)
   activation     = activation_cal × batch_r / batch_cal   (peak activation taken as proportional to
-                   max-num-batched-tokens; the seed's 8,192 → 4,096 A/B measured 1.73 → 1.14, so this model
-                   is rough: it predicts 0.87 and the intercept is unknown). When either side's
-                   max-num-batched-tokens is not stated (left to the engine), nothing is assumed: the measured
-                   activation is the point estimate and the range is widened
+                   max-num-batched-tokens; the seed's 8,192 → 4,096 A/B measured 1.73 → 1.14, so
+                   this model is rough: it predicts 0.87 and the intercept is unknown). When either
+                   side's max-num-batched-tokens is not stated (left to the engine), nothing is
+                   assumed: the measured activation is the point estimate and the range is widened
   kv             = util_r × gpu − weights − activation − other
   bytes/token    = kv_cache_gib_min × 2^30 / kv_cache_tokens of the calibration, × element bytes of r's
-                   kv-cache-dtype / element bytes of the calibration's (fp8 = 1, auto/bf16/fp16 = 2: a real
-                   0.26.0 H200 start held 21,847,200 bf16 and 43,661,648 fp8 tokens in the same memory)
+                   kv-cache-dtype / element bytes of the calibration's (fp8 = 1, auto/bf16/fp16 = 2:
+                   a real 0.26.0 H200 start held 21,847,200 bf16 and 43,661,648 fp8 tokens in the
+                   same memory)
   gpu_tokens     = floor(kv × 2^30 / bytes/token); concurrency = gpu_tokens / max-model-len of r
   host (native offload) = kv-offloading-size / tensor-parallel-size GiB per rank at the same bytes/token,
                    reported apart: a request must still fit in the GPU pool, so `fits` uses gpu_tokens.
 Verdict: fits when gpu_tokens ≥ max-model-len; margin = gpu_tokens − max-model-len.
 
-Range: when the calibration differs from r in anything that changes cache geometry or accounting (model,
-revision, image, block-size, tensor- or decode-context-parallel size, max-num-batched-tokens), bytes/token
-may not carry over (a kv-cache-dtype difference is scaled as above, listed, and does not widen the range).
-The seed A/B changed only the batch ceiling and saw KV bytes +4.715% but tokens +94.861%: tokens per byte
-moved by (1.94861 / 1.04715) = 1.861×. The range is [point / 1.861, point × 1.861] (one factor however many
-fields differ); without differences low = high. Fields the calibration cannot tell (e.g. the image, from a
-log) are listed in "unknown", not assumed to differ. verdict: "fits" / "does not fit" when the whole range
-agrees, else "uncertain".
+Range: when the calibration differs from r in anything that changes cache geometry or accounting
+(model, revision, image, block-size, tensor- or decode-context-parallel size,
+max-num-batched-tokens), bytes/token may not carry over (a kv-cache-dtype difference is scaled as
+above, listed, and does not widen the range). The seed A/B changed only the batch ceiling and saw KV
+bytes +4.715% but tokens +94.861%: tokens per byte moved by (1.94861 / 1.04715) = 1.861×. The range
+is [point / 1.861, point × 1.861] (one factor however many fields differ); without differences low =
+high. Fields the calibration cannot tell (e.g. the image, from a log) are listed in "unknown", not
+assumed to differ. verdict: "fits" / "does not fit" when the whole range agrees, else "uncertain".
 
 `calibration_from(project, *, run=None, log_path=None) -> (report, calibration_profile | None)`: the
-calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when the
-run came from a stack and the profile is unchanged since (else its image would be a guess).
+calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when
+the run came from a stack and the profile is unchanged since (else its image would be a guess).
 
 Result: reports.plan.PlanResult (`composegen schema --report plan`).
 """
@@ -87,9 +90,11 @@ def _profile_value(r: Resolved, flag: str) -> Any:
     return value if value is not None else r.catalog.get(flag).default
 
 
-def _calibration_value(calibration: dict, key: str, flag: str | None, cal_profile: Resolved | None, r: Resolved) -> Any:
-    """What the calibration ran with: its effective args (absent = the catalog default, as vLLM logs only
-    non-default args), else the calibration profile, else unknown."""
+def _calibration_value(
+    calibration: dict, key: str, flag: str | None, cal_profile: Resolved | None, r: Resolved
+) -> Any:
+    """What the calibration ran with: its effective args (absent = the catalog default, as vLLM logs
+    only non-default args), else the calibration profile, else unknown."""
     args = calibration.get("effective_args")
     if isinstance(args, dict):
         if key in args:
@@ -128,7 +133,9 @@ def _compare_geometry(
         unknown.append("image")
     elif cal_profile.profile.image != r.profile.image:
         differences.append(
-            PlanDifference(field="image", calibration=cal_profile.profile.image, profile=r.profile.image)
+            PlanDifference(
+                field="image", calibration=cal_profile.profile.image, profile=r.profile.image
+            )
         )
     return differences, unknown
 
@@ -152,11 +159,17 @@ MAX_GPU_GIB = 65536  # 64 TiB on one device: beyond any GPU, and every figure be
 
 def check_gpu_gib(gpu_gib: float | None) -> None:
     if gpu_gib is not None and not (math.isfinite(gpu_gib) and 0 < gpu_gib <= MAX_GPU_GIB):
-        raise BadInput(f"--gpu-gib: {gpu_gib}: GPU memory in GiB, a number above 0 and at most {MAX_GPU_GIB}")
+        raise BadInput(
+            f"--gpu-gib: {gpu_gib}: GPU memory in GiB, a number above 0 and at most {MAX_GPU_GIB}"
+        )
 
 
 def plan(
-    r: Resolved, calibration: dict, *, gpu_gib: float | None = None, calibration_profile: Resolved | None = None
+    r: Resolved,
+    calibration: dict,
+    *,
+    gpu_gib: float | None = None,
+    calibration_profile: Resolved | None = None,
 ) -> PlanResult:
     check_gpu_gib(gpu_gib)
     if calibration.get("kv_cache_includes_host"):
@@ -175,7 +188,9 @@ def plan(
     gpu_cal = calibration.get("gpu_total_gib")
     gpu = gpu_gib if gpu_gib is not None else gpu_cal
     if gpu is None:
-        raise BadInput("calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib")
+        raise BadInput(
+            "calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib"
+        )
     if gpu <= 0:
         raise BadInput(f"--gpu-gib: must be positive, got {gpu}")
     warnings: list[str] = []
@@ -185,9 +200,16 @@ def plan(
     if util_cal is _UNKNOWN:
         raise BadInput("calibration: gpu_memory_utilization: missing; give the calibration profile")
     # The calibration's own budget is measured on its GPU; "other" must come from that same budget.
-    other = float(util_cal) * float(gpu_cal if gpu_cal is not None else gpu) - weights - act_cal - kv_cal
+    other = (
+        float(util_cal) * float(gpu_cal if gpu_cal is not None else gpu)
+        - weights
+        - act_cal
+        - kv_cal
+    )
     batch_cal = _batch(
-        _calibration_value(calibration, "max_num_batched_tokens", "max-num-batched-tokens", calibration_profile, r),
+        _calibration_value(
+            calibration, "max_num_batched_tokens", "max-num-batched-tokens", calibration_profile, r
+        ),
         "the calibration's",
         warnings,
     )
@@ -195,18 +217,24 @@ def plan(
     util_r = float(_profile_value(r, "gpu-memory-utilization"))
     max_len = r.flag("max-model-len")
     if not isinstance(max_len, int) or max_len <= 0:
-        raise BadInput(f"{r.path}: vllm.max-model-len: plan needs a fixed max-model-len, got {max_len!r}")
+        raise BadInput(
+            f"{r.path}: vllm.max-model-len: plan needs a fixed max-model-len, got {max_len!r}"
+        )
     tp = int(_profile_value(r, "tensor-parallel-size") or 1)
     offload_gib = float(r.flag("kv-offloading-size") or 0)
 
-    dtype_cal = _dtype(_calibration_value(calibration, "kv_cache_dtype", "kv-cache-dtype", calibration_profile, r))
+    dtype_cal = _dtype(
+        _calibration_value(calibration, "kv_cache_dtype", "kv-cache-dtype", calibration_profile, r)
+    )
     dtype_r = str(_profile_value(r, "kv-cache-dtype") or "auto")
     bytes_per_token_cal = kv_cal * GiB / tokens_cal
     bytes_per_token = bytes_per_token_cal
     if dtype_cal is not None:
         bytes_per_token *= kv_element_bytes(dtype_r) / kv_element_bytes(dtype_cal)
     batches_known = batch_cal is not None and batch_r is not None
-    activation = act_cal * batch_r / batch_cal if batch_cal is not None and batch_r is not None else act_cal
+    activation = (
+        act_cal * batch_r / batch_cal if batch_cal is not None and batch_r is not None else act_cal
+    )
     kv = util_r * gpu - weights - activation - other
     gpu_tokens = max(0, math.floor(kv * GiB / bytes_per_token))
     host_gib = offload_gib / tp
@@ -229,7 +257,9 @@ def plan(
             f"+{SEED_BYTES_PCT}% gave tokens +{SEED_TOKENS_PCT}%)"
         )
     if kv <= 0:
-        warnings.append(f"predicted KV memory is {format_gib(kv)}: weights and activation exceed the budget")
+        warnings.append(
+            f"predicted KV memory is {format_gib(kv)}: weights and activation exceed the budget"
+        )
     notes = []
     cal_len = calibration.get("max_model_len")
     if cal_len and cal_len != max_len:
@@ -305,11 +335,13 @@ def calibration_from(
     if (run is None) == (log_path is None):
         raise BadInput("plan: give exactly one of --from RUN or --from-log FILE")
     if log_path is not None:
-        data = bundle.read_log(Path(log_path))  # a regular file or a pipe, bounded (never /dev/zero whole)
+        # a regular file or a pipe, bounded (never /dev/zero whole)
+        data = bundle.read_log(Path(log_path))
         return startup.parse_startup_stream(io.BytesIO(data)).to_json(), None
     assert run is not None  # exactly one of the two was given (checked above)
     doc = bundle.load_run(run, project.root)
-    measured = {**doc["startup"], "emulated": bool(doc.get("emulated"))}  # the figures' origin goes along
+    # the figures' origin goes along
+    measured = {**doc["startup"], "emulated": bool(doc.get("emulated"))}
     if doc["source"] != "stack":
         return measured, None
     try:
@@ -339,9 +371,13 @@ def format_text(result: PlanResult) -> str:
         f"margin {p.margin_tokens:+,} ({p.margin_pct:+.2f}%)",
     ]
     if i.kv_offloading_size_gib:
-        lines.append(f"  predicted host tier  {p.host_tokens:,} tokens ({p.host_gib_per_rank} GiB per rank)")
+        lines.append(
+            f"  predicted host tier  {p.host_tokens:,} tokens ({p.host_gib_per_rank} GiB per rank)"
+        )
     if rng.factor != 1.0:
-        lines.append(f"  predicted range      {rng.low_tokens:,} – {rng.high_tokens:,} tokens (×{rng.factor})")
+        lines.append(
+            f"  predicted range      {rng.low_tokens:,} – {rng.high_tokens:,} tokens (×{rng.factor})"
+        )
     lines.append(f"verdict (predicted): {result.verdict}")
     lines += [f"warning: {w}" for w in result.warnings]
     if result.unknown:

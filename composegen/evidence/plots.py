@@ -1,10 +1,11 @@
 """The report's plots, drawn by matplotlib's SVG backend and returned as inline `<svg>` text.
 
-Only `composegen report` imports this module (matplotlib costs ~0.3 s to import: never on render, diff
-or validate paths). Figures are made with matplotlib.figure.Figure directly (no pyplot, no global
-state); text is drawn as paths (svg.fonttype "path") so the page needs no font; the SVG's date metadata
-is left out and its element ids salted per plot, so two plots on one page never share an id and the same
-data gives the same SVG. Each function returns None when no run has the data it plots.
+Only `composegen report` imports this module (matplotlib costs ~0.3 s to import: never on render,
+diff or validate paths). Figures are made with matplotlib.figure.Figure directly (no pyplot, no
+global state); text is drawn as paths (svg.fonttype "path") so the page needs no font; the SVG's
+date metadata is left out and its element ids salted per plot, so two plots on one page never share
+an id and the same data gives the same SVG. Each function returns None when no run has the data it
+plots.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def _scoped(svg: str, name: str) -> str:
 
 
 def _text(label: str) -> str:
-    """A bundle's name as matplotlib text: `$…$` would be mathtext (parsed, and an unbalanced `$` is an
-    error), so every `$` is escaped and the name is drawn as written."""
+    """A bundle's name as matplotlib text: `$…$` would be mathtext (parsed, and an unbalanced `$` is
+    an error), so every `$` is escaped and the name is drawn as written."""
     return label.replace("$", r"\$")
 
 
@@ -85,12 +86,16 @@ def memory_breakdown(report: RunsReport) -> str | None:
     parts = ("weights", "#8172b3"), ("activation", "#c44e52"), ("KV cache", "#55a868")
     for run in report.runs:
         s = run.startup
-        per_rank = s.get("kv_cache_gib_per_rank") or ([s["kv_cache_gib_min"]] if s.get("kv_cache_gib_min") else [])
+        per_rank = s.get("kv_cache_gib_per_rank") or (
+            [s["kv_cache_gib_min"]] if s.get("kv_cache_gib_min") else []
+        )
         if s.get("weights_gib") is None and not per_rank:
             continue
         for rank, kv in enumerate(per_rank or [0.0]):
             name = f"{_text(run.label)} · rank {rank}" if len(per_rank) > 1 else _text(run.label)
-            bars.append((name, s.get("weights_gib") or 0.0, s.get("peak_activation_gib") or 0.0, kv or 0.0))
+            bars.append(
+                (name, s.get("weights_gib") or 0.0, s.get("peak_activation_gib") or 0.0, kv or 0.0)
+            )
     if not bars:
         return None
     fig, (ax,) = _figure(height=max(2.4, 0.55 * len(bars) + 1.2))
@@ -99,7 +104,8 @@ def memory_breakdown(report: RunsReport) -> str | None:
     for i, (part, color) in enumerate(parts):
         widths: list[float] = [float(b[i + 1]) for b in bars]
         drawn = ax.barh(names, widths, left=left, color=color, label=part)
-        wide = [f"{w:.2f}" if w > 4 else "" for w in widths]  # a narrow segment is labelled past the bar
+        # a narrow segment is labelled past the bar
+        wide = [f"{w:.2f}" if w > 4 else "" for w in widths]
         ax.bar_label(drawn, labels=wide, label_type="center", fontsize=8)
         left = [a + w for a, w in zip(left, widths, strict=True)]
     for y, (bar, end) in enumerate(zip(bars, left, strict=True)):
@@ -113,7 +119,9 @@ def memory_breakdown(report: RunsReport) -> str | None:
 
 
 def ladder(report: RunsReport) -> str | None:
-    runs = [r for r in report.runs if r.ladder and any(row.prompt_tokens for row in r.ladder.targets)]
+    runs = [
+        r for r in report.runs if r.ladder and any(row.prompt_tokens for row in r.ladder.targets)
+    ]
     if not runs:
         return None
     fig, axes = _figure(1, 3)
@@ -130,7 +138,12 @@ def ladder(report: RunsReport) -> str | None:
                 if row.prompt_tokens is not None and getattr(row, key) is not None
             )
             if points:
-                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=_text(run.label))
+                ax.plot(
+                    [p[0] for p in points],
+                    [p[1] for p in points],
+                    marker="o",
+                    label=_text(run.label),
+                )
         ax.set_title(title)
         ax.set_xlabel("prompt tokens")
         ax.xaxis.set_major_formatter(_thousands)
@@ -149,7 +162,9 @@ def bench(report: RunsReport) -> str | None:
     for run in runs:
         levels = sorted(run.bench.levels, key=lambda lv: lv.concurrency)  # type: ignore[union-attr]
         conc = [lv.concurrency for lv in levels]
-        line = throughput.plot(conc, [lv.output_throughput for lv in levels], marker="o", label=_text(run.label))[0]
+        line = throughput.plot(
+            conc, [lv.output_throughput for lv in levels], marker="o", label=_text(run.label)
+        )[0]
         for ax, metric in ((ttft, "ttft"), (tpot, "tpot")):
             for stat, style in (("median", "-"), ("p99", ":")):
                 values = [getattr(lv, f"{stat}_{metric}_ms") for lv in levels]

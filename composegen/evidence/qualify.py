@@ -1,4 +1,5 @@
-"""Qualify a running profile: startup pool, an actual long prompt, the context ladder, then functional gates.
+"""Qualify a running profile: startup pool, an actual long prompt, the context ladder, then
+functional gates.
 
 `qualify(project, r, *, startup_report, run_ladder_fn, run_gates_fn, startup_log_text=None,
 source="stack") -> QualifyResult`
@@ -8,15 +9,17 @@ The callables carry the endpoint (the CLI binds base_url, model and api_key):
   run_gates_fn(*, only: list[str], tools: int) -> GateResult                 (gates.run_gates)
   run_bench_fn(levels: list[int], **bench options) -> reports.bench.BenchResult   (only with qualify.bench)
 
-Criteria, from r.profile.qualify (a profile without a `qualify:` section gets the defaults), in order:
+Criteria, from r.profile.qualify (a profile without a `qualify:` section gets the defaults), in
+order:
   startup      the engine reported ready, with no fatal startup errors
   kv_pool      engine-reported KV tokens ≥ min_kv_tokens (default: max-model-len)
   long_prompt  (min_prompt_tokens) one ladder request sized just above it — ceil(min / (1 − tolerance)) + 1,
-               so even the bottom of the ±tolerance window is above — must complete with an API-reported
-               prompt ≥ min_prompt_tokens
+               so even the bottom of the ±tolerance window is above — must complete with an
+               API-reported prompt ≥ min_prompt_tokens
   ladder       (ladder_targets) every target's row ok (sized within tolerance, completed)
   gates        after the probe, as the seed requires ("post-probe functional checks"): the listed gates
-               (all six when the list is empty: a qualification without a functional check proves little)
+               (all six when the list is empty: a qualification without a functional check proves
+               little)
   tools        (when the tools gate runs) typed tools passed ≥ qualify.tools
   exposure     (when an edge fronts the stack; the caller passes exposure_fn) every route of the edge's
                exposure gate as expected; its matrix goes into the bundle as exposure.json
@@ -27,11 +30,13 @@ Criteria, from r.profile.qualify (a profile without a `qualify:` section gets th
 Each criterion is a reports.qualify.Criterion (reason null when passed). Requests are not sent when the engine is
 not ready; their criteria fail with reason "not run".
 
-`qualify_stack(project, r) -> QualifyResult`: the same on the profile's running stack (CLI `qualify NAME`).
+`qualify_stack(project, r) -> QualifyResult`: the same on the profile's running stack (CLI `qualify
+NAME`).
 
-The result (`schema --report qualify`) holds the verdict, the criteria, the bundle path, the merged probe +
-ladder result and the gates result (null when not run). The evidence bundle
-(evidence.write_run) holds startup, gates, ladder and qualify.json. exit_code(result): 0 qualified, 1 not.
+The result (`schema --report qualify`) holds the verdict, the criteria, the bundle path, the merged
+probe + ladder result and the gates result (null when not run). The evidence bundle
+(evidence.write_run) holds startup, gates, ladder and qualify.json. exit_code(result): 0 qualified,
+1 not.
 """
 
 from __future__ import annotations
@@ -60,7 +65,8 @@ from composegen.vllm.startup import WARNING_KINDS  # startup "errors" that do no
 
 
 class ExposureRoute(Protocol):
-    """One route of the edge's exposure matrix (edge.reports.ExposureRow; edge/ sits above evidence/)."""
+    """One route of the edge's exposure matrix (edge.reports.ExposureRow; edge/ sits above
+    evidence/)."""
 
     @property
     def method(self) -> str: ...
@@ -89,7 +95,9 @@ PROBE_MAX_TOKENS = 64  # ladder.run_ladder's default completion budget
 T = TypeVar("T")
 
 
-def _criterion(name: str, measured: Value, threshold: Value, passed: bool, reason: str | None = None) -> Criterion:
+def _criterion(
+    name: str, measured: Value, threshold: Value, passed: bool, reason: str | None = None
+) -> Criterion:
     return Criterion(
         name=name,
         measured=measured,
@@ -118,9 +126,11 @@ def _merge_ladders(parts: list[LadderResult]) -> LadderResult | None:
     )
 
 
-def _step(ready: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T | None, str | None]:
-    """(result, None), or (None, why not): no requests to an engine that is not ready, and an engine that
-    dies mid-way is a failed criterion, still recorded, not an abort."""
+def _step(
+    ready: bool, fn: Callable[..., T], *args: Any, **kwargs: Any
+) -> tuple[T | None, str | None]:
+    """(result, None), or (None, why not): no requests to an engine that is not ready, and an engine
+    that dies mid-way is a failed criterion, still recorded, not an abort."""
     if not ready:
         return None, "not run: the engine is not ready"
     try:
@@ -145,21 +155,33 @@ def qualify(
 ) -> QualifyResult:
     q = r.profile.qualify or Qualify.model_validate({})
     max_len = r.flag("max-model-len")
-    max_len = max_len if isinstance(max_len, int) and max_len > 0 else startup_report.get("max_model_len")
+    max_len = (
+        max_len if isinstance(max_len, int) and max_len > 0 else startup_report.get("max_model_len")
+    )
     criteria = []
     fatal = [e for e in startup_report.get("errors") or [] if e.get("kind") not in WARNING_KINDS]
     ready = bool(startup_report.get("ready")) and not fatal
-    reason = "; ".join(f"{e['kind']}: {e['line'][:160]}" for e in fatal) or "the engine did not report ready"
-    criteria.append(_criterion("startup", "ready" if ready else "not ready", "ready", ready, reason))
-    # The engine must run what the profile says: its own `non-default args` against the profile's flags.
+    reason = (
+        "; ".join(f"{e['kind']}: {e['line'][:160]}" for e in fatal)
+        or "the engine did not report ready"
+    )
+    criteria.append(
+        _criterion("startup", "ready" if ready else "not ready", "ready", ready, reason)
+    )
+    # The engine must run what the profile says: its own `non-default args` against the profile's
+    # flags.
     mismatches = startup_report.get("mismatches")
     if "mismatches" not in startup_report and startup_report.get("effective_args") is not None:
-        mismatches = startup.mismatches(r.engine_flags(), startup_report["effective_args"], r.catalog)
+        mismatches = startup.mismatches(
+            r.engine_flags(), startup_report["effective_args"], r.catalog
+        )
     config_ok = mismatches == []
     why: str | None = (
         "the log has no `non-default args` line to check"
         if mismatches is None
-        else "; ".join(f"{m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}" for m in mismatches)
+        else "; ".join(
+            f"{m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}" for m in mismatches
+        )
     )
     criteria.append(
         _criterion(
@@ -199,17 +221,27 @@ def qualify(
         rungs, error = _step(ready, run_ladder_fn, list(q.ladder_targets), max_model_len=max_len)
         rows = rungs.targets if rungs else []
         ok_rows = sum(1 for row in rows if row.ok)
-        why = error or next((f"target {row.target}: {row.reason}" for row in rows if not row.ok), None)
-        criteria.append(_criterion("ladder", ok_rows, len(q.ladder_targets), ok_rows == len(q.ladder_targets), why))
+        why = error or next(
+            (f"target {row.target}: {row.reason}" for row in rows if not row.ok), None
+        )
+        criteria.append(
+            _criterion(
+                "ladder", ok_rows, len(q.ladder_targets), ok_rows == len(q.ladder_targets), why
+            )
+        )
     names: list[str] = list(q.gates) or list(gates.GATES)
     gated, error = _step(ready, run_gates_fn, only=names, tools=q.tools)
     gate_rows = gated.gates if gated else []
     passed = sum(1 for g in gate_rows if g.passed)
     why = error or next((f"{g.name}: {g.reason}" for g in gate_rows if not g.passed), None)
-    criteria.append(_criterion("gates", passed, len(names), gated is not None and passed == len(names), why))
+    criteria.append(
+        _criterion("gates", passed, len(names), gated is not None and passed == len(names), why)
+    )
     if "tools" in names:
         tools = gated.tools.passed if gated and gated.tools else None
-        criteria.append(_criterion("tools", tools, q.tools, tools is not None and tools >= q.tools, error))
+        criteria.append(
+            _criterion("tools", tools, q.tools, tools is not None and tools >= q.tools, error)
+        )
 
     benched = None
     if q.bench is not None:
@@ -217,19 +249,29 @@ def qualify(
         criteria += bench_criteria
 
     raw: dict[str, dict[str, Any]] = {}
-    if exposure_fn is not None:  # an edge fronts the stack: its exposure matrix is part of the verdict
+    # an edge fronts the stack: its exposure matrix is part of the verdict
+    if exposure_fn is not None:
         matrix, error = _step(ready, exposure_fn)
         routes = matrix.rows if matrix else []
         as_expected = sum(1 for route in routes if route.passed)
-        why = error or next((f"{x.method} {x.path}: {x.reason}" for x in routes if not x.passed), None)
-        criteria.append(_criterion("exposure", as_expected, len(routes), bool(matrix and matrix.passed), why))
+        why = error or next(
+            (f"{x.method} {x.path}: {x.reason}" for x in routes if not x.passed), None
+        )
+        criteria.append(
+            _criterion("exposure", as_expected, len(routes), bool(matrix and matrix.passed), why)
+        )
         raw = {"exposure.json": matrix.to_json()} if matrix is not None else {}
     slept = None
-    if sleep_fn is not None:  # `--sleep-cycles N`: sleep mode qualified on this engine (evidence/sleepcycles.py)
+    # `--sleep-cycles N`: sleep mode qualified on this engine (evidence/sleepcycles.py)
+    if sleep_fn is not None:
         slept, error = _step(ready, sleep_fn)
         growth = slept.residue_growth_gib if slept else None
         failed = error or (slept.reason if slept else None)
-        criteria.append(_criterion("sleep", growth, sleepcycles.MAX_GROWTH_GIB, bool(slept and slept.passed), failed))
+        criteria.append(
+            _criterion(
+                "sleep", growth, sleepcycles.MAX_GROWTH_GIB, bool(slept and slept.passed), failed
+            )
+        )
         if slept is not None:
             raw["sleep.json"] = slept.to_json()
 
@@ -242,7 +284,9 @@ def qualify(
         "qualified": qualified,
         "criteria": [c.to_json() for c in criteria],
         "emulated": emulated,
-    }  # qualify.json of the bundle: written as JSON, sealed: `promote` accepts only a verdict written here
+        # qualify.json of the bundle: written as JSON, sealed: `promote` accepts only a verdict
+        # written here
+    }
     verdict["seal"] = privatestate.seal(project, verdict)
     run = evidence.write_run(
         project,
@@ -284,8 +328,13 @@ BENCH_LIMITS = (
 def _bench_criteria(
     spec: QualifyBench, ready: bool, run_bench_fn: Callable[..., BenchResult] | None
 ) -> tuple[BenchResult | None, list[Criterion]]:
-    """(bench result, criteria): `bench` (every request completed), then each limit the profile sets."""
-    options = {"requests": spec.requests, "input_tokens": spec.input_tokens, "output_tokens": spec.output_tokens}
+    """(bench result, criteria): `bench` (every request completed), then each limit the profile
+    sets."""
+    options = {
+        "requests": spec.requests,
+        "input_tokens": spec.input_tokens,
+        "output_tokens": spec.output_tokens,
+    }
     result: BenchResult | None
     error: str | None
     if run_bench_fn is None:
@@ -294,21 +343,38 @@ def _bench_criteria(
         result, error = _step(ready, run_bench_fn, [spec.concurrency], **options)
     level = result.levels[0] if result and result.levels else None
     done, errors = (level.completed, level.errors) if level else (None, None)
-    why = error or (level.error_messages[0] if level and level.error_messages else None) or "no request completed"
-    criteria = [_criterion("bench", done, spec.requests, bool(result) and errors == 0 and done == spec.requests, why)]
+    why = (
+        error
+        or (level.error_messages[0] if level and level.error_messages else None)
+        or "no request completed"
+    )
+    criteria = [
+        _criterion(
+            "bench",
+            done,
+            spec.requests,
+            bool(result) and errors == 0 and done == spec.requests,
+            why,
+        )
+    ]
     for figure, field, at_least in BENCH_LIMITS:
         limit = getattr(spec, field)
         if limit is None:
             continue
         value = getattr(level, figure) if level else None
         passed = value is not None and (value >= limit if at_least else value <= limit)
-        reason = error or (f"{figure} unknown" if value is None else f"{value} {'<' if at_least else '>'} {limit}")
+        reason = error or (
+            f"{figure} unknown" if value is None else f"{value} {'<' if at_least else '>'} {limit}"
+        )
         criteria.append(_criterion(figure, value, limit, passed, reason))
     return result, criteria
 
 
 def qualify_stack(
-    project: Project, r: Resolved, exposure_fn: Callable[[], ExposureMatrix] | None = None, sleep_cycles: int = 0
+    project: Project,
+    r: Resolved,
+    exposure_fn: Callable[[], ExposureMatrix] | None = None,
+    sleep_cycles: int = 0,
 ) -> QualifyResult:
     live = capture.live_stack(project, r)
     cycles = functools.partial(sleepcycles.run, project, r, sleep_cycles, live.identity.emulated)
@@ -322,7 +388,11 @@ def qualify_stack(
         run_ladder_fn=functools.partial(ladder.run_ladder, ep.base_url, served, api_key=ep.api_key),
         run_gates_fn=functools.partial(gates.run_gates, ep.base_url, served, api_key=ep.api_key),
         run_bench_fn=functools.partial(
-            bench.run_bench, ep.base_url, served, api_key=ep.api_key, emulated=live.identity.emulated
+            bench.run_bench,
+            ep.base_url,
+            served,
+            api_key=ep.api_key,
+            emulated=live.identity.emulated,
         ),
         exposure_fn=exposure_fn,
         sleep_fn=cycles if sleep_cycles else None,
@@ -348,5 +418,7 @@ def format_text(result: QualifyResult) -> str:
         lines.append(f"  {mark}  {c.name:<12} {measured} (need {threshold}){why}")
     lines.append(f"{'QUALIFIED' if result.qualified else 'NOT qualified'}; evidence: {result.run}")
     if result.emulated:
-        lines.append("EMULATED vLLM: this exercised composegen and the criteria, not a real engine or model")
+        lines.append(
+            "EMULATED vLLM: this exercised composegen and the criteria, not a real engine or model"
+        )
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
-"""Checks of evidence.json before its model (reports/bundle.py: EvidenceBundle) is trusted, so compare, plan
-and qualify never meet a damaged bundle (a string where a number belongs, NaN, a 5000-digit integer, a field
-nested 10,000 deep).
+"""Checks of evidence.json before its model (reports/bundle.py: EvidenceBundle) is trusted, so
+compare, plan and qualify never meet a damaged bundle (a string where a number belongs, NaN, a
+5000-digit integer, a field nested 10,000 deep).
 
 Anywhere in the document: numbers are finite and fit 64 bits, nesting stops at MAX_DEPTH.
 `check_document(doc, where)` raises BadInput naming file and field; `load_part` reads one part of a
@@ -28,7 +28,9 @@ def check_document(doc: Any, where: str) -> EvidenceBundle:
     """The bundle as the model, or BadInput `where: field: problem` (one line)."""
     _walk(doc, (), where)
     name = (
-        doc.get("profile", {}).get("name") if isinstance(doc, dict) and isinstance(doc.get("profile"), dict) else None
+        doc.get("profile", {}).get("name")
+        if isinstance(doc, dict) and isinstance(doc.get("profile"), dict)
+        else None
     )
     if isinstance(name, str) and (problem := profile_name_problem(name)):
         raise BadInput(f"{where}: profile.name: {problem}")
@@ -43,8 +45,8 @@ def check_document(doc: Any, where: str) -> EvidenceBundle:
 
 
 def load_part(doc: dict, key: str, model: type[Part]) -> Part | None:
-    """One part of a loaded bundle (`bench`, `ladder`) as its own report model, None when the run has none;
-    a hand-edited part that does not fit is bad input (exit 2)."""
+    """One part of a loaded bundle (`bench`, `ladder`) as its own report model, None when the run
+    has none; a hand-edited part that does not fit is bad input (exit 2)."""
     raw = doc.get(key)
     if raw is None:
         return None
@@ -55,27 +57,36 @@ def load_part(doc: dict, key: str, model: type[Part]) -> Part | None:
         raise BadInput(f"{doc.get('path', '?')}/evidence.json: {key}: {problem}") from None
 
 
-MAX_ITEMS = 100_000  # entries of one list: a sweep or a ladder has dozens; report time stays bounded
+# entries of one list: a sweep or a ladder has dozens; report time stays bounded
+MAX_ITEMS = 100_000
 MAX_STRING = 64 * 1024  # the longest text a bundle records (an args line, an error) is a few kB
 
 
 def _sane_string(text: str, field: str, where: str) -> None:
-    """Text a report can print, plot and write: encodable (no lone surrogate) and of a bounded length."""
+    """Text a report can print, plot and write: encodable (no lone surrogate) and of a bounded
+    length."""
     if len(text) > MAX_STRING:
         raise BadInput(f"{where}: {field}: a {len(text)}-character string (at most {MAX_STRING})")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadInput(f"{where}: {field}: holds a lone surrogate (\\ud800-\\udfff), not text") from None
+        raise BadInput(
+            f"{where}: {field}: holds a lone surrogate (\\ud800-\\udfff), not text"
+        ) from None
 
 
 def _walk(value: Any, path: tuple, where: str) -> None:
-    """Refuse what no field of any report means, wherever it sits: NaN/inf, huge integers, deep nesting."""
+    """Refuse what no field of any report means, wherever it sits: NaN/inf, huge integers, deep
+    nesting."""
     field = ".".join(map(str, path)) or "document"
     if len(path) > MAX_DEPTH:
-        raise BadInput(f"{where}: {'.'.join(map(str, path[:4]))}…: nested deeper than {MAX_DEPTH} levels")
+        raise BadInput(
+            f"{where}: {'.'.join(map(str, path[:4]))}…: nested deeper than {MAX_DEPTH} levels"
+        )
     if isinstance(value, float) and not math.isfinite(value):
-        raise BadInput(f"{where}: {field}: {value} is not a number (NaN and infinities are refused)")
+        raise BadInput(
+            f"{where}: {field}: {value} is not a number (NaN and infinities are refused)"
+        )
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
         raise BadInput(f"{where}: {field}: integer out of range (at most 2**63-1)")
     if isinstance(value, str):

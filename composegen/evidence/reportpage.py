@@ -34,7 +34,8 @@ code{font-size:12px}.flag-yes{color:#b00020;font-weight:bold}
 def _table(head: list[str], rows: list[list[str]]) -> str:
     cells = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(c)).replace('`', '')}</td>" for c in row) + "</tr>" for row in rows
+        "<tr>" + "".join(f"<td>{escape(str(c)).replace('`', '')}</td>" for c in row) + "</tr>"
+        for row in rows
     )
     return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -51,7 +52,10 @@ def _plot(name: str, title: str, svg: str | None) -> str:
 
 def _comparison(result: CompareReport) -> str:
     a, b = result.a.profile, result.b.profile
-    rows = [[r.label, compare._value(r, "a"), compare._value(r, "b"), compare._change(r)] for r in result.rows]
+    rows = [
+        [r.label, compare._value(r, "a"), compare._value(r, "b"), compare._change(r)]
+        for r in result.rows
+    ]
     cap = result.unexplained_capacity_change
     flag = compare._flag_line(result)
     parts = [
@@ -62,14 +66,21 @@ def _comparison(result: CompareReport) -> str:
     config = result.config
     diff_rows = [[c.path, repr(c.before), repr(c.after)] for c in config.functional]
     parts.append("<h4>Config differences</h4>")
-    parts.append(_table(["Path", "a", "b"], diff_rows) if diff_rows else "<p>No functional differences.</p>")
+    parts.append(
+        _table(["Path", "a", "b"], diff_rows) if diff_rows else "<p>No functional differences.</p>"
+    )
     if config.identity:
-        parts.append(f"<p>{len(config.identity)} identity-only differences (ports, names, labels).</p>")
+        parts.append(
+            f"<p>{len(config.identity)} identity-only differences (ports, names, labels).</p>"
+        )
     bench = result.bench
     if bench and bench.levels:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
         cell = benchcompare.cell
-        rows = [[str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)] for r in bench.levels]
+        rows = [
+            [str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)]
+            for r in bench.levels
+        ]
         parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))
     notes = [*config.notes, *result.notes, *(bench.notes if bench else [])]
     parts += [f"<p>note: {escape(n)}</p>" for n in notes]
@@ -83,7 +94,15 @@ def _raw_files(report: RunsReport) -> str:
 
 def _bench_tables(report: RunsReport) -> str:
     parts = []
-    head = ["Concurrency", "Completed", "Errors", "req/s", "output tok/s", "TTFT median ms", "TTFT p99 ms"]
+    head = [
+        "Concurrency",
+        "Completed",
+        "Errors",
+        "req/s",
+        "output tok/s",
+        "TTFT median ms",
+        "TTFT p99 ms",
+    ]
     head += ["TPOT median ms", "ITL p99 ms", "E2EL p99 ms"]
     show = lambda v: "-" if v is None else f"{v:,.2f}"  # noqa: E731
     for run in report.runs:
@@ -94,7 +113,15 @@ def _bench_tables(report: RunsReport) -> str:
                 str(lv.concurrency),
                 str(lv.completed),
                 str(lv.errors),
-                *map(show, (lv.request_throughput, lv.output_throughput, lv.median_ttft_ms, lv.p99_ttft_ms)),
+                *map(
+                    show,
+                    (
+                        lv.request_throughput,
+                        lv.output_throughput,
+                        lv.median_ttft_ms,
+                        lv.p99_ttft_ms,
+                    ),
+                ),
                 *map(show, (lv.median_tpot_ms, lv.p99_itl_ms, lv.p99_e2el_ms)),
             ]
             for lv in run.bench.levels
@@ -105,9 +132,11 @@ def _bench_tables(report: RunsReport) -> str:
 
 
 def _drawn(plot: Callable[[RunsReport], str | None], report: RunsReport) -> str | None:
-    """A bundle's figures are checked finite, not plausible: 1.7e308 overflows matplotlib's tick maths."""
+    """A bundle's figures are checked finite, not plausible: 1.7e308 overflows matplotlib's tick
+    maths."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's overflow notes on the way to the error
+        # numpy's overflow notes on the way to the error
+        warnings.simplefilter("ignore", RuntimeWarning)
         try:
             return plot(report)
         except (OverflowError, ValueError):

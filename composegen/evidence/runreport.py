@@ -1,10 +1,10 @@
-"""`composegen report RUN...`: what the evidence runs hold, gathered once for the HTML page (reportpage.py)
-and the Markdown pull-request comment (format_markdown here).
+"""`composegen report RUN...`: what the evidence runs hold, gathered once for the HTML page
+(reportpage.py) and the Markdown pull-request comment (format_markdown here).
 
-`gather(specs, *, root) -> RunsReport` loads every bundle (checking its raw files' sha256 as load_run does)
-and compares every later run with the first (compare.compare_runs: the A/B Results table, config
-differences, the unexplained-capacity flag, per-level bench deltas). The JSON form (`report --json`) is
-the RunsReport model.
+`gather(specs, *, root) -> RunsReport` loads every bundle (checking its raw files' sha256 as
+load_run does) and compares every later run with the first (compare.compare_runs: the A/B Results
+table, config differences, the unexplained-capacity flag, per-level bench deltas). The JSON form
+(`report --json`) is the RunsReport model.
 """
 
 from __future__ import annotations
@@ -66,7 +66,9 @@ def gather(specs: list[str], *, root: str | Path) -> RunsReport:
         raise BadInput("report: give one or more runs (runs/<run> or a bundle path)")
     docs = [evidence.load_run(spec, root) for spec in specs]
     runs = [_summary(doc, label) for doc, label in zip(docs, _labels(docs), strict=True)]
-    comparisons = [compare.compare_runs(docs[0]["path"], doc["path"], root=root) for doc in docs[1:]]
+    comparisons = [
+        compare.compare_runs(docs[0]["path"], doc["path"], root=root) for doc in docs[1:]
+    ]
     return RunsReport(runs=runs, comparisons=comparisons)
 
 
@@ -78,7 +80,8 @@ def _short(value: str | None, n: int = 16) -> str:
 
 
 def provenance_rows(report: RunsReport) -> list[list[str]]:
-    """[label, profile hash, image digest, compose sha256, revision, source, emulated, created] per run."""
+    """[label, profile hash, image digest, compose sha256, revision, source, emulated, created] per
+    run."""
     return [
         [
             run.label,
@@ -94,13 +97,27 @@ def provenance_rows(report: RunsReport) -> list[list[str]]:
     ]
 
 
-PROVENANCE_HEAD = ["Run", "Profile hash", "Image digest", "Compose sha256", "Revision", "Source", "Emulated", "Created"]
+PROVENANCE_HEAD = [
+    "Run",
+    "Profile hash",
+    "Image digest",
+    "Compose sha256",
+    "Revision",
+    "Source",
+    "Emulated",
+    "Created",
+]
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """Cells are text from bundles: a `|` or a newline cannot end a cell, `![..](..)` cannot become an image."""
+    """Cells are text from bundles: a `|` or a newline cannot end a cell, `![..](..)` cannot become
+    an image."""
     rows = [[md_cell(c) for c in r] for r in rows]
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
+    return [
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
 
 
 def _ladder_md(run: RunSummary) -> list[str]:
@@ -125,7 +142,10 @@ def _ladder_md(run: RunSummary) -> list[str]:
 def format_markdown(report: RunsReport) -> str:
     lines = ["## composegen report", ""]
     if any(run.emulated for run in report.runs):
-        lines += ["> **EMULATED vLLM** in at least one run: the figures exercise composegen, not a model.", ""]
+        lines += [
+            "> **EMULATED vLLM** in at least one run: the figures exercise composegen, not a model.",
+            "",
+        ]
     lines += ["### Provenance", "", *_md_table(PROVENANCE_HEAD, provenance_rows(report))]
     for comparison in report.comparisons:
         a, b = md_cell(comparison.a.profile), md_cell(comparison.b.profile)

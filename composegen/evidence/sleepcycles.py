@@ -1,12 +1,14 @@
-"""`qualify NAME --sleep-cycles N`: is sleep mode trustworthy for this engine on this machine? (issue 37)
+"""`qualify NAME --sleep-cycles N`: is sleep mode trustworthy for this engine on this machine?
+(issue 37)
 
-N cycles of the profile's level on the running stack — sleep, wake, one temperature-0 probe — each timed,
-with the GPU memory the sleeping engine still holds (its own `… GiB memory is still in use.` line). It fails
-when a wake fails, an answer differs from the one before the first sleep, or that residue grows by more
-than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned memory growing per cycle until
-outputs broke, vLLM issue 21336). The stack is left awake. The result goes into the qualify bundle as
-sleep.json, and the outcome is kept per (vLLM version, model, emulated or not) in
-.composegen/standby/qualified.json, which the standby path reads (edge/standby.py).
+N cycles of the profile's level on the running stack — sleep, wake, one temperature-0 probe — each
+timed, with the GPU memory the sleeping engine still holds (its own `… GiB memory is still in use.`
+line). It fails when a wake fails, an answer differs from the one before the first sleep, or that
+residue grows by more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned
+memory growing per cycle until outputs broke, vLLM issue 21336). The stack is left awake. The result
+goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM version, model,
+emulated or not) in .composegen/standby/qualified.json, which the standby path reads
+(edge/standby.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from composegen.project import Project
 from composegen.stack import driver
 
 MAX_GROWTH_GIB = 0.5
-PROBE = {"messages": [{"role": "user", "content": "Name three prime numbers."}], "max_tokens": 16, "temperature": 0}
+PROBE = {
+    "messages": [{"role": "user", "content": "Name three prime numbers."}],
+    "max_tokens": 16,
+    "temperature": 0,
+}
 
 
 def key_of(r: Resolved, emulated: bool) -> str:
@@ -63,7 +69,9 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     residues = [c.residue_gib for c in rows if c.residue_gib is not None]
     growth = round(residues[-1] - residues[0], 3) if len(residues) > 1 else None
     reason = next((f"cycle {c.cycle}: {c.error}" for c in rows if c.error), None)
-    reason = reason or next((f"cycle {c.cycle}: the answer changed" for c in rows if c.same_answer is False), None)
+    reason = reason or next(
+        (f"cycle {c.cycle}: the answer changed" for c in rows if c.same_answer is False), None
+    )
     if reason is None and growth is not None and growth > MAX_GROWTH_GIB:
         reason = f"the sleeping engine's GPU memory grew {growth:g} GiB over {len(rows)} cycles (> {MAX_GROWTH_GIB})"
     result = SleepCycles(profile=r.name, level=level, cycles=rows, residue_growth_gib=growth, passed=reason is None,
@@ -95,11 +103,21 @@ def _remember(project: Project, result: SleepCycles) -> None:
 
 
 def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
-    """The kept outcome of a sleep qualification for R's engine on this machine, or None (read defensively:
-    a record that is not one counts as none)."""
+    """The kept outcome of a sleep qualification for R's engine on this machine, or None (read
+    defensively: a record that is not one counts as none)."""
     doc: dict = privatestate.read_json(_kept_path(project), {})
     found = doc.get(key_of(r, emulated))
-    if not isinstance(found, dict) or not isinstance(found.get("passed"), bool) or not isinstance(found.get("at"), str):
+    if (
+        not isinstance(found, dict)
+        or not isinstance(found.get("passed"), bool)
+        or not isinstance(found.get("at"), str)
+    ):
         return None
     level, cycles = (v if isinstance(v := found.get(k), int) else 0 for k in ("level", "cycles"))
-    return Kept(passed=found["passed"], at=found["at"], profile=str(found.get("profile")), level=level, cycles=cycles)
+    return Kept(
+        passed=found["passed"],
+        at=found["at"],
+        profile=str(found.get("profile")),
+        level=level,
+        cycles=cycles,
+    )

@@ -1,14 +1,17 @@
-"""One bench level in exactly `vllm bench serve --save-result`'s result shape, so tooling that reads vLLM's
-files reads composegen's (`bench --save-vllm-results DIR` writes `vllm-bench-serve-cN.json` per level).
+"""One bench level in exactly `vllm bench serve --save-result`'s result shape, so tooling that reads
+vLLM's files reads composegen's (`bench --save-vllm-results DIR` writes `vllm-bench-serve-cN.json`
+per level).
 
-The reference is vLLM 0.26.0's own files (tests/data/real-0.26.0-h200-graphs/vllm-bench-serve-c*.json):
-the same keys in the same order, the same units (ms, unrounded), vLLM's definitions — TPOT per request
-with ≥ 2 output tokens, ITL every gap between streamed events, numpy's linear percentiles and population
-standard deviation; `max_output_tokens_per_s` is the most streamed events in one whole second of the
-run, `max_concurrent_requests` the most requests active during one whole second (vLLM's buckets).
-`request_rate` is "inf" (closed loop), `burstiness` 1.0, `rtfx` 0.0 (no audio), `errors` is absent (vLLM
-writes it only with --save-detailed). The `spec_decode_*` fields come from the server's /metrics
-(`vllm:spec_decode_*_total` counters before and after the level), present only when it speculates.
+The reference is vLLM 0.26.0's own files
+(tests/data/real-0.26.0-h200-graphs/vllm-bench-serve-c*.json): the same keys in the same order, the
+same units (ms, unrounded), vLLM's definitions — TPOT per request with ≥ 2 output tokens, ITL every
+gap between streamed events, numpy's linear percentiles and population standard deviation;
+`max_output_tokens_per_s` is the most streamed events in one whole second of the run,
+`max_concurrent_requests` the most requests active during one whole second (vLLM's buckets).
+`request_rate` is "inf" (closed loop), `burstiness` 1.0, `rtfx` 0.0 (no audio), `errors` is absent
+(vLLM writes it only with --save-detailed). The `spec_decode_*` fields come from the server's
+/metrics (`vllm:spec_decode_*_total` counters before and after the level), present only when it
+speculates.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ METRICS_CAP = 16 << 20  # bytes of /metrics read at most
 
 
 def _figures(name: str, seconds: list[float]) -> dict[str, float]:
-    """vLLM's mean/median/std/p50/p90/p99 in ms; 0.0 without values (as numpy's over an empty list is)."""
+    """vLLM's mean/median/std/p50/p90/p99 in ms; 0.0 without values (as numpy's over an empty list
+    is)."""
     ms = [s * 1000 for s in seconds]
     if not ms:
         return {f"{stat}_{name}_ms": 0.0 for stat in ("mean", "median", "std", "p50", "p90", "p99")}
@@ -47,8 +51,8 @@ def _figures(name: str, seconds: list[float]) -> dict[str, float]:
 
 
 def _peaks(ok: list[Sample]) -> tuple[float, int]:
-    """(most streamed events in one second, most requests active in one second), vLLM's whole-second buckets
-    counted from the first request's start."""
+    """(most streamed events in one second, most requests active in one second), vLLM's whole-second
+    buckets counted from the first request's start."""
     if not ok:
         return 0.0, 0
     first = min(s.started for s in ok)
@@ -124,7 +128,8 @@ class SpecCounters:
 
 
 class SpecDecodeFields(TypedDict):
-    """vLLM's spec_decode_* result fields (VllmBenchServeResult), present only when the server drafted."""
+    """vLLM's spec_decode_* result fields (VllmBenchServeResult), present only when the server
+    drafted."""
 
     spec_decode_acceptance_rate: float
     spec_decode_acceptance_length: float
@@ -135,8 +140,10 @@ class SpecDecodeFields(TypedDict):
 
 
 def spec_counters(text: str) -> SpecCounters | None:
-    """The speculative-decoding counters of one /metrics text; None when the server does not speculate."""
-    from prometheus_client.parser import text_string_to_metric_families  # lazy: ~120 ms measured; only a level reads it
+    """The speculative-decoding counters of one /metrics text; None when the server does not
+    speculate."""
+    # lazy: ~120 ms measured; only a level reads it
+    from prometheus_client.parser import text_string_to_metric_families
 
     found: dict[str, float] = {}
     per_position: dict[int, float] = {}
@@ -146,7 +153,10 @@ def spec_counters(text: str) -> SpecCounters | None:
             if sample.name in names and math.isfinite(sample.value):
                 key = names[sample.name]
                 found[key] = found.get(key, 0.0) + sample.value
-            elif sample.name == SPEC_PER_POSITION and str(sample.labels.get("position", "")).isdigit():
+            elif (
+                sample.name == SPEC_PER_POSITION
+                and str(sample.labels.get("position", "")).isdigit()
+            ):
                 pos = int(sample.labels["position"])
                 per_position[pos] = per_position.get(pos, 0.0) + sample.value
     if "drafts" not in found:
@@ -159,8 +169,11 @@ def spec_counters(text: str) -> SpecCounters | None:
     )
 
 
-def spec_decode_fields(before: SpecCounters | None, after: SpecCounters | None) -> SpecDecodeFields | None:
-    """vLLM's spec_decode_* result fields from two counter readings; None when nothing was drafted."""
+def spec_decode_fields(
+    before: SpecCounters | None, after: SpecCounters | None
+) -> SpecDecodeFields | None:
+    """vLLM's spec_decode_* result fields from two counter readings; None when nothing was
+    drafted."""
     if after is None:
         return None
     then = before or SpecCounters(drafts=0.0)
@@ -176,6 +189,7 @@ def spec_decode_fields(before: SpecCounters | None, after: SpecCounters | None) 
         spec_decode_draft_tokens=int(draft_tokens),
         spec_decode_accepted_tokens=int(accepted),
         spec_decode_per_position_acceptance_rates=[
-            (after.per_position[p] - then.per_position.get(p, 0.0)) / drafts for p in sorted(after.per_position)
+            (after.per_position[p] - then.per_position.get(p, 0.0)) / drafts
+            for p in sorted(after.per_position)
         ],
     )

@@ -1,14 +1,16 @@
 """The Kubernetes objects of a resolved profile, built from the same facts as its compose file.
 
-One node: a Deployment (one replica, Recreate: the GPUs are never held twice). `nodes:`: a LeaderWorkerSet
-(leaderworkerset.x-k8s.io/v1) whose group size is the node count; the leader runs rank 0's argv, the
-workers the headless argv, with `--nnodes`, `--node-rank` and `--master-addr` read from the variables LWS
-injects (LWS_GROUP_SIZE, LWS_WORKER_INDEX, LWS_LEADER_ADDRESS) through Kubernetes' own `$(VAR)` expansion.
-Every other word of argv is the compose node's, `$`-escaped. A Service publishes the API (the leader).
+One node: a Deployment (one replica, Recreate: the GPUs are never held twice). `nodes:`: a
+LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) whose group size is the node count; the leader runs
+rank 0's argv, the workers the headless argv, with `--nnodes`, `--node-rank` and `--master-addr`
+read from the variables LWS injects (LWS_GROUP_SIZE, LWS_WORKER_INDEX, LWS_LEADER_ADDRESS) through
+Kubernetes' own `$(VAR)` expansion. Every other word of argv is the compose node's, `$`-escaped. A
+Service publishes the API (the leader).
 
-What Kubernetes cannot say is never dropped silently: `Notes.unmapped` (not rendered), `Notes.adapted`
-(rendered another way) and `Notes.security` (hostIPC, hostNetwork, capabilities, hostPath — emitted only
-because the compose stack has the same) go into the header comment and `render --json`.
+What Kubernetes cannot say is never dropped silently: `Notes.unmapped` (not rendered),
+`Notes.adapted` (rendered another way) and `Notes.security` (hostIPC, hostNetwork, capabilities,
+hostPath — emitted only because the compose stack has the same) go into the header comment and
+`render --json`.
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ from composegen.weights import cache
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 # vLLM flag → the LWS variable that carries its value in every pod of a group.
-LWS_FLAGS = {"nnodes": "LWS_GROUP_SIZE", "node-rank": "LWS_WORKER_INDEX", "master-addr": "LWS_LEADER_ADDRESS"}
-GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}  # device-plugin resource per compose driver
+LWS_FLAGS = {
+    "nnodes": "LWS_GROUP_SIZE",
+    "node-rank": "LWS_WORKER_INDEX",
+    "master-addr": "LWS_LEADER_ADDRESS",
+}
+# device-plugin resource per compose driver
+GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 SHM_VOLUME, HF_VOLUME = "dshm", "hf-cache"
 DEFAULT_CLAIM = "hf-cache"
 STARTUP_PERIOD_S = 10
@@ -94,11 +101,13 @@ def build(r: resolve.Resolved) -> Manifests:
             "metadata": meta,
             "spec": {
                 "replicas": 1,
-                # vLLM's head waits for its workers: the workers must start before the leader is ready.
+                # vLLM's head waits for its workers: the workers must start before the leader is
+                # ready.
                 "startupPolicy": "LeaderCreated",
                 "leaderWorkerTemplate": {
                     "size": len(nodes),
-                    # composegen starts and stops the ranks together; a lone restarted rank cannot rejoin.
+                    # composegen starts and stops the ranks together; a lone restarted rank cannot
+                    # rejoin.
                     "restartPolicy": "RecreateGroupOnPodRestart",
                     "leaderTemplate": _pod(r, nodes[0], name, "leader", notes),
                     "workerTemplate": _pod(r, nodes[1], name, "worker", notes),
@@ -115,7 +124,9 @@ def build(r: resolve.Resolved) -> Manifests:
         "spec": {
             "type": "ClusterIP",
             "selector": {INSTANCE: name, COMPONENT: component},
-            "ports": [{"name": "http", "protocol": "TCP", "port": svc.port.host, "targetPort": "http"}],
+            "ports": [
+                {"name": "http", "protocol": "TCP", "port": svc.port.host, "targetPort": "http"}
+            ],
         },
     }
     return Manifests(r.name, name, workload["kind"], workload, service, notes)
@@ -126,12 +137,18 @@ def lws_argv(r: resolve.Resolved, node: Node) -> list[str]:
     words = [escape(w) for w in r.argv(node)]
     nodes = r.profile.nodes
     assert nodes is not None
-    values = {"nnodes": len(nodes.members), "node-rank": node.rank, "master-addr": nodes.master_addr}
+    values = {
+        "nnodes": len(nodes.members),
+        "node-rank": node.rank,
+        "master-addr": nodes.master_addr,
+    }
     for flag, var in LWS_FLAGS.items():
         compose = [escape(w) for w in r.catalog.argv(flag, values[flag])]
         at = next(i for i in range(len(words)) if words[i : i + len(compose)] == compose)
         head, _, _ = compose[-1].rpartition("=")
-        words[at + len(compose) - 1] = f"{head}={reference(var)}" if len(compose) == 1 else reference(var)
+        words[at + len(compose) - 1] = (
+            f"{head}={reference(var)}" if len(compose) == 1 else reference(var)
+        )
     return words
 
 
@@ -146,19 +163,34 @@ def _pod(r: resolve.Resolved, node: Node | None, name: str, component: str, note
         f"{LABEL_PREFIX}vllm-version": p.vllm_version,
     }
     if node is not None:
-        annotations |= {f"{LABEL_PREFIX}node": node.name, f"{LABEL_PREFIX}node-rank": str(node.rank)}
+        annotations |= {
+            f"{LABEL_PREFIX}node": node.name,
+            f"{LABEL_PREFIX}node-rank": str(node.rank),
+        }
     volumes, mounts, hf_path = _volumes(r, node, notes)
     main = _container(r, node, mounts, notes)
     spec: dict[str, Any] = {}
-    if svc.ipc == "host" and host_network:  # a multi-node pod shares the node, as its compose node does
+    # a multi-node pod shares the node, as its compose node does
+    if svc.ipc == "host" and host_network:
         spec["hostIPC"] = True
         notes.add("security", "ipc", "host", "hostIPC: true")
-    elif svc.ipc == "host":  # compose shares the host's /dev/shm for reclaim; a pod has its own, in memory
-        notes.add("adapted", "ipc", "host", f"no hostIPC: the pod's /dev/shm is the memory emptyDir {SHM_VOLUME}")
+    # compose shares the host's /dev/shm for reclaim; a pod has its own, in memory
+    elif svc.ipc == "host":
+        notes.add(
+            "adapted",
+            "ipc",
+            "host",
+            f"no hostIPC: the pod's /dev/shm is the memory emptyDir {SHM_VOLUME}",
+        )
     if host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # LWS_LEADER_ADDRESS is a cluster DNS name
-        notes.add("security", "network_mode", "host", "hostNetwork: true (dnsPolicy ClusterFirstWithHostNet)")
+        notes.add(
+            "security",
+            "network_mode",
+            "host",
+            "hostNetwork: true (dnsPolicy ClusterFirstWithHostNet)",
+        )
     spec["terminationGracePeriodSeconds"] = math.ceil(parse_duration(svc.stop_grace_period) or 0)
     if hf_path is not None:
         spec["initContainers"] = [_weights_container(r, hf_path, mounts)]
@@ -170,7 +202,8 @@ def _pod(r: resolve.Resolved, node: Node | None, name: str, component: str, note
 def _container(r: resolve.Resolved, node: Node | None, mounts: list[dict], notes: Notes) -> dict:
     p, svc = r.profile, r.profile.service
     headless = node is not None and node.rank != 0
-    port = svc.port.container if node is None else svc.port.host  # on the host network vLLM binds the host port
+    # on the host network vLLM binds the host port
+    port = svc.port.container if node is None else svc.port.host
     c: dict[str, Any] = {
         "name": "vllm",
         "image": p.image,
@@ -186,15 +219,27 @@ def _container(r: resolve.Resolved, node: Node | None, mounts: list[dict], notes
     gpus = (node.gpus if node is not None and node.gpus else None) or svc.gpus
     resource = GPU_RESOURCES.get(gpus.driver)
     if resource is None:
-        notes.add("unmapped", "gpus.driver", gpus.driver, "no known device-plugin resource: no GPU limit rendered")
+        notes.add(
+            "unmapped",
+            "gpus.driver",
+            gpus.driver,
+            "no known device-plugin resource: no GPU limit rendered",
+        )
     else:
         c["resources"] = {"limits": {resource: gpus.n}}
     if gpus.device_ids is not None:
-        notes.add("adapted", "gpus.device_ids", gpus.device_ids, f"{resource}: {gpus.n} (the device plugin picks)")
+        notes.add(
+            "adapted",
+            "gpus.device_ids",
+            gpus.device_ids,
+            f"{resource}: {gpus.n} (the device plugin picks)",
+        )
     c["volumeMounts"] = mounts
     if node is not None and r.profile.nodes is not None and r.profile.nodes.rdma:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-        notes.add("security", "cap_add", ["IPC_LOCK"], "securityContext.capabilities.add: [IPC_LOCK]")
+        notes.add(
+            "security", "cap_add", ["IPC_LOCK"], "securityContext.capabilities.add: [IPC_LOCK]"
+        )
     if not headless:
         c |= _probes(r, node)
     return c
@@ -204,7 +249,8 @@ def _probes(r: resolve.Resolved, node: Node | None) -> dict:
     svc = r.profile.service
     get: dict[str, Any] = {"path": "/health", "port": "http"}
     if node is not None and svc.port.bind not in ("0.0.0.0", "::", ""):
-        get["host"] = svc.port.bind  # hostNetwork, API bound to one address: the kubelet asks it there
+        # hostNetwork, API bound to one address: the kubelet asks it there
+        get["host"] = svc.port.bind
     # period × failureThreshold covers the whole load, as compose's start_period does.
     return {
         "startupProbe": {
@@ -213,7 +259,12 @@ def _probes(r: resolve.Resolved, node: Node | None) -> dict:
             "timeoutSeconds": 5,
             "failureThreshold": math.ceil(svc.startup_timeout / STARTUP_PERIOD_S),
         },
-        "readinessProbe": {"httpGet": get, "periodSeconds": 30, "timeoutSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {
+            "httpGet": get,
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 3,
+        },
     }
 
 
@@ -227,16 +278,24 @@ def _env(r: resolve.Resolved, node: Node | None, notes: Notes) -> list[dict]:
             continue
         var = text[2:].split("}")[0].split(":")[0].split("-")[0].split("?")[0]
         if SECRET_RE.search(key) or SECRET_RE.search(var):
-            # compose passes an unset `${VAR}` as empty; only `${VAR:?why}` / `${VAR?why}` insists on it
+            # compose passes an unset `${VAR}` as empty; only `${VAR:?why}` / `${VAR?why}` insists
+            # on it
             optional = "?" not in text
             ref = {"name": r.profile.kubernetes.secret, "key": var, "optional": optional}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
         else:
-            notes.add("unmapped", f"environment.{key}", text, "the host's environment has no Kubernetes equivalent")
+            notes.add(
+                "unmapped",
+                f"environment.{key}",
+                text,
+                "the host's environment has no Kubernetes equivalent",
+            )
     return out
 
 
-def _volumes(r: resolve.Resolved, node: Node | None, notes: Notes) -> tuple[list[dict], list[dict], str | None]:
+def _volumes(
+    r: resolve.Resolved, node: Node | None, notes: Notes
+) -> tuple[list[dict], list[dict], str | None]:
     """Pod volumes, the vLLM container's mounts, and the snapshot path the init container checks."""
     svc, model = r.profile.service, r.profile.model
     read_only = {v.target: v.read_only for v in svc.volumes}
@@ -252,19 +311,41 @@ def _volumes(r: resolve.Resolved, node: Node | None, notes: Notes) -> tuple[list
         if target == hf_target:
             vol: dict[str, Any] = {"name": HF_VOLUME, **_hf_source(r, source, ro, notes)}
         elif source.startswith("/"):
-            vol = {"name": f"data-{index}", "hostPath": {"path": source, "type": "DirectoryOrCreate"}}
-            notes.add("security", f"volumes.{target}", source, f"hostPath {source} (compose: a bind mount)")
+            vol = {
+                "name": f"data-{index}",
+                "hostPath": {"path": source, "type": "DirectoryOrCreate"},
+            }
+            notes.add(
+                "security",
+                f"volumes.{target}",
+                source,
+                f"hostPath {source} (compose: a bind mount)",
+            )
         elif not source.startswith((".", "~", "$")):
-            vol = {"name": source if K8S_NAME_RE.fullmatch(source) else f"data-{index}", "emptyDir": {}}
-            notes.add("adapted", f"volumes.{target}", source, "emptyDir: kept across container restarts, not pods")
+            vol = {
+                "name": source if K8S_NAME_RE.fullmatch(source) else f"data-{index}",
+                "emptyDir": {},
+            }
+            notes.add(
+                "adapted",
+                f"volumes.{target}",
+                source,
+                "emptyDir: kept across container restarts, not pods",
+            )
         else:
-            notes.add("unmapped", f"volumes.{target}", source, "a path on the compose host: not mounted")
+            notes.add(
+                "unmapped", f"volumes.{target}", source, "a path on the compose host: not mounted"
+            )
             continue
         volumes.append(vol)
-        mounts.append({"name": vol["name"], "mountPath": target, **({"readOnly": True} if ro else {})})
+        mounts.append(
+            {"name": vol["name"], "mountPath": target, **({"readOnly": True} if ro else {})}
+        )
     if svc.shm_size:
         size = parse_bytes(svc.shm_size) or 0
-        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(size)}})
+        volumes.append(
+            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(size)}}
+        )
         mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
         if svc.ipc == "host":
             notes.add(
@@ -274,7 +355,12 @@ def _volumes(r: resolve.Resolved, node: Node | None, notes: Notes) -> tuple[list
                 f"/dev/shm: memory emptyDir {quantity(size)} (compose with ipc: host shares the host's)",
             )
     if hf_target is None:
-        notes.add("unmapped", "weights", weights, "no volume holds the Hugging Face cache: no init container")
+        notes.add(
+            "unmapped",
+            "weights",
+            weights,
+            "no volume holds the Hugging Face cache: no init container",
+        )
         return volumes, mounts, None
     if model.path:
         return volumes, mounts, model.path
@@ -285,12 +371,30 @@ def _volumes(r: resolve.Resolved, node: Node | None, notes: Notes) -> tuple[list
 def _hf_source(r: resolve.Resolved, compose_source: str, read_only: bool, notes: Notes) -> dict:
     chosen = r.profile.kubernetes.hf_cache
     if chosen is not None and chosen.claim:
-        return {"persistentVolumeClaim": {"claimName": chosen.claim, **({"readOnly": True} if read_only else {})}}
-    path = chosen.host_path if chosen is not None else (compose_source if compose_source.startswith("/") else None)
+        return {
+            "persistentVolumeClaim": {
+                "claimName": chosen.claim,
+                **({"readOnly": True} if read_only else {}),
+            }
+        }
+    path = (
+        chosen.host_path
+        if chosen is not None
+        else (compose_source if compose_source.startswith("/") else None)
+    )
     if path is None:
-        notes.add("adapted", "volumes.hf-cache", compose_source, f"persistentVolumeClaim {DEFAULT_CLAIM}")
-        return {"persistentVolumeClaim": {"claimName": DEFAULT_CLAIM, **({"readOnly": True} if read_only else {})}}
-    notes.add("security", "volumes.hf-cache", compose_source, f"hostPath {path} (the Hugging Face cache)")
+        notes.add(
+            "adapted", "volumes.hf-cache", compose_source, f"persistentVolumeClaim {DEFAULT_CLAIM}"
+        )
+        return {
+            "persistentVolumeClaim": {
+                "claimName": DEFAULT_CLAIM,
+                **({"readOnly": True} if read_only else {}),
+            }
+        }
+    notes.add(
+        "security", "volumes.hf-cache", compose_source, f"hostPath {path} (the Hugging Face cache)"
+    )
     return {"hostPath": {"path": path, "type": "Directory"}}
 
 

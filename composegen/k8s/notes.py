@@ -1,8 +1,9 @@
-"""What the Kubernetes manifests cannot say as compose does: every such setting is a Note, never dropped.
+"""What the Kubernetes manifests cannot say as compose does: every such setting is a Note, never
+dropped.
 
-`unmapped`: no equivalent, not rendered. `adapted`: rendered another way. `security`: hostIPC, hostNetwork,
-capabilities and hostPath, emitted only because the compose stack has the same. All three reach the
-workload's header comment and `render --json`.
+`unmapped`: no equivalent, not rendered. `adapted`: rendered another way. `security`: hostIPC,
+hostNetwork, capabilities and hostPath, emitted only because the compose stack has the same. All
+three reach the workload's header comment and `render --json`.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class Notes:
 
 
 def workers_share_a_template(nodes: list[Node], notes: Notes) -> None:
-    """LWS has one worker template: per-node settings of ranks past the first worker cannot be said."""
+    """LWS has one worker template: per-node settings of ranks past the first worker cannot be
+    said."""
     first = nodes[1]
     for other in nodes[2:]:
         for what in ("environment", "gpus", "hf_cache"):
@@ -52,18 +54,33 @@ def workers_share_a_template(nodes: list[Node], notes: Notes) -> None:
 
 
 def stack_notes(r: resolve.Resolved, notes: Notes, service: str, period: int) -> None:
-    """The notes on settings of the whole stack (the pod-level ones are added as the pods are built)."""
+    """The notes on settings of the whole stack (the pod-level ones are added as the pods are
+    built)."""
     svc, p = r.profile.service, r.profile
     if not p.pinned:
-        notes.add("adapted", "image", p.image, f"as written, not pinned by digest: {p.image_unpinned_reason or '-'}")
+        notes.add(
+            "adapted",
+            "image",
+            p.image,
+            f"as written, not pinned by digest: {p.image_unpinned_reason or '-'}",
+        )
     if svc.container_name:
-        notes.add("unmapped", "container_name", svc.container_name, "pods are named by their workload")
+        notes.add(
+            "unmapped", "container_name", svc.container_name, "pods are named by their workload"
+        )
     if svc.init:
         notes.add("unmapped", "init", True, "no init process: vllm is the container's PID 1")
     for key, value in svc.ulimits_plain().items():
-        notes.add("unmapped", f"ulimits.{key}", value, "Kubernetes sets no ulimits: the node runtime's defaults apply")
+        notes.add(
+            "unmapped",
+            f"ulimits.{key}",
+            value,
+            "Kubernetes sets no ulimits: the node runtime's defaults apply",
+        )
     if svc.ipc == "shareable":
-        notes.add("unmapped", "ipc", "shareable", "no per-pod IPC sharing beyond the pod's own containers")
+        notes.add(
+            "unmapped", "ipc", "shareable", "no per-pod IPC sharing beyond the pod's own containers"
+        )
     if p.nodes is not None and p.nodes.rdma:
         notes.add(
             "unmapped",
@@ -80,7 +97,12 @@ def stack_notes(r: resolve.Resolved, notes: Notes, service: str, period: int) ->
             "the scheduler places pods; its environment is rendered as written (pin with a nodeSelector)",
         )
     if p.nodes is not None:
-        notes.add("adapted", "command.--master-addr", p.nodes.master_addr, "$(LWS_LEADER_ADDRESS), the leader pod")
+        notes.add(
+            "adapted",
+            "command.--master-addr",
+            p.nodes.master_addr,
+            "$(LWS_LEADER_ADDRESS), the leader pod",
+        )
     port = svc.port
     where = f"{port.bind}:{port.host}" + ("" if p.nodes else f"->{port.container}")
     notes.add("adapted", "ports", where, f"Service {service} port {port.host} (ClusterIP)")
@@ -91,7 +113,9 @@ def stack_notes(r: resolve.Resolved, notes: Notes, service: str, period: int) ->
             port.bind,
             "vLLM listens there as in compose: the Service reaches it only with bind 0.0.0.0",
         )
-    restart = "RecreateGroupOnPodRestart" if p.nodes else "Always (the only policy a Deployment allows)"
+    restart = (
+        "RecreateGroupOnPodRestart" if p.nodes else "Always (the only policy a Deployment allows)"
+    )
     notes.add("adapted", "restart", svc.restart, f"restartPolicy {restart}")
     notes.add(
         "adapted",
@@ -101,7 +125,12 @@ def stack_notes(r: resolve.Resolved, notes: Notes, service: str, period: int) ->
         "(the kubelet restarts a container that misses it), readinessProbe /health",
     )
     if p.monitoring.prometheus:
-        notes.add("unmapped", "monitoring.prometheus", True, "the compose stack's Prometheus is not rendered")
+        notes.add(
+            "unmapped",
+            "monitoring.prometheus",
+            True,
+            "the compose stack's Prometheus is not rendered",
+        )
 
 
 def _text(value: Any) -> str:

@@ -1,10 +1,12 @@
-"""out/NAME/k8s/: the manifests as YAML text, each file under composegen's generated header; the workload's
-header lists the notes. Our own small block emitter (keys as composegen.templating.yaml_key writes them, scalars
-as JSON, a script as a literal block when it reads back exactly): byte-identical output wherever it runs,
-with or without libyaml, and a tenth of PyYAML's time.
+"""out/NAME/k8s/: the manifests as YAML text, each file under composegen's generated header; the
+workload's header lists the notes. Our own small block emitter (keys as
+composegen.templating.yaml_key writes them, scalars as JSON, a script as a literal block when it
+reads back exactly): byte-identical output wherever it runs, with or without libyaml, and a tenth of
+PyYAML's time.
 
-Keys of `render_profile`/`render_all` are paths under out/ (NAME/k8s/FILE), beside the compose keys of
-composegen.render, so `render.write`, `render.check` and the orphan sweep treat both targets alike.
+Keys of `render_profile`/`render_all` are paths under out/ (NAME/k8s/FILE), beside the compose keys
+of composegen.render, so `render.write`, `render.check` and the orphan sweep treat both targets
+alike.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from composegen.templating import yaml_key
 
 
 def _scalar(value: Any) -> str:
-    # JSON scalars are YAML scalars (strings always quoted, as in the compose files): no quoting rules to get wrong.
-    # ASCII escapes: YAML would read U+2028, U+0085 and other non-printables inside quotes otherwise.
+    # JSON scalars are YAML scalars (strings always quoted, as in the compose files): no quoting
+    # rules to get wrong.
+    # ASCII escapes: YAML would read U+2028, U+0085 and other non-printables inside quotes
+    # otherwise.
     return json.dumps(value)
 
 
@@ -33,9 +37,15 @@ _NOT_LITERAL = re.compile(r"[ \t]\n|[^\x20-\x7e\n]")
 
 
 def _block(text: str, indent: str) -> list[str] | None:
-    """A multi-line string as a YAML literal block, when it reads back exactly (else None: JSON-quoted)."""
+    """A multi-line string as a YAML literal block, when it reads back exactly (else None:
+    JSON-quoted)."""
     lines = text.split("\n")
-    if not text.endswith("\n") or text.endswith("\n\n") or text[0] in " \t" or _NOT_LITERAL.search(text):
+    if (
+        not text.endswith("\n")
+        or text.endswith("\n\n")
+        or text[0] in " \t"
+        or _NOT_LITERAL.search(text)
+    ):
         return None
     return ["|", *[f"{indent}{line}" if line else "" for line in lines[:-1]]]
 
@@ -84,7 +94,10 @@ def header(r: resolve.Resolved, what: str, notes: Notes | None = None) -> list[s
         for title, items in (
             ("Compose settings without a Kubernetes equivalent (NOT rendered):", notes.unmapped),
             ("Rendered another way than compose does:", notes.adapted),
-            ("Security-relevant, emitted only because the compose stack has the same:", notes.security),
+            (
+                "Security-relevant, emitted only because the compose stack has the same:",
+                notes.security,
+            ),
         ):
             if items:
                 lines.append(title)
@@ -107,7 +120,9 @@ def render_profile(r: resolve.Resolved) -> tuple[dict[str, str], Manifests]:
         "resources": [m.workload_file, "service.yaml"],
     }
     files = {
-        f"{base}/kustomization.yaml": dump(kustomization, header(r, "`kubectl apply -k` this directory")),
+        f"{base}/kustomization.yaml": dump(
+            kustomization, header(r, "`kubectl apply -k` this directory")
+        ),
         f"{base}/{m.workload_file}": dump(m.workload, header(r, kind, m.notes)),
         f"{base}/service.yaml": dump(m.service, header(r, "the API of the stack")),
     }
@@ -128,11 +143,11 @@ TARGETS = ("compose", "k8s", "all")
 def render_targets(
     project: Project, names: list[str] | None, target: str | None
 ) -> tuple[dict[str, str], list[Manifests], tuple[str, ...], list[str]]:
-    """Every file `render` writes or checks (in memory first: bad input writes nothing), the k8s manifests
-    among them, and the targets whose orphans count. No --target: compose, plus k8s for every profile that
-    already has out/NAME/k8s/ (rendered for Kubernetes once, a profile stays fresh and drift-checked);
-    else compose, k8s, or all of both. Each profile is loaded once for both targets. Last: the profiles
-    with `standby` (their dev routes must stay behind the edge)."""
+    """Every file `render` writes or checks (in memory first: bad input writes nothing), the k8s
+    manifests among them, and the targets whose orphans count. No --target: compose, plus k8s for
+    every profile that already has out/NAME/k8s/ (rendered for Kubernetes once, a profile stays
+    fresh and drift-checked); else compose, k8s, or all of both. Each profile is loaded once for
+    both targets. Last: the profiles with `standby` (their dev routes must stay behind the edge)."""
     keep = rendered_profiles(project) if target is None else None
     rendered: dict[str, str] = {}
     built: list[Manifests] = []
@@ -146,7 +161,12 @@ def render_targets(
             files, m = render_profile(r)
             rendered |= files
             built.append(m)
-    swept = {None: ("compose", "k8s"), "compose": ("compose",), "k8s": ("k8s",), "all": ("compose", "k8s")}
+    swept = {
+        None: ("compose", "k8s"),
+        "compose": ("compose",),
+        "k8s": ("k8s",),
+        "all": ("compose", "k8s"),
+    }
     return rendered, built, swept[target], standby
 
 
@@ -158,7 +178,10 @@ def report(built: list[Manifests]) -> list[K8sRendered]:
         K8sRendered(
             profile=m.profile,
             kind=m.kind,  # type: ignore[arg-type]
-            files=[f"out/{m.profile}/{K8S_DIR}/{f}" for f in ("kustomization.yaml", m.workload_file, "service.yaml")],
+            files=[
+                f"out/{m.profile}/{K8S_DIR}/{f}"
+                for f in ("kustomization.yaml", m.workload_file, "service.yaml")
+            ],
             unmapped=notes(m.notes.unmapped),
             adapted=notes(m.notes.adapted),
             security=notes(m.notes.security),

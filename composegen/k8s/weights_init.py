@@ -1,10 +1,11 @@
-"""The init container's weights check: `composegen weights`' own judgement, run inside the pod before vLLM.
+"""The init container's weights check: `composegen weights`' own judgement, run inside the pod
+before vLLM.
 
 The script is assembled from the sources themselves (weights/snapshot.py's stdlib listing script,
-`index_shards` and `required`; safewrite's `component_problem`), so the pod judges a snapshot by exactly
-the rules `composegen weights` and `up` use on a host. Offline (no Hub): the required files are
-config.json, the tokenizer files and every shard the safetensors index names. Exit 0 when complete; else
-exit 1 naming what is missing.
+`index_shards` and `required`; safewrite's `component_problem`), so the pod judges a snapshot by
+exactly the rules `composegen weights` and `up` use on a host. Offline (no Hub): the required files
+are config.json, the tokenizer files and every shard the safetensors index names. Exit 0 when
+complete; else exit 1 naming what is missing.
 """
 
 from __future__ import annotations
@@ -38,14 +39,16 @@ sys.exit(main(sys.argv[1]))
 def script() -> str:
     """One stdlib Python program for `python3 -c SCRIPT SNAPSHOT_DIR`."""
     listing = snapshot.LISTING_PY.split('if __name__ == "__main__":')[0].strip()
-    constants = {name: getattr(snapshot, name) for name in ("INDEX", "SINGLE", "TOKENIZER_FILES", "TOKENIZER_CORE")} | {
-        "OPTIONAL_LISTED": snapshot.OPTIONAL_LISTED
-    }
+    constants = {
+        name: getattr(snapshot, name)
+        for name in ("INDEX", "SINGLE", "TOKENIZER_FILES", "TOKENIZER_CORE")
+    } | {"OPTIONAL_LISTED": snapshot.OPTIONAL_LISTED}
     parts = [
         "from __future__ import annotations",
         listing,
         *(f"{name} = {value!r}" for name, value in constants.items()),
-        inspect.getsource(safewrite.component_problem).strip(),  # shard names are one path component
+        # shard names are one path component
+        inspect.getsource(safewrite.component_problem).strip(),
         inspect.getsource(snapshot.index_shards).strip(),
         inspect.getsource(snapshot.required).strip(),
         _MAIN.strip(),

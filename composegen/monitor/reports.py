@@ -1,5 +1,5 @@
-"""The JSON shape of `composegen top --once --json` (`composegen schema --report top`): one sample of a
-serving engine's load and rates."""
+"""The JSON shape of `composegen top --once --json` (`composegen schema --report top`): one sample
+of a serving engine's load and rates."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ class SpecDecode(Report):
     accepted_tokens: float
     acceptance_rate: float | None = None  # accepted / drafted tokens
     mean_acceptance_length: float | None = None  # tokens per draft step: 1 + accepted / drafts
-    per_position: list[float | None] = Field(default_factory=list)  # accepted / drafts at each draft position
+    # accepted / drafts at each draft position
+    per_position: list[float | None] = Field(default_factory=list)
 
 
 class TopSample(Report):
@@ -29,7 +30,8 @@ class TopSample(Report):
     name: str | None = None
     url: str
     view: str = "single"  # "head" for a multi-node stack: the head's engine serves every request
-    emulated: bool | None = None  # the stack runs the emulated vLLM (a test double); null: not known (--url)
+    # the stack runs the emulated vLLM (a test double); null: not known (--url)
+    emulated: bool | None = None
     window_s: float
     running: float | None = None
     waiting: float | None = None

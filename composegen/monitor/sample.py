@@ -1,10 +1,11 @@
-"""One `top` sample from two scrapes of vLLM's /metrics: gauges now, rates and percentiles over the window.
+"""One `top` sample from two scrapes of vLLM's /metrics: gauges now, rates and percentiles over the
+window.
 
-Counter rates and latency percentiles come from the difference of two scrapes (a counter that went down
-means the engine restarted: its new value is the delta, as in Prometheus' rate()). Percentiles are
-Prometheus' histogram_quantile over the bucket deltas: linear inside the bucket that holds the rank, and
-the largest finite bound when the rank falls into +Inf. Several engines (data parallel: one `engine`
-label each) are summed; KV usage is their mean.
+Counter rates and latency percentiles come from the difference of two scrapes (a counter that went
+down means the engine restarted: its new value is the delta, as in Prometheus' rate()). Percentiles
+are Prometheus' histogram_quantile over the bucket deltas: linear inside the bucket that holds the
+rank, and the largest finite bound when the rank falls into +Inf. Several engines (data parallel:
+one `engine` label each) are summed; KV usage is their mean.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ class Scrape:
     @classmethod
     def parse(cls, text: str, at: float) -> Scrape:
         """Raises ValueError when `text` is not Prometheus exposition text."""
-        from prometheus_client.parser import text_string_to_metric_families  # why: `schema --report top` loads this
+        # why: `schema --report top` loads this
+        from prometheus_client.parser import text_string_to_metric_families
 
         scrape = cls(at)
         for family in text_string_to_metric_families(text):
             for s in family.samples:
-                if math.isfinite(s.value):  # NaN/Inf figures would make the report invalid JSON: no value
-                    scrape.samples.setdefault(s.name, {})[frozenset(s.labels.items())] = float(s.value)
+                # NaN/Inf figures would make the report invalid JSON: no value
+                if math.isfinite(s.value):
+                    scrape.samples.setdefault(s.name, {})[frozenset(s.labels.items())] = float(
+                        s.value
+                    )
         return scrape
 
     def values(self, name: str, **match: str) -> list[tuple[Labels, float]]:
@@ -50,7 +55,8 @@ class Scrape:
 
 
 def delta(before: Scrape | None, after: Scrape, name: str, **match: str) -> float | None:
-    """Increase of a counter between two scrapes, summed over its label sets (None: no such series)."""
+    """Increase of a counter between two scrapes, summed over its label sets (None: no such
+    series)."""
     now = after.values(name, **match)
     if not now:
         return None
@@ -62,7 +68,9 @@ def delta(before: Scrape | None, after: Scrape, name: str, **match: str) -> floa
     return total
 
 
-def bucket_deltas(before: Scrape | None, after: Scrape, histogram: str) -> list[tuple[float, float]]:
+def bucket_deltas(
+    before: Scrape | None, after: Scrape, histogram: str
+) -> list[tuple[float, float]]:
     """(upper bound, cumulative count) over the window, summed across engines, by bound."""
     name = f"{histogram}_bucket"
     then = dict(before.values(name)) if before else {}
@@ -84,7 +92,8 @@ def _number(text: str | None) -> float | None:
 
 
 def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
-    """Prometheus' histogram_quantile over cumulative (bound, count) pairs; None without observations."""
+    """Prometheus' histogram_quantile over cumulative (bound, count) pairs; None without
+    observations."""
     if not buckets or buckets[-1][1] <= 0:
         return None
     rank = q * buckets[-1][1]
@@ -102,7 +111,11 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
 
 def _latency(before: Scrape | None, after: Scrape, histogram: str) -> Latency:
     buckets = bucket_deltas(before, after, histogram)
-    return Latency(p50_s=quantile(0.5, buckets), p95_s=quantile(0.95, buckets), count=buckets[-1][1] if buckets else 0)
+    return Latency(
+        p50_s=quantile(0.5, buckets),
+        p95_s=quantile(0.95, buckets),
+        count=buckets[-1][1] if buckets else 0,
+    )
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -116,9 +129,15 @@ def _spec(before: Scrape | None, after: Scrape) -> SpecDecode | None:
     drafted = delta(before, after, "vllm:spec_decode_num_draft_tokens_total") or 0.0
     accepted = delta(before, after, "vllm:spec_decode_num_accepted_tokens_total") or 0.0
     found = after.values("vllm:spec_decode_num_accepted_tokens_per_pos_total")
-    positions = sorted({p for p in (dict(labels).get("position", "") for labels, _ in found) if p.isdigit()}, key=int)
+    positions = sorted(
+        {p for p in (dict(labels).get("position", "") for labels, _ in found) if p.isdigit()},
+        key=int,
+    )
     per_pos = [
-        _ratio(delta(before, after, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=p), drafts)
+        _ratio(
+            delta(before, after, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=p),
+            drafts,
+        )
         for p in positions
     ]
     return SpecDecode(
@@ -134,7 +153,8 @@ def _spec(before: Scrape | None, after: Scrape) -> SpecDecode | None:
 def compute(
     before: Scrape | None, after: Scrape, *, url: str, name: str | None = None, view: str = "single"
 ) -> TopSample:
-    """The sample for the window from `before` to `after` (before=None: since the engine started)."""
+    """The sample for the window from `before` to `after` (before=None: since the engine
+    started)."""
     window = after.at - before.at if before else 0.0
 
     def rate(counter: str) -> float | None:

@@ -1,4 +1,5 @@
-"""Scrape an engine's /metrics and turn the scrapes into `top` samples: once, or one per interval."""
+"""Scrape an engine's /metrics and turn the scrapes into `top` samples: once, or one per
+interval."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ class Window:
         return before
 
 
-def once(ep: Endpoint, interval: float, *, name: str | None = None, view: str = "single") -> TopSample:
+def once(
+    ep: Endpoint, interval: float, *, name: str | None = None, view: str = "single"
+) -> TopSample:
     """One sample over `interval` seconds: two scrapes that far apart."""
     first = scrape(ep)
     time.sleep(interval)

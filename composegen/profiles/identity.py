@@ -1,12 +1,13 @@
-"""What a profile's `identity:` list may mark as identity-only for `diff`: names, ports, labels and the
-served name, never anything the stack runs with (image, argv, volumes, devices, environment, security).
+"""What a profile's `identity:` list may mark as identity-only for `diff`: names, ports, labels and
+the served name, never anything the stack runs with (image, argv, volumes, devices, environment,
+security).
 
-A path is `name`, or `services.<service>.<kind>[.<key>]` with kind one of IDENTITY_KINDS. `<service>`
-and `<key>` may be fnmatch globs within their own segment (`services.*.labels.run-*`); the kind is
-literal, and `command` only ever means `--served-model-name`. Matching is per segment, so a glob cannot
-reach across a dot into another part of the service (a volume target `/x.labels.y` is not a label).
-Ports are identity only while the container port is published on both sides (an added or removed
-published port changes what the stack exposes).
+A path is `name`, or `services.<service>.<kind>[.<key>]` with kind one of IDENTITY_KINDS.
+`<service>` and `<key>` may be fnmatch globs within their own segment (`services.*.labels.run-*`);
+the kind is literal, and `command` only ever means `--served-model-name`. Matching is per segment,
+so a glob cannot reach across a dot into another part of the service (a volume target `/x.labels.y`
+is not a label). Ports are identity only while the container port is published on both sides (an
+added or removed published port changes what the stack exposes).
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ def problem(pattern: str) -> str | None:
     if pattern == "name":
         return None
     parts = pattern.split(".", 3)
-    if len(parts) < 3 or parts[0] != "services" or not _SEGMENT.fullmatch(parts[1]) or "." in parts[1]:
+    if (
+        len(parts) < 3
+        or parts[0] != "services"
+        or not _SEGMENT.fullmatch(parts[1])
+        or "." in parts[1]
+    ):
         return f"{pattern!r}: identity paths are `name` or services.<service>.<{'|'.join(IDENTITY_KINDS)}>[.<key>]"
     kind = parts[2]
     if kind not in IDENTITY_KINDS:

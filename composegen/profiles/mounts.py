@@ -1,4 +1,5 @@
-"""Bind mounts and secret references: what a profile may mount from the host, and where `${SECRET}` may go.
+"""Bind mounts and secret references: what a profile may mount from the host, and where `${SECRET}`
+may go.
 
 Bind sources are a closed grammar (anything else is refused, whatever the opt-in says):
   ./PATH            relative to out/NAME/ (compose resolves it beside the compose file)
@@ -7,17 +8,19 @@ Bind sources are a closed grammar (anything else is refused, whatever the opt-in
                     a ./, / or ~/ path; REST is empty or /PATH
   where PATH holds no ':' (the short syntax splits on it), no '$', '{' or '}' and no '..' component.
 
-A bind source is refused (unless `service.unsafe_mounts` lists it with a reason) when it is, contains or
-lies inside: the host root, the engine's socket (any *.sock, /run/docker*, /var/lib/docker, containerd),
-host system directories (/etc, /root, /proc, /sys, /dev, /boot), a home directory or its credential
-directories (~/.ssh, ~/.docker, ~/.aws, ~/.kube, ~/.gnupg, ~/.config/gcloud, ~/.azure); and when it is
-outside the project (anything but ./PATH) without being the declared model cache (the mount of the
-container's Hugging Face cache, or the one holding model.path). A `${VAR:-DEFAULT}` is judged by its
-default and by the reference (a variable may point anywhere, so it counts as outside the project).
+A bind source is refused (unless `service.unsafe_mounts` lists it with a reason) when it is,
+contains or lies inside: the host root, the engine's socket (any *.sock, /run/docker*,
+/var/lib/docker, containerd), host system directories (/etc, /root, /proc, /sys, /dev, /boot), a
+home directory or its credential directories (~/.ssh, ~/.docker, ~/.aws, ~/.kube, ~/.gnupg,
+~/.config/gcloud, ~/.azure); and when it is outside the project (anything but ./PATH) without being
+the declared model cache (the mount of the container's Hugging Face cache, or the one holding
+model.path). A `${VAR:-DEFAULT}` is judged by its default and by the reference (a variable may point
+anywhere, so it counts as outside the project).
 
-Secret references (`${HF_TOKEN}`, `$VLLM_API_KEY`: a name with TOKEN, KEY, SECRET, PASSWORD, …) belong in
-environment values only (service.environment, nodes.members[].environment, emulate.env): anywhere else —
-a volume source, a flag, a name — they would print the secret or make it a path, and are refused.
+Secret references (`${HF_TOKEN}`, `$VLLM_API_KEY`: a name with TOKEN, KEY, SECRET, PASSWORD, …)
+belong in environment values only (service.environment, nodes.members[].environment, emulate.env):
+anywhere else — a volume source, a flag, a name — they would print the secret or make it a path, and
+are refused.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ _REF = re.compile(rf"\$\{{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)({_PATH}))?\}}({_PATH}
 _ANY_REF = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
 CREDENTIALS = (".ssh", ".docker", ".aws", ".kube", ".gnupg", ".config/gcloud", ".azure")
 SYSTEM = ("/etc", "/root", "/proc", "/sys", "/dev", "/boot")
-ENGINE: tuple[str, ...] = ("/run/docker", "/var/run/docker", "/run/containerd", "/var/run/containerd")
+ENGINE: tuple[str, ...] = (
+    "/run/docker",
+    "/var/run/docker",
+    "/run/containerd",
+    "/var/run/containerd",
+)
 ENGINE += (
     "/var/lib/docker",
     "/var/lib/containerd",
@@ -43,12 +51,24 @@ ENGINE += (
     "/run/secrets",
     "/var/run/secrets",
 )
-HOLDERS = ("/var", "/run", "/var/run", "/var/lib", "/home", "/usr", "/opt", "/srv", "/mnt", "/media")
+HOLDERS = (
+    "/var",
+    "/run",
+    "/var/run",
+    "/var/lib",
+    "/home",
+    "/usr",
+    "/opt",
+    "/srv",
+    "/mnt",
+    "/media",
+)
 ENV_PLACES = (("service", "environment"), ("emulate", "env"))
 
 
 def grammar_problem(source: str) -> str | None:
-    """Why `source` is not a bind source of the closed grammar (None when it is one, or a volume name)."""
+    """Why `source` is not a bind source of the closed grammar (None when it is one, or a volume
+    name)."""
     if not source.startswith(("/", ".", "~", "$")):
         return None  # a named volume (its grammar is the schema's)
     if source.startswith("$"):
@@ -89,12 +109,19 @@ def danger(path: str) -> str | None:
         if not parts:
             return "the home directory (it holds ~/.ssh, ~/.docker, ~/.aws, ~/.kube)"
         for cred in CREDENTIALS:
-            if norm == "/" + cred or norm.startswith(f"/{cred}/") or ("/" + cred).startswith(norm + "/"):
+            if (
+                norm == "/" + cred
+                or norm.startswith(f"/{cred}/")
+                or ("/" + cred).startswith(norm + "/")
+            ):
                 return f"~/{cred} (credentials)"
         return None
     if norm == "/":
         return "the host's root directory"
-    for place, what in ((SYSTEM, "a host system directory"), (ENGINE, "the container engine's state or socket")):
+    for place, what in (
+        (SYSTEM, "a host system directory"),
+        (ENGINE, "the container engine's state or socket"),
+    ):
         for p in place:
             if norm == p or norm.startswith(p + "/"):
                 return f"{p} ({what})"
@@ -140,7 +167,9 @@ def mount_problems(profile: Any) -> list[tuple[tuple[Any, ...], str]]:
     svc = profile.service
     opted = {m.source for m in svc.unsafe_mounts}
     out: list[tuple[tuple[Any, ...], str]] = []
-    sources = [(("service", "volumes", i, "source"), v.source, v.target) for i, v in enumerate(svc.volumes)]
+    sources = [
+        (("service", "volumes", i, "source"), v.source, v.target) for i, v in enumerate(svc.volumes)
+    ]
     for i, node in enumerate(profile.nodes.members if profile.nodes else []):
         if node.hf_cache:
             sources.append((("nodes", "members", i, "hf_cache"), node.hf_cache, HF_CACHE_TARGET))
@@ -153,7 +182,12 @@ def mount_problems(profile: Any) -> list[tuple[tuple[Any, ...], str]]:
         paths, from_env = _judged(source)
         bad = next((d for p in paths if (d := danger(p))), None)
         if bad:
-            out.append((path, f"{source!r} mounts {bad}; list it in service.unsafe_mounts with a reason to allow it"))
+            out.append(
+                (
+                    path,
+                    f"{source!r} mounts {bad}; list it in service.unsafe_mounts with a reason to allow it",
+                )
+            )
         elif (from_env or not source.startswith(".")) and not _is_cache(target, profile):
             out.append(
                 (
@@ -165,11 +199,18 @@ def mount_problems(profile: Any) -> list[tuple[tuple[Any, ...], str]]:
     sources_named = {s for _, s, _ in sources}
     for i, m in enumerate(svc.unsafe_mounts):
         if m.source not in sources_named:
-            out.append((("service", "unsafe_mounts", i, "source"), f"{m.source!r} is not the source of any mount"))
+            out.append(
+                (
+                    ("service", "unsafe_mounts", i, "source"),
+                    f"{m.source!r} is not the source of any mount",
+                )
+            )
     return out
 
 
-def secret_reference_problems(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], str]]:
+def secret_reference_problems(
+    data: Any, path: tuple[Any, ...] = ()
+) -> list[tuple[tuple[Any, ...], str]]:
     """(key path, message) for every secret reference outside an environment value."""
     if path in ENV_PLACES or (len(path) == 4 and path[0] == "nodes" and path[3] == "environment"):
         return []

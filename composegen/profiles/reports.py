@@ -1,4 +1,5 @@
-"""The JSON shapes of the profile commands (list, validate, show, render): `composegen schema --report NAME`."""
+"""The JSON shapes of the profile commands (list, validate, show, render): `composegen schema
+--report NAME`."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ class ListedProfile(Report):
 
 
 class ListReport(Report):
-    """`composegen list --json` (exit 2 when any profile is invalid; the rows still list every profile)."""
+    """`composegen list --json` (exit 2 when any profile is invalid; the rows still list every
+    profile)."""
 
     profiles: list[ListedProfile]
 
@@ -28,19 +30,25 @@ class ValidatedProfile(Report):
     hash: str
     warnings: list[str]
     pinned: bool
-    notes: list[str] = Field(default_factory=list, description="informational (up checks them); --strict passes")
-    image_policy: str = Field(default="pinned", description="the profile's image_policy (pinned or local-build)")
+    notes: list[str] = Field(
+        default_factory=list, description="informational (up checks them); --strict passes"
+    )
+    image_policy: str = Field(
+        default="pinned", description="the profile's image_policy (pinned or local-build)"
+    )
 
 
 class ValidateReport(Report):
-    """`composegen validate --json`: `warnings` are the ones no single profile shows (shared ports, names)."""
+    """`composegen validate --json`: `warnings` are the ones no single profile shows (shared ports,
+    names)."""
 
     profiles: list[ValidatedProfile]
     warnings: list[str]
 
 
 class ShowReport(Report):
-    """`composegen show NAME --json`: the resolved profile (secret values of this machine masked)."""
+    """`composegen show NAME --json`: the resolved profile (secret values of this machine
+    masked)."""
 
     name: str
     path: str
@@ -59,14 +67,19 @@ class K8sNote(Report):
 
 
 class K8sRendered(Report):
-    """One profile's out/NAME/k8s/ (docs/kubernetes.md): what Kubernetes could not say, never dropped silently."""
+    """One profile's out/NAME/k8s/ (docs/kubernetes.md): what Kubernetes could not say, never
+    dropped silently."""
 
     profile: str
     kind: Literal["Deployment", "LeaderWorkerSet"]
     files: list[str]
-    unmapped: list[K8sNote] = Field(description="compose settings without a Kubernetes equivalent: not rendered")
+    unmapped: list[K8sNote] = Field(
+        description="compose settings without a Kubernetes equivalent: not rendered"
+    )
     adapted: list[K8sNote] = Field(description="rendered another way than compose does")
-    security: list[K8sNote] = Field(description="hostIPC, hostNetwork, capabilities, hostPath: as the stack has them")
+    security: list[K8sNote] = Field(
+        description="hostIPC, hostNetwork, capabilities, hostPath: as the stack has them"
+    )
 
 
 class RenderReport(Report):
@@ -75,7 +88,9 @@ class RenderReport(Report):
     written: list[str]
     removed: list[str] = Field(description="generated files of profiles that no longer exist")
     unchanged: int
-    k8s: list[K8sRendered] = Field(default_factory=list, description="profiles rendered for Kubernetes")
+    k8s: list[K8sRendered] = Field(
+        default_factory=list, description="profiles rendered for Kubernetes"
+    )
 
 
 class Drift(Report):

@@ -1,7 +1,9 @@
-"""Loading profiles: YAML with line marks, `extends:` merging, the schema, flags and cross-field rules.
+"""Loading profiles: YAML with line marks, `extends:` merging, the schema, flags and cross-field
+rules.
 
-Merge rule for `extends:` — maps merge deeply (the child's keys win), lists replace the parent's list
-whole, and a `null` value removes the inherited key (e.g. `speculative-config: null` in `vllm:`).
+Merge rule for `extends:` — maps merge deeply (the child's keys win), lists replace the parent's
+list whole, and a `null` value removes the inherited key (e.g. `speculative-config: null` in
+`vllm:`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def merge(base: Any, over: Any, base_marks: dict, over_marks: dict, path: tuple 
                 for mark in [m for m in base_marks if m[: len(child)] == child]:
                     del base_marks[mark]
                 continue
-            out[key] = merge(base.get(key), value, base_marks, over_marks, child) if key in base else value
+            out[key] = (
+                merge(base.get(key), value, base_marks, over_marks, child) if key in base else value
+            )
         return out
     # Lists and scalars replace: drop the parent's marks below this path.
     for mark in [m for m in base_marks if m[: len(path)] == path and len(m) > len(path)]:
@@ -46,7 +50,8 @@ MAX_EXTENDS = 16  # a base, a family, a variant…: deeper is a mistake, and eac
 
 
 def _load_chain(project: Project, name: str) -> tuple[Marked, list[str]]:
-    """The profile merged over its `extends:` ancestors (its data and line marks), and the chain's names."""
+    """The profile merged over its `extends:` ancestors (its data and line marks), and the chain's
+    names."""
     chain: list[str] = []
     docs: list[Marked] = []
     current: str | None = name
@@ -55,10 +60,14 @@ def _load_chain(project: Project, name: str) -> tuple[Marked, list[str]]:
         if len(chain) >= MAX_EXTENDS:
             where = docs[-1].where(("extends",))
             line = f":{where[1]}" if where else ""
-            raise BadInput(f"{child_display}{line}: extends: a chain of more than {MAX_EXTENDS} profiles")
+            raise BadInput(
+                f"{child_display}{line}: extends: a chain of more than {MAX_EXTENDS} profiles"
+            )
         if current in chain:
             cycle = " -> ".join([*chain, current])
-            raise BadInput(f"{project.rel(project.profile_path(chain[-1]))}: extends: cycle {cycle}")
+            raise BadInput(
+                f"{project.rel(project.profile_path(chain[-1]))}: extends: cycle {cycle}"
+            )
         problem = profile_name_problem(current)
         if problem and child_display is None:
             raise BadInput(f"{current}: {problem}")
@@ -67,24 +76,30 @@ def _load_chain(project: Project, name: str) -> tuple[Marked, list[str]]:
             raise BadInput(f"{child_display}{f':{where[1]}' if where else ''}: extends: {problem}")
         path = project.profile_path(current)
         display = project.rel(path)
-        if not os.path.lexists(path):  # anything else there (a link, a FIFO) is refused by the reader
+        # anything else there (a link, a FIFO) is refused by the reader
+        if not os.path.lexists(path):
             if child_display is None:
                 known = project.profile_names()
                 close = difflib.get_close_matches(current, known, n=1)
-                # Nothing close: name what there is, so every command answers a typo the same helpful way.
+                # Nothing close: name what there is, so every command answers a typo the same
+                # helpful way.
                 listed = f" (profiles: {', '.join(known)})" if known else ""
                 hint = f" (did you mean {close[0]!r}?)" if close else listed
                 raise BadInput(f"{display}: no such profile {current!r}{hint}")
             where = docs[-1].where(("extends",))
             line = f":{where[1]}" if where else ""
-            raise BadInput(f"{child_display}{line}: extends: no profile {current!r} ({display} is missing)")
+            raise BadInput(
+                f"{child_display}{line}: extends: no profile {current!r} ({display} is missing)"
+            )
         doc = load_marked(path, display)
         if not isinstance(doc.data, dict):
             raise BadInput(f"{display}:1: a profile must be a YAML map")
         parent = doc.data.get("extends")
         if parent is not None and not isinstance(parent, str):
             where = doc.where(("extends",))
-            raise BadInput(f"{display}:{where[1] if where else 1}: extends: must be a profile name, got {parent!r}")
+            raise BadInput(
+                f"{display}:{where[1] if where else 1}: extends: must be a profile name, got {parent!r}"
+            )
         chain.append(current)
         docs.append(doc)
         child_display = display
@@ -128,10 +143,13 @@ def _load(project: Project, name: str, display: str) -> Resolved:
     for flag_name, value in profile.vllm.items():
         where = _where(marked, ("vllm", flag_name), display)
         if flag_name in MANAGED_FLAGS:
-            raise BadInput(f"{where}: vllm.{flag_name}: set by composegen from {MANAGED_FLAGS[flag_name]}")
+            raise BadInput(
+                f"{where}: vllm.{flag_name}: set by composegen from {MANAGED_FLAGS[flag_name]}"
+            )
         try:
             flags[flag_name] = inert(catalog.get(flag_name), catalog.check(flag_name, value))
-        except (FlagError, ValueError) as exc:  # ValueError: e.g. a JSON integer past Python's digit limit
+        # ValueError: e.g. a JSON integer past Python's digit limit
+        except (FlagError, ValueError) as exc:
             raise BadInput(f"{where}: vllm.{flag_name}: {str(exc).splitlines()[0][:200]}") from None
         except RecursionError:  # json.loads counts its depth: a 100,000-deep JSON value ends here
             raise BadInput(f"{where}: vllm.{flag_name}: JSON nested too deeply") from None
@@ -145,12 +163,15 @@ def _load(project: Project, name: str, display: str) -> Resolved:
 
 
 def inert(flag: Flag, value: Any) -> Any:
-    """A checked flag value that stays the one value it was meant to be: a list item never starts with '-'
-    (it would be the next option, e.g. `--api-key=…`), numbers are finite and fit 64 bits, JSON has no NaN."""
+    """A checked flag value that stays the one value it was meant to be: a list item never starts
+    with '-' (it would be the next option, e.g. `--api-key=…`), numbers are finite and fit 64 bits,
+    JSON has no NaN."""
     if flag.kind == "list":
         for item in value:
             if item.startswith("-") or not item.isprintable():
-                raise FlagError(f"item {item!r} would not stay one value (starts with '-' or holds control characters)")
+                raise FlagError(
+                    f"item {item!r} would not stay one value (starts with '-' or holds control characters)"
+                )
     elif flag.kind == "json":
         _finite_json(json.loads(value, parse_constant=_no_constant))
     elif isinstance(value, str) and not value.isprintable():
@@ -169,7 +190,9 @@ def _finite_json(value: Any) -> None:
         raise FlagError(f"{value} is not a finite number")
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
         raise FlagError("integer out of range (at most 2**63-1)")
-    for child in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+    for child in (
+        value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    ):
         _finite_json(child)
 
 
@@ -184,7 +207,9 @@ def _catalog(profile: Profile, marked: Marked, display: str) -> Catalog:
     try:
         return load_catalog(profile.vllm_version)
     except FlagError as exc:
-        raise BadInput(f"{_where(marked, ('vllm_version',), display)}: vllm_version: {exc}") from None
+        raise BadInput(
+            f"{_where(marked, ('vllm_version',), display)}: vllm_version: {exc}"
+        ) from None
 
 
 def _where(marked: Marked, path: tuple, display: str) -> str:
@@ -205,14 +230,15 @@ def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInpu
     elif "input" in err and err["type"] not in ("value_error",):
         msg = f"{msg}, got {show_value(err['input'])}"
     msg = msg.removeprefix("Value error, ")
-    msg = msg if len(msg) <= 400 else f"{msg[:300]}… ({len(msg)} characters)"  # a quoted value can be huge
+    # a quoted value can be huge
+    msg = msg if len(msg) <= 400 else f"{msg[:300]}… ({len(msg)} characters)"
     return BadInput(f"{_where(marked, loc, display)}: {field_path}: {msg}")
 
 
 def _data_path(loc: tuple, data: Any) -> tuple[str, ...]:
-    """The error's location as keys of the document: pydantic also puts a union member's name in `loc`
-    ('int', 'Ulimit', 'constrained-int'), which is dropped unless the document has such a key there
-    (a key `Foo` or `a[b]` written by the user stays)."""
+    """The error's location as keys of the document: pydantic also puts a union member's name in
+    `loc` ('int', 'Ulimit', 'constrained-int'), which is dropped unless the document has such a key
+    there (a key `Foo` or `a[b]` written by the user stays)."""
     path: list[str] = []
     for part in loc:
         in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
@@ -229,7 +255,10 @@ def _data_path(loc: tuple, data: Any) -> tuple[str, ...]:
 def _is_union_tag(part: Any) -> bool:
     # pydantic puts the union member's type name in `loc` (e.g. 'int', 'Ulimit', 'constrained-int').
     return isinstance(part, str) and (
-        part in {"int", "str", "bool", "float"} or part[:1].isupper() or "[" in part or part.startswith("constrained")
+        part in {"int", "str", "bool", "float"}
+        or part[:1].isupper()
+        or "[" in part
+        or part.startswith("constrained")
     )
 
 
@@ -239,7 +268,12 @@ def _did_you_mean(loc: tuple) -> str:
         info = model.model_fields.get(part) if model else None
         ann = getattr(info, "annotation", None) if info else None
         model = next(
-            (a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)), None
+            (
+                a
+                for a in getattr(ann, "__args__", (ann,))
+                if isinstance(a, type) and issubclass(a, BaseModel)
+            ),
+            None,
         )
     if model is None or not loc:
         return ""

@@ -1,4 +1,5 @@
-"""A resolved profile: the merged, validated profile with its checked flags, its hash and its argv."""
+"""A resolved profile: the merged, validated profile with its checked flags, its hash and its
+argv."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ MANAGED_FLAGS = {
     "headless": "nodes (workers run headless)",
     "enable-sleep-mode": "standby (composegen drives sleep mode and keeps its dev routes inside)",
 }
-DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"  # set by composegen from `standby`: it opens vLLM's dev routes
+# set by composegen from `standby`: it opens vLLM's dev routes
+DEV_MODE_ENV = "VLLM_SERVER_DEV_MODE"
 
 
 _REF_NAME = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
@@ -64,16 +66,20 @@ class Resolved:
     flags: dict[str, Any]  # canonical flag name -> checked value, profile order
     catalog: Catalog
     warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # informational: validate shows them, --strict passes
+    # informational: validate shows them, --strict passes
+    notes: list[str] = field(default_factory=list)
     marks: Marked | None = None
 
     @property
     def hash(self) -> str:
-        """Hash of the resolved profile: what the stack is, not how the YAML was written. Sections the
-        engine never sees (qualify criteria, emulator settings, diff identity paths) are left out, so
-        editing them neither rewrites out/ nor marks a running stack as drifted."""
+        """Hash of the resolved profile: what the stack is, not how the YAML was written. Sections
+        the engine never sees (qualify criteria, emulator settings, diff identity paths) are left
+        out, so editing them neither rewrites out/ nor marks a running stack as drifted."""
         # exclude_defaults: a new optional schema field must not change every existing hash.
-        outside: dict = {k: True for k in ("extends", "description", "qualify", "emulate", "identity", "kubernetes")}
+        outside: dict = {
+            k: True
+            for k in ("extends", "description", "qualify", "emulate", "identity", "kubernetes")
+        }
         outside["service"] = {"memory_guard": True}  # composegen's own watch, never the engine's
         doc = {
             "profile": self.profile.model_dump(mode="json", exclude=outside, exclude_defaults=True),
@@ -84,17 +90,26 @@ class Resolved:
 
     def secret_values(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """Values of this machine's environment that the profile's secret references would bring in
-        (HF_TOKEN: ${HF_TOKEN} → $HF_TOKEN's value), longest first: text shown to people masks them."""
+        (HF_TOKEN: ${HF_TOKEN} → $HF_TOKEN's value), longest first: text shown to people masks
+        them."""
         environ = os.environ if environ is None else environ
         envs = [self.profile.service.environment, *(m.environment for m in members_of(self))]
         names = {key for env in envs for key in env if SECRET_RE.search(key)}
-        names |= {m[1] for env in envs for v in env.values() if isinstance(v, str) for m in _REF_NAME.finditer(v)}
+        names |= {
+            m[1]
+            for env in envs
+            for v in env.values()
+            if isinstance(v, str)
+            for m in _REF_NAME.finditer(v)
+        }
         names = {n for n in names if SECRET_RE.search(n)}
-        values = {environ[n] for n in names if len(environ.get(n, "")) >= 4}  # masking "1" would shred text
+        # masking "1" would shred text
+        values = {environ[n] for n in names if len(environ.get(n, "")) >= 4}
         return sorted(values, key=len, reverse=True)
 
     def mask(self, value: Any) -> Any:
-        """`value` (text, or a JSON value: every string in it) with each secret value replaced by ***."""
+        """`value` (text, or a JSON value: every string in it) with each secret value replaced by
+        ***."""
         secrets = self.secret_values()
         return _masked(value, secrets) if secrets else value
 
@@ -108,7 +123,8 @@ class Resolved:
 
     def argv(self, node: Node | None = None) -> list[str]:
         """The container command after `vllm serve`: the model first, then flags, sorted by name.
-        For a node of a multi-node profile, vLLM's own multi-node flags; it runs on the host network."""
+        For a node of a multi-node profile, vLLM's own multi-node flags; it runs on the host
+        network."""
         model, svc = self.profile.model, self.profile.service
         items = [model.path or model.id]
         managed = {
@@ -137,7 +153,8 @@ class Resolved:
         return items
 
     def engine_flags(self) -> dict[str, JsonValue]:
-        """The flags as the engine's `non-default args` line shows them (JSON-valued ones parsed)."""
+        """The flags as the engine's `non-default args` line shows them (JSON-valued ones
+        parsed)."""
         return {
             name: json.loads(value) if self.catalog.get(name).kind == "json" else value
             for name, value in self.flags.items()

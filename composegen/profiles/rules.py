@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from composegen.addresses import is_loopback
 from composegen.profiles import mounts
-from composegen.profiles.mounts import HF_CACHE_TARGET as HF_CACHE_TARGET  # where a node's hf_cache goes
+
+# where a node's hf_cache goes
+from composegen.profiles.mounts import HF_CACHE_TARGET as HF_CACHE_TARGET
 from composegen.profiles.resolved import DEV_MODE_ENV, Resolved
 from composegen.profiles.schema import SHM_MIN_BYTES, Node
 from composegen.profiles.yamlio import INT_LIMIT
@@ -58,11 +60,17 @@ def check(r: Resolved) -> list[Problem]:
     dcp = r.flags.get("decode-context-parallel-size", 1)
     if dcp >= 1 and tp % dcp:
         out.append(
-            Problem(("vllm", "decode-context-parallel-size"), f"{dcp} does not divide tensor-parallel-size {tp}")
+            Problem(
+                ("vllm", "decode-context-parallel-size"),
+                f"{dcp} does not divide tensor-parallel-size {tp}",
+            )
         )
     out += _shm_problems(r)
     if r.marks is not None:  # first: a secret reference in a source is named as such
-        out += [Problem(path, message) for path, message in mounts.secret_reference_problems(r.marks.data)]
+        out += [
+            Problem(path, message)
+            for path, message in mounts.secret_reference_problems(r.marks.data)
+        ]
     out += [Problem(path, message) for path, message in mounts.mount_problems(r.profile)]
     out += _image_policy_problems(r)
     out += _standby_problems(r)
@@ -103,7 +111,9 @@ def _flag_problems(f: dict) -> list[Problem]:
         if isinstance(f.get(name), int) and f[name] < 1:
             out.append(Problem(("vllm", name), f"must be at least 1, got {f[name]}"))
     if isinstance(max_len, int) and max_len < 1 and max_len != -1:
-        out.append(Problem(("vllm", "max-model-len"), f"must be positive (or -1/auto), got {max_len}"))
+        out.append(
+            Problem(("vllm", "max-model-len"), f"must be positive (or -1/auto), got {max_len}")
+        )
     return out
 
 
@@ -113,7 +123,11 @@ def _standby_problems(r: Resolved) -> list[Problem]:
         out.append(Problem(("service", "environment", DEV_MODE_ENV), "set by composegen from `standby` (it opens "
                            "vLLM's dev routes: /sleep, /collective_rpc, /reset_*)"))  # fmt: skip
     if r.profile.standby is not None and r.profile.nodes is not None:
-        out.append(Problem(("standby",), "not for multi-node stacks yet: sleep mode across nodes is unmeasured"))
+        out.append(
+            Problem(
+                ("standby",), "not for multi-node stacks yet: sleep mode across nodes is unmeasured"
+            )
+        )
     return out
 
 
@@ -153,10 +167,13 @@ def _shm_problems(r: Resolved) -> list[Problem]:
     except ValueError as exc:
         return [*out, Problem(("service", "shm_size"), str(exc))]
     if shm > INT_LIMIT:
-        out.append(Problem(("service", "shm_size"), f"{svc.shm_size} is more bytes than compose can hold"))
+        out.append(
+            Problem(("service", "shm_size"), f"{svc.shm_size} is more bytes than compose can hold")
+        )
     elif offload > 0 and svc.ipc != "host" and shm < shm_need_bytes(r):
         message = (
-            f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB plus {SHM_HEADROOM_GIB:g} GiB headroom"
+            f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB"
+            f" plus {SHM_HEADROOM_GIB:g} GiB headroom"
         )
         out.append(Problem(("service", "shm_size"), message))
     elif svc.ipc != "host" and shm < SHM_MIN_BYTES:
@@ -178,7 +195,10 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
     ranks = sorted(m.rank for m in nodes.members)
     if ranks != list(range(len(nodes.members))):
         out.append(
-            Problem(("nodes", "members"), f"node ranks must be 0..{len(nodes.members) - 1}, each once; got {ranks}")
+            Problem(
+                ("nodes", "members"),
+                f"node ranks must be 0..{len(nodes.members) - 1}, each once; got {ranks}",
+            )
         )
     names = [m.name for m in nodes.members]
     if len(set(names)) != len(names):
@@ -186,7 +206,10 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
     per_node = {(m.gpus or svc.gpus).n for m in nodes.members}
     if len(per_node) != 1:
         out.append(
-            Problem(("nodes", "members"), f"every node must reserve the same number of GPUs; got {sorted(per_node)}")
+            Problem(
+                ("nodes", "members"),
+                f"every node must reserve the same number of GPUs; got {sorted(per_node)}",
+            )
         )
     elif world != per_node.pop() * len(nodes.members):
         gpus = (nodes.members[0].gpus or svc.gpus).n
@@ -207,7 +230,8 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
             )
         )
     if nodes.master_port == svc.port.host:
-        # Every node runs on the host network: the head's API and its rendezvous share one port space.
+        # Every node runs on the host network: the head's API and its rendezvous share one port
+        # space.
         out.append(
             Problem(
                 ("nodes", "master_port"),
@@ -217,11 +241,14 @@ def _node_problems(r: Resolved, world: int) -> list[Problem]:
     return out
 
 
-CLIENT_SIDE_SOURCES = (".", "~", "$")  # compose resolves these on the machine that runs `docker compose`
+# compose resolves these on the machine that runs `docker compose`
+CLIENT_SIDE_SOURCES = (".", "~", "$")
 
 
 def _remote(node: Node) -> bool:
-    return bool(node.context) or bool(node.docker_host and not node.docker_host.startswith(("unix://", "npipe://")))
+    return bool(node.context) or bool(
+        node.docker_host and not node.docker_host.startswith(("unix://", "npipe://"))
+    )
 
 
 def node_warnings(r: Resolved) -> list[str]:
@@ -249,17 +276,33 @@ def _image_policy_problems(r: Resolved) -> list[Problem]:
     if p.image_policy != "local-build":
         return []
     if p.pinned:
-        return [Problem(("image_policy",), "local-build is for an image without a digest; this one is pinned")]
+        return [
+            Problem(
+                ("image_policy",),
+                "local-build is for an image without a digest; this one is pinned",
+            )
+        ]
     if not (p.image_unpinned_reason or "").strip():
-        return [Problem(("image_policy",), "local-build needs image_unpinned_reason: why the image is built locally")]
+        return [
+            Problem(
+                ("image_policy",),
+                "local-build needs image_unpinned_reason: why the image is built locally",
+            )
+        ]
     first = p.image.split("/")[0]
     if "/" in p.image and ("." in first or ":" in first or first == "localhost"):
-        return [Problem(("image_policy",), f"local-build, but {p.image!r} names a registry ({first}); pin its digest")]
+        return [
+            Problem(
+                ("image_policy",),
+                f"local-build, but {p.image!r} names a registry ({first}); pin its digest",
+            )
+        ]
     return []
 
 
 def notes(r: Resolved) -> list[str]:
-    """Facts worth knowing that are not findings: `up` checks them, so `validate --strict` does not fail."""
+    """Facts worth knowing that are not findings: `up` checks them, so `validate --strict` does not
+    fail."""
     p, svc = r.profile, r.profile.service
     out = []
     if offload_gib(r) > 0 and svc.ipc == "host":
@@ -268,7 +311,9 @@ def notes(r: Resolved) -> list[str]:
             f"`composegen up` checks the host has {shm_need_bytes(r) / GIB:g} GiB free there"
         )
     if p.image_policy == "local-build":
-        out.append(f"image {p.image!r} is built locally (image_policy: local-build): {p.image_unpinned_reason}")
+        out.append(
+            f"image {p.image!r} is built locally (image_policy: local-build): {p.image_unpinned_reason}"
+        )
     return out
 
 
@@ -276,25 +321,42 @@ def warnings(r: Resolved) -> list[str]:
     svc = r.profile.service
     out: list[str] = []
     if not r.profile.pinned and r.profile.image_policy != "local-build":
-        out.append(f"image {r.profile.image!r} is not pinned by digest: {r.profile.image_unpinned_reason}")
-    if set(r.profile.model.revision or "") == {"0"}:  # the starter's placeholder: no model has this commit
+        out.append(
+            f"image {r.profile.image!r} is not pinned by digest: {r.profile.image_unpinned_reason}"
+        )
+    # the starter's placeholder: no model has this commit
+    if set(r.profile.model.revision or "") == {"0"}:
         out.append("model.revision is all zeros, a placeholder: put the 40-hex commit you tested")
     if not is_loopback(svc.port.bind):
-        out.append(f"the API is published on {svc.port.bind}:{svc.port.host}, reachable beyond this host")
+        out.append(
+            f"the API is published on {svc.port.bind}:{svc.port.host}, reachable beyond this host"
+        )
     if r.profile.nodes is not None:
         out += node_warnings(r)
     return out + trust_warnings(r.flags)
 
 
 def trust_warnings(flags: dict) -> list[str]:
-    """Flags that hand the engine's trust to someone else: code from the model repository, every file
-    of the container, any web origin with the user's credentials. Allowed, but `validate --strict` fails."""
+    """Flags that hand the engine's trust to someone else: code from the model repository, every
+    file of the container, any web origin with the user's credentials. Allowed, but `validate
+    --strict` fails."""
     out = []
     if flags.get("trust-remote-code") is True:
-        out.append("vllm.trust-remote-code: runs Python code from the model repository inside the engine")
+        out.append(
+            "vllm.trust-remote-code: runs Python code from the model repository inside the engine"
+        )
     media = flags.get("allowed-local-media-path")
-    if isinstance(media, str) and posixpath.normpath(media or ".") in ("/", "//", "/proc", "/etc", "/root", "/home"):
-        out.append(f"vllm.allowed-local-media-path: {media!r} lets any request read files of the container")
+    if isinstance(media, str) and posixpath.normpath(media or ".") in (
+        "/",
+        "//",
+        "/proc",
+        "/etc",
+        "/root",
+        "/home",
+    ):
+        out.append(
+            f"vllm.allowed-local-media-path: {media!r} lets any request read files of the container"
+        )
     origins = flags.get("allowed-origins")
     if isinstance(origins, str):
         try:
@@ -302,13 +364,15 @@ def trust_warnings(flags: dict) -> list[str]:
         except ValueError:
             origins = None
     if flags.get("allow-credentials") is True and isinstance(origins, list) and "*" in origins:
-        out.append('vllm.allowed-origins: ["*"] with allow-credentials: any web page can call the API as the user')
+        out.append(
+            'vllm.allowed-origins: ["*"] with allow-credentials: any web page can call the API as the user'
+        )
     return out
 
 
 def across_profiles(resolved: list[Resolved]) -> list[str]:
-    """Warnings no single profile shows: two profiles that would fight over a container name or a host
-    port (a child that only says `extends:` inherits both), so they cannot run side by side."""
+    """Warnings no single profile shows: two profiles that would fight over a container name or a
+    host port (a child that only says `extends:` inherits both), so they cannot run side by side."""
     out: list[str] = []
     for what, key in (
         ("container_name", lambda r: r.profile.service.container_name),
@@ -322,14 +386,20 @@ def across_profiles(resolved: list[Resolved]) -> list[str]:
         for value, names in seen.items():
             if len(names) > 1:
                 shown = value if isinstance(value, str) else f"{value[0]}:{value[1]}"
-                out.append(f"{', '.join(names)} share {what} {shown}: they cannot run at the same time")
+                out.append(
+                    f"{', '.join(names)} share {what} {shown}: they cannot run at the same time"
+                )
     projects: dict[str, list[str]] = {}
     for r in resolved:  # profile a-b node c and profile a node b-c would both be composegen-a-b-c
         nodes = r.profile.nodes.members if r.profile.nodes else [None]
         for node in nodes:
             label = r.name if node is None else f"{r.name}/{node.name}"
-            projects.setdefault(compose_project(r.name, None if node is None else node.name), []).append(label)
+            projects.setdefault(
+                compose_project(r.name, None if node is None else node.name), []
+            ).append(label)
     for project, labels in sorted(projects.items()):
         if len(labels) > 1:
-            out.append(f"{', '.join(labels)} share compose project {project}: `up` of one would replace the other")
+            out.append(
+                f"{', '.join(labels)} share compose project {project}: `up` of one would replace the other"
+            )
     return out

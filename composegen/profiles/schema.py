@@ -1,12 +1,13 @@
 """The profile model: what a profile may say beyond vLLM flags, typed and range-checked.
 
-Strict types throughout: YAML's `yes` is not a boolean-as-int, `4096.5` is not an integer.
-Unknown keys are errors (extra="forbid"). `composegen schema` prints the JSON Schema of `Profile`. The
+Strict types throughout: YAML's `yes` is not a boolean-as-int, `4096.5` is not an integer. Unknown
+keys are errors (extra="forbid"). `composegen schema` prints the JSON Schema of `Profile`. The
 `model:` and `service:` parts, and the checks every part shares, are in profiles/service.py.
 
-Multi-node (`nodes:`): the image, the model and its revision and every vLLM flag are profile-level, so
-they are the same on every node by construction; only endpoints, environment, GPUs and the HF cache
-path are per node. (The driver still checks that the image each engine holds has the same digest.)
+Multi-node (`nodes:`): the image, the model and its revision and every vLLM flag are profile-level,
+so they are the same on every node by construction; only endpoints, environment, GPUs and the HF
+cache path are per node. (The driver still checks that the image each engine holds has the same
+digest.)
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ from composegen.profiles.service import (
     secrets_by_reference,
 )
 
-DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$")
+DIGEST_RE = re.compile(
+    r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$"
+)
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
-# Names that become part of a compose project name (`composegen-PROFILE-NODE`): compose's own grammar, no
+# Names that become part of a compose project name (`composegen-PROFILE-NODE`): compose's own
+# grammar, no
 # '.' (it would be folded to '-', so `a.b` and `a-b` would share a project).
 PROJECT_PART_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-VERSION_RE = re.compile(r"^[0-9]+(?:\.[0-9]+)*(?:[A-Za-z0-9.+-]*)$")  # names a catalog file: no path parts
+# names a catalog file: no path parts
+VERSION_RE = re.compile(r"^[0-9]+(?:\.[0-9]+)*(?:[A-Za-z0-9.+-]*)$")
 CONTEXT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 SHM_MIN_BYTES = 2**30  # below this a private /dev/shm cannot hold vLLM's message queues
 
@@ -45,8 +50,9 @@ Rate = Annotated[float, Field(gt=0)]
 
 
 class QualifyBench(Strict):
-    """A load benchmark the stack must pass: `composegen bench` at one concurrency, then floors on its
-    throughput and ceilings on its latency (vllm bench serve's names; unset ones are not judged)."""
+    """A load benchmark the stack must pass: `composegen bench` at one concurrency, then floors on
+    its throughput and ceilings on its latency (vllm bench serve's names; unset ones are not
+    judged)."""
 
     concurrency: Annotated[StrictInt, Field(ge=1)] = 4
     requests: Annotated[StrictInt, Field(ge=1)] = 32
@@ -54,25 +60,38 @@ class QualifyBench(Strict):
     output_tokens: Annotated[StrictInt, Field(ge=1)] = 128
     min_request_throughput: Rate | None = Field(default=None, description="requests/s at least")
     min_output_throughput: Rate | None = Field(default=None, description="output tokens/s at least")
-    max_median_ttft_ms: Rate | None = Field(default=None, description="median time to first token, ms, at most")
-    max_p99_ttft_ms: Rate | None = Field(default=None, description="p99 time to first token, ms, at most")
-    max_median_tpot_ms: Rate | None = Field(default=None, description="median time per output token, ms, at most")
-    max_p99_e2el_ms: Rate | None = Field(default=None, description="p99 end-to-end latency, ms, at most")
+    max_median_ttft_ms: Rate | None = Field(
+        default=None, description="median time to first token, ms, at most"
+    )
+    max_p99_ttft_ms: Rate | None = Field(
+        default=None, description="p99 time to first token, ms, at most"
+    )
+    max_median_tpot_ms: Rate | None = Field(
+        default=None, description="median time per output token, ms, at most"
+    )
+    max_p99_e2el_ms: Rate | None = Field(
+        default=None, description="p99 end-to-end latency, ms, at most"
+    )
 
 
 class Qualify(Strict):
-    bench: QualifyBench | None = Field(default=None, description="throughput floors / latency ceilings under load")
-    min_kv_tokens: Annotated[StrictInt, Field(ge=1)] | None = Field(default=None, description="default: max-model-len")
+    bench: QualifyBench | None = Field(
+        default=None, description="throughput floors / latency ceilings under load"
+    )
+    min_kv_tokens: Annotated[StrictInt, Field(ge=1)] | None = Field(
+        default=None, description="default: max-model-len"
+    )
     min_prompt_tokens: Annotated[StrictInt, Field(ge=1)] | None = Field(
         None, description="largest API-reported prompt that must be processed"
     )
     ladder_targets: list[Annotated[StrictInt, Field(ge=1)]] = Field(default_factory=list)
-    gates: list[Literal["smoke", "json", "tools", "stream_tools", "continuation", "responses"]] = Field(
-        default_factory=list
+    gates: list[Literal["smoke", "json", "tools", "stream_tools", "continuation", "responses"]] = (
+        Field(default_factory=list)
     )
     tools: Annotated[StrictInt, Field(ge=1)] = 20
     fallback: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")] | None = Field(
-        None, description="the profile `campaign qualify` judges by the same criteria when this one fails"
+        None,
+        description="the profile `campaign qualify` judges by the same criteria when this one fails",
     )
 
 
@@ -86,16 +105,20 @@ class Node(Strict):
     name: Annotated[StrictStr, Field(pattern=PROJECT_PART_RE.pattern)]
     rank: Annotated[StrictInt, Field(ge=0, le=4096)]
     docker_host: Annotated[StrictStr, Field(pattern=ENDPOINT_RE.pattern)] | None = Field(
-        None, description="DOCKER_HOST URL of this node's engine, e.g. ssh://spark-2 (default: local)"
+        None,
+        description="DOCKER_HOST URL of this node's engine, e.g. ssh://spark-2 (default: local)",
     )
     context: Annotated[StrictStr, Field(pattern=CONTEXT_RE.pattern)] | None = Field(
         None, description="docker context name, instead of docker_host"
     )
     environment: dict[StrictStr, StrictStr | StrictInt] = Field(
-        default_factory=dict, description="per-node settings: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, VLLM_HOST_IP, …"
+        default_factory=dict,
+        description="per-node settings: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, VLLM_HOST_IP, …",
     )
     gpus: Gpus | None = Field(default=None, description="default: service.gpus")
-    hf_cache: StrictStr | None = Field(default=None, description="host path of the Hugging Face cache on this node")
+    hf_cache: StrictStr | None = Field(
+        default=None, description="host path of the Hugging Face cache on this node"
+    )
 
     @field_validator("environment")
     @classmethod
@@ -106,7 +129,9 @@ class Node(Strict):
     @classmethod
     def _hf_cache(cls, path: str | None) -> str | None:
         if path is not None and not path.startswith(("/", ".", "~", "$")):
-            raise ValueError(f"must be a host path (/, ./, ~ or ${{VAR}}), not a volume name: {path!r}")
+            raise ValueError(
+                f"must be a host path (/, ./, ~ or ${{VAR}}), not a volume name: {path!r}"
+            )
         return None if path is None else host_path_problem(path, "hf_cache")
 
     @model_validator(mode="after")
@@ -119,7 +144,9 @@ class Node(Strict):
 class Nodes(Strict):
     master_addr: StrictStr = Field(description="the head's address on the fabric (--master-addr)")
     master_port: Port = Field(default=29501, description="--master-port")
-    rdma: StrictBool = Field(default=False, description="pass /dev/infiniband and IPC_LOCK to every node")
+    rdma: StrictBool = Field(
+        default=False, description="pass /dev/infiniband and IPC_LOCK to every node"
+    )
     members: Annotated[list[Node], Field(min_length=2)]
 
     @field_validator("master_addr")
@@ -141,8 +168,8 @@ class Nodes(Strict):
 
 
 def master_addr_problem(addr: str) -> str | None:
-    """Why `addr` cannot be the head's --master-addr (None when it can): an IP address or a host name
-    that workers can connect to; all-digit dotted text must be a real IPv4 address."""
+    """Why `addr` cannot be the head's --master-addr (None when it can): an IP address or a host
+    name that workers can connect to; all-digit dotted text must be a real IPv4 address."""
     text = addr[1:-1] if addr.startswith("[") and addr.endswith("]") else addr
     try:
         ip = ipaddress.ip_address(text)
@@ -158,14 +185,18 @@ def master_addr_problem(addr: str) -> str | None:
 
 
 # prom/prometheus v3.5.0 (a long-term-support release), pinned by its multi-arch index digest.
-PROMETHEUS_IMAGE = "prom/prometheus@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996"
+PROMETHEUS_IMAGE = (
+    "prom/prometheus@sha256:63805ebb8d2b3920190daf1cb14a60871b16fd38bed42b857a3182bc621f4996"
+)
 
 
 class Monitoring(Strict):
     prometheus: StrictBool = Field(
         default=False, description="render Prometheus and a Grafana dashboard (docs/monitoring.md)"
     )
-    port: Port = Field(default=9090, description="host port of Prometheus' UI and API, bound to 127.0.0.1")
+    port: Port = Field(
+        default=9090, description="host port of Prometheus' UI and API, bound to 127.0.0.1"
+    )
     scrape_interval: Annotated[StrictStr, Field(pattern=DURATION_RE.pattern)] = "5s"
     image: StrictStr = Field(PROMETHEUS_IMAGE, description="Prometheus image, repo@sha256:<64 hex>")
 
@@ -178,24 +209,27 @@ class Monitoring(Strict):
 
 
 class Standby(Strict):
-    """Resident beside another stack, asleep when not serving (vLLM's sleep mode: docs/standby.md). The render
-    adds --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1; composegen reaches the dev routes that opens only
-    inside the container, never through a published port or the edge."""
+    """Resident beside another stack, asleep when not serving (vLLM's sleep mode: docs/standby.md).
+    The render adds --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1; composegen reaches the dev
+    routes that opens only inside the container, never through a published port or the edge."""
 
     level: Literal[1, 2] = Field(
-        1, description="1: weights kept in host memory (fast wake); 2: weights discarded (wake reloads them)"
+        1,
+        description="1: weights kept in host memory (fast wake); 2: weights discarded (wake reloads them)",
     )
 
 
 class Emulate(Strict):
     env: dict[StrictStr, StrictStr | StrictInt] = Field(
-        default_factory=dict, description="emulator memory-model settings for `up --emulate` (EMU_*)"
+        default_factory=dict,
+        description="emulator memory-model settings for `up --emulate` (EMU_*)",
     )
 
     @field_validator("env")
     @classmethod
     def _names(cls, env: dict) -> dict:
-        for key in env_names(env):  # the emulator's settings; a secret here would be written as text
+        # the emulator's settings; a secret here would be written as text
+        for key in env_names(env):
             if SECRET_RE.search(key) and not key.startswith("EMU_"):
                 raise ValueError(
                     f"{key}: emulate.env holds emulator settings (EMU_*), never a secret or a key; set "
@@ -210,7 +244,8 @@ class Profile(Strict):
     vllm_version: Annotated[StrictStr, Field(pattern=VERSION_RE.pattern)] = "0.33.0"
     image: StrictStr = Field(description="repo@sha256:<64 hex>")
     image_unpinned_reason: StrictStr | None = Field(
-        None, description="why a tag-only image is accepted (validate --strict fails unless image_policy says why)"
+        None,
+        description="why a tag-only image is accepted (validate --strict fails unless image_policy says why)",
     )
     image_policy: Literal["pinned", "local-build"] = Field(
         "pinned",
@@ -220,12 +255,16 @@ class Profile(Strict):
     model: Model
     service: Service
     vllm: dict[StrictStr, Any] = Field(default_factory=dict, description="vLLM flag name → value")
-    identity: list[StrictStr] = Field(default_factory=list, description="extra diff paths that are identity-only")
+    identity: list[StrictStr] = Field(
+        default_factory=list, description="extra diff paths that are identity-only"
+    )
     qualify: Qualify | None = None
     nodes: Nodes | None = Field(
         default=None, description="one profile across several hosts (vLLM multi-node, mp backend)"
     )
-    standby: Standby | None = Field(None, description="sleep mode: switch to this stack in seconds (docs/standby.md)")
+    standby: Standby | None = Field(
+        None, description="sleep mode: switch to this stack in seconds (docs/standby.md)"
+    )
     emulate: Emulate = Field(default_factory=Emulate)
     monitoring: Monitoring = Field(default_factory=lambda: Monitoring.model_validate({}))
     kubernetes: Kubernetes = Field(default_factory=lambda: Kubernetes.model_validate({}))
@@ -234,7 +273,9 @@ class Profile(Strict):
     @classmethod
     def _image(cls, image: str) -> str:
         if "@" in image and not DIGEST_RE.fullmatch(image):
-            raise ValueError(f"{image!r} is not pinned: the digest must be sha256:<64 lowercase hex>")
+            raise ValueError(
+                f"{image!r} is not pinned: the digest must be sha256:<64 lowercase hex>"
+            )
         if not (DIGEST_RE.fullmatch(image) or TAG_RE.fullmatch(image)):
             raise ValueError(f"not an image reference: {image!r}")
         return image

@@ -34,16 +34,18 @@ class Marked:
             path = path[:-1]
 
 
-INT_LIMIT = 2**63 - 1  # what compose and the engine (Go int64) can hold; beyond it is a typo or an attack
+# what compose and the engine (Go int64) can hold; beyond it is a typo or an attack
+INT_LIMIT = 2**63 - 1
 
 _PLAIN_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null")} | {"!"}
 _COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
-MAX_INT_TEXT = 72  # 2**63 in binary is 64 digits and a prefix; any longer integer text is out of range
+# 2**63 in binary is 64 digits and a prefix; any longer integer text is out of range
+MAX_INT_TEXT = 72
 
 
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """The safe loader (libyaml's when present: render --check parses every profile, so speed shows);
-    merge keys and duplicates are refused in _to_python."""
+    """The safe loader (libyaml's when present: render --check parses every profile, so speed
+    shows); merge keys and duplicates are refused in _to_python."""
 
 
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a page of YAML; a megabyte is a mistake or an attack
@@ -52,15 +54,23 @@ MAX_DEPTH = 64
 
 def load_marked(path: Path, display: str) -> Marked:
     try:
-        data = read_input(path, display, MAX_PROFILE_BYTES, "a profile", "profiles are regular files inside profiles/")
+        data = read_input(
+            path,
+            display,
+            MAX_PROFILE_BYTES,
+            "a profile",
+            "profiles are regular files inside profiles/",
+        )
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{display}: not UTF-8 text ({exc.reason})") from None
     return loads_marked(text, display)
 
 
-# Characters YAML 1.1 reads as line breaks although no editor shows one (a value would change silently,
-# a comment would end early), and those it refuses with a two-line error: named here with their line.
+# Characters YAML 1.1 reads as line breaks although no editor shows one (a value would change
+# silently,
+# a comment would end early), and those it refuses with a two-line error: named here with their
+# line.
 _YAML_BREAKS = {
     "\x85": "U+0085 (NEXT LINE)",
     "\u2028": "U+2028 (LINE SEPARATOR)",
@@ -81,7 +91,9 @@ def _refuse_invisible(text: str, display: str) -> None:
                     f"text; write it as \\u{ord(char):04x} inside a double-quoted string"
                 )
             name = "NUL" if char == "\x00" else f"U+{ord(char):04X}"
-            raise BadInput(f"{display}:{line}: {name}: control characters are not allowed in a profile")
+            raise BadInput(
+                f"{display}:{line}: {name}: control characters are not allowed in a profile"
+            )
 
 
 def loads_marked(text: str, display: str) -> Marked:
@@ -106,12 +118,20 @@ def loads_marked(text: str, display: str) -> Marked:
 
 
 def _to_python(
-    node: yaml.Node, path: tuple, marked: Marked, display: str, loader: _StrictLoader, seen: set[int]
+    node: yaml.Node,
+    path: tuple,
+    marked: Marked,
+    display: str,
+    loader: _StrictLoader,
+    seen: set[int],
 ) -> Any:
     line = node.start_mark.line + 1
     if len(path) > MAX_DEPTH:
-        raise BadInput(f"{display}:{line}: {'.'.join(map(str, path[:3]))}…: nested deeper than {MAX_DEPTH} levels")
-    # An alias is the same node again: refused, since expanding nested aliases can take exponential memory
+        raise BadInput(
+            f"{display}:{line}: {'.'.join(map(str, path[:3]))}…: nested deeper than {MAX_DEPTH} levels"
+        )
+    # An alias is the same node again: refused, since expanding nested aliases can take exponential
+    # memory
     # (a few lines can ask for gigabytes) and a profile has `extends:` for reuse.
     if id(node) in seen:
         raise BadInput(
@@ -133,15 +153,22 @@ def _to_python(
                 )
             key = loader.construct_object(key_node)
             if not isinstance(key, str):
-                raise BadInput(f"{display}:{key_node.start_mark.line + 1}: keys must be strings, got {key!r}")
+                raise BadInput(
+                    f"{display}:{key_node.start_mark.line + 1}: keys must be strings, got {key!r}"
+                )
             if key in out:
-                raise BadInput(f"{display}:{key_node.start_mark.line + 1}: {'.'.join((*path, key))}: duplicate key")
+                raise BadInput(
+                    f"{display}:{key_node.start_mark.line + 1}: {'.'.join((*path, key))}: duplicate key"
+                )
             child = (*path, key)
             marked.marks[child] = (display, key_node.start_mark.line + 1)
             out[key] = _to_python(value_node, child, marked, display, loader, seen)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_to_python(item, (*path, i), marked, display, loader, seen) for i, item in enumerate(node.value)]
+        return [
+            _to_python(item, (*path, i), marked, display, loader, seen)
+            for i, item in enumerate(node.value)
+        ]
     if node.tag in _PLAIN_TAGS:
         where = f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}"
         _plain_as_written(node, loader, where)
@@ -150,25 +177,33 @@ def _to_python(
         except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past Python's digit limit
             raise BadInput(f"{where}: {str(exc).splitlines()[0]}") from None
         return _sane_number(value, where)
-    raise BadInput(f"{display}:{line}: {'.'.join(map(str, path))}: YAML tag {node.tag} is not allowed")
+    raise BadInput(
+        f"{display}:{line}: {'.'.join(map(str, path))}: YAML tag {node.tag} is not allowed"
+    )
 
 
 def _plain_as_written(node: yaml.Node, loader: _StrictLoader, where: str) -> None:
-    """A scalar means what it says: an explicit tag other than `!!str` (`!!null 5`, `!!int "5"`) is refused,
-    and an integer too long to be in range is refused before it is built (YAML 1.1 hex, octal, binary and
-    base-60 integers have no digit limit, and base-60 costs quadratic time)."""
+    """A scalar means what it says: an explicit tag other than `!!str` (`!!null 5`, `!!int "5"`) is
+    refused, and an integer too long to be in range is refused before it is built (YAML 1.1 hex,
+    octal, binary and base-60 integers have no digit limit, and base-60 costs quadratic time)."""
     plain = getattr(node, "style", None) in (None, "")
     implicit = loader.resolve(yaml.ScalarNode, node.value, (plain, not plain))
     if node.tag != implicit and node.tag not in ("tag:yaml.org,2002:str", "!"):
         raise BadInput(f"{where}: YAML tag {node.tag} is not allowed (write the value itself)")
     if node.tag == "tag:yaml.org,2002:int" and len(node.value.replace("_", "")) > MAX_INT_TEXT:
-        raise BadInput(f"{where}: a {len(node.value)}-character integer is out of range (at most 2**63-1)")
+        raise BadInput(
+            f"{where}: a {len(node.value)}-character integer is out of range (at most 2**63-1)"
+        )
 
 
 def _sane_number(value: Any, where: str) -> Any:
     """NaN and infinities are not values any profile field means; integers stop at int64."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise BadInput(f"{where}: {value} is not a number a profile can use (NaN and infinities are refused)")
+        raise BadInput(
+            f"{where}: {value} is not a number a profile can use (NaN and infinities are refused)"
+        )
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
-        raise BadInput(f"{where}: a {value.bit_length()}-bit integer is out of range (at most 2**63-1)")
+        raise BadInput(
+            f"{where}: a {value.bit_length()}-bit integer is out of range (at most 2**63-1)"
+        )
     return value

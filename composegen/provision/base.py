@@ -1,6 +1,7 @@
-"""The emulator's base image: any image with python3 (the emulator is stdlib only). `up --emulate` builds
-FROM `composegen/base:py3` (or COMPOSEGEN_BASE_IMAGE); `composegen provision` makes that tag from, in order,
-a public python base pulled by digest, else a debootstrap build of Debian with python3.
+"""The emulator's base image: any image with python3 (the emulator is stdlib only). `up --emulate`
+builds FROM `composegen/base:py3` (or COMPOSEGEN_BASE_IMAGE); `composegen provision` makes that tag
+from, in order, a public python base pulled by digest, else a debootstrap build of Debian with
+python3.
 
     COMPOSEGEN_BASE_IMAGE    an existing image to build FROM instead of composegen/base:py3
     COMPOSEGEN_PUBLIC_BASE   the pinned public base, `REPO[:TAG]@sha256:…` (default python:3.12-slim@…),
@@ -17,8 +18,11 @@ from composegen.stack import driver
 from composegen.stack.driver import ImageFacts
 
 BASE_TAG = "composegen/base:py3"
-# python:3.12-slim's multi-platform index, pinned: a tag moves, a digest names the same bytes forever.
-PUBLIC_BASE = "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+# python:3.12-slim's multi-platform index, pinned: a tag moves, a digest names the same bytes
+# forever.
+PUBLIC_BASE = (
+    "python:3.12-slim@sha256:78387bc3881b8273120a12ebe6c1ab22b018ccc2c9adf565ae1ac9b536e184ea"
+)
 ORIGIN_LABEL = "io.composegen.base"  # set on the debootstrap build: "debootstrap <suite>"
 
 
@@ -41,7 +45,8 @@ def wanted() -> str:
 
 def origin(facts: ImageFacts) -> str:
     """Where an image came from, as far as the engine can tell."""
-    public = public_base()  # pulled by the pinned digest: that is how this engine got it, whatever its labels say
+    # pulled by the pinned digest: that is how this engine got it, whatever its labels say
+    public = public_base()
     for digest in facts.repo_digests:
         if _same_image(digest, public):
             return f"pulled {public}"
@@ -54,7 +59,8 @@ def origin(facts: ImageFacts) -> str:
 
 
 def _same_image(repo_digest: str, ref: str) -> bool:
-    """`python@sha256:X` (a RepoDigest) is `python:3.12-slim@sha256:X`, also spelt `docker.io/library/python`."""
+    """`python@sha256:X` (a RepoDigest) is `python:3.12-slim@sha256:X`, also spelt
+    `docker.io/library/python`."""
 
     def norm(text: str) -> str:
         name, _, digest = text.partition("@")
@@ -74,7 +80,8 @@ class BaseState:
 
 
 def state() -> BaseState:
-    """The base image on the default engine (DOCKER_HOST), and where it came from or will come from."""
+    """The base image on the default engine (DOCKER_HOST), and where it came from or will come
+    from."""
     ref = wanted()
     facts = driver.image_facts(ref)
     if facts is not None:
@@ -84,4 +91,6 @@ def state() -> BaseState:
     public = public_base()
     if driver.image_present(public):
         return BaseState(ref, False, f"provision tags {public} (present in the engine)")
-    return BaseState(ref, False, f"provision pulls {public}, else builds Debian with python3 (debootstrap, root)")
+    return BaseState(
+        ref, False, f"provision pulls {public}, else builds Debian with python3 (debootstrap, root)"
+    )

@@ -1,5 +1,5 @@
-"""The base image when no registry answers: Debian (minbase + python3) from the machine's own apt mirror,
-built with debootstrap and imported into the engine. Needs root; a few minutes.
+"""The base image when no registry answers: Debian (minbase + python3) from the machine's own apt
+mirror, built with debootstrap and imported into the engine. Needs root; a few minutes.
 
     COMPOSEGEN_BASE_SUITE   the suite to build (default: bookworm on Debian, the host's codename elsewhere)
 """
@@ -36,7 +36,8 @@ def default_suite() -> str:
 
 
 def apt_mirror(suite: str, sources: Path = Path("/etc/apt")) -> str | None:
-    """The URI of the first enabled `deb` source serving SUITE (one-line .list and deb822 .sources files)."""
+    """The URI of the first enabled `deb` source serving SUITE (one-line .list and deb822 .sources
+    files)."""
     for path in [sources / "sources.list", *sorted((sources / "sources.list.d").glob("*.list"))]:
         for line in _read(path).splitlines():
             words = line.split("#", 1)[0].split()
@@ -86,12 +87,18 @@ def build(tag: str, log: system.Log, apt: system.Apt) -> str:
     mirror = apt_mirror(suite) or DEFAULT_MIRROR
     rootfs = Path(tempfile.mkdtemp(prefix="composegen-base-", dir="/var/tmp"))
     try:
-        log(f"debootstrap --variant=minbase --include=python3 {suite} from {mirror} (a few minutes)")
+        log(
+            f"debootstrap --variant=minbase --include=python3 {suite} from {mirror} (a few minutes)"
+        )
         res = system.run(
-            ["debootstrap", "--variant=minbase", "--include=python3", suite, str(rootfs), mirror], timeout=1800
+            ["debootstrap", "--variant=minbase", "--include=python3", suite, str(rootfs), mirror],
+            timeout=1800,
         )
         if res.returncode != 0:
-            raise EngineError(f"debootstrap {suite} failed", details=system.last_lines(res.stdout + res.stderr, 20))
+            raise EngineError(
+                f"debootstrap {suite} failed",
+                details=system.last_lines(res.stdout + res.stderr, 20),
+            )
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for entry in (rootfs / junk).glob("*"):
                 if entry.is_file() and not entry.is_symlink():
@@ -104,7 +111,12 @@ def build(tag: str, log: system.Log, apt: system.Apt) -> str:
 
 
 def _import(rootfs: Path, tag: str, origin: str) -> None:
-    changes = [f"ENV PATH={SEARCH_PATH}", "ENV LANG=C.UTF-8", 'CMD ["python3"]', f'LABEL {ORIGIN_LABEL}="{origin}"']
+    changes = [
+        f"ENV PATH={SEARCH_PATH}",
+        "ENV LANG=C.UTF-8",
+        'CMD ["python3"]',
+        f'LABEL {ORIGIN_LABEL}="{origin}"',
+    ]
     argv = ["docker", "import", *(a for c in changes for a in ("--change", c)), "-", tag]
     with subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE) as tar:
         res = subprocess.run(argv, stdin=tar.stdout, capture_output=True, text=True, timeout=900)
@@ -112,4 +124,7 @@ def _import(rootfs: Path, tag: str, origin: str) -> None:
             tar.stdout.close()
         tar_code = tar.wait(60)
     if res.returncode != 0 or tar_code != 0:
-        raise EngineError(f"docker import of the debootstrap tree as {tag} failed", details=res.stderr.strip()[-500:])
+        raise EngineError(
+            f"docker import of the debootstrap tree as {tag} failed",
+            details=res.stderr.strip()[-500:],
+        )

@@ -1,5 +1,6 @@
 """`composegen doctor`: is this machine ready for `up`? Each check says what it found and, when it
-fails, the exact fix. Nothing is changed (that is `composegen provision`). Its shape: provision/reports.py."""
+fails, the exact fix. Nothing is changed (that is `composegen provision`). Its shape:
+provision/reports.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import sys
 
 from composegen.errors import ComposegenError, EngineError
 from composegen.provision import base
-from composegen.provision.engines import can_start_locally, compose_label, compose_plugin_dir, engine_source
+from composegen.provision.engines import (
+    can_start_locally,
+    compose_label,
+    compose_plugin_dir,
+    engine_source,
+)
 from composegen.provision.reports import DoctorCheck, DoctorReport
 from composegen.stack import driver
 
@@ -21,18 +27,39 @@ def run() -> DoctorReport:
     checks.append(_compose())
     if checks[0].ok:
         state = base.state()
-        fix = "set COMPOSEGEN_BASE_IMAGE to an image this engine has" if base.override() else PROVISION
-        detail = f"{state.ref}: {state.origin}" if state.present else f"{state.ref} is missing; {state.origin}"
+        fix = (
+            "set COMPOSEGEN_BASE_IMAGE to an image this engine has"
+            if base.override()
+            else PROVISION
+        )
+        detail = (
+            f"{state.ref}: {state.origin}"
+            if state.present
+            else f"{state.ref} is missing; {state.origin}"
+        )
         checks.append(
-            DoctorCheck(name="base-image", ok=state.present, detail=detail, fix=None if state.present else fix)
+            DoctorCheck(
+                name="base-image",
+                ok=state.present,
+                detail=detail,
+                fix=None if state.present else fix,
+            )
         )
         origin = state.origin
     else:
         origin = "not checked: the engine does not answer"
-        checks.append(DoctorCheck(name="base-image", ok=False, detail=origin, fix=f"{PROVISION}, then doctor again"))
+        checks.append(
+            DoctorCheck(
+                name="base-image", ok=False, detail=origin, fix=f"{PROVISION}, then doctor again"
+            )
+        )
     checks.append(_python())
     return DoctorReport(
-        ok=all(c.ok for c in checks), engine=where, base_image=base.wanted(), base_image_origin=origin, checks=checks
+        ok=all(c.ok for c in checks),
+        engine=where,
+        base_image=base.wanted(),
+        base_image_origin=origin,
+        checks=checks,
     )
 
 
@@ -48,7 +75,9 @@ def _engine(where: str) -> DoctorCheck:
             if can_start_locally()
             else "start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's own",
         )
-    return DoctorCheck(name="engine", ok=True, detail=f"docker {info.get('ServerVersion', '?')} at {where}")
+    return DoctorCheck(
+        name="engine", ok=True, detail=f"docker {info.get('ServerVersion', '?')} at {where}"
+    )
 
 
 def _compose() -> DoctorCheck:
@@ -90,4 +119,7 @@ def format_text(report: DoctorReport) -> str:
 
 def require_ok(report: DoctorReport) -> None:
     if not report.ok:
-        raise EngineError(f"doctor: not ready ({', '.join(report.failed)})", hint=f"`{PROVISION}` mends what it can")
+        raise EngineError(
+            f"doctor: not ready ({', '.join(report.failed)})",
+            hint=f"`{PROVISION}` mends what it can",
+        )

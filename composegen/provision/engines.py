@@ -1,4 +1,5 @@
-"""Which engine the caller's environment names: DOCKER_HOST, else DOCKER_CONTEXT, else the local socket."""
+"""Which engine the caller's environment names: DOCKER_HOST, else DOCKER_CONTEXT, else the local
+socket."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ DEFAULT_SOCKET = "/var/run/docker.sock"
 
 
 def engine_source() -> str:
-    """The engine composegen talks to, as the user would set it: `DOCKER_HOST=…`, `DOCKER_CONTEXT=…`, or
-    the default socket."""
+    """The engine composegen talks to, as the user would set it: `DOCKER_HOST=…`,
+    `DOCKER_CONTEXT=…`, or the default socket."""
     if os.environ.get("DOCKER_HOST"):
         return f"DOCKER_HOST={os.environ['DOCKER_HOST']}"
     if os.environ.get("DOCKER_CONTEXT"):
@@ -24,7 +25,8 @@ def compose_label(version: str) -> str:
 
 
 def compose_plugin_dir() -> Path:
-    """Where the docker CLI looks for a user's plugins: $DOCKER_CONFIG/cli-plugins (default ~/.docker)."""
+    """Where the docker CLI looks for a user's plugins: $DOCKER_CONFIG/cli-plugins (default
+    ~/.docker)."""
     return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "cli-plugins"
 
 
@@ -34,9 +36,11 @@ def local_socket() -> str:
 
 
 def can_start_locally() -> bool:
-    """Only this machine's default engine is ours to start: another socket, a tcp:// or ssh:// host or a
-    context belongs to whoever runs it."""
+    """Only this machine's default engine is ours to start: another socket, a tcp:// or ssh:// host
+    or a context belongs to whoever runs it."""
     if os.environ.get("DOCKER_CONTEXT", "default") != "default":
         return False
     host = os.environ.get("DOCKER_HOST")
-    return not host or (host.startswith("unix://") and local_socket() in (DEFAULT_SOCKET, "/run/docker.sock"))
+    return not host or (
+        host.startswith("unix://") and local_socket() in (DEFAULT_SOCKET, "/run/docker.sock")
+    )

@@ -1,5 +1,5 @@
-"""The JSON shape of `composegen doctor` (`composegen schema --report doctor`): each check, what it found
-and its fix."""
+"""The JSON shape of `composegen doctor` (`composegen schema --report doctor`): each check, what it
+found and its fix."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`composegen provision`: make the engine, the compose v2 plugin and the emulator's base image ready.
-Each step checks first and does nothing when already done; the first change asks `confirm` once.
+"""`composegen provision`: make the engine, the compose v2 plugin and the emulator's base image
+ready. Each step checks first and does nothing when already done; the first change asks `confirm`
+once.
 
     COMPOSEGEN_PULL_TIMEOUT  seconds to wait for the pinned public base to pull (default 20)
 """
@@ -59,7 +60,9 @@ class Provision:
                 hint="start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's own",
             )
         if not system.is_root():
-            raise EngineError(f"{reason}; starting dockerd needs root", hint="run `sudo composegen provision`")
+            raise EngineError(
+                f"{reason}; starting dockerd needs root", hint="run `sudo composegen provision`"
+            )
         if system.which("dockerd") is None or system.which("docker") is None:
             self.agree("install docker.io (apt-get) and start dockerd")
             self.apt.install("docker.io")
@@ -69,7 +72,8 @@ class Provision:
     def _start_dockerd(self) -> str:
         socket = local_socket()
         slug = socket.strip("/").replace("/", "-").replace(".", "-")
-        log_path = Path(f"/var/log/composegen-dockerd-{slug}.log")  # one per engine socket, not per checkout
+        # one per engine socket, not per checkout
+        log_path = Path(f"/var/log/composegen-dockerd-{slug}.log")
         self.log(f"starting dockerd in the background (log: {log_path})")
         with open(log_path, "ab") as out:
             # Its own session: the daemon outlives this command and the terminal that ran it.
@@ -84,7 +88,11 @@ class Provision:
                 continue
             self.log(f"docker engine: {server} started after {time.monotonic() - started:.0f} s")
             return server
-        tail = system.last_lines(log_path.read_text(errors="replace"), 20) if log_path.is_file() else ""
+        tail = (
+            system.last_lines(log_path.read_text(errors="replace"), 20)
+            if log_path.is_file()
+            else ""
+        )
         raise EngineError(f"dockerd did not answer within 60 s (see {log_path})", details=tail)
 
     # ---- 2. compose v2 ---------------------------------------------------------------------------
@@ -100,7 +108,9 @@ class Provision:
         plugins = compose_plugin_dir()
         dest = plugins / "docker-compose"
         if dest.is_symlink() or (dest.exists() and not dest.is_file()):
-            raise EngineError(f"{dest}: not a regular file; composegen never writes through links or special files")
+            raise EngineError(
+                f"{dest}: not a regular file; composegen never writes through links or special files"
+            )
         plugins.mkdir(parents=True, exist_ok=True)
         tmp = plugins / f".docker-compose.tmp-{os.getpid()}"
         tmp.write_bytes(binary.read_bytes())
@@ -109,7 +119,9 @@ class Provision:
         try:
             version = compose_label(driver.compose_version())
         except EngineError as exc:
-            raise EngineError(f"installed {dest}, but `docker compose version` still fails: {exc.message}") from None
+            raise EngineError(
+                f"installed {dest}, but `docker compose version` still fails: {exc.message}"
+            ) from None
         self.log(f"compose plugin: installed {version} to {plugins}")
         return version
 
@@ -142,7 +154,9 @@ class Provision:
             self.log(f"base image: {ref} present ({base.origin(facts)})")
             return ref
         if base.override():
-            raise BadInput(f"COMPOSEGEN_BASE_IMAGE={ref}: no such image on the engine ({engine_source()})")
+            raise BadInput(
+                f"COMPOSEGEN_BASE_IMAGE={ref}: no such image on the engine ({engine_source()})"
+            )
         public = base.public_base()
         self.agree(f"make {ref} (pull {public}, else build it with debootstrap)")
         if driver.image_present(public) or self._pull(public):
@@ -153,7 +167,9 @@ class Provision:
         else:
             self.log("no registry answered; building the base image locally")
             debootstrap.build(ref, self.log, self.apt)
-        check = system.docker("run", "--rm", "--entrypoint", "python3", ref, "-c", "import sys", timeout=120)
+        check = system.docker(
+            "run", "--rm", "--entrypoint", "python3", ref, "-c", "import sys", timeout=120
+        )
         if check.returncode != 0:
             raise EngineError(f"{ref} has no working python3", details=check.stderr.strip()[-300:])
         self.log(f"base image: {ref} ready")

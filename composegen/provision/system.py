@@ -1,5 +1,5 @@
-"""Running commands for provision: the `docker` CLI (it honours DOCKER_HOST and DOCKER_CONTEXT as the
-caller set them: the child inherits the whole environment), apt-get, and who we are."""
+"""Running commands for provision: the `docker` CLI (it honours DOCKER_HOST and DOCKER_CONTEXT as
+the caller set them: the child inherits the whole environment), apt-get, and who we are."""
 
 from __future__ import annotations
 
@@ -21,10 +21,15 @@ def which(name: str) -> str | None:
     return shutil.which(name)
 
 
-def run(argv: Sequence[str], *, timeout: float, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
-    """ARGV's outcome (never raises for a non-zero exit); EngineError when it cannot start or overruns."""
+def run(
+    argv: Sequence[str], *, timeout: float, stdin: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """ARGV's outcome (never raises for a non-zero exit); EngineError when it cannot start or
+    overruns."""
     try:
-        return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, stdin=stdin)
+        return subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, stdin=stdin
+        )
     except FileNotFoundError:
         raise EngineError(f"{argv[0]}: not found on PATH") from None
     except subprocess.TimeoutExpired:
@@ -55,9 +60,14 @@ class Apt:
 
     def install(self, *packages: str) -> None:
         if not is_root():
-            raise EngineError(f"installing {' '.join(packages)} needs root", hint="run `sudo composegen provision`")
+            raise EngineError(
+                f"installing {' '.join(packages)} needs root",
+                hint="run `sudo composegen provision`",
+            )
         if which("apt-get") is None:
-            raise EngineError(f"apt-get not found: install {' '.join(packages)} with your package manager")
+            raise EngineError(
+                f"apt-get not found: install {' '.join(packages)} with your package manager"
+            )
         env_argv = ["env", "DEBIAN_FRONTEND=noninteractive"]
         if not self.updated:
             self.log("apt-get update")
@@ -66,6 +76,11 @@ class Apt:
                 raise EngineError("apt-get update failed", details=last_lines(res.stderr))
             self.updated = True
         self.log(f"apt-get install -y {' '.join(packages)}")
-        res = run([*env_argv, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], timeout=1200)
+        res = run(
+            [*env_argv, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+            timeout=1200,
+        )
         if res.returncode != 0:
-            raise EngineError(f"apt-get install {' '.join(packages)} failed", details=last_lines(res.stderr))
+            raise EngineError(
+                f"apt-get install {' '.join(packages)} failed", details=last_lines(res.stderr)
+            )

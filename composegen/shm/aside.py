@@ -45,7 +45,8 @@ class Aside:
     def result(self) -> Any:
         if self._pid is None or self._read_fd is None:
             return self._function(*self._args)
-        fd, self._read_fd = self._read_fd, None  # the file object owns it now, even if Ctrl-C lands in read()
+        # the file object owns it now, even if Ctrl-C lands in read()
+        fd, self._read_fd = self._read_fd, None
         with os.fdopen(fd, "rb") as pipe:
             data = pipe.read()
         status = os.waitpid(self._pid, 0)[1]

@@ -17,8 +17,11 @@ def open_dir(path: str, *, follow: bool) -> int:
     except FileNotFoundError:
         raise BadInput(f"{path}: path: does not exist") from None
     except NotADirectoryError:
-        if not follow and os.path.islink(path):  # O_NOFOLLOW|O_DIRECTORY on a link fails with ENOTDIR
-            raise BadInput(f"{path}: path: is a symbolic link; pass the directory it points to") from None
+        # O_NOFOLLOW|O_DIRECTORY on a link fails with ENOTDIR
+        if not follow and os.path.islink(path):
+            raise BadInput(
+                f"{path}: path: is a symbolic link; pass the directory it points to"
+            ) from None
         raise BadInput(f"{path}: path: not a directory") from None
     except PermissionError:
         raise BadInput(f"{path}: path: permission denied") from None
@@ -43,8 +46,8 @@ def filesystem_type(dfd: int) -> int | None:
 
 
 def mount_type(dev: int) -> str | None:
-    """The filesystem type /proc/self/mountinfo gives a device; None when this mount namespace does not
-    show it (a path through /proc/PID/root). Cheaper than loading ctypes for fstatfs."""
+    """The filesystem type /proc/self/mountinfo gives a device; None when this mount namespace does
+    not show it (a path through /proc/PID/root). Cheaper than loading ctypes for fstatfs."""
     token = b"%d:%d" % (os.major(dev), os.minor(dev))
     try:
         fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
@@ -55,7 +58,8 @@ def mount_type(dev: int) -> str | None:
     finally:
         os.close(fd)
     for line in data.split(b"\n"):
-        fields = line.split(b" ")  # id parent major:minor root mountpoint options [optional...] - type source
+        # id parent major:minor root mountpoint options [optional...] - type source
+        fields = line.split(b" ")
         if len(fields) > 2 and fields[2] == token and b"-" in fields[6:]:
             at = fields.index(b"-", 6) + 1
             return fields[at].decode("utf-8", "replace") if at < len(fields) else None
@@ -63,8 +67,9 @@ def mount_type(dev: int) -> str | None:
 
 
 def require_tmpfs(dfd: int, path: str) -> None:
-    """Leftover names only mean something on a shared-memory filesystem: elsewhere (a home directory,
-    /tmp on disk) the same names are someone's data. --force accepts another filesystem."""
+    """Leftover names only mean something on a shared-memory filesystem: elsewhere (a home
+    directory, /tmp on disk) the same names are someone's data. --force accepts another
+    filesystem."""
     if mount_type(os.fstat(dfd).st_dev) == "tmpfs":
         return
     kind = filesystem_type(dfd)  # authoritative, in any mount namespace

@@ -1,6 +1,7 @@
-"""`composegen shm --json`, piped: the scan written as compact sorted JSON without a model or a dict per
-entry. Its shape is reports.ShmScan's (tests hold the two byte for byte equal); importing pydantic alone
-would cost more than scanning 10,000 entries, so this module never does (docs/benchmarks.md).
+"""`composegen shm --json`, piped: the scan written as compact sorted JSON without a model or a dict
+per entry. Its shape is reports.ShmScan's (tests hold the two byte for byte equal); importing
+pydantic alone would cost more than scanning 10,000 entries, so this module never does
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ _UNHELD_ENTRY_JSON = (
     '"kind":"%s","name":%s,"nlink":%d,"pattern":%s,"size_bytes":%d,"uid":%d,"user":%s}'
 )
 _compact = functools.partial(json.dumps, sort_keys=True, separators=(",", ":"))
-_PATTERN_JSON: dict[str | None, str] = {None: "null", **{p["id"]: f'"{p["id"]}"' for p in LEFTOVER_PATTERNS}}
+_PATTERN_JSON: dict[str | None, str] = {
+    None: "null",
+    **{p["id"]: f'"{p["id"]}"' for p in LEFTOVER_PATTERNS},
+}
 
 
 def _unheld_entries_json(rows: list[Row]) -> list[str]:
@@ -59,13 +63,15 @@ def scan_json(
     proc_root: str = "/proc",
     tmpfs_only: bool = False,
 ) -> tuple[ScanHead, Iterator[str]]:
-    """scan.scan(path) as compact sorted JSON: (the report without its entries, its whole JSON in pieces).
-    Entries are rendered while the /proc pass runs; those found held are rendered again."""
+    """scan.scan(path) as compact sorted JSON: (the report without its entries, its whole JSON in
+    pieces). Entries are rendered while the /proc pass runs; those found held are rendered again."""
     dfd = open_dir(path, follow=True)
     try:
         if tmpfs_only:
             require_tmpfs(dfd, path)
-        head, rows, held, texts = list_fd(dfd, path, container_labels, proc_root, _unheld_entries_json)
+        head, rows, held, texts = list_fd(
+            dfd, path, container_labels, proc_root, _unheld_entries_json
+        )
     finally:
         os.close(dfd)
     for position, holders in held.items():

@@ -6,12 +6,13 @@ Two ways a process keeps a file without an fd or a mapping of it:
     ring the kernel does not list completely (busy) or that has no fd left to read (only a mapping).
   - fds in flight: an fd sent with SCM_RIGHTS and not yet received lives only in the receiving unix
     socket's queue. The kernel does not say which queued messages carry fds, so any unix socket with
-    queued data (sock_diag UNIX_DIAG_RQLEN, read in the socket's own network namespace) counts, and so
-    does every unix socket of a process whose namespace cannot be queried.
+    queued data (sock_diag UNIX_DIAG_RQLEN, read in the socket's own network namespace) counts, and
+    so does every unix socket of a process whose namespace cannot be queried.
 
-`hidden_holders(directory, proc_root)` -> ([HiddenHolder(pid, comm, why)], drained): queues are sampled a few times and
-only one that stays non-empty counts (live traffic drains); `drained` says some queue emptied meanwhile,
-so the caller reads the holders again (the fd may have been received after its first pass).
+`hidden_holders(directory, proc_root)` -> ([HiddenHolder(pid, comm, why)], drained): queues are
+sampled a few times and only one that stays non-empty counts (live traffic drains); `drained` says
+some queue emptied meanwhile, so the caller reads the holders again (the fd may have been received
+after its first pass).
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ class HiddenHolder(NamedTuple):
 def unix_queues() -> dict[int, int]:
     """{socket inode: bytes (or pending connections) queued} of every unix socket of this thread's
     network namespace that has any, from sock_diag."""
-    req = struct.pack("=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, UDIAG_SHOW_RQLEN, 0xFFFFFFFF, 0xFFFFFFFF)
-    header = struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0)
+    req = struct.pack(
+        "=BBHIIIII", socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, UDIAG_SHOW_RQLEN, 0xFFFFFFFF, 0xFFFFFFFF
+    )
+    header = struct.pack(
+        "=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0
+    )
     queued: dict[int, int] = {}
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
         nl.settimeout(5)
@@ -103,8 +108,8 @@ def _in_namespace(ns_path: str) -> dict[int, int] | None:
 
 
 def _ring_files(pid_dir: str, fd: str) -> list[str] | None:
-    """Paths of the files registered with one ring (its fdinfo's UserFiles), or None when the kernel did
-    not list them all (it skips the list when the ring is busy) or the fdinfo cannot be read."""
+    """Paths of the files registered with one ring (its fdinfo's UserFiles), or None when the kernel
+    did not list them all (it skips the list when the ring is busy) or the fdinfo cannot be read."""
     try:
         text = read_bytes(f"{pid_dir}/fdinfo/{fd}").decode("utf-8", "surrogateescape")
     except OSError:
@@ -120,7 +125,8 @@ def _ring_files(pid_dir: str, fd: str) -> list[str] | None:
 
 
 def _process_facts(pid_dir: str, directory: str) -> tuple[str | None, set[int]]:
-    """(why its io_uring instances may hold files in `directory`, or None; inodes of its sockets)."""
+    """(why its io_uring instances may hold files in `directory`, or None; inodes of its
+    sockets)."""
     ring, sockets = None, set()
     inside = directory.rstrip("/") + "/"
     try:
@@ -143,7 +149,8 @@ def _process_facts(pid_dir: str, directory: str) -> tuple[str | None, set[int]]:
             elif any(f.startswith(inside) for f in files):
                 ring = ring or f"an io_uring instance with a file of {directory} registered"
     if not rings:
-        with contextlib.suppress(OSError):  # a ring whose fd was closed (or registered) is still mapped
+        # a ring whose fd was closed (or registered) is still mapped
+        with contextlib.suppress(OSError):
             if b"[io_uring]" in read_bytes(f"{pid_dir}/maps"):
                 ring = "an io_uring instance without an fd (its registered files cannot be listed)"
     return ring, sockets
@@ -151,7 +158,9 @@ def _process_facts(pid_dir: str, directory: str) -> tuple[str | None, set[int]]:
 
 def _sample(by_ns: dict[str, tuple[str, set[int]]]) -> dict[str, dict[int, int] | None]:
     own = _netns("/proc/self")
-    return {ns: (unix_queues() if ns == own else _in_namespace(path)) for ns, (path, _) in by_ns.items()}
+    return {
+        ns: (unix_queues() if ns == own else _in_namespace(path)) for ns, (path, _) in by_ns.items()
+    }
 
 
 def _netns(pid_dir: str) -> str | None:
@@ -193,7 +202,13 @@ def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[Hidde
     for pid, (ns, socks) in sockets.items():
         queued = persistent.get(ns)
         if queued is None:
-            found.setdefault(pid, []).append("unix sockets in a network namespace composegen cannot query")
+            found.setdefault(pid, []).append(
+                "unix sockets in a network namespace composegen cannot query"
+            )
         elif socks & queued:
-            found.setdefault(pid, []).append("a unix socket with queued data (fds may be in flight)")
-    return [HiddenHolder(p, comm_of(p, proc_root), "; ".join(w)) for p, w in sorted(found.items())], drained
+            found.setdefault(pid, []).append(
+                "a unix socket with queued data (fds may be in flight)"
+            )
+    return [
+        HiddenHolder(p, comm_of(p, proc_root), "; ".join(w)) for p, w in sorted(found.items())
+    ], drained

@@ -1,9 +1,10 @@
-"""One pass over a shared-memory directory: every entry stat-ed, classed by name, and the holders the
-/proc pass found — as rows and small typed documents, without pydantic.
+"""One pass over a shared-memory directory: every entry stat-ed, classed by name, and the holders
+the /proc pass found — as rows and small typed documents, without pydantic.
 
 Both readers start here: scan.py turns a `Listing` into the ShmScan model (composegen.shm.reports);
-fastjson.py writes it as compact JSON straight away (`composegen shm --json`, where importing pydantic
-alone would cost more than the whole scan). The documents below are that JSON's pieces, key for key.
+fastjson.py writes it as compact JSON straight away (`composegen shm --json`, where importing
+pydantic alone would cost more than the whole scan). The documents below are that JSON's pieces, key
+for key.
 """
 
 from __future__ import annotations
@@ -131,7 +132,11 @@ def _user(uid: int, cache: dict[int, str | None]) -> str | None:
 def _filesystem(dfd: int) -> FilesystemDoc:
     vfs = os.statvfs(dfd)
     total, free = vfs.f_blocks * vfs.f_frsize, vfs.f_bavail * vfs.f_frsize
-    return {"free_bytes": free, "total_bytes": total, "used_bytes": total - vfs.f_bfree * vfs.f_frsize}
+    return {
+        "free_bytes": free,
+        "total_bytes": total,
+        "used_bytes": total - vfs.f_bfree * vfs.f_frsize,
+    }
 
 
 def _no_labels(container_id: str) -> None:
@@ -158,8 +163,8 @@ class _HolderDescriber:
 
 
 def _stat_rows(dfd: int, now: float, names: list[str]) -> tuple[list[Row], int, set[int]]:
-    """A row per name (of the directory, sorted), classed by name alone (holders come later); how many
-    vanished between listdir and stat; the devices of entries that are mount points."""
+    """A row per name (of the directory, sorted), classed by name alone (holders come later); how
+    many vanished between listdir and stat; the devices of entries that are mount points."""
     dir_dev, users = os.fstat(dfd).st_dev, dict[int, str | None]()
     rows: list[Row] = []
     vanished, other_devs = 0, set()
@@ -208,9 +213,15 @@ def _parent_share(entries: int, proc_root: str) -> int:
 
 
 def _aside_part(
-    devs: set[int], proc_root: str, dfd: int, names: list[str], now: float, render: Callable[[list[Row]], Any] | None
+    devs: set[int],
+    proc_root: str,
+    dfd: int,
+    names: list[str],
+    now: float,
+    render: Callable[[list[Row]], Any] | None,
 ) -> tuple[Any, ...]:
-    """The forked child's share: the /proc pass, then the tail of the listing stat-ed (and rendered)."""
+    """The forked child's share: the /proc pass, then the tail of the listing stat-ed (and
+    rendered)."""
     index = procscan.index_holders(devs, proc_root, identify=True)
     rows, vanished, other_devs = _stat_rows(dfd, now, names)
     parts = (index.proc_root, index.holders, index.unreadable, index.identities)
@@ -224,17 +235,21 @@ def list_fd(
     proc_root: str,
     while_waiting: Callable[[list[Row]], Any] | None = None,
 ) -> Listing:
-    """Every entry of the open directory `dfd` with its holders; `while_waiting(rows)` runs on each share
-    of the rows while the /proc pass is under way (the results concatenated)."""
+    """Every entry of the open directory `dfd` with its holders; `while_waiting(rows)` runs on each
+    share of the rows while the /proc pass is under way (the results concatenated)."""
     started, now = time.monotonic(), time.time()
     dir_st = os.fstat(dfd)
     names = os.listdir(dfd)
     names.sort()
-    # A forked child on the other core makes the /proc pass (which inodes are held) and then stats the
-    # last part of the listing, while this process stats the first part and, for JSON output, renders
+    # A forked child on the other core makes the /proc pass (which inodes are held) and then stats
+    # the
+    # last part of the listing, while this process stats the first part and, for JSON output,
+    # renders
     # them as if nothing held them.
     cut = _parent_share(len(names), proc_root)
-    with Aside(_aside_part, {dir_st.st_dev}, proc_root, dfd, names[cut:], now, while_waiting) as pending:
+    with Aside(
+        _aside_part, {dir_st.st_dev}, proc_root, dfd, names[cut:], now, while_waiting
+    ) as pending:
         rows, vanished, other_devs = _stat_rows(dfd, now, names[:cut])
         extra = while_waiting(rows) if while_waiting else None
         parts, tail_rows, tail_vanished, tail_devs, tail_extra = pending.result()
@@ -247,7 +262,9 @@ def list_fd(
     if other_devs:  # something is mounted inside the directory
         index.merge(procscan.index_holders(other_devs, proc_root))
     describe, holders_of, held = _HolderDescriber(index, container_labels), index.holders, {}
-    totals: dict[str, TotalDoc] = {cls: {"allocated_bytes": 0, "count": 0} for cls in ("all", *CLASSES)}
+    totals: dict[str, TotalDoc] = {
+        cls: {"allocated_bytes": 0, "count": 0} for cls in ("all", *CLASSES)
+    }
     for position, row in enumerate(rows):
         pids = holders_of.get((row[3], row[4])) if holders_of else None
         if pids:
@@ -255,7 +272,10 @@ def list_fd(
         cls_total = totals["in-use" if pids else row[2]]
         cls_total["count"] += 1
         cls_total["allocated_bytes"] += row[1]
-    totals["all"] = {"allocated_bytes": sum(totals[cls]["allocated_bytes"] for cls in CLASSES), "count": len(rows)}
+    totals["all"] = {
+        "allocated_bytes": sum(totals[cls]["allocated_bytes"] for cls in CLASSES),
+        "count": len(rows),
+    }
     head: ScanHead = {
         "dir": {"dev": dir_st.st_dev, "inode": dir_st.st_ino},
         "filesystem": _filesystem(dfd),

@@ -1,6 +1,7 @@
 """Names whose origin we know in /dev/shm: an unheld file with such a name is a crash's leftover.
 
-`match_pattern(name)` -> pattern id or None; `patterns_table_markdown()` is the table in docs/shm.md.
+`match_pattern(name)` -> pattern id or None; `patterns_table_markdown()` is the table in
+docs/shm.md.
 """
 
 from __future__ import annotations
@@ -87,7 +88,9 @@ def match_pattern(name: str) -> str | None:
         return None
     for pattern_id, prefix, regex in _MATCHERS:
         if name.startswith(prefix):
-            compiled = _COMPILED.get(regex) or _COMPILED.setdefault(regex, re.compile(regex, re.DOTALL))
+            compiled = _COMPILED.get(regex) or _COMPILED.setdefault(
+                regex, re.compile(regex, re.DOTALL)
+            )
             if compiled.fullmatch(name):
                 return pattern_id
     return None

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, TypedDict
 
 # Patterns are compiled on first use (re caches them): the scan runs them in the forked child, so
-# the parent's import stays cheap. maps columns: address perms offset dev(major:minor, hex) inode path
+# the parent's import stays cheap. maps columns: address perms offset dev(major:minor, hex) inode
+# path
 _MAPS_DEV_INODE = rb"(?m)^\S+ \S+ \S+ ([0-9a-f]+):([0-9a-f]+) (\d+)"
 # A container id is 64 hex chars on its own (docker v1 `/docker/<id>`, systemd `docker-<id>.scope`,
 # containerd `cri-containerd-<id>.scope`, podman `libpod-<id>.scope`).
@@ -34,7 +35,8 @@ LabelResolver = Callable[[str], "dict[str, str] | None"]
 
 
 class UnreadableDoc(TypedDict):
-    """A process whose fds or maps could not be read, as the scan's JSON lists it (reports.Unreadable)."""
+    """A process whose fds or maps could not be read, as the scan's JSON lists it
+    (reports.Unreadable)."""
 
     comm: str | None
     denied: list[Literal["fd", "maps"]]
@@ -53,9 +55,13 @@ class ProcIndex:
         identities: dict[int, tuple[str | None, str | None]] | None = None,
     ) -> None:
         self.proc_root = proc_root
-        self.holders: dict[tuple[int, int], dict[int, set[str]]] = holders if holders is not None else {}
+        self.holders: dict[tuple[int, int], dict[int, set[str]]] = (
+            holders if holders is not None else {}
+        )
         self.unreadable: list[UnreadableDoc] = unreadable if unreadable is not None else []
-        self.identities: dict[int, tuple[str | None, str | None]] = identities if identities is not None else {}
+        self.identities: dict[int, tuple[str | None, str | None]] = (
+            identities if identities is not None else {}
+        )
 
     def merge(self, other: ProcIndex) -> None:
         for key, pids in other.holders.items():
@@ -67,7 +73,10 @@ class ProcIndex:
     def identity(self, pid: int) -> tuple[str | None, str | None]:
         """(comm, container id) of a holder, from the scan when it recorded them."""
         if pid not in self.identities:
-            self.identities[pid] = (comm_of(pid, self.proc_root), container_id_of(pid, self.proc_root))
+            self.identities[pid] = (
+                comm_of(pid, self.proc_root),
+                container_id_of(pid, self.proc_root),
+            )
         return self.identities[pid]
 
     def holders_of(self, dev: int, ino: int) -> dict[int, set[str]]:
@@ -80,8 +89,9 @@ def maps_dev_token(dev: int) -> bytes:
 
 
 def read_bytes(path: str, whole: bool = True) -> bytes:
-    """A /proc file through bare os.read (a buffered file object costs more than the read): whole, or
-    (for the small files that only name a holder) one read of up to 64 KiB, sparing the read at EOF."""
+    """A /proc file through bare os.read (a buffered file object costs more than the read): whole,
+    or (for the small files that only name a holder) one read of up to 64 KiB, sparing the read at
+    EOF."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []
@@ -159,7 +169,8 @@ def _read_maps(pid_dir: str, threads: list[str]) -> bytes:
         data = read_bytes(f"{pid_dir}/maps")
     except (FileNotFoundError, ProcessLookupError) as exc:
         raise _Gone from exc
-    for tid in threads if not data else ():  # the leader exited; its threads still map what they map
+    # the leader exited; its threads still map what they map
+    for tid in threads if not data else ():
         try:
             data = read_bytes(f"{pid_dir}/task/{tid}/maps")
         except (FileNotFoundError, ProcessLookupError):
@@ -172,7 +183,8 @@ def _read_maps(pid_dir: str, threads: list[str]) -> bytes:
 def _threads(pid: int, pid_dir: str) -> list[str]:
     """The thread ids of a process other than its leader (most processes have none)."""
     try:
-        if os.stat(f"{pid_dir}/task").st_nlink == 3:  # 2 + the number of threads: a stat beats a listing
+        # 2 + the number of threads: a stat beats a listing
+        if os.stat(f"{pid_dir}/task").st_nlink == 3:
             return []
         tids = os.listdir(f"{pid_dir}/task")
     except OSError:
@@ -180,7 +192,14 @@ def _threads(pid: int, pid_dir: str) -> list[str]:
     return [tid for tid in tids if tid != str(pid)] if len(tids) > 1 else []
 
 
-_KCMP_SYSCALL = {"x86_64": 312, "aarch64": 272, "riscv64": 272, "ppc64le": 354, "ppc64": 354, "s390x": 343}
+_KCMP_SYSCALL = {
+    "x86_64": 312,
+    "aarch64": 272,
+    "riscv64": 272,
+    "ppc64le": 354,
+    "ppc64": 354,
+    "s390x": 343,
+}
 
 
 class _FdTables:
@@ -216,7 +235,8 @@ class _FdTables:
             if 0 in results:
                 continue  # shares a table already read
             if -1 in results and self._errno() not in (errno.ESRCH,):
-                self._usable = False  # ENOSYS, or EPERM from a seccomp filter: read every thread from now on
+                # ENOSYS, or EPERM from a seccomp filter: read every thread from now on
+                self._usable = False
                 return threads
             if -1 not in results:
                 tables.append(int(tid))
@@ -227,7 +247,8 @@ class _FdTables:
 def _holdings(
     pid: int, pid_dir: str, dev_set: set[int] | None, dev_tokens: Any, fd_tables: _FdTables
 ) -> tuple[dict[tuple[int, int], set[str]], list[Literal["fd", "maps"]]]:
-    """({(dev, ino): {"fd", "map"}}, denied) of one process and all its threads; _Gone if it exited."""
+    """({(dev, ino): {"fd", "map"}}, denied) of one process and all its threads; _Gone if it
+    exited."""
     keys: dict[tuple[int, int], set[str]] = {}
     denied: list[Literal["fd", "maps"]] = []
     threads = _threads(pid, pid_dir)
@@ -250,9 +271,12 @@ def _holdings(
     return keys, denied
 
 
-def index_holders(devs: Iterable[int] | None = None, proc_root: str = "/proc", identify: bool = False) -> ProcIndex:
+def index_holders(
+    devs: Iterable[int] | None = None, proc_root: str = "/proc", identify: bool = False
+) -> ProcIndex:
     """One pass over every process: fds (stat of each fd link, of every fd table its threads have)
-    and maps (dev + inode columns); with `identify`, also the comm and container id of each holder."""
+    and maps (dev + inode columns); with `identify`, also the comm and container id of each
+    holder."""
     dev_set = set(devs) if devs is not None else None
     dev_tokens = [maps_dev_token(dev) for dev in dev_set] if dev_set is not None else None
     index, fd_tables = ProcIndex(proc_root=proc_root), _FdTables()
@@ -266,7 +290,12 @@ def index_holders(devs: Iterable[int] | None = None, proc_root: str = "/proc", i
                 index.holders.setdefault(key, {})[pid] = hows
         if denied:
             index.unreadable.append(
-                {"comm": comm_of(pid, proc_root), "denied": denied, "pid": pid, "uid": uid_of(pid, proc_root)}
+                {
+                    "comm": comm_of(pid, proc_root),
+                    "denied": denied,
+                    "pid": pid,
+                    "uid": uid_of(pid, proc_root),
+                }
             )
     if identify:
         for pid in sorted({pid for pids in index.holders.values() for pid in pids}):
@@ -274,7 +303,8 @@ def index_holders(devs: Iterable[int] | None = None, proc_root: str = "/proc", i
     return index
 
 
-INITIAL_PID_NAMESPACE = "pid:[4026531836]"  # PROC_PID_INIT_INO: the same inode on every Linux since 3.8
+# PROC_PID_INIT_INO: the same inode on every Linux since 3.8
+INITIAL_PID_NAMESPACE = "pid:[4026531836]"
 
 
 def sees_every_process() -> bool:

@@ -29,7 +29,15 @@ import time
 
 from composegen.errors import BadInput, CheckFailed
 from composegen.shm import hiddenrefs, procscan, scan
-from composegen.shm.reports import Candidate, Remaining, Removed, ShmReclaim, ShmScan, Skipped, Unreadable
+from composegen.shm.reports import (
+    Candidate,
+    Remaining,
+    Removed,
+    ShmReclaim,
+    ShmScan,
+    Skipped,
+    Unreadable,
+)
 
 DEFAULT_MIN_AGE = 60.0
 QUARANTINE_PREFIX = ".composegen-q-"  # also a leftover pattern in scan.py: a killed reclaim's files
@@ -51,7 +59,9 @@ def _too_new(st: os.stat_result, min_age: float, now: float) -> str | None:
     return f"changed {max(ago, 0.0):.0f}s ago (--min-age {min_age:g}s)" if ago < min_age else None
 
 
-def _plan_from_report(report: ShmScan, dfd: int, include_unknown: bool, min_age: float) -> ShmReclaim:
+def _plan_from_report(
+    report: ShmScan, dfd: int, include_unknown: bool, min_age: float
+) -> ShmReclaim:
     removable = {"leftover", "unknown"} if include_unknown else {"leftover"}
     candidates, skipped, now = [], [], time.time()
     for entry in report.entries:
@@ -64,7 +74,9 @@ def _plan_from_report(report: ShmScan, dfd: int, include_unknown: bool, min_age:
             reason = "unknown name (use --include-unknown)"
         else:
             try:
-                reason = _too_new(os.stat(entry.name, dir_fd=dfd, follow_symlinks=False), min_age, now)
+                reason = _too_new(
+                    os.stat(entry.name, dir_fd=dfd, follow_symlinks=False), min_age, now
+                )
             except FileNotFoundError:
                 reason = "already gone"
         if reason:
@@ -129,10 +141,16 @@ class _NoReplace:
 
     def __call__(self, src: str, dst: str) -> None:
         if self._renameat2 is not None:
-            if self._renameat2(self.dfd, os.fsencode(src), self.dfd, os.fsencode(dst), self.RENAME_NOREPLACE) == 0:
+            if (
+                self._renameat2(
+                    self.dfd, os.fsencode(src), self.dfd, os.fsencode(dst), self.RENAME_NOREPLACE
+                )
+                == 0
+            ):
                 return
             code = self._errno()
-            if code not in (errno.ENOSYS, errno.EINVAL):  # no renameat2 here: fall back to link + unlink
+            # no renameat2 here: fall back to link + unlink
+            if code not in (errno.ENOSYS, errno.EINVAL):
                 raise OSError(code, os.strerror(code), dst)
             self._renameat2 = None
         os.link(src, dst, src_dir_fd=self.dfd, dst_dir_fd=self.dfd, follow_symlinks=False)
@@ -140,7 +158,8 @@ class _NoReplace:
 
 
 class _Quarantine:
-    """Candidates renamed aside, each until it is unlinked or put back (always put back on errors)."""
+    """Candidates renamed aside, each until it is unlinked or put back (always put back on
+    errors)."""
 
     def __init__(self, dfd: int):
         self.dfd, self.rename = dfd, _NoReplace(dfd)
@@ -166,7 +185,8 @@ class _Quarantine:
             return f"rename aside failed: {exc.strerror}"
         self.aside.append((cand, hidden))
         moved = os.stat(hidden, dir_fd=self.dfd, follow_symlinks=False)
-        if (moved.st_dev, moved.st_ino) != (cand.dev, cand.inode):  # swapped in between stat and rename
+        # swapped in between stat and rename
+        if (moved.st_dev, moved.st_ino) != (cand.dev, cand.inode):
             self.aside.pop()
             return "replaced during the reclaim; " + self.put_back(name, hidden)
         return None
@@ -195,7 +215,9 @@ def _settle(quarantine: _Quarantine, index: procscan.ProcIndex, result: ShmRecla
         if holders:
             where = quarantine.put_back(cand.name, hidden)
             pids = ", ".join(map(str, sorted(holders)))
-            result.skipped.append(Skipped(name=cand.name, reason=f"now in use by pid {pids}; {where}"))
+            result.skipped.append(
+                Skipped(name=cand.name, reason=f"now in use by pid {pids}; {where}")
+            )
         else:
             st = os.stat(hidden, dir_fd=dfd, follow_symlinks=False)
             os.unlink(hidden, dir_fd=dfd)  # unlinkat never follows a link
@@ -214,8 +236,8 @@ def apply_plan(
     proc_root: str = "/proc",
     force: bool = False,
 ) -> ShmReclaim:
-    """Remove the plan's candidates that are still the same, old enough, unheld regular files directly
-    in its directory: quarantine, holder pass, then unlink or put back."""
+    """Remove the plan's candidates that are still the same, old enough, unheld regular files
+    directly in its directory: quarantine, holder pass, then unlink or put back."""
     for cand in plan.candidates:
         if "/" in cand.name or cand.name in ("", ".", ".."):
             raise BadInput(f"{plan.path}: candidates: {cand.name!r} is not a plain file name")
@@ -226,7 +248,9 @@ def apply_plan(
             scan.require_tmpfs(dfd, plan.path)
         dir_st = os.fstat(dfd)
         if (dir_st.st_dev, dir_st.st_ino) != (plan.dir.dev, plan.dir.inode):
-            raise CheckFailed(f"{plan.path}: the directory was replaced since the scan; nothing was removed")
+            raise CheckFailed(
+                f"{plan.path}: the directory was replaced since the scan; nothing was removed"
+            )
         if plan.unreadable_pids and not ignore_unreadable:
             _refuse_unreadable(plan.unreadable_pids)
         if not ignore_unreadable and not procscan.sees_every_process():
@@ -254,11 +278,13 @@ def apply_plan(
                 if hidden:  # no flag accepts this: nothing can tell which files they hold
                     quarantine.restore_all()
                     _refuse_hidden(hidden)
-                if drained:  # a queue emptied while sampled: an fd received meanwhile is in a table now
+                # a queue emptied while sampled: an fd received meanwhile is in a table now
+                if drained:
                     index.merge(procscan.index_holders(devs, proc_root))
                 _settle(quarantine, index, result)
         finally:
-            quarantine.restore_all()  # an error or Ctrl-C: every file still aside goes back under its name
+            # an error or Ctrl-C: every file still aside goes back under its name
+            quarantine.restore_all()
         after = scan.scan_fd(dfd, plan.path, container_labels, proc_root)
         result.remaining = Remaining(totals=after.totals, filesystem=after.filesystem)
         return result
@@ -291,5 +317,9 @@ def reclaim(
     if not yes:
         return plan
     return apply_plan(
-        plan, ignore_unreadable=ignore_unreadable, container_labels=container_labels, proc_root=proc_root, force=force
+        plan,
+        ignore_unreadable=ignore_unreadable,
+        container_labels=container_labels,
+        proc_root=proc_root,
+        force=force,
     )

@@ -19,8 +19,12 @@ EntryClass = Literal["in-use", "leftover", "unknown"]
 class Holder(Report):
     pid: int
     comm: str | None = Field(description="/proc/PID/comm; null when it could not be read")
-    how: list[Literal["fd", "map"]] = Field(description="an open fd (any thread's fd table) and/or a mapping")
-    container_id: str | None = Field(description="64-hex id from /proc/PID/cgroup; null outside containers")
+    how: list[Literal["fd", "map"]] = Field(
+        description="an open fd (any thread's fd table) and/or a mapping"
+    )
+    container_id: str | None = Field(
+        description="64-hex id from /proc/PID/cgroup; null outside containers"
+    )
     compose_project: str | None
     composegen_profile: str | None
 
@@ -29,7 +33,9 @@ class Entry(Report):
     name: str
     kind: Literal["file", "dir", "symlink", "other"]
     class_: EntryClass = Field(alias="class")
-    pattern: str | None = Field(description="id of the leftover pattern the name matches (docs/shm.md)")
+    pattern: str | None = Field(
+        description="id of the leftover pattern the name matches (docs/shm.md)"
+    )
     allocated_bytes: int = Field(description="st_blocks * 512: what the entry really occupies")
     size_bytes: int
     uid: int
@@ -94,7 +100,9 @@ class ShmScan(Report):
     filesystem: Filesystem
     entries: list[Entry]
     totals: Totals
-    unreadable_pids: list[Unreadable] = Field(description="processes whose fds or maps could not be read")
+    unreadable_pids: list[Unreadable] = Field(
+        description="processes whose fds or maps could not be read"
+    )
     vanished: int = Field(description="entries removed between listing and stat")
     container: ContainerFacts | None = Field(description="with --container: whose /dev/shm this is")
 
@@ -129,11 +137,15 @@ class ShmReclaim(Report):
     path: str
     applied: bool
     dir: DirIdentity
-    min_age_seconds: float = Field(description="files whose mtime or ctime is newer were left alone")
+    min_age_seconds: float = Field(
+        description="files whose mtime or ctime is newer were left alone"
+    )
     candidates: list[Candidate]
     candidate_bytes: int
     removed: list[Removed]
     skipped: list[Skipped]
-    bytes_freed: int = Field(description="blocks actually freed: last name of an inode nothing holds")
+    bytes_freed: int = Field(
+        description="blocks actually freed: last name of an inode nothing holds"
+    )
     unreadable_pids: list[Unreadable]
     remaining: Remaining | None = Field(description="totals after removal; null in a preview")

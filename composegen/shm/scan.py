@@ -1,12 +1,12 @@
 """Inspect a shared-memory directory (/dev/shm): every entry, who holds it, which container.
 
 `scan(path)` -> composegen.shm.reports.ShmScan (`composegen schema --report shm`);
-`container_shm(name_or_id, inspect=...)` -> the same, with the container's facts.
-The pass itself: listing.py; the compact JSON fast route: fastjson.py; text and `up`'s warnings:
-text.py; the leftover names: patterns.py; reclaim: reclaim.py; docs/shm.md.
-Container labels come from an injected callable (container id -> labels | None): no engine here.
-CLI exit codes: 0 ok; 1 leftovers present with --fail-on-leftover (CheckFailed);
-2 path missing / not a directory / not a tmpfs without --force (BadInput); 3 engine problems (EngineError).
+`container_shm(name_or_id, inspect=...)` -> the same, with the container's facts. The pass itself:
+listing.py; the compact JSON fast route: fastjson.py; text and `up`'s warnings: text.py; the
+leftover names: patterns.py; reclaim: reclaim.py; docs/shm.md. Container labels come from an
+injected callable (container id -> labels | None): no engine here. CLI exit codes: 0 ok; 1 leftovers
+present with --fail-on-leftover (CheckFailed); 2 path missing / not a directory / not a tmpfs
+without --force (BadInput); 3 engine problems (EngineError).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from composegen.shm.patterns import LEFTOVER_PATTERNS as LEFTOVER_PATTERNS
 from composegen.shm.patterns import match_pattern as match_pattern
 from composegen.shm.patterns import patterns_table_markdown as patterns_table_markdown
 from composegen.shm.reports import ContainerFacts, ShmScan
-from composegen.shm.text import check_budget as check_budget  # re-exported: stack/ and the CLI use scan.*
+
+# re-exported: stack/ and the CLI use scan.*
+from composegen.shm.text import check_budget as check_budget
 from composegen.shm.text import format_text as format_text
 from composegen.shm.text import human_bytes as human_bytes
 from composegen.shm.text import printable as printable
@@ -37,11 +39,15 @@ from composegen.shm.text import unreadable_lines as unreadable_lines
 
 def report_of(listing: Listing) -> ShmScan:
     """The listing's typed documents as the model (validated: the shape is the schema's)."""
-    entries = [entry_doc(row, listing.held.get(position, [])) for position, row in enumerate(listing.rows)]
+    entries = [
+        entry_doc(row, listing.held.get(position, [])) for position, row in enumerate(listing.rows)
+    ]
     return ShmScan.model_validate({**listing.head, "entries": entries})
 
 
-def scan_fd(dfd: int, path: str, container_labels: procscan.LabelResolver | None, proc_root: str) -> ShmScan:
+def scan_fd(
+    dfd: int, path: str, container_labels: procscan.LabelResolver | None, proc_root: str
+) -> ShmScan:
     return report_of(list_fd(dfd, path, container_labels, proc_root))
 
 
@@ -78,7 +84,9 @@ def container_shm(
     composegen.stack.engine.shm_facts, injected); it raises BadInput for an unknown container."""
     facts = inspect(name_or_id)
     if not facts.get("running") or not facts.get("pid"):
-        raise BadInput(f"{name_or_id}: container: not running (status {facts.get('status') or '?'})")
+        raise BadInput(
+            f"{name_or_id}: container: not running (status {facts.get('status') or '?'})"
+        )
     report = scan(f"/proc/{facts['pid']}/root/dev/shm", container_labels=container_labels)
     report.container = ContainerFacts.model_validate(
         {key: facts.get(key) for key in ("id", "ipc_mode", "name", "pid", "shm_size_bytes")}

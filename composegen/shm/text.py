@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING
 
 from composegen.shm.patterns import CLASSES
 
-if TYPE_CHECKING:  # the models (pydantic) load only where a scan becomes one; `shm --json` never does
+# the models (pydantic) load only where a scan becomes one; `shm --json` never does
+if TYPE_CHECKING:
     from composegen.shm.reports import ShmReclaim, ShmScan, Unreadable
 
 
 def human_bytes(n: float) -> str:
-    from composegen.units import format_bytes  # why: ~20 ms of regexes; the JSON fast path never formats sizes
+    # why: ~20 ms of regexes; the JSON fast path never formats sizes
+    from composegen.units import format_bytes
 
     return format_bytes(n)
 
@@ -46,8 +48,8 @@ def check_budget(scan_report: ShmScan, need_bytes: int, leftover_warn_bytes: int
 
 def printable(name: str | None) -> str:
     """A name from the filesystem or /proc as text output shows it: control and format characters
-    (newline, ESC, bidi overrides...), bytes that are not UTF-8 and the backslash itself escaped, so a
-    name can neither forge lines nor drive the terminal. JSON keeps the name as it is."""
+    (newline, ESC, bidi overrides...), bytes that are not UTF-8 and the backslash itself escaped, so
+    a name can neither forge lines nor drive the terminal. JSON keeps the name as it is."""
     if name is None:
         return "?"
     if name.isprintable() and "\\" not in name:
@@ -63,7 +65,13 @@ def _escape(ch: str) -> str:
     code = ord(ch)
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
         return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
 
 
 def _age(seconds: float) -> str:
@@ -85,8 +93,8 @@ def _fit(line: str, width: int | None) -> str:
 
 
 def format_text(report: ShmScan, width: int | None = None) -> str:
-    """The entries, one row each. With `width` (a terminal's), a row too wide folds its HOLDERS onto lines
-    of their own under it (one holder a line, cut to the width); piped (None), full rows."""
+    """The entries, one row each. With `width` (a terminal's), a row too wide folds its HOLDERS onto
+    lines of their own under it (one holder a line, cut to the width); piped (None), full rows."""
     lines = [f"{'CLASS':<9} {'ALLOC':>10} {'AGE':>5} {'OWNER':<8} {'KIND':<7} NAME  HOLDERS"]
     for e in report.entries:
         each = [
@@ -105,13 +113,20 @@ def format_text(report: ShmScan, width: int | None = None) -> str:
             lines += [_fit(head, width), *(_fit(f"    held by {h}", width) for h in each)]
     fs, totals = report.filesystem, report.totals.by_class()
     lines.append(
-        ", ".join(f"{cls}: {totals[cls].count} ({human_bytes(totals[cls].allocated_bytes)})" for cls in CLASSES)
+        ", ".join(
+            f"{cls}: {totals[cls].count} ({human_bytes(totals[cls].allocated_bytes)})"
+            for cls in CLASSES
+        )
     )
-    lines.append(f"{printable(report.path)}: {human_bytes(fs.free_bytes)} free of {human_bytes(fs.total_bytes)}")
+    lines.append(
+        f"{printable(report.path)}: {human_bytes(fs.free_bytes)} free of {human_bytes(fs.total_bytes)}"
+    )
     if report.container:
         c = report.container
         lines.append(f"container {printable(c.name)} ({c.id[:12]}), ipc {c.ipc_mode}")
-    return "\n".join(lines + [_fit(line, width) for line in unreadable_lines(report.unreadable_pids)])
+    return "\n".join(
+        lines + [_fit(line, width) for line in unreadable_lines(report.unreadable_pids)]
+    )
 
 
 def format_reclaim_text(result: ShmReclaim) -> str:
@@ -126,11 +141,15 @@ def format_reclaim_text(result: ShmReclaim) -> str:
     else:
         lines = [f"removed {name(r.name)} ({size(r.bytes)})" for r in result.removed]
         candidates = {c.name for c in result.candidates}  # skips decided at removal time
-        lines += [f"kept {name(s.name)}: {s.reason}" for s in result.skipped if s.name in candidates]
+        lines += [
+            f"kept {name(s.name)}: {s.reason}" for s in result.skipped if s.name in candidates
+        ]
         lines.append(f"removed {len(result.removed)} files, freed {size(result.bytes_freed)}")
         if result.remaining:
             t = result.remaining.totals.by_class()
             lines.append("remaining: " + ", ".join(f"{cls} {t[cls].count}" for cls in CLASSES))
     if fresh:
-        lines.append(f"left alone: {fresh} file(s) changed less than --min-age {result.min_age_seconds:g}s ago")
+        lines.append(
+            f"left alone: {fresh} file(s) changed less than --min-age {result.min_age_seconds:g}s ago"
+        )
     return "\n".join(lines + unreadable_lines(result.unreadable_pids))

@@ -1,7 +1,7 @@
-"""The docker CLI as processes: `docker compose` for a compose project (one process per call, the caller's
-environment: DOCKER_HOST, DOCKER_CONTEXT, …) and `docker context inspect` for where a context points.
-With engine.py (the docker SDK) the only modules that run docker; nothing here imports the SDK, so a
-command that only composes never loads it.
+"""The docker CLI as processes: `docker compose` for a compose project (one process per call, the
+caller's environment: DOCKER_HOST, DOCKER_CONTEXT, …) and `docker context inspect` for where a
+context points. With engine.py (the docker SDK) the only modules that run docker; nothing here
+imports the SDK, so a command that only composes never loads it.
 """
 
 from __future__ import annotations
@@ -20,19 +20,27 @@ from composegen.stack.targets import DEFAULT, Target
 
 
 def one_line(exc: BaseException) -> str:
-    """One clean line: the engine's own explanation (not the HTTP status line and URL), cut at a word."""
-    lines = [ln.strip() for ln in str(getattr(exc, "explanation", None) or exc).splitlines() if ln.strip()]
+    """One clean line: the engine's own explanation (not the HTTP status line and URL), cut at a
+    word."""
+    lines = [
+        ln.strip()
+        for ln in str(getattr(exc, "explanation", None) or exc).splitlines()
+        if ln.strip()
+    ]
     line = lines[-1] if lines else type(exc).__name__
     return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
 
 
-# ---- where the default engine is: DOCKER_HOST, a docker context ---------------------------------------
+# ---- where the default engine is: DOCKER_HOST, a docker context
+# ---------------------------------------
 
 
 def context_host(name: str) -> str:
     """The engine URL a docker context points at (`docker context inspect NAME`)."""
     try:
-        proc = subprocess.run(["docker", "context", "inspect", name], capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(
+            ["docker", "context", "inspect", name], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EngineError(f"docker context inspect {name}: {exc}") from None
     if proc.returncode != 0:
@@ -47,10 +55,10 @@ def context_host(name: str) -> str:
 
 
 def default_engine() -> tuple[str | None, str]:
-    """The engine `docker` itself would use with no -H: (a context's URL for the SDK, or None when the SDK's
-    own environment reading finds it; what it came from, said when it cannot be reached). DOCKER_HOST wins
-    (with its TLS variables, read by the SDK), then DOCKER_CONTEXT, then the config's current context (the
-    SDK alone reads no context)."""
+    """The engine `docker` itself would use with no -H: (a context's URL for the SDK, or None when
+    the SDK's own environment reading finds it; what it came from, said when it cannot be reached).
+    DOCKER_HOST wins (with its TLS variables, read by the SDK), then DOCKER_CONTEXT, then the
+    config's current context (the SDK alone reads no context)."""
     host = os.environ.get("DOCKER_HOST")
     if host:
         return None, f"{host} (DOCKER_HOST)"
@@ -63,7 +71,9 @@ def default_engine() -> tuple[str | None, str]:
 
 
 def current_context() -> str | None:
-    config = os.path.join(os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker"), "config.json")
+    config = os.path.join(
+        os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker"), "config.json"
+    )
     try:
         with open(config, encoding="utf-8") as stream:
             value = json.loads(stream.read(1 << 20)).get("currentContext")
@@ -74,10 +84,14 @@ def current_context() -> str | None:
 
 def context_in_effect() -> bool:
     """A docker context other than `default` may be in use: its endpoint could be ssh://."""
-    return os.environ.get("DOCKER_CONTEXT", "default") != "default" or current_context() not in (None, "default")
+    return os.environ.get("DOCKER_CONTEXT", "default") != "default" or current_context() not in (
+        None,
+        "default",
+    )
 
 
-# ---- compose projects --------------------------------------------------------------------------------
+# ---- compose projects
+# --------------------------------------------------------------------------------
 
 
 def compose_version() -> str:
@@ -124,7 +138,8 @@ class Stack:
             _compose(self._argv("down", "--remove-orphans", *grace))
         except ComposeFailed as exc:
             raise EngineError(
-                f"docker compose down failed for {self.project}{self._where()}", details=_stderr(exc)
+                f"docker compose down failed for {self.project}{self._where()}",
+                details=_stderr(exc),
             ) from None
 
     def _where(self) -> str:
@@ -140,8 +155,8 @@ class ComposeFailed(Exception):
 
 
 def _compose(argv: list[str]) -> str:
-    """Run a `docker … compose …` command (the caller's environment: DOCKER_HOST, DOCKER_CONTEXT, …);
-    its stdout without the final newline, or ComposeFailed."""
+    """Run a `docker … compose …` command (the caller's environment: DOCKER_HOST, DOCKER_CONTEXT,
+    …); its stdout without the final newline, or ComposeFailed."""
     binary = shutil.which(argv[0])
     if binary is None:
         raise ComposeFailed(f"the binary {argv[0]!r} could not be found on your PATH")
@@ -152,7 +167,9 @@ def _compose(argv: list[str]) -> str:
     stdout = proc.stdout.decode(errors="replace").removesuffix("\n")
     if proc.returncode != 0:
         stderr = proc.stderr.decode(errors="replace")
-        raise ComposeFailed(f"`{' '.join(argv)}` exited {proc.returncode}: {stderr.strip()}", stderr)
+        raise ComposeFailed(
+            f"`{' '.join(argv)}` exited {proc.returncode}: {stderr.strip()}", stderr
+        )
     return stdout
 
 
@@ -162,8 +179,8 @@ def _stderr(exc: BaseException) -> str:
 
 
 def commands_running(project: str) -> list[int]:
-    """Pids of `docker … compose … --project-name PROJECT …` processes on this machine (a killed composegen's
-    children go on: its `compose down` can finish after whatever runs next)."""
+    """Pids of `docker … compose … --project-name PROJECT …` processes on this machine (a killed
+    composegen's children go on: its `compose down` can finish after whatever runs next)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -173,6 +190,8 @@ def commands_running(project: str) -> list[int]:
         except OSError:
             continue
         words = [w.decode("utf-8", "replace") for w in argv]
-        if "compose" in words and any(a == "--project-name" and b == project for a, b in itertools.pairwise(words)):
+        if "compose" in words and any(
+            a == "--project-name" and b == project for a, b in itertools.pairwise(words)
+        ):
             found.append(int(entry.name))
     return found

@@ -1,8 +1,8 @@
-"""`down` of a deployment: the head first (a clean stop tells the workers to finish), then the workers.
-Each node gets `docker compose down`, then whatever a run left there is found by label and removed —
-the project's containers and networks (also when its containers were `docker rm -f`ed) and probe
-containers an interrupted `up` of this profile left. Every node is tried; one that cannot be reached
-or cleaned fails the command by name (exit 3).
+"""`down` of a deployment: the head first (a clean stop tells the workers to finish), then the
+workers. Each node gets `docker compose down`, then whatever a run left there is found by label and
+removed — the project's containers and networks (also when its containers were `docker rm -f`ed) and
+probe containers an interrupted `up` of this profile left. Every node is tried; one that cannot be
+reached or cleaned fails the command by name (exit 3).
 """
 
 from __future__ import annotations
@@ -35,7 +35,11 @@ def down(dep: Deployment, timeout: int | None = None) -> DownReport:
         raise EngineError(f"{dep.name}: {first.message}", details=first.details, hint=first.hint)
     if errors:
         said = [f"{n.label}: {exc.message}" for n, exc in errors]
-        done = [f"{e.name}: removed {', '.join(e.removed) or 'nothing'}" for e in entries if e.error is None]
+        done = [
+            f"{e.name}: removed {', '.join(e.removed) or 'nothing'}"
+            for e in entries
+            if e.error is None
+        ]
         raise EngineError(
             f"{dep.name}: down failed on {len(errors)} of {len(entries)} node(s): {said[0]}",
             details="\n".join(said[1:] + done) or None,
@@ -53,9 +57,13 @@ def _down_node(dep: Deployment, n: NodeRef, grace: int, entry: NodeDown) -> None
     st = dep.stack(n)
     entry.removed = [c.name for c in engine.project_containers(st.project, st.target)]
     entry.networks = [x.name for x in engine.project_networks(st.project, st.target)]
-    if all(f.is_file() for f in st.files):  # without its compose file, the label sweep below does it all
+    # without its compose file, the label sweep below does it all
+    if all(f.is_file() for f in st.files):
         st.down(timeout=grace)
-    for ctr in [*engine.project_containers(n.project, n.target), *engine.probe_containers(dep.name, n.target)]:
+    for ctr in [
+        *engine.project_containers(n.project, n.target),
+        *engine.probe_containers(dep.name, n.target),
+    ]:
         engine.remove_container(ctr, grace)
         entry.removed += [] if ctr.name in entry.removed else [ctr.name]
     for net in engine.project_networks(n.project, n.target):

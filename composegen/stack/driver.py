@@ -42,7 +42,16 @@ from composegen.project import Project
 from composegen.shm import scan
 from composegen.shm.procscan import LabelResolver
 from composegen.shm.reports import ShmScan
-from composegen.stack import compose, engine, loadstate, nodecache, nodeshm, placement, readiness, sleepmode
+from composegen.stack import (
+    compose,
+    engine,
+    loadstate,
+    nodecache,
+    nodeshm,
+    placement,
+    readiness,
+    sleepmode,
+)
 from composegen.stack import down as teardown
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
@@ -117,26 +126,31 @@ __all__ = [
 
 
 def preload() -> None:
-    """Load what driving a stack imports lazily (the docker libraries, the startup parser) up front."""
+    """Load what driving a stack imports lazily (the docker libraries, the startup parser) up
+    front."""
     engine.preload()
 
 
-def up(project: Project, r: Resolved, opts: UpOptions, sink: ProgressSink | None = None) -> UpReport:
+def up(
+    project: Project, r: Resolved, opts: UpOptions, sink: ProgressSink | None = None
+) -> UpReport:
     return starting.up(deployment(project, r), opts, sink or ProgressSink())
 
 
 def start(
     project: Project, r: Resolved, opts: UpOptions, sink: ProgressSink, timeout: float | None = None
 ) -> UpReport | str:
-    """`up` as a person means it: a stack that is already starting is followed as `wait` does (or, with
-    opts.wait off, the str to say instead), a ready one is summarised (exit 0). A failed preflight the sink
-    has shown line by line (`sink.shows_checks`) ends in one error naming the checks."""
+    """`up` as a person means it: a stack that is already starting is followed as `wait` does (or,
+    with opts.wait off, the str to say instead), a ready one is summarised (exit 0). A failed
+    preflight the sink has shown line by line (`sink.shows_checks`) ends in one error naming the
+    checks."""
     try:
         return up(project, r, opts, sink)
     except AlreadyRunning as exc:
         if exc.starting and not opts.wait:
             return f"{exc.message}; `composegen wait {r.name}` follows it"
-        if exc.starting:  # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
+        # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
+        if exc.starting:
             sink.note(f"{exc.message}; following it as `composegen wait {r.name}` does")
             return attach(project, r, sink, timeout)
         if exc.ready:
@@ -145,7 +159,9 @@ def start(
         raise
     except PreflightFailed as exc:
         if sink.shows_checks:  # each reason is printed above
-            raise EngineError(f"preflight failed: {', '.join(exc.failed)} (the FAIL lines above say why)") from None
+            raise EngineError(
+                f"preflight failed: {', '.join(exc.failed)} (the FAIL lines above say why)"
+            ) from None
         raise
 
 
@@ -157,7 +173,9 @@ def attach(
     *,
     ready_before: bool = False,
 ) -> UpReport:
-    return starting.attach(deployment(project, r), sink or ProgressSink(), timeout, ready_before=ready_before)
+    return starting.attach(
+        deployment(project, r), sink or ProgressSink(), timeout, ready_before=ready_before
+    )
 
 
 def down(project: Project, r: Resolved, timeout: int | None = None) -> DownReport:
@@ -170,7 +188,8 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> DownRepor
 
 
 def shm_text(report: DownReport) -> str | None:
-    """The /dev/shm part of `down`'s text: one block per node, or the host's scan; None when it has none."""
+    """The /dev/shm part of `down`'s text: one block per node, or the host's scan; None when it has
+    none."""
     if report.shm is None:
         return None
     if isinstance(report.shm, NodesShm):
@@ -187,14 +206,18 @@ def endpoint(r: Resolved) -> readiness.Endpoint:
 
 
 def gpu_claims(r: Resolved) -> list[tuple[placement.NodeRef, list[dict[str, Any]]]]:
-    """Per node of the profile: what every running container on its engine asks of the GPUs (engine.gpu_claims)."""
+    """Per node of the profile: what every running container on its engine asks of the GPUs
+    (engine.gpu_claims)."""
     return [(n, engine.gpu_claims(n.target)) for n in placement.nodes(r)]
 
 
 def shm_report(r: Resolved) -> tuple[NodesShm, str]:
-    """/dev/shm of every node of a multi-node profile, and its text; BadInput for a single-node profile."""
+    """/dev/shm of every node of a multi-node profile, and its text; BadInput for a single-node
+    profile."""
     if r.profile.nodes is None:
-        raise BadInput(f"--profile {r.name}: not a multi-node profile; inspect its host with plain `composegen shm`")
+        raise BadInput(
+            f"--profile {r.name}: not a multi-node profile; inspect its host with plain `composegen shm`"
+        )
     report = nodeshm.node_shm_report(r)
     return report, nodeshm.format_node_shm_text(report)
 
@@ -213,9 +236,12 @@ def weights(
     sync: bool = False,
     on_file: Callable[[str], None] = lambda name: None,
 ) -> WeightsReport:
-    """The pinned weights where the head looks for them (downloaded, hash-checked on request), then every
-    other node's copy (after `sync` copied the head's to those that lack it); nodecache says how."""
-    return nodecache.weights_everywhere(project, r, download=download, verify=verify, sync=sync, on_file=on_file)
+    """The pinned weights where the head looks for them (downloaded, hash-checked on request), then
+    every other node's copy (after `sync` copied the head's to those that lack it); nodecache says
+    how."""
+    return nodecache.weights_everywhere(
+        project, r, download=download, verify=verify, sync=sync, on_file=on_file
+    )
 
 
 def head_container(project: Project, r: Resolved) -> ContainerFacts | None:
@@ -226,36 +252,45 @@ def head_container(project: Project, r: Resolved) -> ContainerFacts | None:
 
 def _standby_level(r: Resolved) -> int:
     if r.profile.standby is None:
-        raise BadInput(f"{r.name}: no `standby:` in its profile: it has no sleep mode (docs/standby.md)")
+        raise BadInput(
+            f"{r.name}: no `standby:` in its profile: it has no sleep mode (docs/standby.md)"
+        )
     return r.profile.standby.level
 
 
-def sleep_stack(project: Project, r: Resolved, level: int | None = None, mode: str = "wait") -> sleepmode.Asleep:
-    """Put R's running engine to sleep (its profile's level unless LEVEL); mode wait lets running requests end."""
+def sleep_stack(
+    project: Project, r: Resolved, level: int | None = None, mode: str = "wait"
+) -> sleepmode.Asleep:
+    """Put R's running engine to sleep (its profile's level unless LEVEL); mode wait lets running
+    requests end."""
     planned = _standby_level(r)
     return sleepmode.sleep(project, r, running_container(project, r), level or planned, mode)
 
 
 def wake_stack(project: Project, r: Resolved) -> float:
-    """Wake R's engine from the sleep composegen (or anyone) put it in; seconds. Awake already: 0."""
+    """Wake R's engine from the sleep composegen (or anyone) put it in; seconds. Awake already:
+    0."""
     _standby_level(r)
     ctr = head_container(project, r)
     if ctr is None or not ctr.running:
-        raise EngineError(f"{r.name} is not running", hint=f"`composegen up {r.name} --standby` first")
+        raise EngineError(
+            f"{r.name} is not running", hint=f"`composegen up {r.name} --standby` first"
+        )
     asleep = sleepmode.state(project, r, ctr, strict=True)  # "cannot tell" must not read as "awake"
     return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
 
 
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:
-    """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no sleep mode.
-    STRICT: an engine that does not say is an EngineError, not "awake"."""
+    """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no
+    sleep mode. STRICT: an engine that does not say is an EngineError, not "awake"."""
     ctr = head_container(project, r)
     return None if ctr is None else sleepmode.state(project, r, ctr, strict)
 
 
 def settle(project: Project, r: Resolved, timeout: float = 120.0) -> None:
-    """Wait (bounded) until no compose command of R's stack runs on this machine: a killed composegen's
-    `docker compose down` or `up` finishes before another one acts on the same stack."""
+    """Wait (bounded) until no compose command of R's stack runs on this machine: a killed
+    composegen's `docker compose down` or `up` finishes before another one acts on the same
+    stack."""
     deadline = time.monotonic() + timeout
     names = [n.project for n in placement.nodes(r)]
     while any(compose.commands_running(name) for name in names) and time.monotonic() < deadline:
@@ -272,25 +307,39 @@ def running_container(project: Project, r: Resolved) -> ContainerFacts:
     ctr = head_container(project, r)
     if ctr is None or not ctr.running:
         state = "is not running" if ctr is None else f"is {ctr.state}"
-        up = loadstate.up_hint(r.name, ctr.emulated if ctr else deployment(project, r).override_path(head).is_file())
-        raise EngineError(f"{r.name} {state}", hint=f"{up} first (`composegen status` lists what runs)")
-    loadstate.raise_if_loading(r.name, ctr, placement.endpoint(r), r.profile.service.startup_timeout)
+        up = loadstate.up_hint(
+            r.name, ctr.emulated if ctr else deployment(project, r).override_path(head).is_file()
+        )
+        raise EngineError(
+            f"{r.name} {state}", hint=f"{up} first (`composegen status` lists what runs)"
+        )
+    loadstate.raise_if_loading(
+        r.name, ctr, placement.endpoint(r), r.profile.service.startup_timeout
+    )
     return ctr
 
 
 def startup_for(r: Resolved, ctr: ContainerFacts) -> dict[str, Any]:
-    """startup_check as an evidence bundle holds it (evidence/capture.py writes it; JSON at that edge)."""
+    """startup_check as an evidence bundle holds it (evidence/capture.py writes it; JSON at that
+    edge)."""
     return startup_check(r, ctr).to_json()
 
 
 def with_mismatches(r: Resolved, report: dict[str, Any]) -> dict[str, Any]:
-    """checked_startup for a report already in its JSON form (a campaign arm's record, campaign/qualifyarm.py)."""
+    """checked_startup for a report already in its JSON form (a campaign arm's record,
+    campaign/qualifyarm.py)."""
     args = report.get("effective_args")
-    return {**report, "mismatches": startup.mismatches(r.engine_flags(), args, r.catalog) if args is not None else None}
+    return {
+        **report,
+        "mismatches": startup.mismatches(r.engine_flags(), args, r.catalog)
+        if args is not None
+        else None,
+    }
 
 
 def live_identity(ctr: ContainerFacts) -> LiveIdentity:
-    """What the running container really is: the profile hash it was started from, its image, emulated or not."""
+    """What the running container really is: the profile hash it was started from, its image,
+    emulated or not."""
     image = engine.image_facts(ctr.image_id, ctr.target)
     return LiveIdentity(
         hash=ctr.profile_hash,
@@ -300,9 +349,11 @@ def live_identity(ctr: ContainerFacts) -> LiveIdentity:
     )
 
 
-def logs_text(project: Project, r: Resolved, tail: int | str = "all", node: str | None = None) -> str:
-    """The stack's logs: the container's own for a single-node stack; for a multi-node stack every node's
-    (or one's), each under a `==> node NAME (rank R, role, engine) <==` header."""
+def logs_text(
+    project: Project, r: Resolved, tail: int | str = "all", node: str | None = None
+) -> str:
+    """The stack's logs: the container's own for a single-node stack; for a multi-node stack every
+    node's (or one's), each under a `==> node NAME (rank R, role, engine) <==` header."""
     dep = deployment(project, r)
     if not dep.multi:
         return engine.logs(_container(dep, dep.head), tail)
@@ -317,7 +368,9 @@ def logs_text(project: Project, r: Resolved, tail: int | str = "all", node: str 
     return "\n".join(parts)
 
 
-def follow_logs(project: Project, r: Resolved, tail: int | str = "all", node: str | None = None) -> Iterator[bytes]:
+def follow_logs(
+    project: Project, r: Resolved, tail: int | str = "all", node: str | None = None
+) -> Iterator[bytes]:
     """Follow one container's log (default: the head's) until it stops."""
     dep = deployment(project, r)
     return engine.follow_logs(_container(dep, dep.node(node)), tail)
@@ -327,6 +380,7 @@ def _container(dep: Deployment, n: placement.NodeRef) -> ContainerFacts:
     ctr = placement.vllm_container(engine.project_containers(n.project, n.target))
     if ctr is None:
         where = f" on {n.label}" if n.member else " on this engine"
-        up = loadstate.up_hint(dep.name, dep.override_path(dep.head).is_file())  # the override: it was emulated
+        # the override: it was emulated
+        up = loadstate.up_hint(dep.name, dep.override_path(dep.head).is_file())
         raise EngineError(f"{dep.name} has no container{where}", hint=f"{up} first")
     return ctr

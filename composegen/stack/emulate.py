@@ -1,10 +1,10 @@
 """`up --emulate`: run the real rendered stack with the emulated vLLM image swapped in.
 
-The override keeps everything else of out/NAME/compose.yaml (argv, env, ports, ipc, labels, healthcheck):
-it swaps the image, removes GPU reservations (compose `!reset`), clamps ulimits the engine cannot
-grant (with a warning), and adds the profile's `emulate.env` (the emulator's memory model).
-For a node of a multi-node profile it also drops the RDMA device (no /dev/infiniband without the
-fabric); the override then lives at .composegen/NAME/NODE/emulate.override.yaml, one per node.
+The override keeps everything else of out/NAME/compose.yaml (argv, env, ports, ipc, labels,
+healthcheck): it swaps the image, removes GPU reservations (compose `!reset`), clamps ulimits the
+engine cannot grant (with a warning), and adds the profile's `emulate.env` (the emulator's memory
+model). For a node of a multi-node profile it also drops the RDMA device (no /dev/infiniband without
+the fabric); the override then lives at .composegen/NAME/NODE/emulate.override.yaml, one per node.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from composegen.project import Project
 from composegen.templating import literal, yaml_key
 
 EMULATED_LABEL = "io.composegen.emulated"
-# The GPUs the profile declares, kept as a label once the reservation is removed: exclusive mode (campaigns)
+# The GPUs the profile declares, kept as a label once the reservation is removed: exclusive mode
+# (campaigns)
 # treats an emulated stack as holding them. "ids:0,1" for device_ids, "count:N" for a count.
 GPUS_LABEL = "io.composegen.gpus"
 Ulimits = dict[str, int | dict[str, int]]  # compose's `ulimits`: name -> a number, or {soft, hard}
@@ -29,11 +30,16 @@ Ulimits = dict[str, int | dict[str, int]]  # compose's `ulimits`: name -> a numb
 
 def declared_gpus(r: Resolved, node: Node | None = None) -> str:
     gpus = (node.gpus if node is not None else None) or r.profile.service.gpus
-    return f"ids:{','.join(gpus.device_ids)}" if gpus.device_ids is not None else f"count:{gpus.count}"
+    return (
+        f"ids:{','.join(gpus.device_ids)}" if gpus.device_ids is not None else f"count:{gpus.count}"
+    )
 
 
-def clamp_ulimits(requested: Mapping[str, Any], ceiling: dict[str, int]) -> tuple[Ulimits, list[str]]:
-    """Requested ulimits (a number, or {soft, hard}) limited to the engine's hard limits (-1 = unlimited)."""
+def clamp_ulimits(
+    requested: Mapping[str, Any], ceiling: dict[str, int]
+) -> tuple[Ulimits, list[str]]:
+    """Requested ulimits (a number, or {soft, hard}) limited to the engine's hard limits (-1 =
+    unlimited)."""
     out: Ulimits = {}  # every value a {soft, hard} here
     warnings = []
     for name, value in requested.items():
@@ -45,7 +51,9 @@ def clamp_ulimits(requested: Mapping[str, Any], ceiling: dict[str, int]) -> tupl
         new_hard = cap if hard == -1 or hard > cap else hard
         new_soft = new_hard if soft == -1 or soft > new_hard else soft
         if (new_soft, new_hard) != (soft, hard):
-            warnings.append(f"ulimit {name} {hard} is above what this engine grants ({cap}); emulating with {new_hard}")
+            warnings.append(
+                f"ulimit {name} {hard} is above what this engine grants ({cap}); emulating with {new_hard}"
+            )
         out[name] = {"soft": new_soft, "hard": new_hard}
     return out, warnings
 
@@ -73,7 +81,8 @@ def override_text(r: Resolved, image: str, ulimits: dict, node: Node | None = No
         lines += [f"      {yaml_key(k)}: {json.dumps(v)}" for k, v in sorted(ulimits.items())]
     if env:
         lines.append("    environment:")
-        # Keys through the YAML key writer, values as compose literals: nothing here can add a key or
+        # Keys through the YAML key writer, values as compose literals: nothing here can add a key
+        # or
         # be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
@@ -85,8 +94,13 @@ def override_path(project: Project, name: str, node: str | None = None) -> Path:
     return (base / node if node else base) / "emulate.override.yaml"
 
 
-def write_override(project: Project, r: Resolved, image: str, ulimits: dict, node: Node | None = None) -> Path:
+def write_override(
+    project: Project, r: Resolved, image: str, ulimits: dict, node: Node | None = None
+) -> Path:
     """Write the override (0600 under 0700 directories; see composegen/privatestate.py)."""
-    path = privatestate.state_dir(project, r.name, *([node.name] if node is not None else [])) / "emulate.override.yaml"
+    path = (
+        privatestate.state_dir(project, r.name, *([node.name] if node is not None else []))
+        / "emulate.override.yaml"
+    )
     privatestate.write(path, override_text(r, image, ulimits, node))
     return path

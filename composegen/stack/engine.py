@@ -1,10 +1,10 @@
-"""The Docker engine through the docker SDK: inspection, images, probe containers, logs (one HTTP call on
-the socket instead of a CLI process per poll). Its sibling compose.py runs the docker CLI as processes
-(`docker compose`, `docker context inspect`); no other module runs docker. Every failure leaves here as
-an EngineError with the engine's own reason; nothing else in composegen imports docker, and no SDK
-object leaves this module: callers get `ContainerFacts`, `NetworkFacts` and `ImageFacts` (facts.py).
-What needs no docker lives beside it: facts.py (those values, parsed from the API's answers) and
-hostprobe.py (the probe scripts run through `run_probe`).
+"""The Docker engine through the docker SDK: inspection, images, probe containers, logs (one HTTP
+call on the socket instead of a CLI process per poll). Its sibling compose.py runs the docker CLI as
+processes (`docker compose`, `docker context inspect`); no other module runs docker. Every failure
+leaves here as an EngineError with the engine's own reason; nothing else in composegen imports
+docker, and no SDK object leaves this module: callers get `ContainerFacts`, `NetworkFacts` and
+`ImageFacts` (facts.py). What needs no docker lives beside it: facts.py (those values, parsed from
+the API's answers) and hostprobe.py (the probe scripts run through `run_probe`).
 
 Engines are addressed by a `Target` (see targets.py); no target means the default engine.
 """
@@ -40,8 +40,8 @@ PROBE_LABEL = "io.composegen.probe"  # value: the profile whose `up` ran the pro
 
 
 def api_timeout() -> float:
-    """Seconds one engine API call may take (COMPOSEGEN_ENGINE_TIMEOUT, default 30): a frozen engine,
-    local or behind ssh, fails within it instead of hanging."""
+    """Seconds one engine API call may take (COMPOSEGEN_ENGINE_TIMEOUT, default 30): a frozen
+    engine, local or behind ssh, fails within it instead of hanging."""
     raw = os.environ.get("COMPOSEGEN_ENGINE_TIMEOUT", "")
     try:
         value = float(raw) if raw else 30.0
@@ -58,16 +58,20 @@ def target_url(target: Target) -> str | None:
 
 
 def _import_sdk() -> Any:
-    """`import docker`, without its ssh:// transport unless the default engine may be reached over ssh.
+    """`import docker`, without its ssh:// transport unless the default engine may be reached over
+    ssh.
 
-    The SDK loads paramiko only for ssh:// URLs and treats it as optional (an ImportError leaves that
-    transport out); paramiko and what it pulls in cost ~40% of importing the SDK. composegen reaches
-    every ssh node through its own forwarded socket (sshconn.py), so only a DOCKER_HOST or docker context
-    of the default engine can need it. A None entry in sys.modules makes that one import fail, then goes.
+    The SDK loads paramiko only for ssh:// URLs and treats it as optional (an ImportError leaves
+    that transport out); paramiko and what it pulls in cost ~40% of importing the SDK. composegen
+    reaches every ssh node through its own forwarded socket (sshconn.py), so only a DOCKER_HOST or
+    docker context of the default engine can need it. A None entry in sys.modules makes that one
+    import fail, then goes.
     """
     if "docker" in sys.modules:
         return sys.modules["docker"]
-    ssh_possible = (os.environ.get("DOCKER_HOST") or "").startswith("ssh:") or compose.context_in_effect()
+    ssh_possible = (os.environ.get("DOCKER_HOST") or "").startswith(
+        "ssh:"
+    ) or compose.context_in_effect()
     if ssh_possible or "paramiko" in sys.modules:
         import docker
 
@@ -103,7 +107,13 @@ def _sdk(target: Target) -> Any:
     except EngineError:
         raise
     except Exception as exc:
-        where = f" at {tried}" if target == DEFAULT and tried else "" if target == DEFAULT else f" at {target.label}"
+        where = (
+            f" at {tried}"
+            if target == DEFAULT and tried
+            else ""
+            if target == DEFAULT
+            else f" at {target.label}"
+        )
         raise EngineError(
             f"Docker engine{where} unreachable ({one_line(exc)})",
             hint="`composegen provision` starts it (as root), or set DOCKER_HOST; `composegen doctor` checks"
@@ -129,7 +139,8 @@ _clients_lock = threading.Lock()
 
 
 def _client(target: Target | None = None) -> Any:
-    """The SDK client of an engine (cached once it answered; a failure is retried on the next call)."""
+    """The SDK client of an engine (cached once it answered; a failure is retried on the next
+    call)."""
     target = target or DEFAULT
     with _clients_lock:
         if target not in _clients:
@@ -138,8 +149,8 @@ def _client(target: Target | None = None) -> Any:
 
 
 def _unless_gone(call: Callable[[], Any], what: str) -> Any:
-    """CALL's answer, or None when its object is gone (NotFound, ImageNotFound); any other refusal of the
-    engine is EngineError `WHAT: reason`."""
+    """CALL's answer, or None when its object is gone (NotFound, ImageNotFound); any other refusal
+    of the engine is EngineError `WHAT: reason`."""
     docker = _import_sdk()
 
     try:
@@ -155,13 +166,15 @@ def preload() -> None:
     _import_sdk()
 
 
-INFO_FRESH_S = 5.0  # `docker info` costs the engine ~20 ms; one `up` asks it three times within a second
+# `docker info` costs the engine ~20 ms; one `up` asks it three times within a second
+INFO_FRESH_S = 5.0
 _infos: dict[Target, tuple[float, dict[str, Any]]] = {}
 
 
 def engine_info(target: Target | None = None) -> dict[str, Any]:
-    """`docker info` of that engine; an answer younger than INFO_FRESH_S is given again (what it holds —
-    ID, version, runtimes, cgroups — changes only with a restart, which also breaks the client)."""
+    """`docker info` of that engine; an answer younger than INFO_FRESH_S is given again (what it
+    holds — ID, version, runtimes, cgroups — changes only with a restart, which also breaks the
+    client)."""
     target = target or DEFAULT
     seen = _infos.get(target)
     if seen is not None and 0 <= time.monotonic() - seen[0] < INFO_FRESH_S:
@@ -186,27 +199,32 @@ def image_present(ref: str, target: Target | None = None) -> bool:
 
 
 def image_id(ref: str, target: Target | None = None) -> str | None:
-    """The image's content digest on that engine (`docker image inspect --format {{.Id}}`), None if absent."""
+    """The image's content digest on that engine (`docker image inspect --format {{.Id}}`), None if
+    absent."""
     facts = image_facts(ref, target)
     return facts.id if facts else None
 
 
 def copy_image(ref: str, source: Target, dest: Target) -> None:
-    """`docker save | docker load` from one engine to another: the image keeps its ID (a rebuild would not).
-    The tar streams from one engine to the other (chunked upload); it is never held whole in memory."""
+    """`docker save | docker load` from one engine to another: the image keeps its ID (a rebuild
+    would not). The tar streams from one engine to the other (chunked upload); it is never held
+    whole in memory."""
     docker = _import_sdk()
 
     try:
         _client(dest).images.load(_client(source).images.get(ref).save(named=True))
     except docker.errors.APIError as exc:
-        raise EngineError(f"copying {ref} from {source.label} to {dest.label}: {one_line(exc)}") from None
+        raise EngineError(
+            f"copying {ref} from {source.label} to {dest.label}: {one_line(exc)}"
+        ) from None
 
 
 PullListener = Callable[[str, str, int | None, int | None], None]  # (layer, status, current, total)
 
 
 def pull(ref: str, target: Target | None = None, on_event: PullListener | None = None) -> None:
-    """Pull an image, reporting the engine's progress events (one per layer update) as they stream."""
+    """Pull an image, reporting the engine's progress events (one per layer update) as they
+    stream."""
     docker = _import_sdk()
     parse_repository_tag = docker.utils.parse_repository_tag
 
@@ -218,7 +236,10 @@ def pull(ref: str, target: Target | None = None, on_event: PullListener | None =
             detail = event.get("progressDetail") or {}
             if on_event is not None:
                 on_event(
-                    str(event.get("id", "")), str(event.get("status", "")), detail.get("current"), detail.get("total")
+                    str(event.get("id", "")),
+                    str(event.get("status", "")),
+                    detail.get("current"),
+                    detail.get("total"),
                 )
     except docker.errors.APIError as exc:
         raise EngineError(
@@ -233,7 +254,8 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
 
     docker = _import_sdk()
 
-    from composegen.emulator import image  # why: only `up --emulate` builds it; cli/fastpath imports engine
+    # why: only `up --emulate` builds it; cli/fastpath imports engine
+    from composegen.emulator import image
 
     tag = image.image_tag()
     if image_present(tag, target):
@@ -246,14 +268,18 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
     with tempfile.TemporaryDirectory(prefix="composegen-emulator-") as tmp:
         ctx = image.build_context(Path(tmp))
         try:
-            _client(target).images.build(path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False)
+            _client(target).images.build(
+                path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False
+            )
         except (docker.errors.BuildError, docker.errors.APIError) as exc:
             raise EngineError(f"building the emulator image failed: {one_line(exc)}") from None
     _prune_old_emulators(tag, target)
     return tag
 
 
-def build_image(tag: str, context: Path, buildargs: dict[str, str], what: str, target: Target | None = None) -> str:
+def build_image(
+    tag: str, context: Path, buildargs: dict[str, str], what: str, target: Target | None = None
+) -> str:
     """Build TAG from a prepared context directory, never pulling (the edge's local image)."""
     docker = _import_sdk()
 
@@ -261,7 +287,9 @@ def build_image(tag: str, context: Path, buildargs: dict[str, str], what: str, t
     if base and not image_present(base, target):
         raise EngineError(f"base image {base} is missing", hint="`composegen provision` makes it")
     try:
-        _client(target).images.build(path=str(context), tag=tag, buildargs=buildargs, rm=True, pull=False)
+        _client(target).images.build(
+            path=str(context), tag=tag, buildargs=buildargs, rm=True, pull=False
+        )
     except (docker.errors.BuildError, docker.errors.APIError) as exc:
         raise EngineError(f"building {what} failed: {one_line(exc)}") from None
     return tag
@@ -281,13 +309,17 @@ def _prune_old_emulators(keep: str, target: Target | None) -> None:
                 sdk.images.remove(old.id, noprune=False)
 
 
-# ---- probe containers: labelled, always removed ---------------------------------------------------
+# ---- probe containers: labelled, always removed
+# ---------------------------------------------------
 
 
-def run_probe(image: str, argv: list[str], owner: str, target: Target | None = None, **host_config: Any) -> str:
-    """Run `python3 ARGV` in a throw-away container labelled io.composegen.probe=OWNER and return its
-    stdout. The container is removed however this ends (Ctrl-C included); one that an interrupt leaves
-    between create and remove still carries the label, and `composegen down OWNER` removes it."""
+def run_probe(
+    image: str, argv: list[str], owner: str, target: Target | None = None, **host_config: Any
+) -> str:
+    """Run `python3 ARGV` in a throw-away container labelled io.composegen.probe=OWNER and return
+    its stdout. The container is removed however this ends (Ctrl-C included); one that an interrupt
+    leaves between create and remove still carries the label, and `composegen down OWNER` removes
+    it."""
 
     sdk = _client(target)
     where = (target or DEFAULT).label
@@ -297,18 +329,24 @@ def run_probe(image: str, argv: list[str], owner: str, target: Target | None = N
         sdk.api.start(cid)
         code = sdk.api.wait(cid, timeout=120).get("StatusCode")
         out = sdk.api.logs(cid, stdout=True, stderr=code != 0).decode("utf-8", "replace")
-    except Exception as exc:  # the engine's refusal, or a timeout of the wait: the engine stopped answering
+    # the engine's refusal, or a timeout of the wait: the engine stopped answering
+    except Exception as exc:
         raise EngineError(f"probe container with {image} on {where}: {one_line(exc)}") from None
     finally:
         if cid is not None:
             _remove_quietly(sdk, cid)
     if code != 0:
-        raise EngineError(f"probe container with {image} on {where} exited {code}: {out.strip()[-300:]}")
+        raise EngineError(
+            f"probe container with {image} on {where} exited {code}: {out.strip()[-300:]}"
+        )
     return out
 
 
-def _create_probe(sdk: Any, image: str, argv: list[str], owner: str, host_config: dict[str, Any]) -> str:
-    """Create (not start) a `python3 ARGV` probe container labelled io.composegen.probe=OWNER; its id."""
+def _create_probe(
+    sdk: Any, image: str, argv: list[str], owner: str, host_config: dict[str, Any]
+) -> str:
+    """Create (not start) a `python3 ARGV` probe container labelled io.composegen.probe=OWNER; its
+    id."""
     return sdk.api.create_container(
         image,
         argv,
@@ -321,8 +359,9 @@ def _create_probe(sdk: Any, image: str, argv: list[str], owner: str, host_config
 def start_probe(
     image: str, argv: list[str], owner: str, target: Target | None = None, **host_config: Any
 ) -> ContainerFacts:
-    """Start `python3 ARGV` in a probe container (labelled like run_probe's) and return at once: for a probe
-    that streams its answer on stdout (read it with LogStream; remove it with remove_container)."""
+    """Start `python3 ARGV` in a probe container (labelled like run_probe's) and return at once: for
+    a probe that streams its answer on stdout (read it with LogStream; remove it with
+    remove_container)."""
     docker = _import_sdk()
 
     sdk = _client(target)
@@ -335,7 +374,9 @@ def start_probe(
     except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
         if cid is not None:
             _remove_quietly(sdk, cid)
-        raise EngineError(f"probe container with {image} on {where.label}: {one_line(exc)}") from None
+        raise EngineError(
+            f"probe container with {image} on {where.label}: {one_line(exc)}"
+        ) from None
 
 
 def _remove_quietly(sdk: Any, cid: str) -> None:
@@ -353,7 +394,8 @@ def probe_containers(owner: str, target: Target | None = None) -> list[Container
     return _list({"label": f"{PROBE_LABEL}={owner}"}, target)
 
 
-# ---- compose projects, containers, networks ---------------------------------------------------------
+# ---- compose projects, containers, networks
+# ---------------------------------------------------------
 
 
 def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts]:
@@ -381,9 +423,9 @@ def composegen_containers(target: Target | None = None) -> list[ContainerFacts]:
 
 
 def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
-    """Every running container with what it asks of the GPUs: {"id", "name", "labels", "device_requests":
-    [{"driver", "count", "device_ids"}], "env": NVIDIA_VISIBLE_DEVICES or null, "runtime"} (campaign exclusive
-    mode)."""
+    """Every running container with what it asks of the GPUs: {"id", "name", "labels",
+    "device_requests": [{"driver", "count", "device_ids"}], "env": NVIDIA_VISIBLE_DEVICES or null,
+    "runtime"} (campaign exclusive mode)."""
     docker = _import_sdk()
 
     sdk, where = _client(target), target or DEFAULT
@@ -395,14 +437,22 @@ def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
             except docker.errors.NotFound:
                 continue
             requests = (a.get("HostConfig") or {}).get("DeviceRequests") or []
-            env = [e for e in (a.get("Config") or {}).get("Env") or [] if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
+            env = [
+                e
+                for e in (a.get("Config") or {}).get("Env") or []
+                if e.startswith("NVIDIA_VISIBLE_DEVICES=")
+            ]
             claims.append(
                 {
                     "id": a["Id"],
                     "name": a.get("Name", "").lstrip("/"),
                     "labels": dict((a.get("Config") or {}).get("Labels") or {}),
                     "device_requests": [
-                        {"driver": d.get("Driver") or "", "count": d.get("Count"), "device_ids": d.get("DeviceIDs")}
+                        {
+                            "driver": d.get("Driver") or "",
+                            "count": d.get("Count"),
+                            "device_ids": d.get("DeviceIDs"),
+                        }
                         for d in requests
                     ],
                     "env": env[0].split("=", 1)[1] if env else None,
@@ -415,7 +465,8 @@ def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
 
 
 def port_publishers(port: int, target: Target | None = None) -> list[str]:
-    """Names of the running containers that publish this host port (a port conflict names its holder)."""
+    """Names of the running containers that publish this host port (a port conflict names its
+    holder)."""
     docker = _import_sdk()
 
     try:
@@ -431,7 +482,9 @@ def port_publishers(port: int, target: Target | None = None) -> list[str]:
 
 def inspect(ctr: ContainerFacts) -> ContainerFacts | None:
     """The container's facts now; None once it is gone."""
-    a = _unless_gone(lambda: _client(ctr.target).api.inspect_container(ctr.id), f"docker inspect {ctr.name}")
+    a = _unless_gone(
+        lambda: _client(ctr.target).api.inspect_container(ctr.id), f"docker inspect {ctr.name}"
+    )
     return parse_container(a, ctr.target) if a is not None else None
 
 
@@ -441,7 +494,8 @@ def wait_exit(ctr: ContainerFacts, timeout: float = 60) -> int | None:
 
 
 def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
-    """Remove a container (after a graceful stop of `grace` seconds when given); gone already is fine."""
+    """Remove a container (after a graceful stop of `grace` seconds when given); gone already is
+    fine."""
     docker = _import_sdk()
 
     sdk = _client(ctr.target)
@@ -452,8 +506,8 @@ def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
 
 
 def exec_output(ctr: ContainerFacts, argv: list[str], max_bytes: int = 1 << 20) -> tuple[int, str]:
-    """Run ARGV in a running container (the edge's `caddy reload`, its root certificate): exit code and
-    output, cut at MAX_BYTES; the engine's API deadline bounds it."""
+    """Run ARGV in a running container (the edge's `caddy reload`, its root certificate): exit code
+    and output, cut at MAX_BYTES; the engine's API deadline bounds it."""
 
     def run() -> tuple[int, str]:
         result = _client(ctr.target).api.exec_create(ctr.id, argv, stdout=True, stderr=True)
@@ -468,14 +522,19 @@ def exec_output(ctr: ContainerFacts, argv: list[str], max_bytes: int = 1 << 20) 
 
 
 def stop_container(ctr: ContainerFacts, grace: int = 1) -> None:
-    """`docker stop -t GRACE`: SIGTERM, then SIGKILL after `grace` seconds (the memory guard's stop)."""
-    _unless_gone(lambda: _client(ctr.target).api.stop(ctr.id, timeout=grace), f"docker stop {ctr.name}")
+    """`docker stop -t GRACE`: SIGTERM, then SIGKILL after `grace` seconds (the memory guard's
+    stop)."""
+    _unless_gone(
+        lambda: _client(ctr.target).api.stop(ctr.id, timeout=grace), f"docker stop {ctr.name}"
+    )
 
 
-def put_archive(image: str, owner: str, target: Target | None, host_dir: str, tar_stream: Any) -> None:
-    """Unpack a tar stream into HOST_DIR on the engine's host (created when missing) through a container that is
-    created, never started, with HOST_DIR bind-mounted: the Docker API's copy, no ssh or rsync on the node.
-    The stream goes up in chunks; it is never held whole in memory."""
+def put_archive(
+    image: str, owner: str, target: Target | None, host_dir: str, tar_stream: Any
+) -> None:
+    """Unpack a tar stream into HOST_DIR on the engine's host (created when missing) through a
+    container that is created, never started, with HOST_DIR bind-mounted: the Docker API's copy, no
+    ssh or rsync on the node. The stream goes up in chunks; it is never held whole in memory."""
     docker = _import_sdk()
 
     sdk = _client(target)
@@ -485,12 +544,18 @@ def put_archive(image: str, owner: str, target: Target | None, host_dir: str, ta
             image,
             ["true"],
             labels={PROBE_LABEL: owner},
-            host_config=sdk.api.create_host_config(binds={host_dir: {"bind": "/composegen-dest", "mode": "rw"}}),
+            host_config=sdk.api.create_host_config(
+                binds={host_dir: {"bind": "/composegen-dest", "mode": "rw"}}
+            ),
         )["Id"]
         if not sdk.api.put_archive(cid, "/composegen-dest", tar_stream):
-            raise EngineError(f"copying into {host_dir} on {(target or DEFAULT).label}: the engine refused the archive")
+            raise EngineError(
+                f"copying into {host_dir} on {(target or DEFAULT).label}: the engine refused the archive"
+            )
     except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
-        raise EngineError(f"copying into {host_dir} on {(target or DEFAULT).label}: {one_line(exc)}") from None
+        raise EngineError(
+            f"copying into {host_dir} on {(target or DEFAULT).label}: {one_line(exc)}"
+        ) from None
     finally:
         if cid is not None:
             _remove_quietly(sdk, cid)
@@ -514,21 +579,27 @@ def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
     return [
         parse_network(n, where)
         for n in rows
-        if str((n.get("Labels") or {}).get("com.docker.compose.project", "")).startswith("composegen-")
-        and (n.get("Labels") or {}).get("io.composegen.role") != "edge"  # the edge's own (composegen/edge)
+        if str((n.get("Labels") or {}).get("com.docker.compose.project", "")).startswith(
+            "composegen-"
+        )
+        # the edge's own (composegen/edge)
+        and (n.get("Labels") or {}).get("io.composegen.role") != "edge"
     ]
 
 
 def remove_network(net: NetworkFacts) -> None:
-    _unless_gone(lambda: _client(net.target).api.remove_network(net.id), f"docker network rm {net.name}")
+    _unless_gone(
+        lambda: _client(net.target).api.remove_network(net.id), f"docker network rm {net.name}"
+    )
 
 
 # ---- /dev/shm: injected into composegen.shm by the CLI (shm ranks below stack) -------------------
 
 
 def shm_facts(name_or_id: str, target: Target | None = None) -> dict[str, Any]:
-    """What `composegen shm --container` needs to read a container's /dev/shm through /proc:
-    {id, name, pid, running, status, ipc_mode, shm_size_bytes}. BadInput when there is no such container."""
+    """What `composegen shm --container` needs to read a container's /dev/shm through /proc: {id,
+    name, pid, running, status, ipc_mode, shm_size_bytes}. BadInput when there is no such
+    container."""
     docker = _import_sdk()
 
     try:
@@ -550,14 +621,19 @@ def shm_facts(name_or_id: str, target: Target | None = None) -> dict[str, Any]:
 
 
 def container_labels(container_id: str, target: Target | None = None) -> dict[str, str] | None:
-    """A container's labels, to name the compose project holding a /dev/shm file; None once it is gone."""
-    a = _unless_gone(lambda: _client(target).api.inspect_container(container_id), f"docker inspect {container_id[:12]}")
+    """A container's labels, to name the compose project holding a /dev/shm file; None once it is
+    gone."""
+    a = _unless_gone(
+        lambda: _client(target).api.inspect_container(container_id),
+        f"docker inspect {container_id[:12]}",
+    )
     return dict((a.get("Config") or {}).get("Labels") or {}) if a is not None else None
 
 
 def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str] | None]:
-    """container id -> labels | None, for composegen.shm's scans; never raises: once the engine fails
-    to answer, every further id gets None (a scan must not wait on a dead engine per holder)."""
+    """container id -> labels | None, for composegen.shm's scans; never raises: once the engine
+    fails to answer, every further id gets None (a scan must not wait on a dead engine per
+    holder)."""
     cache: dict[str, dict[str, str] | None] = {}
     down: list[ComposegenError] = []
 
@@ -578,7 +654,9 @@ def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str]
 
 def logs(ctr: ContainerFacts, tail: int | str = "all", timestamps: bool = False) -> str:
     raw = _unless_gone(
-        lambda: _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps),
+        lambda: _client(ctr.target).api.logs(
+            ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps
+        ),
         f"docker logs {ctr.name}",
     )
     return redact.mask(raw.decode("utf-8", "replace")) if raw is not None else ""
@@ -587,7 +665,9 @@ def logs(ctr: ContainerFacts, tail: int | str = "all", timestamps: bool = False)
 def follow_logs(ctr: ContainerFacts, tail: int | str = "all") -> Iterator[bytes]:
     """The container's output as it is written, until it stops (whole lines, secrets masked)."""
     pending = b""
-    for chunk in _client(ctr.target).api.logs(ctr.id, stdout=True, stderr=True, stream=True, follow=True, tail=tail):
+    for chunk in _client(ctr.target).api.logs(
+        ctr.id, stdout=True, stderr=True, stream=True, follow=True, tail=tail
+    ):
         pending += chunk
         whole, sep, pending = pending.rpartition(b"\n")
         if sep:
@@ -597,8 +677,9 @@ def follow_logs(ctr: ContainerFacts, tail: int | str = "all") -> Iterator[bytes]
 
 
 class LogStream:
-    """Follow a container's log as (Docker's timestamp, line) pairs until it stops, goes away or `close()`
-    is called (from another thread). A read that times out (a long silent stretch) resumes where it was."""
+    """Follow a container's log as (Docker's timestamp, line) pairs until it stops, goes away or
+    `close()` is called (from another thread). A read that times out (a long silent stretch) resumes
+    where it was."""
 
     def __init__(self, ctr: ContainerFacts, tail: int | str = "all") -> None:
         self.ctr, self.tail = ctr, tail

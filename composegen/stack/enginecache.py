@@ -1,11 +1,11 @@
-"""What an engine cannot change without a restart or a reconfiguration, kept per engine so that `up` asks
-only the first time: the rlimit ceiling its containers get (a probe container, ~0.5 s) and the compose
-plugin's version (a `docker compose version`, ~0.15 s).
+"""What an engine cannot change without a restart or a reconfiguration, kept per engine so that `up`
+asks only the first time: the rlimit ceiling its containers get (a probe container, ~0.5 s) and the
+compose plugin's version (a `docker compose version`, ~0.15 s).
 
-An engine is known by its ID plus what a reconfiguration shows in `docker info` (version, kernel, cgroup
-version, runtimes, security options); a record is believed for TTL_S at most. A `compose up` refused on
-a rlimit drops the engine's record (up.py), so the next `up` probes again. The compose record is keyed by
-the docker CLI and plugin binaries themselves (path, size, mtime).
+An engine is known by its ID plus what a reconfiguration shows in `docker info` (version, kernel,
+cgroup version, runtimes, security options); a record is believed for TTL_S at most. A `compose up`
+refused on a rlimit drops the engine's record (up.py), so the next `up` probes again. The compose
+record is keyed by the docker CLI and plugin binaries themselves (path, size, mtime).
 """
 
 from __future__ import annotations
@@ -36,7 +36,14 @@ _PLUGIN_DIRS = (
 def engine_key(info: dict[str, Any]) -> str:
     seen = {
         k: info.get(k)
-        for k in ("ID", "ServerVersion", "KernelVersion", "CgroupVersion", "CgroupDriver", "SecurityOptions")
+        for k in (
+            "ID",
+            "ServerVersion",
+            "KernelVersion",
+            "CgroupVersion",
+            "CgroupDriver",
+            "SecurityOptions",
+        )
     }
     seen["Runtimes"] = sorted(info.get("Runtimes") or {})
     return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()[:32]
@@ -48,12 +55,15 @@ def _fresh(record: dict[str, Any] | None) -> bool:
 
 
 def rlimits(image: str, owner: str, target: Target | None = None) -> dict[str, int]:
-    """The hard rlimits a container gets from this engine (-1 = unlimited), from the record when fresh."""
+    """The hard rlimits a container gets from this engine (-1 = unlimited), from the record when
+    fresh."""
     key = engine_key(engine.engine_info(target))
     record = usercache.read(RLIMITS, key)
     if _fresh(record) and record is not None:
         value = record.get("rlimits")
-        if isinstance(value, dict) and all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+        if isinstance(value, dict) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value.values()
+        ):
             return {str(k): v for k, v in value.items()}
     ceiling = hostprobe.engine_rlimits(image, owner, target)
     usercache.write(RLIMITS, key, {"at": time.time(), "rlimits": ceiling})
@@ -69,7 +79,8 @@ def forget_rlimits(target: Target | None = None) -> None:
 
 
 def _compose_binaries() -> list[Path]:
-    """The docker CLI and the first compose plugin it would find (DOCKER_CONFIG, ~/.docker, system dirs)."""
+    """The docker CLI and the first compose plugin it would find (DOCKER_CONFIG, ~/.docker, system
+    dirs)."""
     found = [Path(p) for p in [shutil.which("docker")] if p]
     config = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
     for directory in (os.path.join(config, "cli-plugins"), *_PLUGIN_DIRS):

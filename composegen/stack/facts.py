@@ -1,6 +1,6 @@
-"""What the engine says, as plain frozen values: `ContainerFacts`, `NetworkFacts`, `ImageFacts`, built from
-the engine API's inspect/list answers (dicts) here, so no SDK object leaves stack/engine.py and nothing
-here needs docker. Also the reading of `docker logs --timestamps` lines.
+"""What the engine says, as plain frozen values: `ContainerFacts`, `NetworkFacts`, `ImageFacts`,
+built from the engine API's inspect/list answers (dicts) here, so no SDK object leaves
+stack/engine.py and nothing here needs docker. Also the reading of `docker logs --timestamps` lines.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ class _Label:
     @overload
     def __get__(self, obj: ContainerFacts | NetworkFacts, owner: type) -> str | None: ...
 
-    def __get__(self, obj: ContainerFacts | NetworkFacts | None, owner: type) -> _Label | str | None:
+    def __get__(
+        self, obj: ContainerFacts | NetworkFacts | None, owner: type
+    ) -> _Label | str | None:
         return self if obj is None else obj.labels.get(self.key)
 
 
@@ -81,7 +83,12 @@ def parse_container(a: dict[str, Any], target: Target) -> ContainerFacts:
     state = a.get("State") or {}
     net = a.get("NetworkSettings") or {}
     port = next(
-        (int(b["HostPort"]) for bs in (net.get("Ports") or {}).values() for b in bs or [] if b.get("HostPort")),
+        (
+            int(b["HostPort"])
+            for bs in (net.get("Ports") or {}).values()
+            for b in bs or []
+            if b.get("HostPort")
+        ),
         None,
     )
     return ContainerFacts(
@@ -108,12 +115,17 @@ def parse_network(row: dict[str, Any], target: Target) -> NetworkFacts:
 
 def parse_image(a: dict[str, Any]) -> ImageFacts:
     """From the engine's image inspect answer."""
-    labels = tuple(sorted((str(k), str(v)) for k, v in ((a.get("Config") or {}).get("Labels") or {}).items()))
-    return ImageFacts(a["Id"], tuple(a.get("RepoTags") or ()), tuple(sorted(a.get("RepoDigests") or ())), labels)
+    labels = tuple(
+        sorted((str(k), str(v)) for k, v in ((a.get("Config") or {}).get("Labels") or {}).items())
+    )
+    return ImageFacts(
+        a["Id"], tuple(a.get("RepoTags") or ()), tuple(sorted(a.get("RepoDigests") or ())), labels
+    )
 
 
 def stamped_line(line: str) -> tuple[float | None, str]:
-    """One `docker logs --timestamps` line as (epoch seconds, text); (None, line) when it has no stamp."""
+    """One `docker logs --timestamps` line as (epoch seconds, text); (None, line) when it has no
+    stamp."""
     stamp, _, text = line.partition(" ")
     try:
         return docker_time(stamp), text.rstrip("\r")

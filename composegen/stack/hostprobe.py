@@ -1,6 +1,6 @@
-"""Questions about an engine's HOST, answered by a throw-away probe container (engine.run_probe), so a
-remote engine is asked exactly like the local one: the rlimit ceiling it grants (`engine_rlimits`), and
-which host ports are free plus what /dev/shm holds (`host_probe`).
+"""Questions about an engine's HOST, answered by a throw-away probe container (engine.run_probe), so
+a remote engine is asked exactly like the local one: the rlimit ceiling it grants
+(`engine_rlimits`), and which host ports are free plus what /dev/shm holds (`host_probe`).
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ class PortState(TypedDict):
 class ShmEntry(TypedDict):
     name: str
     bytes: int
-    pattern: NotRequired[str | None]  # not from the probe: which leftover pattern it matches (nodeshm.py)
+    # not from the probe: which leftover pattern it matches (nodeshm.py)
+    pattern: NotRequired[str | None]
 
 
 class ShmListing(TypedDict):
@@ -76,10 +77,18 @@ class HostProbe(TypedDict):
     shm: ShmListing
 
 
-def host_probe(image: str, owner: str, target: Target | None, ports: list[tuple[str, int]]) -> HostProbe:
-    """Look at an engine's HOST from a throw-away container on the host network and host IPC (works for a
-    remote engine too): which of PORTS are free, and /dev/shm's figures and entries."""
+def host_probe(
+    image: str, owner: str, target: Target | None, ports: list[tuple[str, int]]
+) -> HostProbe:
+    """Look at an engine's HOST from a throw-away container on the host network and host IPC (works
+    for a remote engine too): which of PORTS are free, and /dev/shm's figures and entries."""
     raw = run_probe(
-        image, ["-c", _PROBE, json.dumps({"ports": ports})], owner, target, network_mode="host", ipc_mode="host"
+        image,
+        ["-c", _PROBE, json.dumps({"ports": ports})],
+        owner,
+        target,
+        network_mode="host",
+        ipc_mode="host",
     )
-    return cast(HostProbe, json.loads(raw.strip().splitlines()[-1]))  # our own script's line, the shape above
+    # our own script's line, the shape above
+    return cast(HostProbe, json.loads(raw.strip().splitlines()[-1]))

@@ -2,11 +2,11 @@
 
 `loading_state(ctr, healthy, startup_timeout)` → None (not running, or answering), else a
 reports.LoadingStatus (stage, label, summary, done/total, elapsed_s, in_start_period, failed): what
-`status` shows instead of "unhealthy" while the engine loads inside its start period (the healthcheck's
-start_period is startup_timeout).
-`raise_if_loading(...)` turns that into "NAME is still loading: <stage>" (EngineError, exit 3, hint
-`composegen wait NAME`) for the commands that need a ready engine (gate, startup, ladder, evidence...).
-`api_text`/`health_text` are status's columns: composegen's readiness next to Docker's health.
+`status` shows instead of "unhealthy" while the engine loads inside its start period (the
+healthcheck's start_period is startup_timeout). `raise_if_loading(...)` turns that into "NAME is
+still loading: <stage>" (EngineError, exit 3, hint `composegen wait NAME`) for the commands that
+need a ready engine (gate, startup, ladder, evidence...). `api_text`/`health_text` are status's
+columns: composegen's readiness next to Docker's health.
 """
 
 from __future__ import annotations
@@ -29,15 +29,19 @@ def read_stages(ctr: ContainerFacts, startup_timeout: float | None) -> stages.St
     """The stages of the container's start so far, timed by Docker's own log timestamps."""
     started = ctr.started_at or time.time()
     tracker = stages.StageTracker(started, startup_timeout)
-    if ctr.started_at:  # the container's start: the imports before vLLM's first line count from there
+    # the container's start: the imports before vLLM's first line count from there
+    if ctr.started_at:
         tracker.launched(ctr.started_at)
     for at, line in stamped(engine.logs(ctr, timestamps=True)):
         tracker.feed(line, at if at is not None else started)
     return tracker
 
 
-def loading_state(ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None) -> LoadingStatus | None:
-    """Where a running container that does not answer yet is in its start (`status` → endpoint.loading)."""
+def loading_state(
+    ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None
+) -> LoadingStatus | None:
+    """Where a running container that does not answer yet is in its start (`status` →
+    endpoint.loading)."""
     if not ctr.running or healthy:
         return None
     tracker = read_stages(ctr, startup_timeout)
@@ -67,8 +71,11 @@ def wait_hint(name: str) -> str:
     return f"`composegen wait {name}` shows the load and returns when the stack is ready"
 
 
-def raise_if_loading(name: str, ctr: ContainerFacts, ep: readiness.Endpoint, startup_timeout: float | None) -> None:
-    """EngineError "NAME is still loading: <stage>" when the engine does not answer yet but is loading."""
+def raise_if_loading(
+    name: str, ctr: ContainerFacts, ep: readiness.Endpoint, startup_timeout: float | None
+) -> None:
+    """EngineError "NAME is still loading: <stage>" when the engine does not answer yet but is
+    loading."""
     if readiness.health_ok(ep):
         return
     state = loading_state(ctr, False, startup_timeout)
@@ -77,7 +84,8 @@ def raise_if_loading(name: str, ctr: ContainerFacts, ep: readiness.Endpoint, sta
 
 
 def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStatus | None) -> str:
-    """The API column of `status`: composegen's own readiness, and while loading the stage, never "unhealthy"."""
+    """The API column of `status`: composegen's own readiness, and while loading the stage, never
+    "unhealthy"."""
     if healthy:
         return "ready" if served_name else "health 200"
     if healthy is None:
@@ -90,7 +98,8 @@ def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStat
 
 
 def health_text(docker_health: str | None, ready: bool) -> str:
-    """Docker's health next to ours: its check runs every 30 s, so "starting" long after the API answers."""
+    """Docker's health next to ours: its check runs every 30 s, so "starting" long after the API
+    answers."""
     if docker_health == "starting" and ready:
         return "ready (docker: starting)"
     return docker_health or "-"
@@ -101,8 +110,9 @@ def up_hint(name: str, emulated: bool) -> str:
 
 
 class AlreadyRunning(EngineError):
-    """`up` of a stack whose head already runs. `ready`: the caller shows the running stack's summary (exit 0);
-    otherwise it is starting (hint: `composegen wait`) or runs without answering (exit 3)."""
+    """`up` of a stack whose head already runs. `ready`: the caller shows the running stack's
+    summary (exit 0); otherwise it is starting (hint: `composegen wait`) or runs without answering
+    (exit 3)."""
 
     def __init__(self, message: str, *, ready: bool, hint: str, starting: bool = False) -> None:
         super().__init__(message, hint=hint)
@@ -110,16 +120,26 @@ class AlreadyRunning(EngineError):
 
 
 def refuse_running(
-    name: str, ctr: ContainerFacts, ep: readiness.Endpoint, served_name: str, startup_timeout: float | None
+    name: str,
+    ctr: ContainerFacts,
+    ep: readiness.Endpoint,
+    served_name: str,
+    startup_timeout: float | None,
 ) -> None:
-    """Raise AlreadyRunning saying what the running stack is doing: ready, starting (with its stage), or silent."""
+    """Raise AlreadyRunning saying what the running stack is doing: ready, starting (with its
+    stage), or silent."""
     healthy = readiness.health_ok(ep)
     if healthy and readiness.models_entry(ep, served_name) is not None:
-        raise AlreadyRunning(f"{name} is already running and ready", ready=True, hint=f"`composegen status {name}`")
+        raise AlreadyRunning(
+            f"{name} is already running and ready", ready=True, hint=f"`composegen status {name}`"
+        )
     state = loading_state(ctr, healthy, startup_timeout)
     if state is not None and still_loading(state):
         raise AlreadyRunning(
-            f"{name} is already starting: {state.summary}", ready=False, hint=wait_hint(name), starting=True
+            f"{name} is already starting: {state.summary}",
+            ready=False,
+            hint=wait_hint(name),
+            starting=True,
         )
     why = f": {state.failed}" if state and state.failed else ""
     raise AlreadyRunning(

@@ -1,15 +1,16 @@
-"""The host-memory guard: on a unified-memory host (DGX Spark's GB10, Tegra) the GPU allocates from system
-memory, and running out while the weights load hard-resets the machine instead of raising an out-of-memory
-error. So: preflight refuses `up` when MemAvailable on any node is below `service.memory_guard.min_available`,
-and while `up`/`wait` waits for ready a watcher reads MemAvailable every POLL_S; below the floor it stops the
-stack (SIGTERM, then SIGKILL after STOP_GRACE_S) and `up` exits 3 naming the node and the figures.
+"""The host-memory guard: on a unified-memory host (DGX Spark's GB10, Tegra) the GPU allocates from
+system memory, and running out while the weights load hard-resets the machine instead of raising an
+out-of-memory error. So: preflight refuses `up` when MemAvailable on any node is below
+`service.memory_guard.min_available`, and while `up`/`wait` waits for ready a watcher reads
+MemAvailable every POLL_S; below the floor it stops the stack (SIGTERM, then SIGKILL after
+STOP_GRACE_S) and `up` exits 3 naming the node and the figures.
 
-The guard is on where the hosts are unified-memory: declared (`memory_guard.unified: true`), or detected
-(/proc/driver/nvidia/gpus/*/information names a GB10, or /etc/nv_tegra_release exists).
+The guard is on where the hosts are unified-memory: declared (`memory_guard.unified: true`), or
+detected (/proc/driver/nvidia/gpus/*/information names a GB10, or /etc/nv_tegra_release exists).
 
-COMPOSEGEN_MEMINFO names a file to read instead of /proc/meminfo on this machine (tests write a fake one
-mid-load). A node whose engine is local reads this machine's file; a remote node's host is read through a
-throw-away container (its /proc/meminfo is the host's), one probe per reading.
+COMPOSEGEN_MEMINFO names a file to read instead of /proc/meminfo on this machine (tests write a fake
+one mid-load). A node whose engine is local reads this machine's file; a remote node's host is read
+through a throw-away container (its /proc/meminfo is the host's), one probe per reading.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ def parse_meminfo(text: str, source: str = "/proc/meminfo") -> Memory:
         if parts and parts[0].isdigit():
             values[key.strip()] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
     if "MemAvailable" not in values:
-        raise EngineError(f"{source} has no MemAvailable line (kernel older than 3.14, or not a meminfo file)")
+        raise EngineError(
+            f"{source} has no MemAvailable line (kernel older than 3.14, or not a meminfo file)"
+        )
     return Memory(values["MemAvailable"], values.get("MemTotal", 0))
 
 
@@ -95,21 +98,30 @@ def read_remote(image: str, owner: str, target: Target) -> tuple[Memory, bool]:
     """MemAvailable and unified-memory detection of a remote node's host, through its engine."""
     raw = engine.run_probe(image, ["-c", _UNIFIED_PY], owner, target, network_mode="none")
     found = json.loads(raw.strip().splitlines()[-1])
-    return parse_meminfo(found["meminfo"], f"/proc/meminfo on {target.label}"), bool(found["unified"])
+    return parse_meminfo(found["meminfo"], f"/proc/meminfo on {target.label}"), bool(
+        found["unified"]
+    )
 
 
 def floor_bytes(r: Resolved) -> int:
     guard = r.profile.service.memory_guard
     value = parse_bytes(guard.min_available)
     if value is None:  # the schema's pattern makes this unreachable; say so clearly anyway
-        raise BadInput(f"{r.path}: service.memory_guard.min_available: not a size: {guard.min_available!r}")
+        raise BadInput(
+            f"{r.path}: service.memory_guard.min_available: not a size: {guard.min_available!r}"
+        )
     return value
 
 
-def judge(node: str, mem: Memory, floor: int, declared: bool | None, detected: bool) -> tuple[str, str]:
+def judge(
+    node: str, mem: Memory, floor: int, declared: bool | None, detected: bool
+) -> tuple[str, str]:
     """(status, message) of the preflight check for one node."""
     if declared is False or (declared is None and not detected):
-        return "ok", f"{mem.text()}; not a unified-memory host, guard off (memory_guard.unified: true turns it on)"
+        return (
+            "ok",
+            f"{mem.text()}; not a unified-memory host, guard off (memory_guard.unified: true turns it on)",
+        )
     why = "declared" if declared else "detected"
     if mem.available < floor:
         return (
@@ -118,7 +130,10 @@ def judge(node: str, mem: Memory, floor: int, declared: bool | None, detected: b
             "could exhaust host memory and hard-reset the machine; free memory (stop other stacks, drop caches) "
             "or lower service.memory_guard.min_available",
         )
-    return "ok", f"{mem.text()}, floor {floor / 2**30:.1f} GiB (unified memory, {why}); watched until ready"
+    return (
+        "ok",
+        f"{mem.text()}, floor {floor / 2**30:.1f} GiB (unified memory, {why}); watched until ready",
+    )
 
 
 class MemoryLow(EngineError):
@@ -126,8 +141,9 @@ class MemoryLow(EngineError):
 
 
 class Watcher:
-    """Reads MemAvailable of every node every POLL_S on a thread; below the floor it calls `stop` at once
-    (so the stop does not wait for the waiting loop) and `check()` raises MemoryLow in the waiting thread."""
+    """Reads MemAvailable of every node every POLL_S on a thread; below the floor it calls `stop` at
+    once (so the stop does not wait for the waiting loop) and `check()` raises MemoryLow in the
+    waiting thread."""
 
     def __init__(
         self,
@@ -182,7 +198,9 @@ class Watcher:
             return
         node, mem, _ = self.tripped
         stopped = (
-            f"stop failed: {self.stop_error}" if self.stop_error else "the stack was stopped (SIGTERM, then SIGKILL)"
+            f"stop failed: {self.stop_error}"
+            if self.stop_error
+            else "the stack was stopped (SIGTERM, then SIGKILL)"
         )
         raise MemoryLow(
             f"node {node}: {mem.text()} fell below the memory guard's floor of {self.floor / 2**30:.1f} GiB "
@@ -205,9 +223,9 @@ STALE_S = 3.0
 
 
 class RemoteMemory:
-    """MemAvailable of a remote node's host, streamed: one probe container prints it every POLL_S and a
-    thread keeps the latest line (a probe container per reading would take ~1 s over ssh). The probe
-    ends by itself after `lifetime` seconds; `close()` removes it at once."""
+    """MemAvailable of a remote node's host, streamed: one probe container prints it every POLL_S
+    and a thread keeps the latest line (a probe container per reading would take ~1 s over ssh). The
+    probe ends by itself after `lifetime` seconds; `close()` removes it at once."""
 
     def __init__(self, image: str, owner: str, target: Target, lifetime: float) -> None:
         self.label = target.label
@@ -220,7 +238,12 @@ class RemoteMemory:
     def _pump(self) -> None:
         for _, line in self.stream.lines():
             parts = line.split()
-            if len(parts) == 2 and parts[0].lstrip("-").isdigit() and parts[1].isdigit() and int(parts[0]) >= 0:
+            if (
+                len(parts) == 2
+                and parts[0].lstrip("-").isdigit()
+                and parts[1].isdigit()
+                and int(parts[0]) >= 0
+            ):
                 self.latest = (Memory(int(parts[0]) * 1024, int(parts[1]) * 1024), time.monotonic())
 
     def read(self) -> Memory:
@@ -234,7 +257,8 @@ class RemoteMemory:
             engine.remove_container(self.ctr)
 
 
-# ---- up: preflight and the watch, for every node ----------------------------------------------------
+# ---- up: preflight and the watch, for every node
+# ----------------------------------------------------
 
 
 def _reader(n: NodeRef, image: str | None, owner: str) -> Callable[[], tuple[Memory, bool]]:
@@ -266,9 +290,17 @@ def watch(dep: Deployment, image: str | None) -> Watcher:
     r = dep.r
 
     def stop() -> None:
-        ctrs = [c for n in dep.nodes for c in engine.project_containers(n.project, n.target) if c.running]
-        threads = [threading.Thread(target=engine.stop_container, args=(c, STOP_GRACE_S)) for c in ctrs]
-        for t in threads:  # every node at once: the floor is crossed now, not after the head's grace
+        ctrs = [
+            c
+            for n in dep.nodes
+            for c in engine.project_containers(n.project, n.target)
+            if c.running
+        ]
+        threads = [
+            threading.Thread(target=engine.stop_container, args=(c, STOP_GRACE_S)) for c in ctrs
+        ]
+        # every node at once: the floor is crossed now, not after the head's grace
+        for t in threads:
             t.start()
         for t in threads:
             t.join(30)
@@ -283,7 +315,8 @@ def watch(dep: Deployment, image: str | None) -> Watcher:
             try:
                 remotes.append(RemoteMemory(image or r.profile.image, r.name, n.target, lifetime))
             except EngineError:
-                continue  # preflight read this node; a watch that cannot start does not stop the run
+                # preflight read this node; a watch that cannot start does not stop the run
+                continue
             readers[n.name or n.target.label] = remotes[-1].read
     guard = Watcher(floor_bytes(r), readers, stop)
     guard.closers += [m.close for m in remotes]
@@ -291,8 +324,8 @@ def watch(dep: Deployment, image: str | None) -> Watcher:
 
 
 def watch_when_on(dep: Deployment, image: str | None) -> Watcher | None:
-    """For `wait` on a stack another command started: the watcher when the guard applies (declared, or a
-    unified-memory node detected), else None."""
+    """For `wait` on a stack another command started: the watcher when the guard applies (declared,
+    or a unified-memory node detected), else None."""
     declared = dep.r.profile.service.memory_guard.unified
     if declared is False:
         return None

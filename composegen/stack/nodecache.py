@@ -1,11 +1,12 @@
-"""Weights on every node: the engine-facing half of `composegen weights` and of `up`'s weights preflight.
+"""Weights on every node: the engine-facing half of `composegen weights` and of `up`'s weights
+preflight.
 
-The head (where composegen runs) is read directly when its engine is local; every other node through its
-own engine: a throw-away container bind-mounts the node's cache read-only and runs the same listing script
-(weights/snapshot.py), so a worker on another host is judged exactly like the head. `--sync` streams a tar
-of the head's snapshot (its blobs and the snapshot's relative links) into the node's cache through the
-Docker API (a created, never started container with the cache bind-mounted; no ssh or rsync), then lists
-the node again and compares sizes.
+The head (where composegen runs) is read directly when its engine is local; every other node through
+its own engine: a throw-away container bind-mounts the node's cache read-only and runs the same
+listing script (weights/snapshot.py), so a worker on another host is judged exactly like the head.
+`--sync` streams a tar of the head's snapshot (its blobs and the snapshot's relative links) into the
+node's cache through the Docker API (a created, never started container with the cache bind-mounted;
+no ssh or rsync), then lists the node again and compares sizes.
 
 When `up` finds the weights complete it adds a compose override setting HF_HUB_OFFLINE=1 (unless
 `service.hf_online`), so the engine never reaches for the Hub; out/ stays as rendered.
@@ -36,10 +37,17 @@ CHUNK = 2**20
 
 
 def weights_everywhere(
-    project: Project, r: Resolved, *, download: bool, verify: bool, sync: bool, on_file: Callable[[str], None]
+    project: Project,
+    r: Resolved,
+    *,
+    download: bool,
+    verify: bool,
+    sync: bool,
+    on_file: Callable[[str], None],
 ) -> WeightsReport:
-    """`composegen weights`: the head's cache (downloaded, hash-checked on request), then, for a multi-node
-    profile, every worker's against it, after `sync` copied the head's snapshot to those that lack it."""
+    """`composegen weights`: the head's cache (downloaded, hash-checked on request), then, for a
+    multi-node profile, every worker's against it, after `sync` copied the head's snapshot to those
+    that lack it."""
     dep = deployment(project, r)
     if sync and not dep.multi:
         raise BadInput(f"--sync: {r.name} is not a multi-node profile; there is nothing to copy to")
@@ -57,17 +65,21 @@ def _locate(dep: Deployment, n: NodeRef) -> cache.Location:
 
 
 def probe_image(r: Resolved, target: Target) -> str:
-    """An image that is on that engine and has python3: the profile's, else composegen's base image."""
+    """An image that is on that engine and has python3: the profile's, else composegen's base
+    image."""
     for image in (r.profile.image, engine.BASE_IMAGE):
         if engine.image_present(image, target):
             return image
-    raise engine.EngineError(f"neither {r.profile.image} nor {engine.BASE_IMAGE} is on {target.label}")
+    raise engine.EngineError(
+        f"neither {r.profile.image} nor {engine.BASE_IMAGE} is on {target.label}"
+    )
 
 
 def listing(
     r: Resolved, loc: cache.Location, target: Target, remote: bool, image: str | None = None
 ) -> snapshot.Listing:
-    """LISTING_PY's answer for one node: in-process for a local head, else in a container on that engine."""
+    """LISTING_PY's answer for one node: in-process for a local head, else in a container on that
+    engine."""
     if not remote:
         return snapshot.list_local(loc.snapshot, loc.blobs)
 
@@ -86,7 +98,9 @@ def listing(
     try:
         return snapshot.checked_listing(json.loads(raw.strip().splitlines()[-1]))
     except (ValueError, IndexError) as exc:  # the node's probe container wrote something else
-        raise engine.EngineError(f"the weights listing on {target.label} is unreadable: {exc}") from None
+        raise engine.EngineError(
+            f"the weights listing on {target.label} is unreadable: {exc}"
+        ) from None
 
 
 def check_nodes(dep: Deployment, head: WeightsReport) -> list[NodeWeights]:
@@ -98,8 +112,14 @@ def check_nodes(dep: Deployment, head: WeightsReport) -> list[NodeWeights]:
         try:
             found = snapshot.judge(listing(dep.r, loc, n.target, remote=True))
             sizes = {f.name: f.bytes for f in head.files if f.present}
-            wrong = [name for name, size in sizes.items() if name not in found.missing and _size(found, name) != size]
-            missing = found.missing + [name for name in sizes if name not in {f["name"] for f in found.files}]
+            wrong = [
+                name
+                for name, size in sizes.items()
+                if name not in found.missing and _size(found, name) != size
+            ]
+            missing = found.missing + [
+                name for name in sizes if name not in {f["name"] for f in found.files}
+            ]
             complete = found.complete and not missing and not wrong
             missing += [f"{name} (size differs from the head's)" for name in wrong]
             out.append(_node_weights(n, loc, complete, missing, found.total_bytes))
@@ -109,7 +129,12 @@ def check_nodes(dep: Deployment, head: WeightsReport) -> list[NodeWeights]:
 
 
 def _node_weights(
-    n: NodeRef, loc: cache.Location, complete: bool, missing: list[str], total_bytes: int, error: str | None = None
+    n: NodeRef,
+    loc: cache.Location,
+    complete: bool,
+    missing: list[str],
+    total_bytes: int,
+    error: str | None = None,
 ) -> NodeWeights:
     return NodeWeights(
         name=str(n.name),
@@ -128,7 +153,8 @@ def _size(judged: snapshot.Judged, name: str) -> int | None:
 
 
 def sync_nodes(dep: Deployment, head_loc: cache.Location, head: WeightsReport) -> list[str]:
-    """Copy the head's complete snapshot to every worker whose copy is not complete; the names synced."""
+    """Copy the head's complete snapshot to every worker whose copy is not complete; the names
+    synced."""
     check.require_complete(head)
     lacking = {node.name for node in check_nodes(dep, head) if not node.complete}
     synced = []
@@ -144,8 +170,9 @@ def sync_nodes(dep: Deployment, head_loc: cache.Location, head: WeightsReport) -
 
 
 def _tar_stream(loc: cache.Location, names: list[str]) -> Iterator[bytes]:
-    """A tar of the files, laid out relative to the cache root: blobs/<etag> plus the snapshot's relative
-    links for a hub cache, the plain files for a model directory. Written by a thread into a pipe."""
+    """A tar of the files, laid out relative to the cache root: blobs/<etag> plus the snapshot's
+    relative links for a hub cache, the plain files for a model directory. Written by a thread into
+    a pipe."""
     rfd, wfd = os.pipe()
 
     def write() -> None:
@@ -168,7 +195,8 @@ def _tar_stream(loc: cache.Location, names: list[str]) -> Iterator[bytes]:
             yield chunk
 
 
-# ---- up -------------------------------------------------------------------------------------------
+# ---- up
+# -------------------------------------------------------------------------------------------
 
 
 def preflight_checks(
@@ -183,8 +211,11 @@ def preflight_checks(
         name = n.named("weights")
         try:
             loc = _locate(dep, n)
-            remote = n.member is not None and (n.rank != 0 or not n.target.is_local)  # a remote head: its engine
-            report = check.build(r.name, loc, listing(r, loc, n.target, remote, image if remote else None), None)
+            # a remote head: its engine
+            remote = n.member is not None and (n.rank != 0 or not n.target.is_local)
+            report = check.build(
+                r.name, loc, listing(r, loc, n.target, remote, image if remote else None), None
+            )
         except ComposegenError as exc:
             checks.append(Check(name, bad_status, exc.message))
             complete = False
@@ -192,7 +223,11 @@ def preflight_checks(
         if report.complete:
             gib = report.total_bytes / 2**30
             checks.append(
-                Check(name, "ok", f"{loc.model_id}@{loc.revision[:12]}: {len(report.files)} files, {gib:.1f} GiB")
+                Check(
+                    name,
+                    "ok",
+                    f"{loc.model_id}@{loc.revision[:12]}: {len(report.files)} files, {gib:.1f} GiB",
+                )
             )
             continue
         complete = False
@@ -201,7 +236,11 @@ def preflight_checks(
         fix = (
             "the engine will download them at start (--allow-download)"
             if allow_download
-            else ("emulated: the engine loads nothing" if emulate else "`composegen weights " + r.name + " --download`")
+            else (
+                "emulated: the engine loads nothing"
+                if emulate
+                else "`composegen weights " + r.name + " --download`"
+            )
         )
         checks.append(
             Check(
@@ -216,12 +255,14 @@ def preflight_checks(
 
 
 def override_path(project: Project, r: Resolved, node: str | None) -> Path:
-    base = project.root / privatestate.STATE_DIR / r.name  # runtime state, next to the emulate override; not out/
+    # runtime state, next to the emulate override; not out/
+    base = project.root / privatestate.STATE_DIR / r.name
     return (base / node if node else base) / "weights.override.yaml"
 
 
 def offline_override(project: Project, r: Resolved, node: str | None, offline: bool) -> Path | None:
-    """Write (or remove) the override that runs the engine with HF_HUB_OFFLINE=1; the path when written."""
+    """Write (or remove) the override that runs the engine with HF_HUB_OFFLINE=1; the path when
+    written."""
     path = override_path(project, r, node)
     if not offline or r.profile.service.hf_online:
         path.unlink(missing_ok=True)
@@ -235,8 +276,11 @@ def offline_override(project: Project, r: Resolved, node: str | None, offline: b
     return path
 
 
-def with_offline(st: compose.Stack, project: Project, r: Resolved, node: str | None) -> compose.Stack:
-    """The stack with the HF_HUB_OFFLINE override `up`'s preflight wrote for this node, when it did."""
+def with_offline(
+    st: compose.Stack, project: Project, r: Resolved, node: str | None
+) -> compose.Stack:
+    """The stack with the HF_HUB_OFFLINE override `up`'s preflight wrote for this node, when it
+    did."""
     path = override_path(project, r, node)
     if path.is_file():
         st.files.append(path)

@@ -1,10 +1,10 @@
 """/dev/shm of every node of a deployment (`down` of a multi-node stack, `shm --profile`).
 
-`node_shm_report(r)` -> reports.NodesShm: per node its identity and either `scan` (shm.scan's ShmScan,
-for the first node on this machine; further local nodes say `shared_with: NODE`, it is the same
-/dev/shm) or `probe` (a remote node, from a labelled throw-away container on that host: free and
-total bytes, entries with the leftover pattern each name matches; holders cannot be checked remotely),
-or the `error` that kept it from being read.
+`node_shm_report(r)` -> reports.NodesShm: per node its identity and either `scan` (shm.scan's
+ShmScan, for the first node on this machine; further local nodes say `shared_with: NODE`, it is the
+same /dev/shm) or `probe` (a remote node, from a labelled throw-away container on that host: free
+and total bytes, entries with the leftover pattern each name matches; holders cannot be checked
+remotely), or the `error` that kept it from being read.
 """
 
 from __future__ import annotations
@@ -28,11 +28,17 @@ def node_shm_report(r: Resolved) -> NodesShm:
         entry.local = n.target.is_local
         try:
             if n.target.is_local and first_local:
-                entry.shared_with = first_local  # nodes on this machine share one /dev/shm: scanned once
+                # nodes on this machine share one /dev/shm: scanned once
+                entry.shared_with = first_local
             elif n.target.is_local:
-                entry.scan, first_local = scan.scan("/dev/shm", container_labels=engine.label_lookup()), n.name
+                entry.scan, first_local = (
+                    scan.scan("/dev/shm", container_labels=engine.label_lookup()),
+                    n.name,
+                )
             else:
-                entry.probe = _probe(hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])["shm"], n)
+                entry.probe = _probe(
+                    hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])["shm"], n
+                )
         except ComposegenError as exc:
             entry.error = exc.message
         nodes.append(entry)
@@ -40,15 +46,20 @@ def node_shm_report(r: Resolved) -> NodesShm:
 
 
 def _probe(found: Any, n: placement.NodeRef) -> ShmProbe:
-    """The probe's /dev/shm figures, checked (they come off another host), each name with its pattern."""
+    """The probe's /dev/shm figures, checked (they come off another host), each name with its
+    pattern."""
     try:
         entries = [
             ShmProbeEntry(name=e["name"], bytes=e["bytes"], pattern=scan.match_pattern(e["name"]))
             for e in found["entries"]
         ]
-        return ShmProbe(free_bytes=found["free_bytes"], total_bytes=found["total_bytes"], entries=entries)
+        return ShmProbe(
+            free_bytes=found["free_bytes"], total_bytes=found["total_bytes"], entries=entries
+        )
     except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        raise EngineError(f"{n.target.label}: /dev/shm probe: unexpected answer ({exc.__class__.__name__})") from None
+        raise EngineError(
+            f"{n.target.label}: /dev/shm probe: unexpected answer ({exc.__class__.__name__})"
+        ) from None
 
 
 def _probe_image(r: Resolved, n: placement.NodeRef) -> str:
@@ -73,7 +84,9 @@ def format_node_shm_text(report: NodesShm) -> str:
         if n.error:
             out.append(f"  unreachable: {n.error}")
         elif n.shared_with:
-            out.append(f"  the same /dev/shm as node {n.shared_with} (both engines run on this machine)")
+            out.append(
+                f"  the same /dev/shm as node {n.shared_with} (both engines run on this machine)"
+            )
         elif n.scan is not None:
             out.append(scan.format_text(n.scan).rstrip())
         elif n.probe is not None:

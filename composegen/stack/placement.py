@@ -1,8 +1,8 @@
-"""Where a profile's stack runs: its nodes, chosen once per profile. A single-node profile is ONE node
-(rank 0, the head, on the default engine, out/NAME, project composegen-NAME); a multi-node profile is
-its `nodes.members` by rank, each with out/NAME/NODE, project composegen-NAME-NODE and its own engine
-(`docker_host` URL or `context`; neither = the default engine). Every stack algorithm (up, down,
-status, logs, shm, endpoint) walks `Deployment.nodes` and never asks which kind it has.
+"""Where a profile's stack runs: its nodes, chosen once per profile. A single-node profile is ONE
+node (rank 0, the head, on the default engine, out/NAME, project composegen-NAME); a multi-node
+profile is its `nodes.members` by rank, each with out/NAME/NODE, project composegen-NAME-NODE and
+its own engine (`docker_host` URL or `context`; neither = the default engine). Every stack algorithm
+(up, down, status, logs, shm, endpoint) walks `Deployment.nodes` and never asks which kind it has.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ _REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)")
 class NodeRef:
     """One node of a deployment and where it runs; `member` is None for a single-node profile."""
 
-    member: Node | None = field(compare=False)  # a pydantic model holding dicts: not hashable; key names it
+    # a pydantic model holding dicts: not hashable; key names it
+    member: Node | None = field(compare=False)
     target: Target
     key: str  # out/ key: NAME or NAME/NODE
     project: str  # compose project: composegen-NAME or composegen-NAME-NODE
@@ -56,7 +57,11 @@ class NodeRef:
     @property
     def label(self) -> str:
         """How messages name the node ("" for the one node of a single-node stack)."""
-        return f"node {self.name} (rank {self.rank}, {self.role}, {self.target.label})" if self.member else ""
+        return (
+            f"node {self.name} (rank {self.rank}, {self.role}, {self.target.label})"
+            if self.member
+            else ""
+        )
 
     def named(self, what: str) -> str:
         """A check's name on this node: `n1/ports`, or plain `ports` for a single-node stack."""
@@ -106,11 +111,14 @@ class Deployment:
         return emulation.override_path(self.project, self.name, n.name)
 
     def stack(self, n: NodeRef, emulated: bool | None = None) -> compose.Stack:
-        """The node's compose stack; `emulated` None = as the running stack was started (its label)."""
+        """The node's compose stack; `emulated` None = as the running stack was started (its
+        label)."""
         files = [self.project.out_path(n.key)]
         override = self.override_path(n)
         if emulated is None:  # later commands (down, logs) must name the same files `up` used
-            emulated = override.is_file() and any(c.emulated for c in engine.project_containers(n.project, n.target))
+            emulated = override.is_file() and any(
+                c.emulated for c in engine.project_containers(n.project, n.target)
+            )
         if emulated:
             files.append(override)
         if self.behind_edge:
@@ -123,13 +131,16 @@ class Deployment:
         if not self.behind_edge:
             return None
         names = re.findall(
-            r'^    name: "([^"]+)"$', edge_override_path(self.project, self.name).read_text("utf-8"), re.M
+            r'^    name: "([^"]+)"$',
+            edge_override_path(self.project, self.name).read_text("utf-8"),
+            re.M,
         )
         return names[-1] if names else None
 
     @property
     def behind_edge(self) -> bool:
-        """out/edge/stacks/NAME.yaml exists: the stack joins the edge's network and publishes no port."""
+        """out/edge/stacks/NAME.yaml exists: the stack joins the edge's network and publishes no
+        port."""
         return not self.multi and edge_override_path(self.project, self.name).is_file()
 
     def endpoint(self) -> readiness.Endpoint:
@@ -137,7 +148,8 @@ class Deployment:
 
 
 def edge_override_path(project: Project, name: str) -> Path:
-    """The override `composegen render` writes for a stack listed in edge.yaml (composegen/edge/render.py)."""
+    """The override `composegen render` writes for a stack listed in edge.yaml
+    (composegen/edge/render.py)."""
     return project.out_dir / "edge" / "stacks" / f"{name}.yaml"
 
 
@@ -150,7 +162,9 @@ def nodes(r: Resolved) -> tuple[NodeRef, ...]:
     if r.profile.nodes is None:
         return (NodeRef(None, DEFAULT, r.name, render.project_name(r)),)
     return tuple(
-        NodeRef(m, Target(m.docker_host, m.context), render.node_key(r, m), render.project_name(r, m))
+        NodeRef(
+            m, Target(m.docker_host, m.context), render.node_key(r, m), render.project_name(r, m)
+        )
         for m in r.profile.nodes.by_rank
     )
 
@@ -161,7 +175,11 @@ def endpoint(r: Resolved, head: NodeRef | None = None) -> readiness.Endpoint:
     host = p.bind
     if p.bind in ("0.0.0.0", "::", ""):
         loopback = "::1" if p.bind == "::" else "127.0.0.1"
-        remote = None if head.target.is_local else urlsplit(engine.target_url(head.target) or "").hostname
+        remote = (
+            None
+            if head.target.is_local
+            else urlsplit(engine.target_url(head.target) or "").hostname
+        )
         host = remote or loopback
     return readiness.Endpoint(host, p.host, api_key(r))
 

@@ -1,6 +1,7 @@
 """Who holds a local TCP port: the listening socket's inode from /proc/net/tcp{,6}, then the process
-whose fd points at it. Used to say more than "port in use" (a container's port is held by docker-proxy,
-which the caller names through the engine). Best effort: another user's processes may be unreadable.
+whose fd points at it. Used to say more than "port in use" (a container's port is held by
+docker-proxy, which the caller names through the engine). Best effort: another user's processes may
+be unreadable.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ def _listening_inodes(port: int, proc_root: str) -> set[str]:
                 next(fh, None)  # header
                 for line in fh:
                     fields = line.split()
-                    if len(fields) > 9 and fields[3] == LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    if (
+                        len(fields) > 9
+                        and fields[3] == LISTEN
+                        and int(fields[1].rsplit(":", 1)[1], 16) == port
+                    ):
                         inodes.add(fields[9])
         except (OSError, ValueError):
             continue
@@ -46,7 +51,8 @@ def _read(path: str) -> str:
 
 
 def port_holder(port: int, proc_root: str = "/proc") -> PortHolder | None:
-    """The process listening on a TCP port of this machine's network namespace, or None if not found."""
+    """The process listening on a TCP port of this machine's network namespace, or None if not
+    found."""
     wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port, proc_root)}
     if not wanted:
         return None
@@ -62,7 +68,9 @@ def port_holder(port: int, proc_root: str = "/proc") -> PortHolder | None:
                 try:
                     if os.readlink(fd.path) in wanted:
                         pid = int(entry.name)
-                        return PortHolder(pid, _read(f"{entry.path}/comm"), _read(f"{entry.path}/cmdline")[:200])
+                        return PortHolder(
+                            pid, _read(f"{entry.path}/comm"), _read(f"{entry.path}/cmdline")[:200]
+                        )
                 except OSError:
                     continue
     return None
@@ -75,9 +83,9 @@ def describe(port: int, holder: PortHolder | None) -> str:
 
 
 def conflict(port: int, target: Target, knob: str) -> str:
-    """Why a wanted host port is taken, for the preflight line: the container publishing it (asked of the
-    engine, by name: its holder in /proc is only docker-proxy), else the local process holding it; and the
-    profile field that moves the stack elsewhere."""
+    """Why a wanted host port is taken, for the preflight line: the container publishing it (asked
+    of the engine, by name: its holder in /proc is only docker-proxy), else the local process
+    holding it; and the profile field that moves the stack elsewhere."""
     try:
         names = engine.port_publishers(port, target)
     except ComposegenError:

@@ -1,8 +1,9 @@
 """What must be true before `up`: each check says ok, warn or fail with a clear message.
 
-`node_checks` checks one node of a deployment; on a multi-node profile the check names carry the node,
-e.g. `spark-2/port`. A node whose engine is on this machine is checked directly, a remote one through a
-labelled throw-away container on that host's network and IPC namespace (hostprobe.host_probe).
+`node_checks` checks one node of a deployment; on a multi-node profile the check names carry the
+node, e.g. `spark-2/port`. A node whose engine is on this machine is checked directly, a remote one
+through a labelled throw-away container on that host's network and IPC namespace
+(hostprobe.host_probe).
 """
 
 from __future__ import annotations
@@ -60,12 +61,17 @@ def gpu_check(emulate: bool, target: Target | None = None) -> Check:
     if "nvidia" in runtimes:
         return Check("gpus", "ok", "nvidia runtime registered with the engine")
     return Check(
-        "gpus", "fail", "the engine has no nvidia runtime; install nvidia-container-toolkit (or use --emulate)"
+        "gpus",
+        "fail",
+        "the engine has no nvidia runtime; install nvidia-container-toolkit (or use --emulate)",
     )
 
 
 def image_check(
-    image: str, emulate: bool, target: Target | None = None, on_pull: engine.PullListener | None = None
+    image: str,
+    emulate: bool,
+    target: Target | None = None,
+    on_pull: engine.PullListener | None = None,
 ) -> Check:
     if engine.image_present(image, target):
         return Check("image", "ok", f"{image} present")
@@ -86,7 +92,9 @@ def ulimit_check(requested: dict, ceiling: dict[str, int], emulate: bool) -> Che
         return Check("ulimits", "ok", "requested ulimits are grantable")
     status = "warn" if emulate else "fail"
     what = (
-        "clamped for the emulator" if emulate else "raise the engine's limits (e.g. LimitMEMLOCK=infinity for dockerd)"
+        "clamped for the emulator"
+        if emulate
+        else "raise the engine's limits (e.g. LimitMEMLOCK=infinity for dockerd)"
     )
     return Check("ulimits", status, f"the engine cannot grant {', '.join(too_high)}: {what}")
 
@@ -116,14 +124,21 @@ def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
         shown = f"{where}: {format_gib(free / GIB, 1)} free, needs {format_gib(need / GIB, 1)}"
         out.append(Check("shm", "ok", shown))
     for warning in scan.check_budget(report, need, LEFTOVER_WARN_BYTES) if report else []:
-        out.append(Check("shm-leftovers", "warn", warning + " — `composegen shm --reclaim` or `up --reclaim-shm`"))
+        out.append(
+            Check(
+                "shm-leftovers",
+                "warn",
+                warning + " — `composegen shm --reclaim` or `up --reclaim-shm`",
+            )
+        )
     return out
 
 
 def _free_if_nothing_to_warn(shm_path: str, need: int) -> int | None:
-    """The free bytes when the scan could not warn: NEED fits and the whole filesystem uses less than the
-    leftover bound, so no leftover can exceed it. The scan's slow part — every process's open files, to
-    tell leftovers from files in use — is then not needed. None: scan (its figures, its warnings)."""
+    """The free bytes when the scan could not warn: NEED fits and the whole filesystem uses less
+    than the leftover bound, so no leftover can exceed it. The scan's slow part — every process's
+    open files, to tell leftovers from files in use — is then not needed. None: scan (its figures,
+    its warnings)."""
     if not (os.path.isdir(shm_path) and os.access(shm_path, os.R_OK | os.X_OK)):
         return None  # the scan says why
     try:
@@ -138,18 +153,21 @@ def _free_if_nothing_to_warn(shm_path: str, need: int) -> int | None:
 def node_checks(
     dep: Deployment, n: NodeRef, image: str | None, emulate: bool
 ) -> tuple[list[Check], dict[str, int] | None]:
-    """GPU runtime, host ports (the API, and the master port on a multi-node head), /dev/shm and ulimits of
-    one node whose engine answered; `image` is None when it is not on that engine (then what needs a probe
-    container is skipped: the image check already failed). Returns the checks and the engine's rlimit
-    ceiling (None without ulimits)."""
+    """GPU runtime, host ports (the API, and the master port on a multi-node head), /dev/shm and
+    ulimits of one node whose engine answered; `image` is None when it is not on that engine (then
+    what needs a probe container is skipped: the image check already failed). Returns the checks and
+    the engine's rlimit ceiling (None without ulimits)."""
     r, svc = dep.r, dep.r.profile.service
     checks = [_named(attempt("gpus", lambda: gpu_check(emulate, n.target)), n)]
-    # Behind the edge the stack publishes nothing: its host port is the edge's loopback operator door.
+    # Behind the edge the stack publishes nothing: its host port is the edge's loopback operator
+    # door.
     ports = [(svc.port.bind, svc.port.host, "host")] if n.rank == 0 and not dep.behind_edge else []
     if n.rank == 0 and r.profile.nodes is not None:
-        wildcard = "::" if ":" in r.profile.nodes.master_addr else "0.0.0.0"  # torch's store listens on every interface
+        # torch's store listens on every interface
+        wildcard = "::" if ":" in r.profile.nodes.master_addr else "0.0.0.0"
         ports.append((wildcard, r.profile.nodes.master_port, "master"))
-    if n.rank == 0 and r.profile.monitoring.prometheus:  # Prometheus' UI, published on the head's loopback
+    # Prometheus' UI, published on the head's loopback
+    if n.rank == 0 and r.profile.monitoring.prometheus:
         ports.append(("127.0.0.1", r.profile.monitoring.port, "prometheus"))
     if n.target.is_local:
         free = {(h, p): port_free(h, p) for h, p, _ in ports}
@@ -166,8 +184,11 @@ def node_checks(
     where = f" on {n.target.label}" if n.member else ""
     for host, port, what in ports:
         state = "free" if free[(host, port)] else "already in use"
-        knob = {"host": "service.port.host", "master": "nodes.master_port"}.get(what, "monitoring.port")
-        who = "" if free[(host, port)] else f": {portowner.conflict(port, n.target, knob)}"  # pid or container
+        knob = {"host": "service.port.host", "master": "nodes.master_port"}.get(
+            what, "monitoring.port"
+        )
+        # pid or container
+        who = "" if free[(host, port)] else f": {portowner.conflict(port, n.target, knob)}"
         checks.append(
             Check(
                 n.named("port"),
@@ -210,8 +231,8 @@ def _remote_shm_checks(r: Resolved, n: NodeRef, report: hostprobe.ShmListing) ->
 
 
 def reclaim_shm(path: str = "/dev/shm", min_age: float = 60.0) -> Check:
-    """`up --reclaim-shm`: remove leftovers first — but never past processes whose holdings could not
-    be read (then a warning says how to reclaim by hand once they are checked)."""
+    """`up --reclaim-shm`: remove leftovers first — but never past processes whose holdings could
+    not be read (then a warning says how to reclaim by hand once they are checked)."""
     from composegen.shm import reclaim  # why: ~20 ms of import, only for `up --reclaim-shm`
 
     try:
@@ -230,5 +251,7 @@ def reclaim_shm(path: str = "/dev/shm", min_age: float = 60.0) -> Check:
         "shm-reclaim",
         "ok",
         f"reclaimed {len(result.removed)} leftover file(s), {result.bytes_freed} bytes"
-        + (f"; {fresh} changed in the last {result.min_age_seconds:g}s left alone" if fresh else ""),
+        + (
+            f"; {fresh} changed in the last {result.min_age_seconds:g}s left alone" if fresh else ""
+        ),
     )

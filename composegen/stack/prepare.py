@@ -1,8 +1,8 @@
 """Everything `up` does before `docker compose up`, for every node of a deployment (one node for a
-single-node profile): out/ is fresh, every engine answers, nothing of the stack runs, the image is on
-every engine (the same image ID everywhere), each node's GPU runtime, ports, /dev/shm and ulimits, and
-with --emulate the override per node. Each check goes to the progress sink as soon as it is known;
-the first failure stops `up` (exit 3) naming every failed check.
+single-node profile): out/ is fresh, every engine answers, nothing of the stack runs, the image is
+on every engine (the same image ID everywhere), each node's GPU runtime, ports, /dev/shm and
+ulimits, and with --emulate the override per node. Each check goes to the progress sink as soon as
+it is known; the first failure stops `up` (exit 3) naming every failed check.
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ class Prepared:
 
 
 def ensure_fresh(dep: Deployment, render_stale: bool) -> None:
-    """out/ must hold exactly what the profile renders now (every node's file for a multi-node profile);
-    answered from the render cache when the same inputs were compared before (rendercache.py)."""
+    """out/ must hold exactly what the profile renders now (every node's file for a multi-node
+    profile); answered from the render cache when the same inputs were compared before
+    (rendercache.py)."""
     root = dep.project.root
     if rendercache.stack_fresh(root, dep.name):
         return
-    before = rendercache.fingerprint(root)  # hashed before comparing: a file changed meanwhile misses next time
+    # hashed before comparing: a file changed meanwhile misses next time
+    before = rendercache.fingerprint(root)
     from composegen import render  # jinja2 and the templates: only when the record does not answer
 
     stale = {}
@@ -71,9 +73,9 @@ def ensure_fresh(dep: Deployment, render_stale: bool) -> None:
 
 
 def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
-    """The checks run concurrently where they only wait on an engine, a socket or the disk (threads; each
-    engine call has its deadline), and are reported in the same order as one after the other: a failure
-    of out/'s freshness first, then the engines, …, the weights and memory last."""
+    """The checks run concurrently where they only wait on an engine, a socket or the disk (threads;
+    each engine call has its deadline), and are reported in the same order as one after the other: a
+    failure of out/'s freshness first, then the engines, …, the weights and memory last."""
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="preflight") as pool:
         engines = pool.submit(_engine_checks, dep)  # asks the engines while out/ is hashed
         ensure_fresh(dep, opts.render_stale)
@@ -82,14 +84,17 @@ def prepare(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> Prepared:
         return _checked(dep, opts, sink, prep, pool)
 
 
-def _checked(dep: Deployment, opts: UpOptions, sink: ProgressSink, prep: Prepared, pool: Executor) -> Prepared:
+def _checked(
+    dep: Deployment, opts: UpOptions, sink: ProgressSink, prep: Prepared, pool: Executor
+) -> Prepared:
     if dep.behind_edge:
         _report(prep, sink, [_edge_check(dep)])
     _stop_on_failure(prep.checks)
     _refuse_running(dep)
     prep.image, image_checks, present = _place_image(dep, opts.emulate, sink)
     _report(prep, sink, image_checks)
-    if dep.r.profile.monitoring.prometheus:  # a real image even when emulating: checked (pulled) here, once
+    # a real image even when emulating: checked (pulled) here, once
+    if dep.r.profile.monitoring.prometheus:
         _report(prep, sink, [_prometheus_image(dep, sink)])
     if dep.multi:
         _report(prep, sink, [_api_reachable(dep)])
@@ -98,7 +103,9 @@ def _checked(dep: Deployment, opts: UpOptions, sink: ProgressSink, prep: Prepare
     ulimits = dep.r.profile.service.ulimits_plain()
     per_node = {}
     nodes = [
-        pool.submit(preflight.node_checks, dep, n, prep.image if n in present else None, opts.emulate)
+        pool.submit(
+            preflight.node_checks, dep, n, prep.image if n in present else None, opts.emulate
+        )
         for n in dep.nodes
     ]
     later = pool.submit(_weights_and_memory, dep, opts, prep.image)
@@ -121,11 +128,13 @@ def _checked(dep: Deployment, opts: UpOptions, sink: ProgressSink, prep: Prepare
 
 
 def _edge_check(dep: Deployment) -> Check:
-    """Behind the edge the stack publishes no port: without the edge's proxy nothing (not even `up`'s own
-    readiness probe) could reach it."""
+    """Behind the edge the stack publishes no port: without the edge's proxy nothing (not even
+    `up`'s own readiness probe) could reach it."""
     network = dep.edge_network
     if network and engine.edge_proxy_running(network):
-        return Check("edge", "ok", f"behind the edge: reached through {network}, no host port of its own")
+        return Check(
+            "edge", "ok", f"behind the edge: reached through {network}, no host port of its own"
+        )
     return Check(
         "edge",
         "fail",
@@ -141,7 +150,8 @@ def _report(prep: Prepared, sink: ProgressSink, checks: list) -> None:
 
 
 class PreflightFailed(EngineError):
-    """A preflight check failed: the first one's reason, the rest in details; `failed` names them all."""
+    """A preflight check failed: the first one's reason, the rest in details; `failed` names them
+    all."""
 
     def __init__(self, failed: list[Check]) -> None:
         first = failed[0]
@@ -163,17 +173,28 @@ def _engine_checks(dep: Deployment) -> list[Check]:
 
     def reachable(n: NodeRef) -> str:
         version = engine.engine_info(n.target).get("ServerVersion", "?")
-        return f"Docker {version} at {n.target.label} reachable" if n.member else f"Docker {version} reachable"
+        return (
+            f"Docker {version} at {n.target.label} reachable"
+            if n.member
+            else f"Docker {version} reachable"
+        )
 
-    with ThreadPoolExecutor(max_workers=len(dep.nodes) + 1, thread_name_prefix="preflight-engine") as pool:
-        compose = pool.submit(preflight.attempt, "compose", lambda: f"docker compose {enginecache.compose_version()}")
-        asked = [pool.submit(preflight.attempt, n.named("engine"), functools.partial(reachable, n)) for n in dep.nodes]
+    with ThreadPoolExecutor(
+        max_workers=len(dep.nodes) + 1, thread_name_prefix="preflight-engine"
+    ) as pool:
+        compose = pool.submit(
+            preflight.attempt, "compose", lambda: f"docker compose {enginecache.compose_version()}"
+        )
+        asked = [
+            pool.submit(preflight.attempt, n.named("engine"), functools.partial(reachable, n))
+            for n in dep.nodes
+        ]
         return [*(a.result() for a in asked), compose.result()]
 
 
 def _refuse_running(dep: Deployment) -> None:
-    """Nothing of the stack may run already; probe containers an interrupted earlier `up` of this profile
-    left are removed (the caller holds the profile's lock, so no other run owns them)."""
+    """Nothing of the stack may run already; probe containers an interrupted earlier `up` of this
+    profile left are removed (the caller holds the profile's lock, so no other run owns them)."""
     for n in dep.nodes:
         running = [c for c in engine.project_containers(n.project, n.target) if c.running]
         head = vllm_container(running) if n == dep.head else None
@@ -190,9 +211,12 @@ def _refuse_running(dep: Deployment) -> None:
             engine.remove_container(probe)
 
 
-def _place_image(dep: Deployment, emulate: bool, sink: ProgressSink) -> tuple[str, list[Check], set[NodeRef]]:
-    """The image, a check per node (and the image-digest check), and the nodes that hold the image. With --emulate the
-    emulator image is built on this machine's engine and copied (`docker save | load`): one ID everywhere."""
+def _place_image(
+    dep: Deployment, emulate: bool, sink: ProgressSink
+) -> tuple[str, list[Check], set[NodeRef]]:
+    """The image, a check per node (and the image-digest check), and the nodes that hold the image.
+    With --emulate the emulator image is built on this machine's engine and copied (`docker save |
+    load`): one ID everywhere."""
     image = dep.r.profile.image
     checks: list[Check] = []
     pushed = os.environ.get("COMPOSEGEN_EMULATOR_IMAGE") if emulate else None
@@ -207,15 +231,23 @@ def _place_image(dep: Deployment, emulate: bool, sink: ProgressSink) -> tuple[st
                     engine.copy_image(image, DEFAULT, n.target)
         except ComposegenError as exc:
             hint = f" (hint: {exc.hint})" if exc.hint else ""
-            return image, [Check("image", "fail", f"placing the emulator image: {exc.message}{hint}")], set()
+            return (
+                image,
+                [Check("image", "fail", f"placing the emulator image: {exc.message}{hint}")],
+                set(),
+            )
     ids: dict[str | None, str | None] = {}
     present: set[NodeRef] = set()
     for n in dep.nodes:
 
-        def on_pull(layer: str, status: str, current: int | None, total: int | None, n: NodeRef = n) -> None:
+        def on_pull(
+            layer: str, status: str, current: int | None, total: int | None, n: NodeRef = n
+        ) -> None:
             sink.pull(PullEvent(n.name, image, layer, status, current, total))
 
-        check = preflight.attempt("image", functools.partial(preflight.image_check, image, emulate, n.target, on_pull))
+        check = preflight.attempt(
+            "image", functools.partial(preflight.image_check, image, emulate, n.target, on_pull)
+        )
         where = f" on {n.target.label}" if n.member else ""
         checks.append(Check(n.named("image"), check.status, check.message + where))
         if check.status == "ok":
@@ -232,7 +264,9 @@ def _prometheus_image(dep: Deployment, sink: ProgressSink) -> Check:
     def on_pull(layer: str, status: str, current: int | None, total: int | None) -> None:
         sink.pull(PullEvent(head.name, image, layer, status, current, total))
 
-    check = preflight.attempt("prometheus", lambda: preflight.image_check(image, False, head.target, on_pull))
+    check = preflight.attempt(
+        "prometheus", lambda: preflight.image_check(image, False, head.target, on_pull)
+    )
     return Check("prometheus", check.status, f"monitoring.image: {check.message}")
 
 
@@ -245,7 +279,9 @@ def _same_image(image: str, ids: dict[str | None, str | None]) -> Check:
             f"{image} is not the same image on every node ({listing}); "
             "copy one build everywhere (`docker save IMAGE | docker -H NODE load`) or pin a digest",
         )
-    return Check("image-digest", "ok", f"{image} is {(next(iter(ids.values())) or '')[:19]}… on every node")
+    return Check(
+        "image-digest", "ok", f"{image} is {(next(iter(ids.values())) or '')[:19]}… on every node"
+    )
 
 
 def _api_reachable(dep: Deployment) -> Check:
@@ -261,7 +297,8 @@ def _api_reachable(dep: Deployment) -> Check:
 
 
 def _reclaim(dep: Deployment, prep: Prepared, sink: ProgressSink) -> None:
-    """`--reclaim-shm`: this machine's /dev/shm once (every local node shares it); remote hosts by hand."""
+    """`--reclaim-shm`: this machine's /dev/shm once (every local node shares it); remote hosts by
+    hand."""
     if any(n.target.is_local for n in dep.nodes):
         _report(prep, sink, [preflight.reclaim_shm()])
     prep.warnings += [
@@ -271,9 +308,11 @@ def _reclaim(dep: Deployment, prep: Prepared, sink: ProgressSink) -> None:
     ]
 
 
-def _weights_and_memory(dep: Deployment, opts: UpOptions, image: str) -> tuple[list[Check], bool, list[Check], bool]:
-    """The pinned revision complete in every node's cache (and whether it is), and MemAvailable above the
-    guard's floor (and whether the guard watches), issue 17."""
+def _weights_and_memory(
+    dep: Deployment, opts: UpOptions, image: str
+) -> tuple[list[Check], bool, list[Check], bool]:
+    """The pinned revision complete in every node's cache (and whether it is), and MemAvailable
+    above the guard's floor (and whether the guard watches), issue 17."""
     weights, complete = nodecache.preflight_checks(dep, image, opts.emulate, opts.allow_download)
     memory, guard = memguard.preflight_checks(dep, image)
     return weights, complete, memory, guard

@@ -1,8 +1,9 @@
-"""Waiting for a stack: created → running → port open → /health 200 → /v1/models lists the served name.
+"""Waiting for a stack: created → running → port open → /health 200 → /v1/models lists the served
+name.
 
-HTTP is polled every 0.1 s by us rather than waiting on Docker's healthcheck interval, so readiness is
-seen within a poll of /health first answering 200. The container's state is checked alongside, so an
-exit or restart fails at once instead of at the timeout.
+HTTP is polled every 0.1 s by us rather than waiting on Docker's healthcheck interval, so readiness
+is seen within a poll of /health first answering 200. The container's state is checked alongside, so
+an exit or restart fails at once instead of at the timeout.
 """
 
 from __future__ import annotations
@@ -26,17 +27,23 @@ class Endpoint:
     api_key: str | None = None
 
     def get(self, path: str, timeout: float = 2.0, cap: int = SMALL_REPLY) -> tuple[int, bytes]:
-        """(status, body) within `timeout` seconds in all and `cap` bytes (wire.http), else WireError."""
+        """(status, body) within `timeout` seconds in all and `cap` bytes (wire.http), else
+        WireError."""
         reply = self.peer.get(path, deadline_s=timeout, cap=cap)
         return reply.status, reply.body
 
     @property
     def peer(self) -> Peer:
-        return Peer(self.host, self.port, {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})
+        return Peer(
+            self.host,
+            self.port,
+            {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
+        )
 
     def port_open(self) -> bool:
-        """Something answers HTTP on the port. A bare TCP connect is not enough: docker-proxy accepts
-        on the host port long before the server inside listens, then drops the connection."""
+        """Something answers HTTP on the port. A bare TCP connect is not enough: docker-proxy
+        accepts on the host port long before the server inside listens, then drops the
+        connection."""
         try:
             self.get("/health", timeout=1.0)
             return True
@@ -66,8 +73,9 @@ class StackFailed(Exception):
 
 
 def models_entry(endpoint: Endpoint, served_name: str) -> replies.ModelEntry | None:
-    """The served name's /v1/models entry; None while nothing answers in time. A listing of the wrong
-    shape is a WireError (the peer is not an OpenAI-compatible server), not "not ready yet"."""
+    """The served name's /v1/models entry; None while nothing answers in time. A listing of the
+    wrong shape is a WireError (the peer is not an OpenAI-compatible server), not "not ready
+    yet"."""
     try:
         status, body = endpoint.get("/v1/models")
     except PeerUnreachable:
@@ -75,7 +83,11 @@ def models_entry(endpoint: Endpoint, served_name: str) -> replies.ModelEntry | N
     if status in (401, 403):
         raise Unauthorized(
             f"{endpoint.base_url}/v1/models answered {status}: the server wants an API key "
-            + ("and refused the one composegen sent" if endpoint.api_key else "composegen was not given"),
+            + (
+                "and refused the one composegen sent"
+                if endpoint.api_key
+                else "composegen was not given"
+            ),
             hint="set service.environment.VLLM_API_KEY: ${VLLM_API_KEY} in the profile and export VLLM_API_KEY",
         )
     if status != 200:
@@ -100,7 +112,8 @@ def wait_ready(
     on_phase: Callable[[str, float], None] = lambda phase, t: None,
     on_tick: Callable[[float], None] = lambda t: None,
 ) -> Waited:
-    """`state()` returns (status, exit_code, restart_count) of the container, status "" when absent."""
+    """`state()` returns (status, exit_code, restart_count) of the container, status "" when
+    absent."""
     start = time.monotonic()
     waited = Waited()
     last_state = 0.0
@@ -119,13 +132,17 @@ def wait_ready(
         if now - last_state >= STATE_POLL_S or "running" not in waited.phases:
             last_state = now
             _container_phase(state(), restarts0, reach)
-        if "running" in waited.phases and _api_phase(endpoint, served_name, max_model_len, waited, reach):
+        if "running" in waited.phases and _api_phase(
+            endpoint, served_name, max_model_len, waited, reach
+        ):
             return waited
         on_tick(time.monotonic() - start)
         time.sleep(HTTP_POLL_S)
 
 
-def _container_phase(current: tuple[str, int | None, int], restarts0: list[int], reach: Callable[[str], None]) -> None:
+def _container_phase(
+    current: tuple[str, int | None, int], restarts0: list[int], reach: Callable[[str], None]
+) -> None:
     """Created/running from the container's state; an exit or a restart fails the wait at once."""
     status, exit_code, restarts = current
     if status:
@@ -133,7 +150,9 @@ def _container_phase(current: tuple[str, int | None, int], restarts0: list[int],
     if not restarts0:
         restarts0.append(restarts)
     if status in ("exited", "dead"):
-        raise StackFailed(f"the container exited with code {exit_code} before it was ready", exit_code)
+        raise StackFailed(
+            f"the container exited with code {exit_code} before it was ready", exit_code
+        )
     if status == "restarting" or restarts > restarts0[0]:
         raise StackFailed(f"the container is restarting (exit code {exit_code})", exit_code)
     if status == "running":
@@ -141,7 +160,11 @@ def _container_phase(current: tuple[str, int | None, int], restarts0: list[int],
 
 
 def _api_phase(
-    endpoint: Endpoint, served_name: str, max_model_len: int | None, waited: Waited, reach: Callable[[str], None]
+    endpoint: Endpoint,
+    served_name: str,
+    max_model_len: int | None,
+    waited: Waited,
+    reach: Callable[[str], None],
 ) -> bool:
     """Port open, /health 200, then /v1/models listing the served name; True once ready."""
     if "port open" not in waited.phases and endpoint.port_open():

@@ -1,8 +1,8 @@
-"""The JSON shapes of `up`, `down` and `status` (`composegen schema --report up|down|status`), and the parts
-they hold (a node, a phase's time, a loading engine's stage).
+"""The JSON shapes of `up`, `down` and `status` (`composegen schema --report up|down|status`), and
+the parts they hold (a node, a phase's time, a loading engine's stage).
 
-Keys that only a multi-node stack fills (`nodes`, a container's `node`/`rank`/`engine`) are null for a
-single-node stack.
+Keys that only a multi-node stack fills (`nodes`, a container's `node`/`rank`/`engine`) are null for
+a single-node stack.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class NodeInfo(Report):
 
 
 class LiveIdentity(Report):
-    """What a running container really is: the profile hash it was started from, its image, emulated or not
-    (an evidence bundle's `container`)."""
+    """What a running container really is: the profile hash it was started from, its image, emulated
+    or not (an evidence bundle's `container`)."""
 
     hash: str | None
     image_id: str
@@ -55,8 +55,12 @@ class SleepingStatus(Report):
     """A standby stack's engine asleep (vLLM sleep mode: docs/standby.md)."""
 
     level: int = Field(description="1: weights in host memory; 2: weights discarded")
-    since: str | None = Field(description="when composegen put it to sleep (UTC); null: not by composegen")
-    gpu_gib_held: float | None = Field(description="GPU memory the sleeping engine still holds (its own log line)")
+    since: str | None = Field(
+        description="when composegen put it to sleep (UTC); null: not by composegen"
+    )
+    gpu_gib_held: float | None = Field(
+        description="GPU memory the sleeping engine still holds (its own log line)"
+    )
 
 
 class UpReport(Report):
@@ -69,7 +73,8 @@ class UpReport(Report):
     time_to_ready_s: float | None = None
     detection_latency_s: float | None = None
     ready_before: bool = Field(
-        default=False, description="ready before this command looked: time_to_ready_s is read from the engine's log"
+        default=False,
+        description="ready before this command looked: time_to_ready_s is read from the engine's log",
     )
     endpoint: str = ""
     startup: StartupCheck | None = None  # the startup report (`composegen schema --report startup`)
@@ -86,7 +91,8 @@ class NodeDown(NodeInfo):
 class ShmProbeEntry(Report):
     name: str
     bytes: int
-    pattern: str | None  # shm's leftover pattern the name matches (holders cannot be checked remotely)
+    # shm's leftover pattern the name matches (holders cannot be checked remotely)
+    pattern: str | None
 
 
 class ShmProbe(Report):
@@ -118,11 +124,15 @@ class DownReport(Report):
     removed: list[str]  # containers
     networks: list[str] = Field(default_factory=list)
     nodes: list[NodeDown] | None = None
-    # /dev/shm after the stop: the host's scan (ipc: host), or every node's for a multi-node stack. The
-    # published schema keeps the open object it has always shown (`composegen schema --report down`).
+    # /dev/shm after the stop: the host's scan (ipc: host), or every node's for a multi-node stack.
+    # The
+    # published schema keeps the open object it has always shown (`composegen schema --report
+    # down`).
     shm: Annotated[
         ShmScan | NodesShm | None,
-        WithJsonSchema({"anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}]}),
+        WithJsonSchema(
+            {"anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}]}
+        ),
     ] = None
 
 
@@ -148,26 +158,38 @@ class ContainerStatus(Report):
 
 
 class LoadingStatus(Report):
-    """Where a running engine that does not answer yet is in its start (`status` → endpoint.loading)."""
+    """Where a running engine that does not answer yet is in its start (`status` →
+    endpoint.loading)."""
 
-    stage: str | None = Field(description="the stage's key (see `up --json` phases), null before the first line")
+    stage: str | None = Field(
+        description="the stage's key (see `up --json` phases), null before the first line"
+    )
     label: str | None = None
-    summary: str = Field(description="the stage as shown, with k/N where the engine logs it: `loading weights 3/8`")
+    summary: str = Field(
+        description="the stage as shown, with k/N where the engine logs it: `loading weights 3/8`"
+    )
     done: int | None = None
     total: int | None = None
     elapsed_s: float = Field(description="seconds since the container started")
-    in_start_period: bool = Field(description="still inside startup_timeout (the healthcheck's start_period)")
-    failed: str | None = Field(default=None, description="the engine's failure line, when it logged one")
+    in_start_period: bool = Field(
+        description="still inside startup_timeout (the healthcheck's start_period)"
+    )
+    failed: str | None = Field(
+        default=None, description="the engine's failure line, when it logged one"
+    )
 
 
 class EndpointStatus(Report):
-    url: str | None = None  # http://HOST:PORT the running container publishes; null when it does not run
+    # http://HOST:PORT the running container publishes; null when it does not run
+    url: str | None = None
     healthy: bool | None = None
     served_name: str | None = None
     max_model_len: int | None = None
-    ready: bool | None = None  # composegen's readiness: /health 200 and /v1/models lists the served name
+    # composegen's readiness: /health 200 and /v1/models lists the served name
+    ready: bool | None = None
     loading: LoadingStatus | None = None  # a running engine that does not answer yet: its stage
-    sleeping: SleepingStatus | None = None  # a standby stack asleep: answers /health, serves nothing
+    # a standby stack asleep: answers /health, serves nothing
+    sleeping: SleepingStatus | None = None
 
 
 class NodeStatus(NodeInfo):
@@ -190,7 +212,8 @@ class StackStatus(Report):
         default="pinned", description="the profile's image_policy (local-build: built on the host)"
     )
     unsafe_mounts: list[str] = Field(
-        default_factory=list, description="the profile's service.unsafe_mounts, each 'SOURCE: REASON'"
+        default_factory=list,
+        description="the profile's service.unsafe_mounts, each 'SOURCE: REASON'",
     )
 
 

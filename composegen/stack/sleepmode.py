@@ -1,11 +1,13 @@
-"""vLLM's sleep mode on a running stack, reached only from inside its container (`docker exec` of a small
-python3 client against 127.0.0.1:PORT): the dev routes sleep mode opens are never published (the edge takes
-the stack's port away; the door and the proxy refuse them), so this is the one way in.
+"""vLLM's sleep mode on a running stack, reached only from inside its container (`docker exec` of a
+small python3 client against 127.0.0.1:PORT): the dev routes sleep mode opens are never published
+(the edge takes the stack's port away; the door and the proxy refuse them), so this is the one way
+in.
 
-Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights, POST
-/collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the H200:
-tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in .composegen/standby/NAME.json
-({"level", "since", "residue_gib"}: the engine's own `… GiB memory is still in use.` line) for `status`.
+Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights,
+POST /collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the
+H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
+.composegen/standby/NAME.json ({"level", "since", "residue_gib"}: the engine's own `… GiB memory is
+still in use.` line) for `status`.
 """
 
 from __future__ import annotations
@@ -37,27 +39,42 @@ CLIENT = (
     "print(r.status if hasattr(r, 'status') else r.code)\n"
     "sys.stdout.write(r.read(65536).decode('utf-8', 'replace'))\n"
 )
-RESIDUE_RE = re.compile(r"Sleep mode freed [\d.]+ GiB memory, ([\d.]+) GiB memory is still in use\.")
+RESIDUE_RE = re.compile(
+    r"Sleep mode freed [\d.]+ GiB memory, ([\d.]+) GiB memory is still in use\."
+)
 
 
 @dataclass
 class Asleep:
     level: int
-    since: str | None  # when composegen put it to sleep (privatestate.stamp); None: not by composegen
+    # when composegen put it to sleep (privatestate.stamp); None: not by composegen
+    since: str | None
     residue_gib: float | None  # GPU memory the sleeping engine still holds, from its own log line
 
 
-def _call(ctr: ContainerFacts, port: int, method: str, path: str, body: dict | None, timeout: float) -> tuple[int, str]:
+def _call(
+    ctr: ContainerFacts, port: int, method: str, path: str, body: dict | None, timeout: float
+) -> tuple[int, str]:
     argv = ["python3", "-I", "-c", CLIENT, f"http://127.0.0.1:{port}{path}", method,
             json.dumps(body) if body is not None else ("{}" if method == "POST" else ""), str(timeout)]  # fmt: skip
     code, text = engine.exec_output(ctr, argv, max_bytes=MAX_ANSWER)
     status, _, answer = text.partition("\n")
     if code != 0 or not status.strip().isdigit():
-        raise EngineError(f"{ctr.name}: {method} {path} inside the container failed (exit {code})", details=text[-800:])
+        raise EngineError(
+            f"{ctr.name}: {method} {path} inside the container failed (exit {code})",
+            details=text[-800:],
+        )
     return int(status), answer
 
 
-def _ok(ctr: ContainerFacts, port: int, method: str, path: str, body: dict | None = None, timeout: float = 120) -> str:
+def _ok(
+    ctr: ContainerFacts,
+    port: int,
+    method: str,
+    path: str,
+    body: dict | None = None,
+    timeout: float = 120,
+) -> str:
     status, answer = _call(ctr, port, method, path, body, timeout)
     if status != 200:
         raise EngineError(f"{ctr.name}: {method} {path} answered {status}", details=answer[:800])
@@ -65,9 +82,9 @@ def _ok(ctr: ContainerFacts, port: int, method: str, path: str, body: dict | Non
 
 
 def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | None:
-    """True/False from /is_sleeping; None when the engine has no such route (no sleep mode). No answer after
-    three tries (a loaded engine's exec): None, or with STRICT an EngineError — a switch must not take a
-    sleeping engine for an awake one."""
+    """True/False from /is_sleeping; None when the engine has no such route (no sleep mode). No
+    answer after three tries (a loaded engine's exec): None, or with STRICT an EngineError — a
+    switch must not take a sleeping engine for an awake one."""
     for attempt in range(3):
         try:
             status, answer = _call(ctr, port, "GET", "/is_sleeping", None, 10)
@@ -78,7 +95,9 @@ def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | 
         value = doc.get("is_sleeping") if isinstance(doc, dict) else None
         return value if isinstance(value, bool) else None
     if strict:
-        raise EngineError(f"{ctr.name}: cannot tell whether the engine sleeps (/is_sleeping did not answer)")
+        raise EngineError(
+            f"{ctr.name}: cannot tell whether the engine sleeps (/is_sleeping did not answer)"
+        )
     return None
 
 
@@ -86,7 +105,9 @@ def _record(project: Project, name: str) -> Path:
     return privatestate.state_dir(project, "standby") / f"{name}.json"
 
 
-def sleep(project: Project, r: Resolved, ctr: ContainerFacts, level: int, mode: str = "wait") -> Asleep:
+def sleep(
+    project: Project, r: Resolved, ctr: ContainerFacts, level: int, mode: str = "wait"
+) -> Asleep:
     """Put R's engine to sleep; the record says level, when and the residue it logged."""
     port = r.profile.service.port.container
     _ok(ctr, port, "POST", f"/sleep?level={level}&mode={mode}", timeout=600)
@@ -109,15 +130,20 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
     return time.monotonic() - started
 
 
-def state(project: Project, r: Resolved, ctr: ContainerFacts, strict: bool = False) -> Asleep | None:
-    """R's engine asleep (with what composegen recorded), or None when it is awake or has no sleep mode."""
+def state(
+    project: Project, r: Resolved, ctr: ContainerFacts, strict: bool = False
+) -> Asleep | None:
+    """R's engine asleep (with what composegen recorded), or None when it is awake or has no sleep
+    mode."""
     port = r.profile.service.port.container
     if r.profile.standby is None or not ctr.running or not is_sleeping(ctr, port, strict):
         return None
     doc: dict = privatestate.read_json(_record(project, r.name), {})
     level = doc["level"] if doc.get("level") in (1, 2) else r.profile.standby.level
     since = doc.get("since") if isinstance(doc.get("since"), str) else None
-    residue = doc.get("residue_gib") if isinstance(doc.get("residue_gib"), int | float) else _residue(ctr)
+    residue = (
+        doc.get("residue_gib") if isinstance(doc.get("residue_gib"), int | float) else _residue(ctr)
+    )
     return Asleep(level=int(level), since=since, residue_gib=residue)
 
 

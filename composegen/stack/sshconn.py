@@ -1,15 +1,16 @@
 """ssh:// engines through one long-lived ssh connection per node, as a local unix socket.
 
-The docker SDK's own ssh support runs a new `ssh … docker system dial-stdio` for every API call, adds
-`-p 22` to a URL without a port (so `Port` in ~/.ssh/config is ignored) and reads the pipe without a
-deadline. Instead, composegen runs one `ssh -N` per node for the whole command, forwarding a private
-local socket to the node's engine socket; every API call and `docker compose` then uses that socket with
-ordinary timeouts, and the ssh process is stopped and reaped when the command ends.
+The docker SDK's own ssh support runs a new `ssh … docker system dial-stdio` for every API call,
+adds `-p 22` to a URL without a port (so `Port` in ~/.ssh/config is ignored) and reads the pipe
+without a deadline. Instead, composegen runs one `ssh -N` per node for the whole command, forwarding
+a private local socket to the node's engine socket; every API call and `docker compose` then uses
+that socket with ordinary timeouts, and the ssh process is stopped and reaped when the command ends.
 
-The remote engine's address is what DOCKER_HOST says in the node's ssh session (so ~/.ssh/environment
-is honoured, as `docker -H ssh://` does), else /var/run/docker.sock. ssh runs with BatchMode (never a
-prompt), a connect timeout and keep-alives; its own failure line is kept and classified for the hint.
-COMPOSEGEN_SSH_CONFIG names an ssh config file to use instead of ~/.ssh/config (`ssh -F`).
+The remote engine's address is what DOCKER_HOST says in the node's ssh session (so
+~/.ssh/environment is honoured, as `docker -H ssh://` does), else /var/run/docker.sock. ssh runs
+with BatchMode (never a prompt), a connect timeout and keep-alives; its own failure line is kept and
+classified for the hint. COMPOSEGEN_SSH_CONFIG names an ssh config file to use instead of
+~/.ssh/config (`ssh -F`).
 """
 
 from __future__ import annotations
@@ -59,9 +60,15 @@ class SshDestination:
 
 
 def split_url(url: str) -> tuple[str, int | None, str | None]:
-    """ssh://[user@]host[:port] -> (host, port or None, user or None). Anything else is bad input."""
+    """ssh://[user@]host[:port] -> (host, port or None, user or None). Anything else is bad
+    input."""
     parts = urlsplit(url)
-    if parts.scheme != "ssh" or not parts.hostname or parts.hostname.startswith("-") or parts.path not in ("", "/"):
+    if (
+        parts.scheme != "ssh"
+        or not parts.hostname
+        or parts.hostname.startswith("-")
+        or parts.path not in ("", "/")
+    ):
         raise BadInput(f"{url!r}: expected ssh://[user@]host[:port]")
     try:
         port = parts.port
@@ -90,7 +97,8 @@ def _base_argv(url: str) -> list[str]:
 
 
 def resolve(url: str) -> SshDestination:
-    """`ssh -G`: the effective host, user and port for an alias, read the way ssh itself reads them."""
+    """`ssh -G`: the effective host, user and port for an alias, read the way ssh itself reads
+    them."""
     argv = _base_argv(url)
     argv.insert(1, "-G")
     try:
@@ -115,7 +123,11 @@ def classify(stderr: str) -> tuple[str, str]:
 
 
 def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("Warning:")]
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("Warning:")
+    ]
     return lines[-1] if lines else "(ssh printed nothing)"
 
 
@@ -125,7 +137,8 @@ class Tunnel:
     def __init__(self, url: str):
         self.url = url
         self.dest = resolve(url)
-        self._dir = Path(tempfile.mkdtemp(prefix="composegen-ssh-"))  # 0700: the socket is only ours
+        # 0700: the socket is only ours
+        self._dir = Path(tempfile.mkdtemp(prefix="composegen-ssh-"))
         self.socket = self._dir / "docker.sock"
         self._proc: subprocess.Popen[bytes] | None = None
         self._open()
@@ -133,10 +146,13 @@ class Tunnel:
     def _fail(self, what: str, stderr: str) -> EngineError:
         kind, hint = classify(stderr)
         where = f"{self.dest.user}@{self.dest.hostname}:{self.dest.port}"
-        return EngineError(f"ssh to {self.url} ({where}) failed ({kind}): {_last_line(stderr)}{what}", hint=hint)
+        return EngineError(
+            f"ssh to {self.url} ({where}) failed ({kind}): {_last_line(stderr)}{what}", hint=hint
+        )
 
     def _remote_engine(self) -> str:
-        """The node's engine as its ssh session sees it (DOCKER_HOST from ~/.ssh/environment, or the default)."""
+        """The node's engine as its ssh session sees it (DOCKER_HOST from ~/.ssh/environment, or the
+        default)."""
         argv = [*_base_argv(self.url), 'printf %s "${DOCKER_HOST:-}"']
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=CONNECT_TIMEOUT_S + 5,
@@ -151,7 +167,9 @@ class Tunnel:
         if remote.startswith("tcp://"):
             parts = urlsplit(remote)
             return f"{parts.hostname}:{parts.port or 2375}"
-        raise EngineError(f"{self.url}: the node's DOCKER_HOST is {remote!r}; composegen forwards unix:// and tcp://")
+        raise EngineError(
+            f"{self.url}: the node's DOCKER_HOST is {remote!r}; composegen forwards unix:// and tcp://"
+        )
 
     def _open(self) -> None:
         remote = self._remote_engine()
@@ -163,12 +181,16 @@ class Tunnel:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S + 5
         while not self.socket.exists():
             if self._proc.poll() is not None:
-                stderr = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                stderr = (
+                    self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                )
                 self._proc = None
                 raise self._fail(" while forwarding the engine socket", stderr)
             if time.monotonic() > deadline:
                 self.close()
-                raise self._fail("", f"Connection timed out: no forwarded socket after {CONNECT_TIMEOUT_S + 5} s")
+                raise self._fail(
+                    "", f"Connection timed out: no forwarded socket after {CONNECT_TIMEOUT_S + 5} s"
+                )
             time.sleep(0.02)
 
     @property
@@ -197,7 +219,8 @@ _tunnels: dict[str, Tunnel] = {}
 
 
 def local_url(url: str) -> str:
-    """The unix:// URL that reaches an ssh:// engine (one tunnel per URL for this process); other URLs as given."""
+    """The unix:// URL that reaches an ssh:// engine (one tunnel per URL for this process); other
+    URLs as given."""
     if not url.startswith("ssh://"):
         return url
     tunnel = _tunnels.get(url)

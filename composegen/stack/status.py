@@ -3,9 +3,9 @@
 
 A profile asked for by name is asked on every node of its deployment (one node for a single-node
 profile); without a name, every composegen stack the local engine shows (containers by their
-io.composegen.profile label, and compose networks of `composegen-*` projects whose containers are gone).
-A node that cannot be reached shows as a container row with state "unreachable" (name null), a
-multi-node node with no container as "missing".
+io.composegen.profile label, and compose networks of `composegen-*` projects whose containers are
+gone). A node that cannot be reached shows as a container row with state "unreachable" (name null),
+a multi-node node with no container as "missing".
 
 drift: in-sync only when the running container's hash label equals both out/'s header hash and the
 hash the profile resolves to now; otherwise drifted, `newer` saying which side moved (out, running,
@@ -54,10 +54,16 @@ def drift(project: Project, key: str, profile_hash: str | None, ctr: ContainerFa
         return Drift(state="unknown", running=running, out=None, profile=profile_hash)
     if current != running:
         out_mtime = project.out_path(key).stat().st_mtime
-        newer: Literal["out", "running"] = "out" if ctr.started_at is None or out_mtime > ctr.started_at else "running"
-        return Drift(state="drifted", running=running, out=current, newer=newer, profile=profile_hash)
+        newer: Literal["out", "running"] = (
+            "out" if ctr.started_at is None or out_mtime > ctr.started_at else "running"
+        )
+        return Drift(
+            state="drifted", running=running, out=current, newer=newer, profile=profile_hash
+        )
     if profile_hash is not None and profile_hash != running:
-        return Drift(state="drifted", running=running, out=current, newer="profile", profile=profile_hash)
+        return Drift(
+            state="drifted", running=running, out=current, newer="profile", profile=profile_hash
+        )
     return Drift(state="in-sync", running=running, out=current, profile=profile_hash)
 
 
@@ -78,7 +84,11 @@ def stack_status(project: Project, name: str | None = None) -> StatusReport:
         r = _load(project, profile)
         if r is None and name is not None:
             ctrs = [c for c in engine.composegen_containers() if c.profile == name]
-        entry = deployment_status(placement.deployment(project, r)) if r else _label_status(project, profile, ctrs)
+        entry = (
+            deployment_status(placement.deployment(project, r))
+            if r
+            else _label_status(project, profile, ctrs)
+        )
         if entry is not None:
             stacks.append(entry)
     return StatusReport(stacks=stacks)
@@ -99,7 +109,8 @@ def _profile_of_project(project: Project, compose_project: str) -> str:
 
 
 def deployment_status(dep: Deployment) -> StackStatus | None:
-    """One stack, asked on every node's engine; None for a single-node stack with nothing on the engine."""
+    """One stack, asked on every node's engine; None for a single-node stack with nothing on the
+    engine."""
     containers: list[ContainerStatus] = []
     nodes: list[NodeStatus] = []
     networks: list[str] = []
@@ -107,14 +118,18 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
     for n in dep.nodes:
         info = NodeStatus.of(n)
         try:
-            ctrs = [c for c in engine.project_containers(n.project, n.target) if c.service == "vllm"]
+            ctrs = [
+                c for c in engine.project_containers(n.project, n.target) if c.service == "vllm"
+            ]
             networks += [x.name for x in engine.project_networks(n.project, n.target)]
         except ComposegenError as exc:
             info.reachable, info.error = False, exc.message
             containers.append(_placeholder("unreachable", n))
             nodes.append(info)
             continue
-        containers += [_container(c, n) for c in ctrs] or ([_placeholder("missing", n)] if dep.multi else [])
+        containers += [_container(c, n) for c in ctrs] or (
+            [_placeholder("missing", n)] if dep.multi else []
+        )
         if ctrs:
             info.drift = drift(dep.project, n.key, dep.r.hash, ctrs[0])
             head = ctrs[0] if n == dep.head else head
@@ -124,14 +139,19 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
     drifts = [x.drift for x in nodes if x.drift]
     overall = next((d for d in drifts if d.state == "drifted"), drifts[0] if drifts else None)
     ep = dep.endpoint()
-    if head is not None and head.host_port and not dep.multi:  # what the container publishes, even if drifted
+    # what the container publishes, even if drifted
+    if head is not None and head.host_port and not dep.multi:
         ep = readiness.Endpoint(ep.host, head.host_port, ep.api_key)
     return StackStatus(
         profile=dep.name,
         project=dep.head.project,
         containers=containers,
         endpoint=_asleep(
-            dep, head, _endpoint(ep, head, dep.r.profile.model.served_name, dep.r.profile.service.startup_timeout)
+            dep,
+            head,
+            _endpoint(
+                ep, head, dep.r.profile.model.served_name, dep.r.profile.service.startup_timeout
+            ),
         ),
         drift=overall or Drift(state="unknown", running=None, out=None, profile=dep.r.hash),
         nodes=nodes if dep.multi else None,
@@ -142,7 +162,8 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
 
 
 def _asleep(dep: Deployment, head: ContainerFacts | None, ep: EndpointStatus) -> EndpointStatus:
-    """A standby stack's engine asleep answers /health and lists its model, but serves nothing: not ready."""
+    """A standby stack's engine asleep answers /health and lists its model, but serves nothing: not
+    ready."""
     if head is None or dep.r.profile.standby is None or not ep.healthy:
         return ep
     found = sleepmode.state(dep.project, dep.r, head)
@@ -165,19 +186,25 @@ def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) ->
         project=head.project if head else profile,
         containers=[_container(c, None) for c in ctrs],
         endpoint=_endpoint(ep, head, head.served_name if head else None),
-        drift=drift(project, profile, None, head) if head else Drift(state="unknown", running=None, out=None),
+        drift=drift(project, profile, None, head)
+        if head
+        else Drift(state="unknown", running=None, out=None),
         networks=networks,
     )
 
 
 def _endpoint(
-    ep: readiness.Endpoint | None, head: ContainerFacts | None, served: str | None, timeout: float | None = None
+    ep: readiness.Endpoint | None,
+    head: ContainerFacts | None,
+    served: str | None,
+    timeout: float | None = None,
 ) -> EndpointStatus:
     if ep is None or head is None or not head.running:
         return EndpointStatus()
     try:
         model = readiness.models_entry(ep, served or "")
-    except readiness.Unauthorized:  # status reports what it sees; a keyed API without our key lists nothing
+    # status reports what it sees; a keyed API without our key lists nothing
+    except readiness.Unauthorized:
         model = None
     healthy = readiness.health_ok(ep)
     return EndpointStatus(
@@ -216,15 +243,31 @@ class _Where(TypedDict, total=False):
 
 
 def _where(n: NodeRef | None) -> _Where:
-    return _Where(node=n.name, rank=n.rank, engine=n.target.label) if n is not None and n.member else _Where()
+    return (
+        _Where(node=n.name, rank=n.rank, engine=n.target.label)
+        if n is not None and n.member
+        else _Where()
+    )
 
 
-# Left out first to last when a terminal is narrower than the table (the profile, state and API stay).
-NARROW_DROP = ("RESTARTS", "UPTIME", "MAX_LEN", "DRIFT", "HEALTH", "CONTAINER", "NODE", "MODEL", "ENDPOINT")
+# Left out first to last when a terminal is narrower than the table (the profile, state and API
+# stay).
+NARROW_DROP = (
+    "RESTARTS",
+    "UPTIME",
+    "MAX_LEN",
+    "DRIFT",
+    "HEALTH",
+    "CONTAINER",
+    "NODE",
+    "MODEL",
+    "ENDPOINT",
+)
 
 
 def format_text(report: StatusReport, width: int | None = None) -> str:
-    """The table (every column when `width` is None: piped; else only what fits, see output.table)."""
+    """The table (every column when `width` is None: piped; else only what fits, see
+    output.table)."""
     if not report.stacks:
         return "no composegen stacks on this engine\n"
     rows, notes = [], []
@@ -232,31 +275,54 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
     for s in report.stacks:
         rows += [_row(s, c, multi) for c in s.containers]
         notes += [
-            f"{s.profile}: node {n.name} ({n.engine}) unreachable: {n.error}" for n in s.nodes or [] if not n.reachable
+            f"{s.profile}: node {n.name} ({n.engine}) unreachable: {n.error}"
+            for n in s.nodes or []
+            if not n.reachable
         ]
         notes += [f"{s.profile}: unsafe mount (service.unsafe_mounts) {m}" for m in s.unsafe_mounts]
         if s.image_policy != "pinned":
-            notes.append(f"{s.profile}: image not pinned by digest (image_policy: {s.image_policy})")
+            notes.append(
+                f"{s.profile}: image not pinned by digest (image_policy: {s.image_policy})"
+            )
         if s.networks and not any(c.name for c in s.containers):
             notes.append(
                 f"{s.profile}: network {', '.join(s.networks)} left without its containers; "
                 f"`composegen down {s.profile}` removes it"
             )
-    header = ["PROFILE", *(["NODE"] if multi else []), "CONTAINER", "STATE", "HEALTH", "RESTARTS", "UPTIME"]
+    header = [
+        "PROFILE",
+        *(["NODE"] if multi else []),
+        "CONTAINER",
+        "STATE",
+        "HEALTH",
+        "RESTARTS",
+        "UPTIME",
+    ]
     header += ["ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
     if width:  # sentences: folded at words under a terminal's width, never cut
         import textwrap
 
-        notes = [textwrap.fill(n, width, subsequent_indent="  ", break_on_hyphens=False) for n in notes]
-    return (table(rows, header, width=width, drop=NARROW_DROP) if rows else "") + "".join(f"{n}\n" for n in notes)
+        notes = [
+            textwrap.fill(n, width, subsequent_indent="  ", break_on_hyphens=False) for n in notes
+        ]
+    return (table(rows, header, width=width, drop=NARROW_DROP) if rows else "") + "".join(
+        f"{n}\n" for n in notes
+    )
 
 
 def _row(s: StackStatus, c: ContainerStatus, multi: bool) -> list[str]:
     ep, d = s.endpoint, s.drift
-    api = loadstate.api_text(ep.healthy, ep.served_name, ep.loading)  # never "unhealthy" while it loads
+    # never "unhealthy" while it loads
+    api = loadstate.api_text(ep.healthy, ep.served_name, ep.loading)
     if ep.sleeping is not None:
-        held = f", {ep.sleeping.gpu_gib_held:g} GiB held" if ep.sleeping.gpu_gib_held is not None else ""
-        api = f"asleep L{ep.sleeping.level}{held}" + (f" since {ep.sleeping.since}" if ep.sleeping.since else "")
+        held = (
+            f", {ep.sleeping.gpu_gib_held:g} GiB held"
+            if ep.sleeping.gpu_gib_held is not None
+            else ""
+        )
+        api = f"asleep L{ep.sleeping.level}{held}" + (
+            f" since {ep.sleeping.since}" if ep.sleeping.since else ""
+        )
     drift_text = d.state if d.state != "drifted" else f"drifted ({d.newer} is newer)"
     node = [f"{c.node} (rank {c.rank})" if c.node is not None else "-"] if multi else []
     return [

@@ -1,8 +1,8 @@
-"""Where an engine answers, and Docker's timestamps: the plain-data half of the engine room (no docker import,
-no `docker` command: a context's URL is read by engine.target_url).
+"""Where an engine answers, and Docker's timestamps: the plain-data half of the engine room (no
+docker import, no `docker` command: a context's URL is read by engine.target_url).
 
-A `Target` is a DOCKER_HOST-style URL (unix://, tcp://, ssh://), a docker context name, or neither — the
-default engine (DOCKER_HOST or the local socket).
+A `Target` is a DOCKER_HOST-style URL (unix://, tcp://, ssh://), a docker context name, or neither —
+the default engine (DOCKER_HOST or the local socket).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ DEFAULT = Target()
 
 
 def docker_time(stamp: str) -> float | None:
-    """Epoch seconds of a Docker RFC 3339 timestamp (nanoseconds cut to micro); None for Docker's zero time."""
+    """Epoch seconds of a Docker RFC 3339 timestamp (nanoseconds cut to micro); None for Docker's
+    zero time."""
     if not stamp or stamp.startswith("0001"):
         return None
     return datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()

@@ -1,9 +1,9 @@
-"""`up` of a deployment (every node; one for a single-node profile): under the profile's lock, prepare
-(prepare.py), `docker compose up` on the workers then the head, wait for ready (watch.py), and summarise
-from the head's own startup log. A failure names the node and shows its last log lines; with
---down-on-failure only the containers THIS run started are removed. Ctrl-C at any moment exits 130 and
-says what the run left and how to stop it (`Run.interrupted`); SIGTERM and SIGHUP (a closed terminal, a
-service manager stopping the job) say the same and exit 143 and 129.
+"""`up` of a deployment (every node; one for a single-node profile): under the profile's lock,
+prepare (prepare.py), `docker compose up` on the workers then the head, wait for ready (watch.py),
+and summarise from the head's own startup log. A failure names the node and shows its last log
+lines; with --down-on-failure only the containers THIS run started are removed. Ctrl-C at any moment
+exits 130 and says what the run left and how to stop it (`Run.interrupted`); SIGTERM and SIGHUP (a
+closed terminal, a service manager stopping the job) say the same and exit 143 and 129.
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ class Run:
         notes = []
         for n in self.dep.nodes:
             if n in self.started:  # a node this run never started anything on is not touched
-                notes += [f"{n.label}: {note}" if n.member else note for note in self._teardown_node(n, grace)]
+                notes += [
+                    f"{n.label}: {note}" if n.member else note
+                    for note in self._teardown_node(n, grace)
+                ]
         return notes
 
     def _teardown_node(self, n: NodeRef, grace: int) -> list[str]:
@@ -69,7 +72,8 @@ class Run:
         return []
 
     def leftovers(self) -> list[str]:
-        """Containers and networks of the stack on every node (probe containers of this run are removed)."""
+        """Containers and networks of the stack on every node (probe containers of this run are
+        removed)."""
         left = []
         for n in self.dep.nodes:
             where = f" on {n.name}" if n.member else ""
@@ -77,9 +81,12 @@ class Run:
                 for probe in engine.probe_containers(self.dep.name, n.target):
                     engine.remove_container(probe)
                 left += [
-                    f"container {c.name} ({c.state}){where}" for c in engine.project_containers(n.project, n.target)
+                    f"container {c.name} ({c.state}){where}"
+                    for c in engine.project_containers(n.project, n.target)
                 ]
-                left += [f"network {x.name}{where}" for x in engine.project_networks(n.project, n.target)]
+                left += [
+                    f"network {x.name}{where}" for x in engine.project_networks(n.project, n.target)
+                ]
             except ComposegenError as exc:
                 left.append(f"unknown{where} ({exc.message})")
         return left
@@ -95,16 +102,26 @@ class Run:
                 f"stop: `composegen down {name}`",
             )
         if self.phase == "lock":
-            return Interrupted(f"interrupted while waiting for another run of {name}; this run started nothing")
+            return Interrupted(
+                f"interrupted while waiting for another run of {name}; this run started nothing"
+            )
         try:
             left = self.leftovers()
         except KeyboardInterrupt:
             left = ["unknown (interrupted again while looking)"]
-        doing = {"preflight": "during preflight of", "compose up": "while starting", "down": "while removing"}
+        doing = {
+            "preflight": "during preflight of",
+            "compose up": "while starting",
+            "down": "while removing",
+        }
         message = f"interrupted {doing.get(self.phase, 'during')} {name}; " + (
             f"left: {', '.join(left)}" if left else "nothing of it is left on the engine"
         )
-        hint = f"remove it: `composegen down {name}`; start again: {again}" if left else f"start again: {again}"
+        hint = (
+            f"remove it: `composegen down {name}`; start again: {again}"
+            if left
+            else f"start again: {again}"
+        )
         return Interrupted(message, hint=hint)
 
 
@@ -166,18 +183,25 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
     run.phase = "compose up"
     sink.phase("starting", 0.0)
     started = time.monotonic()
-    for n in [*dep.nodes[1:], dep.head]:  # workers first: the head's rendezvous waits for them anyway
+    # workers first: the head's rendezvous waits for them anyway
+    for n in [*dep.nodes[1:], dep.head]:
         run.started.setdefault(n, set())
         try:
-            nodecache.with_offline(dep.stack(n, emulated=opts.emulate), dep.project, dep.r, n.name).up()
+            nodecache.with_offline(
+                dep.stack(n, emulated=opts.emulate), dep.project, dep.r, n.name
+            ).up()
         except EngineError as exc:
-            if "rlimit" in exc.message.lower():  # the engine's ceiling changed since preflight's record
+            # the engine's ceiling changed since preflight's record
+            if "rlimit" in exc.message.lower():
                 enginecache.forget_rlimits(n.target)
             run.record(n)
-            notes = run.teardown(grace=1)  # a failed `compose up` can leave its network or a created container
+            # a failed `compose up` can leave its network or a created container
+            notes = run.teardown(grace=1)
             where = f"{n.label}: " if n.member else ""
             left = "; ".join(notes) if notes else "what this run started was removed"
-            raise EngineError(f"{dep.name}: {where}{exc.message}; {left}", details=exc.details) from None
+            raise EngineError(
+                f"{dep.name}: {where}{exc.message}; {left}", details=exc.details
+            ) from None
         run.record(n)
     if not opts.wait:
         return report
@@ -188,7 +212,8 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
         waited = watcher.wait(opts.timeout or dep.r.profile.service.startup_timeout)
     except (EngineError, readiness.StackFailed, TimeoutError, watch.NodeFailed) as exc:
         if guard is not None:
-            guard.check()  # the guard stopped the stack: say why (exit 3), not what the stop looked like
+            # the guard stopped the stack: say why (exit 3), not what the stop looked like
+            guard.check()
         raise _failed(dep, run, watcher, exc, opts) from None
     finally:
         if guard is not None:
@@ -200,16 +225,22 @@ def attach(
     dep: Deployment, sink: ProgressSink, timeout: float | None = None, *, ready_before: bool = False
 ) -> UpReport:
     """Wait for a stack another command started (e.g. `up --no-wait`) with the same progress, and
-    summarise it like `up` does. Times count from the head container's start; for a stack that was ready
-    before (`ready_before`), its time to ready is when its engine said so, not when this command looked."""
+    summarise it like `up` does. Times count from the head container's start; for a stack that was
+    ready before (`ready_before`), its time to ready is when its engine said so, not when this
+    command looked."""
     watcher = watch.Watcher(dep, sink)
     head = watcher.container(dep.head)
     if head is None:
-        again = f"{dep.name}{' --emulate' * dep.override_path(dep.head).is_file()}"  # up --emulate wrote it
+        # up --emulate wrote it
+        again = f"{dep.name}{' --emulate' * dep.override_path(dep.head).is_file()}"
         raise EngineError(f"{dep.name} is not started", hint=f"`composegen up {again}` first")
     elapsed = max(0.0, time.time() - head.started_at) if head.started_at else 0.0
     sink.phase("starting", elapsed)
-    budget = timeout if timeout is not None else max(1.0, dep.r.profile.service.startup_timeout - elapsed)
+    budget = (
+        timeout
+        if timeout is not None
+        else max(1.0, dep.r.profile.service.startup_timeout - elapsed)
+    )
     started = time.monotonic() - elapsed
     guard = memguard.watch_when_on(dep, head.image_id)
     try:
@@ -235,14 +266,23 @@ def attach(
         nodes=[NodeInfo.of(n) for n in dep.nodes] if dep.multi else None,
     )
     report = finish(report, dep.r, watcher.container(dep.head), waited, started)
-    if ready_before and report.time_to_ready_s is not None and report.detection_latency_s is not None:
+    if (
+        ready_before
+        and report.time_to_ready_s is not None
+        and report.detection_latency_s is not None
+    ):
         report.time_to_ready_s = round(report.time_to_ready_s - report.detection_latency_s, 3)
-        report.detection_latency_s, report.ready_before = None, True  # nothing was polled for: no latency
+        # nothing was polled for: no latency
+        report.detection_latency_s, report.ready_before = None, True
     return report
 
 
 def finish(
-    report: UpReport, r: Resolved, ctr: ContainerFacts | None, waited: readiness.Waited, started: float
+    report: UpReport,
+    r: Resolved,
+    ctr: ContainerFacts | None,
+    waited: readiness.Waited,
+    started: float,
 ) -> UpReport:
     """Fill the ready summary from the head container's own startup log."""
     report.phases = [PhaseTime(phase=k, seconds=v) for k, v in waited.phases.items()]
@@ -253,26 +293,31 @@ def finish(
 
 
 def startup_check(r: Resolved, ctr: ContainerFacts) -> StartupCheck:
-    """The head's startup report, with the profile's flags compared against what the engine ran with."""
+    """The head's startup report, with the profile's flags compared against what the engine ran
+    with."""
     return checked_startup(r, startup.parse_startup_log(engine.logs(ctr)))
 
 
 def checked_startup(r: Resolved, parsed: StartupReport) -> StartupCheck:
-    """A parsed startup report (a running head's, or `startup --log`'s) with `mismatches`: profile flags whose
-    effective value differs from the engine's own `non-default args` line; null when the log has no such line
-    (nothing to compare is not "no mismatch")."""
+    """A parsed startup report (a running head's, or `startup --log`'s) with `mismatches`: profile
+    flags whose effective value differs from the engine's own `non-default args` line; null when the
+    log has no such line (nothing to compare is not "no mismatch")."""
     return StartupCheck(**dict(parsed), mismatches=_mismatches(r, parsed.effective_args))
 
 
 def _mismatches(r: Resolved, args: dict[str, Any] | None) -> list[Mismatch] | None:
     if args is None:
         return None
-    return [Mismatch.model_validate(m) for m in startup.mismatches(r.engine_flags(), args, r.catalog)]
+    return [
+        Mismatch.model_validate(m) for m in startup.mismatches(r.engine_flags(), args, r.catalog)
+    ]
 
 
-def _failed(dep: Deployment, run: Run | None, watcher: watch.Watcher, exc: Exception, opts: UpOptions) -> EngineError:
-    """The failure of a wait: the node to blame (a dead worker even when the head failed next), its last
-    log lines (and the head's end when a worker is blamed), and what became of the stack."""
+def _failed(
+    dep: Deployment, run: Run | None, watcher: watch.Watcher, exc: Exception, opts: UpOptions
+) -> EngineError:
+    """The failure of a wait: the node to blame (a dead worker even when the head failed next), its
+    last log lines (and the head's end when a worker is blamed), and what became of the stack."""
     blamed, message = _blame(dep, watcher, exc)
     tails = []
     for n in sorted(dep.nodes, key=lambda n: n != blamed):  # the blamed node's log first
@@ -285,7 +330,8 @@ def _failed(dep: Deployment, run: Run | None, watcher: watch.Watcher, exc: Excep
         left = f"left as it is: `composegen logs {dep.name}`, `composegen down {dep.name}`"
     where = f"{blamed.label}: " if blamed.member else ""
     return EngineError(
-        f"{dep.name}: {where}{message}; the stack was {left}", details="\n".join(t for t in tails if t) or None
+        f"{dep.name}: {where}{message}; the stack was {left}",
+        details="\n".join(t for t in tails if t) or None,
     )
 
 

@@ -1,7 +1,8 @@
 """Waiting for a deployment to be ready, with live progress: the head's container state and API
-(readiness.wait_ready), every worker's container (a dead worker fails the wait and is named), and every
-node's log lines streamed to the progress sink as they are written (one follower thread per container;
-events are delivered on the waiting thread). `up` and `attach` (an already-starting stack) share it.
+(readiness.wait_ready), every worker's container (a dead worker fails the wait and is named), and
+every node's log lines streamed to the progress sink as they are written (one follower thread per
+container; events are delivered on the waiting thread). `up` and `attach` (an already-starting
+stack) share it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from composegen.stack.targets import docker_time
 from composegen.vllm.stages import is_ready_line
 
 WORKER_POLL_S = 0.5
-# The engine logs `Application startup complete.` before it answers, but Docker's log stream can hand the line
+# The engine logs `Application startup complete.` before it answers, but Docker's log stream can
+# hand the line
 # over later than /health answers (seconds on a loaded engine): the wait for it is bounded by this.
 READY_LINE_GRACE_S = 5.0
 
@@ -67,7 +69,8 @@ class _Followers:
 
 
 class Watcher:
-    """The containers of one deployment as the wait finds them (each looked up once, then inspected)."""
+    """The containers of one deployment as the wait finds them (each looked up once, then
+    inspected)."""
 
     def __init__(self, dep: Deployment, sink: ProgressSink) -> None:
         self.dep, self.sink = dep, sink
@@ -129,8 +132,10 @@ class Watcher:
             answered = True
             return waited
         finally:
-            # let the followers hand over what was logged up to now: on success, every line up to the ready
-            # line (the stages between the last poll and /health 200 are in the engine's log, not yet ours)
+            # let the followers hand over what was logged up to now: on success, every line up to
+            # the ready
+            # line (the stages between the last poll and /health 200 are in the engine's log, not
+            # yet ours)
             if not (answered and self.followers.ready_line.wait(READY_LINE_GRACE_S)):
                 time.sleep(0.05)
             self.followers.drain(self.sink)

@@ -1,4 +1,5 @@
-"""What composegen knows of vLLM: its flag catalog, its startup log (startup.py, startup_rules.py, stages.py)."""
+"""What composegen knows of vLLM: its flag catalog, its startup log (startup.py, startup_rules.py,
+stages.py)."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [

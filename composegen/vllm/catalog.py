@@ -1,9 +1,10 @@
 """The `vllm serve` flag catalog of a pinned vLLM version: lookup, value checks, argv building.
 
-The one reader of the catalogs (composegen/vllm/data/vllm-<version>-serve-flags.json, read off vLLM's own
-argument parser): profiles, the startup mismatch check and the compose diff all go through load_catalog.
-Profiles spell flags exactly as the catalog's first long option, without the dashes; vLLM's parser would
-also take abbreviations and underscores, we do not (a typo must fail here, not become another flag).
+The one reader of the catalogs (composegen/vllm/data/vllm-<version>-serve-flags.json, read off
+vLLM's own argument parser): profiles, the startup mismatch check and the compose diff all go
+through load_catalog. Profiles spell flags exactly as the catalog's first long option, without the
+dashes; vLLM's parser would also take abbreviations and underscores, we do not (a typo must fail
+here, not become another flag).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ _OPTIONAL_TYPES = {
     "max-num-queued-reqs": "int",
     "max-num-queued-tokens": "int",
 }
-# `_optional_type` flags whose help in serve-help-all.txt says "Should either be a valid JSON string".
+# `_optional_type` flags whose help in serve-help-all.txt says "Should either be a valid JSON
+# string".
 _OPTIONAL_JSON = {
     "pooler-config",
     "quantization-config",
@@ -77,7 +79,8 @@ class Flag:
     help: str
     spellings: tuple[str, ...] = ()  # every option string vLLM accepts, short ones (`-tp`) included
     nargs: Any = None
-    type_name: str | None = None  # the parser's type as the catalog records it (int, float, human_readable_int…)
+    # the parser's type as the catalog records it (int, float, human_readable_int…)
+    type_name: str | None = None
     append: bool = False  # repeated options accumulate (argparse's append action)
 
     @property
@@ -219,7 +222,9 @@ def check_value(flag: Flag, value: Any) -> Any:
             return False
         return value
     if value is None:
-        raise FlagError("has no value (to drop an inherited flag, leave it out of the base profile)")
+        raise FlagError(
+            "has no value (to drop an inherited flag, leave it out of the base profile)"
+        )
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):
             raise FlagError(f"must be an integer, got {show_value(value)}")
@@ -247,7 +252,9 @@ def _check_json(value: Any) -> str:
         try:
             value = json.loads(value)
         except json.JSONDecodeError:
-            raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}") from None
+            raise FlagError(
+                f"must be a YAML map (rendered as JSON), got {show_value(value)}"
+            ) from None
     if not isinstance(value, (dict, list)):
         raise FlagError(f"must be a YAML map (rendered as JSON), got {show_value(value)}")
     return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -1,8 +1,10 @@
-"""Read a log as a bounded stream of text lines: constant memory whatever the input (a pipe, /dev/zero, 1 GB).
+"""Read a log as a bounded stream of text lines: constant memory whatever the input (a pipe,
+/dev/zero, 1 GB).
 
-`read_lines(source, limits) -> Iterator[str]` yields decoded lines without their end-of-line characters
-(`\\n`, and a lone `\\r` as `str.splitlines` splits it: progress bars redraw with `\\r`). Limits, and what
-happens when one is hit (each adds one sentence to `limits.warnings`, read it after the iteration):
+`read_lines(source, limits) -> Iterator[str]` yields decoded lines without their end-of-line
+characters (`\\n`, and a lone `\\r` as `str.splitlines` splits it: progress bars redraw with `\\r`).
+Limits, and what happens when one is hit (each adds one sentence to `limits.warnings`, read it after
+the iteration):
   - a line longer than `max_line_bytes` is cut there; the rest of that line is skipped, not held;
   - `max_bytes_without_newline` bytes with no newline at all (a binary file, /dev/zero) stop the read;
   - `max_total_bytes` read in all stop the read.
@@ -31,8 +33,8 @@ class Limits:
 
 
 def _text(data: bytes, limits: Limits) -> tuple[str, int]:
-    """Whole lines of `data` (which ends at a line break) decoded at once and joined by "\\n"; over-long
-    lines cut. Returns (text, how many lines were cut)."""
+    """Whole lines of `data` (which ends at a line break) decoded at once and joined by "\\n";
+    over-long lines cut. Returns (text, how many lines were cut)."""
     text = data.decode("utf-8", errors="replace")
     if _OTHER_BREAKS.search(text):
         text = "\n".join(text.splitlines())  # blank lines may go: they carry nothing
@@ -51,7 +53,8 @@ def read_lines(source: BinaryIO | str | bytes, limits: Limits | None = None) -> 
 
 
 def read_blocks(source: BinaryIO | str | bytes, limits: Limits | None = None) -> Iterator[str]:
-    """The input as blocks of whole lines, each joined by "\\n" (no line break at the end of a block)."""
+    """The input as blocks of whole lines, each joined by "\\n" (no line break at the end of a
+    block)."""
     limits = limits if limits is not None else Limits()
     if isinstance(source, (str, bytes)):
         text = source if isinstance(source, str) else source.decode("utf-8", errors="replace")
@@ -72,7 +75,9 @@ def read_blocks(source: BinaryIO | str | bytes, limits: Limits | None = None) ->
         since_newline = since_newline + len(chunk) if newline < 0 else len(chunk) - newline - 1
         if since_newline >= limits.max_bytes_without_newline:
             shown = format_bytes(since_newline)
-            limits.warnings.append(f"stopped reading: {shown} without a line break (not a text log?)")
+            limits.warnings.append(
+                f"stopped reading: {shown} without a line break (not a text log?)"
+            )
             carry = b""
             break
         if newline < 0:
@@ -96,7 +101,9 @@ def read_blocks(source: BinaryIO | str | bytes, limits: Limits | None = None) ->
             yield _text(carry[: limits.max_line_bytes], limits)[0]
             carry, skipping, cut_lines = b"", True, cut_lines + 1
         if limits.bytes_read >= limits.max_total_bytes:
-            limits.warnings.append(f"stopped reading after {format_bytes(limits.bytes_read)} (the limit)")
+            limits.warnings.append(
+                f"stopped reading after {format_bytes(limits.bytes_read)} (the limit)"
+            )
             carry = b""
             break
     if carry and not skipping:

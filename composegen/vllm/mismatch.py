@@ -1,5 +1,5 @@
-"""A profile's flags against what the engine logged it got (`non-default args`), read with the flag catalog
-of the profile's vLLM version (vllm/catalog.py, the one catalog reader)."""
+"""A profile's flags against what the engine logged it got (`non-default args`), read with the flag
+catalog of the profile's vLLM version (vllm/catalog.py, the one catalog reader)."""
 
 from __future__ import annotations
 
@@ -24,15 +24,17 @@ def _index(version: str) -> dict[str, tuple[str, Any, bool]]:
 
 
 def mismatches(
-    profile_flags: dict[str, Any], effective_args: dict | None, catalog: Catalog | str = DEFAULT_VERSION
+    profile_flags: dict[str, Any],
+    effective_args: dict | None,
+    catalog: Catalog | str = DEFAULT_VERSION,
 ) -> list[dict]:
     """Every profile flag whose value the engine did not get: [{"flag", "profile", "engine"}].
 
-    A flag missing from `effective_args` ran with the catalog default ("engine" is that default), so it
-    is a mismatch only if the profile asked for something else. Values are compared normalised:
-    4096 == "4096", dicts == their JSON/repr text, a profile dict matches when every key it sets
-    has the engine's value (the engine fills in the rest), an enum repr matches its name or value,
-    and a scalar matches a one-element list (`served_model_name`). Redacted values ('***') are skipped.
+    A flag missing from `effective_args` ran with the catalog default ("engine" is that default), so
+    it is a mismatch only if the profile asked for something else. Values are compared normalised:
+    4096 == "4096", dicts == their JSON/repr text, a profile dict matches when every key it sets has
+    the engine's value (the engine fills in the rest), an enum repr matches its name or value, and a
+    scalar matches a one-element list (`served_model_name`). Redacted values ('***') are skipped.
     """
     if effective_args is None:
         raise ValueError("effective_args is None: the log had no readable `non-default args` line")

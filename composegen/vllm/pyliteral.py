@@ -47,7 +47,9 @@ def parse_literal(text: str) -> object:
     value = parser.value(terminators="")
     parser.skip_ws()
     if parser.pos != len(text):
-        raise LiteralError(f"unexpected text at offset {parser.pos}: {text[parser.pos : parser.pos + 20]!r}")
+        raise LiteralError(
+            f"unexpected text at offset {parser.pos}: {text[parser.pos : parser.pos + 20]!r}"
+        )
     return value
 
 
@@ -212,7 +214,9 @@ class _Parser:
             ch = text[self.pos]
             if not stack and ch in terminators:
                 break
-            if _STRING_START.match(text, self.pos) and (ch in "'\"" or not text[self.pos - 1 : self.pos].isalnum()):
+            if _STRING_START.match(text, self.pos) and (
+                ch in "'\"" or not text[self.pos - 1 : self.pos].isalnum()
+            ):
                 self._string_token()
                 continue
             if ch in _CLOSERS:
@@ -242,7 +246,8 @@ def _json_key(key: object) -> object:
     return repr(key) if not isinstance(key, list) else str(key)
 
 
-# --- comparing a profile's value with the value the engine printed ---------------------------------
+# --- comparing a profile's value with the value the engine printed
+# ---------------------------------
 
 
 def _norm(value: object) -> object:

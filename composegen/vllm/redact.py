@@ -1,7 +1,7 @@
-"""Secrets out of vLLM's own log text: its `non-default args` line prints `'api_key': ['sk-…']` in clear
-(recorded: tests/data/real-0.26.0-h200-apikey-routes/). Every log composegen reads from a container goes
-through `mask` (stack/engine.py), so `logs`, startup.log in bundles, failure tails and reports never
-carry the value."""
+"""Secrets out of vLLM's own log text: its `non-default args` line prints `'api_key': ['sk-…']` in
+clear (recorded: tests/data/real-0.26.0-h200-apikey-routes/). Every log composegen reads from a
+container goes through `mask` (stack/engine.py), so `logs`, startup.log in bundles, failure tails
+and reports never carry the value."""
 
 from __future__ import annotations
 

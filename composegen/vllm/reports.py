@@ -1,5 +1,6 @@
 """The vllm room's report shapes: the startup report (`composegen schema --report startup`) that
-vllm/startup.py parses a log into, and the profile-vs-engine flag mismatches vllm/mismatch.py finds."""
+vllm/startup.py parses a log into, and the profile-vs-engine flag mismatches vllm/mismatch.py
+finds."""
 
 from __future__ import annotations
 
@@ -49,11 +50,13 @@ class StartupReport(Report):
     compile_seconds: float | None = None
     runtime_errors: list[StartupError] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
-    cuda_graph_seconds: float | None = Field(default=None, description="capture time the engine states (whole s)")
+    cuda_graph_seconds: float | None = Field(
+        default=None, description="capture time the engine states (whole s)"
+    )
 
 
 class StartupCheck(StartupReport):
-    """What `composegen startup` prints: the report plus the profile's flags compared with the engine's
-    (`mismatches` is null when there is no profile or the engine's args are unknown)."""
+    """What `composegen startup` prints: the report plus the profile's flags compared with the
+    engine's (`mismatches` is null when there is no profile or the engine's args are unknown)."""
 
     mismatches: list[Mismatch] | None = None

@@ -1,14 +1,14 @@
 """The stages of a vLLM start, read from the engine's own log lines (pure: no Docker, no clock).
 
-A DeepSeek-sized start takes 10–30 minutes; `created → running → health 200` says nothing about where
-those minutes go. `StageTracker` turns lines (each with the time it was logged) into stages:
+A DeepSeek-sized start takes 10–30 minutes; `created → running → health 200` says nothing about
+where those minutes go. `StageTracker` turns lines (each with the time it was logged) into stages:
 
     pull        pulling the image (bytes; fed by the caller from the engine's pull stream)
     create      creating the container (fed by the caller)
     nodes       waiting for the other nodes of a multi-node launch (k/N nodes)
     imports     launch → vLLM's first stage line: Python imports (24–35 s on an H200, silent: no log line),
-                then the engine process starting; from the launch when the caller says it (`launched`),
-                else from the first log line
+                then the engine process starting; from the launch when the caller says it
+                (`launched`), else from the first log line
     download    downloading weights (`Using model weights format`, `Fetching N files`)
     weights     loading weights (tqdm `Loading safetensors checkpoint shards: P% Completed | k/N [..]`)
     compile     torch.compile (Dynamo / Inductor lines, until `torch.compile takes|took X s in total`)
@@ -18,9 +18,9 @@ those minutes go. `StageTracker` turns lines (each with the time it was logged) 
     api         API server starting (`init engine … took`, `Starting vLLM server on`, uvicorn)
     ready       `Application startup complete.`
 
-A stage can be entered more than once (vLLM compiles inside its profiling run): its time is the sum of
-its segments. Rates come from tqdm's own rate field or from our samples; an ETA only where a rate exists.
-The phrases are startup_rules.py's (one table with the startup parser). Formats:
+A stage can be entered more than once (vLLM compiles inside its profiling run): its time is the sum
+of its segments. Rates come from tqdm's own rate field or from our samples; an ETA only where a rate
+exists. The phrases are startup_rules.py's (one table with the startup parser). Formats:
 shared/real-vllm/0.26.0-h200*/*.log and shared/reference/facts-vllm-compose.md §1.
 """
 
@@ -47,12 +47,13 @@ STAGES: dict[str, str] = {
     "ready": "ready",
 }
 
-_ANSI = ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # any terminal escape (tqdm also moves the cursor)
+# any terminal escape (tqdm also moves the cursor)
+_ANSI = ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def clean(line: str) -> str:
-    """One log line as vLLM wrote its message: no colours, no Docker/compose/process/logger prefix; of a tqdm
-    line rewritten with carriage returns only its last state."""
+    """One log line as vLLM wrote its message: no colours, no Docker/compose/process/logger prefix;
+    of a tqdm line rewritten with carriage returns only its last state."""
     text = _ANSI.sub("", line)
     parts = [p for p in text.split("\r") if p.strip()]
     text = parts[-1] if parts else ""
@@ -98,7 +99,9 @@ class Stage:
         return STAGES.get(self.key, self.key)
 
     def elapsed(self, now: float) -> float:
-        return self.seconds + (max(0.0, now - self.entered_at) if self.entered_at is not None else 0.0)
+        return self.seconds + (
+            max(0.0, now - self.entered_at) if self.entered_at is not None else 0.0
+        )
 
     @property
     def percent(self) -> float | None:
@@ -107,7 +110,8 @@ class Stage:
         return min(100.0, 100.0 * self.done / self.total)
 
     def eta(self, now: float) -> float | None:
-        """Seconds left: the engine's own estimate aged by the time since it was logged, else from the rate."""
+        """Seconds left: the engine's own estimate aged by the time since it was logged, else from
+        the rate."""
         if self.done is None or self.total is None or self.done >= self.total:
             return None
         if self.eta_s is not None and self.samples:
@@ -147,7 +151,8 @@ class StagePhase(TypedDict):
 
 @dataclass
 class StageTracker:
-    """Feed it (line, epoch-seconds) pairs and caller events; read `current`, `stages`, `view(now)`, `phases()`."""
+    """Feed it (line, epoch-seconds) pairs and caller events; read `current`, `stages`, `view(now)`,
+    `phases()`."""
 
     started_at: float
     timeout_s: float | None = None
@@ -156,11 +161,12 @@ class StageTracker:
     failed: str | None = None
     last_line: str = ""
     last_line_at: float | None = None
-    estimate_s: float | None = None  # an earlier start's load time (evidence/estimate.py): "ready in ≈ N min"
+    # an earlier start's load time (evidence/estimate.py): "ready in ≈ N min"
+    estimate_s: float | None = None
 
     def begin(self, key: str, at: float, detail: str = "") -> bool:
-        """Enter stage `key` (closing the current one); False when it already is the current stage, or the
-        start is over (ready is final: later lines are requests, not stages)."""
+        """Enter stage `key` (closing the current one); False when it already is the current stage,
+        or the start is over (ready is final: later lines are requests, not stages)."""
         if self.current is not None and self.current.key == "ready":
             return False
         if self.current is not None and self.current.key == key:
@@ -182,13 +188,14 @@ class StageTracker:
         return True
 
     def launched(self, at: float) -> None:
-        """The engine's process was launched at `at` (the container started): the imports stage begins, as
-        its first log line comes only after Python's imports."""
+        """The engine's process was launched at `at` (the container started): the imports stage
+        begins, as its first log line comes only after Python's imports."""
         if self.current is None or self.current.key in ("pull", "create"):
             self.begin("imports", at)
 
     def progress(self, key: str, done: int, total: int | None, at: float, unit: str = "") -> None:
-        """Progress of a stage (entered if it is not current): the rate is measured from our own samples."""
+        """Progress of a stage (entered if it is not current): the rate is measured from our own
+        samples."""
         self.begin(key, at)
         stage = self.stages[key]
         if stage.total != total or (stage.done is not None and done < stage.done):
@@ -205,7 +212,8 @@ class StageTracker:
         if not text:
             return False
         self.last_line, self.last_line_at = text, at
-        over = self.current is not None and self.current.key == "ready"  # later lines are requests, not the start
+        # later lines are requests, not the start
+        over = self.current is not None and self.current.key == "ready"
         if self.failed is None and not over and startup_rules.START_FAILED.search(text):
             self.failed = text
             return True
@@ -216,12 +224,18 @@ class StageTracker:
             changed = False
         bar = startup_rules.TQDM.search(text)
         shards, capture, fetch = (
-            p.search(text) for p in (startup_rules.SHARD_BAR, startup_rules.CAPTURE_BAR, startup_rules.FETCH_BAR)
+            p.search(text)
+            for p in (startup_rules.SHARD_BAR, startup_rules.CAPTURE_BAR, startup_rules.FETCH_BAR)
         )
         if bar and (shards or capture or fetch):
             key = "weights" if shards else "graphs" if capture else "download"
             detail = (capture.group("what") or "").strip(" ()") if capture else ""
-            self._tqdm(key, bar, at, "shards" if key == "weights" else "graphs" if key == "graphs" else "files")
+            self._tqdm(
+                key,
+                bar,
+                at,
+                "shards" if key == "weights" else "graphs" if key == "graphs" else "files",
+            )
             if detail:
                 self.stages[key].detail = detail
             return True
@@ -231,7 +245,9 @@ class StageTracker:
                 continue
             if key == "nodes":
                 done, total = match.group("k"), match.group("t") or match.group("n")
-                self.progress("nodes", int(done) if done else 1, int(total) + (0 if done else 1), at, "nodes")
+                self.progress(
+                    "nodes", int(done) if done else 1, int(total) + (0 if done else 1), at, "nodes"
+                )
                 return True
             return self.begin(key, at) or changed
         return changed
@@ -248,8 +264,8 @@ class StageTracker:
         return None if self.timeout_s is None else self.timeout_s - (now - self.started_at)
 
     def view(self, now: float) -> list[StageRow]:
-        """Every stage entered so far, in vLLM's order (a stage can be re-entered, as profiling is around
-        torch.compile), as plain data for a display."""
+        """Every stage entered so far, in vLLM's order (a stage can be re-entered, as profiling is
+        around torch.compile), as plain data for a display."""
         rows: list[StageRow] = []
         order = list(STAGES)
         for stage in sorted(self.stages.values(), key=lambda s: order.index(s.key)):
@@ -271,8 +287,8 @@ class StageTracker:
         return rows
 
     def phases(self, now: float) -> list[StagePhase]:
-        """The stages for `up --json` `phases`: `seconds` since the start (like the readiness phases), plus
-        how long each stage took and its last progress."""
+        """The stages for `up --json` `phases`: `seconds` since the start (like the readiness
+        phases), plus how long each stage took and its last progress."""
         return [
             StagePhase(
                 phase=row["label"],
@@ -292,13 +308,16 @@ class StageTracker:
         if stage is None:
             return "starting"
         if stage.done is not None and stage.total:
-            return f"{stage.label} {stage.done}/{stage.total}" + (f" {stage.unit}" if stage.unit == "nodes" else "")
+            return f"{stage.label} {stage.done}/{stage.total}" + (
+                f" {stage.unit}" if stage.unit == "nodes" else ""
+            )
         return stage.label
 
 
 def logged_times(text: str) -> list[tuple[float, str]]:
-    """(seconds, line) for a log without Docker timestamps: vLLM's own `MM-DD HH:MM:SS` (seconds since the
-    month's start; the year does not matter for durations), a line without one gets its predecessor's time."""
+    """(seconds, line) for a log without Docker timestamps: vLLM's own `MM-DD HH:MM:SS` (seconds
+    since the month's start; the year does not matter for durations), a line without one gets its
+    predecessor's time."""
     rows, at = [], 0.0
     for line in text.splitlines():
         m = startup_rules.LOGGED_AT.search(_ANSI.sub("", line))
@@ -309,9 +328,11 @@ def logged_times(text: str) -> list[tuple[float, str]]:
 
 
 def from_log(lines: list[tuple[float, str]], started_at: float | None = None) -> StageTracker:
-    """A tracker fed a whole recorded log of (epoch seconds, line) pairs; `started_at` is the launch, when
-    known (the imports stage then starts there)."""
-    tracker = StageTracker(started_at if started_at is not None else (lines[0][0] if lines else 0.0))
+    """A tracker fed a whole recorded log of (epoch seconds, line) pairs; `started_at` is the
+    launch, when known (the imports stage then starts there)."""
+    tracker = StageTracker(
+        started_at if started_at is not None else (lines[0][0] if lines else 0.0)
+    )
     if started_at is not None:
         tracker.launched(started_at)
     for at, line in lines:

@@ -1,22 +1,24 @@
-"""vLLM startup-log parsing across versions 0.10–0.33 (shared/reference/facts-vllm-compose.md §1, and a real
-0.26.0 server's logs in tests/data/logs/real-0.26.0-*.log).
+"""vLLM startup-log parsing across versions 0.10–0.33 (shared/reference/facts-vllm-compose.md §1,
+and a real 0.26.0 server's logs in tests/data/logs/real-0.26.0-*.log).
 
-`parse_startup_log(text)` / `parse_startup_stream(binary file)` -> `StartupReport`; the JSON Schema is
-`composegen schema --report startup`. A value the log does not state is null, never estimated.
-The stream is read bounded (logstream.py): constant memory for any input, a warning when a limit cut it.
+`parse_startup_log(text)` / `parse_startup_stream(binary file)` -> `StartupReport`; the JSON Schema
+is `composegen schema --report startup`. A value the log does not state is null, never estimated.
+The stream is read bounded (logstream.py): constant memory for any input, a warning when a limit cut
+it.
 
-`errors` are failures before the server was ready, or ones that stop the engine later (CUDA errors, OOM,
-a dead engine core); `runtime_errors` are exceptions logged while serving after `Application startup
-complete.` (e.g. a tool parser failing on the model's output) — the server kept serving.
+`errors` are failures before the server was ready, or ones that stop the engine later (CUDA errors,
+OOM, a dead engine core); `runtime_errors` are exceptions logged while serving after `Application
+startup complete.` (e.g. a tool parser failing on the model's output) — the server kept serving.
 
-Sources, first choice first: weights_gib / peak_activation_gib / non_torch_gib / gpu_* from the "Free memory
-on device" line (from ~0.2x that line reports weights and non-torch memory together as "consumed memory
-(weights + non-torch)": weights_gib is then that sum and non_torch_gib null), else `Model loading took` /
-the DEBUG "torch peak memory increase"; max_model_len from the "Maximum concurrency for L tokens" line,
-else "Using max model len", else effective_args, else the max-seq-len error; compile_seconds from the
-init-engine line's `(compilation: X s`, else `torch.compile took X s in total`; cuda_graph_seconds from
-`Graph capturing finished in N secs` (vLLM rounds it to whole seconds). Scalars that several
-ranks log are taken from the lowest rank. cuda_graph_gib is the captured size.
+Sources, first choice first: weights_gib / peak_activation_gib / non_torch_gib / gpu_* from the
+"Free memory on device" line (from ~0.2x that line reports weights and non-torch memory together as
+"consumed memory (weights + non-torch)": weights_gib is then that sum and non_torch_gib null), else
+`Model loading took` / the DEBUG "torch peak memory increase"; max_model_len from the "Maximum
+concurrency for L tokens" line, else "Using max model len", else effective_args, else the
+max-seq-len error; compile_seconds from the init-engine line's `(compilation: X s`, else
+`torch.compile took X s in total`; cuda_graph_seconds from `Graph capturing finished in N secs`
+(vLLM rounds it to whole seconds). Scalars that several ranks log are taken from the lowest rank.
+cuda_graph_gib is the captured size.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ __all__ = [
 ]
 
 WARNING_KINDS = startup_rules.WARNING_KINDS
-MAX_RUNTIME_ERRORS = 20  # a long-running server's log can hold thousands; the first ones name the cause
+# a long-running server's log can hold thousands; the first ones name the cause
+MAX_RUNTIME_ERRORS = 20
 
 
 def _split(line: str) -> tuple[str | None, str]:
@@ -60,7 +63,8 @@ def _split(line: str) -> tuple[str | None, str]:
 
 
 def _rank_order(proc: str | None) -> tuple:
-    """Sort key putting rank 0 first: `Worker_TP1` -> (1,), `Worker_PP1_TP0` -> (1, 0); no tag last."""
+    """Sort key putting rank 0 first: `Worker_TP1` -> (1,), `Worker_PP1_TP0` -> (1, 0); no tag
+    last."""
     if proc is None or proc.startswith("#"):  # "#N": the Nth line without a process tag
         return (float("inf"), int(proc[1:]) if proc else 0)
     return tuple(int(n) for n in re.findall(r"(?:DP|PP|PCP|TP|DCP|EP)(\d+)", proc)) or (0,)
@@ -75,7 +79,8 @@ class _Collector:
         self.saw_traceback = False
         self.last_exception: str | None = None  # the line
         self.engine_failed: str | None = None
-        self.ready = False  # `Application startup complete.` seen: later exceptions are runtime errors
+        # `Application startup complete.` seen: later exceptions are runtime errors
+        self.ready = False
         self.runtime_total = 0
         self.unnamed = 0
 
@@ -103,7 +108,9 @@ class _Collector:
 
     def _facts(self, proc: str | None, msg: str) -> None:
         r = self.report
-        if "version" in msg and (m := (startup_rules.VERSION.search(msg) or startup_rules.LOGO_VERSION.search(msg))):
+        if "version" in msg and (
+            m := (startup_rules.VERSION.search(msg) or startup_rules.LOGO_VERSION.search(msg))
+        ):
             r.vllm_version = r.vllm_version or m.group(1)
         if startup_rules.NON_DEFAULT_START in msg and "non_default" not in self.firsts:
             self.first("non_default", True)
@@ -113,7 +120,9 @@ class _Collector:
         if "tokens" in msg:
             if m := startup_rules.KV_SIZE.search(msg):
                 self.smallest("tokens", int(m.group("tok").replace(",", "")))
-                r.kv_cache_includes_host = r.kv_cache_includes_host or m.group("pool").endswith("+ host")
+                r.kv_cache_includes_host = r.kv_cache_includes_host or m.group("pool").endswith(
+                    "+ host"
+                )
             if m := startup_rules.CONCURRENCY.search(msg):
                 self.smallest("concurrency", float(m.group("x")))
                 self.first("max_len_line", int(m.group("len").replace(",", "")))
@@ -149,7 +158,11 @@ class _Collector:
                 self.ranked_value("usage_non_torch", proc, float(m.group(3)))
             self.ranked_value("usage_graphs", proc, float(m.group(4)))
         if m := startup_rules.CURRENT_KV.search(msg):
-            gib = float(m.group(1)) if m.group(2) == "GiB" else round(float(m.group(1)) / (1 << 30), 2)
+            gib = (
+                float(m.group(1))
+                if m.group(2) == "GiB"
+                else round(float(m.group(1)) / (1 << 30), 2)
+            )
             self.ranked_value("kv_in_use", proc, gib)
         if m := startup_rules.PROFILE_PEAK.search(msg):
             self.ranked_value("profile_peak", proc, float(m.group(1)))
@@ -166,7 +179,9 @@ class _Collector:
             except LiteralError:
                 args = None
         if isinstance(args, dict):
-            self.report.effective_args = {k: "***" if k in startup_rules.SECRET_ARGS else v for k, v in args.items()}
+            self.report.effective_args = {
+                k: "***" if k in startup_rules.SECRET_ARGS else v for k, v in args.items()
+            }
             return
         shown = msg[msg.index(startup_rules.NON_DEFAULT_START) :][:80]
         self.report.warnings.append(
@@ -176,10 +191,16 @@ class _Collector:
 
     def _error(self, line: str, kind: str, hint: str, **extra: Any) -> None:
         error = StartupError(line=line.strip(), kind=kind, hint=hint, **extra)
-        if self.ready and kind not in startup_rules.FATAL_AFTER_READY and kind not in startup_rules.WARNING_KINDS:
+        if (
+            self.ready
+            and kind not in startup_rules.FATAL_AFTER_READY
+            and kind not in startup_rules.WARNING_KINDS
+        ):
             self.runtime_total += 1
             if len(self.report.runtime_errors) < MAX_RUNTIME_ERRORS:
-                self.report.runtime_errors.append(error.model_copy(update={"hint": startup_rules.RUNTIME_HINT}))
+                self.report.runtime_errors.append(
+                    error.model_copy(update={"hint": startup_rules.RUNTIME_HINT})
+                )
         else:
             self.report.errors.append(error)
 
@@ -187,7 +208,8 @@ class _Collector:
         if msg.startswith("Traceback (most recent call last)"):
             self.saw_traceback = True
         elif startup_rules.ENGINE_FAILED.search(msg) and self.engine_failed is None:
-            self.engine_failed = line.strip()  # a wrapper: reported only when nothing more specific is
+            # a wrapper: reported only when nothing more specific is
+            self.engine_failed = line.strip()
         elif (
             self.saw_traceback
             and startup_rules.EXCEPTION.match(msg)
@@ -209,8 +231,12 @@ class _Collector:
             extra: dict[str, Any] = {}
             if kind == "kv_too_small_for_max_len":
                 est = startup_rules.ESTIMATED_LEN.search(msg)
-                extra["estimated_max_model_len"] = int(est.group(1).replace(",", "")) if est else None
-                hint = hint.format(fits=f" (at most {extra['estimated_max_model_len']})" if est else "")
+                extra["estimated_max_model_len"] = (
+                    int(est.group(1).replace(",", "")) if est else None
+                )
+                hint = hint.format(
+                    fits=f" (at most {extra['estimated_max_model_len']})" if est else ""
+                )
                 seq_len = startup_rules.SEQ_LEN.search(msg)
                 if seq_len:
                     self.first("error_max_len", int(seq_len.group(1).replace(",", "")))
@@ -230,13 +256,20 @@ class _Collector:
         r.max_concurrency = get("concurrency")
         kv = dict(self.ranked.get("kv", {}))
         for proc, gib in self.ranked.get("kv_in_use", {}).items():
-            kv.setdefault(proc, gib)  # 0.12+ logs "Available" for rank 0 only; the rest say "in use"
+            # 0.12+ logs "Available" for rank 0 only; the rest say "in use"
+            kv.setdefault(proc, gib)
         r.kv_cache_gib_per_rank = [kv[k] for k in sorted(kv, key=_rank_order)]
         r.kv_cache_gib_min = min(r.kv_cache_gib_per_rank) if r.kv_cache_gib_per_rank else None
-        r.weights_gib = _first_not_none(self.lowest_rank("usage_weights"), self.lowest_rank("model_loading"))
-        r.peak_activation_gib = _first_not_none(self.lowest_rank("usage_peak"), self.lowest_rank("profile_peak"))
+        r.weights_gib = _first_not_none(
+            self.lowest_rank("usage_weights"), self.lowest_rank("model_loading")
+        )
+        r.peak_activation_gib = _first_not_none(
+            self.lowest_rank("usage_peak"), self.lowest_rank("profile_peak")
+        )
         r.non_torch_gib = self.lowest_rank("usage_non_torch")
-        r.cuda_graph_gib = _first_not_none(self.lowest_rank("graphs"), self.lowest_rank("usage_graphs"))
+        r.cuda_graph_gib = _first_not_none(
+            self.lowest_rank("graphs"), self.lowest_rank("usage_graphs")
+        )
         r.cuda_graph_seconds = self.lowest_rank("graph_secs")
         free = self.lowest_rank("free")
         r.gpu_free_gib, r.gpu_total_gib = free if free else (None, None)
@@ -252,13 +285,23 @@ class _Collector:
         r.ready = bool(get("complete") or get("started"))
         fatal = [e for e in r.errors if e.kind not in WARNING_KINDS]
         if self.last_exception and not fatal:
-            r.errors.append(StartupError(line=self.last_exception, kind="exception", hint=startup_rules.EXCEPTION_HINT))
+            r.errors.append(
+                StartupError(
+                    line=self.last_exception, kind="exception", hint=startup_rules.EXCEPTION_HINT
+                )
+            )
         elif self.engine_failed and not fatal:
             r.errors.append(
-                StartupError(line=self.engine_failed, kind="engine_core_failed", hint=startup_rules.ENGINE_FAILED_HINT)
+                StartupError(
+                    line=self.engine_failed,
+                    kind="engine_core_failed",
+                    hint=startup_rules.ENGINE_FAILED_HINT,
+                )
             )
         if self.runtime_total > len(r.runtime_errors):
-            warnings.append(f"{self.runtime_total - len(r.runtime_errors)} more runtime errors are not listed")
+            warnings.append(
+                f"{self.runtime_total - len(r.runtime_errors)} more runtime errors are not listed"
+            )
         r.warnings = [*r.warnings, *warnings]
         return r
 
@@ -285,8 +328,10 @@ def _parse(source: BinaryIO | str, limits: Limits) -> StartupReport:
                 continue
             lines += 1
             if startup_rules.ACCESS_LINE in raw or startup_rules.STATS_LINE in raw:
-                continue  # access and periodic-stats lines: most of a long-running server's log, never a fact
-            if interesting(raw, raw.find("] ") + 1):  # the message only (past `[file.py:N] `): a cheap pre-filter
+                # access and periodic-stats lines: most of a long-running server's log, never a fact
+                continue
+            # the message only (past `[file.py:N] `): a cheap pre-filter
+            if interesting(raw, raw.find("] ") + 1):
                 line = startup_rules.ANSI.sub("", raw) if "\x1b" in raw else raw
                 collector.feed(line.replace("\r", "").rstrip())
     return collector.finish(lines, limits.warnings)

@@ -2,9 +2,10 @@
 detection (stages.py) both read their patterns here, and no other module spells a vLLM log phrase
 (tests/vllm/test_log_phrases.py checks it; the emulator, which writes such lines, is the exception).
 
-Formats per version: shared/reference/facts-vllm-compose.md §1; the 0.26.0 lines were checked against real
-servers' logs (tests/data/real-0.26.0-h200*/serve-*.log). `INTERESTING` is a cheap pre-filter: a line that
-does not match it cannot match any parser pattern here, so a 200 MB log is mostly skipped unread.
+Formats per version: shared/reference/facts-vllm-compose.md §1; the 0.26.0 lines were checked
+against real servers' logs (tests/data/real-0.26.0-h200*/serve-*.log). `INTERESTING` is a cheap
+pre-filter: a line that does not match it cannot match any parser pattern here, so a 200 MB log is
+mostly skipped unread.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 import re
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-OUTER = re.compile(r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?")  # docker --timestamps, compose
+# docker --timestamps, compose
+OUTER = re.compile(r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?")
 PROC = re.compile(r"\((?P<proc>[A-Za-z_][\w-]*) pid=(?P<pid>\d+)\)\s?")
-LOGFMT = re.compile(r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]+:\d+\] ?")
+LOGFMT = re.compile(
+    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]+:\d+\] ?"
+)
 UVICORN = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 NUM = r"(-?\d+(?:\.\d+)?)"
 
@@ -26,9 +30,13 @@ WEIGHTS_TOOK = "Model loading took"
 WEIGHTS = re.compile(rf"{WEIGHTS_TOOK} {NUM} GiB(?: memory)? and")
 KV_GIB = re.compile(rf"Available KV cache memory: {NUM} GiB|reserved {NUM} GiB memory for KV Cache")
 KV_SIZE = re.compile(r"(?P<pool>[A-Z]+(?: \+ host)?) KV cache size: (?P<tok>[\d,]+) tokens")
-CONCURRENCY = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>\d+(?:\.\d+)?)x")
+CONCURRENCY = re.compile(
+    r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>\d+(?:\.\d+)?)x"
+)
 FREE = re.compile(rf"Free memory on device (?:\S+ )?\({NUM}/{NUM} GiB\) on startup")
-UTIL = re.compile(rf"(?:Desired GPU memory utilization is|desired GPU memory utilization) \({NUM}, {NUM} GiB\)")
+UTIL = re.compile(
+    rf"(?:Desired GPU memory utilization is|desired GPU memory utilization) \({NUM}, {NUM} GiB\)"
+)
 USAGE = re.compile(
     rf"Actual usage is {NUM} GiB for (?:weight|consumed memory \(weights \+ non-torch\)), "
     rf"{NUM} GiB for peak activation, (?:{NUM} GiB for non-torch memory, )?and {NUM} GiB for CUDAGraph memory"
@@ -46,10 +54,12 @@ COMPILE_TOTAL = re.compile(r"torch\.compile (?:took|takes) (\d+(?:\.\d+)?) s in 
 MAX_LEN = re.compile(r"Using max model len (\d+)")
 STARTED = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
 COMPLETE = "Application startup complete."
-# Lines of a serving server (access log, periodic stats): most of a long-running log, never a startup fact.
+# Lines of a serving server (access log, periodic stats): most of a long-running log, never a
+# startup fact.
 ACCESS_LINE = 'HTTP/1.1" '
 STATS_LINE = "Avg prompt throughput"
-API_PROCESS = "(APIServer pid="  # the process tag of the API server: on a multi-node stack, the head's lines
+# the process tag of the API server: on a multi-node stack, the head's lines
+API_PROCESS = "(APIServer pid="
 EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::\s.*)?$")
 WRAPPER_EXCEPTIONS = ("Engine core initialization failed", "WorkerProc initialization failed")
 SEQ_LEN = re.compile(r"max seq len \(([\d,]+)\)")
@@ -113,9 +123,12 @@ FAILURES = [
 ]
 ENGINE_FAILED = re.compile(r"EngineCore failed to start|Engine core initialization failed")
 ENGINE_FAILED_HINT = (
-    "The engine process died while starting and the log names no cause composegen knows: read the lines above this one."
+    "The engine process died while starting and the log names no cause composegen knows:"
+    " read the lines above this one."
 )
-ENGINE_DEAD = re.compile(r"EngineDeadError|Engine core proc \S+ died unexpectedly|EngineCore encountered a fatal error")
+ENGINE_DEAD = re.compile(
+    r"EngineDeadError|Engine core proc \S+ died unexpectedly|EngineCore encountered a fatal error"
+)
 ENGINE_DEAD_HINT = (
     "The engine process died while serving: the server cannot answer any more requests. Read the lines "
     "above this one for the cause and restart the stack."
@@ -126,13 +139,16 @@ RUNTIME_HINT = (
 )
 # Kinds that stop the engine even after it was ready (they go to `errors`, not `runtime_errors`).
 FATAL_AFTER_READY = {"cuda_oom", "cuda_error", "engine_dead"}
-EXCEPTION_HINT = "Read the traceback that ends at this line in the container log; composegen has no rule for it."
+EXCEPTION_HINT = (
+    "Read the traceback that ends at this line in the container log; composegen has no rule for it."
+)
 WARNING_KINDS = {"shm_broadcast_block"}
 # effective_args keys whose values are secrets: shown as "***" (mismatches() skips "***").
 SECRET_ARGS = {"api_key", "hf_token", "ssl_keyfile_password"}
 # One search instead of one per rule: a line matching none of the rules is done with in one step.
 FAILURE_ANY = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern, _ in FAILURES))
-# Every literal the patterns above need; a line without one of these is skipped without further matching.
+# Every literal the patterns above need; a line without one of these is skipped without further
+# matching.
 INTERESTING = re.compile(
     r"version|non-default args|took|KV [Cc]ache|kv cache|Maximum concurrency|Free memory|memory utilization|"
     r"Actual usage|peak memory|Using max model len|Starting vLLM|startup complete|Traceback|Error|Exception|"
@@ -141,34 +157,45 @@ INTERESTING = re.compile(
 )
 
 # ---- stage detection (stages.py): which line starts which stage of a start ----
-# vLLM's logger prefix (after Docker's timestamp, compose's service column and the process tags), or uvicorn's
+# vLLM's logger prefix (after Docker's timestamp, compose's service column and the process tags), or
+# uvicorn's
 LOGGER_PREFIX = re.compile(
     r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z? )?(?:[\w.-]+\s+\| )?"
     r"(?:\([\w-]+ pid=\d+\)\s*)*"
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]+\] ?"
     r"|(?:INFO|WARNING|ERROR):\s+)?"
 )
-LOGGED_AT = re.compile(r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?) \[")
-# tqdm: vLLM's weight bar `P% Completed | k/N [elapsed<remaining, rate]`, default bars `P%|███| k/N [..]`.
+LOGGED_AT = re.compile(
+    r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?) \["
+)
+# tqdm: vLLM's weight bar `P% Completed | k/N [elapsed<remaining, rate]`, default bars `P%|███| k/N
+# [..]`.
 TQDM = re.compile(
     r"(?P<pct>\d+)%(?: Completed \||\|[^|]*\|)\s*(?P<k>\d+)/(?P<n>\d+)"
     r"(?: \[(?P<elapsed>[\d:]+)<(?P<left>[\d:?]+),\s*(?P<rate>[\d.?]+\s*(?:it/s|s/it)|\?it/s)?)?"
 )
-SHARD_BAR = re.compile(r"^Loading (?:safetensors|pt|npcache|gguf|\w+)(?: checkpoint shards| using \w+ loader)\b")
+SHARD_BAR = re.compile(
+    r"^Loading (?:safetensors|pt|npcache|gguf|\w+)(?: checkpoint shards| using \w+ loader)\b"
+)
 CAPTURE_BAR = re.compile(r"^Capturing CUDA graphs?(?: shapes)?(?P<what> \([^)]*\))?")
 FETCH_BAR = re.compile(r"^Fetching \d+ files?\b")
-NODES_WAIT = re.compile(r"waiting for (?P<n>\d+) remote node|Waiting for remote nodes to join \((?P<k>\d+)/(?P<t>\d+)")
-START_FAILED = re.compile(
-    ENGINE_FAILED.pattern + r"|EngineCore encountered a fatal error|died unexpectedly|Timed out waiting for engine core"
+NODES_WAIT = re.compile(
+    r"waiting for (?P<n>\d+) remote node|Waiting for remote nodes to join \((?P<k>\d+)/(?P<t>\d+)"
 )
-# (stage, pattern searched in the cleaned message); the first match wins. Warm-up runs silently between
+START_FAILED = re.compile(
+    ENGINE_FAILED.pattern
+    + r"|EngineCore encountered a fatal error|died unexpectedly|Timed out waiting for engine core"
+)
+# (stage, pattern searched in the cleaned message); the first match wins. Warm-up runs silently
+# between
 # the end of graph capture and `init engine … took` (~9 s on an H200 with a cold compile cache).
 STAGE_MARKERS: list[tuple[str, re.Pattern[str]]] = [
     ("ready", re.compile("^" + re.escape(COMPLETE))),
     (
         "api",
         re.compile(
-            INIT_TOOK + r"|^Starting vLLM (?:API )?server|^Available routes are|^Started server process"
+            INIT_TOOK
+            + r"|^Starting vLLM (?:API )?server|^Available routes are|^Started server process"
             r"|^Waiting for application startup"
         ),
     ),
@@ -184,8 +211,10 @@ STAGE_MARKERS: list[tuple[str, re.Pattern[str]]] = [
     (
         "kv_cache",
         re.compile(
-            WEIGHTS_TOOK + r"|Available KV cache memory|KV cache size: [\d,]+ tokens|Initial profiling/warmup run"
-            r"|Memory profiling takes|memory for KV Cache as specified|Maximum concurrency for|" + COMPILE_TOTAL.pattern
+            WEIGHTS_TOOK
+            + r"|Available KV cache memory|KV cache size: [\d,]+ tokens|Initial profiling/warmup run"
+            r"|Memory profiling takes|memory for KV Cache as specified|Maximum concurrency for|"
+            + COMPILE_TOTAL.pattern
         ),
     ),
     ("weights", re.compile(r"^Loading weights with|Time spent downloading weights")),

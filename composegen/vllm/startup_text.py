@@ -42,7 +42,9 @@ def format_text(report: Report | dict[str, Any]) -> str:
     out += _error_lines(errors)
     runtime = data.get("runtime_errors") or []
     if runtime:
-        out.append(f"{'runtime_errors:':<{width}} {len(runtime)} (after ready; the server kept serving)")
+        out.append(
+            f"{'runtime_errors:':<{width}} {len(runtime)} (after ready; the server kept serving)"
+        )
         out += _error_lines(runtime)
     out += [f"warning: {w}" for w in data.get("warnings") or []]
     return "\n".join(out) + "\n"

@@ -1,9 +1,11 @@
-"""Where a stack's weights live on the host: the Hugging Face cache it mounts, or its `model.path` directory.
+"""Where a stack's weights live on the host: the Hugging Face cache it mounts, or its `model.path`
+directory.
 
-The container looks for the hub cache at HF_HUB_CACHE, else HF_HOME/hub, else /root/.cache/huggingface/hub
-(vLLM images run as root). That container path is mapped back to the host through the profile's bind mounts
-(a node's `hf_cache` replaces the source of the HF cache mount), interpolating `${VAR:-default}` and `~` the
-way docker compose does with composegen's own environment, which is the one compose runs with.
+The container looks for the hub cache at HF_HUB_CACHE, else HF_HOME/hub, else
+/root/.cache/huggingface/hub (vLLM images run as root). That container path is mapped back to the
+host through the profile's bind mounts (a node's `hf_cache` replaces the source of the HF cache
+mount), interpolating `${VAR:-default}` and `~` the way docker compose does with composegen's own
+environment, which is the one compose runs with.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from composegen.profiles.resolved import Resolved
 from composegen.profiles.rules import HF_CACHE_TARGET
 from composegen.profiles.schema import Node
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*)|(:?\?)[^}]*)?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_VAR = re.compile(
+    r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*)|(:?\?)[^}]*)?\}|\$([A-Za-z_][A-Za-z0-9_]*)"
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,8 @@ class Location:
     """The host directory to check and how the container sees it."""
 
     kind: str  # "hub" (a Hugging Face hub cache) or "path" (model.path: a plain directory)
-    host_dir: str  # hub cache root (kind hub) or the model directory (kind path), on the node's host
+    # hub cache root (kind hub) or the model directory (kind path), on the node's host
+    host_dir: str
     container_dir: str
     model_id: str
     revision: str
@@ -50,7 +55,8 @@ class Location:
 
 
 def interpolate(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """`${VAR}`, `${VAR:-default}`, `${VAR-default}`, `$VAR` as compose reads them; `${VAR:?msg}` unset is an error."""
+    """`${VAR}`, `${VAR:-default}`, `${VAR-default}`, `$VAR` as compose reads them; `${VAR:?msg}`
+    unset is an error."""
     env: Mapping[str, str] = os.environ if environ is None else environ
 
     def sub(m: re.Match) -> str:
@@ -69,7 +75,8 @@ def interpolate(text: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def container_hub_cache(env: dict) -> str:
-    """The hub cache path inside the container, from the service's environment (literal values only)."""
+    """The hub cache path inside the container, from the service's environment (literal values
+    only)."""
 
     def literal(key: str) -> str | None:
         value = env.get(key)
@@ -83,7 +90,8 @@ def container_hub_cache(env: dict) -> str:
 
 
 def mounts(r: Resolved, node: Node | None = None) -> dict[str, str]:
-    """Container target → host source (as written, not interpolated) of every volume, node overrides applied."""
+    """Container target → host source (as written, not interpolated) of every volume, node overrides
+    applied."""
     found = {v.target: v.source for v in r.profile.service.volumes}
     if node is not None and node.hf_cache:
         found[HF_CACHE_TARGET] = node.hf_cache
@@ -91,8 +99,8 @@ def mounts(r: Resolved, node: Node | None = None) -> dict[str, str]:
 
 
 def host_path(r: Resolved, container_path: str, node: Node | None, relative_to: Path) -> str | None:
-    """The host path behind a container path (longest mount target that contains it), or None when no
-    bind mount covers it. A named volume is refused: its data lives inside the engine."""
+    """The host path behind a container path (longest mount target that contains it), or None when
+    no bind mount covers it. A named volume is refused: its data lives inside the engine."""
     best = None
     for target, source in mounts(r, node).items():
         target = target.rstrip("/") or "/"
@@ -109,13 +117,15 @@ def host_path(r: Resolved, container_path: str, node: Node | None, relative_to: 
         )
     src = os.path.expanduser(interpolate(source))
     if not posixpath.isabs(src):
-        src = posixpath.normpath(posixpath.join(str(relative_to), src))  # compose: relative to the file's dir
+        # compose: relative to the file's dir
+        src = posixpath.normpath(posixpath.join(str(relative_to), src))
     rest = container_path[len(target) :].lstrip("/")
     return posixpath.join(src, rest) if rest else src
 
 
 def locate(r: Resolved, node: Node | None = None, compose_dir: Path | None = None) -> Location:
-    """Where this profile's (node's) weights are on its host; BadInput when the stack mounts no such place."""
+    """Where this profile's (node's) weights are on its host; BadInput when the stack mounts no such
+    place."""
     model, svc = r.profile.model, r.profile.service
     env = {**svc.environment, **(node.environment if node is not None else {})}
     base = compose_dir or Path(".")

@@ -1,9 +1,11 @@
-"""The model cache's directories, opened without following links: a download writes only inside them.
+"""The model cache's directories, opened without following links: a download writes only inside
+them.
 
-`Dirs(loc)` opens the cache root (or model.path's directory) as the profile names it — that path is the
-user's, links in it are theirs — and every level below it (models--ORG--NAME, blobs, snapshots, REV) with
-O_NOFOLLOW, creating missing ones. A symbolic link planted at any of those levels, or in place of a blob,
-a partial download or a snapshot entry that is not a link, is refused (BadInput, exit 2).
+`Dirs(loc)` opens the cache root (or model.path's directory) as the profile names it — that path is
+the user's, links in it are theirs — and every level below it (models--ORG--NAME, blobs, snapshots,
+REV) with O_NOFOLLOW, creating missing ones. A symbolic link planted at any of those levels, or in
+place of a blob, a partial download or a snapshot entry that is not a link, is refused (BadInput,
+exit 2).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _planted(loc: Location, what: str) -> BadInput:
-    return BadInput(f"{loc.host_dir}: {what} in the model cache; composegen never writes through links")
+    return BadInput(
+        f"{loc.host_dir}: {what} in the model cache; composegen never writes through links"
+    )
 
 
 class Dirs:
@@ -50,7 +54,9 @@ class Dirs:
             fd = os.open(parts[-1], _DIR | os.O_NOFOLLOW, dir_fd=parent)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _planted(self.loc, f"{'/'.join(parts)} is a symbolic link or not a directory") from None
+                raise _planted(
+                    self.loc, f"{'/'.join(parts)} is a symbolic link or not a directory"
+                ) from None
             raise
         self._fds[parts] = fd
         return fd
@@ -59,7 +65,8 @@ class Dirs:
         return ("models--" + self.loc.model_id.replace("/", "--"),)
 
     def blob_dir(self) -> int:
-        """Where finished files and partial downloads go: blobs/ (hub cache) or the directory itself."""
+        """Where finished files and partial downloads go: blobs/ (hub cache) or the directory
+        itself."""
         return self._open(*self._repo(), "blobs") if self.loc.kind == "hub" else self._open()
 
     def snapshot_dir(self) -> int:
@@ -88,7 +95,8 @@ def remove(dfd: int, name: str) -> None:
 
 @contextlib.contextmanager
 def append(dfd: int, name: str, loc: Location) -> Iterator[BinaryIO]:
-    """The partial download, opened for appending (created 0644); never through a link, never a FIFO."""
+    """The partial download, opened for appending (created 0644); never through a link, never a
+    FIFO."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, 0o644, dir_fd=dfd)
@@ -114,8 +122,8 @@ def settle(dfd: int, partial: str, final: str, loc: Location) -> None:
 
 
 def link(dfd: int, name: str, target: str, loc: Location) -> None:
-    """snapshots/REV/NAME -> target (relative, like huggingface_hub's own links); an old link or file of
-    that name is replaced, a directory there is refused."""
+    """snapshots/REV/NAME -> target (relative, like huggingface_hub's own links); an old link or
+    file of that name is replaced, a directory there is refused."""
     st = _lstat(dfd, name)
     if st is not None:
         if stat.S_ISDIR(st.st_mode):

@@ -1,9 +1,9 @@
-"""`composegen weights`: is the pinned revision complete where the stack will look for it? And the fixes:
---download (from the Hub), --verify (hashes against the Hub's file metadata).
+"""`composegen weights`: is the pinned revision complete where the stack will look for it? And the
+fixes: --download (from the Hub), --verify (hashes against the Hub's file metadata).
 
 The node-level parts (a remote node's listing, copying to nodes) need the engine and live in
-composegen/stack/nodecache.py; this module judges listings wherever they came from, into the shapes of
-weights/reports.py.
+composegen/stack/nodecache.py; this module judges listings wherever they came from, into the shapes
+of weights/reports.py.
 """
 
 from __future__ import annotations
@@ -46,14 +46,17 @@ def inspect(name: str, loc: Location) -> WeightsReport:
 
 
 def verify(report: WeightsReport, loc: Location, hub: dict[str, snapshot.HubFile]) -> list[str]:
-    """Hash every present file against the Hub; returns the names that do not match (and marks the report)."""
+    """Hash every present file against the Hub; returns the names that do not match (and marks the
+    report)."""
     bad = []
     for f in report.files:
         if f.present and f.name in hub:
             f.verified = hubapi.digest_matches(os.path.join(loc.snapshot, f.name), hub[f.name])
             if f.verified is False:
                 bad.append(f.name)
-                report.problems.append(f"{f.name}: hash differs from the Hub's (corrupt or a different revision)")
+                report.problems.append(
+                    f"{f.name}: hash differs from the Hub's (corrupt or a different revision)"
+                )
     report.complete = report.complete and not bad
     return bad
 
@@ -67,13 +70,16 @@ def run(
     on_file: Callable[[str], None] = lambda n: None,
 ) -> WeightsReport:
     """The whole local check: list, ask the Hub when needed, download what is missing, verify."""
-    # The Hub only when it is needed: a plain check (and `up`'s preflight) never waits on the network.
+    # The Hub only when it is needed: a plain check (and `up`'s preflight) never waits on the
+    # network.
     hub = hubapi.files(loc) if download or check_hashes else None
     report = build(name, loc, snapshot.list_local(loc.snapshot, loc.blobs), hub)
     bad = verify(report, loc, hub) if check_hashes and hub is not None else []
     if download and hub is not None:
         wrong_size = {p.split(":", 1)[0] for p in report.problems if "bytes, the Hub says" in p}
-        todo = [f.name for f in report.files if not f.present or f.name in bad or f.name in wrong_size]
+        todo = [
+            f.name for f in report.files if not f.present or f.name in bad or f.name in wrong_size
+        ]
         # The index first: it names the shards, which are only known once it is here.
         todo.sort(key=lambda n: n != snapshot.INDEX)
         if todo:

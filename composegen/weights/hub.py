@@ -1,9 +1,10 @@
 """The Hugging Face Hub side: file metadata of the pinned revision, hashes, and the download.
 
-Everything goes through huggingface_hub, so HF_ENDPOINT, HF_TOKEN (sent, never printed), proxies and its
-resumable downloads (blobs/*.incomplete continued with a Range request) behave as they do for vLLM.
-Failures become composegen errors: a revision or repository the Hub does not know is bad input (2); no
-answer, or an answer that refuses access (401 on a gated repo), is "the Hub is not usable" (3).
+Everything goes through huggingface_hub, so HF_ENDPOINT, HF_TOKEN (sent, never printed), proxies and
+its resumable downloads (blobs/*.incomplete continued with a Range request) behave as they do for
+vLLM. Failures become composegen errors: a revision or repository the Hub does not know is bad input
+(2); no answer, or an answer that refuses access (401 on a gated repo), is "the Hub is not usable"
+(3).
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def _endpoint() -> str:
 
 def _is_transport(exc: BaseException) -> bool:
     names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"TransportError", "ConnectionError", "Timeout", "OfflineModeIsEnabled", "TimeoutError"})
+    return bool(
+        names
+        & {"TransportError", "ConnectionError", "Timeout", "OfflineModeIsEnabled", "TimeoutError"}
+    )
 
 
 def translate(exc: BaseException, loc: Location, where: str) -> Exception:
@@ -52,27 +56,39 @@ def translate(exc: BaseException, loc: Location, where: str) -> Exception:
             hint="accept the model's terms on the Hub and export HF_TOKEN with a token that has access",
         )
     if isinstance(exc, errors.RevisionNotFoundError):
-        return BadInput(f"model.revision: {loc.revision} is not a revision of {loc.model_id} on {_endpoint()}")
+        return BadInput(
+            f"model.revision: {loc.revision} is not a revision of {loc.model_id} on {_endpoint()}"
+        )
     if isinstance(exc, errors.RepositoryNotFoundError):
         return BadInput(f"model.id: {loc.model_id} is not a repository on {_endpoint()}")
     if isinstance(exc, errors.RemoteEntryNotFoundError):
-        return EngineError(f"{where}: the Hub has no such file in {loc.model_id}@{loc.revision[:12]}")
+        return EngineError(
+            f"{where}: the Hub has no such file in {loc.model_id}@{loc.revision[:12]}"
+        )
     if _is_transport(exc):
-        return EngineError(f"the Hugging Face Hub at {_endpoint()} is unreachable ({type(exc).__name__}: {where})")
-    return EngineError(f"the Hub at {_endpoint()} failed ({where}): {str(exc).splitlines()[0][:200]}")
+        return EngineError(
+            f"the Hugging Face Hub at {_endpoint()} is unreachable ({type(exc).__name__}: {where})"
+        )
+    return EngineError(
+        f"the Hub at {_endpoint()} failed ({where}): {str(exc).splitlines()[0][:200]}"
+    )
 
 
-METADATA_DEADLINE_S = 120.0  # the file listing of one revision; a Hub that takes longer is not answering
+# the file listing of one revision; a Hub that takes longer is not answering
+METADATA_DEADLINE_S = 120.0
 _HEX = re.compile(r"[0-9a-f]+")
 
 
 def files(loc: Location, deadline_s: float = METADATA_DEADLINE_S) -> dict[str, HubFile]:
     """Every file of the pinned revision with its size and hashes (model_info with file metadata),
     within `deadline_s` in all, and every field checked before it is used."""
-    from huggingface_hub import HfApi  # why: up's preflight checks weights offline, without the Hub client
+    # why: up's preflight checks weights offline, without the Hub client
+    from huggingface_hub import HfApi
 
     def listing() -> ModelInfo:
-        return HfApi(endpoint=_endpoint()).model_info(loc.model_id, revision=loc.revision, files_metadata=True)
+        return HfApi(endpoint=_endpoint()).model_info(
+            loc.model_id, revision=loc.revision, files_metadata=True
+        )
 
     try:
         info = _within(listing, deadline_s, "model info")
@@ -87,26 +103,38 @@ def files(loc: Location, deadline_s: float = METADATA_DEADLINE_S) -> dict[str, H
 
 
 def _checked_file(s: RepoSibling) -> HubFile:
-    """One sibling of a model_info reply, its fields checked (a lying Hub cannot hand over a list as a size)."""
+    """One sibling of a model_info reply, its fields checked (a lying Hub cannot hand over a list as
+    a size)."""
     name, size, lfs, blob = s.rfilename, s.size, s.lfs, s.blob_id
     sha256 = getattr(lfs, "sha256", None) if lfs else None
     bad = (
         not isinstance(name, str)
         or not name
-        or (size is not None and (not isinstance(size, int) or isinstance(size, bool) or not 0 <= size < 2**50))
-        or (sha256 is not None and not (isinstance(sha256, str) and len(sha256) == 64 and _HEX.fullmatch(sha256)))
-        or (blob is not None and not (isinstance(blob, str) and len(blob) == 40 and _HEX.fullmatch(blob)))
+        or (
+            size is not None
+            and (not isinstance(size, int) or isinstance(size, bool) or not 0 <= size < 2**50)
+        )
+        or (
+            sha256 is not None
+            and not (isinstance(sha256, str) and len(sha256) == 64 and _HEX.fullmatch(sha256))
+        )
+        or (
+            blob is not None
+            and not (isinstance(blob, str) and len(blob) == 40 and _HEX.fullmatch(blob))
+        )
     )
     if bad:
         shown = repr(name)[:80]
-        raise EngineError(f"the Hub at {_endpoint()} sent a file entry that is not one ({shown}: name, size or hash)")
+        raise EngineError(
+            f"the Hub at {_endpoint()} sent a file entry that is not one ({shown}: name, size or hash)"
+        )
     return HubFile(size, sha256, blob)
 
 
 def _within(call: Callable[[], T], deadline_s: float, where: str) -> T:
-    """`call()` with a total deadline: huggingface_hub's client has per-read timeouts only, so a Hub that
-    drips its reply would hold a read for ever. The call runs in a daemon thread; past the deadline this
-    says so (exit 3) and the thread is left to the process's end."""
+    """`call()` with a total deadline: huggingface_hub's client has per-read timeouts only, so a Hub
+    that drips its reply would hold a read for ever. The call runs in a daemon thread; past the
+    deadline this says so (exit 3) and the thread is left to the process's end."""
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -119,15 +147,17 @@ def _within(call: Callable[[], T], deadline_s: float, where: str) -> T:
     worker.start()
     worker.join(deadline_s)
     if worker.is_alive():
-        raise EngineError(f"the Hub at {_endpoint()} sent no complete {where} within {deadline_s:g} s")
+        raise EngineError(
+            f"the Hub at {_endpoint()} sent no complete {where} within {deadline_s:g} s"
+        )
     if "error" in box:
         raise box["error"]
     return box["value"]
 
 
 def digest_matches(path: str, want: HubFile) -> bool | None:
-    """sha256 for LFS files, the git blob sha1 otherwise; None when the Hub gave neither. Anything but a
-    regular file behind the name (a FIFO, a device planted in the cache) does not match."""
+    """sha256 for LFS files, the git blob sha1 otherwise; None when the Hub gave neither. Anything
+    but a regular file behind the name (a FIFO, a device planted in the cache) does not match."""
     if not (want.sha256 or want.git_sha1):
         return None
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
@@ -143,13 +173,20 @@ def digest_matches(path: str, want: HubFile) -> bool | None:
     return h.hexdigest() == (want.sha256 or want.git_sha1)
 
 
-def _expected_size(name: str, announced: int | None, listed: dict[str, HubFile] | None) -> int | None:
-    """The size a file must have: the Hub's listing and the file's own metadata, which must agree."""
+def _expected_size(
+    name: str, announced: int | None, listed: dict[str, HubFile] | None
+) -> int | None:
+    """The size a file must have: the Hub's listing and the file's own metadata, which must
+    agree."""
     size = listed[name].size if listed and name in listed else None
     if announced is not None and (not isinstance(announced, int) or not 0 <= announced < 2**50):
-        raise EngineError(f"{name}: the server at {_endpoint()} announced a size that is not one; refused")
+        raise EngineError(
+            f"{name}: the server at {_endpoint()} announced a size that is not one; refused"
+        )
     if size is not None and announced is not None and size != announced:
-        raise EngineError(f"{name}: the Hub lists {size} bytes but the file announces {announced}; refused")
+        raise EngineError(
+            f"{name}: the Hub lists {size} bytes but the file announces {announced}; refused"
+        )
     return size if size is not None else announced
 
 
@@ -165,33 +202,40 @@ def download(
 ) -> None:
     """Fetch `names` of exactly the pinned revision into the cache (or the model.path directory).
 
-    Resumable across runs: bytes go to blobs/<etag>.incomplete (the cache's own name for a partial blob)
-    and a later run continues it with a Range request. Recent huggingface_hub releases delete partial
-    files, so the transfer uses its pieces (metadata HEAD, http_get with resume_size, its headers with
-    HF_TOKEN) and lays the cache out itself: blobs/<etag>, snapshots/<rev>/<name> -> ../../blobs/<etag>.
-    `force` names files to fetch again (a failed hash).
+    Resumable across runs: bytes go to blobs/<etag>.incomplete (the cache's own name for a partial
+    blob) and a later run continues it with a Range request. Recent huggingface_hub releases delete
+    partial files, so the transfer uses its pieces (metadata HEAD, http_get with resume_size, its
+    headers with HF_TOKEN) and lays the cache out itself: blobs/<etag>, snapshots/<rev>/<name> ->
+    ../../blobs/<etag>. `force` names files to fetch again (a failed hash).
 
     Names and etags come from the server: each must be one plain path component, and every directory
-    below the cache root is opened without following links (cachedirs.py), so nothing lands outside it.
-    Every file has a total deadline and a size cap (transfer.py): its size in `listed` (the Hub's listing)
-    or its metadata, which must agree; a transfer past either is exit 3 and leaves no partial file."""
+    below the cache root is opened without following links (cachedirs.py), so nothing lands outside
+    it. Every file has a total deadline and a size cap (transfer.py): its size in `listed` (the
+    Hub's listing) or its metadata, which must agree; a transfer past either is exit 3 and leaves no
+    partial file."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url  # why: as in files()
     from huggingface_hub.file_download import http_get  # why: as in files()
     from huggingface_hub.utils import build_hf_headers  # why: as in files()
 
     for name in names:
         if (problem := safewrite.component_problem(name)) is not None:
-            raise EngineError(f"{loc.model_id}: the file name {name!r} {problem}; refused (not one plain file name)")
+            raise EngineError(
+                f"{loc.model_id}: the file name {name!r} {problem}; refused (not one plain file name)"
+            )
     for name in names:
         on_file(name)
         try:
             url = hf_hub_url(loc.model_id, name, revision=loc.revision, endpoint=_endpoint())
             meta = get_hf_file_metadata(url)
             if meta.commit_hash and meta.commit_hash != loc.revision:
-                raise EngineError(f"{name}: the Hub served commit {meta.commit_hash}, not {loc.revision}")
+                raise EngineError(
+                    f"{name}: the Hub served commit {meta.commit_hash}, not {loc.revision}"
+                )
             etag = meta.etag or ""
             if loc.kind == "hub" and not _ETAG.fullmatch(etag):
-                raise EngineError(f"{name}: the Hub's etag {etag[:80]!r} is not a plain blob name; refused")
+                raise EngineError(
+                    f"{name}: the Hub's etag {etag[:80]!r} is not a plain blob name; refused"
+                )
             with cachedirs.Dirs(loc) as dirs:
                 store, final = dirs.blob_dir(), (name if loc.kind == "path" else etag)
                 partial = final + ".incomplete"
@@ -221,7 +265,9 @@ def download(
                             transfer.run(fetch, fh, budget)
                     except transfer.OverBudget as exc:
                         cachedirs.remove(store, partial)  # a lying server's bytes are not resumed
-                        raise EngineError(f"{name}: the server at {_endpoint()} {exc}; download stopped") from None
+                        raise EngineError(
+                            f"{name}: the server at {_endpoint()} {exc}; download stopped"
+                        ) from None
                     cachedirs.settle(store, partial, final, loc)
                 if loc.kind == "hub":
                     cachedirs.link(dirs.snapshot_dir(), name, f"../../blobs/{etag}", loc)

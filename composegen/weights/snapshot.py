@@ -1,12 +1,13 @@
 """What a snapshot must hold, and what it holds.
 
-`LISTING_PY` is one stdlib script that lists a directory (sizes through the HF cache's symlinks, the shard
-index's text, partial downloads): composegen runs it in-process for this host and in a throw-away
-container for a remote node's host, so both are judged by the same code from the same facts.
+`LISTING_PY` is one stdlib script that lists a directory (sizes through the HF cache's symlinks, the
+shard index's text, partial downloads): composegen runs it in-process for this host and in a
+throw-away container for a remote node's host, so both are judged by the same code from the same
+facts.
 
-Required files: config.json; the tokenizer files (those the Hub lists, or offline: tokenizer_config.json
-and whichever tokenizer files are there, at least one); the weights: model.safetensors.index.json and
-every shard its weight_map names, or a single model.safetensors.
+Required files: config.json; the tokenizer files (those the Hub lists, or offline:
+tokenizer_config.json and whichever tokenizer files are there, at least one); the weights:
+model.safetensors.index.json and every shard its weight_map names, or a single model.safetensors.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ if __name__ == "__main__":
 
 
 class Listing(TypedDict):
-    """LISTING_PY's answer: the snapshot's files (size, None for a dangling link), its index's text, and the
-    partial downloads in blobs/ (size)."""
+    """LISTING_PY's answer: the snapshot's files (size, None for a dangling link), its index's text,
+    and the partial downloads in blobs/ (size)."""
 
     exists: bool
     files: dict[str, int | None]
@@ -77,8 +78,8 @@ def list_local(snapshot: str, blobs: str | None) -> Listing:
 
 
 def checked_listing(found: object) -> Listing:
-    """LISTING_PY's answer read back from another host (a container's output): every field checked, else
-    ValueError naming the first that is not what the script writes."""
+    """LISTING_PY's answer read back from another host (a container's output): every field checked,
+    else ValueError naming the first that is not what the script writes."""
 
     def sizes(value: object, name: str, nullable: bool) -> dict[str, int | None]:
         out: dict[str, int | None] = {}
@@ -101,7 +102,9 @@ def checked_listing(found: object) -> Listing:
         exists=found["exists"],
         files=sizes(found.get("files"), "files", nullable=True),
         index=index,
-        partial={k: v or 0 for k, v in sizes(found.get("partial"), "partial", nullable=False).items()},
+        partial={
+            k: v or 0 for k, v in sizes(found.get("partial"), "partial", nullable=False).items()
+        },
     )
 
 
@@ -161,12 +164,15 @@ def required(listing: dict, hub: dict[str, HubFile] | None) -> tuple[list[str], 
         names.append(INDEX)
         shards = index_shards(listing.get("index"))
         if shards is not None:
-            for shard in shards:  # names from a downloaded file become paths: one plain component each
+            # names from a downloaded file become paths: one plain component each
+            for shard in shards:
                 problem = component_problem(shard)
                 if problem is None:
                     names.append(shard)
                 else:
-                    problems.append(f"{INDEX} names the shard {shard[:120]!r}, which {problem}; refused")
+                    problems.append(
+                        f"{INDEX} names the shard {shard[:120]!r}, which {problem}; refused"
+                    )
         elif INDEX in present:
             problems.append(f"{INDEX} is not a safetensors index (no weight_map)")
     elif SINGLE in present or (hub is not None and SINGLE in hub):
@@ -177,13 +183,16 @@ def required(listing: dict, hub: dict[str, HubFile] | None) -> tuple[list[str], 
 
 
 def judge(listing: Listing, hub: dict[str, HubFile] | None = None) -> Judged:
-    names, problems = required(dict(listing), hub)  # required's source also runs in a pod (k8s/weights_init.py)
+    # required's source also runs in a pod (k8s/weights_init.py)
+    names, problems = required(dict(listing), hub)
     files = listing.get("files", {})
     out = Judged(problems=problems)
     for name in names:
         size = files.get(name)
         expected = hub[name].size if hub is not None and name in hub else None
-        out.files.append({"name": name, "bytes": size, "present": size is not None, "expected_bytes": expected})
+        out.files.append(
+            {"name": name, "bytes": size, "present": size is not None, "expected_bytes": expected}
+        )
         if size is None:
             out.missing.append(name)
         elif expected is not None and size != expected:

@@ -1,16 +1,16 @@
 """One file's transfer under a budget: a total deadline and a size cap.
 
-huggingface_hub's `http_get` has per-read timeouts only, so a server that drips one byte every few seconds,
-or streams for ever, would hold `weights --download` without end, and one that sends more than it announced
-would fill the disk. Every download here runs against a `Budget`:
+huggingface_hub's `http_get` has per-read timeouts only, so a server that drips one byte every few
+seconds, or streams for ever, would hold `weights --download` without end, and one that sends more
+than it announced would fill the disk. Every download here runs against a `Budget`:
 
 - the cap is the file's expected size (the Hub's listing, or the file's own metadata) when one is known,
   else COMPOSEGEN_DOWNLOAD_MAX_BYTES (default 64 GiB) — a write past it stops the transfer;
 - the deadline is COMPOSEGEN_DOWNLOAD_DEADLINE_S when set, else 120 s plus the cap at 1 MiB/s.
 
-A transfer that breaks its budget is a runtime failure (exit 3) and its partial file is removed: the bytes
-of a server that lied are not worth resuming. An interrupted run (Ctrl-C, a dropped connection) keeps its
-partial file for the next run, as before.
+A transfer that breaks its budget is a runtime failure (exit 3) and its partial file is removed: the
+bytes of a server that lied are not worth resuming. An interrupted run (Ctrl-C, a dropped
+connection) keeps its partial file for the next run, as before.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def budget_for(expected: int | None) -> Budget:
 
 
 class CappedFile:
-    """The partial file as `http_get` sees it: a write past the cap, or after the deadline, raises."""
+    """The partial file as `http_get` sees it: a write past the cap, or after the deadline,
+    raises."""
 
     def __init__(self, fh: BinaryIO, budget: Budget):
         self._fh, self._budget = fh, budget
@@ -70,7 +71,9 @@ class CappedFile:
         if self.stopped is not None:
             raise OverBudget(self.stopped)
         if self._fh.tell() + len(data) > self._budget.cap:
-            said = "the expected size" if self._budget.cap_known else "COMPOSEGEN_DOWNLOAD_MAX_BYTES"
+            said = (
+                "the expected size" if self._budget.cap_known else "COMPOSEGEN_DOWNLOAD_MAX_BYTES"
+            )
             self.stopped = f"sent more than {self._budget.cap} bytes ({said})"
             raise OverBudget(self.stopped)
         return self._fh.write(data)
@@ -80,9 +83,9 @@ class CappedFile:
 
 
 def run(fetch: Callable[[CappedFile], None], fh: BinaryIO, budget: Budget) -> None:
-    """`fetch(capped)` in a daemon thread, joined for at most the deadline. Raises OverBudget on a broken
-    budget; any other failure of `fetch` is raised as it is. Past the deadline the thread is left to the
-    process's end, and its next write raises, so nothing more reaches the file."""
+    """`fetch(capped)` in a daemon thread, joined for at most the deadline. Raises OverBudget on a
+    broken budget; any other failure of `fetch` is raised as it is. Past the deadline the thread is
+    left to the process's end, and its next write raises, so nothing more reaches the file."""
     capped = CappedFile(fh, budget)
     box: dict[str, BaseException] = {}
 

@@ -1,11 +1,13 @@
-"""Every HTTP read from a peer goes through here: a total deadline and a size cap, whatever the peer does.
+"""Every HTTP read from a peer goes through here: a total deadline and a size cap, whatever the peer
+does.
 
-A peer may drip one byte a second (each read arrives inside any per-read timeout, the reply never ends),
-send a 2 GiB body, or a stream that never stops. The socket below carries the deadline itself: before
-every recv its timeout is set to what is left of the exchange, so no loop inside http.client (status
-line, headers, chunked framing) can outlive it. Bodies are read up to the cap and refused beyond it.
-Failures are `WireError` (exit 3, one line naming the URL); `PeerUnreachable` is the kind a poller
-may keep waiting through (refused, reset, nothing listening yet, no reply in time).
+A peer may drip one byte a second (each read arrives inside any per-read timeout, the reply never
+ends), send a 2 GiB body, or a stream that never stops. The socket below carries the deadline
+itself: before every recv its timeout is set to what is left of the exchange, so no loop inside
+http.client (status line, headers, chunked framing) can outlive it. Bodies are read up to the cap
+and refused beyond it. Failures are `WireError` (exit 3, one line naming the URL); `PeerUnreachable`
+is the kind a poller may keep waiting through (refused, reset, nothing listening yet, no reply in
+time).
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ class _Connection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         err: OSError | None = None
-        for family, kind, proto, _, address in socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM):
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            self.host, self.port, 0, socket.SOCK_STREAM
+        ):
             sock = _DeadlineSocket(family, kind, proto)
             sock.deadline = self.deadline
             try:
@@ -96,7 +100,8 @@ class Reply:
 
 @dataclass
 class Streaming:
-    """An open reply: `status`, and `chunks()` yielding its body pieces within the deadline and cap."""
+    """An open reply: `status`, and `chunks()` yielding its body pieces within the deadline and
+    cap."""
 
     url: str
     status: int
@@ -155,17 +160,26 @@ class Peer:
         conn = _Connection(self.host, self.port, time.monotonic() + deadline_s)
         try:
             try:
-                sent = {**self.headers, **(headers or {}), "Accept-Encoding": "identity"}  # the cap counts real bytes
+                # the cap counts real bytes
+                sent = {**self.headers, **(headers or {}), "Accept-Encoding": "identity"}
                 conn.request(method, path, body=body, headers=sent)
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 raise _failure(url, exc, deadline_s) from None
-            yield Streaming(url, resp.status, resp.getheader("content-type") or "", resp, deadline_s, cap)
+            yield Streaming(
+                url, resp.status, resp.getheader("content-type") or "", resp, deadline_s, cap
+            )
         finally:
             conn.close()
 
     def fetch(
-        self, method: str, path: str, body: bytes | None = None, *, deadline_s: float, cap: int = SMALL_REPLY
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        deadline_s: float,
+        cap: int = SMALL_REPLY,
     ) -> Reply:
         with self.open(method, path, body, deadline_s=deadline_s, cap=cap) as reply:
             return Reply(reply.status, reply.read(), reply.content_type)

@@ -2,8 +2,8 @@
 
 A peer is not trusted to be vLLM: a /tokenize reply may hold a string count, a stream chunk may be a
 list, `choices` may be missing. Each reply has a small model of exactly the fields composegen reads
-(strict types; other keys are allowed and ignored), and `check` turns a mismatch into one `WireError`
-line naming the URL and the field, exit 3.
+(strict types; other keys are allowed and ignored), and `check` turns a mismatch into one
+`WireError` line naming the URL and the field, exit 3.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ Count = Annotated[StrictInt, Field(ge=0, le=2**40)]
 
 
 class _Wire(BaseModel):
-    # defer_build: each reply model is built on its first use (a poll needs one of them; ~15 ms at import)
+    # defer_build: each reply model is built on its first use (a poll needs one of them; ~15 ms at
+    # import)
     model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
 
@@ -181,4 +182,6 @@ def chat_chunk(data: bytes, url: str) -> dict:
 
 def _bad_chunk(url: str, where: str, got: Any) -> WireError:
     shown = type(got).__name__ if isinstance(got, dict | list) else repr(got)[:40]
-    return WireError(f"{url}: the reply is not a chat completion chunk: {where}: wrong type (got {shown})")
+    return WireError(
+        f"{url}: the reply is not a chat completion chunk: {where}: wrong type (got {shown})"
+    )

@@ -1,10 +1,10 @@
-"""The bounded reader as an httpx transport, so clients built on httpx (openai, the /tokenize client)
-read through the same deadline, cap and reply checks as everything else.
+"""The bounded reader as an httpx transport, so clients built on httpx (openai, the /tokenize
+client) read through the same deadline, cap and reply checks as everything else.
 
-Each request gets one total deadline (the client's timeout) from the first byte sent to the last byte
-read, streamed or not. Replies to the OpenAI-compatible paths composegen reads are checked against
-their model in `replies` before the client sees them: a JSON body whole, a server-sent-event stream
-event by event. Compressed replies are not asked for (the cap counts the bytes that arrive).
+Each request gets one total deadline (the client's timeout) from the first byte sent to the last
+byte read, streamed or not. Replies to the OpenAI-compatible paths composegen reads are checked
+against their model in `replies` before the client sees them: a JSON body whole, a server-sent-event
+stream event by event. Compressed replies are not asked for (the cap counts the bytes that arrive).
 The openai client is built on a fork (`httpx2`) with the same API: `client(..., http=module)` builds
 the transport for either.
 """
@@ -52,12 +52,21 @@ class BoundedTransport:
         url = request.url
         peer = Peer(url.host, url.port or 80)
         path = url.raw_path.decode("ascii", "replace")
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("accept-encoding", "connection")}
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in ("accept-encoding", "connection")
+        }
         stack = ExitStack()
         try:
             reply = stack.enter_context(
                 peer.open(
-                    request.method, path, request.read(), deadline_s=self.deadline_s, cap=STREAM_REPLY, headers=headers
+                    request.method,
+                    path,
+                    request.read(),
+                    deadline_s=self.deadline_s,
+                    cap=STREAM_REPLY,
+                    headers=headers,
                 )
             )
             kept = [(k, v) for k, v in reply.headers if k.lower() not in _HOP_HEADERS]
@@ -65,7 +74,9 @@ class BoundedTransport:
             model = reply_model(request.method, path, streamed) if reply.status == 200 else None
             if streamed:  # the connection stays open until the client closes the response
                 events = _events_class(self.http)(reply, model, stack.pop_all())
-                return self.http.Response(reply.status, headers=kept, stream=events, request=request)
+                return self.http.Response(
+                    reply.status, headers=kept, stream=events, request=request
+                )
             reply.cap = API_REPLY if reply.status == 200 else SMALL_REPLY
             body = reply.read()
         finally:
@@ -76,7 +87,8 @@ class BoundedTransport:
 
 
 class _Events:
-    """A server-sent-event body passed through piece by piece, each complete `data:` event checked."""
+    """A server-sent-event body passed through piece by piece, each complete `data:` event
+    checked."""
 
     def __init__(self, reply: Streaming, model: type[BaseModel] | None, stack: ExitStack) -> None:
         self.reply, self.model, self.stack = reply, model, stack
@@ -94,7 +106,9 @@ class _Events:
         while (end := pending.find(b"\n\n", start)) >= 0:
             event = bytes(pending[start:end])
             start = end + 2
-            data = b"\n".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+            data = b"\n".join(
+                line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:")
+            )
             if data and data != b"[DONE]" and self.model is not None:
                 replies.check(self.model, data, self.reply.url)
         del pending[:start]
@@ -105,12 +119,16 @@ class _Events:
 
 @functools.cache
 def _events_class(http: ModuleType) -> type[_Events]:
-    return type("Events", (_Events, http.SyncByteStream), {})  # the client asserts its own stream type
+    # the client asserts its own stream type
+    return type("Events", (_Events, http.SyncByteStream), {})
 
 
-def client(base_url: str, headers: dict[str, str], deadline_s: float, http: ModuleType | None = None) -> Any:
+def client(
+    base_url: str, headers: dict[str, str], deadline_s: float, http: ModuleType | None = None
+) -> Any:
     """An httpx.Client (or `http`.Client) whose every request reads through BoundedTransport."""
-    import httpx  # why: gates and the ladder import transport; httpx loads only when a client is made
+    # why: gates and the ladder import transport; httpx loads only when a client is made
+    import httpx
 
     module = http or httpx
     bounded = BoundedTransport(deadline_s, module)

@@ -79,7 +79,11 @@ def test_a_bracketed_campaign_survives_ctrl_c_in_the_candidates_load(tmp_path):
         res = run_cli("--root", str(root), "campaign", "resume", "ab", timeout=300)
         assert res.returncode == 0, res.stderr
         log = (directory / state.LOG).read_text()
-        assert log.count("control: up") == 1 and "control" in res.stderr and "not run again" in res.stderr
+        assert (
+            log.count("control: up") == 1
+            and "control" in res.stderr
+            and "not run again" in res.stderr
+        )
         assert "candidate: attaching" in log  # its load went on: nothing was loaded twice
         assert _sha(directory / "control" / "evidence.json") == control_evidence
         st = state.load(directory)
@@ -96,8 +100,13 @@ def test_a_bracketed_campaign_survives_ctrl_c_in_the_candidates_load(tmp_path):
         for arm in ("control", "candidate", "bracket"):
             ev = json.loads((directory / arm / "evidence.json").read_text())
             assert ev["emulated"] is True
-            assert ev["container"]["image_id"].split(":")[-1][:12] not in text  # container/image IDs stay private
-            assert {"arm": arm, "file": "startup.log", "sha256": _sha(directory / arm / "startup.log")}.items() <= {
+            # container/image IDs stay private
+            assert ev["container"]["image_id"].split(":")[-1][:12] not in text
+            assert {
+                "arm": arm,
+                "file": "startup.log",
+                "sha256": _sha(directory / arm / "startup.log"),
+            }.items() <= {
                 **next(e for e in doc["raw"] if e["arm"] == arm and e["file"] == "startup.log")
             }.items()
         host = socket.gethostname()
@@ -106,10 +115,21 @@ def test_a_bracketed_campaign_survives_ctrl_c_in_the_candidates_load(tmp_path):
 
         res = run_cli("--root", str(root), "campaign", "show", "ab", "--json")
         assert res.returncode == 0 and json.loads(res.stdout) == doc
-        res = run_cli("--root", str(root), "campaign", "decide", "ab", "--promote", "--why", "more KV, same gates")
+        res = run_cli(
+            "--root",
+            str(root),
+            "campaign",
+            "decide",
+            "ab",
+            "--promote",
+            "--why",
+            "more KV, same gates",
+        )
         assert res.returncode == 0, res.stderr
         decided = json.loads((directory / "decision.json").read_text())
-        assert decided["profile"] == candidate and decided["evidence_sha256"] == _sha(directory / "comparison.json")
+        assert decided["profile"] == candidate and decided["evidence_sha256"] == _sha(
+            directory / "comparison.json"
+        )
     finally:
         for name in (control, candidate):
             force_remove(f"composegen-{name}")
@@ -138,7 +158,9 @@ def test_exclusive_mode_refuses_while_another_stack_holds_a_gpu(tmp_path):
     try:
         up = run_cli("--root", str(root), "up", holder, "--emulate", timeout=300)
         assert up.returncode == 0, up.stderr
-        res = run_cli("--root", str(root), "campaign", "run", control, candidate, "--emulate", timeout=300)
+        res = run_cli(
+            "--root", str(root), "campaign", "run", control, candidate, "--emulate", timeout=300
+        )
         assert res.returncode == 3, res.stderr
         assert f"composegen stack {holder}" in res.stderr and f"holds GPU {gpus[1]}" in res.stderr
         assert not _running(f"{control}-ctr")  # nothing was started
@@ -199,7 +221,17 @@ def test_a_gpu_only_start_that_falls_short_runs_its_fallback_and_records_both(tm
     )
     assert run_cli("--root", str(root), "render").returncode == 0
     try:
-        res = run_cli("--root", str(root), "campaign", "qualify", gpu, "--fallback", offload, "--emulate", timeout=300)
+        res = run_cli(
+            "--root",
+            str(root),
+            "campaign",
+            "qualify",
+            gpu,
+            "--fallback",
+            offload,
+            "--emulate",
+            timeout=300,
+        )
         assert res.returncode == 0, res.stderr
         directory = root / "runs" / "campaigns" / f"qualify-{gpu}"
         st = state.load(directory)
@@ -211,19 +243,28 @@ def test_a_gpu_only_start_that_falls_short_runs_its_fallback_and_records_both(tm
         jsonschema.validate(doc, _schema("qualification"))
         primary, fallback = doc["arms"]
         assert doc["qualified_arm"] == "fallback" and doc["qualified_profile"] == offload
-        assert primary["started"] is False and primary["kv_pool_estimate"] < primary["max_model_len"] == 16384
+        assert (
+            primary["started"] is False
+            and primary["kv_pool_estimate"] < primary["max_model_len"] == 16384
+        )
         failed = {c["name"] for c in primary["criteria"] if not c["passed"]}
         assert {"startup", "kv_pool", "long_prompt", "gates"} <= failed
         assert fallback["kv_cache_tokens"] >= 16384 and fallback["probe"]["prompt_tokens"] > 12000
         assert all(fallback["probe"][k] for k in ("ttft_s", "prefill_tok_s", "decode_tok_s"))
-        assert {c["name"] for c in fallback["criteria"]} >= {"kv_pool", "long_prompt", "gates", "tools"}
+        assert {c["name"] for c in fallback["criteria"]} >= {
+            "kv_pool",
+            "long_prompt",
+            "gates",
+            "tools",
+        }
         md = (directory / "campaign.md").read_text()
         assert f"{offload} (fallback arm) qualified." in md and f"{gpu} did not qualify" in md
         assert "The engine refused to start: its KV pool holds" in md
         for name in (gpu, offload):  # both stacks were taken down
             assert not _running(f"composegen-{name}-vllm-1")
         res = run_cli("--root", str(root), "campaign", "resume", f"qualify-{gpu}", timeout=120)
-        assert res.returncode == 0 and res.stderr.count("not run again") == 2  # nothing is qualified twice
+        # nothing is qualified twice
+        assert res.returncode == 0 and res.stderr.count("not run again") == 2
     finally:
         for name in (gpu, offload):
             force_remove(f"composegen-{name}")

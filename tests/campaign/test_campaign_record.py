@@ -62,9 +62,11 @@ def test_comparison_json_is_schema_valid_and_hashes_every_raw_artifact(campaign)
     files = {(e["arm"], e["file"]) for e in doc["raw"]}
     for arm in ("control", "candidate", "bracket"):
         assert {
-            (arm, f) for f in ("evidence.json", "startup.log", "startup.json", "gates.json", "ladder.json")
+            (arm, f)
+            for f in ("evidence.json", "startup.log", "startup.json", "gates.json", "ladder.json")
         } <= files
-    assert doc["bracket"]["passed"] is True and doc["bracket"]["exact"] is False  # recorded, not emulated: 1%
+    # recorded, not emulated: 1%
+    assert doc["bracket"]["passed"] is True and doc["bracket"]["exact"] is False
     mode = stat.S_IMODE((directory / "comparison.json").stat().st_mode)
     assert mode == 0o600
 
@@ -84,7 +86,10 @@ def test_campaign_md_keeps_the_seed_numbers_and_shape(tmp_path):
         "profiled peak activation memory from 1.73 GiB to 1.14 GiB per TP rank and increased the minimum-rank GPU KV "
         "allocation from 15.27 GiB to 15.99 GiB."
     ) in md
-    assert "Only --max-num-batched-tokens changed functionally; it was the only functional change." in md
+    assert (
+        "Only --max-num-batched-tokens changed functionally; it was the only functional change."
+        in md
+    )
     assert "A fresh bracketed replay reproduced the 8192-131k baseline" in md
     # Generated from what was measured: the ladder's top, one request per target, no bench.
     assert "a request above 118,503 tokens (the largest actual prompt both arms completed)" in md
@@ -92,13 +97,18 @@ def test_campaign_md_keeps_the_seed_numbers_and_shape(tmp_path):
     assert "concurrency beyond one active request" in md
     assert "+4.715% KV bytes and +94.861% reported tokens is retained explicitly" in md
     assert "Decision: undecided" in md and "undecided. The operator records it" in md
-    identity = next(line for line in md.splitlines() if "solely to preserve evidence identity" in line)
+    identity = next(
+        line for line in md.splitlines() if "solely to preserve evidence identity" in line
+    )
     assert all(word in identity.lower() for word in ("port", "served name", "container name"))
-    assert "the functional gates did not all pass (control 2/2, candidate 1/2)" in md  # the planted failure
+    # the planted failure
+    assert "the functional gates did not all pass (control 2/2, candidate 1/2)" in md
     assert "that the candidate keeps the control's functional behaviour" in md
     # Every figure traces to a raw file by SHA-256.
     doc = json.loads((directory / "comparison.json").read_text())
-    startup_sha = next(e["sha256"] for e in doc["raw"] if e == {**e, "arm": "control", "file": "startup.json"})
+    startup_sha = next(
+        e["sha256"] for e in doc["raw"] if e == {**e, "arm": "control", "file": "startup.json"}
+    )
     assert f"| Engine-reported GPU KV tokens | startup.json | `{startup_sha}` |" in md
 
 
@@ -119,15 +129,30 @@ def test_decide_writes_the_contract_and_the_record(campaign):
     record = decision.decide(project, directory.name, "no-promotion", why)
     on_disk = json.loads((directory / "decision.json").read_text())
     assert on_disk == record.to_json()
-    assert set(on_disk) == {"decision", "profile", "campaign", "why", "decided_at", "evidence_sha256", "seal"}
+    assert set(on_disk) == {
+        "decision",
+        "profile",
+        "campaign",
+        "why",
+        "decided_at",
+        "evidence_sha256",
+        "seal",
+    }
     assert privatestate.sealed(project, on_disk) and on_disk["seal"].startswith("hmac-sha256:")
-    assert record.decision == "no-promotion" and record.profile is None and record.campaign == "seed-ab"
+    assert (
+        record.decision == "no-promotion"
+        and record.profile is None
+        and record.campaign == "seed-ab"
+    )
     assert record.why == why and record.decided_at.endswith("Z")
     comparison = directory / "comparison.json"
     assert record.evidence_sha256 == hashlib.sha256(comparison.read_bytes()).hexdigest()
     assert stat.S_IMODE((directory / "decision.json").stat().st_mode) == 0o600
     shared = json.loads(comparison.read_text())
-    assert shared["decision"]["decision"] == "no-promotion" and PRIVATE["ipv4"] not in comparison.read_text()
+    assert (
+        shared["decision"]["decision"] == "no-promotion"
+        and PRIVATE["ipv4"] not in comparison.read_text()
+    )
     assert "**no-promotion**" in (directory / "campaign.md").read_text()
     with pytest.raises(BadInput, match="already decided"):
         decision.decide(project, directory.name, "promote", "again")
@@ -136,7 +161,9 @@ def test_decide_writes_the_contract_and_the_record(campaign):
 def test_promote_names_the_candidate_and_promote_accepts_the_decision(campaign):
     project, directory = campaign
     assert decision.decide(project, directory.name, "promote", "better KV").profile == "4096-131k"
-    proof = edge_evidence.campaign_decision(project, directory.name, resolve.load(project, "4096-131k"))
+    proof = edge_evidence.campaign_decision(
+        project, directory.name, resolve.load(project, "4096-131k")
+    )
     assert proof["kind"] == "campaign" and "forced" not in proof
     assert proof["sha256"] == hashlib.sha256((directory / "decision.json").read_bytes()).hexdigest()
 
@@ -159,7 +186,10 @@ def test_a_drifted_bracket_fails_and_says_so(campaign):
     with pytest.raises(CheckFailed, match="did not reproduce its baseline"):
         runner.finish(project, directory, st)
     md = (directory / "campaign.md").read_text()
-    assert "did NOT reproduce its baseline (Engine-reported GPU KV tokens differ by more than 1%)" in md
+    assert (
+        "did NOT reproduce its baseline (Engine-reported GPU KV tokens differ by more than 1%)"
+        in md
+    )
     assert "| Engine-reported GPU KV tokens | 283917 | 290000 |" in md
     result = bracket.check(evidence.load_run(directory / "control"), replay, tolerance=0.0)
     assert result.passed is True and result.exact is True  # the same log: equal exactly
@@ -173,18 +203,29 @@ def test_compare_and_report_accept_a_campaign(campaign):
     assert (result["a"]["profile"], result["b"]["profile"]) == ("8192-131k", "4096-131k")
     res = run_cli("--root", str(project.root), "report", str(directory), "--json")
     assert res.returncode == 0, res.stderr
-    assert [r["profile"] for r in json.loads(res.stdout)["runs"]] == ["8192-131k", "4096-131k", "8192-131k"]
+    assert [r["profile"] for r in json.loads(res.stdout)["runs"]] == [
+        "8192-131k",
+        "4096-131k",
+        "8192-131k",
+    ]
 
 
 def test_a_damaged_state_is_bad_input(campaign):
     project, directory = campaign
     good = json.loads((directory / "state.json").read_text())
-    good["arms"][0]["bundle"] = "../../../etc"  # a hand-edited bundle path may not leave the campaign
+    # a hand-edited bundle path may not leave the campaign
+    good["arms"][0]["bundle"] = "../../../etc"
     (directory / "state.json").write_text(json.dumps(good))
     res = run_cli("--root", str(project.root), "campaign", "show", directory.name)
-    assert res.returncode == 2 and "state.json: arms.0.bundle" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 2
+        and "state.json: arms.0.bundle" in res.stderr
+        and "Traceback" not in res.stderr
+    )
     (directory / "state.json").write_text('{"schema": "composegen.campaign/v1", "name": 3}')
     res = run_cli("--root", str(project.root), "campaign", "resume", directory.name)
     assert res.returncode == 2 and "state.json" in res.stderr and "Traceback" not in res.stderr
-    res = run_cli("--root", str(project.root), "campaign", "run", "8192-131k", "4096-131k", "--next", "../x")
+    res = run_cli(
+        "--root", str(project.root), "campaign", "run", "8192-131k", "4096-131k", "--next", "../x"
+    )
     assert res.returncode == 2 and res.stderr.startswith("composegen: --next:")

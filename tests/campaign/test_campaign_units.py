@@ -26,13 +26,19 @@ def _claim(name="x", labels=None, requests=(), env=None, runtime="runc"):
 @pytest.mark.parametrize(
     ("claim", "held"),
     [
-        (_claim(requests=[{"driver": "nvidia", "count": None, "device_ids": ["1", "3"]}]), {"1", "3"}),
+        (
+            _claim(requests=[{"driver": "nvidia", "count": None, "device_ids": ["1", "3"]}]),
+            {"1", "3"},
+        ),
         (_claim(requests=[{"driver": "", "count": 2, "device_ids": None}]), {"0", "1"}),
         (_claim(requests=[{"driver": "nvidia", "count": -1, "device_ids": None}]), exclusive.ALL),
         (_claim(env="all", runtime="nvidia"), exclusive.ALL),
         (_claim(env="2,3", runtime="nvidia"), {"2", "3"}),
         (_claim(env="all"), set()),  # without the nvidia runtime the variable holds nothing
-        (_claim(labels={"io.composegen.emulated": "true", "io.composegen.gpus": "ids:0,1"}), {"0", "1"}),
+        (
+            _claim(labels={"io.composegen.emulated": "true", "io.composegen.gpus": "ids:0,1"}),
+            {"0", "1"},
+        ),
         (_claim(labels={"io.composegen.emulated": "true", "io.composegen.gpus": "count:1"}), {"0"}),
         (_claim(), set()),
     ],
@@ -47,7 +53,12 @@ EMULATED_ON_1 = {"io.composegen.emulated": "true", "io.composegen.gpus": "ids:1"
 def test_holders_name_the_stack_or_container_and_skip_the_profiles_own():
     r = profile.load(Project(REPO), "8192-131k")  # device_ids 0,1
     claims = [
-        _claim("mine", labels={"com.docker.compose.project": "composegen-8192-131k"}, env="all", runtime="nvidia"),
+        _claim(
+            "mine",
+            labels={"com.docker.compose.project": "composegen-8192-131k"},
+            env="all",
+            runtime="nvidia",
+        ),
         _claim("other-ctr", labels={"io.composegen.profile": "r33", **EMULATED_ON_1}),
         _claim("trainer", requests=[{"driver": "nvidia", "count": -1, "device_ids": None}]),
         _claim("elsewhere", requests=[{"driver": "nvidia", "count": None, "device_ids": ["5"]}]),
@@ -64,7 +75,9 @@ def test_the_scrubber_replaces_each_kind_and_keeps_hashes():
             f"{PRIVATE['gpu_uuid']} S/N {PRIVATE['serial']} {PRIVATE['container_id']} secret-rack-9")  # fmt: skip
     clean = s.text(text)
     assert clean == "<host> <ip> [<ip>] ~/x ~/y <gpu-uuid> serial <serial> <container-id> <private>"
-    doc = s.json({"sha256": "a" * 64, "path": "services.vllm.environment.X", "after": "/home/bob/models"})
+    doc = s.json(
+        {"sha256": "a" * 64, "path": "services.vllm.environment.X", "after": "/home/bob/models"}
+    )
     assert doc == {"sha256": "a" * 64, "path": "services.vllm.environment.X", "after": "~/models"}
     assert s.text("0.33.0+composegen-emulator at 131,072 tokens, 15.99 GiB") == (
         "0.33.0+composegen-emulator at 131,072 tokens, 15.99 GiB"
@@ -81,16 +94,23 @@ def test_a_campaign_name_and_its_options_are_checked(tmp_path):
         runner.create(project, "8192-131k", "8192-131k", CampaignOptions(), None)
     with pytest.raises(BadInput):
         runner.create(project, "8192-131k", "nope", CampaignOptions(), None)
-    assert not (root / "runs" / "campaigns").exists() or not any((root / "runs" / "campaigns").iterdir())
+    assert not (root / "runs" / "campaigns").exists() or not any(
+        (root / "runs" / "campaigns").iterdir()
+    )
     first = runner.create(project, "8192-131k", "4096-131k", CampaignOptions(bracket=True), None)
-    assert runner.create(project, "8192-131k", "4096-131k", CampaignOptions(bracket=True), None) == first
+    assert (
+        runner.create(project, "8192-131k", "4096-131k", CampaignOptions(bracket=True), None)
+        == first
+    )
     with pytest.raises(BadInput, match="other profiles or options"):
         runner.create(project, "8192-131k", "4096-131k", CampaignOptions(), None)
     assert [a.key for a in state.load(first).arms] == ["control", "candidate", "bracket"]
 
 
 def _log_bundle(root, name, log, *extra):
-    res = run_cli("--root", str(root), "evidence", "--from-log", str(log), "--profile", name, "--json", *extra)
+    res = run_cli(
+        "--root", str(root), "evidence", "--from-log", str(log), "--profile", name, "--json", *extra
+    )
     return res
 
 
@@ -104,16 +124,27 @@ def test_compare_names_the_bundles_it_picked_and_refuses_unlike_runs(tmp_path):
     bundle = json.loads(made.stdout)["path"]
     assert f"note: 4096-131k: picked its newest run, {bundle} (created " in res.stdout
     # A log of a 393K serve kept as 393k-gpu's run: another max_model_len than the 131K control.
-    text = (DATA / "vllm-0.33.0-r33-4096-arm.log").read_text().replace("131072", "393216").replace("131,072", "393,216")
+    text = (
+        (DATA / "vllm-0.33.0-r33-4096-arm.log")
+        .read_text()
+        .replace("131072", "393216")
+        .replace("131,072", "393,216")
+    )
     long_log = tmp_path / "393k.log"
     long_log.write_text(text)
     refused = _log_bundle(root, "4096-131k", long_log)  # contradicts the 131K profile: refused
-    assert refused.returncode == 2 and "max_model_len" in refused.stderr and "--force" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "max_model_len" in refused.stderr
+        and "--force" in refused.stderr
+    )
     assert refused.stderr.startswith(f"{long_log}:") and "Traceback" not in refused.stderr
     assert _log_bundle(root, "393k-gpu", long_log).returncode == 0
     res = run_cli("--root", str(root), "compare", "8192-131k", "393k-gpu")
     assert res.returncode == 2 and "max_model_len differs" in res.stderr and "--force" in res.stderr
-    assert run_cli("--root", str(root), "compare", "8192-131k", "393k-gpu", "--force").returncode == 0
+    assert (
+        run_cli("--root", str(root), "compare", "8192-131k", "393k-gpu", "--force").returncode == 0
+    )
     shutil.rmtree(root / "runs")
 
 
@@ -123,7 +154,8 @@ def test_leftover_shm_files_are_counted_from_the_scan_or_every_node(tmp_path):
 
     for name in ("psm_deadbeef", "nccl-03v824", "mine.bin"):
         (tmp_path / name).write_bytes(b"x")
-    scan = shm.scan(str(tmp_path), container_labels=lambda cid: None)  # two leftover names, one unknown
+    # two leftover names, one unknown
+    scan = shm.scan(str(tmp_path), container_labels=lambda cid: None)
     assert runner.reclaimable(scan) == 2
     assert runner.reclaimable(None) is None  # a private /dev/shm: removed with its container
     probe = ShmProbe(
@@ -137,7 +169,10 @@ def test_leftover_shm_files_are_counted_from_the_scan_or_every_node(tmp_path):
     node = {"rank": 0, "role": "head", "engine": "local", "project": "p"}
     nodes = NodesShm(
         profile="p",
-        nodes=[NodeShm(name="n0", **node, local=True, scan=scan), NodeShm(name="n1", **node, probe=probe)],
+        nodes=[
+            NodeShm(name="n0", **node, local=True, scan=scan),
+            NodeShm(name="n1", **node, probe=probe),
+        ],
     )
     assert runner.reclaimable(nodes) == 3
 

@@ -26,12 +26,24 @@ print("HEAVY", heavy, file=sys.stderr)
 @pytest.mark.parametrize(
     "argv",
     [
-        *[["render", "--check"], ["validate"], ["diff", "8192-131k", "4096-131k"], ["show", "r33"], ["list"]],
-        *[["schema"], ["render", "--check", "--target", "k8s"], ["diff", "dspark-2x", "--targets", "compose,k8s"]],
+        *[
+            ["render", "--check"],
+            ["validate"],
+            ["diff", "8192-131k", "4096-131k"],
+            ["show", "r33"],
+            ["list"],
+        ],
+        *[
+            ["schema"],
+            ["render", "--check", "--target", "k8s"],
+            ["diff", "dspark-2x", "--targets", "compose,k8s"],
+        ],
     ],
 )
 def test_fast_paths_never_import_docker_libraries(argv):
-    res = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], cwd=REPO, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-c", PROBE.format(argv=argv)], cwd=REPO, capture_output=True, text=True
+    )
     assert "HEAVY []" in res.stderr, res.stderr[-500:]
 
 
@@ -59,7 +71,8 @@ def test_list_and_validate_json():
     assert names == ["393k-gpu", "393k-offload", "4096-131k", "8192-131k", "dspark-2x", "r33"]
     report = json.loads(run_cli("validate", "--json").stdout)
     offload = next(p for p in report["profiles"] if p["name"] == "393k-offload")
-    assert any("host's /dev/shm" in n for n in offload["notes"]) and offload["warnings"] == []  # up checks it
+    # up checks it
+    assert any("host's /dev/shm" in n for n in offload["notes"]) and offload["warnings"] == []
 
 
 def test_validate_strict_fails_on_warnings(tmp_path):
@@ -67,7 +80,11 @@ def test_validate_strict_fails_on_warnings(tmp_path):
 
     published = edited((("service", "port"), {"host": 39999, "bind": "0.0.0.0"}))
     res = run_cli("--root", str(project(tmp_path, published)), "validate", "--strict", "p")
-    assert res.returncode == 1 and "--strict" in res.stderr and "reachable beyond this host" in res.stdout
+    assert (
+        res.returncode == 1
+        and "--strict" in res.stderr
+        and "reachable beyond this host" in res.stdout
+    )
 
 
 def test_root_from_environment(tmp_path):

@@ -25,8 +25,14 @@ def complete(line: str, cwd: Path, env: dict | None = None) -> list[str]:
     if line.endswith(" "):
         words.append("")
     full_env = {k: v for k, v in os.environ.items() if k != "COMPOSEGEN_ROOT"}
-    full_env |= {"_COMPOSEGEN_COMPLETE": "complete_bash", "COMP_WORDS": line, "COMP_CWORD": str(len(words) - 1)}
-    res = subprocess.run([str(SCRIPT)], cwd=cwd, env=full_env | (env or {}), capture_output=True, text=True)
+    full_env |= {
+        "_COMPOSEGEN_COMPLETE": "complete_bash",
+        "COMP_WORDS": line,
+        "COMP_CWORD": str(len(words) - 1),
+    }
+    res = subprocess.run(
+        [str(SCRIPT)], cwd=cwd, env=full_env | (env or {}), capture_output=True, text=True
+    )
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     return res.stdout.split()
 
@@ -35,7 +41,9 @@ def complete(line: str, cwd: Path, env: dict | None = None) -> list[str]:
 def project(tmp_path_factory) -> Path:
     mine = {"alpha-4k": MINIMAL, "alpha-8k": MINIMAL, "beta": MINIMAL}
     root = make_project(tmp_path_factory.mktemp("complete"), mine, copy_shipped=True)
-    res = run_cli("--root", str(root), "evidence", "--from-log", str(LOG), "--profile", "4096-131k", "--json")
+    res = run_cli(
+        "--root", str(root), "evidence", "--from-log", str(LOG), "--profile", "4096-131k", "--json"
+    )
     assert res.returncode == 0, res.stderr
     return root
 
@@ -45,17 +53,35 @@ def test_the_installed_script_is_what_runs():
 
 
 def test_profile_names_complete_for_commands_that_take_a_profile(project):
-    for command in ("up", "down", "status", "logs", "show", "gate", "ladder", "evidence", "plan", "validate", "diff"):
+    for command in (
+        "up",
+        "down",
+        "status",
+        "logs",
+        "show",
+        "gate",
+        "ladder",
+        "evidence",
+        "plan",
+        "validate",
+        "diff",
+    ):
         assert complete(f"composegen {command} alp", project) == ["alpha-4k", "alpha-8k"], command
     assert complete("composegen up b", project) == ["beta"]
     assert complete("composegen up zzz", project) == []
-    assert complete("composegen up ", project) == sorted(p.stem for p in (project / "profiles").glob("*.yaml"))
+    assert complete("composegen up ", project) == sorted(
+        p.stem for p in (project / "profiles").glob("*.yaml")
+    )
 
 
 def test_root_on_the_line_is_where_names_come_from(project, tmp_path):
     assert complete(f"composegen --root {project} up alp", tmp_path) == ["alpha-4k", "alpha-8k"]
-    assert complete("composegen up alp", tmp_path, env={"COMPOSEGEN_ROOT": str(project)}) == ["alpha-4k", "alpha-8k"]
-    assert complete("composegen up alp", tmp_path) == []  # no project here: nothing, and no traceback
+    assert complete("composegen up alp", tmp_path, env={"COMPOSEGEN_ROOT": str(project)}) == [
+        "alpha-4k",
+        "alpha-8k",
+    ]
+    # no project here: nothing, and no traceback
+    assert complete("composegen up alp", tmp_path) == []
 
 
 def test_gate_names_complete_item_by_item(project):
@@ -67,7 +93,9 @@ def test_gate_names_complete_item_by_item(project):
         "smoke,continuation",
         "smoke,responses",
     ]
-    assert complete("composegen gate beta --only smoke,json,c", project) == ["smoke,json,continuation"]
+    assert complete("composegen gate beta --only smoke,json,c", project) == [
+        "smoke,json,continuation"
+    ]
 
 
 def test_runs_and_profile_names_complete_for_compare(project):

@@ -17,7 +17,8 @@ def _lines(name: str) -> list[tuple[float, str]]:
 
 
 def test_without_a_terminal_one_line_per_stage_change_and_heartbeats(monkeypatch):
-    monkeypatch.setattr(console, "HEARTBEAT_S", 0.0)  # every heartbeat call is due: no clock in the test
+    # every heartbeat call is due: no clock in the test
+    monkeypatch.setattr(console, "HEARTBEAT_S", 0.0)
     out = io.StringIO()
     sink = console.ConsoleSink(timeout_s=900, stream=out, tty=False)
     sink.phase("starting", 0.0)
@@ -78,22 +79,41 @@ def test_the_block_has_a_fixed_height_and_never_exceeds_the_width(width):
 
 
 def test_clock():
-    assert [console.clock(s) for s in (None, 0, 42.4, 725, 3729)] == ["?", "0:00", "0:42", "12:05", "1:02:09"]
+    assert [console.clock(s) for s in (None, 0, 42.4, 725, 3729)] == [
+        "?",
+        "0:00",
+        "0:42",
+        "12:05",
+        "1:02:09",
+    ]
 
 
 def test_a_multi_node_display_follows_the_head_not_the_workers():
     sink = console.ConsoleSink(quiet=True, stream=io.StringIO(), tty=False)
-    sink.log_line(LogLine("n0", "h", 1.0, "(APIServer pid=1) INFO 11-30 15:00:01 [api_server.py:1] starting"))
     sink.log_line(
-        LogLine("n0", "h", 2.0, "(Worker_TP0 pid=2) Loading safetensors checkpoint shards:  25% Completed | 1/4")
+        LogLine("n0", "h", 1.0, "(APIServer pid=1) INFO 11-30 15:00:01 [api_server.py:1] starting")
     )
     sink.log_line(
-        LogLine("n1", "w", 3.0, "(Worker_TP2 pid=3) Loading safetensors checkpoint shards:  75% Completed | 3/4")
+        LogLine(
+            "n0",
+            "h",
+            2.0,
+            "(Worker_TP0 pid=2) Loading safetensors checkpoint shards:  25% Completed | 1/4",
+        )
+    )
+    sink.log_line(
+        LogLine(
+            "n1",
+            "w",
+            3.0,
+            "(Worker_TP2 pid=3) Loading safetensors checkpoint shards:  75% Completed | 3/4",
+        )
     )
     assert sink.tracker.summary() == "loading weights 1/4"
 
 
-GRAPHS = REAL.parent / "real-0.26.0-h200-graphs" / "serve-hermes-graphs.log"  # seven stages: the longest line
+# seven stages: the longest line
+GRAPHS = REAL.parent / "real-0.26.0-h200-graphs" / "serve-hermes-graphs.log"
 
 
 def _stage_lines(lines: list[str]) -> list[str]:
@@ -114,7 +134,8 @@ def test_finished_stages_fold_whole_or_are_counted_never_cut(width):
     items = " · ".join(line[4:] for line in _stage_lines(final)).split(" · ")
     earlier = int(items.pop(0).split()[0][1:]) if items[0].endswith(" earlier") else 0
     assert earlier + len(items) == len(finished) == 7, final  # every stage shown, or counted
-    assert [i.rsplit(" ", 1)[0] for i in items] == [r["label"] for r in finished[earlier:]]  # the latest kept
+    # the latest kept
+    assert [i.rsplit(" ", 1)[0] for i in items] == [r["label"] for r in finished[earlier:]]
     if width == 80:
         assert final[2:] == [
             "  ✓ +2 earlier · torch.compile 0:08 · profiling / KV cache 0:05",

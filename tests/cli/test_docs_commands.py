@@ -30,14 +30,24 @@ def row_of(name: str) -> str:
 def test_every_command_and_option_is_documented(name):
     row = row_of(name)
     command = GROUP.commands[name]  # type: ignore[attr-defined]
-    options = [p.opts for p in command.params if p.opts[0].startswith("-") and not NOT_LISTED & set(p.opts)]
-    missing = sorted(opts[-1] for opts in options if not any(re.search(rf"{re.escape(o)}\b", row) for o in opts))
+    options = [
+        p.opts for p in command.params if p.opts[0].startswith("-") and not NOT_LISTED & set(p.opts)
+    ]
+    missing = sorted(
+        opts[-1] for opts in options if not any(re.search(rf"{re.escape(o)}\b", row) for o in opts)
+    )
     assert not missing, f"docs/commands.md row for `{name}` lacks {missing}"
 
 
 def test_the_exit_code_table_lists_every_code():
     table = DOC.split("### Exit codes", 1)[1]
-    for code in (errors.OK, errors.CHECK_FAILED, errors.BAD_INPUT, errors.RUNTIME, errors.INTERRUPTED):
+    for code in (
+        errors.OK,
+        errors.CHECK_FAILED,
+        errors.BAD_INPUT,
+        errors.RUNTIME,
+        errors.INTERRUPTED,
+    ):
         assert re.search(rf"^\| {code} \|", table, re.M), code
     assert "stale out/" in table.split("\n| 1 |", 1)[1].split("\n")[0]
     assert "`status NAME`" in table.split("\n| 3 |", 1)[1].split("\n")[0]

@@ -20,7 +20,9 @@ COMMANDS = sorted(GROUP.commands)  # type: ignore[attr-defined]
 
 
 def test_the_walk_sees_the_commands():
-    assert {"up", "status", "logs", "diff", "compare", "ladder", "evidence", "init"} <= set(COMMANDS)
+    assert {"up", "status", "logs", "diff", "compare", "ladder", "evidence", "init"} <= set(
+        COMMANDS
+    )
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -51,7 +53,8 @@ def test_usage_and_values_read_as_words_and_json_names_its_own_report(name):
     from composegen.cli import reports
 
     text = " ".join(run_cli(name, "--help").stdout.split())
-    usage = text.split("Usage: ", 1)[1].split(" ", 3)[3].split("  ")[0]  # after `python -m composegen NAME`
+    # after `python -m composegen NAME`
+    usage = text.split("Usage: ", 1)[1].split(" ", 3)[3].split("  ")[0]
     assert "{" not in usage and "<list[" not in text and " range>" not in text, text[:400]
     if "--json" in text:
         named = re.findall(r"its shape: composegen schema --report ([a-z-]+)", text)

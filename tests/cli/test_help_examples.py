@@ -27,7 +27,19 @@ load_commands()  # every command module registers its commands
 GROUP = typer.main.get_command(app)
 LOGS = REPO / "tests/data/logs"
 # Commands whose examples need a running stack; the rest run without an engine.
-STACK = {"up", "wait", "status", "logs", "gate", "ladder", "evidence", "bench", "top", "qualify", "down"}
+STACK = {
+    "up",
+    "wait",
+    "status",
+    "logs",
+    "gate",
+    "ladder",
+    "evidence",
+    "bench",
+    "top",
+    "qualify",
+    "down",
+}
 DIFFERS_IS_1 = {"diff", "render"}  # exit 1 is their documented "differs" / "stale"
 # Examples that drive several stacks in a row or the edge in front of them: each runs end to end, in the same
 # form, in the engine tests named here; this file proves the example parses exactly as the CLI reads it.
@@ -38,14 +50,28 @@ ELSEWHERE = {
     "rollback": "tests/edge/test_switch_engine.py",
 }
 # The stack examples in an order where each finds what it needs (the wait example brings up its own stack).
-ORDER = ["wait", "qualify", "up", "status", "logs", "gate", "ladder", "evidence", "bench", "top", "down"]
+ORDER = [
+    "wait",
+    "qualify",
+    "up",
+    "status",
+    "logs",
+    "gate",
+    "ladder",
+    "evidence",
+    "bench",
+    "top",
+    "down",
+]
 
 
 def examples() -> dict[str, list[list[str]]]:
     """command -> the argv lists of its example (an `a && b` example is two)."""
     found = {}
     for name, command in GROUP.commands.items():  # type: ignore[attr-defined]
-        line = next(x.strip() for x in (command.help or "").splitlines() if x.strip().startswith("Example:"))
+        line = next(
+            x.strip() for x in (command.help or "").splitlines() if x.strip().startswith("Example:")
+        )
         found[name] = [shlex.split(part) for part in line.removeprefix("Example:").split("&&")]
     return found
 
@@ -58,10 +84,16 @@ def shipped(tmp_path_factory) -> Path:
 def _project(tmp: Path) -> Path:
     root = tmp / "project"
     shutil.copytree(REPO / "profiles", root / "profiles")
-    shutil.copy(LOGS / "vllm-0.33.0-r33-8192-arm.log", root / "vllm-startup.log")  # `startup --log …`
+    # `startup --log …`
+    shutil.copy(LOGS / "vllm-0.33.0-r33-8192-arm.log", root / "vllm-startup.log")
     (root / "home").mkdir()
-    for log, profile in (("vllm-0.33.0-r33-8192-arm.log", "8192-131k"), ("vllm-0.33.0-r33-4096-arm.log", "4096-131k")):
-        made = run_cli("--root", str(root), "evidence", "--from-log", str(LOGS / log), "--profile", profile)
+    for log, profile in (
+        ("vllm-0.33.0-r33-8192-arm.log", "8192-131k"),
+        ("vllm-0.33.0-r33-4096-arm.log", "4096-131k"),
+    ):
+        made = run_cli(
+            "--root", str(root), "evidence", "--from-log", str(LOGS / log), "--profile", profile
+        )
         assert made.returncode == 0, made.stderr
     assert run_cli("--root", str(root), "render").returncode == 0
     return root
@@ -70,7 +102,8 @@ def _project(tmp: Path) -> Path:
 def _run(argv: list[str], root: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     assert argv[0] == "composegen", argv
     env = {"COMPOSEGEN_ROOT": str(root)}
-    if argv[1] == "init":  # `init ~/stacks`: a HOME of its own (elsewhere HOME stays: docker finds its plugins there)
+    # `init ~/stacks`: a HOME of its own (elsewhere HOME stays: docker finds its plugins there)
+    if argv[1] == "init":
         env["HOME"] = str(root / "home")
     return run_cli(*argv[1:], cwd=root, env=env, timeout=timeout)
 
@@ -82,7 +115,9 @@ def _works(name: str, argv: list[str], res: subprocess.CompletedProcess) -> None
 
 
 def test_every_example_is_run_by_one_of_these_tests():
-    assert set(examples()) - STACK - {"weights"} - set(ELSEWHERE) and set(examples()) >= STACK | set(ELSEWHERE)
+    assert set(examples()) - STACK - {"weights"} - set(ELSEWHERE) and set(
+        examples()
+    ) >= STACK | set(ELSEWHERE)
     assert sorted(ORDER) == sorted(STACK)
 
 
@@ -152,7 +187,9 @@ def _top(argv: list[str], root: Path, tmp: Path) -> None:
 def _logs_follow(argv: list[str], root: Path) -> None:
     """`logs -f` follows until Ctrl-C: it prints the tail, keeps running, and ends on SIGINT with 130."""
     cmd = [sys.executable, "-m", "composegen", "--root", str(root), *argv[1:]]
-    proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         first = proc.stdout.readline() if proc.stdout else ""
         assert first and proc.poll() is None, proc.stderr.read() if proc.stderr else ""
@@ -176,7 +213,8 @@ def test_the_stack_examples_work_on_the_real_engine(tmp_path):
                 elif name == "logs" and ("-f" in argv or "--follow" in argv):
                     _logs_follow(argv, root)
                 else:
-                    argv += ["--emulate"] if argv[1] == "up" and "--emulate" not in argv else []  # no GPU here
+                    # no GPU here
+                    argv += ["--emulate"] if argv[1] == "up" and "--emulate" not in argv else []
                     _works(name, argv, _run(argv, root, timeout=600))
     finally:
         for alias in aliases.values():

@@ -25,7 +25,16 @@ def shipped(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "url", ["http://[::1", "http://h:99999", "http://h:-1", "http://h:1/\x1b[2J", "http:// h:1", "ftp://h:1", ""]
+    "url",
+    [
+        "http://[::1",
+        "http://h:99999",
+        "http://h:-1",
+        "http://h:1/\x1b[2J",
+        "http:// h:1",
+        "ftp://h:1",
+        "",
+    ],
 )
 def test_top_url_that_is_not_host_and_port_is_bad_input(url):
     assert_bad_input(run_inproc("top", "--url", url, "--once"), "--url")
@@ -33,19 +42,34 @@ def test_top_url_that_is_not_host_and_port_is_bad_input(url):
 
 @pytest.mark.parametrize("gib", ["nan", "inf", "-inf", "-1", "0", "1e309"])
 def test_plan_gpu_gib_must_be_a_finite_positive_number(shipped, gib):
-    res = run_inproc("--root", str(shipped), "plan", "4096-131k", "--from-log", str(LOG), f"--gpu-gib={gib}")
+    res = run_inproc(
+        "--root", str(shipped), "plan", "4096-131k", "--from-log", str(LOG), f"--gpu-gib={gib}"
+    )
     assert_bad_input(res, "--gpu-gib")
 
 
 @pytest.mark.parametrize("html", ["", ".", "DIR", "DIR/", ".."])
 def test_report_html_must_name_a_file(shipped, tmp_path, html):
-    made = run_inproc("--root", str(shipped), "evidence", "--from-log", str(LOG), "--profile", "4096-131k", "--json")
+    made = run_inproc(
+        "--root",
+        str(shipped),
+        "evidence",
+        "--from-log",
+        str(LOG),
+        "--profile",
+        "4096-131k",
+        "--json",
+    )
     run = json.loads(made.stdout)["path"]
     (tmp_path / "DIR").mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())
-    res = run_inproc("--root", str(shipped), "report", run, "--html", html.replace("DIR", str(tmp_path / "DIR")))
+    res = run_inproc(
+        "--root", str(shipped), "report", run, "--html", html.replace("DIR", str(tmp_path / "DIR"))
+    )
     assert_bad_input(res, "--html")
-    assert sorted(p.name for p in tmp_path.iterdir()) == before and not any((tmp_path / "DIR").iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not any(
+        (tmp_path / "DIR").iterdir()
+    )
 
 
 @pytest.mark.parametrize("command", ["evidence", "plan"])
@@ -98,7 +122,16 @@ def test_bidi_overrides_show_escaped_in_diff_output(tmp_path):
 
 
 def test_compare_json_is_valid_json_when_figures_overflow(shipped, tmp_path):
-    made = run_inproc("--root", str(shipped), "evidence", "--from-log", str(LOG), "--profile", "4096-131k", "--json")
+    made = run_inproc(
+        "--root",
+        str(shipped),
+        "evidence",
+        "--from-log",
+        str(LOG),
+        "--profile",
+        "4096-131k",
+        "--json",
+    )
     run = shipped / json.loads(made.stdout)["path"]
     copy = tmp_path / run.name
     shutil.copytree(run, copy)
@@ -125,7 +158,8 @@ def test_names_reach_matplotlib_as_plain_text_not_mathtext():
     try:
         for name in ("$", "a$b", "$\\frac{1}{2}$", "$" * 7):
             ax.set_title(plots._text(name))
-            fig.canvas.draw()  # an unescaped "$" is a mathtext parse error here; "$…$" would be typeset
+            # an unescaped "$" is a mathtext parse error here; "$…$" would be typeset
+            fig.canvas.draw()
             shown, math = ax.title._preprocess_math(ax.title.get_text())
             assert math is False and shown == name  # drawn as written
     finally:

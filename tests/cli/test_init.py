@@ -14,16 +14,23 @@ def test_init_scaffolds_a_project_that_validates_and_renders(tmp_path):
     profile = (tmp_path / "profiles" / "first.yaml").read_text()
     assert profile.startswith("# yaml-language-server: $schema=./schema.json")
     assert (tmp_path / "profiles" / "schema.json").is_file()
-    assert (tmp_path / "out" / "first" / "compose.yaml").is_file()  # rendered already: `up first` can run
+    # rendered already: `up first` can run
+    assert (tmp_path / "out" / "first" / "compose.yaml").is_file()
     assert run_cli("--root", str(tmp_path), "render", "--check").returncode == 0
     # Every field of the starter carries a comment, so a newcomer reads what it means.
-    fields = [line for line in profile.splitlines() if line.strip() and not line.lstrip().startswith(("#", "-"))]
+    fields = [
+        line
+        for line in profile.splitlines()
+        if line.strip() and not line.lstrip().startswith(("#", "-"))
+    ]
     uncommented = [line for line in fields if "#" not in line and not line.rstrip().endswith(":")]
     assert len(uncommented) <= len(fields) // 3, uncommented
     assert run_cli("--root", str(tmp_path), "validate", "first").returncode == 0
     assert run_cli("--root", str(tmp_path), "render", "first").returncode == 0
     compose = tmp_path / "out" / "first" / "compose.yaml"
-    check = subprocess.run(["docker", "compose", "-f", str(compose), "config", "-q"], capture_output=True, text=True)
+    check = subprocess.run(
+        ["docker", "compose", "-f", str(compose), "config", "-q"], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stderr
 
 
@@ -31,7 +38,11 @@ def test_init_refuses_a_project_that_has_profiles(tmp_path):
     assert run_cli("init", str(tmp_path)).returncode == 0
     before = (tmp_path / "profiles" / "starter.yaml").read_bytes()
     res = run_cli("init", str(tmp_path))
-    assert res.returncode == 2 and "already holds profiles" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 2
+        and "already holds profiles" in res.stderr
+        and "Traceback" not in res.stderr
+    )
     assert (tmp_path / "profiles" / "starter.yaml").read_bytes() == before
 
 
@@ -48,8 +59,12 @@ def test_the_starters_placeholders_fail_strict_and_it_points_only_at_what_the_pr
     for pointer in re.findall(r"profiles/[\w.-]+", profile):
         assert (tmp_path / pointer).exists(), pointer
     # Pin the image as a user would: the all-zeros revision alone must still fail --strict.
-    pinned = profile.replace("image: vllm/vllm-openai:v0.33.0", "image: vllm/vllm-openai@sha256:" + "a" * 64)
-    pinned = "\n".join(line for line in pinned.splitlines() if not line.startswith("image_unpinned_reason"))
+    pinned = profile.replace(
+        "image: vllm/vllm-openai:v0.33.0", "image: vllm/vllm-openai@sha256:" + "a" * 64
+    )
+    pinned = "\n".join(
+        line for line in pinned.splitlines() if not line.startswith("image_unpinned_reason")
+    )
     (tmp_path / "profiles" / "first.yaml").write_text(pinned + "\n")
     strict = run_cli("--root", str(tmp_path), "validate", "--strict", "first")
     assert strict.returncode == 1, strict.stdout + strict.stderr

@@ -42,14 +42,18 @@ print("LOADED", sorted(m.rsplit(".", 1)[1] for m in sys.modules if m.endswith(("
 
 def test_the_table_is_what_the_modules_register():
     code = f"MODULES = {MODULES!r}\n" + REGISTERED
-    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
     found = json.loads(res.stdout)
     assert all(found.values())  # every module registers something
     table: dict[str, list[str]] = {}
     for name, module in COMMANDS.items():
         table.setdefault(module, []).append(name)
     # The same names per module; commands before groups is typer's own listing order.
-    assert {m: sorted(names) for m, names in found.items()} == {m: sorted(names) for m, names in table.items()}
+    assert {m: sorted(names) for m, names in found.items()} == {
+        m: sorted(names) for m, names in table.items()
+    }
 
 
 @pytest.mark.parametrize(
@@ -88,7 +92,9 @@ def test_help_order_does_not_depend_on_what_loaded_first():
             "from composegen.cli.main import load_commands\nfrom composegen.cli.app import app\n"
             f"import typer.main\n{loads}\nprint(list(typer.main.get_command(app).commands))"
         )
-        return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout
 
     fresh = listed("load_commands()")
     assert sorted(ast.literal_eval(fresh)) == sorted(COMMANDS)

@@ -40,23 +40,34 @@ def test_up_and_status_fit_80_columns_and_stay_whole_when_piped(tmp_path):
     try:
         code, screen, _ = _in_terminal(tmp_path, _cli(root, "up", name, "--emulate"))
         assert code == 0, "\n".join(screen)
-        assert all(len(line) <= WIDTH for line in screen), [line for line in screen if len(line) > WIDTH]
+        assert all(len(line) <= WIDTH for line in screen), [
+            line for line in screen if len(line) > WIDTH
+        ]
         checks = [line for line in screen if line.startswith("preflight ")]
-        assert len(checks) >= 8 and any(line.endswith("…") for line in checks)  # the weights check is cut
-        assert sum("ulimit" in line for line in screen) == 1, screen  # said once: preflight, not the summary again
+        # the weights check is cut
+        assert len(checks) >= 8 and any(line.endswith("…") for line in checks)
+        # said once: preflight, not the summary again
+        assert sum("ulimit" in line for line in screen) == 1, screen
         assert any(line.startswith(f"{name} is ready at ") for line in screen)
 
         # --verbose: every check whole (the terminal folds the long ones).
         assert run_cli("--root", str(root), "down", name).returncode == 0
-        code, screen, drawn = _in_terminal(tmp_path, _cli(root, "up", name, "--emulate", "--verbose"))
-        assert code == 0 and "every start would download the weights into the container" in " ".join(drawn.split())
+        code, screen, drawn = _in_terminal(
+            tmp_path, _cli(root, "up", name, "--emulate", "--verbose")
+        )
+        assert (
+            code == 0
+            and "every start would download the weights into the container"
+            in " ".join(drawn.split())
+        )
 
         code, screen, _ = _in_terminal(tmp_path, _cli(root, "status", name))
         assert code == 0 and all(len(line) <= WIDTH for line in screen), screen
         header = screen[0].split()
         assert header[:2] == ["PROFILE", "STATE"] and "API" in header and "RESTARTS" not in header
         assert any(line.startswith("(not shown at 80 columns: RESTARTS") for line in screen), screen
-        piped = run_cli("--root", str(root), "status", name)  # not a terminal: every column, full rows
+        # not a terminal: every column, full rows
+        piped = run_cli("--root", str(root), "status", name)
         assert piped.stdout.split()[:12] == [
             "PROFILE",
             "CONTAINER",
@@ -72,8 +83,11 @@ def test_up_and_status_fit_80_columns_and_stay_whole_when_piped(tmp_path):
             f"{name}",
         ]
         assert run_cli("--root", str(root), "down", name).returncode == 0
-        up_piped = run_cli("--root", str(root), "up", name, "--emulate", timeout=300)  # piped: checks whole
-        assert "every start would download the weights into the container" in up_piped.stderr, up_piped.stderr
+        # piped: checks whole
+        up_piped = run_cli("--root", str(root), "up", name, "--emulate", timeout=300)
+        assert "every start would download the weights into the container" in up_piped.stderr, (
+            up_piped.stderr
+        )
     finally:
         run_cli("--root", str(root), "down", name)
         force_remove(f"composegen-{name}")
@@ -96,10 +110,14 @@ def test_a_wide_shm_row_folds_its_holders_at_80_columns(tmp_path):
             piped = run_cli("shm", "--path", str(shm))
         row = next(line for line in piped.stdout.splitlines() if held.name in line)
         assert f"{holder.pid}/" in row and len(row) > WIDTH  # piped: one whole row
-        code, screen, _ = _in_terminal(tmp_path, [sys.executable, "-m", "composegen", "shm", "--path", str(shm)])
+        code, screen, _ = _in_terminal(
+            tmp_path, [sys.executable, "-m", "composegen", "shm", "--path", str(shm)]
+        )
         assert code == 0 and all(len(line) <= WIDTH for line in screen), screen
         at = next(i for i, line in enumerate(screen) if held.name in line)
-        assert f"{holder.pid}/" not in screen[at] and screen[at + 1].startswith(f"    held by {holder.pid}/")
+        assert f"{holder.pid}/" not in screen[at] and screen[at + 1].startswith(
+            f"    held by {holder.pid}/"
+        )
     finally:
         holder.kill()
         holder.wait(10)

@@ -20,13 +20,16 @@ def project(tmp_path):
 
 
 def evidence_from_log(root, log: str, profile: str):
-    return run_cli("--root", str(root), "evidence", "--from-log", str(LOGS / log), "--profile", profile)
+    return run_cli(
+        "--root", str(root), "evidence", "--from-log", str(LOGS / log), "--profile", profile
+    )
 
 
 def test_compare_takes_profile_names_and_uses_each_ones_latest_run(project):
     assert evidence_from_log(project, "vllm-0.33.0-r33-8192-arm.log", "8192-131k").returncode == 0
     assert evidence_from_log(project, "vllm-0.33.0-r33-4096-arm.log", "4096-131k").returncode == 0
-    newest = evidence_from_log(project, "vllm-0.33.0-r33-4096-arm.log", "4096-131k")  # same second: a -2 suffix
+    # same second: a -2 suffix
+    newest = evidence_from_log(project, "vllm-0.33.0-r33-4096-arm.log", "4096-131k")
     assert newest.returncode == 0, newest.stderr
     newest_path = project / newest.stdout.splitlines()[0].removeprefix("run ")
     by_name = run_cli("--root", str(project), "compare", "8192-131k", "4096-131k", "--json")
@@ -34,13 +37,20 @@ def test_compare_takes_profile_names_and_uses_each_ones_latest_run(project):
     result = json.loads(by_name.stdout)
     assert (result["a"]["profile"], result["b"]["profile"]) == ("8192-131k", "4096-131k")
     assert result["b"]["run"] == str(newest_path)
-    by_path = run_cli("--root", str(project), "compare", result["a"]["run"], str(newest_path), "--json")
+    by_path = run_cli(
+        "--root", str(project), "compare", result["a"]["run"], str(newest_path), "--json"
+    )
     assert json.loads(by_path.stdout)["rows"] == result["rows"]
     text = run_cli("--root", str(project), "compare", "8192-131k", "4096-131k").stdout
     assert "Engine-reported GPU KV tokens           283,917    553,243" in text
     # Everything else that reads a run takes the same names.
-    assert run_cli("--root", str(project), "plan", "393k-gpu", "--from", "4096-131k").returncode == 0
-    assert run_cli("--root", str(project), "report", "8192-131k", "4096-131k", "--markdown").returncode == 0
+    assert (
+        run_cli("--root", str(project), "plan", "393k-gpu", "--from", "4096-131k").returncode == 0
+    )
+    assert (
+        run_cli("--root", str(project), "report", "8192-131k", "4096-131k", "--markdown").returncode
+        == 0
+    )
 
 
 def test_a_profile_without_a_run_says_how_to_make_one(project):
@@ -50,7 +60,11 @@ def test_a_profile_without_a_run_says_how_to_make_one(project):
     assert "r33: run: profile r33 has no run under runs/" in res.stderr
     assert "composegen evidence r33" in res.stderr and "Traceback" not in res.stderr
     res = run_cli("--root", str(project), "compare", "8192-131k", "no-such-thing")
-    assert res.returncode == 2 and "no such run directory" in res.stderr and "profile name" in res.stderr
+    assert (
+        res.returncode == 2
+        and "no such run directory" in res.stderr
+        and "profile name" in res.stderr
+    )
 
 
 def test_evidence_prints_what_it_recorded(project):
@@ -70,7 +84,8 @@ def test_evidence_prints_what_it_recorded(project):
 def test_validate_strict_never_says_ok_before_failing(project):
     # A tag without image_policy: local-build is a finding (dspark-2x, which opts in, passes).
     (project / "profiles" / "tagged.yaml").write_text(
-        "extends: r33\nimage: vllm-local:dev\nimage_unpinned_reason: a dev build\n", encoding="utf-8"
+        "extends: r33\nimage: vllm-local:dev\nimage_unpinned_reason: a dev build\n",
+        encoding="utf-8",
     )
     res = run_cli("--root", str(project), "validate", "--strict", "r33", "tagged")
     assert res.returncode == 1, res.stderr
@@ -96,7 +111,9 @@ def test_a_mistyped_profile_is_answered_the_same_way_by_every_command(project):
 def test_up_on_stale_out_is_a_failed_check(project):
     assert run_cli("--root", str(project), "render", "4096-131k").returncode == 0
     path = project / "profiles" / "4096-131k.yaml"
-    path.write_text(path.read_text().replace("max-num-batched-tokens: 4096", "max-num-batched-tokens: 2048"))
+    path.write_text(
+        path.read_text().replace("max-num-batched-tokens: 4096", "max-num-batched-tokens: 2048")
+    )
     res = run_cli("--root", str(project), "up", "4096-131k", "--emulate")
     assert res.returncode == 1, res.stderr
     assert "out/4096-131k/compose.yaml is stale" in res.stderr and "composegen render" in res.stderr

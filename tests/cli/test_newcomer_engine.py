@@ -24,14 +24,23 @@ def test_status_shows_endpoint_and_model_then_exits_3_once_the_stack_is_gone(tmp
         assert res.returncode == 0, res.stderr
         header, row = res.stdout.splitlines()[:2]
         assert header.split()[6:9] == ["ENDPOINT", "MODEL", "API"]
-        start, end = header.index("ENDPOINT"), header.index("MAX_LEN")  # the row's cells under those headings
+        # the row's cells under those headings
+        start, end = header.index("ENDPOINT"), header.index("MAX_LEN")
         assert row[start:end].split() == [f"127.0.0.1:{port}", f"{name}-served", "ready"]
-        endpoint = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]["endpoint"]
-        assert endpoint["url"] == f"http://127.0.0.1:{port}" and endpoint["served_name"] == f"{name}-served"
+        endpoint = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)[
+            "stacks"
+        ][0]["endpoint"]
+        assert (
+            endpoint["url"] == f"http://127.0.0.1:{port}"
+            and endpoint["served_name"] == f"{name}-served"
+        )
         assert run_cli("--root", str(root), "down", name).returncode == 0
         gone = run_cli("--root", str(root), "status", name)
         assert gone.returncode == 3 and gone.stdout == ""
-        assert f"composegen: {name} is not running" in gone.stderr and f"composegen up {name}" in gone.stderr
+        assert (
+            f"composegen: {name} is not running" in gone.stderr
+            and f"composegen up {name}" in gone.stderr
+        )
         as_json = run_cli("--root", str(root), "status", name, "--json")
         assert as_json.returncode == 3 and json.loads(as_json.stdout) == {"stacks": []}
     finally:
@@ -45,7 +54,8 @@ def test_a_failed_image_check_is_one_clean_line(tmp_path):
     text = path.read_text().replace("image: example/vllm@", f"image: {registry}/nope/vllm@")
     path.write_text(text)
     assert run_cli("--root", str(root), "render", name).returncode == 0
-    res = run_cli("--root", str(root), "up", name)  # not emulated: the profile's own image is checked
+    # not emulated: the profile's own image is checked
+    res = run_cli("--root", str(root), "up", name)
     assert res.returncode == 3, res.stderr
     said = [line for line in res.stderr.splitlines() if "could not be pulled" in line]
     assert len(said) == 1, res.stderr  # once, not again in the closing error
@@ -60,7 +70,9 @@ def test_a_failed_pull_explanation_is_cut_at_a_word():
     from composegen.stack import compose
 
     long = "registry says: " + " ".join(f"word{i}" for i in range(100))
-    text = compose.one_line(docker.errors.APIError("500 Server Error for http+docker://x", explanation=long))
+    text = compose.one_line(
+        docker.errors.APIError("500 Server Error for http+docker://x", explanation=long)
+    )
     assert text.startswith("registry says: word0") and text.endswith(" …") and len(text) <= 302
     assert text.removesuffix(" …").split()[-1] in long.split()  # a whole word, never cut mid-word
 
@@ -82,7 +94,10 @@ def test_a_port_held_by_a_process_names_its_pid_and_the_field(tmp_path):
         res = run_cli("--root", str(root), "up", name, "--emulate")
         assert res.returncode == 3, res.stderr
         (line,) = [x for x in res.stderr.splitlines() if x.startswith("preflight FAIL port:")]
-        assert f"127.0.0.1:{port} is already in use" in line and f"held by pid {listener.pid} (python" in line
+        assert (
+            f"127.0.0.1:{port} is already in use" in line
+            and f"held by pid {listener.pid} (python" in line
+        )
         assert "`service.port.host` in the profile sets another port" in line
     finally:
         listener.kill()
@@ -93,7 +108,17 @@ def test_a_port_held_by_a_process_names_its_pid_and_the_field(tmp_path):
 def test_a_port_published_by_a_container_names_the_container(tmp_path):
     root, name, port = emulated_project(tmp_path)
     holder = f"h9-port-{uuid.uuid4().hex[:8]}"
-    run = ["docker", "run", "-d", "--rm", "--name", holder, "-p", f"127.0.0.1:{port}:9", "composegen/base:py3"]
+    run = [
+        "docker",
+        "run",
+        "-d",
+        "--rm",
+        "--name",
+        holder,
+        "-p",
+        f"127.0.0.1:{port}:9",
+        "composegen/base:py3",
+    ]
     started = subprocess.run([*run, "sleep", "120"], capture_output=True, text=True)
     assert started.returncode == 0, started.stderr
     try:

@@ -22,7 +22,8 @@ LOG = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"
 
 def test_the_load_time_of_a_recorded_start_is_read_from_its_stamps():
     assert load_seconds(LOG.read_text()) == 189.0  # 10:02:14 .. 10:05:23, the seed's arm
-    assert load_seconds("(APIServer pid=1) INFO 11-20 10:02:14 [a.py:1] x\n") is None  # never got ready
+    # never got ready
+    assert load_seconds("(APIServer pid=1) INFO 11-20 10:02:14 [a.py:1] x\n") is None
 
 
 @pytest.mark.docker
@@ -32,7 +33,9 @@ def test_up_shows_ready_in_about_n_min_from_an_earlier_start(tmp_path):
     assert earlier_load(root, name) is None
     r = profiles.load(project, name)
     text = LOG.read_text()
-    bundle.write_run(project, r, startup_log_text=text, startup_report=startup.parse_startup_log(text).to_json())
+    bundle.write_run(
+        project, r, startup_log_text=text, startup_report=startup.parse_startup_log(text).to_json()
+    )
     assert earlier_load(root, name).seconds == 189.0
     term = Terminal(tmp_path, width=80, height=24)
     try:

@@ -24,9 +24,15 @@ def test_schema_report_through_the_cli():
     res = run_cli("schema", "--report", "status")
     assert res.returncode == 0 and json.loads(res.stdout)["$id"] == "composegen:report/status"
     bad = run_cli("schema", "--report", "stauts")
-    assert bad.returncode == 2 and "did you mean 'status'" in bad.stderr and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 2
+        and "did you mean 'status'" in bad.stderr
+        and "Traceback" not in bad.stderr
+    )
 
 
 def test_docs_name_every_report_and_no_other():
-    documented = set(re.findall(r"^\| `([a-z-]+)` \|", (REPO / "docs" / "json.md").read_text(), re.M))
+    documented = set(
+        re.findall(r"^\| `([a-z-]+)` \|", (REPO / "docs" / "json.md").read_text(), re.M)
+    )
     assert documented == set(reports.names())

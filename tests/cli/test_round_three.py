@@ -31,7 +31,16 @@ def shipped(tmp_path):
 
 
 def test_a_huge_bench_figure_is_a_table_cell_not_a_crash(shipped, tmp_path):
-    made = run_inproc("--root", str(shipped), "evidence", "--from-log", str(LOG), "--profile", "4096-131k", "--json")
+    made = run_inproc(
+        "--root",
+        str(shipped),
+        "evidence",
+        "--from-log",
+        str(LOG),
+        "--profile",
+        "4096-131k",
+        "--json",
+    )
     run = shipped / json.loads(made.stdout)["path"]
     level = benchstats.summarise(1, [], 1.0, cpu_s=0.0, distinct_prompts=1).model_copy(
         update={"request_throughput": HUGE, "output_throughput": HUGE, "median_ttft_ms": HUGE}
@@ -47,12 +56,15 @@ def test_a_huge_bench_figure_is_a_table_cell_not_a_crash(shipped, tmp_path):
     assert res.stderr == ""  # no numpy overflow warnings either
     html = page.read_text()
     assert (
-        'data-missing-plot="bench">Throughput and latency under load: not drawn: a figure is too large to plot' in html
+        'data-missing-plot="bench">Throughput and latency under load: not drawn: a figure is too large to plot'
+        in html
     )
     assert "169,999,999,999,999,993" in html  # the table still shows the figure
 
 
-def test_a_failure_with_nowhere_to_put_its_traceback_is_still_one_line(tmp_path, monkeypatch, capsys):
+def test_a_failure_with_nowhere_to_put_its_traceback_is_still_one_line(
+    tmp_path, monkeypatch, capsys
+):
     # root ignores modes: the cache "directory" is a file, and the temporary directory is gone (a full disk
     # refuses both the same way, with another errno)
     (tmp_path / "cache").write_text("not a directory")
@@ -82,7 +94,9 @@ def test_an_over_long_profile_label_is_bad_input(shipped):
     label = re.search(r"io\.composegen\.profile: \"?([^\"\n]+)", text)
     assert label
     long = shipped / "long.yaml"
-    long.write_text(text.replace(label.group(0), label.group(0).replace(label.group(1), "x" * 100_000)))
+    long.write_text(
+        text.replace(label.group(0), label.group(0).replace(label.group(1), "x" * 100_000))
+    )
     assert_bad_input(run_inproc("--root", str(shipped), "diff", str(long), "4096-131k"),
                      "long.yaml: label io.composegen.profile is not a profile name (100,000 characters")  # fmt: skip
 

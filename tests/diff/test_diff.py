@@ -42,15 +42,31 @@ def r33(diff_dir: Path, repo_root: Path):
 
 
 def test_flag_spellings_and_order_are_not_changes():
-    a = stack([MODEL, "--max-num-batched-tokens", "8192", "--tensor-parallel-size", "2", "--enforce-eager"])
-    assert compare(a, stack([MODEL, "--enforce-eager", "-tp=2", "--max_num_batched_tokens=8K"])) == []
+    a = stack(
+        [
+            MODEL,
+            "--max-num-batched-tokens",
+            "8192",
+            "--tensor-parallel-size",
+            "2",
+            "--enforce-eager",
+        ]
+    )
+    assert (
+        compare(a, stack([MODEL, "--enforce-eager", "-tp=2", "--max_num_batched_tokens=8K"])) == []
+    )
 
 
 def test_flag_value_change_is_one_functional_change_with_typed_values():
     a = stack([MODEL, "--max-num-batched-tokens", "8192", "--gpu-memory-utilization", "0.975"])
     b = stack([MODEL, "--gpu-memory-utilization=0.9750", "--max-num-batched-tokens", "4096"])
     assert [c.report().to_json() for c in compare(a, b)] == [
-        {"path": "services.vllm.command.--max-num-batched-tokens", "class": FUNCTIONAL, "before": 8192, "after": 4096}
+        {
+            "path": "services.vllm.command.--max-num-batched-tokens",
+            "class": FUNCTIONAL,
+            "before": 8192,
+            "after": 4096,
+        }
     ]
 
 
@@ -88,14 +104,22 @@ def test_booleans_negations_and_lists():
     a = stack([MODEL, "--disable-prefix-caching"])
     assert compare(a, stack([MODEL, "--no-enable-prefix-caching"])) == []
     [change] = compare(a, stack([MODEL, "--enable-prefix-caching"]))
-    assert (change.path, change.before, change.after) == ("services.vllm.command.--enable-prefix-caching", False, True)
+    assert (change.path, change.before, change.after) == (
+        "services.vllm.command.--enable-prefix-caching",
+        False,
+        True,
+    )
 
 
 def test_model_given_by_flag_or_position_is_the_same():
     a = stack([MODEL, "--max-num-seqs", "1"])
     assert compare(a, stack(["--max-num-seqs", "1", "--model", MODEL])) == []
     [change] = compare(a, stack(["other/model", "--max-num-seqs", "1"]))
-    assert (change.path, change.before, change.after) == ("services.vllm.command.model", MODEL, "other/model")
+    assert (change.path, change.before, change.after) == (
+        "services.vllm.command.model",
+        MODEL,
+        "other/model",
+    )
 
 
 def test_absent_flag_differs_from_explicit_default_false():
@@ -139,16 +163,28 @@ def test_environment_list_and_map_forms_are_equal():
     assert compare(a, b) == []
     c = stack(environment=["HF_TOKEN", "NCCL_P2P_DISABLE=1", "NCCL_DEBUG=WARN"])
     [change] = compare(b, c)
-    assert (change.path, change.before, change.after) == ("services.vllm.environment.NCCL_DEBUG", "INFO", "WARN")
+    assert (change.path, change.before, change.after) == (
+        "services.vllm.environment.NCCL_DEBUG",
+        "INFO",
+        "WARN",
+    )
 
 
 def test_ulimit_int_equals_equal_soft_and_hard():
     a = stack(ulimits={"memlock": -1, "nofile": 1048576})
-    b = stack(ulimits={"nofile": {"soft": 1048576, "hard": "1048576"}, "memlock": {"soft": -1, "hard": -1}})
+    b = stack(
+        ulimits={
+            "nofile": {"soft": 1048576, "hard": "1048576"},
+            "memlock": {"soft": -1, "hard": -1},
+        }
+    )
     assert compare(a, b) == []
     c = stack(ulimits={"memlock": -1, "nofile": {"soft": 65536, "hard": 1048576}})
     [change] = compare(a, c)
-    assert (change.path, change.after) == ("services.vllm.ulimits.nofile", {"soft": 65536, "hard": 1048576})
+    assert (change.path, change.after) == (
+        "services.vllm.ulimits.nofile",
+        {"soft": 65536, "hard": 1048576},
+    )
 
 
 def test_image_compared_by_digest_with_repo_reported_separately():
@@ -156,19 +192,27 @@ def test_image_compared_by_digest_with_repo_reported_separately():
     a = stack(image=f"vllm/vllm-openai@{digest}")
     assert compare(a, stack(image=f"docker.io/vllm/vllm-openai:v0.33.0@{digest}")) == []
     moved = compare(a, stack(image=f"registry.local/vllm-openai@{digest}"))
-    assert [(c.path, c.after) for c in moved] == [("services.vllm.image.repo", "registry.local/vllm-openai")]
+    assert [(c.path, c.after) for c in moved] == [
+        ("services.vllm.image.repo", "registry.local/vllm-openai")
+    ]
     # Without a digest the (default) tag is what gets pulled; Docker Hub's implicit prefixes do not count.
     assert compare(stack(image="ubuntu"), stack(image="docker.io/library/ubuntu:latest")) == []
     [retagged] = compare(stack(image="ubuntu:24.04"), stack(image="ubuntu:24.10"))
     assert (retagged.path, retagged.after) == ("services.vllm.image.tag", "24.10")
     rebuilt = compare(a, stack(image="vllm/vllm-openai@sha256:" + "c" * 64))
-    assert [(c.path, c.change_class) for c in rebuilt] == [("services.vllm.image.digest", FUNCTIONAL)]
+    assert [(c.path, c.change_class) for c in rebuilt] == [
+        ("services.vllm.image.digest", FUNCTIONAL)
+    ]
 
 
 def test_ports_volumes_gpus_and_sizes_in_equivalent_forms():
     a = stack(
         ports=["127.0.0.1:39070:8000"],
-        volumes=["/srv/models:/models:ro", "hf:/root/.cache/huggingface", "${TMP:-/tmp}:/container-tmp"],
+        volumes=[
+            "/srv/models:/models:ro",
+            "hf:/root/.cache/huggingface",
+            "${TMP:-/tmp}:/container-tmp",
+        ],
         gpus="all",
         shm_size="16gb",
         stop_grace_period="1m30s",
@@ -181,7 +225,9 @@ def test_ports_volumes_gpus_and_sizes_in_equivalent_forms():
             {"type": "bind", "source": "/srv/models", "target": "/models", "read_only": True},
             {"type": "bind", "source": "${TMP:-/tmp}", "target": "/container-tmp"},
         ],
-        deploy={"resources": {"reservations": {"devices": [{"capabilities": ["gpu"], "count": -1}]}}},
+        deploy={
+            "resources": {"reservations": {"devices": [{"capabilities": ["gpu"], "count": -1}]}}
+        },
         shm_size="16G",
         stop_grace_period="90s",
         healthcheck={"test": ["CMD-SHELL", "curl -f localhost:8000/health"], "interval": "10000ms"},
@@ -197,7 +243,8 @@ def test_gpu_and_volume_changes_are_functional():
         volumes=["/srv/models:/models:ro"],
     )
     b = stack(
-        gpus=[{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}], volumes=["/srv/models:/models"]
+        gpus=[{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}],
+        volumes=["/srv/models:/models"],
     )
     changes = compare(a, b)
     assert {(c.path, c.change_class) for c in changes} == {
@@ -237,8 +284,12 @@ def test_identity_versus_functional_classification():
 
 
 def test_extra_identity_paths_exact_parent_and_glob():
-    a = stack(environment={"RUN_ID": "1", "NCCL_DEBUG": "INFO"}, hostname="a", labels={"owner": "x"})
-    b = stack(environment={"RUN_ID": "2", "NCCL_DEBUG": "WARN"}, hostname="b", labels={"owner": "y"})
+    a = stack(
+        environment={"RUN_ID": "1", "NCCL_DEBUG": "INFO"}, hostname="a", labels={"owner": "x"}
+    )
+    b = stack(
+        environment={"RUN_ID": "2", "NCCL_DEBUG": "WARN"}, hostname="b", labels={"owner": "y"}
+    )
     assert {c.change_class for c in compare(a, b)} == {FUNCTIONAL}
     extra = ["services.vllm.hostname", "services.*.labels.own*"]
     classes = {c.path: c.change_class for c in compare(a, b, identity_paths=extra)}
@@ -261,7 +312,10 @@ def test_order_is_functional_first_then_by_path_and_services_added_once():
         "services.vllm.environment.B",
         "services.vllm.container_name",
     ]
-    assert changes[0].before is None and changes[0].after == {"image": "busybox", "command": ["sleep", "1d"]}
+    assert changes[0].before is None and changes[0].after == {
+        "image": "busybox",
+        "command": ["sleep", "1d"],
+    }
     assert compare(a, b) == changes
 
 
@@ -273,7 +327,12 @@ def test_r33_fixtures_have_exactly_one_functional_change(r33):
     changes = compare(a.data, b.data)
     functional = [c.report().to_json() for c in changes if c.change_class == FUNCTIONAL]
     assert functional == [
-        {"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional", "before": 8192, "after": 4096}
+        {
+            "path": "services.vllm.command.--max-num-batched-tokens",
+            "class": "functional",
+            "before": 8192,
+            "after": 4096,
+        }
     ]
     assert {c.path for c in changes if c.change_class == IDENTITY} == {
         "name",
@@ -288,8 +347,14 @@ def test_r33_fixtures_have_exactly_one_functional_change(r33):
     assert exit_status(changes, functional_only=True) == 1
     identity_only = [c for c in changes if c.change_class == IDENTITY]
     assert exit_status(identity_only, functional_only=True) == 0
-    shown = [c.report().to_json() for c in changes]  # what `diff --json` prints: `class` by its alias
-    assert shown[0] == {"path": changes[0].path, "class": "functional", "before": 8192, "after": 4096}
+    # what `diff --json` prints: `class` by its alias
+    shown = [c.report().to_json() for c in changes]
+    assert shown[0] == {
+        "path": changes[0].path,
+        "class": "functional",
+        "before": 8192,
+        "after": 4096,
+    }
 
 
 def test_handwritten_spelling_of_the_same_stack_is_identical(diff_dir: Path, repo_root: Path):
@@ -306,7 +371,8 @@ def test_format_text_groups_by_class(r33):
     assert lines[:2] == ["--- 8192", "+++ 4096"]
     assert lines[2].split() == ["functional", "--max-num-batched-tokens", "8192", "→", "4096"]
     assert any(
-        line.split() == ["identity", "ports", "8000/tcp", "127.0.0.1:39070", "→", "127.0.0.1:39071"] for line in lines
+        line.split() == ["identity", "ports", "8000/tcp", "127.0.0.1:39070", "→", "127.0.0.1:39071"]
+        for line in lines
     )
     assert [line.split()[0] for line in lines[2:-1]] == ["functional"] + ["identity"] * 7
     assert lines[-1] == "summary: 1 functional, 7 identity (8 changes)"

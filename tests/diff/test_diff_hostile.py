@@ -33,15 +33,21 @@ def test_hostile_compose_inputs_are_bad_input(tmp_path, text, problem):
     (tmp_path / "profiles").mkdir()
     (tmp_path / "c.yaml").write_text(text, encoding="utf-8")
     (tmp_path / "good.yaml").write_text(GOOD, encoding="utf-8")
-    res = run_inproc("--root", str(tmp_path), "diff", str(tmp_path / "c.yaml"), str(tmp_path / "good.yaml"))
+    res = run_inproc(
+        "--root", str(tmp_path), "diff", str(tmp_path / "c.yaml"), str(tmp_path / "good.yaml")
+    )
     assert_bad_input(res, problem)
 
 
 def test_anchors_without_aliases_still_diff(tmp_path):
     (tmp_path / "profiles").mkdir()
     (tmp_path / "a.yaml").write_text(GOOD.replace("image: x", "image: &img x"), encoding="utf-8")
-    (tmp_path / "b.yaml").write_text(GOOD.replace("--max-num-seqs=4", "--max-num-seqs=8"), encoding="utf-8")
-    res = run_inproc("--root", str(tmp_path), "diff", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"))
+    (tmp_path / "b.yaml").write_text(
+        GOOD.replace("--max-num-seqs=4", "--max-num-seqs=8"), encoding="utf-8"
+    )
+    res = run_inproc(
+        "--root", str(tmp_path), "diff", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")
+    )
     assert res.returncode == 1 and "--max-num-seqs" in res.stdout, res.stderr
 
 

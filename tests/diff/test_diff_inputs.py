@@ -87,7 +87,9 @@ def test_unreadable_inputs_are_bad_input(tmp_path: Path, spec: str, problem: str
         ("name: x\nservices:\n  vllm: 3\n", ":3: services.vllm:"),
     ],
 )
-def test_bad_yaml_and_non_compose_documents_name_file_and_line(tmp_path: Path, text: str, where: str):
+def test_bad_yaml_and_non_compose_documents_name_file_and_line(
+    tmp_path: Path, text: str, where: str
+):
     path = tmp_path / "c.yaml"
     path.write_text(text)
     with pytest.raises(BadInput, match=f"^{path}{where}"):
@@ -96,8 +98,13 @@ def test_bad_yaml_and_non_compose_documents_name_file_and_line(tmp_path: Path, t
 
 def test_compose_merge_tags_are_accepted(tmp_path: Path):
     path = tmp_path / "c.yaml"
-    path.write_text("services:\n  vllm:\n    ports: !reset []\n    environment: !override {A: '1'}\n")
-    assert load_side(str(path), tmp_path).data["services"]["vllm"] == {"ports": [], "environment": {"A": "1"}}
+    path.write_text(
+        "services:\n  vllm:\n    ports: !reset []\n    environment: !override {A: '1'}\n"
+    )
+    assert load_side(str(path), tmp_path).data["services"]["vllm"] == {
+        "ports": [],
+        "environment": {"A": "1"},
+    }
 
 
 def test_profile_names_are_rendered(monkeypatch, tmp_path: Path, diff_dir: Path):
@@ -118,7 +125,9 @@ def test_identity_paths_come_from_the_profiles_behind_the_inputs(tmp_path: Path,
     from composegen.render import render_profile_text
 
     shutil.copytree(repo_root / "profiles", tmp_path / "profiles")
-    (tmp_path / "profiles" / "marked.yaml").write_text('extends: 4096-131k\nidentity: ["services.*.labels.run-id"]\n')
+    (tmp_path / "profiles" / "marked.yaml").write_text(
+        'extends: 4096-131k\nidentity: ["services.*.labels.run-id"]\n'
+    )
     assert identity_paths_for(tmp_path, ["marked", "4096-131k"]) == ["services.*.labels.run-id"]
     # A rendered file names its profile in the io.composegen.profile label.
     (tmp_path / "c.yaml").write_text(render_profile_text(tmp_path, "marked"))

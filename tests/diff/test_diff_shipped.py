@@ -22,7 +22,12 @@ def test_ab_arms_differ_functionally_only_in_the_batch_ceiling():
     functional = [c for c in changes if c["class"] == "functional"]
     assert rc == 1
     assert functional == [
-        {"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional", "before": 8192, "after": 4096}
+        {
+            "path": "services.vllm.command.--max-num-batched-tokens",
+            "class": "functional",
+            "before": 8192,
+            "after": 4096,
+        }
     ]
     identity = {c["path"] for c in changes if c["class"] == "identity"}
     assert {
@@ -35,7 +40,9 @@ def test_ab_arms_differ_functionally_only_in_the_batch_ceiling():
 
 def test_r33_to_control_removes_speculation_and_sequences():
     _, changes = _changes("r33", "8192-131k")
-    functional = {c["path"]: (c["before"], c["after"]) for c in changes if c["class"] == "functional"}
+    functional = {
+        c["path"]: (c["before"], c["after"]) for c in changes if c["class"] == "functional"
+    }
     assert functional["services.vllm.command.--max-num-seqs"] == (16, 1)
     assert functional["services.vllm.command.--speculative-config"] == (
         {"method": "dspark", "num_speculative_tokens": 5},

@@ -22,7 +22,9 @@ PIN = "example/caddy@sha256:" + "e" * 64
 
 def project(tmp, edge_text: str):
     profiles = {
-        name: tiny_profile(f"{name}-served", f"{{host: {port}}}", rest=_SINGLE_REST.format(load=1, extra_env=""))
+        name: tiny_profile(
+            f"{name}-served", f"{{host: {port}}}", rest=_SINGLE_REST.format(load=1, extra_env="")
+        )
         for name, port in (("old", 39601), ("new", 39602))
     }
     root = make_project(tmp, profiles)
@@ -79,7 +81,9 @@ def test_a_stack_behind_the_edge_gets_no_open_kubernetes_service(tmp_path):
     ):
         res = run_cli("--root", str(root), *args)
         assert res.returncode == 2, (args, res.stderr)
-        assert re.search(r"edge.yaml: (new, old|old) sits behind the edge: `--target k8s` cannot", res.stderr)
+        assert re.search(
+            r"edge.yaml: (new, old|old) sits behind the edge: `--target k8s` cannot", res.stderr
+        )
         assert not (root / "out").exists()
     (root / "edge.yaml").unlink()  # without the edge, the same profiles render for Kubernetes
     assert run_cli("--root", str(root), "render", "--target", "k8s").returncode == 0
@@ -89,7 +93,9 @@ def test_a_stack_behind_the_edge_gets_no_open_kubernetes_service(tmp_path):
 def test_out_edge_is_deterministic_checked_and_accepted_by_the_real_tools(tmp_path):
     root = project(tmp_path, GOOD)
     assert run_cli("--root", str(root), "render").returncode == 0
-    files = sorted(p.relative_to(root).as_posix() for p in (root / "out" / "edge").rglob("*") if p.is_file())
+    files = sorted(
+        p.relative_to(root).as_posix() for p in (root / "out" / "edge").rglob("*") if p.is_file()
+    )
     assert files == [
         "out/edge/Caddyfile", "out/edge/compose.yaml", "out/edge/door.Caddyfile", "out/edge/gatekeeper.py",
         "out/edge/stacks/new.yaml", "out/edge/stacks/old.yaml",
@@ -116,7 +122,11 @@ def test_out_edge_is_deterministic_checked_and_accepted_by_the_real_tools(tmp_pa
         vllm = json.loads(merged.stdout)["services"]["vllm"]
         assert not vllm.get("ports") and vllm["networks"]["edge"]["aliases"] == ["stack-old"]
     # the TLS listener is the only published port; the loopback listeners are the door's, in the host's network
-    assert compose.count("ports:") == 1 and '"127.0.0.1:39600:8443"' in compose and 'network_mode: "host"' in compose
+    assert (
+        compose.count("ports:") == 1
+        and '"127.0.0.1:39600:8443"' in compose
+        and 'network_mode: "host"' in compose
+    )
     if shutil.which("caddy"):
         for caddyfile in ("out/edge/Caddyfile", "out/edge/door.Caddyfile"):
             valid = subprocess.run(["caddy", "validate", "--config", caddyfile, "--adapter", "caddyfile"],
@@ -142,7 +152,9 @@ def test_the_gatekeeper_matches_hashes_and_honours_expiry_and_revocation():
     assert gatekeeper.client_for(keys, f"Bearer {key}", now) is None
     keys["clients"][0].update(expires=None, revoked=earlier)
     assert gatekeeper.client_for(keys, f"Bearer {key}", now) is None
-    assert gatekeeper.client_for({"clients": [None, {"sha256": digest}]}, f"Bearer {key}", now) is None
+    assert (
+        gatekeeper.client_for({"clients": [None, {"sha256": digest}]}, f"Bearer {key}", now) is None
+    )
 
 
 def test_keys_are_printed_once_and_kept_only_as_hashes(tmp_path):
@@ -151,7 +163,11 @@ def test_keys_are_printed_once_and_kept_only_as_hashes(tmp_path):
     assert add.returncode == 0
     key = add.stdout.strip()
     listing = run_cli("--root", str(root), "keys", "list")
-    assert "alice" in listing.stdout and "2099-01-31T00:00:00Z" in listing.stdout and key not in listing.stdout
+    assert (
+        "alice" in listing.stdout
+        and "2099-01-31T00:00:00Z" in listing.stdout
+        and key not in listing.stdout
+    )
     stored = (root / ".composegen/edge/keys.json").read_text()
     assert key not in stored and hashlib.sha256(key.encode()).hexdigest() in stored
     again = run_cli("--root", str(root), "keys", "add", "alice")
@@ -171,21 +187,37 @@ def test_acme_is_rendered_as_an_issuer_the_real_caddy_accepts(tmp_path):
     root = project(tmp_path, PUBLIC + ACME)
     assert run_cli("--root", str(root), "render").returncode == 0
     caddyfile = (root / "out/edge/Caddyfile").read_text()
-    assert "https://llm.example.org, https://api.example.org {" in caddyfile and "tls internal" not in caddyfile
+    assert (
+        "https://llm.example.org, https://api.example.org {" in caddyfile
+        and "tls internal" not in caddyfile
+    )
     assert '"0.0.0.0:39600:8443"' in (root / "out/edge/compose.yaml").read_text()
     if not shutil.which("caddy"):
         pytest.fail("no caddy: run `bash scripts/provision.sh` (provision.d/70-caddy.sh)")
     env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     argv = ["--config", "out/edge/Caddyfile", "--adapter", "caddyfile"]
-    adapted = subprocess.run(["caddy", "adapt", *argv], cwd=root, env=env, capture_output=True, text=True)
+    adapted = subprocess.run(
+        ["caddy", "adapt", *argv], cwd=root, env=env, capture_output=True, text=True
+    )
     assert adapted.returncode == 0, adapted.stderr[-2000:]
     policies = json.loads(adapted.stdout)["apps"]["tls"]["automation"]["policies"]
-    acme = [(p["subjects"], i) for p in policies for i in p.get("issuers", []) if i.get("module") == "acme"]
+    acme = [
+        (p["subjects"], i)
+        for p in policies
+        for i in p.get("issuers", [])
+        if i.get("module") == "acme"
+    ]
     assert acme, policies
     subjects, issuer = acme[0]
-    assert sorted(subjects) == ["api.example.org", "llm.example.org"] and issuer["email"] == "ops@example.org"
-    assert issuer["challenges"]["http"]["disabled"] is True  # port 80 is not published: TLS-ALPN-01 only
-    valid = subprocess.run(["caddy", "validate", *argv], cwd=root, env=env, capture_output=True, text=True)
+    assert (
+        sorted(subjects) == ["api.example.org", "llm.example.org"]
+        and issuer["email"] == "ops@example.org"
+    )
+    # port 80 is not published: TLS-ALPN-01 only
+    assert issuer["challenges"]["http"]["disabled"] is True
+    valid = subprocess.run(
+        ["caddy", "validate", *argv], cwd=root, env=env, capture_output=True, text=True
+    )
     assert valid.returncode == 0, valid.stderr[-2000:]
 
 
@@ -207,6 +239,14 @@ def test_a_tampered_key_record_is_named_and_refused_never_an_internal_error(tmp_
         assert "alice" in res.stdout and all(name in res.stdout for name in tampered), res.stdout
         assert all(f"{name}: expires" in res.stderr for name in tampered), res.stderr
     now = datetime.now(UTC)
-    for expires, allowed in [*((e, None) for e in tampered.values()), ("2099-01-01T00:00:00Z", "x"), (None, "x")]:
-        keys = {"clients": [{"name": "x", "sha256": good["sha256"], "expires": expires, "revoked": None}]}
+    for expires, allowed in [
+        *((e, None) for e in tampered.values()),
+        ("2099-01-01T00:00:00Z", "x"),
+        (None, "x"),
+    ]:
+        keys = {
+            "clients": [
+                {"name": "x", "sha256": good["sha256"], "expires": expires, "revoked": None}
+            ]
+        }
         assert gatekeeper.client_for(keys, f"Bearer {key}", now) == allowed, expires

@@ -50,12 +50,17 @@ def test_tls_is_verified_against_the_internal_ca(edge):
     key = edge.ok("keys", "add", "tls-client").strip()
     pem = edge.ca_file().read_text()
     assert pem.startswith("-----BEGIN CERTIFICATE-----")
-    status, _, body = edge.request("GET", "/v1/models", key)  # python's ssl, CERT_REQUIRED + hostname check
+    # python's ssl, CERT_REQUIRED + hostname check
+    status, _, body = edge.request("GET", "/v1/models", key)
     assert status == 200 and json.loads(body)["data"][0]["id"] == "ds4-flash"
-    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):  # the system roots do not know it
-        urllib.request.urlopen(edge.url + "/health", timeout=10, context=ssl.create_default_context())
+    # the system roots do not know it
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(
+            edge.url + "/health", timeout=10, context=ssl.create_default_context()
+        )
     raw = socket.create_connection(("127.0.0.1", edge.port), timeout=10)
-    with edge.context().wrap_socket(raw, server_hostname="localhost") as tls:  # the name on the certificate
+    # the name on the certificate
+    with edge.context().wrap_socket(raw, server_hostname="localhost") as tls:
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
         names = {v for _, v in tls.getpeercert()["subjectAltName"]}
         assert "localhost" in names
@@ -67,7 +72,8 @@ def test_tls_is_verified_against_the_internal_ca(edge):
         )  # fmt: skip
         assert proc.stdout == "200 0", proc.stderr
     plain = urllib.request.Request(f"http://127.0.0.1:{edge.port}/health")
-    with pytest.raises((urllib.error.URLError, ConnectionError, http_error())):  # no plain HTTP on the TLS port
+    # no plain HTTP on the TLS port
+    with pytest.raises((urllib.error.URLError, ConnectionError, http_error())):
         urllib.request.urlopen(plain, timeout=10).read()
 
 
@@ -92,11 +98,13 @@ def test_keys_added_used_rotated_revoked_expired_without_a_vllm_restart(edge):
 
     rotated = edge.ok("keys", "rotate", "alice").strip()
     assert rotated != key
-    assert edge.request("POST", "/v1/chat/completions", key, body)[0] == 401  # at once: no reload to wait for
+    # at once: no reload to wait for
+    assert edge.request("POST", "/v1/chat/completions", key, body)[0] == 401
     assert edge.request("POST", "/v1/chat/completions", rotated, body)[0] == 200
     took = time.monotonic()
     edge.ok("keys", "revoke", "alice")
-    took = time.monotonic() - took  # one CLI run on this machine now: the expiry must outlast the next one
+    # one CLI run on this machine now: the expiry must outlast the next one
+    took = time.monotonic() - took
     assert edge.request("POST", "/v1/chat/completions", rotated, body)[0] == 401
 
     soon = (datetime.now(UTC) + timedelta(seconds=4 + 3 * took)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -127,7 +135,8 @@ def test_every_recorded_route_through_the_edge(edge):
     matrix = json.loads((DATA / "exposure-matrix.json").read_text())
     recorded = {(row["path"], row["method"], row["auth"]): row["status"] for row in matrix}
     routes = recorded_routes()
-    assert len(routes) == 34 and len({p for p, _ in routes}) == 29  # 30 lines: /ping is printed twice
+    # 30 lines: /ping is printed twice
+    assert len(routes) == 34 and len({p for p, _ in routes}) == 29
     bodies = {
         "/v1/chat/completions": {**CHAT, "model": "ds4-flash"},
         "/v1/completions": {"model": "ds4-flash", "prompt": "hi", "max_tokens": 4},
@@ -146,27 +155,49 @@ def test_every_recorded_route_through_the_edge(edge):
             assert (without, with_key) == (404, 404), (path, method)
             if recorded[(path, method, False)] < 400 or path == "/scale_elastic_ep":
                 opened.append(path)  # reachable without a key on vLLM itself; closed at the edge
-    assert {"/invocations", "/generative_scoring", "/metrics", "/tokenize", "/scale_elastic_ep"} <= set(opened)
+    assert {
+        "/invocations",
+        "/generative_scoring",
+        "/metrics",
+        "/tokenize",
+        "/scale_elastic_ep",
+    } <= set(opened)
     for sneaky in ("/v1/responses/../../invocations", "/v1/responses/%2e%2e/tokenize", "/v1/models/../metrics",
                    "/v1/responses//metrics", "/V1/MODELS/../../metrics"):  # fmt: skip
         assert edge.request("GET", sneaky, key)[0] in (400, 404), sneaky
-        assert edge.request("POST", sneaky, key, bodies["/v1/chat/completions"])[0] in (400, 404), sneaky
-    with urllib.request.urlopen(f"http://127.0.0.1:{edge.metrics_port}/{edge.old}/metrics", timeout=10) as resp:
+        assert edge.request("POST", sneaky, key, bodies["/v1/chat/completions"])[0] in (400, 404), (
+            sneaky
+        )
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{edge.metrics_port}/{edge.old}/metrics", timeout=10
+    ) as resp:
         assert resp.status == 200 and b"vllm:" in resp.read()  # Prometheus' loopback listener
 
 
 def test_the_stack_behind_the_edge_publishes_no_port(edge):
-    edge.ok("keys", "add", "status-client")  # its own client: no test relies on another's having run first
-    info = json.loads(subprocess.check_output(["docker", "inspect", f"composegen-{edge.old}-vllm-1"]))[0]
-    assert not any(info["NetworkSettings"]["Ports"].get(p) for p in info["NetworkSettings"]["Ports"])
+    # its own client: no test relies on another's having run first
+    edge.ok("keys", "add", "status-client")
+    info = json.loads(
+        subprocess.check_output(["docker", "inspect", f"composegen-{edge.old}-vllm-1"])
+    )[0]
+    assert not any(
+        info["NetworkSettings"]["Ports"].get(p) for p in info["NetworkSettings"]["Ports"]
+    )
     assert f"composegen-{edge.name}-net" in info["NetworkSettings"]["Networks"]
     text = edge.ok("status")
-    assert f"edge {edge.name}: {edge.url} (tls internal)" in text and "gate running" in text and "proxy running" in text
+    assert (
+        f"edge {edge.name}: {edge.url} (tls internal)" in text
+        and "gate running" in text
+        and "proxy running" in text
+    )
     assert f"alias ds4-flash → {edge.old}" in text
     report = json.loads(edge.ok("edge", "status", "--json"))
     assert report["tls"] == "internal" and report["stacks"] == [edge.old, edge.new]
-    assert [(a["alias"], a["profile"], a["switching"]) for a in report["aliases"]] == [("ds4-flash", edge.old, None)]
-    assert report["aliases"][0]["target"] == "ready"  # the stack the alias points at, as `status` sees it
+    assert [(a["alias"], a["profile"], a["switching"]) for a in report["aliases"]] == [
+        ("ds4-flash", edge.old, None)
+    ]
+    # the stack the alias points at, as `status` sees it
+    assert report["aliases"][0]["target"] == "ready"
     assert {c["name"] for c in report["clients"]} >= {"status-client"}
     assert "cgk_" not in text and "cgk_" not in json.dumps(report)
 
@@ -177,17 +208,31 @@ def test_the_exposure_gate_tries_every_printed_route_and_keeps_the_matrix(edge):
     result = json.loads(res.stdout)
     rows = {(r["path"], r["method"]): r for r in result["rows"]}
     assert result["passed"] and result["routes_from"] == "the stack's startup log"
-    assert {("/v1/models", "GET"), ("/tokenize", "POST"), ("/metrics", "GET"), ("/invocations", "POST")} <= set(rows)
-    assert rows[("/v1/models", "GET")]["with_key"] == 200 and rows[("/v1/models", "GET")]["without_key"] == 401
+    assert {
+        ("/v1/models", "GET"),
+        ("/tokenize", "POST"),
+        ("/metrics", "GET"),
+        ("/invocations", "POST"),
+    } <= set(rows)
+    assert (
+        rows[("/v1/models", "GET")]["with_key"] == 200
+        and rows[("/v1/models", "GET")]["without_key"] == 401
+    )
     assert rows[("/v1/chat/completions", "POST")]["with_key"] == 200
-    for closed in [("/metrics", "GET"), ("/invocations", "POST"), ("/tokenize", "POST"), ("/scale_elastic_ep", "POST")]:
+    for closed in [
+        ("/metrics", "GET"),
+        ("/invocations", "POST"),
+        ("/tokenize", "POST"),
+        ("/scale_elastic_ep", "POST"),
+    ]:
         assert (rows[closed]["without_key"], rows[closed]["with_key"]) == (404, 404), closed
     run = edge.root / result["run"]
     assert json.loads((run / "exposure.json").read_text())["rows"] == result["rows"]
     evidence = json.loads((run / "evidence.json").read_text())
     assert "exposure.json" in {f["file"] for f in evidence["raw"]}
     clients = json.loads(edge.ok("keys", "list", "--json"))["clients"]
-    assert not any(c["name"].startswith("exposure-gate") for c in clients)  # its key is gone with it
+    # its key is gone with it
+    assert not any(c["name"].startswith("exposure-gate") for c in clients)
     assert "Bearer" not in "".join(p.read_text() for p in run.iterdir())
 
 
@@ -197,30 +242,46 @@ def test_evidence_exposure_puts_the_matrix_in_its_bundle(edge):
     doc = json.loads(res.stdout)
     run = edge.root / doc["path"]
     matrix = json.loads((run / "exposure.json").read_text())
-    assert matrix["passed"] and {r["path"] for r in matrix["rows"]} >= {"/invocations", "/metrics", "/v1/models"}
+    assert matrix["passed"] and {r["path"] for r in matrix["rows"]} >= {
+        "/invocations",
+        "/metrics",
+        "/v1/models",
+    }
     assert "exposure.json" in {f["file"] for f in doc["evidence"]["raw"]}
 
 
 def test_without_its_gatekeeper_the_edge_answers_503_with_retry_after_and_logs_no_key(edge):
     key = edge.ok("keys", "add", "late").strip()
     edge.ca_file()
-    subprocess.run(["docker", "stop", "-t", "1", f"composegen-{edge.name}-gate-1"], capture_output=True, timeout=60)
+    subprocess.run(
+        ["docker", "stop", "-t", "1", f"composegen-{edge.name}-gate-1"],
+        capture_output=True,
+        timeout=60,
+    )
     try:
         status, headers, _ = edge.request("GET", "/v1/models", key)
         assert status == 503 and headers.get("Retry-After") == "1"
-        proxy = subprocess.run(["docker", "logs", f"composegen-{edge.name}-proxy-1"], capture_output=True, text=True)
+        proxy = subprocess.run(
+            ["docker", "logs", f"composegen-{edge.name}-proxy-1"], capture_output=True, text=True
+        )
         assert key not in proxy.stdout + proxy.stderr  # Caddy's error log redacts Authorization
     finally:
-        subprocess.run(["docker", "start", f"composegen-{edge.name}-gate-1"], capture_output=True, timeout=60)
+        subprocess.run(
+            ["docker", "start", f"composegen-{edge.name}-gate-1"], capture_output=True, timeout=60
+        )
 
 
 def test_another_project_with_the_same_edge_name_cannot_take_this_edge_for_its_own(edge, tmp_path):
     other = tmp_path / "other"
     shutil.copytree(edge.root / "profiles", other / "profiles")
-    shutil.copy(edge.root / "edge.yaml", other / "edge.yaml")  # the same `name:`, so the same compose project
+    # the same `name:`, so the same compose project
+    shutil.copy(edge.root / "edge.yaml", other / "edge.yaml")
     assert run_cli("--root", str(other), "render").returncode == 0
     for args in (["edge", "status"], ["edge", "up"], ["edge", "down"], ["status"]):
         res = run_cli("--root", str(other), *args, timeout=120)
         assert res.returncode == 1, (args, res.stdout, res.stderr)
-        assert f"composegen-{edge.name} runs for another project ({edge.root}/out/edge/compose.yaml)" in res.stderr
+        assert (
+            f"composegen-{edge.name} runs for another project ({edge.root}/out/edge/compose.yaml)"
+            in res.stderr
+        )
     assert "proxy running" in edge.ok("edge", "status")  # untouched

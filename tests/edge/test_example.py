@@ -39,7 +39,9 @@ def test_the_example_out_is_fresh():
 
 def test_the_example_profiles_are_the_shipped_ones():
     for path in sorted((EXAMPLE / "profiles").iterdir()):
-        assert path.read_bytes() == (REPO / "profiles" / path.name).read_bytes(), f"{path.name} drifted"
+        assert path.read_bytes() == (REPO / "profiles" / path.name).read_bytes(), (
+            f"{path.name} drifted"
+        )
 
 
 def _pin(text: str) -> str:
@@ -52,16 +54,20 @@ def test_the_example_pins_one_local_edge_image_by_content():
     pin = _pin(text)
     assert f"proxy: {pin}\n" in text and f"gate: {pin}\n" in text
     compose = (EXAMPLE / "out" / "edge" / "compose.yaml").read_text()
-    assert compose.count(f'image: "{pin}"') == 3  # the proxy, the door (the same Caddy) and the gate
+    # the proxy, the door (the same Caddy) and the gate
+    assert compose.count(f'image: "{pin}"') == 3
 
 
-PINNED_PACKAGES = {"caddy": "2.6.2-5", "ca-certificates": "20250419~deb12u2"}  # what edge.yaml's comment names
+# what edge.yaml's comment names
+PINNED_PACKAGES = {"caddy": "2.6.2-5", "ca-certificates": "20250419~deb12u2"}
 
 
 def test_the_example_pin_is_what_a_machine_with_the_named_packages_makes():
     found = {}
     for package in PINNED_PACKAGES:
-        proc = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+        proc = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True
+        )
         found[package] = proc.stdout.strip() if proc.returncode == 0 else None
     if found != PINNED_PACKAGES:
         pytest.skip(f"this machine has {found}, the pin is for {PINNED_PACKAGES}")
@@ -78,9 +84,12 @@ def test_the_image_carries_the_packaged_roots_not_the_hosts_own_additions(tmp_pa
     bundle = image.packaged_bundle(roots, host)
     assert (
         bundle
-        == b"-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n" + (roots / "B.crt").read_bytes() + b"\n"
+        == b"-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n"
+        + (roots / "B.crt").read_bytes()
+        + b"\n"
     )
-    assert image.packaged_bundle(tmp_path / "none", host) == host.read_bytes()  # no package directory: the host's
+    # no package directory: the host's
+    assert image.packaged_bundle(tmp_path / "none", host) == host.read_bytes()
 
 
 def _copy_pinned(tmp_path: Path, pin: str, name: str) -> Path:
@@ -88,7 +97,9 @@ def _copy_pinned(tmp_path: Path, pin: str, name: str) -> Path:
     root = tmp_path / "team-edge"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("out", "runs", ".composegen"))
     text = (root / "edge.yaml").read_text()
-    (root / "edge.yaml").write_text(text.replace(_pin(text), pin).replace("name: edge\n", f"name: {name}\n"))
+    (root / "edge.yaml").write_text(
+        text.replace(_pin(text), pin).replace("name: edge\n", f"name: {name}\n")
+    )
     return root
 
 
@@ -97,13 +108,23 @@ def test_every_compose_file_of_the_example_passes_compose_config():
     out = EXAMPLE / "out"
     for compose in sorted(out.glob("*/compose.yaml")):
         check = subprocess.run(
-            ["docker", "compose", "-f", str(compose), "config", "-q"], capture_output=True, text=True
+            ["docker", "compose", "-f", str(compose), "config", "-q"],
+            capture_output=True,
+            text=True,
         )
         assert check.returncode == 0, f"{compose}: {check.stderr}"
-    for name in STACKS:  # the stack as `up` starts it behind the edge: no host port, the edge's network
-        argv = ["-f", str(out / name / "compose.yaml"), "-f", str(out / "edge" / "stacks" / f"{name}.yaml")]
+    # the stack as `up` starts it behind the edge: no host port, the edge's network
+    for name in STACKS:
+        argv = [
+            "-f",
+            str(out / name / "compose.yaml"),
+            "-f",
+            str(out / "edge" / "stacks" / f"{name}.yaml"),
+        ]
         merged = subprocess.run(
-            ["docker", "compose", *argv, "config", "--format", "json"], capture_output=True, text=True
+            ["docker", "compose", *argv, "config", "--format", "json"],
+            capture_output=True,
+            text=True,
         )
         assert merged.returncode == 0, merged.stderr
         vllm = json.loads(merged.stdout)["services"]["vllm"]
@@ -127,9 +148,13 @@ def test_the_example_edge_runs_pinned_to_this_machines_image(tmp_path):
     for path in [root / "edge.yaml", *(root / "profiles").glob("*.yaml")]:
         text = path.read_text()
         for old, new in ports.items():
-            text = text.replace(f"port: {old}", f"port: {new}").replace(f"host: {old}", f"host: {new}")
+            text = text.replace(f"port: {old}", f"port: {new}").replace(
+                f"host: {old}", f"host: {new}"
+            )
         path.write_text(text)
-    edge = EdgeProject(root, f"edge-{tag}", "8192-131k", "4096-131k", ports["39443"], ports["39490"], {})
+    edge = EdgeProject(
+        root, f"edge-{tag}", "8192-131k", "4096-131k", ports["39443"], ports["39490"], {}
+    )
     try:
         edge.ok("render")
         edge.ok("edge", "up", timeout=600)
@@ -137,7 +162,8 @@ def test_the_example_edge_runs_pinned_to_this_machines_image(tmp_path):
                                capture_output=True, text=True)  # fmt: skip
         assert facts.returncode == 0 and facts.stdout.startswith("sha256:")
         key = edge.ok("keys", "add", "example").strip()
-        status, _, body = edge.request("GET", "/v1/models", key)  # verified against the example's own CA
+        # verified against the example's own CA
+        status, _, body = edge.request("GET", "/v1/models", key)
         assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == ["ds4-flash"]
         assert edge.request("GET", "/v1/models")[0] == 401
         assert edge.request("POST", "/invocations", key)[0] == 404
@@ -154,7 +180,10 @@ def test_a_local_pin_this_machine_cannot_build_is_refused(tmp_path):
     assert run_cli("--root", str(root), "render").returncode == 0
     res = run_cli("--root", str(root), "edge", "up")
     assert res.returncode == 1, res.stderr
-    assert f"edge.yaml pins {wrong}, but this machine's caddy and CA bundle make {image.local_tag()}" in res.stderr
+    assert (
+        f"edge.yaml pins {wrong}, but this machine's caddy and CA bundle make {image.local_tag()}"
+        in res.stderr
+    )
     assert "Traceback" not in res.stderr
     listed = subprocess.run(["docker", "image", "inspect", wrong], capture_output=True)
     assert listed.returncode != 0  # nothing was built under the wrong name

@@ -45,7 +45,12 @@ class Upstream(BaseHTTPRequestHandler):
         self.conns.append(self.connection)
         doc = json.loads(body) if body else {}
         self.seen.append(
-            {"path": self.path, "headers": dict(self.headers), "body": doc, "port": self.client_address[1]}
+            {
+                "path": self.path,
+                "headers": dict(self.headers),
+                "body": doc,
+                "port": self.client_address[1],
+            }
         )
         if doc.get("hold"):
             ready, _, _ = select.select([self.connection], [], [], doc["hold"])
@@ -79,13 +84,25 @@ def edge(tmp_path):
     threading.Thread(target=upstream.serve_forever, args=(0.05,), daemon=True).start()
     state = tmp_path / "state"
     state.mkdir()
-    write_keys(state, [{"name": "alice", "sha256": hashlib.sha256(KEY.encode()).hexdigest(), "revoked": None}])
+    write_keys(
+        state,
+        [{"name": "alice", "sha256": hashlib.sha256(KEY.encode()).hexdigest(), "revoked": None}],
+    )
     write_routes(
-        state, {"ds4": {"profile": "4096-131k", "upstream": f"127.0.0.1:{upstream.server_port}", "served_name": SERVED}}
+        state,
+        {
+            "ds4": {
+                "profile": "4096-131k",
+                "upstream": f"127.0.0.1:{upstream.server_port}",
+                "served_name": SERVED,
+            }
+        },
     )
     gate = gatekeeper.serve(str(state), "127.0.0.1", 0)
     threading.Thread(target=gate.serve_forever, args=(0.05,), daemon=True).start()
-    yield type("Edge", (), {"port": gate.server_port, "state": state, "upstream": handler, "up": upstream})
+    yield type(
+        "Edge", (), {"port": gate.server_port, "state": state, "upstream": handler, "up": upstream}
+    )
     gate.shutdown()
     upstream.shutdown()
 
@@ -100,7 +117,9 @@ def write_routes(state, aliases):
     (state / "routes.json.tmp").replace(state / "routes.json")
 
 
-def exchange(port: int, raw: bytes, closing: bool = False) -> tuple[int, dict[str, str], bytes, bool]:
+def exchange(
+    port: int, raw: bytes, closing: bool = False
+) -> tuple[int, dict[str, str], bytes, bool]:
     """Send RAW; read one answer: (status, headers, body, closed after it — looked at when CLOSING)."""
     with socket.create_connection(("127.0.0.1", port), timeout=5.0) as sock:
         sock.sendall(raw)
@@ -146,24 +165,35 @@ def dechunk(body: bytes) -> bytes:
         out, body = out + body[:size], body[size + 2 :]
 
 
-def request(method: str, path: str, body: bytes = b"", key: str | None = KEY, extra: str = "") -> bytes:
+def request(
+    method: str, path: str, body: bytes = b"", key: str | None = KEY, extra: str = ""
+) -> bytes:
     auth = f"Authorization: Bearer {key}\r\n" if key else ""
     length = f"Content-Length: {len(body)}\r\n" if body or method == "POST" else ""
     return f"{method} {path} HTTP/1.1\r\nHost: edge\r\n{auth}{length}{extra}\r\n".encode() + body
 
 
 def chat(**fields) -> bytes:
-    return json.dumps({"model": "ds4", "messages": [{"role": "user", "content": "hi"}], **fields}).encode()
+    return json.dumps(
+        {"model": "ds4", "messages": [{"role": "user", "content": "hi"}], **fields}
+    ).encode()
 
 
 def test_no_key_is_401_at_once_and_the_body_is_never_read(edge):
     started = time.monotonic()
-    raw = b"POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nContent-Length: 10000000\r\n\r\n"  # never sent
+    # never sent
+    raw = b"POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nContent-Length: 10000000\r\n\r\n"
     status, headers, body, closed = exchange(edge.port, raw, closing=True)
-    assert status == 401 and closed and time.monotonic() - started < 3.0  # generous: a loaded CI; old code: never
+    # generous: a loaded CI; old code: never
+    assert status == 401 and closed and time.monotonic() - started < 3.0
     assert headers["www-authenticate"] == "Bearer"
     assert json.loads(body) == {
-        "error": {"message": "a valid API key is required", "type": "unauthorized", "param": None, "code": 401}
+        "error": {
+            "message": "a valid API key is required",
+            "type": "unauthorized",
+            "param": None,
+            "code": 401,
+        }
     }
     assert exchange(edge.port, request("GET", "/v1/models", key="cgk_wrong"))[0] == 401
     assert edge.upstream.seen == []
@@ -174,14 +204,20 @@ def test_the_model_is_rewritten_and_the_answer_relayed_over_one_reused_connectio
         for _ in range(3):
             sock.sendall(request("POST", "/v1/chat/completions", chat()))
             status, _, body, _ = read_answer(sock, closing=False)
-            assert status == 200 and json.loads(body) == {"model": SERVED, "path": "/v1/chat/completions"}
+            assert status == 200 and json.loads(body) == {
+                "model": SERVED,
+                "path": "/v1/chat/completions",
+            }
     assert [s["body"]["model"] for s in edge.upstream.seen] == [SERVED] * 3
     assert len({s["port"] for s in edge.upstream.seen}) == 1  # one upstream connection, kept alive
-    assert all("Authorization" not in s["headers"] for s in edge.upstream.seen)  # the key stays at the edge
+    # the key stays at the edge
+    assert all("Authorization" not in s["headers"] for s in edge.upstream.seen)
 
 
 def test_a_stream_is_relayed_chunk_by_chunk(edge):
-    status, headers, body, _ = exchange(edge.port, request("POST", "/v1/chat/completions", chat(stream=50)))
+    status, headers, body, _ = exchange(
+        edge.port, request("POST", "/v1/chat/completions", chat(stream=50))
+    )
     assert status == 200 and headers["transfer-encoding"] == "chunked" and "server" not in headers
     assert dechunk(body) == b"".join(b"data: %d\n\n" % n for n in range(50))
 
@@ -192,7 +228,8 @@ def test_errors_are_openai_shaped_json(edge):
         (request("GET", "/v1/../metrics"), 404),
         (request("GET", "/v1/models%2F..%2Fmetrics"), 404),
         (request("POST", "/v1/chat/completions", b"not json"), 400),
-        (request("POST", "/v1/chat/completions", b"[" * 200_000), 400),  # nesting past the parser: 400, alive
+        # nesting past the parser: 400, alive
+        (request("POST", "/v1/chat/completions", b"[" * 200_000), 400),
         (request("POST", "/v1/chat/completions", chat(model="other")), 404),
         (
             b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer "
@@ -200,21 +237,30 @@ def test_errors_are_openai_shaped_json(edge):
             + b"\r\nContent-Length: 99999999\r\n\r\n",
             413,
         ),
-        (request("POST", "/v1/chat/completions", chat(), extra="Transfer-Encoding: chunked\r\n"), 400),  # both framings
+        # both framings
+        (
+            request("POST", "/v1/chat/completions", chat(), extra="Transfer-Encoding: chunked\r\n"),
+            400,
+        ),
         (request("PUT", "/v1/models"), 404),
         (b"GARBAGE\r\n\r\n", 400),
     ]
     for raw, wanted in cases:
         status, headers, body, _ = exchange(edge.port, raw)
-        assert status == wanted and headers["content-type"] == "application/json", (raw[:60], status)
+        assert status == wanted and headers["content-type"] == "application/json", (
+            raw[:60],
+            status,
+        )
         assert json.loads(body)["error"]["code"] == wanted
-    assert exchange(edge.port, request("GET", "/v1/models"))[0] == 200  # the gate lived through all of it
+    # the gate lived through all of it
+    assert exchange(edge.port, request("GET", "/v1/models"))[0] == 200
 
 
 def test_a_chunked_upload_is_read_within_the_caps_and_sent_on_with_a_length(edge):
     payload = chat()
     chunks = b"".join(
-        b"%x\r\n%s\r\n" % (len(payload[i : i + 7]), payload[i : i + 7]) for i in range(0, len(payload), 7)
+        b"%x\r\n%s\r\n" % (len(payload[i : i + 7]), payload[i : i + 7])
+        for i in range(0, len(payload), 7)
     )
     raw = f"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer {KEY}\r\nTransfer-Encoding: chunked\r\n\r\n"
     status, _, body, _ = exchange(edge.port, raw.encode() + chunks + b"0\r\n\r\n")
@@ -227,7 +273,10 @@ def test_a_chunked_upload_is_read_within_the_caps_and_sent_on_with_a_length(edge
 def test_a_get_body_is_never_forwarded(edge):
     status, _, _, _ = exchange(edge.port, request("GET", "/v1/responses/resp_1", b'{"x": 1}'))
     assert status == 200
-    assert "Content-Length" not in edge.upstream.seen[-1]["headers"] and edge.upstream.seen[-1]["body"] == {}
+    assert (
+        "Content-Length" not in edge.upstream.seen[-1]["headers"]
+        and edge.upstream.seen[-1]["body"] == {}
+    )
 
 
 def test_a_silent_upload_is_cut_at_the_body_bound(edge, monkeypatch):
@@ -257,7 +306,9 @@ def test_a_client_that_hangs_up_ends_its_upstream_request_within_a_second(edge, 
 
 def test_switches_and_key_changes_take_effect_on_the_next_request(edge):
     route = {"profile": "4096-131k", "upstream": "127.0.0.1:1", "served_name": SERVED}
-    write_routes(edge.state, {"ds4": {**route, "switch": {"to": "8192-131k", "stage": "waking 8192-131k"}}})
+    write_routes(
+        edge.state, {"ds4": {**route, "switch": {"to": "8192-131k", "stage": "waking 8192-131k"}}}
+    )
     status, headers, body, _ = exchange(edge.port, request("POST", "/v1/chat/completions", chat()))
     assert status == 503 and headers["retry-after"] == "7"
     assert json.loads(body)["error"]["stage"] == "waking 8192-131k"
@@ -288,7 +339,8 @@ def test_a_stack_that_dropped_every_kept_connection_is_reached_on_a_fresh_one(ed
         t.start()
     for t in threads:
         t.join(20)
-    assert len({s["port"] for s in edge.upstream.seen}) == 3  # three upstream connections, now idle in the pool
+    # three upstream connections, now idle in the pool
+    assert len({s["port"] for s in edge.upstream.seen}) == 3
     for conn in list(edge.upstream.conns):  # the stack drops them all (it restarted)
         with contextlib.suppress(OSError):
             conn.shutdown(socket.SHUT_RDWR)

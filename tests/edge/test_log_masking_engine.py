@@ -15,13 +15,18 @@ from tests.support.helpers import make_project, run_cli
 
 pytestmark = pytest.mark.docker
 LOG = (
-    Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-apikey-routes" / "serve-apikey-two-names-eager.log"
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "real-0.26.0-h200-apikey-routes"
+    / "serve-apikey-two-names-eager.log"
 )
 
 
 def test_logs_of_a_server_that_printed_its_key_are_masked(tmp_path):
     name = f"m{uuid.uuid4().hex[:8]}"
-    text = tiny_profile(f"{name}-served", "{host: 39621}", rest=_SINGLE_REST.format(load=1, extra_env=""))
+    text = tiny_profile(
+        f"{name}-served", "{host: 39621}", rest=_SINGLE_REST.format(load=1, extra_env="")
+    )
     root = make_project(tmp_path, {name: text})
     container = f"composegen-{name}-vllm-1"
     labels = [f"com.docker.compose.project=composegen-{name}", "com.docker.compose.service=vllm",

@@ -87,7 +87,11 @@ def _addresses(container: str) -> list[str]:
 def _subnets(container: str) -> list[str]:
     found = []
     for name in _inspect(container)["NetworkSettings"]["Networks"]:
-        net = json.loads(subprocess.run(["docker", "network", "inspect", name], capture_output=True, text=True).stdout)
+        net = json.loads(
+            subprocess.run(
+                ["docker", "network", "inspect", name], capture_output=True, text=True
+            ).stdout
+        )
         found += [c["Subnet"] for c in net[0]["IPAM"]["Config"] if ":" not in c["Subnet"]]
     return found
 
@@ -107,7 +111,9 @@ def test_a_routed_neighbour_reaches_only_the_tls_listener(edge):
         f"composegen-{edge.old}-vllm-1",
     )
     loopback_ports = [edge.metrics_port, *edge.ports.values()]
-    targets = [(ip, port) for ip in _addresses(proxy) for port in [8443, 9090, 2019, 8080, *loopback_ports]]
+    targets = [
+        (ip, port) for ip in _addresses(proxy) for port in [8443, 9090, 2019, 8080, *loopback_ports]
+    ]
     targets += [(ip, 8080) for ip in _addresses(gate)] + [(ip, 8000) for ip in _addresses(stack)]
     subnets = sorted({s for c in (proxy, gate, stack) for s in _subnets(c)})
     with neighbour(subnets) as (ns, host_ip):
@@ -117,15 +123,22 @@ def test_a_routed_neighbour_reaches_only_the_tls_listener(edge):
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)
     opened = sorted(where for where, result in found.items() if result == "open")
-    assert opened and all(where.endswith(":8443") and where.split(":")[0] in _addresses(proxy) for where in opened), (
-        found
-    )
+    assert opened and all(
+        where.endswith(":8443") and where.split(":")[0] in _addresses(proxy) for where in opened
+    ), found
     # on this host, the loopback listeners still answer (through the door), and the door keeps dev routes in
     port = edge.ports[edge.old]  # only the old stack is up: the new one's door answers 502
     res = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", f"http://127.0.0.1:{port}/health"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert res.stdout == "200", res
-    for route in ("/sleep", "/wake_up", "/collective_rpc", "/Sleep", "/sl%65ep", "/reset_prefix_cache/"):
+    for route in (
+        "/sleep",
+        "/wake_up",
+        "/collective_rpc",
+        "/Sleep",
+        "/sl%65ep",
+        "/reset_prefix_cache/",
+    ):
         res = subprocess.run(["curl", "-s", "-X", "POST", f"http://127.0.0.1:{port}{route}"],
                              capture_output=True, text=True, timeout=60)  # fmt: skip
         assert json.loads(res.stdout)["error"]["code"] == 404, (route, res.stdout)

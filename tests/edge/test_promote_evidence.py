@@ -48,7 +48,9 @@ GOOD = {
 def test_a_promote_decision_for_this_profile_is_accepted_with_its_hash(project):
     data = sealed_decision(project, "7", "cand")
     proof = evidence.campaign_decision(project, "7", cand(project))
-    record = hashlib.sha256((project.runs_dir / "campaigns/7/comparison.json").read_bytes()).hexdigest()
+    record = hashlib.sha256(
+        (project.runs_dir / "campaigns/7/comparison.json").read_bytes()
+    ).hexdigest()
     assert proof == {"kind": "campaign", "ref": "runs/campaigns/7/decision.json",
                      "sha256": hashlib.sha256(data).hexdigest(), "campaign_evidence_sha256": record}  # fmt: skip
 
@@ -67,14 +69,16 @@ def _rewrite(project: Project, name: str, change) -> dict:
 
 def test_a_forged_decision_is_refused_whatever_it_recomputes(project, tmp_path):
     sealed_decision(project, "7", "cand")
-    forged = _rewrite(project, "decision.json", lambda d: d.pop("seal"))  # every field plausible, no seal
+    # every field plausible, no seal
+    forged = _rewrite(project, "decision.json", lambda d: d.pop("seal"))
     with pytest.raises(CheckFailed, match="not a decision composegen recorded in this project"):
         evidence.campaign_decision(project, "7", cand(project))
     key = hashlib.sha256(b"guess").hexdigest()  # a seal made with any other key
     _rewrite(project, "decision.json", lambda d: d.update(seal=f"hmac-sha256:{key}"))
     with pytest.raises(CheckFailed, match="seal does not match"):
         evidence.campaign_decision(project, "7", cand(project))
-    other = Project(make_project(tmp_path / "other", {"cand": CAND}))  # sealed in another project, copied here
+    # sealed in another project, copied here
+    other = Project(make_project(tmp_path / "other", {"cand": CAND}))
     _rewrite(project, "decision.json", lambda d: d.update(seal=privatestate.seal(other, forged)))
     with pytest.raises(CheckFailed, match="seal does not match"):
         evidence.campaign_decision(project, "7", cand(project))
@@ -85,7 +89,9 @@ def test_a_changed_campaign_record_or_profile_is_refused_or_forced_with_a_reason
     comparison = project.runs_dir / "campaigns/7/comparison.json"
     kept = comparison.read_bytes()
     comparison.write_bytes(kept.replace(b'"arm"', b'"arm" ', 1))
-    with pytest.raises(CheckFailed, match="its sha256 is not the evidence_sha256 the decision names"):
+    with pytest.raises(
+        CheckFailed, match="its sha256 is not the evidence_sha256 the decision names"
+    ):
         evidence.campaign_decision(project, "7", cand(project))
     comparison.unlink()
     with pytest.raises(CheckFailed, match="has no campaign record beside it"):
@@ -95,18 +101,28 @@ def test_a_changed_campaign_record_or_profile_is_refused_or_forced_with_a_reason
     path.write_text(path.read_text().replace("max-num-seqs: 1", "max-num-seqs: 2"))
     with pytest.raises(CheckFailed, match=r"the campaign ran it at profile hash .* it is .* now"):
         evidence.campaign_decision(project, "7", cand(project))
-    proof = evidence.campaign_decision(project, "7", cand(project), force="seqs 2 is the same engine config")
+    proof = evidence.campaign_decision(
+        project, "7", cand(project), force="seqs 2 is the same engine config"
+    )
     assert proof["forced"].endswith(": seqs 2 is the same engine config")
 
 
 @pytest.mark.parametrize(
     ("doc", "error", "message"),
     [
-        ({**GOOD, "decision": "no-promotion"}, CheckFailed, "decided 'no-promotion', not promote (faster)"),
+        (
+            {**GOOD, "decision": "no-promotion"},
+            CheckFailed,
+            "decided 'no-promotion', not promote (faster)",
+        ),
         ({**GOOD, "decision": "fallback"}, CheckFailed, "decided 'fallback'"),
         ({**GOOD, "profile": "other"}, CheckFailed, "promotes 'other', not cand"),
         ({**GOOD, "profile": None}, CheckFailed, "promotes 'None', not cand"),
-        ({**GOOD, "decision": "yes"}, BadInput, "decision: expected one of promote, no-promotion, fallback"),
+        (
+            {**GOOD, "decision": "yes"},
+            BadInput,
+            "decision: expected one of promote, no-promotion, fallback",
+        ),
         ({**GOOD, "evidence_sha256": "xyz"}, BadInput, "evidence_sha256: expected 64"),
         ({**GOOD, "campaign": "8"}, BadInput, "campaign: says '8', the directory is '7'"),
         ([GOOD], BadInput, "must be a JSON object"),
@@ -143,7 +159,11 @@ def qualify_run(project: Project, name: str, qualified: bool, sealed: bool = Tru
     if sealed:
         verdict["seal"] = privatestate.seal(project, verdict)
     path = bundle.write_run(
-        project, r, startup_log_text="x\n", startup_report={"ready": True}, extra_raw={"qualify.json": verdict}
+        project,
+        r,
+        startup_log_text="x\n",
+        startup_report={"ready": True},
+        extra_raw={"qualify.json": verdict},
     )
     return str(path)
 
@@ -158,9 +178,13 @@ def test_a_passing_qualify_bundle_at_the_current_hash_is_accepted(project):
     good = qualify_run(project, "cand", qualified=True)
     proof = evidence.qualified_run(project, r, None)
     assert proof["kind"] == "qualify" and proof["ref"] == project.rel(Path(good))
-    assert proof["sha256"] == hashlib.sha256((project.root / proof["ref"] / "evidence.json").read_bytes()).hexdigest()
+    assert (
+        proof["sha256"]
+        == hashlib.sha256((project.root / proof["ref"] / "evidence.json").read_bytes()).hexdigest()
+    )
     other = qualify_run(project, "other", qualified=True)
-    with pytest.raises(CheckFailed, match="for other@"):  # another profile's qualification vouches for nothing here
+    # another profile's qualification vouches for nothing here
+    with pytest.raises(CheckFailed, match="for other@"):
         evidence.qualified_run(project, r, other)
     (project.root / proof["ref"] / "qualify.json").write_text('{"qualified": true, "tampered": 1}')
     with pytest.raises(CheckFailed):  # the bundle's own hashes catch an edited verdict
@@ -170,14 +194,18 @@ def test_a_passing_qualify_bundle_at_the_current_hash_is_accepted(project):
 def test_a_qualify_bundle_made_by_hand_is_refused_whatever_its_hashes_say(project):
     r = profiles.load(project, "cand")
     forged = qualify_run(project, "cand", qualified=True, sealed=False)  # every hash in it is right
-    with pytest.raises(CheckFailed, match=r"qualify\.json was not written by composegen in this project"):
+    with pytest.raises(
+        CheckFailed, match=r"qualify\.json was not written by composegen in this project"
+    ):
         evidence.qualified_run(project, r, forged)
 
 
 def test_an_unreachable_engine_changes_nothing_and_its_password_is_never_shown(tmp_path):
     """A mistyped DOCKER_HOST (issue 39): promote checks the engine before it marks the alias 503, so nothing is
     published and nothing is stopped; the engine error reaches the operator with the URL's password masked."""
-    root = make_project(tmp_path, {"old": CAND.replace("39611", "39621"), "new": CAND.replace("39611", "39622")})
+    root = make_project(
+        tmp_path, {"old": CAND.replace("39611", "39621"), "new": CAND.replace("39611", "39622")}
+    )
     pin = "example/caddy@sha256:" + "e" * 64
     (root / "edge.yaml").write_text(
         "listen: {bind: 127.0.0.1, port: 39620}\nstacks: [old, new]\naliases: {ds4-flash: old}\n"
@@ -186,8 +214,13 @@ def test_an_unreachable_engine_changes_nothing_and_its_password_is_never_shown(t
     assert run_cli("--root", str(root), "render").returncode == 0
     sealed_decision(Project(root), "7", "new")
     env = {"DOCKER_HOST": "tcp://admin:hunter22pw@127.0.0.9:1"}
-    res = run_cli("--root", str(root), "promote", "new", "--alias", "ds4-flash", "--campaign", "7", env=env)
+    res = run_cli(
+        "--root", str(root), "promote", "new", "--alias", "ds4-flash", "--campaign", "7", env=env
+    )
     assert res.returncode == 3, (res.stdout, res.stderr)
-    assert "hunter22pw" not in res.stdout + res.stderr and "tcp://admin:***@127.0.0.9:1" in res.stderr
+    assert (
+        "hunter22pw" not in res.stdout + res.stderr and "tcp://admin:***@127.0.0.9:1" in res.stderr
+    )
     state = root / ".composegen/edge"
-    assert not (state / "routes.json").exists() and not (state / "switch.json").exists()  # no 503 published
+    # no 503 published
+    assert not (state / "routes.json").exists() and not (state / "switch.json").exists()

@@ -18,12 +18,19 @@ pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
 KEY_RE = re.compile(rb"cgk_[A-Za-z0-9_-]{43}")  # keys.py: cgk_ + token_urlsafe(32)
 CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
-CLOSED = {("/metrics", "GET"), ("/invocations", "POST"), ("/tokenize", "POST"), ("/scale_elastic_ep", "POST")}
+CLOSED = {
+    ("/metrics", "GET"),
+    ("/invocations", "POST"),
+    ("/tokenize", "POST"),
+    ("/scale_elastic_ep", "POST"),
+}
 
 
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory, edge_img) -> EdgeProject:
-    with serving(edge_project(tmp_path_factory.mktemp("edge-qualify"), edge_img, gpu=own_gpu_ids(1)[0])) as project:
+    with serving(
+        edge_project(tmp_path_factory.mktemp("edge-qualify"), edge_img, gpu=own_gpu_ids(1)[0])
+    ) as project:
         yield project
 
 
@@ -84,9 +91,12 @@ def test_no_key_in_any_file_output_log_or_bundle(edge):
         f"composegen-{edge.name}-proxy-1",
         f"composegen-{edge.old}-vllm-1",
     ):
-        logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True, timeout=60)
+        logs = subprocess.run(
+            ["docker", "logs", container], capture_output=True, text=True, timeout=60
+        )
         outputs += [logs.stdout, logs.stderr]
-    assert 'client=grep-a "POST /v1/chat/completions" 200' in "".join(outputs)  # the log names the client
+    # the log names the client
+    assert 'client=grep-a "POST /v1/chat/completions" 200' in "".join(outputs)
     text = "".join(outputs).encode()
     files = [p for p in edge.root.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.name == "exposure.json" for p in files)  # the bundles are among them
@@ -94,13 +104,16 @@ def test_no_key_in_any_file_output_log_or_bundle(edge):
         assert key.encode() not in text
         for path in files:
             assert key.encode() not in path.read_bytes(), f"{path} holds a key"
-    assert not KEY_RE.search(text)  # nor any other key (the exposure gate's throw-away one included)
+    # nor any other key (the exposure gate's throw-away one included)
+    assert not KEY_RE.search(text)
     for path in files:
         assert not KEY_RE.search(path.read_bytes()), f"{path} holds a key"
 
 
 def test_no_key_in_any_file_under_git():
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout
     hits = [name for name in tracked.decode().split("\0") if name and (REPO / name).is_file()
             and KEY_RE.search((REPO / name).read_bytes())]  # fmt: skip
     assert hits == []
@@ -108,11 +121,15 @@ def test_no_key_in_any_file_under_git():
 
 def test_campaign_qualify_keeps_the_matrix_in_the_campaign(edge):
     """Last: the arm takes its stack down when it is done."""
-    res = edge.cli("campaign", "qualify", edge.old, "--emulate", "--name", "edge-arm", "--json", timeout=900)
+    res = edge.cli(
+        "campaign", "qualify", edge.old, "--emulate", "--name", "edge-arm", "--json", timeout=900
+    )
     assert res.returncode in (0, 1), res.stderr
     directory = edge.root / "runs" / "campaigns" / "edge-arm"
     bundles = [p.parent for p in directory.rglob("exposure.json")]
-    assert len(bundles) == 1, sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*"))
+    assert len(bundles) == 1, sorted(
+        p.relative_to(directory).as_posix() for p in directory.rglob("*")
+    )
     assert json.loads((bundles[0] / "exposure.json").read_text())["passed"]
     assert exposure_criterion(json.loads((bundles[0] / "qualify.json").read_text()))["passed"]
     record = (directory / "qualification.json").read_text()

@@ -20,7 +20,14 @@ from tests.support.edge import EdgeProject, edge_project, serving
 pytestmark = pytest.mark.docker
 # a 6.5 GiB model, as the recording's big run: a level-1 wake copies it back in ~0.34 s
 EMU = {"EMU_WEIGHTS_GIB": "6.5", "EMU_DECODE_TOK_S": "200"}
-STANDBY_STEPS = ["draining", "putting {old} to sleep", "waking {new}", "warm-up", "identity", "gates on {new}"]
+STANDBY_STEPS = [
+    "draining",
+    "putting {old} to sleep",
+    "waking {new}",
+    "warm-up",
+    "identity",
+    "gates on {new}",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +41,11 @@ def edge(tmp_path_factory, edge_img):
 
 def _sleeping(edge: EdgeProject) -> dict[str, dict | None]:
     report = json.loads(edge.ok("status", "--json"))
-    return {s["profile"]: s["endpoint"]["sleeping"] for s in report["stacks"] if s["profile"] in (edge.old, edge.new)}
+    return {
+        s["profile"]: s["endpoint"]["sleeping"]
+        for s in report["stacks"]
+        if s["profile"] in (edge.old, edge.new)
+    }
 
 
 class Stream(threading.Thread):
@@ -48,7 +59,9 @@ class Stream(threading.Thread):
         body = {"model": "ds4-flash", "stream": True, "max_tokens": 400, "ignore_eos": True,
                 "messages": [{"role": "user", "content": "a long answer"}]}  # fmt: skip
         headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
-        req = urllib.request.Request(self.edge.url + "/v1/chat/completions", json.dumps(body).encode(), headers)
+        req = urllib.request.Request(
+            self.edge.url + "/v1/chat/completions", json.dumps(body).encode(), headers
+        )
         with urllib.request.urlopen(req, timeout=120, context=self.edge.context()) as resp:
             for line in resp:
                 if line.startswith(b"data: {"):
@@ -79,7 +92,16 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
         stream = Stream(edge, key)
         stream.start()
         time.sleep(0.5)  # the stream runs on the old engine when the switch begins
-        promote = ("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json")
+        promote = (
+            "promote",
+            edge.new,
+            "--alias",
+            "ds4-flash",
+            "--campaign",
+            "c1",
+            "--emulate",
+            "--json",
+        )
         promoted = json.loads(edge.ok(*promote))
         stream.join(60)
         time.sleep(0.5)
@@ -89,8 +111,10 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
     finally:
         poller.stop.set()
         poller.join(60)
-    assert stream.finish == "length" and stream.tokens == 400 and stream.model == old_model  # drained, not cut
-    assert "WARNING: sleep not qualified here" in promoted["path_reason"]  # nothing qualified it yet
+    # drained, not cut
+    assert stream.finish == "length" and stream.tokens == 400 and stream.model == old_model
+    # nothing qualified it yet
+    assert "WARNING: sleep not qualified here" in promoted["path_reason"]
     for report, old, new in ((promoted, edge.old, edge.new), (back, edge.new, edge.old)):
         assert report["path"] == "standby", report
         steps = {s["step"]: s["seconds"] for s in report["steps"]}
@@ -99,30 +123,43 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
         # exec each: under 2 s on a quiet machine (docs/standby.md); this bound only says "seconds, not a reload"
         assert steps[f"putting {old} to sleep"] + steps[f"waking {new}"] < 10.0, steps
     assert promoted["seconds"] < 30 and back["seconds"] < 30  # the drain waited for the ~2 s stream
-    assert {name: edge.container_started(name) for name in (edge.old, edge.new)} == started  # nothing restarted
-    assert phases(poller.seen) == [old_model, "503", new_model, "503", old_model], phases(poller.seen)
+    # nothing restarted
+    assert {name: edge.container_started(name) for name in (edge.old, edge.new)} == started
+    assert phases(poller.seen) == [old_model, "503", new_model, "503", old_model], phases(
+        poller.seen
+    )
     stages = {s[2] for s in poller.seen if s[0] == 503}
     pairs = ((edge.old, edge.new), (edge.new, edge.old))
     assert stages <= {s.format(old=o, new=n) for s in STANDBY_STEPS for o, n in pairs}, stages
     # a campaign whose winner already serves the alias closes the loop: exit 0, nothing moves
     decide(edge, "c2", edge.old)
     res = edge.cli("promote", edge.old, "--alias", "ds4-flash", "--campaign", "c2", "--emulate")
-    assert res.returncode == 0 and f"ds4-flash already serves {edge.old}: nothing to switch" in res.stdout, res
+    assert (
+        res.returncode == 0
+        and f"ds4-flash already serves {edge.old}: nothing to switch" in res.stdout
+    ), res
 
     # sleep qualification (in this test: a module fixture is set up again whenever xdist interleaves modules)
     # (the tiny profile has no tool parser: its tool gates fail, so only the sleep criterion is judged here)
-    good = json.loads(edge.cli("qualify", edge.old, "--sleep-cycles", "3", "--json", timeout=600).stdout)
+    good = json.loads(
+        edge.cli("qualify", edge.old, "--sleep-cycles", "3", "--json", timeout=600).stdout
+    )
     (crit,) = [c for c in good["criteria"] if c["name"] == "sleep"]
     assert crit["passed"] and good["sleep"]["residue_growth_gib"] == 0.0, good["sleep"]
     assert [c["same_answer"] for c in good["sleep"]["cycles"]] == [True, True, True]
     assert all(c["sleep_s"] < 5 and c["wake_s"] < 5 for c in good["sleep"]["cycles"])
-    assert (edge.root / good["run"] / "sleep.json").is_file()  # in the bundle, hashed like every raw file
+    # in the bundle, hashed like every raw file
+    assert (edge.root / good["run"] / "sleep.json").is_file()
     assert _sleeping(edge)[edge.old] is None  # left awake, serving
     # both tiny profiles serve one model on one vLLM: the outcome is kept for that engine, not per profile
     switched = json.loads(
-        edge.ok("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json")
+        edge.ok(
+            "promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json"
+        )
     )
-    assert switched["path"] == "standby" and "sleep qualified here at" in switched["path_reason"], switched
+    assert switched["path"] == "standby" and "sleep qualified here at" in switched["path_reason"], (
+        switched
+    )
     res = edge.cli("qualify", edge.new, "--sleep-cycles", "3", "--json", timeout=600)
     assert res.returncode == 1, res.stderr
     bad = json.loads(res.stdout)
@@ -134,12 +171,19 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
 def test_the_dev_routes_answer_neither_through_the_edge_nor_the_door(edge):
     res = json.loads(edge.ok("gate", edge.old, "--exposure", "--json", timeout=300))
     rows = {(r["path"], r["method"]): r for r in res["rows"]}
-    for route in (("/sleep", "POST"), ("/wake_up", "POST"), ("/is_sleeping", "GET"), ("/collective_rpc", "POST")):
+    for route in (
+        ("/sleep", "POST"),
+        ("/wake_up", "POST"),
+        ("/is_sleeping", "GET"),
+        ("/collective_rpc", "POST"),
+    ):
         assert route in rows, sorted(rows)  # read from the engine's own startup route list
         assert rows[route]["passed"] and rows[route]["with_key"] == 404, rows[route]
     assert res["passed"], [r for r in res["rows"] if not r["passed"]]
     for path in ("/sleep", "/is_sleeping", "/wake_up"):
-        req = urllib.request.Request(f"http://127.0.0.1:{edge.ports[edge.old]}{path}", data=b"{}", method="POST")
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{edge.ports[edge.old]}{path}", data=b"{}", method="POST"
+        )
         try:
             urllib.request.urlopen(req, timeout=10)
             pytest.fail(f"the door passed {path}")

@@ -34,15 +34,26 @@ class Poller(threading.Thread):
         self.edge, self.key, self.seen, self.stop = edge, key, [], threading.Event()
 
     def run(self) -> None:
-        body = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        body = {
+            "model": "ds4-flash",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+        }
         while not self.stop.is_set():
             try:
-                status, headers, data = self.edge.request("POST", "/v1/chat/completions", self.key, body, timeout=30)
-            except OSError as exc:  # a dropped connection is an error without Retry-After: recorded, fails below
+                status, headers, data = self.edge.request(
+                    "POST", "/v1/chat/completions", self.key, body, timeout=30
+                )
+            # a dropped connection is an error without Retry-After: recorded, fails below
+            except OSError as exc:
                 self.seen.append((-1, None, repr(exc)))
                 continue
             doc = json.loads(data) if data else {}
-            what = doc.get("model") if status == 200 else (doc.get("error") or {}).get("stage", data[:200])
+            what = (
+                doc.get("model")
+                if status == 200
+                else (doc.get("error") or {}).get("stage", data[:200])
+            )
             self.seen.append((status, headers.get("Retry-After"), what))
             time.sleep(0.05)
 
@@ -73,7 +84,16 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
         while len(poller.seen) < 5:  # the old model answers before the switch begins
             time.sleep(0.1)
         promoted = json.loads(
-            edge.ok("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate", "--json")
+            edge.ok(
+                "promote",
+                edge.new,
+                "--alias",
+                "ds4-flash",
+                "--campaign",
+                "c1",
+                "--emulate",
+                "--json",
+            )
         )
         time.sleep(1.0)
         back = json.loads(edge.ok("rollback", "ds4-flash", "--emulate", "--json"))
@@ -82,7 +102,11 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
         poller.stop.set()
         poller.join(60)
     seen = poller.seen
-    bad = [s for s in seen if not ((s[0] == 200 and s[2] in (old_model, new_model)) or (s[0] == 503 and s[1]))]
+    bad = [
+        s
+        for s in seen
+        if not ((s[0] == 200 and s[2] in (old_model, new_model)) or (s[0] == 503 and s[1]))
+    ]
     assert not bad, f"answers that are neither a model nor 503 + Retry-After: {bad[:5]}"
     assert phases(seen) == [old_model, "503", new_model, "503", old_model], phases(seen)
     stages = [s[2] for s in seen if s[0] == 503]
@@ -91,7 +115,9 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
     assert promoted["previous"] == edge.old and promoted["profile"] == edge.new
     assert promoted["evidence"]["sha256"] == hashlib.sha256(decision).hexdigest()
     assert back["profile"] == edge.old and back["by"] == "rollback"
-    history = json.loads((edge.root / ".composegen/edge/assignments.json").read_text())["aliases"]["ds4-flash"]
+    history = json.loads((edge.root / ".composegen/edge/assignments.json").read_text())["aliases"][
+        "ds4-flash"
+    ]
     assert [h["profile"] for h in history] == [edge.old, edge.new, edge.old]
     assert history[1]["evidence"]["kind"] == "campaign"
 
@@ -116,9 +142,15 @@ def test_a_failed_switch_rolls_back_by_itself_and_says_so(tmp_path, edge_img):
         res = edge.cli("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c3", "--emulate")
         assert res.returncode == 1, res.stderr
         assert f"rolled back: ds4-flash points at {edge.old} again" in res.stderr
-        body = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        body = {
+            "model": "ds4-flash",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+        }
         status, _, data = edge.request("POST", "/v1/chat/completions", key, body)
         assert status == 200 and json.loads(data)["model"] == f"{edge.old}-served"
-        assert "assignments.json" not in {p.name for p in (edge.root / ".composegen/edge").iterdir()}
+        assert "assignments.json" not in {
+            p.name for p in (edge.root / ".composegen/edge").iterdir()
+        }
     finally:
         edge.cleanup()

@@ -26,7 +26,9 @@ CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory, edge_img):
     # both stacks decode slowly, so their gates (a few tokens) last long enough to be killed in
-    project = edge_project(tmp_path_factory.mktemp("recover"), edge_img, load=3, both_env={"EMU_DECODE_TOK_S": "4"})
+    project = edge_project(
+        tmp_path_factory.mktemp("recover"), edge_img, load=3, both_env={"EMU_DECODE_TOK_S": "4"}
+    )
     with serving(project) as ready:
         yield ready
 
@@ -49,21 +51,26 @@ def _killed_at(edge: EdgeProject, prefix: str, *args: str) -> str:
                 proc.wait(30)
                 return entry["step"]
             time.sleep(0.005)
-        pytest.fail(f"{args} never reached a step starting {prefix!r} (exit {proc.poll()}): {proc.stderr.read()}")  # type: ignore[union-attr]
+        pytest.fail(
+            f"{args} never reached a step starting {prefix!r} (exit {proc.poll()}): {proc.stderr.read()}"
+        )  # type: ignore[union-attr]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
 
 
-def _recovers(edge: EdgeProject, key: str, serving_model: str, target: str, again: tuple[str, ...]) -> None:
+def _recovers(
+    edge: EdgeProject, key: str, serving_model: str, target: str, again: tuple[str, ...]
+) -> None:
     status = json.loads(edge.ok("edge", "status", "--json"))
     (row,) = [a for a in status["aliases"] if a["alias"] == "ds4-flash"]
     assert row["interrupted"] and "interrupted at" in row["switching"]["stage"], row
     code, headers, data = edge.request("POST", "/v1/chat/completions", key, CHAT)
     assert code == 503 and headers.get("Retry-After"), (code, data)
     assert json.loads(data)["error"]["stage"].endswith("run composegen edge recover"), data
-    refused = edge.cli(*again)  # the same switch again: refused until the interrupted one is recovered
+    # the same switch again: refused until the interrupted one is recovered
+    refused = edge.cli(*again)
     assert refused.returncode == 1 and "was interrupted at" in refused.stderr, refused.stderr
     done = json.loads(edge.ok("edge", "recover", "--json", timeout=600))
     assert done["action"].startswith("undone") and done["profile"] != target, done
@@ -84,7 +91,8 @@ def test_kill_9_at_every_step_of_promote_and_rollback_is_recovered(edge):
             step = _killed_at(edge, prefix, *promote)
             assert step.startswith(prefix)
             _recovers(edge, key, old_model, edge.new, promote)
-        promoted = json.loads(edge.ok(*promote, "--json", timeout=600))  # nothing stuck: a switch runs through
+        # nothing stuck: a switch runs through
+        promoted = json.loads(edge.ok(*promote, "--json", timeout=600))
         assert promoted["profile"] == edge.new
         rollback = ("rollback", "ds4-flash", "--emulate")
         for prefix in ("stopping", "starting", "loading weights", "gates on"):
@@ -110,9 +118,13 @@ def test_a_cold_target_that_cannot_start_is_refused_before_the_cut(tmp_path, edg
     decide(project, "c1", project.new)
     res = project.cli("promote", project.new, "--alias", "ds4-flash", "--campaign", "c1")
     assert res.returncode == 1, res.stderr
-    assert f"{project.new} cannot start: " in res.stderr and "its image example/vllm@sha256:" in res.stderr
+    assert (
+        f"{project.new} cannot start: " in res.stderr
+        and "its image example/vllm@sha256:" in res.stderr
+    )
     assert "is not on this engine" in res.stderr and "nothing was changed" in res.stderr
-    assert "its weights cannot be checked" in res.stderr  # this tiny profile mounts no Hugging Face cache
+    # this tiny profile mounts no Hugging Face cache
+    assert "its weights cannot be checked" in res.stderr
     assert ("nvidia runtime" in res.stderr) == ("nvidia" not in json.loads(subprocess.check_output(
         ["docker", "info", "--format", "{{json .Runtimes}}"])))  # fmt: skip
     state = project.root / ".composegen/edge"

@@ -66,7 +66,9 @@ class Emulator:
         while text not in self.log:
             if self.proc.poll() is not None and text not in self.log:
                 time.sleep(0.2)  # let the reader drain
-                assert text in self.log, f"exited {self.proc.returncode} before {text!r}:\n{self.log}"
+                assert text in self.log, (
+                    f"exited {self.proc.returncode} before {text!r}:\n{self.log}"
+                )
             assert time.monotonic() < deadline, f"no {text!r} within {timeout}s:\n{self.log}"
             time.sleep(0.02)
 

@@ -61,7 +61,8 @@ def test_abbreviated_flag_is_accepted_and_logged_as_non_default(tmp_path):
         assert "non-default args" in seen, proc.stderr.read()
         assert "'max_num_batched_tokens': 4096" in seen
         assert "'model': 'm'" in seen
-        assert "'port'" in seen and "'gpu_memory_utilization'" not in seen  # defaults are not listed
+        # defaults are not listed
+        assert "'port'" in seen and "'gpu_memory_utilization'" not in seen
     finally:
         proc.send_signal(signal.SIGTERM)
         _out, _ = proc.communicate(timeout=20)
@@ -95,7 +96,15 @@ def test_bad_emulator_setting_is_a_usage_error():
 
 
 @pytest.mark.parametrize(
-    "text, expected", [("4096", 4096), ("4k", 4000), ("4K", 4096), ("1.5k", 1500), ("2M", 2 * 1024**2), ("1g", 10**9)]
+    "text, expected",
+    [
+        ("4096", 4096),
+        ("4k", 4000),
+        ("4K", 4096),
+        ("1.5k", 1500),
+        ("2M", 2 * 1024**2),
+        ("1g", 10**9),
+    ],
 )
 def test_human_readable_int(text, expected):
     assert human_readable_int(text) == expected

@@ -19,7 +19,15 @@ from composegen.emulator.memory import MemoryInputs, plan_memory
 from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
-FP8 = ["--kv-cache-dtype", "fp8", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--api-key", "sk-test"]
+FP8 = [
+    "--kv-cache-dtype",
+    "fp8",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--api-key",
+    "sk-test",
+]
 H200 = {  # the recording's GPU and model as the emulator's memory inputs (README facts)
     "EMU_VLLM_VERSION": "0.26.0",
     "EMU_GPU_GIB": "139.8",
@@ -44,7 +52,10 @@ INTENTIONAL = {
         ]
     },
     **{
-        ("fp8-hermes-apikey", name): "generated text: the emulated model calls the tool (a `tool_calls` message or "
+        (
+            "fp8-hermes-apikey",
+            name,
+        ): "generated text: the emulated model calls the tool (a `tool_calls` message or "
         "tool-call chunks); the real tiny random-weight model wrote noise and no valid call"
         for name in ("chat_tools_auto", "chat_tools_auto_stream", "chat_tools_required")
     },
@@ -107,8 +118,15 @@ def _stream_diff(real_body: str, emu_body: str) -> list[str]:
     real, emu = _events(real_body), _events(emu_body)
     named = any(event for event, _ in real)
     key = (lambda e: e[0]) if named else (lambda e: _chunk_kind(e[1]))
-    order = lambda events: [k for i, k in enumerate(map(key, events)) if i == 0 or k != key(events[i - 1])]  # noqa: E731
-    out = [] if order(real) == order(emu) else [f"stream order: vLLM {order(real)}, emulator {order(emu)}"]
+
+    def order(events: list) -> list:
+        return [k for i, k in enumerate(map(key, events)) if i == 0 or k != key(events[i - 1])]
+
+    out = (
+        []
+        if order(real) == order(emu)
+        else [f"stream order: vLLM {order(real)}, emulator {order(emu)}"]
+    )
     firsts = {}
     for event in emu:
         firsts.setdefault(key(event), event[1])
@@ -129,7 +147,11 @@ def _replay(emu: EmulatorProc, exchange: dict) -> tuple[int, dict[str, str], str
     try:
         conn.request(exchange["method"], exchange["path"], body=body, headers=headers)
         resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read().decode("utf-8", "replace")
+        return (
+            resp.status,
+            {k.lower(): v for k, v in resp.getheaders()},
+            resp.read().decode("utf-8", "replace"),
+        )
     finally:
         conn.close()
 
@@ -149,7 +171,9 @@ def _differences(exchange: dict, status: int, headers: dict[str, str], body: str
         if isinstance(real_error, dict) and isinstance(emu_error, dict):
             for field in ("type", "param"):
                 if real_error.get(field) != emu_error.get(field):
-                    out.append(f"error {field}: {real_error.get(field)!r} vs {emu_error.get(field)!r}")
+                    out.append(
+                        f"error {field}: {real_error.get(field)!r} vs {emu_error.get(field)!r}"
+                    )
     elif exchange["body"] != body:
         out.append(f"body {exchange['body'][:60]!r} vs {body[:60]!r}")
     return out
@@ -188,7 +212,9 @@ def test_the_shape_comparison_catches_what_it_should():
     assert _shape_diff({"a": 1}, {"a": 1, "tool_calls": []}) != []
     assert _shape_diff({"x": {"reason": "length"}}, {"x": None}) == []
     assert _shape_diff({"u": {"p": 1, "d": None}}, {"u": {"p": 1}}) != []
-    real = 'data: {"choices":[{"delta":{"content":"a"},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+    real = (
+        'data: {"choices":[{"delta":{"content":"a"},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
+    )
     separate = (
         'data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n\n'
         'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\n\ndata: [DONE]\n\n'
@@ -203,7 +229,9 @@ def test_fp8_kv_cache_holds_twice_the_tokens_as_recorded():
     bf16 = plan_memory(values, inputs)
     fp8 = plan_memory({**values, "kv_cache_dtype": "fp8"}, inputs)
     assert fp8.kv_gib == bf16.kv_gib and abs(fp8.kv_tokens - 2 * bf16.kv_tokens) <= 1
-    assert bf16.kv_tokens == pytest.approx(real_bf16, rel=0.001) and fp8.kv_tokens == pytest.approx(real_fp8, rel=0.001)
+    assert bf16.kv_tokens == pytest.approx(real_bf16, rel=0.001) and fp8.kv_tokens == pytest.approx(
+        real_fp8, rel=0.001
+    )
     assert plan_memory({**values, "kv_cache_dtype": "auto"}, inputs).kv_tokens == bf16.kv_tokens
 
 
@@ -216,7 +244,10 @@ def test_the_imitated_version_shows_in_the_startup_log(servers):
     assert report.effective_args is not None and report.effective_args["kv_cache_dtype"] == "fp8"
     lines = servers["bf16"].log_text().splitlines()
     size = next(i for i, line in enumerate(lines) if "GPU KV cache size:" in line)
-    assert lines[size].endswith(" tokens") and "Maximum concurrency for 4,096 tokens" in lines[size + 1]
+    assert (
+        lines[size].endswith(" tokens")
+        and "Maximum concurrency for 4,096 tokens" in lines[size + 1]
+    )
 
 
 def test_eager_start_shm_and_shutdown_look_like_the_recording(tmp_path):
@@ -225,10 +256,14 @@ def test_eager_start_shm_and_shutdown_look_like_the_recording(tmp_path):
     held = sorted((p.name, p.stat().st_size) for p in shm.iterdir())
     emu.stop()
     log = emu.log_text()
-    assert [size for _, size in held] == [32] and held[0][0].startswith("sem.loky-")  # TP 1: one semaphore
+    # TP 1: one semaphore
+    assert [size for _, size in held] == [32] and held[0][0].startswith("sem.loky-")
     assert list(shm.iterdir()) == []  # removed at shutdown, as vLLM's is
     assert "Graph capturing" not in log and "torch.compile" not in log  # --enforce-eager
-    assert "[shutdown] API server: shutdown triggered" in log and "Application shutdown complete." in log
+    assert (
+        "[shutdown] API server: shutdown triggered" in log
+        and "Application shutdown complete." in log
+    )
     assert "Finished server process" not in log
     real = (REAL / "serve-bf16-eager.log").read_text(encoding="utf-8")
     assert ("Graph capturing" in real, "Finished server process" in real) == (False, False)

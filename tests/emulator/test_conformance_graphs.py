@@ -50,7 +50,9 @@ def _exchanges() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
-    with EmulatorProc.start(tmp_path_factory.mktemp("graphs"), serve_args=FLAGS, served="tiny", env=H200) as proc:
+    with EmulatorProc.start(
+        tmp_path_factory.mktemp("graphs"), serve_args=FLAGS, served="tiny", env=H200
+    ) as proc:
         yield proc
 
 
@@ -91,12 +93,21 @@ def _families(text: str) -> dict[str, list[str]]:
 
 def test_tool_parser_metric_family_is_vllms_and_counts_the_parsers_work(emu):
     real = next(e for e in _exchanges() if e["name"] == "metrics_after")["body"]
-    before = _replay(emu, {"method": "GET", "path": "/metrics", "request": None, "auth_sent": False, "name": "m"})
-    assert _families(before[2]) == _families(real)  # the same series: mode × outcome × request type, no engine
+    before = _replay(
+        emu, {"method": "GET", "path": "/metrics", "request": None, "auth_sent": False, "name": "m"}
+    )
+    # the same series: mode × outcome × request type, no engine
+    assert _families(before[2]) == _families(real)
     chat = next(e for e in _exchanges() if e["name"] == "chat_stream_usage")
     streamed = _replay(emu, chat)[2]
-    usage = next(json.loads(r[6:])["usage"] for r in streamed.split("\n") if r.startswith("data: {") and '"usage"' in r)
-    after = _replay(emu, {"method": "GET", "path": "/metrics", "request": None, "auth_sent": False, "name": "m"})[2]
+    usage = next(
+        json.loads(r[6:])["usage"]
+        for r in streamed.split("\n")
+        if r.startswith("data: {") and '"usage"' in r
+    )
+    after = _replay(
+        emu, {"method": "GET", "path": "/metrics", "request": None, "auth_sent": False, "name": "m"}
+    )[2]
     line = 'vllm:tool_call_parser_invocations_total{mode="streaming",model_name="tiny",outcome="no_tool_call",'
     counted = [float(row.rsplit(" ", 1)[1]) for row in (before[2], after) for row in row.splitlines()
                if row.startswith(line + 'request_type="chat_completions"}')]  # fmt: skip

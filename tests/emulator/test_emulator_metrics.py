@@ -33,7 +33,10 @@ def shape(text: str) -> dict[str, tuple[str, frozenset]]:
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
     return {
-        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("engine", "model_name")))): s.value
+        (
+            s.name,
+            tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("engine", "model_name"))),
+        ): s.value
         for f in text_string_to_metric_families(text)
         for s in f.samples
     }
@@ -44,13 +47,19 @@ def value(text: str, name: str, **labels: str) -> float:
 
 
 def chat(url: str, max_tokens: int = 16, model: str = "tiny") -> dict:
-    body = {"model": model, "messages": [{"role": "user", "content": "hello there"}], "max_tokens": max_tokens}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "hello there"}],
+        "max_tokens": max_tokens,
+    }
     return httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60).json()
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    with EmulatorProc.start(tmp_path_factory.mktemp("tiny"), serve_args=RECORDED_FLAGS, env=TINY_ENV) as emu:
+    with EmulatorProc.start(
+        tmp_path_factory.mktemp("tiny"), serve_args=RECORDED_FLAGS, env=TINY_ENV
+    ) as emu:
         yield emu
 
 
@@ -73,7 +82,9 @@ def test_same_families_labels_and_content_type_as_the_recording(tiny):
 
 def test_cache_config_info_carries_the_recorded_labels_and_the_memory_model(tiny):
     text = httpx.get(f"{tiny.base_url}/metrics").text
-    ours = next(f for f in text_string_to_metric_families(text) if f.name == "vllm:cache_config_info").samples[0]
+    ours = next(
+        f for f in text_string_to_metric_families(text) if f.name == "vllm:cache_config_info"
+    ).samples[0]
     real = next(
         f
         for f in text_string_to_metric_families(recorded_exchange("metrics_after")["body"])
@@ -94,7 +105,10 @@ def test_running_waiting_kv_and_histograms_move_with_the_load(tmp_path):
     with EmulatorProc.start(tmp_path, serve_args=args, env=env) as emu:
         before = httpx.get(f"{emu.base_url}/metrics").text
         replies: list[dict] = []
-        threads = [threading.Thread(target=lambda: replies.append(chat(emu.base_url, 12))) for _ in range(5)]
+        threads = [
+            threading.Thread(target=lambda: replies.append(chat(emu.base_url, 12)))
+            for _ in range(5)
+        ]
         for t in threads:
             t.start()
         seen: set[tuple[float, float, bool]] = set()
@@ -102,22 +116,39 @@ def test_running_waiting_kv_and_histograms_move_with_the_load(tmp_path):
         while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
             text = httpx.get(f"{emu.base_url}/metrics").text
             kv = value(text, "vllm:kv_cache_usage_perc")
-            seen.add((value(text, "vllm:num_requests_running"), value(text, "vllm:num_requests_waiting"), kv > 0))
+            seen.add(
+                (
+                    value(text, "vllm:num_requests_running"),
+                    value(text, "vllm:num_requests_waiting"),
+                    kv > 0,
+                )
+            )
             time.sleep(0.02)
         for t in threads:
             t.join()
         assert (2.0, 3.0, True) in seen  # the admission cap holds the other three back
         assert all(running <= 2 for running, _, _ in seen)
         after = httpx.get(f"{emu.base_url}/metrics").text
-    assert value(after, "vllm:num_requests_running") == 0 == value(after, "vllm:kv_cache_usage_perc")
+    assert (
+        value(after, "vllm:num_requests_running") == 0 == value(after, "vllm:kv_cache_usage_perc")
+    )
     prompt = sum(r["usage"]["prompt_tokens"] for r in replies)
     generated = sum(r["usage"]["completion_tokens"] for r in replies)
-    assert value(after, "vllm:prompt_tokens_total") - value(before, "vllm:prompt_tokens_total") == prompt
+    assert (
+        value(after, "vllm:prompt_tokens_total") - value(before, "vllm:prompt_tokens_total")
+        == prompt
+    )
     assert value(after, "vllm:generation_tokens_total") == generated
     assert value(after, "vllm:prefix_cache_queries_total") == prompt
-    finished = sum(value(after, "vllm:request_success_total", finished_reason=r) for r in ("stop", "length"))
+    finished = sum(
+        value(after, "vllm:request_success_total", finished_reason=r) for r in ("stop", "length")
+    )
     assert finished == 5
-    for name in ("time_to_first_token_seconds", "e2e_request_latency_seconds", "request_queue_time_seconds"):
+    for name in (
+        "time_to_first_token_seconds",
+        "e2e_request_latency_seconds",
+        "request_queue_time_seconds",
+    ):
         assert value(after, f"vllm:{name}_count") == 5
         assert value(after, f"vllm:{name}_bucket", le="+Inf") == 5
     # three requests waited behind the first two: at least ~one decode each
@@ -127,12 +158,19 @@ def test_running_waiting_kv_and_histograms_move_with_the_load(tmp_path):
 
 
 def test_speculative_decoding_counters(tmp_path):
-    args = [*RECORDED_FLAGS, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 3}']
+    args = [
+        *RECORDED_FLAGS,
+        "--speculative-config",
+        '{"method": "mtp", "num_speculative_tokens": 3}',
+    ]
     with EmulatorProc.start(tmp_path, serve_args=args, env=TINY_ENV) as emu:
         replies = [chat(emu.base_url, 30) for _ in range(3)]
         text = httpx.get(f"{emu.base_url}/metrics").text
     drafts = value(text, "vllm:spec_decode_num_drafts_total")
-    accepted = [value(text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=str(i)) for i in range(3)]
+    accepted = [
+        value(text, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=str(i))
+        for i in range(3)
+    ]
     assert value(text, "vllm:spec_decode_num_draft_tokens_total") == 3 * drafts > 0
     assert sum(accepted) == value(text, "vllm:spec_decode_num_accepted_tokens_total")
     assert drafts >= accepted[0] >= accepted[1] >= accepted[2] > 0
@@ -154,11 +192,16 @@ def test_http_families_count_requests_by_route_method_and_status_class(tiny):
     after = requests(text)
 
     def grew(handler: str, method: str, status: str) -> float:
-        key = ("http_requests_total", (("handler", handler), ("method", method), ("status", status)))
+        key = (
+            "http_requests_total",
+            (("handler", handler), ("method", method), ("status", status)),
+        )
         return after[key] - before.get(key, 0)
 
     assert grew("/v1/models", "GET", "2xx") == 1 and grew("/tokenize", "POST", "2xx") == 1
     assert grew("/v1/chat/completions", "POST", "4xx") == 1
     assert not any(dict(k[1])["handler"] in ("/health", "/metrics") for k in after)
-    assert value(text, "http_request_size_bytes_sum", handler="/v1/chat/completions") >= len(b"{not json")
+    assert value(text, "http_request_size_bytes_sum", handler="/v1/chat/completions") >= len(
+        b"{not json"
+    )
     assert value(text, "http_request_duration_highr_seconds_count") == sum(after.values())

@@ -29,7 +29,9 @@ LABEL = f"io.composegen.test=emulator-image-{uuid.uuid4().hex[:8]}"  # per worke
 def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+        raise AssertionError(
+            f"docker {' '.join(args)} failed ({result.returncode}): {result.stderr}"
+        )
     return result
 
 
@@ -37,7 +39,9 @@ def test_context_and_tag_are_content_addressed(tmp_path):
     context = build_context(tmp_path / "ctx")
     written = sorted(str(p.relative_to(context)) for p in context.rglob("*") if p.is_file())
     assert written == [f.path for f in context_files()]
-    assert {"Dockerfile", "vllm", "serve-flags.json", "composegen/emulator/runner.py"} <= set(written)
+    assert {"Dockerfile", "vllm", "serve-flags.json", "composegen/emulator/runner.py"} <= set(
+        written
+    )
     assert "composegen/emulator/image.py" not in written
     assert (context / "vllm").stat().st_mode & 0o111
     assert image_tag().startswith(f"{IMAGE_REPO}:") and image_tag() == image_tag()
@@ -61,7 +65,9 @@ def image(tmp_path_factory):
     # A tag of our own: the driver and other test runs share image_tag(), so never build over or remove it.
     tag = f"{image_tag()}-test-{uuid.uuid4().hex[:8]}"
     context = build_context(tmp_path_factory.mktemp("emulator-context") / "ctx")
-    docker("build", "-q", "-t", tag, "--build-arg", f"BASE={base_image()}", str(context), timeout=600)
+    docker(
+        "build", "-q", "-t", tag, "--build-arg", f"BASE={base_image()}", str(context), timeout=600
+    )
     yield tag
     # Only this worker's containers (LABEL is per process): another worker's module fixture runs the same tests,
     # and removing its running containers was this test's flake under 4 workers. Not `ancestor=TAG`: the tag
@@ -93,7 +99,11 @@ def run(image):
 @pytest.mark.docker
 def test_image_metadata(image):
     inspected = docker(
-        "image", "inspect", "-f", '{{json .Config.Entrypoint}} {{index .Config.Labels "io.composegen.emulator"}}', image
+        "image",
+        "inspect",
+        "-f",
+        '{{json .Config.Entrypoint}} {{index .Config.Labels "io.composegen.emulator"}}',
+        image,
     ).stdout.strip()
     assert inspected == '["vllm","serve"] true'
 
@@ -137,7 +147,9 @@ def test_serves_models_on_a_published_loopback_port(run):
     assert models["data"][0]["max_model_len"] == 8000
     shm = docker("exec", cid, "ls", "/dev/shm").stdout.split()
     # TP 1 on one node: no message queues, one semaphore, as a real 0.26.0 server showed
-    assert not any(name.startswith("psm_") for name in shm) and any(name.startswith("sem.loky-") for name in shm)
+    assert not any(name.startswith("psm_") for name in shm) and any(
+        name.startswith("sem.loky-") for name in shm
+    )
     logs = docker("logs", cid).stdout
     assert "(APIServer pid=1)" in logs and "Application startup complete." in logs
     docker("stop", "-t", "10", cid, timeout=60)  # SIGTERM to PID 1: a clean exit

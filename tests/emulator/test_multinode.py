@@ -16,7 +16,15 @@ import pytest
 
 from tests.emulator.conftest import READY
 
-TP2 = ("org/model", "--served-model-name", "m", "--max-model-len", "8192", "--tensor-parallel-size", "2")
+TP2 = (
+    "org/model",
+    "--served-model-name",
+    "m",
+    "--max-model-len",
+    "8192",
+    "--tensor-parallel-size",
+    "2",
+)
 
 
 def _free_port() -> int:
@@ -53,13 +61,17 @@ def test_head_serves_only_after_every_rank_joined(start):
     worker = start(*_node(1, master), ready=False)
     head.wait_for(READY)
     worker.wait_for("Node rank 1 is ready")
-    assert "Node rank 1 joined from 127.0.0.1" in head.log and "All 2 nodes joined; world size 2" in head.log
+    assert (
+        "Node rank 1 joined from 127.0.0.1" in head.log
+        and "All 2 nodes joined; world size 2" in head.log
+    )
     assert "Joined the master at 127.0.0.1" in worker.log and "Worker_TP1" in worker.log
     with urllib.request.urlopen(head.url + "/v1/models", timeout=5) as resp:
         assert json.load(resp)["data"][0]["id"] == "m"
     assert not worker.port_open()  # headless: no API server
     single = start(*TP2)
-    assert _kv_line(head.log) == _kv_line(single.log)  # TP spans the nodes; per-rank memory is unchanged
+    # TP spans the nodes; per-rank memory is unchanged
+    assert _kv_line(head.log) == _kv_line(single.log)
 
 
 def test_a_killed_worker_fails_the_head_like_vllm(start):
@@ -70,7 +82,9 @@ def test_a_killed_worker_fails_the_head_like_vllm(start):
     worker.stop(signal.SIGKILL)
     assert head.proc.wait(timeout=20) == 1
     head.wait_for("Engine core proc EngineCore_DP0 died unexpectedly")
-    assert re.search(r"Worker proc Worker_TP1 on node rank 1 \(127\.0\.0\.1:\d+\) died unexpectedly", head.log)
+    assert re.search(
+        r"Worker proc Worker_TP1 on node rank 1 \(127\.0\.0\.1:\d+\) died unexpectedly", head.log
+    )
     assert "NCCL error: remote process exited" in head.log
 
 
@@ -125,8 +139,14 @@ def test_master_port_in_use_and_join_timeout_fail_the_head(start):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (("--nnodes", "2", "--node-rank", "1"), "node rank 1 runs no API server: it needs --headless"),
-        (("--nnodes", "2", "--node-rank", "0", "--headless"), "node rank 0 is the head; it cannot be --headless"),
+        (
+            ("--nnodes", "2", "--node-rank", "1"),
+            "node rank 1 runs no API server: it needs --headless",
+        ),
+        (
+            ("--nnodes", "2", "--node-rank", "0", "--headless"),
+            "node rank 0 is the head; it cannot be --headless",
+        ),
         (("--nnodes", "2", "--node-rank", "2", "--headless"), "--node-rank 2 must be in [0, 2)"),
         (
             ("--nnodes", "3", "--node-rank", "1", "--headless"),
@@ -136,6 +156,9 @@ def test_master_port_in_use_and_join_timeout_fail_the_head(start):
 )
 def test_launch_combinations_vllm_refuses_are_usage_errors(extra, message):
     res = subprocess.run(
-        [sys.executable, "-m", "composegen.emulator", "serve", *TP2, *extra], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "composegen.emulator", "serve", *TP2, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert res.returncode == 2 and f"vllm serve: error: {message}" in res.stderr

@@ -57,7 +57,9 @@ def chat(emu, **body) -> dict:
 
 def stream(emu, **body) -> list[dict]:
     chunks = []
-    with httpx.stream("POST", f"{emu.url}/v1/chat/completions", json={**body, "stream": True}, timeout=30) as r:
+    with httpx.stream(
+        "POST", f"{emu.url}/v1/chat/completions", json={**body, "stream": True}, timeout=30
+    ) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         for line in r.iter_lines():
             if line.startswith("data: "):
@@ -89,7 +91,9 @@ def test_models_tokenize_and_usage_agree(emu):
     prompt = httpx.post(f"{emu.url}/tokenize", json={"prompt": "one two  three\nfour"}).json()
     assert prompt["count"] == 4 == len(prompt["tokens"]) and prompt["max_model_len"] == 4096
     messages = ask("How many tokens is this?")
-    counted = httpx.post(f"{emu.url}/tokenize", json={"model": "demo", "messages": messages}).json()["count"]
+    counted = httpx.post(
+        f"{emu.url}/tokenize", json={"model": "demo", "messages": messages}
+    ).json()["count"]
     reply = chat(emu, model="alias", messages=messages)
     usage = reply["usage"]
     assert usage["prompt_tokens"] == counted
@@ -97,7 +101,9 @@ def test_models_tokenize_and_usage_agree(emu):
     assert usage["completion_tokens"] == len(pieces(content))
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert reply["choices"][0]["finish_reason"] == "stop" and reply["model"] == "demo"
-    missing = httpx.post(f"{emu.url}/v1/chat/completions", json={"model": "nope", "messages": messages})
+    missing = httpx.post(
+        f"{emu.url}/v1/chat/completions", json={"model": "nope", "messages": messages}
+    )
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "NotFoundError"
 
 
@@ -109,14 +115,19 @@ def test_plain_stream_matches_and_max_tokens_cuts(emu):
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == whole
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == len(pieces(whole))
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == len(
+        pieces(whole)
+    )
     cut = chat(emu, messages=messages, max_tokens=3)
     assert cut["choices"][0]["finish_reason"] == "length" and cut["usage"]["completion_tokens"] == 3
     assert cut["choices"][0]["message"]["content"] == "".join(pieces(whole)[:3])
 
 
 def test_exact_reply_json_object_and_json_schema(emu):
-    assert chat(emu, messages=ask("Reply with exactly PONG"))["choices"][0]["message"]["content"] == "PONG"
+    assert (
+        chat(emu, messages=ask("Reply with exactly PONG"))["choices"][0]["message"]["content"]
+        == "PONG"
+    )
     obj = chat(emu, messages=ask('Return ONLY a JSON object: {"language":"python","ok":true}'))
     assert json.loads(obj["choices"][0]["message"]["content"]) == {"language": "python", "ok": True}
     schema = {
@@ -159,11 +170,17 @@ def test_tool_call_and_continuation(emu):
         {"role": "tool", "tool_call_id": call["id"], "content": '{"temperature_f": 72}'},
     ]
     answer = chat(emu, messages=follow, tools=WEATHER)["choices"][0]
-    assert answer["finish_reason"] == "stop" and '{"temperature_f": 72}' in answer["message"]["content"]
+    assert (
+        answer["finish_reason"] == "stop"
+        and '{"temperature_f": 72}' in answer["message"]["content"]
+    )
     exact = chat(emu, messages=follow + ask("Reply exactly OAKLAND 72F"), tools=WEATHER)
     assert exact["choices"][0]["message"]["content"] == "OAKLAND 72F"
     named = chat(
-        emu, messages=ask("hello"), tools=WEATHER, tool_choice={"type": "function", "function": {"name": "get_weather"}}
+        emu,
+        messages=ask("hello"),
+        tools=WEATHER,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
     )
     assert named["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
 
@@ -175,7 +192,10 @@ def test_tool_call_streams_as_deltas(emu):
         for c in chunks
         if c["choices"] and c["choices"][0]["delta"].get("tool_calls")
     ]
-    assert calls[0]["id"].startswith("chatcmpl-tool-") and calls[0]["function"]["name"] == "get_weather"
+    assert (
+        calls[0]["id"].startswith("chatcmpl-tool-")
+        and calls[0]["function"]["name"] == "get_weather"
+    )
     assert len(calls) > 2 and all("name" not in c["function"] for c in calls[1:])
     arguments = json.loads("".join(c["function"]["arguments"] for c in calls))
     jsonschema.validate(arguments, WEATHER[0]["function"]["parameters"])
@@ -190,15 +210,23 @@ def test_reasoning_counted_and_responses_api(emu):
     assert details["reasoning_tokens"] == len(pieces(message["reasoning"]))
     assert reply["usage"]["completion_tokens"] == details["reasoning_tokens"] + 1
     response = httpx.post(
-        f"{emu.url}/v1/responses", json={"model": "demo", "input": "Reply with exactly READY", "max_output_tokens": 64}
+        f"{emu.url}/v1/responses",
+        json={"model": "demo", "input": "Reply with exactly READY", "max_output_tokens": 64},
     ).json()
     assert response["object"] == "response" and response["status"] == "completed"
-    texts = [part["text"] for item in response["output"] if item["type"] == "message" for part in item["content"]]
+    texts = [
+        part["text"]
+        for item in response["output"]
+        if item["type"] == "message"
+        for part in item["content"]
+    ]
     assert texts == ["READY"] and response["usage"]["output_tokens"] == 1
 
 
 def test_too_long_prompt_and_metrics(emu):
-    long_prompt = httpx.post(f"{emu.url}/v1/chat/completions", json={"messages": ask("word " * 5000)})
+    long_prompt = httpx.post(
+        f"{emu.url}/v1/chat/completions", json={"messages": ask("word " * 5000)}
+    )
     assert long_prompt.status_code == 400
     assert "maximum context length is 4096 tokens" in long_prompt.json()["error"]["message"]
     replies = [chat(emu, messages=ask(f"count {i} " * (i + 1))) for i in range(3)]
@@ -208,27 +236,45 @@ def test_too_long_prompt_and_metrics(emu):
         return float(re.search(rf"^{re.escape(name)}{{[^}}]*}} (\S+)$", text, re.M).group(1))
 
     assert value("vllm:prompt_tokens_total") == sum(r["usage"]["prompt_tokens"] for r in replies)
-    assert value("vllm:generation_tokens_total") == sum(r["usage"]["completion_tokens"] for r in replies)
+    assert value("vllm:generation_tokens_total") == sum(
+        r["usage"]["completion_tokens"] for r in replies
+    )
     assert value("vllm:time_to_first_token_seconds_count") == 3
     assert value("vllm:num_requests_running") == 0 and value("vllm:kv_cache_usage_perc") == 0
     blocks = int(re.search(r'vllm:cache_config_info{[^}]*num_gpu_blocks="(\d+)"', text).group(1))
-    tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", emu.log).group(1).replace(",", ""))
+    tokens = int(
+        re.search(r"GPU KV cache size: ([\d,]+) tokens", emu.log).group(1).replace(",", "")
+    )
     assert blocks == tokens // 16
 
 
 def test_api_key_guards_v1_only(start):
     emu = start("m", "--api-key", "s3cret")
     assert httpx.get(f"{emu.url}/v1/models").status_code == 401
-    assert httpx.get(f"{emu.url}/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-    assert httpx.get(f"{emu.url}/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert (
+        httpx.get(f"{emu.url}/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code
+        == 200
+    )
+    assert (
+        httpx.get(f"{emu.url}/v1/models", headers={"Authorization": "Bearer wrong"}).status_code
+        == 401
+    )
     for path in ("/health", "/metrics", "/version", "/ping"):
         assert httpx.get(f"{emu.url}{path}").status_code == 200
     env_key = start("m", VLLM_API_KEY="envkey")
-    assert httpx.get(f"{env_key.url}/v1/models", headers={"Authorization": "Bearer envkey"}).status_code == 200
+    assert (
+        httpx.get(
+            f"{env_key.url}/v1/models", headers={"Authorization": "Bearer envkey"}
+        ).status_code
+        == 200
+    )
     # tools with tool_choice auto need --enable-auto-tool-choice, as in vLLM
     refused = httpx.post(
         f"{env_key.url}/v1/chat/completions",
         headers={"Authorization": "Bearer envkey"},
         json={"messages": ask("weather in Oslo"), "tools": WEATHER},
     )
-    assert refused.status_code == 400 and "--enable-auto-tool-choice" in refused.json()["error"]["message"]
+    assert (
+        refused.status_code == 400
+        and "--enable-auto-tool-choice" in refused.json()["error"]["message"]
+    )

@@ -68,19 +68,29 @@ def test_memory_model_reproduces_the_4096_arm(start):
     assert got["weights"] == 75.51 and got["activation"] == 1.14 and got["kv"] == 15.99
     assert got["tokens"] == 553_243 and got["concurrency"] == "4.22"
     assert got["free_total"] == "95.01/95.01" and got["desired"] == "0.975, 92.64"
-    assert "GPU KV cache size: 553,243 tokens, Maximum concurrency for 131,072 tokens per request: 4.22x" in emu.log
-    assert re.search(r"init engine \(profile, create kv cache, warmup model\) took [\d.]+ s", emu.log)
+    assert (
+        "GPU KV cache size: 553,243 tokens, Maximum concurrency for 131,072 tokens per request: 4.22x"
+        in emu.log
+    )
+    assert re.search(
+        r"init engine \(profile, create kv cache, warmup model\) took [\d.]+ s", emu.log
+    )
     assert "Starting vLLM server on http://127.0.0.1:" in emu.log
     assert "'max_num_batched_tokens': 4096" in emu.log
     for line in emu.lines:
-        tqdm = re.match(r"\(\w+ pid=\d+\)(?: .*(?:\d+% Completed \||\d+%\|.*\|) \d+/\d+ \[.*)?$", line)
-        assert PREFIX.match(line) or line.startswith("(APIServer pid=") or tqdm, line  # tqdm bars as in real logs
+        tqdm = re.match(
+            r"\(\w+ pid=\d+\)(?: .*(?:\d+% Completed \||\d+%\|.*\|) \d+/\d+ \[.*)?$", line
+        )
+        # tqdm bars as in real logs
+        assert PREFIX.match(line) or line.startswith("(APIServer pid=") or tqdm, line
     assert httpx.get(f"{emu.url}/v1/models").json()["data"][0]["max_model_len"] == 131072
 
 
 def test_memory_model_8192_arm_and_host_offload(start):
     baseline = numbers(start(*R33, "8192", EMU_WEIGHTS_GIB="75.64").log)
-    assert baseline["activation"] == 1.73 and baseline["kv"] == 15.27 and baseline["weights"] == 75.64
+    assert (
+        baseline["activation"] == 1.73 and baseline["kv"] == 15.27 and baseline["weights"] == 75.64
+    )
     assert baseline["tokens"] < 553_243  # less KV memory, fewer tokens
     offload = start(*R33, "4096", "--kv-offloading-size", "16", EMU_OFFLOAD_MAX_BYTES="65536")
     assert "GPU + host KV cache size:" in offload.log
@@ -111,7 +121,8 @@ def test_memory_failures_exit_1_like_vllm(start):
 def test_shm_files_held_by_workers_and_removed_on_sigterm(start):
     emu = start("m", "-tp", "2", "--kv-offloading-size", "1", EMU_OFFLOAD_MAX_BYTES=str(1 << 20))
     names = sorted(p.name for p in emu.shm_dir.iterdir())
-    assert sum(bool(re.fullmatch(r"psm_[0-9a-f]{8}", n)) for n in names) == 3  # broadcast + 2 workers
+    # broadcast + 2 workers
+    assert sum(bool(re.fullmatch(r"psm_[0-9a-f]{8}", n)) for n in names) == 3
     offload = [n for n in names if re.fullmatch(r"vllm_offload_[0-9a-f]{32}\.mmap", n)]
     assert len(offload) == 1 and (emu.shm_dir / offload[0]).stat().st_size == 1 << 20
     pids = holders(emu.shm_dir / offload[0])
@@ -135,7 +146,10 @@ def test_sigkill_of_the_process_group_leaves_shm_files(start):
 def test_crash_never_ready_and_slow_ready(start):
     crash = start("m", ready=False, EMU_FAULT="crash_during_load")
     assert crash.proc.wait(timeout=20) == 1
-    assert "CUDA error: an illegal memory access was encountered" in crash.log and READY not in crash.log
+    assert (
+        "CUDA error: an illegal memory access was encountered" in crash.log
+        and READY not in crash.log
+    )
     stuck = start("m", ready=False, EMU_FAULT="never_ready")
     time.sleep(1.5)
     assert stuck.proc.poll() is None and not stuck.port_open() and READY not in stuck.log
@@ -157,7 +171,13 @@ def test_health_turns_503_and_engine_errors(start):
 
 
 def test_broken_tool_stream(start):
-    emu = start("m", "--enable-auto-tool-choice", "--tool-call-parser", "hermes", EMU_FAULT="broken_tool_stream")
+    emu = start(
+        "m",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        EMU_FAULT="broken_tool_stream",
+    )
     chunks = stream(emu, messages=ask("weather in Oslo"), tools=WEATHER)
     fragments = [
         c["choices"][0]["delta"]["tool_calls"][0]["function"].get("arguments", "")

@@ -18,14 +18,21 @@ from tests.support.helpers import REPO
 
 RECORDED = REPO / "tests/data/real-0.26.0-h200-sleep"
 SLEEP = ("--enable-sleep-mode", "--gpu-memory-utilization", "0.6")
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 8, "temperature": 0}
+CHAT = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "Say hi"}],
+    "max_tokens": 8,
+    "temperature": 0,
+}
 
 
 def _recorded_shapes(log: Path) -> set[str]:
     """The sleep/wake lines of a recorded log with their numbers and pids blanked."""
     found = set()
     for line in log.read_text().splitlines():
-        if re.search(r"sleep|wake|Reloading|cumem allocator", line) and not re.search(r"HTTP/1.1|non-default", line):
+        if re.search(r"sleep|wake|Reloading|cumem allocator", line) and not re.search(
+            r"HTTP/1.1|non-default", line
+        ):
             found.add(_shape(line))
     return found
 
@@ -43,7 +50,13 @@ def _shape(line: str) -> str:
 def sleeper(start, *args: str, **env: str):
     """An emulated engine of a 6.5 GiB model at 0.6 of the GPU (the recording's big-model run)."""
     return start(
-        "org/m", "--served-model-name", "m", "--max-model-len", "4096", *args, **{"EMU_WEIGHTS_GIB": "6.5", **env}
+        "org/m",
+        "--served-model-name",
+        "m",
+        "--max-model-len",
+        "4096",
+        *args,
+        **{"EMU_WEIGHTS_GIB": "6.5", **env},
     )
 
 
@@ -58,7 +71,12 @@ def _asleep(emu) -> bool:
 def test_without_dev_mode_or_sleep_mode_the_routes_are_404(start):
     for args, env in ((SLEEP, {}), ((), {"VLLM_SERVER_DEV_MODE": "1"})):
         emu = sleeper(start, *args, **env)
-        routes = (("POST", "/sleep"), ("POST", "/wake_up"), ("GET", "/is_sleeping"), ("POST", "/collective_rpc"))
+        routes = (
+            ("POST", "/sleep"),
+            ("POST", "/wake_up"),
+            ("GET", "/is_sleeping"),
+            ("POST", "/collective_rpc"),
+        )
         for method, path in routes:
             res = httpx.request(method, f"{emu.url}{path}", timeout=10)
             assert res.status_code == 404 and res.json() == {"detail": "Not Found"}, (args, path)
@@ -68,8 +86,12 @@ def test_without_dev_mode_or_sleep_mode_the_routes_are_404(start):
 def test_level_1_and_level_2_cycles_log_and_answer_as_recorded(start):
     emu = sleeper(start, *SLEEP, VLLM_SERVER_DEV_MODE="1")
     assert "Enabling cumem allocator because sleep mode requires it." in emu.log
-    assert "Route: /sleep, Methods: POST" in emu.log and "Route: /is_sleeping, Methods: GET" in emu.log
-    first = httpx.post(f"{emu.url}/v1/chat/completions", json=CHAT, timeout=30).json()["choices"][0]["message"]
+    assert (
+        "Route: /sleep, Methods: POST" in emu.log and "Route: /is_sleeping, Methods: GET" in emu.log
+    )
+    first = httpx.post(f"{emu.url}/v1/chat/completions", json=CHAT, timeout=30).json()["choices"][
+        0
+    ]["message"]
     for _ in range(3):
         started = time.monotonic()
         res = _post(emu, "/sleep?level=1")
@@ -78,18 +100,28 @@ def test_level_1_and_level_2_cycles_log_and_answer_as_recorded(start):
         assert refused.status_code == 503, refused.text
         assert _post(emu, "/wake_up").status_code == 200 and not _asleep(emu)
         assert time.monotonic() - started < 5
-        again = httpx.post(f"{emu.url}/v1/chat/completions", json=CHAT, timeout=30).json()["choices"][0]["message"]
+        again = httpx.post(f"{emu.url}/v1/chat/completions", json=CHAT, timeout=30).json()[
+            "choices"
+        ][0]["message"]
         assert again == first  # temperature 0: the same answer after every wake
     assert _post(emu, "/sleep?level=2").status_code == 200
-    assert _post(emu, "/wake_up?tags=weights").status_code == 200 and _asleep(emu)  # the KV cache still sleeps
+    # the KV cache still sleeps
+    assert _post(emu, "/wake_up?tags=weights").status_code == 200 and _asleep(emu)
     assert _post(emu, "/collective_rpc", {"method": "reload_weights"}).json() == {"results": [None]}
     assert _post(emu, "/wake_up?tags=kv_cache").status_code == 200 and not _asleep(emu)
     emu.wait_for("to wake up tags ['kv_cache'].")
     ours = {_shape(line) for line in emu.lines}
-    missing = {s for s in _recorded_shapes(RECORDED / "serve-b.log") if "Loading safetensors" not in s} - ours
-    missing -= {s for s in missing if "RotaryEmbedding" in s or "Filesystem type" in s or "Waiting for in-flight" in s}
+    missing = {
+        s for s in _recorded_shapes(RECORDED / "serve-b.log") if "Loading safetensors" not in s
+    } - ours
+    missing -= {
+        s
+        for s in missing
+        if "RotaryEmbedding" in s or "Filesystem type" in s or "Waiting for in-flight" in s
+    }
     assert not missing, "\n".join(sorted(missing))
-    assert "of which 6.50 GiB is backed up in CPU" in emu.log  # level 1 keeps the weights on the host
+    # level 1 keeps the weights on the host
+    assert "of which 6.50 GiB is backed up in CPU" in emu.log
     assert "0.87 GiB memory is still in use." in emu.log
 
 
@@ -99,7 +131,9 @@ def test_a_running_request_finishes_or_is_aborted_with_http_200(start, mode, fin
     body = {**CHAT, "max_tokens": 300, "ignore_eos": True}
     answers: list[httpx.Response] = []
     thread = threading.Thread(
-        target=lambda: answers.append(httpx.post(f"{emu.url}/v1/chat/completions", json=body, timeout=60))
+        target=lambda: answers.append(
+            httpx.post(f"{emu.url}/v1/chat/completions", json=body, timeout=60)
+        )
     )
     thread.start()
     time.sleep(0.4)
@@ -134,7 +168,9 @@ def test_a_stream_running_at_an_abort_ends_with_finish_reason_abort(start):
     time.sleep(0.4)
     assert _post(emu, "/sleep?level=1&mode=abort").status_code == 200
     thread.join(30)
-    finishes = [c["finish_reason"] for e in events for c in e.get("choices", []) if c.get("finish_reason")]
+    finishes = [
+        c["finish_reason"] for e in events for c in e.get("choices", []) if c.get("finish_reason")
+    ]
     assert finishes == ["abort"] and len(events) < 300
 
 
@@ -143,7 +179,9 @@ def test_the_faults_grow_the_residue_and_fail_a_wake(start):
     for _ in range(3):
         _post(grows, "/sleep?level=1")
         _post(grows, "/wake_up")
-    residues = [float(x) for x in re.findall(r"GiB memory, ([\d.]+) GiB memory is still in use", grows.log)]
+    residues = [
+        float(x) for x in re.findall(r"GiB memory, ([\d.]+) GiB memory is still in use", grows.log)
+    ]
     assert residues == [0.87, 1.37, 1.87]
     fails = sleeper(start, *SLEEP, VLLM_SERVER_DEV_MODE="1", EMU_FAULT="wake_fails")
     _post(fails, "/sleep?level=1")

@@ -38,7 +38,9 @@ emulate:
 @pytest.mark.docker
 def test_bench_and_its_evidence_on_an_emulated_stack(tmp_path):
     name = f"b-{uuid.uuid4().hex[:8]}"
-    root = make_project(tmp_path, {name: tiny_profile(f"{name}-served", f"{{host: {free_port()}}}", rest=REST)})
+    root = make_project(
+        tmp_path, {name: tiny_profile(f"{name}-served", f"{{host: {free_port()}}}", rest=REST)}
+    )
     cli = lambda *args: run_cli("--root", str(root), *args, timeout=600)  # noqa: E731
     assert cli("render", name).returncode == 0
     try:
@@ -65,22 +67,34 @@ def test_bench_and_its_evidence_on_an_emulated_stack(tmp_path):
                      "--bench-output-tokens", "8", "--json")  # fmt: skip
             assert ev.returncode == 0, ev.stderr
             doc = json.loads(ev.stdout)["evidence"]
-            assert [lv["completed"] for lv in doc["bench"]["levels"]] == [4, 4] and doc["bench"]["emulated"] is True
+            assert [lv["completed"] for lv in doc["bench"]["levels"]] == [4, 4] and doc["bench"][
+                "emulated"
+            ] is True
             assert "bench.json" in [raw["file"] for raw in doc["raw"]]
-            runs.append(str(root / json.loads(ev.stdout)["path"]))  # the path printed is relative to the root
+            # the path printed is relative to the root
+            runs.append(str(root / json.loads(ev.stdout)["path"]))
         compared = cli("compare", *runs, "--json")
         assert compared.returncode == 0, compared.stderr
-        assert {row["concurrency"] for row in json.loads(compared.stdout)["bench"]["levels"]} == {1, 2}
+        assert {row["concurrency"] for row in json.loads(compared.stdout)["bench"]["levels"]} == {
+            1,
+            2,
+        }
         page = tmp_path / "report.html"
         report = cli("report", *runs, "--html", str(page))
         assert report.returncode == 0, report.stderr
         html = page.read_text()
-        assert 'data-plot="bench"' in html and 'data-plot="kv_capacity"' in html and "EMULATED vLLM" in html
+        assert (
+            'data-plot="bench"' in html
+            and 'data-plot="kv_capacity"' in html
+            and "EMULATED vLLM" in html
+        )
 
         qualified = cli("qualify", name, "--json")
         assert qualified.returncode == 0, qualified.stdout + qualified.stderr
         criteria = {c["name"]: c for c in json.loads(qualified.stdout)["criteria"]}
-        assert criteria["bench"]["measured"] == 6 and criteria["request_throughput"]["passed"] is True
+        assert (
+            criteria["bench"]["measured"] == 6 and criteria["request_throughput"]["passed"] is True
+        )
         assert criteria["p99_ttft_ms"]["threshold"] == 60000
     finally:
         cli("down", name)

@@ -30,13 +30,18 @@ def test_every_prompt_is_exactly_the_size_on_a_coarse_tokenizer(seed):
     prompts = Prompts(count_messages, 256, seed)
     made = prompts.make_many(list(range(1, 65)))
     assert [tokens for _, tokens in made] == [256] * 64
-    assert [count_messages(messages) for messages, _ in made] == [256] * 64  # counted again, independently
+    # counted again, independently
+    assert [count_messages(messages) for messages, _ in made] == [256] * 64
     assert len({m[0]["content"] for m, _ in made}) == 64  # pairwise different: no prefix-cache hits
-    assert prompts.plan().pad == " x"  # " a" costs two tokens here: the next single-token piece was found
+    # " a" costs two tokens here: the next single-token piece was found
+    assert prompts.plan().pad == " x"
 
 
 def test_sizing_is_the_same_every_run_whatever_the_threads_do():
-    runs = [[m[0]["content"] for m, _ in Prompts(count_messages, 300, 5).make_many(list(range(200)))] for _ in range(3)]
+    runs = [
+        [m[0]["content"] for m, _ in Prompts(count_messages, 300, 5).make_many(list(range(200)))]
+        for _ in range(3)
+    ]
     assert runs[0] == runs[1] == runs[2]
 
 
@@ -46,7 +51,9 @@ def test_a_size_below_the_fixed_prompt_is_refused():
 
 
 def test_the_api_counts_exactly_the_asked_prompt_tokens_for_every_request(server):
-    run = bench.run_sweep(server.base_url, "m", [1, 4], input_tokens=256, output_tokens=32, requests=64, seed=2)
+    run = bench.run_sweep(
+        server.base_url, "m", [1, 4], input_tokens=256, output_tokens=32, requests=64, seed=2
+    )
     assert run.result.ok and run.result.input_tokens_exact
     assert server.prompts == [256] * (1 + 2 * 64)  # the warm-up and every request of both levels
     for level in run.result.levels:
@@ -56,9 +63,13 @@ def test_the_api_counts_exactly_the_asked_prompt_tokens_for_every_request(server
 
 def test_a_server_that_ignores_ignore_eos_is_not_ok(monkeypatch, server):
     monkeypatch.setattr(bench, "_body", _without_ignore_eos(bench._body))
-    result = bench.run_bench(server.base_url, "m", [1, 2], input_tokens=64, output_tokens=64, requests=4, seed=1)
+    result = bench.run_bench(
+        server.base_url, "m", [1, 2], input_tokens=64, output_tokens=64, requests=4, seed=1
+    )
     assert not result.ok
-    assert [lv.short_outputs for lv in result.levels] == [4, 4] and all(lv.errors == 0 for lv in result.levels)
+    assert [lv.short_outputs for lv in result.levels] == [4, 4] and all(
+        lv.errors == 0 for lv in result.levels
+    )
     assert result.levels[0].total_output_tokens == 4 * 30
     text = benchstats.format_text(result)
     assert "FAILED: 8 request(s) stopped before 64 output tokens (usage)" in text
@@ -74,20 +85,28 @@ def _without_ignore_eos(make):
 
 def test_each_level_is_written_in_vllm_bench_serves_result_shape(server, tmp_path):
     server.spec_tokens = 5  # the DSpark profiles speculate 5 tokens
-    run = bench.run_sweep(server.base_url, "m", [1, 4, 16], input_tokens=256, output_tokens=32, requests=64, seed=0)
+    run = bench.run_sweep(
+        server.base_url, "m", [1, 4, 16], input_tokens=256, output_tokens=32, requests=64, seed=0
+    )
     written = bench.save_vllm_results(run, tmp_path / "out")
     assert [p.name for p in written] == [f"vllm-bench-serve-c{c}.json" for c in (1, 4, 16)]
     for path in written:
         ours = json.loads(path.read_text(encoding="utf-8"))
         theirs = json.loads((REFERENCE / path.name).read_text(encoding="utf-8"))
         spec = [k for k in ours if k.startswith("spec_decode_")]
-        assert [k for k in ours if k not in spec] == list(theirs)  # every key of vLLM's, in vLLM's order
+        # every key of vLLM's, in vLLM's order
+        assert [k for k in ours if k not in spec] == list(theirs)
         for key, value in theirs.items():
             assert type(ours[key]) is type(value), key  # 16 vs 16.0 matters to strict readers
         assert (ours["num_prompts"], ours["completed"], ours["failed"]) == (64, 64, 0)
         assert ours["total_input_tokens"] == 64 * 256 and ours["total_output_tokens"] == 64 * 32
-        assert ours["request_rate"] == "inf" and ours["max_concurrency"] == int(path.stem.rsplit("c", 1)[1])
-        assert 0 < ours["max_output_tokens_per_s"] <= 64 * 32 and 1 <= ours["max_concurrent_requests"] <= 64
+        assert ours["request_rate"] == "inf" and ours["max_concurrency"] == int(
+            path.stem.rsplit("c", 1)[1]
+        )
+        assert (
+            0 < ours["max_output_tokens_per_s"] <= 64 * 32
+            and 1 <= ours["max_concurrent_requests"] <= 64
+        )
         # 5 draft positions, positions 0 and 1 always accepted: the server's own counters, per level
         assert spec == [
             "spec_decode_acceptance_rate",
@@ -97,13 +116,17 @@ def test_each_level_is_written_in_vllm_bench_serves_result_shape(server, tmp_pat
             "spec_decode_accepted_tokens",
             "spec_decode_per_position_acceptance_rates",
         ]
-        assert ours["spec_decode_num_drafts"] == 64 * 10 and ours["spec_decode_acceptance_rate"] == pytest.approx(40)
+        assert ours["spec_decode_num_drafts"] == 64 * 10 and ours[
+            "spec_decode_acceptance_rate"
+        ] == pytest.approx(40)
         assert ours["spec_decode_acceptance_length"] == pytest.approx(3.0)
         assert ours["spec_decode_per_position_acceptance_rates"] == [1.0, 1.0, 0.0, 0.0, 0.0]
 
 
 def test_without_speculation_there_are_no_spec_decode_keys(server, tmp_path):
-    run = bench.run_sweep(server.base_url, "m", [2], input_tokens=64, output_tokens=4, requests=4, seed=0)
+    run = bench.run_sweep(
+        server.base_url, "m", [2], input_tokens=64, output_tokens=4, requests=4, seed=0
+    )
     [path] = bench.save_vllm_results(run, tmp_path)
     assert not [k for k in json.loads(path.read_text()) if k.startswith("spec_decode")]
 

@@ -16,15 +16,21 @@ import pytest
 from composegen.evidence import benchwire
 
 
-def _event(delta: dict | None = None, finish: str | None = None, usage: dict | None = None) -> bytes:
-    data: dict = {"choices": [] if usage else [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+def _event(
+    delta: dict | None = None, finish: str | None = None, usage: dict | None = None
+) -> bytes:
+    data: dict = {
+        "choices": [] if usage else [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    }
     if usage:
         data["usage"] = usage
     return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
 def _chunked(*events: bytes) -> bytes:
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
     body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
     return head + body + b"0\r\n\r\n"
 
@@ -42,7 +48,9 @@ GOOD = _chunked(
 class Canned:
     """A loopback server answering every request with `reply`, written in pieces of `step` bytes."""
 
-    def __init__(self, reply: bytes, step: int = 0, close: bool = False, hang: bool = False) -> None:
+    def __init__(
+        self, reply: bytes, step: int = 0, close: bool = False, hang: bool = False
+    ) -> None:
         self.reply, self.step, self.close, self.hang = reply, step, close, hang
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
@@ -88,7 +96,10 @@ class Canned:
         async def run():
             client = benchwire.StreamClient(f"http://127.0.0.1:{self.port}/v1", "sk-x", timeout)
             try:
-                return [await client.stream("/v1/chat/completions", {"model": "m"}, 7) for _ in range(times)]
+                return [
+                    await client.stream("/v1/chat/completions", {"model": "m"}, 7)
+                    for _ in range(times)
+                ]
             finally:
                 client.close()
 
@@ -120,7 +131,8 @@ def test_a_server_that_closes_after_each_reply_is_reconnected():
     ("reply", "error"),
     [
         (
-            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 33\r\n\r\n" + b'{"error": {"message": "too long"}}'[:33],
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 33\r\n\r\n"
+            + b'{"error": {"message": "too long"}}'[:33],
             "HTTP 400",
         ),
         (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP/1.1 response"),
@@ -132,7 +144,10 @@ def test_a_server_that_closes_after_each_reply_is_reconnected():
         (_chunked(_event({"content": "a"}, finish="stop")), "no usage"),
         (_chunked(_event({"content": "a"})), "without a finish_reason"),
         (
-            _chunked(_event({"content": "a"}, "stop"), _event(usage={"prompt_tokens": "7", "completion_tokens": 1})),
+            _chunked(
+                _event({"content": "a"}, "stop"),
+                _event(usage={"prompt_tokens": "7", "completion_tokens": 1}),
+            ),
             "token counts are not counts",
         ),
         (GOOD[: len(GOOD) // 2], "closed the connection mid-response"),

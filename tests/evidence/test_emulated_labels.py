@@ -28,7 +28,9 @@ def runs(tmp_path):
     real = evidence.from_log(project, "4096-131k", LOG)
     r = profile.load(project, "4096-131k")
     report = startup.parse_startup_log(LOG.read_text()).to_json()
-    container = LiveIdentity(hash=r.hash, image_id="sha256:" + "e" * 64, emulated=True, repo_digests=[])
+    container = LiveIdentity(
+        hash=r.hash, image_id="sha256:" + "e" * 64, emulated=True, repo_digests=[]
+    )
     emulated = evidence.write_run(
         project, r, startup_log_text=LOG.read_text(), startup_report=report, container=container
     )
@@ -38,10 +40,17 @@ def runs(tmp_path):
 def test_compare_names_the_emulated_side_in_text_markdown_and_json(runs):
     root, real, emulated = runs
     text = run_cli("--root", str(root), "compare", real, emulated).stdout
-    assert text.splitlines()[0] == "EMULATED vLLM in b: these figures exercise composegen, not a model"
-    assert re.search(r"^Measurement +4096-131k \(a\) +4096-131k \(b, EMULATED\) +Change$", text, re.M), text
+    assert (
+        text.splitlines()[0] == "EMULATED vLLM in b: these figures exercise composegen, not a model"
+    )
+    assert re.search(
+        r"^Measurement +4096-131k \(a\) +4096-131k \(b, EMULATED\) +Change$", text, re.M
+    ), text
     md = run_cli("--root", str(root), "compare", real, emulated, "--markdown").stdout
-    assert md.startswith("> **EMULATED vLLM in b:") and "| 4096-131k (a) | 4096-131k (b, EMULATED) |" in md
+    assert (
+        md.startswith("> **EMULATED vLLM in b:")
+        and "| 4096-131k (a) | 4096-131k (b, EMULATED) |" in md
+    )
     doc = json.loads(run_cli("--root", str(root), "compare", real, emulated, "--json").stdout)
     assert (doc["a"]["emulated"], doc["b"]["emulated"]) == (False, True)
     both_real = run_cli("--root", str(root), "compare", real, real).stdout
@@ -56,9 +65,14 @@ def test_evidence_summary_and_plan_say_emulated_only_when_it_was(runs):
     planned = run_cli("--root", str(root), "plan", "393k-gpu", "--from", emulated)
     assert planned.returncode == 0, planned.stderr
     head, cal = planned.stdout.splitlines()[:2]
-    assert head.endswith("PREDICTED, from an EMULATED calibration") and "calibration (measured)" not in planned.stdout
+    assert (
+        head.endswith("PREDICTED, from an EMULATED calibration")
+        and "calibration (measured)" not in planned.stdout
+    )
     assert cal.startswith("  calibration (EMULATED vLLM, not a model): weights")
-    as_json = json.loads(run_cli("--root", str(root), "plan", "393k-gpu", "--from", emulated, "--json").stdout)
+    as_json = json.loads(
+        run_cli("--root", str(root), "plan", "393k-gpu", "--from", emulated, "--json").stdout
+    )
     assert as_json["calibration"]["emulated"] is True
     measured = run_cli("--root", str(root), "plan", "393k-gpu", "--from", real).stdout
     assert "calibration (measured)" in measured and "EMULATED" not in measured
@@ -77,7 +91,9 @@ def test_a_stack_up_with_emulate_is_labelled_in_evidence_compare_and_plan(tmp_pa
         assert compared.returncode == 0, compared.stderr
         assert compared.stdout.startswith("> **EMULATED vLLM in a and b:")
         planned = run_cli("--root", str(root), "plan", name, "--from", run)
-        assert "calibration (EMULATED vLLM, not a model)" in planned.stdout, planned.stdout + planned.stderr
+        assert "calibration (EMULATED vLLM, not a model)" in planned.stdout, (
+            planned.stdout + planned.stderr
+        )
     finally:
         run_cli("--root", str(root), "down", name)
         force_remove(f"composegen-{name}")

@@ -60,7 +60,8 @@ def test_seed_arms_reproduce_the_results_table(project, seed_runs):
     assert [(c.path, c.before, c.after) for c in functional] == [
         ("services.vllm.command.--max-num-batched-tokens", 8192, 4096)
     ]
-    assert result.config.identity  # port, served name and container name changed for evidence identity
+    # port, served name and container name changed for evidence identity
+    assert result.config.identity
     markdown = compare.format_markdown(result)
     for cell in (
         "+0.72 GiB / +4.715%",
@@ -152,8 +153,10 @@ def test_bundle_layout_hashes_and_unknowns(project, seed_runs, data_dir):
     doc = evidence.load_run(run)
     assert doc["schema"] == "composegen.evidence/v1" and doc["source"] == "log"
     assert doc["profile"] == {"name": "4096-131k", "hash": profile.load(project, "4096-131k").hash}
-    assert doc["model_revision"] == "9e165c30e2704aec5d9d593cce3eebd58bbef1cb"  # what the log's engine got
-    assert doc["image_digest"] is None and doc["compose_sha256"] is None  # a log does not say what that host ran
+    # what the log's engine got
+    assert doc["model_revision"] == "9e165c30e2704aec5d9d593cce3eebd58bbef1cb"
+    # a log does not say what that host ran
+    assert doc["image_digest"] is None and doc["compose_sha256"] is None
     assert {"gates", "ladder", "image_digest", "compose_sha256"} <= set(doc["unknown"])
     log_bytes = (data_dir / "logs" / ARM_4096).read_bytes()
     raw = {e["file"]: e for e in doc["raw"]}
@@ -162,7 +165,10 @@ def test_bundle_layout_hashes_and_unknowns(project, seed_runs, data_dir):
         "sha256": hashlib.sha256(log_bytes).hexdigest(),
         "bytes": len(log_bytes),
     }
-    assert doc["startup"]["kv_cache_tokens"] == startup.parse_startup_log(log_bytes.decode()).kv_cache_tokens
+    assert (
+        doc["startup"]["kv_cache_tokens"]
+        == startup.parse_startup_log(log_bytes.decode()).kv_cache_tokens
+    )
     assert not [p for p in project.runs_dir.iterdir() if p.name.startswith(".tmp")]
 
 
@@ -177,17 +183,27 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
         emulated=False,
         repo_digests=["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"],
     )
-    first = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when, container=container)
+    first = evidence.write_run(
+        project, r, startup_log_text="log", startup_report={}, now=when, container=container
+    )
     second = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when)
-    assert first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
+    assert (
+        first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
+    )
     doc = evidence.load_run(first)
-    assert doc["compose_sha256"] == hashlib.sha256(project.out_path(r.name).read_bytes()).hexdigest()
+    assert (
+        doc["compose_sha256"] == hashlib.sha256(project.out_path(r.name).read_bytes()).hexdigest()
+    )
     assert doc["image_digest"] == pinned and doc["model_revision"] == r.profile.model.revision
     assert doc["container"] == container.to_json() and doc["emulated"] is False
     assert doc["unknown"] == ["gates", "ladder"]
     # Without the running container, nothing vouches for the image: null and listed as unknown.
-    assert evidence.load_run(second)["image_digest"] is None and "image_digest" in evidence.load_run(second)["unknown"]
-    assert evidence.load_run(first.name, project.root)["path"] == str(first)  # a run name under runs/
+    assert (
+        evidence.load_run(second)["image_digest"] is None
+        and "image_digest" in evidence.load_run(second)["unknown"]
+    )
+    # a run name under runs/
+    assert evidence.load_run(first.name, project.root)["path"] == str(first)
 
 
 def test_tampering_is_caught(project, seed_runs):
@@ -204,7 +220,10 @@ def test_tampering_is_caught(project, seed_runs):
     "content, message",
     [
         (None, "evidence: missing"),
-        ('{"schema": "composegen.evidence/v1",\n "raw": [', r"evidence.json:2: evidence: invalid JSON"),
+        (
+            '{"schema": "composegen.evidence/v1",\n "raw": [',
+            r"evidence.json:2: evidence: invalid JSON",
+        ),
         ('{"schema": "other/v9"}', "schema: expected"),
         ('{"schema": "composegen.evidence/v1", "profile": {}}', "startup: required key is missing"),
     ],

@@ -18,7 +18,9 @@ LOG = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"
 def bundle(tmp_path_factory):
     root = tmp_path_factory.mktemp("proj")
     shutil.copytree(REPO / "profiles", root / "profiles")
-    res = run_inproc("--root", str(root), "evidence", "--from-log", str(LOG), "--profile", "4096-131k", "--json")
+    res = run_inproc(
+        "--root", str(root), "evidence", "--from-log", str(LOG), "--profile", "4096-131k", "--json"
+    )
     assert res.returncode == 0, res.stderr
     return root, root / json.loads(res.stdout)["path"]
 
@@ -67,8 +69,12 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("keys,raw_json,problem", CASES, ids=[f"{'.'.join(c[0])}={c[1][:12]}" for c in CASES])
-def test_a_damaged_bundle_is_one_line_exit_2_from_compare_and_plan(bundle, tmp_path, keys, raw_json, problem):
+@pytest.mark.parametrize(
+    "keys,raw_json,problem", CASES, ids=[f"{'.'.join(c[0])}={c[1][:12]}" for c in CASES]
+)
+def test_a_damaged_bundle_is_one_line_exit_2_from_compare_and_plan(
+    bundle, tmp_path, keys, raw_json, problem
+):
     root, run = damaged(bundle, tmp_path, keys, raw_json)
     for args in (["compare", str(run), str(bundle[1])], ["plan", "393k-gpu", "--from", str(run)]):
         res = run_inproc("--root", str(root), *args)
@@ -79,7 +85,10 @@ def test_a_damaged_bundle_is_one_line_exit_2_from_compare_and_plan(bundle, tmp_p
 def test_the_intact_bundle_still_compares_and_plans(bundle):
     root, run = bundle
     assert run_inproc("--root", str(root), "compare", str(run), str(run)).returncode == 0
-    assert run_inproc("--root", str(root), "plan", "393k-gpu", "--from", str(run)).returncode in (0, 1)
+    assert run_inproc("--root", str(root), "plan", "393k-gpu", "--from", str(run)).returncode in (
+        0,
+        1,
+    )
 
 
 def test_a_bundle_never_keeps_the_value_of_a_secret_reference(tmp_path):
@@ -87,11 +96,24 @@ def test_a_bundle_never_keeps_the_value_of_a_secret_reference(tmp_path):
     root = tmp_path / "proj"
     shutil.copytree(REPO / "profiles", root / "profiles")
     log = tmp_path / "startup.log"
-    log.write_text(LOG.read_text().replace("deepseek-ai/DeepSeek-V4-Flash-0731", f"deepseek-ai/{secret}"))
+    log.write_text(
+        LOG.read_text().replace("deepseek-ai/DeepSeek-V4-Flash-0731", f"deepseek-ai/{secret}")
+    )
     refused = run_inproc(
-        "--root", str(root), "evidence", "--from-log", str(log), "--profile", "r33", env={"HF_TOKEN": secret}
+        "--root",
+        str(root),
+        "evidence",
+        "--from-log",
+        str(log),
+        "--profile",
+        "r33",
+        env={"HF_TOKEN": secret},
     )  # another model than the profile's: refused, and the refusal masks the value too
-    assert refused.returncode == 2 and "model" in refused.stderr and secret not in refused.stderr + refused.stdout
+    assert (
+        refused.returncode == 2
+        and "model" in refused.stderr
+        and secret not in refused.stderr + refused.stdout
+    )
     res = run_inproc(
         "--root",
         str(root),

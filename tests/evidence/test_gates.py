@@ -55,9 +55,14 @@ def test_tool_catalogue_is_distinct_typed_and_valid_json_schema():
 
 def test_arguments_that_break_the_schema_fail():
     params = gates.TOOL_CATALOG[1][2]  # book_flight: passengers 1..9, cabin enum
-    gates._check_arguments('{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "business"}', params, {})
+    gates._check_arguments(
+        '{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "business"}', params, {}
+    )
     for bad, says in [
-        ('{"origin": "BOS", "destination": "DEN", "passengers": 0, "cabin": "business"}', "passengers"),
+        (
+            '{"origin": "BOS", "destination": "DEN", "passengers": 0, "cabin": "business"}',
+            "passengers",
+        ),
         ('{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "coach"}', "cabin"),
         ('{"origin": "BOS", "passengers": 2, "cabin": "economy"}', "destination"),
         ('{"origin": "BOS", ', "not valid JSON"),
@@ -67,7 +72,9 @@ def test_arguments_that_break_the_schema_fail():
 
 
 def test_a_length_finish_fails_the_gate(emu):
-    result = gates.run_gates(emu.base_url, emu.model, only=["json", "tools"], tools=2, max_tokens=2).to_json()
+    result = gates.run_gates(
+        emu.base_url, emu.model, only=["json", "tools"], tools=2, max_tokens=2
+    ).to_json()
     assert result["ok"] is False
     for gate in result["gates"]:
         assert gate["passed"] is False and "length" in gate["reason"]

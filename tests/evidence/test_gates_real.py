@@ -16,14 +16,19 @@ REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
 
 
 def _recorded(recording: str) -> dict[str, dict]:
-    return {e["name"]: e for e in json.loads((REAL / f"probes-{recording}.json").read_text(encoding="utf-8"))}
+    return {
+        e["name"]: e
+        for e in json.loads((REAL / f"probes-{recording}.json").read_text(encoding="utf-8"))
+    }
 
 
 BF16, FP8 = _recorded("bf16"), _recorded("fp8-hermes-apikey")
 
 
 @contextmanager
-def replaying(chat: dict, stream: dict | None = None, json_answer: dict | None = None) -> Iterator[str]:
+def replaying(
+    chat: dict, stream: dict | None = None, json_answer: dict | None = None
+) -> Iterator[str]:
     """A server answering /v1/models and chat requests with recorded exchanges."""
 
     class Handler(BaseHTTPRequestHandler):
@@ -69,7 +74,9 @@ def _reason(result: dict, gate: str) -> str:
 
 def test_no_tool_parser_is_named_as_the_cause():
     with replaying(chat=BF16["chat_tools_named"], stream=BF16["chat_tools_auto"]) as url:
-        result = gates.run_gates(url, "tiny", only="tools,stream_tools", tools=2, timeout=10).to_json()
+        result = gates.run_gates(
+            url, "tiny", only="tools,stream_tools", tools=2, timeout=10
+        ).to_json()
     for gate in ("tools", "stream_tools"):
         reason = _reason(result, gate)
         assert "no tool parser is configured" in reason and "--tool-call-parser" in reason, reason
@@ -83,9 +90,13 @@ def test_no_tool_parser_is_named_as_the_cause():
 
 def test_a_call_the_parser_could_not_read_is_no_valid_call():
     with replaying(chat=FP8["chat_tools_required"], stream=FP8["chat_tools_auto_stream"]) as url:
-        result = gates.run_gates(url, "tiny", only="tools,stream_tools", tools=1, timeout=10).to_json()
+        result = gates.run_gates(
+            url, "tiny", only="tools,stream_tools", tools=1, timeout=10
+        ).to_json()
     tools = _reason(result, "tools")
-    assert "the model emitted no valid tool call" in tools and "parser could not read" in tools, tools
+    assert "the model emitted no valid tool call" in tools and "parser could not read" in tools, (
+        tools
+    )
     assert "finish_reason length" in tools
     stream = _reason(result, "stream_tools")
     assert "the model emitted no valid tool call: it answered in text instead" in stream, stream
@@ -108,4 +119,6 @@ def test_json_that_is_not_json_or_does_not_validate():
     valid_json["body"] = json.dumps(body)
     with replaying(chat=BF16["chat"], json_answer=valid_json) as url:
         reason = _reason(gates.run_gates(url, "tiny", only="json", timeout=10).to_json(), "json")
-    assert reason.startswith("json_schema: does not validate:") and "major_version" in reason, reason
+    assert reason.startswith("json_schema: does not validate:") and "major_version" in reason, (
+        reason
+    )

@@ -21,7 +21,8 @@ def emu(tmp_path_factory):
 def _counter(per_word: float, overhead: int, calls: list):
     def count(n: int) -> int:
         calls.append(n)
-        return overhead + math.floor(per_word * n + 0.3 * math.sin(n))  # uneven, but never decreasing much
+        # uneven, but never decreasing much
+        return overhead + math.floor(per_word * n + 0.3 * math.sin(n))
 
     return count
 
@@ -56,11 +57,17 @@ def test_ladder_rows_hit_their_targets_and_time_the_stream(emu):
     for row in rows:
         assert row["ok"] and row["reason"] is None
         assert abs(row["prompt_tokens"] - row["target"]) <= row["target"] * 0.005
-        assert row["tokenized"] == row["prompt_tokens"]  # /tokenize and the API count the same messages
-        assert row["finish_reason"] == "stop" and row["completion_tokens"] > 1 and row["reasoning_tokens"] == 0
+        # /tokenize and the API count the same messages
+        assert row["tokenized"] == row["prompt_tokens"]
+        assert (
+            row["finish_reason"] == "stop"
+            and row["completion_tokens"] > 1
+            and row["reasoning_tokens"] == 0
+        )
         assert row["ttft_s"] > 0 and row["e2e_s"] >= row["ttft_s"]
         assert row["prefill_tok_s"] == pytest.approx(row["prompt_tokens"] / row["ttft_s"], rel=1e-3)
-        assert 50 < row["decode_tok_s"] < 20000  # the emulator paces 400 tok/s; loose for a busy machine
+        # the emulator paces 400 tok/s; loose for a busy machine
+        assert 50 < row["decode_tok_s"] < 20000
     # The emulator sleeps prompt_tokens / 50,000 s before the first token: a bigger prompt waits longer.
     assert rows[2]["ttft_s"] > rows[0]["ttft_s"]
     assert result["largest_prompt_tokens"] == rows[2]["prompt_tokens"]
@@ -70,9 +77,13 @@ def test_ladder_rows_hit_their_targets_and_time_the_stream(emu):
 def _finished_requests(emu) -> float:
     import urllib.request
 
-    text = urllib.request.urlopen(f"http://127.0.0.1:{emu.port}/metrics", timeout=10).read().decode()
+    text = (
+        urllib.request.urlopen(f"http://127.0.0.1:{emu.port}/metrics", timeout=10).read().decode()
+    )
     return sum(
-        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:request_success_total")
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:request_success_total")
     )
 
 
@@ -85,13 +96,22 @@ def test_one_unmeasured_warm_up_goes_before_the_first_rung_and_the_json_says_so(
     assert 0 < warmup["prompt_tokens"] < 100  # short: it warms the server, it is no rung
     assert [r["target"] for r in result["targets"]] == [500, 1000]  # and it is no row
     refused = ladder.run_ladder(emu.base_url, emu.model, [16384], max_model_len=16384).to_json()
-    assert refused["warmup"] == {"sent": False, "prompt_tokens": None, "ttft_s": None, "reason": None}
+    assert refused["warmup"] == {
+        "sent": False,
+        "prompt_tokens": None,
+        "ttft_s": None,
+        "reason": None,
+    }
 
 
 def test_targets_above_the_budget_are_refused_without_a_request(emu):
-    result = ladder.run_ladder(emu.base_url, emu.model, [16384 - 63, 2000], max_model_len=16384).to_json()
+    result = ladder.run_ladder(
+        emu.base_url, emu.model, [16384 - 63, 2000], max_model_len=16384
+    ).to_json()
     refused, fine = result["targets"]
-    assert refused["ok"] is False and refused["prompt_tokens"] is None and refused["tokenized"] is None
+    assert (
+        refused["ok"] is False and refused["prompt_tokens"] is None and refused["tokenized"] is None
+    )
     assert "max_model_len − max_tokens = 16320" in refused["reason"]
     assert fine["ok"] is True
     assert result["ok"] is False and result["largest_prompt_tokens"] == fine["prompt_tokens"]

@@ -39,9 +39,15 @@ def test_4096_arm_predicts_the_393k_gpu_profile_fits(project, data_dir):
     assert predicted["fits"] is True and result["verdict"] == "fits"
     assert predicted["margin_tokens"] == predicted["gpu_tokens"] - 393_216
     assert result["differences"] == [] and predicted["range"]["factor"] == 1.0
-    assert predicted["range"]["low_tokens"] == predicted["range"]["high_tokens"] == predicted["gpu_tokens"]
-    assert "image" in result["unknown"]  # a log does not name its image: not compared, not assumed equal
-    assert any("131,072" in note for note in result["notes"])  # the pool at 393K is only measured by a startup
+    assert (
+        predicted["range"]["low_tokens"]
+        == predicted["range"]["high_tokens"]
+        == predicted["gpu_tokens"]
+    )
+    # a log does not name its image: not compared, not assumed equal
+    assert "image" in result["unknown"]
+    # the pool at 393K is only measured by a startup
+    assert any("131,072" in note for note in result["notes"])
     assert "PREDICTED, not measured" in plan.format_text(found)
 
 
@@ -49,20 +55,30 @@ def test_planning_the_calibration_profile_reproduces_its_measurement(project, da
     report = _report(data_dir, "8192")
     result = _plan(profile.load(project, "8192-131k"), report)
     assert abs(result["predicted"]["gpu_tokens"] - report["kv_cache_tokens"]) <= 1
-    assert result["predicted"]["kv_gib_per_rank"] == pytest.approx(report["kv_cache_gib_min"], abs=1e-6)
+    assert result["predicted"]["kv_gib_per_rank"] == pytest.approx(
+        report["kv_cache_gib_min"], abs=1e-6
+    )
     assert result["predicted"]["concurrency"] == report["max_concurrency"]
 
 
 def test_8192_arm_warns_that_the_batch_ceiling_differs_and_widens_the_range(project, data_dir):
     result = _plan(profile.load(project, "393k-gpu"), _report(data_dir, "8192"))
     assert [d["field"] for d in result["differences"]] == ["max-num-batched-tokens"]
-    assert result["differences"][0]["calibration"] == 8192 and result["differences"][0]["profile"] == 4096
+    assert (
+        result["differences"][0]["calibration"] == 8192
+        and result["differences"][0]["profile"] == 4096
+    )
     assert any("max-num-batched-tokens differs" in w for w in result["warnings"])
     predicted = result["predicted"]
-    assert predicted["activation_gib"] == pytest.approx(1.73 * 4096 / 8192, abs=1e-3)  # the linear model
+    # the linear model
+    assert predicted["activation_gib"] == pytest.approx(1.73 * 4096 / 8192, abs=1e-3)
     factor = predicted["range"]["factor"]
     assert factor == pytest.approx(1.94861 / 1.04715, abs=1e-3)
-    assert predicted["range"]["low_tokens"] < predicted["gpu_tokens"] < predicted["range"]["high_tokens"]
+    assert (
+        predicted["range"]["low_tokens"]
+        < predicted["gpu_tokens"]
+        < predicted["range"]["high_tokens"]
+    )
     assert predicted["range"]["high_tokens"] == int(predicted["gpu_tokens"] * factor)
     # The point estimate says no, the widened range reaches past 393,216 (the seed measured 553K): uncertain.
     assert predicted["fits"] is False and predicted["range"]["fits_high"] is True
@@ -92,12 +108,18 @@ def test_a_bigger_gpu_adds_its_budget_share_to_kv(project, data_dir):
 
 def test_calibration_profile_supplies_the_image(project, data_dir, tmp_path):
     report = _report(data_dir, "4096")
-    same = _plan(profile.load(project, "393k-gpu"), report, calibration_profile=profile.load(project, "4096-131k"))
+    same = _plan(
+        profile.load(project, "393k-gpu"),
+        report,
+        calibration_profile=profile.load(project, "4096-131k"),
+    )
     assert "image" not in same["unknown"] and same["differences"] == []
     moved = tmp_path / "profiles"
     moved.mkdir()
     for name in ("r33", "8192-131k", "4096-131k"):
-        (moved / f"{name}.yaml").write_text((project.profiles_dir / f"{name}.yaml").read_text(), encoding="utf-8")
+        (moved / f"{name}.yaml").write_text(
+            (project.profiles_dir / f"{name}.yaml").read_text(), encoding="utf-8"
+        )
     text = (moved / "r33.yaml").read_text().replace("fdde59fed7f9", "0123456789ab")
     (moved / "r33.yaml").write_text(text, encoding="utf-8")
     other = profile.load(Project(tmp_path), "4096-131k")
@@ -131,12 +153,18 @@ def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
     assert report["kv_cache_tokens"] == 553_243 and cal is None
     log_run = evidence.from_log(project, "4096-131k", log)
     report, cal = plan.calibration_from(project, run=log_run.name)
-    assert report["kv_cache_tokens"] == 553_243 and cal is None  # a log run cannot vouch for the image
+    # a log run cannot vouch for the image
+    assert report["kv_cache_tokens"] == 553_243 and cal is None
     r = profile.load(project, "4096-131k")
-    stack_run = evidence.write_run(project, r, startup_log_text=log.read_text(), startup_report=report)
+    stack_run = evidence.write_run(
+        project, r, startup_log_text=log.read_text(), startup_report=report
+    )
     report, cal = plan.calibration_from(project, run=stack_run)
     assert cal is not None and cal.name == "4096-131k"
-    assert "image" not in _plan(profile.load(project, "393k-gpu"), report, calibration_profile=cal)["unknown"]
+    assert (
+        "image"
+        not in _plan(profile.load(project, "393k-gpu"), report, calibration_profile=cal)["unknown"]
+    )
     with pytest.raises(BadInput, match="exactly one"):
         plan.calibration_from(project)
 
@@ -152,15 +180,22 @@ def _real(data_dir, name: str) -> dict:
 def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_path, data_dir):
     from tests.support.helpers import make_project
 
-    project = Project(make_project(tmp_path, {"tiny-bf16": TINY, "tiny-fp8": TINY + "  kv-cache-dtype: fp8\n"}))
-    bf16, fp8 = _real(data_dir, "serve-bf16-eager.log"), _real(data_dir, "serve-fp8-hermes-apikey.log")
+    project = Project(
+        make_project(tmp_path, {"tiny-bf16": TINY, "tiny-fp8": TINY + "  kv-cache-dtype: fp8\n"})
+    )
+    bf16, fp8 = (
+        _real(data_dir, "serve-bf16-eager.log"),
+        _real(data_dir, "serve-fp8-hermes-apikey.log"),
+    )
     result = _plan(profile.load(project, "tiny-fp8"), bf16)
     predicted = result["predicted"]["gpu_tokens"]
     assert predicted == pytest.approx(fp8["kv_cache_tokens"], rel=0.01)  # 43,661,648 measured
     assert result["inputs"]["kv_bytes_per_token"] == pytest.approx(
         result["calibration"]["kv_bytes_per_token"] / 2, abs=0.1
     )
-    assert {"field": "kv-cache-dtype", "calibration": "auto", "profile": "fp8"} in result["differences"]
+    assert {"field": "kv-cache-dtype", "calibration": "auto", "profile": "fp8"} in result[
+        "differences"
+    ]
     assert any("scaled ×0.5" in w for w in result["warnings"])
     same = _plan(profile.load(project, "tiny-bf16"), bf16)["predicted"]["gpu_tokens"]
     assert abs(same - bf16["kv_cache_tokens"]) <= 1  # planning the calibration reproduces it
@@ -182,8 +217,13 @@ def test_a_log_that_does_not_state_the_batch_ceiling_assumes_nothing(project, da
     result = found.to_json()
     predicted = result["predicted"]
     assert result["calibration"]["max_num_batched_tokens"] is None
-    assert predicted["activation_gib"] == report["peak_activation_gib"]  # measured, not scaled from 8192
-    assert predicted["concurrency"] == pytest.approx(1.41, abs=0.005)  # what the measured pool gives
-    assert predicted["range"]["factor"] > 1 and predicted["range"]["low_tokens"] < predicted["gpu_tokens"]
+    # measured, not scaled from 8192
+    assert predicted["activation_gib"] == report["peak_activation_gib"]
+    # what the measured pool gives
+    assert predicted["concurrency"] == pytest.approx(1.41, abs=0.005)
+    assert (
+        predicted["range"]["factor"] > 1
+        and predicted["range"]["low_tokens"] < predicted["gpu_tokens"]
+    )
     assert any("not stated" in w and "nothing assumed" in w for w in result["warnings"])
     assert "unstated batched tokens" in plan.format_text(found)

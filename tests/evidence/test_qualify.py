@@ -40,7 +40,9 @@ def project(tmp_path) -> Project:
     return Project(tmp_path)
 
 
-def _qualify_on_emulator(project: Project, tmp_path, name: str, env: dict | None = None) -> QualifyResult:
+def _qualify_on_emulator(
+    project: Project, tmp_path, name: str, env: dict | None = None
+) -> QualifyResult:
     r = profile.load(project, name)
     with EmulatorProc.start(tmp_path, serve_args=r.argv(), env=env) as emu:
         log = emu.log_text()
@@ -50,8 +52,12 @@ def _qualify_on_emulator(project: Project, tmp_path, name: str, env: dict | None
             r,
             startup_report=report,
             startup_log_text=log,
-            run_ladder_fn=functools.partial(ladder.run_ladder, emu.base_url, r.profile.model.served_name),
-            run_gates_fn=functools.partial(gates.run_gates, emu.base_url, r.profile.model.served_name),
+            run_ladder_fn=functools.partial(
+                ladder.run_ladder, emu.base_url, r.profile.model.served_name
+            ),
+            run_gates_fn=functools.partial(
+                gates.run_gates, emu.base_url, r.profile.model.served_name
+            ),
         )
 
 
@@ -65,12 +71,21 @@ def test_a_profile_that_fits_qualifies_and_leaves_evidence(project, tmp_path):
     assert list(crit) == ["startup", "config", "kv_pool", "long_prompt", "ladder", "gates", "tools"]
     assert [c.name for c in result.criteria if not c.passed] == []
     assert result.qualified is True and qualify.exit_code(result) == 0
-    assert crit["kv_pool"]["threshold"] == 4096 and crit["kv_pool"]["measured"] > 4096  # default: max-model-len
+    # default: max-model-len
+    assert crit["kv_pool"]["threshold"] == 4096 and crit["kv_pool"]["measured"] > 4096
     assert crit["long_prompt"]["measured"] >= 3000 and crit["long_prompt"]["threshold"] == 3000
-    assert (crit["ladder"]["measured"], crit["gates"]["measured"], crit["tools"]["measured"]) == (2, 6, 4)
+    assert (crit["ladder"]["measured"], crit["gates"]["measured"], crit["tools"]["measured"]) == (
+        2,
+        6,
+        4,
+    )
     doc = evidence.load_run(result.run)  # hashes verify
     assert doc["profile"]["name"] == "emu" and doc["source"] == "stack"
-    assert [row["target"] for row in doc["ladder"]["targets"]] == [qualify.probe_target(3000, 4096), 1000, 2000]
+    assert [row["target"] for row in doc["ladder"]["targets"]] == [
+        qualify.probe_target(3000, 4096),
+        1000,
+        2000,
+    ]
     assert doc["ladder"]["largest_prompt_tokens"] == crit["long_prompt"]["measured"]
     assert doc["gates"]["ok"] is True
     raw_files = {e["file"] for e in doc["raw"]}
@@ -117,8 +132,15 @@ class _Stand:
             for t in targets
         ]
         largest = max(r["prompt_tokens"] for r in rows)
-        shape = {"model": "stand", "max_model_len": max_model_len, "max_tokens": 64, "tolerance": 0.005}
-        return LadderResult.model_validate({**shape, "targets": rows, "largest_prompt_tokens": largest, "ok": True})
+        shape = {
+            "model": "stand",
+            "max_model_len": max_model_len,
+            "max_tokens": 64,
+            "tolerance": 0.005,
+        }
+        return LadderResult.model_validate(
+            {**shape, "targets": rows, "largest_prompt_tokens": largest, "ok": True}
+        )
 
     def gates(self, *, only, tools):
         self.gates_calls.append((list(only), tools))
@@ -166,7 +188,8 @@ def test_recorded_4096_log_against_the_393k_criteria(project, data_dir):
         run_gates_fn=stand.gates,
     )
     probe = math.ceil(300_001 / 0.995) + 1
-    assert stand.ladder_calls == [([probe], 393_216), ([300_500], 393_216)]  # probe first, then the ladder
+    # probe first, then the ladder
+    assert stand.ladder_calls == [([probe], 393_216), ([300_500], 393_216)]
     assert stand.gates_calls == [(["smoke", "json", "tools", "continuation"], 3)]  # after the probe
     crit = _criteria(result)
     assert crit["kv_pool"] == {
@@ -179,7 +202,8 @@ def test_recorded_4096_log_against_the_393k_criteria(project, data_dir):
     assert crit["long_prompt"]["measured"] == probe
     # The 4,096 arm ran 131,072 tokens of context: it cannot qualify the 393K profile's configuration.
     assert (
-        crit["config"]["passed"] is False and "max-model-len: profile 393216, engine 131072" in crit["config"]["reason"]
+        crit["config"]["passed"] is False
+        and "max-model-len: profile 393216, engine 131072" in crit["config"]["reason"]
     )
     assert result.qualified is False
 
@@ -257,7 +281,11 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
         doc = evidence.load_run(run)
         assert doc["source"] == "stack" and doc["startup"]["ready"] is True
         # The emulator image is a local build: no registry digest, and the bundle says it was emulated.
-        assert doc["image_digest"] is None and doc["emulated"] is True and doc["model_revision"] == "d" * 40
+        assert (
+            doc["image_digest"] is None
+            and doc["emulated"] is True
+            and doc["model_revision"] == "d" * 40
+        )
         assert doc["container"]["hash"] == doc["profile"]["hash"]
         assert doc["compose_sha256"] == evidence._sha256(project.out_path(name).read_bytes())
         assert doc["gates"]["tools"] == {"passed": 3, "total": 3} and doc["ladder"]["ok"] is True

@@ -60,7 +60,13 @@ def test_floors_that_hold_qualify_and_the_bench_is_evidence(project, tmp_path):
     found = _qualify(project, tmp_path, "easy")
     result = found.to_json()
     crit = {c["name"]: c for c in result["criteria"]}
-    assert crit["bench"] == {"name": "bench", "measured": 4, "threshold": 4, "passed": True, "reason": None}
+    assert crit["bench"] == {
+        "name": "bench",
+        "measured": 4,
+        "threshold": 4,
+        "passed": True,
+        "reason": None,
+    }
     assert crit["request_throughput"]["passed"] and crit["request_throughput"]["measured"] > 0.1
     assert crit["p99_e2el_ms"]["passed"] and crit["p99_e2el_ms"]["threshold"] == 120000
     assert "output_throughput" not in crit  # unset limits are not judged

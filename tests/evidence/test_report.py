@@ -44,7 +44,8 @@ def test_markdown_for_a_pull_request(bundles):
 
 def test_json_form_and_its_schema(bundles):
     project, runs = bundles
-    res = _cli(project, "report", runs[0].name, runs[1].name, "--json")  # run names under runs/ work too
+    # run names under runs/ work too
+    res = _cli(project, "report", runs[0].name, runs[1].name, "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     assert RunsReport.model_validate(doc).to_json() == doc
@@ -69,10 +70,18 @@ def test_the_html_page_is_self_contained(bundles, tmp_path):
         assert fetching not in html, fetching
     assert {h[0] for h in re.findall(r'href="([^"]*)"', html)} <= {"#"}
     assert {u[0] for u in re.findall(r"url\(([^)]*)\)", html)} == {"#"}  # clip paths inside the SVG
-    assert len(set(re.findall(r'id="([^"]+)"', html))) == len(re.findall(r'id="([^"]+)"', html))  # ids unique
-    assert "EMULATED" not in html  # recorded logs of a real vLLM: the banner is only for emulated runs
-    assert "Load benchmark, per concurrency level" in html and "request_throughput" in html  # compare's deltas
-    for expected in ("283,917", "553,243", "9e165c30", "services.vllm.command.--max-num-batched-tokens"):
+    # ids unique
+    assert len(set(re.findall(r'id="([^"]+)"', html))) == len(re.findall(r'id="([^"]+)"', html))
+    # recorded logs of a real vLLM: the banner is only for emulated runs
+    assert "EMULATED" not in html
+    # compare's deltas
+    assert "Load benchmark, per concurrency level" in html and "request_throughput" in html
+    for expected in (
+        "283,917",
+        "553,243",
+        "9e165c30",
+        "services.vllm.command.--max-num-batched-tokens",
+    ):
         assert expected in html
 
 
@@ -90,7 +99,9 @@ def test_compare_shows_per_level_bench_deltas(bundles):
     result = compare.compare_runs(runs[0], runs[1], root=project.root)
     rows = result.to_json()["bench"]["levels"]
     assert sorted({r["concurrency"] for r in rows}) == [1, 2, 4]
-    throughput = next(r for r in rows if r["concurrency"] == 4 and r["metric"] == "request_throughput")
+    throughput = next(
+        r for r in rows if r["concurrency"] == 4 and r["metric"] == "request_throughput"
+    )
     assert throughput["delta"] == pytest.approx(throughput["b"] - throughput["a"], abs=1e-6)
     text = _cli(project, "compare", str(runs[0]), str(runs[1])).stdout
     assert "bench, per concurrency level:" in text and "request_throughput" in text
@@ -110,7 +121,9 @@ def test_bad_runs_are_bad_input(bundles, tmp_path):
 
 
 def test_matplotlib_is_only_imported_by_report():
-    probe = "import sys, composegen.cli.main, composegen.evidence.compare, composegen.evidence.bench; "
+    probe = (
+        "import sys, composegen.cli.main, composegen.evidence.compare, composegen.evidence.bench; "
+    )
     probe += "print('matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert res.stdout.strip() == "False", res.stderr

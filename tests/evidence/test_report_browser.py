@@ -33,7 +33,9 @@ def _colours(png: bytes) -> tuple[int, float]:
 def test_the_report_renders_every_plot_without_errors(browser, tmp_path, tmp_path_factory):
     project, runs = shared_bundles(tmp_path_factory)
     page = tmp_path / "report.html"
-    res = run_cli("--root", str(project.root), "report", *map(str, runs), "--html", str(page), timeout=180)
+    res = run_cli(
+        "--root", str(project.root), "report", *map(str, runs), "--html", str(page), timeout=180
+    )
     assert res.returncode == 0, res.stderr
     seen = browser.open(page, height=6000)  # tall enough that the screenshot holds the whole page
     assert seen.console_errors == []

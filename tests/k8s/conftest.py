@@ -48,7 +48,12 @@ def validate(doc: dict) -> None:
         jsonschema.validate(doc, lws_schema(), cls=jsonschema.Draft7Validator)
         lwt = doc["spec"]["leaderWorkerTemplate"]
         for role in ("leaderTemplate", "workerTemplate"):
-            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"x-{role.lower()}"}, **lwt[role]}
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"x-{role.lower()}"},
+                **lwt[role],
+            }
             pod["metadata"] = {**lwt[role]["metadata"], "name": f"x-{role.lower()}"}
             kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
         return
@@ -57,5 +62,7 @@ def validate(doc: dict) -> None:
 
 @pytest.fixture(scope="session")
 def crd_checked() -> Path:
-    assert hashlib.sha256(CRD.read_bytes()).hexdigest() == CRD_SHA256, "the vendored CRD is not lws v0.10.0's"
+    assert hashlib.sha256(CRD.read_bytes()).hexdigest() == CRD_SHA256, (
+        "the vendored CRD is not lws v0.10.0's"
+    )
     return CRD

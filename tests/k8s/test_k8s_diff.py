@@ -20,7 +20,10 @@ def test_dspark_targets_are_functionally_equal():
     for node in ("spark-1 (rank 0)", "spark-2 (rank 1)"):
         assert {(node, f) for f in ("argv", "image", "environment", "gpus", "shm")} <= facts
     only = {(t["node"], t["setting"]) for t in report["target_only"]}
-    assert ("spark-2 (rank 1)", "command.--master-addr") in only and ("spark-1 (rank 0)", "ulimits") in only
+    assert ("spark-2 (rank 1)", "command.--master-addr") in only and (
+        "spark-1 (rank 0)",
+        "ulimits",
+    ) in only
     assert {s for _, s in only} <= {
         "command.--master-addr", "container_name", "init", "ulimits", "devices", "ipc", "network_mode",
         "cap_add", "ports", "restart", "stop_grace_period", "healthcheck", "volumes", "labels",
@@ -28,7 +31,9 @@ def test_dspark_targets_are_functionally_equal():
 
 
 def test_checked_in_files_compare_equal_and_a_changed_arg_is_a_difference(tmp_path):
-    res = run_cli("diff", "out/4096-131k/compose.yaml", "out/4096-131k/k8s/", "--targets", "compose,k8s")
+    res = run_cli(
+        "diff", "out/4096-131k/compose.yaml", "out/4096-131k/k8s/", "--targets", "compose,k8s"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "functionally equal" in res.stdout and "ulimits" in res.stdout
     k8s = tmp_path / "k8s"
@@ -39,7 +44,9 @@ def test_checked_in_files_compare_equal_and_a_changed_arg_is_a_difference(tmp_pa
     c["args"] = [a.replace("--max-num-seqs=1", "--max-num-seqs=2") for a in c["args"]]
     c["resources"]["limits"]["nvidia.com/gpu"] = 1
     path.write_text(yaml.safe_dump(doc))
-    res = run_cli("diff", "out/4096-131k/compose.yaml", str(k8s), "--targets", "compose,k8s", "--json")
+    res = run_cli(
+        "diff", "out/4096-131k/compose.yaml", str(k8s), "--targets", "compose,k8s", "--json"
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     report = json.loads(res.stdout)
     assert not report["equal"]
@@ -47,7 +54,9 @@ def test_checked_in_files_compare_equal_and_a_changed_arg_is_a_difference(tmp_pa
 
 
 def test_multi_node_out_directory_against_its_k8s_directory():
-    res = run_cli("diff", "out/dspark-2x", "out/dspark-2x/k8s", "--targets", "compose,k8s", "--json")
+    res = run_cli(
+        "diff", "out/dspark-2x", "out/dspark-2x/k8s", "--targets", "compose,k8s", "--json"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["equal"] is True
 
@@ -55,7 +64,9 @@ def test_multi_node_out_directory_against_its_k8s_directory():
 def test_bad_targets_and_missing_side_are_bad_input():
     assert run_cli("diff", "r33", "--targets", "compose,swarm").returncode == 2
     assert run_cli("diff", "r33").returncode == 2
-    res = run_cli("diff", "out/r33/compose.yaml", "out/r33/compose.yaml", "--targets", "compose,k8s")
+    res = run_cli(
+        "diff", "out/r33/compose.yaml", "out/r33/compose.yaml", "--targets", "compose,k8s"
+    )
     assert res.returncode == 2 and "directory" in res.stderr
 
 
@@ -72,8 +83,13 @@ def test_hostile_or_broken_k8s_sides_are_one_line_of_bad_input(tmp_path):
         (k8s / "deployment.yaml").write_text(text)
         res = run_cli("diff", "out/4096-131k/compose.yaml", str(k8s), "--targets", "compose,k8s")
         assert res.returncode == 2, (name, res.stdout, res.stderr)
-        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, (name, res.stderr)
+        assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr, (
+            name,
+            res.stderr,
+        )
     (tmp_path / "escape").mkdir()
     (tmp_path / "escape" / "kustomization.yaml").write_text("resources: [../../etc/passwd]\n")
-    res = run_cli("diff", "out/4096-131k/compose.yaml", str(tmp_path / "escape"), "--targets", "compose,k8s")
+    res = run_cli(
+        "diff", "out/4096-131k/compose.yaml", str(tmp_path / "escape"), "--targets", "compose,k8s"
+    )
     assert res.returncode == 2 and "not a file of this directory" in res.stderr

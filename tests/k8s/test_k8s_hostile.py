@@ -16,17 +16,28 @@ from tests.k8s.conftest import validate
 from tests.support import profiles as docs
 
 TEXT = st.one_of(
-    st.text(alphabet=st.sampled_from(list("ab$()#:'\"{}[]&*!|>%@`,- \\\u2028\u00e9\u0085")), min_size=1, max_size=24),
+    st.text(
+        alphabet=st.sampled_from(list("ab$()#:'\"{}[]&*!|>%@`,- \\\u2028\u00e9\u0085")),
+        min_size=1,
+        max_size=24,
+    ),
     st.sampled_from(["yes", "null", "~", "0x1F", "1e3", "$(HOME)", "$$(HOME)", "a\nb\n"]),
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(value=TEXT, served=st.text(alphabet=st.sampled_from(list("ab$()#:'\"{}&*!%@")), min_size=1, max_size=16))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    value=TEXT,
+    served=st.text(alphabet=st.sampled_from(list("ab$()#:'\"{}&*!%@")), min_size=1, max_size=16),
+)
 def test_hostile_strings_reach_the_container_as_written(tmp_path_factory, value, served):
     root = docs.project(
         tmp_path_factory.mktemp("p"),
-        docs.edited((("service", "environment"), {"ODD": value}), (("model", "served_name"), "x" + served)),
+        docs.edited(
+            (("service", "environment"), {"ODD": value}), (("model", "served_name"), "x" + served)
+        ),
     )
     try:
         r = profiles.load(Project(root), "p")

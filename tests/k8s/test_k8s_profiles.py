@@ -14,7 +14,12 @@ from tests.support.helpers import run_cli
 
 
 def _member(name: str, rank: int) -> dict:
-    member = {"name": name, "rank": rank, "hf_cache": "/hf", "environment": {"VLLM_HOST_IP": f"10.0.0.{rank + 1}"}}
+    member = {
+        "name": name,
+        "rank": rank,
+        "hf_cache": "/hf",
+        "environment": {"VLLM_HOST_IP": f"10.0.0.{rank + 1}"},
+    }
     return member if rank == 0 else {**member, "docker_host": f"ssh://{name}"}
 
 
@@ -27,11 +32,20 @@ TRIO = {
 
 
 def test_bad_kubernetes_settings_are_one_line_of_bad_input(tmp_path):
-    root = docs.project(tmp_path, docs.edited((("kubernetes", "hf_cache"), {"claim": "Not_A_Name"})))
+    root = docs.project(
+        tmp_path, docs.edited((("kubernetes", "hf_cache"), {"claim": "Not_A_Name"}))
+    )
     res = run_cli("--root", str(root), "render", "--target", "k8s")
-    assert res.returncode == 2 and "profiles/p.yaml" in res.stderr and "kubernetes.hf_cache" in res.stderr
+    assert (
+        res.returncode == 2
+        and "profiles/p.yaml" in res.stderr
+        and "kubernetes.hf_cache" in res.stderr
+    )
     assert len(res.stderr.strip().splitlines()) == 1 and not (root / "out").exists()
-    root = docs.project(tmp_path / "two", docs.edited((("kubernetes", "hf_cache"), {"claim": "a", "host_path": "/x"})))
+    root = docs.project(
+        tmp_path / "two",
+        docs.edited((("kubernetes", "hf_cache"), {"claim": "a", "host_path": "/x"})),
+    )
     assert run_cli("--root", str(root), "render", "--target", "k8s").returncode == 2
 
 
@@ -42,20 +56,30 @@ def test_kubernetes_settings_are_used_and_leave_the_compose_file_alone(tmp_path)
         docs.edited(
             (("kubernetes",), {"hf_cache": {"claim": "weights"}, "secret": "tokens"}),
             (("service", "environment"), {"HF_TOKEN": "${HF_TOKEN:?set it}"}),
-            (("service", "volumes"), [{"source": "${HF_HOME}", "target": "/root/.cache/huggingface"}]),
+            (
+                ("service", "volumes"),
+                [{"source": "${HF_HOME}", "target": "/root/.cache/huggingface"}],
+            ),
         ),
     )
     for root in (plain, chosen):
         assert run_cli("--root", str(root), "render", "--target", "all").returncode == 0
     dep = yaml.safe_load((chosen / "out/p/k8s/deployment.yaml").read_text())
     spec = dep["spec"]["template"]["spec"]
-    assert {"name": "hf-cache", "persistentVolumeClaim": {"claimName": "weights"}} in spec["volumes"]
+    assert {"name": "hf-cache", "persistentVolumeClaim": {"claimName": "weights"}} in spec[
+        "volumes"
+    ]
     env = spec["containers"][0]["env"]
     assert env == [
-        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "tokens", "key": "HF_TOKEN", "optional": False}}}
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "tokens", "key": "HF_TOKEN", "optional": False}},
+        }
     ]
     validate(dep)
-    hash_line = [(root / "out/p/compose.yaml").read_text().splitlines()[1] for root in (plain, chosen)]
+    hash_line = [
+        (root / "out/p/compose.yaml").read_text().splitlines()[1] for root in (plain, chosen)
+    ]
     assert hash_line[0].split("hash:")[0] == hash_line[1].split("hash:")[0]
 
 
@@ -72,7 +96,9 @@ def test_three_nodes_make_one_lws_group_and_name_what_one_worker_template_cannot
     report = json.loads(diff.stdout)
     # rank 2's VLLM_HOST_IP cannot be said by the shared worker template: the diff says so, and fails
     assert diff.returncode == 1 and not report["equal"]
-    assert [(f["node"], f["fact"]) for f in report["facts"] if not f["equal"]] == [("c (rank 2)", "environment")]
+    assert [(f["node"], f["fact"]) for f in report["facts"] if not f["equal"]] == [
+        ("c (rank 2)", "environment")
+    ]
 
 
 def test_long_profile_names_make_valid_object_names():

@@ -38,11 +38,17 @@ def test_dspark_leader_and_worker_argv_equal_the_compose_nodes_argv():
     assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1" and lws["kind"] == "LeaderWorkerSet"
     lwt = lws["spec"]["leaderWorkerTemplate"]
     assert lwt["size"] == 2
-    for rank, (node, role) in enumerate([("spark-1", "leaderTemplate"), ("spark-2", "workerTemplate")]):
+    for rank, (node, role) in enumerate(
+        [("spark-1", "leaderTemplate"), ("spark-2", "workerTemplate")]
+    ):
         compose = _compose(f"dspark-2x/{node}")
         container = lwt[role]["spec"]["containers"][0]
         # What LWS injects into this pod, with the leader's address standing for the fabric address.
-        env = {"LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": str(rank), "LWS_LEADER_ADDRESS": r.profile.nodes.master_addr}
+        env = {
+            "LWS_GROUP_SIZE": "2",
+            "LWS_WORKER_INDEX": str(rank),
+            "LWS_LEADER_ADDRESS": r.profile.nodes.master_addr,
+        }
         argv = [expansion.expand(w, env) for w in container["command"] + container["args"]]
         assert argv == _unescaped(compose["entrypoint"] + compose["command"]), node
         refs = [w for w in container["args"] if "$(" in w]
@@ -55,7 +61,8 @@ def test_dspark_leader_and_worker_argv_equal_the_compose_nodes_argv():
         assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
         assert container["image"] == compose["image"]
         spec = lwt[role]["spec"]
-        assert spec["hostNetwork"] is True and spec["hostIPC"] is True  # the compose nodes have both
+        # the compose nodes have both
+        assert spec["hostNetwork"] is True and spec["hostIPC"] is True
         assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
         assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
         assert ("startupProbe" in container) == (rank == 0)  # a headless worker serves no HTTP
@@ -77,7 +84,10 @@ def test_single_node_deployment_matches_compose():
     assert shm == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
     start = c["startupProbe"]
-    assert start["httpGet"]["path"] == "/health" and c["readinessProbe"]["httpGet"]["path"] == "/health"
+    assert (
+        start["httpGet"]["path"] == "/health"
+        and c["readinessProbe"]["httpGet"]["path"] == "/health"
+    )
     assert start["periodSeconds"] * start["failureThreshold"] >= 1800
     assert spec["terminationGracePeriodSeconds"] == 120
     assert "hostNetwork" not in spec  # the compose stack has its own network
@@ -91,14 +101,20 @@ def test_single_node_deployment_matches_compose():
     init = spec["initContainers"][0]
     assert init["command"][:2] == ["python3", "-c"]
     assert init["command"][3].endswith("/snapshots/9e165c30e2704aec5d9d593cce3eebd58bbef1cb")
-    assert init["volumeMounts"] == [{"name": "hf-cache", "mountPath": "/root/.cache/huggingface", "readOnly": True}]
+    assert init["volumeMounts"] == [
+        {"name": "hf-cache", "mountPath": "/root/.cache/huggingface", "readOnly": True}
+    ]
     hf = next(v for v in spec["volumes"] if v["name"] == "hf-cache")
     assert hf == {"name": "hf-cache", "persistentVolumeClaim": {"claimName": "hf-cache"}}
 
 
 def test_secret_values_never_reach_the_manifests(tmp_path):
-    root = docs.project(tmp_path, docs.edited((("service", "environment"), {"HF_TOKEN": "${HF_TOKEN}"})))
-    res = run_cli("--root", str(root), "render", "--target", "k8s", env={"HF_TOKEN": "hf_sekrit_value_123"})
+    root = docs.project(
+        tmp_path, docs.edited((("service", "environment"), {"HF_TOKEN": "${HF_TOKEN}"}))
+    )
+    res = run_cli(
+        "--root", str(root), "render", "--target", "k8s", env={"HF_TOKEN": "hf_sekrit_value_123"}
+    )
     assert res.returncode == 0, res.stderr
     text = "".join(p.read_text() for p in (root / "out/p/k8s").iterdir())
     assert "hf_sekrit_value_123" not in text + res.stdout + res.stderr
@@ -149,7 +165,9 @@ def test_dollar_text_stays_literal_through_kubernetes_expansion(tmp_path):
     doc["model"]["served_name"] = "x$(HOME)"
     root = docs.project(tmp_path, doc)
     assert run_cli("--root", str(root), "render", "--target", "k8s").returncode == 0, "render"
-    c = yaml.safe_load((root / "out/p/k8s/deployment.yaml").read_text())["spec"]["template"]["spec"]["containers"][0]
+    c = yaml.safe_load((root / "out/p/k8s/deployment.yaml").read_text())["spec"]["template"][
+        "spec"
+    ]["containers"][0]
     env = {e["name"]: e["value"] for e in c["env"]}
     assert expansion.expand(env["ODD"], {"HOME": "/root"}) == "a$(HOME)b$$c"
     assert "x$(HOME)" in [expansion.expand(w, {"HOME": "/root"}) for w in c["args"]]
@@ -163,7 +181,11 @@ def test_default_render_keeps_rendered_k8s_fresh_and_check_sees_drift(tmp_path):
     path = root / "profiles/p.yaml"
     path.write_text(path.read_text().replace("max-num-seqs: 4", "max-num-seqs: 5"))
     res = run_cli("--root", str(root), "render", "--check")
-    assert res.returncode == 1 and "out/p/k8s/deployment.yaml" in res.stdout and "--max-num-seqs=5" in res.stdout
+    assert (
+        res.returncode == 1
+        and "out/p/k8s/deployment.yaml" in res.stdout
+        and "--max-num-seqs=5" in res.stdout
+    )
     assert run_cli("--root", str(root), "render").returncode == 0
     assert run_cli("--root", str(root), "render", "--check").returncode == 0
     assert "--max-num-seqs=5" in (root / "out/p/k8s/deployment.yaml").read_text()
@@ -187,14 +209,21 @@ def _snapshot(tmp_path, shards=("model-00001.safetensors", "model-00002.safetens
     snap.mkdir(parents=True)
     for name in ("config.json", "tokenizer_config.json", "tokenizer.json", *shards):
         (snap / name).write_text("{}")
-    index = {"weight_map": {f"w{i}": s for i, s in enumerate(("model-00001.safetensors", "model-00002.safetensors"))}}
+    index = {
+        "weight_map": {
+            f"w{i}": s for i, s in enumerate(("model-00001.safetensors", "model-00002.safetensors"))
+        }
+    }
     (snap / snapshot.INDEX).write_text(json.dumps(index))
     return snap
 
 
 def _init_check(path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-I", "-c", weights_init.script(), str(path)], capture_output=True, text=True, timeout=30
+        [sys.executable, "-I", "-c", weights_init.script(), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
 
 
@@ -218,4 +247,6 @@ def test_fixture_profile_matches_golden_files(tmp_path):
     assert run_cli("--root", str(root), "render", "--target", "k8s").returncode == 0
     golden = REPO / "tests/data/golden"
     for name in ("deployment.yaml", "service.yaml", "kustomization.yaml"):
-        assert (root / "out/tiny/k8s" / name).read_text() == (golden / f"tiny.k8s.{name}").read_text(), name
+        assert (root / "out/tiny/k8s" / name).read_text() == (
+            golden / f"tiny.k8s.{name}"
+        ).read_text(), name

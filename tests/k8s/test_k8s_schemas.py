@@ -42,12 +42,19 @@ def test_manifest_passes_its_schema(doc, crd_checked):
 def test_kustomizations_name_files_of_their_directory():
     for path in (REPO / "out").glob("*/k8s/kustomization.yaml"):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-        assert doc["apiVersion"] == "kustomize.config.k8s.io/v1beta1" and doc["kind"] == "Kustomization"
-        assert sorted(doc["resources"]) == sorted(p.name for p in path.parent.iterdir() if p != path)
+        assert (
+            doc["apiVersion"] == "kustomize.config.k8s.io/v1beta1"
+            and doc["kind"] == "Kustomization"
+        )
+        assert sorted(doc["resources"]) == sorted(
+            p.name for p in path.parent.iterdir() if p != path
+        )
 
 
 def _lws():
-    return yaml.safe_load((REPO / "out/dspark-2x/k8s/leaderworkerset.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load(
+        (REPO / "out/dspark-2x/k8s/leaderworkerset.yaml").read_text(encoding="utf-8")
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,9 +63,9 @@ def _lws():
         lambda d: d["spec"]["leaderWorkerTemplate"].__setitem__("size", "two"),
         lambda d: d["spec"]["leaderWorkerTemplate"].__setitem__("restartPolicy", "Sometimes"),
         lambda d: d["spec"].__setitem__("leaderWorkerTemplat", {}),
-        lambda d: d["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0].__setitem__(
-            "imagePullPolcy", "Always"
-        ),
+        lambda d: d["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][
+            0
+        ].__setitem__("imagePullPolcy", "Always"),
     ],
     ids=["size-not-int", "bad-restart-policy", "unknown-field", "unknown-container-field"],
 )

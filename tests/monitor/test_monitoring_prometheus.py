@@ -16,7 +16,11 @@ import pytest
 import yaml
 
 from tests.emulator.test_emulator_metrics import TINY_ENV, chat
-from tests.monitor.test_monitoring_render import dashboard_queries, need, rendered  # noqa: F401  (fixture)
+from tests.monitor.test_monitoring_render import (  # noqa: F401  (fixture)
+    dashboard_queries,
+    need,
+    rendered,
+)
 from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc, free_port
 
 
@@ -88,16 +92,24 @@ def test_prometheus_scrapes_the_emulated_engine(prometheus, rendered):  # noqa: 
 
     def counted() -> list[dict]:
         """vllm:prompt_tokens_total reached the tokens sent"""
-        return [r for r in query(base, "vllm:prompt_tokens_total") if float(r["value"][1]) >= prompt]
+        return [
+            r for r in query(base, "vllm:prompt_tokens_total") if float(r["value"][1]) >= prompt
+        ]
 
     series = wait_for(counted)[0]["metric"]
     # the rendered labels and the engine's own
-    assert series["job"] == "vllm" and series["profile"] == "monitored" and series["served_name"] == "tiny"
+    assert (
+        series["job"] == "vllm"
+        and series["profile"] == "monitored"
+        and series["served_name"] == "tiny"
+    )
     assert series["model_name"] == "tiny" and series["engine"] == "0"
     # the dashboard's queries answer against real data (Grafana's variables filled in)
     for title, exprs in dashboard_queries(rendered / "grafana-dashboard.json").items():
         for expr in exprs:
-            result = query(base, expr.replace("$__rate_interval", "1m").replace("$model_name", "tiny"))
+            result = query(
+                base, expr.replace("$__rate_interval", "1m").replace("$model_name", "tiny")
+            )
             if title in ("Requests running and waiting", "KV cache usage", "Token throughput"):
                 assert result, (title, expr)
     ttft = query(

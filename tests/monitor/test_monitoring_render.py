@@ -34,7 +34,9 @@ def need(binary: str) -> str:
     """The path of a Debian tool the provisioning installs: missing is a skip locally, a failure in CI."""
     path = shutil.which(binary)
     if path is None:
-        message = f"{binary} not installed (scripts/provision-tests.sh installs Debian's prometheus)"
+        message = (
+            f"{binary} not installed (scripts/provision-tests.sh installs Debian's prometheus)"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
@@ -57,7 +59,11 @@ def test_shipped_profiles_render_no_monitoring():
 
 
 def test_prometheus_service_is_pinned_loopback_and_carries_the_rendered_config(rendered):
-    assert sorted(p.name for p in rendered.iterdir()) == ["compose.yaml", "grafana-dashboard.json", "prometheus.yml"]
+    assert sorted(p.name for p in rendered.iterdir()) == [
+        "compose.yaml",
+        "grafana-dashboard.json",
+        "prometheus.yml",
+    ]
     compose = yaml.safe_load((rendered / "compose.yaml").read_text())
     prom = compose["services"]["prometheus"]
     assert "@sha256:" in prom["image"] and len(prom["image"].split("@sha256:")[1]) == 64
@@ -79,7 +85,9 @@ def test_prometheus_service_is_pinned_loopback_and_carries_the_rendered_config(r
 
 
 def test_promtool_accepts_the_rendered_configuration(rendered):
-    res = subprocess.run([need("promtool"), "check", "config", str(rendered / "prometheus.yml")], capture_output=True)
+    res = subprocess.run(
+        [need("promtool"), "check", "config", str(rendered / "prometheus.yml")], capture_output=True
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -89,23 +97,31 @@ def test_monitoring_is_part_of_the_profile_hash_and_render_check(tmp_path, rende
     (rendered / "prometheus.yml").write_text("tampered\n")
     res = run_cli("--root", str(root), "render", "--check")
     assert res.returncode == 1 and "out/monitored/prometheus.yml" in res.stdout + res.stderr
-    plain = make_project(tmp_path / "plain", {"monitored": MONITORED.split("\nmonitoring:")[0] + "\n"})
+    plain = make_project(
+        tmp_path / "plain", {"monitored": MONITORED.split("\nmonitoring:")[0] + "\n"}
+    )
     off, on = (profiles.load(Project(p), "monitored") for p in (plain, root))
     assert off.hash != on.hash
 
 
 def test_multi_node_runs_prometheus_on_the_head_only(tmp_path):
-    text = (REPO / "profiles" / "dspark-2x.yaml").read_text() + "monitoring:\n  prometheus: true\n  port: 39098\n"
+    text = (
+        REPO / "profiles" / "dspark-2x.yaml"
+    ).read_text() + "monitoring:\n  prometheus: true\n  port: 39098\n"
     root = make_project(tmp_path, {"dspark-2x": text})
     assert run_cli("--root", str(root), "render").returncode == 0
     head, worker = root / "out" / "dspark-2x" / "spark-1", root / "out" / "dspark-2x" / "spark-2"
     assert sorted(p.name for p in worker.iterdir()) == ["compose.yaml"]
     assert "prometheus" not in yaml.safe_load((worker / "compose.yaml").read_text())["services"]
     prom = yaml.safe_load((head / "compose.yaml").read_text())["services"]["prometheus"]
-    assert prom["network_mode"] == "host" and "--web.listen-address=127.0.0.1:39098" in prom["command"]
+    assert (
+        prom["network_mode"] == "host" and "--web.listen-address=127.0.0.1:39098" in prom["command"]
+    )
     config = yaml.safe_load((head / "prometheus.yml").read_text())
     assert config["scrape_configs"][0]["static_configs"][0]["targets"] == ["127.0.0.1:8888"]
-    res = subprocess.run([need("promtool"), "check", "config", str(head / "prometheus.yml")], capture_output=True)
+    res = subprocess.run(
+        [need("promtool"), "check", "config", str(head / "prometheus.yml")], capture_output=True
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -116,7 +132,9 @@ def dashboard_queries(path) -> dict[str, list[str]]:
 
 def test_dashboard_is_importable_json_with_the_expected_panels(rendered):
     board = json.loads((rendered / "grafana-dashboard.json").read_text())
-    assert board["__inputs"][0]["pluginId"] == "prometheus" and board["uid"] == "composegen-monitored"
+    assert (
+        board["__inputs"][0]["pluginId"] == "prometheus" and board["uid"] == "composegen-monitored"
+    )
     assert board["templating"]["list"][0]["current"]["value"] == "tiny"
     queries = dashboard_queries(rendered / "grafana-dashboard.json")
     assert queries.keys() == PANELS.keys()
@@ -130,15 +148,24 @@ def test_dashboard_is_importable_json_with_the_expected_panels(rendered):
 def test_every_dashboard_query_is_valid_promql(rendered, tmp_path):
     # promtool parses rule expressions: each query becomes a recording rule, Grafana's variables filled in.
     rules = [
-        {"record": f"composegen:q{i}", "expr": expr.replace("$__rate_interval", "1m").replace("$model_name", "tiny")}
+        {
+            "record": f"composegen:q{i}",
+            "expr": expr.replace("$__rate_interval", "1m").replace("$model_name", "tiny"),
+        }
         for i, expr in enumerate(
-            e for exprs in dashboard_queries(rendered / "grafana-dashboard.json").values() for e in exprs
+            e
+            for exprs in dashboard_queries(rendered / "grafana-dashboard.json").values()
+            for e in exprs
         )
     ]
     path = tmp_path / "rules.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
-    res = subprocess.run([need("promtool"), "check", "rules", str(path)], capture_output=True, text=True)
-    assert res.returncode == 0 and f"SUCCESS: {len(rules)} rules found" in res.stdout, res.stdout + res.stderr
+    res = subprocess.run(
+        [need("promtool"), "check", "rules", str(path)], capture_output=True, text=True
+    )
+    assert res.returncode == 0 and f"SUCCESS: {len(rules)} rules found" in res.stdout, (
+        res.stdout + res.stderr
+    )
 
 
 def test_turning_monitoring_off_removes_its_files(rendered):
@@ -155,7 +182,9 @@ def test_turning_monitoring_off_removes_its_files(rendered):
 
 
 def test_an_unpinned_prometheus_image_is_refused_in_one_line(tmp_path):
-    text = MONITORED.replace("  scrape_interval: 1s\n", "  scrape_interval: 1s\n  image: prom/prometheus:latest\n")
+    text = MONITORED.replace(
+        "  scrape_interval: 1s\n", "  scrape_interval: 1s\n  image: prom/prometheus:latest\n"
+    )
     root = make_project(tmp_path, {"monitored": text})
     res = run_cli("--root", str(root), "render")
     assert res.returncode == 2 and not (root / "out").exists()

@@ -25,19 +25,28 @@ from tests.support.helpers import REPO, run_cli
 
 def series_sum(text: str, name: str) -> float:
     """Sum of a sample's values over its label sets, read with a regex (independent of the parser)."""
-    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+    return sum(
+        float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+    )
 
 
 def test_sample_from_the_recorded_real_vllm_metrics():
-    before_text, after_text = recorded_exchange("metrics_before")["body"], recorded_exchange("metrics_after")["body"]
+    before_text, after_text = (
+        recorded_exchange("metrics_before")["body"],
+        recorded_exchange("metrics_after")["body"],
+    )
     before, after = Scrape.parse(before_text, 0.0), Scrape.parse(after_text, 2.0)
     sample = compute(before, after, url="http://recorded")
     for field, name in (
         ("requests_finished", "vllm:request_success_total"),
         ("preemptions", "vllm:num_preemptions_total"),
     ):
-        assert getattr(sample, field) == series_sum(after_text, name) - series_sum(before_text, name)
-    prompt = series_sum(after_text, "vllm:prompt_tokens_total") - series_sum(before_text, "vllm:prompt_tokens_total")
+        assert getattr(sample, field) == series_sum(after_text, name) - series_sum(
+            before_text, name
+        )
+    prompt = series_sum(after_text, "vllm:prompt_tokens_total") - series_sum(
+        before_text, "vllm:prompt_tokens_total"
+    )
     assert sample.prompt_tokens_per_s == pytest.approx(prompt / 2.0)
     ttft_count = series_sum(after_text, "vllm:time_to_first_token_seconds_count") - series_sum(
         before_text, "vllm:time_to_first_token_seconds_count"
@@ -58,8 +67,14 @@ def test_quantile_follows_prometheus_histogram_quantile():
 
 
 def test_counter_reset_counts_the_new_value():
-    old = Scrape.parse('# TYPE x_seconds histogram\nx_seconds_bucket{le="1.0"} 5\nx_seconds_bucket{le="+Inf"} 9\n', 0)
-    new = Scrape.parse('# TYPE x_seconds histogram\nx_seconds_bucket{le="1.0"} 1\nx_seconds_bucket{le="+Inf"} 2\n', 1)
+    old = Scrape.parse(
+        '# TYPE x_seconds histogram\nx_seconds_bucket{le="1.0"} 5\nx_seconds_bucket{le="+Inf"} 9\n',
+        0,
+    )
+    new = Scrape.parse(
+        '# TYPE x_seconds histogram\nx_seconds_bucket{le="1.0"} 1\nx_seconds_bucket{le="+Inf"} 2\n',
+        1,
+    )
     assert bucket_deltas(old, new, "x_seconds") == [(1.0, 1.0), (float("inf"), 2.0)]
 
 
@@ -77,15 +92,23 @@ def loaded(tmp_path_factory):
         "--speculative-config",
         '{"method": "mtp", "num_speculative_tokens": 2}',
     ]
-    with EmulatorProc.start(tmp_path_factory.mktemp("top"), serve_args=args, env={**TINY_ENV, **SLOW_DECODE}) as emu:
+    with EmulatorProc.start(
+        tmp_path_factory.mktemp("top"), serve_args=args, env={**TINY_ENV, **SLOW_DECODE}
+    ) as emu:
         yield emu
 
 
 def _held_stream(url: str, release: threading.Event) -> None:
     """A streamed chat that outlasts any sample (400 tokens at 2 tokens/s, uncapped) until `release`: then the client
     hangs up, and the engine aborts the request at its next token, as vLLM does."""
-    body = {"model": "tiny", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": 400}
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, timeout=120) as resp:
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "hello there"}],
+        "max_tokens": 400,
+    }
+    with httpx.stream(
+        "POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, timeout=120
+    ) as resp:
         for _ in resp.iter_bytes():
             if release.is_set():
                 break
@@ -93,7 +116,9 @@ def _held_stream(url: str, release: threading.Event) -> None:
 
 def _gauges(url: str) -> tuple[float, float]:
     text = httpx.get(f"{url}/metrics", timeout=10).text
-    return series_sum(text, "vllm:num_requests_running"), series_sum(text, "vllm:num_requests_waiting")
+    return series_sum(text, "vllm:num_requests_running"), series_sum(
+        text, "vllm:num_requests_waiting"
+    )
 
 
 def _until(condition, what: str, timeout: float = 60) -> None:
@@ -105,12 +130,17 @@ def _until(condition, what: str, timeout: float = 60) -> None:
 
 def test_once_json_shows_requests_running_and_waiting_under_load(loaded):
     release = threading.Event()
-    threads = [threading.Thread(target=_held_stream, args=(loaded.base_url, release)) for _ in range(5)]
+    threads = [
+        threading.Thread(target=_held_stream, args=(loaded.base_url, release)) for _ in range(5)
+    ]
     for t in threads:
         t.start()
     try:
         # The load is in place before `top` looks, and stays until it has looked: no race with the CLI's start.
-        _until(lambda: _gauges(loaded.base_url) == (2, 3), "5 requests admitted as 2 running and 3 waiting")
+        _until(
+            lambda: _gauges(loaded.base_url) == (2, 3),
+            "5 requests admitted as 2 running and 3 waiting",
+        )
         res = run_cli("top", "--url", loaded.base_url, "--once", "--json", "--interval", "1")
     finally:
         release.set()
@@ -118,14 +148,17 @@ def test_once_json_shows_requests_running_and_waiting_under_load(loaded):
             t.join()
     assert res.returncode == 0, res.stderr
     sample = json.loads(res.stdout)
-    assert sample["running"] == 2 and sample["waiting"] >= 1  # the admission cap holds the rest back
+    # the admission cap holds the rest back
+    assert sample["running"] == 2 and sample["waiting"] >= 1
     assert sample["kv_cache_usage"] > 0 and sample["window_s"] >= 1
     assert sample["url"] == loaded.base_url and sample["view"] == "single"
     assert len(sample["spec_decode"]["per_position"]) == 2
     schema = json.loads(run_cli("schema", "--report", "top").stdout)
     jsonschema.validate(sample, schema)
     _until(lambda: _gauges(loaded.base_url) == (0, 0), "the hung-up requests aborted")
-    after = json.loads(run_cli("top", "--url", loaded.base_url, "--once", "--json", "--interval", "0.2").stdout)
+    after = json.loads(
+        run_cli("top", "--url", loaded.base_url, "--once", "--json", "--interval", "0.2").stdout
+    )
     assert after["running"] == 0 and after["waiting"] == 0
 
 
@@ -137,7 +170,10 @@ def test_live_view_draws_in_a_terminal(loaded):
     if pid == 0:  # the child: composegen in a real pseudo-terminal of 100x24
         os.environ.update(COLUMNS="100", LINES="24", TERM="xterm")
         os.chdir(REPO)
-        os.execv(sys.executable, [sys.executable, "-m", "composegen", "top", "--url", loaded.base_url, "--count", "3"])
+        os.execv(
+            sys.executable,
+            [sys.executable, "-m", "composegen", "top", "--url", loaded.base_url, "--count", "3"],
+        )
     screen = b""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -156,7 +192,16 @@ def test_live_view_draws_in_a_terminal(loaded):
         t.join()
     text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", screen).decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text
-    for word in ("composegen top", "requests", "running", "KV cache", "tokens/s", "TTFT", "e2e latency", "spec decode"):
+    for word in (
+        "composegen top",
+        "requests",
+        "running",
+        "KV cache",
+        "tokens/s",
+        "TTFT",
+        "e2e latency",
+        "spec decode",
+    ):
         assert word in text, (word, text)
 
 
@@ -187,7 +232,13 @@ def test_an_answer_that_is_not_prometheus_text_is_an_engine_error():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Html)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        res = run_cli("top", "--url", f"http://127.0.0.1:{server.server_port}", "--once", "--interval", "0.1")
+        res = run_cli(
+            "top", "--url", f"http://127.0.0.1:{server.server_port}", "--once", "--interval", "0.1"
+        )
     finally:
         server.shutdown()
-    assert res.returncode == 3 and "is not Prometheus text" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 3
+        and "is not Prometheus text" in res.stderr
+        and "Traceback" not in res.stderr
+    )

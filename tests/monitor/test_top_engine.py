@@ -7,7 +7,13 @@ import json
 
 import pytest
 
-from tests.support.engine import HELD_DECODE, emulated_project, force_remove, project_leftovers, top_under_load
+from tests.support.engine import (
+    HELD_DECODE,
+    emulated_project,
+    force_remove,
+    project_leftovers,
+    top_under_load,
+)
 from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
@@ -28,7 +34,11 @@ def test_top_shows_requests_running_while_a_load_runs(tmp_path):
         assert sample["emulated"] is True  # `up --emulate`: the container's label says so
         plain = run_cli("--root", str(root), "top", name, "--once", "--interval", "0.2").stdout
         assert plain.splitlines()[0].endswith(" · EMULATED vLLM"), plain
-        idle = json.loads(run_cli("--root", str(root), "top", name, "--once", "--json", "--interval", "0.2").stdout)
+        idle = json.loads(
+            run_cli(
+                "--root", str(root), "top", name, "--once", "--json", "--interval", "0.2"
+            ).stdout
+        )
         assert idle["running"] == 0 and idle["waiting"] == 0
         assert run_cli("--root", str(root), "down", name).returncode == 0
         stopped = run_cli("--root", str(root), "top", name, "--once")

@@ -12,7 +12,11 @@ from tests.support.helpers import MINIMAL, make_project, run_cli
 BASE = MINIMAL
 
 CASES = [
-    ("bad-yaml", BASE.replace("  max-num-seqs: 4", "  max-num-seqs: [4"), "bad.yaml:14: invalid YAML"),
+    (
+        "bad-yaml",
+        BASE.replace("  max-num-seqs: 4", "  max-num-seqs: [4"),
+        "bad.yaml:14: invalid YAML",
+    ),
     ("tabs", BASE + "\tfoo: 1\n", "bad.yaml:14: invalid YAML"),
     ("not-a-map", "- just\n- a list\n", "bad.yaml:1: a profile must be a YAML map"),
     (
@@ -41,8 +45,16 @@ CASES = [
         BASE + "  max_num_seqs: 4\n",
         "bad.yaml:14: vllm.max_num_seqs: unknown flag 'max_num_seqs'; the catalog spells it 'max-num-seqs'",
     ),
-    ("negative-spelling", BASE + "  disable-chunked-prefill: true\n", "write 'enable-chunked-prefill: false'"),
-    ("bad-choice", BASE + "  kv-cache-dtype: fp9\n", "bad.yaml:14: vllm.kv-cache-dtype: must be one of"),
+    (
+        "negative-spelling",
+        BASE + "  disable-chunked-prefill: true\n",
+        "write 'enable-chunked-prefill: false'",
+    ),
+    (
+        "bad-choice",
+        BASE + "  kv-cache-dtype: fp9\n",
+        "bad.yaml:14: vllm.kv-cache-dtype: must be one of",
+    ),
     (
         "bool-flag-value",
         BASE + "  enable-prefix-caching: 1\n",
@@ -68,7 +80,11 @@ CASES = [
         BASE.replace("  served_name: tiny", "  served_name: tiny\n  servedname: x"),
         "bad.yaml:6: model.servedname: unknown key (did you mean 'served_name'?)",
     ),
-    ("missing-key", BASE.replace("  served_name: tiny\n", ""), "model.served_name: required key is missing"),
+    (
+        "missing-key",
+        BASE.replace("  served_name: tiny\n", ""),
+        "model.served_name: required key is missing",
+    ),
     (
         "bad-digest",
         BASE.replace("sha256:" + "a" * 64, "sha256:abc"),
@@ -79,13 +95,21 @@ CASES = [
         BASE.replace("example/vllm@sha256:" + "a" * 64, "example/vllm:latest"),
         "image: 'example/vllm:latest' is not pinned; use repo@sha256:<64 hex>, or state image_unpinned_reason",
     ),
-    ("bad-revision", BASE.replace("b" * 40, "main"), "bad.yaml:4: model.revision: String should match pattern"),
+    (
+        "bad-revision",
+        BASE.replace("b" * 40, "main"),
+        "bad.yaml:4: model.revision: String should match pattern",
+    ),
     (
         "port-range",
         BASE.replace("host: 39999", "host: 70000"),
         "bad.yaml:7: service.port.host: Input should be less than or equal to 65535",
     ),
-    ("port-string", BASE.replace("host: 39999", "host: '8000'"), "service.port.host: Input should be a valid integer"),
+    (
+        "port-string",
+        BASE.replace("host: 39999", "host: '8000'"),
+        "service.port.host: Input should be a valid integer",
+    ),
     (
         "secret-value",
         BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  environment: {HF_TOKEN: hf_abc123}"),
@@ -93,7 +117,10 @@ CASES = [
     ),
     (
         "secret-default",
-        BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  environment: {VLLM_API_KEY: '${VLLM_API_KEY:-hunter2}'}"),
+        BASE.replace(
+            "  shm_size: 4gb",
+            "  shm_size: 4gb\n  environment: {VLLM_API_KEY: '${VLLM_API_KEY:-hunter2}'}",
+        ),
         "service.environment: VLLM_API_KEY: secrets must be a ${VAR} reference",
     ),
     (
@@ -108,7 +135,9 @@ CASES = [
     ),
     (
         "volume-colon",
-        BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  volumes: [{source: 'a:b', target: /x}]"),
+        BASE.replace(
+            "  shm_size: 4gb", "  shm_size: 4gb\n  volumes: [{source: 'a:b', target: /x}]"
+        ),
         "a volume source cannot contain ':'",
     ),
     (
@@ -154,7 +183,11 @@ CASES = [
         "service.ipc: private IPC gets Docker's 64 MB /dev/shm",
     ),
     ("merge-key", BASE + "x: &a {b: 1}\ny:\n  <<: *a\n", "YAML merge keys (<<) are not supported"),
-    ("duplicate-key", BASE + "  max-num-seqs: 8\n", "bad.yaml:14: vllm.max-num-seqs: duplicate key"),
+    (
+        "duplicate-key",
+        BASE + "  max-num-seqs: 8\n",
+        "bad.yaml:14: vllm.max-num-seqs: duplicate key",
+    ),
     ("extends-missing", "extends: nothere\n" + BASE, "bad.yaml:1: extends: no profile 'nothere'"),
     ("extends-type", "extends: [a]\n" + BASE, "bad.yaml:1: extends: must be a profile name"),
     (
@@ -162,9 +195,17 @@ CASES = [
         BASE.replace("  shm_size: 4gb", "  shm_size: 4gb\n  stop_grace_period: soon"),
         "bad.yaml:10: service.stop_grace_period: String should match pattern",
     ),
-    ("alias", BASE + "x: &a [1]\ny: [*a]\n", "bad.yaml:14: y.0: YAML aliases (*name) are not supported; use extends:"),
+    (
+        "alias",
+        BASE + "x: &a [1]\ny: [*a]\n",
+        "bad.yaml:14: y.0: YAML aliases (*name) are not supported; use extends:",
+    ),
     ("capital-key", BASE + "Foo: 1\n", "bad.yaml:14: Foo: unknown key"),
-    ("bracket-key", BASE.replace("vllm:", "v[llm:"), "bad.yaml:10: v[llm: unknown key (did you mean 'vllm'?)"),
+    (
+        "bracket-key",
+        BASE.replace("vllm:", "v[llm:"),
+        "bad.yaml:10: v[llm: unknown key (did you mean 'vllm'?)",
+    ),
     ("python-tag", BASE + "  max-num-seqs2: !!python/object:os.system x\n", "is not allowed"),
 ]
 
@@ -183,7 +224,9 @@ def test_bad_profile_in_a_real_process(tmp_path, case):
     text, expected = next((t, e) for c, t, e in CASES if c == case)
     root = make_project(tmp_path, {"bad": text})
     res = run_cli("--root", str(root), "render")
-    assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert res.returncode == 2 and expected in res.stderr and "Traceback" not in res.stderr, (
+        res.stderr
+    )
     assert len(res.stderr.strip().splitlines()) <= 2
     assert not (root / "out").exists()
 
@@ -196,7 +239,9 @@ def test_extends_cycle_is_named(tmp_path):
 
 
 def test_one_bad_profile_writes_nothing_for_the_good_ones(tmp_path):
-    root = make_project(tmp_path, {"good": MINIMAL, "zbad": MINIMAL.replace("max-num-seqs: 4", "max-num-seqs: yes")})
+    root = make_project(
+        tmp_path, {"good": MINIMAL, "zbad": MINIMAL.replace("max-num-seqs: 4", "max-num-seqs: yes")}
+    )
     res = run_cli("--root", str(root), "render")
     assert res.returncode == 2
     assert not (root / "out").exists()

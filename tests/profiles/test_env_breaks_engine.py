@@ -27,16 +27,25 @@ def test_yaml_line_breaks_in_environment_values_reach_the_container_exactly(tmp_
         (("service", "environment"), ENV),
         (("service", "gpus"), {"count": 1, "spelling": "gpus"}),
     )
-    root = project(tmp_path, yaml.safe_dump(doc, sort_keys=False), name=name)  # escapes: "\N", "\L", "\P"
+    # escapes: "\N", "\L", "\P"
+    root = project(tmp_path, yaml.safe_dump(doc, sort_keys=False), name=name)
     assert run_inproc("--root", str(root), "render", name).returncode == 0
     compose = ["docker", "compose", "-f", str(root / "out" / name / "compose.yaml")]
     env = {**os.environ}  # the caller's DOCKER_HOST / DOCKER_CONTEXT
     try:
-        created = subprocess.run([*compose, "create"], capture_output=True, text=True, env=env, timeout=120)
+        created = subprocess.run(
+            [*compose, "create"], capture_output=True, text=True, env=env, timeout=120
+        )
         assert created.returncode == 0, created.stderr
-        ids = subprocess.run([*compose, "ps", "-aq"], capture_output=True, text=True, env=env, timeout=60)
-        raw = subprocess.run(["docker", "inspect", ids.stdout.split()[0]], capture_output=True, env=env).stdout
+        ids = subprocess.run(
+            [*compose, "ps", "-aq"], capture_output=True, text=True, env=env, timeout=60
+        )
+        raw = subprocess.run(
+            ["docker", "inspect", ids.stdout.split()[0]], capture_output=True, env=env
+        ).stdout
         held = dict(item.split("=", 1) for item in json.loads(raw)[0]["Config"]["Env"])
         assert {k: held.get(k) for k in ENV} == {**ENV, "MIX": "x\u2028\u2029\x85$y"}
     finally:
-        subprocess.run([*compose, "down", "-v", "--remove-orphans"], capture_output=True, env=env, timeout=120)
+        subprocess.run(
+            [*compose, "down", "-v", "--remove-orphans"], capture_output=True, env=env, timeout=120
+        )

@@ -47,9 +47,17 @@ def _assert_shape_kept(root, name="p"):
         (("service", "ulimits"), {INJECT: 1}, "is not a Docker ulimit"),
         (("service", "ulimits"), {"nofile2": 1}, "is not a Docker ulimit"),
         (("emulate", "env"), {INJECT: "1"}, "not an environment variable name"),
-        (("service", "volumes"), [{"source": "vol\n  privileged: true", "target": "/x"}], "control characters"),
+        (
+            ("service", "volumes"),
+            [{"source": "vol\n  privileged: true", "target": "/x"}],
+            "control characters",
+        ),
         (("service", "volumes"), [{"source": "my vol", "target": "/x"}], "neither a path"),
-        (("service", "volumes"), [{"source": "/a", "target": "/x:/etc"}], "service.volumes.0.target"),
+        (
+            ("service", "volumes"),
+            [{"source": "/a", "target": "/x:/etc"}],
+            "service.volumes.0.target",
+        ),
         (("service", "environment"), {"A": "line\nbreak"}, "control characters"),
     ],
 )
@@ -60,7 +68,9 @@ def test_keys_and_values_that_are_not_their_grammar_are_refused(tmp_path, keys, 
     assert not (root / "out").exists()
 
 
-@pytest.mark.parametrize("payload", [INJECT, QUOTED, "a: b", "{x: 1}", "[1]", "- x", "*alias", "&anchor", "!!python"])
+@pytest.mark.parametrize(
+    "payload", [INJECT, QUOTED, "a: b", "{x: 1}", "[1]", "- x", "*alias", "&anchor", "!!python"]
+)
 @pytest.mark.parametrize(
     "keys",
     [
@@ -93,10 +103,17 @@ def test_no_value_can_change_the_files_shape(tmp_path, keys, payload):
 
 
 def test_environment_values_stay_values(tmp_path):
-    env = {"A": 'quote " and \\ backslash', "B": "a: b", "C": "#not a comment", "TRUE": "yes", "on": "off"}
+    env = {
+        "A": 'quote " and \\ backslash',
+        "B": "a: b",
+        "C": "#not a comment",
+        "TRUE": "yes",
+        "on": "off",
+    }
     root = project(tmp_path, edited((("service", "environment"), env)))
     assert _render(root).returncode == 0
-    assert _assert_shape_kept(root)["environment"] == env  # keys like TRUE/on stay strings, values verbatim
+    # keys like TRUE/on stay strings, values verbatim
+    assert _assert_shape_kept(root)["environment"] == env
 
 
 # ---------------------------------------------------------------- class 2: argv
@@ -105,7 +122,11 @@ def test_environment_values_stay_values(tmp_path):
 @pytest.mark.parametrize(
     "keys,value,problem",
     [
-        (("vllm", "ignore-patterns"), ["*.pt", "--api-key=hunter2"], "vllm.ignore-patterns: item '--api-key=hunter2'"),
+        (
+            ("vllm", "ignore-patterns"),
+            ["*.pt", "--api-key=hunter2"],
+            "vllm.ignore-patterns: item '--api-key=hunter2'",
+        ),
         (("vllm", "ignore-patterns"), ["-x"], "vllm.ignore-patterns"),
         (("vllm", "lora-modules"), ["a=b", "--enable-x"], "vllm.lora-modules"),
         (("model", "path"), "--api-key=hunter2", "model.path"),
@@ -164,8 +185,13 @@ def test_dollar_is_literal_except_in_allowed_references(tmp_path):
     root = project(tmp_path, doc)
     assert _render(root).returncode == 0
     service = _assert_shape_kept(root)
-    assert service["environment"] == {"PW": "pa$$word", "HF_TOKEN": "${HF_TOKEN}", "MIX": "a$${HOME}b"}
-    assert service["volumes"] == ["${HF_HOME:-~/.cache/hf}:/hf", "/d/x:/d/$${HOME}"]  # targets never interpolate
+    assert service["environment"] == {
+        "PW": "pa$$word",
+        "HF_TOKEN": "${HF_TOKEN}",
+        "MIX": "a$${HOME}b",
+    }
+    # targets never interpolate
+    assert service["volumes"] == ["${HF_HOME:-~/.cache/hf}:/hf", "/d/x:/d/$${HOME}"]
     assert "$${HOME}" in service["command"] and "--tokenizer=org/tok$$1" in service["command"]
     assert service["labels"]["io.composegen.served-name"] == "$${HOME}"
 
@@ -188,7 +214,9 @@ def test_show_masks_the_values_of_secret_references(tmp_path):
 # ---------------------------------------------------------------- class 4: paths and names
 
 
-@pytest.mark.parametrize("name", ["../x", "../../etc/passwd", "/tmp/x", "a/b", "BIG", "a.b", "with space", "naïve", ""])
+@pytest.mark.parametrize(
+    "name", ["../x", "../../etc/passwd", "/tmp/x", "a/b", "BIG", "a.b", "with space", "naïve", ""]
+)
 def test_profile_names_outside_the_grammar_are_refused_and_write_nothing(tmp_path, name):
     root = project(tmp_path / "proj", edited())
     for command in (["render", name], ["show", name], ["validate", name]):
@@ -206,11 +234,17 @@ def test_profile_files_with_names_outside_the_grammar_fail_validation(tmp_path, 
 def test_extends_cannot_leave_profiles(tmp_path):
     (tmp_path / "elsewhere.yaml").write_text("image: evil\n", encoding="utf-8")
     root = project(tmp_path / "proj", {"extends": "../../elsewhere", **edited()})
-    assert_bad_input(run_inproc("--root", str(root), "validate", "p"), "profiles/p.yaml:1: extends: '../../elsewhere'")
+    assert_bad_input(
+        run_inproc("--root", str(root), "validate", "p"),
+        "profiles/p.yaml:1: extends: '../../elsewhere'",
+    )
 
 
 def test_node_names_follow_the_project_grammar(tmp_path):
-    nodes = {"master_addr": "10.0.0.1", "members": [{"name": "a.b", "rank": 0}, {"name": "c", "rank": 1}]}
+    nodes = {
+        "master_addr": "10.0.0.1",
+        "members": [{"name": "a.b", "rank": 0}, {"name": "c", "rank": 1}],
+    }
     root = project(tmp_path, edited((("nodes",), nodes), (("vllm", "tensor-parallel-size"), 2)))
     assert_bad_input(run_inproc("--root", str(root), "validate"), "nodes.members.0.name")
 
@@ -234,7 +268,9 @@ def test_render_never_removes_through_a_symlinked_orphan(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "compose.yaml"
-    victim.write_text("# Generated by composegen from profiles/gone.yaml. Do not edit\n", encoding="utf-8")
+    victim.write_text(
+        "# Generated by composegen from profiles/gone.yaml. Do not edit\n", encoding="utf-8"
+    )
     root = project(tmp_path / "proj", edited())
     (root / "out").mkdir()
     (root / "out" / "gone").symlink_to(outside)
@@ -244,12 +280,21 @@ def test_render_never_removes_through_a_symlinked_orphan(tmp_path):
 
 
 def test_profiles_whose_compose_projects_collide_are_named(tmp_path):
-    nodes = {"master_addr": "10.0.0.1", "members": [{"name": "b-c", "rank": 0}, {"name": "d", "rank": 1}]}
-    pair = edited((("nodes",), nodes), (("vllm", "tensor-parallel-size"), 2), (("service", "port", "host"), 39998))
+    nodes = {
+        "master_addr": "10.0.0.1",
+        "members": [{"name": "b-c", "rank": 0}, {"name": "d", "rank": 1}],
+    }
+    pair = edited(
+        (("nodes",), nodes),
+        (("vllm", "tensor-parallel-size"), 2),
+        (("service", "port", "host"), 39998),
+    )
     root = project(tmp_path, edited(), name="a-b-c")
     root = project(tmp_path, pair, name="a")
     res = run_inproc("--root", str(root), "validate", "--strict")
-    assert res.returncode == 1 and "a/b-c, a-b-c share compose project composegen-a-b-c" in res.stdout, res.stdout
+    assert (
+        res.returncode == 1 and "a/b-c, a-b-c share compose project composegen-a-b-c" in res.stdout
+    ), res.stdout
 
 
 def test_evidence_never_writes_through_a_symlinked_runs_dir(tmp_path):
@@ -259,6 +304,8 @@ def test_evidence_never_writes_through_a_symlinked_runs_dir(tmp_path):
     shutil.copytree(REPO / "profiles", root / "profiles")
     (root / "runs").symlink_to(outside)
     log = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"
-    res = run_inproc("--root", str(root), "evidence", "--from-log", str(log), "--profile", "4096-131k")
+    res = run_inproc(
+        "--root", str(root), "evidence", "--from-log", str(log), "--profile", "4096-131k"
+    )
     assert_bad_input(res, "runs: is a symbolic link")
     assert list(outside.iterdir()) == []

@@ -55,8 +55,15 @@ def test_identity_paths_that_hide_what_the_stack_runs_with_are_refused(tmp_path,
 
 
 def test_identity_holds_names_ports_labels_and_the_served_name(tmp_path):
-    paths = ["name", "services.vllm.container_name", "services.*.ports", "services.vllm.labels.run-*"]
-    root = project(tmp_path, edited((("identity",), [*paths, "services.vllm.command.--served-model-name"])))
+    paths = [
+        "name",
+        "services.vllm.container_name",
+        "services.*.ports",
+        "services.vllm.labels.run-*",
+    ]
+    root = project(
+        tmp_path, edited((("identity",), [*paths, "services.vllm.command.--served-model-name"]))
+    )
     assert _validate(root).returncode == 0
 
 
@@ -66,31 +73,45 @@ def test_diff_functional_only_cannot_be_silenced_by_identity_paths():
     with pytest.raises(BadInput):
         compare(a, b, identity_paths=["services.vllm.image"])
     # a glob stays inside its segment: a volume target holding ".labels." is not a label
-    assert {c.change_class for c in compare(a, b, identity_paths=["services.*.labels.x"])} == {FUNCTIONAL}
+    assert {c.change_class for c in compare(a, b, identity_paths=["services.*.labels.x"])} == {
+        FUNCTIONAL
+    }
     ports_a = {"services": {"vllm": {"ports": ["127.0.0.1:1:8000"]}}}
     ports_b = {"services": {"vllm": {"ports": ["127.0.0.1:2:8000", "0.0.0.0:3:9000"]}}}
-    classes = {c.path: c.change_class for c in compare(ports_a, ports_b, identity_paths=["services.*.ports"])}
+    classes = {
+        c.path: c.change_class
+        for c in compare(ports_a, ports_b, identity_paths=["services.*.ports"])
+    }
     assert classes["services.vllm.ports.8000/tcp"] == IDENTITY
-    assert classes["services.vllm.ports.9000/tcp"] == FUNCTIONAL  # a newly published port is not identity
+    # a newly published port is not identity
+    assert classes["services.vllm.ports.9000/tcp"] == FUNCTIONAL
 
 
 # ---------------------------------------------------------------- characters YAML folds or refuses (7, NUL)
 
 
-@pytest.mark.parametrize("char,name", [("\x85", "U+0085"), ("\u2028", "U+2028"), ("\u2029", "U+2029")])
+@pytest.mark.parametrize(
+    "char,name", [("\x85", "U+0085"), ("\u2028", "U+2028"), ("\u2029", "U+2029")]
+)
 @pytest.mark.parametrize("where", ["value", "comment", "key"])
 def test_raw_yaml_line_breaks_are_refused_with_their_line(tmp_path, char, name, where):
     text = yaml.safe_dump(edited((("service", "environment"), {"A": "x"})), sort_keys=False)
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line.strip() == "A: x")
-    lines[at] = {"value": f"    A: a{char}b", "comment": f"    A: x  # note{char}B: y", "key": f"    A{char}: x"}[where]
+    lines[at] = {
+        "value": f"    A: a{char}b",
+        "comment": f"    A: x  # note{char}B: y",
+        "key": f"    A{char}: x",
+    }[where]
     root = project(tmp_path, "\n".join(lines) + "\n")
     res = _validate(root)
     assert_bad_input(res, f"profiles/p.yaml:{at + 1}: {name}")
 
 
 def test_nul_and_other_controls_give_one_line_with_the_line(tmp_path):
-    text = yaml.safe_dump(BASE, sort_keys=False).replace("served_name: tiny", "served_name: ti\x00ny")
+    text = yaml.safe_dump(BASE, sort_keys=False).replace(
+        "served_name: tiny", "served_name: ti\x00ny"
+    )
     line = text[: text.index("\x00")].count("\n") + 1
     res = _validate(project(tmp_path, text))
     assert_bad_input(res, f"profiles/p.yaml:{line}: NUL")
@@ -100,12 +121,14 @@ def test_nul_and_other_controls_give_one_line_with_the_line(tmp_path):
 
 def test_escaped_line_separators_are_kept_exactly(tmp_path):
     env = {"LS": "a\u2028b", "PS": "a\u2029b", "NEL": "a\x85b"}
-    text = yaml.safe_dump(edited((("service", "environment"), env)), sort_keys=False)  # as "\L", "\P", "\N"
+    # as "\L", "\P", "\N"
+    text = yaml.safe_dump(edited((("service", "environment"), env)), sort_keys=False)
     assert "\\L" in text
     root = project(tmp_path, text)
     assert run_inproc("--root", str(root), "render", "p").returncode == 0
     text = (root / "out/p/compose.yaml").read_text(encoding="utf-8")
-    assert "\u2028" not in text and "\\u2028" in text and "\\u0085" in text  # escapes: every YAML reader agrees
+    # escapes: every YAML reader agrees
+    assert "\u2028" not in text and "\\u2028" in text and "\\u0085" in text
     assert yaml.safe_load(text)["services"]["vllm"]["environment"] == env
 
 
@@ -123,7 +146,9 @@ def test_escaped_line_separators_are_kept_exactly(tmp_path):
     ],
 )
 def test_tags_on_collections_are_refused(tmp_path, snippet):
-    text = yaml.safe_dump({k: v for k, v in BASE.items() if k != snippet.split(":")[0]}, sort_keys=False)
+    text = yaml.safe_dump(
+        {k: v for k, v in BASE.items() if k != snippet.split(":")[0]}, sort_keys=False
+    )
     assert_bad_input(_validate(project(tmp_path, text + snippet + "\n")), "YAML tag")
 
 
@@ -132,16 +157,29 @@ def test_an_explicit_null_tag_cannot_remove_an_inherited_flag(tmp_path):
     root = project(tmp_path, child, name="child", extra={"base": yaml.safe_dump(BASE)})
     assert_bad_input(_validate(root, "child"), "profiles/child.yaml:3: vllm.max-num-seqs: YAML tag")
     root = project(
-        tmp_path / "s", child.replace("!!null 4", "!!str 4"), name="child", extra={"base": yaml.safe_dump(BASE)}
+        tmp_path / "s",
+        child.replace("!!null 4", "!!str 4"),
+        name="child",
+        extra={"base": yaml.safe_dump(BASE)},
     )
-    assert "YAML tag" not in _validate(root, "child").stderr  # !!str is how YAML spells a string: allowed
+    # !!str is how YAML spells a string: allowed
+    assert "YAML tag" not in _validate(root, "child").stderr
 
 
 @pytest.mark.parametrize(
-    "number", ["0x" + "f" * 5000, "0" + "7" * 5000, "0b" + "1" * 20000, ":".join(["59"] * 20000), "0x" + "f" * 17]
+    "number",
+    [
+        "0x" + "f" * 5000,
+        "0" + "7" * 5000,
+        "0b" + "1" * 20000,
+        ":".join(["59"] * 20000),
+        "0x" + "f" * 17,
+    ],
 )
 def test_huge_non_decimal_integers_are_refused_at_once(tmp_path, number):
-    text = yaml.safe_dump(BASE, sort_keys=False).replace("max-num-seqs: 4", f"max-num-seqs: {number}")
+    text = yaml.safe_dump(BASE, sort_keys=False).replace(
+        "max-num-seqs: 4", f"max-num-seqs: {number}"
+    )
     started = time.monotonic()
     res = _validate(project(tmp_path, text))
     assert time.monotonic() - started < 5
@@ -150,7 +188,9 @@ def test_huge_non_decimal_integers_are_refused_at_once(tmp_path, number):
 
 
 def test_a_100000_deep_json_flag_is_bad_input(tmp_path):
-    root = project(tmp_path, edited((("vllm", "compilation-config"), "[" * 100_000 + "]" * 100_000)))
+    root = project(
+        tmp_path, edited((("vllm", "compilation-config"), "[" * 100_000 + "]" * 100_000))
+    )
     assert_bad_input(_validate(root), "vllm.compilation-config")
 
 
@@ -190,7 +230,10 @@ def test_a_keyed_api_says_why_it_answers_401_instead_of_polling(tmp_path):
         with pytest.raises(readiness.Unauthorized) as caught:
             readiness.models_entry(readiness.Endpoint("127.0.0.1", emu.port), emu.model)
         assert "401" in caught.value.message and "VLLM_API_KEY" in caught.value.hint
-        assert readiness.models_entry(readiness.Endpoint("127.0.0.1", emu.port, "k"), emu.model) is not None
+        assert (
+            readiness.models_entry(readiness.Endpoint("127.0.0.1", emu.port, "k"), emu.model)
+            is not None
+        )
 
 
 # ---------------------------------------------------------------- extends, strict warnings
@@ -219,7 +262,10 @@ def test_validate_strict_fails_on_flags_that_hand_out_trust(tmp_path, flags, sai
     root = project(tmp_path, edited(*((("vllm", k), v) for k, v in flags.items())))
     assert _validate(root).returncode == 0
     strict = run_inproc("--root", str(root), "validate", "--strict")
-    assert strict.returncode == 1 and said in strict.stdout + strict.stderr, (strict.stdout, strict.stderr)
+    assert strict.returncode == 1 and said in strict.stdout + strict.stderr, (
+        strict.stdout,
+        strict.stderr,
+    )
 
 
 # ---------------------------------------------------------------- profiles are regular files

@@ -27,19 +27,26 @@ def test_every_shipped_profile_passes_validate_strict():
     report = json.loads(res.stdout)
     assert report["warnings"] == [] and all(p["warnings"] == [] for p in report["profiles"])
     by_name = {p["name"]: p for p in report["profiles"]}
-    assert by_name["dspark-2x"]["image_policy"] == "local-build" and not by_name["dspark-2x"]["pinned"]
+    assert (
+        by_name["dspark-2x"]["image_policy"] == "local-build" and not by_name["dspark-2x"]["pinned"]
+    )
     assert any("/dev/shm" in n for n in by_name["393k-offload"]["notes"])  # said, as a note
 
 
 def test_a_tag_without_the_opt_in_still_fails_strict(tmp_path):
     res = run_inproc("--root", str(project(tmp_path, edited(*TAGGED))), "validate", "--strict", "p")
-    assert res.returncode == 1 and "--strict: unpinned image in p" in res.stderr, res.stdout + res.stderr
+    assert res.returncode == 1 and "--strict: unpinned image in p" in res.stderr, (
+        res.stdout + res.stderr
+    )
 
 
 def test_local_build_passes_strict_and_says_so(tmp_path):
     res = run_inproc("--root", str(project(tmp_path, LOCAL)), "validate", "--strict", "p")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"note: image 'vllm-local:stage-c' is built locally (image_policy: local-build): {REASON}" in res.stdout
+    assert (
+        f"note: image 'vllm-local:stage-c' is built locally (image_policy: local-build): {REASON}"
+        in res.stdout
+    )
 
 
 @pytest.mark.parametrize(
@@ -48,7 +55,10 @@ def test_local_build_passes_strict_and_says_so(tmp_path):
         ([(("image",), "example/vllm@sha256:" + "a" * 64)], "this one is pinned"),
         ([(("image_unpinned_reason",), None)], "needs image_unpinned_reason"),
         ([(("image_unpinned_reason",), "   ")], "needs image_unpinned_reason"),
-        ([(("image",), "registry.example.com/vllm:stage-c")], "names a registry (registry.example.com)"),
+        (
+            [(("image",), "registry.example.com/vllm:stage-c")],
+            "names a registry (registry.example.com)",
+        ),
         ([(("image",), "localhost:5000/vllm:stage-c")], "names a registry (localhost:5000)"),
         ([(("image_policy",), "trust-me")], "image_policy"),
     ],
@@ -65,14 +75,22 @@ def test_the_stack_never_pulls_it_and_diff_calls_the_opt_in_functional(tmp_path)
     for root in (on, off):
         assert run_inproc("--root", str(root), "render", "p").returncode == 0
     vllm = rendered(on)["services"]["vllm"]
-    assert vllm["pull_policy"] == "never" and vllm["labels"]["io.composegen.image-policy"] == "local-build"
+    assert (
+        vllm["pull_policy"] == "never"
+        and vllm["labels"]["io.composegen.image-policy"] == "local-build"
+    )
     assert "pull_policy" not in rendered(off)["services"]["vllm"]
     a, b = on / "out/p/compose.yaml", off / "out/p/compose.yaml"
     res = run_inproc("--root", str(on), "diff", str(a), str(b), "--functional-only", "--json")
     assert res.returncode == 1, res.stdout + res.stderr
     functional = {c["path"] for c in json.loads(res.stdout) if c["class"] == "functional"}
-    assert {"services.vllm.labels.io.composegen.image-policy", "services.vllm.pull_policy"} <= functional
-    check = subprocess.run(["docker", "compose", "-f", str(a), "config", "-q"], capture_output=True, text=True)
+    assert {
+        "services.vllm.labels.io.composegen.image-policy",
+        "services.vllm.pull_policy",
+    } <= functional
+    check = subprocess.run(
+        ["docker", "compose", "-f", str(a), "config", "-q"], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stderr
 
 
@@ -83,7 +101,9 @@ def test_status_shows_the_image_policy(tmp_path):
     project_name = f"composegen-{name}"
     network = f"{project_name}_default"
     label = f"com.docker.compose.project={project_name}"
-    subprocess.run(["docker", "network", "create", "--label", label, network], check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "network", "create", "--label", label, network], check=True, capture_output=True
+    )
     try:
         res = run_cli("--root", str(root), "status", name, "--json")
         [stack] = json.loads(res.stdout)["stacks"]

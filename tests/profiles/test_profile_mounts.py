@@ -50,7 +50,9 @@ REFUSED = [
 
 
 def _doc(volumes: list[dict], **service) -> dict:
-    return edited((("service", "volumes"), volumes), *((("service", k), v) for k, v in service.items()))
+    return edited(
+        (("service", "volumes"), volumes), *((("service", k), v) for k, v in service.items())
+    )
 
 
 @pytest.mark.parametrize(("source", "said"), REFUSED, ids=[s for s, _ in REFUSED])
@@ -58,12 +60,20 @@ def test_a_mount_that_changes_the_stacks_security_is_refused(tmp_path, source, s
     root = project(tmp_path, _doc([HF, {"source": source, "target": "/x"}]))
     res = run_inproc("--root", str(root), "validate", "--strict", "p")
     assert_bad_input(res, said)
-    assert res.stderr.startswith("profiles/p.yaml:") and "service.volumes.1.source" in res.stderr, res.stderr
+    assert res.stderr.startswith("profiles/p.yaml:") and "service.volumes.1.source" in res.stderr, (
+        res.stderr
+    )
     assert not (root / "out").exists()
 
 
 def test_the_model_cache_and_the_project_need_no_opt_in(tmp_path):
-    doc = _doc([HF, {"source": "./data", "target": "/data"}, {"source": "/srv/models", "target": "/models"}])
+    doc = _doc(
+        [
+            HF,
+            {"source": "./data", "target": "/data"},
+            {"source": "/srv/models", "target": "/models"},
+        ]
+    )
     doc["model"]["path"] = "/models/tiny"
     root = project(tmp_path, doc)
     res = run_inproc("--root", str(root), "validate", "--strict", "p")
@@ -78,7 +88,12 @@ def test_a_node_hf_cache_is_judged_too(tmp_path):
             {
                 "master_addr": "10.0.0.1",
                 "members": [
-                    {"name": "a", "rank": 0, "docker_host": "unix:///var/run/docker.sock", "hf_cache": "/"},
+                    {
+                        "name": "a",
+                        "rank": 0,
+                        "docker_host": "unix:///var/run/docker.sock",
+                        "hf_cache": "/",
+                    },
                     {"name": "b", "rank": 1, "docker_host": "unix:///var/run/docker.sock"},
                 ],
             },
@@ -102,7 +117,10 @@ def test_an_explicit_reviewed_opt_in_allows_it_and_diff_calls_it_functional(tmp_
     assert run_inproc("--root", str(root), "render", "p").returncode == 0
     labels = rendered(root)["services"]["vllm"]["labels"]
     assert json.loads(labels["io.composegen.unsafe-mounts"]) == [
-        {"source": "/var/run/docker.sock", "reason": "the monitoring agent reads the engine's events"}
+        {
+            "source": "/var/run/docker.sock",
+            "reason": "the monitoring agent reads the engine's events",
+        }
     ]
     # Same mounts, another reason: only the opt-in differs, and that is a functional change.
     other = project(tmp_path / "b", _opted("a different reason, reviewed again"))
@@ -111,7 +129,9 @@ def test_an_explicit_reviewed_opt_in_allows_it_and_diff_calls_it_functional(tmp_
     res = run_inproc("--root", str(root), "diff", str(a), str(b), "--functional-only", "--json")
     assert res.returncode == 1, res.stdout + res.stderr
     changes = json.loads(res.stdout)
-    assert [c["class"] for c in changes if c["path"].endswith("io.composegen.unsafe-mounts")] == ["functional"]
+    assert [c["class"] for c in changes if c["path"].endswith("io.composegen.unsafe-mounts")] == [
+        "functional"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -126,13 +146,20 @@ def test_an_explicit_reviewed_opt_in_allows_it_and_diff_calls_it_functional(tmp_
 def test_an_opt_in_must_name_a_mount_and_say_why(tmp_path, unsafe):
     doc = _opted()
     doc["service"]["unsafe_mounts"] = unsafe
-    assert_bad_input(run_inproc("--root", str(project(tmp_path, doc)), "validate", "p"), "unsafe_mounts")
+    assert_bad_input(
+        run_inproc("--root", str(project(tmp_path, doc)), "validate", "p"), "unsafe_mounts"
+    )
 
 
 def test_grammar_violations_cannot_be_opted_in(tmp_path):
     bad = "${UNSET:-/:/hostroot}"
-    doc = _doc([HF, {"source": bad, "target": "/x"}], unsafe_mounts=[{"source": bad, "reason": "please allow"}])
-    assert_bad_input(run_inproc("--root", str(project(tmp_path, doc)), "validate", "p"), "a reference is")
+    doc = _doc(
+        [HF, {"source": bad, "target": "/x"}],
+        unsafe_mounts=[{"source": bad, "reason": "please allow"}],
+    )
+    assert_bad_input(
+        run_inproc("--root", str(project(tmp_path, doc)), "validate", "p"), "a reference is"
+    )
 
 
 @pytest.mark.parametrize(
@@ -144,15 +171,25 @@ def test_grammar_violations_cannot_be_opted_in(tmp_path):
         (("vllm", "chat-template"), "/templates/${MY_SECRET}.jinja"),
     ],
 )
-def test_secret_references_outside_environment_values_are_refused_with_their_line(tmp_path, keys, value):
+def test_secret_references_outside_environment_values_are_refused_with_their_line(
+    tmp_path, keys, value
+):
     res = run_inproc("--root", str(project(tmp_path, edited((keys, value)))), "validate", "p")
     assert_bad_input(res, "secret reference")
     assert res.stderr.startswith("profiles/p.yaml:") and ".".join(keys) in res.stderr
 
 
 def test_secret_references_in_environment_values_are_fine(tmp_path):
-    doc = edited((("service", "environment"), {"HF_TOKEN": "${HF_TOKEN}", "VLLM_API_KEY": "${VLLM_API_KEY:-}"}))
-    assert run_inproc("--root", str(project(tmp_path, doc)), "validate", "--strict", "p").returncode == 0
+    doc = edited(
+        (
+            ("service", "environment"),
+            {"HF_TOKEN": "${HF_TOKEN}", "VLLM_API_KEY": "${VLLM_API_KEY:-}"},
+        )
+    )
+    assert (
+        run_inproc("--root", str(project(tmp_path, doc)), "validate", "--strict", "p").returncode
+        == 0
+    )
 
 
 def test_status_text_names_the_unsafe_mounts():
@@ -168,7 +205,9 @@ def test_status_text_names_the_unsafe_mounts():
         unsafe_mounts=["/var/run/docker.sock: the monitoring agent reads the engine's events"],
     )
     text = status.format_text(StatusReport(stacks=[stack]))
-    assert "p: unsafe mount (service.unsafe_mounts) /var/run/docker.sock: the monitoring agent" in text
+    assert (
+        "p: unsafe mount (service.unsafe_mounts) /var/run/docker.sock: the monitoring agent" in text
+    )
 
 
 def test_shipped_profiles_still_validate():

@@ -30,7 +30,11 @@ BIG = 2**64
 def test_non_finite_and_huge_numbers_are_bad_input(tmp_path, text_edit, problem):
     from tests.support.helpers import MINIMAL
 
-    text = MINIMAL.replace("  max-num-batched-tokens: 2048\n", "") if "batched" in text_edit else MINIMAL
+    text = (
+        MINIMAL.replace("  max-num-batched-tokens: 2048\n", "")
+        if "batched" in text_edit
+        else MINIMAL
+    )
     root = project(tmp_path, text + text_edit)
     for command in ("validate", "render"):
         assert_bad_input(run_inproc("--root", str(root), command), problem)
@@ -57,7 +61,9 @@ def test_non_finite_and_huge_numbers_are_bad_input(tmp_path, text_edit, problem)
         (("service", "port", "bind"), "fe80::1%eth0", "scoped address"),
     ],
 )
-def test_what_compose_or_the_engine_would_refuse_is_refused_at_validate(tmp_path, keys, value, problem):
+def test_what_compose_or_the_engine_would_refuse_is_refused_at_validate(
+    tmp_path, keys, value, problem
+):
     root = project(tmp_path, edited((keys, value)))
     for command in ("validate", "render"):
         assert_bad_input(run_inproc("--root", str(root), command), problem)
@@ -65,12 +71,19 @@ def test_what_compose_or_the_engine_would_refuse_is_refused_at_validate(tmp_path
 
 
 def test_ipc_host_needs_no_private_shm_minimum(tmp_path):
-    root = project(tmp_path, edited((("service", "ipc"), "host"), (("service", "shm_size"), "64mb")))
+    root = project(
+        tmp_path, edited((("service", "ipc"), "host"), (("service", "shm_size"), "64mb"))
+    )
     assert run_inproc("--root", str(root), "render").returncode == 0
 
 
 def test_a_node_hf_cache_is_a_host_path_not_an_undeclared_volume(tmp_path):
     members = [{"name": "n0", "rank": 0}, {"name": "n1", "rank": 1, "hf_cache": "named_vol"}]
-    doc = edited((("nodes",), {"master_addr": "10.0.0.1", "members": members}), (("vllm", "tensor-parallel-size"), 2))
+    doc = edited(
+        (("nodes",), {"master_addr": "10.0.0.1", "members": members}),
+        (("vllm", "tensor-parallel-size"), 2),
+    )
     root = project(tmp_path, doc)
-    assert_bad_input(run_inproc("--root", str(root), "render"), "nodes.members.1.hf_cache: must be a host path")
+    assert_bad_input(
+        run_inproc("--root", str(root), "render"), "nodes.members.1.hf_cache: must be a host path"
+    )

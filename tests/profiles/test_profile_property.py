@@ -21,8 +21,13 @@ pytestmark = pytest.mark.docker
 
 PRINTABLE = st.characters(codec="utf-8", exclude_categories=["C", "Z"], include_characters=" ")
 TEXT = st.text(PRINTABLE, max_size=12)
-WORDS = st.one_of(TEXT, st.sampled_from(["pa$word", "${HF_TOKEN}", "$${x}", "a: b", "x --api-key=y", "#", "*a"]))
-ENV = st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True), st.one_of(WORDS, st.integers(0, 9)))
+WORDS = st.one_of(
+    TEXT, st.sampled_from(["pa$word", "${HF_TOKEN}", "$${x}", "a: b", "x --api-key=y", "#", "*a"])
+)
+ENV = st.dictionaries(
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,8}", fullmatch=True),
+    st.one_of(WORDS, st.integers(0, 9)),
+)
 LIMIT = st.integers(-1, 2**63 - 1)
 ULIMITS = st.dictionaries(
     st.sampled_from(["nofile", "memlock", "stack", "core", "nproc", "rtprio"]),
@@ -35,16 +40,26 @@ ULIMITS = st.dictionaries(
     max_size=3,
 )
 GPUS = st.one_of(
-    st.fixed_dictionaries({"count": st.just(1)}, optional={"spelling": st.sampled_from(["deploy", "gpus"])}),
+    st.fixed_dictionaries(
+        {"count": st.just(1)}, optional={"spelling": st.sampled_from(["deploy", "gpus"])}
+    ),
     st.fixed_dictionaries(
         {"device_ids": st.sampled_from([["0"], ["GPU-a1b2c3"], ["MIG-1:2"]])},
-        optional={"spelling": st.sampled_from(["deploy", "gpus"]), "driver": st.sampled_from(["nvidia", "cdi"])},
+        optional={
+            "spelling": st.sampled_from(["deploy", "gpus"]),
+            "driver": st.sampled_from(["nvidia", "cdi"]),
+        },
     ),
 )
-SOURCES = st.sampled_from(["/data", "./rel", "~/hf", "${HF_HOME:-~/hf}", "named_vol", "/d/$x", "${A}/b"])
+SOURCES = st.sampled_from(
+    ["/data", "./rel", "~/hf", "${HF_HOME:-~/hf}", "named_vol", "/d/$x", "${A}/b"]
+)
 VOLUMES = st.lists(
     st.fixed_dictionaries(
-        {"source": SOURCES, "target": st.from_regex(r"/[a-z0-9_.-]{1,8}(/[a-z0-9_$ ]{1,4})?", fullmatch=True)},
+        {
+            "source": SOURCES,
+            "target": st.from_regex(r"/[a-z0-9_.-]{1,8}(/[a-z0-9_$ ]{1,4})?", fullmatch=True),
+        },
         optional={"read_only": st.booleans()},
     ),
     max_size=2,
@@ -54,7 +69,9 @@ FLAGS = st.fixed_dictionaries(
     {},
     optional={
         "tokenizer": WORDS,
-        "ignore-patterns": st.lists(WORDS.filter(lambda w: not w.startswith("-")), min_size=1, max_size=2),
+        "ignore-patterns": st.lists(
+            WORDS.filter(lambda w: not w.startswith("-")), min_size=1, max_size=2
+        ),
         "speculative-config": st.dictionaries(
             st.sampled_from(["method", "n"]), st.one_of(WORDS, st.integers()), max_size=2
         ),
@@ -64,17 +81,32 @@ FLAGS = st.fixed_dictionaries(
 )
 # One hostile edit, sometimes: what the classes are made of.
 HOSTILE = st.one_of(
-    st.tuples(st.just(("service", "environment")), st.dictionaries(st.text(max_size=8), TEXT, min_size=1, max_size=2)),
     st.tuples(
-        st.just(("service", "ulimits")), st.dictionaries(st.text(max_size=8), st.integers(), min_size=1, max_size=2)
+        st.just(("service", "environment")),
+        st.dictionaries(st.text(max_size=8), TEXT, min_size=1, max_size=2),
     ),
-    st.tuples(st.just(("service", "shm_size")), st.sampled_from(["1b", "512mb", "99999999999999999999tb", "4 gb"])),
-    st.tuples(st.just(("service", "stop_grace_period")), st.sampled_from(["25h", "99999999h", "0.5ms", "1h1h"])),
-    st.tuples(st.just(("service", "gpus")), st.sampled_from([{"device_ids": ["0", "0"]}, {"device_ids": ["0 1"]}])),
+    st.tuples(
+        st.just(("service", "ulimits")),
+        st.dictionaries(st.text(max_size=8), st.integers(), min_size=1, max_size=2),
+    ),
+    st.tuples(
+        st.just(("service", "shm_size")),
+        st.sampled_from(["1b", "512mb", "99999999999999999999tb", "4 gb"]),
+    ),
+    st.tuples(
+        st.just(("service", "stop_grace_period")),
+        st.sampled_from(["25h", "99999999h", "0.5ms", "1h1h"]),
+    ),
+    st.tuples(
+        st.just(("service", "gpus")),
+        st.sampled_from([{"device_ids": ["0", "0"]}, {"device_ids": ["0 1"]}]),
+    ),
     st.tuples(st.just(("model", "served_name")), st.text(max_size=10)),
     st.tuples(st.just(("model", "path")), st.text(max_size=10)),
     st.tuples(st.just(("vllm", "kv-offloading-size")), st.floats()),
-    st.tuples(st.just(("vllm", "ignore-patterns")), st.lists(st.text(max_size=6), min_size=1, max_size=2)),
+    st.tuples(
+        st.just(("vllm", "ignore-patterns")), st.lists(st.text(max_size=6), min_size=1, max_size=2)
+    ),
 )
 
 
@@ -95,7 +127,9 @@ def profiles(draw) -> dict:
         "stop_grace_period": draw(st.sampled_from(["10s", "1m30s", "24h", "0s", "500ms", "1.5s"])),
         "restart": draw(st.sampled_from(["no", "always", "on-failure", "unless-stopped"])),
     }
-    served = draw(st.one_of(st.just("tiny"), st.from_regex(r"[A-Za-z0-9][!-~]{0,10}", fullmatch=True)))
+    served = draw(
+        st.one_of(st.just("tiny"), st.from_regex(r"[A-Za-z0-9][!-~]{0,10}", fullmatch=True))
+    )
     doc = edited((("service",), service), (("model", "served_name"), served))
     doc["vllm"] = {**BASE["vllm"], **draw(FLAGS)}
     if draw(st.booleans()):  # two nodes, one GPU each: vLLM's multi-node launch
@@ -118,7 +152,8 @@ def test_accepted_profiles_render_files_compose_accepts(tmp_path_factory):
     accepted: list[str] = []
     refused = 0
 
-    long = int(os.environ.get("COMPOSEGEN_FUZZ_EXAMPLES", "0"))  # a longer, randomly seeded search (locally)
+    # a longer, randomly seeded search (locally)
+    long = int(os.environ.get("COMPOSEGEN_FUZZ_EXAMPLES", "0"))
 
     @settings(
         max_examples=long or 60,
@@ -144,7 +179,9 @@ def test_accepted_profiles_render_files_compose_accepts(tmp_path_factory):
     assert accepted and refused, (len(accepted), refused)  # the generator reaches both sides
     # One shell for all compose calls: a few dozen `config -q`, each reporting only a failure.
     script = 'for f in "$@"; do docker compose -f "$f" config -q >/dev/null 2>"$f.err" || echo "$f"; done'
-    proc = subprocess.run(["sh", "-c", script, "sh", *accepted], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["sh", "-c", script, "sh", *accepted], capture_output=True, text=True, timeout=300
+    )
     failed = proc.stdout.split()
     details = [Path(f).read_text() + Path(f + ".err").read_text() for f in failed[:2]]
     assert not failed, details
@@ -156,7 +193,8 @@ def test_dollar_text_reaches_the_container_as_written(tmp_path):
     doc = edited(
         (("image",), "composegen/base:py3"),
         (("image_unpinned_reason",), "a local test image"),
-        (("model", "served_name"), "${SERVED}"),  # a secret reference here is refused (test_profile_mounts)
+        # a secret reference here is refused (test_profile_mounts)
+        (("model", "served_name"), "${SERVED}"),
         (("service", "environment"), {"PW": "pa$word", "HF_TOKEN": "${HF_TOKEN}"}),
         (("service", "gpus"), {"count": 1, "spelling": "gpus"}),
         (("vllm", "tokenizer"), "a$b${HOME}"),
@@ -164,18 +202,25 @@ def test_dollar_text_reaches_the_container_as_written(tmp_path):
     root = project(tmp_path, doc, name=name)
     assert run_inproc("--root", str(root), "render", name).returncode == 0
     compose = ["docker", "compose", "-f", str(root / "out" / name / "compose.yaml")]
-    env = {**os.environ, "HF_TOKEN": "hf_secret_value"}  # the caller's DOCKER_HOST/CONTEXT/CONFIG stay
+    # the caller's DOCKER_HOST/CONTEXT/CONFIG stay
+    env = {**os.environ, "HF_TOKEN": "hf_secret_value"}
     try:
-        created = subprocess.run([*compose, "create"], capture_output=True, text=True, env=env, timeout=120)
+        created = subprocess.run(
+            [*compose, "create"], capture_output=True, text=True, env=env, timeout=120
+        )
         assert created.returncode == 0, created.stderr
         ids = subprocess.run(
             [*compose, "ps", "-aq"], capture_output=True, text=True, env=env, timeout=60
         ).stdout.split()
         assert ids, "compose created no container on the engine it was pointed at"
-        info = json.loads(subprocess.run(["docker", "inspect", ids[0]], capture_output=True, env=env).stdout)
+        info = json.loads(
+            subprocess.run(["docker", "inspect", ids[0]], capture_output=True, env=env).stdout
+        )
         config = info[0]["Config"]
         assert "PW=pa$word" in config["Env"] and "HF_TOKEN=hf_secret_value" in config["Env"]
         assert "${SERVED}" in config["Cmd"] and "--tokenizer=a$b${HOME}" in config["Cmd"]
         assert not any("hf_secret_value" in word for word in config["Cmd"])
     finally:
-        subprocess.run([*compose, "down", "-v", "--remove-orphans"], capture_output=True, env=env, timeout=120)
+        subprocess.run(
+            [*compose, "down", "-v", "--remove-orphans"], capture_output=True, env=env, timeout=120
+        )

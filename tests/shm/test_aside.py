@@ -39,7 +39,9 @@ print(tag, pid != os.getpid())
 
 def test_runs_in_another_process_and_returns_the_value():
     # In a fresh interpreter: threads other tests leave behind (servers, pools) make Aside run inline here.
-    res = subprocess.run([sys.executable, "-c", FRESH_INTERPRETER], capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-c", FRESH_INTERPRETER], capture_output=True, text=True, check=True
+    )
     assert res.stdout.split() == ["x", "True"]
 
 
@@ -56,7 +58,8 @@ def test_runs_inline_while_other_threads_exist():
 
 
 @pytest.mark.parametrize(
-    "function, expected", [(_fails_in_a_child, "computed inline"), (_not_marshalable, threading.Lock)]
+    "function, expected",
+    [(_fails_in_a_child, "computed inline"), (_not_marshalable, threading.Lock)],
 )
 def test_a_failing_child_falls_back_to_inline(function, expected):
     with Aside(function) as pending:

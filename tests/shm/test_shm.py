@@ -23,7 +23,9 @@ CID = "ab" * 32
 
 
 def test_open_fd_holder_is_found(shm_dir, holders):
-    proc, _ = holders("f = open(os.path.join(D, 'psm_0a0b0c0d'), 'wb'); f.write(b'x' * 5000); f.flush()", shm_dir)
+    proc, _ = holders(
+        "f = open(os.path.join(D, 'psm_0a0b0c0d'), 'wb'); f.write(b'x' * 5000); f.flush()", shm_dir
+    )
     entry = entry_named(scan_json(shm_dir), "psm_0a0b0c0d")
     assert entry["class"] == "in-use" and entry["pattern"] == "psm"
     assert [(h["pid"], h["how"]) for h in entry["holders"]] == [(proc.pid, ["fd"])]
@@ -44,7 +46,8 @@ def test_renamed_mapped_file_is_matched_by_inode_not_name(shm_dir, holders):
         shm_dir,
     )
     assert not Path(f"/proc/{proc.pid}/fd").is_dir() or all(
-        "psm_after000" not in os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
+        "psm_after000" not in os.readlink(f"/proc/{proc.pid}/fd/{fd}")
+        for fd in os.listdir(f"/proc/{proc.pid}/fd")
     )
     entry = entry_named(scan_json(shm_dir), "psm_after000")
     assert entry["class"] == "in-use" and entry["holders"][0]["pid"] == proc.pid
@@ -69,7 +72,8 @@ def test_glibc_semaphore_style_link_then_unlink_is_in_use(shm_dir, holders):
 
 def test_real_multiprocessing_semaphore_in_dev_shm_is_in_use(holders, tmp_path):
     proc, lines = holders(
-        "import multiprocessing as mp\nlock = mp.get_context('spawn').Lock()\nprint(lock._semlock.name)", tmp_path
+        "import multiprocessing as mp\nlock = mp.get_context('spawn').Lock()\nprint(lock._semlock.name)",
+        tmp_path,
     )
     name = "sem." + lines[0].lstrip("/")
     entry = entry_named(scan_json("/dev/shm"), name)
@@ -99,10 +103,13 @@ def test_classes_kinds_owner_and_symlink(shm_dir, tmp_path):
         "torch_123_456": ("leftover", "file"),
     }
     assert by_name["psm_deadbeef"]["allocated_bytes"] == 8192
-    assert by_name["psm_link"]["inode"] == os.lstat(shm_dir / "psm_link").st_ino  # the link, not its target
+    # the link, not its target
+    assert by_name["psm_link"]["inode"] == os.lstat(shm_dir / "psm_link").st_ino
     assert (by_name["torch_123_456"]["uid"], by_name["torch_123_456"]["user"]) == (65534, "nobody")
     assert report["totals"]["leftover"]["count"] == 5 and report["totals"]["unknown"]["count"] == 1
-    assert report["totals"]["all"]["allocated_bytes"] == sum(e["allocated_bytes"] for e in report["entries"])
+    assert report["totals"]["all"]["allocated_bytes"] == sum(
+        e["allocated_bytes"] for e in report["entries"]
+    )
     fs = report["filesystem"]
     assert 0 < fs["free_bytes"] <= fs["total_bytes"]
 
@@ -112,7 +119,9 @@ def test_entry_vanishing_between_listdir_and_stat_is_skipped(shm_dir, monkeypatc
     real_listdir = os.listdir
     # Only the listing of the scanned directory (an fd) gains a name that is gone by the time of stat.
     ghost = ["psm_ghost000"]
-    monkeypatch.setattr(listing.os, "listdir", lambda d: real_listdir(d) + (ghost if isinstance(d, int) else []))
+    monkeypatch.setattr(
+        listing.os, "listdir", lambda d: real_listdir(d) + (ghost if isinstance(d, int) else [])
+    )
     report = scan_json(shm_dir)
     assert [e["name"] for e in report["entries"]] == ["psm_real0000"] and report["vanished"] == 1
 
@@ -145,7 +154,8 @@ def test_scan_survives_files_created_and_removed_meanwhile(shm_dir):
 
 
 @pytest.mark.parametrize(
-    "make, problem", [(lambda p: p / "missing", "does not exist"), (lambda p: p / "afile", "not a directory")]
+    "make, problem",
+    [(lambda p: p / "missing", "does not exist"), (lambda p: p / "afile", "not a directory")],
 )
 def test_bad_paths_are_bad_input(tmp_path, make, problem):
     (tmp_path / "afile").write_text("x")
@@ -177,7 +187,12 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
     )
     fake = tmp_path / "proc"
     _fake_proc(fake, 4242, cgroup=f"0::/system.slice/docker-{CID}.scope\n", fds=[by_fd], maps=maps)
-    _fake_proc(fake, 4343, cgroup="4:memory:/process_api/49c9fa80070be3551817670fc990cc68\n0::/\n", fds=[by_map])
+    _fake_proc(
+        fake,
+        4343,
+        cgroup="4:memory:/process_api/49c9fa80070be3551817670fc990cc68\n0::/\n",
+        fds=[by_map],
+    )
     asked = []
 
     def labels(cid):
@@ -199,7 +214,9 @@ def test_injected_proc_root_gives_container_attribution(shm_dir, tmp_path):
     ]
     map_holders = {h["pid"]: h for h in entry_named(report, "vllm_offload_e1.mmap")["holders"]}
     assert map_holders[4242]["how"] == ["map"] and map_holders[4343]["how"] == ["fd"]
-    assert map_holders[4343]["container_id"] is None and map_holders[4343]["compose_project"] is None
+    assert (
+        map_holders[4343]["container_id"] is None and map_holders[4343]["compose_project"] is None
+    )
     assert set(asked) == {CID}
     assert report["unreadable_pids"] == []
     assert "[r33]" in shm.format_text(model)
@@ -241,7 +258,9 @@ def test_container_id_from_cgroup(text, expected):
 def test_leftover_patterns(name, pattern):
     assert shm.match_pattern(name) == pattern
     globs = [f"`{p['glob']}`" for p in shm.LEFTOVER_PATTERNS if p["id"] == pattern]
-    assert all(glob in shm.patterns_table_markdown() for glob in globs) and len(globs) == bool(pattern)
+    assert all(glob in shm.patterns_table_markdown() for glob in globs) and len(globs) == bool(
+        pattern
+    )
 
 
 def test_check_budget_warnings(shm_dir):
@@ -267,19 +286,30 @@ def test_format_text_lists_entries_and_totals(shm_dir, holders):
 def test_ten_thousand_entries_with_a_few_mapped(shm_dir, holders):
     for i in range(10_000):
         (shm_dir / f"psm_{i:08x}").touch()
-    proc, _ = holders(MAP_AND_CLOSE + "ms = [map_and_close(f'psm_{i:08x}', 1) for i in range(0, 10000, 500)]", shm_dir)
+    proc, _ = holders(
+        MAP_AND_CLOSE + "ms = [map_and_close(f'psm_{i:08x}', 1) for i in range(0, 10000, 500)]",
+        shm_dir,
+    )
     report = scan_json(shm_dir)
     held = [e["name"] for e in report["entries"] if e["class"] == "in-use"]
     assert held == [f"psm_{i:08x}" for i in range(0, 10_000, 500)]
     assert all(e["holders"][0]["pid"] == proc.pid for e in report["entries"] if e["holders"])
-    assert report["totals"]["leftover"]["count"] == 10_000 - 20 and report["totals"]["all"]["count"] == 10_000
+    assert (
+        report["totals"]["leftover"]["count"] == 10_000 - 20
+        and report["totals"]["all"]["count"] == 10_000
+    )
 
 
-@pytest.mark.parametrize("plain", [0, listing.SPLIT_FROM])  # with enough entries the forked child stats a share
-def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, tmp_path, monkeypatch, plain):
-    monkeypatch.setattr(listing, "PROC_COST_IN_ENTRIES", 0)  # the child stats half of a large listing
+# with enough entries the forked child stats a share
+@pytest.mark.parametrize("plain", [0, listing.SPLIT_FROM])
+def test_scan_json_is_the_scan_report_as_compact_sorted_json(
+    shm_dir, holders, tmp_path, monkeypatch, plain
+):
+    # the child stats half of a large listing
+    monkeypatch.setattr(listing, "PROC_COST_IN_ENTRIES", 0)
     for i in range(plain):
-        (shm_dir / f"aa_plain{i:05d}").touch()  # sorted first: the named entries fall in the child's share
+        # sorted first: the named entries fall in the child's share
+        (shm_dir / f"aa_plain{i:05d}").touch()
     names = [
         "psm_plain000",
         'quote"back\\slash',
@@ -292,7 +322,8 @@ def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, t
     ]
     for name in names:
         (shm_dir / name).write_bytes(b"x" * 3)
-    os.utime(shm_dir / "psm_plain000", (time.time() + 3600, time.time() + 3600))  # mtime in the future: age 0.0
+    # mtime in the future: age 0.0
+    os.utime(shm_dir / "psm_plain000", (time.time() + 3600, time.time() + 3600))
     with open(os.fsencode(str(shm_dir)) + b"/psm_\xff\xfe", "wb") as handle:  # not UTF-8
         handle.write(b"y")
     if os.geteuid() == 0:
@@ -301,13 +332,17 @@ def test_scan_json_is_the_scan_report_as_compact_sorted_json(shm_dir, holders, t
     (shm_dir / "psm_link").symlink_to(tmp_path)
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
     frozen = time.time()
-    monkeypatch.setattr(listing.time, "time", lambda: frozen)  # same ages and scanned_at in both scans
+    # same ages and scanned_at in both scans
+    monkeypatch.setattr(listing.time, "time", lambda: frozen)
 
     summary, pieces = fastjson.scan_json(str(shm_dir), container_labels=lambda cid: None)
     text = "".join(pieces)
-    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))  # byte for byte
+    # byte for byte
+    assert text == json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
     report = scan_json(shm_dir)
-    assert any(e["holders"] for e in report["entries"]) and any(e["age_seconds"] == 0.0 for e in report["entries"])
+    assert any(e["holders"] for e in report["entries"]) and any(
+        e["age_seconds"] == 0.0 for e in report["entries"]
+    )
     if os.geteuid() == 0:
         assert entry_named(report, "unknown.bin")["user"] is None
     # Other processes share /dev/shm (its free space) and come and go (unreadable ones): not the subject here.
@@ -328,4 +363,5 @@ def test_down_carries_the_scan_model_and_prints_it_as_the_scan_did(shm_dir):
     scan = scan_model(shm_dir)
     down = DownReport(name="p", project="composegen-p", removed=[], shm=scan)
     assert isinstance(down.shm, ShmScan) and down.to_json()["shm"] == scan.to_json()
-    assert DownReport.model_validate_json(down.model_dump_json(by_alias=True)).shm == scan  # it reads back typed
+    # it reads back typed
+    assert DownReport.model_validate_json(down.model_dump_json(by_alias=True)).shm == scan

@@ -23,12 +23,15 @@ TYPER_ONLY = "import sys; sys.argv[0] = 'composegen'; from composegen.cli.main i
 
 
 def _typer_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", TYPER_ONLY, *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-c", TYPER_ONLY, *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 def _stable(stdout: str) -> dict:
     report = json.loads(stdout)
-    for key in ("scanned_at", "scan_seconds", "filesystem", "unreadable_pids"):  # time; others share /dev/shm
+    # time; others share /dev/shm
+    for key in ("scanned_at", "scan_seconds", "filesystem", "unreadable_pids"):
         report.pop(key)
     for entry in report["entries"]:
         entry.pop("age_seconds")
@@ -65,21 +68,31 @@ def test_fast_path_and_typer_agree_on_output_and_exit_codes(shm_dir):
     (shm_dir / "psm_deadbeef").write_bytes(b"x")
     (shm_dir / "stray").write_bytes(b"y")
     for args in (["--json"], ["--json", "--fail-on-leftover"], []):
-        fast, typer = run_cli("shm", "--path", str(shm_dir), *args), _typer_cli("shm", "--path", str(shm_dir), *args)
+        fast, typer = (
+            run_cli("shm", "--path", str(shm_dir), *args),
+            _typer_cli("shm", "--path", str(shm_dir), *args),
+        )
         assert (fast.returncode, fast.stderr) == (typer.returncode, typer.stderr)
         if "--json" in args:
             assert _stable(fast.stdout) == _stable(typer.stdout)
         else:
-            assert fast.stdout.splitlines()[-1] == typer.stdout.splitlines()[-1]  # the free-space line
+            # the free-space line
+            assert fast.stdout.splitlines()[-1] == typer.stdout.splitlines()[-1]
     assert run_cli("shm", "--path", str(shm_dir), "--json").returncode == 0
     failing = run_cli("shm", "--json", "--fail-on-leftover", f"--path={shm_dir}")
-    assert failing.returncode == 1 and failing.stderr == f"composegen: 1 leftover file(s) in {shm_dir}\n"
+    assert (
+        failing.returncode == 1
+        and failing.stderr == f"composegen: 1 leftover file(s) in {shm_dir}\n"
+    )
     assert json.loads(failing.stdout)["totals"]["leftover"]["count"] == 1
 
 
 def test_bad_path_is_one_line_and_exit_2_on_both_paths(tmp_path):
     missing = str(tmp_path / "nope")
-    fast, typer = run_cli("shm", "--path", missing, "--json"), _typer_cli("shm", "--path", missing, "--json")
+    fast, typer = (
+        run_cli("shm", "--path", missing, "--json"),
+        _typer_cli("shm", "--path", missing, "--json"),
+    )
     assert fast.returncode == typer.returncode == 2
     assert fast.stderr == typer.stderr == f"{missing}: path: does not exist\n" and fast.stdout == ""
 
@@ -98,8 +111,11 @@ def test_fast_path_loads_neither_typer_nor_the_engine(shm_dir):
         "from composegen.cli.entry import main\n"
         "main()"
     )
-    res = subprocess.run([sys.executable, "-c", probe, str(shm_dir)], capture_output=True, text=True, cwd=REPO)
-    assert res.returncode == 0 and res.stderr == "[] loaded", res.stderr  # no holder in a container here
+    res = subprocess.run(
+        [sys.executable, "-c", probe, str(shm_dir)], capture_output=True, text=True, cwd=REPO
+    )
+    # no holder in a container here
+    assert res.returncode == 0 and res.stderr == "[] loaded", res.stderr
     assert json.loads(res.stdout)["path"] == str(shm_dir)
 
 
@@ -111,7 +127,9 @@ def test_other_forms_reach_typer(shm_dir):
     assert both.returncode == 2 and "--path and --container name different places" in both.stderr
     (shm_dir / "psm_deadbeef").write_bytes(b"x")
     preview = run_cli("shm", "--path", str(shm_dir), "--reclaim", "--min-age", "0", "--json")
-    assert preview.returncode == 0 and [c["name"] for c in json.loads(preview.stdout)["candidates"]] == ["psm_deadbeef"]
+    assert preview.returncode == 0 and [
+        c["name"] for c in json.loads(preview.stdout)["candidates"]
+    ] == ["psm_deadbeef"]
     assert (shm_dir / "psm_deadbeef").exists()
 
 
@@ -126,7 +144,10 @@ def test_a_reader_that_leaves_early_gets_one_line_not_a_crash(shm_dir):
     )
     assert proc.stdout.read(2) == b'{"'
     proc.stdout.close()
-    assert proc.stderr.read() == b"composegen: output closed early (broken pipe)\n" and proc.wait() == 3
+    assert (
+        proc.stderr.read() == b"composegen: output closed early (broken pipe)\n"
+        and proc.wait() == 3
+    )
 
 
 def _schema(name: str) -> dict:
@@ -146,9 +167,13 @@ def test_fast_path_and_reclaim_json_match_the_report_schemas(shm_dir, holders, t
     report = json.loads(fast.stdout)
     assert {e["class"] for e in report["entries"]} == {"in-use", "leftover", "unknown"}
     jsonschema.validate(report, _schema("shm"))
-    jsonschema.validate(json.loads(_typer_cli("shm", "--json", "--path", str(shm_dir)).stdout), _schema("shm"))
+    jsonschema.validate(
+        json.loads(_typer_cli("shm", "--json", "--path", str(shm_dir)).stdout), _schema("shm")
+    )
     for args in ([], ["--yes", "--ignore-unreadable"]):
-        res = settled_cli(run_cli, "shm", "--reclaim", "--min-age", "0", "--json", "--path", str(shm_dir), *args)
+        res = settled_cli(
+            run_cli, "shm", "--reclaim", "--min-age", "0", "--json", "--path", str(shm_dir), *args
+        )
         assert res.returncode == 0, res.stderr
         jsonschema.validate(json.loads(res.stdout), _schema("shm-reclaim"))
     assert json.loads(res.stdout)["removed"] == [{"name": "psm_deadbeef", "bytes": 4096}]
@@ -174,16 +199,24 @@ def disk_dir(tmp_path):
 def test_a_path_that_is_not_a_tmpfs_is_refused_unless_forced(disk_dir):
     (disk_dir / "psm_deadbeef").write_bytes(b"someone's data")
     for args in (["--json"], [], ["--reclaim", "--yes", "--min-age", "0"]):
-        fast, typer = run_cli("shm", "--path", str(disk_dir), *args), _typer_cli("shm", "--path", str(disk_dir), *args)
+        fast, typer = (
+            run_cli("shm", "--path", str(disk_dir), *args),
+            _typer_cli("shm", "--path", str(disk_dir), *args),
+        )
         assert fast.returncode == typer.returncode == 2 and fast.stdout == ""
         assert fast.stderr == typer.stderr and fast.stderr.count("\n") == 1
-        assert fast.stderr.startswith(f"{disk_dir}: path: not a tmpfs (filesystem type 0x") and "--force" in fast.stderr
+        assert (
+            fast.stderr.startswith(f"{disk_dir}: path: not a tmpfs (filesystem type 0x")
+            and "--force" in fast.stderr
+        )
     assert (disk_dir / "psm_deadbeef").exists()
     forced = run_cli("shm", "--path", str(disk_dir), "--json", "--force")
     assert forced.returncode == 0 and json.loads(forced.stdout)["totals"]["leftover"]["count"] == 1
     args = ["--reclaim", "--yes", "--ignore-unreadable", "--min-age", "0", "--force", "--json"]
     removed = settled_cli(run_cli, "shm", "--path", str(disk_dir), *args)
-    assert removed.returncode == 0 and [r["name"] for r in json.loads(removed.stdout)["removed"]] == ["psm_deadbeef"]
+    assert removed.returncode == 0 and [
+        r["name"] for r in json.loads(removed.stdout)["removed"]
+    ] == ["psm_deadbeef"]
 
 
 @pytest.mark.parametrize(
@@ -196,15 +229,30 @@ def test_a_path_that_is_not_a_tmpfs_is_refused_unless_forced(disk_dir):
     ],
 )
 def test_reclaim_options_that_mean_nothing_are_refused(shm_dir, args, problem):
-    res = run_cli("shm", "--path", str(shm_dir), *args) if "--container" not in args else run_cli("shm", *args)
-    assert res.returncode == 2 and res.stdout == "" and problem in res.stderr and res.stderr.count("\n") == 1
+    res = (
+        run_cli("shm", "--path", str(shm_dir), *args)
+        if "--container" not in args
+        else run_cli("shm", *args)
+    )
+    assert (
+        res.returncode == 2
+        and res.stdout == ""
+        and problem in res.stderr
+        and res.stderr.count("\n") == 1
+    )
 
 
 HOSTILE_COMM = "f = open(os.path.join(D, 'psm_held0000'), 'wb')\nopen('/proc/self/comm', 'w').write('x\\x1b[2Jy\\n')"
 
 
 def test_text_output_escapes_control_characters_in_names(shm_dir, holders):
-    names = ["psm_a\nfake line", "psm_\x1b[31mred", "psm_\u202eexe.txt", "psm_back\\slash", "psm_\x7f\x85"]
+    names = [
+        "psm_a\nfake line",
+        "psm_\x1b[31mred",
+        "psm_\u202eexe.txt",
+        "psm_back\\slash",
+        "psm_\x7f\x85",
+    ]
     for name in names:
         (shm_dir / name).write_bytes(b"x")
     with open(os.fsencode(str(shm_dir)) + b"/psm_\xff", "wb") as handle:  # not UTF-8
@@ -216,7 +264,9 @@ def test_text_output_escapes_control_characters_in_names(shm_dir, holders):
     # A line per entry (no name forged one), then totals, free space and maybe unreadable pids.
     first_words = sorted(line.split(" ", 1)[0] for line in lines[: len(names) + 3])
     assert first_words == ["CLASS", "in-use"] + ["leftover"] * 6
-    assert lines[len(names) + 3].startswith("in-use: 1") and lines[len(names) + 4].startswith(f"{shm_dir}: ")
+    assert lines[len(names) + 3].startswith("in-use: 1") and lines[len(names) + 4].startswith(
+        f"{shm_dir}: "
+    )
     for shown in (
         "psm_a\\x0afake line",
         "psm_\\x1b[31mred",
@@ -229,4 +279,7 @@ def test_text_output_escapes_control_characters_in_names(shm_dir, holders):
         assert shown in res.stdout, shown
     assert not any(ch in res.stdout for ch in "\x1b\u202e\x7f\x85")
     preview = run_cli("shm", "--path", str(shm_dir), "--reclaim", "--min-age", "0")
-    assert "would remove psm_a\\x0afake line (4.0 KiB)" in preview.stdout and "\x1b" not in preview.stdout
+    assert (
+        "would remove psm_a\\x0afake line (4.0 KiB)" in preview.stdout
+        and "\x1b" not in preview.stdout
+    )

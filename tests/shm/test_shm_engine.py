@@ -41,7 +41,9 @@ time.sleep(3600)
 
 
 def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120, check=check)
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, timeout=120, check=check
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +100,9 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
                 base_image,
                 command=["python3", "-c", HOLDER, f"/dev/shm/{prefix}", tag],
             )
-        _wait_for(lambda: all((host_dir / f"ready-{t}").exists() for t in "ab"), "both holders ready")
+        _wait_for(
+            lambda: all((host_dir / f"ready-{t}").exists() for t in "ab"), "both holders ready"
+        )
 
         before = _by_name(shm.scan(str(host_dir), container_labels=ContainerLabels()))
         for tag in "ab":
@@ -122,7 +126,10 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
         # PID 1 of some hosts (and of this sandbox) cannot be read even by root: accept that here.
         done = settled_reclaim(str(host_dir), yes=True, ignore_unreadable=True, min_age=0).to_json()
         assert sorted(r["name"] for r in done["removed"]) == ["psm_a0", "psm_a1"]
-        assert done["bytes_freed"] == after["psm_a0"]["allocated_bytes"] + after["psm_a1"]["allocated_bytes"]
+        assert (
+            done["bytes_freed"]
+            == after["psm_a0"]["allocated_bytes"] + after["psm_a1"]["allocated_bytes"]
+        )
         assert sorted(os.listdir(host_dir)) == ["psm_b0", "psm_b1", "ready-a", "ready-b"]
         still = _by_name(shm.scan(str(host_dir), container_labels=ContainerLabels()))
         assert still["psm_b0"]["holders"][0]["container_id"] == ids["b"]
@@ -133,16 +140,29 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
 def test_container_shm_reads_a_private_dev_shm_from_the_host(base_image, containers):
     name = f"composegen-private-{uuid.uuid4().hex[:8]}"
     cid = containers(
-        name, "--ipc", "private", "--shm-size", "8m", base_image, command=["python3", "-c", HOLDER, "/dev/shm", "p"]
+        name,
+        "--ipc",
+        "private",
+        "--shm-size",
+        "8m",
+        base_image,
+        command=["python3", "-c", HOLDER, "/dev/shm", "p"],
     )
-    _wait_for(lambda: "ready-p" in _docker("exec", name, "ls", "/dev/shm").stdout, "private holder ready")
+    _wait_for(
+        lambda: "ready-p" in _docker("exec", name, "ls", "/dev/shm").stdout, "private holder ready"
+    )
     model = shm.container_shm(name, inspect=engine.shm_facts, container_labels=ContainerLabels())
-    assert isinstance(model, ShmScan) and model.container is not None and model.container.name == name
+    assert (
+        isinstance(model, ShmScan) and model.container is not None and model.container.name == name
+    )
     report = model.to_json()
     assert report["container"]["id"] == cid and report["container"]["ipc_mode"] == "private"
     assert report["filesystem"]["total_bytes"] == 8 * 1024 * 1024
     entries = _by_name(report)
-    assert entries["psm_p0"]["class"] == "in-use" and entries["psm_p0"]["holders"][0]["container_id"] == cid
+    assert (
+        entries["psm_p0"]["class"] == "in-use"
+        and entries["psm_p0"]["holders"][0]["container_id"] == cid
+    )
     assert not (Path("/dev/shm") / "psm_p0").exists()  # it really was the container's own tmpfs
 
 

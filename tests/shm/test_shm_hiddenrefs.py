@@ -41,7 +41,9 @@ def _io_uring_usable() -> None:
     knob = Path("/proc/sys/kernel/io_uring_disabled")
     value = knob.read_text().strip() if knob.exists() else "0"
     if value != "0":
-        pytest.skip(f"io_uring is disabled on this kernel (sysctl kernel.io_uring_disabled = {value})")
+        pytest.skip(
+            f"io_uring is disabled on this kernel (sysctl kernel.io_uring_disabled = {value})"
+        )
 
 
 def test_a_file_registered_with_io_uring_refuses_the_reclaim(shm_dir, actors):  # noqa: F811
@@ -49,19 +51,28 @@ def test_a_file_registered_with_io_uring_refuses_the_reclaim(shm_dir, actors):  
     for name in ("psm_uring000", "psm_true0000"):
         (shm_dir / name).write_bytes(b"\0" * 4096)
     setup, register = SYSCALLS[platform.machine()]
-    actor = actors(REGISTERED.replace("SETUP", str(setup)).replace("REGISTER", str(register)), shm_dir)
+    actor = actors(
+        REGISTERED.replace("SETUP", str(setup)).replace("REGISTER", str(register)), shm_dir
+    )
     pid, ring = actor.proc.pid, actor.ask("ring")
     # The class: no fd and no mapping of the file; only the ring's fdinfo lists it.
     assert os.readlink(f"/proc/{pid}/fd/{ring}") == "anon_inode:[io_uring]"
     inode = os.stat(shm_dir / "psm_uring000").st_ino
-    assert inode not in {os.stat(f"/proc/{pid}/fd/{fd}").st_ino for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert inode not in {
+        os.stat(f"/proc/{pid}/fd/{fd}").st_ino for fd in os.listdir(f"/proc/{pid}/fd")
+    }
     assert "psm_uring000" in Path(f"/proc/{pid}/fdinfo/{ring}").read_text()
     entries = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS).to_json()["entries"]}
-    assert entries["psm_uring000"]["class"] == "leftover" and entries["psm_uring000"]["holders"] == []
+    assert (
+        entries["psm_uring000"]["class"] == "leftover" and entries["psm_uring000"]["holders"] == []
+    )
 
     holders, _ = hiddenrefs.hidden_holders(str(shm_dir))
-    assert [h.why for h in holders if h.pid == pid] == [f"an io_uring instance with a file of {shm_dir} registered"]
-    assert not [h for h in hiddenrefs.hidden_holders("/nonexistent-dir")[0] if h.pid == pid]  # not ours
+    assert [h.why for h in holders if h.pid == pid] == [
+        f"an io_uring instance with a file of {shm_dir} registered"
+    ]
+    # not ours
+    assert not [h for h in hiddenrefs.hidden_holders("/nonexistent-dir")[0] if h.pid == pid]
     with pytest.raises(CheckFailed) as refused:  # at any age, whatever --ignore-unreadable says
         shm_reclaim.reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS)
     assert f"pid {pid} (python" in refused.value.message and "io_uring" in refused.value.message

@@ -34,7 +34,9 @@ def _fill_for_reclaim(shm_dir: Path, tmp_path: Path) -> Path:
     return outside
 
 
-def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_files(shm_dir, tmp_path, holders):
+def test_reclaim_preview_removes_nothing_and_yes_removes_only_unheld_leftover_files(
+    shm_dir, tmp_path, holders
+):
     outside = _fill_for_reclaim(shm_dir, tmp_path)
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
     before = sorted(os.listdir(shm_dir))
@@ -77,17 +79,23 @@ def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
     replacement = shm_dir / ".new"
     replacement.write_bytes(b"new content")
     os.rename(replacement, shm_dir / "psm_swapped0")  # same name, different inode
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
+    done = shm_reclaim.apply_plan(
+        plan, ignore_unreadable=True, container_labels=lambda cid: None
+    ).to_json()
     assert [r["name"] for r in done["removed"]] == ["psm_stays000"]
     assert (shm_dir / "psm_swapped0").read_bytes() == b"new content"
-    assert any(s["name"] == "psm_swapped0" and s["reason"].startswith("replaced") for s in done["skipped"])
+    assert any(
+        s["name"] == "psm_swapped0" and s["reason"].startswith("replaced") for s in done["skipped"]
+    )
 
 
 def test_reclaim_skips_a_file_that_became_held_after_the_scan(shm_dir, holders):
     (shm_dir / "psm_late0000").write_bytes(b"x")
     plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
     proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('psm_late0000', 1)", shm_dir)
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
+    done = shm_reclaim.apply_plan(
+        plan, ignore_unreadable=True, container_labels=lambda cid: None
+    ).to_json()
     assert done["removed"] == [] and (shm_dir / "psm_late0000").exists()
     assert done["skipped"][-1]["reason"] == f"now in use by pid {proc.pid}; put back"
 
@@ -106,7 +114,9 @@ def test_reclaim_refuses_a_symlinked_directory_but_scan_follows_it(shm_dir, tmp_
 def test_a_mount_point_inside_the_directory_gets_its_own_holder_pass(shm_dir, holders):
     mnt = shm_dir / "psm_mnt"
     mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(mnt)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "none", str(mnt)], capture_output=True
+    ).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
         proc, _ = holders("fd = os.open(os.path.join(D, 'psm_mnt'), os.O_RDONLY)", shm_dir)
@@ -114,7 +124,8 @@ def test_a_mount_point_inside_the_directory_gets_its_own_holder_pass(shm_dir, ho
         assert entry["dev"] != os.stat(shm_dir).st_dev and entry["kind"] == "dir"
         assert entry["class"] == "in-use" and [h["pid"] for h in entry["holders"]] == [proc.pid]
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=True)  # lazy: the holder may still have it open
+        # lazy: the holder may still have it open
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
 
 
 UNREADABLE_AS_NOBODY = """

@@ -65,7 +65,10 @@ class Actor:
             "    print(json.dumps(handlers[line.strip()]()), flush=True)\n"
         )
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", program, str(directory)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", program, str(directory)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         line = self.proc.stdout.readline().strip()
         assert line == "ready", f"actor failed to start (rc {self.proc.poll()})"
@@ -120,7 +123,8 @@ handlers = {'tid': lambda: state['tid']}
 
 @pytest.mark.parametrize("kcmp", [True, False], ids=["kcmp", "every-thread"])
 def test_a_thread_with_its_own_fd_table_is_a_holder(shm_dir, actors, monkeypatch, kcmp):
-    if not kcmp:  # as where a seccomp filter or the architecture leaves no kcmp: every thread's table is read
+    # as where a seccomp filter or the architecture leaves no kcmp: every thread's table is read
+    if not kcmp:
         monkeypatch.setattr(procscan, "_KCMP_SYSCALL", {})
     (shm_dir / "psm_true0000").write_bytes(b"x" * 100)
     actor = actors(OWN_FD_TABLE, shm_dir)
@@ -128,12 +132,21 @@ def test_a_thread_with_its_own_fd_table_is_a_holder(shm_dir, actors, monkeypatch
     held = os.stat(shm_dir / "psm_thread00").st_ino
     # The class: the process's own fd table does not show the file, only the thread's does.
     in_process = {os.stat(f"/proc/{pid}/fd/{fd}").st_ino for fd in os.listdir(f"/proc/{pid}/fd")}
-    in_thread = {os.stat(f"/proc/{pid}/task/{tid}/fd/{fd}").st_ino for fd in os.listdir(f"/proc/{pid}/task/{tid}/fd")}
+    in_thread = {
+        os.stat(f"/proc/{pid}/task/{tid}/fd/{fd}").st_ino
+        for fd in os.listdir(f"/proc/{pid}/task/{tid}/fd")
+    }
     assert held not in in_process and held in in_thread
 
-    entry = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS).to_json()["entries"]}["psm_thread00"]
-    assert entry["class"] == "in-use" and [(h["pid"], h["how"]) for h in entry["holders"]] == [(pid, ["fd"])]
-    done = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
+    entry = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS).to_json()["entries"]}[
+        "psm_thread00"
+    ]
+    assert entry["class"] == "in-use" and [(h["pid"], h["how"]) for h in entry["holders"]] == [
+        (pid, ["fd"])
+    ]
+    done = settled_reclaim(
+        str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS
+    ).to_json()
     assert [r["name"] for r in done["removed"]] == ["psm_true0000"]
     assert (shm_dir / "psm_thread00").read_bytes() == b"held by a thread"
 
@@ -160,19 +173,34 @@ libc.pthread_exit(None)  # the main thread ends; the process lives on in its wor
 def test_holders_of_a_process_whose_main_thread_exited_are_found(shm_dir):
     (shm_dir / "psm_true0000").write_bytes(b"x")
     proc = subprocess.Popen(
-        [sys.executable, "-c", LEADER_EXITS, str(shm_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", LEADER_EXITS, str(shm_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout.readline().strip() == "ready"
         deadline = time.time() + 10
-        while "Z" not in Path(f"/proc/{proc.pid}/stat").read_text().split(")")[1][:3] and time.time() < deadline:
+        while (
+            "Z" not in Path(f"/proc/{proc.pid}/stat").read_text().split(")")[1][:3]
+            and time.time() < deadline
+        ):
             time.sleep(0.05)
         # The class: the leader's fd and maps are empty now; only its thread's show the files.
-        assert os.listdir(f"/proc/{proc.pid}/fd") == [] and Path(f"/proc/{proc.pid}/maps").read_text() == ""
+        assert (
+            os.listdir(f"/proc/{proc.pid}/fd") == []
+            and Path(f"/proc/{proc.pid}/maps").read_text() == ""
+        )
         entries = {e["name"]: e for e in shm.scan(str(shm_dir), **NO_LABELS).to_json()["entries"]}
-        assert [(h["pid"], h["how"]) for h in entries["psm_mapped00"]["holders"]] == [(proc.pid, ["map"])]
-        assert [(h["pid"], h["how"]) for h in entries["psm_opened00"]["holders"]] == [(proc.pid, ["fd"])]
-        done = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
+        assert [(h["pid"], h["how"]) for h in entries["psm_mapped00"]["holders"]] == [
+            (proc.pid, ["map"])
+        ]
+        assert [(h["pid"], h["how"]) for h in entries["psm_opened00"]["holders"]] == [
+            (proc.pid, ["fd"])
+        ]
+        done = settled_reclaim(
+            str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS
+        ).to_json()
         assert [r["name"] for r in done["removed"]] == ["psm_true0000"]
     finally:
         proc.stdin.close()
@@ -196,22 +224,30 @@ handlers = {'receive': receive}
 
 def test_an_fd_in_flight_refuses_the_reclaim_whatever_the_files_age(aged_dir, actors):
     path, made = aged_dir
-    time.sleep(max(0.0, made + shm_reclaim.DEFAULT_MIN_AGE + 1 - time.time()))  # the leftovers are old now
+    # the leftovers are old now
+    time.sleep(max(0.0, made + shm_reclaim.DEFAULT_MIN_AGE + 1 - time.time()))
     actor = actors(IN_FLIGHT, path)
     inode = os.stat(path / "psm_aged0000").st_ino
     # The class: /proc shows no holder, so the scan calls it a leftover, and it is old enough.
-    entry = {e["name"]: e for e in shm.scan(str(path), **NO_LABELS).to_json()["entries"]}["psm_aged0000"]
+    entry = {e["name"]: e for e in shm.scan(str(path), **NO_LABELS).to_json()["entries"]}[
+        "psm_aged0000"
+    ]
     assert entry["class"] == "leftover" and entry["holders"] == []
 
-    with pytest.raises(CheckFailed) as refused:  # default min age; not even --ignore-unreadable removes
+    # default min age; not even --ignore-unreadable removes
+    with pytest.raises(CheckFailed) as refused:
         shm_reclaim.reclaim(str(path), yes=True, ignore_unreadable=True, **NO_LABELS)
     assert f"pid {actor.proc.pid} (python" in refused.value.message
     assert "unix socket with queued data" in refused.value.message
-    assert sorted(os.listdir(path)) == ["psm_aged0000", "psm_aged0001", "psm_aged0002"]  # all back in place
-    assert actor.ask("receive") == {"nlink": 1, "inode": inode, "size": 4096}  # the receiver's file is whole
+    # all back in place
+    assert sorted(os.listdir(path)) == ["psm_aged0000", "psm_aged0001", "psm_aged0002"]
+    # the receiver's file is whole
+    assert actor.ask("receive") == {"nlink": 1, "inode": inode, "size": 4096}
 
     # Received: held in a table now. (Putting the files back renewed their ctime, hence --min-age 0.)
-    done = settled_reclaim(str(path), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
+    done = settled_reclaim(
+        str(path), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS
+    ).to_json()
     assert sorted(r["name"] for r in done["removed"]) == ["psm_aged0001", "psm_aged0002"]
     assert sorted(os.listdir(path)) == ["psm_aged0000"]
 
@@ -273,7 +309,8 @@ def _race(shm_dir: Path, actors, code: str, rounds: int, files: int) -> int:
         assert unlinked == [], f"round {round_}: held files removed: {unlinked}"
         names = sorted(n for n in os.listdir(directory) if not n.startswith(".new-"))
         assert names == sorted(held), f"round {round_}: kept {len(names)} files, {len(held)} held"
-        assert all(os.stat(directory / n).st_ino == held[n][1] for n in names)  # the held inode, by its name
+        # the held inode, by its name
+        assert all(os.stat(directory / n).st_ino == held[n][1] for n in names)
         actor.close()
         held_total += len(held)
     return held_total
@@ -303,7 +340,10 @@ def test_a_swap_between_stat_and_rename_is_put_back(shm_dir, holders, monkeypatc
     monkeypatch.setattr(shm_reclaim.os, "stat", stat_then_swap)
     done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, **NO_LABELS).to_json()
     assert done["removed"] == [] and (shm_dir / "psm_swapme00").read_bytes() == b"new"
-    assert done["skipped"][-1] == {"name": "psm_swapme00", "reason": "replaced during the reclaim; put back"}
+    assert done["skipped"][-1] == {
+        "name": "psm_swapme00",
+        "reason": "replaced during the reclaim; put back",
+    }
     assert sorted(os.listdir(shm_dir)) == ["psm_swapme00"]
 
 
@@ -314,7 +354,8 @@ def test_an_interrupted_reclaim_puts_every_file_back(shm_dir, monkeypatch):
     plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, **NO_LABELS)
     aside = []
 
-    def interrupted(*args, **kwargs):  # Ctrl-C during the holder pass, every candidate renamed aside
+    # Ctrl-C during the holder pass, every candidate renamed aside
+    def interrupted(*args, **kwargs):
         aside.extend(os.listdir(shm_dir))
         raise KeyboardInterrupt
 
@@ -329,20 +370,26 @@ def test_bytes_freed_counts_only_an_inodes_last_name(shm_dir):
     (shm_dir / "psm_linked00").write_bytes(b"\0" * 8192)
     os.link(shm_dir / "psm_linked00", shm_dir / "other-name")  # an unknown name keeps the blocks
     (shm_dir / "psm_single00").write_bytes(b"\0" * 4096)
-    done = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS).to_json()
+    done = settled_reclaim(
+        str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS
+    ).to_json()
     assert sorted(r["name"] for r in done["removed"]) == ["psm_linked00", "psm_single00"]
     assert done["bytes_freed"] == 4096 and (shm_dir / "other-name").stat().st_size == 8192
 
 
 def test_a_fresh_file_is_left_alone_until_min_age(shm_dir):
     (shm_dir / "psm_fresh000").write_bytes(b"x")
-    result = settled_reclaim(str(shm_dir), yes=True, ignore_unreadable=True, min_age=3600, **NO_LABELS)
+    result = settled_reclaim(
+        str(shm_dir), yes=True, ignore_unreadable=True, min_age=3600, **NO_LABELS
+    )
     done = result.to_json()
     assert done["removed"] == [] and done["candidates"] == []
     [skip] = done["skipped"]
     assert skip["name"] == "psm_fresh000" and skip["reason"].startswith("changed ")
     assert skip["reason"].endswith("s ago (--min-age 3600s)")
-    assert "left alone: 1 file(s) changed less than --min-age 3600s ago" in format_reclaim_text(result)
+    assert "left alone: 1 file(s) changed less than --min-age 3600s ago" in format_reclaim_text(
+        result
+    )
     assert (shm_dir / "psm_fresh000").exists()
 
 
@@ -357,7 +404,8 @@ def test_a_held_file_is_never_put_back_over_a_file_created_meanwhile(shm_dir, ho
     plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, **NO_LABELS)
     real_index = procscan.index_holders
 
-    def meanwhile(*args, **kwargs):  # while the candidate is aside: someone holds it, another file takes its name
+    # while the candidate is aside: someone holds it, another file takes its name
+    def meanwhile(*args, **kwargs):
         if not (shm_dir / "psm_taken000").exists():
             [hidden] = os.listdir(shm_dir)
             holders(f"f = open(os.path.join(D, {hidden!r}), 'rb')", shm_dir)
@@ -370,18 +418,38 @@ def test_a_held_file_is_never_put_back_over_a_file_created_meanwhile(shm_dir, ho
     assert done["removed"] == [] and done["skipped"][-1]["reason"].endswith(
         f"a new file took its name meanwhile: kept as {hidden}"
     )
-    assert (shm_dir / "psm_taken000").read_bytes() == b"new" and (shm_dir / hidden).read_bytes() == b"old"
+    assert (shm_dir / "psm_taken000").read_bytes() == b"new" and (
+        shm_dir / hidden
+    ).read_bytes() == b"old"
 
 
 def test_reclaim_from_a_pid_namespace_of_its_own_refuses(shm_dir, holders):
     """From a container's PID namespace /proc shows none of the host's processes: every holder is invisible."""
-    if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode:
+    if subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True
+    ).returncode:
         pytest.skip("cannot create a PID namespace here (needs root and util-linux unshare)")
     holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
-    argv = [sys.executable, "-m", "composegen", "shm", "--reclaim", "--yes", "--min-age", "0", "--path", str(shm_dir)]
+    argv = [
+        sys.executable,
+        "-m",
+        "composegen",
+        "shm",
+        "--reclaim",
+        "--yes",
+        "--min-age",
+        "0",
+        "--path",
+        str(shm_dir),
+    ]
     res = subprocess.run(
-        ["unshare", "--pid", "--fork", "--mount-proc", *argv], capture_output=True, text=True, cwd=REPO_ROOT
+        ["unshare", "--pid", "--fork", "--mount-proc", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
     )
     assert res.returncode == 1 and res.stdout == ""
-    assert "runs in a PID namespace of its own" in res.stderr and "nothing was removed" in res.stderr
+    assert (
+        "runs in a PID namespace of its own" in res.stderr and "nothing was removed" in res.stderr
+    )
     assert (shm_dir / "psm_held0000").exists()

@@ -35,7 +35,14 @@ def _popen(root, *args: str) -> subprocess.Popen:
 
 def _container_ids(project: str) -> list[str]:
     res = subprocess.run(
-        ["docker", "ps", "-aq", "--no-trunc", "--filter", f"label=com.docker.compose.project={project}"],
+        [
+            "docker",
+            "ps",
+            "-aq",
+            "--no-trunc",
+            "--filter",
+            f"label=com.docker.compose.project={project}",
+        ],
         capture_output=True,
         text=True,
     )
@@ -46,7 +53,9 @@ def _running_for(project: str) -> float:
     """Seconds the project's container has been running (0 before it runs), by Docker's own clock."""
     ids = _container_ids(project)
     res = subprocess.run(
-        ["docker", "inspect", "-f", "{{.State.Running}} {{.State.StartedAt}}", *ids], capture_output=True, text=True
+        ["docker", "inspect", "-f", "{{.State.Running}} {{.State.StartedAt}}", *ids],
+        capture_output=True,
+        text=True,
     )
     fields = res.stdout.split()
     if len(fields) < 2 or fields[0] != "true":
@@ -60,14 +69,20 @@ def test_two_ups_of_one_profile_are_serialized_and_the_loser_leaves_the_winner_a
     try:
         first, second = _popen(root, "up", name, "--emulate"), _popen(root, "up", name, "--emulate")
         outcomes = sorted(
-            (p.wait(timeout=300), p.communicate()[1]) for p in (first, second)
-        )  # one starts it; the other finds it running and ready, and prints its summary (0, issue 16)
+            (p.wait(timeout=300), p.communicate()[1])
+            for p in (first, second)
+            # one starts it; the other finds it running and ready, and prints its summary (0, issue 16)
+        )
         assert [code for code, _ in outcomes] == [0, 0], outcomes
         errs = [err for _, err in outcomes]
         assert sum(f"{name} is already running and ready" in err for err in errs) == 1, errs
         assert "Traceback" not in "".join(errs)
-        status = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]
-        assert [c["state"] for c in status["containers"]] == ["running"] and status["endpoint"]["healthy"] is True
+        status = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)[
+            "stacks"
+        ][0]
+        assert [c["state"] for c in status["containers"]] == ["running"] and status["endpoint"][
+            "healthy"
+        ] is True
         assert run_cli("--root", str(root), "down", name).returncode == 0
         assert project_leftovers(project) == []
     finally:
@@ -91,7 +106,8 @@ def test_the_lock_holder_is_named_while_another_run_waits(tmp_path):
     holder = _popen(root, "up", name, "--emulate")
     try:
         deadline = time.monotonic() + 120
-        while not (lock.is_file() and lock.read_text().strip() == str(holder.pid)):  # the holder has the lock
+        # the holder has the lock
+        while not (lock.is_file() and lock.read_text().strip() == str(holder.pid)):
             assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()[1]
             time.sleep(0.05)
         # Stopped, the holder keeps the lock for as long as the waiter needs to start on a busy machine.
@@ -124,14 +140,17 @@ def test_down_on_failure_never_removes_a_stack_this_run_did_not_start(tmp_path):
     try:
         run = _popen(root, "up", name, "--emulate", "--down-on-failure", "--timeout", "120")
         deadline = time.monotonic() + 120
-        while _running_for(project) < 2.0:  # the run is waiting by now: it has recorded its container
+        # the run is waiting by now: it has recorded its container
+        while _running_for(project) < 2.0:
             assert run.poll() is None and time.monotonic() < deadline, run.communicate()[1]
             time.sleep(0.1)
         ids = _container_ids(project)
         files = ["-f", str(root / "out" / name / "compose.yaml")]
         files += ["-f", str(root / ".composegen" / name / "emulate.override.yaml")]
         replaced = subprocess.run(
-            ["docker", "compose", "-p", project, *files, "up", "-d", "--force-recreate"], capture_output=True, text=True
+            ["docker", "compose", "-p", project, *files, "up", "-d", "--force-recreate"],
+            capture_output=True,
+            text=True,
         )
         assert replaced.returncode == 0, replaced.stderr
         _, stderr = run.communicate(timeout=120)
@@ -140,7 +159,9 @@ def test_down_on_failure_never_removes_a_stack_this_run_did_not_start(tmp_path):
         others = _container_ids(project)
         assert others and set(others).isdisjoint(ids)
         state = subprocess.run(
-            ["docker", "inspect", "-f", "{{.State.Status}}", *others], capture_output=True, text=True
+            ["docker", "inspect", "-f", "{{.State.Status}}", *others],
+            capture_output=True,
+            text=True,
         )
         assert state.stdout.split() == ["running"]
     finally:

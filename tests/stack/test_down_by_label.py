@@ -18,7 +18,9 @@ BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
 
 def _probes(name: str) -> list[str]:
     res = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=io.composegen.probe={name}"], capture_output=True, text=True
+        ["docker", "ps", "-aq", "--filter", f"label=io.composegen.probe={name}"],
+        capture_output=True,
+        text=True,
     )
     return res.stdout.split()
 
@@ -35,7 +37,8 @@ def test_down_removes_the_stack_without_its_compose_file_and_a_left_probe(tmp_pa
             text=True,
         )
         assert probe.returncode == 0, probe.stderr
-        (root / "out" / name / "compose.yaml").unlink()  # e.g. the profile was renamed and re-rendered
+        # e.g. the profile was renamed and re-rendered
+        (root / "out" / name / "compose.yaml").unlink()
 
         res = run_cli("--root", str(root), "down", name)
         assert res.returncode == 0, res.stderr

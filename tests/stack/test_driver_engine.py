@@ -27,7 +27,8 @@ def stacks():
         force_remove(project)
 
 
-@pytest.mark.xdist_group("shipped-stacks")  # compose project composegen-4096-131k on its fixed port 39071
+# compose project composegen-4096-131k on its fixed port 39071
+@pytest.mark.xdist_group("shipped-stacks")
 def test_shipped_candidate_comes_up_emulated_and_goes_away(stacks):
     project = "composegen-4096-131k"
     stacks.append(project)
@@ -35,7 +36,8 @@ def test_shipped_candidate_comes_up_emulated_and_goes_away(stacks):
     assert res.returncode == 0, res.stderr
     up = json.loads(res.stdout)
     assert up["emulated"] is True
-    readiness = [p["phase"] for p in up["phases"] if p["stage"] is None]  # the rest are the engine's stages
+    # the rest are the engine's stages
+    readiness = [p["phase"] for p in up["phases"] if p["stage"] is None]
     assert readiness == ["created", "running", "port open", "health 200", "models ready"]
     assert {"weights", "kv_cache", "ready"} <= {p["stage"] for p in up["phases"]}
     assert up["startup"]["max_model_len"] == 131072
@@ -45,7 +47,8 @@ def test_shipped_candidate_comes_up_emulated_and_goes_away(stacks):
         model = json.load(resp)["data"][0]
     assert model["id"] == "deepseek-v4-flash-r33-b4096-131k" and model["max_model_len"] == 131072
     logs = run_cli("logs", "4096-131k", "--tail", "all").stdout
-    assert f"GPU KV cache size: {up['startup']['kv_cache_tokens']:,} tokens" in logs  # the engine's own line
+    # the engine's own line
+    assert f"GPU KV cache size: {up['startup']['kv_cache_tokens']:,} tokens" in logs
     assert "Available KV cache memory" in logs
     status = json.loads(run_cli("status", "4096-131k", "--json").stdout)["stacks"][0]
     assert status["drift"]["state"] == "in-sync" and status["endpoint"]["max_model_len"] == 131072
@@ -71,7 +74,9 @@ def test_crash_during_load_fails_fast_with_exit_code_and_logs(tmp_path, stacks):
 def test_never_ready_times_out(tmp_path, stacks):
     root, name, _ = emulated_project(tmp_path, env={"EMU_FAULT": "never_ready"})
     stacks.append(f"composegen-{name}")
-    res = run_cli("--root", str(root), "up", name, "--emulate", "--timeout", "6", "--down-on-failure")
+    res = run_cli(
+        "--root", str(root), "up", name, "--emulate", "--timeout", "6", "--down-on-failure"
+    )
     assert res.returncode == 3 and "not ready after 6 s (waiting for: port open)" in res.stderr
     assert project_leftovers(f"composegen-{name}") == []
 
@@ -98,8 +103,18 @@ def test_missing_image_is_a_clear_engine_failure(tmp_path, stacks):
 
 def test_engine_unreachable(tmp_path):
     root, name, _ = emulated_project(tmp_path)
-    res = run_cli("--root", str(root), "up", name, "--emulate", env={"DOCKER_HOST": "unix:///nonexistent.sock"})
-    assert res.returncode == 3 and "Docker engine at unix:///nonexistent.sock (DOCKER_HOST) unreachable" in res.stderr
+    res = run_cli(
+        "--root",
+        str(root),
+        "up",
+        name,
+        "--emulate",
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"},
+    )
+    assert (
+        res.returncode == 3
+        and "Docker engine at unix:///nonexistent.sock (DOCKER_HOST) unreachable" in res.stderr
+    )
     assert "Traceback" not in res.stderr
 
 
@@ -115,17 +130,24 @@ def test_misspelled_flag_past_the_validator_exits_2_like_vllm(tmp_path, stacks):
     r = profile.load(project, name)
     compose = project.out_path(name)
     compose.write_text(
-        compose.read_text().replace('"--max-num-batched-tokens=4096"', '"--max-num-batched-tokenz=4096"')
+        compose.read_text().replace(
+            '"--max-num-batched-tokens=4096"', '"--max-num-batched-tokenz=4096"'
+        )
     )
     image = engine.build_emulator_image()
-    ulimits, _ = emulate.clamp_ulimits({"memlock": -1, "nofile": 1048576}, hostprobe.engine_rlimits(image, name))
+    ulimits, _ = emulate.clamp_ulimits(
+        {"memlock": -1, "nofile": 1048576}, hostprobe.engine_rlimits(image, name)
+    )
     emulate.write_override(project, r, image, ulimits)
     dep = placement.deployment(project, r)
     st = dep.stack(dep.head, emulated=True)
     st.up()
     ctr = placement.vllm_container(engine.project_containers(st.project))
     assert ctr is not None and engine.wait_exit(ctr) == 2
-    assert "vllm serve: error: unrecognized arguments: --max-num-batched-tokenz=4096" in engine.logs(ctr)
+    assert (
+        "vllm serve: error: unrecognized arguments: --max-num-batched-tokenz=4096"
+        in engine.logs(ctr)
+    )
     st.down(timeout=1)
     assert project_leftovers(st.project) == []
 
@@ -155,7 +177,9 @@ def test_ctrl_c_while_waiting_leaves_the_stack_and_says_how_to_stop_it(tmp_path,
 
 
 def test_health_503_after_ready_shows_in_status(tmp_path, stacks):
-    root, name, _ = emulated_project(tmp_path, env={"EMU_FAULT": "health_503_after", "EMU_FAULT_AFTER_S": "1"})
+    root, name, _ = emulated_project(
+        tmp_path, env={"EMU_FAULT": "health_503_after", "EMU_FAULT_AFTER_S": "1"}
+    )
     stacks.append(f"composegen-{name}")
     assert run_cli("--root", str(root), "up", name, "--emulate").returncode == 0
     time.sleep(2)
@@ -171,7 +195,10 @@ def test_kv_too_small_fails_with_the_engines_own_estimate(tmp_path, stacks):
     res = run_cli("--root", str(root), "up", name, "--emulate", "--down-on-failure")
     assert res.returncode == 3, res.stderr
     assert "exited with code 1" in res.stderr
-    assert "recognised kv_too_small_for_max_len: Lower --max-model-len to what fits (at most" in res.stderr
+    assert (
+        "recognised kv_too_small_for_max_len: Lower --max-model-len to what fits (at most"
+        in res.stderr
+    )
     assert project_leftovers(f"composegen-{name}") == []
 
 
@@ -182,10 +209,17 @@ def test_status_reports_drift_and_which_side_is_newer(tmp_path, stacks):
     path = root / "profiles" / f"{name}.yaml"
     path.write_text(path.read_text().replace("max-num-seqs: 1", "max-num-seqs: 2"))
     assert run_cli("--root", str(root), "render", name).returncode == 0
-    drift = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]["drift"]
-    assert drift["state"] == "drifted" and drift["newer"] == "out" and drift["running"] != drift["out"]
+    drift = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0][
+        "drift"
+    ]
+    assert (
+        drift["state"] == "drifted" and drift["newer"] == "out" and drift["running"] != drift["out"]
+    )
     text = run_cli("--root", str(root), "status", name).stdout
     assert "drifted (out is newer)" in text
     stale = run_cli("--root", str(root), "evidence", name)
-    assert stale.returncode == 1 and "evidence would describe a configuration that is not running" in stale.stderr
+    assert (
+        stale.returncode == 1
+        and "evidence would describe a configuration that is not running" in stale.stderr
+    )
     assert run_cli("--root", str(root), "down", name).returncode == 0

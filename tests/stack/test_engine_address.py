@@ -29,14 +29,21 @@ def test_a_context_is_followed_and_an_unreachable_one_is_named(tmp_path):
     env = {"DOCKER_CONFIG": str(config), "DOCKER_HOST": "", "DOCKER_CONTEXT": "gone"}
     res = run_cli("status", env=env)
     assert res.returncode == 3, res.stderr
-    assert "Docker engine at unix:///nonexistent-cg.sock (context gone, from DOCKER_CONTEXT) unreachable" in res.stderr
+    assert (
+        "Docker engine at unix:///nonexistent-cg.sock (context gone, from DOCKER_CONTEXT) unreachable"
+        in res.stderr
+    )
     # `docker context use` (the config's currentContext) counts as much as the variable.
     (config / "config.json").write_text('{"currentContext": "gone"}')
     res = run_cli("status", env={**env, "DOCKER_CONTEXT": ""})
-    assert res.returncode == 3 and "(context gone, from docker context use)" in res.stderr, res.stderr
+    assert res.returncode == 3 and "(context gone, from docker context use)" in res.stderr, (
+        res.stderr
+    )
     # A context that reaches the caller's engine works like it.
     here = subprocess.run(
-        ["docker", "context", "inspect", "--format", "{{.Endpoints.docker.Host}}"], capture_output=True, text=True
+        ["docker", "context", "inspect", "--format", "{{.Endpoints.docker.Host}}"],
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     _context(config, "here", here)
     res = run_cli("status", env={**env, "DOCKER_CONTEXT": "here"})

@@ -50,7 +50,15 @@ def test_the_ceiling_is_probed_once_per_engine(cache, probes):
 @pytest.mark.docker
 @pytest.mark.parametrize(
     "damage",
-    ["expired", "from the future", "not a number", "a bool", "not a dict", "garbage file", "disabled"],
+    [
+        "expired",
+        "from the future",
+        "not a number",
+        "a bool",
+        "not a dict",
+        "garbage file",
+        "disabled",
+    ],
 )
 def test_a_stale_or_damaged_record_is_probed_again(cache, probes, monkeypatch, damage):
     enginecache.rlimits(BASE, "cache-test")
@@ -74,10 +82,20 @@ def test_a_stale_or_damaged_record_is_probed_again(cache, probes, monkeypatch, d
 
 
 def test_an_engine_is_known_by_what_a_reconfiguration_changes():
-    info = {"ID": "abc", "ServerVersion": "20.10.24", "KernelVersion": "6.1", "Runtimes": {"runc": {}}}
+    info = {
+        "ID": "abc",
+        "ServerVersion": "20.10.24",
+        "KernelVersion": "6.1",
+        "Runtimes": {"runc": {}},
+    }
     key = enginecache.engine_key(info)
-    assert enginecache.engine_key({**info, "Containers": 7, "SystemTime": "now"}) == key  # state, not config
-    for changed in ({"ID": "other"}, {"ServerVersion": "28.2"}, {"Runtimes": {"runc": {}, "nvidia": {}}}):
+    # state, not config
+    assert enginecache.engine_key({**info, "Containers": 7, "SystemTime": "now"}) == key
+    for changed in (
+        {"ID": "other"},
+        {"ServerVersion": "28.2"},
+        {"Runtimes": {"runc": {}, "nvidia": {}}},
+    ):
         assert enginecache.engine_key({**info, **changed}) != key
 
 

@@ -32,7 +32,9 @@ def _start_up(root, name: str, *extra: str, env: dict | None = None) -> subproce
 
 def _labelled(label: str) -> list[str]:
     res = subprocess.run(
-        ["docker", "ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"], capture_output=True, text=True
+        ["docker", "ps", "-a", "--filter", f"label={label}", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
     )
     assert res.returncode == 0, res.stderr
     return res.stdout.split()
@@ -42,7 +44,9 @@ def _interrupt_when(proc: subprocess.Popen, ready, timeout: float = 120) -> tupl
     """SIGINT as soon as `ready()` holds (polled as fast as docker answers); the exit code and stderr."""
     deadline = time.monotonic() + timeout
     while not ready():
-        assert proc.poll() is None, f"up ended before the moment to interrupt: {proc.communicate()[1]}"
+        assert proc.poll() is None, (
+            f"up ended before the moment to interrupt: {proc.communicate()[1]}"
+        )
         assert time.monotonic() < deadline, "the moment to interrupt never came"
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
@@ -53,7 +57,9 @@ def _assert_clean_exit(code: int, stderr: str, name: str) -> None:
     # 130, or ended by the SIGINT itself once it has spoken (a shell reports that as 130 too)
     assert code == 130 or (code == -signal.SIGINT and stderr.strip()), stderr
     assert "Traceback" not in stderr and "internal error" not in stderr, stderr
-    assert not _labelled(f"io.composegen.probe={name}"), "a probe container outlived the interrupted run"
+    assert not _labelled(f"io.composegen.probe={name}"), (
+        "a probe container outlived the interrupted run"
+    )
 
 
 def _assert_down_leaves_nothing(root, name: str) -> None:
@@ -77,11 +83,15 @@ def project(tmp_path):
 
 def test_ctrl_c_while_a_preflight_probe_runs_removes_the_probe_and_starts_nothing(project):
     root, name = project
-    proc = _start_up(root, name, env={"COMPOSEGEN_NO_CACHE": "1"})  # the cold path: the rlimit probe runs
+    # the cold path: the rlimit probe runs
+    proc = _start_up(root, name, env={"COMPOSEGEN_NO_CACHE": "1"})
     code, stderr = _interrupt_when(proc, lambda: bool(_labelled(f"io.composegen.probe={name}")))
     _assert_clean_exit(code, stderr, name)
     assert f"interrupted during preflight of {name}" in stderr
-    assert "nothing of it is left on the engine" in stderr and f"composegen up {name} --emulate" in stderr
+    assert (
+        "nothing of it is left on the engine" in stderr
+        and f"composegen up {name} --emulate" in stderr
+    )
     assert project_leftovers(f"composegen-{name}") == []
 
 
@@ -96,7 +106,9 @@ def test_ctrl_c_during_compose_up_says_what_it_left_and_down_removes_it(project)
         assert ("left: " in stderr) == bool(left), stderr
         assert all(thing in stderr for thing in left), stderr  # each leftover is named
         if left:
-            assert f"composegen down {name}" in stderr and f"composegen up {name} --emulate" in stderr
+            assert (
+                f"composegen down {name}" in stderr and f"composegen up {name} --emulate" in stderr
+            )
     _assert_down_leaves_nothing(root, name)
 
 
@@ -109,7 +121,8 @@ def test_ctrl_c_at_any_moment_leaks_nothing_down_does_not_remove(project, delay)
     _, stderr = proc.communicate(timeout=120)
     _assert_clean_exit(proc.returncode, stderr, name)
     lines = stderr.strip().splitlines()
-    if lines == ["composegen: interrupted"]:  # before `up` began (modules, the profile): nothing started
+    # before `up` began (modules, the profile): nothing started
+    if lines == ["composegen: interrupted"]:
         assert project_leftovers(f"composegen-{name}") == []
     else:  # a run that began says what it left and how to remove it or start again
         assert lines[-1].startswith("hint: ") or "this run started nothing" in stderr, stderr
@@ -119,7 +132,8 @@ def test_ctrl_c_at_any_moment_leaks_nothing_down_does_not_remove(project, delay)
 def test_ctrl_c_while_waiting_keeps_the_stack_and_says_how_to_stop_it(project):
     root, name = project
     proc = _start_up(root, name)
-    code, stderr = _interrupt_when(proc, lambda: _running_for(name) > 2.0)  # `compose up` returned long ago
+    # `compose up` returned long ago
+    code, stderr = _interrupt_when(proc, lambda: _running_for(name) > 2.0)
     _assert_clean_exit(code, stderr, name)
     assert f"stopped waiting for {name}; the stack keeps running" in stderr
     assert f"composegen down {name}" in stderr
@@ -137,9 +151,15 @@ def _running_for(name: str) -> float:
     if not res.stdout.split():
         return 0.0
     started = subprocess.run(
-        ["docker", "inspect", "-f", "{{.State.StartedAt}}", *res.stdout.split()], capture_output=True, text=True
+        ["docker", "inspect", "-f", "{{.State.StartedAt}}", *res.stdout.split()],
+        capture_output=True,
+        text=True,
     ).stdout.split()
-    return time.time() - datetime.fromisoformat(started[0][:26].rstrip("Z") + "+00:00").timestamp() if started else 0.0
+    return (
+        time.time() - datetime.fromisoformat(started[0][:26].rstrip("Z") + "+00:00").timestamp()
+        if started
+        else 0.0
+    )
 
 
 def _states(name: str) -> list[str]:
@@ -169,7 +189,10 @@ def test_sigterm_or_sighup_while_waiting_say_what_was_left_as_ctrl_c_does(projec
     proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == code, stderr
-    assert f"{signal.Signals(signum).name}: stopped waiting for {name}; the stack keeps running" in stderr
+    assert (
+        f"{signal.Signals(signum).name}: stopped waiting for {name}; the stack keeps running"
+        in stderr
+    )
     assert f"composegen down {name}" in stderr and "Traceback" not in stderr
     _assert_down_leaves_nothing(root, name)
 
@@ -183,6 +206,8 @@ def test_sigterm_during_compose_up_says_what_it_left(project):
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr
-    assert "SIGTERM: " in stderr and ("left:" in stderr or "keeps running" in stderr or "nothing of it" in stderr)
+    assert "SIGTERM: " in stderr and (
+        "left:" in stderr or "keeps running" in stderr or "nothing of it" in stderr
+    )
     assert "Traceback" not in stderr
     _assert_down_leaves_nothing(root, name)

@@ -9,7 +9,9 @@ from composegen.stack.reports import LoadingStatus
 
 
 def _loading(**changes) -> LoadingStatus:
-    values = dict(stage="weights", label="loading weights", summary="loading weights 3/8", done=3, total=8)
+    values = dict(
+        stage="weights", label="loading weights", summary="loading weights 3/8", done=3, total=8
+    )
     values.update(elapsed_s=40.0, in_start_period=True, failed=None)
     values.update(changes)
     return LoadingStatus(**values)
@@ -39,6 +41,10 @@ def test_health_column_shows_our_readiness_while_dockers_check_has_not_run_yet()
 
 
 def test_docker_timestamped_lines_are_split():
-    rows = loadstate.stamped("2026-11-30T15:51:41.123456789Z (EngineCore pid=1) hello\nno stamp here")
-    assert rows[0][1] == "(EngineCore pid=1) hello" and rows[0][0] == pytest.approx(1796053901.123456)
+    rows = loadstate.stamped(
+        "2026-11-30T15:51:41.123456789Z (EngineCore pid=1) hello\nno stamp here"
+    )
+    assert rows[0][1] == "(EngineCore pid=1) hello" and rows[0][0] == pytest.approx(
+        1796053901.123456
+    )
     assert rows[1] == (None, "no stamp here")

@@ -18,7 +18,9 @@ from tests.support.helpers import make_project
 GIB = 2**30
 
 
-def test_parse_meminfo_reads_this_host_and_refuses_a_file_without_memavailable(tmp_path, monkeypatch):
+def test_parse_meminfo_reads_this_host_and_refuses_a_file_without_memavailable(
+    tmp_path, monkeypatch
+):
     mem = memguard.read_local()
     assert 0 < mem.available <= mem.total
     fake = tmp_path / "meminfo"
@@ -41,10 +43,14 @@ def test_parse_meminfo_reads_this_host_and_refuses_a_file_without_memavailable(t
     ],
 )
 def test_judge(declared, detected, available, status):
-    got, message = memguard.judge("spark-2", memguard.Memory(available * GIB, 128 * GIB), 8 * GIB, declared, detected)
+    got, message = memguard.judge(
+        "spark-2", memguard.Memory(available * GIB, 128 * GIB), 8 * GIB, declared, detected
+    )
     assert got == status
     if status == "fail":
-        assert message.startswith(f"spark-2: MemAvailable {available}.0 GiB of 128.0 GiB, below the floor of 8.0 GiB")
+        assert message.startswith(
+            f"spark-2: MemAvailable {available}.0 GiB of 128.0 GiB, below the floor of 8.0 GiB"
+        )
 
 
 def test_watcher_stops_once_and_names_the_node():
@@ -61,7 +67,9 @@ def test_watcher_stops_once_and_names_the_node():
         guard.check()  # above the floor: nothing to say
         readings["b"] = 3 * GIB
         assert stopped.wait(10)
-        with pytest.raises(memguard.MemoryLow, match=r"node b: MemAvailable 3\.0 GiB of 64\.0 GiB fell below"):
+        with pytest.raises(
+            memguard.MemoryLow, match=r"node b: MemAvailable 3\.0 GiB of 64\.0 GiB fell below"
+        ):
             guard.check()
     assert stops == [1]
 
@@ -85,7 +93,11 @@ def load(tmp_path: Path, online: bool = False):
     cache = tmp_path / "hf"
     text = PROFILE.format(digest="a" * 64, rev="e" * 40, cache=cache, online=str(online).lower())
     project = find_project(make_project(tmp_path / "p", {"tiny": text}))
-    return project, resolve.load(project, "tiny"), cache / "hub" / "models--org--tiny" / "snapshots" / ("e" * 40)
+    return (
+        project,
+        resolve.load(project, "tiny"),
+        cache / "hub" / "models--org--tiny" / "snapshots" / ("e" * 40),
+    )
 
 
 def test_weights_preflight_fails_warns_and_goes_offline(tmp_path):
@@ -94,14 +106,19 @@ def test_weights_preflight_fails_warns_and_goes_offline(tmp_path):
         placement.deployment(project, r), None, emulate=False, allow_download=False
     )
     assert (check.name, check.status, complete) == ("weights", "fail", False)
-    assert "missing config.json" in check.message and "`composegen weights tiny --download`" in check.message
     assert (
-        nodecache.preflight_checks(placement.deployment(project, r), None, emulate=True, allow_download=False)[0][
-            0
-        ].status
+        "missing config.json" in check.message
+        and "`composegen weights tiny --download`" in check.message
+    )
+    assert (
+        nodecache.preflight_checks(
+            placement.deployment(project, r), None, emulate=True, allow_download=False
+        )[0][0].status
         == "warn"
     )
-    [check], _ = nodecache.preflight_checks(placement.deployment(project, r), None, emulate=False, allow_download=True)
+    [check], _ = nodecache.preflight_checks(
+        placement.deployment(project, r), None, emulate=False, allow_download=True
+    )
     assert check.status == "warn" and "--allow-download" in check.message
     assert nodecache.offline_override(project, r, None, complete) is None
 
@@ -116,4 +133,5 @@ def test_weights_preflight_fails_warns_and_goes_offline(tmp_path):
     assert path is not None and 'HF_HUB_OFFLINE: "1"' in path.read_text()
 
     project, r, _ = load(tmp_path / "online", online=True)
-    assert nodecache.offline_override(project, r, None, True) is None  # hf_online keeps the engine online
+    # hf_online keeps the engine online
+    assert nodecache.offline_override(project, r, None, True) is None

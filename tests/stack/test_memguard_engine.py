@@ -36,7 +36,9 @@ emulate:
 def meminfo(path: Path, available_gib: float) -> None:
     kb = int(available_gib * 2**20)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"MemTotal:       {128 * 2**20} kB\nMemFree:        {kb} kB\nMemAvailable:   {kb} kB\n")
+    tmp.write_text(
+        f"MemTotal:       {128 * 2**20} kB\nMemFree:        {kb} kB\nMemAvailable:   {kb} kB\n"
+    )
     tmp.replace(path)  # atomic: the guard never reads half a file
 
 
@@ -55,7 +57,9 @@ def setup(tmp_path: Path, load: float, complete: bool) -> tuple[Path, str, Path]
     cache.mkdir()
     if complete:
         complete_snapshot(cache)
-    text = tiny_profile(f"{name}-served", f"{{host: {free_port()}}}", rest=REST.format(cache=cache, load=load))
+    text = tiny_profile(
+        f"{name}-served", f"{{host: {free_port()}}}", rest=REST.format(cache=cache, load=load)
+    )
     root = make_project(tmp_path / "proj", {name: text})
     assert run_cli("--root", str(root), "render", name).returncode == 0
     return root, name, tmp_path / "meminfo"
@@ -70,7 +74,9 @@ def container(project: str) -> dict | None:
     if not ids:
         return None
     # compose may remove the container it just listed (a recreate): then there is none yet
-    found = json.loads(subprocess.run(["docker", "inspect", ids[0]], capture_output=True, text=True).stdout or "[]")
+    found = json.loads(
+        subprocess.run(["docker", "inspect", ids[0]], capture_output=True, text=True).stdout or "[]"
+    )
     return found[0] if found else None
 
 
@@ -93,20 +99,26 @@ def test_guard_stops_a_loading_stack_below_the_floor(tmp_path):
             assert proc.poll() is None, proc.communicate()[1]
             assert time.monotonic() < deadline, "the stack never started"
             time.sleep(0.2)
-        assert "HF_HUB_OFFLINE=1" in c["Config"]["Env"]  # complete weights: the engine stays off the Hub
+        # complete weights: the engine stays off the Hub
+        assert "HF_HUB_OFFLINE=1" in c["Config"]["Env"]
         time.sleep(1.0)  # well into the load (60 s), far from ready
         crossed = time.time()
         meminfo(fake, 4.0)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 3, stderr
-        assert "node this host: MemAvailable 4.0 GiB of 128.0 GiB fell below the memory guard's floor of 8.0 GiB" in (
-            stderr
+        assert (
+            "node this host: MemAvailable 4.0 GiB of 128.0 GiB fell below the memory guard's floor of 8.0 GiB"
+            in (stderr)
         )
         assert "preflight ok   memory: MemAvailable 20.0 GiB" in stderr
         state = container(project)["State"]
         assert state["Running"] is False
-        stopped = datetime.fromisoformat(state["FinishedAt"][:26].rstrip("Z") + "+00:00").timestamp()
-        print(f"memory guard: container stopped {stopped - crossed:.2f} s after MemAvailable crossed the floor")
+        stopped = datetime.fromisoformat(
+            state["FinishedAt"][:26].rstrip("Z") + "+00:00"
+        ).timestamp()
+        print(
+            f"memory guard: container stopped {stopped - crossed:.2f} s after MemAvailable crossed the floor"
+        )
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -119,10 +131,13 @@ def test_preflight_refuses_below_the_floor_and_warns_on_incomplete_weights(tmp_p
     meminfo(fake, 6.5)
     project = f"composegen-{name}"
     try:
-        res = run_cli("--root", str(root), "up", name, "--emulate", env={"COMPOSEGEN_MEMINFO": str(fake)})
+        res = run_cli(
+            "--root", str(root), "up", name, "--emulate", env={"COMPOSEGEN_MEMINFO": str(fake)}
+        )
         assert res.returncode == 3, res.stderr
-        assert "preflight FAIL memory: this host: MemAvailable 6.5 GiB of 128.0 GiB, below the floor of 8.0 GiB" in (
-            res.stderr
+        assert (
+            "preflight FAIL memory: this host: MemAvailable 6.5 GiB of 128.0 GiB, below the floor of 8.0 GiB"
+            in (res.stderr)
         )
         assert "preflight warn weights: org/tiny-model@dddddddddddd is incomplete" in res.stderr
         assert container(project) is None  # refused before anything started
@@ -145,13 +160,18 @@ def test_wait_is_guarded_too(tmp_path, monkeypatch):
     project = f"composegen-{name}"
     monkeypatch.setenv("COMPOSEGEN_MEMINFO", str(fake))
     try:
-        res = run_cli("--root", str(root), "up", name, "--emulate", "--no-wait", env=dict(os.environ))
+        res = run_cli(
+            "--root", str(root), "up", name, "--emulate", "--no-wait", env=dict(os.environ)
+        )
         assert res.returncode == 0, res.stderr
-        assert "HF_HUB_OFFLINE=1" not in container(project)["Config"]["Env"]  # incomplete: the engine may download
+        # incomplete: the engine may download
+        assert "HF_HUB_OFFLINE=1" not in container(project)["Config"]["Env"]
         proj = find_project(root)
         timer = threading.Timer(1.5, meminfo, (fake, 2.0))
         timer.start()
-        with pytest.raises(memguard.MemoryLow, match=r"node this host: MemAvailable 2\.0 GiB") as caught:
+        with pytest.raises(
+            memguard.MemoryLow, match=r"node this host: MemAvailable 2\.0 GiB"
+        ) as caught:
             driver.attach(proj, resolve.load(proj, name))
         timer.join()
         assert caught.value.exit_code == 3

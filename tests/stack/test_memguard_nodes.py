@@ -12,7 +12,10 @@ import pytest
 
 from composegen.stack import memguard
 from composegen.stack.targets import Target
-from tests.support.second_engine import BASE_IMAGE, second_engine  # noqa: F401 - the session fixture
+from tests.support.second_engine import (  # noqa: F401 - the session fixture
+    BASE_IMAGE,
+    second_engine,
+)
 
 pytestmark = pytest.mark.docker
 

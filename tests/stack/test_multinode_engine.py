@@ -17,7 +17,11 @@ import pytest
 
 from tests.support.engine import free_port, tiny_profile
 from tests.support.helpers import REPO, make_project, run_cli
-from tests.support.second_engine import force_remove, leftovers, second_engine  # noqa: F401 - the session fixture
+from tests.support.second_engine import (  # noqa: F401 - the session fixture
+    force_remove,
+    leftovers,
+    second_engine,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -46,7 +50,9 @@ emulate:
 def two_node(tmp_path, second_engine):  # noqa: F811 - pytest injects the imported fixture
     made: list[tuple[str, str]] = []
 
-    def make(load: float = 1.0, worker_host: str | None = None, head_context: str | None = None) -> tuple:
+    def make(
+        load: float = 1.0, worker_host: str | None = None, head_context: str | None = None
+    ) -> tuple:
         """Head n0 on the local engine (or on the second engine through a docker context), worker n1 on the
         second engine (or on `worker_host`, or locally when the head took the second engine)."""
         name = f"mn-{uuid.uuid4().hex[:8]}"
@@ -73,7 +79,9 @@ def two_node(tmp_path, second_engine):  # noqa: F811 - pytest injects the import
 
 
 def _container(name: str, host: str | None = None) -> dict:
-    res = subprocess.run(["docker", *(["-H", host] if host else []), "inspect", name], capture_output=True, text=True)
+    res = subprocess.run(
+        ["docker", *(["-H", host] if host else []), "inspect", name], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)[0]
 
@@ -93,9 +101,13 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
     res = run_cli("--root", str(root), "up", name, "--emulate", "--json", timeout=600)
     assert res.returncode == 0, res.stderr
     up = json.loads(res.stdout)
-    assert [(n["name"], n["rank"], n["role"]) for n in up["nodes"]] == [("n0", 0, "head"), ("n1", 1, "worker")]
+    assert [(n["name"], n["rank"], n["role"]) for n in up["nodes"]] == [
+        ("n0", 0, "head"),
+        ("n1", 1, "worker"),
+    ]
     assert up["nodes"][1]["engine"] == second_engine.url
-    readiness = [p["phase"] for p in up["phases"] if p["stage"] is None]  # the rest are the engine's stages
+    # the rest are the engine's stages
+    readiness = [p["phase"] for p in up["phases"] if p["stage"] is None]
     assert readiness[-1] == "models ready" and up["startup"]["ready"] is True
     assert {c["name"] for c in up["checks"]} >= {
         "n0/engine",
@@ -129,7 +141,10 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
     path.write_text(text.replace(second_engine.url, "unix:///nonexistent/composegen-status.sock"))
     lost = run_cli("--root", str(root), "status", name)
     assert lost.returncode == 3, lost.stdout + lost.stderr
-    assert "node n1 (unix:///nonexistent/composegen-status.sock) unreachable" in lost.stderr.splitlines()[0]
+    assert (
+        "node n1 (unix:///nonexistent/composegen-status.sock) unreachable"
+        in lost.stderr.splitlines()[0]
+    )
     assert "n0 (rank 0)" in lost.stdout  # the table still shows what runs
     path.write_text(text)
 
@@ -147,7 +162,10 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
     assert res.returncode == 0, res.stderr
     down = json.loads(res.stdout)
     assert sorted(down["removed"]) == sorted([head, worker])
-    assert leftovers(f"composegen-{name}-n0") == [] and leftovers(f"composegen-{name}-n1", second_engine.url) == []
+    assert (
+        leftovers(f"composegen-{name}-n0") == []
+        and leftovers(f"composegen-{name}-n1", second_engine.url) == []
+    )
     assert not (root / ".composegen" / name / "n1" / "emulate.override.yaml").exists()
 
 
@@ -155,7 +173,17 @@ def test_worker_killed_while_loading_fails_up_naming_the_worker(two_node, second
     root, name = two_node(load=30)
     worker = f"composegen-{name}-n1-vllm-1"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "composegen", "--root", str(root), "up", name, "--emulate", "--down-on-failure"],
+        [
+            sys.executable,
+            "-m",
+            "composegen",
+            "--root",
+            str(root),
+            "up",
+            name,
+            "--emulate",
+            "--down-on-failure",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -170,16 +198,24 @@ def test_worker_killed_while_loading_fails_up_naming_the_worker(two_node, second
     second_engine.docker("kill", worker)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 3, stderr
-    assert f"node n1 (rank 1, worker, {second_engine.url})" in stderr and "exited with code 137" in stderr
+    assert (
+        f"node n1 (rank 1, worker, {second_engine.url})" in stderr
+        and "exited with code 137" in stderr
+    )
     assert "--- node n1: last 80 log lines ---" in stderr and "Joined the master" in stderr
     assert "Traceback" not in stderr
-    assert leftovers(f"composegen-{name}-n0") == [] and leftovers(f"composegen-{name}-n1", second_engine.url) == []
+    assert (
+        leftovers(f"composegen-{name}-n0") == []
+        and leftovers(f"composegen-{name}-n1", second_engine.url) == []
+    )
 
 
 def test_unreachable_node_is_reported_by_name_never_skipped(two_node):
     root, name = two_node(worker_host="unix:///nonexistent/composegen-test.sock")
     res = run_cli("--root", str(root), "up", name, "--emulate")
-    assert res.returncode == 3 and "n1/engine" in res.stderr and "unreachable" in res.stderr, res.stderr
+    assert res.returncode == 3 and "n1/engine" in res.stderr and "unreachable" in res.stderr, (
+        res.stderr
+    )
     assert leftovers(f"composegen-{name}-n0") == []  # nothing started anywhere
 
     status = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]
@@ -192,7 +228,11 @@ def test_unreachable_node_is_reported_by_name_never_skipped(two_node):
     assert "node n1 (unix:///nonexistent/composegen-test.sock) unreachable" in text
 
     res = run_cli("--root", str(root), "down", name)
-    assert res.returncode == 3 and "node n1 (rank 1, worker" in res.stderr and "Traceback" not in res.stderr
+    assert (
+        res.returncode == 3
+        and "node n1 (rank 1, worker" in res.stderr
+        and "Traceback" not in res.stderr
+    )
 
 
 def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
@@ -206,7 +246,8 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
     config.mkdir()
     plugins = Path.home() / ".docker" / "cli-plugins"
     if plugins.is_dir():
-        (config / "cli-plugins").symlink_to(plugins)  # keep `docker compose` with a private DOCKER_CONFIG
+        # keep `docker compose` with a private DOCKER_CONFIG
+        (config / "cli-plugins").symlink_to(plugins)
     monkeypatch.setenv("DOCKER_CONFIG", str(config))
     context = f"cg-{uuid.uuid4().hex[:8]}"
     subprocess.run(
@@ -217,23 +258,40 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
     root, name = two_node(head_context=context)
     master = int(
         next(
-            line for line in (root / "profiles" / f"{name}.yaml").read_text().splitlines() if "master_port" in line
+            line
+            for line in (root / "profiles" / f"{name}.yaml").read_text().splitlines()
+            if "master_port" in line
         ).split()[-1]
     )
-    with socket.socket() as busy:  # the second engine shares this host's network: its probe must see this
+    # the second engine shares this host's network: its probe must see this
+    with socket.socket() as busy:
         busy.bind(("127.0.0.1", master))
         busy.listen()
-        res = run_cli("--root", str(root), "up", name, "--emulate", env={"DOCKER_CONFIG": str(config)})
+        res = run_cli(
+            "--root", str(root), "up", name, "--emulate", env={"DOCKER_CONFIG": str(config)}
+        )
     assert res.returncode == 3, res.stderr
-    assert f"n0/port: master port 0.0.0.0:{master} is already in use on context {context}" in res.stderr
+    assert (
+        f"n0/port: master port 0.0.0.0:{master} is already in use on context {context}"
+        in res.stderr
+    )
     assert leftovers(f"composegen-{name}-n0", second_engine.url) == []
 
     res = run_cli(
-        "--root", str(root), "up", name, "--emulate", "--json", env={"DOCKER_CONFIG": str(config)}, timeout=600
+        "--root",
+        str(root),
+        "up",
+        name,
+        "--emulate",
+        "--json",
+        env={"DOCKER_CONFIG": str(config)},
+        timeout=600,
     )
     assert res.returncode == 0, res.stderr
     up = json.loads(res.stdout)
-    assert up["nodes"][0]["engine"] == f"context {context}" and up["endpoint"].startswith("http://127.0.0.1:")
+    assert up["nodes"][0]["engine"] == f"context {context}" and up["endpoint"].startswith(
+        "http://127.0.0.1:"
+    )
     assert any(c["name"] == "n0/shm" for c in up["checks"])
     assert second_engine.docker(
         "ps", "--filter", f"label=com.docker.compose.project=composegen-{name}-n0", "-q"
@@ -245,10 +303,18 @@ def test_a_node_named_by_docker_context_is_checked_through_a_probe_container(
 
     report, text = driver.shm_report(profile.load(Project(root), name))
     head, worker = report.nodes
-    assert head.local is False and head.probe is not None and head.probe.free_bytes > 0 and head.scan is None
+    assert (
+        head.local is False
+        and head.probe is not None
+        and head.probe.free_bytes > 0
+        and head.scan is None
+    )
     assert worker.local is True and worker.scan is not None and worker.scan.path == "/dev/shm"
     assert "named like leftovers (holders not checked remotely)" in text
 
     res = run_cli("--root", str(root), "down", name, env={"DOCKER_CONFIG": str(config)})
     assert res.returncode == 0, res.stderr
-    assert leftovers(f"composegen-{name}-n0", second_engine.url) == [] and leftovers(f"composegen-{name}-n1") == []
+    assert (
+        leftovers(f"composegen-{name}-n0", second_engine.url) == []
+        and leftovers(f"composegen-{name}-n1") == []
+    )

@@ -43,11 +43,13 @@ def test_ulimit_check_and_clamp_against_the_engine_ceiling():
 
 
 def test_reclaim_shm_removes_leftovers_or_says_why_not():
-    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))  # reclaim works on a tmpfs only
+    # reclaim works on a tmpfs only
+    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))
     leftover = shm_dir / "psm_deadbeef"
     leftover.write_bytes(b"x" * 4096)
     try:
-        check = preflight.reclaim_shm(str(shm_dir), min_age=0)  # ctime cannot be aged: no minimum age here
+        # ctime cannot be aged: no minimum age here
+        check = preflight.reclaim_shm(str(shm_dir), min_age=0)
         unreadable = shm.scan(str(shm_dir)).unreadable_pids
     finally:
         remaining = leftover.exists()
@@ -61,8 +63,12 @@ def test_reclaim_shm_removes_leftovers_or_says_why_not():
 
 def test_emulator_override_swaps_image_removes_gpus_and_keeps_the_rest():
     r = profile.load(Project(REPO), "393k-offload")
-    text = emulate.override_text(r, "composegen/vllm-emulator:abc", {"memlock": {"soft": 1, "hard": 1}})
-    assert "deploy: !reset null" in text and "gpus: !reset []" in text and "ulimits: !override" in text
+    text = emulate.override_text(
+        r, "composegen/vllm-emulator:abc", {"memlock": {"soft": 1, "hard": 1}}
+    )
+    assert (
+        "deploy: !reset null" in text and "gpus: !reset []" in text and "ulimits: !override" in text
+    )
 
     class Loader(yaml.SafeLoader):
         pass

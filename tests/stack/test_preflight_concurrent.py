@@ -35,7 +35,9 @@ def cache(tmp_path, monkeypatch):
 def probes(monkeypatch):
     calls = []
     real = hostprobe.engine_rlimits
-    monkeypatch.setattr(hostprobe, "engine_rlimits", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(
+        hostprobe, "engine_rlimits", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
     return calls
 
 
@@ -53,7 +55,8 @@ def test_checks_arrive_in_their_order_and_the_cache_spares_the_probe(tmp_path, c
         prep = prepare.prepare(dep, prepare.UpOptions(emulate=True), sink)
         assert [c.name for c in sink.seen] == ORDER, run
         assert prep.checks == sink.seen
-        assert all(c.status != "fail" for c in prep.checks), prep.checks  # ulimits: clamped, a warning
+        # ulimits: clamped, a warning
+        assert all(c.status != "fail" for c in prep.checks), prep.checks
     assert len(probes) == 1  # the second preflight's ulimits came from the engine's record
 
 
@@ -62,7 +65,9 @@ def test_another_engine_id_is_probed_again(tmp_path, cache, probes, monkeypatch)
     dep = _deployment(tmp_path)
     prepare.prepare(dep, prepare.UpOptions(emulate=True), Recorder())
     real = engine.engine_info
-    monkeypatch.setattr(engine, "engine_info", lambda target=None: {**real(target), "ID": "another-engine"})
+    monkeypatch.setattr(
+        engine, "engine_info", lambda target=None: {**real(target), "ID": "another-engine"}
+    )
     prepare.prepare(dep, prepare.UpOptions(emulate=True), Recorder())
     assert len(probes) == 2
     prepare.prepare(dep, prepare.UpOptions(emulate=True), Recorder())

@@ -26,7 +26,8 @@ def _mode(path: Path) -> int:
 
 @pytest.fixture
 def open_umask():
-    previous = os.umask(0o022)  # the usual default: files 0644, directories 0755 unless asked otherwise
+    # the usual default: files 0644, directories 0755 unless asked otherwise
+    previous = os.umask(0o022)
     yield
     os.umask(previous)
 
@@ -46,7 +47,8 @@ def test_the_emulator_override_and_the_lock_are_private(project, open_umask):
     with privatestate.profile_lock(project, r.name):
         lock = project.root / ".composegen" / "locks" / f"{r.name}.lock"
         assert _mode(lock) == 0o600 and _mode(lock.parent) == 0o700
-        assert lock.read_text().strip() == str(os.getpid())  # who holds it, for a waiting run to name
+        # who holds it, for a waiting run to name
+        assert lock.read_text().strip() == str(os.getpid())
 
 
 def test_a_symlink_in_the_state_directory_is_refused_not_followed(project, tmp_path_factory):
@@ -69,7 +71,16 @@ def test_a_rewritten_file_keeps_private_mode(project, open_umask):
 
 def test_an_evidence_bundle_is_private(project, open_umask):
     log = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"
-    res = run_cli("--root", str(project.root), "evidence", "--from-log", str(log), "--profile", "4096-131k", "--json")
+    res = run_cli(
+        "--root",
+        str(project.root),
+        "evidence",
+        "--from-log",
+        str(log),
+        "--profile",
+        "4096-131k",
+        "--json",
+    )
     assert res.returncode == 0, res.stderr
     bundle = project.root / json.loads(res.stdout)["path"]
     assert _mode(project.root / "runs") == 0o700 and _mode(bundle) == 0o700
@@ -105,7 +116,8 @@ def test_private_state_has_one_home():
         f"{path.relative_to(package)}:{node.name}"
         for path in package.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.FunctionDef) and node.name in ("private_dir", "now_iso", "now_utc", "iso")
+        if isinstance(node, ast.FunctionDef)
+        and node.name in ("private_dir", "now_iso", "now_utc", "iso")
     ]
     assert defined == ["privatestate.py:private_dir"]
     stamp_formats = {
@@ -117,7 +129,11 @@ def test_private_state_has_one_home():
     }
     assert stamp_formats == {'STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"'}, stamp_formats
     code = "import sys, composegen.edge.keys; print(sum(m.startswith('composegen') for m in sys.modules))"
-    loaded = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    loaded = int(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
     assert loaded <= 10
 
 

@@ -47,7 +47,12 @@ def test_up_then_attach_report_checks_phases_and_every_log_line(tmp_path):
         attached = Recorder()
         ready = driver.attach(project, r, attached)
         phases = attached.of("phase")
-        assert phases[0] == "starting" and phases[-4:] == ["running", "port open", "health 200", "models ready"]
+        assert phases[0] == "starting" and phases[-4:] == [
+            "running",
+            "port open",
+            "health 200",
+            "models ready",
+        ]
         lines = attached.of("log")
         assert lines and all(line.timestamp is not None and line.node is None for line in lines)
         assert [line.timestamp for line in lines] == sorted(line.timestamp for line in lines)

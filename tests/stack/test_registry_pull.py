@@ -28,9 +28,12 @@ def test_pull_progress_counts_the_bytes_the_engine_downloads_from_the_registry(t
         check = preflight.image_check(ref, False, None, on_pull)
         assert (check.status, check.message) == ("ok", f"{ref} pulled")
         pull = sink.tracker.stages["pull"]
-        assert pull.unit == "B" and pull.total is not None and pull.total >= 24 << 20  # random bytes do not shrink
+        # random bytes do not shrink
+        assert pull.unit == "B" and pull.total is not None and pull.total >= 24 << 20
         assert pull.done == pull.total
-        partial = [(c, t) for s, c, t in events if s == "Downloading" and c is not None and t and c < t]
+        partial = [
+            (c, t) for s, c, t in events if s == "Downloading" and c is not None and t and c < t
+        ]
         assert partial, "the engine reported no partial download: nothing came from the registry"
         assert "pulling image" in out.getvalue()
     finally:
@@ -49,7 +52,9 @@ def test_up_pulls_the_emulator_image_from_the_registry_and_shows_the_pull(tmp_pa
     env = {**os.environ, "COMPOSEGEN_EMULATOR_IMAGE": ref}
     cli = [sys.executable, "-m", "composegen", "--root", str(root)]
     try:
-        proc = subprocess.run([*cli, "up", name, "--emulate"], capture_output=True, text=True, timeout=300, env=env)
+        proc = subprocess.run(
+            [*cli, "up", name, "--emulate"], capture_output=True, text=True, timeout=300, env=env
+        )
         assert proc.returncode == 0, proc.stderr
         assert f"preflight ok   image: {ref} pulled" in proc.stderr
         assert "] pulling image" in proc.stderr  # the stage line, before `creating`

@@ -52,14 +52,17 @@ def ssh_children_left(node) -> list[str]:
     """composegen's ssh processes for NODE's config: other xdist workers run their own sshd and tunnels
     at the same time, under another fixture directory."""
     res = subprocess.run(["pgrep", "-a", "-f", "composegen-ssh-"], capture_output=True, text=True)
-    return [line for line in res.stdout.splitlines() if "pgrep" not in line and str(node.dir) in line]
+    return [
+        line for line in res.stdout.splitlines() if "pgrep" not in line and str(node.dir) in line
+    ]
 
 
 def test_an_alias_with_a_non_default_port_reaches_the_nodes_engine(ssh_node, second_engine):  # noqa: F811
     expected = second_engine.docker("info", "--format", "{{.ID}}").stdout.strip()
     seen = run_command(ssh_node, ssh_node.config)
     assert seen["ok"], seen
-    assert seen["id"] == expected  # the engine DOCKER_HOST in ~/.ssh/environment names, not the local one
+    # the engine DOCKER_HOST in ~/.ssh/environment names, not the local one
+    assert seen["id"] == expected
     assert ssh_node.port != 22
 
 
@@ -86,7 +89,11 @@ def test_a_frozen_engine_fails_within_the_deadline_and_names_the_node(ssh_node, 
 @pytest.mark.parametrize(
     "settings, ssh_says, hint_word",
     [
-        ({"UserKnownHostsFile": "{dir}/other_known_hosts"}, "Host key verification failed", "host key"),
+        (
+            {"UserKnownHostsFile": "{dir}/other_known_hosts"},
+            "Host key verification failed",
+            "host key",
+        ),
         ({"IdentityFile": "{dir}/id_stranger"}, "Permission denied", "authorized_keys"),
         ({"Port": "{closed}"}, "Connection refused", "Port"),
     ],
@@ -94,7 +101,9 @@ def test_a_frozen_engine_fails_within_the_deadline_and_names_the_node(ssh_node, 
 )
 def test_ssh_failures_say_what_ssh_said_with_a_hint(ssh_node, settings, ssh_says, hint_word):  # noqa: F811
     other = ssh_node.dir / "other_host_key.pub"
-    (ssh_node.dir / "other_known_hosts").write_text(f"[127.0.0.1]:{ssh_node.port} {other.read_text()}")
+    (ssh_node.dir / "other_known_hosts").write_text(
+        f"[127.0.0.1]:{ssh_node.port} {other.read_text()}"
+    )
     import socket
 
     with socket.socket() as s:
@@ -118,10 +127,14 @@ def test_up_status_logs_shm_down_through_an_ssh_alias(two_node, ssh_node, second
     time.sleep(0.2)  # sshd logs acceptances asynchronously
     assert ssh_node.accepted() - before == 2  # one question and one tunnel for the whole `up`
 
-    status = json.loads(run_cli("--root", str(root), "status", name, "--json", env=env).stdout)["stacks"][0]
+    status = json.loads(run_cli("--root", str(root), "status", name, "--json", env=env).stdout)[
+        "stacks"
+    ][0]
     assert [(n["name"], n["reachable"]) for n in status["nodes"]] == [("n0", True), ("n1", True)]
     worker = f"composegen-{name}-n1-vllm-1"
-    assert ("n1", worker, "running") in [(c["node"], c["name"], c["state"]) for c in status["containers"]]
+    assert ("n1", worker, "running") in [
+        (c["node"], c["name"], c["state"]) for c in status["containers"]
+    ]
     logs = run_cli("--root", str(root), "logs", name, "--node", "n1", env=env)
     assert logs.returncode == 0 and "Joined the master" in logs.stdout
     shm = run_cli("--root", str(root), "shm", "--profile", name, "--json", env=env)
@@ -132,5 +145,7 @@ def test_up_status_logs_shm_down_through_an_ssh_alias(two_node, ssh_node, second
     assert leftovers(f"composegen-{name}-n1", second_engine.url) == []
     # After an emulated down the node still answers: its probe uses an image that engine holds.
     after = run_cli("--root", str(root), "shm", "--profile", name, env=env)
-    assert after.returncode == 0 and "unreachable" not in after.stdout + after.stderr, after.stdout + after.stderr
+    assert after.returncode == 0 and "unreachable" not in after.stdout + after.stderr, (
+        after.stdout + after.stderr
+    )
     assert ssh_children_left(ssh_node) == []

@@ -22,7 +22,9 @@ def rendered(tmp_path):
 
 def fresh_check(root) -> None:
     project = find_project(str(root))
-    prepare.ensure_fresh(placement.deployment(project, resolve.load(project, "tiny")), render_stale=False)
+    prepare.ensure_fresh(
+        placement.deployment(project, resolve.load(project, "tiny")), render_stale=False
+    )
 
 
 def test_recorded_only_once_the_real_comparison_passed(rendered):

@@ -28,13 +28,18 @@ def test_status_shows_the_unsafe_mounts(tmp_path):
     project = f"composegen-{name}"
     network = f"{project}_default"
     label = f"com.docker.compose.project={project}"
-    subprocess.run(["docker", "network", "create", "--label", label, network], check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "network", "create", "--label", label, network], check=True, capture_output=True
+    )
     try:
         res = run_cli("--root", str(root), "status", name, "--json")
-        assert res.returncode == 3 and "is not running" in res.stderr, res.stderr  # no container: still reported
+        # no container: still reported
+        assert res.returncode == 3 and "is not running" in res.stderr, res.stderr
         [stack] = json.loads(res.stdout)["stacks"]
         assert stack["unsafe_mounts"] == [f"/var/run/docker.sock: {REASON}"]
         text = run_cli("--root", str(root), "status", name).stdout
-        assert f"{name}: unsafe mount (service.unsafe_mounts) /var/run/docker.sock: {REASON}" in text
+        assert (
+            f"{name}: unsafe mount (service.unsafe_mounts) /var/run/docker.sock: {REASON}" in text
+        )
     finally:
         subprocess.run(["docker", "network", "rm", network], capture_output=True)

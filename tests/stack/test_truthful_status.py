@@ -20,16 +20,22 @@ def test_a_profile_changed_while_running_is_drifted_even_when_out_still_matches(
         assert run_cli("--root", str(root), "up", name, "--emulate").returncode == 0
         path = root / "profiles" / f"{name}.yaml"
         original = path.read_text()
-        path.write_text(original.replace("max-num-seqs: 1", "max-num-seqs: 2"))  # not rendered: out/ unchanged
-        drift = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]["drift"]
+        # not rendered: out/ unchanged
+        path.write_text(original.replace("max-num-seqs: 1", "max-num-seqs: 2"))
+        drift = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][
+            0
+        ]["drift"]
         assert drift["state"] == "drifted" and drift["newer"] == "profile"
         assert drift["running"] == drift["out"] != drift["profile"]
         assert "drifted (profile is newer)" in run_cli("--root", str(root), "status", name).stdout
-        refused = run_cli("--root", str(root), "evidence", name)  # evidence agrees: the hash differs
+        # evidence agrees: the hash differs
+        refused = run_cli("--root", str(root), "evidence", name)
         assert refused.returncode == 1 and "not running" in refused.stderr
 
         path.write_text(original)  # reverted: what runs is what the profile says again
-        drift = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]["drift"]
+        drift = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][
+            0
+        ]["drift"]
         assert drift["state"] == "in-sync" and drift["running"] == drift["out"] == drift["profile"]
         assert run_cli("--root", str(root), "down", name).returncode == 0
     finally:
@@ -48,13 +54,20 @@ def test_a_stack_removed_with_docker_rm_leaves_its_network_reported_and_down_rem
             text=True,
         ).stdout.split()
         subprocess.run(["docker", "rm", "-f", *ids], check=True, capture_output=True)
-        assert project_leftovers(project) == [f"{project}_default"]  # compose's network outlives rm -f
+        # compose's network outlives rm -f
+        assert project_leftovers(project) == [f"{project}_default"]
 
-        stack = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][0]
+        stack = json.loads(run_cli("--root", str(root), "status", name, "--json").stdout)["stacks"][
+            0
+        ]
         assert stack["containers"] == [] and stack["networks"] == [f"{project}_default"]
         text = run_cli("--root", str(root), "status", name).stdout
-        assert f"network {project}_default left without its containers; `composegen down {name}`" in text
-        everything = run_cli("--root", str(root), "status").stdout  # found without naming the profile too
+        assert (
+            f"network {project}_default left without its containers; `composegen down {name}`"
+            in text
+        )
+        # found without naming the profile too
+        everything = run_cli("--root", str(root), "status").stdout
         assert f"{name}: network {project}_default left without its containers" in everything
 
         res = run_cli("--root", str(root), "down", name, "--json")
@@ -80,4 +93,5 @@ def test_a_timeout_that_is_not_a_finite_positive_number_is_refused(tmp_path, arg
     res = run_cli("--root", str(root), *args)
     assert res.returncode == 2, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "--timeout must be" in res.stderr
-    assert not (root / "out").exists() and not (root / ".composegen").exists()  # refused before anything
+    # refused before anything
+    assert not (root / "out").exists() and not (root / ".composegen").exists()

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.docker
 # Longer than `up --no-wait` takes to return: the checks that must see the load then run with it held
 # (load_held: its emulator stopped), so they never race its end however busy the machine is.
 LOAD_S = 12.0
-START_PERIOD_S = 900  # the profile's startup_timeout: the checks run inside it even at a load average of 15
+# the profile's startup_timeout: the checks run inside it even at a load average of 15
+START_PERIOD_S = 900
 
 
 def _cli(root, *argv: str, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -33,7 +34,9 @@ def _cli(root, *argv: str, timeout: float = 180) -> subprocess.CompletedProcess:
 
 
 def test_a_loading_stack_is_loading_everywhere_and_wait_follows_it_to_ready(tmp_path):
-    root, name, _ = emulated_project(tmp_path, load=LOAD_S, timeout=START_PERIOD_S, env={"EMU_WEIGHT_SHARDS": "4"})
+    root, name, _ = emulated_project(
+        tmp_path, load=LOAD_S, timeout=START_PERIOD_S, env={"EMU_WEIGHT_SHARDS": "4"}
+    )
     try:
         started = _cli(root, "up", name, "--emulate", "--no-wait")
         assert started.returncode == 0, started.stderr
@@ -42,13 +45,20 @@ def test_a_loading_stack_is_loading_everywhere_and_wait_follows_it_to_ready(tmp_
             status = json.loads(_cli(root, "status", name, "--json").stdout)["stacks"][0]
             loading = status["endpoint"]["loading"]
             assert status["endpoint"]["healthy"] is False and status["endpoint"]["ready"] is False
-            assert loading["in_start_period"] and loading["failed"] is None and loading["stage"] != "ready"
+            assert (
+                loading["in_start_period"]
+                and loading["failed"] is None
+                and loading["stage"] != "ready"
+            )
             text = _cli(root, "status", name).stdout
             assert "loading: " in text and "unhealthy" not in text
 
             gate = _cli(root, "gate", name)
             assert gate.returncode == 3, gate.stderr
-            assert f"{name} is still loading: " in gate.stderr and f"composegen wait {name}" in gate.stderr
+            assert (
+                f"{name} is still loading: " in gate.stderr
+                and f"composegen wait {name}" in gate.stderr
+            )
 
             # a second `up` of a loading stack follows it, as wait does: it has said so before the load goes on
             again = subprocess.Popen(
@@ -83,14 +93,19 @@ def test_a_loading_stack_is_loading_everywhere_and_wait_follows_it_to_ready(tmp_
         status = json.loads(_cli(root, "status", name, "--json").stdout)["stacks"][0]
         assert status["endpoint"]["ready"] is True and status["endpoint"]["loading"] is None
         health = _cli(root, "status", name).stdout
-        assert "ready" in health and "  starting  " not in health  # Docker's 30 s check is shown as ours: ready
+        # Docker's 30 s check is shown as ours: ready
+        assert "ready" in health and "  starting  " not in health
 
-        time.sleep(2)  # the stack has been ready a while: `up` reports when it got ready, not when it looked
+        # the stack has been ready a while: `up` reports when it got ready, not when it looked
+        time.sleep(2)
         summary = _cli(root, "up", name, "--emulate", "--json")
         assert summary.returncode == 0, summary.stderr
         report = json.loads(summary.stdout)
         assert report["ready_before"] is True and report["detection_latency_s"] is None
-        assert 0 < report["time_to_ready_s"] < LOAD_S + held_s + 30, (report["time_to_ready_s"], held_s)
+        assert 0 < report["time_to_ready_s"] < LOAD_S + held_s + 30, (
+            report["time_to_ready_s"],
+            held_s,
+        )
         text = _cli(root, "up", name, "--emulate").stdout
         assert f"{name} is ready at http://127.0.0.1:" in text
         assert "(from its log: it was ready before this command)" in text and "seen " not in text
@@ -102,9 +117,15 @@ def test_wait_on_a_stack_that_is_not_there_names_up_with_emulate_when_it_was_emu
     root, name, _ = emulated_project(tmp_path, load=0.5)
     try:
         assert _cli(root, "up", name, "--emulate").returncode == 0
-        subprocess.run(["docker", "stop", "-t", "1", f"composegen-{name}-vllm-1"], capture_output=True, timeout=60)
+        subprocess.run(
+            ["docker", "stop", "-t", "1", f"composegen-{name}-vllm-1"],
+            capture_output=True,
+            timeout=60,
+        )
         gate = _cli(root, "gate", name)
-        assert gate.returncode == 3 and f"composegen up {name} --emulate" in gate.stderr, gate.stderr
+        assert gate.returncode == 3 and f"composegen up {name} --emulate" in gate.stderr, (
+            gate.stderr
+        )
     finally:
         _cli(root, "down", name)
 
@@ -112,12 +133,18 @@ def test_wait_on_a_stack_that_is_not_there_names_up_with_emulate_when_it_was_emu
 def test_wait_in_a_terminal_shows_the_load_and_ctrl_c_leaves_the_stack_loading(tmp_path):
     from tests.support.terminal import Terminal
 
-    root, name, _ = emulated_project(tmp_path, load=LOAD_S, timeout=START_PERIOD_S, env={"EMU_WEIGHT_SHARDS": "4"})
+    root, name, _ = emulated_project(
+        tmp_path, load=LOAD_S, timeout=START_PERIOD_S, env={"EMU_WEIGHT_SHARDS": "4"}
+    )
     term = Terminal(tmp_path, width=80, height=24)
     try:
         assert _cli(root, "up", name, "--emulate", "--no-wait").returncode == 0
-        with load_held(f"composegen-{name}-vllm-1"):  # the Ctrl-C comes while it loads, however slow the start
-            term.start([sys.executable, "-m", "composegen", "--root", str(root), "wait", name], cwd=tmp_path)
+        # the Ctrl-C comes while it loads, however slow the start
+        with load_held(f"composegen-{name}-vllm-1"):
+            term.start(
+                [sys.executable, "-m", "composegen", "--root", str(root), "wait", name],
+                cwd=tmp_path,
+            )
             term.wait_for("▸ ")  # the block is drawn
             term.keys("C-c")
             assert term.wait_exit(60) == 130
@@ -125,7 +152,8 @@ def test_wait_in_a_terminal_shows_the_load_and_ctrl_c_leaves_the_stack_loading(t
         assert f"follow it again: `composegen wait {name}`" in " ".join(term.screen(joined=True))
         status = json.loads(_cli(root, "status", name, "--json").stdout)["stacks"][0]
         assert status["containers"][0]["state"] == "running"  # only the waiting stopped
-        resumed = _cli(root, "up", name, "--emulate")  # `up` after the Ctrl-C picks the load up again
+        # `up` after the Ctrl-C picks the load up again
+        resumed = _cli(root, "up", name, "--emulate")
         assert resumed.returncode == 0 and f"{name} is ready at" in resumed.stdout, resumed.stderr
     finally:
         term.close()

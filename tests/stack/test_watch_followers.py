@@ -49,7 +49,11 @@ def _wait(monkeypatch, delay_s: float, tail: list[str]) -> tuple[list[str], floa
     monkeypatch.setattr(watch.engine, "project_containers", lambda project, target: [ctr])
     monkeypatch.setattr(watch, "vllm_container", lambda containers: containers[0])
     monkeypatch.setattr(watch.engine, "LogStream", lambda c: _LateStream(answered, delay_s, tail))
-    monkeypatch.setattr(watch.engine, "inspect", lambda c: SimpleNamespace(state="running", exit_code=None, restarts=0))
+    monkeypatch.setattr(
+        watch.engine,
+        "inspect",
+        lambda c: SimpleNamespace(state="running", exit_code=None, restarts=0),
+    )
 
     def wait_ready(head_state, *args, on_tick, **kwargs):
         head_state()  # finds the container: its follower starts
@@ -62,7 +66,9 @@ def _wait(monkeypatch, delay_s: float, tail: list[str]) -> tuple[list[str], floa
     dep = SimpleNamespace(
         head=head,
         nodes=(head,),
-        r=SimpleNamespace(profile=SimpleNamespace(model=SimpleNamespace(served_name="m")), flag=lambda f: None),
+        r=SimpleNamespace(
+            profile=SimpleNamespace(model=SimpleNamespace(served_name="m")), flag=lambda f: None
+        ),
         endpoint=lambda: "http://127.0.0.1:1",
     )
     sink = _Lines()

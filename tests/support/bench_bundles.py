@@ -14,7 +14,10 @@ from tests.support.emulator_proc import EmulatorProc
 from tests.support.helpers import make_project
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "logs"
-ARMS = (("8192-131k", "vllm-0.33.0-r33-8192-arm.log"), ("4096-131k", "vllm-0.33.0-r33-4096-arm.log"))
+ARMS = (
+    ("8192-131k", "vllm-0.33.0-r33-8192-arm.log"),
+    ("4096-131k", "vllm-0.33.0-r33-4096-arm.log"),
+)
 
 
 def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
@@ -26,9 +29,17 @@ def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
         for seed, (name, log) in enumerate(ARMS):
             text = (DATA / log).read_text(encoding="utf-8")
             report = startup.parse_startup_log(text).to_json()
-            lad = ladder.run_ladder(emu.base_url, emu.model, [1000, 4000], max_model_len=16384, max_tokens=16)
+            lad = ladder.run_ladder(
+                emu.base_url, emu.model, [1000, 4000], max_model_len=16384, max_tokens=16
+            )
             sweep = bench.run_bench(
-                emu.base_url, emu.model, [1, 2, 4], input_tokens=200, output_tokens=8, requests=6, seed=seed
+                emu.base_url,
+                emu.model,
+                [1, 2, 4],
+                input_tokens=200,
+                output_tokens=8,
+                requests=6,
+                seed=seed,
             )
             r = profile.load(project, name)
             runs.append(

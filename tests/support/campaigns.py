@@ -18,7 +18,10 @@ from tests.support.engine import free_port
 from tests.support.helpers import make_project
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "logs"
-ARM_LOGS = {"8192-131k": "vllm-0.33.0-r33-8192-arm.log", "4096-131k": "vllm-0.33.0-r33-4096-arm.log"}
+ARM_LOGS = {
+    "8192-131k": "vllm-0.33.0-r33-8192-arm.log",
+    "4096-131k": "vllm-0.33.0-r33-4096-arm.log",
+}
 
 # What an operator's raw evidence holds and a shared record must not (the test plants each).
 PRIVATE = {
@@ -49,7 +52,13 @@ def _gates(passed: bool) -> dict:
     reason = f"connect to {PRIVATE['ipv4']} on {PRIVATE['fqdn']} as {PRIVATE['user']} failed"
     rows = [
         {"name": "smoke", "passed": True, "latency_s": 0.1, "reason": None, "details": {}},
-        {"name": "tools", "passed": passed, "latency_s": 0.2, "reason": None if passed else reason, "details": {}},
+        {
+            "name": "tools",
+            "passed": passed,
+            "latency_s": 0.2,
+            "reason": None if passed else reason,
+            "details": {},
+        },
     ]
     return {
         "model": "ds4",
@@ -69,19 +78,29 @@ def _ladder() -> dict:
          "finish_reason": "length", "ok": True, "reason": None}
         for t in (117500, 118500)
     ]  # fmt: skip
-    rows.append({"target": 119500, "ok": False, "reason": f"read timeout from {PRIVATE['ipv4']} ({PRIVATE['home']})"})
+    rows.append(
+        {
+            "target": 119500,
+            "ok": False,
+            "reason": f"read timeout from {PRIVATE['ipv4']} ({PRIVATE['home']})",
+        }
+    )
     return {"model": "ds4", "max_model_len": 131072, "max_tokens": 64, "tolerance": 0.005, "ok": False,
             "targets": rows, "largest_prompt_tokens": 118503}  # fmt: skip
 
 
-def seeded_campaign(tmp: Path, name: str = "seed-ab", plant_config: bool = True) -> tuple[Project, Path]:
+def seeded_campaign(
+    tmp: Path, name: str = "seed-ab", plant_config: bool = True
+) -> tuple[Project, Path]:
     """A finished bracketed campaign 8192-131k vs 4096-131k from the seed's recorded arm logs; PLANT_CONFIG:
     the candidate also carries private values in its environment (functional differences)."""
     root = make_project(tmp, {}, copy_shipped=True)
     candidate = root / "profiles" / "4096-131k.yaml"
     if plant_config:
         candidate.write_text(
-            candidate.read_text(encoding="utf-8").replace("service:\n", "service:\n" + CANDIDATE_ENV, 1)
+            candidate.read_text(encoding="utf-8").replace(
+                "service:\n", "service:\n" + CANDIDATE_ENV, 1
+            )
         )
     project = Project(root)
     directory = runner.create(
@@ -161,14 +180,20 @@ def own_gpu_ids(n: int) -> list[str]:
     return [f"GPU-test-{tag}-{i}" for i in range(n)]
 
 
-def emulated_ab(tmp: Path, *, gpus: list[str] | None = None, candidate_load: float = 1.0) -> tuple[Path, str, str]:
+def emulated_ab(
+    tmp: Path, *, gpus: list[str] | None = None, candidate_load: float = 1.0
+) -> tuple[Path, str, str]:
     """A project with an emulated control/candidate pair on free ports, declaring GPUS (by default two of its
     own that no other test uses)."""
     gpus = ", ".join(f'"{g}"' for g in (gpus or own_gpu_ids(2)))
     tag = uuid.uuid4().hex[:6]
     control, candidate = f"c{tag}-8192", f"c{tag}-4096"
     texts = {
-        control: EMU_CONTROL.format(digest="c" * 64, rev="d" * 40, name=control, port=free_port(), gpus=gpus, load=1.0),
-        candidate: EMU_CANDIDATE.format(control=control, name=candidate, port=free_port(), load=candidate_load),
+        control: EMU_CONTROL.format(
+            digest="c" * 64, rev="d" * 40, name=control, port=free_port(), gpus=gpus, load=1.0
+        ),
+        candidate: EMU_CANDIDATE.format(
+            control=control, name=candidate, port=free_port(), load=candidate_load
+        ),
     }
     return make_project(tmp, texts), control, candidate

@@ -66,23 +66,34 @@ class Chromium:
     @classmethod
     def launch(cls, tmp: Path) -> Chromium:
         binary = chromium()
-        assert binary, "chromium is not installed: scripts/provision-tests.sh installs it (provision.d/40-chromium.sh)"
+        assert binary, (
+            "chromium is not installed: scripts/provision-tests.sh installs it (provision.d/40-chromium.sh)"
+        )
         cmd_read, cmd_write = os.pipe()
         out_read, out_write = os.pipe()
 
-        def plumb() -> None:  # in the child: its fd 3 reads our commands, its fd 4 carries the replies
-            reads, writes = os.dup(cmd_read), os.dup(out_write)  # off 3 and 4 first: a pipe may sit there
+        # in the child: its fd 3 reads our commands, its fd 4 carries the replies
+        def plumb() -> None:
+            # off 3 and 4 first: a pipe may sit there
+            reads, writes = os.dup(cmd_read), os.dup(out_write)
             os.dup2(reads, 3)  # dup2 makes the copies inheritable (os.pipe's own fds close on exec)
             os.dup2(writes, 4)
 
         argv = [binary, *FLAGS, f"--user-data-dir={tmp / 'chromium-profile'}", "about:blank"]
-        with open(tmp / "chromium.log", "wb") as log:  # its own complaints (dbus...), for a failing test
+        # its own complaints (dbus...), for a failing test
+        with open(tmp / "chromium.log", "wb") as log:
             proc = subprocess.Popen(argv, preexec_fn=plumb, close_fds=False, stdout=log, stderr=log)
         os.close(cmd_read)
         os.close(out_write)
         return cls(proc, cmd_write, out_read)
 
-    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30) -> dict:
+    def send(
+        self,
+        method: str,
+        params: dict | None = None,
+        session: str | None = None,
+        timeout: float = 30,
+    ) -> dict:
         self.next_id += 1
         message = {"id": self.next_id, "method": method, "params": params or {}}
         if session:
@@ -117,7 +128,9 @@ class Chromium:
 
     def open(self, path: Path, width: int = 1200, height: int = 900) -> PageVisit:
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
         for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable", session=session)
         self.send(
@@ -128,13 +141,27 @@ class Chromium:
         self.events.clear()
         self.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
         self.wait_event("Page.loadEventFired")
-        layout = json.loads(self.send("Runtime.evaluate", {"expression": PLOTS_JS}, session=session)["result"]["value"])
+        layout = json.loads(
+            self.send("Runtime.evaluate", {"expression": PLOTS_JS}, session=session)["result"][
+                "value"
+            ]
+        )
         shot = self.send("Page.captureScreenshot", {"format": "png"}, session=session)
-        visit = PageVisit(plots=layout["plots"], missing=layout["missing"], screenshot=base64.b64decode(shot["data"]))
+        visit = PageVisit(
+            plots=layout["plots"],
+            missing=layout["missing"],
+            screenshot=base64.b64decode(shot["data"]),
+        )
         for event in self.events:
             method, params = event.get("method"), event.get("params", {})
-            if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert", "warning"):
-                visit.console_errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            if method == "Runtime.consoleAPICalled" and params.get("type") in (
+                "error",
+                "assert",
+                "warning",
+            ):
+                visit.console_errors.append(
+                    " ".join(str(a.get("value", a.get("description"))) for a in params["args"])
+                )
             elif method == "Runtime.exceptionThrown":
                 visit.console_errors.append(params["exceptionDetails"].get("text", "exception"))
             elif method == "Log.entryAdded" and params["entry"]["level"] in ("error", "warning"):

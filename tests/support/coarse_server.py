@@ -26,7 +26,9 @@ def count_text(text: str) -> int:
         if piece.isdigit():
             total += len(set(piece))
         elif piece.isalpha():
-            total += 2 if piece == "a" else 1 if len(piece) == 1 else 5 + zlib.crc32(piece.encode()) % 5
+            total += (
+                2 if piece == "a" else 1 if len(piece) == 1 else 5 + zlib.crc32(piece.encode()) % 5
+            )
         else:
             total += 1
     return total
@@ -67,7 +69,9 @@ class CoarseServer:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 if self.path == "/tokenize":
-                    self._send(200, json.dumps({"count": count_messages(body["messages"])}).encode())
+                    self._send(
+                        200, json.dumps({"count": count_messages(body["messages"])}).encode()
+                    )
                     return
                 self._chat(body)
 
@@ -82,8 +86,22 @@ class CoarseServer:
                 self.end_headers()
                 for n in range(tokens):
                     finish = "length" if n == tokens - 1 else None
-                    self._event({"choices": [{"index": 0, "delta": {"content": f" t{n}"}, "finish_reason": finish}]})
-                usage = {"prompt_tokens": prompt, "completion_tokens": tokens, "total_tokens": prompt + tokens}
+                    self._event(
+                        {
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "delta": {"content": f" t{n}"},
+                                    "finish_reason": finish,
+                                }
+                            ]
+                        }
+                    )
+                usage = {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": tokens,
+                    "total_tokens": prompt + tokens,
+                }
                 self._event({"choices": [], "usage": usage})
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")
@@ -106,7 +124,8 @@ class CoarseServer:
     def record(self, prompt: int, tokens: int) -> None:
         with self.lock:
             self.prompts.append(prompt)
-            if self.spec_tokens:  # each draft step: position p accepted for p < 2 (a fixed, known pattern)
+            # each draft step: position p accepted for p < 2 (a fixed, known pattern)
+            if self.spec_tokens:
                 steps = max(1, tokens // 3)
                 self.drafts += steps
                 self.accepted = self.accepted or [0] * self.spec_tokens

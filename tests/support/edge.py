@@ -89,13 +89,20 @@ class EdgeProject:
         return ssl.create_default_context(cafile=str(self.ca_file()))
 
     def request(
-        self, method: str, path: str, key: str | None = None, body: dict | None = None, timeout: float = 30
+        self,
+        method: str,
+        path: str,
+        key: str | None = None,
+        body: dict | None = None,
+        timeout: float = 30,
     ) -> tuple[int, dict[str, str], bytes]:
         """(status, headers, body) of one HTTPS request to the edge, verified against its internal CA."""
         headers = {"Content-Type": "application/json"}
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
-        data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
+        data = (
+            json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
+        )
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout, context=self.context()) as resp:
@@ -104,11 +111,16 @@ class EdgeProject:
             return exc.code, dict(exc.headers), exc.read()
 
     def container_started(self, profile: str) -> str:
-        return _docker("inspect", "--format", "{{.State.StartedAt}}", f"composegen-{profile}-vllm-1").strip()
+        return _docker(
+            "inspect", "--format", "{{.State.StartedAt}}", f"composegen-{profile}-vllm-1"
+        ).strip()
 
     def gate_log(self) -> str:
         proc = subprocess.run(
-            ["docker", "logs", f"composegen-{self.name}-gate-1"], capture_output=True, text=True, timeout=60
+            ["docker", "logs", f"composegen-{self.name}-gate-1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         return proc.stdout + proc.stderr
 
@@ -123,7 +135,9 @@ class EdgeProject:
         force_remove(f"composegen-{self.name}")
 
 
-def sealed_decision(project: Project, campaign: str, profile: str, decision: str = "promote") -> bytes:
+def sealed_decision(
+    project: Project, campaign: str, profile: str, decision: str = "promote"
+) -> bytes:
     """runs/campaigns/CAMPAIGN/: a comparison.json whose arm ran PROFILE at its current hash, and the
     decision.json `campaign decide` would write for it (sealed with the project's records key)."""
     where = project.runs_dir / "campaigns" / campaign
@@ -176,7 +190,9 @@ def edge_project(
             f"{name}-served",
             f"{{host: {ports[name]}}}",
             rest=_SINGLE_REST.format(load=load, extra_env=env[name]) + tail,
-        ).replace("gpus: {count: 1}", f'gpus: {{device_ids: ["{gpu}"]}}' if gpu else "gpus: {count: 1}")
+        ).replace(
+            "gpus: {count: 1}", f'gpus: {{device_ids: ["{gpu}"]}}' if gpu else "gpus: {count: 1}"
+        )
         for name in (old, new)
     }
     root = make_project(tmp, profiles)

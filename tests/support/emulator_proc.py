@@ -110,7 +110,12 @@ class EmulatorProc:
         log_path = tmp / f"emulator-{port}.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, env=full_env, cwd=REPO, start_new_session=True
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=REPO,
+                start_new_session=True,
             )
         emu = cls(proc, port, served, log_path)
         if wait_ready:
@@ -130,7 +135,9 @@ class EmulatorProc:
                 pass
             time.sleep(0.05)
         self.stop()
-        raise TimeoutError(f"emulator on port {self.port} not ready after {timeout} s:\n{self.log_text()[-2000:]}")
+        raise TimeoutError(
+            f"emulator on port {self.port} not ready after {timeout} s:\n{self.log_text()[-2000:]}"
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:

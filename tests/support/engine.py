@@ -36,7 +36,10 @@ service:
 def tiny_profile(served: str, port: str, *, timeout: int = 120, rest: str = "") -> str:
     """The small profile the engine tests start emulated (its one GPU is removed when emulating);
     `rest` continues the service map and adds the other sections."""
-    return TINY_HEAD.format(digest="c" * 64, rev="d" * 40, served=served, port=port, timeout=timeout) + rest
+    return (
+        TINY_HEAD.format(digest="c" * 64, rev="d" * 40, served=served, port=port, timeout=timeout)
+        + rest
+    )
 
 
 _SINGLE_REST = """\
@@ -64,7 +67,10 @@ def emulated_project(
     port = free_port()
     extra = "".join(f'    {k}: "{v}"\n' for k, v in (env or {}).items())
     text = tiny_profile(
-        f"{name}-served", f"{{host: {port}}}", timeout=timeout, rest=_SINGLE_REST.format(load=load, extra_env=extra)
+        f"{name}-served",
+        f"{{host: {port}}}",
+        timeout=timeout,
+        rest=_SINGLE_REST.format(load=load, extra_env=extra),
     )
     root = make_project(tmp, {name: text})
     assert run_cli("--root", str(root), "render", name).returncode == 0
@@ -78,12 +84,19 @@ def load_held(container: str) -> Iterator[None]:
     container and its healthcheck (which finds no port yet: "starting"), its logs so far are readable;
     on leaving it continues (SIGCONT). Not `docker pause`: Docker reports a paused container unhealthy.
     The engine runs on this machine (every engine of this suite does): Docker's pids are ours."""
-    init = subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True, text=True)
-    top = subprocess.run(["docker", "top", container, "-o", "pid,ppid"], capture_output=True, text=True)
+    init = subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.Pid}}", container], capture_output=True, text=True
+    )
+    top = subprocess.run(
+        ["docker", "top", container, "-o", "pid,ppid"], capture_output=True, text=True
+    )
     assert init.returncode == 0 and top.returncode == 0, init.stderr + top.stderr
     rows = [line.split() for line in top.stdout.splitlines()[1:]]
-    (pid,) = [int(p) for p, ppid in rows if ppid == init.stdout.strip()]  # the emulator under docker-init
-    assert b"composegen.emulator" in Path(f"/proc/{pid}/cmdline").read_bytes(), "the engine is not on this machine"
+    # the emulator under docker-init
+    (pid,) = [int(p) for p, ppid in rows if ppid == init.stdout.strip()]
+    assert b"composegen.emulator" in Path(f"/proc/{pid}/cmdline").read_bytes(), (
+        "the engine is not on this machine"
+    )
     os.kill(pid, signal.SIGSTOP)
     try:
         yield
@@ -129,11 +142,17 @@ def top_under_load(root: Path, name: str, port: int, clients: int) -> subprocess
     the engine's own gauges count all of them, and they are let go only after it sampled: however slow the
     machine, the load is there for the whole sample; and it returns once the engine counts none of them."""
     base = f"http://127.0.0.1:{port}"
-    body = {"model": f"{name}-served", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 400}
+    body = {
+        "model": f"{name}-served",
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 400,
+    }
     release = threading.Event()
 
     def hold() -> None:
-        with httpx.stream("POST", f"{base}/v1/chat/completions", json={**body, "stream": True}, timeout=120) as r:
+        with httpx.stream(
+            "POST", f"{base}/v1/chat/completions", json={**body, "stream": True}, timeout=120
+        ) as r:
             for _ in r.iter_bytes():
                 if release.is_set():
                     break
@@ -141,7 +160,11 @@ def top_under_load(root: Path, name: str, port: int, clients: int) -> subprocess
     def admitted() -> float:
         text = httpx.get(f"{base}/metrics", timeout=10).text
         gauges = ("vllm:num_requests_running", "vllm:num_requests_waiting")
-        return sum(float(v) for g in gauges for v in re.findall(rf"^{re.escape(g)}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+        return sum(
+            float(v)
+            for g in gauges
+            for v in re.findall(rf"^{re.escape(g)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+        )
 
     threads = [threading.Thread(target=hold) for _ in range(clients)]
     for t in threads:

@@ -36,7 +36,10 @@ WRONG_TYPES = {
     "/v1/chat/completions": {"choices": [{"message": "hi", "finish_reason": 3}]},
     "/v1/responses": {"status": "completed", "output": "READY"},
 }
-WRONG_CHUNK = {"choices": [{"delta": "x", "finish_reason": ["stop"]}], "usage": {"prompt_tokens": "9"}}
+WRONG_CHUNK = {
+    "choices": [{"delta": "x", "finish_reason": ["stop"]}],
+    "usage": {"prompt_tokens": "9"},
+}
 ESCAPES = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[31mred"
 
 
@@ -72,8 +75,14 @@ class _Handler(socketserver.StreamRequestHandler):
         raw = self.rfile.read(length) if length else b""
         return method, path, json.loads(raw) if raw else {}
 
-    def head(self, status: int = 200, ctype: str = "application/json", length: int | None = None) -> None:
-        size = f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
+    def head(
+        self, status: int = 200, ctype: str = "application/json", length: int | None = None
+    ) -> None:
+        size = (
+            f"Content-Length: {length}\r\n"
+            if length is not None
+            else "Transfer-Encoding: chunked\r\n"
+        )
         text = f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\n{size}Connection: close\r\n\r\n"
         self.wfile.write(text.encode())
         self.wfile.flush()
@@ -93,7 +102,12 @@ class _Handler(socketserver.StreamRequestHandler):
         if path == "/health":
             self.send(b"", ctype="text/plain")
         elif path == "/v1/models":
-            self.send({"object": "list", "data": [{"id": MODEL, "object": "model", "max_model_len": 4096}]})
+            self.send(
+                {
+                    "object": "list",
+                    "data": [{"id": MODEL, "object": "model", "max_model_len": 4096}],
+                }
+            )
         elif path == "/metrics":
             self.send(HONEST_METRICS.encode(), ctype="text/plain")
         elif path == "/tokenize":
@@ -105,8 +119,17 @@ class _Handler(socketserver.StreamRequestHandler):
             self.chunk(b"")
         elif path == "/v1/chat/completions":
             message = {"role": "assistant", "content": "sum(xs)"}
-            usage = {"prompt_tokens": _words(body), "completion_tokens": 2, "total_tokens": _words(body) + 2}
-            self.send({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage})
+            usage = {
+                "prompt_tokens": _words(body),
+                "completion_tokens": 2,
+                "total_tokens": _words(body) + 2,
+            }
+            self.send(
+                {
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": usage,
+                }
+            )
         else:
             self.send({"error": {"message": f"no route {path}"}}, status=404)
 
@@ -119,7 +142,10 @@ class _Handler(socketserver.StreamRequestHandler):
 
 def _honest_stream(body: dict) -> list[bytes]:
     n = int(body.get("max_tokens") or 4)
-    events = [{"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]} for _ in range(n)]
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]}
+        for _ in range(n)
+    ]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
     events.append({"choices": [], "usage": {"prompt_tokens": _words(body), "completion_tokens": n}})
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
@@ -169,12 +195,16 @@ def _json(payload: object):
 
 def _stream_drip(h: _Handler, path: str, body: dict) -> None:
     h.head(ctype="text/event-stream", length=10**9)
-    event = json.dumps({"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]}).encode()
+    event = json.dumps(
+        {"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]}
+    ).encode()
     while True:
         h.drip(b"data: " + event + b"\n\n")
 
 
-_ENDLESS = json.dumps({"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]}).encode()
+_ENDLESS = json.dumps(
+    {"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]}
+).encode()
 
 BEHAVIOURS: dict[str, Callable[[_Handler, str, dict], None]] = {
     "drip": _drip_body,
@@ -187,9 +217,15 @@ BEHAVIOURS: dict[str, Callable[[_Handler, str, dict], None]] = {
     "missing_keys": _json({}),
     "wrong_types": _json(lambda path: WRONG_TYPES.get(path.split("?")[0], {"x": 1})),
     "hub_wrong_siblings": _json(
-        {"id": "org/model", "sha": "b" * 40, "siblings": [{"rfilename": "a.bin", "size": "12", "blobId": ["x"]}]}
+        {
+            "id": "org/model",
+            "sha": "b" * 40,
+            "siblings": [{"rfilename": "a.bin", "size": "12", "blobId": ["x"]}],
+        }
     ),
-    "escapes": lambda h, path, body: h.send(f"oops {ESCAPES}".encode(), status=500, ctype="text/plain"),
+    "escapes": lambda h, path, body: h.send(
+        f"oops {ESCAPES}".encode(), status=500, ctype="text/plain"
+    ),
     "stream_endless": _stream(lambda i: b"data: " + _ENDLESS + b"\n\n", pause=0.01, forever=True),
     "stream_drip": _stream_drip,
     "stream_not_json": _stream(lambda i: b"data: {not json\n\n"),

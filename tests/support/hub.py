@@ -117,7 +117,9 @@ class Hub:
             return self._info(h, m["repo"], repo, head)
         data = repo.files.get(m["file"])
         if data is None:
-            return self._error(h, 404, "EntryNotFound", "Entry not found", head, {"X-Repo-Commit": repo.sha})
+            return self._error(
+                h, 404, "EntryNotFound", "Entry not found", head, {"X-Repo-Commit": repo.sha}
+            )
         self._file(h, m["file"], repo, data, head)
 
     def _info(self, h: BaseHTTPRequestHandler, repo_id: str, repo: Repo, head: bool) -> None:
@@ -125,12 +127,20 @@ class Hub:
         for name, data in sorted(repo.files.items()):
             entry: dict = {"rfilename": name, "size": len(data), "blobId": git_sha1(data)}
             if is_lfs(name):
-                entry["lfs"] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "pointerSize": 134}
+                entry["lfs"] = {
+                    "size": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "pointerSize": 134,
+                }
             siblings.append(entry)
-        body = json.dumps({"id": repo_id, "modelId": repo_id, "sha": repo.sha, "siblings": siblings}).encode()
+        body = json.dumps(
+            {"id": repo_id, "modelId": repo_id, "sha": repo.sha, "siblings": siblings}
+        ).encode()
         self._send(h, 200, {"Content-Type": "application/json"}, body, head)
 
-    def _file(self, h: BaseHTTPRequestHandler, name: str, repo: Repo, data: bytes, head: bool) -> None:
+    def _file(
+        self, h: BaseHTTPRequestHandler, name: str, repo: Repo, data: bytes, head: bool
+    ) -> None:
         etag = hashlib.sha256(data).hexdigest() if is_lfs(name) else git_sha1(data)
         headers = {"X-Repo-Commit": repo.sha, "ETag": f'"{etag}"', "Accept-Ranges": "bytes"}
         if is_lfs(name):
@@ -154,12 +164,20 @@ class Hub:
         self._released.wait(120)
         h.close_connection = True  # the client went away: end here, the rest is never sent
 
-    def _error(self, h, status: int, code: str, message: str, head: bool, extra: dict | None = None) -> None:
+    def _error(
+        self, h, status: int, code: str, message: str, head: bool, extra: dict | None = None
+    ) -> None:
         body = json.dumps({"error": message}).encode()
-        headers = {"X-Error-Code": code, "X-Error-Message": message, "Content-Type": "application/json"}
+        headers = {
+            "X-Error-Code": code,
+            "X-Error-Message": message,
+            "Content-Type": "application/json",
+        }
         self._send(h, status, {**headers, **(extra or {})}, body, head)
 
-    def _send(self, h: BaseHTTPRequestHandler, status: int, headers: dict, body: bytes, head: bool) -> None:
+    def _send(
+        self, h: BaseHTTPRequestHandler, status: int, headers: dict, body: bytes, head: bool
+    ) -> None:
         h.send_response(status)
         for k, v in {**headers, "Content-Length": str(len(body))}.items():
             h.send_header(k, v)
@@ -176,12 +194,16 @@ def tiny_model(shards: int = 3, shard_bytes: int = 1 << 20, seed: int = 7) -> di
     names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
     weight_map = {f"layers.{i}.weight": names[i % shards] for i in range(shards * 2)}
     files = {
-        "config.json": json.dumps({"architectures": ["TinyForCausalLM"], "hidden_size": 8}).encode(),
+        "config.json": json.dumps(
+            {"architectures": ["TinyForCausalLM"], "hidden_size": 8}
+        ).encode(),
         "tokenizer.json": json.dumps({"version": "1.0", "model": {"type": "BPE"}}).encode(),
         "tokenizer_config.json": json.dumps({"model_max_length": 4096}).encode(),
         "generation_config.json": json.dumps({"temperature": 0.6}).encode(),
         "README.md": b"# tiny\n",
-        "model.safetensors.index.json": json.dumps({"metadata": {}, "weight_map": weight_map}).encode(),
+        "model.safetensors.index.json": json.dumps(
+            {"metadata": {}, "weight_map": weight_map}
+        ).encode(),
     }
     for name in names:
         files[name] = rnd.randbytes(shard_bytes)

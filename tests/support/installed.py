@@ -34,11 +34,17 @@ class InstalledTool:
     def env(self, **extra: str) -> dict[str, str]:
         """The caller's environment (DOCKER_HOST/DOCKER_CONTEXT included), without what would point the tool
         back at the checkout."""
-        env = {k: v for k, v in os.environ.items() if k not in ("COMPOSEGEN_ROOT", "PYTHONPATH", "VIRTUAL_ENV")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("COMPOSEGEN_ROOT", "PYTHONPATH", "VIRTUAL_ENV")
+        }
         env["PATH"] = f"{self.bin.parent}{os.pathsep}{env.get('PATH', '')}"
         return {**env, "NO_COLOR": "1", **extra}
 
-    def run(self, *args: str, cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    def run(
+        self, *args: str, cwd: Path, timeout: float = 300, **env: str
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(
             [str(self.bin), *args],
             cwd=cwd,
@@ -89,8 +95,11 @@ def _install(wheel: Path, home: Path) -> dict:
         "UV_PYTHON_DOWNLOADS": "never",  # the interpreter this machine has, as a user's would be
     }
     base_python = Path(sys.base_prefix) / "bin" / "python3"
-    assert WHEELHOUSE.is_dir(), f"no {WHEELHOUSE}: run `bash scripts/provision-tests.sh` (provision.d/80-wheelhouse.sh)"
-    offline = ["--offline", "--no-index", "--find-links", str(WHEELHOUSE)]  # never the package index mid-run
+    assert WHEELHOUSE.is_dir(), (
+        f"no {WHEELHOUSE}: run `bash scripts/provision-tests.sh` (provision.d/80-wheelhouse.sh)"
+    )
+    # never the package index mid-run
+    offline = ["--offline", "--no-index", "--find-links", str(WHEELHOUSE)]
     res = subprocess.run(
         [uv, "tool", "install", *offline, "--python", str(base_python), str(wheel)],
         env=env,
@@ -100,6 +109,8 @@ def _install(wheel: Path, home: Path) -> dict:
         timeout=1200,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    tool = InstalledTool(home / "bin" / "composegen", home / "tools" / "composegen" / "bin" / "python")
+    tool = InstalledTool(
+        home / "bin" / "composegen", home / "tools" / "composegen" / "bin" / "python"
+    )
     assert tool.bin.is_file() and tool.python.is_file(), list(home.rglob("composegen"))[:10]
     return {"bin": str(tool.bin), "python": str(tool.python)}

@@ -82,7 +82,9 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def once_per_run(tmp_path_factory: pytest.TempPathFactory, key: str, make: Callable[[Path], dict]) -> dict:
+def once_per_run(
+    tmp_path_factory: pytest.TempPathFactory, key: str, make: Callable[[Path], dict]
+) -> dict:
     """make(directory) once for the whole run, under a lock; every later caller (any worker) gets the JSON
     it returned. For set-up that the workers can share read-only: a built image, the wheel, the tool."""
     root = run_root(tmp_path_factory)

@@ -29,7 +29,9 @@ def edited(*edits: tuple[tuple[str, ...], Any], base: dict | None = None) -> dic
     return doc
 
 
-def project(tmp: Path, doc: dict | str, name: str = "p", extra: dict[str, str] | None = None) -> Path:
+def project(
+    tmp: Path, doc: dict | str, name: str = "p", extra: dict[str, str] | None = None
+) -> Path:
     """tmp as a project with profiles/NAME.yaml holding `doc` (a dict, dumped as YAML, or raw text)."""
     (tmp / "profiles").mkdir(parents=True, exist_ok=True)
     text = doc if isinstance(doc, str) else yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

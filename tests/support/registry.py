@@ -36,7 +36,8 @@ def pushed_emulator(tmp: Path, megabytes: int = 24) -> str:
     ref = f"{require_registry()}/composegen-test-{uuid.uuid4().hex[:10]}:pull"
     ctx = tmp / "ctx"
     ctx.mkdir()
-    (ctx / "blob").write_bytes(os.urandom(megabytes << 20))  # incompressible: the download is that big
+    # incompressible: the download is that big
+    (ctx / "blob").write_bytes(os.urandom(megabytes << 20))
     (ctx / "Dockerfile").write_text(f"FROM {base}\nCOPY blob /opt/blob\n", encoding="utf-8")
     _docker("build", "-q", "-t", ref, str(ctx))
     _docker("push", ref)
@@ -50,12 +51,15 @@ def remove_local(ref: str) -> None:
     subprocess.run(["docker", "rmi", "-f", ref], capture_output=True, timeout=120)
     repo, tag = ref.split("/", 1)[1].rsplit(":", 1)
     accept = "application/vnd.docker.distribution.manifest.v2+json"
-    head = urllib.request.Request(f"http://{ADDR}/v2/{repo}/manifests/{tag}", method="HEAD", headers={"Accept": accept})
+    head = urllib.request.Request(
+        f"http://{ADDR}/v2/{repo}/manifests/{tag}", method="HEAD", headers={"Accept": accept}
+    )
     try:
         with urllib.request.urlopen(head, timeout=10) as resp:
             digest = resp.headers["Docker-Content-Digest"]
         urllib.request.urlopen(
-            urllib.request.Request(f"http://{ADDR}/v2/{repo}/manifests/{digest}", method="DELETE"), timeout=10
+            urllib.request.Request(f"http://{ADDR}/v2/{repo}/manifests/{digest}", method="DELETE"),
+            timeout=10,
         ).close()
     except OSError:
         pass  # already gone

@@ -41,7 +41,9 @@ class SecondEngine:
         return f"unix://{self.root / 'docker.sock'}"
 
     def docker(self, *args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
-        res = subprocess.run(["docker", "-H", self.url, *args], capture_output=True, text=True, timeout=120, **kwargs)
+        res = subprocess.run(
+            ["docker", "-H", self.url, *args], capture_output=True, text=True, timeout=120, **kwargs
+        )
         if check and res.returncode != 0:
             raise AssertionError(f"docker -H {self.url} {' '.join(args)}: {res.stderr.strip()}")
         return res
@@ -65,7 +67,9 @@ def leftovers(project: str, host: str | None = None) -> list[str]:
 def force_remove(project: str, host: str | None = None) -> None:
     base = ["docker", *(["-H", host] if host else [])]
     label = f"label=com.docker.compose.project={project}"
-    ids = subprocess.run([*base, "ps", "-aq", "--filter", label], capture_output=True, text=True).stdout.split()
+    ids = subprocess.run(
+        [*base, "ps", "-aq", "--filter", label], capture_output=True, text=True
+    ).stdout.split()
     if ids:
         subprocess.run([*base, "rm", "-f", *ids], capture_output=True)
     nets = subprocess.run(
@@ -84,7 +88,9 @@ def _unavailable(reason: str):
 def _start(root: Path, bridge: str) -> subprocess.Popen:
     for sub in ("data", "exec"):
         (root / sub).mkdir()
-    made = subprocess.run(["ip", "link", "add", "name", bridge, "type", "bridge"], capture_output=True, text=True)
+    made = subprocess.run(
+        ["ip", "link", "add", "name", bridge, "type", "bridge"], capture_output=True, text=True
+    )
     if made.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         _unavailable(f"cannot create the bridge {bridge}: {made.stderr.strip()}")
@@ -124,7 +130,9 @@ def _stop(engine: SecondEngine) -> None:
             engine.proc.wait(10)
     # dockerd leaves its netns (and any overlay) mounts under exec-root/data-root: unmount before removing.
     mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-    for point in sorted((m for m in mounts if m.startswith(str(engine.root) + "/")), key=len, reverse=True):
+    for point in sorted(
+        (m for m in mounts if m.startswith(str(engine.root) + "/")), key=len, reverse=True
+    ):
         subprocess.run(["umount", "-l", point], capture_output=True)
     shutil.rmtree(engine.root, ignore_errors=True)
     subprocess.run(["ip", "link", "del", engine.bridge], capture_output=True)
@@ -149,10 +157,16 @@ def _running_engine(load_base: bool):
         if load_base:
             save = subprocess.Popen(["docker", "save", BASE_IMAGE], stdout=subprocess.PIPE)
             loaded = subprocess.run(
-                ["docker", "-H", engine.url, "load"], stdin=save.stdout, capture_output=True, text=True, timeout=300
+                ["docker", "-H", engine.url, "load"],
+                stdin=save.stdout,
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             save.stdout.close()
-            assert save.wait(60) == 0 and loaded.returncode == 0, f"loading {BASE_IMAGE}: {loaded.stderr}"
+            assert save.wait(60) == 0 and loaded.returncode == 0, (
+                f"loading {BASE_IMAGE}: {loaded.stderr}"
+            )
         yield engine
     finally:
         _stop(engine)

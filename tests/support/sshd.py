@@ -57,7 +57,9 @@ class SshNode:
             **overrides,
         }
         path = self.dir / f"ssh_config-{len(list(self.dir.glob('ssh_config*')))}"
-        path.write_text(f"Host {self.alias}\n" + "".join(f"    {k} {v}\n" for k, v in settings.items()))
+        path.write_text(
+            f"Host {self.alias}\n" + "".join(f"    {k} {v}\n" for k, v in settings.items())
+        )
         return path
 
     def accepted(self) -> int:
@@ -81,8 +83,18 @@ def _ensure_user(engine_socket: Path) -> None:
     try:
         pwd.getpwnam(USER)
     except KeyError:
-        _run("useradd", "--system", "--create-home", "--home-dir", str(HOME), "--shell", "/bin/sh", USER)
-    _run("usermod", "-p", "*", USER)  # no password, but not locked: sshd refuses locked accounts even for keys
+        _run(
+            "useradd",
+            "--system",
+            "--create-home",
+            "--home-dir",
+            str(HOME),
+            "--shell",
+            "/bin/sh",
+            USER,
+        )
+    # no password, but not locked: sshd refuses locked accounts even for keys
+    _run("usermod", "-p", "*", USER)
     group = grp.getgrgid(engine_socket.stat().st_gid).gr_name
     _run("usermod", "-aG", group, USER)
     (HOME / ".ssh").mkdir(mode=0o700, exist_ok=True)
@@ -109,10 +121,13 @@ def _wait_listening(port: int, proc: subprocess.Popen, log: Path) -> None:
 def ssh_node(second_engine):
     if shutil.which("ssh") is None or not Path("/usr/sbin/sshd").exists():
         if os.environ.get("CI") == "true":
-            pytest.fail("CI=true and openssh-server is missing (scripts/provision.d/60-sshd.sh installs it)")
+            pytest.fail(
+                "CI=true and openssh-server is missing (scripts/provision.d/60-sshd.sh installs it)"
+            )
         pytest.skip("no ssh/sshd here")
     engine_socket = second_engine.root / "docker.sock"
-    second_engine.root.chmod(0o711)  # the ssh user reaches the socket; the directory stays unlistable
+    # the ssh user reaches the socket; the directory stays unlistable
+    second_engine.root.chmod(0o711)
     _ensure_user(engine_socket)
     work = Path(tempfile.mkdtemp(prefix="cg-sshd-"))
     work.chmod(0o755)
@@ -131,7 +146,8 @@ def ssh_node(second_engine):
         path.chmod(0o600)
     os.chown(HOME / ".ssh", user.pw_uid, user.pw_gid)
     port = _free_port()
-    own_keys = HOME / ".ssh" / f"authorized_keys.{port}"  # under the user's home: StrictModes refuses /tmp
+    # under the user's home: StrictModes refuses /tmp
+    own_keys = HOME / ".ssh" / f"authorized_keys.{port}"
     own_keys.write_text(client_pub + "\n")
     os.chown(own_keys, user.pw_uid, user.pw_gid)
     own_keys.chmod(0o600)
@@ -150,7 +166,9 @@ def ssh_node(second_engine):
                             start_new_session=True)  # fmt: skip
     try:
         _wait_listening(port, proc, log)
-        node = SshNode(alias=f"cg-node-{port}", port=port, dir=work, log=log, engine_url=second_engine.url)
+        node = SshNode(
+            alias=f"cg-node-{port}", port=port, dir=work, log=log, engine_url=second_engine.url
+        )
         node.config.write_text(node.write_config().read_text())
         yield node
     finally:

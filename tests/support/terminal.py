@@ -18,7 +18,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 class Terminal:
     def __init__(self, tmp: Path, width: int = 80, height: int = 24) -> None:
         if not shutil.which("tmux"):
-            pytest.fail("tmux is missing: run `bash scripts/provision-tests.sh` (provision.d/55-tmux.sh)")
+            pytest.fail(
+                "tmux is missing: run `bash scripts/provision-tests.sh` (provision.d/55-tmux.sh)"
+            )
         self.session = f"composegen-test-{uuid.uuid4().hex[:10]}"
         self.width, self.height = width, height
         self.raw = tmp / f"{self.session}.raw"
@@ -32,14 +34,26 @@ class Terminal:
     def start(self, argv: list[str], cwd: Path) -> None:
         # The shell stays after the command (sleep) so that the screen can still be read; close() ends it.
         command = f"cd {shlex.quote(str(cwd))} && sleep 0.3 && {shlex.join(argv)}; echo $? > {self.done}; sleep 3600"
-        self._tmux("new-session", "-d", "-s", self.session, "-x", str(self.width), "-y", str(self.height), command)
+        self._tmux(
+            "new-session",
+            "-d",
+            "-s",
+            self.session,
+            "-x",
+            str(self.width),
+            "-y",
+            str(self.height),
+            command,
+        )
         self._tmux("pipe-pane", "-o", "-t", self.session, f"cat >> {shlex.quote(str(self.raw))}")
 
     def wait_for(self, text: str, timeout: float = 60) -> None:
         """Until the program has drawn `text`."""
         deadline = time.monotonic() + timeout
         while text not in self.drawn():
-            assert time.monotonic() < deadline, f"{text!r} not drawn in {timeout} s:\n{self.screen()}"
+            assert time.monotonic() < deadline, (
+                f"{text!r} not drawn in {timeout} s:\n{self.screen()}"
+            )
             time.sleep(0.1)
 
     def keys(self, *keys: str) -> None:
@@ -55,7 +69,9 @@ class Terminal:
 
     def screen(self, joined: bool = False) -> list[str]:
         """The pane with its scrollback; `joined` merges lines the terminal wrapped itself."""
-        argv = ["capture-pane", "-p", "-S", "-2000", "-t", self.session] + (["-J"] if joined else [])
+        argv = ["capture-pane", "-p", "-S", "-2000", "-t", self.session] + (
+            ["-J"] if joined else []
+        )
         text = self._tmux(*argv)
         lines = text.splitlines()
         while lines and not lines[-1].strip():
@@ -64,7 +80,11 @@ class Terminal:
 
     def drawn(self) -> str:
         """Everything the program wrote to the terminal, escape sequences removed."""
-        return ANSI.sub("", self.raw.read_bytes().decode("utf-8", "replace")) if self.raw.exists() else ""
+        return (
+            ANSI.sub("", self.raw.read_bytes().decode("utf-8", "replace"))
+            if self.raw.exists()
+            else ""
+        )
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.session, "kill-server"], capture_output=True)
@@ -72,6 +92,8 @@ class Terminal:
     def _tmux(self, *argv: str) -> str:
         # A tmux server of its own (-L): a shared server would hand the pane the environment of whoever started
         # it (another DOCKER_HOST), not this caller's.
-        proc = subprocess.run(["tmux", "-L", self.session, *argv], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            ["tmux", "-L", self.session, *argv], capture_output=True, text=True, timeout=30
+        )
         assert proc.returncode == 0, f"tmux {' '.join(argv)}: {proc.stderr}"
         return proc.stdout

@@ -19,7 +19,9 @@ def renamed_flag_version(tmp_path, monkeypatch):
     """A catalog for a made-up vLLM 9.9.9 where --max-num-batched-tokens is spelled --max-batch-tokens."""
     for source in catalog.DATA_DIR.glob("vllm-*-serve-flags.json"):
         shutil.copy(source, tmp_path / source.name)
-    raw = json.loads((catalog.DATA_DIR / "vllm-0.33.0-serve-flags.json").read_text(encoding="utf-8"))
+    raw = json.loads(
+        (catalog.DATA_DIR / "vllm-0.33.0-serve-flags.json").read_text(encoding="utf-8")
+    )
     for entry in raw["flags"]:
         if entry["options"][0] == "--max-num-batched-tokens":
             entry["options"] = ["--max-batch-tokens"]
@@ -45,11 +47,14 @@ def test_the_diff_reads_each_side_with_its_own_catalog(renamed_flag_version):
     assert new[("command", "--max-batch-tokens")] == 4096  # typed: 9.9.9's catalog knows the flag
     assert old[("command", "--max-num-batched-tokens")] == 4096
     unknown = normalise_service(_service("0.33.0", "--max-batch-tokens", "4096"))
-    assert unknown[("command", "--max-batch-tokens")] == "4096"  # 0.33.0 does not know it: left as text
+    # 0.33.0 does not know it: left as text
+    assert unknown[("command", "--max-batch-tokens")] == "4096"
     unlabelled = normalise_service(_service(None, "--max-num-batched-tokens", "4096"))
-    assert unlabelled[("command", "--max-num-batched-tokens")] == 4096  # no label: the default catalog
+    # no label: the default catalog
+    assert unlabelled[("command", "--max-num-batched-tokens")] == 4096
     no_catalog = normalise_service(_service("0.1.0", "--max-num-batched-tokens", "4096"))
-    assert no_catalog[("command", "--max-num-batched-tokens")] == 4096  # unknown version: the default
+    # unknown version: the default
+    assert no_catalog[("command", "--max-num-batched-tokens")] == 4096
 
 
 def test_mismatches_use_the_catalog_of_the_given_version(renamed_flag_version):
@@ -57,7 +62,8 @@ def test_mismatches_use_the_catalog_of_the_given_version(renamed_flag_version):
 
     args = {"max_num_batched_tokens": 4096}
     assert mismatches({"max-batch-tokens": 4096}, args, renamed_flag_version) == []
-    assert mismatches({"max-batch-tokens": 4096}, args, "0.33.0") != []  # 0.33 maps it to another dest
+    # 0.33 maps it to another dest
+    assert mismatches({"max-batch-tokens": 4096}, args, "0.33.0") != []
 
 
 @pytest.mark.parametrize(
@@ -85,4 +91,8 @@ def test_what_is_not_a_duration(text):
 
 def test_sizes_are_written_one_way():
     assert units.format_gib(41.666) == "41.67 GiB" and units.format_gib(None) == "n/a"
-    assert [units.format_bytes(n) for n in (512, 4 << 20, 16 << 30)] == ["512 B", "4.0 MiB", "16.0 GiB"]
+    assert [units.format_bytes(n) for n in (512, 4 << 20, 16 << 30)] == [
+        "512 B",
+        "4.0 MiB",
+        "16.0 GiB",
+    ]

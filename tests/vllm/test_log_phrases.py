@@ -64,7 +64,8 @@ def table_phrases() -> set[str]:
             for part in parts:
                 if isinstance(part, re.Pattern):
                     phrases.update(literal_runs(part.pattern))
-                elif isinstance(part, str) and "{" not in part and len(part) < 80:  # hints are prose, not phrases
+                # hints are prose, not phrases
+                elif isinstance(part, str) and "{" not in part and len(part) < 80:
                     phrases.add(part.strip())
     return {p for p in phrases if " " in p and (len(p.split()) >= MIN_WORDS or len(p) >= MIN_CHARS)}
 
@@ -82,7 +83,9 @@ def code_strings(path: Path) -> list[str]:
     return [
         node.value
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
     ]
 
 
@@ -93,7 +96,11 @@ def _spellings(phrase: str) -> set[str]:
 
 def test_the_table_has_the_phrases_both_readers_need():
     phrases = table_phrases()
-    for expected in ("Application startup complete.", "Model loading took", "Graph capturing finished in"):
+    for expected in (
+        "Application startup complete.",
+        "Model loading took",
+        "Graph capturing finished in",
+    ):
         assert expected in phrases
     assert any("init engine (profile, create kv cache, warmup model) took" in p for p in phrases)
     assert len(phrases) > 40
@@ -109,11 +116,17 @@ def test_no_vllm_log_phrase_is_spelled_outside_the_table():
             for phrase in phrases:
                 if any(spelled in text for spelled in _spellings(phrase)):
                     found.append(f"{path.relative_to(PACKAGE.parent)}: {phrase!r}")
-    assert not found, "vLLM log phrases outside vllm/startup_rules.py:\n" + "\n".join(sorted(set(found)))
+    assert not found, "vLLM log phrases outside vllm/startup_rules.py:\n" + "\n".join(
+        sorted(set(found))
+    )
 
 
 def test_the_scan_finds_a_phrase_in_code_and_not_in_a_docstring(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text('"""Waits for `Application startup complete.`"""\nREADY = "Application startup complete."\n')
+    module.write_text(
+        '"""Waits for `Application startup complete.`"""\nREADY = "Application startup complete."\n'
+    )
     assert code_strings(module) == ["Application startup complete."]
-    assert "Graph capturing finished in" in literal_runs(r"Graph capturing finished in (?P<s>\d+) secs")
+    assert "Graph capturing finished in" in literal_runs(
+        r"Graph capturing finished in (?P<s>\d+) secs"
+    )

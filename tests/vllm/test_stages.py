@@ -12,7 +12,8 @@ from composegen.emulator.memory import MemoryInputs, plan_memory
 from composegen.emulator.runner import Log
 from composegen.vllm import stages
 
-REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"  # copied unchanged from shared/real-vllm
+# copied unchanged from shared/real-vllm
+REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
 GRAPHS = REAL.with_name("real-0.26.0-h200-graphs")  # the same, CUDA graphs and torch.compile on
 
 
@@ -26,19 +27,36 @@ def _keys(tracker: stages.StageTracker) -> list[str]:
 
 def test_real_eager_start_has_weights_kv_api_ready_and_durations_from_the_log():
     tracker = stages.from_log(stages.logged_times(_real("serve-bf16-eager.log")))
-    assert _keys(tracker) == ["imports", "weights", "kv_cache", "api", "ready"]  # --enforce-eager: no compile/graphs
+    # --enforce-eager: no compile/graphs
+    assert _keys(tracker) == ["imports", "weights", "kv_cache", "api", "ready"]
     rows = {r["stage"]: r for r in tracker.view(tracker.last_line_at or 0)}
-    assert (rows["weights"]["done"], rows["weights"]["total"], rows["weights"]["unit"]) == (1, 1, "shards")
+    assert (rows["weights"]["done"], rows["weights"]["total"], rows["weights"]["unit"]) == (
+        1,
+        1,
+        "shards",
+    )
     assert rows["weights"]["rate"] == pytest.approx(234.95)  # tqdm's own rate field
     assert rows["imports"]["elapsed_s"] == 25.0  # 15:51:16 → 15:51:41 (Loading model from scratch)
-    assert rows["kv_cache"]["elapsed_s"] == 12.0  # Model loading took (…42) → init engine took (…54)
+    # Model loading took (…42) → init engine took (…54)
+    assert rows["kv_cache"]["elapsed_s"] == 12.0
     assert tracker.summary() == "ready" and tracker.failed is None
 
 
 def test_real_graphs_start_has_every_stage_with_capture_and_warm_up_apart():
-    tracker = stages.from_log(stages.logged_times((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8")))
+    tracker = stages.from_log(
+        stages.logged_times((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8"))
+    )
     rows = {r["stage"]: r for r in tracker.view(tracker.last_line_at or 0)}
-    assert list(rows) == ["imports", "weights", "compile", "kv_cache", "graphs", "warmup", "api", "ready"]
+    assert list(rows) == [
+        "imports",
+        "weights",
+        "compile",
+        "kv_cache",
+        "graphs",
+        "warmup",
+        "api",
+        "ready",
+    ]
     seconds = {key: row["elapsed_s"] for key, row in rows.items()}
     # from the log's own timestamps: banner 18:54:43, shard bar 18:55:25, compile 18:55:29-37 (profiling around
     # it), capture 18:55:39 → `Graph capturing finished in 1 secs` 18:55:40 → `init engine … took` 18:55:49
@@ -52,21 +70,30 @@ def test_real_graphs_start_has_every_stage_with_capture_and_warm_up_apart():
         "api": 2.0,
         "ready": 0.0,
     }
-    assert (rows["graphs"]["done"], rows["graphs"]["total"], rows["graphs"]["detail"]) == (3, 3, "FULL")
+    assert (rows["graphs"]["done"], rows["graphs"]["total"], rows["graphs"]["detail"]) == (
+        3,
+        3,
+        "FULL",
+    )
     assert tracker.failed is None  # the hermes tracebacks after ready are requests, not the start
     assert tracker.summary() == "ready"
 
 
 def test_the_imports_stage_starts_at_the_launch_when_it_is_known():
     lines = stages.logged_times((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8"))
-    launch = lines[0][0] - 30.0  # the container started 30 s before vLLM's banner (Python's imports)
+    # the container started 30 s before vLLM's banner (Python's imports)
+    launch = lines[0][0] - 30.0
     tracker = stages.from_log(lines, started_at=launch)
     imports = tracker.stages["imports"]
     assert imports.first_at == launch and imports.seconds == 72.0
     live = stages.StageTracker(0.0)
     live.begin("create", 0.0)
     live.launched(2.0)  # the container runs: creating is over, the imports run silently
-    assert live.current is not None and live.current.key == "imports" and live.stages["create"].seconds == 2.0
+    assert (
+        live.current is not None
+        and live.current.key == "imports"
+        and live.stages["create"].seconds == 2.0
+    )
     live.feed(lines[0][1], 40.0)
     assert live.current.key == "imports" and live.stages["imports"].first_at == 2.0
 
@@ -88,7 +115,13 @@ def test_real_failed_start_is_failed_in_the_profiling_stage():
             None,
             None,
         ),
-        ("Loading safetensors checkpoint shards:  39% Completed | 18/46 [01:12<01:52,  4.00s/it]", 18, 46, 0.25, 112.0),
+        (
+            "Loading safetensors checkpoint shards:  39% Completed | 18/46 [01:12<01:52,  4.00s/it]",
+            18,
+            46,
+            0.25,
+            112.0,
+        ),
         (
             "2026-11-30T15:51:41.123456789Z Loading pt checkpoint shards: 50% Completed | 1/2 [00:01<00:01,  1.50it/s]",
             1,
@@ -130,10 +163,20 @@ def test_the_emulated_load_shows_every_stage_in_vllms_order(tmp_path, monkeypatc
     tracker = stages.StageTracker(0.0)
     for i, line in enumerate(text.splitlines()):
         tracker.feed(line, float(i))
-    assert _keys(tracker) == ["imports", "download", "weights", "compile", "kv_cache", "graphs", "warmup", "api"]
+    assert _keys(tracker) == [
+        "imports",
+        "download",
+        "weights",
+        "compile",
+        "kv_cache",
+        "graphs",
+        "warmup",
+        "api",
+    ]
     assert (tracker.stages["weights"].done, tracker.stages["weights"].total) == (5, 5)
     assert tracker.stages["graphs"].detail == "decode, FULL"
-    assert "Loading safetensors checkpoint shards:  40% Completed | 2/5 [" in text  # vLLM's bar format
+    # vLLM's bar format
+    assert "Loading safetensors checkpoint shards:  40% Completed | 2/5 [" in text
     assert "torch.compile took" in text and "Graph capturing finished in" in text
 
 
@@ -167,9 +210,14 @@ def test_a_multi_node_head_waits_for_its_nodes_with_k_of_n():
     )
     assert tracker.summary() == "waiting for nodes 1/3 nodes"
     tracker.feed(
-        head.format(s=6, msg="Waiting for remote nodes to join (2/3 nodes ready); missing node rank(s) [2]"), 6.0
+        head.format(
+            s=6, msg="Waiting for remote nodes to join (2/3 nodes ready); missing node rank(s) [2]"
+        ),
+        6.0,
     )
     assert tracker.summary() == "waiting for nodes 2/3 nodes"
-    tracker.feed("(Worker_TP0 pid=9) Loading safetensors checkpoint shards:  25% Completed | 1/4", 9.0)
+    tracker.feed(
+        "(Worker_TP0 pid=9) Loading safetensors checkpoint shards:  25% Completed | 1/4", 9.0
+    )
     assert tracker.current is not None and tracker.current.key == "weights"
     assert tracker.stages["nodes"].elapsed(9.0) == 8.0

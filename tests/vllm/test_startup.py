@@ -237,9 +237,9 @@ def test_ansi_colour_is_stripped_before_matching(data_dir):
         "\x1b[0;36m(EngineCore pid=4)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m "
         "\x1b[90m[core.py:1584]\x1b[0m "
     )
-    errors = parse_startup_log(f"{prefix}Traceback (most recent call last):\n{prefix}KeyError: 'rope'").to_json()[
-        "errors"
-    ]
+    errors = parse_startup_log(
+        f"{prefix}Traceback (most recent call last):\n{prefix}KeyError: 'rope'"
+    ).to_json()["errors"]
     assert errors == [
         {
             "line": "(EngineCore pid=4) ERROR 11-20 10:00:00 [core.py:1584] KeyError: 'rope'",
@@ -266,7 +266,8 @@ def test_repeated_kv_lines_are_deduplicated_and_the_unified_smallest_is_kept(dat
     assert raw.count("GPU KV cache size: 453,728 tokens") == 2
     assert report_of(data_dir, "vllm-0.11.0-tp2-ansi.log")["kv_cache_tokens"] == 453728
     raw = (data_dir / "logs" / "vllm-0.10.2-tp2.log").read_text()
-    assert "288,768 tokens" in raw and "288,352 tokens" in raw  # one per worker before unify_kv_cache_configs
+    # one per worker before unify_kv_cache_configs
+    assert "288,768 tokens" in raw and "288,352 tokens" in raw
 
 
 def test_prefixes_of_every_kind_are_understood():
@@ -283,7 +284,8 @@ def test_prefixes_of_every_kind_are_understood():
 
 def test_kv_too_small_error_has_hint_and_estimated_length(data_dir):
     errors = report_of(data_dir, "vllm-0.33.0-kv-too-small.log")["errors"]
-    assert [e["kind"] for e in errors] == ["kv_too_small_for_max_len"]  # logged twice, reported once
+    # logged twice, reported once
+    assert [e["kind"] for e in errors] == ["kv_too_small_for_max_len"]
     assert errors[0]["estimated_max_model_len"] == 85264
     assert "max seq len (131072)" in errors[0]["line"] and errors[0]["hint"].endswith(".")
 
@@ -293,7 +295,9 @@ def test_shm_errors(data_dir):
     assert [e["kind"] for e in errors] == ["shm_insufficient"]
     assert "160 MiB required, 63 MiB free" in errors[0]["line"] and "shm_size" in errors[0]["hint"]
     report = report_of(data_dir, "vllm-0.28.0.log")  # a slow load: warned, yet ready
-    assert report["ready"] is True and [e["kind"] for e in report["errors"]] == ["shm_broadcast_block"]
+    assert report["ready"] is True and [e["kind"] for e in report["errors"]] == [
+        "shm_broadcast_block"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -324,7 +328,10 @@ def test_shm_errors(data_dir):
             "processes.",
             "gpu_memory_busy",
         ),
-        ("misc NCCL WARN Error: failed to extend /dev/shm/nccl-03v824 to 9637892 bytes", "shm_insufficient"),
+        (
+            "misc NCCL WARN Error: failed to extend /dev/shm/nccl-03v824 to 9637892 bytes",
+            "shm_insufficient",
+        ),
     ],
 )
 def test_failure_kinds(line, kind):
@@ -364,14 +371,22 @@ def test_free_memory_line_variants_and_fallbacks():
         "1.12 GiB for CUDAGraph memory. Current kv cache memory in use is 37849202278 bytes."
     )
     report = parse_startup_log(old)
-    assert (report.weights_gib, report.peak_activation_gib, report.cuda_graph_gib) == (30.53, 4.87, 1.12)
+    assert (report.weights_gib, report.peak_activation_gib, report.cuda_graph_gib) == (
+        30.53,
+        4.87,
+        1.12,
+    )
     assert report.kv_cache_gib_per_rank == [35.25]  # bytes, as GiB rounded like vLLM
     fallback = parse_startup_log(
         "Model loading took 12.0 GiB memory and 3.1 seconds\n"
         "Memory profiling takes 4.00 seconds. Total non KV cache memory: 14.0GiB; torch peak memory increase: "
         "1.5GiB; total consumed (from mem_get_info): 12.5GiB; weights memory: 12.0GiB."
     )
-    assert (fallback.weights_gib, fallback.peak_activation_gib, fallback.gpu_total_gib) == (12.0, 1.5, None)
+    assert (fallback.weights_gib, fallback.peak_activation_gib, fallback.gpu_total_gib) == (
+        12.0,
+        1.5,
+        None,
+    )
 
 
 def test_format_text_aligns_keys_and_shows_hints(data_dir):

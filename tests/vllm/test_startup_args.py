@@ -33,13 +33,20 @@ R33_PROFILE = {  # the 8192-131k profile's vLLM flags as a profile states them
 def test_effective_args_keep_reprs_as_text(data_dir):
     args = report_of(data_dir, "vllm-0.33.0-r33-8192-arm.log")["effective_args"]
     assert args["max_num_batched_tokens"] == 8192 and args["gpu_memory_utilization"] == 0.975
-    assert args["enable_chunked_prefill"] is True and args["served_model_name"] == ["ds4-flash-r33-b8192"]
+    assert args["enable_chunked_prefill"] is True and args["served_model_name"] == [
+        "ds4-flash-r33-b8192"
+    ]
     assert args["compilation_config"] == {
         "cudagraph_mode": "<CUDAGraphMode.FULL_AND_PIECEWISE: (2, 1)>",
         "custom_ops": ["all"],
     }
-    assert report_of(data_dir, "vllm-0.16.0.log")["effective_args"]["download_dir"] == "PosixPath('/models/hf')"
-    nested = report_of(data_dir, "vllm-0.33.0-kv-too-small.log")["effective_args"]["compilation_config"]
+    assert (
+        report_of(data_dir, "vllm-0.16.0.log")["effective_args"]["download_dir"]
+        == "PosixPath('/models/hf')"
+    )
+    nested = report_of(data_dir, "vllm-0.33.0-kv-too-small.log")["effective_args"][
+        "compilation_config"
+    ]
     assert nested["dynamic_shapes_config"]["type"] == "<DynamicShapesType.BACKED: 'backed'>"
 
 
@@ -51,8 +58,15 @@ def test_malicious_looking_literal_is_not_executed(tmp_path):
     )
     args = parse_startup_log(text).effective_args
     assert not marker.exists()
-    assert args == {"a": f"__import__('os').system('touch {marker}')", "b": f"open('{marker}', 'w')", "c": [1, [2, 3]]}
-    assert parse_literal(f"__import__('os').system('touch {marker}')") == f"__import__('os').system('touch {marker}')"
+    assert args == {
+        "a": f"__import__('os').system('touch {marker}')",
+        "b": f"open('{marker}', 'w')",
+        "c": [1, [2, 3]],
+    }
+    assert (
+        parse_literal(f"__import__('os').system('touch {marker}')")
+        == f"__import__('os').system('touch {marker}')"
+    )
     assert not marker.exists()
 
 
@@ -61,7 +75,9 @@ def test_truncated_args_line_gives_no_args():
 
 
 def test_pyliteral_values():
-    assert parse_literal("{'a': -1.5e3, 'b': 0x1f, 'c': 'x' 'y', 'd': {1, 2}, 'e': b'raw', 'f': true}") == {
+    assert parse_literal(
+        "{'a': -1.5e3, 'b': 0x1f, 'c': 'x' 'y', 'd': {1, 2}, 'e': b'raw', 'f': true}"
+    ) == {
         "a": -1500.0,
         "b": 31,
         "c": "xy",
@@ -84,7 +100,11 @@ def test_r33_profile_matches_its_engine_args(data_dir):
     other_arm = report_of(data_dir, "vllm-0.33.0-r33-4096-arm.log")["effective_args"]
     assert mismatches(R33_PROFILE, other_arm) == [
         {"flag": "max-num-batched-tokens", "profile": 8192, "engine": 4096},
-        {"flag": "served-model-name", "profile": "ds4-flash-r33-b8192", "engine": ["ds4-flash-r33-b4096"]},
+        {
+            "flag": "served-model-name",
+            "profile": "ds4-flash-r33-b8192",
+            "engine": ["ds4-flash-r33-b4096"],
+        },
     ]
 
 
@@ -107,9 +127,16 @@ def test_mismatches_normalise_values():
         "port": 8000,
         "kv-cache-dtype": "auto",
     }
-    assert mismatches(profile, engine) == []  # absent port / kv-cache-dtype are at their catalog defaults
+    # absent port / kv-cache-dtype are at their catalog defaults
+    assert mismatches(profile, engine) == []
     changed = mismatches(
-        {"speculative-config": {"method": "mtp"}, "max-num-seqs": 16, "port": 9000, "cudagraph": "PIECEWISE"}, engine
+        {
+            "speculative-config": {"method": "mtp"},
+            "max-num-seqs": 16,
+            "port": 9000,
+            "cudagraph": "PIECEWISE",
+        },
+        engine,
     )
     assert changed == [
         {

@@ -10,7 +10,9 @@ LOGS = REPO / "tests/data/logs"
 
 
 def test_arm_log_matches_its_profile():
-    res = run_cli("startup", "--log", str(LOGS / "vllm-0.33.0-r33-4096-arm.log"), "4096-131k", "--json")
+    res = run_cli(
+        "startup", "--log", str(LOGS / "vllm-0.33.0-r33-4096-arm.log"), "4096-131k", "--json"
+    )
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["kv_cache_tokens"] == 553243 and report["mismatches"] == []
@@ -34,7 +36,9 @@ def test_missing_log_is_bad_input():
 
 
 def test_engine_failure_lines_name_the_cause_or_fall_back(tmp_path):
-    wrapper = "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] EngineCore failed to start.\n"
+    wrapper = (
+        "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] EngineCore failed to start.\n"
+    )
     cause = (
         "(EngineCore_DP0 pid=9) ERROR 11-29 15:45:58 [core.py:912] torch.AcceleratorError: CUDA error: "
         "an illegal memory access was encountered\n"
@@ -42,7 +46,11 @@ def test_engine_failure_lines_name_the_cause_or_fall_back(tmp_path):
     both, alone = tmp_path / "both.log", tmp_path / "alone.log"
     both.write_text(wrapper + cause)
     alone.write_text(wrapper)
-    kinds = lambda p: [e["kind"] for e in json.loads(run_cli("startup", "--log", str(p), "--json").stdout)["errors"]]  # noqa: E731
+
+    def kinds(p):
+        report = json.loads(run_cli("startup", "--log", str(p), "--json").stdout)
+        return [e["kind"] for e in report["errors"]]
+
     assert kinds(both) == ["cuda_error"]  # the specific cause, not the wrapper around it
     assert kinds(alone) == ["engine_core_failed"]
 
@@ -59,19 +67,27 @@ def test_a_truncated_args_line_warns_in_text_and_json_and_compares_nothing(tmp_p
     text_res = run_cli("startup", "--log", str(cut), "8192-131k")
     assert "warning: the `non-default args:` line is cut off" in text_res.stdout
     assert "effective_args:" in text_res.stdout and "unknown" in text_res.stdout
-    assert "MISMATCH" not in text_res.stdout  # the full log would show one (see above): here nothing is known
+    # the full log would show one (see above): here nothing is known
+    assert "MISMATCH" not in text_res.stdout
 
 
 def test_dev_zero_ends_with_a_warning_instead_of_hanging():
     res = run_cli("startup", "--log", "/dev/zero", "--json", timeout=60)
-    assert res.returncode == 1 and "Traceback" not in res.stderr  # not ready: a check failure, not a crash
+    # not ready: a check failure, not a crash
+    assert res.returncode == 1 and "Traceback" not in res.stderr
     report = json.loads(res.stdout)
     assert report["ready"] is False and any("without a line break" in w for w in report["warnings"])
 
 
 def test_real_fp8_log_is_ready_and_keeps_the_request_time_traceback_apart():
-    res = run_cli("startup", "--log", str(REPO / "tests/data/real-0.26.0-h200/serve-fp8-hermes-apikey.log"), "--json")
-    assert res.returncode == 0, res.stdout  # ready, no startup error: the hermes traceback came later
+    res = run_cli(
+        "startup",
+        "--log",
+        str(REPO / "tests/data/real-0.26.0-h200/serve-fp8-hermes-apikey.log"),
+        "--json",
+    )
+    # ready, no startup error: the hermes traceback came later
+    assert res.returncode == 0, res.stdout
     report = json.loads(res.stdout)
     assert report["errors"] == [] and [e["kind"] for e in report["runtime_errors"]] == ["exception"]
     assert "sk-test" not in res.stdout

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from composegen.vllm.logstream import Limits, read_lines
-from composegen.vllm.startup import StartupCheck, format_text, mismatches, parse_startup_log, parse_startup_stream
+from composegen.vllm.startup import (
+    StartupCheck,
+    format_text,
+    mismatches,
+    parse_startup_log,
+    parse_startup_stream,
+)
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
 ARGS = {
@@ -117,11 +123,14 @@ EXPECTED = {
         cuda_graph_seconds=None,
     ),
 }
-GRAPHS = REAL.with_name("real-0.26.0-h200-graphs")  # CUDA graphs and torch.compile on, hermes tool parser
+# CUDA graphs and torch.compile on, hermes tool parser
+GRAPHS = REAL.with_name("real-0.26.0-h200-graphs")
 
 
 def test_real_graphs_log_parses_exactly_with_the_capture_seconds():
-    report = parse_startup_log((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8")).to_json()
+    report = parse_startup_log(
+        (GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8")
+    ).to_json()
     runtime = report.pop("runtime_errors")
     assert report == dict(
         COMMON,
@@ -133,7 +142,8 @@ def test_real_graphs_log_parses_exactly_with_the_capture_seconds():
         peak_activation_gib=0.1,
         cuda_graph_gib=0.07,  # `Graph capturing finished in 1 secs, took 0.07 GiB`
         cuda_graph_seconds=1.0,
-        engine_init_seconds=23.01,  # `init engine (profile, create kv cache, warmup model) took 23.01 s`
+        # `init engine (profile, create kv cache, warmup model) took 23.01 s`
+        engine_init_seconds=23.01,
         compile_seconds=10.04,  # `(compilation: 10.04 s)`
         effective_args={
             "model_tag": "/tmp/model",
@@ -150,7 +160,9 @@ def test_real_graphs_log_parses_exactly_with_the_capture_seconds():
         lines_parsed=2153,
     )
     # the seven hermes tracebacks after ready (the random model writes noise): runtime errors, not failures
-    assert len(runtime) == 7 and all(e["kind"] == "exception" and "JSONDecodeError" in e["line"] for e in runtime)
+    assert len(runtime) == 7 and all(
+        e["kind"] == "exception" and "JSONDecodeError" in e["line"] for e in runtime
+    )
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -162,7 +174,9 @@ def test_real_log_parses_exactly(name):
 def test_streamed_and_in_memory_parses_agree():
     for name in EXPECTED:
         with open(REAL / name, "rb") as stream:
-            assert parse_startup_stream(stream) == parse_startup_log((REAL / name).read_text(encoding="utf-8"))
+            assert parse_startup_stream(stream) == parse_startup_log(
+                (REAL / name).read_text(encoding="utf-8")
+            )
 
 
 def test_a_request_time_traceback_after_ready_is_a_runtime_error_not_a_startup_error():
@@ -187,9 +201,14 @@ def test_an_engine_death_after_ready_is_still_an_error():
 
 
 def test_failed_start_names_the_missing_module():
-    report = parse_startup_log((REAL / "serve-failed-missing-module.log").read_text(encoding="utf-8"))
+    report = parse_startup_log(
+        (REAL / "serve-failed-missing-module.log").read_text(encoding="utf-8")
+    )
     assert [e.kind for e in report.errors] == ["missing_module"]
-    assert report.errors[0].line.endswith("No module named 'flashinfer'") and "image" in report.errors[0].hint
+    assert (
+        report.errors[0].line.endswith("No module named 'flashinfer'")
+        and "image" in report.errors[0].hint
+    )
 
 
 def test_compile_seconds_from_both_line_formats():
@@ -246,7 +265,9 @@ def test_read_lines_splits_like_splitlines_across_chunk_edges():
 def test_total_limit_stops_the_read():
     limits = Limits(max_total_bytes=2 << 20)
     report = parse_startup_stream(io.BytesIO(b"hello\n" * (1 << 20)), limits)
-    assert limits.bytes_read == 2 << 20 and any("stopped reading after" in w for w in report.warnings)
+    assert limits.bytes_read == 2 << 20 and any(
+        "stopped reading after" in w for w in report.warnings
+    )
 
 
 def test_the_report_validates_against_its_generated_schema():

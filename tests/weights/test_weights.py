@@ -47,11 +47,15 @@ def hub():
 
 
 def project(tmp_path: Path, model: str, rev: str, path: str = "") -> Path:
-    text = PROFILE.format(digest="a" * 64, model=model, rev=rev, path=f"path: {path}" if path else "")
+    text = PROFILE.format(
+        digest="a" * 64, model=model, rev=rev, path=f"path: {path}" if path else ""
+    )
     return make_project(tmp_path / "proj", {"tiny": text})
 
 
-def weights(proj: Path, hub: Hub, cache: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def weights(
+    proj: Path, hub: Hub, cache: Path, *args: str, **env: str
+) -> subprocess.CompletedProcess:
     base = {"CG_TEST_HF": str(cache), "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     return run_cli("--root", str(proj), "weights", "tiny", *args, env={**base, **env})
 
@@ -68,7 +72,8 @@ def test_empty_cache_is_incomplete_then_download_completes(tmp_path, hub):
     assert res.returncode == 1, res.stderr
     report = json.loads(res.stdout)
     assert report["complete"] is False and "config.json" in report["missing"]
-    assert report["cache_dir"] == str(cache / "hub") and not any(r.method == "GET" for r in hub.log)  # offline check
+    # offline check
+    assert report["cache_dir"] == str(cache / "hub") and not any(r.method == "GET" for r in hub.log)
 
     res = weights(proj, hub, cache, "--download", "--json")
     assert res.returncode == 0, res.stderr
@@ -78,7 +83,9 @@ def test_empty_cache_is_incomplete_then_download_completes(tmp_path, hub):
     assert [f["name"] for f in report["files"] if f["name"].endswith(".safetensors")] == shards
     assert report["total_bytes"] == sum(len(files[f["name"]]) for f in report["files"])
     assert "README.md" not in {f["name"] for f in report["files"]}  # only what the engine loads
-    assert all(r.path.split("/resolve/")[1].startswith(repo.sha) for r in hub.log if "/resolve/" in r.path)
+    assert all(
+        r.path.split("/resolve/")[1].startswith(repo.sha) for r in hub.log if "/resolve/" in r.path
+    )
     snap = snapshot(cache, "org/tiny", repo.sha)
     assert (snap / shards[0]).read_bytes() == files[shards[0]]
 
@@ -102,7 +109,9 @@ def test_missing_shard_is_named_and_only_it_is_fetched(tmp_path, hub):
     assert f"MISSING   {gone}" in text.stdout and "INCOMPLETE" in text.stdout
     hub.log.clear()
     assert weights(proj, hub, cache, "--download").returncode == 0
-    assert [r.path.rsplit("/", 1)[1] for r in hub.log if r.method == "GET" and "/resolve/" in r.path] == [gone]
+    assert [
+        r.path.rsplit("/", 1)[1] for r in hub.log if r.method == "GET" and "/resolve/" in r.path
+    ] == [gone]
 
 
 def test_corrupt_shard_fails_verify_and_download_repairs_it(tmp_path, hub):
@@ -157,10 +166,17 @@ def test_hub_unreachable_when_needed_is_3_and_not_needed_is_fine(tmp_path, hub):
     url = dead.url
     dead.server.server_close()
     res = run_cli(
-        "--root", str(proj), "weights", "tiny", "--verify", env={"CG_TEST_HF": str(cache), "HF_ENDPOINT": url}
+        "--root",
+        str(proj),
+        "weights",
+        "tiny",
+        "--verify",
+        env={"CG_TEST_HF": str(cache), "HF_ENDPOINT": url},
     )
     assert res.returncode == 3 and "unreachable" in res.stderr, res.stderr
-    res = run_cli("--root", str(proj), "weights", "tiny", env={"CG_TEST_HF": str(cache), "HF_ENDPOINT": url})
+    res = run_cli(
+        "--root", str(proj), "weights", "tiny", env={"CG_TEST_HF": str(cache), "HF_ENDPOINT": url}
+    )
     assert res.returncode == 1  # an offline check needs no Hub: incomplete, not unreachable
 
 
@@ -170,7 +186,12 @@ def test_resume_after_an_interrupted_download(tmp_path, hub):
     repo = hub.add_repo("org/tiny", files)
     proj, cache = project(tmp_path, "org/tiny", repo.sha), tmp_path / "hf"
     hub.stall(big, 16 * 2**20)  # the first GET sends 16 MiB, then hangs until released
-    env = {**os.environ, "CG_TEST_HF": str(cache), "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    env = {
+        **os.environ,
+        "CG_TEST_HF": str(cache),
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "composegen", "--root", str(proj), "weights", "tiny", "--download"],
         cwd=REPO,
@@ -183,7 +204,10 @@ def test_resume_after_an_interrupted_download(tmp_path, hub):
         assert hub.stalled.wait(60), "the download never reached the stalled shard"
         blobs = cache / "hub" / "models--org--tiny" / "blobs"
         deadline = time.monotonic() + 30
-        while not any(p.stat().st_size for p in blobs.glob("*.incomplete")) and time.monotonic() < deadline:
+        while (
+            not any(p.stat().st_size for p in blobs.glob("*.incomplete"))
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)  # the user's Ctrl-C, by this test's own child pid
         _, stderr = proc.communicate(timeout=60)
@@ -207,7 +231,10 @@ def test_resume_after_an_interrupted_download(tmp_path, hub):
 def test_model_path_directory_is_checked_instead(tmp_path, hub):
     files = tiny_model(shards=1)
     repo = hub.add_repo("org/tiny", files)
-    proj, cache = project(tmp_path, "org/tiny", repo.sha, path="/root/.cache/huggingface/local/tiny"), tmp_path / "hf"
+    proj, cache = (
+        project(tmp_path, "org/tiny", repo.sha, path="/root/.cache/huggingface/local/tiny"),
+        tmp_path / "hf",
+    )
     res = weights(proj, hub, cache, "--download", "--verify", "--json")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
@@ -216,11 +243,20 @@ def test_model_path_directory_is_checked_instead(tmp_path, hub):
 
 
 def test_unmounted_cache_and_schema(tmp_path, hub):
-    text = PROFILE.format(digest="a" * 64, model="org/tiny", rev="d" * 40, path="").split("  volumes:")[0]
+    text = PROFILE.format(digest="a" * 64, model="org/tiny", rev="d" * 40, path="").split(
+        "  volumes:"
+    )[0]
     proj = make_project(tmp_path / "p", {"tiny": text + "vllm:\n  max-model-len: 4096\n"})
     res = run_cli("--root", str(proj), "weights", "tiny")
     assert res.returncode == 2 and "nothing mounts the container's Hugging Face cache" in res.stderr
     schema = json.loads(run_cli("schema", "--report", "weights").stdout)
-    assert {"profile", "model", "revision", "cache_dir", "snapshot", "complete", "files", "missing"} <= set(
-        schema["properties"]
-    )
+    assert {
+        "profile",
+        "model",
+        "revision",
+        "cache_dir",
+        "snapshot",
+        "complete",
+        "files",
+        "missing",
+    } <= set(schema["properties"])

@@ -32,7 +32,8 @@ class LyingHub(Hub):
             h.send_header("Content-Length", str(len(data) * (256 if self.how == "oversize" else 1)))
         h.end_headers()
         try:
-            if self.how == "drip":  # the announced length, one byte every 50 ms: no read ever times out
+            # the announced length, one byte every 50 ms: no read ever times out
+            if self.how == "drip":
                 for i in range(len(data)):
                     h.wfile.write(data[i : i + 1])
                     h.wfile.flush()
@@ -57,7 +58,11 @@ def hub():
 
 def _incomplete(cache, model: str) -> list[str]:
     blobs = cache / "hub" / f"models--{model.replace('/', '--')}" / "blobs"
-    return sorted(p.name for p in blobs.iterdir() if p.name.endswith(".incomplete")) if blobs.is_dir() else []
+    return (
+        sorted(p.name for p in blobs.iterdir() if p.name.endswith(".incomplete"))
+        if blobs.is_dir()
+        else []
+    )
 
 
 @pytest.mark.parametrize(
@@ -77,7 +82,9 @@ def test_a_shard_server_that_breaks_the_budget_is_stopped(tmp_path, hub, how, sa
     took = time.monotonic() - started
     assert res.returncode == 3, res.stdout + res.stderr
     errors = [line for line in res.stderr.splitlines() if line.startswith("composegen:")]
-    assert errors == [f"composegen: {SHARD}: the server at {hub.url} {said}; download stopped"], res.stderr
+    assert errors == [f"composegen: {SHARD}: the server at {hub.url} {said}; download stopped"], (
+        res.stderr
+    )
     assert "Traceback" not in res.stderr
     assert _incomplete(cache, "org/tiny") == []  # no partial file left to resume a liar's bytes
     assert not (snapshot(cache, "org/tiny", repo.sha) / SHARD).exists()
@@ -106,7 +113,10 @@ def test_a_file_whose_metadata_contradicts_the_listing_is_refused(tmp_path):
     finally:
         hub.close()
     assert res.returncode == 3, res.stdout + res.stderr
-    assert f"the Hub lists {SHARD_BYTES} bytes but the file announces {SHARD_BYTES * 2}; refused" in res.stderr
+    assert (
+        f"the Hub lists {SHARD_BYTES} bytes but the file announces {SHARD_BYTES * 2}; refused"
+        in res.stderr
+    )
     assert "Traceback" not in res.stderr and _incomplete(cache, "org/tiny") == []
 
 
@@ -122,7 +132,9 @@ def test_the_budget_of_a_file_of_unknown_size_is_the_configured_cap(monkeypatch)
 
 def test_a_write_past_the_configured_cap_stops_the_transfer(tmp_path):
     budget = transfer.Budget(10, 5.0, cap_known=False)
-    stop = pytest.raises(transfer.OverBudget, match=r"more than 10 bytes \(COMPOSEGEN_DOWNLOAD_MAX_BYTES\)")
+    stop = pytest.raises(
+        transfer.OverBudget, match=r"more than 10 bytes \(COMPOSEGEN_DOWNLOAD_MAX_BYTES\)"
+    )
     with open(tmp_path / "part", "wb") as fh, stop:
         transfer.run(lambda f: [f.write(b"x" * 4) for _ in range(5)] and None, fh, budget)
     assert (tmp_path / "part").stat().st_size == 8

@@ -13,7 +13,14 @@ from composegen.weights.snapshot import checked_listing, judge, list_local
 from tests.support.hub import Hub, tiny_model
 from tests.weights.test_weights import project, snapshot, weights
 
-HOSTILE_SHARDS = ["../../../../victim", "/tmp/abs-victim", "sub/dir.safetensors", ".", "..", "nul\0.safetensors"]
+HOSTILE_SHARDS = [
+    "../../../../victim",
+    "/tmp/abs-victim",
+    "sub/dir.safetensors",
+    ".",
+    "..",
+    "nul\0.safetensors",
+]
 
 
 @pytest.fixture
@@ -26,7 +33,11 @@ def hub():
 def _index_naming(files: dict[str, bytes], shard: str) -> dict[str, bytes]:
     index = json.loads(files["model.safetensors.index.json"])
     index["weight_map"]["layers.evil.weight"] = shard
-    return {**files, "model.safetensors.index.json": json.dumps(index).encode(), shard: b"evil bytes"}
+    return {
+        **files,
+        "model.safetensors.index.json": json.dumps(index).encode(),
+        shard: b"evil bytes",
+    }
 
 
 @pytest.mark.parametrize("shard", HOSTILE_SHARDS)
@@ -36,12 +47,16 @@ def test_a_shard_name_that_is_not_one_component_is_refused(tmp_path, hub, shard)
     repo = hub.add_repo("org/tiny", _index_naming(tiny_model(shards=1, shard_bytes=1024), shard))
     proj, cache = project(tmp_path, "org/tiny", repo.sha), tmp_path / "hf"
     res = weights(proj, hub, cache, "--download", "--json")
-    assert res.returncode == 1, res.stdout + res.stderr  # the index is bad: incomplete, and says why
+    # the index is bad: incomplete, and says why
+    assert res.returncode == 1, res.stdout + res.stderr
     report = json.loads(res.stdout)
-    assert any("names the shard" in p and "refused" in p for p in report["problems"]), report["problems"]
+    assert any("names the shard" in p and "refused" in p for p in report["problems"]), report[
+        "problems"
+    ]
     assert victim.read_text() == "precious\n" and not victim.is_symlink()
     assert not Path("/tmp/abs-victim").is_symlink()
-    assert not any(r.path.endswith("/" + shard) for r in hub.log if "/resolve/" in r.path)  # never asked for
+    # never asked for
+    assert not any(r.path.endswith("/" + shard) for r in hub.log if "/resolve/" in r.path)
     assert "Traceback" not in res.stderr
 
 
@@ -99,8 +114,12 @@ def test_a_link_planted_in_the_cache_is_never_written_through(tmp_path, hub, pla
     res = weights(proj, hub, cache, "--download")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "never writes through links" in res.stderr and "Traceback" not in res.stderr
-    assert victim.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == ["victim"]
-    assert hashlib.sha256(victim.read_bytes()).hexdigest() == hashlib.sha256(b"precious\n").hexdigest()
+    assert victim.read_text() == "precious\n" and sorted(p.name for p in outside.iterdir()) == [
+        "victim"
+    ]
+    assert (
+        hashlib.sha256(victim.read_bytes()).hexdigest() == hashlib.sha256(b"precious\n").hexdigest()
+    )
 
 
 def test_verify_never_blocks_on_a_fifo_planted_as_a_snapshot_file(tmp_path, hub):
@@ -115,7 +134,9 @@ def test_verify_never_blocks_on_a_fifo_planted_as_a_snapshot_file(tmp_path, hub)
     os.mkfifo(entry)
     res = weights(proj, hub, cache, "--verify", "--json")
     assert res.returncode == 1, res.stderr
-    assert [f["name"] for f in json.loads(res.stdout)["files"] if f["verified"] is False] == ["config.json"]
+    assert [f["name"] for f in json.loads(res.stdout)["files"] if f["verified"] is False] == [
+        "config.json"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,10 @@ from composegen.stack import nodecache, placement
 from tests.support.engine import free_port, tiny_profile
 from tests.support.helpers import make_project, run_cli
 from tests.support.hub import Hub, tiny_model
-from tests.support.second_engine import BASE_IMAGE, second_engine  # noqa: F401 - the session fixture
+from tests.support.second_engine import (  # noqa: F401 - the session fixture
+    BASE_IMAGE,
+    second_engine,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -42,8 +45,12 @@ def test_every_node_is_checked_and_sync_copies_the_snapshot(tmp_path, second_eng
         repo = hub.add_repo("org/tiny-model", files)
         head, worker = tmp_path / "head-hf", tmp_path / "worker-hf"
         name = f"wn-{uuid.uuid4().hex[:8]}"
-        rest = REST.format(master=free_port(), head=head, worker=worker, worker_url=second_engine.url)
-        text = tiny_profile(f"{name}-served", f"{{host: {free_port()}}}", rest=rest).replace("d" * 40, repo.sha)
+        rest = REST.format(
+            master=free_port(), head=head, worker=worker, worker_url=second_engine.url
+        )
+        text = tiny_profile(f"{name}-served", f"{{host: {free_port()}}}", rest=rest).replace(
+            "d" * 40, repo.sha
+        )
         root = make_project(tmp_path / "proj", {name: text})
         env = {"HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 
@@ -55,7 +62,11 @@ def test_every_node_is_checked_and_sync_copies_the_snapshot(tmp_path, second_eng
         report = json.loads(res.stdout)
         assert report["complete"] is True and report["cache_dir"] == str(head / "hub")
         [node] = report["nodes"]
-        assert node["name"] == "n1" and node["engine"] == second_engine.url and node["complete"] is False
+        assert (
+            node["name"] == "n1"
+            and node["engine"] == second_engine.url
+            and node["complete"] is False
+        )
         assert "config.json" in node["missing"] and "node n1 lacks" in res.stderr
 
         project = find_project(root)
@@ -63,7 +74,10 @@ def test_every_node_is_checked_and_sync_copies_the_snapshot(tmp_path, second_eng
         checks, complete = nodecache.preflight_checks(
             placement.deployment(project, r), BASE_IMAGE, emulate=False, allow_download=False
         )
-        assert [(c.name, c.status) for c in checks] == [("n0/weights", "ok"), ("n1/weights", "fail")] and not complete
+        assert [(c.name, c.status) for c in checks] == [
+            ("n0/weights", "ok"),
+            ("n1/weights", "fail"),
+        ] and not complete
 
         res = weights("--sync", "--json")
         assert res.returncode == 0, res.stderr
@@ -72,7 +86,8 @@ def test_every_node_is_checked_and_sync_copies_the_snapshot(tmp_path, second_eng
         assert report["nodes"][0]["total_bytes"] == report["total_bytes"]
         snap = worker / "hub" / "models--org--tiny-model" / "snapshots" / repo.sha
         shard = "model-00001-of-00002.safetensors"
-        assert os.path.islink(snap / shard) and (snap / shard).read_bytes() == files[shard]  # links into blobs/
+        # links into blobs/
+        assert os.path.islink(snap / shard) and (snap / shard).read_bytes() == files[shard]
         assert Path(os.path.realpath(snap / shard)).parent.name == "blobs"
         checks, complete = nodecache.preflight_checks(
             placement.deployment(project, r), BASE_IMAGE, emulate=False, allow_download=False
@@ -82,6 +97,8 @@ def test_every_node_is_checked_and_sync_copies_the_snapshot(tmp_path, second_eng
         (snap / shard).resolve().write_bytes(b"short")  # a truncated copy on the worker: sizes tell
         res = weights("--json")
         assert res.returncode == 1
-        assert json.loads(res.stdout)["nodes"][0]["missing"] == [f"{shard} (size differs from the head's)"]
+        assert json.loads(res.stdout)["nodes"][0]["missing"] == [
+            f"{shard} (size differs from the head's)"
+        ]
     finally:
         hub.close()

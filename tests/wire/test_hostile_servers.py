@@ -41,7 +41,13 @@ def test_tokenize_lies_end_ladder_and_bench_sizing_with_one_line(behaviour):
         assert "/tokenize" in exc.message
         _fails_clearly(
             lambda: bench.run_bench(
-                srv.base_url, srv.model, [1], input_tokens=40, output_tokens=4, requests=1, timeout=DEADLINE
+                srv.base_url,
+                srv.model,
+                [1],
+                input_tokens=40,
+                output_tokens=4,
+                requests=1,
+                timeout=DEADLINE,
             )
         )
 
@@ -49,29 +55,45 @@ def test_tokenize_lies_end_ladder_and_bench_sizing_with_one_line(behaviour):
 @pytest.mark.parametrize("behaviour", REPLIES)
 def test_chat_completion_lies_end_the_gates(behaviour):
     with HostileServer.start("/v1/chat/completions", behaviour) as srv:
-        exc = _fails_clearly(lambda: gates.run_gates(srv.base_url, srv.model, only="smoke", timeout=DEADLINE))
+        exc = _fails_clearly(
+            lambda: gates.run_gates(srv.base_url, srv.model, only="smoke", timeout=DEADLINE)
+        )
         assert srv.base_url in exc.message
 
 
 @pytest.mark.parametrize("behaviour", ["wrong_types", "list", "missing_keys", "huge", "deep"])
 def test_responses_and_model_listing_lies_end_the_gates(behaviour):
     with HostileServer.start("/v1/responses", behaviour) as srv:
-        _fails_clearly(lambda: gates.run_gates(srv.base_url, srv.model, only="responses", timeout=DEADLINE))
+        _fails_clearly(
+            lambda: gates.run_gates(srv.base_url, srv.model, only="responses", timeout=DEADLINE)
+        )
     with HostileServer.start("/v1/models", behaviour) as srv:
-        _fails_clearly(lambda: gates.run_gates(srv.base_url, srv.model, only="smoke", timeout=DEADLINE))
+        _fails_clearly(
+            lambda: gates.run_gates(srv.base_url, srv.model, only="smoke", timeout=DEADLINE)
+        )
 
 
 @pytest.mark.parametrize("behaviour", STREAMS)
 def test_stream_lies_end_stream_tools_ladder_and_bench(behaviour):
     with HostileServer.start("/v1/chat/completions", behaviour) as srv:
-        exc = _fails_clearly(lambda: gates.run_gates(srv.base_url, srv.model, only="stream_tools", timeout=DEADLINE))
+        exc = _fails_clearly(
+            lambda: gates.run_gates(srv.base_url, srv.model, only="stream_tools", timeout=DEADLINE)
+        )
         assert srv.base_url in exc.message
         _fails_clearly(
-            lambda: ladder.run_ladder(srv.base_url, srv.model, [50], max_model_len=4096, max_tokens=4, timeout=DEADLINE)
+            lambda: ladder.run_ladder(
+                srv.base_url, srv.model, [50], max_model_len=4096, max_tokens=4, timeout=DEADLINE
+            )
         )
         exc = _fails_clearly(
             lambda: bench.run_bench(
-                srv.base_url, srv.model, [1], input_tokens=40, output_tokens=4, requests=1, timeout=DEADLINE
+                srv.base_url,
+                srv.model,
+                [1],
+                input_tokens=40,
+                output_tokens=4,
+                requests=1,
+                timeout=DEADLINE,
             )
         )
         assert "warm-up" in exc.message
@@ -81,12 +103,21 @@ def test_honest_server_passes_every_client():
     """The same server without a lie: the clients above succeed, so their failures are the lies'."""
     with HostileServer.start("/nowhere", "drip") as srv:
         ep = readiness.Endpoint("127.0.0.1", srv.port)
-        assert readiness.health_ok(ep) and readiness.models_entry(ep, srv.model).max_model_len == 4096
+        assert (
+            readiness.health_ok(ep) and readiness.models_entry(ep, srv.model).max_model_len == 4096
+        )
         assert watch.scrape(ep, timeout=DEADLINE) is not None
-        assert ladder.Tokenizer(srv.base_url, srv.model, None, DEADLINE).count([{"content": "a b c"}]) == 8
-        result = bench.run_bench(srv.base_url, srv.model, [1], input_tokens=40, output_tokens=4, requests=2, timeout=5)
+        assert (
+            ladder.Tokenizer(srv.base_url, srv.model, None, DEADLINE).count([{"content": "a b c"}])
+            == 8
+        )
+        result = bench.run_bench(
+            srv.base_url, srv.model, [1], input_tokens=40, output_tokens=4, requests=2, timeout=5
+        )
         assert result.ok and result.levels[0].completed == 2
-        rows = ladder.run_ladder(srv.base_url, srv.model, [50], max_model_len=4096, max_tokens=4, timeout=5).targets
+        rows = ladder.run_ladder(
+            srv.base_url, srv.model, [50], max_model_len=4096, max_tokens=4, timeout=5
+        ).targets
         assert rows[0].prompt_tokens == rows[0].tokenized
 
 
@@ -100,7 +131,8 @@ def test_metrics_lies_end_top_scrape(behaviour):
         except EngineError as exc:
             assert "\n" not in exc.message and exc.exit_code == RUNTIME
         else:
-            assert behaviour in ("not_json", "list", "missing_keys", "wrong_types", "deep")  # text Prometheus read
+            # text Prometheus read
+            assert behaviour in ("not_json", "list", "missing_keys", "wrong_types", "deep")
         assert time.monotonic() - started < DEADLINE + SLACK
 
 
@@ -110,10 +142,13 @@ def test_readiness_and_status_reads_are_bounded_and_checked(behaviour):
         ep = readiness.Endpoint("127.0.0.1", srv.port)
         started = time.monotonic()
         try:
-            assert readiness.models_entry(ep, srv.model) is None  # too slow: not ready yet, polled again
+            # too slow: not ready yet, polled again
+            assert readiness.models_entry(ep, srv.model) is None
             assert behaviour in ("drip", "drip_headers", "silent")
         except WireError as exc:
-            assert behaviour not in ("drip", "drip_headers", "silent") and "/v1/models" in exc.message
+            assert (
+                behaviour not in ("drip", "drip_headers", "silent") and "/v1/models" in exc.message
+            )
         assert time.monotonic() - started < 2.0 + SLACK
     with HostileServer.start("/health", behaviour) as srv:
         ep = readiness.Endpoint("127.0.0.1", srv.port)
@@ -128,14 +163,26 @@ def test_top_url_against_a_lying_metrics_page_exits_3_with_one_line(behaviour):
     with HostileServer.start("/metrics", behaviour) as srv:
         started = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "composegen", "top", "--url", srv.base_url, "--once", "--interval", "0.1"],
+            [
+                sys.executable,
+                "-m",
+                "composegen",
+                "top",
+                "--url",
+                srv.base_url,
+                "--once",
+                "--interval",
+                "0.1",
+            ],
             capture_output=True,
             text=True,
             timeout=60,
         )
         assert time.monotonic() - started < 30
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
-    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, (
+        proc.stderr
+    )
     assert f"{srv.base_url}/metrics" in proc.stderr
 
 
@@ -144,14 +191,17 @@ def test_server_error_text_reaches_the_terminal_inert(capsys):
 
     with HostileServer.start("/tokenize", "escapes") as srv:
         tok = ladder.Tokenizer(srv.base_url, srv.model, None, DEADLINE)
-        assert "\x1b" in _fails_clearly(lambda: tok.count([])).message  # the error keeps the text as sent
+        # the error keeps the text as sent
+        assert "\x1b" in _fails_clearly(lambda: tok.count([])).message
         assert exits.run(lambda: tok.count([])) == RUNTIME
     printed = capsys.readouterr().err
     assert "\x1b" not in printed and "\x07" not in printed and "\\x1b]52;c;ZXZpbA==\\x07" in printed
     assert len(printed.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("behaviour", ["drip", "drip_headers", "silent", "hub_wrong_siblings", "deep", "list"])
+@pytest.mark.parametrize(
+    "behaviour", ["drip", "drip_headers", "silent", "hub_wrong_siblings", "deep", "list"]
+)
 def test_a_lying_hub_ends_the_weights_file_listing_with_one_line(behaviour, monkeypatch, tmp_path):
     from composegen.weights import hub
     from composegen.weights.cache import Location
@@ -189,7 +239,10 @@ def test_the_fast_chunk_check_agrees_with_the_chunk_model(data, ok):
     from composegen.wire import replies
 
     outcomes = []
-    for check in (lambda: replies.chat_chunk(data, "u"), lambda: replies.check(replies.ChatChunk, data, "u")):
+    for check in (
+        lambda: replies.chat_chunk(data, "u"),
+        lambda: replies.check(replies.ChatChunk, data, "u"),
+    ):
         try:
             check()
             outcomes.append(True)

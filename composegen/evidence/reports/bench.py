@@ -1,6 +1,7 @@
-"""The load benchmark's report shapes: `bench` (BenchResult: one LevelResult per concurrency level; the
-figures are defined in evidence/benchstats.py), `vllm-bench-serve` (one level in vLLM's own result shape,
-evidence/vllmresult.py) and the per-level deltas `compare` shows (evidence/benchcompare.py)."""
+"""The load benchmark's report shapes: `bench` (BenchResult: one LevelResult per concurrency level;
+the figures are defined in evidence/benchstats.py), `vllm-bench-serve` (one level in vLLM's own
+result shape, evidence/vllmresult.py) and the per-level deltas `compare` shows
+(evidence/benchcompare.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ class LevelResult(Report):
     request_throughput: float = Field(description="completed requests per second")
     output_throughput: float = Field(description="output tokens per second")
     total_token_throughput: float = Field(description="input + output tokens per second")
-    request_goodput: float | None = Field(default=None, description="requests meeting every SLO per second (with SLOs)")
+    request_goodput: float | None = Field(
+        default=None, description="requests meeting every SLO per second (with SLOs)"
+    )
     mean_ttft_ms: float | None = None
     median_ttft_ms: float | None = None
     p90_ttft_ms: float | None = None
@@ -39,27 +42,47 @@ class LevelResult(Report):
     median_e2el_ms: float | None = None
     p90_e2el_ms: float | None = None
     p99_e2el_ms: float | None = None
-    distinct_prompts: int = Field(description="different prompts sent (a repeated prompt may hit the prefix cache)")
-    client_cpu_ms_per_request: float | None = Field(description="the client's own CPU per request sent")
-    client_cpu_share: float = Field(description="the client's CPU time / duration: near 1, the client was busy")
+    distinct_prompts: int = Field(
+        description="different prompts sent (a repeated prompt may hit the prefix cache)"
+    )
+    client_cpu_ms_per_request: float | None = Field(
+        description="the client's own CPU per request sent"
+    )
+    client_cpu_share: float = Field(
+        description="the client's CPU time / duration: near 1, the client was busy"
+    )
     short_outputs: int = Field(
         default=0, description="completed requests whose usage shows fewer output tokens than asked"
     )
-    input_tokens_off: int = Field(default=0, description="completed requests whose usage shows another prompt size")
+    input_tokens_off: int = Field(
+        default=0, description="completed requests whose usage shows another prompt size"
+    )
 
 
 class BenchResult(Report):
     """`composegen bench --json`; the `bench` of an evidence bundle."""
 
     model: str
-    input_tokens: int = Field(description="requested prompt tokens per request (sized with /tokenize)")
-    input_tokens_exact: bool = Field(description="the API's usage showed exactly input_tokens for every request")
-    output_tokens: int = Field(description="max_tokens per request (ignore_eos: the server may still stop early)")
-    requests: int | None = Field(description="requests per level (--requests), or null with --duration")
-    duration_s: float | None = Field(description="seconds per level (--duration), or null with --requests")
+    input_tokens: int = Field(
+        description="requested prompt tokens per request (sized with /tokenize)"
+    )
+    input_tokens_exact: bool = Field(
+        description="the API's usage showed exactly input_tokens for every request"
+    )
+    output_tokens: int = Field(
+        description="max_tokens per request (ignore_eos: the server may still stop early)"
+    )
+    requests: int | None = Field(
+        description="requests per level (--requests), or null with --duration"
+    )
+    duration_s: float | None = Field(
+        description="seconds per level (--duration), or null with --requests"
+    )
     seed: int
     goodput_slos_ms: dict[str, float] | None = None
-    emulated: bool | None = Field(default=None, description="the stack was the composegen emulator (null: unknown)")
+    emulated: bool | None = Field(
+        default=None, description="the stack was the composegen emulator (null: unknown)"
+    )
     ok: bool = Field(description="every level completed requests, none failed, none stopped short")
     levels: list[LevelResult]
 
@@ -68,8 +91,9 @@ class BenchResult(Report):
 
 
 class VllmBenchServeResult(Report):
-    """One level as `vllm bench serve --save-result` writes it (`composegen schema --report vllm-bench-serve`);
-    the spec_decode_* keys are written only when the server speculated, as vLLM does."""
+    """One level as `vllm bench serve --save-result` writes it (`composegen schema --report
+    vllm-bench-serve`); the spec_decode_* keys are written only when the server speculated, as vLLM
+    does."""
 
     date: str
     endpoint_type: str = "openai-chat"
@@ -117,8 +141,12 @@ class VllmBenchServeResult(Report):
     p50_e2el_ms: float
     p90_e2el_ms: float
     p99_e2el_ms: float
-    spec_decode_acceptance_rate: float | None = Field(default=None, description="accepted / draft tokens, percent")
-    spec_decode_acceptance_length: float | None = Field(default=None, description="1 + accepted tokens / drafts")
+    spec_decode_acceptance_rate: float | None = Field(
+        default=None, description="accepted / draft tokens, percent"
+    )
+    spec_decode_acceptance_length: float | None = Field(
+        default=None, description="1 + accepted tokens / drafts"
+    )
     spec_decode_num_drafts: int | None = None
     spec_decode_draft_tokens: int | None = None
     spec_decode_accepted_tokens: int | None = None

@@ -1,6 +1,7 @@
 """The evidence.json model (composegen schema --report evidence): what evidence/record.py lets
-`load_run` accept. The parts composegen reads are typed strictly; the rest of each part (startup report,
-gate details, ladder rows) may carry more keys, since those reports have their own models and grow."""
+`load_run` accept. The parts composegen reads are typed strictly; the rest of each part (startup
+report, gate details, ladder rows) may carry more keys, since those reports have their own models
+and grow."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ class _Strict(Report):
 
 
 class _Open(Report):
-    """A part with its own (richer) report model elsewhere: the keys read here are typed, others pass."""
+    """A part with its own (richer) report model elsewhere: the keys read here are typed, others
+    pass."""
 
     model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
 
@@ -38,13 +40,16 @@ class ProfileRef(_Strict):
 
 
 class RawFile(_Strict):
-    file: Annotated[StrictStr, Field(pattern=r"^[^/\\]+$", description="a plain file name in the bundle")]
+    file: Annotated[
+        StrictStr, Field(pattern=r"^[^/\\]+$", description="a plain file name in the bundle")
+    ]
     sha256: Hex64
     bytes: Count | None = None
 
 
 class StartupFacts(_Open):
-    """The startup report's figures compare and plan read (the whole shape: `schema --report startup`)."""
+    """The startup report's figures compare and plan read (the whole shape: `schema --report
+    startup`)."""
 
     kv_cache_tokens: Count | None = None
     max_concurrency: Number | None = None
@@ -80,7 +85,9 @@ class LadderFacts(_Open):
 class EvidenceBundle(_Strict):
     """evidence.json of one run (runs/<UTC time>-<profile>/)."""
 
-    schema_: Literal["composegen.evidence/v1"] = Field(default="composegen.evidence/v1", alias="schema")
+    schema_: Literal["composegen.evidence/v1"] = Field(
+        default="composegen.evidence/v1", alias="schema"
+    )
     profile: ProfileRef
     image_digest: StrictStr | None = None
     model_revision: StrictStr | None = None
@@ -88,7 +95,9 @@ class EvidenceBundle(_Strict):
     startup: StartupFacts
     gates: GateFacts | None = None
     ladder: LadderFacts | None = None
-    bench: dict[str, Any] | None = Field(default=None, description="load benchmark: `schema --report bench`")
+    bench: dict[str, Any] | None = Field(
+        default=None, description="load benchmark: `schema --report bench`"
+    )
     container: dict[str, Any] | None = None
     emulated: StrictBool = False
     composegen_version: StrictStr | None = None

@@ -1,4 +1,5 @@
-"""The `compare` report's shape (composegen schema --report compare); evidence/compare.py fills it."""
+"""The `compare` report's shape (composegen schema --report compare); evidence/compare.py fills
+it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ class CompareSide(Report):
     hash: str | None
     source: str
     max_model_len: int | None
-    emulated: bool = Field(default=False, description="the run was on the emulated vLLM (a test double), not a model")
+    emulated: bool = Field(
+        default=False, description="the run was on the emulated vLLM (a test double), not a model"
+    )
 
 
 class CompareRow(Report):
@@ -27,17 +30,23 @@ class CompareRow(Report):
     a: Scalar
     b: Scalar
     delta: int | float | None = Field(description="b - a")
-    pct: float | None = Field(description="delta / a x 100, 3 decimals; null where only the absolute change counts")
+    pct: float | None = Field(
+        description="delta / a x 100, 3 decimals; null where only the absolute change counts"
+    )
 
 
 class ConfigDifferences(Report):
-    functional: list[semantic.DiffChange] = Field(description="diff changes (`schema --report diff`)")
+    functional: list[semantic.DiffChange] = Field(
+        description="diff changes (`schema --report diff`)"
+    )
     identity: list[semantic.DiffChange]
     notes: list[str]
 
 
 class CapacityChange(Report):
-    flag: bool | None = Field(description="|kv_tokens_pct - kv_bytes_pct| / 100 > threshold; null when unknown")
+    flag: bool | None = Field(
+        description="|kv_tokens_pct - kv_bytes_pct| / 100 > threshold; null when unknown"
+    )
     kv_bytes_pct: float | None
     kv_tokens_pct: float | None
     threshold: float
@@ -52,4 +61,6 @@ class CompareReport(Report):
     config: ConfigDifferences
     unexplained_capacity_change: CapacityChange
     notes: list[str]
-    bench: BenchDeltas | None = Field(default=None, description="per-level load-benchmark deltas, null without")
+    bench: BenchDeltas | None = Field(
+        default=None, description="per-level load-benchmark deltas, null without"
+    )

@@ -27,13 +27,20 @@ class LadderRow(Report):
 
 
 class LadderWarmup(Report):
-    """The one request the ladder sends before its first rung, not measured: a server's first requests
-    after a start are slow (0.83–0.96 s TTFT on a real H200 where the next rows took 24–42 ms)."""
+    """The one request the ladder sends before its first rung, not measured: a server's first
+    requests after a start are slow (0.83–0.96 s TTFT on a real H200 where the next rows took 24–42
+    ms)."""
 
     sent: bool
-    prompt_tokens: int | None = Field(default=None, description="API-reported prompt tokens of the warm-up")
-    ttft_s: float | None = Field(default=None, description="its TTFT, for the record; never part of a row")
-    reason: str | None = Field(default=None, description="why it failed (the rungs were still measured)")
+    prompt_tokens: int | None = Field(
+        default=None, description="API-reported prompt tokens of the warm-up"
+    )
+    ttft_s: float | None = Field(
+        default=None, description="its TTFT, for the record; never part of a row"
+    )
+    reason: str | None = Field(
+        default=None, description="why it failed (the rungs were still measured)"
+    )
 
 
 class LadderResult(Report):
@@ -45,7 +52,9 @@ class LadderResult(Report):
     tolerance: float
     ok: bool = Field(description="every row ok")
     targets: list[LadderRow]
-    largest_prompt_tokens: int | None = Field(description="largest API-reported prompt of a completed request")
+    largest_prompt_tokens: int | None = Field(
+        description="largest API-reported prompt of a completed request"
+    )
     warmup: LadderWarmup | None = Field(
         default=None, description="the unmeasured request sent first (null: older runs)"
     )

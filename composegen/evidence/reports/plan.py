@@ -27,7 +27,8 @@ class PlanCalibration(_Part):
     other_gib: float
     kv_bytes_per_token: float
     kv_cache_dtype: str | None  # null: unknown
-    emulated: bool = False  # the calibration run was on the emulated vLLM (a test double), not a model
+    # the calibration run was on the emulated vLLM (a test double), not a model
+    emulated: bool = False
 
 
 class PlanInputs(_Part):

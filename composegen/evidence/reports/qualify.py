@@ -1,4 +1,5 @@
-"""The `qualify` report's shape (composegen schema --report qualify); evidence/qualify.py fills it."""
+"""The `qualify` report's shape (composegen schema --report qualify); evidence/qualify.py fills
+it."""
 
 from __future__ import annotations
 

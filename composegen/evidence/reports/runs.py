@@ -1,4 +1,5 @@
-"""The `report` report's shape (composegen schema --report report); evidence/runreport.py fills it."""
+"""The `report` report's shape (composegen schema --report report); evidence/runreport.py fills
+it."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ class RunSummary(Report):
     emulated: bool
     unknown: list[str]
     raw: list[RawFile]
-    startup: dict[str, Any] = Field(description="the startup figures the report uses (see STARTUP_KEYS)")
+    startup: dict[str, Any] = Field(
+        description="the startup figures the report uses (see STARTUP_KEYS)"
+    )
     gates: str | None = Field(description="passed/total, null when not run")
     ladder: LadderResult | None
     bench: BenchResult | None
@@ -42,4 +45,6 @@ class RunsReport(Report):
     """`composegen report --json`."""
 
     runs: list[RunSummary]
-    comparisons: list[CompareReport] = Field(description="compare_runs of each later run against the first")
+    comparisons: list[CompareReport] = Field(
+        description="compare_runs of each later run against the first"
+    )

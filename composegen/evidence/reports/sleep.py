@@ -1,4 +1,5 @@
-"""`qualify NAME --sleep-cycles N`'s record: sleep.json in the bundle, `sleep` in `qualify --json`."""
+"""`qualify NAME --sleep-cycles N`'s record: sleep.json in the bundle, `sleep` in `qualify
+--json`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ class SleepCycle(Report):
     cycle: int
     sleep_s: float | None
     wake_s: float | None
-    residue_gib: float | None = Field(description="GPU memory the sleeping engine still held (its own log line)")
-    same_answer: bool | None = Field(description="the temperature-0 probe after the wake equals the first answer")
+    residue_gib: float | None = Field(
+        description="GPU memory the sleeping engine still held (its own log line)"
+    )
+    same_answer: bool | None = Field(
+        description="the temperature-0 probe after the wake equals the first answer"
+    )
     error: str | None = None
 
 
@@ -24,4 +29,6 @@ class SleepCycles(Report):
     passed: bool
     reason: str | None
     emulated: bool
-    key: str = Field(description="what the outcome is kept for: vLLM version, model@revision, emulated or real")
+    key: str = Field(
+        description="what the outcome is kept for: vLLM version, model@revision, emulated or real"
+    )
