@@ -150,8 +150,11 @@ def top_under_load(root: Path, name: str, port: int, clients: int) -> subprocess
     release = threading.Event()
 
     def hold() -> None:
+        # A waiting request gets no byte until it is admitted: on a loaded machine `top` can take longer
+        # than a short read timeout, which would drop the waiting ones before the sample.
+        held = httpx.Timeout(30, read=600)
         with httpx.stream(
-            "POST", f"{base}/v1/chat/completions", json={**body, "stream": True}, timeout=120
+            "POST", f"{base}/v1/chat/completions", json={**body, "stream": True}, timeout=held
         ) as r:
             for _ in r.iter_bytes():
                 if release.is_set():
