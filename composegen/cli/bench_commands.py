@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -12,11 +13,13 @@ from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
+from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
 from composegen.evidence import bench as benching
-from composegen.evidence import benchstats
+from composegen.evidence import benchedgetext, benchstats
 from composegen.evidence.reportpage import render_html
+from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.runreport import format_markdown, gather
 from composegen.output import emit_json, out
 
@@ -53,6 +56,12 @@ def bench(
         "--save-vllm-results",
         help="Also write vllm-bench-serve-cN.json per level here (vLLM's shape).",
     ),
+    via_edge: bool = typer.Option(
+        False,
+        "--via-edge",
+        help="Through the edge's TLS listener with a throw-away key, alternated with the door: "
+        "what the edge adds.",
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Closed-loop concurrency sweep over streamed chat completions (vllm bench serve's figures).
@@ -66,19 +75,23 @@ def bench(
         requests = DEFAULT_REQUESTS
     benching.check_arguments(levels, input_tokens, output_tokens, requests, duration)
     if save_vllm is not None:
+        if via_edge:
+            raise BadInputError("--save-vllm-results: not with --via-edge (two paths, one shape)")
         benching.check_results_dir(save_vllm)
     project, r = _load(name)
-    run = benching.bench_stack(
-        project,
-        r,
-        levels,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        requests=requests,
-        duration=duration,
-        seed=seed,
-        slos=slos,
-    )
+    options: dict[str, Any] = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "seed": seed,
+    }
+    options |= {"requests": requests, "duration": duration, "slos": slos}
+    if via_edge:
+        result = benchvia.bench_via_edge(project, r, levels, **options)
+        emit_json(result.to_json()) if json_ else out(_via_edge_text(result))
+        if not result.ok:
+            raise CheckFailed("a bench level had errors or completed nothing on a path")
+        return
+    run = benching.bench_stack(project, r, levels, **options)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
     emit_json(result.to_json()) if json_ else out(benchstats.format_text(result))
@@ -86,6 +99,11 @@ def bench(
         out(f"wrote {path} (vllm bench serve's result shape)")
     if not result.ok:
         raise CheckFailed("a bench level had errors or completed nothing")
+
+
+def _via_edge_text(result: BenchResult) -> str:
+    assert result.via_edge is not None
+    return benchstats.format_text(result) + "\n" + benchedgetext.format_text(result.via_edge)
 
 
 @app.command()

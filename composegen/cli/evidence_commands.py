@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import typer
@@ -21,7 +22,7 @@ from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
-from composegen.edge import exposure
+from composegen.edge import benchvia, exposure
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
 from composegen.evidence import bundle as bundles
@@ -122,6 +123,11 @@ def evidence(
     bench_output: int = typer.Option(
         128, "--bench-output-tokens", help="With --bench: output tokens."
     ),
+    bench_via_edge: bool = typer.Option(
+        False,
+        "--bench-via-edge",
+        help="With --bench: through the edge's TLS listener, alternated with the door.",
+    ),
     from_log: Path | None = typer.Option(
         None, "--from-log", help="Build a run from a startup log recorded elsewhere."
     ),
@@ -157,6 +163,8 @@ def evidence(
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
         bench = None
+        if bench_via_edge and not bench_:
+            raise BadInputError("--bench-via-edge needs --bench LEVELS")
         if bench_:
             bench = {"levels": _ints(bench_, "--bench"), "requests": bench_requests}
             bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
@@ -171,6 +179,9 @@ def evidence(
             tools=tools,
             bench=bench,
             extra_raw=extra,
+            bench_runner=functools.partial(benchvia.bench_via_edge, project, r)
+            if bench_via_edge
+            else None,
         )
     if json_:
         return emit_json({"path": project.rel(path), "evidence": load_run(path)})

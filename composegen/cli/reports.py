@@ -30,6 +30,7 @@ REPORTS: dict[str, str] = {
     "weights": "composegen.weights.reports:WeightsReport",
     "top": "composegen.monitor.reports:TopSample",
     "bench": "composegen.evidence.reports.bench:BenchResult",
+    "bench-via-edge": "composegen.evidence.reports.benchedge:ViaEdgeResult",
     "vllm-bench-serve": "composegen.evidence.reports.bench:VllmBenchServeResult",
     "ladder": "composegen.evidence.reports.ladder:LadderResult",
     "qualify": "composegen.evidence.reports.qualify:QualifyResult",

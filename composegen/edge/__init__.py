@@ -9,6 +9,7 @@ only).
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [
+    "benchvia",
     "config",
     "exposure",
     "keys",

@@ -4,6 +4,8 @@ from a live stack (capture.py), comparisons, plans and reports."""
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [
     "bench",
+    "benchedge",
+    "benchedgetext",
     "benchstats",
     "bundle",
     "capture",

@@ -298,12 +298,21 @@ class StreamClient:
     """POSTs streamed chat completions on one kept-alive connection (reconnecting after a
     failure)."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        timeout: float,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
+        """`context`: how an https server is verified (default: the system's roots; the edge's
+        listener: its own CA)."""
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.host, self.port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
-        self.ssl = ssl.create_default_context() if url.scheme == "https" else None
+        https = url.scheme == "https"
+        self.ssl = (context or ssl.create_default_context()) if https else None
         self.prefix = url.path.rstrip("/").removesuffix("/v1")
         host = f"[{self.host}]" if ":" in self.host else self.host
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""

@@ -10,7 +10,8 @@ version of the profile.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from composegen.errors import CheckFailed
 from composegen.evidence import bundle, gates, ladder
 from composegen.evidence.bench import run_bench
+from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -76,9 +78,11 @@ def capture_stack(
     tools: int | None = None,
     bench: dict[str, Any] | None = None,
     extra_raw: dict[str, Any] | None = None,
+    bench_runner: Callable[..., BenchResult] | None = None,
 ) -> Path:
-    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `extra_raw` as
-    write_run's (the edge's exposure.json)."""
+    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `bench_runner`, when
+    given, runs it instead (levels, then those keywords: `--bench-via-edge`'s edge.benchvia);
+    `extra_raw` as write_run's (the edge's exposure.json)."""
     live = live_stack(project, r)
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
@@ -96,14 +100,10 @@ def capture_stack(
     bench_result = None
     if bench:
         options = {k: v for k, v in bench.items() if k != "levels"}
-        bench_result = run_bench(
-            ep.base_url,
-            served,
-            bench["levels"],
-            api_key=ep.api_key,
-            emulated=live.identity.emulated,
-            **options,
-        ).to_json()
+        run = bench_runner or functools.partial(
+            run_bench, ep.base_url, served, api_key=ep.api_key, emulated=live.identity.emulated
+        )
+        bench_result = run(bench["levels"], **options).to_json()
     return bundle.write_run(
         project,
         r,

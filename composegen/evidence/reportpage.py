@@ -14,7 +14,8 @@ import warnings
 from collections.abc import Callable
 from html import escape
 
-from composegen.evidence import benchcompare, compare, plots
+from composegen.evidence import benchcompare, benchedgetext, compare, plots
+from composegen.evidence.reports.benchedge import ViaEdgeResult
 from composegen.evidence.reports.compare import CompareReport
 from composegen.evidence.reports.runs import RunsReport
 from composegen.evidence.runreport import PROVENANCE_HEAD, provenance_rows
@@ -128,7 +129,17 @@ def _bench_tables(report: RunsReport) -> str:
         ]
         sizes = f"{run.bench.input_tokens} input / {run.bench.output_tokens} output tokens"
         parts.append(f"<h4>{escape(run.label)} ({sizes})</h4>" + _table(head, rows))
+        parts.append(_via_edge(run.label, run.bench.via_edge))
     return "".join(parts)
+
+
+def _via_edge(label: str, via: ViaEdgeResult | None) -> str:
+    """`bench --via-edge`: both paths and what the edge adds, said where the figures came from."""
+    if via is None:
+        return ""
+    title = f"<h4>{escape(label)}: through the edge and the operator door</h4>"
+    where = f'<p class="{"emulated" if via.emulated else "source"}">{escape(benchedgetext.caption(via))}</p>'
+    return title + where + _table(benchedgetext.HEAD, benchedgetext.rows(via))
 
 
 def _drawn(plot: Callable[[RunsReport], str | None], report: RunsReport) -> str | None:

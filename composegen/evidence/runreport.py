@@ -13,7 +13,7 @@ import collections
 from pathlib import Path
 
 from composegen.errors import BadInput
-from composegen.evidence import benchcompare, benchstats, compare, record
+from composegen.evidence import benchcompare, benchedgetext, benchstats, compare, record
 from composegen.evidence import bundle as evidence
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.runs import RawFile, RunsReport, RunSummary
@@ -159,5 +159,7 @@ def format_markdown(report: RunsReport) -> str:
                 "",
                 benchstats.format_markdown(run.bench).rstrip(),
             ]
+            if run.bench.via_edge is not None:
+                lines += ["", benchedgetext.format_markdown(run.bench.via_edge).rstrip()]
     lines += ["", "_Plots: `composegen report --html FILE` (one self-contained page)._"]
     return "\n".join(lines) + "\n"

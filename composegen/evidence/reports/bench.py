@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
+from composegen.evidence.reports.benchedge import ViaEdgeResult
 from composegen.report import Report
 
 
@@ -84,7 +85,13 @@ class BenchResult(Report):
         default=None, description="the stack was the composegen emulator (null: unknown)"
     )
     ok: bool = Field(description="every level completed requests, none failed, none stopped short")
-    levels: list[LevelResult]
+    levels: list[LevelResult] = Field(
+        description="with via_edge: the requests through the edge's public listener (what clients see)"
+    )
+    via_edge: ViaEdgeResult | None = Field(
+        default=None,
+        description="`bench --via-edge`: the edge and the operator door side by side, and what the edge adds",
+    )
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

@@ -1,0 +1,238 @@
+"""`bench NAME --via-edge`: what a client sees through the edge, beside the operator door, in one run.
+
+`run_via_edge(door, edge, levels, *, input_tokens, output_tokens, requests=None, duration=None,
+seed=None, slos=None, timeout=600, emulated=None) -> BenchResult`
+
+Prompts are sized through the door as `bench` sizes them (/tokenize is never on the public
+listener). Each level is bench's closed loop with one difference: request n goes through the door
+when n is even, through the edge when odd, so both paths run under the same load at the same moment
+and a drift of the machine (another tenant, a CPU's clock) falls on both alike; at concurrency 1 the
+requests strictly alternate. Every request has a prompt of its own: a prompt sent down both paths
+would be served from the prefix cache the second time. `--requests N` is N per path.
+
+The edge's requests ask for its alias (the gatekeeper rewrites it to the stack's served name) with a
+client key over TLS verified by the caller's context; the door's ask for the served name in plain
+HTTP. The result is a BenchResult whose levels are the edge's (what clients see) and whose
+`via_edge` holds both paths and the differences (reports/benchedge.py). Who makes and removes the key
+is the caller's business (edge/benchvia.py): this module never sees where keys live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import ssl
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from composegen.errors import EngineError
+from composegen.evidence import bench, benchwire
+from composegen.evidence.benchprompts import Messages, Prompts
+from composegen.evidence.benchstats import Sample, summarise
+from composegen.evidence.ladder import Tokenizer
+from composegen.evidence.reports.bench import BenchResult, LevelResult
+from composegen.evidence.reports.benchedge import EdgeLevel, PathFigures, ViaEdgeResult
+
+PATHS = ("door", "edge")
+ALTERNATED = "request n through the door when n is even, through the edge when odd; a prompt each"
+_CHAT = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way into the stack: where, which model name, with which key and TLS verification."""
+
+    url: str
+    model: str
+    api_key: str | None
+    context: ssl.SSLContext | None = None
+
+
+@dataclass(frozen=True)
+class EdgeWay(Way):
+    name: str = ""  # the edge's name
+    tls: str = ""  # how its certificate is verified, in words
+
+
+Plan = list[tuple[Messages, int]]
+
+
+async def _warm(way: Way, messages: Messages, timeout: float) -> None:
+    """One request (not counted) on a path: the endpoint answers, and the connection is warm."""
+    client = benchwire.StreamClient(way.url, way.api_key, timeout, way.context)
+    try:
+        got = await client.stream(_CHAT, bench._body(way.model, messages, 1), 0)
+    finally:
+        client.close()
+    if got.error:
+        raise EngineError(f"bench --via-edge: {way.url}{_CHAT}: the warm-up failed: {got.error}")
+
+
+async def _level(
+    ways: dict[str, Way],
+    plan: Plan,
+    output_tokens: int,
+    concurrency: int,
+    requests: int | None,
+    duration: float | None,
+    timeout: float,
+) -> tuple[dict[str, list[Sample]], float, float]:
+    """({path: samples}, seconds, client CPU seconds) of one alternated closed-loop level."""
+    samples: dict[str, list[Sample]] = {path: [] for path in PATHS}
+    total = 2 * requests if requests is not None else None
+    sent = 0
+    workers = [
+        {p: benchwire.StreamClient(w.url, w.api_key, timeout, w.context) for p, w in ways.items()}
+        for _ in range(concurrency)
+    ]
+    started, cpu = time.perf_counter(), time.process_time()
+    deadline = started + duration if duration is not None else float("inf")
+
+    async def worker(clients: dict[str, benchwire.StreamClient]) -> None:
+        nonlocal sent
+        while (sent < total) if total is not None else (time.perf_counter() < deadline):
+            n, path = sent, PATHS[sent % 2]
+            sent += 1
+            messages, tokens = plan[n % len(plan)]
+            body = bench._body(ways[path].model, messages, output_tokens)
+            samples[path].append(await clients[path].stream(_CHAT, body, tokens))
+
+    try:
+        await asyncio.gather(*(worker(clients) for clients in workers))
+        return samples, time.perf_counter() - started, time.process_time() - cpu
+    finally:
+        for clients in workers:
+            for client in clients.values():
+                client.close()
+
+
+def _figures(level: LevelResult) -> PathFigures:
+    return PathFigures(
+        completed=level.completed,
+        errors=level.errors,
+        error_messages=level.error_messages,
+        median_ttft_ms=level.median_ttft_ms,
+        p99_ttft_ms=level.p99_ttft_ms,
+        median_itl_ms=level.median_itl_ms,
+        p99_itl_ms=level.p99_itl_ms,
+        median_e2el_ms=level.median_e2el_ms,
+        p99_e2el_ms=level.p99_e2el_ms,
+    )
+
+
+def _added(edge: float | None, door: float | None) -> float | None:
+    return None if edge is None or door is None else round(edge - door, 4)
+
+
+def edge_level(concurrency: int, door: LevelResult, edge: LevelResult) -> EdgeLevel:
+    return EdgeLevel(
+        concurrency=concurrency,
+        door=_figures(door),
+        edge=_figures(edge),
+        added_ttft_p50_ms=_added(edge.median_ttft_ms, door.median_ttft_ms),
+        added_ttft_p99_ms=_added(edge.p99_ttft_ms, door.p99_ttft_ms),
+        added_itl_p50_ms=_added(edge.median_itl_ms, door.median_itl_ms),
+        added_itl_p99_ms=_added(edge.p99_itl_ms, door.p99_itl_ms),
+        added_e2el_p50_ms=_added(edge.median_e2el_ms, door.median_e2el_ms),
+        added_e2el_p99_ms=_added(edge.p99_e2el_ms, door.p99_e2el_ms),
+    )
+
+
+def _good(level: LevelResult) -> bool:
+    return level.errors == 0 and level.completed > 0 and level.short_outputs == 0
+
+
+async def _sweep(
+    ways: dict[str, Way],
+    warmup: Messages,
+    plans: list[tuple[int, Plan]],
+    sizes: tuple[int, int],
+    requests: int | None,
+    duration: float | None,
+    slos: dict[str, float] | None,
+    timeout: float,
+) -> list[tuple[LevelResult, LevelResult]]:
+    """(door, edge) LevelResults per level, after one uncounted warm-up request on each path."""
+    for way in ways.values():
+        await _warm(way, warmup, timeout)
+    results = []
+    for concurrency, plan in plans:
+        got, seconds, cpu = await _level(
+            ways, plan, sizes[1], concurrency, requests, duration, timeout
+        )
+        sent = sum(len(s) for s in got.values()) or 1
+        per_path = [
+            summarise(
+                concurrency,
+                got[path],
+                seconds,
+                cpu_s=cpu * len(got[path]) / sent,  # the client's CPU, shared by request count
+                distinct_prompts=min(len(got[path]), len(plan)),
+                slos=slos,
+                input_tokens=sizes[0],
+                output_tokens=sizes[1],
+            )
+            for path in PATHS
+        ]
+        results.append((per_path[0], per_path[1]))
+    return results
+
+
+def run_via_edge(
+    door: Way,
+    edge: EdgeWay,
+    levels: Iterable[int],
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    requests: int | None = None,
+    duration: float | None = None,
+    seed: int | None = None,
+    slos: dict[str, float] | None = None,
+    timeout: float = 600,
+    emulated: bool | None = None,
+) -> BenchResult:
+    levels = bench.check_arguments(levels, input_tokens, output_tokens, requests, duration)
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    prompts = Prompts(
+        Tokenizer(door.url, door.model, door.api_key, timeout).count, input_tokens, seed
+    )
+    # per path, so twice as many prompts per level
+    per_level = 2 * (
+        requests if requests is not None else max(bench.DURATION_POOL, 4 * max(levels))
+    )
+    plans = [
+        (c, prompts.make_many([1 + n * per_level + i for i in range(per_level)]))
+        for n, c in enumerate(levels)
+    ]
+    ways: dict[str, Way] = {"door": door, "edge": edge}
+    sizes = (input_tokens, output_tokens)
+    swept = bench._run(
+        _sweep(ways, prompts.make(0)[0], plans, sizes, requests, duration, slos, timeout)
+    )
+    via = ViaEdgeResult(
+        edge=edge.name,
+        url=edge.url,
+        alias=edge.model,
+        tls=edge.tls,
+        door_url=door.url,
+        alternated=ALTERNATED,
+        emulated=emulated,
+        levels=[edge_level(d.concurrency, d, e) for d, e in swept],
+    )
+    edges = [e for _, e in swept]
+    return BenchResult(
+        model=edge.model,
+        input_tokens=input_tokens,
+        input_tokens_exact=not any(d.input_tokens_off or e.input_tokens_off for d, e in swept),
+        output_tokens=output_tokens,
+        requests=requests,
+        duration_s=duration,
+        seed=seed,
+        goodput_slos_ms=slos,
+        emulated=emulated,
+        ok=all(_good(d) and _good(e) for d, e in swept),
+        levels=edges,
+        via_edge=via,
+    )
