@@ -11,6 +11,7 @@ A count holds the first N device indices, as the NVIDIA container toolkit assign
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from composegen.errors import EngineError
@@ -71,15 +72,24 @@ def _overlap(a: set[str] | str, b: set[str] | str) -> set[str] | str:
     return a & b
 
 
-def holders(r: Resolved, claims: list[dict], own_project: str, member: Any = None) -> list[str]:
+def holders(
+    r: Resolved,
+    claims: list[dict],
+    own_project: str,
+    member: Any = None,
+    asleep: Collection[str] = (),
+) -> list[str]:
     """Who holds any of the profile's GPUs (on one node: MEMBER's), in words (the profile's own
-    stack does not count)."""
+    stack does not count, nor the stacks of ASLEEP: profiles this campaign put to sleep, whose
+    residue the memory plan and the engine's own memory check judge)."""
     mine = profile_gpus(r, member)
     where = f" on node {member.name}" if member is not None else ""
     found = []
     for claim in claims:
         labels = claim.get("labels") or {}
         if labels.get("com.docker.compose.project") == own_project:
+            continue
+        if labels.get("io.composegen.profile") in asleep:
             continue
         both = _overlap(mine, held(claim))
         if not both:
@@ -99,11 +109,13 @@ def holders(r: Resolved, claims: list[dict], own_project: str, member: Any = Non
     return found
 
 
-def check(r: Resolved) -> None:
+def check(r: Resolved, asleep: Collection[str] = ()) -> None:
     """EngineError (exit 3) naming every holder when the profile's GPUs (on any of its nodes) are
-    not free."""
+    not free (ASLEEP: profiles whose sleeping stacks do not count)."""
     busy = [
-        who for n, claims in driver.gpu_claims(r) for who in holders(r, claims, n.project, n.member)
+        who
+        for n, claims in driver.gpu_claims(r)
+        for who in holders(r, claims, n.project, n.member, asleep)
     ]
     if busy:
         raise EngineError(

@@ -13,14 +13,14 @@ campaign.md say which arm qualified.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 from composegen import privatestate
-from composegen.campaign import decisionfile, exclusive, qualifyrecord, state
+from composegen.campaign import arm as run_arm
+from composegen.campaign import decisionfile, qualifyrecord, state
 from composegen.campaign.comparison import file_sha256
+from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import (
     QUALIFICATION_SCHEMA,
     ArmCriterion,
@@ -30,19 +30,17 @@ from composegen.campaign.reports import (
     QualificationReport,
     QualifiedArm,
 )
-from composegen.campaign.runner import reclaimable
 from composegen.campaign.sanitize import Scrubber
 from composegen.edge import exposure
-from composegen.errors import BadInput, ComposegenError, EngineError, Interrupted
+from composegen.errors import BadInput
 from composegen.evidence import qualify
-from composegen.evidence.bundle import EVIDENCE, load_run
+from composegen.evidence.bundle import load_run
 from composegen.evidence.qualify import probe_target
 from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
-from composegen.stack.progress import ProgressSink
 from composegen.vllm import startup_rules
 from composegen.vllm.startup import parse_startup_log
 
@@ -89,9 +87,7 @@ def create(
     return directory
 
 
-def run(
-    project: Project, directory: Path, sink: ProgressSink, say: Callable[[str], None]
-) -> CampaignState:
+def run(project: Project, directory: Path, ui: CampaignProgress) -> CampaignState:
     st = state.load(directory)
     for arm in st.arms:
         earlier = st.arms[: st.arms.index(arm)]
@@ -101,78 +97,34 @@ def run(
             state.log(directory, f"{arm.key}: skipped ({earlier[-1].profile} qualified)")
             continue
         if arm.status in ("done", "skipped"):
-            say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
+            ui.say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
             continue
-        _run_arm(project, directory, st, arm, sink, say)
+        run_arm.run_arm(project, directory, st, arm, ui, _job(project, st))
     # once decided, the records stand as the decision hashed them
     if decisionfile.read(directory) is None:
         write_records(project, directory, st)
     return st
 
 
-def _run_arm(
-    project: Project,
-    directory: Path,
-    st: CampaignState,
-    arm: ArmState,
-    sink: ProgressSink,
-    say: Callable[[str], None],
-) -> None:
-    r = resolve.load(project, arm.profile)
-    dest = directory / arm.key
-    try:
-        if not (dest / EVIDENCE).is_file():
-            arm.status, arm.error, arm.attempts, arm.started_at = (
-                "running",
-                None,
-                arm.attempts + 1,
-                privatestate.stamp(),
-            )
-            state.save(directory, st)
-            state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
-            exclusive.check(r)
-            say(f"{arm.key} ({arm.profile}): starting")
-            started = True
-            try:
-                try:
-                    up = driver.up(project, r, driver.UpOptions(emulate=st.options.emulate), sink)
-                except driver.AlreadyRunning:
-                    up = driver.attach(project, r, sink)
-                arm.time_to_ready_s, arm.emulated = up.time_to_ready_s, up.emulated
-            except Interrupted:
-                raise
-            except EngineError as exc:  # did not start: judged on its own startup log
-                started = False
-                state.log(directory, f"{arm.key}: did not start: {exc.message}")
-                say(f"{arm.key} ({arm.profile}): did not start; judging its startup log")
-            # an edge fronts it: its matrix too
-            exposed = exposure.gate_for(project, r) if started else None
-            result = (
-                qualify.qualify_stack(project, r, exposed)
-                if started
-                else _judge_log(project, r, st.options.emulate)
-            )
-            os.replace(result.run, dest)
-        verdict = json.loads((dest / "qualify.json").read_text(encoding="utf-8"))
-        arm.qualified, arm.bundle = bool(verdict["qualified"]), arm.key
-        failed = [c["name"] for c in verdict["criteria"] if not c["passed"]]
-        arm.error = f"failed: {', '.join(failed)}" if failed else None
-        state.save(directory, st)
-        state.log(
-            directory,
-            f"{arm.key}: {'QUALIFIED' if arm.qualified else 'not qualified'}; down {arm.profile}",
-        )
-        down = driver.down(project, r)
-        arm.shm_reclaimable = reclaimable(down.shm)
-        arm.status, arm.finished_at = "done", privatestate.stamp()
-        state.save(directory, st)
-        outcome = "QUALIFIED" if arm.qualified else f"not qualified ({arm.error})"
-        say(f"{arm.key} ({arm.profile}): {outcome}")
-    except (Interrupted, KeyboardInterrupt) as exc:
-        raise state.interrupted(directory, st, arm, exc) from None
-    except ComposegenError as exc:
-        state.failed(directory, st, arm, exc)
-        raise
+def _job(project: Project, st: CampaignState) -> run_arm.ArmJob:
+    """A qualification arm: `qualify` on the running stack (an edge fronts it: its matrix too),
+    or, when it does not start, its startup log judged by the same criteria."""
+
+    def evidence(r: Resolved, started: bool, step: run_arm.Step) -> Path:
+        exposed = exposure.gate_for(project, r) if started else None
+        if not started:
+            return Path(_judge_log(project, r, st.options.emulate).run)
+        return Path(qualify.qualify_stack(project, r, exposed, on_step=step).run)
+
+    return run_arm.ArmJob(evidence=evidence, judge=_verdict, judge_no_start=True)
+
+
+def _verdict(arm: ArmState, dest: Path) -> str:
+    verdict = json.loads((dest / "qualify.json").read_text(encoding="utf-8"))
+    arm.qualified = bool(verdict["qualified"])
+    failed = [c["name"] for c in verdict["criteria"] if not c["passed"]]
+    arm.error = f"failed: {', '.join(failed)}" if failed else None
+    return "QUALIFIED" if arm.qualified else f"not qualified ({arm.error})"
 
 
 def _judge_log(project: Project, r: Resolved, emulate: bool) -> QualifyResult:

@@ -349,3 +349,18 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
 
 def bracket_sentence(doc: ComparisonReport) -> str:
     return sentence(doc.bracket, doc.control)
+
+
+def paragraphs(text: str, title: str) -> list[str]:
+    """The paragraphs of campaign.md's section TITLE (`Outcome`): what a finished run prints, with
+    the decide command and the record's path, instead of the whole record."""
+    lines = text.splitlines()
+    head = f"## {title}"
+    if head not in lines:
+        return []
+    body: list[str] = []
+    for line in lines[lines.index(head) + 1 :]:
+        if line.startswith("## "):
+            break
+        body.append(line)
+    return [p.replace("\n", " ") for p in "\n".join(body).split("\n\n") if p.strip()]

@@ -61,7 +61,14 @@ class ArmState(Report):
     attempts: int = 0
     started_at: str | None = None
     finished_at: str | None = None
-    time_to_ready_s: float | None = None
+    time_to_ready_s: float | None = Field(
+        default=None, description="seconds to ready: a cold start's, or (path wake) the wake's"
+    )
+    path: Literal["cold", "wake"] | None = Field(
+        default=None,
+        description="how the arm's engine came up: cold (started, or attached to its start) or "
+        "wake (a standby stack an earlier arm put to sleep: no second cold start)",
+    )
     emulated: bool | None = None
     shm_reclaimable: int | None = Field(
         default=None, description="leftover /dev/shm files after down; null: not checked"

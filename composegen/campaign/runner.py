@@ -1,19 +1,17 @@
 """`campaign run CONTROL CANDIDATE`: control, candidate and (with --bracket) the control again, one
-stack at a time. Each arm: exclusive check, `up` (or, after an interrupted attempt, attach to the
-stack still loading), wait, evidence (gates, ladder, bench as asked), the bundle moved into the
-campaign, `down` with the /dev/shm check. The state is saved after every step; a `done` arm is never
-run again (each is a real 10–30 minute load). Then the bracket check, comparison.json and
-campaign.md.
+stack at a time, each through arm.run_arm with the evidence `evidence` captures (gates, ladder,
+bench as asked). A `done` arm is never run again (each is a real 10–30 minute load). Then the
+bracket check, comparison.json and campaign.md.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from pathlib import Path
 
 from composegen import privatestate
-from composegen.campaign import bracket, comparison, decisionfile, exclusive, record, state
+from composegen.campaign import arm as run_arm
+from composegen.campaign import bracket, comparison, decisionfile, record, state
+from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import (
     ArmKey,
     ArmState,
@@ -22,16 +20,12 @@ from composegen.campaign.reports import (
     ComparisonReport,
     DecisionPart,
 )
-from composegen.errors import BadInput, CheckFailed, ComposegenError, Interrupted
+from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle, capture, compare
 from composegen.profiles import resolve
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.shm.reports import ShmScan
-from composegen.stack import driver
-from composegen.stack.progress import ProgressSink
-from composegen.stack.reports import NodesShm
 
-Say = Callable[[str], None]
 AB_ARMS: tuple[ArmKey, ...] = ("control", "candidate", "bracket")
 
 
@@ -77,92 +71,45 @@ def create(
     return directory
 
 
-def run(project: Project, directory: Path, sink: ProgressSink, say: Say) -> CampaignState:
+def run(project: Project, directory: Path, ui: CampaignProgress) -> CampaignState:
     st = state.load(directory)
     for arm in st.arms:
         if arm.status in ("done", "skipped"):
-            say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
+            ui.say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
             continue
-        run_arm(project, directory, st, arm, sink, say)
+        run_arm.run_arm(project, directory, st, arm, ui, _job(project, st, arm))
     if st.kind == "ab":
         finish(project, directory, st)
     return st
 
 
-def run_arm(
-    project: Project,
-    directory: Path,
-    st: CampaignState,
-    arm: ArmState,
-    sink: ProgressSink,
-    say: Say,
-) -> None:
-    """One arm up -> evidence -> down; its bundle is then the campaign's directory named as the
-    arm."""
-    r = resolve.load(project, arm.profile)
+def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
+    """An A/B arm: the evidence `evidence` captures. On standby stacks with --bracket the control
+    sleeps while the candidate runs and the bracket wakes it (one cold start each)."""
     opts = st.options
-    dest = directory / arm.key
-    try:
-        # else captured before an interrupt: only `down` is left
-        if not (dest / bundle.EVIDENCE).is_file():
-            arm.status, arm.error, arm.attempts = "running", None, arm.attempts + 1
-            arm.started_at = privatestate.stamp()
-            state.save(directory, st)
-            state.log(directory, f"{arm.key}: up {arm.profile} (attempt {arm.attempts})")
-            exclusive.check(r)
-            say(f"{arm.key} ({arm.profile}): starting")
-            try:
-                report = driver.up(project, r, driver.UpOptions(emulate=opts.emulate), sink)
-            # an earlier attempt's stack: its load goes on, nothing is reloaded
-            except driver.AlreadyRunning as exc:
-                state.log(directory, f"{arm.key}: attaching ({exc.message})")
-                say(f"{arm.key} ({arm.profile}): {exc.message}; attaching")
-                report = driver.attach(project, r, sink)
-            arm.time_to_ready_s, arm.emulated = report.time_to_ready_s, report.emulated
-            state.save(directory, st)
-            state.log(
-                directory, f"{arm.key}: ready in {report.time_to_ready_s} s; capturing evidence"
-            )
-            bench = {"levels": opts.bench, "requests": opts.bench_requests} if opts.bench else None
-            made = capture.capture_stack(
-                project,
-                r,
-                gate=opts.gate,
-                ladder_targets=opts.ladder or None,
-                tools=opts.tools,
-                bench=bench,
-            )
-            os.replace(made, dest)  # one rename: the bundle is in the campaign whole, or not at all
-        arm.bundle = arm.key
-        state.save(directory, st)
-        state.log(directory, f"{arm.key}: evidence {arm.key}/; down {arm.profile}")
-        down = driver.down(project, r)
-        arm.shm_reclaimable = reclaimable(down.shm)
-        arm.status, arm.finished_at = "done", privatestate.stamp()
-        state.save(directory, st)
-        state.log(directory, f"{arm.key}: done (shm reclaimable: {arm.shm_reclaimable})")
-        say(f"{arm.key} ({arm.profile}): done")
-    except (Interrupted, KeyboardInterrupt) as exc:
-        raise state.interrupted(directory, st, arm, exc) from None
-    except ComposegenError as exc:
-        state.failed(directory, st, arm, exc)
-        raise
+    bench = {"levels": opts.bench, "requests": opts.bench_requests} if opts.bench else None
 
+    def evidence(r: Resolved, started: bool, step: run_arm.Step) -> Path:
+        return capture.capture_stack(
+            project,
+            r,
+            gate=opts.gate,
+            ladder_targets=opts.ladder or None,
+            tools=opts.tools,
+            bench=bench,
+            on_step=step,
+        )
 
-def reclaimable(shm: ShmScan | NodesShm | None) -> int | None:
-    """Leftover /dev/shm files after down (the shm scan's `leftover` count: no holder, a known crash
-    pattern); None when not checked (a private /dev/shm goes with its container)."""
-    if shm is None:
-        return None
-    if isinstance(shm, ShmScan):
-        return shm.totals.leftover.count
-    # A multi-node stack: every node's scan (a local one) or probe (a remote one: names, no
-    # holders).
-    counts = [n.scan.totals.leftover.count for n in shm.nodes if n.scan is not None]
-    counts += [
-        sum(1 for e in n.probe.entries if e.pattern) for n in shm.nodes if n.probe is not None
-    ]
-    return sum(counts) if counts else None
+    control = st.control or arm.profile
+    standby = opts.bracket and resolve.load(project, control).profile.standby is not None
+    control_asleep = standby and arm.key in ("candidate", "bracket")
+    return run_arm.ArmJob(
+        evidence=evidence,
+        judge=lambda a, dest: "done",
+        sleep_after=standby and arm.key == "control",
+        wake=standby and arm.key == "bracket",
+        asleep=(control,) if control_asleep else (),
+    )
 
 
 def docs(directory: Path, st: CampaignState) -> dict[str, dict]:

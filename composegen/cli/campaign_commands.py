@@ -12,10 +12,10 @@ from composegen.campaign import decision, qualifyarm, runner, state
 from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
-from composegen.cli.console import console_progress
+from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput, CheckFailed
-from composegen.output import emit_json, err, out
+from composegen.output import emit_json, out
 from composegen.stack import driver
 
 if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
@@ -52,17 +52,19 @@ def campaign_arms(project: Project, spec: str) -> list[str] | None:
 def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
     with deferred_sigint():
         driver.preload()
-    say = (lambda text: None) if json_ else (lambda text: err(f"campaign: {text}"))
-    with console_progress(quiet=json_) as sink:
-        st = (qualifyarm.run if kind == "qualify" else runner.run)(project, directory, sink, say)
+    ui = ConsoleCampaign(project, quiet=json_)
+    try:
+        st = (qualifyarm.run if kind == "qualify" else runner.run)(project, directory, ui)
+    except CheckFailed:  # a drifted bracket: the records are written and say so
+        if not json_:
+            st = state.load(directory)
+            print_end(project, directory, st, "comparison.json")
+        raise
     record = directory / (qualifyarm.RECORD_JSON if st.kind == "qualify" else "comparison.json")
     if json_:
         emit_json(json.loads(record.read_text(encoding="utf-8")))
     else:
-        out((directory / "campaign.md").read_text(encoding="utf-8").rstrip("\n"))
-        out(
-            f"\ncampaign {st.name}: {project.rel(directory)}/ (campaign.md, {record.name}, {state.LOG})"
-        )
+        print_end(project, directory, st, record.name)
     if st.kind == "qualify" and not any(a.qualified for a in st.arms):
         raise CheckFailed(f"campaign {st.name}: no arm qualified")
 

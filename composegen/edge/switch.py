@@ -256,22 +256,11 @@ def _bring_up(
 
 def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
     """NAME serving again, whatever the kill left of it: still up (the kill came before its down),
-    half stopped, or gone."""
-    try:
-        _bring_up(project, edge, name, emulate, None, sink)
-    except driver.AlreadyRunning as exc:
-        if exc.starting:
-            driver.attach(project, edge.stacks[name], sink)
-        elif not exc.ready:
-            driver.down(project, edge.stacks[name])
-            driver.up(
-                project,
-                edge.stacks[name],
-                driver.UpOptions(emulate=emulate, render_stale=False),
-                sink,
-            )
-        sink.say(f"gates on {name}")
-        capture.require_gates(edge.stacks[name], None)
+    half stopped, or gone (the driver decides whether to attach or start again)."""
+    r = edge.stacks[name]
+    driver.up_or_attach(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
+    sink.say(f"gates on {name}")
+    capture.require_gates(r, None)
 
 
 def _rolled_back(

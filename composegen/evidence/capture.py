@@ -36,12 +36,21 @@ class LiveStack:
 
 
 def stack_gates(
-    r: Resolved, *, only: str | Sequence[str] | None = None, tools: int = 20
+    r: Resolved,
+    *,
+    only: str | Sequence[str] | None = None,
+    tools: int = 20,
+    on_step: Callable[[str], None] | None = None,
 ) -> GateResult:
     """The functional gates against R's running stack, at its endpoint as seen from here."""
     ep = driver.endpoint(r)
     return gates.run_gates(
-        ep.base_url, r.profile.model.served_name, api_key=ep.api_key, tools=tools, only=only
+        ep.base_url,
+        r.profile.model.served_name,
+        api_key=ep.api_key,
+        tools=tools,
+        only=only,
+        on_step=on_step,
     )
 
 
@@ -79,15 +88,17 @@ def capture_stack(
     bench: dict[str, Any] | None = None,
     extra_raw: dict[str, Any] | None = None,
     bench_runner: Callable[..., BenchResult] | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> Path:
     """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `bench_runner`, when
     given, runs it instead (levels, then those keywords: `--bench-via-edge`'s edge.benchvia);
-    `extra_raw` as write_run's (the edge's exposure.json)."""
+    `extra_raw` as write_run's (the edge's exposure.json); `on_step`: told each step as it begins
+    (gates k/N, ladder target k/N, bench)."""
     live = live_stack(project, r)
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
     tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
-    gate_result = stack_gates(r, tools=tools) if gate else None
+    gate_result = stack_gates(r, tools=tools, on_step=on_step) if gate else None
     ladder_result = None
     if ladder_targets:
         ladder_result = ladder.run_ladder(
@@ -96,10 +107,13 @@ def capture_stack(
             ladder_targets,
             api_key=ep.api_key,
             max_model_len=report.get("max_model_len") or r.flag("max-model-len"),
+            on_step=on_step,
         )
     bench_result = None
     if bench:
         options = {k: v for k, v in bench.items() if k != "levels"}
+        if on_step is not None:
+            on_step(f"bench at concurrency {', '.join(map(str, bench['levels']))}")
         run = bench_runner or functools.partial(
             run_bench, ep.base_url, served, api_key=ep.api_key, emulated=live.identity.emulated
         )

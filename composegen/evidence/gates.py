@@ -412,14 +412,20 @@ def run_gates(
     timeout: float = 120,
     max_tokens: int = 1024,
     reasoning_effort: str | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> GateResult:
+    """ON_STEP: told `gates k/N: NAME` as each gate begins (a campaign's progress)."""
     names = selected(only)
     if "tools" in names:
         tool_specs(tools)  # a bad count is bad input before any request is sent
     client = client_for(base_url, api_key, timeout)
     _check_served(client, base_url, model)
     ctx = _Ctx(client, model, tools, max_tokens, reasoning_effort)
-    results = [run_one(name, ctx) for name in names]
+    results = []
+    for k, name in enumerate(names, 1):
+        if on_step is not None:
+            on_step(f"gates {k}/{len(names)}: {name}")
+        results.append(run_one(name, ctx))
     tools_row = next((g for g in results if g.name == "tools"), None)
     tool_counts = (
         ToolCounts(passed=tools_row.details.get("passed", 0), total=tools) if tools_row else None

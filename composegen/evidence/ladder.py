@@ -267,7 +267,10 @@ def run_ladder(
     tolerance: float = 0.005,
     timeout: float = 1800,
     reasoning_effort: str | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> LadderResult:
+    """ON_STEP: told `ladder target k/N: T tokens` as each target begins (a campaign's
+    progress)."""
     import openai  # why: the OpenAI client costs start-up time every other command would pay
 
     targets = [int(t) for t in targets]
@@ -288,7 +291,9 @@ def run_ladder(
         else LadderWarmup(sent=False)
     )
     rows = []
-    for target in targets:
+    for k, target in enumerate(targets, 1):
+        if on_step is not None:
+            on_step(f"ladder target {k}/{len(targets)}: {target:,} tokens")
         if target > cap:
             rows.append(
                 LadderRow(

@@ -375,7 +375,9 @@ def qualify_stack(
     r: Resolved,
     exposure_fn: Callable[[], ExposureMatrix] | None = None,
     sleep_cycles: int = 0,
+    on_step: Callable[[str], None] | None = None,
 ) -> QualifyResult:
+    """ON_STEP: told each gate and ladder target as it begins (a campaign's progress)."""
     live = capture.live_stack(project, r)
     cycles = functools.partial(sleepcycles.run, project, r, sleep_cycles, live.identity.emulated)
     ep, served = driver.endpoint(r), r.profile.model.served_name
@@ -385,8 +387,12 @@ def qualify_stack(
         startup_report=live.startup,
         startup_log_text=live.log,
         container=live.identity,
-        run_ladder_fn=functools.partial(ladder.run_ladder, ep.base_url, served, api_key=ep.api_key),
-        run_gates_fn=functools.partial(gates.run_gates, ep.base_url, served, api_key=ep.api_key),
+        run_ladder_fn=functools.partial(
+            ladder.run_ladder, ep.base_url, served, api_key=ep.api_key, on_step=on_step
+        ),
+        run_gates_fn=functools.partial(
+            gates.run_gates, ep.base_url, served, api_key=ep.api_key, on_step=on_step
+        ),
         run_bench_fn=functools.partial(
             bench.run_bench,
             ep.base_url,

@@ -6,6 +6,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
 
     up(project, r, opts, sink)          preflight, start, wait, summary        -> reports.UpReport
     start(project, r, opts, sink, t)    up, or follow/summarise a stack that already starts or runs
+    up_or_attach(project, r, opts, sink) up, or attach to an earlier attempt's stack -> (UpReport, why)
     attach(project, r, sink, timeout)   wait for an already-starting stack     -> reports.UpReport
     down(project, r, timeout)           stop and remove, then /dev/shm         -> reports.DownReport
     status(project, name)               what runs, health, drift               -> reports.StatusReport
@@ -119,6 +120,7 @@ __all__ = [
     "status",
     "status_text",
     "up",
+    "up_or_attach",
     "wake_stack",
     "weights",
     "with_mismatches",
@@ -150,19 +152,58 @@ def start(
         if exc.starting and not opts.wait:
             return f"{exc.message}; `composegen wait {r.name}` follows it"
         # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
-        if exc.starting:
-            sink.note(f"{exc.message}; following it as `composegen wait {r.name}` does")
-            return attach(project, r, sink, timeout)
-        if exc.ready:
-            sink.note(f"{exc.message}: its summary follows")
-            return attach(project, r, sink, ready_before=True)  # exit 0
-        raise
+        how = f"following it as `composegen wait {r.name}` does" if exc.starting else ""
+        followed = _follow(project, r, exc, sink, timeout, how or "its summary follows")
+        if followed is None:
+            raise
+        return followed
     except PreflightFailed as exc:
         if sink.shows_checks:  # each reason is printed above
             raise EngineError(
                 f"preflight failed: {', '.join(exc.failed)} (the FAIL lines above say why)"
             ) from None
         raise
+
+
+def up_or_attach(
+    project: Project,
+    r: Resolved,
+    opts: UpOptions,
+    sink: ProgressSink | None = None,
+    timeout: float | None = None,
+) -> tuple[UpReport, str | None]:
+    """`up` for a caller that may have started this stack before (a campaign arm after Ctrl-C, the
+    edge's recovery): a stack still starting is followed (its load goes on: nothing is loaded
+    twice), a ready one summarised; one that runs without answering is taken down and started
+    again. With the report: why it attached (None: started here, or started again)."""
+    sink = sink or ProgressSink()
+    try:
+        return up(project, r, opts, sink), None
+    except AlreadyRunning as exc:
+        followed = _follow(project, r, exc, sink, timeout, "attaching")
+        if followed is not None:
+            return followed, exc.message
+        sink.note(f"{exc.message}; taking it down to start it again")
+        down(project, r)
+        return up(project, r, opts, sink), None
+
+
+def _follow(
+    project: Project,
+    r: Resolved,
+    exc: AlreadyRunning,
+    sink: ProgressSink,
+    timeout: float | None,
+    how: str,
+) -> UpReport | None:
+    """The one decision "already running, so attach": a stack still starting is followed, a ready
+    one summarised (its time to ready from its own log); None for one that does not answer."""
+    if not (exc.starting or exc.ready):
+        return None
+    sink.note(f"{exc.message}{': ' if exc.ready and not exc.starting else '; '}{how}")
+    if exc.starting:
+        return attach(project, r, sink, timeout)
+    return attach(project, r, sink, ready_before=True)  # exit 0
 
 
 def attach(

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from composegen.campaign import exclusive, runner, state
+from composegen.campaign import arm, exclusive, runner, state
 from composegen.campaign.reports import CampaignOptions
 from composegen.campaign.sanitize import Scrubber
 from composegen.errors import BadInput
@@ -156,8 +156,8 @@ def test_leftover_shm_files_are_counted_from_the_scan_or_every_node(tmp_path):
         (tmp_path / name).write_bytes(b"x")
     # two leftover names, one unknown
     scan = shm.scan(str(tmp_path), container_labels=lambda cid: None)
-    assert runner.reclaimable(scan) == 2
-    assert runner.reclaimable(None) is None  # a private /dev/shm: removed with its container
+    assert arm.reclaimable(scan) == 2
+    assert arm.reclaimable(None) is None  # a private /dev/shm: removed with its container
     probe = ShmProbe(
         free_bytes=1,
         total_bytes=2,
@@ -174,7 +174,7 @@ def test_leftover_shm_files_are_counted_from_the_scan_or_every_node(tmp_path):
             NodeShm(name="n1", **node, probe=probe),
         ],
     )
-    assert runner.reclaimable(nodes) == 3
+    assert arm.reclaimable(nodes) == 3
 
 
 def test_a_profiles_qualify_fallback_names_the_fallback_arm(tmp_path):
