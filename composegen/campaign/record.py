@@ -363,4 +363,4 @@ def paragraphs(text: str, title: str) -> list[str]:
         if line.startswith("## "):
             break
         body.append(line)
-    return [p.replace("\n", " ") for p in "\n".join(body).split("\n\n") if p.strip()]
+    return [p.strip().replace("\n", " ") for p in "\n".join(body).split("\n\n") if p.strip()]

@@ -89,8 +89,8 @@ def print_end(project: Project, directory: Path, st: CampaignState, record_name:
     out(f"campaign {st.name}: Outcome")
     for paragraph in progress.outcome(directory):
         body = textwrap.fill(paragraph, width - 2) if width else paragraph
-        out(textwrap.indent(body, "  "))
-    how = "--promote|--fallback|--no-promotion"
-    out(f'decide: composegen campaign decide {st.name} {how} --why "…"')
-    rel = project.rel(directory)
-    out(f"record: {rel}/campaign.md ({record_name}, {state.LOG}; `campaign show {st.name}`)")
+        out(textwrap.indent(body, "  ") + "\n")
+    out(f'decide: composegen campaign decide {st.name} --promote --why "…"')
+    out("        (or --fallback, --no-promotion)")
+    out(f"record: {project.rel(directory)}/campaign.md")
+    out(f"        ({record_name}, {state.LOG}; `composegen campaign show {st.name}`)")
