@@ -97,16 +97,16 @@ def _start(
 ) -> bool:
     """The arm's engine ready (True), or not started when the job judges that on the log
     (False)."""
+    sink = ui.arm_started(st.arms.index(arm) + 1, len(st.arms), arm)
     if job.wake and driver.sleep_state(project, r, strict=True) is not None:
+        ui.arm_ended()
         seconds = driver.wake_stack(project, r)
         arm.path, arm.time_to_ready_s = "wake", round(seconds, 3)
         state.save(directory, st)
         state.log(directory, f"{arm.key}: woke {arm.profile} in {seconds:.2f} s (no cold start)")
         ui.arm_ready(arm, None, f"woken in {seconds:.2f} s (standby: no cold start)")
         return True
-    index = st.arms.index(arm) + 1
     try:
-        sink = ui.arm_started(index, len(st.arms), arm)
         report, attached = driver.up_or_attach(
             project, r, driver.UpOptions(emulate=st.options.emulate), sink
         )

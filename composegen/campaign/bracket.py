@@ -74,6 +74,13 @@ def sentence(result: BracketResult | None, control: str) -> str:
             "(`campaign run --bracket`)."
         )
     how = "exactly" if result.exact else f"within {result.tolerance * 100:g}%"
+    if result.passed and result.replay == "wake":
+        return (
+            f"The bracketed replay of {control} woke its engine from sleep (standby) instead of "
+            f"starting it again, and reproduced the baseline ({len(result.figures)} engine-reported "
+            f"figures equal {how}): the figures survived a sleep/wake cycle; a second cold start "
+            "was not run."
+        )
     if result.passed:
         return (
             f"A fresh bracketed replay reproduced the {control} baseline ({len(result.figures)} engine-reported "

@@ -281,6 +281,13 @@ def close(state: CampaignState) -> str:
     """One stack at a time, each taken down; what /dev/shm held after each down."""
     counts = [(a.key, a.shm_reclaimable) for a in state.arms]
     text = "Every arm ran alone on the profile's GPUs (exclusive mode) and was taken down before the next. "
+    if any(a.path == "wake" for a in state.arms):
+        paths = ", ".join(f"{a.key} {a.path or 'not run'}" for a in state.arms)
+        text = (
+            "Every arm ran alone on the profile's GPUs (exclusive mode); on standby stacks the "
+            "control was kept asleep while the candidate ran and woken for the bracket, so each "
+            f"profile had one cold start (path per arm: {paths}). "
+        )
     if all(c is None for _, c in counts):
         return (
             text

@@ -37,6 +37,11 @@ class BracketResult(Report):
     tolerance: float
     exact: bool = Field(description="tolerance 0: both control runs emulated")
     figures: list[BracketFigure]
+    replay: Literal["cold", "wake"] = Field(
+        default="cold",
+        description="how the replayed control came up: cold (started again) or wake (standby: "
+        "its engine kept asleep while the candidate ran, then woken; no second cold start)",
+    )
 
 
 # ---------------------------------------------------------------- state.json (state.py)

@@ -128,6 +128,8 @@ def finish(project: Project, directory: Path, st: CampaignState) -> None:
         st.bracket = bracket.check(
             loaded["control"], loaded["bracket"], tolerance=st.options.tolerance
         )
+        replayed = next(a for a in st.arms if a.key == "bracket")
+        st.bracket.replay = replayed.path or "cold"
         state.save(directory, st)
         state.log(directory, f"bracket: {'passed' if st.bracket.passed else 'DRIFTED'}")
     # once decided, the records stand as the decision hashed them

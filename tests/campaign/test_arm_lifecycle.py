@@ -237,6 +237,10 @@ def test_on_standby_the_control_sleeps_through_the_candidate_and_the_bracket_wak
         ("bracket", "wake"),
     ]
     assert st.arms[2].time_to_ready_s == 0.31
+    assert st.bracket is not None and st.bracket.replay == "wake"
+    md = (directory / "campaign.md").read_text(encoding="utf-8")
+    assert "woke its engine from sleep (standby) instead of starting it again" in md
+    assert "path per arm: control cold, candidate cold, bracket wake" in md
 
 
 def test_both_kinds_of_arm_run_through_one_run_arm_and_only_the_driver_decides_to_attach():

@@ -1,0 +1,64 @@
+"""A bracketed campaign on standby stacks, on the real engine with the emulated vLLM (issue 37 item
+4): the control is kept asleep while the candidate runs and the bracket wakes it — the same
+container, never recreated, so no second cold start — and the record says which path each arm
+took. Standby stacks sit behind an edge (their dev routes never on a published port), so the edge
+is up first, as docs/campaign.md says."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from composegen.campaign import state
+from tests.support.campaigns import own_gpu_ids
+from tests.support.edge import edge_project
+from tests.support.helpers import REPO
+
+pytestmark = pytest.mark.docker
+
+
+def test_a_standby_campaign_replays_its_control_by_a_wake_and_records_the_path(tmp_path, edge_img):
+    edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0])
+    control, candidate = edge.old, edge.new
+    directory = edge.root / "runs" / "campaigns" / "sb"
+    argv = [sys.executable, "-m", "composegen", "--root", str(edge.root), "campaign", "run",
+            control, candidate, "--bracket", "--gate", "--tools", "2", "--ladder", "2000",
+            "--emulate", "--name", "sb"]  # fmt: skip
+    try:
+        edge.ok("edge", "up")
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+        started: dict[str, str] = {}
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            # the control's container as its arm left it (asleep), and as the bracket found it
+            if line.startswith(f"campaign: control ({control}): done"):
+                started["control"] = edge.container_started(control)
+            if line.startswith(f"arm 3/3: bracket {control} · gates 1/"):
+                started["bracket"] = edge.container_started(control)
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out
+        assert started["control"] and started["bracket"] == started["control"], started
+        log = (directory / state.LOG).read_text(encoding="utf-8")
+        assert f"control: evidence control/; {control} to sleep" in log
+        assert f"bracket: woke {control} in " in log and "bracket: attaching" not in log
+        st = state.load(directory)
+        assert [(a.key, a.status, a.path) for a in st.arms] == [
+            ("control", "done", "cold"),
+            ("candidate", "done", "cold"),
+            ("bracket", "done", "wake"),
+        ]
+        assert st.bracket is not None and st.bracket.passed and st.bracket.replay == "wake"
+        doc = json.loads((directory / "comparison.json").read_text(encoding="utf-8"))
+        assert doc["bracket"]["replay"] == "wake"
+        md = (directory / "campaign.md").read_text(encoding="utf-8")
+        assert "woke its engine from sleep (standby) instead of starting it again" in md
+        assert "path per arm: control cold, candidate cold, bracket wake" in md
+        # one cold start: the log the bracket captured continues the control arm's own
+        first = (directory / "control" / "startup.log").read_text(encoding="utf-8")
+        assert (directory / "bracket" / "startup.log").read_text(encoding="utf-8").startswith(first)
+    finally:
+        edge.cleanup()
