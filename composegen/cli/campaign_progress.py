@@ -89,7 +89,7 @@ def print_end(project: Project, directory: Path, st: CampaignState, record_name:
     out(f"campaign {st.name}: Outcome")
     for paragraph in progress.outcome(directory):
         body = textwrap.fill(paragraph, width - 2) if width else paragraph
-        out(textwrap.indent(body, "  ") + "\n")
+        out(textwrap.indent(body, "  ") + "\n\n")  # a blank line after each paragraph
     out(f'decide: composegen campaign decide {st.name} --promote --why "…"')
     out("        (or --fallback, --no-promotion)")
     out(f"record: {project.rel(directory)}/campaign.md")
