@@ -38,20 +38,30 @@ calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is
 the run came from a stack and the profile is unchanged since (else its image would be a guess).
 
 Result: reports.plan.PlanResult (`composegen schema --report plan`).
+
+The steps live apart: plancalibration.py reads the calibration, plangeometry.py compares the cache
+geometry and sizes the range, and this module predicts the pool and gives the verdict.
 """
 
 from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from composegen.errors import BadInput
 from composegen.evidence import bundle
+from composegen.evidence.plancalibration import (
+    Calibrated,
+    GiB,
+    batch,
+    calibrate,
+    profile_value,
+)
+from composegen.evidence.plangeometry import compare_geometry, difference_warnings, range_factor
 from composegen.evidence.reports.plan import (
     PlanCalibration,
-    PlanDifference,
     PlanInputs,
     PlanPredicted,
     PlanRange,
@@ -64,96 +74,6 @@ from composegen.units import format_gib
 from composegen.vllm import startup
 from composegen.vllm.kvcache import kv_element_bytes
 
-GiB = 1 << 30
-SEED_BYTES_PCT, SEED_TOKENS_PCT = 4.715, 94.861
-RANGE_FACTOR = round((1 + SEED_TOKENS_PCT / 100) / (1 + SEED_BYTES_PCT / 100), 3)  # 1.861
-# Profile flag name -> effective_args key, for the fields that change cache geometry or accounting.
-GEOMETRY_FLAGS = {
-    "kv-cache-dtype": "kv_cache_dtype",
-    "block-size": "block_size",
-    "tensor-parallel-size": "tensor_parallel_size",
-    "decode-context-parallel-size": "decode_context_parallel_size",
-    "max-num-batched-tokens": "max_num_batched_tokens",
-}
-_UNKNOWN = object()
-
-
-def _require(calibration: dict, key: str) -> Any:
-    value = calibration.get(key)
-    if value is None:
-        raise BadInput(f"calibration: {key}: missing (the startup log did not state it)")
-    return value
-
-
-def _profile_value(r: Resolved, flag: str) -> Any:
-    value = r.flag(flag)
-    return value if value is not None else r.catalog.get(flag).default
-
-
-def _calibration_value(
-    calibration: dict, key: str, flag: str | None, cal_profile: Resolved | None, r: Resolved
-) -> Any:
-    """What the calibration ran with: its effective args (absent = the catalog default, as vLLM logs
-    only non-default args), else the calibration profile, else unknown."""
-    args = calibration.get("effective_args")
-    if isinstance(args, dict):
-        if key in args:
-            value = args[key]
-            return value[0] if isinstance(value, list) and len(value) == 1 else value
-        if key == "model" and "model_tag" in args:
-            return args["model_tag"]
-        if flag:
-            return r.catalog.get(flag).default
-    if cal_profile is not None:
-        if key == "model":
-            return cal_profile.profile.model.path or cal_profile.profile.model.id
-        if key == "revision":
-            return cal_profile.profile.model.revision
-        return _profile_value(cal_profile, flag) if flag else _UNKNOWN
-    return _UNKNOWN
-
-
-def _compare_geometry(
-    calibration: dict, r: Resolved, cal_profile: Resolved | None
-) -> tuple[list[PlanDifference], list[str]]:
-    fields: list[tuple[str, str, str | None, Any]] = [
-        ("model", "model", None, r.profile.model.path or r.profile.model.id),
-        ("revision", "revision", None, r.profile.model.revision),
-    ]
-    fields += [(flag, key, flag, _profile_value(r, flag)) for flag, key in GEOMETRY_FLAGS.items()]
-    differences: list[PlanDifference] = []
-    unknown: list[str] = []
-    for name, key, flag, wanted in fields:
-        had = _calibration_value(calibration, key, flag, cal_profile, r)
-        if had is _UNKNOWN:
-            unknown.append(name)
-        elif str(had) != str(wanted):
-            differences.append(PlanDifference(field=name, calibration=had, profile=wanted))
-    if cal_profile is None:
-        unknown.append("image")
-    elif cal_profile.profile.image != r.profile.image:
-        differences.append(
-            PlanDifference(
-                field="image", calibration=cal_profile.profile.image, profile=r.profile.image
-            )
-        )
-    return differences, unknown
-
-
-def _batch(value: Any, what: str, warnings: list[str]) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    warnings.append(
-        f"{what} max-num-batched-tokens is not stated (left to the engine): nothing assumed; the measured "
-        f"activation is kept as the estimate and the range widened ×{RANGE_FACTOR}"
-    )
-    return None
-
-
-def _dtype(value: Any) -> str | None:
-    return None if value is _UNKNOWN or value is None else str(value)
-
-
 MAX_GPU_GIB = 65536  # 64 TiB on one device: beyond any GPU, and every figure below stays finite
 
 
@@ -164,6 +84,146 @@ def check_gpu_gib(gpu_gib: float | None) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What profile r asks of each TP rank, with the calibration's bytes/token carried over."""
+
+    utilization: float
+    batch: int | None
+    max_len: int
+    tp: int
+    offload_gib: float
+    dtype: str
+    bytes_per_token: float
+
+    @property
+    def host_gib(self) -> float:
+        return self.offload_gib / self.tp
+
+    @property
+    def host_tokens(self) -> int:
+        return math.floor(self.host_gib * GiB / self.bytes_per_token)
+
+
+def _asked(r: Resolved, cal: Calibrated, warnings: list[str]) -> _Asked:
+    batch_r = batch(r.flag("max-num-batched-tokens"), f"profile {r.name}'s", warnings)
+    util_r = float(profile_value(r, "gpu-memory-utilization"))
+    max_len = r.flag("max-model-len")
+    if not isinstance(max_len, int) or max_len <= 0:
+        raise BadInput(
+            f"{r.path}: vllm.max-model-len: plan needs a fixed max-model-len, got {max_len!r}"
+        )
+    dtype_r = str(profile_value(r, "kv-cache-dtype") or "auto")
+    bytes_per_token = cal.bytes_per_token
+    if cal.dtype is not None:
+        bytes_per_token *= kv_element_bytes(dtype_r) / kv_element_bytes(cal.dtype)
+    return _Asked(
+        utilization=util_r,
+        batch=batch_r,
+        max_len=max_len,
+        tp=int(profile_value(r, "tensor-parallel-size") or 1),
+        offload_gib=float(r.flag("kv-offloading-size") or 0),
+        dtype=dtype_r,
+        bytes_per_token=bytes_per_token,
+    )
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The model's output per TP rank: activation and KV in GiB, the GPU pool in tokens."""
+
+    activation: float
+    kv: float
+    gpu_tokens: int
+
+
+def _pool(cal: Calibrated, asked: _Asked) -> _Pool:
+    activation = (
+        cal.activation * asked.batch / cal.batch
+        if cal.batch is not None and asked.batch is not None
+        else cal.activation
+    )
+    kv = asked.utilization * cal.gpu - cal.weights - activation - cal.other
+    return _Pool(activation, kv, max(0, math.floor(kv * GiB / asked.bytes_per_token)))
+
+
+def _predicted(pool: _Pool, asked: _Asked, factor: float) -> PlanPredicted:
+    tokens, max_len = pool.gpu_tokens, asked.max_len
+    low, high = math.floor(tokens / factor), math.floor(tokens * factor)
+    return PlanPredicted(
+        label="predicted",
+        activation_gib=round(pool.activation, 3),
+        kv_gib_per_rank=round(pool.kv, 3),
+        gpu_tokens=tokens,
+        host_gib_per_rank=round(asked.host_gib, 3),
+        host_tokens=asked.host_tokens,
+        concurrency=round(tokens / max_len, 2),
+        fits=tokens >= max_len,
+        margin_tokens=tokens - max_len,
+        margin_pct=round((tokens - max_len) / max_len * 100, 2),
+        range=PlanRange(
+            low_tokens=low,
+            high_tokens=high,
+            factor=factor,
+            fits_low=low >= max_len,
+            fits_high=high >= max_len,
+        ),
+    )
+
+
+def _verdict(predicted: PlanPredicted) -> str:
+    """fits / does not fit when the whole range agrees, else uncertain."""
+    if predicted.range.fits_low:
+        return "fits"
+    return "does not fit" if not predicted.range.fits_high else "uncertain"
+
+
+def _notes(calibration: dict, asked: _Asked) -> list[str]:
+    notes = []
+    cal_len = calibration.get("max_model_len")
+    if cal_len and cal_len != asked.max_len:
+        notes.append(
+            f"the calibration ran at max-model-len {cal_len:,}, this profile asks {asked.max_len:,}: only a "
+            "startup at that length measures its pool (qualify)"
+        )
+    if asked.offload_gib:
+        notes.append(
+            f"host tier {asked.host_gib:g} GiB per rank ({asked.host_tokens:,} tokens at the "
+            "calibration's bytes/token) holds offloaded blocks; it is not counted toward fitting one request"
+        )
+    return notes
+
+
+def _calibration_report(cal: Calibrated, calibration: dict) -> PlanCalibration:
+    return PlanCalibration(
+        gpu_total_gib=cal.gpu_total,
+        gpu_memory_utilization=cal.utilization,
+        weights_gib=cal.weights,
+        peak_activation_gib=cal.activation,
+        kv_cache_gib_min=cal.kv,
+        kv_cache_tokens=cal.tokens,
+        max_num_batched_tokens=cal.batch,
+        max_model_len=calibration.get("max_model_len"),
+        other_gib=round(cal.other, 4),
+        kv_bytes_per_token=round(cal.bytes_per_token, 1),
+        kv_cache_dtype=cal.dtype,
+        emulated=bool(calibration.get("emulated")),
+    )
+
+
+def _inputs_report(cal: Calibrated, asked: _Asked, gpu_gib: float | None) -> PlanInputs:
+    return PlanInputs(
+        gpu_gib=cal.gpu,
+        gpu_gib_source="gpu_gib" if gpu_gib is not None else "calibration",
+        gpu_memory_utilization=asked.utilization,
+        max_num_batched_tokens=asked.batch,
+        kv_offloading_size_gib=asked.offload_gib,
+        tensor_parallel_size=asked.tp,
+        kv_cache_dtype=asked.dtype,
+        kv_bytes_per_token=round(asked.bytes_per_token, 1),
+    )
+
+
 def plan(
     r: Resolved,
     calibration: dict,
@@ -171,161 +231,32 @@ def plan(
     gpu_gib: float | None = None,
     calibration_profile: Resolved | None = None,
 ) -> PlanResult:
+    """Calibration (what the startup stated), the pool the model predicts for r, the geometry
+    (what differs, how far the range widens), then the verdict."""
     check_gpu_gib(gpu_gib)
-    if calibration.get("kv_cache_includes_host"):
-        raise BadInput(
-            "calibration: kv_cache_tokens: counts GPU + host tokens, so bytes per token cannot be "
-            "read from it; calibrate with a GPU-only run"
-        )
-    weights = float(_require(calibration, "weights_gib"))
-    act_cal = float(_require(calibration, "peak_activation_gib"))
-    kv_cal = float(_require(calibration, "kv_cache_gib_min"))
-    tokens_cal = int(_require(calibration, "kv_cache_tokens"))
-    if tokens_cal <= 0 or kv_cal <= 0:
-        raise BadInput(
-            f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / {kv_cal}"
-        )
-    gpu_cal = calibration.get("gpu_total_gib")
-    gpu = gpu_gib if gpu_gib is not None else gpu_cal
-    if gpu is None:
-        raise BadInput(
-            "calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib"
-        )
-    if gpu <= 0:
-        raise BadInput(f"--gpu-gib: must be positive, got {gpu}")
     warnings: list[str] = []
-    util_cal = calibration.get("gpu_memory_utilization") or _calibration_value(
-        calibration, "gpu_memory_utilization", "gpu-memory-utilization", calibration_profile, r
-    )
-    if util_cal is _UNKNOWN:
-        raise BadInput("calibration: gpu_memory_utilization: missing; give the calibration profile")
-    # The calibration's own budget is measured on its GPU; "other" must come from that same budget.
-    other = (
-        float(util_cal) * float(gpu_cal if gpu_cal is not None else gpu)
-        - weights
-        - act_cal
-        - kv_cal
-    )
-    batch_cal = _batch(
-        _calibration_value(
-            calibration, "max_num_batched_tokens", "max-num-batched-tokens", calibration_profile, r
-        ),
-        "the calibration's",
-        warnings,
-    )
-    batch_r = _batch(r.flag("max-num-batched-tokens"), f"profile {r.name}'s", warnings)
-    util_r = float(_profile_value(r, "gpu-memory-utilization"))
-    max_len = r.flag("max-model-len")
-    if not isinstance(max_len, int) or max_len <= 0:
-        raise BadInput(
-            f"{r.path}: vllm.max-model-len: plan needs a fixed max-model-len, got {max_len!r}"
-        )
-    tp = int(_profile_value(r, "tensor-parallel-size") or 1)
-    offload_gib = float(r.flag("kv-offloading-size") or 0)
-
-    dtype_cal = _dtype(
-        _calibration_value(calibration, "kv_cache_dtype", "kv-cache-dtype", calibration_profile, r)
-    )
-    dtype_r = str(_profile_value(r, "kv-cache-dtype") or "auto")
-    bytes_per_token_cal = kv_cal * GiB / tokens_cal
-    bytes_per_token = bytes_per_token_cal
-    if dtype_cal is not None:
-        bytes_per_token *= kv_element_bytes(dtype_r) / kv_element_bytes(dtype_cal)
-    batches_known = batch_cal is not None and batch_r is not None
-    activation = (
-        act_cal * batch_r / batch_cal if batch_cal is not None and batch_r is not None else act_cal
-    )
-    kv = util_r * gpu - weights - activation - other
-    gpu_tokens = max(0, math.floor(kv * GiB / bytes_per_token))
-    host_gib = offload_gib / tp
-    host_tokens = math.floor(host_gib * GiB / bytes_per_token)
-
-    differences, unknown = _compare_geometry(calibration, r, calibration_profile)
-    widening = [d for d in differences if d.field != "kv-cache-dtype"]
-    factor = RANGE_FACTOR if widening or not batches_known else 1.0
-    low, high = math.floor(gpu_tokens / factor), math.floor(gpu_tokens * factor)
-    for d in differences:
-        if d.field == "kv-cache-dtype":
-            warnings.append(
-                f"kv-cache-dtype differs from the calibration ({d.calibration} → {d.profile}): bytes per "
-                f"token scaled ×{bytes_per_token / bytes_per_token_cal:g} by the KV element size"
-            )
-            continue
+    cal = calibrate(r, calibration, gpu_gib, calibration_profile, warnings)
+    asked = _asked(r, cal, warnings)
+    pool = _pool(cal, asked)
+    differences, unknown = compare_geometry(calibration, r, calibration_profile)
+    factor = range_factor(differences, cal.batch is not None and asked.batch is not None)
+    warnings += difference_warnings(differences, asked.bytes_per_token / cal.bytes_per_token)
+    if pool.kv <= 0:
         warnings.append(
-            f"{d.field} differs from the calibration ({d.calibration} → {d.profile}): KV bytes "
-            f"per token may not carry over; range widened ×{RANGE_FACTOR} both ways (seed: KV bytes "
-            f"+{SEED_BYTES_PCT}% gave tokens +{SEED_TOKENS_PCT}%)"
+            f"predicted KV memory is {format_gib(pool.kv)}: weights and activation exceed the budget"
         )
-    if kv <= 0:
-        warnings.append(
-            f"predicted KV memory is {format_gib(kv)}: weights and activation exceed the budget"
-        )
-    notes = []
-    cal_len = calibration.get("max_model_len")
-    if cal_len and cal_len != max_len:
-        notes.append(
-            f"the calibration ran at max-model-len {cal_len:,}, this profile asks {max_len:,}: only a "
-            "startup at that length measures its pool (qualify)"
-        )
-    if offload_gib:
-        notes.append(
-            f"host tier {host_gib:g} GiB per rank ({host_tokens:,} tokens at the calibration's bytes/token) "
-            "holds offloaded blocks; it is not counted toward fitting one request"
-        )
-    fits = gpu_tokens >= max_len
-    fits_low, fits_high = low >= max_len, high >= max_len
-    verdict = "fits" if fits_low else ("does not fit" if not fits_high else "uncertain")
+    predicted = _predicted(pool, asked, factor)
     return PlanResult(
         profile=r.name,
-        max_model_len=max_len,
-        calibration=PlanCalibration(
-            gpu_total_gib=gpu_cal,
-            gpu_memory_utilization=util_cal,
-            weights_gib=weights,
-            peak_activation_gib=act_cal,
-            kv_cache_gib_min=kv_cal,
-            kv_cache_tokens=tokens_cal,
-            max_num_batched_tokens=batch_cal,
-            max_model_len=cal_len,
-            other_gib=round(other, 4),
-            kv_bytes_per_token=round(bytes_per_token_cal, 1),
-            kv_cache_dtype=dtype_cal,
-            emulated=bool(calibration.get("emulated")),
-        ),
-        inputs=PlanInputs(
-            gpu_gib=gpu,
-            gpu_gib_source="gpu_gib" if gpu_gib is not None else "calibration",
-            gpu_memory_utilization=util_r,
-            max_num_batched_tokens=batch_r,
-            kv_offloading_size_gib=offload_gib,
-            tensor_parallel_size=tp,
-            kv_cache_dtype=dtype_r,
-            kv_bytes_per_token=round(bytes_per_token, 1),
-        ),
-        predicted=PlanPredicted(
-            label="predicted",
-            activation_gib=round(activation, 3),
-            kv_gib_per_rank=round(kv, 3),
-            gpu_tokens=gpu_tokens,
-            host_gib_per_rank=round(host_gib, 3),
-            host_tokens=host_tokens,
-            concurrency=round(gpu_tokens / max_len, 2),
-            fits=fits,
-            margin_tokens=gpu_tokens - max_len,
-            margin_pct=round((gpu_tokens - max_len) / max_len * 100, 2),
-            range=PlanRange(
-                low_tokens=low,
-                high_tokens=high,
-                factor=factor,
-                fits_low=fits_low,
-                fits_high=fits_high,
-            ),
-        ),
-        verdict=verdict,
+        max_model_len=asked.max_len,
+        calibration=_calibration_report(cal, calibration),
+        inputs=_inputs_report(cal, asked, gpu_gib),
+        predicted=predicted,
+        verdict=_verdict(predicted),
         differences=differences,
         unknown=unknown,
         warnings=warnings,
-        notes=notes,
+        notes=_notes(calibration, asked),
     )
 
 

@@ -8,7 +8,7 @@ import functools
 import pytest
 
 from composegen.errors import BadInput
-from composegen.evidence import bench, gates, ladder, qualify
+from composegen.evidence import bench, gates, ladder, qualify, qualifycriteria
 from composegen.evidence import bundle as evidence
 from composegen.profiles import resolve as profile
 from composegen.project import Project
@@ -92,9 +92,9 @@ def test_floors_that_do_not_hold_fail_with_the_measured_figure(project, tmp_path
 def test_no_bench_client_and_a_dead_engine_are_failed_criteria(project):
     r = profile.load(project, "easy")
     spec = r.profile.qualify.bench
-    _, crit = qualify._bench_criteria(spec, True, None)
+    _, crit = qualifycriteria._bench_criteria(spec, True, None)
     assert crit[0].passed is False and "no bench client" in (crit[0].reason or "")
-    _, crit = qualify._bench_criteria(spec, False, lambda *a, **k: None)
+    _, crit = qualifycriteria._bench_criteria(spec, False, lambda *a, **k: None)
     assert all(not c.passed and c.reason == "not run: the engine is not ready" for c in crit)
 
 
