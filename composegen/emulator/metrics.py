@@ -134,6 +134,38 @@ class _Request:
         self.first_token: float | None = None
 
 
+class _Families:
+    """Prometheus families of one engine: each sample carries the engine's labels; a counter comes
+    with its `_created` gauge, as vLLM's client library writes it."""
+
+    def __init__(self, base: dict, created: float) -> None:
+        self.base, self.created = base, created
+        self.out: list[str] = []
+
+    def counter(self, name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
+        self.out.extend(
+            family(
+                f"vllm:{name}_total",
+                "counter",
+                help_text,
+                [({**self.base, **k}, v) for k, v in values],
+            )
+        )
+        self.out.extend(
+            family(
+                f"vllm:{name}_created",
+                "gauge",
+                help_text,
+                [({**self.base, **k}, self.created) for k, _ in values],
+            )
+        )
+
+    def gauge(self, name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
+        self.out.extend(
+            family(f"vllm:{name}", "gauge", help_text, [({**self.base, **k}, v) for k, v in values])
+        )
+
+
 class Metrics:
     """Thread-safe counters for the server's request threads: start() → first_token() → finish(),
     each request in its own thread (the request's timestamps live in a thread-local)."""
@@ -339,68 +371,60 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
     def _engine_families(self) -> list[str]:
-        base = {"engine": "0", "model_name": self.model_name}
-        created = self.created
-        c = self.counters
-        out: list[str] = []
-
-        def counter(name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-            out.extend(
-                family(
-                    f"vllm:{name}_total",
-                    "counter",
-                    help_text,
-                    [({**base, **k}, v) for k, v in values],
-                )
+        f = _Families({"engine": "0", "model_name": self.model_name}, self.created)
+        self._scheduler_families(f)
+        self._cache_families(f)
+        self._token_families(f)
+        if self.spec_tokens:
+            self._spec_decode_families(f)
+        for name, _kind, help_text in HISTOGRAMS:
+            f.out.extend(self.histograms[name].render(f"vllm:{name}", help_text, f.base))
+            f.out.extend(family(f"vllm:{name}_created", "gauge", help_text, [(f.base, f.created)]))
+        f.out.extend(
+            family(
+                "vllm:cache_config_info",
+                "gauge",
+                "Information of the LLMEngine CacheConfig",
+                [({**self.cache_labels, "engine": "0"}, 1)],
             )
-            out.extend(
-                family(
-                    f"vllm:{name}_created",
-                    "gauge",
-                    help_text,
-                    [({**base, **k}, created) for k, _ in values],
-                )
-            )
+        )
+        return f.out
 
-        def gauge(name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-            out.extend(
-                family(f"vllm:{name}", "gauge", help_text, [({**base, **k}, v) for k, v in values])
-            )
-
+    def _scheduler_families(self, f: _Families) -> None:
         flops = "(for Model Flops Utilization calculations)."
-        counter(
+        f.counter(
             "estimated_flops_per_gpu",
             f"Estimated number of floating point operations per GPU {flops}",
             [({}, 0)],
         )
-        counter(
+        f.counter(
             "estimated_read_bytes_per_gpu",
             f"Estimated number of bytes read from memory per GPU {flops}",
             [({}, 0)],
         )
-        counter(
+        f.counter(
             "estimated_write_bytes_per_gpu",
             f"Estimated number of bytes written to memory per GPU {flops}",
             [({}, 0)],
         )
-        gauge(
+        f.gauge(
             "num_requests_running",
             "Number of requests in model execution batches.",
             [({}, self.running)],
         )
-        gauge(
+        f.gauge(
             "num_requests_waiting",
             "Number of requests waiting to be processed.",
             [({}, self.waiting)],
         )
-        gauge(
+        f.gauge(
             "num_requests_waiting_by_reason",
             "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
             "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
             "Sum of all reasons equals vllm:num_requests_waiting.",
             [({"reason": "capacity"}, self.waiting), ({"reason": "deferred"}, 0)],
         )
-        gauge(
+        f.gauge(
             "engine_sleep_state",
             "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
             "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
@@ -410,95 +434,97 @@ class Metrics:
                 ({"sleep_state": "discard_all"}, 0),
             ],
         )
+
+    def _cache_families(self, f: _Families) -> None:
+        c = self.counters
         num_blocks = max(
             1,
             int(self.cache_labels.get("num_gpu_blocks") or 0) or self.kv_tokens // self.block_size,
         )
         usage = min(1.0, self.blocks_in_use / num_blocks)
-        gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [({}, usage)])
-        queries, generated = c["prefix_cache_queries"], c["generation_tokens"]
-        counter(
+        f.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [({}, usage)])
+        queries = c["prefix_cache_queries"]
+        f.counter(
             "prefix_cache_queries",
             "Prefix cache queries, in terms of number of queried tokens.",
             [({}, queries)],
         )
-        counter(
+        f.counter(
             "prefix_cache_hits",
             "Prefix cache hits, in terms of number of cached tokens.",
             [({}, 0)],
         )
         external = "from KV connector cross-instance cache sharing, in terms of number of"
-        counter(
+        f.counter(
             "external_prefix_cache_queries",
             f"External prefix cache queries {external} queried tokens.",
             [({}, 0)],
         )
-        counter(
+        f.counter(
             "external_prefix_cache_hits",
             f"External prefix cache hits {external} cached tokens.",
             [({}, 0)],
         )
-        counter(
+        f.counter(
             "mm_cache_queries",
             "Multi-modal cache queries, in terms of number of queried items.",
             [({}, 0)],
         )
-        counter(
+        f.counter(
             "mm_cache_hits",
             "Multi-modal cache hits, in terms of number of cached items.",
             [({}, 0)],
         )
-        counter("num_preemptions", "Cumulative number of preemption from the engine.", [({}, 0)])
-        counter("prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt_tokens"])])
+
+    def _token_families(self, f: _Families) -> None:
+        c = self.counters
+        f.counter("num_preemptions", "Cumulative number of preemption from the engine.", [({}, 0)])
+        f.counter(
+            "prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt_tokens"])]
+        )
         sources = [
             ("local_compute", c["prompt_tokens"]),
             ("local_cache_hit", 0),
             ("external_kv_transfer", 0),
         ]
-        counter(
+        f.counter(
             "prompt_tokens_by_source",
             "Number of prompt tokens by source.",
             [({"source": s}, v) for s, v in sources],
         )
-        counter(
+        f.counter(
             "prompt_tokens_cached", "Number of cached prompt tokens (local + external).", [({}, 0)]
         )
-        counter("generation_tokens", "Number of generation tokens processed.", [({}, generated)])
-        counter(
+        f.counter(
+            "generation_tokens",
+            "Number of generation tokens processed.",
+            [({}, c["generation_tokens"])],
+        )
+        f.counter(
             "request_success",
             "Count of successfully processed requests.",
             [({"finished_reason": r}, self.finished[r]) for r in FINISHED_REASONS],
         )
-        if self.spec_tokens:
-            counter(
-                "spec_decode_num_drafts",
-                "Number of spec decoding drafts.",
-                [({}, c["spec_decode_num_drafts"])],
-            )
-            counter(
-                "spec_decode_num_draft_tokens",
-                "Number of draft tokens.",
-                [({}, c["spec_decode_num_draft_tokens"])],
-            )
-            counter(
-                "spec_decode_num_accepted_tokens",
-                "Number of accepted tokens.",
-                [({}, c["spec_decode_num_accepted_tokens"])],
-            )
-            counter(
-                "spec_decode_num_accepted_tokens_per_pos",
-                "Accepted tokens per draft position.",
-                [({"position": str(i)}, v) for i, v in enumerate(self.accepted_per_pos)],
-            )
-        for name, _kind, help_text in HISTOGRAMS:
-            out.extend(self.histograms[name].render(f"vllm:{name}", help_text, base))
-            out.extend(family(f"vllm:{name}_created", "gauge", help_text, [(base, created)]))
-        out.extend(
-            family(
-                "vllm:cache_config_info",
-                "gauge",
-                "Information of the LLMEngine CacheConfig",
-                [({**self.cache_labels, "engine": "0"}, 1)],
-            )
+
+    def _spec_decode_families(self, f: _Families) -> None:
+        c = self.counters
+        f.counter(
+            "spec_decode_num_drafts",
+            "Number of spec decoding drafts.",
+            [({}, c["spec_decode_num_drafts"])],
         )
-        return out
+        f.counter(
+            "spec_decode_num_draft_tokens",
+            "Number of draft tokens.",
+            [({}, c["spec_decode_num_draft_tokens"])],
+        )
+        f.counter(
+            "spec_decode_num_accepted_tokens",
+            "Number of accepted tokens.",
+            [({}, c["spec_decode_num_accepted_tokens"])],
+        )
+        f.counter(
+            "spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            [({"position": str(i)}, v) for i, v in enumerate(self.accepted_per_pos)],
+        )
