@@ -67,25 +67,48 @@ def render(
     if not names and "compose" in swept:  # the edge belongs to the compose target
         rendered.update(_edge_files(project))
     if check:
-        drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
-        if json_:
-            drifted = [
-                reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift
-            ]
-            emit_json(reports.RenderCheckReport(fresh=not drift, drift=drifted).to_json())
-        else:
-            for d in drift:
-                out(d.diff)
-        if drift:
-            raise CheckFailed(
-                f"{len(drift)} file(s) in out/ are stale or orphaned",
-                hint="run `composegen render`",
-            )
-        if not json_:
-            line = f"out/ is fresh ({len(rendered)} files)"
-            out(line)
-            rendercache.remember(project.root, inputs, line)
-        return
+        return _check(project, rendered, names, swept, json_, inputs)
+    _write(project, rendered, names, swept, built, json_)
+
+
+def _check(
+    project: Project,
+    rendered: dict[str, str],
+    names: list[str] | None,
+    swept: tuple[str, ...],
+    json_: bool,
+    inputs: str | None,
+) -> None:
+    """`render --check`: print the drift (or the fresh line) and fail on drift."""
+    drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
+    if json_:
+        drifted = [
+            reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift
+        ]
+        emit_json(reports.RenderCheckReport(fresh=not drift, drift=drifted).to_json())
+    else:
+        for d in drift:
+            out(d.diff)
+    if drift:
+        raise CheckFailed(
+            f"{len(drift)} file(s) in out/ are stale or orphaned",
+            hint="run `composegen render`",
+        )
+    if not json_:
+        line = f"out/ is fresh ({len(rendered)} files)"
+        out(line)
+        rendercache.remember(project.root, inputs, line)
+
+
+def _write(
+    project: Project,
+    rendered: dict[str, str],
+    names: list[str] | None,
+    swept: tuple[str, ...],
+    built: list[k8s.Manifests],
+    json_: bool,
+) -> None:
+    """Write what changed, sweep the orphans, print what was done."""
     written = rendering.write(project, rendered)
     removed = rendering.remove_orphans(project, rendered, swept) if not names else []
     if json_:

@@ -293,9 +293,8 @@ def resolve_run(spec: str | Path, root: str | Path | None = None) -> Path:
     )
 
 
-def load_run(path: str | Path, root: str | Path | None = None) -> dict:
-    bundle = resolve_run(path, root)
-    doc_path = bundle / EVIDENCE
+def _read_evidence(doc_path: Path) -> dict:
+    """evidence.json as a JSON object, bounded; every way it can be unreadable is bad input."""
     if not doc_path.is_file():
         raise BadInput(f"{doc_path}: evidence: missing (not a composegen run directory)")
     if doc_path.is_symlink() or doc_path.stat().st_size > MAX_EVIDENCE_BYTES:
@@ -313,13 +312,11 @@ def load_run(path: str | Path, root: str | Path | None = None) -> dict:
         raise BadInput(f"{doc_path}:1: evidence: unreadable JSON ({type(exc).__name__})") from None
     if not isinstance(doc, dict):
         raise BadInput(f"{doc_path}:1: evidence: must be a JSON object")
-    if doc.get("schema") != SCHEMA:
-        raise BadInput(f"{doc_path}: schema: expected {SCHEMA!r}, got {doc.get('schema')!r}")
-    absent = [k for k in REQUIRED_KEYS if k not in doc]
-    if absent:
-        raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
-    record.check_document(doc, str(doc_path))
-    _check_shape(doc, doc_path)
+    return doc
+
+
+def _check_raw(doc: dict, bundle: Path, doc_path: Path) -> None:
+    """Every raw file the evidence lists is there, a plain name, with its recorded sha256."""
     entries = doc["raw"] if isinstance(doc["raw"], list) else [None]
     if not all(isinstance(e, dict) and {"file", "sha256"} <= e.keys() for e in entries):
         raise BadInput(f"{doc_path}: raw: must be a list of {{file, sha256, bytes}}")
@@ -335,6 +332,20 @@ def load_run(path: str | Path, root: str | Path | None = None) -> dict:
                 f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
                 f"{entry['sha256'][:12]}… (the bundle was changed after it was written)"
             )
+
+
+def load_run(path: str | Path, root: str | Path | None = None) -> dict:
+    bundle = resolve_run(path, root)
+    doc_path = bundle / EVIDENCE
+    doc = _read_evidence(doc_path)
+    if doc.get("schema") != SCHEMA:
+        raise BadInput(f"{doc_path}: schema: expected {SCHEMA!r}, got {doc.get('schema')!r}")
+    absent = [k for k in REQUIRED_KEYS if k not in doc]
+    if absent:
+        raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
+    record.check_document(doc, str(doc_path))
+    _check_shape(doc, doc_path)
+    _check_raw(doc, bundle, doc_path)
     return {**doc, "path": str(bundle)}
 
 

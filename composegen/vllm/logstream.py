@@ -62,14 +62,14 @@ def read_blocks(source: BinaryIO | str | bytes, limits: Limits | None = None) ->
         if lines:
             yield "\n".join(lines)
         return
-    carry = b""  # the unfinished last line of the previous chunk
-    cut_lines = 0
-    skipping = False  # inside an over-long line: drop bytes until its line break
+    yield from _stream_blocks(source, limits)
+
+
+def _chunks(source: BinaryIO, limits: Limits) -> Iterator[bytes | None]:
+    """The source's chunks, then None when reading stopped at a limit (the unfinished line is then
+    dropped). The total is checked only after a chunk that ends a line."""
     since_newline = 0
-    while True:
-        chunk = source.read(CHUNK)
-        if not chunk:
-            break
+    while chunk := source.read(CHUNK):
         limits.bytes_read += len(chunk)
         newline = chunk.rfind(b"\n")
         since_newline = since_newline + len(chunk) if newline < 0 else len(chunk) - newline - 1
@@ -78,37 +78,62 @@ def read_blocks(source: BinaryIO | str | bytes, limits: Limits | None = None) ->
             limits.warnings.append(
                 f"stopped reading: {shown} without a line break (not a text log?)"
             )
-            carry = b""
-            break
-        if newline < 0:
-            if not skipping:
-                carry += chunk
-                if len(carry) > limits.max_line_bytes:
-                    yield _text(carry[: limits.max_line_bytes], limits)[0]
-                    carry, skipping, cut_lines = b"", True, cut_lines + 1
-            continue
-        data: bytes | None = carry + chunk[:newline]
-        if skipping:
-            start = chunk.index(b"\n") + 1  # the rest of the over-long line ends here
-            data = chunk[start:newline] if start <= newline else None
-            skipping = False
-        carry = chunk[newline + 1 :]
-        if data is not None:
-            text, cut = _text(data, limits)
-            cut_lines += cut
-            yield text
-        if len(carry) > limits.max_line_bytes:
-            yield _text(carry[: limits.max_line_bytes], limits)[0]
-            carry, skipping, cut_lines = b"", True, cut_lines + 1
-        if limits.bytes_read >= limits.max_total_bytes:
+            yield None
+            return
+        yield chunk
+        if newline >= 0 and limits.bytes_read >= limits.max_total_bytes:
             limits.warnings.append(
                 f"stopped reading after {format_bytes(limits.bytes_read)} (the limit)"
             )
-            carry = b""
+            yield None
+            return
+
+
+@dataclass
+class _Carry:
+    """The unfinished last line of the previous chunk; an over-long one is cut, and the rest of it
+    skipped up to its line break."""
+
+    limits: Limits
+    data: bytes = b""
+    skipping: bool = False
+    cut_lines: int = 0
+
+    def cut(self) -> list[str]:
+        """The cut line when the carry outgrew a line, else nothing."""
+        if len(self.data) <= self.limits.max_line_bytes:
+            return []
+        text = _text(self.data[: self.limits.max_line_bytes], self.limits)[0]
+        self.data, self.skipping, self.cut_lines = b"", True, self.cut_lines + 1
+        return [text]
+
+
+def _stream_blocks(source: BinaryIO, limits: Limits) -> Iterator[str]:
+    carry = _Carry(limits)
+    for chunk in _chunks(source, limits):
+        if chunk is None:
+            carry.data = b""
             break
-    if carry and not skipping:
-        yield _text(carry, limits)[0]
-    if cut_lines:
+        newline = chunk.rfind(b"\n")
+        if newline < 0:
+            if not carry.skipping:
+                carry.data += chunk
+                yield from carry.cut()
+            continue
+        data: bytes | None = carry.data + chunk[:newline]
+        if carry.skipping:
+            start = chunk.index(b"\n") + 1  # the rest of the over-long line ends here
+            data = chunk[start:newline] if start <= newline else None
+            carry.skipping = False
+        carry.data = chunk[newline + 1 :]
+        if data is not None:
+            text, cut = _text(data, limits)
+            carry.cut_lines += cut
+            yield text
+        yield from carry.cut()
+    if carry.data and not carry.skipping:
+        yield _text(carry.data, limits)[0]
+    if carry.cut_lines:
         limits.warnings.append(
-            f"{cut_lines} line(s) longer than {format_bytes(limits.max_line_bytes)} were cut to that length"
+            f"{carry.cut_lines} line(s) longer than {format_bytes(limits.max_line_bytes)} were cut to that length"
         )

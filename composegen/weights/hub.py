@@ -25,6 +25,7 @@ from composegen.weights.cache import Location
 from composegen.weights.snapshot import HubFile
 
 if TYPE_CHECKING:  # huggingface_hub is imported where it is used (start-up time)
+    from huggingface_hub.file_download import HfFileMetadata
     from huggingface_hub.hf_api import ModelInfo, RepoSibling
 
 CHUNK = 8 * 2**20
@@ -214,8 +215,6 @@ def download(
     Hub's listing) or its metadata, which must agree; a transfer past either is exit 3 and leaves no
     partial file."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_url  # why: as in files()
-    from huggingface_hub.file_download import http_get  # why: as in files()
-    from huggingface_hub.utils import build_hf_headers  # why: as in files()
 
     for name in names:
         if (problem := safewrite.component_problem(name)) is not None:
@@ -236,41 +235,7 @@ def download(
                 raise EngineError(
                     f"{name}: the Hub's etag {etag[:80]!r} is not a plain blob name; refused"
                 )
-            with cachedirs.Dirs(loc) as dirs:
-                store, final = dirs.blob_dir(), (name if loc.kind == "path" else etag)
-                partial = final + ".incomplete"
-                if name in force:
-                    cachedirs.remove(store, final)
-                    cachedirs.remove(store, partial)
-                if not cachedirs.is_file(store, final, loc):
-                    budget = transfer.budget_for(_expected_size(name, meta.size, listed))
-
-                    def fetch(
-                        fh: transfer.CappedFile,
-                        url: str = meta.location,
-                        name: str = name,
-                        budget: transfer.Budget = budget,
-                    ) -> None:
-                        http_get(
-                            url,
-                            fh,  # type: ignore[arg-type]  # a file as far as http_get can tell
-                            resume_size=fh.tell(),
-                            headers=build_hf_headers(),
-                            expected_size=budget.cap if budget.cap_known else None,
-                            displayed_filename=name,
-                        )
-
-                    try:
-                        with cachedirs.append(store, partial, loc) as fh:
-                            transfer.run(fetch, fh, budget)
-                    except transfer.OverBudget as exc:
-                        cachedirs.remove(store, partial)  # a lying server's bytes are not resumed
-                        raise EngineError(
-                            f"{name}: the server at {_endpoint()} {exc}; download stopped"
-                        ) from None
-                    cachedirs.settle(store, partial, final, loc)
-                if loc.kind == "hub":
-                    cachedirs.link(dirs.snapshot_dir(), name, f"../../blobs/{etag}", loc)
+            _fetch_blob(loc, name, meta, force, listed)
         except (EngineError, BadInput):
             raise
         except OSError as exc:
@@ -279,3 +244,53 @@ def download(
             raise translate(exc, loc, name) from None
         except Exception as exc:
             raise translate(exc, loc, name) from None
+
+
+def _fetch_blob(
+    loc: Location,
+    name: str,
+    meta: HfFileMetadata,
+    force: set[str],
+    listed: dict[str, HubFile] | None,
+) -> None:
+    """One file into the cache: resumed from its partial blob, bounded by its budget, then settled
+    and (for the Hub) linked from the snapshot."""
+    from huggingface_hub.file_download import http_get  # why: as in files()
+    from huggingface_hub.utils import build_hf_headers  # why: as in files()
+
+    etag = meta.etag or ""
+    with cachedirs.Dirs(loc) as dirs:
+        store, final = dirs.blob_dir(), (name if loc.kind == "path" else etag)
+        partial = final + ".incomplete"
+        if name in force:
+            cachedirs.remove(store, final)
+            cachedirs.remove(store, partial)
+        if not cachedirs.is_file(store, final, loc):
+            budget = transfer.budget_for(_expected_size(name, meta.size, listed))
+
+            def fetch(
+                fh: transfer.CappedFile,
+                url: str = meta.location,
+                name: str = name,
+                budget: transfer.Budget = budget,
+            ) -> None:
+                http_get(
+                    url,
+                    fh,  # type: ignore[arg-type]  # a file as far as http_get can tell
+                    resume_size=fh.tell(),
+                    headers=build_hf_headers(),
+                    expected_size=budget.cap if budget.cap_known else None,
+                    displayed_filename=name,
+                )
+
+            try:
+                with cachedirs.append(store, partial, loc) as fh:
+                    transfer.run(fetch, fh, budget)
+            except transfer.OverBudget as exc:
+                cachedirs.remove(store, partial)  # a lying server's bytes are not resumed
+                raise EngineError(
+                    f"{name}: the server at {_endpoint()} {exc}; download stopped"
+                ) from None
+            cachedirs.settle(store, partial, final, loc)
+        if loc.kind == "hub":
+            cachedirs.link(dirs.snapshot_dir(), name, f"../../blobs/{etag}", loc)

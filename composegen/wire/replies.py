@@ -159,25 +159,33 @@ def chat_chunk(data: bytes, url: str) -> dict:
     if choices is not None and not isinstance(choices, list):
         raise _bad_chunk(url, "choices", choices)
     for i, choice in enumerate(choices or ()):
-        if not isinstance(choice, dict):
-            raise _bad_chunk(url, f"choices.{i}", choice)
-        delta = choice.get("delta")
-        if delta is not None and not isinstance(delta, dict):
-            raise _bad_chunk(url, f"choices.{i}.delta", delta)
-        for key in ("content", "reasoning_content", "reasoning"):
-            if delta and delta.get(key) is not None and not isinstance(delta[key], str):
-                raise _bad_chunk(url, f"choices.{i}.delta.{key}", delta[key])
-        if choice.get("finish_reason") is not None and not isinstance(choice["finish_reason"], str):
-            raise _bad_chunk(url, f"choices.{i}.finish_reason", choice["finish_reason"])
+        _check_choice(url, i, choice)
     usage = doc.get("usage")
     if usage is not None:
-        if not isinstance(usage, dict):
-            raise _bad_chunk(url, "usage", usage)
-        for key in ("prompt_tokens", "completion_tokens"):
-            value = usage.get(key)
-            if value is not None and (type(value) is not int or not 0 <= value <= 2**40):
-                raise _bad_chunk(url, f"usage.{key}", value)
+        _check_usage(url, usage)
     return doc
+
+
+def _check_choice(url: str, i: int, choice: Any) -> None:
+    if not isinstance(choice, dict):
+        raise _bad_chunk(url, f"choices.{i}", choice)
+    delta = choice.get("delta")
+    if delta is not None and not isinstance(delta, dict):
+        raise _bad_chunk(url, f"choices.{i}.delta", delta)
+    for key in ("content", "reasoning_content", "reasoning"):
+        if delta and delta.get(key) is not None and not isinstance(delta[key], str):
+            raise _bad_chunk(url, f"choices.{i}.delta.{key}", delta[key])
+    if choice.get("finish_reason") is not None and not isinstance(choice["finish_reason"], str):
+        raise _bad_chunk(url, f"choices.{i}.finish_reason", choice["finish_reason"])
+
+
+def _check_usage(url: str, usage: Any) -> None:
+    if not isinstance(usage, dict):
+        raise _bad_chunk(url, "usage", usage)
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        if value is not None and (type(value) is not int or not 0 <= value <= 2**40):
+            raise _bad_chunk(url, f"usage.{key}", value)
 
 
 def _bad_chunk(url: str, where: str, got: Any) -> WireError:
