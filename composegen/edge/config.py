@@ -244,12 +244,19 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
         raise BadInput(
             f"{EDGE_FILE}:1: profiles/edge.yaml: out/edge/ belongs to the edge; rename that profile"
         )
-    stacks: dict[str, Resolved] = {}
-    ports: dict[int, str] = {listen.port: "listen.port", config.metrics.port: "metrics.port"}
     if listen.port == config.metrics.port:
         raise BadInput(
             f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port"
         )
+    stacks = _checked_stacks(project, config, marked)
+    _check_aliases(config, marked, stacks)
+    return Edge(config, stacks, EDGE_FILE)
+
+
+def _checked_stacks(project: Project, config: EdgeConfig, marked: Marked) -> dict[str, Resolved]:
+    """The stacks the edge fronts: each listed once, a single-node profile, on a port of its own."""
+    stacks: dict[str, Resolved] = {}
+    ports: dict[int, str] = {config.listen.port: "listen.port", config.metrics.port: "metrics.port"}
     for i, name in enumerate(config.stacks):
         if name in stacks:
             raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name!r} is listed twice")
@@ -270,6 +277,10 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
             )
         ports[port] = f"{name}'s host port"
         stacks[name] = r
+    return stacks
+
+
+def _check_aliases(config: EdgeConfig, marked: Marked, stacks: dict[str, Resolved]) -> None:
     for alias, target in config.aliases.items():
         if not ALIAS_RE.fullmatch(alias):
             raise BadInput(
@@ -279,4 +290,3 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
             raise BadInput(
                 f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"
             )
-    return Edge(config, stacks, EDGE_FILE)

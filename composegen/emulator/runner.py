@@ -217,14 +217,10 @@ def _run(
             head.on_lost = lambda: os.kill(os.getpid(), signal.SIGUSR1)
             head.listen()
             head.gather()
-        if not loading.load(log, values, plan, settings.fault, settings.load_s):  # staged like vLLM
+        opened = _load_and_listen(log, values, plan, settings)
+        if opened is None:
             return 1
-        host = values.get("host") or "0.0.0.0"
-        port = int(values.get("port") or 8000)
-        state = _server_state(log, values, plan, settings)
-        server = _listen(log, host, port, state)
-        if server is None:
-            return 1
+        server, state = opened
         log("INFO:", "", f"Started server process [{os.getpid()}]")
         log("INFO:", "", "Waiting for application startup.")
         log("INFO:", "", "Application startup complete.")
@@ -249,23 +245,52 @@ def _run(
             headless.log_worker_death(log, head)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        if head is not None:
-            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-            head.close(clean)  # a clean stop tells the workers; a failure just drops them
-        if member is not None:
-            member.close()
-        if server is not None:
-            server.server_close()
-        shmfiles.stop_workers(pids)
-        removed = shmfiles.unlink_files(files)
-        if removed:
-            log(
-                "INFO",
-                "emulator.py:2",
-                f"composegen emulator removed {len(removed)} shared-memory file(s)",
-            )
+        _wind_down(log, head, member, server, pids, files, clean=clean)
+
+
+def _load_and_listen(
+    log: Log, values: dict, plan: MemoryPlan, settings: Settings
+) -> tuple[ThreadingHTTPServer, ServerState] | None:
+    """Load the weights (staged like vLLM), then open the API port: the server and its state, or
+    None when either failed (the log says why)."""
+    if not loading.load(log, values, plan, settings.fault, settings.load_s):
+        return None
+    host = values.get("host") or "0.0.0.0"
+    port = int(values.get("port") or 8000)
+    state = _server_state(log, values, plan, settings)
+    server = _listen(log, host, port, state)
+    return None if server is None else (server, state)
+
+
+def _wind_down(
+    log: Log,
+    head: cluster.Head | None,
+    member: cluster.Member | None,
+    server: ThreadingHTTPServer | None,
+    pids: dict[str, int],
+    files: list[shmfiles.ShmFile],
+    *,
+    clean: bool,
+) -> None:
+    """Ignore further signals, close the cluster links and the port, stop the workers, remove the
+    shared-memory files."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if head is not None:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        head.close(clean)  # a clean stop tells the workers; a failure just drops them
+    if member is not None:
+        member.close()
+    if server is not None:
+        server.server_close()
+    shmfiles.stop_workers(pids)
+    removed = shmfiles.unlink_files(files)
+    if removed:
+        log(
+            "INFO",
+            "emulator.py:2",
+            f"composegen emulator removed {len(removed)} shared-memory file(s)",
+        )
 
 
 def _stop(signum: int, frame: FrameType | None) -> NoReturn:

@@ -60,6 +60,17 @@ def instance_for(
             return instance_for(
                 _merge([rest, chosen]), hints, root=root, name=name, depth=depth, index=index
             )
+    given = _given(schema, index)
+    if given is not _NOT_GIVEN:
+        return given
+    return _of_kind(schema, hints, root, name, depth, index)
+
+
+_NOT_GIVEN = object()
+
+
+def _given(schema: dict, index: int) -> Any:
+    """The value the schema names itself (const, enum, default, first example), or _NOT_GIVEN."""
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -68,6 +79,13 @@ def instance_for(
         return schema["default"]
     if isinstance(schema.get("examples"), list) and schema["examples"] and index == 0:
         return schema["examples"][0]
+    return _NOT_GIVEN
+
+
+def _of_kind(
+    schema: dict, hints: dict | None, root: dict, name: str, depth: int, index: int
+) -> Any:
+    """A value made for the schema's type."""
     kind = _kind(schema)
     if kind == "object":
         return _object(schema, hints, root, depth)

@@ -105,17 +105,24 @@ def danger(path: str) -> str | None:
         return None  # ./PATH: inside out/NAME/
     if any(p.endswith(".sock") for p in parts):
         return "a socket (the engine's socket hands over the host)"
-    if home:
-        if not parts:
-            return "the home directory (it holds ~/.ssh, ~/.docker, ~/.aws, ~/.kube)"
-        for cred in CREDENTIALS:
-            if (
-                norm == "/" + cred
-                or norm.startswith(f"/{cred}/")
-                or ("/" + cred).startswith(norm + "/")
-            ):
-                return f"~/{cred} (credentials)"
-        return None
+    return _home_danger(parts, norm) if home else _host_danger(parts, norm)
+
+
+def _home_danger(parts: list[str], norm: str) -> str | None:
+    """~ itself, or a path into (or above) one of its credential directories."""
+    if not parts:
+        return "the home directory (it holds ~/.ssh, ~/.docker, ~/.aws, ~/.kube)"
+    for cred in CREDENTIALS:
+        if (
+            norm == "/" + cred
+            or norm.startswith(f"/{cred}/")
+            or ("/" + cred).startswith(norm + "/")
+        ):
+            return f"~/{cred} (credentials)"
+    return None
+
+
+def _host_danger(parts: list[str], norm: str) -> str | None:
     if norm == "/":
         return "the host's root directory"
     for place, what in (

@@ -12,7 +12,8 @@ import difflib
 import json
 import math
 import os
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
@@ -49,62 +50,62 @@ def merge(base: Any, over: Any, base_marks: dict, over_marks: dict, path: tuple 
 MAX_EXTENDS = 16  # a base, a family, a variant…: deeper is a mistake, and each level costs a merge
 
 
-def _load_chain(project: Project, name: str) -> tuple[Marked, list[str]]:
-    """The profile merged over its `extends:` ancestors (its data and line marks), and the chain's
-    names."""
-    chain: list[str] = []
-    docs: list[Marked] = []
-    current: str | None = name
-    child_display = None
-    while current is not None:
-        if len(chain) >= MAX_EXTENDS:
-            where = docs[-1].where(("extends",))
-            line = f":{where[1]}" if where else ""
-            raise BadInput(
-                f"{child_display}{line}: extends: a chain of more than {MAX_EXTENDS} profiles"
-            )
-        if current in chain:
-            cycle = " -> ".join([*chain, current])
-            raise BadInput(
-                f"{project.rel(project.profile_path(chain[-1]))}: extends: cycle {cycle}"
-            )
-        problem = profile_name_problem(current)
-        if problem and child_display is None:
-            raise BadInput(f"{current}: {problem}")
-        if problem:
-            where = docs[-1].where(("extends",))
-            raise BadInput(f"{child_display}{f':{where[1]}' if where else ''}: extends: {problem}")
-        path = project.profile_path(current)
-        display = project.rel(path)
-        # anything else there (a link, a FIFO) is refused by the reader
-        if not os.path.lexists(path):
-            if child_display is None:
-                known = project.profile_names()
-                close = difflib.get_close_matches(current, known, n=1)
-                # Nothing close: name what there is, so every command answers a typo the same
-                # helpful way.
-                listed = f" (profiles: {', '.join(known)})" if known else ""
-                hint = f" (did you mean {close[0]!r}?)" if close else listed
-                raise BadInput(f"{display}: no such profile {current!r}{hint}")
-            where = docs[-1].where(("extends",))
-            line = f":{where[1]}" if where else ""
-            raise BadInput(
-                f"{child_display}{line}: extends: no profile {current!r} ({display} is missing)"
-            )
-        doc = load_marked(path, display)
-        if not isinstance(doc.data, dict):
-            raise BadInput(f"{display}:1: a profile must be a YAML map")
-        parent = doc.data.get("extends")
-        if parent is not None and not isinstance(parent, str):
-            where = doc.where(("extends",))
-            raise BadInput(
-                f"{display}:{where[1] if where else 1}: extends: must be a profile name, got {parent!r}"
-            )
-        chain.append(current)
-        docs.append(doc)
-        child_display = display
-        current = parent
-    # Merge from the root ancestor down to the profile itself.
+def _extends_line(doc: Marked) -> str:
+    """ ":LINE" of DOC's `extends:` key, when known."""
+    where = doc.where(("extends",))
+    return f":{where[1]}" if where else ""
+
+
+def _check_link(
+    project: Project, chain: list[str], docs: list[Marked], current: str, child: str | None
+) -> None:
+    """Refuse the next name of the chain: one too many, a cycle, not a profile name."""
+    if len(chain) >= MAX_EXTENDS:
+        raise BadInput(
+            f"{child}{_extends_line(docs[-1])}: extends: a chain of more than {MAX_EXTENDS} profiles"
+        )
+    if current in chain:
+        cycle = " -> ".join([*chain, current])
+        raise BadInput(f"{project.rel(project.profile_path(chain[-1]))}: extends: cycle {cycle}")
+    problem = profile_name_problem(current)
+    if problem and child is None:
+        raise BadInput(f"{current}: {problem}")
+    if problem:
+        raise BadInput(f"{child}{_extends_line(docs[-1])}: extends: {problem}")
+
+
+def _refuse_missing(
+    project: Project, current: str, display: str, docs: list[Marked], child: str | None
+) -> NoReturn:
+    if child is None:
+        known = project.profile_names()
+        close = difflib.get_close_matches(current, known, n=1)
+        # Nothing close: name what there is, so every command answers a typo the same
+        # helpful way.
+        listed = f" (profiles: {', '.join(known)})" if known else ""
+        hint = f" (did you mean {close[0]!r}?)" if close else listed
+        raise BadInput(f"{display}: no such profile {current!r}{hint}")
+    raise BadInput(
+        f"{child}{_extends_line(docs[-1])}: extends: no profile {current!r} ({display} is missing)"
+    )
+
+
+def _read(path: Path, display: str) -> tuple[Marked, str | None]:
+    """One profile of the chain and the name it extends."""
+    doc = load_marked(path, display)
+    if not isinstance(doc.data, dict):
+        raise BadInput(f"{display}:1: a profile must be a YAML map")
+    parent = doc.data.get("extends")
+    if parent is not None and not isinstance(parent, str):
+        where = doc.where(("extends",))
+        raise BadInput(
+            f"{display}:{where[1] if where else 1}: extends: must be a profile name, got {parent!r}"
+        )
+    return doc, parent
+
+
+def _merged(docs: list[Marked]) -> Marked:
+    """Merge from the root ancestor down to the profile itself."""
     data: dict = {}
     marks: dict = {}
     for doc in reversed(docs):
@@ -116,7 +117,29 @@ def _load_chain(project: Project, name: str) -> tuple[Marked, list[str]]:
             data[key] = docs[0].data[key]
         else:
             data.pop(key, None)
-    return Marked(data, marks), chain
+    return Marked(data, marks)
+
+
+def _load_chain(project: Project, name: str) -> tuple[Marked, list[str]]:
+    """The profile merged over its `extends:` ancestors (its data and line marks), and the chain's
+    names."""
+    chain: list[str] = []
+    docs: list[Marked] = []
+    current: str | None = name
+    child_display = None
+    while current is not None:
+        _check_link(project, chain, docs, current, child_display)
+        path = project.profile_path(current)
+        display = project.rel(path)
+        # anything else there (a link, a FIFO) is refused by the reader
+        if not os.path.lexists(path):
+            _refuse_missing(project, current, display, docs, child_display)
+        doc, parent = _read(path, display)
+        chain.append(current)
+        docs.append(doc)
+        child_display = display
+        current = parent
+    return _merged(docs), chain
 
 
 def load(project: Project, name: str) -> Resolved:

@@ -170,11 +170,16 @@ def _netns(pid_dir: str) -> str | None:
         return None
 
 
-def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[HiddenHolder], bool]:
+def _scan_processes(
+    directory: str, proc_root: str
+) -> tuple[dict[int, list[str]], dict[int, tuple[str, set[int]]], dict[str, tuple[str, set[int]]]]:
+    """Each process's io_uring rings on DIRECTORY (found), its unix sockets (sockets: pid -> its
+    netns and socket inodes) and those sockets by namespace (by_ns: netns -> an ns path to enter
+    and its socket inodes)."""
     me = os.getpid()
     found: dict[int, list[str]] = {}
-    sockets: dict[int, tuple[str, set[int]]] = {}  # pid -> (its netns, its socket inodes)
-    by_ns: dict[str, tuple[str, set[int]]] = {}  # netns -> (an ns path to enter, its socket inodes)
+    sockets: dict[int, tuple[str, set[int]]] = {}
+    by_ns: dict[str, tuple[str, set[int]]] = {}
     for pid in list_pids(proc_root):
         if pid == me:
             continue
@@ -186,6 +191,14 @@ def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[Hidde
             ns = _netns(pid_dir) or f"unknown:{pid}"
             sockets[pid] = (ns, socks)
             by_ns.setdefault(ns, (f"{pid_dir}/ns/net", set()))[1].update(socks)
+    return found, sockets, by_ns
+
+
+def _persistent_queues(
+    by_ns: dict[str, tuple[str, set[int]]],
+) -> tuple[dict[str, set[int] | None], bool]:
+    """The sockets whose queues held data in every sample, per namespace (None: cannot be
+    queried), and whether a queue drained between samples."""
     drained = False
     persistent: dict[str, set[int] | None] = {}
     for round_ in range(SAMPLES):
@@ -199,6 +212,12 @@ def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[Hidde
         if not any(persistent.values()) and all(v is not None for v in persistent.values()):
             break
         time.sleep(SAMPLE_GAP_S)
+    return persistent, drained
+
+
+def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[HiddenHolder], bool]:
+    found, sockets, by_ns = _scan_processes(directory, proc_root)
+    persistent, drained = _persistent_queues(by_ns)
     for pid, (ns, socks) in sockets.items():
         queued = persistent.get(ns)
         if queued is None:

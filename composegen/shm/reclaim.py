@@ -228,6 +228,49 @@ def _settle(quarantine: _Quarantine, index: procscan.ProcIndex, result: ShmRecla
         quarantine.aside.pop()
 
 
+def _check_still_safe(plan: ShmReclaim, dfd: int, *, force: bool, ignore_unreadable: bool) -> None:
+    """The scanned directory, still on tmpfs, with every process visible (or the risk accepted)."""
+    if not force:
+        scan.require_tmpfs(dfd, plan.path)
+    dir_st = os.fstat(dfd)
+    if (dir_st.st_dev, dir_st.st_ino) != (plan.dir.dev, plan.dir.inode):
+        raise CheckFailed(
+            f"{plan.path}: the directory was replaced since the scan; nothing was removed"
+        )
+    if plan.unreadable_pids and not ignore_unreadable:
+        _refuse_unreadable(plan.unreadable_pids)
+    if not ignore_unreadable and not procscan.sees_every_process():
+        raise CheckFailed(
+            "this process runs in a PID namespace of its own (a container?): /proc does not show the"
+            " processes outside it, so nothing was removed",
+            hint="run the reclaim on the host, or pass --ignore-unreadable to accept the risk",
+        )
+
+
+def _holder_pass(
+    quarantine: _Quarantine,
+    plan: ShmReclaim,
+    result: ShmReclaim,
+    proc_root: str,
+    ignore_unreadable: bool,
+) -> None:
+    """Who holds the files set aside now: refuse on what cannot be seen, settle the rest."""
+    devs = {c.dev for c, _ in quarantine.aside}
+    index = procscan.index_holders(devs, proc_root)  # holders now
+    result.unreadable_pids = [Unreadable.model_validate(u) for u in index.unreadable]
+    if index.unreadable and not ignore_unreadable:
+        quarantine.restore_all()
+        _refuse_unreadable(result.unreadable_pids)
+    hidden, drained = hiddenrefs.hidden_holders(plan.path, proc_root)
+    if hidden:  # no flag accepts this: nothing can tell which files they hold
+        quarantine.restore_all()
+        _refuse_hidden(hidden)
+    # a queue emptied while sampled: an fd received meanwhile is in a table now
+    if drained:
+        index.merge(procscan.index_holders(devs, proc_root))
+    _settle(quarantine, index, result)
+
+
 def apply_plan(
     plan: ShmReclaim,
     *,
@@ -244,21 +287,7 @@ def apply_plan(
     min_age = check_min_age(plan.min_age_seconds)
     dfd = scan.open_dir(plan.path, follow=False)
     try:
-        if not force:
-            scan.require_tmpfs(dfd, plan.path)
-        dir_st = os.fstat(dfd)
-        if (dir_st.st_dev, dir_st.st_ino) != (plan.dir.dev, plan.dir.inode):
-            raise CheckFailed(
-                f"{plan.path}: the directory was replaced since the scan; nothing was removed"
-            )
-        if plan.unreadable_pids and not ignore_unreadable:
-            _refuse_unreadable(plan.unreadable_pids)
-        if not ignore_unreadable and not procscan.sees_every_process():
-            raise CheckFailed(
-                "this process runs in a PID namespace of its own (a container?): /proc does not show the"
-                " processes outside it, so nothing was removed",
-                hint="run the reclaim on the host, or pass --ignore-unreadable to accept the risk",
-            )
+        _check_still_safe(plan, dfd, force=force, ignore_unreadable=ignore_unreadable)
         result = plan.model_copy(
             update={"applied": True, "removed": [], "skipped": list(plan.skipped), "bytes_freed": 0}
         )
@@ -268,20 +297,7 @@ def apply_plan(
                 if reason := quarantine.take(cand, min_age, now):
                     result.skipped.append(Skipped(name=cand.name, reason=reason))
             if quarantine.aside:
-                devs = {c.dev for c, _ in quarantine.aside}
-                index = procscan.index_holders(devs, proc_root)  # holders now
-                result.unreadable_pids = [Unreadable.model_validate(u) for u in index.unreadable]
-                if index.unreadable and not ignore_unreadable:
-                    quarantine.restore_all()
-                    _refuse_unreadable(result.unreadable_pids)
-                hidden, drained = hiddenrefs.hidden_holders(plan.path, proc_root)
-                if hidden:  # no flag accepts this: nothing can tell which files they hold
-                    quarantine.restore_all()
-                    _refuse_hidden(hidden)
-                # a queue emptied while sampled: an fd received meanwhile is in a table now
-                if drained:
-                    index.merge(procscan.index_holders(devs, proc_root))
-                _settle(quarantine, index, result)
+                _holder_pass(quarantine, plan, result, proc_root, ignore_unreadable)
         finally:
             # an error or Ctrl-C: every file still aside goes back under its name
             quarantine.restore_all()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -216,35 +217,46 @@ def parse_human_int(value: Any) -> int:
 def check_value(flag: Flag, value: Any) -> Any:
     kind = flag.kind
     if kind in ("bool", "store_true"):
-        if not isinstance(value, bool):
-            raise FlagError(f"must be true or false, got {value!r}")
-        if kind == "store_true" and value is False:
-            return False
-        return value
+        return _check_bool(kind, value)
     if value is None:
         raise FlagError(
             "has no value (to drop an inherited flag, leave it out of the base profile)"
         )
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise FlagError(f"must be an integer, got {show_value(value)}")
+    check = _KIND_CHECKS.get(kind, _check_str)
+    return check(flag, value)
+
+
+def _check_bool(kind: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise FlagError(f"must be true or false, got {value!r}")
+    if kind == "store_true" and value is False:
+        return False
+    return value
+
+
+def _check_int(flag: Flag, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FlagError(f"must be an integer, got {show_value(value)}")
+    return value
+
+
+def _check_human_int(flag: Flag, value: Any) -> Any:
+    if flag.kind == "human_int_or_auto" and value in ("auto", -1):
         return value
-    if kind in ("human_int", "human_int_or_auto"):
-        if kind == "human_int_or_auto" and value in ("auto", -1):
-            return value
-        return parse_human_int(value)
-    if kind == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise FlagError(f"must be a number, got {show_value(value)}")
-        return float(value)
-    if kind == "json":
-        return _check_json(value)
-    if kind == "list":
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            _check_str(flag, item)
-        return [str(i) for i in items]
-    return _check_str(flag, value)
+    return parse_human_int(value)
+
+
+def _check_float(flag: Flag, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FlagError(f"must be a number, got {show_value(value)}")
+    return float(value)
+
+
+def _check_list(flag: Flag, value: Any) -> Any:
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        _check_str(flag, item)
+    return [str(i) for i in items]
 
 
 def _check_json(value: Any) -> str:
@@ -269,3 +281,14 @@ def _check_str(flag: Flag, value: Any) -> str:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise FlagError(f"must be one of {', '.join(flag.choices)}; got {text!r}{hint}")
     return text
+
+
+# flag kind -> its check (a kind not listed is a string, maybe one of the flag's choices)
+_KIND_CHECKS: dict[str, Callable[[Flag, Any], Any]] = {
+    "int": _check_int,
+    "human_int": _check_human_int,
+    "human_int_or_auto": _check_human_int,
+    "float": _check_float,
+    "json": lambda _flag, value: _check_json(value),
+    "list": _check_list,
+}

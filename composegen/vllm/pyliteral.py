@@ -282,15 +282,33 @@ def same_value(profile: object, engine: object) -> bool:
     scalar matches a one-element list."""
     p, e = _norm(profile), _norm(engine)
     if isinstance(p, dict):
-        if not isinstance(e, dict):
-            return False
-        by_key = {str(k): v for k, v in e.items()}
-        return all(str(k) in by_key and same_value(v, by_key[str(k)]) for k, v in p.items())
+        return _same_dict(p, e)
     if isinstance(e, list) and not isinstance(p, list):
         return len(e) == 1 and same_value(p, e[0])
     if isinstance(p, list):
         items = e if isinstance(e, list) else [e]
         return len(p) == len(items) and all(same_value(a, b) for a, b in zip(p, items, strict=True))
+    enum = _same_enum(p, e)
+    if enum is not None:
+        return enum
+    if isinstance(p, bool) or isinstance(e, bool):
+        return type(p) is type(e) and p == e
+    if isinstance(p, (int, float)) and isinstance(e, (int, float)):
+        return float(p) == float(e)
+    return p == e
+
+
+def _same_dict(p: dict, e: object) -> bool:
+    """Every key the profile sets has the engine's value (the engine fills in the rest)."""
+    if not isinstance(e, dict):
+        return False
+    by_key = {str(k): v for k, v in e.items()}
+    return all(str(k) in by_key and same_value(v, by_key[str(k)]) for k, v in p.items())
+
+
+def _same_enum(p: object, e: object) -> bool | None:
+    """When either side is an enum repr: whether the other is its member name or value; else
+    None."""
     for enum_text, other in ((e, p), (p, e)):
         if isinstance(enum_text, str) and (parts := enum_repr_parts(enum_text)):
             name, raw_value = parts
@@ -301,8 +319,4 @@ def same_value(profile: object, engine: object) -> bool:
             if isinstance(other, str):
                 return other.lower() == name.lower() or other == value
             return same_value(other, value)
-    if isinstance(p, bool) or isinstance(e, bool):
-        return type(p) is type(e) and p == e
-    if isinstance(p, (int, float)) and isinstance(e, (int, float)):
-        return float(p) == float(e)
-    return p == e
+    return None

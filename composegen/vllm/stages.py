@@ -222,23 +222,33 @@ class StageTracker:
             changed = True
         else:
             changed = False
+        if self._bar(text, at):
+            return True
+        return self._marker(text, at, changed)
+
+    def _bar(self, text: str, at: float) -> bool:
+        """A progress bar of the weights, the graph capture or a download: its stage moves."""
         bar = startup_rules.TQDM.search(text)
         shards, capture, fetch = (
             p.search(text)
             for p in (startup_rules.SHARD_BAR, startup_rules.CAPTURE_BAR, startup_rules.FETCH_BAR)
         )
-        if bar and (shards or capture or fetch):
-            key = "weights" if shards else "graphs" if capture else "download"
-            detail = (capture.group("what") or "").strip(" ()") if capture else ""
-            self._tqdm(
-                key,
-                bar,
-                at,
-                "shards" if key == "weights" else "graphs" if key == "graphs" else "files",
-            )
-            if detail:
-                self.stages[key].detail = detail
-            return True
+        if not (bar and (shards or capture or fetch)):
+            return False
+        key = "weights" if shards else "graphs" if capture else "download"
+        detail = (capture.group("what") or "").strip(" ()") if capture else ""
+        self._tqdm(
+            key,
+            bar,
+            at,
+            "shards" if key == "weights" else "graphs" if key == "graphs" else "files",
+        )
+        if detail:
+            self.stages[key].detail = detail
+        return True
+
+    def _marker(self, text: str, at: float, changed: bool) -> bool:
+        """The first stage marker the line holds begins its stage (nodes count up)."""
         for key, pattern in startup_rules.STAGE_MARKERS:
             match = pattern.search(text)
             if match is None:

@@ -118,21 +118,9 @@ class _Collector:
         if "GiB" in msg or "bytes" in msg:
             self._memory(proc, msg)
         if "tokens" in msg:
-            if m := startup_rules.KV_SIZE.search(msg):
-                self.smallest("tokens", int(m.group("tok").replace(",", "")))
-                r.kv_cache_includes_host = r.kv_cache_includes_host or m.group("pool").endswith(
-                    "+ host"
-                )
-            if m := startup_rules.CONCURRENCY.search(msg):
-                self.smallest("concurrency", float(m.group("x")))
-                self.first("max_len_line", int(m.group("len").replace(",", "")))
+            self._pool(msg)
         if "took" in msg or "takes" in msg:
-            if m := startup_rules.INIT.search(msg):
-                self.first("init", float(m.group(1)))
-                if m.group(2) is not None:
-                    self.first("compile", float(m.group(2)))
-            if m := startup_rules.COMPILE_TOTAL.search(msg):
-                self.ranked_value("compile_total", proc, float(m.group(1)))
+            self._timings(proc, msg)
         if m := startup_rules.MAX_LEN.search(msg):
             self.first("using_max_len", int(m.group(1)))
         if m := startup_rules.STARTED.search(msg):
@@ -141,6 +129,27 @@ class _Collector:
         if msg.strip() == startup_rules.COMPLETE or msg.endswith(" " + startup_rules.COMPLETE):
             self.first("complete", True)
             self.ready = True
+
+    def _pool(self, msg: str) -> None:
+        """The KV cache size and the concurrency it allows."""
+        r = self.report
+        if m := startup_rules.KV_SIZE.search(msg):
+            self.smallest("tokens", int(m.group("tok").replace(",", "")))
+            r.kv_cache_includes_host = r.kv_cache_includes_host or m.group("pool").endswith(
+                "+ host"
+            )
+        if m := startup_rules.CONCURRENCY.search(msg):
+            self.smallest("concurrency", float(m.group("x")))
+            self.first("max_len_line", int(m.group("len").replace(",", "")))
+
+    def _timings(self, proc: str | None, msg: str) -> None:
+        """Engine init and compile times."""
+        if m := startup_rules.INIT.search(msg):
+            self.first("init", float(m.group(1)))
+            if m.group(2) is not None:
+                self.first("compile", float(m.group(2)))
+        if m := startup_rules.COMPILE_TOTAL.search(msg):
+            self.ranked_value("compile_total", proc, float(m.group(1)))
 
     def _memory(self, proc: str | None, msg: str) -> None:
         if m := startup_rules.WEIGHTS.search(msg):
