@@ -293,8 +293,9 @@ def resolve_run(spec: str | Path, root: str | Path | None = None) -> Path:
     )
 
 
-def _read_evidence(doc_path: Path) -> dict:
-    """evidence.json as a JSON object, bounded; every way it can be unreadable is bad input."""
+def _parse_evidence(doc_path: Path) -> object:
+    """evidence.json parsed, bounded (a JSON value of any kind yet); every way it can be unreadable
+    is bad input."""
     if not doc_path.is_file():
         raise BadInput(f"{doc_path}: evidence: missing (not a composegen run directory)")
     if doc_path.is_symlink() or doc_path.stat().st_size > MAX_EVIDENCE_BYTES:
@@ -310,8 +311,6 @@ def _read_evidence(doc_path: Path) -> dict:
     # a number past Python's digit limit; nesting past the stack
     except (ValueError, RecursionError) as exc:
         raise BadInput(f"{doc_path}:1: evidence: unreadable JSON ({type(exc).__name__})") from None
-    if not isinstance(doc, dict):
-        raise BadInput(f"{doc_path}:1: evidence: must be a JSON object")
     return doc
 
 
@@ -337,7 +336,9 @@ def _check_raw(doc: dict, bundle: Path, doc_path: Path) -> None:
 def load_run(path: str | Path, root: str | Path | None = None) -> dict:
     bundle = resolve_run(path, root)
     doc_path = bundle / EVIDENCE
-    doc = _read_evidence(doc_path)
+    doc = _parse_evidence(doc_path)
+    if not isinstance(doc, dict):
+        raise BadInput(f"{doc_path}:1: evidence: must be a JSON object")
     if doc.get("schema") != SCHEMA:
         raise BadInput(f"{doc_path}: schema: expected {SCHEMA!r}, got {doc.get('schema')!r}")
     absent = [k for k in REQUIRED_KEYS if k not in doc]

@@ -86,9 +86,11 @@ class Qualification:
         return self.startup_report.get("max_model_len")
 
     @property
-    def fatal(self) -> list[dict]:
+    def fatal(self) -> list[str]:
+        """The startup errors that stop an engine, as the startup criterion names them."""
         errors = self.startup_report.get("errors") or []
-        return [e for e in errors if e.get("kind") not in WARNING_KINDS]
+        fatal = [e for e in errors if e.get("kind") not in WARNING_KINDS]
+        return [f"{e['kind']}: {e['line'][:160]}" for e in fatal]
 
     @property
     def ready(self) -> bool:
@@ -127,10 +129,7 @@ def _step(
 
 
 def _startup(run: Qualification) -> list[Criterion]:
-    reason = (
-        "; ".join(f"{e['kind']}: {e['line'][:160]}" for e in run.fatal)
-        or "the engine did not report ready"
-    )
+    reason = "; ".join(run.fatal) or "the engine did not report ready"
     ready = run.ready
     return [_criterion("startup", "ready" if ready else "not ready", "ready", ready, reason)]
 

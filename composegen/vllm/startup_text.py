@@ -20,17 +20,18 @@ def _error_lines(errors: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _shown(value: Any) -> str:
+    """One figure of the report as a row shows it: lists joined, yes/no, "-" for none."""
+    if isinstance(value, list):
+        value = ", ".join(f"{v:g}" for v in value) if value else "-"
+    elif isinstance(value, bool):
+        value = "yes" if value else "no"
+    return "-" if value is None else str(value)
+
+
 def format_text(report: Report | dict[str, Any]) -> str:
     data = report.to_json() if isinstance(report, Report) else dict(report)
-    rows = []
-    for key, value in data.items():
-        if key in _APART:
-            continue
-        if isinstance(value, list):
-            value = ", ".join(f"{v:g}" for v in value) if value else "-"
-        elif isinstance(value, bool):
-            value = "yes" if value else "no"
-        rows.append((key, "-" if value is None else str(value)))
+    rows = [(key, _shown(value)) for key, value in data.items() if key not in _APART]
     args = data.get("effective_args")
     rows.append(("effective_args", "unknown" if args is None else f"{len(args)} non-default args"))
     width = max(len(k) for k, _ in rows) + 1
