@@ -147,27 +147,10 @@ def index_shards(text: str | None) -> list[str] | None:
     return sorted({str(v) for v in weight_map.values()})
 
 
-def _add_shards(index: Any, index_present: bool, names: list[str], problems: list[str]) -> None:
-    """The shards the safetensors index names (each one plain component: names from a downloaded
-    file become paths), or the problem with the index."""
-    shards = index_shards(index)
-    if shards is None:
-        if index_present:
-            problems.append(f"{INDEX} is not a safetensors index (no weight_map)")
-        return
-    for shard in shards:
-        problem = component_problem(shard)
-        if problem is None:
-            names.append(shard)
-        else:
-            problems.append(f"{INDEX} names the shard {shard[:120]!r}, which {problem}; refused")
-
-
 def required(listing: dict, hub: dict[str, HubFile] | None) -> tuple[list[str], list[str]]:
     """The files the snapshot must hold, and problems found on the way (an unreadable index)."""
     present = {n for n, size in listing.get("files", {}).items() if size is not None}
-    names: list[str] = ["config.json"]
-    problems: list[str] = []
+    names, problems = ["config.json"], []
     if hub is not None:
         names += [n for n in (*TOKENIZER_FILES, *OPTIONAL_LISTED) if n in hub]
     else:
@@ -179,7 +162,19 @@ def required(listing: dict, hub: dict[str, HubFile] | None) -> tuple[list[str], 
     has_index = INDEX in present or (hub is not None and INDEX in hub)
     if has_index:
         names.append(INDEX)
-        _add_shards(listing.get("index"), INDEX in present, names, problems)
+        shards = index_shards(listing.get("index"))
+        if shards is not None:
+            # names from a downloaded file become paths: one plain component each
+            for shard in shards:
+                problem = component_problem(shard)
+                if problem is None:
+                    names.append(shard)
+                else:
+                    problems.append(
+                        f"{INDEX} names the shard {shard[:120]!r}, which {problem}; refused"
+                    )
+        elif INDEX in present:
+            problems.append(f"{INDEX} is not a safetensors index (no weight_map)")
     elif SINGLE in present or (hub is not None and SINGLE in hub):
         names.append(SINGLE)
     else:
