@@ -36,7 +36,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn, TextIO
 
-from composegen.emulator import cluster, headless, loading, modelsize, shmfiles, versions
+from composegen.emulator import cluster, gpuledger, headless, loading, modelsize, shmfiles, versions
 from composegen.emulator.argv import parse_serve_args
 from composegen.emulator.chat import ServingInfo
 from composegen.emulator.memory import GiB, MemoryInputs, MemoryPlan, plan_memory
@@ -122,6 +122,7 @@ class Settings:
     # VLLM_SERVER_DEV_MODE=1: the dev routes (with --enable-sleep-mode: sleep mode)
     dev_mode: bool = False
     env: Mapping[str, str] | None = None  # for the sleep-mode knobs (EMU_SLEEP_S, …)
+    ledger: gpuledger.Ledger | None = None  # the GPUs shared with other emulated engines
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -174,7 +175,11 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
         sized = modelsize.weights_gib(args.values, env)
         if sized is not None:
             settings.inputs.weights_gib = sized
-    return _run(args.values, args.non_default, settings, launch)
+    try:
+        return _run(args.values, args.non_default, settings, launch)
+    finally:
+        if settings.ledger is not None:
+            settings.ledger.release()
 
 
 def _run(
@@ -198,7 +203,8 @@ def _run(
         offload_bytes = int(float(values.get("kv_offloading_size") or 0) * GiB)
         uniproc = workers == 1 and launch is None
         sizes = shmfiles.planned_sizes(workers, offload_bytes, settings.offload_cap, uniproc)
-        created = _shm_files(log, settings.shm_dir, sizes)
+        # the GPU share first (vLLM's startup check), then the shared-memory files
+        created = _shm_files(log, settings.shm_dir, sizes) if _claim(log, settings, plan) else None
         if created is None:
             return 1
         files = created
@@ -371,6 +377,31 @@ def _banner(log: Log, model: str, non_default: dict) -> None:
         log("INFO", "model.py:549", "Enabling cumem allocator because sleep mode requires it.")
 
 
+def _claim(log: Log, settings: Settings, plan: MemoryPlan) -> bool:
+    """vLLM's startup memory check against what the other emulated engines on our GPUs hold
+    (gpuledger.py; without EMU_GPU_LEDGER the GPU is ours alone); the profiling line then shows
+    the free memory that is left."""
+    ledger = gpuledger.Ledger.from_env(settings.env or {}, settings.inputs.gpu_gib)
+    if ledger is None:
+        return True
+    device, free, claimed = ledger.claim(plan.requested_gib)
+    plan.free_gib = min(plan.free_gib, free)
+    held = plan.total_gib - free
+    log("INFO", "emulator.py:3", f"EMULATED GPU ledger: GPUs {','.join(ledger.gpus)} of "
+        f"{plan.total_gib:.2f} GiB each; {held:.2f} GiB held by other engines on {device}")  # fmt: skip
+    if claimed:
+        settings.ledger = ledger
+        return True
+    text = gpuledger.startup_error(
+        device, free, plan.total_gib, plan.utilization, plan.requested_gib
+    )
+    log("ERROR", "core.py:912", "EngineCore failed to start.", loading.CORE)
+    log("ERROR", "core.py:912", f"ValueError: {text}", loading.CORE)
+    log("ERROR", "api_server.py:1960", "RuntimeError: Engine core initialization failed. See root "
+        "cause above. Failed core proc(s): {'EngineCore_DP0': 1}")  # fmt: skip
+    return False
+
+
 def _shm_files(
     log: Log, shm_dir: Path, sizes: list[tuple[str, int]]
 ) -> list[shmfiles.ShmFile] | None:
@@ -429,4 +460,5 @@ def _server_state(log: Log, values: dict, plan: MemoryPlan, settings: Settings) 
         state.sleep = SleepMode.from_env(
             settings.env or {}, plan.requested_gib, plan.weights_gib, settings.fault
         )
+        state.sleep.ledger = settings.ledger
     return state

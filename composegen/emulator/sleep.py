@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from composegen.emulator.gpuledger import WAKE_ERROR, Ledger
+
 DEV_ROUTES = {
     "/sleep": "POST",
     "/wake_up": "POST",
@@ -70,6 +72,7 @@ class SleepMode:
     running: int = 0
     aborting: bool = False
     backend_logged: bool = False
+    ledger: Ledger | None = None  # the GPUs shared with other emulated engines (gpuledger.py)
 
     def __post_init__(self) -> None:
         self.idle = threading.Condition(self.lock)
@@ -143,6 +146,8 @@ class SleepMode:
             self.asleep_tags = set(TAGS)
             backed = self.weights_gib if level == 1 else 0.0
             freed = max(self.held_gib - self.residue(), 0.0)
+            if self.ledger is not None:
+                self.ledger.hold(self.residue(), "asleep")
             if not self.backend_logged:
                 log(
                     "INFO",
@@ -182,6 +187,10 @@ class SleepMode:
                     "EngineCore encountered an issue. See stack trace (above) for the root cause.",
                 )
             waking = set(tags or TAGS) & self.asleep_tags
+            if waking and self.asleep_tags == set(
+                TAGS
+            ):  # the first step of a wake takes it all back
+                self._reclaim(log)
             started = time.monotonic()
             copy = (
                 self.weights_gib / self.wake_gib_s
@@ -200,6 +209,18 @@ class SleepMode:
             )
             if not self.asleep_tags:
                 self.level, self.since = 0, None
+
+    def _reclaim(self, log: Callable[..., None]) -> None:
+        """The GPU memory back from the ledger, or vLLM's cumem out-of-memory error (still asleep)."""
+        if self.ledger is None:
+            return
+        device, free, taken = self.ledger.claim(self.held_gib)
+        if taken:
+            return
+        log("INFO", "emulator.py:3", f"EMULATED GPU ledger: {device} has {free:.2f} GiB free, the wake "
+            f"maps {self.held_gib:.2f} GiB", "EngineCore_DP0")  # fmt: skip
+        log("ERROR", "core.py:1010", f"RuntimeError: {WAKE_ERROR}", "EngineCore_DP0")
+        raise SleepError(500, f"RuntimeError: {WAKE_ERROR}")
 
     def reload_weights(self, log: Callable[..., None]) -> None:
         with self.lock:
