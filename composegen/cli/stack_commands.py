@@ -87,6 +87,7 @@ def up(
     with deferred_sigint():
         driver.preload()
     project, r = _load(name)
+    resident.plan_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
     opts = driver.UpOptions(
         emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm
     )

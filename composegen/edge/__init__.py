@@ -3,8 +3,8 @@
 config.py (edge.yaml) → render.py (out/edge/) · keys.py (per-client keys) · routes.py (aliases, the
 switch state the gatekeeper reads) · service.py (the edge's own containers) · switch.py (promote,
 rollback; journal.py and recovery.py: a killed switch undone) · standby.py (resident stacks switched
-by sleep mode) · exposure.py (the exposure gate) · benchvia.py (`bench --via-edge`) ·
-gatekeeper.py (runs inside the edge; stdlib only).
+by sleep mode; standbyplan.py: do they fit in memory) · exposure.py (the exposure gate) ·
+benchvia.py (`bench --via-edge`) · gatekeeper.py (runs inside the edge; stdlib only).
 """
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
@@ -18,6 +18,7 @@ __all__ = [
     "reports",
     "service",
     "standby",
+    "standbyplan",
     "status",
     "switch",
 ]

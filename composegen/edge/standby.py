@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from composegen.edge import standbyplan
 from composegen.edge.config import Edge
 from composegen.errors import CheckFailed, ComposegenError
 from composegen.evidence import capture, sleepcycles
@@ -47,9 +48,17 @@ class Steps:
         self.done.append((name, round(time.monotonic() - started, 3)))
 
 
+def plan_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:
+    """Before `up`: refused (exit 2, the figures) when the memory plan says it does not fit."""
+    standbyplan.check_start(project, r, emulated, standby)
+
+
 def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -> driver.Asleep:
-    """`up --standby` after the stack is ready: its gates, then sleep at the profile's level."""
+    """`up --standby` after the stack is ready: its gates, the plan's host-memory check for a
+    level-1 sleep (its weights are known now), then sleep at the profile's level."""
     capture.require_gates(r, only)
+    ctr = driver.head_container(project, r)
+    standbyplan.check_sleep(project, r, bool(ctr and ctr.emulated))
     return driver.sleep_stack(project, r)
 
 

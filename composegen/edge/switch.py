@@ -21,7 +21,7 @@ import time
 
 from composegen import privatestate
 from composegen.edge import evidence as proof
-from composegen.edge import journal, routes, standby
+from composegen.edge import journal, routes, standby, standbyplan
 from composegen.edge.config import Edge
 from composegen.edge.reports import StepTime, SwitchReport
 from composegen.edge.routes import Proof
@@ -156,6 +156,8 @@ def _switch(
         cold = standby.why_not(project, edge, current, target)
         if cold is not None and not emulate:
             _can_start(project, edge.stacks[target])
+        if cold is None and current is not None:  # the memory plan: refused (exit 2) with figures
+            standbyplan.check_switch(project, edge, current, target, emulate)
         entry = journal.begin(
             project, alias, current, target, by, emulate, "cold" if cold else "standby"
         )

@@ -3,5 +3,6 @@ real engine."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [
+    "gpuledger",
     "image",
 ]

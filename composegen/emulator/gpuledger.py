@@ -29,6 +29,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from composegen.emulator.memory import DEFAULT_GPU_GIB
+
 LEDGER_ENV = "EMU_GPU_LEDGER"
 IDS_ENV = "EMU_GPU_IDS"
 ENGINE_ENV = "EMU_GPU_ENGINE"
@@ -46,6 +48,15 @@ def startup_error(device: str, free: float, total: float, util: float, requested
 
 
 WAKE_ERROR = "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
+
+
+def gpu_gib(env: Mapping[str, str]) -> float:
+    """One emulated GPU's size for an emulate.env (EMU_GPU_GIB, else the emulator's default): what
+    the standby plan sizes an emulated stack's GPUs by, as this ledger does."""
+    try:
+        return float(env.get("EMU_GPU_GIB") or DEFAULT_GPU_GIB)
+    except ValueError:
+        return DEFAULT_GPU_GIB
 
 
 def read_entries(root: Path) -> list[dict]:

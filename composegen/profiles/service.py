@@ -167,6 +167,15 @@ class Gpus(Strict):
     def n(self) -> int:
         return self.count if self.count is not None else len(self.device_ids or [])
 
+    def ids(self) -> list[str]:
+        """The GPUs named; a count N is taken as GPUs 0..N-1 (which ones the runtime would pick is
+        not known before it starts): what the standby plan and the emulated GPUs share by."""
+        return (
+            list(self.device_ids)
+            if self.device_ids is not None
+            else [str(i) for i in range(self.n)]
+        )
+
 
 UlimitValue = Annotated[StrictInt, Field(ge=-1, le=ULIMIT_MAX, description="-1: unlimited")]
 

@@ -23,6 +23,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
     sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
                                         a standby stack's sleep mode, from inside its container
+    host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
 
 Other rooms that run containers of their own (provision: the base image; edge: its proxy stack) and
 keep private state (edge's keys and switch lock) use the engine and state names re-exported below;
@@ -68,6 +69,7 @@ from composegen.stack.engine import (
 )
 from composegen.stack.facts import ContainerFacts, ImageFacts
 from composegen.stack.loadstate import AlreadyRunning
+from composegen.stack.memfacts import GpuMemory, HostMemory, gpu_memory, host_memory
 from composegen.stack.placement import Deployment, NodeRef, deployment
 from composegen.stack.prepare import PreflightFailed, UpOptions
 from composegen.stack.progress import ProgressSink
@@ -84,6 +86,8 @@ __all__ = [
     "Asleep",
     "ContainerFacts",
     "Deployment",
+    "GpuMemory",
+    "HostMemory",
     "ImageFacts",
     "NodeRef",
     "Stack",
@@ -101,7 +105,9 @@ __all__ = [
     "exec_output",
     "follow_logs",
     "gpu_claims",
+    "gpu_memory",
     "head_container",
+    "host_memory",
     "image_facts",
     "image_present",
     "live_identity",

@@ -58,9 +58,24 @@ def clamp_ulimits(
     return out, warnings
 
 
-def override_text(r: Resolved, image: str, ulimits: dict, node: Node | None = None) -> str:
-    """YAML (as JSON-style flow values, which YAML reads) with compose merge tags."""
-    env = {k: str(v) for k, v in sorted(r.profile.emulate.env.items())}
+LEDGER_DIR = "emulated-gpus"  # under .composegen/: the emulated GPUs' shared ledger
+LEDGER_MOUNT = "/run/composegen/emulated-gpus"
+
+
+def ledger_env(r: Resolved) -> dict[str, str]:
+    """What the emulated engine needs to share its GPUs with the project's other emulated engines
+    (composegen/emulator/gpuledger.py); the profile's emulate.env may override any of it."""
+    return {"EMU_GPU_LEDGER": LEDGER_MOUNT, "EMU_GPU_IDS": ",".join(r.profile.service.gpus.ids()),
+            "EMU_GPU_ENGINE": r.name}  # fmt: skip
+
+
+def override_text(
+    r: Resolved, image: str, ulimits: dict, node: Node | None = None, ledger: Path | None = None
+) -> str:
+    """YAML (as JSON-style flow values, which YAML reads) with compose merge tags. LEDGER: the host
+    directory of the emulated GPUs' ledger (a local engine, one node), mounted read-write."""
+    shared = ledger_env(r) if ledger is not None else {}
+    env = {k: str(v) for k, v in sorted({**shared, **r.profile.emulate.env}.items())}
     lines = [
         f"# composegen emulated override for {r.name}: not a real vLLM; GPUs removed.",
         "services:",
@@ -76,6 +91,8 @@ def override_text(r: Resolved, image: str, ulimits: dict, node: Node | None = No
         f'    labels: {{{json.dumps(EMULATED_LABEL)}: "true", {json.dumps(GPUS_LABEL)}: '
         f"{json.dumps(declared_gpus(r, node))}}}",
     ]
+    if ledger is not None:  # EMULATED GPU memory, shared by the project's emulated engines
+        lines.append(f"    volumes: [{json.dumps(f'{ledger}:{LEDGER_MOUNT}')}]")
     if ulimits:
         lines.append("    ulimits: !override")
         lines += [f"      {yaml_key(k)}: {json.dumps(v)}" for k, v in sorted(ulimits.items())]
@@ -94,13 +111,25 @@ def override_path(project: Project, name: str, node: str | None = None) -> Path:
     return (base / node if node else base) / "emulate.override.yaml"
 
 
+def ledger_dir(project: Project) -> Path:
+    return privatestate.state_dir(project, LEDGER_DIR)
+
+
 def write_override(
-    project: Project, r: Resolved, image: str, ulimits: dict, node: Node | None = None
+    project: Project,
+    r: Resolved,
+    image: str,
+    ulimits: dict,
+    node: Node | None = None,
+    local: bool = True,
 ) -> Path:
-    """Write the override (0600 under 0700 directories; see composegen/privatestate.py)."""
+    """Write the override (0600 under 0700 directories; see composegen/privatestate.py). A local
+    single-node stack shares the project's emulated GPUs (a remote engine cannot mount this
+    host's directory; multi-node stacks are not standby stacks)."""
     path = (
         privatestate.state_dir(project, r.name, *([node.name] if node is not None else []))
         / "emulate.override.yaml"
     )
-    privatestate.write(path, override_text(r, image, ulimits, node))
+    ledger = ledger_dir(project) if local and node is None else None
+    privatestate.write(path, override_text(r, image, ulimits, node, ledger))
     return path

@@ -123,7 +123,9 @@ def _checked(
     _stop_on_failure(prep.checks)
     if opts.emulate:
         for n in dep.nodes:
-            emulation.write_override(dep.project, dep.r, prep.image, per_node[n], n.member)
+            emulation.write_override(
+                dep.project, dep.r, prep.image, per_node[n], n.member, n.target.is_local
+            )
     return prep
 
 

@@ -1,0 +1,232 @@
+"""The memory plan for standby (issue 37 item 2): before a standby start or switch, do the awake
+engine and every sleeping one fit on the same GPUs, and can host memory hold the level-1 weights?
+
+GPU, per GPU the edge's running stacks share: an awake (or starting) engine holds its
+--gpu-memory-utilization share of the GPU (vLLM reserves it at start; a wake maps it back), a
+sleeping one its residue — its own `… GiB memory is still in use.` line, or ESTIMATED_RESIDUE_GIB
+before it has one. The sum must fit the GPU: an emulated stack's EMU_GPU_GIB (the size the
+emulator's GPU ledger enforces), a real one's size from a running stack's startup report (`Free
+memory on device (F/T GiB)`); unknown, the GPU check is skipped and said so.
+
+Host, level 1: the engine going to sleep moves its weights to pinned host memory (weights per rank ×
+ranks, from its startup report); they must fit in MemAvailable minus what the host-memory guard keeps
+free (memory_guard.min_available). Engines already asleep hold theirs already (MemAvailable shows
+it: 7.9 GiB lower from the first sleep on in the recording). The emulator keeps no host copy: an
+emulated stack is checked against an emulated host only when its emulate.env sets EMU_HOST_MEM_GIB.
+
+Unified memory (GB10 / DGX Spark, probed): level 1 frees nothing net there and its wake has crashed
+the engine (vLLM issue 50011): refused unless a sleep qualification of that engine passed here.
+
+A refusal is BadInput (exit 2) naming every figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from composegen.edge import config
+from composegen.emulator import gpuledger
+from composegen.errors import BadInput
+from composegen.evidence import sleepcycles
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+from composegen.stack import driver
+
+# before an engine has slept: the recording's 0.87-0.91 GiB (H200, 0.60 share), rounded up
+ESTIMATED_RESIDUE_GIB = 1.0
+DEFAULT_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default
+EPSILON_GIB = 0.005  # figures are printed to 2 decimals: nothing closer than that is a refusal
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One engine's hold on each of its GPUs."""
+
+    name: str
+    gpus: tuple[str, ...]
+    gib: float
+    how: str  # "awake: 0.975 x 95.01 GiB", "asleep: its own log line", …
+
+
+def gpu_problems(holders: Iterable[Holder], size_gib: float) -> list[str]:
+    """One line per GPU whose holders do not fit in SIZE_GIB, with every figure."""
+    per_gpu: dict[str, list[Holder]] = {}
+    for h in holders:
+        for gpu in h.gpus:
+            per_gpu.setdefault(gpu, []).append(h)
+    problems = []
+    for gpu, found in sorted(per_gpu.items()):
+        used = sum(h.gib for h in found)
+        if used > size_gib + EPSILON_GIB:
+            parts = " + ".join(f"{h.name} {h.gib:.2f} GiB ({h.how})" for h in found)
+            problems.append(f"GPU {gpu}: {parts} = {used:.2f} GiB > {size_gib:.2f} GiB")
+    return problems
+
+
+def host_problem(
+    name: str, weights_gib: float, ranks: int, available_gib: float, floor_gib: float
+) -> str | None:
+    """Level 1: does NAME's weights' host copy fit beside what the guard keeps free?"""
+    need, room = weights_gib * ranks, available_gib - floor_gib
+    if need <= room + EPSILON_GIB:
+        return None
+    return (
+        f"host memory: {name}'s level-1 sleep keeps its weights in host memory, {weights_gib:.2f} GiB "
+        f"x {ranks} rank(s) = {need:.2f} GiB; MemAvailable {available_gib:.2f} GiB - the guard's "
+        f"floor {floor_gib:.2f} GiB leaves {room:.2f} GiB"
+    )
+
+
+def share(r: Resolved) -> float:
+    value = r.flag("gpu-memory-utilization")
+    return float(value) if value is not None else DEFAULT_UTILIZATION
+
+
+def ranks(r: Resolved) -> int:
+    return int(r.flag("tensor-parallel-size") or 1) * int(r.flag("pipeline-parallel-size") or 1)
+
+
+# --- what runs now --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Running:
+    r: Resolved
+    emulated: bool
+    asleep: driver.Asleep | None
+
+
+def _running(project: Project, edge: config.Edge, but: Iterable[str]) -> list[Running]:
+    """The edge's stacks that run now (other than BUT), awake or asleep."""
+    found = []
+    for name, r in edge.stacks.items():
+        if name in but or r.profile.nodes is not None:
+            continue
+        ctr = driver.head_container(project, r)
+        if ctr is None or not ctr.running:
+            continue
+        found.append(Running(r, ctr.emulated, driver.sleep_state(project, r, strict=True)))
+    return found
+
+
+def _size(project: Project, r: Resolved, emulated: bool, others: list[Running]) -> float | None:
+    """One GPU's size in GiB (EMULATED: EMU_GPU_GIB), else a running stack's startup report."""
+    if emulated:
+        return gpuledger.gpu_gib({k: str(v) for k, v in r.profile.emulate.env.items()})
+    for o in others:
+        ctr = driver.head_container(project, o.r)
+        if ctr is not None and not o.emulated:
+            total = driver.startup_check(o.r, ctr).gpu_total_gib
+            if total:
+                return float(total)
+    return None
+
+
+def _awake(r: Resolved, size: float, state: str = "awake") -> Holder:
+    return Holder(r.name, tuple(r.profile.service.gpus.ids()), share(r) * size,
+                  f"{state}: {share(r)} x {size:.2f} GiB")  # fmt: skip
+
+
+def _asleep(r: Resolved, residue: float | None) -> Holder:
+    gib, how = (residue, "asleep: its own log line") if residue is not None else (
+        ESTIMATED_RESIDUE_GIB, "asleep: estimated")  # fmt: skip
+    return Holder(r.name, tuple(r.profile.service.gpus.ids()), gib, how)
+
+
+def _holder(o: Running, size: float) -> Holder:
+    return _awake(o.r, size) if o.asleep is None else _asleep(o.r, o.asleep.residue_gib)
+
+
+def _refuse(what: str, problems: list[str], hint: str) -> None:
+    if problems:
+        raise BadInput(f"{what}: {'; '.join(problems)}", hint=hint)
+
+
+# --- the checks -----------------------------------------------------------------------------------
+def check_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:
+    """Before `up NAME` of a stack behind the edge: with --standby, or while another standby stack
+    of the edge runs, NAME starting awake must fit beside what the others hold; level 1 on unified
+    memory needs a passed sleep qualification."""
+    if not config.configured(project):
+        return
+    edge = config.load(project)
+    if r.name not in edge.stacks or r.profile.nodes is not None:
+        return
+    others = _running(project, edge, but=[r.name])
+    if standby:
+        _check_unified(project, r, emulated)
+    if not standby and not any(o.r.profile.standby for o in others):
+        return
+    size = _size(project, r, emulated, others)
+    if size is None:
+        return  # a real GPU's size is known once a stack has started on it
+    problems = gpu_problems(
+        [_awake(r, size, "starting"), *(_holder(o, size) for o in others)], size
+    )
+    _refuse(f"{r.name} cannot start beside the edge's running stacks", problems,
+            "put the awake one to sleep first (`composegen up NAME --standby` starts a stack and "
+            "sleeps it), or lower gpu-memory-utilization (docs/standby.md)")  # fmt: skip
+
+
+def check_sleep(project: Project, r: Resolved, emulated: bool) -> None:
+    """Before R goes to sleep at level 1: its weights' host copy fits (unified memory: refused
+    unless qualified)."""
+    if r.profile.standby is None or r.profile.standby.level != 1:
+        return
+    _check_unified(project, r, emulated)
+    problem = _host_problem(project, r, emulated)
+    _refuse(f"{r.name} cannot sleep at level 1", [problem] if problem else [],
+            "free host memory, or `standby: {level: 2}` (the weights are discarded and reloaded "
+            "from disk at the wake)")  # fmt: skip
+
+
+def check_switch(
+    project: Project, edge: config.Edge, current: str, target: str, emulated: bool
+) -> None:
+    """Before a standby switch: TARGET awake beside CURRENT asleep and every other running stack,
+    and CURRENT's level-1 host copy."""
+    old, new = edge.stacks[current], edge.stacks[target]
+    others = _running(project, edge, but=[current, target])
+    size = _size(project, new, emulated, [*others, Running(old, emulated, None)])
+    if size is not None:
+        kept = driver.sleep_state(project, old)  # what it held the last time it slept, if asleep
+        holders = [_awake(new, size, "waking"), _asleep(old, kept.residue_gib if kept else None),
+                   *(_holder(o, size) for o in others)]  # fmt: skip
+        _refuse(f"{target} cannot wake beside {current} asleep", gpu_problems(holders, size),
+                "put the other awake stacks to sleep or down first (docs/standby.md)")  # fmt: skip
+    check_sleep(project, old, emulated)
+
+
+def _check_unified(project: Project, r: Resolved, emulated: bool) -> None:
+    if r.profile.standby is None or r.profile.standby.level != 1:
+        return
+    host = driver.host_memory(r)
+    if host is None or not host.unified:
+        return
+    kept = sleepcycles.recorded(project, r, emulated)
+    if kept and kept.get("passed"):
+        return
+    raise BadInput(
+        f"{r.name}: level-1 sleep on a unified-memory host (GB10 / DGX Spark: probed): it frees "
+        "nothing net there and its wake has crashed the engine (vLLM issue 50011); no sleep "
+        "qualification of this engine passed here",
+        hint=f"`composegen qualify {r.name} --sleep-cycles 10` first, or `standby: {{level: 2}}`",
+    )
+
+
+def _host_problem(project: Project, r: Resolved, emulated: bool) -> str | None:
+    host = driver.host_memory(r)
+    if host is None:
+        return None  # a remote engine's host is not read from here
+    available = host.available_gib
+    if emulated:
+        emulated_host = r.profile.emulate.env.get("EMU_HOST_MEM_GIB")
+        if not emulated_host:
+            return None  # the emulator keeps no host copy
+        available = float(emulated_host)
+    ctr = driver.head_container(project, r)
+    if ctr is None or not ctr.running:
+        return None
+    weights = driver.startup_check(r, ctr).weights_gib
+    if weights is None:
+        return None
+    return host_problem(r.name, float(weights), ranks(r), available, host.floor_gib)
