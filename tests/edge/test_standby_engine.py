@@ -32,9 +32,10 @@ STANDBY_STEPS = [
 
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory, edge_img):
-    # the candidate's engine leaks GPU memory per sleep cycle (the fault the sleep qualification must catch)
+    # the candidate's engine leaks GPU memory per sleep cycle (the fault the sleep qualification must catch);
+    # at 0.45 of the GPU each both fit awake (the pair that fits only with one asleep: test_standbyplan_engine)
     project = edge_project(tmp_path_factory.mktemp("standby"), edge_img, load=2, standby=True, both_env=EMU,
-                           new_env={"EMU_FAULT": "sleep_residue_growth"})  # fmt: skip
+                           new_env={"EMU_FAULT": "sleep_residue_growth"}, share=0.45)  # fmt: skip
     with serving(project) as ready:
         yield ready
 

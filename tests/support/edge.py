@@ -174,9 +174,12 @@ def edge_project(
     gpu: str | None = None,
     standby: bool = False,
     both_env: dict | None = None,
+    share: float | None = None,
 ) -> EdgeProject:
     """GPU: a device id of its own for both stacks (a campaign's exclusive mode: other tests hold GPU 0).
-    STANDBY: both profiles resident with sleep mode (level 1); BOTH_ENV: emulator settings of both."""
+    STANDBY: both profiles resident with sleep mode (level 1); BOTH_ENV: emulator settings of both.
+    SHARE: both profiles' --gpu-memory-utilization (default vLLM's 0.92: the two emulated engines share
+    the project's emulated GPU, so two of them fit awake only below 0.5 each)."""
     tag = uuid.uuid4().hex[:6]
     old, new = f"e{tag}-8192", f"e{tag}-4096"
     ports = {old: free_port(), new: free_port()}
@@ -190,8 +193,15 @@ def edge_project(
             f"{name}-served",
             f"{{host: {ports[name]}}}",
             rest=_SINGLE_REST.format(load=load, extra_env=env[name]) + tail,
-        ).replace(
+        )
+        .replace(
             "gpus: {count: 1}", f'gpus: {{device_ids: ["{gpu}"]}}' if gpu else "gpus: {count: 1}"
+        )
+        .replace(
+            "max-num-seqs: 1\n",
+            f"max-num-seqs: 1\n  gpu-memory-utilization: {share}\n"
+            if share
+            else "max-num-seqs: 1\n",
         )
         for name in (old, new)
     }
