@@ -3,7 +3,10 @@
 
 N cycles of the profile's level on the running stack — sleep, wake, one temperature-0 probe — each
 timed, with the GPU memory the sleeping engine still holds (its own `… GiB memory is still in use.`
-line). It fails when a wake fails, an answer differs from the one before the first sleep, or that
+line), the GPU memory in use on its GPUs before the first sleep and after each sleep and wake
+(nvidia-smi inside the container when the image has it; an emulated engine: the EMULATED GPU
+ledger) and its host's MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the
+weights there). It fails when a wake fails, an answer differs from the one before the first sleep, or that
 residue grows by more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned
 memory growing per cycle until outputs broke, vLLM issue 21336). The stack is left awake. The result
 goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM version, model,
@@ -50,18 +53,50 @@ def probe(r: Resolved) -> str:
         raise EngineError("the probe's answer is not a chat completion") from None
 
 
+class _Meters:
+    """The GPU and host memory readings of R's engine (None where they cannot be read)."""
+
+    def __init__(self, project: Project, r: Resolved) -> None:
+        self.project, self.r = project, r
+        self.ctr = driver.head_container(project, r)
+        self.gpu_source: str | None = None
+        self.host_source: str | None = None
+
+    def gpu(self) -> dict[str, float] | None:
+        found = driver.gpu_memory(self.project, self.ctr) if self.ctr else None
+        if found is None:
+            return None
+        self.gpu_source = found.source
+        return found.used_gib
+
+    def host(self) -> float | None:
+        found = driver.host_memory(self.r)
+        if found is None:
+            return None
+        self.host_source = "/proc/meminfo of the engine's host"
+        return found.available_gib
+
+
+def _cycle(project: Project, r: Resolved, level: int, row: SleepCycle, meters: _Meters) -> None:
+    started = time.monotonic()
+    row.residue_gib = driver.sleep_stack(project, r, level).residue_gib
+    row.sleep_s = round(time.monotonic() - started, 3)
+    row.gpu_gib_after_sleep, row.host_available_gib_after_sleep = meters.gpu(), meters.host()
+    row.wake_s = round(driver.wake_stack(project, r), 3)
+    row.gpu_gib_after_wake, row.host_available_gib_after_wake = meters.gpu(), meters.host()
+
+
 def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     level = r.profile.standby.level if r.profile.standby else 1
     first = probe(r)
+    meters = _Meters(project, r)
+    gpu_before, host_before = meters.gpu(), meters.host()
     rows: list[SleepCycle] = []
     for cycle in range(1, n + 1):
         row = SleepCycle(cycle=cycle, sleep_s=None, wake_s=None, residue_gib=None, same_answer=None)
         rows.append(row)
         try:
-            started = time.monotonic()
-            row.residue_gib = driver.sleep_stack(project, r, level).residue_gib
-            row.sleep_s = round(time.monotonic() - started, 3)
-            row.wake_s = round(driver.wake_stack(project, r), 3)
+            _cycle(project, r, level, row, meters)
             row.same_answer = probe(r) == first
         except ComposegenError as exc:
             row.error = exc.message[:300]
@@ -75,7 +110,9 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     if reason is None and growth is not None and growth > MAX_GROWTH_GIB:
         reason = f"the sleeping engine's GPU memory grew {growth:g} GiB over {len(rows)} cycles (> {MAX_GROWTH_GIB})"
     result = SleepCycles(profile=r.name, level=level, cycles=rows, residue_growth_gib=growth, passed=reason is None,
-                         reason=reason, emulated=emulated, key=key_of(r, emulated))  # fmt: skip
+                         reason=reason, emulated=emulated, key=key_of(r, emulated), gpu_gib_before=gpu_before,
+                         host_available_gib_before=host_before, gpu_source=meters.gpu_source,
+                         host_source=meters.host_source)  # fmt: skip
     _remember(project, result)
     return result
 

@@ -63,6 +63,22 @@ def test_the_pair_fits_only_with_one_asleep(tmp_path, edge_img):
                                       "--emulate", "--json"))  # fmt: skip
         assert switched["path"] == "standby", switched
 
+        # the sleep-cycle record: GPU memory (the EMULATED ledger) and host memory after every step
+        res = edge.cli("qualify", edge.new, "--sleep-cycles", "2", "--json", timeout=600)
+        # (the tiny profile fails its tool gates: not judged here)
+        record = json.loads(res.stdout)["sleep"]
+        assert record["gpu_source"] == "EMULATED ledger", record
+        # 0.6 x 95.01 awake (57.008 in the ledger) + the other's 0.87 residue
+        awake = {"0": 57.878}
+        assert record["gpu_gib_before"] == awake, record
+        for c in record["cycles"]:
+            assert c["gpu_gib_after_sleep"] == {"0": 1.74}, c  # both asleep: 2 x 0.87
+            assert c["gpu_gib_after_wake"] == awake, c
+            assert c["host_available_gib_after_sleep"] > 0, c
+            assert c["host_available_gib_after_wake"] > 0, c
+        assert record["host_source"] == "/proc/meminfo of the engine's host", record
+        assert record["passed"], record
+
 
 def test_the_emulated_engine_refuses_a_start_beside_an_awake_one_as_vllm(tmp_path, edge_img):
     # no standby: no plan stands in the way; the emulated engine's own startup check does

@@ -18,6 +18,20 @@ class SleepCycle(Report):
     same_answer: bool | None = Field(
         description="the temperature-0 probe after the wake equals the first answer"
     )
+    gpu_gib_after_sleep: dict[str, float] | None = Field(
+        default=None,
+        description="GiB in use per GPU id after the sleep (every process on it; see gpu_source)",
+    )
+    gpu_gib_after_wake: dict[str, float] | None = Field(
+        default=None, description="GiB in use per GPU id after the wake"
+    )
+    host_available_gib_after_sleep: float | None = Field(
+        default=None,
+        description="MemAvailable of the engine's host after the sleep (level 1 pins the weights)",
+    )
+    host_available_gib_after_wake: float | None = Field(
+        default=None, description="MemAvailable of the engine's host after the wake"
+    )
     error: str | None = None
 
 
@@ -29,6 +43,21 @@ class SleepCycles(Report):
     passed: bool
     reason: str | None
     emulated: bool
+    gpu_gib_before: dict[str, float] | None = Field(
+        default=None, description="GiB in use per GPU id before the first sleep, the engine awake"
+    )
+    host_available_gib_before: float | None = Field(
+        default=None, description="MemAvailable of the engine's host before the first sleep"
+    )
+    gpu_source: str | None = Field(
+        default=None,
+        description="where the GPU figures come from: nvidia-smi in the container (measured), the "
+        "EMULATED ledger, or null (not readable)",
+    )
+    host_source: str | None = Field(
+        default=None,
+        description="/proc/meminfo of the engine's host (measured), or null (a remote engine)",
+    )
     key: str = Field(
         description="what the outcome is kept for: vLLM version, model@revision, emulated or real"
     )
