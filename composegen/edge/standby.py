@@ -56,6 +56,9 @@ def plan_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> 
 def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -> driver.Asleep:
     """`up --standby` after the stack is ready: its gates, the plan's host-memory check for a
     level-1 sleep (its weights are known now), then sleep at the profile's level."""
+    asleep = driver.sleep_state(project, r)
+    if asleep is not None:
+        return asleep  # already: `up --standby` of a sleeping stack changes nothing
     capture.require_gates(r, only)
     ctr = driver.head_container(project, r)
     standbyplan.check_sleep(project, r, bool(ctr and ctr.emulated))

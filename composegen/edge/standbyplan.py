@@ -104,7 +104,8 @@ def _running(project: Project, edge: config.Edge, but: Iterable[str]) -> list[Ru
         ctr = driver.head_container(project, r)
         if ctr is None or not ctr.running:
             continue
-        found.append(Running(r, ctr.emulated, driver.sleep_state(project, r, strict=True)))
+        # an engine that cannot say (still loading) counts as awake: it holds, or will, its share
+        found.append(Running(r, ctr.emulated, driver.sleep_state(project, r)))
     return found
 
 
@@ -151,6 +152,9 @@ def check_start(project: Project, r: Resolved, emulated: bool, standby: bool) ->
     edge = config.load(project)
     if r.name not in edge.stacks or r.profile.nodes is not None:
         return
+    own = driver.head_container(project, r)
+    if own is not None and own.running:
+        return  # nothing starts: `up` follows the running stack
     others = _running(project, edge, but=[r.name])
     if standby:
         _check_unified(project, r, emulated)
