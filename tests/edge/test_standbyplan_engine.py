@@ -91,3 +91,20 @@ def test_the_emulated_engine_refuses_a_start_beside_an_awake_one_as_vllm(tmp_pat
             "memory utilization (0.6, 57.01 GiB). Decrease GPU memory utilization or reduce GPU memory "
             "used by other processes." in _logs(edge.new) + res.stdout + res.stderr
         )
+
+
+def test_a_level_1_sleep_whose_weights_do_not_fit_in_host_memory_is_refused(tmp_path, edge_img):
+    # an emulated host of 12 GiB: 6.5 GiB of weights do not fit beside the guard's 8 GiB floor
+    project = edge_project(tmp_path, edge_img, standby=True, share=0.45,
+                           both_env={**EMU, "EMU_HOST_MEM_GIB": "12"})  # fmt: skip
+    with serving(project) as edge:
+        res = edge.cli("up", edge.new, "--emulate", "--standby", timeout=600)
+        assert res.returncode == 2, res.stderr
+        assert (
+            f"{edge.new} cannot sleep at level 1: host memory: {edge.new}'s level-1 sleep keeps its weights "
+            "in host memory, 6.50 GiB x 1 rank(s) = 6.50 GiB; MemAvailable 12.00 GiB - the guard's floor "
+            "8.00 GiB leaves 4.00 GiB" in res.stderr
+        ), res.stderr
+        report = json.loads(edge.ok("status", "--json"))
+        sleeping = {s["profile"]: s["endpoint"]["sleeping"] for s in report["stacks"]}
+        assert sleeping[edge.new] is None  # left awake, not asleep on memory it does not have
