@@ -192,8 +192,8 @@ def check_switch(
     others = _running(project, edge, but=[current, target])
     size = _size(project, new, emulated, [*others, Running(old, emulated, None)])
     if size is not None:
-        kept = driver.sleep_state(project, old)  # what it held the last time it slept, if asleep
-        holders = [_awake(new, size, "waking"), _asleep(old, kept.residue_gib if kept else None),
+        # what OLD kept the last time it slept, by its own line (estimated if it never slept)
+        holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_logged(project, old)),
                    *(_holder(o, size) for o in others)]  # fmt: skip
         _refuse(f"{target} cannot wake beside {current} asleep", gpu_problems(holders, size),
                 "put the other awake stacks to sleep or down first (docs/standby.md)")  # fmt: skip

@@ -22,6 +22,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
     sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
+    / residue_logged(project, r)
                                         a standby stack's sleep mode, from inside its container
     host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
 
@@ -114,6 +115,7 @@ __all__ = [
     "logs_text",
     "preload",
     "project_containers",
+    "residue_logged",
     "running_container",
     "settle",
     "shm_report",
@@ -325,6 +327,13 @@ def wake_stack(project: Project, r: Resolved) -> float:
         )
     asleep = sleepmode.state(project, r, ctr, strict=True)  # "cannot tell" must not read as "awake"
     return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
+
+
+def residue_logged(project: Project, r: Resolved) -> float | None:
+    """The GPU memory R's engine said it kept the last time it slept (its own `… GiB memory is
+    still in use.` line); None when it never slept or does not run."""
+    ctr = head_container(project, r)
+    return None if ctr is None or not ctr.running else sleepmode.residue_logged(ctr)
 
 
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:

@@ -147,6 +147,11 @@ def state(
     return Asleep(level=int(level), since=since, residue_gib=residue)
 
 
+def residue_logged(ctr: ContainerFacts) -> float | None:
+    """The GPU memory the engine said it kept the last time it slept (None: it never slept)."""
+    return _residue(ctr)
+
+
 def _residue(ctr: ContainerFacts) -> float | None:
     found = RESIDUE_RE.findall(engine.logs(ctr, tail=200))
     return float(found[-1]) if found else None
