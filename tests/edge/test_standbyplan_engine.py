@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 
@@ -28,6 +29,16 @@ def _logs(profile: str) -> str:
     res = subprocess.run(["docker", "logs", f"composegen-{profile}-vllm-1"], capture_output=True,
                          text=True, timeout=60)  # fmt: skip
     return res.stdout + res.stderr
+
+
+def _logged(profile: str, text: str) -> bool:
+    """TEXT in the container's log within 10 s (the engine's log driver may lag its HTTP answer)."""
+    deadline = time.monotonic() + 10
+    while text not in _logs(profile):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def test_the_pair_fits_only_with_one_asleep(tmp_path, edge_img):
