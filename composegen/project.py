@@ -115,6 +115,15 @@ def templates_dir() -> Path:
     raise FileNotFoundError("composegen templates are missing from this installation")
 
 
+def docs_dir() -> Path:
+    """The documentation pages `composegen docs` prints: inside the wheel (composegen/docs), at the
+    repo top in a checkout."""
+    for candidate in (PACKAGE_DIR / "docs", PACKAGE_DIR.parent / "docs"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("composegen's documentation is missing from this installation")
+
+
 def read_input(
     path: Path,
     display: str,

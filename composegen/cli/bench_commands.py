@@ -66,7 +66,7 @@ def bench(
 ) -> None:
     """Closed-loop concurrency sweep over streamed chat completions (vllm bench serve's figures).
 
-    Example: composegen bench 4096-131k --concurrency 1,4,16 --input-tokens 1000 --output-tokens 128
+    Example: composegen bench starter --concurrency 1,4,16 --input-tokens 1000 --output-tokens 128
     """
 
     slos = benchstats.parse_slos(goodput)

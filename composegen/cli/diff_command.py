@@ -32,7 +32,7 @@ def diff(
     targets: str | None = typer.Option(
         None,
         "--targets",
-        help="compose,k8s: the same profile's two renderings, functionally (docs/kubernetes.md).",
+        help="compose,k8s: the same profile's two renderings, functionally (composegen docs kubernetes).",
     ),
     json_: bool = JsonOpt,
 ) -> None:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
 
 edge_app = typer.Typer(
     no_args_is_help=True,
-    help="The edge: TLS, the route allowlist, per-client keys, aliases (docs/edge.md).\n\nExample: composegen edge up",
+    help="The edge: TLS, the route allowlist, per-client keys, aliases (composegen docs edge)."
+    "\n\nExample: composegen edge up",
 )
 keys_app = typer.Typer(
     no_args_is_help=True,
@@ -79,7 +80,7 @@ def edge_status(json_: bool = JsonOpt) -> None:
 @edge_app.command("recover")
 def edge_recover(json_: bool = JsonOpt) -> None:
     """Undo a switch whose composegen was killed: the alias stays on the stack it had, that stack
-    serves again, the other is stopped, the 503 marks go (docs/edge.md: recovery).
+    serves again, the other is stopped, the 503 marks go (composegen docs edge: recovery).
 
     Example: composegen edge recover
     """

@@ -49,13 +49,13 @@ def gate(
     exposure: bool = typer.Option(
         False,
         "--exposure",
-        help="Instead: every startup route through the edge, without and with a key (docs/edge.md).",
+        help="Instead: every startup route through the edge, without and with a key (composegen docs edge).",
     ),
     json_: bool = JsonOpt,
 ) -> None:
     """Functional gates against the running stack (official openai client). Exit 1 when any fails.
 
-    Example: composegen gate 4096-131k --only smoke,tools --tools 5
+    Example: composegen gate starter --only smoke,json
     """
 
     project, r = _load(name)
@@ -82,7 +82,7 @@ def ladder(
 ) -> None:
     """Context ladder: prompts sized with /tokenize; TTFT, prefill and decode rates.
 
-    Example: composegen ladder 4096-131k --targets 8k,64k,117500
+    Example: composegen ladder starter --targets 8k,16k,30000
     """
 
     project, r = _load(name)
@@ -150,7 +150,7 @@ def evidence(
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and
     what it holds.
 
-    Example: composegen evidence 4096-131k --gate --ladder 8k,64k
+    Example: composegen evidence starter --gate --ladder 8k,16k
     """
 
     project = _project()
@@ -267,7 +267,7 @@ def qualify(
         "--sleep-cycles",
         min=0,
         max=1000,
-        help="Also N sleep/wake cycles of a standby profile (docs/standby.md).",
+        help="Also N sleep/wake cycles of a standby profile (composegen docs standby).",
     ),
     json_: bool = JsonOpt,
 ) -> None:

@@ -55,4 +55,7 @@ def init(
     rendering.write(project, rendering.render_all(project, [name]))
     compose = directory / "out" / name / "compose.yaml"
     out(f"created {profiles / (name + '.yaml')}, {profiles / 'schema.json'} and {compose}")
-    out(f"next: edit it, then `composegen --root {directory} validate {name}` and `render {name}`")
+    # the README's quick start, from here on
+    where = "" if directory.resolve() == Path.cwd().resolve() else f"cd {directory} && "
+    out(f"next: {where}composegen doctor && composegen up {name} --emulate")
+    out(f"then: edit profiles/{name}.yaml for your model and GPUs (composegen docs profiles)")

@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     ),
     **dict.fromkeys(["bench", "report"], "bench_commands"),
     "init": "init_command",
+    "docs": "docs_command",
     "weights": "weights_commands",
     "top": "top_command",
     **dict.fromkeys(["doctor", "provision"], "setup_commands"),

@@ -89,7 +89,7 @@ def validate(
 ) -> None:
     """Check profiles: schema, flags against the vLLM catalog, cross-field rules.
 
-    Example: composegen validate --strict r33
+    Example: composegen validate starter
     """
 
     resolved = resolve.load_all(_project(), names)
@@ -132,7 +132,7 @@ def validate(
 def show(name: str = ProfileArg, json_: bool = JsonOpt) -> None:
     """The resolved profile and the container argv.
 
-    Example: composegen show r33
+    Example: composegen show starter
     """
 
     r = resolve.load(_project(), name)
@@ -165,7 +165,7 @@ def schema(
     report: str | None = typer.Option(
         None,
         "--report",
-        help="A report's JSON Schema instead (up, status, startup, shm, gate, …; see docs/json.md).",
+        help="A report's JSON Schema instead (up, status, startup, shm, gate, …; see composegen docs json).",
     ),
 ) -> None:
     """Print the profile JSON Schema, or with --report NAME the schema of that JSON report.

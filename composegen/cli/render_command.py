@@ -21,7 +21,7 @@ def render(
     target: str | None = typer.Option(
         None,
         "--target",
-        help="compose, k8s (out/NAME/k8s/: docs/kubernetes.md) or all; default: compose, plus k8s where "
+        help="compose, k8s (out/NAME/k8s/: composegen docs kubernetes) or all; default: compose, plus k8s where "
         "out/NAME/k8s/ exists.",
     ),
     json_: bool = JsonOpt,

@@ -32,7 +32,7 @@ def _refuse_standby_outside_the_edge(project: Project, standby: list[str]) -> No
         raise BadInput(
             f"profiles/{outside[0]}.yaml: standby: {', '.join(outside)} is not behind the edge; its dev routes "
             "(/sleep, /collective_rpc, /reset_*) would answer on its published port",
-            hint="list it in edge.yaml's stacks (docs/edge.md), or drop `standby`",
+            hint="list it in edge.yaml's stacks (composegen docs edge), or drop `standby`",
         )
 
 

@@ -76,7 +76,7 @@ def up(
 ) -> None:
     """Preflight, start and wait for a stack; print what the engine reported about its memory.
 
-    Example: composegen up 4096-131k --emulate
+    Example: composegen up starter --emulate
     """
     _check_seconds("--timeout", timeout)
     if standby and no_wait:
@@ -111,7 +111,7 @@ def up(
 def _to_sleep(project: Project, r: Resolved, result: UpReport, json_: bool) -> UpReport:
     if r.profile.standby is None:
         raise BadInputError(
-            f"--standby: {r.name} has no `standby:` in its profile (docs/standby.md)"
+            f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
         )
     asleep = resident.put_to_sleep(project, r)
     status = SleepingStatus(level=asleep.level, since=asleep.since, gpu_gib_held=asleep.residue_gib)
@@ -150,7 +150,7 @@ def down(
 ) -> None:
     """Stop and remove a stack, then report /dev/shm.
 
-    Example: composegen down 4096-131k
+    Example: composegen down starter
     """
     if timeout is not None and timeout < 0:
         raise BadInputError(
@@ -178,7 +178,7 @@ def status(
 ) -> None:
     """Containers, endpoint and drift of composegen stacks on this engine.
 
-    Example: composegen status 4096-131k
+    Example: composegen status starter
     """
     if name:
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
@@ -232,7 +232,7 @@ def logs(
 ) -> None:
     """The stack's container logs.
 
-    Example: composegen logs 4096-131k -f --tail 50
+    Example: composegen logs starter -f --tail 50
     """
     project, r = _load(name)
     n = int(tail) if tail.isdigit() else "all"
@@ -326,7 +326,7 @@ def shm(
     ),
     json_: bool = JsonOpt,
 ) -> None:
-    """Who holds what in /dev/shm, and a safe reclaim of what nothing uses (docs/shm.md).
+    """Who holds what in /dev/shm, and a safe reclaim of what nothing uses (composegen docs shm).
 
     `--reclaim` alone previews what it would remove; add --yes to remove it.
 

@@ -212,7 +212,7 @@ def top(
     """Live view of a serving stack: requests, KV cache, token rates, TTFT/e2e p50/p95, spec
     decoding.
 
-    Example: composegen top 4096-131k --interval 2
+    Example: composegen top starter --interval 2
     """
 
     ep, label, view, emulated = _endpoint(name, url)

@@ -35,7 +35,7 @@ def wait(
     """Attach to a starting stack: its load, stage by stage, until ready (0), failed (3) or Ctrl-C
     (130).
 
-    Example: composegen up 393k-gpu --no-wait && composegen wait 393k-gpu
+    Example: composegen up starter --no-wait --emulate && composegen wait starter
     """
     if timeout is not None and (not math.isfinite(timeout) or timeout <= 0):
         raise BadInput(f"--timeout must be a positive number of seconds, got {timeout:g}")

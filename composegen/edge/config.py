@@ -94,7 +94,7 @@ class Images(_Strict):
     def _pinned(cls, ref: str) -> str:
         if not (PINNED_RE.fullmatch(ref) or image.is_local(ref)):
             raise ValueError(
-                f"{ref!r} is not pinned: NAME@sha256:<64 hex>, or {image.LOCAL_REPO}:<16 hex> (docs/edge.md)"
+                f"{ref!r} is not pinned: NAME@sha256:<64 hex>, or {image.LOCAL_REPO}:<16 hex> (composegen docs edge)"
             )
         return ref
 
@@ -236,7 +236,7 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
         raise BadInput(
             f"{_where(marked, 'tls', 'mode')}: tls.mode: off is only allowed on a loopback listener "
             f"(listen.bind is {listen.bind!r})",
-            hint="keep tls internal, or bind 127.0.0.1 and put `tailscale serve` in front (docs/edge.md)",
+            hint="keep tls internal, or bind 127.0.0.1 and put `tailscale serve` in front (composegen docs edge)",
         )
     if tls.mode == "acme":
         _check_acme(config, marked)

@@ -36,7 +36,8 @@ RELOADS = {
 def load(project: Project) -> Edge:
     if not config.configured(project):
         raise BadInput(
-            f"{config.EDGE_FILE}: no edge configured in this project", hint="see docs/edge.md"
+            f"{config.EDGE_FILE}: no edge configured in this project",
+            hint="see `composegen docs edge`",
         )
     return config.load(project)
 

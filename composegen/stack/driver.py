@@ -302,7 +302,7 @@ def head_container(project: Project, r: Resolved) -> ContainerFacts | None:
 def _standby_level(r: Resolved) -> int:
     if r.profile.standby is None:
         raise BadInput(
-            f"{r.name}: no `standby:` in its profile: it has no sleep mode (docs/standby.md)"
+            f"{r.name}: no `standby:` in its profile: it has no sleep mode (composegen docs standby)"
         )
     return r.profile.standby.level
 

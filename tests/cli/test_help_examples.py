@@ -26,6 +26,9 @@ from tests.support.helpers import REPO, run_cli
 load_commands()  # every command module registers its commands
 GROUP = typer.main.get_command(app)
 LOGS = REPO / "tests/data/logs"
+STARTER = REPO / "composegen/cli/data/starter-profile.yaml"
+# The examples that need no stack and no shipped profile: each runs in a project `init` made.
+IN_AN_INIT_PROJECT = {"list", "validate", "render", "show", "schema", "docs", "init", "doctor"}
 # Commands whose examples need a running stack; the rest run without an engine.
 STACK = {
     "up",
@@ -84,6 +87,8 @@ def shipped(tmp_path_factory) -> Path:
 def _project(tmp: Path) -> Path:
     root = tmp / "project"
     shutil.copytree(REPO / "profiles", root / "profiles")
+    # what `init` makes: the single-profile examples name it, so they run in an `init` project too
+    shutil.copy(STARTER, root / "profiles" / "starter.yaml")
     # `startup --log …`
     shutil.copy(LOGS / "vllm-0.33.0-r33-8192-arm.log", root / "vllm-startup.log")
     (root / "home").mkdir()
@@ -148,6 +153,21 @@ def test_an_example_without_a_stack_works(name, shipped):
         _works(name, argv, _run(argv, shipped))
 
 
+def test_the_examples_run_in_a_project_init_made(tmp_path):
+    """The installed tool's first steps (`init`, then the help's examples): every example that needs
+    no shipped profile runs there, and every single-stack example names the profile `init` makes."""
+    root = tmp_path / "mine"
+    made = run_cli("init", str(root), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    found = examples()
+    for name in sorted(IN_AN_INIT_PROJECT):
+        for argv in found[name]:
+            _works(name, argv, _run(argv, root))
+    for name in sorted(STACK - {"qualify"}):  # run on the engine by the test below
+        for argv in found[name]:
+            assert argv[2] == "starter", (name, argv)
+
+
 def test_the_weights_example_is_well_formed_and_names_the_hub_it_needs(shipped):
     """`weights --verify` asks the Hugging Face Hub (unreachable from the tests): not bad input, and said."""
     (argv,) = examples()["weights"]
@@ -160,7 +180,7 @@ def test_the_weights_example_is_well_formed_and_names_the_hub_it_needs(shipped):
 def _aliases(root: Path) -> dict[str, str]:
     """shipped name -> a unique profile extending it (own port, container name, a quick emulated load)."""
     names = {}
-    for shipped in ("4096-131k", "393k-gpu"):
+    for shipped in ("starter", "393k-gpu"):
         alias = f"ex{uuid.uuid4().hex[:6]}-{shipped}"
         (root / "profiles" / f"{alias}.yaml").write_text(
             f"extends: {shipped}\nservice:\n  port: {{host: {free_port()}}}\n  container_name: {alias}\n"
@@ -212,6 +232,10 @@ def test_the_stack_examples_work_on_the_real_engine(tmp_path):
                     _top(argv, root, tmp_path)
                 elif name == "logs" and ("-f" in argv or "--follow" in argv):
                     _logs_follow(argv, root)
+                elif name == "qualify":  # a shipped profile with `qualify:` criteria: its own stack
+                    up = ["composegen", "up", aliases["393k-gpu"], "--emulate"]
+                    _works("up", up, _run(up, root, timeout=600))
+                    _works(name, argv, _run(argv, root, timeout=600))
                 else:
                     # no GPU here
                     argv += ["--emulate"] if argv[1] == "up" and "--emulate" not in argv else []

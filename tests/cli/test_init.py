@@ -73,3 +73,39 @@ def test_the_starters_placeholders_fail_strict_and_it_points_only_at_what_the_pr
         pinned.replace("0" * 40, "c1899de289a04d12100db370d81485cdf75e47ca")
     )
     assert run_cli("--root", str(tmp_path), "validate", "--strict", "first").returncode == 0
+
+
+def test_init_says_next_what_the_readme_quick_start_says(tmp_path):
+    """The README's installed-tool quick start goes init -> doctor -> up starter --emulate; init's
+    `next:` is that, runnable as printed (a `cd` when the project is elsewhere)."""
+    from tests.support.helpers import REPO
+
+    readme = (REPO / "README.md").read_text()
+    here = run_cli("init", cwd=tmp_path)
+    assert here.returncode == 0, here.stderr
+    (line,) = [x for x in here.stdout.splitlines() if x.startswith("next: ")]
+    steps = line.removeprefix("next: ").split(" && ")
+    assert steps == ["composegen doctor", "composegen up starter --emulate"], line
+    quick = readme.split("## Quick start as an installed tool", 1)[1].split("\n## ", 1)[0]
+    assert all(f"\n{step} " in quick for step in steps), quick
+    elsewhere = run_cli("init", str(tmp_path / "other"), "--name", "mine", cwd=tmp_path)
+    assert (
+        f"next: cd {tmp_path / 'other'} && composegen doctor && composegen up mine --emulate"
+        in (elsewhere.stdout)
+    )
+
+
+def test_the_install_pages_install_only_what_exists():
+    """composegen is not on PyPI: every install line of the README and docs/install.md installs the
+    wheel a clone builds, never a package name an index would be asked for."""
+    from tests.support.helpers import REPO
+
+    for page in ("README.md", "docs/install.md"):
+        text = " ".join((REPO / page).read_text().split())
+        # what each install installs, after its options (`--find-links DIR` takes a value)
+        installs = re.findall(
+            r"(?:pipx install|uv tool install)(?: --[\w-]+(?: [A-Z]+\b)?)* ([^\s`]+)", text
+        )
+        assert installs, page
+        assert set(installs) == {"dist/composegen-*.whl"}, (page, installs)
+        assert "not published" in text, page

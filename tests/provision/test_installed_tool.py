@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.engine import free_port
+from tests.support.helpers import REPO
 from tests.support.registry import require_registry
 from tests.support.second_engine import force_remove, leftovers
 
@@ -35,6 +36,8 @@ def test_the_wheel_carries_what_the_commands_read(dists):
         "composegen/vllm/data/vllm-0.33.0-serve-flags.json",
         "composegen/cli/data/starter-profile.yaml",
         "composegen/provision/steps.py",
+        # `composegen docs TOPIC`: every page the help points at
+        *(f"composegen/docs/{page.name}" for page in (REPO / "docs").glob("*.md")),
     ):
         assert needed in names, needed
     assert not any(n.startswith(("tests/", "docs/", "profiles/", "scripts/")) for n in names)
@@ -108,6 +111,10 @@ def test_installed_tool_on_an_engine_that_has_the_base_image(installed_tool, tmp
     )
 
     name = f"starter-{uuid.uuid4().hex[:8]}"  # unique on the shared engine
+    # the pages the help points at, from the wheel (no checkout here)
+    assert _ok(tool.run("docs", "install", cwd=tmp_path), "docs") == (
+        REPO / "docs/install.md"
+    ).read_text(encoding="utf-8")
     _ok(tool.run("init", "--name", name, cwd=tmp_path), "init")
     _pinned_starter(tmp_path, name, free_port())
     assert "ok" in _ok(tool.run("validate", "--strict", name, cwd=tmp_path), "validate --strict")
