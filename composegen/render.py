@@ -378,7 +378,7 @@ EDGE_DIR = "edge"  # out/edge/: the edge (composegen/edge/render.py), keyed "edg
 MONITORING_FILES = ("prometheus.yml", "grafana-dashboard.json")
 K8S_DIR, K8S_FILES = (
     "k8s",
-    ("kustomization.yaml", "deployment.yaml", "leaderworkerset.yaml", "service.yaml"),
+    ("kustomization.yaml", "deployment.yaml", "leaderworkerset.yaml", "service.yaml", "pvc.yaml"),
 )
 
 

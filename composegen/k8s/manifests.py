@@ -20,9 +20,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from composegen.k8s import weights_init
+from composegen.k8s import resources, weights_init
 from composegen.k8s.expansion import escape, reference
 from composegen.k8s.notes import Notes, stack_notes, workers_share_a_template
+from composegen.k8s.resources import DEFAULT_CLAIM, quantity
 from composegen.profiles import resolve
 from composegen.profiles.kubernetes import K8S_NAME_RE
 from composegen.profiles.schema import SECRET_RE, Node
@@ -41,7 +42,6 @@ LWS_FLAGS = {
 # device-plugin resource per compose driver
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 SHM_VOLUME, HF_VOLUME = "dshm", "hf-cache"
-DEFAULT_CLAIM = "hf-cache"
 STARTUP_PERIOD_S = 10
 INSTANCE, COMPONENT = "app.kubernetes.io/instance", "app.kubernetes.io/component"
 
@@ -54,6 +54,7 @@ class Manifests:
     workload: dict
     service: dict
     notes: Notes
+    claim: dict | None = None  # the cache's PersistentVolumeClaim, when composegen renders it
 
     @property
     def workload_file(self) -> str:
@@ -129,7 +130,19 @@ def build(r: resolve.Resolved) -> Manifests:
             ],
         },
     }
-    return Manifests(r.name, name, workload["kind"], workload, service, notes)
+    mounted = _claim_mounted(workload)
+    claim = resources.claim(r, mounted, bool(nodes))
+    return Manifests(r.name, name, workload["kind"], workload, service, notes, claim)
+
+
+def _claim_mounted(workload: dict) -> str | None:
+    """The claim the pods mount as the Hugging Face cache (None: not a claim)."""
+    spec = workload["spec"]
+    pod = spec.get("template") or spec["leaderWorkerTemplate"]["leaderTemplate"]
+    for volume in pod["spec"]["volumes"]:
+        if volume["name"] == HF_VOLUME and "persistentVolumeClaim" in volume:
+            return str(volume["persistentVolumeClaim"]["claimName"])
+    return None
 
 
 def lws_argv(r: resolve.Resolved, node: Node) -> list[str]:
@@ -227,6 +240,7 @@ def _container(r: resolve.Resolved, node: Node | None, mounts: list[dict], notes
         )
     else:
         c["resources"] = {"limits": {resource: gpus.n}}
+    c["resources"] = {**c.get("resources", {}), "requests": resources.requests(r, gpus.n)}
     if gpus.device_ids is not None:
         notes.add(
             "adapted",
@@ -406,11 +420,3 @@ def _weights_container(r: resolve.Resolved, snapshot: str, mounts: list[dict]) -
         "command": ["python3", "-c", escape(weights_init.script()), escape(snapshot)],
         "volumeMounts": [{**m, "readOnly": True} for m in mounts if m["name"] == HF_VOLUME],
     }
-
-
-def quantity(size: int) -> str:
-    """Bytes as a Kubernetes quantity, exact: 32Gi, 512Mi, or the plain number."""
-    for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if size and size % unit == 0:
-            return f"{size // unit}{suffix}"
-    return str(size)

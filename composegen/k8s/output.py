@@ -105,6 +105,12 @@ def header(r: resolve.Resolved, what: str, notes: Notes | None = None) -> list[s
     return [("# " + _comment(line)).rstrip() for line in lines]
 
 
+# it starts empty: the init container holds vLLM back until the pinned snapshot is in it
+CLAIM_HEADER = (
+    "the Hugging Face cache the pods mount; fill it with the pinned snapshot before they start"
+)
+
+
 def dump(doc: dict, comments: list[str]) -> str:
     return "\n".join([*comments, *_yaml(doc)]) + "\n"
 
@@ -117,7 +123,7 @@ def render_profile(r: resolve.Resolved) -> tuple[dict[str, str], Manifests]:
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [m.workload_file, "service.yaml"],
+        "resources": [m.workload_file, "service.yaml", *(["pvc.yaml"] if m.claim else [])],
     }
     files = {
         f"{base}/kustomization.yaml": dump(
@@ -126,6 +132,8 @@ def render_profile(r: resolve.Resolved) -> tuple[dict[str, str], Manifests]:
         f"{base}/{m.workload_file}": dump(m.workload, header(r, kind, m.notes)),
         f"{base}/service.yaml": dump(m.service, header(r, "the API of the stack")),
     }
+    if m.claim:
+        files[f"{base}/pvc.yaml"] = dump(m.claim, header(r, CLAIM_HEADER))
     return files, m
 
 
@@ -181,6 +189,7 @@ def report(built: list[Manifests]) -> list[K8sRendered]:
             files=[
                 f"out/{m.profile}/{K8S_DIR}/{f}"
                 for f in ("kustomization.yaml", m.workload_file, "service.yaml")
+                + (("pvc.yaml",) if m.claim else ())
             ],
             unmapped=notes(m.notes.unmapped),
             adapted=notes(m.notes.adapted),
