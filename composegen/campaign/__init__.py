@@ -14,6 +14,7 @@ record.
   qualifyarm.py `campaign qualify PRIMARY --fallback F` through arm.py: the same criteria on the
                 fallback when it fails
   decision.py   `campaign decide N`: decision.json and the record's Decision
+  reportheading.py  `report CAMPAIGN`: the arms' roles, the decision and the Outcome
   reports.py    the JSON shapes: state.json, comparison.json, qualification.json (`schema --report`)
 """
 
@@ -22,6 +23,7 @@ __all__ = [
     "decision",
     "progress",
     "qualifyarm",
+    "reportheading",
     "reports",
     "runner",
     "state",

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from composegen import safewrite
+from composegen.campaign import reportheading
 from composegen.cli.app import JsonOpt, StackArg, app, complete_run
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
@@ -18,7 +19,8 @@ from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
 from composegen.evidence import bench as benching
 from composegen.evidence import benchedgetext, benchstats
-from composegen.evidence.reportpage import render_html
+from composegen.evidence.reportpage import render_html, with_roles
+from composegen.evidence.reportpng import render_png
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.runreport import format_markdown, gather
 from composegen.output import emit_json, out
@@ -121,7 +123,9 @@ def report(
     ),
     json_: bool = JsonOpt,
 ) -> None:
-    """A report of evidence runs: plots (inline SVG) and tables as one HTML page, or Markdown.
+    """A report of evidence runs or a campaign: plots (inline SVG) and tables as one HTML page
+    (with a PNG summary next to it, for chat), or Markdown. A campaign opens with its decision and
+    Outcome, its arms named by role: `composegen report CAMPAIGN --html report.html`.
 
     Example: composegen report 8192-131k 4096-131k --html report.html
     """
@@ -136,13 +140,17 @@ def report(
     # a campaign: its arms
     specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]
     data = gather(specs, root=project.root)
-    if html is not None:
-        safewrite.write(html, render_html(data))
+    # one campaign: its arms by role (control, candidate, bracket) and its decision at the top
+    heading = reportheading.heading(project, runs[0]) if len(runs) == 1 else None
+    data = with_roles(data, heading.roles) if heading else data
+    png = html.with_suffix(".png") if html is not None else None
+    if html is not None and png is not None:
+        safewrite.write_all([(html, render_html(data, heading)), (png, render_png(data, heading))])
     if json_:
         emit_json(data.to_json())
     elif markdown:
         out(format_markdown(data))
     elif html is not None:
-        out(str(html))
+        out(f"{html}\n{png}")
     else:
         out(format_markdown(data))

@@ -16,6 +16,7 @@ __all__ = [
     "plan",
     "qualify",
     "reportpage",
+    "reportpng",
     "reports",
     "runreport",
     "sleepcycles",

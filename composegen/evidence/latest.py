@@ -25,9 +25,17 @@ def latest_run(root: Path, name: str) -> Path:
         raise BadInput(
             f"{name}: run: profile {name} has no run under runs/",
             hint=f"make one: `composegen evidence {name}` (a running stack) or "
-            f"`composegen evidence --from-log FILE --profile {name}`",
+            f"`composegen evidence --from-log FILE --profile {name}`" + _campaigns(root),
         )
     return max(found)[1]
+
+
+def _campaigns(root: Path) -> str:
+    """A campaign keeps its arms' runs under runs/campaigns/NAME/: name it instead of a profile."""
+    names = sorted(p.parent.name for p in (root / "runs" / "campaigns").glob("*/state.json"))
+    if not names:
+        return ""
+    return f"; a campaign's arms: `composegen report CAMPAIGN` (here: {', '.join(names[:5])})"
 
 
 def _profile_name(doc_path: Path) -> str | None:

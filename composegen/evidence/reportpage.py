@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from html import escape
 
 from composegen.evidence import benchcompare, benchedgetext, compare, plots
@@ -19,6 +20,37 @@ from composegen.evidence.reports.benchedge import ViaEdgeResult
 from composegen.evidence.reports.compare import CompareReport
 from composegen.evidence.reports.runs import RunsReport
 from composegen.evidence.runreport import PROVENANCE_HEAD, provenance_rows
+
+
+@dataclass(frozen=True)
+class CampaignHeading:
+    """What a campaign's report opens with (campaign/reportheading.py reads it from the records):
+    each run's role, in the runs' order, the decision with its why, and the Outcome sentences."""
+
+    name: str
+    roles: list[str]  # control / candidate / bracket, or primary / fallback
+    decision: str  # promote, no-promotion, fallback or undecided
+    profile: str | None = None  # the profile the decision names
+    why: str | None = None
+    decided_at: str | None = None
+    outcome: list[str] = field(default_factory=list)
+
+    def verdict(self) -> str:
+        """One line: the decision, its profile and when; `undecided` names the command."""
+        if self.decision == "undecided":
+            return f"undecided: `composegen campaign decide {self.name}` records one"
+        named = f" {self.profile}" if self.profile else ""
+        return f"{self.decision}{named} (decided {self.decided_at or 'at an unknown time'})"
+
+
+def with_roles(report: RunsReport, roles: list[str]) -> RunsReport:
+    """The runs labelled by their role in the campaign (`control 8192-131k`), not `8192-131k (1)`."""
+    runs = [
+        run.model_copy(update={"label": f"{role} {run.profile}"})
+        for run, role in zip(report.runs, roles, strict=True)
+    ]
+    return report.model_copy(update={"runs": runs})
+
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;
@@ -29,6 +61,7 @@ th{background:#f3f4f6}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure.plot{margin:1em 0}figure.plot svg{width:100%;height:auto}figcaption{color:#555;font-size:13px}
 .emulated{background:#fff3cd;border:1px solid #e0b100;padding:.6em 1em}.missing{color:#777;font-style:italic}
 code{font-size:12px}.flag-yes{color:#b00020;font-weight:bold}
+.decision{border:2px solid #1d4ed8;background:#eff6ff;padding:.6em 1em}
 """
 
 
@@ -51,8 +84,8 @@ def _plot(name: str, title: str, svg: str | None) -> str:
     return f'<figure class="plot" data-plot="{name}">{svg}<figcaption>{escape(title)}</figcaption></figure>'
 
 
-def _comparison(result: CompareReport) -> str:
-    a, b = result.a.profile, result.b.profile
+def _comparison(result: CompareReport, a: str, b: str) -> str:
+    """The A/B tables of run A against run B (their labels: a role and a profile in a campaign)."""
     rows = [
         [r.label, compare._value(r, "a"), compare._value(r, "b"), compare._change(r)]
         for r in result.rows
@@ -60,7 +93,7 @@ def _comparison(result: CompareReport) -> str:
     cap = result.unexplained_capacity_change
     flag = compare._flag_line(result)
     parts = [
-        f"<h3>{escape(a)} (a) vs {escape(b)} (b)</h3>",
+        f"<h3>{escape(a)} vs {escape(b)}</h3>",
         _table(["Measurement", a, b, "Change"], rows),
         f'<p class="{"flag-yes" if cap.flag else ""}">{escape(flag)}</p>',
     ]
@@ -68,7 +101,7 @@ def _comparison(result: CompareReport) -> str:
     diff_rows = [[c.path, repr(c.before), repr(c.after)] for c in config.functional]
     parts.append("<h4>Config differences</h4>")
     parts.append(
-        _table(["Path", "a", "b"], diff_rows) if diff_rows else "<p>No functional differences.</p>"
+        _table(["Path", a, b], diff_rows) if diff_rows else "<p>No functional differences.</p>"
     )
     if config.identity:
         parts.append(
@@ -154,10 +187,25 @@ def _drawn(plot: Callable[[RunsReport], str | None], report: RunsReport) -> str 
             return OUT_OF_RANGE
 
 
-def render_html(report: RunsReport) -> str:
+def _heading(heading: CampaignHeading) -> list[str]:
+    """The decision with its why, then the Outcome: what a reader of a campaign wants first."""
+    why = f"<p>Why: {escape(heading.why)}</p>" if heading.why else ""
+    parts = [
+        f'<div class="decision" data-decision="{escape(heading.decision)}">'
+        f"<p><strong>Decision: {escape(heading.verdict())}</strong></p>{why}</div>"
+    ]
+    if heading.outcome:
+        parts.append("<h2>Outcome</h2>")
+        parts += [f"<p>{escape(line)}</p>" for line in heading.outcome if line.strip()]
+    return parts
+
+
+def render_html(report: RunsReport, heading: CampaignHeading | None = None) -> str:
     svgs = {name: (title, _drawn(fn, report)) for name, title, fn in plots.PLOTS}
     names = ", ".join(run.label for run in report.runs)
-    body = [f"<h1>composegen report: {escape(names)}</h1>"]
+    title = f"campaign {heading.name}: {names}" if heading else names
+    body = [f"<h1>composegen report: {escape(title)}</h1>"]
+    body += _heading(heading) if heading else []
     if any(run.emulated for run in report.runs):
         emulated = ", ".join(run.label for run in report.runs if run.emulated)
         body.append(
@@ -169,14 +217,18 @@ def render_html(report: RunsReport) -> str:
     body.append(_plot("memory_breakdown", *svgs["memory_breakdown"]))
     if report.comparisons:
         body.append("<h2>A/B results and config differences</h2>")
-        body += [_comparison(comparison) for comparison in report.comparisons]
+        first = report.runs[0].label
+        body += [
+            _comparison(comparison, first, run.label)
+            for comparison, run in zip(report.comparisons, report.runs[1:], strict=True)
+        ]
     body += ["<h2>Context ladder</h2>", _plot("ladder", *svgs["ladder"])]
     body += ["<h2>Load benchmark</h2>", _plot("bench", *svgs["bench"]), _bench_tables(report)]
     body += ["<h2>Raw files</h2>", _raw_files(report)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>composegen report: {escape(names)}</title><style>{CSS}</style></head>\n<body>\n"
+        f"<title>composegen report: {escape(title)}</title><style>{CSS}</style></head>\n<body>\n"
         + "\n".join(body)
         + "\n</body></html>\n"
     )

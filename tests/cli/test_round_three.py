@@ -60,6 +60,8 @@ def test_a_huge_bench_figure_is_a_table_cell_not_a_crash(shipped, tmp_path):
         in html
     )
     assert "169,999,999,999,999,993" in html  # the table still shows the figure
+    # the PNG summary beside it says the plots are left out, and is still an image
+    assert page.with_suffix(".png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_a_failure_with_nowhere_to_put_its_traceback_is_still_one_line(

@@ -1,0 +1,112 @@
+"""The report's summary as one PNG, written next to the HTML page: chat tools preview an image, not
+HTML. What it shows: the title (the campaign and its decision, when a campaign), each run's
+engine-reported KV capacity, and — when the runs have them — the ladder's TTFT per prompt size and the
+benchmark's output throughput per concurrency. Every figure's source is on the image: `EMULATED vLLM`
+when any run was emulated, else "engine-reported"."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from typing import Any
+
+from composegen.evidence.reportpage import CampaignHeading
+from composegen.evidence.reports.runs import RunsReport
+
+DPI = 100
+OUT_OF_RANGE = "plots not drawn: a figure is too large to plot (the HTML page's tables show it)"
+
+
+def _kv(ax: Any, report: RunsReport) -> None:
+    labels = [run.label for run in report.runs]
+    tokens = [run.startup.get("kv_cache_tokens") or 0 for run in report.runs]
+    bars = ax.barh(range(len(labels)), tokens, color="#2563eb")
+    ax.set_yticks(range(len(labels)), [_text(x) for x in labels])
+    ax.invert_yaxis()
+    ax.bar_label(bars, labels=[f"{t:,}" if t else "not reported" for t in tokens], padding=3)
+    ax.set_xlabel("KV cache tokens (engine-reported)")
+    ax.set_xlim(0, max(tokens or [1]) * 1.3 or 1)
+
+
+def _ladder(ax: Any, report: RunsReport) -> bool:
+    drawn = False
+    for run in report.runs:
+        rows = [t for t in (run.ladder.targets if run.ladder else []) if t.ok and t.ttft_s]
+        if rows:
+            ax.plot(
+                [t.target for t in rows], [t.ttft_s for t in rows], "o-", label=_text(run.label)
+            )
+            drawn = True
+    ax.set_xlabel("prompt tokens")
+    ax.set_ylabel("TTFT s (measured)")
+    return drawn
+
+
+def _bench(ax: Any, report: RunsReport) -> bool:
+    drawn = False
+    for run in report.runs:
+        levels = run.bench.levels if run.bench else []
+        if levels:
+            ax.plot(
+                [lv.concurrency for lv in levels],
+                [lv.output_throughput or 0 for lv in levels],
+                "o-",
+                label=_text(run.label),
+            )
+            drawn = True
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("output tok/s (measured)")
+    return drawn
+
+
+def _text(label: str) -> str:
+    return label.replace("$", r"\$")  # `$…$` would be mathtext
+
+
+def _title(report: RunsReport, heading: CampaignHeading | None) -> str:
+    if heading is None:
+        head = "composegen report: " + ", ".join(run.label for run in report.runs)
+    else:
+        head = f"campaign {heading.name} — decision: {heading.verdict()}"
+    # where the figures came from: each bundle's source (a live stack, a recorded log)
+    head += "\nsource: " + ", ".join(sorted({run.source for run in report.runs}))
+    if any(run.emulated for run in report.runs):
+        head += " — EMULATED vLLM: figures exercise composegen, not a real engine"
+    return _text(head)
+
+
+def render_png(report: RunsReport, heading: CampaignHeading | None = None) -> bytes:
+    """The summary image (PNG bytes). A bundle's figures are checked finite, not plausible: one
+    that overflows matplotlib's tick maths (1.7e308) leaves the plots out and says so."""
+    title = _title(report, heading)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's overflow notes on the way
+        for plots in (True, False):
+            try:
+                return _draw(report, title if plots else f"{title}\n{OUT_OF_RANGE}", plots)
+            except (OverflowError, ValueError):
+                continue
+    raise AssertionError("unreachable: a figure without plots draws")  # pragma: no cover
+
+
+def _draw(report: RunsReport, title: str, plots: bool) -> bytes:
+    from matplotlib.figure import Figure  # ~0.3 s: only `report --html` pays it
+
+    parts = ((_ladder, "ladder"), (_bench, "bench"))
+    extra = [draw for draw, part in parts if any(getattr(run, part) for run in report.runs)]
+    extra = extra if plots else []
+    rows = len(report.runs) if plots else 0
+    fig = Figure(figsize=(10, 1.2 + 0.45 * rows + 3.2 * bool(extra) + bool(plots)), dpi=DPI)
+    if plots:
+        grid = fig.add_gridspec(2 if extra else 1, max(1, len(extra)))
+        _kv(fig.add_subplot(grid[0, :]), report)
+        for column, draw in enumerate(extra):
+            ax = fig.add_subplot(grid[1, column])
+            if draw(ax, report):
+                ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    if plots:
+        fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={"Software": "composegen"})
+    return buffer.getvalue()
