@@ -175,6 +175,13 @@ def fold_stages(done: list[str], width: int, rows: int) -> list[str]:
     return [cut(f"  ✓ +{len(done)} earlier", width)] if done else []
 
 
+def fold(text: str, width: int) -> str:
+    """TEXT folded at words to WIDTH, its continuation lines indented under the first."""
+    import textwrap
+
+    return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False)
+
+
 def cut(text: str, width: int) -> str:
     """At most `width` characters (an ellipsis marks the cut): a line that fits never wraps."""
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
@@ -211,9 +218,10 @@ class ConsoleSink(ProgressSink):
     # ---- events from the stack ----
     def check(self, check: Check) -> None:
         line = f"preflight {_MARK.get(check.status, check.status)} {check.name}: {check.message}"
-        # one row each; a FAIL keeps its reason
-        if self.tty and not self.verbose and check.status != "fail":
-            line = cut(line, self._terminal().width)
+        # one row per passing check; a warning or a FAIL is what the reader needs whole: folded
+        if self.tty and not self.verbose:
+            width = self._terminal().width
+            line = cut(line, width) if check.status == "ok" else fold(line, width)
         self._print(line)
 
     def phase(self, name: str, t: float) -> None:

@@ -31,6 +31,7 @@ from composegen.shm.reports import ContainerFacts, ShmScan
 
 # re-exported: stack/ and the CLI use scan.*
 from composegen.shm.text import check_budget as check_budget
+from composegen.shm.text import format_after_down as format_after_down
 from composegen.shm.text import format_text as format_text
 from composegen.shm.text import human_bytes as human_bytes
 from composegen.shm.text import printable as printable

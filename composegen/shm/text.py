@@ -129,6 +129,19 @@ def format_text(report: ShmScan, width: int | None = None) -> str:
     )
 
 
+def format_after_down(report: ShmScan) -> str:
+    """/dev/shm as `down` shows it: the table when the stop left something to reclaim (a leftover);
+    else one line — no empty table, and no warning about processes this user cannot read (PID 1 in
+    a container): they matter only when a leftover's holders are in question."""
+    if report.totals.leftover.count:
+        return format_text(report)
+    fs, totals = report.filesystem, report.totals.by_class()
+    others = [f"{cls} {totals[cls].count}" for cls in CLASSES if totals[cls].count]
+    kept = f" ({', '.join(others)}: `composegen shm` lists them)" if others else ""
+    free = f"{human_bytes(fs.free_bytes)} free of {human_bytes(fs.total_bytes)}"
+    return f"{printable(report.path)}: nothing to reclaim{kept}; {free}"
+
+
 def format_reclaim_text(result: ShmReclaim) -> str:
     name, size = printable, human_bytes
     fresh = sum(1 for s in result.skipped if s.reason.startswith("changed "))

@@ -243,7 +243,7 @@ def shm_text(report: DownReport) -> str | None:
         return None
     if isinstance(report.shm, NodesShm):
         return nodeshm.format_node_shm_text(report.shm)
-    return scan.format_text(report.shm)
+    return scan.format_after_down(report.shm)
 
 
 def status(project: Project, name: str | None = None) -> StatusReport:

@@ -1,4 +1,5 @@
-"""80 columns (tmux, 80x24): `up` prints one row per preflight check (cut, whole with --verbose), says the
+"""80 columns (tmux, 80x24): `up` prints one row per passing preflight check (cut, whole with --verbose) and
+every warning whole (folded), says the
 clamped-ulimit warning once, and folds its summary at words; `status` drops columns until its rows fit and
 says which; `shm` folds a wide row's holders under it. Piped, every row stays whole."""
 
@@ -44,8 +45,12 @@ def test_up_and_status_fit_80_columns_and_stay_whole_when_piped(tmp_path):
             line for line in screen if len(line) > WIDTH
         ]
         checks = [line for line in screen if line.startswith("preflight ")]
-        # the weights check is cut
+        # a passing check is one row, cut; a warning is never the one cut: folded at words, whole
         assert len(checks) >= 8 and any(line.endswith("…") for line in checks)
+        assert not any(line.startswith("preflight warn") and line.endswith("…") for line in checks)
+        assert "every start would download the weights into the container" in " ".join(
+            " ".join(screen).split()
+        )
         # said once: preflight, not the summary again
         assert sum("ulimit" in line for line in screen) == 1, screen
         assert any(line.startswith(f"{name} is ready at ") for line in screen)

@@ -15,7 +15,7 @@ import pytest
 from composegen.errors import BadInput
 from composegen.shm import fastjson, listing, procscan
 from composegen.shm import scan as shm
-from composegen.shm.reports import ShmScan
+from composegen.shm.reports import ShmScan, Unreadable
 from tests.support.shmscan import MAP_AND_CLOSE, entry_named, scan_json, scan_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -365,3 +365,21 @@ def test_down_carries_the_scan_model_and_prints_it_as_the_scan_did(shm_dir):
     assert isinstance(down.shm, ShmScan) and down.to_json()["shm"] == scan.to_json()
     # it reads back typed
     assert DownReport.model_validate_json(down.model_dump_json(by_alias=True)).shm == scan
+
+
+def test_down_shows_one_line_when_nothing_is_left_to_reclaim(shm_dir, holders):
+    """`down` with nothing to reclaim: no empty table header, no warning about unreadable processes
+    (PID 1 of a container); a leftover brings the table (and the warning) back."""
+    holders("f = open(os.path.join(D, 'psm_held0001'), 'wb')", shm_dir)
+    pid1 = Unreadable.model_validate({"pid": 1, "comm": "init", "uid": 0, "denied": ["fd"]})
+    held = scan_model(shm_dir).model_copy(update={"unreadable_pids": [pid1]})
+    assert held.unreadable_pids and shm.format_text(held).startswith("CLASS")
+    text = shm.format_after_down(held)
+    assert "\n" not in text and "CLASS" not in text and "warning" not in text, text
+    assert text.startswith(f"{shm_dir}: nothing to reclaim (in-use 1: `composegen shm` lists them)")
+    (shm_dir / "psm_0123abcd").write_bytes(b"x")  # a leftover: nothing holds it
+    left = scan_model(shm_dir).model_copy(update={"unreadable_pids": held.unreadable_pids})
+    text = shm.format_after_down(left)
+    assert (
+        text.startswith("CLASS") and "psm_0123abcd" in text and "warning: holders unknown" in text
+    )
