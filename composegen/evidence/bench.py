@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from composegen import safewrite
 from composegen.errors import BadInput, EngineError
-from composegen.evidence import benchwire, vllmresult
+from composegen.evidence import benchwire, frontier, vllmresult
 from composegen.evidence.benchprompts import Messages, Prompts
 from composegen.evidence.benchstats import Sample, summarise
 from composegen.evidence.benchwire import ChatRequest
@@ -163,6 +163,7 @@ def run_sweep(
     slos: dict[str, float] | None = None,
     timeout: float = 600,
     emulated: bool | None = None,
+    gpus: int | None = None,
 ) -> BenchRun:
     levels = check_arguments(levels, input_tokens, output_tokens, requests, duration)
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
@@ -182,7 +183,7 @@ def run_sweep(
     swept = run_loop(
         _sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes)
     )
-    results = [level for level, _ in swept]
+    results = [frontier.with_frontier(level, gpus) for level, _ in swept]
     result = BenchResult(
         model=model,
         input_tokens=input_tokens,
@@ -196,6 +197,7 @@ def run_sweep(
         emulated=emulated,
         ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in results),
         levels=results,
+        gpus=gpus,
     )
     return BenchRun(result, [shaped for _, shaped in swept])
 
@@ -296,7 +298,15 @@ def bench_stack(project: Project, r: Resolved, levels: Iterable[int], **options:
     ep = driver.endpoint(r)
     emulated = driver.live_identity(ctr).emulated
     served = r.profile.model.served_name
-    return run_sweep(ep.base_url, served, levels, api_key=ep.api_key, emulated=emulated, **options)
+    return run_sweep(
+        ep.base_url,
+        served,
+        levels,
+        api_key=ep.api_key,
+        emulated=emulated,
+        gpus=gpus_of(r),
+        **options,
+    )
 
 
 def gpus_of(r: Resolved) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 from composegen.errors import CheckFailed
 from composegen.evidence import bundle, gates, ladder
-from composegen.evidence.bench import run_bench
+from composegen.evidence.bench import gpus_of, run_bench
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
@@ -115,7 +115,12 @@ def capture_stack(
         if on_step is not None:
             on_step(f"bench at concurrency {', '.join(map(str, bench['levels']))}")
         run = bench_runner or functools.partial(
-            run_bench, ep.base_url, served, api_key=ep.api_key, emulated=live.identity.emulated
+            run_bench,
+            ep.base_url,
+            served,
+            api_key=ep.api_key,
+            emulated=live.identity.emulated,
+            gpus=gpus_of(r),  # the frontier's per-GPU figure
         )
         bench_result = run(bench["levels"], **options).to_json()
     return bundle.write_run(

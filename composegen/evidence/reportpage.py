@@ -111,7 +111,7 @@ def _bench_tables(report: RunsReport) -> str:
             continue
         rows = [
             [
-                str(lv.concurrency),
+                str(lv.concurrency) if lv.request_rate is None else lv.key(),
                 str(lv.completed),
                 str(lv.errors),
                 *map(
@@ -172,6 +172,7 @@ def render_html(report: RunsReport) -> str:
         body += [_comparison(comparison) for comparison in report.comparisons]
     body += ["<h2>Context ladder</h2>", _plot("ladder", *svgs["ladder"])]
     body += ["<h2>Load benchmark</h2>", _plot("bench", *svgs["bench"]), _bench_tables(report)]
+    body.append(_plot("frontier", *svgs["frontier"]))
     body += ["<h2>Raw files</h2>", _raw_files(report)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
