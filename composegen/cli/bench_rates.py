@@ -28,7 +28,7 @@ def run_open(
     base_url, model, api_key, emulated = benching.stack_target(project, r)
     gpus = benching.gpus_of(r)
     o = dataclasses.replace(options, api_key=api_key, emulated=emulated, gpus=gpus)
-    rates, _ = benchrates.check_open(rates_text, o.burstiness, None, find_max, max_levels)
+    rates, _ = benchrates.check_open(rates_text, o.burstiness, None, False, max_levels)
     if find_max:
         run = benchrates.find_max(base_url, model, rates, o, max_levels=max_levels, repeats=repeats)
     else:
