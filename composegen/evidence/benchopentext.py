@@ -35,13 +35,13 @@ def _find_max(found: FindMax) -> list[str]:
             f"highest rate meeting {limits}: {found.best_rate:g} req/s "
             f"({found.first_failing_rate:g} failed)"
         )
-    spread = ", ".join(f"{k} ±{v:g}" for k, v in found.spread.items())
+    spread = ", ".join(f"{k} {v:g}" for k, v in found.spread.items())
     per = found.requests_per_level
     return [
         f"find-max: {answer}",
         f"  {len(found.probes)} of {found.max_levels} levels probed, {found.repeats} repeat(s) "
         f"each, {per if per is not None else 'duration-sized'} requests per level"
-        + (f"; spread between repeats at the answer: {spread}" if spread else ""),
+        + (f"; spread (max − min) between repeats at the answer: {spread}" if spread else ""),
     ]
 
 
