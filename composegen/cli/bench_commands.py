@@ -94,7 +94,9 @@ def bench(
             raise BadInputError("--request-rate / --find-max: not with --via-edge (one path only)")
         if requests is None and duration is None:
             requests = DEFAULT_REQUESTS
-        _, limits = benchrates.check_open(request_rate or "", burstiness, slo, find_max, max_levels)
+        _, limits = benchrates.check_open(
+            request_rate or "", burstiness, slo, find_max, max_levels, (requests, duration)
+        )
         open_options = benchrates.Options(
             input_tokens=input_tokens,
             output_tokens=output_tokens,

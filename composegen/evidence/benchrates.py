@@ -112,10 +112,18 @@ def open_result(model: str, o: Options, seed: int, levels: list[LevelResult]) ->
 
 
 def check_open(
-    rates_text: str, burstiness: float, slo: str | None, find_max: bool, max_levels: int
+    rates_text: str,
+    burstiness: float,
+    slo: str | None,
+    find_max: bool,
+    max_levels: int,
+    sizing: tuple[int | None, float | None] = (1, None),
 ) -> tuple[list[float], dict[str, float] | None]:
-    """(rates, --slo limits): every open-loop argument checked before the stack is touched."""
+    """(rates, --slo limits): every open-loop argument checked before the stack is touched;
+    `sizing` is (--requests, --duration)."""
     rates = benchschedule.parse_rates(rates_text)
+    for rate in rates:
+        benchschedule.requests_for(rate, *sizing)
     benchschedule.parse_burstiness(burstiness)
     limits = benchslo.parse(slo)
     if find_max:

@@ -8,7 +8,9 @@ same units (ms, unrounded), vLLM's definitions — TPOT per request with ≥ 2 o
 gap between streamed events, numpy's linear percentiles and population standard deviation;
 `max_output_tokens_per_s` is the most streamed events in one whole second of the run,
 `max_concurrent_requests` the most requests active during one whole second (vLLM's buckets).
-`request_rate` is "inf" (closed loop), `burstiness` 1.0, `rtfx` 0.0 (no audio), `errors` is absent
+`request_rate` is "inf" and `burstiness` 1.0 on a closed level, the rate asked (a number, or "inf")
+and the burstiness on an open one, whose `max_concurrency` is null (no cap), as vLLM writes them;
+`rtfx` 0.0 (no audio), `errors` is absent
 (vLLM writes it only with --save-detailed). The `spec_decode_*` fields come from the server's
 /metrics (`vllm:spec_decode_*_total` counters before and after the level), present only when it
 speculates.

@@ -4,6 +4,7 @@ total duration), the per-level SLOs, the find-max bisection and the frontier's P
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import statistics
 
@@ -136,3 +137,32 @@ def test_the_pareto_front_keeps_the_undominated_points():
     assert frontier.pareto(pts) == [True, True, False, True, True]
     level = frontier.with_frontier(_level(median_tpot_ms=20.0, output_throughput=500.0), gpus=2)
     assert level.output_throughput_per_gpu == 250.0 and level.tokens_per_s_per_user == 50.0
+
+
+def test_open_loop_options_are_checked_before_the_stack_with_exit_2():
+    from tests.support.helpers import run_cli
+
+    sizes = ["--input-tokens", "10", "--output-tokens", "2"]
+    for args, says in (
+        (["--request-rate", "0"], "--request-rate"),
+        (["--request-rate", "2", "--burstiness", "0"], "--burstiness"),
+        (["--request-rate", "2", "--slo", "ttft=5"], "--slo"),
+        (["--request-rate", "inf", "--duration", "2"], "inf"),
+        (["--find-max", "--request-rate", "1,4"], "--slo"),
+        (["--find-max", "--request-rate", "4,1", "--slo", "ttft_p99=9"], "LOW,HIGH"),
+        (
+            ["--find-max", "--request-rate", "1,4", "--slo", "ttft_p99=9", "--max-levels", "1"],
+            "≥ 2",
+        ),
+    ):
+        res = run_cli("bench", "no-such-profile", *sizes, *args)
+        assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr, (
+            args,
+            res.stderr,
+        )
+    schema = run_cli("schema", "--report", "bench")
+    defs = json.loads(schema.stdout)["$defs"]
+    assert {"send_lateness_p99_ms", "tokens_per_s_per_user", "slo_met"} <= set(
+        defs["LevelResult"]["properties"]
+    )
+    assert "best_rate" in defs["FindMax"]["properties"]
