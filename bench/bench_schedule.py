@@ -9,7 +9,8 @@
    between the gap distributions (pooled over --seeds seeds) and its 1% critical value, and the
    total sending time (and, unscaled, how far a raw gamma sum strays from N/R between seeds — why
    both rescale).
-2. Keeping it (--lateness): open-loop levels against bench/instant_server.py (answers at once, in
+2. Keeping it (--lateness): first the sender alone (its wait and a task per send, no request: what
+   the machine allows), then open-loop levels against bench/instant_server.py (answers at once, in
    its own process), per rate the achieved rate and the send lateness p50/p99/max (actual send minus
    scheduled): where this machine's client stops keeping the schedule.
 Results: docs/benchmarks.md.
@@ -87,6 +88,39 @@ def schedules(count: int, seeds: int) -> None:
         )
 
 
+async def _null_level(offsets: list[float]) -> list[float]:
+    """The sender alone (benchopen's wait, a task per send, no request): what the machine's
+    scheduler allows, apart from any HTTP work."""
+    import asyncio
+    import time
+
+    from composegen.evidence.benchopen import _until
+
+    late: list[float] = []
+
+    async def send(due: float) -> None:
+        late.append(time.perf_counter() - due)
+
+    started = time.perf_counter()
+    tasks = []
+    for offset in offsets:
+        await _until(started + offset)
+        tasks.append(asyncio.create_task(send(started + offset)))
+    await asyncio.gather(*tasks)
+    return late
+
+
+def null_lateness(rates: list[float], seconds: float) -> None:
+    from composegen.evidence.bench import run_loop
+
+    print(f"== lateness of the sender alone (no requests), {seconds:g} s per rate ==")
+    for rate in rates:
+        offsets = benchschedule.offsets(rate, 1.0, max(1, round(rate * seconds)), 1)
+        late = numpy.array(run_loop(_null_level(offsets))) * 1000
+        p50, p99 = numpy.percentile(late, [50, 99])
+        print(f"R={rate:>6g} late p50 {p50:.3f} p99 {p99:.3f} max {late.max():.3f} ms")
+
+
 def lateness(rates: list[float], seconds: float) -> None:
     port = _free_port()
     server = subprocess.Popen(
@@ -118,6 +152,7 @@ def main() -> None:
     args = parser.parse_args()
     schedules(args.count, args.seeds)
     if args.lateness:
+        null_lateness(benchschedule.parse_rates(args.lateness), args.seconds)
         lateness(benchschedule.parse_rates(args.lateness), args.seconds)
 
 
