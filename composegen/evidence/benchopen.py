@@ -2,9 +2,10 @@
 `vllm bench serve --request-rate` sends them, so queueing shows instead of slowing the client down.
 
 Each request takes an idle connection or opens one (no cap: the schedule, not a pool, decides how
-many are in flight). The sender sleeps to just before each due time and yields to the loop until it
-(uvloop's timers have 1 ms steps; the last SPIN_S is spent polling, so sends are sub-millisecond
-late while the loop is free). Per level it records what the closed loop does plus: the lateness of
+many are in flight). The sender sleeps to just before each due time (uvloop's timers have 1 ms steps: the
+last SPIN_S is polled) and starts the request's task LEAD_S early; the task polls to the due time
+and writes at once on a kept-alive connection, so a send does not wait a loop turn behind the
+streams' data callbacks. Per level it records what the closed loop does plus: the lateness of
 each send (actual minus scheduled), the achieved request rate (requests / seconds from the start to
 the last send), the requests in flight the client saw at each send, and — when the server exports
 vllm:request_queue_time_seconds — the mean time requests waited in its queue.
@@ -24,6 +25,9 @@ from composegen.evidence.benchstats import Sample, percentile
 from composegen.evidence.benchwire import ChatRequest
 
 SPIN_S = 0.0015  # the last stretch before a send is polled, not slept
+# the request's task is started this long before its due time and polls the rest itself, so the
+# send is not one loop turn (behind the streams' data callbacks) after the due time
+LEAD_S = 0.0005
 _PATH = "/v1/chat/completions"
 
 
@@ -58,6 +62,8 @@ async def run_level(
 
     async def one(body: ChatRequest, tokens: int, due: float) -> None:
         nonlocal active
+        await _until(due)
+        in_flight.append(active)
         client = idle.pop() if idle else connect()
         if client not in opened:
             opened.append(client)
@@ -73,16 +79,14 @@ async def run_level(
     started = time.perf_counter()
     cpu = time.process_time()
     tasks = []
-    last_send = 0.0
     try:
         for n, offset in enumerate(offsets):
             due = started + offset
-            await _until(due)
-            in_flight.append(active)
+            await _until(due - LEAD_S)
             body, tokens = bodies[n % len(bodies)]
             tasks.append(asyncio.create_task(one(body, tokens, due)))
-            last_send = time.perf_counter() - started
         await asyncio.gather(*tasks)
+        last_send = max((s.started for s in samples), default=started) - started
         return OpenLevel(
             samples,
             time.perf_counter() - started,
