@@ -79,7 +79,7 @@ def _comparison(result: CompareReport) -> str:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
         cell = benchcompare.cell
         rows = [
-            [str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)]
+            [r.level or str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)]
             for r in bench.levels
         ]
         parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))

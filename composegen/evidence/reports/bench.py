@@ -249,6 +249,9 @@ class VllmBenchServeResult(Report):
 
 class BenchDelta(Report):
     concurrency: int
+    level: str | None = Field(
+        default=None, description="an open-loop level: its rate (`r2.5`); null: closed loop"
+    )
     metric: str = Field(description="a bench level figure (vllm bench serve's name)")
     unit: str
     a: float | None
