@@ -12,7 +12,7 @@ from composegen.cli.app import JsonOpt, StackArg, app, complete_run
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
-from composegen.cli.bench_rates import run_open
+from composegen.cli.bench_rates import OpenAsk, run_open
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
@@ -74,11 +74,7 @@ def bench(
     slo: str | None = typer.Option(
         None, "--slo", help="Per-level limits in ms, e.g. ttft_p99=500,tpot_p99=50."
     ),
-    find_max: bool = typer.Option(
-        False,
-        "--find-max",
-        help="Bisect --request-rate LOW,HIGH for the highest rate meeting --slo.",
-    ),
+    find_max: bool = typer.Option(False, "--find-max", help="Bisect LOW,HIGH for --slo's best."),
     max_levels: int = typer.Option(6, "--max-levels", help="--find-max: rates probed at most."),
     repeats: int = typer.Option(1, "--repeats", help="--find-max: levels run per probed rate."),
     json_: bool = JsonOpt,
@@ -92,34 +88,17 @@ def bench(
     if request_rate is not None or find_max:
         if via_edge:
             raise BadInputError("--request-rate / --find-max: not with --via-edge (one path only)")
-        if requests is None and duration is None:
-            requests = DEFAULT_REQUESTS
-        _, limits = benchrates.check_open(
-            request_rate or "", burstiness, slo, find_max, max_levels, (requests, duration)
-        )
-        open_options = benchrates.Options(
+        sizes = benchrates.Options(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            requests=requests,
+            requests=DEFAULT_REQUESTS if requests is None and duration is None else requests,
             duration=duration,
             burstiness=burstiness,
             seed=seed,
             goodput=benchstats.parse_slos(goodput),
-            limits=limits,
         )
-        benching.check_arguments([1], input_tokens, output_tokens, requests, duration)
-        if save_vllm is not None:
-            benching.check_results_dir(save_vllm)
-        return run_open(
-            _load(name),
-            request_rate or "",
-            open_options,
-            find_max=find_max,
-            max_levels=max_levels,
-            repeats=repeats,
-            save_vllm=save_vllm,
-            json_=json_,
-        )
+        ask = OpenAsk(request_rate or "", slo, find_max, max_levels, repeats)
+        return run_open(lambda: _load(name), ask, sizes, save_vllm=save_vllm, json_=json_)
     slos = benchstats.parse_slos(goodput)
     levels = _ints(concurrency, "--concurrency")
     if requests is None and duration is None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from composegen.errors import CheckFailed
@@ -13,24 +15,43 @@ from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 
 
+@dataclass(frozen=True)
+class OpenAsk:
+    """What the open-loop options ask, as typed."""
+
+    rates: str  # --request-rate
+    slo: str | None
+    find_max: bool
+    max_levels: int
+    repeats: int
+
+
 def run_open(
-    load: tuple[Project, Resolved],
-    rates_text: str,
-    options: benchrates.Options,
+    load: Callable[[], tuple[Project, Resolved]],
+    ask: OpenAsk,
+    sizes: benchrates.Options,
     *,
-    find_max: bool,
-    max_levels: int,
-    repeats: int,
     save_vllm: Path | None,
     json_: bool,
 ) -> None:
-    project, r = load
+    """Every argument checked (exit 2) before the stack is touched, then the levels or the search."""
+    rates, limits = benchrates.check_open(
+        ask.rates, sizes.burstiness, ask.slo, ask.find_max, ask.max_levels,
+        (sizes.requests, sizes.duration),
+    )  # fmt: skip
+    benching.check_arguments(
+        [1], sizes.input_tokens, sizes.output_tokens, sizes.requests, sizes.duration
+    )
+    if save_vllm is not None:
+        benching.check_results_dir(save_vllm)
+    project, r = load()
     base_url, model, api_key, emulated = benching.stack_target(project, r)
     gpus = benching.gpus_of(r)
-    o = dataclasses.replace(options, api_key=api_key, emulated=emulated, gpus=gpus)
-    rates, _ = benchrates.check_open(rates_text, o.burstiness, None, False, max_levels)
-    if find_max:
-        run = benchrates.find_max(base_url, model, rates, o, max_levels=max_levels, repeats=repeats)
+    o = dataclasses.replace(sizes, limits=limits, api_key=api_key, emulated=emulated, gpus=gpus)
+    if ask.find_max:
+        run = benchrates.find_max(
+            base_url, model, rates, o, max_levels=ask.max_levels, repeats=ask.repeats
+        )
     else:
         run = benchrates.run_rates(base_url, model, rates, o)
     result = run.result
@@ -40,5 +61,5 @@ def run_open(
         out(f"wrote {path} (vllm bench serve's result shape)")
     if not result.ok:
         raise CheckFailed("a bench level had errors or completed nothing")
-    if result.slos and not find_max and not all(lv.slo_met for lv in result.levels):
+    if result.slos and not ask.find_max and not all(lv.slo_met for lv in result.levels):
         raise CheckFailed("a bench level broke the SLOs (--slo)")
