@@ -212,7 +212,14 @@ def limits(doc: ComparisonReport, state: CampaignState) -> tuple[list[str], list
         not_proven.append("any long-context request (no context ladder was run)")
     if max_len:
         not_proven.append(f"startup at a context above {max_len:,} tokens")
-    if max(opts.bench, default=0) <= 1:
+    if opts.bench_rates:
+        rates = ", ".join(f"{rate:g}" for rate in opts.bench_rates)
+        not_proven.append(
+            f"performance at other loads than {rates} requests/s (open loop), other request sizes "
+            f"than {opts.bench_input_tokens}/{opts.bench_output_tokens} tokens, another model or "
+            "machine (the frontier compares these arms at these loads only)"
+        )
+    elif max(opts.bench, default=0) <= 1:
         not_proven.append("concurrency beyond one active request")
     else:
         not_proven.append(f"concurrency beyond {max(opts.bench)} active requests")

@@ -90,6 +90,11 @@ class CampaignOptions(Report):
     ladder: list[int] = Field(default_factory=list)
     bench: list[int] = Field(default_factory=list)
     bench_requests: int = 8
+    bench_rates: list[float] = Field(
+        default_factory=list, description="an open-loop bench arm: request rates (requests/s)"
+    )
+    bench_input_tokens: int = Field(default=256, ge=1)
+    bench_output_tokens: int = Field(default=64, ge=1)
     tools: int = 20
     emulate: bool = False
     tolerance: float | None = Field(

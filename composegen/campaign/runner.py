@@ -87,7 +87,12 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
     """An A/B arm: the evidence `evidence` captures. On standby stacks with --bracket the control
     sleeps while the candidate runs and the bracket wakes it (one cold start each)."""
     opts = st.options
-    bench = {"levels": opts.bench, "requests": opts.bench_requests} if opts.bench else None
+    sizes = {"input_tokens": opts.bench_input_tokens, "output_tokens": opts.bench_output_tokens}
+    bench = None
+    if opts.bench_rates:  # an open-loop arm (evidence/benchrates.py)
+        bench = {"rates": opts.bench_rates, "requests": opts.bench_requests, **sizes}
+    elif opts.bench:
+        bench = {"levels": opts.bench, "requests": opts.bench_requests, **sizes}
 
     def evidence(r: Resolved, started: bool, step: run_arm.Step) -> Path:
         return capture.capture_stack(

@@ -13,12 +13,13 @@ from composegen.cli.app import JsonOpt, StackArg, app, complete_run
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
+from composegen.cli.bench_rates import OpenAsk, run_open
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
 from composegen.evidence import bench as benching
-from composegen.evidence import benchedgetext, benchstats
+from composegen.evidence import benchedgetext, benchrates, benchstats
 from composegen.evidence.reportpage import render_html, with_roles
 from composegen.evidence.reportpng import render_png
 from composegen.evidence.reports.bench import BenchResult
@@ -64,13 +65,42 @@ def bench(
         help="Through the edge's TLS listener with a throw-away key, alternated with the door: "
         "what the edge adds.",
     ),
+    request_rate: str | None = typer.Option(
+        None,
+        "--request-rate",
+        help="Open loop: rates in requests/s (or inf), e.g. 2,4,8; with --find-max LOW,HIGH.",
+    ),
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", help="Gamma shape of the gaps between sends (1: Poisson, as vLLM)."
+    ),
+    slo: str | None = typer.Option(
+        None, "--slo", help="Per-level limits in ms, e.g. ttft_p99=500,tpot_p99=50."
+    ),
+    find_max: bool = typer.Option(False, "--find-max", help="Bisect LOW,HIGH for --slo's best."),
+    max_levels: int = typer.Option(6, "--max-levels", help="--find-max: rates probed at most."),
+    repeats: int = typer.Option(1, "--repeats", help="--find-max: levels run per probed rate."),
     json_: bool = JsonOpt,
 ) -> None:
-    """Closed-loop concurrency sweep over streamed chat completions (vllm bench serve's figures).
+    """Closed-loop concurrency sweep over streamed chat completions (vllm bench serve's figures);
+    with --request-rate, open-loop arrivals on vLLM's schedule instead.
 
     Example: composegen bench starter --concurrency 1,4,16 --input-tokens 1000 --output-tokens 128
     """
 
+    if request_rate is not None or find_max:
+        if via_edge:
+            raise BadInputError("--request-rate / --find-max: not with --via-edge (one path only)")
+        sizes = benchrates.Options(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            requests=DEFAULT_REQUESTS if requests is None and duration is None else requests,
+            duration=duration,
+            burstiness=burstiness,
+            seed=seed,
+            goodput=benchstats.parse_slos(goodput),
+        )
+        ask = OpenAsk(request_rate or "", slo, find_max, max_levels, repeats)
+        return run_open(lambda: _load(name), ask, sizes, save_vllm=save_vllm, json_=json_)
     slos = benchstats.parse_slos(goodput)
     levels = _ints(concurrency, "--concurrency")
     if requests is None and duration is None:

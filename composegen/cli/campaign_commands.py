@@ -15,6 +15,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import benchschedule
 from composegen.output import emit_json, out
 from composegen.stack import driver
 
@@ -69,6 +70,14 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
         raise CheckFailed(f"campaign {st.name}: no arm qualified")
 
 
+def _rates(text: str | None, concurrency: str | None) -> list[float]:
+    """--bench-rates: finite rates (a campaign's state is JSON), not with --bench."""
+    rates = benchschedule.parse_rates(text) if text else []
+    if rates and (concurrency or float("inf") in rates):
+        raise BadInput("--bench-rates: finite rates, and not with --bench (one bench per arm)")
+    return rates
+
+
 @campaign_app.command("run")
 def run(
     control: str = ProfileArg,
@@ -86,6 +95,11 @@ def run(
     bench_requests: int = typer.Option(
         8, "--bench-requests", help="With --bench: requests per level."
     ),
+    bench_rates: str | None = typer.Option(
+        None, "--bench-rates", help="An open-loop bench on every arm at these request rates."
+    ),
+    bench_input_tokens: int = typer.Option(256, "--bench-input-tokens", help="With --bench*."),
+    bench_output_tokens: int = typer.Option(64, "--bench-output-tokens", help="With --bench*."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
     emulate: bool = typer.Option(
         False, "--emulate", help="Every arm on the emulated vLLM (a test double)."
@@ -122,6 +136,9 @@ def run(
         ladder=_ints(ladder, "--ladder") if ladder else [],
         bench=_ints(bench, "--bench") if bench else [],
         bench_requests=bench_requests,
+        bench_rates=_rates(bench_rates, bench),
+        bench_input_tokens=bench_input_tokens,
+        bench_output_tokens=bench_output_tokens,
         tools=tools,
         emulate=emulate,
         tolerance=tolerance,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from composegen import safewrite
 from composegen.errors import BadInput, EngineError
-from composegen.evidence import benchwire, vllmresult
+from composegen.evidence import benchwire, frontier, vllmresult
 from composegen.evidence.benchprompts import Messages, Prompts
 from composegen.evidence.benchstats import Sample, summarise
 from composegen.evidence.benchwire import ChatRequest
@@ -56,7 +56,7 @@ DURATION_POOL = 128  # distinct prompts per level with --duration (then reused i
 _PATH = "/v1/chat/completions"
 
 
-def _client(base_url: str, api_key: str | None, timeout: float) -> httpx.AsyncClient:
+def metrics_client(base_url: str, api_key: str | None, timeout: float) -> httpx.AsyncClient:
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -103,7 +103,7 @@ async def _level(
             client.close()
 
 
-def _body(model: str, messages: Messages, output_tokens: int) -> ChatRequest:
+def chat_body(model: str, messages: Messages, output_tokens: int) -> ChatRequest:
     return ChatRequest(
         model=model,
         messages=messages,
@@ -163,23 +163,27 @@ def run_sweep(
     slos: dict[str, float] | None = None,
     timeout: float = 600,
     emulated: bool | None = None,
+    gpus: int | None = None,
 ) -> BenchRun:
     levels = check_arguments(levels, input_tokens, output_tokens, requests, duration)
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     prompts = Prompts(Tokenizer(base_url, model, api_key, timeout).count, input_tokens, seed)
     per_level = requests if requests is not None else max(DURATION_POOL, 4 * max(levels))
-    warmup = _body(model, prompts.make(0)[0], output_tokens)
+    warmup = chat_body(model, prompts.make(0)[0], output_tokens)
     plans = []
     for n, concurrency in enumerate(levels):
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
         plans.append(
-            (concurrency, [(_body(model, msgs, output_tokens), tokens) for msgs, tokens in made])
+            (
+                concurrency,
+                [(chat_body(model, msgs, output_tokens), tokens) for msgs, tokens in made],
+            )
         )
     sizes = (input_tokens, output_tokens)
-    swept = _run(
+    swept = run_loop(
         _sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes)
     )
-    results = [level for level, _ in swept]
+    results = [frontier.with_frontier(level, gpus) for level, _ in swept]
     result = BenchResult(
         model=model,
         input_tokens=input_tokens,
@@ -193,11 +197,12 @@ def run_sweep(
         emulated=emulated,
         ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in results),
         levels=results,
+        gpus=gpus,
     )
     return BenchRun(result, [shaped for _, shaped in swept])
 
 
-def _run(coro: Any) -> Any:
+def run_loop(coro: Any) -> Any:
     """Run the sweep on uvloop when it is installed: its event loop wakes up for a streamed event at
     about half the CPU of asyncio's own (bench/bench_client.py --paced, docs/benchmarks.md)."""
     try:
@@ -208,9 +213,8 @@ def _run(coro: Any) -> Any:
         return runner.run(coro)
 
 
-async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters | None:
-    """The server's speculative-decoding counters (None when it has none, or /metrics does not
-    answer)."""
+async def read_metrics(client: httpx.AsyncClient) -> str | None:
+    """The server's /metrics text (None when it does not answer, or says too much)."""
     import httpx
 
     try:
@@ -222,8 +226,18 @@ async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters |
                 body += piece
                 if len(body) > vllmresult.METRICS_CAP:
                     return None
-        return vllmresult.spec_counters(body.decode("utf-8", "replace"))
-    except (httpx.HTTPError, ValueError):
+        return body.decode("utf-8", "replace")
+    except httpx.HTTPError:
+        return None
+
+
+async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters | None:
+    """The server's speculative-decoding counters (None when it has none, or /metrics does not
+    answer)."""
+    text = await read_metrics(client)
+    try:
+        return vllmresult.spec_counters(text) if text is not None else None
+    except ValueError:
         return None
 
 
@@ -248,7 +262,7 @@ async def _sweep(
     if first.error:
         raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
     # /metrics, before and after each level
-    async with _client(base_url, api_key, timeout) as client:
+    async with metrics_client(base_url, api_key, timeout) as client:
         for concurrency, bodies in plans:
             before, when = await _spec_counters(client), time.time()
             samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
@@ -284,7 +298,32 @@ def bench_stack(project: Project, r: Resolved, levels: Iterable[int], **options:
     ep = driver.endpoint(r)
     emulated = driver.live_identity(ctr).emulated
     served = r.profile.model.served_name
-    return run_sweep(ep.base_url, served, levels, api_key=ep.api_key, emulated=emulated, **options)
+    return run_sweep(
+        ep.base_url,
+        served,
+        levels,
+        api_key=ep.api_key,
+        emulated=emulated,
+        gpus=gpus_of(r),
+        **options,
+    )
+
+
+def gpus_of(r: Resolved) -> int:
+    """GPUs the engine spreads over: tensor × pipeline × data parallel."""
+    sizes = ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size")
+    n = 1
+    for flag in sizes:
+        value = r.flags.get(flag, 1)
+        n *= value if isinstance(value, int) and value > 0 else 1
+    return n
+
+
+def stack_target(project: Project, r: Resolved) -> tuple[str, str, str | None, bool | None]:
+    """(base URL, served model name, API key, emulated) of the profile's running stack."""
+    ctr = driver.running_container(project, r)
+    ep = driver.endpoint(r)
+    return ep.base_url, r.profile.model.served_name, ep.api_key, driver.live_identity(ctr).emulated
 
 
 def check_results_dir(directory: Path) -> None:
@@ -294,15 +333,30 @@ def check_results_dir(directory: Path) -> None:
         raise BadInput(f"--save-vllm-results {directory}: not a directory (links are not followed)")
 
 
+def _result_name(shaped: VllmBenchServeResult, taken: list[Path]) -> str:
+    """`vllm-bench-serve-cN.json` (closed loop), `…-rRATE.json` (open loop), `-2`, `-3` … for a
+    rate run again (bench --find-max's repeats)."""
+    if shaped.max_concurrency is not None:
+        return f"vllm-bench-serve-c{shaped.max_concurrency}.json"
+    rate = (
+        shaped.request_rate if isinstance(shaped.request_rate, str) else f"{shaped.request_rate:g}"
+    )
+    stem, n = f"vllm-bench-serve-r{rate}", 1
+    names = {p.name for p in taken}
+    while (name := f"{stem}{f'-{n}' if n > 1 else ''}.json") in names:
+        n += 1
+    return name
+
+
 def save_vllm_results(run: BenchRun, directory: Path) -> list[Path]:
     """One `vllm-bench-serve-cN.json` per level in `directory` (created if missing): vLLM's result
     shape. Each file is written beside itself and renamed into place; a directory that is a link, or
     a name held by something other than a regular file, is refused."""
     check_results_dir(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[Path] = []
     for shaped in run.vllm_results:
-        path = directory / f"vllm-bench-serve-c{shaped.max_concurrency}.json"
+        path = directory / _result_name(shaped, written)
         if path.is_symlink() or (path.exists() and not path.is_file()):
             raise BadInput(f"--save-vllm-results: {path} exists and is not a regular file")
         safewrite.write(path, json.dumps(shaped.to_json()))

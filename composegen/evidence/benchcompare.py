@@ -34,18 +34,21 @@ def bench_deltas(doc_a: dict, doc_b: dict) -> BenchDeltas | None:
     if a is None or b is None:
         return None
     rows = []
-    levels_a = {lv.concurrency: lv for lv in a.levels}
-    levels_b = {lv.concurrency: lv for lv in b.levels}
-    for concurrency in [c for c in levels_a if c in levels_b]:
+    # closed levels pair by concurrency, open ones by rate (all of them have concurrency 0)
+    levels_a = {lv.key(): lv for lv in a.levels}
+    levels_b = {lv.key(): lv for lv in b.levels}
+    for key in [k for k in levels_a if k in levels_b]:
+        lv_a, lv_b = levels_a[key], levels_b[key]
         for metric, unit in COMPARED:
-            va, vb = getattr(levels_a[concurrency], metric), getattr(levels_b[concurrency], metric)
+            va, vb = getattr(lv_a, metric), getattr(lv_b, metric)
             delta = pct = None
             if va is not None and vb is not None:
                 delta = round(vb - va, 6)
                 pct = round(delta / abs(va) * 100, 3) if va else None
             rows.append(
                 BenchDelta(
-                    concurrency=concurrency,
+                    concurrency=lv_a.concurrency,
+                    level=None if lv_a.request_rate is None else key,
                     metric=metric,
                     unit=unit,
                     a=va,
@@ -64,8 +67,8 @@ def bench_deltas(doc_a: dict, doc_b: dict) -> BenchDeltas | None:
         notes.append("one bench ran on the emulator, the other on vLLM")
     return BenchDeltas(
         levels=rows,
-        only_a=[c for c in levels_a if c not in levels_b],
-        only_b=[c for c in levels_b if c not in levels_a],
+        only_a=[lv.concurrency for k, lv in levels_a.items() if k not in levels_b],
+        only_b=[lv.concurrency for k, lv in levels_b.items() if k not in levels_a],
         notes=notes,
     )
 
@@ -86,13 +89,14 @@ def format_lines(result: BenchDeltas | None, markdown: bool = False) -> list[str
     if markdown:
         lines = ["", "| Concurrency | Metric | a | b | Change |", "|---|---|---|---|---|"]
         lines += [
-            f"| {r.concurrency} | {r.metric} | {cell(r.a)} | {cell(r.b)} | {change(r)} |"
+            f"| {r.level or r.concurrency} | {r.metric} | {cell(r.a)} | {cell(r.b)} | {change(r)} |"
             for r in result.levels
         ]
         return lines + [f"- note: {n}" for n in result.notes]
     table = [("conc", "metric", "a", "b", "change")]
     table += [
-        (str(r.concurrency), r.metric, cell(r.a), cell(r.b), change(r)) for r in result.levels
+        (r.level or str(r.concurrency), r.metric, cell(r.a), cell(r.b), change(r))
+        for r in result.levels
     ]
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     lines = ["", "bench, per concurrency level:"]

@@ -62,7 +62,7 @@ async def _warm(way: Way, messages: Messages, timeout: float) -> None:
     """One request (not counted) on a path: the endpoint answers, and the connection is warm."""
     client = benchwire.StreamClient(way.url, way.api_key, timeout, way.context)
     try:
-        got = await client.stream(_CHAT, bench._body(way.model, messages, 1), 0)
+        got = await client.stream(_CHAT, bench.chat_body(way.model, messages, 1), 0)
     finally:
         client.close()
     if got.error:
@@ -95,7 +95,7 @@ async def _level(
             n, path = sent, PATHS[sent % 2]
             sent += 1
             messages, tokens = plan[n % len(plan)]
-            body = bench._body(ways[path].model, messages, output_tokens)
+            body = bench.chat_body(ways[path].model, messages, output_tokens)
             samples[path].append(await clients[path].stream(_CHAT, body, tokens))
 
     try:
@@ -208,7 +208,7 @@ def run_via_edge(
     ]
     ways: dict[str, Way] = {"door": door, "edge": edge}
     sizes = (input_tokens, output_tokens)
-    swept = bench._run(
+    swept = bench.run_loop(
         _sweep(ways, prompts.make(0)[0], plans, sizes, requests, duration, slos, timeout)
     )
     via = ViaEdgeResult(

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from composegen.errors import CheckFailed
-from composegen.evidence import bundle, gates, ladder
-from composegen.evidence.bench import run_bench
+from composegen.evidence import benchrates, bundle, gates, ladder
+from composegen.evidence.bench import gpus_of, run_bench
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
@@ -78,6 +78,21 @@ def live_stack(project: Project, r: Resolved) -> LiveStack:
     return LiveStack(driver.container_log(ctr), driver.startup_for(r, ctr), identity)
 
 
+def _open_bench(
+    r: Resolved, ep: Any, served: str, emulated: bool | None, bench: dict[str, Any]
+) -> BenchResult:
+    options = benchrates.Options(
+        input_tokens=bench["input_tokens"],
+        output_tokens=bench["output_tokens"],
+        requests=bench.get("requests"),
+        duration=bench.get("duration"),
+        api_key=ep.api_key,
+        emulated=emulated,
+        gpus=gpus_of(r),
+    )
+    return benchrates.run_rates(ep.base_url, served, list(bench["rates"]), options).result
+
+
 def capture_stack(
     project: Project,
     r: Resolved,
@@ -90,7 +105,8 @@ def capture_stack(
     bench_runner: Callable[..., BenchResult] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> Path:
-    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `bench_runner`, when
+    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench), or "rates" with
+    input_tokens, output_tokens and requests or duration (an open-loop arm); `bench_runner`, when
     given, runs it instead (levels, then those keywords: `--bench-via-edge`'s edge.benchvia);
     `extra_raw` as write_run's (the edge's exposure.json); `on_step`: told each step as it begins
     (gates k/N, ladder target k/N, bench)."""
@@ -110,12 +126,19 @@ def capture_stack(
             on_step=on_step,
         )
     bench_result = None
-    if bench:
+    if bench and "rates" in bench:  # open loop: a campaign's --bench-rates
+        bench_result = _open_bench(r, ep, served, live.identity.emulated, bench).to_json()
+    elif bench:
         options = {k: v for k, v in bench.items() if k != "levels"}
         if on_step is not None:
             on_step(f"bench at concurrency {', '.join(map(str, bench['levels']))}")
         run = bench_runner or functools.partial(
-            run_bench, ep.base_url, served, api_key=ep.api_key, emulated=live.identity.emulated
+            run_bench,
+            ep.base_url,
+            served,
+            api_key=ep.api_key,
+            emulated=live.identity.emulated,
+            gpus=gpus_of(r),  # the frontier's per-GPU figure
         )
         bench_result = run(bench["levels"], **options).to_json()
     return bundle.write_run(

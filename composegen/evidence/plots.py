@@ -14,6 +14,7 @@ import io
 import re
 from typing import Any
 
+from composegen.evidence.frontier import pareto
 from composegen.evidence.reports.runs import RunsReport
 
 WIDTH = 9.0  # inches; the page scales the SVG to its column
@@ -153,14 +154,19 @@ def ladder(report: RunsReport) -> str | None:
     return _svg(fig, "ladder")
 
 
+def _closed(run: Any) -> list[Any]:
+    """A run's closed-loop levels (open-loop ones have no concurrency to plot against)."""
+    return [lv for lv in run.bench.levels if lv.request_rate is None] if run.bench else []
+
+
 def bench(report: RunsReport) -> str | None:
-    runs = [r for r in report.runs if r.bench and r.bench.levels]
+    runs = [r for r in report.runs if _closed(r)]
     if not runs:
         return None
     fig, axes = _figure(1, 3)
     throughput, ttft, tpot = axes
     for run in runs:
-        levels = sorted(run.bench.levels, key=lambda lv: lv.concurrency)  # type: ignore[union-attr]
+        levels = sorted(_closed(run), key=lambda lv: lv.concurrency)
         conc = [lv.concurrency for lv in levels]
         line = throughput.plot(
             conc, [lv.output_throughput for lv in levels], marker="o", label=_text(run.label)
@@ -182,7 +188,7 @@ def bench(report: RunsReport) -> str | None:
     tpot.set_title("TPOT median / p99 (ms)")
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    levels = sorted({lv.concurrency for run in runs for lv in run.bench.levels})  # type: ignore[union-attr]
+    levels = sorted({lv.concurrency for run in runs for lv in _closed(run)})
     for ax in axes:
         ax.set_xlabel("concurrency")
         ax.set_xscale("log", base=2)
@@ -196,9 +202,66 @@ def bench(report: RunsReport) -> str | None:
     return _svg(fig, "bench")
 
 
+def _pairs(run: Any) -> list[tuple[float, float]]:
+    """(output tok/s per GPU, tok/s per user) of every level; figured from the level when a bundle
+    predates the fields (its GPUs unknown: 1)."""
+    gpus = max(run.bench.gpus or 1, 1)
+    pairs = []
+    for lv in run.bench.levels:
+        per_gpu = lv.output_throughput_per_gpu
+        per_user = lv.tokens_per_s_per_user
+        if per_gpu is None:
+            per_gpu = lv.output_throughput / gpus
+        if per_user is None and lv.median_tpot_ms:
+            per_user = 1000 / lv.median_tpot_ms
+        if per_user is not None and lv.completed:
+            pairs.append((per_gpu, per_user))
+    return pairs
+
+
+def frontier(report: RunsReport) -> str | None:
+    """Throughput per GPU against interactivity, every run on one chart, its Pareto front drawn
+    and its dominated levels hollow: two configurations compared at any operating point."""
+    runs = [(r, _pairs(r)) for r in report.runs if r.bench]
+    runs = [(r, pairs) for r, pairs in runs if pairs]
+    if not runs:
+        return None
+    fig, (ax,) = _figure(height=4.2)
+    for run, pairs in runs:
+        on_front = pareto(pairs)
+        front = sorted(p for p, keep in zip(pairs, on_front, strict=True) if keep)
+        line = ax.plot(
+            [p[0] for p in front],
+            [p[1] for p in front],
+            marker="o",
+            label=f"{_text(run.label)}" + (" (EMULATED)" if run.emulated else "") + ": front",
+        )[0]
+        rest = [p for p, keep in zip(pairs, on_front, strict=True) if not keep]
+        if rest:
+            ax.scatter(
+                [p[0] for p in rest],
+                [p[1] for p in rest],
+                facecolors="none",
+                edgecolors=line.get_color(),
+                label=f"{_text(run.label)}: dominated levels",
+            )
+    emulated = any(run.emulated for run, _ in runs)
+    ax.set_title(
+        "Throughput–interactivity frontier" + (" — EMULATED vLLM" if emulated else " (measured)")
+    )
+    ax.set_xlabel("output tokens/s per GPU")
+    ax.set_ylabel("tokens/s per user (1000 / median TPOT)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _svg(fig, "frontier")
+
+
 PLOTS = (
     ("kv_capacity", "KV capacity", kv_capacity),
     ("memory_breakdown", "Per-rank memory", memory_breakdown),
     ("ladder", "Context ladder", ladder),
     ("bench", "Throughput and latency under load", bench),
+    ("frontier", "Throughput per GPU against tokens per user", frontier),
 )

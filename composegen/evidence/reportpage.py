@@ -112,7 +112,7 @@ def _comparison(result: CompareReport, a: str, b: str) -> str:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
         cell = benchcompare.cell
         rows = [
-            [str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)]
+            [r.level or str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)]
             for r in bench.levels
         ]
         parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))
@@ -144,7 +144,7 @@ def _bench_tables(report: RunsReport) -> str:
             continue
         rows = [
             [
-                str(lv.concurrency),
+                str(lv.concurrency) if lv.request_rate is None else lv.key(),
                 str(lv.completed),
                 str(lv.errors),
                 *map(
@@ -224,6 +224,7 @@ def render_html(report: RunsReport, heading: CampaignHeading | None = None) -> s
         ]
     body += ["<h2>Context ladder</h2>", _plot("ladder", *svgs["ladder"])]
     body += ["<h2>Load benchmark</h2>", _plot("bench", *svgs["bench"]), _bench_tables(report)]
+    body.append(_plot("frontier", *svgs["frontier"]))
     body += ["<h2>Raw files</h2>", _raw_files(report)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -8,7 +8,9 @@ same units (ms, unrounded), vLLM's definitions — TPOT per request with ≥ 2 o
 gap between streamed events, numpy's linear percentiles and population standard deviation;
 `max_output_tokens_per_s` is the most streamed events in one whole second of the run,
 `max_concurrent_requests` the most requests active during one whole second (vLLM's buckets).
-`request_rate` is "inf" (closed loop), `burstiness` 1.0, `rtfx` 0.0 (no audio), `errors` is absent
+`request_rate` is "inf" and `burstiness` 1.0 on a closed level, the rate asked (a number, or "inf")
+and the burstiness on an open one, whose `max_concurrency` is null (no cap), as vLLM writes them;
+`rtfx` 0.0 (no audio), `errors` is absent
 (vLLM writes it only with --save-detailed). The `spec_decode_*` fields come from the server's
 /metrics (`vllm:spec_decode_*_total` counters before and after the level), present only when it
 speculates.
@@ -74,14 +76,18 @@ def _peaks(ok: list[Sample]) -> tuple[float, int]:
 
 def level_result(
     model: str,
-    concurrency: int,
+    concurrency: int | None,
     samples: list[Sample],
     duration: float,
     *,
     goodput: float | None = None,
     spec_decode: SpecDecodeFields | None = None,
     when: float | None = None,
+    request_rate: float | str = "inf",
+    burstiness: float = 1.0,
 ) -> VllmBenchServeResult:
+    """`concurrency` None: an open-loop level without a cap (vLLM writes max_concurrency null);
+    `request_rate` a number, or "inf", as vLLM writes it."""
     ok = [s for s in samples if s.error is None]
     inputs = sum(s.input_tokens for s in ok)
     outputs = sum(s.output_tokens for s in ok)
@@ -99,6 +105,8 @@ def level_result(
             model_id=model,
             tokenizer_id=model,
             num_prompts=len(samples),
+            request_rate=request_rate,
+            burstiness=burstiness,
             max_concurrency=concurrency,
             duration=duration,
             completed=len(ok),
@@ -167,6 +175,37 @@ def spec_counters(text: str) -> SpecCounters | None:
         accepted=found.get("accepted", 0.0),
         per_position=per_position,
     )
+
+
+QUEUE_TIME = "vllm:request_queue_time_seconds"
+
+
+def queue_time(text: str) -> tuple[float, float] | None:
+    """(sum of seconds, count) of the server's queue-time histogram, summed over engines; None
+    when it has none."""
+    from prometheus_client.parser import text_string_to_metric_families  # lazy: as spec_counters
+
+    total = count = 0.0
+    seen = False
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == QUEUE_TIME + "_sum":
+                total, seen = total + sample.value, True
+            elif sample.name == QUEUE_TIME + "_count":
+                count += sample.value
+    return (total, count) if seen else None
+
+
+def queue_mean_ms(before: str | None, after: str | None) -> float | None:
+    """Mean queue time (ms) of the requests finished between two /metrics readings."""
+    try:
+        then = queue_time(before) if before else (0.0, 0.0)
+        now = queue_time(after) if after else None
+    except ValueError:
+        return None
+    if now is None or then is None or now[1] - then[1] <= 0:
+        return None
+    return round((now[0] - then[0]) / (now[1] - then[1]) * 1000, 3)
 
 
 def spec_decode_fields(

@@ -88,6 +88,8 @@ def test_bench_and_its_evidence_on_an_emulated_stack(tmp_path):
             and 'data-plot="kv_capacity"' in html
             and "EMULATED vLLM" in html
         )
+        # the A/B's frontier: both runs on one chart, labelled as the emulator's
+        assert 'data-plot="frontier"' in html and html.count(": front") >= 2
 
         qualified = cli("qualify", name, "--json")
         assert qualified.returncode == 0, qualified.stdout + qualified.stderr

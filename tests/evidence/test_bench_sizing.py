@@ -62,7 +62,7 @@ def test_the_api_counts_exactly_the_asked_prompt_tokens_for_every_request(server
 
 
 def test_a_server_that_ignores_ignore_eos_is_not_ok(monkeypatch, server):
-    monkeypatch.setattr(bench, "_body", _without_ignore_eos(bench._body))
+    monkeypatch.setattr(bench, "chat_body", _without_ignore_eos(bench.chat_body))
     result = bench.run_bench(
         server.base_url, "m", [1, 2], input_tokens=64, output_tokens=64, requests=4, seed=1
     )

@@ -17,7 +17,7 @@ from composegen.evidence.reports.runs import RunsReport
 from tests.support.bench_bundles import shared_bundles
 from tests.support.helpers import run_cli
 
-PLOT_NAMES = ["kv_capacity", "memory_breakdown", "ladder", "bench"]
+PLOT_NAMES = ["kv_capacity", "memory_breakdown", "ladder", "bench", "frontier"]
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +142,28 @@ def test_every_line_plot_starts_its_y_axis_at_zero(bundles, monkeypatch):
     for name, fig in drawn.items():
         for ax in fig.axes:
             assert ax.get_ylim()[0] == 0, (name, ax.get_title(), ax.get_ylim())
+
+
+def test_the_frontier_puts_both_arms_on_one_chart_with_their_pareto_fronts(bundles, monkeypatch):
+    from composegen.evidence import frontier, plots
+
+    project, runs = bundles
+    report = runreport.gather(list(map(str, runs)), root=project.root)
+    for run in report.runs:
+        run.emulated = True  # as an A/B on the emulator: the chart must say so
+    drawn = {}
+    monkeypatch.setattr(plots, "_svg", lambda fig, name: drawn.setdefault(name, fig) and "")
+    plots.frontier(report)
+    (ax,) = drawn["frontier"].axes
+    assert "EMULATED" in ax.get_title()
+    fronts = [line for line in ax.get_lines() if line.get_label().endswith(": front")]
+    assert [line.get_label() for line in fronts] == [
+        "8192-131k (EMULATED): front",
+        "4096-131k (EMULATED): front",
+    ]
+    for run, line in zip(report.runs, fronts, strict=True):
+        pairs = plots._pairs(run)
+        expected = sorted(p for p, keep in zip(pairs, frontier.pareto(pairs), strict=True) if keep)
+        assert list(zip(line.get_xdata(), line.get_ydata(), strict=True)) == expected
+        assert len(pairs) == len(run.bench.levels)  # every level is a point, front or hollow
+    assert ax.get_xlabel() == "output tokens/s per GPU" and ax.get_ylim()[0] == 0

@@ -13,7 +13,7 @@ from tests.support.bench_bundles import shared_bundles
 from tests.support.cdp import Chromium
 from tests.support.helpers import run_cli
 
-PLOTS = {"kv_capacity", "memory_breakdown", "ladder", "bench"}
+PLOTS = {"kv_capacity", "memory_breakdown", "ladder", "bench", "frontier"}
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ result shape, evidence/vllmresult.py) and the per-level deltas `compare` shows
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -14,7 +14,7 @@ from composegen.report import Report
 
 
 class LevelResult(Report):
-    concurrency: int
+    concurrency: int = Field(description="requests kept in flight (closed loop); 0: open loop")
     completed: int
     errors: int
     error_messages: list[str] = Field(description="up to 5 distinct error messages of this level")
@@ -58,6 +58,78 @@ class LevelResult(Report):
     input_tokens_off: int = Field(
         default=0, description="completed requests whose usage shows another prompt size"
     )
+    # open loop (evidence/benchopen.py); null on a closed-loop level
+    request_rate: float | Literal["inf"] | None = Field(
+        default=None, description="requests per second asked (vLLM's --request-rate); null: closed"
+    )
+    burstiness: float | None = Field(
+        default=None, description="gamma shape of the gaps between sends (1: Poisson)"
+    )
+    schedule_seed: int | None = Field(default=None, description="the arrival schedule's seed")
+    achieved_request_rate: float | None = Field(
+        default=None, description="requests sent / seconds from the level's start to the last send"
+    )
+    send_lateness_p50_ms: float | None = Field(
+        default=None, description="actual send time minus scheduled, median over requests"
+    )
+    send_lateness_p99_ms: float | None = None
+    send_lateness_max_ms: float | None = None
+    in_flight_mean: float | None = Field(
+        default=None, description="requests in flight (sent, not finished) seen at each send"
+    )
+    in_flight_max: int | None = None
+    server_queue_mean_ms: float | None = Field(
+        default=None,
+        description="mean of the server's vllm:request_queue_time_seconds over the level (/metrics)",
+    )
+    # the frontier (evidence/frontier.py), closed and open levels alike
+    output_throughput_per_gpu: float | None = Field(
+        default=None, description="output tokens per second / the stack's GPUs"
+    )
+    tokens_per_s_per_user: float | None = Field(
+        default=None, description="interactivity: 1000 / median TPOT ms (tokens/s one user sees)"
+    )
+    slo_met: bool | None = Field(default=None, description="every --slo limit held (null: none)")
+    slo_failures: list[str] = Field(
+        default_factory=list, description="the limits this level broke, with the measured figure"
+    )
+
+    def key(self) -> str:
+        """How a level is named: `c4` (closed loop) or `r2.5` (open loop)."""
+        if self.request_rate is None:
+            return f"c{self.concurrency}"
+        return f"r{self.request_rate if self.request_rate == 'inf' else f'{self.request_rate:g}'}"
+
+
+class FindMaxProbe(Report):
+    request_rate: float
+    passed: bool = Field(description="every repeat met every SLO")
+    requests: int = Field(description="requests sent per repeat")
+    repeats: int
+    failures: list[str] = Field(description="the limits broken, per failing repeat")
+
+
+class FindMax(Report):
+    """`bench --find-max`: bisection on the request rate for the highest one meeting the SLOs
+    (MLPerf server style), within bounds and a budget of levels."""
+
+    slos: dict[str, float]
+    low: float = Field(description="the lower bound of the search (requests per second)")
+    high: float = Field(description="the upper bound")
+    max_levels: int = Field(description="the budget of probed rates")
+    best_rate: float | None = Field(
+        description="the highest rate that met the SLOs (null: not even the lower bound)"
+    )
+    first_failing_rate: float | None = Field(
+        description="the lowest rate seen failing (null: the upper bound passed)"
+    )
+    requests_per_level: int | None = Field(description="--requests (null: --duration decided)")
+    repeats: int
+    spread: dict[str, float] = Field(
+        description="at best_rate: max − min over the repeats of each SLO figure (ms) and the "
+        "achieved rate"
+    )
+    probes: list[FindMaxProbe] = Field(description="in the order run")
 
 
 class BenchResult(Report):
@@ -92,6 +164,15 @@ class BenchResult(Report):
         default=None,
         description="`bench --via-edge`: the edge and the operator door side by side, and what the edge adds",
     )
+    arrivals: Literal["closed", "open"] = Field(
+        default="closed", description="closed: concurrency levels; open: request-rate levels"
+    )
+    gpus: int | None = Field(default=None, description="GPUs of the stack (per-GPU figures)")
+    slos: dict[str, float] | None = Field(
+        default=None,
+        description="--slo limits in ms, e.g. {ttft_p99: 500}: each level passes or not",
+    )
+    find_max: FindMax | None = Field(default=None, description="bench --find-max's search")
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
@@ -109,9 +190,9 @@ class VllmBenchServeResult(Report):
     model_id: str
     tokenizer_id: str
     num_prompts: int
-    request_rate: str = "inf"
+    request_rate: float | str = "inf"
     burstiness: float = 1.0
-    max_concurrency: int
+    max_concurrency: int | None = Field(description="null: open loop without a cap (as vLLM)")
     duration: float
     completed: int
     failed: int
@@ -168,6 +249,9 @@ class VllmBenchServeResult(Report):
 
 class BenchDelta(Report):
     concurrency: int
+    level: str | None = Field(
+        default=None, description="an open-loop level: its rate (`r2.5`); null: closed loop"
+    )
     metric: str = Field(description="a bench level figure (vllm bench serve's name)")
     unit: str
     a: float | None

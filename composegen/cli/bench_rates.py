@@ -1,0 +1,65 @@
+"""bench's open loop (`--request-rate`, `--find-max`): parse, call evidence's door, print."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from composegen.errors import CheckFailed
+from composegen.evidence import bench as benching
+from composegen.evidence import benchopentext, benchrates
+from composegen.output import emit_json, out
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+
+
+@dataclass(frozen=True)
+class OpenAsk:
+    """What the open-loop options ask, as typed."""
+
+    rates: str  # --request-rate
+    slo: str | None
+    find_max: bool
+    max_levels: int
+    repeats: int
+
+
+def run_open(
+    load: Callable[[], tuple[Project, Resolved]],
+    ask: OpenAsk,
+    sizes: benchrates.Options,
+    *,
+    save_vllm: Path | None,
+    json_: bool,
+) -> None:
+    """Every argument checked (exit 2) before the stack is touched, then the levels or the search."""
+    rates, limits = benchrates.check_open(
+        ask.rates, sizes.burstiness, ask.slo, ask.find_max, ask.max_levels,
+        (sizes.requests, sizes.duration),
+    )  # fmt: skip
+    benching.check_arguments(
+        [1], sizes.input_tokens, sizes.output_tokens, sizes.requests, sizes.duration
+    )
+    if save_vllm is not None:
+        benching.check_results_dir(save_vllm)
+    project, r = load()
+    base_url, model, api_key, emulated = benching.stack_target(project, r)
+    gpus = benching.gpus_of(r)
+    o = dataclasses.replace(sizes, limits=limits, api_key=api_key, emulated=emulated, gpus=gpus)
+    if ask.find_max:
+        run = benchrates.find_max(
+            base_url, model, rates, o, max_levels=ask.max_levels, repeats=ask.repeats
+        )
+    else:
+        run = benchrates.run_rates(base_url, model, rates, o)
+    result = run.result
+    saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
+    emit_json(result.to_json()) if json_ else out(benchopentext.format_text(result))
+    for path in saved if not json_ else []:
+        out(f"wrote {path} (vllm bench serve's result shape)")
+    if not result.ok:
+        raise CheckFailed("a bench level had errors or completed nothing")
+    if result.slos and not ask.find_max and not all(lv.slo_met for lv in result.levels):
+        raise CheckFailed("a bench level broke the SLOs (--slo)")

@@ -1,0 +1,136 @@
+"""Open-loop levels: requests sent on a schedule (benchschedule.py) whatever the server does, as
+`vllm bench serve --request-rate` sends them, so queueing shows instead of slowing the client down.
+
+Each request takes an idle connection or opens one (no cap: the schedule, not a pool, decides how
+many are in flight). The sender sleeps to just before each due time (uvloop's timers have 1 ms steps: the
+last SPIN_S is polled) and starts the request's task LEAD_S early; the task polls to the due time
+and writes at once on a kept-alive connection, so a send does not wait a loop turn behind the
+streams' data callbacks. Per level it records what the closed loop does plus: the lateness of
+each send (actual minus scheduled), the achieved request rate (requests / seconds from the start to
+the last send), the requests in flight the client saw at each send, and — when the server exports
+vllm:request_queue_time_seconds — the mean time requests waited in its queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypedDict
+
+from composegen.evidence import benchwire
+from composegen.evidence.benchschedule import INF
+from composegen.evidence.benchstats import Sample, percentile
+from composegen.evidence.benchwire import ChatRequest
+
+SPIN_S = 0.0015  # the last stretch before a send is polled, not slept
+# the request's task is started this long before its due time and polls the rest itself, so the
+# send is not one loop turn (behind the streams' data callbacks) after the due time
+LEAD_S = 0.0005
+_PATH = "/v1/chat/completions"
+
+
+@dataclass
+class OpenLevel:
+    samples: list[Sample]
+    seconds: float  # level start -> last request finished
+    cpu_s: float
+    lateness: list[float]  # seconds, per request: sample.started - scheduled
+    in_flight: list[int]  # requests in flight at each send (before it)
+    last_send: float  # seconds from the level's start to the last send
+
+
+async def _until(due: float) -> None:
+    while (left := due - time.perf_counter()) > SPIN_S:
+        await asyncio.sleep(left - SPIN_S)
+    while time.perf_counter() < due:
+        await asyncio.sleep(0)
+
+
+async def run_level(
+    connect: Callable[[], benchwire.StreamClient],
+    bodies: list[tuple[ChatRequest, int]],
+    offsets: list[float],
+) -> OpenLevel:
+    idle: list[benchwire.StreamClient] = []
+    opened: list[benchwire.StreamClient] = []
+    samples: list[Sample] = []
+    lateness: list[float] = []
+    in_flight: list[int] = []
+    active = 0
+
+    async def one(body: ChatRequest, tokens: int, due: float) -> None:
+        nonlocal active
+        await _until(due)
+        in_flight.append(active)
+        client = idle.pop() if idle else connect()
+        if client not in opened:
+            opened.append(client)
+        active += 1
+        try:
+            sample = await client.stream(_PATH, body, tokens)
+        finally:
+            active -= 1
+            idle.append(client)
+        lateness.append(sample.started - due)
+        samples.append(sample)
+
+    started = time.perf_counter()
+    cpu = time.process_time()
+    tasks = []
+    try:
+        for n, offset in enumerate(offsets):
+            due = started + offset
+            await _until(due - LEAD_S)
+            body, tokens = bodies[n % len(bodies)]
+            tasks.append(asyncio.create_task(one(body, tokens, due)))
+        await asyncio.gather(*tasks)
+        last_send = max((s.started for s in samples), default=started) - started
+        return OpenLevel(
+            samples,
+            time.perf_counter() - started,
+            time.process_time() - cpu,
+            lateness,
+            in_flight,
+            last_send,
+        )
+    finally:
+        for client in opened:
+            client.close()
+
+
+class OpenFields(TypedDict):
+    """The open-loop figures of a LevelResult (reports/bench.py)."""
+
+    request_rate: float | Literal["inf"]
+    burstiness: float
+    schedule_seed: int
+    achieved_request_rate: float | None
+    send_lateness_p50_ms: float | None
+    send_lateness_p99_ms: float | None
+    send_lateness_max_ms: float | None
+    in_flight_mean: float | None
+    in_flight_max: int | None
+    server_queue_mean_ms: float | None
+
+
+def open_fields(
+    level: OpenLevel, rate: float, burstiness: float, seed: int, queue_ms: float | None
+) -> OpenFields:
+    late = [s * 1000 for s in level.lateness]
+    sent = len(level.in_flight)
+    return OpenFields(
+        request_rate="inf" if rate == INF else rate,
+        burstiness=burstiness,
+        schedule_seed=seed,
+        achieved_request_rate=(
+            round(sent / level.last_send, 3) if rate != INF and level.last_send > 0 else None
+        ),
+        send_lateness_p50_ms=round(percentile(late, 50), 3) if late else None,
+        send_lateness_p99_ms=round(percentile(late, 99), 3) if late else None,
+        send_lateness_max_ms=round(max(late), 3) if late else None,
+        in_flight_mean=round(sum(level.in_flight) / sent, 3) if sent else None,
+        in_flight_max=max(level.in_flight) if sent else None,
+        server_queue_mean_ms=queue_ms,
+    )

@@ -1,0 +1,77 @@
+"""The text form of an open-loop bench (`bench --request-rate`, `--find-max`): one row per level
+with the rate asked and achieved, the send lateness, the queueing it caused, the closed loop's
+latency figures, the frontier pair and the SLO verdict."""
+
+from __future__ import annotations
+
+from composegen.evidence.benchstats import CLIENT_BUSY
+from composegen.evidence.reports.bench import BenchResult, FindMax, LevelResult
+
+
+def _n(value: float | None, spec: str = ",.1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _row(lv: LevelResult) -> str:
+    verdict = "" if lv.slo_met is None else (" pass" if lv.slo_met else " FAIL")
+    rate = lv.request_rate if isinstance(lv.request_rate, str) else _n(lv.request_rate, "g")
+    return (
+        f"{rate:>6} {_n(lv.achieved_request_rate, '.2f'):>7} {lv.completed:>5} {lv.errors:>4} "
+        f"{_n(lv.send_lateness_p99_ms, '.2f'):>8} {_n(lv.in_flight_max, 'd'):>6} "
+        f"{_n(lv.server_queue_mean_ms):>8} {_n(lv.p99_ttft_ms):>9} {_n(lv.p99_tpot_ms):>9} "
+        f"{_n(lv.p99_e2el_ms):>9} {_n(lv.output_throughput_per_gpu):>9} "
+        f"{_n(lv.tokens_per_s_per_user):>8}{verdict}"
+    )
+
+
+def _find_max(found: FindMax) -> list[str]:
+    limits = ", ".join(f"{k} ≤ {v:g} ms" for k, v in found.slos.items())
+    if found.best_rate is None:
+        answer = f"no rate met {limits}: not even the lower bound {found.low:g} req/s"
+    elif found.first_failing_rate is None:
+        answer = f"the upper bound {found.high:g} req/s met {limits}: the maximum is at least that"
+    else:
+        answer = (
+            f"highest rate meeting {limits}: {found.best_rate:g} req/s "
+            f"({found.first_failing_rate:g} failed)"
+        )
+    spread = ", ".join(f"{k} {v:g}" for k, v in found.spread.items())
+    per = found.requests_per_level
+    return [
+        f"find-max: {answer}",
+        f"  {len(found.probes)} of {found.max_levels} levels probed, {found.repeats} repeat(s) "
+        f"each, {per if per is not None else 'duration-sized'} requests per level"
+        + (f"; spread (max − min) between repeats at the answer: {spread}" if spread else ""),
+    ]
+
+
+def format_text(result: BenchResult) -> str:
+    mode = (
+        f"{result.requests} requests" if result.requests is not None else f"{result.duration_s:g} s"
+    )
+    burst = result.levels[0].burstiness if result.levels else None
+    lines = [
+        f"bench {result.model} (open loop, burstiness {_n(burst, 'g')}): {result.input_tokens} "
+        f"input / {result.output_tokens} output tokens, {mode} per level, seed {result.seed}"
+        + (" (EMULATED vLLM)" if result.emulated else ""),
+        f"{'rate':>6} {'sent/s':>7} {'done':>5} {'err':>4} {'late p99':>8} {'inflt':>6} "
+        f"{'queue':>8} {'TTFT p99':>9} {'TPOT p99':>9} {'E2EL p99':>9} {'tok/s/GPU':>9} "
+        f"{'tok/s/u':>8}" + (" SLO" if result.slos else ""),
+    ]
+    for lv in result.levels:
+        lines.append(_row(lv))
+        lines += [f"      SLO: {failure}" for failure in lv.slo_failures]
+        lines += [f"      error: {message}" for message in lv.error_messages]
+    if result.find_max is not None:
+        lines += _find_max(result.find_max)
+    busy = [lv.key() for lv in result.levels if lv.client_cpu_share > CLIENT_BUSY]
+    if busy:
+        lines.append(
+            f"warning: the client was busy more than {CLIENT_BUSY:.0%} of the time at "
+            f"{', '.join(busy)}: its sends may be late because of this machine, not the server"
+        )
+    lines.append(
+        "times in ms (late: actual send − scheduled; inflt: most requests in flight at a send; "
+        "queue: the server's mean queue time); " + ("ok" if result.ok else "FAILED")
+    )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""Open-loop sweeps: `bench --request-rate R1,R2,…` — one level per rate, requests sent on vLLM's
+arrival schedule (benchschedule.py) by benchopen.py, with every figure a closed-loop level has, the
+open loop's own (lateness, achieved rate, queueing), the frontier pair (frontier.py) and, with
+--slo, whether the level met it (benchslo.py). Prompts and warm-up as bench.py makes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+import time
+from dataclasses import dataclass
+
+from composegen.errors import BadInput, EngineError
+from composegen.evidence import (
+    benchfindmax,
+    benchopen,
+    benchschedule,
+    benchslo,
+    benchwire,
+    frontier,
+    vllmresult,
+)
+from composegen.evidence.bench import (
+    DURATION_POOL,
+    BenchRun,
+    chat_body,
+    check_arguments,
+    metrics_client,
+    read_metrics,
+    run_loop,
+)
+from composegen.evidence.benchprompts import Prompts
+from composegen.evidence.benchschedule import INF
+from composegen.evidence.benchslo import judged
+from composegen.evidence.benchstats import summarise
+from composegen.evidence.benchwire import ChatRequest
+from composegen.evidence.ladder import Tokenizer
+from composegen.evidence.reports.bench import BenchResult, LevelResult, VllmBenchServeResult
+
+PROMPT_STRIDE = 100_000  # prompt indices per level: no two levels (or probes) share a prompt
+_PATH = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Options:
+    """What every level of an open-loop run shares."""
+
+    input_tokens: int
+    output_tokens: int
+    requests: int | None = None
+    duration: float | None = None
+    burstiness: float = 1.0
+    seed: int | None = None
+    api_key: str | None = None
+    goodput: dict[str, float] | None = None  # vLLM's per-request SLOs (--goodput)
+    limits: dict[str, float] | None = None  # per-level SLOs (--slo)
+    timeout: float = 600
+    emulated: bool | None = None
+    gpus: int | None = None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    rate: float
+    seed: int
+    bodies: list[tuple[ChatRequest, int]]
+    offsets: list[float]
+
+
+def run_rates(
+    base_url: str, model: str, rates: list[float], options: Options, *, first_level: int = 0
+) -> BenchRun:
+    """One open-loop level per rate. `first_level` numbers the levels (prompts and schedule seeds)
+    so repeated runs of one search never reuse a prompt or a schedule."""
+    o = options
+    check_arguments([1], o.input_tokens, o.output_tokens, o.requests, o.duration)
+    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
+    prompts = Prompts(Tokenizer(base_url, model, o.api_key, o.timeout).count, o.input_tokens, seed)
+    plans = []
+    for n, rate in enumerate(rates, start=first_level):
+        count = benchschedule.requests_for(rate, o.requests, o.duration)
+        pool = count if o.requests is not None else min(count, DURATION_POOL)
+        made = prompts.make_many([1 + n * PROMPT_STRIDE + i for i in range(pool)])
+        bodies = [(chat_body(model, msgs, o.output_tokens), tokens) for msgs, tokens in made]
+        offsets = benchschedule.offsets(rate, o.burstiness, count, seed + n)
+        plans.append(_Plan(rate, seed + n, bodies, offsets))
+    warmup = chat_body(model, prompts.make(0)[0], o.output_tokens)
+    swept = run_loop(_sweep(base_url, model, o, warmup, plans))
+    levels = [judged(frontier.with_frontier(level, o.gpus), o.limits) for level, _ in swept]
+    return BenchRun(open_result(model, o, seed, levels), [shaped for _, shaped in swept])
+
+
+def open_result(model: str, o: Options, seed: int, levels: list[LevelResult]) -> BenchResult:
+    return BenchResult(
+        model=model,
+        input_tokens=o.input_tokens,
+        input_tokens_exact=not any(lv.input_tokens_off for lv in levels),
+        output_tokens=o.output_tokens,
+        requests=o.requests,
+        duration_s=o.duration,
+        seed=seed,
+        goodput_slos_ms=o.goodput,
+        emulated=o.emulated,
+        ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in levels),
+        levels=levels,
+        arrivals="open",
+        gpus=o.gpus,
+        slos=o.limits,
+    )
+
+
+def check_open(
+    rates_text: str,
+    burstiness: float,
+    slo: str | None,
+    find_max: bool,
+    max_levels: int,
+    sizing: tuple[int | None, float | None] = (1, None),
+) -> tuple[list[float], dict[str, float] | None]:
+    """(rates, --slo limits): every open-loop argument checked before the stack is touched;
+    `sizing` is (--requests, --duration)."""
+    rates = benchschedule.parse_rates(rates_text)
+    for rate in rates:
+        benchschedule.requests_for(rate, *sizing)
+    benchschedule.parse_burstiness(burstiness)
+    limits = benchslo.parse(slo)
+    if find_max:
+        benchfindmax.check(rates, limits, max_levels)
+    return rates, limits
+
+
+def find_max(
+    base_url: str, model: str, bounds: list[float], o: Options, *, max_levels: int, repeats: int
+) -> BenchRun:
+    """bench --find-max (benchfindmax.py) on open-loop levels of this run's options."""
+    benchfindmax.check(bounds, o.limits, max_levels)
+    if repeats < 1:
+        raise BadInput(f"bench --find-max: --repeats must be ≥ 1, got {repeats}")
+    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
+    o = dataclasses.replace(o, seed=seed)
+    shaped: list[VllmBenchServeResult] = []
+
+    def probe(rate: float) -> list[LevelResult]:
+        run = run_rates(base_url, model, [rate] * repeats, o, first_level=len(shaped))
+        shaped.extend(run.vllm_results)
+        return run.result.levels
+
+    assert o.limits is not None  # benchfindmax.check
+    found, levels = benchfindmax.search(
+        probe, o.limits, bounds[0], bounds[1], max_levels, o.requests, repeats
+    )
+    result = open_result(model, o, seed, levels).model_copy(update={"find_max": found})
+    return BenchRun(result, shaped)
+
+
+def _spec(text: str | None) -> vllmresult.SpecCounters | None:
+    try:
+        return vllmresult.spec_counters(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+async def _sweep(
+    base_url: str, model: str, o: Options, warmup: ChatRequest, plans: list[_Plan]
+) -> list[tuple[LevelResult, VllmBenchServeResult]]:
+    connect = functools.partial(benchwire.StreamClient, base_url, o.api_key, o.timeout)
+    warm = connect()
+    first = await warm.stream(_PATH, warmup, 0)
+    warm.close()
+    if first.error:
+        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    results = []
+    async with metrics_client(base_url, o.api_key, o.timeout) as client:
+        for plan in plans:
+            before, when = await read_metrics(client), time.time()
+            level = await benchopen.run_level(connect, plan.bodies, plan.offsets)
+            after = await read_metrics(client)
+            results.append(_level(model, o, plan, level, before, after, when))
+    return results
+
+
+def _level(
+    model: str,
+    o: Options,
+    plan: _Plan,
+    level: benchopen.OpenLevel,
+    before: str | None,
+    after: str | None,
+    when: float,
+) -> tuple[LevelResult, VllmBenchServeResult]:
+    summary = summarise(
+        0,
+        level.samples,
+        level.seconds,
+        cpu_s=level.cpu_s,
+        distinct_prompts=min(len(level.samples), len(plan.bodies)),
+        slos=o.goodput,
+        input_tokens=o.input_tokens,
+        output_tokens=o.output_tokens,
+    )
+    queue_ms = vllmresult.queue_mean_ms(before, after)
+    extra = benchopen.open_fields(level, plan.rate, o.burstiness, plan.seed, queue_ms)
+    shaped = vllmresult.level_result(
+        model,
+        None,
+        level.samples,
+        level.seconds,
+        goodput=summary.request_goodput,
+        spec_decode=vllmresult.spec_decode_fields(_spec(before), _spec(after)),
+        when=when,
+        request_rate="inf" if plan.rate == INF else plan.rate,
+        burstiness=o.burstiness,
+    )
+    return summary.model_copy(update=dict(extra)), shaped

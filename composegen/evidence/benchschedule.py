@@ -1,0 +1,83 @@
+"""Open-loop arrival schedules: when each request of a level is sent, on `vllm bench serve
+--request-rate R --burstiness B`'s definition, so a composegen rate means what a vLLM rate means.
+
+Gaps between sends are gamma distributed with shape B and mean 1/R (scale 1/(R·B)): B = 1 is a
+Poisson process, B < 1 burstier, B > 1 more even, B = inf a constant 1/R. As vLLM does, the first
+send also waits one gap, and the cumulative offsets are rescaled so the last send lands exactly at
+N/R: a level of N requests at rate R then takes N/R seconds of sending whatever the seed (the raw
+sum is off by a few percent, which would move throughput between seeds). R = inf sends everything
+at once. The sampler is the standard library's (random.gammavariate, seeded): composegen does not
+depend on numpy; bench/bench_schedule.py compares it with numpy's gamma in vLLM's parameterisation.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from composegen.errors import BadInput
+
+INF = math.inf
+
+
+def offsets(rate: float, burstiness: float, count: int, seed: int) -> list[float]:
+    """Seconds from the level's start at which each of `count` requests is sent."""
+    if count < 1:
+        return []
+    if rate == INF:
+        return [0.0] * count
+    if burstiness == INF:
+        gaps = [1.0 / rate] * count
+    else:
+        rng = random.Random(seed)
+        scale = 1.0 / (rate * burstiness)
+        gaps = [rng.gammavariate(burstiness, scale) for _ in range(count)]
+    cumulative, at = [], 0.0
+    for gap in gaps:
+        at += gap
+        cumulative.append(at)
+    target = count / rate
+    factor = target / cumulative[-1] if cumulative[-1] > 0 else 1.0
+    return [t * factor for t in cumulative]
+
+
+def requests_for(rate: float, requests: int | None, duration: float | None) -> int:
+    """Requests of one level: --requests N, or rate × --duration S (at least one)."""
+    if requests is not None:
+        return requests
+    if rate == INF:
+        raise BadInput("bench: --request-rate inf sends everything at once: give --requests N")
+    assert duration is not None
+    return max(1, round(rate * duration))
+
+
+def parse_rate(text: str) -> float:
+    """One rate: requests per second (> 0), or `inf`."""
+    word = text.strip().lower()
+    if word == "inf":
+        return INF
+    try:
+        rate = float(word)
+    except ValueError:
+        rate = -1.0
+    if not (rate > 0 and math.isfinite(rate)):
+        raise BadInput(f"bench: --request-rate: {text!r}: requests per second (> 0) or inf")
+    return rate
+
+
+def parse_rates(text: str) -> list[float]:
+    rates = [parse_rate(part) for part in text.split(",") if part.strip()]
+    if not rates:
+        raise BadInput("bench: --request-rate: give at least one rate, e.g. 2,4,8")
+    return rates
+
+
+def parse_burstiness(value: float) -> float:
+    if not value > 0:
+        raise BadInput(f"bench: --burstiness: must be > 0 (1 is Poisson), got {value:g}")
+    return value
+
+
+def rate_label(rate: float) -> str:
+    """A rate as vLLM writes it in a result file name and its request_rate field."""
+    return "inf" if rate == INF else f"{rate:g}"
