@@ -19,8 +19,8 @@ about the image or compose file that host ran, and no gates or ladder.
 A bundle of a profile's running stack is captured by evidence/capture.py (this module never drives
 an engine; it reads and writes bundles). `from_log(project, name, log_path, force=False) -> Path`: a
 bundle from a startup log recorded elsewhere (source "log"); refused (BadInput) when the log's model
-or max_model_len contradicts the profile, unless force. `load_run(path) -> dict`: evidence.json plus
-"path" (the bundle directory); BadInput for a missing or malformed bundle, CheckFailed when a raw
+or max_model_len contradicts the profile, unless force. `load_run(path) -> LoadedRun`: evidence.json
+as its model plus `path` (the bundle directory); BadInput for a missing or malformed bundle, CheckFailed when a raw
 file is missing or its sha256 differs from the record. `resolve_run(spec, root) -> Path`: a bundle
 directory, its evidence.json, or a run name under runs/.
 """
@@ -41,6 +41,7 @@ from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
 from composegen.evidence.reports.bench import BenchResult
+from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve
@@ -333,7 +334,7 @@ def _check_raw(doc: dict, bundle: Path, doc_path: Path) -> None:
             )
 
 
-def load_run(path: str | Path, root: str | Path | None = None) -> dict:
+def load_run(path: str | Path, root: str | Path | None = None) -> LoadedRun:
     bundle = resolve_run(path, root)
     doc_path = bundle / EVIDENCE
     doc = _parse_evidence(doc_path)
@@ -344,10 +345,10 @@ def load_run(path: str | Path, root: str | Path | None = None) -> dict:
     absent = [k for k in REQUIRED_KEYS if k not in doc]
     if absent:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
-    record.check_document(doc, str(doc_path))
+    model = record.check_document(doc, str(doc_path))
     _check_shape(doc, doc_path)
     _check_raw(doc, bundle, doc_path)
-    return {**doc, "path": str(bundle)}
+    return LoadedRun.at(model, bundle)
 
 
 # The parts other commands read, and the JSON type each must have (None allowed where a run may not
@@ -383,42 +384,40 @@ def _check_shape(doc: dict, doc_path: Path) -> None:
         raise BadInput(f"{doc_path}: bench: needs a levels list")
 
 
-def format_text(doc: dict) -> str:
-    startup = doc.get("startup") or {}
+def format_text(doc: LoadedRun, shown_path: str | None = None) -> str:
+    """SHOWN_PATH: the bundle as the reader named it (default: where it was read from)."""
+    startup = doc.startup
     lines = [
-        f"run {doc.get('path', '')}",
-        f"  profile   {doc['profile']['name']} (hash {doc['profile']['hash']}), source {doc['source']}",
-        f"  created   {doc['created_at']} by composegen {doc.get('composegen_version')}",
-        f"  image     {doc.get('image_digest') or 'unknown'}",
-        f"  revision  {doc.get('model_revision') or 'unknown'}",
-        f"  compose   {doc.get('compose_sha256') or 'unknown'}",
-        f"  KV        {startup.get('kv_cache_tokens')} tokens, {startup.get('kv_cache_gib_min')} GiB min rank",
+        f"run {doc.path if shown_path is None else shown_path}",
+        f"  profile   {doc.profile.name} (hash {doc.profile.hash}), source {doc.source}",
+        f"  created   {doc.created_at} by composegen {doc.composegen_version}",
+        f"  image     {doc.image_digest or 'unknown'}",
+        f"  revision  {doc.model_revision or 'unknown'}",
+        f"  compose   {doc.compose_sha256 or 'unknown'}",
+        f"  KV        {startup.kv_cache_tokens} tokens, {startup.kv_cache_gib_min} GiB min rank",
     ]
-    if doc.get("emulated"):
+    if doc.emulated:
         lines.insert(
             1, "  EMULATED  vLLM test double: these figures exercise composegen, not a model"
         )
-    gates = doc.get("gates")
+    gates = doc.gates
+    lines.append(f"  gates     {gates.passed}/{gates.total}" if gates else "  gates     not run")
+    ladder = doc.ladder
     lines.append(
-        f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run"
-    )
-    ladder = doc.get("ladder")
-    lines.append(
-        f"  ladder    largest prompt {ladder['largest_prompt_tokens']}"
+        f"  ladder    largest prompt {ladder.largest_prompt_tokens}"
         if ladder
         else "  ladder    not run"
     )
-    bench = doc.get("bench")
+    # the bench part stays the document it was written as (its model: reports.bench.BenchResult)
+    bench = doc.bench
     if bench:
         levels = ", ".join(
             f"c{lv.get('concurrency')} {lv.get('request_throughput')} req/s"
             for lv in bench["levels"]
         )
         lines.append(f"  bench     {levels}")
-    if doc.get("unknown"):
-        lines.append(f"  unknown   {', '.join(doc['unknown'])}")
-    for entry in doc.get("raw", []):
-        lines.append(
-            f"  raw       {entry['file']} {entry['sha256'][:16]} ({entry.get('bytes')} bytes)"
-        )
+    if doc.unknown:
+        lines.append(f"  unknown   {', '.join(doc.unknown)}")
+    for entry in doc.raw:
+        lines.append(f"  raw       {entry.file} {entry.sha256[:16]} ({entry.bytes} bytes)")
     return "\n".join(lines) + "\n"

@@ -150,7 +150,7 @@ def test_bundle_layout_hashes_and_unknowns(project, seed_runs, data_dir):
     run = seed_runs[1]
     assert run.parent == project.runs_dir and run.name.endswith("-4096-131k")
     assert datetime.strptime(run.name[:16], "%Y%m%dT%H%M%SZ")
-    doc = evidence.load_run(run)
+    doc = evidence.load_run(run).as_read()  # the document as written
     assert doc["schema"] == "composegen.evidence/v1" and doc["source"] == "log"
     assert doc["profile"] == {"name": "4096-131k", "hash": profile.load(project, "4096-131k").hash}
     # what the log's engine got
@@ -190,7 +190,7 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
     assert (
         first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
     )
-    doc = evidence.load_run(first)
+    doc = evidence.load_run(first).as_read()
     assert (
         doc["compose_sha256"] == hashlib.sha256(project.out_path(r.name).read_bytes()).hexdigest()
     )
@@ -199,11 +199,11 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
     assert doc["unknown"] == ["gates", "ladder"]
     # Without the running container, nothing vouches for the image: null and listed as unknown.
     assert (
-        evidence.load_run(second)["image_digest"] is None
-        and "image_digest" in evidence.load_run(second)["unknown"]
+        evidence.load_run(second).image_digest is None
+        and "image_digest" in evidence.load_run(second).unknown
     )
     # a run name under runs/
-    assert evidence.load_run(first.name, project.root)["path"] == str(first)
+    assert evidence.load_run(first.name, project.root).path == str(first)
 
 
 def test_tampering_is_caught(project, seed_runs):

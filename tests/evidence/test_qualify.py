@@ -79,7 +79,7 @@ def test_a_profile_that_fits_qualifies_and_leaves_evidence(project, tmp_path):
         6,
         4,
     )
-    doc = evidence.load_run(result.run)  # hashes verify
+    doc = evidence.load_run(result.run).as_read()  # hashes verify
     assert doc["profile"]["name"] == "emu" and doc["source"] == "stack"
     assert [row["target"] for row in doc["ladder"]["targets"]] == [
         qualify.probe_target(3000, 4096),
@@ -101,7 +101,7 @@ def test_a_profile_whose_memory_does_not_fit_is_not_qualified(project, tmp_path)
     assert crit["kv_pool"]["passed"] is False
     for name in ("long_prompt", "ladder", "gates", "tools"):
         assert crit[name]["passed"] is False and crit[name]["reason"].startswith("not run")
-    doc = evidence.load_run(result.run)
+    doc = evidence.load_run(result.run).as_read()
     assert doc["gates"] is None and {"gates", "ladder"} <= set(doc["unknown"])
 
 
@@ -223,7 +223,7 @@ def test_a_short_probe_and_a_dead_engine_are_failures_with_reasons(project, data
     assert crit["long_prompt"]["passed"] is False and crit["long_prompt"]["measured"] == 299_000
     assert crit["gates"]["passed"] is False and "engine died" in crit["gates"]["reason"]
     assert result.qualified is False
-    assert evidence.load_run(result.run)["gates"] is None
+    assert evidence.load_run(result.run).gates is None
 
 
 def test_recorded_failed_startup_sends_no_requests(project, data_dir):
@@ -278,7 +278,7 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
         project = Project(root)
         r = profile.load(project, name)
         run = capture.capture_stack(project, r, gate=True, ladder_targets=[1000], tools=3)
-        doc = evidence.load_run(run)
+        doc = evidence.load_run(run).as_read()
         assert doc["source"] == "stack" and doc["startup"]["ready"] is True
         # The emulator image is a local build: no registry digest, and the bundle says it was emulated.
         assert (
