@@ -132,7 +132,7 @@ def _judge_log(project: Project, r: Resolved, emulate: bool) -> QualifyResult:
     """qualify on the startup log of a stack that did not start (no request is sent)."""
     ctr = driver.head_container(project, r)
     text = driver.container_log(ctr) if ctr is not None else ""
-    report = driver.with_mismatches(r, parse_startup_log(text).to_json())
+    report = driver.checked_startup(r, parse_startup_log(text))
     identity = driver.live_identity(ctr) if ctr is not None else None
 
     def not_sent(*args: object, **kwargs: object) -> NoReturn:

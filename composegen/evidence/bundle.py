@@ -51,6 +51,7 @@ from composegen.report import JsonObject, Report
 from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
 from composegen.vllm.redact import mask
+from composegen.vllm.reports import StartupCheck, StartupReport
 
 SCHEMA = record.SCHEMA
 MAX_EVIDENCE_BYTES = 64 << 20
@@ -96,7 +97,7 @@ def write_run(
     r: Resolved,
     *,
     startup_log_text: str | None,
-    startup_report: dict,
+    startup_report: StartupReport,
     gates: GateResult | None = None,
     ladder: LadderResult | None = None,
     source: str = "stack",
@@ -109,17 +110,17 @@ def write_run(
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
-    # token in a
-    # URL) is masked before anything is kept.
-    startup_log_text, startup_report, gates, ladder, bench, extra_raw = r.mask(
-        [startup_log_text, startup_report, _json(gates), _json(ladder), _json(bench), extra_raw]
+    # token in a URL) is masked before anything is kept.
+    parts = [startup_report.to_json(), _json(gates), _json(ladder), _json(bench), extra_raw]
+    startup_log_text, startup_json, gates, ladder, bench, extra_raw = r.mask(
+        [startup_log_text, *parts]
     )
     now = (now or datetime.now(UTC)).astimezone(UTC)
     missing = set(unknown)
     digest = image_digest(r, container) if source == "stack" else None
     compose = project.out_path(r.name)
     compose_sha = _sha256(compose.read_bytes()) if source == "stack" and compose.is_file() else None
-    effective = startup_report.get("effective_args") or {}
+    effective = startup_json.get("effective_args") or {}
     revision = effective.get("revision") or (
         r.profile.model.revision if source == "stack" else None
     )
@@ -136,7 +137,7 @@ def write_run(
     raw: dict[str, bytes] = {}
     if startup_log_text is not None:
         raw["startup.log"] = startup_log_text.encode("utf-8")
-    raw["startup.json"] = _json_bytes(startup_report)
+    raw["startup.json"] = _json_bytes(startup_json)
     if gates is not None:
         raw["gates.json"] = _json_bytes(gates)
     if ladder is not None:
@@ -155,7 +156,7 @@ def write_run(
         "image_digest": digest,
         "model_revision": revision,
         "compose_sha256": compose_sha,
-        "startup": startup_report,
+        "startup": startup_json,
         "gates": gates,
         "ladder": ladder,
         "bench": bench,
@@ -232,34 +233,29 @@ def from_log(project: Project, name: str, log_path: str | Path, *, force: bool =
     r = resolve.load(project, name)
     path = Path(log_path)
     text = read_log(path).decode("utf-8", errors="replace")
-    report = startup.parse_startup_log(text).to_json()
-    if (
-        report["kv_cache_tokens"] is None
-        and not report["errors"]
-        and report["vllm_version"] is None
-    ):
+    report: StartupReport = startup.parse_startup_log(text)
+    if report.kv_cache_tokens is None and not report.errors and report.vllm_version is None:
         raise BadInput(
             f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)"
         )
-    if report.get("effective_args") is not None:
-        report["mismatches"] = startup.mismatches(
-            r.engine_flags(), report["effective_args"], r.catalog
-        )
+    if report.effective_args is not None:
+        found = startup.mismatches(r.engine_flags(), report.effective_args, r.catalog)
+        report = StartupCheck(**dict(report), mismatches=found)
     if not force:
         _refuse_contradiction(path, text, r, report)
     return write_run(project, r, startup_log_text=mask(text), startup_report=report, source="log")
 
 
-def _refuse_contradiction(path: Path, text: str, r: Resolved, report: dict) -> None:
+def _refuse_contradiction(path: Path, text: str, r: Resolved, report: StartupReport) -> None:
     """A log of another model or context length is not evidence for this profile (BadInput, exit
     2)."""
-    model = (report.get("effective_args") or {}).get("model")
+    model = (report.effective_args or {}).get("model")
     wanted_len = r.flag("max-model-len")
     for field, logged, profiled, needle in (
         ("model", model, r.profile.model.id, "non-default args"),
         (
             "max_model_len",
-            report.get("max_model_len"),
+            report.max_model_len,
             wanted_len if isinstance(wanted_len, int) else None,
             "max",
         ),

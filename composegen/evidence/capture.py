@@ -23,15 +23,15 @@ from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.report import JsonObject
 from composegen.stack import driver
 from composegen.stack.reports import LiveIdentity
+from composegen.vllm.reports import StartupCheck
 
 
 @dataclass(frozen=True)
 class LiveStack:
     log: str  # the container's startup log
-    startup: JsonObject  # driver.startup_for: the startup check as the bundle keeps it
+    startup: StartupCheck  # driver.startup_check: the startup report and the flag mismatches
     identity: LiveIdentity
 
 
@@ -75,7 +75,7 @@ def live_stack(project: Project, r: Resolved) -> LiveStack:
             hint=f"`composegen down {r.name}` and `composegen up {r.name}{' --emulate' * identity.emulated}` "
             "to run what the profile says",
         )
-    return LiveStack(driver.container_log(ctr), driver.startup_for(r, ctr), identity)
+    return LiveStack(driver.container_log(ctr), driver.startup_check(r, ctr), identity)
 
 
 def capture_stack(
@@ -106,7 +106,7 @@ def capture_stack(
             served,
             ladder_targets,
             api_key=ep.api_key,
-            max_model_len=report.get("max_model_len") or r.flag("max-model-len"),
+            max_model_len=report.max_model_len or r.flag("max-model-len"),
             on_step=on_step,
         )
     bench_result = None

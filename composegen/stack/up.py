@@ -308,9 +308,7 @@ def checked_startup(r: Resolved, parsed: StartupReport) -> StartupCheck:
 def _mismatches(r: Resolved, args: dict[str, Any] | None) -> list[Mismatch] | None:
     if args is None:
         return None
-    return [
-        Mismatch.model_validate(m) for m in startup.mismatches(r.engine_flags(), args, r.catalog)
-    ]
+    return startup.mismatches(r.engine_flags(), args, r.catalog)
 
 
 def _failed(

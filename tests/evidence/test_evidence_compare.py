@@ -17,6 +17,7 @@ from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
+from composegen.vllm.reports import StartupReport
 from tests.support.helpers import make_project
 
 ARM_8192 = "vllm-0.33.0-r33-8192-arm.log"
@@ -80,17 +81,17 @@ def test_threshold_decides_the_flag(project, seed_runs):
     assert result.unexplained_capacity_change.flag is False
 
 
-def _report(tokens: int, gib: float) -> dict:
-    return {
-        "kv_cache_tokens": tokens,
-        "kv_cache_gib_min": gib,
-        "max_concurrency": round(tokens / 131072, 2),
-        "max_model_len": 131072,
-        "weights_gib": 75.5,
-        "peak_activation_gib": 1.1,
-        "ready": True,
-        "errors": [],
-    }
+def _report(tokens: int, gib: float) -> StartupReport:
+    return StartupReport(
+        kv_cache_tokens=tokens,
+        kv_cache_gib_min=gib,
+        max_concurrency=round(tokens / 131072, 2),
+        max_model_len=131072,
+        weights_gib=75.5,
+        peak_activation_gib=1.1,
+        ready=True,
+        errors=[],
+    )
 
 
 def _ladder(prompt: int, ttft: float, decode: float) -> dict:
@@ -184,9 +185,16 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
         repo_digests=["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"],
     )
     first = evidence.write_run(
-        project, r, startup_log_text="log", startup_report={}, now=when, container=container
+        project,
+        r,
+        startup_log_text="log",
+        startup_report=StartupReport(),
+        now=when,
+        container=container,
     )
-    second = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when)
+    second = evidence.write_run(
+        project, r, startup_log_text="log", startup_report=StartupReport(), now=when
+    )
     assert (
         first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
     )

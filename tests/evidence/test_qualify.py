@@ -17,6 +17,7 @@ from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
+from composegen.vllm.reports import StartupReport
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.helpers import MINIMAL, make_project
 
@@ -46,7 +47,7 @@ def _qualify_on_emulator(
     r = profile.load(project, name)
     with EmulatorProc.start(tmp_path, serve_args=r.argv(), env=env) as emu:
         log = emu.log_text()
-        report = startup.parse_startup_log(log).to_json()
+        report = startup.parse_startup_log(log)
         return qualify.qualify(
             project,
             r,
@@ -169,9 +170,9 @@ class _Stand:
         )
 
 
-def _recorded(data_dir, name: str) -> tuple[dict, str]:
+def _recorded(data_dir, name: str) -> tuple[StartupReport, str]:
     text = (data_dir / "logs" / name).read_text(encoding="utf-8")
-    return startup.parse_startup_log(text).to_json(), text
+    return startup.parse_startup_log(text), text
 
 
 def test_recorded_4096_log_against_the_393k_criteria(project, data_dir):

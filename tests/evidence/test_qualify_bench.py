@@ -48,7 +48,7 @@ def _qualify(project: Project, tmp_path, name: str):
         return qualify.qualify(
             project,
             r,
-            startup_report=startup.parse_startup_log(log).to_json(),
+            startup_report=startup.parse_startup_log(log),
             startup_log_text=log,
             run_ladder_fn=functools.partial(ladder.run_ladder, emu.base_url, served),
             run_gates_fn=functools.partial(gates.run_gates, emu.base_url, served),

@@ -114,8 +114,8 @@ def seeded_campaign(
     for arm in st.arms:
         r = profile.load(project, arm.profile)
         text = (DATA / ARM_LOGS[arm.profile]).read_text(encoding="utf-8") + PLANTED
-        report = startup.parse_startup_log(text).to_json()
-        report["server_address"] = f"http://{PRIVATE['ipv4']}:8000"
+        report = startup.parse_startup_log(text)
+        report.server_address = f"http://{PRIVATE['ipv4']}:8000"
         container = LiveIdentity(hash=r.hash, image_id="sha256:" + PRIVATE["container_id"], repo_digests=[],
                                  emulated=False)  # fmt: skip
         made = evidence.write_run(
