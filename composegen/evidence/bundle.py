@@ -47,7 +47,7 @@ from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project, read_input
-from composegen.report import JsonObject, Report
+from composegen.report import JsonObject
 from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
 from composegen.vllm.redact import mask
@@ -77,10 +77,6 @@ def _json_bytes(value: object) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def _json(part: Report | JsonObject | None) -> JsonObject | None:
-    return part.to_json() if isinstance(part, Report) else part
-
-
 def image_digest(r: Resolved, container: LiveIdentity | None) -> str | None:
     """The digest of the image the container really runs: the profile's when the engine holds the
     image under it, else another registry digest the engine knows; null for a local build (the
@@ -102,7 +98,7 @@ def write_run(
     ladder: LadderResult | None = None,
     source: str = "stack",
     unknown: Iterable[str] = (),
-    bench: BenchResult | JsonObject | None = None,
+    bench: BenchResult | None = None,
     extra_raw: dict[str, JsonObject] | None = None,
     now: datetime | None = None,
     container: LiveIdentity | None = None,
@@ -111,9 +107,10 @@ def write_run(
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
     # token in a URL) is masked before anything is kept.
-    parts = [startup_report.to_json(), _json(gates), _json(ladder), _json(bench), extra_raw]
+    parts = [startup_report, gates, ladder, bench]
+    parts_json = [part.to_json() if part else None for part in parts]
     startup_log_text, startup_json, gates, ladder, bench, extra_raw = r.mask(
-        [startup_log_text, *parts]
+        [startup_log_text, *parts_json, extra_raw]
     )
     now = (now or datetime.now(UTC)).astimezone(UTC)
     missing = set(unknown)
@@ -160,7 +157,7 @@ def write_run(
         "gates": gates,
         "ladder": ladder,
         "bench": bench,
-        "container": _json(container),
+        "container": container.to_json() if container else None,
         "emulated": bool(container and container.emulated),
         "composegen_version": __version__,
         "created_at": privatestate.stamp(now),
@@ -342,41 +339,16 @@ def load_run(path: str | Path, root: str | Path | None = None) -> LoadedRun:
     if absent:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
     model = record.check_document(doc, str(doc_path))
-    _check_shape(doc, doc_path)
     _check_raw(doc, bundle, doc_path)
-    return LoadedRun.at(model, bundle)
+    loaded = LoadedRun.at(model, bundle)
+    _check_bench(loaded, doc_path)
+    return loaded
 
 
-# The parts other commands read, and the JSON type each must have (None allowed where a run may not
-# know).
-_SHAPE = {
-    "profile": (dict,),
-    "startup": (dict,),
-    "gates": (dict, type(None)),
-    "ladder": (dict, type(None)),
-    "bench": (dict, type(None)),
-    "unknown": (list,),
-    "source": (str,),
-    "created_at": (str,),
-}
-
-
-def _check_shape(doc: dict, doc_path: Path) -> None:
-    """A hand-edited or truncated bundle is bad input (exit 2), never an internal error later on."""
-    for key, types in _SHAPE.items():
-        if key in doc and not isinstance(doc[key], types):
-            wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise BadInput(f"{doc_path}: {key}: must be {wanted}, got {type(doc[key]).__name__}")
-    if not all(isinstance(doc["profile"].get(k), str) for k in ("name", "hash")):
-        raise BadInput(f"{doc_path}: profile: needs string name and hash")
-    gates = doc.get("gates")
-    if gates is not None and not all(isinstance(gates.get(k), int) for k in ("passed", "total")):
-        raise BadInput(f"{doc_path}: gates: needs integer passed and total")
-    ladder = doc.get("ladder")
-    if ladder is not None and not isinstance(ladder.get("targets"), list):
-        raise BadInput(f"{doc_path}: ladder: needs a targets list")
-    bench = doc.get("bench")
-    if bench is not None and not isinstance(bench.get("levels"), list):
+def _check_bench(doc: LoadedRun, doc_path: Path) -> None:
+    """The bench part stays the document it was written as (its model: reports.bench.BenchResult);
+    its levels must be a list for anyone to read it."""
+    if doc.bench is not None and not isinstance(doc.bench.get("levels"), list):
         raise BadInput(f"{doc_path}: bench: needs a levels list")
 
 

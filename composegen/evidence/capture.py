@@ -117,7 +117,7 @@ def capture_stack(
         run = bench_runner or functools.partial(
             run_bench, ep.base_url, served, api_key=ep.api_key, emulated=live.identity.emulated
         )
-        bench_result = run(bench["levels"], **options).to_json()
+        bench_result = run(bench["levels"], **options)
     return bundle.write_run(
         project,
         r,

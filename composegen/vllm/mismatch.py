@@ -3,8 +3,11 @@ catalog of the profile's vLLM version (vllm/catalog.py, the one catalog reader).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
+
+from pydantic import JsonValue
 
 from composegen.vllm.catalog import Catalog, load_catalog
 from composegen.vllm.pyliteral import same_value
@@ -25,7 +28,7 @@ def _index(version: str) -> dict[str, tuple[str, Any, bool]]:
 
 
 def mismatches(
-    profile_flags: dict[str, Any],
+    profile_flags: Mapping[str, JsonValue],
     effective_args: dict[str, Any] | None,
     catalog: Catalog | str = DEFAULT_VERSION,
 ) -> list[Mismatch]:

@@ -49,7 +49,7 @@ def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
                     startup_log_text=text,
                     startup_report=report,
                     ladder=lad,
-                    bench=sweep.to_json(),
+                    bench=sweep,
                     source="log",
                 )
             )
