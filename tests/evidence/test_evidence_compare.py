@@ -13,6 +13,8 @@ from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle as evidence
 from composegen.evidence import compare
 from composegen.evidence.reports.compare import CompareReport
+from composegen.evidence.reports.gate import GateResult
+from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.stack.reports import LiveIdentity
@@ -94,7 +96,7 @@ def _report(tokens: int, gib: float) -> StartupReport:
     )
 
 
-def _ladder(prompt: int, ttft: float, decode: float) -> dict:
+def _ladder(prompt: int, ttft: float, decode: float) -> LadderResult:
     small = {
         "target": 1000,
         "prompt_tokens": 1000,
@@ -113,12 +115,18 @@ def _ladder(prompt: int, ttft: float, decode: float) -> dict:
         "finish_reason": "stop",
         "ok": True,
     }
-    return {"targets": [big, small], "largest_prompt_tokens": prompt, "ok": True}
+    return LadderResult.model_validate(
+        {"targets": [big, small], "largest_prompt_tokens": prompt, "ok": True}
+        | {"model": "m", "max_model_len": 131072, "max_tokens": 16, "tolerance": 0.05}
+    )
 
 
 def test_bytes_and_tokens_moving_together_is_not_flagged_and_ladder_rows_compare(project):
     r = profile.load(project, "4096-131k")
-    gates = {"passed": 6, "total": 6, "gates": [], "tools": {"passed": 20, "total": 20}, "ok": True}
+    gates = GateResult.model_validate(
+        {"passed": 6, "total": 6, "gates": [], "tools": {"passed": 20, "total": 20}, "ok": True}
+        | {"model": "m", "base_url": "http://127.0.0.1:8000"}
+    )
     a = evidence.write_run(
         project,
         r,
