@@ -281,7 +281,7 @@ def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
     route leaks."""
 
     result = exposure_matrix(project, r)
-    run = capture.capture_stack(project, r, extra_raw={"exposure.json": result.to_json()})
+    run = capture.capture_stack(project, r, extra_raw={"exposure.json": result})
     if json_:
         emit_json(result.model_copy(update={"run": project.rel(run)}).to_json())
     else:

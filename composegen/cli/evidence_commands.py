@@ -170,7 +170,7 @@ def evidence(
             bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
         extra = None
         if exposure:
-            extra = {"exposure.json": exposure_matrix(project, r).to_json()}
+            extra = {"exposure.json": exposure_matrix(project, r)}
         path = capture.capture_stack(
             project,
             r,

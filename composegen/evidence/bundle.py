@@ -41,7 +41,7 @@ from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
 from composegen.evidence.reports.bench import BenchResult
-from composegen.evidence.reports.bundle import LoadedRun
+from composegen.evidence.reports.bundle import LoadedRun, RawFile
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve
@@ -308,22 +308,20 @@ def _parse_evidence(doc_path: Path) -> object:
     return doc
 
 
-def _check_raw(doc: dict, bundle: Path, doc_path: Path) -> None:
-    """Every raw file the evidence lists is there, a plain name, with its recorded sha256."""
-    entries = doc["raw"] if isinstance(doc["raw"], list) else [None]
-    if not all(isinstance(e, dict) and {"file", "sha256"} <= e.keys() for e in entries):
-        raise BadInput(f"{doc_path}: raw: must be a list of {{file, sha256, bytes}}")
-    for entry in doc["raw"]:
-        raw_path = bundle / entry["file"]
-        if Path(entry["file"]).name != entry["file"]:
-            raise BadInput(f"{doc_path}: raw: {entry['file']!r} is not a plain file name")
+def _check_raw(entries: list[RawFile], bundle: Path, doc_path: Path) -> None:
+    """Every raw file the evidence lists (its model checked the list's shape) is there, a plain
+    name, with its recorded sha256."""
+    for entry in entries:
+        raw_path = bundle / entry.file
+        if Path(entry.file).name != entry.file:
+            raise BadInput(f"{doc_path}: raw: {entry.file!r} is not a plain file name")
         if not raw_path.is_file():
             raise CheckFailed(f"{raw_path}: raw file recorded in evidence.json is missing")
         actual = _file_sha256(raw_path)
-        if actual != entry["sha256"]:
+        if actual != entry.sha256:
             raise CheckFailed(
                 f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
-                f"{entry['sha256'][:12]}… (the bundle was changed after it was written)"
+                f"{entry.sha256[:12]}… (the bundle was changed after it was written)"
             )
 
 
@@ -339,7 +337,7 @@ def load_run(path: str | Path, root: str | Path | None = None) -> LoadedRun:
     if absent:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
     model = record.check_document(doc, str(doc_path))
-    _check_raw(doc, bundle, doc_path)
+    _check_raw(model.raw, bundle, doc_path)
     loaded = LoadedRun.at(model, bundle)
     _check_bench(loaded, doc_path)
     return loaded

@@ -11,7 +11,7 @@ version of the profile.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.report import Report
 from composegen.stack import driver
 from composegen.stack.reports import LiveIdentity
 from composegen.vllm.reports import StartupCheck
@@ -86,14 +87,14 @@ def capture_stack(
     ladder_targets: list[int] | None = None,
     tools: int | None = None,
     bench: dict[str, Any] | None = None,
-    extra_raw: dict[str, Any] | None = None,
+    extra_raw: Mapping[str, Report] | None = None,
     bench_runner: Callable[..., BenchResult] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> Path:
     """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench); `bench_runner`, when
     given, runs it instead (levels, then those keywords: `--bench-via-edge`'s edge.benchvia);
-    `extra_raw` as write_run's (the edge's exposure.json); `on_step`: told each step as it begins
-    (gates k/N, ladder target k/N, bench)."""
+    `extra_raw`: {file name: report} kept as write_run's (the edge's exposure.json); `on_step`:
+    told each step as it begins (gates k/N, ladder target k/N, bench)."""
     live = live_stack(project, r)
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
@@ -127,5 +128,5 @@ def capture_stack(
         ladder=ladder_result,
         container=live.identity,
         bench=bench_result,
-        extra_raw=extra_raw,
+        extra_raw={name: part.to_json() for name, part in (extra_raw or {}).items()},
     )

@@ -29,7 +29,7 @@ def _index(version: str) -> dict[str, tuple[str, Any, bool]]:
 
 def mismatches(
     profile_flags: Mapping[str, JsonValue],
-    effective_args: dict[str, Any] | None,
+    effective_args: Mapping[str, object] | None,
     catalog: Catalog | str = DEFAULT_VERSION,
 ) -> list[Mismatch]:
     """Every profile flag whose value the engine did not get (flag, profile, engine).
