@@ -1,10 +1,12 @@
-"""Results travel typed (issue 24): a function hands back a report model, a dataclass or a typed mapping,
-not a bare `dict` / `dict[str, Any]` that every reader must know the keys of.
+"""Results travel typed (issue 24, issue 41): a function hands back a report model, a dataclass or a
+typed mapping, not a bare `dict` / `dict[str, Any]` (or its alias `JsonObject`) that every reader must
+know the keys of; and a function takes one too, so data read from disk is parsed into its model once.
 
 Left out, each for a reason: the emulator (a test double: its payloads are the wire's own dicts), the JSON
-edge itself (`to_json`, `json_schema`: a model turned into what is written), and the modules whose values
-are another tool's documents, kept as the plain mappings those tools read and write (compose files,
-Kubernetes manifests, JSON Schema, the OpenAI wire) — typing them would restate someone else's schema.
+edge itself (`to_json`, `json_schema`, `as_read`: a model turned into what is written), and the modules
+whose values are another tool's documents, kept as the plain mappings those tools read and write
+(compose files, Kubernetes manifests, JSON Schema, the OpenAI wire) — typing them would restate someone
+else's schema.
 """
 
 from __future__ import annotations
@@ -23,10 +25,14 @@ DOCUMENT_MODULES = {
     "profiles/schema.py": "the profile's JSON Schema and the raw mappings its validators see",
     "profiles/service.py": "the raw mappings the service validators see (moved from profiles/schema.py)",
     "wire": "OpenAI wire payloads",
+    "evidence/gate_tools.py": "the tools gate's JSON Schemas (OpenAI tool parameters)",
+    "stack/facts.py": "the Docker Engine API's inspect answers, parsed into frozen facts here",
 }
-JSON_EDGE = {"to_json", "json_schema", "schema"}
-BARE = re.compile(r"\bdict\b(?!\[)|\bdict\[str, Any\]")
-BARE_DICT_BUDGET = 14  # issue 24 asked for at most 30
+JSON_EDGE = {"to_json", "json_schema", "schema", "as_read"}
+# a bare dict (also inside an annotation: `dict | None`, `list[dict]`), dict[str, Any], the alias
+BARE = re.compile(r"\bdict\b(?!\[)|\bdict\[str, Any\]|\bJsonObject\b")
+BARE_DICT_BUDGET = 14  # returns; issue 41: 25 counting the alias
+BARE_PARAMETER_BUDGET = 25  # issue 41: 70 (80 by this count when it landed)
 
 
 def _exempt(path: Path) -> bool:
@@ -34,20 +40,38 @@ def _exempt(path: Path) -> bool:
     return any(rel == key or rel.startswith(key + "/") for key in DOCUMENT_MODULES)
 
 
-def bare_dict_returns() -> list[str]:
-    """file:line function -> annotation, for every function outside the exemptions returning a bare dict."""
+def _functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(file, function) for every function outside the exemptions and the JSON edge."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if _exempt(path):
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.returns is None:
-                continue
-            annotation = ast.unparse(node.returns)
-            if node.name not in JSON_EDGE and BARE.search(annotation):
-                found.append(
-                    f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} -> {annotation}"
-                )
+            functional = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            if functional and node.name not in JSON_EDGE:
+                found.append((str(path.relative_to(PACKAGE.parent)), node))
+    return found
+
+
+def bare_dict_returns() -> list[str]:
+    """file:line function -> annotation, for every function returning a bare dict."""
+    return [
+        f"{where}:{node.lineno} {node.name} -> {ast.unparse(node.returns)}"
+        for where, node in _functions()
+        if node.returns is not None and BARE.search(ast.unparse(node.returns))
+    ]
+
+
+def bare_dict_parameters() -> list[str]:
+    """file:line function(parameter: annotation), one entry per parameter taking a bare dict."""
+    found = []
+    for where, node in _functions():
+        a = node.args
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+            if arg is not None and arg.annotation is not None:
+                annotation = ast.unparse(arg.annotation)
+                if BARE.search(annotation):
+                    found.append(f"{where}:{node.lineno} {node.name}({arg.arg}: {annotation})")
     return found
 
 
@@ -57,6 +81,39 @@ def test_results_travel_typed():
         f"{len(found)} functions return a bare dict (budget {BARE_DICT_BUDGET}): return the report model, a "
         "dataclass or a TypedDict instead\n" + "\n".join(found)
     )
+
+
+def test_parameters_take_typed_data():
+    found = bare_dict_parameters()
+    assert len(found) <= BARE_PARAMETER_BUDGET, (
+        f"{len(found)} parameters take a bare dict (budget {BARE_PARAMETER_BUDGET}): take the report "
+        "model, a dataclass or a TypedDict (or Mapping[str, object] for JSON checked where it is read)\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_counts_see_what_they_count(tmp_path, monkeypatch):
+    """Each pattern the budgets count is found, and the typed spellings are not."""
+    sample = tmp_path / "composegen"
+    sample.mkdir()
+    (sample / "sample.py").write_text(
+        "def a(x: dict, y: JsonObject, z: list[dict[str, Any]] | None, ok: dict[str, int]) -> dict:\n"
+        "    pass\n"
+        "def b(ok: Mapping[str, object]) -> JsonObject | None:\n"
+        "    pass\n"
+        "def to_json(x: dict) -> dict:\n"
+        "    pass\n"
+    )
+    monkeypatch.setitem(globals(), "PACKAGE", sample)
+    assert [f.split(" ", 1)[1] for f in bare_dict_returns()] == [
+        "a -> dict",
+        "b -> JsonObject | None",
+    ]
+    assert [f.split(" ", 1)[1] for f in bare_dict_parameters()] == [
+        "a(x: dict)",
+        "a(y: JsonObject)",
+        "a(z: list[dict[str, Any]] | None)",
+    ]
 
 
 def test_the_exemptions_name_real_modules():

@@ -12,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from composegen.campaign.reports import BracketFigure, BracketResult
+from composegen.evidence.reports.bundle import LoadedRun
 
 DEFAULT_TOLERANCE = 0.01
+# (figure: a StartupFacts field, label)
 FIGURES = (
     ("kv_cache_tokens", "Engine-reported GPU KV tokens"),
     ("kv_cache_gib_per_rank", "KV GiB per rank"),
@@ -42,13 +44,13 @@ def _diff(first: Any, replay: Any) -> float | None:
     return None
 
 
-def check(first: dict, replay: dict, *, tolerance: float | None = None) -> BracketResult:
+def check(first: LoadedRun, replay: LoadedRun, *, tolerance: float | None = None) -> BracketResult:
     """FIRST and REPLAY: the two control bundles' evidence (bundle.load_run)."""
-    exact = bool(first.get("emulated")) and bool(replay.get("emulated")) and tolerance is None
+    exact = first.emulated and replay.emulated and tolerance is None
     tol = 0.0 if exact else (DEFAULT_TOLERANCE if tolerance is None else tolerance)
     rows = []
     for key, label in FIGURES:
-        a, b = (first.get("startup") or {}).get(key), (replay.get("startup") or {}).get(key)
+        a, b = getattr(first.startup, key), getattr(replay.startup, key)
         diff = _diff(a, b)
         passed = diff is not None and (diff == 0 if tol == 0 else diff <= tol)
         rows.append(

@@ -18,8 +18,10 @@ from composegen.campaign.reports import (
     DecisionPart,
 )
 from composegen.campaign.sanitize import Scrubber
+from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.compare import CompareReport
 
+# StartupFacts fields
 ARM_FIGURES = (
     "vllm_version",
     "max_model_len",
@@ -40,29 +42,28 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _criteria(key: str, doc: dict, shm: int | None) -> list[Criterion]:
+def _criteria(key: str, doc: LoadedRun, shm: int | None) -> list[Criterion]:
     """DOC: the arm's evidence (load_run)."""
-    ready = bool((doc.get("startup") or {}).get("ready"))
+    ready = doc.startup.ready
     rows = [Criterion(arm=key, name="startup", measured=ready, threshold=True, passed=ready)]
-    for gate in (doc.get("gates") or {}).get("gates") or []:
-        passed = bool(gate.get("passed"))
+    for gate in doc.gates.gates if doc.gates else []:
         rows.append(
             Criterion(
                 arm=key,
-                name=f"gate:{gate.get('name')}",
-                measured=passed,
+                name=f"gate:{gate.name}",
+                measured=gate.passed,
                 threshold=True,
-                passed=passed,
+                passed=gate.passed,
             )
         )
-    for row in (doc.get("ladder") or {}).get("targets") or []:
+    for row in doc.ladder.targets if doc.ladder else []:
         rows.append(
             Criterion(
                 arm=key,
-                name=f"ladder:{row.get('target')}",
-                measured=row.get("prompt_tokens"),
-                threshold=row.get("target"),
-                passed=bool(row.get("ok")),
+                name=f"ladder:{row.target}",
+                measured=row.prompt_tokens,
+                threshold=row.target,
+                passed=row.ok,
             )
         )
     if shm is not None:
@@ -75,18 +76,19 @@ def _criteria(key: str, doc: dict, shm: int | None) -> list[Criterion]:
 def build(
     state: CampaignState,
     directory: Path,
-    docs: dict[str, dict],
+    docs: dict[str, LoadedRun],
     compared: CompareReport,
     decision: DecisionPart | None,
 ) -> ComparisonReport:
     """DOCS: arm key -> its bundle's evidence (load_run); COMPARED: compare_runs(control,
     candidate)."""
-    raw, arms, criteria = [], [], list[Criterion]()
+    raw: list[dict[str, object]] = []
+    arms, criteria = [], list[Criterion]()
     for arm in state.arms:
         doc = docs.get(arm.key)
         if doc is None:
             continue
-        bundle = Path(doc["path"])
+        bundle = Path(doc.path)
         whole = bundle / "evidence.json"
         raw.append(
             {
@@ -97,17 +99,16 @@ def build(
             }
         )
         raw += [
-            {"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]
+            {"arm": arm.key, "file": e.file, "sha256": e.sha256, "bytes": e.bytes} for e in doc.raw
         ]
-        startup = doc.get("startup") or {}
         arms.append(
             {
                 "arm": arm.key,
-                "profile": doc["profile"]["name"],
-                "profile_hash": doc["profile"].get("hash") or "",
-                "emulated": bool(doc.get("emulated")),
-                "source": doc.get("source", "stack"),
-                "figures": {k: startup.get(k) for k in ARM_FIGURES},
+                "profile": doc.profile.name,
+                "profile_hash": doc.profile.hash,
+                "emulated": doc.emulated,
+                "source": doc.source,
+                "figures": {k: getattr(doc.startup, k) for k in ARM_FIGURES},
             }
         )
         criteria += _criteria(arm.key, doc, arm.shm_reclaimable)
@@ -117,9 +118,9 @@ def build(
             Criterion(arm="bracket", name="bracket", measured=passed, threshold=True, passed=passed)
         )
     control = docs["control"]
-    effective = (control.get("startup") or {}).get("effective_args") or {}
+    effective = control.startup.effective_args or {}
     config = compared.config
-    doc = {
+    written = {
         "schema": COMPARISON_SCHEMA,
         "campaign": state.name,
         "control": state.control,
@@ -127,8 +128,8 @@ def build(
         "emulated": any(a["emulated"] for a in arms),
         "model": {
             "id": effective.get("model"),
-            "revision": control.get("model_revision"),
-            "image_digest": control.get("image_digest"),
+            "revision": control.model_revision,
+            "image_digest": control.image_digest,
         },
         # comparison.json is written: JSON from here on
         "rows": [row.to_json() for row in compared.rows],
@@ -145,12 +146,10 @@ def build(
         "decision": (decision or DecisionPart(decision="undecided")).to_json(),
         "raw": raw,
     }
-    private = [
-        d.get("container", {}) and (d.get("container") or {}).get("image_id") for d in docs.values()
-    ]
+    private = [d.container.image_id if d.container else None for d in docs.values()]
     private += [str(directory.resolve()), str(directory.resolve().parent.parent.parent)]
     scrub = Scrubber(p for p in private if p)
     # the sanitizer walks JSON: the record is checked against its model after it
-    clean = scrub.json(doc)
+    clean = scrub.json(written)
     clean["redacted"] = scrub.count
     return ComparisonReport.model_validate(clean)

@@ -36,6 +36,7 @@ from composegen.errors import BadInput
 from composegen.evidence import qualify
 from composegen.evidence.bundle import load_run
 from composegen.evidence.qualify import probe_target
+from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
@@ -131,7 +132,7 @@ def _judge_log(project: Project, r: Resolved, emulate: bool) -> QualifyResult:
     """qualify on the startup log of a stack that did not start (no request is sent)."""
     ctr = driver.head_container(project, r)
     text = driver.container_log(ctr) if ctr is not None else ""
-    report = driver.with_mismatches(r, parse_startup_log(text).to_json())
+    report = driver.checked_startup(r, parse_startup_log(text))
     identity = driver.live_identity(ctr) if ctr is not None else None
 
     def not_sent(*args: object, **kwargs: object) -> NoReturn:
@@ -148,39 +149,33 @@ def _judge_log(project: Project, r: Resolved, emulate: bool) -> QualifyResult:
     )
 
 
-def _arm_record(arm: ArmState, doc: dict) -> QualifiedArm:
+def _arm_record(arm: ArmState, doc: LoadedRun) -> QualifiedArm:
     """DOC: the arm's evidence (load_run); its qualify.json read beside it."""
-    verdict = json.loads((Path(doc["path"]) / "qualify.json").read_text(encoding="utf-8"))
-    startup = doc.get("startup") or {}
+    verdict = json.loads((Path(doc.path) / "qualify.json").read_text(encoding="utf-8"))
+    startup = doc.startup
     estimate = None
-    for err in startup.get("errors") or []:
-        m = startup_rules.ESTIMATED_LEN.search(err.get("line") or "")  # the parser's own pattern
+    for err in startup.errors:
+        m = startup_rules.ESTIMATED_LEN.search(err.line or "")  # the parser's own pattern
         estimate = int(m.group(1).replace(",", "")) if m else estimate
     probe = None
     crit = {c["name"]: c for c in verdict["criteria"]}
     if "long_prompt" in crit:
-        target = probe_target(crit["long_prompt"]["threshold"], startup.get("max_model_len") or 0)
-        row = next(
-            (
-                t
-                for t in (doc.get("ladder") or {}).get("targets") or []
-                if t.get("target") == target
-            ),
-            None,
-        )
+        target = probe_target(crit["long_prompt"]["threshold"], startup.max_model_len or 0)
+        rows = doc.ladder.targets if doc.ladder else []
+        row = next((t for t in rows if t.target == target), None)
         probe = {"target": target} | {
-            k: (row or {}).get(k)
+            k: getattr(row, k) if row else None
             for k in ("prompt_tokens", "ttft_s", "prefill_tok_s", "decode_tok_s")
         }
     return QualifiedArm(
         arm=arm.key,
-        profile=doc["profile"]["name"],
-        profile_hash=doc["profile"].get("hash") or "",
-        emulated=bool(doc.get("emulated")),
-        started=bool(startup.get("ready")),
+        profile=doc.profile.name,
+        profile_hash=doc.profile.hash,
+        emulated=doc.emulated,
+        started=startup.ready,
         qualified=bool(verdict["qualified"]),
-        max_model_len=startup.get("max_model_len"),
-        kv_cache_tokens=startup.get("kv_cache_tokens"),
+        max_model_len=startup.max_model_len,
+        kv_cache_tokens=startup.kv_cache_tokens,
         kv_pool_estimate=estimate,
         probe=probe,
         criteria=[
@@ -195,7 +190,8 @@ def _arm_record(arm: ArmState, doc: dict) -> QualifiedArm:
 def write_records(
     project: Project, directory: Path, st: CampaignState, decided: DecisionPart | None = None
 ) -> QualificationReport:
-    arms, raw = [], []
+    arms: list[QualifiedArm] = []
+    raw: list[dict[str, object]] = []
     for arm in st.arms:
         if arm.status != "done" or not arm.bundle:
             continue
@@ -211,11 +207,11 @@ def write_records(
             }
         )
         raw += [
-            {"arm": arm.key, **{k: e[k] for k in ("file", "sha256", "bytes")}} for e in doc["raw"]
+            {"arm": arm.key, "file": e.file, "sha256": e.sha256, "bytes": e.bytes} for e in doc.raw
         ]
     winner = next((a for a in arms if a.qualified), None)
     chosen = decided or decisionfile.read(directory)
-    doc = {
+    written = {
         "schema": QUALIFICATION_SCHEMA,
         "campaign": st.name,
         "emulated": any(a.emulated for a in arms),
@@ -227,7 +223,7 @@ def write_records(
         "raw": raw,
     }
     scrub = Scrubber([str(directory.resolve()), str(project.root.resolve())])
-    clean = scrub.json(doc)
+    clean = scrub.json(written)
     clean["redacted"] = scrub.count
     # the sanitized record, checked against its model
     report = QualificationReport.model_validate(clean)

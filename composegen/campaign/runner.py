@@ -22,6 +22,7 @@ from composegen.campaign.reports import (
 )
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle, capture, compare
+from composegen.evidence.reports.bundle import LoadedRun
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -117,7 +118,7 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
     )
 
 
-def docs(directory: Path, st: CampaignState) -> dict[str, dict]:
+def docs(directory: Path, st: CampaignState) -> dict[str, LoadedRun]:
     return {
         a.key: bundle.load_run(directory / a.bundle)
         for a in st.arms
@@ -151,7 +152,7 @@ def write_records(
     project: Project,
     directory: Path,
     st: CampaignState,
-    loaded: dict[str, dict] | None = None,
+    loaded: dict[str, LoadedRun] | None = None,
     decided: DecisionPart | None = None,
 ) -> ComparisonReport:
     """comparison.json and campaign.md; DECIDED: a decision being recorded (else decision.json's, if

@@ -187,11 +187,9 @@ def _switched(result: SwitchReport, json_: bool) -> None:
         return emit_json(result.to_json())
     if result.path == "unchanged":
         return out(f"{result.alias} already serves {result.profile}: nothing to switch")
-    ev = result.evidence or {}
+    ev = result.evidence
     proof = (
-        f"{ev.get('kind')} {ev.get('ref')} sha256 {str(ev.get('sha256'))[:16]}…"
-        if ev
-        else "no evidence recorded"
+        f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
     )
     out(
         f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)"
@@ -283,7 +281,7 @@ def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
     route leaks."""
 
     result = exposure_matrix(project, r)
-    run = capture.capture_stack(project, r, extra_raw={"exposure.json": result.to_json()})
+    run = capture.capture_stack(project, r, extra_raw={"exposure.json": result})
     if json_:
         emit_json(result.model_copy(update={"run": project.rel(run)}).to_json())
     else:

@@ -170,7 +170,7 @@ def evidence(
             bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
         extra = None
         if exposure:
-            extra = {"exposure.json": exposure_matrix(project, r).to_json()}
+            extra = {"exposure.json": exposure_matrix(project, r)}
         path = capture.capture_stack(
             project,
             r,
@@ -184,9 +184,9 @@ def evidence(
             else None,
         )
     if json_:
-        return emit_json({"path": project.rel(path), "evidence": load_run(path)})
+        return emit_json({"path": project.rel(path), "evidence": load_run(path).as_read()})
     # What the bundle recorded, read back as `compare` and `plan` will see it, not only where it is.
-    out(bundles.format_text({**bundles.load_run(path), "path": project.rel(path)}).rstrip("\n"))
+    out(bundles.format_text(bundles.load_run(path), project.rel(path)).rstrip("\n"))
 
 
 @app.command()

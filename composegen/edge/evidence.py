@@ -144,7 +144,7 @@ def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
     problems = []
     for spec in candidates:
         doc = bundle.load_run(spec, project.root)  # verifies every raw file's sha256
-        where = Path(doc["path"])
+        where = Path(doc.path)
         verdict = where / "qualify.json"
         if not verdict.is_file():
             problems.append(f"{project.rel(where)}: no qualify.json")
@@ -154,10 +154,8 @@ def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
             result = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
             result = None
-        if doc["profile"].get("name") != r.name or doc["profile"].get("hash") != r.hash:
-            problems.append(
-                f"{project.rel(where)}: for {doc['profile'].get('name')}@{doc['profile'].get('hash')}"
-            )
+        if doc.profile.name != r.name or doc.profile.hash != r.hash:
+            problems.append(f"{project.rel(where)}: for {doc.profile.name}@{doc.profile.hash}")
             continue
         if not isinstance(result, dict) or result.get("qualified") is not True:
             problems.append(f"{project.rel(where)}: not qualified")

@@ -20,7 +20,7 @@ import re
 import secrets
 import ssl
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 from composegen.edge import config, keys, routes, service
@@ -157,7 +157,7 @@ def _status(
     method: str,
     path: str,
     key: str | None,
-    body: dict | None,
+    body: Mapping[str, object] | None,  # a request body sent as JSON
 ) -> int:
     """The status of one request (-1: no HTTP answer); the body is read (bounded) and dropped."""
     parts = urlsplit(edge.url)

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TypedDict
+from typing import TypedDict, TypeGuard
 
 MAX_BODY = 16 << 20
 MAX_BUFFERED = 128 << 20  # request bodies held at once, all clients together
@@ -342,7 +342,7 @@ class Handler(BaseHTTPRequestHandler):
         self._client = client
         routes = self.routes.get()
         table = routes.get("aliases")
-        aliases: dict = table if isinstance(table, dict) else {}
+        aliases: Mapping[str, object] = table if isinstance(table, dict) else {}
         if self.command == "POST" and path in MODEL_POSTS:
             return self._with_body(lambda body: self._model_request(routes, aliases, body))
         # a body on anything else is read (the connection stays in step), never sent on
@@ -451,7 +451,10 @@ class Handler(BaseHTTPRequestHandler):
     # ---- forwarding
     # ----------------------------------------------------------------------------------
 
-    def _model_request(self, routes: dict, aliases: dict, body: bytes) -> int:
+    # routes.json as read: each value is checked where it is used (_ready), never trusted by shape
+    def _model_request(
+        self, routes: Mapping[str, object], aliases: Mapping[str, object], body: bytes
+    ) -> int:
         try:
             doc = json.loads(body or b"{}")
         except (ValueError, RecursionError):
@@ -470,7 +473,9 @@ class Handler(BaseHTTPRequestHandler):
         doc["model"] = route["served_name"]
         return self._forward(routes, model, route, json.dumps(doc).encode("utf-8"))
 
-    def _forward(self, routes: dict, alias: str, route: dict, body: bytes | None) -> int:
+    def _forward(
+        self, routes: Mapping[str, object], alias: str, route: object, body: bytes | None
+    ) -> int:
         if not _ready(route):
             return self._unavailable(routes, alias, route)
         host, _, port = str(route["upstream"]).rpartition(":")
@@ -562,9 +567,9 @@ class Handler(BaseHTTPRequestHandler):
             lines.append("Connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
 
-    def _unavailable(self, routes: dict, alias: str, route: dict) -> int:
-        found = route.get("switch")
-        switch: dict = found if isinstance(found, dict) else {}
+    def _unavailable(self, routes: Mapping[str, object], alias: str, route: object) -> int:
+        found = route.get("switch") if isinstance(route, dict) else None
+        switch: Mapping[str, object] = found if isinstance(found, dict) else {}
         stage = str(switch.get("stage") or "no stack assigned")[:200]
         retry = routes.get("retry_after")
         target = switch.get("to")
@@ -606,7 +611,7 @@ def _reason(exc: BaseException) -> str:
     return "the connection failed"
 
 
-def _ready(route: object) -> bool:
+def _ready(route: object) -> TypeGuard[Mapping[str, object]]:
     return (
         isinstance(route, dict)
         and not route.get("switch")
@@ -615,7 +620,7 @@ def _ready(route: object) -> bool:
     )
 
 
-def models_list(aliases: dict) -> ModelList:
+def models_list(aliases: Mapping[str, object]) -> ModelList:
     data = [
         ModelEntry(id=alias, object="model", owned_by="composegen-edge")
         for alias in sorted(aliases)

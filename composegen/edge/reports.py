@@ -8,6 +8,7 @@ from pydantic import Field
 
 from composegen import privatestate
 from composegen.edge.keys import Client
+from composegen.edge.routes import Proof, Switching
 from composegen.report import Report
 
 
@@ -49,7 +50,7 @@ class SwitchReport(Report):
     previous: str | None
     profile: str
     by: str  # promote | rollback
-    evidence: dict | None  # {"kind", "ref", "sha256", …} of what allowed the switch
+    evidence: Proof | None  # what allowed the switch
     stages: list[str]  # what the edge told clients while it ran (503 + Retry-After + this)
     seconds: float
     # standby: by sleep mode (docs/standby.md); cold: down, then up; unchanged: the alias already
@@ -71,8 +72,8 @@ class RecoverReport(Report):
 class AliasRow(Report):
     alias: str
     profile: str | None
-    switching: dict | None  # {"to", "stage", "since"} while a promote/rollback runs
-    evidence: dict | None  # of the current assignment
+    switching: Switching | None  # while a promote/rollback runs
+    evidence: Proof | None  # of the current assignment
     interrupted: bool = False  # the switch's composegen is gone: `composegen edge recover`
     target: str | None = None  # the stack it points at: ready | asleep | starting | down
 

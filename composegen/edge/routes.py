@@ -11,7 +11,10 @@ reads: {"retry_after", "aliases": {ALIAS: {"profile", "upstream", "served_name",
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, NotRequired
+
+# typing_extensions' TypedDict: pydantic reads these as report fields (edge/reports.py) on 3.11 too
+from typing_extensions import TypedDict
 
 from composegen import privatestate
 from composegen.edge.config import Edge, upstream_host

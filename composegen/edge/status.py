@@ -3,11 +3,17 @@ each alias → profile (and a switch in progress), the clients (names and expiry
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
 from composegen import privatestate
 from composegen.edge import journal, keys, routes, service
 from composegen.edge.reports import AliasRow, EdgeStatusReport, client_rows
 from composegen.project import Project
 from composegen.stack import driver
+
+T = TypeVar("T")
 
 
 def edge_status(project: Project) -> EdgeStatusReport:
@@ -25,20 +31,14 @@ def edge_status(project: Project) -> EdgeStatusReport:
     rows = []
     for alias, profile in routes.aliases(project, edge).items():
         live = published.get(alias) if isinstance(published, dict) else None
-        switch = (
-            live.get("switch")
-            if isinstance(live, dict) and isinstance(live.get("switch"), dict)
-            else None
-        )
+        switch = live.get("switch") if isinstance(live, dict) else None
         history = routes.history(project, edge, alias)
         rows.append(
             AliasRow(
                 alias=alias,
                 profile=profile,
-                switching=dict(switch) if switch else None,
-                evidence=dict(proof)
-                if history and (proof := history[-1].get("evidence"))
-                else None,
+                switching=_read(SWITCHING, switch),
+                evidence=_read(PROOF, history[-1].get("evidence")) if history else None,
                 interrupted=stale is not None and stale["alias"] == alias,
                 target=_health(project, profile),
             )
@@ -53,6 +53,17 @@ def edge_status(project: Project) -> EdgeStatusReport:
         aliases=rows,
         clients=client_rows(keys.listing(project)),
     )
+
+
+# the state files are ours, but a hand-edited entry that does not fit shows as none, not a crash
+SWITCHING, PROOF = TypeAdapter(routes.Switching), TypeAdapter(routes.Proof)
+
+
+def _read(shape: TypeAdapter[T], value: object) -> T | None:
+    try:
+        return shape.validate_python(value) if value else None
+    except ValidationError:
+        return None
 
 
 def _health(project: Project, profile: str | None) -> str | None:
@@ -73,12 +84,12 @@ def format_text(report: EdgeStatusReport) -> str:
     lines = [f"edge {report.name}: {report.url} (tls {report.tls}) — {state}"]
     for row in report.aliases:
         doing = (
-            f"  [switching to {row.switching.get('to')}: {row.switching.get('stage')}]"
+            f"  [switching to {row.switching['to']}: {row.switching['stage']}]"
             if row.switching
             else ""
         )
         doing = (
-            f"  [INTERRUPTED: {row.switching.get('stage')}]"
+            f"  [INTERRUPTED: {row.switching['stage']}]"
             if row.interrupted and row.switching
             else doing
         )

@@ -148,8 +148,7 @@ def _switch(
         # the proof is checked (above); nothing to move: the loop closes, exit 0
         if current == target:
             why = f"{alias} already serves {target}"
-            proof = dict(evidence) if evidence else None
-            return SwitchReport(alias=alias, previous=current, profile=target, by=by, evidence=proof, stages=[],
+            return SwitchReport(alias=alias, previous=current, profile=target, by=by, evidence=evidence, stages=[],
                                 seconds=0.0, path="unchanged", path_reason=why)  # fmt: skip
         driver.engine_info()  # the engine answers, or nothing changes: the alias stays on its stack
         # None: both resident, the target asleep
@@ -182,13 +181,12 @@ def _switch(
         moved = routes.record(project, edge, alias, target, by, evidence)
         routes.publish(project, edge)
         journal.end(project)
-    proven = moved["evidence"]
     return SwitchReport(
         alias=alias,
         previous=current,
         profile=target,
         by=by,
-        evidence=dict(proven) if proven else None,
+        evidence=moved["evidence"] or None,
         stages=sink.seen,  # what clients were told, in order
         seconds=round(time.monotonic() - started, 1),
         path="cold" if cold else "standby",

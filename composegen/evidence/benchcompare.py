@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from composegen.evidence import record
 from composegen.evidence.reports.bench import BenchDelta, BenchDeltas, BenchResult
+from composegen.evidence.reports.bundle import LoadedRun
 
 COMPARED = (
     ("request_throughput", "req/s"),
@@ -23,13 +24,13 @@ COMPARED = (
 )
 
 
-def load_bench(doc: dict) -> BenchResult | None:
+def load_bench(doc: LoadedRun) -> BenchResult | None:
     """The bundle's bench as the model; a hand-edited one that does not fit is bad input (exit
     2)."""
     return record.load_part(doc, "bench", BenchResult)
 
 
-def bench_deltas(doc_a: dict, doc_b: dict) -> BenchDeltas | None:
+def bench_deltas(doc_a: LoadedRun, doc_b: LoadedRun) -> BenchDeltas | None:
     a, b = load_bench(doc_a), load_bench(doc_b)
     if a is None or b is None:
         return None

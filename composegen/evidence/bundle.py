@@ -19,8 +19,8 @@ about the image or compose file that host ran, and no gates or ladder.
 A bundle of a profile's running stack is captured by evidence/capture.py (this module never drives
 an engine; it reads and writes bundles). `from_log(project, name, log_path, force=False) -> Path`: a
 bundle from a startup log recorded elsewhere (source "log"); refused (BadInput) when the log's model
-or max_model_len contradicts the profile, unless force. `load_run(path) -> dict`: evidence.json plus
-"path" (the bundle directory); BadInput for a missing or malformed bundle, CheckFailed when a raw
+or max_model_len contradicts the profile, unless force. `load_run(path) -> LoadedRun`: evidence.json
+as its model plus `path` (the bundle directory); BadInput for a missing or malformed bundle, CheckFailed when a raw
 file is missing or its sha256 differs from the record. `resolve_run(spec, root) -> Path`: a bundle
 directory, its evidence.json, or a run name under runs/.
 """
@@ -41,15 +41,17 @@ from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
 from composegen.evidence.reports.bench import BenchResult
+from composegen.evidence.reports.bundle import LoadedRun, RawFile
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project, read_input
-from composegen.report import JsonObject, Report
+from composegen.report import JsonObject
 from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
 from composegen.vllm.redact import mask
+from composegen.vllm.reports import StartupCheck, StartupReport
 
 SCHEMA = record.SCHEMA
 MAX_EVIDENCE_BYTES = 64 << 20
@@ -75,10 +77,6 @@ def _json_bytes(value: object) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def _json(part: Report | JsonObject | None) -> JsonObject | None:
-    return part.to_json() if isinstance(part, Report) else part
-
-
 def image_digest(r: Resolved, container: LiveIdentity | None) -> str | None:
     """The digest of the image the container really runs: the profile's when the engine holds the
     image under it, else another registry digest the engine knows; null for a local build (the
@@ -95,12 +93,12 @@ def write_run(
     r: Resolved,
     *,
     startup_log_text: str | None,
-    startup_report: dict,
+    startup_report: StartupReport,
     gates: GateResult | None = None,
     ladder: LadderResult | None = None,
     source: str = "stack",
     unknown: Iterable[str] = (),
-    bench: BenchResult | JsonObject | None = None,
+    bench: BenchResult | None = None,
     extra_raw: dict[str, JsonObject] | None = None,
     now: datetime | None = None,
     container: LiveIdentity | None = None,
@@ -108,17 +106,18 @@ def write_run(
     if source not in SOURCES:
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
-    # token in a
-    # URL) is masked before anything is kept.
-    startup_log_text, startup_report, gates, ladder, bench, extra_raw = r.mask(
-        [startup_log_text, startup_report, _json(gates), _json(ladder), _json(bench), extra_raw]
+    # token in a URL) is masked before anything is kept.
+    parts = [startup_report, gates, ladder, bench]
+    parts_json = [part.to_json() if part else None for part in parts]
+    startup_log_text, startup_json, gates, ladder, bench, extra_raw = r.mask(
+        [startup_log_text, *parts_json, extra_raw]
     )
     now = (now or datetime.now(UTC)).astimezone(UTC)
     missing = set(unknown)
     digest = image_digest(r, container) if source == "stack" else None
     compose = project.out_path(r.name)
     compose_sha = _sha256(compose.read_bytes()) if source == "stack" and compose.is_file() else None
-    effective = startup_report.get("effective_args") or {}
+    effective = startup_json.get("effective_args") or {}
     revision = effective.get("revision") or (
         r.profile.model.revision if source == "stack" else None
     )
@@ -135,7 +134,7 @@ def write_run(
     raw: dict[str, bytes] = {}
     if startup_log_text is not None:
         raw["startup.log"] = startup_log_text.encode("utf-8")
-    raw["startup.json"] = _json_bytes(startup_report)
+    raw["startup.json"] = _json_bytes(startup_json)
     if gates is not None:
         raw["gates.json"] = _json_bytes(gates)
     if ladder is not None:
@@ -154,11 +153,11 @@ def write_run(
         "image_digest": digest,
         "model_revision": revision,
         "compose_sha256": compose_sha,
-        "startup": startup_report,
+        "startup": startup_json,
         "gates": gates,
         "ladder": ladder,
         "bench": bench,
-        "container": _json(container),
+        "container": container.to_json() if container else None,
         "emulated": bool(container and container.emulated),
         "composegen_version": __version__,
         "created_at": privatestate.stamp(now),
@@ -231,34 +230,29 @@ def from_log(project: Project, name: str, log_path: str | Path, *, force: bool =
     r = resolve.load(project, name)
     path = Path(log_path)
     text = read_log(path).decode("utf-8", errors="replace")
-    report = startup.parse_startup_log(text).to_json()
-    if (
-        report["kv_cache_tokens"] is None
-        and not report["errors"]
-        and report["vllm_version"] is None
-    ):
+    report: StartupReport = startup.parse_startup_log(text)
+    if report.kv_cache_tokens is None and not report.errors and report.vllm_version is None:
         raise BadInput(
             f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)"
         )
-    if report.get("effective_args") is not None:
-        report["mismatches"] = startup.mismatches(
-            r.engine_flags(), report["effective_args"], r.catalog
-        )
+    if report.effective_args is not None:
+        found = startup.mismatches(r.engine_flags(), report.effective_args, r.catalog)
+        report = StartupCheck(**dict(report), mismatches=found)
     if not force:
         _refuse_contradiction(path, text, r, report)
     return write_run(project, r, startup_log_text=mask(text), startup_report=report, source="log")
 
 
-def _refuse_contradiction(path: Path, text: str, r: Resolved, report: dict) -> None:
+def _refuse_contradiction(path: Path, text: str, r: Resolved, report: StartupReport) -> None:
     """A log of another model or context length is not evidence for this profile (BadInput, exit
     2)."""
-    model = (report.get("effective_args") or {}).get("model")
+    model = (report.effective_args or {}).get("model")
     wanted_len = r.flag("max-model-len")
     for field, logged, profiled, needle in (
         ("model", model, r.profile.model.id, "non-default args"),
         (
             "max_model_len",
-            report.get("max_model_len"),
+            report.max_model_len,
             wanted_len if isinstance(wanted_len, int) else None,
             "max",
         ),
@@ -314,26 +308,24 @@ def _parse_evidence(doc_path: Path) -> object:
     return doc
 
 
-def _check_raw(doc: dict, bundle: Path, doc_path: Path) -> None:
-    """Every raw file the evidence lists is there, a plain name, with its recorded sha256."""
-    entries = doc["raw"] if isinstance(doc["raw"], list) else [None]
-    if not all(isinstance(e, dict) and {"file", "sha256"} <= e.keys() for e in entries):
-        raise BadInput(f"{doc_path}: raw: must be a list of {{file, sha256, bytes}}")
-    for entry in doc["raw"]:
-        raw_path = bundle / entry["file"]
-        if Path(entry["file"]).name != entry["file"]:
-            raise BadInput(f"{doc_path}: raw: {entry['file']!r} is not a plain file name")
+def _check_raw(entries: list[RawFile], bundle: Path, doc_path: Path) -> None:
+    """Every raw file the evidence lists (its model checked the list's shape) is there, a plain
+    name, with its recorded sha256."""
+    for entry in entries:
+        raw_path = bundle / entry.file
+        if Path(entry.file).name != entry.file:
+            raise BadInput(f"{doc_path}: raw: {entry.file!r} is not a plain file name")
         if not raw_path.is_file():
             raise CheckFailed(f"{raw_path}: raw file recorded in evidence.json is missing")
         actual = _file_sha256(raw_path)
-        if actual != entry["sha256"]:
+        if actual != entry.sha256:
             raise CheckFailed(
                 f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "
-                f"{entry['sha256'][:12]}… (the bundle was changed after it was written)"
+                f"{entry.sha256[:12]}… (the bundle was changed after it was written)"
             )
 
 
-def load_run(path: str | Path, root: str | Path | None = None) -> dict:
+def load_run(path: str | Path, root: str | Path | None = None) -> LoadedRun:
     bundle = resolve_run(path, root)
     doc_path = bundle / EVIDENCE
     doc = _parse_evidence(doc_path)
@@ -344,81 +336,54 @@ def load_run(path: str | Path, root: str | Path | None = None) -> dict:
     absent = [k for k in REQUIRED_KEYS if k not in doc]
     if absent:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
-    record.check_document(doc, str(doc_path))
-    _check_shape(doc, doc_path)
-    _check_raw(doc, bundle, doc_path)
-    return {**doc, "path": str(bundle)}
+    model = record.check_document(doc, str(doc_path))
+    _check_raw(model.raw, bundle, doc_path)
+    loaded = LoadedRun.at(model, bundle)
+    _check_bench(loaded, doc_path)
+    return loaded
 
 
-# The parts other commands read, and the JSON type each must have (None allowed where a run may not
-# know).
-_SHAPE = {
-    "profile": (dict,),
-    "startup": (dict,),
-    "gates": (dict, type(None)),
-    "ladder": (dict, type(None)),
-    "bench": (dict, type(None)),
-    "unknown": (list,),
-    "source": (str,),
-    "created_at": (str,),
-}
-
-
-def _check_shape(doc: dict, doc_path: Path) -> None:
-    """A hand-edited or truncated bundle is bad input (exit 2), never an internal error later on."""
-    for key, types in _SHAPE.items():
-        if key in doc and not isinstance(doc[key], types):
-            wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise BadInput(f"{doc_path}: {key}: must be {wanted}, got {type(doc[key]).__name__}")
-    if not all(isinstance(doc["profile"].get(k), str) for k in ("name", "hash")):
-        raise BadInput(f"{doc_path}: profile: needs string name and hash")
-    gates = doc.get("gates")
-    if gates is not None and not all(isinstance(gates.get(k), int) for k in ("passed", "total")):
-        raise BadInput(f"{doc_path}: gates: needs integer passed and total")
-    ladder = doc.get("ladder")
-    if ladder is not None and not isinstance(ladder.get("targets"), list):
-        raise BadInput(f"{doc_path}: ladder: needs a targets list")
-    bench = doc.get("bench")
-    if bench is not None and not isinstance(bench.get("levels"), list):
+def _check_bench(doc: LoadedRun, doc_path: Path) -> None:
+    """The bench part stays the document it was written as (its model: reports.bench.BenchResult);
+    its levels must be a list for anyone to read it."""
+    if doc.bench is not None and not isinstance(doc.bench.get("levels"), list):
         raise BadInput(f"{doc_path}: bench: needs a levels list")
 
 
-def format_text(doc: dict) -> str:
-    startup = doc.get("startup") or {}
+def format_text(doc: LoadedRun, shown_path: str | None = None) -> str:
+    """SHOWN_PATH: the bundle as the reader named it (default: where it was read from)."""
+    startup = doc.startup
     lines = [
-        f"run {doc.get('path', '')}",
-        f"  profile   {doc['profile']['name']} (hash {doc['profile']['hash']}), source {doc['source']}",
-        f"  created   {doc['created_at']} by composegen {doc.get('composegen_version')}",
-        f"  image     {doc.get('image_digest') or 'unknown'}",
-        f"  revision  {doc.get('model_revision') or 'unknown'}",
-        f"  compose   {doc.get('compose_sha256') or 'unknown'}",
-        f"  KV        {startup.get('kv_cache_tokens')} tokens, {startup.get('kv_cache_gib_min')} GiB min rank",
+        f"run {doc.path if shown_path is None else shown_path}",
+        f"  profile   {doc.profile.name} (hash {doc.profile.hash}), source {doc.source}",
+        f"  created   {doc.created_at} by composegen {doc.composegen_version}",
+        f"  image     {doc.image_digest or 'unknown'}",
+        f"  revision  {doc.model_revision or 'unknown'}",
+        f"  compose   {doc.compose_sha256 or 'unknown'}",
+        f"  KV        {startup.kv_cache_tokens} tokens, {startup.kv_cache_gib_min} GiB min rank",
     ]
-    if doc.get("emulated"):
+    if doc.emulated:
         lines.insert(
             1, "  EMULATED  vLLM test double: these figures exercise composegen, not a model"
         )
-    gates = doc.get("gates")
+    gates = doc.gates
+    lines.append(f"  gates     {gates.passed}/{gates.total}" if gates else "  gates     not run")
+    ladder = doc.ladder
     lines.append(
-        f"  gates     {gates['passed']}/{gates['total']}" if gates else "  gates     not run"
-    )
-    ladder = doc.get("ladder")
-    lines.append(
-        f"  ladder    largest prompt {ladder['largest_prompt_tokens']}"
+        f"  ladder    largest prompt {ladder.largest_prompt_tokens}"
         if ladder
         else "  ladder    not run"
     )
-    bench = doc.get("bench")
+    # the bench part stays the document it was written as (its model: reports.bench.BenchResult)
+    bench = doc.bench
     if bench:
         levels = ", ".join(
             f"c{lv.get('concurrency')} {lv.get('request_throughput')} req/s"
             for lv in bench["levels"]
         )
         lines.append(f"  bench     {levels}")
-    if doc.get("unknown"):
-        lines.append(f"  unknown   {', '.join(doc['unknown'])}")
-    for entry in doc.get("raw", []):
-        lines.append(
-            f"  raw       {entry['file']} {entry['sha256'][:16]} ({entry.get('bytes')} bytes)"
-        )
+    if doc.unknown:
+        lines.append(f"  unknown   {', '.join(doc.unknown)}")
+    for entry in doc.raw:
+        lines.append(f"  raw       {entry.file} {entry.sha256[:16]} ({entry.bytes} bytes)")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ version of the profile.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +23,16 @@ from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.report import JsonObject
+from composegen.report import Report
 from composegen.stack import driver
 from composegen.stack.reports import LiveIdentity
+from composegen.vllm.reports import StartupCheck
 
 
 @dataclass(frozen=True)
 class LiveStack:
     log: str  # the container's startup log
-    startup: JsonObject  # driver.startup_for: the startup check as the bundle keeps it
+    startup: StartupCheck  # driver.startup_check: the startup report and the flag mismatches
     identity: LiveIdentity
 
 
@@ -75,7 +76,7 @@ def live_stack(project: Project, r: Resolved) -> LiveStack:
             hint=f"`composegen down {r.name}` and `composegen up {r.name}{' --emulate' * identity.emulated}` "
             "to run what the profile says",
         )
-    return LiveStack(driver.container_log(ctr), driver.startup_for(r, ctr), identity)
+    return LiveStack(driver.container_log(ctr), driver.startup_check(r, ctr), identity)
 
 
 def _open_bench(
@@ -101,15 +102,15 @@ def capture_stack(
     ladder_targets: list[int] | None = None,
     tools: int | None = None,
     bench: dict[str, Any] | None = None,
-    extra_raw: dict[str, Any] | None = None,
+    extra_raw: Mapping[str, Report] | None = None,
     bench_runner: Callable[..., BenchResult] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> Path:
     """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench), or "rates" with
     input_tokens, output_tokens and requests or duration (an open-loop arm); `bench_runner`, when
     given, runs it instead (levels, then those keywords: `--bench-via-edge`'s edge.benchvia);
-    `extra_raw` as write_run's (the edge's exposure.json); `on_step`: told each step as it begins
-    (gates k/N, ladder target k/N, bench)."""
+    `extra_raw`: {file name: report} kept as write_run's (the edge's exposure.json); `on_step`:
+    told each step as it begins (gates k/N, ladder target k/N, bench)."""
     live = live_stack(project, r)
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
@@ -122,7 +123,7 @@ def capture_stack(
             served,
             ladder_targets,
             api_key=ep.api_key,
-            max_model_len=report.get("max_model_len") or r.flag("max-model-len"),
+            max_model_len=report.max_model_len or r.flag("max-model-len"),
             on_step=on_step,
         )
     bench_result = None
@@ -140,7 +141,7 @@ def capture_stack(
             emulated=live.identity.emulated,
             gpus=gpus_of(r),  # the frontier's per-GPU figure
         )
-        bench_result = run(bench["levels"], **options).to_json()
+        bench_result = run(bench["levels"], **options)
     return bundle.write_run(
         project,
         r,
@@ -150,5 +151,5 @@ def capture_stack(
         ladder=ladder_result,
         container=live.identity,
         bench=bench_result,
-        extra_raw=extra_raw,
+        extra_raw={name: part.to_json() for name, part in (extra_raw or {}).items()},
     )

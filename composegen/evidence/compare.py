@@ -33,6 +33,7 @@ from composegen.diff.composeyaml import parse_compose_text
 from composegen.errors import BadInput
 from composegen.evidence import benchcompare
 from composegen.evidence import bundle as evidence
+from composegen.evidence.reports.bundle import LadderRow, LoadedRun
 from composegen.evidence.reports.compare import (
     CapacityChange,
     CompareReport,
@@ -45,71 +46,79 @@ from composegen.profiles import resolve
 from composegen.project import Project
 from composegen.units import format_gib
 
+Read = Callable[[LoadedRun], Any]
 
-def _largest_row(doc: dict) -> dict:
+
+def _largest_row(doc: LoadedRun) -> LadderRow | None:
     rows = [
         r
-        for r in ((doc.get("ladder") or {}).get("targets") or [])
-        if r.get("prompt_tokens") is not None and r.get("finish_reason") is not None
+        for r in (doc.ladder.targets if doc.ladder else [])
+        if r.prompt_tokens is not None and r.finish_reason is not None
     ]
-    return max(rows, key=lambda r: r["prompt_tokens"]) if rows else {}
+    return max(rows, key=lambda r: r.prompt_tokens or 0) if rows else None
 
 
-def _gates(doc: dict) -> str | None:
-    gates = doc.get("gates")
-    return f"{gates['passed']}/{gates['total']}" if gates else None
+def _gates(doc: LoadedRun) -> str | None:
+    gates = doc.gates
+    return f"{gates.passed}/{gates.total}" if gates else None
 
 
-def _startup(key: str) -> Callable[[dict], Any]:
-    return lambda doc: (doc.get("startup") or {}).get(key)
+def _ladder(read: Callable[[LadderRow], float | None]) -> Read:
+    return lambda doc: None if (row := _largest_row(doc)) is None else read(row)
 
 
-def _ladder(key: str) -> Callable[[dict], Any]:
-    return lambda doc: _largest_row(doc).get(key)
+def _largest_prompt(doc: LoadedRun) -> int | None:
+    return doc.ladder.largest_prompt_tokens if doc.ladder else None
 
 
 # (metric, label, unit, read, show pct)
-METRICS: list[tuple[str, str, str, Callable[[dict], Any], bool]] = [
-    ("min_rank_kv_gib", "Minimum-rank KV allocation", "GiB", _startup("kv_cache_gib_min"), True),
+METRICS: list[tuple[str, str, str, Read, bool]] = [
+    (
+        "min_rank_kv_gib",
+        "Minimum-rank KV allocation",
+        "GiB",
+        lambda d: d.startup.kv_cache_gib_min,
+        True,
+    ),
     (
         "kv_cache_tokens",
         "Engine-reported GPU KV tokens",
         "tokens",
-        _startup("kv_cache_tokens"),
+        lambda d: d.startup.kv_cache_tokens,
         True,
     ),
     (
         "max_concurrency",
         "Reported concurrency at max-model-len",
         "x",
-        _startup("max_concurrency"),
+        lambda d: d.startup.max_concurrency,
         False,
     ),
     (
         "peak_activation_gib",
         "Peak activation per rank",
         "GiB",
-        _startup("peak_activation_gib"),
+        lambda d: d.startup.peak_activation_gib,
         True,
     ),
-    ("weights_gib", "Weight allocation per rank", "GiB", _startup("weights_gib"), False),
+    ("weights_gib", "Weight allocation per rank", "GiB", lambda d: d.startup.weights_gib, False),
     ("gates", "Functional gates", "passed/total", _gates, False),
-    (
-        "largest_prompt_tokens",
-        "Largest actual prompt",
-        "tokens",
-        lambda doc: (doc.get("ladder") or {}).get("largest_prompt_tokens"),
-        True,
-    ),
-    ("largest_ttft_s", "Largest-request TTFT", "s", _ladder("ttft_s"), True),
+    ("largest_prompt_tokens", "Largest actual prompt", "tokens", _largest_prompt, True),
+    ("largest_ttft_s", "Largest-request TTFT", "s", _ladder(lambda r: r.ttft_s), True),
     (
         "largest_prefill_tok_s",
         "Largest-request effective prefill",
         "tok/s",
-        _ladder("prefill_tok_s"),
+        _ladder(lambda r: r.prefill_tok_s),
         True,
     ),
-    ("largest_decode_tok_s", "Largest-request decode", "tok/s", _ladder("decode_tok_s"), True),
+    (
+        "largest_decode_tok_s",
+        "Largest-request decode",
+        "tok/s",
+        _ladder(lambda r: r.decode_tok_s),
+        True,
+    ),
 ]
 
 
@@ -132,9 +141,10 @@ def _pct(a: Any, b: Any) -> float | None:
     return round((b - a) / abs(a) * 100, 3) if _number(a) and _number(b) and a else None
 
 
-def capacity_flag(doc_a: dict, doc_b: dict, threshold: float) -> CapacityChange:
-    bytes_pct = _pct(_startup("kv_cache_gib_min")(doc_a), _startup("kv_cache_gib_min")(doc_b))
-    tokens_pct = _pct(_startup("kv_cache_tokens")(doc_a), _startup("kv_cache_tokens")(doc_b))
+def capacity_flag(doc_a: LoadedRun, doc_b: LoadedRun, threshold: float) -> CapacityChange:
+    a, b = doc_a.startup, doc_b.startup
+    bytes_pct = _pct(a.kv_cache_gib_min, b.kv_cache_gib_min)
+    tokens_pct = _pct(a.kv_cache_tokens, b.kv_cache_tokens)
     flag = (
         None
         if bytes_pct is None or tokens_pct is None
@@ -145,12 +155,14 @@ def capacity_flag(doc_a: dict, doc_b: dict, threshold: float) -> CapacityChange:
     )
 
 
-def config_differences(doc_a: dict, doc_b: dict, root: str | Path | Project) -> ConfigDifferences:
+def config_differences(
+    doc_a: LoadedRun, doc_b: LoadedRun, root: str | Path | Project
+) -> ConfigDifferences:
     project = Project(Path(root)) if not isinstance(root, Project) else root
     out = ConfigDifferences(functional=[], identity=[], notes=[])
     sides = []
     for doc in (doc_a, doc_b):
-        name = doc["profile"]["name"]
+        name = doc.profile.name
         try:
             r = resolve.load(project, name)
         except BadInput as exc:
@@ -158,9 +170,9 @@ def config_differences(doc_a: dict, doc_b: dict, root: str | Path | Project) -> 
                 f"profile {name} cannot be rendered now ({exc.message}); no config differences"
             )
             return out
-        if r.hash != doc["profile"].get("hash"):
+        if r.hash != doc.profile.hash:
             out.notes.append(
-                f"profile {name} changed since its run (hash {doc['profile'].get('hash')} -> {r.hash});"
+                f"profile {name} changed since its run (hash {doc.profile.hash} -> {r.hash});"
                 " differences are between the profiles as they are now"
             )
         sides.append((r, parse_compose_text(render.render(r), f"profile:{name}")))
@@ -172,28 +184,28 @@ def config_differences(doc_a: dict, doc_b: dict, root: str | Path | Project) -> 
     return out
 
 
-def served_model(doc: dict) -> str | None:
+def served_model(doc: LoadedRun) -> str | None:
     """The model the engine served (its `non-default args` line), null when the log does not say."""
-    model = ((doc.get("startup") or {}).get("effective_args") or {}).get("model")
+    model = (doc.startup.effective_args or {}).get("model")
     return model if isinstance(model, str) else None
 
 
-def refuse_unlike(doc_a: dict, doc_b: dict) -> None:
+def refuse_unlike(doc_a: LoadedRun, doc_b: LoadedRun) -> None:
     """BadInput (exit 2) when the two runs served different models or context lengths: not an
     A/B."""
     for what, a, b in (
         ("model", served_model(doc_a), served_model(doc_b)),
-        ("max_model_len", _startup("max_model_len")(doc_a), _startup("max_model_len")(doc_b)),
+        ("max_model_len", doc_a.startup.max_model_len, doc_b.startup.max_model_len),
     ):
         if a is not None and b is not None and a != b:
             raise BadInput(
-                f"compare: {what} differs ({doc_a['profile']['name']}: {a}, {doc_b['profile']['name']}: {b}); "
+                f"compare: {what} differs ({doc_a.profile.name}: {a}, {doc_b.profile.name}: {b}); "
                 "these runs are not an A/B of one configuration",
                 hint="pass --force to compare them anyway",
             )
 
 
-def picked(spec: str | Path, doc: dict, root: str | Path | None) -> str | None:
+def picked(spec: str | Path, doc: LoadedRun, root: str | Path | None) -> str | None:
     """A note naming the bundle a profile name stood for (its newest run), or None for a named
     run."""
     if root is None or Path(str(spec)).is_dir() or (Path(root) / "runs" / str(spec)).is_dir():
@@ -201,10 +213,10 @@ def picked(spec: str | Path, doc: dict, root: str | Path | None) -> str | None:
     if not (Path(root) / "profiles" / f"{spec}.yaml").is_file():
         return None
     try:
-        where = str(Path(doc["path"]).resolve().relative_to(Path(root).resolve()))
+        where = str(Path(doc.path).resolve().relative_to(Path(root).resolve()))
     except ValueError:
-        where = doc["path"]
-    return f"{spec}: picked its newest run, {where} (created {doc.get('created_at')})"
+        where = doc.path
+    return f"{spec}: picked its newest run, {where} (created {doc.created_at})"
 
 
 def compare_runs(
@@ -226,15 +238,15 @@ def compare_runs(
         for metric, label, unit, read, show in METRICS
     ]
     notes = [n for n in (picked(run_a, doc_a, root), picked(run_b, doc_b, root)) if n]
-    len_a, len_b = _startup("max_model_len")(doc_a), _startup("max_model_len")(doc_b)
+    len_a, len_b = doc_a.startup.max_model_len, doc_b.startup.max_model_len
     if len_a != len_b:
         notes.append(f"concurrency is at each run's own max-model-len ({len_a} vs {len_b})")
     elif len_a:
         rows[2].label = f"Reported concurrency at {len_a:,} tokens"
     for side, doc in (("a", doc_a), ("b", doc_b)):
-        if doc.get("unknown"):
+        if doc.unknown:
             notes.append(
-                f"{side} ({doc['profile']['name']}, source {doc['source']}) does not know: {', '.join(doc['unknown'])}"
+                f"{side} ({doc.profile.name}, source {doc.source}) does not know: {', '.join(doc.unknown)}"
             )
     return CompareReport(
         a=_identity(doc_a),
@@ -248,14 +260,14 @@ def compare_runs(
     )
 
 
-def _identity(doc: dict) -> CompareSide:
+def _identity(doc: LoadedRun) -> CompareSide:
     return CompareSide(
-        run=doc["path"],
-        profile=doc["profile"]["name"],
-        hash=doc["profile"].get("hash"),
-        source=doc["source"],
-        max_model_len=_startup("max_model_len")(doc),
-        emulated=bool(doc.get("emulated")),
+        run=doc.path,
+        profile=doc.profile.name,
+        hash=doc.profile.hash,
+        source=doc.source,
+        max_model_len=doc.startup.max_model_len,
+        emulated=doc.emulated,
     )
 
 

@@ -271,15 +271,15 @@ def calibration_from(
         return startup.parse_startup_stream(io.BytesIO(data)).to_json(), None
     assert run is not None  # exactly one of the two was given (checked above)
     doc = bundle.load_run(run, project.root)
-    # the figures' origin goes along
-    measured = {**doc["startup"], "emulated": bool(doc.get("emulated"))}
-    if doc["source"] != "stack":
+    # the startup report as the bundle holds it; the figures' origin goes along
+    measured = {**doc.startup.model_dump(exclude_unset=True), "emulated": doc.emulated}
+    if doc.source != "stack":
         return measured, None
     try:
-        cal = resolve.load(project, doc["profile"]["name"])
+        cal = resolve.load(project, doc.profile.name)
     except BadInput:
         return measured, None
-    return measured, cal if cal.hash == doc["profile"]["hash"] else None
+    return measured, cal if cal.hash == doc.profile.hash else None
 
 
 def format_text(result: PlanResult) -> str:

@@ -63,6 +63,7 @@ from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
 from composegen.stack.reports import LiveIdentity
+from composegen.vllm.reports import StartupReport
 
 __all__ = ["ExposureMatrix", "exit_code", "format_text", "probe_target", "qualify", "qualify_stack"]
 
@@ -84,7 +85,7 @@ def qualify(
     project: Project,
     r: Resolved,
     *,
-    startup_report: dict,
+    startup_report: StartupReport,
     run_ladder_fn: Callable[..., LadderResult],
     run_gates_fn: Callable[..., GateResult],
     startup_log_text: str | None = None,

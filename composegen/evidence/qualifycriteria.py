@@ -24,6 +24,7 @@ from composegen.evidence.reports.sleep import SleepCycles
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Qualify, QualifyBench
 from composegen.vllm import startup
+from composegen.vllm.reports import StartupCheck, StartupReport
 from composegen.vllm.startup import WARNING_KINDS  # startup "errors" that do not stop an engine
 
 TOLERANCE = 0.005  # ladder.run_ladder's default window
@@ -60,7 +61,7 @@ class Qualification:
     """One qualification in progress: its inputs, then what each request brought back."""
 
     r: Resolved
-    startup_report: dict
+    startup_report: StartupReport  # a StartupCheck when already checked against the profile
     run_ladder_fn: Callable[..., LadderResult]
     run_gates_fn: Callable[..., GateResult]
     run_bench_fn: Callable[..., BenchResult] | None = None
@@ -83,18 +84,17 @@ class Qualification:
         max_len = self.r.flag("max-model-len")
         if isinstance(max_len, int) and max_len > 0:
             return max_len
-        return self.startup_report.get("max_model_len")
+        return self.startup_report.max_model_len
 
     @property
     def fatal(self) -> list[str]:
         """The startup errors that stop an engine, as the startup criterion names them."""
-        errors = self.startup_report.get("errors") or []
-        fatal = [e for e in errors if e.get("kind") not in WARNING_KINDS]
-        return [f"{e['kind']}: {e['line'][:160]}" for e in fatal]
+        fatal = [e for e in self.startup_report.errors if e.kind not in WARNING_KINDS]
+        return [f"{e.kind}: {e.line[:160]}" for e in fatal]
 
     @property
     def ready(self) -> bool:
-        return bool(self.startup_report.get("ready")) and not self.fatal
+        return self.startup_report.ready and not self.fatal
 
 
 def _criterion(
@@ -137,27 +137,26 @@ def _startup(run: Qualification) -> list[Criterion]:
 def _config(run: Qualification) -> list[Criterion]:
     """The engine must run what the profile says: its own `non-default args` against the profile's
     flags."""
-    report = run.startup_report
-    mismatches = report.get("mismatches")
-    if "mismatches" not in report and report.get("effective_args") is not None:
-        mismatches = startup.mismatches(
-            run.r.engine_flags(), report["effective_args"], run.r.catalog
+    report, args = run.startup_report, run.startup_report.effective_args
+    if isinstance(report, StartupCheck):  # checked against the profile already
+        mismatches = report.mismatches
+    else:
+        mismatches = (
+            None if args is None else startup.mismatches(run.r.engine_flags(), args, run.r.catalog)
         )
     if mismatches == []:
         return [_criterion("config", "as profiled", "as profiled", True)]
     why = (
         "the log has no `non-default args` line to check"
         if mismatches is None
-        else "; ".join(
-            f"{m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}" for m in mismatches
-        )
+        else "; ".join(f"{m.flag}: profile {m.profile!r}, engine {m.engine!r}" for m in mismatches)
     )
     measured = f"{len(mismatches or [])} mismatch(es)"
     return [_criterion("config", measured, "as profiled", False, why)]
 
 
 def _kv_pool(run: Qualification) -> list[Criterion]:
-    pool, need = run.startup_report.get("kv_cache_tokens"), run.q.min_kv_tokens or run.max_len
+    pool, need = run.startup_report.kv_cache_tokens, run.q.min_kv_tokens or run.max_len
     passed = pool is not None and need is not None and pool >= need
     reason = "no KV cache size in the startup log" if pool is None else None
     return [_criterion("kv_pool", pool, need, passed, reason)]

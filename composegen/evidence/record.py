@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from composegen.errors import BadInput
-from composegen.evidence.reports.bundle import INT_LIMIT, EvidenceBundle
+from composegen.evidence.reports.bundle import INT_LIMIT, EvidenceBundle, LoadedRun
 from composegen.project import profile_name_problem
 from composegen.report import Report
 
@@ -44,17 +44,19 @@ def check_document(doc: Any, where: str) -> EvidenceBundle:
         raise BadInput(f"{where}: {field}: {first['msg']}, got {shown}") from None
 
 
-def load_part(doc: dict, key: str, model: type[Part]) -> Part | None:
+def load_part(doc: LoadedRun, key: str, model: type[Part]) -> Part | None:
     """One part of a loaded bundle (`bench`, `ladder`) as its own report model, None when the run
     has none; a hand-edited part that does not fit is bad input (exit 2)."""
-    raw = doc.get(key)
-    if raw is None:
+    part = getattr(doc, key)
+    if part is None:
         return None
+    # the part as the file holds it: the bundle model reads only some of its keys
+    raw = part.model_dump(mode="json", exclude_unset=True) if isinstance(part, Report) else part
     try:
         return model.model_validate(raw)
     except ValueError as exc:
         problem = " ".join(str(exc).splitlines()[1:3]).strip()
-        raise BadInput(f"{doc.get('path', '?')}/evidence.json: {key}: {problem}") from None
+        raise BadInput(f"{doc.path}/evidence.json: {key}: {problem}") from None
 
 
 # entries of one list: a sweep or a ladder has dozens; report time stays bounded

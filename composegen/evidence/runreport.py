@@ -15,10 +15,12 @@ from pathlib import Path
 from composegen.errors import BadInput
 from composegen.evidence import benchcompare, benchedgetext, benchstats, compare, record
 from composegen.evidence import bundle as evidence
+from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.runs import RawFile, RunsReport, RunSummary
 from composegen.output import md_cell
 
+# RunSummary.startup: the startup figures a run's summary shows, each a typed field of StartupFacts
 STARTUP_KEYS = (
     "vllm_version",
     "max_model_len",
@@ -32,30 +34,30 @@ STARTUP_KEYS = (
 )
 
 
-def _labels(docs: list[dict]) -> list[str]:
-    names = [doc["profile"]["name"] for doc in docs]
+def _labels(docs: list[LoadedRun]) -> list[str]:
+    names = [doc.profile.name for doc in docs]
     counts = collections.Counter(names)  # linear in the number of runs
     return [name if counts[name] == 1 else f"{name} ({i + 1})" for i, name in enumerate(names)]
 
 
-def _summary(doc: dict, label: str) -> RunSummary:
-    gates = doc.get("gates")
+def _summary(doc: LoadedRun, label: str) -> RunSummary:
+    gates = doc.gates
     return RunSummary(
-        run=doc["path"],
+        run=doc.path,
         label=label,
-        profile=doc["profile"]["name"],
-        hash=doc["profile"]["hash"],
-        source=doc["source"],
-        created_at=doc["created_at"],
-        composegen_version=doc.get("composegen_version"),
-        image_digest=doc.get("image_digest"),
-        model_revision=doc.get("model_revision"),
-        compose_sha256=doc.get("compose_sha256"),
-        emulated=bool(doc.get("emulated")),
-        unknown=list(doc.get("unknown") or []),
-        raw=[RawFile.model_validate(entry) for entry in doc["raw"]],
-        startup={key: (doc.get("startup") or {}).get(key) for key in STARTUP_KEYS},
-        gates=f"{gates['passed']}/{gates['total']}" if gates else None,
+        profile=doc.profile.name,
+        hash=doc.profile.hash,
+        source=doc.source,
+        created_at=doc.created_at,
+        composegen_version=doc.composegen_version,
+        image_digest=doc.image_digest,
+        model_revision=doc.model_revision,
+        compose_sha256=doc.compose_sha256,
+        emulated=doc.emulated,
+        unknown=list(doc.unknown),
+        raw=[RawFile.model_validate(entry.model_dump(exclude_unset=True)) for entry in doc.raw],
+        startup={key: getattr(doc.startup, key) for key in STARTUP_KEYS},
+        gates=f"{gates.passed}/{gates.total}" if gates else None,
         ladder=record.load_part(doc, "ladder", LadderResult),
         bench=benchcompare.load_bench(doc),
     )
@@ -66,9 +68,7 @@ def gather(specs: list[str], *, root: str | Path) -> RunsReport:
         raise BadInput("report: give one or more runs (runs/<run> or a bundle path)")
     docs = [evidence.load_run(spec, root) for spec in specs]
     runs = [_summary(doc, label) for doc, label in zip(docs, _labels(docs), strict=True)]
-    comparisons = [
-        compare.compare_runs(docs[0]["path"], doc["path"], root=root) for doc in docs[1:]
-    ]
+    comparisons = [compare.compare_runs(docs[0].path, doc.path, root=root) for doc in docs[1:]]
     return RunsReport(runs=runs, comparisons=comparisons)
 
 

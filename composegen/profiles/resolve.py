@@ -22,12 +22,12 @@ from composegen.output import show_value
 from composegen.profiles import rules
 from composegen.profiles.resolved import MANAGED_FLAGS, Resolved
 from composegen.profiles.schema import Profile
-from composegen.profiles.yamlio import INT_LIMIT, Marked, load_marked
+from composegen.profiles.yamlio import INT_LIMIT, Marked, Marks, load_marked
 from composegen.project import Project, profile_name_problem
 from composegen.vllm.catalog import Catalog, Flag, FlagError, load_catalog
 
 
-def merge(base: Any, over: Any, base_marks: dict, over_marks: dict, path: tuple = ()) -> Any:
+def merge(base: Any, over: Any, base_marks: Marks, over_marks: Marks, path: tuple = ()) -> Any:
     if isinstance(base, dict) and isinstance(over, dict):
         out = dict(base)
         for key, value in over.items():
@@ -107,7 +107,7 @@ def _read(path: Path, display: str) -> tuple[Marked, str | None]:
 def _merged(docs: list[Marked]) -> Marked:
     """Merge from the root ancestor down to the profile itself."""
     data: dict = {}
-    marks: dict = {}
+    marks: Marks = {}
     for doc in reversed(docs):
         over_marks = dict(doc.marks)
         data = merge(data, doc.data, marks, over_marks)

@@ -13,6 +13,9 @@ import yaml
 from composegen.errors import BadInput
 from composegen.project import read_input
 
+# a path into the document (keys and list indexes) -> (file as shown, line)
+Marks = dict[tuple, tuple[str, int]]
+
 Path_ = tuple  # a key path such as ("vllm", "max-num-batched-tokens")
 
 
@@ -21,7 +24,7 @@ class Marked:
     """A loaded document plus where each key path was written (file, 1-based line)."""
 
     data: Any
-    marks: dict[tuple, tuple[str, int]] = field(default_factory=dict)
+    marks: Marks = field(default_factory=dict)
 
     def where(self, path: tuple) -> tuple[str, int] | None:
         """The mark of `path`, or of its nearest marked parent."""

@@ -16,7 +16,6 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     startup_check(r, ctr)               the head's startup report and mismatches  -> vllm.startup.StartupCheck
     checked_startup(r, parsed)          a parsed log's report with mismatches      -> vllm.startup.StartupCheck
     live_identity(ctr)                  what the container really is               -> reports.LiveIdentity
-    startup_for(r, ctr), with_mismatches(r, report)   the same as JSON, for records others write
     shm_report(r)                       /dev/shm of every node, and its text   -> (reports.NodesShm, str)
     container_shm(container, labels)    a running container's private /dev/shm -> shm.reports.ShmScan
     weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
@@ -78,7 +77,6 @@ from composegen.stack.reports import DownReport, LiveIdentity, NodesShm, StatusR
 from composegen.stack.sleepmode import Asleep
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
-from composegen.vllm import startup
 from composegen.weights.reports import WeightsReport
 
 __all__ = [
@@ -124,14 +122,12 @@ __all__ = [
     "sleep_state",
     "start",
     "startup_check",
-    "startup_for",
     "status",
     "status_text",
     "up",
     "up_or_attach",
     "wake_stack",
     "weights",
-    "with_mismatches",
 ]
 
 
@@ -373,24 +369,6 @@ def running_container(project: Project, r: Resolved) -> ContainerFacts:
         r.name, ctr, placement.endpoint(r), r.profile.service.startup_timeout
     )
     return ctr
-
-
-def startup_for(r: Resolved, ctr: ContainerFacts) -> dict[str, Any]:
-    """startup_check as an evidence bundle holds it (evidence/capture.py writes it; JSON at that
-    edge)."""
-    return startup_check(r, ctr).to_json()
-
-
-def with_mismatches(r: Resolved, report: dict[str, Any]) -> dict[str, Any]:
-    """checked_startup for a report already in its JSON form (a campaign arm's record,
-    campaign/qualifyarm.py)."""
-    args = report.get("effective_args")
-    return {
-        **report,
-        "mismatches": startup.mismatches(r.engine_flags(), args, r.catalog)
-        if args is not None
-        else None,
-    }
 
 
 def live_identity(ctr: ContainerFacts) -> LiveIdentity:

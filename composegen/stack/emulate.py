@@ -70,7 +70,7 @@ def ledger_env(r: Resolved) -> dict[str, str]:
 
 
 def override_text(
-    r: Resolved, image: str, ulimits: dict, node: Node | None = None, ledger: Path | None = None
+    r: Resolved, image: str, ulimits: Ulimits, node: Node | None = None, ledger: Path | None = None
 ) -> str:
     """YAML (as JSON-style flow values, which YAML reads) with compose merge tags. LEDGER: the host
     directory of the emulated GPUs' ledger (a local engine, one node), mounted read-write."""
@@ -119,7 +119,7 @@ def write_override(
     project: Project,
     r: Resolved,
     image: str,
-    ulimits: dict,
+    ulimits: Ulimits,
     node: Node | None = None,
     local: bool = True,
 ) -> Path:

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def engine_key(info: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(seen, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _fresh(record: dict[str, Any] | None) -> bool:
+def _fresh(record: Mapping[str, object] | None) -> bool:
     at = record.get("at") if record else None
     return isinstance(at, (int, float)) and 0 <= time.time() - at < TTL_S
 

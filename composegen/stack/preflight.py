@@ -18,6 +18,7 @@ from composegen.profiles import rules
 from composegen.profiles.resolved import Resolved
 from composegen.shm import scan
 from composegen.stack import engine, enginecache, hostprobe, portowner
+from composegen.stack.emulate import Ulimits
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.targets import Target
 from composegen.units import GIB, format_gib
@@ -81,7 +82,7 @@ def image_check(
     return Check("image", "ok", f"{image} pulled")
 
 
-def ulimit_check(requested: dict, ceiling: dict[str, int], emulate: bool) -> Check:
+def ulimit_check(requested: Ulimits, ceiling: dict[str, int], emulate: bool) -> Check:
     too_high = []
     for name, value in requested.items():
         hard = value if isinstance(value, int) else value["hard"]

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,12 @@ class Asleep:
 
 
 def _call(
-    ctr: ContainerFacts, port: int, method: str, path: str, body: dict | None, timeout: float
+    ctr: ContainerFacts,
+    port: int,
+    method: str,
+    path: str,
+    body: Mapping[str, object] | None,
+    timeout: float,
 ) -> tuple[int, str]:
     argv = ["python3", "-I", "-c", CLIENT, f"http://127.0.0.1:{port}{path}", method,
             json.dumps(body) if body is not None else ("{}" if method == "POST" else ""), str(timeout)]  # fmt: skip
@@ -72,7 +78,7 @@ def _ok(
     port: int,
     method: str,
     path: str,
-    body: dict | None = None,
+    body: Mapping[str, object] | None = None,
     timeout: float = 120,
 ) -> str:
     status, answer = _call(ctr, port, method, path, body, timeout)

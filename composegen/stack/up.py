@@ -302,15 +302,12 @@ def checked_startup(r: Resolved, parsed: StartupReport) -> StartupCheck:
     """A parsed startup report (a running head's, or `startup --log`'s) with `mismatches`: profile
     flags whose effective value differs from the engine's own `non-default args` line; null when the
     log has no such line (nothing to compare is not "no mismatch")."""
-    return StartupCheck(**dict(parsed), mismatches=_mismatches(r, parsed.effective_args))
+    return StartupCheck(**dict(parsed), mismatches=_mismatches(r, parsed))
 
 
-def _mismatches(r: Resolved, args: dict[str, Any] | None) -> list[Mismatch] | None:
-    if args is None:
-        return None
-    return [
-        Mismatch.model_validate(m) for m in startup.mismatches(r.engine_flags(), args, r.catalog)
-    ]
+def _mismatches(r: Resolved, parsed: StartupReport) -> list[Mismatch] | None:
+    args = parsed.effective_args
+    return None if args is None else startup.mismatches(r.engine_flags(), args, r.catalog)
 
 
 def _failed(

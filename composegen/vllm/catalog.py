@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from composegen import units
 from composegen.output import show_value
@@ -132,13 +132,24 @@ class Catalog:
         return [f"{opt}={format_scalar(value)}"]
 
 
+class ArgparseEntry(TypedDict):
+    """One option of the catalog file as vLLM's argparse declares it (the fields read here)."""
+
+    options: list[str]
+    action: str
+    type: str | None
+    nargs: str | int | None
+    choices: NotRequired[list[object] | None]
+    metavar: NotRequired[str | list[str] | None]
+
+
 def format_scalar(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
 
 
-def _kind(entry: dict) -> str:
+def _kind(entry: ArgparseEntry) -> str:
     name = entry["options"][0].lstrip("-")
     action, typ = entry["action"], entry["type"]
     if action == "EnableDisableAction":
@@ -156,12 +167,12 @@ def _kind(entry: dict) -> str:
         "float": "float",
         "human_readable_int": "human_int",
         "human_readable_int_or_auto": "human_int_or_auto",
-    }.get(typ, "str")
+    }.get(typ or "", "str")
 
 
-def _choices(entry: dict) -> tuple[tuple[str, ...] | None, bool]:
-    if entry.get("choices"):
-        return tuple(str(c) for c in entry["choices"] if c != "None"), False
+def _choices(entry: ArgparseEntry) -> tuple[tuple[str, ...] | None, bool]:
+    if choices := entry.get("choices"):
+        return tuple(str(c) for c in choices if c != "None"), False
     metavar = entry.get("metavar")
     if isinstance(metavar, list):  # vLLM validates these later, but the list is the accepted set
         return tuple(metavar), False

@@ -3,11 +3,15 @@ catalog of the profile's vLLM version (vllm/catalog.py, the one catalog reader).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from pydantic import JsonValue
+
 from composegen.vllm.catalog import Catalog, load_catalog
 from composegen.vllm.pyliteral import same_value
+from composegen.vllm.reports import Mismatch
 
 DEFAULT_VERSION = "0.33.0"
 
@@ -24,11 +28,11 @@ def _index(version: str) -> dict[str, tuple[str, Any, bool]]:
 
 
 def mismatches(
-    profile_flags: dict[str, Any],
-    effective_args: dict | None,
+    profile_flags: Mapping[str, JsonValue],
+    effective_args: Mapping[str, object] | None,
     catalog: Catalog | str = DEFAULT_VERSION,
-) -> list[dict]:
-    """Every profile flag whose value the engine did not get: [{"flag", "profile", "engine"}].
+) -> list[Mismatch]:
+    """Every profile flag whose value the engine did not get (flag, profile, engine).
 
     A flag missing from `effective_args` ran with the catalog default ("engine" is that default), so
     it is a mismatch only if the profile asked for something else. Values are compared normalised:
@@ -52,5 +56,5 @@ def mismatches(
             engine = default
         if engine == "***" or same_value(expected, engine):
             continue
-        found.append({"flag": flag, "profile": wanted, "engine": engine})
+        found.append(Mismatch(flag=flag, profile=wanted, engine=engine))
     return found

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Mapping
 
 __all__ = ["LiteralError", "enum_repr_parts", "parse_literal", "same_value"]
 
@@ -298,7 +299,7 @@ def same_value(profile: object, engine: object) -> bool:
     return p == e
 
 
-def _same_dict(p: dict, e: object) -> bool:
+def _same_dict(p: Mapping[object, object], e: object) -> bool:
     """Every key the profile sets has the engine's value (the engine fills in the rest)."""
     if not isinstance(e, dict):
         return False

@@ -74,7 +74,7 @@ def interpolate(text: str, environ: Mapping[str, str] | None = None) -> str:
     return _VAR.sub(sub, text)
 
 
-def container_hub_cache(env: dict) -> str:
+def container_hub_cache(env: Mapping[str, object]) -> str:
     """The hub cache path inside the container, from the service's environment (literal values
     only)."""
 

@@ -116,7 +116,7 @@ def fake(monkeypatch):
         if r.name in failing:
             raise failing.pop(r.name)
         text = (DATA / ARM_LOGS[r.name]).read_text(encoding="utf-8")
-        report = startup.parse_startup_log(text).to_json()
+        report = startup.parse_startup_log(text)
         return bundle.write_run(project, r, startup_log_text=text, startup_report=report)
 
     monkeypatch.setattr(capture, "capture_stack", evidence)

@@ -34,7 +34,7 @@ def test_up_shows_ready_in_about_n_min_from_an_earlier_start(tmp_path):
     r = profiles.load(project, name)
     text = LOG.read_text()
     bundle.write_run(
-        project, r, startup_log_text=text, startup_report=startup.parse_startup_log(text).to_json()
+        project, r, startup_log_text=text, startup_report=startup.parse_startup_log(text)
     )
     assert earlier_load(root, name).seconds == 189.0
     term = Terminal(tmp_path, width=80, height=24)

@@ -15,6 +15,7 @@ from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle
 from composegen.profiles import resolve as profiles
 from composegen.project import Project
+from composegen.vllm.reports import StartupReport
 from tests.support.edge import sealed_decision
 from tests.support.engine import _SINGLE_REST, tiny_profile
 from tests.support.helpers import make_project, run_cli
@@ -162,7 +163,7 @@ def qualify_run(project: Project, name: str, qualified: bool, sealed: bool = Tru
         project,
         r,
         startup_log_text="x\n",
-        startup_report={"ready": True},
+        startup_report=StartupReport(ready=True),
         extra_raw={"qualify.json": verdict},
     )
     return str(path)

@@ -27,7 +27,7 @@ def runs(tmp_path):
     project = Project(tmp_path)
     real = evidence.from_log(project, "4096-131k", LOG)
     r = profile.load(project, "4096-131k")
-    report = startup.parse_startup_log(LOG.read_text()).to_json()
+    report = startup.parse_startup_log(LOG.read_text())
     container = LiveIdentity(
         hash=r.hash, image_id="sha256:" + "e" * 64, emulated=True, repo_digests=[]
     )

@@ -13,10 +13,13 @@ from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle as evidence
 from composegen.evidence import compare
 from composegen.evidence.reports.compare import CompareReport
+from composegen.evidence.reports.gate import GateResult
+from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
+from composegen.vllm.reports import StartupReport
 from tests.support.helpers import make_project
 
 ARM_8192 = "vllm-0.33.0-r33-8192-arm.log"
@@ -80,20 +83,20 @@ def test_threshold_decides_the_flag(project, seed_runs):
     assert result.unexplained_capacity_change.flag is False
 
 
-def _report(tokens: int, gib: float) -> dict:
-    return {
-        "kv_cache_tokens": tokens,
-        "kv_cache_gib_min": gib,
-        "max_concurrency": round(tokens / 131072, 2),
-        "max_model_len": 131072,
-        "weights_gib": 75.5,
-        "peak_activation_gib": 1.1,
-        "ready": True,
-        "errors": [],
-    }
+def _report(tokens: int, gib: float) -> StartupReport:
+    return StartupReport(
+        kv_cache_tokens=tokens,
+        kv_cache_gib_min=gib,
+        max_concurrency=round(tokens / 131072, 2),
+        max_model_len=131072,
+        weights_gib=75.5,
+        peak_activation_gib=1.1,
+        ready=True,
+        errors=[],
+    )
 
 
-def _ladder(prompt: int, ttft: float, decode: float) -> dict:
+def _ladder(prompt: int, ttft: float, decode: float) -> LadderResult:
     small = {
         "target": 1000,
         "prompt_tokens": 1000,
@@ -112,12 +115,18 @@ def _ladder(prompt: int, ttft: float, decode: float) -> dict:
         "finish_reason": "stop",
         "ok": True,
     }
-    return {"targets": [big, small], "largest_prompt_tokens": prompt, "ok": True}
+    return LadderResult.model_validate(
+        {"targets": [big, small], "largest_prompt_tokens": prompt, "ok": True}
+        | {"model": "m", "max_model_len": 131072, "max_tokens": 16, "tolerance": 0.05}
+    )
 
 
 def test_bytes_and_tokens_moving_together_is_not_flagged_and_ladder_rows_compare(project):
     r = profile.load(project, "4096-131k")
-    gates = {"passed": 6, "total": 6, "gates": [], "tools": {"passed": 20, "total": 20}, "ok": True}
+    gates = GateResult.model_validate(
+        {"passed": 6, "total": 6, "gates": [], "tools": {"passed": 20, "total": 20}, "ok": True}
+        | {"model": "m", "base_url": "http://127.0.0.1:8000"}
+    )
     a = evidence.write_run(
         project,
         r,
@@ -150,7 +159,7 @@ def test_bundle_layout_hashes_and_unknowns(project, seed_runs, data_dir):
     run = seed_runs[1]
     assert run.parent == project.runs_dir and run.name.endswith("-4096-131k")
     assert datetime.strptime(run.name[:16], "%Y%m%dT%H%M%SZ")
-    doc = evidence.load_run(run)
+    doc = evidence.load_run(run).as_read()  # the document as written
     assert doc["schema"] == "composegen.evidence/v1" and doc["source"] == "log"
     assert doc["profile"] == {"name": "4096-131k", "hash": profile.load(project, "4096-131k").hash}
     # what the log's engine got
@@ -184,13 +193,20 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
         repo_digests=["mirror.example/vllm@sha256:" + "f" * 64, f"voipmonitor/vllm@{pinned}"],
     )
     first = evidence.write_run(
-        project, r, startup_log_text="log", startup_report={}, now=when, container=container
+        project,
+        r,
+        startup_log_text="log",
+        startup_report=StartupReport(),
+        now=when,
+        container=container,
     )
-    second = evidence.write_run(project, r, startup_log_text="log", startup_report={}, now=when)
+    second = evidence.write_run(
+        project, r, startup_log_text="log", startup_report=StartupReport(), now=when
+    )
     assert (
         first.name == "20260810T120000Z-4096-131k" and second.name == "20260810T120000Z-4096-131k-2"
     )
-    doc = evidence.load_run(first)
+    doc = evidence.load_run(first).as_read()
     assert (
         doc["compose_sha256"] == hashlib.sha256(project.out_path(r.name).read_bytes()).hexdigest()
     )
@@ -199,11 +215,11 @@ def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
     assert doc["unknown"] == ["gates", "ladder"]
     # Without the running container, nothing vouches for the image: null and listed as unknown.
     assert (
-        evidence.load_run(second)["image_digest"] is None
-        and "image_digest" in evidence.load_run(second)["unknown"]
+        evidence.load_run(second).image_digest is None
+        and "image_digest" in evidence.load_run(second).unknown
     )
     # a run name under runs/
-    assert evidence.load_run(first.name, project.root)["path"] == str(first)
+    assert evidence.load_run(first.name, project.root).path == str(first)
 
 
 def test_tampering_is_caught(project, seed_runs):

@@ -157,7 +157,10 @@ def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
     assert report["kv_cache_tokens"] == 553_243 and cal is None
     r = profile.load(project, "4096-131k")
     stack_run = evidence.write_run(
-        project, r, startup_log_text=log.read_text(), startup_report=report
+        project,
+        r,
+        startup_log_text=log.read_text(),
+        startup_report=startup.parse_startup_log(log.read_text()),
     )
     report, cal = plan.calibration_from(project, run=stack_run)
     assert cal is not None and cal.name == "4096-131k"

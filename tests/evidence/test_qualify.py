@@ -17,6 +17,7 @@ from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
+from composegen.vllm.reports import StartupReport
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.helpers import MINIMAL, make_project
 
@@ -46,7 +47,7 @@ def _qualify_on_emulator(
     r = profile.load(project, name)
     with EmulatorProc.start(tmp_path, serve_args=r.argv(), env=env) as emu:
         log = emu.log_text()
-        report = startup.parse_startup_log(log).to_json()
+        report = startup.parse_startup_log(log)
         return qualify.qualify(
             project,
             r,
@@ -79,7 +80,7 @@ def test_a_profile_that_fits_qualifies_and_leaves_evidence(project, tmp_path):
         6,
         4,
     )
-    doc = evidence.load_run(result.run)  # hashes verify
+    doc = evidence.load_run(result.run).as_read()  # hashes verify
     assert doc["profile"]["name"] == "emu" and doc["source"] == "stack"
     assert [row["target"] for row in doc["ladder"]["targets"]] == [
         qualify.probe_target(3000, 4096),
@@ -101,7 +102,7 @@ def test_a_profile_whose_memory_does_not_fit_is_not_qualified(project, tmp_path)
     assert crit["kv_pool"]["passed"] is False
     for name in ("long_prompt", "ladder", "gates", "tools"):
         assert crit[name]["passed"] is False and crit[name]["reason"].startswith("not run")
-    doc = evidence.load_run(result.run)
+    doc = evidence.load_run(result.run).as_read()
     assert doc["gates"] is None and {"gates", "ladder"} <= set(doc["unknown"])
 
 
@@ -169,9 +170,9 @@ class _Stand:
         )
 
 
-def _recorded(data_dir, name: str) -> tuple[dict, str]:
+def _recorded(data_dir, name: str) -> tuple[StartupReport, str]:
     text = (data_dir / "logs" / name).read_text(encoding="utf-8")
-    return startup.parse_startup_log(text).to_json(), text
+    return startup.parse_startup_log(text), text
 
 
 def test_recorded_4096_log_against_the_393k_criteria(project, data_dir):
@@ -223,7 +224,7 @@ def test_a_short_probe_and_a_dead_engine_are_failures_with_reasons(project, data
     assert crit["long_prompt"]["passed"] is False and crit["long_prompt"]["measured"] == 299_000
     assert crit["gates"]["passed"] is False and "engine died" in crit["gates"]["reason"]
     assert result.qualified is False
-    assert evidence.load_run(result.run)["gates"] is None
+    assert evidence.load_run(result.run).gates is None
 
 
 def test_recorded_failed_startup_sends_no_requests(project, data_dir):
@@ -278,7 +279,7 @@ def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
         project = Project(root)
         r = profile.load(project, name)
         run = capture.capture_stack(project, r, gate=True, ladder_targets=[1000], tools=3)
-        doc = evidence.load_run(run)
+        doc = evidence.load_run(run).as_read()
         assert doc["source"] == "stack" and doc["startup"]["ready"] is True
         # The emulator image is a local build: no registry digest, and the bundle says it was emulated.
         assert (

@@ -48,7 +48,7 @@ def _qualify(project: Project, tmp_path, name: str):
         return qualify.qualify(
             project,
             r,
-            startup_report=startup.parse_startup_log(log).to_json(),
+            startup_report=startup.parse_startup_log(log),
             startup_log_text=log,
             run_ladder_fn=functools.partial(ladder.run_ladder, emu.base_url, served),
             run_gates_fn=functools.partial(gates.run_gates, emu.base_url, served),
@@ -71,7 +71,7 @@ def test_floors_that_hold_qualify_and_the_bench_is_evidence(project, tmp_path):
     assert crit["p99_e2el_ms"]["passed"] and crit["p99_e2el_ms"]["threshold"] == 120000
     assert "output_throughput" not in crit  # unset limits are not judged
     assert result["qualified"] is True, result["criteria"]
-    doc = evidence.load_run(result["run"])
+    doc = evidence.load_run(result["run"]).as_read()
     assert doc["bench"]["levels"][0]["concurrency"] == 2 and doc["bench"] == result["bench"]
     assert "bench.json" in [raw["file"] for raw in doc["raw"]]
 

@@ -28,7 +28,7 @@ def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
     with EmulatorProc.start(tmp, max_model_len=16384, env=env) as emu:
         for seed, (name, log) in enumerate(ARMS):
             text = (DATA / log).read_text(encoding="utf-8")
-            report = startup.parse_startup_log(text).to_json()
+            report = startup.parse_startup_log(text)
             lad = ladder.run_ladder(
                 emu.base_url, emu.model, [1000, 4000], max_model_len=16384, max_tokens=16
             )
@@ -49,7 +49,7 @@ def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
                     startup_log_text=text,
                     startup_report=report,
                     ladder=lad,
-                    bench=sweep.to_json(),
+                    bench=sweep,
                     source="log",
                 )
             )

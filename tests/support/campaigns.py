@@ -10,6 +10,8 @@ from pathlib import Path
 from composegen.campaign import runner, state
 from composegen.campaign.reports import CampaignOptions
 from composegen.evidence import bundle as evidence
+from composegen.evidence.reports.gate import GateResult
+from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.stack.reports import LiveIdentity
@@ -48,7 +50,7 @@ CANDIDATE_ENV = f"""\
 """
 
 
-def _gates(passed: bool) -> dict:
+def _gates(passed: bool) -> GateResult:
     reason = f"connect to {PRIVATE['ipv4']} on {PRIVATE['fqdn']} as {PRIVATE['user']} failed"
     rows = [
         {"name": "smoke", "passed": True, "latency_s": 0.1, "reason": None, "details": {}},
@@ -60,18 +62,18 @@ def _gates(passed: bool) -> dict:
             "details": {},
         },
     ]
-    return {
-        "model": "ds4",
-        "base_url": f"http://{PRIVATE['ipv4']}:8000/v1",
-        "gates": rows,
-        "passed": 1 + passed,
-        "total": 2,
-        "tools": None,
-        "ok": passed,
-    }
+    return GateResult(
+        model="ds4",
+        base_url=f"http://{PRIVATE['ipv4']}:8000/v1",
+        gates=rows,
+        passed=1 + passed,
+        total=2,
+        tools=None,
+        ok=passed,
+    )
 
 
-def _ladder() -> dict:
+def _ladder() -> LadderResult:
     rows = [
         {"target": t, "tokenized": t, "prompt_tokens": t + 3, "ttft_s": 17.4, "prefill_tok_s": 7000.0,
          "decode_tok_s": 74.0, "e2e_s": 18.0, "completion_tokens": 64, "reasoning_tokens": 0,
@@ -85,8 +87,9 @@ def _ladder() -> dict:
             "reason": f"read timeout from {PRIVATE['ipv4']} ({PRIVATE['home']})",
         }
     )
-    return {"model": "ds4", "max_model_len": 131072, "max_tokens": 64, "tolerance": 0.005, "ok": False,
-            "targets": rows, "largest_prompt_tokens": 118503}  # fmt: skip
+    return LadderResult.model_validate({"model": "ds4", "max_model_len": 131072, "max_tokens": 64,
+                                        "tolerance": 0.005, "ok": False, "targets": rows,
+                                        "largest_prompt_tokens": 118503})  # fmt: skip
 
 
 def seeded_campaign(
@@ -114,8 +117,8 @@ def seeded_campaign(
     for arm in st.arms:
         r = profile.load(project, arm.profile)
         text = (DATA / ARM_LOGS[arm.profile]).read_text(encoding="utf-8") + PLANTED
-        report = startup.parse_startup_log(text).to_json()
-        report["server_address"] = f"http://{PRIVATE['ipv4']}:8000"
+        report = startup.parse_startup_log(text)
+        report.server_address = f"http://{PRIVATE['ipv4']}:8000"
         container = LiveIdentity(hash=r.hash, image_id="sha256:" + PRIVATE["container_id"], repo_digests=[],
                                  emulated=False)  # fmt: skip
         made = evidence.write_run(

@@ -98,7 +98,7 @@ def test_r33_profile_matches_its_engine_args(data_dir):
     args = report_of(data_dir, "vllm-0.33.0-r33-8192-arm.log")["effective_args"]
     assert mismatches(R33_PROFILE, args) == []
     other_arm = report_of(data_dir, "vllm-0.33.0-r33-4096-arm.log")["effective_args"]
-    assert mismatches(R33_PROFILE, other_arm) == [
+    assert [m.model_dump() for m in mismatches(R33_PROFILE, other_arm)] == [
         {"flag": "max-num-batched-tokens", "profile": 8192, "engine": 4096},
         {
             "flag": "served-model-name",
@@ -138,7 +138,7 @@ def test_mismatches_normalise_values():
         },
         engine,
     )
-    assert changed == [
+    assert [m.model_dump() for m in changed] == [
         {
             "flag": "speculative-config",
             "profile": {"method": "mtp"},

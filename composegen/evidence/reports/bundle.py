@@ -5,6 +5,7 @@ and grow."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -47,9 +48,21 @@ class RawFile(_Strict):
     bytes: Count | None = None
 
 
+class StartupErrorFact(_Open):
+    """One error line the parser recognised (the whole shape: the startup report's `errors`)."""
+
+    line: StrictStr | None = None
+    kind: StrictStr | None = None
+
+
 class StartupFacts(_Open):
-    """The startup report's figures compare and plan read (the whole shape: `schema --report
-    startup`)."""
+    """The startup report's figures compare, plan, qualify and campaigns read (the whole shape:
+    `schema --report startup`)."""
+
+    vllm_version: StrictStr | None = None
+    ready: StrictBool = False
+    errors: list[StartupErrorFact] = Field(default_factory=list)
+    cuda_graph_gib: Number | None = None
 
     kv_cache_tokens: Count | None = None
     max_concurrency: Number | None = None
@@ -64,12 +77,20 @@ class StartupFacts(_Open):
     effective_args: dict[str, Any] | None = None
 
 
+class GateRowFact(_Open):
+    name: StrictStr
+    passed: StrictBool
+
+
 class GateFacts(_Open):
     passed: Count
     total: Count
+    gates: list[GateRowFact] = Field(default_factory=list)
 
 
 class LadderRow(_Open):
+    target: Count | None = None
+    ok: StrictBool = False
     prompt_tokens: Count | None = None
     finish_reason: StrictStr | None = None
     ttft_s: Number | None = None
@@ -80,6 +101,12 @@ class LadderRow(_Open):
 class LadderFacts(_Open):
     targets: list[LadderRow]
     largest_prompt_tokens: Count | None = None
+
+
+class ContainerFact(_Open):
+    """The container the run was captured from (its whole shape: stack.reports.LiveIdentity)."""
+
+    image_id: StrictStr | None = None
 
 
 class EvidenceBundle(_Strict):
@@ -98,10 +125,29 @@ class EvidenceBundle(_Strict):
     bench: dict[str, Any] | None = Field(
         default=None, description="load benchmark: `schema --report bench`"
     )
-    container: dict[str, Any] | None = None
+    container: ContainerFact | None = None
     emulated: StrictBool = False
     composegen_version: StrictStr | None = None
     created_at: Annotated[StrictStr, Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
     source: Literal["stack", "log"]
     unknown: list[StrictStr]
     raw: list[RawFile]
+
+
+class LoadedRun(EvidenceBundle):
+    """What `load_run` hands back: a bundle's evidence.json as its model, plus the directory it was
+    read from (`path`, not part of the file)."""
+
+    path: StrictStr
+
+    @classmethod
+    def at(cls, bundle: EvidenceBundle, directory: Path) -> LoadedRun:
+        """BUNDLE (already validated) located at DIRECTORY; the keys the file left out stay unset."""
+        values = {name: getattr(bundle, name) for name in EvidenceBundle.model_fields}
+        return cls.model_construct(
+            bundle.model_fields_set | {"path"}, **values, path=str(directory)
+        )
+
+    def as_read(self) -> dict[str, Any]:
+        """The document as the file holds it, plus `path` (`evidence --json`)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
