@@ -126,9 +126,9 @@ def capture_stack(
             max_model_len=report.max_model_len or r.flag("max-model-len"),
             on_step=on_step,
         )
-    bench_result = None
+    bench_result: BenchResult | None = None
     if bench and "rates" in bench:  # open loop: a campaign's --bench-rates
-        bench_result = _open_bench(r, ep, served, live.identity.emulated, bench).to_json()
+        bench_result = _open_bench(r, ep, served, live.identity.emulated, bench)
     elif bench:
         options = {k: v for k, v in bench.items() if k != "levels"}
         if on_step is not None:
