@@ -108,17 +108,8 @@ async def _level(
 
 
 def _figures(level: LevelResult) -> PathFigures:
-    return PathFigures(
-        completed=level.completed,
-        errors=level.errors,
-        error_messages=level.error_messages,
-        median_ttft_ms=level.median_ttft_ms,
-        p99_ttft_ms=level.p99_ttft_ms,
-        median_itl_ms=level.median_itl_ms,
-        p99_itl_ms=level.p99_itl_ms,
-        median_e2el_ms=level.median_e2el_ms,
-        p99_e2el_ms=level.p99_e2el_ms,
-    )
+    """The level's figures PathFigures names (its fields are a subset of LevelResult's)."""
+    return PathFigures.model_validate(level.model_dump(include=set(PathFigures.model_fields)))
 
 
 def _added(edge: float | None, door: float | None) -> float | None:

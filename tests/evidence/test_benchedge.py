@@ -13,8 +13,9 @@ import time
 import pytest
 
 from composegen.errors import EngineError
-from composegen.evidence import benchedge, benchedgetext
-from composegen.evidence.reports.bench import BenchResult
+from composegen.evidence import benchedge, benchedgetext, benchstats
+from composegen.evidence.reports.bench import BenchResult, LevelResult
+from composegen.evidence.reports.benchedge import PathFigures
 from tests.support.emulator_proc import EmulatorProc
 
 HOLD_S = 0.025
@@ -119,6 +120,19 @@ def test_the_text_and_markdown_say_where_the_figures_came_from(ways):
     assert "| 1 | added by the edge |  |  | +" in markdown
     measured = benchedgetext.caption(via.model_copy(update={"emulated": False}))
     assert measured.startswith("measured: ") and "EMULATED" not in measured
+    unknown = benchedgetext.caption(via.model_copy(update={"emulated": None}))
+    assert unknown.startswith("measured (engine not recorded): ")
+
+
+def test_path_figures_are_a_subset_of_a_level_s():
+    """benchedge._figures copies PathFigures' fields out of a LevelResult by name."""
+    level = benchstats.summarise(1, [], 1.0, cpu_s=0.0, distinct_prompts=1).model_copy(
+        update={"completed": 3, "errors": 1, "error_messages": ["boom"], "p99_e2el_ms": 9.5}
+    )
+    figures = benchedge._figures(level)
+    assert set(PathFigures.model_fields) <= set(LevelResult.model_fields)
+    assert (figures.completed, figures.errors, figures.error_messages) == (3, 1, ["boom"])
+    assert figures.p99_e2el_ms == 9.5 and figures.median_ttft_ms == level.median_ttft_ms
 
 
 def test_a_path_that_fails_its_warm_up_is_an_engine_error(ways):
