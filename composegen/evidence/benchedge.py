@@ -89,9 +89,12 @@ async def _level(
     started, cpu = time.perf_counter(), time.process_time()
     deadline = started + duration if duration is not None else float("inf")
 
+    def more() -> bool:  # --requests: N per path in all; --duration: until it ends
+        return sent < total if total is not None else time.perf_counter() < deadline
+
     async def worker(clients: dict[str, benchwire.StreamClient]) -> None:
         nonlocal sent
-        while (sent < total) if total is not None else (time.perf_counter() < deadline):
+        while more():
             n, path = sent, PATHS[sent % 2]
             sent += 1
             messages, tokens = plan[n % len(plan)]

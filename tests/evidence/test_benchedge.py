@@ -135,6 +135,20 @@ def test_path_figures_are_a_subset_of_a_level_s():
     assert figures.p99_e2el_ms == 9.5 and figures.median_ttft_ms == level.median_ttft_ms
 
 
+def test_with_a_duration_both_paths_alternate_until_it_ends(ways):
+    door, edge = ways
+    started = time.perf_counter()
+    result = benchedge.run_via_edge(
+        door, edge, [2], input_tokens=16, output_tokens=4, duration=1.0, seed=5, emulated=True
+    )
+    level = result.via_edge.levels[0] if result.via_edge else None
+    assert result.ok and level is not None and result.duration_s == 1.0
+    # n even through the door, odd through the edge: equal counts, or the door one ahead
+    assert level.door.completed - level.edge.completed in (0, 1), level
+    assert level.edge.completed >= 4, level
+    assert time.perf_counter() - started < 30
+
+
 def test_a_path_that_fails_its_warm_up_is_an_engine_error(ways):
     door, _ = ways
     closed = benchedge.EdgeWay("http://127.0.0.1:9", door.model, None, name="x", tls="off")
