@@ -19,6 +19,7 @@ from composegen.evidence.reports.benchedge import PathFigures
 from tests.support.emulator_proc import EmulatorProc
 
 HOLD_S = 0.025
+N = 12  # requests per path and level: 6 left a median at the mercy of one slow request
 
 
 class HoldingRelay:
@@ -76,7 +77,7 @@ def ways(tmp_path_factory):
 def test_both_paths_alternate_and_the_difference_is_what_the_edge_adds(ways):
     door, edge = ways
     result = benchedge.run_via_edge(
-        door, edge, [1, 2], input_tokens=64, output_tokens=8, requests=6, seed=3, emulated=True
+        door, edge, [1, 2], input_tokens=64, output_tokens=8, requests=N, seed=3, emulated=True
     )
     via = result.via_edge
     assert result.ok and result.input_tokens_exact and via is not None
@@ -85,16 +86,17 @@ def test_both_paths_alternate_and_the_difference_is_what_the_edge_adds(ways):
     )
     for lv, clients in zip(via.levels, result.levels, strict=True):
         assert (lv.door.completed, lv.door.errors, lv.edge.completed, lv.edge.errors) == (
-            6,
+            N,
             0,
-            6,
+            N,
             0,
         )
-        assert clients.completed == 6 and clients.median_ttft_ms == lv.edge.median_ttft_ms
-        assert clients.distinct_prompts == 6 and clients.total_input_tokens == 6 * 64
+        assert clients.completed == N and clients.median_ttft_ms == lv.edge.median_ttft_ms
+        assert clients.distinct_prompts == N and clients.total_input_tokens == N * 64
         # the relay holds each request 25 ms: TTFT and e2el grow by about that, the gaps do not
         assert 20 < lv.added_ttft_p50_ms < 60, lv
-        assert 20 < lv.added_e2el_p50_ms < 60, lv
+        # e2el also carries 7 gaps between tokens, each noisy on a loaded machine: a wider floor
+        assert 15 < lv.added_e2el_p50_ms < 60, lv
         assert abs(lv.added_itl_p50_ms) < 2.5, lv
         assert lv.added_ttft_p50_ms == pytest.approx(
             lv.edge.median_ttft_ms - lv.door.median_ttft_ms, abs=1e-3
