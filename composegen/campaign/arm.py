@@ -110,8 +110,6 @@ def _start(
         report, attached = driver.up_or_attach(
             project, r, driver.UpOptions(emulate=st.options.emulate), sink
         )
-    except Interrupted:
-        raise
     except EngineError as exc:
         if not job.judge_no_start:
             raise

@@ -89,9 +89,12 @@ async def _level(
     started, cpu = time.perf_counter(), time.process_time()
     deadline = started + duration if duration is not None else float("inf")
 
+    def more() -> bool:  # --requests: N per path in all; --duration: until it ends
+        return sent < total if total is not None else time.perf_counter() < deadline
+
     async def worker(clients: dict[str, benchwire.StreamClient]) -> None:
         nonlocal sent
-        while (sent < total) if total is not None else (time.perf_counter() < deadline):
+        while more():
             n, path = sent, PATHS[sent % 2]
             sent += 1
             messages, tokens = plan[n % len(plan)]
@@ -108,17 +111,8 @@ async def _level(
 
 
 def _figures(level: LevelResult) -> PathFigures:
-    return PathFigures(
-        completed=level.completed,
-        errors=level.errors,
-        error_messages=level.error_messages,
-        median_ttft_ms=level.median_ttft_ms,
-        p99_ttft_ms=level.p99_ttft_ms,
-        median_itl_ms=level.median_itl_ms,
-        p99_itl_ms=level.p99_itl_ms,
-        median_e2el_ms=level.median_e2el_ms,
-        p99_e2el_ms=level.p99_e2el_ms,
-    )
+    """The level's figures PathFigures names (its fields are a subset of LevelResult's)."""
+    return PathFigures.model_validate(level.model_dump(include=set(PathFigures.model_fields)))
 
 
 def _added(edge: float | None, door: float | None) -> float | None:

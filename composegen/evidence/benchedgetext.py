@@ -34,7 +34,9 @@ def rows(via: ViaEdgeResult) -> list[list[str]]:
 
 def caption(via: ViaEdgeResult) -> str:
     """Where the figures came from, in one line."""
-    source = "EMULATED vLLM" if via.emulated else "measured"
+    # null: a bundle that did not record the engine; the figures are measured, the engine unknown
+    labels = {True: "EMULATED vLLM", False: "measured", None: "measured (engine not recorded)"}
+    source = labels[via.emulated]
     return (
         f"{source}: through the edge {via.edge} ({via.url}, TLS {via.tls}, model {via.alias}) "
         f"and the operator door ({via.door_url}), requests alternated"

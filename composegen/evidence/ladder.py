@@ -44,6 +44,9 @@ from composegen.evidence.gates import Client, api_message, client_for
 from composegen.evidence.reports.ladder import LadderResult, LadderRow, LadderWarmup
 from composegen.wire.http import wire_cause
 
+TOLERANCE = 0.005  # the default window a measured prompt may fall short of its target by
+MAX_TOKENS = 64  # the default completion budget a probe leaves room for
+
 QUESTION = "In one short sentence, what is the text above about?"
 WARMUP_WORDS = 32  # the warm-up's filler: short, a prefill and a few decode steps are enough
 MAX_SIZING_STEPS = 16
@@ -262,9 +265,9 @@ def run_ladder(
     targets: Iterable[int],
     *,
     max_model_len: int,
-    max_tokens: int = 64,
+    max_tokens: int = MAX_TOKENS,
     api_key: str | None = None,
-    tolerance: float = 0.005,
+    tolerance: float = TOLERANCE,
     timeout: float = 1800,
     reasoning_effort: str | None = None,
     on_step: Callable[[str], None] | None = None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from composegen.errors import ComposegenError
-from composegen.evidence import gates, sleepcycles
+from composegen.evidence import gates, ladder, sleepcycles
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
@@ -27,8 +27,6 @@ from composegen.vllm import startup
 from composegen.vllm.reports import StartupCheck, StartupReport
 from composegen.vllm.startup import WARNING_KINDS  # startup "errors" that do not stop an engine
 
-TOLERANCE = 0.005  # ladder.run_ladder's default window
-PROBE_MAX_TOKENS = 64  # ladder.run_ladder's default completion budget
 T = TypeVar("T")
 
 
@@ -110,8 +108,8 @@ def _criterion(
 
 
 def probe_target(min_prompt_tokens: int, max_model_len: int) -> int:
-    target = math.ceil(min_prompt_tokens / (1 - TOLERANCE)) + 1
-    cap = max_model_len - PROBE_MAX_TOKENS
+    target = math.ceil(min_prompt_tokens / (1 - ladder.TOLERANCE)) + 1
+    cap = max_model_len - ladder.MAX_TOKENS
     return min(target, cap) if min_prompt_tokens <= cap else target
 
 

@@ -156,8 +156,9 @@ def start(
         if exc.starting and not opts.wait:
             return f"{exc.message}; `composegen wait {r.name}` follows it"
         # after a Ctrl-C, or a second `up`: follow the load as `wait` does (0 when ready)
-        how = f"following it as `composegen wait {r.name}` does" if exc.starting else ""
-        followed = _follow(project, r, exc, sink, timeout, how or "its summary follows")
+        following = f"following it as `composegen wait {r.name}` does"
+        how = following if exc.starting else "its summary follows"
+        followed = _follow(project, r, exc, sink, timeout, how)
         if followed is None:
             raise
         return followed

@@ -18,11 +18,10 @@ import pytest
 from composegen.edge.keys import keys_path
 from composegen.project import Project
 from tests.support.campaigns import own_gpu_ids
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import KEY_RE, EdgeProject, edge_project, serving
 from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker
-KEY_RE = re.compile(rb"cgk_[A-Za-z0-9_-]{43}")  # keys.py: cgk_ + token_urlsafe(32)
 SIZES = ("--input-tokens", "24", "--output-tokens", "8")
 
 

@@ -5,18 +5,16 @@ appears in any file of the project, any later output, container log or bundle.""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.campaigns import own_gpu_ids
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import KEY_RE, EdgeProject, edge_project, serving
+from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker
-REPO = Path(__file__).resolve().parents[2]
-KEY_RE = re.compile(rb"cgk_[A-Za-z0-9_-]{43}")  # keys.py: cgk_ + token_urlsafe(32)
 CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
 CLOSED = {
     ("/metrics", "GET"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import shutil
 import ssl
 import subprocess
@@ -20,11 +21,15 @@ from pathlib import Path
 import pytest
 
 from composegen import privatestate
+from composegen.edge.keys import KEY_PREFIX
 from composegen.profiles import resolve
 from composegen.project import Project
 from tests.support.engine import _SINGLE_REST, force_remove, free_port, tiny_profile
 from tests.support.helpers import make_project, run_cli
 from tests.support.registry import require_registry
+
+# a client key as keys.add makes it (KEY_PREFIX + token_urlsafe(32)): what must never leak
+KEY_RE = re.compile(KEY_PREFIX.encode() + rb"[A-Za-z0-9_-]{43}")
 
 CADDY = "/usr/bin/caddy"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
