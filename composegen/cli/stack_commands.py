@@ -27,7 +27,7 @@ from composegen.errors import CheckFailed, EngineError
 from composegen.output import emit_json, mask, out, terminal_width
 from composegen.shm import reclaim as reclaiming
 from composegen.stack import driver
-from composegen.stack.reports import SleepingStatus, UpReport
+from composegen.stack.reports import AliasTarget, SleepingStatus, UpReport
 from composegen.vllm import startup as parsing
 from composegen.vllm.startup import StartupCheck, StartupReport
 
@@ -183,12 +183,15 @@ def status(
     if name:
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
     report = driver.status(_project(), name)
+    edge = _edge_status()
     if json_:
+        report.aliases = edge[1] if edge else None
         emit_json(report.to_json())
     # a named stack with nothing on the engine: the error line says it
     elif report.stacks or not name:
         out(driver.status_text(report, terminal_width()))
-        _edge_lines()
+        if edge:
+            out(edge[0])
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
         raise EngineError(
@@ -205,18 +208,20 @@ def status(
         )
 
 
-def _edge_lines() -> None:
-    """The edge's block under the stacks when the project has one (docs/edge.md); `edge status
-    --json`."""
+def _edge_status() -> tuple[str, list[AliasTarget]] | None:
+    """The edge's block under the stacks and its aliases for `--json`, when the project has an edge
+    (docs/edge.md); `edge status --json` has the rest."""
     # why: only `status` draws the edge; the other commands skip ~10 modules
     from composegen.edge import config
 
     project = _project()
-    if config.configured(project):
-        # why: as above, and only with an edge
-        from composegen.edge.status import edge_status, format_text
+    if not config.configured(project):
+        return None
+    # why: as above, and only with an edge
+    from composegen.edge.status import alias_targets, edge_status, format_text
 
-        out(format_text(edge_status(project)))
+    report = edge_status(project)
+    return format_text(report), alias_targets(report)
 
 
 @app.command()
