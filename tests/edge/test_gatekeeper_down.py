@@ -11,6 +11,7 @@ import re
 import socket
 import threading
 import time
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -18,6 +19,7 @@ from composegen.edge import gatekeeper
 from tests.edge.test_gatekeeper import (
     KEY,
     SERVED,
+    Upstream,
     chat,
     exchange,
     request,
@@ -88,3 +90,11 @@ def test_a_refused_stack_says_since_when_it_has_not_answered(gate):
         r"\(connection refused: the engine is not listening\)",
         error["stage"],
     ), error["stage"]
+    # the stack comes back on its port: served at once, and "since" is forgotten
+    handler = type("Back", (Upstream,), {"seen": [], "gone_at": [], "conns": []})
+    back = ThreadingHTTPServer(("127.0.0.1", closed), handler)
+    threading.Thread(target=back.serve_forever, args=(0.05,), daemon=True).start()
+    status, _, body, _ = exchange(port, request("POST", "/v1/chat/completions", chat()))
+    back.shutdown()
+    back.server_close()
+    assert status == 200 and json.loads(body)["model"] == SERVED
