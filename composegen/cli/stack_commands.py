@@ -21,6 +21,8 @@ from composegen.cli.app import project as _project
 from composegen.cli.console import console_progress, earlier_load_s, summary_text, with_stages
 from composegen.cli.fastpath import ContainerLabels
 from composegen.cli.interrupts import deferred_sigint
+from composegen.edge import config as edge_config
+from composegen.edge import routes as edge_routes
 from composegen.edge import standby as resident
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed, EngineError
@@ -158,6 +160,7 @@ def down(
         )
     project, r = _load(name)
     result = driver.down(project, r, timeout)
+    _mark_down(name)
     if json_:
         return emit_json(result.to_json())
     removed = [*result.removed, *(f"network {x}" for x in result.networks)]
@@ -206,6 +209,13 @@ def status(
             f"{name}: {said} unreachable",
             hint="check that node's engine; `composegen down` stops the rest",
         )
+
+
+def _mark_down(name: str) -> None:
+    """Clients of an alias on NAME are told since when it is down (docs/edge.md)."""
+    project = _project()
+    if edge_config.configured(project):
+        edge_routes.mark_down(project, name)
 
 
 def _edge_status() -> tuple[str, list[AliasTarget]] | None:

@@ -98,3 +98,16 @@ def test_a_refused_stack_says_since_when_it_has_not_answered(gate):
     back.shutdown()
     back.server_close()
     assert status == 200 and json.loads(body)["model"] == SERVED
+
+
+def test_the_time_composegen_downed_the_stack_is_the_since(gate):
+    port, state = gate
+    route = {"profile": "4096-131k", "upstream": "stack-4096-131k:8000", "served_name": SERVED}
+    write_routes(state, {"ds4": {**route, "down_since": "2026-12-05T04:00:00Z"}})
+    took, status, _, error = timed_chat(port)
+    assert took < 1.0 and status == 503
+    assert error["stage"].startswith("4096-131k is down since 2026-12-05 04:00:00 UTC"), error
+    # a time that is not one is never shown: the gate's own first failure instead
+    write_routes(state, {"ds4": {**route, "down_since": "yesterday"}})
+    assert SINCE.fullmatch(timed_chat(port)[3]["stage"].split(" (")[0])
+    assert "yesterday" not in timed_chat(port)[3]["message"]

@@ -15,7 +15,8 @@ Behind the proxy (which already answers 404 outside the allowlist), for every re
   4. during a switch (routes.json says so) or while that stack cannot be reached: 503 with Retry-After
      and the stage, never another model. A stack that is down answers at once: its name is looked up
      for at most RESOLVE_WAIT_S (Docker's DNS gives up on a missing name only after ~10 s), and the
-     stage says since when the gate has found it down.
+     stage says since when it is down (`down_since`, written by `composegen down`, else the gate's
+     first failure).
 A client that hangs up ends its upstream request within WATCH_S, streaming or not (vLLM aborts a request
 whose connection closes). Every answer of ours is JSON in the OpenAI error shape. Both state files are
 re-read when they change (stat per request): keys and switches take effect at once, and nothing restarts.
@@ -129,14 +130,20 @@ class StateFile:
             return self._doc
 
 
-def _in_future(expires: object, now: datetime) -> bool:
-    if not isinstance(expires, str) or len(expires) > 64:
-        return False
+def _stamp(text: object) -> datetime | None:
+    """A time with a zone from a state file (`…Z`), else None."""
+    if not isinstance(text, str) or len(text) > 64:
+        return None
     try:
-        moment = datetime.fromisoformat(expires.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        return False
-    return moment.tzinfo is not None and moment > now
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _in_future(expires: object, now: datetime) -> bool:
+    moment = _stamp(expires)
+    return moment is not None and moment > now
 
 
 def client_for(keys: JsonDoc, authorization: str | None, now: datetime) -> str | None:
@@ -278,6 +285,7 @@ class Upstreams:
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[http.client.HTTPConnection]] = {}
         self._down: dict[tuple[str, int], datetime] = {}
+        self._answered: dict[tuple[str, int], datetime] = {}
         self._lock = threading.Lock()
         self._lookups = Lookups()
 
@@ -289,14 +297,20 @@ class Upstreams:
             wait = RESOLVE_WAIT_DOWN_S if (host, port) in self._down else RESOLVE_WAIT_S
         return StackConnection(host, port, self._lookups, wait), False
 
-    def failed(self, host: str, port: int) -> datetime:
-        """The stack at HOST:PORT cannot be reached: since when (the first failure in a row)."""
+    def failed(self, host: str, port: int, downed: object = None) -> datetime:
+        """The stack at HOST:PORT cannot be reached: since when. DOWNED is when composegen downed it
+        (routes.json), believed unless the stack has answered since; else the first failure in a
+        row."""
+        at = _stamp(downed)
         with self._lock:
-            return self._down.setdefault((host, port), datetime.now(UTC))
+            first = self._down.setdefault((host, port), datetime.now(UTC))
+            last_answer = self._answered.get((host, port))
+        return at if at is not None and (last_answer is None or at > last_answer) else first
 
     def answered(self, host: str, port: int) -> None:
         with self._lock:
             self._down.pop((host, port), None)
+            self._answered[(host, port)] = datetime.now(UTC)
 
     def drop(self, host: str, port: int) -> None:
         """Close every idle connection to HOST:PORT: one turned out dead, so the stack behind it was
@@ -561,7 +575,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             conn, resp = self._send_upstream(host, int(port), body, headers)
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            since = self.upstreams.failed(host, int(port))
+            since = self.upstreams.failed(host, int(port), route.get("down_since"))
             stage = _down_stage(str(route.get("profile")), since, exc)
             return self._unavailable(routes, alias, {**route, "switch": {"stage": stage}})
         self.upstreams.answered(host, int(port))
