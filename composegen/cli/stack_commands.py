@@ -21,13 +21,15 @@ from composegen.cli.app import project as _project
 from composegen.cli.console import console_progress, earlier_load_s, summary_text, with_stages
 from composegen.cli.fastpath import ContainerLabels
 from composegen.cli.interrupts import deferred_sigint
+from composegen.edge import config as edge_config
+from composegen.edge import routes as edge_routes
 from composegen.edge import standby as resident
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed, EngineError
 from composegen.output import emit_json, mask, out, terminal_width
 from composegen.shm import reclaim as reclaiming
 from composegen.stack import driver
-from composegen.stack.reports import SleepingStatus, UpReport
+from composegen.stack.reports import AliasTarget, SleepingStatus, UpReport
 from composegen.vllm import startup as parsing
 from composegen.vllm.startup import StartupCheck, StartupReport
 
@@ -158,6 +160,7 @@ def down(
         )
     project, r = _load(name)
     result = driver.down(project, r, timeout)
+    _mark_down(name)
     if json_:
         return emit_json(result.to_json())
     removed = [*result.removed, *(f"network {x}" for x in result.networks)]
@@ -183,12 +186,15 @@ def status(
     if name:
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
     report = driver.status(_project(), name)
+    edge = _edge_status()
     if json_:
+        report.aliases = edge[1] if edge else None
         emit_json(report.to_json())
     # a named stack with nothing on the engine: the error line says it
     elif report.stacks or not name:
         out(driver.status_text(report, terminal_width()))
-        _edge_lines()
+        if edge:
+            out(edge[0])
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
         raise EngineError(
@@ -205,18 +211,27 @@ def status(
         )
 
 
-def _edge_lines() -> None:
-    """The edge's block under the stacks when the project has one (docs/edge.md); `edge status
-    --json`."""
+def _mark_down(name: str) -> None:
+    """Clients of an alias on NAME are told since when it is down (docs/edge.md)."""
+    project = _project()
+    if edge_config.configured(project):
+        edge_routes.mark_down(project, name)
+
+
+def _edge_status() -> tuple[str, list[AliasTarget]] | None:
+    """The edge's block under the stacks and its aliases for `--json`, when the project has an edge
+    (docs/edge.md); `edge status --json` has the rest."""
     # why: only `status` draws the edge; the other commands skip ~10 modules
     from composegen.edge import config
 
     project = _project()
-    if config.configured(project):
-        # why: as above, and only with an edge
-        from composegen.edge.status import edge_status, format_text
+    if not config.configured(project):
+        return None
+    # why: as above, and only with an edge
+    from composegen.edge.status import alias_targets, edge_status, format_text
 
-        out(format_text(edge_status(project)))
+    report = edge_status(project)
+    return format_text(report), alias_targets(report)
 
 
 @app.command()

@@ -12,7 +12,10 @@ Behind the proxy (which already answers 404 outside the allowlist), for every re
      served name of the stack the alias points at, and the request goes to that stack over a reused
      connection;
   4. during a switch (routes.json says so) or while that stack cannot be reached: 503 with Retry-After
-     and the stage, never another model.
+     and the stage, never another model. A stack that is down answers at once: its name is looked up
+     for at most RESOLVE_WAIT_S (Docker's DNS gives up on a missing name only after ~10 s), and the
+     stage says since when it is down (`down_since`, written by `composegen down`, else the gate's
+     first failure).
 A client that hangs up ends its upstream request within WATCH_S, streaming or not (vLLM aborts a request
 whose connection closes). Every answer of ours is JSON in the OpenAI error shape. Both state files are
 re-read when they change (stat per request): keys and switches take effect at once, and nothing restarts.
@@ -43,6 +46,12 @@ BODY_TIMEOUT_S = 30.0  # the whole body, however slowly it trickles
 # a kept-alive connection with no request (longer than the proxy's keep-alive)
 IDLE_TIMEOUT_S = 120.0
 UPSTREAM_TIMEOUT_S = 900.0
+# Docker's DNS names a running stack within milliseconds; for a removed one it asks servers an
+# internal network cannot reach (5 s x 2 tries) before it fails. Past this wait the stack is down.
+RESOLVE_WAIT_S = 0.5
+RESOLVE_WAIT_DOWN_S = 0.05  # once found down: a stack that came back still answers this fast
+LOOKUPS = 16  # name lookups in flight at once; past it, a stack being looked up is down
+CONNECT_TIMEOUT_S = 3.0
 MAX_CONNECTIONS = 512
 WATCH_S = 0.1  # how often hung-up clients and overdue bodies are looked for
 IDLE_UPSTREAMS = 32  # kept-alive connections per stack
@@ -120,14 +129,20 @@ class StateFile:
             return self._doc
 
 
-def _in_future(expires: object, now: datetime) -> bool:
-    if not isinstance(expires, str) or len(expires) > 64:
-        return False
+def _stamp(text: object) -> datetime | None:
+    """A time with a zone from a state file (`…Z`), else None."""
+    if not isinstance(text, str) or len(text) > 64:
+        return None
     try:
-        moment = datetime.fromisoformat(expires.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        return False
-    return moment.tzinfo is not None and moment > now
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _in_future(expires: object, now: datetime) -> bool:
+    moment = _stamp(expires)
+    return moment is not None and moment > now
 
 
 def client_for(keys: JsonDoc, authorization: str | None, now: datetime) -> str | None:
@@ -214,19 +229,87 @@ def _shutdown(sock: socket.socket, how: int = socket.SHUT_RDWR) -> None:
         sock.shutdown(how)
 
 
+class NotResolved(OSError):
+    """A stack's name did not resolve within the wait (or at all): the stack is down."""
+
+
+class Lookups:
+    """Name lookups that never keep a client waiting past a bound: each runs in its own thread (the
+    resolver call cannot be cut short), at most LOOKUPS at once."""
+
+    def __init__(self) -> None:
+        self._slots = threading.BoundedSemaphore(LOOKUPS)
+
+    def address(self, host: str, port: int, wait: float) -> tuple[str, int]:
+        if not self._slots.acquire(blocking=False):
+            raise NotResolved(f"{host}: lookups busy")
+        found: list[tuple[str, int] | BaseException] = []
+        done = threading.Event()
+
+        def look() -> None:
+            try:
+                infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
+                found.append((str(infos[0][4][0]), int(infos[0][4][1])))
+            except (OSError, IndexError) as exc:
+                found.append(exc)
+            finally:
+                self._slots.release()
+                done.set()
+
+        threading.Thread(target=look, name="lookup", daemon=True).start()
+        if not done.wait(wait) or not isinstance(found[0], tuple):
+            raise NotResolved(host)
+        return found[0]
+
+
+class StackConnection(http.client.HTTPConnection):
+    """A connection whose name lookup and connect are bounded (the answer itself may take
+    UPSTREAM_TIMEOUT_S: a long generation)."""
+
+    def __init__(self, host: str, port: int, lookups: Lookups, wait: float) -> None:
+        super().__init__(host, port, timeout=UPSTREAM_TIMEOUT_S)
+        self._lookups, self._wait = lookups, wait
+
+    def connect(self) -> None:
+        address = self._lookups.address(self.host, self.port, self._wait)
+        self.sock = socket.create_connection(address, CONNECT_TIMEOUT_S)
+        self.sock.settimeout(UPSTREAM_TIMEOUT_S)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class Upstreams:
-    """Kept-alive connections to the stacks, reused across requests (no connect per request)."""
+    """Kept-alive connections to the stacks, reused across requests (no connect per request), and
+    since when each unreachable stack has been found so."""
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, int], list[http.client.HTTPConnection]] = {}
+        self._down: dict[tuple[str, int], datetime] = {}
+        self._answered: dict[tuple[str, int], datetime] = {}
         self._lock = threading.Lock()
+        self._lookups = Lookups()
 
     def take(self, host: str, port: int) -> tuple[http.client.HTTPConnection, bool]:
         with self._lock:
             idle = self._idle.get((host, port))
             if idle:
                 return idle.pop(), True
-        return http.client.HTTPConnection(host, port, timeout=UPSTREAM_TIMEOUT_S), False
+            wait = RESOLVE_WAIT_DOWN_S if (host, port) in self._down else RESOLVE_WAIT_S
+        return StackConnection(host, port, self._lookups, wait), False
+
+    def failed(self, host: str, port: int, downed: object = None) -> datetime:
+        """The stack at HOST:PORT cannot be reached: since when. DOWNED is when composegen downed it
+        (routes.json), believed unless the stack has answered since; else the first failure in a
+        row."""
+        at = _stamp(downed)
+        with self._lock:
+            first = self._down.setdefault((host, port), datetime.now(UTC))
+            last_answer = self._answered.get((host, port))
+        return at if at is not None and (last_answer is None or at > last_answer) else first
+
+    def answered(self, host: str, port: int) -> None:
+        with self._lock:
+            self._down.pop((host, port), None)
+            self._answered[(host, port)] = datetime.now(UTC)
 
     def drop(self, host: str, port: int) -> None:
         """Close every idle connection to HOST:PORT: one turned out dead, so the stack behind it was
@@ -491,8 +574,10 @@ class Handler(BaseHTTPRequestHandler):
         try:
             conn, resp = self._send_upstream(host, int(port), body, headers)
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            stage = f"{route.get('profile')} is not answering ({_reason(exc)})"
+            since = self.upstreams.failed(host, int(port), route.get("down_since"))
+            stage = _down_stage(str(route.get("profile")), since, exc)
             return self._unavailable(routes, alias, {**route, "switch": {"stage": stage}})
+        self.upstreams.answered(host, int(port))
         try:
             self.watch.client(self.connection, conn.sock)
             complete = self._relay(resp)
@@ -600,10 +685,15 @@ def _error_doc(status: int, message: str, kind: str) -> dict[str, dict[str, obje
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
-def _reason(exc: BaseException) -> str:
+def _down_stage(profile: str, since: datetime, exc: BaseException) -> str:
     """A stage clients may read: what happened in our words, never a Python exception name."""
-    if isinstance(exc, socket.gaierror):
-        return "its name does not resolve: the stack is down"
+    at = since.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if isinstance(exc, (NotResolved, socket.gaierror)):
+        return f"{profile} is down since {at} (its name does not resolve)"
+    return f"{profile} is not answering since {at} ({_reason(exc)})"
+
+
+def _reason(exc: BaseException) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused: the engine is not listening"
     if isinstance(exc, TimeoutError):

@@ -5,7 +5,9 @@
                            ({"kind": "qualify" | "campaign", "ref", "sha256"} | null)}]}}
 With no history an alias points where edge.yaml says. .composegen/edge/routes.json is what the gatekeeper
 reads: {"retry_after", "aliases": {ALIAS: {"profile", "upstream", "served_name", "switch": null | {"to",
-"stage", "since"}}}}; it is rewritten atomically (the gatekeeper sees the old or the new file, never half).
+"stage", "since"}, "down_since"?}}}; it is rewritten atomically (the gatekeeper sees the old or the new
+file, never half). `down_since` is set by `composegen down` of an aliased stack outside a switch, and goes
+at the next publish.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing_extensions import TypedDict
 
 from composegen import privatestate
 from composegen.edge.config import Edge, upstream_host
+from composegen.edge.journal import journal_path
 from composegen.edge.keys import edge_dir
 from composegen.errors import BadInput
 from composegen.project import Project
@@ -56,6 +59,7 @@ class Route(TypedDict):
     upstream: str
     served_name: str
     switch: Switching | None
+    down_since: NotRequired[str]  # `composegen down` of its stack, outside a switch
 
 
 class RoutesFile(TypedDict):
@@ -148,3 +152,25 @@ def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None
     privatestate.write_json(
         routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table)
     )
+
+
+def mark_down(project: Project, profile: str) -> list[str]:
+    """PROFILE's stack was downed by hand: the aliases on it tell clients since when (the gate
+    otherwise knows only its own first failure). The aliases marked; none during a switch (its
+    own stage says more)."""
+    path = routes_path(project)
+    empty = RoutesFile(retry_after=0, aliases={})
+    doc = privatestate.read_json(path, empty)
+    table = doc.get("aliases")
+    marked = [
+        alias
+        for alias, route in (table.items() if isinstance(table, dict) else [])
+        if isinstance(route, dict) and route.get("profile") == profile and not route.get("switch")
+    ]
+    if marked and journal_path(project).is_file():
+        return []
+    for alias in marked:
+        doc["aliases"][alias]["down_since"] = privatestate.stamp()
+    if marked:
+        privatestate.write_json(path, doc)
+    return marked

@@ -12,6 +12,7 @@ from composegen.edge import journal, keys, routes, service
 from composegen.edge.reports import AliasRow, EdgeStatusReport, client_rows
 from composegen.project import Project
 from composegen.stack import driver
+from composegen.stack.reports import AliasTarget
 
 T = TypeVar("T")
 
@@ -66,6 +67,11 @@ def _read(shape: TypeAdapter[T], value: object) -> T | None:
         return None
 
 
+def alias_targets(report: EdgeStatusReport) -> list[AliasTarget]:
+    """The aliases as `status --json` carries them: each one's stack and that stack's health."""
+    return [AliasTarget(alias=r.alias, profile=r.profile, target=r.target) for r in report.aliases]
+
+
 def _health(project: Project, profile: str | None) -> str | None:
     """ready, asleep, starting or down: what the alias's stack is doing (clients of a down one get
     503)."""
@@ -93,7 +99,8 @@ def format_text(report: EdgeStatusReport) -> str:
             if row.interrupted and row.switching
             else doing
         )
-        health = f" ({row.target})" if row.target and row.target != "ready" else ""
+        # said even when ready: a stack downed by hand leaves its alias pointing at it
+        health = f" ({row.target})" if row.target else ""
         lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{health}{doing}")
     active = [c for c in report.clients if c.state == "active"]
     others = len(report.clients) - len(active)

@@ -217,5 +217,19 @@ class StackStatus(Report):
     )
 
 
+class AliasTarget(Report):
+    """An alias of the project's edge and the stack behind it, as clients meet it."""
+
+    alias: str
+    profile: str | None  # None: the alias points at nothing
+    target: str | None = Field(
+        default=None,
+        description="that stack's health: ready | asleep | starting | down (its clients get 503)",
+    )
+
+
 class StatusReport(Report):
     stacks: list[StackStatus]
+    aliases: list[AliasTarget] | None = Field(
+        default=None, description="the project's edge: each alias and its stack (None: no edge)"
+    )
