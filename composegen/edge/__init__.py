@@ -16,6 +16,7 @@ __all__ = [
     "recovery",
     "render",
     "reports",
+    "routes",
     "service",
     "standby",
     "standbyplan",

@@ -2,7 +2,9 @@
 4): the control is kept asleep while the candidate runs and the bracket wakes it — the same
 container, never recreated, so no second cold start — and the record says which path each arm
 took. Standby stacks sit behind an edge (their dev routes never on a published port), so the edge
-is up first, as docs/campaign.md says."""
+is up first, as docs/campaign.md says. At the end both engines stay resident (the control awake,
+serving the alias; the candidate asleep), so `campaign decide --promote` then `promote` switch by
+sleep in seconds: no container recreated."""
 
 from __future__ import annotations
 
@@ -20,7 +22,9 @@ from tests.support.helpers import REPO
 pytestmark = pytest.mark.docker
 
 
-def test_a_standby_campaign_replays_its_control_by_a_wake_and_records_the_path(tmp_path, edge_img):
+def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_promote_by_sleep(
+    tmp_path, edge_img
+):
     edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0])
     control, candidate = edge.old, edge.new
     directory = edge.root / "runs" / "campaigns" / "sb"
@@ -39,6 +43,7 @@ def test_a_standby_campaign_replays_its_control_by_a_wake_and_records_the_path(t
                 started["control"] = edge.container_started(control)
             if line.startswith(f"arm 3/3: bracket {control} · gates 1/"):
                 started["bracket"] = edge.container_started(control)
+                started["candidate"] = edge.container_started(candidate)
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out
         assert started["control"] and started["bracket"] == started["control"], started
@@ -60,5 +65,27 @@ def test_a_standby_campaign_replays_its_control_by_a_wake_and_records_the_path(t
         # one cold start: the log the bracket captured continues the control arm's own
         first = (directory / "control" / "startup.log").read_text(encoding="utf-8")
         assert (directory / "bracket" / "startup.log").read_text(encoding="utf-8").startswith(first)
+
+        # left resident: the control awake (its alias), the candidate asleep, as a switch needs
+        assert st.residency is not None and st.residency.resident, st.residency
+        assert f"candidate: {candidate} asleep beside {control} awake" in log
+        assert f"bracket: evidence bracket/; {control} left awake (resident)" in log
+        assert "At the end both engines were resident" in md
+        sleeping = {s["profile"]: s["endpoint"]["sleeping"]
+                    for s in json.loads(edge.ok("status", "--json"))["stacks"]}  # fmt: skip
+        assert sleeping[control] is None and sleeping[candidate]["level"] == 1, sleeping
+        edge.ok("campaign", "decide", "sb", "--promote", "--why", "faster at equal quality")
+        switched = json.loads(edge.ok("promote", candidate, "--alias", "ds4-flash", "--campaign",
+                                      "sb", "--emulate", "--json"))  # fmt: skip
+        assert switched["path"] == "standby", switched
+        assert [s["step"] for s in switched["steps"]][:3] == [
+            "draining",
+            f"putting {control} to sleep",
+            f"waking {candidate}",
+        ]
+        assert switched["seconds"] < 10, switched  # a switch, not a cold start
+        # no container recreated: both are the ones the campaign started
+        assert edge.container_started(control) == started["control"]
+        assert edge.container_started(candidate) == started["candidate"]
     finally:
         edge.cleanup()
