@@ -94,3 +94,39 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
         assert edge.container_started(candidate) == started["candidate"]
     finally:
         edge.cleanup()
+
+
+def test_when_the_plan_refuses_the_pair_the_candidate_is_taken_down_and_the_record_says_why(
+    tmp_path, edge_img
+):
+    # a 10 GiB emulated GPU: the candidate (0.5) runs beside the control asleep, but the control
+    # (0.95) cannot wake beside the candidate asleep (9.5 + its estimated 1 GiB residue > 10 GiB)
+    edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0], share=0.5,
+                        both_env={"EMU_GPU_GIB": "10", "EMU_WEIGHTS_GIB": "1"})  # fmt: skip
+    control, candidate = edge.old, edge.new
+    path = edge.root / "profiles" / f"{control}.yaml"
+    path.write_text(
+        path.read_text(encoding="utf-8").replace(
+            "gpu-memory-utilization: 0.5", "gpu-memory-utilization: 0.95"
+        ),
+        encoding="utf-8",
+    )
+    edge.ok("render")
+    try:
+        edge.ok("edge", "up")
+        edge.ok("campaign", "run", control, candidate, "--bracket", "--emulate", "--name", "sb")
+        directory = edge.root / "runs" / "campaigns" / "sb"
+        st = state.load(directory)
+        assert st.residency is not None and not st.residency.resident
+        assert f"the memory plan refuses {control} awake beside {candidate} asleep" in (
+            st.residency.reason
+        )
+        assert "GiB > 10.00 GiB" in st.residency.reason, st.residency.reason
+        log = (directory / state.LOG).read_text(encoding="utf-8")
+        assert f"candidate: evidence candidate/; down {candidate}" in log
+        assert f"bracket: evidence bracket/; down {control}" in log
+        assert st.bracket is not None and st.bracket.replay == "wake"
+        md = (directory / "campaign.md").read_text(encoding="utf-8")
+        assert "At the end both engines were not resident: " in md
+    finally:
+        edge.cleanup()
