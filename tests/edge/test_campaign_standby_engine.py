@@ -76,6 +76,9 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
         sleeping = {s["profile"]: s["endpoint"]["sleeping"]
                     for s in json.loads(edge.ok("status", "--json"))["stacks"]}  # fmt: skip
         assert sleeping[control] is None and sleeping[candidate]["level"] == 1, sleeping
+        # `up --standby` of the sleeping candidate changes nothing and says so (no gates ran)
+        again = edge.ok("up", candidate, "--emulate", "--standby")
+        assert f"{candidate}: already asleep, no gates run (level 1)" in again, again
         edge.ok("campaign", "decide", "sb", "--promote", "--why", "faster at equal quality")
         switched = json.loads(edge.ok("promote", candidate, "--alias", "ds4-flash", "--campaign",
                                       "sb", "--emulate", "--json"))  # fmt: skip
