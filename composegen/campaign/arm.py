@@ -1,7 +1,8 @@
 """One arm's lifecycle, the same for an A/B arm (runner.py) and a qualification arm (qualifyarm.py):
 exclusive check, its stack started (or an earlier attempt's attached to: the driver decides, see
 driver.up_or_attach; or, on standby, woken), evidence, the bundle moved in whole, then the stack
-taken down (or, on standby, put to sleep for the bracket to wake). The state is saved after every
+taken down (or, on standby, put to sleep for the bracket to wake, or left resident for a promote:
+campaign/resident.py). The state is saved after every
 step, so a Ctrl-C, a crash or a failure leaves an arm `campaign resume` continues: a `done` arm is
 never run again, a `running` one whose bundle is in only needs its down.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from composegen import privatestate
 from composegen.campaign import exclusive, state
 from composegen.campaign.progress import CampaignProgress
-from composegen.campaign.reports import ArmState, CampaignState
+from composegen.campaign.reports import ArmState, CampaignState, Residency
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.evidence import bundle
 from composegen.profiles import resolve
@@ -39,6 +40,9 @@ class ArmJob:
     sleep_after                 put to sleep after the evidence instead of down (the bracket wakes it)
     wake                        wake the stack an earlier arm put to sleep instead of starting it
     asleep                      profiles asleep for this campaign: exclusive mode lets them be
+    resident                    asked at the close: resident, put to sleep (a promote switches to
+                                it by sleep); else down. Recorded in the state (residency)
+    stay_awake                  left awake at the close (the control, serving its alias)
     """
 
     evidence: Callable[[Resolved, bool, Step], Path]
@@ -47,6 +51,8 @@ class ArmJob:
     sleep_after: bool = False
     wake: bool = False
     asleep: tuple[str, ...] = ()
+    resident: Callable[[], Residency] | None = None
+    stay_awake: bool = False
 
 
 def run_arm(
@@ -135,10 +141,14 @@ def _close(
     r: Resolved,
     job: ArmJob,
 ) -> None:
-    """Down (with the /dev/shm check), or asleep for the bracket; then the arm is done."""
-    if job.sleep_after:
+    """Down (with the /dev/shm check), asleep for the bracket or a promote, or left awake; then
+    the arm is done."""
+    how = _how(directory, st, arm, job)
+    if how == "sleep":
         state.log(directory, f"{arm.key}: evidence {arm.key}/; {arm.profile} to sleep")
         driver.sleep_stack(project, r)
+    elif how == "awake":
+        state.log(directory, f"{arm.key}: evidence {arm.key}/; {arm.profile} left awake (resident)")
     else:
         state.log(directory, f"{arm.key}: evidence {arm.key}/; down {arm.profile}")
         down = driver.down(project, r)
@@ -146,6 +156,17 @@ def _close(
     arm.status, arm.finished_at = "done", privatestate.stamp()
     state.save(directory, st)
     state.log(directory, f"{arm.key}: done (shm reclaimable: {arm.shm_reclaimable})")
+
+
+def _how(directory: Path, st: CampaignState, arm: ArmState, job: ArmJob) -> str:
+    """sleep, awake or down: what the arm's stack is left in."""
+    if job.resident is not None:
+        st.residency = job.resident()
+        state.log(directory, f"{arm.key}: {st.residency.reason}")
+        return "sleep" if st.residency.resident else "down"
+    if job.sleep_after:
+        return "sleep"
+    return "awake" if job.stay_awake else "down"
 
 
 def reclaimable(shm: ShmScan | NodesShm | None) -> int | None:

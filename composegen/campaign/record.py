@@ -295,6 +295,9 @@ def close(state: CampaignState) -> str:
             "control was kept asleep while the candidate ran and woken for the bracket, so each "
             f"profile had one cold start (path per arm: {paths}). "
         )
+    if state.residency is not None:
+        kept = "resident" if state.residency.resident else "not resident"
+        text += f"At the end both engines were {kept}: {state.residency.reason}. "
     if all(c is None for _, c in counts):
         return (
             text

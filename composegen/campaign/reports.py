@@ -104,6 +104,16 @@ class CampaignOptions(Report):
     next_fallback: ProfileName | None = None
 
 
+class Residency(Report):
+    """Whether a campaign on standby stacks left both engines resident (campaign/resident.py)."""
+
+    resident: bool = Field(
+        description="true: the control awake (serving its alias), the candidate asleep, so a promote "
+        "of the candidate switches by sleep; false: the candidate was taken down (a cold start)"
+    )
+    reason: str
+
+
 class CampaignState(Report):
     schema_: Literal["composegen.campaign/v1"] = Field(default=STATE_SCHEMA, alias="schema")
     name: Annotated[str, Field(pattern=f"^{NAME_RE.pattern}$")]
@@ -115,6 +125,7 @@ class CampaignState(Report):
     created_at: str
     updated_at: str
     bracket: BracketResult | None = None
+    residency: Residency | None = None
 
     def arm(self, key: str) -> ArmState:
         return next(a for a in self.arms if a.key == key)

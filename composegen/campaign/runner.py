@@ -10,7 +10,7 @@ from pathlib import Path
 
 from composegen import privatestate
 from composegen.campaign import arm as run_arm
-from composegen.campaign import bracket, comparison, decisionfile, record, state
+from composegen.campaign import bracket, comparison, decisionfile, record, resident, state
 from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import (
     ArmKey,
@@ -86,7 +86,8 @@ def run(project: Project, directory: Path, ui: CampaignProgress) -> CampaignStat
 
 def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
     """An A/B arm: the evidence `evidence` captures. On standby stacks with --bracket the control
-    sleeps while the candidate runs and the bracket wakes it (one cold start each)."""
+    sleeps while the candidate runs and the bracket wakes it (one cold start each); the candidate then
+    stays asleep and the control awake when campaign/resident.py says they can."""
     opts = st.options
     sizes = {"input_tokens": opts.bench_input_tokens, "output_tokens": opts.bench_output_tokens}
     bench = None
@@ -108,13 +109,22 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
 
     control = st.control or arm.profile
     standby = opts.bracket and resolve.load(project, control).profile.standby is not None
-    control_asleep = standby and arm.key in ("candidate", "bracket")
+    # the candidate left asleep by its arm (campaign/resident.py): the bracket wakes beside it
+    kept = st.residency is not None and st.residency.resident
+    asleep = (control, *([st.candidate] if kept and st.candidate else []))
+    candidate = st.candidate or arm.profile
     return run_arm.ArmJob(
         evidence=evidence,
         judge=lambda a, dest: "done",
         sleep_after=standby and arm.key == "control",
         wake=standby and arm.key == "bracket",
-        asleep=(control,) if control_asleep else (),
+        asleep=asleep if standby and arm.key in ("candidate", "bracket") else (),
+        resident=(
+            (lambda: resident.decide(project, control, candidate, opts.emulate))
+            if standby and arm.key == "candidate"
+            else None
+        ),
+        stay_awake=kept and arm.key == "bracket",
     )
 
 

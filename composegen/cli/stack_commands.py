@@ -115,6 +115,7 @@ def _to_sleep(project: Project, r: Resolved, result: UpReport, json_: bool) -> U
         raise BadInputError(
             f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
         )
+    was = driver.sleep_state(project, r)  # already asleep: put_to_sleep runs no gates
     asleep = resident.put_to_sleep(project, r)
     status = SleepingStatus(level=asleep.level, since=asleep.since, gpu_gib_held=asleep.residue_gib)
     if not json_:
@@ -123,7 +124,8 @@ def _to_sleep(project: Project, r: Resolved, result: UpReport, json_: bool) -> U
             if asleep.residue_gib
             else ""
         )
-        out(f"{r.name}: gates passed, asleep (level {asleep.level}){held}")
+        done = "already asleep, no gates run" if was else "gates passed, asleep"
+        out(f"{r.name}: {done} (level {asleep.level}){held}")
     return result.model_copy(update={"asleep": status})
 
 

@@ -2,7 +2,9 @@
 4): the control is kept asleep while the candidate runs and the bracket wakes it — the same
 container, never recreated, so no second cold start — and the record says which path each arm
 took. Standby stacks sit behind an edge (their dev routes never on a published port), so the edge
-is up first, as docs/campaign.md says."""
+is up first, as docs/campaign.md says. At the end both engines stay resident (the control awake,
+serving the alias; the candidate asleep), so `campaign decide --promote` then `promote` switch by
+sleep in seconds: no container recreated."""
 
 from __future__ import annotations
 
@@ -20,8 +22,12 @@ from tests.support.helpers import REPO
 pytestmark = pytest.mark.docker
 
 
-def test_a_standby_campaign_replays_its_control_by_a_wake_and_records_the_path(tmp_path, edge_img):
-    edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0])
+def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_promote_by_sleep(
+    tmp_path, edge_img
+):
+    # the recording's 6.5 GiB model: a level-1 wake copies it back in ~0.34 s
+    edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0],
+                        both_env={"EMU_WEIGHTS_GIB": "6.5"})  # fmt: skip
     control, candidate = edge.old, edge.new
     directory = edge.root / "runs" / "campaigns" / "sb"
     argv = [sys.executable, "-m", "composegen", "--root", str(edge.root), "campaign", "run",
@@ -39,6 +45,7 @@ def test_a_standby_campaign_replays_its_control_by_a_wake_and_records_the_path(t
                 started["control"] = edge.container_started(control)
             if line.startswith(f"arm 3/3: bracket {control} · gates 1/"):
                 started["bracket"] = edge.container_started(control)
+                started["candidate"] = edge.container_started(candidate)
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out
         assert started["control"] and started["bracket"] == started["control"], started
@@ -60,5 +67,69 @@ def test_a_standby_campaign_replays_its_control_by_a_wake_and_records_the_path(t
         # one cold start: the log the bracket captured continues the control arm's own
         first = (directory / "control" / "startup.log").read_text(encoding="utf-8")
         assert (directory / "bracket" / "startup.log").read_text(encoding="utf-8").startswith(first)
+
+        # left resident: the control awake (its alias), the candidate asleep, as a switch needs
+        assert st.residency is not None and st.residency.resident, st.residency
+        assert f"candidate: {candidate} asleep beside {control} awake" in log
+        assert f"bracket: evidence bracket/; {control} left awake (resident)" in log
+        assert "At the end both engines were resident" in md
+        sleeping = {s["profile"]: s["endpoint"]["sleeping"]
+                    for s in json.loads(edge.ok("status", "--json"))["stacks"]}  # fmt: skip
+        assert sleeping[control] is None and sleeping[candidate]["level"] == 1, sleeping
+        # `up --standby` of the sleeping candidate changes nothing and says so (no gates ran)
+        again = edge.ok("up", candidate, "--emulate", "--standby")
+        assert f"{candidate}: already asleep, no gates run (level 1)" in again, again
+        edge.ok("campaign", "decide", "sb", "--promote", "--why", "faster at equal quality")
+        switched = json.loads(edge.ok("promote", candidate, "--alias", "ds4-flash", "--campaign",
+                                      "sb", "--emulate", "--json"))  # fmt: skip
+        assert switched["path"] == "standby", switched
+        assert [s["step"] for s in switched["steps"]][:3] == [
+            "draining",
+            f"putting {control} to sleep",
+            f"waking {candidate}",
+        ]
+        steps = {s["step"]: s["seconds"] for s in switched["steps"]}
+        # a switch, not a cold start: sleep + wake in seconds (the gates run a few requests)
+        assert steps[f"putting {control} to sleep"] + steps[f"waking {candidate}"] < 3, steps
+        assert switched["seconds"] < 15, switched
+        # no container recreated: both are the ones the campaign started
+        assert edge.container_started(control) == started["control"]
+        assert edge.container_started(candidate) == started["candidate"]
+    finally:
+        edge.cleanup()
+
+
+def test_when_the_plan_refuses_the_pair_the_candidate_is_taken_down_and_the_record_says_why(
+    tmp_path, edge_img
+):
+    # a 10 GiB emulated GPU: the candidate (0.5) runs beside the control asleep, but the control
+    # (0.95) cannot wake beside the candidate asleep (9.5 + its estimated 1 GiB residue > 10 GiB)
+    edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0], share=0.5,
+                        both_env={"EMU_GPU_GIB": "10", "EMU_WEIGHTS_GIB": "1"})  # fmt: skip
+    control, candidate = edge.old, edge.new
+    path = edge.root / "profiles" / f"{control}.yaml"
+    path.write_text(
+        path.read_text(encoding="utf-8").replace(
+            "gpu-memory-utilization: 0.5", "gpu-memory-utilization: 0.95"
+        ),
+        encoding="utf-8",
+    )
+    edge.ok("render")
+    try:
+        edge.ok("edge", "up")
+        edge.ok("campaign", "run", control, candidate, "--bracket", "--emulate", "--name", "sb")
+        directory = edge.root / "runs" / "campaigns" / "sb"
+        st = state.load(directory)
+        assert st.residency is not None and not st.residency.resident
+        assert f"the memory plan refuses {control} awake beside {candidate} asleep" in (
+            st.residency.reason
+        )
+        assert "GiB > 10.00 GiB" in st.residency.reason, st.residency.reason
+        log = (directory / state.LOG).read_text(encoding="utf-8")
+        assert f"candidate: evidence candidate/; down {candidate}" in log
+        assert f"bracket: evidence bracket/; down {control}" in log
+        assert st.bracket is not None and st.bracket.replay == "wake"
+        md = (directory / "campaign.md").read_text(encoding="utf-8")
+        assert "At the end both engines were not resident: " in md
     finally:
         edge.cleanup()
