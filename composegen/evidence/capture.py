@@ -80,7 +80,7 @@ def live_stack(project: Project, r: Resolved) -> LiveStack:
 
 
 def _open_bench(
-    r: Resolved, ep: Any, served: str, emulated: bool | None, bench: dict[str, Any]
+    r: Resolved, ep: Any, served: str, emulated: bool | None, bench: Mapping[str, Any]
 ) -> BenchResult:
     options = benchrates.Options(
         input_tokens=bench["input_tokens"],
