@@ -435,7 +435,7 @@ def test_reclaim_from_a_pid_namespace_of_its_own_refuses(shm_dir, holders):
         "-m",
         "composegen",
         "shm",
-        "--reclaim",
+        "reclaim",
         "--yes",
         "--min-age",
         "0",
