@@ -14,6 +14,7 @@ import typer.main
 from composegen.cli.aliases import rewrite
 from composegen.cli.app import app
 from composegen.cli.main import load_commands
+from composegen.output import Output
 from tests.support.helpers import REPO, run_cli
 
 CLI = REPO / "composegen" / "cli"
@@ -118,3 +119,24 @@ def test_an_old_spelling_still_runs_and_says_once_what_replaced_it(tmp_path):
     assert keys.stderr == (
         "composegen: `keys` is now `edge keys`; the old spelling goes in the next release\n"
     )
+
+
+class _Report:
+    def to_json(self) -> dict:
+        return {"b": 1, "a": "x"}
+
+
+def test_the_output_object_prints_json_or_text_never_both(capsys):
+    def never() -> str:
+        raise AssertionError("the JSON run formatted the text")
+
+    machine = Output(json_=True)
+    machine.report(_Report(), never)
+    machine.say(never)
+    machine.note("progress")
+    assert capsys.readouterr() == ('{"a":"x","b":1}\n', "")
+    person = Output(json_=False)
+    person.report(_Report(), lambda: "a line")
+    person.say("another")
+    person.note("progress")
+    assert capsys.readouterr() == ("a line\nanother\n", "progress\n")
