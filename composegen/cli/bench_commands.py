@@ -126,10 +126,8 @@ def bench(
     run = benching.bench_stack(project, r, levels, **options)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
-    show = Output(json_)
-    show.report(result, lambda: benchstats.format_text(result))
-    for path in saved:
-        show.say(f"wrote {path} (vllm bench serve's result shape)")
+    wrote = "".join(f"\nwrote {path} (vllm bench serve's result shape)" for path in saved)
+    Output(json_).report(result, lambda: benchstats.format_text(result).rstrip("\n") + wrote)
     if not result.ok:
         raise CheckFailed("a bench level had errors or completed nothing")
 

@@ -12,10 +12,10 @@ from composegen.campaign import decision, qualifyarm, runner, state
 from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
+from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput, CheckFailed
-from composegen.evidence import benchschedule
 from composegen.output import Output, emit_json
 from composegen.stack import driver
 
@@ -69,14 +69,6 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
         print_end(project, directory, st, record.name)
     if st.kind == "qualify" and not any(a.qualified for a in st.arms):
         raise CheckFailed(f"campaign {st.name}: no arm qualified")
-
-
-def _rates(text: str | None, concurrency: str | None) -> list[float]:
-    """--bench-rates: finite rates (a campaign's state is JSON), not with --bench."""
-    rates = benchschedule.parse_rates(text) if text else []
-    if rates and (concurrency or float("inf") in rates):
-        raise BadInput("--bench-rates: finite rates, and not with --bench (one bench per arm)")
-    return rates
 
 
 @campaign_app.command("run")
