@@ -246,7 +246,7 @@ def main() -> None:
         _cli(root, "render")
         _cli(root, "edge", "up")
         _cli(root, "up", PROFILE, "--emulate")
-        key = re.search(r"\b(cgk_[A-Za-z0-9_-]+)", _cli(root, "keys", "add", "bench"))
+        key = re.search(r"\b(cgk_[A-Za-z0-9_-]+)", _cli(root, "edge", "keys", "add", "bench"))
         if not key:
             raise SystemExit("keys add printed no key")
         tls = ssl.create_default_context(cadata=_cli(root, "edge", "ca"))

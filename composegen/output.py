@@ -11,8 +11,8 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 MIN_SECRET_CHARS = 4  # masking "1" would shred every line
@@ -73,6 +73,46 @@ def emit_json(obj: Any, *, pretty: bool | None = None) -> None:
     if secrets or ("://" in text and USERINFO_RE.search(text)):
         text = json.dumps(mask_json(json.loads(text), secrets), allow_nan=False, **options)  # type: ignore[arg-type]
     sys.stdout.write(text + "\n")
+
+
+class Reported(Protocol):
+    """A report model (report.py's Report): what `--json` prints."""
+
+    def to_json(self) -> Any: ...
+
+
+Text = str | Callable[[], str]
+
+
+class Output:
+    """The one output decision of a command run. `--json` prints the report's model (its shape:
+    `composegen schema --report NAME`) and nothing else on stdout; otherwise text for a person. A
+    command hands its report and the text that tells it here and never branches on --json itself
+    (tests/test_house_figures.py counts the branches). Text may be a function: the JSON run never
+    formats it."""
+
+    def __init__(self, json_: bool = False) -> None:
+        self.json = json_
+
+    def report(
+        self, report: Reported | dict[str, Any] | list[Any], text: Text | None = None
+    ) -> None:
+        """The command's result: its JSON (a model, or a record read back as written), or its
+        text."""
+        if self.json:
+            emit_json(report if isinstance(report, (dict, list)) else report.to_json())
+        elif text is not None:
+            self.say(text)
+
+    def say(self, text: Text) -> None:
+        """A line for a person on stdout; under --json stdout holds the one document, so nothing."""
+        if not self.json:
+            out(text() if callable(text) else text)
+
+    def note(self, text: str) -> None:
+        """Progress for a person on stderr; nothing under --json (scripts read the exit code)."""
+        if not self.json:
+            err(text)
 
 
 def _finite(value: Any) -> Any:

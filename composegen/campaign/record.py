@@ -308,7 +308,7 @@ def close(state: CampaignState) -> str:
     verdict = (
         "zero reclaimable files"
         if total == 0
-        else f"leftover files ({found}): `composegen shm --reclaim`"
+        else f"leftover files ({found}): `composegen shm reclaim`"
     )
     return text + f"Shared-memory inspection after each down found {verdict}."
 

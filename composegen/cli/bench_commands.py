@@ -24,7 +24,7 @@ from composegen.evidence.reportpage import render_html, with_roles
 from composegen.evidence.reportpng import render_png
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.runreport import format_markdown, gather
-from composegen.output import emit_json, out
+from composegen.output import Output
 
 # per level when neither --requests nor --duration is given (as evidence --bench-requests)
 DEFAULT_REQUESTS = 32
@@ -119,16 +119,15 @@ def bench(
     options |= {"requests": requests, "duration": duration, "slos": slos}
     if via_edge:
         result = benchvia.bench_via_edge(project, r, levels, **options)
-        emit_json(result.to_json()) if json_ else out(_via_edge_text(result))
+        Output(json_).report(result, lambda: _via_edge_text(result))
         if not result.ok:
             raise CheckFailed("a bench level had errors or completed nothing on a path")
         return
     run = benching.bench_stack(project, r, levels, **options)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
-    emit_json(result.to_json()) if json_ else out(benchstats.format_text(result))
-    for path in saved if not json_ else []:
-        out(f"wrote {path} (vllm bench serve's result shape)")
+    wrote = "".join(f"\nwrote {path} (vllm bench serve's result shape)" for path in saved)
+    Output(json_).report(result, lambda: benchstats.format_text(result).rstrip("\n") + wrote)
     if not result.ok:
         raise CheckFailed("a bench level had errors or completed nothing")
 
@@ -176,11 +175,8 @@ def report(
     png = html.with_suffix(".png") if html is not None else None
     if html is not None and png is not None:
         safewrite.write_all([(html, render_html(data, heading)), (png, render_png(data, heading))])
-    if json_:
-        emit_json(data.to_json())
-    elif markdown:
-        out(format_markdown(data))
-    elif html is not None:
-        out(f"{html}\n{png}")
-    else:
-        out(format_markdown(data))
+    # the files written: their paths, unless Markdown was asked for too
+    Output(json_).report(
+        data,
+        f"{html}\n{png}" if html is not None and not markdown else lambda: format_markdown(data),
+    )

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from composegen.errors import CheckFailed
+from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bench as benching
-from composegen.evidence import benchopentext, benchrates
-from composegen.output import emit_json, out
+from composegen.evidence import benchopentext, benchrates, benchschedule
+from composegen.output import Output
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 
@@ -56,10 +56,19 @@ def run_open(
         run = benchrates.run_rates(base_url, model, rates, o)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
-    emit_json(result.to_json()) if json_ else out(benchopentext.format_text(result))
-    for path in saved if not json_ else []:
-        out(f"wrote {path} (vllm bench serve's result shape)")
+    show = Output(json_)
+    show.report(result, lambda: benchopentext.format_text(result))
+    for path in saved:
+        show.say(f"wrote {path} (vllm bench serve's result shape)")
     if not result.ok:
         raise CheckFailed("a bench level had errors or completed nothing")
     if result.slos and not ask.find_max and not all(lv.slo_met for lv in result.levels):
         raise CheckFailed("a bench level broke the SLOs (--slo)")
+
+
+def campaign_rates(text: str | None, concurrency: str | None) -> list[float]:
+    """`campaign run --bench-rates`: finite rates (a campaign's state is JSON), not with --bench."""
+    rates = benchschedule.parse_rates(text) if text else []
+    if rates and (concurrency or float("inf") in rates):
+        raise BadInput("--bench-rates: finite rates, and not with --bench (one bench per arm)")
+    return rates

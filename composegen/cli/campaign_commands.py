@@ -12,14 +12,15 @@ from composegen.campaign import decision, qualifyarm, runner, state
 from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
+from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput, CheckFailed
-from composegen.evidence import benchschedule
-from composegen.output import emit_json, out
+from composegen.output import Output, emit_json
 from composegen.stack import driver
 
 if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
+    from composegen.campaign.reports import CampaignState
     from composegen.project import Project
 
 campaign_app = typer.Typer(
@@ -68,14 +69,6 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
         print_end(project, directory, st, record.name)
     if st.kind == "qualify" and not any(a.qualified for a in st.arms):
         raise CheckFailed(f"campaign {st.name}: no arm qualified")
-
-
-def _rates(text: str | None, concurrency: str | None) -> list[float]:
-    """--bench-rates: finite rates (a campaign's state is JSON), not with --bench."""
-    rates = benchschedule.parse_rates(text) if text else []
-    if rates and (concurrency or float("inf") in rates):
-        raise BadInput("--bench-rates: finite rates, and not with --bench (one bench per arm)")
-    return rates
 
 
 @campaign_app.command("run")
@@ -215,11 +208,9 @@ def decide(
     if len(chosen) != 1:
         raise BadInput("decide: give exactly one of --promote, --no-promotion, --fallback")
     record = decision.decide(_project(), campaign, chosen[0], why)
-    if json_:
-        return emit_json(record.to_json())
     promoted = record.profile or "no profile"
-    out(f"campaign {record.campaign}: {record.decision} ({promoted}) at {record.decided_at}")
-    out(f"  evidence sha256 {record.evidence_sha256}")
+    said = f"campaign {record.campaign}: {record.decision} ({promoted}) at {record.decided_at}"
+    Output(json_).report(record, f"{said}\n  evidence sha256 {record.evidence_sha256}")
 
 
 @campaign_app.command("show")
@@ -234,14 +225,22 @@ def show(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
     directory = state.require(project, campaign)
     st = state.load(directory)
     record = directory / (qualifyarm.RECORD_JSON if st.kind == "qualify" else "comparison.json")
-    if json_:
-        return emit_json(
-            json.loads(record.read_text(encoding="utf-8")) if record.is_file() else st.to_json()
-        )
-    if (directory / "campaign.md").is_file():
-        out((directory / "campaign.md").read_text(encoding="utf-8").rstrip("\n"))
-    else:
-        out(f"campaign {st.name} ({st.kind}): not finished")
+    finished = record.is_file()
+    Output(json_).report(
+        json.loads(record.read_text(encoding="utf-8")) if finished else st,
+        lambda: _standing(directory, st),
+    )
+
+
+def _standing(directory: Path, st: CampaignState) -> str:
+    """campaign.md when written (else: not finished), then each arm's status."""
+    page = directory / "campaign.md"
+    lines = [
+        page.read_text(encoding="utf-8").rstrip("\n")
+        if page.is_file()
+        else f"campaign {st.name} ({st.kind}): not finished"
+    ]
     for arm in st.arms:
         extra = f" — {arm.error}" if arm.error else ""
-        out(f"  {arm.key:<10} {arm.profile:<24} {arm.status}{extra}")
+        lines.append(f"  {arm.key:<10} {arm.profile:<24} {arm.status}{extra}")
+    return "\n".join(lines)

@@ -10,7 +10,7 @@ from composegen.cli.app import project as _project
 from composegen.diff import semantic as diffing
 from composegen.diff import targets as cross
 from composegen.errors import BadInput
-from composegen.output import emit_json, out
+from composegen.output import Output
 
 
 @app.command()
@@ -45,17 +45,17 @@ def diff(
         if targets.replace(" ", "") not in ("compose,k8s", "k8s,compose"):
             raise BadInput(f"--targets: {targets!r}: only compose,k8s can be compared")
         report = cross.load(project.root, a, b)
-        emit_json(report.to_json()) if json_ else out(cross.format_text(report))
+        Output(json_).report(report, lambda: cross.format_text(report))
         raise typer.Exit(0 if report.equal else 1)
     if b is None:
         raise BadInput("diff: give two inputs (or NAME --targets compose,k8s)")
     side_a, side_b = diffing.load_side(a, project.root), diffing.load_side(b, project.root)
     identity = diffing.identity_paths_for(project, [a, b])
     changes = diffing.compare(side_a.data, side_b.data, identity_paths=identity)
-    if json_:
-        emit_json([change.report().to_json() for change in changes])
-    elif unified:
-        out(diffing.unified(side_a.text, side_b.text, side_a.label, side_b.label))
-    else:
-        out(diffing.format_text(changes, side_a.label, side_b.label))
+    Output(json_).report(
+        [change.report().to_json() for change in changes],
+        lambda: diffing.unified(side_a.text, side_b.text, side_a.label, side_b.label)
+        if unified
+        else diffing.format_text(changes, side_a.label, side_b.label),
+    )
     raise typer.Exit(diffing.exit_status(changes, functional_only))

@@ -1,5 +1,5 @@
-"""`composegen edge up|down|status|recover|ca`, `keys add|list|revoke|rotate`, `promote`, `rollback`
-(docs/edge.md)."""
+"""`composegen edge up|down|status|recover|ca`, `edge keys …` (edge_keys.py), `promote`, `rollback`
+(docs/edge.md; docs/commands.md says why promote and rollback stay top-level verbs)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,14 @@ import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
-from composegen.edge import exposure, keys, recovery, service, switch
-from composegen.edge.reports import (
-    ClientRow,
-    ClientsReport,
-    ExposureReport,
-    SwitchReport,
-    client_rows,
-)
+from composegen.cli.edge_keys import keys_app
+from composegen.edge import exposure, recovery, service, switch
+from composegen.edge.reports import ExposureReport, SwitchReport
 from composegen.edge.status import edge_status as read
 from composegen.edge.status import format_text
-from composegen.errors import BadInput, CheckFailed
+from composegen.errors import CheckFailed
 from composegen.evidence import capture
-from composegen.output import emit_json, err, out
+from composegen.output import Output, out
 
 if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
     from composegen.profiles.resolved import Resolved
@@ -33,12 +28,8 @@ edge_app = typer.Typer(
     help="The edge: TLS, the route allowlist, per-client keys, aliases (composegen docs edge)."
     "\n\nExample: composegen edge up",
 )
-keys_app = typer.Typer(
-    no_args_is_help=True,
-    help="Per-client keys of the edge (shown once, stored hashed).\n\nExample: composegen keys add alice",
-)
 app.add_typer(edge_app, name="edge")
-app.add_typer(keys_app, name="keys")
+edge_app.add_typer(keys_app, name="keys")  # the clients' keys are the edge's state
 
 
 @edge_app.command("up")
@@ -74,7 +65,7 @@ def edge_status(json_: bool = JsonOpt) -> None:
     """
 
     report = read(_project())
-    emit_json(report.to_json()) if json_ else out(format_text(report))
+    Output(json_).report(report, lambda: format_text(report))
 
 
 @edge_app.command("recover")
@@ -87,10 +78,8 @@ def edge_recover(json_: bool = JsonOpt) -> None:
 
     project = _project()
     result = recovery.recover(project, service.load(project))
-    if json_:
-        return emit_json(result.to_json())
     where = f"; {result.alias} → {result.profile}" if result.alias else ""
-    out(f"{result.action}{where} ({result.seconds:.1f} s)")
+    Output(json_).report(result, f"{result.action}{where} ({result.seconds:.1f} s)")
 
 
 @edge_app.command("ca")
@@ -103,77 +92,6 @@ def edge_ca() -> None:
     out(service.root_certificate(_project()).rstrip("\n"))
 
 
-@keys_app.command("add")
-def keys_add(
-    name: str = typer.Argument(..., help="The client's name (shown in the access log)."),
-    expires: str | None = typer.Option(
-        None, "--expires", help="YYYY-MM-DD (00:00 UTC) or an ISO 8601 time."
-    ),
-) -> None:
-    """Make a key for a new client and print it — once; only its hash is kept.
-
-    Example: composegen keys add alice --expires 2027-01-31
-    """
-
-    key = keys.add(_project(), name, expires)
-    err(f"client {name}: key made; it is shown only now — store it, it cannot be shown again")
-    out(key)
-
-
-@keys_app.command("rotate")
-def keys_rotate(name: str = typer.Argument(..., help="An existing client.")) -> None:
-    """A new key for a client (printed once); the old key stops working at once.
-
-    Example: composegen keys rotate alice
-    """
-
-    key = keys.rotate(_project(), name)
-    err(f"client {name}: new key; the old one no longer works — the new one is shown only now")
-    out(key)
-
-
-@keys_app.command("revoke")
-def keys_revoke(name: str = typer.Argument(..., help="An existing client.")) -> None:
-    """Revoke a client's key at once (the record stays, marked revoked).
-
-    Example: composegen keys revoke alice
-    """
-
-    keys.revoke(_project(), name)
-    out(f"client {name}: revoked")
-
-
-@keys_app.command("list")
-def keys_list(json_: bool = JsonOpt) -> None:
-    """The clients: name, state (active, expired, revoked), created, expiry — never a key.
-
-    Example: composegen keys list
-    """
-
-    rows = client_rows(keys.listing(_project()))
-    if json_:
-        emit_json(ClientsReport(clients=rows).to_json())
-        return _refuse_bad_records(rows)
-    if not rows:
-        return out("no clients (add one: composegen keys add NAME)")
-    for row in rows:
-        out(
-            f"{row.name:<24} {row.state:<8} created {row.created}  expires {row.expires or 'never'}"
-        )
-    _refuse_bad_records(rows)
-
-
-def _refuse_bad_records(rows: list[ClientRow]) -> None:
-    """Exit 2 naming each record of keys.json that is not as composegen writes it (the rest were
-    listed)."""
-    bad = [f"{row.name}: {row.problem}" for row in rows if row.problem]
-    if bad:
-        raise BadInput(
-            f".composegen/edge/keys.json: {'; '.join(bad)}",
-            hint="fix the record by hand, or `composegen keys revoke NAME` and add it anew",
-        )
-
-
 EmulateOpt = typer.Option(
     False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
 )
@@ -183,28 +101,27 @@ GatesOpt = typer.Option(
 
 
 def _switched(result: SwitchReport, json_: bool) -> None:
-    if json_:
-        return emit_json(result.to_json())
+    Output(json_).report(result, lambda: _switch_text(result))
+
+
+def _switch_text(result: SwitchReport) -> str:
     if result.path == "unchanged":
-        return out(f"{result.alias} already serves {result.profile}: nothing to switch")
+        return f"{result.alias} already serves {result.profile}: nothing to switch"
     ev = result.evidence
     proof = (
         f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
     )
-    out(
-        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)"
-    )
-    out(f"  evidence: {proof}")
     told: list[str] = []
     for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
         label = re.sub(r" \d+/\d+$", "", stage)
         if not told or told[-1] != label:
             told.append(label)
-    out(f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}")
-    out(
-        f"  path: {result.path} ({result.path_reason})"
-        if result.path_reason
-        else f"  path: {result.path}"
+    reason = f" ({result.path_reason})" if result.path_reason else ""
+    return (
+        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)\n"
+        f"  evidence: {proof}\n"
+        f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}\n"
+        f"  path: {result.path}{reason}"
     )
 
 
@@ -282,11 +199,9 @@ def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
 
     result = exposure_matrix(project, r)
     run = capture.capture_stack(project, r, extra_raw={"exposure.json": result})
-    if json_:
-        emit_json(result.model_copy(update={"run": project.rel(run)}).to_json())
-    else:
-        out(exposure.format_text(result))
-        out(f"evidence: {project.rel(run)}")
+    show = Output(json_)
+    show.report(result.model_copy(update={"run": project.rel(run)}), exposure.format_text(result))
+    show.say(f"evidence: {project.rel(run)}")
     if not result.passed:
         raise CheckFailed(
             f"{result.failed} route(s) reachable past the edge where they must not be"

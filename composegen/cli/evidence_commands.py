@@ -1,4 +1,4 @@
-"""Evidence commands: gate, ladder, evidence, compare, plan, qualify."""
+"""Evidence commands: gate, ladder, evidence, compare (plan and qualify: verdict_commands.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import typer
 
 from composegen.cli.app import (
     JsonOpt,
-    ProfileArg,
     RunArg,
     StackArg,
     app,
@@ -22,17 +21,15 @@ from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
-from composegen.edge import benchvia, exposure
+from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
 from composegen.evidence import bundle as bundles
 from composegen.evidence import capture, gates
 from composegen.evidence import compare as comparing
 from composegen.evidence import ladder as ladders
-from composegen.evidence import plan as planning
-from composegen.evidence import qualify as qualifying
 from composegen.evidence.bundle import load_run
-from composegen.output import emit_json, out
+from composegen.output import Output
 from composegen.stack import driver
 
 
@@ -64,7 +61,7 @@ def gate(
     if exposure:
         return exposure_gate(project, r, json_)
     result = capture.stack_gates(r, only=only, tools=tools)
-    emit_json(result.to_json()) if json_ else out(gates.format_text(result))
+    Output(json_).report(result, lambda: gates.format_text(result))
     if not result.ok:
         raise CheckFailed(f"{result.total - result.passed} of {result.total} gates failed")
 
@@ -96,7 +93,7 @@ def ladder(
         max_tokens=max_tokens,
         api_key=ep.api_key,
     )
-    emit_json(result.to_json()) if json_ else out(ladders.format_text(result))
+    Output(json_).report(result, lambda: ladders.format_text(result))
     if not result.ok:
         raise CheckFailed("a ladder target failed")
 
@@ -183,10 +180,12 @@ def evidence(
             if bench_via_edge
             else None,
         )
-    if json_:
-        return emit_json({"path": project.rel(path), "evidence": load_run(path).as_read()})
+    run = load_run(path)
     # What the bundle recorded, read back as `compare` and `plan` will see it, not only where it is.
-    out(bundles.format_text(bundles.load_run(path), project.rel(path)).rstrip("\n"))
+    Output(json_).report(
+        {"path": project.rel(path), "evidence": run.as_read()},
+        lambda: bundles.format_text(run, project.rel(path)).rstrip("\n"),
+    )
 
 
 @app.command()
@@ -222,68 +221,5 @@ def compare(
     result = comparing.compare_runs(
         run_a, run_b, root=project.root, threshold=threshold, force=force
     )
-    if json_:
-        emit_json(result.to_json())
-    else:
-        out(comparing.format_markdown(result) if markdown else comparing.format_text(result))
-
-
-@app.command()
-def plan(
-    name: str = ProfileArg,
-    from_run: str | None = typer.Option(
-        None,
-        "--from",
-        help="A run to calibrate from (runs/<run>, a path, or a profile name).",
-        autocompletion=complete_run,
-    ),
-    from_log: Path | None = typer.Option(
-        None, "--from-log", help="A vLLM startup log to calibrate from."
-    ),
-    gpu_gib: float | None = typer.Option(
-        None, "--gpu-gib", help="GPU memory per device, when the log does not say."
-    ),
-    json_: bool = JsonOpt,
-) -> None:
-    """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement).
-
-    Example: composegen plan 393k-gpu --from 4096-131k
-    """
-
-    if (from_run is None) == (from_log is None):
-        raise BadInputError("give exactly one of --from RUN or --from-log FILE")
-    planning.check_gpu_gib(gpu_gib)  # before any file is read
-    project, r = _load(name)
-    report, cal = planning.calibration_from(project, run=from_run, log_path=from_log)
-    result = planning.plan(r, report, gpu_gib=gpu_gib, calibration_profile=cal)
-    emit_json(result.to_json()) if json_ else out(planning.format_text(result))
-
-
-@app.command()
-def qualify(
-    name: str = StackArg,
-    sleep_cycles: int = typer.Option(
-        0,
-        "--sleep-cycles",
-        min=0,
-        max=1000,
-        help="Also N sleep/wake cycles of a standby profile (composegen docs standby).",
-    ),
-    json_: bool = JsonOpt,
-) -> None:
-    """Judge the running stack against the profile's `qualify:` criteria; writes an evidence bundle.
-
-    Example: composegen qualify 393k-gpu --json
-    """
-
-    project, r = _load(name)
-    if sleep_cycles and r.profile.standby is None:
-        raise BadInputError(
-            f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
-        )
-    result = qualifying.qualify_stack(
-        project, r, exposure.gate_for(project, r), sleep_cycles=sleep_cycles
-    )
-    emit_json(result.to_json()) if json_ else out(qualifying.format_text(result))
-    if qualifying.exit_code(result):
-        raise CheckFailed(f"{name} is not qualified")
+    text = comparing.format_markdown if markdown else comparing.format_text
+    Output(json_).report(result, lambda: text(result))

@@ -86,7 +86,14 @@ def run(argv: list[str]) -> int | None:
     # only walk them again and again; nothing here makes reference cycles.
     gc.disable()
     labels = ContainerLabels()
-    return exits.run(lambda: shm_output.print_path_scan(**opts._asdict(), container_labels=labels))
+    return exits.run(
+        lambda: shm_output.print_path_scan(
+            opts.path,
+            shm_output.Output(opts.as_json),
+            fail_on_leftover=opts.fail_on_leftover,
+            labels=labels,
+        )
+    )
 
 
 def plain_render_check(argv: list[str]) -> tuple[bool, str | None]:

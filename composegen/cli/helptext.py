@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# The report of a command's --json when it is not the command's own name (see cli/reports.py).
+# The report of a command's --json when it is not the command's words joined by `-` (see
+# cli/reports.py).
 JSON_REPORT = {
     "render": "render (render-check with --check)",
-    "shm": "shm (shm-reclaim with --reclaim)",
+    "edge keys list": "keys",
 }
 _LIST = re.compile(r"^<list\[(.*)\]>$")
 _RANGE = re.compile(r" range>$")
@@ -55,12 +56,22 @@ def install() -> None:
     def help_record(self: Any, ctx: Any) -> Any:
         record = original_record(self, ctx)
         if record and "--json" in self.opts and ctx is not None and ctx.command is not None:
-            name = ctx.command.name or ""
+            name = _command_words(ctx)
+            default = name.replace(" ", "-")
             record = (
                 record[0],
-                record[1].replace("--report NAME", f"--report {JSON_REPORT.get(name, name)}"),
+                record[1].replace("--report NAME", f"--report {JSON_REPORT.get(name, default)}"),
             )
         return record
 
     option.get_help_record = help_record
     param._composegen_help = True
+
+
+def _command_words(ctx: Any) -> str:
+    """`shm reclaim`, `edge keys list`: the command's words after the program's name."""
+    words = []
+    while ctx is not None and ctx.parent is not None:
+        words.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(words))

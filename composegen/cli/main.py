@@ -21,7 +21,7 @@ from typing import Any
 
 import typer.main
 
-from composegen.cli import exits
+from composegen.cli import aliases, exits
 from composegen.cli.app import app
 from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BAD_INPUT, INTERRUPTED
@@ -32,11 +32,12 @@ COMMANDS: dict[str, str] = {
     "render": "render_command",
     **dict.fromkeys(["show", "schema"], "profile_commands"),
     "diff": "diff_command",
-    **dict.fromkeys(["up", "down", "status", "logs", "startup", "shm"], "stack_commands"),
+    "up": "up_command",
+    **dict.fromkeys(["down", "status", "logs", "startup"], "stack_commands"),
+    "shm": "shm_commands",
     "wait": "wait_command",
-    **dict.fromkeys(
-        ["gate", "ladder", "evidence", "compare", "plan", "qualify"], "evidence_commands"
-    ),
+    **dict.fromkeys(["gate", "ladder", "evidence", "compare"], "evidence_commands"),
+    **dict.fromkeys(["plan", "qualify"], "verdict_commands"),
     **dict.fromkeys(["bench", "report"], "bench_commands"),
     "init": "init_command",
     "docs": "docs_command",
@@ -44,7 +45,7 @@ COMMANDS: dict[str, str] = {
     "top": "top_command",
     **dict.fromkeys(["doctor", "provision"], "setup_commands"),
     "campaign": "campaign_commands",
-    **dict.fromkeys(["promote", "rollback", "edge", "keys"], "edge_commands"),
+    **dict.fromkeys(["promote", "rollback", "edge"], "edge_commands"),
 }
 MODULES = list(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_FLAGS = {"--version"}  # global options that take no value; --root takes one
@@ -97,13 +98,16 @@ def _click_exceptions() -> Any:
 
 
 def main() -> None:
-    load_commands(sys.argv[1:])
+    argv = sys.argv[1:]
+    if "_COMPOSEGEN_COMPLETE" not in os.environ:  # completion lists today's spellings only
+        argv = aliases.rewrite(argv)
+    load_commands(argv)
     click_exc = _click_exceptions()
     abort = getattr(click_exc, "Abort", KeyboardInterrupt)  # not every vendored click has Abort
 
     def command() -> int | None:
         try:
-            code = app(standalone_mode=False)
+            code = app(args=argv, standalone_mode=False)
             # typer turns a Ctrl-C no command caught into a silent Exit(130)
             if code == INTERRUPTED:
                 raise KeyboardInterrupt

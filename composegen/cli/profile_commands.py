@@ -13,12 +13,12 @@ from composegen.cli import reports as report_schemas
 from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
 from composegen.cli.app import project as _project
 from composegen.errors import BadInput, CheckFailed
-from composegen.output import emit_json, err, out, table
+from composegen.output import Output, emit_json, err, table
 from composegen.profiles import reports, resolve, rules
 from composegen.profiles.schema import json_schema
 
 if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
-    pass
+    from composegen.profiles.resolved import Resolved
 
 
 @app.command("list")
@@ -52,24 +52,14 @@ def list_(json_: bool = JsonOpt) -> None:
                     "error": exc.message,
                 }
             )
-    if json_:
-        emit_json(
-            reports.ListReport(profiles=[reports.ListedProfile(**row) for row in rows]).to_json()
-        )
-    else:
-        out(
-            table(
-                [
-                    [
-                        row["name"],
-                        row["extends"] or "-",
-                        row["description"] or "INVALID (see below)",
-                    ]
-                    for row in rows
-                ],
-                ["NAME", "EXTENDS", "DESCRIPTION"],
-            )
-        )
+    listed = [
+        [row["name"], row["extends"] or "-", row["description"] or "INVALID (see below)"]
+        for row in rows
+    ]
+    Output(json_).report(
+        reports.ListReport(profiles=[reports.ListedProfile(**row) for row in rows]),
+        lambda: table(listed, ["NAME", "EXTENDS", "DESCRIPTION"]),
+    )
     bad = [row for row in rows if row["error"]]
     for row in bad:
         err(row["error"])
@@ -94,28 +84,27 @@ def validate(
 
     resolved = resolve.load_all(_project(), names)
     shared = rules.across_profiles(resolved)
-    if json_:
-        checked = [
-            reports.ValidatedProfile(
-                name=r.name,
-                hash=r.hash,
-                warnings=r.warnings,
-                pinned=r.profile.pinned,
-                notes=r.notes,
-                image_policy=r.profile.image_policy,
-            )
-            for r in resolved
-        ]
-        emit_json(reports.ValidateReport(profiles=checked, warnings=shared).to_json())
-    else:
-        for r in resolved:  # with --strict a profile with warnings fails: never `ok` first
-            out(f"{'warnings present (--strict)' if strict and r.warnings else 'ok'}  {r.name}")
-            for w in r.warnings:
-                out(f"    warning: {w}")
-            for n in r.notes:
-                out(f"    note: {n}")
-        for w in shared:
-            out(f"warning: {w}")
+    checked = [
+        reports.ValidatedProfile(
+            name=r.name,
+            hash=r.hash,
+            warnings=r.warnings,
+            pinned=r.profile.pinned,
+            notes=r.notes,
+            image_policy=r.profile.image_policy,
+        )
+        for r in resolved
+    ]
+    lines = []
+    for r in resolved:  # with --strict a profile with warnings fails: never `ok` first
+        lines.append(
+            f"{'warnings present (--strict)' if strict and r.warnings else 'ok'}  {r.name}"
+        )
+        lines += [f"    warning: {w}" for w in r.warnings] + [f"    note: {n}" for n in r.notes]
+    lines += [f"warning: {w}" for w in shared]
+    Output(json_).report(
+        reports.ValidateReport(profiles=checked, warnings=shared), "\n".join(lines)
+    )
     if strict:
         unpinned = [
             r.name
@@ -136,10 +125,13 @@ def show(name: str = ProfileArg, json_: bool = JsonOpt) -> None:
     """
 
     r = resolve.load(_project(), name)
-    if json_:
-        # A secret's value never reaches the output, whatever key holds it.
-        return emit_json(r.mask(r.show_report().to_json()))
-    lines = [
+    # A secret's value never reaches the output, whatever key holds it.
+    shown = r.mask(r.show_report().to_json())
+    Output(json_).report(shown, lambda: r.mask("\n".join(_show_lines(r))))
+
+
+def _show_lines(r: Resolved) -> list[str]:
+    return [
         f"{r.name}  ({' <- '.join(r.chain)})  hash {r.hash}",
         f"  image    {r.profile.image}",
         f"  model    {r.profile.model.id} @ {r.profile.model.revision}",
@@ -147,7 +139,6 @@ def show(name: str = ProfileArg, json_: bool = JsonOpt) -> None:
         "  argv     " + " \\\n             ".join(_argv_lines(["vllm", "serve", *r.argv()])),
         *(f"  warning  {w}" for w in r.warnings),
     ]
-    out(r.mask("\n".join(lines)))
 
 
 def _argv_lines(argv: list[str]) -> list[str]:

@@ -10,7 +10,7 @@ from composegen.edge import config
 from composegen.edge.render import render_edge
 from composegen.errors import BadInput, CheckFailed
 from composegen.k8s import output as k8s
-from composegen.output import emit_json, out
+from composegen.output import Output
 from composegen.profiles import reports
 from composegen.project import Project
 
@@ -80,24 +80,20 @@ def _check(
     inputs: str | None,
 ) -> None:
     """`render --check`: print the drift (or the fresh line) and fail on drift."""
+    show = Output(json_)
     drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
-    if json_:
-        drifted = [
-            reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift
-        ]
-        emit_json(reports.RenderCheckReport(fresh=not drift, drift=drifted).to_json())
-    else:
-        for d in drift:
-            out(d.diff)
+    drifted = [reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift]
+    show.report(reports.RenderCheckReport(fresh=not drift, drift=drifted))
+    for d in drift:
+        show.say(d.diff)
     if drift:
         raise CheckFailed(
             f"{len(drift)} file(s) in out/ are stale or orphaned",
             hint="run `composegen render`",
         )
-    if not json_:
-        line = f"out/ is fresh ({len(rendered)} files)"
-        out(line)
-        rendercache.remember(project.root, inputs, line)
+    line = f"out/ is fresh ({len(rendered)} files)"
+    show.say(line)
+    rendercache.remember(project.root, inputs, line)  # the plain check's (else inputs is None)
 
 
 def _write(
@@ -111,20 +107,25 @@ def _write(
     """Write what changed, sweep the orphans, print what was done."""
     written = rendering.write(project, rendered)
     removed = rendering.remove_orphans(project, rendered, swept) if not names else []
-    if json_:
-        unchanged = len(rendered) - len(written)
-        report = reports.RenderReport(
-            written=written, removed=removed, unchanged=unchanged, k8s=k8s.report(built)
-        )
-        return emit_json(report.to_json())
-    for path in written:
-        out(f"wrote {path}")
-    for path in removed:
-        out(f"removed {path} (no profile renders it)")
-    for m in (m for m in built if f"out/{m.profile}/k8s/{m.workload_file}" in written):
-        for note in m.notes.security:
-            out(f"{m.profile}: k8s security: {note.k8s} (compose: {note.setting}: {note.value})")
+    unchanged = len(rendered) - len(written)
+    report = reports.RenderReport(
+        written=written, removed=removed, unchanged=unchanged, k8s=k8s.report(built)
+    )
+    Output(json_).report(report, lambda: _written_text(report, built))
+
+
+def _written_text(report: reports.RenderReport, built: list[k8s.Manifests]) -> str:
+    lines = [f"wrote {path}" for path in report.written]
+    lines += [f"removed {path} (no profile renders it)" for path in report.removed]
+    for m in (m for m in built if f"out/{m.profile}/k8s/{m.workload_file}" in report.written):
+        lines += [
+            f"{m.profile}: k8s security: {note.k8s} (compose: {note.setting}: {note.value})"
+            for note in m.notes.security
+        ]
         if m.notes.unmapped:
-            out(f"{m.profile}: k8s: {len(m.notes.unmapped)} compose setting(s) have no equivalent: "
-                + ", ".join(n.setting for n in m.notes.unmapped))  # fmt: skip
-    out(f"{len(written)} written, {len(removed)} removed, {len(rendered) - len(written)} unchanged")
+            lines.append(f"{m.profile}: k8s: {len(m.notes.unmapped)} compose setting(s) have no "
+                         "equivalent: " + ", ".join(n.setting for n in m.notes.unmapped))  # fmt: skip
+    lines.append(
+        f"{len(report.written)} written, {len(report.removed)} removed, {report.unchanged} unchanged"
+    )
+    return "\n".join(lines)

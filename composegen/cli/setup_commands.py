@@ -9,7 +9,7 @@ import typer
 
 from composegen.cli.app import JsonOpt, app
 from composegen.errors import BadInput, CheckFailed
-from composegen.output import emit_json, err, out
+from composegen.output import Output, err, out
 from composegen.provision import doctor as checks
 from composegen.provision.steps import Provision
 
@@ -23,10 +23,7 @@ def doctor(json_: bool = JsonOpt) -> None:
     """
 
     report = checks.run()
-    if json_:
-        emit_json(report.to_json())
-    else:
-        out(checks.format_text(report))
+    Output(json_).report(report, lambda: checks.format_text(report))
     checks.require_ok(report)
 
 

@@ -1,5 +1,5 @@
 """What `composegen shm` prints for a directory, a container or a reclaim (fastpath.py and the typer
-command in stack_commands.py both print through here).
+commands in shm_commands.py both print through here).
 
 Compact JSON of a directory goes from the scan's rows to stdout without a model (shm/fastjson.py:
 pydantic is never imported on that path); text, indented JSON and a container's scan print the
@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from composegen.errors import CheckFailed
-from composegen.output import emit_json, out, pretty_output, terminal_width, write_pieces
+from composegen.output import Output as Output  # fastpath.py makes its Output through here
+from composegen.output import pretty_output, terminal_width, write_pieces
 from composegen.shm import fastjson, procscan
 from composegen.shm.text import format_reclaim_text, format_text
 
@@ -20,44 +21,37 @@ if TYPE_CHECKING:  # the models' pydantic loads only where a model is printed
 
 
 def print_path_scan(
-    path: str = "/dev/shm",
+    path: str,
+    show: Output,
     *,
-    as_json: bool = False,
     fail_on_leftover: bool = False,
     force: bool = False,
-    container_labels: procscan.LabelResolver | None = None,
+    labels: procscan.LabelResolver | None = None,
 ) -> None:
     """`composegen shm [--path DIR] [--json] [--force]`: piped JSON straight from the scan's
     rows."""
-    if as_json and not pretty_output():
-        head, pieces = fastjson.scan_json(
-            path, container_labels=container_labels, tmpfs_only=not force
-        )
+    if show.json and not pretty_output():  # the one shape printed without its model: speed
+        head, pieces = fastjson.scan_json(path, container_labels=labels, tmpfs_only=not force)
         write_pieces(pieces)
         check_leftovers(head["totals"]["leftover"]["count"], head["path"], fail_on_leftover)
         return
     # why: pydantic (~0.1-0.25 s) only here; the compact JSON builds no model
     from composegen.shm import scan
 
-    print_scan(
-        scan.scan(path, container_labels=container_labels, tmpfs_only=not force),
-        as_json,
-        fail_on_leftover,
-    )
+    report = scan.scan(path, container_labels=labels, tmpfs_only=not force)
+    print_scan(report, show, fail_on_leftover)
 
 
-def print_scan(report: ShmScan, as_json: bool = False, fail_on_leftover: bool = False) -> None:
+def print_scan(report: ShmScan, show: Output, fail_on_leftover: bool = False) -> None:
     """A scan as JSON or text (a terminal's width folds the holders; piped, full rows)."""
-    emit_json(report.to_json()) if as_json else out(format_text(report, terminal_width()))
+    show.report(report, lambda: format_text(report, terminal_width()))
     check_leftovers(report.totals.leftover.count, report.path, fail_on_leftover)
 
 
-def print_reclaim(
-    result: ShmReclaim, as_json: bool = False, fail_on_leftover: bool = False
-) -> None:
+def print_reclaim(result: ShmReclaim, show: Output, fail_on_leftover: bool = False) -> None:
     """A reclaim's preview or result; with fail_on_leftover, leftovers still present (or, in a
     preview, about to be removed) fail the check."""
-    emit_json(result.to_json()) if as_json else out(format_reclaim_text(result))
+    show.report(result, lambda: format_reclaim_text(result))
     if not result.applied:
         left, verb = len(result.candidates), "present"
     else:

@@ -1,4 +1,5 @@
-"""Commands that drive stacks on the Docker engine: up, down, status, logs, startup, shm.
+"""Commands that look after a stack on the Docker engine: down, status, logs, startup (`up` is
+up_command.py, `shm` shm_commands.py).
 
 cli/main.py loads this module only when a run names one of them (or lists every command), under its
 Ctrl-C guard, so what they need is imported at top level; the docker libraries load when a command
@@ -7,141 +8,23 @@ first talks to an engine (driver.preload, stack/engine.py).
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from composegen.cli import shm_output
 from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app, complete_profile
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
-from composegen.cli.console import console_progress, earlier_load_s, summary_text, with_stages
-from composegen.cli.fastpath import ContainerLabels
-from composegen.cli.interrupts import deferred_sigint
 from composegen.edge import config as edge_config
 from composegen.edge import routes as edge_routes
-from composegen.edge import standby as resident
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed, EngineError
-from composegen.output import emit_json, mask, out, terminal_width
-from composegen.shm import reclaim as reclaiming
+from composegen.output import Output, mask, out, terminal_width
 from composegen.stack import driver
-from composegen.stack.reports import AliasTarget, SleepingStatus, UpReport
+from composegen.stack.reports import AliasTarget
 from composegen.vllm import startup as parsing
 from composegen.vllm.startup import StartupCheck, StartupReport
-
-if TYPE_CHECKING:  # annotations only
-    from composegen.profiles.resolved import Resolved
-    from composegen.project import Project
-
-
-@app.command()
-def up(
-    name: str = ProfileArg,
-    emulate: bool = typer.Option(
-        False, "--emulate", help="Run the stack with the emulated vLLM (no GPU; a test double)."
-    ),
-    timeout: float | None = typer.Option(
-        None,
-        "--timeout",
-        help="Seconds to wait for ready (default: the profile's startup_timeout).",
-    ),
-    no_wait: bool = typer.Option(
-        False, "--no-wait", help="Start and return without waiting for ready."
-    ),
-    down_on_failure: bool = typer.Option(
-        False, "--down-on-failure", help="Remove the stack when it fails to become ready."
-    ),
-    render_stale: bool = typer.Option(
-        False, "--render", help="Render out/NAME first when it is stale."
-    ),
-    reclaim_shm: bool = typer.Option(
-        False, "--reclaim-shm", help="Reclaim leftover /dev/shm files first (ipc: host)."
-    ),
-    allow_download: bool = typer.Option(
-        False,
-        "--allow-download",
-        help="Start even if the pinned weights are incomplete (the engine downloads them).",
-    ),
-    verbose: bool = typer.Option(
-        False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."
-    ),
-    standby: bool = typer.Option(
-        False,
-        "--standby",
-        help="Once ready and through its gates, put it to sleep (the profile's `standby:`).",
-    ),
-    json_: bool = JsonOpt,
-) -> None:
-    """Preflight, start and wait for a stack; print what the engine reported about its memory.
-
-    Example: composegen up starter --emulate
-    """
-    _check_seconds("--timeout", timeout)
-    if standby and no_wait:
-        raise BadInputError(
-            "--standby waits for ready (the gates run, then the sleep): drop --no-wait"
-        )
-    # a Ctrl-C inside an import breaks libraries: held until they are loaded
-    with deferred_sigint():
-        driver.preload()
-    project, r = _load(name)
-    resident.plan_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
-    opts = driver.UpOptions(
-        emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm
-    )
-    opts.allow_download = allow_download
-    timeout_s = timeout or r.profile.service.startup_timeout
-    with console_progress(quiet=json_, timeout_s=timeout_s, verbose=verbose) as sink:
-        sink.tracker.estimate_s = earlier_load_s(project, name)
-        result = driver.start(project, r, opts, sink, timeout)
-        if isinstance(result, str):  # already starting, and --no-wait: nothing to follow here
-            return out(result)
-    result = with_stages(result, sink)  # the engine's stages join the readiness phases
-    if standby:
-        result = _to_sleep(project, r, result, json_)
-    if json_:
-        return emit_json(result.to_json())
-    if no_wait:
-        return out(f"{name}: started (not waiting); `composegen status {name}`")
-    out(summary_text(result, terminal_width()) + _nodes_text(result))
-
-
-def _to_sleep(project: Project, r: Resolved, result: UpReport, json_: bool) -> UpReport:
-    if r.profile.standby is None:
-        raise BadInputError(
-            f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
-        )
-    was = driver.sleep_state(project, r)  # already asleep: put_to_sleep runs no gates
-    asleep = resident.put_to_sleep(project, r)
-    status = SleepingStatus(level=asleep.level, since=asleep.since, gpu_gib_held=asleep.residue_gib)
-    if not json_:
-        held = (
-            f"; the engine still holds {asleep.residue_gib:g} GiB of GPU memory"
-            if asleep.residue_gib
-            else ""
-        )
-        done = "already asleep, no gates run" if was else "gates passed, asleep"
-        out(f"{r.name}: {done} (level {asleep.level}){held}")
-    return result.model_copy(update={"asleep": status})
-
-
-def _nodes_text(result: UpReport) -> str:
-    """One line per node under the `up` summary of a multi-node stack."""
-    return "".join(
-        f"  node {n.name:<12} rank {n.rank} {n.role:<7} {n.engine}  ({n.project})\n"
-        for n in result.nodes or []
-    )
-
-
-def _check_seconds(option: str, value: float | None) -> None:
-    """A duration option must be a finite positive number: nan, inf and negatives are refused (exit
-    2)."""
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise BadInputError(f"{option} must be a positive number of seconds, got {value:g}")
 
 
 @app.command()
@@ -163,13 +46,10 @@ def down(
     project, r = _load(name)
     result = driver.down(project, r, timeout)
     _mark_down(name)
-    if json_:
-        return emit_json(result.to_json())
     removed = [*result.removed, *(f"network {x}" for x in result.networks)]
-    out(f"{name}: removed {', '.join(removed) or 'nothing (was not running)'}")
+    said = f"{name}: removed {', '.join(removed) or 'nothing (was not running)'}"
     shm_text = driver.shm_text(result)
-    if shm_text:
-        out(shm_text)
+    Output(json_).report(result, said + (f"\n{shm_text}" if shm_text else ""))
 
 
 @app.command()
@@ -189,14 +69,13 @@ def status(
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
     report = driver.status(_project(), name)
     edge = _edge_status()
-    if json_:
-        report.aliases = edge[1] if edge else None
-        emit_json(report.to_json())
-    # a named stack with nothing on the engine: the error line says it
-    elif report.stacks or not name:
-        out(driver.status_text(report, terminal_width()))
-        if edge:
-            out(edge[0])
+    report.aliases = edge[1] if edge else None
+    show = Output(json_)
+    if name and not report.stacks:  # nothing of it on the engine: the error line below says so
+        show.report(report)
+    else:
+        show.report(report, lambda: driver.status_text(report, terminal_width()))
+        show.say(edge[0] if edge else "")
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
         raise EngineError(
@@ -290,12 +169,10 @@ def startup(
         report = driver.startup_check(r, driver.running_container(project, r))
     # no profile: nothing compared
     mismatches = report.mismatches if isinstance(report, StartupCheck) else None
-    if json_:
-        emit_json(report.to_json())
-    else:
-        out(parsing.format_text(report))
-        for m in mismatches or []:
-            out(f"MISMATCH {m.flag}: profile {m.profile!r}, engine {m.engine!r}")
+    show = Output(json_)
+    show.report(report, lambda: parsing.format_text(report))
+    for m in mismatches or []:
+        show.say(f"MISMATCH {m.flag}: profile {m.profile!r}, engine {m.engine!r}")
     failures = [e for e in report.errors if e.kind not in parsing.WARNING_KINDS]
     if failures or not report.ready or mismatches:
         raise CheckFailed(
@@ -303,116 +180,3 @@ def startup(
             if not report.ready
             else "startup report has errors or mismatches"
         )
-
-
-@app.command()
-def shm(
-    path: str | None = typer.Option(
-        None, "--path", help="Directory to inspect (default /dev/shm)."
-    ),
-    container: str | None = typer.Option(
-        None, "--container", help="A running container's private /dev/shm."
-    ),
-    profile_name: str | None = typer.Option(
-        None,
-        "--profile",
-        help="Multi-node: /dev/shm of every node of this profile.",
-        autocompletion=complete_profile,
-    ),
-    reclaim: bool = typer.Option(
-        False, "--reclaim", help="Preview (or with --yes, remove) leftover files."
-    ),
-    yes: bool = typer.Option(False, "--yes", help="With --reclaim: really remove."),
-    include_unknown: bool = typer.Option(
-        False, "--include-unknown", help="With --reclaim: also unknown names nothing holds."
-    ),
-    ignore_unreadable: bool = typer.Option(
-        False,
-        "--ignore-unreadable",
-        help="Reclaim even though some processes could not be checked.",
-    ),
-    min_age: float | None = typer.Option(
-        None,
-        "--min-age",
-        metavar="SECONDS",
-        help="With --reclaim: leave files whose mtime or ctime is newer than this (default 60).",
-    ),
-    force: bool = typer.Option(False, "--force", help="Accept a --path that is not a tmpfs."),
-    fail_on_leftover: bool = typer.Option(
-        False, "--fail-on-leftover", help="Exit 1 when leftovers are present (CI, cron)."
-    ),
-    json_: bool = JsonOpt,
-) -> None:
-    """Who holds what in /dev/shm, and a safe reclaim of what nothing uses (composegen docs shm).
-
-    `--reclaim` alone previews what it would remove; add --yes to remove it.
-
-    Example: composegen shm --reclaim
-    """
-    _check_shm_options(
-        path, container, profile_name, reclaim, yes, include_unknown, ignore_unreadable, min_age
-    )
-    if force and (container or profile_name):
-        raise BadInputError("--force: only meaningful with --path (or the default /dev/shm)")
-    path = "/dev/shm" if path is None else path
-    labels = ContainerLabels()
-    if profile_name:
-        nodes, text = driver.shm_report(_load(profile_name)[1])
-        return emit_json(nodes.to_json()) if json_ else out(text)
-    if reclaim:
-        result = reclaiming.reclaim(
-            path,
-            yes=yes,
-            include_unknown=include_unknown,
-            ignore_unreadable=ignore_unreadable,
-            min_age=reclaiming.DEFAULT_MIN_AGE if min_age is None else min_age,
-            force=force,
-            container_labels=labels,
-        )
-        return shm_output.print_reclaim(result, as_json=json_, fail_on_leftover=fail_on_leftover)
-    if container:
-        report = driver.container_shm(container, labels)
-        return shm_output.print_scan(report, as_json=json_, fail_on_leftover=fail_on_leftover)
-    shm_output.print_path_scan(
-        path, as_json=json_, fail_on_leftover=fail_on_leftover, force=force, container_labels=labels
-    )
-
-
-def _check_shm_options(
-    path: str | None,
-    container: str | None,
-    profile_name: str | None,
-    reclaim: bool,
-    yes: bool,
-    include_unknown: bool,
-    ignore_unreadable: bool,
-    min_age: float | None,
-) -> None:
-    """Options that would silently mean something else are refused (exit 2), not ignored."""
-    where = [
-        flag
-        for flag, given in (
-            ("--path", path),
-            ("--container", container),
-            ("--profile", profile_name),
-        )
-        if given
-    ]
-    if len(where) > 1:
-        raise BadInputError(f"{' and '.join(where)} name different places: give one")
-    if reclaim and (container or profile_name):
-        raise BadInputError(
-            "--reclaim works on a host directory (--path); a private /dev/shm goes away with its container"
-        )
-    modifiers = [
-        flag
-        for flag, given in (
-            ("--yes", yes),
-            ("--include-unknown", include_unknown),
-            ("--ignore-unreadable", ignore_unreadable),
-            ("--min-age", min_age is not None),
-        )
-        if given
-    ]
-    if modifiers and not reclaim:
-        raise BadInputError(f"{', '.join(modifiers)}: only meaningful with --reclaim")

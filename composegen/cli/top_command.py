@@ -17,7 +17,7 @@ from composegen.cli.app import load_profile as _load
 from composegen.errors import BadInput
 from composegen.monitor import watch
 from composegen.monitor.reports import TopSample
-from composegen.output import emit_json, out
+from composegen.output import Output
 from composegen.stack import driver
 from composegen.stack.readiness import Endpoint
 
@@ -220,12 +220,8 @@ def top(
         sample = watch.once(ep, interval, name=label, view=view).model_copy(
             update={"emulated": emulated}
         )
-        if json_:
-            emit_json(sample.to_json())
-        else:
-            out(title(sample))
-            out("\n".join(f"  {k:<12} {v}" for k, v in rows(sample)))
-        return
+        lines = [title(sample), *(f"  {k:<12} {v}" for k, v in rows(sample))]
+        return Output(json_).report(sample, lambda: "\n".join(lines))
     if json_:
         raise BadInput("--json needs --once (the live view is for a terminal)")
     from rich.console import Console

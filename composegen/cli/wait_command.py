@@ -18,7 +18,7 @@ from composegen.cli.app import load_profile as _load
 from composegen.cli.console import ConsoleSink, earlier_load_s, summary_text, with_stages
 from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BadInput
-from composegen.output import emit_json, out, terminal_width
+from composegen.output import Output, terminal_width
 from composegen.stack import driver
 
 
@@ -47,6 +47,4 @@ def wait(
         sink.tracker.estimate_s = earlier_load_s(project, name)
         report = driver.attach(project, r, sink, timeout)
     report = with_stages(report, sink)
-    if json_:
-        return emit_json(report.to_json())
-    out(summary_text(report, terminal_width()))
+    Output(json_).report(report, lambda: summary_text(report, terminal_width()))

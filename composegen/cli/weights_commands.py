@@ -14,7 +14,7 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.errors import CheckFailed
-from composegen.output import emit_json, err, out
+from composegen.output import Output
 from composegen.stack import driver
 from composegen.weights import check
 from composegen.weights.reports import WeightsReport
@@ -43,14 +43,12 @@ def weights(
     Example: composegen weights r33 --verify
     """
     project, r = _load(name)
-    on_file = (lambda n: None) if json_ else (lambda n: err(f"downloading {n}"))
+    show = Output(json_)
     report = driver.weights(
-        project, r, download=download, verify=verify, sync=sync, on_file=on_file
-    )
-    if json_:
-        emit_json(report.to_json())
-    else:
-        out(format_text(report))
+        project, r, download=download, verify=verify, sync=sync,
+        on_file=lambda n: show.note(f"downloading {n}"),
+    )  # fmt: skip
+    show.report(report, lambda: format_text(report))
     check.require_complete(report)
     for node in report.nodes:
         if not node.complete:

@@ -1,4 +1,4 @@
-"""Per-client keys: `keys add/list/revoke/rotate`. A key is shown once, when made; only its sha256
+"""Per-client keys (`edge keys …`). A key is shown once, when made; only its sha256
 is kept, in .composegen/edge/keys.json (0600 under 0700 directories, outside git), which the
 gatekeeper re-reads on change: adding, rotating or revoking takes effect at once and restarts
 nothing.
@@ -80,7 +80,7 @@ class Client:
 
 
 def _client(record: Mapping[str, object]) -> Client:
-    """A record of keys.json as `keys list` shows it; a field of the wrong kind is named, not
+    """A record of keys.json as `edge keys list` shows it; a field of the wrong kind is named, not
     trusted."""
     fields = {key: record.get(key) for key in ("created", "expires", "revoked")}
     problems = [
@@ -136,7 +136,7 @@ def add(project: Project, name: str, expires: str | None = None) -> str:
         if any(c["name"] == name for c in clients):
             raise BadInput(
                 f"client {name!r} exists",
-                hint=f"`composegen keys rotate {name}` gives it a new key",
+                hint=f"`composegen edge keys rotate {name}` gives it a new key",
             )
         key, digest = _new_key()
         clients.append(
@@ -181,7 +181,9 @@ def _find(clients: list[ClientRecord], name: str) -> ClientRecord:
         if client["name"] == name:
             return client
     known = ", ".join(c["name"] for c in clients) or "none"
-    raise BadInput(f"no client {name!r} (clients: {known})", hint=f"`composegen keys add {name}`")
+    raise BadInput(
+        f"no client {name!r} (clients: {known})", hint=f"`composegen edge keys add {name}`"
+    )
 
 
 def remove(project: Project, name: str) -> None:

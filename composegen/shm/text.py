@@ -31,7 +31,7 @@ def check_budget(scan_report: ShmScan, need_bytes: int, leftover_warn_bytes: int
     elif need_bytes > fs.free_bytes:
         tip = (
             f"; reclaiming {leftover.count} leftovers would free {human_bytes(leftover.allocated_bytes)}"
-            " (composegen shm --reclaim)"
+            " (composegen shm reclaim)"
             if leftover.count
             else ""
         )
@@ -41,7 +41,7 @@ def check_budget(scan_report: ShmScan, need_bytes: int, leftover_warn_bytes: int
     if leftover.count and leftover.allocated_bytes > leftover_warn_bytes:
         warnings.append(
             f"{leftover.count} leftover files use {human_bytes(leftover.allocated_bytes)} "
-            f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm --reclaim"
+            f"in {path} (over {human_bytes(leftover_warn_bytes)}); see composegen shm reclaim"
         )
     return warnings
 

@@ -129,7 +129,7 @@ def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
             Check(
                 "shm-leftovers",
                 "warn",
-                warning + " — `composegen shm --reclaim` or `up --reclaim-shm`",
+                warning + " — `composegen shm reclaim` or `up --reclaim-shm`",
             )
         )
     return out
@@ -244,7 +244,7 @@ def reclaim_shm(path: str = "/dev/shm", min_age: float = 60.0) -> Check:
         return Check(
             "shm-reclaim",
             "warn",
-            f"{exc.message}; nothing reclaimed — `composegen shm --reclaim --yes --ignore-unreadable` "
+            f"{exc.message}; nothing reclaimed — `composegen shm reclaim --yes --ignore-unreadable` "
             "once those processes are checked",
         )
     fresh = sum(1 for s in result.skipped if s.reason.startswith("changed "))

@@ -304,7 +304,7 @@ def _reclaim(dep: Deployment, prep: Prepared, sink: ProgressSink) -> None:
     if any(n.target.is_local for n in dep.nodes):
         _report(prep, sink, [preflight.reclaim_shm()])
     prep.warnings += [
-        f"{n.name}: /dev/shm not reclaimed on a remote host; run `composegen shm --reclaim` there"
+        f"{n.name}: /dev/shm not reclaimed on a remote host; run `composegen shm reclaim` there"
         for n in dep.nodes
         if not n.target.is_local
     ]

@@ -75,7 +75,7 @@ def test_command_name(argv, expected):
     ("argv", "loaded"),
     [
         (["validate"], ["profile_commands"]),
-        (["up", "--help"], ["stack_commands"]),
+        (["up", "--help"], ["up_command"]),
         (["--root", ".", "doctor", "--help"], ["setup_commands"]),
         (["no-such-command"], sorted(MODULES)),
     ],

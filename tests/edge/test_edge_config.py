@@ -159,10 +159,10 @@ def test_the_gatekeeper_matches_hashes_and_honours_expiry_and_revocation():
 
 def test_keys_are_printed_once_and_kept_only_as_hashes(tmp_path):
     root = project(tmp_path, GOOD)
-    add = run_cli("--root", str(root), "keys", "add", "alice", "--expires", "2099-01-31")
+    add = run_cli("--root", str(root), "edge", "keys", "add", "alice", "--expires", "2099-01-31")
     assert add.returncode == 0
     key = add.stdout.strip()
-    listing = run_cli("--root", str(root), "keys", "list")
+    listing = run_cli("--root", str(root), "edge", "keys", "list")
     assert (
         "alice" in listing.stdout
         and "2099-01-31T00:00:00Z" in listing.stdout
@@ -170,13 +170,13 @@ def test_keys_are_printed_once_and_kept_only_as_hashes(tmp_path):
     )
     stored = (root / ".composegen/edge/keys.json").read_text()
     assert key not in stored and hashlib.sha256(key.encode()).hexdigest() in stored
-    again = run_cli("--root", str(root), "keys", "add", "alice")
+    again = run_cli("--root", str(root), "edge", "keys", "add", "alice")
     assert again.returncode == 2 and "keys rotate alice" in again.stderr
     for argv, message in [
-        (["keys", "add", "Bad Name"], "not a client name"),
-        (["keys", "add", "carol", "--expires", "2001-01-01"], "already in the past"),
-        (["keys", "add", "carol", "--expires", "soon"], "not a date"),
-        (["keys", "revoke", "nobody"], "no client 'nobody'"),
+        (["edge", "keys", "add", "Bad Name"], "not a client name"),
+        (["edge", "keys", "add", "carol", "--expires", "2001-01-01"], "already in the past"),
+        (["edge", "keys", "add", "carol", "--expires", "soon"], "not a date"),
+        (["edge", "keys", "revoke", "nobody"], "no client 'nobody'"),
     ]:
         res = run_cli("--root", str(root), *argv)
         assert res.returncode == 2 and message in res.stderr, res.stderr
@@ -225,7 +225,7 @@ def test_a_tampered_key_record_is_named_and_refused_never_an_internal_error(tmp_
     """keys.json edited by hand (issue 39): `keys list` lists every client, names each bad record, exits 2;
     the gatekeeper refuses a key whose expiry is not a time with a zone (never valid forever)."""
     root = project(tmp_path, GOOD)
-    key = run_cli("--root", str(root), "keys", "add", "alice").stdout.strip()
+    key = run_cli("--root", str(root), "edge", "keys", "add", "alice").stdout.strip()
     path = root / ".composegen/edge/keys.json"
     doc = json.loads(path.read_text())
     good = doc["clients"][0]
@@ -233,7 +233,7 @@ def test_a_tampered_key_record_is_named_and_refused_never_an_internal_error(tmp_
     for name, expires in tampered.items():
         doc["clients"].append({**good, "name": name, "expires": expires})
     path.write_text(json.dumps(doc))
-    for argv in (["keys", "list"], ["keys", "list", "--json"]):
+    for argv in (["edge", "keys", "list"], ["edge", "keys", "list", "--json"]):
         res = run_cli("--root", str(root), *argv)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
         assert "alice" in res.stdout and all(name in res.stdout for name in tampered), res.stdout

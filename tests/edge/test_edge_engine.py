@@ -47,7 +47,7 @@ def allowed(path: str) -> bool:
 
 
 def test_tls_is_verified_against_the_internal_ca(edge):
-    key = edge.ok("keys", "add", "tls-client").strip()
+    key = edge.ok("edge", "keys", "add", "tls-client").strip()
     pem = edge.ca_file().read_text()
     assert pem.startswith("-----BEGIN CERTIFICATE-----")
     # python's ssl, CERT_REQUIRED + hostname check
@@ -86,7 +86,7 @@ def http_error():
 def test_keys_added_used_rotated_revoked_expired_without_a_vllm_restart(edge):
     started = edge.container_started(edge.old)
     body = {**CHAT, "model": "ds4-flash"}
-    add = edge.cli("keys", "add", "alice")
+    add = edge.cli("edge", "keys", "add", "alice")
     assert add.returncode == 0 and "shown only now" in add.stderr
     key = add.stdout.strip()
     assert key.startswith("cgk_") and len(key) > 40
@@ -96,25 +96,25 @@ def test_keys_added_used_rotated_revoked_expired_without_a_vllm_restart(edge):
     assert edge.request("POST", "/v1/chat/completions", key[:-2] + "xx", body)[0] == 401
     assert edge.request("POST", "/v1/chat/completions", "", body)[0] == 401
 
-    rotated = edge.ok("keys", "rotate", "alice").strip()
+    rotated = edge.ok("edge", "keys", "rotate", "alice").strip()
     assert rotated != key
     # at once: no reload to wait for
     assert edge.request("POST", "/v1/chat/completions", key, body)[0] == 401
     assert edge.request("POST", "/v1/chat/completions", rotated, body)[0] == 200
     took = time.monotonic()
-    edge.ok("keys", "revoke", "alice")
+    edge.ok("edge", "keys", "revoke", "alice")
     # one CLI run on this machine now: the expiry must outlast the next one
     took = time.monotonic() - took
     assert edge.request("POST", "/v1/chat/completions", rotated, body)[0] == 401
 
     soon = (datetime.now(UTC) + timedelta(seconds=4 + 3 * took)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    short = edge.ok("keys", "add", "bob", "--expires", soon).strip()
+    short = edge.ok("edge", "keys", "add", "bob", "--expires", soon).strip()
     assert edge.request("GET", "/v1/models", short)[0] == 200
     time.sleep(max(0.0, (datetime.fromisoformat(soon) - datetime.now(UTC)).total_seconds()) + 0.5)
     assert edge.request("GET", "/v1/models", short)[0] == 401
 
     assert edge.container_started(edge.old) == started  # vLLM never restarted
-    listing = edge.ok("keys", "list", "--json")
+    listing = edge.ok("edge", "keys", "list", "--json")
     states = {c["name"]: c["state"] for c in json.loads(listing)["clients"]}
     assert states["alice"] == "revoked" and states["bob"] == "expired"
     log = edge.gate_log()
@@ -131,7 +131,7 @@ def test_keys_added_used_rotated_revoked_expired_without_a_vllm_restart(edge):
 
 
 def test_every_recorded_route_through_the_edge(edge):
-    key = edge.ok("keys", "add", "routes").strip()
+    key = edge.ok("edge", "keys", "add", "routes").strip()
     matrix = json.loads((DATA / "exposure-matrix.json").read_text())
     recorded = {(row["path"], row["method"], row["auth"]): row["status"] for row in matrix}
     routes = recorded_routes()
@@ -176,7 +176,7 @@ def test_every_recorded_route_through_the_edge(edge):
 
 def test_the_stack_behind_the_edge_publishes_no_port(edge):
     # its own client: no test relies on another's having run first
-    edge.ok("keys", "add", "status-client")
+    edge.ok("edge", "keys", "add", "status-client")
     info = json.loads(
         subprocess.check_output(["docker", "inspect", f"composegen-{edge.old}-vllm-1"])
     )[0]
@@ -230,7 +230,7 @@ def test_the_exposure_gate_tries_every_printed_route_and_keeps_the_matrix(edge):
     assert json.loads((run / "exposure.json").read_text())["rows"] == result["rows"]
     evidence = json.loads((run / "evidence.json").read_text())
     assert "exposure.json" in {f["file"] for f in evidence["raw"]}
-    clients = json.loads(edge.ok("keys", "list", "--json"))["clients"]
+    clients = json.loads(edge.ok("edge", "keys", "list", "--json"))["clients"]
     # its key is gone with it
     assert not any(c["name"].startswith("exposure-gate") for c in clients)
     assert "Bearer" not in "".join(p.read_text() for p in run.iterdir())
@@ -251,7 +251,7 @@ def test_evidence_exposure_puts_the_matrix_in_its_bundle(edge):
 
 
 def test_without_its_gatekeeper_the_edge_answers_503_with_retry_after_and_logs_no_key(edge):
-    key = edge.ok("keys", "add", "late").strip()
+    key = edge.ok("edge", "keys", "add", "late").strip()
     edge.ca_file()
     subprocess.run(
         ["docker", "stop", "-t", "1", f"composegen-{edge.name}-gate-1"],

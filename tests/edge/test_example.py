@@ -161,7 +161,7 @@ def test_the_example_edge_runs_pinned_to_this_machines_image(tmp_path):
         facts = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image.local_tag()],
                                capture_output=True, text=True)  # fmt: skip
         assert facts.returncode == 0 and facts.stdout.startswith("sha256:")
-        key = edge.ok("keys", "add", "example").strip()
+        key = edge.ok("edge", "keys", "add", "example").strip()
         # verified against the example's own CA
         status, _, body = edge.request("GET", "/v1/models", key)
         assert status == 200 and [m["id"] for m in json.loads(body)["data"]] == ["ds4-flash"]

@@ -70,17 +70,17 @@ def test_no_key_in_any_file_output_log_or_bundle(edge):
     outputs = []
     keys = []
     for name in ("grep-a", "grep-b"):
-        add = edge.cli("keys", "add", name)
+        add = edge.cli("edge", "keys", "add", name)
         assert add.returncode == 0
         keys.append(add.stdout.strip())
         outputs.append(add.stderr)  # the notice: no key in it
-    keys.append(edge.ok("keys", "rotate", "grep-b").strip())
+    keys.append(edge.ok("edge", "keys", "rotate", "grep-b").strip())
     assert edge.request("POST", "/v1/chat/completions", keys[0], CHAT)[0] == 200
     assert edge.request("POST", "/v1/chat/completions", keys[2], CHAT)[0] == 200
     assert edge.request("GET", "/v1/models", keys[1])[0] == 401  # rotated away
-    for argv in (["keys", "list"], ["keys", "list", "--json"], ["status"], ["status", "--json"],
+    for argv in (["edge", "keys", "list"], ["edge", "keys", "list", "--json"], ["status"], ["status", "--json"],
                  ["edge", "status", "--json"], ["logs", edge.old], ["gate", edge.old, "--exposure", "--json"],
-                 ["evidence", edge.old, "--exposure", "--json"], ["keys", "revoke", "grep-a"]):  # fmt: skip
+                 ["evidence", edge.old, "--exposure", "--json"], ["edge", "keys", "revoke", "grep-a"]):  # fmt: skip
         res = edge.cli(*argv, timeout=600)
         assert res.returncode == 0, (argv, res.stderr)
         outputs += [res.stdout, res.stderr]

@@ -83,7 +83,7 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
     aliases = json.loads(edge.ok("edge", "status", "--json"))["aliases"]
     assert [(a["profile"], a["target"]) for a in aliases] == [(edge.old, "ready")]
     started = {name: edge.container_started(name) for name in (edge.old, edge.new)}
-    key = edge.ok("keys", "add", "poller").strip()
+    key = edge.ok("edge", "keys", "add", "poller").strip()
     decide(edge, "c1", edge.new)
     poller = Poller(edge, key)
     poller.start()

@@ -77,7 +77,7 @@ def edge(tmp_path, edge_img):
 def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
     old_model, new_model = f"{edge.old}-served", f"{edge.new}-served"
     decision = decide(edge, "c1", edge.new)
-    poller = Poller(edge, edge.ok("keys", "add", "poller").strip())
+    poller = Poller(edge, edge.ok("edge", "keys", "add", "poller").strip())
     edge.ca_file()
     poller.start()
     try:
@@ -138,7 +138,7 @@ def test_a_failed_switch_rolls_back_by_itself_and_says_so(tmp_path, edge_img):
         edge.ok("edge", "up")
         edge.ok("up", edge.old, "--emulate")
         decide(edge, "c3", edge.new)
-        key = edge.ok("keys", "add", "watcher").strip()
+        key = edge.ok("edge", "keys", "add", "watcher").strip()
         res = edge.cli("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c3", "--emulate")
         assert res.returncode == 1, res.stderr
         assert f"rolled back: ds4-flash points at {edge.old} again" in res.stderr

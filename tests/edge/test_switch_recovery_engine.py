@@ -82,7 +82,7 @@ def _recovers(
 def test_kill_9_at_every_step_of_promote_and_rollback_is_recovered(edge):
     old_model, new_model = f"{edge.old}-served", f"{edge.new}-served"
     decide(edge, "c1", edge.new)
-    key = edge.ok("keys", "add", "poller").strip()
+    key = edge.ok("edge", "keys", "add", "poller").strip()
     poller = Poller(edge, key)
     poller.start()
     try:

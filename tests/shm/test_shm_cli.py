@@ -49,7 +49,8 @@ def _stable(stdout: str) -> dict:
         ),
         (["shm", "--path=/x"], {"path": "/x"}),
         (["shm", "--json", "--json"], None),  # repeated: typer decides
-        (["shm", "--reclaim"], None),
+        (["shm", "reclaim"], None),
+        (["shm", "--reclaim"], None),  # the old spelling: typer's, through aliases.py
         (["shm", "--container", "c"], None),
         (["shm", "--path"], None),  # value missing: typer explains
         (["shm", "--path", "--json"], None),
@@ -121,12 +122,12 @@ def test_fast_path_loads_neither_typer_nor_the_engine(shm_dir):
 
 def test_other_forms_reach_typer(shm_dir):
     helped = run_cli("shm", "--help")
-    assert helped.returncode == 0 and "--reclaim" in helped.stdout
+    assert helped.returncode == 0 and "reclaim  Preview" in helped.stdout
     assert run_cli("shm", "--path").returncode == 2  # click: option requires an argument
     both = run_cli("shm", "--path", str(shm_dir), "--container", "x")
     assert both.returncode == 2 and "--path and --container name different places" in both.stderr
     (shm_dir / "psm_deadbeef").write_bytes(b"x")
-    preview = run_cli("shm", "--path", str(shm_dir), "--reclaim", "--min-age", "0", "--json")
+    preview = run_cli("shm", "reclaim", "--path", str(shm_dir), "--min-age", "0", "--json")
     assert preview.returncode == 0 and [
         c["name"] for c in json.loads(preview.stdout)["candidates"]
     ] == ["psm_deadbeef"]
@@ -172,7 +173,7 @@ def test_fast_path_and_reclaim_json_match_the_report_schemas(shm_dir, holders, t
     )
     for args in ([], ["--yes", "--ignore-unreadable"]):
         res = settled_cli(
-            run_cli, "shm", "--reclaim", "--min-age", "0", "--json", "--path", str(shm_dir), *args
+            run_cli, "shm", "reclaim", "--min-age", "0", "--json", "--path", str(shm_dir), *args
         )
         assert res.returncode == 0, res.stderr
         jsonschema.validate(json.loads(res.stdout), _schema("shm-reclaim"))
@@ -198,11 +199,9 @@ def disk_dir(tmp_path):
 
 def test_a_path_that_is_not_a_tmpfs_is_refused_unless_forced(disk_dir):
     (disk_dir / "psm_deadbeef").write_bytes(b"someone's data")
-    for args in (["--json"], [], ["--reclaim", "--yes", "--min-age", "0"]):
-        fast, typer = (
-            run_cli("shm", "--path", str(disk_dir), *args),
-            _typer_cli("shm", "--path", str(disk_dir), *args),
-        )
+    for args in (["--json"], [], ["reclaim", "--yes", "--min-age", "0"]):
+        argv = ["shm", *args[:1], "--path", str(disk_dir), *args[1:]]
+        fast, typer = run_cli(*argv), _typer_cli(*argv)
         assert fast.returncode == typer.returncode == 2 and fast.stdout == ""
         assert fast.stderr == typer.stderr and fast.stderr.count("\n") == 1
         assert (
@@ -212,8 +211,8 @@ def test_a_path_that_is_not_a_tmpfs_is_refused_unless_forced(disk_dir):
     assert (disk_dir / "psm_deadbeef").exists()
     forced = run_cli("shm", "--path", str(disk_dir), "--json", "--force")
     assert forced.returncode == 0 and json.loads(forced.stdout)["totals"]["leftover"]["count"] == 1
-    args = ["--reclaim", "--yes", "--ignore-unreadable", "--min-age", "0", "--force", "--json"]
-    removed = settled_cli(run_cli, "shm", "--path", str(disk_dir), *args)
+    args = ["--yes", "--ignore-unreadable", "--min-age", "0", "--force", "--json"]
+    removed = settled_cli(run_cli, "shm", "reclaim", "--path", str(disk_dir), *args)
     assert removed.returncode == 0 and [
         r["name"] for r in json.loads(removed.stdout)["removed"]
     ] == ["psm_deadbeef"]
@@ -222,15 +221,15 @@ def test_a_path_that_is_not_a_tmpfs_is_refused_unless_forced(disk_dir):
 @pytest.mark.parametrize(
     "args, problem",
     [
-        (["--min-age", "5"], "--min-age: only meaningful with --reclaim"),
-        (["--reclaim", "--min-age", "-1"], "--min-age: -1.0 is not a number of seconds >= 0"),
-        (["--reclaim", "--min-age", "nan"], "--min-age: nan is not a number of seconds >= 0"),
+        (["--json", "reclaim"], "--path, --json: give them after `reclaim`"),
+        (["reclaim", "--min-age", "-1"], "--min-age: -1.0 is not a number of seconds >= 0"),
+        (["reclaim", "--min-age", "nan"], "--min-age: nan is not a number of seconds >= 0"),
         (["--container", "c", "--force"], "--force: only meaningful with --path"),
     ],
 )
 def test_reclaim_options_that_mean_nothing_are_refused(shm_dir, args, problem):
     res = (
-        run_cli("shm", "--path", str(shm_dir), *args)
+        run_cli("shm", *args[:1], "--path", str(shm_dir), *args[1:])
         if "--container" not in args
         else run_cli("shm", *args)
     )
@@ -278,7 +277,7 @@ def test_text_output_escapes_control_characters_in_names(shm_dir, holders):
     ):
         assert shown in res.stdout, shown
     assert not any(ch in res.stdout for ch in "\x1b\u202e\x7f\x85")
-    preview = run_cli("shm", "--path", str(shm_dir), "--reclaim", "--min-age", "0")
+    preview = run_cli("shm", "reclaim", "--path", str(shm_dir), "--min-age", "0")
     assert (
         "would remove psm_a\\x0afake line (4.0 KiB)" in preview.stdout
         and "\x1b" not in preview.stdout

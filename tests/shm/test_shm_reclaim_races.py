@@ -1,4 +1,4 @@
-"""`shm --reclaim` never removes a held file (issue 14, class 10), against real processes: an fd in a
+"""`shm reclaim` never removes a held file (issue 14, class 10), against real processes: an fd in a
 thread with its own fd table, an fd in flight over a unix socket (default --min-age), openers racing
 the reclaim and rename-swaps racing it (--min-age 0). Each also checks that the true leftovers go."""
 
@@ -435,7 +435,7 @@ def test_reclaim_from_a_pid_namespace_of_its_own_refuses(shm_dir, holders):
         "-m",
         "composegen",
         "shm",
-        "--reclaim",
+        "reclaim",
         "--yes",
         "--min-age",
         "0",

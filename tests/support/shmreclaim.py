@@ -34,7 +34,7 @@ def settled_reclaim(path: str, within_s: float = 15.0, **options: Any) -> ShmRec
 def settled_cli(
     run: Callable[..., subprocess.CompletedProcess], *args: str, within_s: float = 15.0
 ) -> Any:
-    """`composegen shm --reclaim --yes …` through RUN, run again (bounded) while it exits 1 on that refusal."""
+    """`composegen shm reclaim --yes …` through RUN, run again (bounded) while it exits 1 on that refusal."""
     deadline = time.monotonic() + within_s
     while True:
         res = run(*args)
