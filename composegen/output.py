@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 SECRET_RE = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
@@ -95,12 +95,15 @@ class Output:
         self.json = json_
 
     def report(
-        self, report: Reported | dict[str, Any] | list[Any], text: Text | None = None
+        self, report: Reported | Mapping[str, object] | list[Any], text: Text | None = None
     ) -> None:
         """The command's result: its JSON (a model, or a record read back as written), or its
         text."""
         if self.json:
-            emit_json(report if isinstance(report, (dict, list)) else report.to_json())
+            if isinstance(report, Mapping):
+                emit_json(dict(report))
+            else:
+                emit_json(report if isinstance(report, list) else report.to_json())
         elif text is not None:
             self.say(text)
 
