@@ -180,11 +180,15 @@ def test_the_weights_example_is_well_formed_and_names_the_hub_it_needs(shipped):
 def _aliases(root: Path) -> dict[str, str]:
     """shipped name -> a unique profile extending it (own port, container name, a quick emulated load)."""
     names = {}
+    # Both stacks stay up together: the second gets emulated GPUs of its own, as two real stacks on
+    # one host would (the emulated GPUs' memory is shared: emulator/gpuledger.py).
+    gpus = {"starter": "", "393k-gpu": '  gpus: {device_ids: ["2", "3"]}\n'}
     for shipped in ("starter", "393k-gpu"):
         alias = f"ex{uuid.uuid4().hex[:6]}-{shipped}"
         (root / "profiles" / f"{alias}.yaml").write_text(
             f"extends: {shipped}\nservice:\n  port: {{host: {free_port()}}}\n  container_name: {alias}\n"
-            "emulate:\n  env: {EMU_LOAD_SECONDS: '1', EMU_PREFILL_TOK_S: '400000', EMU_DECODE_TOK_S: '2000'}\n"
+            + gpus[shipped]
+            + "emulate:\n  env: {EMU_LOAD_SECONDS: '1', EMU_PREFILL_TOK_S: '400000', EMU_DECODE_TOK_S: '2000'}\n"
         )
         names[shipped] = alias
     assert run_cli("--root", str(root), "render").returncode == 0
