@@ -167,6 +167,9 @@ class Handler(BaseHTTPRequestHandler):
                         "/sleep": self._sleep,
                         "/wake_up": self._wake_up,
                         "/collective_rpc": self._collective_rpc,
+                        "/reset_prefix_cache": self._reset_cache,
+                        "/reset_mm_cache": self._reset_cache,
+                        "/reset_encoder_cache": self._reset_cache,
                     }
                     if self.state.sleep
                     else {}
@@ -242,6 +245,10 @@ class Handler(BaseHTTPRequestHandler):
             )
         self.state.sleep.reload_weights(self.state.log)
         self._json(200, {"results": [None]})
+
+    def _reset_cache(self) -> None:
+        self._body()
+        self._send(200)
 
     def _version(self) -> None:
         self._json(200, {"version": VERSION})

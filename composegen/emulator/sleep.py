@@ -33,6 +33,10 @@ DEV_ROUTES = {
     "/wake_up": "POST",
     "/is_sleeping": "GET",
     "/collective_rpc": "POST",
+    # dev mode opens these too (the recording's route list); the emulator has no cache: 200, nothing done
+    "/reset_prefix_cache": "POST",
+    "/reset_mm_cache": "POST",
+    "/reset_encoder_cache": "POST",
 }
 MODES = ("abort", "wait", "keep")
 TAGS = ("weights", "kv_cache")

@@ -177,11 +177,12 @@ def test_the_dev_routes_answer_neither_through_the_edge_nor_the_door(edge):
         ("/wake_up", "POST"),
         ("/is_sleeping", "GET"),
         ("/collective_rpc", "POST"),
+        ("/reset_prefix_cache", "POST"),
     ):
         assert route in rows, sorted(rows)  # read from the engine's own startup route list
         assert rows[route]["passed"] and rows[route]["with_key"] == 404, rows[route]
     assert res["passed"], [r for r in res["rows"] if not r["passed"]]
-    for path in ("/sleep", "/is_sleeping", "/wake_up"):
+    for path in ("/sleep", "/is_sleeping", "/wake_up", "/reset_prefix_cache"):
         req = urllib.request.Request(
             f"http://127.0.0.1:{edge.ports[edge.old]}{path}", data=b"{}", method="POST"
         )

@@ -76,11 +76,23 @@ def test_without_dev_mode_or_sleep_mode_the_routes_are_404(start):
             ("POST", "/wake_up"),
             ("GET", "/is_sleeping"),
             ("POST", "/collective_rpc"),
+            ("POST", "/reset_prefix_cache"),
         )
         for method, path in routes:
             res = httpx.request(method, f"{emu.url}{path}", timeout=10)
             assert res.status_code == 404 and res.json() == {"detail": "Not Found"}, (args, path)
         assert "Route: /sleep" not in emu.log
+
+
+def test_dev_mode_lists_and_answers_the_cache_resets_as_recorded(start):
+    # the exposure gate tries every route the engine's log lists: these must be in it, as in 0.26.0's
+    emu = sleeper(start, *SLEEP, VLLM_SERVER_DEV_MODE="1")
+    recorded = (RECORDED / "serve-a.log").read_text()
+    for path in ("/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache"):
+        line = f"Route: {path}, Methods: POST"
+        assert line in recorded and line in emu.log, path
+        res = _post(emu, path)
+        assert res.status_code == 200 and res.content == b"", path
 
 
 def test_level_1_and_level_2_cycles_log_and_answer_as_recorded(start):
