@@ -687,7 +687,8 @@ def _error_doc(status: int, message: str, kind: str) -> dict[str, dict[str, obje
 
 def _down_stage(profile: str, since: datetime, exc: BaseException) -> str:
     """A stage clients may read: what happened in our words, never a Python exception name."""
-    at = since.strftime("%Y-%m-%d %H:%M:%S UTC")
+    # composegen's stamp in UTC, for a person (the gate cannot import privatestate's one format)
+    at = since.astimezone(UTC).isoformat(" ", "seconds").removesuffix("+00:00") + " UTC"
     if isinstance(exc, (NotResolved, socket.gaierror)):
         return f"{profile} is down since {at} (its name does not resolve)"
     return f"{profile} is not answering since {at} ({_reason(exc)})"

@@ -265,15 +265,16 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
             f"base image {base} is missing",
             hint="`composegen provision` makes it (or set COMPOSEGEN_BASE_IMAGE); `composegen doctor` checks",
         )
+    source = {EMULATOR_SOURCE_LABEL: str(Path(image.__file__).resolve().parent)}
     with tempfile.TemporaryDirectory(prefix="composegen-emulator-") as tmp:
         ctx = image.build_context(Path(tmp))
         try:
             _client(target).images.build(
-                path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False
+                path=str(ctx), tag=tag, buildargs={"BASE": base}, rm=True, pull=False, labels=source
             )
         except (docker.errors.BuildError, docker.errors.APIError) as exc:
             raise EngineError(f"building the emulator image failed: {one_line(exc)}") from None
-    _prune_old_emulators(tag, target)
+    _prune_old_emulators(tag, source[EMULATOR_SOURCE_LABEL], target)
     return tag
 
 
@@ -295,14 +296,20 @@ def build_image(
     return tag
 
 
-def _prune_old_emulators(keep: str, target: Target | None) -> None:
-    """Each emulator change makes a new content-hash tag; drop the older ones no container uses."""
+# The emulator package an image was built from: pruning stays within one checkout or install.
+EMULATOR_SOURCE_LABEL = "io.composegen.emulator-source"
+
+
+def _prune_old_emulators(keep: str, source: str, target: Target | None) -> None:
+    """Each emulator change makes a new content-hash tag; drop the older ones no container uses.
+    Only images built from this same emulator source: another checkout or install sharing the
+    engine builds its own tag, and may be between two stacks that need it (no container holds it)."""
     docker = _import_sdk()
 
     repo = keep.rsplit(":", 1)[0]
     sdk = _client(target)
     in_use = {c["ImageID"] for c in sdk.api.containers(all=True)}
-    for old in sdk.images.list(name=repo):
+    for old in sdk.images.list(name=repo, filters={"label": f"{EMULATOR_SOURCE_LABEL}={source}"}):
         if keep not in old.tags and old.id not in in_use:
             # In use by a build or another engine user: keep it, try again next time.
             with contextlib.suppress(docker.errors.APIError):

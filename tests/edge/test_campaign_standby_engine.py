@@ -39,7 +39,9 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
                                 text=True)  # fmt: skip
         started: dict[str, str] = {}
         assert proc.stderr is not None
+        said: list[str] = []
         for line in proc.stderr:
+            said.append(line)
             # the control's container as its arm left it (asleep), and as the bracket found it
             if line.startswith(f"campaign: control ({control}): done"):
                 started["control"] = edge.container_started(control)
@@ -47,7 +49,7 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
                 started["bracket"] = edge.container_started(control)
                 started["candidate"] = edge.container_started(candidate)
         out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, out
+        assert proc.returncode == 0, out + "".join(said[-30:])
         assert started["control"] and started["bracket"] == started["control"], started
         log = (directory / state.LOG).read_text(encoding="utf-8")
         assert f"control: evidence control/; {control} to sleep" in log
