@@ -3,12 +3,31 @@ bounds (recorded from 0.26.0), rendered from the counters of metrics.Metrics."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import Counter
+from typing import Protocol
 
-from composegen.emulator.exposition import family
+from composegen.emulator.exposition import Histogram, family
 
-if TYPE_CHECKING:  # annotations only: metrics.py imports this module
-    from composegen.emulator.metrics import Metrics
+
+class Metrics(Protocol):
+    """What the families read of metrics.Metrics (a protocol: metrics.py imports this module)."""
+
+    accepted_per_pos: list[int]
+    block_size: int
+    blocks_in_use: int
+    cache_labels: dict[str, str]
+    counters: Counter[str]
+    created: float
+    finished: Counter[str]
+    histograms: dict[str, Histogram]
+    kv_tokens: int
+    model_name: str
+    running: int
+    spec_tokens: int
+    tool_parser: bool
+    tool_parser_calls: Counter[tuple[str, str]]
+    waiting: int
+
 
 CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
