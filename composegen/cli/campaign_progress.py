@@ -16,7 +16,9 @@ from typing import TextIO
 
 from composegen.campaign import progress, state
 from composegen.campaign.reports import ArmState, CampaignState
-from composegen.cli.console import ConsoleSink, earlier_load_s, summary_text
+from composegen.cli.console import ConsoleSink
+from composegen.cli.readysummary import summary_text
+from composegen.cli.stagelines import earlier_load_s
 from composegen.output import err, out, terminal_width
 from composegen.project import Project
 from composegen.stack.progress import ProgressSink

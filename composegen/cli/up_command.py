@@ -13,8 +13,10 @@ import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
-from composegen.cli.console import console_progress, earlier_load_s, summary_text, with_stages
+from composegen.cli.console import console_progress, with_stages
 from composegen.cli.interrupts import deferred_sigint
+from composegen.cli.readysummary import summary_text
+from composegen.cli.stagelines import earlier_load_s
 from composegen.edge import standby as resident
 from composegen.errors import BadInput as BadInputError
 from composegen.output import Output, out, terminal_width

@@ -15,8 +15,10 @@ import typer
 
 from composegen.cli.app import JsonOpt, StackArg, app
 from composegen.cli.app import load_profile as _load
-from composegen.cli.console import ConsoleSink, earlier_load_s, summary_text, with_stages
+from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
+from composegen.cli.readysummary import summary_text
+from composegen.cli.stagelines import earlier_load_s
 from composegen.errors import BadInput
 from composegen.output import Output, terminal_width
 from composegen.stack import driver

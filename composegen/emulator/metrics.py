@@ -1,9 +1,10 @@
-"""The emulator's /metrics: the families, labels and text format a real vLLM serves (recorded from
-0.26.0).
+"""The emulator's /metrics counters and state: what moves with the load, rendered in the families,
+labels and text format a real vLLM serves (recorded from 0.26.0; the families: metrics_families.py).
 
 The exposition is prometheus_client's text format 1.0.0 as vLLM serves it: every counter `X_total`
 and histogram is followed by its own `X_created` gauge family, labels are sorted, values are floats.
-The emulator is stdlib-only, so the text is written here rather than by prometheus_client.
+The emulator is stdlib-only, so the text is written by this package rather than by
+prometheus_client.
 
 What moves with the load: requests running and waiting (admission is capped at --max-num-seqs, the
 rest wait, as in vLLM's scheduler), KV usage (blocks held by the running prompts over the GPU
@@ -21,102 +22,17 @@ import threading
 import time
 from collections import Counter
 
-from composegen.emulator.exposition import Histogram, family, process_families, token_buckets
+from composegen.emulator.exposition import Histogram, process_families, token_buckets
 from composegen.emulator.http_metrics import HttpMetrics
-
-CONTENT_TYPE = "text/plain; version=1.0.0; charset=utf-8"
-FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
-# The recorded bucket bounds by kind; token-count histograms use token_buckets(max_model_len)
-# instead.
-LATENCY_BUCKETS = {
-    kind: tuple(float(b) for b in bounds.split())
-    for kind, bounds in {
-        "ttft": "0.001 0.005 0.01 0.02 0.04 0.06 0.08 0.1 0.25 0.5 0.75 1 2.5 5 7.5 10 20 40 80 160 640 2560",
-        "token_gap": "0.01 0.025 0.05 0.075 0.1 0.15 0.2 0.3 0.4 0.5 0.75 1 2.5 5 7.5 10 20 40 80",
-        "request": "0.3 0.5 0.8 1 1.5 2 2.5 5 10 15 20 30 40 50 60 120 240 480 960 1920 7680",
-        "iteration": "1 8 16 32 64 128 256 512 1024 2048 4096 8192 16384",
-        "n": "1 2 5 10 20",
-    }.items()
-}
-# (name without `vllm:`, bucket kind (LATENCY_BUCKETS, else 1-2-5 token buckets up to
-# max-model-len), HELP),
-# in the recorded order.
-HISTOGRAMS = (
-    ("request_prompt_tokens", "tokens", "Number of prefill tokens processed."),
-    ("request_generation_tokens", "tokens", "Number of generation tokens processed."),
-    ("iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
-    (
-        "request_max_num_generation_tokens",
-        "tokens",
-        "Histogram of maximum number of requested generation tokens.",
-    ),
-    ("request_params_n", "n", "Histogram of the n request parameter."),
-    ("request_params_max_tokens", "tokens", "Histogram of the max_tokens request parameter."),
-    ("time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds."),
-    ("inter_token_latency_seconds", "token_gap", "Histogram of inter-token latency in seconds."),
-    (
-        "request_time_per_output_token_seconds",
-        "token_gap",
-        "Histogram of time_per_output_token_seconds per request.",
-    ),
-    ("e2e_request_latency_seconds", "request", "Histogram of e2e request latency in seconds."),
-    (
-        "request_queue_time_seconds",
-        "request",
-        "Histogram of time spent in WAITING phase for request.",
-    ),
-    (
-        "request_inference_time_seconds",
-        "request",
-        "Histogram of time spent in RUNNING phase for request.",
-    ),
-    (
-        "request_prefill_time_seconds",
-        "request",
-        "Histogram of time spent in PREFILL phase for request.",
-    ),
-    (
-        "request_decode_time_seconds",
-        "request",
-        "Histogram of time spent in DECODE phase for request.",
-    ),
-    (
-        "request_prefill_kv_computed_tokens",
-        "tokens",
-        "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
-    ),
+from composegen.emulator.metrics_families import (
+    CACHE_CONFIG_DEFAULTS,
+    CONTENT_TYPE,
+    FINISHED_REASONS,
+    HISTOGRAMS,
+    LATENCY_BUCKETS,
+    engine_families,
+    tool_parser_families,
 )
-# cache_config_info labels the recording shows, with their values when the runner does not say
-# otherwise.
-CACHE_CONFIG_DEFAULTS = {
-    "_block_size_resolved": "True",
-    "block_size": "16",
-    "cache_dtype": "auto",
-    "calculate_kv_scales": "False",
-    "enable_prefix_caching": "True",
-    "gpu_memory_utilization": "0.92",
-    "is_attention_free": "False",
-    "kv_cache_dtype_skip_layers": "[]",
-    "kv_cache_memory_bytes": "None",
-    "kv_offloading_backend": "native",
-    "kv_offloading_size": "None",
-    "kv_sharing_fast_prefill": "False",
-    "mamba_block_size": "None",
-    "mamba_cache_dtype": "auto",
-    "mamba_cache_mode": "none",
-    "mamba_page_size_padded": "None",
-    "mamba_ssm_cache_dtype": "auto",
-    "num_cpu_blocks": "None",
-    "num_gpu_blocks": "None",
-    "num_gpu_blocks_override": "None",
-    "prefix_caching_hash_algo": "sha256",
-    "prefix_match_unit": "None",
-    "skip_page_size_padded": "None",
-    "sliding_window": "None",
-    "user_specified_block_size": "False",
-    "user_specified_mamba_block_size": "False",
-}
-
 
 ACCEPT_DECAY = 0.8
 _REASONS = {"tool_calls": "stop"}  # the API says tool_calls; the engine finished with stop
@@ -132,38 +48,6 @@ class _Request:
         self.arrived = time.monotonic()
         self.scheduled = self.arrived
         self.first_token: float | None = None
-
-
-class _Families:
-    """Prometheus families of one engine: each sample carries the engine's labels; a counter comes
-    with its `_created` gauge, as vLLM's client library writes it."""
-
-    def __init__(self, base: dict, created: float) -> None:
-        self.base, self.created = base, created
-        self.out: list[str] = []
-
-    def counter(self, name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-        self.out.extend(
-            family(
-                f"vllm:{name}_total",
-                "counter",
-                help_text,
-                [({**self.base, **k}, v) for k, v in values],
-            )
-        )
-        self.out.extend(
-            family(
-                f"vllm:{name}_created",
-                "gauge",
-                help_text,
-                [({**self.base, **k}, self.created) for k, _ in values],
-            )
-        )
-
-    def gauge(self, name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-        self.out.extend(
-            family(f"vllm:{name}", "gauge", help_text, [({**self.base, **k}, v) for k, v in values])
-        )
 
 
 class Metrics:
@@ -293,35 +177,6 @@ class Metrics:
                     deltas if streaming else 1
                 )
 
-    def _tool_parser_families(self) -> list[str]:
-        """vllm:tool_call_parser_invocations_* (the API server's: no engine label), with a tool
-        parser only."""
-        if not self.tool_parser:
-            return []
-        help_text = (
-            "Total number of ToolParser invocations. Non-streaming increments once per choice; streaming "
-            "increments once per delta."
-        )
-        keys = [
-            (mode, outcome, kind)
-            for mode in ("streaming", "non_streaming")
-            for outcome in ("tool_call", "no_tool_call")
-            for kind in ("chat_completions", "responses", "other")
-        ]
-        labels = [
-            ({"mode": m, "model_name": self.model_name, "outcome": o, "request_type": k})
-            for m, o, k in keys
-        ]
-        totals = [
-            self.tool_parser_calls[(m, o)] if k == "chat_completions" else 0 for m, o, k in keys
-        ]
-        name = "vllm:tool_call_parser_invocations"
-        return family(
-            f"{name}_total", "counter", help_text, list(zip(labels, totals, strict=True))
-        ) + family(
-            f"{name}_created", "gauge", help_text, [(label, self.created) for label in labels]
-        )
-
     def _blocks(self, tokens: int) -> int:
         return math.ceil(tokens / self.block_size)
 
@@ -364,167 +219,8 @@ class Metrics:
         with self._cond:
             lines = (
                 process_families()
-                + self._engine_families()
-                + self._tool_parser_families()
+                + engine_families(self)
+                + tool_parser_families(self)
                 + self.http.render()
             )
         return "\n".join(lines) + "\n"
-
-    def _engine_families(self) -> list[str]:
-        f = _Families({"engine": "0", "model_name": self.model_name}, self.created)
-        self._scheduler_families(f)
-        self._cache_families(f)
-        self._token_families(f)
-        if self.spec_tokens:
-            self._spec_decode_families(f)
-        for name, _kind, help_text in HISTOGRAMS:
-            f.out.extend(self.histograms[name].render(f"vllm:{name}", help_text, f.base))
-            f.out.extend(family(f"vllm:{name}_created", "gauge", help_text, [(f.base, f.created)]))
-        f.out.extend(
-            family(
-                "vllm:cache_config_info",
-                "gauge",
-                "Information of the LLMEngine CacheConfig",
-                [({**self.cache_labels, "engine": "0"}, 1)],
-            )
-        )
-        return f.out
-
-    def _scheduler_families(self, f: _Families) -> None:
-        flops = "(for Model Flops Utilization calculations)."
-        f.counter(
-            "estimated_flops_per_gpu",
-            f"Estimated number of floating point operations per GPU {flops}",
-            [({}, 0)],
-        )
-        f.counter(
-            "estimated_read_bytes_per_gpu",
-            f"Estimated number of bytes read from memory per GPU {flops}",
-            [({}, 0)],
-        )
-        f.counter(
-            "estimated_write_bytes_per_gpu",
-            f"Estimated number of bytes written to memory per GPU {flops}",
-            [({}, 0)],
-        )
-        f.gauge(
-            "num_requests_running",
-            "Number of requests in model execution batches.",
-            [({}, self.running)],
-        )
-        f.gauge(
-            "num_requests_waiting",
-            "Number of requests waiting to be processed.",
-            [({}, self.waiting)],
-        )
-        f.gauge(
-            "num_requests_waiting_by_reason",
-            "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
-            "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
-            "Sum of all reasons equals vllm:num_requests_waiting.",
-            [({"reason": "capacity"}, self.waiting), ({"reason": "deferred"}, 0)],
-        )
-        f.gauge(
-            "engine_sleep_state",
-            "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-            "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-            [
-                ({"sleep_state": "awake"}, 1),
-                ({"sleep_state": "weights_offloaded"}, 0),
-                ({"sleep_state": "discard_all"}, 0),
-            ],
-        )
-
-    def _cache_families(self, f: _Families) -> None:
-        c = self.counters
-        num_blocks = max(
-            1,
-            int(self.cache_labels.get("num_gpu_blocks") or 0) or self.kv_tokens // self.block_size,
-        )
-        usage = min(1.0, self.blocks_in_use / num_blocks)
-        f.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [({}, usage)])
-        queries = c["prefix_cache_queries"]
-        f.counter(
-            "prefix_cache_queries",
-            "Prefix cache queries, in terms of number of queried tokens.",
-            [({}, queries)],
-        )
-        f.counter(
-            "prefix_cache_hits",
-            "Prefix cache hits, in terms of number of cached tokens.",
-            [({}, 0)],
-        )
-        external = "from KV connector cross-instance cache sharing, in terms of number of"
-        f.counter(
-            "external_prefix_cache_queries",
-            f"External prefix cache queries {external} queried tokens.",
-            [({}, 0)],
-        )
-        f.counter(
-            "external_prefix_cache_hits",
-            f"External prefix cache hits {external} cached tokens.",
-            [({}, 0)],
-        )
-        f.counter(
-            "mm_cache_queries",
-            "Multi-modal cache queries, in terms of number of queried items.",
-            [({}, 0)],
-        )
-        f.counter(
-            "mm_cache_hits",
-            "Multi-modal cache hits, in terms of number of cached items.",
-            [({}, 0)],
-        )
-
-    def _token_families(self, f: _Families) -> None:
-        c = self.counters
-        f.counter("num_preemptions", "Cumulative number of preemption from the engine.", [({}, 0)])
-        f.counter(
-            "prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt_tokens"])]
-        )
-        sources = [
-            ("local_compute", c["prompt_tokens"]),
-            ("local_cache_hit", 0),
-            ("external_kv_transfer", 0),
-        ]
-        f.counter(
-            "prompt_tokens_by_source",
-            "Number of prompt tokens by source.",
-            [({"source": s}, v) for s, v in sources],
-        )
-        f.counter(
-            "prompt_tokens_cached", "Number of cached prompt tokens (local + external).", [({}, 0)]
-        )
-        f.counter(
-            "generation_tokens",
-            "Number of generation tokens processed.",
-            [({}, c["generation_tokens"])],
-        )
-        f.counter(
-            "request_success",
-            "Count of successfully processed requests.",
-            [({"finished_reason": r}, self.finished[r]) for r in FINISHED_REASONS],
-        )
-
-    def _spec_decode_families(self, f: _Families) -> None:
-        c = self.counters
-        f.counter(
-            "spec_decode_num_drafts",
-            "Number of spec decoding drafts.",
-            [({}, c["spec_decode_num_drafts"])],
-        )
-        f.counter(
-            "spec_decode_num_draft_tokens",
-            "Number of draft tokens.",
-            [({}, c["spec_decode_num_draft_tokens"])],
-        )
-        f.counter(
-            "spec_decode_num_accepted_tokens",
-            "Number of accepted tokens.",
-            [({}, c["spec_decode_num_accepted_tokens"])],
-        )
-        f.counter(
-            "spec_decode_num_accepted_tokens_per_pos",
-            "Accepted tokens per draft position.",
-            [({"position": str(i)}, v) for i, v in enumerate(self.accepted_per_pos)],
-        )

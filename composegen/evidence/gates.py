@@ -21,132 +21,30 @@ gate -> BadInput. A failed gate is a result, not an exception: the CLI exits 1 w
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from composegen.errors import BadInput, EngineError
+from composegen.errors import BadInput
 from composegen.evidence import gate_reasons as why
+from composegen.evidence.gate_checks import (
+    GateFailed,
+    check_arguments,
+    garbage,
+    strip_fences,
+    validate,
+)
+from composegen.evidence.gate_client import GateContext, api_message, check_served, client_for
 from composegen.evidence.gate_tools import TOOL_CATALOG, WEATHER, _e, _i, _o, _s, tool_specs
 from composegen.evidence.reports.gate import GateResult, GateRow, ToolCounts
 from composegen.report import JsonObject
 from composegen.wire.http import wire_cause
 
-# An openai.OpenAI client, held as Any: its overloads type messages as TypedDicts, ours are plain
-# dicts.
-Client = Any
-
 __all__ = ["GATES", "TOOL_CATALOG", "GateFailed", "format_text", "run_gates", "tool_specs"]
 GATES = ("smoke", "json", "tools", "stream_tools", "continuation", "responses")
-# Text that a misconfigured tool or reasoning parser leaks into what should be clean output.
-GARBAGE_MARKERS = ("<|", "<｜", "<<tool", "function=", "\ufffd", "</think>")
-_FENCE = re.compile(r"^```[^\n]*\n?|\n?```$")
 
 
-class GateFailed(Exception):
-    """One gate's check did not hold; the message is the gate's `reason`."""
-
-    def __init__(self, reason: str, **details: Any):
-        super().__init__(reason)
-        self.details = details
-
-
-def client_for(base_url: str, api_key: str | None, timeout: float) -> Client:
-    """An OpenAI client reading through wire.transport: `timeout` is each request's total deadline,
-    replies are size-capped and checked against wire.replies before a field is read."""
-    import httpx2  # openai's own httpx
-    from openai import OpenAI  # lazy: only gate/ladder/qualify need the client
-
-    from composegen.wire import transport  # why: httpx, +22 ms measured; compare/plan never need it
-
-    url = base_url.rstrip("/").removesuffix("/v1") + "/v1"
-    http = transport.client(url, {}, timeout, http=httpx2)
-    return OpenAI(
-        base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0, http_client=http
-    )
-
-
-def _check_served(client: Client, base_url: str, model: str) -> None:
-    import openai
-
-    try:
-        served = [m.id for m in client.models.list().data]
-    except openai.AuthenticationError:
-        raise BadInput(f"{base_url}: api key: rejected (401)", hint="export VLLM_API_KEY") from None
-    except openai.APIError as exc:  # refused connection, timeout, 5xx: the server is not serving
-        if lied := wire_cause(exc):
-            raise lied from None
-        raise EngineError(f"{base_url}/v1/models: cannot list models ({exc})") from None
-    if model not in served:
-        raise EngineError(
-            f"{base_url}: model {model!r} is not served (it serves: {', '.join(served) or 'nothing'})"
-        )
-
-
-class _Ctx:
-    def __init__(
-        self,
-        client: Client,
-        model: str,
-        n_tools: int,
-        max_tokens: int,
-        reasoning_effort: str | None,
-    ):
-        self.client, self.model, self.n_tools, self.max_tokens = client, model, n_tools, max_tokens
-        self.extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
-
-    def chat(
-        self, messages: list[dict], allow_length: bool = False, **kwargs: Any
-    ) -> tuple[Any, Any]:
-        resp = self.client.chat.completions.create(
-            model=self.model,
-            messages=messages,
-            max_tokens=self.max_tokens,
-            temperature=0,
-            **self.extra,
-            **kwargs,
-        )
-        if not resp.choices:
-            raise GateFailed("the response has no choices")
-        choice = resp.choices[0]
-        if choice.finish_reason == "length" and not allow_length:
-            raise GateFailed(f"finish_reason length (max_tokens {self.max_tokens} ran out)")
-        return choice, resp
-
-
-def _strip_fences(text: str | None) -> str:
-    """A JSON answer wrapped in a Markdown code fence still counts as JSON."""
-    return _FENCE.sub("", (text or "").strip()).strip()
-
-
-def _validate(instance: Any, schema: dict) -> str | None:
-    """None when valid, else the first validation error, short."""
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(schema).iter_errors(instance)
-    )
-    if error is None:
-        return None
-    return f"{'/'.join(str(p) for p in error.absolute_path) or '(root)'}: {error.message}"
-
-
-def _check_arguments(arguments: str | None, schema: dict, details: dict) -> None:
-    try:
-        args = json.loads(arguments or "")
-    except ValueError as exc:
-        raise GateFailed(why.invalid_json_reason(str(exc)), **details) from None
-    problem = _validate(args, schema)
-    if problem:
-        raise GateFailed(why.schema_reason(problem), **details)
-
-
-def _garbage(text: str) -> str | None:
-    return next((m for m in GARBAGE_MARKERS if m in (text or "")), None)
-
-
-def gate_smoke(ctx: _Ctx) -> JsonObject:
+def gate_smoke(ctx: GateContext) -> JsonObject:
     prompt = "Write a Python one-liner that returns the sum of a list `xs`."
     choice, resp = ctx.chat([{"role": "user", "content": prompt}])
     content = choice.message.content or ""
@@ -167,10 +65,10 @@ JSON_SCHEMA = _o(
 )
 
 
-def _json_answer(ctx: _Ctx, what: str, prompt: str, response_format: dict) -> Any:
+def _json_answer(ctx: GateContext, what: str, prompt: str, response_format: dict) -> Any:
     messages = [{"role": "user", "content": prompt}]
     choice, _ = ctx.chat(messages, allow_length=True, response_format=response_format)
-    text = _strip_fences(choice.message.content)
+    text = strip_fences(choice.message.content)
     try:
         return json.loads(text)
     except ValueError as exc:
@@ -184,7 +82,7 @@ def _json_answer(ctx: _Ctx, what: str, prompt: str, response_format: dict) -> An
         ) from None
 
 
-def gate_json(ctx: _Ctx) -> JsonObject:
+def gate_json(ctx: GateContext) -> JsonObject:
     value = _json_answer(
         ctx,
         "json_object",
@@ -202,13 +100,13 @@ def gate_json(ctx: _Ctx) -> JsonObject:
         "json_schema": {"name": "language_facts", "strict": True, "schema": JSON_SCHEMA},
     }
     value = _json_answer(ctx, "json_schema", prompt, fmt)
-    problem = _validate(value, JSON_SCHEMA)
+    problem = validate(value, JSON_SCHEMA)
     if problem:
         raise GateFailed(f"json_schema: does not validate: {problem}", value=value)
     return {"json_object": True, "json_schema": True, "value": value}
 
 
-def gate_tools(ctx: _Ctx) -> JsonObject:
+def gate_tools(ctx: GateContext) -> JsonObject:
     import openai
 
     specs = tool_specs(ctx.n_tools)
@@ -232,7 +130,7 @@ def gate_tools(ctx: _Ctx) -> JsonObject:
             call = calls[0]
             if call.function.name != name:
                 raise GateFailed(f"called {call.function.name!r}")
-            _check_arguments(call.function.arguments, tool["function"]["parameters"], {})
+            check_arguments(call.function.arguments, tool["function"]["parameters"], {})
             passed += 1
         except GateFailed as exc:
             failures.append({"tool": name, "reason": str(exc)})
@@ -250,7 +148,7 @@ def gate_tools(ctx: _Ctx) -> JsonObject:
     return details
 
 
-def gate_stream_tools(ctx: _Ctx) -> JsonObject:
+def gate_stream_tools(ctx: GateContext) -> JsonObject:
     name, _, params, prompt = WEATHER
     tool = tool_specs(1)[0].spec
     stream = ctx.client.chat.completions.create(
@@ -285,14 +183,14 @@ def gate_stream_tools(ctx: _Ctx) -> JsonObject:
         raise GateFailed(f"finish_reason {finish!r}, expected 'tool_calls'", **details)
     if not calls or calls[min(calls)]["name"] != name:
         raise GateFailed(f"no streamed {name} call", **details)
-    marker = _garbage(content) or _garbage(calls[min(calls)]["arguments"])
+    marker = garbage(content) or garbage(calls[min(calls)]["arguments"])
     if marker:
         raise GateFailed(f"parser markup {marker!r} leaked into the stream", **details)
-    _check_arguments(calls[min(calls)]["arguments"], params, details)
+    check_arguments(calls[min(calls)]["arguments"], params, details)
     return details
 
 
-def gate_continuation(ctx: _Ctx) -> JsonObject:
+def gate_continuation(ctx: GateContext) -> JsonObject:
     tool = tool_specs(1)[0].spec
     result = {"city": "Oakland", "temperature_f": 72, "conditions": "sunny"}
     messages: list[dict] = [
@@ -325,7 +223,7 @@ def gate_continuation(ctx: _Ctx) -> JsonObject:
     return details
 
 
-def gate_responses(ctx: _Ctx) -> JsonObject:
+def gate_responses(ctx: GateContext) -> JsonObject:
     extra = {"reasoning": {"effort": ctx.extra["reasoning_effort"]}} if ctx.extra else {}
     resp = ctx.client.responses.create(
         model=ctx.model,
@@ -343,7 +241,7 @@ def gate_responses(ctx: _Ctx) -> JsonObject:
     return details
 
 
-RUNNERS: dict[str, Callable[[_Ctx], JsonObject]] = {
+RUNNERS: dict[str, Callable[[GateContext], JsonObject]] = {
     "smoke": gate_smoke,
     "json": gate_json,
     "tools": gate_tools,
@@ -364,7 +262,7 @@ def selected(only: str | Sequence[str] | None) -> list[str]:
     return [g for g in GATES if g in names]
 
 
-def run_one(name: str, ctx: _Ctx) -> GateRow:
+def run_one(name: str, ctx: GateContext) -> GateRow:
     import openai
 
     started = time.monotonic()
@@ -394,14 +292,6 @@ def run_one(name: str, ctx: _Ctx) -> GateRow:
     )
 
 
-def api_message(exc: Exception) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        return str(err.get("message", err) if isinstance(err, dict) else err)[:300]
-    return str(exc)[:300]
-
-
 def run_gates(
     base_url: str,
     model: str,
@@ -419,8 +309,8 @@ def run_gates(
     if "tools" in names:
         tool_specs(tools)  # a bad count is bad input before any request is sent
     client = client_for(base_url, api_key, timeout)
-    _check_served(client, base_url, model)
-    ctx = _Ctx(client, model, tools, max_tokens, reasoning_effort)
+    check_served(client, base_url, model)
+    ctx = GateContext(client, model, tools, max_tokens, reasoning_effort)
     results = []
     for k, name in enumerate(names, 1):
         if on_step is not None:

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from typing import TypedDict
 
 from composegen.errors import BadInput, EngineError
-from composegen.evidence.gates import Client, api_message, client_for
+from composegen.evidence.gate_client import Client, api_message, client_for
 from composegen.evidence.reports.ladder import LadderResult, LadderRow, LadderWarmup
 from composegen.wire.http import wire_cause
 

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from composegen.cli import console
+from composegen.cli import console, stagelines
 from composegen.stack.progress import LogLine, PullEvent
 from composegen.vllm import stages
 from tests.vllm.test_stages import REAL
@@ -72,14 +72,14 @@ def test_the_block_has_a_fixed_height_and_never_exceeds_the_width(width):
     heights = set()
     for at, text in _lines("serve-bf16-eager.log"):
         tracker.feed(text, at)
-        lines = console.block_lines(tracker, at + 0.5, width)
+        lines = stagelines.block_lines(tracker, at + 0.5, width)
         heights.add(len(lines))
         assert all(len(line) <= width for line in lines), lines
-    assert heights == {console.HEIGHT}
+    assert heights == {stagelines.HEIGHT}
 
 
 def test_clock():
-    assert [console.clock(s) for s in (None, 0, 42.4, 725, 3729)] == [
+    assert [stagelines.clock(s) for s in (None, 0, 42.4, 725, 3729)] == [
         "?",
         "0:00",
         "0:42",
@@ -126,10 +126,10 @@ def test_finished_stages_fold_whole_or_are_counted_never_cut(width):
     logged = stages.logged_times(GRAPHS.read_text(encoding="utf-8"))
     for at, text in logged:
         tracker.feed(text, at)
-        lines = console.block_lines(tracker, at + 0.5, width)
-        assert len(lines) == console.HEIGHT and all(len(line) <= width for line in lines), lines
+        lines = stagelines.block_lines(tracker, at + 0.5, width)
+        assert len(lines) == stagelines.HEIGHT and all(len(line) <= width for line in lines), lines
         assert not any("…" in line for line in _stage_lines(lines)), lines  # whole items only
-    final = console.block_lines(tracker, logged[-1][0] + 0.5, width)
+    final = stagelines.block_lines(tracker, logged[-1][0] + 0.5, width)
     finished = [r for r in tracker.view(logged[-1][0]) if not r["active"] and r["stage"] != "ready"]
     items = " · ".join(line[4:] for line in _stage_lines(final)).split(" · ")
     earlier = int(items.pop(0).split()[0][1:]) if items[0].endswith(" earlier") else 0

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 from composegen.errors import BadInput, EngineError
-from composegen.evidence import gates
+from composegen.evidence import gate_checks, gate_client, gates
 from tests.support.emulator_proc import EmulatorProc, free_port
 
 
@@ -55,7 +55,7 @@ def test_tool_catalogue_is_distinct_typed_and_valid_json_schema():
 
 def test_arguments_that_break_the_schema_fail():
     params = gates.TOOL_CATALOG[1][2]  # book_flight: passengers 1..9, cabin enum
-    gates._check_arguments(
+    gate_checks.check_arguments(
         '{"origin": "BOS", "destination": "DEN", "passengers": 2, "cabin": "business"}', params, {}
     )
     for bad, says in [
@@ -68,7 +68,7 @@ def test_arguments_that_break_the_schema_fail():
         ('{"origin": "BOS", ', "not valid JSON"),
     ]:
         with pytest.raises(gates.GateFailed, match=says):
-            gates._check_arguments(bad, params, {})
+            gate_checks.check_arguments(bad, params, {})
 
 
 def test_a_length_finish_fails_the_gate(emu):
@@ -123,7 +123,9 @@ def test_every_gate_that_generates_asks_for_temperature_0(emu):
         api_key="EMPTY",
         http_client=httpx.Client(event_hooks={"request": [record]}),
     )
-    ctx = gates._Ctx(client, emu.model, n_tools=1, max_tokens=64, reasoning_effort=None)
+    ctx = gate_client.GateContext(
+        client, emu.model, n_tools=1, max_tokens=64, reasoning_effort=None
+    )
     gates.gate_responses(ctx)
     gates.gate_smoke(ctx)
     assert [body.get("temperature") for body in sent] == [0, 0]  # /v1/responses as the chat gates
