@@ -123,7 +123,10 @@ def reload(edge: Edge, project: Project, timeout: float = 30.0) -> None:
         while True:
             found = containers(edge, project).get(service)
             if found is not None and found.running:
-                code, text = driver.exec_output(found, argv)
+                try:
+                    code, text = driver.exec_output(found, argv)
+                except EngineError as exc:  # restarted between the listing and the exec
+                    code, text = -1, exc.message
                 if code == 0:
                     break
                 if time.monotonic() > deadline:

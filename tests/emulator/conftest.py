@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 READY = "Application startup complete."
 
 
@@ -20,9 +22,7 @@ class Emulator:
     """One `python -m composegen.emulator serve …` in its own process group; stdout collected by a thread."""
 
     def __init__(self, args: list[str], shm_dir: Path, **env: str):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()
         self.shm_dir = shm_dir
         self.lines: list[str] = []
         full_env = {

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import time
 import pytest
 
 from composegen.emulator.argv import human_readable_int, parse_serve_args
+from tests.support.ports import free_port
 
 
 def _run(args: list[str], **env) -> subprocess.CompletedProcess:
@@ -22,12 +22,6 @@ def _run(args: list[str], **env) -> subprocess.CompletedProcess:
         timeout=30,
         env={**os.environ, **env},
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_abbreviated_flag_is_accepted_and_logged_as_non_default(tmp_path):
@@ -41,7 +35,7 @@ def test_abbreviated_flag_is_accepted_and_logged_as_non_default(tmp_path):
             "--max-num-batched-token",
             "4096",
             "--port",
-            str(_free_port()),
+            str(free_port()),
             "--host",
             "127.0.0.1",
         ],

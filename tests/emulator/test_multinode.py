@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 
 from tests.emulator.conftest import READY
+from tests.support.ports import free_port
 
 TP2 = (
     "org/model",
@@ -25,12 +26,6 @@ TP2 = (
     "--tensor-parallel-size",
     "2",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _node(rank: int, master: int, nnodes: int = 2) -> tuple[str, ...]:
@@ -53,7 +48,7 @@ def _kv_line(log: str) -> str:
 
 
 def test_head_serves_only_after_every_rank_joined(start):
-    master = _free_port()
+    master = free_port()
     head = start(*_node(0, master), ready=False)
     head.wait_for("waiting for 1 remote node(s)")
     time.sleep(0.8)  # well past the 0.3 s load: a single-node engine would be serving by now
@@ -75,7 +70,7 @@ def test_head_serves_only_after_every_rank_joined(start):
 
 
 def test_a_killed_worker_fails_the_head_like_vllm(start):
-    master = _free_port()
+    master = free_port()
     head = start(*_node(0, master), ready=False)
     worker = start(*_node(1, master), ready=False)
     head.wait_for(READY)
@@ -89,7 +84,7 @@ def test_a_killed_worker_fails_the_head_like_vllm(start):
 
 
 def test_worker_started_first_waits_and_a_clean_head_stop_ends_it_cleanly(start):
-    master = _free_port()
+    master = free_port()
     worker = start(*_node(1, master), ready=False)
     worker.wait_for("Waiting for the master at 127.0.0.1")
     head = start(*_node(0, master))
@@ -100,7 +95,7 @@ def test_worker_started_first_waits_and_a_clean_head_stop_ends_it_cleanly(start)
 
 
 def test_a_head_that_goes_away_fails_its_worker(start):
-    master = _free_port()
+    master = free_port()
     head = start(*_node(0, master), ready=False)
     worker = start(*_node(1, master), ready=False)
     worker.wait_for("Node rank 1 is ready")
@@ -110,7 +105,7 @@ def test_a_head_that_goes_away_fails_its_worker(start):
 
 
 def test_a_worker_of_another_shape_is_rejected_and_the_head_keeps_waiting(start):
-    master = _free_port()
+    master = free_port()
     head = start(*_node(0, master), ready=False)
     head.wait_for("waiting for 1 remote node(s)")
     stranger = start("org/other-model", *_node(1, master)[1:], ready=False)
@@ -131,7 +126,7 @@ def test_master_port_in_use_and_join_timeout_fail_the_head(start):
         head = start(*_node(0, busy.getsockname()[1]), ready=False)
         assert head.proc.wait(timeout=20) == 1
     assert "DistNetworkError: The server socket has failed to listen" in head.log
-    lonely = start(*_node(0, _free_port()), ready=False, EMU_JOIN_TIMEOUT_S="1")
+    lonely = start(*_node(0, free_port()), ready=False, EMU_JOIN_TIMEOUT_S="1")
     assert lonely.proc.wait(timeout=20) == 1
     assert "Timed out after 1 seconds waiting for clients. 1/2 clients joined." in lonely.log
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SERVED = "emu-model"
@@ -35,12 +36,6 @@ RECORDED_FLAGS = [
     "0.30",
     "--enforce-eager",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.helpers import make_project, run_cli
+from tests.support.ports import free_port
 
 TINY_HEAD = """\
 image: example/vllm@sha256:{digest}
@@ -52,12 +52,6 @@ emulate:
   env:
     EMU_LOAD_SECONDS: "{load}"
 {extra_env}"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def emulated_project(

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+
 USER = "composegen-ssh"
 HOME = Path("/var/lib/composegen-ssh")
 
@@ -71,12 +73,6 @@ def _run(*argv: str) -> None:
     res = subprocess.run(argv, capture_output=True, text=True)
     if res.returncode != 0:
         raise AssertionError(f"{' '.join(argv)}: {res.stderr.strip()}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ensure_user(engine_socket: Path) -> None:
@@ -145,7 +141,7 @@ def ssh_node(second_engine):
         os.chown(path, user.pw_uid, user.pw_gid)
         path.chmod(0o600)
     os.chown(HOME / ".ssh", user.pw_uid, user.pw_gid)
-    port = _free_port()
+    port = free_port()
     # under the user's home: StrictModes refuses /tmp
     own_keys = HOME / ".ssh" / f"authorized_keys.{port}"
     own_keys.write_text(client_pub + "\n")
