@@ -75,13 +75,27 @@ def containers(edge: Edge, project: Project) -> dict[str, ContainerFacts]:
     return found
 
 
+def _door_ports_taken(edge: Edge) -> list[str]:
+    """The door's loopback listeners that something else holds: its Caddy would restart on them
+    forever, so `edge up` refuses first."""
+    wanted = [(edge.config.metrics.port, f"`metrics.port` in {config.EDGE_FILE}")]
+    wanted += [
+        (r.profile.service.port.host, f"`service.port.host` in profiles/{n}.yaml")
+        for n, r in edge.stacks.items()
+    ]
+    return [why for port, knob in wanted if (why := driver.loopback_conflict(port, knob))]
+
+
 def up(project: Project) -> Edge:
     edge = load(project)
     ensure_fresh(project, edge)
     if not keys.keys_path(project).exists():
         privatestate.write_json(keys.keys_path(project), {"clients": []})
     # another project's edge of the same name: refused before anything changes
-    containers(edge, project)
+    if "door" not in containers(edge, project):
+        taken = _door_ports_taken(edge)
+        if taken:
+            raise EngineError(taken[0], details="\n".join(taken[1:]) or None)
     routes.publish(project, edge)
     for ref in sorted({edge.config.images.proxy, edge.config.images.gate}):
         if image.is_local(ref) and not driver.image_present(ref):

@@ -71,6 +71,7 @@ from composegen.stack.facts import ContainerFacts, ImageFacts
 from composegen.stack.loadstate import AlreadyRunning
 from composegen.stack.memfacts import GpuMemory, HostMemory, gpu_memory, host_memory
 from composegen.stack.placement import Deployment, NodeRef, deployment
+from composegen.stack.preflight import loopback_conflict
 from composegen.stack.prepare import PreflightFailed, UpOptions
 from composegen.stack.progress import ProgressSink
 from composegen.stack.reports import DownReport, LiveIdentity, NodesShm, StatusReport, UpReport
@@ -111,6 +112,7 @@ __all__ = [
     "image_present",
     "live_identity",
     "logs_text",
+    "loopback_conflict",
     "preload",
     "project_containers",
     "residue_logged",

@@ -83,17 +83,20 @@ def describe(port: int, holder: PortHolder | None) -> str:
 
 
 def conflict(port: int, target: Target, knob: str) -> str:
-    """Why a wanted host port is taken, for the preflight line: the container publishing it (asked
-    of the engine, by name: its holder in /proc is only docker-proxy), else the local process
-    holding it; and the profile field that moves the stack elsewhere."""
+    """Why a wanted host port is taken, for the preflight line, and the profile field that moves
+    the stack elsewhere."""
+    return f"{holder(port, target)}; `{knob}` in the profile sets another port"
+
+
+def holder(port: int, target: Target) -> str:
+    """Who holds a port: the container publishing it (asked of the engine, by name: its holder in
+    /proc is only docker-proxy), else the local process holding it."""
     try:
         names = engine.port_publishers(port, target)
     except ComposegenError:
         names = []
     if names:
-        who = f"container {', '.join(names)} publishes it"
-    elif target.is_local:
-        who = describe(port, port_holder(port))
-    else:
-        who = f"something on {target.label} listens on it"
-    return f"{who}; `{knob}` in the profile sets another port"
+        return f"container {', '.join(names)} publishes it"
+    if target.is_local:
+        return describe(port, port_holder(port))
+    return f"something on {target.label} listens on it"

@@ -20,7 +20,7 @@ from composegen.shm import scan
 from composegen.stack import engine, enginecache, hostprobe, portowner
 from composegen.stack.emulate import Ulimits
 from composegen.stack.placement import Deployment, NodeRef
-from composegen.stack.targets import Target
+from composegen.stack.targets import DEFAULT, Target
 from composegen.units import GIB, format_gib
 
 LEFTOVER_WARN_BYTES = 256 * 2**20
@@ -45,6 +45,17 @@ def port_free(bind: str, port: int) -> bool:
             return True
         except OSError:
             return False
+
+
+def loopback_conflict(port: int, field: str) -> str | None:
+    """Why 127.0.0.1:PORT on the default engine's host cannot be bound (a listener in the host's
+    network, like the edge's door, restarts forever on a taken port), None when it is free or the
+    engine is not on this machine (nothing here can tell)."""
+    if not DEFAULT.is_local or port_free("127.0.0.1", port):
+        return None
+    return (
+        f"127.0.0.1:{port} is in use: {portowner.holder(port, DEFAULT)}; {field} sets another port"
+    )
 
 
 def attempt(name: str, fn: Callable[[], object]) -> Check:
