@@ -42,3 +42,4 @@ class Actor:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait(timeout=10)  # reaped: no zombie outlives the test
