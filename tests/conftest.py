@@ -8,11 +8,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.support import devshm
 from tests.support.parallel import assign_groups
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +68,24 @@ def _private_cache_dir(tmp_path_factory):
         os.environ["COMPOSEGEN_CACHE_DIR"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _dev_shm_left_clean():
+    """The host's /dev/shm holds nothing of this run when its tests are done: a test that made something
+    there and left it fails the session, naming it (removed here all the same). Only this run's own names
+    count (tests/support/devshm.py): other checkouts share the machine."""
+    yield
+    devshm.remove_session_owned()
+    left = devshm.leftovers()
+    for name in left:
+        devshm.remove(devshm.SHM / name)
+    assert not left, f"tests left these in /dev/shm (removed now): {left}"
+
+
+def pytest_sessionfinish(session):
+    # also in an xdist worker that ran no test (so never set up the fixture above)
+    devshm.remove_session_owned()
+
+
 @pytest.fixture
 def _require_engine():
     problem = _engine_problem()
@@ -87,13 +105,12 @@ def data_dir() -> Path:
 
 @pytest.fixture
 def shm_dir():
-    base = Path("/dev/shm")
-    if not base.is_dir():
+    """A directory of this run on the host's tmpfs, removed after the test."""
+    if not devshm.available():
         pytest.skip("no /dev/shm on this machine")
-    path = base / f"composegen-test-{uuid.uuid4().hex[:10]}"
-    path.mkdir(mode=0o755)
+    path = devshm.make_dir("dir")
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    devshm.remove(path)
 
 
 @pytest.fixture

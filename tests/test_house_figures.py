@@ -188,3 +188,19 @@ def test_no_module_exceeds_the_line_budget():
     assert set(over) - set(LONG_MODULES) == set(), f"over {MODULE_LINE_BUDGET} lines: {over}"
     # an exemption whose file shrank under the budget (or went away) is no longer needed
     assert set(over) >= set(LONG_MODULES), f"drop the exemption: {set(LONG_MODULES) - set(over)}"
+
+
+# A test file says what it proves in its name: one concern a file, split by concern past this many lines.
+TEST_FILE_LINE_BUDGET = 400
+
+
+def test_no_test_file_exceeds_its_budget():
+    tests = Path(__file__).resolve().parent
+    over = {
+        str(path.relative_to(tests)): n
+        for path in sorted(tests.rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > TEST_FILE_LINE_BUDGET
+    }
+    assert over == {}, (
+        f"test files over {TEST_FILE_LINE_BUDGET} lines, split them by concern: {over}"
+    )

@@ -1,8 +1,8 @@
 """Capacity plan: predict a profile's KV pool from one measured startup (the calibration).
 
-`plan(r, calibration, *, gpu_gib=None, calibration_profile=None) -> dict`. Everything under
-"predicted" is a model output, never a measurement; "calibration" holds what the calibration run's
-log stated.
+`plan(r, calibration, *, gpu_gib=None, calibration_profile=None) -> PlanResult`, the calibration a
+plancalibration.Calibration. Everything under "predicted" is a model output, never a measurement;
+"calibration" holds what the calibration run's log stated.
 
 The model, per TP rank, in GiB (a linear model, not vLLM's profiler):
   gpu            = gpu_gib if given, else the calibration's gpu_total_gib
@@ -33,8 +33,8 @@ is [point / 1.861, point × 1.861] (one factor however many fields differ); with
 high. Fields the calibration cannot tell (e.g. the image, from a log) are listed in "unknown", not
 assumed to differ. verdict: "fits" / "does not fit" when the whole range agrees, else "uncertain".
 
-`calibration_from(project, *, run=None, log_path=None) -> (report, calibration_profile | None)`: the
-calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when
+`calibration_from(project, *, run=None, log_path=None) -> (Calibration, calibration_profile | None)`:
+the calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when
 the run came from a stack and the profile is unchanged since (else its image would be a guess).
 
 Result: reports.plan.PlanResult (`composegen schema --report plan`).
@@ -54,6 +54,7 @@ from composegen.errors import BadInput
 from composegen.evidence import bundle
 from composegen.evidence.plancalibration import (
     Calibrated,
+    Calibration,
     GiB,
     batch,
     calibrate,
@@ -178,9 +179,9 @@ def _verdict(predicted: PlanPredicted) -> str:
     return "does not fit" if not predicted.range.fits_high else "uncertain"
 
 
-def _notes(calibration: dict, asked: _Asked) -> list[str]:
+def _notes(calibration: Calibration, asked: _Asked) -> list[str]:
     notes = []
-    cal_len = calibration.get("max_model_len")
+    cal_len = calibration.max_model_len
     if cal_len and cal_len != asked.max_len:
         notes.append(
             f"the calibration ran at max-model-len {cal_len:,}, this profile asks {asked.max_len:,}: only a "
@@ -194,7 +195,7 @@ def _notes(calibration: dict, asked: _Asked) -> list[str]:
     return notes
 
 
-def _calibration_report(cal: Calibrated, calibration: dict) -> PlanCalibration:
+def _calibration_report(cal: Calibrated, calibration: Calibration) -> PlanCalibration:
     return PlanCalibration(
         gpu_total_gib=cal.gpu_total,
         gpu_memory_utilization=cal.utilization,
@@ -203,11 +204,11 @@ def _calibration_report(cal: Calibrated, calibration: dict) -> PlanCalibration:
         kv_cache_gib_min=cal.kv,
         kv_cache_tokens=cal.tokens,
         max_num_batched_tokens=cal.batch,
-        max_model_len=calibration.get("max_model_len"),
+        max_model_len=calibration.max_model_len,
         other_gib=round(cal.other, 4),
         kv_bytes_per_token=round(cal.bytes_per_token, 1),
         kv_cache_dtype=cal.dtype,
-        emulated=bool(calibration.get("emulated")),
+        emulated=calibration.emulated,
     )
 
 
@@ -226,7 +227,7 @@ def _inputs_report(cal: Calibrated, asked: _Asked, gpu_gib: float | None) -> Pla
 
 def plan(
     r: Resolved,
-    calibration: dict,
+    calibration: Calibration,
     *,
     gpu_gib: float | None = None,
     calibration_profile: Resolved | None = None,
@@ -262,17 +263,17 @@ def plan(
 
 def calibration_from(
     project: Project, *, run: str | Path | None = None, log_path: str | Path | None = None
-) -> tuple[dict, Resolved | None]:
+) -> tuple[Calibration, Resolved | None]:
     if (run is None) == (log_path is None):
         raise BadInput("plan: give exactly one of --from RUN or --from-log FILE")
     if log_path is not None:
         # a regular file or a pipe, bounded (never /dev/zero whole)
         data = bundle.read_log(Path(log_path))
-        return startup.parse_startup_stream(io.BytesIO(data)).to_json(), None
+        return Calibration.of(startup.parse_startup_stream(io.BytesIO(data))), None
     assert run is not None  # exactly one of the two was given (checked above)
     doc = bundle.load_run(run, project.root)
     # the startup report as the bundle holds it; the figures' origin goes along
-    measured = {**doc.startup.model_dump(exclude_unset=True), "emulated": doc.emulated}
+    measured = Calibration.of(doc.startup, emulated=doc.emulated)
     if doc.source != "stack":
         return measured, None
     try:

@@ -1,19 +1,24 @@
 """The calibration side of a capacity plan: what one measured startup stated, read as the model
 needs it (evidence/plan.py documents the model).
 
-`calibrate(r, calibration, gpu_gib, calibration_profile, warnings) -> Calibrated` checks the
-figures the model cannot do without (each a one-line BadInput naming the missing field) and derives
-the calibration's "other" memory and KV bytes per token. What the calibration ran with is read from
-its effective args, else from its profile, else it is UNKNOWN (never assumed equal).
+`Calibration.of(startup, emulated)` takes the figures the plan reads from a startup report (a log
+parsed now, or a run's bundle), once. `calibrate(r, calibration, gpu_gib, calibration_profile,
+warnings) -> Calibrated` checks the figures the model cannot do without (each a one-line BadInput
+naming the missing field) and derives the calibration's "other" memory and KV bytes per token. What
+the calibration ran with is read from its effective args, else from its profile, else it is UNKNOWN
+(never assumed equal).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from composegen.errors import BadInput
+from composegen.evidence.reports.bundle import StartupFacts
 from composegen.profiles.resolved import Resolved
+from composegen.vllm.reports import StartupReport
 
 GiB = 1 << 30
 SEED_BYTES_PCT, SEED_TOKENS_PCT = 4.715, 94.861
@@ -21,8 +26,39 @@ RANGE_FACTOR = round((1 + SEED_TOKENS_PCT / 100) / (1 + SEED_BYTES_PCT / 100), 3
 UNKNOWN = object()
 
 
-def require(calibration: dict, key: str) -> Any:
-    value = calibration.get(key)
+@dataclass(frozen=True)
+class Calibration:
+    """What one measured startup stated, as the plan reads it (None: the log did not say)."""
+
+    weights_gib: float | None = None
+    peak_activation_gib: float | None = None
+    kv_cache_gib_min: float | None = None
+    kv_cache_tokens: int | None = None
+    gpu_total_gib: float | None = None
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None
+    kv_cache_includes_host: bool = False
+    effective_args: Mapping[str, Any] | None = None
+    emulated: bool = False  # the startup was the emulated vLLM's: the plan says so
+
+    @classmethod
+    def of(cls, startup: StartupReport | StartupFacts, emulated: bool = False) -> Calibration:
+        """From a startup log's report, or the startup part of a run's bundle."""
+        return cls(
+            weights_gib=startup.weights_gib,
+            peak_activation_gib=startup.peak_activation_gib,
+            kv_cache_gib_min=startup.kv_cache_gib_min,
+            kv_cache_tokens=startup.kv_cache_tokens,
+            gpu_total_gib=startup.gpu_total_gib,
+            gpu_memory_utilization=startup.gpu_memory_utilization,
+            max_model_len=startup.max_model_len,
+            kv_cache_includes_host=startup.kv_cache_includes_host,
+            effective_args=startup.effective_args,
+            emulated=emulated,
+        )
+
+
+def require(value: Any, key: str) -> Any:
     if value is None:
         raise BadInput(f"calibration: {key}: missing (the startup log did not state it)")
     return value
@@ -34,12 +70,12 @@ def profile_value(r: Resolved, flag: str) -> Any:
 
 
 def calibration_value(
-    calibration: dict, key: str, flag: str | None, cal_profile: Resolved | None, r: Resolved
+    calibration: Calibration, key: str, flag: str | None, cal_profile: Resolved | None, r: Resolved
 ) -> Any:
     """What the calibration ran with: its effective args (absent = the catalog default, as vLLM logs
     only non-default args), else the calibration profile, else unknown."""
-    args = calibration.get("effective_args")
-    if isinstance(args, dict):
+    args = calibration.effective_args
+    if args is not None:
         if key in args:
             value = args[key]
             return value[0] if isinstance(value, list) and len(value) == 1 else value
@@ -87,17 +123,17 @@ class Calibrated:
     bytes_per_token: float
 
 
-def _measured(calibration: dict) -> tuple[float, float, float, int]:
+def _measured(calibration: Calibration) -> tuple[float, float, float, int]:
     """weights, peak activation, KV GiB and KV tokens: what the startup log must have stated."""
-    if calibration.get("kv_cache_includes_host"):
+    if calibration.kv_cache_includes_host:
         raise BadInput(
             "calibration: kv_cache_tokens: counts GPU + host tokens, so bytes per token cannot be "
             "read from it; calibrate with a GPU-only run"
         )
-    weights = float(require(calibration, "weights_gib"))
-    act_cal = float(require(calibration, "peak_activation_gib"))
-    kv_cal = float(require(calibration, "kv_cache_gib_min"))
-    tokens_cal = int(require(calibration, "kv_cache_tokens"))
+    weights = float(require(calibration.weights_gib, "weights_gib"))
+    act_cal = float(require(calibration.peak_activation_gib, "peak_activation_gib"))
+    kv_cal = float(require(calibration.kv_cache_gib_min, "kv_cache_gib_min"))
+    tokens_cal = int(require(calibration.kv_cache_tokens, "kv_cache_tokens"))
     if tokens_cal <= 0 or kv_cal <= 0:
         raise BadInput(
             f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / {kv_cal}"
@@ -105,8 +141,8 @@ def _measured(calibration: dict) -> tuple[float, float, float, int]:
     return weights, act_cal, kv_cal, tokens_cal
 
 
-def _gpu(calibration: dict, gpu_gib: float | None) -> Any:
-    gpu = gpu_gib if gpu_gib is not None else calibration.get("gpu_total_gib")
+def _gpu(calibration: Calibration, gpu_gib: float | None) -> float:
+    gpu = gpu_gib if gpu_gib is not None else calibration.gpu_total_gib
     if gpu is None:
         raise BadInput(
             "calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib"
@@ -118,15 +154,15 @@ def _gpu(calibration: dict, gpu_gib: float | None) -> Any:
 
 def calibrate(
     r: Resolved,
-    calibration: dict,
+    calibration: Calibration,
     gpu_gib: float | None,
     calibration_profile: Resolved | None,
     warnings: list[str],
 ) -> Calibrated:
     weights, act_cal, kv_cal, tokens_cal = _measured(calibration)
-    gpu_cal = calibration.get("gpu_total_gib")
+    gpu_cal = calibration.gpu_total_gib
     gpu = _gpu(calibration, gpu_gib)
-    util_cal = calibration.get("gpu_memory_utilization") or calibration_value(
+    util_cal = calibration.gpu_memory_utilization or calibration_value(
         calibration, "gpu_memory_utilization", "gpu-memory-utilization", calibration_profile, r
     )
     if util_cal is UNKNOWN:

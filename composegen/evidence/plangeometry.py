@@ -12,6 +12,7 @@ from composegen.evidence.plancalibration import (
     SEED_BYTES_PCT,
     SEED_TOKENS_PCT,
     UNKNOWN,
+    Calibration,
     calibration_value,
     profile_value,
 )
@@ -29,7 +30,7 @@ GEOMETRY_FLAGS = {
 
 
 def compare_geometry(
-    calibration: dict, r: Resolved, cal_profile: Resolved | None
+    calibration: Calibration, r: Resolved, cal_profile: Resolved | None
 ) -> tuple[list[PlanDifference], list[str]]:
     fields: list[tuple[str, str, str | None, Any]] = [
         ("model", "model", None, r.profile.model.path or r.profile.model.id),

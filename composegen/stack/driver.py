@@ -25,6 +25,9 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
                                         a standby stack's sleep mode, from inside its container
     host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
 
+What runs (the head container, its logs, what it really is) lives in running.py; the names above
+are re-exported here, the one door.
+
 Other rooms that run containers of their own (provision: the base image; edge: its proxy stack) and
 keep private state (edge's keys and switch lock) use the engine and state names re-exported below;
 nothing else of engine.py or state.py is theirs.
@@ -35,10 +38,10 @@ Only commands that need the engine import this module (render/diff/validate neve
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from composegen.errors import BadInput, ComposegenError, EngineError
+from composegen.errors import BadInput, EngineError
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.shm import scan
@@ -47,7 +50,6 @@ from composegen.shm.reports import ShmScan
 from composegen.stack import (
     compose,
     engine,
-    loadstate,
     nodecache,
     nodeshm,
     placement,
@@ -74,7 +76,15 @@ from composegen.stack.placement import Deployment, NodeRef, deployment
 from composegen.stack.preflight import loopback_conflict
 from composegen.stack.prepare import PreflightFailed, UpOptions
 from composegen.stack.progress import ProgressSink
-from composegen.stack.reports import DownReport, LiveIdentity, NodesShm, StatusReport, UpReport
+from composegen.stack.reports import DownReport, NodesShm, StatusReport, UpReport
+from composegen.stack.running import (
+    container_log,
+    follow_logs,
+    head_container,
+    live_identity,
+    logs_text,
+    running_container,
+)
 from composegen.stack.sleepmode import Asleep
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
@@ -292,12 +302,6 @@ def weights(
     )
 
 
-def head_container(project: Project, r: Resolved) -> ContainerFacts | None:
-    """The head's vLLM container in whatever state it is (None when there is none)."""
-    head = placement.nodes(r)[0]
-    return placement.vllm_container(engine.project_containers(head.project, head.target))
-
-
 def _standby_level(r: Resolved) -> int:
     if r.profile.standby is None:
         raise BadInput(
@@ -350,74 +354,3 @@ def settle(project: Project, r: Resolved, timeout: float = 120.0) -> None:
     names = [n.project for n in placement.nodes(r)]
     while any(compose.commands_running(name) for name in names) and time.monotonic() < deadline:
         time.sleep(0.2)
-
-
-def container_log(ctr: ContainerFacts) -> str:
-    return engine.logs(ctr)
-
-
-def running_container(project: Project, r: Resolved) -> ContainerFacts:
-    """The profile's running vLLM container (the head's), or EngineError (exit 3)."""
-    head = placement.nodes(r)[0]
-    ctr = head_container(project, r)
-    if ctr is None or not ctr.running:
-        state = "is not running" if ctr is None else f"is {ctr.state}"
-        up = loadstate.up_hint(
-            r.name, ctr.emulated if ctr else deployment(project, r).override_path(head).is_file()
-        )
-        raise EngineError(
-            f"{r.name} {state}", hint=f"{up} first (`composegen status` lists what runs)"
-        )
-    loadstate.raise_if_loading(
-        r.name, ctr, placement.endpoint(r), r.profile.service.startup_timeout
-    )
-    return ctr
-
-
-def live_identity(ctr: ContainerFacts) -> LiveIdentity:
-    """What the running container really is: the profile hash it was started from, its image,
-    emulated or not."""
-    image = engine.image_facts(ctr.image_id, ctr.target)
-    return LiveIdentity(
-        hash=ctr.profile_hash,
-        image_id=ctr.image_id,
-        repo_digests=list(image.repo_digests) if image else [],
-        emulated=ctr.emulated,
-    )
-
-
-def logs_text(
-    project: Project, r: Resolved, tail: int | str = "all", node: str | None = None
-) -> str:
-    """The stack's logs: the container's own for a single-node stack; for a multi-node stack every
-    node's (or one's), each under a `==> node NAME (rank R, role, engine) <==` header."""
-    dep = deployment(project, r)
-    if not dep.multi:
-        return engine.logs(_container(dep, dep.head), tail)
-    parts = []
-    for n in [dep.node(node)] if node else dep.nodes:
-        try:
-            ctr = placement.vllm_container(engine.project_containers(n.project, n.target))
-            text = engine.logs(ctr, tail) if ctr is not None else "(no container)\n"
-        except ComposegenError as exc:
-            text = f"(unreachable: {exc.message})\n"
-        parts.append(f"==> {n.label} <==\n{text}")
-    return "\n".join(parts)
-
-
-def follow_logs(
-    project: Project, r: Resolved, tail: int | str = "all", node: str | None = None
-) -> Iterator[bytes]:
-    """Follow one container's log (default: the head's) until it stops."""
-    dep = deployment(project, r)
-    return engine.follow_logs(_container(dep, dep.node(node)), tail)
-
-
-def _container(dep: Deployment, n: placement.NodeRef) -> ContainerFacts:
-    ctr = placement.vllm_container(engine.project_containers(n.project, n.target))
-    if ctr is None:
-        where = f" on {n.label}" if n.member else " on this engine"
-        # the override: it was emulated
-        up = loadstate.up_hint(dep.name, dep.override_path(dep.head).is_file())
-        raise EngineError(f"{dep.name} has no container{where}", hint=f"{up} first")
-    return ctr

@@ -9,11 +9,11 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.support import devshm
 from tests.support.engine import emulated_project, force_remove
 from tests.support.helpers import run_cli
 from tests.support.terminal import Terminal
@@ -99,8 +99,7 @@ def test_up_and_status_fit_80_columns_and_stay_whole_when_piped(tmp_path):
 
 
 def test_a_wide_shm_row_folds_its_holders_at_80_columns(tmp_path):
-    shm = Path("/dev/shm") / f"cg-narrow-{uuid.uuid4().hex[:8]}"
-    shm.mkdir()
+    shm = devshm.make_dir("narrow")
     held = shm / ("psm_" + "a" * 28)  # the row fits 80 without its holders, not with them
     held.write_bytes(b"x" * 4096)
     holder = subprocess.Popen(  # holds the file open (a real holder with a pid and a command)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from composegen.errors import BadInput
 from composegen.evidence import plan
+from composegen.evidence.plancalibration import Calibration
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
@@ -19,9 +22,9 @@ def project(repo_root) -> Project:
     return Project(repo_root)  # the shipped profiles, read only
 
 
-def _report(data_dir, arm: str) -> dict:
+def _report(data_dir, arm: str) -> Calibration:
     text = (data_dir / "logs" / f"vllm-0.33.0-r33-{arm}-arm.log").read_text(encoding="utf-8")
-    return startup.parse_startup_log(text).to_json()
+    return Calibration.of(startup.parse_startup_log(text))
 
 
 def _plan(*args, **kwargs) -> dict:
@@ -52,13 +55,14 @@ def test_4096_arm_predicts_the_393k_gpu_profile_fits(project, data_dir):
 
 
 def test_planning_the_calibration_profile_reproduces_its_measurement(project, data_dir):
-    report = _report(data_dir, "8192")
-    result = _plan(profile.load(project, "8192-131k"), report)
-    assert abs(result["predicted"]["gpu_tokens"] - report["kv_cache_tokens"]) <= 1
+    text = (data_dir / "logs" / "vllm-0.33.0-r33-8192-arm.log").read_text(encoding="utf-8")
+    report = startup.parse_startup_log(text)
+    result = _plan(profile.load(project, "8192-131k"), Calibration.of(report))
+    assert abs(result["predicted"]["gpu_tokens"] - report.kv_cache_tokens) <= 1
     assert result["predicted"]["kv_gib_per_rank"] == pytest.approx(
-        report["kv_cache_gib_min"], abs=1e-6
+        report.kv_cache_gib_min, abs=1e-6
     )
-    assert result["predicted"]["concurrency"] == report["max_concurrency"]
+    assert result["predicted"]["concurrency"] == report.max_concurrency
 
 
 def test_8192_arm_warns_that_the_batch_ceiling_differs_and_widens_the_range(project, data_dir):
@@ -90,7 +94,7 @@ def test_native_offload_host_tier_is_reported_apart(project, data_dir):
     gpu_only = _plan(profile.load(project, "393k-gpu"), report)["predicted"]
     offload = _plan(profile.load(project, "393k-offload"), report)["predicted"]
     assert offload["gpu_tokens"] == gpu_only["gpu_tokens"]
-    bytes_per_token = report["kv_cache_gib_min"] * GiB / report["kv_cache_tokens"]
+    bytes_per_token = report.kv_cache_gib_min * GiB / report.kv_cache_tokens
     assert offload["host_gib_per_rank"] == 8.0  # kv-offloading-size 16 GiB across TP 2
     assert offload["host_tokens"] == int(8 * GiB / bytes_per_token)
     assert gpu_only["host_tokens"] == 0
@@ -100,7 +104,7 @@ def test_a_bigger_gpu_adds_its_budget_share_to_kv(project, data_dir):
     report = _report(data_dir, "4096")
     r = profile.load(project, "393k-gpu")
     base = _plan(r, report)
-    bigger = _plan(r, report, gpu_gib=report["gpu_total_gib"] + 1)
+    bigger = _plan(r, report, gpu_gib=report.gpu_total_gib + 1)
     assert bigger["inputs"]["gpu_gib_source"] == "gpu_gib"
     added = bigger["predicted"]["kv_gib_per_rank"] - base["predicted"]["kv_gib_per_rank"]
     assert added == pytest.approx(0.975, abs=1e-3)  # utilisation × 1 GiB
@@ -138,7 +142,7 @@ def test_calibration_profile_supplies_the_image(project, data_dir, tmp_path):
     ],
 )
 def test_incomplete_calibrations_are_bad_input(project, data_dir, change, message):
-    report = {**_report(data_dir, "4096"), **change}
+    report = dataclasses.replace(_report(data_dir, "4096"), **change)
     with pytest.raises(BadInput, match=message):
         _plan(profile.load(project, "393k-gpu"), report)
 
@@ -150,11 +154,11 @@ def test_calibration_from_a_log_a_log_run_and_a_stack_run(tmp_path, data_dir):
     project = Project(make_project(tmp_path, {}, copy_shipped=True))
     log = data_dir / "logs" / "vllm-0.33.0-r33-4096-arm.log"
     report, cal = plan.calibration_from(project, log_path=log)
-    assert report["kv_cache_tokens"] == 553_243 and cal is None
+    assert report.kv_cache_tokens == 553_243 and cal is None and not report.emulated
     log_run = evidence.from_log(project, "4096-131k", log)
     report, cal = plan.calibration_from(project, run=log_run.name)
     # a log run cannot vouch for the image
-    assert report["kv_cache_tokens"] == 553_243 and cal is None
+    assert report.kv_cache_tokens == 553_243 and cal is None
     r = profile.load(project, "4096-131k")
     stack_run = evidence.write_run(
         project,
@@ -176,8 +180,9 @@ REAL = "real-0.26.0-h200"
 TINY = MINIMAL + "  gpu-memory-utilization: 0.3\n  enforce-eager: true\n"
 
 
-def _real(data_dir, name: str) -> dict:
-    return startup.parse_startup_log((data_dir / REAL / name).read_text(encoding="utf-8")).to_json()
+def _real(data_dir, name: str) -> Calibration:
+    text = (data_dir / REAL / name).read_text(encoding="utf-8")
+    return Calibration.of(startup.parse_startup_log(text))
 
 
 def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_path, data_dir):
@@ -192,7 +197,7 @@ def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_pa
     )
     result = _plan(profile.load(project, "tiny-fp8"), bf16)
     predicted = result["predicted"]["gpu_tokens"]
-    assert predicted == pytest.approx(fp8["kv_cache_tokens"], rel=0.01)  # 43,661,648 measured
+    assert predicted == pytest.approx(fp8.kv_cache_tokens, rel=0.01)  # 43,661,648 measured
     assert result["inputs"]["kv_bytes_per_token"] == pytest.approx(
         result["calibration"]["kv_bytes_per_token"] / 2, abs=0.1
     )
@@ -201,9 +206,9 @@ def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_pa
     ]
     assert any("scaled ×0.5" in w for w in result["warnings"])
     same = _plan(profile.load(project, "tiny-bf16"), bf16)["predicted"]["gpu_tokens"]
-    assert abs(same - bf16["kv_cache_tokens"]) <= 1  # planning the calibration reproduces it
+    assert abs(same - bf16.kv_cache_tokens) <= 1  # planning the calibration reproduces it
     back = _plan(profile.load(project, "tiny-bf16"), fp8)["predicted"]["gpu_tokens"]
-    assert back == pytest.approx(bf16["kv_cache_tokens"], rel=0.01)  # and the other way round
+    assert back == pytest.approx(bf16.kv_cache_tokens, rel=0.01)  # and the other way round
     import jsonschema
 
     from composegen.cli import reports
@@ -214,14 +219,14 @@ def test_fp8_pool_is_predicted_from_the_bf16_recording_within_one_percent(tmp_pa
 def test_a_log_that_does_not_state_the_batch_ceiling_assumes_nothing(project, data_dir):
     text = (data_dir / "logs" / "vllm-0.33.0-r33-4096-arm.log").read_text(encoding="utf-8")
     minimal = "\n".join(line for line in text.splitlines() if "non-default args" not in line)
-    report = startup.parse_startup_log(minimal).to_json()
-    assert report["effective_args"] is None
+    report = Calibration.of(startup.parse_startup_log(minimal))
+    assert report.effective_args is None
     found = plan.plan(profile.load(project, "393k-gpu"), report)
     result = found.to_json()
     predicted = result["predicted"]
     assert result["calibration"]["max_num_batched_tokens"] is None
     # measured, not scaled from 8192
-    assert predicted["activation_gib"] == report["peak_activation_gib"]
+    assert predicted["activation_gib"] == report.peak_activation_gib
     # what the measured pool gives
     assert predicted["concurrency"] == pytest.approx(1.41, abs=0.005)
     assert (

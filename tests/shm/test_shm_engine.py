@@ -17,6 +17,7 @@ from composegen.errors import BadInput
 from composegen.shm import scan as shm
 from composegen.shm.reports import ShmScan
 from composegen.stack import engine
+from tests.support import devshm
 from tests.support.helpers import run_cli
 from tests.support.shmreclaim import settled_reclaim
 
@@ -85,7 +86,9 @@ def _by_name(report: ShmScan | dict) -> dict:
 
 def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_image, containers):
     prefix = f"composegen-engine-{uuid.uuid4().hex[:8]}"
-    host_dir = Path("/dev/shm") / prefix
+    host_dir = devshm.path_for(
+        "engine"
+    )  # the containers make it: ipc host shares the host's /dev/shm
     try:
         ids = {}
         for tag in ("a", "b"):
@@ -98,7 +101,7 @@ def test_killed_host_ipc_container_leaves_leftovers_that_reclaim_frees(base_imag
                 "--label",
                 f"io.composegen.profile=profile-{tag}",
                 base_image,
-                command=["python3", "-c", HOLDER, f"/dev/shm/{prefix}", tag],
+                command=["python3", "-c", HOLDER, str(host_dir), tag],
             )
         _wait_for(
             lambda: all((host_dir / f"ready-{t}").exists() for t in "ab"), "both holders ready"

@@ -1,11 +1,12 @@
 """Holders /proc/PID/fd and maps do not show (composegen/shm/hiddenrefs.py), against real processes:
-a file registered with io_uring (IORING_REGISTER_FILES) whose fd was then closed. (The fd in flight over
-a unix socket is in test_shm_reclaim_races.py, beside the other races.)"""
+a file registered with io_uring (IORING_REGISTER_FILES) whose fd was then closed, and an fd in flight
+over a unix socket (at the default --min-age: the reclaim refuses whatever the files' age)."""
 
 from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,34 @@ from composegen.errors import CheckFailed
 from composegen.shm import hiddenrefs
 from composegen.shm import reclaim as shm_reclaim
 from composegen.shm import scan as shm
-from tests.shm.test_shm_reclaim_races import NO_LABELS, actors  # noqa: F401  (the fixture)
+from tests.support import devshm
 from tests.support.shmreclaim import settled_reclaim
+from tests.support.shmscan import NO_LABELS
+
+
+def _aged_dir() -> tuple[Path, float] | None:
+    """Leftovers for the default --min-age (60 s) test, made when this module is collected: ctime cannot
+    be set back, so only real time ages a file. The test waits for whatever part of 60 s is left. Every
+    xdist worker collects this module, and only one runs the test: the session removes the rest."""
+    if not devshm.available():
+        return None
+    path = devshm.session_owned(devshm.make_dir("aged"))
+    for i in range(3):
+        (path / f"psm_aged{i:04d}").write_bytes(b"\0" * 4096)
+    return path, time.time()
+
+
+AGED = _aged_dir()
+
+
+@pytest.fixture(scope="module")
+def aged_dir():
+    if AGED is None:
+        pytest.skip("no /dev/shm on this machine")
+    path, made = AGED
+    yield path, made
+    devshm.remove(path)  # as soon as its test is done, not only with the session
+
 
 # io_uring_setup / io_uring_register: the generic syscall table (x86_64 and aarch64 alike).
 SYSCALLS = {"x86_64": (425, 427), "aarch64": (425, 427)}
@@ -46,7 +73,7 @@ def _io_uring_usable() -> None:
         )
 
 
-def test_a_file_registered_with_io_uring_refuses_the_reclaim(shm_dir, actors):  # noqa: F811
+def test_a_file_registered_with_io_uring_refuses_the_reclaim(shm_dir, actors):
     _io_uring_usable()
     for name in ("psm_uring000", "psm_true0000"):
         (shm_dir / name).write_bytes(b"\0" * 4096)
@@ -97,3 +124,46 @@ def test_a_socket_with_queued_data_is_found_in_its_own_namespace():
     finally:
         left.close()
         right.close()
+
+
+IN_FLIGHT = """
+left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+fd = os.open(os.path.join(D, 'psm_aged0000'), os.O_RDWR)  # an old leftover: --min-age does not keep it
+socket.send_fds(left, [b'x'], [fd])
+os.close(fd)  # now only the socket's queue refers to the file: nothing in /proc shows it
+def receive():
+    _, fds, _, _ = socket.recv_fds(right, 16, 1)
+    st = os.fstat(fds[0])
+    return {'nlink': st.st_nlink, 'inode': st.st_ino, 'size': st.st_size}
+handlers = {'receive': receive}
+"""
+
+
+def test_an_fd_in_flight_refuses_the_reclaim_whatever_the_files_age(aged_dir, actors):
+    path, made = aged_dir
+    # the leftovers are old now
+    time.sleep(max(0.0, made + shm_reclaim.DEFAULT_MIN_AGE + 1 - time.time()))
+    actor = actors(IN_FLIGHT, path)
+    inode = os.stat(path / "psm_aged0000").st_ino
+    # The class: /proc shows no holder, so the scan calls it a leftover, and it is old enough.
+    entry = {e["name"]: e for e in shm.scan(str(path), **NO_LABELS).to_json()["entries"]}[
+        "psm_aged0000"
+    ]
+    assert entry["class"] == "leftover" and entry["holders"] == []
+
+    # default min age; not even --ignore-unreadable removes
+    with pytest.raises(CheckFailed) as refused:
+        shm_reclaim.reclaim(str(path), yes=True, ignore_unreadable=True, **NO_LABELS)
+    assert f"pid {actor.proc.pid} (python" in refused.value.message
+    assert "unix socket with queued data" in refused.value.message
+    # all back in place
+    assert sorted(os.listdir(path)) == ["psm_aged0000", "psm_aged0001", "psm_aged0002"]
+    # the receiver's file is whole
+    assert actor.ask("receive") == {"nlink": 1, "inode": inode, "size": 4096}
+
+    # Received: held in a table now. (Putting the files back renewed their ctime, hence --min-age 0.)
+    done = settled_reclaim(
+        str(path), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS
+    ).to_json()
+    assert sorted(r["name"] for r in done["removed"]) == ["psm_aged0001", "psm_aged0002"]
+    assert sorted(os.listdir(path)) == ["psm_aged0000"]

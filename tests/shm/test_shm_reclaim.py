@@ -1,6 +1,6 @@
 """composegen.shm.reclaim against real files on a tmpfs: the preview, what `--yes` removes and what it must
-leave (held, replaced, newly held, behind a symlinked directory, a mount point), and the refusal when a
-holder's /proc cannot be read."""
+leave (held, replaced, newly held, behind a symlinked directory, a mount point, younger than --min-age),
+the bytes it frees, and its refusals: a holder's /proc cannot be read, a PID namespace of its own."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from composegen.shm import reclaim as shm_reclaim
 from composegen.shm.reports import ShmReclaim
 from composegen.shm.text import format_reclaim_text
 from tests.support.shmreclaim import settled_reclaim
-from tests.support.shmscan import MAP_AND_CLOSE, entry_named, scan_json
+from tests.support.shmscan import MAP_AND_CLOSE, NO_LABELS, entry_named, scan_json
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -172,3 +172,68 @@ def test_unreadable_holder_is_reported_and_blocks_reclaim(shm_dir, holders):
     assert entry_named(result["report"], "psm_rootheld")["class"] == "leftover"
     assert result["refused"] and str(proc.pid) in result["refused"]
     assert (shm_dir / "psm_rootheld").exists()
+
+
+def test_bytes_freed_counts_only_an_inodes_last_name(shm_dir):
+    (shm_dir / "psm_linked00").write_bytes(b"\0" * 8192)
+    os.link(shm_dir / "psm_linked00", shm_dir / "other-name")  # an unknown name keeps the blocks
+    (shm_dir / "psm_single00").write_bytes(b"\0" * 4096)
+    done = settled_reclaim(
+        str(shm_dir), yes=True, ignore_unreadable=True, min_age=0, **NO_LABELS
+    ).to_json()
+    assert sorted(r["name"] for r in done["removed"]) == ["psm_linked00", "psm_single00"]
+    assert done["bytes_freed"] == 4096 and (shm_dir / "other-name").stat().st_size == 8192
+
+
+def test_a_fresh_file_is_left_alone_until_min_age(shm_dir):
+    (shm_dir / "psm_fresh000").write_bytes(b"x")
+    result = settled_reclaim(
+        str(shm_dir), yes=True, ignore_unreadable=True, min_age=3600, **NO_LABELS
+    )
+    done = result.to_json()
+    assert done["removed"] == [] and done["candidates"] == []
+    [skip] = done["skipped"]
+    assert skip["name"] == "psm_fresh000" and skip["reason"].startswith("changed ")
+    assert skip["reason"].endswith("s ago (--min-age 3600s)")
+    assert "left alone: 1 file(s) changed less than --min-age 3600s ago" in format_reclaim_text(
+        result
+    )
+    assert (shm_dir / "psm_fresh000").exists()
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf")])
+def test_min_age_must_be_a_finite_number_of_seconds(shm_dir, bad):
+    with pytest.raises(shm_reclaim.BadInput, match="--min-age"):
+        shm_reclaim.reclaim(str(shm_dir), min_age=bad, **NO_LABELS)
+
+
+def test_reclaim_from_a_pid_namespace_of_its_own_refuses(shm_dir, holders):
+    """From a container's PID namespace /proc shows none of the host's processes: every holder is invisible."""
+    if subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True
+    ).returncode:
+        pytest.skip("cannot create a PID namespace here (needs root and util-linux unshare)")
+    holders("f = open(os.path.join(D, 'psm_held0000'), 'wb')", shm_dir)
+    argv = [
+        sys.executable,
+        "-m",
+        "composegen",
+        "shm",
+        "reclaim",
+        "--yes",
+        "--min-age",
+        "0",
+        "--path",
+        str(shm_dir),
+    ]
+    res = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert res.returncode == 1 and res.stdout == ""
+    assert (
+        "runs in a PID namespace of its own" in res.stderr and "nothing was removed" in res.stderr
+    )
+    assert (shm_dir / "psm_held0000").exists()

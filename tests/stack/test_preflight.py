@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -14,6 +13,7 @@ from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.shm import scan as shm
 from composegen.stack import emulate, preflight
+from tests.support import devshm
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ def test_ulimit_check_and_clamp_against_the_engine_ceiling():
 
 def test_reclaim_shm_removes_leftovers_or_says_why_not():
     # reclaim works on a tmpfs only
-    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))
+    shm_dir = devshm.make_dir("preflight")
     leftover = shm_dir / "psm_deadbeef"
     leftover.write_bytes(b"x" * 4096)
     try:
@@ -100,7 +100,7 @@ def test_emulator_override_writes_emulate_env_as_compose_literals(tmp_path):
 def test_shm_check_scans_when_leftovers_could_pass_the_bound():
     """Over LEFTOVER_WARN_BYTES in use on the tmpfs: the whole scan runs and warns about the leftover."""
     r = profile.load(Project(REPO), "4096-131k")
-    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))
+    shm_dir = devshm.make_dir("preflight")
     try:
         fd = os.open(shm_dir / "psm_0badcafe", os.O_CREAT | os.O_WRONLY, 0o600)
         try:
@@ -117,7 +117,7 @@ def test_shm_check_scans_when_leftovers_could_pass_the_bound():
 
 def test_shm_check_without_the_walk_says_what_the_scan_says(monkeypatch):
     r = profile.load(Project(REPO), "4096-131k")
-    shm_dir = Path(tempfile.mkdtemp(prefix="cg-preflight-", dir="/dev/shm"))
+    shm_dir = devshm.make_dir("preflight")
     try:
         vfs = os.statvfs(shm_dir)
         quiet = (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize <= preflight.LEFTOVER_WARN_BYTES

@@ -117,7 +117,12 @@ def project_leftovers(project: str) -> list[str]:
 
 
 def force_remove(project: str) -> None:
+    """Remove whatever a test left of PROJECT. Stopped first (SIGTERM, then 10 s), as `down` stops it: an
+    engine on `ipc: host` (the shipped profiles) unlinks its psm_ files from the host's /dev/shm only on
+    a clean stop; a bare `rm -f` (SIGKILL) would leave them there for good."""
+    label = f"label=com.docker.compose.project={project}"
     subprocess.run(
+        f"docker stop -t 10 $(docker ps -q --filter {label}) 2>/dev/null; "
         f"docker rm -f $(docker ps -aq --filter label=com.docker.compose.project={project}) 2>/dev/null; "
         f"docker network rm $(docker network ls -q --filter label=com.docker.compose.project={project}) 2>/dev/null",
         shell=True,

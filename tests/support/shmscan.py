@@ -6,6 +6,8 @@ from __future__ import annotations
 from composegen.shm import scan as shm
 from composegen.shm.reports import ShmScan
 
+NO_LABELS = {"container_labels": lambda cid: None}  # no engine asked who a holder's container is
+
 
 def scan_model(path, **kw):
     report = shm.scan(str(path), container_labels=lambda cid: None, **kw)

@@ -1,13 +1,13 @@
-"""startup.py: the recorded logs of tests/data/logs parse to their numbers; failures carry kinds and
-hints; the text format. The non-default args line and mismatches(): test_startup_args.py."""
+"""startup.py: the recorded logs of tests/data/logs parse to their numbers. How single lines are read
+(ANSI colour, prefixes, per-rank lines, the text format): test_startup_lines.py; failures and their
+kinds and hints: test_startup_failures.py; the non-default args line and mismatches():
+test_startup_args.py."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from composegen.vllm.startup import StartupReport, format_text, parse_startup_log
+from composegen.vllm.startup import parse_startup_log
 
 KEYS = [
     "kv_cache_tokens",
@@ -224,43 +224,6 @@ def test_every_recorded_log_is_covered(data_dir):
     assert {p.name for p in (data_dir / "logs").glob("*.log")} == set(EXPECTED)
 
 
-def test_ansi_colour_is_stripped_before_matching(data_dir):
-    raw = (data_dir / "logs" / "vllm-0.11.0-tp2-ansi.log").read_text()
-    assert "\x1b[1;36m" in raw
-    assert "\x1b" not in json.dumps(report_of(data_dir, "vllm-0.11.0-tp2-ansi.log"))
-    line = (
-        "\x1b[0;36m(Worker_TP0 pid=9)\x1b[0;0m \x1b[32mINFO\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m "
-        "\x1b[90m[gpu_worker.py:772]\x1b[0m Available KV cache memory: 3.5 GiB"
-    )
-    assert parse_startup_log(line).kv_cache_gib_per_rank == [3.5]
-    prefix = (
-        "\x1b[0;36m(EngineCore pid=4)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m11-20 10:00:00\x1b[0m "
-        "\x1b[90m[core.py:1584]\x1b[0m "
-    )
-    errors = parse_startup_log(
-        f"{prefix}Traceback (most recent call last):\n{prefix}KeyError: 'rope'"
-    ).to_json()["errors"]
-    assert errors == [
-        {
-            "line": "(EngineCore pid=4) ERROR 11-20 10:00:00 [core.py:1584] KeyError: 'rope'",
-            "kind": "exception",
-            "hint": errors[0]["hint"],
-            "estimated_max_model_len": None,
-        }
-    ]
-
-
-def test_per_rank_lines_are_kept_per_rank_and_sorted_by_rank():
-    text = (
-        "(Worker_TP1 pid=2) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 9.50 GiB\n"
-        "(Worker_TP0 pid=1) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 9.75 GiB\n"
-        "(Worker_TP1 pid=2) INFO 01-01 00:00:01 [gpu_worker.py:298] Available KV cache memory: 1.00 GiB\n"
-    )
-    report = parse_startup_log(text)
-    assert report.kv_cache_gib_per_rank == [9.75, 9.5]  # a rank's repeat does not add a rank
-    assert report.kv_cache_gib_min == 9.5
-
-
 def test_repeated_kv_lines_are_deduplicated_and_the_unified_smallest_is_kept(data_dir):
     raw = (data_dir / "logs" / "vllm-0.11.0-tp2-ansi.log").read_text()
     assert raw.count("GPU KV cache size: 453,728 tokens") == 2
@@ -268,135 +231,3 @@ def test_repeated_kv_lines_are_deduplicated_and_the_unified_smallest_is_kept(dat
     raw = (data_dir / "logs" / "vllm-0.10.2-tp2.log").read_text()
     # one per worker before unify_kv_cache_configs
     assert "288,768 tokens" in raw and "288,352 tokens" in raw
-
-
-def test_prefixes_of_every_kind_are_understood():
-    lines = [
-        "node-a (Worker_TP0 pid=5) INFO 11-20 10:00:00 [gpu_worker.py:772] Available KV cache memory: 4.25 GiB\r",
-        "(Worker_TP1 pid=6) node-a WARNING 11-20 10:00:00 [gpu_worker.py:772] Available KV cache memory: 4.0 GiB",
-        "vllm-1  | (APIServer pid=1) INFO:     Application startup complete.",
-        "2026-08-29T04:19:58.174993201Z GPU KV cache size: 1,000 tokens",
-    ]
-    report = parse_startup_log("\n".join(lines))
-    assert report.kv_cache_gib_per_rank == [4.25, 4.0]
-    assert report.ready is True and report.kv_cache_tokens == 1000 and report.lines_parsed == 4
-
-
-def test_kv_too_small_error_has_hint_and_estimated_length(data_dir):
-    errors = report_of(data_dir, "vllm-0.33.0-kv-too-small.log")["errors"]
-    # logged twice, reported once
-    assert [e["kind"] for e in errors] == ["kv_too_small_for_max_len"]
-    assert errors[0]["estimated_max_model_len"] == 85264
-    assert "max seq len (131072)" in errors[0]["line"] and errors[0]["hint"].endswith(".")
-
-
-def test_shm_errors(data_dir):
-    errors = report_of(data_dir, "vllm-0.33.0-shm-insufficient.log")["errors"]
-    assert [e["kind"] for e in errors] == ["shm_insufficient"]
-    assert "160 MiB required, 63 MiB free" in errors[0]["line"] and "shm_size" in errors[0]["hint"]
-    report = report_of(data_dir, "vllm-0.28.0.log")  # a slow load: warned, yet ready
-    assert report["ready"] is True and [e["kind"] for e in report["errors"]] == [
-        "shm_broadcast_block"
-    ]
-
-
-@pytest.mark.parametrize(
-    "line, kind",
-    [
-        (
-            "(Worker_TP0 pid=3) INFO 01-01 00:00:00 [gpu_worker.py:298] Available KV cache memory: -2.81 GiB",
-            "no_cache_memory",
-        ),
-        (
-            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-            "initializing the engine.",
-            "no_cache_memory",
-        ),
-        (
-            "TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight "
-            "loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S).",
-            "engine_ready_timeout",
-        ),
-        (
-            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
-            "79.19 GiB of which 1.06 GiB is free.",
-            "cuda_oom",
-        ),
-        (
-            "ValueError: Free memory on device cuda:0 (40.1/79.19 GiB) on startup is less than desired GPU memory "
-            "utilization (0.92, 72.85 GiB). Decrease GPU memory utilization or reduce GPU memory used by other "
-            "processes.",
-            "gpu_memory_busy",
-        ),
-        (
-            "misc NCCL WARN Error: failed to extend /dev/shm/nccl-03v824 to 9637892 bytes",
-            "shm_insufficient",
-        ),
-    ],
-)
-def test_failure_kinds(line, kind):
-    errors = parse_startup_log(line).to_json()["errors"]
-    assert [e["kind"] for e in errors] == [kind] and errors[0]["hint"]
-
-
-def test_repeated_warning_is_reported_once():
-    line = (
-        "(EngineCore pid=9) INFO 01-01 00:01:00 [shm_broadcast.py:801] No available shared memory broadcast "
-        "block found in 60 seconds. This typically happens when some processes are hanging."
-    )
-    assert len(parse_startup_log("\n".join([line] * 3)).errors) == 1
-
-
-def test_unknown_traceback_reports_its_last_exception_line():
-    text = "\n".join(
-        [
-            "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] EngineCore failed to start.",
-            "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] Traceback (most recent call last):",
-            '(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584]   File "x.py", line 1, in f',
-            "(EngineCore pid=2) ERROR 01-01 00:00:00 [core.py:1584] KeyError: 'rope_scaling'",
-            "Traceback (most recent call last):",
-            "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
-        ]
-    )
-    errors = parse_startup_log(text).to_json()["errors"]
-    assert [e["kind"] for e in errors] == ["exception"]
-    assert errors[0]["line"].endswith("KeyError: 'rope_scaling'")
-    assert parse_startup_log("ValueError: not after a traceback").errors == []
-
-
-def test_free_memory_line_variants_and_fallbacks():
-    old = (
-        "Free memory on device (78.62/79.25 GiB) on startup. Desired GPU memory utilization is (0.9, 71.33 GiB). "
-        "Actual usage is 30.53 GiB for weight, 4.87 GiB for peak activation, 0.67 GiB for non-torch memory, and "
-        "1.12 GiB for CUDAGraph memory. Current kv cache memory in use is 37849202278 bytes."
-    )
-    report = parse_startup_log(old)
-    assert (report.weights_gib, report.peak_activation_gib, report.cuda_graph_gib) == (
-        30.53,
-        4.87,
-        1.12,
-    )
-    assert report.kv_cache_gib_per_rank == [35.25]  # bytes, as GiB rounded like vLLM
-    fallback = parse_startup_log(
-        "Model loading took 12.0 GiB memory and 3.1 seconds\n"
-        "Memory profiling takes 4.00 seconds. Total non KV cache memory: 14.0GiB; torch peak memory increase: "
-        "1.5GiB; total consumed (from mem_get_info): 12.5GiB; weights memory: 12.0GiB."
-    )
-    assert (fallback.weights_gib, fallback.peak_activation_gib, fallback.gpu_total_gib) == (
-        12.0,
-        1.5,
-        None,
-    )
-
-
-def test_format_text_aligns_keys_and_shows_hints(data_dir):
-    report = parse_startup_log((data_dir / "logs" / "vllm-0.33.0-kv-too-small.log").read_text())
-    text = format_text(report)
-    lines = text.splitlines()
-    assert lines[0].startswith("kv_cache_tokens:") and lines[0].endswith(" -")
-    top_level = [line for line in lines if not line.startswith(" ")]
-    value_columns = {len(line) - len(line.split(":", 1)[1].lstrip()) for line in top_level}
-    assert len(value_columns) == 1  # every value starts in the same column
-    assert "hint: Lower --max-model-len to what fits (at most 85264)" in text
-    assert "[kv_too_small_for_max_len] (estimated max model len 85264)" in text
-    assert isinstance(report, StartupReport)
