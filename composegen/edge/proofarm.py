@@ -32,7 +32,7 @@ from composegen.edge import evidence as proof
 from composegen.edge import exposure, journal, routes, standby, standbyplan, switch
 from composegen.edge.config import Edge
 from composegen.edge.reports import ProofReport, StepTime
-from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
+from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError, Interrupted
 from composegen.evidence import capture, qualify, sleepcycles
 from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles.resolved import Resolved
@@ -72,6 +72,17 @@ def _qualified(
     return qualify.qualify_stack(project, r, gate, sleep_cycles=cycles, on_step=on_step)
 
 
+State = Literal["down", "asleep", "awake"]
+
+
+def _state(project: Project, r: Resolved) -> State:
+    ctr = driver.head_container(project, r)
+    if ctr is None or not ctr.running:
+        return "down"
+    asleep = r.profile.standby and driver.sleep_state(project, r, strict=True) is not None
+    return "asleep" if asleep else "awake"
+
+
 @dataclass
 class _Arm:
     """One run of `prove`: who serves, who is proved, and what was done (to undo it)."""
@@ -84,7 +95,7 @@ class _Arm:
     emulate: bool
     sink: switch.StageSink
     path: PathKind
-    target_was: Literal["down", "up"] = "down"
+    target_was: State = "down"
     steps: list[tuple[str, float]] = field(default_factory=list)
 
     def step(self, name: str, action: Callable[[], object]) -> None:
@@ -96,17 +107,19 @@ class _Arm:
     def away(self, cycles: int, gates: list[str] | None) -> QualifyResult:
         """The serving stack out of the way, the target in, qualified."""
         old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
-        if self.path == "standby" and self.target_was == "up":
+        if self.path == "standby" and self.target_was == "asleep":
             standby.switch(self.project, self.edge, self.current, self.target, gates,
                            standby.Steps(self.sink.say, self.steps))  # fmt: skip
-        elif self.path == "standby":
-            # mode wait: vLLM lets the running requests end before it sleeps
-            self.step(f"putting {self.current} to sleep",
-                      lambda: driver.sleep_stack(self.project, old, mode="wait"))  # fmt: skip
-            self.step(f"starting {self.target}", lambda: self._up(new))
         else:
-            self.step(f"stopping {self.current}", lambda: driver.down(self.project, old))
-            self.step(f"starting {self.target}", lambda: self._up(new))
+            if self.path == "standby":  # mode wait: vLLM lets running requests end first
+                self.step(f"putting {self.current} to sleep",
+                          lambda: driver.sleep_stack(self.project, old, mode="wait"))  # fmt: skip
+            else:
+                self.step(f"stopping {self.current}", lambda: driver.down(self.project, old))
+            if self.target_was == "asleep":  # resident, its partner without `standby:`
+                self.step(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
+            else:
+                self.step(f"starting {self.target}", lambda: self._up(new))
         stage = f"qualifying {self.target}"
         found: list[QualifyResult] = []
         self.step(stage, lambda: found.append(_qualified(
@@ -114,25 +127,23 @@ class _Arm:
         return found[0]
 
     def _up(self, r: Resolved) -> None:
-        driver.up(self.project, r, driver.UpOptions(emulate=self.emulate), self.sink)
+        driver.up_or_attach(self.project, r, driver.UpOptions(emulate=self.emulate), self.sink)
 
     def back(self) -> None:
-        """The old stack serving again, whatever state the target is in (as `edge recover`)."""
+        """The old stack serving again and the target as it was found, whatever state either is in
+        (as `edge recover`)."""
         old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
+        if self.target_was == "asleep":
+            with contextlib.suppress(ComposegenError):  # it may be what failed
+                self.step(f"putting {self.target} to sleep",
+                          lambda: driver.sleep_stack(self.project, new, mode="abort"))  # fmt: skip
+        else:
+            self.step(f"stopping {self.target}", lambda: driver.down(self.project, new))
         if self.path == "standby":
-            if self.target_was == "up":
-                with contextlib.suppress(ComposegenError):  # it may be what failed
-                    self.step(f"putting {self.target} to sleep",
-                              lambda: driver.sleep_stack(self.project, new, mode="abort"))  # fmt: skip
-            else:
-                self.step(f"stopping {self.target}", lambda: driver.down(self.project, new))
             self.step(f"waking {self.current}", lambda: driver.wake_stack(self.project, old))
             self.step("warm-up", lambda: sleepcycles.probe(old))
         else:
-            self.step(f"stopping {self.target}", lambda: driver.down(self.project, new))
-            self.step(f"starting {self.current}",
-                      lambda: switch.bring_back(self.project, self.edge, self.current,
-                                                self.emulate, self.sink))  # fmt: skip
+            self.step(f"starting {self.current}", lambda: self._up(old))
         self.step(f"gates on {self.current}", lambda: capture.require_gates(old, None))
 
     def failed(self, exc: BaseException) -> ComposegenError:
@@ -154,21 +165,21 @@ class _Arm:
             )
         routes.publish(self.project, self.edge)
         journal.end(self.project)
-        return CheckFailed(
+        # Ctrl-C (here, or inside `up`'s wait) still ends the run with its own exit code
+        kind = Interrupted if isinstance(exc, Interrupted) else CheckFailed
+        return kind(
             f"qualifying {self.target} failed ({reason}); restored: {self.alias} points at {self.current} again",
             details=getattr(exc, "details", None),
         )
 
 
-def _path(project: Project, edge: Edge, current: str, target: str) -> tuple[PathKind, str]:
+def _path(edge: Edge, current: str, target: str, was: State) -> tuple[PathKind, str]:
     missing = [n for n in (current, target) if edge.stacks[n].profile.standby is None]
     if missing:
         verb = "has" if len(missing) == 1 else "have"
         return "cold", f"{' and '.join(missing)} {verb} no `standby:`: down, up"
-    ctr = driver.head_container(project, edge.stacks[target])
-    if ctr is not None and ctr.running:
-        return "standby", f"{current} is put to sleep, {target} (resident) woken"
-    return "standby", f"{current} is put to sleep, {target} started beside it"
+    how = "(resident) woken" if was == "asleep" else "started beside it"
+    return "standby", f"{current} is put to sleep, {target} {how}"
 
 
 def prove(
@@ -194,19 +205,18 @@ def prove(
         if current is None:
             known = ", ".join(a for a in routes.aliases(project, edge)) or "none"
             raise BadInput(f"--alias: no alias {alias!r} (aliases: {known})")
-        if current == name:  # it serves already: qualified where it is, nothing marked
-            result = _qualified(project, edge.stacks[name], sleep_cycles, None)
-            why = f"{alias} already serves {name}: qualified in place"
-            return _report(
-                alias, name, (current, current), then, result, None, ("unchanged", why), [], started
-            )
         driver.engine_info()  # the engine answers, or nothing changes
-        path, why = _path(project, edge, current, name)
-        arm = _begin(project, edge, alias, current, name, emulate, path)
+        was = _state(project, edge.stacks[name])
+        if current == name or was == "awake":
+            return _in_place(project, edge, name, alias, current, then, sleep_cycles, started)
+        path, why = _path(edge, current, name, was)
+        arm = _begin(project, edge, alias, current, name, emulate, path, was)
         try:
             result = arm.away(sleep_cycles, gates)
         except (ComposegenError, TimeoutError) as exc:
             raise arm.failed(exc) from None
+        except KeyboardInterrupt:
+            raise _interrupted(arm) from None
         evidence = None
         if then == "promote" and result.qualified:
             evidence = proof.qualified_run(project, edge.stacks[name], result.run)
@@ -220,26 +230,56 @@ def prove(
         journal.end(project)
     now = routes.current(project, edge, alias) or current
     return _report(
-        alias,
-        name,
-        (current, now),
-        then,
-        result,
-        evidence,
-        (path, why),
-        arm.steps,
-        started,
+        alias, name, (current, now), then, result, evidence, (path, why), arm.steps, started,
         arm.sink.seen,
+    )  # fmt: skip
+
+
+def _interrupted(arm: _Arm) -> ComposegenError:
+    """Ctrl-C: the old stack restored before composegen ends, exit 130 (a second Ctrl-C leaves it
+    to `composegen edge recover`: the journal says what to undo)."""
+    return arm.failed(Interrupted("Ctrl-C"))
+
+
+def _in_place(
+    project: Project,
+    edge: Edge,
+    name: str,
+    alias: str,
+    current: str,
+    then: Then,
+    cycles: int,
+    started: float,
+) -> ProofReport:
+    """NAME serves the alias already, or runs awake beside its stack: qualified where it runs, the
+    alias untouched (with --then promote and a pass, it moves: NAME serves already, its gates
+    passed)."""
+    result = _qualified(project, edge.stacks[name], cycles, None)
+    evidence, why = None, f"{alias} already serves {name}: qualified in place"
+    if current != name:
+        why = f"{name} is up and awake beside {current}: qualified where it runs"
+        if then == "promote" and result.qualified:
+            evidence = proof.qualified_run(project, edge.stacks[name], result.run)
+            routes.record(project, edge, alias, name, "promote", evidence)
+            routes.publish(project, edge)
+    now = routes.current(project, edge, alias) or current
+    return _report(
+        alias, name, (current, now), then, result, evidence, ("unchanged", why), [], started
     )
 
 
 def _begin(
-    project: Project, edge: Edge, alias: str, current: str, name: str, emulate: bool, path: PathKind
+    project: Project,
+    edge: Edge,
+    alias: str,
+    current: str,
+    name: str,
+    emulate: bool,
+    path: PathKind,
+    was: State,
 ) -> _Arm:
     """The memory plan (a standby wake), the journal, the first 503 mark."""
-    ctr = driver.head_container(project, edge.stacks[name])
-    was: Literal["down", "up"] = "up" if ctr is not None and ctr.running else "down"
-    if path == "standby" and was == "up":
+    if path == "standby" and was == "asleep":
         standbyplan.check_switch(project, edge, current, name, emulate)
     entry = journal.begin(project, alias, current, name, "qualify", emulate, path)
     sink = switch.StageSink(project, edge, alias, name, entry)

@@ -8,6 +8,10 @@ stack restored."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +20,7 @@ import pytest
 
 from tests.edge.test_switch_engine import Poller, phases
 from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker
 # judged by the gate the tiny profile can pass (it has no tool parser: the tool gates would fail)
@@ -121,3 +126,33 @@ def test_qualify_in_the_alias_place_restores_promotes_and_restores_after_a_failu
     )
     assert assigned(edge)[-1]["profile"] == edge.new
     assert not (edge.root / ".composegen/edge/switch.json").exists()  # the journal ends with it
+
+
+def test_ctrl_c_while_qualifying_restores_the_serving_stack(edge):
+    """Ctrl-C during the qualification: the old stack serves the alias again before composegen ends
+    (exit 130), no journal is left for `edge recover`."""
+    routes = edge.root / ".composegen/edge/routes.json"
+    argv = [sys.executable, "-m", "composegen", "--root", str(edge.root), "qualify", edge.new,
+            "--alias", "ds4-flash", "--emulate"]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "NO_COLOR": "1"}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 120
+    stage = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        route = json.loads(routes.read_text())["aliases"]["ds4-flash"] if routes.is_file() else {}
+        stage = (route.get("switch") or {}).get("stage")
+        if stage and stage.startswith("loading weights"):  # NEW is loading: the old one is down
+            break
+        time.sleep(0.05)
+    assert stage and stage.startswith("loading weights"), stage
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, (out, err)
+    assert f"restored: ds4-flash points at {edge.old} again" in err, err
+    assert not (edge.root / ".composegen/edge/switch.json").exists()
+    key = edge.ok("edge", "keys", "add", "after").strip()
+    body = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    status, _, data = edge.request("POST", "/v1/chat/completions", key, body)
+    assert status == 200 and json.loads(data)["model"] == f"{edge.old}-served", (status, data)
+    up = {s["profile"] for s in json.loads(edge.ok("status", "--json"))["stacks"]}
+    assert edge.old in up and edge.new not in up, up  # the candidate taken down again

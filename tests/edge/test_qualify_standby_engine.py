@@ -100,3 +100,16 @@ def test_qualify_in_the_alias_place_by_sleep_restores_then_promotes(edge):
         started,
         started_new,
     )
+
+    # up and awake beside the serving stack: qualified where it runs, no 503, and promoted on the pass
+    set_fault(edge, edge.new, None)
+    edge.ok("up", edge.new, "--emulate", timeout=600)
+    argv = ("qualify", edge.new, "--alias", "ds4-flash", "--then", "promote", "--json")
+    found: dict = {}
+    seen = polled(edge, lambda: found.update(json.loads(edge.ok(*argv, timeout=600))))
+    assert (found["path"], found["serving_after"], found["steps"]) == ("unchanged", edge.new, []), (
+        found
+    )
+    assert "up and awake beside" in found["path_reason"]
+    assert phases(seen) == [f"{edge.old}-served", f"{edge.new}-served"], phases(seen)
+    assert running(edge, edge.old)  # untouched
