@@ -15,8 +15,9 @@ journal, so `edge recover` undoes a killed run as it undoes a killed switch). Tw
     cold    the serving stack down, NAME up, qualified; then NAME down and the old stack up, gates.
 
 `--then promote` with a passing qualification moves the alias to NAME instead of restoring, with
-the bundle just written as its proof (as `promote --run` checks it). Any failure, and a qualification
-that does not pass, restores the old stack and the alias.
+the bundle just written as its proof (as `promote --run` checks it). Any failure, Ctrl-C, and a
+qualification that does not pass restore the old stack and the alias. NAME already serving the
+alias, or up and awake beside its stack, is qualified where it runs: nothing is marked.
 """
 
 from __future__ import annotations
