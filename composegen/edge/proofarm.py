@@ -279,8 +279,9 @@ def _begin(
     path: PathKind,
     was: State,
 ) -> _Arm:
-    """The memory plan (a standby wake), the journal, the first 503 mark."""
-    if path == "standby" and was == "asleep":
+    """The memory plan (refused, exit 2, before the alias is marked), the journal, the first
+    mark."""
+    if path == "standby":  # NAME woken or started: either way awake beside CURRENT asleep
         standbyplan.check_switch(project, edge, current, name, emulate)
     entry = journal.begin(project, alias, current, name, "qualify", emulate, path)
     sink = switch.StageSink(project, edge, alias, name, entry)
