@@ -1,4 +1,4 @@
-"""Evidence commands: gate, ladder, evidence, compare (plan and qualify: verdict_commands.py)."""
+"""Evidence commands: gate, ladder, evidence, compare (plan: verdict_commands.py; qualify: qualify_command.py)."""
 
 from __future__ import annotations
 

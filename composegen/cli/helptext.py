@@ -16,6 +16,7 @@ from typing import Any
 # cli/reports.py).
 JSON_REPORT = {
     "render": "render (render-check with --check)",
+    "qualify": "qualify (qualify-alias with --alias)",
     "edge keys list": "keys",
 }
 _LIST = re.compile(r"^<list\[(.*)\]>$")

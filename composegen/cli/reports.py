@@ -34,6 +34,7 @@ REPORTS: dict[str, str] = {
     "vllm-bench-serve": "composegen.evidence.reports.bench:VllmBenchServeResult",
     "ladder": "composegen.evidence.reports.ladder:LadderResult",
     "qualify": "composegen.evidence.reports.qualify:QualifyResult",
+    "qualify-alias": "composegen.edge.reports:ProofReport",
     "report": "composegen.evidence.reports.runs:RunsReport",
     "shm": "composegen.shm.reports:ShmScan",
     "shm-reclaim": "composegen.shm.reports:ShmReclaim",

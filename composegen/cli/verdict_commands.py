@@ -1,5 +1,4 @@
-"""Verdicts drawn from evidence: `plan` (a profile's KV pool, predicted from an earlier run) and
-`qualify` (the running stack against the profile's `qualify:` criteria)."""
+"""`plan`: a profile's KV pool, predicted from an earlier run (`qualify`: qualify_command.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +6,10 @@ from pathlib import Path
 
 import typer
 
-from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app, complete_run
+from composegen.cli.app import JsonOpt, ProfileArg, app, complete_run
 from composegen.cli.app import load_profile as _load
-from composegen.edge import exposure
 from composegen.errors import BadInput as BadInputError
-from composegen.errors import CheckFailed
 from composegen.evidence import plan as planning
-from composegen.evidence import qualify as qualifying
 from composegen.output import Output
 
 
@@ -46,33 +42,3 @@ def plan(
     report, cal = planning.calibration_from(project, run=from_run, log_path=from_log)
     result = planning.plan(r, report, gpu_gib=gpu_gib, calibration_profile=cal)
     Output(json_).report(result, lambda: planning.format_text(result))
-
-
-@app.command()
-def qualify(
-    name: str = StackArg,
-    sleep_cycles: int = typer.Option(
-        0,
-        "--sleep-cycles",
-        min=0,
-        max=1000,
-        help="Also N sleep/wake cycles of a standby profile (composegen docs standby).",
-    ),
-    json_: bool = JsonOpt,
-) -> None:
-    """Judge the running stack against the profile's `qualify:` criteria; writes an evidence bundle.
-
-    Example: composegen qualify 393k-gpu --json
-    """
-
-    project, r = _load(name)
-    if sleep_cycles and r.profile.standby is None:
-        raise BadInputError(
-            f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
-        )
-    result = qualifying.qualify_stack(
-        project, r, exposure.gate_for(project, r), sleep_cycles=sleep_cycles
-    )
-    Output(json_).report(result, lambda: qualifying.format_text(result))
-    if qualifying.exit_code(result):
-        raise CheckFailed(f"{name} is not qualified")

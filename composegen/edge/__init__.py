@@ -3,7 +3,8 @@
 config.py (edge.yaml) → render.py (out/edge/) · keys.py (per-client keys) · routes.py (aliases, the
 switch state the gatekeeper reads) · service.py (the edge's own containers) · switch.py (promote,
 rollback; journal.py and recovery.py: a killed switch undone) · standby.py (resident stacks switched
-by sleep mode; standbyplan.py: do they fit in memory) · exposure.py (the exposure gate) ·
+by sleep mode; standbyplan.py: do they fit in memory) · proofarm.py (`qualify --emulate`,
+`qualify --alias`: proof while another stack serves the alias) · exposure.py (the exposure gate) ·
 benchvia.py (`bench --via-edge`) · gatekeeper.py (runs inside the edge; stdlib only).
 """
 
@@ -13,6 +14,7 @@ __all__ = [
     "config",
     "exposure",
     "keys",
+    "proofarm",
     "recovery",
     "render",
     "reports",

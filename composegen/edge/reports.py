@@ -9,6 +9,7 @@ from pydantic import Field
 from composegen import privatestate
 from composegen.edge.keys import Client
 from composegen.edge.routes import Proof, Switching
+from composegen.evidence.reports.qualify import QualifyResult
 from composegen.report import Report
 
 
@@ -107,3 +108,22 @@ class ExposureReport(Report):
     passed: bool
     failed: int
     run: str | None = None  # the evidence bundle holding exposure.json
+
+
+class ProofReport(Report):
+    """`qualify NAME --alias ALIAS`: NAME qualified in the place of the alias's serving stack."""
+
+    alias: str
+    profile: str  # the profile qualified
+    serving_before: str
+    serving_after: str  # where the alias points now: the same, or PROFILE (--then promote)
+    then: Literal["restore", "promote"]
+    qualified: bool
+    qualify: QualifyResult  # the verdict and its bundle, as `qualify --json`
+    evidence: Proof | None  # --then promote: what the new assignment records
+    # standby: the serving engine slept, not downed; cold: down, up; unchanged: it served already
+    path: Literal["standby", "cold", "unchanged"]
+    path_reason: str
+    stages: list[str]  # what clients were told meanwhile (503 + Retry-After + this)
+    steps: list[StepTime]  # each step with its seconds
+    seconds: float

@@ -1,0 +1,93 @@
+"""`composegen qualify NAME`: the running stack against the profile's `qualify:` criteria; with
+`--emulate`, a stack that is not up is started emulated for it; with `--alias`, NAME is qualified in
+the place of the stack serving the alias (edge/proofarm.py)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import typer
+
+from composegen.cli.app import JsonOpt, StackArg, app
+from composegen.cli.app import load_profile as _load
+from composegen.edge import proofarm, service
+from composegen.edge.reports import ProofReport
+from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import qualify as qualifying
+from composegen.output import Output
+
+THEN = ("restore", "promote")
+
+
+@app.command()
+def qualify(
+    name: str = StackArg,
+    sleep_cycles: int = typer.Option(
+        0,
+        "--sleep-cycles",
+        min=0,
+        max=1000,
+        help="Also N sleep/wake cycles of a standby profile (composegen docs standby).",
+    ),
+    emulate: bool = typer.Option(
+        False,
+        "--emulate",
+        help="Start what is not up with the emulated vLLM (a test double), down again after.",
+    ),
+    alias: str | None = typer.Option(
+        None,
+        "--alias",
+        help="Qualify NAME in the place of the stack serving ALIAS (503 + stage meanwhile).",
+    ),
+    then: str = typer.Option(
+        "restore",
+        "--then",
+        help="With --alias: restore the serving stack, or promote NAME when it qualifies.",
+    ),
+    gates: str = typer.Option(
+        "smoke", "--gates", help="With --alias: gates of a standby wake before qualifying."
+    ),
+    json_: bool = JsonOpt,
+) -> None:
+    """Judge the stack against the profile's `qualify:` criteria; writes an evidence bundle.
+
+    Example: composegen qualify 393k-gpu --json
+    """
+
+    project, r = _load(name)
+    if sleep_cycles and r.profile.standby is None:
+        raise BadInput(
+            f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
+        )
+    if then not in THEN:
+        raise BadInput(f"--then: expected restore or promote, got {then!r}")
+    show = Output(json_)
+    if alias is None:
+        if then != "restore":
+            raise BadInput("--then promote needs --alias ALIAS (the alias to move)")
+        result = proofarm.qualify_here(project, r, emulate, sleep_cycles, show.note)
+        show.report(result, lambda: qualifying.format_text(result))
+        if qualifying.exit_code(result):
+            raise CheckFailed(f"{name} is not qualified")
+        return
+    move: Literal["restore", "promote"] = "promote" if then == "promote" else "restore"
+    only = [g for g in gates.split(",") if g]
+    report = proofarm.prove(project, service.load(project), name, alias, then=move,
+                            emulate=emulate, sleep_cycles=sleep_cycles, gates=only)  # fmt: skip
+    show.report(report, lambda: _proof_text(report))
+    if not report.qualified:
+        raise CheckFailed(f"{name} is not qualified; {alias} serves {report.serving_after}")
+
+
+def _proof_text(report: ProofReport) -> str:
+    steps = ", ".join(f"{s.step} {s.seconds:.1f} s" for s in report.steps) or "none"
+    moved = (
+        f"{report.alias} now serves {report.profile} (promoted on this qualification)"
+        if report.serving_after != report.serving_before
+        else f"{report.alias} serves {report.serving_before} again"
+    )
+    return (
+        qualifying.format_text(report.qualify)
+        + f"{moved}; path: {report.path} ({report.path_reason}); {report.seconds:.1f} s\n"
+        + f"  steps: {steps}\n"
+    )
