@@ -139,7 +139,9 @@ def capture_stack(
             on_step=on_step,
         )
     bench_result: BenchResult | None = None
-    if bench and "rates" in bench:  # open loop: a campaign's --bench-rates
+    if bench and "rates" in bench:  # open loop: evidence's or a campaign's --bench-rates
+        if on_step is not None:
+            on_step(f"bench at {', '.join(f'{rate:g}' for rate in bench['rates'])} requests/s")
         bench_result = _open_bench(r, ep, served, live.identity.emulated, bench)
     elif bench:
         fields = {k: v for k, v in bench.items() if k != "levels"}

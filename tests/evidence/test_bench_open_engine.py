@@ -8,6 +8,9 @@ import json
 
 import pytest
 
+from tests.support.engine import tiny_profile
+from tests.support.helpers import make_project, run_cli
+
 SIZES = ("--input-tokens", "60", "--output-tokens", "20")
 
 
@@ -45,3 +48,31 @@ def test_open_loop_rates_and_find_max_on_an_emulated_stack(tmp_path, paced_stack
     text = cli("bench", name, "--request-rate", "3", "--requests", "4", *SIZES,
                "--slo", "ttft_p99=100000")  # fmt: skip
     assert text.returncode == 0 and "(EMULATED vLLM)" in text.stdout and " pass" in text.stdout
+
+    # evidence takes the campaign's open-loop bench too: a bundle whose bench is open loop
+    ev = cli("evidence", name, "--bench-rates", "2,4", "--bench-requests", "4",
+             "--bench-input-tokens", "60", "--bench-output-tokens", "8", "--json")  # fmt: skip
+    assert ev.returncode == 0, ev.stderr
+    bench = json.loads(ev.stdout)["evidence"]["bench"]
+    assert bench["arrivals"] == "open" and bench["emulated"] is True and bench["gpus"] == 1
+    assert [lv["request_rate"] for lv in bench["levels"]] == [2.0, 4.0]
+    assert [lv["completed"] for lv in bench["levels"]] == [4, 4]
+    run = str(stack.root / json.loads(ev.stdout)["path"])
+    report = cli("report", run, "--markdown")
+    assert report.returncode == 0, report.stderr
+    assert "| Rate req/s | Achieved req/s |" in report.stdout
+    assert "EMULATED vLLM, open loop (burstiness 1" in report.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--bench", "1", "--bench-rates", "2"), "one bench per run"),
+        (("--bench-rates", "2,fast"), "--request-rate: 'fast'"),
+        (("--bench-rates", "2", "--bench-via-edge"), "--bench-via-edge needs --bench"),
+    ],
+)
+def test_evidence_refuses_a_bench_it_cannot_run_before_touching_the_stack(tmp_path, args, says):
+    root = make_project(tmp_path, {"t": tiny_profile("t-served", "{host: 1}")})
+    res = run_cli("--root", str(root), "evidence", "t", *args)
+    assert res.returncode == 2 and says in res.stderr, res.stderr
