@@ -81,10 +81,16 @@ def deltas(a: BenchResult, b: BenchResult) -> BenchDeltas:
     notes += _slo_notes(a, b, paired)
     return BenchDeltas(
         levels=rows,
-        only_a=[lv.concurrency for k, lv in levels_a.items() if k not in levels_b],
-        only_b=[lv.concurrency for k, lv in levels_b.items() if k not in levels_a],
+        only_a=[lv.concurrency for lv in _only(levels_a, levels_b) if lv.request_rate is None],
+        only_b=[lv.concurrency for lv in _only(levels_b, levels_a) if lv.request_rate is None],
+        only_a_rates=[lv.key() for lv in _only(levels_a, levels_b) if lv.request_rate is not None],
+        only_b_rates=[lv.key() for lv in _only(levels_b, levels_a) if lv.request_rate is not None],
         notes=notes,
     )
+
+
+def _only(mine: dict[str, LevelResult], theirs: dict[str, LevelResult]) -> list[LevelResult]:
+    return [lv for key, lv in mine.items() if key not in theirs]
 
 
 def _verdict(lv: LevelResult) -> str:
@@ -146,7 +152,12 @@ def format_lines(result: BenchDeltas | None, markdown: bool = False) -> list[str
         "  " + "  ".join(text.ljust(widths[i]) for i, text in enumerate(row)).rstrip()
         for row in table
     ]
-    for side, only in (("a", result.only_a), ("b", result.only_b)):
+    for side, only, rates in (
+        ("a", result.only_a, result.only_a_rates),
+        ("b", result.only_b, result.only_b_rates),
+    ):
         if only:
             lines.append(f"  measured only in {side}: concurrency {', '.join(map(str, only))}")
+        if rates:
+            lines.append(f"  measured only in {side}: {', '.join(rates)} (open loop)")
     return lines + [f"note: {n}" for n in result.notes]

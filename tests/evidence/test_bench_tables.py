@@ -146,3 +146,12 @@ def test_the_legend_says_where_the_figures_came_from():
     assert said[True].startswith("EMULATED vLLM, open loop")
     assert said[False].startswith("measured, open loop")
     assert said[None].startswith("measured (engine not recorded), open loop")
+
+
+def test_a_rate_only_one_run_measured_is_named_by_its_rate():
+    a, b = _recorded("open-rates-emulated"), _recorded("open-rates-emulated-b")
+    b = b.model_copy(update={"levels": b.levels[:2]})  # b stopped before 14 req/s
+    deltas = benchcompare.deltas(a, b)
+    assert (deltas.only_a, deltas.only_a_rates, deltas.only_b_rates) == ([], ["r14"], [])
+    assert {r.level for r in deltas.levels} == {"r2", "r4"}
+    assert "  measured only in a: r14 (open loop)" in benchcompare.format_lines(deltas)
