@@ -7,10 +7,12 @@ diff) with COMPOSEGEN_UPDATE_GOLDEN=1."""
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from composegen.evidence import benchcompare, benchopentext, benchstats
@@ -19,6 +21,7 @@ from composegen.evidence.reports.bench import BenchResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
+from tests.support.campaigns import seeded_campaign
 from tests.support.helpers import make_project, run_cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -155,3 +158,31 @@ def test_a_rate_only_one_run_measured_is_named_by_its_rate():
     assert (deltas.only_a, deltas.only_a_rates, deltas.only_b_rates) == ([], ["r14"], [])
     assert {r.level for r in deltas.levels} == {"r2", "r4"}
     assert "  measured only in a: r14 (open loop)" in benchcompare.format_lines(deltas)
+
+
+def test_a_campaign_record_carries_the_arms_open_loop_bench(tmp_path):
+    """campaign.md and comparison.json: the control's and the candidate's open-loop levels side
+    by side, by rate, with the open loop's own figures and the SLO verdicts."""
+    benches = {
+        "control": _recorded("open-rates-emulated"),
+        "bracket": _recorded("open-rates-emulated"),
+        "candidate": _recorded("open-rates-emulated-b"),
+    }
+    _, directory = seeded_campaign(tmp_path, plant_config=False, benches=benches)
+    record = (directory / "campaign.md").read_text(encoding="utf-8")
+    section = record.split("## Load benchmark\n", 1)[1].split("\n## ", 1)[0]
+    assert section.startswith(
+        "\na = 8192-131k control, b = 4096-131k candidate, at the same loads (measured).\n"
+    )
+    table = (GOLDEN / "compare-open.md").read_text(encoding="utf-8")
+    assert table.strip() in section  # compare's open-loop table, as compare --markdown shows it
+    doc = json.loads((directory / "comparison.json").read_text(encoding="utf-8"))
+    assert {row["level"] for row in doc["bench"]["levels"]} == {"r2", "r4", "r14"}
+    schema = run_cli("schema", "--report", "comparison")
+    jsonschema.validate(doc, json.loads(schema.stdout))
+
+
+def test_a_campaign_without_a_bench_has_no_bench_section(tmp_path):
+    _, directory = seeded_campaign(tmp_path, plant_config=False)
+    assert "## Load benchmark" not in (directory / "campaign.md").read_text(encoding="utf-8")
+    assert json.loads((directory / "comparison.json").read_text())["bench"] is None
