@@ -12,7 +12,9 @@
 2. Keeping it (--lateness): first the sender alone (its wait and a task per send, no request: what
    the machine allows), then open-loop levels against bench/instant_server.py (answers at once, in
    its own process), per rate the achieved rate and the send lateness p50/p99/max (actual send minus
-   scheduled): where this machine's client stops keeping the schedule.
+   scheduled), the time the client waited on the OS's run queue during the level and the load
+   average: where this machine's client stops keeping the schedule, and whether the client or the
+   machine is the cause.
 Results: docs/benchmarks.md.
 """
 
@@ -116,12 +118,35 @@ def null_lateness(rates: list[float], seconds: float) -> None:
     print(f"== lateness of the sender alone (no requests), {seconds:g} s per rate ==")
     for rate in rates:
         offsets = benchschedule.offsets(rate, 1.0, max(1, round(rate * seconds)), 1)
+        load, waited = _load(), _run_queue_s()
         late = numpy.array(run_loop(_null_level(offsets))) * 1000
+        waited = _run_queue_s() - waited
         p50, p99 = numpy.percentile(late, [50, 99])
-        print(f"R={rate:>6g} late p50 {p50:.3f} p99 {p99:.3f} max {late.max():.3f} ms")
+        print(
+            f"R={rate:>6g} late p50 {p50:.3f} p99 {p99:.3f} max {late.max():.3f} ms  "
+            f"run queue {waited * 1000:.0f} ms  load {load}"
+        )
 
 
-def lateness(rates: list[float], seconds: float) -> None:
+def _run_queue_s() -> float:
+    """Seconds this thread has waited on the OS's run queue, runnable but not running (Linux
+    schedstat; 0 elsewhere): lateness that no client code can avoid."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _load() -> str:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return f.read().split()[0]
+    except OSError:
+        return "?"
+
+
+def lateness(rates: list[float], seconds: float, input_tokens: int) -> None:
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, str(REPO / "bench" / "instant_server.py"), str(port)]
@@ -129,14 +154,20 @@ def lateness(rates: list[float], seconds: float) -> None:
     try:
         _wait(port)
         print(f"== lateness against the instant server, {seconds:g} s per rate ==")
-        options = benchrates.Options(input_tokens=64, output_tokens=16, duration=seconds, seed=1)
-        run = benchrates.run_rates(f"http://127.0.0.1:{port}", "instant", rates, options)
-        for lv in run.result.levels:
+        options = benchrates.Options(
+            input_tokens=input_tokens, output_tokens=16, duration=seconds, seed=1
+        )
+        for rate in rates:
+            load, waited = _load(), _run_queue_s()
+            run = benchrates.run_rates(f"http://127.0.0.1:{port}", "instant", [rate], options)
+            waited = _run_queue_s() - waited
+            lv = run.result.levels[0]
             print(
                 f"R={lv.request_rate:>6} sent/s {lv.achieved_request_rate:8.2f} done {lv.completed:5} "
                 f"err {lv.errors}  late p50 {lv.send_lateness_p50_ms:.3f} p99 "
                 f"{lv.send_lateness_p99_ms:.3f} max {lv.send_lateness_max_ms:.3f} ms  "
-                f"client CPU {lv.client_cpu_share:.0%}"
+                f"client CPU {lv.client_cpu_share:.0%}  run queue {waited * 1000:.0f} ms  "
+                f"load {load}"
             )
     finally:
         server.terminate()
@@ -149,11 +180,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--lateness", default="", help="rates for the lateness run, e.g. 50,200")
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--input-tokens", type=int, default=64, help="prompt size (JSON to encode)")
     args = parser.parse_args()
     schedules(args.count, args.seeds)
     if args.lateness:
         null_lateness(benchschedule.parse_rates(args.lateness), args.seconds)
-        lateness(benchschedule.parse_rates(args.lateness), args.seconds)
+        lateness(benchschedule.parse_rates(args.lateness), args.seconds, args.input_tokens)
 
 
 if __name__ == "__main__":

@@ -142,6 +142,7 @@ def build(
         },
         "unexplained_capacity_change": compared.unexplained_capacity_change.to_json(),
         "bracket": state.bracket.to_json() if state.bracket else None,
+        "bench": compared.bench.to_json() if compared.bench else None,
         "criteria": [c.to_json() for c in criteria],
         "decision": (decision or DecisionPart(decision="undecided")).to_json(),
         "raw": raw,

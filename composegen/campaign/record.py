@@ -313,6 +313,17 @@ def close(state: CampaignState) -> str:
     return text + f"Shared-memory inspection after each down found {verdict}."
 
 
+def _bench(doc: ComparisonReport) -> list[str]:
+    """The arms' load benchmark side by side: per level, control (a) and candidate (b)."""
+    if doc.bench is None:
+        return []
+    source = "EMULATED vLLM" if doc.emulated else "measured"
+    said = (
+        f"a = {doc.control} control, b = {doc.candidate} candidate, at the same loads ({source})."
+    )
+    return ["## Load benchmark", "", said, *compare.bench_markdown(doc.bench), ""]
+
+
 def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> str:
     """DOC: the sanitized comparison (comparison.build), as comparison.json holds it."""
     sources = {a.source for a in doc.arms}
@@ -340,6 +351,7 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
     lines += ["## Controlled configuration", "", " ".join(configuration(doc)), ""]
     table = compare.markdown_table(f"{doc.control} control", f"{doc.candidate} candidate", doc.rows)
     lines += ["## Results", "", *table, ""]
+    lines += _bench(doc)
     if doc.bracket:
         lines += [
             "## Bracket",

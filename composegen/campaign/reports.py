@@ -8,6 +8,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
+from composegen.evidence.reports.bench import BenchDeltas
 from composegen.evidence.reports.compare import CapacityChange, CompareRow
 from composegen.report import Report
 
@@ -223,6 +224,10 @@ class ComparisonReport(Report):
     differences: Differences
     unexplained_capacity_change: CapacityChange
     bracket: BracketResult | None
+    bench: BenchDeltas | None = Field(
+        default=None,
+        description="per-level load-benchmark deltas, a = control, b = candidate (compare's bench)",
+    )
     criteria: list[Criterion]
     decision: DecisionPart
     raw: list[RawArtifact]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -111,19 +110,16 @@ def bench(
             raise BadInputError("--save-vllm-results: not with --via-edge (two paths, one shape)")
         benching.check_results_dir(save_vllm)
     project, r = _load(name)
-    options: dict[str, Any] = {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "seed": seed,
-    }
-    options |= {"requests": requests, "duration": duration, "slos": slos}
+    options = benching.SweepOptions(
+        input_tokens, output_tokens, requests, duration, seed=seed, goodput=slos
+    )
     if via_edge:
-        result = benchvia.bench_via_edge(project, r, levels, **options)
+        result = benchvia.bench_via_edge(project, r, levels, options)
         Output(json_).report(result, lambda: _via_edge_text(result))
         if not result.ok:
             raise CheckFailed("a bench level had errors or completed nothing on a path")
         return
-    run = benching.bench_stack(project, r, levels, **options)
+    run = benching.bench_stack(project, r, levels, options)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
     wrote = "".join(f"\nwrote {path} (vllm bench serve's result shape)" for path in saved)

@@ -24,8 +24,8 @@ from composegen.cli.edge_commands import exposure_gate, exposure_matrix
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
+from composegen.evidence import benchschedule, capture, gates
 from composegen.evidence import bundle as bundles
-from composegen.evidence import capture, gates
 from composegen.evidence import compare as comparing
 from composegen.evidence import ladder as ladders
 from composegen.evidence.bundle import load_run
@@ -111,14 +111,17 @@ def evidence(
     bench_: str | None = typer.Option(
         None, "--bench", help="Also run a load benchmark at these concurrencies."
     ),
+    bench_rates: str | None = typer.Option(
+        None, "--bench-rates", help="Instead: an open-loop bench at these request rates (req/s)."
+    ),
     bench_requests: int = typer.Option(
-        32, "--bench-requests", help="With --bench: requests per level."
+        32, "--bench-requests", help="With --bench*: requests per level."
     ),
     bench_input: int = typer.Option(
-        1000, "--bench-input-tokens", help="With --bench: prompt tokens."
+        1000, "--bench-input-tokens", help="With --bench*: prompt tokens."
     ),
     bench_output: int = typer.Option(
-        128, "--bench-output-tokens", help="With --bench: output tokens."
+        128, "--bench-output-tokens", help="With --bench*: output tokens."
     ),
     bench_via_edge: bool = typer.Option(
         False,
@@ -162,9 +165,19 @@ def evidence(
         bench = None
         if bench_via_edge and not bench_:
             raise BadInputError("--bench-via-edge needs --bench LEVELS")
-        if bench_:
-            bench = {"levels": _ints(bench_, "--bench"), "requests": bench_requests}
-            bench |= {"input_tokens": bench_input, "output_tokens": bench_output}
+        if bench_ and bench_rates:
+            raise BadInputError(
+                "--bench and --bench-rates: one bench per run (a closed or an open loop)"
+            )
+        sizes = {
+            "requests": bench_requests,
+            "input_tokens": bench_input,
+            "output_tokens": bench_output,
+        }
+        if bench_rates:  # as campaign run --bench-rates: capture's open-loop arm
+            bench = {"rates": benchschedule.parse_rates(bench_rates), **sizes}
+        elif bench_:
+            bench = {"levels": _ints(bench_, "--bench"), **sizes}
         extra = None
         if exposure:
             extra = {"exposure.json": exposure_matrix(project, r)}

@@ -11,17 +11,18 @@ The key itself is never printed, written or put in a result.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import secrets
 import signal
 import ssl
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from composegen.edge import keys, routes, service
 from composegen.edge.config import Edge
 from composegen.errors import BadInput
 from composegen.evidence import benchedge
+from composegen.evidence.bench import SweepOptions
 from composegen.evidence.reports.bench import BenchResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -91,10 +92,10 @@ def _remove(project: Project, client: str) -> None:
 
 
 def bench_via_edge(
-    project: Project, r: Resolved, levels: Iterable[int], **options: Any
+    project: Project, r: Resolved, levels: Iterable[int], options: SweepOptions
 ) -> BenchResult:
-    """benchedge.run_via_edge against NAME's door and the edge in front of it (options: its
-    keywords)."""
+    """benchedge.run_via_edge against NAME's door and the edge in front of it (whether the stack
+    is emulated, from its running container)."""
     edge = service.load(project)
     alias = alias_for(project, edge, r.name)
     emulated = driver.live_identity(driver.running_container(project, r)).emulated
@@ -106,6 +107,8 @@ def bench_via_edge(
         try:
             key = keys.add(project, client)
             way = benchedge.EdgeWay(edge.url, alias, key, context, name=edge.config.name, tls=tls)
-            return benchedge.run_via_edge(door, way, levels, emulated=emulated, **options)
+            return benchedge.run_via_edge(
+                door, way, levels, dataclasses.replace(options, emulated=emulated)
+            )
         finally:
             _remove(project, client)

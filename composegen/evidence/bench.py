@@ -1,8 +1,9 @@
 """Load benchmark: a closed-loop concurrency sweep over streamed chat completions (figures:
 benchstats.py).
 
-`run_bench(base_url, model, levels, *, input_tokens, output_tokens, requests=None, duration=None,
-seed=None, api_key=None, slos=None, timeout=600) -> BenchResult`
+`run_sweep(base_url, model, levels, SweepOptions(input_tokens, output_tokens, …), *, api_key=None,
+gpus=None) -> BenchRun`; `run_bench(base_url, model, levels, **SweepOptions' fields)` for its
+BenchResult alone.
 
 Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly
 `input_tokens`, on any tokenizer (benchprompts.py: filler words, then single-token pad pieces). Each
@@ -27,6 +28,7 @@ the figures).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import math
@@ -144,57 +146,73 @@ class BenchRun:
     vllm_results: list[VllmBenchServeResult]  # per level, `vllm bench serve`'s result shape
 
 
-def run_bench(*args: Any, **kwargs: Any) -> BenchResult:
-    """run_sweep's composegen figures only."""
-    return run_sweep(*args, **kwargs).result
+@dataclass(frozen=True)
+class SweepOptions:
+    """What every level of a closed-loop sweep shares, through the door (run_sweep) or beside the
+    edge (benchedge.run_via_edge)."""
+
+    input_tokens: int
+    output_tokens: int
+    requests: int | None = None  # per level (per path via the edge); else --duration
+    duration: float | None = None
+    seed: int | None = None  # None: a random one, recorded in the result
+    goodput: dict[str, float] | None = None  # vLLM's per-request SLOs in ms (--goodput)
+    timeout: float = 600
+    emulated: bool | None = None  # the stack's engine is the emulator (None: not known)
+
+
+def run_bench(
+    base_url: str,
+    model: str,
+    levels: Iterable[int],
+    *,
+    api_key: str | None = None,
+    gpus: int | None = None,
+    **options: Any,
+) -> BenchResult:
+    """run_sweep's composegen figures only; `options`: SweepOptions' fields."""
+    return run_sweep(
+        base_url, model, levels, SweepOptions(**options), api_key=api_key, gpus=gpus
+    ).result
 
 
 def run_sweep(
     base_url: str,
     model: str,
     levels: Iterable[int],
+    options: SweepOptions,
     *,
-    input_tokens: int,
-    output_tokens: int,
-    requests: int | None = None,
-    duration: float | None = None,
-    seed: int | None = None,
     api_key: str | None = None,
-    slos: dict[str, float] | None = None,
-    timeout: float = 600,
-    emulated: bool | None = None,
     gpus: int | None = None,
 ) -> BenchRun:
-    levels = check_arguments(levels, input_tokens, output_tokens, requests, duration)
-    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(Tokenizer(base_url, model, api_key, timeout).count, input_tokens, seed)
-    per_level = requests if requests is not None else max(DURATION_POOL, 4 * max(levels))
-    warmup = chat_body(model, prompts.make(0)[0], output_tokens)
+    o = options
+    levels = check_arguments(levels, o.input_tokens, o.output_tokens, o.requests, o.duration)
+    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
+    prompts = Prompts(Tokenizer(base_url, model, api_key, o.timeout).count, o.input_tokens, seed)
+    per_level = o.requests if o.requests is not None else max(DURATION_POOL, 4 * max(levels))
+    warmup = chat_body(model, prompts.make(0)[0], o.output_tokens)
     plans = []
     for n, concurrency in enumerate(levels):
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
         plans.append(
             (
                 concurrency,
-                [(chat_body(model, msgs, output_tokens), tokens) for msgs, tokens in made],
+                [(chat_body(model, msgs, o.output_tokens), tokens) for msgs, tokens in made],
             )
         )
-    sizes = (input_tokens, output_tokens)
-    swept = run_loop(
-        _sweep(base_url, api_key, timeout, warmup, plans, requests, duration, slos, model, sizes)
-    )
+    swept = run_loop(_sweep(base_url, api_key, warmup, plans, o, model))
     results = [frontier.with_frontier(level, gpus) for level, _ in swept]
     result = BenchResult(
         model=model,
-        input_tokens=input_tokens,
+        input_tokens=o.input_tokens,
         # sizing is exact or refused
         input_tokens_exact=not any(lv.input_tokens_off for lv in results),
-        output_tokens=output_tokens,
-        requests=requests,
-        duration_s=duration,
+        output_tokens=o.output_tokens,
+        requests=o.requests,
+        duration_s=o.duration,
         seed=seed,
-        goodput_slos_ms=slos,
-        emulated=emulated,
+        goodput_slos_ms=o.goodput,
+        emulated=o.emulated,
         ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in results),
         levels=results,
         gpus=gpus,
@@ -244,28 +262,26 @@ async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters |
 async def _sweep(
     base_url: str,
     api_key: str | None,
-    timeout: float,
     warmup: ChatRequest,
     plans: list[tuple[int, list[tuple[ChatRequest, int]]]],
-    requests: int | None,
-    duration: float | None,
-    slos: dict[str, float] | None,
+    o: SweepOptions,
     model: str,
-    sizes: Any,
 ) -> list[tuple[Any, Any]]:
     """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
-    connect = functools.partial(benchwire.StreamClient, base_url, api_key, timeout)
+    connect = functools.partial(benchwire.StreamClient, base_url, api_key, o.timeout)
     warm = connect()
     first = await warm.stream(_PATH, warmup, 0)
     warm.close()
     if first.error:
         raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
     # /metrics, before and after each level
-    async with metrics_client(base_url, api_key, timeout) as client:
+    async with metrics_client(base_url, api_key, o.timeout) as client:
         for concurrency, bodies in plans:
             before, when = await _spec_counters(client), time.time()
-            samples, seconds, cpu = await _level(connect, bodies, concurrency, requests, duration)
+            samples, seconds, cpu = await _level(
+                connect, bodies, concurrency, o.requests, o.duration
+            )
             spec = vllmresult.spec_decode_fields(before, await _spec_counters(client))
             distinct = min(len(samples), len(bodies))
             level = summarise(
@@ -274,9 +290,9 @@ async def _sweep(
                 seconds,
                 cpu_s=cpu,
                 distinct_prompts=distinct,
-                slos=slos,
-                input_tokens=sizes[0],
-                output_tokens=sizes[1],
+                slos=o.goodput,
+                input_tokens=o.input_tokens,
+                output_tokens=o.output_tokens,
             )
             shaped = vllmresult.level_result(
                 model,
@@ -291,9 +307,11 @@ async def _sweep(
     return results
 
 
-def bench_stack(project: Project, r: Resolved, levels: Iterable[int], **options: Any) -> BenchRun:
+def bench_stack(
+    project: Project, r: Resolved, levels: Iterable[int], options: SweepOptions
+) -> BenchRun:
     """run_sweep against the profile's running stack (its endpoint found as gate and ladder find
-    it)."""
+    it; whether it is emulated, from the running container)."""
     ctr = driver.running_container(project, r)
     ep = driver.endpoint(r)
     emulated = driver.live_identity(ctr).emulated
@@ -302,10 +320,9 @@ def bench_stack(project: Project, r: Resolved, levels: Iterable[int], **options:
         ep.base_url,
         served,
         levels,
+        dataclasses.replace(options, emulated=emulated),
         api_key=ep.api_key,
-        emulated=emulated,
         gpus=gpus_of(r),
-        **options,
     )
 
 

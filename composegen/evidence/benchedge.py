@@ -1,7 +1,7 @@
 """`bench NAME --via-edge`: what a client sees through the edge, beside the operator door, in one run.
 
-`run_via_edge(door, edge, levels, *, input_tokens, output_tokens, requests=None, duration=None,
-seed=None, slos=None, timeout=600, emulated=None) -> BenchResult`
+`run_via_edge(door, edge, levels, bench.SweepOptions(input_tokens, output_tokens, …)) -> BenchResult`:
+the options a plain sweep takes, one object for both.
 
 Prompts are sized through the door as `bench` sizes them (/tokenize is never on the public
 listener). Each level is bench's closed loop with one difference: request n goes through the door
@@ -138,22 +138,15 @@ def _good(level: LevelResult) -> bool:
 
 
 async def _sweep(
-    ways: dict[str, Way],
-    warmup: Messages,
-    plans: list[tuple[int, Plan]],
-    sizes: tuple[int, int],
-    requests: int | None,
-    duration: float | None,
-    slos: dict[str, float] | None,
-    timeout: float,
+    ways: dict[str, Way], warmup: Messages, plans: list[tuple[int, Plan]], o: bench.SweepOptions
 ) -> list[tuple[LevelResult, LevelResult]]:
     """(door, edge) LevelResults per level, after one uncounted warm-up request on each path."""
     for way in ways.values():
-        await _warm(way, warmup, timeout)
+        await _warm(way, warmup, o.timeout)
     results = []
     for concurrency, plan in plans:
         got, seconds, cpu = await _level(
-            ways, plan, sizes[1], concurrency, requests, duration, timeout
+            ways, plan, o.output_tokens, concurrency, o.requests, o.duration, o.timeout
         )
         sent = sum(len(s) for s in got.values()) or 1
         per_path = [
@@ -163,9 +156,9 @@ async def _sweep(
                 seconds,
                 cpu_s=cpu * len(got[path]) / sent,  # the client's CPU, shared by request count
                 distinct_prompts=min(len(got[path]), len(plan)),
-                slos=slos,
-                input_tokens=sizes[0],
-                output_tokens=sizes[1],
+                slos=o.goodput,
+                input_tokens=o.input_tokens,
+                output_tokens=o.output_tokens,
             )
             for path in PATHS
         ]
@@ -174,37 +167,24 @@ async def _sweep(
 
 
 def run_via_edge(
-    door: Way,
-    edge: EdgeWay,
-    levels: Iterable[int],
-    *,
-    input_tokens: int,
-    output_tokens: int,
-    requests: int | None = None,
-    duration: float | None = None,
-    seed: int | None = None,
-    slos: dict[str, float] | None = None,
-    timeout: float = 600,
-    emulated: bool | None = None,
+    door: Way, edge: EdgeWay, levels: Iterable[int], options: bench.SweepOptions
 ) -> BenchResult:
-    levels = bench.check_arguments(levels, input_tokens, output_tokens, requests, duration)
-    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    o = options
+    levels = bench.check_arguments(levels, o.input_tokens, o.output_tokens, o.requests, o.duration)
+    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
     prompts = Prompts(
-        Tokenizer(door.url, door.model, door.api_key, timeout).count, input_tokens, seed
+        Tokenizer(door.url, door.model, door.api_key, o.timeout).count, o.input_tokens, seed
     )
     # per path, so twice as many prompts per level
     per_level = 2 * (
-        requests if requests is not None else max(bench.DURATION_POOL, 4 * max(levels))
+        o.requests if o.requests is not None else max(bench.DURATION_POOL, 4 * max(levels))
     )
     plans = [
         (c, prompts.make_many([1 + n * per_level + i for i in range(per_level)]))
         for n, c in enumerate(levels)
     ]
     ways: dict[str, Way] = {"door": door, "edge": edge}
-    sizes = (input_tokens, output_tokens)
-    swept = bench.run_loop(
-        _sweep(ways, prompts.make(0)[0], plans, sizes, requests, duration, slos, timeout)
-    )
+    swept = bench.run_loop(_sweep(ways, prompts.make(0)[0], plans, o))
     via = ViaEdgeResult(
         edge=edge.name,
         url=edge.url,
@@ -212,20 +192,20 @@ def run_via_edge(
         tls=edge.tls,
         door_url=door.url,
         alternated=ALTERNATED,
-        emulated=emulated,
+        emulated=o.emulated,
         levels=[edge_level(d.concurrency, d, e) for d, e in swept],
     )
     edges = [e for _, e in swept]
     return BenchResult(
         model=edge.model,
-        input_tokens=input_tokens,
+        input_tokens=o.input_tokens,
         input_tokens_exact=not any(d.input_tokens_off or e.input_tokens_off for d, e in swept),
-        output_tokens=output_tokens,
-        requests=requests,
-        duration_s=duration,
+        output_tokens=o.output_tokens,
+        requests=o.requests,
+        duration_s=o.duration,
         seed=seed,
-        goodput_slos_ms=slos,
-        emulated=emulated,
+        goodput_slos_ms=o.goodput,
+        emulated=o.emulated,
         ok=all(_good(d) and _good(e) for d, e in swept),
         levels=edges,
         via_edge=via,

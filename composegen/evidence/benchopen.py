@@ -5,10 +5,12 @@ Each request takes an idle connection or opens one (no cap: the schedule, not a 
 many are in flight). The sender sleeps to just before each due time (uvloop's timers have 1 ms steps: the
 last SPIN_S is polled) and starts the request's task LEAD_S early; the task polls to the due time
 and writes at once on a kept-alive connection, so a send does not wait a loop turn behind the
-streams' data callbacks. Per level it records what the closed loop does plus: the lateness of
-each send (actual minus scheduled), the achieved request rate (requests / seconds from the start to
-the last send), the requests in flight the client saw at each send, and — when the server exports
-vllm:request_queue_time_seconds — the mean time requests waited in its queue.
+streams' data callbacks. The request's bytes are encoded before the wait, and the cyclic garbage
+collector runs only in the gaps between sends (benchgc.py). Per level it records what the closed
+loop does plus: the lateness of each send (actual minus scheduled), the achieved request rate
+(requests / seconds from the start to the last send), the requests in flight the client saw at
+each send, and — when the server exports vllm:request_queue_time_seconds — the mean time requests
+waited in its queue.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from composegen.evidence import benchwire
+from composegen.evidence import benchgc, benchwire
 from composegen.evidence.benchschedule import INF
 from composegen.evidence.benchstats import Sample, percentile
 from composegen.evidence.benchwire import ChatRequest
@@ -60,7 +62,7 @@ async def run_level(
     in_flight: list[int] = []
     active = 0
 
-    async def one(body: ChatRequest, tokens: int, due: float) -> None:
+    async def one(data: bytes, tokens: int, due: float) -> None:
         nonlocal active
         await _until(due)
         in_flight.append(active)
@@ -69,23 +71,28 @@ async def run_level(
             opened.append(client)
         active += 1
         try:
-            sample = await client.stream(_PATH, body, tokens)
+            sample = await client.send(data, tokens)
         finally:
             active -= 1
             idle.append(client)
         lateness.append(sample.started - due)
         samples.append(sample)
 
+    idle.append(connect())  # not connected yet: the first request's client, and the encoder
+    encoder = idle[0]
     started = time.perf_counter()
     cpu = time.process_time()
     tasks = []
     try:
-        for n, offset in enumerate(offsets):
-            due = started + offset
-            await _until(due - LEAD_S)
-            body, tokens = bodies[n % len(bodies)]
-            tasks.append(asyncio.create_task(one(body, tokens, due)))
-        await asyncio.gather(*tasks)
+        with benchgc.between_sends() as collector:
+            for n, offset in enumerate(offsets):
+                due = started + offset
+                body, tokens = bodies[n % len(bodies)]
+                data = encoder.encode(_PATH, body)  # before the wait: the send does no JSON work
+                collector.maybe_collect(due - LEAD_S - time.perf_counter())
+                await _until(due - LEAD_S)
+                tasks.append(asyncio.create_task(one(data, tokens, due)))
+        await asyncio.gather(*tasks)  # the last send is out: collection is automatic again
         last_send = max((s.started for s in samples), default=started) - started
         return OpenLevel(
             samples,

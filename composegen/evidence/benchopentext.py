@@ -1,11 +1,13 @@
-"""The text form of an open-loop bench (`bench --request-rate`, `--find-max`): one row per level
-with the rate asked and achieved, the send lateness, the queueing it caused, the closed loop's
-latency figures, the frontier pair and the SLO verdict."""
+"""The text and Markdown forms of an open-loop bench (`bench --request-rate`, `--find-max`): one
+row per level with the rate asked and achieved, the send lateness, the queueing it caused, the
+closed loop's latency figures, the frontier pair and the SLO verdict. (A closed loop's table is
+benchstats.py's.)"""
 
 from __future__ import annotations
 
 from composegen.evidence.benchstats import CLIENT_BUSY
 from composegen.evidence.reports.bench import BenchResult, FindMax, LevelResult
+from composegen.output import md_cell
 
 
 def _n(value: float | None, spec: str = ",.1f") -> str:
@@ -25,7 +27,7 @@ def _row(lv: LevelResult) -> str:
 
 
 def _find_max(found: FindMax) -> list[str]:
-    limits = ", ".join(f"{k} ≤ {v:g} ms" for k, v in found.slos.items())
+    limits = _limits(found.slos)
     if found.best_rate is None:
         answer = f"no rate met {limits}: not even the lower bound {found.low:g} req/s"
     elif found.first_failing_rate is None:
@@ -75,3 +77,88 @@ def format_text(result: BenchResult) -> str:
         "queue: the server's mean queue time); " + ("ok" if result.ok else "FAILED")
     )
     return "\n".join(lines) + "\n"
+
+
+HEAD = [
+    "Rate req/s",
+    "Achieved req/s",
+    "Completed",
+    "Errors",
+    "Send lateness p99 ms",
+    "In flight max",
+    "Server queue mean ms",
+    "TTFT p99 ms",
+    "TPOT median ms",
+    "E2EL p99 ms",
+    "output tok/s",
+    "tok/s per GPU",
+    "tok/s per user",
+]
+
+
+def head(result: BenchResult) -> list[str]:
+    """The open-loop table's columns (Markdown and the HTML report), SLO last when judged."""
+    return HEAD + ([f"SLO {_limits(result.slos)}"] if result.slos else [])
+
+
+def _verdict(lv: LevelResult) -> str:
+    if lv.slo_met is None:
+        return "-"
+    return "pass" if lv.slo_met else "FAIL: " + "; ".join(lv.slo_failures)
+
+
+def rows(result: BenchResult) -> list[list[str]]:
+    """One row of cells per level, under head()."""
+    return [_cells(lv, bool(result.slos)) for lv in result.levels]
+
+
+def _cells(lv: LevelResult, slo: bool) -> list[str]:
+    rate = lv.request_rate if isinstance(lv.request_rate, str) else _n(lv.request_rate, "g")
+    return [
+        rate,
+        _n(lv.achieved_request_rate, ".2f"),
+        str(lv.completed),
+        str(lv.errors),
+        _n(lv.send_lateness_p99_ms, ".2f"),
+        _n(lv.in_flight_max, "d"),
+        _n(lv.server_queue_mean_ms),
+        _n(lv.p99_ttft_ms),
+        _n(lv.median_tpot_ms),
+        _n(lv.p99_e2el_ms),
+        _n(lv.output_throughput),
+        _n(lv.output_throughput_per_gpu),
+        _n(lv.tokens_per_s_per_user),
+    ] + ([_verdict(lv)] if slo else [])
+
+
+SOURCES = {True: "EMULATED vLLM", False: "measured", None: "measured (engine not recorded)"}
+
+
+def legend(result: BenchResult) -> str:
+    """Where the figures came from, the schedule, and what the open-loop columns mean."""
+    burst = result.levels[0].burstiness if result.levels else None
+    return (
+        f"{SOURCES[result.emulated]}, open loop (burstiness {_n(burst, 'g')}, seed "
+        f"{result.seed}): send lateness = actual "
+        "send − scheduled; in flight = most requests the client saw in flight at a send; server "
+        "queue = the server's own mean queue time."
+    )
+
+
+def find_max_lines(result: BenchResult) -> list[str]:
+    return [line.strip() for line in _find_max(result.find_max)] if result.find_max else []
+
+
+def format_markdown(result: BenchResult) -> str:
+    """The open-loop levels as a Markdown table (report --markdown), then find-max's answer."""
+    columns = head(result)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(map(md_cell, cells)) + " |" for cells in rows(result)]
+    lines += ["", legend(result)]
+    if result.find_max is not None:
+        lines += ["", *(f"- {line}" for line in find_max_lines(result))]
+    return "\n".join(lines) + "\n"
+
+
+def _limits(slos: dict[str, float]) -> str:
+    return ", ".join(f"{k} ≤ {v:g} ms" for k, v in slos.items())

@@ -331,12 +331,19 @@ class StreamClient:
         return self.protocol
 
     async def stream(self, path: str, body: ChatRequest, input_tokens: int) -> Sample:
-        """One streamed request as a Sample (its error set when it failed). A kept-alive connection
-        the server closed before answering (its idle timeout) is replaced and the request sent
-        again, once."""
+        """One streamed request as a Sample (its error set when it failed)."""
+        return await self.send(self.encode(path, body), input_tokens)
+
+    def encode(self, path: str, body: ChatRequest) -> bytes:
+        """The request's bytes: the same for every client of one server, so an open-loop sender
+        encodes ahead of the due time (benchopen.py) and the send does no JSON work."""
         payload = json.dumps(body).encode()
         request = f"POST {self.prefix}{path} HTTP/1.1\r\n{self.head}Content-Length: {len(payload)}\r\n\r\n"
-        data = request.encode("latin-1") + payload
+        return request.encode("latin-1") + payload
+
+    async def send(self, data: bytes, input_tokens: int) -> Sample:
+        """Send encoded request bytes. A kept-alive connection the server closed before answering
+        (its idle timeout) is replaced and the request sent again, once."""
         for attempt in (1, 2):
             reused = self.protocol is not None and not self.protocol.closed
             started = time.perf_counter()

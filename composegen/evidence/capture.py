@@ -18,7 +18,7 @@ from typing import Any
 
 from composegen.errors import CheckFailed
 from composegen.evidence import benchrates, bundle, gates, ladder
-from composegen.evidence.bench import gpus_of, run_bench
+from composegen.evidence.bench import SweepOptions, gpus_of, run_sweep
 from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
@@ -94,6 +94,18 @@ def _open_bench(
     return benchrates.run_rates(ep.base_url, served, list(bench["rates"]), options).result
 
 
+def _sweep_result(
+    base_url: str,
+    model: str,
+    levels: list[int],
+    options: SweepOptions,
+    *,
+    api_key: str | None,
+    gpus: int,
+) -> BenchResult:
+    return run_sweep(base_url, model, levels, options, api_key=api_key, gpus=gpus).result
+
+
 def capture_stack(
     project: Project,
     r: Resolved,
@@ -106,9 +118,9 @@ def capture_stack(
     bench_runner: Callable[..., BenchResult] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> Path:
-    """`bench`: run_bench's keyword arguments plus "levels" (evidence --bench), or "rates" with
+    """`bench`: SweepOptions' fields plus "levels" (evidence --bench), or "rates" with
     input_tokens, output_tokens and requests or duration (an open-loop arm); `bench_runner`, when
-    given, runs it instead (levels, then those keywords: `--bench-via-edge`'s edge.benchvia);
+    given, runs it instead (levels, SweepOptions: `--bench-via-edge`'s edge.benchvia);
     `extra_raw`: {file name: report} kept as write_run's (the edge's exposure.json); `on_step`:
     told each step as it begins (gates k/N, ladder target k/N, bench)."""
     live = live_stack(project, r)
@@ -127,21 +139,23 @@ def capture_stack(
             on_step=on_step,
         )
     bench_result: BenchResult | None = None
-    if bench and "rates" in bench:  # open loop: a campaign's --bench-rates
+    if bench and "rates" in bench:  # open loop: evidence's or a campaign's --bench-rates
+        if on_step is not None:
+            on_step(f"bench at {', '.join(f'{rate:g}' for rate in bench['rates'])} requests/s")
         bench_result = _open_bench(r, ep, served, live.identity.emulated, bench)
     elif bench:
-        options = {k: v for k, v in bench.items() if k != "levels"}
+        fields = {k: v for k, v in bench.items() if k != "levels"}
+        options = SweepOptions(**fields, emulated=live.identity.emulated)
         if on_step is not None:
             on_step(f"bench at concurrency {', '.join(map(str, bench['levels']))}")
         run = bench_runner or functools.partial(
-            run_bench,
+            _sweep_result,
             ep.base_url,
             served,
             api_key=ep.api_key,
-            emulated=live.identity.emulated,
             gpus=gpus_of(r),  # the frontier's per-GPU figure
         )
-        bench_result = run(bench["levels"], **options)
+        bench_result = run(bench["levels"], options)
     return bundle.write_run(
         project,
         r,

@@ -33,6 +33,7 @@ from composegen.diff.composeyaml import parse_compose_text
 from composegen.errors import BadInput
 from composegen.evidence import benchcompare
 from composegen.evidence import bundle as evidence
+from composegen.evidence.reports.bench import BenchDeltas
 from composegen.evidence.reports.bundle import LadderRow, LoadedRun
 from composegen.evidence.reports.compare import (
     CapacityChange,
@@ -381,6 +382,11 @@ def markdown_table(head_a: str, head_b: str, rows: list[CompareRow]) -> list[str
     return lines + [
         f"| {r.label} | {_value(r, 'a')} | {_value(r, 'b')} | {_change(r)} |" for r in rows
     ]
+
+
+def bench_markdown(bench: BenchDeltas | None) -> list[str]:
+    """The per-level bench deltas as a Markdown table and its notes (a campaign's record)."""
+    return benchcompare.format_lines(bench, markdown=True)
 
 
 def format_markdown(result: CompareReport) -> str:

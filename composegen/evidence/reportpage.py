@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 
-from composegen.evidence import benchcompare, benchedgetext, compare, plots
+from composegen.evidence import benchcompare, benchedgetext, benchopentext, compare, plots
+from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.benchedge import ViaEdgeResult
 from composegen.evidence.reports.compare import CompareReport
 from composegen.evidence.reports.runs import RunsReport
@@ -161,9 +162,19 @@ def _bench_tables(report: RunsReport) -> str:
             for lv in run.bench.levels
         ]
         sizes = f"{run.bench.input_tokens} input / {run.bench.output_tokens} output tokens"
-        parts.append(f"<h4>{escape(run.label)} ({sizes})</h4>" + _table(head, rows))
+        title = f"<h4>{escape(run.label)} ({sizes})</h4>"
+        if run.bench.arrivals == "open":  # its own columns: rates, lateness, queueing, the SLO
+            parts.append(title + _open_table(run.bench))
+            continue
+        parts.append(title + _table(head, rows))
         parts.append(_via_edge(run.label, run.bench.via_edge))
     return "".join(parts)
+
+
+def _open_table(result: BenchResult) -> str:
+    notes = [benchopentext.legend(result), *benchopentext.find_max_lines(result)]
+    table = _table(benchopentext.head(result), benchopentext.rows(result))
+    return table + "".join(f"<p>{escape(n)}</p>" for n in notes)
 
 
 def _via_edge(label: str, via: ViaEdgeResult | None) -> str:

@@ -13,8 +13,16 @@ import collections
 from pathlib import Path
 
 from composegen.errors import BadInput
-from composegen.evidence import benchcompare, benchedgetext, benchstats, compare, record
+from composegen.evidence import (
+    benchcompare,
+    benchedgetext,
+    benchopentext,
+    benchstats,
+    compare,
+    record,
+)
 from composegen.evidence import bundle as evidence
+from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.runs import RawFile, RunsReport, RunSummary
@@ -139,6 +147,14 @@ def _ladder_md(run: RunSummary) -> list[str]:
     return ["", f"**Context ladder: {md_cell(run.label)}**", "", *_md_table(head, rows)]
 
 
+def _bench_md(result: BenchResult) -> str:
+    """An open loop's table has its own columns (rate asked and achieved, lateness, queueing, SLO);
+    a closed loop's stays as it was."""
+    if result.arrivals == "open":
+        return benchopentext.format_markdown(result)
+    return benchstats.format_markdown(result)
+
+
 def format_markdown(report: RunsReport) -> str:
     lines = ["## composegen report", ""]
     if any(run.emulated for run in report.runs):
@@ -157,7 +173,7 @@ def format_markdown(report: RunsReport) -> str:
                 "",
                 f"**Load benchmark: {md_cell(run.label)}**",
                 "",
-                benchstats.format_markdown(run.bench).rstrip(),
+                _bench_md(run.bench).rstrip(),
             ]
             if run.bench.via_edge is not None:
                 lines += ["", benchedgetext.format_markdown(run.bench.via_edge).rstrip()]

@@ -38,6 +38,7 @@ def test_a_campaign_carries_an_open_loop_bench_arm_and_its_frontier(tmp_path):
         assert {row["level"] for row in compared} == {"r2", "r4"}  # paired by rate, not all "c0"
         record = (directory / "campaign.md").read_text()
         assert "performance at other loads than 2, 4 requests/s (open loop)" in record
+        assert "## Load benchmark" in record and "| r4 | send_lateness_p99_ms |" in record
         page = tmp_path / "perf.html"
         assert cli("report", "perf", "--html", str(page)).returncode == 0
         html = page.read_text()

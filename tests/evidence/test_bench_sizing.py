@@ -52,7 +52,10 @@ def test_a_size_below_the_fixed_prompt_is_refused():
 
 def test_the_api_counts_exactly_the_asked_prompt_tokens_for_every_request(server):
     run = bench.run_sweep(
-        server.base_url, "m", [1, 4], input_tokens=256, output_tokens=32, requests=64, seed=2
+        server.base_url,
+        "m",
+        [1, 4],
+        bench.SweepOptions(input_tokens=256, output_tokens=32, requests=64, seed=2),
     )
     assert run.result.ok and run.result.input_tokens_exact
     assert server.prompts == [256] * (1 + 2 * 64)  # the warm-up and every request of both levels
@@ -86,7 +89,10 @@ def _without_ignore_eos(make):
 def test_each_level_is_written_in_vllm_bench_serves_result_shape(server, tmp_path):
     server.spec_tokens = 5  # the DSpark profiles speculate 5 tokens
     run = bench.run_sweep(
-        server.base_url, "m", [1, 4, 16], input_tokens=256, output_tokens=32, requests=64, seed=0
+        server.base_url,
+        "m",
+        [1, 4, 16],
+        bench.SweepOptions(input_tokens=256, output_tokens=32, requests=64, seed=0),
     )
     written = bench.save_vllm_results(run, tmp_path / "out")
     assert [p.name for p in written] == [f"vllm-bench-serve-c{c}.json" for c in (1, 4, 16)]
@@ -125,7 +131,10 @@ def test_each_level_is_written_in_vllm_bench_serves_result_shape(server, tmp_pat
 
 def test_without_speculation_there_are_no_spec_decode_keys(server, tmp_path):
     run = bench.run_sweep(
-        server.base_url, "m", [2], input_tokens=64, output_tokens=4, requests=4, seed=0
+        server.base_url,
+        "m",
+        [2],
+        bench.SweepOptions(input_tokens=64, output_tokens=4, requests=4, seed=0),
     )
     [path] = bench.save_vllm_results(run, tmp_path)
     assert not [k for k in json.loads(path.read_text()) if k.startswith("spec_decode")]

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from composegen.errors import EngineError
-from composegen.evidence import benchedge, benchedgetext, benchstats
+from composegen.evidence import bench, benchedge, benchedgetext, benchstats
 from composegen.evidence.reports.bench import BenchResult, LevelResult
 from composegen.evidence.reports.benchedge import PathFigures
 from tests.support.emulator_proc import EmulatorProc
@@ -77,7 +77,10 @@ def ways(tmp_path_factory):
 def test_both_paths_alternate_and_the_difference_is_what_the_edge_adds(ways):
     door, edge = ways
     result = benchedge.run_via_edge(
-        door, edge, [1, 2], input_tokens=64, output_tokens=8, requests=N, seed=3, emulated=True
+        door,
+        edge,
+        [1, 2],
+        bench.SweepOptions(input_tokens=64, output_tokens=8, requests=N, seed=3, emulated=True),
     )
     via = result.via_edge
     assert result.ok and result.input_tokens_exact and via is not None
@@ -107,7 +110,10 @@ def test_both_paths_alternate_and_the_difference_is_what_the_edge_adds(ways):
 def test_the_text_and_markdown_say_where_the_figures_came_from(ways):
     door, edge = ways
     via = benchedge.run_via_edge(
-        door, edge, [1], input_tokens=16, output_tokens=4, requests=2, emulated=True
+        door,
+        edge,
+        [1],
+        bench.SweepOptions(input_tokens=16, output_tokens=4, requests=2, emulated=True),
     ).via_edge
     assert via is not None
     text = benchedgetext.format_text(via)
@@ -141,7 +147,10 @@ def test_with_a_duration_both_paths_alternate_until_it_ends(ways):
     door, edge = ways
     started = time.perf_counter()
     result = benchedge.run_via_edge(
-        door, edge, [2], input_tokens=16, output_tokens=4, duration=1.0, seed=5, emulated=True
+        door,
+        edge,
+        [2],
+        bench.SweepOptions(input_tokens=16, output_tokens=4, duration=1.0, seed=5, emulated=True),
     )
     level = result.via_edge.levels[0] if result.via_edge else None
     assert result.ok and level is not None and result.duration_s == 1.0
@@ -156,4 +165,6 @@ def test_a_path_that_fails_its_warm_up_is_an_engine_error(ways):
     closed = benchedge.EdgeWay("http://127.0.0.1:9", door.model, None, name="x", tls="off")
     where = re.escape("bench --via-edge: http://127.0.0.1:9/v1/chat/completions: the warm-up")
     with pytest.raises(EngineError, match=where):
-        benchedge.run_via_edge(door, closed, [1], input_tokens=16, output_tokens=4, requests=1)
+        benchedge.run_via_edge(
+            door, closed, [1], bench.SweepOptions(input_tokens=16, output_tokens=4, requests=1)
+        )

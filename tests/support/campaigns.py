@@ -93,10 +93,11 @@ def _ladder() -> LadderResult:
 
 
 def seeded_campaign(
-    tmp: Path, name: str = "seed-ab", plant_config: bool = True
+    tmp: Path, name: str = "seed-ab", plant_config: bool = True, benches: dict | None = None
 ) -> tuple[Project, Path]:
     """A finished bracketed campaign 8192-131k vs 4096-131k from the seed's recorded arm logs; PLANT_CONFIG:
-    the candidate also carries private values in its environment (functional differences)."""
+    the candidate also carries private values in its environment (functional differences); BENCHES:
+    {arm key: BenchResult} recorded into those arms' bundles."""
     root = make_project(tmp, {}, copy_shipped=True)
     candidate = root / "profiles" / "4096-131k.yaml"
     if plant_config:
@@ -123,7 +124,7 @@ def seeded_campaign(
                                  emulated=False)  # fmt: skip
         made = evidence.write_run(
             project, r, startup_log_text=text, startup_report=report, gates=_gates(arm.key != "candidate"),
-            ladder=_ladder(), container=container,
+            ladder=_ladder(), container=container, bench=(benches or {}).get(arm.key),
         )  # fmt: skip
         os.replace(made, directory / arm.key)
         arm.status, arm.bundle, arm.finished_at = "done", arm.key, "2026-08-10T12:00:00Z"

@@ -266,4 +266,8 @@ class BenchDeltas(Report):
     levels: list[BenchDelta]
     only_a: list[int] = Field(description="concurrency levels only run a measured")
     only_b: list[int]
+    only_a_rates: list[str] = Field(
+        default_factory=list, description="open-loop levels (r2, r4, …) only run a measured"
+    )
+    only_b_rates: list[str] = Field(default_factory=list)
     notes: list[str]

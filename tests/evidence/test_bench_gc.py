@@ -1,0 +1,71 @@
+"""benchgc: during an open-loop level the cyclic collector runs only where the sender has room."""
+
+from __future__ import annotations
+
+import gc
+
+from composegen.evidence import benchgc
+
+
+def _cycles(n: int) -> list[object]:
+    """n tracked container allocations, each a reference cycle only the collector can free."""
+    made = []
+    for _ in range(n):
+        a: list[object] = []
+        a.append(a)
+        made.append(a)
+    return made
+
+
+def test_no_automatic_collection_inside_and_restored_after() -> None:
+    assert gc.isenabled()
+    before = gc.get_freeze_count()
+    with benchgc.between_sends():
+        assert not gc.isenabled()
+        assert gc.get_freeze_count() > before  # what existed is frozen: never scanned in the level
+        counts = []
+        gc.callbacks.append(lambda phase, info: counts.append(phase))
+        try:
+            _cycles(5 * benchgc.YOUNG_EVERY)
+        finally:
+            gc.callbacks.pop()
+        assert counts == []  # far past the threshold, and no collection ran by itself
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+
+
+def test_collects_only_with_room_before_the_next_send() -> None:
+    with benchgc.between_sends() as collector:
+        _cycles(2 * benchgc.YOUNG_EVERY)
+        collector.maybe_collect(benchgc.GAP_S / 2)  # a send is due too soon
+        assert collector.collections == 0
+        collector.maybe_collect(benchgc.GAP_S * 2)
+        assert collector.collections == 1
+        assert gc.get_count()[0] < benchgc.YOUNG_EVERY
+        collector.maybe_collect(1.0)  # nothing allocated since: nothing to do
+        assert collector.collections == 1
+
+
+def test_a_level_too_dense_for_gaps_still_collects_past_the_ceiling() -> None:
+    with benchgc.between_sends() as collector:
+        _cycles(benchgc.YOUNG_EVERY * 2)
+        collector.maybe_collect(0.0)
+        assert collector.collections == 0
+        _cycles(benchgc.CEILING)
+        collector.maybe_collect(0.0)
+        assert collector.collections == 1
+
+
+def test_the_middle_generation_every_tenth_time() -> None:
+    with benchgc.between_sends() as collector:
+        seen: list[int] = []
+        gc.callbacks.append(
+            lambda phase, info: phase == "start" and seen.append(info["generation"])
+        )
+        try:
+            for _ in range(benchgc.MIDDLE_EVERY + 1):
+                _cycles(2 * benchgc.YOUNG_EVERY)
+                collector.maybe_collect(1.0)
+        finally:
+            gc.callbacks.pop()
+        assert seen == [0] * benchgc.MIDDLE_EVERY + [1]  # as CPython's own thresholds would
