@@ -18,6 +18,7 @@ and the alias stays where it was.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,12 @@ class Steps:
         started = time.monotonic()
         action()
         self.done.append((name, round(time.monotonic() - started, 3)))
+
+
+def preload_gates() -> None:
+    """The gates' client (openai: ~0.2-0.3 s of imports) loaded on a thread while the first steps
+    wait on the engines, so `gates on NEW` runs at once after the identity check."""
+    threading.Thread(target=capture.preload_gates, name="preload-gates", daemon=True).start()
 
 
 def plan_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:

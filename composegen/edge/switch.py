@@ -25,6 +25,7 @@ from composegen.edge import journal, routes, standby, standbyplan
 from composegen.edge.config import Edge
 from composegen.edge.reports import StepTime, SwitchReport
 from composegen.edge.routes import Proof
+from composegen.edge.timeline import Timeline
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.evidence import capture
 from composegen.profiles import resolve
@@ -45,6 +46,7 @@ class StageSink(ProgressSink):
         alias: str,
         target: str,
         entry: journal.Journal | None = None,
+        clock: Timeline | None = None,
     ) -> None:
         self.project, self.edge, self.alias, self.target, self.entry = (
             project,
@@ -53,23 +55,26 @@ class StageSink(ProgressSink):
             target,
             entry,
         )
+        self.clock = clock
         self.prefix = ""
         self.tracker = stages.StageTracker(time.time())
         self.seen: list[str] = []
         self.at: list[float] = []  # time.monotonic() of each stage in `seen`
 
-    def timed(self) -> list[tuple[str, float]]:
-        """Each stage told with its seconds (until the next one, the last until now); `loading
-        weights 1/4 … 4/4` is one step."""
-        ends = [*self.at[1:], time.monotonic()]
-        steps: list[tuple[str, float]] = []
+    def timed(self, until: float | None = None) -> list[StepTime]:
+        """Each stage told with its seconds (until the next one, the last until UNTIL or now) and
+        when it began; `loading weights 1/4 … 4/4` is one step."""
+        ends = [*self.at[1:], until or time.monotonic()]
+        steps: list[tuple[str, float, float]] = []
         for text, start, end in zip(self.seen, self.at, ends, strict=True):
             name = re.sub(r" \d+/\d+$", "", text)
             if steps and steps[-1][0] == name:
-                steps[-1] = (name, steps[-1][1] + end - start)
+                steps[-1] = (name, steps[-1][1], steps[-1][2] + end - start)
             else:
-                steps.append((name, end - start))
-        return [(name, round(seconds, 3)) for name, seconds in steps]
+                steps.append((name, start, end - start))
+        return [StepTime(step=name, seconds=round(seconds, 3),
+                         at=self.clock.at(start) if self.clock else None)
+                for name, start, seconds in steps]  # fmt: skip
 
     def say(self, stage: str) -> None:
         text = f"{self.prefix}{stage}"
@@ -141,6 +146,7 @@ def _switch(
     emulate: bool,
     gates: list[str] | None,
 ) -> SwitchReport:
+    clock = Timeline()
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
         _refuse_interrupted(project)
@@ -150,17 +156,22 @@ def _switch(
             why = f"{alias} already serves {target}"
             return SwitchReport(alias=alias, previous=current, profile=target, by=by, evidence=evidence, stages=[],
                                 seconds=0.0, path="unchanged", path_reason=why)  # fmt: skip
-        driver.engine_info()  # the engine answers, or nothing changes: the alias stays on its stack
-        # None: both resident, the target asleep
+        # None: both resident, the target asleep (its engine answered: nothing changes otherwise)
         cold = standby.why_not(project, edge, current, target)
-        if cold is not None and not emulate:
-            _can_start(project, edge.stacks[target])
+        if cold is not None:
+            driver.engine_info()  # the engine answers, or nothing changes: the alias stays
+            if not emulate:
+                _can_start(project, edge.stacks[target])
+        clock.mark("state")
         if cold is None and current is not None:  # the memory plan: refused (exit 2) with figures
+            standby.preload_gates()  # the gates' client loads while the engines sleep and wake
             standbyplan.check_switch(project, edge, current, target, emulate)
+            clock.mark("plan")
         entry = journal.begin(
             project, alias, current, target, by, emulate, "cold" if cold else "standby"
         )
-        sink = StageSink(project, edge, alias, target, entry)
+        clock.mark("journal")
+        sink = StageSink(project, edge, alias, target, entry, clock)
         try:
             if cold is None and current is not None:
                 _by_sleep(project, edge, alias, current, target, gates, sink)
@@ -180,6 +191,7 @@ def _switch(
             raise
         moved = routes.record(project, edge, alias, target, by, evidence)
         routes.publish(project, edge)
+        moved_at = time.monotonic()
         journal.end(project)
     return SwitchReport(
         alias=alias,
@@ -191,7 +203,9 @@ def _switch(
         seconds=round(time.monotonic() - started, 1),
         path="cold" if cold else "standby",
         path_reason=cold or standby.reason(project, edge, current, target),
-        steps=[StepTime(step=name, seconds=s) for name, s in sink.timed()],
+        steps=sink.timed(until=moved_at),
+        before=clock.before,
+        moved_at=clock.at(moved_at),
     )
 
 

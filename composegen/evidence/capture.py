@@ -55,6 +55,11 @@ def stack_gates(
     )
 
 
+def preload_gates() -> None:
+    """The gates' client libraries imported now (a standby switch does it on a thread)."""
+    gates.preload_client()
+
+
 def require_gates(r: Resolved, only: list[str] | None) -> None:
     """ONLY (default smoke) must pass on R's running stack, or CheckFailed names those that did
     not."""
