@@ -163,6 +163,7 @@ def one_switch(bench: Bench, argv: list[str], target: str, every: float) -> dict
         "command_s": round(ended - started, 3), "errors": len(errors),
         "before": {s["step"]: s["seconds"] for s in report.get("before", [])},
         "steps": {s["step"].split(" ")[0]: s["seconds"] for s in report["steps"]},
+        "seconds": report["seconds"],
     }  # fmt: skip
 
 
@@ -171,14 +172,14 @@ def summary(rows: list[dict]) -> str:
         return f"{min(values):.3f} / {statistics.median(values):.3f} / {max(values):.3f}"
 
     lines = ["figure (seconds; min / median / max over the switches)"]
-    lines.append(
-        f"  command start → alias moved (--json moved_at): {span([r['moved_at'] for r in rows])}"
-    )
+    moved = [r["moved_at"] for r in rows if r["moved_at"] is not None]
+    if moved:  # a release before `moved_at` has only the client's figure
+        lines.append(f"  command start → alias moved (--json moved_at): {span(moved)}")
     firsts = [r["client_first_new_s"] for r in rows if r["client_first_new_s"] is not None]
     if firsts:
         lines.append(f"  command start → first answer of the new model (client): {span(firsts)}")
     for part in ("before", "steps"):
-        for name in rows[0][part]:
+        for name in rows[-1][part]:
             lines.append(f"  {part[:-1] if part == 'steps' else 'before'} {name}: "
                          f"{span([r[part].get(name, 0.0) for r in rows])}")  # fmt: skip
     lines.append(
