@@ -62,8 +62,9 @@ class SwitchReport(Report):
     path_reason: str | None = None  # why that path ran
     # each step told to clients, with its seconds
     steps: list[StepTime] = Field(default_factory=list)
-    # what ran before the first step (`start`: the process's start to the switch's; `state`,
-    # `plan`, `journal`), and when the alias moved, in seconds from the command's start
+    # what ran before the first step (`start`: the process's start, imports included, to the
+    # command's; `proof`, `state`, `plan`, `journal`), and when the alias moved, in seconds from
+    # the command's start
     before: list[StepTime] = Field(default_factory=list)
     moved_at: float | None = None
 

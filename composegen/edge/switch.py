@@ -109,6 +109,7 @@ def promote(
     emulate: bool = False,
     gates: list[str] | None = None,
 ) -> SwitchReport:
+    clock = Timeline()
     if profile not in edge.stacks:
         raise BadInput(
             f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
@@ -119,7 +120,8 @@ def promote(
         if campaign
         else proof.qualified_run(project, r, run)
     )
-    return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates)
+    clock.mark("proof")
+    return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates, clock)
 
 
 def rollback(
@@ -130,9 +132,19 @@ def rollback(
     emulate: bool = False,
     gates: list[str] | None = None,
 ) -> SwitchReport:
+    clock = Timeline()
     back = routes.previous(project, edge, alias)
+    clock.mark("proof")  # the previous assignment, with the evidence it was made on
     return _switch(
-        project, edge, alias, back["profile"], "rollback", back.get("evidence"), emulate, gates
+        project,
+        edge,
+        alias,
+        back["profile"],
+        "rollback",
+        back.get("evidence"),
+        emulate,
+        gates,
+        clock,
     )
 
 
@@ -145,8 +157,8 @@ def _switch(
     evidence: Proof | None,
     emulate: bool,
     gates: list[str] | None,
+    clock: Timeline,
 ) -> SwitchReport:
-    clock = Timeline()
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
         _refuse_interrupted(project)

@@ -123,7 +123,7 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
         # when each step began and when the alias moved, from the command's start (bench/bench_switch.py
         # measures how long that is; docs/standby.md)
         before = report["before"]
-        assert [b["step"] for b in before] == ["start", "state", "plan", "journal"], before
+        assert [b["step"] for b in before] == ["start", "proof", "state", "plan", "journal"], before
         starts = [s["at"] for s in (*before, *report["steps"])]
         assert starts == sorted(starts) and starts[0] == 0.0, starts
         assert report["moved_at"] >= starts[-1] + report["steps"][-1]["seconds"] - 0.002, report
