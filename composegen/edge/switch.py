@@ -27,7 +27,7 @@ from composegen.edge.reports import StepTime, SwitchReport
 from composegen.edge.routes import Proof
 from composegen.edge.timeline import Timeline
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
-from composegen.evidence import capture
+from composegen.evidence import gatecheck
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -277,7 +277,7 @@ def _bring_up(
     r = edge.stacks[name]
     driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
-    capture.require_gates(r, gates)
+    gatecheck.require_gates(r, gates)
 
 
 def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
@@ -286,7 +286,7 @@ def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: Sta
     r = edge.stacks[name]
     driver.up_or_attach(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
-    capture.require_gates(r, None)
+    gatecheck.require_gates(r, None)
 
 
 def _rolled_back(
