@@ -41,8 +41,12 @@ class ArmJob:
     wake                        wake the stack an earlier arm put to sleep instead of starting it
     asleep                      profiles asleep for this campaign: exclusive mode lets them be
     resident                    asked at the close: resident, put to sleep (a promote switches to
-                                it by sleep); else down. Recorded in the state (residency)
+                                it by sleep) or, with serving_stays, left awake when an alias serves
+                                it; else down. Recorded in the state (residency)
     stay_awake                  left awake at the close (the control, serving its alias)
+    settle                      run once the arm is closed, the last arm of a campaign on standby:
+                                the other engine woken or taken down (campaign/resident.py); its
+                                line goes to campaign.log
     """
 
     evidence: Callable[[Resolved, bool, Step], Path]
@@ -52,7 +56,9 @@ class ArmJob:
     wake: bool = False
     asleep: tuple[str, ...] = ()
     resident: Callable[[], Residency] | None = None
+    serving_stays: bool = False
     stay_awake: bool = False
+    settle: Callable[[CampaignState], str] | None = None
 
 
 def run_arm(
@@ -153,6 +159,8 @@ def _close(
         state.log(directory, f"{arm.key}: evidence {arm.key}/; down {arm.profile}")
         down = driver.down(project, r)
         arm.shm_reclaimable = reclaimable(down.shm)
+    if job.settle is not None:
+        state.log(directory, f"{arm.key}: {job.settle(st)}")
     arm.status, arm.finished_at = "done", privatestate.stamp()
     state.save(directory, st)
     state.log(directory, f"{arm.key}: done (shm reclaimable: {arm.shm_reclaimable})")
@@ -163,7 +171,9 @@ def _how(directory: Path, st: CampaignState, arm: ArmState, job: ArmJob) -> str:
     if job.resident is not None:
         st.residency = job.resident()
         state.log(directory, f"{arm.key}: {st.residency.reason}")
-        return "sleep" if st.residency.resident else "down"
+        if not st.residency.resident:
+            return "down"
+        return "awake" if job.serving_stays and st.residency.awake == arm.profile else "sleep"
     if job.sleep_after:
         return "sleep"
     return "awake" if job.stay_awake else "down"

@@ -109,10 +109,16 @@ class Residency(Report):
     """Whether a campaign on standby stacks left both engines resident (campaign/resident.py)."""
 
     resident: bool = Field(
-        description="true: the control awake (serving its alias), the candidate asleep, so a promote "
-        "of the candidate switches by sleep; false: the candidate was taken down (a cold start)"
+        description="true: both engines stay up, the one an alias serves awake and the other asleep, "
+        "so a promote between them switches by sleep; false: the candidate was taken down (and, "
+        "without --bracket, the control: a cold start)"
     )
     reason: str
+    awake: str | None = Field(
+        default=None,
+        description="resident: the profile left awake at the end (the one an alias serves: the control, "
+        "or the candidate when the alias already served it); the other is asleep",
+    )
 
 
 class CampaignState(Report):

@@ -85,9 +85,9 @@ def run(project: Project, directory: Path, ui: CampaignProgress) -> CampaignStat
 
 
 def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
-    """An A/B arm: the evidence `evidence` captures. On standby stacks with --bracket the control
-    sleeps while the candidate runs and the bracket wakes it (one cold start each); the candidate then
-    stays asleep and the control awake when campaign/resident.py says they can."""
+    """An A/B arm: the evidence `evidence` captures. On standby stacks the control sleeps while the
+    candidate runs and a bracket wakes it (one cold start each); at the end the engine an alias
+    serves stays awake and the other asleep when campaign/resident.py says they can."""
     opts = st.options
     sizes = {"input_tokens": opts.bench_input_tokens, "output_tokens": opts.bench_output_tokens}
     bench = None
@@ -107,16 +107,20 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
             on_step=step,
         )
 
-    control = st.control or arm.profile
-    standby = opts.bracket and resolve.load(project, control).profile.standby is not None
-    # the candidate left asleep by its arm (campaign/resident.py): the bracket wakes beside it
+    control, candidate = st.control or arm.profile, st.candidate or arm.profile
+    standby = _on_standby(project, st, control, candidate)
+    # the residency decided when the candidate's arm closed (campaign/resident.py)
     kept = st.residency is not None and st.residency.resident
-    asleep = (control, *([st.candidate] if kept and st.candidate else []))
-    candidate = st.candidate or arm.profile
+    awake = st.residency.awake if st.residency is not None and kept else None
+    asleep = (control, *([candidate] if kept else []))
+    settles = (arm.key == "candidate" and not opts.bracket) or (arm.key == "bracket" and kept)
     return run_arm.ArmJob(
         evidence=evidence,
         judge=lambda a, dest: "done",
-        sleep_after=standby and arm.key == "control",
+        # the control sleeps while the candidate runs; the bracket's replay sleeps again when the
+        # alias serves the candidate (which then wakes)
+        sleep_after=standby
+        and (arm.key == "control" or (arm.key == "bracket" and awake == candidate)),
         wake=standby and arm.key == "bracket",
         asleep=asleep if standby and arm.key in ("candidate", "bracket") else (),
         resident=(
@@ -124,8 +128,21 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
             if standby and arm.key == "candidate"
             else None
         ),
-        stay_awake=kept and arm.key == "bracket",
+        serving_stays=not opts.bracket,
+        stay_awake=kept and arm.key == "bracket" and awake == control,
+        settle=(lambda s: resident.settle(project, s, arm.profile))
+        if standby and settles
+        else None,
     )
+
+
+def _on_standby(project: Project, st: CampaignState, control: str, candidate: str) -> bool:
+    """Whether the arms keep their engines resident: with --bracket when the control has
+    `standby:` (its replay is a wake); without, when the pair can end resident (both on standby
+    behind the edge, an alias serving one: campaign/resident.py), else each arm is taken down."""
+    if st.options.bracket:
+        return resolve.load(project, control).profile.standby is not None
+    return resident.possible(project, control, candidate)[0] is None
 
 
 def docs(directory: Path, st: CampaignState) -> dict[str, LoadedRun]:

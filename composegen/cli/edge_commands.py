@@ -1,18 +1,17 @@
-"""`composegen edge up|down|status|recover|ca`, `edge keys …` (edge_keys.py), `promote`, `rollback`
-(docs/edge.md; docs/commands.md says why promote and rollback stay top-level verbs)."""
+"""`composegen edge up|down|status|recover|ca`, `edge keys …` (edge_keys.py) (docs/edge.md);
+`promote` and `rollback` are promote_commands.py."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 import typer
 
-from composegen.cli.app import JsonOpt, ProfileArg, app
+from composegen.cli.app import JsonOpt, app
 from composegen.cli.app import project as _project
 from composegen.cli.edge_keys import keys_app
-from composegen.edge import exposure, recovery, service, switch
-from composegen.edge.reports import ExposureReport, SwitchReport
+from composegen.edge import exposure, recovery, service
+from composegen.edge.reports import ExposureReport
 from composegen.edge.status import edge_status as read
 from composegen.edge.status import format_text
 from composegen.errors import CheckFailed
@@ -90,107 +89,6 @@ def edge_ca() -> None:
     """
 
     out(service.root_certificate(_project()).rstrip("\n"))
-
-
-EmulateOpt = typer.Option(
-    False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
-)
-GatesOpt = typer.Option(
-    "smoke", "--gates", help="Gates the new stack must pass before the alias moves."
-)
-
-
-def _switched(result: SwitchReport, json_: bool) -> None:
-    Output(json_).report(result, lambda: _switch_text(result))
-
-
-def _switch_text(result: SwitchReport) -> str:
-    if result.path == "unchanged":
-        return f"{result.alias} already serves {result.profile}: nothing to switch"
-    ev = result.evidence
-    proof = (
-        f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
-    )
-    told: list[str] = []
-    for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
-        label = re.sub(r" \d+/\d+$", "", stage)
-        if not told or told[-1] != label:
-            told.append(label)
-    reason = f" ({result.path_reason})" if result.path_reason else ""
-    return (
-        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)\n"
-        f"  evidence: {proof}\n"
-        f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}\n"
-        f"  path: {result.path}{reason}"
-    )
-
-
-@app.command()
-def promote(
-    profile: str = ProfileArg,
-    alias: str = typer.Option(
-        ..., "--alias", help="The stable model name clients send (edge.yaml aliases)."
-    ),
-    campaign: str | None = typer.Option(
-        None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."
-    ),
-    run: str | None = typer.Option(
-        None, "--run", help="The qualify run to vouch for it (default: its newest)."
-    ),
-    force: str | None = typer.Option(
-        None,
-        "--force",
-        help="REASON: accept a campaign decision on a profile changed since (recorded).",
-    ),
-    emulate: bool = EmulateOpt,
-    gates: str = GatesOpt,
-    json_: bool = JsonOpt,
-) -> None:
-    """Point an alias at PROFILE after a passing qualification or a campaign decision: down the
-    current stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls
-    back on failure).
-
-    Example: composegen promote 4096-131k --alias ds4-flash
-    """
-
-    project = _project()
-    edge = service.load(project)
-    only = [g for g in gates.split(",") if g]
-    result = switch.promote(
-        project,
-        edge,
-        profile,
-        alias,
-        campaign=campaign,
-        run=run,
-        force=force,
-        emulate=emulate,
-        gates=only,
-    )
-    _switched(result, json_)
-
-
-@app.command()
-def rollback(
-    alias: str = typer.Argument(..., help="An alias of edge.yaml."),
-    emulate: bool = EmulateOpt,
-    gates: str = GatesOpt,
-    json_: bool = JsonOpt,
-) -> None:
-    """Return an alias to the stack it pointed at before (the same switch as promote).
-
-    Example: composegen rollback ds4-flash
-    """
-
-    project = _project()
-    result = switch.rollback(
-        project,
-        service.load(project),
-        alias,
-        emulate=emulate,
-        gates=[g for g in gates.split(",") if g],
-    )
-    _switched(result, json_)
 
 
 def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:

@@ -46,7 +46,8 @@ COMMANDS: dict[str, str] = {
     "top": "top_command",
     **dict.fromkeys(["doctor", "provision"], "setup_commands"),
     "campaign": "campaign_commands",
-    **dict.fromkeys(["promote", "rollback", "edge"], "edge_commands"),
+    **dict.fromkeys(["promote", "rollback"], "promote_commands"),
+    "edge": "edge_commands",
 }
 MODULES = list(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_FLAGS = {"--version"}  # global options that take no value; --root takes one

@@ -19,7 +19,7 @@ from composegen.edge import journal, routes, switch
 from composegen.edge.config import Edge
 from composegen.edge.reports import RecoverReport
 from composegen.errors import ComposegenError
-from composegen.evidence import capture
+from composegen.evidence import gatecheck
 from composegen.project import Project
 from composegen.stack import driver
 
@@ -53,7 +53,7 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
             sink.say(f"waking {serving}")
             driver.wake_stack(project, edge.stacks[serving])
             sink.say(f"gates on {serving}")
-            capture.require_gates(edge.stacks[serving], None)
+            gatecheck.require_gates(edge.stacks[serving], None)
             action = f"undone: {target} asleep, {serving} awake and serving again"
         else:
             if target in edge.stacks:

@@ -44,6 +44,8 @@ def client_rows(clients: list[Client]) -> list[ClientRow]:
 class StepTime(Report):
     step: str
     seconds: float
+    # when it began, in seconds from the command's start (the process's own start time)
+    at: float | None = None
 
 
 class SwitchReport(Report):
@@ -60,6 +62,11 @@ class SwitchReport(Report):
     path_reason: str | None = None  # why that path ran
     # each step told to clients, with its seconds
     steps: list[StepTime] = Field(default_factory=list)
+    # what ran before the first step (`start`: the process's start, imports included, to the
+    # command's; `proof`, `state`, `plan`, `journal`), and when the alias moved, in seconds from
+    # the command's start
+    before: list[StepTime] = Field(default_factory=list)
+    moved_at: float | None = None
 
 
 class RecoverReport(Report):

@@ -18,6 +18,7 @@ and the alias stays where it was.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from composegen.edge import standbyplan
 from composegen.edge.config import Edge
 from composegen.errors import CheckFailed, ComposegenError
-from composegen.evidence import capture, sleepcycles
+from composegen.evidence import gatecheck, sleepcycles
 from composegen.monitor import watch
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -48,6 +49,12 @@ class Steps:
         self.done.append((name, round(time.monotonic() - started, 3)))
 
 
+def preload_gates() -> None:
+    """The gates' client (openai: ~0.2-0.3 s of imports) loaded on a thread while the first steps
+    wait on the engines, so `gates on NEW` runs at once after the identity check."""
+    threading.Thread(target=gatecheck.preload_gates, name="preload-gates", daemon=True).start()
+
+
 def plan_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:
     """Before `up`: refused (exit 2, the figures) when the memory plan says it does not fit."""
     standbyplan.check_start(project, r, emulated, standby)
@@ -59,7 +66,7 @@ def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -
     asleep = driver.sleep_state(project, r)
     if asleep is not None:
         return asleep  # already: `up --standby` of a sleeping stack changes nothing
-    capture.require_gates(r, only)
+    gatecheck.require_gates(r, only)
     ctr = driver.head_container(project, r)
     standbyplan.check_sleep(project, r, bool(ctr and ctr.emulated))
     return driver.sleep_stack(project, r)
@@ -122,7 +129,7 @@ def switch(
         steps.run(f"waking {target}", lambda: driver.wake_stack(project, new))
         steps.run("warm-up", lambda: sleepcycles.probe(new))  # the first request after a wake
         steps.run("identity", lambda: _identity(new))
-        steps.run(f"gates on {target}", lambda: capture.require_gates(new, only))
+        steps.run(f"gates on {target}", lambda: gatecheck.require_gates(new, only))
     except (ComposegenError, TimeoutError):
         steps.say(f"switch to {target} failed, waking {current} again")
         # the new engine may be what failed; the old one wakes anyway

@@ -25,8 +25,9 @@ from composegen.edge import journal, routes, standby, standbyplan
 from composegen.edge.config import Edge
 from composegen.edge.reports import StepTime, SwitchReport
 from composegen.edge.routes import Proof
+from composegen.edge.timeline import Timeline
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
-from composegen.evidence import capture
+from composegen.evidence import gatecheck
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -45,6 +46,7 @@ class StageSink(ProgressSink):
         alias: str,
         target: str,
         entry: journal.Journal | None = None,
+        clock: Timeline | None = None,
     ) -> None:
         self.project, self.edge, self.alias, self.target, self.entry = (
             project,
@@ -53,23 +55,26 @@ class StageSink(ProgressSink):
             target,
             entry,
         )
+        self.clock = clock
         self.prefix = ""
         self.tracker = stages.StageTracker(time.time())
         self.seen: list[str] = []
         self.at: list[float] = []  # time.monotonic() of each stage in `seen`
 
-    def timed(self) -> list[tuple[str, float]]:
-        """Each stage told with its seconds (until the next one, the last until now); `loading
-        weights 1/4 … 4/4` is one step."""
-        ends = [*self.at[1:], time.monotonic()]
-        steps: list[tuple[str, float]] = []
+    def timed(self, until: float | None = None) -> list[StepTime]:
+        """Each stage told with its seconds (until the next one, the last until UNTIL or now) and
+        when it began; `loading weights 1/4 … 4/4` is one step."""
+        ends = [*self.at[1:], until or time.monotonic()]
+        steps: list[tuple[str, float, float]] = []
         for text, start, end in zip(self.seen, self.at, ends, strict=True):
             name = re.sub(r" \d+/\d+$", "", text)
             if steps and steps[-1][0] == name:
-                steps[-1] = (name, steps[-1][1] + end - start)
+                steps[-1] = (name, steps[-1][1], steps[-1][2] + end - start)
             else:
-                steps.append((name, end - start))
-        return [(name, round(seconds, 3)) for name, seconds in steps]
+                steps.append((name, start, end - start))
+        return [StepTime(step=name, seconds=round(seconds, 3),
+                         at=self.clock.at(start) if self.clock else None)
+                for name, start, seconds in steps]  # fmt: skip
 
     def say(self, stage: str) -> None:
         text = f"{self.prefix}{stage}"
@@ -104,6 +109,7 @@ def promote(
     emulate: bool = False,
     gates: list[str] | None = None,
 ) -> SwitchReport:
+    clock = Timeline()
     if profile not in edge.stacks:
         raise BadInput(
             f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
@@ -114,7 +120,8 @@ def promote(
         if campaign
         else proof.qualified_run(project, r, run)
     )
-    return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates)
+    clock.mark("proof")
+    return _switch(project, edge, alias, profile, "promote", evidence, emulate, gates, clock)
 
 
 def rollback(
@@ -125,9 +132,19 @@ def rollback(
     emulate: bool = False,
     gates: list[str] | None = None,
 ) -> SwitchReport:
+    clock = Timeline()
     back = routes.previous(project, edge, alias)
+    clock.mark("proof")  # the previous assignment, with the evidence it was made on
     return _switch(
-        project, edge, alias, back["profile"], "rollback", back.get("evidence"), emulate, gates
+        project,
+        edge,
+        alias,
+        back["profile"],
+        "rollback",
+        back.get("evidence"),
+        emulate,
+        gates,
+        clock,
     )
 
 
@@ -140,6 +157,7 @@ def _switch(
     evidence: Proof | None,
     emulate: bool,
     gates: list[str] | None,
+    clock: Timeline,
 ) -> SwitchReport:
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
@@ -150,17 +168,22 @@ def _switch(
             why = f"{alias} already serves {target}"
             return SwitchReport(alias=alias, previous=current, profile=target, by=by, evidence=evidence, stages=[],
                                 seconds=0.0, path="unchanged", path_reason=why)  # fmt: skip
-        driver.engine_info()  # the engine answers, or nothing changes: the alias stays on its stack
-        # None: both resident, the target asleep
+        # None: both resident, the target asleep (its engine answered: nothing changes otherwise)
         cold = standby.why_not(project, edge, current, target)
-        if cold is not None and not emulate:
-            _can_start(project, edge.stacks[target])
+        if cold is not None:
+            driver.engine_info()  # the engine answers, or nothing changes: the alias stays
+            if not emulate:
+                _can_start(project, edge.stacks[target])
+        clock.mark("state")
         if cold is None and current is not None:  # the memory plan: refused (exit 2) with figures
+            standby.preload_gates()  # the gates' client loads while the engines sleep and wake
             standbyplan.check_switch(project, edge, current, target, emulate)
+            clock.mark("plan")
         entry = journal.begin(
             project, alias, current, target, by, emulate, "cold" if cold else "standby"
         )
-        sink = StageSink(project, edge, alias, target, entry)
+        clock.mark("journal")
+        sink = StageSink(project, edge, alias, target, entry, clock)
         try:
             if cold is None and current is not None:
                 _by_sleep(project, edge, alias, current, target, gates, sink)
@@ -180,6 +203,7 @@ def _switch(
             raise
         moved = routes.record(project, edge, alias, target, by, evidence)
         routes.publish(project, edge)
+        moved_at = time.monotonic()
         journal.end(project)
     return SwitchReport(
         alias=alias,
@@ -191,7 +215,9 @@ def _switch(
         seconds=round(time.monotonic() - started, 1),
         path="cold" if cold else "standby",
         path_reason=cold or standby.reason(project, edge, current, target),
-        steps=[StepTime(step=name, seconds=s) for name, s in sink.timed()],
+        steps=sink.timed(until=moved_at),
+        before=clock.before,
+        moved_at=clock.at(moved_at),
     )
 
 
@@ -251,7 +277,7 @@ def _bring_up(
     r = edge.stacks[name]
     driver.up(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
-    capture.require_gates(r, gates)
+    gatecheck.require_gates(r, gates)
 
 
 def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
@@ -260,7 +286,7 @@ def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: Sta
     r = edge.stacks[name]
     driver.up_or_attach(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
     sink.say(f"gates on {name}")
-    capture.require_gates(r, None)
+    gatecheck.require_gates(r, None)
 
 
 def _rolled_back(

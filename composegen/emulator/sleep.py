@@ -12,9 +12,12 @@ leaves them paused. While asleep, the weight-using routes answer 503 (vLLM's sle
 
 The log lines are the recorded ones (EngineCore: `CuMemAllocator: sleep freed …`, `Sleep mode freed
 X GiB memory, Y GiB memory is still in use.`, `It took … seconds to fall asleep.`; `wake up the
-engine with tags: …`). Timings: EMU_SLEEP_S (0.04: the engine's own recorded time), EMU_WAKE_S (0.38
-for a wake with nothing to copy back) plus the level-1 weights at EMU_WAKE_GIB_S (19 GiB/s host to
-GPU, recorded with 6.5 GiB). The residue is EMU_SLEEP_RESIDUE_GIB (0.87 recorded); faults:
+engine with tags: …`). Timings: EMU_SLEEP_S (0.04: the engine's own recorded time, 0.035-0.071 s)
+and EMU_SLEEP_ROUTE_S (0.09: what /sleep took beyond it, the client's recorded 0.12-0.20 s, median
+0.136), EMU_WAKE_S (0.34, the median of the ten recorded level-1 wakes of the 4.6 MB model,
+0.28-0.40 s: a wake with nothing to copy back), or the level-1 copy of the weights at EMU_WAKE_GIB_S
+(19 GiB/s host to GPU, recorded with 6.5 GiB: 0.34-0.35 s) when that takes longer. The residue is
+EMU_SLEEP_RESIDUE_GIB (0.87 recorded); faults:
 EMU_FAULT=sleep_residue_growth (+0.5 GiB per cycle, as reported on 4x RTX PRO 6000),
 EMU_FAULT=wake_fails (the wake after the first cycle is an error).
 """
@@ -64,7 +67,8 @@ class SleepMode:
     weights_gib: float
     fault: str | None = None
     sleep_s: float = 0.04
-    wake_s: float = 0.38
+    sleep_route_s: float = 0.09
+    wake_s: float = 0.34
     wake_gib_s: float = 19.0
     residue_gib: float = 0.87
     level: int = 0  # 0 awake, 1 or 2 asleep
@@ -90,7 +94,8 @@ class SleepMode:
             weights_gib=weights_gib,
             fault=fault,
             sleep_s=_float(env, "EMU_SLEEP_S", 0.04),
-            wake_s=_float(env, "EMU_WAKE_S", 0.38),
+            sleep_route_s=_float(env, "EMU_SLEEP_ROUTE_S", 0.09),
+            wake_s=_float(env, "EMU_WAKE_S", 0.34),
             wake_gib_s=_float(env, "EMU_WAKE_GIB_S", 19.0),
             residue_gib=_float(env, "EMU_SLEEP_RESIDUE_GIB", 0.87),
         )
@@ -125,13 +130,18 @@ class SleepMode:
 
     # --- the dev routes ---------------------------------------------------------------------------
     def sleep(self, level: int, mode: str, log: Callable[..., None]) -> None:
+        if self._sleep(level, mode, log):
+            time.sleep(self.sleep_route_s)  # the router's own part, after the engine's
+
+    def _sleep(self, level: int, mode: str, log: Callable[..., None]) -> bool:
+        """The engine's part of /sleep; False when it was asleep already."""
         if level not in (1, 2):
             raise SleepError(400, f"Invalid sleep level: {level}; expected 1 or 2")
         if mode not in MODES:
             raise SleepError(400, f"Invalid mode: {mode}; expected one of {', '.join(MODES)}")
         with self.lock:
             if self.sleeping:
-                return  # vLLM answers 200 to a second /sleep as well
+                return False  # vLLM answers 200 to a second /sleep as well
             if self.running and mode == "wait":
                 log(
                     "INFO",
@@ -173,6 +183,7 @@ class SleepMode:
                 f"It took {took:.6f} seconds to fall asleep.",
                 "EngineCore_DP0",
             )
+            return True
 
     def wake(self, tags: list[str], log: Callable[..., None]) -> None:
         unknown = [t for t in tags if t not in TAGS]
@@ -201,7 +212,9 @@ class SleepMode:
                 if self.level == 1 and "weights" in waking
                 else 0.0
             )
-            time.sleep((self.wake_s if "kv_cache" in waking else 0.002) + copy)
+            # the copy overlaps the rest of the wake: recorded, 6.5 GiB woke in 0.34-0.35 s, as
+            # long as 4.6 MB did (0.28-0.40 s); the longer of the two
+            time.sleep(max(self.wake_s if "kv_cache" in waking else 0.002, copy))
             self.asleep_tags -= waking
             took = time.monotonic() - started
             named = "{'kv_cache', 'weights'}" if not tags else repr(tags)

@@ -16,6 +16,7 @@ __all__ = [
     "compare",
     "estimate",
     "frontier",
+    "gatecheck",
     "gates",
     "ladder",
     "plan",

@@ -11,16 +11,17 @@ version of the profile.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from composegen.errors import CheckFailed
-from composegen.evidence import benchrates, bundle, gates, ladder
+from composegen.evidence import benchrates, bundle, ladder
 from composegen.evidence.bench import SweepOptions, gpus_of, run_sweep
+from composegen.evidence.gatecheck import require_gates as require_gates  # re-exported
+from composegen.evidence.gatecheck import stack_gates
 from composegen.evidence.reports.bench import BenchResult
-from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.report import Report
@@ -34,33 +35,6 @@ class LiveStack:
     log: str  # the container's startup log
     startup: StartupCheck  # driver.startup_check: the startup report and the flag mismatches
     identity: LiveIdentity
-
-
-def stack_gates(
-    r: Resolved,
-    *,
-    only: str | Sequence[str] | None = None,
-    tools: int = 20,
-    on_step: Callable[[str], None] | None = None,
-) -> GateResult:
-    """The functional gates against R's running stack, at its endpoint as seen from here."""
-    ep = driver.endpoint(r)
-    return gates.run_gates(
-        ep.base_url,
-        r.profile.model.served_name,
-        api_key=ep.api_key,
-        tools=tools,
-        only=only,
-        on_step=on_step,
-    )
-
-
-def require_gates(r: Resolved, only: list[str] | None) -> None:
-    """ONLY (default smoke) must pass on R's running stack, or CheckFailed names those that did
-    not."""
-    failed = [g.name for g in stack_gates(r, only=only or ["smoke"]).gates if not g.passed]
-    if failed:
-        raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
 
 
 def live_stack(project: Project, r: Resolved) -> LiveStack:

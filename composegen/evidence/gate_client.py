@@ -29,6 +29,14 @@ def client_for(base_url: str, api_key: str | None, timeout: float) -> Client:
     )
 
 
+def preload() -> None:
+    """Import the client's libraries now (openai and its httpx: ~0.2-0.3 s of CPU on a loaded
+    machine), e.g. on a thread while a standby switch waits on its engines, so the gates after the
+    wake do not pay for it."""
+    import httpx2  # noqa: F401  (loaded, not used here)
+    import openai  # noqa: F401
+
+
 def check_served(client: Client, base_url: str, model: str) -> None:
     import openai
 

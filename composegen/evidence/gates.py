@@ -34,7 +34,13 @@ from composegen.evidence.gate_checks import (
     strip_fences,
     validate,
 )
-from composegen.evidence.gate_client import GateContext, api_message, check_served, client_for
+from composegen.evidence.gate_client import (
+    GateContext,
+    api_message,
+    check_served,
+    client_for,
+    preload,
+)
 from composegen.evidence.gate_tools import TOOL_CATALOG, WEATHER, _e, _i, _o, _s, tool_specs
 from composegen.evidence.reports.gate import GateResult, GateRow, ToolCounts
 from composegen.report import JsonObject
@@ -290,6 +296,11 @@ def run_one(name: str, ctx: GateContext) -> GateRow:
         reason=reason,
         details=details,
     )
+
+
+def preload_client() -> None:
+    """The client's libraries imported now (gate_client.preload)."""
+    preload()
 
 
 def run_gates(

@@ -47,6 +47,9 @@ class ContainerFacts:
     networks: tuple[str, ...]
     host_port: int | None  # the first published host port (none on the host network)
     target: Target = DEFAULT
+    # its IPv4 address on each network, in `networks` order: the stack's private network, which a
+    # local engine's host reaches directly (stack/sleepmode.py: the dev routes without an exec)
+    addresses: tuple[str, ...] = ()
 
     profile = _Label("io.composegen.profile")
     profile_hash = _Label("io.composegen.hash")
@@ -82,6 +85,7 @@ def parse_container(a: dict[str, Any], target: Target) -> ContainerFacts:
     """From the engine's container inspect answer."""
     state = a.get("State") or {}
     net = a.get("NetworkSettings") or {}
+    nets = net.get("Networks") or {}
     port = next(
         (
             int(b["HostPort"])
@@ -102,9 +106,10 @@ def parse_container(a: dict[str, Any], target: Target) -> ContainerFacts:
         started_at=docker_time(state.get("StartedAt", "")),
         labels=dict((a.get("Config") or {}).get("Labels") or {}),
         image_id=a.get("Image", ""),
-        networks=tuple(sorted((net.get("Networks") or {}).keys())),
+        networks=tuple(sorted(nets)),
         host_port=port,
         target=target,
+        addresses=tuple(ip for _, n in sorted(nets.items()) if (ip := (n or {}).get("IPAddress"))),
     )
 
 

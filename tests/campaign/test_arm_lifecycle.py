@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from composegen.campaign import arm as run_arm
-from composegen.campaign import exclusive, qualifyarm, runner, state
+from composegen.campaign import exclusive, qualifyarm, resident, runner, state
 from composegen.campaign.progress import CampaignProgress, label
 from composegen.campaign.reports import ArmState, CampaignOptions
-from composegen.errors import CheckFailed, EngineError, Interrupted
+from composegen.errors import BadInput, CheckFailed, EngineError, Interrupted
 from composegen.evidence import bundle, capture
 from composegen.project import Project
 from composegen.stack import driver
@@ -261,3 +261,79 @@ def test_both_kinds_of_arm_run_through_one_run_arm_and_only_the_driver_decides_t
 def test_an_arm_is_labelled_with_its_place_role_and_profile():
     arm = ArmState(key="candidate", profile=CANDIDATE)
     assert label(2, 3, arm) == "arm 2/3: candidate 4096-131k"
+
+
+def _resident_pair(project: Project, serving: str, monkeypatch, fake: FakeDriver) -> None:
+    """Both profiles on standby behind an edge whose alias serves SERVING; the memory plan fits
+    them (its refusal is the engine tests'), the fake driver everywhere the campaign asks."""
+    with (project.root / "profiles" / f"{CONTROL}.yaml").open("a", encoding="utf-8") as f:
+        f.write("standby: {level: 1}\n")  # the candidate extends it: both are standby stacks
+    (project.root / "edge.yaml").write_text(
+        "name: edge-ab\nlisten: {bind: 127.0.0.1, port: 18443}\ntls: {mode: internal, names: "
+        f"[localhost]}}\nstacks: [{CONTROL}, {CANDIDATE}]\naliases: {{ds4-flash: {serving}}}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(resident, "driver", fake)
+    monkeypatch.setattr(resident.standbyplan, "check_switch", lambda *args: None)
+
+
+@pytest.mark.parametrize(
+    ("serving", "calls", "awake"),
+    [
+        # the usual: the alias serves the control, which wakes again; the candidate sleeps
+        (CONTROL, [("sleep", CANDIDATE), ("wake", CONTROL)], CONTROL),
+        # the alias already served the candidate: it stays awake, the control asleep since its arm
+        (CANDIDATE, [], CANDIDATE),
+    ],
+)
+def test_without_bracket_on_standby_both_stay_resident_the_alias_s_engine_awake(
+    tmp_path, fake, monkeypatch, serving, calls, awake
+):
+    project, directory = _campaign(tmp_path, bracket=False)
+    _resident_pair(project, serving, monkeypatch, fake)
+    st = runner.run(project, directory, Told())
+    assert fake.calls == [("up", CONTROL), ("sleep", CONTROL), ("up", CANDIDATE), *calls]
+    assert st.residency is not None and (st.residency.resident, st.residency.awake) == (True, awake)
+    assert fake.stacks == {awake: "ready", ({CONTROL, CANDIDATE} - {awake}).pop(): "asleep"}
+    log = (directory / state.LOG).read_text(encoding="utf-8")
+    other = CANDIDATE if awake == CONTROL else CONTROL
+    assert f"candidate: {other} asleep beside {awake} awake" in log, log
+    md = (directory / "campaign.md").read_text(encoding="utf-8")
+    assert "At the end both engines were resident" in md
+
+
+def test_with_bracket_when_the_alias_serves_the_candidate_the_end_swaps_it_awake(
+    tmp_path, fake, monkeypatch
+):
+    project, directory = _campaign(tmp_path)
+    _resident_pair(project, CANDIDATE, monkeypatch, fake)
+    st = runner.run(project, directory, Told())
+    assert fake.calls == [
+        ("up", CONTROL),
+        ("sleep", CONTROL),
+        ("up", CANDIDATE),
+        ("sleep", CANDIDATE),  # the bracket wakes the control beside it
+        ("wake", CONTROL),
+        ("sleep", CONTROL),  # then the alias's engine is the one awake again
+        ("wake", CANDIDATE),
+    ]
+    assert st.residency is not None and st.residency.awake == CANDIDATE
+    log = (directory / state.LOG).read_text(encoding="utf-8")
+    assert f"bracket: woke {CANDIDATE} in 0.31 s: an alias serves it" in log, log
+
+
+def test_without_bracket_a_pair_that_cannot_stay_resident_is_taken_down_as_before(
+    tmp_path, fake, monkeypatch
+):
+    project, directory = _campaign(tmp_path, bracket=False)
+    _resident_pair(project, CONTROL, monkeypatch, fake)
+
+    def refuse(*args):
+        raise BadInput("GPU 0: 185.27 GiB > 95.01 GiB")
+
+    monkeypatch.setattr(resident.standbyplan, "check_switch", refuse)
+    st = runner.run(project, directory, Told())
+    assert fake.calls == [("up", CONTROL), ("sleep", CONTROL), ("up", CANDIDATE),
+                          ("down", CANDIDATE), ("down", CONTROL)]  # fmt: skip
+    assert st.residency is not None and not st.residency.resident
+    assert "the memory plan refuses" in st.residency.reason and fake.stacks == {}

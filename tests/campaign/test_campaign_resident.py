@@ -1,6 +1,7 @@
-"""campaign/resident.py's refusals that need no engine: a campaign leaves its engines resident for a
-promote only behind an edge, with both profiles on standby and the control serving an alias; else
-the record says why the candidate was taken down (the memory plan's refusal: the engine tests)."""
+"""campaign/resident.py's decisions that need no engine: a campaign leaves its engines resident for a
+promote only behind an edge, with both profiles on standby and an alias serving one of them (that one
+left awake); else the record says why the candidate was taken down (the memory plan's refusal: the
+engine tests)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,23 @@ def test_a_profile_without_standby_keeps_the_pair_from_staying_resident(tmp_path
     assert (got.resident, got.reason) == (False, "cand taken down: cand without `standby:`")
 
 
-def test_a_control_no_alias_serves_is_not_left_serving(tmp_path):
+def test_when_the_alias_serves_the_candidate_it_is_the_one_left_awake(tmp_path):
+    # (no stack runs here: the plan cannot size the GPUs, so it does not refuse; the engine tests)
     got = resident.decide(_project(tmp_path, ("ctl", "cand"), "{a: cand}"), "ctl", "cand", True)
-    assert not got.resident
-    assert got.reason.endswith("no alias serves ctl: a promote would not switch from it")
+    assert (got.resident, got.awake) == (True, "cand")
+    assert got.reason.startswith("ctl asleep beside cand awake"), got.reason
+    assert "`composegen promote ctl --alias ALIAS` switches by sleep" in got.reason
+
+
+def test_the_control_is_left_awake_when_an_alias_serves_it(tmp_path):
+    got = resident.decide(_project(tmp_path, ("ctl", "cand"), "{a: ctl}"), "ctl", "cand", True)
+    assert (got.resident, got.awake) == (True, "ctl")
+    assert got.reason.startswith("cand asleep beside ctl awake"), got.reason
+
+
+def test_a_pair_no_alias_serves_is_not_left_resident(tmp_path):
+    got = resident.decide(_project(tmp_path, ("ctl", "cand"), "{}"), "ctl", "cand", True)
+    assert not got.resident and got.awake is None
+    assert got.reason == (
+        "cand taken down: no alias serves ctl or cand: no promote to switch between them"
+    )

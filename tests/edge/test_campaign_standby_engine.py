@@ -4,7 +4,8 @@ container, never recreated, so no second cold start — and the record says whic
 took. Standby stacks sit behind an edge (their dev routes never on a published port), so the edge
 is up first, as docs/campaign.md says. At the end both engines stay resident (the control awake,
 serving the alias; the candidate asleep), so `campaign decide --promote` then `promote` switch by
-sleep in seconds: no container recreated."""
+sleep in seconds: no container recreated. Without --bracket the same end: the engine the alias
+serves awake (the control woken again, or the candidate left awake when the alias served it)."""
 
 from __future__ import annotations
 
@@ -133,5 +134,64 @@ def test_when_the_plan_refuses_the_pair_the_candidate_is_taken_down_and_the_reco
         assert st.bracket is not None and st.bracket.replay == "wake"
         md = (directory / "campaign.md").read_text(encoding="utf-8")
         assert "At the end both engines were not resident: " in md
+    finally:
+        edge.cleanup()
+
+
+@pytest.mark.parametrize("serving", ["control", "candidate"])
+def test_a_campaign_without_bracket_leaves_both_resident_with_the_alias_s_engine_awake(
+    tmp_path, edge_img, serving
+):
+    # the recording's 4.6 MB model: a wake is the recorded one
+    edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0],
+                        both_env={"EMU_WEIGHTS_GIB": "0.0043"})  # fmt: skip
+    control, candidate = edge.old, edge.new
+    awake, asleep = (control, candidate) if serving == "control" else (candidate, control)
+    if serving == "candidate":  # the alias already serves the candidate when the campaign runs
+        path = edge.root / "edge.yaml"
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace(f"ds4-flash: {control}", f"ds4-flash: {candidate}"), "utf-8")
+        edge.ok("render")
+    directory = edge.root / "runs" / "campaigns" / "nb"
+    try:
+        edge.ok("edge", "up")
+        edge.ok("campaign", "run", control, candidate, "--emulate", "--name", "nb", timeout=600)
+        st = state.load(directory)
+        assert [(a.key, a.status, a.path) for a in st.arms] == [
+            ("control", "done", "cold"),
+            ("candidate", "done", "cold"),
+        ]
+        assert st.residency is not None and st.residency.resident, st.residency
+        assert st.residency.awake == awake, st.residency
+        log = (directory / state.LOG).read_text(encoding="utf-8")
+        assert f"control: evidence control/; {control} to sleep" in log
+        assert f"candidate: {asleep} asleep beside {awake} awake" in log, log
+        if serving == "control":  # the end swaps: the candidate sleeps, the control wakes
+            assert f"candidate: evidence candidate/; {candidate} to sleep" in log
+            assert f"candidate: woke {control} in " in log
+        else:  # the candidate serves: it stays awake, the control asleep since its arm
+            assert f"candidate: evidence candidate/; {candidate} left awake (resident)" in log
+        md = (directory / "campaign.md").read_text(encoding="utf-8")
+        assert "At the end both engines were resident" in md
+        sleeping = {s["profile"]: s["endpoint"]["sleeping"]
+                    for s in json.loads(edge.ok("status", "--json"))["stacks"]}  # fmt: skip
+        assert sleeping[awake] is None and sleeping[asleep]["level"] == 1, sleeping
+        started = {name: edge.container_started(name) for name in (control, candidate)}
+        # the other engine is one switch by sleep away: no container recreated
+        edge.ok("campaign", "decide", "nb", "--promote", "--why", "faster at equal quality")
+        res = edge.cli("promote", candidate, "--alias", "ds4-flash", "--campaign", "nb", "--emulate",
+                       "--json")  # fmt: skip
+        assert res.returncode == 0, res.stderr
+        switched = json.loads(res.stdout)
+        if serving == "candidate":  # the alias already serves it: the loop closes, nothing moves
+            assert switched["path"] == "unchanged", switched
+        else:
+            assert switched["path"] == "standby", switched
+            assert [s["step"] for s in switched["steps"]][:3] == [
+                "draining",
+                f"putting {control} to sleep",
+                f"waking {candidate}",
+            ]
+        assert {n: edge.container_started(n) for n in (control, candidate)} == started
     finally:
         edge.cleanup()

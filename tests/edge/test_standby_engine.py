@@ -120,6 +120,13 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
         assert report["path"] == "standby", report
         steps = {s["step"]: s["seconds"] for s in report["steps"]}
         assert list(steps) == [s.format(old=old, new=new) for s in STANDBY_STEPS], steps
+        # when each step began and when the alias moved, from the command's start (bench/bench_switch.py
+        # measures how long that is; docs/standby.md)
+        before = report["before"]
+        assert [b["step"] for b in before] == ["start", "proof", "state", "plan", "journal"], before
+        starts = [s["at"] for s in (*before, *report["steps"])]
+        assert starts == sorted(starts) and starts[0] == 0.0, starts
+        assert report["moved_at"] >= starts[-1] + report["steps"][-1]["seconds"] - 0.002, report
         # the sleep and wake take the recorded times (0.04 s + a 6.5 GiB copy at 19 GiB/s + 0.38 s) plus a docker
         # exec each: under 2 s on a quiet machine (docs/standby.md); this bound only says "seconds, not a reload"
         assert steps[f"putting {old} to sleep"] + steps[f"waking {new}"] < 10.0, steps

@@ -1,0 +1,116 @@
+"""`composegen promote PROFILE --alias A` and `composegen rollback A` (docs/edge.md; docs/commands.md
+says why they stay top-level verbs). Their own module, apart from the `edge` group's: a switch's
+clients wait from the command's start (issue 37: the alias moves within 2 s of it), so this imports
+only what a switch needs (the exposure gate, the keys and recovery cost ~0.1 s more)."""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+from composegen.cli.app import JsonOpt, ProfileArg, app
+from composegen.cli.app import project as _project
+from composegen.edge import service, switch
+from composegen.edge.reports import SwitchReport
+from composegen.output import Output
+
+EmulateOpt = typer.Option(
+    False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
+)
+GatesOpt = typer.Option(
+    "smoke", "--gates", help="Gates the new stack must pass before the alias moves."
+)
+
+
+def _switched(result: SwitchReport, json_: bool) -> None:
+    Output(json_).report(result, lambda: _switch_text(result))
+
+
+def _switch_text(result: SwitchReport) -> str:
+    if result.path == "unchanged":
+        return f"{result.alias} already serves {result.profile}: nothing to switch"
+    ev = result.evidence
+    proof = (
+        f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
+    )
+    told: list[str] = []
+    for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
+        label = re.sub(r" \d+/\d+$", "", stage)
+        if not told or told[-1] != label:
+            told.append(label)
+    reason = f" ({result.path_reason})" if result.path_reason else ""
+    return (
+        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)\n"
+        f"  evidence: {proof}\n"
+        f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}\n"
+        f"  path: {result.path}{reason}"
+    )
+
+
+@app.command()
+def promote(
+    profile: str = ProfileArg,
+    alias: str = typer.Option(
+        ..., "--alias", help="The stable model name clients send (edge.yaml aliases)."
+    ),
+    campaign: str | None = typer.Option(
+        None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."
+    ),
+    run: str | None = typer.Option(
+        None, "--run", help="The qualify run to vouch for it (default: its newest)."
+    ),
+    force: str | None = typer.Option(
+        None,
+        "--force",
+        help="REASON: accept a campaign decision on a profile changed since (recorded).",
+    ),
+    emulate: bool = EmulateOpt,
+    gates: str = GatesOpt,
+    json_: bool = JsonOpt,
+) -> None:
+    """Point an alias at PROFILE after a passing qualification or a campaign decision: down the
+    current stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls
+    back on failure).
+
+    Example: composegen promote 4096-131k --alias ds4-flash
+    """
+
+    project = _project()
+    edge = service.load(project)
+    only = [g for g in gates.split(",") if g]
+    result = switch.promote(
+        project,
+        edge,
+        profile,
+        alias,
+        campaign=campaign,
+        run=run,
+        force=force,
+        emulate=emulate,
+        gates=only,
+    )
+    _switched(result, json_)
+
+
+@app.command()
+def rollback(
+    alias: str = typer.Argument(..., help="An alias of edge.yaml."),
+    emulate: bool = EmulateOpt,
+    gates: str = GatesOpt,
+    json_: bool = JsonOpt,
+) -> None:
+    """Return an alias to the stack it pointed at before (the same switch as promote).
+
+    Example: composegen rollback ds4-flash
+    """
+
+    project = _project()
+    result = switch.rollback(
+        project,
+        service.load(project),
+        alias,
+        emulate=emulate,
+        gates=[g for g in gates.split(",") if g],
+    )
+    _switched(result, json_)

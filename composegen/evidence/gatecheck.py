@@ -1,0 +1,46 @@
+"""The functional gates against a running stack, as a switch, a recovery or `up --standby` asks
+for them: without the bench and ladder modules capture.py brings (a switch's clients wait for the
+CLI's imports: docs/standby.md). capture.py runs stack_gates for its bundles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from composegen.errors import CheckFailed
+from composegen.evidence import gates
+from composegen.evidence.reports.gate import GateResult
+from composegen.profiles.resolved import Resolved
+from composegen.stack import driver
+
+
+def stack_gates(
+    r: Resolved,
+    *,
+    only: str | Sequence[str] | None = None,
+    tools: int = 20,
+    on_step: Callable[[str], None] | None = None,
+) -> GateResult:
+    """The functional gates against R's running stack, at its endpoint as seen from here."""
+    ep = driver.endpoint(r)
+    return gates.run_gates(
+        ep.base_url,
+        r.profile.model.served_name,
+        api_key=ep.api_key,
+        tools=tools,
+        only=only,
+        on_step=on_step,
+    )
+
+
+def preload_gates() -> None:
+    """The gates' client libraries imported now (a standby switch does it on a thread)."""
+    gates.preload_client()
+
+
+def require_gates(r: Resolved, only: list[str] | None) -> None:
+    """ONLY (default smoke) must pass on R's running stack, or CheckFailed names those that did
+    not."""
+    failed = [g.name for g in stack_gates(r, only=only or ["smoke"]).gates if not g.passed]
+    if failed:
+        raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")

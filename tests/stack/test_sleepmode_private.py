@@ -1,0 +1,116 @@
+"""stack/sleepmode.py reaches the dev routes over the stack's private network: the engine's own
+listener at the container's address when this machine reaches it (a local engine), else a `docker
+exec` inside the container — never for a remote engine's addresses, which are on its own bridges.
+A real listener on this machine's loopback stands in for the container's address; the exec is
+recorded instead of run."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+import pytest
+
+from composegen.stack import sleepmode
+from composegen.stack.facts import ContainerFacts
+from composegen.stack.targets import Target
+
+
+class _Engine(BaseHTTPRequestHandler):
+    seen: ClassVar[list[tuple[str, str, bytes]]] = []
+
+    def _answer(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.seen.append(("GET", self.path, b""))
+        self._answer({"is_sleeping": True})
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.seen.append(("POST", self.path, body))
+        self._answer({})
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def engine():
+    _Engine.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def execs(monkeypatch):
+    calls: list[list[str]] = []
+
+    def exec_output(ctr, argv, max_bytes=1 << 20):
+        calls.append(argv)
+        return 0, '200\n{"is_sleeping": false}'
+
+    monkeypatch.setattr(sleepmode.engine, "exec_output", exec_output)
+    monkeypatch.setattr(sleepmode, "_reachable", {})
+    return calls
+
+
+LOCAL = Target()
+
+
+def _ctr(cid: str, addresses: tuple[str, ...], target: Target = LOCAL) -> ContainerFacts:
+    return ContainerFacts(id=cid, name=f"ctr-{cid}", state="running", running=True, health=None,
+                          restarts=0, exit_code=None, started_at=None, labels={}, image_id="",
+                          networks=("net",) * len(addresses), host_port=None, target=target,
+                          addresses=addresses)  # fmt: skip
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens once it is closed
+
+
+def test_a_local_engine_s_container_is_called_at_its_address_without_an_exec(
+    engine, execs, monkeypatch
+):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    ctr = _ctr("a1", ("127.0.0.1",))
+    assert sleepmode.is_sleeping(ctr, engine) is True
+    sleepmode._ok(ctr, engine, "POST", "/sleep?level=1&mode=wait")
+    assert _Engine.seen == [
+        ("GET", "/is_sleeping", b""),
+        ("POST", "/sleep?level=1&mode=wait", b"{}"),
+    ]
+    assert execs == []
+
+
+def test_an_address_that_does_not_connect_falls_back_to_an_exec_inside_the_container(
+    execs, monkeypatch
+):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    ctr = _ctr("b2", ("127.0.0.1",))
+    assert sleepmode.is_sleeping(ctr, _closed_port()) is False
+    assert len(execs) == 1 and execs[0][:3] == ["python3", "-I", "-c"]
+    assert execs[0][4].startswith("http://127.0.0.1:") and execs[0][4].endswith(
+        "/is_sleeping"
+    )  # the in-container client's URL: 127.0.0.1:PORT
+
+
+def test_a_remote_engine_s_addresses_are_never_tried(engine, execs):
+    ctr = _ctr("c3", ("127.0.0.1",), Target(host="tcp://192.0.2.10:2376"))
+    assert sleepmode.is_sleeping(ctr, engine) is False  # the exec's answer, not the listener's
+    assert _Engine.seen == [] and len(execs) == 1
