@@ -92,7 +92,8 @@ def up(project: Project) -> Edge:
     if not keys.keys_path(project).exists():
         privatestate.write_json(keys.keys_path(project), {"clients": []})
     # another project's edge of the same name: refused before anything changes
-    if "door" not in containers(edge, project):
+    door = containers(edge, project).get("door")
+    if door is None or not door.running:  # a door left restarting on a taken port is refused too
         taken = _door_ports_taken(edge)
         if taken:
             raise EngineError(taken[0], details="\n".join(taken[1:]) or None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 
 import pytest
 
@@ -32,9 +33,18 @@ def test_edge_up_refuses_a_taken_door_port_and_names_its_holder(tmp_path, edge_i
             assert f"composegen-{edge.name}-door" not in status.stdout
         finally:
             force_remove(f"composegen-{edge.name}")
-    # the same project comes up once the port is free
+    # the same project comes up once the port is free; a door that stopped is checked again
     try:
         edge.ok("edge", "up")
+        door = f"composegen-{edge.name}-door-1"
+        subprocess.run(["docker", "stop", "-t", "1", door], check=True, capture_output=True)
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", edge.metrics_port))
+            held.listen()
+            res = edge.cli("edge", "up", timeout=120)
+        assert res.returncode == 3, res.stderr
+        assert f"127.0.0.1:{edge.metrics_port} is in use" in res.stderr
+        assert "`metrics.port` in edge.yaml sets another port" in res.stderr
     finally:
         edge.cli("edge", "down")
         force_remove(f"composegen-{edge.name}")
