@@ -42,7 +42,7 @@ from typing import TypedDict
 from composegen.errors import BadInput, EngineError
 from composegen.evidence.gate_client import Client, api_message, client_for
 from composegen.evidence.reports.ladder import LadderResult, LadderRow, LadderWarmup
-from composegen.wire.http import wire_cause
+from composegen.wire.http import CutShort, wire_cause
 
 TOLERANCE = 0.005  # the default window a measured prompt may fall short of its target by
 MAX_TOKENS = 64  # the default completion budget a probe leaves room for
@@ -154,8 +154,12 @@ class Tokenizer:
         import httpx
 
         self.calls += 1
+        body = {"model": self.model, "messages": messages}
         try:
-            resp = self.client.post("/tokenize", json={"model": self.model, "messages": messages})
+            try:
+                resp = self.client.post("/tokenize", json=body)
+            except CutShort:  # a reply cut in flight (seen once through the door): ask once more
+                resp = self.client.post("/tokenize", json=body)
         except httpx.HTTPError as exc:
             raise EngineError(f"{self.client.base_url}/tokenize: {exc}") from None
         if resp.status_code != 200:

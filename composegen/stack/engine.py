@@ -149,8 +149,8 @@ def _client(target: Target | None = None) -> Any:
 
 
 def _unless_gone(call: Callable[[], Any], what: str) -> Any:
-    """CALL's answer, or None when its object is gone (NotFound, ImageNotFound); any other refusal
-    of the engine is EngineError `WHAT: reason`."""
+    """CALL's answer, or None when its object is gone (NotFound, ImageNotFound) or going (DYING); any
+    other refusal of the engine is EngineError `WHAT: reason`."""
     docker = _import_sdk()
 
     try:
@@ -158,7 +158,14 @@ def _unless_gone(call: Callable[[], Any], what: str) -> Any:
     except docker.errors.NotFound:
         return None
     except docker.errors.APIError as exc:
+        if exc.status_code == 409 and any(s in str(exc) for s in DYING):
+            return None  # being removed (another command's `down`): as good as gone
         raise EngineError(f"{what}: {one_line(exc)}") from None
+
+
+# the engine's 409 answers about a container on its way out (`docker logs` of one that `docker rm`
+# is removing: "can not get logs from container which is dead or marked for removal")
+DYING = ("marked for removal", "removal of container", "is dead")
 
 
 def preload() -> None:

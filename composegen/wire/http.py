@@ -37,6 +37,11 @@ class WireError(EngineError):
     """A peer's reply could not be used: too slow, too large, malformed or of the wrong shape."""
 
 
+class CutShort(WireError):
+    """The connection closed before the body its Content-Length announced: an idempotent read may
+    ask again."""
+
+
 class PeerUnreachable(WireError):
     """Nothing answered in time: refused, reset, closed before a status line, or the deadline passed
     (a poller waits through these; a reply too large or of the wrong shape is a plain WireError)."""
@@ -122,6 +127,14 @@ class Streaming:
             except (OSError, http.client.HTTPException) as exc:
                 raise _failure(self.url, exc, self._deadline_s) from None
             if not piece:
+                # http.client's read1 ends a Content-Length body early without a word when the
+                # peer hangs up: a cut reply would read as a whole (shorter) one
+                short = self._resp.length
+                if short:
+                    raise CutShort(
+                        f"{self.url}: the reply ended {short} bytes short of its Content-Length "
+                        f"(after {self.received}): the connection was closed"
+                    )
                 return
             self.received += len(piece)
             if self.received > self.cap:

@@ -2,8 +2,8 @@
 
 Other checkouts (and their test runs) share this machine's /dev/shm, so a test never lists or removes
 by a pattern anyone could match: everything made here is `cg-test-<run>-<worker>-<what>-<hex>`,
-the run being xdist's test-run id (one for all workers; a fresh one without xdist) and the worker xdist's
-(`main` without it). `leftovers()` is what this worker of this run left; tests/conftest.py fails the
+the run being xdist's test-run id (a fresh one without xdist) hashed with the process id, and the
+worker xdist's (`main` without it). `leftovers()` is what this worker of this run left; tests/conftest.py fails the
 session when a test left one (and removes it, so the next run starts clean).
 
 A test removes what it made (a fixture's finalizer, a `finally`). Made before any test runs (the aged
@@ -13,13 +13,17 @@ session's: `session_owned` registers it, and the session removes it whether or n
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import uuid
 from pathlib import Path
 
 SHM = Path("/dev/shm")
-RUN = (os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex)[:8]
+# the process too: a pytest a test starts (tests/test_engine_env.py) inherits xdist's variables, and
+# must neither count nor remove its parent's names
+_RUN_OF = f"{os.environ.get('PYTEST_XDIST_TESTRUNUID') or uuid.uuid4().hex}-{os.getpid()}"
+RUN = hashlib.sha256(_RUN_OF.encode()).hexdigest()[:8]
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 PREFIX = f"cg-test-{RUN}-{WORKER}-"  # short: the narrow-terminal test prints a path in 80 columns
 

@@ -4,7 +4,8 @@ honest vLLM (so a client gets as far as the lie before it meets it).
     with HostileServer.start("/tokenize", "drip") as srv:
         srv.base_url, srv.model
 
-Behaviours (BEHAVIOURS): drip-feeding a body or the headers, a 2 GiB body, silence, non-JSON, a
+Behaviours (BEHAVIOURS): drip-feeding a body or the headers, a 2 GiB body, silence, a body cut short,
+non-JSON, a
 100,000-deep document, a list or an empty object for an object, wrong types, an event stream that never
 ends, that drips, or whose events are malformed, lists, or of the wrong types, and terminal escapes in
 an error text. Handlers stop when the client goes away (a write fails, a read ends).
@@ -59,6 +60,7 @@ class _Handler(socketserver.StreamRequestHandler):
         target, behaviour = self.server.target, self.server.behaviour
         try:
             if path.split("?")[0] == target:
+                self.server.lies += 1
                 BEHAVIOURS[behaviour](self, path, body)
             else:
                 self._honest(method, path, body)
@@ -202,6 +204,28 @@ def _stream_drip(h: _Handler, path: str, body: dict) -> None:
         h.drip(b"data: " + event + b"\n\n")
 
 
+def _cut(h: _Handler, path: str, body: dict) -> None:
+    """The honest answer under a Content-Length 64 bytes longer, then the connection closed: a reply
+    cut in flight (http.client's read1 ends such a body without a word)."""
+
+    def send(payload: object, status: int = 200, ctype: str = "application/json") -> None:
+        raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        h.head(status, ctype, len(raw) + 64)
+        h.wfile.write(raw)
+        h.wfile.flush()
+
+    h.send = send  # type: ignore[method-assign]
+    h._honest("POST", path, body)
+
+
+def _once_cut(h: _Handler, path: str, body: dict) -> None:
+    """The first answer cut short, every later one honest (a drop in flight, not a liar)."""
+    if h.server.lies == 1:
+        _cut(h, path, body)
+    else:
+        h._honest("POST", path, body)
+
+
 _ENDLESS = json.dumps(
     {"choices": [{"index": 0, "delta": {"content": "w"}, "finish_reason": None}]}
 ).encode()
@@ -211,6 +235,8 @@ BEHAVIOURS: dict[str, Callable[[_Handler, str, dict], None]] = {
     "drip_headers": _drip_headers,
     "huge": _huge,
     "silent": _silent,
+    "cut": _cut,
+    "once_cut": _once_cut,
     "not_json": _json(b"<html>upstream says hello</html>"),
     "deep": _json(b"[" * 100_000),
     "list": _json([1, 2, 3]),
@@ -234,7 +260,9 @@ BEHAVIOURS: dict[str, Callable[[_Handler, str, dict], None]] = {
     "stream_huge": _stream(lambda i: b"data: " + b"x" * 2**20 + b"\n\n", forever=True),
 }
 STREAMS = [b for b in BEHAVIOURS if b.startswith("stream_")]
-REPLIES = [b for b in BEHAVIOURS if not b.startswith(("stream_", "hub_")) and b != "escapes"]
+REPLIES = [
+    b for b in BEHAVIOURS if not b.startswith(("stream_", "hub_", "once_")) and b != "escapes"
+]
 
 
 class _Server(socketserver.ThreadingTCPServer):
@@ -242,6 +270,7 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     target = ""
     behaviour = ""
+    lies = 0  # how many times the target path was answered by the behaviour
 
 
 @dataclass
