@@ -20,6 +20,8 @@ from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
 
+WAKE_TRIES = 2  # a wake that fails once (a slow /wake_up, a transient refusal) often passes again
+
 
 def decide(project: Project, control: str, candidate: str, emulated: bool) -> Residency:
     """Asked when the candidate's arm closes (candidate awake, control asleep)."""
@@ -86,9 +88,6 @@ def settle(project: Project, st: CampaignState, closed: str) -> str:
             continue
         return f"woke {other} in {seconds:.2f} s: an alias serves it; {closed} asleep (resident)"
     return _cold(project, st, res, r, closed, failures)
-
-
-WAKE_TRIES = 2  # a wake that fails once (a slow /wake_up, a transient refusal) often passes again
 
 
 def _cold(
