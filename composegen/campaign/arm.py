@@ -46,7 +46,8 @@ class ArmJob:
     stay_awake                  left awake at the close (the control, serving its alias)
     settle                      run once the arm is closed, the last arm of a campaign on standby:
                                 the other engine woken or taken down (campaign/resident.py); its
-                                line goes to campaign.log
+                                line goes to campaign.log. When the alias's engine cannot serve it
+                                raises: the arm fails (exit 3), its bundle kept
     """
 
     evidence: Callable[[Resolved, bool, Step], Path]

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from composegen.campaign.reports import CampaignState, Residency
 from composegen.edge import config, routes, standbyplan
-from composegen.errors import BadInput, ComposegenError
+from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.profiles import resolve
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
+
+WAKE_TRIES = 2  # a wake that fails once (a slow /wake_up, a transient refusal) often passes again
 
 
 def decide(project: Project, control: str, candidate: str, emulated: bool) -> Residency:
@@ -42,7 +45,7 @@ def decide(project: Project, control: str, candidate: str, emulated: bool) -> Re
 
 def possible(project: Project, control: str, candidate: str) -> tuple[str | None, str | None]:
     """(why the pair cannot stay resident, None) or (None, the one an alias serves): what needs
-    no engine. The control first when aliases serve both."""
+    no engine. Aliases serving both: not resident (one alias would point at a sleeping engine)."""
     if not config.configured(project):
         return "no edge.yaml: standby stacks switch behind an edge", None
     edge = config.load(project)
@@ -53,16 +56,19 @@ def possible(project: Project, control: str, candidate: str) -> tuple[str | None
     if missing:
         return f"{' and '.join(missing)} without `standby:`", None
     served = set(routes.aliases(project, edge).values())
-    awake = next((n for n in (control, candidate) if n in served), None)
-    if awake is None:
+    awake = [n for n in (control, candidate) if n in served]
+    if not awake:
         return f"no alias serves {control} or {candidate}: no promote to switch between them", None
-    return None, awake
+    if len(awake) == 2:  # one of them would be left asleep behind its alias
+        return f"aliases serve both {control} and {candidate}: both must stay awake", None
+    return None, awake[0]
 
 
 def settle(project: Project, st: CampaignState, closed: str) -> str:
     """After the last arm closed (CLOSED's stack left as _how decided): the other engine woken when
-    the alias serves it (resident), or taken down (not resident). The line for campaign.log; a wake
-    that fails is said there and in the residency, not raised: the evidence stands."""
+    the alias serves it (resident), or taken down (not resident). The line for campaign.log. The
+    engine an alias serves must serve: a failed wake is tried again, then that stack is started
+    cold; when that fails too, an EngineError (exit 3) says so (the alias keeps its assignment)."""
     other = st.candidate if closed == st.control else st.control
     if other is None:
         return "nothing else to settle"
@@ -73,13 +79,40 @@ def settle(project: Project, st: CampaignState, closed: str) -> str:
         return f"down {other} (not resident)"
     if res.awake != other:
         return f"{other} left asleep beside {closed} awake (resident)"
+    failures: list[str] = []
+    for _ in range(WAKE_TRIES):
+        try:
+            seconds = driver.wake_stack(project, r)
+        except ComposegenError as exc:
+            failures.append(exc.message)
+            continue
+        return f"woke {other} in {seconds:.2f} s: an alias serves it; {closed} asleep (resident)"
+    return _cold(project, st, res, r, closed, failures)
+
+
+def _cold(
+    project: Project,
+    st: CampaignState,
+    res: Residency,
+    r: Resolved,
+    closed: str,
+    failures: list[str],
+) -> str:
+    """The alias's engine would not wake: down and up cold, so the alias serves again (CLOSED stays
+    asleep). The residency says what happened; a cold start that fails is raised."""
+    woke = f"waking {r.name} at the end failed {len(failures)} times ({failures[-1]})"
     try:
-        seconds = driver.wake_stack(project, r)
+        driver.down(project, r)
+        up = driver.up(project, r, driver.UpOptions(emulate=st.options.emulate))
     except ComposegenError as exc:
         res.resident, res.awake = False, None
         res.reason = (
-            f"waking {other} at the end failed ({exc.message}): it is still asleep; `composegen "
-            f"down {other}` and `composegen up {other}` start it again"
+            f"{woke} and starting it cold failed ({exc.message}): the alias that serves it has "
+            f"no engine; {closed} is asleep"
         )
-        return f"waking {other} failed: {exc.message}"
-    return f"woke {other} in {seconds:.2f} s: an alias serves it; {closed} asleep (resident)"
+        raise EngineError(
+            f"campaign end: {res.reason}",
+            hint=f"`composegen down {r.name}` then `composegen up {r.name}` starts it again",
+        ) from None
+    res.reason = f"{woke}; started it cold in {up.time_to_ready_s} s, {closed} asleep beside it"
+    return f"{woke}; started {r.name} cold in {up.time_to_ready_s} s: an alias serves it"

@@ -68,7 +68,9 @@ def run_open(
 
 def campaign_rates(text: str | None, concurrency: str | None) -> list[float]:
     """`campaign run --bench-rates`: finite rates (a campaign's state is JSON), not with --bench."""
-    rates = benchschedule.parse_rates(text) if text else []
+    rates = benchschedule.parse_rates(text, "campaign run: --bench-rates") if text else []
     if rates and (concurrency or float("inf") in rates):
-        raise BadInput("--bench-rates: finite rates, and not with --bench (one bench per arm)")
+        raise BadInput(
+            "campaign run: --bench-rates: finite rates, and not with --bench (one bench per arm)"
+        )
     return rates

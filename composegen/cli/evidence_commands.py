@@ -32,6 +32,8 @@ from composegen.evidence.bundle import load_run
 from composegen.output import Output
 from composegen.stack import driver
 
+RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
+
 
 @app.command()
 def gate(
@@ -175,7 +177,7 @@ def evidence(
             "output_tokens": bench_output,
         }
         if bench_rates:  # as campaign run --bench-rates: capture's open-loop arm
-            bench = {"rates": benchschedule.parse_rates(bench_rates), **sizes}
+            bench = {"rates": benchschedule.parse_rates(bench_rates, RATES_OPTION), **sizes}
         elif bench_:
             bench = {"levels": _ints(bench_, "--bench"), **sizes}
         extra = None

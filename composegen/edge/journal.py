@@ -16,6 +16,7 @@ from typing import TypedDict
 
 from composegen import privatestate
 from composegen.edge.keys import edge_dir
+from composegen.edge.procstart import start_ticks
 from composegen.project import Project
 
 
@@ -37,12 +38,8 @@ def journal_path(project: Project) -> Path:
 
 
 def _start_time(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return ""
-    # field 22: after "pid (comm) state"
-    return stat.rsplit(")", 1)[-1].split()[19] if ")" in stat else ""
+    ticks = start_ticks(pid)
+    return "" if ticks is None else str(ticks)
 
 
 def begin(

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from composegen.edge import standbyplan
 from composegen.edge.config import Edge
-from composegen.errors import CheckFailed, ComposegenError
+from composegen.errors import CheckFailed, ComposegenError, EngineError
 from composegen.evidence import gatecheck, sleepcycles
 from composegen.monitor import watch
 from composegen.profiles.resolved import Resolved
@@ -49,10 +49,35 @@ class Steps:
         self.done.append((name, round(time.monotonic() - started, 3)))
 
 
-def preload_gates() -> None:
+def preload_gates() -> threading.Thread:
     """The gates' client (openai: ~0.2-0.3 s of imports) loaded on a thread while the first steps
-    wait on the engines, so `gates on NEW` runs at once after the identity check."""
-    threading.Thread(target=gatecheck.preload_gates, name="preload-gates", daemon=True).start()
+    wait on the engines, so `gates on NEW` runs at once after the identity check. Started once the
+    plan passed: a refused switch (exit 2) loads nothing."""
+    thread = threading.Thread(target=_preload_quietly, name="preload-gates", daemon=True)
+    thread.start()
+    return thread
+
+
+def _preload_quietly() -> None:
+    """Whatever the preload raises stays in its thread (threading.excepthook would print a
+    traceback mid-switch): the gates import the client again when they run, and a failure then is
+    theirs to report (_gates)."""
+    try:
+        gatecheck.preload_gates()
+    except BaseException:  # said by the gates, if they need the client at all
+        return
+
+
+def _gates(r: Resolved, only: list[str] | None) -> None:
+    """The gates on R; a client that does not import (a broken install) is an EngineError, so the
+    switch wakes the old engine again and exits 3 with one line, not a traceback."""
+    try:
+        gatecheck.require_gates(r, only)
+    except ImportError as exc:
+        raise EngineError(
+            f"{r.name}: the gates' client does not import ({type(exc).__name__}: {exc})",
+            hint="`bash scripts/setup.sh` reinstalls the project's environment",
+        ) from None
 
 
 def plan_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:
@@ -129,7 +154,7 @@ def switch(
         steps.run(f"waking {target}", lambda: driver.wake_stack(project, new))
         steps.run("warm-up", lambda: sleepcycles.probe(new))  # the first request after a wake
         steps.run("identity", lambda: _identity(new))
-        steps.run(f"gates on {target}", lambda: gatecheck.require_gates(new, only))
+        steps.run(f"gates on {target}", lambda: _gates(new, only))
     except (ComposegenError, TimeoutError):
         steps.say(f"switch to {target} failed, waking {current} again")
         # the new engine may be what failed; the old one wakes anyway

@@ -176,8 +176,8 @@ def _switch(
                 _can_start(project, edge.stacks[target])
         clock.mark("state")
         if cold is None and current is not None:  # the memory plan: refused (exit 2) with figures
-            standby.preload_gates()  # the gates' client loads while the engines sleep and wake
             standbyplan.check_switch(project, edge, current, target, emulate)
+            standby.preload_gates()  # the gates' client loads while the engines sleep and wake
             clock.mark("plan")
         entry = journal.begin(
             project, alias, current, target, by, emulate, "cold" if cold else "standby"

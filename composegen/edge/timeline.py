@@ -10,20 +10,20 @@ import os
 import time
 from pathlib import Path
 
+from composegen.edge.procstart import start_ticks
 from composegen.edge.reports import StepTime
 
 
 def process_age() -> float | None:
-    """Seconds since this process started (/proc/self/stat field 22 against /proc/uptime, both in
-    the kernel's clock ticks: 10 ms steps), None where /proc has neither."""
+    """Seconds since this process started (its start_ticks against /proc/uptime, both in the
+    kernel's clock ticks: 10 ms steps), None where /proc has neither."""
+    started = start_ticks()
     try:
-        stat = Path("/proc/self/stat").read_text(encoding="ascii", errors="replace")
         uptime = float(Path("/proc/uptime").read_text(encoding="ascii").split()[0])
         ticks = os.sysconf("SC_CLK_TCK")
-        started = int(stat.rsplit(")", 1)[-1].split()[19]) / ticks
     except (OSError, ValueError, IndexError):
         return None
-    return max(uptime - started, 0.0)
+    return None if started is None else max(uptime - started / ticks, 0.0)
 
 
 class Timeline:

@@ -51,8 +51,11 @@ def requests_for(rate: float, requests: int | None, duration: float | None) -> i
     return max(1, round(rate * duration))
 
 
-def parse_rate(text: str) -> float:
-    """One rate: requests per second (> 0), or `inf`."""
+BENCH_OPTION = "bench: --request-rate"
+
+
+def parse_rate(text: str, option: str = BENCH_OPTION) -> float:
+    """One rate: requests per second (> 0), or `inf`. OPTION: the caller's, named in the error."""
     word = text.strip().lower()
     if word == "inf":
         return INF
@@ -61,14 +64,15 @@ def parse_rate(text: str) -> float:
     except ValueError:
         rate = -1.0
     if not (rate > 0 and math.isfinite(rate)):
-        raise BadInput(f"bench: --request-rate: {text!r}: requests per second (> 0) or inf")
+        raise BadInput(f"{option}: {text!r}: requests per second (> 0) or inf")
     return rate
 
 
-def parse_rates(text: str) -> list[float]:
-    rates = [parse_rate(part) for part in text.split(",") if part.strip()]
+def parse_rates(text: str, option: str = BENCH_OPTION) -> list[float]:
+    """Comma-separated rates; OPTION (`evidence: --bench-rates`, …) is what the errors name."""
+    rates = [parse_rate(part, option) for part in text.split(",") if part.strip()]
     if not rates:
-        raise BadInput("bench: --request-rate: give at least one rate, e.g. 2,4,8")
+        raise BadInput(f"{option}: give at least one rate, e.g. 2,4,8")
     return rates
 
 

@@ -210,8 +210,9 @@ class Monitoring(Strict):
 
 class Standby(Strict):
     """Resident beside another stack, asleep when not serving (vLLM's sleep mode: docs/standby.md).
-    The render adds --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1; composegen reaches the dev
-    routes that opens only inside the container, never through a published port or the edge."""
+    The render adds --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1. The dev routes that opens
+    answer any local process and any container on the stack's networks (vLLM listens on all
+    interfaces); the edge, the door and the published ports never pass them."""
 
     level: Literal[1, 2] = Field(
         1,

@@ -22,7 +22,8 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
     sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
     / residue_logged(project, r)
-                                        a standby stack's sleep mode, from inside its container
+                                        a standby stack's sleep mode, over its private network
+                                        (its bridge, or an exec inside the container)
     host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
 
 What runs (the head container, its logs, what it really is) lives in running.py; the names above

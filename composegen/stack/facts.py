@@ -1,6 +1,7 @@
-"""What the engine says, as plain frozen values: `ContainerFacts`, `NetworkFacts`, `ImageFacts`,
-built from the engine API's inspect/list answers (dicts) here, so no SDK object leaves
-stack/engine.py and nothing here needs docker. Also the reading of `docker logs --timestamps` lines.
+"""What the engine says, as plain frozen values: `ContainerFacts` (with its `NetworkAddress`es),
+`NetworkFacts`, `ImageFacts`, built from the engine API's inspect/list answers (dicts) here, so no
+SDK object leaves stack/engine.py and nothing here needs docker. Also the reading of
+`docker logs --timestamps` lines.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ class _Label:
 
 
 @dataclass(frozen=True)
+class NetworkAddress:
+    """A container's place on one network: its IPv4 address and that network's gateway (on a local
+    engine's bridge, this host's own address there)."""
+
+    network: str
+    address: str
+    gateway: str  # "" when the engine names none (a network without a gateway)
+
+
+@dataclass(frozen=True)
 class ContainerFacts:
     """What the engine says about one container at one moment (`docker inspect`, typed)."""
 
@@ -47,9 +58,10 @@ class ContainerFacts:
     networks: tuple[str, ...]
     host_port: int | None  # the first published host port (none on the host network)
     target: Target = DEFAULT
-    # its IPv4 address on each network, in `networks` order: the stack's private network, which a
-    # local engine's host reaches directly (stack/sleepmode.py: the dev routes without an exec)
-    addresses: tuple[str, ...] = ()
+    # where it sits on each network that gave it an IPv4 address: the stack's private network,
+    # which a local engine's host reaches directly (stack/sleepmode.py: the dev routes without an
+    # exec)
+    addresses: tuple[NetworkAddress, ...] = ()
 
     profile = _Label("io.composegen.profile")
     profile_hash = _Label("io.composegen.hash")
@@ -109,7 +121,17 @@ def parse_container(a: dict[str, Any], target: Target) -> ContainerFacts:
         networks=tuple(sorted(nets)),
         host_port=port,
         target=target,
-        addresses=tuple(ip for _, n in sorted(nets.items()) if (ip := (n or {}).get("IPAddress"))),
+        addresses=_addresses(nets),
+    )
+
+
+def _addresses(nets: dict[str, Any]) -> tuple[NetworkAddress, ...]:
+    """Each network's address and gateway, paired; a network that gave no IPv4 address is left
+    out (the host network, one not yet connected)."""
+    return tuple(
+        NetworkAddress(name, n["IPAddress"], n.get("Gateway") or "")
+        for name, n in sorted(nets.items())
+        if (n or {}).get("IPAddress")
     )
 
 

@@ -1,9 +1,11 @@
-"""vLLM's sleep mode on a running stack, reached only over the stack's private network: the dev
-routes sleep mode opens are never published (the edge takes the stack's port away; the door and the
-proxy refuse them). On a local engine this machine is the gateway of the container's bridge
-networks, so composegen calls the engine's own listener at its address there (a few ms); where that
-address does not connect (a remote engine, a VM between), from inside the container (`docker exec`
-of a small python3 client against 127.0.0.1:PORT: ~0.1-0.2 s per call, the bulk of a switch's
+"""vLLM's sleep mode on a running stack, reached only over the stack's private network. The dev
+routes sleep mode opens answer any local process and any container on the stack's networks (vLLM
+listens on all interfaces); the edge, the door and the published ports never pass them (the edge
+takes the stack's port away; the door and the proxy refuse them). On a local engine this machine is
+the gateway of the container's bridge networks, so composegen calls the engine's own listener at its
+address there (a few ms) once a probe showed the connection leaves from that gateway address; where
+it does not (a remote engine, rootless docker, a VM between), from inside the container (`docker
+exec` of a small python3 client against 127.0.0.1:PORT: ~0.1-0.2 s per call, the bulk of a switch's
 overhead when every call went this way).
 
 Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights,
@@ -30,7 +32,7 @@ from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import engine
 from composegen.stack.facts import ContainerFacts
-from composegen.wire.http import Peer, WireError
+from composegen.wire.http import Peer, PeerUnreachable, WireError
 
 MAX_ANSWER = 64 << 10
 CONNECT_S = 0.5  # a bridge address that does not connect in this long is not reachable from here
@@ -74,31 +76,53 @@ def _call(
     data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
     try:
         reply = peer.fetch(method, path, data, deadline_s=timeout, cap=MAX_ANSWER)
+    except PeerUnreachable as exc:
+        # the address worked before. Probed again, it no longer connects (or not from this host's
+        # bridge): the cached True is dropped and the exec carries the call. It still connects:
+        # the request may have reached the engine, so it is not sent twice
+        net = next(n for n in ctr.addresses if n.address == peer.host)
+        if not _on_its_bridge(net.address, net.gateway, port):
+            _reachable[(ctr.id, net.address, port)] = False
+            return _exec_call(ctr, port, method, path, body, timeout)
+        raise _failed(ctr, method, path, peer, exc) from None
     except WireError as exc:
-        raise EngineError(
-            f"{ctr.name}: {method} {path} over its private network ({peer.host}) failed",
-            details=exc.message,
-        ) from None
+        raise _failed(ctr, method, path, peer, exc) from None
     return reply.status, reply.body.decode("utf-8", "replace")
+
+
+def _failed(ctr: ContainerFacts, method: str, path: str, peer: Peer, exc: WireError) -> EngineError:
+    return EngineError(
+        f"{ctr.name}: {method} {path} over its private network ({peer.host}) failed",
+        details=exc.message,
+    )
 
 
 def _private_peer(ctr: ContainerFacts, port: int) -> Peer | None:
     """The engine's listener at the container's address on its own networks, when this machine
-    reaches it (a local engine: the host is the bridges' gateway); None: go through `docker exec`.
-    Probed once per container and address; never for a remote engine (its bridges are elsewhere)."""
+    reaches it on that network's bridge; None: go through `docker exec`. Probed once per container
+    and address; never for a remote engine (its bridges are elsewhere)."""
     if not ctr.target.is_local:
         return None
-    for address in ctr.addresses:
-        key = (ctr.id, address, port)
+    for net in ctr.addresses:
+        key = (ctr.id, net.address, port)
         if key not in _reachable:
-            try:
-                socket.create_connection((address, port), timeout=CONNECT_S).close()
-                _reachable[key] = True
-            except OSError:
-                _reachable[key] = False
+            _reachable[key] = _on_its_bridge(net.address, net.gateway, port)
         if _reachable[key]:
-            return Peer(address, port, {"Content-Type": "application/json"})
+            return Peer(net.address, port, {"Content-Type": "application/json"})
     return None
+
+
+def _on_its_bridge(address: str, gateway: str, port: int) -> bool:
+    """ADDRESS:PORT connects from this host's side of the container's network: the socket's local
+    address is the network's gateway. A local engine over a unix socket is not proof enough —
+    rootless docker, Docker Desktop and colima keep their bridges in another namespace or VM, and
+    their 172.x address may route to some other host whose answer would be read as the engine's;
+    only a host on the bridge itself is given the gateway address as its source."""
+    try:
+        with socket.create_connection((address, port), timeout=CONNECT_S) as sock:
+            return bool(gateway) and sock.getsockname()[0] == gateway
+    except OSError:
+        return False
 
 
 def _exec_call(

@@ -76,8 +76,12 @@ class FakeDriver:
 
     def wake_stack(self, project, r):
         self.calls.append(("wake", r.name))
+        self._cue("wake", r.name)
         self.stacks[r.name] = "ready"
         return 0.31
+
+    def up(self, project, r, opts, sink=None):
+        return self.up_or_attach(project, r, opts, sink or ProgressSink())[0]
 
 
 class Told(CampaignProgress):
@@ -104,6 +108,11 @@ class Told(CampaignProgress):
 
 @pytest.fixture
 def fake(monkeypatch):
+    return driven(monkeypatch)
+
+
+def driven(monkeypatch) -> FakeDriver:
+    """The fake driver wherever an arm asks, and evidence from the recorded arm logs."""
     fake = FakeDriver()
     monkeypatch.setattr(run_arm, "driver", fake)
     monkeypatch.setattr(exclusive, "driver", fake)

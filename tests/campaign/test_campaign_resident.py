@@ -68,3 +68,15 @@ def test_a_pair_no_alias_serves_is_not_left_resident(tmp_path):
     assert got.reason == (
         "cand taken down: no alias serves ctl or cand: no promote to switch between them"
     )
+
+
+def test_aliases_serving_both_keep_the_pair_from_staying_resident(tmp_path):
+    # one of them would sleep behind its alias: both must stay awake, so the candidate goes down
+    project = _project(tmp_path, ("ctl", "cand"), "{a: ctl, b: cand}")
+    assert resident.possible(project, "ctl", "cand") == (
+        "aliases serve both ctl and cand: both must stay awake",
+        None,
+    )
+    got = resident.decide(project, "ctl", "cand", True)
+    assert (got.resident, got.awake) == (False, None)
+    assert got.reason == "cand taken down: aliases serve both ctl and cand: both must stay awake"

@@ -127,8 +127,9 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
         starts = [s["at"] for s in (*before, *report["steps"])]
         assert starts == sorted(starts) and starts[0] == 0.0, starts
         assert report["moved_at"] >= starts[-1] + report["steps"][-1]["seconds"] - 0.002, report
-        # the sleep and wake take the recorded times (0.04 s + a 6.5 GiB copy at 19 GiB/s + 0.38 s) plus a docker
-        # exec each: under 2 s on a quiet machine (docs/standby.md); this bound only says "seconds, not a reload"
+        # the sleep and wake take the recorded times, max(0.34 s, a 6.5 GiB copy at 19 GiB/s) each, over the
+        # private network (no docker exec): under 2 s on a quiet machine (docs/standby.md); this bound only
+        # says "seconds, not a reload"
         assert steps[f"putting {old} to sleep"] + steps[f"waking {new}"] < 10.0, steps
     assert promoted["seconds"] < 30 and back["seconds"] < 30  # the drain waited for the ~2 s stream
     # nothing restarted

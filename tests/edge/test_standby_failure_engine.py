@@ -51,6 +51,9 @@ def test_a_failed_wake_leaves_the_old_engine_awake_and_the_alias_on_it(tmp_path,
         status, _, data = edge.request("POST", "/v1/chat/completions", key, body, timeout=30)
         assert status == 200 and json.loads(data)["model"] == f"{edge.old}-served", data[:300]
         assert {name: edge.container_started(name) for name in (edge.old, edge.new)} == started
-        # the switch's journal is closed: the next one is not refused as interrupted
+        # the switch's journal is closed: the next one is not refused as interrupted (exit 1 for
+        # that, too) but runs, and fails at the same wake (every wake after the first fails)
         again = edge.cli(*promote)
+        assert again.returncode == 1, (again.stdout, again.stderr)
         assert "was interrupted" not in again.stderr, again.stderr
+        assert f"switching ds4-flash to {edge.new} by sleep failed" in again.stderr, again.stderr

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from composegen.evidence import benchgc
 
 
@@ -56,6 +58,35 @@ def test_a_level_too_dense_for_gaps_still_collects_past_the_ceiling() -> None:
         assert collector.collections == 1
 
 
+def test_objects_frozen_before_the_level_stay_frozen_after_it() -> None:
+    gc.freeze()  # e.g. a caller that froze its imports
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with benchgc.between_sends():
+            assert not gc.isenabled() and gc.get_freeze_count() == frozen
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_on_an_incremental_collector_every_collection_is_a_full_one(monkeypatch) -> None:
+    monkeypatch.setattr(benchgc, "INCREMENTAL", True)  # Python 3.14+
+    with benchgc.between_sends() as collector:
+        seen: list[int] = []
+        gc.callbacks.append(
+            lambda phase, info: phase == "start" and seen.append(info["generation"])
+        )
+        try:
+            for _ in range(3):
+                _cycles(2 * benchgc.YOUNG_EVERY)
+                collector.maybe_collect(1.0)
+        finally:
+            gc.callbacks.pop()
+        assert seen == [2, 2, 2] and collector.collections == 3
+
+
+@pytest.mark.skipif(benchgc.INCREMENTAL, reason="3.14's collector has no middle generation")
 def test_the_middle_generation_every_tenth_time() -> None:
     with benchgc.between_sends() as collector:
         seen: list[int] = []

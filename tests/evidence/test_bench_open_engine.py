@@ -68,7 +68,7 @@ def test_open_loop_rates_and_find_max_on_an_emulated_stack(tmp_path, paced_stack
     ("args", "says"),
     [
         (("--bench", "1", "--bench-rates", "2"), "one bench per run"),
-        (("--bench-rates", "2,fast"), "--request-rate: 'fast'"),
+        (("--bench-rates", "2,fast"), "evidence: --bench-rates: 'fast'"),
         (("--bench-rates", "2", "--bench-via-edge"), "--bench-via-edge needs --bench"),
     ],
 )

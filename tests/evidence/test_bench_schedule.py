@@ -166,3 +166,23 @@ def test_open_loop_options_are_checked_before_the_stack_with_exit_2():
         defs["LevelResult"]["properties"]
     )
     assert "best_rate" in defs["FindMax"]["properties"]
+
+
+def test_a_bad_rate_names_the_option_it_came_from():
+    from composegen.cli.bench_rates import campaign_rates
+
+    said = []
+    for call in (
+        lambda: benchschedule.parse_rates("2,0"),
+        lambda: benchschedule.parse_rates("2,fast", "evidence: --bench-rates"),
+        lambda: campaign_rates(" , ", None),
+    ):
+        try:
+            call()
+        except BadInput as exc:
+            said.append(exc.message)
+    assert said == [
+        "bench: --request-rate: '0': requests per second (> 0) or inf",
+        "evidence: --bench-rates: 'fast': requests per second (> 0) or inf",
+        "campaign run: --bench-rates: give at least one rate, e.g. 2,4,8",
+    ]

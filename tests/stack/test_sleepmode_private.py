@@ -1,8 +1,9 @@
 """stack/sleepmode.py reaches the dev routes over the stack's private network: the engine's own
-listener at the container's address when this machine reaches it (a local engine), else a `docker
-exec` inside the container — never for a remote engine's addresses, which are on its own bridges.
-A real listener on this machine's loopback stands in for the container's address; the exec is
-recorded instead of run."""
+listener at the container's address when this machine sits on that network's bridge (the
+connection's local address is the network's gateway), else a `docker exec` inside the container —
+never for a remote engine's addresses, which are on its own bridges. A real listener on this
+machine's loopback stands in for the container's address (127.0.0.1 is then its own gateway); the
+exec is recorded instead of run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import ClassVar
 import pytest
 
 from composegen.stack import sleepmode
-from composegen.stack.facts import ContainerFacts
+from composegen.stack.facts import ContainerFacts, NetworkAddress, parse_container
 from composegen.stack.targets import Target
 
 
@@ -69,11 +70,14 @@ def execs(monkeypatch):
 LOCAL = Target()
 
 
-def _ctr(cid: str, addresses: tuple[str, ...], target: Target = LOCAL) -> ContainerFacts:
+def _ctr(
+    cid: str, addresses: tuple[str, ...], target: Target = LOCAL, gateway: str = "127.0.0.1"
+) -> ContainerFacts:
+    nets = tuple(NetworkAddress(f"net{i}", a, gateway) for i, a in enumerate(addresses))
     return ContainerFacts(id=cid, name=f"ctr-{cid}", state="running", running=True, health=None,
                           restarts=0, exit_code=None, started_at=None, labels={}, image_id="",
-                          networks=("net",) * len(addresses), host_port=None, target=target,
-                          addresses=addresses)  # fmt: skip
+                          networks=tuple(n.network for n in nets), host_port=None, target=target,
+                          addresses=nets)  # fmt: skip
 
 
 def _closed_port() -> int:
@@ -114,3 +118,56 @@ def test_a_remote_engine_s_addresses_are_never_tried(engine, execs):
     ctr = _ctr("c3", ("127.0.0.1",), Target(host="tcp://192.0.2.10:2376"))
     assert sleepmode.is_sleeping(ctr, engine) is False  # the exec's answer, not the listener's
     assert _Engine.seen == [] and len(execs) == 1
+
+
+@pytest.fixture
+def local(monkeypatch):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+
+
+def test_an_address_that_connects_but_not_from_its_network_s_gateway_is_not_trusted(
+    engine, execs, local
+):
+    # rootless docker, Docker Desktop, colima: the bridge is elsewhere and 172.x routes to some
+    # other host; here the listener answers, but not from the gateway the engine named
+    ctr = _ctr("d4", ("127.0.0.1",), gateway="172.17.0.1")
+    assert sleepmode.is_sleeping(ctr, engine) is False  # the exec's answer
+    assert _Engine.seen == [] and len(execs) == 1
+    assert sleepmode._reachable == {("d4", "127.0.0.1", engine): False}
+
+
+def test_a_peer_that_stops_connecting_after_a_good_probe_falls_back_to_the_exec(execs, local):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    ctr = _ctr("e5", ("127.0.0.1",))
+    assert sleepmode.is_sleeping(ctr, port) is True and execs == []  # the listener's answer
+    server.shutdown()
+    server.server_close()  # the address now refuses: the cached True must not stick
+    sleepmode._ok(ctr, port, "POST", "/sleep?level=1&mode=wait")
+    assert len(execs) == 1 and execs[0][4].endswith("/sleep?level=1&mode=wait")
+    assert sleepmode._reachable == {("e5", "127.0.0.1", port): False}
+
+
+def test_a_network_without_an_address_leaves_the_others_paired_with_their_gateways(
+    engine, execs, local
+):
+    inspect = {
+        "Id": "f6",
+        "State": {"Status": "running", "Running": True},
+        "NetworkSettings": {
+            "Networks": {
+                "a-host": {"IPAddress": "", "Gateway": ""},
+                "b-private": {"IPAddress": "127.0.0.1", "Gateway": "127.0.0.1"},
+                "c-other": {"IPAddress": "10.9.0.2", "Gateway": "10.9.0.1"},
+            }
+        },
+    }
+    ctr = parse_container(inspect, LOCAL)
+    assert ctr.networks == ("a-host", "b-private", "c-other")
+    assert ctr.addresses == (
+        NetworkAddress("b-private", "127.0.0.1", "127.0.0.1"),
+        NetworkAddress("c-other", "10.9.0.2", "10.9.0.1"),
+    )
+    assert sleepmode.is_sleeping(ctr, engine) is True and execs == []
