@@ -14,6 +14,7 @@ from composegen.errors import BadInput, CheckFailed, EngineError, Interrupted, W
 from tests.edge.fakearm import NEW, OLD, Engine, example
 
 ALIAS = "ds4-flash"
+BACK_AWAKE = [f"wake {OLD}", f"warm-up {OLD}", f"identity {OLD}", f"gates {OLD}"]
 
 
 def marks(project) -> dict:
@@ -23,7 +24,9 @@ def marks(project) -> dict:
 
 
 @pytest.mark.parametrize("old_emulated", [False, True])
-def test_the_cold_restore_brings_the_serving_stack_back_as_it_ran(tmp_path, monkeypatch, old_emulated):
+def test_the_cold_restore_brings_the_serving_stack_back_as_it_ran(
+    tmp_path, monkeypatch, old_emulated
+):
     project, edge = example(tmp_path)
     engine = Engine({OLD: ("awake", old_emulated), NEW: ("down", False)})
     engine.install(monkeypatch)
@@ -46,7 +49,9 @@ def test_the_cold_restore_brings_the_serving_stack_back_as_it_ran(tmp_path, monk
         (f"up {NEW} emulated", TimeoutError("no answer")),
     ],
 )
-def test_any_failure_before_the_move_restores_and_ends_the_journal(tmp_path, monkeypatch, where, exc):
+def test_any_failure_before_the_move_restores_and_ends_the_journal(
+    tmp_path, monkeypatch, where, exc
+):
     project, edge = example(tmp_path)
     engine = Engine({OLD: ("awake", False), NEW: ("down", False)}, fail={where: exc})
     engine.install(monkeypatch)
@@ -91,7 +96,9 @@ class Term(KeyboardInterrupt):
 
 
 @pytest.mark.parametrize(("exc", "code"), [(Term("SIGTERM"), 143), (KeyboardInterrupt(), 130)])
-def test_a_signal_while_qualifying_restores_with_its_own_exit_code(tmp_path, monkeypatch, exc, code):
+def test_a_signal_while_qualifying_restores_with_its_own_exit_code(
+    tmp_path, monkeypatch, exc, code
+):
     project, edge = example(tmp_path)
     engine = Engine({OLD: ("awake", False), NEW: ("down", False)}, fail={f"qualify {NEW}": exc})
     engine.install(monkeypatch)
@@ -104,7 +111,9 @@ def test_an_interrupt_keeps_its_exit_code(tmp_path, monkeypatch):
     project, edge = example(tmp_path)
     said = Interrupted("SIGHUP: interrupted while starting")
     said.exit_code = 129
-    engine = Engine({OLD: ("awake", False), NEW: ("down", False)}, fail={f"up {NEW} emulated": said})
+    engine = Engine(
+        {OLD: ("awake", False), NEW: ("down", False)}, fail={f"up {NEW} emulated": said}
+    )
     engine.install(monkeypatch)
     with pytest.raises(Interrupted) as caught:
         proofarm.prove(project, edge, NEW, ALIAS, emulate=True)
@@ -126,30 +135,32 @@ def test_ctrl_c_during_the_restore_leaves_the_journal_to_edge_recover(tmp_path, 
     assert engine.state[OLD] == ("awake", False) and journal.read(project) is None
 
 
-def test_started_beside_drains_then_sleeps_and_checks_identity_on_the_way_back(tmp_path, monkeypatch):
+def test_started_beside_drains_then_sleeps_and_checks_identity_on_the_way_back(
+    tmp_path, monkeypatch
+):
     project, edge = example(tmp_path, standby_too=True)
     engine = Engine({OLD: ("awake", False), NEW: ("down", False)})
     engine.install(monkeypatch)
     report = proofarm.prove(project, edge, NEW, ALIAS, emulate=True)
     assert report.path == "standby"
     assert engine.calls == [f"drain {OLD}", f"sleep(abort) {OLD}", f"up {NEW} emulated",
-                            f"qualify {NEW}", f"down {NEW}", f"wake {OLD}", f"warm-up {OLD}",
-                            f"identity {OLD}", f"gates {OLD}"]  # fmt: skip
+                            f"qualify {NEW}", f"down {NEW}", *BACK_AWAKE]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("path", "was", "emulated", "expected"),
     [
         ("cold", "asleep", False, [f"sleep(abort) {NEW}", f"up {OLD}", f"gates {OLD}"]),
-        ("standby", "down", True, [f"down {NEW}", f"wake {OLD}", f"warm-up {OLD}",
-                                   f"identity {OLD}", f"gates {OLD}"]),  # fmt: skip
+        ("standby", "down", True, [f"down {NEW}", *BACK_AWAKE]),
     ],
 )
 def test_recover_leaves_the_target_as_found_and_the_source_as_it_ran(
     tmp_path, monkeypatch, path, was, emulated, expected
 ):
     project, edge = example(tmp_path)
-    engine = Engine({OLD: ("asleep" if path == "standby" else "down", emulated), NEW: ("awake", True)})
+    engine = Engine(
+        {OLD: ("asleep" if path == "standby" else "down", emulated), NEW: ("awake", True)}
+    )
     engine.install(monkeypatch)
     journal.begin(project, ALIAS, OLD, NEW, "qualify", not emulated, path,
                   source_emulated=emulated, target_was=was)  # fmt: skip
