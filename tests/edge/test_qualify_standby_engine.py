@@ -21,7 +21,7 @@ pytestmark = pytest.mark.docker
 EMU = {
     "EMU_WEIGHTS_GIB": "0.0043",
     "EMU_DECODE_TOK_S": "200",
-}  # the recording's tiny model: a 0.38 s wake
+}  # the recording's tiny model: its wake waits max(0.34 s, the copy back)
 
 
 @pytest.fixture
