@@ -15,7 +15,7 @@ from typing import Literal
 
 from composegen.edge import exposure, recovery, standby, switch
 from composegen.edge.config import Edge
-from composegen.errors import ComposegenError, EngineError
+from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.evidence import qualify
 from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles.resolved import Resolved
@@ -97,7 +97,7 @@ class Arm:
         failed (exit 3, the verdict kept), None when done. Ctrl-C leaves it to `edge recover`."""
         try:
             self.back()
-        except KeyboardInterrupt as exc:
+        except (KeyboardInterrupt, Interrupted) as exc:  # `up` turns Ctrl-C into Interrupted
             raise switch.left_to_recover(exc, f"qualifying {self.target}: {verdict}",
                                          self.current) from None  # fmt: skip
         except Exception as exc:  # whatever it was, the alias must say so

@@ -339,7 +339,7 @@ def restored(
     sink.prefix = f"{doing} failed, restoring {current}: "
     try:
         undo()
-    except KeyboardInterrupt as again:
+    except (KeyboardInterrupt, Interrupted) as again:  # `up` turns Ctrl-C into Interrupted
         raise left_to_recover(again, f"{doing} failed ({why})", current) from None
     except Exception as again:  # whatever it was, the alias must say so
         return restore_failed(project, edge, alias, current, f"{doing} failed ({why})", again)
@@ -366,7 +366,7 @@ def restore_failed(
     )
 
 
-def left_to_recover(exc: KeyboardInterrupt, what: str, current: str | None) -> Interrupted:
+def left_to_recover(exc: BaseException, what: str, current: str | None) -> Interrupted:
     """Interrupted while bringing CURRENT back: the journal stays for `edge recover` to finish."""
     return interrupted(exc, f"{what}; interrupted while bringing {current} back",
                        hint="`composegen edge recover` finishes it")  # fmt: skip

@@ -120,10 +120,11 @@ def test_an_interrupt_keeps_its_exit_code(tmp_path, monkeypatch):
     assert caught.value.exit_code == 129
 
 
-def test_ctrl_c_during_the_restore_leaves_the_journal_to_edge_recover(tmp_path, monkeypatch):
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), Interrupted("stopped waiting for it")])
+def test_ctrl_c_during_the_restore_leaves_the_journal_to_edge_recover(tmp_path, monkeypatch, exc):
+    """Bare, or as `up` says it (Interrupted): never 'restore failed' with the journal ended."""
     project, edge = example(tmp_path)
-    engine = Engine({OLD: ("awake", False), NEW: ("down", False)},
-                    fail={f"up {OLD}": KeyboardInterrupt()})  # fmt: skip
+    engine = Engine({OLD: ("awake", False), NEW: ("down", False)}, fail={f"up {OLD}": exc})
     engine.install(monkeypatch)
     with pytest.raises(Interrupted, match="qualified, bundle runs/q1") as caught:
         proofarm.prove(project, edge, NEW, ALIAS, emulate=True)
