@@ -79,8 +79,9 @@ def _refuse_aliased(project: Project, name: str) -> None:
         raise BadInput(
             f"--emulate: {name} is down and {', '.join(on)} points at it: started emulated, the "
             "edge would send its clients the emulator's answers",
-            hint=f"`composegen qualify {name} --alias ALIAS --emulate` (the alias answers 503 "
-            "meanwhile), or `composegen up {name}` first",
+            hint=f"`composegen up {name}` (the real engine the alias expects), then qualify it; "
+            f"or, with the alias on another stack, `composegen qualify {name} --alias ALIAS "
+            "--emulate` (the alias answers 503 meanwhile)",
         )
 
 

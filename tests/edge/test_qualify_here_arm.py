@@ -33,7 +33,8 @@ def test_an_emulated_stack_where_an_alias_points_is_refused(tmp_path, monkeypatc
     engine.install(monkeypatch)
     with pytest.raises(BadInput, match="ds4-flash points at it") as caught:
         proofarm.qualify_here(project, edge.stacks[OLD], True, 0, lambda _: None)
-    assert "--alias" in (caught.value.hint or "") and engine.calls == []
+    hint = caught.value.hint or ""
+    assert "--alias" in hint and f"composegen up {OLD}" in hint and engine.calls == []
 
 
 def test_gates_without_alias_is_refused(tmp_path):
