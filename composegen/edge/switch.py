@@ -360,7 +360,7 @@ def restore_failed(
     routes.publish(project, edge, {alias: {"to": current, "stage": stage}})
     journal.end(project)
     return EngineError(
-        f"{what}; bringing {current} back failed too ({reason(exc)}); {alias} answers 503 until "
+        f"{what}; bringing {current} back failed ({reason(exc)}); {alias} answers 503 until "
         "a stack is up",
         hint=f"`composegen status`, `composegen logs {current}`",
     )
