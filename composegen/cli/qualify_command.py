@@ -12,7 +12,7 @@ from composegen.cli.app import JsonOpt, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.edge import proofarm, service
 from composegen.edge.reports import ProofReport
-from composegen.errors import BadInput, CheckFailed
+from composegen.errors import BadInput, CheckFailed, EngineError
 from composegen.evidence import qualify as qualifying
 from composegen.output import Output
 
@@ -44,8 +44,8 @@ def qualify(
         "--then",
         help="With --alias: restore the serving stack, or promote NAME when it qualifies.",
     ),
-    gates: str = typer.Option(
-        "smoke", "--gates", help="With --alias: gates of a standby wake before qualifying."
+    gates: str | None = typer.Option(
+        None, "--gates", help="With --alias: gates of a standby wake before qualifying (smoke)."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -65,16 +65,21 @@ def qualify(
     if alias is None:
         if then != "restore":
             raise BadInput("--then promote needs --alias ALIAS (the alias to move)")
+        if gates is not None:  # no wake here: the qualification's own gates judge the stack
+            raise BadInput("--gates needs --alias ALIAS (the gates of the standby wake)")
         result = proofarm.qualify_here(project, r, emulate, sleep_cycles, show.note)
         show.report(result, lambda: qualifying.format_text(result))
         if qualifying.exit_code(result):
             raise CheckFailed(f"{name} is not qualified")
         return
     move: Literal["restore", "promote"] = "promote" if then == "promote" else "restore"
-    only = [g for g in gates.split(",") if g]
+    only = [g for g in (gates or "smoke").split(",") if g]
     report = proofarm.prove(project, service.load(project), name, alias, then=move,
                             emulate=emulate, sleep_cycles=sleep_cycles, gates=only)  # fmt: skip
     show.report(report, lambda: _proof_text(report))
+    if report.restore_failed:  # the verdict and its bundle are shown above, --json too
+        raise EngineError(report.restore_failed,
+                          hint=f"`composegen status`, `composegen logs {report.serving_before}`")  # fmt: skip
     if not report.qualified:
         raise CheckFailed(f"{name} is not qualified; {alias} serves {report.serving_after}")
 

@@ -4,7 +4,8 @@ config.py (edge.yaml) → render.py (out/edge/) · keys.py (per-client keys) · 
 switch state the gatekeeper reads) · service.py (the edge's own containers) · switch.py (promote,
 rollback; journal.py and recovery.py: a killed switch undone) · standby.py (resident stacks switched
 by sleep mode; standbyplan.py: do they fit in memory) · proofarm.py (`qualify --emulate`,
-`qualify --alias`: proof while another stack serves the alias) · exposure.py (the exposure gate) ·
+`qualify --alias`: proof while another stack serves the alias; proofsteps.py: one run's steps and
+their undo, shared with recovery.py) · exposure.py (the exposure gate) ·
 benchvia.py (`bench --via-edge`) · gatekeeper.py (runs inside the edge; stdlib only).
 """
 

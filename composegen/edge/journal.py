@@ -24,9 +24,12 @@ class Journal(TypedDict):
     alias: str
     source: str | None  # the stack the alias pointed at when the switch began
     target: str
-    by: str  # promote | rollback
+    by: str  # promote | rollback | qualify (`qualify --alias`)
     emulate: bool
     path: str  # standby | cold
+    # what recovery restores: the source as it ran (emulated or real), the target as it was found
+    source_emulated: bool
+    target_was: str  # down | asleep | awake
     step: str  # what clients were told last
     pid: int
     started: str  # the owner's start time (/proc/PID/stat field 22), "" where /proc has none
@@ -43,14 +46,31 @@ def _start_time(pid: int) -> str:
 
 
 def begin(
-    project: Project, alias: str, source: str | None, target: str, by: str, emulate: bool, path: str
+    project: Project,
+    alias: str,
+    source: str | None,
+    target: str,
+    by: str,
+    emulate: bool,
+    path: str,
+    *,
+    source_emulated: bool | None = None,
+    target_was: str | None = None,
 ) -> Journal:
+    """A switch's defaults: the source restored as --emulate says, the target found down (cold) or
+    asleep (standby)."""
     pid = os.getpid()
     entry = Journal(alias=alias, source=source, target=target, by=by, emulate=emulate, path=path,
+                    source_emulated=emulate if source_emulated is None else source_emulated,
+                    target_was=target_was or _target_was(path),
                     step="checking the engine", pid=pid, started=_start_time(pid),
                     since=privatestate.stamp())  # fmt: skip
     privatestate.write_json(journal_path(project), entry)
     return entry
+
+
+def _target_was(path: str) -> str:
+    return "asleep" if path == "standby" else "down"
 
 
 def step(project: Project, entry: Journal, text: str) -> None:
@@ -82,6 +102,11 @@ def read(project: Project) -> Journal | None:
         return None
     if not (doc.get("source") is None or isinstance(doc.get("source"), str)):
         return None
+    # a journal written before these two were kept: a switch's defaults
+    if not isinstance(doc.get("source_emulated"), bool):
+        doc["source_emulated"] = doc["emulate"]
+    if doc.get("target_was") not in ("down", "asleep", "awake"):
+        doc["target_was"] = _target_was(doc["path"])
     return Journal(**{k: doc[k] for k in Journal.__annotations__})  # type: ignore[typeddict-item]
 
 

@@ -3,7 +3,8 @@
 
 `qualify_here`: NAME's running stack qualified as `qualify` always did; with `--emulate` a stack
 that is not up is started emulated for it (sleep mode when its profile has `standby:`) and taken
-down again afterwards: the machine is left as it was found.
+down again afterwards (Ctrl-C too): the machine is left as it was found. Not when an edge alias
+points at NAME: its clients would get the emulator's answers (`--alias` is the way).
 
 `prove`: NAME qualified while ALIAS is served by another stack of the edge. The alias answers
 503 + Retry-After + the stage throughout (the switch's own marking: StageSink, routes.json, its
@@ -15,33 +16,33 @@ journal, so `edge recover` undoes a killed run as it undoes a killed switch). Tw
     cold    the serving stack down, NAME up, qualified; then NAME down and the old stack up, gates.
 
 `--then promote` with a passing qualification moves the alias to NAME instead of restoring, with
-the bundle just written as its proof (as `promote --run` checks it). Any failure, Ctrl-C, and a
-qualification that does not pass restore the old stack and the alias. NAME already serving the
-alias, or up and awake beside its stack, is qualified where it runs: nothing is marked.
+the bundle just written as its proof (as `promote --run` checks it). Any failure (recording the
+proof too, or a bug), Ctrl-C, SIGTERM, and a qualification that does not pass restore the old stack
+and the alias (edge/proofsteps.py: as it ran, emulated or real; NAME as it was found). A restore
+that fails after the qualification ran keeps the verdict (ProofReport.restore_failed, exit 3).
+NAME already serving the alias, or up and awake beside its stack, is qualified where it runs:
+nothing is marked.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal
 
 from composegen import privatestate
+from composegen.edge import config, journal, routes, standby, standbyplan, switch
 from composegen.edge import evidence as proof
-from composegen.edge import exposure, journal, routes, standby, standbyplan, switch
 from composegen.edge.config import Edge
+from composegen.edge.proofsteps import Arm, PathKind, State, qualified
 from composegen.edge.reports import ProofReport, StepTime
-from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError, Interrupted
-from composegen.evidence import capture, qualify, sleepcycles
+from composegen.errors import BadInput
 from composegen.evidence.reports.qualify import QualifyResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
 
 Then = Literal["restore", "promote"]
-PathKind = Literal["standby", "cold", "unchanged"]
 
 
 def qualify_here(
@@ -55,25 +56,33 @@ def qualify_here(
                        hint=f"`composegen qualify {r.name} --alias ALIAS` qualifies it in the "
                             "serving stack's place, then restores it")  # fmt: skip
     if started:
+        _refuse_aliased(project, r.name)
         standby.plan_start(project, r, True, False)  # it must fit beside the edge's stacks
         note(f"{r.name} is not up: starting it emulated for this qualification")
-        driver.up(project, r, driver.UpOptions(emulate=True, down_on_failure=True))
     try:
-        return _qualified(project, r, sleep_cycles, None)
-    finally:
         if started:
+            driver.up(project, r, driver.UpOptions(emulate=True, down_on_failure=True))
+        return qualified(project, r, sleep_cycles, None)
+    finally:
+        if started:  # Ctrl-C during `up`'s wait included: left as found
             note(f"taking {r.name} down again (it was not up before)")
             driver.down(project, r)
 
 
-def _qualified(
-    project: Project, r: Resolved, cycles: int, on_step: Callable[[str], None] | None
-) -> QualifyResult:
-    gate = exposure.gate_for(project, r)
-    return qualify.qualify_stack(project, r, gate, sleep_cycles=cycles, on_step=on_step)
-
-
-State = Literal["down", "asleep", "awake"]
+def _refuse_aliased(project: Project, name: str) -> None:
+    """An emulated NAME where an edge alias points would answer real clients with a test double."""
+    if not config.configured(project):
+        return
+    edge = config.load(project)
+    on = [a for a, p in routes.aliases(project, edge).items() if p == name]
+    if on:
+        raise BadInput(
+            f"--emulate: {name} is down and {', '.join(on)} points at it: started emulated, the "
+            "edge would send its clients the emulator's answers",
+            hint=f"`composegen up {name}` (the real engine the alias expects), then qualify it; "
+            f"or, with the alias on another stack, `composegen qualify {name} --alias ALIAS "
+            "--emulate` (the alias answers 503 meanwhile)",
+        )
 
 
 def _state(project: Project, r: Resolved) -> State:
@@ -82,96 +91,6 @@ def _state(project: Project, r: Resolved) -> State:
         return "down"
     asleep = r.profile.standby and driver.sleep_state(project, r, strict=True) is not None
     return "asleep" if asleep else "awake"
-
-
-@dataclass
-class _Arm:
-    """One run of `prove`: who serves, who is proved, and what was done (to undo it)."""
-
-    project: Project
-    edge: Edge
-    alias: str
-    current: str
-    target: str
-    emulate: bool
-    sink: switch.StageSink
-    path: PathKind
-    target_was: State = "down"
-    steps: list[tuple[str, float]] = field(default_factory=list)
-
-    def step(self, name: str, action: Callable[[], object]) -> None:
-        self.sink.say(name)
-        began = time.monotonic()
-        action()
-        self.steps.append((name, round(time.monotonic() - began, 3)))
-
-    def away(self, cycles: int, gates: list[str] | None) -> QualifyResult:
-        """The serving stack out of the way, the target in, qualified."""
-        old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
-        if self.path == "standby" and self.target_was == "asleep":
-            standby.switch(self.project, self.edge, self.current, self.target, gates,
-                           standby.Steps(self.sink.say, self.steps))  # fmt: skip
-        else:
-            if self.path == "standby":  # mode wait: vLLM lets running requests end first
-                self.step(f"putting {self.current} to sleep",
-                          lambda: driver.sleep_stack(self.project, old, mode="wait"))  # fmt: skip
-            else:
-                self.step(f"stopping {self.current}", lambda: driver.down(self.project, old))
-            if self.target_was == "asleep":  # resident, its partner without `standby:`
-                self.step(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
-            else:
-                self.step(f"starting {self.target}", lambda: self._up(new))
-        stage = f"qualifying {self.target}"
-        found: list[QualifyResult] = []
-        self.step(stage, lambda: found.append(_qualified(
-            self.project, new, cycles, lambda s: self.sink.say(f"{stage}: {s}"))))  # fmt: skip
-        return found[0]
-
-    def _up(self, r: Resolved) -> None:
-        driver.up_or_attach(self.project, r, driver.UpOptions(emulate=self.emulate), self.sink)
-
-    def back(self) -> None:
-        """The old stack serving again and the target as it was found, whatever state either is in
-        (as `edge recover`)."""
-        old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
-        if self.target_was == "asleep":
-            with contextlib.suppress(ComposegenError):  # it may be what failed
-                self.step(f"putting {self.target} to sleep",
-                          lambda: driver.sleep_stack(self.project, new, mode="abort"))  # fmt: skip
-        else:
-            self.step(f"stopping {self.target}", lambda: driver.down(self.project, new))
-        if self.path == "standby":
-            self.step(f"waking {self.current}", lambda: driver.wake_stack(self.project, old))
-            self.step("warm-up", lambda: sleepcycles.probe(old))
-        else:
-            self.step(f"starting {self.current}", lambda: self._up(old))
-        self.step(f"gates on {self.current}", lambda: capture.require_gates(old, None))
-
-    def failed(self, exc: BaseException) -> ComposegenError:
-        """After a failure: the old stack back and the alias on it, or the error that says not."""
-        reason = exc.message if isinstance(exc, ComposegenError) else str(exc)
-        self.sink.prefix = f"qualifying {self.target} failed, restoring {self.current}: "
-        try:
-            self.back()
-        except (ComposegenError, TimeoutError) as again:
-            why = again.message if isinstance(again, ComposegenError) else str(again)
-            stage = f"restoring {self.current} failed; the operator has been told why"
-            routes.publish(self.project, self.edge,
-                           {self.alias: {"to": self.current, "stage": stage}})  # fmt: skip
-            journal.end(self.project)
-            return EngineError(
-                f"qualifying {self.target} failed ({reason}); bringing {self.current} back failed "
-                f"too ({why}); {self.alias} answers 503 until a stack serves it",
-                hint=f"`composegen status`, `composegen edge recover`, `composegen logs {self.current}`",
-            )
-        routes.publish(self.project, self.edge)
-        journal.end(self.project)
-        # Ctrl-C (here, or inside `up`'s wait) still ends the run with its own exit code
-        kind = Interrupted if isinstance(exc, Interrupted) else CheckFailed
-        return kind(
-            f"qualifying {self.target} failed ({reason}); restored: {self.alias} points at {self.current} again",
-            details=getattr(exc, "details", None),
-        )
 
 
 def _path(edge: Edge, current: str, target: str, was: State) -> tuple[PathKind, str]:
@@ -201,7 +120,7 @@ def prove(
         )
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
-        _refuse_interrupted(project)
+        switch.refuse_interrupted(project)
         current = routes.current(project, edge, alias)
         if current is None:
             known = ", ".join(a for a in routes.aliases(project, edge)) or "none"
@@ -212,34 +131,26 @@ def prove(
             return _in_place(project, edge, name, alias, current, then, sleep_cycles, started)
         path, why = _path(edge, current, name, was)
         arm = _begin(project, edge, alias, current, name, emulate, path, was)
-        try:
+        evidence: routes.Proof | None = None
+        try:  # from the first mark to the move or the restore: nothing leaves the alias marked
             result = arm.away(sleep_cycles, gates)
-        except (ComposegenError, TimeoutError) as exc:
+            if then == "promote" and result.qualified:
+                evidence = proof.qualified_run(project, edge.stacks[name], result.run)
+                routes.record(project, edge, alias, name, "promote", evidence)
+        except BaseException as exc:  # a bug, Ctrl-C or SIGTERM restores too
             raise arm.failed(exc) from None
-        except KeyboardInterrupt:
-            raise _interrupted(arm) from None
-        evidence = None
-        if then == "promote" and result.qualified:
-            evidence = proof.qualified_run(project, edge.stacks[name], result.run)
-            routes.record(project, edge, alias, name, "promote", evidence)
-        else:
-            try:
-                arm.back()
-            except (ComposegenError, TimeoutError) as exc:
-                raise arm.failed(exc) from None
-        routes.publish(project, edge)
-        journal.end(project)
+        trouble = None if evidence else arm.restore(_verdict(result))
+        if trouble is None:
+            routes.publish(project, edge)
+            journal.end(project)
     now = routes.current(project, edge, alias) or current
-    return _report(
-        alias, name, (current, now), then, result, evidence, (path, why), arm.steps, started,
-        arm.sink.seen,
-    )  # fmt: skip
+    report = _report(alias, name, (current, now), then, result, evidence, (path, why), arm.steps,
+                     started, arm.sink.seen)  # fmt: skip
+    return report.model_copy(update={"restore_failed": trouble.message if trouble else None})
 
 
-def _interrupted(arm: _Arm) -> ComposegenError:
-    """Ctrl-C: the old stack restored before composegen ends, exit 130 (a second Ctrl-C leaves it
-    to `composegen edge recover`: the journal says what to undo)."""
-    return arm.failed(Interrupted("Ctrl-C"))
+def _verdict(result: QualifyResult) -> str:
+    return f"{'qualified' if result.qualified else 'not qualified'}, bundle {result.run}"
 
 
 def _in_place(
@@ -255,7 +166,7 @@ def _in_place(
     """NAME serves the alias already, or runs awake beside its stack: qualified where it runs, the
     alias untouched (with --then promote and a pass, it moves: NAME serves already, its gates
     passed)."""
-    result = _qualified(project, edge.stacks[name], cycles, None)
+    result = qualified(project, edge.stacks[name], cycles, None)
     evidence, why = None, f"{alias} already serves {name}: qualified in place"
     if current != name:
         why = f"{name} is up and awake beside {current}: qualified where it runs"
@@ -278,14 +189,18 @@ def _begin(
     emulate: bool,
     path: PathKind,
     was: State,
-) -> _Arm:
-    """The memory plan (refused, exit 2, before the alias is marked), the journal, the first
-    mark."""
+) -> Arm:
+    """The memory plan (refused, exit 2, before the alias is marked), the journal with how CURRENT
+    runs and NAME was found (what a restore or `edge recover` puts back), the first mark."""
     if path == "standby":  # NAME woken or started: either way awake beside CURRENT asleep
         standbyplan.check_switch(project, edge, current, name, emulate)
-    entry = journal.begin(project, alias, current, name, "qualify", emulate, path)
+    ctr = driver.head_container(project, edge.stacks[current])
+    # not running: brought back as --emulate says (a restart of what is not up changes nothing)
+    current_emulated = bool(ctr.emulated) if ctr is not None and ctr.running else emulate
+    entry = journal.begin(project, alias, current, name, "qualify", emulate, path,
+                          source_emulated=current_emulated, target_was=was)  # fmt: skip
     sink = switch.StageSink(project, edge, alias, name, entry)
-    return _Arm(project, edge, alias, current, name, emulate, sink, path, was)
+    return Arm(project, edge, alias, current, name, emulate, sink, path, was, current_emulated)
 
 
 def _report(
@@ -307,12 +222,3 @@ def _report(
                        stages=stages or [],
                        steps=[StepTime(step=s, seconds=t) for s, t in steps],
                        seconds=round(time.monotonic() - started, 1))  # fmt: skip
-
-
-def _refuse_interrupted(project: Project) -> None:
-    entry = journal.interrupted(project)
-    if entry is not None:
-        raise CheckFailed(
-            f"a switch of {entry['alias']} to {entry['target']} was interrupted at: {entry['step']}",
-            hint="`composegen edge recover` undoes it, then run this again",
-        )

@@ -1,27 +1,71 @@
-"""`composegen edge recover`: undo a switch whose composegen was killed (its journal:
-edge/journal.py).
+"""`composegen edge recover`: undo a switch or a `qualify --alias` whose composegen was killed (its
+journal: edge/journal.py).
 
 The alias keeps the stack assignments.json names (a switch records its move only after the gates
-pass). A cold switch: the other stack is stopped and that one brought back (started, followed if
-still starting, or left if it serves), gates. A standby switch: the target back to sleep, the
-serving engine woken, gates. Either way the dead composegen's own compose commands are waited for
-first (they go on after a kill -9), and the 503 marks are cleared. A switch that had already
-recorded its move only has its marks cleared.
+pass). The target is left as the journal says it was found: down (stopped), asleep (back to sleep)
+or awake (left). The serving stack comes back as it ran (emulated or real, the journal says): a cold
+run's is brought back (started, followed if still starting, or left if it serves); a standby run's
+engine is woken, warmed up and checked to be itself; then its gates. Either way the dead
+composegen's own compose commands are waited for first (they go on after a kill -9), and the 503
+marks are cleared. A switch that had already recorded its move only has its marks cleared.
+
+`put_back` is that undo, shared with `qualify --alias` (edge/proofsteps.py) restoring after a
+failure or a qualification.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from composegen import privatestate
-from composegen.edge import journal, routes, switch
+from composegen.edge import journal, routes, standby, switch
 from composegen.edge.config import Edge
 from composegen.edge.reports import RecoverReport
 from composegen.errors import ComposegenError
-from composegen.evidence import gatecheck
+from composegen.evidence import gatecheck, sleepcycles
 from composegen.project import Project
 from composegen.stack import driver
+from composegen.stack.progress import ProgressSink
+
+
+@dataclass(frozen=True)
+class Undo:
+    """What to put back: TARGET as it was found, SERVING serving again, as it ran."""
+
+    serving: str
+    target: str
+    path: str  # standby: SERVING was put to sleep (woken); cold: it was downed (brought back)
+    target_was: str  # down | asleep | awake
+    emulated: bool  # SERVING ran emulated (restarted so: never a real stack swapped for a double)
+
+
+def put_back(
+    project: Project,
+    edge: Edge,
+    undo: Undo,
+    sink: ProgressSink,
+    run: Callable[[str, Callable[[], object]], None],
+) -> None:
+    """UNDO done, each step through RUN (told and timed); raises what failed."""
+    new = edge.stacks.get(undo.target)
+    if new is not None and undo.target_was == "asleep":
+        with contextlib.suppress(ComposegenError):  # its engine may be what failed
+            run(f"putting {undo.target} to sleep",
+                lambda: driver.sleep_stack(project, new, mode="abort"))  # fmt: skip
+    elif new is not None and undo.target_was == "down":
+        run(f"stopping {undo.target}", lambda: driver.down(project, new))
+    old = edge.stacks[undo.serving]
+    if undo.path == "standby":
+        run(f"waking {undo.serving}", lambda: driver.wake_stack(project, old))
+        run("warm-up", lambda: sleepcycles.probe(old))  # the first request after a wake
+        run("identity", lambda: standby.identity(old))
+    else:
+        how = driver.UpOptions(emulate=undo.emulated, render_stale=False)
+        run(f"starting {undo.serving}", lambda: driver.up_or_attach(project, old, how, sink))
+    run(f"gates on {undo.serving}", lambda: gatecheck.require_gates(old, None))
 
 
 def recover(project: Project, edge: Edge) -> RecoverReport:
@@ -45,22 +89,12 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
         sink.prefix = "recovering an interrupted switch: "
         if serving == target or serving is None:
             action = "the switch had moved the alias; marks cleared"
-        # both resident: the target back to sleep, the serving one awake
-        elif entry["path"] == "standby":
-            with contextlib.suppress(ComposegenError):
-                sink.say(f"putting {target} to sleep")
-                driver.sleep_stack(project, edge.stacks[target], mode="abort")
-            sink.say(f"waking {serving}")
-            driver.wake_stack(project, edge.stacks[serving])
-            sink.say(f"gates on {serving}")
-            gatecheck.require_gates(edge.stacks[serving], None)
-            action = f"undone: {target} asleep, {serving} awake and serving again"
         else:
-            if target in edge.stacks:
-                sink.say(f"stopping {target}")
-                driver.down(project, edge.stacks[target])
-            switch.bring_back(project, edge, serving, entry["emulate"], sink)
-            action = f"undone: {target} stopped, {serving} serving again"
+            was = entry["target_was"]
+            undo = Undo(serving, target, entry["path"], was, entry["source_emulated"])
+            put_back(project, edge, undo, sink, standby.Steps(sink.say).run)
+            left = {"down": "stopped", "asleep": "asleep"}.get(was, "left awake")
+            action = f"undone: {target} {left}, {serving} serving again"
         routes.publish(project, edge)
         journal.end(project)
     return RecoverReport(alias=alias, action=action, profile=serving, stages=sink.seen,

@@ -134,3 +134,6 @@ class ProofReport(Report):
     stages: list[str]  # what clients were told meanwhile (503 + Retry-After + this)
     steps: list[StepTime]  # each step with its seconds
     seconds: float
+    # bringing the serving stack back after the qualification failed (exit 3): why; the verdict
+    # and its bundle above still stand
+    restore_failed: str | None = None

@@ -144,16 +144,11 @@ def switch(
     """The standby path from CURRENT to TARGET (CheckFailed/EngineError on failure, the old engine
     awake)."""
     old, new = edge.stacks[current], edge.stacks[target]
-    drained = [True]
-    steps.run("draining", lambda: drained.__setitem__(0, _drained(old, time.monotonic() + DRAIN_S)))
-    steps.run(
-        f"putting {current} to sleep",
-        lambda: driver.sleep_stack(project, old, mode="wait" if drained[0] else "abort"),
-    )
+    sleep_drained(project, old, steps.run)
     try:
         steps.run(f"waking {target}", lambda: driver.wake_stack(project, new))
         steps.run("warm-up", lambda: sleepcycles.probe(new))  # the first request after a wake
-        steps.run("identity", lambda: _identity(new))
+        steps.run("identity", lambda: identity(new))
         steps.run(f"gates on {target}", lambda: _gates(new, only))
     except (ComposegenError, TimeoutError):
         steps.say(f"switch to {target} failed, waking {current} again")
@@ -164,7 +159,22 @@ def switch(
         raise
 
 
-def _identity(r: Resolved) -> None:
+Run = Callable[[str, Callable[[], object]], None]  # a named, told, timed step (Steps.run)
+
+
+def sleep_drained(project: Project, r: Resolved, run: Run) -> None:
+    """R's engine to sleep once its running requests end, or at DRAIN_S with them aborted (the
+    alias already answers 503: nothing new arrives). Shared by a switch and `qualify --alias`."""
+    drained = [True]
+    run("draining", lambda: drained.__setitem__(0, _drained(r, time.monotonic() + DRAIN_S)))
+    run(
+        f"putting {r.name} to sleep",
+        lambda: driver.sleep_stack(project, r, mode="wait" if drained[0] else "abort"),
+    )
+
+
+def identity(r: Resolved) -> None:
+    """R's engine answers as R (/v1/models names its served name), not another one on its port."""
     served = r.profile.model.served_name
     if readiness.models_entry(driver.endpoint(r), served) is None:
         raise CheckFailed(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 
 from composegen import privatestate
 from composegen.edge import evidence as proof
@@ -26,7 +27,7 @@ from composegen.edge.config import Edge
 from composegen.edge.reports import StepTime, SwitchReport
 from composegen.edge.routes import Proof
 from composegen.edge.timeline import Timeline
-from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
+from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError, Interrupted
 from composegen.evidence import gatecheck
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
@@ -161,7 +162,7 @@ def _switch(
 ) -> SwitchReport:
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
-        _refuse_interrupted(project)
+        refuse_interrupted(project)
         current = routes.current(project, edge, alias)
         # the proof is checked (above); nothing to move: the loop closes, exit 0
         if current == target:
@@ -280,15 +281,6 @@ def _bring_up(
     gatecheck.require_gates(r, gates)
 
 
-def bring_back(project: Project, edge: Edge, name: str, emulate: bool, sink: StageSink) -> None:
-    """NAME serving again, whatever the kill left of it: still up (the kill came before its down),
-    half stopped, or gone (the driver decides whether to attach or start again)."""
-    r = edge.stacks[name]
-    driver.up_or_attach(project, r, driver.UpOptions(emulate=emulate, render_stale=False), sink)
-    sink.say(f"gates on {name}")
-    gatecheck.require_gates(r, None)
-
-
 def _rolled_back(
     project: Project,
     edge: Edge,
@@ -299,38 +291,93 @@ def _rolled_back(
     emulate: bool,
     sink: StageSink,
 ) -> ComposegenError:
-    reason = exc.message if isinstance(exc, ComposegenError) else str(exc)
-    sink.prefix = f"switch to {target} failed, restoring {current}: "
-    try:
+    def undo() -> None:
         sink.say(f"stopping {target}")
         driver.down(project, edge.stacks[target])
         if current is not None:
             sink.target = current
             _bring_up(project, edge, current, emulate, None, sink)
-    except (ComposegenError, TimeoutError) as again:
-        why = again.message if isinstance(again, ComposegenError) else str(again)
-        # never the engine's text
-        stage = f"restoring {current} failed; the operator has been told why"
-        routes.publish(project, edge, {alias: {"to": current, "stage": stage}})
-        journal.end(project)
-        return EngineError(
-            f"switching {alias} to {target} failed ({reason}); bringing {current} back failed too ({why}); "
-            f"{alias} answers 503 until a stack is up",
-            hint=f"`composegen status`, `composegen logs {current}`",
-        )
+
+    return restored(project, edge, alias, current, f"switching {alias} to {target}", exc,
+                    undo, sink, "rolled back")  # fmt: skip
+
+
+def reason(exc: BaseException) -> str:
+    """EXC in composegen's words: its message, the signal, or what Python says."""
+    if isinstance(exc, ComposegenError):
+        return exc.message
+    if isinstance(exc, KeyboardInterrupt):
+        return str(exc) or "Ctrl-C"
+    return str(exc) if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+
+
+def interrupted(exc: BaseException, message: str, hint: str | None = None) -> Interrupted:
+    """MESSAGE as an Interrupted keeping EXC's exit code: 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
+    said = Interrupted(message, hint=hint)
+    if isinstance(exc, Interrupted):
+        said.exit_code = exc.exit_code
+    elif isinstance(exc, KeyboardInterrupt):
+        said.exit_code = 128 + getattr(exc, "signum", 2)
+    return said
+
+
+def restored(
+    project: Project,
+    edge: Edge,
+    alias: str,
+    current: str | None,
+    doing: str,
+    exc: BaseException,
+    undo: Callable[[], None],
+    sink: StageSink,
+    done: str,
+) -> ComposegenError:
+    """DOING failed with EXC (an error, a bug, Ctrl-C or a signal): UNDO brings CURRENT back, the
+    alias unmarked, the journal ended; the error that says how it ended (exit 1, or EXC's own
+    interrupt code). A Ctrl-C during UNDO leaves the journal to `edge recover`."""
+    why = reason(exc)
+    sink.prefix = f"{doing} failed, restoring {current}: "
+    try:
+        undo()
+    except (KeyboardInterrupt, Interrupted) as again:  # `up` turns Ctrl-C into Interrupted
+        raise left_to_recover(again, f"{doing} failed ({why})", current) from None
+    except Exception as again:  # whatever it was, the alias must say so
+        return restore_failed(project, edge, alias, current, f"{doing} failed ({why})", again)
     routes.publish(project, edge)
     journal.end(project)
-    return CheckFailed(
-        f"switching {alias} to {target} failed ({reason}); rolled back: {alias} points at {current} again",
-        details=getattr(exc, "details", None),
+    said = f"{doing} failed ({why}); {done}: {alias} points at {current} again"
+    if isinstance(exc, (Interrupted, KeyboardInterrupt)):
+        return interrupted(exc, said)
+    return CheckFailed(said, details=getattr(exc, "details", None))
+
+
+def restore_failed(
+    project: Project, edge: Edge, alias: str, current: str | None, what: str, exc: BaseException
+) -> EngineError:
+    """Bringing CURRENT back failed (exit 3): the alias answers 503 saying so (composegen's words,
+    never the engine's), the journal ends; WHAT: what came before."""
+    stage = f"restoring {current} failed; the operator has been told why"
+    routes.publish(project, edge, {alias: {"to": current, "stage": stage}})
+    journal.end(project)
+    return EngineError(
+        f"{what}; bringing {current} back failed ({reason(exc)}); {alias} answers 503 until "
+        "a stack is up",
+        hint=f"`composegen status`, `composegen logs {current}`",
     )
 
 
-def _refuse_interrupted(project: Project) -> None:
+def left_to_recover(exc: BaseException, what: str, current: str | None) -> Interrupted:
+    """Interrupted while bringing CURRENT back: the journal stays for `edge recover` to finish."""
+    return interrupted(exc, f"{what}; interrupted while bringing {current} back",
+                       hint="`composegen edge recover` finishes it")  # fmt: skip
+
+
+def refuse_interrupted(project: Project) -> None:
+    """A switch or `qualify --alias` whose composegen is gone: refused until `edge recover`."""
     entry = journal.interrupted(project)
     if entry is not None:
         raise CheckFailed(
             f"a switch of {entry['alias']} to {entry['target']} was interrupted at: {entry['step']} "
             f"(composegen pid {entry['pid']} is gone)",
-            hint="`composegen edge recover` undoes it, then switch again",
+            hint="`composegen edge recover` undoes it, then run this again",
         )

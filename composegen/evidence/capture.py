@@ -19,7 +19,6 @@ from typing import Any
 from composegen.errors import CheckFailed
 from composegen.evidence import benchrates, bundle, ladder
 from composegen.evidence.bench import SweepOptions, gpus_of, run_sweep
-from composegen.evidence.gatecheck import require_gates as require_gates  # re-exported
 from composegen.evidence.gatecheck import stack_gates
 from composegen.evidence.reports.bench import BenchResult
 from composegen.profiles.resolved import Resolved

@@ -51,10 +51,9 @@ def polled(edge: EdgeProject, action: Callable[[], None]) -> list:
     edge.ca_file()
     poller.start()
     try:
-        while len(poller.seen) < 5:
-            time.sleep(0.05)
+        poller.wait_for(5)
         action()
-        time.sleep(1.0)
+        poller.wait_for(len(poller.seen) + 5)  # what the alias serves after the action
     finally:
         poller.stop.set()
         poller.join(60)
@@ -128,6 +127,18 @@ def test_qualify_in_the_alias_place_restores_promotes_and_restores_after_a_failu
     assert not (edge.root / ".composegen/edge/switch.json").exists()  # the journal ends with it
 
 
+def loading_stage(routes: Path, proc: subprocess.Popen) -> str | None:
+    """The 503 stage once NEW loads its weights (the old stack is down then), or the last seen."""
+    deadline, stage = time.monotonic() + 120, None
+    while time.monotonic() < deadline and proc.poll() is None:
+        route = json.loads(routes.read_text())["aliases"]["ds4-flash"] if routes.is_file() else {}
+        stage = (route.get("switch") or {}).get("stage")
+        if stage and stage.startswith("loading weights"):
+            break
+        time.sleep(0.05)
+    return stage
+
+
 def test_ctrl_c_while_qualifying_restores_the_serving_stack(edge):
     """Ctrl-C during the qualification: the old stack serves the alias again before composegen ends
     (exit 130), no journal is left for `edge recover`."""
@@ -136,17 +147,13 @@ def test_ctrl_c_while_qualifying_restores_the_serving_stack(edge):
             "--alias", "ds4-flash", "--emulate"]  # fmt: skip
     proc = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "NO_COLOR": "1"}, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.monotonic() + 120
-    stage = None
-    while time.monotonic() < deadline and proc.poll() is None:
-        route = json.loads(routes.read_text())["aliases"]["ds4-flash"] if routes.is_file() else {}
-        stage = (route.get("switch") or {}).get("stage")
-        if stage and stage.startswith("loading weights"):  # NEW is loading: the old one is down
-            break
-        time.sleep(0.05)
-    assert stage and stage.startswith("loading weights"), stage
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=300)
+    try:
+        stage = loading_stage(routes, proc)
+        assert stage and stage.startswith("loading weights"), stage
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        proc.kill()  # a failed assertion above leaves no composegen running
     assert proc.returncode == 130, (out, err)
     assert f"restored: ds4-flash points at {edge.old} again" in err, err
     assert not (edge.root / ".composegen/edge/switch.json").exists()

@@ -88,8 +88,7 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
     poller = Poller(edge, key)
     poller.start()
     try:
-        while len(poller.seen) < 5:
-            time.sleep(0.05)
+        poller.wait_for(5)
         stream = Stream(edge, key)
         stream.start()
         time.sleep(0.5)  # the stream runs on the old engine when the switch begins

@@ -29,9 +29,18 @@ def decide(edge: EdgeProject, campaign: str, profile: str, decision: str = "prom
 class Poller(threading.Thread):
     """Chat requests to the alias, back to back, each answer kept: (status, retry-after, model or stage)."""
 
-    def __init__(self, edge: EdgeProject, key: str) -> None:
+    def __init__(self, edge: EdgeProject, key: str, limit_s: float = 900.0) -> None:
         super().__init__(daemon=True)
         self.edge, self.key, self.seen, self.stop = edge, key, [], threading.Event()
+        self.deadline = time.monotonic() + limit_s  # a test that forgets to stop it still ends
+
+    def wait_for(self, count: int, limit_s: float = 60.0) -> None:
+        """Until COUNT answers are kept (fails at LIMIT_S, or when the poller died)."""
+        deadline = time.monotonic() + limit_s
+        while len(self.seen) < count:
+            assert self.is_alive(), f"the poller stopped after {len(self.seen)} answers"
+            assert time.monotonic() < deadline, f"{len(self.seen)} answers in {limit_s} s"
+            time.sleep(0.05)
 
     def run(self) -> None:
         body = {
@@ -39,7 +48,7 @@ class Poller(threading.Thread):
             "messages": [{"role": "user", "content": "hi"}],
             "max_tokens": 2,
         }
-        while not self.stop.is_set():
+        while not self.stop.is_set() and time.monotonic() < self.deadline:
             try:
                 status, headers, data = self.edge.request(
                     "POST", "/v1/chat/completions", self.key, body, timeout=30
@@ -48,7 +57,11 @@ class Poller(threading.Thread):
             except OSError as exc:
                 self.seen.append((-1, None, repr(exc)))
                 continue
-            doc = json.loads(data) if data else {}
+            try:
+                doc = json.loads(data) if data else {}
+            except ValueError:  # not JSON (a proxy's error page): kept, fails below
+                self.seen.append((status, headers.get("Retry-After"), data[:200]))
+                continue
             what = (
                 doc.get("model")
                 if status == 200
@@ -81,8 +94,7 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
     edge.ca_file()
     poller.start()
     try:
-        while len(poller.seen) < 5:  # the old model answers before the switch begins
-            time.sleep(0.1)
+        poller.wait_for(5)  # the old model answers before the switch begins
         promoted = json.loads(
             edge.ok(
                 "promote",
@@ -95,9 +107,9 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
                 "--json",
             )
         )
-        time.sleep(1.0)
+        poller.wait_for(len(poller.seen) + 5)
         back = json.loads(edge.ok("rollback", "ds4-flash", "--emulate", "--json"))
-        time.sleep(1.0)
+        poller.wait_for(len(poller.seen) + 5)
     finally:
         poller.stop.set()
         poller.join(60)
