@@ -63,9 +63,10 @@ def test_objects_frozen_before_the_level_stay_frozen_after_it() -> None:
     try:
         frozen = gc.get_freeze_count()
         assert frozen > 0
+        # frozen objects that die leave the count (CI: 22 of 238,845), an unfreeze empties it
         with benchgc.between_sends():
-            assert not gc.isenabled() and gc.get_freeze_count() == frozen
-        assert gc.isenabled() and gc.get_freeze_count() == frozen
+            assert not gc.isenabled() and gc.get_freeze_count() > frozen * 0.9
+        assert gc.isenabled() and gc.get_freeze_count() > frozen * 0.9
     finally:
         gc.unfreeze()
 

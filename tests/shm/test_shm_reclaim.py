@@ -16,7 +16,7 @@ from composegen.errors import BadInput
 from composegen.shm import reclaim as shm_reclaim
 from composegen.shm.reports import ShmReclaim
 from composegen.shm.text import format_reclaim_text
-from tests.support.shmreclaim import settled_reclaim
+from tests.support.shmreclaim import settled_apply, settled_reclaim
 from tests.support.shmscan import MAP_AND_CLOSE, NO_LABELS, entry_named, scan_json
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,9 +79,7 @@ def test_reclaim_skips_a_file_replaced_after_the_scan(shm_dir):
     replacement = shm_dir / ".new"
     replacement.write_bytes(b"new content")
     os.rename(replacement, shm_dir / "psm_swapped0")  # same name, different inode
-    done = shm_reclaim.apply_plan(
-        plan, ignore_unreadable=True, container_labels=lambda cid: None
-    ).to_json()
+    done = settled_apply(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
     assert [r["name"] for r in done["removed"]] == ["psm_stays000"]
     assert (shm_dir / "psm_swapped0").read_bytes() == b"new content"
     assert any(
@@ -93,9 +91,7 @@ def test_reclaim_skips_a_file_that_became_held_after_the_scan(shm_dir, holders):
     (shm_dir / "psm_late0000").write_bytes(b"x")
     plan = shm_reclaim.reclaim(str(shm_dir), min_age=0, container_labels=lambda cid: None)
     proc, _ = holders(MAP_AND_CLOSE + "m = map_and_close('psm_late0000', 1)", shm_dir)
-    done = shm_reclaim.apply_plan(
-        plan, ignore_unreadable=True, container_labels=lambda cid: None
-    ).to_json()
+    done = settled_apply(plan, ignore_unreadable=True, container_labels=lambda cid: None).to_json()
     assert done["removed"] == [] and (shm_dir / "psm_late0000").exists()
     assert done["skipped"][-1]["reason"] == f"now in use by pid {proc.pid}; put back"
 

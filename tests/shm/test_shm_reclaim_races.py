@@ -12,7 +12,7 @@ import pytest
 
 from composegen.shm import procscan
 from composegen.shm import reclaim as shm_reclaim
-from tests.support.shmreclaim import settled_reclaim
+from tests.support.shmreclaim import settled_apply, settled_reclaim
 from tests.support.shmscan import NO_LABELS
 
 LATE_OPENER = """
@@ -99,7 +99,7 @@ def test_a_swap_between_stat_and_rename_is_put_back(shm_dir, holders, monkeypatc
         return result
 
     monkeypatch.setattr(shm_reclaim.os, "stat", stat_then_swap)
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, **NO_LABELS).to_json()
+    done = settled_apply(plan, ignore_unreadable=True, **NO_LABELS).to_json()
     assert done["removed"] == [] and (shm_dir / "psm_swapme00").read_bytes() == b"new"
     assert done["skipped"][-1] == {
         "name": "psm_swapme00",
@@ -141,7 +141,7 @@ def test_a_held_file_is_never_put_back_over_a_file_created_meanwhile(shm_dir, ho
         return real_index(*args, **kwargs)
 
     monkeypatch.setattr(procscan, "index_holders", meanwhile)
-    done = shm_reclaim.apply_plan(plan, ignore_unreadable=True, **NO_LABELS).to_json()
+    done = settled_apply(plan, ignore_unreadable=True, **NO_LABELS).to_json()
     [hidden] = [n for n in os.listdir(shm_dir) if n.startswith(shm_reclaim.QUARANTINE_PREFIX)]
     assert done["removed"] == [] and done["skipped"][-1]["reason"].endswith(
         f"a new file took its name meanwhile: kept as {hidden}"

@@ -31,6 +31,19 @@ def settled_reclaim(path: str, within_s: float = 15.0, **options: Any) -> ShmRec
             time.sleep(0.2)
 
 
+def settled_apply(plan: Any, within_s: float = 15.0, **options: Any) -> ShmReclaim:
+    """`apply_plan(PLAN, …)`, run again (bounded) while it refuses for fds in flight (it removed
+    nothing then)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return reclaim.apply_plan(plan, **options)
+        except CheckFailed as exc:
+            if HIDDEN not in exc.message or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def settled_cli(
     run: Callable[..., subprocess.CompletedProcess], *args: str, within_s: float = 15.0
 ) -> Any:
