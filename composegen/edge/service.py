@@ -93,14 +93,15 @@ def up(project: Project) -> Edge:
         privatestate.write_json(keys.keys_path(project), {"clients": []})
     # another project's edge of the same name: refused before anything changes
     door = containers(edge, project).get("door")
+    # the pin first: a refusal about the edge.yaml in hand, whatever else holds the ports
+    for ref in sorted({edge.config.images.proxy, edge.config.images.gate}):
+        if image.is_local(ref) and not driver.image_present(ref):
+            build_local(ref)
     if door is None or not door.running:  # a door left restarting on a taken port is refused too
         taken = _door_ports_taken(edge)
         if taken:
             raise EngineError(taken[0], details="\n".join(taken[1:]) or None)
     routes.publish(project, edge)
-    for ref in sorted({edge.config.images.proxy, edge.config.images.gate}):
-        if image.is_local(ref) and not driver.image_present(ref):
-            build_local(ref)
     stack(edge, project).up()
     reload(edge, project)
     return edge

@@ -134,18 +134,26 @@ def _context_tls(name: str) -> Any:
         return False
 
 
-_clients: dict[Target, Any] = {}
+_clients: dict[tuple[Target, str | None, str | None], Any] = {}
 _clients_lock = threading.Lock()
 
 
 def _client(target: Target | None = None) -> Any:
     """The SDK client of an engine (cached once it answered; a failure is retried on the next
     call)."""
-    target = target or DEFAULT
+    key = _cache_key(target or DEFAULT)
     with _clients_lock:
-        if target not in _clients:
-            _clients[target] = _sdk(target)
-        return _clients[target]
+        if key not in _clients:
+            _clients[key] = _sdk(target or DEFAULT)
+        return _clients[key]
+
+
+def _cache_key(target: Target) -> tuple[Target, str | None, str | None]:
+    """The default engine is whatever DOCKER_HOST / DOCKER_CONTEXT name now: a process that changes
+    them (a test calling main() in-process) must not be answered by the engine they named before."""
+    if target != DEFAULT:
+        return target, None, None
+    return target, os.environ.get("DOCKER_HOST"), os.environ.get("DOCKER_CONTEXT")
 
 
 def _unless_gone(call: Callable[[], Any], what: str) -> Any:
@@ -175,19 +183,19 @@ def preload() -> None:
 
 # `docker info` costs the engine ~20 ms; one `up` asks it three times within a second
 INFO_FRESH_S = 5.0
-_infos: dict[Target, tuple[float, dict[str, Any]]] = {}
+_infos: dict[tuple[Target, str | None, str | None], tuple[float, dict[str, Any]]] = {}
 
 
 def engine_info(target: Target | None = None) -> dict[str, Any]:
     """`docker info` of that engine; an answer younger than INFO_FRESH_S is given again (what it
     holds — ID, version, runtimes, cgroups — changes only with a restart, which also breaks the
     client)."""
-    target = target or DEFAULT
-    seen = _infos.get(target)
+    key = _cache_key(target or DEFAULT)
+    seen = _infos.get(key)
     if seen is not None and 0 <= time.monotonic() - seen[0] < INFO_FRESH_S:
         return dict(seen[1])
     info = _client(target).info()
-    _infos[target] = (time.monotonic(), info)
+    _infos[key] = (time.monotonic(), info)
     return dict(info)
 
 
