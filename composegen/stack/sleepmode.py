@@ -62,20 +62,30 @@ class Asleep:
     residue_gib: float | None  # GPU memory the sleeping engine still holds, from its own log line
 
 
-def _call(
-    ctr: ContainerFacts,
-    port: int,
-    method: str,
-    path: str,
-    body: Mapping[str, object] | None,
-    timeout: float,
-) -> tuple[int, str]:
+@dataclass(frozen=True)
+class _DevCall:
+    """One request to a dev-mode route, whichever way it goes (the private network or an exec)."""
+
+    method: str
+    path: str
+    body: Mapping[str, object] | None
+    timeout: float
+
+    @property
+    def payload(self) -> str | None:
+        """The JSON body; a POST without one sends `{}`, as vLLM's routes expect."""
+        if self.body is not None:
+            return json.dumps(self.body)
+        return "{}" if self.method == "POST" else None
+
+
+def _call(ctr: ContainerFacts, port: int, call: _DevCall) -> tuple[int, str]:
     peer = _private_peer(ctr, port)
     if peer is None:
-        return _exec_call(ctr, port, method, path, body, timeout)
-    data = json.dumps(body).encode() if body is not None else (b"{}" if method == "POST" else None)
+        return _exec_call(ctr, port, call)
+    data = call.payload.encode() if call.payload is not None else None
     try:
-        reply = peer.fetch(method, path, data, deadline_s=timeout, cap=MAX_ANSWER)
+        reply = peer.fetch(call.method, call.path, data, deadline_s=call.timeout, cap=MAX_ANSWER)
     except PeerUnreachable as exc:
         # the address worked before. Probed again, it no longer connects (or not from this host's
         # bridge): the cached True is dropped and the exec carries the call. It still connects:
@@ -83,16 +93,16 @@ def _call(
         net = next(n for n in ctr.addresses if n.address == peer.host)
         if not _on_its_bridge(net.address, net.gateway, port):
             _reachable[(ctr.id, net.address, port)] = False
-            return _exec_call(ctr, port, method, path, body, timeout)
-        raise _failed(ctr, method, path, peer, exc) from None
+            return _exec_call(ctr, port, call)
+        raise _failed(ctr, call, peer, exc) from None
     except WireError as exc:
-        raise _failed(ctr, method, path, peer, exc) from None
+        raise _failed(ctr, call, peer, exc) from None
     return reply.status, reply.body.decode("utf-8", "replace")
 
 
-def _failed(ctr: ContainerFacts, method: str, path: str, peer: Peer, exc: WireError) -> EngineError:
+def _failed(ctr: ContainerFacts, call: _DevCall, peer: Peer, exc: WireError) -> EngineError:
     return EngineError(
-        f"{ctr.name}: {method} {path} over its private network ({peer.host}) failed",
+        f"{ctr.name}: {call.method} {call.path} over its private network ({peer.host}) failed",
         details=exc.message,
     )
 
@@ -125,21 +135,14 @@ def _on_its_bridge(address: str, gateway: str, port: int) -> bool:
         return False
 
 
-def _exec_call(
-    ctr: ContainerFacts,
-    port: int,
-    method: str,
-    path: str,
-    body: Mapping[str, object] | None,
-    timeout: float,
-) -> tuple[int, str]:
-    argv = ["python3", "-I", "-c", CLIENT, f"http://127.0.0.1:{port}{path}", method,
-            json.dumps(body) if body is not None else ("{}" if method == "POST" else ""), str(timeout)]  # fmt: skip
+def _exec_call(ctr: ContainerFacts, port: int, call: _DevCall) -> tuple[int, str]:
+    url = f"http://127.0.0.1:{port}{call.path}"
+    argv = ["python3", "-I", "-c", CLIENT, url, call.method, call.payload or "", str(call.timeout)]
     code, text = engine.exec_output(ctr, argv, max_bytes=MAX_ANSWER)
     status, _, answer = text.partition("\n")
     if code != 0 or not status.strip().isdigit():
         raise EngineError(
-            f"{ctr.name}: {method} {path} inside the container failed (exit {code})",
+            f"{ctr.name}: {call.method} {call.path} inside the container failed (exit {code})",
             details=text[-800:],
         )
     return int(status), answer
@@ -153,7 +156,7 @@ def _ok(
     body: Mapping[str, object] | None = None,
     timeout: float = 120,
 ) -> str:
-    status, answer = _call(ctr, port, method, path, body, timeout)
+    status, answer = _call(ctr, port, _DevCall(method, path, body, timeout))
     if status != 200:
         raise EngineError(f"{ctr.name}: {method} {path} answered {status}", details=answer[:800])
     return answer
@@ -165,7 +168,7 @@ def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | 
     switch must not take a sleeping engine for an awake one."""
     for attempt in range(3):
         try:
-            status, answer = _call(ctr, port, "GET", "/is_sleeping", None, 10)
+            status, answer = _call(ctr, port, _DevCall("GET", "/is_sleeping", None, 10))
             doc = json.loads(answer) if status == 200 else {}
         except (EngineError, ValueError):
             time.sleep(0.5 * (attempt + 1))
