@@ -3,6 +3,8 @@ per-run context whose chat() every gate calls, an API error's message."""
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import Any
 
 from composegen.errors import BadInput, EngineError
@@ -17,24 +19,30 @@ Client = Any
 def client_for(base_url: str, api_key: str | None, timeout: float) -> Client:
     """An OpenAI client reading through wire.transport: `timeout` is each request's total deadline,
     replies are size-capped and checked against wire.replies before a field is read."""
-    import httpx2  # openai's own httpx
     from openai import OpenAI  # lazy: only gate/ladder/qualify need the client
 
     from composegen.wire import transport  # why: httpx, +22 ms measured; compare/plan never need it
 
     url = base_url.rstrip("/").removesuffix("/v1") + "/v1"
-    http = transport.client(url, {}, timeout, http=httpx2)
+    http = transport.client(url, {}, timeout, http=openai_http())
     return OpenAI(
         base_url=url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0, http_client=http
     )
+
+
+def openai_http() -> ModuleType:
+    """The httpx openai itself is built on: `httpx` up to openai 2.x, the `httpx2` fork from 3.x (a
+    dependency of openai's, never named by composegen)."""
+    from openai import DefaultHttpxClient
+
+    return sys.modules[DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]]
 
 
 def preload() -> None:
     """Import the client's libraries now (openai and its httpx: ~0.2-0.3 s of CPU on a loaded
     machine), e.g. on a thread while a standby switch waits on its engines, so the gates after the
     wake do not pay for it."""
-    import httpx2  # noqa: F401  (loaded, not used here)
-    import openai  # noqa: F401
+    openai_http()
 
 
 def check_served(client: Client, base_url: str, model: str) -> None:
