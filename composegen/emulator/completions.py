@@ -33,6 +33,8 @@ def completion(body: dict, info: ServingInfo, created: int) -> tuple[dict, int, 
     wanted = body.get("max_tokens", DEFAULT_MAX_TOKENS)
     allowed = budget(wanted, prompt_tokens, info.max_model_len)
     answer = pieces(replies.default_text(prompt))
+    if body.get("ignore_eos") is True:  # vLLM's extension, as in chat: every asked token
+        answer = (answer * (allowed // len(answer) + 1))[: allowed + 1]
     text, finish = answer[:allowed], "stop" if allowed >= len(answer) else "length"
     choice = {
         "index": 0,

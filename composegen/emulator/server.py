@@ -13,25 +13,17 @@ EMU_DECODE_TOK_S (all together ≤ EMU_DECODE_SLEEP_CAP_S).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs
 
-from composegen.emulator import completions, responses, versions
-from composegen.emulator.chat import (
-    RequestError,
-    chat_chunks,
-    chat_completion,
-    check_model,
-    new_id,
-    plan_chat,
-    validation_error,
-)
+from composegen.emulator import completions, versions
+from composegen.emulator.chat import RequestError, check_model, validation_error
+from composegen.emulator.generation import ClientGone, Generation
 from composegen.emulator.server_state import ServerState
 from composegen.emulator.sleep import DEV_ROUTES, SleepError
 from composegen.emulator.tokenizer import encode, encode_chat
@@ -51,11 +43,14 @@ ROUTES = {  # path -> methods, for 405 and the `allow` header
     "/v1/responses": "POST",
 }
 _OPEN_PATHS = ("/health", "/ping", "/version", "/metrics", "/load")
-# 503 while the engine sleeps
+# no answer while the engine sleeps
 WEIGHT_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
+# vLLM's `validate_json_request` dependency: a body must say `Content-Type: application/json`
+JSON_ROUTES = (*WEIGHT_ROUTES, "/tokenize", "/detokenize")
+UNSUPPORTED = "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(Generation):
     protocol_version = "HTTP/1.1"
     server_version = "uvicorn"
     sys_version = ""
@@ -65,6 +60,7 @@ class Handler(BaseHTTPRequestHandler):
     state: ServerState  # set on the subclass made by make_server
     _started = 0.0  # time.monotonic() when _route took the request (the http_* metrics' duration)
     query: dict[str, list[str]] = {}  # noqa: RUF012 - replaced per request by _route
+    raw_body = b""  # read by _route before anything answers: a kept-alive connection goes on
 
     # --- plumbing ---------------------------------------------------------------------------------
     # replaced by uvicorn-style access lines in _send
@@ -114,10 +110,10 @@ class Handler(BaseHTTPRequestHandler):
             )
 
     def _body(self) -> dict:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        """The JSON body, refused as FastAPI and vLLM refuse it: bad JSON first (parsed whatever the
+        content type), then a model route's content type, then the shape."""
         try:
-            body = json.loads(raw or b"{}")
+            body = json.loads(self.raw_body or b"{}")
         except json.JSONDecodeError as exc:
             loc = ("body", exc.pos)
             raise validation_error(
@@ -127,6 +123,9 @@ class Handler(BaseHTTPRequestHandler):
             raise validation_error(
                 "json_invalid", ("body", 0), "JSON decode error", {}, "body.0", error=str(exc)
             ) from None
+        media = (self.headers.get("content-type") or "").split(";")[0].strip().lower()
+        if self.path in JSON_ROUTES and media != "application/json":
+            raise RequestError(400, UNSUPPORTED, "Bad Request")
         if not isinstance(body, dict):
             msg = "Input should be a valid dictionary or object to extract fields from"
             raise validation_error("model_attributes_type", ("body",), msg, body, "body")
@@ -182,6 +181,8 @@ class Handler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         self.path, self.query = path, parse_qs(query)
         self._started = time.monotonic()
+        length = int(self.headers.get("content-length") or 0)
+        self.raw_body = self.rfile.read(length) if length else b""
         handler = table.get(path)
         routes = self._routes()
         try:
@@ -205,7 +206,7 @@ class Handler(BaseHTTPRequestHandler):
         except SleepError as exc:
             kind = "ServiceUnavailableError" if exc.status == 503 else "BadRequestError"
             self._json(exc.status, RequestError(exc.status, exc.message, kind).to_json())
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ClientGone):
             self.close_connection = True
 
     # --- endpoints --------------------------------------------------------------------------------
@@ -315,169 +316,23 @@ class Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def _chat(self) -> None:
-        body = self._body()
-        reply = plan_chat(body, self.state.info)
-        state, started = self.state, time.monotonic()
-        request_id, created = new_id("chatcmpl-"), int(time.time())
-        state.metrics.start(reply.prompt_tokens)
-        reason = "abort"
-        try:
-            time.sleep(state.pacing.prefill(reply.prompt_tokens))
-            state.metrics.first_token(time.monotonic() - started)
-            if body.get("stream"):
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                chunks = chat_chunks(reply, state.info, request_id, created, include_usage)
-                events = ((None, chunk, is_token) for chunk, is_token in chunks)
-
-                def parsed() -> None:
-                    state.metrics.tool_parsed(True, bool(reply.tool_calls), reply.completion_tokens)
-
-                self._stream_events(
-                    events, state.pacing.per_token(reply.completion_tokens), before_end=parsed
-                )
-            else:
-                made = self._decode(
-                    reply.completion_tokens, state.pacing.per_token(reply.completion_tokens)
-                )
-                if made < reply.completion_tokens:  # /sleep?mode=abort: a short answer, HTTP 200
-                    reply = dataclasses.replace(reply, reasoning=[], content=reply.content[:made], tool_calls=[],
-                                                finish_reason="abort")  # fmt: skip
-                state.metrics.tool_parsed(False, bool(reply.tool_calls), reply.completion_tokens)
-                self._json(200, chat_completion(reply, state.info, request_id, created))
-            reason = reply.finish_reason
-        finally:
-            state.metrics.finish(
-                reply.prompt_tokens, reply.completion_tokens, reason, time.monotonic() - started
-            )
-
     @contextlib.contextmanager
     def _weights_in_use(self, path: str) -> Iterator[None]:
-        """A request that needs the model: 503 while asleep; counted, so /sleep?mode=wait can wait
-        for it."""
+        """A request that needs the model: while the engine sleeps it waits for the wake with no
+        answer (the real 0.26.0 gave none within 8 s); counted, so /sleep?mode=wait can wait for
+        it."""
         if self.state.sleep is None or path not in WEIGHT_ROUTES:
             yield
             return
-        self.state.sleep.begin_request()
+        if not self.state.sleep.begin_request(self.client_gone):
+            raise ClientGone
         try:
             yield
         finally:
             self.state.sleep.end_request()
 
-    def _decode(self, tokens: int, per_token: float) -> int:
-        """Sleep for TOKENS tokens (all at once without sleep mode); how many were made before an
-        abort."""
-        sleep = self.state.sleep
-        if sleep is None:
-            time.sleep(per_token * tokens)
-            return tokens
-        for made in range(tokens):
-            if sleep.aborted():
-                return made
-            time.sleep(per_token)
-        return tokens
-
-    def _stream_events(
-        self,
-        events: Iterable[tuple[str | None, dict, bool]],
-        per_token: float,
-        done: bool = True,
-        before_end: Callable[[], None] | None = None,
-    ) -> None:
-        """SSE over chunked transfer encoding on a kept-alive connection, as uvicorn sends vLLM's
-        streams. `events` yields (event name or None, data, counts_as_token); chat streams end with
-        `data: [DONE]`. BEFORE_END runs once every event is out but before the stream ends: what it
-        counts is visible to a client that has read the whole stream (a /metrics right after it must
-        not race the handler)."""
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("vary", "Origin")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        self._access(200)
-
-        def send(text: str) -> None:
-            data = text.encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-            self.wfile.flush()
-
-        sleep = self.state.sleep
-        for event, data, is_token in events:
-            if (
-                sleep is not None
-                and sleep.aborted()
-                and data.get("object") == "chat.completion.chunk"
-            ):
-                aborted = {
-                    "index": 0,
-                    "delta": {},
-                    "logprobs": None,
-                    "finish_reason": "abort",
-                    "stop_reason": None,
-                }
-                head = {k: data[k] for k in ("id", "object", "created", "model") if k in data}
-                send(
-                    "data: "
-                    + json.dumps({**head, "choices": [aborted]}, separators=(",", ":"))
-                    + "\n\n"
-                )
-                break
-            if is_token:
-                time.sleep(per_token)
-            line = "data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n\n"
-            send(f"event: {event}\n{line}" if event else line)
-        if before_end is not None:
-            before_end()
-        if done:
-            send("data: [DONE]\n\n")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
-    def _completions(self) -> None:
-        body = self._body()
-        state, started = self.state, time.monotonic()
-        payload, prompt_tokens, completion_tokens, finish = completions.completion(
-            body, state.info, int(time.time())
-        )
-        state.metrics.start(prompt_tokens)
-        try:
-            time.sleep(state.pacing.prefill(prompt_tokens))
-            state.metrics.first_token(time.monotonic() - started)
-            time.sleep(state.pacing.per_token(completion_tokens) * completion_tokens)
-            self._json(200, payload)
-        finally:
-            state.metrics.finish(
-                prompt_tokens, completion_tokens, finish, time.monotonic() - started
-            )
-
     def _detokenize(self) -> None:
         self._json(200, completions.detokenize(self._body(), self.state.info))
-
-    def _responses(self) -> None:
-        body = self._body()
-        state, started = self.state, time.monotonic()
-        reply = responses.plan_response(body, state.info)
-        response_id, created = new_id("resp_"), int(time.time())
-        state.metrics.start(reply.prompt_tokens)
-        try:
-            time.sleep(state.pacing.prefill(reply.prompt_tokens))
-            state.metrics.first_token(time.monotonic() - started)
-            per_token = state.pacing.per_token(reply.completion_tokens)
-            if body.get("stream"):
-                events = responses.response_events(body, state.info, reply, response_id, created)
-                self._stream_events(events, per_token, done=False)
-            else:
-                time.sleep(per_token * reply.completion_tokens)
-                self._json(
-                    200, responses.response_object(body, state.info, reply, response_id, created)
-                )
-        finally:
-            state.metrics.finish(
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                reply.finish_reason,
-                time.monotonic() - started,
-            )
 
 
 class _Server(ThreadingHTTPServer):

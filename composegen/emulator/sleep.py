@@ -7,8 +7,8 @@ as vLLM): POST /sleep?level=1|2&mode=abort|wait|keep, POST /wake_up[?tags=weight
 router does. Level 1 keeps the weights in host memory ("backed up in CPU"), level 2 discards them:
 its wake is `tags=weights`, `reload_weights`, `tags=kv_cache`. mode=wait lets running requests
 finish first; abort ends them at once with finish_reason "abort" (HTTP 200 to their clients); keep
-leaves them paused. While asleep, the weight-using routes answer 503 (vLLM's sleep-mode docs) and
-/health stays 200.
+leaves them paused. While asleep, a request to a weight-using route gets no answer until the wake
+(the real 0.26.0 gave none within 8 s; its body is read, its hang-up noticed); /health stays 200.
 
 The log lines are the recorded ones (EngineCore: `CuMemAllocator: sleep freed …`, `Sleep mode freed
 X GiB memory, Y GiB memory is still in use.`, `It took … seconds to fall asleep.`; `wake up the
@@ -112,12 +112,23 @@ class SleepMode:
         )
         return self.residue_gib + grown
 
+    def gpu_in_use(self) -> float:
+        """What vLLM's `… still in use` line says: the whole GPU's use (the residue and what the
+        other engines on it hold: 1.74 GiB recorded beside a sleeping engine), not the engine's."""
+        if self.ledger is None:
+            return self.residue()
+        return self.residue() + self.ledger.total_gib - self.ledger._fullest()[1]
+
     # --- requests that use the weights ------------------------------------------------------------
-    def begin_request(self) -> None:
+    def begin_request(self, gone: Callable[[], bool]) -> bool:
+        """Admit a request, waiting with no answer while asleep; False when the client GONE first."""
         with self.lock:
-            if self.sleeping:
-                raise SleepError(503, "The engine is sleeping; wake it up first (POST /wake_up).")
+            while self.sleeping:
+                if gone():
+                    return False
+                self.idle.wait(0.1)
             self.running += 1
+            return True
 
     def end_request(self) -> None:
         with self.lock:
@@ -175,7 +186,7 @@ class SleepMode:
                 f"{backed:.2f} GiB is backed up in CPU and the rest {freed - backed:.2f} GiB is discarded directly.",
                 "EngineCore_DP0")  # fmt: skip
             log("INFO", "gpu_worker.py:221", f"Sleep mode freed {freed:.2f} GiB memory, "
-                f"{self.residue():.2f} GiB memory is still in use.", "EngineCore_DP0")  # fmt: skip
+                f"{self.gpu_in_use():.2f} GiB memory is still in use.", "EngineCore_DP0")  # fmt: skip
             took = time.monotonic() - started
             log(
                 "INFO",
@@ -226,6 +237,7 @@ class SleepMode:
             )
             if not self.asleep_tags:
                 self.level, self.since = 0, None
+                self.idle.notify_all()  # the requests that waited for the wake
 
     def _reclaim(self, log: Callable[..., None]) -> None:
         """The GPU memory back from the ledger, or vLLM's cumem out-of-memory error (still asleep)."""

@@ -118,7 +118,7 @@ def _private_peer(ctr: ContainerFacts, port: int) -> Peer | None:
         if key not in _reachable:
             _reachable[key] = _on_its_bridge(net.address, net.gateway, port)
         if _reachable[key]:
-            return Peer(net.address, port, {"Content-Type": "application/json"})
+            return Peer(net.address, port)
     return None
 
 

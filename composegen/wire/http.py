@@ -5,7 +5,8 @@ A peer may drip one byte a second (each read arrives inside any per-read timeout
 ends), send a 2 GiB body, or a stream that never stops. The socket below carries the deadline
 itself: before every recv its timeout is set to what is left of the exchange, so no loop inside
 http.client (status line, headers, chunked framing) can outlive it. Bodies are read up to the cap
-and refused beyond it. Failures are `WireError` (exit 3, one line naming the URL); `PeerUnreachable`
+and refused beyond it. A body goes out as `Content-Type: application/json` unless the caller
+says otherwise. Failures are `WireError` (exit 3, one line naming the URL); `PeerUnreachable`
 is the kind a poller may keep waiting through (refused, reset, nothing listening yet, no reply in
 time).
 """
@@ -31,6 +32,9 @@ METRICS_REPLY = 32 * MIB  # a /metrics page (a busy engine with many LoRA adapte
 API_REPLY = 32 * MIB  # a non-streamed completion or response
 STREAM_REPLY = 256 * MIB  # everything one streamed completion may send
 READ_SIZE = 64 * 1024
+# What every body composegen sends is, and says it is: vLLM's model routes answer 400 to a POST
+# without it (a real 0.26.0 refused the standby switch's warm-up so, issue 48).
+JSON_TYPE = "application/json"
 
 
 class WireError(EngineError):
@@ -175,6 +179,8 @@ class Peer:
             try:
                 # the cap counts real bytes
                 sent = {**self.headers, **(headers or {}), "Accept-Encoding": "identity"}
+                if body is not None and "content-type" not in {k.lower() for k in sent}:
+                    sent["Content-Type"] = JSON_TYPE  # vLLM refuses an untyped body (400)
                 conn.request(method, path, body=body, headers=sent)
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
