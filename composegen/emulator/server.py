@@ -1,12 +1,13 @@
 """HTTP side of the emulator: a ThreadingHTTPServer speaking vLLM's OpenAI-compatible API.
 
 Routes: GET /health /ping /version /load /v1/models /metrics; POST /ping /tokenize /detokenize
-/v1/chat/completions /v1/completions /v1/responses. With --api-key/VLLM_API_KEY only /v1/* need
-`Authorization: Bearer KEY` (401 {"error": "Unauthorized"} otherwise). Errors use vLLM's {"error":
-{...}} JSON; unknown paths FastAPI's {"detail": "Not Found"}. As uvicorn does: `server: uvicorn`,
-compact JSON, /health and /ping answer an empty body with no content type, streams are chunked and
-keep the connection. Requests are paced so TTFT and decode rates are measurable: prefill sleeps
-prompt_tokens / EMU_PREFILL_TOK_S (≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 /
+/v1/chat/completions /v1/completions /v1/responses. With --api-key/VLLM_API_KEY /v1/* and
+/inference/v1/* need `Authorization: Bearer KEY` (401 {"error": "Unauthorized"} otherwise, before a
+route is looked up, as recorded). Errors use vLLM's {"error": {...}} JSON; unknown paths FastAPI's
+{"detail": "Not Found"}. As uvicorn does: `server: uvicorn`, compact JSON, /health and /ping answer an
+empty body with no content type, streams are chunked and keep the connection. Requests are paced so
+TTFT and decode rates are measurable: prefill sleeps prompt_tokens / EMU_PREFILL_TOK_S
+(≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 /
 EMU_DECODE_TOK_S (all together ≤ EMU_DECODE_SLEEP_CAP_S).
 """
 
@@ -133,7 +134,7 @@ class Handler(Generation):
 
     def _authorized(self) -> bool:
         keys = self.state.api_keys
-        if not keys or not self.path.startswith("/v1"):
+        if not keys or not self.path.startswith(("/v1", "/inference/v1")):
             return True
         header = self.headers.get("authorization") or ""
         return header.startswith("Bearer ") and header[7:] in keys
@@ -186,12 +187,12 @@ class Handler(Generation):
         handler = table.get(path)
         routes = self._routes()
         try:
-            if handler is None and path in routes:
+            if not self._authorized():  # vLLM's middleware, before the routes are looked up
+                self._json(401, {"error": "Unauthorized"})
+            elif handler is None and path in routes:
                 self._json(405, {"detail": "Method Not Allowed"}, allow=routes[path])
             elif handler is None:
                 self._json(404, {"detail": "Not Found"})
-            elif not self._authorized():
-                self._json(401, {"error": "Unauthorized"})
             elif path not in _OPEN_PATHS and self.command == "POST" and self.state.engine_dead():
                 raise RequestError(
                     500,

@@ -1,7 +1,7 @@
 """The emulator against the second real vLLM 0.26.0 recording (tests/data/real-0.26.0-h200-graphs: CUDA
 graphs and torch.compile on, the hermes tool parser): every exchange of probes-hermes-graphs.json replayed
-and compared as test_conformance.py compares the eager recording. Only the differences in INTENTIONAL
-(and docs/emulator.md) may remain: the emulated model calls tools where the random one wrote noise."""
+and compared as test_conformance.py compares the eager recording. Only the differences in docs/emulator.md's
+table may remain: the emulated model calls tools where the random one wrote noise."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.test_conformance import H200, _differences, _replay
+from tests.emulator.test_conformance import H200, _differences, _replay, check_recording
 from tests.support.emulator_proc import EmulatorProc
 
 GRAPHS = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-graphs"
@@ -30,18 +30,6 @@ FLAGS = [  # the recording's flags (README there): no --enforce-eager
     "--tool-call-parser",
     "hermes",
 ]
-_TOOLS = (
-    "generated text: the emulated model calls the tool (a `tool_calls` message or tool-call chunks); the real "
-    "tiny random-weight model wrote noise and no valid call"
-)
-INTENTIONAL = {
-    "metrics_before": "/metrics: compared family by family in test_tool_parser_metric_family_is_vllms",
-    "metrics_after": "/metrics: as metrics_before",
-    "chat_tools_auto": _TOOLS,
-    "chat_tools_auto_stream": _TOOLS,
-    "chat_tools_required": _TOOLS,
-    "chat_tools_named": _TOOLS,
-}
 
 
 def _exchanges() -> list[dict]:
@@ -57,19 +45,8 @@ def emu(tmp_path_factory):
 
 
 def test_every_exchange_of_the_graphs_recording_matches_or_is_a_listed_difference(emu):
-    matched, unexpected, listed_but_matching = [], {}, []
-    for exchange in _exchanges():
-        found = _differences(exchange, *_replay(emu, exchange))
-        if exchange["name"] in INTENTIONAL:
-            if not found and not exchange["path"].startswith("/metrics"):
-                listed_but_matching.append(exchange["name"])
-        elif found:
-            unexpected[exchange["name"]] = found
-        else:
-            matched.append(exchange["name"])
-    assert unexpected == {}
-    assert listed_but_matching == []  # a listed difference that vanished must leave the list
-    assert len(matched) == len(_exchanges()) - len(INTENTIONAL) == 28
+    compared = [(e["name"], _differences(e, *_replay(emu, e))) for e in _exchanges()]
+    assert check_recording("probes-hermes-graphs", compared) == 28
 
 
 def test_a_tool_parser_stream_carries_the_last_token_with_its_finish_reason(emu):
