@@ -81,31 +81,31 @@ def _message_item(item_id: str, text: str, status: str) -> dict:
     }
 
 
-def response_object(
-    body: dict, info: ServingInfo, reply: Reply, response_id: str, created: int, done: bool = True
-) -> dict:
-    """The response object: `in_progress` with no output while streaming starts, else the finished
-    one."""
-    output = []
-    if done and reply.reasoning:
-        output.append(
-            {
-                "id": new_id("rs_"),
-                "type": "reasoning",
-                "summary": [],
-                "content": [{"type": "reasoning_text", "text": "".join(reply.reasoning)}],
-            }
-        )
-    if done:
-        output.append(_message_item(new_id("msg_"), "".join(reply.content), "completed"))
-    incomplete = done and reply.finish_reason == "length"
-    usage = {
+_UNSET = {  # the fields vLLM 0.26 sends with fixed values (the recording)
+    "parallel_tool_calls": True,
+    "tools": [],
+    "background": False,
+    "max_tool_calls": None,
+    "prompt": None,
+    "service_tier": "auto",
+    "text": None,
+    "top_logprobs": None,
+    "truncation": "disabled",
+    "user": None,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "kv_transfer_params": None,
+    "ec_transfer_params": None,
+    "input_messages": None,
+    "output_messages": None,
+}
+
+
+def _usage(reply: Reply) -> dict:
+    per_turn: dict[str, list] = {"input_tokens_per_turn": [], "cached_tokens_per_turn": []}
+    return {
         "input_tokens": reply.prompt_tokens,
-        "input_tokens_details": {
-            "cached_tokens": 0,
-            "input_tokens_per_turn": [],
-            "cached_tokens_per_turn": [],
-        },
+        "input_tokens_details": {"cached_tokens": 0, **per_turn},
         "output_tokens": reply.completion_tokens,
         "output_tokens_details": {
             "reasoning_tokens": len(reply.reasoning),
@@ -115,39 +115,39 @@ def response_object(
         },
         "total_tokens": reply.prompt_tokens + reply.completion_tokens,
     }
+
+
+def response_object(
+    body: dict, info: ServingInfo, reply: Reply, response_id: str, created: int, done: bool = True
+) -> dict:
+    """The response object: `in_progress` with no output while streaming starts, else the finished
+    one."""
+    output = []
+    if done and reply.reasoning:
+        reasoning = [{"type": "reasoning_text", "text": "".join(reply.reasoning)}]
+        output.append(
+            {"id": new_id("rs_"), "type": "reasoning", "summary": [], "content": reasoning}
+        )
+    if done:
+        output.append(_message_item(new_id("msg_"), "".join(reply.content), "completed"))
+    incomplete = done and reply.finish_reason == "length"
     return {
         "id": response_id,
         "created_at": created,
         "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
-        "instructions": body.get("instructions"),
-        "metadata": body.get("metadata"),
+        **{key: body.get(key) for key in ("instructions", "metadata")},
         "model": info.name,
         "object": "response",
         "output": output,
-        "parallel_tool_calls": True,
         "temperature": float(body.get("temperature", 1.0)),
         "tool_choice": body.get("tool_choice", "none"),
-        "tools": [],
         "top_p": float(body.get("top_p", 1.0)),
-        "background": False,
-        "max_output_tokens": body.get("max_output_tokens"),
-        "max_tool_calls": None,
-        "previous_response_id": body.get("previous_response_id"),
-        "prompt": None,
-        "reasoning": body.get("reasoning"),
-        "service_tier": "auto",
+        **{
+            key: body.get(key) for key in ("max_output_tokens", "previous_response_id", "reasoning")
+        },
         "status": ("incomplete" if incomplete else "completed") if done else "in_progress",
-        "text": None,
-        "top_logprobs": None,
-        "truncation": "disabled",
-        "usage": usage if done else None,
-        "user": None,
-        "presence_penalty": 0.0,
-        "frequency_penalty": 0.0,
-        "kv_transfer_params": None,
-        "ec_transfer_params": None,
-        "input_messages": None,
-        "output_messages": None,
+        "usage": _usage(reply) if done else None,
+        **_UNSET,
     }
 
 
@@ -156,50 +156,28 @@ def response_events(
 ) -> Iterator[tuple[str, dict, bool]]:
     """Yield (event type, data, counts_as_token) for a streamed response (text output)."""
     item_id = new_id("")  # the streamed item's id has no `msg_` prefix in vLLM 0.26
-    text = "".join(reply.content)
+    text, at = "".join(reply.content), {"content_index": 0, "item_id": item_id, "output_index": 0}
+    started = {"response": response_object(body, info, reply, response_id, created, False)}
+    added = {"item": _message_item(item_id, "", "in_progress"), "output_index": 0}
+    item = {"item": {**_message_item(item_id, text, "completed"), "summary": []}, "output_index": 0}
     events: list[tuple[str, dict, bool]] = [
+        ("created", started, False),
+        ("in_progress", started, False),
+        ("output_item.added", added, False),
+        ("content_part.added", {**at, "part": _text_part("", [])}, False),
+        *(("output_text.delta", {**at, "delta": p, "logprobs": []}, True) for p in reply.content),
+        ("output_text.done", {**at, "logprobs": [], "text": text}, False),
+        ("content_part.done", {**at, "part": _text_part(text, None)}, False),
+        ("output_item.done", item, False),
         (
-            "response.created",
-            {"response": response_object(body, info, reply, response_id, created, False)},
-            False,
-        ),
-        (
-            "response.in_progress",
-            {"response": response_object(body, info, reply, response_id, created, False)},
-            False,
-        ),
-        (
-            "response.output_item.added",
-            {"item": _message_item(item_id, "", "in_progress"), "output_index": 0},
-            False,
-        ),
-        (
-            "response.content_part.added",
-            {"content_index": 0, "item_id": item_id, "output_index": 0, "part": _text_part("", [])},
+            "completed",
+            {"response": response_object(body, info, reply, response_id, created)},
             False,
         ),
     ]
-    for piece in reply.content:
-        delta = {
-            "content_index": 0,
-            "delta": piece,
-            "item_id": item_id,
-            "logprobs": [],
-            "output_index": 0,
-        }
-        events.append(("response.output_text.delta", delta, True))
-    done = {"content_index": 0, "item_id": item_id, "logprobs": [], "output_index": 0, "text": text}
-    events.append(("response.output_text.done", done, False))
-    part = {
-        "content_index": 0,
-        "item_id": item_id,
-        "output_index": 0,
-        "part": _text_part(text, None),
-    }
-    events.append(("response.content_part.done", part, False))
-    item = {**_message_item(item_id, text, "completed"), "summary": []}
-    events.append(("response.output_item.done", {"item": item, "output_index": 0}, False))
-    final = response_object(body, info, reply, response_id, created)
-    events.append(("response.completed", {"response": final}, False))
     for number, (kind, data, counts) in enumerate(events):
-        yield kind, {**data, "sequence_number": number, "type": kind}, counts
+        yield (
+            f"response.{kind}",
+            {**data, "sequence_number": number, "type": f"response.{kind}"},
+            counts,
+        )

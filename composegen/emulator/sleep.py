@@ -153,18 +153,7 @@ class SleepMode:
         with self.lock:
             if self.sleeping:
                 return False  # vLLM answers 200 to a second /sleep as well
-            if self.running and mode == "wait":
-                log(
-                    "INFO",
-                    "core.py:894",
-                    "Waiting for in-flight requests to complete before sleeping...",
-                    "EngineCore_DP0",
-                )
-                self.idle.wait_for(lambda: self.running == 0)
-            elif self.running and mode == "abort":
-                self.aborting = True
-                self.idle.wait_for(lambda: self.running == 0, timeout=10)
-                self.aborting = False
+            self._settle(mode, log)
             started = time.monotonic()
             time.sleep(self.sleep_s)
             self.level, self.cycles, self.since = level, self.cycles + 1, time.time()
@@ -195,6 +184,17 @@ class SleepMode:
                 "EngineCore_DP0",
             )
             return True
+
+    def _settle(self, mode: str, log: Callable[..., None]) -> None:
+        """The running requests before a sleep: finished (wait) or ended (abort); keep leaves them."""
+        if self.running and mode == "wait":
+            waiting = "Waiting for in-flight requests to complete before sleeping..."
+            log("INFO", "core.py:894", waiting, "EngineCore_DP0")
+            self.idle.wait_for(lambda: self.running == 0)
+        elif self.running and mode == "abort":
+            self.aborting = True
+            self.idle.wait_for(lambda: self.running == 0, timeout=10)
+            self.aborting = False
 
     def wake(self, tags: list[str], log: Callable[..., None]) -> None:
         unknown = [t for t in tags if t not in TAGS]

@@ -61,11 +61,10 @@ def intentional() -> list[tuple[set[str], list[str], str]]:
 
 
 def why_different(recording: str, name: str) -> str | None:
-    return next(
-        (why for recs, names, why in intentional() if recording in recs
-         for pattern in names if fnmatch.fnmatchcase(name, pattern)),
-        None,
-    )  # fmt: skip
+    for recordings, patterns, why in intentional():
+        if recording in recordings and any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            return why
+    return None
 
 
 def check_recording(recording: str, compared: list[tuple[str, list[str]]]) -> int:

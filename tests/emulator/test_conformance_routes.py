@@ -71,8 +71,13 @@ def _step(name: str, recorded: object, emulated: object) -> tuple[str, list[str]
 
 
 def _ask(emu) -> tuple[int, str]:
-    body = {"model": "m", "messages": [{"role": "user", "content": "count the waves of the sea"}],
-            "max_tokens": 32, "temperature": 0, "ignore_eos": True}  # fmt: skip
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "count the waves of the sea"}],
+        "max_tokens": 32,
+        "temperature": 0,
+        "ignore_eos": True,
+    }
     res = httpx.post(f"{emu.url}/v1/chat/completions", json=body, timeout=30)
     return res.status_code, res.json()["choices"][0]["message"]["content"]
 
@@ -86,8 +91,13 @@ def _in_flight(emu, mode: str) -> tuple[int, str | None, int]:
     got: dict = {"tokens": 0, "finish": None}
 
     def read() -> None:
-        body = {"model": "m", "messages": [{"role": "user", "content": "a long answer"}], "stream": True,
-                "max_tokens": 1500, "ignore_eos": True}  # fmt: skip
+        body = {
+            "model": "m",
+            "messages": [{"role": "user", "content": "a long answer"}],
+            "stream": True,
+            "max_tokens": 1500,
+            "ignore_eos": True,
+        }
         with httpx.stream("POST", f"{emu.url}/v1/chat/completions", json=body, timeout=60) as res:
             got["status"] = res.status_code
             for line in res.iter_lines():
@@ -115,22 +125,30 @@ def test_the_sleep_steps_answer_as_recorded_or_are_listed_differences(start):
         compared.append(_step(f"{name}.is_sleeping", row["sleeping"][row["sleep"]], asleep))
         compared.append(_step(f"{name}.wake", row["wake_status"], _post(emu, "/wake_up")))
         status, answer = _ask(emu)
-        compared += [_step(f"{name}.request", row["request_status"], status),
-                     _step(f"{name}.same_answer", row["same_answer"], answer == first)]  # fmt: skip
+        compared += [
+            _step(f"{name}.request", row["request_status"], status),
+            _step(f"{name}.same_answer", row["same_answer"], answer == first),
+        ]
     for row in recorded["l2"]:
         name = f"l2.{row['cycle']}"
         compared.append(_step(f"{name}.sleep", row["sleep_status"], _post(emu, "/sleep?level=2")))
-        for step, path, body in (("wake_weights", "/wake_up?tags=weights", None),
-                                 ("reload_weights", "/collective_rpc", {"method": "reload_weights"}),
-                                 ("wake_kv", "/wake_up?tags=kv_cache", None)):  # fmt: skip
+        for step, path, body in (
+            ("wake_weights", "/wake_up?tags=weights", None),
+            ("reload_weights", "/collective_rpc", {"method": "reload_weights"}),
+            ("wake_kv", "/wake_up?tags=kv_cache", None),
+        ):
             compared.append(_step(f"{name}.{step}", row[step][0], _post(emu, path, body)))
         status, answer = _ask(emu)
-        compared += [_step(f"{name}.request", row["request_status"], status),
-                     _step(f"{name}.same_answer", row["same_answer"], answer == first)]  # fmt: skip
+        compared += [
+            _step(f"{name}.request", row["request_status"], status),
+            _step(f"{name}.same_answer", row["same_answer"], answer == first),
+        ]
     for mode, row in recorded["inflight"].items():
         status, finish, tokens = _in_flight(emu, mode)
-        compared += [_step(f"inflight.{mode}.status", row["status"], status),
-                     _step(f"inflight.{mode}.finish", row["finish"], finish),
-                     _step(f"inflight.{mode}.whole", row["tokens"] == 1500, tokens == 1500)]  # fmt: skip
+        compared += [
+            _step(f"inflight.{mode}.status", row["status"], status),
+            _step(f"inflight.{mode}.finish", row["finish"], finish),
+            _step(f"inflight.{mode}.whole", row["tokens"] == 1500, tokens == 1500),
+        ]
     assert len(compared) == 10 * 5 + 3 * 6 + 2 * 3
     assert check_recording("sleep", compared) == len(compared)
