@@ -174,7 +174,7 @@ def test_core_never_imports_presentation():
 #     from composegen.stack import driver  # why: the docker libraries load only when a stack is driven
 # Any comment counts as the reason except lint pragmas (noqa, type: ignore, isort, fmt, pragma); a comment
 # on the line above does not. Imports under `if TYPE_CHECKING:` are not counted (they never run).
-FUNCTION_IMPORT_BUDGET = 19  # issue 24 asked for at most 30
+FUNCTION_IMPORT_BUDGET = 21  # issue 24 asked for at most 30
 UNEXPLAINED_FUNCTION_IMPORT_BUDGET = 0  # a reason on every one
 _PRAGMAS = ("noqa", "type:", "isort:", "fmt:", "pragma")
 

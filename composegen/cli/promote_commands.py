@@ -11,7 +11,7 @@ import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
-from composegen.edge import service, switch
+from composegen.edge import service, standby, switch
 from composegen.edge.reports import SwitchReport
 from composegen.output import Output
 
@@ -76,6 +76,7 @@ def promote(
     Example: composegen promote 4096-131k --alias ds4-flash
     """
 
+    standby.preload_gates()  # the gates' client loads while the first steps wait (issue 48)
     project = _project()
     edge = service.load(project)
     only = [g for g in gates.split(",") if g]
@@ -105,6 +106,7 @@ def rollback(
     Example: composegen rollback ds4-flash
     """
 
+    standby.preload_gates()
     project = _project()
     result = switch.rollback(
         project,

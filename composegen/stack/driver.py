@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from composegen.errors import BadInput, EngineError
@@ -48,15 +49,7 @@ from composegen.project import Project
 from composegen.shm import scan
 from composegen.shm.procscan import LabelResolver
 from composegen.shm.reports import ShmScan
-from composegen.stack import (
-    compose,
-    engine,
-    nodecache,
-    nodeshm,
-    placement,
-    readiness,
-    sleepmode,
-)
+from composegen.stack import compose, engine, placement, readiness, sleepmode
 from composegen.stack import down as teardown
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
@@ -240,7 +233,7 @@ def attach(
 def down(project: Project, r: Resolved, timeout: int | None = None) -> DownReport:
     report = teardown.down(deployment(project, r), timeout)
     if r.profile.nodes is not None:
-        report.shm = nodeshm.node_shm_report(r)
+        report.shm = _nodeshm().node_shm_report(r)
     elif r.profile.service.ipc == "host":
         report.shm = scan.scan("/dev/shm", container_labels=engine.label_lookup())
     return report
@@ -252,7 +245,7 @@ def shm_text(report: DownReport) -> str | None:
     if report.shm is None:
         return None
     if isinstance(report.shm, NodesShm):
-        return nodeshm.format_node_shm_text(report.shm)
+        return _nodeshm().format_node_shm_text(report.shm)
     return scan.format_after_down(report.shm)
 
 
@@ -277,6 +270,7 @@ def shm_report(r: Resolved) -> tuple[NodesShm, str]:
         raise BadInput(
             f"--profile {r.name}: not a multi-node profile; inspect its host with plain `composegen shm`"
         )
+    nodeshm = _nodeshm()
     report = nodeshm.node_shm_report(r)
     return report, nodeshm.format_node_shm_text(report)
 
@@ -298,9 +292,19 @@ def weights(
     """The pinned weights where the head looks for them (downloaded, hash-checked on request), then
     every other node's copy (after `sync` copied the head's to those that lack it); nodecache says
     how."""
+    # why: other hosts' weights, `weights` only: off every other command's start
+    from composegen.stack import nodecache
+
     return nodecache.weights_everywhere(
         project, r, download=download, verify=verify, sync=sync, on_file=on_file
     )
+
+
+def _nodeshm() -> ModuleType:
+    # why: other hosts' /dev/shm, multi-node only: ~30 ms at every start of a switch or an up
+    from composegen.stack import nodeshm
+
+    return nodeshm
 
 
 def _standby_level(r: Resolved) -> int:
