@@ -205,8 +205,7 @@ class Handler(Generation):
         except RequestError as exc:
             self._json(exc.status, exc.to_json())
         except SleepError as exc:
-            kind = "ServiceUnavailableError" if exc.status == 503 else "BadRequestError"
-            self._json(exc.status, RequestError(exc.status, exc.message, kind).to_json())
+            self._json(exc.status, RequestError(exc.status, exc.message).to_json())
         except (BrokenPipeError, ConnectionResetError, ClientGone):
             self.close_connection = True
 
