@@ -30,6 +30,7 @@ import hashlib
 import http.client
 import json
 import os
+import select
 import selectors
 import socket
 import sys
@@ -212,12 +213,7 @@ class Watch:
                 _shutdown(sock, socket.SHUT_RD)
 
     def _readable(self, sock: socket.socket, upstream: socket.socket) -> None:
-        try:
-            gone = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
-            return
-        except OSError:
-            gone = True
+        gone = _gone(sock)
         # gone, or it sent more (a pipelined request): either way, done watching
         self.client(sock, None)
         if gone:
@@ -227,6 +223,23 @@ class Watch:
 def _shutdown(sock: socket.socket, how: int = socket.SHUT_RDWR) -> None:
     with contextlib.suppress(OSError):  # already closed: nothing left to end
         sock.shutdown(how)
+
+
+class ClientGone(Exception):
+    """The client hung up while the stack worked on its request: nobody is left to answer."""
+
+
+def _gone(sock: socket.socket) -> bool:
+    """SOCK's peer closed it (never blocks: a socket with a timeout waits in recv, even with
+    MSG_DONTWAIT)."""
+    try:
+        if not select.select([sock], [], [], 0)[0]:
+            return False
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 class NotResolved(OSError):
@@ -573,6 +586,9 @@ class Handler(BaseHTTPRequestHandler):
             headers["Content-Length"] = str(len(body))
         try:
             conn, resp = self._send_upstream(host, int(port), body, headers)
+        except ClientGone:
+            self.close_connection = True
+            return 499  # nginx's "client closed request": the log says who ended it
         except (OSError, http.client.HTTPException, ValueError) as exc:
             since = self.upstreams.failed(host, int(port), route.get("down_since"))
             stage = _down_stage(str(route.get("profile")), since, exc)
@@ -607,6 +623,8 @@ class Handler(BaseHTTPRequestHandler):
                 return conn, conn.getresponse()
             except OSError:  # RemoteDisconnected, a reset, a broken pipe, an address that is gone
                 conn.close()
+                if _gone(self.connection):  # the watch ended it: never sent again
+                    raise ClientGone from None
                 if not reused or attempt:
                     raise
                 self.upstreams.drop(host, port)
