@@ -15,6 +15,7 @@ accepts forwarded packets to the container's address). The door passes only DOOR
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -32,7 +33,8 @@ ALLOWED_PATHS = (
 HTTPS_PORT = 8443  # inside the proxy container: unprivileged, so it needs no capability
 METRICS_PORT = 9090
 GATE_PORT = 8080
-GATE_SOURCE = Path(__file__).with_name("gatekeeper.py")
+# the gatekeeper's parts, in the order the one file the gate runs joins them (its door last)
+GATE_PARTS = ("gate_rules", "gate_upstream", "gate_framing", "gatekeeper")
 # the volume the proxy and the door share: one unix socket per loopback listener
 SOCKETS = "/run/edge"
 # the door shares the host's network: its admin API is a socket
@@ -72,9 +74,38 @@ def _header(edge: Edge, comment: str = "#") -> str:
     )
 
 
+def _gate_part(name: str, imports: dict[str, set[str]]) -> str:
+    """A part's text without its docstring, `from __future__` and imports; its stdlib imports go
+    into IMPORTS ({module: names}, "" for a plain `import module`)."""
+    source = Path(__file__).with_name(f"{name}.py").read_text(encoding="utf-8")
+    lines = source.splitlines()
+    for node in ast.parse(source).body:
+        end = node.end_lineno or node.lineno
+        if isinstance(node, ast.Import):
+            imports.setdefault("", set()).update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if not node.module.startswith(("composegen", "__future__")):
+                imports.setdefault(node.module, set()).update(a.name for a in node.names)
+        elif not (node.lineno == 1 and isinstance(node, ast.Expr)):  # the docstring
+            continue
+        lines[node.lineno - 1 : end] = [""] * (end - node.lineno + 1)
+    return "\n".join(lines).strip("\n")
+
+
 def gatekeeper_text() -> str:
-    source = GATE_SOURCE.read_text(encoding="utf-8")
-    return f"{GENERATED_HEADER}composegen/edge/gatekeeper.py (a copy the edge mounts; do not edit).\n{source}"
+    """The gate's one stdlib file (the edge mounts it; `python3 -I` runs it): gatekeeper.py's
+    docstring, every part's imports once, then the parts."""
+    door = Path(__file__).with_name("gatekeeper.py").read_text(encoding="utf-8")
+    imports: dict[str, set[str]] = {}
+    bodies = [_gate_part(name, imports) for name in GATE_PARTS]
+    lines = [f"import {name}" for name in sorted(imports.pop("", set()))]
+    lines += [f"from {m} import {', '.join(sorted(names))}" for m, names in sorted(imports.items())]
+    docstring = ast.get_docstring(ast.parse(door), clean=False) or ""
+    head = (
+        f"{GENERATED_HEADER}composegen/edge/{{{','.join(GATE_PARTS)}}}.py joined (do not edit).\n"
+    )
+    parts = [f'{head}"""{docstring}"""\n\nfrom __future__ import annotations', "\n".join(lines)]
+    return "\n\n\n".join([*parts, *bodies]) + "\n"
 
 
 HARDENED = (
