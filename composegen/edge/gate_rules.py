@@ -14,8 +14,7 @@ from typing import TypedDict, TypeGuard
 MAX_BODY = 16 << 20
 MAX_BUFFERED = 128 << 20  # request bodies held at once, all clients together
 BODY_TIMEOUT_S = 30.0  # the whole body, however slowly it trickles
-# a kept-alive connection with no request (longer than the proxy's keep-alive)
-IDLE_TIMEOUT_S = 120.0
+IDLE_TIMEOUT_S = 120.0  # a kept-alive connection with no request (longer than the proxy's)
 UPSTREAM_TIMEOUT_S = 900.0
 # Docker's DNS names a running stack within milliseconds; for a removed one it asks servers an
 # internal network cannot reach (5 s x 2 tries) before it fails. Past this wait the stack is down.
@@ -31,19 +30,10 @@ SLEEP_PROBE_S = 1.0
 WATCH_S = 0.1  # how often hung-up clients and overdue bodies are looked for
 IDLE_UPSTREAMS = 32  # kept-alive connections per stack
 MAX_CHUNK_LINE = 1024
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authorization",
-}
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
+HOP_BY_HOP |= {"proxy-authorization"}
 MODEL_POSTS = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
-# The state files and the wire payloads stay plain JSON objects here (stdlib only, no composegen
-# import):
-# a state file is typed `dict[str, object]`, so every field is checked where it is read.
+# The state files stay plain JSON objects (stdlib only): every field is checked where it is read.
 JsonDoc = dict[str, object]
 
 
@@ -61,19 +51,14 @@ class ModelList(TypedDict):
 
 
 class Refused(Exception):
-    """A request answered with an error of ours: (status, message, OpenAI error type, extra
-    headers)."""
+    """A request answered with an error of ours: status, message, OpenAI error type, headers."""
 
     def __init__(
         self, status: int, message: str, kind: str, headers: Mapping[str, str] | None = None
     ) -> None:
         super().__init__(message)
-        self.status, self.message, self.kind, self.headers = (
-            status,
-            message,
-            kind,
-            dict(headers or {}),
-        )
+        self.status, self.message, self.kind = status, message, kind
+        self.headers = dict(headers or {})
 
 
 class StateFile:
