@@ -253,13 +253,17 @@ class Handler(Framing):
         one goes). A STANDBY engine silent for STANDBY_CHECK_S is asked whether it sleeps."""
         for attempt in range(2):
             conn, reused = self.upstreams.take(host, port)
-            asleep = threading.Event()
-            check = threading.Timer(STANDBY_CHECK_S, check_sleep, (conn, asleep))
+            asleep = (
+                threading.Event()
+            )  # only a standby engine is asked (no thread object otherwise)
+            check = (
+                threading.Timer(STANDBY_CHECK_S, check_sleep, (conn, asleep)) if standby else None
+            )
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 if conn.sock is not None:
                     self.watch.client(self.connection, conn.sock)  # a client gone while vLLM thinks
-                if standby:
+                if check is not None:
                     check.start()
                 return conn, conn.getresponse()
             except OSError:  # RemoteDisconnected, a reset, a broken pipe, an address that is gone
@@ -275,7 +279,8 @@ class Handler(Framing):
                 conn.close()
                 raise
             finally:
-                check.cancel()
+                if check is not None:
+                    check.cancel()
                 self.watch.client(self.connection, None)
         raise http.client.HTTPException("unreachable")
 
