@@ -39,8 +39,10 @@ def gate_before(tmp_path, upstream: str, **extra) -> int:
 
 
 def chat(port: int) -> tuple[int, dict[str, str], dict]:
-    raw = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer {KEY}\r\n"
-           f"Content-Type: application/json\r\nContent-Length: {len(CHAT)}\r\n\r\n{CHAT}")  # fmt: skip
+    raw = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(CHAT)}\r\n\r\n{CHAT}"
+    )
     status, headers, body, _ = exchange(port, raw.encode())
     return status, headers, json.loads(body)
 

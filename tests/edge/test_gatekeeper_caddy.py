@@ -27,8 +27,13 @@ from tests.support.ports import free_port
 SLEEP_LOG = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-sleep" / "serve-a.log"
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-apikey-routes"
 # the dev-mode routes vLLM 0.33.0 adds to 0.26.0's (issue 49, read from vLLM's source)
-ADDED_IN_0_33 = ("/release_kv_cache_memory", "/update_weight_version", "/weight_info",
-                 "/weight_checker", "/shutdown_weight_transfer_engine")  # fmt: skip
+ADDED_IN_0_33 = (
+    "/release_kv_cache_memory",
+    "/update_weight_version",
+    "/weight_info",
+    "/weight_checker",
+    "/shutdown_weight_transfer_engine",
+)
 KEY = "cgk_caddy-test"
 pytestmark = pytest.mark.skipif(
     shutil.which("caddy") is None, reason="no caddy (provision.d/70-caddy.sh)"
@@ -43,8 +48,11 @@ def caddy(tmp: Path, site: list[str]) -> Iterator[int]:
     lines += [f"http://:{port} {{", "\tbind 127.0.0.1", *site]
     (tmp / "Caddyfile").write_text("\n".join(lines) + "\n")
     with open(tmp / "caddy.log", "wb") as log:
-        proc = subprocess.Popen(["caddy", "run", "--config", str(tmp / "Caddyfile"), "--adapter", "caddyfile"],
-                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            ["caddy", "run", "--config", str(tmp / "Caddyfile"), "--adapter", "caddyfile"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -118,11 +126,18 @@ def chain(tmp_path):
 
 
 def _chat(stream: bool, max_tokens: int = 3000) -> bytes:
-    doc = {"model": "ds4", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
-           "ignore_eos": True, "stream": stream}  # fmt: skip
+    doc = {
+        "model": "ds4",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        "stream": stream,
+    }
     body = json.dumps(doc).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer {KEY}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -163,11 +178,26 @@ def _spellings(path: str) -> list[str]:
     """The ways a client may spell PATH that Starlette still routes to it (or that a lax filter lets by)."""
     first = path[1]
     return [
-        path, path.upper(), path.title(), path + "/", path + "%0a", path + "%0A", path + "%0d%0a",
-        path + "?x=1", path + "%3f", "/" + f"%{ord(first):02x}" + path[2:], path.replace("_", "%5f"),
-        "/." + path, "/" + path, "/v1/models/.." + path, "/v1/models/..%2f" + path[1:],
-        "/v1/models/%2e%2e" + path, path + "/.", path + "%20", "/health/../" + path[1:],
-    ]  # fmt: skip
+        path,
+        path.upper(),
+        path.title(),
+        path + "/",
+        path + "%0a",
+        path + "%0A",
+        path + "%0d%0a",
+        path + "?x=1",
+        path + "%3f",
+        "/" + f"%{ord(first):02x}" + path[2:],
+        path.replace("_", "%5f"),
+        "/." + path,
+        "/" + path,
+        "/v1/models/.." + path,
+        "/v1/models/..%2f" + path[1:],
+        "/v1/models/%2e%2e" + path,
+        path + "/.",
+        path + "%20",
+        "/health/../" + path[1:],
+    ]
 
 
 class Recording(BaseHTTPRequestHandler):
@@ -208,7 +238,7 @@ def test_the_operator_door_passes_only_its_allowlist_in_every_spelling(tmp_path)
                         sock.sendall(
                             f"{method} {spelled} HTTP/1.1\r\nHost: door\r\nContent-Length: 0\r\n\r\n".encode()
                         )
-                        answer = sock.recv(65536)  # fmt: skip
+                        answer = sock.recv(65536)
                     assert answer.startswith((b"HTTP/1.1 200", b"HTTP/1.1 404", b"HTTP/1.1 400")), (
                         spelled,
                         answer,
