@@ -1,5 +1,5 @@
-"""The edge's gatekeeper: runs inside the edge (python3 -I, stdlib only; out/edge/gatekeeper.py is a
-copy).
+"""The edge's gatekeeper (stdlib only): this module, the routing table, and its parts gate_rules,
+gate_upstream and gate_framing, which render joins into the one file the edge runs (python3 -I).
 
 Behind the proxy (which already answers 404 outside the allowlist), for every request:
   1. the client, from the headers alone: `Authorization: Bearer KEY`, whose sha256 is looked up in
@@ -15,7 +15,8 @@ Behind the proxy (which already answers 404 outside the allowlist), for every re
      and the stage, never another model. A stack that is down answers at once: its name is looked up
      for at most RESOLVE_WAIT_S (Docker's DNS gives up on a missing name only after ~10 s), and the
      stage says since when it is down (`down_since`, written by `composegen down`, else the gate's
-     first failure).
+     first failure); for an engine asleep, 503 with composegen's stage, never the engine's words
+     (`asleep_since`, or a `standby` engine's sleeping 503 or silence).
 A client that hangs up ends its upstream request within WATCH_S, streaming or not (vLLM aborts a request
 whose connection closes). Every answer of ours is JSON in the OpenAI error shape. Both state files are
 re-read when they change (stat per request): keys and switches take effect at once, and nothing restarts.
@@ -25,6 +26,7 @@ One access-log line per request names the client, never the key.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -301,16 +303,13 @@ class Handler(Framing):
         self._note = f" model={alias} stage={stage!r}"
         doc = _error_doc(503, f"{what}: {stage}", "unavailable")
         doc["error"]["stage"] = stage
-        headers = {
-            "Retry-After": str(retry if isinstance(retry, int) and 0 < retry < 86400 else 30)
-        }
-        return self._send_json(503, doc, headers)
+        seconds = retry if isinstance(retry, int) and 0 < retry < 86400 else 30
+        return self._send_json(503, doc, {"Retry-After": str(seconds)})
 
 
 # what the gate serves: (method, path) → its answer; stored responses by their shape (_stored)
-ROUTES: dict[
-    tuple[str, str], Callable[[Handler, Mapping[str, object], Mapping[str, object]], int]
-] = {
+Answer = Callable[[Handler, Mapping[str, object], Mapping[str, object]], int]
+ROUTES: dict[tuple[str, str], Answer] = {
     **{("POST", path): Handler._model_post for path in MODEL_POSTS},
     ("GET", "/v1/models"): Handler._models,
     ("GET", "/health"): Handler._health,
@@ -338,18 +337,14 @@ class Server(ThreadingHTTPServer):
 
     def process_request(self, request, client_address):  # type: ignore[no-untyped-def]
         if not self.slots.acquire(blocking=False):
-            body = json.dumps(
-                _error_doc(503, "the edge is at its connection limit; retry", "unavailable")
-            ).encode()
-            head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-            try:
+            doc = _error_doc(503, "the edge is at its connection limit; retry", "unavailable")
+            body = json.dumps(doc)
+            head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1"
+            with contextlib.suppress(OSError):
                 request.settimeout(1.0)
                 request.sendall(
-                    f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-                    + body
+                    f"{head}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
                 )
-            except OSError:
-                pass
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
