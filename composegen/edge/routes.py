@@ -5,9 +5,11 @@
                            ({"kind": "qualify" | "campaign", "ref", "sha256"} | null)}]}}
 With no history an alias points where edge.yaml says. .composegen/edge/routes.json is what the gatekeeper
 reads: {"retry_after", "aliases": {ALIAS: {"profile", "upstream", "served_name", "switch": null | {"to",
-"stage", "since"}, "down_since"?}}}; it is rewritten atomically (the gatekeeper sees the old or the new
-file, never half). `down_since` is set by `composegen down` of an aliased stack outside a switch, and goes
-at the next publish.
+"stage", "since"}, "down_since"?, "standby"?, "asleep_since"?}}}; it is rewritten atomically (the
+gatekeeper sees the old or the new file, never half). `down_since` is set by `composegen down` of an
+aliased stack outside a switch, and goes at the next publish. `standby: true` (a profile with sleep
+mode) makes the gate read the engine's sleeping 503, or its silence, as asleep; `asleep_since` (set by
+whatever puts the engine to sleep outside a switch, `mark_asleep`) makes it answer 503 at once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from composegen.edge.config import Edge, upstream_host
 from composegen.edge.journal import journal_path
 from composegen.edge.keys import edge_dir
 from composegen.errors import BadInput
+from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 
 
@@ -60,6 +63,8 @@ class Route(TypedDict):
     served_name: str
     switch: Switching | None
     down_since: NotRequired[str]  # `composegen down` of its stack, outside a switch
+    standby: NotRequired[bool]  # sleep mode: the engine may be asleep
+    asleep_since: NotRequired[str]  # put to sleep outside a switch
 
 
 class RoutesFile(TypedDict):
@@ -137,21 +142,50 @@ def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None
             continue
         r = edge.stacks[profile]
         switch = (switching or {}).get(alias)
-        table[alias] = Route(
-            profile=profile,
-            upstream=f"{upstream_host(profile)}:{r.profile.service.port.container}",
-            served_name=r.profile.model.served_name,
-            switch=Switching(
-                to=switch["to"],
-                stage=switch["stage"],
-                since=switch.get("since") or privatestate.stamp(),
-            )
-            if switch
-            else None,
-        )
+        table[alias] = _route(profile, r, switch)
     privatestate.write_json(
         routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table)
     )
+
+
+def _route(profile: str, r: Resolved, switch: Switching | None) -> Route:
+    route = Route(
+        profile=profile,
+        upstream=f"{upstream_host(profile)}:{r.profile.service.port.container}",
+        served_name=r.profile.model.served_name,
+        switch=Switching(
+            to=switch["to"],
+            stage=switch["stage"],
+            since=switch.get("since") or privatestate.stamp(),
+        )
+        if switch
+        else None,
+    )
+    if r.profile.standby is not None:
+        route["standby"] = True
+    return route
+
+
+def mark_asleep(project: Project, profile: str, asleep: bool) -> list[str]:
+    """PROFILE's engine was put to sleep (ASLEEP) or woken outside a switch: the aliases on it answer
+    503 + Retry-After with composegen's stage at once, or serve again. The aliases marked."""
+    path = routes_path(project)
+    doc = privatestate.read_json(path, RoutesFile(retry_after=0, aliases={}))
+    table = doc.get("aliases")
+    marked = [
+        alias
+        for alias, route in (table.items() if isinstance(table, dict) else [])
+        if isinstance(route, dict) and route.get("profile") == profile
+    ]
+    for alias in marked:
+        route = doc["aliases"][alias]
+        if asleep:
+            route["asleep_since"] = route.get("asleep_since") or privatestate.stamp()
+        else:
+            route.pop("asleep_since", None)
+    if marked:
+        privatestate.write_json(path, doc)
+    return marked
 
 
 def mark_down(project: Project, profile: str) -> list[str]:

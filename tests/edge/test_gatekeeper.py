@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from composegen.edge import gatekeeper
+from composegen.edge import gate_framing, gatekeeper
 
 KEY = "cgk_test-key"
 SERVED = "served-4096"
@@ -280,7 +280,7 @@ def test_a_get_body_is_never_forwarded(edge):
 
 
 def test_a_silent_upload_is_cut_at_the_body_bound(edge, monkeypatch):
-    monkeypatch.setattr(gatekeeper, "BODY_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(gate_framing, "BODY_TIMEOUT_S", 1.0)
     started = time.monotonic()
     raw = f"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer {KEY}\r\nContent-Length: 500\r\n\r\n{{".encode()
     status, _, body, closed = exchange(edge.port, raw, closing=True)

@@ -1,0 +1,123 @@
+"""The gate answers for an engine that is asleep (issue 49): 503 + Retry-After + a stage in composegen's words,
+never vLLM's own text ("The engine is sleeping; wake it up first (POST /wake_up)." names a route the edge
+answers 404) — from routes.json's `asleep_since` mark at once, from a standby engine's sleeping 503 (the
+emulated vLLM asleep), and from a standby engine that gives no answer at all while asleep (the real vLLM
+0.26.0 on an H200 answered a chat request nothing within 8 s; a stand-in engine plays that)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import select
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from composegen.edge import gatekeeper
+from tests.edge.test_gatekeeper import exchange
+from tests.support.emulator_proc import EmulatorProc
+
+KEY = "cgk_asleep"
+CHAT = json.dumps(
+    {"model": "ds4", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+)
+STAGE = "ds4's engine 4096-131k is asleep since {}; `composegen wake 4096-131k`"
+
+
+def gate_before(tmp_path, upstream: str, **extra) -> int:
+    state = tmp_path / "state"
+    state.mkdir()
+    digest = hashlib.sha256(KEY.encode()).hexdigest()
+    (state / "keys.json").write_text(json.dumps({"clients": [{"name": "a", "sha256": digest}]}))
+    route = {"profile": "4096-131k", "upstream": upstream, "served_name": "served", **extra}
+    (state / "routes.json").write_text(json.dumps({"retry_after": 7, "aliases": {"ds4": route}}))
+    gate = gatekeeper.serve(str(state), "127.0.0.1", 0)
+    threading.Thread(target=gate.serve_forever, args=(0.05,), daemon=True).start()
+    return gate.server_port
+
+
+def chat(port: int) -> tuple[int, dict[str, str], dict]:
+    raw = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(CHAT)}\r\n\r\n{CHAT}"
+    )
+    status, headers, body, _ = exchange(port, raw.encode())
+    return status, headers, json.loads(body)
+
+
+class Silent(BaseHTTPRequestHandler):
+    """A stand-in for the real vLLM 0.26.0 asleep: a chat request gets no answer; /is_sleeping says so."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str]
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        data = json.dumps({"is_sleeping": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        self.seen.append(self.path)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        select.select([self.connection], [], [], 30)  # silent until the gate gives up on it
+        self.close_connection = True
+
+
+@pytest.fixture
+def silent():
+    handler = type("Seen", (Silent,), {"seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield server, handler
+    server.shutdown()
+
+
+def test_an_asleep_mark_is_503_at_once_without_asking_the_engine(tmp_path, silent):
+    server, handler = silent
+    since = "2026-12-06T05:00:00Z"
+    port = gate_before(
+        tmp_path, f"127.0.0.1:{server.server_port}", standby=True, asleep_since=since
+    )
+    status, headers, doc = chat(port)
+    assert (status, headers["retry-after"]) == (503, "7")
+    assert doc["error"]["stage"] == STAGE.format("2026-12-06 05:00:00 UTC")
+    assert handler.seen == []
+
+
+def test_a_standby_engine_silent_while_asleep_is_503_in_composegens_words(tmp_path, silent):
+    server, handler = silent
+    port = gate_before(tmp_path, f"127.0.0.1:{server.server_port}", standby=True)
+    status, headers, doc = chat(port)
+    assert (status, headers["retry-after"]) == (503, "7"), doc
+    stage = doc["error"]["stage"]
+    assert (
+        stage.startswith("ds4's engine 4096-131k is asleep since ")
+        and "composegen wake 4096-131k" in stage
+    )
+    assert handler.seen == ["/v1/chat/completions", "/is_sleeping"]
+
+
+def test_the_emulated_engine_asleep_is_never_relayed_in_its_own_words(tmp_path):
+    with EmulatorProc.start(
+        tmp_path, extra_args=("--enable-sleep-mode",), env={"VLLM_SERVER_DEV_MODE": "1"}
+    ) as emu:
+        asleep = urllib.request.Request(f"{emu.base_url}/sleep?level=1", b"", method="POST")
+        assert urllib.request.urlopen(asleep, timeout=30).status == 200
+        port = gate_before(tmp_path, f"127.0.0.1:{emu.port}", standby=True)
+        status, headers, doc = chat(port)
+    assert (status, headers["retry-after"]) == (503, "7"), doc
+    message = doc["error"]["message"]
+    assert (
+        "composegen wake 4096-131k" in message
+        and "wake_up" not in message
+        and "sleeping" not in message
+    )
