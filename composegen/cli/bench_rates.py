@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from composegen.bench import closed as benching
+from composegen.bench import opentext, rates, schedule
 from composegen.errors import BadInput, CheckFailed
-from composegen.evidence import bench as benching
-from composegen.evidence import benchopentext, benchrates, benchschedule
 from composegen.output import Output
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -29,13 +29,13 @@ class OpenAsk:
 def run_open(
     load: Callable[[], tuple[Project, Resolved]],
     ask: OpenAsk,
-    sizes: benchrates.Options,
+    sizes: rates.Options,
     *,
     save_vllm: Path | None,
     json_: bool,
 ) -> None:
     """Every argument checked (exit 2) before the stack is touched, then the levels or the search."""
-    rates, limits = benchrates.check_open(
+    asked, limits = rates.check_open(
         ask.rates, sizes.burstiness, ask.slo, ask.find_max, ask.max_levels,
         (sizes.requests, sizes.duration),
     )  # fmt: skip
@@ -49,15 +49,15 @@ def run_open(
     gpus = benching.gpus_of(r)
     o = dataclasses.replace(sizes, limits=limits, api_key=api_key, emulated=emulated, gpus=gpus)
     if ask.find_max:
-        run = benchrates.find_max(
-            base_url, model, rates, o, max_levels=ask.max_levels, repeats=ask.repeats
+        run = rates.find_max(
+            base_url, model, asked, o, max_levels=ask.max_levels, repeats=ask.repeats
         )
     else:
-        run = benchrates.run_rates(base_url, model, rates, o)
+        run = rates.run_rates(base_url, model, asked, o)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
     show = Output(json_)
-    show.report(result, lambda: benchopentext.format_text(result))
+    show.report(result, lambda: opentext.format_text(result))
     for path in saved:
         show.say(f"wrote {path} (vllm bench serve's result shape)")
     if not result.ok:
@@ -68,7 +68,7 @@ def run_open(
 
 def campaign_rates(text: str | None, concurrency: str | None) -> list[float]:
     """`campaign run --bench-rates`: finite rates (a campaign's state is JSON), not with --bench."""
-    rates = benchschedule.parse_rates(text, "campaign run: --bench-rates") if text else []
+    rates = schedule.parse_rates(text, "campaign run: --bench-rates") if text else []
     if rates and (concurrency or float("inf") in rates):
         raise BadInput(
             "campaign run: --bench-rates: finite rates, and not with --bench (one bench per arm)"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from composegen.bench import schedule
 from composegen.cli.app import (
     JsonOpt,
     RunArg,
@@ -24,8 +25,8 @@ from composegen.cli.edge_commands import exposure_gate, exposure_matrix
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
-from composegen.evidence import benchschedule, capture, gates
 from composegen.evidence import bundle as bundles
+from composegen.evidence import capture, gates
 from composegen.evidence import compare as comparing
 from composegen.evidence import ladder as ladders
 from composegen.evidence.bundle import load_run
@@ -177,7 +178,7 @@ def evidence(
             "output_tokens": bench_output,
         }
         if bench_rates:  # as campaign run --bench-rates: capture's open-loop arm
-            bench = {"rates": benchschedule.parse_rates(bench_rates, RATES_OPTION), **sizes}
+            bench = {"rates": schedule.parse_rates(bench_rates, RATES_OPTION), **sizes}
         elif bench_:
             bench = {"levels": _ints(bench_, "--bench"), **sizes}
         extra = None

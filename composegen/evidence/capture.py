@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from composegen.bench import rates
+from composegen.bench.closed import SweepOptions, gpus_of, run_sweep
+from composegen.bench.reports import BenchResult
 from composegen.errors import CheckFailed
-from composegen.evidence import benchrates, bundle, ladder
-from composegen.evidence.bench import SweepOptions, gpus_of, run_sweep
+from composegen.evidence import bundle, ladder
 from composegen.evidence.gatecheck import stack_gates
-from composegen.evidence.reports.bench import BenchResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.report import Report
@@ -55,7 +56,7 @@ def live_stack(project: Project, r: Resolved) -> LiveStack:
 def _open_bench(
     r: Resolved, ep: Any, served: str, emulated: bool | None, bench: Mapping[str, Any]
 ) -> BenchResult:
-    options = benchrates.Options(
+    options = rates.Options(
         input_tokens=bench["input_tokens"],
         output_tokens=bench["output_tokens"],
         requests=bench.get("requests"),
@@ -64,7 +65,7 @@ def _open_bench(
         emulated=emulated,
         gpus=gpus_of(r),
     )
-    return benchrates.run_rates(ep.base_url, served, list(bench["rates"]), options).result
+    return rates.run_rates(ep.base_url, served, list(bench["rates"]), options).result
 
 
 def _sweep_result(

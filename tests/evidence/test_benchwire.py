@@ -1,4 +1,4 @@
-"""bench's own streaming client (composegen/evidence/benchwire.py) over real TCP against canned responses:
+"""bench's own streaming client (composegen/bench/stream.py) over real TCP against canned responses:
 any segmentation of the same bytes gives the same sample, keep-alive reuse, and every malformed or hostile
 response (bad head, bad chunk size, an event over the cap, a hang, a cut connection) is an error, never a
 crash or a hang."""
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from composegen.evidence import benchwire
+from composegen.bench import stream
 
 
 def _event(
@@ -94,7 +94,7 @@ class Canned:
 
     def stream(self, times: int = 1, timeout: float = 10):
         async def run():
-            client = benchwire.StreamClient(f"http://127.0.0.1:{self.port}/v1", "sk-x", timeout)
+            client = stream.StreamClient(f"http://127.0.0.1:{self.port}/v1", "sk-x", timeout)
             try:
                 return [
                     await client.stream("/v1/chat/completions", {"model": "m"}, 7)
@@ -160,7 +160,7 @@ def test_a_malformed_response_is_an_error(reply, error):
 
 
 def test_an_event_over_the_cap_is_refused(monkeypatch):
-    monkeypatch.setattr(benchwire, "EVENT_CAP", 1000)
+    monkeypatch.setattr(stream, "EVENT_CAP", 1000)
     server = Canned(_chunked(b"data: " + b"x" * 5000))
     [sample] = server.stream()
     assert sample.error is not None and "larger than 1000 bytes" in sample.error

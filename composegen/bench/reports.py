@@ -1,7 +1,7 @@
 """The load benchmark's report shapes: `bench` (BenchResult: one LevelResult per concurrency level;
-the figures are defined in evidence/benchstats.py), `vllm-bench-serve` (one level in vLLM's own
-result shape, evidence/vllmresult.py) and the per-level deltas `compare` shows
-(evidence/benchcompare.py)."""
+the figures are defined in stats.py), `vllm-bench-serve` (one level in vLLM's own
+result shape, vllmresult.py) and the per-level deltas `compare` shows
+(deltas.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from composegen.evidence.reports.benchedge import ViaEdgeResult
+from composegen.bench.edgereports import ViaEdgeResult
 from composegen.report import Report
 
 
@@ -58,7 +58,7 @@ class LevelResult(Report):
     input_tokens_off: int = Field(
         default=0, description="completed requests whose usage shows another prompt size"
     )
-    # open loop (evidence/benchopen.py); null on a closed-loop level
+    # open loop (openloop.py); null on a closed-loop level
     request_rate: float | Literal["inf"] | None = Field(
         default=None, description="requests per second asked (vLLM's --request-rate); null: closed"
     )
@@ -82,7 +82,7 @@ class LevelResult(Report):
         default=None,
         description="mean of the server's vllm:request_queue_time_seconds over the level (/metrics)",
     )
-    # the frontier (evidence/frontier.py), closed and open levels alike
+    # the frontier (frontier.py), closed and open levels alike
     output_throughput_per_gpu: float | None = Field(
         default=None, description="output tokens per second / the stack's GPUs"
     )

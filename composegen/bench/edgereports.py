@@ -1,7 +1,7 @@
 """`bench NAME --via-edge`'s shape (the `via_edge` of a BenchResult; `composegen schema --report
 bench-via-edge`): per concurrency level, what a client sees through the edge's public TLS listener
 and through the operator door, requests alternated in one run, and what the edge adds (figures:
-evidence/benchedge.py)."""
+viaedge.py)."""
 
 from __future__ import annotations
 

@@ -23,8 +23,8 @@ import time
 from typing import TypedDict, cast
 from urllib.parse import urlsplit
 
-from composegen.evidence.benchstats import Sample
-from composegen.evidence.ladder import ChatMessage
+from composegen.bench.prompts import ChatMessage
+from composegen.bench.stats import Sample
 
 HEAD_CAP = 64 << 10
 EVENT_CAP = 16 << 20
@@ -336,7 +336,7 @@ class StreamClient:
 
     def encode(self, path: str, body: ChatRequest) -> bytes:
         """The request's bytes: the same for every client of one server, so an open-loop sender
-        encodes ahead of the due time (benchopen.py) and the send does no JSON work."""
+        encodes ahead of the due time (openloop.py) and the send does no JSON work."""
         payload = json.dumps(body).encode()
         request = f"POST {self.prefix}{path} HTTP/1.1\r\n{self.head}Content-Length: {len(payload)}\r\n\r\n"
         return request.encode("latin-1") + payload

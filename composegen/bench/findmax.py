@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from composegen.bench import slo
+from composegen.bench.reports import FindMax, FindMaxProbe, LevelResult
 from composegen.errors import BadInput
-from composegen.evidence import benchslo
-from composegen.evidence.reports.bench import FindMax, FindMaxProbe, LevelResult
 
 Probe = Callable[[float], list[LevelResult]]  # run one rate `repeats` times
 
@@ -43,7 +43,7 @@ def _spread(levels: list[LevelResult], limits: dict[str, float]) -> dict[str, fl
         if name == "achieved_request_rate":
             values = [lv.achieved_request_rate for lv in levels]
         else:
-            values = [benchslo.figure(lv, name) for lv in levels]
+            values = [slo.figure(lv, name) for lv in levels]
         known = [v for v in values if v is not None]
         if known:
             spread[name] = round(max(known) - min(known), 3)
@@ -65,7 +65,7 @@ def search(
     def passes(rate: float) -> bool:
         levels = probe(rate)
         runs[rate] = levels
-        broken = [f for lv in levels for f in benchslo.failures(lv, limits)]
+        broken = [f for lv in levels for f in slo.failures(lv, limits)]
         probes.append(
             FindMaxProbe(
                 request_rate=rate,

@@ -1,7 +1,7 @@
 """Open-loop sweeps: `bench --request-rate R1,R2,…` — one level per rate, requests sent on vLLM's
-arrival schedule (benchschedule.py) by benchopen.py, with every figure a closed-loop level has, the
+arrival schedule (schedule.py) by openloop.py, with every figure a closed-loop level has, the
 open loop's own (lateness, achieved rate, queueing), the frontier pair (frontier.py) and, with
---slo, whether the level met it (benchslo.py). Prompts and warm-up as bench.py makes them.
+--slo, whether the level met it (slo.py). Prompts and warm-up as closed.py makes them.
 """
 
 from __future__ import annotations
@@ -12,17 +12,8 @@ import random
 import time
 from dataclasses import dataclass
 
-from composegen.errors import BadInput, EngineError
-from composegen.evidence import (
-    benchfindmax,
-    benchopen,
-    benchschedule,
-    benchslo,
-    benchwire,
-    frontier,
-    vllmresult,
-)
-from composegen.evidence.bench import (
+from composegen.bench import findmax, frontier, openloop, schedule, slo, stream, vllmresult
+from composegen.bench.closed import (
     DURATION_POOL,
     BenchRun,
     chat_body,
@@ -31,13 +22,13 @@ from composegen.evidence.bench import (
     read_metrics,
     run_loop,
 )
-from composegen.evidence.benchprompts import Prompts
-from composegen.evidence.benchschedule import INF
-from composegen.evidence.benchslo import judged
-from composegen.evidence.benchstats import summarise
-from composegen.evidence.benchwire import ChatRequest
-from composegen.evidence.ladder import Tokenizer
-from composegen.evidence.reports.bench import BenchResult, LevelResult, VllmBenchServeResult
+from composegen.bench.prompts import Prompts, Tokenizer
+from composegen.bench.reports import BenchResult, LevelResult, VllmBenchServeResult
+from composegen.bench.schedule import INF
+from composegen.bench.slo import judged
+from composegen.bench.stats import summarise
+from composegen.bench.stream import ChatRequest
+from composegen.errors import BadInput, EngineError
 
 PROMPT_STRIDE = 100_000  # prompt indices per level: no two levels (or probes) share a prompt
 _PATH = "/v1/chat/completions"
@@ -80,11 +71,11 @@ def run_rates(
     prompts = Prompts(Tokenizer(base_url, model, o.api_key, o.timeout).count, o.input_tokens, seed)
     plans = []
     for n, rate in enumerate(rates, start=first_level):
-        count = benchschedule.requests_for(rate, o.requests, o.duration)
+        count = schedule.requests_for(rate, o.requests, o.duration)
         pool = count if o.requests is not None else min(count, DURATION_POOL)
         made = prompts.make_many([1 + n * PROMPT_STRIDE + i for i in range(pool)])
         bodies = [(chat_body(model, msgs, o.output_tokens), tokens) for msgs, tokens in made]
-        offsets = benchschedule.offsets(rate, o.burstiness, count, seed + n)
+        offsets = schedule.offsets(rate, o.burstiness, count, seed + n)
         plans.append(_Plan(rate, seed + n, bodies, offsets))
     warmup = chat_body(model, prompts.make(0)[0], o.output_tokens)
     swept = run_loop(_sweep(base_url, model, o, warmup, plans))
@@ -114,28 +105,28 @@ def open_result(model: str, o: Options, seed: int, levels: list[LevelResult]) ->
 def check_open(
     rates_text: str,
     burstiness: float,
-    slo: str | None,
+    slo_text: str | None,
     find_max: bool,
     max_levels: int,
     sizing: tuple[int | None, float | None] = (1, None),
 ) -> tuple[list[float], dict[str, float] | None]:
     """(rates, --slo limits): every open-loop argument checked before the stack is touched;
     `sizing` is (--requests, --duration)."""
-    rates = benchschedule.parse_rates(rates_text)
+    rates = schedule.parse_rates(rates_text)
     for rate in rates:
-        benchschedule.requests_for(rate, *sizing)
-    benchschedule.parse_burstiness(burstiness)
-    limits = benchslo.parse(slo)
+        schedule.requests_for(rate, *sizing)
+    schedule.parse_burstiness(burstiness)
+    limits = slo.parse(slo_text)
     if find_max:
-        benchfindmax.check(rates, limits, max_levels)
+        findmax.check(rates, limits, max_levels)
     return rates, limits
 
 
 def find_max(
     base_url: str, model: str, bounds: list[float], o: Options, *, max_levels: int, repeats: int
 ) -> BenchRun:
-    """bench --find-max (benchfindmax.py) on open-loop levels of this run's options."""
-    benchfindmax.check(bounds, o.limits, max_levels)
+    """bench --find-max (findmax.py) on open-loop levels of this run's options."""
+    findmax.check(bounds, o.limits, max_levels)
     if repeats < 1:
         raise BadInput(f"bench --find-max: --repeats must be ≥ 1, got {repeats}")
     seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
@@ -147,8 +138,8 @@ def find_max(
         shaped.extend(run.vllm_results)
         return run.result.levels
 
-    assert o.limits is not None  # benchfindmax.check
-    found, levels = benchfindmax.search(
+    assert o.limits is not None  # findmax.check
+    found, levels = findmax.search(
         probe, o.limits, bounds[0], bounds[1], max_levels, o.requests, repeats
     )
     result = open_result(model, o, seed, levels).model_copy(update={"find_max": found})
@@ -165,7 +156,7 @@ def _spec(text: str | None) -> vllmresult.SpecCounters | None:
 async def _sweep(
     base_url: str, model: str, o: Options, warmup: ChatRequest, plans: list[_Plan]
 ) -> list[tuple[LevelResult, VllmBenchServeResult]]:
-    connect = functools.partial(benchwire.StreamClient, base_url, o.api_key, o.timeout)
+    connect = functools.partial(stream.StreamClient, base_url, o.api_key, o.timeout)
     warm = connect()
     first = await warm.stream(_PATH, warmup, 0)
     warm.close()
@@ -175,7 +166,7 @@ async def _sweep(
     async with metrics_client(base_url, o.api_key, o.timeout) as client:
         for plan in plans:
             before, when = await read_metrics(client), time.time()
-            level = await benchopen.run_level(connect, plan.bodies, plan.offsets)
+            level = await openloop.run_level(connect, plan.bodies, plan.offsets)
             after = await read_metrics(client)
             results.append(_level(model, o, plan, level, before, after, when))
     return results
@@ -185,7 +176,7 @@ def _level(
     model: str,
     o: Options,
     plan: _Plan,
-    level: benchopen.OpenLevel,
+    level: openloop.OpenLevel,
     before: str | None,
     after: str | None,
     when: float,
@@ -201,7 +192,7 @@ def _level(
         output_tokens=o.output_tokens,
     )
     queue_ms = vllmresult.queue_mean_ms(before, after)
-    extra = benchopen.open_fields(level, plan.rate, o.burstiness, plan.seed, queue_ms)
+    extra = openloop.open_fields(level, plan.rate, o.burstiness, plan.seed, queue_ms)
     shaped = vllmresult.level_result(
         model,
         None,

@@ -8,7 +8,7 @@ front when no other point of the same series is at least as good on both axes an
 
 from __future__ import annotations
 
-from composegen.evidence.reports.bench import LevelResult
+from composegen.bench.reports import LevelResult
 
 
 def with_frontier(level: LevelResult, gpus: int | None) -> LevelResult:

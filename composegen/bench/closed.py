@@ -1,12 +1,12 @@
 """Load benchmark: a closed-loop concurrency sweep over streamed chat completions (figures:
-benchstats.py).
+stats.py).
 
 `run_sweep(base_url, model, levels, SweepOptions(input_tokens, output_tokens, …), *, api_key=None,
 gpus=None) -> BenchRun`; `run_bench(base_url, model, levels, **SweepOptions' fields)` for its
 BenchResult alone.
 
 Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly
-`input_tokens`, on any tokenizer (benchprompts.py: filler words, then single-token pad pieces). Each
+`input_tokens`, on any tokenizer (prompts.py: filler words, then single-token pad pieces). Each
 prompt starts with its own index, so no two prompts share more than the chat template's prefix and
 prefix caching cannot serve one request from another's work; every level gets fresh prompts (with
 --duration a pool of them, reused in turn: `distinct_prompts` says how many). Requests ask for
@@ -20,7 +20,7 @@ Besides composegen's figures, every level is kept in `vllm bench serve`'s own re
 
 Closed loop: `concurrency` workers each send a request, wait for its stream to end, and send the
 next, until the level's requests are sent (or its duration is over: requests in flight still
-finish). The client is asyncio with one connection per worker (benchwire.py parses each stream as it
+finish). The client is asyncio with one connection per worker (stream.py parses each stream as it
 arrives): it must never be the bottleneck (bench/bench_client.py measures it; docs/benchmarks.md has
 the figures).
 """
@@ -40,13 +40,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from composegen import safewrite
+from composegen.bench import frontier, stream, vllmresult
+from composegen.bench.prompts import Messages, Prompts, Tokenizer
+from composegen.bench.reports import BenchResult, VllmBenchServeResult
+from composegen.bench.stats import Sample, summarise
+from composegen.bench.stream import ChatRequest
 from composegen.errors import BadInput, EngineError
-from composegen.evidence import benchwire, frontier, vllmresult
-from composegen.evidence.benchprompts import Messages, Prompts
-from composegen.evidence.benchstats import Sample, summarise
-from composegen.evidence.benchwire import ChatRequest
-from composegen.evidence.ladder import Tokenizer
-from composegen.evidence.reports.bench import BenchResult, VllmBenchServeResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
@@ -73,14 +72,14 @@ def metrics_client(base_url: str, api_key: str | None, timeout: float) -> httpx.
 
 
 async def _level(
-    connect: Callable[[], benchwire.StreamClient],
+    connect: Callable[[], stream.StreamClient],
     bodies: list[tuple[ChatRequest, int]],
     concurrency: int,
     requests: int | None,
     duration: float | None,
 ) -> tuple[list[Sample], float, float]:
     """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection
-    of its own (benchwire.StreamClient: the events of a stream are parsed as they arrive, in the
+    of its own (stream.StreamClient: the events of a stream are parsed as they arrive, in the
     loop's data callback; a pool scanning connections per request cost more CPU than the requests
     themselves)."""
     samples: list[Sample] = []
@@ -90,7 +89,7 @@ async def _level(
     deadline = started + duration if duration is not None else math.inf
     cpu = time.process_time()
 
-    async def worker(client: benchwire.StreamClient) -> None:
+    async def worker(client: stream.StreamClient) -> None:
         nonlocal sent
         while (sent < requests) if requests is not None else (time.perf_counter() < deadline):
             body, tokens = bodies[sent % len(bodies)]
@@ -269,7 +268,7 @@ async def _sweep(
 ) -> list[tuple[Any, Any]]:
     """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
-    connect = functools.partial(benchwire.StreamClient, base_url, api_key, o.timeout)
+    connect = functools.partial(stream.StreamClient, base_url, api_key, o.timeout)
     warm = connect()
     first = await warm.stream(_PATH, warmup, 0)
     warm.close()
