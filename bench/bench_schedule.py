@@ -35,7 +35,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_client import _free_port, _wait  # noqa: E402
 
+from composegen.bench import rates as benchrates  # noqa: E402
 from composegen.bench import schedule  # noqa: E402
+from composegen.bench.spec import BenchSpec  # noqa: E402
 
 CASES = [(1.0, 1.0), (10.0, 1.0), (10.0, 0.5), (10.0, 4.0), (100.0, 1.0)]
 
@@ -154,12 +156,10 @@ def lateness(rates: list[float], seconds: float, input_tokens: int) -> None:
     try:
         _wait(port)
         print(f"== lateness against the instant server, {seconds:g} s per rate ==")
-        options = rates.Options(
-            input_tokens=input_tokens, output_tokens=16, duration=seconds, seed=1
-        )
+        options = BenchSpec(input_tokens=input_tokens, output_tokens=16, duration=seconds, seed=1)
         for rate in rates:
             load, waited = _load(), _run_queue_s()
-            run = rates.run_rates(f"http://127.0.0.1:{port}", "instant", [rate], options)
+            run = benchrates.run_rates(f"http://127.0.0.1:{port}", "instant", [rate], options)
             waited = _run_queue_s() - waited
             lv = run.result.levels[0]
             print(

@@ -14,6 +14,7 @@ __all__ = [
     "rates",
     "reports",
     "schedule",
+    "spec",
     "stats",
     "viaedge",
     "viaedgetext",

@@ -1,8 +1,8 @@
 """Load benchmark: a closed-loop concurrency sweep over streamed chat completions (figures:
 stats.py).
 
-`run_sweep(base_url, model, levels, SweepOptions(input_tokens, output_tokens, …), *, api_key=None,
-gpus=None) -> BenchRun`; `run_bench(base_url, model, levels, **SweepOptions' fields)` for its
+`run_sweep(base_url, model, levels, BenchSpec(input_tokens, output_tokens, …), *, api_key=None,
+gpus=None) -> BenchRun`; `run_bench(base_url, model, levels, **BenchSpec's fields)` for its
 BenchResult alone.
 
 Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly
@@ -32,7 +32,6 @@ import dataclasses
 import functools
 import json
 import math
-import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from composegen import safewrite
 from composegen.bench import frontier, stream, vllmresult
 from composegen.bench.prompts import Messages, Prompts, Tokenizer
 from composegen.bench.reports import BenchResult, VllmBenchServeResult
+from composegen.bench.spec import BenchSpec
 from composegen.bench.stats import Sample, summarise
 from composegen.bench.stream import ChatRequest
 from composegen.errors import BadInput, EngineError
@@ -116,48 +116,10 @@ def chat_body(model: str, messages: Messages, output_tokens: int) -> ChatRequest
     )
 
 
-def check_arguments(
-    levels: Iterable[int],
-    input_tokens: int,
-    output_tokens: int,
-    requests: int | None,
-    duration: float | None,
-) -> list[int]:
-    levels = [int(c) for c in levels]
-    if not levels or any(c < 1 for c in levels):
-        raise BadInput(f"bench: --concurrency: positive integers required, got {levels}")
-    if (requests is None) == (duration is None):
-        raise BadInput("bench: give exactly one of --requests N or --duration S")
-    if requests is not None and requests < 1:
-        raise BadInput(f"bench: --requests: must be ≥ 1, got {requests}")
-    if duration is not None and not duration > 0:
-        raise BadInput(f"bench: --duration: must be > 0 seconds, got {duration}")
-    if input_tokens < 1 or output_tokens < 1:
-        raise BadInput(
-            f"bench: --input-tokens {input_tokens} / --output-tokens {output_tokens}: must be ≥ 1"
-        )
-    return levels
-
-
 @dataclass(frozen=True)
 class BenchRun:
     result: BenchResult
     vllm_results: list[VllmBenchServeResult]  # per level, `vllm bench serve`'s result shape
-
-
-@dataclass(frozen=True)
-class SweepOptions:
-    """What every level of a closed-loop sweep shares, through the door (run_sweep) or beside the
-    edge (benchedge.run_via_edge)."""
-
-    input_tokens: int
-    output_tokens: int
-    requests: int | None = None  # per level (per path via the edge); else --duration
-    duration: float | None = None
-    seed: int | None = None  # None: a random one, recorded in the result
-    goodput: dict[str, float] | None = None  # vLLM's per-request SLOs in ms (--goodput)
-    timeout: float = 600
-    emulated: bool | None = None  # the stack's engine is the emulator (None: not known)
 
 
 def run_bench(
@@ -169,9 +131,9 @@ def run_bench(
     gpus: int | None = None,
     **options: Any,
 ) -> BenchResult:
-    """run_sweep's composegen figures only; `options`: SweepOptions' fields."""
+    """run_sweep's composegen figures only; `options`: BenchSpec's fields."""
     return run_sweep(
-        base_url, model, levels, SweepOptions(**options), api_key=api_key, gpus=gpus
+        base_url, model, levels, BenchSpec(**options), api_key=api_key, gpus=gpus
     ).result
 
 
@@ -179,19 +141,18 @@ def run_sweep(
     base_url: str,
     model: str,
     levels: Iterable[int],
-    options: SweepOptions,
+    options: BenchSpec,
     *,
     api_key: str | None = None,
     gpus: int | None = None,
 ) -> BenchRun:
-    o = options
-    levels = check_arguments(levels, o.input_tokens, o.output_tokens, o.requests, o.duration)
-    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(Tokenizer(base_url, model, api_key, o.timeout).count, o.input_tokens, seed)
-    per_level = o.requests if o.requests is not None else max(DURATION_POOL, 4 * max(levels))
+    o = dataclasses.replace(options, levels=tuple(levels), gpus=gpus).check().seeded()
+    assert o.seed is not None  # seeded
+    prompts = Prompts(Tokenizer(base_url, model, api_key, o.timeout).count, o.input_tokens, o.seed)
+    per_level = o.requests if o.requests is not None else max(DURATION_POOL, 4 * max(o.levels))
     warmup = chat_body(model, prompts.make(0)[0], o.output_tokens)
     plans = []
-    for n, concurrency in enumerate(levels):
+    for n, concurrency in enumerate(o.levels):
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
         plans.append(
             (
@@ -201,22 +162,7 @@ def run_sweep(
         )
     swept = run_loop(_sweep(base_url, api_key, warmup, plans, o, model))
     results = [frontier.with_frontier(level, gpus) for level, _ in swept]
-    result = BenchResult(
-        model=model,
-        input_tokens=o.input_tokens,
-        # sizing is exact or refused
-        input_tokens_exact=not any(lv.input_tokens_off for lv in results),
-        output_tokens=o.output_tokens,
-        requests=o.requests,
-        duration_s=o.duration,
-        seed=seed,
-        goodput_slos_ms=o.goodput,
-        emulated=o.emulated,
-        ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in results),
-        levels=results,
-        gpus=gpus,
-    )
-    return BenchRun(result, [shaped for _, shaped in swept])
+    return BenchRun(o.result(model, results), [shaped for _, shaped in swept])
 
 
 def run_loop(coro: Any) -> Any:
@@ -263,7 +209,7 @@ async def _sweep(
     api_key: str | None,
     warmup: ChatRequest,
     plans: list[tuple[int, list[tuple[ChatRequest, int]]]],
-    o: SweepOptions,
+    o: BenchSpec,
     model: str,
 ) -> list[tuple[Any, Any]]:
     """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
@@ -307,7 +253,7 @@ async def _sweep(
 
 
 def bench_stack(
-    project: Project, r: Resolved, levels: Iterable[int], options: SweepOptions
+    project: Project, r: Resolved, levels: Iterable[int], options: BenchSpec
 ) -> BenchRun:
     """run_sweep against the profile's running stack (its endpoint found as gate and ladder find
     it; whether it is emulated, from the running container)."""

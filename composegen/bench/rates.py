@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import random
 import time
 from dataclasses import dataclass
 
@@ -17,7 +16,6 @@ from composegen.bench.closed import (
     DURATION_POOL,
     BenchRun,
     chat_body,
-    check_arguments,
     metrics_client,
     read_metrics,
     run_loop,
@@ -26,30 +24,13 @@ from composegen.bench.prompts import Prompts, Tokenizer
 from composegen.bench.reports import BenchResult, LevelResult, VllmBenchServeResult
 from composegen.bench.schedule import INF
 from composegen.bench.slo import judged
+from composegen.bench.spec import BenchSpec, check_search
 from composegen.bench.stats import summarise
 from composegen.bench.stream import ChatRequest
-from composegen.errors import BadInput, EngineError
+from composegen.errors import EngineError
 
 PROMPT_STRIDE = 100_000  # prompt indices per level: no two levels (or probes) share a prompt
 _PATH = "/v1/chat/completions"
-
-
-@dataclass(frozen=True)
-class Options:
-    """What every level of an open-loop run shares."""
-
-    input_tokens: int
-    output_tokens: int
-    requests: int | None = None
-    duration: float | None = None
-    burstiness: float = 1.0
-    seed: int | None = None
-    api_key: str | None = None
-    goodput: dict[str, float] | None = None  # vLLM's per-request SLOs (--goodput)
-    limits: dict[str, float] | None = None  # per-level SLOs (--slo)
-    timeout: float = 600
-    emulated: bool | None = None
-    gpus: int | None = None
 
 
 @dataclass(frozen=True)
@@ -61,45 +42,31 @@ class _Plan:
 
 
 def run_rates(
-    base_url: str, model: str, rates: list[float], options: Options, *, first_level: int = 0
+    base_url: str, model: str, rates: list[float], options: BenchSpec, *, first_level: int = 0
 ) -> BenchRun:
     """One open-loop level per rate. `first_level` numbers the levels (prompts and schedule seeds)
     so repeated runs of one search never reuse a prompt or a schedule."""
-    o = options
-    check_arguments([1], o.input_tokens, o.output_tokens, o.requests, o.duration)
-    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(Tokenizer(base_url, model, o.api_key, o.timeout).count, o.input_tokens, seed)
+    o = dataclasses.replace(options, rates=tuple(rates)).check().seeded()
+    assert o.seed is not None  # seeded
+    prompts = Prompts(
+        Tokenizer(base_url, model, o.api_key, o.timeout).count, o.input_tokens, o.seed
+    )
     plans = []
     for n, rate in enumerate(rates, start=first_level):
         count = schedule.requests_for(rate, o.requests, o.duration)
         pool = count if o.requests is not None else min(count, DURATION_POOL)
         made = prompts.make_many([1 + n * PROMPT_STRIDE + i for i in range(pool)])
         bodies = [(chat_body(model, msgs, o.output_tokens), tokens) for msgs, tokens in made]
-        offsets = schedule.offsets(rate, o.burstiness, count, seed + n)
-        plans.append(_Plan(rate, seed + n, bodies, offsets))
+        offsets = schedule.offsets(rate, o.burstiness, count, o.seed + n)
+        plans.append(_Plan(rate, o.seed + n, bodies, offsets))
     warmup = chat_body(model, prompts.make(0)[0], o.output_tokens)
     swept = run_loop(_sweep(base_url, model, o, warmup, plans))
     levels = [judged(frontier.with_frontier(level, o.gpus), o.limits) for level, _ in swept]
-    return BenchRun(open_result(model, o, seed, levels), [shaped for _, shaped in swept])
+    return BenchRun(open_result(model, o, levels), [shaped for _, shaped in swept])
 
 
-def open_result(model: str, o: Options, seed: int, levels: list[LevelResult]) -> BenchResult:
-    return BenchResult(
-        model=model,
-        input_tokens=o.input_tokens,
-        input_tokens_exact=not any(lv.input_tokens_off for lv in levels),
-        output_tokens=o.output_tokens,
-        requests=o.requests,
-        duration_s=o.duration,
-        seed=seed,
-        goodput_slos_ms=o.goodput,
-        emulated=o.emulated,
-        ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in levels),
-        levels=levels,
-        arrivals="open",
-        gpus=o.gpus,
-        slos=o.limits,
-    )
+def open_result(model: str, o: BenchSpec, levels: list[LevelResult]) -> BenchResult:
+    return o.result(model, levels, arrivals="open", slos=o.limits)
 
 
 def check_open(
@@ -123,14 +90,12 @@ def check_open(
 
 
 def find_max(
-    base_url: str, model: str, bounds: list[float], o: Options, *, max_levels: int, repeats: int
+    base_url: str, model: str, bounds: list[float], o: BenchSpec, *, max_levels: int, repeats: int
 ) -> BenchRun:
     """bench --find-max (findmax.py) on open-loop levels of this run's options."""
     findmax.check(bounds, o.limits, max_levels)
-    if repeats < 1:
-        raise BadInput(f"bench --find-max: --repeats must be ≥ 1, got {repeats}")
-    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
-    o = dataclasses.replace(o, seed=seed)
+    check_search(repeats, max_levels)
+    o = o.seeded()
     shaped: list[VllmBenchServeResult] = []
 
     def probe(rate: float) -> list[LevelResult]:
@@ -142,7 +107,7 @@ def find_max(
     found, levels = findmax.search(
         probe, o.limits, bounds[0], bounds[1], max_levels, o.requests, repeats
     )
-    result = open_result(model, o, seed, levels).model_copy(update={"find_max": found})
+    result = o.result(model, levels, arrivals="open", slos=o.limits, find_max=found)
     return BenchRun(result, shaped)
 
 
@@ -154,7 +119,7 @@ def _spec(text: str | None) -> vllmresult.SpecCounters | None:
 
 
 async def _sweep(
-    base_url: str, model: str, o: Options, warmup: ChatRequest, plans: list[_Plan]
+    base_url: str, model: str, o: BenchSpec, warmup: ChatRequest, plans: list[_Plan]
 ) -> list[tuple[LevelResult, VllmBenchServeResult]]:
     connect = functools.partial(stream.StreamClient, base_url, o.api_key, o.timeout)
     warm = connect()
@@ -174,7 +139,7 @@ async def _sweep(
 
 def _level(
     model: str,
-    o: Options,
+    o: BenchSpec,
     plan: _Plan,
     level: openloop.OpenLevel,
     before: str | None,

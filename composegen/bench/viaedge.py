@@ -1,6 +1,6 @@
 """`bench NAME --via-edge`: what a client sees through the edge, beside the operator door, in one run.
 
-`run_via_edge(door, edge, levels, closed.SweepOptions(input_tokens, output_tokens, …)) -> BenchResult`:
+`run_via_edge(door, edge, levels, BenchSpec(input_tokens, output_tokens, …)) -> BenchResult`:
 the options a plain sweep takes, one object for both.
 
 Prompts are sized through the door as `bench` sizes them (/tokenize is never on the public
@@ -20,7 +20,7 @@ is the caller's business (edge/benchvia.py): this module never sees where keys l
 from __future__ import annotations
 
 import asyncio
-import random
+import dataclasses
 import ssl
 import time
 from collections.abc import Iterable
@@ -30,6 +30,7 @@ from composegen.bench import closed, stream
 from composegen.bench.edgereports import EdgeLevel, PathFigures, ViaEdgeResult
 from composegen.bench.prompts import Messages, Prompts, Tokenizer
 from composegen.bench.reports import BenchResult, LevelResult
+from composegen.bench.spec import BenchSpec, good
 from composegen.bench.stats import Sample, summarise
 from composegen.errors import EngineError
 
@@ -132,12 +133,8 @@ def edge_level(concurrency: int, door: LevelResult, edge: LevelResult) -> EdgeLe
     )
 
 
-def _good(level: LevelResult) -> bool:
-    return level.errors == 0 and level.completed > 0 and level.short_outputs == 0
-
-
 async def _sweep(
-    ways: dict[str, Way], warmup: Messages, plans: list[tuple[int, Plan]], o: closed.SweepOptions
+    ways: dict[str, Way], warmup: Messages, plans: list[tuple[int, Plan]], o: BenchSpec
 ) -> list[tuple[LevelResult, LevelResult]]:
     """(door, edge) LevelResults per level, after one uncounted warm-up request on each path."""
     for way in ways.values():
@@ -166,21 +163,19 @@ async def _sweep(
 
 
 def run_via_edge(
-    door: Way, edge: EdgeWay, levels: Iterable[int], options: closed.SweepOptions
+    door: Way, edge: EdgeWay, levels: Iterable[int], options: BenchSpec
 ) -> BenchResult:
-    o = options
-    levels = closed.check_arguments(levels, o.input_tokens, o.output_tokens, o.requests, o.duration)
-    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(
-        Tokenizer(door.url, door.model, door.api_key, o.timeout).count, o.input_tokens, seed
-    )
+    o = dataclasses.replace(options, levels=tuple(levels)).check().seeded()
+    assert o.seed is not None  # seeded
+    count = Tokenizer(door.url, door.model, door.api_key, o.timeout).count
+    prompts = Prompts(count, o.input_tokens, o.seed)
     # per path, so twice as many prompts per level
     per_level = 2 * (
-        o.requests if o.requests is not None else max(closed.DURATION_POOL, 4 * max(levels))
+        o.requests if o.requests is not None else max(closed.DURATION_POOL, 4 * max(o.levels))
     )
     plans = [
         (c, prompts.make_many([1 + n * per_level + i for i in range(per_level)]))
-        for n, c in enumerate(levels)
+        for n, c in enumerate(o.levels)
     ]
     ways: dict[str, Way] = {"door": door, "edge": edge}
     swept = closed.run_loop(_sweep(ways, prompts.make(0)[0], plans, o))
@@ -194,18 +189,12 @@ def run_via_edge(
         emulated=o.emulated,
         levels=[edge_level(d.concurrency, d, e) for d, e in swept],
     )
-    edges = [e for _, e in swept]
-    return BenchResult(
-        model=edge.model,
-        input_tokens=o.input_tokens,
-        input_tokens_exact=not any(d.input_tokens_off or e.input_tokens_off for d, e in swept),
-        output_tokens=o.output_tokens,
-        requests=o.requests,
-        duration_s=o.duration,
-        seed=seed,
-        goodput_slos_ms=o.goodput,
-        emulated=o.emulated,
-        ok=all(_good(d) and _good(e) for d, e in swept),
-        levels=edges,
+    both = [lv for pair in swept for lv in pair]
+    return o.result(
+        edge.model,
+        [e for _, e in swept],
+        input_tokens_exact=not any(lv.input_tokens_off for lv in both),
+        ok=all(map(good, both)),
+        gpus=None,
         via_edge=via,
     )

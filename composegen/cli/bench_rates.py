@@ -1,4 +1,4 @@
-"""bench's open loop (`--request-rate`, `--find-max`): parse, call evidence's door, print."""
+"""bench's open loop (`--request-rate`, `--find-max`): parse, call the bench's door, print."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from composegen.bench import closed as benching
 from composegen.bench import opentext, rates, schedule
+from composegen.bench.spec import BenchSpec, check_search
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output
 from composegen.profiles.resolved import Resolved
@@ -29,7 +30,7 @@ class OpenAsk:
 def run_open(
     load: Callable[[], tuple[Project, Resolved]],
     ask: OpenAsk,
-    sizes: rates.Options,
+    sizes: BenchSpec,
     *,
     save_vllm: Path | None,
     json_: bool,
@@ -39,15 +40,14 @@ def run_open(
         ask.rates, sizes.burstiness, ask.slo, ask.find_max, ask.max_levels,
         (sizes.requests, sizes.duration),
     )  # fmt: skip
-    benching.check_arguments(
-        [1], sizes.input_tokens, sizes.output_tokens, sizes.requests, sizes.duration
-    )
+    spec = dataclasses.replace(sizes, rates=tuple(asked), limits=limits).check()
+    if ask.find_max:
+        check_search(ask.repeats, ask.max_levels)
     if save_vllm is not None:
         benching.check_results_dir(save_vllm)
     project, r = load()
     base_url, model, api_key, emulated = benching.stack_target(project, r)
-    gpus = benching.gpus_of(r)
-    o = dataclasses.replace(sizes, limits=limits, api_key=api_key, emulated=emulated, gpus=gpus)
+    o = dataclasses.replace(spec, api_key=api_key, emulated=emulated, gpus=benching.gpus_of(r))
     if ask.find_max:
         run = rates.find_max(
             base_url, model, asked, o, max_levels=ask.max_levels, repeats=ask.repeats

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 
 from composegen.bench import schedule
+from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from composegen.cli.app import (
     JsonOpt,
     RunArg,
@@ -31,6 +33,8 @@ from composegen.evidence import compare as comparing
 from composegen.evidence import ladder as ladders
 from composegen.evidence.bundle import load_run
 from composegen.output import Output
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
 from composegen.stack import driver
 
 RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
@@ -172,15 +176,15 @@ def evidence(
             raise BadInputError(
                 "--bench and --bench-rates: one bench per run (a closed or an open loop)"
             )
-        sizes = {
-            "requests": bench_requests,
-            "input_tokens": bench_input,
-            "output_tokens": bench_output,
-        }
-        if bench_rates:  # as campaign run --bench-rates: capture's open-loop arm
-            bench = {"rates": schedule.parse_rates(bench_rates, RATES_OPTION), **sizes}
-        elif bench_:
-            bench = {"levels": _ints(bench_, "--bench"), **sizes}
+        if bench_rates or bench_:  # an open loop as campaign run --bench-rates, or a sweep
+            bench = BenchSpec(
+                bench_input,
+                bench_output,
+                bench_requests,
+                levels=() if bench_rates else tuple(_ints(bench_ or "", "--bench")),
+                rates=tuple(schedule.parse_rates(bench_rates, RATES_OPTION) if bench_rates else ()),
+                via_edge=bench_via_edge,
+            ).check()
         extra = None
         if exposure:
             extra = {"exposure.json": exposure_matrix(project, r)}
@@ -192,9 +196,7 @@ def evidence(
             tools=tools,
             bench=bench,
             extra_raw=extra,
-            bench_runner=functools.partial(benchvia.bench_via_edge, project, r)
-            if bench_via_edge
-            else None,
+            bench_runner=_via_edge(project, r) if bench_via_edge else None,
         )
     run = load_run(path)
     # What the bundle recorded, read back as `compare` and `plan` will see it, not only where it is.
@@ -202,6 +204,10 @@ def evidence(
         {"path": project.rel(path), "evidence": run.as_read()},
         lambda: bundles.format_text(run, project.rel(path)).rstrip("\n"),
     )
+
+
+def _via_edge(project: Project, r: Resolved) -> Callable[[BenchSpec], BenchResult]:
+    return lambda spec: benchvia.bench_via_edge(project, r, spec.levels, spec)
 
 
 @app.command()

@@ -19,8 +19,8 @@ import threading
 from collections.abc import Iterable, Iterator
 
 from composegen.bench import viaedge
-from composegen.bench.closed import SweepOptions
 from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from composegen.edge import keys, routes, service
 from composegen.edge.config import Edge
 from composegen.errors import BadInput
@@ -92,7 +92,7 @@ def _remove(project: Project, client: str) -> None:
 
 
 def bench_via_edge(
-    project: Project, r: Resolved, levels: Iterable[int], options: SweepOptions
+    project: Project, r: Resolved, levels: Iterable[int], options: BenchSpec
 ) -> BenchResult:
     """viaedge.run_via_edge against NAME's door and the edge in front of it (whether the stack
     is emulated, from its running container)."""

@@ -11,6 +11,7 @@ import pytest
 
 from composegen.bench import closed, rates
 from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from tests.support.emulator_proc import EmulatorProc
 
 SEQS, OUTPUT, DECODE_TOK_S = 2, 20, 100  # nominal capacity: 2 / (20 / 100 s) = 10 requests/s
@@ -26,7 +27,7 @@ def emu(tmp_path_factory):
 
 
 def test_three_rates_keep_their_schedule_and_show_the_queueing(emu, tmp_path):
-    options = rates.Options(input_tokens=60, output_tokens=OUTPUT, duration=2.0, seed=4)
+    options = BenchSpec(input_tokens=60, output_tokens=OUTPUT, duration=2.0, seed=4)
     run = rates.run_rates(emu.base_url, emu.model, [2.0, 4.0, 14.0], options)
     result = run.result
     assert result.ok and result.arrivals == "open" and result.seed == 4
@@ -54,7 +55,7 @@ def test_three_rates_keep_their_schedule_and_show_the_queueing(emu, tmp_path):
 
 
 def test_find_max_lands_on_the_emulated_capacity(emu):
-    options = rates.Options(
+    options = BenchSpec(
         input_tokens=60,
         output_tokens=OUTPUT,
         duration=2.0,

@@ -200,7 +200,7 @@ def test_a_bad_rate_names_the_option_it_came_from():
         except BadInput as exc:
             said.append(exc.message)
     assert said == [
-        "bench: --request-rate: '0': requests per second (> 0) or inf",
-        "evidence: --bench-rates: 'fast': requests per second (> 0) or inf",
+        "bench: --request-rate: '0': requests per second in (0, 100000], or inf",
+        "evidence: --bench-rates: 'fast': requests per second in (0, 100000], or inf",
         "campaign run: --bench-rates: give at least one rate, e.g. 2,4,8",
     ]

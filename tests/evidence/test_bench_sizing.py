@@ -12,6 +12,7 @@ import pytest
 
 from composegen.bench import closed, stats
 from composegen.bench.prompts import Prompts
+from composegen.bench.spec import BenchSpec
 from composegen.errors import BadInput
 from tests.support.coarse_server import CoarseServer, count_messages
 
@@ -55,7 +56,7 @@ def test_the_api_counts_exactly_the_asked_prompt_tokens_for_every_request(server
         server.base_url,
         "m",
         [1, 4],
-        closed.SweepOptions(input_tokens=256, output_tokens=32, requests=64, seed=2),
+        BenchSpec(input_tokens=256, output_tokens=32, requests=64, seed=2),
     )
     assert run.result.ok and run.result.input_tokens_exact
     assert server.prompts == [256] * (1 + 2 * 64)  # the warm-up and every request of both levels
@@ -92,7 +93,7 @@ def test_each_level_is_written_in_vllm_bench_serves_result_shape(server, tmp_pat
         server.base_url,
         "m",
         [1, 4, 16],
-        closed.SweepOptions(input_tokens=256, output_tokens=32, requests=64, seed=0),
+        BenchSpec(input_tokens=256, output_tokens=32, requests=64, seed=0),
     )
     written = closed.save_vllm_results(run, tmp_path / "out")
     assert [p.name for p in written] == [f"vllm-bench-serve-c{c}.json" for c in (1, 4, 16)]
@@ -134,7 +135,7 @@ def test_without_speculation_there_are_no_spec_decode_keys(server, tmp_path):
         server.base_url,
         "m",
         [2],
-        closed.SweepOptions(input_tokens=64, output_tokens=4, requests=4, seed=0),
+        BenchSpec(input_tokens=64, output_tokens=4, requests=4, seed=0),
     )
     [path] = closed.save_vllm_results(run, tmp_path)
     assert not [k for k in json.loads(path.read_text()) if k.startswith("spec_decode")]

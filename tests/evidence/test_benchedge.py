@@ -12,9 +12,10 @@ import time
 
 import pytest
 
-from composegen.bench import closed, stats, viaedge, viaedgetext
+from composegen.bench import stats, viaedge, viaedgetext
 from composegen.bench.edgereports import PathFigures
 from composegen.bench.reports import BenchResult, LevelResult
+from composegen.bench.spec import BenchSpec
 from composegen.errors import EngineError
 from tests.support.emulator_proc import EmulatorProc
 
@@ -80,7 +81,7 @@ def test_both_paths_alternate_and_the_difference_is_what_the_edge_adds(ways):
         door,
         edge,
         [1, 2],
-        closed.SweepOptions(input_tokens=64, output_tokens=8, requests=N, seed=3, emulated=True),
+        BenchSpec(input_tokens=64, output_tokens=8, requests=N, seed=3, emulated=True),
     )
     via = result.via_edge
     assert result.ok and result.input_tokens_exact and via is not None
@@ -113,7 +114,7 @@ def test_the_text_and_markdown_say_where_the_figures_came_from(ways):
         door,
         edge,
         [1],
-        closed.SweepOptions(input_tokens=16, output_tokens=4, requests=2, emulated=True),
+        BenchSpec(input_tokens=16, output_tokens=4, requests=2, emulated=True),
     ).via_edge
     assert via is not None
     text = viaedgetext.format_text(via)
@@ -150,7 +151,7 @@ def test_with_a_duration_both_paths_alternate_until_it_ends(ways):
         door,
         edge,
         [2],
-        closed.SweepOptions(input_tokens=16, output_tokens=4, duration=1.0, seed=5, emulated=True),
+        BenchSpec(input_tokens=16, output_tokens=4, duration=1.0, seed=5, emulated=True),
     )
     level = result.via_edge.levels[0] if result.via_edge else None
     assert result.ok and level is not None and result.duration_s == 1.0
@@ -166,5 +167,5 @@ def test_a_path_that_fails_its_warm_up_is_an_engine_error(ways):
     where = re.escape("bench --via-edge: http://127.0.0.1:9/v1/chat/completions: the warm-up")
     with pytest.raises(EngineError, match=where):
         viaedge.run_via_edge(
-            door, shut, [1], closed.SweepOptions(input_tokens=16, output_tokens=4, requests=1)
+            door, shut, [1], BenchSpec(input_tokens=16, output_tokens=4, requests=1)
         )
