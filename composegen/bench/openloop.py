@@ -62,7 +62,7 @@ async def run_level(
     in_flight: list[int] = []
     active = 0
 
-    async def one(data: bytes, tokens: int, due: float) -> None:
+    async def one(data: bytes, tokens: int, most: int | None, due: float) -> None:
         nonlocal active
         await _until(due)
         in_flight.append(active)
@@ -71,7 +71,7 @@ async def run_level(
             opened.append(client)
         active += 1
         try:
-            sample = await client.send(data, tokens)
+            sample = await client.send(data, tokens, most)
         finally:
             active -= 1
             idle.append(client)
@@ -91,7 +91,7 @@ async def run_level(
                 data = encoder.encode(_PATH, body)  # before the wait: the send does no JSON work
                 collector.maybe_collect(due - LEAD_S - time.perf_counter())
                 await _until(due - LEAD_S)
-                tasks.append(asyncio.create_task(one(data, tokens, due)))
+                tasks.append(asyncio.create_task(one(data, tokens, body.get("max_tokens"), due)))
         await asyncio.gather(*tasks)  # the last send is out: collection is automatic again
         last_send = max((s.started for s in samples), default=started) - started
         return OpenLevel(

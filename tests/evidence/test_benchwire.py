@@ -171,3 +171,23 @@ def test_a_hanging_server_times_out():
     started = time.monotonic()
     [sample] = server.stream(timeout=0.5)
     assert sample.error == "request failed: timed out" and time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("claimed", [10**30, 10**400, 5])
+def test_a_usage_beyond_max_tokens_is_a_protocol_error_of_that_request(claimed):
+    """A server claiming more completion tokens than the request allowed (10^30 for a 4-token
+    answer read as 3e31 tok/s; 10^400 an OverflowError) fails that request, with the reason."""
+    usage = {"prompt_tokens": 7, "completion_tokens": claimed, "total_tokens": 7}
+    reply = _chunked(_event({"content": " a"}, finish="length"), _event(usage=usage))
+    server = Canned(reply)
+
+    async def run():
+        client = stream.StreamClient(f"http://127.0.0.1:{server.port}/v1", None, 10)
+        try:
+            return await client.stream("/v1/chat/completions", {"model": "m", "max_tokens": 4}, 7)  # type: ignore[typeddict-item]
+        finally:
+            client.close()
+
+    sample = asyncio.run(run())
+    assert sample.error is not None and "beyond the request's max_tokens 4" in sample.error
+    assert sample.output_tokens == 0 and str(claimed)[:24] in sample.error
