@@ -37,9 +37,13 @@ def run_open(
 ) -> None:
     """Every argument checked (exit 2) before the stack is touched, then the levels or the search."""
     asked, limits = rates.check_open(
-        ask.rates, sizes.burstiness, ask.slo, ask.find_max, ask.max_levels,
+        ask.rates,
+        sizes.burstiness,
+        ask.slo,
+        ask.find_max,
+        ask.max_levels,
         (sizes.requests, sizes.duration),
-    )  # fmt: skip
+    )
     spec = dataclasses.replace(sizes, rates=tuple(asked), limits=limits).check()
     if ask.find_max:
         check_search(ask.repeats, ask.max_levels)

@@ -22,8 +22,8 @@ from composegen.templating import literal, yaml_key
 
 EMULATED_LABEL = "io.composegen.emulated"
 # The GPUs the profile declares, kept as a label once the reservation is removed: exclusive mode
-# (campaigns)
-# treats an emulated stack as holding them. "ids:0,1" for device_ids, "count:N" for a count.
+# (campaigns) treats an emulated stack as holding them. "ids:0,1" for device_ids, "count:N" for a
+# count.
 GPUS_LABEL = "io.composegen.gpus"
 Ulimits = dict[str, int | dict[str, int]]  # compose's `ulimits`: name -> a number, or {soft, hard}
 
@@ -65,8 +65,11 @@ LEDGER_MOUNT = "/run/composegen/emulated-gpus"
 def ledger_env(r: Resolved) -> dict[str, str]:
     """What the emulated engine needs to share its GPUs with the project's other emulated engines
     (composegen/emulator/gpuledger.py); the profile's emulate.env may override any of it."""
-    return {"EMU_GPU_LEDGER": LEDGER_MOUNT, "EMU_GPU_IDS": ",".join(r.profile.service.gpus.ids()),
-            "EMU_GPU_ENGINE": r.name}  # fmt: skip
+    return {
+        "EMU_GPU_LEDGER": LEDGER_MOUNT,
+        "EMU_GPU_IDS": ",".join(r.profile.service.gpus.ids()),
+        "EMU_GPU_ENGINE": r.name,
+    }
 
 
 def override_text(
@@ -99,8 +102,7 @@ def override_text(
     if env:
         lines.append("    environment:")
         # Keys through the YAML key writer, values as compose literals: nothing here can add a key
-        # or
-        # be interpolated, whatever the profile's emulate.env holds.
+        # or be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
 

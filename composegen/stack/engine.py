@@ -331,8 +331,7 @@ def _prune_old_emulators(keep: str, source: str, target: Target | None) -> None:
                 sdk.images.remove(old.id, noprune=False)
 
 
-# ---- probe containers: labelled, always removed
-# ---------------------------------------------------
+# ---- probe containers: labelled, always removed --------------------------------------------------
 
 
 def run_probe(
@@ -416,8 +415,7 @@ def probe_containers(owner: str, target: Target | None = None) -> list[Container
     return _list({"label": f"{PROBE_LABEL}={owner}"}, target)
 
 
-# ---- compose projects, containers, networks
-# ---------------------------------------------------------
+# ---- compose projects, containers, networks ------------------------------------------------------
 
 
 def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts]:
@@ -715,9 +713,14 @@ class LogStream:
         while not self._closed:
             try:
                 self._stream = _client(self.ctr.target).api.logs(
-                    self.ctr.id, stdout=True, stderr=True, stream=True, follow=True, timestamps=True,
+                    self.ctr.id,
+                    stdout=True,
+                    stderr=True,
+                    stream=True,
+                    follow=True,
+                    timestamps=True,
                     **({"since": since} if since else {"tail": self.tail}),
-                )  # fmt: skip
+                )
                 for stamp, text in stamped_chunks(self._stream):
                     if since is None or (stamp is not None and stamp > since):
                         since = stamp if stamp is not None else since
