@@ -1,13 +1,12 @@
 """The load benchmark: closed-loop sweeps (closed.py), open-loop rates and --find-max (rates.py),
 via the edge (viaedge.py), their figures (stats.py), vLLM's result shape (vllmresult.py), the
 frontier, the per-level deltas of two runs (deltas.py), their text and their JSON shapes
-(reports.py, edgereports.py)."""
+(reports.py)."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [
     "closed",
     "deltas",
-    "edgereports",
     "frontier",
     "opentext",
     "prompts",

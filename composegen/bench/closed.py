@@ -197,11 +197,27 @@ async def read_metrics(client: httpx.AsyncClient) -> str | None:
 async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters | None:
     """The server's speculative-decoding counters (None when it has none, or /metrics does not
     answer)."""
-    text = await read_metrics(client)
+    return spec_of(await read_metrics(client))
+
+
+def spec_of(text: str | None) -> vllmresult.SpecCounters | None:
     try:
         return vllmresult.spec_counters(text) if text is not None else None
     except ValueError:
         return None
+
+
+async def warmed(
+    base_url: str, api_key: str | None, timeout: float, warmup: ChatRequest
+) -> Callable[[], stream.StreamClient]:
+    """A connector to the server, after one uncounted warm-up request through it."""
+    connect = functools.partial(stream.StreamClient, base_url, api_key, timeout)
+    warm = connect()
+    first = await warm.stream(_PATH, warmup, 0)
+    warm.close()
+    if first.error:
+        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    return connect
 
 
 async def _sweep(
@@ -214,12 +230,7 @@ async def _sweep(
 ) -> list[tuple[Any, Any]]:
     """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
-    connect = functools.partial(stream.StreamClient, base_url, api_key, o.timeout)
-    warm = connect()
-    first = await warm.stream(_PATH, warmup, 0)
-    warm.close()
-    if first.error:
-        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    connect = await warmed(base_url, api_key, o.timeout, warmup)
     # /metrics, before and after each level
     async with metrics_client(base_url, api_key, o.timeout) as client:
         for concurrency, bodies in plans:

@@ -7,11 +7,10 @@ open loop's own (lateness, achieved rate, queueing), the frontier pair (frontier
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from dataclasses import dataclass
 
-from composegen.bench import findmax, frontier, openloop, schedule, slo, stream, vllmresult
+from composegen.bench import findmax, frontier, openloop, schedule, slo, vllmresult
 from composegen.bench.closed import (
     DURATION_POOL,
     BenchRun,
@@ -19,6 +18,8 @@ from composegen.bench.closed import (
     metrics_client,
     read_metrics,
     run_loop,
+    spec_of,
+    warmed,
 )
 from composegen.bench.prompts import Prompts, Tokenizer
 from composegen.bench.reports import BenchResult, LevelResult, VllmBenchServeResult
@@ -27,7 +28,6 @@ from composegen.bench.slo import judged
 from composegen.bench.spec import BenchSpec, check_search
 from composegen.bench.stats import summarise
 from composegen.bench.stream import ChatRequest
-from composegen.errors import EngineError
 
 PROMPT_STRIDE = 100_000  # prompt indices per level: no two levels (or probes) share a prompt
 _PATH = "/v1/chat/completions"
@@ -111,22 +111,10 @@ def find_max(
     return BenchRun(result, shaped)
 
 
-def _spec(text: str | None) -> vllmresult.SpecCounters | None:
-    try:
-        return vllmresult.spec_counters(text) if text is not None else None
-    except ValueError:
-        return None
-
-
 async def _sweep(
     base_url: str, model: str, o: BenchSpec, warmup: ChatRequest, plans: list[_Plan]
 ) -> list[tuple[LevelResult, VllmBenchServeResult]]:
-    connect = functools.partial(stream.StreamClient, base_url, o.api_key, o.timeout)
-    warm = connect()
-    first = await warm.stream(_PATH, warmup, 0)
-    warm.close()
-    if first.error:
-        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    connect = await warmed(base_url, o.api_key, o.timeout, warmup)
     results = []
     async with metrics_client(base_url, o.api_key, o.timeout) as client:
         for plan in plans:
@@ -164,7 +152,7 @@ def _level(
         level.samples,
         level.seconds,
         goodput=summary.request_goodput,
-        spec_decode=vllmresult.spec_decode_fields(_spec(before), _spec(after)),
+        spec_decode=vllmresult.spec_decode_fields(spec_of(before), spec_of(after)),
         when=when,
         request_rate="inf" if plan.rate == INF else plan.rate,
         burstiness=o.burstiness,

@@ -72,8 +72,3 @@ def parse_burstiness(value: float) -> float:
             f"bench: --burstiness: in (0, {MAX_BURSTINESS:g}] or inf (1 is Poisson), got {value:g}"
         )
     return value
-
-
-def rate_label(rate: float) -> str:
-    """A rate as vLLM writes it in a result file name and its request_rate field."""
-    return "inf" if rate == INF else f"{rate:g}"

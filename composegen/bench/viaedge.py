@@ -13,7 +13,7 @@ would be served from the prefix cache the second time. `--requests N` is N per p
 The edge's requests ask for its alias (the gatekeeper rewrites it to the stack's served name) with a
 client key over TLS verified by the caller's context; the door's ask for the served name in plain
 HTTP. The result is a BenchResult whose levels are the edge's (what clients see) and whose
-`via_edge` holds both paths and the differences (edgereports.py). Who makes and removes the key
+`via_edge` holds both paths and the differences (reports.py). Who makes and removes the key
 is the caller's business (edge/benchvia.py): this module never sees where keys live.
 """
 
@@ -27,9 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from composegen.bench import closed, stream
-from composegen.bench.edgereports import EdgeLevel, PathFigures, ViaEdgeResult
 from composegen.bench.prompts import Messages, Prompts, Tokenizer
-from composegen.bench.reports import BenchResult, LevelResult
+from composegen.bench.reports import BenchResult, EdgeLevel, LevelResult, PathFigures, ViaEdgeResult
 from composegen.bench.spec import BenchSpec, good
 from composegen.bench.stats import Sample, summarise
 from composegen.errors import EngineError

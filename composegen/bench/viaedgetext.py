@@ -3,7 +3,7 @@ viaedge.py so `report` does not load the benchmark's client)."""
 
 from __future__ import annotations
 
-from composegen.bench.edgereports import ViaEdgeResult
+from composegen.bench.reports import ViaEdgeResult
 from composegen.output import md_cell
 
 HEAD = ["Concurrency", "Path", "Completed", "Errors", "TTFT p50 ms", "TTFT p99 ms"]

@@ -30,7 +30,7 @@ REPORTS: dict[str, str] = {
     "weights": "composegen.weights.reports:WeightsReport",
     "top": "composegen.monitor.reports:TopSample",
     "bench": "composegen.bench.reports:BenchResult",
-    "bench-via-edge": "composegen.bench.edgereports:ViaEdgeResult",
+    "bench-via-edge": "composegen.bench.reports:ViaEdgeResult",
     "vllm-bench-serve": "composegen.bench.reports:VllmBenchServeResult",
     "ladder": "composegen.evidence.reports.ladder:LadderResult",
     "qualify": "composegen.evidence.reports.qualify:QualifyResult",

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from composegen.bench import deltas, opentext, viaedgetext
-from composegen.bench.edgereports import ViaEdgeResult
-from composegen.bench.reports import BenchResult
+from composegen.bench.reports import BenchResult, ViaEdgeResult
 from composegen.evidence import compare, plots
 from composegen.evidence.reports.compare import CompareReport
 from composegen.evidence.reports.runs import RunsReport

@@ -13,8 +13,7 @@ import time
 import pytest
 
 from composegen.bench import stats, viaedge, viaedgetext
-from composegen.bench.edgereports import PathFigures
-from composegen.bench.reports import BenchResult, LevelResult
+from composegen.bench.reports import BenchResult, LevelResult, PathFigures
 from composegen.bench.spec import BenchSpec
 from composegen.errors import EngineError
 from tests.support.emulator_proc import EmulatorProc
