@@ -4,8 +4,7 @@ local subprocess with its pacing (no Docker); the engine test is in test_bench_e
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy
 import pytest
@@ -16,6 +15,7 @@ from composegen.bench.stats import Sample
 from composegen.errors import BadInput, EngineError
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.helpers import run_cli
+from tests.support.stub_server import serving, url
 
 
 @pytest.fixture(scope="module")
@@ -217,17 +217,10 @@ class _Flaky(BaseHTTPRequestHandler):
 
 
 def test_stream_errors_are_counted_and_crlf_frames_parsed():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with serving(_Flaky) as server:
         result = closed.run_bench(
-            url, "m", [2], input_tokens=40, output_tokens=3, requests=9, seed=1
+            url(server), "m", [2], input_tokens=40, output_tokens=3, requests=9, seed=1
         )
-    finally:
-        server.shutdown()
-        server.server_close()
     level = result.levels[0]
     assert level.completed + level.errors == 9 and level.errors >= 2 and not result.ok
     assert level.error_messages == ["stream error: EngineCore died"]
