@@ -268,18 +268,9 @@ def bench_stack(
 ) -> BenchRun:
     """run_sweep against the profile's running stack (its endpoint found as gate and ladder find
     it; whether it is emulated, from the running container)."""
-    ctr = driver.running_container(project, r)
-    ep = driver.endpoint(r)
-    emulated = driver.live_identity(ctr).emulated
-    served = r.profile.model.served_name
-    return run_sweep(
-        ep.base_url,
-        served,
-        levels,
-        dataclasses.replace(options, emulated=emulated),
-        api_key=ep.api_key,
-        gpus=gpus_of(r),
-    )
+    base_url, served, api_key, emulated = stack_target(project, r)
+    options = dataclasses.replace(options, emulated=emulated)
+    return run_sweep(base_url, served, levels, options, api_key=api_key, gpus=gpus_of(r))
 
 
 def gpus_of(r: Resolved) -> int:

@@ -50,6 +50,27 @@ def _spread(levels: list[LevelResult], limits: dict[str, float]) -> dict[str, fl
     return spread
 
 
+def _bisect(
+    passes: Callable[[float], bool], low: float, high: float, more: Callable[[], bool]
+) -> tuple[float | None, float | None]:
+    """(best rate that passed, first that failed): the bounds first, then geometric midpoints while
+    `more()` allows another probe."""
+    if not passes(low):
+        return None, low
+    if passes(high):
+        return high, None
+    best, failing = low, high
+    while more():
+        middle = round(math.sqrt(best * failing), 3)
+        if not best < middle < failing:
+            break
+        if passes(middle):
+            best = middle
+        else:
+            failing = middle
+    return best, failing
+
+
 def search(
     probe: Probe,
     limits: dict[str, float],
@@ -77,22 +98,7 @@ def search(
         )
         return not broken
 
-    best: float | None
-    failing: float | None
-    if not passes(low):
-        best, failing = None, low
-    elif passes(high):
-        best, failing = high, None
-    else:
-        best, failing = low, high
-        while len(probes) < max_levels:
-            middle = round(math.sqrt(best * failing), 3)
-            if not best < middle < failing:
-                break
-            if passes(middle):
-                best = middle
-            else:
-                failing = middle
+    best, failing = _bisect(passes, low, high, lambda: len(probes) < max_levels)
     found = FindMax(
         slos=limits,
         low=low,

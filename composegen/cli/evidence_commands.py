@@ -169,22 +169,8 @@ def evidence(
         if not name:
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
-        bench = None
-        if bench_via_edge and not bench_:
-            raise BadInputError("--bench-via-edge needs --bench LEVELS")
-        if bench_ and bench_rates:
-            raise BadInputError(
-                "--bench and --bench-rates: one bench per run (a closed or an open loop)"
-            )
-        if bench_rates or bench_:  # an open loop as campaign run --bench-rates, or a sweep
-            bench = BenchSpec(
-                bench_input,
-                bench_output,
-                bench_requests,
-                levels=() if bench_rates else tuple(_ints(bench_ or "", "--bench")),
-                rates=tuple(schedule.parse_rates(bench_rates, RATES_OPTION) if bench_rates else ()),
-                via_edge=bench_via_edge,
-            ).check()
+        sizes = (bench_input, bench_output, bench_requests)
+        bench = _bench_spec(bench_, bench_rates, sizes, bench_via_edge)
         extra = None
         if exposure:
             extra = {"exposure.json": exposure_matrix(project, r)}
@@ -204,6 +190,26 @@ def evidence(
         {"path": project.rel(path), "evidence": run.as_read()},
         lambda: bundles.format_text(run, project.rel(path)).rstrip("\n"),
     )
+
+
+def _bench_spec(
+    levels: str | None, rates: str | None, sizes: tuple[int, int, int], via_edge: bool
+) -> BenchSpec | None:
+    """evidence's --bench (a sweep) or --bench-rates (an open loop, as campaign run's), checked."""
+    if via_edge and not levels:
+        raise BadInputError("--bench-via-edge needs --bench LEVELS")
+    if levels and rates:
+        raise BadInputError(
+            "--bench and --bench-rates: one bench per run (a closed or an open loop)"
+        )
+    if not (levels or rates):
+        return None
+    return BenchSpec(
+        *sizes,
+        levels=() if rates else tuple(_ints(levels or "", "--bench")),
+        rates=tuple(schedule.parse_rates(rates, RATES_OPTION) if rates else ()),
+        via_edge=via_edge,
+    ).check()
 
 
 def _via_edge(project: Project, r: Resolved) -> Callable[[BenchSpec], BenchResult]:
