@@ -93,7 +93,7 @@ def schedules(count: int, seeds: int) -> None:
 
 
 async def _null_level(offsets: list[float]) -> list[float]:
-    """The sender alone (benchopen's wait, a task per send, no request): what the machine's
+    """The sender alone (openloop's wait, a task per send, no request): what the machine's
     scheduler allows, apart from any HTTP work."""
     import asyncio
     import time

@@ -1,4 +1,4 @@
-"""benchgc: during an open-loop level the cyclic collector runs only where the sender has room."""
+"""bench/gcpause.py: during an open-loop level the cyclic collector runs only where the sender has room."""
 
 from __future__ import annotations
 
