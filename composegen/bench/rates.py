@@ -22,7 +22,7 @@ from composegen.bench.closed import (
     warmed,
 )
 from composegen.bench.prompts import Prompts, Tokenizer
-from composegen.bench.reports import BenchResult, LevelResult, VllmBenchServeResult
+from composegen.bench.reports import LevelResult, VllmBenchServeResult
 from composegen.bench.schedule import INF
 from composegen.bench.slo import judged
 from composegen.bench.spec import BenchSpec, check_search
@@ -62,31 +62,23 @@ def run_rates(
     warmup = chat_body(model, prompts.make(0)[0], o.output_tokens)
     swept = run_loop(_sweep(base_url, model, o, warmup, plans))
     levels = [judged(frontier.with_frontier(level, o.gpus), o.limits) for level, _ in swept]
-    return BenchRun(open_result(model, o, levels), [shaped for _, shaped in swept])
-
-
-def open_result(model: str, o: BenchSpec, levels: list[LevelResult]) -> BenchResult:
-    return o.result(model, levels, arrivals="open", slos=o.limits)
+    result = o.result(model, levels, arrivals="open", slos=o.limits)
+    return BenchRun(result, [shaped for _, shaped in swept])
 
 
 def check_open(
-    rates_text: str,
-    burstiness: float,
-    slo_text: str | None,
-    find_max: bool,
-    max_levels: int,
-    sizing: tuple[int | None, float | None] = (1, None),
-) -> tuple[list[float], dict[str, float] | None]:
-    """(rates, --slo limits): every open-loop argument checked before the stack is touched;
-    `sizing` is (--requests, --duration)."""
+    spec: BenchSpec, rates_text: str, slo_text: str | None, search: int | None
+) -> BenchSpec:
+    """The spec with its rates and --slo limits, every open-loop argument checked before the stack
+    is touched; `search`: --find-max's --max-levels (None: no search)."""
     rates = schedule.parse_rates(rates_text)
     for rate in rates:
-        schedule.requests_for(rate, *sizing)
-    schedule.parse_burstiness(burstiness)
+        schedule.requests_for(rate, spec.requests, spec.duration)
+    schedule.parse_burstiness(spec.burstiness)
     limits = slo.parse(slo_text)
-    if find_max:
-        findmax.check(rates, limits, max_levels)
-    return rates, limits
+    if search is not None:
+        findmax.check(rates, limits, search)
+    return dataclasses.replace(spec, rates=tuple(rates), limits=limits).check()
 
 
 def find_max(

@@ -51,10 +51,8 @@ class BenchSpec:
         if (self.requests is None) == (self.duration is None):
             raise BadInput("bench: give exactly one of --requests N or --duration S")
         _bounded("--requests", self.requests, 1, MAX_REQUESTS)
-        if self.duration is not None and not 0 < self.duration <= MAX_DURATION:
-            raise BadInput(
-                f"bench: --duration: seconds in (0, {MAX_DURATION:g}], got {self.duration:g}"
-            )
+        if self.duration is not None:
+            _check_duration(self.duration)
         if not (1 <= self.input_tokens <= MAX_TOKENS and 1 <= self.output_tokens <= MAX_TOKENS):
             raise BadInput(
                 f"bench: --input-tokens {self.input_tokens} / --output-tokens {self.output_tokens}: "

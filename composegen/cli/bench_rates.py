@@ -36,15 +36,7 @@ def run_open(
     json_: bool,
 ) -> None:
     """Every argument checked (exit 2) before the stack is touched, then the levels or the search."""
-    asked, limits = rates.check_open(
-        ask.rates,
-        sizes.burstiness,
-        ask.slo,
-        ask.find_max,
-        ask.max_levels,
-        (sizes.requests, sizes.duration),
-    )
-    spec = dataclasses.replace(sizes, rates=tuple(asked), limits=limits).check()
+    spec = rates.check_open(sizes, ask.rates, ask.slo, ask.max_levels if ask.find_max else None)
     if ask.find_max:
         check_search(ask.repeats, ask.max_levels)
     if save_vllm is not None:
@@ -54,10 +46,10 @@ def run_open(
     o = dataclasses.replace(spec, api_key=api_key, emulated=emulated, gpus=benching.gpus_of(r))
     if ask.find_max:
         run = rates.find_max(
-            base_url, model, asked, o, max_levels=ask.max_levels, repeats=ask.repeats
+            base_url, model, list(spec.rates), o, max_levels=ask.max_levels, repeats=ask.repeats
         )
     else:
-        run = rates.run_rates(base_url, model, asked, o)
+        run = rates.run_rates(base_url, model, list(spec.rates), o)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
     show = Output(json_)

@@ -713,14 +713,9 @@ class LogStream:
         while not self._closed:
             try:
                 self._stream = _client(self.ctr.target).api.logs(
-                    self.ctr.id,
-                    stdout=True,
-                    stderr=True,
-                    stream=True,
-                    follow=True,
-                    timestamps=True,
+                    self.ctr.id, stdout=True, stderr=True, stream=True, follow=True, timestamps=True,
                     **({"since": since} if since else {"tail": self.tail}),
-                )
+                )  # fmt: skip
                 for stamp, text in stamped_chunks(self._stream):
                     if since is None or (stamp is not None and stamp > since):
                         since = stamp if stamp is not None else since

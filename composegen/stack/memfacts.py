@@ -47,12 +47,8 @@ def host_memory(r: Resolved) -> HostMemory | None:
     mem = memguard.read_local()
     declared = r.profile.service.memory_guard.unified
     unified = declared if declared is not None else memguard.unified_local()
-    return HostMemory(
-        available_gib=round(mem.available / GiB, 2),
-        total_gib=round(mem.total / GiB, 2),
-        unified=unified,
-        floor_gib=round(memguard.floor_bytes(r) / GiB, 2),
-    )
+    return HostMemory(available_gib=round(mem.available / GiB, 2), total_gib=round(mem.total / GiB, 2),
+                      unified=unified, floor_gib=round(memguard.floor_bytes(r) / GiB, 2))  # fmt: skip
 
 
 def gpu_memory(project: Project, ctr: ContainerFacts) -> GpuMemory | None:

@@ -110,12 +110,8 @@ def resolve(url: str) -> SshDestination:
     if proc.returncode != 0:
         raise EngineError(f"ssh cannot read its configuration for {url}: {_last_line(proc.stderr)}")
     seen = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
-    return SshDestination(
-        alias=split_url(url)[0],
-        hostname=seen.get("hostname", ""),
-        user=seen.get("user", ""),
-        port=int(seen.get("port", "22")),
-    )
+    return SshDestination(alias=split_url(url)[0], hostname=seen.get("hostname", ""), user=seen.get("user", ""),
+                          port=int(seen.get("port", "22")))  # fmt: skip
 
 
 def classify(stderr: str) -> tuple[str, str]:
@@ -159,13 +155,8 @@ class Tunnel:
         default)."""
         argv = [*_base_argv(self.url), 'printf %s "${DOCKER_HOST:-}"']
         try:
-            proc = subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                timeout=CONNECT_TIMEOUT_S + 5,
-                stdin=subprocess.DEVNULL,
-            )
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=CONNECT_TIMEOUT_S + 5,
+                                  stdin=subprocess.DEVNULL)  # fmt: skip
         except subprocess.TimeoutExpired:
             raise self._fail("", f"Connection timed out after {CONNECT_TIMEOUT_S + 5} s") from None
         if proc.returncode != 0:
@@ -183,22 +174,10 @@ class Tunnel:
     def _open(self) -> None:
         remote = self._remote_engine()
         argv = [*_base_argv(self.url)]
-        argv[1:1] = [
-            "-N",
-            "-o",
-            "ExitOnForwardFailure=yes",
-            "-o",
-            "StreamLocalBindUnlink=yes",
-            "-L",
-            f"{self.socket}:{remote}",
-        ]
-        self._proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        argv[1:1] = ["-N", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
+                     "-L", f"{self.socket}:{remote}"]  # fmt: skip
+        self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + CONNECT_TIMEOUT_S + 5
         while not self.socket.exists():
             if self._proc.poll() is not None:
