@@ -5,7 +5,7 @@
     .venv/bin/python bench/bench_client.py --paced 2 --concurrency 16 --requests 320 --output-tokens 32
 
 Starts the instant server in its own process on a free loopback port, runs composegen's own sweep
-(composegen.evidence.bench.run_bench, the same code `composegen bench` runs) and prints, per run, the
+(composegen.bench.closed.run_bench, the same code `composegen bench` runs) and prints, per run, the
 request rate reached and the client's own CPU per request (process CPU time during the level / requests),
 then the best and the median. The goal (issue 18): >= 300 requests/s at concurrency 64 on a 2-core
 machine; with --paced (issue 26): <= 0.05 ms of client CPU per streamed event (events per request:
@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from composegen.evidence.bench import run_bench  # noqa: E402
+from composegen.bench.closed import run_bench  # noqa: E402
 
 
 def _free_port() -> int:

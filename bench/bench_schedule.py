@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_schedule.py [--count 2000] [--seeds 20] [--lateness 50,100,200,400]
 
-1. The schedule: for each (rate, burstiness), composegen's offsets (benchschedule.offsets, stdlib
+1. The schedule: for each (rate, burstiness), composegen's offsets (schedule.offsets, stdlib
    random.gammavariate) against vLLM's sampler reimplemented from its documented behaviour: numpy's
    gamma with shape B and scale 1/(R·B), cumulated, rescaled so the last send is at N/R. Printed: the
    gaps' mean, coefficient of variation and p50/p99, the two-sample Kolmogorov–Smirnov distance
@@ -35,7 +35,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_client import _free_port, _wait  # noqa: E402
 
-from composegen.evidence import benchrates, benchschedule  # noqa: E402
+from composegen.bench import rates as benchrates  # noqa: E402
+from composegen.bench import schedule  # noqa: E402
+from composegen.bench.spec import BenchSpec  # noqa: E402
 
 CASES = [(1.0, 1.0), (10.0, 1.0), (10.0, 0.5), (10.0, 4.0), (100.0, 1.0)]
 
@@ -71,13 +73,13 @@ def schedules(count: int, seeds: int) -> None:
     for rate, burst in CASES:
         ours, theirs, raw_totals = [], [], []
         for seed in range(seeds):
-            ours += _gaps(benchschedule.offsets(rate, burst, count, seed))
+            ours += _gaps(schedule.offsets(rate, burst, count, seed))
             theirs += _gaps(vllm_offsets(rate, burst, count, seed))
             raw = numpy.random.default_rng(seed).gamma(burst, 1 / (rate * burst), count).sum()
             raw_totals.append(raw / (count / rate) - 1)
         n = len(ours)
         critical = 1.628 * math.sqrt(2 / n)  # two-sample KS, alpha 0.01
-        total_ours = benchschedule.offsets(rate, burst, count, 0)[-1]
+        total_ours = schedule.offsets(rate, burst, count, 0)[-1]
         total_theirs = vllm_offsets(rate, burst, count, 0)[-1]
         print(f"R={rate:g} B={burst:g}")
         print(f"  composegen {_describe(ours)}  total {total_ours:.6f} s")
@@ -91,12 +93,12 @@ def schedules(count: int, seeds: int) -> None:
 
 
 async def _null_level(offsets: list[float]) -> list[float]:
-    """The sender alone (benchopen's wait, a task per send, no request): what the machine's
+    """The sender alone (openloop's wait, a task per send, no request): what the machine's
     scheduler allows, apart from any HTTP work."""
     import asyncio
     import time
 
-    from composegen.evidence.benchopen import _until
+    from composegen.bench.openloop import _until
 
     late: list[float] = []
 
@@ -113,11 +115,11 @@ async def _null_level(offsets: list[float]) -> list[float]:
 
 
 def null_lateness(rates: list[float], seconds: float) -> None:
-    from composegen.evidence.bench import run_loop
+    from composegen.bench.closed import run_loop
 
     print(f"== lateness of the sender alone (no requests), {seconds:g} s per rate ==")
     for rate in rates:
-        offsets = benchschedule.offsets(rate, 1.0, max(1, round(rate * seconds)), 1)
+        offsets = schedule.offsets(rate, 1.0, max(1, round(rate * seconds)), 1)
         load, waited = _load(), _run_queue_s()
         late = numpy.array(run_loop(_null_level(offsets))) * 1000
         waited = _run_queue_s() - waited
@@ -154,9 +156,7 @@ def lateness(rates: list[float], seconds: float, input_tokens: int) -> None:
     try:
         _wait(port)
         print(f"== lateness against the instant server, {seconds:g} s per rate ==")
-        options = benchrates.Options(
-            input_tokens=input_tokens, output_tokens=16, duration=seconds, seed=1
-        )
+        options = BenchSpec(input_tokens=input_tokens, output_tokens=16, duration=seconds, seed=1)
         for rate in rates:
             load, waited = _load(), _run_queue_s()
             run = benchrates.run_rates(f"http://127.0.0.1:{port}", "instant", [rate], options)
@@ -184,8 +184,8 @@ def main() -> None:
     args = parser.parse_args()
     schedules(args.count, args.seeds)
     if args.lateness:
-        null_lateness(benchschedule.parse_rates(args.lateness), args.seconds)
-        lateness(benchschedule.parse_rates(args.lateness), args.seconds, args.input_tokens)
+        null_lateness(schedule.parse_rates(args.lateness), args.seconds)
+        lateness(schedule.parse_rates(args.lateness), args.seconds, args.input_tokens)
 
 
 if __name__ == "__main__":

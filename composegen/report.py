@@ -17,8 +17,7 @@ JsonObject = dict[str, Any]
 
 class Report(BaseModel):
     # defer_build: a model's validator and serializer are built on its first use, so a command pays
-    # only
-    # for the reports it makes (`up` makes one of the ~90; measured ~30 ms of its start-up).
+    # only for the reports it makes (`up` makes one of the ~90; measured ~30 ms of its start-up).
     model_config = ConfigDict(
         extra="forbid", populate_by_name=True, ser_json_inf_nan="null", defer_build=True
     )

@@ -1,5 +1,6 @@
 """Shared fixtures. Tests marked `docker` need a real engine: skipped locally when none answers,
-but with CI=true a missing engine is a failure, never a skip."""
+but with CI=true a missing engine is a failure, never a skip — and so is any skip a test decides at
+run time (`pytest.skip(...)` in a test or a fixture): a CI run that skipped proves nothing."""
 
 from __future__ import annotations
 
@@ -53,6 +54,28 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "docker" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if runtime_skip_fails(report, item, os.environ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"CI=true: a test may not skip at run time ({reason})"
+
+
+def runtime_skip_fails(report, item, env) -> bool:
+    """Under CI=true, a skip raised while the test ran (not a skip or skipif mark, nor an xfail)."""
+    marked = item.get_closest_marker("skip") or item.get_closest_marker("skipif")
+    return (
+        env.get("CI") == "true"
+        and report.skipped
+        and not hasattr(report, "wasxfail")
+        and not marked
+        and "docker" not in item.keywords  # the engine's absence fails through _require_engine
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

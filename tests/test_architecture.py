@@ -25,6 +25,7 @@ RANKS = {
     "k8s": 4.5,
     "diff": 5,
     "stack": 6,
+    "bench": 6.5,
     "evidence": 7, "monitor": 7, "provision": 7,
     "edge": 7.5,
     "campaign": 8,

@@ -8,6 +8,7 @@ and how heavy its functions are (length, McCabe complexity as radon and ruff cou
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -203,3 +204,82 @@ def test_no_test_file_exceeds_its_budget():
     assert over == {}, (
         f"test files over {TEST_FILE_LINE_BUDGET} lines, split them by concern: {over}"
     )
+
+
+# ---- the round's figures (issue 52 item 8): targets the merged round must meet -----------------
+# Functions over 50 lines, modules over 400 lines, `# fmt: skip` and the scars a reformat left in
+# comments (a paragraph broken around a one-word line, a divider split in two); and the package's
+# size, which may not grow: consolidation pays for features.
+FUNCTION_LINES = 50
+LONG_FUNCTIONS_OVER_50_BUDGET = 23
+MODULE_LINES = 400
+LONG_MODULES_OVER_400_BUDGET = 4
+FMT_SKIP_BUDGET = 15
+PACKAGE_LINE_BUDGET = 42_940  # `wc -l` over composegen/**/*.py at the round's start
+_COMMENT = re.compile(r"^\s*# ?(.*)$")
+_DIVIDER = re.compile(r"^[-=]{4,}")
+
+
+def test_few_functions_run_past_50_lines():
+    long = [
+        where
+        for where, node in package_functions()
+        if (node.end_lineno or node.lineno) - node.lineno + 1 > FUNCTION_LINES
+    ]
+    assert len(long) <= LONG_FUNCTIONS_OVER_50_BUDGET, "\n".join(long)
+
+
+def test_few_modules_run_past_400_lines():
+    over = [
+        f"{path.relative_to(PACKAGE)} ({n})"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MODULE_LINES
+    ]
+    assert len(over) <= LONG_MODULES_OVER_400_BUDGET, "\n".join(over)
+
+
+def test_the_package_does_not_grow():
+    assert len(package_lines()) <= PACKAGE_LINE_BUDGET
+
+
+def test_few_fmt_skips():
+    skips = [line for line in package_lines() if line.rstrip().endswith("# fmt: skip")]
+    assert len(skips) <= FMT_SKIP_BUDGET, f"{len(skips)} `# fmt: skip`"
+
+
+def reformat_scars(lines: list[str]) -> list[int]:
+    """Line numbers (1-based) of comment lines a reformat broke: a lone word inside a comment
+    paragraph (text on both sides), or a divider's dashes pushed onto a line of their own."""
+    found = []
+    for i, line in enumerate(lines):
+        this = _COMMENT.match(line)
+        if this is None or i == 0:
+            continue
+        body = this.group(1).strip()
+        prev = _COMMENT.match(lines[i - 1])
+        after = _COMMENT.match(lines[i + 1]) if i + 1 < len(lines) else None
+        if prev is None:
+            continue
+        before = prev.group(1).strip()
+        if _DIVIDER.match(body) and set(body) <= set("-=") and _DIVIDER.match(before):
+            found.append(i + 1)
+        elif after and len(body.split()) == 1 and before and not _DIVIDER.match(body):
+            nxt = after.group(1).strip()
+            if nxt and not _DIVIDER.match(nxt):
+                found.append(i + 1)
+    return found
+
+
+def test_the_scar_counter_sees_both_kinds_and_spares_a_paragraphs_end():
+    broken = ["# a paragraph that ran", "# long", "# and went on", "# ---- a divider", "# -----"]
+    assert reformat_scars(broken) == [2, 5]
+    assert reformat_scars(["# ends on a", "# word.", "x = 1", "# ---- whole ----"]) == []
+
+
+def test_no_reformat_scars():
+    scars = [
+        f"{path.relative_to(PACKAGE)}:{n}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for n in reformat_scars(path.read_text().splitlines())
+    ]
+    assert scars == [], "\n".join(scars)

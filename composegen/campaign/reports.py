@@ -8,7 +8,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
-from composegen.evidence.reports.bench import BenchDeltas
+from composegen.bench.reports import BenchDeltas
 from composegen.evidence.reports.compare import CapacityChange, CompareRow
 from composegen.report import Report
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from composegen import privatestate
+from composegen.bench.spec import BenchSpec
 from composegen.campaign import arm as run_arm
 from composegen.campaign import bracket, comparison, decisionfile, record, resident, state
 from composegen.campaign.progress import CampaignProgress
@@ -89,12 +90,15 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
     candidate runs and a bracket wakes it (one cold start each); at the end the engine an alias
     serves stays awake and the other asleep when campaign/resident.py says they can."""
     opts = st.options
-    sizes = {"input_tokens": opts.bench_input_tokens, "output_tokens": opts.bench_output_tokens}
     bench = None
-    if opts.bench_rates:  # an open-loop arm (evidence/benchrates.py)
-        bench = {"rates": opts.bench_rates, "requests": opts.bench_requests, **sizes}
-    elif opts.bench:
-        bench = {"levels": opts.bench, "requests": opts.bench_requests, **sizes}
+    if opts.bench_rates or opts.bench:  # rates: an open-loop arm (bench/rates.py)
+        bench = BenchSpec(
+            opts.bench_input_tokens,
+            opts.bench_output_tokens,
+            opts.bench_requests,
+            levels=() if opts.bench_rates else tuple(opts.bench),
+            rates=tuple(opts.bench_rates or ()),
+        )
 
     def evidence(r: Resolved, started: bool, step: run_arm.Step) -> Path:
         return capture.capture_stack(

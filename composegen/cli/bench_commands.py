@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import typer
 
 from composegen import safewrite
+from composegen.bench import closed as benching
+from composegen.bench import stats, viaedgetext
+from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from composegen.campaign import reportheading
 from composegen.cli.app import JsonOpt, StackArg, app, complete_run
 from composegen.cli.app import load_profile as _load
@@ -17,11 +22,8 @@ from composegen.cli.campaign_commands import campaign_arms
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
-from composegen.evidence import bench as benching
-from composegen.evidence import benchedgetext, benchrates, benchstats
 from composegen.evidence.reportpage import render_html, with_roles
 from composegen.evidence.reportpng import render_png
-from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.runreport import format_markdown, gather
 from composegen.output import Output
 
@@ -86,51 +88,46 @@ def bench(
     Example: composegen bench starter --concurrency 1,4,16 --input-tokens 1000 --output-tokens 128
     """
 
+    none = requests is None and duration is None
+    spec = BenchSpec(
+        input_tokens,
+        output_tokens,
+        DEFAULT_REQUESTS if none else requests,
+        duration,
+        seed=seed,
+        goodput=stats.parse_slos(goodput),
+        burstiness=burstiness,
+        via_edge=via_edge,
+    )
     if request_rate is not None or find_max:
         if via_edge:
             raise BadInputError("--request-rate / --find-max: not with --via-edge (one path only)")
-        sizes = benchrates.Options(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            requests=DEFAULT_REQUESTS if requests is None and duration is None else requests,
-            duration=duration,
-            burstiness=burstiness,
-            seed=seed,
-            goodput=benchstats.parse_slos(goodput),
-        )
         ask = OpenAsk(request_rate or "", slo, find_max, max_levels, repeats)
-        return run_open(lambda: _load(name), ask, sizes, save_vllm=save_vllm, json_=json_)
-    slos = benchstats.parse_slos(goodput)
-    levels = _ints(concurrency, "--concurrency")
-    if requests is None and duration is None:
-        requests = DEFAULT_REQUESTS
-    benching.check_arguments(levels, input_tokens, output_tokens, requests, duration)
+        return run_open(lambda: _load(name), ask, spec, save_vllm=save_vllm, json_=json_)
+    spec = dataclasses.replace(spec, levels=tuple(_ints(concurrency, "--concurrency"))).check()
     if save_vllm is not None:
         if via_edge:
             raise BadInputError("--save-vllm-results: not with --via-edge (two paths, one shape)")
         benching.check_results_dir(save_vllm)
     project, r = _load(name)
-    options = benching.SweepOptions(
-        input_tokens, output_tokens, requests, duration, seed=seed, goodput=slos
-    )
     if via_edge:
-        result = benchvia.bench_via_edge(project, r, levels, options)
+        result = benchvia.bench_via_edge(project, r, spec.levels, spec)
         Output(json_).report(result, lambda: _via_edge_text(result))
         if not result.ok:
             raise CheckFailed("a bench level had errors or completed nothing on a path")
         return
-    run = benching.bench_stack(project, r, levels, options)
+    run = benching.bench_stack(project, r, spec.levels, spec)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
     wrote = "".join(f"\nwrote {path} (vllm bench serve's result shape)" for path in saved)
-    Output(json_).report(result, lambda: benchstats.format_text(result).rstrip("\n") + wrote)
+    Output(json_).report(result, lambda: stats.format_text(result).rstrip("\n") + wrote)
     if not result.ok:
         raise CheckFailed("a bench level had errors or completed nothing")
 
 
 def _via_edge_text(result: BenchResult) -> str:
     assert result.via_edge is not None
-    return benchstats.format_text(result) + "\n" + benchedgetext.format_text(result.via_edge)
+    return stats.format_text(result) + "\n" + viaedgetext.format_text(result.via_edge)
 
 
 @app.command()

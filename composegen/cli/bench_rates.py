@@ -1,4 +1,4 @@
-"""bench's open loop (`--request-rate`, `--find-max`): parse, call evidence's door, print."""
+"""bench's open loop (`--request-rate`, `--find-max`): parse, call the bench's door, print."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from composegen.bench import closed as benching
+from composegen.bench import opentext, rates, schedule
+from composegen.bench.spec import BenchSpec, check_search
 from composegen.errors import BadInput, CheckFailed
-from composegen.evidence import bench as benching
-from composegen.evidence import benchopentext, benchrates, benchschedule
 from composegen.output import Output
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -29,35 +30,30 @@ class OpenAsk:
 def run_open(
     load: Callable[[], tuple[Project, Resolved]],
     ask: OpenAsk,
-    sizes: benchrates.Options,
+    sizes: BenchSpec,
     *,
     save_vllm: Path | None,
     json_: bool,
 ) -> None:
     """Every argument checked (exit 2) before the stack is touched, then the levels or the search."""
-    rates, limits = benchrates.check_open(
-        ask.rates, sizes.burstiness, ask.slo, ask.find_max, ask.max_levels,
-        (sizes.requests, sizes.duration),
-    )  # fmt: skip
-    benching.check_arguments(
-        [1], sizes.input_tokens, sizes.output_tokens, sizes.requests, sizes.duration
-    )
+    spec = rates.check_open(sizes, ask.rates, ask.slo, ask.max_levels if ask.find_max else None)
+    if ask.find_max:
+        check_search(ask.repeats, ask.max_levels)
     if save_vllm is not None:
         benching.check_results_dir(save_vllm)
     project, r = load()
     base_url, model, api_key, emulated = benching.stack_target(project, r)
-    gpus = benching.gpus_of(r)
-    o = dataclasses.replace(sizes, limits=limits, api_key=api_key, emulated=emulated, gpus=gpus)
+    o = dataclasses.replace(spec, api_key=api_key, emulated=emulated, gpus=benching.gpus_of(r))
     if ask.find_max:
-        run = benchrates.find_max(
-            base_url, model, rates, o, max_levels=ask.max_levels, repeats=ask.repeats
+        run = rates.find_max(
+            base_url, model, list(spec.rates), o, max_levels=ask.max_levels, repeats=ask.repeats
         )
     else:
-        run = benchrates.run_rates(base_url, model, rates, o)
+        run = rates.run_rates(base_url, model, list(spec.rates), o)
     result = run.result
     saved = benching.save_vllm_results(run, save_vllm) if save_vllm is not None else []
     show = Output(json_)
-    show.report(result, lambda: benchopentext.format_text(result))
+    show.report(result, lambda: opentext.format_text(result))
     for path in saved:
         show.say(f"wrote {path} (vllm bench serve's result shape)")
     if not result.ok:
@@ -68,7 +64,7 @@ def run_open(
 
 def campaign_rates(text: str | None, concurrency: str | None) -> list[float]:
     """`campaign run --bench-rates`: finite rates (a campaign's state is JSON), not with --bench."""
-    rates = benchschedule.parse_rates(text, "campaign run: --bench-rates") if text else []
+    rates = schedule.parse_rates(text, "campaign run: --bench-rates") if text else []
     if rates and (concurrency or float("inf") in rates):
         raise BadInput(
             "campaign run: --bench-rates: finite rates, and not with --bench (one bench per arm)"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 
+from composegen.bench import schedule
+from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from composegen.cli.app import (
     JsonOpt,
     RunArg,
@@ -24,12 +27,14 @@ from composegen.cli.edge_commands import exposure_gate, exposure_matrix
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
-from composegen.evidence import benchschedule, capture, gates
 from composegen.evidence import bundle as bundles
+from composegen.evidence import capture, gates
 from composegen.evidence import compare as comparing
 from composegen.evidence import ladder as ladders
 from composegen.evidence.bundle import load_run
 from composegen.output import Output
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
 from composegen.stack import driver
 
 RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
@@ -164,22 +169,8 @@ def evidence(
         if not name:
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
-        bench = None
-        if bench_via_edge and not bench_:
-            raise BadInputError("--bench-via-edge needs --bench LEVELS")
-        if bench_ and bench_rates:
-            raise BadInputError(
-                "--bench and --bench-rates: one bench per run (a closed or an open loop)"
-            )
-        sizes = {
-            "requests": bench_requests,
-            "input_tokens": bench_input,
-            "output_tokens": bench_output,
-        }
-        if bench_rates:  # as campaign run --bench-rates: capture's open-loop arm
-            bench = {"rates": benchschedule.parse_rates(bench_rates, RATES_OPTION), **sizes}
-        elif bench_:
-            bench = {"levels": _ints(bench_, "--bench"), **sizes}
+        sizes = (bench_input, bench_output, bench_requests)
+        bench = _bench_spec(bench_, bench_rates, sizes, bench_via_edge)
         extra = None
         if exposure:
             extra = {"exposure.json": exposure_matrix(project, r)}
@@ -191,9 +182,7 @@ def evidence(
             tools=tools,
             bench=bench,
             extra_raw=extra,
-            bench_runner=functools.partial(benchvia.bench_via_edge, project, r)
-            if bench_via_edge
-            else None,
+            bench_runner=_via_edge(project, r) if bench_via_edge else None,
         )
     run = load_run(path)
     # What the bundle recorded, read back as `compare` and `plan` will see it, not only where it is.
@@ -201,6 +190,30 @@ def evidence(
         {"path": project.rel(path), "evidence": run.as_read()},
         lambda: bundles.format_text(run, project.rel(path)).rstrip("\n"),
     )
+
+
+def _bench_spec(
+    levels: str | None, rates: str | None, sizes: tuple[int, int, int], via_edge: bool
+) -> BenchSpec | None:
+    """evidence's --bench (a sweep) or --bench-rates (an open loop, as campaign run's), checked."""
+    if via_edge and not levels:
+        raise BadInputError("--bench-via-edge needs --bench LEVELS")
+    if levels and rates:
+        raise BadInputError(
+            "--bench and --bench-rates: one bench per run (a closed or an open loop)"
+        )
+    if not (levels or rates):
+        return None
+    return BenchSpec(
+        *sizes,
+        levels=() if rates else tuple(_ints(levels or "", "--bench")),
+        rates=tuple(schedule.parse_rates(rates, RATES_OPTION) if rates else ()),
+        via_edge=via_edge,
+    ).check()
+
+
+def _via_edge(project: Project, r: Resolved) -> Callable[[BenchSpec], BenchResult]:
+    return lambda spec: benchvia.bench_via_edge(project, r, spec.levels, spec)
 
 
 @app.command()

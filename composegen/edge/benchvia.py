@@ -1,5 +1,5 @@
 """`bench NAME --via-edge`: the load benchmark through the edge's public TLS listener, alternated
-with the operator door (the figures: evidence/benchedge.py).
+with the operator door (the figures: evidence/viaedge.py).
 
 NAME must be a stack the edge fronts with an alias pointing at it now (else BadInput, exit 2, naming
 why). The edge's requests carry a throw-away client key made here, as the exposure gate makes its own
@@ -18,12 +18,12 @@ import ssl
 import threading
 from collections.abc import Iterable, Iterator
 
+from composegen.bench import viaedge
+from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from composegen.edge import keys, routes, service
 from composegen.edge.config import Edge
 from composegen.errors import BadInput
-from composegen.evidence import benchedge
-from composegen.evidence.bench import SweepOptions
-from composegen.evidence.reports.bench import BenchResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
@@ -92,22 +92,22 @@ def _remove(project: Project, client: str) -> None:
 
 
 def bench_via_edge(
-    project: Project, r: Resolved, levels: Iterable[int], options: SweepOptions
+    project: Project, r: Resolved, levels: Iterable[int], options: BenchSpec
 ) -> BenchResult:
-    """benchedge.run_via_edge against NAME's door and the edge in front of it (whether the stack
+    """viaedge.run_via_edge against NAME's door and the edge in front of it (whether the stack
     is emulated, from its running container)."""
     edge = service.load(project)
     alias = alias_for(project, edge, r.name)
     emulated = driver.live_identity(driver.running_container(project, r)).emulated
     ep = driver.endpoint(r)
-    door = benchedge.Way(ep.base_url, r.profile.model.served_name, ep.api_key)
+    door = viaedge.Way(ep.base_url, r.profile.model.served_name, ep.api_key)
     context, tls = _tls(project, edge)
     client = f"{CLIENT}-{secrets.token_hex(4)}"
     with _sigterm_unwinds():
         try:
             key = keys.add(project, client)
-            way = benchedge.EdgeWay(edge.url, alias, key, context, name=edge.config.name, tls=tls)
-            return benchedge.run_via_edge(
+            way = viaedge.EdgeWay(edge.url, alias, key, context, name=edge.config.name, tls=tls)
+            return viaedge.run_via_edge(
                 door, way, levels, dataclasses.replace(options, emulated=emulated)
             )
         finally:

@@ -1,21 +1,12 @@
-"""Evidence of a running stack: gates, context ladder, bench, bundles (bundle.py), their capture
-from a live stack (capture.py), comparisons, plans and reports."""
+"""Evidence of a running stack: gates, context ladder, bundles (bundle.py), their capture from a
+live stack (capture.py), comparisons, plans and reports. The load benchmark is its own room: bench/."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [
-    "bench",
-    "benchedge",
-    "benchedgetext",
-    "benchopentext",
-    "benchrates",
-    "benchschedule",
-    "benchslo",
-    "benchstats",
     "bundle",
     "capture",
     "compare",
     "estimate",
-    "frontier",
     "gatecheck",
     "gates",
     "ladder",

@@ -37,10 +37,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from composegen import __version__, privatestate, safewrite
+from composegen.bench.reports import BenchResult
 from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
-from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.bundle import LoadedRun, RawFile
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult

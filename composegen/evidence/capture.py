@@ -2,7 +2,7 @@
 its startup log and report, which container runs (profile hash, image, emulated), optionally gates,
 a context ladder and a bench; then written by bundle.write_run.
 
-`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None, bench=None,
+`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None, bench: BenchSpec = None,
 extra_raw=None) -> Path` `live_stack(project, r) -> LiveStack` (startup log text, startup report,
 container identity): refused (CheckFailed) when the running container was started from another
 version of the profile.
@@ -10,17 +10,19 @@ version of the profile.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from composegen.bench import rates
+from composegen.bench.closed import gpus_of, run_sweep
+from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from composegen.errors import CheckFailed
-from composegen.evidence import benchrates, bundle, ladder
-from composegen.evidence.bench import SweepOptions, gpus_of, run_sweep
+from composegen.evidence import bundle, ladder
 from composegen.evidence.gatecheck import stack_gates
-from composegen.evidence.reports.bench import BenchResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.report import Report
@@ -52,31 +54,16 @@ def live_stack(project: Project, r: Resolved) -> LiveStack:
     return LiveStack(driver.container_log(ctr), driver.startup_check(r, ctr), identity)
 
 
-def _open_bench(
-    r: Resolved, ep: Any, served: str, emulated: bool | None, bench: Mapping[str, Any]
-) -> BenchResult:
-    options = benchrates.Options(
-        input_tokens=bench["input_tokens"],
-        output_tokens=bench["output_tokens"],
-        requests=bench.get("requests"),
-        duration=bench.get("duration"),
-        api_key=ep.api_key,
-        emulated=emulated,
-        gpus=gpus_of(r),
-    )
-    return benchrates.run_rates(ep.base_url, served, list(bench["rates"]), options).result
-
-
-def _sweep_result(
-    base_url: str,
-    model: str,
-    levels: list[int],
-    options: SweepOptions,
-    *,
-    api_key: str | None,
-    gpus: int,
-) -> BenchResult:
-    return run_sweep(base_url, model, levels, options, api_key=api_key, gpus=gpus).result
+def run_spec(project: Project, r: Resolved, spec: BenchSpec) -> BenchResult:
+    """The spec's bench against the profile's running stack: via the edge (edge.benchvia, the
+    caller's `bench_runner`), open loop at its rates, or a closed-loop sweep at its levels."""
+    ep, served = driver.endpoint(r), r.profile.model.served_name
+    spec = dataclasses.replace(spec, api_key=ep.api_key, gpus=gpus_of(r))  # gpus: the frontier's
+    if spec.rates:
+        return rates.run_rates(ep.base_url, served, list(spec.rates), spec).result
+    return run_sweep(
+        ep.base_url, served, spec.levels, spec, api_key=ep.api_key, gpus=spec.gpus
+    ).result
 
 
 def capture_stack(
@@ -86,16 +73,15 @@ def capture_stack(
     gate: bool = False,
     ladder_targets: list[int] | None = None,
     tools: int | None = None,
-    bench: dict[str, Any] | None = None,
+    bench: BenchSpec | None = None,
     extra_raw: Mapping[str, Report] | None = None,
-    bench_runner: Callable[..., BenchResult] | None = None,
+    bench_runner: Callable[[BenchSpec], BenchResult] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> Path:
-    """`bench`: SweepOptions' fields plus "levels" (evidence --bench), or "rates" with
-    input_tokens, output_tokens and requests or duration (an open-loop arm); `bench_runner`, when
-    given, runs it instead (levels, SweepOptions: `--bench-via-edge`'s edge.benchvia);
-    `extra_raw`: {file name: report} kept as write_run's (the edge's exposure.json); `on_step`:
-    told each step as it begins (gates k/N, ladder target k/N, bench)."""
+    """`bench`: what to run (levels: a closed loop; rates: an open loop, evidence's or a campaign's
+    --bench-rates); `bench_runner`, when given, runs it instead (`--bench-via-edge`'s
+    edge.benchvia); `extra_raw`: {file name: report} kept as write_run's (the edge's exposure.json);
+    `on_step`: told each step as it begins (gates k/N, ladder target k/N, bench)."""
     live = live_stack(project, r)
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
@@ -112,23 +98,13 @@ def capture_stack(
             on_step=on_step,
         )
     bench_result: BenchResult | None = None
-    if bench and "rates" in bench:  # open loop: evidence's or a campaign's --bench-rates
-        if on_step is not None:
-            on_step(f"bench at {', '.join(f'{rate:g}' for rate in bench['rates'])} requests/s")
-        bench_result = _open_bench(r, ep, served, live.identity.emulated, bench)
-    elif bench:
-        fields = {k: v for k, v in bench.items() if k != "levels"}
-        options = SweepOptions(**fields, emulated=live.identity.emulated)
-        if on_step is not None:
-            on_step(f"bench at concurrency {', '.join(map(str, bench['levels']))}")
-        run = bench_runner or functools.partial(
-            _sweep_result,
-            ep.base_url,
-            served,
-            api_key=ep.api_key,
-            gpus=gpus_of(r),  # the frontier's per-GPU figure
-        )
-        bench_result = run(bench["levels"], options)
+    if bench:
+        spec = dataclasses.replace(bench, emulated=live.identity.emulated)
+        if on_step is not None and spec.rates:
+            on_step(f"bench at {', '.join(f'{rate:g}' for rate in spec.rates)} requests/s")
+        elif on_step is not None:
+            on_step(f"bench at concurrency {', '.join(map(str, spec.levels))}")
+        bench_result = (bench_runner or functools.partial(run_spec, project, r))(spec)
     return bundle.write_run(
         project,
         r,

@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from composegen import render
+from composegen.bench import deltas
+from composegen.bench.reports import BenchDeltas, BenchResult
 from composegen.diff import semantic
 from composegen.diff.composeyaml import parse_compose_text
 from composegen.errors import BadInput
-from composegen.evidence import benchcompare
 from composegen.evidence import bundle as evidence
-from composegen.evidence.reports.bench import BenchDeltas
+from composegen.evidence import record
 from composegen.evidence.reports.bundle import LadderRow, LoadedRun
 from composegen.evidence.reports.compare import (
     CapacityChange,
@@ -257,8 +258,14 @@ def compare_runs(
         unexplained_capacity_change=capacity_flag(doc_a, doc_b, threshold),
         notes=notes,
         # per-level load-benchmark deltas, null without
-        bench=benchcompare.bench_deltas(doc_a, doc_b),
+        bench=_bench_deltas(doc_a, doc_b),
     )
+
+
+def _bench_deltas(doc_a: LoadedRun, doc_b: LoadedRun) -> BenchDeltas | None:
+    """Null when a run has no bench; a hand-edited one that does not fit is bad input (exit 2)."""
+    a, b = (record.load_part(doc, "bench", BenchResult) for doc in (doc_a, doc_b))
+    return None if a is None or b is None else deltas.deltas(a, b)
 
 
 def _identity(doc: LoadedRun) -> CompareSide:
@@ -369,7 +376,7 @@ def format_text(result: CompareReport) -> str:
     if emulated := _emulated_line(result):
         lines.insert(0, emulated)
     lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result.notes]]
-    lines += benchcompare.format_lines(result.bench)
+    lines += deltas.format_lines(result.bench)
     return "\n".join(lines) + "\n"
 
 
@@ -386,7 +393,7 @@ def markdown_table(head_a: str, head_b: str, rows: list[CompareRow]) -> list[str
 
 def bench_markdown(bench: BenchDeltas | None) -> list[str]:
     """The per-level bench deltas as a Markdown table and its notes (a campaign's record)."""
-    return benchcompare.format_lines(bench, markdown=True)
+    return deltas.format_lines(bench, markdown=True)
 
 
 def format_markdown(result: CompareReport) -> str:
@@ -396,5 +403,5 @@ def format_markdown(result: CompareReport) -> str:
     lines += ["", f"**{_flag_line(result)}**", ""]
     lines += [f"- {md_cell(line.strip())}" for line in _config_lines(result)]
     lines += [f"- note: {md_cell(n)}" for n in result.notes]
-    lines += benchcompare.format_lines(result.bench, markdown=True)
+    lines += deltas.format_lines(result.bench, markdown=True)
     return "\n".join(lines) + "\n"

@@ -33,177 +33,25 @@ largest API-reported prompt of a completed request, and the warm-up.
 from __future__ import annotations
 
 import math
-import random
 import secrets
 import time
 from collections.abc import Callable, Iterable
-from typing import TypedDict
 
-from composegen.errors import BadInput, EngineError
+from composegen.bench.prompts import ChatMessage, Filler, Tokenizer, size_prompt
+from composegen.errors import BadInput
 from composegen.evidence.gate_client import Client, api_message, client_for
 from composegen.evidence.reports.ladder import LadderResult, LadderRow, LadderWarmup
-from composegen.wire.http import CutShort, wire_cause
+from composegen.wire.http import wire_cause
 
 TOLERANCE = 0.005  # the default window a measured prompt may fall short of its target by
 MAX_TOKENS = 64  # the default completion budget a probe leaves room for
 
 QUESTION = "In one short sentence, what is the text above about?"
 WARMUP_WORDS = 32  # the warm-up's filler: short, a prefill and a few decode steps are enough
-MAX_SIZING_STEPS = 16
-_WORDS = [
-    "river",
-    "stone",
-    "garden",
-    "signal",
-    "harbor",
-    "lantern",
-    "copper",
-    "meadow",
-    "engine",
-    "window",
-    "paper",
-    "orbit",
-    "violet",
-    "thunder",
-    "canvas",
-    "pepper",
-    "marble",
-    "forest",
-    "silver",
-    "bridge",
-    "candle",
-    "falcon",
-    "glacier",
-    "hollow",
-    "island",
-    "jacket",
-    "kettle",
-    "ladder",
-    "mirror",
-    "nectar",
-    "oyster",
-    "pillow",
-    "quartz",
-    "ribbon",
-    "saddle",
-    "tunnel",
-    "umbrella",
-    "velvet",
-    "walnut",
-    "yellow",
-    "zephyr",
-    "anchor",
-    "basket",
-    "cobalt",
-    "desert",
-    "ember",
-    "fabric",
-    "granite",
-    "horizon",
-    "ivory",
-    "jasmine",
-    "kernel",
-    "lagoon",
-    "monsoon",
-]
-
-
-class Filler:
-    """A fixed word stream: the first n words are always the same, so counts grow with n."""
-
-    def __init__(self, seed: int = 20260810):
-        self.rng = random.Random(seed)
-        self.words: list[str] = []
-
-    def text(self, n: int) -> str:
-        while len(self.words) < n:
-            word = self.rng.choice(_WORDS)
-            self.words.append(
-                f"{word}{self.rng.randrange(100)}" if self.rng.random() < 0.15 else word
-            )
-        return " ".join(self.words[:n])
-
-
-class ChatMessage(TypedDict):
-    """One message of an OpenAI chat request, as the wire carries it (ladder, bench and
-    /tokenize)."""
-
-    role: str
-    content: str
 
 
 def _messages(salt: str, filler: str) -> list[ChatMessage]:
     return [{"role": "user", "content": f"{salt}\n{filler}\n\n{QUESTION}"}]
-
-
-class Tokenizer:
-    """POST /tokenize on the server (vLLM serves it at the root, outside /v1)."""
-
-    def __init__(self, base_url: str, model: str, api_key: str | None, timeout: float):
-        # why: httpx, +22 ms measured; compare/plan never need it
-        from composegen.wire import transport
-
-        root = base_url.rstrip("/").removesuffix("/v1")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # bounded; replies checked (wire.replies)
-        self.client = transport.client(root, headers, timeout)
-        self.model = model
-        self.calls = 0
-
-    def count(self, messages: list[ChatMessage]) -> int:
-        import httpx
-
-        self.calls += 1
-        body = {"model": self.model, "messages": messages}
-        try:
-            try:
-                resp = self.client.post("/tokenize", json=body)
-            except CutShort:  # a reply cut in flight (seen once through the door): ask once more
-                resp = self.client.post("/tokenize", json=body)
-        except httpx.HTTPError as exc:
-            raise EngineError(f"{self.client.base_url}/tokenize: {exc}") from None
-        if resp.status_code != 200:
-            raise EngineError(
-                f"{self.client.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}"
-            )
-        # an int ≥ 0: checked by the transport (wire.replies.TokenizeReply)
-        return int(resp.json()["count"])
-
-
-def size_prompt(
-    count: Callable[[int], int], target: int, low: int, high: int
-) -> tuple[int, int, str | None]:
-    """(words, tokens, problem): the number of filler words whose count lands in [low, high].
-
-    `count(n)` is the token count of the prompt with n filler words (monotone non-decreasing in
-    n)."""
-    overhead = count(0)
-    if overhead > high:
-        return 0, overhead, f"the fixed prompt alone is {overhead} tokens, above the window"
-    probe = max(1, min(2000, target - overhead))
-    probe_tokens = count(probe)
-    per_word = max((probe_tokens - overhead) / probe, 1e-3)
-    below, above = (0, overhead), None  # bracket: (words, tokens) below low / above high
-    n, tokens = probe, probe_tokens
-    for _ in range(MAX_SIZING_STEPS):
-        if low <= tokens <= high:
-            return n, tokens, None
-        if tokens < low:
-            below = max(below, (n, tokens))
-        else:
-            above = min(above, (n, tokens)) if above else (n, tokens)
-        guess = n + round((((low + high) / 2) - tokens) / per_word)
-        lo_n, hi_n = below[0], above[0] if above else math.inf
-        if not lo_n < guess < hi_n:  # the secant step left the bracket: bisect instead
-            guess = int((lo_n + hi_n) // 2) if above else max(lo_n + 1, 2 * lo_n)
-        if guess in (n, lo_n) or (above and guess >= hi_n):
-            break  # word granularity: no whole number of words lands in the window
-        n, tokens = guess, count(guess)
-        if n > below[0] and tokens > overhead:
-            per_word = max((tokens - overhead) / n, 1e-3)
-    if low <= tokens <= high:
-        return n, tokens, None
-    return n, tokens, f"no prompt size landed in [{low}, {high}] (closest: {tokens} tokens)"
 
 
 def _window(target: int, tolerance: float, cap: int) -> tuple[int, int]:

@@ -14,7 +14,7 @@ import io
 import re
 from typing import Any
 
-from composegen.evidence.frontier import pareto
+from composegen.bench.frontier import pareto
 from composegen.evidence.reports.runs import RunsReport
 
 WIDTH = 9.0  # inches; the page scales the SVG to its column

@@ -46,15 +46,16 @@ import functools
 from collections.abc import Callable
 
 from composegen import privatestate
-from composegen.evidence import bench, capture, gates, ladder, sleepcycles
+from composegen.bench import closed
+from composegen.bench.reports import BenchResult
 from composegen.evidence import bundle as evidence
+from composegen.evidence import capture, gates, ladder, sleepcycles
 from composegen.evidence.qualifycriteria import (
     CRITERIA,
     ExposureMatrix,
     Qualification,
     probe_target,
 )
-from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.qualify import QualifyResult
@@ -168,7 +169,7 @@ def qualify_stack(
             gates.run_gates, ep.base_url, served, api_key=ep.api_key, on_step=on_step
         ),
         run_bench_fn=functools.partial(
-            bench.run_bench,
+            closed.run_bench,
             ep.base_url,
             served,
             api_key=ep.api_key,

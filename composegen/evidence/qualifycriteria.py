@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from composegen.bench.reports import BenchResult
 from composegen.errors import ComposegenError
 from composegen.evidence import gates, ladder, sleepcycles
-from composegen.evidence.reports.bench import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.qualify import Criterion, Value

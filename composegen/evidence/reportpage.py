@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 
-from composegen.evidence import benchcompare, benchedgetext, benchopentext, compare, plots
-from composegen.evidence.reports.bench import BenchResult
-from composegen.evidence.reports.benchedge import ViaEdgeResult
+from composegen.bench import deltas, opentext, viaedgetext
+from composegen.bench.reports import BenchResult, ViaEdgeResult
+from composegen.evidence import compare, plots
 from composegen.evidence.reports.compare import CompareReport
 from composegen.evidence.reports.runs import RunsReport
 from composegen.evidence.runreport import PROVENANCE_HEAD, provenance_rows
@@ -111,9 +111,9 @@ def _comparison(result: CompareReport, a: str, b: str) -> str:
     bench = result.bench
     if bench and bench.levels:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
-        cell = benchcompare.cell
+        cell = deltas.cell
         rows = [
-            [r.level or str(r.concurrency), r.metric, cell(r.a), cell(r.b), benchcompare.change(r)]
+            [r.level or str(r.concurrency), r.metric, cell(r.a), cell(r.b), deltas.change(r)]
             for r in bench.levels
         ]
         parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))
@@ -172,8 +172,8 @@ def _bench_tables(report: RunsReport) -> str:
 
 
 def _open_table(result: BenchResult) -> str:
-    notes = [benchopentext.legend(result), *benchopentext.find_max_lines(result)]
-    table = _table(benchopentext.head(result), benchopentext.rows(result))
+    notes = [opentext.legend(result), *opentext.find_max_lines(result)]
+    table = _table(opentext.head(result), opentext.rows(result))
     return table + "".join(f"<p>{escape(n)}</p>" for n in notes)
 
 
@@ -182,8 +182,8 @@ def _via_edge(label: str, via: ViaEdgeResult | None) -> str:
     if via is None:
         return ""
     title = f"<h4>{escape(label)}: through the edge and the operator door</h4>"
-    where = f'<p class="{"emulated" if via.emulated else "source"}">{escape(benchedgetext.caption(via))}</p>'
-    return title + where + _table(benchedgetext.HEAD, benchedgetext.rows(via))
+    where = f'<p class="{"emulated" if via.emulated else "source"}">{escape(viaedgetext.caption(via))}</p>'
+    return title + where + _table(viaedgetext.HEAD, viaedgetext.rows(via))
 
 
 def _drawn(plot: Callable[[RunsReport], str | None], report: RunsReport) -> str | None:

@@ -12,17 +12,11 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
+from composegen.bench import opentext, stats, viaedgetext
+from composegen.bench.reports import BenchResult
 from composegen.errors import BadInput
-from composegen.evidence import (
-    benchcompare,
-    benchedgetext,
-    benchopentext,
-    benchstats,
-    compare,
-    record,
-)
 from composegen.evidence import bundle as evidence
-from composegen.evidence.reports.bench import BenchResult
+from composegen.evidence import compare, record
 from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.runs import RawFile, RunsReport, RunSummary
@@ -67,7 +61,7 @@ def _summary(doc: LoadedRun, label: str) -> RunSummary:
         startup={key: getattr(doc.startup, key) for key in STARTUP_KEYS},
         gates=f"{gates.passed}/{gates.total}" if gates else None,
         ladder=record.load_part(doc, "ladder", LadderResult),
-        bench=benchcompare.load_bench(doc),
+        bench=record.load_part(doc, "bench", BenchResult),
     )
 
 
@@ -151,8 +145,8 @@ def _bench_md(result: BenchResult) -> str:
     """An open loop's table has its own columns (rate asked and achieved, lateness, queueing, SLO);
     a closed loop's stays as it was."""
     if result.arrivals == "open":
-        return benchopentext.format_markdown(result)
-    return benchstats.format_markdown(result)
+        return opentext.format_markdown(result)
+    return stats.format_markdown(result)
 
 
 def format_markdown(report: RunsReport) -> str:
@@ -176,6 +170,6 @@ def format_markdown(report: RunsReport) -> str:
                 _bench_md(run.bench).rstrip(),
             ]
             if run.bench.via_edge is not None:
-                lines += ["", benchedgetext.format_markdown(run.bench.via_edge).rstrip()]
+                lines += ["", viaedgetext.format_markdown(run.bench.via_edge).rstrip()]
     lines += ["", "_Plots: `composegen report --html FILE` (one self-contained page)._"]
     return "\n".join(lines) + "\n"

@@ -242,10 +242,8 @@ def list_fd(
     names = os.listdir(dfd)
     names.sort()
     # A forked child on the other core makes the /proc pass (which inodes are held) and then stats
-    # the
-    # last part of the listing, while this process stats the first part and, for JSON output,
-    # renders
-    # them as if nothing held them.
+    # the last part of the listing, while this process stats the first part and, for JSON output,
+    # renders them as if nothing held them.
     cut = _parent_share(len(names), proc_root)
     with Aside(
         _aside_part, {dir_st.st_dev}, proc_root, dfd, names[cut:], now, while_waiting

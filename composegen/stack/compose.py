@@ -31,8 +31,7 @@ def one_line(exc: BaseException) -> str:
     return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
 
 
-# ---- where the default engine is: DOCKER_HOST, a docker context
-# ---------------------------------------
+# ---- where the default engine is: DOCKER_HOST, a docker context ----------------------------------
 
 
 def context_host(name: str) -> str:
@@ -90,8 +89,7 @@ def context_in_effect() -> bool:
     )
 
 
-# ---- compose projects
-# --------------------------------------------------------------------------------
+# ---- compose projects ----------------------------------------------------------------------------
 
 
 def compose_version() -> str:

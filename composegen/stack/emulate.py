@@ -22,8 +22,8 @@ from composegen.templating import literal, yaml_key
 
 EMULATED_LABEL = "io.composegen.emulated"
 # The GPUs the profile declares, kept as a label once the reservation is removed: exclusive mode
-# (campaigns)
-# treats an emulated stack as holding them. "ids:0,1" for device_ids, "count:N" for a count.
+# (campaigns) treats an emulated stack as holding them. "ids:0,1" for device_ids, "count:N" for a
+# count.
 GPUS_LABEL = "io.composegen.gpus"
 Ulimits = dict[str, int | dict[str, int]]  # compose's `ulimits`: name -> a number, or {soft, hard}
 
@@ -99,8 +99,7 @@ def override_text(
     if env:
         lines.append("    environment:")
         # Keys through the YAML key writer, values as compose literals: nothing here can add a key
-        # or
-        # be interpolated, whatever the profile's emulate.env holds.
+        # or be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
 

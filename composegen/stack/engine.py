@@ -331,8 +331,7 @@ def _prune_old_emulators(keep: str, source: str, target: Target | None) -> None:
                 sdk.images.remove(old.id, noprune=False)
 
 
-# ---- probe containers: labelled, always removed
-# ---------------------------------------------------
+# ---- probe containers: labelled, always removed --------------------------------------------------
 
 
 def run_probe(
@@ -416,8 +415,7 @@ def probe_containers(owner: str, target: Target | None = None) -> list[Container
     return _list({"label": f"{PROBE_LABEL}={owner}"}, target)
 
 
-# ---- compose projects, containers, networks
-# ---------------------------------------------------------
+# ---- compose projects, containers, networks ------------------------------------------------------
 
 
 def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts]:

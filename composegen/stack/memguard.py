@@ -257,8 +257,7 @@ class RemoteMemory:
             engine.remove_container(self.ctr)
 
 
-# ---- up: preflight and the watch, for every node
-# ----------------------------------------------------
+# ---- up: preflight and the watch, for every node -------------------------------------------------
 
 
 def _reader(n: NodeRef, image: str | None, owner: str) -> Callable[[], tuple[Memory, bool]]:

@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
+from composegen.bench import stats
+from composegen.bench.reports import BenchResult
 from composegen.cli import exits
-from composegen.evidence import benchstats
-from composegen.evidence.reports.bench import BenchResult
 from composegen.output import mask
 from tests.support.cli import assert_bad_input, run_inproc
 from tests.support.helpers import REPO
@@ -42,7 +42,7 @@ def test_a_huge_bench_figure_is_a_table_cell_not_a_crash(shipped, tmp_path):
         "--json",
     )
     run = shipped / json.loads(made.stdout)["path"]
-    level = benchstats.summarise(1, [], 1.0, cpu_s=0.0, distinct_prompts=1).model_copy(
+    level = stats.summarise(1, [], 1.0, cpu_s=0.0, distinct_prompts=1).model_copy(
         update={"request_throughput": HUGE, "output_throughput": HUGE, "median_ttft_ms": HUGE}
     )
     bench = BenchResult(model="m", input_tokens=100, input_tokens_exact=True, output_tokens=5, requests=1,

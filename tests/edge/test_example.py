@@ -38,7 +38,9 @@ def test_the_example_out_is_fresh():
 
 
 def test_the_example_profiles_are_the_shipped_ones():
-    for path in sorted((EXAMPLE / "profiles").iterdir()):
+    profiles = sorted((EXAMPLE / "profiles").iterdir())
+    assert profiles, "the example has no profiles: the loop below would prove nothing"
+    for path in profiles:
         assert path.read_bytes() == (REPO / "profiles" / path.name).read_bytes(), (
             f"{path.name} drifted"
         )

@@ -12,11 +12,12 @@ import select
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from composegen.edge import gate_framing, gatekeeper
+from tests.support.stub_server import running, serving
 
 KEY = "cgk_test-key"
 SERVED = "served-4096"
@@ -79,9 +80,8 @@ class Upstream(BaseHTTPRequestHandler):
 @pytest.fixture
 def edge(tmp_path):
     handler = type("Recording", (Upstream,), {"seen": [], "gone_at": [], "conns": []})
-    upstream = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    upstream.daemon_threads = True
-    threading.Thread(target=upstream.serve_forever, args=(0.05,), daemon=True).start()
+    stack = contextlib.ExitStack()
+    upstream = stack.enter_context(serving(handler))
     state = tmp_path / "state"
     state.mkdir()
     write_keys(
@@ -98,13 +98,13 @@ def edge(tmp_path):
             }
         },
     )
-    gate = gatekeeper.serve(str(state), "127.0.0.1", 0)
-    threading.Thread(target=gate.serve_forever, args=(0.05,), daemon=True).start()
-    yield type(
-        "Edge", (), {"port": gate.server_port, "state": state, "upstream": handler, "up": upstream}
-    )
-    gate.shutdown()
-    upstream.shutdown()
+    gate = stack.enter_context(running(gatekeeper.serve(str(state), "127.0.0.1", 0)))
+    with stack:
+        yield type(
+            "Edge",
+            (),
+            {"port": gate.server_port, "state": state, "upstream": handler, "up": upstream},
+        )
 
 
 def write_keys(state, clients):

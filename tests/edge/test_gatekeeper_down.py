@@ -9,9 +9,7 @@ import hashlib
 import json
 import re
 import socket
-import threading
 import time
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -26,6 +24,7 @@ from tests.edge.test_gatekeeper import (
     write_keys,
     write_routes,
 )
+from tests.support.stub_server import running, serving
 
 # what Docker's embedded DNS did for a removed stack's name on the edge's internal network
 # (measured in a container on Docker 20.10: getaddrinfo failed after 10.01 s, EAI_AGAIN)
@@ -49,9 +48,8 @@ def gate(tmp_path, monkeypatch):
     digest = hashlib.sha256(KEY.encode()).hexdigest()
     write_keys(state, [{"name": "alice", "sha256": digest, "revoked": None}])
     server = gatekeeper.serve(str(state), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    yield server.server_port, state
-    server.shutdown()
+    with running(server):
+        yield server.server_port, state
 
 
 def timed_chat(port: int) -> tuple[float, int, dict[str, str], dict]:
@@ -92,11 +90,8 @@ def test_a_refused_stack_says_since_when_it_has_not_answered(gate):
     ), error["stage"]
     # the stack comes back on its port: served at once, and "since" is forgotten
     handler = type("Back", (Upstream,), {"seen": [], "gone_at": [], "conns": []})
-    back = ThreadingHTTPServer(("127.0.0.1", closed), handler)
-    threading.Thread(target=back.serve_forever, args=(0.05,), daemon=True).start()
-    status, _, body, _ = exchange(port, request("POST", "/v1/chat/completions", chat()))
-    back.shutdown()
-    back.server_close()
+    with serving(handler, closed):
+        status, _, body, _ = exchange(port, request("POST", "/v1/chat/completions", chat()))
     assert status == 200 and json.loads(body)["model"] == SERVED
 
 

@@ -4,18 +4,18 @@ local subprocess with its pacing (no Docker); the engine test is in test_bench_e
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy
 import pytest
 
+from composegen.bench import closed, stats
+from composegen.bench.reports import BenchResult
+from composegen.bench.stats import Sample
 from composegen.errors import BadInput, EngineError
-from composegen.evidence import bench, benchstats
-from composegen.evidence.benchstats import Sample
-from composegen.evidence.reports.bench import BenchResult
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.helpers import run_cli
+from tests.support.stub_server import serving, url
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def emu(tmp_path_factory):
 )
 def test_percentiles_are_numpys_linear_ones(values):
     for q in (50, 90, 99):
-        assert benchstats.percentile(values, q) == pytest.approx(numpy.percentile(values, q))
+        assert stats.percentile(values, q) == pytest.approx(numpy.percentile(values, q))
 
 
 def test_a_level_summary_uses_the_upstream_definitions():
@@ -41,7 +41,7 @@ def test_a_level_summary_uses_the_upstream_definitions():
         Sample(ttft=0.2, e2el=0.2, itls=[], input_tokens=100, output_tokens=1),
         Sample(error="HTTP 500: boom"),
     ]
-    level = benchstats.summarise(
+    level = stats.summarise(
         4, samples, 2.0, cpu_s=0.02, distinct_prompts=4, slos={"ttft": 150, "e2el": 550}
     )
     assert (level.completed, level.errors, level.error_messages) == (3, 1, ["HTTP 500: boom"])
@@ -62,27 +62,26 @@ def test_a_level_summary_uses_the_upstream_definitions():
     # only the first request is within both SLOs (ttft 100, e2el 500)
     assert level.request_goodput == 0.5
     assert level.client_cpu_ms_per_request == 5.0 and level.client_cpu_share == 0.01
-    busy = benchstats.summarise(1, samples[:1], 0.1, cpu_s=0.09, distinct_prompts=1)
+    busy = stats.summarise(1, samples[:1], 0.1, cpu_s=0.09, distinct_prompts=1)
     result = BenchResult(
         model="m", input_tokens=100, input_tokens_exact=True, output_tokens=5, requests=1, duration_s=None, seed=1,
         ok=True, levels=[level, busy],
     )  # fmt: skip
-    assert (
-        "the client was busy more than 70% of the time at concurrency 1:"
-        in benchstats.format_text(result)
+    assert "the client was busy more than 70% of the time at concurrency 1:" in stats.format_text(
+        result
     )
 
 
 def test_goodput_slos_are_parsed_like_vllms_and_bad_ones_refused():
-    assert benchstats.parse_slos("ttft:500,tpot:50") == {"ttft": 500.0, "tpot": 50.0}
-    assert benchstats.parse_slos("ttft:500 e2el:9000") == {"ttft": 500.0, "e2el": 9000.0}
+    assert stats.parse_slos("ttft:500,tpot:50") == {"ttft": 500.0, "tpot": 50.0}
+    assert stats.parse_slos("ttft:500 e2el:9000") == {"ttft": 500.0, "e2el": 9000.0}
     for bad in ("itl:5", "ttft", "ttft:-1", "ttft:fast"):
         with pytest.raises(BadInput, match="--goodput"):
-            benchstats.parse_slos(bad)
+            stats.parse_slos(bad)
 
 
 def test_every_request_is_counted_with_exact_prompts(emu):
-    result = bench.run_bench(
+    result = closed.run_bench(
         emu.base_url, emu.model, [1, 3], input_tokens=257, output_tokens=12, requests=7, seed=5
     )
     assert result.ok and result.input_tokens_exact and result.seed == 5
@@ -103,7 +102,7 @@ def test_every_request_is_counted_with_exact_prompts(emu):
 
 
 def test_a_duration_level_keeps_sending_until_its_time_is_up(emu):
-    result = bench.run_bench(
+    result = closed.run_bench(
         emu.base_url, emu.model, [2], input_tokens=50, output_tokens=4, duration=0.6, seed=1
     )
     level = result.levels[0]
@@ -114,7 +113,7 @@ def test_a_duration_level_keeps_sending_until_its_time_is_up(emu):
 def test_requests_the_server_refuses_are_errors_not_crashes(emu):
     # 8,000 + 300 tokens do not fit in max_model_len 8192: the warm-up request is refused, nothing is measured.
     with pytest.raises(EngineError, match="warm-up request failed: HTTP 400"):
-        bench.run_bench(
+        closed.run_bench(
             emu.base_url, emu.model, [1], input_tokens=8000, output_tokens=300, requests=2
         )
 
@@ -127,15 +126,17 @@ def test_bad_arguments_are_bad_input():
         {"duration": -1.0},
     ):
         with pytest.raises(BadInput):
-            bench.run_bench(
+            closed.run_bench(
                 "http://127.0.0.1:9", "m", [1], input_tokens=10, output_tokens=4, **kwargs
             )
     with pytest.raises(BadInput, match="--concurrency"):
-        bench.run_bench(
+        closed.run_bench(
             "http://127.0.0.1:9", "m", [0], input_tokens=10, output_tokens=4, requests=1
         )
     with pytest.raises(BadInput, match="--input-tokens"):
-        bench.run_bench("http://127.0.0.1:9", "m", [1], input_tokens=0, output_tokens=4, requests=1)
+        closed.run_bench(
+            "http://127.0.0.1:9", "m", [1], input_tokens=0, output_tokens=4, requests=1
+        )
 
 
 def test_bench_command_refuses_bad_options_with_exit_2(tmp_path):
@@ -216,17 +217,10 @@ class _Flaky(BaseHTTPRequestHandler):
 
 
 def test_stream_errors_are_counted_and_crlf_frames_parsed():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        result = bench.run_bench(
-            url, "m", [2], input_tokens=40, output_tokens=3, requests=9, seed=1
+    with serving(_Flaky) as server:
+        result = closed.run_bench(
+            url(server), "m", [2], input_tokens=40, output_tokens=3, requests=9, seed=1
         )
-    finally:
-        server.shutdown()
-        server.server_close()
     level = result.levels[0]
     assert level.completed + level.errors == 9 and level.errors >= 2 and not result.ok
     assert level.error_messages == ["stream error: EngineCore died"]

@@ -9,8 +9,9 @@ import math
 
 import pytest
 
-from composegen.evidence import bench, benchrates
-from composegen.evidence.reports.bench import BenchResult
+from composegen.bench import closed, rates
+from composegen.bench.reports import BenchResult
+from composegen.bench.spec import BenchSpec
 from tests.support.emulator_proc import EmulatorProc
 
 SEQS, OUTPUT, DECODE_TOK_S = 2, 20, 100  # nominal capacity: 2 / (20 / 100 s) = 10 requests/s
@@ -26,8 +27,8 @@ def emu(tmp_path_factory):
 
 
 def test_three_rates_keep_their_schedule_and_show_the_queueing(emu, tmp_path):
-    options = benchrates.Options(input_tokens=60, output_tokens=OUTPUT, duration=2.0, seed=4)
-    run = benchrates.run_rates(emu.base_url, emu.model, [2.0, 4.0, 14.0], options)
+    options = BenchSpec(input_tokens=60, output_tokens=OUTPUT, duration=2.0, seed=4)
+    run = rates.run_rates(emu.base_url, emu.model, [2.0, 4.0, 14.0], options)
     result = run.result
     assert result.ok and result.arrivals == "open" and result.seed == 4
     for level, rate in zip(result.levels, (2.0, 4.0, 14.0), strict=True):
@@ -45,7 +46,7 @@ def test_three_rates_keep_their_schedule_and_show_the_queueing(emu, tmp_path):
     assert high.p99_ttft_ms > 3 * low.p99_ttft_ms
     assert BenchResult.model_validate(result.to_json()) == result
 
-    written = bench.save_vllm_results(run, tmp_path)
+    written = closed.save_vllm_results(run, tmp_path)
     assert [p.name for p in written] == [f"vllm-bench-serve-r{r}.json" for r in ("2", "4", "14")]
     doc = json.loads(written[1].read_text())
     # vLLM's own traffic fields, as `vllm bench serve --request-rate 4` writes them
@@ -54,7 +55,7 @@ def test_three_rates_keep_their_schedule_and_show_the_queueing(emu, tmp_path):
 
 
 def test_find_max_lands_on_the_emulated_capacity(emu):
-    options = benchrates.Options(
+    options = BenchSpec(
         input_tokens=60,
         output_tokens=OUTPUT,
         duration=2.0,
@@ -62,9 +63,7 @@ def test_find_max_lands_on_the_emulated_capacity(emu):
         seed=9,
         limits={"ttft_p99": 150.0},
     )
-    run = benchrates.find_max(
-        emu.base_url, emu.model, [2.0, 20.0], options, max_levels=6, repeats=1
-    )
+    run = rates.find_max(emu.base_url, emu.model, [2.0, 20.0], options, max_levels=6, repeats=1)
     found = run.result.find_max
     assert found is not None and len(found.probes) == 6 and run.result.slos == {"ttft_p99": 150.0}
     # the capacity this emulator really has: SEQS requests at a time, each taking what the

@@ -9,11 +9,13 @@ import math
 import statistics
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from composegen.bench import frontier, schedule, slo
+from composegen.bench.findmax import check, search
+from composegen.bench.reports import LevelResult
 from composegen.errors import BadInput
-from composegen.evidence import benchschedule, benchslo, frontier
-from composegen.evidence.benchfindmax import check, search
-from composegen.evidence.reports.bench import LevelResult
 
 
 def _gaps(offsets: list[float]) -> list[float]:
@@ -21,9 +23,9 @@ def _gaps(offsets: list[float]) -> list[float]:
 
 
 def test_a_schedule_is_seeded_and_ends_at_count_over_rate():
-    a = benchschedule.offsets(4.0, 1.0, 200, seed=11)
-    assert a == benchschedule.offsets(4.0, 1.0, 200, seed=11)  # the seed is the schedule
-    assert a != benchschedule.offsets(4.0, 1.0, 200, seed=12)
+    a = schedule.offsets(4.0, 1.0, 200, seed=11)
+    assert a == schedule.offsets(4.0, 1.0, 200, seed=11)  # the seed is the schedule
+    assert a != schedule.offsets(4.0, 1.0, 200, seed=12)
     assert a[-1] == pytest.approx(200 / 4.0)  # rescaled as vLLM does: N/R seconds of sending
     assert a[0] > 0 and all(x < y for x, y in itertools.pairwise(a))  # the first waits a gap
 
@@ -31,7 +33,7 @@ def test_a_schedule_is_seeded_and_ends_at_count_over_rate():
 @pytest.mark.parametrize("burstiness", [0.5, 1.0, 4.0])
 def test_gaps_are_gamma_with_shape_b_and_mean_one_over_r(burstiness):
     rate, count = 10.0, 40_000
-    gaps = _gaps(benchschedule.offsets(rate, burstiness, count, seed=3))
+    gaps = _gaps(schedule.offsets(rate, burstiness, count, seed=3))
     mean = statistics.fmean(gaps)
     assert mean == pytest.approx(1 / rate, rel=1e-9)  # exact after the rescaling
     # a gamma's coefficient of variation is 1/sqrt(shape): bursty below 1, even above
@@ -42,23 +44,23 @@ def test_gaps_are_gamma_with_shape_b_and_mean_one_over_r(burstiness):
 
 
 def test_inf_rate_sends_at_once_and_inf_burstiness_evenly():
-    assert benchschedule.offsets(math.inf, 1.0, 5, seed=1) == [0.0] * 5
-    even = benchschedule.offsets(2.0, math.inf, 4, seed=1)
+    assert schedule.offsets(math.inf, 1.0, 5, seed=1) == [0.0] * 5
+    even = schedule.offsets(2.0, math.inf, 4, seed=1)
     assert even == pytest.approx([0.5, 1.0, 1.5, 2.0])
 
 
 def test_rates_and_request_counts_are_checked():
-    assert benchschedule.parse_rates("0.5, 2,inf") == [0.5, 2.0, math.inf]
+    assert schedule.parse_rates("0.5, 2,inf") == [0.5, 2.0, math.inf]
     for bad in ("", "0", "-1", "fast", "nan"):
         with pytest.raises(BadInput):
-            benchschedule.parse_rates(bad)
-    assert benchschedule.requests_for(2.5, None, 4.0) == 10
-    assert benchschedule.requests_for(0.1, None, 1.0) == 1
-    assert benchschedule.requests_for(math.inf, 7, None) == 7
+            schedule.parse_rates(bad)
+    assert schedule.requests_for(2.5, None, 4.0) == 10
+    assert schedule.requests_for(0.1, None, 1.0) == 1
+    assert schedule.requests_for(math.inf, 7, None) == 7
     with pytest.raises(BadInput, match="inf"):
-        benchschedule.requests_for(math.inf, None, 3.0)
+        schedule.requests_for(math.inf, None, 3.0)
     with pytest.raises(BadInput):
-        benchschedule.parse_burstiness(0)
+        schedule.parse_burstiness(0)
 
 
 def _level(**figures) -> LevelResult:
@@ -72,18 +74,18 @@ def _level(**figures) -> LevelResult:
 
 
 def test_slos_judge_whole_levels():
-    limits = benchslo.parse("ttft_p99=500,tpot_p99=50")
+    limits = slo.parse("ttft_p99=500,tpot_p99=50")
     assert limits == {"ttft_p99": 500.0, "tpot_p99": 50.0}
-    good = benchslo.judged(_level(p99_ttft_ms=420.0, p99_tpot_ms=49.9), limits)
+    good = slo.judged(_level(p99_ttft_ms=420.0, p99_tpot_ms=49.9), limits)
     assert good.slo_met is True and good.slo_failures == []
-    bad = benchslo.judged(_level(p99_ttft_ms=812.5, p99_tpot_ms=20.0, errors=1), limits)
+    bad = slo.judged(_level(p99_ttft_ms=812.5, p99_tpot_ms=20.0, errors=1), limits)
     assert bad.slo_met is False
     assert bad.slo_failures == ["1 failed request(s), 10 completed", "ttft_p99 812.5 > 500"]
-    missing = benchslo.judged(_level(p99_ttft_ms=1.0), limits)  # no TPOT: not a pass
+    missing = slo.judged(_level(p99_ttft_ms=1.0), limits)  # no TPOT: not a pass
     assert missing.slo_failures == ["tpot_p99 none > 50"]
     for text in ("ttft=500", "ttft_p99:500", "ttft_p99=-1", "gpu_p99=5"):
         with pytest.raises(BadInput):
-            benchslo.parse(text)
+            slo.parse(text)
 
 
 def _capacity_probe(capacity: float, ran: list[float]):
@@ -139,6 +141,22 @@ def test_the_pareto_front_keeps_the_undominated_points():
     assert level.output_throughput_per_gpu == 250.0 and level.tokens_per_s_per_user == 50.0
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 1.0, 2.0, 3.5, math.inf, math.nan]), st.integers(0, 4).map(float)
+        ),
+        max_size=12,
+    )
+)
+def test_the_pareto_front_is_the_definition_on_ties_infinities_and_nans(pts):
+    """The sweep (n log n: a 30,000-level bundle's report was quadratic) keeps exactly the points no
+    other point is at least as good as on both axes, ties and duplicates included."""
+    naive = [not any(q[0] >= p[0] and q[1] >= p[1] and q != p for q in pts) for p in pts]
+    assert frontier.pareto(pts) == naive
+
+
 def test_open_loop_options_are_checked_before_the_stack_with_exit_2():
     from tests.support.helpers import run_cli
 
@@ -173,8 +191,8 @@ def test_a_bad_rate_names_the_option_it_came_from():
 
     said = []
     for call in (
-        lambda: benchschedule.parse_rates("2,0"),
-        lambda: benchschedule.parse_rates("2,fast", "evidence: --bench-rates"),
+        lambda: schedule.parse_rates("2,0"),
+        lambda: schedule.parse_rates("2,fast", "evidence: --bench-rates"),
         lambda: campaign_rates(" , ", None),
     ):
         try:
@@ -182,7 +200,7 @@ def test_a_bad_rate_names_the_option_it_came_from():
         except BadInput as exc:
             said.append(exc.message)
     assert said == [
-        "bench: --request-rate: '0': requests per second (> 0) or inf",
-        "evidence: --bench-rates: 'fast': requests per second (> 0) or inf",
+        "bench: --request-rate: '0': requests per second in (0, 100000], or inf",
+        "evidence: --bench-rates: 'fast': requests per second in (0, 100000], or inf",
         "campaign run: --bench-rates: give at least one rate, e.g. 2,4,8",
     ]

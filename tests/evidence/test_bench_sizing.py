@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from composegen.bench import closed, stats
+from composegen.bench.prompts import Prompts
+from composegen.bench.spec import BenchSpec
 from composegen.errors import BadInput
-from composegen.evidence import bench, benchstats
-from composegen.evidence.benchprompts import Prompts
 from tests.support.coarse_server import CoarseServer, count_messages
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-graphs"
@@ -51,11 +52,11 @@ def test_a_size_below_the_fixed_prompt_is_refused():
 
 
 def test_the_api_counts_exactly_the_asked_prompt_tokens_for_every_request(server):
-    run = bench.run_sweep(
+    run = closed.run_sweep(
         server.base_url,
         "m",
         [1, 4],
-        bench.SweepOptions(input_tokens=256, output_tokens=32, requests=64, seed=2),
+        BenchSpec(input_tokens=256, output_tokens=32, requests=64, seed=2),
     )
     assert run.result.ok and run.result.input_tokens_exact
     assert server.prompts == [256] * (1 + 2 * 64)  # the warm-up and every request of both levels
@@ -65,8 +66,8 @@ def test_the_api_counts_exactly_the_asked_prompt_tokens_for_every_request(server
 
 
 def test_a_server_that_ignores_ignore_eos_is_not_ok(monkeypatch, server):
-    monkeypatch.setattr(bench, "chat_body", _without_ignore_eos(bench.chat_body))
-    result = bench.run_bench(
+    monkeypatch.setattr(closed, "chat_body", _without_ignore_eos(closed.chat_body))
+    result = closed.run_bench(
         server.base_url, "m", [1, 2], input_tokens=64, output_tokens=64, requests=4, seed=1
     )
     assert not result.ok
@@ -74,7 +75,7 @@ def test_a_server_that_ignores_ignore_eos_is_not_ok(monkeypatch, server):
         lv.errors == 0 for lv in result.levels
     )
     assert result.levels[0].total_output_tokens == 4 * 30
-    text = benchstats.format_text(result)
+    text = stats.format_text(result)
     assert "FAILED: 8 request(s) stopped before 64 output tokens (usage)" in text
     assert text.rstrip().endswith("FAILED: requests stopped short of the output tokens")
 
@@ -88,13 +89,13 @@ def _without_ignore_eos(make):
 
 def test_each_level_is_written_in_vllm_bench_serves_result_shape(server, tmp_path):
     server.spec_tokens = 5  # the DSpark profiles speculate 5 tokens
-    run = bench.run_sweep(
+    run = closed.run_sweep(
         server.base_url,
         "m",
         [1, 4, 16],
-        bench.SweepOptions(input_tokens=256, output_tokens=32, requests=64, seed=0),
+        BenchSpec(input_tokens=256, output_tokens=32, requests=64, seed=0),
     )
-    written = bench.save_vllm_results(run, tmp_path / "out")
+    written = closed.save_vllm_results(run, tmp_path / "out")
     assert [p.name for p in written] == [f"vllm-bench-serve-c{c}.json" for c in (1, 4, 16)]
     for path in written:
         ours = json.loads(path.read_text(encoding="utf-8"))
@@ -130,13 +131,13 @@ def test_each_level_is_written_in_vllm_bench_serves_result_shape(server, tmp_pat
 
 
 def test_without_speculation_there_are_no_spec_decode_keys(server, tmp_path):
-    run = bench.run_sweep(
+    run = closed.run_sweep(
         server.base_url,
         "m",
         [2],
-        bench.SweepOptions(input_tokens=64, output_tokens=4, requests=4, seed=0),
+        BenchSpec(input_tokens=64, output_tokens=4, requests=4, seed=0),
     )
-    [path] = bench.save_vllm_results(run, tmp_path)
+    [path] = closed.save_vllm_results(run, tmp_path)
     assert not [k for k in json.loads(path.read_text()) if k.startswith("spec_decode")]
 
 
@@ -144,4 +145,4 @@ def test_a_link_is_not_a_results_directory(tmp_path):
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     with pytest.raises(BadInput, match="links are not followed"):
-        bench.check_results_dir(tmp_path / "link")
+        closed.check_results_dir(tmp_path / "link")

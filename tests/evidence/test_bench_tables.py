@@ -15,9 +15,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from composegen.evidence import benchcompare, benchopentext, benchstats
+from composegen.bench import deltas as benchcompare
+from composegen.bench import opentext, stats
+from composegen.bench.reports import BenchResult
 from composegen.evidence import bundle as evidence
-from composegen.evidence.reports.bench import BenchResult
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
@@ -40,12 +41,12 @@ def _golden(name: str, text: str) -> None:
 
 
 def test_a_closed_loop_table_keeps_its_columns():
-    _golden("closed.md", benchstats.format_markdown(_recorded("closed-emulated")))
+    _golden("closed.md", stats.format_markdown(_recorded("closed-emulated")))
 
 
 def test_an_open_loop_table_has_rates_lateness_queueing_and_the_slo():
     result = _recorded("open-rates-emulated")
-    text = benchopentext.format_markdown(result)
+    text = opentext.format_markdown(result)
     _golden("open-rates.md", text)
     head, _, *rows = text.splitlines()[:5]
     assert "| Rate req/s | Achieved req/s |" in head and "| Send lateness p99 ms |" in head
@@ -54,7 +55,7 @@ def test_an_open_loop_table_has_rates_lateness_queueing_and_the_slo():
 
 
 def test_a_find_max_table_ends_with_its_answer():
-    text = benchopentext.format_markdown(_recorded("find-max-emulated"))
+    text = opentext.format_markdown(_recorded("find-max-emulated"))
     _golden("find-max.md", text)
     assert "- find-max: highest rate meeting ttft_p99 ≤ 150 ms: 6.325 req/s (11.247 failed)" in text
 
@@ -133,7 +134,7 @@ def test_the_html_report_shows_the_open_loop_columns(open_runs, tmp_path):
     res = run_cli("--root", str(project.root), "report", *map(str, runs), "--html", str(page))
     assert res.returncode == 0, res.stderr
     html = page.read_text(encoding="utf-8")
-    for column in benchopentext.head(_recorded("open-rates-emulated")):
+    for column in opentext.head(_recorded("open-rates-emulated")):
         assert f"<th>{column}</th>" in html
     assert "<td>FAIL: ttft_p99 958.174 &gt; 150</td>" in html and "<td>pass</td>" in html
     # the bundles say "log" (the startup logs are recorded), the bench says where it was measured
@@ -143,7 +144,7 @@ def test_the_html_report_shows_the_open_loop_columns(open_runs, tmp_path):
 def test_the_legend_says_where_the_figures_came_from():
     result = _recorded("open-rates-emulated")
     said = {
-        emulated: benchopentext.legend(result.model_copy(update={"emulated": emulated}))
+        emulated: opentext.legend(result.model_copy(update={"emulated": emulated}))
         for emulated in (True, False, None)
     }
     assert said[True].startswith("EMULATED vLLM, open loop")

@@ -1,4 +1,4 @@
-"""bench --via-edge's measurement (evidence/benchedge.py) without Docker: the emulator as a local
+"""bench --via-edge's measurement (evidence/viaedge.py) without Docker: the emulator as a local
 subprocess is the "door", and the same emulator behind a relay that holds every request 25 ms is the
 "edge" — so what the edge adds is known: +25 ms of TTFT and e2el, nothing between tokens. The real
 edge (TLS, the gatekeeper, the throw-away key) is tests/edge/test_bench_via_edge_engine.py."""
@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from composegen.bench import stats, viaedge, viaedgetext
+from composegen.bench.reports import BenchResult, LevelResult, PathFigures
+from composegen.bench.spec import BenchSpec
 from composegen.errors import EngineError
-from composegen.evidence import bench, benchedge, benchedgetext, benchstats
-from composegen.evidence.reports.bench import BenchResult, LevelResult
-from composegen.evidence.reports.benchedge import PathFigures
 from tests.support.emulator_proc import EmulatorProc
 
 HOLD_S = 0.025
@@ -66,8 +66,8 @@ def ways(tmp_path_factory):
     env = {"EMU_PREFILL_TOK_S": "20000", "EMU_DECODE_TOK_S": "200"}
     with EmulatorProc.start(tmp_path_factory.mktemp("emu"), max_model_len=8192, env=env) as emu:
         relay = HoldingRelay(int(emu.base_url.rsplit(":", 1)[1].split("/")[0]))
-        door = benchedge.Way(emu.base_url, emu.model, None)
-        edge = benchedge.EdgeWay(
+        door = viaedge.Way(emu.base_url, emu.model, None)
+        edge = viaedge.EdgeWay(
             f"http://127.0.0.1:{relay.port}", emu.model, None, name="relay", tls="off (test)"
         )
         yield door, edge
@@ -76,11 +76,11 @@ def ways(tmp_path_factory):
 
 def test_both_paths_alternate_and_the_difference_is_what_the_edge_adds(ways):
     door, edge = ways
-    result = benchedge.run_via_edge(
+    result = viaedge.run_via_edge(
         door,
         edge,
         [1, 2],
-        bench.SweepOptions(input_tokens=64, output_tokens=8, requests=N, seed=3, emulated=True),
+        BenchSpec(input_tokens=64, output_tokens=8, requests=N, seed=3, emulated=True),
     )
     via = result.via_edge
     assert result.ok and result.input_tokens_exact and via is not None
@@ -109,35 +109,35 @@ def test_both_paths_alternate_and_the_difference_is_what_the_edge_adds(ways):
 
 def test_the_text_and_markdown_say_where_the_figures_came_from(ways):
     door, edge = ways
-    via = benchedge.run_via_edge(
+    via = viaedge.run_via_edge(
         door,
         edge,
         [1],
-        bench.SweepOptions(input_tokens=16, output_tokens=4, requests=2, emulated=True),
+        BenchSpec(input_tokens=16, output_tokens=4, requests=2, emulated=True),
     ).via_edge
     assert via is not None
-    text = benchedgetext.format_text(via)
+    text = viaedgetext.format_text(via)
     assert text.startswith("EMULATED vLLM: through the edge relay (http://127.0.0.1:")
     assert "requests alternated" in text
     rows = [line.split()[:2] for line in text.splitlines()[2:]]
     assert rows == [["1", "door"], ["1", "edge"], ["1", "added"]]
     added = text.splitlines()[4].split()  # 1 added by the edge TTFT-p50 ...
     assert added[5].startswith("+") and float(added[5]) > 20, text
-    markdown = benchedgetext.format_markdown(via)
+    markdown = viaedgetext.format_markdown(via)
     assert markdown.startswith("_EMULATED vLLM: through the edge relay")
     assert "| 1 | added by the edge |  |  | +" in markdown
-    measured = benchedgetext.caption(via.model_copy(update={"emulated": False}))
+    measured = viaedgetext.caption(via.model_copy(update={"emulated": False}))
     assert measured.startswith("measured: ") and "EMULATED" not in measured
-    unknown = benchedgetext.caption(via.model_copy(update={"emulated": None}))
+    unknown = viaedgetext.caption(via.model_copy(update={"emulated": None}))
     assert unknown.startswith("measured (engine not recorded): ")
 
 
 def test_path_figures_are_a_subset_of_a_level_s():
-    """benchedge._figures copies PathFigures' fields out of a LevelResult by name."""
-    level = benchstats.summarise(1, [], 1.0, cpu_s=0.0, distinct_prompts=1).model_copy(
+    """viaedge._figures copies PathFigures' fields out of a LevelResult by name."""
+    level = stats.summarise(1, [], 1.0, cpu_s=0.0, distinct_prompts=1).model_copy(
         update={"completed": 3, "errors": 1, "error_messages": ["boom"], "p99_e2el_ms": 9.5}
     )
-    figures = benchedge._figures(level)
+    figures = viaedge._figures(level)
     assert set(PathFigures.model_fields) <= set(LevelResult.model_fields)
     assert (figures.completed, figures.errors, figures.error_messages) == (3, 1, ["boom"])
     assert figures.p99_e2el_ms == 9.5 and figures.median_ttft_ms == level.median_ttft_ms
@@ -146,11 +146,11 @@ def test_path_figures_are_a_subset_of_a_level_s():
 def test_with_a_duration_both_paths_alternate_until_it_ends(ways):
     door, edge = ways
     started = time.perf_counter()
-    result = benchedge.run_via_edge(
+    result = viaedge.run_via_edge(
         door,
         edge,
         [2],
-        bench.SweepOptions(input_tokens=16, output_tokens=4, duration=1.0, seed=5, emulated=True),
+        BenchSpec(input_tokens=16, output_tokens=4, duration=1.0, seed=5, emulated=True),
     )
     level = result.via_edge.levels[0] if result.via_edge else None
     assert result.ok and level is not None and result.duration_s == 1.0
@@ -162,9 +162,9 @@ def test_with_a_duration_both_paths_alternate_until_it_ends(ways):
 
 def test_a_path_that_fails_its_warm_up_is_an_engine_error(ways):
     door, _ = ways
-    closed = benchedge.EdgeWay("http://127.0.0.1:9", door.model, None, name="x", tls="off")
+    shut = viaedge.EdgeWay("http://127.0.0.1:9", door.model, None, name="x", tls="off")
     where = re.escape("bench --via-edge: http://127.0.0.1:9/v1/chat/completions: the warm-up")
     with pytest.raises(EngineError, match=where):
-        benchedge.run_via_edge(
-            door, closed, [1], bench.SweepOptions(input_tokens=16, output_tokens=4, requests=1)
+        viaedge.run_via_edge(
+            door, shut, [1], BenchSpec(input_tokens=16, output_tokens=4, requests=1)
         )

@@ -1,4 +1,4 @@
-"""bench's own streaming client (composegen/evidence/benchwire.py) over real TCP against canned responses:
+"""bench's own streaming client (composegen/bench/stream.py) over real TCP against canned responses:
 any segmentation of the same bytes gives the same sample, keep-alive reuse, and every malformed or hostile
 response (bad head, bad chunk size, an event over the cap, a hang, a cut connection) is an error, never a
 crash or a hang."""
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from composegen.evidence import benchwire
+from composegen.bench import stream
 
 
 def _event(
@@ -94,7 +94,7 @@ class Canned:
 
     def stream(self, times: int = 1, timeout: float = 10):
         async def run():
-            client = benchwire.StreamClient(f"http://127.0.0.1:{self.port}/v1", "sk-x", timeout)
+            client = stream.StreamClient(f"http://127.0.0.1:{self.port}/v1", "sk-x", timeout)
             try:
                 return [
                     await client.stream("/v1/chat/completions", {"model": "m"}, 7)
@@ -160,7 +160,7 @@ def test_a_malformed_response_is_an_error(reply, error):
 
 
 def test_an_event_over_the_cap_is_refused(monkeypatch):
-    monkeypatch.setattr(benchwire, "EVENT_CAP", 1000)
+    monkeypatch.setattr(stream, "EVENT_CAP", 1000)
     server = Canned(_chunked(b"data: " + b"x" * 5000))
     [sample] = server.stream()
     assert sample.error is not None and "larger than 1000 bytes" in sample.error
@@ -171,3 +171,23 @@ def test_a_hanging_server_times_out():
     started = time.monotonic()
     [sample] = server.stream(timeout=0.5)
     assert sample.error == "request failed: timed out" and time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("claimed", [10**30, 10**400, 5])
+def test_a_usage_beyond_max_tokens_is_a_protocol_error_of_that_request(claimed):
+    """A server claiming more completion tokens than the request allowed (10^30 for a 4-token
+    answer read as 3e31 tok/s; 10^400 an OverflowError) fails that request, with the reason."""
+    usage = {"prompt_tokens": 7, "completion_tokens": claimed, "total_tokens": 7}
+    reply = _chunked(_event({"content": " a"}, finish="length"), _event(usage=usage))
+    server = Canned(reply)
+
+    async def run():
+        client = stream.StreamClient(f"http://127.0.0.1:{server.port}/v1", None, 10)
+        try:
+            return await client.stream("/v1/chat/completions", {"model": "m", "max_tokens": 4}, 7)  # type: ignore[typeddict-item]
+        finally:
+            client.close()
+
+    sample = asyncio.run(run())
+    assert sample.error is not None and "beyond the request's max_tokens 4" in sample.error
+    assert sample.output_tokens == 0 and str(claimed)[:24] in sample.error

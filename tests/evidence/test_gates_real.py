@@ -4,13 +4,13 @@ on 127.0.0.1 replays the recorded response bodies, and each failing gate must na
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from composegen.evidence import gates
+from tests.support.stub_server import serving, url
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
 
@@ -56,14 +56,8 @@ def replaying(
             else:
                 self._reply(chat)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as server:
+        yield url(server)
 
 
 def _reason(result: dict, gate: str) -> str:

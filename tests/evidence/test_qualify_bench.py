@@ -7,9 +7,10 @@ import functools
 
 import pytest
 
+from composegen.bench import closed
 from composegen.errors import BadInput
-from composegen.evidence import bench, gates, ladder, qualify, qualifycriteria
 from composegen.evidence import bundle as evidence
+from composegen.evidence import gates, ladder, qualify, qualifycriteria
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
@@ -52,7 +53,7 @@ def _qualify(project: Project, tmp_path, name: str):
             startup_log_text=log,
             run_ladder_fn=functools.partial(ladder.run_ladder, emu.base_url, served),
             run_gates_fn=functools.partial(gates.run_gates, emu.base_url, served),
-            run_bench_fn=functools.partial(bench.run_bench, emu.base_url, served),
+            run_bench_fn=functools.partial(closed.run_bench, emu.base_url, served),
         )
 
 

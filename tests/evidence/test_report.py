@@ -122,7 +122,7 @@ def test_bad_runs_are_bad_input(bundles, tmp_path):
 
 def test_matplotlib_is_only_imported_by_report():
     probe = (
-        "import sys, composegen.cli.main, composegen.evidence.compare, composegen.evidence.bench; "
+        "import sys, composegen.cli.main, composegen.evidence.compare, composegen.bench.closed; "
     )
     probe += "print('matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
@@ -145,7 +145,8 @@ def test_every_line_plot_starts_its_y_axis_at_zero(bundles, monkeypatch):
 
 
 def test_the_frontier_puts_both_arms_on_one_chart_with_their_pareto_fronts(bundles, monkeypatch):
-    from composegen.evidence import frontier, plots
+    from composegen.bench import frontier
+    from composegen.evidence import plots
 
     project, runs = bundles
     report = runreport.gather(list(map(str, runs)), root=project.root)

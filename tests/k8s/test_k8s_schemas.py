@@ -40,7 +40,9 @@ def test_manifest_passes_its_schema(doc, crd_checked):
 
 
 def test_kustomizations_name_files_of_their_directory():
-    for path in (REPO / "out").glob("*/k8s/kustomization.yaml"):
+    found = sorted((REPO / "out").glob("*/k8s/kustomization.yaml"))
+    assert found, "no out/*/k8s/kustomization.yaml: the loop below would prove nothing"
+    for path in found:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         assert (
             doc["apiVersion"] == "kustomize.config.k8s.io/v1beta1"

@@ -21,6 +21,7 @@ from composegen.monitor.sample import Scrape, bucket_deltas, compute, quantile
 from tests.emulator.test_emulator_metrics import TINY_ENV, chat, recorded_exchange
 from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
 from tests.support.helpers import REPO, run_cli
+from tests.support.stub_server import serving, url
 
 
 def series_sum(text: str, name: str) -> float:
@@ -229,14 +230,8 @@ def test_an_answer_that_is_not_prometheus_text_is_an_engine_error():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Html)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        res = run_cli(
-            "top", "--url", f"http://127.0.0.1:{server.server_port}", "--once", "--interval", "0.1"
-        )
-    finally:
-        server.shutdown()
+    with serving(Html) as server:
+        res = run_cli("top", "--url", url(server), "--once", "--interval", "0.1")
     assert (
         res.returncode == 3
         and "is not Prometheus text" in res.stderr

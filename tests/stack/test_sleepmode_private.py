@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import ClassVar
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from composegen.stack import sleepmode
 from composegen.stack.facts import ContainerFacts, NetworkAddress, parse_container
 from composegen.stack.targets import Target
+from tests.support.stub_server import serving
 
 
 class _Engine(BaseHTTPRequestHandler):
@@ -47,11 +47,8 @@ class _Engine(BaseHTTPRequestHandler):
 @pytest.fixture
 def engine():
     _Engine.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with serving(_Engine) as server:
+        yield server.server_port
 
 
 @pytest.fixture
@@ -138,13 +135,11 @@ def test_an_address_that_connects_but_not_from_its_network_s_gateway_is_not_trus
 
 
 def test_a_peer_that_stops_connecting_after_a_good_probe_falls_back_to_the_exec(execs, local):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
-    ctr = _ctr("e5", ("127.0.0.1",))
-    assert sleepmode.is_sleeping(ctr, port) is True and execs == []  # the listener's answer
-    server.shutdown()
-    server.server_close()  # the address now refuses: the cached True must not stick
+    with serving(_Engine) as server:
+        port = server.server_port
+        ctr = _ctr("e5", ("127.0.0.1",))
+        assert sleepmode.is_sleeping(ctr, port) is True and execs == []  # the listener's answer
+    # the address now refuses: the cached True must not stick
     sleepmode._ok(ctr, port, "POST", "/sleep?level=1&mode=wait")
     assert len(execs) == 1 and execs[0][4].endswith("/sleep?level=1&mode=wait")
     assert sleepmode._reachable == {("e5", "127.0.0.1", port): False}

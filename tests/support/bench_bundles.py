@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from composegen.evidence import bench, ladder
+from composegen.bench import closed
 from composegen.evidence import bundle as evidence
+from composegen.evidence import ladder
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
@@ -32,7 +33,7 @@ def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
             lad = ladder.run_ladder(
                 emu.base_url, emu.model, [1000, 4000], max_model_len=16384, max_tokens=16
             )
-            sweep = bench.run_bench(
+            sweep = closed.run_bench(
                 emu.base_url,
                 emu.model,
                 [1, 2, 4],

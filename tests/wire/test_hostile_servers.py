@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from composegen.bench import closed
 from composegen.errors import RUNTIME, EngineError
-from composegen.evidence import bench, gates, ladder
+from composegen.evidence import gates, ladder
 from composegen.monitor import watch
 from composegen.stack import readiness
 from composegen.wire.http import WireError
@@ -40,7 +41,7 @@ def test_tokenize_lies_end_ladder_and_bench_sizing_with_one_line(behaviour):
         exc = _fails_clearly(lambda: tok.count([{"role": "user", "content": "hi"}]))
         assert "/tokenize" in exc.message
         _fails_clearly(
-            lambda: bench.run_bench(
+            lambda: closed.run_bench(
                 srv.base_url,
                 srv.model,
                 [1],
@@ -98,7 +99,7 @@ def test_stream_lies_end_stream_tools_ladder_and_bench(behaviour):
             )
         )
         exc = _fails_clearly(
-            lambda: bench.run_bench(
+            lambda: closed.run_bench(
                 srv.base_url,
                 srv.model,
                 [1],
@@ -123,7 +124,7 @@ def test_honest_server_passes_every_client():
             ladder.Tokenizer(srv.base_url, srv.model, None, DEADLINE).count([{"content": "a b c"}])
             == 8
         )
-        result = bench.run_bench(
+        result = closed.run_bench(
             srv.base_url, srv.model, [1], input_tokens=40, output_tokens=4, requests=2, timeout=5
         )
         assert result.ok and result.levels[0].completed == 2

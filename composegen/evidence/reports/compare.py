@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from composegen.bench.reports import BenchDeltas
 from composegen.diff import semantic
-from composegen.evidence.reports.bench import BenchDeltas
 from composegen.report import Report
 
 Scalar = int | float | str | None

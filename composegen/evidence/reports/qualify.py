@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from composegen.evidence.reports.bench import BenchResult
+from composegen.bench.reports import BenchResult
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.evidence.reports.sleep import SleepCycles

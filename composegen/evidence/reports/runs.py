@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from composegen.evidence.reports.bench import BenchResult
+from composegen.bench.reports import BenchResult
 from composegen.evidence.reports.compare import CompareReport
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.report import Report

@@ -1,9 +1,9 @@
 """`bench --via-edge`'s figures as text, Markdown and the HTML page's table rows (kept apart from
-benchedge.py so `report` does not load the benchmark's client)."""
+viaedge.py so `report` does not load the benchmark's client)."""
 
 from __future__ import annotations
 
-from composegen.evidence.reports.benchedge import ViaEdgeResult
+from composegen.bench.reports import ViaEdgeResult
 from composegen.output import md_cell
 
 HEAD = ["Concurrency", "Path", "Completed", "Errors", "TTFT p50 ms", "TTFT p99 ms"]

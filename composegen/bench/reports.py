@@ -1,7 +1,8 @@
 """The load benchmark's report shapes: `bench` (BenchResult: one LevelResult per concurrency level;
-the figures are defined in evidence/benchstats.py), `vllm-bench-serve` (one level in vLLM's own
-result shape, evidence/vllmresult.py) and the per-level deltas `compare` shows
-(evidence/benchcompare.py)."""
+the figures are defined in stats.py), `bench-via-edge` (its `via_edge`: per level, what a client
+sees through the edge's TLS listener and through the door, requests alternated in one run, and
+what the edge adds; figures: viaedge.py), `vllm-bench-serve` (one level in vLLM's own result
+shape, vllmresult.py) and the per-level deltas `compare` shows (deltas.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,51 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from composegen.evidence.reports.benchedge import ViaEdgeResult
 from composegen.report import Report
+
+
+class PathFigures(Report):
+    """One path's requests of one level (ms; null when no value exists)."""
+
+    completed: int
+    errors: int
+    error_messages: list[str] = Field(description="up to 5 distinct error messages")
+    median_ttft_ms: float | None
+    p99_ttft_ms: float | None
+    median_itl_ms: float | None
+    p99_itl_ms: float | None
+    median_e2el_ms: float | None
+    p99_e2el_ms: float | None
+
+
+class EdgeLevel(Report):
+    concurrency: int
+    door: PathFigures = Field(description="plain HTTP at the operator door (door -> proxy -> vLLM)")
+    edge: PathFigures = Field(
+        description="TLS at the public listener with a client key (proxy -> gate -> vLLM)"
+    )
+    added_ttft_p50_ms: float | None = Field(description="edge minus door, TTFT median")
+    added_ttft_p99_ms: float | None
+    added_itl_p50_ms: float | None = Field(description="edge minus door, ITL median")
+    added_itl_p99_ms: float | None
+    added_e2el_p50_ms: float | None
+    added_e2el_p99_ms: float | None
+
+
+class ViaEdgeResult(Report):
+    """`composegen schema --report bench-via-edge`."""
+
+    edge: str = Field(description="the edge's name (edge.yaml)")
+    url: str = Field(description="the public listener the edge requests went to")
+    alias: str = Field(description="the model name the edge requests asked for")
+    tls: str = Field(
+        description="how the listener's certificate was verified: the edge's internal CA, the "
+        "system's roots, or off (tls.mode off)"
+    )
+    door_url: str = Field(description="the operator door the direct requests went to")
+    alternated: str = Field(description="how the two paths' requests were interleaved")
+    emulated: bool | None = Field(description="the stack was the composegen emulator")
+    levels: list[EdgeLevel]
 
 
 class LevelResult(Report):
@@ -58,7 +102,7 @@ class LevelResult(Report):
     input_tokens_off: int = Field(
         default=0, description="completed requests whose usage shows another prompt size"
     )
-    # open loop (evidence/benchopen.py); null on a closed-loop level
+    # open loop (openloop.py); null on a closed-loop level
     request_rate: float | Literal["inf"] | None = Field(
         default=None, description="requests per second asked (vLLM's --request-rate); null: closed"
     )
@@ -82,7 +126,7 @@ class LevelResult(Report):
         default=None,
         description="mean of the server's vllm:request_queue_time_seconds over the level (/metrics)",
     )
-    # the frontier (evidence/frontier.py), closed and open levels alike
+    # the frontier (frontier.py), closed and open levels alike
     output_throughput_per_gpu: float | None = Field(
         default=None, description="output tokens per second / the stack's GPUs"
     )

@@ -12,12 +12,12 @@ depend on numpy; bench/bench_schedule.py compares it with numpy's gamma in vLLM'
 
 from __future__ import annotations
 
-import math
 import random
 
+from composegen.bench.spec import INF, MAX_BURSTINESS, MAX_RATE, requests_for
 from composegen.errors import BadInput
 
-INF = math.inf
+__all__ = ["INF", "offsets", "parse_burstiness", "parse_rate", "parse_rates", "requests_for"]
 
 
 def offsets(rate: float, burstiness: float, count: int, seed: int) -> list[float]:
@@ -41,16 +41,6 @@ def offsets(rate: float, burstiness: float, count: int, seed: int) -> list[float
     return [t * factor for t in cumulative]
 
 
-def requests_for(rate: float, requests: int | None, duration: float | None) -> int:
-    """Requests of one level: --requests N, or rate × --duration S (at least one)."""
-    if requests is not None:
-        return requests
-    if rate == INF:
-        raise BadInput("bench: --request-rate inf sends everything at once: give --requests N")
-    assert duration is not None
-    return max(1, round(rate * duration))
-
-
 BENCH_OPTION = "bench: --request-rate"
 
 
@@ -63,8 +53,8 @@ def parse_rate(text: str, option: str = BENCH_OPTION) -> float:
         rate = float(word)
     except ValueError:
         rate = -1.0
-    if not (rate > 0 and math.isfinite(rate)):
-        raise BadInput(f"{option}: {text!r}: requests per second (> 0) or inf")
+    if not (0 < rate <= MAX_RATE):
+        raise BadInput(f"{option}: {text!r}: requests per second in (0, {MAX_RATE:g}], or inf")
     return rate
 
 
@@ -77,11 +67,8 @@ def parse_rates(text: str, option: str = BENCH_OPTION) -> list[float]:
 
 
 def parse_burstiness(value: float) -> float:
-    if not value > 0:
-        raise BadInput(f"bench: --burstiness: must be > 0 (1 is Poisson), got {value:g}")
+    if not (0 < value <= MAX_BURSTINESS or value == INF):
+        raise BadInput(
+            f"bench: --burstiness: in (0, {MAX_BURSTINESS:g}] or inf (1 is Poisson), got {value:g}"
+        )
     return value
-
-
-def rate_label(rate: float) -> str:
-    """A rate as vLLM writes it in a result file name and its request_rate field."""
-    return "inf" if rate == INF else f"{rate:g}"

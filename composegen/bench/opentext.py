@@ -1,12 +1,12 @@
 """The text and Markdown forms of an open-loop bench (`bench --request-rate`, `--find-max`): one
 row per level with the rate asked and achieved, the send lateness, the queueing it caused, the
 closed loop's latency figures, the frontier pair and the SLO verdict. (A closed loop's table is
-benchstats.py's.)"""
+stats.py's.)"""
 
 from __future__ import annotations
 
-from composegen.evidence.benchstats import CLIENT_BUSY
-from composegen.evidence.reports.bench import BenchResult, FindMax, LevelResult
+from composegen.bench.reports import BenchResult, FindMax, LevelResult
+from composegen.bench.stats import CLIENT_BUSY
 from composegen.output import md_cell
 
 

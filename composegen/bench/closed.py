@@ -1,12 +1,12 @@
 """Load benchmark: a closed-loop concurrency sweep over streamed chat completions (figures:
-benchstats.py).
+stats.py).
 
-`run_sweep(base_url, model, levels, SweepOptions(input_tokens, output_tokens, …), *, api_key=None,
-gpus=None) -> BenchRun`; `run_bench(base_url, model, levels, **SweepOptions' fields)` for its
+`run_sweep(base_url, model, levels, BenchSpec(input_tokens, output_tokens, …), *, api_key=None,
+gpus=None) -> BenchRun`; `run_bench(base_url, model, levels, **BenchSpec's fields)` for its
 BenchResult alone.
 
 Prompts are sized with the server's own /tokenize (the chat `messages` form) to exactly
-`input_tokens`, on any tokenizer (benchprompts.py: filler words, then single-token pad pieces). Each
+`input_tokens`, on any tokenizer (prompts.py: filler words, then single-token pad pieces). Each
 prompt starts with its own index, so no two prompts share more than the chat template's prefix and
 prefix caching cannot serve one request from another's work; every level gets fresh prompts (with
 --duration a pool of them, reused in turn: `distinct_prompts` says how many). Requests ask for
@@ -20,7 +20,7 @@ Besides composegen's figures, every level is kept in `vllm bench serve`'s own re
 
 Closed loop: `concurrency` workers each send a request, wait for its stream to end, and send the
 next, until the level's requests are sent (or its duration is over: requests in flight still
-finish). The client is asyncio with one connection per worker (benchwire.py parses each stream as it
+finish). The client is asyncio with one connection per worker (stream.py parses each stream as it
 arrives): it must never be the bottleneck (bench/bench_client.py measures it; docs/benchmarks.md has
 the figures).
 """
@@ -32,7 +32,6 @@ import dataclasses
 import functools
 import json
 import math
-import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -40,13 +39,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from composegen import safewrite
+from composegen.bench import frontier, stream, vllmresult
+from composegen.bench.prompts import Messages, Prompts, Tokenizer
+from composegen.bench.reports import BenchResult, VllmBenchServeResult
+from composegen.bench.spec import BenchSpec
+from composegen.bench.stats import Sample, summarise
+from composegen.bench.stream import ChatRequest
 from composegen.errors import BadInput, EngineError
-from composegen.evidence import benchwire, frontier, vllmresult
-from composegen.evidence.benchprompts import Messages, Prompts
-from composegen.evidence.benchstats import Sample, summarise
-from composegen.evidence.benchwire import ChatRequest
-from composegen.evidence.ladder import Tokenizer
-from composegen.evidence.reports.bench import BenchResult, VllmBenchServeResult
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
@@ -73,14 +72,14 @@ def metrics_client(base_url: str, api_key: str | None, timeout: float) -> httpx.
 
 
 async def _level(
-    connect: Callable[[], benchwire.StreamClient],
+    connect: Callable[[], stream.StreamClient],
     bodies: list[tuple[ChatRequest, int]],
     concurrency: int,
     requests: int | None,
     duration: float | None,
 ) -> tuple[list[Sample], float, float]:
     """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection
-    of its own (benchwire.StreamClient: the events of a stream are parsed as they arrive, in the
+    of its own (stream.StreamClient: the events of a stream are parsed as they arrive, in the
     loop's data callback; a pool scanning connections per request cost more CPU than the requests
     themselves)."""
     samples: list[Sample] = []
@@ -90,7 +89,7 @@ async def _level(
     deadline = started + duration if duration is not None else math.inf
     cpu = time.process_time()
 
-    async def worker(client: benchwire.StreamClient) -> None:
+    async def worker(client: stream.StreamClient) -> None:
         nonlocal sent
         while (sent < requests) if requests is not None else (time.perf_counter() < deadline):
             body, tokens = bodies[sent % len(bodies)]
@@ -117,48 +116,10 @@ def chat_body(model: str, messages: Messages, output_tokens: int) -> ChatRequest
     )
 
 
-def check_arguments(
-    levels: Iterable[int],
-    input_tokens: int,
-    output_tokens: int,
-    requests: int | None,
-    duration: float | None,
-) -> list[int]:
-    levels = [int(c) for c in levels]
-    if not levels or any(c < 1 for c in levels):
-        raise BadInput(f"bench: --concurrency: positive integers required, got {levels}")
-    if (requests is None) == (duration is None):
-        raise BadInput("bench: give exactly one of --requests N or --duration S")
-    if requests is not None and requests < 1:
-        raise BadInput(f"bench: --requests: must be ≥ 1, got {requests}")
-    if duration is not None and not duration > 0:
-        raise BadInput(f"bench: --duration: must be > 0 seconds, got {duration}")
-    if input_tokens < 1 or output_tokens < 1:
-        raise BadInput(
-            f"bench: --input-tokens {input_tokens} / --output-tokens {output_tokens}: must be ≥ 1"
-        )
-    return levels
-
-
 @dataclass(frozen=True)
 class BenchRun:
     result: BenchResult
     vllm_results: list[VllmBenchServeResult]  # per level, `vllm bench serve`'s result shape
-
-
-@dataclass(frozen=True)
-class SweepOptions:
-    """What every level of a closed-loop sweep shares, through the door (run_sweep) or beside the
-    edge (benchedge.run_via_edge)."""
-
-    input_tokens: int
-    output_tokens: int
-    requests: int | None = None  # per level (per path via the edge); else --duration
-    duration: float | None = None
-    seed: int | None = None  # None: a random one, recorded in the result
-    goodput: dict[str, float] | None = None  # vLLM's per-request SLOs in ms (--goodput)
-    timeout: float = 600
-    emulated: bool | None = None  # the stack's engine is the emulator (None: not known)
 
 
 def run_bench(
@@ -170,9 +131,9 @@ def run_bench(
     gpus: int | None = None,
     **options: Any,
 ) -> BenchResult:
-    """run_sweep's composegen figures only; `options`: SweepOptions' fields."""
+    """run_sweep's composegen figures only; `options`: BenchSpec's fields."""
     return run_sweep(
-        base_url, model, levels, SweepOptions(**options), api_key=api_key, gpus=gpus
+        base_url, model, levels, BenchSpec(**options), api_key=api_key, gpus=gpus
     ).result
 
 
@@ -180,19 +141,18 @@ def run_sweep(
     base_url: str,
     model: str,
     levels: Iterable[int],
-    options: SweepOptions,
+    options: BenchSpec,
     *,
     api_key: str | None = None,
     gpus: int | None = None,
 ) -> BenchRun:
-    o = options
-    levels = check_arguments(levels, o.input_tokens, o.output_tokens, o.requests, o.duration)
-    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(Tokenizer(base_url, model, api_key, o.timeout).count, o.input_tokens, seed)
-    per_level = o.requests if o.requests is not None else max(DURATION_POOL, 4 * max(levels))
+    o = dataclasses.replace(options, levels=tuple(levels), gpus=gpus).check().seeded()
+    assert o.seed is not None  # seeded
+    prompts = Prompts(Tokenizer(base_url, model, api_key, o.timeout).count, o.input_tokens, o.seed)
+    per_level = o.requests if o.requests is not None else max(DURATION_POOL, 4 * max(o.levels))
     warmup = chat_body(model, prompts.make(0)[0], o.output_tokens)
     plans = []
-    for n, concurrency in enumerate(levels):
+    for n, concurrency in enumerate(o.levels):
         made = prompts.make_many([1 + n * per_level + i for i in range(per_level)])
         plans.append(
             (
@@ -202,22 +162,7 @@ def run_sweep(
         )
     swept = run_loop(_sweep(base_url, api_key, warmup, plans, o, model))
     results = [frontier.with_frontier(level, gpus) for level, _ in swept]
-    result = BenchResult(
-        model=model,
-        input_tokens=o.input_tokens,
-        # sizing is exact or refused
-        input_tokens_exact=not any(lv.input_tokens_off for lv in results),
-        output_tokens=o.output_tokens,
-        requests=o.requests,
-        duration_s=o.duration,
-        seed=seed,
-        goodput_slos_ms=o.goodput,
-        emulated=o.emulated,
-        ok=all(lv.errors == 0 and lv.completed > 0 and lv.short_outputs == 0 for lv in results),
-        levels=results,
-        gpus=gpus,
-    )
-    return BenchRun(result, [shaped for _, shaped in swept])
+    return BenchRun(o.result(model, results), [shaped for _, shaped in swept])
 
 
 def run_loop(coro: Any) -> Any:
@@ -252,11 +197,27 @@ async def read_metrics(client: httpx.AsyncClient) -> str | None:
 async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters | None:
     """The server's speculative-decoding counters (None when it has none, or /metrics does not
     answer)."""
-    text = await read_metrics(client)
+    return spec_of(await read_metrics(client))
+
+
+def spec_of(text: str | None) -> vllmresult.SpecCounters | None:
     try:
         return vllmresult.spec_counters(text) if text is not None else None
     except ValueError:
         return None
+
+
+async def warmed(
+    base_url: str, api_key: str | None, timeout: float, warmup: ChatRequest
+) -> Callable[[], stream.StreamClient]:
+    """A connector to the server, after one uncounted warm-up request through it."""
+    connect = functools.partial(stream.StreamClient, base_url, api_key, timeout)
+    warm = connect()
+    first = await warm.stream(_PATH, warmup, 0)
+    warm.close()
+    if first.error:
+        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    return connect
 
 
 async def _sweep(
@@ -264,17 +225,12 @@ async def _sweep(
     api_key: str | None,
     warmup: ChatRequest,
     plans: list[tuple[int, list[tuple[ChatRequest, int]]]],
-    o: SweepOptions,
+    o: BenchSpec,
     model: str,
 ) -> list[tuple[Any, Any]]:
     """[(LevelResult, VllmBenchServeResult)] per level, after one uncounted warm-up request."""
     results = []
-    connect = functools.partial(benchwire.StreamClient, base_url, api_key, o.timeout)
-    warm = connect()
-    first = await warm.stream(_PATH, warmup, 0)
-    warm.close()
-    if first.error:
-        raise EngineError(f"bench: {base_url}{_PATH}: the warm-up request failed: {first.error}")
+    connect = await warmed(base_url, api_key, o.timeout, warmup)
     # /metrics, before and after each level
     async with metrics_client(base_url, api_key, o.timeout) as client:
         for concurrency, bodies in plans:
@@ -308,22 +264,13 @@ async def _sweep(
 
 
 def bench_stack(
-    project: Project, r: Resolved, levels: Iterable[int], options: SweepOptions
+    project: Project, r: Resolved, levels: Iterable[int], options: BenchSpec
 ) -> BenchRun:
     """run_sweep against the profile's running stack (its endpoint found as gate and ladder find
     it; whether it is emulated, from the running container)."""
-    ctr = driver.running_container(project, r)
-    ep = driver.endpoint(r)
-    emulated = driver.live_identity(ctr).emulated
-    served = r.profile.model.served_name
-    return run_sweep(
-        ep.base_url,
-        served,
-        levels,
-        dataclasses.replace(options, emulated=emulated),
-        api_key=ep.api_key,
-        gpus=gpus_of(r),
-    )
+    base_url, served, api_key, emulated = stack_target(project, r)
+    options = dataclasses.replace(options, emulated=emulated)
+    return run_sweep(base_url, served, levels, options, api_key=api_key, gpus=gpus_of(r))
 
 
 def gpus_of(r: Resolved) -> int:

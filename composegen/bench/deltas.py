@@ -1,19 +1,17 @@
 """Per-level load-benchmark deltas of two evidence bundles (the `bench` part of `composegen
 compare`).
 
-`bench_deltas(doc_a, doc_b) -> BenchDeltas | None`: one BenchDelta per figure of each level both
-runs measured (in order), the levels only one run measured, and notes. delta = b − a; pct = delta /
-a × 100 (3 decimals). Null when a run has no bench. A note says when the two sweeps asked for
-different prompt or output sizes: their figures are then not like for like. Open-loop levels (paired
+`deltas(a, b) -> BenchDeltas` of two runs' BenchResult: one BenchDelta per figure of each level
+both runs measured (in order), the levels only one run measured, and notes. delta = b − a; pct =
+delta / a × 100 (3 decimals). A note says when the two sweeps asked for different prompt or output
+sizes: their figures are then not like for like. Open-loop levels (paired
 by rate) also compare the rate achieved, the send lateness and the queueing, and a note gives each
 level's SLO verdict in both runs.
 """
 
 from __future__ import annotations
 
-from composegen.evidence import record
-from composegen.evidence.reports.bench import BenchDelta, BenchDeltas, BenchResult, LevelResult
-from composegen.evidence.reports.bundle import LoadedRun
+from composegen.bench.reports import BenchDelta, BenchDeltas, BenchResult, LevelResult
 
 COMPARED = (
     ("request_throughput", "req/s"),
@@ -30,17 +28,6 @@ OPEN_COMPARED = (  # what only an open-loop level has: did the schedule hold, wh
     ("in_flight_mean", "requests"),
     ("server_queue_mean_ms", "ms"),
 )
-
-
-def load_bench(doc: LoadedRun) -> BenchResult | None:
-    """The bundle's bench as the model; a hand-edited one that does not fit is bad input (exit
-    2)."""
-    return record.load_part(doc, "bench", BenchResult)
-
-
-def bench_deltas(doc_a: LoadedRun, doc_b: LoadedRun) -> BenchDeltas | None:
-    a, b = load_bench(doc_a), load_bench(doc_b)
-    return None if a is None or b is None else deltas(a, b)
 
 
 def _delta(lv_a: LevelResult, lv_b: LevelResult, metric: str, unit: str) -> BenchDelta:

@@ -1,6 +1,6 @@
 """`bench NAME --via-edge`: what a client sees through the edge, beside the operator door, in one run.
 
-`run_via_edge(door, edge, levels, bench.SweepOptions(input_tokens, output_tokens, …)) -> BenchResult`:
+`run_via_edge(door, edge, levels, BenchSpec(input_tokens, output_tokens, …)) -> BenchResult`:
 the options a plain sweep takes, one object for both.
 
 Prompts are sized through the door as `bench` sizes them (/tokenize is never on the public
@@ -13,26 +13,25 @@ would be served from the prefix cache the second time. `--requests N` is N per p
 The edge's requests ask for its alias (the gatekeeper rewrites it to the stack's served name) with a
 client key over TLS verified by the caller's context; the door's ask for the served name in plain
 HTTP. The result is a BenchResult whose levels are the edge's (what clients see) and whose
-`via_edge` holds both paths and the differences (reports/benchedge.py). Who makes and removes the key
+`via_edge` holds both paths and the differences (reports.py). Who makes and removes the key
 is the caller's business (edge/benchvia.py): this module never sees where keys live.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
+import dataclasses
 import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from composegen.bench import closed, stream
+from composegen.bench.prompts import Messages, Prompts, Tokenizer
+from composegen.bench.reports import BenchResult, EdgeLevel, LevelResult, PathFigures, ViaEdgeResult
+from composegen.bench.spec import BenchSpec, good
+from composegen.bench.stats import Sample, summarise
 from composegen.errors import EngineError
-from composegen.evidence import bench, benchwire
-from composegen.evidence.benchprompts import Messages, Prompts
-from composegen.evidence.benchstats import Sample, summarise
-from composegen.evidence.ladder import Tokenizer
-from composegen.evidence.reports.bench import BenchResult, LevelResult
-from composegen.evidence.reports.benchedge import EdgeLevel, PathFigures, ViaEdgeResult
 
 PATHS = ("door", "edge")
 ALTERNATED = "request n through the door when n is even, through the edge when odd; a prompt each"
@@ -60,9 +59,9 @@ Plan = list[tuple[Messages, int]]
 
 async def _warm(way: Way, messages: Messages, timeout: float) -> None:
     """One request (not counted) on a path: the endpoint answers, and the connection is warm."""
-    client = benchwire.StreamClient(way.url, way.api_key, timeout, way.context)
+    client = stream.StreamClient(way.url, way.api_key, timeout, way.context)
     try:
-        got = await client.stream(_CHAT, bench.chat_body(way.model, messages, 1), 0)
+        got = await client.stream(_CHAT, closed.chat_body(way.model, messages, 1), 0)
     finally:
         client.close()
     if got.error:
@@ -83,7 +82,7 @@ async def _level(
     total = 2 * requests if requests is not None else None
     sent = 0
     workers = [
-        {p: benchwire.StreamClient(w.url, w.api_key, timeout, w.context) for p, w in ways.items()}
+        {p: stream.StreamClient(w.url, w.api_key, timeout, w.context) for p, w in ways.items()}
         for _ in range(concurrency)
     ]
     started, cpu = time.perf_counter(), time.process_time()
@@ -92,13 +91,13 @@ async def _level(
     def more() -> bool:  # --requests: N per path in all; --duration: until it ends
         return sent < total if total is not None else time.perf_counter() < deadline
 
-    async def worker(clients: dict[str, benchwire.StreamClient]) -> None:
+    async def worker(clients: dict[str, stream.StreamClient]) -> None:
         nonlocal sent
         while more():
             n, path = sent, PATHS[sent % 2]
             sent += 1
             messages, tokens = plan[n % len(plan)]
-            body = bench.chat_body(ways[path].model, messages, output_tokens)
+            body = closed.chat_body(ways[path].model, messages, output_tokens)
             samples[path].append(await clients[path].stream(_CHAT, body, tokens))
 
     try:
@@ -133,12 +132,8 @@ def edge_level(concurrency: int, door: LevelResult, edge: LevelResult) -> EdgeLe
     )
 
 
-def _good(level: LevelResult) -> bool:
-    return level.errors == 0 and level.completed > 0 and level.short_outputs == 0
-
-
 async def _sweep(
-    ways: dict[str, Way], warmup: Messages, plans: list[tuple[int, Plan]], o: bench.SweepOptions
+    ways: dict[str, Way], warmup: Messages, plans: list[tuple[int, Plan]], o: BenchSpec
 ) -> list[tuple[LevelResult, LevelResult]]:
     """(door, edge) LevelResults per level, after one uncounted warm-up request on each path."""
     for way in ways.values():
@@ -167,24 +162,22 @@ async def _sweep(
 
 
 def run_via_edge(
-    door: Way, edge: EdgeWay, levels: Iterable[int], options: bench.SweepOptions
+    door: Way, edge: EdgeWay, levels: Iterable[int], options: BenchSpec
 ) -> BenchResult:
-    o = options
-    levels = bench.check_arguments(levels, o.input_tokens, o.output_tokens, o.requests, o.duration)
-    seed = o.seed if o.seed is not None else random.SystemRandom().randrange(2**31)
-    prompts = Prompts(
-        Tokenizer(door.url, door.model, door.api_key, o.timeout).count, o.input_tokens, seed
-    )
+    o = dataclasses.replace(options, levels=tuple(levels)).check().seeded()
+    assert o.seed is not None  # seeded
+    count = Tokenizer(door.url, door.model, door.api_key, o.timeout).count
+    prompts = Prompts(count, o.input_tokens, o.seed)
     # per path, so twice as many prompts per level
     per_level = 2 * (
-        o.requests if o.requests is not None else max(bench.DURATION_POOL, 4 * max(levels))
+        o.requests if o.requests is not None else max(closed.DURATION_POOL, 4 * max(o.levels))
     )
     plans = [
         (c, prompts.make_many([1 + n * per_level + i for i in range(per_level)]))
-        for n, c in enumerate(levels)
+        for n, c in enumerate(o.levels)
     ]
     ways: dict[str, Way] = {"door": door, "edge": edge}
-    swept = bench.run_loop(_sweep(ways, prompts.make(0)[0], plans, o))
+    swept = closed.run_loop(_sweep(ways, prompts.make(0)[0], plans, o))
     via = ViaEdgeResult(
         edge=edge.name,
         url=edge.url,
@@ -195,18 +188,12 @@ def run_via_edge(
         emulated=o.emulated,
         levels=[edge_level(d.concurrency, d, e) for d, e in swept],
     )
-    edges = [e for _, e in swept]
-    return BenchResult(
-        model=edge.model,
-        input_tokens=o.input_tokens,
-        input_tokens_exact=not any(d.input_tokens_off or e.input_tokens_off for d, e in swept),
-        output_tokens=o.output_tokens,
-        requests=o.requests,
-        duration_s=o.duration,
-        seed=seed,
-        goodput_slos_ms=o.goodput,
-        emulated=o.emulated,
-        ok=all(_good(d) and _good(e) for d, e in swept),
-        levels=edges,
+    both = [lv for pair in swept for lv in pair]
+    return o.result(
+        edge.model,
+        [e for _, e in swept],
+        input_tokens_exact=not any(lv.input_tokens_off for lv in both),
+        ok=all(map(good, both)),
+        gpus=None,
         via_edge=via,
     )

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from composegen.bench import slo
+from composegen.bench.reports import FindMax, FindMaxProbe, LevelResult
 from composegen.errors import BadInput
-from composegen.evidence import benchslo
-from composegen.evidence.reports.bench import FindMax, FindMaxProbe, LevelResult
 
 Probe = Callable[[float], list[LevelResult]]  # run one rate `repeats` times
 
@@ -43,11 +43,32 @@ def _spread(levels: list[LevelResult], limits: dict[str, float]) -> dict[str, fl
         if name == "achieved_request_rate":
             values = [lv.achieved_request_rate for lv in levels]
         else:
-            values = [benchslo.figure(lv, name) for lv in levels]
+            values = [slo.figure(lv, name) for lv in levels]
         known = [v for v in values if v is not None]
         if known:
             spread[name] = round(max(known) - min(known), 3)
     return spread
+
+
+def _bisect(
+    passes: Callable[[float], bool], low: float, high: float, more: Callable[[], bool]
+) -> tuple[float | None, float | None]:
+    """(best rate that passed, first that failed): the bounds first, then geometric midpoints while
+    `more()` allows another probe."""
+    if not passes(low):
+        return None, low
+    if passes(high):
+        return high, None
+    best, failing = low, high
+    while more():
+        middle = round(math.sqrt(best * failing), 3)
+        if not best < middle < failing:
+            break
+        if passes(middle):
+            best = middle
+        else:
+            failing = middle
+    return best, failing
 
 
 def search(
@@ -65,7 +86,7 @@ def search(
     def passes(rate: float) -> bool:
         levels = probe(rate)
         runs[rate] = levels
-        broken = [f for lv in levels for f in benchslo.failures(lv, limits)]
+        broken = [f for lv in levels for f in slo.failures(lv, limits)]
         probes.append(
             FindMaxProbe(
                 request_rate=rate,
@@ -77,22 +98,7 @@ def search(
         )
         return not broken
 
-    best: float | None
-    failing: float | None
-    if not passes(low):
-        best, failing = None, low
-    elif passes(high):
-        best, failing = high, None
-    else:
-        best, failing = low, high
-        while len(probes) < max_levels:
-            middle = round(math.sqrt(best * failing), 3)
-            if not best < middle < failing:
-                break
-            if passes(middle):
-                best = middle
-            else:
-                failing = middle
+    best, failing = _bisect(passes, low, high, lambda: len(probes) < max_levels)
     found = FindMax(
         slos=limits,
         low=low,

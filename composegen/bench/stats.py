@@ -25,8 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from composegen.bench.reports import BenchResult, LevelResult
 from composegen.errors import BadInput
-from composegen.evidence.reports.bench import BenchResult, LevelResult
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "median", "p90", "p99")

@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from composegen.evidence.benchstats import Sample, percentile
-from composegen.evidence.reports.bench import VllmBenchServeResult
+from composegen.bench.reports import VllmBenchServeResult
+from composegen.bench.stats import Sample, percentile
 
 SPEC_COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",

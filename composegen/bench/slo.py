@@ -6,9 +6,9 @@ failed — MLPerf server's question, "does this load keep p99 TTFT and TPOT unde
 
 from __future__ import annotations
 
+from composegen.bench.reports import LevelResult
+from composegen.bench.stats import METRICS
 from composegen.errors import BadInput
-from composegen.evidence.benchstats import METRICS
-from composegen.evidence.reports.bench import LevelResult
 
 STATS = ("mean", "median", "p90", "p99")
 NAMES = tuple(f"{metric}_{stat}" for metric in METRICS for stat in STATS)

@@ -23,8 +23,8 @@ import time
 from typing import TypedDict, cast
 from urllib.parse import urlsplit
 
-from composegen.evidence.benchstats import Sample
-from composegen.evidence.ladder import ChatMessage
+from composegen.bench.prompts import ChatMessage
+from composegen.bench.stats import Sample
 
 HEAD_CAP = 64 << 10
 EVENT_CAP = 16 << 20
@@ -66,8 +66,8 @@ class _Response:
     """The state of one response on the connection: head, then a chunked or sized body of SSE
     events."""
 
-    def __init__(self, sample: Sample, started: float) -> None:
-        self.sample, self.started = sample, started
+    def __init__(self, sample: Sample, started: float, max_tokens: int | None) -> None:
+        self.sample, self.started, self.max_tokens = sample, started, max_tokens
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.status = 0
         self.chunked = False
@@ -154,6 +154,12 @@ class _Response:
                 for v in (prompt, completion)
             ):
                 sample.error = f"the usage's token counts are not counts: {self.usage!r:.120}"
+                return
+            if self.max_tokens is not None and completion > self.max_tokens:  # type: ignore[operator]
+                sample.error = (
+                    f"protocol error: usage.completion_tokens {str(completion)[:24]} is beyond the "
+                    f"request's max_tokens {self.max_tokens}"
+                )
                 return
             sample.input_tokens, sample.output_tokens = int(prompt or 0), int(completion or 0)
 
@@ -332,24 +338,25 @@ class StreamClient:
 
     async def stream(self, path: str, body: ChatRequest, input_tokens: int) -> Sample:
         """One streamed request as a Sample (its error set when it failed)."""
-        return await self.send(self.encode(path, body), input_tokens)
+        return await self.send(self.encode(path, body), input_tokens, body.get("max_tokens"))
 
     def encode(self, path: str, body: ChatRequest) -> bytes:
         """The request's bytes: the same for every client of one server, so an open-loop sender
-        encodes ahead of the due time (benchopen.py) and the send does no JSON work."""
+        encodes ahead of the due time (openloop.py) and the send does no JSON work."""
         payload = json.dumps(body).encode()
         request = f"POST {self.prefix}{path} HTTP/1.1\r\n{self.head}Content-Length: {len(payload)}\r\n\r\n"
         return request.encode("latin-1") + payload
 
-    async def send(self, data: bytes, input_tokens: int) -> Sample:
-        """Send encoded request bytes. A kept-alive connection the server closed before answering
+    async def send(self, data: bytes, input_tokens: int, max_tokens: int | None) -> Sample:
+        """Send encoded request bytes (asking for at most `max_tokens`: a usage beyond it is a
+        protocol error of the request, not a figure). A kept-alive connection the server closed before answering
         (its idle timeout) is replaced and the request sent again, once."""
         for attempt in (1, 2):
             reused = self.protocol is not None and not self.protocol.closed
             started = time.perf_counter()
             sample = Sample(input_tokens=input_tokens, started=started)
             try:
-                await self._send(data, _Response(sample, started))
+                await self._send(data, _Response(sample, started, max_tokens))
             except _Unanswered:
                 self.close()
                 if reused and attempt == 1:

@@ -1,4 +1,4 @@
-"""Open-loop levels: requests sent on a schedule (benchschedule.py) whatever the server does, as
+"""Open-loop levels: requests sent on a schedule (schedule.py) whatever the server does, as
 `vllm bench serve --request-rate` sends them, so queueing shows instead of slowing the client down.
 
 Each request takes an idle connection or opens one (no cap: the schedule, not a pool, decides how
@@ -6,7 +6,7 @@ many are in flight). The sender sleeps to just before each due time (uvloop's ti
 last SPIN_S is polled) and starts the request's task LEAD_S early; the task polls to the due time
 and writes at once on a kept-alive connection, so a send does not wait a loop turn behind the
 streams' data callbacks. The request's bytes are encoded before the wait, and the cyclic garbage
-collector runs only in the gaps between sends (benchgc.py). Per level it records what the closed
+collector runs only in the gaps between sends (gcpause.py). Per level it records what the closed
 loop does plus: the lateness of each send (actual minus scheduled), the achieved request rate
 (requests / seconds from the start to the last send), the requests in flight the client saw at
 each send, and — when the server exports vllm:request_queue_time_seconds — the mean time requests
@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-from composegen.evidence import benchgc, benchwire
-from composegen.evidence.benchschedule import INF
-from composegen.evidence.benchstats import Sample, percentile
-from composegen.evidence.benchwire import ChatRequest
+from composegen.bench import gcpause, stream
+from composegen.bench.schedule import INF
+from composegen.bench.stats import Sample, percentile
+from composegen.bench.stream import ChatRequest
 
 SPIN_S = 0.0015  # the last stretch before a send is polled, not slept
 # the request's task is started this long before its due time and polls the rest itself, so the
@@ -51,18 +51,18 @@ async def _until(due: float) -> None:
 
 
 async def run_level(
-    connect: Callable[[], benchwire.StreamClient],
+    connect: Callable[[], stream.StreamClient],
     bodies: list[tuple[ChatRequest, int]],
     offsets: list[float],
 ) -> OpenLevel:
-    idle: list[benchwire.StreamClient] = []
-    opened: list[benchwire.StreamClient] = []
+    idle: list[stream.StreamClient] = []
+    opened: list[stream.StreamClient] = []
     samples: list[Sample] = []
     lateness: list[float] = []
     in_flight: list[int] = []
     active = 0
 
-    async def one(data: bytes, tokens: int, due: float) -> None:
+    async def one(data: bytes, tokens: int, most: int | None, due: float) -> None:
         nonlocal active
         await _until(due)
         in_flight.append(active)
@@ -71,7 +71,7 @@ async def run_level(
             opened.append(client)
         active += 1
         try:
-            sample = await client.send(data, tokens)
+            sample = await client.send(data, tokens, most)
         finally:
             active -= 1
             idle.append(client)
@@ -84,14 +84,14 @@ async def run_level(
     cpu = time.process_time()
     tasks = []
     try:
-        with benchgc.between_sends() as collector:
+        with gcpause.between_sends() as collector:
             for n, offset in enumerate(offsets):
                 due = started + offset
                 body, tokens = bodies[n % len(bodies)]
                 data = encoder.encode(_PATH, body)  # before the wait: the send does no JSON work
                 collector.maybe_collect(due - LEAD_S - time.perf_counter())
                 await _until(due - LEAD_S)
-                tasks.append(asyncio.create_task(one(data, tokens, due)))
+                tasks.append(asyncio.create_task(one(data, tokens, body.get("max_tokens"), due)))
         await asyncio.gather(*tasks)  # the last send is out: collection is automatic again
         last_send = max((s.started for s in samples), default=started) - started
         return OpenLevel(
@@ -108,7 +108,7 @@ async def run_level(
 
 
 class OpenFields(TypedDict):
-    """The open-loop figures of a LevelResult (reports/bench.py)."""
+    """The open-loop figures of a LevelResult (reports.py)."""
 
     request_rate: float | Literal["inf"]
     burstiness: float

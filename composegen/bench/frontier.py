@@ -8,7 +8,10 @@ front when no other point of the same series is at least as good on both axes an
 
 from __future__ import annotations
 
-from composegen.evidence.reports.bench import LevelResult
+import itertools
+import math
+
+from composegen.bench.reports import LevelResult
 
 
 def with_frontier(level: LevelResult, gpus: int | None) -> LevelResult:
@@ -22,12 +25,22 @@ def with_frontier(level: LevelResult, gpus: int | None) -> LevelResult:
 
 
 def pareto(points: list[tuple[float, float]]) -> list[bool]:
-    """For each (x, y), higher being better on both: is it on the front?"""
-
-    def dominated(p: tuple[float, float]) -> bool:
-        return any(q[0] >= p[0] and q[1] >= p[1] and q != p for q in points)
-
-    return [not dominated(p) for p in points]
+    """For each (x, y), higher being better on both: is it on the front (no other point at least as
+    good on both axes)? O(n log n): by x descending, a point is dominated when a point of greater x
+    reaches its y, or one of equal x exceeds it. A NaN coordinate compares false: never dominated."""
+    best = -math.inf  # the highest y among points of greater x
+    front = [True] * len(points)
+    order = sorted(
+        (i for i, p in enumerate(points) if not (math.isnan(p[0]) or math.isnan(p[1]))),
+        key=lambda i: -points[i][0],
+    )
+    for _, group in itertools.groupby(order, key=lambda i: points[i][0]):
+        same_x = list(group)
+        top = max(points[i][1] for i in same_x)
+        for i in same_x:
+            front[i] = not (best >= points[i][1] or top > points[i][1])
+        best = max(best, top)
+    return front
 
 
 def points(levels: list[LevelResult]) -> list[tuple[float, float]]:

@@ -1,0 +1,142 @@
+"""What a bench runs, one object for every way in (`bench`, `evidence --bench*`, campaign arms): the
+closed loop's concurrencies or the open loop's rates, the sizes every level shares, and whether it
+goes via the edge. `check()` refuses (BadInput, exit 2) anything out of bounds before any work: a
+bound keeps what the options size (prompts made, connections held, a schedule's length) inside what
+one client machine can hold. `result()` is the one place a BenchResult is built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from dataclasses import dataclass
+
+from composegen.bench.reports import BenchResult, LevelResult
+from composegen.errors import BadInput
+
+INF = math.inf
+MAX_RATE = 100_000.0  # requests/s of one open-loop level (inf: all at once)
+MAX_CONCURRENCY = 4096  # connections held at once by one level
+MAX_REQUESTS = 100_000  # requests (and prompts made) per level
+MAX_DURATION = 86_400.0  # seconds a level may run: a day
+MAX_TOKENS = 1_048_576  # prompt or output tokens per request: the longest contexts served today
+MAX_BURSTINESS = 1000.0  # the gamma shape; beyond it the gaps are even (inf says so exactly)
+MAX_REPEATS = 100  # --find-max: levels per probed rate
+MAX_LEVELS = 64  # --find-max: rates probed
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """What every level shares, through the door, beside the edge or open loop."""
+
+    input_tokens: int
+    output_tokens: int
+    requests: int | None = None  # per level (per path via the edge); else duration
+    duration: float | None = None
+    seed: int | None = None  # None: a random one, recorded in the result
+    goodput: dict[str, float] | None = None  # vLLM's per-request SLOs in ms (--goodput)
+    timeout: float = 600
+    emulated: bool | None = None  # the stack's engine is the emulator (None: not known)
+    levels: tuple[int, ...] = ()  # the closed loop's concurrencies
+    rates: tuple[float, ...] = ()  # the open loop's requests/s (inf: all at once)
+    burstiness: float = 1.0
+    limits: dict[str, float] | None = None  # per-level SLOs (--slo)
+    via_edge: bool = False
+    api_key: str | None = None
+    gpus: int | None = None
+
+    def check(self) -> BenchSpec:
+        """Every size in bounds (BadInput names the option), before any request."""
+        if (self.requests is None) == (self.duration is None):
+            raise BadInput("bench: give exactly one of --requests N or --duration S")
+        _bounded("--requests", self.requests, 1, MAX_REQUESTS)
+        if self.duration is not None:
+            _check_duration(self.duration)
+        if not (1 <= self.input_tokens <= MAX_TOKENS and 1 <= self.output_tokens <= MAX_TOKENS):
+            raise BadInput(
+                f"bench: --input-tokens {self.input_tokens} / --output-tokens {self.output_tokens}: "
+                f"must be in [1, {MAX_TOKENS}]"
+            )
+        if not (self.levels or self.rates) or any(
+            not 1 <= c <= MAX_CONCURRENCY for c in self.levels
+        ):
+            raise BadInput(
+                f"bench: --concurrency: positive integers (≤ {MAX_CONCURRENCY}) required, "
+                f"got {list(self.levels)}"
+            )
+        for rate in self.rates:
+            requests_for(rate, self.requests, self.duration)
+        return self
+
+    def seeded(self) -> BenchSpec:
+        """This spec with its seed: the one asked for, else a random one (recorded)."""
+        if self.seed is not None:
+            return self
+        return dataclasses.replace(self, seed=random.SystemRandom().randrange(2**31))
+
+    def result(self, model: str, levels: list[LevelResult], **extra: object) -> BenchResult:
+        """The run's BenchResult: ok when every level completed something without an error or a
+        short output; `extra`: the fields of one way in (arrivals, slos, via_edge, find_max)."""
+        return BenchResult.model_validate(
+            {
+                "model": model,
+                "input_tokens": self.input_tokens,
+                "input_tokens_exact": not any(lv.input_tokens_off for lv in levels),
+                "output_tokens": self.output_tokens,
+                "requests": self.requests,
+                "duration_s": self.duration,
+                "seed": self.seed,
+                "goodput_slos_ms": self.goodput,
+                "emulated": self.emulated,
+                "ok": all(good(lv) for lv in levels),
+                "levels": levels,
+                "gpus": self.gpus,
+                **extra,
+            }
+        )
+
+
+def good(level: LevelResult) -> bool:
+    return level.errors == 0 and level.completed > 0 and level.short_outputs == 0
+
+
+def requests_for(rate: float, requests: int | None, duration: float | None) -> int:
+    """Requests of one open-loop level: --requests N, or rate × --duration S (at least one); its
+    schedule must end within MAX_DURATION."""
+    if requests is not None:
+        _bounded("--requests", requests, 1, MAX_REQUESTS)
+        count = requests
+    elif rate == INF:
+        raise BadInput("bench: --request-rate inf sends everything at once: give --requests N")
+    else:
+        assert duration is not None
+        _check_duration(duration)
+        count = max(1, round(rate * duration))
+    if count > MAX_REQUESTS:
+        raise BadInput(
+            f"bench: --request-rate {rate:g} for {duration:g} s is {count} requests a level, "
+            f"at most {MAX_REQUESTS}"
+        )
+    if rate != INF and count / rate > MAX_DURATION:
+        raise BadInput(
+            f"bench: --request-rate {rate:g}: {count} request(s) take {count / rate:.3g} s to send, "
+            f"at most {MAX_DURATION:g} s a level"
+        )
+    return count
+
+
+def _check_duration(duration: float) -> None:
+    if not 0 < duration <= MAX_DURATION:
+        raise BadInput(f"bench: --duration: seconds in (0, {MAX_DURATION:g}], got {duration:g}")
+
+
+def _bounded(option: str, value: int | None, low: int, high: int) -> None:
+    if value is not None and not low <= value <= high:
+        raise BadInput(f"bench: {option}: must be in [{low}, {high}], got {value}")
+
+
+def check_search(repeats: int, max_levels: int) -> None:
+    """--find-max's own counts."""
+    _bounded("--repeats", repeats, 1, MAX_REPEATS)
+    _bounded("--max-levels", max_levels, 2, MAX_LEVELS)
