@@ -19,6 +19,8 @@ from composegen.edge.keys import edge_dir
 from composegen.edge.procstart import start_ticks
 from composegen.project import Project
 
+PID_MAX = 1 << 22  # Linux's highest pid_max: a larger one names no process (and overflows a C long)
+
 
 class Journal(TypedDict):
     alias: str
@@ -102,6 +104,8 @@ def read(project: Project) -> Journal | None:
         return None
     if not (doc.get("source") is None or isinstance(doc.get("source"), str)):
         return None
+    if isinstance(doc["pid"], bool) or not 0 < doc["pid"] <= PID_MAX:
+        return None
     # a journal written before these two were kept: a switch's defaults
     if not isinstance(doc.get("source_emulated"), bool):
         doc["source_emulated"] = doc["emulate"]
@@ -112,8 +116,6 @@ def read(project: Project) -> Journal | None:
 
 def owner_alive(entry: Journal) -> bool:
     pid = entry["pid"]
-    if pid <= 0:
-        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from composegen import privatestate
-from composegen.edge import config, journal, routes, standby, standbyplan, switch
+from composegen.edge import config, journal, routes, standby, standbyplan, undo
 from composegen.edge import evidence as proof
 from composegen.edge.config import Edge
 from composegen.edge.proofsteps import Arm, PathKind, State, qualified
@@ -120,7 +120,7 @@ def prove(
         )
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
-        switch.refuse_interrupted(project)
+        undo.refuse_interrupted(project)
         current = routes.current(project, edge, alias)
         if current is None:
             known = ", ".join(a for a in routes.aliases(project, edge)) or "none"
@@ -144,7 +144,7 @@ def prove(
             routes.publish(project, edge)
             journal.end(project)
     now = routes.current(project, edge, alias) or current
-    report = _report(alias, name, (current, now), then, result, evidence, (path, why), arm.steps,
+    report = _report(alias, name, (current, now), then, result, evidence, (path, why), arm.sink.done,
                      started, arm.sink.seen)  # fmt: skip
     return report.model_copy(update={"restore_failed": trouble.message if trouble else None})
 
@@ -199,7 +199,8 @@ def _begin(
     current_emulated = bool(ctr.emulated) if ctr is not None and ctr.running else emulate
     entry = journal.begin(project, alias, current, name, "qualify", emulate, path,
                           source_emulated=current_emulated, target_was=was)  # fmt: skip
-    sink = switch.StageSink(project, edge, alias, name, entry)
+    sink = undo.StageSink(project, edge, alias, name, entry)
+    sink.serving = current
     return Arm(project, edge, alias, current, name, emulate, sink, path, was, current_emulated)
 
 

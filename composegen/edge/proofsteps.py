@@ -8,12 +8,11 @@ back a killed run the same way (edge/recovery.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from composegen.edge import exposure, recovery, standby, switch
+from composegen.edge import exposure, standby, undo
 from composegen.edge.config import Edge
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.evidence import qualify
@@ -43,24 +42,19 @@ class Arm:
     current: str
     target: str
     emulate: bool  # NAME started emulated
-    sink: switch.StageSink
+    sink: undo.StageSink
     path: PathKind
     target_was: State
     current_emulated: bool  # the serving stack's engine is the emulator
-    steps: list[tuple[str, float]] = field(default_factory=list)
 
     def step(self, name: str, action: Callable[[], object]) -> None:
-        self.sink.say(name)
-        began = time.monotonic()
-        action()
-        self.steps.append((name, round(time.monotonic() - began, 3)))
+        self.sink.run(name, action)
 
     def away(self, cycles: int, gates: list[str] | None) -> QualifyResult:
         """The serving stack out of the way, the target in, qualified."""
         old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
         if self.path == "standby" and self.target_was == "asleep":
-            standby.switch(self.project, self.edge, self.current, self.target, gates,
-                           standby.Steps(self.sink.say, self.steps))  # fmt: skip
+            standby.switch(self.project, self.edge, self.current, self.target, gates, self.step)
         else:
             if self.path == "standby":  # drained (then aborted), as a switch's
                 standby.sleep_drained(self.project, old, self.step)
@@ -80,17 +74,15 @@ class Arm:
 
     def back(self) -> None:
         """The target as it was found, the old stack serving again (as `edge recover`)."""
-        undo = recovery.Undo(
+        plan = undo.Undo(
             self.current, self.target, self.path, self.target_was, self.current_emulated
         )
-        recovery.put_back(self.project, self.edge, undo, self.sink, self.step)
+        undo.put_back(self.project, self.edge, plan, self.sink)
 
     def failed(self, exc: BaseException) -> ComposegenError:
         """After a failure, a bug, Ctrl-C or a signal: the old stack back and the alias on it (exit
         1, or the interrupt's own code), or the error that says not."""
-        return switch.restored(self.project, self.edge, self.alias, self.current,
-                               f"qualifying {self.target}", exc, self.back, self.sink,
-                               "restored")  # fmt: skip
+        return undo.restored(self.sink, f"qualifying {self.target}", exc, self.back, "restored")
 
     def restore(self, verdict: str) -> EngineError | None:
         """After the qualification (VERDICT: its outcome and bundle): put back; the error when that
@@ -98,11 +90,9 @@ class Arm:
         try:
             self.back()
         except (KeyboardInterrupt, Interrupted) as exc:  # `up` turns Ctrl-C into Interrupted
-            raise switch.left_to_recover(exc, f"qualifying {self.target}: {verdict}",
+            raise undo.left_to_recover(exc, f"qualifying {self.target}: {verdict}",
                                          self.current) from None  # fmt: skip
         except Exception as exc:  # whatever it was, the alias must say so
             what = f"qualifying {self.target}: {verdict}"
-            return switch.restore_failed(
-                self.project, self.edge, self.alias, self.current, what, exc
-            )
+            return undo.restore_failed(self.project, self.edge, self.alias, self.current, what, exc)
         return None

@@ -131,6 +131,7 @@ __all__ = [
     "settle",
     "shm_report",
     "shm_text",
+    "signals_as_interrupts",
     "sleep_stack",
     "sleep_state",
     "start",
@@ -142,6 +143,9 @@ __all__ = [
     "wake_stack",
     "weights",
 ]
+
+
+signals_as_interrupts = starting.signals_as_interrupts  # SIGTERM/SIGHUP raised as Ctrl-C is
 
 
 def preload() -> None:
