@@ -26,7 +26,7 @@ class Journal(TypedDict):
     alias: str
     source: str | None  # the stack the alias pointed at when the switch began
     target: str
-    by: str  # promote | rollback | qualify (`qualify --alias`)
+    by: str  # promote | rollback | qualify (`qualify --alias`) | sleep | wake (edge/asleep.py)
     emulate: bool
     path: str  # standby | cold
     # what recovery restores: the source as it ran (emulated or real), the target as it was found

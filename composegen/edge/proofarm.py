@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Literal
 
 from composegen import privatestate
-from composegen.edge import config, journal, routes, standby, standbyplan, undo
+from composegen.edge import asleep, config, journal, routes, standby, standbyplan, undo
 from composegen.edge import evidence as proof
 from composegen.edge.config import Edge
 from composegen.edge.proofsteps import Arm, PathKind, State, qualified
@@ -62,7 +63,11 @@ def qualify_here(
     try:
         if started:
             driver.up(project, r, driver.UpOptions(emulate=True, down_on_failure=True))
-        return qualified(project, r, sleep_cycles, None)
+        if not sleep_cycles:
+            return qualified(project, r, 0, None)
+        # the cycles sleep it: the switch's lock, an alias on it marked first (edge/asleep.py)
+        with asleep.sleeping(project, r, "qualify"):
+            return qualified(project, r, sleep_cycles, None)
     finally:
         if started:  # Ctrl-C during `up`'s wait included: left as found
             note(f"taking {r.name} down again (it was not up before)")
@@ -166,7 +171,9 @@ def _in_place(
     """NAME serves the alias already, or runs awake beside its stack: qualified where it runs, the
     alias untouched (with --then promote and a pass, it moves: NAME serves already, its gates
     passed)."""
-    result = qualified(project, edge.stacks[name], cycles, None)
+    r = edge.stacks[name]
+    with asleep.marked(project, edge, r, "qualify") if cycles else nullcontext():
+        result = qualified(project, edge.stacks[name], cycles, None)  # the lock is held
     evidence, why = None, f"{alias} already serves {name}: qualified in place"
     if current != name:
         why = f"{name} is up and awake beside {current}: qualified where it runs"

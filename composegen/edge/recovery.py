@@ -44,7 +44,9 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
             driver.settle(project, edge.stacks[name])
         sink = StageSink(project, edge, alias, serving or target, None)
         sink.prefix = "recovering an interrupted switch: "
-        if serving == target or serving is None:
+        # slept outside a switch (edge/asleep.py: the target its own source, found awake): woken
+        asleep = serving == target and entry["target_was"] == "awake"
+        if serving is None or (serving == target and not asleep):
             action = "the switch had moved the alias; marks cleared"
         else:
             was = entry["target_was"]
@@ -52,6 +54,7 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
             put_back(project, edge, undo, sink)
             left = {"down": "stopped", "asleep": "asleep"}.get(was, "left awake")
             action = f"undone: {target} {left}, {serving} serving again"
+            action = f"undone: {serving} woken, serving again" if asleep else action
         routes.publish(project, edge)
         journal.end(project)
     return RecoverReport(alias=alias, action=action, profile=serving, stages=sink.seen,
