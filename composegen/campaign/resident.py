@@ -13,7 +13,7 @@ candidate stays awake when the alias serves it (the control asleep since its own
 from __future__ import annotations
 
 from composegen.campaign.reports import CampaignState, Residency
-from composegen.edge import asleep, config, routes, standbyplan
+from composegen.edge import config, routes, standbyplan
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
@@ -82,7 +82,7 @@ def settle(project: Project, st: CampaignState, closed: str) -> str:
     failures: list[str] = []
     for _ in range(WAKE_TRIES):
         try:
-            seconds = asleep.wake_stack(project, r)
+            seconds = driver.wake_stack(project, r)
         except ComposegenError as exc:
             failures.append(exc.message)
             continue

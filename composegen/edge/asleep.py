@@ -1,5 +1,5 @@
 """Everything that may put an engine to sleep outside a switch — `qualify --sleep-cycles`, `up
---standby`, a campaign arm — goes through `sleeping`: the switch's own lock (so a promote and a
+--standby`, `wake` (campaign arms: not yet) — goes through `sleeping`: the switch's own lock (so a promote and a
 sleep qualification never run at once) and, when an alias points at the stack, the switch's journal
 (by "sleep") and the alias marked BEFORE the engine sleeps: clients get 503 + Retry-After + the stage
 in composegen's words (STAGE), never the engine's own text. When it ends the engine is awake and the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from composegen import privatestate
 from composegen.edge import config, journal, routes, standby, undo
@@ -43,39 +43,47 @@ def publish(project: Project, edge: Edge) -> None:
     routes.publish(project, edge, marks)
 
 
+class _Told:
+    """The steps of a stack no alias points at: run, named, nothing published."""
+
+    alias, seen = None, list[str]()
+
+    def run(self, name: str, action: Callable[[], object]) -> None:
+        self.seen.append(name)
+        action()
+
+
 @contextlib.contextmanager
-def sleeping(project: Project, r: Resolved, by: str) -> Iterator[None]:
-    """The module's docstring; BY: what sleeps it (the journal's `by`)."""
+def sleeping(project: Project, r: Resolved, by: str) -> Iterator[undo.StageSink | _Told]:
+    """The module's docstring; BY: what sleeps it (the journal's `by`); yields what runs steps."""
     if not config.configured(project):
-        yield
+        yield _Told()
         return
-    edge = config.load(project)
     with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
         undo.refuse_interrupted(project)
-        with marked(project, edge, r, by):
-            yield
+        with marked(project, config.load(project), r, by) as sink:
+            yield sink
 
 
 @contextlib.contextmanager
-def marked(project: Project, edge: Edge, r: Resolved, by: str) -> Iterator[None]:
+def marked(project: Project, edge: Edge, r: Resolved, by: str) -> Iterator[undo.StageSink | _Told]:
     """The journal and the mark while R may sleep (the lock held by the caller)."""
-    on = aliased(project, edge, r.name)
+    on, ctr = aliased(project, edge, r.name), driver.head_container(project, r)
     if not on:
-        yield
+        yield _Told()
         return
-    ctr = driver.head_container(project, r)
     emulated = bool(ctr and ctr.emulated)
-    entry = journal.begin(project, on[0], r.name, r.name, by, emulated, "standby",
-                          source_emulated=emulated, target_was="awake")  # fmt: skip
-    since = privatestate.stamp()
-    routes.publish(project, edge, {a: {"to": r.name, "stage": stage(a, r.name, since)} for a in on})
+    entry = journal.begin(
+        project, on[0], r.name, r.name, by, emulated, "standby", emulated, "awake"
+    )
+    sink = undo.StageSink(project, edge, on[0], r.name, entry)
+    sink.say(stage(on[0], r.name, privatestate.stamp()))
     try:
-        yield
+        yield sink
     except BaseException:
         with contextlib.suppress(ComposegenError):  # woken: the mark goes; not: left to recover
             if driver.sleep_state(project, r) is not None:
-                journal.step(project, entry, f"waking {r.name}")
-                driver.wake_stack(project, r)
+                sink.run(f"waking {r.name}", lambda: driver.wake_stack(project, r))
             publish(project, edge)
             journal.end(project)
         raise
@@ -107,43 +115,13 @@ def put_to_sleep(project: Project, r: Resolved, gates: list[str] | None) -> driv
 def wake(project: Project, r: Resolved, gates: list[str] | None) -> RecoverReport:
     """`composegen wake NAME` (and `up NAME` of a sleeping stack): woken, warm-up, identity, gates
     — a switch's steps — under the lock, the alias on it told each step; then its mark goes. A
-    failure leaves the alias 503 saying so (exit 3); Ctrl-C or a kill, the journal to recover."""
-    started, ctr = time.monotonic(), driver.head_container(project, r)
-    if driver.sleep_state(project, r, strict=True) is None:
-        return RecoverReport(alias=None, action=f"{r.name} is awake: nothing to wake",
-                             profile=r.name, stages=[], seconds=0.0)  # fmt: skip
-    edge = config.load(project) if config.configured(project) else None
-    on = aliased(project, edge, r.name) if edge else []
-    with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
-        sink = None
-        if edge and on:
-            undo.refuse_interrupted(project)
-            emulated = bool(ctr and ctr.emulated)
-            entry = journal.begin(project, on[0], r.name, r.name, "wake", emulated, "standby",
-                                  source_emulated=emulated, target_was="awake")  # fmt: skip
-            sink = undo.StageSink(project, edge, on[0], r.name, entry)
-        try:
-            for name, action in undo.waking(project, r, gates):
-                sink.run(name, action) if sink else action()
-        except ComposegenError as exc:
-            if edge and on:
-                raise undo.restore_failed(project, edge, on[0], r.name, "the wake", exc) from None
-            raise
-        if edge and on:
-            publish(project, edge)
-            journal.end(project)
-    return RecoverReport(alias=on[0] if on else None, action=f"{r.name} woken", profile=r.name,
-                         stages=sink.seen if sink else [],
-                         seconds=round(time.monotonic() - started, 1))  # fmt: skip
-
-
-def sleep(project: Project, r: Resolved) -> driver.Asleep:
-    """R to sleep and left so (a campaign's bracket), an alias on it marked first and kept so."""
-    with sleeping(project, r, "sleep"):
-        return driver.sleep_stack(project, r)
-
-
-def wake_stack(project: Project, r: Resolved) -> float:
-    """R woken (seconds), then an alias on it unmarked (a campaign's next arm)."""
-    with sleeping(project, r, "wake"):
-        return driver.wake_stack(project, r)
+    failure, Ctrl-C or a kill leaves the journal to `edge recover`."""
+    started, asleep = time.monotonic(), driver.sleep_state(project, r, strict=True)
+    with sleeping(project, r, "wake") if asleep else contextlib.nullcontext(_Told()) as sink:
+        for name, step in undo.waking(project, r, gates) if asleep else []:
+            sink.run(name, step)
+    action = f"{r.name} woken" if asleep else f"{r.name} is awake: nothing to wake"
+    seconds = round(time.monotonic() - started, 1)
+    return RecoverReport(
+        alias=sink.alias, action=action, profile=r.name, stages=sink.seen, seconds=seconds
+    )

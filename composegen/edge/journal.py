@@ -55,7 +55,6 @@ def begin(
     by: str,
     emulate: bool,
     path: str,
-    *,
     source_emulated: bool | None = None,
     target_was: str | None = None,
 ) -> Journal:
@@ -88,23 +87,14 @@ def read(project: Project) -> Journal | None:
     """The journal, or None when there is none or it is not one (a record composegen did not
     write)."""
     doc: dict = privatestate.read_json(journal_path(project), {})
-    shapes = {
-        "alias": str,
-        "target": str,
-        "by": str,
-        "path": str,
-        "step": str,
-        "pid": int,
-        "started": str,
-        "since": str,
-    }
-    if not all(isinstance(doc.get(k), t) for k, t in shapes.items()) or not isinstance(
-        doc.get("emulate"), bool
+    shapes = dict.fromkeys(("alias", "target", "by", "path", "step", "started", "since"), str)
+    if not all(
+        isinstance(doc.get(k), t) for k, t in {**shapes, "pid": int, "emulate": bool}.items()
     ):
         return None
-    if not (doc.get("source") is None or isinstance(doc.get("source"), str)):
+    if not isinstance(doc.get("source"), str | None) or isinstance(doc["pid"], bool):
         return None
-    if isinstance(doc["pid"], bool) or not 0 < doc["pid"] <= PID_MAX:
+    if not 0 < doc["pid"] <= PID_MAX:
         return None
     # a journal written before these two were kept: a switch's defaults
     if not isinstance(doc.get("source_emulated"), bool):

@@ -47,28 +47,25 @@ class Arm:
     target_was: State
     current_emulated: bool  # the serving stack's engine is the emulator
 
-    def step(self, name: str, action: Callable[[], object]) -> None:
-        self.sink.run(name, action)
-
     def away(self, cycles: int, gates: list[str] | None) -> QualifyResult:
         """The serving stack out of the way, the target in, qualified."""
         old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
         if self.path == "standby" and self.target_was == "asleep":
-            standby.switch(self.project, self.edge, self.current, self.target, gates, self.step)
+            standby.switch(self.project, self.edge, self.current, self.target, gates, self.sink.run)
         else:
             if self.path == "standby":  # drained (then aborted), as a switch's
-                standby.sleep_drained(self.project, old, self.step)
+                standby.sleep_drained(self.project, old, self.sink.run)
             else:
-                self.step(f"stopping {self.current}", lambda: driver.down(self.project, old))
+                self.sink.run(f"stopping {self.current}", lambda: driver.down(self.project, old))
             if self.target_was == "asleep":  # resident, its partner without `standby:`
-                self.step(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
+                self.sink.run(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
             else:
                 how = driver.UpOptions(emulate=self.emulate)
-                self.step(f"starting {self.target}",
+                self.sink.run(f"starting {self.target}",
                           lambda: driver.up_or_attach(self.project, new, how, self.sink))  # fmt: skip
         stage = f"qualifying {self.target}"
         found: list[QualifyResult] = []
-        self.step(stage, lambda: found.append(qualified(
+        self.sink.run(stage, lambda: found.append(qualified(
             self.project, new, cycles, lambda s: self.sink.say(f"{stage}: {s}"))))  # fmt: skip
         return found[0]
 

@@ -338,10 +338,9 @@ def wake_stack(project: Project, r: Resolved) -> float:
 
 
 def residue_logged(project: Project, r: Resolved) -> float | None:
-    """The GPU memory R's engine said it kept the last time it slept (its own `… GiB memory is
-    still in use.` line); None when it never slept or does not run."""
-    ctr = head_container(project, r)
-    return None if ctr is None or not ctr.running else sleepmode.residue_logged(ctr)
+    """The GPU memory R's engine kept the last time it slept, as that sleep measured it (kept in
+    .composegen/standby/NAME.json, not read from a log window); None when it never slept."""
+    return sleepmode.residue_kept(project, r.name)
 
 
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:

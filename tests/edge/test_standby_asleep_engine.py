@@ -83,7 +83,7 @@ def test_sleeping_the_alias_s_own_engine_is_marked_refused_or_woken(edge):
         assert f"`composegen wake {edge.old}`" in stage, stage
         woken = json.loads(edge.ok("wake", edge.old, "--json", timeout=600))
         assert woken["action"] == f"{edge.old} woken", woken
-        assert [s for s in woken["stages"]] == [f"waking {edge.old}", "warm-up", "identity",
+        assert woken["stages"][-4:] == [f"waking {edge.old}", "warm-up", "identity",
                                                  f"gates on {edge.old}"]  # fmt: skip
         _killed_in_cycles(edge)
         assert json.loads(edge.ok("edge", "status", "--json"))["aliases"][0]["interrupted"]
