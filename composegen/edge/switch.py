@@ -57,7 +57,7 @@ def promote(
     evidence = (
         proof.campaign_decision(project, campaign, r, force)
         if campaign
-        else proof.qualified_run(project, r, run)
+        else proof.qualified_run(project, r, run, emulate)
     )
     clock.mark("proof")
     return Switch(project, edge, alias, profile, "promote", evidence, emulate, gates, clock).run()
