@@ -17,8 +17,7 @@ from composegen.cli.console import console_progress, with_stages
 from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import earlier_load_s
-from composegen.edge import asleep
-from composegen.edge import standby as resident
+from composegen.edge import asleep, standbyplan
 from composegen.errors import BadInput as BadInputError
 from composegen.output import Output, out, terminal_width
 from composegen.stack import driver
@@ -90,7 +89,7 @@ def up(
         asleep.refuse_aliased(project, r, sleep_alias)
     elif r.profile.standby and driver.sleep_state(project, r) is not None:
         show.say(f"{name}: {asleep.wake(project, r, None).action} (warm-up, identity, gates)")
-    resident.plan_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
+    standbyplan.check_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
     opts = driver.UpOptions(
         emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm
     )

@@ -32,7 +32,7 @@ from contextlib import nullcontext
 from typing import Literal
 
 from composegen import privatestate
-from composegen.edge import asleep, config, journal, routes, standby, standbyplan, undo
+from composegen.edge import asleep, config, journal, routes, standbyplan, undo
 from composegen.edge import evidence as proof
 from composegen.edge.config import Edge
 from composegen.edge.proofsteps import Arm, PathKind, State, qualified
@@ -58,7 +58,7 @@ def qualify_here(
                             "serving stack's place, then restores it")  # fmt: skip
     if started:
         _refuse_aliased(project, r.name)
-        standby.plan_start(project, r, True, False)  # it must fit beside the edge's stacks
+        standbyplan.check_start(project, r, True, False)  # it must fit beside the edge's stacks
         note(f"{r.name} is not up: starting it emulated for this qualification")
     try:
         if started:

@@ -1,15 +1,8 @@
-"""`composegen edge recover`: undo a switch or a `qualify --alias` whose composegen was killed (its
-journal: edge/journal.py).
-
-The alias keeps the stack assignments.json names (a switch records its move only after the gates
-pass). The target is left as the journal says it was found: down (stopped), asleep (back to sleep)
-or awake (left). The serving stack comes back as it ran (emulated or real, the journal says): a cold
-run's is brought back (started, followed if still starting, or left if it serves); a standby run's
-engine is woken, warmed up and checked to be itself; then its gates. Either way the dead
-composegen's own compose commands are waited for first (they go on after a kill -9), and the 503
-marks are cleared. A switch that had already recorded its move only has its marks cleared.
-
-The undo itself is edge/undo.py's, shared with a switch and `qualify --alias`.
+"""`composegen edge recover`: undo a switch, a `qualify --alias` or a sleep (edge/asleep.py) whose
+composegen was killed (its journal: edge/journal.py). The alias keeps the stack assignments.json
+names; the dead composegen's compose commands are waited for first (they go on after a kill -9); then
+the undo of edge/undo.py (the target as it was found, the serving stack back as it ran, its gates)
+and the 503 marks cleared. A switch that had already recorded its move only has its marks cleared.
 """
 
 from __future__ import annotations

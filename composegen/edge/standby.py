@@ -64,11 +64,6 @@ def _gates(r: Resolved, only: list[str] | None) -> None:
         ) from None
 
 
-def plan_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:
-    """Before `up`: refused (exit 2, the figures) when the memory plan says it does not fit."""
-    standbyplan.check_start(project, r, emulated, standby)
-
-
 def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -> driver.Asleep:
     """`up --standby` after the stack is ready: its gates, the plan's host-memory check for a
     level-1 sleep (its weights are known now), then sleep at the profile's level."""

@@ -1,17 +1,10 @@
 """`promote PROFILE --alias NAME` and `rollback NAME`: point an alias at another stack, with
-evidence.
-
-On a box that runs one stack at a time a switch is: mark the alias switching (the gatekeeper answers
-503 + Retry-After + the stage), down the current stack, up the new one (each load stage, as `up`'s
-own stage detection sees it, goes into the 503 answers), wait, gates, then point the alias and
-record the assignment with its evidence hash. Clients never get another model than the alias points
-at. A failure at any step brings the previous stack back up and points the alias at it again, and
-says so.
-
-Before the alias leaves its stack, the engine must answer (a mistyped DOCKER_HOST changes nothing).
-Each step is written to the switch's journal (edge/journal.py) as it is told to clients; `recover`
-undoes a switch whose composegen was killed. Clients only ever read composegen's own words as the
-stage: the engine's errors go to the operator's terminal.
+evidence. One Switch: mark the alias (503 + Retry-After + the stage), the standby path
+(edge/standby.py) or the cold one (down the current stack, up the new one: each load stage goes into
+the 503 answers), gates, then point the alias and record the assignment with its evidence hash.
+Each step is journaled before clients are told it (edge/journal.py). A failure, Ctrl-C or a signal at
+any step puts the old stack back serving (edge/undo.py); a kill -9 is undone by `edge recover`.
+Clients only ever read composegen's own words as the stage.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
     sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
-    / residue_logged(project, r)
+    / residue_kept(project, r)
                                         a standby stack's sleep mode, over its private network
                                         (its bridge, or an exec inside the container)
     host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
@@ -126,7 +126,7 @@ __all__ = [
     "loopback_conflict",
     "preload",
     "project_containers",
-    "residue_logged",
+    "residue_kept",
     "running_container",
     "settle",
     "shm_report",
@@ -337,7 +337,7 @@ def wake_stack(project: Project, r: Resolved) -> float:
     return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
 
 
-def residue_logged(project: Project, r: Resolved) -> float | None:
+def residue_kept(project: Project, r: Resolved) -> float | None:
     """The GPU memory R's engine kept the last time it slept, as that sleep measured it (kept in
     .composegen/standby/NAME.json, not read from a log window); None when it never slept."""
     return sleepmode.residue_kept(project, r.name)
