@@ -32,7 +32,7 @@ COMMANDS: dict[str, str] = {
     "render": "render_command",
     **dict.fromkeys(["show", "schema"], "profile_commands"),
     "diff": "diff_command",
-    "up": "up_command",
+    **dict.fromkeys(["up", "wake"], "up_command"),
     **dict.fromkeys(["down", "status", "logs", "startup"], "stack_commands"),
     "shm": "shm_commands",
     "wait": "wait_command",

@@ -50,6 +50,7 @@ REPORTS: dict[str, str] = {
     "promote": "composegen.edge.reports:SwitchReport",
     "rollback": "composegen.edge.reports:SwitchReport",
     "edge-recover": "composegen.edge.reports:RecoverReport",
+    "wake": "composegen.edge.reports:RecoverReport",
     "exposure": "composegen.edge.reports:ExposureReport",
 }
 

@@ -17,7 +17,7 @@ from composegen.cli.console import console_progress, with_stages
 from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import earlier_load_s
-from composegen.edge import standby as resident
+from composegen.edge import asleep, standbyplan
 from composegen.errors import BadInput as BadInputError
 from composegen.output import Output, out, terminal_width
 from composegen.stack import driver
@@ -64,6 +64,11 @@ def up(
         "--standby",
         help="Once ready and through its gates, put it to sleep (the profile's `standby:`).",
     ),
+    sleep_alias: bool = typer.Option(
+        False,
+        "--sleep-alias",
+        help="With --standby: even the stack an alias serves (503 meanwhile).",
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Preflight, start and wait for a stack; print what the engine reported about its memory.
@@ -80,7 +85,11 @@ def up(
     with deferred_sigint():
         driver.preload()
     project, r = _load(name)
-    resident.plan_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
+    if standby:
+        asleep.refuse_aliased(project, r, sleep_alias)
+    elif r.profile.standby and driver.sleep_state(project, r) is not None:
+        show.say(f"{name}: {asleep.wake(project, r, None).action} (warm-up, identity, gates)")
+    standbyplan.check_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
     opts = driver.UpOptions(
         emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm
     )
@@ -108,16 +117,32 @@ def _to_sleep(project: Project, r: Resolved, result: UpReport, show: Output) -> 
             f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
         )
     was = driver.sleep_state(project, r)  # already asleep: put_to_sleep runs no gates
-    asleep = resident.put_to_sleep(project, r)
-    status = SleepingStatus(level=asleep.level, since=asleep.since, gpu_gib_held=asleep.residue_gib)
+    slept = asleep.put_to_sleep(project, r, None)
+    status = SleepingStatus(level=slept.level, since=slept.since, gpu_gib_held=slept.residue_gib)
     held = (
-        f"; the engine still holds {asleep.residue_gib:g} GiB of GPU memory"
-        if asleep.residue_gib
+        f"; the engine still holds {slept.residue_gib:g} GiB of GPU memory"
+        if slept.residue_gib
         else ""
     )
     done = "already asleep, no gates run" if was else "gates passed, asleep"
-    show.say(f"{r.name}: {done} (level {asleep.level}){held}")
+    show.say(f"{r.name}: {done} (level {slept.level}){held}")
     return result.model_copy(update={"asleep": status})
+
+
+@app.command()
+def wake(
+    name: str = ProfileArg,
+    gates: str = typer.Option("smoke", "--gates", help="Gates it must pass once awake."),
+    json_: bool = JsonOpt,
+) -> None:
+    """Wake a stack put to sleep (`up --standby`): the wake, a warm-up request, its identity and
+    gates, as a switch does; an alias on it answers 503 + the step until then.
+
+    Example: composegen wake 4096-131k
+    """
+    project, r = _load(name)
+    result = asleep.wake(project, r, [g for g in gates.split(",") if g])
+    Output(json_).report(result, lambda: f"{result.action} ({result.seconds:.1f} s)")
 
 
 def _nodes_text(result: UpReport) -> str:

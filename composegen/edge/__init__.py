@@ -11,6 +11,7 @@ benchvia.py (`bench --via-edge`) · gatekeeper.py (runs inside the edge; stdlib 
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [
+    "asleep",
     "benchvia",
     "config",
     "exposure",

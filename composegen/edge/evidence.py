@@ -132,9 +132,12 @@ def _ran_hash(project: Project, directory: Path, evidence_sha256: str, profile: 
     )
 
 
-def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
+def qualified_run(
+    project: Project, r: Resolved, run: str | None, emulate: bool | None = None
+) -> Proof:
     """The newest (or the given) run of R with a passing qualify.json, at R's current profile
-    hash."""
+    hash; with EMULATE, made by the same kind of engine (a real switch never rests on the
+    emulator's proof, nor the reverse)."""
     candidates = [run] if run else _runs_of(project, r.name)
     if not candidates:
         raise CheckFailed(
@@ -159,6 +162,13 @@ def qualified_run(project: Project, r: Resolved, run: str | None) -> Proof:
             continue
         if not isinstance(result, dict) or result.get("qualified") is not True:
             problems.append(f"{project.rel(where)}: not qualified")
+            continue
+        if emulate is not None and result.get("emulated", emulate) is not emulate:
+            kinds = ("the EMULATED vLLM", "a real engine")
+            made, wants = kinds[not result.get("emulated")], kinds[not emulate]
+            problems.append(
+                f"{project.rel(where)}: made by {made}, a switch to {wants} needs its proof"
+            )
             continue
         # hashes can be recomputed by hand; the seal cannot
         if not privatestate.sealed(project, result):

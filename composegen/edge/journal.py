@@ -19,12 +19,14 @@ from composegen.edge.keys import edge_dir
 from composegen.edge.procstart import start_ticks
 from composegen.project import Project
 
+PID_MAX = 1 << 22  # Linux's highest pid_max: a larger one names no process (and overflows a C long)
+
 
 class Journal(TypedDict):
     alias: str
     source: str | None  # the stack the alias pointed at when the switch began
     target: str
-    by: str  # promote | rollback | qualify (`qualify --alias`)
+    by: str  # promote | rollback | qualify (`qualify --alias`) | sleep | wake (edge/asleep.py)
     emulate: bool
     path: str  # standby | cold
     # what recovery restores: the source as it ran (emulated or real), the target as it was found
@@ -53,7 +55,6 @@ def begin(
     by: str,
     emulate: bool,
     path: str,
-    *,
     source_emulated: bool | None = None,
     target_was: str | None = None,
 ) -> Journal:
@@ -86,21 +87,14 @@ def read(project: Project) -> Journal | None:
     """The journal, or None when there is none or it is not one (a record composegen did not
     write)."""
     doc: dict = privatestate.read_json(journal_path(project), {})
-    shapes = {
-        "alias": str,
-        "target": str,
-        "by": str,
-        "path": str,
-        "step": str,
-        "pid": int,
-        "started": str,
-        "since": str,
-    }
-    if not all(isinstance(doc.get(k), t) for k, t in shapes.items()) or not isinstance(
-        doc.get("emulate"), bool
+    shapes = dict.fromkeys(("alias", "target", "by", "path", "step", "started", "since"), str)
+    if not all(
+        isinstance(doc.get(k), t) for k, t in {**shapes, "pid": int, "emulate": bool}.items()
     ):
         return None
-    if not (doc.get("source") is None or isinstance(doc.get("source"), str)):
+    if not isinstance(doc.get("source"), str | None) or isinstance(doc["pid"], bool):
+        return None
+    if not 0 < doc["pid"] <= PID_MAX:
         return None
     # a journal written before these two were kept: a switch's defaults
     if not isinstance(doc.get("source_emulated"), bool):
@@ -112,8 +106,6 @@ def read(project: Project) -> Journal | None:
 
 def owner_alive(entry: Journal) -> bool:
     pid = entry["pid"]
-    if pid <= 0:
-        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Literal
 
 from composegen import privatestate
-from composegen.edge import config, journal, routes, standby, standbyplan, switch
+from composegen.edge import asleep, config, journal, routes, standbyplan, undo
 from composegen.edge import evidence as proof
 from composegen.edge.config import Edge
 from composegen.edge.proofsteps import Arm, PathKind, State, qualified
@@ -57,12 +58,16 @@ def qualify_here(
                             "serving stack's place, then restores it")  # fmt: skip
     if started:
         _refuse_aliased(project, r.name)
-        standby.plan_start(project, r, True, False)  # it must fit beside the edge's stacks
+        standbyplan.check_start(project, r, True, False)  # it must fit beside the edge's stacks
         note(f"{r.name} is not up: starting it emulated for this qualification")
     try:
         if started:
             driver.up(project, r, driver.UpOptions(emulate=True, down_on_failure=True))
-        return qualified(project, r, sleep_cycles, None)
+        if not sleep_cycles:
+            return qualified(project, r, 0, None)
+        # the cycles sleep it: the switch's lock, an alias on it marked first (edge/asleep.py)
+        with asleep.sleeping(project, r, "qualify"):
+            return qualified(project, r, sleep_cycles, None)
     finally:
         if started:  # Ctrl-C during `up`'s wait included: left as found
             note(f"taking {r.name} down again (it was not up before)")
@@ -120,7 +125,7 @@ def prove(
         )
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
-        switch.refuse_interrupted(project)
+        undo.refuse_interrupted(project)
         current = routes.current(project, edge, alias)
         if current is None:
             known = ", ".join(a for a in routes.aliases(project, edge)) or "none"
@@ -144,7 +149,7 @@ def prove(
             routes.publish(project, edge)
             journal.end(project)
     now = routes.current(project, edge, alias) or current
-    report = _report(alias, name, (current, now), then, result, evidence, (path, why), arm.steps,
+    report = _report(alias, name, (current, now), then, result, evidence, (path, why), arm.sink.done,
                      started, arm.sink.seen)  # fmt: skip
     return report.model_copy(update={"restore_failed": trouble.message if trouble else None})
 
@@ -166,7 +171,9 @@ def _in_place(
     """NAME serves the alias already, or runs awake beside its stack: qualified where it runs, the
     alias untouched (with --then promote and a pass, it moves: NAME serves already, its gates
     passed)."""
-    result = qualified(project, edge.stacks[name], cycles, None)
+    r = edge.stacks[name]
+    with asleep.marked(project, edge, r, "qualify") if cycles else nullcontext():
+        result = qualified(project, edge.stacks[name], cycles, None)  # the lock is held
     evidence, why = None, f"{alias} already serves {name}: qualified in place"
     if current != name:
         why = f"{name} is up and awake beside {current}: qualified where it runs"
@@ -199,7 +206,8 @@ def _begin(
     current_emulated = bool(ctr.emulated) if ctr is not None and ctr.running else emulate
     entry = journal.begin(project, alias, current, name, "qualify", emulate, path,
                           source_emulated=current_emulated, target_was=was)  # fmt: skip
-    sink = switch.StageSink(project, edge, alias, name, entry)
+    sink = undo.StageSink(project, edge, alias, name, entry)
+    sink.serving = current
     return Arm(project, edge, alias, current, name, emulate, sink, path, was, current_emulated)
 
 

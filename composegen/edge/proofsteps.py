@@ -8,12 +8,11 @@ back a killed run the same way (edge/recovery.py)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from composegen.edge import exposure, recovery, standby, switch
+from composegen.edge import exposure, standby, undo
 from composegen.edge.config import Edge
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.evidence import qualify
@@ -43,54 +42,44 @@ class Arm:
     current: str
     target: str
     emulate: bool  # NAME started emulated
-    sink: switch.StageSink
+    sink: undo.StageSink
     path: PathKind
     target_was: State
     current_emulated: bool  # the serving stack's engine is the emulator
-    steps: list[tuple[str, float]] = field(default_factory=list)
-
-    def step(self, name: str, action: Callable[[], object]) -> None:
-        self.sink.say(name)
-        began = time.monotonic()
-        action()
-        self.steps.append((name, round(time.monotonic() - began, 3)))
 
     def away(self, cycles: int, gates: list[str] | None) -> QualifyResult:
         """The serving stack out of the way, the target in, qualified."""
         old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
         if self.path == "standby" and self.target_was == "asleep":
-            standby.switch(self.project, self.edge, self.current, self.target, gates,
-                           standby.Steps(self.sink.say, self.steps))  # fmt: skip
+            standby.switch(self.project, self.edge, self.current, self.target, gates, self.sink.run)
         else:
             if self.path == "standby":  # drained (then aborted), as a switch's
-                standby.sleep_drained(self.project, old, self.step)
+                standby.sleep_drained(self.project, old, self.sink.run)
             else:
-                self.step(f"stopping {self.current}", lambda: driver.down(self.project, old))
+                self.sink.run(f"stopping {self.current}", lambda: driver.down(self.project, old))
             if self.target_was == "asleep":  # resident, its partner without `standby:`
-                self.step(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
+                self.sink.run(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
             else:
                 how = driver.UpOptions(emulate=self.emulate)
-                self.step(f"starting {self.target}",
+                self.sink.run(f"starting {self.target}",
                           lambda: driver.up_or_attach(self.project, new, how, self.sink))  # fmt: skip
         stage = f"qualifying {self.target}"
         found: list[QualifyResult] = []
-        self.step(stage, lambda: found.append(qualified(
+        self.sink.run(stage, lambda: found.append(qualified(
             self.project, new, cycles, lambda s: self.sink.say(f"{stage}: {s}"))))  # fmt: skip
         return found[0]
 
     def back(self) -> None:
         """The target as it was found, the old stack serving again (as `edge recover`)."""
-        undo = recovery.Undo(
+        plan = undo.Undo(
             self.current, self.target, self.path, self.target_was, self.current_emulated
         )
-        recovery.put_back(self.project, self.edge, undo, self.sink, self.step)
+        undo.put_back(self.project, self.edge, plan, self.sink)
 
     def failed(self, exc: BaseException) -> ComposegenError:
         """After a failure, a bug, Ctrl-C or a signal: the old stack back and the alias on it (exit
         1, or the interrupt's own code), or the error that says not."""
-        return switch.restored(self.project, self.edge, self.alias, self.current,
-                               f"qualifying {self.target}", exc, self.back, self.sink,
-                               "restored")  # fmt: skip
+        return undo.restored(self.sink, f"qualifying {self.target}", exc, self.back, "restored")
 
     def restore(self, verdict: str) -> EngineError | None:
         """After the qualification (VERDICT: its outcome and bundle): put back; the error when that
@@ -98,11 +87,9 @@ class Arm:
         try:
             self.back()
         except (KeyboardInterrupt, Interrupted) as exc:  # `up` turns Ctrl-C into Interrupted
-            raise switch.left_to_recover(exc, f"qualifying {self.target}: {verdict}",
+            raise undo.left_to_recover(exc, f"qualifying {self.target}: {verdict}",
                                          self.current) from None  # fmt: skip
         except Exception as exc:  # whatever it was, the alias must say so
             what = f"qualifying {self.target}: {verdict}"
-            return switch.restore_failed(
-                self.project, self.edge, self.alias, self.current, what, exc
-            )
+            return undo.restore_failed(self.project, self.edge, self.alias, self.current, what, exc)
         return None

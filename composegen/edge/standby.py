@@ -11,17 +11,15 @@ each step told to clients as the 503 stage and timed:
     putting OLD to sleep, waking NEW, warm-up (one request), identity (/v1/models names NEW's served
     name), gates on NEW; then the alias moves.
 
-Any failure after the old engine sleeps puts the new one back to sleep and the old one awake again,
-and the alias stays where it was.
+Any failure, Ctrl-C or signal puts the new one back to sleep and the old one awake again (warm-up,
+identity, gates), and the alias stays where it was (edge/undo.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from composegen.edge import standbyplan
 from composegen.edge.config import Edge
@@ -33,20 +31,6 @@ from composegen.project import Project
 from composegen.stack import driver, readiness
 
 DRAIN_S = 30.0  # running requests get this long to finish before the sleep aborts them
-
-
-@dataclass
-class Steps:
-    """Each step's seconds, in order (SwitchReport.steps)."""
-
-    say: Callable[[str], None]
-    done: list[tuple[str, float]] = field(default_factory=list)
-
-    def run(self, name: str, action: Callable[[], object]) -> None:
-        self.say(name)
-        started = time.monotonic()
-        action()
-        self.done.append((name, round(time.monotonic() - started, 3)))
 
 
 def preload_gates() -> threading.Thread:
@@ -78,11 +62,6 @@ def _gates(r: Resolved, only: list[str] | None) -> None:
             f"{r.name}: the gates' client does not import ({type(exc).__name__}: {exc})",
             hint="`bash scripts/setup.sh` reinstalls the project's environment",
         ) from None
-
-
-def plan_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:
-    """Before `up`: refused (exit 2, the figures) when the memory plan says it does not fit."""
-    standbyplan.check_start(project, r, emulated, standby)
 
 
 def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -> driver.Asleep:
@@ -138,28 +117,20 @@ def _drained(r: Resolved, deadline: float) -> bool:
     return False
 
 
+Run = Callable[[str, Callable[[], object]], None]  # a named, told, timed step (StageSink.run)
+
+
 def switch(
-    project: Project, edge: Edge, current: str, target: str, only: list[str] | None, steps: Steps
+    project: Project, edge: Edge, current: str, target: str, only: list[str] | None, run: Run
 ) -> None:
-    """The standby path from CURRENT to TARGET (CheckFailed/EngineError on failure, the old engine
-    awake)."""
-    old, new = edge.stacks[current], edge.stacks[target]
-    sleep_drained(project, old, steps.run)
-    try:
-        steps.run(f"waking {target}", lambda: driver.wake_stack(project, new))
-        steps.run("warm-up", lambda: sleepcycles.probe(new))  # the first request after a wake
-        steps.run("identity", lambda: identity(new))
-        steps.run(f"gates on {target}", lambda: _gates(new, only))
-    except (ComposegenError, TimeoutError):
-        steps.say(f"switch to {target} failed, waking {current} again")
-        # the new engine may be what failed; the old one wakes anyway
-        with contextlib.suppress(ComposegenError):
-            driver.sleep_stack(project, new, mode="abort")
-        driver.wake_stack(project, old)
-        raise
-
-
-Run = Callable[[str, Callable[[], object]], None]  # a named, told, timed step (Steps.run)
+    """The standby path from CURRENT to TARGET, each step through RUN; raises what failed (the
+    caller's undo puts the old engine awake again)."""
+    new = edge.stacks[target]
+    sleep_drained(project, edge.stacks[current], run)
+    run(f"waking {target}", lambda: driver.wake_stack(project, new))
+    run("warm-up", lambda: sleepcycles.probe(new))  # the first request after a wake
+    run("identity", lambda: identity(new))
+    run(f"gates on {target}", lambda: _gates(new, only))
 
 
 def sleep_drained(project: Project, r: Resolved, run: Run) -> None:

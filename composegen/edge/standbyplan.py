@@ -193,7 +193,7 @@ def check_switch(
     size = _size(project, new, emulated, [*others, Running(old, emulated, None)])
     if size is not None:
         # what OLD kept the last time it slept, by its own line (estimated if it never slept)
-        holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_logged(project, old)),
+        holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_kept(project, old)),
                    *(_holder(o, size) for o in others)]  # fmt: skip
         _refuse(f"{target} cannot wake beside {current} asleep", gpu_problems(holders, size),
                 "put the other awake stacks to sleep or down first (docs/standby.md)")  # fmt: skip

@@ -21,7 +21,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
     sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
-    / residue_logged(project, r)
+    / residue_kept(project, r)
                                         a standby stack's sleep mode, over its private network
                                         (its bridge, or an exec inside the container)
     host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
@@ -119,11 +119,12 @@ __all__ = [
     "loopback_conflict",
     "preload",
     "project_containers",
-    "residue_logged",
+    "residue_kept",
     "running_container",
     "settle",
     "shm_report",
     "shm_text",
+    "signals_as_interrupts",
     "sleep_stack",
     "sleep_state",
     "start",
@@ -135,6 +136,9 @@ __all__ = [
     "wake_stack",
     "weights",
 ]
+
+
+signals_as_interrupts = starting.signals_as_interrupts  # SIGTERM/SIGHUP raised as Ctrl-C is
 
 
 def preload() -> None:
@@ -337,11 +341,10 @@ def wake_stack(project: Project, r: Resolved) -> float:
     return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
 
 
-def residue_logged(project: Project, r: Resolved) -> float | None:
-    """The GPU memory R's engine said it kept the last time it slept (its own `… GiB memory is
-    still in use.` line); None when it never slept or does not run."""
-    ctr = head_container(project, r)
-    return None if ctr is None or not ctr.running else sleepmode.residue_logged(ctr)
+def residue_kept(project: Project, r: Resolved) -> float | None:
+    """The GPU memory R's engine kept the last time it slept, as that sleep measured it (kept in
+    .composegen/standby/NAME.json, not read from a log window); None when it never slept."""
+    return sleepmode.residue_kept(project, r.name)
 
 
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:

@@ -207,7 +207,10 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
         _ok(ctr, port, "POST", "/wake_up?tags=kv_cache")
     else:
         _ok(ctr, port, "POST", "/wake_up", timeout=600)
-    (_record(project, r.name)).unlink(missing_ok=True)
+    # awake: only the figure the last sleep measured stays (the memory plan's, not a log window)
+    privatestate.write_json(
+        _record(project, r.name), {"residue_gib": residue_kept(project, r.name)}
+    )
     return time.monotonic() - started
 
 
@@ -222,15 +225,14 @@ def state(
     doc: dict = privatestate.read_json(_record(project, r.name), {})
     level = doc["level"] if doc.get("level") in (1, 2) else r.profile.standby.level
     since = doc.get("since") if isinstance(doc.get("since"), str) else None
-    residue = (
-        doc.get("residue_gib") if isinstance(doc.get("residue_gib"), int | float) else _residue(ctr)
-    )
-    return Asleep(level=int(level), since=since, residue_gib=residue)
+    return Asleep(level=int(level), since=since, residue_gib=residue_kept(project, r.name))
 
 
-def residue_logged(ctr: ContainerFacts) -> float | None:
-    """The GPU memory the engine said it kept the last time it slept (None: it never slept)."""
-    return _residue(ctr)
+def residue_kept(project: Project, name: str) -> float | None:
+    """The GPU memory NAME's engine kept the last time composegen put it to sleep (None: never)."""
+    doc: dict = privatestate.read_json(_record(project, name), {})
+    found = doc.get("residue_gib")
+    return float(found) if isinstance(found, int | float) and 0 <= found < 1e6 else None
 
 
 def _residue(ctr: ContainerFacts) -> float | None:

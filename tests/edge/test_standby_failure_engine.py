@@ -33,7 +33,9 @@ def test_a_failed_wake_leaves_the_old_engine_awake_and_the_alias_on_it(tmp_path,
         res = edge.cli(*promote)  # the second wake of the new engine fails
         assert res.returncode == 1, (res.stdout, res.stderr)
         assert f"switching ds4-flash to {edge.new} by sleep failed" in res.stderr, res.stderr
-        assert f"{edge.old} is awake again: ds4-flash points at it" in res.stderr, res.stderr
+        assert f"{edge.old} is awake again: ds4-flash points at {edge.old} again" in res.stderr, (
+            res.stderr
+        )
 
         aliases = json.loads(edge.ok("edge", "status", "--json"))["aliases"]
         assert [(a["alias"], a["profile"], a["switching"]) for a in aliases] == [

@@ -54,11 +54,15 @@ def test_a_switch_the_plan_refuses_starts_no_preload(tmp_path, monkeypatch):
 
     monkeypatch.setattr(switch.standbyplan, "check_switch", refuse)
     with pytest.raises(BadInput) as caught:
-        switch._switch(project, None, "ds4", "4096-131k", "promote", None, False, None, Timeline())
+        switch.Switch(
+            project, None, "ds4", "4096-131k", "promote", None, False, None, Timeline()
+        ).run()
     assert caught.value.exit_code == 2 and started == []
     # the plan passes: the preload starts (and the switch goes on, to the journal)
     monkeypatch.setattr(switch.standbyplan, "check_switch", lambda *a: None)
     monkeypatch.setattr(switch.journal, "begin", lambda *a: (_ for _ in ()).throw(RuntimeError))
     with pytest.raises(RuntimeError):
-        switch._switch(project, None, "ds4", "4096-131k", "promote", None, False, None, Timeline())
+        switch.Switch(
+            project, None, "ds4", "4096-131k", "promote", None, False, None, Timeline()
+        ).run()
     assert started == ["preload"]

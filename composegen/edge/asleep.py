@@ -1,0 +1,127 @@
+"""Everything that may put an engine to sleep outside a switch — `qualify --sleep-cycles`, `up
+--standby`, `wake` (campaign arms: not yet) — goes through `sleeping`: the switch's own lock (so a promote and a
+sleep qualification never run at once) and, when an alias points at the stack, the switch's journal
+(by "sleep") and the alias marked BEFORE the engine sleeps: clients get 503 + Retry-After + the stage
+in composegen's words (STAGE), never the engine's own text. When it ends the engine is awake and the
+mark goes, or it was left asleep on purpose (`up --standby --sleep-alias`) and the mark stays. A
+failure, Ctrl-C or SIGTERM wakes it first; a kill -9, or a wake that fails too, leaves the journal
+for `edge recover` (which wakes it, warm-up, identity, gates)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+
+from composegen import privatestate
+from composegen.edge import config, journal, routes, standby, undo
+from composegen.edge.config import Edge
+from composegen.edge.reports import RecoverReport
+from composegen.errors import BadInput, ComposegenError
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project
+from composegen.stack import driver
+
+
+def stage(alias: str, name: str, since: str) -> str:
+    return f"{alias}'s engine {name} is asleep since {since}; `composegen wake {name}`"
+
+
+def aliased(project: Project, edge: Edge, name: str) -> list[str]:
+    """The aliases that point at NAME."""
+    return [a for a, p in routes.aliases(project, edge).items() if p == name]
+
+
+def publish(project: Project, edge: Edge) -> None:
+    """routes.json from the assignments, an alias whose stack sleeps marked so."""
+    marks: dict[str, routes.Switching] = {}
+    for alias, name in routes.aliases(project, edge).items():
+        r = edge.stacks.get(name or "")
+        state = driver.sleep_state(project, r) if r is not None and r.profile.standby else None
+        if state is not None and name is not None:
+            marks[alias] = {"to": name, "stage": stage(alias, name, state.since or "unknown")}
+    routes.publish(project, edge, marks)
+
+
+class _Told:
+    """The steps of a stack no alias points at: run, named, nothing published."""
+
+    alias, seen = None, list[str]()
+
+    def run(self, name: str, action: Callable[[], object]) -> None:
+        self.seen.append(name)
+        action()
+
+
+@contextlib.contextmanager
+def sleeping(project: Project, r: Resolved, by: str) -> Iterator[undo.StageSink | _Told]:
+    """The module's docstring; BY: what sleeps it (the journal's `by`); yields what runs steps."""
+    if not config.configured(project):
+        yield _Told()
+        return
+    with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
+        undo.refuse_interrupted(project)
+        with marked(project, config.load(project), r, by) as sink:
+            yield sink
+
+
+@contextlib.contextmanager
+def marked(project: Project, edge: Edge, r: Resolved, by: str) -> Iterator[undo.StageSink | _Told]:
+    """The journal and the mark while R may sleep (the lock held by the caller)."""
+    on, ctr = aliased(project, edge, r.name), driver.head_container(project, r)
+    if not on:
+        yield _Told()
+        return
+    emulated = bool(ctr and ctr.emulated)
+    entry = journal.begin(
+        project, on[0], r.name, r.name, by, emulated, "standby", emulated, "awake"
+    )
+    sink = undo.StageSink(project, edge, on[0], r.name, entry)
+    sink.say(stage(on[0], r.name, privatestate.stamp()))
+    try:
+        yield sink
+    except BaseException:
+        with contextlib.suppress(ComposegenError):  # woken: the mark goes; not: left to recover
+            if driver.sleep_state(project, r) is not None:
+                sink.run(f"waking {r.name}", lambda: driver.wake_stack(project, r))
+            publish(project, edge)
+            journal.end(project)
+        raise
+    publish(project, edge)
+    journal.end(project)
+
+
+def refuse_aliased(project: Project, r: Resolved, sleep_alias: bool) -> None:
+    """`up NAME --standby` on the stack an alias serves: refused (exit 2) unless asked explicitly,
+    with the order that switches by sleep instead."""
+    on = aliased(project, config.load(project), r.name) if config.configured(project) else []
+    if on and not sleep_alias:
+        alias = on[0]
+        raise BadInput(
+            f"--standby: {alias} points at {r.name}: asleep, it would answer {alias}'s clients 503",
+            hint=f"start the candidate asleep first (`composegen up OTHER --standby`), then "
+            f"`composegen promote OTHER --alias {alias}` puts {r.name} to sleep behind the switch; "
+            f"or `--sleep-alias` to sleep it now (503 until `composegen wake {r.name}`)",
+        )
+
+
+def put_to_sleep(project: Project, r: Resolved, gates: list[str] | None) -> driver.Asleep:
+    """`up --standby`: its gates, then asleep, under the lock, the alias (if any) marked first and
+    left so (`composegen wake` ends it)."""
+    with sleeping(project, r, "sleep"):
+        return standby.put_to_sleep(project, r, gates)
+
+
+def wake(project: Project, r: Resolved, gates: list[str] | None) -> RecoverReport:
+    """`composegen wake NAME` (and `up NAME` of a sleeping stack): woken, warm-up, identity, gates
+    — a switch's steps — under the lock, the alias on it told each step; then its mark goes. A
+    failure, Ctrl-C or a kill leaves the journal to `edge recover`."""
+    started, asleep = time.monotonic(), driver.sleep_state(project, r, strict=True)
+    with sleeping(project, r, "wake") if asleep else contextlib.nullcontext(_Told()) as sink:
+        for name, step in undo.waking(project, r, gates) if asleep else []:
+            sink.run(name, step)
+    action = f"{r.name} woken" if asleep else f"{r.name} is awake: nothing to wake"
+    seconds = round(time.monotonic() - started, 1)
+    return RecoverReport(
+        alias=sink.alias, action=action, profile=r.name, stages=sink.seen, seconds=seconds
+    )

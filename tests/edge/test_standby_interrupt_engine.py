@@ -1,0 +1,96 @@
+"""Ctrl-C (and SIGTERM) during a standby promote or rollback once the old engine is asleep (issue 49):
+at waking NEW, warm-up, identity and gates on NEW, composegen either puts the old engine awake again
+with the alias on it before it ends, or leaves the journal (and the 503 mark) for `edge recover`. Never
+the alias on a sleeping engine with no mark and nothing to recover. Real Docker, the real edge, the
+emulated vLLM with slow wakes and decoding, so each step lasts long enough to be interrupted in."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.edge.test_switch_engine import decide
+from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.helpers import REPO
+
+pytestmark = pytest.mark.docker
+CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory, edge_img):
+    project = edge_project(tmp_path_factory.mktemp("standby-int"), edge_img, load=2, standby=True,
+                           share=0.45, both_env={"EMU_WEIGHTS_GIB": "0.0043", "EMU_WAKE_S": "1.5",
+                                                 "EMU_DECODE_TOK_S": "4"})  # fmt: skip
+    with serving(project) as ready:
+        ready.ok("up", ready.new, "--emulate", "--standby", timeout=600)
+        yield ready
+
+
+def _interrupted_at(
+    edge: EdgeProject, prefix: str, sig: int, *args: str
+) -> subprocess.CompletedProcess:
+    """`composegen ARGS`, sent SIG once its journal's step starts with PREFIX; how it ended."""
+    journal = edge.root / ".composegen/edge/switch.json"
+    proc = subprocess.Popen([sys.executable, "-m", "composegen", "--root", str(edge.root), *args], cwd=REPO,
+                            env={**os.environ, "NO_COLOR": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                step = str(json.loads(journal.read_text()).get("step", ""))
+            except (OSError, ValueError):
+                step = ""
+            if step.startswith(prefix):
+                proc.send_signal(sig)
+                out, err = proc.communicate(timeout=300)
+                return subprocess.CompletedProcess(args, proc.returncode, out, err)
+            time.sleep(0.005)
+        pytest.fail(f"{args} never reached {prefix!r} (exit {proc.poll()})")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+def _serves(edge: EdgeProject, key: str, profile: str) -> None:
+    """PROFILE serves the alias awake (after `edge recover` when the switch left its journal)."""
+    journal = edge.root / ".composegen/edge/switch.json"
+    if journal.exists():
+        assert json.loads(edge.ok("edge", "status", "--json"))["aliases"][0]["interrupted"]
+        code, headers, data = edge.request("POST", "/v1/chat/completions", key, CHAT)
+        assert code == 503 and headers.get("Retry-After"), (code, data)
+        assert "edge recover" in json.loads(data)["error"]["stage"], data
+        assert json.loads(edge.ok("edge", "recover", "--json", timeout=600))["action"].startswith(
+            "undone"
+        )
+    code, _, data = edge.request("POST", "/v1/chat/completions", key, CHAT, timeout=60)
+    assert code == 200 and json.loads(data)["model"] == f"{profile}-served", (code, data)
+    assert not journal.exists()
+    sleeping = {s["profile"]: s["endpoint"]["sleeping"]
+                for s in json.loads(edge.ok("status", "--json"))["stacks"]}  # fmt: skip
+    assert sleeping[profile] is None, sleeping
+
+
+def test_ctrl_c_and_sigterm_once_the_old_engine_sleeps_leave_it_awake_or_recoverable(edge):
+    decide(edge, "c1", edge.new)
+    key = edge.ok("edge", "keys", "add", "int").strip()
+    promote = ("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate")
+    for prefix, sig in (("waking", signal.SIGINT), ("warm-up", signal.SIGINT),
+                        ("gates on", signal.SIGINT), ("waking", signal.SIGTERM)):  # fmt: skip
+        res = _interrupted_at(edge, prefix, sig, *promote)
+        assert res.returncode in (130, 143), (prefix, res.returncode, res.stderr)
+        _serves(edge, key, edge.old)
+    edge.ok(*promote, timeout=600)
+    rollback = ("rollback", "ds4-flash", "--emulate")
+    for prefix in ("waking", "gates on"):
+        res = _interrupted_at(edge, prefix, signal.SIGINT, *rollback)
+        assert res.returncode == 130, (prefix, res.returncode, res.stderr)
+        _serves(edge, key, edge.new)
