@@ -17,10 +17,11 @@ from typing import Any
 
 from composegen.k8s.manifests import Manifests, build
 from composegen.k8s.notes import Notes
+from composegen.ledger import GENERATED_HEADER, K8S_DIR
 from composegen.profiles import resolve
 from composegen.profiles.reports import K8sNote, K8sRendered
 from composegen.project import Project
-from composegen.render import GENERATED_HEADER, K8S_DIR, monitoring_files, render_stack
+from composegen.render import monitoring_files, render_stack
 from composegen.templating import yaml_key
 
 
