@@ -20,12 +20,14 @@ EDGE_DIR = "edge"  # out/edge/: the edge (composegen/edge/render.py), keyed "edg
 MONITORING_FILES = ("prometheus.yml", "grafana-dashboard.json")
 # out/NAME/k8s/FILE (composegen/k8s/output.py)
 K8S_DIR = "k8s"
+K8S_CACHE_FILE = "cache-pvc.yaml"  # the compile caches' claim
 K8S_FILES = (
     "kustomization.yaml",
     "deployment.yaml",
     "leaderworkerset.yaml",
     "service.yaml",
     "pvc.yaml",
+    K8S_CACHE_FILE,
 )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from composegen.errors import BadInput
-from composegen.profiles import resolve, rules
+from composegen.profiles import caches, resolve, rules
 from composegen.profiles.schema import Node
 from composegen.profiles.service import REF_RE
 from composegen.project import Project, compose_project
@@ -86,11 +86,9 @@ def head(r: resolve.Resolved) -> Node | None:
     return members(r)[0] if r.profile.nodes else None
 
 
-def context(r: resolve.Resolved, node: Node | None = None) -> dict[str, Any]:
-    p, svc = r.profile, r.profile.service
-    ulimits = svc.ulimits_plain()
-    volumes = [volume_spec(v.source, v.target, v.read_only) for v in svc.volumes]
-    labels = {
+def _labels(r: resolve.Resolved) -> dict[str, str]:
+    p = r.profile
+    return {
         f"{LABEL_PREFIX}profile": r.name,
         f"{LABEL_PREFIX}hash": r.hash,
         f"{LABEL_PREFIX}served-name": p.model.served_name,
@@ -98,6 +96,26 @@ def context(r: resolve.Resolved, node: Node | None = None) -> dict[str, Any]:
         **unsafe_mounts_label(p.service.unsafe_mounts),
         **({IMAGE_POLICY_LABEL: p.image_policy} if p.image_policy != "pinned" else {}),
     }
+
+
+def hf_home(r: resolve.Resolved, node: Node | None) -> str | None:
+    """The Hugging Face mount's target, when the stack (node) mounts one where HF_HOME would point."""
+    mounted = {v.target for v in r.profile.service.volumes}
+    if node is not None and node.hf_cache:
+        mounted.add(rules.HF_CACHE_TARGET)
+    return rules.HF_CACHE_TARGET if rules.HF_CACHE_TARGET in mounted else None
+
+
+def cache_mount(r: resolve.Resolved, node: Node | None) -> list[str]:
+    """The caches' mount (docs/caches.md), as the compose file at out/NAME[/NODE]/ spells it."""
+    source = caches.source(r, 2 if node is None else 3)
+    return [] if source is None else [volume_spec(source, caches.CACHE_TARGET, False)]
+
+
+def context(r: resolve.Resolved, node: Node | None = None) -> dict[str, Any]:
+    p, svc = r.profile, r.profile.service
+    volumes = [volume_spec(v.source, v.target, v.read_only) for v in svc.volumes]
+    labels = _labels(r)
     ctx: dict[str, Any] = {
         "source": r.path,
         "name": r.name,
@@ -112,13 +130,14 @@ def context(r: resolve.Resolved, node: Node | None = None) -> dict[str, Any]:
         "command": r.argv(),
         "network_mode": None,
         "port": f"{svc.port.bind}:{svc.port.host}:{svc.port.container}",
-        "environment": sorted(r.environment().items()),
-        "volumes": volumes,
+        "environment": sorted(caches.environment(r, r.environment(), hf_home(r, None)).items()),
+        "volumes": volumes + cache_mount(r, None),
         "named_volumes": sorted({v.source for v in svc.volumes if v.named}),
+        "cache_volume": caches.volume(r),
         "ipc": svc.ipc,
         "shm_size": svc.shm_size,
         "init": svc.init,
-        "ulimits": list(ulimits.items()),
+        "ulimits": list(svc.ulimits_plain().items()),
         "devices": [],
         "cap_add": [],
         "gpus": svc.gpus,
@@ -182,9 +201,14 @@ def _node_context(r: resolve.Resolved, node: Node, labels: dict) -> dict[str, An
         "command": r.argv(node),
         "network_mode": "host",
         "environment": sorted(
-            (k, str(v)) for k, v in {**svc.environment, **node.environment}.items()
+            caches.environment(
+                r,
+                {k: str(v) for k, v in {**svc.environment, **node.environment}.items()},
+                hf_home(r, node),
+            ).items()
         ),
-        "volumes": [volume_spec(sources[target], target, ro) for target, ro in mounts],
+        "volumes": [volume_spec(sources[target], target, ro) for target, ro in mounts]
+        + cache_mount(r, node),
         "devices": ["/dev/infiniband:/dev/infiniband"] if nodes.rdma else [],
         # RDMA registers (pins) memory: IPC_LOCK lets the verbs library lock it.
         "cap_add": ["IPC_LOCK"] if nodes.rdma else [],

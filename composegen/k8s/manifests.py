@@ -24,11 +24,11 @@ from composegen.k8s import resources, weights_init
 from composegen.k8s.expansion import escape, reference
 from composegen.k8s.notes import Notes, stack_notes, workers_share_a_template
 from composegen.k8s.resources import DEFAULT_CLAIM, quantity
-from composegen.profiles import resolve
+from composegen.profiles import caches, resolve
 from composegen.profiles.kubernetes import K8S_NAME_RE
 from composegen.profiles.schema import SECRET_RE, Node
 from composegen.profiles.service import REF_RE
-from composegen.render import LABEL_PREFIX, members
+from composegen.render import LABEL_PREFIX, hf_home, members
 from composegen.units import parse_bytes, parse_duration
 from composegen.weights import cache
 
@@ -55,6 +55,7 @@ class Manifests:
     service: dict
     notes: Notes
     claim: dict | None = None  # the cache's PersistentVolumeClaim, when composegen renders it
+    cache_claim: dict | None = None  # the compile caches' claim (docs/caches.md)
 
     @property
     def workload_file(self) -> str:
@@ -132,7 +133,8 @@ def build(r: resolve.Resolved) -> Manifests:
     }
     mounted = _claim_mounted(workload)
     claim = resources.claim(r, mounted, bool(nodes))
-    return Manifests(r.name, name, workload["kind"], workload, service, notes, claim)
+    cache_claim = resources.cache_claim(r, bool(nodes))
+    return Manifests(r.name, name, workload["kind"], workload, service, notes, claim, cache_claim)
 
 
 def _claim_mounted(workload: dict) -> str | None:
@@ -283,7 +285,17 @@ def _probes(r: resolve.Resolved, node: Node | None) -> dict:
 
 
 def _env(r: resolve.Resolved, node: Node | None, notes: Notes) -> list[dict]:
-    merged = {**r.profile.service.environment, **(node.environment if node is not None else {})}
+    merged = caches.environment(
+        r,
+        {
+            k: str(v)
+            for k, v in {
+                **r.profile.service.environment,
+                **(node.environment if node is not None else {}),
+            }.items()
+        },
+        hf_home(r, node),
+    )
     out: list[dict[str, Any]] = []
     for key, value in sorted(merged.items()):
         text = str(value)
@@ -323,51 +335,18 @@ def _volumes(
     for index, (target, source) in enumerate(sorted(sources.items())):
         ro = read_only.get(target, False)
         if target == hf_target:
-            vol: dict[str, Any] = {"name": HF_VOLUME, **_hf_source(r, source, ro, notes)}
-        elif source.startswith("/"):
-            vol = {
-                "name": f"data-{index}",
-                "hostPath": {"path": source, "type": "DirectoryOrCreate"},
-            }
-            notes.add(
-                "security",
-                f"volumes.{target}",
-                source,
-                f"hostPath {source} (compose: a bind mount)",
-            )
-        elif not source.startswith((".", "~", "$")):
-            vol = {
-                "name": source if K8S_NAME_RE.fullmatch(source) else f"data-{index}",
-                "emptyDir": {},
-            }
-            notes.add(
-                "adapted",
-                f"volumes.{target}",
-                source,
-                "emptyDir: kept across container restarts, not pods",
-            )
+            vol: dict[str, Any] | None = {"name": HF_VOLUME, **_hf_source(r, source, ro, notes)}
         else:
-            notes.add(
-                "unmapped", f"volumes.{target}", source, "a path on the compose host: not mounted"
+            vol = _data_volume(index, target, source, notes)
+        if vol is not None:
+            volumes.append(vol)
+            mounts.append(
+                {"name": vol["name"], "mountPath": target, **({"readOnly": True} if ro else {})}
             )
-            continue
-        volumes.append(vol)
-        mounts.append(
-            {"name": vol["name"], "mountPath": target, **({"readOnly": True} if ro else {})}
-        )
-    if svc.shm_size:
-        size = parse_bytes(svc.shm_size) or 0
-        volumes.append(
-            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(size)}}
-        )
-        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
-        if svc.ipc == "host":
-            notes.add(
-                "adapted",
-                "shm_size",
-                svc.shm_size,
-                f"/dev/shm: memory emptyDir {quantity(size)} (compose with ipc: host shares the host's)",
-            )
+    for vol, mount in (_shm_volume(r, notes), _cache_volume(r, notes)):
+        if vol is not None:
+            volumes.append(vol)
+            mounts.append(mount)
     if hf_target is None:
         notes.add(
             "unmapped",
@@ -380,6 +359,55 @@ def _volumes(
         return volumes, mounts, model.path
     snapshot = f"{weights}/models--{model.id.replace('/', '--')}/snapshots/{model.revision}"
     return volumes, mounts, snapshot
+
+
+def _data_volume(index: int, target: str, source: str, notes: Notes) -> dict[str, Any] | None:
+    """A compose mount other than the Hugging Face cache as a pod volume (None: not mountable)."""
+    if source.startswith("/"):
+        notes.add(
+            "security", f"volumes.{target}", source, f"hostPath {source} (compose: a bind mount)"
+        )
+        return {"name": f"data-{index}", "hostPath": {"path": source, "type": "DirectoryOrCreate"}}
+    if not source.startswith((".", "~", "$")):
+        notes.add(
+            "adapted",
+            f"volumes.{target}",
+            source,
+            "emptyDir: kept across container restarts, not pods",
+        )
+        return {
+            "name": source if K8S_NAME_RE.fullmatch(source) else f"data-{index}",
+            "emptyDir": {},
+        }
+    notes.add("unmapped", f"volumes.{target}", source, "a path on the compose host: not mounted")
+    return None
+
+
+def _shm_volume(r: resolve.Resolved, notes: Notes) -> tuple[dict | None, dict]:
+    svc = r.profile.service
+    if not svc.shm_size:
+        return None, {}
+    size = parse_bytes(svc.shm_size) or 0
+    if svc.ipc == "host":
+        notes.add(
+            "adapted",
+            "shm_size",
+            svc.shm_size,
+            f"/dev/shm: memory emptyDir {quantity(size)} (compose with ipc: host shares the host's)",
+        )
+    vol = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(size)}}
+    return vol, {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
+
+
+def _cache_volume(r: resolve.Resolved, notes: Notes) -> tuple[dict | None, dict]:
+    """The compile caches: the claim named by their key; a project directory has no pod form."""
+    name = caches.volume(r)
+    if name is None:
+        if r.profile.caches != "off":
+            notes.add("unmapped", "caches", r.profile.caches, "a project directory: not mounted")
+        return None, {}
+    vol = {"name": caches.MOUNTED, "persistentVolumeClaim": {"claimName": name}}
+    return vol, {"name": caches.MOUNTED, "mountPath": caches.CACHE_TARGET}
 
 
 def _hf_source(r: resolve.Resolved, compose_source: str, read_only: bool, notes: Notes) -> dict:
