@@ -106,6 +106,17 @@ def hf_home(r: resolve.Resolved, node: Node | None) -> str | None:
     return rules.HF_CACHE_TARGET if rules.HF_CACHE_TARGET in mounted else None
 
 
+def environment(r: resolve.Resolved, node: Node | None) -> list[tuple[str, str]]:
+    """The container's environment, sorted: the profile's (a node's over it) over the caches'."""
+    svc = r.profile.service
+    env = (
+        r.environment()
+        if node is None
+        else {k: str(v) for k, v in {**svc.environment, **node.environment}.items()}
+    )
+    return sorted(caches.environment(r, env, hf_home(r, node)).items())
+
+
 def cache_mount(r: resolve.Resolved, node: Node | None) -> list[str]:
     """The caches' mount (docs/caches.md), as the compose file at out/NAME[/NODE]/ spells it."""
     source = caches.source(r, 2 if node is None else 3)
@@ -130,7 +141,7 @@ def context(r: resolve.Resolved, node: Node | None = None) -> dict[str, Any]:
         "command": r.argv(),
         "network_mode": None,
         "port": f"{svc.port.bind}:{svc.port.host}:{svc.port.container}",
-        "environment": sorted(caches.environment(r, r.environment(), hf_home(r, None)).items()),
+        "environment": environment(r, None),
         "volumes": volumes + cache_mount(r, None),
         "named_volumes": sorted({v.source for v in svc.volumes if v.named}),
         "cache_volume": caches.volume(r),
@@ -200,13 +211,7 @@ def _node_context(r: resolve.Resolved, node: Node, labels: dict) -> dict[str, An
         "container_name": f"{svc.container_name}-{node.name}" if svc.container_name else None,
         "command": r.argv(node),
         "network_mode": "host",
-        "environment": sorted(
-            caches.environment(
-                r,
-                {k: str(v) for k, v in {**svc.environment, **node.environment}.items()},
-                hf_home(r, node),
-            ).items()
-        ),
+        "environment": environment(r, node),
         "volumes": [volume_spec(sources[target], target, ro) for target, ro in mounts]
         + cache_mount(r, node),
         "devices": ["/dev/infiniband:/dev/infiniband"] if nodes.rdma else [],

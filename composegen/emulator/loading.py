@@ -282,6 +282,17 @@ def _compile(start: _Start) -> float:
         * (WARM_GRAPH_S / WARM_COMPILE_S if warm else COLD_GRAPH_S / COLD_COMPILE_S)
     )
     start.at(COMPILE_FROM + 0.3 * share + graph / start.load_s)
+    _graph_lines(log, cache, warm, batched, graph)
+    took = start.at(COMPILE_FROM + share) - begun
+    start.saved = COMPILE_SHARE - share  # what follows starts as much earlier
+    log("INFO", "monitor.py:53", f"torch.compile took {took:.2f} s in total", WORKER)
+    return took
+
+
+def _graph_lines(
+    log: Callable[..., None], cache: CompileCache, warm: bool, batched: int, graph: float
+) -> None:
+    """The graph and AOT lines: loaded from the cache (warm), or compiled and saved (cold)."""
     if warm:
         log(
             "INFO",
@@ -304,10 +315,6 @@ def _compile(start: _Start) -> float:
         )
         if cache.save(batched):
             log("INFO", "decorators.py:708", f"saved AOT compiled function to {cache.aot}", WORKER)
-    took = start.at(COMPILE_FROM + share) - begun
-    start.saved = COMPILE_SHARE - share  # what follows starts as much earlier
-    log("INFO", "monitor.py:53", f"torch.compile took {took:.2f} s in total", WORKER)
-    return took
 
 
 def _profile(log: Callable[..., None], plan: MemoryPlan) -> bool:
