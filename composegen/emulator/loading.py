@@ -80,9 +80,18 @@ COLD_COMPILE_S, WARM_COMPILE_S = 9.94, 1.11
 COLD_GRAPH_S, WARM_GRAPH_S = 7.36, 0.088
 COMPILE_FROM, COMPILE_SHARE = 0.45, 0.20  # the share of the load a cold compile takes
 # what vLLM's compile hash covers that the emulator reads from argv (another value: another directory)
-COMPILE_KEYS = tuple(
-    """model revision max_num_batched_tokens max_num_seqs tensor_parallel_size pipeline_parallel_size
-    compilation_config dtype kv_cache_dtype quantization speculative_config""".split()
+COMPILE_KEYS = (
+    "model",
+    "revision",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "compilation_config",
+    "dtype",
+    "kv_cache_dtype",
+    "quantization",
+    "speculative_config",
 )
 
 
