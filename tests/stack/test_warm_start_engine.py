@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from composegen.profiles import caches
-from tests.support.engine import emulated_project, force_remove
+from tests.support.engine import emulated_project, force_remove, free_port
 from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
@@ -29,7 +29,7 @@ def test_a_second_up_is_warm_and_another_image_starts_cold(tmp_path):
     root, name, _ = emulated_project(tmp_path, load=3.0)
     profile = root / "profiles" / f"{name}.yaml"
     # a key no other test shares: this test's batch ceiling
-    batched = 4096 + 16 * random.randrange(1, 10_000)
+    batched = 4096 + 16 * random.randrange(1, 64)  # the emulated memory holds it
     profile.write_text(
         profile.read_text().replace(
             "max-num-batched-tokens: 4096", f"max-num-batched-tokens: {batched}"
@@ -58,3 +58,31 @@ def test_a_second_up_is_warm_and_another_image_starts_cold(tmp_path):
     finally:
         force_remove(f"composegen-{name}")
         subprocess.run(["docker", "volume", "rm", *set(volumes)], capture_output=True)
+
+
+def test_a_renamed_copy_shares_the_volume_and_starts_warm(tmp_path):
+    root, name, port = emulated_project(tmp_path, load=3.0)
+    profile = root / "profiles" / f"{name}.yaml"
+    batched = 4096 + 16 * random.randrange(1, 64)  # the emulated memory holds it
+    text = profile.read_text().replace(
+        "max-num-batched-tokens: 4096", f"max-num-batched-tokens: {batched}"
+    )
+    profile.write_text(text)
+    copy = f"{name}-b"  # another name, served name and port: the same compiled code
+    other = free_port()
+    (root / "profiles" / f"{copy}.yaml").write_text(
+        text.replace(f"{name}-served", f"{copy}-served").replace(f"host: {port}", f"host: {other}")
+    )
+    assert run_cli("--root", str(root), "render").returncode == 0
+    shown = [
+        json.loads(run_cli("--root", str(root), "show", n, "--json").stdout)["caches"]["volume"]
+        for n in (name, copy)
+    ]
+    try:
+        assert shown[0] == shown[1]
+        assert _up(root, name)["cache"] == "cold"
+        assert _up(root, copy)["cache"] == "warm"
+    finally:
+        for n in (name, copy):
+            force_remove(f"composegen-{n}")
+        subprocess.run(["docker", "volume", "rm", shown[0]], capture_output=True)
