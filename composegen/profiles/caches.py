@@ -31,6 +31,7 @@ CACHE_TARGET = "/composegen-cache"
 VOLUME_PREFIX = "composegen-cache-"
 KEY_LABEL = "io.composegen.cache-key"  # on the Kubernetes claim
 MOUNTED = "composegen-cache"  # the volume's name inside a compose file; its `name:` is the key's
+KEY_PATH = f"volumes.{MOUNTED}.name"  # where `diff` shows a key change (functional)
 # variable -> directory under CACHE_TARGET. The six a real vLLM 0.26.0 honoured when every cache was
 # pointed at one directory (tests/data/real-0.26.0-h100-warmstart/README.md); XDG_CACHE_HOME catches
 # the libraries that follow it (vLLM's own default root, FlashInfer's, others'), so HF_HOME is pinned
