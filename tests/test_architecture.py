@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "composegen"
 RANKS = {
     "errors": 0, "units": 0, "addresses": 0, "output": 0, "report": 0, "emulator": 0, "__init__": 0,
     "project": 1, "wire": 1, "safewrite": 1, "privatestate": 1.5,
-    "usercache": 2, "rendercache": 3,
+    "usercache": 2, "rendercache": 3, "ledger": 3.6,
     "vllm": 2,
     "profiles": 3,
     # the Jinja environment and the escapes: render, k8s and stack/emulate use them

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
+from composegen import ledger, safewrite
 from composegen import render as rendering
-from composegen import safewrite
 from composegen.cli.app import app
 from composegen.errors import BadInput
 from composegen.output import out
@@ -52,7 +52,7 @@ def init(
         [(profiles / f"{name}.yaml", starter), (profiles / "schema.json", schema)], base=directory
     )
     project = Project(directory.resolve())
-    rendering.write(project, rendering.render_all(project, [name]))
+    ledger.write(project, rendering.render_all(project, [name]))
     compose = directory / "out" / name / "compose.yaml"
     out(f"created {profiles / (name + '.yaml')}, {profiles / 'schema.json'} and {compose}")
     # the README's quick start, from here on

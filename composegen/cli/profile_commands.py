@@ -137,8 +137,17 @@ def _show_lines(r: Resolved) -> list[str]:
         f"  model    {r.profile.model.id} @ {r.profile.model.revision}",
         f"  served   {r.profile.model.served_name} on {r.profile.service.port.bind}:{r.profile.service.port.host}",
         "  argv     " + " \\\n             ".join(_argv_lines(["vllm", "serve", *r.argv()])),
+        _caches_line(r),
         *(f"  warning  {w}" for w in r.warnings),
     ]
+
+
+def _caches_line(r: Resolved) -> str:
+    shown = r.show_report().caches
+    if shown is None or shown.target is None:
+        return "  caches   off: every start compiles again"
+    where = shown.volume or f"{shown.kept} (a directory of the project)"
+    return f"  caches   {where} at {shown.target}: {', '.join(shown.variables)}"
 
 
 def _argv_lines(argv: list[str]) -> list[str]:

@@ -39,6 +39,11 @@ def summary_text(result: UpReport, width: int | None = None) -> str:
         f"  weights             {gib(s.get('weights_gib'))}",
         f"  peak activation     {gib(s.get('peak_activation_gib'))}",
     ]
+    if s.get("cache"):  # torch.compile's cache as the engine's own lines say (docs/caches.md)
+        loaded = "from cache " if s["cache"] == "warm" else ""
+        lines.append(
+            f"  compile cache       {s['cache']} start: torch.compile {loaded}{s.get('compile_seconds')} s"
+        )
     for m in s.get("mismatches") or []:
         lines.append(f"  MISMATCH  {m['flag']}: profile {m['profile']!r}, engine {m['engine']!r}")
     # the startup log's own (a cut args line, …)

@@ -4,8 +4,7 @@ code path whichever way it was asked for. No docker import."""
 
 from __future__ import annotations
 
-from composegen import render as rendering
-from composegen import rendercache
+from composegen import ledger, rendercache
 from composegen.edge import config
 from composegen.edge.render import render_edge
 from composegen.errors import BadInput, CheckFailed
@@ -81,7 +80,7 @@ def _check(
 ) -> None:
     """`render --check`: print the drift (or the fresh line) and fail on drift."""
     show = Output(json_)
-    drift = rendering.check(project, rendered, all_profiles=not names, targets=swept)
+    drift = ledger.check(project, rendered, all_profiles=not names, targets=swept)
     drifted = [reports.Drift.model_validate({"path": d.path, "reason": d.reason}) for d in drift]
     show.report(reports.RenderCheckReport(fresh=not drift, drift=drifted))
     for d in drift:
@@ -105,8 +104,8 @@ def _write(
     json_: bool,
 ) -> None:
     """Write what changed, sweep the orphans, print what was done."""
-    written = rendering.write(project, rendered)
-    removed = rendering.remove_orphans(project, rendered, swept) if not names else []
+    written = ledger.write(project, rendered)
+    removed = ledger.remove_orphans(project, rendered, swept) if not names else []
     unchanged = len(rendered) - len(written)
     report = reports.RenderReport(
         written=written, removed=removed, unchanged=unchanged, k8s=k8s.report(built)

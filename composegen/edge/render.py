@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from composegen.edge.config import Edge, upstream_host
-from composegen.render import GENERATED_HEADER
+from composegen.ledger import GENERATED_HEADER
 
 ALLOWED_PATHS = (
     "/v1/chat/completions",

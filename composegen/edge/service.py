@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from composegen import privatestate, render
+from composegen import ledger, privatestate
 from composegen.edge import config, image, keys, routes
 from composegen.edge.config import Edge
 from composegen.edge.render import DOOR_ADMIN, render_edge
@@ -43,7 +43,7 @@ def load(project: Project) -> Edge:
 
 
 def ensure_fresh(project: Project, edge: Edge) -> None:
-    drift = render.check(project, render_edge(edge), all_profiles=False)
+    drift = ledger.check(project, render_edge(edge), all_profiles=False)
     if drift:
         paths = ", ".join(d.path for d in drift)
         raise CheckFailed(

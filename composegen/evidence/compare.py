@@ -44,7 +44,7 @@ from composegen.evidence.reports.compare import (
     ConfigDifferences,
 )
 from composegen.output import md_cell
-from composegen.profiles import resolve
+from composegen.profiles import caches, resolve
 from composegen.project import Project
 from composegen.units import format_gib
 
@@ -180,6 +180,8 @@ def config_differences(
         sides.append((r, parse_compose_text(render.render(r), f"profile:{name}")))
     identity = [*sides[0][0].profile.identity, *sides[1][0].profile.identity]
     for change in semantic.compare(sides[0][1], sides[1][1], identity_paths=identity):
+        if change.path == caches.KEY_PATH:  # it follows the flags it hashes: no variable of its own
+            continue
         (out.functional if change.change_class == "functional" else out.identity).append(
             change.report()
         )

@@ -23,14 +23,13 @@ from typing import Any
 from composegen.k8s import resources, weights_init
 from composegen.k8s.expansion import escape, reference
 from composegen.k8s.notes import Notes, stack_notes, workers_share_a_template
-from composegen.k8s.resources import DEFAULT_CLAIM, quantity
-from composegen.profiles import resolve
-from composegen.profiles.kubernetes import K8S_NAME_RE
+from composegen.k8s.resources import quantity as quantity  # diff/targets.py reads it here
+from composegen.k8s.volumes import HF_VOLUME, SHM_VOLUME, pod_volumes
+from composegen.profiles import caches, resolve
 from composegen.profiles.schema import SECRET_RE, Node
 from composegen.profiles.service import REF_RE
-from composegen.render import LABEL_PREFIX, members
-from composegen.units import parse_bytes, parse_duration
-from composegen.weights import cache
+from composegen.render import LABEL_PREFIX, hf_home, members
+from composegen.units import parse_duration
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 # vLLM flag → the LWS variable that carries its value in every pod of a group.
@@ -41,7 +40,6 @@ LWS_FLAGS = {
 }
 # device-plugin resource per compose driver
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
-SHM_VOLUME, HF_VOLUME = "dshm", "hf-cache"
 STARTUP_PERIOD_S = 10
 INSTANCE, COMPONENT = "app.kubernetes.io/instance", "app.kubernetes.io/component"
 
@@ -55,6 +53,7 @@ class Manifests:
     service: dict
     notes: Notes
     claim: dict | None = None  # the cache's PersistentVolumeClaim, when composegen renders it
+    cache_claim: dict | None = None  # the compile caches' claim (docs/caches.md)
 
     @property
     def workload_file(self) -> str:
@@ -132,7 +131,8 @@ def build(r: resolve.Resolved) -> Manifests:
     }
     mounted = _claim_mounted(workload)
     claim = resources.claim(r, mounted, bool(nodes))
-    return Manifests(r.name, name, workload["kind"], workload, service, notes, claim)
+    cache_claim = resources.cache_claim(r, bool(nodes))
+    return Manifests(r.name, name, workload["kind"], workload, service, notes, claim, cache_claim)
 
 
 def _claim_mounted(workload: dict) -> str | None:
@@ -180,7 +180,7 @@ def _pod(r: resolve.Resolved, node: Node | None, name: str, component: str, note
             f"{LABEL_PREFIX}node": node.name,
             f"{LABEL_PREFIX}node-rank": str(node.rank),
         }
-    volumes, mounts, hf_path = _volumes(r, node, notes)
+    volumes, mounts, hf_path = pod_volumes(r, node, notes)
     main = _container(r, node, mounts, notes)
     spec: dict[str, Any] = {}
     # a multi-node pod shares the node, as its compose node does
@@ -283,7 +283,17 @@ def _probes(r: resolve.Resolved, node: Node | None) -> dict:
 
 
 def _env(r: resolve.Resolved, node: Node | None, notes: Notes) -> list[dict]:
-    merged = {**r.profile.service.environment, **(node.environment if node is not None else {})}
+    merged = caches.environment(
+        r,
+        {
+            k: str(v)
+            for k, v in {
+                **r.profile.service.environment,
+                **(node.environment if node is not None else {}),
+            }.items()
+        },
+        hf_home(r, node),
+    )
     out: list[dict[str, Any]] = []
     for key, value in sorted(merged.items()):
         text = str(value)
@@ -305,111 +315,6 @@ def _env(r: resolve.Resolved, node: Node | None, notes: Notes) -> list[dict]:
                 "the host's environment has no Kubernetes equivalent",
             )
     return out
-
-
-def _volumes(
-    r: resolve.Resolved, node: Node | None, notes: Notes
-) -> tuple[list[dict], list[dict], str | None]:
-    """Pod volumes, the vLLM container's mounts, and the snapshot path the init container checks."""
-    svc, model = r.profile.service, r.profile.model
-    read_only = {v.target: v.read_only for v in svc.volumes}
-    sources = cache.mounts(r, node)
-    env = {**svc.environment, **(node.environment if node is not None else {})}
-    weights = model.path or cache.container_hub_cache(env)
-    covering = [t for t in sources if weights == t or weights.startswith(t.rstrip("/") + "/")]
-    hf_target = max(covering, key=len) if covering else None
-    volumes: list[dict] = []
-    mounts: list[dict] = []
-    for index, (target, source) in enumerate(sorted(sources.items())):
-        ro = read_only.get(target, False)
-        if target == hf_target:
-            vol: dict[str, Any] = {"name": HF_VOLUME, **_hf_source(r, source, ro, notes)}
-        elif source.startswith("/"):
-            vol = {
-                "name": f"data-{index}",
-                "hostPath": {"path": source, "type": "DirectoryOrCreate"},
-            }
-            notes.add(
-                "security",
-                f"volumes.{target}",
-                source,
-                f"hostPath {source} (compose: a bind mount)",
-            )
-        elif not source.startswith((".", "~", "$")):
-            vol = {
-                "name": source if K8S_NAME_RE.fullmatch(source) else f"data-{index}",
-                "emptyDir": {},
-            }
-            notes.add(
-                "adapted",
-                f"volumes.{target}",
-                source,
-                "emptyDir: kept across container restarts, not pods",
-            )
-        else:
-            notes.add(
-                "unmapped", f"volumes.{target}", source, "a path on the compose host: not mounted"
-            )
-            continue
-        volumes.append(vol)
-        mounts.append(
-            {"name": vol["name"], "mountPath": target, **({"readOnly": True} if ro else {})}
-        )
-    if svc.shm_size:
-        size = parse_bytes(svc.shm_size) or 0
-        volumes.append(
-            {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(size)}}
-        )
-        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
-        if svc.ipc == "host":
-            notes.add(
-                "adapted",
-                "shm_size",
-                svc.shm_size,
-                f"/dev/shm: memory emptyDir {quantity(size)} (compose with ipc: host shares the host's)",
-            )
-    if hf_target is None:
-        notes.add(
-            "unmapped",
-            "weights",
-            weights,
-            "no volume holds the Hugging Face cache: no init container",
-        )
-        return volumes, mounts, None
-    if model.path:
-        return volumes, mounts, model.path
-    snapshot = f"{weights}/models--{model.id.replace('/', '--')}/snapshots/{model.revision}"
-    return volumes, mounts, snapshot
-
-
-def _hf_source(r: resolve.Resolved, compose_source: str, read_only: bool, notes: Notes) -> dict:
-    chosen = r.profile.kubernetes.hf_cache
-    if chosen is not None and chosen.claim:
-        return {
-            "persistentVolumeClaim": {
-                "claimName": chosen.claim,
-                **({"readOnly": True} if read_only else {}),
-            }
-        }
-    path = (
-        chosen.host_path
-        if chosen is not None
-        else (compose_source if compose_source.startswith("/") else None)
-    )
-    if path is None:
-        notes.add(
-            "adapted", "volumes.hf-cache", compose_source, f"persistentVolumeClaim {DEFAULT_CLAIM}"
-        )
-        return {
-            "persistentVolumeClaim": {
-                "claimName": DEFAULT_CLAIM,
-                **({"readOnly": True} if read_only else {}),
-            }
-        }
-    notes.add(
-        "security", "volumes.hf-cache", compose_source, f"hostPath {path} (the Hugging Face cache)"
-    )
-    return {"hostPath": {"path": path, "type": "Directory"}}
 
 
 def _weights_container(r: resolve.Resolved, snapshot: str, mounts: list[dict]) -> dict:

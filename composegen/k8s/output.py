@@ -17,10 +17,12 @@ from typing import Any
 
 from composegen.k8s.manifests import Manifests, build
 from composegen.k8s.notes import Notes
+from composegen.ledger import GENERATED_HEADER, K8S_DIR
+from composegen.ledger import K8S_CACHE_FILE as CACHE_FILE
 from composegen.profiles import resolve
 from composegen.profiles.reports import K8sNote, K8sRendered
 from composegen.project import Project
-from composegen.render import GENERATED_HEADER, K8S_DIR, monitoring_files, render_stack
+from composegen.render import monitoring_files, render_stack
 from composegen.templating import yaml_key
 
 
@@ -105,6 +107,10 @@ def header(r: resolve.Resolved, what: str, notes: Notes | None = None) -> list[s
     return [("# " + _comment(line)).rstrip() for line in lines]
 
 
+CACHE_HEADER = (
+    "the compile caches' claim: vLLM's torch.compile, Inductor, Triton, FlashInfer and CUDA JIT "
+    "artifacts, named by the key of what makes them valid (docs/caches.md)"
+)
 # it starts empty: the init container holds vLLM back until the pinned snapshot is in it
 CLAIM_HEADER = (
     "the Hugging Face cache the pods mount; fill it with the pinned snapshot before they start"
@@ -123,7 +129,12 @@ def render_profile(r: resolve.Resolved) -> tuple[dict[str, str], Manifests]:
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": [m.workload_file, "service.yaml", *(["pvc.yaml"] if m.claim else [])],
+        "resources": [
+            m.workload_file,
+            "service.yaml",
+            *(["pvc.yaml"] if m.claim else []),
+            *([CACHE_FILE] if m.cache_claim else []),
+        ],
     }
     files = {
         f"{base}/kustomization.yaml": dump(
@@ -134,6 +145,8 @@ def render_profile(r: resolve.Resolved) -> tuple[dict[str, str], Manifests]:
     }
     if m.claim:
         files[f"{base}/pvc.yaml"] = dump(m.claim, header(r, CLAIM_HEADER))
+    if m.cache_claim:
+        files[f"{base}/{CACHE_FILE}"] = dump(m.cache_claim, header(r, CACHE_HEADER))
     return files, m
 
 
@@ -190,6 +203,7 @@ def report(built: list[Manifests]) -> list[K8sRendered]:
                 f"out/{m.profile}/{K8S_DIR}/{f}"
                 for f in ("kustomization.yaml", m.workload_file, "service.yaml")
                 + (("pvc.yaml",) if m.claim else ())
+                + ((CACHE_FILE,) if m.cache_claim else ())
             ],
             unmapped=notes(m.notes.unmapped),
             adapted=notes(m.notes.adapted),

@@ -7,13 +7,15 @@ medium Memory is charged to the pod) and its CPU KV offload buffers.
 
 from __future__ import annotations
 
-from composegen.profiles import resolve
+from composegen.profiles import caches, resolve
 from composegen.units import parse_bytes
 
 DEFAULT_CLAIM = "hf-cache"
 # A claim composegen renders without a size in the profile: room for a DS4-Flash-class snapshot and
 # the next one being tried; the profile's kubernetes.hf_cache.size says otherwise.
 DEFAULT_CLAIM_SIZE = 1024 * 2**30
+# the compile caches' claim: a DS4-Flash-class start's kernels and graphs with room to spare
+CACHE_CLAIM_SIZE = 64 * 2**30
 ENGINE_MEMORY = 8 * 2**30  # vLLM's API server and workers themselves, before any buffer
 # vLLM flags whose value is GiB of host memory the engine fills (CPU KV offload, weight offload)
 HOST_GIB_FLAGS = ("kv-offloading-size", "cpu-offload-gb")
@@ -56,5 +58,23 @@ def claim(r: resolve.Resolved, mounted: str | None, multi_node: bool) -> dict | 
             # every node of a multi-node stack mounts it at once
             "accessModes": ["ReadWriteMany" if multi_node else "ReadWriteOnce"],
             "resources": {"requests": {"storage": quantity(size or DEFAULT_CLAIM_SIZE)}},
+        },
+    }
+
+
+def cache_claim(r: resolve.Resolved, multi_node: bool) -> dict | None:
+    """The compile caches' PersistentVolumeClaim, named and labelled by their key (docs/caches.md);
+    None when the profile keeps no volume of them."""
+    name = caches.volume(r)
+    if name is None:
+        return None
+    labels = {"app.kubernetes.io/managed-by": "composegen", caches.KEY_LABEL: caches.key(r)}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "accessModes": ["ReadWriteMany" if multi_node else "ReadWriteOnce"],
+            "resources": {"requests": {"storage": quantity(CACHE_CLAIM_SIZE)}},
         },
     }

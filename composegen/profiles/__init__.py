@@ -3,6 +3,7 @@ rules."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = [
+    "caches",
     "identity",
     "kubernetes",
     "reports",

@@ -46,6 +46,16 @@ class ValidateReport(Report):
     warnings: list[str]
 
 
+class ShowCaches(Report):
+    """Where a stack keeps what its start compiles (docs/caches.md)."""
+
+    kept: str = Field(description="volume, off, or the project directory")
+    key: str | None = Field(description="16 hex of the image, model and compile flags")
+    volume: str | None = Field(description="the named volume (caches: volume)")
+    target: str | None = Field(description="where the container sees it")
+    variables: dict[str, str] = Field(description="each cache's variable -> its directory")
+
+
 class ShowReport(Report):
     """`composegen show NAME --json`: the resolved profile (secret values of this machine
     masked)."""
@@ -58,6 +68,7 @@ class ShowReport(Report):
     flags: dict[str, Any] = Field(description="vLLM flag name -> checked value")
     argv: list[str] = Field(description="the container's command line, `vllm serve ...`")
     warnings: list[str]
+    caches: ShowCaches | None = None
 
 
 class K8sNote(Report):

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from composegen.profiles import caches
+from composegen.profiles.mounts import HF_CACHE_TARGET
 from composegen.profiles.reports import ShowReport
 from composegen.profiles.schema import SECRET_RE, Node, Profile
 from composegen.profiles.yamlio import Marked
@@ -172,4 +174,9 @@ class Resolved:
             flags=self.flags,
             argv=["vllm", "serve", *self.argv()],
             warnings=self.warnings,
+            caches=caches.shown(self, HF_CACHE_TARGET if self._hf_mounted else None),
         )
+
+    @property
+    def _hf_mounted(self) -> bool:
+        return any(v.target == HF_CACHE_TARGET for v in self.profile.service.volumes)

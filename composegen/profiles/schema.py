@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
 from composegen.output import SECRET_RE as SECRET_RE  # one definition: what output masks
+from composegen.profiles import caches as compile_caches
 from composegen.profiles import identity
 from composegen.profiles.kubernetes import Kubernetes
 from composegen.profiles.service import (
@@ -269,6 +270,11 @@ class Profile(Strict):
     emulate: Emulate = Field(default_factory=Emulate)
     monitoring: Monitoring = Field(default_factory=lambda: Monitoring.model_validate({}))
     kubernetes: Kubernetes = Field(default_factory=lambda: Kubernetes.model_validate({}))
+    caches: StrictStr = Field(
+        "volume",
+        description="what a start compiles, kept (docs/caches.md): volume (a named volume keyed by the image, "
+        "model and compile flags), off, or a directory inside the project",
+    )
 
     @field_validator("image")
     @classmethod
@@ -280,6 +286,18 @@ class Profile(Strict):
         if not (DIGEST_RE.fullmatch(image) or TAG_RE.fullmatch(image)):
             raise ValueError(f"not an image reference: {image!r}")
         return image
+
+    @field_validator("caches", mode="before")
+    @classmethod
+    def _caches_off(cls, value: Any) -> Any:
+        return "off" if value is False else value  # YAML reads a bare `off` as false
+
+    @field_validator("caches")
+    @classmethod
+    def _caches(cls, value: str) -> str:
+        if why := compile_caches.problem(value):
+            raise ValueError(why)
+        return value
 
     @field_validator("identity")
     @classmethod

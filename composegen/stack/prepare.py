@@ -12,7 +12,7 @@ import os
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from composegen import rendercache
+from composegen import ledger, rendercache
 from composegen.addresses import is_loopback
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.stack import emulate as emulation
@@ -67,7 +67,7 @@ def ensure_fresh(dep: Deployment, render_stale: bool) -> None:
             )
         stale[key] = text
     if stale:
-        render.write(dep.project, stale)
+        ledger.write(dep.project, stale)
     else:
         rendercache.remember_stack(root, dep.name, before)
 

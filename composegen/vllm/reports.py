@@ -4,7 +4,7 @@ finds."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +52,29 @@ class StartupReport(Report):
     warnings: list[str] = Field(default_factory=list)
     cuda_graph_seconds: float | None = Field(
         default=None, description="capture time the engine states (whole s)"
+    )
+    cache: Literal["cold", "warm", "partial"] | None = Field(
+        default=None,
+        description="torch.compile's cache: warm = every artifact loaded, cold = every one compiled, "
+        "partial = both; null when nothing was compiled (--enforce-eager) or the log does not say",
+    )
+    cache_directory: str | None = Field(
+        default=None,
+        description="the directory vLLM's torch.compile used (`Using cache directory`)",
+    )
+    cache_reused: list[str] = Field(
+        default_factory=list, description="what was loaded from the cache (lowest rank)"
+    )
+    cache_compiled: list[str] = Field(
+        default_factory=list, description="what was compiled and saved (lowest rank)"
+    )
+    graph_compile_seconds: float | None = Field(
+        default=None,
+        description="seconds the engine states for each graph it compiled, summed (lowest rank)",
+    )
+    graph_load_seconds: float | None = Field(
+        default=None,
+        description="seconds the engine states for each graph it loaded from the cache, summed (lowest rank)",
     )
 
 

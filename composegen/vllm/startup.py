@@ -83,6 +83,8 @@ class _Collector:
         self.ready = False
         self.runtime_total = 0
         self.unnamed = 0
+        # rank -> [(reused | compiled, match)] of torch.compile's cache lines
+        self.cache_lines: dict[str, list[tuple[str, re.Match[str]]]] = {}
 
     def ranked_value(self, field: str, proc: str | None, value: object) -> None:
         key = proc or f"#{self.unnamed}"
@@ -121,6 +123,8 @@ class _Collector:
             self._pool(msg)
         if "took" in msg or "takes" in msg:
             self._timings(proc, msg)
+        if "compil" in msg or "cache directory" in msg:
+            self._cache(proc, msg)
         if m := startup_rules.MAX_LEN.search(msg):
             self.first("using_max_len", int(m.group(1)))
         if m := startup_rules.STARTED.search(msg):
@@ -150,6 +154,38 @@ class _Collector:
                 self.first("compile", float(m.group(2)))
         if m := startup_rules.COMPILE_TOTAL.search(msg):
             self.ranked_value("compile_total", proc, float(m.group(1)))
+
+    def _cache(self, proc: str | None, msg: str) -> None:
+        """torch.compile's cache lines, per rank: the directory, what was loaded or compiled."""
+        rank = proc or "#0"
+        if m := startup_rules.CACHE_DIRECTORY.search(msg):
+            self.ranked_value("cache_directory", rank, m.group(1))
+        for what, pattern in startup_rules.CACHE_LINES:
+            if m := pattern.search(msg):
+                self.cache_lines.setdefault(rank, []).append((what, m))
+
+    def _cache_fields(self, r: StartupReport) -> None:
+        r.cache_directory = self.lowest_rank("cache_directory")
+        if not self.cache_lines:
+            return
+        lines = self.cache_lines[min(self.cache_lines, key=_rank_order)]
+        for what in ("reused", "compiled"):
+            names = [m["what"] for kind, m in lines if kind == what]
+            setattr(
+                r,
+                f"cache_{what}",
+                ["AOT compilation" if n == "AOT" else f"graph for {n}" for n in names],
+            )
+        seconds = {
+            what: [float(m["s"]) for kind, m in lines if kind == what and "s" in m.groupdict()]
+            for what in ("reused", "compiled")
+        }
+        r.graph_load_seconds = round(sum(seconds["reused"]), 3) if seconds["reused"] else None
+        r.graph_compile_seconds = (
+            round(sum(seconds["compiled"]), 3) if seconds["compiled"] else None
+        )
+        kinds = {"warm" if r.cache_reused else "", "cold" if r.cache_compiled else ""} - {""}
+        r.cache = "partial" if len(kinds) == 2 else "warm" if "warm" in kinds else "cold"
 
     def _memory(self, proc: str | None, msg: str) -> None:
         if m := startup_rules.WEIGHTS.search(msg):
@@ -292,27 +328,28 @@ class _Collector:
             get("error_max_len"),
         )
         r.ready = bool(get("complete") or get("started"))
-        fatal = [e for e in r.errors if e.kind not in WARNING_KINDS]
-        if self.last_exception and not fatal:
-            r.errors.append(
-                StartupError(
-                    line=self.last_exception, kind="exception", hint=startup_rules.EXCEPTION_HINT
-                )
-            )
-        elif self.engine_failed and not fatal:
-            r.errors.append(
-                StartupError(
-                    line=self.engine_failed,
-                    kind="engine_core_failed",
-                    hint=startup_rules.ENGINE_FAILED_HINT,
-                )
-            )
+        self._cache_fields(r)
+        self._unnamed_failure(r)
         if self.runtime_total > len(r.runtime_errors):
             warnings.append(
                 f"{self.runtime_total - len(r.runtime_errors)} more runtime errors are not listed"
             )
         r.warnings = [*r.warnings, *warnings]
         return r
+
+    def _unnamed_failure(self, r: StartupReport) -> None:
+        """A traceback's last exception, else the engine's wrapper line, when no rule named the
+        failure."""
+        if any(e.kind not in WARNING_KINDS for e in r.errors):
+            return
+        if self.last_exception:
+            line, kind, hint = self.last_exception, "exception", startup_rules.EXCEPTION_HINT
+        elif self.engine_failed:
+            line, kind = self.engine_failed, "engine_core_failed"
+            hint = startup_rules.ENGINE_FAILED_HINT
+        else:
+            return
+        r.errors.append(StartupError(line=line, kind=kind, hint=hint))
 
 
 def _first_not_none(*values: Any) -> Any:

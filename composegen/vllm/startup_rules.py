@@ -52,6 +52,20 @@ INIT = re.compile(
 )
 COMPILE_TOTAL = re.compile(r"torch\.compile (?:took|takes) (\d+(?:\.\d+)?) s in total")
 MAX_LEN = re.compile(r"Using max model len (\d+)")
+# torch.compile's cache under VLLM_CACHE_ROOT (a real 0.26.0 cold and warm: tests/data/real-0.26.0-h100-warmstart):
+# (what, pattern); `what` is reused (loaded from the cache) or compiled (and saved to it).
+CACHE_DIRECTORY = re.compile(r"Using cache directory: (\S+) for vLLM's torch\.compile")
+CACHE_LINES: list[tuple[str, re.Pattern[str]]] = [
+    ("compiled", re.compile(rf"Compiling a graph for (?P<what>.+?) takes (?P<s>{NUM[1:-1]}) s")),
+    (
+        "reused",
+        re.compile(
+            rf"Directly load the compiled graph\(s\) for (?P<what>.+?) from the cache, took (?P<s>{NUM[1:-1]}) s"
+        ),
+    ),
+    ("compiled", re.compile(r"saved (?P<what>AOT) compiled function to \S")),
+    ("reused", re.compile(r"Directly load (?P<what>AOT) compilation from path \S")),
+]
 STARTED = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
 COMPLETE = "Application startup complete."
 # Lines of a serving server (access log, periodic stats): most of a long-running log, never a
@@ -153,7 +167,7 @@ INTERESTING = re.compile(
     r"version|non-default args|took|KV [Cc]ache|kv cache|Maximum concurrency|Free memory|memory utilization|"
     r"Actual usage|peak memory|Using max model len|Starting vLLM|startup complete|Traceback|Error|Exception|"
     r"Exit|Interrupt|EngineCore|Engine core|max seq len|No available|Insufficient space|/dev/shm|Timed out|"
-    r"CUDA|torch\.compile|died unexpectedly"
+    r"CUDA|torch\.compile|died unexpectedly|AOT comp|takes"
 )
 
 # ---- stage detection (stages.py): which line starts which stage of a start ----

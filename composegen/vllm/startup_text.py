@@ -23,7 +23,7 @@ def _error_lines(errors: list[StartupError]) -> list[str]:
 def _shown(value: Any) -> str:
     """One figure of the report as a row shows it: lists joined, yes/no, "-" for none."""
     if isinstance(value, list):
-        value = ", ".join(f"{v:g}" for v in value) if value else "-"
+        value = ", ".join(v if isinstance(v, str) else f"{v:g}" for v in value) if value else "-"
     elif isinstance(value, bool):
         value = "yes" if value else "no"
     return "-" if value is None else str(value)

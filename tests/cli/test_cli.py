@@ -60,7 +60,10 @@ def test_usage_error_is_exit_2():
 def test_show_json_shape():
     res = run_cli("show", "4096-131k", "--json")
     doc = json.loads(res.stdout)
-    assert set(doc) == {"name", "path", "extends", "hash", "profile", "flags", "argv", "warnings"}
+    assert set(doc) == {
+        *("name", "path", "extends", "hash", "profile", "flags", "argv", "warnings"),
+        "caches",  # where its start's compiled artifacts are kept (docs/caches.md)
+    }
     assert doc["extends"] == ["8192-131k", "r33"]
     assert doc["argv"][:3] == ["vllm", "serve", "deepseek-ai/DeepSeek-V4-Flash-0731"]
     assert doc["flags"]["max-num-batched-tokens"] == 4096

@@ -9,7 +9,9 @@ import pytest
 
 from composegen import errors
 from composegen.diff import semantic as diff
-from tests.support.helpers import run_cli
+from composegen.profiles import caches, resolve
+from composegen.project import Project
+from tests.support.helpers import REPO, run_cli
 
 
 def _changes(a: str, b: str, *extra: str) -> tuple[int, list[dict]]:
@@ -21,14 +23,23 @@ def test_ab_arms_differ_functionally_only_in_the_batch_ceiling():
     rc, changes = _changes("8192-131k", "4096-131k")
     functional = [c for c in changes if c["class"] == "functional"]
     assert rc == 1
+    # the batch ceiling, and with it the compile cache's key (vLLM's compile range ends there)
+    keys = [resolve.load(Project(REPO), n) for n in ("8192-131k", "4096-131k")]
     assert functional == [
         {
             "path": "services.vllm.command.--max-num-batched-tokens",
             "class": "functional",
             "before": 8192,
             "after": 4096,
-        }
+        },
+        {
+            "path": "volumes.composegen-cache.name",
+            "class": "functional",
+            "before": caches.volume(keys[0]),
+            "after": caches.volume(keys[1]),
+        },
     ]
+    assert keys[0].name not in str(functional)  # the key is not the profile's name
     identity = {c["path"] for c in changes if c["class"] == "identity"}
     assert {
         "name",

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from composegen import render
+from composegen import ledger, render
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle as evidence
 from composegen.evidence import compare
@@ -183,7 +183,7 @@ def test_bundle_layout_hashes_and_unknowns(project, seed_runs, data_dir):
 
 def test_stack_run_records_the_rendered_compose_and_pinned_image(project):
     r = profile.load(project, "4096-131k")
-    render.write(project, {r.name: render.render(r)})
+    ledger.write(project, {r.name: render.render(r)})
     when = datetime(2026, 8, 10, 12, 0, 0, tzinfo=UTC)
     pinned = r.profile.image.split("@")[1]
     container = LiveIdentity(

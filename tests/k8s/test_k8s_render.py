@@ -246,7 +246,7 @@ def test_fixture_profile_matches_golden_files(tmp_path):
     root = make_project(tmp_path, {"tiny": MINIMAL})
     assert run_cli("--root", str(root), "render", "--target", "k8s").returncode == 0
     golden = REPO / "tests/data/golden"
-    for name in ("deployment.yaml", "service.yaml", "kustomization.yaml"):
+    for name in ("deployment.yaml", "service.yaml", "kustomization.yaml", "cache-pvc.yaml"):
         assert (root / "out/tiny/k8s" / name).read_text() == (
             golden / f"tiny.k8s.{name}"
         ).read_text(), name

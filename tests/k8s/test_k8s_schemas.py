@@ -31,6 +31,7 @@ def test_every_shipped_profile_has_k8s_output():
         "kustomization.yaml",
         "leaderworkerset.yaml",
         "service.yaml",
+        "cache-pvc.yaml",  # the compile caches' claim, by their key
     }
 
 

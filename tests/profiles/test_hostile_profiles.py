@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from composegen.diff.argv import parse_vllm_args
+from tests.support.caches import own
 from tests.support.cli import assert_bad_input, run_inproc
 from tests.support.helpers import REPO
 from tests.support.profiles import edited, project, rendered
@@ -113,7 +114,7 @@ def test_environment_values_stay_values(tmp_path):
     root = project(tmp_path, edited((("service", "environment"), env)))
     assert _render(root).returncode == 0
     # keys like TRUE/on stay strings, values verbatim
-    assert _assert_shape_kept(root)["environment"] == env
+    assert own(_assert_shape_kept(root)["environment"]) == env
 
 
 # ---------------------------------------------------------------- class 2: argv
@@ -185,13 +186,17 @@ def test_dollar_is_literal_except_in_allowed_references(tmp_path):
     root = project(tmp_path, doc)
     assert _render(root).returncode == 0
     service = _assert_shape_kept(root)
-    assert service["environment"] == {
+    assert own(service["environment"]) == {
         "PW": "pa$$word",
         "HF_TOKEN": "${HF_TOKEN}",
         "MIX": "a$${HOME}b",
     }
     # targets never interpolate
-    assert service["volumes"] == ["${HF_HOME:-~/.cache/hf}:/hf", "/d/x:/d/$${HOME}"]
+    assert service["volumes"] == [
+        "${HF_HOME:-~/.cache/hf}:/hf",
+        "/d/x:/d/$${HOME}",
+        "composegen-cache:/composegen-cache",
+    ]
     assert "$${HOME}" in service["command"] and "--tokenizer=org/tok$$1" in service["command"]
     assert service["labels"]["io.composegen.served-name"] == "$${HOME}"
 

@@ -12,6 +12,7 @@ import yaml
 
 from composegen.diff.semantic import FUNCTIONAL, IDENTITY, compare
 from composegen.errors import BadInput
+from tests.support.caches import own
 from tests.support.cli import assert_bad_input, run_inproc
 from tests.support.profiles import BASE, edited, project
 
@@ -129,7 +130,7 @@ def test_escaped_line_separators_are_kept_exactly(tmp_path):
     text = (root / "out/p/compose.yaml").read_text(encoding="utf-8")
     # escapes: every YAML reader agrees
     assert "\u2028" not in text and "\\u2028" in text and "\\u0085" in text
-    assert yaml.safe_load(text)["services"]["vllm"]["environment"] == env
+    assert own(yaml.safe_load(text)["services"]["vllm"]["environment"]) == env
 
 
 # ---------------------------------------------------------------- tags, integers, JSON (9, tags)

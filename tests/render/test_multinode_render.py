@@ -87,7 +87,11 @@ def test_one_file_per_node_with_vllm_multi_node_flags(tmp_path):
         head["environment"]["VLLM_HOST_IP"] == "10.0.0.1"
         and worker["environment"]["VLLM_HOST_IP"] == "10.0.0.2"
     )
-    assert head["volumes"] == ["/data/hf:/root/.cache/huggingface", "pair-cache:/cache"]
+    assert head["volumes"] == [
+        "/data/hf:/root/.cache/huggingface",
+        "pair-cache:/cache",
+        "composegen-cache:/composegen-cache",  # each node its own host's volume of the one key
+    ]
     assert worker["volumes"][0] == "${HF_HOME:-~/.cache/huggingface}:/root/.cache/huggingface"
     assert worker["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["3"]
     assert head["deploy"]["resources"]["reservations"]["devices"][0]["count"] == 1

@@ -34,6 +34,12 @@ KEYS = [
     "runtime_errors",
     "warnings",
     "cuda_graph_seconds",
+    "cache",
+    "cache_directory",
+    "cache_reused",
+    "cache_compiled",
+    "graph_compile_seconds",
+    "graph_load_seconds",
 ]
 
 # file -> the values a reader of that log finds in it (the rest of the keys are checked elsewhere)

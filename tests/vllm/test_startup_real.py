@@ -46,6 +46,12 @@ COMMON = dict(
     errors=[],
     warnings=[],
     cuda_graph_seconds=None,  # --enforce-eager: no capture
+    cache=None,  # --enforce-eager: no torch.compile, no compile cache
+    cache_directory=None,
+    cache_reused=[],
+    cache_compiled=[],
+    graph_compile_seconds=None,
+    graph_load_seconds=None,
 )
 EXPECTED = {
     "serve-bf16-eager.log": dict(
@@ -121,6 +127,12 @@ EXPECTED = {
         warnings=[],
         lines_parsed=151,
         cuda_graph_seconds=None,
+        cache=None,  # failed before torch.compile
+        cache_directory=None,
+        cache_reused=[],
+        cache_compiled=[],
+        graph_compile_seconds=None,
+        graph_load_seconds=None,
     ),
 }
 # CUDA graphs and torch.compile on, hermes tool parser
@@ -145,6 +157,11 @@ def test_real_graphs_log_parses_exactly_with_the_capture_seconds():
         # `init engine (profile, create kv cache, warmup model) took 23.01 s`
         engine_init_seconds=23.01,
         compile_seconds=10.04,  # `(compilation: 10.04 s)`
+        # an empty cache: `Compiling a graph for compile range (1, 2048) takes 7.49 s`, AOT saved
+        cache="cold",
+        cache_directory="/root/.cache/vllm/torch_compile_cache/80583b7327/rank_0_0/backbone",
+        cache_compiled=["graph for compile range (1, 2048)", "AOT compilation"],
+        graph_compile_seconds=7.49,
         effective_args={
             "model_tag": "/tmp/model",
             "enable_auto_tool_choice": True,
