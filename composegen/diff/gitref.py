@@ -83,10 +83,7 @@ def _relative_to_root(root: Path, path: str, spec: str) -> str:
 def _git(root: Path, args: list[str], spec: str) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
+            ["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False
         )
     except FileNotFoundError:
         raise BadInput(f"{spec}: git: the git program is not installed") from None

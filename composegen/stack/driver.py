@@ -4,37 +4,10 @@
 A profile's deployment is chosen once (placement.deployment): a single-node profile is the one-node
 case of the same algorithms as a multi-node one. Progress goes to a `progress.ProgressSink`.
 
-    up(project, r, opts, sink)          preflight, start, wait, summary        -> reports.UpReport
-    start(project, r, opts, sink, t)    up, or follow/summarise a stack that already starts or runs
-    up_or_attach(project, r, opts, sink) up, or attach to an earlier attempt's stack -> (UpReport, why)
-    attach(project, r, sink, timeout)   wait for an already-starting stack     -> reports.UpReport
-    down(project, r, timeout)           stop and remove, then /dev/shm         -> reports.DownReport
-    status(project, name)               what runs, health, drift               -> reports.StatusReport
-    logs_text(project, r, tail, node)   / follow_logs(...)                     -> str / Iterator[bytes]
-    endpoint(r)                         the head's API as seen from here       -> readiness.Endpoint
-    running_container(project, r)       the head's running vLLM container      -> ContainerFacts
-    startup_check(r, ctr)               the head's startup report and mismatches  -> vllm.startup.StartupCheck
-    checked_startup(r, parsed)          a parsed log's report with mismatches      -> vllm.startup.StartupCheck
-    live_identity(ctr)                  what the container really is               -> reports.LiveIdentity
-    shm_report(r)                       /dev/shm of every node, and its text   -> (reports.NodesShm, str)
-    container_shm(container, labels)    a running container's private /dev/shm -> shm.reports.ShmScan
-    weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
-    gpu_claims(r)                       running containers' GPU requests       -> list[dict]
-    sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
-    / residue_logged(project, r)
-                                        a standby stack's sleep mode, over its private network
-                                        (its bridge, or an exec inside the container)
-    host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
-
-What runs (the head container, its logs, what it really is) lives in running.py; the names above
-are re-exported here, the one door.
-
-Other rooms that run containers of their own (provision: the base image; edge: its proxy stack) and
-keep private state (edge's keys and switch lock) use the engine and state names re-exported below;
-nothing else of engine.py or state.py is theirs.
-
-Only commands that need the engine import this module (render/diff/validate never do).
-"""
+up/down/status/wait/logs, /dev/shm, weights, GPU claims and sleep mode are here, or re-exported
+(running.py: the head container, its logs, what it really is). Rooms running containers of their
+own (provision: the base image; edge: its proxy stack) use the engine names re-exported here.
+Only commands that need the engine import this module (render/diff/validate never do)."""
 
 from __future__ import annotations
 
@@ -48,15 +21,7 @@ from composegen.project import Project
 from composegen.shm import scan
 from composegen.shm.procscan import LabelResolver
 from composegen.shm.reports import ShmScan
-from composegen.stack import (
-    compose,
-    engine,
-    nodecache,
-    nodeshm,
-    placement,
-    readiness,
-    sleepmode,
-)
+from composegen.stack import compose, engine, nodecache, nodeshm, placement, readiness, sleepmode
 from composegen.stack import down as teardown
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
@@ -91,57 +56,15 @@ from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.weights.reports import WeightsReport
 
-__all__ = [
-    "BASE_IMAGE",
-    "AlreadyRunning",
-    "Asleep",
-    "ContainerFacts",
-    "Deployment",
-    "GpuMemory",
-    "HostMemory",
-    "ImageFacts",
-    "NodeRef",
-    "Stack",
-    "UpOptions",
-    "attach",
-    "build_image",
-    "checked_startup",
-    "compose_version",
-    "container_log",
-    "container_shm",
-    "deployment",
-    "down",
-    "endpoint",
-    "engine_info",
-    "exec_output",
-    "follow_logs",
-    "gpu_claims",
-    "gpu_memory",
-    "head_container",
-    "host_memory",
-    "image_facts",
-    "image_present",
-    "live_identity",
-    "logs_text",
-    "loopback_conflict",
-    "preload",
-    "project_containers",
-    "residue_logged",
-    "running_container",
-    "settle",
-    "shm_report",
-    "shm_text",
-    "sleep_stack",
-    "sleep_state",
-    "start",
-    "startup_check",
-    "status",
-    "status_text",
-    "up",
-    "up_or_attach",
-    "wake_stack",
-    "weights",
-]
+__all__ = ["BASE_IMAGE", "AlreadyRunning", "Asleep", "ContainerFacts", "Deployment", "GpuMemory"]
+__all__ += ["HostMemory", "ImageFacts", "NodeRef", "Stack", "UpOptions", "attach", "build_image"]
+__all__ += ["checked_startup", "compose_version", "container_log", "container_shm", "deployment"]
+__all__ += ["down", "endpoint", "engine_info", "exec_output", "follow_logs", "gpu_claims"]
+__all__ += ["gpu_memory", "head_container", "host_memory", "image_facts", "image_present"]
+__all__ += ["live_identity", "logs_text", "loopback_conflict", "preload", "project_containers"]
+__all__ += ["residue_logged", "running_container", "settle", "shm_report", "shm_text"]
+__all__ += ["sleep_stack", "sleep_state", "start", "startup_check", "status", "status_text", "up"]
+__all__ += ["up_or_attach", "wake_stack", "weights"]
 
 
 def preload() -> None:

@@ -206,6 +206,14 @@ def preflight_checks(
     Incomplete fails on a real host unless --allow-download; under --emulate it is a warning."""
     r = dep.r
     bad_status = "warn" if emulate or allow_download else "fail"
+    if allow_download:
+        fix = "the engine will download them at start (--allow-download)"
+    else:
+        fix = (
+            "emulated: the engine loads nothing"
+            if emulate
+            else f"`composegen weights {r.name} --download`"
+        )
     checks, complete = [], True
     for n in dep.nodes:
         name = n.named("weights")
@@ -213,44 +221,23 @@ def preflight_checks(
             loc = _locate(dep, n)
             # a remote head: its engine
             remote = n.member is not None and (n.rank != 0 or not n.target.is_local)
-            report = check.build(
-                r.name, loc, listing(r, loc, n.target, remote, image if remote else None), None
-            )
+            files = listing(r, loc, n.target, remote, image if remote else None)
+            report = check.build(r.name, loc, files, None)
         except ComposegenError as exc:
             checks.append(Check(name, bad_status, exc.message))
             complete = False
             continue
+        pinned = f"{loc.model_id}@{loc.revision[:12]}"
         if report.complete:
             gib = report.total_bytes / 2**30
-            checks.append(
-                Check(
-                    name,
-                    "ok",
-                    f"{loc.model_id}@{loc.revision[:12]}: {len(report.files)} files, {gib:.1f} GiB",
-                )
-            )
+            checks.append(Check(name, "ok", f"{pinned}: {len(report.files)} files, {gib:.1f} GiB"))
             continue
         complete = False
         what = ", ".join((report.missing + report.problems)[:3])
         more = len(report.missing) + len(report.problems) - 3
-        fix = (
-            "the engine will download them at start (--allow-download)"
-            if allow_download
-            else (
-                "emulated: the engine loads nothing"
-                if emulate
-                else "`composegen weights " + r.name + " --download`"
-            )
-        )
-        checks.append(
-            Check(
-                name,
-                bad_status,
-                f"{loc.model_id}@{loc.revision[:12]} is incomplete in {loc.snapshot}: missing {what}"
-                + (f" (+{more} more)" if more > 0 else "")
-                + f"; {fix}",
-            )
-        )
+        what += f" (+{more} more)" if more > 0 else ""
+        why = f"{pinned} is incomplete in {loc.snapshot}: missing {what}; {fix}"
+        checks.append(Check(name, bad_status, why))
     return checks, complete
 
 
