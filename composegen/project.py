@@ -14,9 +14,8 @@ from composegen.errors import BadInput
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # A profile name is a file stem, an out/ directory and part of a compose project name
-# (`composegen-NAME`):
-# compose's project grammar, lower case and no '.', so `BIG`/`big` or `a.b`/`a-b` can never share a
-# stack.
+# (`composegen-NAME`): compose's project grammar, lower case and no '.', so `BIG`/`big` or
+# `a.b`/`a-b` can never share a stack.
 PROFILE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 

@@ -32,8 +32,7 @@ def template(name: str = "compose.yaml.j2") -> jinja2.Template:
         autoescape=False,
     )
     # JSON scalars and flow collections are valid YAML and need no further quoting rules. Every
-    # value and
-    # key reaches the file through one of these two emitters, never as pasted text.
+    # value and key reaches the file through one of these two emitters, never as pasted text.
     env.filters["j"] = lambda v: _yaml_safe(json.dumps(v, ensure_ascii=False))
     env.filters["k"] = yaml_key
     # comment stays on its line
@@ -69,8 +68,7 @@ def yaml_key(key: str) -> str:
 
 
 # JSON leaves these raw inside a string; YAML 1.1 readers (PyYAML: diff, render --check) fold them
-# as line
-# breaks. Written as escapes, every reader gets the character itself.
+# as line breaks. Written as escapes, every reader gets the character itself.
 _YAML_1_1_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 

@@ -99,8 +99,7 @@ def override_text(
     if env:
         lines.append("    environment:")
         # Keys through the YAML key writer, values as compose literals: nothing here can add a key
-        # or
-        # be interpolated, whatever the profile's emulate.env holds.
+        # or be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
 

@@ -58,9 +58,8 @@ class ContainerFacts:
     networks: tuple[str, ...]
     host_port: int | None  # the first published host port (none on the host network)
     target: Target = DEFAULT
-    # where it sits on each network that gave it an IPv4 address: the stack's private network,
-    # which a local engine's host reaches directly (stack/sleepmode.py: the dev routes without an
-    # exec)
+    # where it sits on each network that gave it an IPv4 address: the stack's private network, which
+    # a local engine's host reaches directly (stack/sleepmode.py: the dev routes without an exec)
     addresses: tuple[NetworkAddress, ...] = ()
 
     profile = _Label("io.composegen.profile")

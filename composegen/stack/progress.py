@@ -41,8 +41,7 @@ class ProgressSink:
     """No-op by default: a caller that wants nothing passes ProgressSink()."""
 
     # The sink prints every check as it comes, reasons included: a failed preflight then ends in one
-    # line
-    # naming the failed checks (driver.start) instead of repeating the first reason.
+    # line naming the failed checks (driver.start) instead of repeating the first reason.
     shows_checks: bool = False
 
     def check(self, check: Check) -> None:

@@ -125,8 +125,7 @@ class DownReport(Report):
     networks: list[str] = Field(default_factory=list)
     nodes: list[NodeDown] | None = None
     # /dev/shm after the stop: the host's scan (ipc: host), or every node's for a multi-node stack.
-    # The
-    # published schema keeps the open object it has always shown (`composegen schema --report
+    # The published schema keeps the open object it has always shown (`composegen schema --report
     # down`).
     shm: Annotated[
         ShmScan | NodesShm | None,
