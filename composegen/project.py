@@ -106,8 +106,7 @@ def find_project(root: str | Path | None = None, cwd: Path | None = None) -> Pro
 
 
 def templates_dir() -> Path:
-    """Templates ship inside the wheel (composegen/templates) and sit at the repo top in a
-    checkout."""
+    """Templates ship in the wheel (composegen/templates), at the repo top in a checkout."""
     for candidate in (PACKAGE_DIR / "templates", PACKAGE_DIR.parent / "templates"):
         if candidate.is_dir():
             return candidate

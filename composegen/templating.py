@@ -61,8 +61,7 @@ _YAML_WORDS = {"y", "yes", "n", "no", "true", "false", "on", "off", "null"}
 
 
 def yaml_key(key: str) -> str:
-    """A mapping key: plain when it is a plain word YAML reads back as that string, else
-    JSON-quoted."""
+    """A mapping key: plain if YAML reads that word back as the string, else JSON-quoted."""
     plain = _PLAIN_KEY.fullmatch(key) and key.lower() not in _YAML_WORDS
     return key if plain else _yaml_safe(json.dumps(key, ensure_ascii=False))
 

@@ -42,8 +42,7 @@ def _secs(value: float | None) -> str:
 
 
 def rows(sample: TopSample) -> list[tuple[str, str]]:
-    """The figures of one sample as (label, text) lines: the same words in the live view and plain
-    text."""
+    """A sample's figures as (label, text) lines: the same words live and in plain text."""
     s = sample
     lines = [
         (

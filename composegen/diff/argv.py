@@ -80,8 +80,7 @@ def lookup_flag(option: str, version: str = CATALOG_VERSION) -> FlagSpec | None:
 
 
 def flag_default(name: str, version: str = CATALOG_VERSION) -> Any:
-    """vLLM's default for a flag when it is a plain scalar; None when unknown or not shown
-    simply."""
+    """vLLM's default for a flag when a plain scalar; None when unknown or not simple."""
     spec = lookup_flag(name, version)
     default = spec.default if spec else None
     if isinstance(default, (bool, int, float, str)) and default != "==SUPPRESS==":

@@ -30,8 +30,7 @@ def split_ref_spec(spec: str) -> tuple[str, str] | None:
 
 
 def read_at_ref(root: Path, ref: str, path: str) -> str:
-    """The text of `path` (relative to `root`) at revision `ref` of the repository containing
-    `root`."""
+    """The text of `path` (relative to `root`) at `ref` of the repository containing `root`."""
     spec = f"{ref}:{path}"
     root = Path(root)
     if ref.startswith("-"):

@@ -232,8 +232,7 @@ def _same(before: Any, after: Any) -> bool:
 
 
 def exit_status(changes: Iterable[Change], functional_only: bool = False) -> int:
-    """0 when the stacks are equivalent, 1 when they differ (only functional changes count if
-    asked)."""
+    """0 when the stacks are equivalent, 1 when they differ (only functional ones, if asked)."""
     counted = [c for c in changes if not functional_only or c.change_class == FUNCTIONAL]
     return 1 if counted else 0
 

@@ -100,8 +100,7 @@ def k8s_documents(directory: Path) -> list[dict]:
 
 
 def k8s_nodes(docs: list[dict]) -> dict[int | None, tuple[str, dict, dict]]:
-    """rank → (node name, pod spec, the container's environment as the kubelet sets it) of the
-    workload."""
+    """rank → (node name, pod spec, the container's environment as the kubelet sets it)."""
     workload = next((d for d in docs if d.get("kind") in ("Deployment", "LeaderWorkerSet")), None)
     if workload is None:
         raise BadInput("k8s: no Deployment or LeaderWorkerSet among the kustomization's resources")
@@ -160,8 +159,7 @@ _SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, StopIteration,
 def compare(
     compose_texts: dict[str, str], k8s_docs: list[dict], labels: tuple[str, str]
 ) -> TargetsDiffReport:
-    """Per node: the engine's facts from both sides (a hand-edited side of the wrong shape is bad
-    input)."""
+    """Per node: the engine's facts from both sides (a wrong-shaped hand-edited side: bad input)."""
     try:
         return _compare(compose_texts, k8s_docs, labels)
     except _SHAPE_ERRORS as exc:
@@ -216,8 +214,7 @@ def _compare(
 
 
 def _split_master(argv: list[str]) -> tuple[list[str], str | None]:
-    """argv with --master-addr's value masked (it names the fabric vs the leader pod), and that
-    value."""
+    """argv with --master-addr's value masked (fabric vs the leader pod), and that value."""
     flag = "--master-addr="
     value = next((w[len(flag) :] for w in argv if w.startswith(flag)), None)
     return [f"{flag}…" if w.startswith(flag) else w for w in argv], value

@@ -125,8 +125,7 @@ def _ring_files(pid_dir: str, fd: str) -> list[str] | None:
 
 
 def _process_facts(pid_dir: str, directory: str) -> tuple[str | None, set[int]]:
-    """(why its io_uring instances may hold files in `directory`, or None; inodes of its
-    sockets)."""
+    """(why its io_uring instances may hold files in `directory`, or None; its sockets' inodes)."""
     ring, sockets = None, set()
     inside = directory.rstrip("/") + "/"
     try:

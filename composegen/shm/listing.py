@@ -220,8 +220,7 @@ def _aside_part(
     now: float,
     render: Callable[[list[Row]], Any] | None,
 ) -> tuple[Any, ...]:
-    """The forked child's share: the /proc pass, then the tail of the listing stat-ed (and
-    rendered)."""
+    """The forked child's share: the /proc pass, then the listing's tail stat-ed (and rendered)."""
     index = procscan.index_holders(devs, proc_root, identify=True)
     rows, vanished, other_devs = _stat_rows(dfd, now, names)
     parts = (index.proc_root, index.holders, index.unreadable, index.identities)

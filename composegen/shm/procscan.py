@@ -35,8 +35,7 @@ LabelResolver = Callable[[str], "dict[str, str] | None"]
 
 
 class UnreadableDoc(TypedDict):
-    """A process whose fds or maps could not be read, as the scan's JSON lists it
-    (reports.Unreadable)."""
+    """A process whose fds or maps could not be read, as the scan lists it (reports.Unreadable)."""
 
     comm: str | None
     denied: list[Literal["fd", "maps"]]
@@ -247,8 +246,7 @@ class _FdTables:
 def _holdings(
     pid: int, pid_dir: str, dev_set: set[int] | None, dev_tokens: Any, fd_tables: _FdTables
 ) -> tuple[dict[tuple[int, int], set[str]], list[Literal["fd", "maps"]]]:
-    """({(dev, ino): {"fd", "map"}}, denied) of one process and all its threads; _Gone if it
-    exited."""
+    """({(dev, ino): {"fd", "map"}}, denied) of a process and its threads; _Gone if exited."""
     keys: dict[tuple[int, int], set[str]] = {}
     denied: list[Literal["fd", "maps"]] = []
     threads = _threads(pid, pid_dir)

@@ -158,8 +158,7 @@ class _NoReplace:
 
 
 class _Quarantine:
-    """Candidates renamed aside, each until it is unlinked or put back (always put back on
-    errors)."""
+    """Candidates renamed aside, each until unlinked or put back (always put back on errors)."""
 
     def __init__(self, dfd: int):
         self.dfd, self.rename = dfd, _NoReplace(dfd)

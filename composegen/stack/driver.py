@@ -68,8 +68,7 @@ __all__ += ["up_or_attach", "wake_stack", "weights"]
 
 
 def preload() -> None:
-    """Load what driving a stack imports lazily (the docker libraries, the startup parser) up
-    front."""
+    """Load what driving a stack imports lazily (the docker libraries, the startup parser) now."""
     engine.preload()
 
 
@@ -170,8 +169,7 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> DownRepor
 
 
 def shm_text(report: DownReport) -> str | None:
-    """The /dev/shm part of `down`'s text: one block per node, or the host's scan; None when it has
-    none."""
+    """The /dev/shm part of `down`'s text: a block per node, or the host's scan; None if none."""
     if report.shm is None:
         return None
     if isinstance(report.shm, NodesShm):
@@ -188,14 +186,12 @@ def endpoint(r: Resolved) -> readiness.Endpoint:
 
 
 def gpu_claims(r: Resolved) -> list[tuple[placement.NodeRef, list[dict[str, Any]]]]:
-    """Per node of the profile: what every running container on its engine asks of the GPUs
-    (engine.gpu_claims)."""
+    """Per node: what every running container on its engine asks of the GPUs (engine.gpu_claims)."""
     return [(n, engine.gpu_claims(n.target)) for n in placement.nodes(r)]
 
 
 def shm_report(r: Resolved) -> tuple[NodesShm, str]:
-    """/dev/shm of every node of a multi-node profile, and its text; BadInput for a single-node
-    profile."""
+    """/dev/shm of every node of a multi-node profile, and its text; BadInput for one node."""
     if r.profile.nodes is None:
         raise BadInput(
             f"--profile {r.name}: not a multi-node profile; inspect its host with plain `composegen shm`"
@@ -237,15 +233,13 @@ def _standby_level(r: Resolved) -> int:
 def sleep_stack(
     project: Project, r: Resolved, level: int | None = None, mode: str = "wait"
 ) -> sleepmode.Asleep:
-    """Put R's running engine to sleep (its profile's level unless LEVEL); mode wait lets running
-    requests end."""
+    """Put R's engine to sleep (its profile's level unless LEVEL); mode wait lets requests end."""
     planned = _standby_level(r)
     return sleepmode.sleep(project, r, running_container(project, r), level or planned, mode)
 
 
 def wake_stack(project: Project, r: Resolved) -> float:
-    """Wake R's engine from the sleep composegen (or anyone) put it in; seconds. Awake already:
-    0."""
+    """Wake R's engine from the sleep anyone put it in; seconds (0: awake already)."""
     _standby_level(r)
     ctr = head_container(project, r)
     if ctr is None or not ctr.running:

@@ -259,8 +259,7 @@ def shm_facts(name_or_id: str, target: Target | None = None) -> dict[str, Any]:
 
 
 def container_labels(container_id: str, target: Target | None = None) -> dict[str, str] | None:
-    """A container's labels, to name the compose project holding a /dev/shm file; None once it is
-    gone."""
+    """A container's labels (the compose project holding a /dev/shm file); None once gone."""
     a = unless_gone(
         lambda: client(target).api.inspect_container(container_id),
         f"docker inspect {container_id[:12]}",

@@ -150,8 +150,7 @@ def parse_image(a: dict[str, Any]) -> ImageFacts:
 
 
 def stamped_line(line: str) -> tuple[float | None, str]:
-    """One `docker logs --timestamps` line as (epoch seconds, text); (None, line) when it has no
-    stamp."""
+    """One `docker logs --timestamps` line as (epoch seconds, text); (None, line) unstamped."""
     stamp, _, text = line.partition(" ")
     try:
         return docker_time(stamp), text.rstrip("\r")

@@ -40,8 +40,7 @@ def read_stages(ctr: ContainerFacts, startup_timeout: float | None) -> stages.St
 def loading_state(
     ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None
 ) -> LoadingStatus | None:
-    """Where a running container that does not answer yet is in its start (`status` →
-    endpoint.loading)."""
+    """Where a running container not answering yet is in its start (`status` → endpoint.loading)."""
     if not ctr.running or healthy:
         return None
     tracker = read_stages(ctr, startup_timeout)
@@ -74,8 +73,7 @@ def wait_hint(name: str) -> str:
 def raise_if_loading(
     name: str, ctr: ContainerFacts, ep: readiness.Endpoint, startup_timeout: float | None
 ) -> None:
-    """EngineError "NAME is still loading: <stage>" when the engine does not answer yet but is
-    loading."""
+    """EngineError "NAME is still loading: <stage>" when it does not answer yet but loads."""
     if readiness.health_ok(ep):
         return
     state = loading_state(ctr, False, startup_timeout)
@@ -84,8 +82,7 @@ def raise_if_loading(
 
 
 def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStatus | None) -> str:
-    """The API column of `status`: composegen's own readiness, and while loading the stage, never
-    "unhealthy"."""
+    """`status`'s API column: our own readiness, while loading the stage; never "unhealthy"."""
     if healthy:
         return "ready" if served_name else "health 200"
     if healthy is None:
@@ -98,8 +95,7 @@ def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStat
 
 
 def health_text(docker_health: str | None, ready: bool) -> str:
-    """Docker's health next to ours: its check runs every 30 s, so "starting" long after the API
-    answers."""
+    """Docker's health beside ours: its check runs every 30 s ("starting" long after the API)."""
     if docker_health == "starting" and ready:
         return "ready (docker: starting)"
     return docker_health or "-"
@@ -126,8 +122,7 @@ def refuse_running(
     served_name: str,
     startup_timeout: float | None,
 ) -> None:
-    """Raise AlreadyRunning saying what the running stack is doing: ready, starting (with its
-    stage), or silent."""
+    """Raise AlreadyRunning saying what the stack is doing: ready, starting (its stage), silent."""
     healthy = readiness.health_ok(ep)
     if healthy and readiness.models_entry(ep, served_name) is not None:
         raise AlreadyRunning(

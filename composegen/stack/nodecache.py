@@ -65,8 +65,7 @@ def _locate(dep: Deployment, n: NodeRef) -> cache.Location:
 
 
 def probe_image(r: Resolved, target: Target) -> str:
-    """An image that is on that engine and has python3: the profile's, else composegen's base
-    image."""
+    """An image on that engine with python3: the profile's, else composegen's base image."""
     for image in (r.profile.image, engine.BASE_IMAGE):
         if engine.image_present(image, target):
             return image
@@ -78,8 +77,7 @@ def probe_image(r: Resolved, target: Target) -> str:
 def listing(
     r: Resolved, loc: cache.Location, target: Target, remote: bool, image: str | None = None
 ) -> snapshot.Listing:
-    """LISTING_PY's answer for one node: in-process for a local head, else in a container on that
-    engine."""
+    """LISTING_PY's answer for a node: in-process for a local head, else in a container there."""
     if not remote:
         return snapshot.list_local(loc.snapshot, loc.blobs)
 
@@ -153,8 +151,7 @@ def _size(judged: snapshot.Judged, name: str) -> int | None:
 
 
 def sync_nodes(dep: Deployment, head_loc: cache.Location, head: WeightsReport) -> list[str]:
-    """Copy the head's complete snapshot to every worker whose copy is not complete; the names
-    synced."""
+    """Copy the head's complete snapshot to every worker whose copy is not; the names synced."""
     check.require_complete(head)
     lacking = {node.name for node in check_nodes(dep, head) if not node.complete}
     synced = []
@@ -248,8 +245,7 @@ def override_path(project: Project, r: Resolved, node: str | None) -> Path:
 
 
 def offline_override(project: Project, r: Resolved, node: str | None, offline: bool) -> Path | None:
-    """Write (or remove) the override that runs the engine with HF_HUB_OFFLINE=1; the path when
-    written."""
+    """Write (or remove) the override running the engine with HF_HUB_OFFLINE=1; its path."""
     path = override_path(project, r, node)
     if not offline or r.profile.service.hf_online:
         path.unlink(missing_ok=True)
@@ -266,8 +262,7 @@ def offline_override(project: Project, r: Resolved, node: str | None, offline: b
 def with_offline(
     st: compose.Stack, project: Project, r: Resolved, node: str | None
 ) -> compose.Stack:
-    """The stack with the HF_HUB_OFFLINE override `up`'s preflight wrote for this node, when it
-    did."""
+    """The stack with the HF_HUB_OFFLINE override preflight wrote for this node, if it did."""
     path = override_path(project, r, node)
     if path.is_file():
         st.files.append(path)

@@ -152,8 +152,7 @@ def _report(prep: Prepared, sink: ProgressSink, checks: list) -> None:
 
 
 class PreflightFailed(EngineError):
-    """A preflight check failed: the first one's reason, the rest in details; `failed` names them
-    all."""
+    """A preflight check failed: the first's reason, the rest in details; `failed` names all."""
 
     def __init__(self, failed: list[Check]) -> None:
         first = failed[0]
@@ -299,8 +298,7 @@ def _api_reachable(dep: Deployment) -> Check:
 
 
 def _reclaim(dep: Deployment, prep: Prepared, sink: ProgressSink) -> None:
-    """`--reclaim-shm`: this machine's /dev/shm once (every local node shares it); remote hosts by
-    hand."""
+    """`--reclaim-shm`: this machine's /dev/shm once (local nodes share it); remote by hand."""
     if any(n.target.is_local for n in dep.nodes):
         _report(prep, sink, [preflight.reclaim_shm()])
     prep.warnings += [

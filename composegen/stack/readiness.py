@@ -27,8 +27,7 @@ class Endpoint:
     api_key: str | None = None
 
     def get(self, path: str, timeout: float = 2.0, cap: int = SMALL_REPLY) -> tuple[int, bytes]:
-        """(status, body) within `timeout` seconds in all and `cap` bytes (wire.http), else
-        WireError."""
+        """(status, body) within `timeout` s in all and `cap` bytes (wire.http), else WireError."""
         reply = self.peer.get(path, deadline_s=timeout, cap=cap)
         return reply.status, reply.body
 
@@ -112,8 +111,7 @@ def wait_ready(
     on_phase: Callable[[str, float], None] = lambda phase, t: None,
     on_tick: Callable[[float], None] = lambda t: None,
 ) -> Waited:
-    """`state()` returns (status, exit_code, restart_count) of the container, status "" when
-    absent."""
+    """`state()` gives (status, exit_code, restart_count); status "" when absent."""
     start = time.monotonic()
     waited = Waited()
     last_state = 0.0

@@ -60,8 +60,7 @@ class SshDestination:
 
 
 def split_url(url: str) -> tuple[str, int | None, str | None]:
-    """ssh://[user@]host[:port] -> (host, port or None, user or None). Anything else is bad
-    input."""
+    """ssh://[user@]host[:port] -> (host, port or None, user or None); else bad input."""
     parts = urlsplit(url)
     if (
         parts.scheme != "ssh"
@@ -97,8 +96,7 @@ def _base_argv(url: str) -> list[str]:
 
 
 def resolve(url: str) -> SshDestination:
-    """`ssh -G`: the effective host, user and port for an alias, read the way ssh itself reads
-    them."""
+    """`ssh -G`: the effective host, user and port of an alias, read as ssh itself reads them."""
     argv = _base_argv(url)
     argv.insert(1, "-G")
     try:
@@ -151,8 +149,7 @@ class Tunnel:
         )
 
     def _remote_engine(self) -> str:
-        """The node's engine as its ssh session sees it (DOCKER_HOST from ~/.ssh/environment, or the
-        default)."""
+        """The node's engine as its ssh session sees it (~/.ssh/environment's DOCKER_HOST)."""
         argv = [*_base_argv(self.url), 'printf %s "${DOCKER_HOST:-}"']
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=CONNECT_TIMEOUT_S + 5,
@@ -219,8 +216,7 @@ _tunnels: dict[str, Tunnel] = {}
 
 
 def local_url(url: str) -> str:
-    """The unix:// URL that reaches an ssh:// engine (one tunnel per URL for this process); other
-    URLs as given."""
+    """The unix:// URL reaching an ssh:// engine (one tunnel per URL); other URLs as given."""
     if not url.startswith("ssh://"):
         return url
     tunnel = _tunnels.get(url)

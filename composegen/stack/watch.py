@@ -69,8 +69,7 @@ class _Followers:
 
 
 class Watcher:
-    """The containers of one deployment as the wait finds them (each looked up once, then
-    inspected)."""
+    """A deployment's containers as the wait finds them (looked up once, then inspected)."""
 
     def __init__(self, dep: Deployment, sink: ProgressSink) -> None:
         self.dep, self.sink = dep, sink

@@ -60,8 +60,7 @@ def budget_for(expected: int | None) -> Budget:
 
 
 class CappedFile:
-    """The partial file as `http_get` sees it: a write past the cap, or after the deadline,
-    raises."""
+    """The partial file as `http_get` sees it: a write past the cap or the deadline raises."""
 
     def __init__(self, fh: BinaryIO, budget: Budget):
         self._fh, self._budget = fh, budget
