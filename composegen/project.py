@@ -63,9 +63,8 @@ class Project:
             return str(path)
 
     def inside(self, base: Path, *parts: str) -> Path:
-        """base/parts, refused (BadInput) when it would leave base or pass through a symlink: files
-        composegen writes or removes under out/, runs/ or .composegen/ stay in the project, whatever
-        links someone planted."""
+        """base/parts, BadInput if it would leave base or pass a symlink: what composegen writes or
+        removes under out/, runs/ or .composegen/ stays in the project, whatever links exist."""
         path = base
         for part in parts:
             for piece in Path(part).parts:

@@ -172,9 +172,8 @@ def _netns(pid_dir: str) -> str | None:
 def _scan_processes(
     directory: str, proc_root: str
 ) -> tuple[dict[int, list[str]], dict[int, tuple[str, set[int]]], dict[str, tuple[str, set[int]]]]:
-    """Each process's io_uring rings on DIRECTORY (found), its unix sockets (sockets: pid -> its
-    netns and socket inodes) and those sockets by namespace (by_ns: netns -> an ns path to enter
-    and its socket inodes)."""
+    """Each process's io_uring rings on DIRECTORY (found), its unix sockets (sockets: pid -> netns,
+    socket inodes), those sockets by namespace (by_ns: netns -> an ns path to enter, inodes)."""
     me = os.getpid()
     found: dict[int, list[str]] = {}
     sockets: dict[int, tuple[str, set[int]]] = {}

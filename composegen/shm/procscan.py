@@ -88,9 +88,8 @@ def maps_dev_token(dev: int) -> bytes:
 
 
 def read_bytes(path: str, whole: bool = True) -> bytes:
-    """A /proc file through bare os.read (a buffered file object costs more than the read): whole,
-    or (for the small files that only name a holder) one read of up to 64 KiB, sparing the read at
-    EOF."""
+    """A /proc file by bare os.read (cheaper than a file object): whole, or (small files that only
+    name a holder) one read of up to 64 KiB, sparing the read at EOF."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []
@@ -272,9 +271,8 @@ def _holdings(
 def index_holders(
     devs: Iterable[int] | None = None, proc_root: str = "/proc", identify: bool = False
 ) -> ProcIndex:
-    """One pass over every process: fds (stat of each fd link, of every fd table its threads have)
-    and maps (dev + inode columns); with `identify`, also the comm and container id of each
-    holder."""
+    """One pass over every process: fds (stat of each fd link, in every fd table of its threads) and
+    maps (dev + inode columns); with `identify`, each holder's comm and container id too."""
     dev_set = set(devs) if devs is not None else None
     dev_tokens = [maps_dev_token(dev) for dev in dev_set] if dev_set is not None else None
     index, fd_tables = ProcIndex(proc_root=proc_root), _FdTables()

@@ -215,8 +215,7 @@ def weights(
     on_file: Callable[[str], None] = lambda name: None,
 ) -> WeightsReport:
     """The pinned weights where the head looks for them (downloaded, hash-checked on request), then
-    every other node's copy (after `sync` copied the head's to those that lack it); nodecache says
-    how."""
+    every other node's copy (after `sync` copied the head's to those lacking it); see nodecache."""
     return nodecache.weights_everywhere(
         project, r, download=download, verify=verify, sync=sync, on_file=on_file
     )
@@ -265,9 +264,8 @@ def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmod
 
 
 def settle(project: Project, r: Resolved, timeout: float = 120.0) -> None:
-    """Wait (bounded) until no compose command of R's stack runs on this machine: a killed
-    composegen's `docker compose down` or `up` finishes before another one acts on the same
-    stack."""
+    """Wait (bounded) until no compose command of R's stack runs here: a killed composegen's
+    `docker compose down` or `up` finishes before another one acts on the same stack."""
     deadline = time.monotonic() + timeout
     names = [n.project for n in placement.nodes(r)]
     while any(compose.commands_running(name) for name in names) and time.monotonic() < deadline:

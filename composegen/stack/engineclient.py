@@ -152,9 +152,8 @@ _infos: dict[tuple[Target, str | None, str | None], tuple[float, dict[str, Any]]
 
 
 def engine_info(target: Target | None = None) -> dict[str, Any]:
-    """`docker info` of that engine; an answer younger than INFO_FRESH_S is given again (what it
-    holds — ID, version, runtimes, cgroups — changes only with a restart, which also breaks the
-    client)."""
+    """`docker info` of that engine; an answer younger than INFO_FRESH_S is given again (its ID,
+    version, runtimes, cgroups change only with a restart, which also breaks the client)."""
     key = _cache_key(target or DEFAULT)
     seen = _infos.get(key)
     if seen is not None and 0 <= time.monotonic() - seen[0] < INFO_FRESH_S:
@@ -189,9 +188,8 @@ def follow_logs(ctr: ContainerFacts, tail: int | str = "all") -> Iterator[bytes]
 
 
 class LogStream:
-    """Follow a container's log as (Docker's timestamp, line) pairs until it stops, goes away or
-    `close()` is called (from another thread). A read that times out (a long silent stretch) resumes
-    where it was."""
+    """A container's log as (Docker's timestamp, line) until it stops, goes or `close()` is called
+    (from another thread). A read that times out (a long silent stretch) resumes where it was."""
 
     def __init__(self, ctr: ContainerFacts, tail: int | str = "all") -> None:
         self.ctr, self.tail = ctr, tail
@@ -237,8 +235,7 @@ def _gone(ctr: ContainerFacts) -> bool:
 
 def shm_facts(name_or_id: str, target: Target | None = None) -> dict[str, Any]:
     """What `composegen shm --container` needs to read a container's /dev/shm through /proc: {id,
-    name, pid, running, status, ipc_mode, shm_size_bytes}. BadInput when there is no such
-    container."""
+    name, pid, running, status, ipc_mode, shm_size_bytes}. BadInput for no such container."""
     docker = sdk_module()
     try:
         a = client(target).api.inspect_container(name_or_id)
@@ -269,8 +266,7 @@ def container_labels(container_id: str, target: Target | None = None) -> dict[st
 
 def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str] | None]:
     """container id -> labels | None, for composegen.shm's scans; never raises: once the engine
-    fails to answer, every further id gets None (a scan must not wait on a dead engine per
-    holder)."""
+    fails, every further id gets None (a scan must not wait on a dead engine per holder)."""
     cache: dict[str, dict[str, str] | None] = {}
     down: list[ComposegenError] = []
 

@@ -106,9 +106,8 @@ def up_hint(name: str, emulated: bool) -> str:
 
 
 class AlreadyRunning(EngineError):
-    """`up` of a stack whose head already runs. `ready`: the caller shows the running stack's
-    summary (exit 0); otherwise it is starting (hint: `composegen wait`) or runs without answering
-    (exit 3)."""
+    """`up` of a stack whose head runs. `ready`: the caller shows the running stack's summary (exit
+    0); else it is starting (hint: `composegen wait`) or runs without answering (exit 3)."""
 
     def __init__(self, message: str, *, ready: bool, hint: str, starting: bool = False) -> None:
         super().__init__(message, hint=hint)

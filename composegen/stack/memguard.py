@@ -141,9 +141,8 @@ class MemoryLow(EngineError):
 
 
 class Watcher:
-    """Reads MemAvailable of every node every POLL_S on a thread; below the floor it calls `stop` at
-    once (so the stop does not wait for the waiting loop) and `check()` raises MemoryLow in the
-    waiting thread."""
+    """Reads every node's MemAvailable every POLL_S on a thread; below the floor it calls `stop` at
+    once (not waiting for the waiting loop) and `check()` raises MemoryLow in the waiting thread."""
 
     def __init__(
         self,

@@ -45,9 +45,8 @@ def weights_everywhere(
     sync: bool,
     on_file: Callable[[str], None],
 ) -> WeightsReport:
-    """`composegen weights`: the head's cache (downloaded, hash-checked on request), then, for a
-    multi-node profile, every worker's against it, after `sync` copied the head's snapshot to those
-    that lack it."""
+    """`composegen weights`: the head's cache (downloaded, hash-checked on request), then every
+    worker's against it, after `sync` copied the head's snapshot to those that lack it."""
     dep = deployment(project, r)
     if sync and not dep.multi:
         raise BadInput(f"--sync: {r.name} is not a multi-node profile; there is nothing to copy to")
@@ -167,9 +166,8 @@ def sync_nodes(dep: Deployment, head_loc: cache.Location, head: WeightsReport) -
 
 
 def _tar_stream(loc: cache.Location, names: list[str]) -> Iterator[bytes]:
-    """A tar of the files, laid out relative to the cache root: blobs/<etag> plus the snapshot's
-    relative links for a hub cache, the plain files for a model directory. Written by a thread into
-    a pipe."""
+    """A tar of the files relative to the cache root (a hub cache: blobs/<etag> plus the snapshot's
+    links; a model directory: the plain files), written by a thread into a pipe."""
     rfd, wfd = os.pipe()
 
     def write() -> None:

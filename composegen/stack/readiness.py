@@ -40,9 +40,8 @@ class Endpoint:
         )
 
     def port_open(self) -> bool:
-        """Something answers HTTP on the port. A bare TCP connect is not enough: docker-proxy
-        accepts on the host port long before the server inside listens, then drops the
-        connection."""
+        """Something answers HTTP on the port. A TCP connect is not enough: docker-proxy accepts on
+        the host port long before the server inside listens, then drops the connection."""
         try:
             self.get("/health", timeout=1.0)
             return True
@@ -73,8 +72,7 @@ class StackFailed(Exception):
 
 def models_entry(endpoint: Endpoint, served_name: str) -> replies.ModelEntry | None:
     """The served name's /v1/models entry; None while nothing answers in time. A listing of the
-    wrong shape is a WireError (the peer is not an OpenAI-compatible server), not "not ready
-    yet"."""
+    wrong shape is a WireError (not an OpenAI-compatible server), not "not ready yet"."""
     try:
         status, body = endpoint.get("/v1/models")
     except PeerUnreachable:
