@@ -3,12 +3,8 @@
 Holders are matched by (st_dev, st_ino), never by path text: glibc maps a named semaphore under its
 temporary name (`sem.XXXXXX (deleted)`), and a renamed or hard-linked file keeps its inode.
 
-`index_holders(devs, proc_root, identify=False)` returns a `ProcIndex`:
-  holders:    {(dev, ino): {pid: {"fd", "map"}}}   only inodes on one of `devs` (all when devs is None)
-  unreadable: [{"comm": str|None, "denied": ["fd"|"maps", ...], "pid": int, "uid": int|None}]
-  identities: {pid: (comm, container_id)} for every holder pid, when `identify`
-`container_id_from_cgroup(text)` -> 64-hex id or None. Container labels are looked up by the caller's
-callable (composegen.stack.engine through the CLI): this module never talks to an engine.
+Container labels are looked up by the caller's callable (composegen.stack.engine through the CLI):
+this module never talks to an engine.
 
 Threads: every thread shares its process's memory (so /proc/PID/maps covers them all), but a thread
 may have its own fd table (unshare(CLONE_FILES)); such tables are found with kcmp(2) and their
@@ -44,6 +40,9 @@ class UnreadableDoc(TypedDict):
 
 
 class ProcIndex:
+    """holders {(dev, ino): {pid: {"fd", "map"}}} (inodes on the asked devs, all for None), the
+    processes not readable, identities {pid: (comm, container_id)} of holders when asked."""
+
     __slots__ = ("holders", "identities", "proc_root", "unreadable")
 
     def __init__(

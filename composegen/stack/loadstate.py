@@ -1,12 +1,8 @@
 """A stack that is still starting: where its load is, read from the engine's own log.
 
-`loading_state(ctr, healthy, startup_timeout)` → None (not running, or answering), else a
-reports.LoadingStatus (stage, label, summary, done/total, elapsed_s, in_start_period, failed): what
-`status` shows instead of "unhealthy" while the engine loads inside its start period (the
-healthcheck's start_period is startup_timeout). `raise_if_loading(...)` turns that into "NAME is
-still loading: <stage>" (EngineError, exit 3, hint `composegen wait NAME`) for the commands that
-need a ready engine (gate, startup, ladder, evidence...). `api_text`/`health_text` are status's
-columns: composegen's readiness next to Docker's health.
+`status` shows it instead of "unhealthy" while the engine loads inside its start period (the
+healthcheck's start_period is startup_timeout); the commands that need a ready engine (gate,
+startup, ladder, evidence...) say "NAME is still loading: <stage>" (exit 3) instead of failing.
 """
 
 from __future__ import annotations
