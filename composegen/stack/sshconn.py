@@ -1,16 +1,11 @@
-"""ssh:// engines through one long-lived ssh connection per node, as a local unix socket.
+"""ssh:// engines through one long-lived ssh connection per node, as a local unix socket
+(docs/multinode.md).
 
 The docker SDK's own ssh support runs a new `ssh … docker system dial-stdio` for every API call,
 adds `-p 22` to a URL without a port (so `Port` in ~/.ssh/config is ignored) and reads the pipe
-without a deadline. Instead, composegen runs one `ssh -N` per node for the whole command, forwarding
-a private local socket to the node's engine socket; every API call and `docker compose` then uses
-that socket with ordinary timeouts, and the ssh process is stopped and reaped when the command ends.
-
-The remote engine's address is what DOCKER_HOST says in the node's ssh session (so
-~/.ssh/environment is honoured, as `docker -H ssh://` does), else /var/run/docker.sock. ssh runs
-with BatchMode (never a prompt), a connect timeout and keep-alives; its own failure line is kept and
-classified for the hint. COMPOSEGEN_SSH_CONFIG names an ssh config file to use instead of
-~/.ssh/config (`ssh -F`).
+without a deadline. Instead one `ssh -N` per node, for the whole command, forwards a private local
+socket to the node's engine socket; every API call and `docker compose` uses it with ordinary
+timeouts, and the ssh process is stopped and reaped when the command ends.
 """
 
 from __future__ import annotations
