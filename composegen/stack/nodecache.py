@@ -1,12 +1,7 @@
 """Weights on every node: the engine-facing half of `composegen weights` and of `up`'s weights
-preflight.
-
-The head (where composegen runs) is read directly when its engine is local; every other node through
-its own engine: a throw-away container bind-mounts the node's cache read-only and runs the same
-listing script (weights/snapshot.py), so a worker on another host is judged exactly like the head.
-`--sync` streams a tar of the head's snapshot (its blobs and the snapshot's relative links) into the
-node's cache through the Docker API (a created, never started container with the cache bind-mounted;
-no ssh or rsync), then lists the node again and compares sizes.
+preflight. Every node but a local head is read through its own engine, by the same listing script
+(weights/snapshot.py) in a throw-away container, so a worker is judged exactly like the head; how
+`--sync` copies through the Docker API is in docs/weights.md.
 
 When `up` finds the weights complete it adds a compose override setting HF_HUB_OFFLINE=1 (unless
 `service.hf_online`), so the engine never reaches for the Hub; out/ stays as rendered.
