@@ -1,14 +1,7 @@
 """`composegen diff NAME --targets compose,k8s`: is the Kubernetes rendering the same stack as the
-compose one?
-
-Each side is reduced, per node, to what the engine sees: argv (compose's `$$` and Kubernetes'
-`$(VAR)` expansion applied, LWS's variables set as LWS sets them for that rank), image, environment
-(a value taken from the host's environment and one taken from a Secret compare equal when they name
-the same variable), GPU count and /dev/shm size. Those must be equal (`functional`, exit 1
-otherwise). Everything else is the target's own (`target_only`): --master-addr (the fabric address
-vs the leader pod's DNS name), ports vs the Service, ulimits, container_name, init, ipc/network_mode
-vs hostIPC/hostNetwork, restart, healthcheck vs probes, volumes, labels vs annotations — listed with
-both sides' values, never failing the diff.
+compose one? docs/kubernetes.md says what each side is reduced to, per node (what the engine sees:
+argv, image, environment, GPU count, /dev/shm size; any difference exits 1) and what is the target's
+own (`target_only`: --master-addr, ports vs the Service, probes, ... listed, never failing).
 
 Inputs: a profile name (both targets rendered in memory), or files: a compose file (or out/NAME for
 a multi-node profile's node files) and an out/NAME/k8s/ directory.
