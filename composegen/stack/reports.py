@@ -157,7 +157,8 @@ class ContainerStatus(Report):
 
 
 class LoadingStatus(Report):
-    """Where a running engine not answering yet is in its start (`status` → endpoint.loading)."""
+    """Where a running engine that does not answer yet is in its start (`status` →
+    endpoint.loading)."""
 
     stage: str | None = Field(
         description="the stage's key (see `up --json` phases), null before the first line"
