@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,7 @@ def probe_containers(owner: str, target: Target | None = None) -> list[Container
 # ---- compose projects, containers, networks -----------------------------------------------------
 
 
-def _inspected(filters: dict[str, Any], target: Target | None) -> Iterator[dict[str, Any]]:
+def _inspected(filters: Mapping[str, object], target: Target | None) -> Iterator[Mapping[str, Any]]:
     """`docker inspect` of every container FILTERS lists (one removed in between is left out)."""
     docker = sdk_module()
     sdk = client(target)
@@ -248,7 +248,7 @@ def _inspected(filters: dict[str, Any], target: Target | None) -> Iterator[dict[
         ) from None
 
 
-def _list(filters: dict[str, Any], target: Target | None) -> list[ContainerFacts]:
+def _list(filters: Mapping[str, object], target: Target | None) -> list[ContainerFacts]:
     return [parse_container(a, target or DEFAULT) for a in _inspected(filters, target)]
 
 
@@ -264,27 +264,25 @@ def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
     """Every running container with what it asks of the GPUs: {"id", "name", "labels",
     "device_requests": [{"driver", "count", "device_ids"}], "env": NVIDIA_VISIBLE_DEVICES or null,
     "runtime"} (campaign exclusive mode)."""
-    return [_claim(a) for a in _inspected({"status": "running"}, target)]
-
-
-def _claim(a: dict[str, Any]) -> dict[str, Any]:
-    host, config = a.get("HostConfig") or {}, a.get("Config") or {}
-    env = [e for e in config.get("Env") or [] if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
-    return {
-        "id": a["Id"],
-        "name": a.get("Name", "").lstrip("/"),
-        "labels": dict(config.get("Labels") or {}),
-        "device_requests": [
+    claims = []
+    for a in _inspected({"status": "running"}, target):
+        host, config = a.get("HostConfig") or {}, a.get("Config") or {}
+        env = [e for e in config.get("Env") or [] if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
+        requests = [
             {
                 "driver": d.get("Driver") or "",
                 "count": d.get("Count"),
                 "device_ids": d.get("DeviceIDs"),
             }
             for d in host.get("DeviceRequests") or []
-        ],
-        "env": env[0].split("=", 1)[1] if env else None,
-        "runtime": host.get("Runtime") or "",
-    }
+        ]
+        labels = dict(config.get("Labels") or {})
+        claims.append(
+            {"id": a["Id"], "name": a.get("Name", "").lstrip("/"), "labels": labels}
+            | {"device_requests": requests, "env": env[0].split("=", 1)[1] if env else None}
+            | {"runtime": host.get("Runtime") or ""}
+        )
+    return claims
 
 
 def port_publishers(port: int, target: Target | None = None) -> list[str]:

@@ -92,7 +92,7 @@ class ImageFacts:
     labels: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs of Config.Labels
 
 
-def parse_container(a: dict[str, Any], target: Target) -> ContainerFacts:
+def parse_container(a: Mapping[str, Any], target: Target) -> ContainerFacts:
     """From the engine's container inspect answer."""
     state = a.get("State") or {}
     net = a.get("NetworkSettings") or {}
