@@ -20,8 +20,7 @@ def is_loopback(host: str | None) -> bool:
 
 
 def url_is_local(url: str | None) -> bool:
-    """A DOCKER_HOST-style URL that reaches an engine on this machine (no URL: the default
-    engine)."""
+    """A DOCKER_HOST-style URL reaching an engine on this machine (none: the default engine)."""
     if not url or url.startswith(("unix://", "npipe://", "fd://")):
         return True
     parts = urlsplit(url)

@@ -40,8 +40,7 @@ class EngineError(ComposegenError):
 
 
 class WriteFailed(ComposegenError):
-    """A file could not be written (disk full, file too large, read-only): nothing half-written is
-    left."""
+    """A file could not be written (disk full, too large, read-only): nothing half-written left."""
 
     exit_code = RUNTIME
 

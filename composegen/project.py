@@ -63,9 +63,8 @@ class Project:
             return str(path)
 
     def inside(self, base: Path, *parts: str) -> Path:
-        """base/parts, refused (BadInput) when it would leave base or pass through a symlink: files
-        composegen writes or removes under out/, runs/ or .composegen/ stay in the project, whatever
-        links someone planted."""
+        """base/parts, BadInput if it would leave base or pass a symlink: what composegen writes or
+        removes under out/, runs/ or .composegen/ stays in the project, whatever links exist."""
         path = base
         for part in parts:
             for piece in Path(part).parts:
@@ -106,8 +105,7 @@ def find_project(root: str | Path | None = None, cwd: Path | None = None) -> Pro
 
 
 def templates_dir() -> Path:
-    """Templates ship inside the wheel (composegen/templates) and sit at the repo top in a
-    checkout."""
+    """Templates ship in the wheel (composegen/templates), at the repo top in a checkout."""
     for candidate in (PACKAGE_DIR / "templates", PACKAGE_DIR.parent / "templates"):
         if candidate.is_dir():
             return candidate

@@ -53,8 +53,7 @@ def component_problem(name: str) -> str | None:
 
 
 def component(name: str, what: str) -> str:
-    """`name` when it is one plain path component; else BadInput naming `what` (where it came
-    from)."""
+    """`name` when one plain path component; else BadInput naming `what` (where it came from)."""
     problem = component_problem(name)
     if problem is not None:
         raise BadInput(f"{what}: {name!r} {problem}; only a plain file name is accepted")
@@ -89,8 +88,7 @@ def _failed(path: Path, exc: OSError, done: str) -> WriteFailed:
 
 
 def _check_target(dfd: int, name: str, path: Path) -> bool:
-    """Whether a regular file is there now (False: nothing); BadInput for any other kind of
-    entry."""
+    """Whether a regular file is there now (False: nothing); BadInput for any other entry."""
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except FileNotFoundError:
@@ -104,8 +102,7 @@ def _check_target(dfd: int, name: str, path: Path) -> bool:
 
 
 def _open_dir(directory: Path, base: Path | None, created: list[tuple[int, str]]) -> int:
-    """An fd of `directory`: under `base` walked with O_NOFOLLOW (missing levels made), else as
-    given."""
+    """An fd of `directory`: under `base` walked with O_NOFOLLOW (missing levels made)."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     if base is None:
         os.makedirs(directory, exist_ok=True)

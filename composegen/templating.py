@@ -32,8 +32,7 @@ def template(name: str = "compose.yaml.j2") -> jinja2.Template:
         autoescape=False,
     )
     # JSON scalars and flow collections are valid YAML and need no further quoting rules. Every
-    # value and
-    # key reaches the file through one of these two emitters, never as pasted text.
+    # value and key reaches the file through one of these two emitters, never as pasted text.
     env.filters["j"] = lambda v: _yaml_safe(json.dumps(v, ensure_ascii=False))
     env.filters["k"] = yaml_key
     # comment stays on its line
@@ -62,15 +61,13 @@ _YAML_WORDS = {"y", "yes", "n", "no", "true", "false", "on", "off", "null"}
 
 
 def yaml_key(key: str) -> str:
-    """A mapping key: plain when it is a plain word YAML reads back as that string, else
-    JSON-quoted."""
+    """A mapping key: plain if YAML reads that word back as the string, else JSON-quoted."""
     plain = _PLAIN_KEY.fullmatch(key) and key.lower() not in _YAML_WORDS
     return key if plain else _yaml_safe(json.dumps(key, ensure_ascii=False))
 
 
 # JSON leaves these raw inside a string; YAML 1.1 readers (PyYAML: diff, render --check) fold them
-# as line
-# breaks. Written as escapes, every reader gets the character itself.
+# as line breaks. Written as escapes, every reader gets the character itself.
 _YAML_1_1_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 

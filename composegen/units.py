@@ -74,8 +74,7 @@ def parse_duration(text: str) -> Decimal | None:
 
 
 def format_gib(gib: float | None, digits: int = 2, signed: bool = False) -> str:
-    """A size already in GiB as composegen prints it everywhere: `41.67 GiB` (`+0.59 GiB` signed);
-    `n/a` when unknown."""
+    """A GiB size as printed everywhere: `41.67 GiB` (`+0.59 GiB` signed); `n/a` if unknown."""
     return "n/a" if gib is None else f"{gib:{'+' if signed else ''}.{digits}f} GiB"
 
 

@@ -42,8 +42,7 @@ def _secs(value: float | None) -> str:
 
 
 def rows(sample: TopSample) -> list[tuple[str, str]]:
-    """The figures of one sample as (label, text) lines: the same words in the live view and plain
-    text."""
+    """A sample's figures as (label, text) lines: the same words live and in plain text."""
     s = sample
     lines = [
         (
@@ -102,9 +101,8 @@ class _Quit(Exception):
 
 
 class _Keys:
-    """Keys for the live view: while it runs, a terminal's stdin is in cbreak mode (restored on the
-    way out) and the wait between scrapes returns at once on `q`. Without a terminal, a plain
-    sleep."""
+    """Keys for the live view: stdin in cbreak mode while it runs (restored on the way out), the
+    wait between scrapes ends at once on `q`. Without a terminal, a plain sleep."""
 
     def __init__(self) -> None:
         self.fd: int | None = None

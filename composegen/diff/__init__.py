@@ -2,9 +2,4 @@
 k8s); reports.py holds their JSON shapes."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
-__all__ = [
-    "composeyaml",
-    "reports",
-    "semantic",
-    "targets",
-]
+__all__ = ["composeyaml", "reports", "semantic", "targets"]

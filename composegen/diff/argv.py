@@ -1,14 +1,6 @@
 """The `vllm serve` argv, normalised with the flag catalog of the side's vLLM version
 (vllm/catalog.py; 0.33.0 when a file does not say, or names a version without a catalog), for
-`composegen.diff.semantic`.
-
-- `parse_vllm_args(args) -> {"model": str | None, "flags": {"--canonical-flag": value}, "args": [str]}`
-  for the words after `vllm serve`: aliases and `--x_y` spellings → the canonical long option,
-  `--x=v` ≡ `--x v`, booleans → true/false (`--no-x`, `--disable-x` → false), nargs '+' → lists,
-  int/float/ human-readable values → numbers, JSON values and dotted keys (`-cc.mode=3`) → parsed
-  JSON.
-- `split_vllm_argv(entrypoint, command, image) -> (launcher words, vLLM args) | None`.
-- `flag_default(name)`: vLLM's default for a flag when it is a plain scalar.
+`composegen.diff.semantic`. The spellings that count as one are listed in docs/diff.md.
 """
 
 from __future__ import annotations
@@ -80,8 +72,7 @@ def lookup_flag(option: str, version: str = CATALOG_VERSION) -> FlagSpec | None:
 
 
 def flag_default(name: str, version: str = CATALOG_VERSION) -> Any:
-    """vLLM's default for a flag when it is a plain scalar; None when unknown or not shown
-    simply."""
+    """vLLM's default for a flag when a plain scalar; None when unknown or not simple."""
     spec = lookup_flag(name, version)
     default = spec.default if spec else None
     if isinstance(default, (bool, int, float, str)) and default != "==SUPPRESS==":

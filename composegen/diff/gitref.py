@@ -30,8 +30,7 @@ def split_ref_spec(spec: str) -> tuple[str, str] | None:
 
 
 def read_at_ref(root: Path, ref: str, path: str) -> str:
-    """The text of `path` (relative to `root`) at revision `ref` of the repository containing
-    `root`."""
+    """The text of `path` (relative to `root`) at `ref` of the repository containing `root`."""
     spec = f"{ref}:{path}"
     root = Path(root)
     if ref.startswith("-"):
@@ -83,10 +82,7 @@ def _relative_to_root(root: Path, path: str, spec: str) -> str:
 def _git(root: Path, args: list[str], spec: str) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
+            ["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False
         )
     except FileNotFoundError:
         raise BadInput(f"{spec}: git: the git program is not installed") from None

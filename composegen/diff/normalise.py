@@ -170,8 +170,7 @@ def _port_entries(entry: Any) -> list[tuple[str, str]]:
 
 
 def _split_outside_variables(text: str) -> list[str]:
-    """Split on ':' except inside `${VAR:-default}` (compose interpolates after parsing, for us
-    never)."""
+    """Split on ':' except inside `${VAR:-default}` (compose interpolates after parsing)."""
     parts, current, depth = [], "", 0
     for index, char in enumerate(text):
         if char == "{" and text[index - 1 : index] == "$":

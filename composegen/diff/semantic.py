@@ -5,55 +5,9 @@ Inputs (`load_side(spec, root)`): a compose file path (relative to the cwd, else
 memory with `composegen.render.render_profile_text`). A Side is (label, text, data). The YAML itself
 is read by composeyaml.py (bounded, no aliases, service shapes checked).
 
-Normalisation, per service, so that spelling does not count as a change:
-- vLLM argv: entrypoint + command are joined; the words that launch vLLM (`vllm serve`, or
-  `-m vllm.entrypoints.openai.api_server`) become `entrypoint`, the rest becomes `command.model`
-  plus one `command.<--flag>` per flag. Flag order, `--x=v` vs `--x v`, `--x_y` vs `--x-y` and short
-  aliases (`-tp`) do not matter. From the vLLM 0.33.0 catalog: `--x` → true, `--no-x`/`--disable-x`
-  → false (the older `--no-x` spelling is accepted for every boolean), nargs '+' → a list,
-  int/float/human- readable values → numbers (`8K` = 8192, `8k` = 8000), and values that are JSON
-  (or dotted keys such as `-cc.mode=3`) → parsed JSON, so key order does not matter. The last of a
-  repeated flag wins. A flag given on one side and absent on the other IS a change even when the
-  value equals vLLM's default: the argv differs, and defaults move between releases (format_text
-  notes the 0.33.0 default).
-- environment and labels: `K=V` lists ≡ maps; scalars compared as compose passes them (`1` ≡ "1");
-  an environment NAME without a value shows as "(from host env)".
-- ports by `<container port>/<protocol>` → host binding `ip:port` (`*` = ephemeral host port).
-- volumes by target; ulimits by name (`n` ≡ {soft: n, hard: n}); `gpus:` and
-  `deploy.resources.reservations.devices` merged into one `gpus` list of device requests (`count:
-  -1` ≡ "all", capabilities as a set); image as `image.repo` (docker.io/library/ stripped) and
-  `image.digest` (a tag next to a digest is ignored, as the engine does; without a digest,
-  `image.tag`); shm_size in canonical bytes (`16gb` ≡ `16g`); durations in seconds (`1m30s` ≡
-  `90s`); healthcheck test `"cmd"` ≡ `["CMD-SHELL", "cmd"]`; `${VAR:-default}` is compared as
-  written (never interpolated); the obsolete top-level `version:` is ignored. Other keys are
-  compared as nested maps; lists keep their order.
-
-Classification rule (a difference that only renames an otherwise identical stack is "identity"):
-  identity   = the host side of a published port (host ip and host port, when the container port is
-               published on both sides), the served model name (`--served-model-name`), container_name,
-               the project name (top-level `name`), composegen labels (`io.composegen.*`, which
-               include the served-name label), and any path passed in identity_paths (the CLI passes
-               the `identity:` lists of the profiles involved, see identity_paths_for): only names,
-               ports, labels and the served name (profiles/identity.py), globs per segment
-               (`services.*.labels.run-*`);
-  functional = everything else that differs: flags, model and revision, environment, image, GPUs,
-               ipc/shm, ulimits, volumes, healthcheck, a port published on one side only, services
-               added or removed, ... An image moved to another repo with the same digest is reported
-               as `image.repo` (functional); pass `services.*.image.repo` to treat mirrors as identity.
-
-JSON (one list, functional first, then by path):
-  [{"path": "services.vllm.command.--max-num-batched-tokens", "class": "functional",
-    "before": 8192, "after": 4096}, ...]   # before/after are JSON values, null when absent on a side
-Paths: `name`, `services.<svc>` (service added/removed), `services.<svc>.command.<--flag>`,
-`services.<svc>.command.model`, `services.<svc>.environment.<VAR>`, `services.<svc>.ports.8000/tcp`,
-`services.<svc>.volumes.<target>`, `services.<svc>.ulimits.<name>`, `services.<svc>.labels.<key>`,
-`services.<svc>.image.digest`, `services.<svc>.gpus`, `services.<svc>.healthcheck.interval`, ...
-
-API: load_side(spec, root) -> Side; compare(a, b, *, identity_paths=()) -> list[Change];
-Change.report() -> DiffChange (diff/reports.py; the CLI turns it into JSON); format_text(changes,
-label_a, label_b) -> str; unified(text_a, text_b, label_a, label_b) -> str; exit_status(changes,
-functional_only) -> 0 | 1; identity_paths_for(project, specs) -> list[str] (the `identity:` paths of
-the profiles behind the inputs).
+Normalisation (spelling does not count as a change) and the classification rule (a difference
+that only renames an otherwise identical stack is "identity") are in docs/diff.md. Identity paths
+come from the CLI (the `identity:` lists of the profiles involved, identity_paths_for).
 """
 
 from __future__ import annotations
@@ -278,8 +232,7 @@ def _same(before: Any, after: Any) -> bool:
 
 
 def exit_status(changes: Iterable[Change], functional_only: bool = False) -> int:
-    """0 when the stacks are equivalent, 1 when they differ (only functional changes count if
-    asked)."""
+    """0 when the stacks are equivalent, 1 when they differ (only functional ones, if asked)."""
     counted = [c for c in changes if not functional_only or c.change_class == FUNCTIONAL]
     return 1 if counted else 0
 

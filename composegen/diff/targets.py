@@ -1,14 +1,7 @@
 """`composegen diff NAME --targets compose,k8s`: is the Kubernetes rendering the same stack as the
-compose one?
-
-Each side is reduced, per node, to what the engine sees: argv (compose's `$$` and Kubernetes'
-`$(VAR)` expansion applied, LWS's variables set as LWS sets them for that rank), image, environment
-(a value taken from the host's environment and one taken from a Secret compare equal when they name
-the same variable), GPU count and /dev/shm size. Those must be equal (`functional`, exit 1
-otherwise). Everything else is the target's own (`target_only`): --master-addr (the fabric address
-vs the leader pod's DNS name), ports vs the Service, ulimits, container_name, init, ipc/network_mode
-vs hostIPC/hostNetwork, restart, healthcheck vs probes, volumes, labels vs annotations — listed with
-both sides' values, never failing the diff.
+compose one? docs/kubernetes.md says what each side is reduced to, per node (what the engine sees:
+argv, image, environment, GPU count, /dev/shm size; any difference exits 1) and what is the target's
+own (`target_only`: --master-addr, ports vs the Service, probes, ... listed, never failing).
 
 Inputs: a profile name (both targets rendered in memory), or files: a compose file (or out/NAME for
 a multi-node profile's node files) and an out/NAME/k8s/ directory.
@@ -100,8 +93,7 @@ def k8s_documents(directory: Path) -> list[dict]:
 
 
 def k8s_nodes(docs: list[dict]) -> dict[int | None, tuple[str, dict, dict]]:
-    """rank → (node name, pod spec, the container's environment as the kubelet sets it) of the
-    workload."""
+    """rank → (node name, pod spec, the container's environment as the kubelet sets it)."""
     workload = next((d for d in docs if d.get("kind") in ("Deployment", "LeaderWorkerSet")), None)
     if workload is None:
         raise BadInput("k8s: no Deployment or LeaderWorkerSet among the kustomization's resources")
@@ -160,8 +152,7 @@ _SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError, StopIteration,
 def compare(
     compose_texts: dict[str, str], k8s_docs: list[dict], labels: tuple[str, str]
 ) -> TargetsDiffReport:
-    """Per node: the engine's facts from both sides (a hand-edited side of the wrong shape is bad
-    input)."""
+    """Per node: the engine's facts from both sides (a wrong-shaped hand-edited side: bad input)."""
     try:
         return _compare(compose_texts, k8s_docs, labels)
     except _SHAPE_ERRORS as exc:
@@ -216,8 +207,7 @@ def _compare(
 
 
 def _split_master(argv: list[str]) -> tuple[list[str], str | None]:
-    """argv with --master-addr's value masked (it names the fabric vs the leader pod), and that
-    value."""
+    """argv with --master-addr's value masked (fabric vs the leader pod), and that value."""
     flag = "--master-addr="
     value = next((w[len(flag) :] for w in argv if w.startswith(flag)), None)
     return [f"{flag}…" if w.startswith(flag) else w for w in argv], value

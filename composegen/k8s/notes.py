@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from composegen.profiles import resolve
@@ -39,8 +40,7 @@ class Notes:
 
 
 def workers_share_a_template(nodes: list[Node], notes: Notes) -> None:
-    """LWS has one worker template: per-node settings of ranks past the first worker cannot be
-    said."""
+    """LWS has one worker template: per-node settings of ranks past the first cannot be said."""
     first = nodes[1]
     for other in nodes[2:]:
         for what in ("environment", "gpus", "hf_cache"):
@@ -54,83 +54,51 @@ def workers_share_a_template(nodes: list[Node], notes: Notes) -> None:
 
 
 def stack_notes(r: resolve.Resolved, notes: Notes, service: str, period: int) -> None:
-    """The notes on settings of the whole stack (the pod-level ones are added as the pods are
-    built)."""
+    """The notes on settings of the whole stack (the pod-level ones are added as pods are built)."""
+    _unmapped(r, notes)
     svc, p = r.profile.service, r.profile
+    add = partial(notes.add, "adapted")
     if not p.pinned:
-        notes.add(
-            "adapted",
-            "image",
-            p.image,
-            f"as written, not pinned by digest: {p.image_unpinned_reason or '-'}",
-        )
-    if svc.container_name:
-        notes.add(
-            "unmapped", "container_name", svc.container_name, "pods are named by their workload"
-        )
-    if svc.init:
-        notes.add("unmapped", "init", True, "no init process: vllm is the container's PID 1")
-    for key, value in svc.ulimits_plain().items():
-        notes.add(
-            "unmapped",
-            f"ulimits.{key}",
-            value,
-            "Kubernetes sets no ulimits: the node runtime's defaults apply",
-        )
-    if svc.ipc == "shareable":
-        notes.add(
-            "unmapped", "ipc", "shareable", "no per-pod IPC sharing beyond the pod's own containers"
-        )
-    if p.nodes is not None and p.nodes.rdma:
-        notes.add(
-            "unmapped",
-            "devices",
-            ["/dev/infiniband:/dev/infiniband"],
-            "needs an RDMA device plugin resource on the nodes (not rendered)",
-        )
+        add("image", p.image, f"as written, not pinned by digest: {p.image_unpinned_reason or '-'}")
     for node in members(r):
         where = node.docker_host or node.context or "the local engine"
-        notes.add(
-            "adapted",
-            f"nodes.members.{node.name}",
-            where,
-            "the scheduler places pods; its environment is rendered as written (pin with a nodeSelector)",
-        )
+        why = "the scheduler places pods; its environment is rendered as written (pin with a nodeSelector)"
+        add(f"nodes.members.{node.name}", where, why)
     if p.nodes is not None:
-        notes.add(
-            "adapted",
-            "command.--master-addr",
-            p.nodes.master_addr,
-            "$(LWS_LEADER_ADDRESS), the leader pod",
-        )
+        add("command.--master-addr", p.nodes.master_addr, "$(LWS_LEADER_ADDRESS), the leader pod")
     port = svc.port
     where = f"{port.bind}:{port.host}" + ("" if p.nodes else f"->{port.container}")
-    notes.add("adapted", "ports", where, f"Service {service} port {port.host} (ClusterIP)")
+    add("ports", where, f"Service {service} port {port.host} (ClusterIP)")
     if p.nodes is not None and port.bind not in ("0.0.0.0", "::"):
-        notes.add(
-            "adapted",
-            "service.port.bind",
-            port.bind,
-            "vLLM listens there as in compose: the Service reaches it only with bind 0.0.0.0",
-        )
+        why = "vLLM listens there as in compose: the Service reaches it only with bind 0.0.0.0"
+        add("service.port.bind", port.bind, why)
     restart = (
         "RecreateGroupOnPodRestart" if p.nodes else "Always (the only policy a Deployment allows)"
     )
-    notes.add("adapted", "restart", svc.restart, f"restartPolicy {restart}")
-    notes.add(
-        "adapted",
-        "healthcheck",
-        f"start_period {svc.startup_timeout}s",
-        f"startupProbe {period}s x {math.ceil(svc.startup_timeout / period)} "
-        "(the kubelet restarts a container that misses it), readinessProbe /health",
-    )
-    if p.monitoring.prometheus:
-        notes.add(
-            "unmapped",
-            "monitoring.prometheus",
-            True,
-            "the compose stack's Prometheus is not rendered",
+    add("restart", svc.restart, f"restartPolicy {restart}")
+    probe = f"startupProbe {period}s x {math.ceil(svc.startup_timeout / period)} "
+    why = "(the kubelet restarts a container that misses it), readinessProbe /health"
+    add("healthcheck", f"start_period {svc.startup_timeout}s", probe + why)
+
+
+def _unmapped(r: resolve.Resolved, notes: Notes) -> None:
+    svc, p = r.profile.service, r.profile
+    add = partial(notes.add, "unmapped")
+    if svc.container_name:
+        add("container_name", svc.container_name, "pods are named by their workload")
+    if svc.init:
+        add("init", True, "no init process: vllm is the container's PID 1")
+    for key, value in svc.ulimits_plain().items():
+        add(
+            f"ulimits.{key}", value, "Kubernetes sets no ulimits: the node runtime's defaults apply"
         )
+    if svc.ipc == "shareable":
+        add("ipc", "shareable", "no per-pod IPC sharing beyond the pod's own containers")
+    if p.nodes is not None and p.nodes.rdma:
+        rdma = ["/dev/infiniband:/dev/infiniband"]
+        add("devices", rdma, "needs an RDMA device plugin resource on the nodes (not rendered)")
+    if p.monitoring.prometheus:
+        add("monitoring.prometheus", True, "the compose stack's Prometheus is not rendered")
 
 
 def _text(value: Any) -> str:

@@ -3,8 +3,4 @@ watch.py polls, reports.py is the JSON shape), and the optional Prometheus/Grafa
 renders with `monitoring: {prometheus: true}`."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
-__all__ = [
-    "reports",
-    "sample",
-    "watch",
-]
+__all__ = ["reports", "sample", "watch"]

@@ -55,8 +55,7 @@ class Scrape:
 
 
 def delta(before: Scrape | None, after: Scrape, name: str, **match: str) -> float | None:
-    """Increase of a counter between two scrapes, summed over its label sets (None: no such
-    series)."""
+    """A counter's increase between two scrapes, summed over label sets (None: no such series)."""
     now = after.values(name, **match)
     if not now:
         return None
@@ -92,8 +91,7 @@ def _number(text: str | None) -> float | None:
 
 
 def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
-    """Prometheus' histogram_quantile over cumulative (bound, count) pairs; None without
-    observations."""
+    """Prometheus' histogram_quantile over cumulative (bound, count); None without data."""
     if not buckets or buckets[-1][1] <= 0:
         return None
     rank = q * buckets[-1][1]
@@ -153,8 +151,7 @@ def _spec(before: Scrape | None, after: Scrape) -> SpecDecode | None:
 def compute(
     before: Scrape | None, after: Scrape, *, url: str, name: str | None = None, view: str = "single"
 ) -> TopSample:
-    """The sample for the window from `before` to `after` (before=None: since the engine
-    started)."""
+    """The sample for the window `before`..`after` (before=None: since the engine started)."""
     window = after.at - before.at if before else 0.0
 
     def rate(counter: str) -> float | None:

@@ -3,11 +3,4 @@
 (text.py)."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
-__all__ = [
-    "fastjson",
-    "procscan",
-    "reclaim",
-    "reports",
-    "scan",
-    "text",
-]
+__all__ = ["fastjson", "procscan", "reclaim", "reports", "scan", "text"]

@@ -67,9 +67,8 @@ def mount_type(dev: int) -> str | None:
 
 
 def require_tmpfs(dfd: int, path: str) -> None:
-    """Leftover names only mean something on a shared-memory filesystem: elsewhere (a home
-    directory, /tmp on disk) the same names are someone's data. --force accepts another
-    filesystem."""
+    """Leftover names mean something only on a shared-memory filesystem: elsewhere (a home dir,
+    /tmp on disk) the same names are someone's data. --force accepts another filesystem."""
     if mount_type(os.fstat(dfd).st_dev) == "tmpfs":
         return
     kind = filesystem_type(dfd)  # authoritative, in any mount namespace

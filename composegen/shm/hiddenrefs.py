@@ -1,13 +1,7 @@
-"""Holders /proc/PID/fd and maps cannot show, so a reclaim must assume they hold everything.
-
-Two ways a process keeps a file without an fd or a mapping of it:
-  - io_uring: a registered file (IORING_REGISTER_FILES) keeps its own reference after the fd is closed.
-    A ring's fdinfo lists them (UserFiles): a ring with one in the directory counts, and so does any
-    ring the kernel does not list completely (busy) or that has no fd left to read (only a mapping).
-  - fds in flight: an fd sent with SCM_RIGHTS and not yet received lives only in the receiving unix
-    socket's queue. The kernel does not say which queued messages carry fds, so any unix socket with
-    queued data (sock_diag UNIX_DIAG_RQLEN, read in the socket's own network namespace) counts, and
-    so does every unix socket of a process whose namespace cannot be queried.
+"""Holders /proc/PID/fd and maps cannot show, so a reclaim must assume they hold everything: files
+registered with io_uring and closed, and fds in flight over a unix socket (SCM_RIGHTS). docs/shm.md
+says what counts (a ring listing a file of the directory, or not listing completely; a unix socket
+with queued data, or any of a process whose namespace cannot be queried).
 
 `hidden_holders(directory, proc_root)` -> ([HiddenHolder(pid, comm, why)], drained): queues are
 sampled a few times and only one that stays non-empty counts (live traffic drains); `drained` says
@@ -125,8 +119,7 @@ def _ring_files(pid_dir: str, fd: str) -> list[str] | None:
 
 
 def _process_facts(pid_dir: str, directory: str) -> tuple[str | None, set[int]]:
-    """(why its io_uring instances may hold files in `directory`, or None; inodes of its
-    sockets)."""
+    """(why its io_uring instances may hold files in `directory`, or None; its sockets' inodes)."""
     ring, sockets = None, set()
     inside = directory.rstrip("/") + "/"
     try:
@@ -173,9 +166,8 @@ def _netns(pid_dir: str) -> str | None:
 def _scan_processes(
     directory: str, proc_root: str
 ) -> tuple[dict[int, list[str]], dict[int, tuple[str, set[int]]], dict[str, tuple[str, set[int]]]]:
-    """Each process's io_uring rings on DIRECTORY (found), its unix sockets (sockets: pid -> its
-    netns and socket inodes) and those sockets by namespace (by_ns: netns -> an ns path to enter
-    and its socket inodes)."""
+    """Each process's io_uring rings on DIRECTORY (found), its unix sockets (sockets: pid -> netns,
+    socket inodes), those sockets by namespace (by_ns: netns -> an ns path to enter, inodes)."""
     me = os.getpid()
     found: dict[int, list[str]] = {}
     sockets: dict[int, tuple[str, set[int]]] = {}

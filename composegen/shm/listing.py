@@ -220,8 +220,7 @@ def _aside_part(
     now: float,
     render: Callable[[list[Row]], Any] | None,
 ) -> tuple[Any, ...]:
-    """The forked child's share: the /proc pass, then the tail of the listing stat-ed (and
-    rendered)."""
+    """The forked child's share: the /proc pass, then the listing's tail stat-ed (and rendered)."""
     index = procscan.index_holders(devs, proc_root, identify=True)
     rows, vanished, other_devs = _stat_rows(dfd, now, names)
     parts = (index.proc_root, index.holders, index.unreadable, index.identities)
@@ -259,21 +258,7 @@ def list_fd(
         extra += tail_extra
     if other_devs:  # something is mounted inside the directory
         index.merge(procscan.index_holders(other_devs, proc_root))
-    describe, holders_of, held = _HolderDescriber(index, container_labels), index.holders, {}
-    totals: dict[str, TotalDoc] = {
-        cls: {"allocated_bytes": 0, "count": 0} for cls in ("all", *CLASSES)
-    }
-    for position, row in enumerate(rows):
-        pids = holders_of.get((row[3], row[4])) if holders_of else None
-        if pids:
-            held[position] = [describe(pid, hows) for pid, hows in sorted(pids.items())]
-        cls_total = totals["in-use" if pids else row[2]]
-        cls_total["count"] += 1
-        cls_total["allocated_bytes"] += row[1]
-    totals["all"] = {
-        "allocated_bytes": sum(totals[cls]["allocated_bytes"] for cls in CLASSES),
-        "count": len(rows),
-    }
+    held, totals = _held_and_totals(rows, index, container_labels)
     head: ScanHead = {
         "dir": {"dev": dir_st.st_dev, "inode": dir_st.st_ino},
         "filesystem": _filesystem(dfd),
@@ -287,3 +272,23 @@ def list_fd(
         "container": None,
     }
     return Listing(head, rows, held, extra)
+
+
+def _held_and_totals(
+    rows: list[Row], index: procscan.ProcIndex, labels: procscan.LabelResolver | None
+) -> tuple[dict[int, list[HolderDoc]], dict[str, TotalDoc]]:
+    """Each held row's holders (by position), and the count and bytes of each class."""
+    describe, holders_of, held = _HolderDescriber(index, labels), index.holders, {}
+    totals: dict[str, TotalDoc] = {
+        cls: {"allocated_bytes": 0, "count": 0} for cls in ("all", *CLASSES)
+    }
+    for position, row in enumerate(rows):
+        pids = holders_of.get((row[3], row[4])) if holders_of else None
+        if pids:
+            held[position] = [describe(pid, hows) for pid, hows in sorted(pids.items())]
+        cls_total = totals["in-use" if pids else row[2]]
+        cls_total["count"] += 1
+        cls_total["allocated_bytes"] += row[1]
+    all_bytes = sum(totals[cls]["allocated_bytes"] for cls in CLASSES)
+    totals["all"] = {"allocated_bytes": all_bytes, "count": len(rows)}
+    return held, totals

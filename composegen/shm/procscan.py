@@ -3,12 +3,8 @@
 Holders are matched by (st_dev, st_ino), never by path text: glibc maps a named semaphore under its
 temporary name (`sem.XXXXXX (deleted)`), and a renamed or hard-linked file keeps its inode.
 
-`index_holders(devs, proc_root, identify=False)` returns a `ProcIndex`:
-  holders:    {(dev, ino): {pid: {"fd", "map"}}}   only inodes on one of `devs` (all when devs is None)
-  unreadable: [{"comm": str|None, "denied": ["fd"|"maps", ...], "pid": int, "uid": int|None}]
-  identities: {pid: (comm, container_id)} for every holder pid, when `identify`
-`container_id_from_cgroup(text)` -> 64-hex id or None. Container labels are looked up by the caller's
-callable (composegen.stack.engine through the CLI): this module never talks to an engine.
+Container labels are looked up by the caller's callable (composegen.stack.engine through the CLI):
+this module never talks to an engine.
 
 Threads: every thread shares its process's memory (so /proc/PID/maps covers them all), but a thread
 may have its own fd table (unshare(CLONE_FILES)); such tables are found with kcmp(2) and their
@@ -35,8 +31,7 @@ LabelResolver = Callable[[str], "dict[str, str] | None"]
 
 
 class UnreadableDoc(TypedDict):
-    """A process whose fds or maps could not be read, as the scan's JSON lists it
-    (reports.Unreadable)."""
+    """A process whose fds or maps could not be read, as the scan lists it (reports.Unreadable)."""
 
     comm: str | None
     denied: list[Literal["fd", "maps"]]
@@ -45,6 +40,9 @@ class UnreadableDoc(TypedDict):
 
 
 class ProcIndex:
+    """holders {(dev, ino): {pid: {"fd", "map"}}} (inodes on the asked devs, all for None), the
+    processes not readable, identities {pid: (comm, container_id)} of holders when asked."""
+
     __slots__ = ("holders", "identities", "proc_root", "unreadable")
 
     def __init__(
@@ -89,9 +87,8 @@ def maps_dev_token(dev: int) -> bytes:
 
 
 def read_bytes(path: str, whole: bool = True) -> bytes:
-    """A /proc file through bare os.read (a buffered file object costs more than the read): whole,
-    or (for the small files that only name a holder) one read of up to 64 KiB, sparing the read at
-    EOF."""
+    """A /proc file by bare os.read (cheaper than a file object): whole, or (small files that only
+    name a holder) one read of up to 64 KiB, sparing the read at EOF."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []
@@ -247,8 +244,7 @@ class _FdTables:
 def _holdings(
     pid: int, pid_dir: str, dev_set: set[int] | None, dev_tokens: Any, fd_tables: _FdTables
 ) -> tuple[dict[tuple[int, int], set[str]], list[Literal["fd", "maps"]]]:
-    """({(dev, ino): {"fd", "map"}}, denied) of one process and all its threads; _Gone if it
-    exited."""
+    """({(dev, ino): {"fd", "map"}}, denied) of a process and its threads; _Gone if exited."""
     keys: dict[tuple[int, int], set[str]] = {}
     denied: list[Literal["fd", "maps"]] = []
     threads = _threads(pid, pid_dir)
@@ -274,9 +270,8 @@ def _holdings(
 def index_holders(
     devs: Iterable[int] | None = None, proc_root: str = "/proc", identify: bool = False
 ) -> ProcIndex:
-    """One pass over every process: fds (stat of each fd link, of every fd table its threads have)
-    and maps (dev + inode columns); with `identify`, also the comm and container id of each
-    holder."""
+    """One pass over every process: fds (stat of each fd link, in every fd table of its threads) and
+    maps (dev + inode columns); with `identify`, each holder's comm and container id too."""
     dev_set = set(devs) if devs is not None else None
     dev_tokens = [maps_dev_token(dev) for dev in dev_set] if dev_set is not None else None
     index, fd_tables = ProcIndex(proc_root=proc_root), _FdTables()

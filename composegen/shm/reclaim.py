@@ -1,21 +1,9 @@
 """Reclaim leftover files from a shared-memory directory without ever removing a held one.
 
 `reclaim(path)` previews; `reclaim(path, yes=True)` / `apply_plan(plan)` remove. The shape is
-composegen.shm.reports.ShmReclaim (`composegen schema --report shm-reclaim`); docs/shm.md explains.
-
-A candidate is a leftover (with include_unknown, also an unknown) regular file directly in the
-directory, held by nothing at the scan, whose mtime and ctime are both at least `min_age` seconds old.
-Removal, all candidates together:
-  1. rename each to a secret name in the same directory (atomic, never over an existing name) and
-     check that the inode renamed is the one scanned: a rename-swap cannot slip a different file in,
-     and nobody can open a candidate by its name any more;
-  2. read every process's holdings again (every fd table of every thread, and the maps);
-  3. unlink what nothing holds; rename back what something holds.
-Files held through io_uring or as fds in flight over a unix socket are invisible in /proc/PID/fd
-and maps: a process with an io_uring instance or a unix socket with queued data (hiddenrefs.py)
-refuses the removal while one exists, naming pid and comm.
-Symlinks, directories and anything reached through a link are never touched; the directory must be
-the one scanned, and a tmpfs unless forced.
+composegen.shm.reports.ShmReclaim (`composegen schema --report shm-reclaim`). docs/shm.md gives
+the candidates, the three steps (quarantine by rename, holders again, unlink or put back) and the
+race each step closes; symlinks, directories and anything reached through a link are never touched.
 """
 
 from __future__ import annotations
@@ -158,8 +146,7 @@ class _NoReplace:
 
 
 class _Quarantine:
-    """Candidates renamed aside, each until it is unlinked or put back (always put back on
-    errors)."""
+    """Candidates renamed aside, each until unlinked or put back (always put back on errors)."""
 
     def __init__(self, dfd: int):
         self.dfd, self.rename = dfd, _NoReplace(dfd)

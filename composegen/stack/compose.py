@@ -20,8 +20,7 @@ from composegen.stack.targets import DEFAULT, Target
 
 
 def one_line(exc: BaseException) -> str:
-    """One clean line: the engine's own explanation (not the HTTP status line and URL), cut at a
-    word."""
+    """One clean line: the engine's own explanation (no HTTP status line, no URL), cut at a word."""
     lines = [
         ln.strip()
         for ln in str(getattr(exc, "explanation", None) or exc).splitlines()

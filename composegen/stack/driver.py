@@ -4,37 +4,10 @@
 A profile's deployment is chosen once (placement.deployment): a single-node profile is the one-node
 case of the same algorithms as a multi-node one. Progress goes to a `progress.ProgressSink`.
 
-    up(project, r, opts, sink)          preflight, start, wait, summary        -> reports.UpReport
-    start(project, r, opts, sink, t)    up, or follow/summarise a stack that already starts or runs
-    up_or_attach(project, r, opts, sink) up, or attach to an earlier attempt's stack -> (UpReport, why)
-    attach(project, r, sink, timeout)   wait for an already-starting stack     -> reports.UpReport
-    down(project, r, timeout)           stop and remove, then /dev/shm         -> reports.DownReport
-    status(project, name)               what runs, health, drift               -> reports.StatusReport
-    logs_text(project, r, tail, node)   / follow_logs(...)                     -> str / Iterator[bytes]
-    endpoint(r)                         the head's API as seen from here       -> readiness.Endpoint
-    running_container(project, r)       the head's running vLLM container      -> ContainerFacts
-    startup_check(r, ctr)               the head's startup report and mismatches  -> vllm.startup.StartupCheck
-    checked_startup(r, parsed)          a parsed log's report with mismatches      -> vllm.startup.StartupCheck
-    live_identity(ctr)                  what the container really is               -> reports.LiveIdentity
-    shm_report(r)                       /dev/shm of every node, and its text   -> (reports.NodesShm, str)
-    container_shm(container, labels)    a running container's private /dev/shm -> shm.reports.ShmScan
-    weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
-    gpu_claims(r)                       running containers' GPU requests       -> list[dict]
-    sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
-    / residue_kept(project, r)
-                                        a standby stack's sleep mode, over its private network
-                                        (its bridge, or an exec inside the container)
-    host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
-
-What runs (the head container, its logs, what it really is) lives in running.py; the names above
-are re-exported here, the one door.
-
-Other rooms that run containers of their own (provision: the base image; edge: its proxy stack) and
-keep private state (edge's keys and switch lock) use the engine and state names re-exported below;
-nothing else of engine.py or state.py is theirs.
-
-Only commands that need the engine import this module (render/diff/validate never do).
-"""
+up/down/status/wait/logs, /dev/shm, weights, GPU claims and sleep mode are here, or re-exported
+(running.py: the head container, its logs, what it really is). Rooms running containers of their
+own (provision: the base image; edge: its proxy stack) use the engine names re-exported here.
+Only commands that need the engine import this module (render/diff/validate never do)."""
 
 from __future__ import annotations
 
@@ -84,66 +57,23 @@ from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.weights.reports import WeightsReport
 
-__all__ = [
-    "BASE_IMAGE",
-    "AlreadyRunning",
-    "Asleep",
-    "ContainerFacts",
-    "Deployment",
-    "GpuMemory",
-    "HostMemory",
-    "ImageFacts",
-    "NodeRef",
-    "Stack",
-    "UpOptions",
-    "attach",
-    "build_image",
-    "checked_startup",
-    "compose_version",
-    "container_log",
-    "container_shm",
-    "deployment",
-    "down",
-    "endpoint",
-    "engine_info",
-    "exec_output",
-    "follow_logs",
-    "gpu_claims",
-    "gpu_memory",
-    "head_container",
-    "host_memory",
-    "image_facts",
-    "image_present",
-    "live_identity",
-    "logs_text",
-    "loopback_conflict",
-    "preload",
-    "project_containers",
-    "residue_kept",
-    "running_container",
-    "settle",
-    "shm_report",
-    "shm_text",
-    "signals_as_interrupts",
-    "sleep_stack",
-    "sleep_state",
-    "start",
-    "startup_check",
-    "status",
-    "status_text",
-    "up",
-    "up_or_attach",
-    "wake_stack",
-    "weights",
-]
+__all__ = ["BASE_IMAGE", "AlreadyRunning", "Asleep", "ContainerFacts", "Deployment", "GpuMemory"]
+__all__ += ["HostMemory", "ImageFacts", "NodeRef", "Stack", "UpOptions", "attach", "build_image"]
+__all__ += ["checked_startup", "compose_version", "container_log", "container_shm", "deployment"]
+__all__ += ["down", "endpoint", "engine_info", "exec_output", "follow_logs", "gpu_claims"]
+__all__ += ["gpu_memory", "head_container", "host_memory", "image_facts", "image_present"]
+__all__ += ["live_identity", "logs_text", "loopback_conflict", "preload", "project_containers"]
+__all__ += ["residue_kept", "running_container", "settle", "shm_report", "shm_text"]
+__all__ += ["signals_as_interrupts", "sleep_stack", "sleep_state", "start", "startup_check"]
+__all__ += ["status", "status_text", "up"]
+__all__ += ["up_or_attach", "wake_stack", "weights"]
 
 
 signals_as_interrupts = starting.signals_as_interrupts  # SIGTERM/SIGHUP raised as Ctrl-C is
 
 
 def preload() -> None:
-    """Load what driving a stack imports lazily (the docker libraries, the startup parser) up
-    front."""
+    """Load what driving a stack imports lazily (the docker libraries, the startup parser) now."""
     engine.preload()
 
 
@@ -244,8 +174,7 @@ def down(project: Project, r: Resolved, timeout: int | None = None) -> DownRepor
 
 
 def shm_text(report: DownReport) -> str | None:
-    """The /dev/shm part of `down`'s text: one block per node, or the host's scan; None when it has
-    none."""
+    """The /dev/shm part of `down`'s text: a block per node, or the host's scan; None if none."""
     if report.shm is None:
         return None
     if isinstance(report.shm, NodesShm):
@@ -262,14 +191,12 @@ def endpoint(r: Resolved) -> readiness.Endpoint:
 
 
 def gpu_claims(r: Resolved) -> list[tuple[placement.NodeRef, list[dict[str, Any]]]]:
-    """Per node of the profile: what every running container on its engine asks of the GPUs
-    (engine.gpu_claims)."""
+    """Per node: what every running container on its engine asks of the GPUs (engine.gpu_claims)."""
     return [(n, engine.gpu_claims(n.target)) for n in placement.nodes(r)]
 
 
 def shm_report(r: Resolved) -> tuple[NodesShm, str]:
-    """/dev/shm of every node of a multi-node profile, and its text; BadInput for a single-node
-    profile."""
+    """/dev/shm of every node of a multi-node profile, and its text; BadInput for one node."""
     if r.profile.nodes is None:
         raise BadInput(
             f"--profile {r.name}: not a multi-node profile; inspect its host with plain `composegen shm`"
@@ -294,10 +221,10 @@ def weights(
     on_file: Callable[[str], None] = lambda name: None,
 ) -> WeightsReport:
     """The pinned weights where the head looks for them (downloaded, hash-checked on request), then
-    every other node's copy (after `sync` copied the head's to those that lack it); nodecache says
-    how."""
-    # why: other hosts' weights, `weights` only: off every other command's start
-    from composegen.stack import nodecache
+    every other node's copy (after `sync` copied the head's to those lacking it); see nodecache."""
+    from composegen.stack import (
+        nodecache,
+    )  # why: other hosts' weights, off every other command's start
 
     return nodecache.weights_everywhere(
         project, r, download=download, verify=verify, sync=sync, on_file=on_file
@@ -322,15 +249,13 @@ def _standby_level(r: Resolved) -> int:
 def sleep_stack(
     project: Project, r: Resolved, level: int | None = None, mode: str = "wait"
 ) -> sleepmode.Asleep:
-    """Put R's running engine to sleep (its profile's level unless LEVEL); mode wait lets running
-    requests end."""
+    """Put R's engine to sleep (its profile's level unless LEVEL); mode wait lets requests end."""
     planned = _standby_level(r)
     return sleepmode.sleep(project, r, running_container(project, r), level or planned, mode)
 
 
 def wake_stack(project: Project, r: Resolved) -> float:
-    """Wake R's engine from the sleep composegen (or anyone) put it in; seconds. Awake already:
-    0."""
+    """Wake R's engine from the sleep anyone put it in; seconds (0: awake already)."""
     _standby_level(r)
     ctr = head_container(project, r)
     if ctr is None or not ctr.running:
@@ -355,9 +280,8 @@ def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmod
 
 
 def settle(project: Project, r: Resolved, timeout: float = 120.0) -> None:
-    """Wait (bounded) until no compose command of R's stack runs on this machine: a killed
-    composegen's `docker compose down` or `up` finishes before another one acts on the same
-    stack."""
+    """Wait (bounded) until no compose command of R's stack runs here: a killed composegen's
+    `docker compose down` or `up` finishes before another one acts on the same stack."""
     deadline = time.monotonic() + timeout
     names = [n.project for n in placement.nodes(r)]
     while any(compose.commands_running(name) for name in names) and time.monotonic() < deadline:

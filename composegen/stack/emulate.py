@@ -38,8 +38,7 @@ def declared_gpus(r: Resolved, node: Node | None = None) -> str:
 def clamp_ulimits(
     requested: Mapping[str, Any], ceiling: dict[str, int]
 ) -> tuple[Ulimits, list[str]]:
-    """Requested ulimits (a number, or {soft, hard}) limited to the engine's hard limits (-1 =
-    unlimited)."""
+    """Requested ulimits (n, or {soft, hard}) cut to the engine's hard limits (-1 = unlimited)."""
     out: Ulimits = {}  # every value a {soft, hard} here
     warnings = []
     for name, value in requested.items():

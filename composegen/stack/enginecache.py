@@ -56,8 +56,7 @@ def _fresh(record: Mapping[str, object] | None) -> bool:
 
 
 def rlimits(image: str, owner: str, target: Target | None = None) -> dict[str, int]:
-    """The hard rlimits a container gets from this engine (-1 = unlimited), from the record when
-    fresh."""
+    """The hard rlimits this engine gives a container (-1 = unlimited), from the record if fresh."""
     key = engine_key(engine.engine_info(target))
     record = usercache.read(RLIMITS, key)
     if _fresh(record) and record is not None:
@@ -80,8 +79,7 @@ def forget_rlimits(target: Target | None = None) -> None:
 
 
 def _compose_binaries() -> list[Path]:
-    """The docker CLI and the first compose plugin it would find (DOCKER_CONFIG, ~/.docker, system
-    dirs)."""
+    """The docker CLI and the first compose plugin it finds (DOCKER_CONFIG, ~/.docker, system)."""
     found = [Path(p) for p in [shutil.which("docker")] if p]
     config = os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
     for directory in (os.path.join(config, "cli-plugins"), *_PLUGIN_DIRS):

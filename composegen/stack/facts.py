@@ -58,9 +58,8 @@ class ContainerFacts:
     networks: tuple[str, ...]
     host_port: int | None  # the first published host port (none on the host network)
     target: Target = DEFAULT
-    # where it sits on each network that gave it an IPv4 address: the stack's private network,
-    # which a local engine's host reaches directly (stack/sleepmode.py: the dev routes without an
-    # exec)
+    # where it sits on each network that gave it an IPv4 address: the stack's private network, which
+    # a local engine's host reaches directly (stack/sleepmode.py: the dev routes without an exec)
     addresses: tuple[NetworkAddress, ...] = ()
 
     profile = _Label("io.composegen.profile")
@@ -93,7 +92,7 @@ class ImageFacts:
     labels: tuple[tuple[str, str], ...] = ()  # sorted (key, value) pairs of Config.Labels
 
 
-def parse_container(a: dict[str, Any], target: Target) -> ContainerFacts:
+def parse_container(a: Mapping[str, Any], target: Target) -> ContainerFacts:
     """From the engine's container inspect answer."""
     state = a.get("State") or {}
     net = a.get("NetworkSettings") or {}
@@ -151,8 +150,7 @@ def parse_image(a: dict[str, Any]) -> ImageFacts:
 
 
 def stamped_line(line: str) -> tuple[float | None, str]:
-    """One `docker logs --timestamps` line as (epoch seconds, text); (None, line) when it has no
-    stamp."""
+    """One `docker logs --timestamps` line as (epoch seconds, text); (None, line) unstamped."""
     stamp, _, text = line.partition(" ")
     try:
         return docker_time(stamp), text.rstrip("\r")

@@ -1,12 +1,8 @@
 """A stack that is still starting: where its load is, read from the engine's own log.
 
-`loading_state(ctr, healthy, startup_timeout)` → None (not running, or answering), else a
-reports.LoadingStatus (stage, label, summary, done/total, elapsed_s, in_start_period, failed): what
-`status` shows instead of "unhealthy" while the engine loads inside its start period (the
-healthcheck's start_period is startup_timeout). `raise_if_loading(...)` turns that into "NAME is
-still loading: <stage>" (EngineError, exit 3, hint `composegen wait NAME`) for the commands that
-need a ready engine (gate, startup, ladder, evidence...). `api_text`/`health_text` are status's
-columns: composegen's readiness next to Docker's health.
+`status` shows it instead of "unhealthy" while the engine loads inside its start period (the
+healthcheck's start_period is startup_timeout); the commands that need a ready engine (gate,
+startup, ladder, evidence...) say "NAME is still loading: <stage>" (exit 3) instead of failing.
 """
 
 from __future__ import annotations
@@ -40,8 +36,7 @@ def read_stages(ctr: ContainerFacts, startup_timeout: float | None) -> stages.St
 def loading_state(
     ctr: ContainerFacts, healthy: bool | None, startup_timeout: float | None
 ) -> LoadingStatus | None:
-    """Where a running container that does not answer yet is in its start (`status` →
-    endpoint.loading)."""
+    """Where a running container not answering yet is in its start (`status` → endpoint.loading)."""
     if not ctr.running or healthy:
         return None
     tracker = read_stages(ctr, startup_timeout)
@@ -74,8 +69,7 @@ def wait_hint(name: str) -> str:
 def raise_if_loading(
     name: str, ctr: ContainerFacts, ep: readiness.Endpoint, startup_timeout: float | None
 ) -> None:
-    """EngineError "NAME is still loading: <stage>" when the engine does not answer yet but is
-    loading."""
+    """EngineError "NAME is still loading: <stage>" when it does not answer yet but loads."""
     if readiness.health_ok(ep):
         return
     state = loading_state(ctr, False, startup_timeout)
@@ -84,8 +78,7 @@ def raise_if_loading(
 
 
 def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStatus | None) -> str:
-    """The API column of `status`: composegen's own readiness, and while loading the stage, never
-    "unhealthy"."""
+    """`status`'s API column: our own readiness, while loading the stage; never "unhealthy"."""
     if healthy:
         return "ready" if served_name else "health 200"
     if healthy is None:
@@ -98,8 +91,7 @@ def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStat
 
 
 def health_text(docker_health: str | None, ready: bool) -> str:
-    """Docker's health next to ours: its check runs every 30 s, so "starting" long after the API
-    answers."""
+    """Docker's health beside ours: its check runs every 30 s ("starting" long after the API)."""
     if docker_health == "starting" and ready:
         return "ready (docker: starting)"
     return docker_health or "-"
@@ -110,9 +102,8 @@ def up_hint(name: str, emulated: bool) -> str:
 
 
 class AlreadyRunning(EngineError):
-    """`up` of a stack whose head already runs. `ready`: the caller shows the running stack's
-    summary (exit 0); otherwise it is starting (hint: `composegen wait`) or runs without answering
-    (exit 3)."""
+    """`up` of a stack whose head runs. `ready`: the caller shows the running stack's summary (exit
+    0); else it is starting (hint: `composegen wait`) or runs without answering (exit 3)."""
 
     def __init__(self, message: str, *, ready: bool, hint: str, starting: bool = False) -> None:
         super().__init__(message, hint=hint)
@@ -126,8 +117,7 @@ def refuse_running(
     served_name: str,
     startup_timeout: float | None,
 ) -> None:
-    """Raise AlreadyRunning saying what the running stack is doing: ready, starting (with its
-    stage), or silent."""
+    """Raise AlreadyRunning saying what the stack is doing: ready, starting (its stage), silent."""
     healthy = readiness.health_ok(ep)
     if healthy and readiness.models_entry(ep, served_name) is not None:
         raise AlreadyRunning(

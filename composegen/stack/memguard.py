@@ -1,16 +1,8 @@
-"""The host-memory guard: on a unified-memory host (DGX Spark's GB10, Tegra) the GPU allocates from
-system memory, and running out while the weights load hard-resets the machine instead of raising an
-out-of-memory error. So: preflight refuses `up` when MemAvailable on any node is below
-`service.memory_guard.min_available`, and while `up`/`wait` waits for ready a watcher reads
-MemAvailable every POLL_S; below the floor it stops the stack (SIGTERM, then SIGKILL after
-STOP_GRACE_S) and `up` exits 3 naming the node and the figures.
-
-The guard is on where the hosts are unified-memory: declared (`memory_guard.unified: true`), or
-detected (/proc/driver/nvidia/gpus/*/information names a GB10, or /etc/nv_tegra_release exists).
-
-COMPOSEGEN_MEMINFO names a file to read instead of /proc/meminfo on this machine (tests write a fake
-one mid-load). A node whose engine is local reads this machine's file; a remote node's host is read
-through a throw-away container (its /proc/meminfo is the host's), one probe per reading.
+"""The host-memory guard (docs/weights.md): on a unified-memory host (DGX Spark's GB10, Tegra) the
+GPU allocates from system memory, and running out while the weights load hard-resets the machine
+instead of raising an out-of-memory error. So preflight refuses `up` below
+`service.memory_guard.min_available`, and while `up`/`wait` waits a watcher reads MemAvailable every
+POLL_S; below the floor it stops the stack (SIGTERM, then SIGKILL after STOP_GRACE_S), exit 3.
 """
 
 from __future__ import annotations
@@ -141,9 +133,8 @@ class MemoryLow(EngineError):
 
 
 class Watcher:
-    """Reads MemAvailable of every node every POLL_S on a thread; below the floor it calls `stop` at
-    once (so the stop does not wait for the waiting loop) and `check()` raises MemoryLow in the
-    waiting thread."""
+    """Reads every node's MemAvailable every POLL_S on a thread; below the floor it calls `stop` at
+    once (not waiting for the waiting loop) and `check()` raises MemoryLow in the waiting thread."""
 
     def __init__(
         self,

@@ -1,12 +1,7 @@
 """Weights on every node: the engine-facing half of `composegen weights` and of `up`'s weights
-preflight.
-
-The head (where composegen runs) is read directly when its engine is local; every other node through
-its own engine: a throw-away container bind-mounts the node's cache read-only and runs the same
-listing script (weights/snapshot.py), so a worker on another host is judged exactly like the head.
-`--sync` streams a tar of the head's snapshot (its blobs and the snapshot's relative links) into the
-node's cache through the Docker API (a created, never started container with the cache bind-mounted;
-no ssh or rsync), then lists the node again and compares sizes.
+preflight. Every node but a local head is read through its own engine, by the same listing script
+(weights/snapshot.py) in a throw-away container, so a worker is judged exactly like the head; how
+`--sync` copies through the Docker API is in docs/weights.md.
 
 When `up` finds the weights complete it adds a compose override setting HF_HUB_OFFLINE=1 (unless
 `service.hf_online`), so the engine never reaches for the Hub; out/ stays as rendered.
@@ -45,9 +40,8 @@ def weights_everywhere(
     sync: bool,
     on_file: Callable[[str], None],
 ) -> WeightsReport:
-    """`composegen weights`: the head's cache (downloaded, hash-checked on request), then, for a
-    multi-node profile, every worker's against it, after `sync` copied the head's snapshot to those
-    that lack it."""
+    """`composegen weights`: the head's cache (downloaded, hash-checked on request), then every
+    worker's against it, after `sync` copied the head's snapshot to those that lack it."""
     dep = deployment(project, r)
     if sync and not dep.multi:
         raise BadInput(f"--sync: {r.name} is not a multi-node profile; there is nothing to copy to")
@@ -65,8 +59,7 @@ def _locate(dep: Deployment, n: NodeRef) -> cache.Location:
 
 
 def probe_image(r: Resolved, target: Target) -> str:
-    """An image that is on that engine and has python3: the profile's, else composegen's base
-    image."""
+    """An image on that engine with python3: the profile's, else composegen's base image."""
     for image in (r.profile.image, engine.BASE_IMAGE):
         if engine.image_present(image, target):
             return image
@@ -78,8 +71,7 @@ def probe_image(r: Resolved, target: Target) -> str:
 def listing(
     r: Resolved, loc: cache.Location, target: Target, remote: bool, image: str | None = None
 ) -> snapshot.Listing:
-    """LISTING_PY's answer for one node: in-process for a local head, else in a container on that
-    engine."""
+    """LISTING_PY's answer for a node: in-process for a local head, else in a container there."""
     if not remote:
         return snapshot.list_local(loc.snapshot, loc.blobs)
 
@@ -153,8 +145,7 @@ def _size(judged: snapshot.Judged, name: str) -> int | None:
 
 
 def sync_nodes(dep: Deployment, head_loc: cache.Location, head: WeightsReport) -> list[str]:
-    """Copy the head's complete snapshot to every worker whose copy is not complete; the names
-    synced."""
+    """Copy the head's complete snapshot to every worker whose copy is not; the names synced."""
     check.require_complete(head)
     lacking = {node.name for node in check_nodes(dep, head) if not node.complete}
     synced = []
@@ -170,9 +161,8 @@ def sync_nodes(dep: Deployment, head_loc: cache.Location, head: WeightsReport) -
 
 
 def _tar_stream(loc: cache.Location, names: list[str]) -> Iterator[bytes]:
-    """A tar of the files, laid out relative to the cache root: blobs/<etag> plus the snapshot's
-    relative links for a hub cache, the plain files for a model directory. Written by a thread into
-    a pipe."""
+    """A tar of the files relative to the cache root (a hub cache: blobs/<etag> plus the snapshot's
+    links; a model directory: the plain files), written by a thread into a pipe."""
     rfd, wfd = os.pipe()
 
     def write() -> None:
@@ -205,6 +195,14 @@ def preflight_checks(
     Incomplete fails on a real host unless --allow-download; under --emulate it is a warning."""
     r = dep.r
     bad_status = "warn" if emulate or allow_download else "fail"
+    if allow_download:
+        fix = "the engine will download them at start (--allow-download)"
+    else:
+        fix = (
+            "emulated: the engine loads nothing"
+            if emulate
+            else f"`composegen weights {r.name} --download`"
+        )
     checks, complete = [], True
     for n in dep.nodes:
         name = n.named("weights")
@@ -212,44 +210,23 @@ def preflight_checks(
             loc = _locate(dep, n)
             # a remote head: its engine
             remote = n.member is not None and (n.rank != 0 or not n.target.is_local)
-            report = check.build(
-                r.name, loc, listing(r, loc, n.target, remote, image if remote else None), None
-            )
+            files = listing(r, loc, n.target, remote, image if remote else None)
+            report = check.build(r.name, loc, files, None)
         except ComposegenError as exc:
             checks.append(Check(name, bad_status, exc.message))
             complete = False
             continue
+        pinned = f"{loc.model_id}@{loc.revision[:12]}"
         if report.complete:
             gib = report.total_bytes / 2**30
-            checks.append(
-                Check(
-                    name,
-                    "ok",
-                    f"{loc.model_id}@{loc.revision[:12]}: {len(report.files)} files, {gib:.1f} GiB",
-                )
-            )
+            checks.append(Check(name, "ok", f"{pinned}: {len(report.files)} files, {gib:.1f} GiB"))
             continue
         complete = False
         what = ", ".join((report.missing + report.problems)[:3])
         more = len(report.missing) + len(report.problems) - 3
-        fix = (
-            "the engine will download them at start (--allow-download)"
-            if allow_download
-            else (
-                "emulated: the engine loads nothing"
-                if emulate
-                else "`composegen weights " + r.name + " --download`"
-            )
-        )
-        checks.append(
-            Check(
-                name,
-                bad_status,
-                f"{loc.model_id}@{loc.revision[:12]} is incomplete in {loc.snapshot}: missing {what}"
-                + (f" (+{more} more)" if more > 0 else "")
-                + f"; {fix}",
-            )
-        )
+        what += f" (+{more} more)" if more > 0 else ""
+        why = f"{pinned} is incomplete in {loc.snapshot}: missing {what}; {fix}"
+        checks.append(Check(name, bad_status, why))
     return checks, complete
 
 
@@ -260,8 +237,7 @@ def override_path(project: Project, r: Resolved, node: str | None) -> Path:
 
 
 def offline_override(project: Project, r: Resolved, node: str | None, offline: bool) -> Path | None:
-    """Write (or remove) the override that runs the engine with HF_HUB_OFFLINE=1; the path when
-    written."""
+    """Write (or remove) the override running the engine with HF_HUB_OFFLINE=1; its path."""
     path = override_path(project, r, node)
     if not offline or r.profile.service.hf_online:
         path.unlink(missing_ok=True)
@@ -278,8 +254,7 @@ def offline_override(project: Project, r: Resolved, node: str | None, offline: b
 def with_offline(
     st: compose.Stack, project: Project, r: Resolved, node: str | None
 ) -> compose.Stack:
-    """The stack with the HF_HUB_OFFLINE override `up`'s preflight wrote for this node, when it
-    did."""
+    """The stack with the HF_HUB_OFFLINE override preflight wrote for this node, if it did."""
     path = override_path(project, r, node)
     if path.is_file():
         st.files.append(path)

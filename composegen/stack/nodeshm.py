@@ -46,8 +46,7 @@ def node_shm_report(r: Resolved) -> NodesShm:
 
 
 def _probe(found: Any, n: placement.NodeRef) -> ShmProbe:
-    """The probe's /dev/shm figures, checked (they come off another host), each name with its
-    pattern."""
+    """The probe's /dev/shm figures, checked (they come off another host), names with patterns."""
     try:
         entries = [
             ShmProbeEntry(name=e["name"], bytes=e["bytes"], pattern=scan.match_pattern(e["name"]))

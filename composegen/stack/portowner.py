@@ -51,8 +51,7 @@ def _read(path: str) -> str:
 
 
 def port_holder(port: int, proc_root: str = "/proc") -> PortHolder | None:
-    """The process listening on a TCP port of this machine's network namespace, or None if not
-    found."""
+    """The process listening on a TCP port of this network namespace, or None if not found."""
     wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port, proc_root)}
     if not wanted:
         return None
@@ -83,8 +82,7 @@ def describe(port: int, holder: PortHolder | None) -> str:
 
 
 def conflict(port: int, target: Target, knob: str) -> str:
-    """Why a wanted host port is taken, for the preflight line, and the profile field that moves
-    the stack elsewhere."""
+    """Why a wanted host port is taken, and the profile field that moves the stack elsewhere."""
     return f"{holder(port, target)}; `{knob}` in the profile sets another port"
 
 

@@ -171,16 +171,7 @@ def node_checks(
     the engine's rlimit ceiling (None without ulimits)."""
     r, svc = dep.r, dep.r.profile.service
     checks = [_named(attempt("gpus", lambda: gpu_check(emulate, n.target)), n)]
-    # Behind the edge the stack publishes nothing: its host port is the edge's loopback operator
-    # door.
-    ports = [(svc.port.bind, svc.port.host, "host")] if n.rank == 0 and not dep.behind_edge else []
-    if n.rank == 0 and r.profile.nodes is not None:
-        # torch's store listens on every interface
-        wildcard = "::" if ":" in r.profile.nodes.master_addr else "0.0.0.0"
-        ports.append((wildcard, r.profile.nodes.master_port, "master"))
-    # Prometheus' UI, published on the head's loopback
-    if n.rank == 0 and r.profile.monitoring.prometheus:
-        ports.append(("127.0.0.1", r.profile.monitoring.port, "prometheus"))
+    ports = _ports(dep, n)
     if n.target.is_local:
         free = {(h, p): port_free(h, p) for h, p, _ in ports}
         checks += [_named(c, n) for c in shm_check(r)]
@@ -194,20 +185,14 @@ def node_checks(
         free = {(item["host"], item["port"]): item["free"] for item in probe["ports"]}
         checks += _remote_shm_checks(r, n, probe["shm"])
     where = f" on {n.target.label}" if n.member else ""
+    knobs = {"host": "service.port.host", "master": "nodes.master_port"}
     for host, port, what in ports:
-        state = "free" if free[(host, port)] else "already in use"
-        knob = {"host": "service.port.host", "master": "nodes.master_port"}.get(
-            what, "monitoring.port"
-        )
-        # pid or container
-        who = "" if free[(host, port)] else f": {portowner.conflict(port, n.target, knob)}"
-        checks.append(
-            Check(
-                n.named("port"),
-                "ok" if free[(host, port)] else "fail",
-                f"{what} port {host}:{port} is {state}{where}{who}",
-            )
-        )
+        if free[(host, port)]:
+            checks.append(Check(n.named("port"), "ok", f"{what} port {host}:{port} is free{where}"))
+            continue
+        who = portowner.conflict(port, n.target, knobs.get(what, "monitoring.port"))
+        why = f"{what} port {host}:{port} is already in use{where}: {who}"
+        checks.append(Check(n.named("port"), "fail", why))
     ceiling = None
     ulimits = svc.ulimits_plain()
     if ulimits and image is not None:
@@ -217,6 +202,22 @@ def node_checks(
         except ComposegenError as exc:
             checks.append(Check(n.named("ulimits"), "fail", exc.message))
     return checks, ceiling
+
+
+def _ports(dep: Deployment, n: NodeRef) -> list[tuple[str, int, str]]:
+    """(host, port, what) a node's stack will publish or listen on."""
+    p = dep.r.profile
+    if n.rank != 0:
+        return []
+    # Behind the edge the stack publishes nothing: its host port is the edge's loopback operator door.
+    ports = [] if dep.behind_edge else [(p.service.port.bind, p.service.port.host, "host")]
+    if p.nodes is not None:  # torch's store listens on every interface
+        ports.append(
+            ("::" if ":" in p.nodes.master_addr else "0.0.0.0", p.nodes.master_port, "master")
+        )
+    if p.monitoring.prometheus:  # Prometheus' UI, published on the head's loopback
+        ports.append(("127.0.0.1", p.monitoring.port, "prometheus"))
+    return ports
 
 
 def _named(check: Check, n: NodeRef) -> Check:

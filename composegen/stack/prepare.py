@@ -44,9 +44,8 @@ class Prepared:
 
 
 def ensure_fresh(dep: Deployment, render_stale: bool) -> None:
-    """out/ must hold exactly what the profile renders now (every node's file for a multi-node
-    profile); answered from the render cache when the same inputs were compared before
-    (rendercache.py)."""
+    """out/ must hold exactly what the profile renders now (every node's file); answered from the
+    render cache when the same inputs were compared before (rendercache.py)."""
     root = dep.project.root
     if rendercache.stack_fresh(root, dep.name):
         return
@@ -152,8 +151,7 @@ def _report(prep: Prepared, sink: ProgressSink, checks: list) -> None:
 
 
 class PreflightFailed(EngineError):
-    """A preflight check failed: the first one's reason, the rest in details; `failed` names them
-    all."""
+    """A preflight check failed: the first's reason, the rest in details; `failed` names all."""
 
     def __init__(self, failed: list[Check]) -> None:
         first = failed[0]
@@ -216,9 +214,8 @@ def _refuse_running(dep: Deployment) -> None:
 def _place_image(
     dep: Deployment, emulate: bool, sink: ProgressSink
 ) -> tuple[str, list[Check], set[NodeRef]]:
-    """The image, a check per node (and the image-digest check), and the nodes that hold the image.
-    With --emulate the emulator image is built on this machine's engine and copied (`docker save |
-    load`): one ID everywhere."""
+    """The image, a check per node (and the digest check), the nodes holding the image. --emulate
+    builds the emulator image here and copies it (`docker save | load`): one ID everywhere."""
     image = dep.r.profile.image
     checks: list[Check] = []
     pushed = os.environ.get("COMPOSEGEN_EMULATOR_IMAGE") if emulate else None
@@ -299,8 +296,7 @@ def _api_reachable(dep: Deployment) -> Check:
 
 
 def _reclaim(dep: Deployment, prep: Prepared, sink: ProgressSink) -> None:
-    """`--reclaim-shm`: this machine's /dev/shm once (every local node shares it); remote hosts by
-    hand."""
+    """`--reclaim-shm`: this machine's /dev/shm once (local nodes share it); remote by hand."""
     if any(n.target.is_local for n in dep.nodes):
         _report(prep, sink, [preflight.reclaim_shm()])
     prep.warnings += [

@@ -1,15 +1,7 @@
 """What a stack reports while it starts: the sink the CLI (or any caller) plugs its display into.
 
-`ProgressSink` has one no-op method per event; subclass it and override what you show. Events arrive
-on the caller's thread, in order:
-  check(Check)          a preflight result (ok | warn | fail), as soon as it is known
-  phase(name, t)        a readiness phase reached ("preflight", "starting", "created", "running",
-                        "port open", "health 200", "models ready"), t = seconds since waiting began
-  log_line(LogLine)     every new line an engine container logs while waiting, with Docker's own
-                        timestamp and the node it came from
-  pull(PullEvent)       image-pull progress from the engine (one event per layer update)
-  heartbeat(t, last)    about every 0.1 s while waiting, with the newest log line (or "")
-  note(text)            something the run decided that a person should see (waiting for a lock, ...)
+`ProgressSink` has one no-op method per event (docs/stack.md lists them); subclass it and override
+what you show. Events arrive on the caller's thread, in order.
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ class Endpoint:
     api_key: str | None = None
 
     def get(self, path: str, timeout: float = 2.0, cap: int = SMALL_REPLY) -> tuple[int, bytes]:
-        """(status, body) within `timeout` seconds in all and `cap` bytes (wire.http), else
-        WireError."""
+        """(status, body) within `timeout` s in all and `cap` bytes (wire.http), else WireError."""
         reply = self.peer.get(path, deadline_s=timeout, cap=cap)
         return reply.status, reply.body
 
@@ -41,9 +40,8 @@ class Endpoint:
         )
 
     def port_open(self) -> bool:
-        """Something answers HTTP on the port. A bare TCP connect is not enough: docker-proxy
-        accepts on the host port long before the server inside listens, then drops the
-        connection."""
+        """Something answers HTTP on the port. A TCP connect is not enough: docker-proxy accepts on
+        the host port long before the server inside listens, then drops the connection."""
         try:
             self.get("/health", timeout=1.0)
             return True
@@ -74,8 +72,7 @@ class StackFailed(Exception):
 
 def models_entry(endpoint: Endpoint, served_name: str) -> replies.ModelEntry | None:
     """The served name's /v1/models entry; None while nothing answers in time. A listing of the
-    wrong shape is a WireError (the peer is not an OpenAI-compatible server), not "not ready
-    yet"."""
+    wrong shape is a WireError (not an OpenAI-compatible server), not "not ready yet"."""
     try:
         status, body = endpoint.get("/v1/models")
     except PeerUnreachable:
@@ -112,8 +109,7 @@ def wait_ready(
     on_phase: Callable[[str, float], None] = lambda phase, t: None,
     on_tick: Callable[[float], None] = lambda t: None,
 ) -> Waited:
-    """`state()` returns (status, exit_code, restart_count) of the container, status "" when
-    absent."""
+    """`state()` gives (status, exit_code, restart_count); status "" when absent."""
     start = time.monotonic()
     waited = Waited()
     last_state = 0.0

@@ -44,8 +44,7 @@ def running_container(project: Project, r: Resolved) -> ContainerFacts:
 
 
 def live_identity(ctr: ContainerFacts) -> LiveIdentity:
-    """What the running container really is: the profile hash it was started from, its image,
-    emulated or not."""
+    """What the running container is: the profile hash it started from, its image, emulated."""
     image = engine.image_facts(ctr.image_id, ctr.target)
     return LiveIdentity(
         hash=ctr.profile_hash,

@@ -1,16 +1,11 @@
-"""ssh:// engines through one long-lived ssh connection per node, as a local unix socket.
+"""ssh:// engines through one long-lived ssh connection per node, as a local unix socket
+(docs/multinode.md).
 
 The docker SDK's own ssh support runs a new `ssh … docker system dial-stdio` for every API call,
 adds `-p 22` to a URL without a port (so `Port` in ~/.ssh/config is ignored) and reads the pipe
-without a deadline. Instead, composegen runs one `ssh -N` per node for the whole command, forwarding
-a private local socket to the node's engine socket; every API call and `docker compose` then uses
-that socket with ordinary timeouts, and the ssh process is stopped and reaped when the command ends.
-
-The remote engine's address is what DOCKER_HOST says in the node's ssh session (so
-~/.ssh/environment is honoured, as `docker -H ssh://` does), else /var/run/docker.sock. ssh runs
-with BatchMode (never a prompt), a connect timeout and keep-alives; its own failure line is kept and
-classified for the hint. COMPOSEGEN_SSH_CONFIG names an ssh config file to use instead of
-~/.ssh/config (`ssh -F`).
+without a deadline. Instead one `ssh -N` per node, for the whole command, forwards a private local
+socket to the node's engine socket; every API call and `docker compose` uses it with ordinary
+timeouts, and the ssh process is stopped and reaped when the command ends.
 """
 
 from __future__ import annotations
@@ -60,8 +55,7 @@ class SshDestination:
 
 
 def split_url(url: str) -> tuple[str, int | None, str | None]:
-    """ssh://[user@]host[:port] -> (host, port or None, user or None). Anything else is bad
-    input."""
+    """ssh://[user@]host[:port] -> (host, port or None, user or None); else bad input."""
     parts = urlsplit(url)
     if (
         parts.scheme != "ssh"
@@ -97,8 +91,7 @@ def _base_argv(url: str) -> list[str]:
 
 
 def resolve(url: str) -> SshDestination:
-    """`ssh -G`: the effective host, user and port for an alias, read the way ssh itself reads
-    them."""
+    """`ssh -G`: the effective host, user and port of an alias, read as ssh itself reads them."""
     argv = _base_argv(url)
     argv.insert(1, "-G")
     try:
@@ -151,8 +144,7 @@ class Tunnel:
         )
 
     def _remote_engine(self) -> str:
-        """The node's engine as its ssh session sees it (DOCKER_HOST from ~/.ssh/environment, or the
-        default)."""
+        """The node's engine as its ssh session sees it (~/.ssh/environment's DOCKER_HOST)."""
         argv = [*_base_argv(self.url), 'printf %s "${DOCKER_HOST:-}"']
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=CONNECT_TIMEOUT_S + 5,
@@ -219,8 +211,7 @@ _tunnels: dict[str, Tunnel] = {}
 
 
 def local_url(url: str) -> str:
-    """The unix:// URL that reaches an ssh:// engine (one tunnel per URL for this process); other
-    URLs as given."""
+    """The unix:// URL reaching an ssh:// engine (one tunnel per URL); other URLs as given."""
     if not url.startswith("ssh://"):
         return url
     tunnel = _tunnels.get(url)

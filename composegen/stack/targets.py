@@ -40,8 +40,7 @@ DEFAULT = Target()
 
 
 def docker_time(stamp: str) -> float | None:
-    """Epoch seconds of a Docker RFC 3339 timestamp (nanoseconds cut to micro); None for Docker's
-    zero time."""
+    """Epoch seconds of a Docker RFC 3339 stamp (ns cut to µs); None for Docker's zero time."""
     if not stamp or stamp.startswith("0001"):
         return None
     return datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()

@@ -69,8 +69,7 @@ class _Followers:
 
 
 class Watcher:
-    """The containers of one deployment as the wait finds them (each looked up once, then
-    inspected)."""
+    """A deployment's containers as the wait finds them (looked up once, then inspected)."""
 
     def __init__(self, dep: Deployment, sink: ProgressSink) -> None:
         self.dep, self.sink = dep, sink
@@ -133,9 +132,8 @@ class Watcher:
             return waited
         finally:
             # let the followers hand over what was logged up to now: on success, every line up to
-            # the ready
-            # line (the stages between the last poll and /health 200 are in the engine's log, not
-            # yet ours)
+            # the ready line (the stages between the last poll and /health 200 are in the engine's
+            # log, not yet ours)
             if not (answered and self.followers.ready_line.wait(READY_LINE_GRACE_S)):
                 time.sleep(0.05)
             self.followers.drain(self.sink)

@@ -2,9 +2,4 @@
 snapshot.py), the `weights` report's shape (reports.py)."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
-__all__ = [
-    "cache",
-    "check",
-    "reports",
-    "snapshot",
-]
+__all__ = ["cache", "check", "reports", "snapshot"]

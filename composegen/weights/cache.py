@@ -75,8 +75,7 @@ def interpolate(text: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def container_hub_cache(env: Mapping[str, object]) -> str:
-    """The hub cache path inside the container, from the service's environment (literal values
-    only)."""
+    """The hub cache path in the container, from the service's environment (literals only)."""
 
     def literal(key: str) -> str | None:
         value = env.get(key)
@@ -90,8 +89,7 @@ def container_hub_cache(env: Mapping[str, object]) -> str:
 
 
 def mounts(r: Resolved, node: Node | None = None) -> dict[str, str]:
-    """Container target → host source (as written, not interpolated) of every volume, node overrides
-    applied."""
+    """Container target → host source (as written) of every volume, node overrides applied."""
     found = {v.target: v.source for v in r.profile.service.volumes}
     if node is not None and node.hf_cache:
         found[HF_CACHE_TARGET] = node.hf_cache
@@ -124,8 +122,7 @@ def host_path(r: Resolved, container_path: str, node: Node | None, relative_to: 
 
 
 def locate(r: Resolved, node: Node | None = None, compose_dir: Path | None = None) -> Location:
-    """Where this profile's (node's) weights are on its host; BadInput when the stack mounts no such
-    place."""
+    """Where this profile's (node's) weights are on its host; BadInput if nothing mounts them."""
     model, svc = r.profile.model, r.profile.service
     env = {**svc.environment, **(node.environment if node is not None else {})}
     base = compose_dir or Path(".")

@@ -65,8 +65,7 @@ class Dirs:
         return ("models--" + self.loc.model_id.replace("/", "--"),)
 
     def blob_dir(self) -> int:
-        """Where finished files and partial downloads go: blobs/ (hub cache) or the directory
-        itself."""
+        """Where finished files and partials go: blobs/ (hub cache) or the directory itself."""
         return self._open(*self._repo(), "blobs") if self.loc.kind == "hub" else self._open()
 
     def snapshot_dir(self) -> int:
@@ -95,8 +94,7 @@ def remove(dfd: int, name: str) -> None:
 
 @contextlib.contextmanager
 def append(dfd: int, name: str, loc: Location) -> Iterator[BinaryIO]:
-    """The partial download, opened for appending (created 0644); never through a link, never a
-    FIFO."""
+    """The partial download, opened to append (made 0644); never through a link, never a FIFO."""
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(name, flags, 0o644, dir_fd=dfd)

@@ -46,8 +46,7 @@ def inspect(name: str, loc: Location) -> WeightsReport:
 
 
 def verify(report: WeightsReport, loc: Location, hub: dict[str, snapshot.HubFile]) -> list[str]:
-    """Hash every present file against the Hub; returns the names that do not match (and marks the
-    report)."""
+    """Hash every present file against the Hub; the names that do not match (marked in report)."""
     bad = []
     for f in report.files:
         if f.present and f.name in hub:

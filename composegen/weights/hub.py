@@ -177,8 +177,7 @@ def digest_matches(path: str, want: HubFile) -> bool | None:
 def _expected_size(
     name: str, announced: int | None, listed: dict[str, HubFile] | None
 ) -> int | None:
-    """The size a file must have: the Hub's listing and the file's own metadata, which must
-    agree."""
+    """The size a file must have: the Hub's listing and its own metadata, which must agree."""
     size = listed[name].size if listed and name in listed else None
     if announced is not None and (not isinstance(announced, int) or not 0 <= announced < 2**50):
         raise EngineError(

@@ -1,13 +1,9 @@
-"""What a snapshot must hold, and what it holds.
+"""What a snapshot must hold (docs/weights.md's required files), and what it holds.
 
 `LISTING_PY` is one stdlib script that lists a directory (sizes through the HF cache's symlinks, the
 shard index's text, partial downloads): composegen runs it in-process for this host and in a
 throw-away container for a remote node's host, so both are judged by the same code from the same
 facts.
-
-Required files: config.json; the tokenizer files (those the Hub lists, or offline:
-tokenizer_config.json and whichever tokenizer files are there, at least one); the weights:
-model.safetensors.index.json and every shard its weight_map names, or a single model.safetensors.
 """
 
 from __future__ import annotations

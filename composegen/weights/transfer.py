@@ -1,16 +1,9 @@
-"""One file's transfer under a budget: a total deadline and a size cap.
+"""One file's transfer under a budget: a total deadline and a size cap (docs/weights.md).
 
 huggingface_hub's `http_get` has per-read timeouts only, so a server that drips one byte every few
 seconds, or streams for ever, would hold `weights --download` without end, and one that sends more
-than it announced would fill the disk. Every download here runs against a `Budget`:
-
-- the cap is the file's expected size (the Hub's listing, or the file's own metadata) when one is known,
-  else COMPOSEGEN_DOWNLOAD_MAX_BYTES (default 64 GiB) — a write past it stops the transfer;
-- the deadline is COMPOSEGEN_DOWNLOAD_DEADLINE_S when set, else 120 s plus the cap at 1 MiB/s.
-
-A transfer that breaks its budget is a runtime failure (exit 3) and its partial file is removed: the
-bytes of a server that lied are not worth resuming. An interrupted run (Ctrl-C, a dropped
-connection) keeps its partial file for the next run, as before.
+than it announced would fill the disk. A transfer that breaks its `Budget` is a runtime failure
+(exit 3) and its partial file is removed: the bytes of a server that lied are not worth resuming.
 """
 
 from __future__ import annotations
@@ -60,8 +53,7 @@ def budget_for(expected: int | None) -> Budget:
 
 
 class CappedFile:
-    """The partial file as `http_get` sees it: a write past the cap, or after the deadline,
-    raises."""
+    """The partial file as `http_get` sees it: a write past the cap or the deadline raises."""
 
     def __init__(self, fh: BinaryIO, budget: Budget):
         self._fh, self._budget = fh, budget

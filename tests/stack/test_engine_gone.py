@@ -33,15 +33,15 @@ def _raises(exc: Exception):
     ],
 )
 def test_a_dying_container_is_gone(explanation):
-    assert engine._unless_gone(_raises(_refusal(409, explanation)), "docker logs x") is None
+    assert engine.unless_gone(_raises(_refusal(409, explanation)), "docker logs x") is None
 
 
 def test_a_restarting_container_is_still_an_error():
     refusal = _refusal(409, "Container 91cc is restarting, wait until the container is running")
     with pytest.raises(EngineError, match=r"docker exec x: .*is restarting"):
-        engine._unless_gone(_raises(refusal), "docker exec x")
+        engine.unless_gone(_raises(refusal), "docker exec x")
 
 
 def test_other_refusals_stay_errors():
     with pytest.raises(EngineError, match="docker logs x"):
-        engine._unless_gone(_raises(_refusal(500, "is dead")), "docker logs x")
+        engine.unless_gone(_raises(_refusal(500, "is dead")), "docker logs x")

@@ -9,7 +9,7 @@ import pytest
 from composegen.errors import CheckFailed
 from composegen.profiles import resolve
 from composegen.project import Project
-from composegen.stack import engine, enginecache, hostprobe, placement, prepare
+from composegen.stack import engine, enginecache, engineclient, hostprobe, placement, prepare
 from composegen.stack.preflight import Check
 from composegen.stack.progress import ProgressSink
 from tests.support.engine import emulated_project
@@ -89,12 +89,12 @@ def test_a_stale_out_fails_before_any_engine_check_is_reported(tmp_path, cache):
 @pytest.mark.docker
 def test_an_engine_answer_is_reused_only_briefly(monkeypatch):
     calls = []
-    client = engine._client()
+    client = engine.client()
     real = client.info
     monkeypatch.setattr(client, "info", lambda: calls.append(1) or real())
-    monkeypatch.setattr(engine, "_infos", {})
+    monkeypatch.setattr(engineclient, "_infos", {})
     assert engine.engine_info()["ID"] == engine.engine_info()["ID"]
     assert len(calls) == 1
-    monkeypatch.setattr(engine, "INFO_FRESH_S", 0.0)
+    monkeypatch.setattr(engineclient, "INFO_FRESH_S", 0.0)
     engine.engine_info()
     assert len(calls) == 2
