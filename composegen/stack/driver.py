@@ -222,9 +222,7 @@ def weights(
 ) -> WeightsReport:
     """The pinned weights where the head looks for them (downloaded, hash-checked on request), then
     every other node's copy (after `sync` copied the head's to those lacking it); see nodecache."""
-    from composegen.stack import (
-        nodecache,
-    )  # why: other hosts' weights, off every other command's start
+    from composegen.stack import nodecache  # why: other hosts' weights, not every command's start
 
     return nodecache.weights_everywhere(
         project, r, download=download, verify=verify, sync=sync, on_file=on_file
