@@ -151,7 +151,7 @@ def startup(
 ) -> None:
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
 
-    Example: composegen startup --log vllm-startup.log 8192-131k
+    Example: composegen startup --log vllm-startup.log 8192-131k  # in composegen's clone, a vLLM log saved
     """
     report: StartupReport
     if log is not None:
