@@ -82,7 +82,8 @@ def load_commands(argv: list[str] | None = None) -> None:
         for module in wanted:
             importlib.import_module(f"composegen.cli.{module}")
     rank = {name: i for i, name in enumerate(COMMANDS)}
-    for info in (*app.registered_commands, *app.registered_groups):
+    infos: list[Any] = [*app.registered_commands, *app.registered_groups]
+    for info in infos:
         info.name = info.name or typer.main.get_command_name(getattr(info.callback, "__name__", ""))
         info.rich_help_panel = PANEL[info.name]  # helptext draws the panels in plain help
     app.registered_commands.sort(key=lambda c: rank[c.name or ""])

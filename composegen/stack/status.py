@@ -299,12 +299,7 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
         "UPTIME",
     ]
     header += ["ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
-    if width:  # sentences: folded at words under a terminal's width, never cut
-        import textwrap
-
-        notes = [
-            textwrap.fill(n, width, subsequent_indent="  ", break_on_hyphens=False) for n in notes
-        ]
+    # the sentences are folded at words by output.out, at a terminal; never cut
     return (table(rows, header, width=width, drop=NARROW_DROP) if rows else "") + "".join(
         f"{n}\n" for n in notes
     )
