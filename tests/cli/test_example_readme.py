@@ -38,7 +38,16 @@ def test_every_command_parses_and_names_what_the_example_has():
         assert set(names) <= known | {"restore", "promote"}, argv
     # the walk the issue asks for, in its order: render, edge up, up, a key, curl, qualify, promote, rollback
     walk = re.findall(r"```sh\n(.*?)```", TEXT, re.S)[0]
-    order = ["render", "edge up", "up 4096", "edge keys add", "curl", "qualify", "promote", "rollback"]
+    order = [
+        "render",
+        "edge up",
+        "up 4096",
+        "edge keys add",
+        "curl",
+        "qualify",
+        "promote",
+        "rollback",
+    ]
     at = [walk.index(w if w == "curl" else f"composegen {w}") for w in order]
     assert at == sorted(at), order
 
