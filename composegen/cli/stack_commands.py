@@ -59,15 +59,16 @@ def status(
         help="Only this profile's stack; exit 3 when it is not running.",
         autocompletion=complete_profile,
     ),
+    every: bool = typer.Option(False, "--all", help="Every project's stacks on this engine."),
     json_: bool = JsonOpt,
 ) -> None:
-    """Containers, endpoint and drift of composegen stacks on this engine.
+    """Containers, endpoint and drift of this project's stacks (--all: every project's).
 
     Example: composegen status starter
     """
     if name:
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
-    report = driver.status(_project(), name)
+    report = driver.status(_project(), name, every)
     edge = _edge_status()
     report.aliases = edge[1] if edge else None
     show = Output(json_)
