@@ -4,6 +4,7 @@ provision/reports.py."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 from composegen.errors import ComposegenError, EngineError
@@ -48,11 +49,12 @@ def run() -> DoctorReport:
         origin = state.origin
     else:
         origin = "not checked: the engine does not answer"
-        checks.append(
-            DoctorCheck(
-                name="base-image", ok=False, detail=origin, fix=f"{PROVISION}, then doctor again"
-            )
+        fix = (
+            f"{PROVISION}, then doctor again"
+            if can_start_locally()
+            else "doctor again once the engine answers"
         )
+        checks.append(DoctorCheck(name="base-image", ok=False, detail=origin, fix=fix))
     checks.append(_python())
     return DoctorReport(
         ok=all(c.ok for c in checks),
@@ -67,10 +69,12 @@ def _engine(where: str) -> DoctorCheck:
     try:
         info = driver.engine_info()
     except ComposegenError as exc:
+        # the cause, not urllib3's whole chain
+        cause = re.findall(r"(?:\[Errno \S+\] |Error\(-?\d+, ')([^\]\"')(]+)", exc.message)
         return DoctorCheck(
             name="engine",
             ok=False,
-            detail=f"tried {where}: {exc.message}",
+            detail=f"tried {where}: " + (f"no answer ({cause[-1]})" if cause else exc.message),
             fix=f"{PROVISION} (installs docker.io and starts dockerd as root), or point DOCKER_HOST at an engine"
             if can_start_locally()
             else "start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's own",
@@ -121,5 +125,7 @@ def require_ok(report: DoctorReport) -> None:
     if not report.ok:
         raise EngineError(
             f"doctor: not ready ({', '.join(report.failed)})",
-            hint=f"`{PROVISION}` mends what it can",
+            hint=f"`{PROVISION}` mends what it can"
+            if can_start_locally()
+            else "start the engine DOCKER_HOST/DOCKER_CONTEXT names: provision never starts one elsewhere",
         )
