@@ -229,10 +229,8 @@ def table(
     if width is not None:
         drawn = [line if len(line) <= width else line[: width - 1] + "…" for line in drawn]
         if hidden:
-            import textwrap  # why: only a table with hidden columns folds a note
-
             note = f"(not shown at {width} columns: {', '.join(hidden)}; a pipe or --json shows every column)"
-            drawn += textwrap.wrap(note, width, break_on_hyphens=False)
+            drawn += fold(note, width, "").split("\n")
     return "\n".join(drawn) + "\n"
 
 

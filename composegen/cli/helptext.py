@@ -76,9 +76,8 @@ def _format_commands(self: Any, ctx: Any, formatter: Any) -> None:
     panels: dict[str, list[tuple[str, Any]]] = {}
     for name in self.list_commands(ctx):
         if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden:
-            panels.setdefault(getattr(cmd, "rich_help_panel", None) or "Commands", []).append(
-                (name, cmd)
-            )
+            panel = getattr(cmd, "rich_help_panel", None) or "Commands"
+            panels.setdefault(panel, []).append((name, cmd))
     width = max((len(n) for rows in panels.values() for n, _ in rows), default=0)
     limit = formatter.width - 6 - width
     for title, rows in panels.items():

@@ -29,10 +29,8 @@ from composegen.errors import BAD_INPUT, INTERRUPTED
 # Every top-level command and group -> its module, in the panels of `--help` (as people meet them).
 PANELS: dict[str, dict[str, str]] = {
     "Start here": {"init": "init_command", "doctor": "setup_commands", "docs": "docs_command"},
-    "Describe and render": {
-        **dict.fromkeys(["list", "validate", "show"], "profile_commands"),
-        **{"render": "render_command", "diff": "diff_command", "schema": "profile_commands"},
-    },
+    "Describe and render": dict.fromkeys(["list", "validate", "show"], "profile_commands")
+    | {"render": "render_command", "diff": "diff_command", "schema": "profile_commands"},
     "Run a stack": {"up": "up_command", "wait": "wait_command"}
     | dict.fromkeys(["status", "logs", "startup"], "stack_commands")
     | {"top": "top_command", "down": "stack_commands"},
@@ -41,11 +39,8 @@ PANELS: dict[str, dict[str, str]] = {
     | {"bench": "bench_commands", "report": "bench_commands", "plan": "verdict_commands"},
     "Serve a team": {"edge": "edge_commands"}
     | dict.fromkeys(["promote", "rollback"], "promote_commands"),
-    "Maintain the host": {
-        "provision": "setup_commands",
-        "weights": "weights_commands",
-        "shm": "shm_commands",
-    },
+    "Maintain the host": {"provision": "setup_commands", "weights": "weights_commands"}
+    | {"shm": "shm_commands"},
 }
 COMMANDS = {name: module for panel in PANELS.values() for name, module in panel.items()}
 PANEL = {name: title for title, panel in PANELS.items() for name in panel}

@@ -40,13 +40,6 @@ def docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return run(["docker", *args], timeout=timeout)
 
 
-def docker_ok(*args: str, timeout: float = 60) -> bool:
-    try:
-        return docker(*args, timeout=timeout).returncode == 0
-    except EngineError:
-        return False
-
-
 def last_lines(text: str, n: int = 8) -> str:
     return "\n".join(text.strip().splitlines()[-n:])
 

@@ -304,7 +304,6 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
         "UPTIME",
     ]
     header += ["ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
-    # the sentences are folded at words by output.out, at a terminal; never cut
     return (table(rows, header, width=width, drop=NARROW_DROP) if rows else "") + "".join(
         f"{n}\n" for n in notes
     )
