@@ -14,7 +14,7 @@ was sent, an upper bound of the move), the command's own `moved_at` (--json: the
 from the process's start) and each step's seconds. With --root DIR --pair A,B an existing project is used
 as it is (ds4-flash serving A or B, the other asleep; the files `key` and `ca.crt` beside DIR).
 
-Results: docs/standby.md ("How fast the alias moves").
+Results: docs/records/standby.md ("How fast the alias moves").
 """
 
 from __future__ import annotations

@@ -168,14 +168,33 @@ def inert(text: str) -> str:
 
 def out(text: str = "") -> None:
     """Text for a person: whatever it quotes (a profile's description, a bundle's strings, a
-    server's error text) reaches the terminal inert, and no secret's value reaches it at all."""
-    text = inert(mask(text))
+    server's error text) reaches the terminal inert, and no secret's value reaches it at all; at a
+    terminal, folded at words under its width."""
+    text = fold(inert(mask(text)), terminal_width())
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
 
 
 def err(text: str) -> None:
-    text = inert(mask(text))
+    text = fold(inert(mask(text)), terminal_width(sys.stderr))
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+def fold(text: str, width: int | None, indent: str = "  ") -> str:
+    """TEXT's lines wider than WIDTH (a terminal's; None: piped, as they are) broken at spaces, never
+    inside a word or a path (one wider than a line stays whole), each continuation indented as its
+    line plus INDENT. Every line a person reads passes here (out, err)."""
+    if not width or all(len(line) <= width for line in text.split("\n")):
+        return text
+    import textwrap  # why: only a line wider than the terminal needs it
+
+    def one(line: str) -> str:
+        hang = line[: len(line) - len(line.lstrip())] + indent
+        wrap = textwrap.fill(
+            line, width, subsequent_indent=hang, break_long_words=False, break_on_hyphens=False
+        )
+        return wrap if len(line) > width else line
+
+    return "\n".join(map(one, text.split("\n")))
 
 
 def table(
@@ -210,10 +229,8 @@ def table(
     if width is not None:
         drawn = [line if len(line) <= width else line[: width - 1] + "…" for line in drawn]
         if hidden:
-            import textwrap  # why: only a table with hidden columns folds a note
-
             note = f"(not shown at {width} columns: {', '.join(hidden)}; a pipe or --json shows every column)"
-            drawn += textwrap.wrap(note, width, break_on_hyphens=False)
+            drawn += fold(note, width, "").split("\n")
     return "\n".join(drawn) + "\n"
 
 

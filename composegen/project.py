@@ -100,7 +100,7 @@ def find_project(root: str | Path | None = None, cwd: Path | None = None) -> Pro
             return Project(candidate)
     raise BadInput(
         f"{start}: no profiles/ directory here or in any parent",
-        hint="run inside a composegen project, or pass --root DIR / set COMPOSEGEN_ROOT",
+        hint="`composegen init` makes one here; or run inside a project, or pass --root DIR",
     )
 
 

@@ -21,3 +21,5 @@ set -x
 .venv/bin/composegen startup "$NAME"
 .venv/bin/composegen gate "$NAME" --tools 20
 .venv/bin/composegen down "$NAME"
+{ set +x; } 2>/dev/null
+echo "next: .venv/bin/composegen --help (start here), the README's campaign, examples/team-edge/README.md (a team box)"

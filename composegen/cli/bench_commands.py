@@ -149,7 +149,7 @@ def report(
     (with a PNG summary next to it, for chat), or Markdown. A campaign opens with its decision and
     Outcome, its arms named by role: `composegen report CAMPAIGN --html report.html`.
 
-    Example: composegen report 8192-131k 4096-131k --html report.html
+    Example: composegen report 8192-131k 4096-131k --html report.html  # in composegen's clone
     """
 
     if html is not None and (

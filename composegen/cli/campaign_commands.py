@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
 
 campaign_app = typer.Typer(
     help="Bracketed A/B campaigns and qualification arms, resumable, ending in a decision record.\n\n"
-    "Example: composegen campaign run 8192-131k 4096-131k --bracket --gate",
+    "Example: composegen campaign run 8192-131k 4096-131k --bracket --gate  # in composegen's clone",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -116,7 +116,7 @@ def run(
     """Control, candidate (and with --bracket the control again), one stack at a time; then
     campaign.md.
 
-    Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --ladder 117500,118500,119500
+    Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --name ab  # in composegen's clone
     """
 
     if bench_requests < 1 or tools < 1:
@@ -146,7 +146,7 @@ def run(
 def resume(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
     """Continue a campaign: finished arms are never run again.
 
-    Example: composegen campaign resume 8192-131k-vs-4096-131k
+    Example: composegen campaign resume 8192-131k-vs-4096-131k  # after `campaign run`
     """
 
     project = _project()
@@ -174,7 +174,7 @@ def qualify(
     """A qualification arm and its fallback: start, KV pool, a long prompt, post-probe gates. Exit
     1: none qualified.
 
-    Example: composegen campaign qualify 393k-gpu --fallback 393k-offload
+    Example: composegen campaign qualify 393k-gpu --fallback 393k-offload  # in composegen's clone
     """
 
     project = _project()
@@ -199,7 +199,7 @@ def decide(
     """Record the operator's decision: decision.json, and the Decision of campaign.md and
     comparison.json.
 
-    Example: composegen campaign decide 8192-131k-vs-4096-131k --no-promotion --why "393K not yet qualified"
+    Example: composegen campaign decide 8192-131k-vs-4096-131k --no-promotion --why "not yet"  # after `campaign run`
     """
 
     chosen = [
@@ -218,7 +218,7 @@ def show(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
     """A campaign's record (campaign.md), or where it stands when unfinished; --json: its
     comparison.json.
 
-    Example: composegen campaign show 8192-131k-vs-4096-131k
+    Example: composegen campaign show 8192-131k-vs-4096-131k  # after `campaign run`
     """
 
     project = _project()

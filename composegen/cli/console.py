@@ -17,8 +17,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from composegen.cli.stagelines import block_lines, cut, fold, status_line
-from composegen.output import inert, mask
+from composegen.cli.stagelines import block_lines, cut, status_line
+from composegen.output import fold, inert, mask
 from composegen.stack.progress import LogLine, ProgressSink, PullEvent
 from composegen.stack.reports import Check, PhaseTime, UpReport
 from composegen.vllm import stages
@@ -76,7 +76,7 @@ class ConsoleSink(ProgressSink):
         # one row per passing check; a warning or a FAIL is what the reader needs whole: folded
         if self.tty and not self.verbose:
             width = self._terminal().width
-            line = cut(line, width) if check.status == "ok" else fold(line, width)
+            line = cut(line, width) if check.status == "ok" else fold(line, width, "    ")
         self._print(line)
 
     def phase(self, name: str, t: float) -> None:

@@ -38,7 +38,7 @@ def diff(
 ) -> None:
     """Semantic diff of two stacks: every change classed functional or identity.
 
-    Example: composegen diff 4096-131k 8192-131k --functional-only
+    Example: composegen diff 4096-131k 8192-131k --functional-only  # in composegen's clone
     """
     project = _project()
     if targets is not None:

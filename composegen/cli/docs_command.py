@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import typer
 
 from composegen.cli.app import app
@@ -35,10 +37,17 @@ def docs(
     Example: composegen docs install
     """
     known = topics()
-    if topic is None:
+    if topic is None:  # the developers' shelf of docs/README.md apart
+        shelf = (docs_dir() / f"{INDEX}.md").read_text(encoding="utf-8").partition("## Develop")[2]
+        developer = set(re.findall(r"\]\(([\w-]+)\.md\)", shelf))
         width = max(map(len, known))
-        for name, title in known.items():
-            out(f"{name:<{width}}  {title}")
+        for heading, dev in (("for people using composegen:", False), ("for developers:", True)):
+            out(heading)
+            out(
+                "".join(
+                    f"  {n:<{width}}  {t}\n" for n, t in known.items() if (n in developer) == dev
+                )
+            )
         out("read one: composegen docs TOPIC")
         return
     name = topic.removesuffix(".md").removeprefix("docs/")

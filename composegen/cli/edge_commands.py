@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
 edge_app = typer.Typer(
     no_args_is_help=True,
     help="The edge: TLS, the route allowlist, per-client keys, aliases (composegen docs edge)."
-    "\n\nExample: composegen edge up",
+    "\n\nExample: composegen edge up  # in examples/team-edge",
 )
 app.add_typer(edge_app, name="edge")
 edge_app.add_typer(keys_app, name="keys")  # the clients' keys are the edge's state
@@ -35,7 +35,7 @@ edge_app.add_typer(keys_app, name="keys")  # the clients' keys are the edge's st
 def edge_up() -> None:
     """Start (or update) the edge from out/edge/; a changed Caddyfile is reloaded gracefully.
 
-    Example: composegen edge up
+    Example: composegen edge up  # in examples/team-edge
     """
 
     edge = service.up(_project())
@@ -48,7 +48,7 @@ def edge_up() -> None:
 def edge_down() -> None:
     """Stop and remove the edge's containers (the stacks behind it keep running, unreachable).
 
-    Example: composegen edge down
+    Example: composegen edge down  # in examples/team-edge
     """
 
     edge = service.down(_project())
@@ -60,7 +60,7 @@ def edge_status(json_: bool = JsonOpt) -> None:
     """The edge: URL, TLS mode, containers, each alias → profile (and a switch in progress), the
     clients.
 
-    Example: composegen edge status --json
+    Example: composegen edge status --json  # in examples/team-edge
     """
 
     report = read(_project())
@@ -72,7 +72,7 @@ def edge_recover(json_: bool = JsonOpt) -> None:
     """Undo a switch whose composegen was killed: the alias stays on the stack it had, that stack
     serves again, the other is stopped, the 503 marks go (composegen docs edge: recovery).
 
-    Example: composegen edge recover
+    Example: composegen edge recover  # in examples/team-edge
     """
 
     project = _project()
@@ -85,7 +85,7 @@ def edge_recover(json_: bool = JsonOpt) -> None:
 def edge_ca() -> None:
     """Print the root certificate of the edge's internal CA (tls: internal) for clients to trust.
 
-    Example: composegen edge ca > edge-root.crt
+    Example: composegen edge ca > edge-root.crt  # in examples/team-edge
     """
 
     out(service.root_certificate(_project()).rstrip("\n"))

@@ -14,7 +14,8 @@ from composegen.output import Output, err, out
 
 keys_app = typer.Typer(
     no_args_is_help=True,
-    help="Per-client keys of the edge (shown once, stored hashed).\n\nExample: composegen edge keys add alice",
+    help="Per-client keys of the edge (shown once, stored hashed).\n\n"
+    "Example: composegen edge keys add alice  # in examples/team-edge",
 )
 
 
@@ -27,7 +28,7 @@ def keys_add(
 ) -> None:
     """Make a key for a new client and print it — once; only its hash is kept.
 
-    Example: composegen edge keys add alice --expires 2027-01-31
+    Example: composegen edge keys add bob --expires 2027-01-31  # in examples/team-edge
     """
 
     key = keys.add(_project(), name, expires)
@@ -39,7 +40,7 @@ def keys_add(
 def keys_rotate(name: str = typer.Argument(..., help="An existing client.")) -> None:
     """A new key for a client (printed once); the old key stops working at once.
 
-    Example: composegen edge keys rotate alice
+    Example: composegen edge keys rotate alice  # in examples/team-edge
     """
 
     key = keys.rotate(_project(), name)
@@ -51,7 +52,7 @@ def keys_rotate(name: str = typer.Argument(..., help="An existing client.")) -> 
 def keys_revoke(name: str = typer.Argument(..., help="An existing client.")) -> None:
     """Revoke a client's key at once (the record stays, marked revoked).
 
-    Example: composegen edge keys revoke alice
+    Example: composegen edge keys revoke alice  # in examples/team-edge
     """
 
     keys.revoke(_project(), name)
@@ -62,7 +63,7 @@ def keys_revoke(name: str = typer.Argument(..., help="An existing client.")) -> 
 def keys_list(json_: bool = JsonOpt) -> None:
     """The clients: name, state (active, expired, revoked), created, expiry — never a key.
 
-    Example: composegen edge keys list
+    Example: composegen edge keys list  # in examples/team-edge
     """
 
     rows = client_rows(keys.listing(_project()))

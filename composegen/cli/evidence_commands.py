@@ -237,7 +237,7 @@ def compare(
     differences, and the unexplained-capacity flag. A profile name stands for its newest run (the
     note names it).
 
-    Example: composegen compare 8192-131k 4096-131k --markdown
+    Example: composegen compare 8192-131k 4096-131k --markdown  # in composegen's clone
     """
 
     project = _project()

@@ -66,7 +66,23 @@ def install() -> None:
         return record
 
     option.get_help_record = help_record
+    if group := getattr(core, "TyperGroup", None):
+        group.format_commands = _format_commands
     param._composegen_help = True
+
+
+def _format_commands(self: Any, ctx: Any, formatter: Any) -> None:
+    """Plain help with typer's panels (`rich_help_panel`): one section a panel, in first-seen order."""
+    panels: dict[str, list[tuple[str, Any]]] = {}
+    for name in self.list_commands(ctx):
+        if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden:
+            panel = getattr(cmd, "rich_help_panel", None) or "Commands"
+            panels.setdefault(panel, []).append((name, cmd))
+    width = max((len(n) for rows in panels.values() for n, _ in rows), default=0)
+    limit = formatter.width - 6 - width
+    for title, rows in panels.items():
+        with formatter.section(title):
+            formatter.write_dl([(n.ljust(width), c.get_short_help_str(limit)) for n, c in rows])
 
 
 def _command_words(ctx: Any) -> str:

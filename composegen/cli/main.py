@@ -26,29 +26,24 @@ from composegen.cli.app import app
 from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BAD_INPUT, INTERRUPTED
 
-# Every top-level command and group -> its module, in the order `--help` lists them.
-COMMANDS: dict[str, str] = {
-    **dict.fromkeys(["list", "validate"], "profile_commands"),
-    "render": "render_command",
-    **dict.fromkeys(["show", "schema"], "profile_commands"),
-    "diff": "diff_command",
-    **dict.fromkeys(["up", "wake"], "up_command"),
-    **dict.fromkeys(["down", "status", "logs", "startup"], "stack_commands"),
-    "shm": "shm_commands",
-    "wait": "wait_command",
-    **dict.fromkeys(["gate", "ladder", "evidence", "compare"], "evidence_commands"),
-    "plan": "verdict_commands",
-    "qualify": "qualify_command",
-    **dict.fromkeys(["bench", "report"], "bench_commands"),
-    "init": "init_command",
-    "docs": "docs_command",
-    "weights": "weights_commands",
-    "top": "top_command",
-    **dict.fromkeys(["doctor", "provision"], "setup_commands"),
-    "campaign": "campaign_commands",
-    **dict.fromkeys(["promote", "rollback"], "promote_commands"),
-    "edge": "edge_commands",
+# Every top-level command and group -> its module, in the panels of `--help` (as people meet them).
+PANELS: dict[str, dict[str, str]] = {
+    "Start here": {"init": "init_command", "doctor": "setup_commands", "docs": "docs_command"},
+    "Describe and render": dict.fromkeys(["list", "validate", "show"], "profile_commands")
+    | {"render": "render_command", "diff": "diff_command", "schema": "profile_commands"},
+    "Run a stack": dict.fromkeys(["up", "wake"], "up_command") | {"wait": "wait_command"}
+    | dict.fromkeys(["status", "logs", "startup"], "stack_commands")
+    | {"top": "top_command", "down": "stack_commands"},
+    "Prove": {"campaign": "campaign_commands", "qualify": "qualify_command"}
+    | dict.fromkeys(["gate", "ladder", "evidence", "compare"], "evidence_commands")
+    | {"bench": "bench_commands", "report": "bench_commands", "plan": "verdict_commands"},
+    "Serve a team": {"edge": "edge_commands"}
+    | dict.fromkeys(["promote", "rollback"], "promote_commands"),
+    "Maintain the host": {"provision": "setup_commands", "weights": "weights_commands"}
+    | {"shm": "shm_commands"},
 }
+COMMANDS = {name: module for panel in PANELS.values() for name, module in panel.items()}
+PANEL = {name: title for title, panel in PANELS.items() for name in panel}
 MODULES = list(dict.fromkeys(COMMANDS.values()))
 _GLOBAL_FLAGS = {"--version"}  # global options that take no value; --root takes one
 
@@ -82,11 +77,11 @@ def load_commands(argv: list[str] | None = None) -> None:
         for module in wanted:
             importlib.import_module(f"composegen.cli.{module}")
     rank = {name: i for i, name in enumerate(COMMANDS)}
-    app.registered_commands.sort(
-        key=lambda c: rank[
-            c.name or typer.main.get_command_name(getattr(c.callback, "__name__", ""))
-        ]
-    )
+    infos: list[Any] = [*app.registered_commands, *app.registered_groups]
+    for info in infos:
+        info.name = info.name or typer.main.get_command_name(getattr(info.callback, "__name__", ""))
+        info.rich_help_panel = PANEL[info.name]  # helptext draws the panels in plain help
+    app.registered_commands.sort(key=lambda c: rank[c.name or ""])
     app.registered_groups.sort(key=lambda g: rank[g.name or ""])
 
 

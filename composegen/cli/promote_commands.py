@@ -71,9 +71,10 @@ def promote(
 ) -> None:
     """Point an alias at PROFILE after a passing qualification or a campaign decision: down the
     current stack, up the new one, gates, then the alias (503 + Retry-After + stage meanwhile; rolls
-    back on failure).
+    back on failure). When both profiles have `standby:` and are resident, the switch is vLLM's sleep
+    mode instead: the current one put to sleep, PROFILE woken, gates, in seconds (composegen docs standby).
 
-    Example: composegen promote 4096-131k --alias ds4-flash
+    Example: composegen promote 4096-131k --alias ds4-flash  # in examples/team-edge
     """
 
     standby.preload_gates()  # the gates' client loads while the first steps wait (issue 48)
@@ -103,7 +104,7 @@ def rollback(
 ) -> None:
     """Return an alias to the stack it pointed at before (the same switch as promote).
 
-    Example: composegen rollback ds4-flash
+    Example: composegen rollback ds4-flash  # after `promote`, in examples/team-edge
     """
 
     standby.preload_gates()

@@ -51,7 +51,7 @@ def qualify(
 ) -> None:
     """Judge the stack against the profile's `qualify:` criteria; writes an evidence bundle.
 
-    Example: composegen qualify 393k-gpu --json
+    Example: composegen qualify 393k-gpu --json  # in composegen's clone
     """
 
     project, r = _load(name)

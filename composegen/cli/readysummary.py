@@ -3,6 +3,7 @@ mismatches and warnings."""
 
 from __future__ import annotations
 
+from composegen.output import fold
 from composegen.stack.reports import UpReport
 from composegen.units import format_gib
 
@@ -50,12 +51,5 @@ def summary_text(result: UpReport, width: int | None = None) -> str:
     for w in [*result.warnings, *(s.get("warnings") or [])]:
         if _said_by_preflight(w, result):
             continue
-        if width:
-            import textwrap
-
-            lines.append(
-                textwrap.fill(f"warning: {w}", width, initial_indent="  ", subsequent_indent="    ")
-            )
-        else:
-            lines.append(f"  warning: {w}")
+        lines.append(fold(f"  warning: {w}", width))
     return "\n".join(lines) + "\n"

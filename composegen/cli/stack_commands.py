@@ -59,15 +59,16 @@ def status(
         help="Only this profile's stack; exit 3 when it is not running.",
         autocompletion=complete_profile,
     ),
+    every: bool = typer.Option(False, "--all", help="Every project's stacks on this engine."),
     json_: bool = JsonOpt,
 ) -> None:
-    """Containers, endpoint and drift of composegen stacks on this engine.
+    """Containers, endpoint and drift of this project's stacks (--all: every project's).
 
     Example: composegen status starter
     """
     if name:
         _load(name)  # an unknown profile is bad input (2), not "nothing running"
-    report = driver.status(_project(), name)
+    report = driver.status(_project(), name, every)
     edge = _edge_status()
     report.aliases = edge[1] if edge else None
     show = Output(json_)
@@ -151,7 +152,7 @@ def startup(
 ) -> None:
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
 
-    Example: composegen startup --log vllm-startup.log 8192-131k
+    Example: composegen startup --log vllm-startup.log 8192-131k  # in composegen's clone, a vLLM log saved
     """
     report: StartupReport
     if log is not None:

@@ -142,13 +142,6 @@ def fold_stages(done: list[str], width: int, rows: int) -> list[str]:
     return [cut(f"  ✓ +{len(done)} earlier", width)] if done else []
 
 
-def fold(text: str, width: int) -> str:
-    """TEXT folded at words to WIDTH, its continuation lines indented under the first."""
-    import textwrap
-
-    return textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False)
-
-
 def cut(text: str, width: int) -> str:
     """At most `width` characters (an ellipsis marks the cut): a line that fits never wraps."""
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"

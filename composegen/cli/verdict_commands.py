@@ -32,7 +32,7 @@ def plan(
 ) -> None:
     """Predict the KV pool of a profile from earlier evidence (a prediction, never a measurement).
 
-    Example: composegen plan 393k-gpu --from 4096-131k
+    Example: composegen plan 393k-gpu --from 4096-131k  # in composegen's clone
     """
 
     if (from_run is None) == (from_log is None):

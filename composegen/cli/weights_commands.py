@@ -40,7 +40,7 @@ def weights(
 ) -> None:
     """The model cache the stack mounts: present, missing and sizes of the pinned revision's files.
 
-    Example: composegen weights r33 --verify
+    Example: composegen weights r33 --verify  # in composegen's clone
     """
     project, r = _load(name)
     show = Output(json_)

@@ -10,6 +10,7 @@ plot, the load-benchmark plot with its per-level table. Every plot is a
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +40,8 @@ class CampaignHeading:
     def verdict(self) -> str:
         """One line: the decision, its profile and when; `undecided` names the command."""
         if self.decision == "undecided":
-            return f"undecided: `composegen campaign decide {self.name}` records one"
+            flags = '--promote|--no-promotion|--fallback --why "…"'
+            return f"undecided: `composegen campaign decide {self.name} {flags}` records one"
         named = f" {self.profile}" if self.profile else ""
         return f"{self.decision}{named} (decided {self.decided_at or 'at an unknown time'})"
 
@@ -198,12 +200,17 @@ def _drawn(plot: Callable[[RunsReport], str | None], report: RunsReport) -> str 
             return OUT_OF_RANGE
 
 
+def _code(html: str) -> str:
+    """`x` as <code>x</code>: a command in a sentence reads as one, not between literal backticks."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+
+
 def _heading(heading: CampaignHeading) -> list[str]:
     """The decision with its why, then the Outcome: what a reader of a campaign wants first."""
     why = f"<p>Why: {escape(heading.why)}</p>" if heading.why else ""
     parts = [
         f'<div class="decision" data-decision="{escape(heading.decision)}">'
-        f"<p><strong>Decision: {escape(heading.verdict())}</strong></p>{why}</div>"
+        f"<p><strong>Decision: {_code(escape(heading.verdict()))}</strong></p>{why}</div>"
     ]
     if heading.outcome:
         parts.append("<h2>Outcome</h2>")

@@ -78,7 +78,7 @@ def gather(specs: list[str], *, root: str | Path) -> RunsReport:
 
 
 def _short(value: str | None, n: int = 16) -> str:
-    return "unknown" if not value else f"`{value.removeprefix('sha256:')[:n].replace('`', '')}`"
+    return "unknown" if not value else value.removeprefix("sha256:")[:n]
 
 
 def provenance_rows(report: RunsReport) -> list[list[str]]:

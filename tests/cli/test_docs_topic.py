@@ -41,7 +41,7 @@ def test_a_topic_prints_its_page_and_the_list_names_them_all():
     assert res.stdout == (REPO / "docs/install.md").read_text()
     listed = run_cli("docs")
     assert listed.returncode == 0
-    names = {line.split()[0] for line in listed.stdout.splitlines()[:-1]}
+    names = {line.split()[0] for line in listed.stdout.splitlines() if line.startswith("  ")}
     assert names == {p.stem for p in (REPO / "docs").glob("*.md")} - {"README"}
     assert "Installing composegen" in listed.stdout
 

@@ -86,7 +86,7 @@ def test_init_says_next_what_the_readme_quick_start_says(tmp_path):
     (line,) = [x for x in here.stdout.splitlines() if x.startswith("next: ")]
     steps = line.removeprefix("next: ").split(" && ")
     assert steps == ["composegen doctor", "composegen up starter --emulate"], line
-    quick = readme.split("## Quick start as an installed tool", 1)[1].split("\n## ", 1)[0]
+    quick = readme.split("## As an installed tool", 1)[1].split("\n## ", 1)[0]
     assert all(f"\n{step} " in quick for step in steps), quick
     elsewhere = run_cli("init", str(tmp_path / "other"), "--name", "mine", cwd=tmp_path)
     assert (

@@ -43,7 +43,12 @@ def test_the_campaign_report_names_roles_and_opens_with_decision_and_outcome(tmp
     assert "Measurement control 8192-131k candidate 4096-131k Change" in text
     # first the decision (not made yet: the command that makes it), then the Outcome, then the rest
     head = text.split("Provenance", 1)[0]
-    assert f"Decision: undecided: `composegen campaign decide {directory.name}`" in head
+    command = f"composegen campaign decide {directory.name} --promote|--no-promotion|--fallback"
+    assert f"Decision: undecided: {command} --why" in head and "`" not in head, head
+    assert f"<code>{command} --why &quot;…&quot;</code>" in html  # code, not literal backticks
+    md = run_cli("--root", str(project.root), "report", directory.name).stdout
+    provenance = md.split("### Provenance", 1)[1].strip().split("\n\n")[0]
+    assert "\\`" not in provenance and "`" not in provenance, provenance  # no escaped code spans
     outcome = (directory / "campaign.md").read_text().split("## Outcome", 1)[1].split("\n## ")[0]
     first = " ".join(outcome.strip().split("\n\n")[0].split())
     assert "Outcome" in head and first in head, (first, head)
