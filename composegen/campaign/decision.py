@@ -21,7 +21,9 @@ from composegen.campaign.comparison import file_sha256
 from composegen.campaign.decisionfile import DECISION, DECISIONS, read
 from composegen.campaign.reports import CampaignState, Decision, DecisionPart, DecisionRecord
 from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import gatecheck
 from composegen.project import Project
+from composegen.report import JsonObject
 
 MAX_WHY = 2000
 
@@ -40,14 +42,24 @@ def _profile(st: CampaignState, decision: str) -> str | None:
     return st.candidate if decision == "promote" else st.control
 
 
-def decide(project: Project, spec: str, decision: str, why: str) -> DecisionRecord:
+def _line(text: str, option: str) -> str:
+    text = text.strip()
+    if not text or len(text) > MAX_WHY or any(ord(c) < 32 and c not in "\t" for c in text):
+        raise BadInput(f"{option}: one line of 1–{MAX_WHY} printable characters saying why")
+    return text
+
+
+def decide(
+    project: Project, spec: str, decision: str, why: str, despite_gates: str | None = None
+) -> DecisionRecord:
+    """DESPITE_GATES: the operator's why for promoting a candidate that failed gates (else such a
+    promote is refused: CheckFailed naming them)."""
     if decision not in DECISIONS:
         raise BadInput(
             f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
         )
-    why = why.strip()
-    if not why or len(why) > MAX_WHY or any(ord(c) < 32 and c not in "\t" for c in why):
-        raise BadInput(f"--why: one line of 1–{MAX_WHY} printable characters saying why")
+    why = _line(why, "--why")
+    despite = _line(despite_gates, "--despite-gates") if despite_gates is not None else None
     directory = state.require(project, spec)
     st = state.load(directory)
     if not st.finished:
@@ -62,8 +74,19 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
             f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
         )
     chosen = cast(Decision, decision)  # one of DECISIONS, checked above
+    if st.kind == "ab" and chosen == "promote":
+        doc: JsonObject = privatestate.read_json(directory / "comparison.json", {})
+        failed = gatecheck.record_failed_gates(doc, st.candidate or "")
+        gatecheck.refuse_failed_gates(
+            f"campaign {st.name}: the candidate {st.candidate}", failed, despite
+        )
+        despite = despite if failed else None
     part = DecisionPart(
-        decision=chosen, profile=_profile(st, decision), why=why, decided_at=privatestate.stamp()
+        decision=chosen,
+        profile=_profile(st, decision),
+        why=why,
+        decided_at=privatestate.stamp(),
+        despite_gates=despite if chosen == "promote" else None,
     )
     if st.kind == "ab":
         runner.write_records(project, directory, st, decided=part)
@@ -78,6 +101,7 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
         why=why,
         decided_at=part.decided_at or "",
         evidence_sha256=file_sha256(evidence),
+        despite_gates=part.despite_gates,
     )
     # composegen wrote it
     record = record.model_copy(update={"seal": privatestate.seal(project, record.to_json())})

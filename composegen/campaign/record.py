@@ -81,6 +81,8 @@ def outcome(doc: ComparisonReport) -> list[str]:
         else f"{cause}: the engine reported no memory figures."
     )
     out = [f"{first} {bracket_sentence(doc)}", ""]
+    if said := gates_sentence(doc):
+        out += [said, ""]
     tokens, conc = rows.get("kv_cache_tokens"), rows.get("max_concurrency")
     if counted := _pair(tokens):
         a, b = counted
@@ -103,6 +105,24 @@ def outcome(doc: ComparisonReport) -> list[str]:
             f"{cap.kv_tokens_pct:+.3f}%): no unexplained capacity change."
         )
     return out
+
+
+def gates_sentence(doc: ComparisonReport) -> str:
+    """The functional gates in one sentence: each arm's failed gates by name ("" when none ran)."""
+    ran = [c for c in doc.criteria if c.name.startswith("gate:")]
+    failed: dict[str, list[str]] = {}
+    for c in ran:
+        if not c.passed:
+            failed.setdefault(c.arm, []).append(c.name[len("gate:") :])
+    if not ran or not failed:
+        return "Every functional gate passed on every arm." if ran else ""
+    named = "; ".join(f"{arm} failed {', '.join(names)}" for arm, names in failed.items())
+    verdict = (
+        "the candidate is not promoted on this evidence"
+        if "candidate" in failed
+        else "the candidate passed every gate"
+    )
+    return f"Functional gates FAILED: {named}; {verdict}."
 
 
 def configuration(doc: ComparisonReport) -> list[str]:
@@ -254,7 +274,8 @@ def _decision_lines(doc: ComparisonReport) -> list[str]:
             '--promote|--no-promotion|--fallback --why "…"`.'
         ]
     target = f" ({d.profile})" if d.profile else ""
-    return [f"**{d.decision}**{target}, decided {d.decided_at}: {d.why}"]
+    said = f"**{d.decision}**{target}, decided {d.decided_at}: {d.why}"
+    return [said + (f" Despite failed gates: {d.despite_gates}" if d.despite_gates else "")]
 
 
 def _trace(doc: ComparisonReport) -> list[str]:

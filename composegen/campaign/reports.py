@@ -189,6 +189,10 @@ class DecisionPart(Report):
     profile: str | None = None
     why: str | None = None
     decided_at: str | None = None
+    despite_gates: str | None = Field(
+        default=None,
+        description="a promote despite the candidate's failed gates: the operator's why",
+    )
 
 
 class DecisionRecord(Report):
@@ -201,6 +205,10 @@ class DecisionRecord(Report):
     why: str
     decided_at: str
     evidence_sha256: str
+    despite_gates: str | None = Field(
+        default=None,
+        description="a promote despite the candidate's failed gates: the operator's why",
+    )
     seal: str = Field(
         default="", description="hmac-sha256 of the other fields under the project's records key"
     )

@@ -11,6 +11,7 @@ from composegen.errors import CheckFailed
 from composegen.evidence import gates
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
+from composegen.report import JsonObject
 from composegen.stack import driver
 
 
@@ -44,3 +45,32 @@ def require_gates(r: Resolved, only: list[str] | None) -> None:
     failed = [g.name for g in stack_gates(r, only=only or ["smoke"]).gates if not g.passed]
     if failed:
         raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
+
+
+def record_failed_gates(record: JsonObject, profile: str) -> list[str]:
+    """The gates that failed on any arm that ran PROFILE, read from a campaign record
+    (comparison.json as JSON: its `arms` name the profiles, its `criteria` the `gate:NAME` rows)."""
+    arms = {a.get("arm") for a in record.get("arms") or [] if _ran(a, profile)}
+    failed = [
+        str(c.get("name"))[len("gate:") :]
+        for c in record.get("criteria") or []
+        if isinstance(c, dict)
+        and c.get("arm") in arms
+        and str(c.get("name")).startswith("gate:")
+        and c.get("passed") is not True
+    ]
+    return list(dict.fromkeys(failed))
+
+
+def _ran(arm: object, profile: str) -> bool:
+    return isinstance(arm, dict) and arm.get("profile") == profile
+
+
+def refuse_failed_gates(what: str, failed: list[str], despite: str | None) -> None:
+    """CheckFailed naming FAILED (the gates WHAT failed) unless the operator said why it goes on
+    DESPITE them (`--despite-gates "why"`, recorded with the decision)."""
+    if failed and not (despite or "").strip():
+        raise CheckFailed(
+            f"{what} failed gates: {', '.join(failed)}",
+            hint='a candidate that fails its gates is not promoted; `--despite-gates "why"` records an exception',
+        )
