@@ -1,7 +1,7 @@
 """Before arm 1 touches a running stack: every arm still to run has its profile rendered (the
 campaign writes a stale or missing out/ itself, and says so), the engine answers, and each arm's
 host port is free or held by that arm's own stack (which the arm attaches to or wakes). A problem
-is CheckFailed naming each, before anything was started or taken down.
+is CheckFailed naming each (the engine: EngineError), before anything was started or taken down.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from composegen import render
 from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import CampaignState
-from composegen.errors import CheckFailed, ComposegenError
+from composegen.errors import CheckFailed, ComposegenError, EngineError
 from composegen.profiles import resolve
 from composegen.project import Project
 from composegen.stack import driver
@@ -28,7 +28,8 @@ def check(project: Project, st: CampaignState, ui: CampaignProgress) -> None:
     else:
         problems = [why for name in names if (why := _port(project, name))]
     if problems:
-        raise CheckFailed(
+        kind = EngineError if problems[0].startswith("the engine") else CheckFailed
+        raise kind(
             f"campaign {st.name} checked before its first arm and cannot start: {'; '.join(problems)}",
             hint=f"nothing was started or stopped; fix it, then `composegen campaign resume {st.name}`",
         )
