@@ -35,9 +35,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
 from composegen.emulator import versions
+from composegen.sizing.ledger import DEFAULT_GPU_GIB
 
 GiB = 1 << 30
-DEFAULT_GPU_GIB = 95.0125
 DEFAULT_WEIGHTS_GIB = 75.51
 DEFAULT_ACT_BASE_GIB = 0.55
 DEFAULT_ACT_GIB_PER_BATCH_TOKEN = 0.59 / 4096

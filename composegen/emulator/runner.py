@@ -36,7 +36,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn, TextIO
 
-from composegen.emulator import cluster, gpuledger, headless, loading, modelsize, shmfiles, versions
+from composegen.emulator import cluster, headless, loading, shmfiles, versions
 from composegen.emulator.argv import parse_serve_args
 from composegen.emulator.chat import ServingInfo
 from composegen.emulator.memory import GiB, MemoryInputs, MemoryPlan, plan_memory
@@ -44,6 +44,8 @@ from composegen.emulator.metrics import Metrics
 from composegen.emulator.server import ROUTES, VERSION, make_server
 from composegen.emulator.server_state import Pacing, ServerState
 from composegen.emulator.sleep import DEV_ROUTES, SleepMode
+from composegen.sizing import ledger as gpuledger
+from composegen.sizing import models as modelsize
 
 FAULTS = (
     "crash_during_load",
