@@ -1,12 +1,13 @@
-"""Weights per rank from the served model's own config.json, when the emulator can read it: a 0.6 B
-model must not report the seed's 75.51 GiB. Used only when EMU_WEIGHTS_GIB is not set.
+"""A model's size per rank (weights, layers, KV bytes per token) from its own config.json, when at
+hand, else from what composegen knows (KNOWN_CONFIGS, KNOWN_FACTS): a 0.6 B model must not report the
+seed's 75.51 GiB. The emulator uses them where EMU_WEIGHTS_GIB / EMU_KV_BYTES_PER_TOKEN are not set.
 
 The config is looked up as vLLM would find it: a local model directory, else the Hugging Face cache
 ($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub) at the served revision (any snapshot when
 none is given). Parameters are counted from the transformer shape (embeddings, attention with its KV
 heads, gated MLP, norms), times the bytes of its torch_dtype, split over tensor-parallel ranks. A
-quantized config (quantization_config) or an unknown shape gives None: the memory model keeps its
-default.
+quantized config (quantization_config) or an unknown shape gives what composegen knows, or None:
+the memory model keeps its default.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 GiB = 1 << 30
@@ -38,7 +40,8 @@ def _config_path(model: str, revision: str | None, env: Mapping[str, str]) -> Pa
     return found[0] if found else None
 
 
-def _parameters(config: dict) -> int | None:
+def _parameters(config: dict) -> tuple[int, int, int] | None:
+    """(parameters, layers, KV elements a token per layer) from the transformer shape."""
     nested = config.get("text_config")
     # multimodal configs nest the language model
     text: dict = nested if isinstance(nested, dict) else config
@@ -57,15 +60,60 @@ def _parameters(config: dict) -> int | None:
         * hidden
         * (1 if text.get("tie_word_embeddings", config.get("tie_word_embeddings")) else 2)
     )
-    return embeddings + layers * (attention + mlp + 2 * hidden) + hidden
+    params = embeddings + layers * (attention + mlp + 2 * hidden) + hidden
+    return params, layers, 2 * kv_heads * head_dim  # K and V elements a token, every layer
 
 
-def weights_gib(values: dict, env: Mapping[str, str]) -> float | None:
-    """GiB of weights per rank for the parsed `vllm serve` values, or None when the config does not
-    say."""
-    model = values.get("model")
-    if not isinstance(model, str) or not model:
-        return None
+@dataclass(frozen=True)
+class ModelFacts:
+    """A model's size as one rank of vLLM holds it. kv_bytes_per_token is for a 2-byte cache (the
+    memory model scales it by --kv-cache-dtype); weights grow by weights_gib_per_batch_token with
+    --max-num-batched-tokens where the source shows they do."""
+
+    weights_gib: float
+    kv_bytes_per_token: float | None
+    layers: int | None
+    source: str
+    weights_gib_per_batch_token: float = 0.0
+    unreproduced: str | None = None  # a figure the source gives that these facts do not explain
+
+    def weights_at(self, batched: int) -> float:
+        return round(self.weights_gib + self.weights_gib_per_batch_token * batched, 6)
+
+
+# The configs and figures composegen knows without a download: Qwen3-0.6B's config.json (init's
+# starter), and the seed's r33 arms (../shared/seeds/r33-batch-token-ab.md) for the quantized
+# DeepSeek-V4-Flash-0731, whose config does not give its bytes: its fp8 KV holds 553,243 tokens in
+# 15.9871875 GiB (31,028.131 bytes a token, 62,056.262 at 2 bytes); its weights are 75.51 GiB per rank
+# at 4,096 batched tokens and 75.64 at 8,192 (a line through both: the seed does not say why).
+QWEN3_0_6B = {
+    "hidden_size": 1024,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
+KNOWN_CONFIGS = {"Qwen/Qwen3-0.6B": QWEN3_0_6B}
+SEED = "the seed's r33 batch-token A/B (EMULATED fit)"
+KNOWN_FACTS = {
+    "deepseek-ai/DeepSeek-V4-Flash-0731": ModelFacts(
+        weights_gib=75.38,
+        kv_bytes_per_token=62056.262,
+        layers=None,
+        source=SEED,
+        weights_gib_per_batch_token=0.13 / 4096,
+        unreproduced="the 8,192 arm's 283,917 KV tokens (2.17x at 131,072): the seed itself calls "
+        "the jump to 553,243 at 4,096 unexplained (+4.715% KV bytes, +94.861% tokens); the emulator "
+        "counts tokens from the bytes",
+    )
+}
+
+
+def _read_config(model: str, values: dict, env: Mapping[str, str]) -> dict | None:
     path = _config_path(model, values.get("revision"), env)
     try:
         if path is None or not path.is_file() or path.stat().st_size > CONFIG_MAX_BYTES:
@@ -73,13 +121,29 @@ def weights_gib(values: dict, env: Mapping[str, str]) -> float | None:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(config, dict) or config.get("quantization_config"):
+    return config if isinstance(config, dict) else None
+
+
+def facts(values: dict, env: Mapping[str, str]) -> ModelFacts | None:
+    """The served model's facts (parsed `vllm serve` VALUES): its config.json at hand, else one
+    composegen knows; None when neither says (the memory model keeps its defaults)."""
+    model = values.get("model")
+    if not isinstance(model, str) or not model:
         return None
-    params = _parameters(config)
+    tp = max(int(values.get("tensor_parallel_size") or 1), 1)
+    config = _read_config(model, values, env) or KNOWN_CONFIGS.get(model)
+    if config is None or config.get("quantization_config"):
+        return KNOWN_FACTS.get(model)
+    shape = _parameters(config)
     dtype_bytes = DTYPE_BYTES.get(
         str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     )
-    if params is None or dtype_bytes is None:
-        return None
-    tp = int(values.get("tensor_parallel_size") or 1)
-    return round(params * dtype_bytes / GiB / max(tp, 1), 2)
+    if shape is None or dtype_bytes is None:
+        return KNOWN_FACTS.get(model)
+    params, layers, kv_elements = shape
+    return ModelFacts(
+        weights_gib=round(params * dtype_bytes / GiB / tp, 2),
+        kv_bytes_per_token=layers * kv_elements * 2 / tp,  # at 2 bytes, this rank's KV heads
+        layers=layers,
+        source=f"{model}'s config.json",
+    )

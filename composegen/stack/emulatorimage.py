@@ -33,7 +33,9 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 _HERE = _PACKAGE / "emulator"
 _SHIPPED = ("emulator", "sizing")  # the rooms the container runs (stdlib only)
 _CATALOG = _PACKAGE / "vllm" / "data" / "vllm-0.33.0-serve-flags.json"
-_PACKAGE_STUB = b'"""composegen (emulator image stub): only composegen.emulator and composegen.sizing are installed here."""\n'
+_PACKAGE_STUB = (
+    b'"""composegen (emulator image stub): only its emulator and sizing rooms are here."""\n'
+)
 
 
 @dataclass(frozen=True)

@@ -46,15 +46,33 @@ def test_decide_promote_refuses_failed_gates_unless_the_operator_says_why(campai
         decision.decide(project, directory.name, "promote", "better KV")
     assert "--despite-gates" in (refused.value.hint or "")
     assert not (directory / "decision.json").exists()
-    res = run_cli("--root", str(project.root), "campaign", "decide", directory.name, "--promote",
-                  "--why", "better KV")  # fmt: skip
+    res = run_cli(
+        "--root",
+        str(project.root),
+        "campaign",
+        "decide",
+        directory.name,
+        "--promote",
+        "--why",
+        "better KV",
+    )
     assert (
         res.returncode == 1
         and "failed gates: tools" in res.stderr
         and "Traceback" not in res.stderr
     )
-    res = run_cli("--root", str(project.root), "campaign", "decide", directory.name, "--promote",
-                  "--why", "better KV", "--despite-gates", "tools needs the parser of the next arm")  # fmt: skip
+    res = run_cli(
+        "--root",
+        str(project.root),
+        "campaign",
+        "decide",
+        directory.name,
+        "--promote",
+        "--why",
+        "better KV",
+        "--despite-gates",
+        "tools needs the parser of the next arm",
+    )
     assert res.returncode == 0, res.stderr
     assert "despite failed gates: tools needs the parser of the next arm" in res.stdout
     on_disk = json.loads((directory / "decision.json").read_text())

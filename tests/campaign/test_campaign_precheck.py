@@ -22,8 +22,17 @@ from tests.support.helpers import run_cli
 def test_an_unreachable_engine_fails_before_arm_1_and_says_resume(tmp_path):
     root, control, candidate = emulated_ab(tmp_path)
     assert not (root / "out").exists()
-    res = run_cli("--root", str(root), "campaign", "run", control, candidate, "--gate", "--emulate",
-                  env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})  # fmt: skip
+    res = run_cli(
+        "--root",
+        str(root),
+        "campaign",
+        "run",
+        control,
+        candidate,
+        "--gate",
+        "--emulate",
+        env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"},
+    )
     assert res.returncode == 3, res.stderr
     assert "checked before its first arm and cannot start: the engine" in res.stderr
     assert f"composegen campaign resume {control}-vs-{candidate}" in res.stderr
