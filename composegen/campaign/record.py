@@ -9,6 +9,8 @@ SHA-256).
 
 from __future__ import annotations
 
+from typing import cast
+
 from composegen.campaign.bracket import sentence
 from composegen.campaign.reports import CampaignState, ComparisonReport
 from composegen.evidence import compare
@@ -31,17 +33,11 @@ def _rows(doc: ComparisonReport) -> dict[str, CompareRow]:
 
 def _pair(row: CompareRow | None) -> tuple[float, float] | None:
     """The row's two figures when both arms reported a number."""
-    if row is None:
+    a, b = (row.a, row.b) if row is not None else (None, None)
+    number = (int, float)
+    if any(isinstance(v, bool) or not isinstance(v, number) for v in (a, b)):
         return None
-    a, b = row.a, row.b
-    if (
-        isinstance(a, bool)
-        or isinstance(b, bool)
-        or not isinstance(a, int | float)
-        or not isinstance(b, int | float)
-    ):
-        return None
-    return a, b
+    return cast(float, a), cast(float, b)
 
 
 def _num(v: object) -> str:
@@ -80,7 +76,7 @@ def outcome(doc: ComparisonReport) -> list[str]:
         if parts
         else f"{cause}: the engine reported no memory figures."
     )
-    out = [f"{first} {bracket_sentence(doc)}", ""]
+    out = [f"{first} {sentence(doc.bracket, doc.control)}", ""]
     if said := gates_sentence(doc):
         out += [said, ""]
     tokens, conc = rows.get("kv_cache_tokens"), rows.get("max_concurrency")
@@ -117,12 +113,8 @@ def gates_sentence(doc: ComparisonReport) -> str:
     if not ran or not failed:
         return "Every functional gate passed on every arm." if ran else ""
     named = "; ".join(f"{arm} failed {', '.join(names)}" for arm, names in failed.items())
-    verdict = (
-        "the candidate is not promoted on this evidence"
-        if "candidate" in failed
-        else "the candidate passed every gate"
-    )
-    return f"Functional gates FAILED: {named}; {verdict}."
+    verdict = "is not promoted on this evidence" if "candidate" in failed else "passed every gate"
+    return f"Functional gates FAILED: {named}; the candidate {verdict}."
 
 
 def configuration(doc: ComparisonReport) -> list[str]:
@@ -397,20 +389,9 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
     return "\n".join(lines) + "\n"
 
 
-def bracket_sentence(doc: ComparisonReport) -> str:
-    return sentence(doc.bracket, doc.control)
-
-
 def paragraphs(text: str, title: str) -> list[str]:
     """The paragraphs of campaign.md's section TITLE (`Outcome`): what a finished run prints, with
     the decide command and the record's path, instead of the whole record."""
-    lines = text.splitlines()
-    head = f"## {title}"
-    if head not in lines:
-        return []
-    body: list[str] = []
-    for line in lines[lines.index(head) + 1 :]:
-        if line.startswith("## "):
-            break
-        body.append(line)
-    return [p.strip().replace("\n", " ") for p in "\n".join(body).split("\n\n") if p.strip()]
+    parts = text.split(f"\n## {title}\n", 1)
+    section = parts[1].split("\n## ", 1)[0] if len(parts) == 2 else ""
+    return [p.strip().replace("\n", " ") for p in section.split("\n\n") if p.strip()]
