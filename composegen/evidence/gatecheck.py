@@ -5,13 +5,12 @@ CLI's imports: docs/standby.md). capture.py runs stack_gates for its bundles.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from composegen.errors import CheckFailed
 from composegen.evidence import gates
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
-from composegen.report import JsonObject
 from composegen.stack import driver
 
 
@@ -47,15 +46,16 @@ def require_gates(r: Resolved, only: list[str] | None) -> None:
         raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
 
 
-def record_failed_gates(record: JsonObject, profile: str) -> list[str]:
+def record_failed_gates(record: Mapping[str, object], profile: str) -> list[str]:
     """The gates that failed on any arm that ran PROFILE, read from a campaign record
     (comparison.json as JSON: its `arms` name the profiles, its `criteria` the `gate:NAME` rows)."""
-    arms = {a.get("arm") for a in record.get("arms") or [] if _ran(a, profile)}
+    arms, rows = record.get("arms"), record.get("criteria")
+    ran = {a.get("arm") for a in arms if _ran(a, profile)} if isinstance(arms, list) else set()
     failed = [
         str(c.get("name"))[len("gate:") :]
-        for c in record.get("criteria") or []
+        for c in (rows if isinstance(rows, list) else [])
         if isinstance(c, dict)
-        and c.get("arm") in arms
+        and c.get("arm") in ran
         and str(c.get("name")).startswith("gate:")
         and c.get("passed") is not True
     ]
