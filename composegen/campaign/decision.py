@@ -13,6 +13,7 @@ A qualification campaign's sanitized record is qualification.json; its hash stan
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 from composegen import privatestate
@@ -49,17 +50,8 @@ def _line(text: str, option: str) -> str:
     return text
 
 
-def decide(
-    project: Project, spec: str, decision: str, why: str, despite_gates: str | None = None
-) -> DecisionRecord:
-    """DESPITE_GATES: the operator's why for promoting a candidate that failed gates (else such a
-    promote is refused: CheckFailed naming them)."""
-    if decision not in DECISIONS:
-        raise BadInput(
-            f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
-        )
-    why = _line(why, "--why")
-    despite = _line(despite_gates, "--despite-gates") if despite_gates is not None else None
+def _undecided(project: Project, spec: str) -> tuple[Path, CampaignState]:
+    """SPEC's directory and state: finished, and not decided yet."""
     directory = state.require(project, spec)
     st = state.load(directory)
     if not st.finished:
@@ -73,20 +65,41 @@ def decide(
         raise BadInput(
             f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
         )
-    chosen = cast(Decision, decision)  # one of DECISIONS, checked above
-    if st.kind == "ab" and chosen == "promote":
-        doc: JsonObject = privatestate.read_json(directory / "comparison.json", {})
-        failed = gatecheck.record_failed_gates(doc, st.candidate or "")
-        gatecheck.refuse_failed_gates(
-            f"campaign {st.name}: the candidate {st.candidate}", failed, despite
+    return directory, st
+
+
+def _excused(directory: Path, st: CampaignState, despite: str | None) -> str | None:
+    """A promote: the candidate's failed gates refused (CheckFailed), unless DESPITE says why
+    (returned when there were failed gates to excuse)."""
+    if st.kind != "ab":
+        return None  # a qualification promotes the arm that qualified: its gates passed
+    doc: JsonObject = privatestate.read_json(directory / "comparison.json", {})
+    failed = gatecheck.record_failed_gates(doc, st.candidate or "")
+    gatecheck.refuse_failed_gates(
+        f"campaign {st.name}: the candidate {st.candidate}", failed, despite
+    )
+    return despite if failed else None
+
+
+def decide(
+    project: Project, spec: str, decision: str, why: str, despite_gates: str | None = None
+) -> DecisionRecord:
+    """DESPITE_GATES: the operator's why for promoting a candidate that failed gates (else such a
+    promote is refused: CheckFailed naming them)."""
+    if decision not in DECISIONS:
+        raise BadInput(
+            f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
         )
-        despite = despite if failed else None
+    why = _line(why, "--why")
+    despite = _line(despite_gates, "--despite-gates") if despite_gates is not None else None
+    directory, st = _undecided(project, spec)
+    chosen = cast(Decision, decision)  # one of DECISIONS, checked above
     part = DecisionPart(
         decision=chosen,
         profile=_profile(st, decision),
         why=why,
         decided_at=privatestate.stamp(),
-        despite_gates=despite if chosen == "promote" else None,
+        despite_gates=_excused(directory, st, despite) if chosen == "promote" else None,
     )
     if st.kind == "ab":
         runner.write_records(project, directory, st, decided=part)

@@ -48,19 +48,21 @@ def _flag_name(path: str) -> str:
     return path.rsplit(".", 1)[-1] if ".--" in path else path
 
 
-def outcome(doc: ComparisonReport) -> list[str]:
-    rows, diffs = _rows(doc), doc.differences.functional
+def _cause(doc: ComparisonReport) -> str:
+    diffs = doc.differences.functional
     if len(diffs) == 1:
         d = diffs[0]
-        cause = (
+        return (
             f"Changing {_flag_name(d.path)} from {_num(d.before)} to {_num(d.after)} "
             f"on the otherwise matched {doc.control} control"
         )
-    elif diffs:
-        cause = f"The {len(diffs)} functional changes from {doc.control} to {doc.candidate}"
-    else:
-        cause = f"With no functional configuration change from {doc.control} to {doc.candidate}, the candidate"
-    parts = []
+    if diffs:
+        return f"The {len(diffs)} functional changes from {doc.control} to {doc.candidate}"
+    return f"With no functional configuration change from {doc.control} to {doc.candidate}, the candidate"
+
+
+def outcome(doc: ComparisonReport) -> list[str]:
+    rows, cause, parts = _rows(doc), _cause(doc), []
     act, kv = rows.get("peak_activation_gib"), rows.get("min_rank_kv_gib")
     for row, what in (
         (act, "profiled peak activation memory"),
