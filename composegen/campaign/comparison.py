@@ -124,6 +124,7 @@ def build(
             "identity": [c.path for c in config.identity],
         },
         "unexplained_capacity_change": compared.unexplained_capacity_change.to_json(),
+        "comparability": compared.comparability,
         "bracket": state.bracket.to_json() if state.bracket else None,
         "bench": compared.bench.to_json() if compared.bench else None,
         "criteria": [c.to_json() for c in criteria],

@@ -365,7 +365,8 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
     lines += ["## Outcome", "", *outcome(doc), ""]
     lines += ["## Controlled configuration", "", " ".join(configuration(doc)), ""]
     table = compare.markdown_table(f"{doc.control} control", f"{doc.candidate} candidate", doc.rows)
-    lines += ["## Results", "", *table, ""]
+    said = [f"**{doc.comparability}**", ""] if doc.comparability else []
+    lines += ["## Results", "", *said, *table, ""]
     lines += _bench(doc)
     if doc.bracket:
         lines += [

@@ -237,6 +237,9 @@ class ComparisonReport(Report):
     arms: list[ArmFigures]
     differences: Differences
     unexplained_capacity_change: CapacityChange
+    comparability: str | None = Field(
+        default=None, description="null: control and candidate comparable; else why not"
+    )
     bracket: BracketResult | None
     bench: BenchDeltas | None = Field(
         default=None,
