@@ -50,7 +50,8 @@ def record_failed_gates(record: Mapping[str, object], profile: str) -> list[str]
     """The gates that failed on any arm that ran PROFILE, read from a campaign record
     (comparison.json as JSON: its `arms` name the profiles, its `criteria` the `gate:NAME` rows)."""
     arms, rows = record.get("arms"), record.get("criteria")
-    ran = {a.get("arm") for a in arms if _ran(a, profile)} if isinstance(arms, list) else set()
+    ours = [a for a in arms if isinstance(a, dict)] if isinstance(arms, list) else []
+    ran = {a.get("arm") for a in ours if a.get("profile") == profile}
     failed = [
         str(c.get("name"))[len("gate:") :]
         for c in (rows if isinstance(rows, list) else [])
@@ -60,10 +61,6 @@ def record_failed_gates(record: Mapping[str, object], profile: str) -> list[str]
         and c.get("passed") is not True
     ]
     return list(dict.fromkeys(failed))
-
-
-def _ran(arm: object, profile: str) -> bool:
-    return isinstance(arm, dict) and arm.get("profile") == profile
 
 
 def refuse_failed_gates(what: str, failed: list[str], despite: str | None) -> None:
