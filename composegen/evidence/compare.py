@@ -367,7 +367,7 @@ def format_text(result: CompareReport) -> str:
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines[:0] = [n for n in (result.comparability, _emulated_line(result)) if n]
+    lines[:0] = [n for n in (_emulated_line(result), result.comparability) if n]
     lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result.notes]]
     lines += benchcompare.format_lines(result.bench)
     return "\n".join(lines) + "\n"
@@ -391,7 +391,7 @@ def bench_markdown(bench: BenchDeltas | None) -> list[str]:
 
 def format_markdown(result: CompareReport) -> str:
     lines = markdown_table(*_headers(result), result.rows)
-    for said in (_emulated_line(result), result.comparability):
+    for said in (result.comparability, _emulated_line(result)):
         lines[:0] = [f"> **{said}**", ""] if said else []
     lines += ["", f"**{_flag_line(result)}**", ""]
     lines += [f"- {md_cell(line.strip())}" for line in _config_lines(result)]
