@@ -13,7 +13,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "composegen"
 
 # Lower ranks are imported by higher ones, never the other way; a package may import itself.
 RANKS = {
-    "errors": 0, "units": 0, "addresses": 0, "output": 0, "report": 0, "emulator": 0, "__init__": 0,
+    "errors": 0, "units": 0, "addresses": 0, "output": 0, "report": 0, "sizing": 0, "__init__": 0,
+    # the test double: imports only sizing (and itself); nothing imports it
+    "emulator": 0.5,
     "project": 1, "wire": 1, "safewrite": 1, "privatestate": 1.5,
     "usercache": 2, "rendercache": 3, "ledger": 3.6,
     "vllm": 2,
@@ -353,4 +355,37 @@ def test_the_gatekeeper_is_one_stdlib_file():
         bases = {base for base, _ in import_statements(path)}
         parts = {b for b in bases if b.startswith("composegen.edge.gate_")}
         outside = {b.split(".")[0] for b in bases - parts} - set(sys.stdlib_module_names)
+        assert not outside, f"{path.name} imports {sorted(outside)}"
+
+
+def test_no_product_room_imports_the_emulator():
+    """The emulator is a test double: what the product shares with it (the GPU ledger, model sizes) is in
+    composegen/sizing/, and its image is built from its files (stack/emulatorimage.py), not imported."""
+    wrong = sorted(
+        f"{src} -> {dst}"
+        for src, targets in graph().items()
+        for dst in targets
+        if room(dst) == "emulator" and room(src) != "emulator"
+    )
+    assert not wrong, "product code imports the emulator:\n" + "\n".join(wrong)
+
+
+def test_the_emulator_image_holds_all_it_imports():
+    """The image ships composegen/emulator and composegen/sizing (stack/emulatorimage.py), on a bare python:
+    they may import the standard library and each other, nothing else."""
+    from composegen.stack.emulatorimage import context_files
+
+    shipped = {f.path for f in context_files()}
+    for path in [
+        *PACKAGE.joinpath("emulator").glob("*.py"),
+        *PACKAGE.joinpath("sizing").glob("*.py"),
+    ]:
+        assert str(path.relative_to(PACKAGE.parent)) in shipped, path
+        outside = {
+            base
+            for base, _ in import_statements(path)
+            if base.split(".")[0] not in sys.stdlib_module_names
+            and room(base) not in ("emulator", "sizing")
+            and base != "__future__"
+        }
         assert not outside, f"{path.name} imports {sorted(outside)}"

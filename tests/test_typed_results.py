@@ -19,6 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "composegen"
 
 DOCUMENT_MODULES = {
     "emulator": "a labelled test double: the wire's payloads as they are",
+    "sizing": "shipped into the emulator's image (moved from emulator/): config.json and ledger entries as read",
+    "stack/emulatorimage.py": "the emulator image's build context described (moved from emulator/image.py)",
     "diff": "compose files and manifests compared as the documents they are",
     "k8s": "Kubernetes manifests",
     "render.py": "the compose document and its template context",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from composegen.campaign.reports import (
     COMPARISON_SCHEMA,
@@ -43,34 +44,16 @@ def file_sha256(path: Path) -> str:
 
 
 def _criteria(key: str, doc: LoadedRun, shm: int | None) -> list[Criterion]:
-    """DOC: the arm's evidence (load_run)."""
+    """DOC: the arm's evidence (load_run): (name, measured, threshold, passed) of each check."""
     ready = doc.startup.ready
-    rows = [Criterion(arm=key, name="startup", measured=ready, threshold=True, passed=ready)]
-    for gate in doc.gates.gates if doc.gates else []:
-        rows.append(
-            Criterion(
-                arm=key,
-                name=f"gate:{gate.name}",
-                measured=gate.passed,
-                threshold=True,
-                passed=gate.passed,
-            )
-        )
-    for row in doc.ladder.targets if doc.ladder else []:
-        rows.append(
-            Criterion(
-                arm=key,
-                name=f"ladder:{row.target}",
-                measured=row.prompt_tokens,
-                threshold=row.target,
-                passed=row.ok,
-            )
-        )
+    rows: list[tuple[str, Any, Any, bool]] = [("startup", ready, True, ready)]
+    gates = doc.gates.gates if doc.gates else []
+    rows += [(f"gate:{g.name}", g.passed, True, g.passed) for g in gates]
+    ladder = doc.ladder.targets if doc.ladder else []
+    rows += [(f"ladder:{t.target}", t.prompt_tokens, t.target, t.ok) for t in ladder]
     if shm is not None:
-        rows.append(
-            Criterion(arm=key, name="shm_reclaimable", measured=shm, threshold=0, passed=shm == 0)
-        )
-    return rows
+        rows.append(("shm_reclaimable", shm, 0, shm == 0))
+    return [Criterion(arm=key, name=n, measured=m, threshold=t, passed=p) for n, m, t, p in rows]
 
 
 def build(
@@ -141,6 +124,7 @@ def build(
             "identity": [c.path for c in config.identity],
         },
         "unexplained_capacity_change": compared.unexplained_capacity_change.to_json(),
+        "comparability": compared.comparability,
         "bracket": state.bracket.to_json() if state.bracket else None,
         "bench": compared.bench.to_json() if compared.bench else None,
         "criteria": [c.to_json() for c in criteria],

@@ -13,6 +13,7 @@ A qualification campaign's sanitized record is qualification.json; its hash stan
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import cast
 
 from composegen import privatestate
@@ -21,7 +22,9 @@ from composegen.campaign.comparison import file_sha256
 from composegen.campaign.decisionfile import DECISION, DECISIONS, read
 from composegen.campaign.reports import CampaignState, Decision, DecisionPart, DecisionRecord
 from composegen.errors import BadInput, CheckFailed
+from composegen.evidence import gatecheck
 from composegen.project import Project
+from composegen.report import JsonObject
 
 MAX_WHY = 2000
 
@@ -40,14 +43,15 @@ def _profile(st: CampaignState, decision: str) -> str | None:
     return st.candidate if decision == "promote" else st.control
 
 
-def decide(project: Project, spec: str, decision: str, why: str) -> DecisionRecord:
-    if decision not in DECISIONS:
-        raise BadInput(
-            f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
-        )
-    why = why.strip()
-    if not why or len(why) > MAX_WHY or any(ord(c) < 32 and c not in "\t" for c in why):
-        raise BadInput(f"--why: one line of 1–{MAX_WHY} printable characters saying why")
+def _line(text: str, option: str) -> str:
+    text = text.strip()
+    if not text or len(text) > MAX_WHY or any(ord(c) < 32 and c not in "\t" for c in text):
+        raise BadInput(f"{option}: one line of 1–{MAX_WHY} printable characters saying why")
+    return text
+
+
+def _undecided(project: Project, spec: str) -> tuple[Path, CampaignState]:
+    """SPEC's directory and state: finished, and not decided yet."""
     directory = state.require(project, spec)
     st = state.load(directory)
     if not st.finished:
@@ -61,9 +65,41 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
         raise BadInput(
             f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
         )
+    return directory, st
+
+
+def _excused(directory: Path, st: CampaignState, despite: str | None) -> str | None:
+    """A promote: the candidate's failed gates refused (CheckFailed), unless DESPITE says why
+    (returned when there were failed gates to excuse)."""
+    if st.kind != "ab":
+        return None  # a qualification promotes the arm that qualified: its gates passed
+    doc: JsonObject = privatestate.read_json(directory / "comparison.json", {})
+    failed = gatecheck.record_failed_gates(doc, st.candidate or "")
+    gatecheck.refuse_failed_gates(
+        f"campaign {st.name}: the candidate {st.candidate}", failed, despite
+    )
+    return despite if failed else None
+
+
+def decide(
+    project: Project, spec: str, decision: str, why: str, despite_gates: str | None = None
+) -> DecisionRecord:
+    """DESPITE_GATES: the operator's why for promoting a candidate that failed gates (else such a
+    promote is refused: CheckFailed naming them)."""
+    if decision not in DECISIONS:
+        raise BadInput(
+            f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
+        )
+    why = _line(why, "--why")
+    despite = _line(despite_gates, "--despite-gates") if despite_gates is not None else None
+    directory, st = _undecided(project, spec)
     chosen = cast(Decision, decision)  # one of DECISIONS, checked above
     part = DecisionPart(
-        decision=chosen, profile=_profile(st, decision), why=why, decided_at=privatestate.stamp()
+        decision=chosen,
+        profile=_profile(st, decision),
+        why=why,
+        decided_at=privatestate.stamp(),
+        despite_gates=_excused(directory, st, despite) if chosen == "promote" else None,
     )
     if st.kind == "ab":
         runner.write_records(project, directory, st, decided=part)
@@ -78,6 +114,7 @@ def decide(project: Project, spec: str, decision: str, why: str) -> DecisionReco
         why=why,
         decided_at=part.decided_at or "",
         evidence_sha256=file_sha256(evidence),
+        despite_gates=part.despite_gates,
     )
     # composegen wrote it
     record = record.model_copy(update={"seal": privatestate.seal(project, record.to_json())})

@@ -29,7 +29,7 @@ def read(directory: Path) -> DecisionPart | None:
         raise BadInput(f"{path}: decision: must be one of {', '.join(DECISIONS)}")
     try:
         return DecisionPart.model_validate(
-            {k: doc.get(k) for k in ("decision", "profile", "why", "decided_at")}
+            {k: doc.get(k) for k in ("decision", "profile", "why", "decided_at", "despite_gates")}
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from composegen import privatestate
 from composegen.campaign import arm as run_arm
-from composegen.campaign import decisionfile, qualifyrecord, state
+from composegen.campaign import decisionfile, precheck, qualifyrecord, state
 from composegen.campaign.comparison import file_sha256
 from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import (
@@ -90,6 +90,7 @@ def create(
 
 def run(project: Project, directory: Path, ui: CampaignProgress) -> CampaignState:
     st = state.load(directory)
+    precheck.check(project, st, ui)
     for arm in st.arms:
         earlier = st.arms[: st.arms.index(arm)]
         if any(a.qualified for a in earlier) and arm.status != "done":

@@ -9,6 +9,8 @@ SHA-256).
 
 from __future__ import annotations
 
+from typing import cast
+
 from composegen.campaign.bracket import sentence
 from composegen.campaign.reports import CampaignState, ComparisonReport
 from composegen.evidence import compare
@@ -31,17 +33,11 @@ def _rows(doc: ComparisonReport) -> dict[str, CompareRow]:
 
 def _pair(row: CompareRow | None) -> tuple[float, float] | None:
     """The row's two figures when both arms reported a number."""
-    if row is None:
+    a, b = (row.a, row.b) if row is not None else (None, None)
+    number = (int, float)
+    if any(isinstance(v, bool) or not isinstance(v, number) for v in (a, b)):
         return None
-    a, b = row.a, row.b
-    if (
-        isinstance(a, bool)
-        or isinstance(b, bool)
-        or not isinstance(a, int | float)
-        or not isinstance(b, int | float)
-    ):
-        return None
-    return a, b
+    return cast(float, a), cast(float, b)
 
 
 def _num(v: object) -> str:
@@ -52,19 +48,21 @@ def _flag_name(path: str) -> str:
     return path.rsplit(".", 1)[-1] if ".--" in path else path
 
 
-def outcome(doc: ComparisonReport) -> list[str]:
-    rows, diffs = _rows(doc), doc.differences.functional
+def _cause(doc: ComparisonReport) -> str:
+    diffs = doc.differences.functional
     if len(diffs) == 1:
         d = diffs[0]
-        cause = (
+        return (
             f"Changing {_flag_name(d.path)} from {_num(d.before)} to {_num(d.after)} "
             f"on the otherwise matched {doc.control} control"
         )
-    elif diffs:
-        cause = f"The {len(diffs)} functional changes from {doc.control} to {doc.candidate}"
-    else:
-        cause = f"With no functional configuration change from {doc.control} to {doc.candidate}, the candidate"
-    parts = []
+    if diffs:
+        return f"The {len(diffs)} functional changes from {doc.control} to {doc.candidate}"
+    return f"With no functional configuration change from {doc.control} to {doc.candidate}, the candidate"
+
+
+def outcome(doc: ComparisonReport) -> list[str]:
+    rows, cause, parts = _rows(doc), _cause(doc), []
     act, kv = rows.get("peak_activation_gib"), rows.get("min_rank_kv_gib")
     for row, what in (
         (act, "profiled peak activation memory"),
@@ -80,7 +78,9 @@ def outcome(doc: ComparisonReport) -> list[str]:
         if parts
         else f"{cause}: the engine reported no memory figures."
     )
-    out = [f"{first} {bracket_sentence(doc)}", ""]
+    out = [f"{first} {sentence(doc.bracket, doc.control)}", ""]
+    if said := gates_sentence(doc):
+        out += [said, ""]
     tokens, conc = rows.get("kv_cache_tokens"), rows.get("max_concurrency")
     if counted := _pair(tokens):
         a, b = counted
@@ -103,6 +103,20 @@ def outcome(doc: ComparisonReport) -> list[str]:
             f"{cap.kv_tokens_pct:+.3f}%): no unexplained capacity change."
         )
     return out
+
+
+def gates_sentence(doc: ComparisonReport) -> str:
+    """The functional gates in one sentence: each arm's failed gates by name ("" when none ran)."""
+    ran = [c for c in doc.criteria if c.name.startswith("gate:")]
+    failed: dict[str, list[str]] = {}
+    for c in ran:
+        if not c.passed:
+            failed.setdefault(c.arm, []).append(c.name[len("gate:") :])
+    if not ran or not failed:
+        return "Every functional gate passed on every arm." if ran else ""
+    named = "; ".join(f"{arm} failed {', '.join(names)}" for arm, names in failed.items())
+    verdict = "is not promoted on this evidence" if "candidate" in failed else "passed every gate"
+    return f"Functional gates FAILED: {named}; the candidate {verdict}."
 
 
 def configuration(doc: ComparisonReport) -> list[str]:
@@ -254,7 +268,8 @@ def _decision_lines(doc: ComparisonReport) -> list[str]:
             '--promote|--no-promotion|--fallback --why "…"`.'
         ]
     target = f" ({d.profile})" if d.profile else ""
-    return [f"**{d.decision}**{target}, decided {d.decided_at}: {d.why}"]
+    said = f"**{d.decision}**{target}, decided {d.decided_at}: {d.why}"
+    return [said + (f" Despite failed gates: {d.despite_gates}" if d.despite_gates else "")]
 
 
 def _trace(doc: ComparisonReport) -> list[str]:
@@ -350,7 +365,8 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
     lines += ["## Outcome", "", *outcome(doc), ""]
     lines += ["## Controlled configuration", "", " ".join(configuration(doc)), ""]
     table = compare.markdown_table(f"{doc.control} control", f"{doc.candidate} candidate", doc.rows)
-    lines += ["## Results", "", *table, ""]
+    said = [f"**{doc.comparability}**", ""] if doc.comparability else []
+    lines += ["## Results", "", *said, *table, ""]
     lines += _bench(doc)
     if doc.bracket:
         lines += [
@@ -376,20 +392,9 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
     return "\n".join(lines) + "\n"
 
 
-def bracket_sentence(doc: ComparisonReport) -> str:
-    return sentence(doc.bracket, doc.control)
-
-
 def paragraphs(text: str, title: str) -> list[str]:
     """The paragraphs of campaign.md's section TITLE (`Outcome`): what a finished run prints, with
     the decide command and the record's path, instead of the whole record."""
-    lines = text.splitlines()
-    head = f"## {title}"
-    if head not in lines:
-        return []
-    body: list[str] = []
-    for line in lines[lines.index(head) + 1 :]:
-        if line.startswith("## "):
-            break
-        body.append(line)
-    return [p.strip().replace("\n", " ") for p in "\n".join(body).split("\n\n") if p.strip()]
+    parts = text.split(f"\n## {title}\n", 1)
+    section = parts[1].split("\n## ", 1)[0] if len(parts) == 2 else ""
+    return [p.strip().replace("\n", " ") for p in section.split("\n\n") if p.strip()]

@@ -28,7 +28,7 @@ def heading(project: Project, spec: str) -> CampaignHeading | None:
         roles=list(roles),
         decision=decided.decision if decided else "undecided",
         profile=decided.profile if decided else None,
-        why=decided.why if decided else None,
+        why=_why(decided.why, decided.despite_gates) if decided else None,
         decided_at=decided.decided_at if decided else None,
         outcome=outcome,
     )
@@ -50,3 +50,7 @@ def _outcome(directory: Path, kind: str) -> list[str]:
         f"{arm.arm} {arm.profile}: {'qualified' if arm.qualified else 'not qualified'}"
         for arm in qualified.arms
     ]
+
+
+def _why(why: str | None, despite: str | None) -> str | None:
+    return f"{why} (promoted despite failed gates: {despite})" if despite else why

@@ -189,6 +189,10 @@ class DecisionPart(Report):
     profile: str | None = None
     why: str | None = None
     decided_at: str | None = None
+    despite_gates: str | None = Field(
+        default=None,
+        description="a promote despite the candidate's failed gates: the operator's why",
+    )
 
 
 class DecisionRecord(Report):
@@ -201,6 +205,10 @@ class DecisionRecord(Report):
     why: str
     decided_at: str
     evidence_sha256: str
+    despite_gates: str | None = Field(
+        default=None,
+        description="a promote despite the candidate's failed gates: the operator's why",
+    )
     seal: str = Field(
         default="", description="hmac-sha256 of the other fields under the project's records key"
     )
@@ -229,6 +237,9 @@ class ComparisonReport(Report):
     arms: list[ArmFigures]
     differences: Differences
     unexplained_capacity_change: CapacityChange
+    comparability: str | None = Field(
+        default=None, description="null: control and candidate comparable; else why not"
+    )
     bracket: BracketResult | None
     bench: BenchDeltas | None = Field(
         default=None,

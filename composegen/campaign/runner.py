@@ -11,7 +11,7 @@ from pathlib import Path
 from composegen import privatestate
 from composegen.bench.spec import BenchSpec
 from composegen.campaign import arm as run_arm
-from composegen.campaign import bracket, comparison, decisionfile, record, resident, state
+from composegen.campaign import bracket, comparison, decisionfile, precheck, record, resident, state
 from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import (
     ArmKey,
@@ -75,6 +75,7 @@ def create(
 
 def run(project: Project, directory: Path, ui: CampaignProgress) -> CampaignState:
     st = state.load(directory)
+    precheck.check(project, st, ui)
     for arm in st.arms:
         if arm.status in ("done", "skipped"):
             ui.say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
@@ -120,7 +121,7 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
     settles = (arm.key == "candidate" and not opts.bracket) or (arm.key == "bracket" and kept)
     return run_arm.ArmJob(
         evidence=evidence,
-        judge=lambda a, dest: "done",
+        judge=lambda a, dest: judged(bundle.load_run(dest)),
         # the control sleeps while the candidate runs; the bracket's replay sleeps again when the
         # alias serves the candidate (which then wakes)
         sleep_after=standby
@@ -177,6 +178,33 @@ def finish(project: Project, directory: Path, st: CampaignState) -> None:
             f"campaign {st.name}: the bracketed replay of {st.control} did not reproduce its baseline; "
             "the comparison is not trustworthy (campaign.md says which figures drifted)"
         )
+    if lost := regressed_gates(loaded):
+        raise CheckFailed(
+            f"campaign {st.name}: the candidate {st.candidate} failed gates the control passed: "
+            f"{', '.join(lost)} (campaign.md's Outcome names them)"
+        )
+
+
+def failed_gates(run: LoadedRun | None) -> list[str]:
+    return [g.name for g in run.gates.gates if not g.passed] if run and run.gates else []
+
+
+def regressed_gates(loaded: dict[str, LoadedRun]) -> list[str]:
+    """The gates the candidate failed and the control passed."""
+    control = loaded.get("control")
+    passed = (
+        {g.name for g in control.gates.gates if g.passed} if control and control.gates else set()
+    )
+    return [g for g in failed_gates(loaded.get("candidate")) if g in passed]
+
+
+def judged(run: LoadedRun) -> str:
+    """An arm's summary: done, and how its gates went (the failed ones by name)."""
+    if run.gates is None:
+        return "done"
+    failed = failed_gates(run)
+    said = f"done; gates {run.gates.passed}/{run.gates.total} passed"
+    return said + (f"; FAILED: {', '.join(failed)}" if failed else "")
 
 
 def write_records(

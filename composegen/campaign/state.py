@@ -42,10 +42,6 @@ def options(**values: Any) -> CampaignOptions:
         raise BadInput(f"{option}: {first['msg']}") from None
 
 
-def campaigns_dir(project: Project) -> Path:
-    return project.inside(project.runs_dir, "campaigns")
-
-
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name) or ".." in name:
         raise BadInput(

@@ -15,7 +15,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
-from composegen.errors import BadInput, CheckFailed
+from composegen.errors import BadInput, CheckFailed, ComposegenError
 from composegen.output import Output, emit_json
 from composegen.stack import driver
 
@@ -57,9 +57,11 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
     ui = ConsoleCampaign(project, quiet=json_)
     try:
         st = (qualifyarm.run if kind == "qualify" else runner.run)(project, directory, ui)
-    except CheckFailed:  # a drifted bracket: the records are written and say so
-        if not json_:
-            st = state.load(directory)
+    except ComposegenError as exc:
+        st = state.load(directory)
+        if not (st.finished and (directory / "campaign.md").is_file()):
+            exc.hint = exc.hint or f"`composegen campaign resume {st.name}` continues it"
+        elif not json_:  # a drifted bracket, a failed gate: the records are written and say so
             print_end(project, directory, st, "comparison.json")
         raise
     record = directory / (qualifyarm.RECORD_JSON if st.kind == "qualify" else "comparison.json")
@@ -194,6 +196,9 @@ def decide(
     why: str = typer.Option(
         ..., "--why", help="The operator's reason, recorded with the decision."
     ),
+    despite_gates: str | None = typer.Option(
+        None, "--despite-gates", help="With --promote: why, though the candidate failed gates."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Record the operator's decision: decision.json, and the Decision of campaign.md and
@@ -207,9 +212,10 @@ def decide(
     ]
     if len(chosen) != 1:
         raise BadInput("decide: give exactly one of --promote, --no-promotion, --fallback")
-    record = decision.decide(_project(), campaign, chosen[0], why)
+    record = decision.decide(_project(), campaign, chosen[0], why, despite_gates)
     promoted = record.profile or "no profile"
     said = f"campaign {record.campaign}: {record.decision} ({promoted}) at {record.decided_at}"
+    said += f"\n  despite failed gates: {record.despite_gates}" if record.despite_gates else ""
     Output(json_).report(record, f"{said}\n  evidence sha256 {record.evidence_sha256}")
 
 

@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import TextIO
 
-from composegen.campaign import progress, state
+from composegen.campaign import progress, runner, state
 from composegen.campaign.reports import ArmState, CampaignState
 from composegen.cli.console import ConsoleSink
 from composegen.cli.readysummary import summary_text
@@ -92,7 +92,11 @@ def print_end(project: Project, directory: Path, st: CampaignState, record_name:
     for paragraph in progress.outcome(directory):
         body = textwrap.fill(paragraph, width - 2) if width else paragraph
         out(textwrap.indent(body, "  ") + "\n\n")  # a blank line after each paragraph
-    out(f'decide: composegen campaign decide {st.name} --promote --why "…"')
-    out("        (or --fallback, --no-promotion)")
+    if runner.failed_gates(runner.docs(directory, st).get("candidate")):
+        out(f'decide: composegen campaign decide {st.name} --no-promotion --why "…"')
+        out('        (the candidate failed gates: --promote needs --despite-gates "why")')
+    else:
+        out(f'decide: composegen campaign decide {st.name} --promote --why "…"')
+        out("        (or --fallback, --no-promotion)")
     out(f"record: {project.rel(directory)}/campaign.md")
     out(f"        ({record_name}, {state.LOG}; `composegen campaign show {st.name}`)")

@@ -23,7 +23,7 @@ from pathlib import Path
 from composegen import privatestate
 from composegen.edge.routes import Proof
 from composegen.errors import BadInput, CheckFailed
-from composegen.evidence import bundle
+from composegen.evidence import bundle, gatecheck
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 
@@ -85,7 +85,7 @@ def campaign_decision(
     if not privatestate.sealed(project, doc):
         raise CheckFailed(f"{rel}: not a decision composegen recorded in this project (its seal does not match)",
                           hint=f"`composegen campaign decide {campaign} --promote --why …` records one")  # fmt: skip
-    ran = _ran_hash(project, path.parent, doc["evidence_sha256"], profile)
+    ran = _ran_hash(project, path.parent, doc["evidence_sha256"], profile, doc.get("despite_gates"))
     proof = Proof(
         kind="campaign",
         ref=rel,
@@ -102,9 +102,11 @@ def campaign_decision(
     return proof
 
 
-def _ran_hash(project: Project, directory: Path, evidence_sha256: str, profile: str) -> str:
+def _ran_hash(
+    project: Project, directory: Path, evidence_sha256: str, profile: str, despite: object
+) -> str:
     """The profile hash PROFILE's arm ran at, from the campaign record the decision names by
-    hash."""
+    hash; CheckFailed when that arm failed gates and the decision did not say why despite them."""
     for name in CAMPAIGN_RECORDS:
         path = directory / name
         if not path.exists():
@@ -116,9 +118,12 @@ def _ran_hash(project: Project, directory: Path, evidence_sha256: str, profile: 
                 f"{rel}: its sha256 is not the evidence_sha256 the decision names (changed since)"
             )
         try:
-            arms = json.loads(data.decode("utf-8")).get("arms")
+            record = json.loads(data.decode("utf-8"))
+            arms = record.get("arms")
         except (UnicodeDecodeError, ValueError, RecursionError, AttributeError):
             raise BadInput(f"{rel}: campaign record: unreadable JSON") from None
+        failed = gatecheck.record_failed_gates(record, profile)
+        gatecheck.refuse_failed_gates(f"{rel}: {profile}", failed, str(despite or ""))
         hashes = [
             a.get("profile_hash")
             for a in arms or []

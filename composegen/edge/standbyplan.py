@@ -26,11 +26,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from composegen.edge import config
-from composegen.emulator import gpuledger
 from composegen.errors import BadInput
 from composegen.evidence import sleepcycles
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.sizing import ledger as gpuledger
 from composegen.stack import driver
 
 # before an engine has slept: the recording's 0.87-0.91 GiB (H200, 0.60 share), rounded up

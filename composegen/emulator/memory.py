@@ -35,9 +35,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
 from composegen.emulator import versions
+from composegen.sizing import models
+from composegen.sizing.ledger import DEFAULT_GPU_GIB
 
 GiB = 1 << 30
-DEFAULT_GPU_GIB = 95.0125
 DEFAULT_WEIGHTS_GIB = 75.51
 DEFAULT_ACT_BASE_GIB = 0.55
 DEFAULT_ACT_GIB_PER_BATCH_TOKEN = 0.59 / 4096
@@ -56,6 +57,13 @@ def kv_element_bytes(dtype: object) -> int:
     """Bytes per KV element for a --kv-cache-dtype value: fp8 variants 1, auto (the model's bf16)
     and 16-bit 2."""
     return 1 if str(dtype or "auto").startswith("fp8") else 2
+
+
+def size_note(facts: models.ModelFacts) -> str:
+    """The emulator's own log line: where the model's size came from, and what it cannot
+    reproduce."""
+    said = f"EMULATED model size from {facts.source}"
+    return said + (f"; not reproduced: {facts.unreproduced}" if facts.unreproduced else "")
 
 
 def gib(value: float) -> str:
@@ -90,6 +98,17 @@ class MemoryInputs:
                 except ValueError:
                     raise ValueError(f"EMU_{field.name.upper()}={raw!r} is not a number") from None
         return cls(**values)
+
+    def size_for(self, values: dict, env: Mapping[str, str]) -> models.ModelFacts | None:
+        """The served model's weights and KV bytes per token (sizing/models.py) where EMU_WEIGHTS_GIB
+        and EMU_KV_BYTES_PER_TOKEN do not say."""
+        facts = models.facts(values, env)
+        if facts is not None and not env.get("EMU_WEIGHTS_GIB"):
+            batched = int(values.get("max_num_batched_tokens") or DEFAULT_BATCHED_TOKENS)
+            self.weights_gib = facts.weights_at(batched)
+        if facts is not None and facts.kv_bytes_per_token and not env.get("EMU_KV_BYTES_PER_TOKEN"):
+            self.kv_bytes_per_token = facts.kv_bytes_per_token
+        return facts
 
 
 @dataclass

@@ -36,14 +36,16 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn, TextIO
 
-from composegen.emulator import cluster, gpuledger, headless, loading, modelsize, shmfiles, versions
+from composegen.emulator import cluster, headless, loading, shmfiles, versions
 from composegen.emulator.argv import parse_serve_args
 from composegen.emulator.chat import ServingInfo
-from composegen.emulator.memory import GiB, MemoryInputs, MemoryPlan, plan_memory
+from composegen.emulator.memory import GiB, MemoryInputs, MemoryPlan, plan_memory, size_note
 from composegen.emulator.metrics import Metrics
 from composegen.emulator.server import ROUTES, VERSION, make_server
 from composegen.emulator.server_state import Pacing, ServerState
 from composegen.emulator.sleep import DEV_ROUTES, SleepMode
+from composegen.sizing import ledger as gpuledger
+from composegen.sizing.models import ModelFacts
 
 FAULTS = (
     "crash_during_load",
@@ -123,6 +125,7 @@ class Settings:
     dev_mode: bool = False
     env: Mapping[str, str] | None = None  # for the sleep-mode knobs (EMU_SLEEP_S, …)
     ledger: gpuledger.Ledger | None = None  # the GPUs shared with other emulated engines
+    sized: ModelFacts | None = None  # the served model's size (sizing/models.py)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -170,11 +173,8 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     except ValueError as exc:
         print(f"vllm serve: error: {exc}", file=sys.stderr)
         return 2
-    # the served model's own size when its config.json is at hand
-    if not env.get("EMU_WEIGHTS_GIB"):
-        sized = modelsize.weights_gib(args.values, env)
-        if sized is not None:
-            settings.inputs.weights_gib = sized
+    # the served model's own size when composegen knows it (sizing/models.py)
+    settings.sized = settings.inputs.size_for(args.values, env)
     try:
         return _run(args.values, args.non_default, settings, launch)
     finally:
@@ -199,6 +199,8 @@ def _run(
         model = values["model"]
         _banner(log, model, non_default)
         plan = plan_memory(values, settings.inputs)
+        if settings.sized is not None:
+            log("INFO", "emulator.py:3", size_note(settings.sized))
         names, workers = _engine_processes(values, settings, launch)
         offload_bytes = int(float(values.get("kv_offloading_size") or 0) * GiB)
         uniproc = workers == 1 and launch is None

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from composegen.emulator.gpuledger import WAKE_ERROR, Ledger
+from composegen.sizing.ledger import WAKE_ERROR, Ledger
 
 DEV_ROUTES = {
     "/sleep": "POST",

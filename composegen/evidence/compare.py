@@ -34,7 +34,7 @@ from composegen.diff import semantic
 from composegen.diff.composeyaml import parse_compose_text
 from composegen.errors import BadInput
 from composegen.evidence import bundle as evidence
-from composegen.evidence import record
+from composegen.evidence import comparability, record
 from composegen.evidence.reports.bundle import LadderRow, LoadedRun
 from composegen.evidence.reports.compare import (
     CapacityChange,
@@ -252,11 +252,13 @@ def compare_runs(
             notes.append(
                 f"{side} ({doc.profile.name}, source {doc.source}) does not know: {', '.join(doc.unknown)}"
             )
+    config = config_differences(doc_a, doc_b, root)
     return CompareReport(
         a=_identity(doc_a),
         b=_identity(doc_b),
         rows=rows,
-        config=config_differences(doc_a, doc_b, root),
+        config=config,
+        comparability=comparability.label(doc_a, doc_b, len(config.functional)),
         unexplained_capacity_change=capacity_flag(doc_a, doc_b, threshold),
         notes=notes,
         # per-level load-benchmark deltas, null without
@@ -340,9 +342,8 @@ def _headers(result: CompareReport) -> tuple[str, str]:
 
 def _emulated_line(result: CompareReport) -> str | None:
     sides = [side for side, got in (("a", result.a), ("b", result.b)) if got.emulated]
-    if not sides:
-        return None
-    return f"EMULATED vLLM in {' and '.join(sides)}: these figures exercise composegen, not a model"
+    said = f"EMULATED vLLM in {' and '.join(sides)}: these figures exercise composegen, not a model"
+    return said if sides else None
 
 
 def _flag_line(result: CompareReport) -> str:
@@ -375,8 +376,7 @@ def format_text(result: CompareReport) -> str:
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    if emulated := _emulated_line(result):
-        lines.insert(0, emulated)
+    lines[:0] = [n for n in (_emulated_line(result), result.comparability) if n]
     lines += ["", _flag_line(result), *_config_lines(result), *[f"note: {n}" for n in result.notes]]
     lines += deltas.format_lines(result.bench)
     return "\n".join(lines) + "\n"
@@ -400,8 +400,8 @@ def bench_markdown(bench: BenchDeltas | None) -> list[str]:
 
 def format_markdown(result: CompareReport) -> str:
     lines = markdown_table(*_headers(result), result.rows)
-    if emulated := _emulated_line(result):
-        lines[:0] = [f"> **{emulated}**", ""]
+    for said in (result.comparability, _emulated_line(result)):
+        lines[:0] = [f"> **{said}**", ""] if said else []
     lines += ["", f"**{_flag_line(result)}**", ""]
     lines += [f"- {md_cell(line.strip())}" for line in _config_lines(result)]
     lines += [f"- note: {md_cell(n)}" for n in result.notes]

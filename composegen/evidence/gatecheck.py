@@ -5,7 +5,7 @@ CLI's imports: docs/standby.md). capture.py runs stack_gates for its bundles.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from composegen.errors import CheckFailed
 from composegen.evidence import gates
@@ -44,3 +44,30 @@ def require_gates(r: Resolved, only: list[str] | None) -> None:
     failed = [g.name for g in stack_gates(r, only=only or ["smoke"]).gates if not g.passed]
     if failed:
         raise CheckFailed(f"{r.name}: gates failed: {', '.join(failed)}")
+
+
+def record_failed_gates(record: Mapping[str, object], profile: str) -> list[str]:
+    """The gates that failed on any arm that ran PROFILE, read from a campaign record
+    (comparison.json as JSON: its `arms` name the profiles, its `criteria` the `gate:NAME` rows)."""
+    arms, rows = record.get("arms"), record.get("criteria")
+    ours = [a for a in arms if isinstance(a, dict)] if isinstance(arms, list) else []
+    ran = {a.get("arm") for a in ours if a.get("profile") == profile}
+    failed = [
+        str(c.get("name"))[len("gate:") :]
+        for c in (rows if isinstance(rows, list) else [])
+        if isinstance(c, dict)
+        and c.get("arm") in ran
+        and str(c.get("name")).startswith("gate:")
+        and c.get("passed") is not True
+    ]
+    return list(dict.fromkeys(failed))
+
+
+def refuse_failed_gates(what: str, failed: list[str], despite: str | None) -> None:
+    """CheckFailed naming FAILED (the gates WHAT failed) unless the operator said why it goes on
+    DESPITE them (`--despite-gates "why"`, recorded with the decision)."""
+    if failed and not (despite or "").strip():
+        raise CheckFailed(
+            f"{what} failed gates: {', '.join(failed)}",
+            hint='a candidate that fails its gates is not promoted; `--despite-gates "why"` records an exception',
+        )

@@ -315,7 +315,8 @@ def run_gates(
     reasoning_effort: str | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> GateResult:
-    """ON_STEP: told `gates k/N: NAME` as each gate begins (a campaign's progress)."""
+    """ON_STEP: told `gates k/N: NAME` as each gate begins and `FAIL gate NAME: reason` as one
+    fails (a campaign's progress)."""
     names = selected(only)
     if "tools" in names:
         tool_specs(tools)  # a bad count is bad input before any request is sent
@@ -326,7 +327,10 @@ def run_gates(
     for k, name in enumerate(names, 1):
         if on_step is not None:
             on_step(f"gates {k}/{len(names)}: {name}")
-        results.append(run_one(name, ctx))
+        results.append(row := run_one(name, ctx))
+        if on_step is not None and not row.passed:  # a failure is said the moment it is known
+            reason = " ".join((row.reason or "no reason given").split())
+            on_step(f"FAIL gate {name}: {reason[:200]}")
     tools_row = next((g for g in results if g.name == "tools"), None)
     tool_counts = (
         ToolCounts(passed=tools_row.details.get("passed", 0), total=tools) if tools_row else None

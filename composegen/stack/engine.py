@@ -104,7 +104,7 @@ def build_emulator_image(base: str = BASE_IMAGE, target: Target | None = None) -
     import tempfile
 
     # why: only `up --emulate` builds it; cli/fastpath imports engine
-    from composegen.emulator import image
+    from composegen.stack import emulatorimage as image
 
     tag = image.image_tag()
     if image_present(tag, target):

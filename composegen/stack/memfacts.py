@@ -7,17 +7,17 @@ GPU memory a running engine's GPUs hold.
   read here: None.
 - GPU, real: `nvidia-smi --query-gpu=index,memory.used,memory.total` inside the container (when the
   image has it; None otherwise). Emulated: the emulated GPUs' ledger in .composegen/emulated-gpus/
-  (composegen/emulator/gpuledger.py), every live engine's holding summed per GPU — EMULATED figures.
+  (composegen/sizing/ledger.py), every live engine's holding summed per GPU — EMULATED figures.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from composegen.emulator import gpuledger
 from composegen.errors import EngineError
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.sizing import ledger as gpuledger
 from composegen.stack import emulate, engine, memguard, placement
 from composegen.stack.facts import ContainerFacts
 

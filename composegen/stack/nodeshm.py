@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from composegen.emulator.image import image_tag
 from composegen.errors import ComposegenError, EngineError
 from composegen.profiles.resolved import Resolved
 from composegen.shm import scan
 from composegen.stack import engine, hostprobe, placement
+from composegen.stack.emulatorimage import image_tag
 from composegen.stack.reports import NodeShm, NodesShm, ShmProbe, ShmProbeEntry
 from composegen.units import format_bytes
 

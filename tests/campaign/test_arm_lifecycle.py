@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from composegen.campaign import arm as run_arm
-from composegen.campaign import exclusive, qualifyarm, resident, runner, state
+from composegen.campaign import exclusive, precheck, qualifyarm, resident, runner, state
 from composegen.campaign.progress import CampaignProgress, label
 from composegen.campaign.reports import ArmState, CampaignOptions
 from composegen.errors import BadInput, CheckFailed, EngineError, Interrupted
@@ -83,6 +83,15 @@ class FakeDriver:
     def up(self, project, r, opts, sink=None):
         return self.up_or_attach(project, r, opts, sink or ProgressSink())[0]
 
+    def engine_info(self):  # the campaign's check before arm 1 (precheck.py)
+        return {}
+
+    def project_containers(self, project):
+        return [project] if project.removeprefix("composegen-") in self.stacks else []
+
+    def loopback_conflict(self, port, field):
+        return None
+
 
 class Told(CampaignProgress):
     """What the campaign told a person, in order; a fresh sink per arm."""
@@ -116,6 +125,7 @@ def driven(monkeypatch) -> FakeDriver:
     fake = FakeDriver()
     monkeypatch.setattr(run_arm, "driver", fake)
     monkeypatch.setattr(exclusive, "driver", fake)
+    monkeypatch.setattr(precheck, "driver", fake)
     failing: dict[str, BaseException] = {}
 
     def evidence(project, r, *, on_step=None, **options):

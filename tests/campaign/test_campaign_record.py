@@ -136,6 +136,7 @@ def test_decide_writes_the_contract_and_the_record(campaign):
         "why",
         "decided_at",
         "evidence_sha256",
+        "despite_gates",
         "seal",
     }
     assert privatestate.sealed(project, on_disk) and on_disk["seal"].startswith("hmac-sha256:")
@@ -160,7 +161,9 @@ def test_decide_writes_the_contract_and_the_record(campaign):
 
 def test_promote_names_the_candidate_and_promote_accepts_the_decision(campaign):
     project, directory = campaign
-    assert decision.decide(project, directory.name, "promote", "better KV").profile == "4096-131k"
+    why = "the tools gate needs a parser the candidate gets next"
+    chosen = decision.decide(project, directory.name, "promote", "better KV", despite_gates=why)
+    assert chosen.profile == "4096-131k" and chosen.despite_gates == why
     proof = edge_evidence.campaign_decision(
         project, directory.name, resolve.load(project, "4096-131k")
     )

@@ -1,4 +1,4 @@
-"""One GPU shared by emulated engines (composegen/emulator/gpuledger.py), as the H200 recording ran two
+"""One GPU shared by emulated engines (composegen/sizing/ledger.py), as the H200 recording ran two
 engines at --gpu-memory-utilization 0.60 on one GPU (tests/data/real-0.26.0-h200-sleep/): the second
 starts only beside a sleeping first; beside an awake one it fails with vLLM's startup memory check; a
 wake that does not fit fails as vLLM's cumem allocator does and leaves the engine asleep."""

@@ -13,7 +13,7 @@ import uuid
 import httpx
 import pytest
 
-from composegen.emulator.image import (
+from composegen.stack.emulatorimage import (
     IMAGE_REPO,
     base_image,
     build_context,

@@ -40,4 +40,7 @@ def test_weights_come_from_the_models_config_in_the_hf_cache(tmp_path):
     env = {"HF_HOME": str(tmp_path / "hf"), "EMU_WEIGHTS_GIB": ""}
     assert _weights(tmp_path, env) == pytest.approx(1.11, abs=0.02)  # 596 M parameters × 2 bytes
     assert _weights(tmp_path, {**env, "EMU_WEIGHTS_GIB": "3.5"}) == pytest.approx(3.5)
-    assert _weights(tmp_path, {**env, "HF_HOME": str(tmp_path / "empty")}) == pytest.approx(75.51)
+    # without the cache: the config composegen knows (init's starter), and an unknown model the default
+    assert _weights(tmp_path, {**env, "HF_HOME": str(tmp_path / "empty")}) == pytest.approx(1.11)
+    unknown = _weights(tmp_path, {**env, "HF_HOME": str(tmp_path / "empty")}, model="org/unknown")
+    assert unknown == pytest.approx(75.51)

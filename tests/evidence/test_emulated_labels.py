@@ -43,6 +43,9 @@ def test_compare_names_the_emulated_side_in_text_markdown_and_json(runs):
     assert (
         text.splitlines()[0] == "EMULATED vLLM in b: these figures exercise composegen, not a model"
     )
+    assert text.splitlines()[1].startswith(
+        "not comparable: one ran the EMULATED vLLM, the other a real"
+    )
     assert re.search(
         r"^Measurement +4096-131k \(a\) +4096-131k \(b, EMULATED\) +Change$", text, re.M
     ), text

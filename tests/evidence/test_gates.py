@@ -83,7 +83,14 @@ def test_a_length_finish_fails_the_gate(emu):
 
 def test_broken_tool_stream_fails_only_stream_tools(tmp_path):
     with EmulatorProc.start(tmp_path, env={"EMU_FAULT": "broken_tool_stream"}) as bad:
-        result = gates.run_gates(bad.base_url, bad.model, tools=3).to_json()
+        steps: list[str] = []
+        result = gates.run_gates(bad.base_url, bad.model, tools=3, on_step=steps.append).to_json()
+    # the failure is said the moment it is known: after its gate began, before the next
+    said = steps.index("gates 4/6: stream_tools")
+    assert (
+        steps[said + 1].startswith("FAIL gate stream_tools: ") and "tool_calls" in steps[said + 1]
+    )
+    assert steps[said + 2] == "gates 5/6: continuation" and len(steps) == 7
     by_name = {g["name"]: g for g in result["gates"]}
     assert by_name["stream_tools"]["passed"] is False
     assert "tool_calls" in by_name["stream_tools"]["reason"]

@@ -54,10 +54,13 @@ def test_the_campaign_report_names_roles_and_opens_with_decision_and_outcome(tmp
     assert "Outcome" in head and first in head, (first, head)
 
     why = "the candidate's KV pool is larger at equal activation"
-    decision.decide(project, directory.name, "promote", why)
+    despite = "tools is fixed by the next arm's parser"
+    decision.decide(project, directory.name, "promote", why, despite_gates=despite)
     text = _text(_report(project, directory.name, page))
     head = text.split("Provenance", 1)[0]
     assert "Decision: promote 4096-131k (decided " in head and f"Why: {why}" in head, head
+    assert f"(promoted despite failed gates: {despite})" in head
+    assert "Functional gates FAILED: candidate failed tools" in head
 
 
 def test_the_png_summary_is_a_real_image_with_every_arm(tmp_path):

@@ -3,12 +3,14 @@ private topology planted in every raw file, and small emulated profiles for the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from pathlib import Path
 
 from composegen.campaign import runner, state
 from composegen.campaign.reports import CampaignOptions
+from composegen.errors import CheckFailed
 from composegen.evidence import bundle as evidence
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
@@ -129,7 +131,9 @@ def seeded_campaign(
         os.replace(made, directory / arm.key)
         arm.status, arm.bundle, arm.finished_at = "done", arm.key, "2026-08-10T12:00:00Z"
     state.save(directory, st)
-    runner.finish(project, directory, st)
+    # the planted failure: the candidate fails `tools`, which the control passed (exit 1, records written)
+    with contextlib.suppress(CheckFailed):
+        runner.finish(project, directory, st)
     return project, directory
 
 

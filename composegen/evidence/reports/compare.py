@@ -61,6 +61,9 @@ class CompareReport(Report):
     config: ConfigDifferences
     unexplained_capacity_change: CapacityChange
     notes: list[str]
+    comparability: str | None = Field(
+        default=None, description="null: comparable; else `not comparable: ` and each reason"
+    )
     bench: BenchDeltas | None = Field(
         default=None, description="per-level load-benchmark deltas, null without"
     )
