@@ -91,22 +91,17 @@ class Launch:
             raise ValueError(f"node rank {rank} runs no API server: it needs --headless")
         if rank == 0 and headless:
             raise ValueError("node rank 0 is the head; it cannot be --headless")
-        world = int(values.get("tensor_parallel_size") or 1) * int(
-            values.get("pipeline_parallel_size") or 1
-        )
+        tp, pp = (int(values.get(f"{k}_parallel_size") or 1) for k in ("tensor", "pipeline"))
+        world = tp * pp
         if world % nnodes:
             raise ValueError(
                 f"world size {world} (tensor × pipeline parallel) does not split over {nnodes} nodes"
             )
-        return cls(
-            nnodes,
-            rank,
+        addr, port = (
             values.get("master_addr") or "127.0.0.1",
             int(values.get("master_port") or 29501),
-            headless,
-            world,
-            values["model"],
         )
+        return cls(nnodes, rank, addr, port, headless, world, values["model"])
 
 
 def ranks_of(node_rank: int, world_size: int, nnodes: int) -> list[int]:
@@ -171,6 +166,10 @@ class _Link:
             time.sleep(self.timing.heartbeat_s)
 
 
+def _info(log: Logger, line: int, message: str) -> None:
+    log("INFO", f"multiproc_executor.py:{line}", message)
+
+
 def _peer(sock: socket.socket) -> str:
     host, port = sock.getpeername()[:2]
     return f"{host}:{port}"
@@ -212,12 +211,9 @@ class Head:
                 f"network address. port: {a.port}, useIPv6: {':' in a.addr}, code: -{exc.errno}, "
                 f"message: {exc.strerror}"
             ) from None
-        self.log(
-            "INFO",
-            "multiproc_executor.py:131",
-            f"Multi-node launch: node rank 0 of {a.nnodes} (head), world size "
-            f"{a.world_size}; master listening on {a.addr}:{a.port}, waiting for {a.nnodes - 1} remote node(s)",
-        )
+        head = f"Multi-node launch: node rank 0 of {a.nnodes} (head), world size {a.world_size}"
+        wait = f"master listening on {a.addr}:{a.port}, waiting for {a.nnodes - 1} remote node(s)"
+        _info(self.log, 131, f"{head}; {wait}")
         threading.Thread(target=self._accept, daemon=True).start()
 
     def gather(self) -> None:
@@ -233,18 +229,11 @@ class Head:
             if now - last_log >= 5:
                 last_log = now
                 missing = sorted(set(range(1, a.nnodes)) - set(self.links))
-                self.log(
-                    "INFO",
-                    "multiproc_executor.py:140",
-                    f"Waiting for remote nodes to join ({len(self.links) + 1}/"
-                    f"{a.nnodes} nodes ready); missing node rank(s) {missing}",
-                )
+                ready = f"{len(self.links) + 1}/{a.nnodes} nodes ready"
+                text = f"Waiting for remote nodes to join ({ready}); missing node rank(s) {missing}"
+                _info(self.log, 140, text)
             time.sleep(0.05)
-        self.log(
-            "INFO",
-            "multiproc_executor.py:152",
-            f"All {a.nnodes} nodes joined; world size {a.world_size}",
-        )
+        _info(self.log, 152, f"All {a.nnodes} nodes joined; world size {a.world_size}")
         for link in list(self.links.values()):
             link.send({"op": "start"})
 
@@ -301,9 +290,7 @@ class Head:
         names = ", ".join(
             f"Worker_TP{r}" for r in ranks_of(rank, self.launch.world_size, self.launch.nnodes)
         )
-        self.log(
-            "INFO", "multiproc_executor.py:178", f"Node rank {rank} joined from {peer} ({names})"
-        )
+        _info(self.log, 178, f"Node rank {rank} joined from {peer} ({names})")
 
     def _refusal(self, hello: dict) -> str | None:
         a, rank = self.launch, hello.get("rank")
@@ -345,12 +332,8 @@ class Member:
 
     def join(self) -> None:
         a, deadline = self.launch, time.monotonic() + self.timing.join_timeout_s
-        self.log(
-            "INFO",
-            "multiproc_executor.py:211",
-            f"Headless mode: node rank {a.rank} of {a.nnodes}, local ranks "
-            f"{a.local_ranks}; connecting to the master at {a.addr}:{a.port}",
-        )
+        at = f"local ranks {a.local_ranks}; connecting to the master at {a.addr}:{a.port}"
+        _info(self.log, 211, f"Headless mode: node rank {a.rank} of {a.nnodes}, {at}")
         sock = self._connect(deadline)
         reader = sock.makefile("rb")
         hello = {"rank": a.rank, "nnodes": a.nnodes, "model": a.model, "world_size": a.world_size}
@@ -369,11 +352,7 @@ class Member:
             )
         self.link = _Link(sock, self.timing, self._message, self._lost, reader)
         self.link.start()
-        self.log(
-            "INFO",
-            "multiproc_executor.py:236",
-            f"Joined the master at {a.addr}:{a.port} as node rank {a.rank}",
-        )
+        _info(self.log, 236, f"Joined the master at {a.addr}:{a.port} as node rank {a.rank}")
 
     def _connect(self, deadline: float) -> socket.socket:
         """The master's socket, retried until the join deadline (the head may start later)."""
@@ -389,11 +368,8 @@ class Member:
                     ) from None
                 if time.monotonic() - last_log >= 5:
                     last_log = time.monotonic()
-                    self.log(
-                        "INFO",
-                        "multiproc_executor.py:219",
-                        f"Waiting for the master at {a.addr}:{a.port} ({exc.strerror or exc}); retrying",
-                    )
+                    retry = f"Waiting for the master at {a.addr}:{a.port} ({exc.strerror or exc})"
+                    _info(self.log, 219, f"{retry}; retrying")
                 time.sleep(0.2)
 
     def wait(self, event: threading.Event) -> bool:
