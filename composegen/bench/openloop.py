@@ -80,8 +80,7 @@ async def run_level(
 
     idle.append(connect())  # not connected yet: the first request's client, and the encoder
     encoder = idle[0]
-    started = time.perf_counter()
-    cpu = time.process_time()
+    started, cpu = time.perf_counter(), time.process_time()
     tasks = []
     try:
         with gcpause.between_sends() as collector:
@@ -94,14 +93,8 @@ async def run_level(
                 tasks.append(asyncio.create_task(one(data, tokens, body.get("max_tokens"), due)))
         await asyncio.gather(*tasks)  # the last send is out: collection is automatic again
         last_send = max((s.started for s in samples), default=started) - started
-        return OpenLevel(
-            samples,
-            time.perf_counter() - started,
-            time.process_time() - cpu,
-            lateness,
-            in_flight,
-            last_send,
-        )
+        seconds, cpu_s = time.perf_counter() - started, time.process_time() - cpu
+        return OpenLevel(samples, seconds, cpu_s, lateness, in_flight, last_send)
     finally:
         for client in opened:
             client.close()

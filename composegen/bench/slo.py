@@ -7,8 +7,7 @@ failed — MLPerf server's question, "does this load keep p99 TTFT and TPOT unde
 from __future__ import annotations
 
 from composegen.bench.reports import LevelResult
-from composegen.bench.stats import METRICS
-from composegen.errors import BadInput
+from composegen.bench.stats import METRICS, parse_limits
 
 STATS = ("mean", "median", "p90", "p99")
 NAMES = tuple(f"{metric}_{stat}" for metric in METRICS for stat in STATS)
@@ -18,22 +17,13 @@ def parse(text: str | None) -> dict[str, float] | None:
     """`ttft_p99=500,tpot_p99=50[,e2el_p99=…]` (milliseconds) -> {name: limit}."""
     if not text:
         return None
-    limits: dict[str, float] = {}
-    for part in text.replace(" ", ",").split(","):
-        if not part:
-            continue
-        name, _, value = part.partition("=")
-        try:
-            limit = float(value)
-        except ValueError:
-            limit = -1.0
-        if name not in NAMES or not limit > 0:
-            raise BadInput(
-                f"--slo: {part!r}: expected NAME=MILLISECONDS, NAME one of ttft_p99, tpot_p99, "
-                "e2el_p99 (or <ttft|tpot|itl|e2el>_<mean|median|p90|p99>)"
-            )
-        limits[name] = limit
-    return limits
+    return parse_limits(
+        [part for part in text.replace(" ", ",").split(",") if part],
+        "=",
+        NAMES,
+        "--slo: {}: expected NAME=MILLISECONDS, NAME one of ttft_p99, tpot_p99, e2el_p99 "
+        "(or <ttft|tpot|itl|e2el>_<mean|median|p90|p99>)",
+    )
 
 
 def figure(level: LevelResult, name: str) -> float | None:

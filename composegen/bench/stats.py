@@ -135,23 +135,28 @@ def summarise(
 
 
 def parse_slos(text: str | None) -> dict[str, float] | None:
-    """`ttft:500,tpot:50` (milliseconds; comma or space separated, as vllm bench serve's
-    --goodput)."""
+    """`ttft:500,tpot:50` (milliseconds; comma or space separated, as vllm bench serve's --goodput)."""
     if not text:
         return None
-    slos: dict[str, float] = {}
-    for part in text.replace(",", " ").split():
-        name, _, value = part.partition(":")
+    expected = f"expected NAME:MILLISECONDS with NAME one of {', '.join(SLO_METRICS)}"
+    return parse_limits(
+        text.replace(",", " ").split(), ":", SLO_METRICS, f"--goodput: {{}}: {expected}"
+    )
+
+
+def parse_limits(parts: list[str], sep: str, names: tuple[str, ...], bad: str) -> dict[str, float]:
+    """NAME<sep>MILLISECONDS parts -> {name: limit}; BadInput `bad` (with the part) for any other."""
+    limits: dict[str, float] = {}
+    for part in parts:
+        name, _, value = part.partition(sep)
         try:
             limit = float(value)
         except ValueError:
             limit = -1.0
-        if name not in SLO_METRICS or not limit > 0:
-            raise BadInput(
-                f"--goodput: {part!r}: expected NAME:MILLISECONDS with NAME one of {', '.join(SLO_METRICS)}"
-            )
-        slos[name] = limit
-    return slos
+        if name not in names or not limit > 0:
+            raise BadInput(bad.format(repr(part)))
+        limits[name] = limit
+    return limits
 
 
 def _ms(value: float | None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -19,6 +20,7 @@ from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import OpenAsk, run_open
 from composegen.cli.campaign_commands import campaign_arms
+from composegen.cli.optiongroups import grouped
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -31,30 +33,50 @@ from composegen.output import Output
 DEFAULT_REQUESTS = 32
 
 
-@app.command()
-def bench(
-    name: str = StackArg,
+@dataclass(frozen=True)
+class Load:
+    """What each request and level is: bench's sizing options."""
+
     concurrency: str = typer.Option(
         "1,2,4,8", "--concurrency", help="Concurrency levels, e.g. 1,2,4,8."
-    ),
+    )
     requests: int | None = typer.Option(
         None, "--requests", help="Requests per level (default 32 without --duration)."
-    ),
+    )
     duration: float | None = typer.Option(
         None, "--duration", help="Seconds per level (instead of --requests)."
-    ),
+    )
     input_tokens: int = typer.Option(
         ..., "--input-tokens", help="Prompt tokens per request (sized with /tokenize)."
-    ),
+    )
     output_tokens: int = typer.Option(
         ..., "--output-tokens", help="max_tokens per request (ignore_eos)."
-    ),
-    seed: int | None = typer.Option(
-        None, "--seed", help="Prompt seed (default: random, recorded)."
-    ),
+    )
+    seed: int | None = typer.Option(None, "--seed", help="Prompt seed (default: random, recorded).")
     goodput: str | None = typer.Option(
         None, "--goodput", help="SLOs in ms for goodput, e.g. ttft:500,tpot:50."
-    ),
+    )
+
+    def spec(self, burstiness: float, via_edge: bool) -> BenchSpec:
+        none = self.requests is None and self.duration is None
+        return BenchSpec(
+            self.input_tokens,
+            self.output_tokens,
+            DEFAULT_REQUESTS if none else self.requests,
+            self.duration,
+            seed=self.seed,
+            goodput=stats.parse_slos(self.goodput),
+            burstiness=burstiness,
+            via_edge=via_edge,
+        )
+
+
+@app.command()
+@grouped
+def bench(
+    *,
+    name: str = StackArg,
+    load: Load,
     save_vllm: Path | None = typer.Option(
         None,
         "--save-vllm-results",
@@ -66,20 +88,7 @@ def bench(
         help="Through the edge's TLS listener with a throw-away key, alternated with the door: "
         "what the edge adds.",
     ),
-    request_rate: str | None = typer.Option(
-        None,
-        "--request-rate",
-        help="Open loop: rates in requests/s (or inf), e.g. 2,4,8; with --find-max LOW,HIGH.",
-    ),
-    burstiness: float = typer.Option(
-        1.0, "--burstiness", help="Gamma shape of the gaps between sends (1: Poisson, as vLLM)."
-    ),
-    slo: str | None = typer.Option(
-        None, "--slo", help="Per-level limits in ms, e.g. ttft_p99=500,tpot_p99=50."
-    ),
-    find_max: bool = typer.Option(False, "--find-max", help="Bisect LOW,HIGH for --slo's best."),
-    max_levels: int = typer.Option(6, "--max-levels", help="--find-max: rates probed at most."),
-    repeats: int = typer.Option(1, "--repeats", help="--find-max: levels run per probed rate."),
+    ask: OpenAsk,
     json_: bool = JsonOpt,
 ) -> None:
     """Closed-loop concurrency sweep over streamed chat completions (vllm bench serve's figures);
@@ -88,23 +97,12 @@ def bench(
     Example: composegen bench starter --concurrency 1,4,16 --input-tokens 1000 --output-tokens 128
     """
 
-    none = requests is None and duration is None
-    spec = BenchSpec(
-        input_tokens,
-        output_tokens,
-        DEFAULT_REQUESTS if none else requests,
-        duration,
-        seed=seed,
-        goodput=stats.parse_slos(goodput),
-        burstiness=burstiness,
-        via_edge=via_edge,
-    )
-    if request_rate is not None or find_max:
+    spec = load.spec(ask.burstiness, via_edge)
+    if ask.rates is not None or ask.find_max:
         if via_edge:
             raise BadInputError("--request-rate / --find-max: not with --via-edge (one path only)")
-        ask = OpenAsk(request_rate or "", slo, find_max, max_levels, repeats)
         return run_open(lambda: _load(name), ask, spec, save_vllm=save_vllm, json_=json_)
-    spec = dataclasses.replace(spec, levels=tuple(_ints(concurrency, "--concurrency"))).check()
+    spec = dataclasses.replace(spec, levels=tuple(_ints(load.concurrency, "--concurrency"))).check()
     if save_vllm is not None:
         if via_edge:
             raise BadInputError("--save-vllm-results: not with --via-edge (two paths, one shape)")

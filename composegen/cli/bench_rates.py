@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import typer
+
 from composegen.bench import closed as benching
 from composegen.bench import opentext, rates, schedule
 from composegen.bench.spec import BenchSpec, check_search
@@ -18,13 +20,22 @@ from composegen.project import Project
 
 @dataclass(frozen=True)
 class OpenAsk:
-    """What the open-loop options ask, as typed."""
+    """bench's open-loop options (`--request-rate`, `--find-max`), as typed."""
 
-    rates: str  # --request-rate
-    slo: str | None
-    find_max: bool
-    max_levels: int
-    repeats: int
+    rates: str | None = typer.Option(
+        None,
+        "--request-rate",
+        help="Open loop: rates in requests/s (or inf), e.g. 2,4,8; with --find-max LOW,HIGH.",
+    )
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", help="Gamma shape of the gaps between sends (1: Poisson, as vLLM)."
+    )
+    slo: str | None = typer.Option(
+        None, "--slo", help="Per-level limits in ms, e.g. ttft_p99=500,tpot_p99=50."
+    )
+    find_max: bool = typer.Option(False, "--find-max", help="Bisect LOW,HIGH for --slo's best.")
+    max_levels: int = typer.Option(6, "--max-levels", help="--find-max: rates probed at most.")
+    repeats: int = typer.Option(1, "--repeats", help="--find-max: levels run per probed rate.")
 
 
 def run_open(
@@ -36,7 +47,9 @@ def run_open(
     json_: bool,
 ) -> None:
     """Every argument checked (exit 2) before the stack is touched, then the levels or the search."""
-    spec = rates.check_open(sizes, ask.rates, ask.slo, ask.max_levels if ask.find_max else None)
+    spec = rates.check_open(
+        sizes, ask.rates or "", ask.slo, ask.max_levels if ask.find_max else None
+    )
     if ask.find_max:
         check_search(ask.repeats, ask.max_levels)
     if save_vllm is not None:

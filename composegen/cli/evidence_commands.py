@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -24,6 +25,7 @@ from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
+from composegen.cli.optiongroups import grouped
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -105,8 +107,73 @@ def ladder(
         raise CheckFailed("a ladder target failed")
 
 
+@dataclass(frozen=True)
+class BenchAsk:
+    """evidence's bench options: a closed sweep (--bench) or an open loop (--bench-rates)."""
+
+    levels: str | None = typer.Option(
+        None, "--bench", help="Also run a load benchmark at these concurrencies."
+    )
+    rates: str | None = typer.Option(
+        None, "--bench-rates", help="Instead: an open-loop bench at these request rates (req/s)."
+    )
+    requests: int = typer.Option(32, "--bench-requests", help="With --bench*: requests per level.")
+    input_tokens: int = typer.Option(
+        1000, "--bench-input-tokens", help="With --bench*: prompt tokens."
+    )
+    output_tokens: int = typer.Option(
+        128, "--bench-output-tokens", help="With --bench*: output tokens."
+    )
+    via_edge: bool = typer.Option(
+        False,
+        "--bench-via-edge",
+        help="With --bench: through the edge's TLS listener, alternated with the door.",
+    )
+
+    def spec(self) -> BenchSpec | None:
+        """The asked bench, checked; None when none was asked."""
+        if self.via_edge and not self.levels:
+            raise BadInputError("--bench-via-edge needs --bench LEVELS")
+        if self.levels and self.rates:
+            raise BadInputError(
+                "--bench and --bench-rates: one bench per run (a closed or an open loop)"
+            )
+        if not (self.levels or self.rates):
+            return None
+        return BenchSpec(
+            self.input_tokens,
+            self.output_tokens,
+            self.requests,
+            levels=() if self.rates else tuple(_ints(self.levels or "", "--bench")),
+            rates=tuple(schedule.parse_rates(self.rates, RATES_OPTION) if self.rates else ()),
+            via_edge=self.via_edge,
+        ).check()
+
+
+@dataclass(frozen=True)
+class LogAsk:
+    """evidence's import mode: a run built from a startup log recorded elsewhere."""
+
+    path: Path | None = typer.Option(
+        None, "--from-log", help="Build a run from a startup log recorded elsewhere."
+    )
+    profile: str | None = typer.Option(
+        None,
+        "--profile",
+        help="With --from-log: the profile of that run.",
+        autocompletion=complete_profile,
+    )
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="With --from-log: keep a log whose model or max_model_len contradicts the profile.",
+    )
+
+
 @app.command()
+@grouped
 def evidence(
+    *,
     name: str | None = typer.Argument(
         None, help="A running stack's profile.", autocompletion=complete_profile
     ),
@@ -115,40 +182,8 @@ def evidence(
         None, "--ladder", help="Also run a ladder at these targets."
     ),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
-    bench_: str | None = typer.Option(
-        None, "--bench", help="Also run a load benchmark at these concurrencies."
-    ),
-    bench_rates: str | None = typer.Option(
-        None, "--bench-rates", help="Instead: an open-loop bench at these request rates (req/s)."
-    ),
-    bench_requests: int = typer.Option(
-        32, "--bench-requests", help="With --bench*: requests per level."
-    ),
-    bench_input: int = typer.Option(
-        1000, "--bench-input-tokens", help="With --bench*: prompt tokens."
-    ),
-    bench_output: int = typer.Option(
-        128, "--bench-output-tokens", help="With --bench*: output tokens."
-    ),
-    bench_via_edge: bool = typer.Option(
-        False,
-        "--bench-via-edge",
-        help="With --bench: through the edge's TLS listener, alternated with the door.",
-    ),
-    from_log: Path | None = typer.Option(
-        None, "--from-log", help="Build a run from a startup log recorded elsewhere."
-    ),
-    profile_name: str | None = typer.Option(
-        None,
-        "--profile",
-        help="With --from-log: the profile of that run.",
-        autocompletion=complete_profile,
-    ),
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="With --from-log: keep a log whose model or max_model_len contradicts the profile.",
-    ),
+    bench: BenchAsk,
+    log: LogAsk,
     exposure: bool = typer.Option(
         False, "--exposure", help="Also the edge's exposure matrix (exposure.json)."
     ),
@@ -161,28 +196,24 @@ def evidence(
     """
 
     project = _project()
-    if from_log is not None:
-        if not profile_name:
+    if log.path is not None:
+        if not log.profile:
             raise BadInputError("--from-log needs --profile NAME")
-        path = bundles.from_log(project, profile_name, from_log, force=force)
+        path = bundles.from_log(project, log.profile, log.path, force=log.force)
     else:
         if not name:
             raise BadInputError("give a profile name, or --from-log FILE --profile NAME")
         r = _load(name)[1]
-        sizes = (bench_input, bench_output, bench_requests)
-        bench = _bench_spec(bench_, bench_rates, sizes, bench_via_edge)
-        extra = None
-        if exposure:
-            extra = {"exposure.json": exposure_matrix(project, r)}
+        spec = bench.spec()
         path = capture.capture_stack(
             project,
             r,
             gate=gate_,
             ladder_targets=_ints(ladder_) if ladder_ else None,
             tools=tools,
-            bench=bench,
-            extra_raw=extra,
-            bench_runner=_via_edge(project, r) if bench_via_edge else None,
+            bench=spec,
+            extra_raw={"exposure.json": exposure_matrix(project, r)} if exposure else None,
+            bench_runner=_via_edge(project, r) if bench.via_edge else None,
         )
     run = load_run(path)
     # What the bundle recorded, read back as `compare` and `plan` will see it, not only where it is.
@@ -190,26 +221,6 @@ def evidence(
         {"path": project.rel(path), "evidence": run.as_read()},
         lambda: bundles.format_text(run, project.rel(path)).rstrip("\n"),
     )
-
-
-def _bench_spec(
-    levels: str | None, rates: str | None, sizes: tuple[int, int, int], via_edge: bool
-) -> BenchSpec | None:
-    """evidence's --bench (a sweep) or --bench-rates (an open loop, as campaign run's), checked."""
-    if via_edge and not levels:
-        raise BadInputError("--bench-via-edge needs --bench LEVELS")
-    if levels and rates:
-        raise BadInputError(
-            "--bench and --bench-rates: one bench per run (a closed or an open loop)"
-        )
-    if not (levels or rates):
-        return None
-    return BenchSpec(
-        *sizes,
-        levels=() if rates else tuple(_ints(levels or "", "--bench")),
-        rates=tuple(schedule.parse_rates(rates, RATES_OPTION) if rates else ()),
-        via_edge=via_edge,
-    ).check()
 
 
 def _via_edge(project: Project, r: Resolved) -> Callable[[BenchSpec], BenchResult]:

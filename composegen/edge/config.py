@@ -258,23 +258,19 @@ def _checked_stacks(project: Project, config: EdgeConfig, marked: Marked) -> dic
     stacks: dict[str, Resolved] = {}
     ports: dict[int, str] = {config.listen.port: "listen.port", config.metrics.port: "metrics.port"}
     for i, name in enumerate(config.stacks):
+        at = f"{_where(marked, 'stacks', i)}: stacks[{i}]"
         if name in stacks:
-            raise BadInput(f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name!r} is listed twice")
+            raise BadInput(f"{at}: {name!r} is listed twice")
         if name not in project.profile_names():
-            raise BadInput(
-                f"{_where(marked, 'stacks', i)}: stacks[{i}]: no profile {name!r} in profiles/"
-            )
+            raise BadInput(f"{at}: no profile {name!r} in profiles/")
         r = resolve.load(project, name)
         if r.profile.nodes is not None:
             raise BadInput(
-                f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name} is multi-node (host network); "
-                "the edge fronts single-node stacks only"
+                f"{at}: {name} is multi-node (host network); the edge fronts single-node stacks only"
             )
         port = r.profile.service.port.host
         if port in ports:
-            raise BadInput(
-                f"{_where(marked, 'stacks', i)}: stacks[{i}]: {name}'s host port {port} is also {ports[port]}"
-            )
+            raise BadInput(f"{at}: {name}'s host port {port} is also {ports[port]}")
         ports[port] = f"{name}'s host port"
         stacks[name] = r
     return stacks

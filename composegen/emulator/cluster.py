@@ -34,8 +34,7 @@ Logger = Callable[..., None]  # runner.Log: (level, source, message, proc="APISe
 
 
 class ClusterError(Exception):
-    """The node cannot take part (rejected, timed out, port in use); the message is
-    vLLM/torch-shaped."""
+    """The node cannot take part (rejected, timed out, port in use); a vLLM/torch-shaped message."""
 
 
 class PeerLost(BaseException):
@@ -77,8 +76,7 @@ class Launch:
 
     @classmethod
     def from_values(cls, values: dict) -> Launch | None:
-        """None for a single-node launch; ValueError (a usage error) for a combination vLLM's mp
-        launcher refuses."""
+        """None for one node; ValueError (usage) for a combination vLLM's mp launcher refuses."""
         nnodes, rank = int(values.get("nnodes") or 1), int(values.get("node_rank") or 0)
         headless = bool(values.get("headless"))
         if nnodes <= 1 and not headless:
@@ -93,22 +91,17 @@ class Launch:
             raise ValueError(f"node rank {rank} runs no API server: it needs --headless")
         if rank == 0 and headless:
             raise ValueError("node rank 0 is the head; it cannot be --headless")
-        world = int(values.get("tensor_parallel_size") or 1) * int(
-            values.get("pipeline_parallel_size") or 1
-        )
+        tp, pp = (int(values.get(f"{k}_parallel_size") or 1) for k in ("tensor", "pipeline"))
+        world = tp * pp
         if world % nnodes:
             raise ValueError(
                 f"world size {world} (tensor × pipeline parallel) does not split over {nnodes} nodes"
             )
-        return cls(
-            nnodes,
-            rank,
+        addr, port = (
             values.get("master_addr") or "127.0.0.1",
             int(values.get("master_port") or 29501),
-            headless,
-            world,
-            values["model"],
         )
+        return cls(nnodes, rank, addr, port, headless, world, values["model"])
 
 
 def ranks_of(node_rank: int, world_size: int, nnodes: int) -> list[int]:
@@ -118,8 +111,7 @@ def ranks_of(node_rank: int, world_size: int, nnodes: int) -> list[int]:
 
 
 class _Link:
-    """One peer connection: reads JSON lines, sends a heartbeat, reports the loss of the peer
-    once."""
+    """One peer connection: reads JSON lines, sends a heartbeat, reports the peer's loss once."""
 
     def __init__(
         self,
@@ -132,8 +124,7 @@ class _Link:
         self.sock, self.timing = sock, timing
         self.on_message, self.on_lost = on_message, on_lost
         self.reader = reader or sock.makefile("rb")
-        host, port = sock.getpeername()[:2]
-        self.peer = f"{host}:{port}"
+        self.peer = _peer(sock)
         self.closed = False
         self._send_lock = threading.Lock()
 
@@ -145,7 +136,7 @@ class _Link:
     def send(self, message: dict) -> bool:
         try:
             with self._send_lock:
-                self.sock.sendall(json.dumps(message).encode() + b"\n")
+                _send(self.sock, message)
             return True
         except OSError:
             return False
@@ -175,8 +166,17 @@ class _Link:
             time.sleep(self.timing.heartbeat_s)
 
 
-def _ignore(message: dict) -> None:
-    """A head ignores what a joined worker sends besides heartbeats."""
+def _info(log: Logger, line: int, message: str) -> None:
+    log("INFO", f"multiproc_executor.py:{line}", message)
+
+
+def _peer(sock: socket.socket) -> str:
+    host, port = sock.getpeername()[:2]
+    return f"{host}:{port}"
+
+
+def _send(sock: socket.socket, message: dict) -> None:
+    sock.sendall(json.dumps(message).encode() + b"\n")
 
 
 def _read_line(sock: socket.socket, reader: BinaryIO, timeout: float) -> dict:
@@ -211,12 +211,9 @@ class Head:
                 f"network address. port: {a.port}, useIPv6: {':' in a.addr}, code: -{exc.errno}, "
                 f"message: {exc.strerror}"
             ) from None
-        self.log(
-            "INFO",
-            "multiproc_executor.py:131",
-            f"Multi-node launch: node rank 0 of {a.nnodes} (head), world size "
-            f"{a.world_size}; master listening on {a.addr}:{a.port}, waiting for {a.nnodes - 1} remote node(s)",
-        )
+        head = f"Multi-node launch: node rank 0 of {a.nnodes} (head), world size {a.world_size}"
+        wait = f"master listening on {a.addr}:{a.port}, waiting for {a.nnodes - 1} remote node(s)"
+        _info(self.log, 131, f"{head}; {wait}")
         threading.Thread(target=self._accept, daemon=True).start()
 
     def gather(self) -> None:
@@ -232,18 +229,11 @@ class Head:
             if now - last_log >= 5:
                 last_log = now
                 missing = sorted(set(range(1, a.nnodes)) - set(self.links))
-                self.log(
-                    "INFO",
-                    "multiproc_executor.py:140",
-                    f"Waiting for remote nodes to join ({len(self.links) + 1}/"
-                    f"{a.nnodes} nodes ready); missing node rank(s) {missing}",
-                )
+                ready = f"{len(self.links) + 1}/{a.nnodes} nodes ready"
+                text = f"Waiting for remote nodes to join ({ready}); missing node rank(s) {missing}"
+                _info(self.log, 140, text)
             time.sleep(0.05)
-        self.log(
-            "INFO",
-            "multiproc_executor.py:152",
-            f"All {a.nnodes} nodes joined; world size {a.world_size}",
-        )
+        _info(self.log, 152, f"All {a.nnodes} nodes joined; world size {a.world_size}")
         for link in list(self.links.values()):
             link.send({"op": "start"})
 
@@ -268,9 +258,7 @@ class Head:
             threading.Thread(target=self._admit, args=(sock,), daemon=True).start()
 
     def _admit(self, sock: socket.socket) -> None:
-        reader = sock.makefile("rb")
-        host, port = sock.getpeername()[:2]
-        peer = f"{host}:{port}"
+        reader, peer = sock.makefile("rb"), _peer(sock)
         try:
             hello = _read_line(sock, reader, self.timing.peer_timeout_s)
         except (OSError, ValueError):
@@ -282,11 +270,10 @@ class Head:
         with self._lock:
             reason = None if self._stopping else self._refusal(hello)
             if reason is None and not self._stopping:
-                link = _Link(
-                    sock, self.timing, _ignore, functools.partial(self._lose, rank, peer), reader
-                )
-                # Welcome before the worker counts as joined: gather's "start" must never overtake
-                # it.
+                # a head ignores what a joined worker sends besides heartbeats
+                lose = functools.partial(self._lose, rank, peer)
+                link = _Link(sock, self.timing, lambda message: None, lose, reader)
+                # welcome before the worker counts as joined: gather's "start" must not overtake it
                 link.send({"op": "welcome"})
                 self.links[rank] = link
         if reason is not None or self._stopping:
@@ -296,21 +283,14 @@ class Head:
                 f"Rejected a node from {peer}: {reason or 'shutting down'}",
             )
             with contextlib.suppress(OSError):
-                sock.sendall(
-                    json.dumps(
-                        {"op": "reject", "reason": reason or "the head is shutting down"}
-                    ).encode()
-                    + b"\n"
-                )
+                _send(sock, {"op": "reject", "reason": reason or "the head is shutting down"})
             sock.close()
             return
         link.start()
         names = ", ".join(
             f"Worker_TP{r}" for r in ranks_of(rank, self.launch.world_size, self.launch.nnodes)
         )
-        self.log(
-            "INFO", "multiproc_executor.py:178", f"Node rank {rank} joined from {peer} ({names})"
-        )
+        _info(self.log, 178, f"Node rank {rank} joined from {peer} ({names})")
 
     def _refusal(self, hello: dict) -> str | None:
         a, rank = self.launch, hello.get("rank")
@@ -340,8 +320,7 @@ class Head:
 
 
 class Member:
-    """A headless worker node: joins the head, loads on "start", then serves until the head stops or
-    goes."""
+    """A headless worker node: joins the head, loads on "start", serves until the head ends."""
 
     def __init__(self, launch: Launch, timing: Timing, log: Logger):
         self.launch, self.timing, self.log = launch, timing, log
@@ -352,45 +331,14 @@ class Member:
         self.lost_reason = ""
 
     def join(self) -> None:
-        a, deadline, last_log = self.launch, time.monotonic() + self.timing.join_timeout_s, 0.0
-        self.log(
-            "INFO",
-            "multiproc_executor.py:211",
-            f"Headless mode: node rank {a.rank} of {a.nnodes}, local ranks "
-            f"{a.local_ranks}; connecting to the master at {a.addr}:{a.port}",
-        )
-        while True:
-            try:
-                sock = socket.create_connection((a.addr, a.port), timeout=2)
-                break
-            except OSError as exc:
-                if time.monotonic() > deadline:
-                    raise ClusterError(
-                        f"torch.distributed.DistStoreError: Timed out after {self.timing.join_timeout_s:g} "
-                        f"seconds connecting to the master at {a.addr}:{a.port} ({exc.strerror or exc})"
-                    ) from None
-                if time.monotonic() - last_log >= 5:
-                    last_log = time.monotonic()
-                    self.log(
-                        "INFO",
-                        "multiproc_executor.py:219",
-                        f"Waiting for the master at {a.addr}:{a.port} ({exc.strerror or exc}); retrying",
-                    )
-                time.sleep(0.2)
+        a, deadline = self.launch, time.monotonic() + self.timing.join_timeout_s
+        at = f"local ranks {a.local_ranks}; connecting to the master at {a.addr}:{a.port}"
+        _info(self.log, 211, f"Headless mode: node rank {a.rank} of {a.nnodes}, {at}")
+        sock = self._connect(deadline)
         reader = sock.makefile("rb")
+        hello = {"rank": a.rank, "nnodes": a.nnodes, "model": a.model, "world_size": a.world_size}
         try:
-            sock.sendall(
-                json.dumps(
-                    {
-                        "op": "join",
-                        "rank": a.rank,
-                        "nnodes": a.nnodes,
-                        "model": a.model,
-                        "world_size": a.world_size,
-                    }
-                ).encode()
-                + b"\n"
-            )
+            _send(sock, {"op": "join", **hello})
             reply = _read_line(sock, reader, self.timing.peer_timeout_s)
         except (OSError, ValueError) as exc:
             sock.close()
@@ -404,11 +352,25 @@ class Member:
             )
         self.link = _Link(sock, self.timing, self._message, self._lost, reader)
         self.link.start()
-        self.log(
-            "INFO",
-            "multiproc_executor.py:236",
-            f"Joined the master at {a.addr}:{a.port} as node rank {a.rank}",
-        )
+        _info(self.log, 236, f"Joined the master at {a.addr}:{a.port} as node rank {a.rank}")
+
+    def _connect(self, deadline: float) -> socket.socket:
+        """The master's socket, retried until the join deadline (the head may start later)."""
+        a, last_log = self.launch, 0.0
+        while True:
+            try:
+                return socket.create_connection((a.addr, a.port), timeout=2)
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise ClusterError(
+                        f"torch.distributed.DistStoreError: Timed out after {self.timing.join_timeout_s:g} "
+                        f"seconds connecting to the master at {a.addr}:{a.port} ({exc.strerror or exc})"
+                    ) from None
+                if time.monotonic() - last_log >= 5:
+                    last_log = time.monotonic()
+                    retry = f"Waiting for the master at {a.addr}:{a.port} ({exc.strerror or exc})"
+                    _info(self.log, 219, f"{retry}; retrying")
+                time.sleep(0.2)
 
     def wait(self, event: threading.Event) -> bool:
         """Wait for `event` (True) unless the head goes first (False). Signals still get through."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from composegen.wire.http import WireError
 
@@ -100,12 +100,6 @@ class ResponsesReply(_Wire):
     status: StrictStr | None = None
     output: list[OutputItem]
     usage: dict[StrictStr, Any] | None = None
-
-
-class ErrorReply(_Wire):
-    error: Any = None
-    message: StrictStr | None = None
-    ok: StrictBool | None = None
 
 
 R = TypeVar("R", bound=BaseModel)

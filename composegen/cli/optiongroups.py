@@ -1,0 +1,39 @@
+"""Shared option groups: a command takes a dataclass whose fields are its typer options."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+
+def grouped(command: Callable[..., None]) -> Callable[..., None]:
+    """Typer sees each dataclass parameter's fields as options, in place; the command gets the dataclass."""
+    hints = typing.get_type_hints(command)
+    params: list[inspect.Parameter] = []
+    groups: dict[str, Any] = {}
+    for p in inspect.signature(command).parameters.values():
+        group = hints[p.name]
+        if not dataclasses.is_dataclass(group):
+            params.append(p.replace(kind=p.KEYWORD_ONLY, annotation=group))
+            continue
+        groups[p.name] = group
+        types = typing.get_type_hints(group)
+        params += [
+            inspect.Parameter(f.name, p.KEYWORD_ONLY, default=f.default, annotation=types[f.name])
+            for f in dataclasses.fields(group)
+        ]
+
+    @functools.wraps(command)
+    def run(**options: Any) -> None:
+        for name, group in groups.items():
+            fields = dataclasses.fields(group)
+            options[name] = group(**{f.name: options.pop(f.name) for f in fields})
+        command(**options)
+
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    return run
