@@ -2,9 +2,10 @@
 engine and every sleeping one fit on the same GPUs, and can host memory hold the level-1 weights?
 
 GPU, per GPU the edge's running stacks share: an awake (or starting) engine holds its
---gpu-memory-utilization share of the GPU (vLLM reserves it at start; a wake maps it back), a
-sleeping one its residue — its own `… GiB memory is still in use.` line, or ESTIMATED_RESIDUE_GIB
-before it has one. The sum must fit the GPU: an emulated stack's EMU_GPU_GIB (the size the
+--gpu-memory-utilization share of the GPU (driver.share: vLLM reserves it at start; a wake maps
+it back), a sleeping one its residue — its own share, kept by its last sleep (stack/sleepmode.py:
+vLLM's GPU-wide `still in use` line minus what the others hold), or ESTIMATED_RESIDUE_GIB before it
+has one. The sum must fit the GPU: an emulated stack's EMU_GPU_GIB (the size the
 emulator's GPU ledger enforces), a real one's size from a running stack's startup report (`Free
 memory on device (F/T GiB)`); unknown, the GPU check is skipped and said so.
 
@@ -26,7 +27,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from composegen.edge import config
-from composegen.emulator import gpuledger
 from composegen.errors import BadInput
 from composegen.evidence import sleepcycles
 from composegen.profiles.resolved import Resolved
@@ -35,7 +35,6 @@ from composegen.stack import driver
 
 # before an engine has slept: the recording's 0.87-0.91 GiB (H200, 0.60 share), rounded up
 ESTIMATED_RESIDUE_GIB = 1.0
-DEFAULT_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default
 EPSILON_GIB = 0.005  # figures are printed to 2 decimals: nothing closer than that is a refusal
 
 
@@ -46,7 +45,7 @@ class Holder:
     name: str
     gpus: tuple[str, ...]
     gib: float
-    how: str  # "awake: 0.975 x 95.01 GiB", "asleep: its own log line", …
+    how: str  # "awake: 0.975 x 95.01 GiB", "asleep: its kept share", …
 
 
 def gpu_problems(holders: Iterable[Holder], size_gib: float) -> list[str]:
@@ -78,9 +77,9 @@ def host_problem(
     )
 
 
-def share(r: Resolved) -> float:
-    value = r.flag("gpu-memory-utilization")
-    return float(value) if value is not None else DEFAULT_UTILIZATION
+share = (
+    driver.share
+)  # an awake engine's part of each of its GPUs (the one model, stack/sleepmode.py)
 
 
 def ranks(r: Resolved) -> int:
@@ -112,13 +111,13 @@ def _running(project: Project, edge: config.Edge, but: Iterable[str]) -> list[Ru
 def _size(project: Project, r: Resolved, emulated: bool, others: list[Running]) -> float | None:
     """One GPU's size in GiB (EMULATED: EMU_GPU_GIB), else a running stack's startup report."""
     if emulated:
-        return gpuledger.gpu_gib({k: str(v) for k, v in r.profile.emulate.env.items()})
+        return driver.gpu_size(r, None, emulated=True)
     for o in others:
-        ctr = driver.head_container(project, o.r)
-        if ctr is not None and not o.emulated:
-            total = driver.startup_check(o.r, ctr).gpu_total_gib
-            if total:
-                return float(total)
+        size = (
+            None if o.emulated else driver.gpu_size(o.r, driver.head_container(project, o.r), False)
+        )
+        if size:
+            return size
     return None
 
 
@@ -128,7 +127,7 @@ def _awake(r: Resolved, size: float, state: str = "awake") -> Holder:
 
 
 def _asleep(r: Resolved, residue: float | None) -> Holder:
-    gib, how = (residue, "asleep: its own log line") if residue is not None else (
+    gib, how = (residue, "asleep: its kept share") if residue is not None else (
         ESTIMATED_RESIDUE_GIB, "asleep: estimated")  # fmt: skip
     return Holder(r.name, tuple(r.profile.service.gpus.ids()), gib, how)
 
@@ -192,7 +191,7 @@ def check_switch(
     others = _running(project, edge, but=[current, target])
     size = _size(project, new, emulated, [*others, Running(old, emulated, None)])
     if size is not None:
-        # what OLD kept the last time it slept, by its own line (estimated if it never slept)
+        # what OLD kept the last time it slept, its own share (estimated if it never slept)
         holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_kept(project, old)),
                    *(_holder(o, size) for o in others)]  # fmt: skip
         _refuse(f"{target} cannot wake beside {current} asleep", gpu_problems(holders, size),

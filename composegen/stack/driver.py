@@ -21,7 +21,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
     sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
-    / residue_kept(project, r)
+    / residue_kept(project, r) / share(r) / gpu_size(r, ctr, emulated)
                                         a standby stack's sleep mode, over its private network
                                         (its bridge, or an exec inside the container)
     host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
@@ -79,7 +79,7 @@ from composegen.stack.running import (
     logs_text,
     running_container,
 )
-from composegen.stack.sleepmode import Asleep
+from composegen.stack.sleepmode import Asleep, gpu_size, share
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.weights.reports import WeightsReport
@@ -110,6 +110,7 @@ __all__ = [
     "follow_logs",
     "gpu_claims",
     "gpu_memory",
+    "gpu_size",
     "head_container",
     "host_memory",
     "image_facts",
@@ -122,6 +123,7 @@ __all__ = [
     "residue_kept",
     "running_container",
     "settle",
+    "share",
     "shm_report",
     "shm_text",
     "signals_as_interrupts",

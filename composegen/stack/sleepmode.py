@@ -11,8 +11,11 @@ overhead when every call went this way).
 Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights,
 POST /collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the
 H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
-.composegen/standby/NAME.json ({"level", "since", "residue_gib"}: the engine's own `… GiB memory is
-still in use.` line) for `status`.
+.composegen/standby/NAME.json ({"level", "since", "residue_gib", "residue_from"}) for `status` and
+the memory plan. The residue is the engine's own share: vLLM's `… GiB memory is still in use.` line
+is the whole GPU's (1.76 GiB logged on an H200 while nvidia-smi showed 0.88 + 0.91 GiB for two
+sleeping engines), so what the project's other running stacks on the same GPUs hold is taken off:
+a sleeping one its kept residue, an awake one its share (`share`, the one model of that).
 """
 
 from __future__ import annotations
@@ -22,19 +25,23 @@ import json
 import re
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from composegen import privatestate
+from composegen.emulator import gpuledger
 from composegen.errors import EngineError
+from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import engine
 from composegen.stack.facts import ContainerFacts
+from composegen.stack.up import startup_check
 from composegen.wire.http import Peer, PeerUnreachable, WireError
 
 MAX_ANSWER = 64 << 10
+DEFAULT_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default
 CONNECT_S = 0.5  # a bridge address that does not connect in this long is not reachable from here
 _reachable: dict[tuple[str, str, int], bool] = {}  # (container id, address, port): connects
 # stdlib only, -I: nothing from the image's site-packages or the working directory runs
@@ -59,7 +66,8 @@ class Asleep:
     level: int
     # when composegen put it to sleep (privatestate.stamp); None: not by composegen
     since: str | None
-    residue_gib: float | None  # GPU memory the sleeping engine still holds, from its own log line
+    residue_gib: float | None  # GPU memory the sleeping engine still holds (its own share)
+    residue_from: str | None = None  # how: the GPU-wide line minus what the others hold
 
 
 @dataclass(frozen=True)
@@ -192,8 +200,8 @@ def sleep(
     """Put R's engine to sleep; the record says level, when and the residue it logged."""
     port = r.profile.service.port.container
     _ok(ctr, port, "POST", f"/sleep?level={level}&mode={mode}", timeout=600)
-    residue = _residue(ctr)
-    asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue)
+    residue, how = _residue(project, r, ctr)
+    asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue, residue_from=how)
     privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
     return asleep
 
@@ -235,6 +243,57 @@ def residue_kept(project: Project, name: str) -> float | None:
     return float(found) if isinstance(found, int | float) and 0 <= found < 1e6 else None
 
 
-def _residue(ctr: ContainerFacts) -> float | None:
+def share(r: Resolved) -> float:
+    """The part of each of its GPUs an awake engine holds: its --gpu-memory-utilization (vLLM
+    reserves it at start, a wake maps it back). The one model of an awake engine's hold."""
+    value = r.flag("gpu-memory-utilization")
+    return float(value) if value is not None else DEFAULT_UTILIZATION
+
+
+def gpu_size(r: Resolved, ctr: ContainerFacts | None, emulated: bool) -> float | None:
+    """One of R's GPUs in GiB: EMULATED, its EMU_GPU_GIB (what the emulator's ledger enforces);
+    else its running engine's startup report (`Free memory on device (F/T GiB)`)."""
+    if emulated:
+        return gpuledger.gpu_gib({k: str(v) for k, v in r.profile.emulate.env.items()})
+    total = startup_check(r, ctr).gpu_total_gib if ctr is not None else None
+    return float(total) if total else None
+
+
+def _residue(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[float | None, str | None]:
+    """R's own residue: the `still in use` line (the whole GPU's) minus what the project's other
+    running stacks hold on the fullest of R's GPUs, clamped at 0; and where it came from."""
     found = RESIDUE_RE.findall(engine.logs(ctr, tail=200))
-    return float(found[-1]) if found else None
+    if not found:
+        return None, None
+    in_use, mine = float(found[-1]), set(r.profile.service.gpus.ids())
+    held: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}  # per GPU: (GiB, who)
+    names = set(project.profile_names()) - {r.name}
+    for other in engine.composegen_containers(ctr.target) if names else []:
+        if other.running and other.profile in names and other.emulated == ctr.emulated:
+            o = resolve.load(project, other.profile)
+            shared = mine & set(o.profile.service.gpus.ids())
+            if shared and o.profile.nodes is None:
+                hold = _hold(project, o, other, lambda: gpu_size(r, ctr, ctr.emulated))
+                for gpu in shared:
+                    held[gpu].append(hold)
+    gpu = max(held, key=lambda g: sum(h for h, _ in held[g]))
+    if not held[gpu]:
+        return in_use, f"its `still in use` line, {in_use:.2f} GiB: nothing else on its GPUs"
+    others = " - ".join(who for _, who in held[gpu])
+    own = round(max(in_use - sum(h for h, _ in held[gpu]), 0.0), 2)
+    return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - {others}"
+
+
+def _hold(
+    project: Project, o: Resolved, ctr: ContainerFacts, size: Callable[[], float | None]
+) -> tuple[float, str]:
+    """What O's running engine holds on each of its GPUs: asleep, its kept residue; awake, its
+    share of the GPU."""
+    asleep = state(project, o, ctr)
+    if asleep is not None:
+        gib = asleep.residue_gib or 0.0
+        return gib, f"{o.name} {gib:.2f} GiB (asleep: its kept residue)"
+    total = size() or 0.0
+    return share(
+        o
+    ) * total, f"{o.name} {share(o) * total:.2f} GiB (awake: {share(o)} x {total:.2f})"

@@ -35,7 +35,11 @@ def test_the_last_sleep_s_figure_outlives_the_log_window(tmp_path, monkeypatch):
     )
     r = SimpleNamespace(
         name="4096-131k",
-        profile=SimpleNamespace(service=SimpleNamespace(port=SimpleNamespace(container=8000))),
+        profile=SimpleNamespace(
+            service=SimpleNamespace(
+                port=SimpleNamespace(container=8000), gpus=SimpleNamespace(ids=lambda: ["0"])
+            )
+        ),
     )
     log = [LINE]
     monkeypatch.setattr(sleepmode, "_ok", lambda *a, **k: "")
