@@ -77,9 +77,8 @@ def host_problem(
     )
 
 
-share = (
-    driver.share
-)  # an awake engine's part of each of its GPUs (the one model, stack/sleepmode.py)
+# an awake engine's part of each of its GPUs (the one model, stack/sleepmode.py)
+share = driver.share
 
 
 def ranks(r: Resolved) -> int:
@@ -113,10 +112,8 @@ def _size(project: Project, r: Resolved, emulated: bool, others: list[Running]) 
     if emulated:
         return driver.gpu_size(r, None, emulated=True)
     for o in others:
-        size = (
-            None if o.emulated else driver.gpu_size(o.r, driver.head_container(project, o.r), False)
-        )
-        if size:
+        ctr = None if o.emulated else driver.head_container(project, o.r)
+        if size := driver.gpu_size(o.r, ctr, False) if ctr else None:
             return size
     return None
 

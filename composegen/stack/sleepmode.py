@@ -293,7 +293,5 @@ def _hold(
     if asleep is not None:
         gib = asleep.residue_gib or 0.0
         return gib, f"{o.name} {gib:.2f} GiB (asleep: its kept residue)"
-    total = size() or 0.0
-    return share(
-        o
-    ) * total, f"{o.name} {share(o) * total:.2f} GiB (awake: {share(o)} x {total:.2f})"
+    gib = share(o) * (size() or 0.0)
+    return gib, f"{o.name} {gib:.2f} GiB (awake: {share(o)} of the GPU)"
