@@ -29,7 +29,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from composegen.emulator import draftfault
 from composegen.emulator.gpuledger import WAKE_ERROR, Ledger
+from composegen.emulator.metrics import Metrics
 
 DEV_ROUTES = {
     "/sleep": "POST",
@@ -81,6 +83,7 @@ class SleepMode:
     aborting: bool = False
     backend_logged: bool = False
     ledger: Ledger | None = None  # the GPUs shared with other emulated engines (gpuledger.py)
+    metrics: Metrics | None = None  # the draft's acceptance (EMU_FAULT=draft_not_reloaded)
 
     def __post_init__(self) -> None:
         self.idle = threading.Condition(self.lock)
@@ -260,3 +263,4 @@ class SleepMode:
             time.sleep(min(self.weights_gib / 6.5, 30.0))
             log("INFO", "gpu_model_runner.py:5547", "Reloading and processing weights took "
                 f"{min(self.weights_gib / 6.5, 30.0):.2f} seconds", "EngineCore_DP0")  # fmt: skip
+            draftfault.after_reload(self.fault, self.metrics)
