@@ -180,17 +180,9 @@ def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
     defensively: a record that is not one counts as none)."""
     doc: dict = privatestate.read_json(_kept_path(project), {})
     found = doc.get(key_of(r, emulated))
-    if (
-        not isinstance(found, dict)
-        or not isinstance(found.get("passed"), bool)
-        or not isinstance(found.get("at"), str)
-    ):
+    found = found if isinstance(found, dict) else {}
+    passed, at = found.get("passed"), found.get("at")
+    if not isinstance(passed, bool) or not isinstance(at, str):
         return None
     level, cycles = (v if isinstance(v := found.get(k), int) else 0 for k in ("level", "cycles"))
-    return Kept(
-        passed=found["passed"],
-        at=found["at"],
-        profile=str(found.get("profile")),
-        level=level,
-        cycles=cycles,
-    )
+    return Kept(passed=passed, at=at, profile=str(found.get("profile")), level=level, cycles=cycles)

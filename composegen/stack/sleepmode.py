@@ -31,7 +31,7 @@ from pathlib import Path
 
 from composegen import privatestate
 from composegen.emulator import gpuledger
-from composegen.errors import EngineError
+from composegen.errors import ComposegenError, EngineError
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -265,8 +265,25 @@ def _residue(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[float 
     found = RESIDUE_RE.findall(engine.logs(ctr, tail=200))
     if not found:
         return None, None
-    in_use, mine = float(found[-1]), set(r.profile.service.gpus.ids())
-    held: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}  # per GPU: (GiB, who)
+    in_use = float(found[-1])
+    try:
+        gpu, held = _fullest(project, r, ctr)
+    except ComposegenError as exc:  # the engine sleeps already: the figure is kept, said unsplit
+        return in_use, f"its `still in use` line {in_use:.2f} GiB, others unread ({exc.message})"
+    if not held:
+        return in_use, f"its `still in use` line {in_use:.2f} GiB, nothing else on its GPUs"
+    own = round(max(in_use - sum(h for h, _ in held), 0.0), 2)
+    return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - " + " - ".join(
+        w for _, w in held
+    )
+
+
+def _fullest(
+    project: Project, r: Resolved, ctr: ContainerFacts
+) -> tuple[str, list[tuple[float, str]]]:
+    """The fullest of R's GPUs by what the project's other running stacks hold there: (GiB, who)."""
+    mine = set(r.profile.service.gpus.ids())
+    held: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}
     names = set(project.profile_names()) - {r.name}
     for other in engine.composegen_containers(ctr.target) if names else []:
         if other.running and other.profile in names and other.emulated == ctr.emulated:
@@ -277,11 +294,7 @@ def _residue(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[float 
                 for gpu in shared:
                     held[gpu].append(hold)
     gpu = max(held, key=lambda g: sum(h for h, _ in held[g]))
-    if not held[gpu]:
-        return in_use, f"its `still in use` line, {in_use:.2f} GiB: nothing else on its GPUs"
-    others = " - ".join(who for _, who in held[gpu])
-    own = round(max(in_use - sum(h for h, _ in held[gpu]), 0.0), 2)
-    return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - {others}"
+    return gpu, held[gpu]
 
 
 def _hold(
