@@ -12,10 +12,9 @@ Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake
 POST /collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the
 H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
 .composegen/standby/NAME.json ({"level", "since", "residue_gib", "residue_from"}) for `status` and
-the memory plan. The residue is the engine's own share: vLLM's `… GiB memory is still in use.` line
-is the whole GPU's (1.76 GiB logged on an H200 while nvidia-smi showed 0.88 + 0.91 GiB for two
-sleeping engines), so what the project's other running stacks on the same GPUs hold is taken off:
-a sleeping one its kept residue, an awake one its share (`share`, the one model of that).
+the memory plan: the residue is the engine's own share, vLLM's GPU-wide `… GiB memory is still in
+use.` line (1.76 GiB on an H200 beside nvidia-smi's 0.88 + 0.91 GiB for two sleeping engines) minus
+what the project's other stacks on its GPUs hold (asleep: their kept residue; awake: `share`).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from composegen.stack.up import startup_check
 from composegen.wire.http import Peer, PeerUnreachable, WireError
 
 MAX_ANSWER = 64 << 10
+KEPT = ("residue_gib", "residue_from")  # what the record keeps once the engine is awake
 DEFAULT_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default
 CONNECT_S = 0.5  # a bridge address that does not connect in this long is not reachable from here
 _reachable: dict[tuple[str, str, int], bool] = {}  # (container id, address, port): connects
@@ -76,8 +76,8 @@ class _DevCall:
 
     method: str
     path: str
-    body: Mapping[str, object] | None
-    timeout: float
+    body: Mapping[str, object] | None = None
+    timeout: float = 120
 
     @property
     def payload(self) -> str | None:
@@ -156,17 +156,12 @@ def _exec_call(ctr: ContainerFacts, port: int, call: _DevCall) -> tuple[int, str
     return int(status), answer
 
 
-def _ok(
-    ctr: ContainerFacts,
-    port: int,
-    method: str,
-    path: str,
-    body: Mapping[str, object] | None = None,
-    timeout: float = 120,
-) -> str:
-    status, answer = _call(ctr, port, _DevCall(method, path, body, timeout))
+def _ok(ctr: ContainerFacts, port: int, call: _DevCall) -> str:
+    status, answer = _call(ctr, port, call)
     if status != 200:
-        raise EngineError(f"{ctr.name}: {method} {path} answered {status}", details=answer[:800])
+        raise EngineError(
+            f"{ctr.name}: {call.method} {call.path} answered {status}", details=answer[:800]
+        )
     return answer
 
 
@@ -176,7 +171,7 @@ def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | 
     switch must not take a sleeping engine for an awake one."""
     for attempt in range(3):
         try:
-            status, answer = _call(ctr, port, _DevCall("GET", "/is_sleeping", None, 10))
+            status, answer = _call(ctr, port, _DevCall("GET", "/is_sleeping", timeout=10))
             doc = json.loads(answer) if status == 200 else {}
         except (EngineError, ValueError):
             time.sleep(0.5 * (attempt + 1))
@@ -199,7 +194,7 @@ def sleep(
 ) -> Asleep:
     """Put R's engine to sleep; the record says level, when and the residue it logged."""
     port = r.profile.service.port.container
-    _ok(ctr, port, "POST", f"/sleep?level={level}&mode={mode}", timeout=600)
+    _ok(ctr, port, _DevCall("POST", f"/sleep?level={level}&mode={mode}", timeout=600))
     residue, how = _residue(project, r, ctr)
     asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue, residue_from=how)
     privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
@@ -210,15 +205,14 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
     """Wake R's engine (the steps its level needs); seconds taken."""
     port, started = r.profile.service.port.container, time.monotonic()
     if level == 2:
-        _ok(ctr, port, "POST", "/wake_up?tags=weights")
-        _ok(ctr, port, "POST", "/collective_rpc", {"method": "reload_weights"}, timeout=1800)
-        _ok(ctr, port, "POST", "/wake_up?tags=kv_cache")
+        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=weights"))
+        _ok(ctr, port, _DevCall("POST", "/collective_rpc", {"method": "reload_weights"}, 1800))
+        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=kv_cache"))
     else:
-        _ok(ctr, port, "POST", "/wake_up", timeout=600)
+        _ok(ctr, port, _DevCall("POST", "/wake_up", timeout=600))
     # awake: only the figure the last sleep measured stays (the memory plan's, not a log window)
-    privatestate.write_json(
-        _record(project, r.name), {"residue_gib": residue_kept(project, r.name)}
-    )
+    kept: dict = privatestate.read_json(_record(project, r.name), {})
+    privatestate.write_json(_record(project, r.name), {k: kept.get(k) for k in KEPT})
     return time.monotonic() - started
 
 
