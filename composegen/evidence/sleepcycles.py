@@ -2,19 +2,17 @@
 (issue 37)
 
 N cycles of the profile's level on the running stack — sleep, wake, one temperature-0 probe — each
-timed, with the GPU memory the sleeping engine still holds (its own `… GiB memory is still in use.`
-line), the GPU memory in use on its GPUs before the first sleep and after each sleep and wake
-(nvidia-smi inside the container when the image has it; an emulated engine: the EMULATED GPU
-ledger) and its host's MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the
-weights there). It fails when a wake fails, an answer differs from the one before the first sleep, or that
-residue grows by more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned
-memory growing per cycle until outputs broke, vLLM issue 21336), or, with speculative decoding, the
-draft's acceptance over a probe after a wake falls below MIN_ACCEPTANCE_KEPT of the first probe's
-(vLLM's spec-decode counters on /metrics; a level-2 wake that does not reload the draft keeps the
-answers equal and only collapses that, vLLM issue 52487). The stack is left awake. The result
-goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM version, model,
-emulated or not) in .composegen/standby/qualified.json, which the standby path reads
-(edge/standby.py).
+timed, with the GPU memory the sleeping engine still holds (its own share, stack/sleepmode.py), the
+GPU memory in use on its GPUs before the first sleep and after each sleep and wake (nvidia-smi in
+the container when the image has it; an emulated engine: the EMULATED GPU ledger) and its host's
+MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the weights there). It fails
+when a wake fails, an answer differs from the one before the first sleep, that residue grows by
+more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned memory growing per
+cycle until outputs broke, vLLM issue 21336), or the draft's acceptance over a probe (spec_decode_*
+on /metrics) falls below MIN_ACCEPTANCE_KEPT of the first's (vLLM issue 52487). The stack is left
+awake. The result goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM
+version, model, emulated or not) in .composegen/standby/qualified.json, which the standby path
+reads (edge/standby.py).
 """
 
 from __future__ import annotations
@@ -97,17 +95,13 @@ class _Meters:
 
     def gpu(self) -> dict[str, float] | None:
         found = driver.gpu_memory(self.project, self.ctr) if self.ctr else None
-        if found is None:
-            return None
-        self.gpu_source = found.source
-        return found.used_gib
+        self.gpu_source = found.source if found else self.gpu_source
+        return found.used_gib if found else None
 
     def host(self) -> float | None:
         found = driver.host_memory(self.r)
-        if found is None:
-            return None
-        self.host_source = "/proc/meminfo of the engine's host"
-        return found.available_gib
+        self.host_source = "/proc/meminfo of the engine's host" if found else self.host_source
+        return found.available_gib if found else None
 
 
 def _cycle(project: Project, r: Resolved, level: int, row: SleepCycle, meters: _Meters) -> None:

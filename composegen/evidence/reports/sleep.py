@@ -19,10 +19,7 @@ class SleepCycle(Report):
     same_answer: bool | None = Field(
         description="the temperature-0 probe after the wake equals the first answer"
     )
-    draft_acceptance: float | None = Field(
-        default=None,
-        description="accepted / drafted tokens over the probe after the wake (/metrics)",
-    )
+    draft_acceptance: float | None = Field(default=None, description="accepted/drafted after wake")
     gpu_gib_after_sleep: dict[str, float] | None = Field(
         default=None,
         description="GiB in use per GPU id after the sleep (every process on it; see gpu_source)",
@@ -48,11 +45,7 @@ class SleepCycles(Report):
     passed: bool
     reason: str | None
     emulated: bool
-    draft_acceptance_before: float | None = Field(
-        default=None,
-        description="accepted / drafted tokens over the first probe, before the first sleep (vLLM's "
-        "spec-decode counters on /metrics; null without speculative decoding)",
-    )
+    draft_acceptance_before: float | None = Field(default=None, description="the first probe's")
     gpu_gib_before: dict[str, float] | None = Field(
         default=None, description="GiB in use per GPU id before the first sleep, the engine awake"
     )
