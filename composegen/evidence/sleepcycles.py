@@ -75,12 +75,10 @@ def _spec(r: Resolved) -> tuple[float, float] | None:
 def _dropped(rows: list[SleepCycle], before: float | None) -> str | None:
     """The first cycle whose probe's draft acceptance fell below MIN_ACCEPTANCE_KEPT of BEFORE."""
     for c in rows:
-        after = c.draft_acceptance
+        after = c.draft_acceptance if before else None
         if before and after is not None and after < before * MIN_ACCEPTANCE_KEPT:
-            return (
-                f"cycle {c.cycle}: the draft's acceptance fell from {before:g} to {after:g} "
-                "(a draft the wake did not reload? vLLM issue 52487)"
-            )
+            fell = f"the draft's acceptance fell from {before:g} to {after:g}"
+            return f"cycle {c.cycle}: {fell} (a draft the wake did not reload? vLLM issue 52487)"
     return None
 
 

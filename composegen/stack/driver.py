@@ -21,7 +21,7 @@ case of the same algorithms as a multi-node one. Progress goes to a `progress.Pr
     weights(project, r, ...)            the pinned weights on every node       -> WeightsReport
     gpu_claims(r)                       running containers' GPU requests       -> list[dict]
     sleep_stack(project, r, level, mode) / wake_stack(project, r) / sleep_state(project, r)
-    / residue_kept(project, r) / share(r) / gpu_size(r, ctr, emulated)
+    / residue_kept(project, name) / share(r) / gpu_size(r, ctr, emulated)
                                         a standby stack's sleep mode, over its private network
                                         (its bridge, or an exec inside the container)
     host_memory(r) / gpu_memory(project, ctr)   the engine host's memory, its GPUs' (memfacts.py)
@@ -79,7 +79,7 @@ from composegen.stack.running import (
     logs_text,
     running_container,
 )
-from composegen.stack.sleepmode import Asleep, gpu_size, share
+from composegen.stack.sleepmode import Asleep, gpu_size, residue_kept, share
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.weights.reports import WeightsReport
@@ -341,12 +341,6 @@ def wake_stack(project: Project, r: Resolved) -> float:
         )
     asleep = sleepmode.state(project, r, ctr, strict=True)  # "cannot tell" must not read as "awake"
     return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
-
-
-def residue_kept(project: Project, r: Resolved) -> float | None:
-    """The GPU memory R's engine kept the last time it slept, as that sleep measured it (kept in
-    .composegen/standby/NAME.json, not read from a log window); None when it never slept."""
-    return sleepmode.residue_kept(project, r.name)
 
 
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:

@@ -11,10 +11,9 @@ overhead when every call went this way).
 Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights,
 POST /collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the
 H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
-.composegen/standby/NAME.json ({"level", "since", "residue_gib", "residue_from"}) for `status` and
-the memory plan: the residue is the engine's own share, vLLM's GPU-wide `… GiB memory is still in
-use.` line (1.76 GiB on an H200 beside nvidia-smi's 0.88 + 0.91 GiB for two sleeping engines) minus
-what the project's other stacks on its GPUs hold (asleep: their kept residue; awake: `share`).
+.composegen/standby/NAME.json ({"level", "since", "residue_gib", "residue_from"}): its own residue,
+vLLM's GPU-wide `… still in use.` line (1.76 GiB on an H200 beside 0.88 + 0.91 GiB for two engines)
+minus what the project's other stacks on its GPUs hold (asleep: kept residue; awake: `share`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import json
 import re
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,15 +237,13 @@ def residue_kept(project: Project, name: str) -> float | None:
 
 
 def share(r: Resolved) -> float:
-    """The part of each of its GPUs an awake engine holds: its --gpu-memory-utilization (vLLM
-    reserves it at start, a wake maps it back). The one model of an awake engine's hold."""
+    """An awake engine's part of each of its GPUs (vLLM reserves it at start, a wake maps it back)."""
     value = r.flag("gpu-memory-utilization")
     return float(value) if value is not None else DEFAULT_UTILIZATION
 
 
 def gpu_size(r: Resolved, ctr: ContainerFacts | None, emulated: bool) -> float | None:
-    """One of R's GPUs in GiB: EMULATED, its EMU_GPU_GIB (what the emulator's ledger enforces);
-    else its running engine's startup report (`Free memory on device (F/T GiB)`)."""
+    """One of R's GPUs in GiB: EMULATED, EMU_GPU_GIB (the emulator's ledger); else CTR's startup log."""
     if emulated:
         return gpuledger.gpu_gib({k: str(v) for k, v in r.profile.emulate.env.items()})
     total = startup_check(r, ctr).gpu_total_gib if ctr is not None else None
@@ -267,14 +264,11 @@ def _residue(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[float 
     if not held:
         return in_use, f"its `still in use` line {in_use:.2f} GiB, nothing else on its GPUs"
     own = round(max(in_use - sum(h for h, _ in held), 0.0), 2)
-    return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - " + " - ".join(
-        w for _, w in held
-    )
+    others = " - ".join(who for _, who in held)
+    return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - {others}"
 
 
-def _fullest(
-    project: Project, r: Resolved, ctr: ContainerFacts
-) -> tuple[str, list[tuple[float, str]]]:
+def _fullest(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[str, list]:
     """The fullest of R's GPUs by what the project's other running stacks hold there: (GiB, who)."""
     mine = set(r.profile.service.gpus.ids())
     held: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}
@@ -284,21 +278,11 @@ def _fullest(
             o = resolve.load(project, other.profile)
             shared = mine & set(o.profile.service.gpus.ids())
             if shared and o.profile.nodes is None:
-                hold = _hold(project, o, other, lambda: gpu_size(r, ctr, ctr.emulated))
+                asleep = state(project, o, other)
+                size = 0.0 if asleep else gpu_size(r, ctr, ctr.emulated) or 0.0
+                gib = (asleep.residue_gib or 0.0) if asleep else share(o) * size
+                how = "asleep: kept residue" if asleep else f"awake: {share(o)} x {size:.2f} GiB"
                 for gpu in shared:
-                    held[gpu].append(hold)
+                    held[gpu].append((gib, f"{o.name} {gib:.2f} GiB ({how})"))
     gpu = max(held, key=lambda g: sum(h for h, _ in held[g]))
     return gpu, held[gpu]
-
-
-def _hold(
-    project: Project, o: Resolved, ctr: ContainerFacts, size: Callable[[], float | None]
-) -> tuple[float, str]:
-    """What O's running engine holds on each of its GPUs: asleep, its kept residue; awake, its
-    share of the GPU."""
-    asleep = state(project, o, ctr)
-    if asleep is not None:
-        gib = asleep.residue_gib or 0.0
-        return gib, f"{o.name} {gib:.2f} GiB (asleep: its kept residue)"
-    gib = share(o) * (size() or 0.0)
-    return gib, f"{o.name} {gib:.2f} GiB (awake: {share(o)} of the GPU)"
