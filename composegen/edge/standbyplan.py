@@ -2,11 +2,11 @@
 engine and every sleeping one fit on the same GPUs, and can host memory hold the level-1 weights?
 
 GPU, per GPU the edge's running stacks share: an awake (or starting) engine holds its
---gpu-memory-utilization share of the GPU (vLLM reserves it at start; a wake maps it back), a
-sleeping one its residue — its own `… GiB memory is still in use.` line, or ESTIMATED_RESIDUE_GIB
-before it has one. The sum must fit the GPU: an emulated stack's EMU_GPU_GIB (the size the
-emulator's GPU ledger enforces), a real one's size from a running stack's startup report (`Free
-memory on device (F/T GiB)`); unknown, the GPU check is skipped and said so.
+--gpu-memory-utilization share of the GPU (driver.share: vLLM reserves it at start; a wake maps
+it back), a sleeping one its own residue as its last sleep kept it (stack/sleepmode.py), or
+ESTIMATED_RESIDUE_GIB before it has one. The sum must fit the GPU: an emulated stack's EMU_GPU_GIB
+(the size the emulator's GPU ledger enforces), a real one's from a running stack's startup report
+(`Free memory on device (F/T GiB)`); unknown, the GPU check is skipped and said so.
 
 Host, level 1: the engine going to sleep moves its weights to pinned host memory (weights per rank ×
 ranks, from its startup report); they must fit in MemAvailable minus what the host-memory guard keeps
@@ -30,12 +30,10 @@ from composegen.errors import BadInput
 from composegen.evidence import sleepcycles
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
-from composegen.sizing import ledger as gpuledger
 from composegen.stack import driver
 
 # before an engine has slept: the recording's 0.87-0.91 GiB (H200, 0.60 share), rounded up
 ESTIMATED_RESIDUE_GIB = 1.0
-DEFAULT_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default
 EPSILON_GIB = 0.005  # figures are printed to 2 decimals: nothing closer than that is a refusal
 
 
@@ -46,7 +44,7 @@ class Holder:
     name: str
     gpus: tuple[str, ...]
     gib: float
-    how: str  # "awake: 0.975 x 95.01 GiB", "asleep: its own log line", …
+    how: str  # "awake: 0.975 x 95.01 GiB", "asleep: its kept share", …
 
 
 def gpu_problems(holders: Iterable[Holder], size_gib: float) -> list[str]:
@@ -78,11 +76,6 @@ def host_problem(
     )
 
 
-def share(r: Resolved) -> float:
-    value = r.flag("gpu-memory-utilization")
-    return float(value) if value is not None else DEFAULT_UTILIZATION
-
-
 def ranks(r: Resolved) -> int:
     return int(r.flag("tensor-parallel-size") or 1) * int(r.flag("pipeline-parallel-size") or 1)
 
@@ -99,36 +92,31 @@ def _running(project: Project, edge: config.Edge, but: Iterable[str]) -> list[Ru
     """The edge's stacks that run now (other than BUT), awake or asleep."""
     found = []
     for name, r in edge.stacks.items():
-        if name in but or r.profile.nodes is not None:
-            continue
-        ctr = driver.head_container(project, r)
-        if ctr is None or not ctr.running:
-            continue
-        # an engine that cannot say (still loading) counts as awake: it holds, or will, its share
-        found.append(Running(r, ctr.emulated, driver.sleep_state(project, r)))
+        ctr = None if name in but or r.profile.nodes else driver.head_container(project, r)
+        if ctr is not None and ctr.running:
+            # an engine that cannot say (still loading) counts as awake: it holds, or will, its share
+            found.append(Running(r, ctr.emulated, driver.sleep_state(project, r)))
     return found
 
 
 def _size(project: Project, r: Resolved, emulated: bool, others: list[Running]) -> float | None:
     """One GPU's size in GiB (EMULATED: EMU_GPU_GIB), else a running stack's startup report."""
-    if emulated:
-        return gpuledger.gpu_gib({k: str(v) for k, v in r.profile.emulate.env.items()})
-    for o in others:
-        ctr = driver.head_container(project, o.r)
-        if ctr is not None and not o.emulated:
-            total = driver.startup_check(o.r, ctr).gpu_total_gib
-            if total:
-                return float(total)
-    return None
+    real = (
+        driver.gpu_size(o.r, driver.head_container(project, o.r), False)
+        for o in others
+        if not o.emulated
+    )
+    return driver.gpu_size(r, None, emulated=True) if emulated else next(filter(None, real), None)
 
 
 def _awake(r: Resolved, size: float, state: str = "awake") -> Holder:
-    return Holder(r.name, tuple(r.profile.service.gpus.ids()), share(r) * size,
-                  f"{state}: {share(r)} x {size:.2f} GiB")  # fmt: skip
+    share = driver.share(r)  # the one model of an awake engine's hold (stack/sleepmode.py)
+    return Holder(r.name, tuple(r.profile.service.gpus.ids()), share * size,
+                  f"{state}: {share} x {size:.2f} GiB")  # fmt: skip
 
 
 def _asleep(r: Resolved, residue: float | None) -> Holder:
-    gib, how = (residue, "asleep: its own log line") if residue is not None else (
+    gib, how = (residue, "asleep: its kept share") if residue is not None else (
         ESTIMATED_RESIDUE_GIB, "asleep: estimated")  # fmt: skip
     return Holder(r.name, tuple(r.profile.service.gpus.ids()), gib, how)
 
@@ -192,8 +180,8 @@ def check_switch(
     others = _running(project, edge, but=[current, target])
     size = _size(project, new, emulated, [*others, Running(old, emulated, None)])
     if size is not None:
-        # what OLD kept the last time it slept, by its own line (estimated if it never slept)
-        holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_kept(project, old)),
+        # what OLD kept the last time it slept, its own share (estimated if it never slept)
+        holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_kept(project, current)),
                    *(_holder(o, size) for o in others)]  # fmt: skip
         _refuse(f"{target} cannot wake beside {current} asleep", gpu_problems(holders, size),
                 "put the other awake stacks to sleep or down first (docs/standby.md)")  # fmt: skip

@@ -78,6 +78,7 @@ class Metrics:
         self.block_size = int(cache_labels.get("block_size") or 16)
         self.max_num_seqs = max_num_seqs
         self.spec_tokens = spec_tokens
+        self.accept_decay = ACCEPT_DECAY  # lowered by EMU_FAULT=draft_not_reloaded (draftfault.py)
         self.cache_labels = {
             **CACHE_CONFIG_DEFAULTS,
             **{k: str(v) for k, v in cache_labels.items()},
@@ -189,7 +190,7 @@ class Metrics:
         while k > 0 and remaining > 0:
             accepted = 0
             while accepted < min(k, remaining - 1):
-                self._accept_carry[accepted] += ACCEPT_DECAY
+                self._accept_carry[accepted] += self.accept_decay
                 if self._accept_carry[accepted] < 1:
                     break
                 self._accept_carry[accepted] -= 1

@@ -55,6 +55,7 @@ FAULTS = (
     "broken_tool_stream",
     "sleep_residue_growth",
     "wake_fails",
+    "draft_not_reloaded",
 )
 
 
@@ -462,5 +463,5 @@ def _server_state(log: Log, values: dict, plan: MemoryPlan, settings: Settings) 
         state.sleep = SleepMode.from_env(
             settings.env or {}, plan.requested_gib, plan.weights_gib, settings.fault
         )
-        state.sleep.ledger = settings.ledger
+        state.sleep.ledger, state.sleep.metrics = settings.ledger, state.metrics
     return state

@@ -19,7 +19,8 @@ and EMU_SLEEP_ROUTE_S (0.09: what /sleep took beyond it, the client's recorded 0
 (19 GiB/s host to GPU, recorded with 6.5 GiB: 0.34-0.35 s) when that takes longer. The residue is
 EMU_SLEEP_RESIDUE_GIB (0.87 recorded); faults:
 EMU_FAULT=sleep_residue_growth (+0.5 GiB per cycle, as reported on 4x RTX PRO 6000),
-EMU_FAULT=wake_fails (the wake after the first cycle is an error).
+EMU_FAULT=wake_fails (the wake after the first cycle is an error), EMU_FAULT=draft_not_reloaded
+(draftfault.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from composegen.emulator import draftfault
+from composegen.emulator.metrics import Metrics
 from composegen.sizing.ledger import WAKE_ERROR, Ledger
 
 DEV_ROUTES = {
@@ -44,6 +47,11 @@ DEV_ROUTES = {
 MODES = ("abort", "wait", "keep")
 TAGS = ("weights", "kv_cache")
 RESIDUE_GROWTH_GIB = 0.5
+
+
+def _core(log: Callable[..., None], where: str, text: str, level: str = "INFO") -> None:
+    """One of the engine core's log lines (vLLM's EngineCore_DP0 process)."""
+    log(level, where, text, "EngineCore_DP0")
 
 
 class SleepError(Exception):
@@ -81,6 +89,7 @@ class SleepMode:
     aborting: bool = False
     backend_logged: bool = False
     ledger: Ledger | None = None  # the GPUs shared with other emulated engines (gpuledger.py)
+    metrics: Metrics | None = None  # the draft's acceptance (EMU_FAULT=draft_not_reloaded)
 
     def __post_init__(self) -> None:
         self.idle = threading.Condition(self.lock)
@@ -105,12 +114,8 @@ class SleepMode:
         return self.level > 0
 
     def residue(self) -> float:
-        grown = (
-            RESIDUE_GROWTH_GIB * max(self.cycles - 1, 0)
-            if self.fault == "sleep_residue_growth"
-            else 0.0
-        )
-        return self.residue_gib + grown
+        grown = max(self.cycles - 1, 0) if self.fault == "sleep_residue_growth" else 0
+        return self.residue_gib + RESIDUE_GROWTH_GIB * grown
 
     def gpu_in_use(self) -> float:
         """What vLLM's `… still in use` line says: the whole GPU's use (the residue and what the
@@ -163,26 +168,16 @@ class SleepMode:
             if self.ledger is not None:
                 self.ledger.hold(self.residue(), "asleep")
             if not self.backend_logged:
-                log(
-                    "INFO",
-                    "sleep_mode_backend.py:184",
-                    "Using sleep-mode backend: cumem",
-                    "EngineCore_DP0",
-                )
+                _core(log, "sleep_mode_backend.py:184", "Using sleep-mode backend: cumem")
                 self.backend_logged = True
-            log("INFO", "block_pool.py:790", "Successfully reset prefix cache", "EngineCore_DP0")
-            log("INFO", "cumem.py:271", f"CuMemAllocator: sleep freed {freed:.2f} GiB memory in total, of which "
-                f"{backed:.2f} GiB is backed up in CPU and the rest {freed - backed:.2f} GiB is discarded directly.",
-                "EngineCore_DP0")  # fmt: skip
-            log("INFO", "gpu_worker.py:221", f"Sleep mode freed {freed:.2f} GiB memory, "
-                f"{self.gpu_in_use():.2f} GiB memory is still in use.", "EngineCore_DP0")  # fmt: skip
+            _core(log, "block_pool.py:790", "Successfully reset prefix cache")
+            _core(log, "cumem.py:271", f"CuMemAllocator: sleep freed {freed:.2f} GiB memory in total, "
+                  f"of which {backed:.2f} GiB is backed up in CPU and the rest {freed - backed:.2f} GiB "
+                  "is discarded directly.")  # fmt: skip
+            _core(log, "gpu_worker.py:221", f"Sleep mode freed {freed:.2f} GiB memory, "
+                  f"{self.gpu_in_use():.2f} GiB memory is still in use.")  # fmt: skip
             took = time.monotonic() - started
-            log(
-                "INFO",
-                "abstract.py:327",
-                f"It took {took:.6f} seconds to fall asleep.",
-                "EngineCore_DP0",
-            )
+            _core(log, "abstract.py:327", f"It took {took:.6f} seconds to fall asleep.")
             return True
 
     def _settle(self, mode: str, log: Callable[..., None]) -> None:
@@ -206,35 +201,24 @@ class SleepMode:
             if not self.sleeping:
                 return
             if self.fault == "wake_fails" and self.cycles > 1:
-                log("ERROR", "core.py:1010", "EngineCore wake_up failed: CUDA error: an illegal memory access "
-                    "was encountered (emulated fault)", "EngineCore_DP0")  # fmt: skip
-                raise SleepError(
-                    500,
-                    "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                _core(log, "core.py:1010", "EngineCore wake_up failed: CUDA error: an illegal memory "
+                      "access was encountered (emulated fault)", "ERROR")  # fmt: skip
+                issue = (
+                    "EngineCore encountered an issue. See stack trace (above) for the root cause."
                 )
+                raise SleepError(500, issue)
             waking = set(tags or TAGS) & self.asleep_tags
-            if waking and self.asleep_tags == set(
-                TAGS
-            ):  # the first step of a wake takes it all back
+            if waking and self.asleep_tags == set(TAGS):  # a wake's first step takes it all back
                 self._reclaim(log)
-            started = time.monotonic()
-            copy = (
-                self.weights_gib / self.wake_gib_s
-                if self.level == 1 and "weights" in waking
-                else 0.0
-            )
+            started, level_1 = time.monotonic(), self.level == 1 and "weights" in waking
+            copy = self.weights_gib / self.wake_gib_s if level_1 else 0.0
             # the copy overlaps the rest of the wake: recorded, 6.5 GiB woke in 0.34-0.35 s, as
             # long as 4.6 MB did (0.28-0.40 s); the longer of the two
             time.sleep(max(self.wake_s if "kv_cache" in waking else 0.002, copy))
             self.asleep_tags -= waking
             took = time.monotonic() - started
             named = "{'kv_cache', 'weights'}" if not tags else repr(tags)
-            log(
-                "INFO",
-                "abstract.py:345",
-                f"It took {took:.6f} seconds to wake up tags {named}.",
-                "EngineCore_DP0",
-            )
+            _core(log, "abstract.py:345", f"It took {took:.6f} seconds to wake up tags {named}.")
             if not self.asleep_tags:
                 self.level, self.since = 0, None
                 self.idle.notify_all()  # the requests that waited for the wake
@@ -246,17 +230,19 @@ class SleepMode:
         device, free, taken = self.ledger.claim(self.held_gib)
         if taken:
             return
-        log("INFO", "emulator.py:3", f"EMULATED GPU ledger: {device} has {free:.2f} GiB free, the wake "
-            f"maps {self.held_gib:.2f} GiB", "EngineCore_DP0")  # fmt: skip
-        log("ERROR", "core.py:1010", f"RuntimeError: {WAKE_ERROR}", "EngineCore_DP0")
+        _core(log, "emulator.py:3", f"EMULATED GPU ledger: {device} has {free:.2f} GiB free, the "
+              f"wake maps {self.held_gib:.2f} GiB")  # fmt: skip
+        _core(log, "core.py:1010", f"RuntimeError: {WAKE_ERROR}", "ERROR")
         raise SleepError(500, f"RuntimeError: {WAKE_ERROR}")
 
     def reload_weights(self, log: Callable[..., None]) -> None:
         with self.lock:
-            log(
-                "INFO", "gpu_model_runner.py:5525", "Reloading weights inplace...", "EngineCore_DP0"
+            _core(log, "gpu_model_runner.py:5525", "Reloading weights inplace...")
+            took = min(self.weights_gib / 6.5, 30.0)  # recorded: ~6.5 GiB/s from the page cache
+            time.sleep(took)
+            _core(
+                log,
+                "gpu_model_runner.py:5547",
+                f"Reloading and processing weights took {took:.2f} seconds",
             )
-            # recorded: ~6.5 GiB/s from the page cache
-            time.sleep(min(self.weights_gib / 6.5, 30.0))
-            log("INFO", "gpu_model_runner.py:5547", "Reloading and processing weights took "
-                f"{min(self.weights_gib / 6.5, 30.0):.2f} seconds", "EngineCore_DP0")  # fmt: skip
+            draftfault.after_reload(self.fault, self.metrics)

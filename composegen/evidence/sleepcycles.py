@@ -2,16 +2,17 @@
 (issue 37)
 
 N cycles of the profile's level on the running stack — sleep, wake, one temperature-0 probe — each
-timed, with the GPU memory the sleeping engine still holds (its own `… GiB memory is still in use.`
-line), the GPU memory in use on its GPUs before the first sleep and after each sleep and wake
-(nvidia-smi inside the container when the image has it; an emulated engine: the EMULATED GPU
-ledger) and its host's MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the
-weights there). It fails when a wake fails, an answer differs from the one before the first sleep, or that
-residue grows by more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned
-memory growing per cycle until outputs broke, vLLM issue 21336). The stack is left awake. The result
-goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM version, model,
-emulated or not) in .composegen/standby/qualified.json, which the standby path reads
-(edge/standby.py).
+timed, with the GPU memory the sleeping engine still holds (its own share, stack/sleepmode.py), the
+GPU memory in use on its GPUs before the first sleep and after each sleep and wake (nvidia-smi in
+the container when the image has it; an emulated engine: the EMULATED GPU ledger) and its host's
+MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the weights there). It fails
+when a wake fails, an answer differs from the one before the first sleep, that residue grows by
+more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned memory growing per
+cycle until outputs broke, vLLM issue 21336), or the draft's acceptance over a probe (spec_decode_*
+on /metrics) falls below MIN_ACCEPTANCE_KEPT of the first's (vLLM issue 52487). The stack is left
+awake. The result goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM
+version, model, emulated or not) in .composegen/standby/qualified.json, which the standby path
+reads (edge/standby.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from composegen import privatestate
+from composegen.bench import closed
 from composegen.errors import ComposegenError, EngineError
 from composegen.evidence.reports.sleep import SleepCycle, SleepCycles
 from composegen.profiles.resolved import Resolved
@@ -29,6 +31,7 @@ from composegen.project import Project
 from composegen.stack import driver
 
 MAX_GROWTH_GIB = 0.5
+MIN_ACCEPTANCE_KEPT = 0.5  # of the first probe's; at temperature 0 the same probe drafts alike
 PROBE = {
     "messages": [{"role": "user", "content": "Name three prime numbers."}],
     "max_tokens": 16,
@@ -53,6 +56,32 @@ def probe(r: Resolved) -> str:
         raise EngineError("the probe's answer is not a chat completion") from None
 
 
+def _probed(r: Resolved) -> tuple[str, float | None]:
+    """The probe's answer, and the draft's acceptance over it: accepted / drafted tokens from vLLM's
+    spec-decode counters on /metrics before and after (None: nothing drafted)."""
+    then, answer, now = _spec(r), probe(r), _spec(r)
+    if not then or not now or now[1] <= then[1]:
+        return answer, None
+    return answer, round((now[0] - then[0]) / (now[1] - then[1]), 3)
+
+
+def _spec(r: Resolved) -> tuple[float, float] | None:
+    """(accepted, drafted) tokens so far (None: no spec-decode counters)."""
+    reply = driver.endpoint(r).peer.fetch("GET", "/metrics", deadline_s=10, cap=16 << 20)
+    found = closed.spec_of(reply.body.decode("utf-8", "replace")) if reply.status == 200 else None
+    return (found.accepted, found.draft_tokens) if found else None
+
+
+def _dropped(rows: list[SleepCycle], before: float | None) -> str | None:
+    """The first cycle whose probe's draft acceptance fell below MIN_ACCEPTANCE_KEPT of BEFORE."""
+    for c in rows:
+        after = c.draft_acceptance if before else None
+        if before and after is not None and after < before * MIN_ACCEPTANCE_KEPT:
+            fell = f"the draft's acceptance fell from {before:g} to {after:g}"
+            return f"cycle {c.cycle}: {fell} (a draft the wake did not reload? vLLM issue 52487)"
+    return None
+
+
 class _Meters:
     """The GPU and host memory readings of R's engine (None where they cannot be read)."""
 
@@ -64,17 +93,13 @@ class _Meters:
 
     def gpu(self) -> dict[str, float] | None:
         found = driver.gpu_memory(self.project, self.ctr) if self.ctr else None
-        if found is None:
-            return None
-        self.gpu_source = found.source
-        return found.used_gib
+        self.gpu_source = found.source if found else self.gpu_source
+        return found.used_gib if found else None
 
     def host(self) -> float | None:
         found = driver.host_memory(self.r)
-        if found is None:
-            return None
-        self.host_source = "/proc/meminfo of the engine's host"
-        return found.available_gib
+        self.host_source = "/proc/meminfo of the engine's host" if found else self.host_source
+        return found.available_gib if found else None
 
 
 def _cycle(project: Project, r: Resolved, level: int, row: SleepCycle, meters: _Meters) -> None:
@@ -88,7 +113,7 @@ def _cycle(project: Project, r: Resolved, level: int, row: SleepCycle, meters: _
 
 def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     level = r.profile.standby.level if r.profile.standby else 1
-    first = probe(r)
+    first, accepted = _probed(r)
     meters = _Meters(project, r)
     gpu_before, host_before = meters.gpu(), meters.host()
     rows: list[SleepCycle] = []
@@ -97,7 +122,8 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
         rows.append(row)
         try:
             _cycle(project, r, level, row, meters)
-            row.same_answer = probe(r) == first
+            answer, row.draft_acceptance = _probed(r)
+            row.same_answer = answer == first
         except ComposegenError as exc:
             row.error = exc.message[:300]
             break
@@ -107,11 +133,13 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     reason = reason or next(
         (f"cycle {c.cycle}: the answer changed" for c in rows if c.same_answer is False), None
     )
+    reason = reason or _dropped(rows, accepted)
     if reason is None and growth is not None and growth > MAX_GROWTH_GIB:
         reason = f"the sleeping engine's GPU memory grew {growth:g} GiB over {len(rows)} cycles (> {MAX_GROWTH_GIB})"
     result = SleepCycles(profile=r.name, level=level, cycles=rows, residue_growth_gib=growth, passed=reason is None,
                          reason=reason, emulated=emulated, key=key_of(r, emulated), gpu_gib_before=gpu_before,
                          host_available_gib_before=host_before, gpu_source=meters.gpu_source,
+                         draft_acceptance_before=accepted,
                          host_source=meters.host_source)  # fmt: skip
     _remember(project, result)
     return result
@@ -144,17 +172,9 @@ def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
     defensively: a record that is not one counts as none)."""
     doc: dict = privatestate.read_json(_kept_path(project), {})
     found = doc.get(key_of(r, emulated))
-    if (
-        not isinstance(found, dict)
-        or not isinstance(found.get("passed"), bool)
-        or not isinstance(found.get("at"), str)
-    ):
+    found = found if isinstance(found, dict) else {}
+    passed, at = found.get("passed"), found.get("at")
+    if not isinstance(passed, bool) or not isinstance(at, str):
         return None
     level, cycles = (v if isinstance(v := found.get(k), int) else 0 for k in ("level", "cycles"))
-    return Kept(
-        passed=found["passed"],
-        at=found["at"],
-        profile=str(found.get("profile")),
-        level=level,
-        cycles=cycles,
-    )
+    return Kept(passed=passed, at=at, profile=str(found.get("profile")), level=level, cycles=cycles)

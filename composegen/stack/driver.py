@@ -52,7 +52,7 @@ from composegen.stack.running import (
     logs_text,
     running_container,
 )
-from composegen.stack.sleepmode import Asleep
+from composegen.stack.sleepmode import Asleep, gpu_size, residue_kept, share
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.weights.reports import WeightsReport
@@ -63,9 +63,9 @@ __all__ += ["checked_startup", "compose_version", "container_log", "container_sh
 __all__ += ["down", "endpoint", "engine_info", "exec_output", "follow_logs", "gpu_claims"]
 __all__ += ["gpu_memory", "head_container", "host_memory", "image_facts", "image_present"]
 __all__ += ["live_identity", "logs_text", "loopback_conflict", "preload", "project_containers"]
-__all__ += ["residue_kept", "running_container", "settle", "shm_report", "shm_text"]
+__all__ += ["residue_kept", "running_container", "settle", "share", "shm_report", "shm_text"]
 __all__ += ["signals_as_interrupts", "sleep_stack", "sleep_state", "start", "startup_check"]
-__all__ += ["status", "status_text", "up"]
+__all__ += ["gpu_size", "status", "status_text", "up"]
 __all__ += ["up_or_attach", "wake_stack", "weights"]
 
 
@@ -262,12 +262,6 @@ def wake_stack(project: Project, r: Resolved) -> float:
         )
     asleep = sleepmode.state(project, r, ctr, strict=True)  # "cannot tell" must not read as "awake"
     return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
-
-
-def residue_kept(project: Project, r: Resolved) -> float | None:
-    """The GPU memory R's engine kept the last time it slept, as that sleep measured it (kept in
-    .composegen/standby/NAME.json, not read from a log window); None when it never slept."""
-    return sleepmode.residue_kept(project, r.name)
 
 
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:

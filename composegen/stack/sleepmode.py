@@ -11,8 +11,9 @@ overhead when every call went this way).
 Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights,
 POST /collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the
 H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
-.composegen/standby/NAME.json ({"level", "since", "residue_gib"}: the engine's own `… GiB memory is
-still in use.` line) for `status`.
+.composegen/standby/NAME.json ({"level", "since", "residue_gib", "residue_from"}): its own residue,
+vLLM's GPU-wide `… still in use.` line (1.76 GiB on an H200 beside 0.88 + 0.91 GiB for two engines)
+minus what the project's other stacks on its GPUs hold (asleep: kept residue; awake: `share`).
 """
 
 from __future__ import annotations
@@ -27,14 +28,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from composegen import privatestate
-from composegen.errors import EngineError
+from composegen.errors import ComposegenError, EngineError
+from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.sizing import ledger as gpuledger
 from composegen.stack import engine
 from composegen.stack.facts import ContainerFacts
+from composegen.stack.up import startup_check
 from composegen.wire.http import Peer, PeerUnreachable, WireError
 
 MAX_ANSWER = 64 << 10
+KEPT = ("residue_gib", "residue_from")  # what the record keeps once the engine is awake
+DEFAULT_UTILIZATION = 0.92  # vLLM's --gpu-memory-utilization default
 CONNECT_S = 0.5  # a bridge address that does not connect in this long is not reachable from here
 _reachable: dict[tuple[str, str, int], bool] = {}  # (container id, address, port): connects
 # stdlib only, -I: nothing from the image's site-packages or the working directory runs
@@ -59,7 +65,8 @@ class Asleep:
     level: int
     # when composegen put it to sleep (privatestate.stamp); None: not by composegen
     since: str | None
-    residue_gib: float | None  # GPU memory the sleeping engine still holds, from its own log line
+    residue_gib: float | None  # GPU memory the sleeping engine still holds (its own share)
+    residue_from: str | None = None  # how: the GPU-wide line minus what the others hold
 
 
 @dataclass(frozen=True)
@@ -68,8 +75,8 @@ class _DevCall:
 
     method: str
     path: str
-    body: Mapping[str, object] | None
-    timeout: float
+    body: Mapping[str, object] | None = None
+    timeout: float = 120
 
     @property
     def payload(self) -> str | None:
@@ -148,17 +155,12 @@ def _exec_call(ctr: ContainerFacts, port: int, call: _DevCall) -> tuple[int, str
     return int(status), answer
 
 
-def _ok(
-    ctr: ContainerFacts,
-    port: int,
-    method: str,
-    path: str,
-    body: Mapping[str, object] | None = None,
-    timeout: float = 120,
-) -> str:
-    status, answer = _call(ctr, port, _DevCall(method, path, body, timeout))
+def _ok(ctr: ContainerFacts, port: int, call: _DevCall) -> str:
+    status, answer = _call(ctr, port, call)
     if status != 200:
-        raise EngineError(f"{ctr.name}: {method} {path} answered {status}", details=answer[:800])
+        raise EngineError(
+            f"{ctr.name}: {call.method} {call.path} answered {status}", details=answer[:800]
+        )
     return answer
 
 
@@ -168,7 +170,7 @@ def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | 
     switch must not take a sleeping engine for an awake one."""
     for attempt in range(3):
         try:
-            status, answer = _call(ctr, port, _DevCall("GET", "/is_sleeping", None, 10))
+            status, answer = _call(ctr, port, _DevCall("GET", "/is_sleeping", timeout=10))
             doc = json.loads(answer) if status == 200 else {}
         except (EngineError, ValueError):
             time.sleep(0.5 * (attempt + 1))
@@ -191,9 +193,9 @@ def sleep(
 ) -> Asleep:
     """Put R's engine to sleep; the record says level, when and the residue it logged."""
     port = r.profile.service.port.container
-    _ok(ctr, port, "POST", f"/sleep?level={level}&mode={mode}", timeout=600)
-    residue = _residue(ctr)
-    asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue)
+    _ok(ctr, port, _DevCall("POST", f"/sleep?level={level}&mode={mode}", timeout=600))
+    residue, how = _residue(project, r, ctr)
+    asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue, residue_from=how)
     privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
     return asleep
 
@@ -202,15 +204,14 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
     """Wake R's engine (the steps its level needs); seconds taken."""
     port, started = r.profile.service.port.container, time.monotonic()
     if level == 2:
-        _ok(ctr, port, "POST", "/wake_up?tags=weights")
-        _ok(ctr, port, "POST", "/collective_rpc", {"method": "reload_weights"}, timeout=1800)
-        _ok(ctr, port, "POST", "/wake_up?tags=kv_cache")
+        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=weights"))
+        _ok(ctr, port, _DevCall("POST", "/collective_rpc", {"method": "reload_weights"}, 1800))
+        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=kv_cache"))
     else:
-        _ok(ctr, port, "POST", "/wake_up", timeout=600)
+        _ok(ctr, port, _DevCall("POST", "/wake_up", timeout=600))
     # awake: only the figure the last sleep measured stays (the memory plan's, not a log window)
-    privatestate.write_json(
-        _record(project, r.name), {"residue_gib": residue_kept(project, r.name)}
-    )
+    kept: dict = privatestate.read_json(_record(project, r.name), {})
+    privatestate.write_json(_record(project, r.name), {k: kept.get(k) for k in KEPT})
     return time.monotonic() - started
 
 
@@ -235,6 +236,53 @@ def residue_kept(project: Project, name: str) -> float | None:
     return float(found) if isinstance(found, int | float) and 0 <= found < 1e6 else None
 
 
-def _residue(ctr: ContainerFacts) -> float | None:
+def share(r: Resolved) -> float:
+    """An awake engine's part of each of its GPUs (vLLM reserves it at start, a wake maps it back)."""
+    value = r.flag("gpu-memory-utilization")
+    return float(value) if value is not None else DEFAULT_UTILIZATION
+
+
+def gpu_size(r: Resolved, ctr: ContainerFacts | None, emulated: bool) -> float | None:
+    """One of R's GPUs in GiB: EMULATED, EMU_GPU_GIB (the emulator's ledger); else CTR's startup log."""
+    if emulated:
+        return gpuledger.gpu_gib({k: str(v) for k, v in r.profile.emulate.env.items()})
+    total = startup_check(r, ctr).gpu_total_gib if ctr is not None else None
+    return float(total) if total else None
+
+
+def _residue(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[float | None, str | None]:
+    """R's own residue: the `still in use` line (the whole GPU's) minus what the project's other
+    running stacks hold on the fullest of R's GPUs, clamped at 0; and where it came from."""
     found = RESIDUE_RE.findall(engine.logs(ctr, tail=200))
-    return float(found[-1]) if found else None
+    if not found:
+        return None, None
+    in_use = float(found[-1])
+    try:
+        gpu, held = _fullest(project, r, ctr)
+    except ComposegenError as exc:  # the engine sleeps already: the figure is kept, said unsplit
+        return in_use, f"its `still in use` line {in_use:.2f} GiB, others unread ({exc.message})"
+    if not held:
+        return in_use, f"its `still in use` line {in_use:.2f} GiB, nothing else on its GPUs"
+    own = round(max(in_use - sum(h for h, _ in held), 0.0), 2)
+    others = " - ".join(who for _, who in held)
+    return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - {others}"
+
+
+def _fullest(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[str, list]:
+    """The fullest of R's GPUs by what the project's other running stacks hold there: (GiB, who)."""
+    mine = set(r.profile.service.gpus.ids())
+    held: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}
+    names = set(project.profile_names()) - {r.name}
+    for other in engine.composegen_containers(ctr.target) if names else []:
+        if other.running and other.profile in names and other.emulated == ctr.emulated:
+            o = resolve.load(project, other.profile)
+            shared = mine & set(o.profile.service.gpus.ids())
+            if shared and o.profile.nodes is None:
+                asleep = state(project, o, other)
+                size = 0.0 if asleep else gpu_size(r, ctr, ctr.emulated) or 0.0
+                gib = (asleep.residue_gib or 0.0) if asleep else share(o) * size
+                how = "asleep: kept residue" if asleep else f"awake: {share(o)} x {size:.2f} GiB"
+                for gpu in shared:
+                    held[gpu].append((gib, f"{o.name} {gib:.2f} GiB ({how})"))
+    gpu = max(held, key=lambda g: sum(h for h, _ in held[g]))
+    return gpu, held[gpu]

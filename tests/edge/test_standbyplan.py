@@ -8,7 +8,7 @@ from composegen.edge import standbyplan
 from composegen.edge.standbyplan import Holder
 from composegen.profiles import resolve
 from composegen.project import Project
-from composegen.stack import emulate
+from composegen.stack import driver, emulate
 from tests.support.helpers import REPO
 
 SIZE = 95.0125
@@ -57,7 +57,7 @@ def test_the_shipped_profiles_share_gpus_0_and_1_and_their_share_and_ranks_are_r
     for name in ("8192-131k", "4096-131k"):
         r = resolve.load(project, name)
         assert r.profile.service.gpus.ids() == ["0", "1"]
-        assert standbyplan.share(r) == 0.975 and standbyplan.ranks(r) == 2
+        assert driver.share(r) == 0.975 and standbyplan.ranks(r) == 2
         # the emulated engine is told the same GPUs, through the ledger the project's engines share
         env = emulate.ledger_env(r)
         assert env["EMU_GPU_IDS"] == "0,1" and env["EMU_GPU_ENGINE"] == name

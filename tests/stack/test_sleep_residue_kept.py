@@ -35,7 +35,11 @@ def test_the_last_sleep_s_figure_outlives_the_log_window(tmp_path, monkeypatch):
     )
     r = SimpleNamespace(
         name="4096-131k",
-        profile=SimpleNamespace(service=SimpleNamespace(port=SimpleNamespace(container=8000))),
+        profile=SimpleNamespace(
+            service=SimpleNamespace(
+                port=SimpleNamespace(container=8000), gpus=SimpleNamespace(ids=lambda: ["0"])
+            )
+        ),
     )
     log = [LINE]
     monkeypatch.setattr(sleepmode, "_ok", lambda *a, **k: "")
@@ -43,7 +47,7 @@ def test_the_last_sleep_s_figure_outlives_the_log_window(tmp_path, monkeypatch):
     assert sleepmode.sleep(project, r, ctr, 1).residue_gib == 0.87
     sleepmode.wake(project, r, ctr, 1)
     log.extend(f"INFO: POST /v1/chat/completions 200 OK ({i})" for i in range(300))
-    assert driver.residue_kept(project, r) == 0.87
+    assert driver.residue_kept(project, r.name) == 0.87
     assert sleepmode.residue_kept(project, "never-slept") is None
 
 

@@ -90,7 +90,7 @@ def test_a_local_engine_s_container_is_called_at_its_address_without_an_exec(
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
     ctr = _ctr("a1", ("127.0.0.1",))
     assert sleepmode.is_sleeping(ctr, engine) is True
-    sleepmode._ok(ctr, engine, "POST", "/sleep?level=1&mode=wait")
+    sleepmode._ok(ctr, engine, sleepmode._DevCall("POST", "/sleep?level=1&mode=wait"))
     assert _Engine.seen == [
         ("GET", "/is_sleeping", b""),
         ("POST", "/sleep?level=1&mode=wait", b"{}"),
@@ -140,7 +140,7 @@ def test_a_peer_that_stops_connecting_after_a_good_probe_falls_back_to_the_exec(
         ctr = _ctr("e5", ("127.0.0.1",))
         assert sleepmode.is_sleeping(ctr, port) is True and execs == []  # the listener's answer
     # the address now refuses: the cached True must not stick
-    sleepmode._ok(ctr, port, "POST", "/sleep?level=1&mode=wait")
+    sleepmode._ok(ctr, port, sleepmode._DevCall("POST", "/sleep?level=1&mode=wait"))
     assert len(execs) == 1 and execs[0][4].endswith("/sleep?level=1&mode=wait")
     assert sleepmode._reachable == {("e5", "127.0.0.1", port): False}
 

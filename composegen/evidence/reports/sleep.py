@@ -13,11 +13,13 @@ class SleepCycle(Report):
     sleep_s: float | None
     wake_s: float | None
     residue_gib: float | None = Field(
-        description="GPU memory the sleeping engine still held (its own log line)"
+        description="GPU memory the sleeping engine still held: its own share (vLLM's GPU-wide "
+        "`still in use` line minus what the other stacks on its GPUs hold)"
     )
     same_answer: bool | None = Field(
         description="the temperature-0 probe after the wake equals the first answer"
     )
+    draft_acceptance: float | None = Field(default=None, description="accepted/drafted after wake")
     gpu_gib_after_sleep: dict[str, float] | None = Field(
         default=None,
         description="GiB in use per GPU id after the sleep (every process on it; see gpu_source)",
@@ -43,6 +45,7 @@ class SleepCycles(Report):
     passed: bool
     reason: str | None
     emulated: bool
+    draft_acceptance_before: float | None = Field(default=None, description="the first probe's")
     gpu_gib_before: dict[str, float] | None = Field(
         default=None, description="GiB in use per GPU id before the first sleep, the engine awake"
     )
