@@ -122,8 +122,9 @@ def _written_text(report: reports.RenderReport, built: list[k8s.Manifests]) -> s
             for note in m.notes.security
         ]
         if m.notes.unmapped:
-            lines.append(f"{m.profile}: k8s: {len(m.notes.unmapped)} compose setting(s) have no "
-                         "equivalent: " + ", ".join(n.setting for n in m.notes.unmapped))  # fmt: skip
+            unmapped = [n.setting for n in m.notes.unmapped]
+            none = f"{len(unmapped)} compose setting(s) have no equivalent"
+            lines.append(f"{m.profile}: k8s: {none}: {', '.join(unmapped)}")
     lines.append(
         f"{len(report.written)} written, {len(report.removed)} removed, {report.unchanged} unchanged"
     )

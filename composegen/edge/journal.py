@@ -61,11 +61,20 @@ def begin(
     """A switch's defaults: the source restored as --emulate says, the target found down (cold) or
     asleep (standby)."""
     pid = os.getpid()
-    entry = Journal(alias=alias, source=source, target=target, by=by, emulate=emulate, path=path,
-                    source_emulated=emulate if source_emulated is None else source_emulated,
-                    target_was=target_was or _target_was(path),
-                    step="checking the engine", pid=pid, started=_start_time(pid),
-                    since=privatestate.stamp())  # fmt: skip
+    entry = Journal(
+        alias=alias,
+        source=source,
+        target=target,
+        by=by,
+        emulate=emulate,
+        path=path,
+        source_emulated=emulate if source_emulated is None else source_emulated,
+        target_was=target_was or _target_was(path),
+        step="checking the engine",
+        pid=pid,
+        started=_start_time(pid),
+        since=privatestate.stamp(),
+    )
     privatestate.write_json(journal_path(project), entry)
     return entry
 
