@@ -144,7 +144,8 @@ def prove(
                 routes.record(project, edge, alias, name, "promote", evidence)
         except BaseException as exc:  # a bug, Ctrl-C or SIGTERM restores too
             raise arm.failed(exc) from None
-        trouble = None if evidence else arm.restore(_verdict(result))
+        verdict = f"{'qualified' if result.qualified else 'not qualified'}, bundle {result.run}"
+        trouble = None if evidence else arm.restore(verdict)
         if trouble is None:
             routes.publish(project, edge)
             journal.end(project)
@@ -153,10 +154,6 @@ def prove(
         alias, name, serving, then, result, evidence, (path, why), sink.done, started, sink.seen
     )
     return report.model_copy(update={"restore_failed": trouble.message if trouble else None})
-
-
-def _verdict(result: QualifyResult) -> str:
-    return f"{'qualified' if result.qualified else 'not qualified'}, bundle {result.run}"
 
 
 def _in_place(
