@@ -100,11 +100,6 @@ def env_names(env: dict) -> dict:
     return env
 
 
-def _grace_seconds(text: str) -> float:
-    """Seconds of a Go duration such as `1m30s` (the schema's pattern has checked the form)."""
-    return float(parse_duration(text) or 0)
-
-
 class Model(Strict):
     id: Annotated[StrictStr, Field(pattern=HF_ID_RE.pattern)] = Field(
         description="Hugging Face model id, e.g. deepseek-ai/DeepSeek-V4-Flash-0731"
@@ -309,6 +304,6 @@ class Service(Strict):
     @field_validator("stop_grace_period")
     @classmethod
     def _grace(cls, text: str) -> str:
-        if _grace_seconds(text) > MAX_GRACE_S:
+        if float(parse_duration(text) or 0) > MAX_GRACE_S:  # a Go duration, e.g. `1m30s`
             raise ValueError(f"{text} is longer than {MAX_GRACE_S // 3600} hours")
         return text
