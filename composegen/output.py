@@ -146,11 +146,9 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
-# What a terminal would act on or show other than as written: C0 controls but newline and tab (ESC
-# starts
-# clipboard writes and screen clears), DEL, C1 controls, line/paragraph separators, bidi overrides
-# and
-# isolates (they reorder what follows), lone surrogates (unencodable).
+# What a terminal would act on or show other than as written: C0 controls but newline and tab
+# (ESC starts clipboard writes and screen clears), DEL, C1 controls, line/paragraph separators,
+# bidi overrides and isolates (they reorder what follows), lone surrogates (unencodable).
 _UNSAFE = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]"
 )

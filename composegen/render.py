@@ -170,10 +170,9 @@ def context(r: resolve.Resolved, node: Node | None = None) -> dict[str, Any]:
     return _escaped(ctx)
 
 
-# Context entries that are not literal text: references compose resolves (volumes are escaped when
-# built),
-# or structures the template takes apart itself (gpus: typed fields, each checked by the schema's
-# grammar).
+# Context entries that are not literal text: references compose resolves (volumes are escaped
+# when built), or structures the template takes apart itself (gpus: typed fields, each checked by
+# the schema's grammar).
 _NOT_LITERAL = {"environment", "volumes", "gpus", "named_volumes"}
 
 

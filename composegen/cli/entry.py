@@ -35,9 +35,8 @@ def _main() -> None:
         except SystemExit as done:
             _leave(done)
         return
-    # A one-shot answer: leave without the interpreter's teardown, which would free every object of
-    # a
-    # large scan one by one (~5% of `shm --json` on 10,000 entries). Nothing else is pending.
+    # A one-shot answer: leave without the interpreter's teardown, which would free every object
+    # of a large scan one by one (~5% of `shm --json` on 10,000 entries). Nothing else is pending.
     _flush()
     os._exit(code)
 

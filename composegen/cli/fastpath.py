@@ -82,8 +82,7 @@ def run(argv: list[str]) -> int | None:
     from composegen.cli import exits, shm_output
 
     # A one-shot process allocating a row and a string per /dev/shm entry: the cyclic collector
-    # would
-    # only walk them again and again; nothing here makes reference cycles.
+    # would only walk them again and again; nothing here makes reference cycles.
     gc.disable()
     labels = ContainerLabels()
     return exits.run(

@@ -73,13 +73,14 @@ def qualify(
             raise CheckFailed(f"{name} is not qualified")
         return
     move: Literal["restore", "promote"] = "promote" if then == "promote" else "restore"
-    only = [g for g in (gates or "smoke").split(",") if g]
-    report = proofarm.prove(project, service.load(project), name, alias, then=move,
-                            emulate=emulate, sleep_cycles=sleep_cycles, gates=only)  # fmt: skip
+    use, edge = [g for g in (gates or "smoke").split(",") if g], service.load(project)
+    report = proofarm.prove(
+        project, edge, name, alias, then=move, emulate=emulate, sleep_cycles=sleep_cycles, gates=use
+    )
     show.report(report, lambda: _proof_text(report))
     if report.restore_failed:  # the verdict and its bundle are shown above, --json too
-        raise EngineError(report.restore_failed,
-                          hint=f"`composegen status`, `composegen logs {report.serving_before}`")  # fmt: skip
+        hint = f"`composegen status`, `composegen logs {report.serving_before}`"
+        raise EngineError(report.restore_failed, hint=hint)
     if not report.qualified:
         raise CheckFailed(f"{name} is not qualified; {alias} serves {report.serving_after}")
 

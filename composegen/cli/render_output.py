@@ -14,11 +14,6 @@ from composegen.profiles import reports
 from composegen.project import Project
 
 
-def _edge_files(project: Project) -> dict[str, str]:
-    """out/edge/ when the project has an edge.yaml (docs/edge.md)."""
-    return render_edge(config.load(project)) if config.configured(project) else {}
-
-
 def _refuse_standby_outside_the_edge(project: Project, standby: list[str]) -> None:
     """Sleep mode opens vLLM's dev routes (/sleep, /wake_up, /collective_rpc, /reset_*) on the
     engine's own port; only the edge takes a stack's published port away
@@ -63,8 +58,9 @@ def render(
     rendered, built, swept, standby = k8s.render_targets(project, names, target)
     _refuse_k8s_behind_the_edge(project, [m.profile for m in built])
     _refuse_standby_outside_the_edge(project, standby)
-    if not names and "compose" in swept:  # the edge belongs to the compose target
-        rendered.update(_edge_files(project))
+    # out/edge/ when the project has an edge.yaml (docs/edge.md): part of the compose target
+    if not names and "compose" in swept and config.configured(project):
+        rendered.update(render_edge(config.load(project)))
     if check:
         return _check(project, rendered, names, swept, json_, inputs)
     _write(project, rendered, names, swept, built, json_)
@@ -122,8 +118,9 @@ def _written_text(report: reports.RenderReport, built: list[k8s.Manifests]) -> s
             for note in m.notes.security
         ]
         if m.notes.unmapped:
-            lines.append(f"{m.profile}: k8s: {len(m.notes.unmapped)} compose setting(s) have no "
-                         "equivalent: " + ", ".join(n.setting for n in m.notes.unmapped))  # fmt: skip
+            unmapped = [n.setting for n in m.notes.unmapped]
+            none = f"{len(unmapped)} compose setting(s) have no equivalent"
+            lines.append(f"{m.profile}: k8s: {none}: {', '.join(unmapped)}")
     lines.append(
         f"{len(report.written)} written, {len(report.removed)} removed, {report.unchanged} unchanged"
     )

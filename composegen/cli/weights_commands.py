@@ -44,10 +44,8 @@ def weights(
     """
     project, r = _load(name)
     show = Output(json_)
-    report = driver.weights(
-        project, r, download=download, verify=verify, sync=sync,
-        on_file=lambda n: show.note(f"downloading {n}"),
-    )  # fmt: skip
+    note = lambda n: show.note(f"downloading {n}")  # noqa: E731
+    report = driver.weights(project, r, download=download, verify=verify, sync=sync, on_file=note)
     show.report(report, lambda: format_text(report))
     check.require_complete(report)
     for node in report.nodes:

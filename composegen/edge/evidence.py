@@ -83,8 +83,9 @@ def campaign_decision(
     if chosen != profile:
         raise CheckFailed(f"campaign {campaign} promotes {str(chosen)[:64]!r}, not {profile}")
     if not privatestate.sealed(project, doc):
-        raise CheckFailed(f"{rel}: not a decision composegen recorded in this project (its seal does not match)",
-                          hint=f"`composegen campaign decide {campaign} --promote --why …` records one")  # fmt: skip
+        hint = f"`composegen campaign decide {campaign} --promote --why …` records one"
+        why = f"{rel}: not a decision composegen recorded in this project (its seal does not match)"
+        raise CheckFailed(why, hint=hint)
     ran = _ran_hash(project, path.parent, doc["evidence_sha256"], profile, doc.get("despite_gates"))
     proof = Proof(
         kind="campaign",

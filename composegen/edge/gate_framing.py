@@ -103,8 +103,7 @@ class Framing(BaseHTTPRequestHandler):
         if length != 0:
             self._read_body(length)
 
-    # ---- forwarding
-    # ----------------------------------------------------------------------------------
+    # ---- forwarding --------------------------------------------------------------------------
 
     def _relay_read(
         self, resp: http.client.HTTPResponse, data: bytes, conn: http.client.HTTPConnection
@@ -135,8 +134,7 @@ class Framing(BaseHTTPRequestHandler):
         self._answered = True
         return True
 
-    # ---- our own answers
-    # -----------------------------------------------------------------------------
+    # ---- our own answers ---------------------------------------------------------------------
 
     def _head(self, status: int, headers: list[tuple[str, str]]) -> bytes:
         self._answered = True

@@ -174,8 +174,7 @@ class Handler(Framing):
         body = b"" if self.command == "POST" else None
         return self._forward(routes, alias, aliases[alias], body)
 
-    # ---- the request body
-    # ----------------------------------------------------------------------------
+    # ---- the request body --------------------------------------------------------------------
 
     # routes.json as read: each value is checked where it is used (_ready), never trusted by shape
     def _model_request(

@@ -61,11 +61,20 @@ def begin(
     """A switch's defaults: the source restored as --emulate says, the target found down (cold) or
     asleep (standby)."""
     pid = os.getpid()
-    entry = Journal(alias=alias, source=source, target=target, by=by, emulate=emulate, path=path,
-                    source_emulated=emulate if source_emulated is None else source_emulated,
-                    target_was=target_was or _target_was(path),
-                    step="checking the engine", pid=pid, started=_start_time(pid),
-                    since=privatestate.stamp())  # fmt: skip
+    entry = Journal(
+        alias=alias,
+        source=source,
+        target=target,
+        by=by,
+        emulate=emulate,
+        path=path,
+        source_emulated=emulate if source_emulated is None else source_emulated,
+        target_was=target_was or _target_was(path),
+        step="checking the engine",
+        pid=pid,
+        started=_start_time(pid),
+        since=privatestate.stamp(),
+    )
     privatestate.write_json(journal_path(project), entry)
     return entry
 
@@ -84,17 +93,14 @@ def end(project: Project) -> None:
 
 
 def read(project: Project) -> Journal | None:
-    """The journal, or None when there is none or it is not one (a record composegen did not
-    write)."""
+    """The journal, or None when there is none or it is not a record composegen wrote."""
     doc: dict = privatestate.read_json(journal_path(project), {})
-    shapes = dict.fromkeys(("alias", "target", "by", "path", "step", "started", "since"), str)
-    if not all(
-        isinstance(doc.get(k), t) for k, t in {**shapes, "pid": int, "emulate": bool}.items()
-    ):
+    shapes: dict = {"pid": int, "emulate": bool}
+    shapes.update(dict.fromkeys(("alias", "target", "by", "path", "step", "started", "since"), str))
+    if not all(isinstance(doc.get(k), t) for k, t in shapes.items()):
         return None
-    if not isinstance(doc.get("source"), str | None) or isinstance(doc["pid"], bool):
-        return None
-    if not 0 < doc["pid"] <= PID_MAX:
+    bad_pid = isinstance(doc["pid"], bool) or not 0 < doc["pid"] <= PID_MAX
+    if bad_pid or not isinstance(doc.get("source"), str | None):
         return None
     # a journal written before these two were kept: a switch's defaults
     if not isinstance(doc.get("source_emulated"), bool):

@@ -53,9 +53,9 @@ def qualify_here(
     ctr = driver.head_container(project, r)
     started = emulate and (ctr is None or not ctr.running)
     if not started and r.profile.standby and driver.sleep_state(project, r) is not None:
-        raise BadInput(f"{r.name} is asleep: its engine serves nothing to qualify",
-                       hint=f"`composegen qualify {r.name} --alias ALIAS` qualifies it in the "
-                            "serving stack's place, then restores it")  # fmt: skip
+        how = f"`composegen qualify {r.name} --alias ALIAS`"
+        hint = f"{how} qualifies it in the serving stack's place, then restores it"
+        raise BadInput(f"{r.name} is asleep: its engine serves nothing to qualify", hint=hint)
     if started:
         _refuse_aliased(project, r.name)
         standbyplan.check_start(project, r, True, False)  # it must fit beside the edge's stacks
@@ -144,18 +144,16 @@ def prove(
                 routes.record(project, edge, alias, name, "promote", evidence)
         except BaseException as exc:  # a bug, Ctrl-C or SIGTERM restores too
             raise arm.failed(exc) from None
-        trouble = None if evidence else arm.restore(_verdict(result))
+        verdict = f"{'qualified' if result.qualified else 'not qualified'}, bundle {result.run}"
+        trouble = None if evidence else arm.restore(verdict)
         if trouble is None:
             routes.publish(project, edge)
             journal.end(project)
-    now = routes.current(project, edge, alias) or current
-    report = _report(alias, name, (current, now), then, result, evidence, (path, why), arm.sink.done,
-                     started, arm.sink.seen)  # fmt: skip
+    serving, sink = (current, routes.current(project, edge, alias) or current), arm.sink
+    report = _report(
+        alias, name, serving, then, result, evidence, (path, why), sink.done, started, sink.seen
+    )
     return report.model_copy(update={"restore_failed": trouble.message if trouble else None})
-
-
-def _verdict(result: QualifyResult) -> str:
-    return f"{'qualified' if result.qualified else 'not qualified'}, bundle {result.run}"
 
 
 def _in_place(
@@ -203,12 +201,11 @@ def _begin(
         standbyplan.check_switch(project, edge, current, name, emulate)
     ctr = driver.head_container(project, edge.stacks[current])
     # not running: brought back as --emulate says (a restart of what is not up changes nothing)
-    current_emulated = bool(ctr.emulated) if ctr is not None and ctr.running else emulate
-    entry = journal.begin(project, alias, current, name, "qualify", emulate, path,
-                          source_emulated=current_emulated, target_was=was)  # fmt: skip
+    emulated = bool(ctr.emulated) if ctr is not None and ctr.running else emulate
+    entry = journal.begin(project, alias, current, name, "qualify", emulate, path, emulated, was)
     sink = undo.StageSink(project, edge, alias, name, entry)
     sink.serving = current
-    return Arm(project, edge, alias, current, name, emulate, sink, path, was, current_emulated)
+    return Arm(project, edge, alias, current, name, emulate, sink, path, was, emulated)
 
 
 def _report(
@@ -224,9 +221,18 @@ def _report(
     stages: list[str] | None = None,
 ) -> ProofReport:
     """SERVING: the alias's stack before and after; PATH: the path and why."""
-    return ProofReport(alias=alias, profile=name, serving_before=serving[0],
-                       serving_after=serving[1], then=then, qualified=result.qualified,
-                       qualify=result, evidence=evidence, path=path[0], path_reason=path[1],
-                       stages=stages or [],
-                       steps=[StepTime(step=s, seconds=t) for s, t in steps],
-                       seconds=round(time.monotonic() - started, 1))  # fmt: skip
+    return ProofReport(
+        alias=alias,
+        profile=name,
+        serving_before=serving[0],
+        serving_after=serving[1],
+        then=then,
+        qualified=result.qualified,
+        qualify=result,
+        evidence=evidence,
+        path=path[0],
+        path_reason=path[1],
+        stages=stages or [],
+        steps=[StepTime(step=s, seconds=t) for s, t in steps],
+        seconds=round(time.monotonic() - started, 1),
+    )

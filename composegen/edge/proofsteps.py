@@ -61,12 +61,12 @@ class Arm:
                 self.sink.run(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
             else:
                 how = driver.UpOptions(emulate=self.emulate)
-                self.sink.run(f"starting {self.target}",
-                          lambda: driver.up_or_attach(self.project, new, how, self.sink))  # fmt: skip
+                up = lambda: driver.up_or_attach(self.project, new, how, self.sink)  # noqa: E731
+                self.sink.run(f"starting {self.target}", up)
         stage = f"qualifying {self.target}"
         found: list[QualifyResult] = []
-        self.sink.run(stage, lambda: found.append(qualified(
-            self.project, new, cycles, lambda s: self.sink.say(f"{stage}: {s}"))))  # fmt: skip
+        say = lambda s: self.sink.say(f"{stage}: {s}")  # noqa: E731
+        self.sink.run(stage, lambda: found.append(qualified(self.project, new, cycles, say)))
         return found[0]
 
     def back(self) -> None:
@@ -87,8 +87,8 @@ class Arm:
         try:
             self.back()
         except (KeyboardInterrupt, Interrupted) as exc:  # `up` turns Ctrl-C into Interrupted
-            raise undo.left_to_recover(exc, f"qualifying {self.target}: {verdict}",
-                                         self.current) from None  # fmt: skip
+            what = f"qualifying {self.target}: {verdict}"
+            raise undo.left_to_recover(exc, what, self.current) from None
         except Exception as exc:  # whatever it was, the alias must say so
             what = f"qualifying {self.target}: {verdict}"
             return undo.restore_failed(self.project, self.edge, self.alias, self.current, what, exc)

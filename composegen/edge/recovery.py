@@ -50,5 +50,5 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
             action = f"undone: {serving} woken, serving again" if asleep else action
         routes.publish(project, edge)
         journal.end(project)
-    return RecoverReport(alias=alias, action=action, profile=serving, stages=sink.seen,
-                         seconds=round(time.monotonic() - started, 1))  # fmt: skip
+    took, seen = round(time.monotonic() - started, 1), sink.seen
+    return RecoverReport(alias=alias, action=action, profile=serving, stages=seen, seconds=took)

@@ -193,7 +193,7 @@ def _can_start(project: Project, r: Resolved) -> None:
         missing.append(f"its weights cannot be checked ({exc.message})")
     else:
         if not found.complete:
-            missing.append(f"its weights are incomplete ({len(found.missing)} file(s) missing: `composegen "
-                           f"weights {r.name} --download`)")  # fmt: skip
+            fetch, n = f"`composegen weights {r.name} --download`", len(found.missing)
+            missing.append(f"its weights are incomplete ({n} file(s) missing: {fetch})")
     if missing:
         raise CheckFailed(f"{r.name} cannot start: {'; '.join(missing)}; nothing was changed")

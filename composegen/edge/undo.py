@@ -67,9 +67,8 @@ class StageSink(ProgressSink):
                 steps[-1] = (name, steps[-1][1], steps[-1][2] + end - start)
             else:
                 steps.append((name, start, end - start))
-        return [StepTime(step=name, seconds=round(seconds, 3),
-                         at=self.clock.at(start) if self.clock else None)
-                for name, start, seconds in steps]  # fmt: skip
+        at = self.clock.at if self.clock else lambda _: None
+        return [StepTime(step=n, seconds=round(s, 3), at=at(start)) for n, start, s in steps]
 
     def say(self, stage: str) -> None:
         text = f"{self.prefix}{stage}"
@@ -108,8 +107,8 @@ def put_back(project: Project, edge: Edge, undo: Undo, sink: StageSink) -> None:
     new, run = edge.stacks.get(undo.target), sink.run
     if new is not None and undo.target_was == "asleep":
         with contextlib.suppress(ComposegenError):  # its engine may be what failed
-            run(f"putting {undo.target} to sleep",
-                lambda: driver.sleep_stack(project, new, mode="abort"))  # fmt: skip
+            sleep = lambda: driver.sleep_stack(project, new, mode="abort")  # noqa: E731
+            run(f"putting {undo.target} to sleep", sleep)
     elif new is not None and undo.target_was == "down":
         run(f"stopping {undo.target}", lambda: driver.down(project, new))
     if undo.serving is None:
@@ -200,8 +199,8 @@ def restore_failed(
 
 def left_to_recover(exc: BaseException, what: str, current: str | None) -> Interrupted:
     """Interrupted while bringing CURRENT back: the journal stays for `edge recover` to finish."""
-    return interrupted(exc, f"{what}; interrupted while bringing {current} back",
-                       hint="`composegen edge recover` finishes it")  # fmt: skip
+    hint = "`composegen edge recover` finishes it"
+    return interrupted(exc, f"{what}; interrupted while bringing {current} back", hint=hint)
 
 
 def refuse_interrupted(project: Project) -> None:

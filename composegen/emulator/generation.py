@@ -96,8 +96,10 @@ class Generation(BaseHTTPRequestHandler):
             else:
                 made = self._decode(run)
                 if made < reply.completion_tokens:  # /sleep?mode=abort: a short answer, HTTP 200
-                    reply = dataclasses.replace(reply, reasoning=[], content=reply.content[:made], tool_calls=[],
-                                                finish_reason="abort")  # fmt: skip
+                    short = reply.content[:made]
+                    reply = dataclasses.replace(
+                        reply, reasoning=[], content=short, tool_calls=[], finish_reason="abort"
+                    )
                 metrics.tool_parsed(False, bool(reply.tool_calls), reply.completion_tokens)
                 self._json(200, chat_completion(reply, self.state.info, request_id, created))
             run.reason = reply.finish_reason

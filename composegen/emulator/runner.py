@@ -390,8 +390,9 @@ def _claim(log: Log, settings: Settings, plan: MemoryPlan) -> bool:
     device, free, claimed = ledger.claim(plan.requested_gib)
     plan.free_gib = min(plan.free_gib, free)
     held = plan.total_gib - free
-    log("INFO", "emulator.py:3", f"EMULATED GPU ledger: GPUs {','.join(ledger.gpus)} of "
-        f"{plan.total_gib:.2f} GiB each; {held:.2f} GiB held by other engines on {device}")  # fmt: skip
+    gpus = f"GPUs {','.join(ledger.gpus)} of {plan.total_gib:.2f} GiB each"
+    others = f"{held:.2f} GiB held by other engines on {device}"
+    log("INFO", "emulator.py:3", f"EMULATED GPU ledger: {gpus}; {others}")
     if claimed:
         settings.ledger = ledger
         return True
@@ -400,8 +401,8 @@ def _claim(log: Log, settings: Settings, plan: MemoryPlan) -> bool:
     )
     log("ERROR", "core.py:912", "EngineCore failed to start.", loading.CORE)
     log("ERROR", "core.py:912", f"ValueError: {text}", loading.CORE)
-    log("ERROR", "api_server.py:1960", "RuntimeError: Engine core initialization failed. See root "
-        "cause above. Failed core proc(s): {'EngineCore_DP0': 1}")  # fmt: skip
+    failed = "RuntimeError: Engine core initialization failed. See root cause above."
+    log("ERROR", "api_server.py:1960", failed + " Failed core proc(s): {'EngineCore_DP0': 1}")
     return False
 
 

@@ -120,8 +120,8 @@ def _flag_problems(f: dict) -> list[Problem]:
 def _standby_problems(r: Resolved) -> list[Problem]:
     out = []
     if DEV_MODE_ENV in r.profile.service.environment:
-        out.append(Problem(("service", "environment", DEV_MODE_ENV), "set by composegen from `standby` (it opens "
-                           "vLLM's dev routes: /sleep, /collective_rpc, /reset_*)"))  # fmt: skip
+        why = "set by composegen from `standby` (it opens vLLM's dev routes: /sleep, /collective_rpc, /reset_*)"
+        out.append(Problem(("service", "environment", DEV_MODE_ENV), why))
     if r.profile.standby is not None and r.profile.nodes is not None:
         out.append(
             Problem(

@@ -26,8 +26,7 @@ from composegen.output import SECRET_RE
 from composegen.units import DURATION_PATTERN, parse_duration
 
 # A secret may only come from the environment: `${VAR}`, `${VAR:-}` (empty when unset) or
-# `${VAR:?why}`;
-# a non-empty default (`${VAR:-hunter2}`) would put the value itself into a committed file.
+# `${VAR:?why}`; a non-empty default (`${VAR:-hunter2}`) would commit the value itself.
 REF_RE = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-|:?\?[^}]*)?\}$")
 SIZE_RE = re.compile(r"^\d+(?:\.\d+)?\s*(?:b|k|kb|m|mb|g|gb|t|tb)?$", re.I)
 DURATION_RE = re.compile(rf"^{DURATION_PATTERN}$")
@@ -67,9 +66,8 @@ Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 
 
 class Strict(BaseModel):
-    # Validators are built at the first validation: a command that loads no profile never pays, and
-    # the
-    # first load builds the whole Profile's schema once rather than one per nested model at import.
+    # Validators are built at the first validation: a command that loads no profile never pays,
+    # and the first load builds the whole Profile's schema once, not one per nested model.
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
@@ -100,11 +98,6 @@ def env_names(env: dict) -> dict:
                     f"{MAX_ENV_STRING // 1024} KiB (the container would not start)"
                 )
     return env
-
-
-def _grace_seconds(text: str) -> float:
-    """Seconds of a Go duration such as `1m30s` (the schema's pattern has checked the form)."""
-    return float(parse_duration(text) or 0)
 
 
 class Model(Strict):
@@ -311,6 +304,6 @@ class Service(Strict):
     @field_validator("stop_grace_period")
     @classmethod
     def _grace(cls, text: str) -> str:
-        if _grace_seconds(text) > MAX_GRACE_S:
+        if float(parse_duration(text) or 0) > MAX_GRACE_S:  # a Go duration, e.g. `1m30s`
             raise ValueError(f"{text} is longer than {MAX_GRACE_S // 3600} hours")
         return text

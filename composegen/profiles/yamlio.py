@@ -71,9 +71,8 @@ def load_marked(path: Path, display: str) -> Marked:
 
 
 # Characters YAML 1.1 reads as line breaks although no editor shows one (a value would change
-# silently,
-# a comment would end early), and those it refuses with a two-line error: named here with their
-# line.
+# silently, a comment would end early), and those it refuses with a two-line error: named here
+# with their line.
 _YAML_BREAKS = {
     "\x85": "U+0085 (NEXT LINE)",
     "\u2028": "U+2028 (LINE SEPARATOR)",
@@ -133,9 +132,8 @@ def _to_python(
         raise BadInput(
             f"{display}:{line}: {'.'.join(map(str, path[:3]))}…: nested deeper than {MAX_DEPTH} levels"
         )
-    # An alias is the same node again: refused, since expanding nested aliases can take exponential
-    # memory
-    # (a few lines can ask for gigabytes) and a profile has `extends:` for reuse.
+    # An alias is the same node again: refused, since expanding nested aliases can take
+    # exponential memory (a few lines can ask for gigabytes); a profile has `extends:` for reuse.
     if id(node) in seen:
         raise BadInput(
             f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}: "

@@ -77,8 +77,8 @@ class Provision:
         self.log(f"starting dockerd in the background (log: {log_path})")
         with open(log_path, "ab") as out:
             # Its own session: the daemon outlives this command and the terminal that ran it.
-            subprocess.Popen(["dockerd"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)  # fmt: skip
+            run, null, err = subprocess.Popen, subprocess.DEVNULL, subprocess.STDOUT
+            run(["dockerd"], stdout=out, stderr=err, stdin=null, start_new_session=True)
         started = time.monotonic()
         while time.monotonic() - started < 60:
             try:

@@ -163,8 +163,7 @@ class Ledger:
         if self.fd is None:
             self.fd = os.open(self.entry, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             fcntl.flock(self.fd, fcntl.LOCK_EX)
-        doc = {"engine": self.engine, "gpus": self.gpus, "gib": round(gib, 3), "state": state,
-               "total_gib": self.total_gib}  # fmt: skip
-        data = json.dumps(doc).encode()
+        doc = {"engine": self.engine, "gpus": self.gpus, "gib": round(gib, 3), "state": state}
+        data = json.dumps({**doc, "total_gib": self.total_gib}).encode()
         os.ftruncate(self.fd, 0)
         os.pwrite(self.fd, data, 0)

@@ -64,8 +64,8 @@ LEDGER_MOUNT = "/run/composegen/emulated-gpus"
 def ledger_env(r: Resolved) -> dict[str, str]:
     """What the emulated engine needs to share its GPUs with the project's other emulated engines
     (composegen/sizing/ledger.py); the profile's emulate.env may override any of it."""
-    return {"EMU_GPU_LEDGER": LEDGER_MOUNT, "EMU_GPU_IDS": ",".join(r.profile.service.gpus.ids()),
-            "EMU_GPU_ENGINE": r.name}  # fmt: skip
+    ids = ",".join(r.profile.service.gpus.ids())
+    return {"EMU_GPU_LEDGER": LEDGER_MOUNT, "EMU_GPU_IDS": ids, "EMU_GPU_ENGINE": r.name}
 
 
 def override_text(

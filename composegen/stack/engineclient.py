@@ -202,10 +202,9 @@ class LogStream:
         since: float | None = None
         while not self._closed:
             try:
-                self._stream = client(self.ctr.target).api.logs(
-                    self.ctr.id, stdout=True, stderr=True, stream=True, follow=True, timestamps=True,
-                    **({"since": since} if since else {"tail": self.tail}),
-                )  # fmt: skip
+                opts = {"since": since} if since else {"tail": self.tail}
+                opts.update(stdout=True, stderr=True, stream=True, follow=True, timestamps=True)
+                self._stream = client(self.ctr.target).api.logs(self.ctr.id, **opts)
                 for stamp, text in stamped_chunks(self._stream):
                     if since is None or (stamp is not None and stamp > since):
                         since = stamp if stamp is not None else since

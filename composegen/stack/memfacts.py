@@ -47,8 +47,9 @@ def host_memory(r: Resolved) -> HostMemory | None:
     mem = memguard.read_local()
     declared = r.profile.service.memory_guard.unified
     unified = declared if declared is not None else memguard.unified_local()
-    return HostMemory(available_gib=round(mem.available / GiB, 2), total_gib=round(mem.total / GiB, 2),
-                      unified=unified, floor_gib=round(memguard.floor_bytes(r) / GiB, 2))  # fmt: skip
+    gib = lambda n: round(n / GiB, 2)  # noqa: E731
+    avail, total, floor = gib(mem.available), gib(mem.total), gib(memguard.floor_bytes(r))
+    return HostMemory(available_gib=avail, total_gib=total, unified=unified, floor_gib=floor)
 
 
 def gpu_memory(project: Project, ctr: ContainerFacts) -> GpuMemory | None:

@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import DEVNULL, PIPE
 from urllib.parse import urlsplit
 
 from composegen.errors import BadInput, EngineError
@@ -81,12 +82,9 @@ def _base_argv(url: str) -> list[str]:
         argv += ["-p", str(port)]
     if user:
         argv += ["-l", user]
-    argv += [
-        "-o", "BatchMode=yes",
-        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
-        "-o", "ServerAliveInterval=5",
-        "-o", "ServerAliveCountMax=3",
-    ]  # fmt: skip
+    keepalive = ("ServerAliveInterval=5", "ServerAliveCountMax=3")
+    for option in ("BatchMode=yes", f"ConnectTimeout={CONNECT_TIMEOUT_S}", *keepalive):
+        argv += ["-o", option]
     return [*argv, "--", host]
 
 
@@ -103,8 +101,8 @@ def resolve(url: str) -> SshDestination:
     if proc.returncode != 0:
         raise EngineError(f"ssh cannot read its configuration for {url}: {_last_line(proc.stderr)}")
     seen = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
-    return SshDestination(alias=split_url(url)[0], hostname=seen.get("hostname", ""), user=seen.get("user", ""),
-                          port=int(seen.get("port", "22")))  # fmt: skip
+    alias, get = split_url(url)[0], seen.get
+    return SshDestination(alias, get("hostname", ""), get("user", ""), int(get("port", "22")))
 
 
 def classify(stderr: str) -> tuple[str, str]:
@@ -146,11 +144,11 @@ class Tunnel:
     def _remote_engine(self) -> str:
         """The node's engine as its ssh session sees it (~/.ssh/environment's DOCKER_HOST)."""
         argv = [*_base_argv(self.url), 'printf %s "${DOCKER_HOST:-}"']
+        wait = CONNECT_TIMEOUT_S + 5
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=CONNECT_TIMEOUT_S + 5,
-                                  stdin=subprocess.DEVNULL)  # fmt: skip
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=wait, stdin=DEVNULL)
         except subprocess.TimeoutExpired:
-            raise self._fail("", f"Connection timed out after {CONNECT_TIMEOUT_S + 5} s") from None
+            raise self._fail("", f"Connection timed out after {wait} s") from None
         if proc.returncode != 0:
             raise self._fail("", proc.stderr)
         remote = proc.stdout.strip() or f"unix://{DEFAULT_REMOTE_SOCKET}"
@@ -166,10 +164,11 @@ class Tunnel:
     def _open(self) -> None:
         remote = self._remote_engine()
         argv = [*_base_argv(self.url)]
-        argv[1:1] = ["-N", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes",
-                     "-L", f"{self.socket}:{remote}"]  # fmt: skip
-        self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+        forward = ["-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes"]
+        argv[1:1] = ["-N", *forward, "-L", f"{self.socket}:{remote}"]
+        self._proc = subprocess.Popen(
+            argv, stdin=DEVNULL, stdout=DEVNULL, stderr=PIPE, start_new_session=True
+        )
         deadline = time.monotonic() + CONNECT_TIMEOUT_S + 5
         while not self.socket.exists():
             if self._proc.poll() is not None:

@@ -201,8 +201,7 @@ START_FAILED = re.compile(
     + r"|EngineCore encountered a fatal error|died unexpectedly|Timed out waiting for engine core"
 )
 # (stage, pattern searched in the cleaned message); the first match wins. Warm-up runs silently
-# between
-# the end of graph capture and `init engine … took` (~9 s on an H200 with a cold compile cache).
+# between the end of graph capture and `init engine … took` (~9 s on an H200, cold compile cache).
 STAGE_MARKERS: list[tuple[str, re.Pattern[str]]] = [
     ("ready", re.compile("^" + re.escape(COMPLETE))),
     (

@@ -522,8 +522,7 @@ class Framing(BaseHTTPRequestHandler):
         if length != 0:
             self._read_body(length)
 
-    # ---- forwarding
-    # ----------------------------------------------------------------------------------
+    # ---- forwarding --------------------------------------------------------------------------
 
     def _relay_read(
         self, resp: http.client.HTTPResponse, data: bytes, conn: http.client.HTTPConnection
@@ -554,8 +553,7 @@ class Framing(BaseHTTPRequestHandler):
         self._answered = True
         return True
 
-    # ---- our own answers
-    # -----------------------------------------------------------------------------
+    # ---- our own answers ---------------------------------------------------------------------
 
     def _head(self, status: int, headers: list[tuple[str, str]]) -> bytes:
         self._answered = True
@@ -693,8 +691,7 @@ class Handler(Framing):
         body = b"" if self.command == "POST" else None
         return self._forward(routes, alias, aliases[alias], body)
 
-    # ---- the request body
-    # ----------------------------------------------------------------------------
+    # ---- the request body --------------------------------------------------------------------
 
     # routes.json as read: each value is checked where it is used (_ready), never trusted by shape
     def _model_request(
