@@ -26,10 +26,10 @@ def team(tmp_path):
 
 def _behind_the_edge(root) -> None:
     edge = root / "edge.yaml"
+    text = edge.read_text()
+    assert "stacks: [8192-131k, 4096-131k, " in text, "the example's edge.yaml changed its stacks"
     edge.write_text(
-        edge.read_text().replace(
-            "stacks: [8192-131k, 4096-131k]", "stacks: [8192-131k, 4096-131k, sb]"
-        )
+        text.replace("stacks: [8192-131k, 4096-131k, ", "stacks: [8192-131k, 4096-131k, sb, ")
     )
 
 
