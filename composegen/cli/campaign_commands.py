@@ -30,9 +30,7 @@ campaign_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(campaign_app, name="campaign")
-CampaignArg = typer.Argument(
-    ..., help="A campaign: its name (runs/campaigns/NAME) or its directory."
-)
+CampaignArg = typer.Argument(..., help="A campaign: its name (runs/campaigns/NAME) or its dir.")
 
 
 def campaign_arms(project: Project, spec: str) -> list[str] | None:

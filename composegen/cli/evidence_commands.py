@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import typer
 
-from composegen.bench import schedule
 from composegen.bench.reports import BenchResult
 from composegen.bench.spec import BenchSpec
 from composegen.cli.app import (
@@ -25,6 +22,7 @@ from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
+from composegen.cli.evidence_options import BenchAsk, LogAsk
 from composegen.cli.optiongroups import grouped
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
@@ -38,8 +36,6 @@ from composegen.output import Output
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
-
-RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
 
 
 @app.command()
@@ -105,69 +101,6 @@ def ladder(
     Output(json_).report(result, lambda: ladders.format_text(result))
     if not result.ok:
         raise CheckFailed("a ladder target failed")
-
-
-@dataclass(frozen=True)
-class BenchAsk:
-    """evidence's bench options: a closed sweep (--bench) or an open loop (--bench-rates)."""
-
-    levels: str | None = typer.Option(
-        None, "--bench", help="Also run a load benchmark at these concurrencies."
-    )
-    rates: str | None = typer.Option(
-        None, "--bench-rates", help="Instead: an open-loop bench at these request rates (req/s)."
-    )
-    requests: int = typer.Option(32, "--bench-requests", help="With --bench*: requests per level.")
-    input_tokens: int = typer.Option(
-        1000, "--bench-input-tokens", help="With --bench*: prompt tokens."
-    )
-    output_tokens: int = typer.Option(
-        128, "--bench-output-tokens", help="With --bench*: output tokens."
-    )
-    via_edge: bool = typer.Option(
-        False,
-        "--bench-via-edge",
-        help="With --bench: through the edge's TLS listener, alternated with the door.",
-    )
-
-    def spec(self) -> BenchSpec | None:
-        """The asked bench, checked; None when none was asked."""
-        if self.via_edge and not self.levels:
-            raise BadInputError("--bench-via-edge needs --bench LEVELS")
-        if self.levels and self.rates:
-            raise BadInputError(
-                "--bench and --bench-rates: one bench per run (a closed or an open loop)"
-            )
-        if not (self.levels or self.rates):
-            return None
-        return BenchSpec(
-            self.input_tokens,
-            self.output_tokens,
-            self.requests,
-            levels=() if self.rates else tuple(_ints(self.levels or "", "--bench")),
-            rates=tuple(schedule.parse_rates(self.rates, RATES_OPTION) if self.rates else ()),
-            via_edge=self.via_edge,
-        ).check()
-
-
-@dataclass(frozen=True)
-class LogAsk:
-    """evidence's import mode: a run built from a startup log recorded elsewhere."""
-
-    path: Path | None = typer.Option(
-        None, "--from-log", help="Build a run from a startup log recorded elsewhere."
-    )
-    profile: str | None = typer.Option(
-        None,
-        "--profile",
-        help="With --from-log: the profile of that run.",
-        autocompletion=complete_profile,
-    )
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="With --from-log: keep a log whose model or max_model_len contradicts the profile.",
-    )
 
 
 @app.command()

@@ -138,7 +138,7 @@ def wake(
     """Wake a stack put to sleep (`up --standby`): the wake, a warm-up request, its identity and
     gates, as a switch does; an alias on it answers 503 + the step until then.
 
-    Example: composegen wake 4096-131k
+    Example: composegen wake sb-4096  # in examples/team-edge
     """
     project, r = _load(name)
     result = asleep.wake(project, r, [g for g in gates.split(",") if g])
