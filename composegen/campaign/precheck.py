@@ -1,6 +1,7 @@
 """Before arm 1 touches a running stack: every arm still to run has its profile rendered (the
 campaign writes a stale or missing out/ itself, and says so), the engine answers, and each arm's
-host port is free or held by that arm's own stack (which the arm attaches to or wakes). A problem
+host port is free or held by that arm's own stack (which the arm attaches to or wakes); a stack
+behind the edge publishes no port (its host port is the edge's door, which holds it). A problem
 is CheckFailed naming each (the engine: EngineError), before anything was started or taken down.
 """
 
@@ -36,8 +37,11 @@ def check(project: Project, st: CampaignState, ui: CampaignProgress) -> None:
 
 
 def _port(project: Project, name: str) -> str | None:
-    """Why NAME's host port cannot be bound; None when free or held by NAME's own stack."""
+    """Why NAME's host port cannot be bound; None when free, held by NAME's own stack, or NAME is
+    behind the edge (it publishes no port: the edge's door listens there)."""
     r = resolve.load(project, name)
+    if driver.deployment(project, r).behind_edge:
+        return None
     if driver.project_containers(render.project_name(r)):
         return None
     return driver.loopback_conflict(
