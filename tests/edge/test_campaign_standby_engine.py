@@ -27,8 +27,9 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
     tmp_path, edge_img
 ):
     # the recording's 6.5 GiB model: a level-1 wake copies it back in ~0.34 s
+    # both call tools: the candidate promoted at the end passed its gates (a failed gate is not promoted)
     edge = edge_project(tmp_path, edge_img, load=2, standby=True, gpu=own_gpu_ids(1)[0],
-                        both_env={"EMU_WEIGHTS_GIB": "6.5"})  # fmt: skip
+                        both_env={"EMU_WEIGHTS_GIB": "6.5"}, tools=True)  # fmt: skip
     control, candidate = edge.old, edge.new
     directory = edge.root / "runs" / "campaigns" / "sb"
     argv = [sys.executable, "-m", "composegen", "--root", str(edge.root), "campaign", "run",

@@ -180,11 +180,13 @@ def edge_project(
     standby: bool = False,
     both_env: dict | None = None,
     share: float | None = None,
+    tools: bool = False,
 ) -> EdgeProject:
     """GPU: a device id of its own for both stacks (a campaign's exclusive mode: other tests hold GPU 0).
     STANDBY: both profiles resident with sleep mode (level 1); BOTH_ENV: emulator settings of both.
     SHARE: both profiles' --gpu-memory-utilization (default vLLM's 0.92: the two emulated engines share
-    the project's emulated GPU, so two of them fit awake only below 0.5 each)."""
+    the project's emulated GPU, so two of them fit awake only below 0.5 each). TOOLS: both profiles
+    call tools (auto tool choice, the hermes parser), so a campaign's gates pass."""
     tag = uuid.uuid4().hex[:6]
     old, new = f"e{tag}-8192", f"e{tag}-4096"
     ports = {old: free_port(), new: free_port()}
@@ -206,6 +208,12 @@ def edge_project(
             "max-num-seqs: 1\n",
             f"max-num-seqs: 1\n  gpu-memory-utilization: {share}\n"
             if share
+            else "max-num-seqs: 1\n",
+        )
+        .replace(
+            "max-num-seqs: 1\n",
+            "max-num-seqs: 1\n  enable-auto-tool-choice: true\n  tool-call-parser: hermes\n"
+            if tools
             else "max-num-seqs: 1\n",
         )
         for name in (old, new)
