@@ -89,6 +89,9 @@ class FakeDriver:
     def project_containers(self, project):
         return [project] if project.removeprefix("composegen-") in self.stacks else []
 
+    def deployment(self, project, r):  # out/ files only: whether the stack is behind the edge
+        return driver.deployment(project, r)
+
     def loopback_conflict(self, port, field):
         return None
 
