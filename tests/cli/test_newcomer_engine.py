@@ -44,6 +44,7 @@ def test_status_shows_endpoint_and_model_then_exits_3_once_the_stack_is_gone(tmp
         as_json = run_cli("--root", str(root), "status", name, "--json")
         assert as_json.returncode == 3 and json.loads(as_json.stdout) == {
             "aliases": None,
+            "project": str(root.resolve()),
             "stacks": [],
         }
     finally:
