@@ -68,14 +68,15 @@ class Generation(BaseHTTPRequestHandler):
         request (aborted, with the tokens made so far)."""
         per_token = self.state.pacing.per_token(run.completion_tokens)
         batch = max(1, int(_CHECK_S / per_token)) if per_token > 0 else run.completion_tokens
-        sleep = self.state.sleep
+        sleep, start = self.state.sleep, time.monotonic()
         for made in range(0, run.completion_tokens, batch):
             if self.client_gone():
                 run.completion_tokens = made
                 raise ClientGone
             if sleep is not None and sleep.aborted():
                 return made
-            time.sleep(per_token * min(batch, run.completion_tokens - made))
+            due = start + min(made + batch, run.completion_tokens) * per_token  # own clock: a
+            time.sleep(max(0.0, due - time.monotonic()))  # late wake-up is caught up on, not added
         return run.completion_tokens
 
     def _chat(self) -> None:
@@ -150,7 +151,7 @@ class Generation(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         self._access(200)
-        sleep = self.state.sleep
+        sleep, start, tokens = self.state.sleep, time.monotonic(), 0
         for event, data, is_token in events:
             if (
                 sleep is not None
@@ -160,7 +161,8 @@ class Generation(BaseHTTPRequestHandler):
                 self._send_chunk(f"data: {_compact(_aborted_chunk(data))}\n\n")
                 break
             if is_token:
-                time.sleep(per_token)
+                tokens += 1  # paced as _decode: the rate holds on a busy CPU
+                time.sleep(max(0.0, start + tokens * per_token - time.monotonic()))
             line = f"data: {_compact(data)}\n\n"
             self._send_chunk(f"event: {event}\n{line}" if event else line)
         if before_end is not None:
