@@ -91,5 +91,7 @@ def format_text(report: DoctorReport) -> str:
 
 def require_ok(report: DoctorReport) -> None:
     if not report.ok:
-        hint = f"`{PROVISION}` mends what it can" if can_start_locally() else ELSEWHERE_HINT
+        # provision mends the rest on any engine that answers; only a silent one elsewhere is not its
+        elsewhere = "engine" in report.failed and not can_start_locally()
+        hint = ELSEWHERE_HINT if elsewhere else f"`{PROVISION}` mends what it can"
         raise EngineError(f"doctor: not ready ({', '.join(report.failed)})", hint=hint)
