@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -34,6 +35,13 @@ def _engine_problem() -> str | None:
         if proc.returncode != 0:
             return f"{' '.join(argv)}: {proc.stderr.strip()[:200]}"
     return None
+
+
+# A run started in the background of a non-interactive shell inherits SIGINT ignored, and so would
+# every composegen the tests start: their Ctrl-C tests would then wait in vain. Tests start from the
+# default, as a terminal gives it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers

@@ -396,8 +396,12 @@ def _claim(log: Log, settings: Settings, plan: MemoryPlan) -> bool:
     if claimed:
         settings.ledger = ledger
         return True
-    text = gpuledger.startup_error(
-        device, free, plan.total_gib, plan.utilization, plan.requested_gib
+    # vLLM's startup memory check (its worker's request_memory), figures rounded to 2 decimals
+    text = (
+        f"Free memory on device {device} ({round(free, 2)}/{round(plan.total_gib, 2)} GiB) on "
+        f"startup is less than desired GPU memory utilization ({plan.utilization}, "
+        f"{round(plan.requested_gib, 2)} GiB). Decrease GPU memory utilization or reduce GPU "
+        "memory used by other processes."
     )
     log("ERROR", "core.py:912", "EngineCore failed to start.", loading.CORE)
     log("ERROR", "core.py:912", f"ValueError: {text}", loading.CORE)

@@ -8,8 +8,8 @@ name their GPUs in EMU_GPU_IDS ("0,1", from the profile's device_ids). Each engi
 --gpu-memory-utilization share awake, the residue asleep. A GPU's size is the engine's EMU_GPU_GIB.
 
 - start: free = size − what the others hold on the fullest of its GPUs; below the requested share
-  the engine fails as vLLM's startup check does (`Free memory on device … is less than desired GPU
-  memory utilization …`), and registers nothing.
+  the engine fails as vLLM's startup memory check does (emulator/runner.py writes its line), and
+  registers nothing.
 - sleep: the entry drops to the residue; wake: it takes the share back, or fails as vLLM's cumem
   allocator does (`CUDA Error: out of memory at …cumem_allocator.cpp:62`) and stays asleep.
 - an engine holds an flock on its own entry for its life: an entry whose lock can be taken belongs
@@ -37,15 +37,6 @@ IDS_ENV = "EMU_GPU_IDS"
 ENGINE_ENV = "EMU_GPU_ENGINE"
 LOCK_NAME = "ledger.lock"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def startup_error(device: str, free: float, total: float, util: float, requested: float) -> str:
-    """vLLM's startup memory check (its worker's request_memory), figures rounded to 2 decimals."""
-    return (
-        f"Free memory on device {device} ({round(free, 2)}/{round(total, 2)} GiB) on startup is "
-        f"less than desired GPU memory utilization ({util}, {round(requested, 2)} GiB). Decrease "
-        "GPU memory utilization or reduce GPU memory used by other processes."
-    )
 
 
 WAKE_ERROR = "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"

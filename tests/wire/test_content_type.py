@@ -16,10 +16,11 @@ BUILDER = re.compile(r"\.request\(|HTTP/1\.1\\r\\n|urlopen\(|\.post\(")
 # module -> the text by which it states the type of what it sends (None: it sends no body of its own)
 OUTSIDE_WIRE = {
     "composegen/edge/exposure.py": '"Content-Type": "application/json"',
-    "composegen/evidence/benchwire.py": "Content-Type: application/json",  # the raw bench client
-    "composegen/evidence/ladder.py": 'post("/tokenize", json=body)',  # httpx types json= bodies
+    "composegen/bench/stream.py": "Content-Type: application/json",  # the raw bench client
+    "composegen/bench/prompts.py": 'post("/tokenize", json=body)',  # httpx types json= bodies
     "composegen/stack/sleepmode.py": "headers={'Content-Type': 'application/json'}",  # in-container
     "composegen/edge/gatekeeper.py": None,  # a proxy: passes on the client's own headers
+    "composegen/edge/gate_upstream.py": None,  # the gate's GET /is_sleeping
     "composegen/render.py": None,  # the healthcheck's GET /health
 }
 
