@@ -43,11 +43,28 @@ def _caddy(tmp: Path, name: str, upstream: str, flush: bool) -> tuple[subprocess
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    hop = [f"\treverse_proxy {upstream} {{", "\t\tflush_interval -1", "\t}"] if flush else render.gate_proxy(upstream, "\t")
-    lines = ["{", "\tadmin off", "\tauto_https off", render._timeouts(), "}", f"http://:{port} {{", "\tbind 127.0.0.1", *hop, "}"]
+    hop = (
+        [f"\treverse_proxy {upstream} {{", "\t\tflush_interval -1", "\t}"]
+        if flush
+        else render.gate_proxy(upstream, "\t")
+    )
+    lines = [
+        "{",
+        "\tadmin off",
+        "\tauto_https off",
+        render._timeouts(),
+        "}",
+        f"http://:{port} {{",
+        "\tbind 127.0.0.1",
+        *hop,
+        "}",
+    ]
     (tmp / f"{name}.Caddyfile").write_text("\n".join(lines) + "\n")
-    proc = subprocess.Popen(["caddy", "run", "--config", str(tmp / f"{name}.Caddyfile"), "--adapter", "caddyfile"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["caddy", "run", "--config", str(tmp / f"{name}.Caddyfile"), "--adapter", "caddyfile"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(200):
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return proc, port
@@ -56,10 +73,18 @@ def _caddy(tmp: Path, name: str, upstream: str, flush: bool) -> tuple[subprocess
 
 
 def _ttft(sock: socket.socket, model: str) -> float:
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
-                       "stream": True}).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {KEY}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    body = json.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+            "stream": True,
+        }
+    ).encode()
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {KEY}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     started = time.perf_counter()
     sock.sendall(head + body)
     data, first = b"", None
@@ -79,27 +104,52 @@ def main() -> int:
     with EmulatorProc.start(tmp) as emu:
         state = tmp / "state"
         state.mkdir()
-        (state / "keys.json").write_text(json.dumps({"clients": [{"name": "b", "sha256": hashlib.sha256(KEY.encode()).hexdigest()}]}))
+        (state / "keys.json").write_text(
+            json.dumps(
+                {"clients": [{"name": "b", "sha256": hashlib.sha256(KEY.encode()).hexdigest()}]}
+            )
+        )
         route = {"profile": "p", "upstream": f"127.0.0.1:{emu.port}", "served_name": emu.model}
         (state / "routes.json").write_text(json.dumps({"retry_after": 5, "aliases": {"a": route}}))
         (tmp / "gatekeeper.py").write_text(render.gatekeeper_text())  # the one file the edge runs
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             gate_port = s.getsockname()[1]
-        procs = [subprocess.Popen([sys.executable, "-I", str(tmp / "gatekeeper.py"), "--state", str(state),
-                                   "--port", str(gate_port)], stdout=subprocess.DEVNULL)]
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-I",
+                    str(tmp / "gatekeeper.py"),
+                    "--state",
+                    str(state),
+                    "--port",
+                    str(gate_port),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+        ]
         for _ in range(200):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", gate_port), 0.2):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", gate_port), 0.2),
+            ):
                 break
             time.sleep(0.05)
         paths = {"direct": (emu.port, emu.model), "gate": (gate_port, "a")}
-        for name, upstream, flush, model in (("caddy", f"127.0.0.1:{emu.port}", False, emu.model),
-                                             ("caddy+gate", f"127.0.0.1:{gate_port}", False, "a"),
-                                             ("caddy(-1)+gate", f"127.0.0.1:{gate_port}", True, "a")):
-            proc, port = _caddy(tmp, name.replace("+", "_").replace("(-1)", "_flush"), upstream, flush)
+        for name, upstream, flush, model in (
+            ("caddy", f"127.0.0.1:{emu.port}", False, emu.model),
+            ("caddy+gate", f"127.0.0.1:{gate_port}", False, "a"),
+            ("caddy(-1)+gate", f"127.0.0.1:{gate_port}", True, "a"),
+        ):
+            proc, port = _caddy(
+                tmp, name.replace("+", "_").replace("(-1)", "_flush"), upstream, flush
+            )
             procs.append(proc)
             paths[name] = (port, model)
-        socks = {n: socket.create_connection(("127.0.0.1", p), timeout=30) for n, (p, _) in paths.items()}
+        socks = {
+            n: socket.create_connection(("127.0.0.1", p), timeout=30) for n, (p, _) in paths.items()
+        }
         for n in paths:
             socks[n].setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         took: dict[str, list[float]] = {n: [] for n in paths}
