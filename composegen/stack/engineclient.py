@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.stack import compose, sshconn
@@ -279,3 +279,68 @@ def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str]
         return cache[container_id]
 
     return lookup
+
+
+# ---- named volumes (the compile caches: stack/caches.py) -----------------------------------------
+
+
+class Volume(NamedTuple):
+    name: str
+    labels: dict[str, str]
+    created: str | None
+    bytes: int | None  # the engine's `system df` figure; None: unknown
+    users: list[str]  # containers (running or not) mounting it
+
+
+def volumes(prefix: str, target: Target | None = None) -> list[Volume]:
+    """The named volumes called PREFIX…."""
+    sdk = client(target)
+    try:
+        rows = (sdk.api.volumes(filters={"name": prefix}) or {}).get("Volumes") or []
+        rows = [v for v in rows if v["Name"].startswith(prefix)]
+        sizes = {v["Name"]: (v.get("UsageData") or {}).get("Size") for v in sdk.df()["Volumes"]}
+        found = []
+        for v in rows:
+            users = sdk.api.containers(all=True, filters={"volume": v["Name"]})
+            size = sizes.get(v["Name"])
+            names = [str(c["Names"][0]).lstrip("/") for c in users]
+            size = size if isinstance(size, int) and size >= 0 else None
+            found.append(Volume(v["Name"], v.get("Labels") or {}, v.get("CreatedAt"), size, names))
+    except sdk_module().errors.APIError as exc:
+        raise EngineError(
+            f"listing volumes on {(target or DEFAULT).label}: {one_line(exc)}"
+        ) from None
+    return found
+
+
+def create_volume(name: str, labels: dict[str, str], target: Target | None = None) -> None:
+    try:
+        client(target).api.create_volume(name, labels=labels)
+    except sdk_module().errors.APIError as exc:
+        raise EngineError(f"docker volume create {name}: {one_line(exc)}") from None
+
+
+def remove_volume(name: str, target: Target | None = None) -> None:
+    unless_gone(lambda: client(target).api.remove_volume(name), f"docker volume rm {name}")
+
+
+@contextlib.contextmanager
+def read_volume(
+    volume: str, image: str, labels: dict[str, str], target: Target | None = None
+) -> Iterator[Iterator[bytes]]:
+    """VOLUME's files as the engine's tar stream (names under `composegen-src/`), read through a
+    container created with it mounted read-only, never started, removed afterwards."""
+    docker = sdk_module()
+    sdk = client(target)
+    binds = {volume: {"bind": "/composegen-src", "mode": "ro"}}
+    cid = None
+    try:
+        config = sdk.api.create_host_config(binds=binds)
+        cid = sdk.api.create_container(image, ["true"], labels=labels, host_config=config)["Id"]
+        yield sdk.api.get_archive(cid, "/composegen-src")[0]
+    except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
+        raise EngineError(f"reading volume {volume}: {one_line(exc)}") from None
+    finally:
+        if cid is not None:
+            with contextlib.suppress(docker.errors.APIError):
+                sdk.api.remove_container(cid, force=True)
