@@ -31,8 +31,7 @@ app.add_typer(cache_app, name="cache")
 @cache_app.command("list")
 def list_(json_: bool = JsonOpt) -> None:
     """Every cache volume on the engine: key, size, last use, which profiles used and render it."""
-    report = driver.cache_volumes(_project(), "list")
-    Output(json_).report(report, lambda: format_text(report))
+    _said(driver.cache_volumes(_project(), "list"), json_)
 
 
 @cache_app.command()
@@ -40,28 +39,21 @@ def verify(
     name: str | None = typer.Argument(None, help="One profile (default: every profile here)."),
     json_: bool = JsonOpt,
 ) -> None:
-    """Do the profiles' cache volumes still match this host (the image that filled them, GPUs)?
-    Exit 1 when one does not."""
-    report = driver.cache_volumes(_project(), "verify", name)
-    Output(json_).report(report, lambda: format_text(report))
+    """Do the profiles' cache volumes still match this host (the image that filled them, GPUs)?"""
+    report = _said(driver.cache_volumes(_project(), "verify", name), json_)
     if bad := [v.volume for v in report.volumes if v.problems]:
-        raise CheckFailed(
-            f"{', '.join(bad)}: no longer match this host", hint="see the lines above"
-        )
+        raise CheckFailed(f"{', '.join(bad)}: no longer match this host (MISMATCH above)")
 
 
 @cache_app.command()
 def prune(
-    unused_days: int | None = typer.Option(
-        None, "--unused-days", min=0, help="Also volumes whose last use here is N days old."
-    ),
+    days: int | None = typer.Option(None, "--unused-days", min=0, help="Or unused here N days."),
     yes: bool = typer.Option(False, "--yes", help="Remove them (default: say which)."),
     json_: bool = JsonOpt,
 ) -> None:
-    """This project's cache volumes no profile renders any more (or unused for N days): listed, or
-    removed with --yes. Never another project's volume, nor one a container mounts."""
-    report = driver.cache_prune(_project(), unused_days, yes)
-    Output(json_).report(report, lambda: format_text(report))
+    """This project's volumes no profile renders any more: said, or removed with --yes. Never
+    another project's, nor one a container mounts."""
+    _said(driver.cache_prune(_project(), days, yes), json_)
 
 
 @cache_app.command("export")
@@ -71,18 +63,21 @@ def export(
     json_: bool = JsonOpt,
 ) -> None:
     """KEY's volume into a tar with its key and each file's sha256 (links are left out)."""
-    report = driver.cache_export(_project(), key, file)
-    Output(json_).report(report, lambda: format_text(report))
+    _said(driver.cache_export(_project(), key, file), json_)
 
 
 @cache_app.command("import")
 def import_(
     file: Path = typer.Argument(..., help="A `cache export` tar."), json_: bool = JsonOpt
 ) -> None:
-    """An export into a new volume, when a profile here renders its key (exit 1 otherwise; 2: a
-    damaged or unsafe archive, nothing imported)."""
-    report = driver.cache_import(_project(), file)
+    """An export into a new volume when a profile here renders its key (else exit 1; an unsafe
+    or damaged archive: exit 2, nothing imported)."""
+    _said(driver.cache_import(_project(), file), json_)
+
+
+def _said(report: CacheReport, json_: bool) -> CacheReport:
     Output(json_).report(report, lambda: format_text(report))
+    return report
 
 
 @cache_app.command()

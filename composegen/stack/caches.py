@@ -14,7 +14,7 @@ import tarfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from composegen import privatestate, safewrite
 from composegen.errors import BadInput, CheckFailed, ComposegenError
@@ -23,20 +23,11 @@ from composegen.profiles.resolved import Resolved
 from composegen.project import Project, compose_project
 from composegen.stack import engine, engineclient
 from composegen.stack.preflight import gpu_check
-from composegen.stack.reports import (
-    CacheRecord,
-    CacheReport,
-    CacheVolume,
-    ColdStart,
-    UpReport,
-)
+from composegen.stack.reports import CacheRecord, CacheReport, CacheVolume, UpReport
 
-MANIFEST = (
-    "composegen-cache.json"  # an export's last member: the key, each file's sha256, the record
-)
+MANIFEST = "composegen-cache.json"  # an export's last member: its CacheRecord with `files`
 KEY = re.compile(r"[0-9a-f]{16}")
 LABELS = {engine.PROBE_LABEL: "composegen-cache"}
-CHUNK = 1 << 20
 Action = Literal["list", "verify", "prune", "export", "import"]
 
 
@@ -62,7 +53,7 @@ def note_start(project: Project, r: Resolved, report: UpReport) -> None:
         rec = record(project, caches.key(r))
         kind: Literal["vllm", "emulated"] = "emulated" if report.emulated else "vllm"
         if s.cache == "cold" and s.compile_seconds is not None:
-            rec.cold[kind] = ColdStart(compile_seconds=s.compile_seconds, at=privatestate.stamp())
+            rec.cold[kind] = s.compile_seconds
         rec.uses[r.name] = privatestate.stamp()
         rec.image_id = engine.image_id(r.profile.image) or rec.image_id
         rec.real = rec.real or not report.emulated
@@ -70,8 +61,7 @@ def note_start(project: Project, r: Resolved, report: UpReport) -> None:
     except ComposegenError as exc:  # the stack is ready: a record it cannot keep is a warning
         report.warnings.append(f"cache record: {exc.message}")
         return
-    cold = rec.cold.get(kind)
-    s.cache_cold_compile_seconds = cold.compile_seconds if cold else None
+    s.cache_cold_compile_seconds = rec.cold.get(kind)
 
 
 def _rendering(project: Project, only: str | None = None) -> dict[str, list[Resolved]]:
@@ -94,10 +84,7 @@ def volumes(project: Project, action: Action, only: str | None = None) -> CacheR
         key = name.removeprefix(caches.VOLUME_PREFIX)
         rec = record(project, key) if KEY.fullmatch(key) else CacheRecord(key=key)
         v = found.get(name)
-        ours = {compose_project(r.name) for r in rendering.get(key, [])} | {
-            compose_project(p) for p in rec.uses
-        }
-        cold = rec.cold.get("vllm") or rec.cold.get("emulated")
+        ours = {compose_project(p) for p in rec.uses}  # made by a stack of this project
         out.append(
             CacheVolume(
                 key=key,
@@ -109,8 +96,8 @@ def volumes(project: Project, action: Action, only: str | None = None) -> CacheR
                 used_by=sorted(rec.uses),
                 mounted_by=v.users if v else [],
                 rendered_by=[r.name for r in rendering.get(key, [])],
-                ours=bool(v and rec.uses and v.labels.get("com.docker.compose.project") in ours),
-                cold_compile_seconds=cold.compile_seconds if cold else None,
+                ours=bool(v and v.labels.get("com.docker.compose.project") in ours),
+                cold_compile_seconds=rec.cold.get("vllm", rec.cold.get("emulated")),
                 problems=_problems(rendering[key], rec) if action == "verify" and v else [],
             )
         )
@@ -157,7 +144,7 @@ def _key(key: str) -> str:
 
 
 def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
-    """`volumes` narrowed to KEY's volume (absent: a row saying so), for export and import."""
+    """`volumes` narrowed to KEY's volume (absent: a row saying so)."""
     report = volumes(project, "list")
     name = caches.VOLUME_PREFIX + key
     report.volumes = [v for v in report.volumes if v.volume == name] or [
@@ -168,8 +155,8 @@ def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
 
 
 def export(project: Project, key: str, file: Path) -> CacheReport:
-    """The volume of KEY into a new FILE (never over an existing file or through a link): its regular
-    files and directories, then MANIFEST with each file's sha256 and the record; links skipped."""
+    """KEY's volume into a new FILE (never through a link): its files and directories (links
+    skipped), then MANIFEST: the record with each file's sha256."""
     report = _one(project, "export", _key(key), file)
     if not report.volumes[0].present:
         raise BadInput(f"KEY: no volume {report.volumes[0].volume} here (`composegen cache list`)")
@@ -182,7 +169,7 @@ def export(project: Project, key: str, file: Path) -> CacheReport:
         os.fdopen(fd, "wb") as sink,
         tarfile.open(fileobj=sink, mode="w|") as out,
         engineclient.read_volume(report.volumes[0].volume, engine.BASE_IMAGE, LABELS) as chunks,
-        tarfile.open(fileobj=io.BufferedReader(_Reader(chunks), CHUNK), mode="r|") as src,
+        tarfile.open(fileobj=cast(Any, _Chunks(chunks)), mode="r|") as src,
     ):
         for m in src:
             m.name = m.name.partition("/")[2]
@@ -202,10 +189,8 @@ def export(project: Project, key: str, file: Path) -> CacheReport:
 
 
 def import_(project: Project, file: Path) -> CacheReport:
-    """FILE (an export) into a new volume of its key: refused (exit 1) unless a profile here renders
-    that key, its volume is absent and the image is the one that filled it; a member that is not a
-    plain file or directory with plain names, or whose sha256 differs from the manifest's, is
-    refused (exit 2) and the volume removed again."""
+    """FILE (an export) into a new volume of its key; refused (exit 1: _refusal; exit 2: _members,
+    the volume removed again) unless every member is safe and as its manifest says."""
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
@@ -264,8 +249,7 @@ def _check_member(m: tarfile.TarInfo, manifest: CacheRecord | None, file: Path) 
 
 
 def _members(tar: tarfile.TarFile, manifest: CacheRecord, file: Path) -> Iterator[bytes]:
-    """The archive again as a tar stream for the engine: each member checked again (hashed),
-    owned by root, without special bits; the manifest left out."""
+    """The archive again for the engine, each member checked again and hashed, owned by root."""
     for m in tar.getmembers():
         _check_member(m, manifest, file)
         if m.name == MANIFEST:
@@ -278,20 +262,11 @@ def _members(tar: tarfile.TarFile, manifest: CacheRecord, file: Path) -> Iterato
     yield b"\0" * (2 * tarfile.BLOCKSIZE)
 
 
-class _Reader(io.RawIOBase):
-    """A file over the engine's chunks (tarfile reads a stream through it)."""
+class _Chunks:
+    """The engine's chunks as a file tarfile's stream mode reads (it takes short reads)."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks, self.rest = iter(chunks), b""
+        self.chunks = iter(chunks)
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self.rest:
-            if (chunk := next(self.chunks, None)) is None:
-                return 0
-            self.rest = chunk
-        n = min(len(buffer), len(self.rest))
-        buffer[:n], self.rest = self.rest[:n], self.rest[n:]
-        return n
+    def read(self, size: int = -1) -> bytes:
+        return next((chunk for chunk in self.chunks if chunk), b"")

@@ -296,28 +296,31 @@ def volumes(prefix: str, target: Target | None = None) -> list[Volume]:
     """The named volumes called PREFIX…."""
     sdk = client(target)
     try:
+        df = {v["Name"]: (v.get("UsageData") or {}).get("Size", -1) for v in sdk.df()["Volumes"]}
+        users = [(c, m.get("Name")) for c in sdk.api.containers(all=True) for m in c["Mounts"]]
         rows = (sdk.api.volumes(filters={"name": prefix}) or {}).get("Volumes") or []
-        rows = [v for v in rows if v["Name"].startswith(prefix)]
-        sizes = {v["Name"]: (v.get("UsageData") or {}).get("Size") for v in sdk.df()["Volumes"]}
-        found = []
-        for v in rows:
-            users = sdk.api.containers(all=True, filters={"volume": v["Name"]})
-            size = sizes.get(v["Name"])
-            names = [str(c["Names"][0]).lstrip("/") for c in users]
-            size = size if isinstance(size, int) and size >= 0 else None
-            found.append(Volume(v["Name"], v.get("Labels") or {}, v.get("CreatedAt"), size, names))
     except sdk_module().errors.APIError as exc:
         raise EngineError(
-            f"listing volumes on {(target or DEFAULT).label}: {one_line(exc)}"
+            f"docker volume ls on {(target or DEFAULT).label}: {one_line(exc)}"
         ) from None
-    return found
+    return [
+        Volume(
+            n,
+            v.get("Labels") or {},
+            v.get("CreatedAt"),
+            df[n] if df.get(n, -1) >= 0 else None,
+            [c["Names"][0][1:] for c, m in users if m == n],
+        )
+        for v in rows
+        if (n := v["Name"]).startswith(prefix)
+    ]
 
 
 def create_volume(name: str, labels: dict[str, str], target: Target | None = None) -> None:
-    try:
-        client(target).api.create_volume(name, labels=labels)
-    except sdk_module().errors.APIError as exc:
-        raise EngineError(f"docker volume create {name}: {one_line(exc)}") from None
+    unless_gone(
+        lambda: client(target).api.create_volume(name, labels=labels),
+        f"docker volume create {name}",
+    )
 
 
 def remove_volume(name: str, target: Target | None = None) -> None:
@@ -325,17 +328,13 @@ def remove_volume(name: str, target: Target | None = None) -> None:
 
 
 @contextlib.contextmanager
-def read_volume(
-    volume: str, image: str, labels: dict[str, str], target: Target | None = None
-) -> Iterator[Iterator[bytes]]:
+def read_volume(volume: str, image: str, labels: dict[str, str]) -> Iterator[Iterator[bytes]]:
     """VOLUME's files as the engine's tar stream (names under `composegen-src/`), read through a
     container created with it mounted read-only, never started, removed afterwards."""
-    docker = sdk_module()
-    sdk = client(target)
-    binds = {volume: {"bind": "/composegen-src", "mode": "ro"}}
+    sdk, docker = client(), sdk_module()
+    config = sdk.api.create_host_config(binds={volume: {"bind": "/composegen-src", "mode": "ro"}})
     cid = None
     try:
-        config = sdk.api.create_host_config(binds=binds)
         cid = sdk.api.create_container(image, ["true"], labels=labels, host_config=config)["Id"]
         yield sdk.api.get_archive(cid, "/composegen-src")[0]
     except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:

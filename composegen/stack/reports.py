@@ -237,49 +237,31 @@ class StatusReport(Report):
     )
 
 
-class ColdStart(Report):
-    compile_seconds: float = Field(description="torch.compile's seconds, as the engine logged them")
-    at: str
-
-
 class CacheRecord(Report):
-    """.composegen/caches/KEY.json: this project's starts with one cache key (docs/caches.md); an
-    export carries it in its manifest."""
+    """.composegen/caches/KEY.json, this project's starts with a cache key; an export's manifest."""
 
     key: str
-    image_id: str | None = Field(
-        default=None, description="the profile image's ID on the engine at the last start"
-    )
-    real: bool = Field(default=False, description="a real (not emulated) start filled it")
-    uses: dict[str, str] = Field(default_factory=dict, description="profile -> its last start")
-    cold: dict[Literal["vllm", "emulated"], ColdStart] = Field(default_factory=dict)
-    files: dict[str, str] = Field(default_factory=dict, description="an export's: name -> sha256")
+    image_id: str | None = None  # the profile image's ID on the engine at the last start
+    real: bool = False  # a real (not emulated) start used it
+    uses: dict[str, str] = Field(default_factory=dict)  # profile -> its last start (UTC)
+    cold: dict[Literal["vllm", "emulated"], float] = Field(default_factory=dict)  # compile s
+    files: dict[str, str] = Field(default_factory=dict)  # an export's: name -> sha256
 
 
 class CacheVolume(Report):
     key: str
     volume: str
-    present: bool = Field(description="the volume is on this engine")
-    bytes: int | None = Field(default=None, description="the engine's figure; null: unknown")
+    present: bool  # on this engine
+    bytes: int | None = None  # the engine's figure; null: unknown
     created: str | None = None
-    last_use: str | None = Field(default=None, description="the last start here with this key")
-    used_by: list[str] = Field(
-        default_factory=list, description="profiles here that started with it"
-    )
-    mounted_by: list[str] = Field(default_factory=list, description="containers that mount it")
-    rendered_by: list[str] = Field(
-        default_factory=list, description="profiles here that render this key now"
-    )
-    ours: bool = Field(
-        default=False, description="compose made it for a stack of this project, which used it"
-    )
-    cold_compile_seconds: float | None = Field(
-        default=None, description="torch.compile of its last cold start (EMULATED if it was)"
-    )
-    problems: list[str] = Field(default_factory=list, description="verify: why it does not match")
-    pruned: bool | None = Field(
-        default=None, description="prune: removed (false: would be, without --yes)"
-    )
+    last_use: str | None = None  # the last start here with this key
+    used_by: list[str] = Field(default_factory=list)  # profiles here that started with it
+    mounted_by: list[str] = Field(default_factory=list)  # containers
+    rendered_by: list[str] = Field(default_factory=list)  # profiles here that render the key now
+    ours: bool = False  # compose made it for a stack of this project, which used it
+    cold_compile_seconds: float | None = None  # its last cold start's (EMULATED if it was)
+    problems: list[str] = Field(default_factory=list)  # verify: why it does not match this host
+    pruned: bool | None = None  # prune: removed (false: would be, without --yes)
 
 
 class CacheReport(Report):
@@ -288,8 +270,6 @@ class CacheReport(Report):
     project: str
     action: Literal["list", "verify", "prune", "export", "import"]
     volumes: list[CacheVolume]
-    file: str | None = Field(default=None, description="export/import: the archive")
-    files: int | None = Field(default=None, description="export/import: regular files in it")
-    skipped: list[str] = Field(
-        default_factory=list, description="export: entries left out (links, special files)"
-    )
+    file: str | None = None  # export, import: the archive
+    files: int | None = None  # its regular files
+    skipped: list[str] = Field(default_factory=list)  # export: links and special files left out
