@@ -73,7 +73,7 @@ def _rendering(project: Project, only: str | None = None) -> dict[str, list[Reso
     return keys
 
 
-def volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
+def cache_volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
     """Every cache volume on the engine, with this project's records and rendering profiles (verify:
     only this project's keys, present or not, each checked)."""
     rendering = _rendering(project, only)
@@ -117,10 +117,10 @@ def _problems(rendering: list[Resolved], rec: CacheRecord) -> list[str]:
     return found
 
 
-def prune(project: Project, unused_days: int | None, yes: bool) -> CacheReport:
+def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheReport:
     """Remove (with `yes`; else say) this project's volumes no profile renders any more, or unused
     for UNUSED_DAYS; never one another project made, nor one a container mounts."""
-    report = volumes(project, "prune")
+    report = cache_volumes(project, "prune")
     cutoff = privatestate.now() - timedelta(days=unused_days) if unused_days is not None else None
     chosen = []
     for v in report.volumes:
@@ -144,8 +144,8 @@ def _key(key: str) -> str:
 
 
 def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
-    """`volumes` narrowed to KEY's volume (absent: a row saying so)."""
-    report = volumes(project, "list")
+    """`cache_volumes` narrowed to KEY's volume (absent: a row saying so)."""
+    report = cache_volumes(project, "list")
     name = caches.VOLUME_PREFIX + key
     report.volumes = [v for v in report.volumes if v.volume == name] or [
         CacheVolume(key=key, volume=name, present=False)
@@ -154,7 +154,7 @@ def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
     return report
 
 
-def export(project: Project, key: str, file: Path) -> CacheReport:
+def cache_export(project: Project, key: str, file: Path) -> CacheReport:
     """KEY's volume into a new FILE (never through a link): its files and directories (links
     skipped), then MANIFEST: the record with each file's sha256."""
     report = _one(project, "export", _key(key), file)
@@ -188,7 +188,7 @@ def export(project: Project, key: str, file: Path) -> CacheReport:
     return report
 
 
-def import_(project: Project, file: Path) -> CacheReport:
+def cache_import(project: Project, file: Path) -> CacheReport:
     """FILE (an export) into a new volume of its key; refused (exit 1: _refusal; exit 2: _members,
     the volume removed again) unless every member is safe and as its manifest says."""
     try:

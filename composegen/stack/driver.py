@@ -26,10 +26,7 @@ from composegen.stack import compose, engine, placement, readiness, sleepmode
 from composegen.stack import down as teardown
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
-from composegen.stack.caches import export as cache_export
-from composegen.stack.caches import import_ as cache_import
-from composegen.stack.caches import prune as cache_prune
-from composegen.stack.caches import volumes as cache_volumes
+from composegen.stack.caches import cache_export, cache_import, cache_prune, cache_volumes
 from composegen.stack.compose import Stack, compose_version
 from composegen.stack.engine import (
     BASE_IMAGE,
