@@ -5,6 +5,7 @@ compile seconds, which `up`'s ready summary sets beside a warm one). docs/caches
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -194,7 +195,17 @@ def cache_import(project: Project, file: Path) -> CacheReport:
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        raise BadInput(f"{file}: {exc.strerror} (import never follows a link)") from None
+        link = exc.errno == errno.ELOOP
+        raise BadInput(
+            f"{file}: {'import never follows a link' if link else exc.strerror}"
+        ) from None
+    try:
+        return _import(project, file, fd)
+    except tarfile.TarError as exc:
+        raise BadInput(f"{file}: not a readable tar ({exc}); nothing imported") from None
+
+
+def _import(project: Project, file: Path, fd: int) -> CacheReport:
     with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
         manifest = _manifest(tar, file)
         report = _one(project, "import", _key(manifest.key), file)

@@ -69,6 +69,9 @@ def test_import_refuses_what_is_not_an_export_and_a_file_missing_from_its_manife
     (tmp_path / "link.tar").symlink_to(tmp_path / "extra.tar")
     res = run_inproc("--root", str(root), "cache", "import", str(tmp_path / "link.tar"))
     assert res.returncode == 2 and "never follows a link" in res.stderr
+    (tmp_path / "text.tar").write_text("not a tar\n" * 100)
+    res = run_inproc("--root", str(root), "cache", "import", str(tmp_path / "text.tar"))
+    assert res.returncode == 2 and "not a readable tar" in res.stderr
 
 
 @pytest.mark.parametrize("key", ["../x", "a/b", "0123456789ABCDEF", "abc"])
