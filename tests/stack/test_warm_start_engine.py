@@ -82,6 +82,10 @@ def _the_cache_commands(root, name: str, volumes: list[str], tmp_path, cold: dic
     assert rows[old]["cold_compile_seconds"] == cold["compile_seconds"]
     code, checked = _cache(root, "verify", name)
     assert code == 0 and [(v["volume"], v["problems"]) for v in checked["volumes"]] == [(new, [])]
+    record = root / ".composegen" / "caches" / f"{new.removeprefix(caches.VOLUME_PREFIX)}.json"
+    record.write_text(record.read_text().replace('"real": false', '"real": true'))
+    code, checked = _cache(root, "verify", name)  # a real start's cache, an engine without GPUs
+    assert code == 1 and "no GPU runtime" in checked["volumes"][0]["problems"][0]
     archive = tmp_path / "old.tar"
     code, exported = _cache(root, "export", old.removeprefix(caches.VOLUME_PREFIX), str(archive))
     assert code == 0 and exported["files"] >= 2 and archive.is_file()
