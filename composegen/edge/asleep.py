@@ -1,5 +1,5 @@
 """Everything that may put an engine to sleep outside a switch — `qualify --sleep-cycles`, `up
---standby`, `wake` (campaign arms: not yet) — goes through `sleeping`: the switch's own lock (so a promote and a
+--standby`, `wake`, campaign arms (`held`) — goes through `sleeping`: the switch's own lock (so a promote and a
 sleep qualification never run at once) and, when an alias points at the stack, the switch's journal
 (by "sleep") and the alias marked BEFORE the engine sleeps: clients get 503 + Retry-After + the stage
 in composegen's words (STAGE), never the engine's own text. When it ends the engine is awake and the
@@ -89,6 +89,36 @@ def marked(project: Project, edge: Edge, r: Resolved, by: str) -> Iterator[undo.
         raise
     publish(project, edge)
     journal.end(project)
+
+
+@contextlib.contextmanager
+def held(project: Project, r: Resolved, waking: bool, emulated: bool) -> Iterator[None]:
+    """A campaign's sleep or wake of R (campaign/arm.py, resident.py): as `sleeping`, but the
+    journal (by "campaign") outlives the step while R sleeps — it bridges the arms: a promote,
+    qualify or wake meanwhile is refused, and after a Ctrl-C or a kill `edge recover` wakes R, or
+    `campaign resume` adopts the journal and goes on. Ended once R is awake (or down)."""
+    on = (
+        aliased(project, edge := config.load(project), r.name) if config.configured(project) else []
+    )
+    if not on:
+        yield
+        return
+    with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
+        entry = journal.read(project)
+        if entry is None or (entry["by"], entry["target"]) != ("campaign", r.name):
+            undo.refuse_interrupted(project)
+        entry = journal.begin(
+            project, on[0], r.name, r.name, "campaign", emulated, "standby", emulated, "awake"
+        )
+        sink = undo.StageSink(project, edge, on[0], r.name, entry)
+        sink.say(f"waking {r.name}" if waking else stage(on[0], r.name, privatestate.stamp()))
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ComposegenError):  # unknown: the journal stays to recover
+                if driver.sleep_state(project, r) is None:
+                    journal.end(project)
+                publish(project, edge)
 
 
 def refuse_aliased(project: Project, r: Resolved, sleep_alias: bool) -> None:

@@ -204,9 +204,16 @@ def left_to_recover(exc: BaseException, what: str, current: str | None) -> Inter
 
 
 def refuse_interrupted(project: Project) -> None:
-    """A switch or `qualify --alias` whose composegen is gone: refused until `edge recover`."""
-    entry = journal.interrupted(project)
-    if entry is not None:
+    """A switch or `qualify --alias` whose composegen is gone: refused until `edge recover`; a
+    campaign that keeps the alias's engine asleep (edge/asleep.py `held`): until it wakes it."""
+    entry = journal.read(project)
+    if entry is not None and journal.holding(entry):
+        raise CheckFailed(
+            f"campaign (composegen pid {entry['pid']}) keeps {entry['target']} asleep behind "
+            f"{entry['alias']} until its next arm wakes it",
+            hint="wait for the campaign, or stop it and run `composegen edge recover`",
+        )
+    if entry is not None and not journal.owner_alive(entry):
         raise CheckFailed(
             f"a switch of {entry['alias']} to {entry['target']} was interrupted at: {entry['step']} "
             f"(composegen pid {entry['pid']} is gone)",
