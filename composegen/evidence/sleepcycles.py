@@ -11,13 +11,14 @@ more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned me
 cycle until outputs broke, vLLM issue 21336), or the draft's acceptance over a probe (spec_decode_*
 on /metrics) falls below MIN_ACCEPTANCE_KEPT of the first's (vLLM issue 52487). The stack is left
 awake. The result goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM
-version, model, emulated or not) in .composegen/standby/qualified.json, which the standby path
-reads (edge/standby.py).
+version, model, emulated or not, level, draft, host) in .composegen/standby/qualified.json, which
+the standby path and the memory plan read (edge/standby.py, edge/standbyplan.py).
 """
 
 from __future__ import annotations
 
 import json
+import platform
 import time
 from pathlib import Path
 from typing import TypedDict
@@ -141,7 +142,7 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
                          host_available_gib_before=host_before, gpu_source=meters.gpu_source,
                          draft_acceptance_before=accepted,
                          host_source=meters.host_source)  # fmt: skip
-    _remember(project, result)
+    _remember(project, r, result)
     return result
 
 
@@ -153,28 +154,39 @@ class Kept(TypedDict):
     profile: str
     level: int
     cycles: int
+    host: str  # the machine it ran on (platform.node())
 
 
 def _kept_path(project: Project) -> Path:
     return privatestate.state_dir(project, "standby") / "qualified.json"
 
 
-def _remember(project: Project, result: SleepCycles) -> None:
+def _entry(r: Resolved, emulated: bool) -> str:
+    """qualified.json's key: the engine, its level and draft, this host (a pass elsewhere, or of
+    another level, proves nothing here)."""
+    level = r.profile.standby.level if r.profile.standby else 1
+    draft = " + draft" if r.flag("speculative-config") else ""
+    return f"{key_of(r, emulated)} · level {level}{draft} · on {platform.node()}"
+
+
+def _remember(project: Project, r: Resolved, result: SleepCycles) -> None:
     path = _kept_path(project)
     doc: dict = privatestate.read_json(path, {})
-    doc[result.key] = Kept(passed=result.passed, at=privatestate.stamp(), profile=result.profile,
-                           level=result.level, cycles=len(result.cycles))  # fmt: skip
+    doc[_entry(r, result.emulated)] = Kept(passed=result.passed, at=privatestate.stamp(),
+                                           profile=result.profile, level=result.level,
+                                           cycles=len(result.cycles), host=platform.node())  # fmt: skip
     privatestate.write_json(path, doc)
 
 
 def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
-    """The kept outcome of a sleep qualification for R's engine on this machine, or None (read
-    defensively: a record that is not one counts as none)."""
+    """The kept outcome of a sleep qualification of R's engine at its level on this machine, or
+    None (read defensively: a record that is not one counts as none)."""
     doc: dict = privatestate.read_json(_kept_path(project), {})
-    found = doc.get(key_of(r, emulated))
+    found = doc.get(_entry(r, emulated))
     found = found if isinstance(found, dict) else {}
     passed, at = found.get("passed"), found.get("at")
     if not isinstance(passed, bool) or not isinstance(at, str):
         return None
     level, cycles = (v if isinstance(v := found.get(k), int) else 0 for k in ("level", "cycles"))
-    return Kept(passed=passed, at=at, profile=str(found.get("profile")), level=level, cycles=cycles)
+    profile, host = str(found.get("profile")), platform.node()
+    return Kept(passed=passed, at=at, profile=profile, level=level, cycles=cycles, host=host)
