@@ -148,7 +148,7 @@ def wake(project: Project, r: Resolved, gates: list[str] | None) -> RecoverRepor
     failure, Ctrl-C or a kill leaves the journal to `edge recover`."""
     started, asleep = time.monotonic(), driver.sleep_state(project, r, strict=True)
     with sleeping(project, r, "wake") if asleep else contextlib.nullcontext(_Told()) as sink:
-        for name, step in undo.waking(project, r, gates) if asleep else []:
+        for name, step in standby.waking(project, r, gates) if asleep else []:
             sink.run(name, step)
     action = f"{r.name} woken" if asleep else f"{r.name} is awake: nothing to wake"
     seconds = round(time.monotonic() - started, 1)
