@@ -6,9 +6,10 @@ timed, with the GPU memory the sleeping engine still holds (its own share, stack
 GPU memory in use on its GPUs before the first sleep and after each sleep and wake (nvidia-smi in
 the container when the image has it; an emulated engine: the EMULATED GPU ledger) and its host's
 MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the weights there). It fails
-when a wake fails, an answer differs from the one before the first sleep, that residue grows by
-more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned memory growing per
-cycle until outputs broke, vLLM issue 21336), or the draft's acceptance over a probe (spec_decode_*
+when a wake fails, an answer (the model's, each LoRA adapter's: vLLM issue 53888) differs from the
+one before the first sleep, that residue grows by more than MAX_GROWTH_GIB over the cycles
+(reported on 4x RTX PRO 6000: pinned memory growing per cycle until outputs broke, vLLM issue
+21336), or the draft's acceptance over a probe (spec_decode_*
 on /metrics) falls below MIN_ACCEPTANCE_KEPT of the first's (vLLM issue 52487). The stack is left
 awake. The result goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM
 version, model, emulated or not, level, draft, host) in .composegen/standby/qualified.json, which
@@ -17,6 +18,7 @@ the standby path and the memory plan read (edge/standby.py, edge/standbyplan.py)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import time
@@ -45,9 +47,20 @@ def key_of(r: Resolved, emulated: bool) -> str:
     return f"vllm {r.profile.vllm_version} · {m.id}@{m.revision or 'main'} · {'emulated' if emulated else 'real'}"
 
 
-def probe(r: Resolved) -> str:
-    """R's answer to the temperature-0 probe (also the standby path's warm-up after a wake)."""
-    body = json.dumps({"model": r.profile.model.served_name, **PROBE}).encode()
+def adapters(r: Resolved) -> list[str]:
+    """R's LoRA adapters by name (--lora-modules: `name=path`, or JSON with a name)."""
+    names = []
+    for m in map(str, r.flag("lora-modules") or []):
+        with contextlib.suppress(ValueError, AttributeError):  # not JSON: taken as written
+            m = str(json.loads(m).get("name")) if m[:1] == "{" else m
+        names.append(m.partition("=")[0])
+    return names
+
+
+def probe(r: Resolved, model: str | None = None) -> str:
+    """R's answer to the temperature-0 probe (also the standby path's warm-up after a wake); MODEL:
+    a LoRA adapter's name."""
+    body = json.dumps({"model": model or r.profile.model.served_name, **PROBE}).encode()
     reply = driver.endpoint(r).peer.fetch("POST", "/v1/chat/completions", body, deadline_s=120)
     if reply.status != 200:
         raise EngineError(f"the probe answered {reply.status}")
@@ -115,6 +128,7 @@ def _cycle(project: Project, r: Resolved, level: int, row: SleepCycle, meters: _
 def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     level = r.profile.standby.level if r.profile.standby else 1
     first, accepted = _probed(r)
+    lora = {name: probe(r, name) for name in adapters(r)}  # each adapter too (vLLM issue 53888)
     meters = _Meters(project, r)
     gpu_before, host_before = meters.gpu(), meters.host()
     rows: list[SleepCycle] = []
@@ -124,7 +138,7 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
         try:
             _cycle(project, r, level, row, meters)
             answer, row.draft_acceptance = _probed(r)
-            row.same_answer = answer == first
+            row.same_answer = answer == first and all([probe(r, a) == lora[a] for a in lora])
         except ComposegenError as exc:
             row.error = exc.message[:300]
             break
