@@ -197,10 +197,6 @@ def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
     None (read defensively: a record that is not one counts as none)."""
     doc: dict = privatestate.read_json(_kept_path(project), {})
     found = doc.get(_entry(r, emulated))
-    found = found if isinstance(found, dict) else {}
-    passed, at = found.get("passed"), found.get("at")
-    if not isinstance(passed, bool) or not isinstance(at, str):
+    if not isinstance(found, dict) or not isinstance(found.get("passed"), bool):
         return None
-    level, cycles = (v if isinstance(v := found.get(k), int) else 0 for k in ("level", "cycles"))
-    profile, host = str(found.get("profile")), platform.node()
-    return Kept(passed=passed, at=at, profile=profile, level=level, cycles=cycles, host=host)
+    return Kept(**{k: found.get(k) for k in Kept.__annotations__})  # type: ignore[typeddict-item]
