@@ -97,20 +97,16 @@ def held(project: Project, r: Resolved, waking: bool, emulated: bool) -> Iterato
     journal (by "campaign") outlives the step while R sleeps — it bridges the arms: a promote,
     qualify or wake meanwhile is refused, and after a Ctrl-C or a kill `edge recover` wakes R, or
     `campaign resume` adopts the journal and goes on. Ended once R is awake (or down)."""
-    on = (
-        aliased(project, edge := config.load(project), r.name) if config.configured(project) else []
-    )
-    if not on:
+    edge = config.load(project) if config.configured(project) else None
+    if edge is None or not (on := aliased(project, edge, r.name)):
         yield
         return
     with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
         entry = journal.read(project)
         if entry is None or (entry["by"], entry["target"]) != ("campaign", r.name):
             undo.refuse_interrupted(project)
-        entry = journal.begin(
-            project, on[0], r.name, r.name, "campaign", emulated, "standby", emulated, "awake"
-        )
-        sink = undo.StageSink(project, edge, on[0], r.name, entry)
+        kept = (on[0], r.name, r.name, "campaign", emulated, "standby", emulated, "awake")
+        sink = undo.StageSink(project, edge, on[0], r.name, journal.begin(project, *kept))
         sink.say(f"waking {r.name}" if waking else stage(on[0], r.name, privatestate.stamp()))
         try:
             yield

@@ -195,11 +195,8 @@ def refuse_interrupted(project: Project) -> None:
     campaign that keeps the alias's engine asleep (edge/asleep.py `held`): until it wakes it."""
     entry = journal.read(project)
     if entry is not None and journal.holding(entry):
-        raise CheckFailed(
-            f"campaign (composegen pid {entry['pid']}) keeps {entry['target']} asleep behind "
-            f"{entry['alias']} until its next arm wakes it",
-            hint="wait for the campaign, or stop it and run `composegen edge recover`",
-        )
+        who = f"campaign (composegen pid {entry['pid']}) keeps {entry['target']} asleep"
+        raise CheckFailed(f"{who} until its next arm wakes it", hint="wait for it, or stop it")
     if entry is not None and not journal.owner_alive(entry):
         raise CheckFailed(
             f"a switch of {entry['alias']} to {entry['target']} was interrupted at: {entry['step']} "
