@@ -3,13 +3,6 @@
 Shapes, error texts and error params are those of a real vLLM 0.26.0 server
 (tests/data/real-0.26.0-h200, checked by tests/emulator/test_conformance.py).
 
-Public:
-  ServingInfo               what a request needs to know about the server (names, max_model_len, parsers)
-  RequestError.to_json()    vLLM-style {"error": {"message", "type", "param", "code"}}
-  new_id(prefix)            `chatcmpl-` / `resp_` / `cmpl-` + 16 hex digits, as vLLM makes them
-  plan_chat(body, info) -> Reply          decide reasoning/content/tool calls and apply max_tokens
-  chat_completion(reply, ...) -> dict     `chat.completion`
-  chat_chunks(reply, ...) -> iterator of (chunk dict, counts_as_token: bool)   `chat.completion.chunk`s
 Behaviour notes: `tool_choice: auto` needs --enable-auto-tool-choice and --tool-call-parser, a named
 tool_choice needs --tool-call-parser (400 otherwise, as in vLLM); without --reasoning-parser a
 thinking request gets its reasoning inline as <think>…</think> in `content`, as a real server would

@@ -21,11 +21,6 @@ GiB, which prints as 15.98, and the 8,192 arm's prints as 15.26.
 Failures mirror vLLM: kv ≤ 0 -> "No available memory for the cache blocks…"; tokens < max_model_len
 -> "To serve at least one request with the model's max seq len (L), …". max_model_len `auto`/-1 fits
 the memory (capped at EMU_NATIVE_MAX_MODEL_LEN, which is also the default when the flag is absent).
-
-Public: MemoryInputs.from_env(env), plan_memory(args_values, inputs) -> MemoryPlan (to_json() keys:
-total_gib, free_gib, utilization, requested_gib, weights_gib, activation_gib, non_torch_gib,
-cudagraph_gib, kv_gib, host_kv_gib, kv_bytes, kv_tokens, max_model_len, concurrency, block_size,
-num_gpu_blocks, num_cpu_blocks, kv_size_label, error), gib(x) -> str.
 """
 
 from __future__ import annotations
