@@ -78,4 +78,3 @@ def build_context(dest: Path) -> Path:
         target.write_bytes(item.data)
         target.chmod(item.mode)
     return dest
-
