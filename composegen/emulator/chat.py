@@ -49,14 +49,8 @@ class RequestError(Exception):
         self.status, self.message, self.err_type, self.param = status, message, err_type, param
 
     def to_json(self) -> dict:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.err_type,
-                "param": self.param,
-                "code": self.status,
-            }
-        }
+        error = {"message": self.message, "type": self.err_type, "param": self.param}
+        return {"error": {**error, "code": self.status}}
 
 
 @dataclass
@@ -173,24 +167,19 @@ def _check_tools(tools: list, tool_choice: object, info: ServingInfo) -> None:
     if isinstance(tool_choice, dict):
         wanted = (tool_choice.get("function") or {}).get("name")
         if not info.tool_parser:
-            raise RequestError(
-                400, f'tool_choice=function "{wanted}" requires --tool-call-parser to be set'
-            )
+            needs = "requires --tool-call-parser to be set"
+            raise RequestError(400, f'tool_choice=function "{wanted}" {needs}')
         if not any((t.get("function") or t).get("name") == wanted for t in tools):
-            raise RequestError(
-                400, f"Tool '{wanted}' has not been passed in `tools`.", param="tool_choice"
-            )
+            not_passed = f"Tool '{wanted}' has not been passed in `tools`."
+            raise RequestError(400, not_passed, param="tool_choice")
     elif not (info.auto_tool_choice and info.tool_parser):
-        raise RequestError(
-            400,
-            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-        )
+        needs = "requires --enable-auto-tool-choice and --tool-call-parser to be set"
+        raise RequestError(400, f'"auto" tool choice {needs}')
 
 
 def _call_id(name: str, arguments: str, index: int) -> str:
-    return (
-        "chatcmpl-tool-" + hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()[:24]
-    )
+    digest = hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()
+    return f"chatcmpl-tool-{digest[:24]}"
 
 
 def plan_chat(body: dict, info: ServingInfo) -> Reply:
@@ -205,9 +194,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     allowed = budget(wanted, reply.prompt_tokens, info.max_model_len)
     _check_tools(tools, tool_choice, info)
     effort = replies.reasoning_effort(body)
-    thinking = (
-        pieces(replies.reasoning_text(replies.last_user_text(messages), effort)) if effort else []
-    )
+    question = replies.last_user_text(messages)
+    thinking = pieces(replies.reasoning_text(question, effort)) if effort else []
     function = replies.choose_tool(tools, tool_choice, messages) if tools else None
     answer = [] if function else pieces(replies.answer_text(messages, body.get("response_format")))
     if thinking and not info.reasoning_parser:
@@ -219,12 +207,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     if function:
         arguments = replies.tool_arguments(function, messages)
         argument_pieces = pieces(arguments)
-        room = max(0, left - TOOL_CALL_OVERHEAD)
-        reply.tool_calls = [
-            ToolCall(
-                _call_id(function["name"], arguments, 0), function["name"], argument_pieces[:room]
-            )
-        ]
+        room, name = max(0, left - TOOL_CALL_OVERHEAD), function["name"]
+        reply.tool_calls = [ToolCall(_call_id(name, arguments, 0), name, argument_pieces[:room])]
         reply.finish_reason = "tool_calls" if room >= len(argument_pieces) else "length"
     else:
         # vLLM's extension: generate all max_tokens, never stop early
@@ -239,11 +223,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
 
 
 def _tool_call_json(call: ToolCall) -> dict:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
+    function = {"name": call.name, "arguments": call.arguments}
+    return {"id": call.id, "type": "function", "function": function}
 
 
 def chat_completion(reply: Reply, info: ServingInfo, request_id: str, created: int) -> dict:
@@ -289,12 +270,8 @@ def _tool_call_deltas(reply: Reply, info: ServingInfo) -> Iterator[tuple[dict, s
     """(delta, finish override) per streamed tool-call piece: id and name first, then argument
     fragments."""
     for index, call in enumerate(reply.tool_calls):
-        head = {
-            "index": index,
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
+        head = {"index": index, **_tool_call_json(call)}
+        head["function"] = {"name": call.name, "arguments": ""}
         yield {"tool_calls": [head]}, None
         fragments, finish = list(call.argument_pieces), None
         if info.fault == "broken_tool_stream":
@@ -327,12 +304,8 @@ def chat_chunks(
         choice["token_ids"] = None
         return {**head, "choices": [choice]}
 
-    role = {
-        "index": 0,
-        "delta": {"role": "assistant", "content": ""},
-        "logprobs": None,
-        "finish_reason": None,
-    }
+    assistant = {"role": "assistant", "content": ""}
+    role = {"index": 0, "delta": assistant, "logprobs": None, "finish_reason": None}
     yield {**head, "choices": [role], "prompt_token_ids": None, "prompt_text": None}, False
     deltas: list[tuple[dict, str | None]] = [({"reasoning": p}, None) for p in reply.reasoning]
     deltas += [({"content": p}, None) for p in reply.content]

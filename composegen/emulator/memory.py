@@ -147,19 +147,11 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
     if fixed_kv:
         kv_gib = int(fixed_kv) / GiB
     else:
-        kv_gib = (
-            requested
-            - inputs.weights_gib
-            - activation
-            - inputs.non_torch_gib
-            - inputs.cudagraph_gib
-        )
+        weights, non_torch, graphs = inputs.weights_gib, inputs.non_torch_gib, inputs.cudagraph_gib
+        kv_gib = requested - weights - activation - non_torch - graphs
     host_gib = offload_gib / tp if offload_gib > 0 else 0.0
-    bpt = (
-        inputs.kv_bytes_per_token
-        * kv_element_bytes(values.get("kv_cache_dtype"))
-        / BASE_KV_ELEMENT_BYTES
-    )
+    element_bytes = kv_element_bytes(values.get("kv_cache_dtype"))
+    bpt = inputs.kv_bytes_per_token * element_bytes / BASE_KV_ELEMENT_BYTES
     kv_bytes = max(0, int(kv_gib * GiB))
     tokens = math.floor((max(kv_gib, 0.0) + host_gib) * GiB / bpt)
 
@@ -214,19 +206,9 @@ def free_memory_line(plan: MemoryPlan) -> str:
     """vLLM's profiling summary line; the planner parses the (F/T GiB), (U, D GiB), W and A
     fields."""
     fit_bytes = plan.kv_bytes
-    full_bytes = max(
-        0,
-        int(
-            (
-                plan.free_gib
-                - plan.weights_gib
-                - plan.activation_gib
-                - plan.non_torch_gib
-                - plan.cudagraph_gib
-            )
-            * GiB
-        ),
-    )
+    p = plan
+    left = p.free_gib - p.weights_gib - p.activation_gib - p.non_torch_gib - p.cudagraph_gib
+    full_bytes = max(0, int(left * GiB))
     return (
         f"Free memory on device ({plan.free_gib:.2f}/{plan.total_gib:.2f} GiB) on startup. "
         f"Desired GPU memory utilization is ({plan.utilization}, {plan.requested_gib:.2f} GiB). "

@@ -28,34 +28,9 @@ _EXACT = re.compile(
 )  # the rest of that line
 _CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+\b")
 _SECRET_WORDS = ("secret", "code", "password", "passphrase", "needle", "magic")
-_STOP = {
-    "What",
-    "What's",
-    "Whats",
-    "The",
-    "Please",
-    "Reply",
-    "Return",
-    "Call",
-    "Use",
-    "Tell",
-    "How",
-    "Is",
-    "Are",
-    "Can",
-    "Could",
-    "Would",
-    "Give",
-    "Get",
-    "Find",
-    "Check",
-    "I",
-    "A",
-    "An",
-    "In",
-    "On",
-    "For",
-}
+_QUESTIONS = {"What", "What's", "Whats", "How", "Is", "Are", "Can", "Could", "Would"}
+_REQUESTS = {"Please", "Reply", "Return", "Call", "Use", "Tell", "Give", "Get", "Find", "Check"}
+_STOP = _QUESTIONS | _REQUESTS | {"The", "I", "A", "An", "In", "On", "For"}
 _EFFORT_SENTENCES = {"minimal": 1, "low": 1, "medium": 2, "high": 3, "xhigh": 4, "max": 4}
 
 

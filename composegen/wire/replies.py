@@ -135,4 +135,3 @@ def _first(exc: ValidationError) -> str:
     got = e.get("input")
     shown = type(got).__name__ if isinstance(got, dict | list) else repr(got)[:40]
     return f"{where}: {e['msg'].lower()} (got {shown})"
-
