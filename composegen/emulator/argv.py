@@ -281,13 +281,8 @@ class ServeArgs:
 def parse_serve_args(argv: list[str], flags: list[dict] | None = None) -> ServeArgs:
     flags = flags if flags is not None else load_catalog()
     parser = build_parser(flags)
-    json_opts = {
-        opt
-        for flag in flags
-        if _is_json_flag(flag)
-        for opt in flag["options"]
-        if opt.startswith("--")
-    }
+    json_flags = [flag for flag in flags if _is_json_flag(flag)]
+    json_opts = {opt for flag in json_flags for opt in flag["options"] if opt.startswith("--")}
     given = vars(parser.parse_args(_normalize(list(argv), json_opts)))
     defaults = {"model_tag": None, **{flag["dest"]: flag["default"] for flag in flags}}
     values = {dest: given.get(dest, default) for dest, default in defaults.items()}

@@ -161,15 +161,11 @@ def choose_tool(tools: list[dict], tool_choice: object, messages: list[dict]) ->
         wanted = (tool_choice.get("function") or {}).get("name") or tool_choice.get("name")
         return next((f for f in functions if f.get("name") == wanted), None)
     question = last_user_text(messages).lower()
-    scored = [
-        (
-            sum(
-                part in question for part in re.split(r"[_\-]", f.get("name", "")) if len(part) >= 3
-            ),
-            i,
-        )
-        for i, f in enumerate(functions)
-    ]
+
+    def score(name: str) -> int:  # the name's words (3 letters or more) the question holds
+        return sum(part in question for part in re.split(r"[_\-]", name) if len(part) >= 3)
+
+    scored = [(score(f.get("name", "")), i) for i, f in enumerate(functions)]
     best_score, best = max(scored, key=lambda item: (item[0], -item[1]))
     if tool_choice == "required":
         return functions[best]

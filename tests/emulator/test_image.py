@@ -55,9 +55,7 @@ def image(tmp_path_factory):
     # A tag of our own: the driver and other test runs share image_tag(), so never build over or remove it.
     tag = f"{image_tag()}-test-{uuid.uuid4().hex[:8]}"
     context = build_context(tmp_path_factory.mktemp("emulator-context") / "ctx")
-    docker(
-        "build", "-q", "-t", tag, "--build-arg", f"BASE={BASE_IMAGE}", str(context), timeout=600
-    )
+    docker("build", "-q", "-t", tag, "--build-arg", f"BASE={BASE_IMAGE}", str(context), timeout=600)
     yield tag
     # Only this worker's containers (LABEL is per process): another worker's module fixture runs the same tests,
     # and removing its running containers was this test's flake under 4 workers. Not `ancestor=TAG`: the tag
