@@ -5,12 +5,6 @@ Behaves like vLLM's parser where a test can see it: `prog` is `vllm serve`, unkn
 and bad values exit 2 with `vllm serve: error: …` on stderr, unique prefixes are accepted
 (argparse's allow_abbrev), `--max_model_len` is read as `--max-model-len`, and JSON-valued config
 flags also take `--speculative-config.method mtp` style keys.
-
-Public:
-  catalog_path() -> Path                    where the catalog is read from (EMU_FLAG_CATALOG overrides)
-  parse_serve_args(argv) -> ServeArgs       argv after `serve`; exits 2 on a usage error
-  ServeArgs.values: dict                    every dest -> parsed value (model_tag, model, port, …)
-  ServeArgs.non_default: dict               dests whose value differs from the catalog default
 """
 
 from __future__ import annotations
@@ -287,13 +281,8 @@ class ServeArgs:
 def parse_serve_args(argv: list[str], flags: list[dict] | None = None) -> ServeArgs:
     flags = flags if flags is not None else load_catalog()
     parser = build_parser(flags)
-    json_opts = {
-        opt
-        for flag in flags
-        if _is_json_flag(flag)
-        for opt in flag["options"]
-        if opt.startswith("--")
-    }
+    json_flags = [flag for flag in flags if _is_json_flag(flag)]
+    json_opts = {opt for flag in json_flags for opt in flag["options"] if opt.startswith("--")}
     given = vars(parser.parse_args(_normalize(list(argv), json_opts)))
     defaults = {"model_tag": None, **{flag["dest"]: flag["default"] for flag in flags}}
     values = {dest: given.get(dest, default) for dest, default in defaults.items()}

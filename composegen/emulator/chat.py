@@ -3,13 +3,6 @@
 Shapes, error texts and error params are those of a real vLLM 0.26.0 server
 (tests/data/real-0.26.0-h200, checked by tests/emulator/test_conformance.py).
 
-Public:
-  ServingInfo               what a request needs to know about the server (names, max_model_len, parsers)
-  RequestError.to_json()    vLLM-style {"error": {"message", "type", "param", "code"}}
-  new_id(prefix)            `chatcmpl-` / `resp_` / `cmpl-` + 16 hex digits, as vLLM makes them
-  plan_chat(body, info) -> Reply          decide reasoning/content/tool calls and apply max_tokens
-  chat_completion(reply, ...) -> dict     `chat.completion`
-  chat_chunks(reply, ...) -> iterator of (chunk dict, counts_as_token: bool)   `chat.completion.chunk`s
 Behaviour notes: `tool_choice: auto` needs --enable-auto-tool-choice and --tool-call-parser, a named
 tool_choice needs --tool-call-parser (400 otherwise, as in vLLM); without --reasoning-parser a
 thinking request gets its reasoning inline as <think>…</think> in `content`, as a real server would
@@ -59,14 +52,8 @@ class RequestError(Exception):
         self.status, self.message, self.err_type, self.param = status, message, err_type, param
 
     def to_json(self) -> dict:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.err_type,
-                "param": self.param,
-                "code": self.status,
-            }
-        }
+        error = {"message": self.message, "type": self.err_type, "param": self.param}
+        return {"error": {**error, "code": self.status}}
 
 
 @dataclass
@@ -183,24 +170,19 @@ def _check_tools(tools: list, tool_choice: object, info: ServingInfo) -> None:
     if isinstance(tool_choice, dict):
         wanted = (tool_choice.get("function") or {}).get("name")
         if not info.tool_parser:
-            raise RequestError(
-                400, f'tool_choice=function "{wanted}" requires --tool-call-parser to be set'
-            )
+            needs = "requires --tool-call-parser to be set"
+            raise RequestError(400, f'tool_choice=function "{wanted}" {needs}')
         if not any((t.get("function") or t).get("name") == wanted for t in tools):
-            raise RequestError(
-                400, f"Tool '{wanted}' has not been passed in `tools`.", param="tool_choice"
-            )
+            not_passed = f"Tool '{wanted}' has not been passed in `tools`."
+            raise RequestError(400, not_passed, param="tool_choice")
     elif not (info.auto_tool_choice and info.tool_parser):
-        raise RequestError(
-            400,
-            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-        )
+        needs = "requires --enable-auto-tool-choice and --tool-call-parser to be set"
+        raise RequestError(400, f'"auto" tool choice {needs}')
 
 
 def _call_id(name: str, arguments: str, index: int) -> str:
-    return (
-        "chatcmpl-tool-" + hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()[:24]
-    )
+    digest = hashlib.sha256(f"{index}:{name}:{arguments}".encode()).hexdigest()
+    return f"chatcmpl-tool-{digest[:24]}"
 
 
 def plan_chat(body: dict, info: ServingInfo) -> Reply:
@@ -215,9 +197,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     allowed = budget(wanted, reply.prompt_tokens, info.max_model_len)
     _check_tools(tools, tool_choice, info)
     effort = replies.reasoning_effort(body)
-    thinking = (
-        pieces(replies.reasoning_text(replies.last_user_text(messages), effort)) if effort else []
-    )
+    question = replies.last_user_text(messages)
+    thinking = pieces(replies.reasoning_text(question, effort)) if effort else []
     function = replies.choose_tool(tools, tool_choice, messages) if tools else None
     answer = [] if function else pieces(replies.answer_text(messages, body.get("response_format")))
     answer = answer[::-1] if info.lora_corrupted and body.get("model") in info.adapters else answer
@@ -230,12 +211,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     if function:
         arguments = replies.tool_arguments(function, messages)
         argument_pieces = pieces(arguments)
-        room = max(0, left - TOOL_CALL_OVERHEAD)
-        reply.tool_calls = [
-            ToolCall(
-                _call_id(function["name"], arguments, 0), function["name"], argument_pieces[:room]
-            )
-        ]
+        room, name = max(0, left - TOOL_CALL_OVERHEAD), function["name"]
+        reply.tool_calls = [ToolCall(_call_id(name, arguments, 0), name, argument_pieces[:room])]
         reply.finish_reason = "tool_calls" if room >= len(argument_pieces) else "length"
     else:
         # vLLM's extension: generate all max_tokens, never stop early
@@ -250,11 +227,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
 
 
 def _tool_call_json(call: ToolCall) -> dict:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
+    function = {"name": call.name, "arguments": call.arguments}
+    return {"id": call.id, "type": "function", "function": function}
 
 
 def chat_completion(reply: Reply, info: ServingInfo, request_id: str, created: int) -> dict:
@@ -300,12 +274,8 @@ def _tool_call_deltas(reply: Reply, info: ServingInfo) -> Iterator[tuple[dict, s
     """(delta, finish override) per streamed tool-call piece: id and name first, then argument
     fragments."""
     for index, call in enumerate(reply.tool_calls):
-        head = {
-            "index": index,
-            "id": call.id,
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
+        head = {"index": index, **_tool_call_json(call)}
+        head["function"] = {"name": call.name, "arguments": ""}
         yield {"tool_calls": [head]}, None
         fragments, finish = list(call.argument_pieces), None
         if info.fault == "broken_tool_stream":
@@ -338,12 +308,8 @@ def chat_chunks(
         choice["token_ids"] = None
         return {**head, "choices": [choice]}
 
-    role = {
-        "index": 0,
-        "delta": {"role": "assistant", "content": ""},
-        "logprobs": None,
-        "finish_reason": None,
-    }
+    assistant = {"role": "assistant", "content": ""}
+    role = {"index": 0, "delta": assistant, "logprobs": None, "finish_reason": None}
     yield {**head, "choices": [role], "prompt_token_ids": None, "prompt_text": None}, False
     deltas: list[tuple[dict, str | None]] = [({"reasoning": p}, None) for p in reply.reasoning]
     deltas += [({"content": p}, None) for p in reply.content]

@@ -277,11 +277,8 @@ class Head:
                 link.send({"op": "welcome"})
                 self.links[rank] = link
         if reason is not None or self._stopping:
-            self.log(
-                "WARNING",
-                "multiproc_executor.py:170",
-                f"Rejected a node from {peer}: {reason or 'shutting down'}",
-            )
+            rejected = f"Rejected a node from {peer}: {reason or 'shutting down'}"
+            self.log("WARNING", "multiproc_executor.py:170", rejected)
             with contextlib.suppress(OSError):
                 _send(sock, {"op": "reject", "reason": reason or "the head is shutting down"})
             sock.close()

@@ -72,17 +72,11 @@ def completion(body: dict, info: ServingInfo, created: int) -> tuple[dict, int, 
 def detokenize(body: dict, info: ServingInfo) -> dict:
     check_model(body, info)
     tokens = body.get("tokens")
-    if not isinstance(tokens, list) or not all(
-        isinstance(t, int) and not isinstance(t, bool) for t in tokens
-    ):
-        raise validation_error(
-            "list_type", ("body", "tokens"), "Input should be a valid list", tokens, "body.tokens"
-        )
+    if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
+        msg = "Input should be a valid list"
+        raise validation_error("list_type", ("body", "tokens"), msg, tokens, "body.tokens")
     text = decode(tokens)
     if text is None:
-        raise RequestError(
-            400,
-            f"Token id out of vocabulary: every id must be in [0, {VOCAB_SIZE})",
-            param="tokens",
-        )
+        outside = f"Token id out of vocabulary: every id must be in [0, {VOCAB_SIZE})"
+        raise RequestError(400, outside, param="tokens")
     return {"prompt": text}

@@ -74,11 +74,8 @@ class Histogram:
         self.count += times
 
     def render(self, name: str, help_text: str, labels: dict) -> list[str]:
-        return [
-            f"# HELP {name} {help_text}",
-            f"# TYPE {name} histogram",
-            *self.samples(name, labels),
-        ]
+        head = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+        return head + self.samples(name, labels)
 
     def samples(self, name: str, labels: dict) -> list[str]:
         """The sample lines alone: a family with several label sets writes its header once."""

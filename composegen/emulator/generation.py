@@ -185,11 +185,6 @@ def _compact(data: dict) -> str:
 def _aborted_chunk(data: dict) -> dict:
     """The chunk a /sleep?mode=abort ends a chat stream with."""
     head = {k: data[k] for k in ("id", "object", "created", "model") if k in data}
-    aborted = {
-        "index": 0,
-        "delta": {},
-        "logprobs": None,
-        "finish_reason": "abort",
-        "stop_reason": None,
-    }
+    finish = {"finish_reason": "abort", "stop_reason": None}
+    aborted: dict = {"index": 0, "delta": {}, "logprobs": None, **finish}
     return {**head, "choices": [aborted]}

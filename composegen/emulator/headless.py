@@ -49,20 +49,13 @@ def serve_headless(
                 for proc in procs:
                     log("INFO", source, message, proc)
             if fault == "crash_during_load" and fraction == 0.2:
-                log(
-                    "ERROR",
-                    "gpu_worker.py:120",
-                    "torch.AcceleratorError: CUDA error: an illegal memory access was encountered (emulated fault)",
-                    procs[0],
-                )
+                illegal = "CUDA error: an illegal memory access was encountered (emulated fault)"
+                log("ERROR", "gpu_worker.py:120", f"torch.AcceleratorError: {illegal}", procs[0])
                 return 1
         else:
-            log(
-                "INFO",
-                "multiproc_executor.py:249",
-                f"Node rank {member.launch.rank} is ready; serving the head "
-                f"at {member.launch.addr}:{member.launch.port}",
-            )
+            head = f"{member.launch.addr}:{member.launch.port}"
+            ready = f"Node rank {member.launch.rank} is ready; serving the head at {head}"
+            log("INFO", "multiproc_executor.py:249", ready)
     member.wait(member.ended)
     if member.clean_end:
         log("INFO", "multiproc_executor.py:252", "The head node shut down; exiting.")

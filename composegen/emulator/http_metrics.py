@@ -9,6 +9,8 @@ content-length: 0 bytes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from composegen.emulator.exposition import Histogram, family, sample_lines
 
 UNCOUNTED = frozenset(("/metrics", "/health", "/load", "/ping", "/version", "/server_info"))
@@ -25,6 +27,17 @@ HELP = {
 }
 
 
+class HttpRequest(NamedTuple):
+    """One answered HTTP request (route None: a path the server does not know)."""
+
+    method: str
+    route: str | None
+    status: int
+    request_bytes: int
+    response_bytes: int
+    seconds: float
+
+
 class HttpMetrics:
     """Not thread-safe by itself: Metrics calls it under its lock."""
 
@@ -37,15 +50,8 @@ class HttpMetrics:
         self.highr = Histogram(_HIGHR.split())
         self.durations: dict[tuple[str, str], Histogram] = {}  # (handler, method)
 
-    def observe(
-        self,
-        method: str,
-        route: str | None,
-        status: int,
-        request_bytes: int,
-        response_bytes: int,
-        seconds: float,
-    ) -> None:
+    def observe(self, request: HttpRequest) -> None:
+        method, route, status, request_bytes, response_bytes, seconds = request
         if route in UNCOUNTED:
             return
         handler = route or "none"
@@ -64,21 +70,14 @@ class HttpMetrics:
         def with_created(name: str, kind: str, samples: list[str], labels: list[dict]) -> None:
             base = name.removesuffix("_total")
             out.extend([f"# HELP {name} {HELP[base]}", f"# TYPE {name} {kind}", *samples])
-            out.extend(
-                family(
-                    f"{base}_created", "gauge", HELP[base], [(ls, self.created) for ls in labels]
-                )
-            )
+            created = [(ls, self.created) for ls in labels]
+            out.extend(family(f"{base}_created", "gauge", HELP[base], created))
 
-        counted = [{"handler": h, "method": m, "status": s} for h, m, s in self.requests]
-        with_created(
-            "http_requests_total",
-            "counter",
-            sample_lines(
-                "http_requests_total", list(zip(counted, self.requests.values(), strict=True))
-            ),
-            counted,
-        )
+        counts = [
+            ({"handler": h, "method": m, "status": s}, n) for (h, m, s), n in self.requests.items()
+        ]
+        requests = sample_lines("http_requests_total", counts)
+        with_created("http_requests_total", "counter", requests, [labels for labels, _ in counts])
         by_handler = [{"handler": h} for h in self.sizes]
         for name, index in (("http_request_size_bytes", 1), ("http_response_size_bytes", 2)):
             lines = []
@@ -86,12 +85,8 @@ class HttpMetrics:
                 lines += sample_lines(f"{name}_count", [(labels, sizes[0])])
                 lines += sample_lines(f"{name}_sum", [(labels, sizes[index])])
             with_created(name, "summary", lines, by_handler)
-        with_created(
-            "http_request_duration_highr_seconds",
-            "histogram",
-            self.highr.samples("http_request_duration_highr_seconds", {}),
-            [{}],
-        )
+        highr = "http_request_duration_highr_seconds"
+        with_created(highr, "histogram", self.highr.samples(highr, {}), [{}])
         timed = [{"handler": h, "method": m} for h, m in self.durations]
         lines = []
         for labels, histogram in zip(timed, self.durations.values(), strict=True):

@@ -170,12 +170,8 @@ def load(
     _begin(start, plan, eager)
     if not _weights(start, shards, fault):
         return False
-    log(
-        "INFO",
-        "gpu_model_runner.py:2779",
-        f"Model loading took {gib(plan.weights_gib)} GiB memory and {start.at(0.45):.6f} seconds",
-        WORKER,
-    )
+    took = f"Model loading took {gib(plan.weights_gib)} GiB memory and {start.at(0.45):.6f} seconds"
+    log("INFO", "gpu_model_runner.py:2779", took, WORKER)
     compiled = 0.0 if eager else _compile(start)
     start.at(0.67)
     if not _profile(log, plan):
@@ -187,20 +183,12 @@ def load(
         _capture(start, "mixed prefill-decode, PIECEWISE", _PIECEWISE, 0.72, 0.87)
         _capture(start, "decode, FULL", _FULL, 0.87, 0.96)
         secs = max(1, round(start.since(capture_from)))
-        log(
-            "INFO",
-            "gpu_model_runner.py:3617",
-            f"Graph capturing finished in {secs} secs, took {gib(plan.cudagraph_gib)} GiB",
-            WORKER,
-        )
+        took = f"Graph capturing finished in {secs} secs, took {gib(plan.cudagraph_gib)} GiB"
+        log("INFO", "gpu_model_runner.py:3617", took, WORKER)
     total = start.at(1.0)
     extra = f" (compilation: {compiled:.2f} s)" if compiled else ""
-    log(
-        "INFO",
-        "core.py:257",
-        f"init engine (profile, create kv cache, warmup model) took {total:.2f} s{extra}",
-        CORE,
-    )
+    took = f"init engine (profile, create kv cache, warmup model) took {total:.2f} s{extra}"
+    log("INFO", "core.py:257", took, CORE)
     return True
 
 
@@ -221,12 +209,8 @@ def _begin(start: _Start, plan: MemoryPlan, eager: bool) -> None:
     start.log("INFO", "weight_utils.py:419", "Using model weights format ['*.safetensors']", WORKER)
     spent = start.at(0.15) - 0.05 * start.load_s
     if spent > 0.5:  # vLLM only reports a download that took longer
-        start.log(
-            "INFO",
-            "weight_utils.py:435",
-            f"Time spent downloading weights for {model}: {spent:.6f} seconds",
-            WORKER,
-        )
+        spent_line = f"Time spent downloading weights for {model}: {spent:.6f} seconds"
+        start.log("INFO", "weight_utils.py:435", spent_line, WORKER)
 
 
 def _weights(start: _Start, shards: int, fault: str | None) -> bool:
@@ -241,18 +225,12 @@ def _weights(start: _Start, shards: int, fault: str | None) -> bool:
             _crash(start.log)
             return False
     start.raw("")  # tqdm's close: an empty line
-    start.log(
-        "INFO",
-        "default_loader.py:299",
-        f"Loading weights took {start.since(shards_from):.2f} seconds",
-        WORKER,
-    )
+    took = f"Loading weights took {start.since(shards_from):.2f} seconds"
+    start.log("INFO", "default_loader.py:299", took, WORKER)
     while fault == "never_ready":  # stuck after the weights; only a signal ends this
         time.sleep(5)
-        start.raw(
-            tqdm_line(desc, shards, shards, start.since(shards_from), bar=False)
-            + " (still initializing)"
-        )
+        bar = tqdm_line(desc, shards, shards, start.since(shards_from), bar=False)
+        start.raw(f"{bar} (still initializing)")
     return True
 
 
@@ -263,18 +241,10 @@ def _compile(start: _Start) -> float:
     warm = cache.warm
     share = COMPILE_SHARE * (WARM_COMPILE_S / COLD_COMPILE_S if warm else 1.0)
     begun = start.at(COMPILE_FROM + 0.02)
-    log(
-        "INFO",
-        "backends.py:1094",
-        f"Using cache directory: {cache.directory} for vLLM's torch.compile",
-        WORKER,
-    )
-    log(
-        "INFO",
-        "backends.py:1155",
-        f"Dynamo bytecode transform time: {start.at(COMPILE_FROM + 0.3 * share) - begun:.2f} s",
-        WORKER,
-    )
+    using = f"Using cache directory: {cache.directory} for vLLM's torch.compile"
+    log("INFO", "backends.py:1094", using, WORKER)
+    dynamo = start.at(COMPILE_FROM + 0.3 * share) - begun
+    log("INFO", "backends.py:1155", f"Dynamo bytecode transform time: {dynamo:.2f} s", WORKER)
     batched = int(start.values.get("max_num_batched_tokens") or 8192)
     graph = (
         share
@@ -293,58 +263,31 @@ def _graph_lines(
     log: Callable[..., None], cache: CompileCache, warm: bool, batched: int, graph: float
 ) -> None:
     """The graph and AOT lines: loaded from the cache (warm), or compiled and saved (cold)."""
+    compile_range = f"compile range (1, {batched})"
     if warm:
-        log(
-            "INFO",
-            "backends.py:258",
-            f"Directly load the compiled graph(s) for compile range (1, {batched}) from the cache, took {graph:.3f} s",
-            WORKER,
-        )
-        log(
-            "INFO",
-            "decorators.py:311",
-            f"Directly load AOT compilation from path {cache.aot}",
-            WORKER,
-        )
+        loaded = f"Directly load the compiled graph(s) for {compile_range} from the cache"
+        log("INFO", "backends.py:258", f"{loaded}, took {graph:.3f} s", WORKER)
+        aot = f"Directly load AOT compilation from path {cache.aot}"
+        log("INFO", "decorators.py:311", aot, WORKER)
     else:
-        log(
-            "INFO",
-            "backends.py:393",
-            f"Compiling a graph for compile range (1, {batched}) takes {graph:.2f} s",
-            WORKER,
-        )
+        compiling = f"Compiling a graph for {compile_range} takes {graph:.2f} s"
+        log("INFO", "backends.py:393", compiling, WORKER)
         if cache.save(batched):
             log("INFO", "decorators.py:708", f"saved AOT compiled function to {cache.aot}", WORKER)
 
 
 def _profile(log: Callable[..., None], plan: MemoryPlan) -> bool:
     if plan.kv_from_flag:
-        log(
-            "INFO",
-            "gpu_worker.py:312",
-            f"Initial free memory {gib(plan.free_gib)} GiB, reserved {gib(plan.kv_gib)} GiB memory for KV Cache "
-            "as specified by kv_cache_memory_bytes config and skipped memory profiling.",
-            WORKER,
-        )
+        reserved = f"Initial free memory {gib(plan.free_gib)} GiB, reserved {gib(plan.kv_gib)} GiB"
+        skipped = "as specified by kv_cache_memory_bytes config and skipped memory profiling."
+        log("INFO", "gpu_worker.py:312", f"{reserved} memory for KV Cache {skipped}", WORKER)
     else:
         log("INFO", "gpu_worker.py:340", free_memory_line(plan), WORKER)
-        log(
-            "INFO",
-            "gpu_worker.py:346",
-            f"Available KV cache memory: {gib(plan.kv_gib)} GiB",
-            WORKER,
-        )
-    if not plan.error:
-        return True
-    log("ERROR", "core.py:912", "EngineCore failed to start.", CORE)
-    log("ERROR", "core.py:912", f"ValueError: {plan.error}", CORE)
-    log(
-        "ERROR",
-        "api_server.py:1960",
-        "RuntimeError: Engine core initialization failed. See root cause above. "
-        "Failed core proc(s): {'EngineCore_DP0': 1}",
-    )
-    return False
+        available = f"Available KV cache memory: {gib(plan.kv_gib)} GiB"
+        log("INFO", "gpu_worker.py:346", available, WORKER)
+    if plan.error:
+        engine_failed(log, f"ValueError: {plan.error}")
+    return not plan.error
 
 
 def _capture(start: _Start, what: str, total: int, begin: float, end: float) -> None:
@@ -359,23 +302,18 @@ def _capture(start: _Start, what: str, total: int, begin: float, end: float) -> 
 
 
 def _crash(log: Callable[..., None]) -> None:
-    log("ERROR", "core.py:912", "EngineCore failed to start.", CORE)
-    log(
-        "ERROR",
-        "core.py:912",
+    engine_failed(
+        log,
         "torch.AcceleratorError: CUDA error: an illegal memory access was encountered (emulated fault)",
-        CORE,
-    )
-    log(
-        "ERROR",
-        "core.py:912",
         "CUDA kernel errors might be asynchronously reported at some other API "
         "call, so the stacktrace below might be incorrect.",
-        CORE,
     )
-    log(
-        "ERROR",
-        "api_server.py:1960",
-        "RuntimeError: Engine core initialization failed. See root cause "
-        "above. Failed core proc(s): {'EngineCore_DP0': 1}",
-    )
+
+
+def engine_failed(log: Callable[..., None], *errors: str) -> None:
+    """vLLM's trail of an engine core that failed to start: its errors, then the API server's."""
+    log("ERROR", "core.py:912", "EngineCore failed to start.", CORE)
+    for error in errors:
+        log("ERROR", "core.py:912", error, CORE)
+    failed = "RuntimeError: Engine core initialization failed. See root cause above."
+    log("ERROR", "api_server.py:1960", f"{failed} Failed core proc(s): {{'EngineCore_DP0': 1}}")

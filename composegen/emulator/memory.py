@@ -21,11 +21,6 @@ GiB, which prints as 15.98, and the 8,192 arm's prints as 15.26.
 Failures mirror vLLM: kv ≤ 0 -> "No available memory for the cache blocks…"; tokens < max_model_len
 -> "To serve at least one request with the model's max seq len (L), …". max_model_len `auto`/-1 fits
 the memory (capped at EMU_NATIVE_MAX_MODEL_LEN, which is also the default when the flag is absent).
-
-Public: MemoryInputs.from_env(env), plan_memory(args_values, inputs) -> MemoryPlan (to_json() keys:
-total_gib, free_gib, utilization, requested_gib, weights_gib, activation_gib, non_torch_gib,
-cudagraph_gib, kv_gib, host_kv_gib, kv_bytes, kv_tokens, max_model_len, concurrency, block_size,
-num_gpu_blocks, num_cpu_blocks, kv_size_label, error), gib(x) -> str.
 """
 
 from __future__ import annotations
@@ -152,19 +147,11 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
     if fixed_kv:
         kv_gib = int(fixed_kv) / GiB
     else:
-        kv_gib = (
-            requested
-            - inputs.weights_gib
-            - activation
-            - inputs.non_torch_gib
-            - inputs.cudagraph_gib
-        )
+        weights, non_torch, graphs = inputs.weights_gib, inputs.non_torch_gib, inputs.cudagraph_gib
+        kv_gib = requested - weights - activation - non_torch - graphs
     host_gib = offload_gib / tp if offload_gib > 0 else 0.0
-    bpt = (
-        inputs.kv_bytes_per_token
-        * kv_element_bytes(values.get("kv_cache_dtype"))
-        / BASE_KV_ELEMENT_BYTES
-    )
+    element_bytes = kv_element_bytes(values.get("kv_cache_dtype"))
+    bpt = inputs.kv_bytes_per_token * element_bytes / BASE_KV_ELEMENT_BYTES
     kv_bytes = max(0, int(kv_gib * GiB))
     tokens = math.floor((max(kv_gib, 0.0) + host_gib) * GiB / bpt)
 
@@ -219,19 +206,9 @@ def free_memory_line(plan: MemoryPlan) -> str:
     """vLLM's profiling summary line; the planner parses the (F/T GiB), (U, D GiB), W and A
     fields."""
     fit_bytes = plan.kv_bytes
-    full_bytes = max(
-        0,
-        int(
-            (
-                plan.free_gib
-                - plan.weights_gib
-                - plan.activation_gib
-                - plan.non_torch_gib
-                - plan.cudagraph_gib
-            )
-            * GiB
-        ),
-    )
+    p = plan
+    left = p.free_gib - p.weights_gib - p.activation_gib - p.non_torch_gib - p.cudagraph_gib
+    full_bytes = max(0, int(left * GiB))
     return (
         f"Free memory on device ({plan.free_gib:.2f}/{plan.total_gib:.2f} GiB) on startup. "
         f"Desired GPU memory utilization is ({plan.utilization}, {plan.requested_gib:.2f} GiB). "

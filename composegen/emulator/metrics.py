@@ -23,7 +23,7 @@ import time
 from collections import Counter
 
 from composegen.emulator.exposition import Histogram, process_families, token_buckets
-from composegen.emulator.http_metrics import HttpMetrics
+from composegen.emulator.http_metrics import HttpMetrics, HttpRequest
 from composegen.emulator.metrics_families import (
     CACHE_CONFIG_DEFAULTS,
     CONTENT_TYPE,
@@ -201,18 +201,9 @@ class Metrics:
             self.counters["spec_decode_num_accepted_tokens"] += accepted
             remaining -= 1 + accepted
 
-    def http_request(
-        self,
-        method: str,
-        route: str | None,
-        status: int,
-        request_bytes: int,
-        response_bytes: int,
-        seconds: float,
-    ) -> None:
-        """One answered HTTP request (route None: a path the server does not know)."""
+    def http_request(self, request: HttpRequest) -> None:
         with self._cond:
-            self.http.observe(method, route, status, request_bytes, response_bytes, seconds)
+            self.http.observe(request)
 
     # --- the exposition
     # ----------------------------------------------------------------------------

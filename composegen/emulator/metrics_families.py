@@ -4,7 +4,7 @@ bounds (recorded from 0.26.0), rendered from the counters of metrics.Metrics."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Protocol
+from typing import Any, Protocol
 
 from composegen.emulator.exposition import Histogram, family
 
@@ -132,27 +132,14 @@ class Families:
         self.out: list[str] = []
 
     def counter(self, name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-        self.out.extend(
-            family(
-                f"vllm:{name}_total",
-                "counter",
-                help_text,
-                [({**self.base, **k}, v) for k, v in values],
-            )
-        )
-        self.out.extend(
-            family(
-                f"vllm:{name}_created",
-                "gauge",
-                help_text,
-                [({**self.base, **k}, self.created) for k, _ in values],
-            )
-        )
+        self.gauge(f"{name}_total", help_text, values, "counter")
+        self.gauge(f"{name}_created", help_text, [(k, self.created) for k, _ in values])
 
-    def gauge(self, name: str, help_text: str, values: list[tuple[dict, float]]) -> None:
-        self.out.extend(
-            family(f"vllm:{name}", "gauge", help_text, [({**self.base, **k}, v) for k, v in values])
-        )
+    def gauge(
+        self, name: str, help_text: str, values: list[tuple[dict, float]], kind: str = "gauge"
+    ) -> None:
+        samples = [({**self.base, **k}, v) for k, v in values]
+        self.out.extend(family(f"vllm:{name}", kind, help_text, samples))
 
 
 def tool_parser_families(m: Metrics) -> list[str]:
@@ -185,11 +172,49 @@ def tool_parser_families(m: Metrics) -> list[str]:
 
 def engine_families(m: Metrics) -> list[str]:
     f = Families({"engine": "0", "model_name": m.model_name}, m.created)
-    scheduler_families(m, f)
-    cache_families(m, f)
-    token_families(m, f)
+    c = m.counters
+    blocks = max(1, int(m.cache_labels.get("num_gpu_blocks") or 0) or m.kv_tokens // m.block_size)
+    waiting_by_reason = [({"reason": "capacity"}, m.waiting), ({"reason": "deferred"}, 0)]
+    sleep_states = ("awake", "weights_offloaded", "discard_all")
+    sources = {"local_compute": c["prompt_tokens"], "local_cache_hit": 0, "external_kv_transfer": 0}
+    # (kind, name without `vllm:`, a value or the labelled samples), in the recorded order
+    families: list[tuple[str, str, float | list[Any]]] = [
+        ("counter", "estimated_flops_per_gpu", 0),
+        ("counter", "estimated_read_bytes_per_gpu", 0),
+        ("counter", "estimated_write_bytes_per_gpu", 0),
+        ("gauge", "num_requests_running", m.running),
+        ("gauge", "num_requests_waiting", m.waiting),
+        ("gauge", "num_requests_waiting_by_reason", waiting_by_reason),
+        (
+            "gauge",
+            "engine_sleep_state",
+            [({"sleep_state": s}, int(s == "awake")) for s in sleep_states],
+        ),
+        ("gauge", "kv_cache_usage_perc", min(1.0, m.blocks_in_use / blocks)),
+        ("counter", "prefix_cache_queries", c["prefix_cache_queries"]),
+        ("counter", "prefix_cache_hits", 0),
+        ("counter", "external_prefix_cache_queries", 0),
+        ("counter", "external_prefix_cache_hits", 0),
+        ("counter", "mm_cache_queries", 0),
+        ("counter", "mm_cache_hits", 0),
+        ("counter", "num_preemptions", 0),
+        ("counter", "prompt_tokens", c["prompt_tokens"]),
+        ("counter", "prompt_tokens_by_source", [({"source": s}, v) for s, v in sources.items()]),
+        ("counter", "prompt_tokens_cached", 0),
+        ("counter", "generation_tokens", c["generation_tokens"]),
+        (
+            "counter",
+            "request_success",
+            [({"finished_reason": r}, m.finished[r]) for r in FINISHED_REASONS],
+        ),
+    ]
     if m.spec_tokens:
-        spec_decode_families(m, f)
+        families += [("counter", name, c[name]) for name in SPEC_COUNTERS]
+        per_pos = [({"position": str(i)}, v) for i, v in enumerate(m.accepted_per_pos)]
+        families.append(("counter", "spec_decode_num_accepted_tokens_per_pos", per_pos))
+    for kind, name, values in families:
+        samples = values if isinstance(values, list) else [({}, values)]
+        getattr(f, kind)(name, HELP[name], samples)
     for name, _kind, help_text in HISTOGRAMS:
         f.out.extend(m.histograms[name].render(f"vllm:{name}", help_text, f.base))
         f.out.extend(family(f"vllm:{name}_created", "gauge", help_text, [(f.base, f.created)]))
@@ -204,142 +229,39 @@ def engine_families(m: Metrics) -> list[str]:
     return f.out
 
 
-def scheduler_families(m: Metrics, f: Families) -> None:
-    flops = "(for Model Flops Utilization calculations)."
-    f.counter(
-        "estimated_flops_per_gpu",
-        f"Estimated number of floating point operations per GPU {flops}",
-        [({}, 0)],
-    )
-    f.counter(
-        "estimated_read_bytes_per_gpu",
-        f"Estimated number of bytes read from memory per GPU {flops}",
-        [({}, 0)],
-    )
-    f.counter(
-        "estimated_write_bytes_per_gpu",
-        f"Estimated number of bytes written to memory per GPU {flops}",
-        [({}, 0)],
-    )
-    f.gauge(
-        "num_requests_running",
-        "Number of requests in model execution batches.",
-        [({}, m.running)],
-    )
-    f.gauge(
-        "num_requests_waiting",
-        "Number of requests waiting to be processed.",
-        [({}, m.waiting)],
-    )
-    f.gauge(
-        "num_requests_waiting_by_reason",
-        "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for scheduling capacity; "
-        "'deferred' = deferred by transient constraints (LoRA budget, KV transfer, blocked status). "
-        "Sum of all reasons equals vllm:num_requests_waiting.",
-        [({"reason": "capacity"}, m.waiting), ({"reason": "deferred"}, 0)],
-    )
-    f.gauge(
-        "engine_sleep_state",
-        "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; "
-        "weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
-        [
-            ({"sleep_state": "awake"}, 1),
-            ({"sleep_state": "weights_offloaded"}, 0),
-            ({"sleep_state": "discard_all"}, 0),
-        ],
-    )
-
-
-def cache_families(m: Metrics, f: Families) -> None:
-    c = m.counters
-    num_blocks = max(
-        1,
-        int(m.cache_labels.get("num_gpu_blocks") or 0) or m.kv_tokens // m.block_size,
-    )
-    usage = min(1.0, m.blocks_in_use / num_blocks)
-    f.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [({}, usage)])
-    queries = c["prefix_cache_queries"]
-    f.counter(
-        "prefix_cache_queries",
-        "Prefix cache queries, in terms of number of queried tokens.",
-        [({}, queries)],
-    )
-    f.counter(
-        "prefix_cache_hits",
-        "Prefix cache hits, in terms of number of cached tokens.",
-        [({}, 0)],
-    )
-    external = "from KV connector cross-instance cache sharing, in terms of number of"
-    f.counter(
-        "external_prefix_cache_queries",
-        f"External prefix cache queries {external} queried tokens.",
-        [({}, 0)],
-    )
-    f.counter(
-        "external_prefix_cache_hits",
-        f"External prefix cache hits {external} cached tokens.",
-        [({}, 0)],
-    )
-    f.counter(
-        "mm_cache_queries",
-        "Multi-modal cache queries, in terms of number of queried items.",
-        [({}, 0)],
-    )
-    f.counter(
-        "mm_cache_hits",
-        "Multi-modal cache hits, in terms of number of cached items.",
-        [({}, 0)],
-    )
-
-
-def token_families(m: Metrics, f: Families) -> None:
-    c = m.counters
-    f.counter("num_preemptions", "Cumulative number of preemption from the engine.", [({}, 0)])
-    f.counter("prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt_tokens"])])
-    sources = [
-        ("local_compute", c["prompt_tokens"]),
-        ("local_cache_hit", 0),
-        ("external_kv_transfer", 0),
-    ]
-    f.counter(
-        "prompt_tokens_by_source",
-        "Number of prompt tokens by source.",
-        [({"source": s}, v) for s, v in sources],
-    )
-    f.counter(
-        "prompt_tokens_cached", "Number of cached prompt tokens (local + external).", [({}, 0)]
-    )
-    f.counter(
-        "generation_tokens",
-        "Number of generation tokens processed.",
-        [({}, c["generation_tokens"])],
-    )
-    f.counter(
-        "request_success",
-        "Count of successfully processed requests.",
-        [({"finished_reason": r}, m.finished[r]) for r in FINISHED_REASONS],
-    )
-
-
-def spec_decode_families(m: Metrics, f: Families) -> None:
-    c = m.counters
-    f.counter(
-        "spec_decode_num_drafts",
-        "Number of spec decoding drafts.",
-        [({}, c["spec_decode_num_drafts"])],
-    )
-    f.counter(
-        "spec_decode_num_draft_tokens",
-        "Number of draft tokens.",
-        [({}, c["spec_decode_num_draft_tokens"])],
-    )
-    f.counter(
-        "spec_decode_num_accepted_tokens",
-        "Number of accepted tokens.",
-        [({}, c["spec_decode_num_accepted_tokens"])],
-    )
-    f.counter(
-        "spec_decode_num_accepted_tokens_per_pos",
-        "Accepted tokens per draft position.",
-        [({"position": str(i)}, v) for i, v in enumerate(m.accepted_per_pos)],
-    )
+SPEC_COUNTERS = (
+    "spec_decode_num_drafts",
+    "spec_decode_num_draft_tokens",
+    "spec_decode_num_accepted_tokens",
+)
+_FLOPS = "(for Model Flops Utilization calculations)."
+_EXTERNAL = "from KV connector cross-instance cache sharing, in terms of number of"
+HELP = {
+    "estimated_flops_per_gpu": f"Estimated number of floating point operations per GPU {_FLOPS}",
+    "estimated_read_bytes_per_gpu": f"Estimated number of bytes read from memory per GPU {_FLOPS}",
+    "estimated_write_bytes_per_gpu": f"Estimated number of bytes written to memory per GPU {_FLOPS}",
+    "num_requests_running": "Number of requests in model execution batches.",
+    "num_requests_waiting": "Number of requests waiting to be processed.",
+    "num_requests_waiting_by_reason": "Number of waiting requests by reason. Reason labels: "
+    "'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints "
+    "(LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
+    "engine_sleep_state": "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means "
+    "engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+    "kv_cache_usage_perc": "KV-cache usage. 1 means 100 percent usage.",
+    "prefix_cache_queries": "Prefix cache queries, in terms of number of queried tokens.",
+    "prefix_cache_hits": "Prefix cache hits, in terms of number of cached tokens.",
+    "external_prefix_cache_queries": f"External prefix cache queries {_EXTERNAL} queried tokens.",
+    "external_prefix_cache_hits": f"External prefix cache hits {_EXTERNAL} cached tokens.",
+    "mm_cache_queries": "Multi-modal cache queries, in terms of number of queried items.",
+    "mm_cache_hits": "Multi-modal cache hits, in terms of number of cached items.",
+    "num_preemptions": "Cumulative number of preemption from the engine.",
+    "prompt_tokens": "Number of prefill tokens processed.",
+    "prompt_tokens_by_source": "Number of prompt tokens by source.",
+    "prompt_tokens_cached": "Number of cached prompt tokens (local + external).",
+    "generation_tokens": "Number of generation tokens processed.",
+    "request_success": "Count of successfully processed requests.",
+    "spec_decode_num_drafts": "Number of spec decoding drafts.",
+    "spec_decode_num_draft_tokens": "Number of draft tokens.",
+    "spec_decode_num_accepted_tokens": "Number of accepted tokens.",
+    "spec_decode_num_accepted_tokens_per_pos": "Accepted tokens per draft position.",
+}

@@ -28,34 +28,9 @@ _EXACT = re.compile(
 )  # the rest of that line
 _CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+\b")
 _SECRET_WORDS = ("secret", "code", "password", "passphrase", "needle", "magic")
-_STOP = {
-    "What",
-    "What's",
-    "Whats",
-    "The",
-    "Please",
-    "Reply",
-    "Return",
-    "Call",
-    "Use",
-    "Tell",
-    "How",
-    "Is",
-    "Are",
-    "Can",
-    "Could",
-    "Would",
-    "Give",
-    "Get",
-    "Find",
-    "Check",
-    "I",
-    "A",
-    "An",
-    "In",
-    "On",
-    "For",
-}
+_QUESTIONS = {"What", "What's", "Whats", "How", "Is", "Are", "Can", "Could", "Would"}
+_REQUESTS = {"Please", "Reply", "Return", "Call", "Use", "Tell", "Give", "Get", "Find", "Check"}
+_STOP = _QUESTIONS | _REQUESTS | {"The", "I", "A", "An", "In", "On", "For"}
 _EFFORT_SENTENCES = {"minimal": 1, "low": 1, "medium": 2, "high": 3, "xhigh": 4, "max": 4}
 
 
@@ -186,15 +161,11 @@ def choose_tool(tools: list[dict], tool_choice: object, messages: list[dict]) ->
         wanted = (tool_choice.get("function") or {}).get("name") or tool_choice.get("name")
         return next((f for f in functions if f.get("name") == wanted), None)
     question = last_user_text(messages).lower()
-    scored = [
-        (
-            sum(
-                part in question for part in re.split(r"[_\-]", f.get("name", "")) if len(part) >= 3
-            ),
-            i,
-        )
-        for i, f in enumerate(functions)
-    ]
+
+    def score(name: str) -> int:  # the name's words (3 letters or more) the question holds
+        return sum(part in question for part in re.split(r"[_\-]", name) if len(part) >= 3)
+
+    scored = [(score(f.get("name", "")), i) for i, f in enumerate(functions)]
     best_score, best = max(scored, key=lambda item: (item[0], -item[1]))
     if tool_choice == "required":
         return functions[best]

@@ -244,12 +244,7 @@ def _run(
             _log_shutdown(log)
         return 0
     except cluster.ClusterError as exc:
-        log(
-            "ERROR",
-            "multiproc_executor.py:260",
-            str(exc),
-            "EngineCore_DP0" if head else "APIServer",
-        )
+        log("ERROR", "multiproc_executor.py:260", str(exc), loading.CORE if head else "APIServer")
         return 1
     except cluster.PeerLost:
         if head is not None:  # only a head turns a lost peer into PeerLost
@@ -297,11 +292,8 @@ def _wind_down(
     shmfiles.stop_workers(pids)
     removed = shmfiles.unlink_files(files)
     if removed:
-        log(
-            "INFO",
-            "emulator.py:2",
-            f"composegen emulator removed {len(removed)} shared-memory file(s)",
-        )
+        removed_line = f"composegen emulator removed {len(removed)} shared-memory file(s)"
+        log("INFO", "emulator.py:2", removed_line)
 
 
 def _stop(signum: int, frame: FrameType | None) -> NoReturn:
@@ -338,11 +330,8 @@ def _listen(log: Log, host: str, port: int, state: ServerState) -> ThreadingHTTP
     try:
         server = make_server(host, port, state)
     except OSError as exc:
-        log(
-            "ERROR",
-            "api_server.py:1960",
-            f"OSError: [Errno {exc.errno}] {exc.strerror} ({host}:{port})",
-        )
+        error = f"OSError: [Errno {exc.errno}] {exc.strerror} ({host}:{port})"
+        log("ERROR", "api_server.py:1960", error)
         return None
     shown = f"[{host}]" if ":" in host else host
     log("INFO", "launcher.py:47", f"Starting vLLM server on http://{shown}:{port}")
@@ -357,12 +346,9 @@ def _log_shutdown(log: Log) -> None:
     process`)."""
     for source, message in SHUTDOWN:
         log("INFO", source, f"[shutdown] {message}")
-    for message in (
-        "Shutting down",
-        "Waiting for application shutdown.",
-        "Application shutdown complete.",
-    ):
+    for message in ("Shutting down", "Waiting for application shutdown."):
         log("INFO:", "", message)
+    log("INFO:", "", "Application shutdown complete.")
 
 
 def _banner(log: Log, model: str, non_default: dict) -> None:
@@ -405,10 +391,7 @@ def _claim(log: Log, settings: Settings, plan: MemoryPlan) -> bool:
         f"{round(plan.requested_gib, 2)} GiB). Decrease GPU memory utilization or reduce GPU "
         "memory used by other processes."
     )
-    log("ERROR", "core.py:912", "EngineCore failed to start.", loading.CORE)
-    log("ERROR", "core.py:912", f"ValueError: {text}", loading.CORE)
-    failed = "RuntimeError: Engine core initialization failed. See root cause above."
-    log("ERROR", "api_server.py:1960", failed + " Failed core proc(s): {'EngineCore_DP0': 1}")
+    loading.engine_failed(log, f"ValueError: {text}")
     return False
 
 

@@ -177,12 +177,8 @@ def _array(schema: dict, hints: dict | None, root: dict, name: str, depth: int) 
     unique = bool(schema.get("uniqueItems"))
     out = []
     for i in range(count):
-        sub = prefix[i] if i < len(prefix) else items
-        out.append(
-            instance_for(
-                sub, hints, root=root, name=name, depth=depth + 1, index=i if unique else 0
-            )
-        )
+        sub, at = prefix[i] if i < len(prefix) else items, i if unique else 0
+        out.append(instance_for(sub, hints, root=root, name=name, depth=depth + 1, index=at))
     return out
 
 

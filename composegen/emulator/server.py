@@ -25,6 +25,7 @@ from urllib.parse import parse_qs
 from composegen.emulator import completions, versions
 from composegen.emulator.chat import LORA_FAULT, RequestError, check_model, validation_error
 from composegen.emulator.generation import ClientGone, Generation
+from composegen.emulator.http_metrics import HttpRequest
 from composegen.emulator.server_state import ServerState
 from composegen.emulator.sleep import DEV_ROUTES, SleepError
 from composegen.emulator.tokenizer import encode, encode_chat
@@ -98,8 +99,9 @@ class Handler(Generation):
     def _access(self, status: int, sent: int = 0) -> None:
         route = self.path if self.path in self._routes() else None
         received = int(self.headers.get("content-length") or 0)
+        took = time.monotonic() - self._started
         self.state.metrics.http_request(
-            self.command, route, status, received, sent, time.monotonic() - self._started
+            HttpRequest(self.command, route, status, received, sent, took)
         )
         if self.state.access_log:
             phrase = self.responses.get(status, ("",))[0]
@@ -194,11 +196,10 @@ class Handler(Generation):
             elif handler is None:
                 self._json(404, {"detail": "Not Found"})
             elif path not in _OPEN_PATHS and self.command == "POST" and self.state.engine_dead():
-                raise RequestError(
-                    500,
-                    "EngineCore encountered an issue. See stack trace (above) for the root cause.",
-                    "InternalServerError",
+                issue = (
+                    "EngineCore encountered an issue. See stack trace (above) for the root cause."
                 )
+                raise RequestError(500, issue, "InternalServerError")
             else:
                 with self._weights_in_use(path):
                     handler()
@@ -298,24 +299,15 @@ class Handler(Generation):
         body = self._body()
         check_model(body, self.state.info)
         if "messages" in body:
-            tokens = encode_chat(
-                body["messages"], body.get("tools"), body.get("add_generation_prompt", True)
-            )
+            add_prompt = body.get("add_generation_prompt", True)
+            tokens = encode_chat(body["messages"], body.get("tools"), add_prompt)
         elif isinstance(body.get("prompt"), str):
             tokens = encode(body["prompt"])
         else:
-            raise RequestError(
-                400, "Either `prompt` (a string) or `messages` is required", param="prompt"
-            )
-        self._json(
-            200,
-            {
-                "count": len(tokens),
-                "max_model_len": self.state.info.max_model_len,
-                "tokens": tokens,
-                "token_strs": None,
-            },
-        )
+            required = "Either `prompt` (a string) or `messages` is required"
+            raise RequestError(400, required, param="prompt")
+        counted = {"count": len(tokens), "max_model_len": self.state.info.max_model_len}
+        self._json(200, {**counted, "tokens": tokens, "token_strs": None})
 
     @contextlib.contextmanager
     def _weights_in_use(self, path: str) -> Iterator[None]:

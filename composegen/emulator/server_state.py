@@ -74,10 +74,6 @@ class ServerState:
         )
         if dead and not self._dead_logged:
             self._dead_logged = True
-            self.log(
-                "ERROR",
-                "core_client.py:623",
-                "Engine core proc EngineCore_DP0 died unexpectedly, "
-                "shutting down client. (EngineDeadError, emulated fault)",
-            )
+            died = "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."
+            self.log("ERROR", "core_client.py:623", f"{died} (EngineDeadError, emulated fault)")
         return dead

@@ -240,9 +240,6 @@ class SleepMode:
             _core(log, "gpu_model_runner.py:5525", "Reloading weights inplace...")
             took = min(self.weights_gib / 6.5, 30.0)  # recorded: ~6.5 GiB/s from the page cache
             time.sleep(took)
-            _core(
-                log,
-                "gpu_model_runner.py:5547",
-                f"Reloading and processing weights took {took:.2f} seconds",
-            )
+            reloaded = f"Reloading and processing weights took {took:.2f} seconds"
+            _core(log, "gpu_model_runner.py:5547", reloaded)
             draftfault.after_reload(self.fault, self.metrics)

@@ -101,13 +101,11 @@ def build(r: resolve.Resolved) -> Manifests:
             "metadata": meta,
             "spec": {
                 "replicas": 1,
-                # vLLM's head waits for its workers: the workers must start before the leader is
-                # ready.
+                # vLLM's head waits for its workers: they must start before the leader is ready
                 "startupPolicy": "LeaderCreated",
                 "leaderWorkerTemplate": {
                     "size": len(nodes),
-                    # composegen starts and stops the ranks together; a lone restarted rank cannot
-                    # rejoin.
+                    # composegen starts and stops the ranks together: a lone restarted rank can't rejoin
                     "restartPolicy": "RecreateGroupOnPodRestart",
                     "leaderTemplate": _pod(r, nodes[0], name, "leader", notes),
                     "workerTemplate": _pod(r, nodes[1], name, "worker", notes),
@@ -189,21 +187,13 @@ def _pod(r: resolve.Resolved, node: Node | None, name: str, component: str, note
         notes.add("security", "ipc", "host", "hostIPC: true")
     # compose shares the host's /dev/shm for reclaim; a pod has its own, in memory
     elif svc.ipc == "host":
-        notes.add(
-            "adapted",
-            "ipc",
-            "host",
-            f"no hostIPC: the pod's /dev/shm is the memory emptyDir {SHM_VOLUME}",
-        )
+        adapted = f"no hostIPC: the pod's /dev/shm is the memory emptyDir {SHM_VOLUME}"
+        notes.add("adapted", "ipc", "host", adapted)
     if host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # LWS_LEADER_ADDRESS is a cluster DNS name
-        notes.add(
-            "security",
-            "network_mode",
-            "host",
-            "hostNetwork: true (dnsPolicy ClusterFirstWithHostNet)",
-        )
+        host_net = "hostNetwork: true (dnsPolicy ClusterFirstWithHostNet)"
+        notes.add("security", "network_mode", "host", host_net)
     spec["terminationGracePeriodSeconds"] = math.ceil(parse_duration(svc.stop_grace_period) or 0)
     if hf_path is not None:
         spec["initContainers"] = [_weights_container(r, hf_path, mounts)]
@@ -232,28 +222,19 @@ def _container(r: resolve.Resolved, node: Node | None, mounts: list[dict], notes
     gpus = (node.gpus if node is not None and node.gpus else None) or svc.gpus
     resource = GPU_RESOURCES.get(gpus.driver)
     if resource is None:
-        notes.add(
-            "unmapped",
-            "gpus.driver",
-            gpus.driver,
-            "no known device-plugin resource: no GPU limit rendered",
-        )
+        unmapped = "no known device-plugin resource: no GPU limit rendered"
+        notes.add("unmapped", "gpus.driver", gpus.driver, unmapped)
     else:
         c["resources"] = {"limits": {resource: gpus.n}}
     c["resources"] = {**c.get("resources", {}), "requests": resources.requests(r, gpus.n)}
     if gpus.device_ids is not None:
-        notes.add(
-            "adapted",
-            "gpus.device_ids",
-            gpus.device_ids,
-            f"{resource}: {gpus.n} (the device plugin picks)",
-        )
+        picks = f"{resource}: {gpus.n} (the device plugin picks)"
+        notes.add("adapted", "gpus.device_ids", gpus.device_ids, picks)
     c["volumeMounts"] = mounts
     if node is not None and r.profile.nodes is not None and r.profile.nodes.rdma:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-        notes.add(
-            "security", "cap_add", ["IPC_LOCK"], "securityContext.capabilities.add: [IPC_LOCK]"
-        )
+        added = "securityContext.capabilities.add: [IPC_LOCK]"
+        notes.add("security", "cap_add", ["IPC_LOCK"], added)
     if not headless:
         c |= _probes(r, node)
     return c
@@ -283,17 +264,8 @@ def _probes(r: resolve.Resolved, node: Node | None) -> dict:
 
 
 def _env(r: resolve.Resolved, node: Node | None, notes: Notes) -> list[dict]:
-    merged = caches.environment(
-        r,
-        {
-            k: str(v)
-            for k, v in {
-                **r.profile.service.environment,
-                **(node.environment if node is not None else {}),
-            }.items()
-        },
-        hf_home(r, node),
-    )
+    env = {**r.profile.service.environment, **(node.environment if node is not None else {})}
+    merged = caches.environment(r, {k: str(v) for k, v in env.items()}, hf_home(r, node))
     out: list[dict[str, Any]] = []
     for key, value in sorted(merged.items()):
         text = str(value)
@@ -308,12 +280,8 @@ def _env(r: resolve.Resolved, node: Node | None, notes: Notes) -> list[dict]:
             ref = {"name": r.profile.kubernetes.secret, "key": var, "optional": optional}
             out.append({"name": key, "valueFrom": {"secretKeyRef": ref}})
         else:
-            notes.add(
-                "unmapped",
-                f"environment.{key}",
-                text,
-                "the host's environment has no Kubernetes equivalent",
-            )
+            unmapped = "the host's environment has no Kubernetes equivalent"
+            notes.add("unmapped", f"environment.{key}", text, unmapped)
     return out
 
 

@@ -45,12 +45,9 @@ def workers_share_a_template(nodes: list[Node], notes: Notes) -> None:
     for other in nodes[2:]:
         for what in ("environment", "gpus", "hf_cache"):
             if getattr(other, what) != getattr(first, what):
-                notes.add(
-                    "unmapped",
-                    f"nodes.members.{other.name}.{what}",
-                    getattr(other, what) or "-",
-                    f"LWS workers share one template: {first.name}'s is rendered",
-                )
+                shared = f"LWS workers share one template: {first.name}'s is rendered"
+                setting = f"nodes.members.{other.name}.{what}"
+                notes.add("unmapped", setting, getattr(other, what) or "-", shared)
 
 
 def stack_notes(r: resolve.Resolved, notes: Notes, service: str, period: int) -> None:

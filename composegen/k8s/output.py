@@ -25,15 +25,6 @@ from composegen.project import Project
 from composegen.render import monitoring_files, render_stack
 from composegen.templating import yaml_key
 
-
-def _scalar(value: Any) -> str:
-    # JSON scalars are YAML scalars (strings always quoted, as in the compose files): no quoting
-    # rules to get wrong.
-    # ASCII escapes: YAML would read U+2028, U+0085 and other non-printables inside quotes
-    # otherwise.
-    return json.dumps(value)
-
-
 # Only printable ASCII without trailing blanks reads back from a literal block exactly.
 _NOT_LITERAL = re.compile(r"[ \t]\n|[^\x20-\x7e\n]")
 
@@ -41,7 +32,6 @@ _NOT_LITERAL = re.compile(r"[ \t]\n|[^\x20-\x7e\n]")
 def _block(text: str, indent: str) -> list[str] | None:
     """A multi-line string as a YAML literal block, when it reads back exactly (else None:
     JSON-quoted)."""
-    lines = text.split("\n")
     if (
         not text.endswith("\n")
         or text.endswith("\n\n")
@@ -49,7 +39,7 @@ def _block(text: str, indent: str) -> list[str] | None:
         or _NOT_LITERAL.search(text)
     ):
         return None
-    return ["|", *[f"{indent}{line}" if line else "" for line in lines[:-1]]]
+    return ["|", *[f"{indent}{line}" if line else "" for line in text.split("\n")[:-1]]]
 
 
 def _yaml(value: Any, indent: str = "") -> list[str]:
@@ -79,7 +69,10 @@ def _leaf(head: str, item: Any, indent: str) -> list[str]:
         return [f"{head} {'{}' if isinstance(item, dict) else '[]'}"]
     block = _block(item, indent) if isinstance(item, str) and "\n" in item else None
     if block is None:
-        return [f"{head} {_scalar(item)}"]
+        # JSON scalars are YAML scalars (strings always quoted, as in the compose files): no quoting
+        # rules to get wrong; ASCII escapes, or YAML would read U+2028, U+0085 and other
+        # non-printables inside quotes
+        return [f"{head} {json.dumps(item)}"]
     return [f"{head} {block[0]}", *block[1:]]
 
 
@@ -182,13 +175,8 @@ def render_targets(
             files, m = render_profile(r)
             rendered |= files
             built.append(m)
-    swept = {
-        None: ("compose", "k8s"),
-        "compose": ("compose",),
-        "k8s": ("k8s",),
-        "all": ("compose", "k8s"),
-    }
-    return rendered, built, swept[target], standby
+    swept = ("compose", "k8s") if target in (None, "all") else (target,)
+    return rendered, built, swept, standby
 
 
 def report(built: list[Manifests]) -> list[K8sRendered]:

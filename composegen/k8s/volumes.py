@@ -45,12 +45,8 @@ def pod_volumes(
             volumes.append(vol)
             mounts.append(mount)
     if hf_target is None:
-        notes.add(
-            "unmapped",
-            "weights",
-            weights,
-            "no volume holds the Hugging Face cache: no init container",
-        )
+        unmapped = "no volume holds the Hugging Face cache: no init container"
+        notes.add("unmapped", "weights", weights, unmapped)
         return volumes, mounts, None
     if model.path:
         return volumes, mounts, model.path
@@ -60,22 +56,14 @@ def pod_volumes(
 
 def _data_volume(index: int, target: str, source: str, notes: Notes) -> dict[str, Any] | None:
     """A compose mount other than the Hugging Face cache as a pod volume (None: not mountable)."""
+    setting = f"volumes.{target}"
     if source.startswith("/"):
-        notes.add(
-            "security", f"volumes.{target}", source, f"hostPath {source} (compose: a bind mount)"
-        )
+        notes.add("security", setting, source, f"hostPath {source} (compose: a bind mount)")
         return {"name": f"data-{index}", "hostPath": {"path": source, "type": "DirectoryOrCreate"}}
     if not source.startswith((".", "~", "$")):
-        notes.add(
-            "adapted",
-            f"volumes.{target}",
-            source,
-            "emptyDir: kept across container restarts, not pods",
-        )
-        return {
-            "name": source if K8S_NAME_RE.fullmatch(source) else f"data-{index}",
-            "emptyDir": {},
-        }
+        notes.add("adapted", setting, source, "emptyDir: kept across container restarts, not pods")
+        name = source if K8S_NAME_RE.fullmatch(source) else f"data-{index}"
+        return {"name": name, "emptyDir": {}}
     notes.add("unmapped", f"volumes.{target}", source, "a path on the compose host: not mounted")
     return None
 
@@ -86,12 +74,10 @@ def _shm_volume(r: resolve.Resolved, notes: Notes) -> tuple[dict | None, dict]:
         return None, {}
     size = parse_bytes(svc.shm_size) or 0
     if svc.ipc == "host":
-        notes.add(
-            "adapted",
-            "shm_size",
-            svc.shm_size,
-            f"/dev/shm: memory emptyDir {quantity(size)} (compose with ipc: host shares the host's)",
+        adapted = (
+            f"/dev/shm: memory emptyDir {quantity(size)} (compose with ipc: host shares the host's)"
         )
+        notes.add("adapted", "shm_size", svc.shm_size, adapted)
     vol = {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": quantity(size)}}
     return vol, {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
 
@@ -108,30 +94,18 @@ def _cache_volume(r: resolve.Resolved, notes: Notes) -> tuple[dict | None, dict]
 
 
 def _hf_source(r: resolve.Resolved, compose_source: str, read_only: bool, notes: Notes) -> dict:
-    chosen = r.profile.kubernetes.hf_cache
-    if chosen is not None and chosen.claim:
-        return {
-            "persistentVolumeClaim": {
-                "claimName": chosen.claim,
-                **({"readOnly": True} if read_only else {}),
-            }
-        }
-    path = (
-        chosen.host_path
-        if chosen is not None
-        else (compose_source if compose_source.startswith("/") else None)
-    )
-    if path is None:
-        notes.add(
-            "adapted", "volumes.hf-cache", compose_source, f"persistentVolumeClaim {DEFAULT_CLAIM}"
-        )
-        return {
-            "persistentVolumeClaim": {
-                "claimName": DEFAULT_CLAIM,
-                **({"readOnly": True} if read_only else {}),
-            }
-        }
-    notes.add(
-        "security", "volumes.hf-cache", compose_source, f"hostPath {path} (the Hugging Face cache)"
-    )
-    return {"hostPath": {"path": path, "type": "Directory"}}
+    chosen, setting = r.profile.kubernetes.hf_cache, "volumes.hf-cache"
+    claim = chosen.claim if chosen is not None else None
+    if not claim:
+        bind = compose_source if compose_source.startswith("/") else None
+        path = chosen.host_path if chosen is not None else bind
+        if path is not None:
+            notes.add(
+                "security", setting, compose_source, f"hostPath {path} (the Hugging Face cache)"
+            )
+            return {"hostPath": {"path": path, "type": "Directory"}}
+        notes.add("adapted", setting, compose_source, f"persistentVolumeClaim {DEFAULT_CLAIM}")
+        claim = DEFAULT_CLAIM
+    return {
+        "persistentVolumeClaim": {"claimName": claim, **({"readOnly": True} if read_only else {})}
+    }

@@ -36,9 +36,8 @@ class Scrape:
             for s in family.samples:
                 # NaN/Inf figures would make the report invalid JSON: no value
                 if math.isfinite(s.value):
-                    scrape.samples.setdefault(s.name, {})[frozenset(s.labels.items())] = float(
-                        s.value
-                    )
+                    labels = frozenset(s.labels.items())
+                    scrape.samples.setdefault(s.name, {})[labels] = float(s.value)
         return scrape
 
     def values(self, name: str, **match: str) -> list[tuple[Labels, float]]:
@@ -109,11 +108,8 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
 
 def _latency(before: Scrape | None, after: Scrape, histogram: str) -> Latency:
     buckets = bucket_deltas(before, after, histogram)
-    return Latency(
-        p50_s=quantile(0.5, buckets),
-        p95_s=quantile(0.95, buckets),
-        count=buckets[-1][1] if buckets else 0,
-    )
+    count = buckets[-1][1] if buckets else 0
+    return Latency(p50_s=quantile(0.5, buckets), p95_s=quantile(0.95, buckets), count=count)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -126,18 +122,10 @@ def _spec(before: Scrape | None, after: Scrape) -> SpecDecode | None:
         return None
     drafted = delta(before, after, "vllm:spec_decode_num_draft_tokens_total") or 0.0
     accepted = delta(before, after, "vllm:spec_decode_num_accepted_tokens_total") or 0.0
-    found = after.values("vllm:spec_decode_num_accepted_tokens_per_pos_total")
-    positions = sorted(
-        {p for p in (dict(labels).get("position", "") for labels, _ in found) if p.isdigit()},
-        key=int,
-    )
-    per_pos = [
-        _ratio(
-            delta(before, after, "vllm:spec_decode_num_accepted_tokens_per_pos_total", position=p),
-            drafts,
-        )
-        for p in positions
-    ]
+    per_position = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    named = {dict(labels).get("position", "") for labels, _ in after.values(per_position)}
+    positions = sorted((p for p in named if p.isdigit()), key=int)
+    per_pos = [_ratio(delta(before, after, per_position, position=p), drafts) for p in positions]
     return SpecDecode(
         drafts=drafts,
         draft_tokens=drafted,
@@ -158,6 +146,9 @@ def compute(
         d = delta(before, after, counter)
         return d / window if d is not None and window > 0 else None
 
+    hits = delta(before, after, "vllm:prefix_cache_hits_total")
+    queries = delta(before, after, "vllm:prefix_cache_queries_total")
+
     return TopSample(
         name=name,
         url=url,
@@ -166,10 +157,7 @@ def compute(
         running=after.total("vllm:num_requests_running"),
         waiting=after.total("vllm:num_requests_waiting"),
         kv_cache_usage=after.mean("vllm:kv_cache_usage_perc"),
-        prefix_cache_hit_rate=_ratio(
-            delta(before, after, "vllm:prefix_cache_hits_total"),
-            delta(before, after, "vllm:prefix_cache_queries_total"),
-        ),
+        prefix_cache_hit_rate=_ratio(hits, queries),
         prompt_tokens_per_s=rate("vllm:prompt_tokens_total"),
         generation_tokens_per_s=rate("vllm:generation_tokens_total"),
         requests_finished=delta(before, after, "vllm:request_success_total"),

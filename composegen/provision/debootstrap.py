@@ -57,12 +57,8 @@ def apt_mirror(suite: str, sources: Path = Path("/etc/apt")) -> str | None:
                 key, sep, value = line.partition(":")
                 if sep and not line.startswith((" ", "#")):
                     fields[key.strip().lower()] = value.split()
-            if (
-                "deb" in fields.get("types", [])
-                and suite in fields.get("suites", [])
-                and fields.get("enabled", ["yes"]) != ["no"]
-                and fields.get("uris")
-            ):
+            serves = "deb" in fields.get("types", []) and suite in fields.get("suites", [])
+            if serves and fields.get("enabled", ["yes"]) != ["no"] and fields.get("uris"):
                 return fields["uris"][0]
     return None
 
@@ -87,18 +83,12 @@ def build(tag: str, log: system.Log, apt: system.Apt) -> str:
     mirror = apt_mirror(suite) or DEFAULT_MIRROR
     rootfs = Path(tempfile.mkdtemp(prefix="composegen-base-", dir="/var/tmp"))
     try:
-        log(
-            f"debootstrap --variant=minbase --include=python3 {suite} from {mirror} (a few minutes)"
-        )
-        res = system.run(
-            ["debootstrap", "--variant=minbase", "--include=python3", suite, str(rootfs), mirror],
-            timeout=1800,
-        )
+        options = ["--variant=minbase", "--include=python3"]
+        log(f"debootstrap {' '.join(options)} {suite} from {mirror} (a few minutes)")
+        res = system.run(["debootstrap", *options, suite, str(rootfs), mirror], timeout=1800)
         if res.returncode != 0:
-            raise EngineError(
-                f"debootstrap {suite} failed",
-                details=system.last_lines(res.stdout + res.stderr, 20),
-            )
+            details = system.last_lines(res.stdout + res.stderr, 20)
+            raise EngineError(f"debootstrap {suite} failed", details=details)
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
             for entry in (rootfs / junk).glob("*"):
                 if entry.is_file() and not entry.is_symlink():
@@ -124,7 +114,5 @@ def _import(rootfs: Path, tag: str, origin: str) -> None:
             tar.stdout.close()
         tar_code = tar.wait(60)
     if res.returncode != 0 or tar_code != 0:
-        raise EngineError(
-            f"docker import of the debootstrap tree as {tag} failed",
-            details=res.stderr.strip()[-500:],
-        )
+        failed = f"docker import of the debootstrap tree as {tag} failed"
+        raise EngineError(failed, details=res.stderr.strip()[-500:])

@@ -88,11 +88,8 @@ class Provision:
                 continue
             self.log(f"docker engine: {server} started after {time.monotonic() - started:.0f} s")
             return server
-        tail = (
-            system.last_lines(log_path.read_text(errors="replace"), 20)
-            if log_path.is_file()
-            else ""
-        )
+        logged = log_path.read_text(errors="replace") if log_path.is_file() else ""
+        tail = system.last_lines(logged, 20) if logged else ""
         raise EngineError(f"dockerd did not answer within 60 s (see {log_path})", details=tail)
 
     # ---- 2. compose v2 ---------------------------------------------------------------------------
@@ -108,9 +105,8 @@ class Provision:
         plugins = compose_plugin_dir()
         dest = plugins / "docker-compose"
         if dest.is_symlink() or (dest.exists() and not dest.is_file()):
-            raise EngineError(
-                f"{dest}: not a regular file; composegen never writes through links or special files"
-            )
+            never = "composegen never writes through links or special files"
+            raise EngineError(f"{dest}: not a regular file; {never}")
         plugins.mkdir(parents=True, exist_ok=True)
         tmp = plugins / f".docker-compose.tmp-{os.getpid()}"
         tmp.write_bytes(binary.read_bytes())
@@ -119,9 +115,8 @@ class Provision:
         try:
             version = compose_label(driver.compose_version())
         except EngineError as exc:
-            raise EngineError(
-                f"installed {dest}, but `docker compose version` still fails: {exc.message}"
-            ) from None
+            fails = f"`docker compose version` still fails: {exc.message}"
+            raise EngineError(f"installed {dest}, but {fails}") from None
         self.log(f"compose plugin: installed {version} to {plugins}")
         return version
 
@@ -154,9 +149,8 @@ class Provision:
             self.log(f"base image: {ref} present ({base.origin(facts)})")
             return ref
         if base.override():
-            raise BadInput(
-                f"COMPOSEGEN_BASE_IMAGE={ref}: no such image on the engine ({engine_source()})"
-            )
+            missing = f"no such image on the engine ({engine_source()})"
+            raise BadInput(f"COMPOSEGEN_BASE_IMAGE={ref}: {missing}")
         public = base.public_base()
         self.agree(f"make {ref} (pull {public}, else build it with debootstrap)")
         if driver.image_present(public) or self._pull(public):
@@ -167,9 +161,8 @@ class Provision:
         else:
             self.log("no registry answered; building the base image locally")
             debootstrap.build(ref, self.log, self.apt)
-        check = system.docker(
-            "run", "--rm", "--entrypoint", "python3", ref, "-c", "import sys", timeout=120
-        )
+        python3 = ["run", "--rm", "--entrypoint", "python3", ref, "-c", "import sys"]
+        check = system.docker(*python3, timeout=120)
         if check.returncode != 0:
             raise EngineError(f"{ref} has no working python3", details=check.stderr.strip()[-300:])
         self.log(f"base image: {ref} ready")

@@ -36,23 +36,8 @@ def _unheld_entries_json(rows: list[Row]) -> list[str]:
     for age, allocated, cls, dev, inode, kind, name, nlink, pattern, size, uid, user in rows:
         if user not in users:
             users[user] = _compact(user)
-        texts.append(
-            _UNHELD_ENTRY_JSON
-            % (
-                age,
-                allocated,
-                cls,
-                dev,
-                inode,
-                kind,
-                encode_basestring_ascii(name),
-                nlink,
-                _PATTERN_JSON[pattern],
-                size,
-                uid,
-                users[user],
-            )
-        )
+        head = (age, allocated, cls, dev, inode, kind, encode_basestring_ascii(name), nlink)
+        texts.append(_UNHELD_ENTRY_JSON % (*head, _PATTERN_JSON[pattern], size, uid, users[user]))
     return texts
 
 

@@ -152,7 +152,7 @@ def _process_facts(pid_dir: str, directory: str) -> tuple[str | None, set[int]]:
 def _sample(by_ns: dict[str, tuple[str, set[int]]]) -> dict[str, dict[int, int] | None]:
     own = _netns("/proc/self")
     return {
-        ns: (unix_queues() if ns == own else _in_namespace(path)) for ns, (path, _) in by_ns.items()
+        ns: unix_queues() if ns == own else _in_namespace(path) for ns, (path, _) in by_ns.items()
     }
 
 
@@ -213,13 +213,12 @@ def hidden_holders(directory: str, proc_root: str = "/proc") -> tuple[list[Hidde
     for pid, (ns, socks) in sockets.items():
         queued = persistent.get(ns)
         if queued is None:
-            found.setdefault(pid, []).append(
-                "unix sockets in a network namespace composegen cannot query"
-            )
+            why = "unix sockets in a network namespace composegen cannot query"
+            found.setdefault(pid, []).append(why)
         elif socks & queued:
-            found.setdefault(pid, []).append(
-                "a unix socket with queued data (fds may be in flight)"
-            )
-    return [
+            why = "a unix socket with queued data (fds may be in flight)"
+            found.setdefault(pid, []).append(why)
+    holders = [
         HiddenHolder(p, comm_of(p, proc_root), "; ".join(w)) for p, w in sorted(found.items())
-    ], drained
+    ]
+    return holders, drained

@@ -53,13 +53,9 @@ class ProcIndex:
         identities: dict[int, tuple[str | None, str | None]] | None = None,
     ) -> None:
         self.proc_root = proc_root
-        self.holders: dict[tuple[int, int], dict[int, set[str]]] = (
-            holders if holders is not None else {}
-        )
-        self.unreadable: list[UnreadableDoc] = unreadable if unreadable is not None else []
-        self.identities: dict[int, tuple[str | None, str | None]] = (
-            identities if identities is not None else {}
-        )
+        self.holders = holders if holders is not None else {}
+        self.unreadable = unreadable if unreadable is not None else []
+        self.identities = identities if identities is not None else {}
 
     def merge(self, other: ProcIndex) -> None:
         for key, pids in other.holders.items():
@@ -71,10 +67,8 @@ class ProcIndex:
     def identity(self, pid: int) -> tuple[str | None, str | None]:
         """(comm, container id) of a holder, from the scan when it recorded them."""
         if pid not in self.identities:
-            self.identities[pid] = (
-                comm_of(pid, self.proc_root),
-                container_id_of(pid, self.proc_root),
-            )
+            root = self.proc_root
+            self.identities[pid] = (comm_of(pid, root), container_id_of(pid, root))
         return self.identities[pid]
 
     def holders_of(self, dev: int, ino: int) -> dict[int, set[str]]:
@@ -284,14 +278,8 @@ def index_holders(
             if dev_set is None or key[0] in dev_set:
                 index.holders.setdefault(key, {})[pid] = hows
         if denied:
-            index.unreadable.append(
-                {
-                    "comm": comm_of(pid, proc_root),
-                    "denied": denied,
-                    "pid": pid,
-                    "uid": uid_of(pid, proc_root),
-                }
-            )
+            comm, uid = comm_of(pid, proc_root), uid_of(pid, proc_root)
+            index.unreadable.append({"comm": comm, "denied": denied, "pid": pid, "uid": uid})
     if identify:
         for pid in sorted({pid for pids in index.holders.values() for pid in pids}):
             index.identity(pid)

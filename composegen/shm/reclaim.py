@@ -37,13 +37,9 @@ def check_min_age(min_age: float) -> float:
     return float(min_age)
 
 
-def _changed_ago(st: os.stat_result, now: float) -> float:
-    """Seconds since the file's data (mtime) or inode (ctime: rename, link, chmod) last changed."""
-    return now - max(st.st_mtime, st.st_ctime)
-
-
 def _too_new(st: os.stat_result, min_age: float, now: float) -> str | None:
-    ago = _changed_ago(st, now)
+    # seconds since the file's data (mtime) or inode (ctime: rename, link, chmod) last changed
+    ago = now - max(st.st_mtime, st.st_ctime)
     return f"changed {max(ago, 0.0):.0f}s ago (--min-age {min_age:g}s)" if ago < min_age else None
 
 
@@ -62,9 +58,8 @@ def _plan_from_report(
             reason = "unknown name (use --include-unknown)"
         else:
             try:
-                reason = _too_new(
-                    os.stat(entry.name, dir_fd=dfd, follow_symlinks=False), min_age, now
-                )
+                st = os.stat(entry.name, dir_fd=dfd, follow_symlinks=False)
+                reason = _too_new(st, min_age, now)
             except FileNotFoundError:
                 reason = "already gone"
         if reason:
@@ -129,12 +124,8 @@ class _NoReplace:
 
     def __call__(self, src: str, dst: str) -> None:
         if self._renameat2 is not None:
-            if (
-                self._renameat2(
-                    self.dfd, os.fsencode(src), self.dfd, os.fsencode(dst), self.RENAME_NOREPLACE
-                )
-                == 0
-            ):
+            names = os.fsencode(src), os.fsencode(dst)
+            if self._renameat2(self.dfd, names[0], self.dfd, names[1], self.RENAME_NOREPLACE) == 0:
                 return
             code = self._errno()
             # no renameat2 here: fall back to link + unlink
@@ -202,9 +193,8 @@ def _settle(quarantine: _Quarantine, index: procscan.ProcIndex, result: ShmRecla
         if holders:
             where = quarantine.put_back(cand.name, hidden)
             pids = ", ".join(map(str, sorted(holders)))
-            result.skipped.append(
-                Skipped(name=cand.name, reason=f"now in use by pid {pids}; {where}")
-            )
+            reason = f"now in use by pid {pids}; {where}"
+            result.skipped.append(Skipped(name=cand.name, reason=reason))
         else:
             st = os.stat(hidden, dir_fd=dfd, follow_symlinks=False)
             os.unlink(hidden, dir_fd=dfd)  # unlinkat never follows a link
@@ -221,9 +211,8 @@ def _check_still_safe(plan: ShmReclaim, dfd: int, *, force: bool, ignore_unreada
         scan.require_tmpfs(dfd, plan.path)
     dir_st = os.fstat(dfd)
     if (dir_st.st_dev, dir_st.st_ino) != (plan.dir.dev, plan.dir.inode):
-        raise CheckFailed(
-            f"{plan.path}: the directory was replaced since the scan; nothing was removed"
-        )
+        replaced = "the directory was replaced since the scan; nothing was removed"
+        raise CheckFailed(f"{plan.path}: {replaced}")
     if plan.unreadable_pids and not ignore_unreadable:
         _refuse_unreadable(plan.unreadable_pids)
     if not ignore_unreadable and not procscan.sees_every_process():

@@ -29,15 +29,10 @@ def check_budget(scan_report: ShmScan, need_bytes: int, leftover_warn_bytes: int
             f"{human_bytes(need_bytes)}; raise shm_size or the tmpfs size"
         )
     elif need_bytes > fs.free_bytes:
-        tip = (
-            f"; reclaiming {leftover.count} leftovers would free {human_bytes(leftover.allocated_bytes)}"
-            " (composegen shm reclaim)"
-            if leftover.count
-            else ""
-        )
-        warnings.append(
-            f"{path} has {human_bytes(fs.free_bytes)} free but the profile needs {human_bytes(need_bytes)}{tip}"
-        )
+        freed = f"{leftover.count} leftovers would free {human_bytes(leftover.allocated_bytes)}"
+        tip = f"; reclaiming {freed} (composegen shm reclaim)" if leftover.count else ""
+        needs = f"the profile needs {human_bytes(need_bytes)}{tip}"
+        warnings.append(f"{path} has {human_bytes(fs.free_bytes)} free but {needs}")
     if leftover.count and leftover.allocated_bytes > leftover_warn_bytes:
         warnings.append(
             f"{leftover.count} leftover files use {human_bytes(leftover.allocated_bytes)} "
@@ -65,13 +60,9 @@ def _escape(ch: str) -> str:
     code = ord(ch)
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
         return f"\\x{code - 0xDC00:02x}"
-    return (
-        f"\\x{code:02x}"
-        if code < 0x100
-        else f"\\u{code:04x}"
-        if code < 0x10000
-        else f"\\U{code:08x}"
-    )
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _age(seconds: float) -> str:
@@ -112,21 +103,15 @@ def format_text(report: ShmScan, width: int | None = None) -> str:
         else:
             lines += [_fit(head, width), *(_fit(f"    held by {h}", width) for h in each)]
     fs, totals = report.filesystem, report.totals.by_class()
-    lines.append(
-        ", ".join(
-            f"{cls}: {totals[cls].count} ({human_bytes(totals[cls].allocated_bytes)})"
-            for cls in CLASSES
-        )
-    )
-    lines.append(
-        f"{printable(report.path)}: {human_bytes(fs.free_bytes)} free of {human_bytes(fs.total_bytes)}"
-    )
+    counts = [(cls, totals[cls].count, human_bytes(totals[cls].allocated_bytes)) for cls in CLASSES]
+    lines.append(", ".join(f"{cls}: {count} ({size})" for cls, count, size in counts))
+    free = f"{human_bytes(fs.free_bytes)} free of {human_bytes(fs.total_bytes)}"
+    lines.append(f"{printable(report.path)}: {free}")
     if report.container:
         c = report.container
         lines.append(f"container {printable(c.name)} ({c.id[:12]}), ipc {c.ipc_mode}")
-    return "\n".join(
-        lines + [_fit(line, width) for line in unreadable_lines(report.unreadable_pids)]
-    )
+    unreadable = [_fit(line, width) for line in unreadable_lines(report.unreadable_pids)]
+    return "\n".join(lines + unreadable)
 
 
 def format_after_down(report: ShmScan) -> str:
@@ -154,15 +139,13 @@ def format_reclaim_text(result: ShmReclaim) -> str:
     else:
         lines = [f"removed {name(r.name)} ({size(r.bytes)})" for r in result.removed]
         candidates = {c.name for c in result.candidates}  # skips decided at removal time
-        lines += [
-            f"kept {name(s.name)}: {s.reason}" for s in result.skipped if s.name in candidates
-        ]
+        kept = [s for s in result.skipped if s.name in candidates]
+        lines += [f"kept {name(s.name)}: {s.reason}" for s in kept]
         lines.append(f"removed {len(result.removed)} files, freed {size(result.bytes_freed)}")
         if result.remaining:
             t = result.remaining.totals.by_class()
             lines.append("remaining: " + ", ".join(f"{cls} {t[cls].count}" for cls in CLASSES))
     if fresh:
-        lines.append(
-            f"left alone: {fresh} file(s) changed less than --min-age {result.min_age_seconds:g}s ago"
-        )
+        changed = f"changed less than --min-age {result.min_age_seconds:g}s ago"
+        lines.append(f"left alone: {fresh} file(s) {changed}")
     return "\n".join(lines + unreadable_lines(result.unreadable_pids))

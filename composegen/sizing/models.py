@@ -55,11 +55,8 @@ def _parameters(config: dict) -> tuple[int, int, int] | None:
         return None
     attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o, k and v
     mlp = 3 * hidden * inter  # gate, up, down
-    embeddings = (
-        vocab
-        * hidden
-        * (1 if text.get("tie_word_embeddings", config.get("tie_word_embeddings")) else 2)
-    )
+    tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings"))
+    embeddings = vocab * hidden * (1 if tied else 2)
     params = embeddings + layers * (attention + mlp + 2 * hidden) + hidden
     return params, layers, 2 * kv_heads * head_dim  # K and V elements a token, every layer
 

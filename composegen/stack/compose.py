@@ -21,11 +21,8 @@ from composegen.stack.targets import DEFAULT, Target
 
 def one_line(exc: BaseException) -> str:
     """One clean line: the engine's own explanation (no HTTP status line, no URL), cut at a word."""
-    lines = [
-        ln.strip()
-        for ln in str(getattr(exc, "explanation", None) or exc).splitlines()
-        if ln.strip()
-    ]
+    said = str(getattr(exc, "explanation", None) or exc)
+    lines = [ln.strip() for ln in said.splitlines() if ln.strip()]
     line = lines[-1] if lines else type(exc).__name__
     return line if len(line) <= 300 else line[:300].rsplit(" ", 1)[0] + " …"
 
@@ -35,10 +32,9 @@ def one_line(exc: BaseException) -> str:
 
 def context_host(name: str) -> str:
     """The engine URL a docker context points at (`docker context inspect NAME`)."""
+    argv = ["docker", "context", "inspect", name]
     try:
-        proc = subprocess.run(
-            ["docker", "context", "inspect", name], capture_output=True, text=True, timeout=20
-        )
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EngineError(f"docker context inspect {name}: {exc}") from None
     if proc.returncode != 0:
@@ -69,9 +65,8 @@ def default_engine() -> tuple[str | None, str]:
 
 
 def current_context() -> str | None:
-    config = os.path.join(
-        os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker"), "config.json"
-    )
+    config_dir = os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
+    config = os.path.join(config_dir, "config.json")
     try:
         with open(config, encoding="utf-8") as stream:
             value = json.loads(stream.read(1 << 20)).get("currentContext")
@@ -82,10 +77,8 @@ def current_context() -> str | None:
 
 def context_in_effect() -> bool:
     """A docker context other than `default` may be in use: its endpoint could be ssh://."""
-    return os.environ.get("DOCKER_CONTEXT", "default") != "default" or current_context() not in (
-        None,
-        "default",
-    )
+    named = os.environ.get("DOCKER_CONTEXT", "default")
+    return named != "default" or current_context() not in (None, "default")
 
 
 # ---- compose projects ----------------------------------------------------------------------------
@@ -122,25 +115,19 @@ class Stack:
         return [*argv, "--project-name", self.project, *command]
 
     def up(self) -> None:
-        try:
-            _compose(self._argv("up", "--detach"))
-        except ComposeFailed as exc:
-            raise EngineError(
-                f"docker compose up failed for {self.project}{self._where()}", details=_stderr(exc)
-            ) from None
+        self._run("up", "--detach")
 
     def down(self, timeout: int | None = None) -> None:
         grace = ["--timeout", str(timeout)] if timeout is not None else []
-        try:
-            _compose(self._argv("down", "--remove-orphans", *grace))
-        except ComposeFailed as exc:
-            raise EngineError(
-                f"docker compose down failed for {self.project}{self._where()}",
-                details=_stderr(exc),
-            ) from None
+        self._run("down", "--remove-orphans", *grace)
 
-    def _where(self) -> str:
-        return "" if self.target == DEFAULT else f" on {self.target.label}"
+    def _run(self, command: str, *options: str) -> None:
+        try:
+            _compose(self._argv(command, *options))
+        except ComposeFailed as exc:
+            where = "" if self.target == DEFAULT else f" on {self.target.label}"
+            failed = f"docker compose {command} failed for {self.project}{where}"
+            raise EngineError(failed, details=_stderr(exc)) from None
 
 
 class ComposeFailed(Exception):
@@ -187,8 +174,7 @@ def commands_running(project: str) -> list[int]:
         except OSError:
             continue
         words = [w.decode("utf-8", "replace") for w in argv]
-        if "compose" in words and any(
-            a == "--project-name" and b == project for a, b in itertools.pairwise(words)
-        ):
+        pairs = itertools.pairwise(words)
+        if "compose" in words and ("--project-name", project) in pairs:
             found.append(int(entry.name))
     return found

@@ -35,15 +35,10 @@ def down(dep: Deployment, timeout: int | None = None) -> DownReport:
         raise EngineError(f"{dep.name}: {first.message}", details=first.details, hint=first.hint)
     if errors:
         said = [f"{n.label}: {exc.message}" for n, exc in errors]
-        done = [
-            f"{e.name}: removed {', '.join(e.removed) or 'nothing'}"
-            for e in entries
-            if e.error is None
-        ]
-        raise EngineError(
-            f"{dep.name}: down failed on {len(errors)} of {len(entries)} node(s): {said[0]}",
-            details="\n".join(said[1:] + done) or None,
-        )
+        cleaned = [e for e in entries if e.error is None]
+        done = [f"{e.name}: removed {', '.join(e.removed) or 'nothing'}" for e in cleaned]
+        failed = f"down failed on {len(errors)} of {len(entries)} node(s): {said[0]}"
+        raise EngineError(f"{dep.name}: {failed}", details="\n".join(said[1:] + done) or None)
     return DownReport(
         name=dep.name,
         project=dep.head.project,
@@ -60,17 +55,14 @@ def _down_node(dep: Deployment, n: NodeRef, grace: int, entry: NodeDown) -> None
     # without its compose file, the label sweep below does it all
     if all(f.is_file() for f in st.files):
         st.down(timeout=grace)
-    for ctr in [
-        *engine.project_containers(n.project, n.target),
-        *engine.probe_containers(dep.name, n.target),
-    ]:
+    probes = engine.probe_containers(dep.name, n.target)
+    for ctr in [*engine.project_containers(n.project, n.target), *probes]:
         engine.remove_container(ctr, grace)
         entry.removed += [] if ctr.name in entry.removed else [ctr.name]
     for net in engine.project_networks(n.project, n.target):
         engine.remove_network(net)
-    left = [c.name for c in engine.project_containers(n.project, n.target)] + [
-        x.name for x in engine.project_networks(n.project, n.target)
-    ]
+    left = [c.name for c in engine.project_containers(n.project, n.target)]
+    left += [x.name for x in engine.project_networks(n.project, n.target)]
     if left:
         raise EngineError(f"still present after down: {', '.join(left)}")
     dep.override_path(n).unlink(missing_ok=True)

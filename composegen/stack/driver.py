@@ -39,7 +39,7 @@ from composegen.stack.engine import (
 )
 from composegen.stack.facts import ContainerFacts, ImageFacts
 from composegen.stack.loadstate import AlreadyRunning
-from composegen.stack.memfacts import GpuMemory, HostMemory, gpu_memory, host_memory
+from composegen.stack.memfacts import gpu_memory, host_memory
 from composegen.stack.placement import Deployment, NodeRef, deployment
 from composegen.stack.preflight import loopback_conflict
 from composegen.stack.prepare import PreflightFailed, UpOptions
@@ -58,17 +58,62 @@ from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.weights.reports import WeightsReport
 
-__all__ = ["BASE_IMAGE", "AlreadyRunning", "Asleep", "ContainerFacts", "Deployment", "GpuMemory"]
-__all__ += ["HostMemory", "ImageFacts", "NodeRef", "Stack", "UpOptions", "attach", "build_image"]
-__all__ += ["checked_startup", "compose_version", "container_log", "container_shm", "deployment"]
-__all__ += ["down", "endpoint", "engine_info", "exec_output", "follow_logs", "gpu_claims"]
-__all__ += ["gpu_memory", "head_container", "host_memory", "image_facts", "image_present"]
-__all__ += ["live_identity", "logs_text", "loopback_conflict", "preload", "project_containers"]
-__all__ += ["residue_kept", "running_container", "settle", "share", "shm_report", "shm_text"]
-__all__ += ["signals_as_interrupts", "sleep_stack", "sleep_state", "start", "startup_check"]
-__all__ += ["gpu_size", "status", "status_text", "up"]
-__all__ += ["up_or_attach", "wake_stack", "weights"]
-__all__ += ["cache_export", "cache_import", "cache_prune", "cache_volumes", "cache_warm"]
+__all__ = [
+    "BASE_IMAGE",
+    "Asleep",
+    "ContainerFacts",
+    "Deployment",
+    "ImageFacts",
+    "NodeRef",
+    "Stack",
+    "UpOptions",
+    "attach",
+    "build_image",
+    "cache_export",
+    "cache_import",
+    "cache_prune",
+    "cache_volumes",
+    "cache_warm",
+    "checked_startup",
+    "compose_version",
+    "container_log",
+    "container_shm",
+    "deployment",
+    "down",
+    "endpoint",
+    "engine_info",
+    "exec_output",
+    "follow_logs",
+    "gpu_claims",
+    "gpu_memory",
+    "gpu_size",
+    "head_container",
+    "host_memory",
+    "image_facts",
+    "image_present",
+    "live_identity",
+    "logs_text",
+    "loopback_conflict",
+    "preload",
+    "project_containers",
+    "residue_kept",
+    "running_container",
+    "settle",
+    "share",
+    "shm_report",
+    "shm_text",
+    "signals_as_interrupts",
+    "sleep_stack",
+    "sleep_state",
+    "start",
+    "startup_check",
+    "status",
+    "status_text",
+    "up",
+    "up_or_attach",
+    "wake_stack",
+    "weights",
+]
 
 
 signals_as_interrupts = starting.signals_as_interrupts  # SIGTERM/SIGHUP raised as Ctrl-C is

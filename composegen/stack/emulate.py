@@ -30,9 +30,7 @@ Ulimits = dict[str, int | dict[str, int]]  # compose's `ulimits`: name -> a numb
 
 def declared_gpus(r: Resolved, node: Node | None = None) -> str:
     gpus = (node.gpus if node is not None else None) or r.profile.service.gpus
-    return (
-        f"ids:{','.join(gpus.device_ids)}" if gpus.device_ids is not None else f"count:{gpus.count}"
-    )
+    return f"count:{gpus.count}" if gpus.device_ids is None else f"ids:{','.join(gpus.device_ids)}"
 
 
 def clamp_ulimits(
@@ -50,9 +48,8 @@ def clamp_ulimits(
         new_hard = cap if hard == -1 or hard > cap else hard
         new_soft = new_hard if soft == -1 or soft > new_hard else soft
         if (new_soft, new_hard) != (soft, hard):
-            warnings.append(
-                f"ulimit {name} {hard} is above what this engine grants ({cap}); emulating with {new_hard}"
-            )
+            above = f"{hard} is above what this engine grants ({cap})"
+            warnings.append(f"ulimit {name} {above}; emulating with {new_hard}")
         out[name] = {"soft": new_soft, "hard": new_hard}
     return out, warnings
 
@@ -75,6 +72,7 @@ def override_text(
     directory of the emulated GPUs' ledger (a local engine, one node), mounted read-write."""
     shared = ledger_env(r) if ledger is not None else {}
     env = {k: str(v) for k, v in sorted({**shared, **r.profile.emulate.env}.items())}
+    rdma = node is not None and r.profile.nodes is not None and r.profile.nodes.rdma
     lines = [
         f"# composegen emulated override for {r.name}: not a real vLLM; GPUs removed.",
         "services:",
@@ -82,11 +80,7 @@ def override_text(
         f"    image: {json.dumps(image)}",
         "    deploy: !reset null",
         "    gpus: !reset []",
-        *(
-            ["    devices: !reset []"]
-            if node is not None and r.profile.nodes is not None and r.profile.nodes.rdma
-            else []
-        ),
+        *(["    devices: !reset []"] if rdma else []),
         f'    labels: {{{json.dumps(EMULATED_LABEL)}: "true", {json.dumps(GPUS_LABEL)}: '
         f"{json.dumps(declared_gpus(r, node))}}}",
     ]
@@ -124,10 +118,8 @@ def write_override(
     """Write the override (0600 under 0700 directories; see composegen/privatestate.py). A local
     single-node stack shares the project's emulated GPUs (a remote engine cannot mount this
     host's directory; multi-node stacks are not standby stacks)."""
-    path = (
-        privatestate.state_dir(project, r.name, *([node.name] if node is not None else []))
-        / "emulate.override.yaml"
-    )
+    nodes = [node.name] if node is not None else []
+    path = privatestate.state_dir(project, r.name, *nodes) / "emulate.override.yaml"
     ledger = ledger_dir(project) if local and node is None else None
     privatestate.write(path, override_text(r, image, ulimits, node, ledger))
     return path

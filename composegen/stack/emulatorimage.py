@@ -8,16 +8,6 @@ Context layout (what the Dockerfile expects):
   composegen/__init__.py              a one-line stub, so the image does not depend on the host package
   composegen/emulator/*.py            the emulator sources
   composegen/sizing/*.py              the GPU ledger and model sizes the emulator shares with the host
-
-Public:
-  IMAGE_REPO = "composegen/vllm-emulator"; DEFAULT_BASE = "composegen/base:py3"
-  context_files() -> list[ContextFile]   (relative path, bytes, mode), sorted by path
-  image_tag() -> str                     "composegen/vllm-emulator:<first 16 hex of sha256 over the context>"
-  build_context(dest) -> Path            writes the context into dest (must be missing or empty)
-  base_image() -> str                    COMPOSEGEN_BASE_IMAGE or DEFAULT_BASE, for `--build-arg BASE=…`
-  describe_image() -> dict               {"tag", "base", "digest", "build_args": {"BASE"},
-                                          "files": [{"path", "bytes", "mode"}]}; format_text(result) -> str
-The driver builds with: docker build -t <image_tag()> --build-arg BASE=<base_image()> <build_context(dir)>
 """
 
 from __future__ import annotations
@@ -28,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 IMAGE_REPO = "composegen/vllm-emulator"
-DEFAULT_BASE = "composegen/base:py3"
 _PACKAGE = Path(__file__).resolve().parent.parent
 _HERE = _PACKAGE / "emulator"
 _SHIPPED = ("emulator", "sizing")  # the rooms the container runs (stdlib only)
@@ -76,10 +65,6 @@ def image_tag() -> str:
     return f"{IMAGE_REPO}:{context_digest()[:16]}"
 
 
-def base_image() -> str:
-    return os.environ.get("COMPOSEGEN_BASE_IMAGE") or DEFAULT_BASE
-
-
 def build_context(dest: Path) -> Path:
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
@@ -93,20 +78,3 @@ def build_context(dest: Path) -> Path:
         target.write_bytes(item.data)
         target.chmod(item.mode)
     return dest
-
-
-def describe_image() -> dict:
-    files = context_files()
-    return {
-        "tag": f"{IMAGE_REPO}:{context_digest(files)[:16]}",
-        "base": base_image(),
-        "digest": context_digest(files),
-        "build_args": {"BASE": base_image()},
-        "files": [{"path": f.path, "bytes": len(f.data), "mode": oct(f.mode)} for f in files],
-    }
-
-
-def format_text(result: dict) -> str:
-    lines = [f"emulator image {result['tag']} (FROM {result['base']})"]
-    lines += [f"  {f['mode'][2:]:>4} {f['bytes']:>8}  {f['path']}" for f in result["files"]]
-    return "\n".join(lines)

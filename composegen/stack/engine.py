@@ -75,9 +75,8 @@ def copy_image(ref: str, source: Target, dest: Target) -> None:
     try:
         client(dest).images.load(client(source).images.get(ref).save(named=True))
     except sdk_module().errors.APIError as exc:
-        raise EngineError(
-            f"copying {ref} from {source.label} to {dest.label}: {one_line(exc)}"
-        ) from None
+        copying = f"copying {ref} from {source.label} to {dest.label}"
+        raise EngineError(f"{copying}: {one_line(exc)}") from None
 
 
 def pull(ref: str, target: Target | None = None, on_event: PullListener | None = None) -> None:
@@ -182,9 +181,8 @@ def run_probe(
         if cid is not None:
             _remove_quietly(sdk, cid)
     if code != 0:
-        raise EngineError(
-            f"probe container with {image} on {where} exited {code}: {out.strip()[-300:]}"
-        )
+        exited = f"probe container with {image} on {where} exited {code}"
+        raise EngineError(f"{exited}: {out.strip()[-300:]}")
     return out
 
 
@@ -243,9 +241,8 @@ def _inspected(filters: Mapping[str, object], target: Target | None) -> Iterator
             with contextlib.suppress(docker.errors.NotFound):
                 yield sdk.api.inspect_container(row["Id"])
     except docker.errors.APIError as exc:
-        raise EngineError(
-            f"listing containers on {(target or DEFAULT).label}: {one_line(exc)}"
-        ) from None
+        listing = f"listing containers on {(target or DEFAULT).label}"
+        raise EngineError(f"{listing}: {one_line(exc)}") from None
 
 
 def _list(filters: Mapping[str, object], target: Target | None) -> list[ContainerFacts]:
@@ -268,13 +265,14 @@ def gpu_claims(target: Target | None = None) -> list[dict[str, Any]]:
     for a in _inspected({"status": "running"}, target):
         host, config = a.get("HostConfig") or {}, a.get("Config") or {}
         env = [e for e in config.get("Env") or [] if e.startswith("NVIDIA_VISIBLE_DEVICES=")]
+        asked = host.get("DeviceRequests") or []
         requests = [
             {
                 "driver": d.get("Driver") or "",
                 "count": d.get("Count"),
                 "device_ids": d.get("DeviceIDs"),
             }
-            for d in host.get("DeviceRequests") or []
+            for d in asked
         ]
         labels = dict(config.get("Labels") or {})
         claims.append(
@@ -380,13 +378,12 @@ def project_networks(project: str, target: Target | None = None) -> list[Network
 def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
     """Compose networks of `composegen-*` projects, with or without containers; not the edge's."""
     rows = client(target).api.networks(filters={"label": "com.docker.compose.project"})
+    labelled = [(n, n.get("Labels") or {}) for n in rows]
     return [
         parse_network(n, target or DEFAULT)
-        for n in rows
-        if str((n.get("Labels") or {}).get("com.docker.compose.project", "")).startswith(
-            "composegen-"
-        )
-        and (n.get("Labels") or {}).get("io.composegen.role") != "edge"
+        for n, labels in labelled
+        if str(labels.get("com.docker.compose.project", "")).startswith("composegen-")
+        and labels.get("io.composegen.role") != "edge"
     ]
 
 

@@ -164,12 +164,11 @@ def engine_info(target: Target | None = None) -> dict[str, Any]:
 
 
 def logs(ctr: ContainerFacts, tail: int | str = "all", timestamps: bool = False) -> str:
-    raw = unless_gone(
-        lambda: client(ctr.target).api.logs(
-            ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps
-        ),
-        f"docker logs {ctr.name}",
-    )
+    def read() -> bytes:
+        api = client(ctr.target).api
+        return api.logs(ctr.id, stdout=True, stderr=True, tail=tail, timestamps=timestamps)
+
+    raw = unless_gone(read, f"docker logs {ctr.name}")
     return redact.mask(raw.decode("utf-8", "replace")) if raw is not None else ""
 
 

@@ -97,15 +97,8 @@ def parse_container(a: Mapping[str, Any], target: Target) -> ContainerFacts:
     state = a.get("State") or {}
     net = a.get("NetworkSettings") or {}
     nets = net.get("Networks") or {}
-    port = next(
-        (
-            int(b["HostPort"])
-            for bs in (net.get("Ports") or {}).values()
-            for b in bs or []
-            if b.get("HostPort")
-        ),
-        None,
-    )
+    bindings = [b for bs in (net.get("Ports") or {}).values() for b in bs or []]
+    port = next((int(b["HostPort"]) for b in bindings if b.get("HostPort")), None)
     return ContainerFacts(
         id=a["Id"],
         name=a.get("Name", "").lstrip("/"),
@@ -141,12 +134,10 @@ def parse_network(row: dict[str, Any], target: Target) -> NetworkFacts:
 
 def parse_image(a: dict[str, Any]) -> ImageFacts:
     """From the engine's image inspect answer."""
-    labels = tuple(
-        sorted((str(k), str(v)) for k, v in ((a.get("Config") or {}).get("Labels") or {}).items())
-    )
-    return ImageFacts(
-        a["Id"], tuple(a.get("RepoTags") or ()), tuple(sorted(a.get("RepoDigests") or ())), labels
-    )
+    labels = ((a.get("Config") or {}).get("Labels") or {}).items()
+    digests = tuple(sorted(a.get("RepoDigests") or ()))
+    pairs = tuple(sorted((str(k), str(v)) for k, v in labels))
+    return ImageFacts(a["Id"], tuple(a.get("RepoTags") or ()), digests, pairs)
 
 
 def stamped_line(line: str) -> tuple[float | None, str]:

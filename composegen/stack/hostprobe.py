@@ -82,13 +82,7 @@ def host_probe(
 ) -> HostProbe:
     """Look at an engine's HOST from a throw-away container on the host network and host IPC (works
     for a remote engine too): which of PORTS are free, and /dev/shm's figures and entries."""
-    raw = run_probe(
-        image,
-        ["-c", _PROBE, json.dumps({"ports": ports})],
-        owner,
-        target,
-        network_mode="host",
-        ipc_mode="host",
-    )
+    argv = ["-c", _PROBE, json.dumps({"ports": ports})]
+    raw = run_probe(image, argv, owner, target, network_mode="host", ipc_mode="host")
     # our own script's line, the shape above
     return cast(HostProbe, json.loads(raw.strip().splitlines()[-1]))

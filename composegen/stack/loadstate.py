@@ -120,20 +120,13 @@ def refuse_running(
     """Raise AlreadyRunning saying what the stack is doing: ready, starting (its stage), silent."""
     healthy = readiness.health_ok(ep)
     if healthy and readiness.models_entry(ep, served_name) is not None:
-        raise AlreadyRunning(
-            f"{name} is already running and ready", ready=True, hint=f"`composegen status {name}`"
-        )
+        ready = f"{name} is already running and ready"
+        raise AlreadyRunning(ready, ready=True, hint=f"`composegen status {name}`")
     state = loading_state(ctr, healthy, startup_timeout)
     if state is not None and still_loading(state):
-        raise AlreadyRunning(
-            f"{name} is already starting: {state.summary}",
-            ready=False,
-            hint=wait_hint(name),
-            starting=True,
-        )
+        starting = f"{name} is already starting: {state.summary}"
+        raise AlreadyRunning(starting, ready=False, hint=wait_hint(name), starting=True)
     why = f": {state.failed}" if state and state.failed else ""
-    raise AlreadyRunning(
-        f"{name} is already running ({ctr.name}) but its API does not answer{why}",
-        ready=False,
-        hint=f"`composegen logs {name}`; `composegen down {name}` before starting it again",
-    )
+    silent = f"{name} is already running ({ctr.name}) but its API does not answer{why}"
+    hint = f"`composegen logs {name}`; `composegen down {name}` before starting it again"
+    raise AlreadyRunning(silent, ready=False, hint=hint)

@@ -63,9 +63,8 @@ def parse_meminfo(text: str, source: str = "/proc/meminfo") -> Memory:
         if parts and parts[0].isdigit():
             values[key.strip()] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
     if "MemAvailable" not in values:
-        raise EngineError(
-            f"{source} has no MemAvailable line (kernel older than 3.14, or not a meminfo file)"
-        )
+        why = "(kernel older than 3.14, or not a meminfo file)"
+        raise EngineError(f"{source} has no MemAvailable line {why}")
     return Memory(values["MemAvailable"], values.get("MemTotal", 0))
 
 
@@ -93,18 +92,16 @@ def read_remote(image: str, owner: str, target: Target) -> tuple[Memory, bool]:
     """MemAvailable and unified-memory detection of a remote node's host, through its engine."""
     raw = engine.run_probe(image, ["-c", _UNIFIED_PY], owner, target, network_mode="none")
     found = json.loads(raw.strip().splitlines()[-1])
-    return parse_meminfo(found["meminfo"], f"/proc/meminfo on {target.label}"), bool(
-        found["unified"]
-    )
+    meminfo = parse_meminfo(found["meminfo"], f"/proc/meminfo on {target.label}")
+    return meminfo, bool(found["unified"])
 
 
 def floor_bytes(r: Resolved) -> int:
     guard = r.profile.service.memory_guard
     value = parse_bytes(guard.min_available)
     if value is None:  # the schema's pattern makes this unreachable; say so clearly anyway
-        raise BadInput(
-            f"{r.path}: service.memory_guard.min_available: not a size: {guard.min_available!r}"
-        )
+        what = f"service.memory_guard.min_available: not a size: {guard.min_available!r}"
+        raise BadInput(f"{r.path}: {what}")
     return value
 
 
@@ -113,22 +110,14 @@ def judge(
 ) -> tuple[str, str]:
     """(status, message) of the preflight check for one node."""
     if declared is False or (declared is None and not detected):
-        return (
-            "ok",
-            f"{mem.text()}; not a unified-memory host, guard off (memory_guard.unified: true turns it on)",
-        )
-    why = "declared" if declared else "detected"
+        off = "not a unified-memory host, guard off (memory_guard.unified: true turns it on)"
+        return "ok", f"{mem.text()}; {off}"
+    unified = f"{floor / 2**30:.1f} GiB (unified memory, {'declared' if declared else 'detected'})"
     if mem.available < floor:
-        return (
-            "fail",
-            f"{node}: {mem.text()}, below the floor of {floor / 2**30:.1f} GiB (unified memory, {why}): loading "
-            "could exhaust host memory and hard-reset the machine; free memory (stop other stacks, drop caches) "
-            "or lower service.memory_guard.min_available",
-        )
-    return (
-        "ok",
-        f"{mem.text()}, floor {floor / 2**30:.1f} GiB (unified memory, {why}); watched until ready",
-    )
+        risk = "loading could exhaust host memory and hard-reset the machine"
+        how = "free memory (stop other stacks, drop caches) or lower service.memory_guard.min_available"
+        return "fail", f"{node}: {mem.text()}, below the floor of {unified}: {risk}; {how}"
+    return "ok", f"{mem.text()}, floor {unified}; watched until ready"
 
 
 class MemoryLow(EngineError):
@@ -191,14 +180,12 @@ class Watcher:
         if self.tripped is None:
             return
         node, mem, _ = self.tripped
-        stopped = (
-            f"stop failed: {self.stop_error}"
-            if self.stop_error
-            else "the stack was stopped (SIGTERM, then SIGKILL)"
-        )
+        stopped = "the stack was stopped (SIGTERM, then SIGKILL)"
+        stopped = f"stop failed: {self.stop_error}" if self.stop_error else stopped
+        floor = f"the memory guard's floor of {self.floor / 2**30:.1f} GiB"
         raise MemoryLow(
-            f"node {node}: {mem.text()} fell below the memory guard's floor of {self.floor / 2**30:.1f} GiB "
-            f"while loading; {stopped} before host memory ran out",
+            f"node {node}: {mem.text()} fell below {floor} while loading; {stopped} before host "
+            "memory ran out",
             hint="free host memory, or lower gpu-memory-utilization / max-model-len; the floor is "
             "service.memory_guard.min_available",
         )
@@ -232,12 +219,7 @@ class RemoteMemory:
     def _pump(self) -> None:
         for _, line in self.stream.lines():
             parts = line.split()
-            if (
-                len(parts) == 2
-                and parts[0].lstrip("-").isdigit()
-                and parts[1].isdigit()
-                and int(parts[0]) >= 0
-            ):
+            if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
                 self.latest = (Memory(int(parts[0]) * 1024, int(parts[1]) * 1024), time.monotonic())
 
     def read(self) -> Memory:
@@ -283,15 +265,10 @@ def watch(dep: Deployment, image: str | None) -> Watcher:
     r = dep.r
 
     def stop() -> None:
-        ctrs = [
-            c
-            for n in dep.nodes
-            for c in engine.project_containers(n.project, n.target)
-            if c.running
-        ]
-        threads = [
-            threading.Thread(target=engine.stop_container, args=(c, STOP_GRACE_S)) for c in ctrs
-        ]
+        listed = [engine.project_containers(n.project, n.target) for n in dep.nodes]
+        ctrs = [c for ctrs in listed for c in ctrs if c.running]
+        stop = engine.stop_container
+        threads = [threading.Thread(target=stop, args=(c, STOP_GRACE_S)) for c in ctrs]
         # every node at once: the floor is crossed now, not after the head's grace
         for t in threads:
             t.start()

@@ -31,14 +31,11 @@ def node_shm_report(r: Resolved) -> NodesShm:
                 # nodes on this machine share one /dev/shm: scanned once
                 entry.shared_with = first_local
             elif n.target.is_local:
-                entry.scan, first_local = (
-                    scan.scan("/dev/shm", container_labels=engine.label_lookup()),
-                    n.name,
-                )
+                entry.scan = scan.scan("/dev/shm", container_labels=engine.label_lookup())
+                first_local = n.name
             else:
-                entry.probe = _probe(
-                    hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])["shm"], n
-                )
+                probed = hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])
+                entry.probe = _probe(probed["shm"], n)
         except ComposegenError as exc:
             entry.error = exc.message
         nodes.append(entry)
@@ -52,13 +49,11 @@ def _probe(found: Any, n: placement.NodeRef) -> ShmProbe:
             ShmProbeEntry(name=e["name"], bytes=e["bytes"], pattern=scan.match_pattern(e["name"]))
             for e in found["entries"]
         ]
-        return ShmProbe(
-            free_bytes=found["free_bytes"], total_bytes=found["total_bytes"], entries=entries
-        )
+        free, total = found["free_bytes"], found["total_bytes"]
+        return ShmProbe(free_bytes=free, total_bytes=total, entries=entries)
     except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
-        raise EngineError(
-            f"{n.target.label}: /dev/shm probe: unexpected answer ({exc.__class__.__name__})"
-        ) from None
+        unexpected = f"unexpected answer ({exc.__class__.__name__})"
+        raise EngineError(f"{n.target.label}: /dev/shm probe: {unexpected}") from None
 
 
 def _probe_image(r: Resolved, n: placement.NodeRef) -> str:
@@ -83,9 +78,8 @@ def format_node_shm_text(report: NodesShm) -> str:
         if n.error:
             out.append(f"  unreachable: {n.error}")
         elif n.shared_with:
-            out.append(
-                f"  the same /dev/shm as node {n.shared_with} (both engines run on this machine)"
-            )
+            both = "(both engines run on this machine)"
+            out.append(f"  the same /dev/shm as node {n.shared_with} {both}")
         elif n.scan is not None:
             out.append(scan.format_text(n.scan).rstrip())
         elif n.probe is not None:

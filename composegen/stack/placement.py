@@ -57,11 +57,8 @@ class NodeRef:
     @property
     def label(self) -> str:
         """How messages name the node ("" for the one node of a single-node stack)."""
-        return (
-            f"node {self.name} (rank {self.rank}, {self.role}, {self.target.label})"
-            if self.member
-            else ""
-        )
+        where = f"rank {self.rank}, {self.role}, {self.target.label}"
+        return f"node {self.name} ({where})" if self.member else ""
 
     def named(self, what: str) -> str:
         """A check's name on this node: `n1/ports`, or plain `ports` for a single-node stack."""
@@ -130,11 +127,8 @@ class Deployment:
         """The edge's network named in the stack's override (our own generated file), if any."""
         if not self.behind_edge:
             return None
-        names = re.findall(
-            r'^    name: "([^"]+)"$',
-            edge_override_path(self.project, self.name).read_text("utf-8"),
-            re.M,
-        )
+        override = edge_override_path(self.project, self.name).read_text("utf-8")
+        names = re.findall(r'^    name: "([^"]+)"$', override, re.M)
         return names[-1] if names else None
 
     @property
@@ -175,12 +169,8 @@ def endpoint(r: Resolved, head: NodeRef | None = None) -> readiness.Endpoint:
     host = p.bind
     if p.bind in ("0.0.0.0", "::", ""):
         loopback = "::1" if p.bind == "::" else "127.0.0.1"
-        remote = (
-            None
-            if head.target.is_local
-            else urlsplit(engine.target_url(head.target) or "").hostname
-        )
-        host = remote or loopback
+        url = "" if head.target.is_local else engine.target_url(head.target) or ""
+        host = urlsplit(url).hostname or loopback
     return readiness.Endpoint(host, p.host, api_key(r))
 
 

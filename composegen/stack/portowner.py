@@ -31,11 +31,8 @@ def _listening_inodes(port: int, proc_root: str) -> set[str]:
                 next(fh, None)  # header
                 for line in fh:
                     fields = line.split()
-                    if (
-                        len(fields) > 9
-                        and fields[3] == LISTEN
-                        and int(fields[1].rsplit(":", 1)[1], 16) == port
-                    ):
+                    listening = len(fields) > 9 and fields[3] == LISTEN
+                    if listening and int(fields[1].rsplit(":", 1)[1], 16) == port:
                         inodes.add(fields[9])
         except (OSError, ValueError):
             continue
@@ -66,10 +63,8 @@ def port_holder(port: int, proc_root: str = "/proc") -> PortHolder | None:
             for fd in fds:
                 try:
                     if os.readlink(fd.path) in wanted:
-                        pid = int(entry.name)
-                        return PortHolder(
-                            pid, _read(f"{entry.path}/comm"), _read(f"{entry.path}/cmdline")[:200]
-                        )
+                        comm, cmdline = _read(f"{entry.path}/comm"), _read(f"{entry.path}/cmdline")
+                        return PortHolder(int(entry.name), comm, cmdline[:200])
                 except OSError:
                     continue
     return None

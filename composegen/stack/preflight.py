@@ -53,9 +53,8 @@ def loopback_conflict(port: int, field: str) -> str | None:
     engine is not on this machine (nothing here can tell)."""
     if not DEFAULT.is_local or port_free("127.0.0.1", port):
         return None
-    return (
-        f"127.0.0.1:{port} is in use: {portowner.holder(port, DEFAULT)}; {field} sets another port"
-    )
+    holder = portowner.holder(port, DEFAULT)
+    return f"127.0.0.1:{port} is in use: {holder}; {field} sets another port"
 
 
 def attempt(name: str, fn: Callable[[], object]) -> Check:
@@ -72,11 +71,8 @@ def gpu_check(emulate: bool, target: Target | None = None) -> Check:
     runtimes = engine.engine_info(target).get("Runtimes", {})
     if "nvidia" in runtimes:
         return Check("gpus", "ok", "nvidia runtime registered with the engine")
-    return Check(
-        "gpus",
-        "fail",
-        "the engine has no nvidia runtime; install nvidia-container-toolkit (or use --emulate)",
-    )
+    why = "the engine has no nvidia runtime; install nvidia-container-toolkit (or use --emulate)"
+    return Check("gpus", "fail", why)
 
 
 def image_check(
@@ -102,13 +98,10 @@ def ulimit_check(requested: Ulimits, ceiling: dict[str, int], emulate: bool) -> 
             too_high.append(f"{name} {hard} > {cap}")
     if not too_high:
         return Check("ulimits", "ok", "requested ulimits are grantable")
-    status = "warn" if emulate else "fail"
-    what = (
-        "clamped for the emulator"
-        if emulate
-        else "raise the engine's limits (e.g. LimitMEMLOCK=infinity for dockerd)"
-    )
-    return Check("ulimits", status, f"the engine cannot grant {', '.join(too_high)}: {what}")
+    raise_them = "raise the engine's limits (e.g. LimitMEMLOCK=infinity for dockerd)"
+    what = "clamped for the emulator" if emulate else raise_them
+    why = f"the engine cannot grant {', '.join(too_high)}: {what}"
+    return Check("ulimits", "warn" if emulate else "fail", why)
 
 
 def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
@@ -121,29 +114,16 @@ def shm_check(r: Resolved, shm_path: str = "/dev/shm") -> list[Check]:
         except ComposegenError as exc:
             return [Check("shm", "warn", f"could not scan {shm_path}: {exc.message}")]
         free = report.filesystem.free_bytes
-    out = []
     where = "the host's /dev/shm (ipc: host)" if r.profile.service.ipc == "host" else shm_path
+    has, needs = format_gib(free / GIB, 1), format_gib(need / GIB, 1)
     if r.profile.service.ipc == "host" and free < need:
-        out.append(
-            Check(
-                "shm",
-                "fail",
-                f"{where} has {format_gib(free / GIB, 1)} free; "
-                f"this profile needs {format_gib(need / GIB, 1)} (KV offload + headroom)",
-            )
-        )
+        why = f"{where} has {has} free; this profile needs {needs} (KV offload + headroom)"
+        out = [Check("shm", "fail", why)]
     else:
-        shown = f"{where}: {format_gib(free / GIB, 1)} free, needs {format_gib(need / GIB, 1)}"
-        out.append(Check("shm", "ok", shown))
-    for warning in scan.check_budget(report, need, LEFTOVER_WARN_BYTES) if report else []:
-        out.append(
-            Check(
-                "shm-leftovers",
-                "warn",
-                warning + " — `composegen shm reclaim` or `up --reclaim-shm`",
-            )
-        )
-    return out
+        out = [Check("shm", "ok", f"{where}: {has} free, needs {needs}")]
+    reclaim = " — `composegen shm reclaim` or `up --reclaim-shm`"
+    warnings = scan.check_budget(report, need, LEFTOVER_WARN_BYTES) if report else []
+    return out + [Check("shm-leftovers", "warn", warning + reclaim) for warning in warnings]
 
 
 def _free_if_nothing_to_warn(shm_path: str, need: int) -> int | None:
@@ -212,9 +192,8 @@ def _ports(dep: Deployment, n: NodeRef) -> list[tuple[str, int, str]]:
     # Behind the edge the stack publishes nothing: its host port is the edge's loopback operator door.
     ports = [] if dep.behind_edge else [(p.service.port.bind, p.service.port.host, "host")]
     if p.nodes is not None:  # torch's store listens on every interface
-        ports.append(
-            ("::" if ":" in p.nodes.master_addr else "0.0.0.0", p.nodes.master_port, "master")
-        )
+        every = "::" if ":" in p.nodes.master_addr else "0.0.0.0"
+        ports.append((every, p.nodes.master_port, "master"))
     if p.monitoring.prometheus:  # Prometheus' UI, published on the head's loopback
         ports.append(("127.0.0.1", p.monitoring.port, "prometheus"))
     return ports
@@ -232,14 +211,11 @@ def _remote_shm_checks(r: Resolved, n: NodeRef, report: hostprobe.ShmListing) ->
     known = [e for e in report["entries"] if scan.match_pattern(e["name"])]
     size = sum(e["bytes"] for e in known)
     if known and size > LEFTOVER_WARN_BYTES:
-        out.append(
-            Check(
-                n.named("shm-leftovers"),
-                "warn",
-                f"{len(known)} files named like vLLM/NCCL/PyTorch leftovers use "
-                f"{size / 2**20:.0f} MiB; holders are not checked on a remote host — run `composegen shm` there",
-            )
+        files = (
+            f"{len(known)} files named like vLLM/NCCL/PyTorch leftovers use {size / 2**20:.0f} MiB"
         )
+        unchecked = "holders are not checked on a remote host — run `composegen shm` there"
+        out.append(Check(n.named("shm-leftovers"), "warn", f"{files}; {unchecked}"))
     return out
 
 
@@ -253,18 +229,11 @@ def reclaim_shm(path: str = "/dev/shm", min_age: float = 60.0) -> Check:
     except BadInput as exc:  # e.g. /dev/shm is not a tmpfs on this host
         return Check("shm-reclaim", "warn", f"{exc.message}; nothing reclaimed")
     except CheckFailed as exc:
-        return Check(
-            "shm-reclaim",
-            "warn",
-            f"{exc.message}; nothing reclaimed — `composegen shm reclaim --yes --ignore-unreadable` "
-            "once those processes are checked",
+        by_hand = (
+            "`composegen shm reclaim --yes --ignore-unreadable` once those processes are checked"
         )
+        return Check("shm-reclaim", "warn", f"{exc.message}; nothing reclaimed — {by_hand}")
     fresh = sum(1 for s in result.skipped if s.reason.startswith("changed "))
-    return Check(
-        "shm-reclaim",
-        "ok",
-        f"reclaimed {len(result.removed)} leftover file(s), {result.bytes_freed} bytes"
-        + (
-            f"; {fresh} changed in the last {result.min_age_seconds:g}s left alone" if fresh else ""
-        ),
-    )
+    done = f"reclaimed {len(result.removed)} leftover file(s), {result.bytes_freed} bytes"
+    left = f"; {fresh} changed in the last {result.min_age_seconds:g}s left alone" if fresh else ""
+    return Check("shm-reclaim", "ok", done + left)

@@ -133,15 +133,11 @@ def _edge_check(dep: Deployment) -> Check:
     `up`'s own readiness probe) could reach it."""
     network = dep.edge_network
     if network and engine.edge_proxy_running(network):
-        return Check(
-            "edge", "ok", f"behind the edge: reached through {network}, no host port of its own"
-        )
-    return Check(
-        "edge",
-        "fail",
-        f"{dep.name} is behind the edge (out/edge/stacks/{dep.name}.yaml) and the edge is not running; "
-        "start it first: `composegen edge up`",
-    )
+        reached = f"behind the edge: reached through {network}, no host port of its own"
+        return Check("edge", "ok", reached)
+    behind = f"{dep.name} is behind the edge (out/edge/stacks/{dep.name}.yaml)"
+    why = f"{behind} and the edge is not running; start it first: `composegen edge up`"
+    return Check("edge", "fail", why)
 
 
 def _report(prep: Prepared, sink: ProgressSink, checks: list) -> None:
@@ -173,18 +169,14 @@ def _engine_checks(dep: Deployment) -> list[Check]:
 
     def reachable(n: NodeRef) -> str:
         version = engine.engine_info(n.target).get("ServerVersion", "?")
-        return (
-            f"Docker {version} at {n.target.label} reachable"
-            if n.member
-            else f"Docker {version} reachable"
-        )
+        return f"Docker {version}{f' at {n.target.label}' if n.member else ''} reachable"
 
-    with ThreadPoolExecutor(
-        max_workers=len(dep.nodes) + 1, thread_name_prefix="preflight-engine"
-    ) as pool:
-        compose = pool.submit(
-            preflight.attempt, "compose", lambda: f"docker compose {enginecache.compose_version()}"
-        )
+    def compose_version() -> str:
+        return f"docker compose {enginecache.compose_version()}"
+
+    workers = len(dep.nodes) + 1
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight-engine") as pool:
+        compose = pool.submit(preflight.attempt, "compose", compose_version)
         asked = [
             pool.submit(preflight.attempt, n.named("engine"), functools.partial(reachable, n))
             for n in dep.nodes
@@ -230,11 +222,8 @@ def _place_image(
                     engine.copy_image(image, DEFAULT, n.target)
         except ComposegenError as exc:
             hint = f" (hint: {exc.hint})" if exc.hint else ""
-            return (
-                image,
-                [Check("image", "fail", f"placing the emulator image: {exc.message}{hint}")],
-                set(),
-            )
+            why = f"placing the emulator image: {exc.message}{hint}"
+            return image, [Check("image", "fail", why)], set()
     ids: dict[str | None, str | None] = {}
     present: set[NodeRef] = set()
     for n in dep.nodes:
@@ -272,26 +261,21 @@ def _prometheus_image(dep: Deployment, sink: ProgressSink) -> Check:
 def _same_image(image: str, ids: dict[str | None, str | None]) -> Check:
     if len(set(ids.values())) > 1:
         listing = ", ".join(f"{name} {(digest or '')[:19]}…" for name, digest in ids.items())
-        return Check(
-            "image-digest",
-            "fail",
-            f"{image} is not the same image on every node ({listing}); "
-            "copy one build everywhere (`docker save IMAGE | docker -H NODE load`) or pin a digest",
+        copy = (
+            "copy one build everywhere (`docker save IMAGE | docker -H NODE load`) or pin a digest"
         )
-    return Check(
-        "image-digest", "ok", f"{image} is {(next(iter(ids.values())) or '')[:19]}… on every node"
-    )
+        why = f"{image} is not the same image on every node ({listing}); {copy}"
+        return Check("image-digest", "fail", why)
+    same = f"{image} is {(next(iter(ids.values())) or '')[:19]}… on every node"
+    return Check("image-digest", "ok", same)
 
 
 def _api_reachable(dep: Deployment) -> Check:
     head, bind = dep.head, dep.r.profile.service.port.bind
     if not head.target.is_local and is_loopback(bind):
-        return Check(
-            "endpoint",
-            "fail",
-            f"the API binds {bind} on the remote head ({head.target.label}); composegen cannot poll "
-            "it from here — bind 0.0.0.0 or the head's address (service.port.bind)",
-        )
+        binds = f"the API binds {bind} on the remote head ({head.target.label})"
+        how = "bind 0.0.0.0 or the head's address (service.port.bind)"
+        return Check("endpoint", "fail", f"{binds}; composegen cannot poll it from here — {how}")
     return Check("endpoint", "ok", f"the head's API will answer at {dep.endpoint().base_url}")
 
 

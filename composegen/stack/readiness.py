@@ -33,11 +33,8 @@ class Endpoint:
 
     @property
     def peer(self) -> Peer:
-        return Peer(
-            self.host,
-            self.port,
-            {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
-        )
+        auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return Peer(self.host, self.port, auth)
 
     def port_open(self) -> bool:
         """Something answers HTTP on the port. A TCP connect is not enough: docker-proxy accepts on
@@ -78,13 +75,13 @@ def models_entry(endpoint: Endpoint, served_name: str) -> replies.ModelEntry | N
     except PeerUnreachable:
         return None
     if status in (401, 403):
+        key = (
+            "and refused the one composegen sent"
+            if endpoint.api_key
+            else "composegen was not given"
+        )
         raise Unauthorized(
-            f"{endpoint.base_url}/v1/models answered {status}: the server wants an API key "
-            + (
-                "and refused the one composegen sent"
-                if endpoint.api_key
-                else "composegen was not given"
-            ),
+            f"{endpoint.base_url}/v1/models answered {status}: the server wants an API key {key}",
             hint="set service.environment.VLLM_API_KEY: ${VLLM_API_KEY} in the profile and export VLLM_API_KEY",
         )
     if status != 200:
@@ -128,9 +125,8 @@ def wait_ready(
         if now - last_state >= STATE_POLL_S or "running" not in waited.phases:
             last_state = now
             _container_phase(state(), restarts0, reach)
-        if "running" in waited.phases and _api_phase(
-            endpoint, served_name, max_model_len, waited, reach
-        ):
+        api = "running" in waited.phases
+        if api and _api_phase(endpoint, served_name, max_model_len, waited, reach):
             return waited
         on_tick(time.monotonic() - start)
         time.sleep(HTTP_POLL_S)

@@ -31,15 +31,13 @@ def running_container(project: Project, r: Resolved) -> ContainerFacts:
     ctr = head_container(project, r)
     if ctr is None or not ctr.running:
         state = "is not running" if ctr is None else f"is {ctr.state}"
-        up = loadstate.up_hint(
-            r.name, ctr.emulated if ctr else deployment(project, r).override_path(head).is_file()
-        )
+        emulated = ctr.emulated if ctr else deployment(project, r).override_path(head).is_file()
+        up = loadstate.up_hint(r.name, emulated)
         raise EngineError(
             f"{r.name} {state}", hint=f"{up} first (`composegen status` lists what runs)"
         )
-    loadstate.raise_if_loading(
-        r.name, ctr, placement.endpoint(r), r.profile.service.startup_timeout
-    )
+    timeout = r.profile.service.startup_timeout
+    loadstate.raise_if_loading(r.name, ctr, placement.endpoint(r), timeout)
     return ctr
 
 

@@ -58,18 +58,14 @@ class SshDestination:
 def split_url(url: str) -> tuple[str, int | None, str | None]:
     """ssh://[user@]host[:port] -> (host, port or None, user or None); else bad input."""
     parts = urlsplit(url)
-    if (
-        parts.scheme != "ssh"
-        or not parts.hostname
-        or parts.hostname.startswith("-")
-        or parts.path not in ("", "/")
-    ):
+    host = parts.hostname or ""
+    if parts.scheme != "ssh" or not host or host.startswith("-") or parts.path not in ("", "/"):
         raise BadInput(f"{url!r}: expected ssh://[user@]host[:port]")
     try:
         port = parts.port
     except ValueError:
         raise BadInput(f"{url!r}: the port is not a number in 1-65535") from None
-    return parts.hostname, port, parts.username
+    return host, port, parts.username
 
 
 def _base_argv(url: str) -> list[str]:
@@ -114,11 +110,8 @@ def classify(stderr: str) -> tuple[str, str]:
 
 
 def _last_line(text: str) -> str:
-    lines = [
-        line.strip()
-        for line in text.splitlines()
-        if line.strip() and not line.startswith("Warning:")
-    ]
+    lines = [line.strip() for line in text.splitlines() if not line.startswith("Warning:")]
+    lines = [line for line in lines if line]
     return lines[-1] if lines else "(ssh printed nothing)"
 
 
@@ -137,9 +130,8 @@ class Tunnel:
     def _fail(self, what: str, stderr: str) -> EngineError:
         kind, hint = classify(stderr)
         where = f"{self.dest.user}@{self.dest.hostname}:{self.dest.port}"
-        return EngineError(
-            f"ssh to {self.url} ({where}) failed ({kind}): {_last_line(stderr)}{what}", hint=hint
-        )
+        failed = f"failed ({kind}): {_last_line(stderr)}{what}"
+        return EngineError(f"ssh to {self.url} ({where}) {failed}", hint=hint)
 
     def _remote_engine(self) -> str:
         """The node's engine as its ssh session sees it (~/.ssh/environment's DOCKER_HOST)."""
@@ -157,31 +149,27 @@ class Tunnel:
         if remote.startswith("tcp://"):
             parts = urlsplit(remote)
             return f"{parts.hostname}:{parts.port or 2375}"
-        raise EngineError(
-            f"{self.url}: the node's DOCKER_HOST is {remote!r}; composegen forwards unix:// and tcp://"
-        )
+        forwards = "composegen forwards unix:// and tcp://"
+        raise EngineError(f"{self.url}: the node's DOCKER_HOST is {remote!r}; {forwards}")
 
     def _open(self) -> None:
         remote = self._remote_engine()
         argv = [*_base_argv(self.url)]
         forward = ["-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes"]
         argv[1:1] = ["-N", *forward, "-L", f"{self.socket}:{remote}"]
-        self._proc = subprocess.Popen(
+        proc = subprocess.Popen(
             argv, stdin=DEVNULL, stdout=DEVNULL, stderr=PIPE, start_new_session=True
         )
-        deadline = time.monotonic() + CONNECT_TIMEOUT_S + 5
+        self._proc, wait = proc, CONNECT_TIMEOUT_S + 5
+        deadline = time.monotonic() + wait
         while not self.socket.exists():
-            if self._proc.poll() is not None:
-                stderr = (
-                    self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
-                )
+            if proc.poll() is not None:
+                stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
                 self._proc = None
                 raise self._fail(" while forwarding the engine socket", stderr)
             if time.monotonic() > deadline:
                 self.close()
-                raise self._fail(
-                    "", f"Connection timed out: no forwarded socket after {CONNECT_TIMEOUT_S + 5} s"
-                )
+                raise self._fail("", f"Connection timed out: no forwarded socket after {wait} s")
             time.sleep(0.02)
 
     @property

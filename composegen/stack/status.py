@@ -141,6 +141,7 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
         nodes.append(info)
     if not dep.multi and not containers and not networks:
         return None
+    p = dep.r.profile
     drifts = [x.drift for x in nodes if x.drift]
     overall = next((d for d in drifts if d.state == "drifted"), drifts[0] if drifts else None)
     ep = dep.endpoint()
@@ -152,17 +153,13 @@ def deployment_status(dep: Deployment) -> StackStatus | None:
         project=dep.head.project,
         containers=containers,
         endpoint=_asleep(
-            dep,
-            head,
-            _endpoint(
-                ep, head, dep.r.profile.model.served_name, dep.r.profile.service.startup_timeout
-            ),
+            dep, head, _endpoint(ep, head, p.model.served_name, p.service.startup_timeout)
         ),
         drift=overall or Drift(state="unknown", running=None, out=None, profile=dep.r.hash),
         nodes=nodes if dep.multi else None,
         networks=networks,
-        image_policy=dep.r.profile.image_policy,
-        unsafe_mounts=[f"{m.source}: {m.reason}" for m in dep.r.profile.service.unsafe_mounts],
+        image_policy=p.image_policy,
+        unsafe_mounts=[f"{m.source}: {m.reason}" for m in p.service.unsafe_mounts],
     )
 
 
@@ -248,15 +245,12 @@ class _Where(TypedDict, total=False):
 
 
 def _where(n: NodeRef | None) -> _Where:
-    return (
-        _Where(node=n.name, rank=n.rank, engine=n.target.label)
-        if n is not None and n.member
-        else _Where()
-    )
+    if n is None or not n.member:
+        return _Where()
+    return _Where(node=n.name, rank=n.rank, engine=n.target.label)
 
 
-# Left out first to last when a terminal is narrower than the table (the profile, state and API
-# stay).
+# Left out first to last when a terminal is narrower than the table (profile, state and API stay).
 NARROW_DROP = (
     "RESTARTS",
     "UPTIME",
@@ -286,42 +280,28 @@ def format_text(report: StatusReport, width: int | None = None) -> str:
         ]
         notes += [f"{s.profile}: unsafe mount (service.unsafe_mounts) {m}" for m in s.unsafe_mounts]
         if s.image_policy != "pinned":
-            notes.append(
-                f"{s.profile}: image not pinned by digest (image_policy: {s.image_policy})"
-            )
+            unpinned = f"image not pinned by digest (image_policy: {s.image_policy})"
+            notes.append(f"{s.profile}: {unpinned}")
         if s.networks and not any(c.name for c in s.containers):
             notes.append(
                 f"{s.profile}: network {', '.join(s.networks)} left without its containers; "
                 f"`composegen down {s.profile}` removes it"
             )
-    header = [
-        "PROFILE",
-        *(["NODE"] if multi else []),
-        "CONTAINER",
-        "STATE",
-        "HEALTH",
-        "RESTARTS",
-        "UPTIME",
-    ]
-    header += ["ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
-    return (table(rows, header, width=width, drop=NARROW_DROP) if rows else "") + "".join(
-        f"{n}\n" for n in notes
-    )
+    header = ["PROFILE", *(["NODE"] if multi else []), "CONTAINER", "STATE", "HEALTH", "RESTARTS"]
+    header += ["UPTIME", "ENDPOINT", "MODEL", "API", "MAX_LEN", "DRIFT"]
+    shown = table(rows, header, width=width, drop=NARROW_DROP) if rows else ""
+    return shown + "".join(f"{n}\n" for n in notes)
 
 
 def _row(s: StackStatus, c: ContainerStatus, multi: bool) -> list[str]:
     ep, d = s.endpoint, s.drift
     # never "unhealthy" while it loads
     api = loadstate.api_text(ep.healthy, ep.served_name, ep.loading)
-    if ep.sleeping is not None:
-        held = (
-            f", {ep.sleeping.gpu_gib_held:g} GiB held"
-            if ep.sleeping.gpu_gib_held is not None
-            else ""
-        )
-        api = f"asleep L{ep.sleeping.level}{held}" + (
-            f" since {ep.sleeping.since}" if ep.sleeping.since else ""
-        )
+    asleep = ep.sleeping
+    if asleep is not None:
+        held = f", {asleep.gpu_gib_held:g} GiB held" if asleep.gpu_gib_held is not None else ""
+        since = f" since {asleep.since}" if asleep.since else ""
+        api = f"asleep L{asleep.level}{held}{since}"
     drift_text = d.state if d.state != "drifted" else f"drifted ({d.newer} is newer)"
     node = [f"{c.node} (rank {c.rank})" if c.node is not None else "-"] if multi else []
     return [
@@ -329,7 +309,7 @@ def _row(s: StackStatus, c: ContainerStatus, multi: bool) -> list[str]:
         *node,
         c.name or "-",
         c.state,
-        "asleep" if ep.sleeping is not None else loadstate.health_text(c.health, bool(ep.ready)),
+        "asleep" if asleep is not None else loadstate.health_text(c.health, bool(ep.ready)),
         str(c.restarts),
         f"{c.uptime_s:.0f}s" if c.uptime_s is not None else "-",
         (ep.url or "-").removeprefix("http://"),

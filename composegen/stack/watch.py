@@ -21,8 +21,7 @@ from composegen.vllm.stages import is_ready_line
 
 WORKER_POLL_S = 0.5
 # The engine logs `Application startup complete.` before it answers, but Docker's log stream can
-# hand the line
-# over later than /health answers (seconds on a loaded engine): the wait for it is bounded by this.
+# hand the line over later than /health answers (seconds on a loaded engine): the wait is bounded.
 READY_LINE_GRACE_S = 5.0
 
 
@@ -116,17 +115,11 @@ class Watcher:
             self.followers.drain(self.sink)
             self.sink.heartbeat(t, self.followers.last)
 
-        r = self.dep.r
-        answered = False
+        r, answered = self.dep.r, False
         try:
+            asked = (self.dep.endpoint(), r.profile.model.served_name, max_model_len(r), timeout)
             waited = readiness.wait_ready(
-                self.head_state,
-                self.dep.endpoint(),
-                r.profile.model.served_name,
-                max_model_len(r),
-                timeout,
-                on_phase=self.sink.phase,
-                on_tick=tick,
+                self.head_state, *asked, on_phase=self.sink.phase, on_tick=tick
             )
             answered = True
             return waited

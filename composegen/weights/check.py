@@ -53,9 +53,8 @@ def verify(report: WeightsReport, loc: Location, hub: dict[str, snapshot.HubFile
             f.verified = hubapi.digest_matches(os.path.join(loc.snapshot, f.name), hub[f.name])
             if f.verified is False:
                 bad.append(f.name)
-                report.problems.append(
-                    f"{f.name}: hash differs from the Hub's (corrupt or a different revision)"
-                )
+                differs = "hash differs from the Hub's (corrupt or a different revision)"
+                report.problems.append(f"{f.name}: {differs}")
     report.complete = report.complete and not bad
     return bad
 
@@ -69,20 +68,18 @@ def run(
     on_file: Callable[[str], None] = lambda n: None,
 ) -> WeightsReport:
     """The whole local check: list, ask the Hub when needed, download what is missing, verify."""
-    # The Hub only when it is needed: a plain check (and `up`'s preflight) never waits on the
-    # network.
+    # The Hub only when it is needed: a plain check (and `up`'s preflight) never waits on it.
     hub = hubapi.files(loc) if download or check_hashes else None
     report = build(name, loc, snapshot.list_local(loc.snapshot, loc.blobs), hub)
     bad = verify(report, loc, hub) if check_hashes and hub is not None else []
     if download and hub is not None:
         wrong_size = {p.split(":", 1)[0] for p in report.problems if "bytes, the Hub says" in p}
-        todo = [
-            f.name for f in report.files if not f.present or f.name in bad or f.name in wrong_size
-        ]
+        redo = set(bad) | wrong_size
+        todo = [f.name for f in report.files if not f.present or f.name in redo]
         # The index first: it names the shards, which are only known once it is here.
         todo.sort(key=lambda n: n != snapshot.INDEX)
         if todo:
-            hubapi.download(loc, todo, set(bad) | wrong_size, on_file, hub)
+            hubapi.download(loc, todo, redo, on_file, hub)
             report = build(name, loc, snapshot.list_local(loc.snapshot, loc.blobs), hub)
             rest = [f.name for f in report.files if not f.present]
             if rest:  # the shards the freshly fetched index names

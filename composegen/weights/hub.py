@@ -38,10 +38,8 @@ def _endpoint() -> str:
 
 def _is_transport(exc: BaseException) -> bool:
     names = {c.__name__ for c in type(exc).__mro__}
-    return bool(
-        names
-        & {"TransportError", "ConnectionError", "Timeout", "OfflineModeIsEnabled", "TimeoutError"}
-    )
+    transport = {"TransportError", "ConnectionError", "Timeout", "OfflineModeIsEnabled"}
+    return bool(names & (transport | {"TimeoutError"}))
 
 
 def translate(exc: BaseException, loc: Location, where: str) -> Exception:
@@ -56,10 +54,9 @@ def translate(exc: BaseException, loc: Location, where: str) -> Exception:
             "is gated or private",
             hint="accept the model's terms on the Hub and export HF_TOKEN with a token that has access",
         )
+    hub = f"{loc.model_id} on {_endpoint()}"
     if isinstance(exc, errors.RevisionNotFoundError):
-        return BadInput(
-            f"model.revision: {loc.revision} is not a revision of {loc.model_id} on {_endpoint()}"
-        )
+        return BadInput(f"model.revision: {loc.revision} is not a revision of {hub}")
     if isinstance(exc, errors.RepositoryNotFoundError):
         return BadInput(f"model.id: {loc.model_id} is not a repository on {_endpoint()}")
     if isinstance(exc, errors.RemoteEntryNotFoundError):
@@ -67,12 +64,10 @@ def translate(exc: BaseException, loc: Location, where: str) -> Exception:
             f"{where}: the Hub has no such file in {loc.model_id}@{loc.revision[:12]}"
         )
     if _is_transport(exc):
-        return EngineError(
-            f"the Hugging Face Hub at {_endpoint()} is unreachable ({type(exc).__name__}: {where})"
-        )
-    return EngineError(
-        f"the Hub at {_endpoint()} failed ({where}): {str(exc).splitlines()[0][:200]}"
-    )
+        why = f"{type(exc).__name__}: {where}"
+        return EngineError(f"the Hugging Face Hub at {_endpoint()} is unreachable ({why})")
+    first = str(exc).splitlines()[0][:200]
+    return EngineError(f"the Hub at {_endpoint()} failed ({where}): {first}")
 
 
 # the file listing of one revision; a Hub that takes longer is not answering
@@ -108,27 +103,17 @@ def _checked_file(s: RepoSibling) -> HubFile:
     a size)."""
     name, size, lfs, blob = s.rfilename, s.size, s.lfs, s.blob_id
     sha256 = getattr(lfs, "sha256", None) if lfs else None
-    bad = (
-        not isinstance(name, str)
-        or not name
-        or (
-            size is not None
-            and (not isinstance(size, int) or isinstance(size, bool) or not 0 <= size < 2**50)
+
+    def hex_or_none(value: object, length: int) -> bool:
+        return value is None or (
+            isinstance(value, str) and len(value) == length and bool(_HEX.fullmatch(value))
         )
-        or (
-            sha256 is not None
-            and not (isinstance(sha256, str) and len(sha256) == 64 and _HEX.fullmatch(sha256))
-        )
-        or (
-            blob is not None
-            and not (isinstance(blob, str) and len(blob) == 40 and _HEX.fullmatch(blob))
-        )
-    )
-    if bad:
-        shown = repr(name)[:80]
-        raise EngineError(
-            f"the Hub at {_endpoint()} sent a file entry that is not one ({shown}: name, size or hash)"
-        )
+
+    sized = size is None or (type(size) is int and 0 <= size < 2**50)
+    hashes = hex_or_none(sha256, 64) and hex_or_none(blob, 40)
+    if not (isinstance(name, str) and name and sized and hashes):
+        entry = f"a file entry that is not one ({repr(name)[:80]}: name, size or hash)"
+        raise EngineError(f"the Hub at {_endpoint()} sent {entry}")
     return HubFile(size, sha256, blob)
 
 
@@ -184,9 +169,8 @@ def _expected_size(
             f"{name}: the server at {_endpoint()} announced a size that is not one; refused"
         )
     if size is not None and announced is not None and size != announced:
-        raise EngineError(
-            f"{name}: the Hub lists {size} bytes but the file announces {announced}; refused"
-        )
+        lists = f"the Hub lists {size} bytes but the file announces {announced}"
+        raise EngineError(f"{name}: {lists}; refused")
     return size if size is not None else announced
 
 
@@ -217,23 +201,20 @@ def download(
 
     for name in names:
         if (problem := safewrite.component_problem(name)) is not None:
-            raise EngineError(
-                f"{loc.model_id}: the file name {name!r} {problem}; refused (not one plain file name)"
-            )
+            refused = f"{problem}; refused (not one plain file name)"
+            raise EngineError(f"{loc.model_id}: the file name {name!r} {refused}")
     for name in names:
         on_file(name)
         try:
             url = hf_hub_url(loc.model_id, name, revision=loc.revision, endpoint=_endpoint())
             meta = get_hf_file_metadata(url)
             if meta.commit_hash and meta.commit_hash != loc.revision:
-                raise EngineError(
-                    f"{name}: the Hub served commit {meta.commit_hash}, not {loc.revision}"
-                )
+                served = f"the Hub served commit {meta.commit_hash}, not {loc.revision}"
+                raise EngineError(f"{name}: {served}")
             etag = meta.etag or ""
             if loc.kind == "hub" and not _ETAG.fullmatch(etag):
-                raise EngineError(
-                    f"{name}: the Hub's etag {etag[:80]!r} is not a plain blob name; refused"
-                )
+                not_plain = f"the Hub's etag {etag[:80]!r} is not a plain blob name"
+                raise EngineError(f"{name}: {not_plain}; refused")
             _fetch_blob(loc, name, meta, force, listed)
         except (EngineError, BadInput):
             raise
@@ -287,9 +268,8 @@ def _fetch_blob(
                     transfer.run(fetch, fh, budget)
             except transfer.OverBudget as exc:
                 cachedirs.remove(store, partial)  # a lying server's bytes are not resumed
-                raise EngineError(
-                    f"{name}: the server at {_endpoint()} {exc}; download stopped"
-                ) from None
+                stopped = f"the server at {_endpoint()} {exc}; download stopped"
+                raise EngineError(f"{name}: {stopped}") from None
             cachedirs.settle(store, partial, final, loc)
         if loc.kind == "hub":
             cachedirs.link(dirs.snapshot_dir(), name, f"../../blobs/{etag}", loc)

@@ -94,14 +94,9 @@ def checked_listing(found: object) -> Listing:
     index = found.get("index")
     if index is not None and not isinstance(index, str):
         raise ValueError("`index` is not text")
-    return Listing(
-        exists=found["exists"],
-        files=sizes(found.get("files"), "files", nullable=True),
-        index=index,
-        partial={
-            k: v or 0 for k, v in sizes(found.get("partial"), "partial", nullable=False).items()
-        },
-    )
+    files = sizes(found.get("files"), "files", nullable=True)
+    partial = {k: v or 0 for k, v in sizes(found.get("partial"), "partial", nullable=False).items()}
+    return Listing(exists=found["exists"], files=files, index=index, partial=partial)
 
 
 def listing_args(snapshot: str, blobs: str | None) -> str:
@@ -186,8 +181,9 @@ def judge(listing: Listing, hub: dict[str, HubFile] | None = None) -> Judged:
     for name in names:
         size = files.get(name)
         expected = hub[name].size if hub is not None and name in hub else None
+        present = size is not None
         out.files.append(
-            {"name": name, "bytes": size, "present": size is not None, "expected_bytes": expected}
+            {"name": name, "bytes": size, "present": present, "expected_bytes": expected}
         )
         if size is None:
             out.missing.append(name)

@@ -82,9 +82,8 @@ class _Connection(http.client.HTTPConnection):
 
     def connect(self) -> None:
         err: OSError | None = None
-        for family, kind, proto, _, address in socket.getaddrinfo(
-            self.host, self.port, 0, socket.SOCK_STREAM
-        ):
+        found = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_STREAM)
+        for family, kind, proto, _, address in found:
             sock = _DeadlineSocket(family, kind, proto)
             sock.deadline = self.deadline
             try:
@@ -135,10 +134,9 @@ class Streaming:
                 # peer hangs up: a cut reply would read as a whole (shorter) one
                 short = self._resp.length
                 if short:
-                    raise CutShort(
-                        f"{self.url}: the reply ended {short} bytes short of its Content-Length "
-                        f"(after {self.received}): the connection was closed"
-                    )
+                    ended = f"the reply ended {short} bytes short of its Content-Length"
+                    closed = f"(after {self.received}): the connection was closed"
+                    raise CutShort(f"{self.url}: {ended} {closed}")
                 return
             self.received += len(piece)
             if self.received > self.cap:
@@ -185,9 +183,8 @@ class Peer:
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 raise _failure(url, exc, deadline_s) from None
-            yield Streaming(
-                url, resp.status, resp.getheader("content-type") or "", resp, deadline_s, cap
-            )
+            content_type = resp.getheader("content-type") or ""
+            yield Streaming(url, resp.status, content_type, resp, deadline_s, cap)
         finally:
             conn.close()
 

@@ -13,15 +13,8 @@ import uuid
 import httpx
 import pytest
 
-from composegen.stack.emulatorimage import (
-    IMAGE_REPO,
-    base_image,
-    build_context,
-    context_files,
-    describe_image,
-    format_text,
-    image_tag,
-)
+from composegen.stack.emulatorimage import IMAGE_REPO, build_context, context_files, image_tag
+from composegen.stack.engine import BASE_IMAGE
 
 LABEL = f"io.composegen.test=emulator-image-{uuid.uuid4().hex[:8]}"  # per worker process
 
@@ -47,9 +40,6 @@ def test_context_and_tag_are_content_addressed(tmp_path):
     assert image_tag().startswith(f"{IMAGE_REPO}:") and image_tag() == image_tag()
     with pytest.raises(FileExistsError):
         build_context(context)
-    described = describe_image()
-    assert described["tag"] == image_tag() and [f["path"] for f in described["files"]] == written
-    assert image_tag() in format_text(described)
 
 
 def test_tag_follows_the_content(tmp_path, monkeypatch):
@@ -65,9 +55,7 @@ def image(tmp_path_factory):
     # A tag of our own: the driver and other test runs share image_tag(), so never build over or remove it.
     tag = f"{image_tag()}-test-{uuid.uuid4().hex[:8]}"
     context = build_context(tmp_path_factory.mktemp("emulator-context") / "ctx")
-    docker(
-        "build", "-q", "-t", tag, "--build-arg", f"BASE={base_image()}", str(context), timeout=600
-    )
+    docker("build", "-q", "-t", tag, "--build-arg", f"BASE={BASE_IMAGE}", str(context), timeout=600)
     yield tag
     # Only this worker's containers (LABEL is per process): another worker's module fixture runs the same tests,
     # and removing its running containers was this test's flake under 4 workers. Not `ancestor=TAG`: the tag
