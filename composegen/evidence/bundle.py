@@ -35,13 +35,23 @@ import shutil
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from composegen import __version__, privatestate, safewrite
 from composegen.bench.reports import BenchResult
 from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
-from composegen.evidence.reports.bundle import LoadedRun, RawFile
+from composegen.evidence.reports.bundle import (
+    ContainerFact,
+    EvidenceBundle,
+    GateFacts,
+    LadderFacts,
+    LoadedRun,
+    ProfileRef,
+    RawFile,
+    StartupFacts,
+)
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve
@@ -56,7 +66,6 @@ from composegen.vllm.reports import StartupCheck, StartupReport
 SCHEMA = record.SCHEMA
 MAX_EVIDENCE_BYTES = 64 << 20
 EVIDENCE = "evidence.json"
-SOURCES = ("stack", "log")
 REQUIRED_KEYS = ("schema", "profile", "startup", "source", "unknown", "raw", "created_at")
 
 
@@ -96,15 +105,13 @@ def write_run(
     startup_report: StartupReport,
     gates: GateResult | None = None,
     ladder: LadderResult | None = None,
-    source: str = "stack",
+    source: Literal["stack", "log"] = "stack",
     unknown: Iterable[str] = (),
     bench: BenchResult | None = None,
     extra_raw: dict[str, JsonObject] | None = None,
     now: datetime | None = None,
     container: LiveIdentity | None = None,
 ) -> Path:
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
     # token in a URL) is masked before anything is kept.
     parts = [startup_report, gates, ladder, bench]
@@ -147,30 +154,29 @@ def write_run(
         if file_name in raw or file_name == EVIDENCE or Path(file_name).name != file_name:
             raise ValueError(f"extra_raw: {file_name!r} is not a free plain file name")
         raw[file_name] = _json_bytes(value)
-    evidence = {
-        "schema": SCHEMA,
-        "profile": {"name": r.name, "hash": r.hash},
-        "image_digest": digest,
-        "model_revision": revision,
-        "compose_sha256": compose_sha,
-        "startup": startup_json,
-        "gates": gates,
-        "ladder": ladder,
-        "bench": bench,
-        "container": container.to_json() if container else None,
-        "emulated": bool(container and container.emulated),
-        "composegen_version": __version__,
-        "created_at": privatestate.stamp(now),
-        "source": source,
-        "unknown": sorted(missing),
-        "raw": [
-            {"file": name, "sha256": _sha256(data), "bytes": len(data)}
-            for name, data in raw.items()
+    evidence = EvidenceBundle(
+        schema=record.SCHEMA,
+        profile=ProfileRef(name=r.name, hash=r.hash),
+        image_digest=digest,
+        model_revision=revision,
+        compose_sha256=compose_sha,
+        startup=StartupFacts.model_validate(startup_json),
+        gates=GateFacts.model_validate(gates) if gates else None,
+        ladder=LadderFacts.model_validate(ladder) if ladder else None,
+        bench=BenchResult.model_validate(bench) if bench else None,
+        container=ContainerFact.model_validate(container.to_json()) if container else None,
+        emulated=bool(container and container.emulated),
+        composegen_version=__version__,
+        created_at=privatestate.stamp(now),
+        source=source,
+        unknown=sorted(missing),
+        raw=[
+            RawFile(file=name, sha256=_sha256(data), bytes=len(data)) for name, data in raw.items()
         ],
-    }
+    )
     name = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{r.name}"
     runs_dir = project.inside(project.runs_dir)  # refused when runs/ is a link to elsewhere
-    return _publish(runs_dir, name, {**raw, EVIDENCE: _json_bytes(evidence)})
+    return _publish(runs_dir, name, {**raw, EVIDENCE: _json_bytes(evidence.as_read())})
 
 
 def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
@@ -338,16 +344,7 @@ def load_run(path: str | Path, root: str | Path | None = None) -> LoadedRun:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
     model = record.check_document(doc, str(doc_path))
     _check_raw(model.raw, bundle, doc_path)
-    loaded = LoadedRun.at(model, bundle)
-    _check_bench(loaded, doc_path)
-    return loaded
-
-
-def _check_bench(doc: LoadedRun, doc_path: Path) -> None:
-    """The bench part stays the document it was written as (its model: reports.bench.BenchResult);
-    its levels must be a list for anyone to read it."""
-    if doc.bench is not None and not isinstance(doc.bench.get("levels"), list):
-        raise BadInput(f"{doc_path}: bench: needs a levels list")
+    return LoadedRun.at(model, bundle)
 
 
 def format_text(doc: LoadedRun, shown_path: str | None = None) -> str:
@@ -374,12 +371,9 @@ def format_text(doc: LoadedRun, shown_path: str | None = None) -> str:
         if ladder
         else "  ladder    not run"
     )
-    # the bench part stays the document it was written as (its model: reports.bench.BenchResult)
-    bench = doc.bench
-    if bench:
+    if bench := doc.bench:
         levels = ", ".join(
-            f"c{lv.get('concurrency')} {lv.get('request_throughput')} req/s"
-            for lv in bench["levels"]
+            f"c{lv.concurrency} {lv.request_throughput} req/s" for lv in bench.levels
         )
         lines.append(f"  bench     {levels}")
     if doc.unknown:

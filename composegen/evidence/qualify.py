@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Literal
 
 from composegen import privatestate
 from composegen.bench import closed
@@ -90,7 +91,7 @@ def qualify(
     run_ladder_fn: Callable[..., LadderResult],
     run_gates_fn: Callable[..., GateResult],
     startup_log_text: str | None = None,
-    source: str = "stack",
+    source: Literal["stack", "log"] = "stack",
     container: LiveIdentity | None = None,
     run_bench_fn: Callable[..., BenchResult] | None = None,
     exposure_fn: Callable[[], ExposureMatrix] | None = None,

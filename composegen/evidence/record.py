@@ -10,7 +10,7 @@ loaded bundle as its own report model.
 from __future__ import annotations
 
 import math
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
@@ -19,7 +19,7 @@ from composegen.evidence.reports.bundle import INT_LIMIT, EvidenceBundle, Loaded
 from composegen.project import profile_name_problem
 from composegen.report import Report
 
-SCHEMA = "composegen.evidence/v1"
+SCHEMA: Final = "composegen.evidence/v1"
 MAX_DEPTH = 32  # evidence.json nests 5 deep; deeper is damage, and would exhaust the stack later on
 Part = TypeVar("Part", bound=Report)
 
