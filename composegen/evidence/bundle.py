@@ -1,28 +1,14 @@
-"""Evidence bundles: runs/<UTC YYYYmmddTHHMMSSZ>-<profile>/ with evidence.json and the raw files it
-hashes.
+"""Evidence bundles: runs/<UTC YYYYmmddTHHMMSSZ>-<profile>/ with evidence.json (the model
+reports/bundle.py: EvidenceBundle) and the raw files it hashes: startup.log (when given),
+startup.json, gates.json, ladder.json, bench.json, plus any `extra_raw` (qualify.json).
 
-`write_run(project, r, *, startup_log_text, startup_report, gates=None, ladder=None, source="stack",
-unknown=()) -> Path` writes the bundle into a temporary directory and renames it into place, so a
-reader never sees half a bundle. evidence.json (schema "composegen.evidence/v1"):
-
-  {"schema", "profile": {"name", "hash"}, "image_digest" (sha256:… | null), "model_revision" (str | null),
-   "compose_sha256" (of out/NAME/compose.yaml | null), "startup" (startup report dict), "gates" (run_gates
-   result | null), "ladder" (run_ladder result | null), "composegen_version", "created_at" (UTC ISO 8601),
-   "source" ("stack" | "log"), "unknown": [fields this run could not know, sorted],
-   "raw": [{"file", "sha256", "bytes"}]}
-
-Raw files: startup.log (when given), startup.json, gates.json, ladder.json (when given), plus any
-`extra_raw` {file name: JSON value} (qualify.json). A field is null and listed in `unknown` rather
-than filled from the profile when the run cannot vouch for it: a log recorded elsewhere says nothing
-about the image or compose file that host ran, and no gates or ladder.
-
-A bundle of a profile's running stack is captured by evidence/capture.py (this module never drives
-an engine; it reads and writes bundles). `from_log(project, name, log_path, force=False) -> Path`: a
-bundle from a startup log recorded elsewhere (source "log"); refused (BadInput) when the log's model
-or max_model_len contradicts the profile, unless force. `load_run(path) -> LoadedRun`: evidence.json
-as its model plus `path` (the bundle directory); BadInput for a missing or malformed bundle, CheckFailed when a raw
-file is missing or its sha256 differs from the record. `resolve_run(spec, root) -> Path`: a bundle
-directory, its evidence.json, or a run name under runs/.
+`write_run` writes into a temporary directory and renames it into place, so a reader never sees
+half a bundle. A field is null and listed in `unknown` rather than filled from the profile when the
+run cannot vouch for it: a log recorded elsewhere (`from_log`, source "log") says nothing about the
+image or compose file that host ran. `from_log` refuses (BadInput) a log whose model or
+max_model_len contradicts the profile, unless force. `load_run` hands back the model plus `path`;
+BadInput for a missing or malformed bundle, CheckFailed when a raw file is missing or its sha256
+differs from the record. This module never drives an engine (evidence/capture.py does).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Checks of evidence.json before its model (reports/bundle.py: EvidenceBundle) is trusted, so
 compare, plan and qualify never meet a damaged bundle (a string where a number belongs, NaN, a
 5000-digit integer, a field nested 10,000 deep).
-
 Anywhere in the document: numbers are finite and fit 64 bits, nesting stops at MAX_DEPTH.
-`check_document(doc, where)` raises BadInput naming file and field; `load_part` reads one part of a
-loaded bundle as its own report model.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """`composegen report RUN...`: what the evidence runs hold, gathered once for the HTML page
 (reportpage.py) and the Markdown pull-request comment (format_markdown here).
-
-`gather(specs, *, root) -> RunsReport` loads every bundle (checking its raw files' sha256 as
-load_run does) and compares every later run with the first (compare.compare_runs: the A/B Results
-table, config differences, the unexplained-capacity flag, per-level bench deltas). The JSON form
-(`report --json`) is the RunsReport model.
+`gather` loads every bundle and compares every later run with the first.
 """
 
 from __future__ import annotations
@@ -61,7 +57,7 @@ def _summary(doc: LoadedRun, label: str) -> RunSummary:
         startup={key: getattr(doc.startup, key) for key in STARTUP_KEYS},
         gates=f"{gates.passed}/{gates.total}" if gates else None,
         ladder=record.load_part(doc, "ladder", LadderResult),
-        bench=record.load_part(doc, "bench", BenchResult),
+        bench=doc.bench,
     )
 
 
