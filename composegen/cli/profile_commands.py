@@ -29,40 +29,24 @@ def list_(json_: bool = JsonOpt) -> None:
     """
 
     project = _project()
-    rows: list[dict[str, Any]] = []  # ListReport rows, validated into the model for --json
+    rows: list[reports.ListedProfile] = []
     for name in project.profile_names():  # one bad profile must not hide the others
         try:
             r = resolve.load(project, name)
-            rows.append(
-                {
-                    "name": name,
-                    "extends": r.chain[1] if len(r.chain) > 1 else None,
-                    "description": r.profile.description,
-                    "hash": r.hash,
-                    "error": None,
-                }
+            parent = r.chain[1] if len(r.chain) > 1 else None
+            row: dict[str, Any] = dict(
+                extends=parent, description=r.profile.description, hash=r.hash, error=None
             )
         except BadInput as exc:
-            rows.append(
-                {
-                    "name": name,
-                    "extends": None,
-                    "description": "",
-                    "hash": None,
-                    "error": exc.message,
-                }
-            )
-    listed = [
-        [row["name"], row["extends"] or "-", row["description"] or "INVALID (see below)"]
-        for row in rows
-    ]
+            row = dict(extends=None, description="", hash=None, error=exc.message)
+        rows.append(reports.ListedProfile(name=name, **row))
+    listed = [[p.name, p.extends or "-", p.description or "INVALID (see below)"] for p in rows]
     Output(json_).report(
-        reports.ListReport(profiles=[reports.ListedProfile(**row) for row in rows]),
-        lambda: table(listed, ["NAME", "EXTENDS", "DESCRIPTION"]),
+        reports.ListReport(profiles=rows), lambda: table(listed, ["NAME", "EXTENDS", "DESCRIPTION"])
     )
-    bad = [row for row in rows if row["error"]]
-    for row in bad:
-        err(row["error"])
+    bad = [row.error for row in rows if row.error]
+    for error in bad:
+        err(error)
     if bad:
         raise BadInput(f"{len(bad)} of {len(rows)} profiles are invalid")
 
@@ -172,8 +156,5 @@ def schema(
 
     Example: composegen schema --report startup
     """
-    if report is not None:
-        emit_json(report_schemas.schema(report), pretty=True)
-        return
-
-    emit_json(json_schema(), pretty=True)  # a file people commit and read: always indented
+    # a file people commit and read: always indented
+    emit_json(json_schema() if report is None else report_schemas.schema(report), pretty=True)
