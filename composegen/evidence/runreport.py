@@ -9,7 +9,6 @@ import collections
 from pathlib import Path
 
 from composegen.bench import opentext, stats, viaedgetext
-from composegen.bench.reports import BenchResult
 from composegen.errors import BadInput
 from composegen.evidence import bundle as evidence
 from composegen.evidence import compare, record
@@ -137,14 +136,6 @@ def _ladder_md(run: RunSummary) -> list[str]:
     return ["", f"**Context ladder: {md_cell(run.label)}**", "", *_md_table(head, rows)]
 
 
-def _bench_md(result: BenchResult) -> str:
-    """An open loop's table has its own columns (rate asked and achieved, lateness, queueing, SLO);
-    a closed loop's stays as it was."""
-    if result.arrivals == "open":
-        return opentext.format_markdown(result)
-    return stats.format_markdown(result)
-
-
 def format_markdown(report: RunsReport) -> str:
     lines = ["## composegen report", ""]
     if any(run.emulated for run in report.runs):
@@ -159,12 +150,9 @@ def format_markdown(report: RunsReport) -> str:
     for run in report.runs:
         lines += _ladder_md(run)
         if run.bench is not None:
-            lines += [
-                "",
-                f"**Load benchmark: {md_cell(run.label)}**",
-                "",
-                _bench_md(run.bench).rstrip(),
-            ]
+            # an open loop's table has its own columns (rate asked and achieved, lateness, SLO)
+            table = (opentext if run.bench.arrivals == "open" else stats).format_markdown(run.bench)
+            lines += ["", f"**Load benchmark: {md_cell(run.label)}**", "", table.rstrip()]
             if run.bench.via_edge is not None:
                 lines += ["", viaedgetext.format_markdown(run.bench.via_edge).rstrip()]
     lines += ["", "_Plots: `composegen report --html FILE` (one self-contained page)._"]
