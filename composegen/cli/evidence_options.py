@@ -9,8 +9,8 @@ import typer
 
 from composegen.bench import schedule
 from composegen.bench.spec import BenchSpec
-from composegen.cli.app import complete_profile
 from composegen.cli.app import parse_ints as _ints
+from composegen.cli.optiongroups import profile_option
 from composegen.errors import BadInput as BadInputError
 
 RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
@@ -66,12 +66,7 @@ class LogAsk:
     path: Path | None = typer.Option(
         None, "--from-log", help="Build a run from a startup log recorded elsewhere."
     )
-    profile: str | None = typer.Option(
-        None,
-        "--profile",
-        help="With --from-log: the profile of that run.",
-        autocompletion=complete_profile,
-    )
+    profile: str | None = profile_option("With --from-log: the profile of that run.")
     force: bool = typer.Option(
         False,
         "--force",

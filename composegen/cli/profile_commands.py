@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from composegen.cli import reports as report_schemas
-from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
+from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
+from composegen.cli.optiongroups import profile_names
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output, emit_json, err, table
 from composegen.profiles import reports, resolve, rules
@@ -53,9 +54,7 @@ def list_(json_: bool = JsonOpt) -> None:
 
 @app.command()
 def validate(
-    names: list[str] | None = typer.Argument(
-        None, help="Profiles to check (all by default).", autocompletion=complete_profile
-    ),
+    names: list[str] | None = profile_names("Profiles to check (all by default)."),
     strict: bool = typer.Option(
         False, "--strict", help="Also fail on warnings such as an unpinned image."
     ),

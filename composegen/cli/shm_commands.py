@@ -12,10 +12,11 @@ from __future__ import annotations
 import typer
 
 from composegen.cli import shm_output
-from composegen.cli.app import JsonOpt, complete_profile
+from composegen.cli.app import JsonOpt
 from composegen.cli.app import app as root_app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.fastpath import ContainerLabels
+from composegen.cli.optiongroups import profile_option
 from composegen.errors import BadInput
 from composegen.output import Output
 from composegen.shm import reclaim as reclaiming
@@ -37,11 +38,8 @@ def shm(
     container: str | None = typer.Option(
         None, "--container", help="A running container's private /dev/shm."
     ),
-    profile_name: str | None = typer.Option(
-        None,
-        "--profile",
-        help="Multi-node: /dev/shm of every node of this profile.",
-        autocompletion=complete_profile,
+    profile_name: str | None = profile_option(
+        "Multi-node: /dev/shm of every node of this profile."
     ),
     force: bool = ForceOpt,
     fail_on_leftover: bool = FailOpt,

@@ -61,11 +61,8 @@ def _sha256(data: bytes) -> str:
 
 def _file_sha256(path: Path) -> str:
     """Streamed: a raw startup.log can be hundreds of megabytes."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _json_bytes(value: object) -> bytes:
