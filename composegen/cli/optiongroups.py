@@ -14,6 +14,11 @@ import typer
 from composegen.cli.app import complete_profile
 
 
+def flag(name: str, help: str) -> Any:
+    """A switch, off unless given."""
+    return typer.Option(False, name, help=help)
+
+
 def profile_option(help: str) -> Any:
     """`--profile NAME`, completed from the project's profiles."""
     return typer.Option(None, "--profile", help=help, autocompletion=complete_profile)

@@ -12,7 +12,7 @@ import typer
 from composegen.cli import reports as report_schemas
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import profile_names
+from composegen.cli.optiongroups import flag, profile_names
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output, emit_json, err, table
 from composegen.profiles import reports, resolve, rules
@@ -55,9 +55,7 @@ def list_(json_: bool = JsonOpt) -> None:
 @app.command()
 def validate(
     names: list[str] | None = profile_names("Profiles to check (all by default)."),
-    strict: bool = typer.Option(
-        False, "--strict", help="Also fail on warnings such as an unpinned image."
-    ),
+    strict: bool = flag("--strict", "Also fail on warnings such as an unpinned image."),
     json_: bool = JsonOpt,
 ) -> None:
     """Check profiles: schema, flags against the vLLM catalog, cross-field rules.
