@@ -30,6 +30,10 @@ STARTUP_KEYS = (
     "max_concurrency",
 )
 
+# RunSummary fields the bundle holds under the same name
+BUNDLE_KEYS = ["source", "created_at", "composegen_version", "image_digest", "model_revision"]
+BUNDLE_KEYS += ["compose_sha256", "emulated", "unknown", "bench"]
+
 
 def _labels(docs: list[LoadedRun]) -> list[str]:
     names = [doc.profile.name for doc in docs]
@@ -44,19 +48,11 @@ def _summary(doc: LoadedRun, label: str) -> RunSummary:
         label=label,
         profile=doc.profile.name,
         hash=doc.profile.hash,
-        source=doc.source,
-        created_at=doc.created_at,
-        composegen_version=doc.composegen_version,
-        image_digest=doc.image_digest,
-        model_revision=doc.model_revision,
-        compose_sha256=doc.compose_sha256,
-        emulated=doc.emulated,
-        unknown=list(doc.unknown),
+        **{key: getattr(doc, key) for key in BUNDLE_KEYS},
         raw=[RawFile.model_validate(entry.model_dump(exclude_unset=True)) for entry in doc.raw],
         startup={key: getattr(doc.startup, key) for key in STARTUP_KEYS},
         gates=f"{gates.passed}/{gates.total}" if gates else None,
         ladder=record.load_part(doc, "ladder", LadderResult),
-        bench=doc.bench,
     )
 
 
