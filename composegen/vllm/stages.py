@@ -226,10 +226,7 @@ class StageTracker:
         key = "weights" if shards else "graphs" if capture else "download"
         detail = (capture.group("what") or "").strip(" ()") if capture else ""
         self._tqdm(
-            key,
-            bar,
-            at,
-            "shards" if key == "weights" else "graphs" if key == "graphs" else "files",
+            key, bar, at, "shards" if key == "weights" else "graphs" if key == "graphs" else "files"
         )
         if detail:
             self.stages[key].detail = detail
