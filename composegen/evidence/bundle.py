@@ -124,14 +124,11 @@ def write_run(
     raw: dict[str, bytes] = {}
     if startup_log_text is not None:
         raw["startup.log"] = startup_log_text.encode("utf-8")
-    raw["startup.json"] = _json_bytes(startup_json)
-    if gates is not None:
-        raw["gates.json"] = _json_bytes(gates)
-    if ladder is not None:
-        raw["ladder.json"] = _json_bytes(ladder)
-    # reports.bench.BenchResult JSON (`evidence --bench`, qualify's bench criteria)
-    if bench is not None:
-        raw["bench.json"] = _json_bytes(bench)
+    # each part as its report's JSON (bench.json: `evidence --bench`, qualify's bench criteria)
+    as_json = {"startup": startup_json, "gates": gates, "ladder": ladder, "bench": bench}
+    for part, value in as_json.items():
+        if value is not None:
+            raw[f"{part}.json"] = _json_bytes(value)
     # e.g. qualify.json: hashed like every raw file
     for file_name, value in (extra_raw or {}).items():
         if file_name in raw or file_name == EVIDENCE or Path(file_name).name != file_name:
@@ -203,15 +200,9 @@ MAX_LOG_BYTES = 256 * 2**20  # a startup log is a few MB; /dev/zero or a runaway
 
 def read_log(path: Path) -> bytes:
     """A startup log given with --from-log: a regular file or a pipe, at most MAX_LOG_BYTES."""
-    rule = "--from-log takes a regular file or a pipe"
+    rule, where = "--from-log takes a regular file or a pipe", f"{path}: --from-log"
     return read_input(
-        path,
-        f"{path}: --from-log",
-        MAX_LOG_BYTES,
-        "a startup log",
-        rule,
-        stream_ok=True,
-        follow=True,
+        path, where, MAX_LOG_BYTES, "a startup log", rule, stream_ok=True, follow=True
     )
 
 
