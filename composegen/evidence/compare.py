@@ -281,15 +281,17 @@ def _change(row: CompareRow) -> str:
     if delta == 0:
         return "unchanged"
     pct_text = f"{pct:+.3f}%" if pct is not None else None
-    if unit == "GiB":
-        absolute = format_gib(delta, signed=True)
-    elif unit == "tokens":
-        absolute = f"{delta:+,}"
-    elif unit == "x":
-        absolute = f"{delta:+.2f}x"
-    else:  # timings: the seed reports them relative only
+    if unit not in _SIGNED:  # timings: the seed reports them relative only
         return pct_text or f"{delta:+g} {unit}"
+    absolute = _SIGNED[unit](delta)
     return f"{absolute} / {pct_text}" if pct_text else absolute
+
+
+_SIGNED: dict[str, Callable[[Any], str]] = {
+    "GiB": lambda delta: format_gib(delta, signed=True),
+    "tokens": "{:+,}".format,
+    "x": "{:+.2f}x".format,
+}
 
 
 def _headers(result: CompareReport) -> tuple[str, str]:
