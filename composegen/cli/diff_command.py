@@ -7,6 +7,7 @@ import typer
 
 from composegen.cli.app import JsonOpt, app, complete_profile
 from composegen.cli.app import project as _project
+from composegen.cli.optiongroups import flag
 from composegen.diff import semantic as diffing
 from composegen.diff import targets as cross
 from composegen.errors import BadInput
@@ -25,9 +26,7 @@ def diff(
         help="The other side, in any of the same forms as the first (or out/NAME/k8s/ with --targets).",
         autocompletion=complete_profile,
     ),
-    functional_only: bool = typer.Option(
-        False, "--functional-only", help="Exit status from functional changes alone."
-    ),
+    functional_only: bool = flag("--functional-only", "Exit status from functional changes alone."),
     unified: bool = typer.Option(False, "--unified", help="Plain unified diff of the two files."),
     targets: str | None = typer.Option(
         None,

@@ -23,7 +23,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
 from composegen.cli.evidence_options import BenchAsk, LogAsk
-from composegen.cli.optiongroups import grouped
+from composegen.cli.optiongroups import flag, grouped
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -48,10 +48,9 @@ def gate(
         help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
         autocompletion=complete_gate_list,
     ),
-    exposure: bool = typer.Option(
-        False,
+    exposure: bool = flag(
         "--exposure",
-        help="Instead: every startup route through the edge, without and with a key (composegen docs edge).",
+        "Instead: every startup route through the edge, without and with a key (composegen docs edge).",
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -117,9 +116,7 @@ def evidence(
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
     bench: BenchAsk,
     log: LogAsk,
-    exposure: bool = typer.Option(
-        False, "--exposure", help="Also the edge's exposure matrix (exposure.json)."
-    ),
+    exposure: bool = flag("--exposure", "Also the edge's exposure matrix (exposure.json)."),
     json_: bool = JsonOpt,
 ) -> None:
     """Write runs/<utc-time>-<name>/ (evidence.json + raw files with sha256); print its path and
@@ -172,9 +169,7 @@ def compare(
     threshold: float = typer.Option(
         0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."
     ),
-    force: bool = typer.Option(
-        False, "--force", help="Compare runs of different models or max_model_len anyway."
-    ),
+    force: bool = flag("--force", "Compare runs of different models or max_model_len anyway."),
     json_: bool = JsonOpt,
 ) -> None:
     """The A/B Results table of two runs (or a campaign's control and candidate), config

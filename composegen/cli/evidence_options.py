@@ -9,8 +9,8 @@ import typer
 
 from composegen.bench import schedule
 from composegen.bench.spec import BenchSpec
-from composegen.cli.app import complete_profile
 from composegen.cli.app import parse_ints as _ints
+from composegen.cli.optiongroups import flag, profile_option
 from composegen.errors import BadInput as BadInputError
 
 RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
@@ -33,10 +33,9 @@ class BenchAsk:
     output_tokens: int = typer.Option(
         128, "--bench-output-tokens", help="With --bench*: output tokens."
     )
-    via_edge: bool = typer.Option(
-        False,
+    via_edge: bool = flag(
         "--bench-via-edge",
-        help="With --bench: through the edge's TLS listener, alternated with the door.",
+        "With --bench: through the edge's TLS listener, alternated with the door.",
     )
 
     def spec(self) -> BenchSpec | None:
@@ -66,14 +65,8 @@ class LogAsk:
     path: Path | None = typer.Option(
         None, "--from-log", help="Build a run from a startup log recorded elsewhere."
     )
-    profile: str | None = typer.Option(
-        None,
-        "--profile",
-        help="With --from-log: the profile of that run.",
-        autocompletion=complete_profile,
-    )
-    force: bool = typer.Option(
-        False,
+    profile: str | None = profile_option("With --from-log: the profile of that run.")
+    force: bool = flag(
         "--force",
-        help="With --from-log: keep a log whose model or max_model_len contradicts the profile.",
+        "With --from-log: keep a log whose model or max_model_len contradicts the profile.",
     )

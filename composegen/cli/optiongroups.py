@@ -9,6 +9,25 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+import typer
+
+from composegen.cli.app import complete_profile
+
+
+def flag(name: str, help: str) -> Any:
+    """A switch, off unless given."""
+    return typer.Option(False, name, help=help)
+
+
+def profile_option(help: str) -> Any:
+    """`--profile NAME`, completed from the project's profiles."""
+    return typer.Option(None, "--profile", help=help, autocompletion=complete_profile)
+
+
+def profile_names(help: str) -> Any:
+    """Profile names (none: every profile), completed from the project's profiles."""
+    return typer.Argument(None, help=help, autocompletion=complete_profile)
+
 
 def grouped(command: Callable[..., None]) -> Callable[..., None]:
     """Typer sees each dataclass parameter's fields as options, in place; the command gets the dataclass."""

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from composegen.cli import reports as report_schemas
-from composegen.cli.app import JsonOpt, ProfileArg, app, complete_profile
+from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
+from composegen.cli.optiongroups import flag, profile_names
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output, emit_json, err, table
 from composegen.profiles import reports, resolve, rules
@@ -29,52 +30,32 @@ def list_(json_: bool = JsonOpt) -> None:
     """
 
     project = _project()
-    rows: list[dict[str, Any]] = []  # ListReport rows, validated into the model for --json
+    rows: list[reports.ListedProfile] = []
     for name in project.profile_names():  # one bad profile must not hide the others
         try:
             r = resolve.load(project, name)
-            rows.append(
-                {
-                    "name": name,
-                    "extends": r.chain[1] if len(r.chain) > 1 else None,
-                    "description": r.profile.description,
-                    "hash": r.hash,
-                    "error": None,
-                }
+            parent = r.chain[1] if len(r.chain) > 1 else None
+            row: dict[str, Any] = dict(
+                extends=parent, description=r.profile.description, hash=r.hash, error=None
             )
         except BadInput as exc:
-            rows.append(
-                {
-                    "name": name,
-                    "extends": None,
-                    "description": "",
-                    "hash": None,
-                    "error": exc.message,
-                }
-            )
-    listed = [
-        [row["name"], row["extends"] or "-", row["description"] or "INVALID (see below)"]
-        for row in rows
-    ]
+            row = dict(extends=None, description="", hash=None, error=exc.message)
+        rows.append(reports.ListedProfile(name=name, **row))
+    listed = [[p.name, p.extends or "-", p.description or "INVALID (see below)"] for p in rows]
     Output(json_).report(
-        reports.ListReport(profiles=[reports.ListedProfile(**row) for row in rows]),
-        lambda: table(listed, ["NAME", "EXTENDS", "DESCRIPTION"]),
+        reports.ListReport(profiles=rows), lambda: table(listed, ["NAME", "EXTENDS", "DESCRIPTION"])
     )
-    bad = [row for row in rows if row["error"]]
-    for row in bad:
-        err(row["error"])
+    bad = [row.error for row in rows if row.error]
+    for error in bad:
+        err(error)
     if bad:
         raise BadInput(f"{len(bad)} of {len(rows)} profiles are invalid")
 
 
 @app.command()
 def validate(
-    names: list[str] | None = typer.Argument(
-        None, help="Profiles to check (all by default).", autocompletion=complete_profile
-    ),
-    strict: bool = typer.Option(
-        False, "--strict", help="Also fail on warnings such as an unpinned image."
-    ),
+    names: list[str] | None = profile_names("Profiles to check (all by default)."),
+    strict: bool = flag("--strict", "Also fail on warnings such as an unpinned image."),
     json_: bool = JsonOpt,
 ) -> None:
     """Check profiles: schema, flags against the vLLM catalog, cross-field rules.
@@ -172,8 +153,5 @@ def schema(
 
     Example: composegen schema --report startup
     """
-    if report is not None:
-        emit_json(report_schemas.schema(report), pretty=True)
-        return
-
-    emit_json(json_schema(), pretty=True)  # a file people commit and read: always indented
+    # a file people commit and read: always indented
+    emit_json(json_schema() if report is None else report_schemas.schema(report), pretty=True)

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import typer
 
-from composegen.cli.app import JsonOpt, app, complete_profile
+from composegen.cli.app import JsonOpt, app
 from composegen.cli.app import project as _project
+from composegen.cli.optiongroups import flag, profile_names
 from composegen.cli.render_output import render as render_and_print
 
 
 @app.command()
 def render(
-    names: list[str] | None = typer.Argument(
-        None, help="Profiles to render (all by default).", autocompletion=complete_profile
-    ),
-    check: bool = typer.Option(
-        False, "--check", help="Write nothing; exit 1 with a diff when out/ is stale."
-    ),
+    names: list[str] | None = profile_names("Profiles to render (all by default)."),
+    check: bool = flag("--check", "Write nothing; exit 1 with a diff when out/ is stale."),
     target: str | None = typer.Option(
         None,
         "--target",

@@ -83,8 +83,7 @@ def _check(
         show.say(d.diff)
     if drift:
         raise CheckFailed(
-            f"{len(drift)} file(s) in out/ are stale or orphaned",
-            hint="run `composegen render`",
+            f"{len(drift)} file(s) in out/ are stale or orphaned", hint="run `composegen render`"
         )
     line = f"out/ is fresh ({len(rendered)} files)"
     show.say(line)

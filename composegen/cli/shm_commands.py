@@ -12,10 +12,11 @@ from __future__ import annotations
 import typer
 
 from composegen.cli import shm_output
-from composegen.cli.app import JsonOpt, complete_profile
+from composegen.cli.app import JsonOpt
 from composegen.cli.app import app as root_app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.fastpath import ContainerLabels
+from composegen.cli.optiongroups import flag, profile_option
 from composegen.errors import BadInput
 from composegen.output import Output
 from composegen.shm import reclaim as reclaiming
@@ -23,9 +24,7 @@ from composegen.stack import driver
 
 PathOpt = typer.Option(None, "--path", help="Directory to inspect (default /dev/shm).")
 ForceOpt = typer.Option(False, "--force", help="Accept a --path that is not a tmpfs.")
-FailOpt = typer.Option(
-    False, "--fail-on-leftover", help="Exit 1 when leftovers are present (CI, cron)."
-)
+FailOpt = flag("--fail-on-leftover", "Exit 1 when leftovers are present (CI, cron).")
 shm_app = typer.Typer(invoke_without_command=True)
 root_app.add_typer(shm_app, name="shm")
 
@@ -37,11 +36,8 @@ def shm(
     container: str | None = typer.Option(
         None, "--container", help="A running container's private /dev/shm."
     ),
-    profile_name: str | None = typer.Option(
-        None,
-        "--profile",
-        help="Multi-node: /dev/shm of every node of this profile.",
-        autocompletion=complete_profile,
+    profile_name: str | None = profile_option(
+        "Multi-node: /dev/shm of every node of this profile."
     ),
     force: bool = ForceOpt,
     fail_on_leftover: bool = FailOpt,
@@ -89,13 +85,9 @@ def shm_reclaim(
     ctx: typer.Context,
     path: str | None = PathOpt,
     yes: bool = typer.Option(False, "--yes", help="Really remove (without it: a preview)."),
-    include_unknown: bool = typer.Option(
-        False, "--include-unknown", help="Also unknown names nothing holds."
-    ),
-    ignore_unreadable: bool = typer.Option(
-        False,
-        "--ignore-unreadable",
-        help="Reclaim even though some processes could not be checked.",
+    include_unknown: bool = flag("--include-unknown", "Also unknown names nothing holds."),
+    ignore_unreadable: bool = flag(
+        "--ignore-unreadable", "Reclaim even though some processes could not be checked."
     ),
     min_age: float = typer.Option(
         reclaiming.DEFAULT_MIN_AGE,

@@ -1,8 +1,4 @@
 """`composegen wait NAME`: attach to a stack that is starting and show its load until it is ready.
-
-Exit codes: 0 ready (the summary `up` prints), 3 the start failed or ran out of its startup_timeout
-(the engine's last lines and what was recognised in them), 130 Ctrl-C (the stack keeps loading).
-
 cli/main.py loads this module only when a run names `wait` (or lists every command), under its
 Ctrl-C guard, so what the command needs is imported at top level.
 """

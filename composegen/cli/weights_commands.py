@@ -9,10 +9,9 @@ at top level.
 
 from __future__ import annotations
 
-import typer
-
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
+from composegen.cli.optiongroups import flag
 from composegen.errors import CheckFailed
 from composegen.output import Output
 from composegen.stack import driver
@@ -23,18 +22,14 @@ from composegen.weights.reports import WeightsReport
 @app.command()
 def weights(
     name: str = ProfileArg,
-    download: bool = typer.Option(
-        False,
+    download: bool = flag(
         "--download",
-        help="Fetch what is missing, exactly the pinned revision (resumable; HF_TOKEN honoured).",
+        "Fetch what is missing, exactly the pinned revision (resumable; HF_TOKEN honoured).",
     ),
-    verify: bool = typer.Option(
-        False, "--verify", help="Check every file's hash against the Hub's file metadata."
-    ),
-    sync: bool = typer.Option(
-        False,
+    verify: bool = flag("--verify", "Check every file's hash against the Hub's file metadata."),
+    sync: bool = flag(
         "--sync",
-        help="Multi-node: copy the head's snapshot to nodes that lack it (Docker API), then check.",
+        "Multi-node: copy the head's snapshot to nodes that lack it (Docker API), then check.",
     ),
     json_: bool = JsonOpt,
 ) -> None:

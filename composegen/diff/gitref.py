@@ -1,10 +1,9 @@
 """Read one file's text as it was at a git revision: the `REF:path` inputs of `composegen diff`.
 
-`split_ref_spec("HEAD~3:out/r33/compose.yaml")` → `("HEAD~3", "out/r33/compose.yaml")`;
-`read_at_ref(root, ref, path)` → the file's text at that commit. `path` is relative to `root` (which
-may be a subdirectory of the work tree), not to the repository's top level. Every failure (no git,
-not a repository, unknown revision, missing path, a directory, undecodable bytes) is a `BadInput`
-whose message starts with the spec, `REF:path: git: problem`, never a git traceback.
+A path is relative to `root` (which may be a subdirectory of the work tree), not to the
+repository's top level. Every failure (no git, not a repository, unknown revision, missing path, a
+directory, undecodable bytes) is a `BadInput` whose message starts with the spec, `REF:path: git:
+problem`, never a git traceback.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Normalisation behind `composegen.diff.semantic`: one Compose service → {path tuple: comparable
-JSON value}.
-
-`normalise_service(service) -> dict[tuple[str, ...], Any]`, e.g. {("command",
-"--max-num-batched-tokens"): 8192, ("environment", "NCCL_DEBUG"): "INFO", ("ports", "8000/tcp"):
-"127.0.0.1:39071", ...}. The vLLM argv part lives in composegen/diff/argv.py; the rules (what counts
-as the same) are listed in the docstring of composegen/diff/semantic.py.
+JSON value}, e.g. {("command", "--max-num-batched-tokens"): 8192, ("ports", "8000/tcp"):
+"127.0.0.1:39071", ...}. The vLLM argv part lives in argv.py; what counts as the same: docs/diff.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
-"""Evidence bundles: runs/<UTC YYYYmmddTHHMMSSZ>-<profile>/ with evidence.json and the raw files it
-hashes.
+"""Evidence bundles: runs/<UTC YYYYmmddTHHMMSSZ>-<profile>/ with evidence.json (the model
+reports/bundle.py: EvidenceBundle) and the raw files it hashes: startup.log (when given),
+startup.json, gates.json, ladder.json, bench.json, plus any `extra_raw` (qualify.json).
 
-`write_run(project, r, *, startup_log_text, startup_report, gates=None, ladder=None, source="stack",
-unknown=()) -> Path` writes the bundle into a temporary directory and renames it into place, so a
-reader never sees half a bundle. evidence.json (schema "composegen.evidence/v1"):
-
-  {"schema", "profile": {"name", "hash"}, "image_digest" (sha256:… | null), "model_revision" (str | null),
-   "compose_sha256" (of out/NAME/compose.yaml | null), "startup" (startup report dict), "gates" (run_gates
-   result | null), "ladder" (run_ladder result | null), "composegen_version", "created_at" (UTC ISO 8601),
-   "source" ("stack" | "log"), "unknown": [fields this run could not know, sorted],
-   "raw": [{"file", "sha256", "bytes"}]}
-
-Raw files: startup.log (when given), startup.json, gates.json, ladder.json (when given), plus any
-`extra_raw` {file name: JSON value} (qualify.json). A field is null and listed in `unknown` rather
-than filled from the profile when the run cannot vouch for it: a log recorded elsewhere says nothing
-about the image or compose file that host ran, and no gates or ladder.
-
-A bundle of a profile's running stack is captured by evidence/capture.py (this module never drives
-an engine; it reads and writes bundles). `from_log(project, name, log_path, force=False) -> Path`: a
-bundle from a startup log recorded elsewhere (source "log"); refused (BadInput) when the log's model
-or max_model_len contradicts the profile, unless force. `load_run(path) -> LoadedRun`: evidence.json
-as its model plus `path` (the bundle directory); BadInput for a missing or malformed bundle, CheckFailed when a raw
-file is missing or its sha256 differs from the record. `resolve_run(spec, root) -> Path`: a bundle
-directory, its evidence.json, or a run name under runs/.
+`write_run` writes into a temporary directory and renames it into place, so a reader never sees
+half a bundle. A field is null and listed in `unknown` rather than filled from the profile when the
+run cannot vouch for it: a log recorded elsewhere (`from_log`, source "log") says nothing about the
+image or compose file that host ran. `from_log` refuses (BadInput) a log whose model or
+max_model_len contradicts the profile, unless force. `load_run` hands back the model plus `path`;
+BadInput for a missing or malformed bundle, CheckFailed when a raw file is missing or its sha256
+differs from the record. This module never drives an engine (evidence/capture.py does).
 """
 
 from __future__ import annotations
@@ -35,13 +21,23 @@ import shutil
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from composegen import __version__, privatestate, safewrite
 from composegen.bench.reports import BenchResult
 from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
-from composegen.evidence.reports.bundle import LoadedRun, RawFile
+from composegen.evidence.reports.bundle import (
+    ContainerFact,
+    EvidenceBundle,
+    GateFacts,
+    LadderFacts,
+    LoadedRun,
+    ProfileRef,
+    RawFile,
+    StartupFacts,
+)
 from composegen.evidence.reports.gate import GateResult
 from composegen.evidence.reports.ladder import LadderResult
 from composegen.profiles import resolve
@@ -56,7 +52,6 @@ from composegen.vllm.reports import StartupCheck, StartupReport
 SCHEMA = record.SCHEMA
 MAX_EVIDENCE_BYTES = 64 << 20
 EVIDENCE = "evidence.json"
-SOURCES = ("stack", "log")
 REQUIRED_KEYS = ("schema", "profile", "startup", "source", "unknown", "raw", "created_at")
 
 
@@ -66,11 +61,8 @@ def _sha256(data: bytes) -> str:
 
 def _file_sha256(path: Path) -> str:
     """Streamed: a raw startup.log can be hundreds of megabytes."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _json_bytes(value: object) -> bytes:
@@ -96,15 +88,13 @@ def write_run(
     startup_report: StartupReport,
     gates: GateResult | None = None,
     ladder: LadderResult | None = None,
-    source: str = "stack",
+    source: Literal["stack", "log"] = "stack",
     unknown: Iterable[str] = (),
     bench: BenchResult | None = None,
     extra_raw: dict[str, JsonObject] | None = None,
     now: datetime | None = None,
     container: LiveIdentity | None = None,
 ) -> Path:
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
     # token in a URL) is masked before anything is kept.
     parts = [startup_report, gates, ladder, bench]
@@ -134,43 +124,39 @@ def write_run(
     raw: dict[str, bytes] = {}
     if startup_log_text is not None:
         raw["startup.log"] = startup_log_text.encode("utf-8")
-    raw["startup.json"] = _json_bytes(startup_json)
-    if gates is not None:
-        raw["gates.json"] = _json_bytes(gates)
-    if ladder is not None:
-        raw["ladder.json"] = _json_bytes(ladder)
-    # reports.bench.BenchResult JSON (`evidence --bench`, qualify's bench criteria)
-    if bench is not None:
-        raw["bench.json"] = _json_bytes(bench)
+    # each part as its report's JSON (bench.json: `evidence --bench`, qualify's bench criteria)
+    as_json = {"startup": startup_json, "gates": gates, "ladder": ladder, "bench": bench}
+    for part, value in as_json.items():
+        if value is not None:
+            raw[f"{part}.json"] = _json_bytes(value)
     # e.g. qualify.json: hashed like every raw file
     for file_name, value in (extra_raw or {}).items():
         if file_name in raw or file_name == EVIDENCE or Path(file_name).name != file_name:
             raise ValueError(f"extra_raw: {file_name!r} is not a free plain file name")
         raw[file_name] = _json_bytes(value)
-    evidence = {
-        "schema": SCHEMA,
-        "profile": {"name": r.name, "hash": r.hash},
-        "image_digest": digest,
-        "model_revision": revision,
-        "compose_sha256": compose_sha,
-        "startup": startup_json,
-        "gates": gates,
-        "ladder": ladder,
-        "bench": bench,
-        "container": container.to_json() if container else None,
-        "emulated": bool(container and container.emulated),
-        "composegen_version": __version__,
-        "created_at": privatestate.stamp(now),
-        "source": source,
-        "unknown": sorted(missing),
-        "raw": [
-            {"file": name, "sha256": _sha256(data), "bytes": len(data)}
-            for name, data in raw.items()
+    evidence = EvidenceBundle(
+        schema=record.SCHEMA,
+        profile=ProfileRef(name=r.name, hash=r.hash),
+        image_digest=digest,
+        model_revision=revision,
+        compose_sha256=compose_sha,
+        startup=StartupFacts.model_validate(startup_json),
+        gates=GateFacts.model_validate(gates) if gates else None,
+        ladder=LadderFacts.model_validate(ladder) if ladder else None,
+        bench=BenchResult.model_validate(bench) if bench else None,
+        container=ContainerFact.model_validate(container.to_json()) if container else None,
+        emulated=bool(container and container.emulated),
+        composegen_version=__version__,
+        created_at=privatestate.stamp(now),
+        source=source,
+        unknown=sorted(missing),
+        raw=[
+            RawFile(file=name, sha256=_sha256(data), bytes=len(data)) for name, data in raw.items()
         ],
-    }
+    )
     name = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{r.name}"
     runs_dir = project.inside(project.runs_dir)  # refused when runs/ is a link to elsewhere
-    return _publish(runs_dir, name, {**raw, EVIDENCE: _json_bytes(evidence)})
+    return _publish(runs_dir, name, {**raw, EVIDENCE: _json_bytes(evidence.as_read())})
 
 
 def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
@@ -214,15 +200,9 @@ MAX_LOG_BYTES = 256 * 2**20  # a startup log is a few MB; /dev/zero or a runaway
 
 def read_log(path: Path) -> bytes:
     """A startup log given with --from-log: a regular file or a pipe, at most MAX_LOG_BYTES."""
-    rule = "--from-log takes a regular file or a pipe"
+    rule, where = "--from-log takes a regular file or a pipe", f"{path}: --from-log"
     return read_input(
-        path,
-        f"{path}: --from-log",
-        MAX_LOG_BYTES,
-        "a startup log",
-        rule,
-        stream_ok=True,
-        follow=True,
+        path, where, MAX_LOG_BYTES, "a startup log", rule, stream_ok=True, follow=True
     )
 
 
@@ -338,16 +318,7 @@ def load_run(path: str | Path, root: str | Path | None = None) -> LoadedRun:
         raise BadInput(f"{doc_path}: {absent[0]}: required key is missing")
     model = record.check_document(doc, str(doc_path))
     _check_raw(model.raw, bundle, doc_path)
-    loaded = LoadedRun.at(model, bundle)
-    _check_bench(loaded, doc_path)
-    return loaded
-
-
-def _check_bench(doc: LoadedRun, doc_path: Path) -> None:
-    """The bench part stays the document it was written as (its model: reports.bench.BenchResult);
-    its levels must be a list for anyone to read it."""
-    if doc.bench is not None and not isinstance(doc.bench.get("levels"), list):
-        raise BadInput(f"{doc_path}: bench: needs a levels list")
+    return LoadedRun.at(model, bundle)
 
 
 def format_text(doc: LoadedRun, shown_path: str | None = None) -> str:
@@ -374,12 +345,9 @@ def format_text(doc: LoadedRun, shown_path: str | None = None) -> str:
         if ladder
         else "  ladder    not run"
     )
-    # the bench part stays the document it was written as (its model: reports.bench.BenchResult)
-    bench = doc.bench
-    if bench:
+    if bench := doc.bench:
         levels = ", ".join(
-            f"c{lv.get('concurrency')} {lv.get('request_throughput')} req/s"
-            for lv in bench["levels"]
+            f"c{lv.concurrency} {lv.request_throughput} req/s" for lv in bench.levels
         )
         lines.append(f"  bench     {levels}")
     if doc.unknown:

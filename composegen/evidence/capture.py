@@ -1,11 +1,7 @@
 """An evidence bundle of a profile's running stack, captured through the stack room's door (driver):
 its startup log and report, which container runs (profile hash, image, emulated), optionally gates,
 a context ladder and a bench; then written by bundle.write_run.
-
-`capture_stack(project, r, *, gate=False, ladder_targets=None, tools=None, bench: BenchSpec = None,
-extra_raw=None) -> Path` `live_stack(project, r) -> LiveStack` (startup log text, startup report,
-container identity): refused (CheckFailed) when the running container was started from another
-version of the profile.
+Refused (CheckFailed) when the running container was started from another version of the profile.
 """
 
 from __future__ import annotations

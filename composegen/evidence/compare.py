@@ -1,10 +1,6 @@
 """A/B comparison of two evidence bundles: the seed's Results table, config differences, and a flag
 for a capacity change that KV bytes do not explain.
 
-`compare_runs(run_a, run_b, *, root, threshold=0.10) -> CompareReport` (runs: a bundle path or a run
-name under root/runs): both sides, the Results rows, config differences, the capacity flag, notes
-and bench deltas (`schema --report compare`).
-
 Rows, in the seed's order: min_rank_kv_gib, kv_cache_tokens, max_concurrency, peak_activation_gib,
 weights_gib, gates ("passed/total" strings; delta = passed difference), largest_prompt_tokens,
 largest_ttft_s, largest_prefill_tok_s, largest_decode_tok_s (the last three from the ladder row with
@@ -29,12 +25,12 @@ from typing import Any
 
 from composegen import render
 from composegen.bench import deltas
-from composegen.bench.reports import BenchDeltas, BenchResult
+from composegen.bench.reports import BenchDeltas
 from composegen.diff import semantic
 from composegen.diff.composeyaml import parse_compose_text
 from composegen.errors import BadInput
 from composegen.evidence import bundle as evidence
-from composegen.evidence import comparability, record
+from composegen.evidence import comparability
 from composegen.evidence.reports.bundle import LadderRow, LoadedRun
 from composegen.evidence.reports.compare import (
     CapacityChange,
@@ -65,62 +61,36 @@ def _gates(doc: LoadedRun) -> str | None:
     return f"{gates.passed}/{gates.total}" if gates else None
 
 
-def _ladder(read: Callable[[LadderRow], float | None]) -> Read:
-    return lambda doc: None if (row := _largest_row(doc)) is None else read(row)
-
-
 def _largest_prompt(doc: LoadedRun) -> int | None:
     return doc.ladder.largest_prompt_tokens if doc.ladder else None
 
 
+def _s(name: str) -> Read:  # a figure of the startup report
+    return lambda doc: getattr(doc.startup, name)
+
+
+def _ladder(name: str) -> Read:  # a figure of the largest ladder row
+    return lambda doc: None if (row := _largest_row(doc)) is None else getattr(row, name)
+
+
 # (metric, label, unit, read, show pct)
 METRICS: list[tuple[str, str, str, Read, bool]] = [
-    (
-        "min_rank_kv_gib",
-        "Minimum-rank KV allocation",
-        "GiB",
-        lambda d: d.startup.kv_cache_gib_min,
-        True,
-    ),
-    (
-        "kv_cache_tokens",
-        "Engine-reported GPU KV tokens",
-        "tokens",
-        lambda d: d.startup.kv_cache_tokens,
-        True,
-    ),
-    (
-        "max_concurrency",
-        "Reported concurrency at max-model-len",
-        "x",
-        lambda d: d.startup.max_concurrency,
-        False,
-    ),
-    (
-        "peak_activation_gib",
-        "Peak activation per rank",
-        "GiB",
-        lambda d: d.startup.peak_activation_gib,
-        True,
-    ),
-    ("weights_gib", "Weight allocation per rank", "GiB", lambda d: d.startup.weights_gib, False),
+    ("min_rank_kv_gib", "Minimum-rank KV allocation", "GiB", _s("kv_cache_gib_min"), True),
+    ("kv_cache_tokens", "Engine-reported GPU KV tokens", "tokens", _s("kv_cache_tokens"), True),
+    ("max_concurrency", "Reported concurrency at max-model-len", "x", _s("max_concurrency"), False),
+    ("peak_activation_gib", "Peak activation per rank", "GiB", _s("peak_activation_gib"), True),
+    ("weights_gib", "Weight allocation per rank", "GiB", _s("weights_gib"), False),
     ("gates", "Functional gates", "passed/total", _gates, False),
     ("largest_prompt_tokens", "Largest actual prompt", "tokens", _largest_prompt, True),
-    ("largest_ttft_s", "Largest-request TTFT", "s", _ladder(lambda r: r.ttft_s), True),
+    ("largest_ttft_s", "Largest-request TTFT", "s", _ladder("ttft_s"), True),
     (
         "largest_prefill_tok_s",
         "Largest-request effective prefill",
         "tok/s",
-        _ladder(lambda r: r.prefill_tok_s),
+        _ladder("prefill_tok_s"),
         True,
     ),
-    (
-        "largest_decode_tok_s",
-        "Largest-request decode",
-        "tok/s",
-        _ladder(lambda r: r.decode_tok_s),
-        True,
-    ),
+    ("largest_decode_tok_s", "Largest-request decode", "tok/s", _ladder("decode_tok_s"), True),
 ]
 
 
@@ -262,14 +232,8 @@ def compare_runs(
         unexplained_capacity_change=capacity_flag(doc_a, doc_b, threshold),
         notes=notes,
         # per-level load-benchmark deltas, null without
-        bench=_bench_deltas(doc_a, doc_b),
+        bench=deltas.deltas(doc_a.bench, doc_b.bench) if doc_a.bench and doc_b.bench else None,
     )
-
-
-def _bench_deltas(doc_a: LoadedRun, doc_b: LoadedRun) -> BenchDeltas | None:
-    """Null when a run has no bench; a hand-edited one that does not fit is bad input (exit 2)."""
-    a, b = (record.load_part(doc, "bench", BenchResult) for doc in (doc_a, doc_b))
-    return None if a is None or b is None else deltas.deltas(a, b)
 
 
 def _identity(doc: LoadedRun) -> CompareSide:
@@ -292,17 +256,17 @@ def _value(row: CompareRow, side: str) -> str:
         return "unknown"
     if isinstance(v, str):  # the gates' "passed/total"
         return v
-    if unit == "GiB":
-        return format_gib(v)
-    if unit == "tokens":
-        return f"{v:,}"
-    if unit == "x":
-        return f"{v:.2f}x"
-    if unit == "s":
-        return f"{v:.3f} s"
     if unit == "tok/s":
         return f"{v:,.0f} tok/s" if v >= 1000 else f"{v:.2f} tok/s"
-    return str(v)
+    return _SHOWN.get(unit, str)(v)
+
+
+_SHOWN: dict[str, Callable[[Any], str]] = {
+    "GiB": format_gib,
+    "tokens": "{:,}".format,
+    "x": "{:.2f}x".format,
+    "s": "{:.3f} s".format,
+}
 
 
 def _change(row: CompareRow) -> str:
@@ -317,15 +281,17 @@ def _change(row: CompareRow) -> str:
     if delta == 0:
         return "unchanged"
     pct_text = f"{pct:+.3f}%" if pct is not None else None
-    if unit == "GiB":
-        absolute = format_gib(delta, signed=True)
-    elif unit == "tokens":
-        absolute = f"{delta:+,}"
-    elif unit == "x":
-        absolute = f"{delta:+.2f}x"
-    else:  # timings: the seed reports them relative only
+    if unit not in _SIGNED:  # timings: the seed reports them relative only
         return pct_text or f"{delta:+g} {unit}"
+    absolute = _SIGNED[unit](delta)
     return f"{absolute} / {pct_text}" if pct_text else absolute
+
+
+_SIGNED: dict[str, Callable[[Any], str]] = {
+    "GiB": lambda delta: format_gib(delta, signed=True),
+    "tokens": "{:+,}".format,
+    "x": "{:+.2f}x".format,
+}
 
 
 def _headers(result: CompareReport) -> tuple[str, str]:

@@ -1,9 +1,6 @@
 """Context ladder: one streamed request per target prompt size, sized with the server's own
 tokenizer.
 
-`run_ladder(base_url, model, targets, *, max_model_len, max_tokens=64, api_key=None,
-tolerance=0.005, timeout=1800, reasoning_effort=None) -> reports.ladder.LadderResult`
-
 Sizing (why: a chars-per-token guess under-fills long prompts by tens of thousands of tokens): the
 prompt is a unique salt line, filler words from a fixed pseudo-random stream, and a short question.
 POST /tokenize (the chat `messages` form, so template tokens count as the API will count them)
@@ -25,9 +22,6 @@ first requests after a start are slow (on a real H200 the first row's TTFT was 0
 24–42 ms), and that is not the prompt size's cost.
 A row is ok when the request completed and the API-reported prompt_tokens is inside the tolerance window.
 A `length` finish is recorded, not failed: the ladder measures capacity, the gates judge answers.
-
-The result is reports.ladder.LadderResult (`schema --report ladder`): one LadderRow per target, the
-largest API-reported prompt of a completed request, and the warm-up.
 """
 
 from __future__ import annotations

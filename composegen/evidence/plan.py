@@ -1,8 +1,7 @@
 """Capacity plan: predict a profile's KV pool from one measured startup (the calibration).
 
-`plan(r, calibration, *, gpu_gib=None, calibration_profile=None) -> PlanResult`, the calibration a
-plancalibration.Calibration. Everything under "predicted" is a model output, never a measurement;
-"calibration" holds what the calibration run's log stated.
+Everything under "predicted" is a model output, never a measurement; "calibration" holds what the
+calibration run's log stated.
 
 The model, per TP rank, in GiB (a linear model, not vLLM's profiler):
   gpu            = gpu_gib if given, else the calibration's gpu_total_gib
@@ -33,11 +32,8 @@ is [point / 1.861, point × 1.861] (one factor however many fields differ); with
 high. Fields the calibration cannot tell (e.g. the image, from a log) are listed in "unknown", not
 assumed to differ. verdict: "fits" / "does not fit" when the whole range agrees, else "uncertain".
 
-`calibration_from(project, *, run=None, log_path=None) -> (Calibration, calibration_profile | None)`:
-the calibration for CLI `plan NAME --from RUN | --from-log FILE`. A run's profile is passed on only when
+`calibration_from` (`plan NAME --from RUN | --from-log FILE`) passes a run's profile on only when
 the run came from a stack and the profile is unchanged since (else its image would be a guess).
-
-Result: reports.plan.PlanResult (`composegen schema --report plan`).
 
 The steps live apart: plancalibration.py reads the calibration, plangeometry.py compares the cache
 geometry and sizes the range, and this module predicts the pool and gives the verdict.

@@ -12,7 +12,7 @@ the calibration ran with is read from its effective args, else from its profile,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from composegen.errors import BadInput
@@ -43,19 +43,9 @@ class Calibration:
 
     @classmethod
     def of(cls, startup: StartupReport | StartupFacts, emulated: bool = False) -> Calibration:
-        """From a startup log's report, or the startup part of a run's bundle."""
-        return cls(
-            weights_gib=startup.weights_gib,
-            peak_activation_gib=startup.peak_activation_gib,
-            kv_cache_gib_min=startup.kv_cache_gib_min,
-            kv_cache_tokens=startup.kv_cache_tokens,
-            gpu_total_gib=startup.gpu_total_gib,
-            gpu_memory_utilization=startup.gpu_memory_utilization,
-            max_model_len=startup.max_model_len,
-            kv_cache_includes_host=startup.kv_cache_includes_host,
-            effective_args=startup.effective_args,
-            emulated=emulated,
-        )
+        """From a startup log's report, or the startup part of a run's bundle (same field names)."""
+        read = [f.name for f in fields(cls) if f.name != "emulated"]
+        return cls(**{name: getattr(startup, name) for name in read}, emulated=emulated)
 
 
 def require(value: Any, key: str) -> Any:

@@ -1,13 +1,7 @@
 """Qualify a running profile: startup pool, an actual long prompt, the context ladder, then
 functional gates.
 
-`qualify(project, r, *, startup_report, run_ladder_fn, run_gates_fn, startup_log_text=None,
-source="stack") -> QualifyResult`
-
-The callables carry the endpoint (the CLI binds base_url, model and api_key):
-  run_ladder_fn(targets: list[int], *, max_model_len: int) -> LadderResult   (ladder.run_ladder)
-  run_gates_fn(*, only: list[str], tools: int) -> GateResult                 (gates.run_gates)
-  run_bench_fn(levels: list[int], **bench options) -> reports.bench.BenchResult   (only with qualify.bench)
+The run_*_fn callables carry the endpoint (the CLI binds base_url, model and api_key).
 
 Criteria, from r.profile.qualify (a profile without a `qualify:` section gets the defaults), in
 order:
@@ -31,19 +25,14 @@ Each criterion is one function in qualifycriteria.CRITERIA (the table, in this o
 reports.qualify.Criterion rows (reason null when passed). Requests are not sent when the engine is
 not ready; their criteria fail with reason "not run".
 
-`qualify_stack(project, r) -> QualifyResult`: the same on the profile's running stack (CLI `qualify
-NAME`).
-
-The result (`schema --report qualify`) holds the verdict, the criteria, the bundle path, the merged
-probe + ladder result and the gates result (null when not run). The evidence bundle
-(evidence.write_run) holds startup, gates, ladder and qualify.json. exit_code(result): 0 qualified,
-1 not.
+The evidence bundle holds startup, gates, ladder and qualify.json; exit 0 qualified, 1 not.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Literal
 
 from composegen import privatestate
 from composegen.bench import closed
@@ -90,7 +79,7 @@ def qualify(
     run_ladder_fn: Callable[..., LadderResult],
     run_gates_fn: Callable[..., GateResult],
     startup_log_text: str | None = None,
-    source: str = "stack",
+    source: Literal["stack", "log"] = "stack",
     container: LiveIdentity | None = None,
     run_bench_fn: Callable[..., BenchResult] | None = None,
     exposure_fn: Callable[[], ExposureMatrix] | None = None,

@@ -1,16 +1,13 @@
 """Checks of evidence.json before its model (reports/bundle.py: EvidenceBundle) is trusted, so
 compare, plan and qualify never meet a damaged bundle (a string where a number belongs, NaN, a
 5000-digit integer, a field nested 10,000 deep).
-
 Anywhere in the document: numbers are finite and fit 64 bits, nesting stops at MAX_DEPTH.
-`check_document(doc, where)` raises BadInput naming file and field; `load_part` reads one part of a
-loaded bundle as its own report model.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
 
@@ -19,7 +16,7 @@ from composegen.evidence.reports.bundle import INT_LIMIT, EvidenceBundle, Loaded
 from composegen.project import profile_name_problem
 from composegen.report import Report
 
-SCHEMA = "composegen.evidence/v1"
+SCHEMA: Final = "composegen.evidence/v1"
 MAX_DEPTH = 32  # evidence.json nests 5 deep; deeper is damage, and would exhaust the stack later on
 Part = TypeVar("Part", bound=Report)
 

@@ -131,17 +131,10 @@ def _raw_files(report: RunsReport) -> str:
 
 def _bench_tables(report: RunsReport) -> str:
     parts = []
-    head = [
-        "Concurrency",
-        "Completed",
-        "Errors",
-        "req/s",
-        "output tok/s",
-        "TTFT median ms",
-        "TTFT p99 ms",
-    ]
-    head += ["TPOT median ms", "ITL p99 ms", "E2EL p99 ms"]
-    show = lambda v: "-" if v is None else f"{v:,.2f}"  # noqa: E731
+    head = ["Concurrency", "Completed", "Errors", "req/s", "output tok/s", "TTFT median ms"]
+    head += ["TTFT p99 ms", "TPOT median ms", "ITL p99 ms", "E2EL p99 ms"]
+    figures = ["request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms"]
+    figures += ["median_tpot_ms", "p99_itl_ms", "p99_e2el_ms"]
     for run in report.runs:
         if run.bench is None:
             continue
@@ -150,16 +143,7 @@ def _bench_tables(report: RunsReport) -> str:
                 str(lv.concurrency) if lv.request_rate is None else lv.key(),
                 str(lv.completed),
                 str(lv.errors),
-                *map(
-                    show,
-                    (
-                        lv.request_throughput,
-                        lv.output_throughput,
-                        lv.median_ttft_ms,
-                        lv.p99_ttft_ms,
-                    ),
-                ),
-                *map(show, (lv.median_tpot_ms, lv.p99_itl_ms, lv.p99_e2el_ms)),
+                *("-" if (v := getattr(lv, f)) is None else f"{v:,.2f}" for f in figures),
             ]
             for lv in run.bench.levels
         ]

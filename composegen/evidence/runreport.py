@@ -1,10 +1,6 @@
 """`composegen report RUN...`: what the evidence runs hold, gathered once for the HTML page
 (reportpage.py) and the Markdown pull-request comment (format_markdown here).
-
-`gather(specs, *, root) -> RunsReport` loads every bundle (checking its raw files' sha256 as
-load_run does) and compares every later run with the first (compare.compare_runs: the A/B Results
-table, config differences, the unexplained-capacity flag, per-level bench deltas). The JSON form
-(`report --json`) is the RunsReport model.
+`gather` loads every bundle and compares every later run with the first.
 """
 
 from __future__ import annotations
@@ -13,7 +9,6 @@ import collections
 from pathlib import Path
 
 from composegen.bench import opentext, stats, viaedgetext
-from composegen.bench.reports import BenchResult
 from composegen.errors import BadInput
 from composegen.evidence import bundle as evidence
 from composegen.evidence import compare, record
@@ -35,6 +30,10 @@ STARTUP_KEYS = (
     "max_concurrency",
 )
 
+# RunSummary fields the bundle holds under the same name
+BUNDLE_KEYS = ["source", "created_at", "composegen_version", "image_digest", "model_revision"]
+BUNDLE_KEYS += ["compose_sha256", "emulated", "unknown", "bench"]
+
 
 def _labels(docs: list[LoadedRun]) -> list[str]:
     names = [doc.profile.name for doc in docs]
@@ -49,19 +48,11 @@ def _summary(doc: LoadedRun, label: str) -> RunSummary:
         label=label,
         profile=doc.profile.name,
         hash=doc.profile.hash,
-        source=doc.source,
-        created_at=doc.created_at,
-        composegen_version=doc.composegen_version,
-        image_digest=doc.image_digest,
-        model_revision=doc.model_revision,
-        compose_sha256=doc.compose_sha256,
-        emulated=doc.emulated,
-        unknown=list(doc.unknown),
+        **{key: getattr(doc, key) for key in BUNDLE_KEYS},
         raw=[RawFile.model_validate(entry.model_dump(exclude_unset=True)) for entry in doc.raw],
         startup={key: getattr(doc.startup, key) for key in STARTUP_KEYS},
         gates=f"{gates.passed}/{gates.total}" if gates else None,
         ladder=record.load_part(doc, "ladder", LadderResult),
-        bench=record.load_part(doc, "bench", BenchResult),
     )
 
 
@@ -141,14 +132,6 @@ def _ladder_md(run: RunSummary) -> list[str]:
     return ["", f"**Context ladder: {md_cell(run.label)}**", "", *_md_table(head, rows)]
 
 
-def _bench_md(result: BenchResult) -> str:
-    """An open loop's table has its own columns (rate asked and achieved, lateness, queueing, SLO);
-    a closed loop's stays as it was."""
-    if result.arrivals == "open":
-        return opentext.format_markdown(result)
-    return stats.format_markdown(result)
-
-
 def format_markdown(report: RunsReport) -> str:
     lines = ["## composegen report", ""]
     if any(run.emulated for run in report.runs):
@@ -163,12 +146,9 @@ def format_markdown(report: RunsReport) -> str:
     for run in report.runs:
         lines += _ladder_md(run)
         if run.bench is not None:
-            lines += [
-                "",
-                f"**Load benchmark: {md_cell(run.label)}**",
-                "",
-                _bench_md(run.bench).rstrip(),
-            ]
+            # an open loop's table has its own columns (rate asked and achieved, lateness, SLO)
+            table = (opentext if run.bench.arrivals == "open" else stats).format_markdown(run.bench)
+            lines += ["", f"**Load benchmark: {md_cell(run.label)}**", "", table.rstrip()]
             if run.bench.via_edge is not None:
                 lines += ["", viaedgetext.format_markdown(run.bench.via_edge).rstrip()]
     lines += ["", "_Plots: `composegen report --html FILE` (one self-contained page)._"]

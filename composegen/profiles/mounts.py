@@ -1,26 +1,7 @@
-"""Bind mounts and secret references: what a profile may mount from the host, and where `${SECRET}`
-may go.
-
-Bind sources are a closed grammar (anything else is refused, whatever the opt-in says):
-  ./PATH            relative to out/NAME/ (compose resolves it beside the compose file)
-  /PATH  ~/PATH     absolute, or in the home directory of whoever runs compose
-  ${VAR}REST  ${VAR:-DEFAULT}REST  ${VAR-DEFAULT}REST   a reference only at the start; DEFAULT is itself
-                    a ./, / or ~/ path; REST is empty or /PATH
-  where PATH holds no ':' (the short syntax splits on it), no '$', '{' or '}' and no '..' component.
-
-A bind source is refused (unless `service.unsafe_mounts` lists it with a reason) when it is,
-contains or lies inside: the host root, the engine's socket (any *.sock, /run/docker*,
-/var/lib/docker, containerd), host system directories (/etc, /root, /proc, /sys, /dev, /boot), a
-home directory or its credential directories (~/.ssh, ~/.docker, ~/.aws, ~/.kube, ~/.gnupg,
-~/.config/gcloud, ~/.azure); and when it is outside the project (anything but ./PATH) without being
-the declared model cache (the mount of the container's Hugging Face cache, or the one holding
-model.path). A `${VAR:-DEFAULT}` is judged by its default and by the reference (a variable may point
-anywhere, so it counts as outside the project).
-
-Secret references (`${HF_TOKEN}`, `$VLLM_API_KEY`: a name with TOKEN, KEY, SECRET, PASSWORD, …)
-belong in environment values only (service.environment, nodes.members[].environment, emulate.env):
-anywhere else — a volume source, a flag, a name — they would print the secret or make it a path, and
-are refused.
+"""Bind mounts and secret references: what a profile may mount from the host (a closed grammar, and
+places refused unless `service.unsafe_mounts` lists them with a reason), and where `${SECRET}` may
+go (environment values only). The rules, as a user reads them: docs/profile-safety.md (Mounts, `$`
+and secrets).
 """
 
 from __future__ import annotations

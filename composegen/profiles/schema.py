@@ -24,6 +24,7 @@ from composegen.profiles import identity
 from composegen.profiles.kubernetes import Kubernetes
 from composegen.profiles.service import (
     DURATION_RE,
+    Environment,
     Gpus,
     Model,
     Port,
@@ -31,7 +32,6 @@ from composegen.profiles.service import (
     Strict,
     env_names,
     host_path_problem,
-    secrets_by_reference,
 )
 
 DIGEST_RE = re.compile(
@@ -112,7 +112,7 @@ class Node(Strict):
     context: Annotated[StrictStr, Field(pattern=CONTEXT_RE.pattern)] | None = Field(
         None, description="docker context name, instead of docker_host"
     )
-    environment: dict[StrictStr, StrictStr | StrictInt] = Field(
+    environment: Environment = Field(
         default_factory=dict,
         description="per-node settings: NCCL_SOCKET_IFNAME, NCCL_IB_HCA, VLLM_HOST_IP, …",
     )
@@ -120,11 +120,6 @@ class Node(Strict):
     hf_cache: StrictStr | None = Field(
         default=None, description="host path of the Hugging Face cache on this node"
     )
-
-    @field_validator("environment")
-    @classmethod
-    def _secrets(cls, env: dict) -> dict:
-        return secrets_by_reference(env_names(env))
 
     @field_validator("hf_cache")
     @classmethod

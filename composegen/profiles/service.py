@@ -12,6 +12,7 @@ import re
 from typing import Annotated, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -225,6 +226,13 @@ def secrets_by_reference(env: dict) -> dict:
     return env
 
 
+# an environment: names checked, secrets only by `${VAR}` reference (a service's, a node's)
+Environment = Annotated[
+    dict[StrictStr, StrictStr | StrictInt],
+    AfterValidator(lambda env: secrets_by_reference(env_names(env))),
+]
+
+
 class UnsafeMount(Strict):
     """A reviewed exception to the mount rules (composegen/profiles/mounts.py): `diff` reports it as
     a functional change and `status` shows it."""
@@ -262,7 +270,7 @@ class Service(Strict):
     )
     init: StrictBool = True
     ulimits: dict[StrictStr, UlimitValue | Ulimit] = Field(default_factory=dict)
-    environment: dict[StrictStr, StrictStr | StrictInt] = Field(default_factory=dict)
+    environment: Environment = Field(default_factory=dict)
     volumes: list[Volume] = Field(default_factory=list)
     unsafe_mounts: list[UnsafeMount] = Field(
         default_factory=list,
@@ -285,11 +293,6 @@ class Service(Strict):
             k: (v if isinstance(v, int) else v.model_dump())
             for k, v in sorted(self.ulimits.items())
         }
-
-    @field_validator("environment")
-    @classmethod
-    def _secrets(cls, env: dict) -> dict:
-        return secrets_by_reference(env_names(env))
 
     @field_validator("ulimits")
     @classmethod

@@ -98,7 +98,6 @@ class Catalog:
     def __init__(self, version: str, flags: dict[str, Flag]):
         self.version = version
         self.flags = flags
-        self.by_dest = {f.dest: f for f in flags.values()}
         self.aliases = {opt.lstrip("-"): f for f in flags.values() for opt in f.options}
 
     def get(self, name: str) -> Flag:
@@ -144,9 +143,7 @@ class ArgparseEntry(TypedDict):
 
 
 def format_scalar(value: Any) -> str:
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def _kind(entry: ArgparseEntry) -> str:
@@ -228,21 +225,15 @@ def parse_human_int(value: Any) -> int:
 def check_value(flag: Flag, value: Any) -> Any:
     kind = flag.kind
     if kind in ("bool", "store_true"):
-        return _check_bool(kind, value)
+        if not isinstance(value, bool):
+            raise FlagError(f"must be true or false, got {value!r}")
+        return value
     if value is None:
         raise FlagError(
             "has no value (to drop an inherited flag, leave it out of the base profile)"
         )
     check = _KIND_CHECKS.get(kind, _check_str)
     return check(flag, value)
-
-
-def _check_bool(kind: str, value: Any) -> Any:
-    if not isinstance(value, bool):
-        raise FlagError(f"must be true or false, got {value!r}")
-    if kind == "store_true" and value is False:
-        return False
-    return value
 
 
 def _check_int(flag: Flag, value: Any) -> Any:

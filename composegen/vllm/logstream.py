@@ -1,13 +1,7 @@
 """Read a log as a bounded stream of text lines: constant memory whatever the input (a pipe,
-/dev/zero, 1 GB).
-
-`read_lines(source, limits) -> Iterator[str]` yields decoded lines without their end-of-line
-characters (`\\n`, and a lone `\\r` as `str.splitlines` splits it: progress bars redraw with `\\r`).
-Limits, and what happens when one is hit (each adds one sentence to `limits.warnings`, read it after
-the iteration):
-  - a line longer than `max_line_bytes` is cut there; the rest of that line is skipped, not held;
-  - `max_bytes_without_newline` bytes with no newline at all (a binary file, /dev/zero) stop the read;
-  - `max_total_bytes` read in all stop the read.
+/dev/zero, 1 GB); the limits in docs/startup.md. Lines come without their end-of-line characters
+(`\\n`, and a lone `\\r` as `str.splitlines` splits it: progress bars redraw with `\\r`); each limit
+hit adds one sentence to `limits.warnings` (read it after the iteration).
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """The stages of a vLLM start, read from the engine's own log lines (pure: no Docker, no clock).
 
 A DeepSeek-sized start takes 10–30 minutes; `created → running → health 200` says nothing about
-where those minutes go. `StageTracker` turns lines (each with the time it was logged) into stages:
-
-    pull        pulling the image (bytes; fed by the caller from the engine's pull stream)
-    create      creating the container (fed by the caller)
-    nodes       waiting for the other nodes of a multi-node launch (k/N nodes)
-    imports     launch → vLLM's first stage line: Python imports (24–35 s on an H200, silent: no log line),
-                then the engine process starting; from the launch when the caller says it
-                (`launched`), else from the first log line
-    download    downloading weights (`Using model weights format`, `Fetching N files`)
-    weights     loading weights (tqdm `Loading safetensors checkpoint shards: P% Completed | k/N [..]`)
-    compile     torch.compile (Dynamo / Inductor lines, until `torch.compile takes|took X s in total`)
-    kv_cache    profiling / KV cache (`Model loading took`, `Available KV cache memory`, `KV cache size`)
-    graphs      CUDA graph capture (tqdm `Capturing CUDA graphs (mode, kind): P%|..| k/N [..]`)
-    warmup      warm-up after capture (`Graph capturing finished in` → `init engine … took`: silent, ~9 s)
-    api         API server starting (`init engine … took`, `Starting vLLM server on`, uvicorn)
-    ready       `Application startup complete.`
+where those minutes go. `StageTracker` turns lines (each with the time it was logged) into stages
+(pull, create, nodes, imports, download, weights, compile, kv_cache, graphs, warmup, api, ready: the
+table of what starts each is docs/progress.md). pull and create are fed by the caller; imports runs
+from the launch (`launched`), else from the first log line.
 
 A stage can be entered more than once (vLLM compiles inside its profiling run): its time is the sum
 of its segments. Rates come from tqdm's own rate field or from our samples; an ETA only where a rate
@@ -243,10 +231,7 @@ class StageTracker:
         key = "weights" if shards else "graphs" if capture else "download"
         detail = (capture.group("what") or "").strip(" ()") if capture else ""
         self._tqdm(
-            key,
-            bar,
-            at,
-            "shards" if key == "weights" else "graphs" if key == "graphs" else "files",
+            key, bar, at, "shards" if key == "weights" else "graphs" if key == "graphs" else "files"
         )
         if detail:
             self.stages[key].detail = detail

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from composegen.bench.reports import BenchResult
 from composegen.report import Report
 
 INT_LIMIT = 2**63 - 1
@@ -122,9 +123,7 @@ class EvidenceBundle(_Strict):
     startup: StartupFacts
     gates: GateFacts | None = None
     ladder: LadderFacts | None = None
-    bench: dict[str, Any] | None = Field(
-        default=None, description="load benchmark: `schema --report bench`"
-    )
+    bench: BenchResult | None = None
     container: ContainerFact | None = None
     emulated: StrictBool = False
     composegen_version: StrictStr | None = None
@@ -132,6 +131,10 @@ class EvidenceBundle(_Strict):
     source: Literal["stack", "log"]
     unknown: list[StrictStr]
     raw: list[RawFile]
+
+    def as_read(self) -> dict[str, Any]:
+        """The document as the file holds it (a loaded run's: plus `path`, `evidence --json`)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 class LoadedRun(EvidenceBundle):
@@ -147,7 +150,3 @@ class LoadedRun(EvidenceBundle):
         return cls.model_construct(
             bundle.model_fields_set | {"path"}, **values, path=str(directory)
         )
-
-    def as_read(self) -> dict[str, Any]:
-        """The document as the file holds it, plus `path` (`evidence --json`)."""
-        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
