@@ -23,7 +23,7 @@ from typing import Literal, TypedDict
 
 from composegen.bench import gcpause, stream
 from composegen.bench.schedule import INF
-from composegen.bench.stats import Sample, percentile
+from composegen.bench.stats import Sample, spread
 from composegen.bench.stream import ChatRequest
 
 SPIN_S = 0.0015  # the last stretch before a send is polled, not slept
@@ -112,13 +112,13 @@ class OpenFields(TypedDict):
     send_lateness_max_ms: float | None
     in_flight_mean: float | None
     in_flight_max: int | None
-    server_queue_mean_ms: float | None
+    client_queue_p50_ms: float | None  # no cap: the client's queue is the send lateness
+    client_queue_p99_ms: float | None
+    client_queue_max_ms: float | None
 
 
-def open_fields(
-    level: OpenLevel, rate: float, burstiness: float, seed: int, queue_ms: float | None
-) -> OpenFields:
-    late = [s * 1000 for s in level.lateness]
+def open_fields(level: OpenLevel, rate: float, burstiness: float, seed: int) -> OpenFields:
+    late = spread(level.lateness)
     sent = len(level.in_flight)
     return OpenFields(
         request_rate="inf" if rate == INF else rate,
@@ -127,10 +127,12 @@ def open_fields(
         achieved_request_rate=(
             round(sent / level.last_send, 3) if rate != INF and level.last_send > 0 else None
         ),
-        send_lateness_p50_ms=round(percentile(late, 50), 3) if late else None,
-        send_lateness_p99_ms=round(percentile(late, 99), 3) if late else None,
-        send_lateness_max_ms=round(max(late), 3) if late else None,
+        send_lateness_p50_ms=late[0],
+        send_lateness_p99_ms=late[1],
+        send_lateness_max_ms=late[2],
         in_flight_mean=round(sum(level.in_flight) / sent, 3) if sent else None,
         in_flight_max=max(level.in_flight) if sent else None,
-        server_queue_mean_ms=queue_ms,
+        client_queue_p50_ms=late[0],
+        client_queue_p99_ms=late[1],
+        client_queue_max_ms=late[2],
     )

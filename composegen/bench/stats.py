@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from composegen.bench.reports import BenchResult, LevelResult
+from composegen.bench.spec import describe
 from composegen.errors import BadInput
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -60,6 +61,14 @@ def percentile(values: list[float], q: float) -> float:
     low = math.floor(pos)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def spread(seconds: list[float]) -> tuple[float | None, float | None, float | None]:
+    """(p50, p99, max) in ms; Nones without values."""
+    ms = [s * 1000 for s in seconds]
+    if not ms:
+        return None, None, None
+    return round(percentile(ms, 50), 3), round(percentile(ms, 99), 3), round(max(ms), 3)
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -210,6 +219,7 @@ def format_text(result: BenchResult) -> str:
         if failed
         else "requests stopped short of the output tokens"
     )
+    lines += [f"context: {describe(result.comparability)}"] if result.comparability else []
     lines.append("times in ms; " + ("ok" if result.ok else f"FAILED: {why}"))
     return "\n".join(lines) + "\n"
 

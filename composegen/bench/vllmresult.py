@@ -178,34 +178,44 @@ def spec_counters(text: str) -> SpecCounters | None:
 
 
 QUEUE_TIME = "vllm:request_queue_time_seconds"
+SERVER_TIMES = {  # LevelResult field -> the server's histogram
+    "server_queue_mean_ms": QUEUE_TIME,
+    "server_ttft_mean_ms": "vllm:time_to_first_token_seconds",
+    "server_e2el_mean_ms": "vllm:e2e_request_latency_seconds",
+}
 
 
-def queue_time(text: str) -> tuple[float, float] | None:
-    """(sum of seconds, count) of the server's queue-time histogram, summed over engines; None
-    when it has none."""
+def histogram(text: str, name: str) -> tuple[float, float] | None:
+    """(sum of seconds, count) of one of the server's histograms, summed over engines; None when
+    it has none."""
     from prometheus_client.parser import text_string_to_metric_families  # lazy: as spec_counters
 
     total = count = 0.0
     seen = False
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == QUEUE_TIME + "_sum":
+            if sample.name == name + "_sum":
                 total, seen = total + sample.value, True
-            elif sample.name == QUEUE_TIME + "_count":
+            elif sample.name == name + "_count":
                 count += sample.value
     return (total, count) if seen else None
 
 
-def queue_mean_ms(before: str | None, after: str | None) -> float | None:
-    """Mean queue time (ms) of the requests finished between two /metrics readings."""
+def mean_ms(before: str | None, after: str | None, name: str = QUEUE_TIME) -> float | None:
+    """Mean (ms) of a histogram over the requests finished between two /metrics readings."""
     try:
-        then = queue_time(before) if before else (0.0, 0.0)
-        now = queue_time(after) if after else None
+        then = histogram(before, name) if before else (0.0, 0.0)
+        now = histogram(after, name) if after else None
     except ValueError:
         return None
     if now is None or then is None or now[1] - then[1] <= 0:
         return None
     return round((now[0] - then[0]) / (now[1] - then[1]) * 1000, 3)
+
+
+def server_times(before: str | None, after: str | None) -> dict[str, float | None]:
+    """The server's queue, TTFT and E2E means over a level (LevelResult's server_* fields)."""
+    return {field: mean_ms(before, after, name) for field, name in SERVER_TIMES.items()}
 
 
 def spec_decode_fields(

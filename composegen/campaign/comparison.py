@@ -92,6 +92,7 @@ def build(
                 "emulated": doc.emulated,
                 "source": doc.source,
                 "figures": {k: getattr(doc.startup, k) for k in ARM_FIGURES},
+                "comparability": doc.comparability.to_json() if doc.comparability else None,
             }
         )
         criteria += _criteria(arm.key, doc, arm.shm_reclaimable)

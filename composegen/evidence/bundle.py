@@ -38,6 +38,7 @@ from pathlib import Path
 
 from composegen import __version__, privatestate, safewrite
 from composegen.bench.reports import BenchResult
+from composegen.bench.spec import context as run_context
 from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
@@ -107,6 +108,7 @@ def write_run(
         raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
     # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
     # token in a URL) is masked before anything is kept.
+    rec = run_context(bench, startup_report.cache, source == "stack")
     parts = [startup_report, gates, ladder, bench]
     parts_json = [part.to_json() if part else None for part in parts]
     startup_log_text, startup_json, gates, ladder, bench, extra_raw = r.mask(
@@ -159,6 +161,7 @@ def write_run(
         "bench": bench,
         "container": container.to_json() if container else None,
         "emulated": bool(container and container.emulated),
+        "comparability": rec.to_json(),
         "composegen_version": __version__,
         "created_at": privatestate.stamp(now),
         "source": source,
