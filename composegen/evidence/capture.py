@@ -77,16 +77,20 @@ def capture_stack(
     extra_raw: Mapping[str, Report] | None = None,
     bench_runner: Callable[[BenchSpec], BenchResult] | None = None,
     on_step: Callable[[str], None] | None = None,
+    reference: list[str] | None = None,
 ) -> Path:
     """`bench`: what to run (levels: a closed loop; rates: an open loop, evidence's or a campaign's
     --bench-rates); `bench_runner`, when given, runs it instead (`--bench-via-edge`'s
     edge.benchvia); `extra_raw`: {file name: report} kept as write_run's (the edge's exposure.json);
-    `on_step`: told each step as it begins (gates k/N, ladder target k/N, bench)."""
+    `on_step`: told each step as it begins (gates k/N, ladder target k/N, bench); `reference`: the
+    equivalence gate's (a campaign's arms: gatecheck.stack_gates)."""
     live = live_stack(project, r)
     report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
     tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
-    gate_result = stack_gates(r, tools=tools, on_step=on_step) if gate else None
+    gate_result = (
+        stack_gates(r, tools=tools, on_step=on_step, reference=reference) if gate else None
+    )
     ladder_result = None
     if ladder_targets:
         ladder_result = ladder.run_ladder(

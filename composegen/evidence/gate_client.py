@@ -70,8 +70,10 @@ class GateContext:
         n_tools: int,
         max_tokens: int,
         reasoning_effort: str | None,
+        reference: list[str] | None = None,
     ):
         self.client, self.model, self.n_tools, self.max_tokens = client, model, n_tools, max_tokens
+        self.reference = reference  # the equivalence gate's: the control's answers ([]: none yet)
         self.extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
 
     def chat(

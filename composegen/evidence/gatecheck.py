@@ -20,8 +20,10 @@ def stack_gates(
     only: str | Sequence[str] | None = None,
     tools: int = 20,
     on_step: Callable[[str], None] | None = None,
+    reference: list[str] | None = None,
 ) -> GateResult:
-    """The functional gates against R's running stack, at its endpoint as seen from here."""
+    """The functional gates against R's running stack, at its endpoint as seen from here;
+    REFERENCE: the equivalence gate's (gates.run_gates)."""
     ep = driver.endpoint(r)
     return gates.run_gates(
         ep.base_url,
@@ -30,6 +32,7 @@ def stack_gates(
         tools=tools,
         only=only,
         on_step=on_step,
+        reference=reference,
     )
 
 
@@ -71,3 +74,14 @@ def refuse_failed_gates(what: str, failed: list[str], despite: str | None) -> No
             f"{what} failed gates: {', '.join(failed)}",
             hint='a candidate that fails its gates is not promoted; `--despite-gates "why"` records an exception',
         )
+
+
+def reference_answers(control: Mapping[str, object] | None) -> list[str]:
+    """The equivalence gate's answers in a control arm's gates (as JSON); [] when it has none."""
+    rows = control.get("gates") if control else None
+    for row in rows if isinstance(rows, list) else []:
+        details = row.get("details") if isinstance(row, dict) else None
+        if row.get("name") == "equivalence" and isinstance(details, dict):
+            answers = details.get("answers")
+            return [str(a) for a in answers] if isinstance(answers, list) else []
+    return []
