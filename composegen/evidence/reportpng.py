@@ -1,6 +1,7 @@
 """The report's summary as one PNG, written next to the HTML page: chat tools preview an image, not
 HTML. What it shows: the title (the campaign and its decision, when a campaign), each run's
-engine-reported KV capacity, and — when the runs have them — the ladder's TTFT per prompt size and the
+engine-reported KV capacity (a bar drawn red when the run failed a gate; the title names each run's
+gates and the failed ones), and — when the runs have them — the ladder's TTFT per prompt size and the
 benchmark's output throughput per concurrency. Every figure's source is on the image: `EMULATED vLLM`
 when any run was emulated, else "engine-reported"."""
 
@@ -11,16 +12,18 @@ import warnings
 from typing import Any
 
 from composegen.evidence.reportpage import CampaignHeading
-from composegen.evidence.reports.runs import RunsReport
+from composegen.evidence.reports.runs import RunsReport, RunSummary
 
 DPI = 100
+PASSED, FAILED = "#2563eb", "#dc2626"  # a KV bar's colour: every gate passed (or none run), or not
 OUT_OF_RANGE = "plots not drawn: a figure is too large to plot (the HTML page's tables show it)"
 
 
 def _kv(ax: Any, report: RunsReport) -> None:
     labels = [run.label for run in report.runs]
     tokens = [run.startup.get("kv_cache_tokens") or 0 for run in report.runs]
-    bars = ax.barh(range(len(labels)), tokens, color="#2563eb")
+    colours = [FAILED if run.failed_gates else PASSED for run in report.runs]
+    bars = ax.barh(range(len(labels)), tokens, color=colours)
     ax.set_yticks(range(len(labels)), [_text(x) for x in labels])
     ax.invert_yaxis()
     ax.bar_label(bars, labels=[f"{t:,}" if t else "not reported" for t in tokens], padding=3)
@@ -72,7 +75,13 @@ def _title(report: RunsReport, heading: CampaignHeading | None) -> str:
     head += "\nsource: " + ", ".join(sorted({run.source for run in report.runs}))
     if any(run.emulated for run in report.runs):
         head += " — EMULATED vLLM: figures exercise composegen, not a real engine"
-    return _text(head)
+    gates = [_gates(run) for run in report.runs if run.gates]
+    return _text(head + ("\ngates: " + " · ".join(gates) if gates else ""))
+
+
+def _gates(run: RunSummary) -> str:
+    failed = f" FAILED: {', '.join(run.failed_gates)}" if run.failed_gates else ""
+    return f"{run.label} {run.gates}{failed}"
 
 
 def render_png(report: RunsReport, heading: CampaignHeading | None = None) -> bytes:
