@@ -3,8 +3,7 @@ closed loop's concurrencies or the open loop's rates, the sizes every level shar
 goes via the edge. `check()` refuses (BadInput, exit 2) anything out of bounds before any work: a
 bound keeps what the options size (prompts made, connections held, a schedule's length) inside what
 one client machine can hold. `result()` is the one place a BenchResult is built, with its
-comparability record (`record()`: the client host's CPU governor and load, the server's /metrics
-histograms beside the client's figures).
+comparability record (the client host's CPU governor and load, the server's /metrics check).
 """
 
 from __future__ import annotations
@@ -99,7 +98,12 @@ class BenchSpec:
                 "ok": all(good(lv) for lv in levels),
                 "levels": levels,
                 "gpus": self.gpus,
-                "comparability": record(levels, self.load_start),
+                "comparability": Comparability(
+                    cpu_governor=governor(),
+                    load_start=self.load_start,
+                    load_end=load(),
+                    server_check=server_check(levels),
+                ),
                 **extra,
             }
         )
@@ -144,27 +148,15 @@ def server_check(levels: list[LevelResult]) -> str:
     return "gap: " + "; ".join(gaps) if gaps else "agrees"
 
 
-def record(levels: list[LevelResult], load_start: list[float] | None) -> Comparability:
-    """The client side of a run's comparability record (the engine's start: its startup report)."""
-    return Comparability(
-        cpu_governor=governor(),
-        load_start=load_start,
-        load_end=load(),
-        server_check=server_check(levels),
-    )
-
-
 def context(bench: BenchResult | None, engine_start: str | None, live: bool) -> Comparability:
     """An evidence bundle's record: its bench's (else, on a live stack, the client host now), and
     how the engine started (its startup report's compile cache)."""
-    rec = bench.comparability if bench else None
-    if rec is None:
-        rec = Comparability(
-            cpu_governor=governor() if live else "unknown",
-            load_start=load() if live else None,
-            load_end=None,
-            server_check="not run: no bench",
-        )
+    rec = (bench.comparability if bench else None) or Comparability(
+        cpu_governor=governor() if live else "unknown",
+        load_start=load() if live else None,
+        load_end=None,
+        server_check="not run: no bench",
+    )
     return rec.model_copy(update={"engine_start": engine_start or "unknown"})
 
 
@@ -172,9 +164,7 @@ def describe(rec: Comparability | None) -> str:
     """One line: the context shown beside a run's figures."""
     if rec is None:
         return "context unknown (a result from before the comparability record)"
-    loads = "unknown" if rec.load_start is None else f"{rec.load_start[0]:g}"
-    if rec.load_end is not None:
-        loads += f" → {rec.load_end[0]:g}"
+    loads = " → ".join(f"{x[0]:g}" for x in (rec.load_start, rec.load_end) if x) or "unknown"
     return (
         f"client CPU governor {rec.cpu_governor}, load {loads}; engine start "
         f"{rec.engine_start}; server histograms {rec.server_check}"

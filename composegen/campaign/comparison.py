@@ -7,7 +7,6 @@ Nothing of a raw file's free text is copied; what is left is scrubbed (sanitize.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from composegen.campaign.reports import (
     DecisionPart,
 )
 from composegen.campaign.sanitize import Scrubber
+from composegen.evidence.bundle import file_sha256
 from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.compare import CompareReport
 
@@ -33,14 +33,6 @@ ARM_FIGURES = (
     "weights_gib",
     "max_concurrency",
 )
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _criteria(key: str, doc: LoadedRun, shm: int | None) -> list[Criterion]:

@@ -113,9 +113,7 @@ def _job(project: Project, directory: Path, st: CampaignState, arm: ArmState) ->
             bench=bench,
             on_step=step,
             # the equivalence gate: the control's answers, which the candidate and replay must give
-            reference=reference_answers(
-                control.gates.model_dump() if control and control.gates else None
-            ),
+            reference=reference_answers(control),
         )
 
     control, candidate = st.control or arm.profile, st.candidate or arm.profile

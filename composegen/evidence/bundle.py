@@ -65,7 +65,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     """Streamed: a raw startup.log can be hundreds of megabytes."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -320,7 +320,7 @@ def _check_raw(entries: list[RawFile], bundle: Path, doc_path: Path) -> None:
             raise BadInput(f"{doc_path}: raw: {entry.file!r} is not a plain file name")
         if not raw_path.is_file():
             raise CheckFailed(f"{raw_path}: raw file recorded in evidence.json is missing")
-        actual = _file_sha256(raw_path)
+        actual = file_sha256(raw_path)
         if actual != entry.sha256:
             raise CheckFailed(
                 f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "

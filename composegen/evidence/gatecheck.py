@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from composegen.errors import CheckFailed
 from composegen.evidence import gates
+from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.stack import driver
@@ -76,12 +77,8 @@ def refuse_failed_gates(what: str, failed: list[str], despite: str | None) -> No
         )
 
 
-def reference_answers(control: Mapping[str, object] | None) -> list[str]:
-    """The equivalence gate's answers in a control arm's gates (as JSON); [] when it has none."""
-    rows = control.get("gates") if control else None
-    for row in rows if isinstance(rows, list) else []:
-        details = row.get("details") if isinstance(row, dict) else None
-        if row.get("name") == "equivalence" and isinstance(details, dict):
-            answers = details.get("answers")
-            return [str(a) for a in answers] if isinstance(answers, list) else []
-    return []
+def reference_answers(control: LoadedRun | None) -> list[str]:
+    """The equivalence gate's answers in a control arm's gates; [] when it has none."""
+    rows = control.gates.gates if control and control.gates else []
+    details = next((getattr(g, "details", None) for g in rows if g.name == "equivalence"), None)
+    return [str(a) for a in details.get("answers") or []] if isinstance(details, dict) else []

@@ -11,6 +11,7 @@ import io
 import warnings
 from typing import Any
 
+from composegen.evidence.plots import _text
 from composegen.evidence.reportpage import CampaignHeading
 from composegen.evidence.reports.runs import RunsReport, RunSummary
 
@@ -60,10 +61,6 @@ def _bench(ax: Any, report: RunsReport) -> bool:
     ax.set_xlabel("concurrency")
     ax.set_ylabel("output tok/s (measured)")
     return drawn
-
-
-def _text(label: str) -> str:
-    return label.replace("$", r"\$")  # `$…$` would be mathtext
 
 
 def _title(report: RunsReport, heading: CampaignHeading | None) -> str:
