@@ -42,7 +42,6 @@ from composegen.evidence.gate_client import (
     api_message,
     check_served,
     client_for,
-    preload,
 )
 from composegen.evidence.gate_tools import TOOL_CATALOG, WEATHER, _e, _i, _o, _s, tool_specs
 from composegen.evidence.reports.gate import GateResult, GateRow, ToolCounts
@@ -330,11 +329,6 @@ def run_one(name: str, ctx: GateContext) -> GateRow:
         reason=reason,
         details=details,
     )
-
-
-def preload_client() -> None:
-    """The client's libraries imported now (gate_client.preload)."""
-    preload()
 
 
 def run_gates(
