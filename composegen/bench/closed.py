@@ -246,10 +246,10 @@ async def _sweep(
                 output_tokens=o.output_tokens,
             )
             # with --requests every request is due at the level's start: the wait for a slot
-            p50, p99, most = spread([s.started - started for s in samples] if o.requests else [])
-            queue = {"client_queue_p50_ms": p50, "client_queue_p99_ms": p99}
-            update = vllmresult.server_times(before, after) | queue
-            level = level.model_copy(update=update | {"client_queue_max_ms": most})
+            queue = spread(
+                [s.started - started for s in samples] if o.requests else [], "client_queue"
+            )
+            level = level.model_copy(update=vllmresult.server_times(before, after) | queue)
             shaped = vllmresult.level_result(
                 model,
                 concurrency,

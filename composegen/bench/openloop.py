@@ -19,7 +19,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypedDict
 
 from composegen.bench import gcpause, stream
 from composegen.bench.schedule import INF
@@ -100,39 +99,21 @@ async def run_level(
             client.close()
 
 
-class OpenFields(TypedDict):
-    """The open-loop figures of a LevelResult (reports.py)."""
-
-    request_rate: float | Literal["inf"]
-    burstiness: float
-    schedule_seed: int
-    achieved_request_rate: float | None
-    send_lateness_p50_ms: float | None
-    send_lateness_p99_ms: float | None
-    send_lateness_max_ms: float | None
-    in_flight_mean: float | None
-    in_flight_max: int | None
-    client_queue_p50_ms: float | None  # no cap: the client's queue is the send lateness
-    client_queue_p99_ms: float | None
-    client_queue_max_ms: float | None
-
-
-def open_fields(level: OpenLevel, rate: float, burstiness: float, seed: int) -> OpenFields:
-    late = spread(level.lateness)
+def open_fields(
+    level: OpenLevel, rate: float, burstiness: float, seed: int
+) -> dict[str, float | str | None]:
+    """The open-loop figures of a LevelResult (reports.py); without a cap the client's queue is
+    the send lateness."""
     sent = len(level.in_flight)
-    return OpenFields(
-        request_rate="inf" if rate == INF else rate,
-        burstiness=burstiness,
-        schedule_seed=seed,
-        achieved_request_rate=(
+    return {
+        "request_rate": "inf" if rate == INF else rate,
+        "burstiness": burstiness,
+        "schedule_seed": seed,
+        "achieved_request_rate": (
             round(sent / level.last_send, 3) if rate != INF and level.last_send > 0 else None
         ),
-        send_lateness_p50_ms=late[0],
-        send_lateness_p99_ms=late[1],
-        send_lateness_max_ms=late[2],
-        in_flight_mean=round(sum(level.in_flight) / sent, 3) if sent else None,
-        in_flight_max=max(level.in_flight) if sent else None,
-        client_queue_p50_ms=late[0],
-        client_queue_p99_ms=late[1],
-        client_queue_max_ms=late[2],
-    )
+        "in_flight_mean": round(sum(level.in_flight) / sent, 3) if sent else None,
+        "in_flight_max": max(level.in_flight) if sent else None,
+        **spread(level.lateness, "send_lateness"),
+        **spread(level.lateness, "client_queue"),
+    }

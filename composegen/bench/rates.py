@@ -149,4 +149,4 @@ def _level(
         burstiness=o.burstiness,
     )
     server = vllmresult.server_times(before, after)
-    return summary.model_copy(update={**extra, **server}), shaped
+    return summary.model_copy(update=extra | server), shaped

@@ -126,12 +126,10 @@ class LevelResult(Report):
         default=None,
         description="mean of the server's vllm:request_queue_time_seconds over the level (/metrics)",
     )
-    # the client's queue apart from the server's time (vllm#54101), both loops
-    client_queue_p50_ms: float | None = Field(
+    client_queue_p50_ms: float | None = Field(  # apart from the server's time (vllm#54101)
         default=None,
-        description="scheduled send to actual send, median: the open loop's send lateness; the closed "
-        "loop's wait for a free slot, every --requests request due at the level's start (as vLLM "
-        "schedules --max-concurrency at rate inf); null with --duration (no schedule)",
+        description="scheduled to actual send: open loop, the send lateness; closed, the wait for a "
+        "slot, every --requests request due at the level's start; null with --duration",
     )
     client_queue_p99_ms: float | None = None
     client_queue_max_ms: float | None = None
@@ -192,10 +190,8 @@ class FindMax(Report):
 
 
 class Comparability(Report):
-    """The context a result is read in (issue 50): the client host during the run, how the engine
-    started, the server's own histograms beside the client's figures. Identities, EMULATED and
-    failed checks decide whether two runs compare (evidence/comparability.py); this is shown
-    beside the figures."""
+    """The context a result is read in, shown beside its figures (whether two runs compare at all:
+    evidence/comparability.py)."""
 
     cpu_governor: str = Field(
         description="the client host's scaling_governor(s) (/sys/devices/system/cpu/cpu*/cpufreq); "
@@ -211,9 +207,8 @@ class Comparability(Report):
         "no startup report was read",
     )
     server_check: str = Field(
-        description="client TTFT/E2EL means against the server's /metrics histograms over the same "
-        "levels: `agrees`, `gap: …` (a level's means differ by more than 50 ms and 25%), or "
-        "`unreachable: …`"
+        description="each level's client TTFT/E2EL means against the server's /metrics histograms: "
+        "`agrees`, `gap: …` (more than 50 ms and 25% apart), `unreachable: …`, `not run: …`"
     )
 
 

@@ -130,7 +130,7 @@ def load() -> list[float] | None:
 def server_check(levels: list[LevelResult]) -> str:
     """Each level's client TTFT/E2EL mean against the server's histogram mean (/metrics)."""
     pairs = [
-        (lv.key(), name, client, server)
+        (f"{lv.key()} {name}", client, server)
         for lv in levels
         for name, client, server in (
             ("TTFT", lv.mean_ttft_ms, lv.server_ttft_mean_ms),
@@ -138,13 +138,13 @@ def server_check(levels: list[LevelResult]) -> str:
         )
         if client is not None and server is not None
     ]
-    if not pairs:
-        return "unreachable: no /metrics request histograms"
     gaps = [
-        f"{key} {name} mean {client:.1f} ms at the client, {server:.1f} ms at the server"
-        for key, name, client, server in pairs
+        f"{what} mean {client:.1f} ms at the client, {server:.1f} ms at the server"
+        for what, client, server in pairs
         if abs(client - server) > max(GAP_MS, GAP_SHARE * client)
     ]
+    if not pairs:
+        return "unreachable: no /metrics request histograms"
     return "gap: " + "; ".join(gaps) if gaps else "agrees"
 
 

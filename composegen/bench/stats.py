@@ -63,12 +63,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-def spread(seconds: list[float]) -> tuple[float | None, float | None, float | None]:
-    """(p50, p99, max) in ms; Nones without values."""
+def spread(seconds: list[float], name: str) -> dict[str, float | None]:
+    """NAME_p50_ms, NAME_p99_ms and NAME_max_ms; Nones without values."""
     ms = [s * 1000 for s in seconds]
-    if not ms:
-        return None, None, None
-    return round(percentile(ms, 50), 3), round(percentile(ms, 99), 3), round(max(ms), 3)
+    figures = (percentile(ms, 50), percentile(ms, 99), max(ms)) if ms else (None,) * 3
+    return {
+        f"{name}_{stat}_ms": None if v is None else round(v, 3)
+        for stat, v in zip(("p50", "p99", "max"), figures, strict=True)
+    }
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:

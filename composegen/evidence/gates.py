@@ -257,7 +257,7 @@ ANSWER_PROMPTS = (
 )
 
 
-def gate_equivalence(ctx: GateContext) -> JsonObject:
+def gate_equivalence(ctx: GateContext) -> dict[str, list[str] | bool]:
     answers = [
         ctx.chat([{"role": "user", "content": p}], allow_length=True, seed=0)[0].message.content
         or ""
