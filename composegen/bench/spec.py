@@ -160,10 +160,8 @@ def context(bench: BenchResult | None, engine_start: str | None, live: bool) -> 
     return rec.model_copy(update={"engine_start": engine_start or "unknown"})
 
 
-def describe(rec: Comparability | None) -> str:
+def describe(rec: Comparability) -> str:
     """One line: the context shown beside a run's figures."""
-    if rec is None:
-        return "context unknown (a result from before the comparability record)"
     loads = " → ".join(f"{x[0]:g}" for x in (rec.load_start, rec.load_end) if x) or "unknown"
     return (
         f"client CPU governor {rec.cpu_governor}, load {loads}; engine start "

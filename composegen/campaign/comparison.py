@@ -63,19 +63,12 @@ def build(
         doc = docs.get(arm.key)
         if doc is None:
             continue
-        bundle = Path(doc.path)
-        whole = bundle / "evidence.json"
-        raw.append(
-            {
-                "arm": arm.key,
-                "file": "evidence.json",
-                "sha256": file_sha256(whole),
-                "bytes": whole.stat().st_size,
-            }
-        )
-        raw += [
-            {"arm": arm.key, "file": e.file, "sha256": e.sha256, "bytes": e.bytes} for e in doc.raw
+        whole = Path(doc.path) / "evidence.json"
+        files: list[tuple[str, str, int | None]] = [
+            ("evidence.json", file_sha256(whole), whole.stat().st_size)
         ]
+        files += [(e.file, e.sha256, e.bytes) for e in doc.raw]
+        raw += [{"arm": arm.key, "file": f, "sha256": h, "bytes": n} for f, h, n in files]
         arms.append(
             {
                 "arm": arm.key,

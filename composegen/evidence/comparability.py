@@ -32,10 +32,8 @@ def label(a: LoadedRun, b: LoadedRun, functional: int) -> str | None:
 
 
 def context_notes(a: LoadedRun, b: LoadedRun) -> list[str]:
-    """One note per run on its context; none when neither run has the record (older bundles)."""
-    if a.comparability is None and b.comparability is None:
-        return []
+    """One note per run on its context (older bundles have none)."""
+    runs = (("a", a), ("b", b))
     return [
-        f"{side} ({doc.profile.name}): {describe(doc.comparability)}"
-        for side, doc in (("a", a), ("b", b))
+        f"{k} ({d.profile.name}): {describe(d.comparability)}" for k, d in runs if d.comparability
     ]
