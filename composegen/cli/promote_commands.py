@@ -5,8 +5,6 @@ only what a switch needs (the exposure gate, the keys and recovery cost ~0.1 s m
 
 from __future__ import annotations
 
-import re
-
 import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
@@ -34,11 +32,7 @@ def _switch_text(result: SwitchReport) -> str:
     proof = (
         f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
     )
-    told: list[str] = []
-    for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
-        label = re.sub(r" \d+/\d+$", "", stage)
-        if not told or told[-1] != label:
-            told.append(label)
+    told = [s.step for s in result.steps]  # `loading weights 1/4 … 4/4` one step (stages: each)
     reason = f" ({result.path_reason})" if result.path_reason else ""
     return (
         f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)\n"
