@@ -43,7 +43,7 @@ from composegen.bench import frontier, stream, vllmresult
 from composegen.bench.prompts import Messages, Prompts, Tokenizer
 from composegen.bench.reports import BenchResult, VllmBenchServeResult
 from composegen.bench.spec import BenchSpec
-from composegen.bench.stats import Sample, summarise
+from composegen.bench.stats import Sample, spread, summarise
 from composegen.bench.stream import ChatRequest
 from composegen.errors import BadInput, EngineError
 from composegen.profiles.resolved import Resolved
@@ -77,8 +77,8 @@ async def _level(
     concurrency: int,
     requests: int | None,
     duration: float | None,
-) -> tuple[list[Sample], float, float]:
-    """(samples, seconds, client CPU seconds) of one closed-loop level. Each worker has a connection
+) -> tuple[list[Sample], float, float, float]:
+    """(samples, seconds, client CPU seconds, its start) of one closed-loop level. Each worker has a connection
     of its own (stream.StreamClient: the events of a stream are parsed as they arrive, in the
     loop's data callback; a pool scanning connections per request cost more CPU than the requests
     themselves)."""
@@ -98,7 +98,7 @@ async def _level(
 
     try:
         await asyncio.gather(*(worker(client) for client in clients))
-        return samples, time.perf_counter() - started, time.process_time() - cpu
+        return samples, time.perf_counter() - started, time.process_time() - cpu, started
     finally:
         for client in clients:
             client.close()
@@ -194,12 +194,6 @@ async def read_metrics(client: httpx.AsyncClient) -> str | None:
         return None
 
 
-async def _spec_counters(client: httpx.AsyncClient) -> vllmresult.SpecCounters | None:
-    """The server's speculative-decoding counters (None when it has none, or /metrics does not
-    answer)."""
-    return spec_of(await read_metrics(client))
-
-
 def spec_of(text: str | None) -> vllmresult.SpecCounters | None:
     try:
         return vllmresult.spec_counters(text) if text is not None else None
@@ -234,11 +228,12 @@ async def _sweep(
     # /metrics, before and after each level
     async with metrics_client(base_url, api_key, o.timeout) as client:
         for concurrency, bodies in plans:
-            before, when = await _spec_counters(client), time.time()
-            samples, seconds, cpu = await _level(
+            before, when = await read_metrics(client), time.time()
+            samples, seconds, cpu, started = await _level(
                 connect, bodies, concurrency, o.requests, o.duration
             )
-            spec = vllmresult.spec_decode_fields(before, await _spec_counters(client))
+            after = await read_metrics(client)
+            spec = vllmresult.spec_decode_fields(spec_of(before), spec_of(after))
             distinct = min(len(samples), len(bodies))
             level = summarise(
                 concurrency,
@@ -250,6 +245,11 @@ async def _sweep(
                 input_tokens=o.input_tokens,
                 output_tokens=o.output_tokens,
             )
+            # with --requests every request is due at the level's start: the wait for a slot
+            queue = spread(
+                [s.started - started for s in samples] if o.requests else [], "client_queue"
+            )
+            level = level.model_copy(update=vllmresult.server_times(before, after) | queue)
             shaped = vllmresult.level_result(
                 model,
                 concurrency,

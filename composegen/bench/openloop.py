@@ -19,11 +19,10 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypedDict
 
 from composegen.bench import gcpause, stream
 from composegen.bench.schedule import INF
-from composegen.bench.stats import Sample, percentile
+from composegen.bench.stats import Sample, spread
 from composegen.bench.stream import ChatRequest
 
 SPIN_S = 0.0015  # the last stretch before a send is polled, not slept
@@ -100,37 +99,21 @@ async def run_level(
             client.close()
 
 
-class OpenFields(TypedDict):
-    """The open-loop figures of a LevelResult (reports.py)."""
-
-    request_rate: float | Literal["inf"]
-    burstiness: float
-    schedule_seed: int
-    achieved_request_rate: float | None
-    send_lateness_p50_ms: float | None
-    send_lateness_p99_ms: float | None
-    send_lateness_max_ms: float | None
-    in_flight_mean: float | None
-    in_flight_max: int | None
-    server_queue_mean_ms: float | None
-
-
 def open_fields(
-    level: OpenLevel, rate: float, burstiness: float, seed: int, queue_ms: float | None
-) -> OpenFields:
-    late = [s * 1000 for s in level.lateness]
+    level: OpenLevel, rate: float, burstiness: float, seed: int
+) -> dict[str, float | str | None]:
+    """The open-loop figures of a LevelResult (reports.py); without a cap the client's queue is
+    the send lateness."""
     sent = len(level.in_flight)
-    return OpenFields(
-        request_rate="inf" if rate == INF else rate,
-        burstiness=burstiness,
-        schedule_seed=seed,
-        achieved_request_rate=(
+    return {
+        "request_rate": "inf" if rate == INF else rate,
+        "burstiness": burstiness,
+        "schedule_seed": seed,
+        "achieved_request_rate": (
             round(sent / level.last_send, 3) if rate != INF and level.last_send > 0 else None
         ),
-        send_lateness_p50_ms=round(percentile(late, 50), 3) if late else None,
-        send_lateness_p99_ms=round(percentile(late, 99), 3) if late else None,
-        send_lateness_max_ms=round(max(late), 3) if late else None,
-        in_flight_mean=round(sum(level.in_flight) / sent, 3) if sent else None,
-        in_flight_max=max(level.in_flight) if sent else None,
-        server_queue_mean_ms=queue_ms,
-    )
+        "in_flight_mean": round(sum(level.in_flight) / sent, 3) if sent else None,
+        "in_flight_max": max(level.in_flight) if sent else None,
+        **spread(level.lateness, "send_lateness"),
+        **spread(level.lateness, "client_queue"),
+    }

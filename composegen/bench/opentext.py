@@ -6,6 +6,7 @@ stats.py's.)"""
 from __future__ import annotations
 
 from composegen.bench.reports import BenchResult, FindMax, LevelResult
+from composegen.bench.spec import describe
 from composegen.bench.stats import CLIENT_BUSY
 from composegen.output import md_cell
 
@@ -72,6 +73,7 @@ def format_text(result: BenchResult) -> str:
             f"warning: the client was busy more than {CLIENT_BUSY:.0%} of the time at "
             f"{', '.join(busy)}: its sends may be late because of this machine, not the server"
         )
+    lines += [f"context: {describe(result.comparability)}"] if result.comparability else []
     lines.append(
         "times in ms (late: actual send − scheduled; inflt: most requests in flight at a send; "
         "queue: the server's mean queue time); " + ("ok" if result.ok else "FAILED")

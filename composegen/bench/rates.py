@@ -136,8 +136,7 @@ def _level(
         input_tokens=o.input_tokens,
         output_tokens=o.output_tokens,
     )
-    queue_ms = vllmresult.queue_mean_ms(before, after)
-    extra = openloop.open_fields(level, plan.rate, o.burstiness, plan.seed, queue_ms)
+    extra = openloop.open_fields(level, plan.rate, o.burstiness, plan.seed)
     shaped = vllmresult.level_result(
         model,
         None,
@@ -149,4 +148,5 @@ def _level(
         request_rate="inf" if plan.rate == INF else plan.rate,
         burstiness=o.burstiness,
     )
-    return summary.model_copy(update=dict(extra)), shaped
+    server = vllmresult.server_times(before, after)
+    return summary.model_copy(update=extra | server), shaped

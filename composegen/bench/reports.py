@@ -126,6 +126,19 @@ class LevelResult(Report):
         default=None,
         description="mean of the server's vllm:request_queue_time_seconds over the level (/metrics)",
     )
+    client_queue_p50_ms: float | None = Field(  # apart from the server's time (vllm#54101)
+        default=None,
+        description="scheduled to actual send: open loop, the send lateness; closed, the wait for a "
+        "slot, every --requests request due at the level's start; null with --duration",
+    )
+    client_queue_p99_ms: float | None = None
+    client_queue_max_ms: float | None = None
+    server_ttft_mean_ms: float | None = Field(
+        default=None, description="the server's vllm:time_to_first_token_seconds mean (/metrics)"
+    )
+    server_e2el_mean_ms: float | None = Field(
+        default=None, description="the server's vllm:e2e_request_latency_seconds mean (/metrics)"
+    )
     # the frontier (frontier.py), closed and open levels alike
     output_throughput_per_gpu: float | None = Field(
         default=None, description="output tokens per second / the stack's GPUs"
@@ -176,6 +189,29 @@ class FindMax(Report):
     probes: list[FindMaxProbe] = Field(description="in the order run")
 
 
+class Comparability(Report):
+    """The context a result is read in, shown beside its figures (whether two runs compare at all:
+    evidence/comparability.py)."""
+
+    cpu_governor: str = Field(
+        description="the client host's scaling_governor(s) (/sys/devices/system/cpu/cpu*/cpufreq); "
+        "`unknown`: the host has no cpufreq there (a VM or container)"
+    )
+    load_start: list[float] | None = Field(
+        description="the client host's 1, 5 and 15-minute load averages at the start (null: unknown)"
+    )
+    load_end: list[float] | None = Field(description="the same at the end")
+    engine_start: Literal["cold", "warm", "partial", "unknown"] = Field(
+        default="unknown",
+        description="torch.compile's cache at the engine's start (its startup report); unknown: "
+        "no startup report was read",
+    )
+    server_check: str = Field(
+        description="each level's client TTFT/E2EL means against the server's /metrics histograms: "
+        "`agrees`, `gap: …` (more than 50 ms and 25% apart), `unreachable: …`, `not run: …`"
+    )
+
+
 class BenchResult(Report):
     """`composegen bench --json`; the `bench` of an evidence bundle."""
 
@@ -217,6 +253,9 @@ class BenchResult(Report):
         description="--slo limits in ms, e.g. {ttft_p99: 500}: each level passes or not",
     )
     find_max: FindMax | None = Field(default=None, description="bench --find-max's search")
+    comparability: Comparability | None = Field(
+        default=None, description="the run's context (null: a result from before the record)"
+    )
 
     def level(self, concurrency: int) -> LevelResult | None:
         return next((lv for lv in self.levels if lv.concurrency == concurrency), None)

@@ -2,17 +2,20 @@
 closed loop's concurrencies or the open loop's rates, the sizes every level shares, and whether it
 goes via the edge. `check()` refuses (BadInput, exit 2) anything out of bounds before any work: a
 bound keeps what the options size (prompts made, connections held, a schedule's length) inside what
-one client machine can hold. `result()` is the one place a BenchResult is built.
+one client machine can hold. `result()` is the one place a BenchResult is built, with its
+comparability record (the client host's CPU governor and load, the server's /metrics check).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
-from composegen.bench.reports import BenchResult, LevelResult
+from composegen.bench.reports import BenchResult, Comparability, LevelResult
 from composegen.errors import BadInput
 
 INF = math.inf
@@ -24,6 +27,8 @@ MAX_TOKENS = 1_048_576  # prompt or output tokens per request: the longest conte
 MAX_BURSTINESS = 1000.0  # the gamma shape; beyond it the gaps are even (inf says so exactly)
 MAX_REPEATS = 100  # --find-max: levels per probed rate
 MAX_LEVELS = 64  # --find-max: rates probed
+SYS_CPU = Path("/sys/devices/system/cpu")
+GAP_MS, GAP_SHARE = 50.0, 0.25  # client mean vs server histogram mean: beyond both, a gap
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class BenchSpec:
     via_edge: bool = False
     api_key: str | None = None
     gpus: int | None = None
+    load_start: list[float] | None = None  # the client host's load averages when the run began
 
     def check(self) -> BenchSpec:
         """Every size in bounds (BadInput names the option), before any request."""
@@ -70,10 +76,10 @@ class BenchSpec:
         return self
 
     def seeded(self) -> BenchSpec:
-        """This spec with its seed: the one asked for, else a random one (recorded)."""
-        if self.seed is not None:
-            return self
-        return dataclasses.replace(self, seed=random.SystemRandom().randrange(2**31))
+        """This spec with its seed (the one asked for, else a random one, recorded) and the client
+        host's load at the run's start."""
+        seed = self.seed if self.seed is not None else random.SystemRandom().randrange(2**31)
+        return dataclasses.replace(self, seed=seed, load_start=self.load_start or load())
 
     def result(self, model: str, levels: list[LevelResult], **extra: object) -> BenchResult:
         """The run's BenchResult: ok when every level completed something without an error or a
@@ -92,9 +98,75 @@ class BenchSpec:
                 "ok": all(good(lv) for lv in levels),
                 "levels": levels,
                 "gpus": self.gpus,
+                "comparability": Comparability(
+                    cpu_governor=governor(),
+                    load_start=self.load_start,
+                    load_end=load(),
+                    server_check=server_check(levels),
+                ),
                 **extra,
             }
         )
+
+
+def governor(root: Path = SYS_CPU) -> str:
+    """The client host's CPU frequency governor(s), `unknown` without cpufreq in /sys."""
+    found = set()
+    for path in root.glob("cpu[0-9]*/cpufreq/scaling_governor"):
+        try:
+            found.add(path.read_text("utf-8", "replace").strip()[:40])
+        except OSError:
+            continue
+    return ", ".join(sorted(found - {""})) or "unknown"
+
+
+def load() -> list[float] | None:
+    try:
+        return [round(n, 2) for n in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def server_check(levels: list[LevelResult]) -> str:
+    """Each level's client TTFT/E2EL mean against the server's histogram mean (/metrics)."""
+    pairs = [
+        (f"{lv.key()} {name}", client, server)
+        for lv in levels
+        for name, client, server in (
+            ("TTFT", lv.mean_ttft_ms, lv.server_ttft_mean_ms),
+            ("E2EL", lv.mean_e2el_ms, lv.server_e2el_mean_ms),
+        )
+        if client is not None and server is not None
+    ]
+    gaps = [
+        f"{what} mean {client:.1f} ms at the client, {server:.1f} ms at the server"
+        for what, client, server in pairs
+        if abs(client - server) > max(GAP_MS, GAP_SHARE * client)
+    ]
+    if not pairs:
+        return "unreachable: no /metrics request histograms"
+    return "gap: " + "; ".join(gaps) if gaps else "agrees"
+
+
+def context(bench: BenchResult | None, engine_start: str | None, live: bool) -> Comparability:
+    """An evidence bundle's record: its bench's (else, on a live stack, the client host now), and
+    how the engine started (its startup report's compile cache)."""
+    rec = (bench.comparability if bench else None) or Comparability(
+        cpu_governor=governor() if live else "unknown",
+        load_start=load() if live else None,
+        load_end=None,
+        server_check="not run: no bench",
+    )
+    return rec.model_copy(update={"engine_start": engine_start or "unknown"})
+
+
+def describe(rec: Comparability) -> str:
+    """One line: the context shown beside a run's figures."""
+    loads = " → ".join(f"{x[0]:g}" for x in (rec.load_start, rec.load_end) if x) or "unknown"
+    return (
+        f"client CPU governor {rec.cpu_governor}, load {loads}; engine start "
+        f"{rec.engine_start}; server histograms {rec.server_check}"
+    )
 
 
 def good(level: LevelResult) -> bool:

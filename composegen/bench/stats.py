@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from composegen.bench.reports import BenchResult, LevelResult
+from composegen.bench.spec import describe
 from composegen.errors import BadInput
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -60,6 +61,16 @@ def percentile(values: list[float], q: float) -> float:
     low = math.floor(pos)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def spread(seconds: list[float], name: str) -> dict[str, float | None]:
+    """NAME_p50_ms, NAME_p99_ms and NAME_max_ms; Nones without values."""
+    ms = [s * 1000 for s in seconds]
+    figures = (percentile(ms, 50), percentile(ms, 99), max(ms)) if ms else (None,) * 3
+    return {
+        f"{name}_{stat}_ms": None if v is None else round(v, 3)
+        for stat, v in zip(("p50", "p99", "max"), figures, strict=True)
+    }
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -210,6 +221,7 @@ def format_text(result: BenchResult) -> str:
         if failed
         else "requests stopped short of the output tokens"
     )
+    lines += [f"context: {describe(result.comparability)}"] if result.comparability else []
     lines.append("times in ms; " + ("ok" if result.ok else f"FAILED: {why}"))
     return "\n".join(lines) + "\n"
 

@@ -177,35 +177,39 @@ def spec_counters(text: str) -> SpecCounters | None:
     )
 
 
-QUEUE_TIME = "vllm:request_queue_time_seconds"
+SERVER_TIMES = {  # LevelResult field -> the server's histogram
+    "server_queue_mean_ms": "vllm:request_queue_time_seconds",
+    "server_ttft_mean_ms": "vllm:time_to_first_token_seconds",
+    "server_e2el_mean_ms": "vllm:e2e_request_latency_seconds",
+}
 
 
-def queue_time(text: str) -> tuple[float, float] | None:
-    """(sum of seconds, count) of the server's queue-time histogram, summed over engines; None
-    when it has none."""
+def histograms(text: str) -> dict[str, list[float]]:
+    """{name: [sum of seconds, count]} of the SERVER_TIMES histograms the server has, summed over
+    engines; ValueError for a text that is not Prometheus'."""
     from prometheus_client.parser import text_string_to_metric_families  # lazy: as spec_counters
 
-    total = count = 0.0
-    seen = False
+    found: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == QUEUE_TIME + "_sum":
-                total, seen = total + sample.value, True
-            elif sample.name == QUEUE_TIME + "_count":
-                count += sample.value
-    return (total, count) if seen else None
+            name, _, part = sample.name.rpartition("_")
+            if name in SERVER_TIMES.values() and part in ("sum", "count"):
+                found.setdefault(name, [0.0, 0.0])[part == "count"] += sample.value
+    return found
 
 
-def queue_mean_ms(before: str | None, after: str | None) -> float | None:
-    """Mean queue time (ms) of the requests finished between two /metrics readings."""
+def server_times(before: str | None, after: str | None) -> dict[str, float | None]:
+    """The server's queue, TTFT and E2E means (ms) over the requests finished between two /metrics
+    readings (LevelResult's server_* fields); None where it has no such histogram."""
     try:
-        then = queue_time(before) if before else (0.0, 0.0)
-        now = queue_time(after) if after else None
+        then, now = histograms(before or ""), histograms(after or "")
     except ValueError:
-        return None
-    if now is None or then is None or now[1] - then[1] <= 0:
-        return None
-    return round((now[0] - then[0]) / (now[1] - then[1]) * 1000, 3)
+        then, now = {}, {}
+    means: dict[str, float | None] = {}
+    for key, name in SERVER_TIMES.items():
+        (s0, n0), (s1, n1) = then.get(name, [0.0, 0.0]), now.get(name, [0.0, 0.0])
+        means[key] = round((s1 - s0) / (n1 - n0) * 1000, 3) if n1 > n0 else None
+    return means
 
 
 def spec_decode_fields(

@@ -7,7 +7,6 @@ Nothing of a raw file's free text is copied; what is left is scrubbed (sanitize.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from composegen.campaign.reports import (
     DecisionPart,
 )
 from composegen.campaign.sanitize import Scrubber
+from composegen.evidence.bundle import file_sha256
 from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.compare import CompareReport
 
@@ -33,14 +33,6 @@ ARM_FIGURES = (
     "weights_gib",
     "max_concurrency",
 )
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _criteria(key: str, doc: LoadedRun, shm: int | None) -> list[Criterion]:
@@ -71,19 +63,12 @@ def build(
         doc = docs.get(arm.key)
         if doc is None:
             continue
-        bundle = Path(doc.path)
-        whole = bundle / "evidence.json"
-        raw.append(
-            {
-                "arm": arm.key,
-                "file": "evidence.json",
-                "sha256": file_sha256(whole),
-                "bytes": whole.stat().st_size,
-            }
-        )
-        raw += [
-            {"arm": arm.key, "file": e.file, "sha256": e.sha256, "bytes": e.bytes} for e in doc.raw
+        whole = Path(doc.path) / "evidence.json"
+        files: list[tuple[str, str, int | None]] = [
+            ("evidence.json", file_sha256(whole), whole.stat().st_size)
         ]
+        files += [(e.file, e.sha256, e.bytes) for e in doc.raw]
+        raw += [{"arm": arm.key, "file": f, "sha256": h, "bytes": n} for f, h, n in files]
         arms.append(
             {
                 "arm": arm.key,
@@ -92,6 +77,7 @@ def build(
                 "emulated": doc.emulated,
                 "source": doc.source,
                 "figures": {k: getattr(doc.startup, k) for k in ARM_FIGURES},
+                "comparability": doc.comparability.to_json() if doc.comparability else None,
             }
         )
         criteria += _criteria(arm.key, doc, arm.shm_reclaimable)

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
-from composegen.bench.reports import BenchDeltas
+from composegen.bench.reports import BenchDeltas, Comparability
 from composegen.evidence.reports.compare import CapacityChange, CompareRow
 from composegen.report import Report
 
@@ -161,6 +161,9 @@ class ArmFigures(Report):
         description="stack (measured on a running engine) | log (read from a recorded log)"
     )
     figures: dict[str, Scalar | list[float]] = Field(description="engine-reported startup figures")
+    comparability: Comparability | None = Field(
+        default=None, description="the arm's context (its bundle's record; null: none)"
+    )
 
 
 class Criterion(Report):

@@ -23,6 +23,7 @@ from composegen.campaign.reports import (
 )
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import bundle, capture, compare
+from composegen.evidence.gatecheck import reference_answers
 from composegen.evidence.reports.bundle import LoadedRun
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
@@ -80,13 +81,13 @@ def run(project: Project, directory: Path, ui: CampaignProgress) -> CampaignStat
         if arm.status in ("done", "skipped"):
             ui.say(f"{arm.key} ({arm.profile}): done at {arm.finished_at}; not run again")
             continue
-        run_arm.run_arm(project, directory, st, arm, ui, _job(project, st, arm))
+        run_arm.run_arm(project, directory, st, arm, ui, _job(project, directory, st, arm))
     if st.kind == "ab":
         finish(project, directory, st)
     return st
 
 
-def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
+def _job(project: Project, directory: Path, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
     """An A/B arm: the evidence `evidence` captures. On standby stacks the control sleeps while the
     candidate runs and a bracket wakes it (one cold start each); at the end the engine an alias
     serves stays awake and the other asleep when campaign/resident.py says they can."""
@@ -102,6 +103,7 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
         )
 
     def evidence(r: Resolved, started: bool, step: run_arm.Step) -> Path:
+        control = docs(directory, st).get("control") if arm.key != "control" else None
         return capture.capture_stack(
             project,
             r,
@@ -110,6 +112,8 @@ def _job(project: Project, st: CampaignState, arm: ArmState) -> run_arm.ArmJob:
             tools=opts.tools,
             bench=bench,
             on_step=step,
+            # the equivalence gate: the control's answers, which the candidate and replay must give
+            reference=reference_answers(control),
         )
 
     control, candidate = st.control or arm.profile, st.candidate or arm.profile

@@ -202,6 +202,8 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     function = replies.choose_tool(tools, tool_choice, messages) if tools else None
     answer = [] if function else pieces(replies.answer_text(messages, body.get("response_format")))
     answer = answer[::-1] if info.lora_corrupted and body.get("model") in info.adapters else answer
+    if info.fault == "answers_changed" and answer and not body.get("response_format"):
+        answer += pieces(" (changed)")
     if thinking and not info.reasoning_parser:
         answer = pieces("<think> " + "".join(thinking) + " </think>") + answer
         thinking = []

@@ -7,6 +7,7 @@ port in use, /dev/shm too small), 2 usage error (argv, EMU_* settings).
 Environment:
   EMU_LOAD_SECONDS (2.0)   time from start to a listening port; log lines are spread over it
   EMU_FAULT                crash_during_load | never_ready | slow_ready | health_503_after | broken_tool_stream
+                           | answers_changed (plain chat answers gain a word: the equivalence gate fails)
   EMU_SLOW_FACTOR (5)      slow_ready multiplies the load time by this
   EMU_FAULT_AFTER_S (5)    health_503_after: seconds of health before /health turns 503
   EMU_MAX_WORKERS (4)      cap on forked worker processes (1 EngineCore + this node's TP×PP workers)
@@ -58,6 +59,7 @@ FAULTS = (
     "wake_fails",
     "draft_not_reloaded",
     "lora_corrupted",
+    "answers_changed",
 )
 
 

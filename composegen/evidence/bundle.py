@@ -25,6 +25,7 @@ from typing import Literal
 
 from composegen import __version__, privatestate, safewrite
 from composegen.bench.reports import BenchResult
+from composegen.bench.spec import context as run_context
 from composegen.errors import BadInput, CheckFailed, WriteFailed
 from composegen.evidence import record
 from composegen.evidence.latest import latest_run
@@ -59,7 +60,7 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     """Streamed: a raw startup.log can be hundreds of megabytes."""
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
@@ -97,6 +98,7 @@ def write_run(
 ) -> Path:
     # The bundle is where results become JSON; a secret the engine echoed (a key in its args, a
     # token in a URL) is masked before anything is kept.
+    rec = run_context(bench, startup_report.cache, source == "stack")
     parts = [startup_report, gates, ladder, bench]
     parts_json = [part.to_json() if part else None for part in parts]
     startup_log_text, startup_json, gates, ladder, bench, extra_raw = r.mask(
@@ -146,6 +148,7 @@ def write_run(
         bench=BenchResult.model_validate(bench) if bench else None,
         container=ContainerFact.model_validate(container.to_json()) if container else None,
         emulated=bool(container and container.emulated),
+        comparability=rec,
         composegen_version=__version__,
         created_at=privatestate.stamp(now),
         source=source,
@@ -297,7 +300,7 @@ def _check_raw(entries: list[RawFile], bundle: Path, doc_path: Path) -> None:
             raise BadInput(f"{doc_path}: raw: {entry.file!r} is not a plain file name")
         if not raw_path.is_file():
             raise CheckFailed(f"{raw_path}: raw file recorded in evidence.json is missing")
-        actual = _file_sha256(raw_path)
+        actual = file_sha256(raw_path)
         if actual != entry.sha256:
             raise CheckFailed(
                 f"{raw_path}: sha256 {actual[:12]}… differs from the recorded "

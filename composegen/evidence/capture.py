@@ -73,16 +73,16 @@ def capture_stack(
     extra_raw: Mapping[str, Report] | None = None,
     bench_runner: Callable[[BenchSpec], BenchResult] | None = None,
     on_step: Callable[[str], None] | None = None,
+    reference: list[str] | None = None,
 ) -> Path:
     """`bench`: what to run (levels: a closed loop; rates: an open loop, evidence's or a campaign's
     --bench-rates); `bench_runner`, when given, runs it instead (`--bench-via-edge`'s
     edge.benchvia); `extra_raw`: {file name: report} kept as write_run's (the edge's exposure.json);
-    `on_step`: told each step as it begins (gates k/N, ladder target k/N, bench)."""
+    `on_step`: told each step as it begins; `reference`: the equivalence gate's (stack_gates)."""
     live = live_stack(project, r)
-    report = live.startup
     ep, served = driver.endpoint(r), r.profile.model.served_name
-    tools = tools or 20  # as `composegen gate`; qualify uses the profile's own count
-    gate_result = stack_gates(r, tools=tools, on_step=on_step) if gate else None
+    gates = functools.partial(stack_gates, r, tools=tools or 20, on_step=on_step)  # 20: as `gate`
+    gate_result = gates(reference=reference) if gate else None
     ladder_result = None
     if ladder_targets:
         ladder_result = ladder.run_ladder(
@@ -90,7 +90,7 @@ def capture_stack(
             served,
             ladder_targets,
             api_key=ep.api_key,
-            max_model_len=report.max_model_len or r.flag("max-model-len"),
+            max_model_len=live.startup.max_model_len or r.flag("max-model-len"),
             on_step=on_step,
         )
     bench_result: BenchResult | None = None
@@ -105,7 +105,7 @@ def capture_stack(
         project,
         r,
         startup_log_text=live.log,
-        startup_report=report,
+        startup_report=live.startup,
         gates=gate_result,
         ladder=ladder_result,
         container=live.identity,

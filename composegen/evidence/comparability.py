@@ -2,10 +2,12 @@
 one ran the EMULATED vLLM and the other a real engine, their image digests or model revisions differ,
 more than the one variable under test changed functionally, or a check failed on either (the engine
 did not report ready, a gate failed). None: comparable. `compare` and a campaign's record print it
-beside the figures."""
+beside the figures, with each run's context (`context_notes`: the client host's CPU governor and load,
+how the engine started, the server-histogram check), which informs but does not decide."""
 
 from __future__ import annotations
 
+from composegen.bench.spec import describe
 from composegen.evidence.reports.bundle import LoadedRun
 
 
@@ -27,3 +29,11 @@ def label(a: LoadedRun, b: LoadedRun, functional: int) -> str | None:
         if differs
     ]
     return "not comparable: " + "; ".join(why) if why else None
+
+
+def context_notes(a: LoadedRun, b: LoadedRun) -> list[str]:
+    """One note per run on its context (older bundles have none)."""
+    runs = (("a", a), ("b", b))
+    return [
+        f"{k} ({d.profile.name}): {describe(d.comparability)}" for k, d in runs if d.comparability
+    ]

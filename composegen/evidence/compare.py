@@ -222,6 +222,7 @@ def compare_runs(
             notes.append(
                 f"{side} ({doc.profile.name}, source {doc.source}) does not know: {', '.join(doc.unknown)}"
             )
+    notes += comparability.context_notes(doc_a, doc_b)
     config = config_differences(doc_a, doc_b, root)
     return CompareReport(
         a=_identity(doc_a),

@@ -7,8 +7,6 @@ import json
 import re
 from typing import Any
 
-from composegen.evidence import gate_reasons as why
-
 GARBAGE_MARKERS = ("<|", "<｜", "<<tool", "function=", "\ufffd", "</think>")
 _FENCE = re.compile(r"^```[^\n]*\n?|\n?```$")
 
@@ -42,10 +40,12 @@ def check_arguments(arguments: str | None, schema: dict, details: dict) -> None:
     try:
         args = json.loads(arguments or "")
     except ValueError as exc:
-        raise GateFailed(why.invalid_json_reason(str(exc)), **details) from None
-    problem = validate(args, schema)
-    if problem:
-        raise GateFailed(why.schema_reason(problem), **details)
+        raise GateFailed(f"the call's arguments are not valid JSON ({exc})", **details) from None
+    if problem := validate(args, schema):
+        raise GateFailed(
+            f"the call's arguments are JSON but do not validate against the tool's schema: {problem}",
+            **details,
+        )
 
 
 def garbage(text: str) -> str | None:

@@ -38,13 +38,6 @@ def openai_http() -> ModuleType:
     return sys.modules[DefaultHttpxClient.__mro__[1].__module__.partition(".")[0]]
 
 
-def preload() -> None:
-    """Import the client's libraries now (openai and its httpx: ~0.2-0.3 s of CPU on a loaded
-    machine), e.g. on a thread while a standby switch waits on its engines, so the gates after the
-    wake do not pay for it."""
-    openai_http()
-
-
 def check_served(client: Client, base_url: str, model: str) -> None:
     import openai
 
@@ -70,8 +63,10 @@ class GateContext:
         n_tools: int,
         max_tokens: int,
         reasoning_effort: str | None,
+        reference: list[str] | None = None,
     ):
         self.client, self.model, self.n_tools, self.max_tokens = client, model, n_tools, max_tokens
+        self.reference = reference  # the equivalence gate's: the control's answers ([]: none yet)
         self.extra = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
 
     def chat(

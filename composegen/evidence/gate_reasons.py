@@ -6,7 +6,7 @@ no tool parser     vLLM answers 400 `tool_choice=function "X" requires --tool-ca
                    be set`
 no valid call      the model wrote text (maybe a `<tool_call>` block its parser could not read: the server
                    logs a JSONDecodeError and returns it as content) and no `tool_calls`
-does not validate  the call's arguments are JSON but break the tool's JSON Schema
+does not validate  the call's arguments are JSON but break the tool's JSON Schema (gate_checks.py)
 """
 
 from __future__ import annotations
@@ -41,11 +41,3 @@ def no_call_reason(content: str | None, finish_reason: str | None) -> str:
     if text:
         return f"the model emitted no valid tool call: it answered in text instead ({why}; content {shown})"
     return f"the model emitted no valid tool call and no text ({why})"
-
-
-def invalid_json_reason(problem: str) -> str:
-    return f"the call's arguments are not valid JSON ({problem})"
-
-
-def schema_reason(problem: str) -> str:
-    return f"the call's arguments are JSON but do not validate against the tool's schema: {problem}"

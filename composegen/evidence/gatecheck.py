@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from composegen.errors import CheckFailed
 from composegen.evidence import gates
+from composegen.evidence.gate_client import openai_http
+from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.gate import GateResult
 from composegen.profiles.resolved import Resolved
 from composegen.stack import driver
@@ -20,8 +22,10 @@ def stack_gates(
     only: str | Sequence[str] | None = None,
     tools: int = 20,
     on_step: Callable[[str], None] | None = None,
+    reference: list[str] | None = None,
 ) -> GateResult:
-    """The functional gates against R's running stack, at its endpoint as seen from here."""
+    """The functional gates against R's running stack, at its endpoint as seen from here;
+    REFERENCE: the equivalence gate's (gates.run_gates)."""
     ep = driver.endpoint(r)
     return gates.run_gates(
         ep.base_url,
@@ -30,12 +34,15 @@ def stack_gates(
         tools=tools,
         only=only,
         on_step=on_step,
+        reference=reference,
     )
 
 
 def preload_gates() -> None:
-    """The gates' client libraries imported now (a standby switch does it on a thread)."""
-    gates.preload_client()
+    """Import the gates' client libraries now (openai and its httpx: ~0.2-0.3 s of CPU on a loaded
+    machine), e.g. on a thread while a standby switch waits on its engines, so the gates after the
+    wake do not pay for it."""
+    openai_http()
 
 
 def require_gates(r: Resolved, only: list[str] | None) -> None:
@@ -71,3 +78,10 @@ def refuse_failed_gates(what: str, failed: list[str], despite: str | None) -> No
             f"{what} failed gates: {', '.join(failed)}",
             hint='a candidate that fails its gates is not promoted; `--despite-gates "why"` records an exception',
         )
+
+
+def reference_answers(control: LoadedRun | None) -> list[str]:
+    """The equivalence gate's answers in a control arm's gates; [] when it has none."""
+    rows = control.gates.gates if control and control.gates else []
+    details = next((getattr(g, "details", None) for g in rows if g.name == "equivalence"), None)
+    return [str(a) for a in details.get("answers") or []] if isinstance(details, dict) else []

@@ -12,6 +12,9 @@ reasoning_effort=None) -> GateResult`, gates in this order:
                 finish_reason `tool_calls`, no parser markup leaking into content or arguments
   continuation  assistant tool_calls + a tool result -> a final text answer using the result, finish `stop`
   responses     Responses API: status `completed`, output text containing READY
+  equivalence   (a campaign's, with `reference`) ANSWER_PROMPTS at temperature 0 and seed 0: every
+                answer must be the reference's (the control arm's), each difference named by prompt;
+                with an empty reference the answers are recorded as one (the control arm)
 Any `length` finish fails its gate. Requests run one at a time (N queued requests at max-num-seqs 1
 measure the scheduler, not the model). The result is reports.gate.GateResult (`schema --report
 gate`). Errors: server unreachable or model not served -> EngineError; API key rejected or unknown
@@ -39,7 +42,6 @@ from composegen.evidence.gate_client import (
     api_message,
     check_served,
     client_for,
-    preload,
 )
 from composegen.evidence.gate_tools import TOOL_CATALOG, WEATHER, _e, _i, _o, _s, tool_specs
 from composegen.evidence.reports.gate import GateResult, GateRow, ToolCounts
@@ -247,6 +249,36 @@ def gate_responses(ctx: GateContext) -> JsonObject:
     return details
 
 
+ANSWER_PROMPTS = (
+    "What is the capital of France? Answer in one word.",
+    "Write one sentence about a lighthouse at night.",
+    "List three prime numbers greater than ten.",
+    "Explain in one sentence what a GPU is for.",
+)
+
+
+def gate_equivalence(ctx: GateContext) -> dict[str, list[str] | bool]:
+    answers = [
+        ctx.chat([{"role": "user", "content": p}], allow_length=True, seed=0)[0].message.content
+        or ""
+        for p in ANSWER_PROMPTS
+    ]
+    pairs = enumerate(zip(ctx.reference or [], answers, strict=False), 1)
+    differ = [
+        {"prompt": n, "control": want[:200], "candidate": got[:200]}
+        for n, (want, got) in pairs
+        if want != got
+    ]
+    if differ:
+        said = ", ".join(str(d["prompt"]) for d in differ)
+        raise GateFailed(
+            f"{len(differ)} of {len(answers)} answers differ from the control's (prompt {said})",
+            answers=answers,
+            differences=differ,
+        )
+    return {"answers": answers, "compared": bool(ctx.reference)}
+
+
 RUNNERS: dict[str, Callable[[GateContext], JsonObject]] = {
     "smoke": gate_smoke,
     "json": gate_json,
@@ -254,6 +286,7 @@ RUNNERS: dict[str, Callable[[GateContext], JsonObject]] = {
     "stream_tools": gate_stream_tools,
     "continuation": gate_continuation,
     "responses": gate_responses,
+    "equivalence": gate_equivalence,
 }
 
 
@@ -298,11 +331,6 @@ def run_one(name: str, ctx: GateContext) -> GateRow:
     )
 
 
-def preload_client() -> None:
-    """The client's libraries imported now (gate_client.preload)."""
-    preload()
-
-
 def run_gates(
     base_url: str,
     model: str,
@@ -314,15 +342,16 @@ def run_gates(
     max_tokens: int = 1024,
     reasoning_effort: str | None = None,
     on_step: Callable[[str], None] | None = None,
+    reference: list[str] | None = None,
 ) -> GateResult:
     """ON_STEP: told `gates k/N: NAME` as each gate begins and `FAIL gate NAME: reason` as one
-    fails (a campaign's progress)."""
-    names = selected(only)
+    fails (a campaign's progress); REFERENCE (a campaign's arms): the equivalence gate runs too."""
+    names = selected(only) + ([] if reference is None else ["equivalence"])
     if "tools" in names:
         tool_specs(tools)  # a bad count is bad input before any request is sent
     client = client_for(base_url, api_key, timeout)
     check_served(client, base_url, model)
-    ctx = GateContext(client, model, tools, max_tokens, reasoning_effort)
+    ctx = GateContext(client, model, tools, max_tokens, reasoning_effort, reference)
     results = []
     for k, name in enumerate(names, 1):
         if on_step is not None:

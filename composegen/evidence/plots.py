@@ -52,7 +52,7 @@ def _scoped(svg: str, name: str) -> str:
 
 def _text(label: str) -> str:
     """A bundle's name as matplotlib text: `$…$` would be mathtext (parsed, and an unbalanced `$` is
-    an error), so every `$` is escaped and the name is drawn as written."""
+    an error), so every `$` is escaped and the name is drawn as written (reportpng's too)."""
     return label.replace("$", r"\$")
 
 
@@ -142,12 +142,7 @@ def ladder(report: RunsReport) -> str | None:
                 if row.prompt_tokens is not None and getattr(row, key) is not None
             )
             if points:
-                ax.plot(
-                    [p[0] for p in points],
-                    [p[1] for p in points],
-                    marker="o",
-                    label=_text(run.label),
-                )
+                ax.plot(*zip(*points, strict=True), marker="o", label=_text(run.label))
         ax.set_title(title)
         ax.set_xlabel("prompt tokens")
         ax.xaxis.set_major_formatter(_thousands)
@@ -236,16 +231,14 @@ def frontier(report: RunsReport) -> str | None:
         on_front = pareto(pairs)
         front = sorted(p for p, keep in zip(pairs, on_front, strict=True) if keep)
         line = ax.plot(
-            [p[0] for p in front],
-            [p[1] for p in front],
+            *zip(*front, strict=True),
             marker="o",
             label=f"{_text(run.label)}" + (" (EMULATED)" if run.emulated else "") + ": front",
         )[0]
         rest = [p for p, keep in zip(pairs, on_front, strict=True) if not keep]
         if rest:
             ax.scatter(
-                [p[0] for p in rest],
-                [p[1] for p in rest],
+                *zip(*rest, strict=True),
                 facecolors="none",
                 edgecolors=line.get_color(),
                 label=f"{_text(run.label)}: dominated levels",

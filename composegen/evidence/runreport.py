@@ -52,6 +52,7 @@ def _summary(doc: LoadedRun, label: str) -> RunSummary:
         raw=[RawFile.model_validate(entry.model_dump(exclude_unset=True)) for entry in doc.raw],
         startup={key: getattr(doc.startup, key) for key in STARTUP_KEYS},
         gates=f"{gates.passed}/{gates.total}" if gates else None,
+        failed_gates=[g.name for g in gates.gates if not g.passed] if gates else [],
         ladder=record.load_part(doc, "ladder", LadderResult),
     )
 

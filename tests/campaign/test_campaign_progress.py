@@ -58,7 +58,7 @@ def test_a_campaign_in_an_80x24_terminal_shows_each_arms_own_start(tmp_path):
             ready = arm.find("✓ ready in")
             assert ready == -1 or ready > first_stage, (label, arm[: ready + 80])
         after = drawn[at[1] :]
-        assert "arm 2/3: candidate" in after and "· gates 1/6: smoke" in after
+        assert "arm 2/3: candidate" in after and "· gates 1/7: smoke" in after
         assert "· ladder target 1/1: 2,000 tokens" in after
         assert drawn.count("time to ready") >= 3  # the summary `up` prints, for every arm
         assert all(len(line) <= 80 for line in screen), [line for line in screen if len(line) > 80]
@@ -92,7 +92,7 @@ def test_a_piped_campaign_labels_every_line_and_its_heartbeats_name_the_arms_sta
         # each names the stage of the candidate's own load, never the control's "ready"
         assert not any(re.search(r"\] … ready\b", b) for b in beats), beats
         assert all(not b.split("] … ", 1)[1].startswith("ready") for b in beats), beats
-        assert "gates 1/6: smoke" in mine and "ladder target 1/1: 2,000 tokens" in mine
+        assert "gates 1/7: smoke" in mine and "ladder target 1/1: 2,000 tokens" in mine
         _the_end_is_short(proc.stdout.splitlines())
     finally:
         for name in (control, candidate):

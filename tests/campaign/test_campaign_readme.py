@@ -1,6 +1,7 @@
 """The README's campaign on the real engine with the emulated vLLM (issue 50, done-when 1): `init`'s
 starter and a 4,096-token variant, `campaign run … --bracket --gate --emulate`, ends green with every gate
-passed; a candidate whose tool stream breaks (the emulator's fault switch) is named as it fails, the run
+passed (the equivalence gate among them: a flag-only change gives the control's answers); a candidate
+whose tool stream breaks (the emulator's fault switch) is named as it fails, the run
 exits 1 and `decide --promote` refuses it without `--despite-gates`."""
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def test_the_readmes_campaign_ends_green_for_the_right_reasons(tmp_path):
     cli, control, candidate = _project(tmp_path)
     res = _run(cli, control, candidate, "--bracket")
     assert res.returncode == 0, res.stderr
-    assert res.stderr.count("done; gates 6/6 passed") == 3 and "FAIL" not in res.stderr
+    assert res.stderr.count("done; gates 7/7 passed") == 3 and "FAIL" not in res.stderr
     assert "Every functional gate passed on every arm." in res.stdout
     assert (
         f'decide: composegen campaign decide {control}-vs-{candidate} --promote --why "…"'
@@ -72,7 +73,7 @@ def test_a_candidate_that_fails_gates_is_named_fails_the_run_and_is_not_promoted
     assert res.returncode == 1, res.stderr
     assert f"arm 2/2: candidate {candidate} · FAIL gate stream_tools: " in res.stderr
     assert (
-        f"campaign: candidate ({candidate}): done; gates 5/6 passed; FAILED: stream_tools"
+        f"campaign: candidate ({candidate}): done; gates 6/7 passed; FAILED: stream_tools"
         in res.stderr
     )
     assert "failed gates the control passed: stream_tools" in res.stderr

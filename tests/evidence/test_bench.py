@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler
 import numpy
 import pytest
 
-from composegen.bench import closed, stats
+from composegen.bench import closed, spec, stats
 from composegen.bench.reports import BenchResult
 from composegen.bench.stats import Sample
 from composegen.errors import BadInput, EngineError
@@ -96,6 +96,13 @@ def test_every_request_is_counted_with_exact_prompts(emu):
         )
         assert level.client_cpu_ms_per_request is not None and level.client_cpu_ms_per_request > 0
     assert [lv.concurrency for lv in result.levels] == [1, 3]
+    # the client's queue apart from the server's time: at c1 the 7th request waits for 6 others
+    c1 = result.levels[0]
+    assert c1.client_queue_max_ms > 5 * c1.median_e2el_ms and c1.client_queue_p50_ms > 0
+    assert c1.server_ttft_mean_ms is not None and c1.server_queue_mean_ms is not None
+    record = result.comparability
+    assert record.server_check == "agrees" and record.engine_start == "unknown"
+    assert record.cpu_governor == spec.governor() and len(record.load_end) == 3
     doc = result.to_json()
     assert BenchResult.model_validate(doc) == result  # the JSON form round-trips
     assert "request_throughput" in doc["levels"][0] and "p99_itl_ms" in doc["levels"][0]

@@ -37,6 +37,8 @@ def test_three_rates_keep_their_schedule_and_show_the_queueing(emu, tmp_path):
         # sent on schedule: N requests in N/R seconds, each send's lateness recorded
         assert level.achieved_request_rate == pytest.approx(rate, rel=0.05)
         assert level.send_lateness_p99_ms is not None and 0 <= level.send_lateness_p50_ms <= 50
+        # no cap: the client's queue is its send lateness
+        assert level.client_queue_p99_ms == level.send_lateness_p99_ms
         assert level.output_throughput_per_gpu and level.tokens_per_s_per_user
     low, high = result.levels[0], result.levels[2]
     # above the emulator's capacity the client keeps sending: requests pile up in flight and
@@ -44,6 +46,7 @@ def test_three_rates_keep_their_schedule_and_show_the_queueing(emu, tmp_path):
     assert high.in_flight_max > SEQS >= low.in_flight_max
     assert high.server_queue_mean_ms > 50 > low.server_queue_mean_ms
     assert high.p99_ttft_ms > 3 * low.p99_ttft_ms
+    assert result.comparability.server_check == "agrees"  # the queue shows on both sides
     assert BenchResult.model_validate(result.to_json()) == result
 
     written = closed.save_vllm_results(run, tmp_path)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 
+from composegen.bench import spec
+from composegen.bench.reports import BenchResult
 from composegen.evidence import bundle, comparability
 from tests.support.campaigns import seeded_campaign
-from tests.support.helpers import run_cli
+from tests.support.helpers import REPO, run_cli
 
 FAILED_CHECK = "a check failed (not ready, or a failed gate)"
 
@@ -36,3 +38,27 @@ def test_emulated_against_real_or_another_image_is_not_comparable(tmp_path):
     )
     other = replay.model_copy(update={"image_digest": "sha256:" + "e" * 64})
     assert comparability.label(control, other, 1) == "not comparable: their image digests differ"
+
+
+def test_the_client_hosts_governor_is_read_or_said_unknown(tmp_path):
+    for n, governor in enumerate(("performance", "powersave", "performance")):
+        (tmp_path / f"cpu{n}" / "cpufreq").mkdir(parents=True)
+        (tmp_path / f"cpu{n}" / "cpufreq" / "scaling_governor").write_text(governor + "\n")
+    (tmp_path / "cpufreq").mkdir()  # the policy directory is not a CPU
+    assert spec.governor(tmp_path) == "performance, powersave"
+    assert spec.governor(tmp_path / "cpu9") == "unknown"
+
+
+def test_the_server_histograms_cross_check_the_clients_figures():
+    recorded = BenchResult.model_validate_json(
+        (REPO / "tests/data/bench/closed-emulated.json").read_text()
+    )
+    assert spec.server_check(recorded.levels) == "unreachable: no /metrics request histograms"
+    c4 = recorded.levels[2]  # TTFT mean 155.025 ms, E2EL mean 350.486 ms at the client
+    near = c4.model_copy(update={"server_ttft_mean_ms": 150.0, "server_e2el_mean_ms": 340.0})
+    assert spec.server_check([*recorded.levels[:2], near]) == "agrees"
+    # vllm#54101's kind of gap: one side leaves a queue out
+    far = near.model_copy(update={"server_e2el_mean_ms": 52.3})
+    assert spec.server_check([far]) == (
+        "gap: c4 E2EL mean 350.5 ms at the client, 52.3 ms at the server"
+    )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
+from composegen.vllm.startup import parse_startup_log
 from tests.support.helpers import REPO, run_cli
 
 LOGS = REPO / "tests/data/logs"
@@ -52,6 +54,15 @@ def test_compare_reproduces_the_seed_change_column_and_flags_it(project):
     assert [c["path"] for c in result["config"]["functional"]] == [
         "services.vllm.command.--max-num-batched-tokens"
     ]
+    # each bundle carries its comparability record; compare shows it beside the figures
+    record = json.loads((Path(a) / "evidence.json").read_text())["comparability"]
+    started = parse_startup_log((LOGS / "vllm-0.33.0-r33-8192-arm.log").read_text()).cache
+    assert record["engine_start"] == (started or "unknown")
+    assert (record["cpu_governor"], record["load_start"]) == ("unknown", None)  # a recorded log
+    assert (
+        f"a (8192-131k): client CPU governor unknown, load unknown; engine start {started or 'unknown'}; "
+        in md
+    )
 
 
 def test_plan_393k_from_the_4096_arm_fits_and_from_the_8192_arm_warns():

@@ -98,6 +98,34 @@ def test_broken_tool_stream_fails_only_stream_tools(tmp_path):
     assert result["ok"] is False and result["passed"] == 5
 
 
+def test_the_equivalence_gate_holds_the_candidates_answers_to_the_controls(emu, tmp_path):
+    control = gates.run_gates(emu.base_url, emu.model, only="smoke", reference=[])
+    recorded = control.gates[-1]  # the control arm: its answers become the reference
+    assert (recorded.name, recorded.passed, recorded.details["compared"]) == (
+        "equivalence",
+        True,
+        False,
+    )
+    answers = recorded.details["answers"]
+    assert len(answers) == len(gates.ANSWER_PROMPTS) and len(set(answers)) == len(answers)
+    same = gates.run_gates(emu.base_url, emu.model, only="smoke", reference=answers)
+    assert same.ok and same.gates[-1].details == {"answers": answers, "compared": True}
+    assert [g.name for g in gates.run_gates(emu.base_url, emu.model, only="smoke").gates] == [
+        "smoke"
+    ]  # without a reference (no campaign) the gate is not run
+    with EmulatorProc.start(tmp_path, env={"EMU_FAULT": "answers_changed"}) as changed:
+        steps: list[str] = []
+        result = gates.run_gates(
+            changed.base_url, changed.model, only="smoke", reference=answers, on_step=steps.append
+        )
+    smoke, equivalence = result.gates
+    assert smoke.passed and not equivalence.passed and not result.ok
+    assert equivalence.reason == "4 of 4 answers differ from the control's (prompt 1, 2, 3, 4)"
+    assert steps[-1] == f"FAIL gate equivalence: {equivalence.reason}"
+    first = equivalence.details["differences"][0]
+    assert first == {"prompt": 1, "control": answers[0], "candidate": answers[0] + " (changed)"}
+
+
 def test_api_key_is_required_and_used(tmp_path):
     with EmulatorProc.start(tmp_path, env={"VLLM_API_KEY": "s3cret"}) as keyed:
         with pytest.raises(BadInput, match="api key"):

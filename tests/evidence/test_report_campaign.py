@@ -79,6 +79,27 @@ def test_the_png_summary_is_a_real_image_with_every_arm(tmp_path):
     assert len(colours) > 20 and white < 0.95 * image.width * image.height
 
 
+def test_the_png_summary_shows_the_failed_gates(tmp_path, monkeypatch):
+    from matplotlib.colors import to_rgb
+    from matplotlib.figure import Figure
+
+    from composegen.evidence import reportpng, runreport
+
+    project, directory = seeded_campaign(tmp_path, plant_config=False)
+    arms = [str(directory / arm) for arm in ("control", "candidate")]
+    report = runreport.gather(arms, root=project.root)
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig))
+    reportpng.render_png(report)
+    title = drawn[0]._suptitle.get_text()  # the seed's candidate fails `tools` (its parser)
+    assert "gates: 8192-131k 2/2 · 4096-131k 1/2 FAILED: tools" in title, title
+    bars = drawn[0].axes[0].patches
+    assert [b.get_facecolor()[:3] for b in bars] == [
+        to_rgb(reportpng.PASSED),
+        to_rgb(reportpng.FAILED),
+    ]
+
+
 def test_a_profile_with_no_run_names_report_campaign(tmp_path):
     project, directory = seeded_campaign(tmp_path, plant_config=False)
     res = run_cli("--root", str(project.root), "report", "8192-131k")

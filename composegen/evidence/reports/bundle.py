@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from composegen.bench.reports import BenchResult
+from composegen.bench.reports import BenchResult, Comparability
 from composegen.report import Report
 
 INT_LIMIT = 2**63 - 1
@@ -126,6 +126,9 @@ class EvidenceBundle(_Strict):
     bench: BenchResult | None = None
     container: ContainerFact | None = None
     emulated: StrictBool = False
+    comparability: Comparability | None = Field(
+        default=None, description="the run's context (`schema --report bench`'s comparability)"
+    )
     composegen_version: StrictStr | None = None
     created_at: Annotated[StrictStr, Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]
     source: Literal["stack", "log"]

@@ -37,6 +37,7 @@ class RunSummary(Report):
         description="the startup figures the report uses (see STARTUP_KEYS)"
     )
     gates: str | None = Field(description="passed/total, null when not run")
+    failed_gates: list[str] = Field(default_factory=list, description="the gates that failed")
     ladder: LadderResult | None
     bench: BenchResult | None
 
