@@ -15,7 +15,7 @@ from typing import Literal
 
 from composegen import privatestate
 from composegen.edge import evidence as proof
-from composegen.edge import journal, routes, standby, standbyplan, undo
+from composegen.edge import journal, routes, service, standby, standbyplan, undo
 from composegen.edge.config import Edge
 from composegen.edge.reports import SwitchReport
 from composegen.edge.routes import Proof
@@ -46,6 +46,9 @@ def promote(
         raise BadInput(
             f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
         )
+    if routes.current(project, edge, alias) == profile:  # nothing moves: no proof asked (exit 0)
+        how = (profile, "promote", None, emulate, gates, clock, profile)
+        return Switch(project, edge, alias, *how).report(None, 0.0, "unchanged")
     r = resolve.load(project, profile)
     evidence = (
         proof.campaign_decision(project, campaign, r, force)
@@ -53,6 +56,7 @@ def promote(
         else proof.qualified_run(project, r, run, emulate)
     )
     clock.mark("proof")
+    service.running(edge, project)  # the edge carries the alias, or nothing changes (exit 3)
     return Switch(project, edge, alias, profile, "promote", evidence, emulate, gates, clock).run()
 
 
@@ -67,6 +71,7 @@ def rollback(
     clock = Timeline()
     back = routes.previous(project, edge, alias)
     clock.mark("proof")  # the previous assignment, with the evidence it was made on
+    service.running(edge, project)
     how = (back["profile"], "rollback", back.get("evidence"), emulate, gates, clock)
     return Switch(project, edge, alias, *how).run()
 
