@@ -11,6 +11,7 @@ import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
+from composegen.cli.console import SwitchConsole
 from composegen.edge import service, standby, switch
 from composegen.edge.reports import SwitchReport
 from composegen.output import Output
@@ -81,17 +82,19 @@ def promote(
     project = _project()
     edge = service.load(project)
     only = [g for g in gates.split(",") if g]
-    result = switch.promote(
-        project,
-        edge,
-        profile,
-        alias,
-        campaign=campaign,
-        run=run,
-        force=force,
-        emulate=emulate,
-        gates=only,
-    )
+    with SwitchConsole(alias, quiet=json_) as show:
+        result = switch.promote(
+            project,
+            edge,
+            profile,
+            alias,
+            campaign=campaign,
+            run=run,
+            force=force,
+            emulate=emulate,
+            gates=only,
+            show=show,
+        )
     _switched(result, json_)
 
 
@@ -109,11 +112,13 @@ def rollback(
 
     standby.preload_gates()
     project = _project()
-    result = switch.rollback(
-        project,
-        service.load(project),
-        alias,
-        emulate=emulate,
-        gates=[g for g in gates.split(",") if g],
-    )
+    with SwitchConsole(alias, quiet=json_) as show:
+        result = switch.rollback(
+            project,
+            service.load(project),
+            alias,
+            emulate=emulate,
+            gates=[g for g in gates.split(",") if g],
+            show=show,
+        )
     _switched(result, json_)

@@ -27,6 +27,7 @@ from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
+from composegen.stack.progress import ProgressSink
 
 
 def promote(
@@ -40,6 +41,7 @@ def promote(
     force: str | None = None,
     emulate: bool = False,
     gates: list[str] | None = None,
+    show: ProgressSink | None = None,
 ) -> SwitchReport:
     clock = Timeline()
     if profile not in edge.stacks:
@@ -57,7 +59,9 @@ def promote(
     )
     clock.mark("proof")
     service.running(edge, project)  # the edge carries the alias, or nothing changes (exit 3)
-    return Switch(project, edge, alias, profile, "promote", evidence, emulate, gates, clock).run()
+    return Switch(
+        project, edge, alias, profile, "promote", evidence, emulate, gates, clock, show=show
+    ).run()
 
 
 def rollback(
@@ -67,13 +71,14 @@ def rollback(
     *,
     emulate: bool = False,
     gates: list[str] | None = None,
+    show: ProgressSink | None = None,
 ) -> SwitchReport:
     clock = Timeline()
     back = routes.previous(project, edge, alias)
     clock.mark("proof")  # the previous assignment, with the evidence it was made on
     service.running(edge, project)
     how = (back["profile"], "rollback", back.get("evidence"), emulate, gates, clock)
-    return Switch(project, edge, alias, *how).run()
+    return Switch(project, edge, alias, *how, show=show).run()
 
 
 PathKind = Literal["standby", "cold", "unchanged"]
@@ -94,6 +99,7 @@ class Switch:
     clock: Timeline
     current: str | None = None
     cold: str | None = None  # why the cold path runs (None: the standby path)
+    show: ProgressSink | None = None  # the operator's display (undo.StageSink)
 
     def run(self) -> SwitchReport:
         started = time.monotonic()
@@ -133,7 +139,7 @@ class Switch:
         path = "cold" if self.cold else "standby"
         entry = journal.begin(project, self.alias, current, target, self.by, self.emulate, path)
         self.clock.mark("journal")
-        sink = StageSink(project, edge, self.alias, target, entry, self.clock)
+        sink = StageSink(project, edge, self.alias, target, entry, self.clock, self.show)
         sink.serving = current
         return sink
 
