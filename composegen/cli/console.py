@@ -89,9 +89,10 @@ class ConsoleSink(ProgressSink):
             self.tracker.started_at = time.time() - t
             if t < 1.0 and (current is None or current.key == "pull"):
                 self.tracker.begin("create", time.time())
-        # the container started: Python's imports run before vLLM's first line
+        # the container started: Python's imports run before vLLM's first line (attached: since its start)
         elif name == "running":
-            self.tracker.launched(time.time())
+            fresh = current is not None and current.key in ("pull", "create")
+            self.tracker.launched(time.time() if fresh else self.tracker.started_at)
         elif name in ("health 200", "models ready"):
             # The engine logged `Application startup complete.` before it answered, but that line
             # may still be
@@ -167,9 +168,9 @@ class ConsoleSink(ProgressSink):
                 if self.tracker.failed
                 else (current.label if current else "")
             )
-            if current is not None and current.entered_at is not None and not self.tracker.failed:
-                # when the engine logged it (`wait` replays what came before)
-                at = current.entered_at
+            if current is not None and not self.tracker.failed:
+                # when the engine logged it (`wait` replays what came before; ready has no duration)
+                at = current.entered_at or current.first_at
         else:
             last = self.tracker.last_line
             text = "… " + status_line(self.tracker, now) + (f" · last: {last}" if last else "")

@@ -93,7 +93,8 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
         head = f"✗ failed: {tracker.failed}"
     elif active is None:
         ready = tracker.current is not None and tracker.current.key == "ready"
-        head = f"✓ ready in {clock(now - tracker.started_at)}" if ready else "… starting"
+        said = tracker.stages["ready"].first_at if ready else now  # when the engine said so
+        head = f"✓ ready in {clock(said - tracker.started_at)}" if ready else "… starting"
     else:
         stats = progress_text(active)
         detail = f" ({active['detail']})" if active["detail"] else ""
