@@ -94,10 +94,8 @@ class ConsoleSink(ProgressSink):
             fresh = current is not None and current.key in ("pull", "create")
             self.tracker.launched(time.time() if fresh else self.tracker.started_at)
         elif name in ("health 200", "models ready"):
-            # The engine logged `Application startup complete.` before it answered, but that line
-            # may still be
-            # on its way from the log follower: ready is reached from the log, or at close() at the
-            # latest.
+            # the engine logged `Application startup complete.` before it answered, but that line
+            # may be on its way from the log follower: ready from the log, or at close() at the latest
             self._answering = True
         self._changed()
 
@@ -269,17 +267,14 @@ class SwitchConsole(ConsoleSink):
 
     def lines(self, now: float, width: int) -> list[str]:
         label, at = self.steps[-1] if self.steps else ("…", self.began)
-        done = [
-            f"{a} {clock(t1 - t0)}"
-            for (a, t0), (_, t1) in zip(self.steps, self.steps[1:], strict=False)
-        ]
+        ends = [t for _, t in self.steps[1:]]
+        done = [f"{a} {clock(t1 - t0)}" for (a, t0), t1 in zip(self.steps, ends, strict=False)]
+        head = f"▸ {label} {clock(now - at)}"  # while a stack loads: `up`'s stage and bar
         last = self.tracker.last_line if self.loading else ""
         return [
             cut(line, width)
             for line in (
-                block_lines(self.tracker, now, width)[0]
-                if self.loading
-                else f"▸ {label} {clock(now - at)}",
+                block_lines(self.tracker, now, width)[0] if self.loading else head,
                 f"  elapsed {clock(now - self.began)} · {self.alias} answers 503 + Retry-After: {self._told}",
                 (fold_stages(done, width, rows=1) or [""])[0],
                 f"  │ {last}" if last else "",
@@ -308,9 +303,3 @@ def _shown(text: str) -> str:
     return (
         inert(stages.ANSI_CSI.sub("", text)) if "\x1b" in text or not text.isprintable() else text
     )
-
-
-def console_progress(
-    quiet: bool = False, timeout_s: float | None = None, verbose: bool = False
-) -> ConsoleSink:
-    return ConsoleSink(timeout_s=timeout_s, quiet=quiet, verbose=verbose)

@@ -5,7 +5,7 @@ only what a switch needs (the exposure gate, the keys and recovery cost ~0.1 s m
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 
 import typer
 
@@ -15,6 +15,7 @@ from composegen.cli.console import SwitchConsole
 from composegen.edge import service, standby, switch
 from composegen.edge.reports import SwitchReport
 from composegen.output import Output
+from composegen.stack.progress import ProgressSink
 
 EmulateOpt = typer.Option(
     False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
@@ -24,7 +25,10 @@ GatesOpt = typer.Option(
 )
 
 
-def _switched(result: SwitchReport, json_: bool) -> None:
+def _switched(alias: str, json_: bool, move: Callable[[ProgressSink], SwitchReport]) -> None:
+    """MOVE run under the switch's display (gone when it ends), then its report."""
+    with SwitchConsole(alias, quiet=json_) as show:
+        result = move(show)
     Output(json_).report(result, lambda: _switch_text(result))
 
 
@@ -35,11 +39,7 @@ def _switch_text(result: SwitchReport) -> str:
     proof = (
         f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
     )
-    told: list[str] = []
-    for stage in result.stages:  # `loading weights 1/4 … 4/4` is one step here (--json keeps each)
-        label = re.sub(r" \d+/\d+$", "", stage)
-        if not told or told[-1] != label:
-            told.append(label)
+    told = [s.step for s in result.steps]  # `loading weights 1/4 … 4/4` is one step
     reason = f" ({result.path_reason})" if result.path_reason else ""
     return (
         f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)\n"
@@ -80,22 +80,9 @@ def promote(
 
     standby.preload_gates()  # the gates' client loads while the first steps wait (issue 48)
     project = _project()
-    edge = service.load(project)
-    only = [g for g in gates.split(",") if g]
-    with SwitchConsole(alias, quiet=json_) as show:
-        result = switch.promote(
-            project,
-            edge,
-            profile,
-            alias,
-            campaign=campaign,
-            run=run,
-            force=force,
-            emulate=emulate,
-            gates=only,
-            show=show,
-        )
-    _switched(result, json_)
+    edge, only = service.load(project), [g for g in gates.split(",") if g]
+    how = (campaign, run, force, emulate, only)
+    _switched(alias, json_, lambda show: switch.promote(project, edge, profile, alias, *how, show))
 
 
 @app.command()
@@ -112,13 +99,5 @@ def rollback(
 
     standby.preload_gates()
     project = _project()
-    with SwitchConsole(alias, quiet=json_) as show:
-        result = switch.rollback(
-            project,
-            service.load(project),
-            alias,
-            emulate=emulate,
-            gates=[g for g in gates.split(",") if g],
-            show=show,
-        )
-    _switched(result, json_)
+    edge, only = service.load(project), [g for g in gates.split(",") if g]
+    _switched(alias, json_, lambda show: switch.rollback(project, edge, alias, emulate, only, show))
