@@ -11,7 +11,7 @@ import pytest
 from composegen.edge import journal, routes, service
 from composegen.project import Project
 from tests.support.cli import run_inproc
-from tests.support.edge import edge_project
+from tests.support.edge import edge_project, sealed_decision
 from tests.support.engine import force_remove
 
 # never pulled: the edge is not started here
@@ -40,12 +40,19 @@ def test_promote_to_the_profile_the_alias_serves_is_a_no_op_before_the_proof(edg
 
 
 @pytest.mark.docker
-def test_rollback_with_the_edge_down_names_edge_up_and_marks_nothing(edge):
+@pytest.mark.parametrize("verb", ["rollback", "promote"])
+def test_a_switch_with_the_edge_down_names_edge_up_and_marks_nothing(edge, verb):
     project = Project(edge.root)
     e = service.load(project)
     routes.record(project, e, "ds4-flash", edge.new, "promote", None)  # old, then new
     routes.publish(project, e)
-    res = run_inproc("--root", str(edge.root), "rollback", "ds4-flash", "--emulate")
+    sealed_decision(project, "c1", edge.old)  # the proof promote asks for first
+    argv = (
+        ["promote", edge.old, "--alias", "ds4-flash", "--campaign", "c1"]
+        if verb == "promote"
+        else [verb, "ds4-flash"]
+    )
+    res = run_inproc("--root", str(edge.root), *argv, "--emulate")
     assert res.returncode == 3, res.stdout + res.stderr
     assert edge.name in res.stderr and "not running" in res.stderr
     assert "`composegen edge up`" in res.stderr and "restoring" not in res.stderr, res.stderr
