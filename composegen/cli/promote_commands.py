@@ -35,15 +35,13 @@ def _switched(alias: str, json_: bool, move: Callable[[ProgressSink], SwitchRepo
 def _switch_text(result: SwitchReport) -> str:
     if result.path == "unchanged":
         return f"{result.alias} already serves {result.profile}: nothing to switch"
-    ev = result.evidence
-    proof = (
-        f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
-    )
+    ev = result.evidence  # none: a rollback to edge.yaml's own assignment (--json: null)
+    proof = f"\n  evidence: {ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else ""
     told = [s.step for s in result.steps]  # `loading weights 1/4 … 4/4` is one step
     reason = f" ({result.path_reason})" if result.path_reason else ""
     return (
-        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)\n"
-        f"  evidence: {proof}\n"
+        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} "
+        f"({result.by}, {result.seconds:.1f} s){proof}\n"
         f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}\n"
         f"  path: {result.path}{reason}"
     )

@@ -120,6 +120,7 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
     assert "ds4-flash answers 503 + Retry-After: loading weights" in drawn, drawn[-3000:]
     assert f"  ✓ stopping {edge.new} " in drawn and "  elapsed 0:0" in drawn, drawn[-3000:]
     assert not any("answers 503" in line for line in screen), screen  # the block went
+    assert not any("evidence" in line for line in screen), screen  # edge.yaml's assignment had none
     seen = poller.seen
     bad = [
         s
