@@ -57,7 +57,6 @@ def promote(
         else proof.qualified_run(project, r, run, emulate)
     )
     clock.mark("proof")
-    service.running(edge, project)  # the edge carries the alias, or nothing changes (exit 3)
     return Switch(
         project, edge, alias, profile, "promote", evidence, emulate, gates, clock, show=show
     ).run()
@@ -74,7 +73,6 @@ def rollback(
     clock = Timeline()
     back = routes.previous(project, edge, alias)
     clock.mark("proof")  # the previous assignment, with the evidence it was made on
-    service.running(edge, project)
     how = (back["profile"], "rollback", back.get("evidence"), emulate, gates, clock)
     return Switch(project, edge, alias, *how, show=show).run()
 
@@ -129,6 +127,7 @@ class Switch:
             driver.engine_info()  # the engine answers, or nothing changes: the alias stays
             if not self.emulate:
                 _can_start(project, edge.stacks[target])
+        service.running(edge, project)  # the edge carries the alias, or nothing changes (exit 3)
         self.clock.mark("state")
         if self.cold is None and current is not None:  # the memory plan: refused (exit 2)
             standbyplan.check_switch(project, edge, current, target, self.emulate)
