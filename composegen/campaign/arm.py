@@ -18,6 +18,7 @@ from composegen import privatestate
 from composegen.campaign import exclusive, state
 from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import ArmState, CampaignState, Residency
+from composegen.edge import asleep
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.evidence import bundle
 from composegen.profiles import resolve
@@ -113,7 +114,8 @@ def _start(
     sink = ui.arm_started(st.arms.index(arm) + 1, len(st.arms), arm)
     if job.wake and driver.sleep_state(project, r, strict=True) is not None:
         ui.arm_ended()
-        seconds = driver.wake_stack(project, r)
+        with asleep.held(project, r, True, st.options.emulate):  # the alias's mark, the journal
+            seconds = driver.wake_stack(project, r)
         arm.path, arm.time_to_ready_s = "wake", round(seconds, 3)
         state.save(directory, st)
         state.log(directory, f"{arm.key}: woke {arm.profile} in {seconds:.2f} s (no cold start)")
@@ -153,7 +155,8 @@ def _close(
     how = _how(directory, st, arm, job)
     if how == "sleep":
         state.log(directory, f"{arm.key}: evidence {arm.key}/; {arm.profile} to sleep")
-        driver.sleep_stack(project, r)
+        with asleep.held(project, r, False, st.options.emulate):
+            driver.sleep_stack(project, r)
     elif how == "awake":
         state.log(directory, f"{arm.key}: evidence {arm.key}/; {arm.profile} left awake (resident)")
     else:

@@ -13,7 +13,7 @@ candidate stays awake when the alias serves it (the control asleep since its own
 from __future__ import annotations
 
 from composegen.campaign.reports import CampaignState, Residency
-from composegen.edge import config, routes, standbyplan
+from composegen.edge import asleep, config, routes, standbyplan
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
@@ -80,14 +80,17 @@ def settle(project: Project, st: CampaignState, closed: str) -> str:
     if res.awake != other:
         return f"{other} left asleep beside {closed} awake (resident)"
     failures: list[str] = []
-    for _ in range(WAKE_TRIES):
-        try:
-            seconds = driver.wake_stack(project, r)
-        except ComposegenError as exc:
-            failures.append(exc.message)
-            continue
-        return f"woke {other} in {seconds:.2f} s: an alias serves it; {closed} asleep (resident)"
-    return _cold(project, st, res, r, closed, failures)
+    with asleep.held(project, r, True, st.options.emulate):  # the alias's mark, the journal
+        for _ in range(WAKE_TRIES):
+            try:
+                seconds = driver.wake_stack(project, r)
+            except ComposegenError as exc:
+                failures.append(exc.message)
+                continue
+            return (
+                f"woke {other} in {seconds:.2f} s: an alias serves it; {closed} asleep (resident)"
+            )
+        return _cold(project, st, res, r, closed, failures)
 
 
 def _cold(

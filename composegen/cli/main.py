@@ -41,7 +41,7 @@ PANELS: dict[str, dict[str, str]] = {
     "Serve a team": {"edge": "edge_commands"}
     | dict.fromkeys(["promote", "rollback"], "promote_commands"),
     "Maintain the host": {"provision": "setup_commands", "weights": "weights_commands"}
-    | {"shm": "shm_commands"},
+    | {"shm": "shm_commands", "cache": "cache_commands"},
 }
 COMMANDS = {name: module for panel in PANELS.values() for name, module in panel.items()}
 PANEL = {name: title for title, panel in PANELS.items() for name in panel}

@@ -37,7 +37,7 @@ def _switch_text(result: SwitchReport) -> str:
         return f"{result.alias} already serves {result.profile}: nothing to switch"
     ev = result.evidence  # none: a rollback to edge.yaml's own assignment (--json: null)
     proof = f"\n  evidence: {ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else ""
-    told = [s.step for s in result.steps]  # `loading weights 1/4 … 4/4` is one step
+    told = [s.step for s in result.steps]  # `loading weights 1/4 … 4/4` one step (stages: each)
     reason = f" ({result.path_reason})" if result.path_reason else ""
     return (
         f"{result.alias}: {result.previous or 'nothing'} → {result.profile} "

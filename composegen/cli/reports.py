@@ -39,6 +39,7 @@ REPORTS: dict[str, str] = {
     "shm": "composegen.shm.reports:ShmScan",
     "shm-reclaim": "composegen.shm.reports:ShmReclaim",
     "startup": "composegen.vllm.reports:StartupCheck",
+    "cache": "composegen.stack.reports:CacheReport",
     "plan": "composegen.evidence.reports.plan:PlanResult",
     "gate": "composegen.evidence.reports.gate:GateResult",
     "doctor": "composegen.provision.reports:DoctorReport",

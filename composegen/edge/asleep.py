@@ -1,5 +1,5 @@
 """Everything that may put an engine to sleep outside a switch — `qualify --sleep-cycles`, `up
---standby`, `wake` (campaign arms: not yet) — goes through `sleeping`: the switch's own lock (so a promote and a
+--standby`, `wake`, campaign arms (`held`) — goes through `sleeping`: the switch's own lock (so a promote and a
 sleep qualification never run at once) and, when an alias points at the stack, the switch's journal
 (by "sleep") and the alias marked BEFORE the engine sleeps: clients get 503 + Retry-After + the stage
 in composegen's words (STAGE), never the engine's own text. When it ends the engine is awake and the
@@ -91,6 +91,32 @@ def marked(project: Project, edge: Edge, r: Resolved, by: str) -> Iterator[undo.
     journal.end(project)
 
 
+@contextlib.contextmanager
+def held(project: Project, r: Resolved, waking: bool, emulated: bool) -> Iterator[None]:
+    """A campaign's sleep or wake of R (campaign/arm.py, resident.py): as `sleeping`, but the
+    journal (by "campaign") outlives the step while R sleeps — it bridges the arms: a promote,
+    qualify or wake meanwhile is refused, and after a Ctrl-C or a kill `edge recover` wakes R, or
+    `campaign resume` adopts the journal and goes on. Ended once R is awake (or down)."""
+    edge = config.load(project) if config.configured(project) else None
+    if edge is None or not (on := aliased(project, edge, r.name)):
+        yield
+        return
+    with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
+        entry = journal.read(project)
+        if entry is None or (entry["by"], entry["target"]) != ("campaign", r.name):
+            undo.refuse_interrupted(project)
+        kept = (on[0], r.name, r.name, "campaign", emulated, "standby", emulated, "awake")
+        sink = undo.StageSink(project, edge, on[0], r.name, journal.begin(project, *kept))
+        sink.say(f"waking {r.name}" if waking else stage(on[0], r.name, privatestate.stamp()))
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ComposegenError):  # unknown: the journal stays to recover
+                if driver.sleep_state(project, r) is None:
+                    journal.end(project)
+                publish(project, edge)
+
+
 def refuse_aliased(project: Project, r: Resolved, sleep_alias: bool) -> None:
     """`up NAME --standby` on the stack an alias serves: refused (exit 2) unless asked explicitly,
     with the order that switches by sleep instead."""
@@ -118,7 +144,7 @@ def wake(project: Project, r: Resolved, gates: list[str] | None) -> RecoverRepor
     failure, Ctrl-C or a kill leaves the journal to `edge recover`."""
     started, asleep = time.monotonic(), driver.sleep_state(project, r, strict=True)
     with sleeping(project, r, "wake") if asleep else contextlib.nullcontext(_Told()) as sink:
-        for name, step in undo.waking(project, r, gates) if asleep else []:
+        for name, step in standby.waking(project, r, gates) if asleep else []:
             sink.run(name, step)
     action = f"{r.name} woken" if asleep else f"{r.name} is awake: nothing to wake"
     seconds = round(time.monotonic() - started, 1)

@@ -26,7 +26,7 @@ class Journal(TypedDict):
     alias: str
     source: str | None  # the stack the alias pointed at when the switch began
     target: str
-    by: str  # promote | rollback | qualify (`qualify --alias`) | sleep | wake (edge/asleep.py)
+    by: str  # promote | rollback | qualify (`qualify --alias`) | sleep | wake | campaign (asleep.py)
     emulate: bool
     path: str  # standby | cold
     # what recovery restores: the source as it ran (emulated or real), the target as it was found
@@ -119,6 +119,11 @@ def owner_alive(entry: Journal) -> bool:
     except PermissionError:
         pass  # alive, someone else's
     return not entry["started"] or _start_time(pid) == entry["started"]
+
+
+def holding(entry: Journal) -> bool:
+    """A live campaign keeps its target asleep (edge/asleep.py `held`): not an interrupted one."""
+    return entry["by"] == "campaign" and owner_alive(entry)
 
 
 def interrupted(project: Project) -> Journal | None:

@@ -13,7 +13,7 @@ from composegen import privatestate
 from composegen.edge import journal, routes
 from composegen.edge.config import Edge
 from composegen.edge.reports import RecoverReport
-from composegen.edge.undo import StageSink, Undo, put_back
+from composegen.edge.undo import StageSink, Undo, put_back, refuse_interrupted
 from composegen.project import Project
 from composegen.stack import driver
 
@@ -24,6 +24,8 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
     # a live switch holds it: recover waits for it
     with privatestate.profile_lock(project, "edge-switch"):
         entry = journal.read(project)
+        if entry is not None and journal.holding(entry):
+            refuse_interrupted(project)  # a live campaign keeps it asleep: refused, saying whose
         if entry is None:
             routes.publish(project, edge)  # no journal: clear any mark left behind
             return RecoverReport(

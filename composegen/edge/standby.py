@@ -125,12 +125,21 @@ def switch(
 ) -> None:
     """The standby path from CURRENT to TARGET, each step through RUN; raises what failed (the
     caller's undo puts the old engine awake again)."""
-    new = edge.stacks[target]
     sleep_drained(project, edge.stacks[current], run)
-    run(f"waking {target}", lambda: driver.wake_stack(project, new))
-    run("warm-up", lambda: sleepcycles.probe(new))  # the first request after a wake
-    run("identity", lambda: identity(new))
-    run(f"gates on {target}", lambda: _gates(new, only))
+    for name, step in waking(project, edge.stacks[target], only):
+        run(name, step)
+
+
+def waking(
+    project: Project, r: Resolved, gates: list[str] | None
+) -> list[tuple[str, Callable[[], object]]]:
+    """A sleeping engine back in service, as a switch, a wake and an undo do it: each step."""
+    return [
+        (f"waking {r.name}", lambda: driver.wake_stack(project, r)),
+        ("warm-up", lambda: sleepcycles.probe(r)),  # the first request after a wake
+        ("identity", lambda: identity(r)),
+        (f"gates on {r.name}", lambda: _gates(r, gates)),
+    ]
 
 
 def sleep_drained(project: Project, r: Resolved, run: Run) -> None:

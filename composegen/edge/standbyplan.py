@@ -14,14 +14,16 @@ free (memory_guard.min_available). Engines already asleep hold theirs already (M
 it: 7.9 GiB lower from the first sleep on in the recording). The emulator keeps no host copy: an
 emulated stack is checked against an emulated host only when its emulate.env sets EMU_HOST_MEM_GIB.
 
-Unified memory (GB10 / DGX Spark, probed): level 1 frees nothing net there and its wake has crashed
-the engine (vLLM issue 50011): refused unless a sleep qualification of that engine passed here.
+Refused unless a sleep qualification of that engine at its level passed on this host: any level on
+unified memory (GB10 / DGX Spark, probed; a wake has taken the host down: vLLM issue 50011), level 2
+with a speculative config (the wake does not reload the draft: vLLM issue 52487).
 
 A refusal is BadInput (exit 2) naming every figure.
 """
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -34,6 +36,8 @@ from composegen.stack import driver
 
 # before an engine has slept: the recording's 0.87-0.91 GiB (H200, 0.60 share), rounded up
 ESTIMATED_RESIDUE_GIB = 1.0
+UNIFIED = "a unified-memory host (GB10 / DGX Spark: probed), where a wake crashed the host (vLLM issue 50011)"
+DRAFT = "level 2 with a speculative config, whose wake does not reload the draft (vLLM issue 52487)"
 EPSILON_GIB = 0.005  # figures are printed to 2 decimals: nothing closer than that is a refusal
 
 
@@ -133,8 +137,8 @@ def _refuse(what: str, problems: list[str], hint: str) -> None:
 # --- the checks -----------------------------------------------------------------------------------
 def check_start(project: Project, r: Resolved, emulated: bool, standby: bool) -> None:
     """Before `up NAME` of a stack behind the edge: with --standby, or while another standby stack
-    of the edge runs, NAME starting awake must fit beside what the others hold; level 1 on unified
-    memory needs a passed sleep qualification."""
+    of the edge runs, NAME starting awake must fit beside what the others hold; standby on unified
+    memory and level 2 with a draft need a passed sleep qualification here."""
     if not config.configured(project):
         return
     edge = config.load(project)
@@ -145,7 +149,7 @@ def check_start(project: Project, r: Resolved, emulated: bool, standby: bool) ->
         return  # nothing starts: `up` follows the running stack
     others = _running(project, edge, but=[r.name])
     if standby:
-        _check_unified(project, r, emulated)
+        _check_qualified(project, r, emulated)
     if not standby and not any(o.r.profile.standby for o in others):
         return
     size = _size(project, r, emulated, others)
@@ -162,9 +166,9 @@ def check_start(project: Project, r: Resolved, emulated: bool, standby: bool) ->
 def check_sleep(project: Project, r: Resolved, emulated: bool) -> None:
     """Before R goes to sleep at level 1: its weights' host copy fits (unified memory: refused
     unless qualified)."""
+    _check_qualified(project, r, emulated)
     if r.profile.standby is None or r.profile.standby.level != 1:
         return
-    _check_unified(project, r, emulated)
     problem = _host_problem(project, r, emulated)
     _refuse(f"{r.name} cannot sleep at level 1", [problem] if problem else [],
             "free host memory, or `standby: {level: 2}` (the weights are discarded and reloaded "
@@ -188,20 +192,20 @@ def check_switch(
     check_sleep(project, old, emulated)
 
 
-def _check_unified(project: Project, r: Resolved, emulated: bool) -> None:
-    if r.profile.standby is None or r.profile.standby.level != 1:
-        return
-    host = driver.host_memory(r)
-    if host is None or not host.unified:
-        return
-    kept = sleepcycles.recorded(project, r, emulated)
-    if kept and kept.get("passed"):
+def _check_qualified(project: Project, r: Resolved, emulated: bool) -> None:
+    """Sleep whose failure equality cannot see: refused unless a sleep qualification of R's engine
+    at its level passed on this host (the module's docstring)."""
+    host, sb = driver.host_memory(r), r.profile.standby
+    unified = host is not None and host.unified
+    why = [UNIFIED] if unified else []
+    why += [DRAFT] if sb is not None and sb.level == 2 and r.flag("speculative-config") else []
+    kept = sleepcycles.recorded(project, r, emulated) if why else None
+    if not why or (kept and kept["passed"]):
         return
     raise BadInput(
-        f"{r.name}: level-1 sleep on a unified-memory host (GB10 / DGX Spark: probed): it frees "
-        "nothing net there and its wake has crashed the engine (vLLM issue 50011); no sleep "
-        "qualification of this engine passed here",
-        hint=f"`composegen qualify {r.name} --sleep-cycles 10` first, or `standby: {{level: 2}}`",
+        f"{r.name}: standby on {' and '.join(why)}; no sleep qualification of this engine at level "
+        f"{sb.level if sb else 1} passed on this host ({platform.node()})",
+        hint=f"`composegen qualify {r.name} --sleep-cycles 10` here first",
     )
 
 

@@ -20,8 +20,7 @@ from composegen.edge.config import Edge
 from composegen.edge.reports import StepTime
 from composegen.edge.timeline import Timeline
 from composegen.errors import CheckFailed, ComposegenError, EngineError, Interrupted
-from composegen.evidence import gatecheck, sleepcycles
-from composegen.profiles.resolved import Resolved
+from composegen.evidence import gatecheck
 from composegen.project import Project
 from composegen.stack import driver
 from composegen.stack.progress import LogLine, ProgressSink
@@ -123,24 +122,12 @@ def put_back(project: Project, edge: Edge, undo: Undo, sink: StageSink) -> None:
         return
     old = edge.stacks[undo.serving]
     if undo.path == "standby":
-        for name, action in waking(project, old, None):
+        for name, action in standby.waking(project, old, None):
             run(name, action)
         return
     how = driver.UpOptions(emulate=undo.emulated, render_stale=False)
     run(f"starting {undo.serving}", lambda: driver.up_or_attach(project, old, how, sink))
     run(f"gates on {undo.serving}", lambda: gatecheck.require_gates(old, None))
-
-
-def waking(
-    project: Project, r: Resolved, gates: list[str] | None
-) -> list[tuple[str, Callable[[], object]]]:
-    """A sleeping engine back in service, as a switch does it: each step's name and action."""
-    return [
-        (f"waking {r.name}", lambda: driver.wake_stack(project, r)),
-        ("warm-up", lambda: sleepcycles.probe(r)),  # the first request after a wake
-        ("identity", lambda: standby.identity(r)),
-        (f"gates on {r.name}", lambda: gatecheck.require_gates(r, gates)),
-    ]
 
 
 def reason(exc: BaseException) -> str:
@@ -212,9 +199,13 @@ def left_to_recover(exc: BaseException, what: str, current: str | None) -> Inter
 
 
 def refuse_interrupted(project: Project) -> None:
-    """A switch or `qualify --alias` whose composegen is gone: refused until `edge recover`."""
-    entry = journal.interrupted(project)
-    if entry is not None:
+    """A switch or `qualify --alias` whose composegen is gone: refused until `edge recover`; a
+    campaign that keeps the alias's engine asleep (edge/asleep.py `held`): until it wakes it."""
+    entry = journal.read(project)
+    if entry is not None and journal.holding(entry):
+        who = f"campaign (composegen pid {entry['pid']}) keeps {entry['target']} asleep"
+        raise CheckFailed(f"{who} until its next arm wakes it", hint="wait for it, or stop it")
+    if entry is not None and not journal.owner_alive(entry):
         raise CheckFailed(
             f"a switch of {entry['alias']} to {entry['target']} was interrupted at: {entry['step']} "
             f"(composegen pid {entry['pid']} is gone)",

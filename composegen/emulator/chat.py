@@ -27,6 +27,7 @@ from composegen.emulator import replies, versions
 from composegen.emulator.tokenizer import encode_chat, pieces
 
 TOOL_CALL_OVERHEAD = 2  # tokens for the call markup around name + arguments
+LORA_FAULT = "lora_corrupted"  # a wake leaves the LoRA adapters corrupted, the base model intact
 
 
 @dataclass
@@ -38,6 +39,8 @@ class ServingInfo:
     tool_parser: str | None = None
     reasoning_parser: str | None = None
     fault: str | None = None
+    adapters: list[str] = field(default_factory=list)  # --lora-modules' names: models too
+    lora_corrupted: bool = False  # EMU_FAULT=lora_corrupted after a wake: adapters answer amiss
 
     @property
     def name(self) -> str:
@@ -107,7 +110,7 @@ class Reply:
 
 def check_model(body: dict, info: ServingInfo) -> None:
     wanted = body.get("model")
-    if wanted and wanted not in info.served_names:
+    if wanted and wanted not in info.served_names + info.adapters:
         raise RequestError(404, f"The model `{wanted}` does not exist.", "NotFoundError", "model")
 
 
@@ -217,6 +220,7 @@ def plan_chat(body: dict, info: ServingInfo) -> Reply:
     )
     function = replies.choose_tool(tools, tool_choice, messages) if tools else None
     answer = [] if function else pieces(replies.answer_text(messages, body.get("response_format")))
+    answer = answer[::-1] if info.lora_corrupted and body.get("model") in info.adapters else answer
     if thinking and not info.reasoning_parser:
         answer = pieces("<think> " + "".join(thinking) + " </think>") + answer
         thinking = []

@@ -24,6 +24,7 @@ behaviour.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -56,6 +57,7 @@ FAULTS = (
     "sleep_residue_growth",
     "wake_fails",
     "draft_not_reloaded",
+    "lora_corrupted",
 )
 
 
@@ -433,6 +435,10 @@ def _server_state(log: Log, values: dict, plan: MemoryPlan, settings: Settings) 
     info = ServingInfo(
         model=model,
         served_names=list(values.get("served_model_name") or [model]),
+        adapters=[  # --lora-modules: name=path, or JSON with a name (vLLM's LoRAParserAction)
+            json.loads(m)["name"] if m[:1] == "{" else m.partition("=")[0]
+            for m in map(str, values.get("lora_modules") or [])
+        ],
         max_model_len=plan.max_model_len,
         auto_tool_choice=bool(values.get("enable_auto_tool_choice")),
         tool_parser=values.get("tool_call_parser"),

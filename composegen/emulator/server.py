@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from composegen.emulator import completions, versions
-from composegen.emulator.chat import RequestError, check_model, validation_error
+from composegen.emulator.chat import LORA_FAULT, RequestError, check_model, validation_error
 from composegen.emulator.generation import ClientGone, Generation
 from composegen.emulator.server_state import ServerState
 from composegen.emulator.sleep import DEV_ROUTES, SleepError
@@ -231,6 +231,7 @@ class Handler(Generation):
         assert self.state.sleep is not None
         self._body()
         self.state.sleep.wake(self.query.get("tags") or [], self.state.log)
+        self.state.info.lora_corrupted = self.state.info.fault == LORA_FAULT  # vLLM issue 53888
         self._send(200)
 
     def _is_sleeping(self) -> None:

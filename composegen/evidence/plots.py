@@ -18,6 +18,9 @@ from composegen.bench.frontier import pareto
 from composegen.evidence.reports.runs import RunsReport
 
 WIDTH = 9.0  # inches; the page scales the SVG to its column
+MAX_TICKS = (
+    16  # a tick and marker per level up to this many (each label is laid out, each marker drawn)
+)
 
 
 def _figure(rows: int = 1, cols: int = 1, height: float = 3.4) -> tuple[Any, list[Any]]:
@@ -168,8 +171,9 @@ def bench(report: RunsReport) -> str | None:
     for run in runs:
         levels = sorted(_closed(run), key=lambda lv: lv.concurrency)
         conc = [lv.concurrency for lv in levels]
+        marker = "o" if len(conc) <= MAX_TICKS else None  # thousands of levels: a line
         line = throughput.plot(
-            conc, [lv.output_throughput for lv in levels], marker="o", label=_text(run.label)
+            conc, [lv.output_throughput for lv in levels], marker=marker, label=_text(run.label)
         )[0]
         for ax, metric in ((ttft, "ttft"), (tpot, "tpot")):
             for stat, style in (("median", "-"), ("p99", ":")):
@@ -179,7 +183,7 @@ def bench(report: RunsReport) -> str | None:
                     [p[0] for p in points],
                     [p[1] for p in points],
                     style,
-                    marker="o",
+                    marker=marker,
                     color=line.get_color(),
                     label=f"{_text(run.label)} {stat}",
                 )
@@ -192,8 +196,9 @@ def bench(report: RunsReport) -> str | None:
     for ax in axes:
         ax.set_xlabel("concurrency")
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(FixedLocator(levels))
-        ax.xaxis.set_minor_locator(NullLocator())
+        if len(levels) <= MAX_TICKS:  # each level its tick; thousands of labels: matplotlib's own
+            ax.xaxis.set_major_locator(FixedLocator(levels))
+            ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter("{x:g}")
         ax.set_ylim(bottom=0)  # from 0: a 1-2 % difference must not look like a crossing
         ax.grid(alpha=0.3)

@@ -6,18 +6,21 @@ timed, with the GPU memory the sleeping engine still holds (its own share, stack
 GPU memory in use on its GPUs before the first sleep and after each sleep and wake (nvidia-smi in
 the container when the image has it; an emulated engine: the EMULATED GPU ledger) and its host's
 MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the weights there). It fails
-when a wake fails, an answer differs from the one before the first sleep, that residue grows by
-more than MAX_GROWTH_GIB over the cycles (reported on 4x RTX PRO 6000: pinned memory growing per
-cycle until outputs broke, vLLM issue 21336), or the draft's acceptance over a probe (spec_decode_*
+when a wake fails, an answer (the model's, each LoRA adapter's: vLLM issue 53888) differs from the
+one before the first sleep, that residue grows by more than MAX_GROWTH_GIB over the cycles
+(reported on 4x RTX PRO 6000: pinned memory growing per cycle until outputs broke, vLLM issue
+21336), or the draft's acceptance over a probe (spec_decode_*
 on /metrics) falls below MIN_ACCEPTANCE_KEPT of the first's (vLLM issue 52487). The stack is left
 awake. The result goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM
-version, model, emulated or not) in .composegen/standby/qualified.json, which the standby path
-reads (edge/standby.py).
+version, model, emulated or not, level, draft, host) in .composegen/standby/qualified.json, which
+the standby path and the memory plan read (edge/standby.py, edge/standbyplan.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import platform
 import time
 from pathlib import Path
 from typing import TypedDict
@@ -44,9 +47,20 @@ def key_of(r: Resolved, emulated: bool) -> str:
     return f"vllm {r.profile.vllm_version} · {m.id}@{m.revision or 'main'} · {'emulated' if emulated else 'real'}"
 
 
-def probe(r: Resolved) -> str:
-    """R's answer to the temperature-0 probe (also the standby path's warm-up after a wake)."""
-    body = json.dumps({"model": r.profile.model.served_name, **PROBE}).encode()
+def adapters(r: Resolved) -> list[str]:
+    """R's LoRA adapters by name (--lora-modules: `name=path`, or JSON with a name)."""
+    names = []
+    for m in map(str, r.flag("lora-modules") or []):
+        with contextlib.suppress(ValueError, AttributeError):  # not JSON: taken as written
+            m = str(json.loads(m).get("name")) if m[:1] == "{" else m
+        names.append(m.partition("=")[0])
+    return names
+
+
+def probe(r: Resolved, model: str | None = None) -> str:
+    """R's answer to the temperature-0 probe (also the standby path's warm-up after a wake); MODEL:
+    a LoRA adapter's name."""
+    body = json.dumps({"model": model or r.profile.model.served_name, **PROBE}).encode()
     reply = driver.endpoint(r).peer.fetch("POST", "/v1/chat/completions", body, deadline_s=120)
     if reply.status != 200:
         raise EngineError(f"the probe answered {reply.status}")
@@ -114,6 +128,7 @@ def _cycle(project: Project, r: Resolved, level: int, row: SleepCycle, meters: _
 def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
     level = r.profile.standby.level if r.profile.standby else 1
     first, accepted = _probed(r)
+    lora = {name: probe(r, name) for name in adapters(r)}  # each adapter too (vLLM issue 53888)
     meters = _Meters(project, r)
     gpu_before, host_before = meters.gpu(), meters.host()
     rows: list[SleepCycle] = []
@@ -123,7 +138,7 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
         try:
             _cycle(project, r, level, row, meters)
             answer, row.draft_acceptance = _probed(r)
-            row.same_answer = answer == first
+            row.same_answer = answer == first and all([probe(r, a) == lora[a] for a in lora])
         except ComposegenError as exc:
             row.error = exc.message[:300]
             break
@@ -141,7 +156,7 @@ def run(project: Project, r: Resolved, n: int, emulated: bool) -> SleepCycles:
                          host_available_gib_before=host_before, gpu_source=meters.gpu_source,
                          draft_acceptance_before=accepted,
                          host_source=meters.host_source)  # fmt: skip
-    _remember(project, result)
+    _remember(project, r, result)
     return result
 
 
@@ -153,28 +168,35 @@ class Kept(TypedDict):
     profile: str
     level: int
     cycles: int
+    host: str  # the machine it ran on (platform.node())
 
 
 def _kept_path(project: Project) -> Path:
     return privatestate.state_dir(project, "standby") / "qualified.json"
 
 
-def _remember(project: Project, result: SleepCycles) -> None:
+def _entry(r: Resolved, emulated: bool) -> str:
+    """qualified.json's key: the engine, its level and draft, this host (a pass elsewhere, or of
+    another level, proves nothing here)."""
+    level = r.profile.standby.level if r.profile.standby else 1
+    draft = " + draft" if r.flag("speculative-config") else ""
+    return f"{key_of(r, emulated)} · level {level}{draft} · on {platform.node()}"
+
+
+def _remember(project: Project, r: Resolved, result: SleepCycles) -> None:
     path = _kept_path(project)
     doc: dict = privatestate.read_json(path, {})
-    doc[result.key] = Kept(passed=result.passed, at=privatestate.stamp(), profile=result.profile,
-                           level=result.level, cycles=len(result.cycles))  # fmt: skip
+    doc[_entry(r, result.emulated)] = Kept(passed=result.passed, at=privatestate.stamp(),
+                                           profile=result.profile, level=result.level,
+                                           cycles=len(result.cycles), host=platform.node())  # fmt: skip
     privatestate.write_json(path, doc)
 
 
 def recorded(project: Project, r: Resolved, emulated: bool) -> Kept | None:
-    """The kept outcome of a sleep qualification for R's engine on this machine, or None (read
-    defensively: a record that is not one counts as none)."""
+    """The kept outcome of a sleep qualification of R's engine at its level on this machine, or
+    None (read defensively: a record that is not one counts as none)."""
     doc: dict = privatestate.read_json(_kept_path(project), {})
-    found = doc.get(key_of(r, emulated))
-    found = found if isinstance(found, dict) else {}
-    passed, at = found.get("passed"), found.get("at")
-    if not isinstance(passed, bool) or not isinstance(at, str):
+    found = doc.get(_entry(r, emulated))
+    if not isinstance(found, dict) or not isinstance(found.get("passed"), bool):
         return None
-    level, cycles = (v if isinstance(v := found.get(k), int) else 0 for k in ("level", "cycles"))
-    return Kept(passed=passed, at=at, profile=str(found.get("profile")), level=level, cycles=cycles)
+    return Kept(**{k: found.get(k) for k in Kept.__annotations__})  # type: ignore[typeddict-item]

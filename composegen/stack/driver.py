@@ -26,6 +26,7 @@ from composegen.stack import compose, engine, placement, readiness, sleepmode
 from composegen.stack import down as teardown
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
+from composegen.stack.caches import cache_export, cache_import, cache_prune, cache_volumes
 from composegen.stack.compose import Stack, compose_version
 from composegen.stack.engine import (
     BASE_IMAGE,
@@ -67,6 +68,7 @@ __all__ += ["residue_kept", "running_container", "settle", "share", "shm_report"
 __all__ += ["signals_as_interrupts", "sleep_stack", "sleep_state", "start", "startup_check"]
 __all__ += ["gpu_size", "status", "status_text", "up"]
 __all__ += ["up_or_attach", "wake_stack", "weights"]
+__all__ += ["cache_export", "cache_import", "cache_prune", "cache_volumes", "cache_warm"]
 
 
 signals_as_interrupts = starting.signals_as_interrupts  # SIGTERM/SIGHUP raised as Ctrl-C is
@@ -108,6 +110,14 @@ def start(
                 f"preflight failed: {', '.join(exc.failed)} (the FAIL lines above say why)"
             ) from None
         raise
+
+
+def cache_warm(project: Project, r: Resolved, opts: UpOptions, sink: ProgressSink) -> UpReport:
+    """`cache warm`: up (removed again on a failure), then down; the cache volume keeps the rest."""
+    opts.down_on_failure = True
+    report = up(project, r, opts, sink)
+    down(project, r)
+    return report
 
 
 def up_or_attach(

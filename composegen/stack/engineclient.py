@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from composegen.errors import BadInput, ComposegenError, EngineError
 from composegen.stack import compose, sshconn
@@ -279,3 +279,67 @@ def label_lookup(target: Target | None = None) -> Callable[[str], dict[str, str]
         return cache[container_id]
 
     return lookup
+
+
+# ---- named volumes (the compile caches: stack/caches.py) -----------------------------------------
+
+
+class Volume(NamedTuple):
+    name: str
+    labels: dict[str, str]
+    created: str | None
+    bytes: int | None  # the engine's `system df` figure; None: unknown
+    users: list[str]  # containers (running or not) mounting it
+
+
+def volumes(prefix: str, target: Target | None = None) -> list[Volume]:
+    """The named volumes called PREFIX…."""
+    sdk = client(target)
+    try:
+        df = {v["Name"]: (v.get("UsageData") or {}).get("Size", -1) for v in sdk.df()["Volumes"]}
+        users = [(c, m.get("Name")) for c in sdk.api.containers(all=True) for m in c["Mounts"]]
+        rows = (sdk.api.volumes(filters={"name": prefix}) or {}).get("Volumes") or []
+    except sdk_module().errors.APIError as exc:
+        raise EngineError(
+            f"docker volume ls on {(target or DEFAULT).label}: {one_line(exc)}"
+        ) from None
+    return [
+        Volume(
+            n,
+            v.get("Labels") or {},
+            v.get("CreatedAt"),
+            df[n] if df.get(n, -1) >= 0 else None,
+            [c["Names"][0][1:] for c, m in users if m == n],
+        )
+        for v in rows
+        if (n := v["Name"]).startswith(prefix)
+    ]
+
+
+def create_volume(name: str, labels: dict[str, str], target: Target | None = None) -> None:
+    unless_gone(
+        lambda: client(target).api.create_volume(name, labels=labels),
+        f"docker volume create {name}",
+    )
+
+
+def remove_volume(name: str, target: Target | None = None) -> None:
+    unless_gone(lambda: client(target).api.remove_volume(name), f"docker volume rm {name}")
+
+
+@contextlib.contextmanager
+def read_volume(volume: str, image: str, labels: dict[str, str]) -> Iterator[Iterator[bytes]]:
+    """VOLUME's files as the engine's tar stream (names under `composegen-src/`), read through a
+    container created with it mounted read-only, never started, removed afterwards."""
+    sdk, docker = client(), sdk_module()
+    config = sdk.api.create_host_config(binds={volume: {"bind": "/composegen-src", "mode": "ro"}})
+    cid = None
+    try:
+        cid = sdk.api.create_container(image, ["true"], labels=labels, host_config=config)["Id"]
+        yield sdk.api.get_archive(cid, "/composegen-src")[0]
+    except (docker.errors.APIError, docker.errors.ImageNotFound) as exc:
+        raise EngineError(f"reading volume {volume}: {one_line(exc)}") from None
+    finally:
+        if cid is not None:
+            with contextlib.suppress(docker.errors.APIError):
+                sdk.api.remove_container(cid, force=True)

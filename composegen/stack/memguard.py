@@ -25,6 +25,9 @@ from composegen.stack.targets import Target
 from composegen.units import parse_bytes
 
 MEMINFO_ENV = "COMPOSEGEN_MEMINFO"
+NVIDIA_GPUS = (
+    "/proc/driver/nvidia/gpus/*/information"  # the driver's: "Model: NVIDIA GB10" on a Spark
+)
 POLL_S = 0.25
 STOP_GRACE_S = 1  # the load is what eats memory: a short grace, then kill, well inside 2 s
 
@@ -76,7 +79,7 @@ def read_local() -> Memory:
 
 
 def unified_local() -> bool:
-    for path in glob.glob("/proc/driver/nvidia/gpus/*/information"):
+    for path in glob.glob(NVIDIA_GPUS):
         try:
             with open(path, encoding="utf-8", errors="replace") as fh:
                 if "GB10" in fh.read():

@@ -235,3 +235,41 @@ class StatusReport(Report):
     aliases: list[AliasTarget] | None = Field(
         default=None, description="the project's edge: each alias and its stack (None: no edge)"
     )
+
+
+class CacheRecord(Report):
+    """.composegen/caches/KEY.json, this project's starts with a cache key; an export's manifest."""
+
+    key: str
+    image_id: str | None = None  # the profile image's ID on the engine at the last start
+    real: bool = False  # a real (not emulated) start used it
+    uses: dict[str, str] = Field(default_factory=dict)  # profile -> its last start (UTC)
+    cold: dict[Literal["vllm", "emulated"], float] = Field(default_factory=dict)  # compile s
+    files: dict[str, str] = Field(default_factory=dict)  # an export's: name -> sha256
+
+
+class CacheVolume(Report):
+    key: str
+    volume: str
+    present: bool  # on this engine
+    bytes: int | None = None  # the engine's figure; null: unknown
+    created: str | None = None
+    last_use: str | None = None  # the last start here with this key
+    used_by: list[str] = Field(default_factory=list)  # profiles here that started with it
+    mounted_by: list[str] = Field(default_factory=list)  # containers
+    rendered_by: list[str] = Field(default_factory=list)  # profiles here that render the key now
+    ours: bool = False  # compose made it for a stack of this project, which used it
+    cold_compile_seconds: float | None = None  # its last cold start's (EMULATED if it was)
+    problems: list[str] = Field(default_factory=list)  # verify: why it does not match this host
+    pruned: bool | None = None  # prune: removed (false: would be, without --yes)
+
+
+class CacheReport(Report):
+    """`composegen cache list|verify|prune|export|import --json` (docs/caches.md)."""
+
+    project: str
+    action: Literal["list", "verify", "prune", "export", "import"]
+    volumes: list[CacheVolume]
+    file: str | None = None  # export, import: the archive
+    files: int | None = None  # its regular files
+    skipped: list[str] = Field(default_factory=list)  # export: links and special files left out

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import socket
 import time
 from collections.abc import Mapping
@@ -36,6 +35,7 @@ from composegen.sizing import ledger as gpuledger
 from composegen.stack import engine
 from composegen.stack.facts import ContainerFacts
 from composegen.stack.up import startup_check
+from composegen.vllm import stages
 from composegen.wire.http import Peer, PeerUnreachable, WireError
 
 MAX_ANSWER = 64 << 10
@@ -54,9 +54,6 @@ CLIENT = (
     "    r = e\n"
     "print(r.status if hasattr(r, 'status') else r.code)\n"
     "sys.stdout.write(r.read(65536).decode('utf-8', 'replace'))\n"
-)
-RESIDUE_RE = re.compile(
-    r"Sleep mode freed [\d.]+ GiB memory, ([\d.]+) GiB memory is still in use\."
 )
 
 
@@ -253,7 +250,7 @@ def gpu_size(r: Resolved, ctr: ContainerFacts | None, emulated: bool) -> float |
 def _residue(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[float | None, str | None]:
     """R's own residue: the `still in use` line (the whole GPU's) minus what the project's other
     running stacks hold on the fullest of R's GPUs, clamped at 0; and where it came from."""
-    found = RESIDUE_RE.findall(engine.logs(ctr, tail=200))
+    found = stages.SLEEP_RESIDUE.findall(engine.logs(ctr, tail=200))
     if not found:
         return None, None
     in_use = float(found[-1])
@@ -284,5 +281,5 @@ def _fullest(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[str, l
                 how = "asleep: kept residue" if asleep else f"awake: {share(o)} x {size:.2f} GiB"
                 for gpu in shared:
                     held[gpu].append((gib, f"{o.name} {gib:.2f} GiB ({how})"))
-    gpu = max(held, key=lambda g: sum(h for h, _ in held[g]))
-    return gpu, held[gpu]
+    gpu = max(held, key=lambda g: sum(h for h, _ in held[g]), default="")
+    return gpu, held.get(gpu, [])

@@ -18,7 +18,7 @@ from typing import Any
 from composegen import privatestate
 from composegen.errors import ComposegenError, EngineError, Interrupted
 from composegen.profiles.resolved import Resolved
-from composegen.stack import engine, enginecache, memguard, nodecache, readiness, watch
+from composegen.stack import caches, engine, enginecache, memguard, nodecache, readiness, watch
 from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef
 from composegen.stack.prepare import UpOptions, prepare
@@ -218,7 +218,7 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
     finally:
         if guard is not None:
             guard.close()
-    return finish(report, dep.r, watcher.container(dep.head), waited, started)
+    return finish(report, dep, watcher.container(dep.head), waited, started)
 
 
 def attach(
@@ -265,7 +265,7 @@ def attach(
         endpoint=dep.endpoint().base_url,
         nodes=[NodeInfo.of(n) for n in dep.nodes] if dep.multi else None,
     )
-    report = finish(report, dep.r, watcher.container(dep.head), waited, started)
+    report = finish(report, dep, watcher.container(dep.head), waited, started)
     if (
         ready_before
         and report.time_to_ready_s is not None
@@ -279,7 +279,7 @@ def attach(
 
 def finish(
     report: UpReport,
-    r: Resolved,
+    dep: Deployment,
     ctr: ContainerFacts | None,
     waited: readiness.Waited,
     started: float,
@@ -287,8 +287,9 @@ def finish(
     """Fill the ready summary from the head container's own startup log."""
     report.phases = [PhaseTime(phase=k, seconds=v) for k, v in waited.phases.items()]
     report.time_to_ready_s = round(time.monotonic() - started, 3)
-    report.startup = startup_check(r, ctr) if ctr is not None else None
+    report.startup = startup_check(dep.r, ctr) if ctr is not None else None
     report.detection_latency_s = watch.detection_latency(ctr, waited)
+    caches.note_start(dep.project, dep.r, report)  # the cold figure beside a warm start
     return report
 
 

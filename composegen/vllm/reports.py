@@ -83,3 +83,8 @@ class StartupCheck(StartupReport):
     engine's (`mismatches` is null when there is no profile or the engine's args are unknown)."""
 
     mismatches: list[Mismatch] | None = None
+    cache_cold_compile_seconds: float | None = Field(
+        default=None,
+        description="`up`: torch.compile's seconds at the last cold start with this cache key "
+        "(composegen's record, an emulated figure for an emulated start); null: unknown",
+    )

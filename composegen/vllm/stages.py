@@ -47,6 +47,11 @@ STAGES: dict[str, str] = {
     "ready": "ready",
 }
 
+# a sleep's GPU-wide figure (vLLM's sleep mode; composegen/stack/sleepmode.py): at most 6 digits
+SLEEP_RESIDUE = re.compile(
+    r"Sleep mode freed [\d.]+ GiB memory, (\d{1,6}(?:\.\d+)?) GiB memory is still in use\."
+)
+
 # any terminal escape (tqdm also moves the cursor)
 _ANSI = ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from composegen import privatestate
 from composegen.campaign import arm as run_arm
 from composegen.campaign import exclusive, precheck, qualifyarm, resident, runner, state
 from composegen.campaign.progress import CampaignProgress, label
 from composegen.campaign.reports import ArmState, CampaignOptions
+from composegen.edge import asleep, journal, routes
 from composegen.errors import BadInput, CheckFailed, EngineError, Interrupted
 from composegen.evidence import bundle, capture
 from composegen.project import Project
@@ -33,12 +35,13 @@ class FakeDriver:
     """What the campaign asks of stack.driver, with no engine: which stacks run, in what state
     (loading, ready, asleep), every call in order, and failures on cue (`fail[(call, profile)]`)."""
 
-    UpOptions = driver.UpOptions
+    UpOptions, signals_as_interrupts = driver.UpOptions, staticmethod(driver.signals_as_interrupts)
 
     def __init__(self) -> None:
         self.stacks: dict[str, str] = {}
         self.calls: list[tuple[str, str]] = []
         self.fail: dict[tuple[str, str], BaseException] = {}
+        self.seen_at_sleep: list[tuple[str | None, str | None]] = []
 
     def _cue(self, call: str, name: str) -> None:
         exc = self.fail.pop((call, name), None)
@@ -72,6 +75,7 @@ class FakeDriver:
 
     def sleep_stack(self, project, r, level=None, mode="wait"):
         self.calls.append(("sleep", r.name))
+        self.seen_at_sleep.append(told_at(project))  # what clients and recover saw as it slept
         self.stacks[r.name] = "asleep"
 
     def wake_stack(self, project, r):
@@ -94,6 +98,15 @@ class FakeDriver:
 
     def loopback_conflict(self, port, field):
         return None
+
+
+def told_at(project: Project) -> tuple[str | None, str | None]:
+    """(the stage the alias ds4-flash answers with, what the switch journal holds it for)."""
+    path = routes.routes_path(project)
+    route = privatestate.read_json(path, {}).get("aliases", {}).get("ds4-flash") or {}
+    entry = journal.read(project)
+    held = f"{entry['by']} {entry['target']}" if entry else None
+    return (route.get("switch") or {}).get("stage"), held
 
 
 class Told(CampaignProgress):
@@ -129,6 +142,7 @@ def driven(monkeypatch) -> FakeDriver:
     monkeypatch.setattr(run_arm, "driver", fake)
     monkeypatch.setattr(exclusive, "driver", fake)
     monkeypatch.setattr(precheck, "driver", fake)
+    monkeypatch.setattr(asleep, "driver", fake)
     failing: dict[str, BaseException] = {}
 
     def evidence(project, r, *, on_step=None, **options):

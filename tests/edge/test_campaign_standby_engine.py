@@ -21,6 +21,7 @@ from tests.support.edge import edge_project
 from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker
+CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
 
 def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_promote_by_sleep(
@@ -37,9 +38,11 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
             "--emulate", "--name", "sb"]  # fmt: skip
     try:
         edge.ok("edge", "up")
+        key = edge.ok("edge", "keys", "add", "campaign").strip()
         proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)  # fmt: skip
         started: dict[str, str] = {}
+        told: list[tuple[int, str | None, bytes]] = []
         assert proc.stderr is not None
         said: list[str] = []
         for line in proc.stderr:
@@ -47,12 +50,17 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
             # the control's container as its arm left it (asleep), and as the bracket found it
             if line.startswith(f"campaign: control ({control}): done"):
                 started["control"] = edge.container_started(control)
+                # the alias's engine sleeps through the candidate's arm: the edge says so
+                code, headers, data = edge.request("POST", "/v1/chat/completions", key, CHAT)
+                told.append((code, headers.get("Retry-After"), data))
             if line.startswith(f"arm 3/3: bracket {control} · gates 1/"):
                 started["bracket"] = edge.container_started(control)
                 started["candidate"] = edge.container_started(candidate)
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out + "".join(said[-30:])
         assert started["control"] and started["bracket"] == started["control"], started
+        (code, retry, data), stage = told[0], json.loads(told[0][2])["error"]["stage"]
+        assert code == 503 and retry and f"ds4-flash's engine {control} is asleep" in stage, told
         log = (directory / state.LOG).read_text(encoding="utf-8")
         assert f"control: evidence control/; {control} to sleep" in log
         assert f"bracket: woke {control} in " in log and "bracket: attaching" not in log

@@ -84,31 +84,3 @@ def test_the_emulated_override_mounts_the_projects_gpu_ledger_and_emulate_env_ca
     # a remote engine (no ledger given): neither the mount nor the variables
     plain = yaml.load(emulate.override_text(r, "img", {}), Loader=Loader)["services"]["vllm"]
     assert "volumes" not in plain and "EMU_GPU_LEDGER" not in plain.get("environment", {})
-
-
-def test_level_1_on_unified_memory_is_refused_until_a_sleep_qualification_passed_here(tmp_path):
-    import pytest
-
-    from composegen.errors import BadInput
-    from composegen.evidence import sleepcycles
-    from composegen.evidence.reports.sleep import SleepCycles
-    from tests.support.helpers import MINIMAL, make_project
-
-    guard = "  shm_size: 4gb\n  memory_guard: {min_available: 8gb, unified: true}\n"  # a DGX Spark
-    spark = MINIMAL.replace("  shm_size: 4gb\n", guard)
-    root = make_project(
-        tmp_path, {"l1": spark + "standby: {level: 1}\n", "l2": spark + "standby: {level: 2}\n"}
-    )
-    project = Project(root)
-    r = resolve.load(project, "l1")
-    with pytest.raises(BadInput, match="level-1 sleep on a unified-memory host") as refused:
-        standbyplan._check_unified(project, r, emulated=False)
-    assert refused.value.exit_code == 2 and "--sleep-cycles" in (refused.value.hint or "")
-    standbyplan._check_unified(
-        project, resolve.load(project, "l2"), emulated=False
-    )  # level 2 keeps nothing
-    # a passed qualification of this engine on this machine lifts the refusal
-    passed = SleepCycles(profile="l1", level=1, cycles=[], residue_growth_gib=0.0, passed=True,
-                         reason=None, emulated=False, key=sleepcycles.key_of(r, False))  # fmt: skip
-    sleepcycles._remember(project, passed)
-    standbyplan._check_unified(project, r, emulated=False)

@@ -4,13 +4,16 @@ digest is another volume, and starts cold."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import subprocess
+import tarfile
 
 import pytest
 
 from composegen.profiles import caches
+from tests.support.cli import run_inproc
 from tests.support.engine import emulated_project, force_remove, free_port
 from tests.support.helpers import run_cli
 
@@ -51,13 +54,71 @@ def test_a_second_up_is_warm_and_another_image_starts_cold(tmp_path):
                 assert startup["cache"] == "warm"
                 assert startup["cache_directory"] == cold["cache_directory"]
                 assert startup["compile_seconds"] < cold["compile_seconds"]
+                # the record's last cold start of this key, for the summary's "cold was"
+                assert startup["cache_cold_compile_seconds"] == cold["compile_seconds"]
             else:
                 assert startup["cache"] == "cold" and volumes[2] != volumes[0]
         listed = subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True)
         assert volumes[0] in listed.stdout.split() and volumes[0].startswith(caches.VOLUME_PREFIX)
+        _the_cache_commands(root, name, volumes, tmp_path, cold)
     finally:
         force_remove(f"composegen-{name}")
         subprocess.run(["docker", "volume", "rm", *set(volumes)], capture_output=True)
+
+
+def _cache(root, *args: str) -> tuple[int, dict]:
+    res = run_inproc("--root", str(root), "cache", *args, "--json")
+    return res.returncode, json.loads(res.stdout) if res.stdout.strip() else res.stderr
+
+
+def _the_cache_commands(root, name: str, volumes: list[str], tmp_path, cold: dict) -> None:
+    """list, verify, export, prune, import (a tampered archive refused, then the real one) and
+    warm, on the volumes the starts above left: the first key no profile renders any more."""
+    old, new = volumes[0], volumes[2]
+    code, listed = _cache(root, "list")
+    rows = {v["volume"]: v for v in listed["volumes"]}
+    assert code == 0 and rows[old]["used_by"] == [name] and rows[old]["rendered_by"] == []
+    assert rows[old]["ours"] and rows[new]["rendered_by"] == [name] and rows[old]["bytes"] > 0
+    assert rows[old]["cold_compile_seconds"] == cold["compile_seconds"]
+    code, checked = _cache(root, "verify", name)
+    assert code == 0 and [(v["volume"], v["problems"]) for v in checked["volumes"]] == [(new, [])]
+    record = root / ".composegen" / "caches" / f"{new.removeprefix(caches.VOLUME_PREFIX)}.json"
+    record.write_text(record.read_text().replace('"real": false', '"real": true'))
+    code, checked = _cache(root, "verify", name)  # a real start's cache, an engine without GPUs
+    assert code == 1 and "no GPU runtime" in checked["volumes"][0]["problems"][0]
+    archive = tmp_path / "old.tar"
+    code, exported = _cache(root, "export", old.removeprefix(caches.VOLUME_PREFIX), str(archive))
+    assert code == 0 and exported["files"] >= 2 and archive.is_file()
+    assert _cache(root, "export", old.removeprefix(caches.VOLUME_PREFIX), str(archive))[0] == 2
+    assert _cache(root, "import", str(archive))[0] == 1  # no profile here renders that key now
+    code, pruned = _cache(root, "prune")  # dry run: says, removes nothing
+    assert code == 0 and [(v["volume"], v["pruned"]) for v in pruned["volumes"]] == [(old, False)]
+    assert _cache(root, "prune", "--yes")[1]["volumes"][0]["pruned"] is True
+    assert old not in _volume_names()
+    profile = root / "profiles" / f"{name}.yaml"  # the first image again: the old key is rendered
+    profile.write_text(profile.read_text().replace("e" * 64, "c" * 64))
+    assert run_cli("--root", str(root), "render", name).returncode == 0
+    tampered = tmp_path / "tampered.tar"
+    with tarfile.open(archive) as src, tarfile.open(tampered, "w") as out:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else b""
+            data = data + b"x" if m.isfile() and m.name != "composegen-cache.json" else data
+            m.size = len(data)
+            out.addfile(m, io.BytesIO(data))
+    assert _cache(root, "import", str(tampered))[0] == 2
+    assert old not in _volume_names()  # the volume the refused import made is removed again
+    code, imported = _cache(root, "import", str(archive))
+    assert code == 0 and imported["files"] == exported["files"]
+    warmed = run_inproc("--root", str(root), "cache", "warm", name, "--emulate", "--json")
+    startup = json.loads(warmed.stdout)["startup"]
+    assert warmed.returncode == 0 and startup["cache"] == "warm", warmed.stderr
+    assert startup["cache_cold_compile_seconds"] == cold["compile_seconds"]  # the export's record
+    assert _cache(root, "import", str(archive))[0] == 1  # its volume is there now
+
+
+def _volume_names() -> list[str]:
+    listed = subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True)
+    return listed.stdout.split()
 
 
 def test_a_renamed_copy_shares_the_volume_and_starts_warm(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from composegen.bench import closed
+from composegen.bench.reports import BenchResult
 from composegen.evidence import bundle as evidence
 from composegen.evidence import ladder
 from composegen.profiles import resolve as profile
@@ -21,7 +22,20 @@ ARMS = (
 )
 
 
-def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
+def inflated(sweep: BenchResult, n: int) -> BenchResult:
+    """SWEEP with N levels shaped as a sweep's (throughput per GPU rising while tokens per user
+    fall: most on the frontier), each a copy of its first."""
+    first = sweep.levels[0]
+    levels = [
+        first.model_copy(update={"concurrency": i + 1, "output_throughput_per_gpu": 10.0 + i + i % 7 / 10,
+                                 "tokens_per_s_per_user": 10.0 + n - i + i % 5 / 10})
+        for i in range(n)
+    ]  # fmt: skip
+    return sweep.model_copy(update={"levels": levels})
+
+
+def make_bundles(tmp: Path, levels: int | None = None) -> tuple[Project, list[Path]]:
+    """LEVELS: each bench inflated to that many levels (inflated)."""
     make_project(tmp, {}, copy_shipped=True)
     project = Project(tmp)
     runs = []
@@ -50,7 +64,7 @@ def make_bundles(tmp: Path) -> tuple[Project, list[Path]]:
                     startup_log_text=text,
                     startup_report=report,
                     ladder=lad,
-                    bench=sweep,
+                    bench=inflated(sweep, levels) if levels else sweep,
                     source="log",
                 )
             )

@@ -1,0 +1,283 @@
+"""`composegen cache`: the compile-cache volumes profiles/caches.py renders, on the engine (list,
+verify, prune, export, import), and the record each start leaves in the project's state
+(.composegen/caches/KEY.json: which profiles started with the key, when, and the last cold start's
+compile seconds, which `up`'s ready summary sets beside a warm one). docs/caches.md."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import os
+import re
+import tarfile
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from composegen import privatestate, safewrite
+from composegen.errors import BadInput, CheckFailed, ComposegenError
+from composegen.profiles import caches, resolve
+from composegen.profiles.resolved import Resolved
+from composegen.project import Project, compose_project
+from composegen.stack import engine, engineclient
+from composegen.stack.preflight import gpu_check
+from composegen.stack.reports import CacheRecord, CacheReport, CacheVolume, UpReport
+
+MANIFEST = "composegen-cache.json"  # an export's last member: its CacheRecord with `files`
+KEY = re.compile(r"[0-9a-f]{16}")
+LABELS = {engine.PROBE_LABEL: "composegen-cache"}
+Action = Literal["list", "verify", "prune", "export", "import"]
+
+
+def _path(project: Project, key: str) -> Path:
+    return privatestate.state_dir(project, "caches") / f"{key}.json"
+
+
+def record(project: Project, key: str) -> CacheRecord:
+    doc = privatestate.read_json(_path(project, key), {"key": key})
+    try:
+        return CacheRecord.model_validate(doc)
+    except ValueError:
+        raise BadInput(f"{_path(project, key)}: not a cache record; remove it") from None
+
+
+def note_start(project: Project, r: Resolved, report: UpReport) -> None:
+    """Record a ready start in its key's record; set the last cold start's compile seconds (of the
+    same kind: emulated or real) on its startup report."""
+    s = report.startup
+    if r.profile.caches != "volume" or s is None or s.cache is None:
+        return
+    try:
+        rec = record(project, caches.key(r))
+        kind: Literal["vllm", "emulated"] = "emulated" if report.emulated else "vllm"
+        if s.cache == "cold" and s.compile_seconds is not None:
+            rec.cold[kind] = s.compile_seconds
+        rec.uses[r.name] = privatestate.stamp()
+        rec.image_id = engine.image_id(r.profile.image) or rec.image_id
+        rec.real = rec.real or not report.emulated
+        privatestate.write_json(_path(project, rec.key), rec.to_json())
+    except ComposegenError as exc:  # the stack is ready: a record it cannot keep is a warning
+        report.warnings.append(f"cache record: {exc.message}")
+        return
+    s.cache_cold_compile_seconds = rec.cold.get(kind)
+
+
+def _rendering(project: Project, only: str | None = None) -> dict[str, list[Resolved]]:
+    """key -> the profiles here that render it (caches: volume)."""
+    keys: dict[str, list[Resolved]] = {}
+    for r in resolve.load_all(project, [only] if only else None):
+        if r.profile.caches == "volume":
+            keys.setdefault(caches.key(r), []).append(r)
+    return keys
+
+
+def cache_volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
+    """Every cache volume on the engine, with this project's records and rendering profiles (verify:
+    only this project's keys, present or not, each checked)."""
+    rendering = _rendering(project, only)
+    found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX)}
+    names = set(found) if action != "verify" else {caches.VOLUME_PREFIX + k for k in rendering}
+    out = []
+    for name in sorted(names):
+        key = name.removeprefix(caches.VOLUME_PREFIX)
+        rec = record(project, key) if KEY.fullmatch(key) else CacheRecord(key=key)
+        v = found.get(name)
+        ours = {compose_project(p) for p in rec.uses}  # made by a stack of this project
+        out.append(
+            CacheVolume(
+                key=key,
+                volume=name,
+                present=v is not None,
+                bytes=v.bytes if v else None,
+                created=v.created if v else None,
+                last_use=max(rec.uses.values(), default=None),
+                used_by=sorted(rec.uses),
+                mounted_by=v.users if v else [],
+                rendered_by=[r.name for r in rendering.get(key, [])],
+                ours=bool(v and v.labels.get("com.docker.compose.project") in ours),
+                cold_compile_seconds=rec.cold.get("vllm", rec.cold.get("emulated")),
+                problems=_problems(rendering[key], rec) if action == "verify" and v else [],
+            )
+        )
+    return CacheReport(project=str(project.root), action=action, volumes=out)
+
+
+def _problems(rendering: list[Resolved], rec: CacheRecord) -> list[str]:
+    """Why a present volume no longer matches this host: another image under the profile's
+    reference (a rebuilt tag), or a real start's cache on an engine without GPUs."""
+    image = rendering[0].profile.image
+    now = engine.image_id(image)
+    found = []
+    if rec.image_id and now and now != rec.image_id:
+        found.append(f"{image} is now {now[:19]}; the cache was filled by {rec.image_id[:19]}")
+    if rec.real and gpu_check(False).status != "ok":
+        found.append("a real start filled it, and this engine has no GPU runtime now")
+    return found
+
+
+def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheReport:
+    """Remove (with `yes`; else say) this project's volumes no profile renders any more, or unused
+    for UNUSED_DAYS; never one another project made, nor one a container mounts."""
+    report = cache_volumes(project, "prune")
+    cutoff = privatestate.now() - timedelta(days=unused_days) if unused_days is not None else None
+    chosen = []
+    for v in report.volumes:
+        last = privatestate.parse_stamp(v.last_use)
+        stale = cutoff is not None and last is not None and last < cutoff
+        if v.ours and v.present and not v.mounted_by and (not v.rendered_by or stale):
+            if yes:
+                engineclient.remove_volume(v.volume)
+                _path(project, v.key).unlink(missing_ok=True)
+            v.pruned = yes
+            chosen.append(v)
+    report.volumes = chosen
+    return report
+
+
+def _key(key: str) -> str:
+    safewrite.component(key, "KEY")
+    if not KEY.fullmatch(key):
+        raise BadInput(f"KEY: {key!r} is not a cache key (16 hex: `composegen cache list`)")
+    return key
+
+
+def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
+    """`cache_volumes` narrowed to KEY's volume (absent: a row saying so)."""
+    report = cache_volumes(project, "list")
+    name = caches.VOLUME_PREFIX + key
+    report.volumes = [v for v in report.volumes if v.volume == name] or [
+        CacheVolume(key=key, volume=name, present=False)
+    ]
+    report.action, report.file = action, str(file)
+    return report
+
+
+def cache_export(project: Project, key: str, file: Path) -> CacheReport:
+    """KEY's volume into a new FILE (never through a link): its files and directories (links
+    skipped), then MANIFEST: the record with each file's sha256."""
+    report = _one(project, "export", _key(key), file)
+    if not report.volumes[0].present:
+        raise BadInput(f"KEY: no volume {report.volumes[0].volume} here (`composegen cache list`)")
+    try:
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise BadInput(f"{file}: {exc.strerror}; export writes a new file only") from None
+    sums: dict[str, str] = {}
+    with (
+        os.fdopen(fd, "wb") as sink,
+        tarfile.open(fileobj=sink, mode="w|") as out,
+        engineclient.read_volume(report.volumes[0].volume, engine.BASE_IMAGE, LABELS) as chunks,
+        tarfile.open(fileobj=cast(Any, _Chunks(chunks)), mode="r|") as src,
+    ):
+        for m in src:
+            m.name = m.name.partition("/")[2]
+            if m.name in ("", MANIFEST) or not (m.isfile() or m.isdir()):
+                report.skipped += [m.name] if m.name else []
+                continue
+            data = src.extractfile(m).read() if m.isfile() else b""  # type: ignore[union-attr]
+            sums.update({m.name: hashlib.sha256(data).hexdigest()} if m.isfile() else {})
+            out.addfile(m, io.BytesIO(data))
+        rec = record(project, key).model_copy(update={"files": sums})
+        m = tarfile.TarInfo(MANIFEST)
+        data = json.dumps(rec.to_json(), sort_keys=True).encode()
+        m.size, m.mode, m.mtime = len(data), 0o600, int(privatestate.now().timestamp())
+        out.addfile(m, io.BytesIO(data))
+    report.files = len(sums)
+    return report
+
+
+def cache_import(project: Project, file: Path) -> CacheReport:
+    """FILE (an export) into a new volume of its key; refused (exit 1: _refusal; exit 2: _members,
+    the volume removed again) unless every member is safe and as its manifest says."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        link = exc.errno == errno.ELOOP
+        raise BadInput(
+            f"{file}: {'import never follows a link' if link else exc.strerror}"
+        ) from None
+    try:
+        return _import(project, file, fd)
+    except tarfile.TarError as exc:
+        raise BadInput(f"{file}: not a readable tar ({exc}); nothing imported") from None
+
+
+def _import(project: Project, file: Path, fd: int) -> CacheReport:
+    with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
+        manifest = _manifest(tar, file)
+        report = _one(project, "import", _key(manifest.key), file)
+        rendering = _rendering(project).get(manifest.key) or []
+        why = _refusal(report.volumes[0], rendering, manifest)
+        if why:
+            raise CheckFailed(f"{file}: {why}; refused")
+        name, labels = report.volumes[0].volume, {caches.KEY_LABEL: manifest.key}
+        labels["com.docker.compose.project"] = compose_project(rendering[0].name)
+        engineclient.create_volume(name, labels)
+        try:
+            owner = LABELS[engine.PROBE_LABEL]
+            engine.put_archive(engine.BASE_IMAGE, owner, None, name, _members(tar, manifest, file))
+        except BaseException:
+            engineclient.remove_volume(name)
+            raise
+    rec = manifest.model_copy(update={"uses": {}, "files": {}})
+    privatestate.write_json(_path(project, manifest.key), rec.to_json())
+    report.files = len(manifest.files)
+    return report
+
+
+def _refusal(v: CacheVolume, rendering: list[Resolved], m: CacheRecord) -> str | None:
+    if not rendering:
+        return f"key {m.key} is not one a profile here renders (another image, model or flags)"
+    if v.present:
+        return f"{v.volume} is already on this engine (`composegen cache prune`, docker volume rm)"
+    return "; ".join(_problems(rendering, m)) or None
+
+
+def _manifest(tar: tarfile.TarFile, file: Path) -> CacheRecord:
+    """The archive's manifest, then every member checked against it by name and kind."""
+    members = tar.getmembers()
+    doc = next((m for m in members if m.name == MANIFEST and m.isfile()), None)
+    raw = tar.extractfile(doc) if doc is not None and doc.size < 64 << 20 else None
+    try:
+        manifest = CacheRecord.model_validate_json(raw.read() if raw else b"")
+    except ValueError:
+        raise BadInput(f"{file}: no {MANIFEST}: not a `composegen cache export`") from None
+    for m in members:
+        _check_member(m, manifest, file)
+    return manifest
+
+
+def _check_member(m: tarfile.TarInfo, manifest: CacheRecord | None, file: Path) -> None:
+    bad = [p for p in m.name.removesuffix("/").split("/") if safewrite.component_problem(p)]
+    if bad or not (m.isfile() or m.isdir()):
+        what = "a name that is not plain path components" if bad else "not a file or directory"
+        raise BadInput(f"{file}: {m.name!r}: {what}; refused, nothing imported")
+    if manifest and m.isfile() and m.name not in (*manifest.files, MANIFEST):
+        raise BadInput(f"{file}: {m.name!r} is not in its manifest; refused, nothing imported")
+
+
+def _members(tar: tarfile.TarFile, manifest: CacheRecord, file: Path) -> Iterator[bytes]:
+    """The archive again for the engine, each member checked again and hashed, owned by root."""
+    for m in tar.getmembers():
+        _check_member(m, manifest, file)
+        if m.name == MANIFEST:
+            continue
+        data = tar.extractfile(m).read() if m.isfile() else b""  # type: ignore[union-attr]
+        if m.isfile() and hashlib.sha256(data).hexdigest() != manifest.files[m.name]:
+            raise BadInput(f"{file}: {m.name}: its sha256 differs from the manifest; refused")
+        m.uid, m.gid, m.uname, m.gname, m.mode = 0, 0, "root", "root", m.mode & 0o777
+        yield m.tobuf(tarfile.PAX_FORMAT) + data + b"\0" * (-len(data) % tarfile.BLOCKSIZE)
+    yield b"\0" * (2 * tarfile.BLOCKSIZE)
+
+
+class _Chunks:
+    """The engine's chunks as a file tarfile's stream mode reads (it takes short reads)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self.chunks = iter(chunks)
+
+    def read(self, size: int = -1) -> bytes:
+        return next((chunk for chunk in self.chunks if chunk), b"")
