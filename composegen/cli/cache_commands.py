@@ -10,7 +10,7 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
-from composegen.cli.console import console_progress
+from composegen.cli.console import ConsoleSink
 from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.readysummary import summary_text
 from composegen.errors import CheckFailed
@@ -94,9 +94,7 @@ def warm(
         driver.preload()
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout)
-    with console_progress(
-        quiet=show.json, timeout_s=timeout or r.profile.service.startup_timeout
-    ) as sink:
+    with ConsoleSink(timeout or r.profile.service.startup_timeout, quiet=show.json) as sink:
         result = driver.cache_warm(project, r, opts, sink)
     said = f"{name}: down again; its cache volume keeps what the start compiled\n"
     show.report(result, lambda: summary_text(result, terminal_width()) + said)

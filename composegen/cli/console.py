@@ -13,11 +13,12 @@ block is stopped however the wait ends).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from composegen.cli.stagelines import block_lines, cut, status_line
+from composegen.cli.stagelines import block_lines, clock, cut, fold_stages, status_line
 from composegen.output import fold, inert, mask
 from composegen.stack.progress import LogLine, ProgressSink, PullEvent
 from composegen.stack.reports import Check, PhaseTime, UpReport
@@ -45,6 +46,8 @@ _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 class ConsoleSink(ProgressSink):
     """Tracks the stages of one start and draws them (nothing when `quiet`: `--json` still gets the
     phases)."""
+
+    transient = False  # the block stays on screen when it stops
 
     def __init__(
         self,
@@ -86,14 +89,13 @@ class ConsoleSink(ProgressSink):
             self.tracker.started_at = time.time() - t
             if t < 1.0 and (current is None or current.key == "pull"):
                 self.tracker.begin("create", time.time())
-        # the container started: Python's imports run before vLLM's first line
+        # the container started: Python's imports run before vLLM's first line (attached: since its start)
         elif name == "running":
-            self.tracker.launched(time.time())
+            fresh = current is not None and current.key in ("pull", "create")
+            self.tracker.launched(time.time() if fresh else self.tracker.started_at)
         elif name in ("health 200", "models ready"):
-            # The engine logged `Application startup complete.` before it answered, but that line
-            # may still be
-            # on its way from the log follower: ready is reached from the log, or at close() at the
-            # latest.
+            # the engine logged `Application startup complete.` before it answered, but that line
+            # may be on its way from the log follower: ready from the log, or at close() at the latest
             self._answering = True
         self._changed()
 
@@ -164,9 +166,9 @@ class ConsoleSink(ProgressSink):
                 if self.tracker.failed
                 else (current.label if current else "")
             )
-            if current is not None and current.entered_at is not None and not self.tracker.failed:
-                # when the engine logged it (`wait` replays what came before)
-                at = current.entered_at
+            if current is not None and not self.tracker.failed:
+                # when the engine logged it (`wait` replays what came before; ready has no duration)
+                at = current.entered_at or current.first_at
         else:
             last = self.tracker.last_line
             text = "… " + status_line(self.tracker, now) + (f" · last: {last}" if last else "")
@@ -184,7 +186,10 @@ class ConsoleSink(ProgressSink):
         self._drawn = now
         live = self._start_live()
         width = max(20, live.console.width)
-        live.update(_render(block_lines(self.tracker, now, width)), refresh=True)
+        live.update(_render(self.lines(now, width)), refresh=True)
+
+    def lines(self, now: float, width: int) -> list[str]:
+        return block_lines(self.tracker, now, width)
 
     def _terminal(self) -> Console:
         if self._console is None:
@@ -200,7 +205,7 @@ class ConsoleSink(ProgressSink):
             self._live = Live(
                 console=self._terminal(),
                 auto_refresh=False,
-                transient=False,
+                transient=self.transient,
                 redirect_stdout=False,
                 redirect_stderr=False,
             )
@@ -229,6 +234,54 @@ class ConsoleSink(ProgressSink):
         return [PhaseTime.model_validate(p) for p in self.tracker.phases(time.time())]
 
 
+class SwitchConsole(ConsoleSink):
+    """A promote or rollback: each step its clients are told (503 + Retry-After + it) with its time,
+    and while a stack loads, `up`'s stage and bar on top. Piped: one line per step. The block goes
+    when the switch ends: its summary says the same."""
+
+    transient = True
+
+    def __init__(self, alias: str, quiet: bool = False, **display: Any) -> None:
+        super().__init__(quiet=quiet, **display)  # stream=, tty=
+        self.alias, self.began, self.loading, self._told = alias, time.time(), False, ""
+        self.steps: list[tuple[str, float]] = []  # each step told (`weights 1/4 … 4/4` one), when
+
+    def phase(self, name: str, t: float) -> None:
+        self.loading = True  # a stack starts: its stages come from `up`
+        super().phase(name, t)
+
+    def told(self, stage: str) -> None:
+        now = time.time()
+        self.loading &= stage in (self.tracker.summary(), "preflight", "starting", "created")
+        label = re.sub(r" \d+/\d+$", "", stage)
+        if not self.steps or self.steps[-1][0] != label:
+            self.steps.append((label, now))
+            if not self.tty:
+                self._print(f"[{now - self.began:7.1f}s] {label}")
+        self._told = stage
+        self._draw(force=True)
+
+    def _say(self, now: float, changed: bool) -> None:
+        if not changed:  # the stages are the steps told; the heartbeat says where a load is
+            super()._say(now, changed)
+
+    def lines(self, now: float, width: int) -> list[str]:
+        label, at = self.steps[-1] if self.steps else ("…", self.began)
+        ends = [t for _, t in self.steps[1:]]
+        done = [f"{a} {clock(t1 - t0)}" for (a, t0), t1 in zip(self.steps, ends, strict=False)]
+        head = f"▸ {label} {clock(now - at)}"  # while a stack loads: `up`'s stage and bar
+        last = self.tracker.last_line if self.loading else ""
+        return [
+            cut(line, width)
+            for line in (
+                block_lines(self.tracker, now, width)[0] if self.loading else head,
+                f"  elapsed {clock(now - self.began)} · {self.alias} answers 503 + Retry-After: {self._told}",
+                (fold_stages(done, width, rows=1) or [""])[0],
+                f"  │ {last}" if last else "",
+            )
+        ]
+
+
 def with_stages(report: UpReport, sink: ConsoleSink) -> UpReport:
     """The report with the stages the sink saw added to its phases (`up --json`, `wait --json`)."""
     report.phases = [*report.phases, *sink.phases()]
@@ -250,9 +303,3 @@ def _shown(text: str) -> str:
     return (
         inert(stages.ANSI_CSI.sub("", text)) if "\x1b" in text or not text.isprintable() else text
     )
-
-
-def console_progress(
-    quiet: bool = False, timeout_s: float | None = None, verbose: bool = False
-) -> ConsoleSink:
-    return ConsoleSink(timeout_s=timeout_s, quiet=quiet, verbose=verbose)

@@ -5,13 +5,17 @@ only what a switch needs (the exposure gate, the keys and recovery cost ~0.1 s m
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
+from composegen.cli.console import SwitchConsole
 from composegen.edge import service, standby, switch
 from composegen.edge.reports import SwitchReport
 from composegen.output import Output
+from composegen.stack.progress import ProgressSink
 
 EmulateOpt = typer.Option(
     False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
@@ -21,22 +25,23 @@ GatesOpt = typer.Option(
 )
 
 
-def _switched(result: SwitchReport, json_: bool) -> None:
+def _switched(alias: str, json_: bool, move: Callable[[ProgressSink], SwitchReport]) -> None:
+    """MOVE run under the switch's display (gone when it ends), then its report."""
+    with SwitchConsole(alias, quiet=json_) as show:
+        result = move(show)
     Output(json_).report(result, lambda: _switch_text(result))
 
 
 def _switch_text(result: SwitchReport) -> str:
     if result.path == "unchanged":
         return f"{result.alias} already serves {result.profile}: nothing to switch"
-    ev = result.evidence
-    proof = (
-        f"{ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else "no evidence recorded"
-    )
+    ev = result.evidence  # none: a rollback to edge.yaml's own assignment (--json: null)
+    proof = f"\n  evidence: {ev['kind']} {ev['ref']} sha256 {ev['sha256'][:16]}…" if ev else ""
     told = [s.step for s in result.steps]  # `loading weights 1/4 … 4/4` one step (stages: each)
     reason = f" ({result.path_reason})" if result.path_reason else ""
     return (
-        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} ({result.by}, {result.seconds:.1f} s)\n"
-        f"  evidence: {proof}\n"
+        f"{result.alias}: {result.previous or 'nothing'} → {result.profile} "
+        f"({result.by}, {result.seconds:.1f} s){proof}\n"
         f"  clients were told (503 + Retry-After): {' → '.join(told) or 'nothing'}\n"
         f"  path: {result.path}{reason}"
     )
@@ -73,20 +78,9 @@ def promote(
 
     standby.preload_gates()  # the gates' client loads while the first steps wait (issue 48)
     project = _project()
-    edge = service.load(project)
-    only = [g for g in gates.split(",") if g]
-    result = switch.promote(
-        project,
-        edge,
-        profile,
-        alias,
-        campaign=campaign,
-        run=run,
-        force=force,
-        emulate=emulate,
-        gates=only,
-    )
-    _switched(result, json_)
+    edge, only = service.load(project), [g for g in gates.split(",") if g]
+    how = (campaign, run, force, emulate, only)
+    _switched(alias, json_, lambda show: switch.promote(project, edge, profile, alias, *how, show))
 
 
 @app.command()
@@ -103,11 +97,5 @@ def rollback(
 
     standby.preload_gates()
     project = _project()
-    result = switch.rollback(
-        project,
-        service.load(project),
-        alias,
-        emulate=emulate,
-        gates=[g for g in gates.split(",") if g],
-    )
-    _switched(result, json_)
+    edge, only = service.load(project), [g for g in gates.split(",") if g]
+    _switched(alias, json_, lambda show: switch.rollback(project, edge, alias, emulate, only, show))

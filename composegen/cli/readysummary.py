@@ -35,7 +35,7 @@ def summary_text(result: UpReport, width: int | None = None) -> str:
             if result.ready_before
             else f"(seen {latency} s after the engine said so)"
         ),
-        f"  KV cache            {s.get('kv_cache_tokens') if s.get('kv_cache_tokens') is not None else 'n/a':,} tokens"
+        f"  KV cache            {s['kv_cache_tokens']:,} tokens"
         if isinstance(s.get("kv_cache_tokens"), int)
         else "  KV cache            n/a",
         f"  max concurrency     {s.get('max_concurrency')}x at {s.get('max_model_len')} tokens",

@@ -77,11 +77,13 @@ def status_line(tracker: stages.StageTracker, now: float) -> str:
         if active is None
         else " ".join(filter(None, [active["label"], progress_text(active)]))
     )
+    return text + _timing(tracker, now)
+
+
+def _timing(tracker: stages.StageTracker, now: float) -> str:
     left = tracker.time_left(now)
-    return (
-        text
-        + estimate_text(tracker, now)
-        + (f" · {clock(left)} left of startup_timeout" if left is not None else "")
+    return estimate_text(tracker, now) + (
+        f" · {clock(left)} left of startup_timeout" if left is not None else ""
     )
 
 
@@ -93,7 +95,8 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
         head = f"✗ failed: {tracker.failed}"
     elif active is None:
         ready = tracker.current is not None and tracker.current.key == "ready"
-        head = f"✓ ready in {clock(now - tracker.started_at)}" if ready else "… starting"
+        said = tracker.stages["ready"].first_at if ready else now  # when the engine said so
+        head = f"✓ ready in {clock(said - tracker.started_at)}" if ready else "… starting"
     else:
         stats = progress_text(active)
         detail = f" ({active['detail']})" if active["detail"] else ""
@@ -106,10 +109,7 @@ def block_lines(tracker: stages.StageTracker, now: float, width: int) -> list[st
             filled = int(bar * active["percent"] / 100)
             head += " " + "━" * filled + ("╺" + "─" * (bar - filled - 1) if filled < bar else "")
         head = f"{head} {stats}" if stats else head
-    left = tracker.time_left(now)
-    timing = f"  elapsed {clock(now - tracker.started_at)}{estimate_text(tracker, now)}" + (
-        f" · {clock(left)} left of startup_timeout" if left is not None else ""
-    )
+    timing = f"  elapsed {clock(now - tracker.started_at)}{_timing(tracker, now)}"
     done = [
         f"{r['label']} {clock(r['elapsed_s'])}"
         for r in rows

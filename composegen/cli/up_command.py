@@ -13,7 +13,7 @@ import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
-from composegen.cli.console import console_progress, with_stages
+from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import earlier_load_s
@@ -95,7 +95,7 @@ def up(
     )
     opts.allow_download = allow_download
     timeout_s = timeout or r.profile.service.startup_timeout
-    with console_progress(quiet=show.json, timeout_s=timeout_s, verbose=verbose) as sink:
+    with ConsoleSink(timeout_s, quiet=show.json, verbose=verbose) as sink:
         sink.tracker.estimate_s = earlier_load_s(project, name)
         result = driver.start(project, r, opts, sink, timeout)
         if isinstance(result, str):  # already starting, and --no-wait: nothing to follow here

@@ -75,6 +75,18 @@ def containers(edge: Edge, project: Project) -> dict[str, ContainerFacts]:
     return found
 
 
+def running(edge: Edge, project: Project) -> dict[str, ContainerFacts]:
+    """The edge's containers, every one running; else the one step that helps (exit 3)."""
+    found = containers(edge, project)
+    down = [s for s in ("proxy", "door", "gate") if s not in found or not found[s].running]
+    if down:
+        raise EngineError(
+            f"{edge.project_name} is not running ({', '.join(down)})",
+            hint="`composegen edge up` first",
+        )
+    return found
+
+
 def _door_ports_taken(edge: Edge) -> list[str]:
     """The door's loopback listeners that something else holds: its Caddy would restart on them
     forever, so `edge up` refuses first."""
@@ -170,11 +182,7 @@ def root_certificate(project: Project, timeout: float = 30.0) -> str:
         )
     deadline = time.monotonic() + timeout
     while True:  # Caddy makes its CA on the first start: give it a moment
-        proxy = containers(edge, project).get("proxy")
-        if proxy is None or not proxy.running:
-            raise EngineError(
-                f"{edge.project_name} is not running", hint="`composegen edge up` first"
-            )
+        proxy = running(edge, project)["proxy"]
         code, text = driver.exec_output(proxy, ["cat", ROOT_CERT], max_bytes=64 << 10)
         if code == 0 and text.startswith("-----BEGIN CERTIFICATE-----"):
             return text

@@ -15,7 +15,7 @@ from typing import Literal
 
 from composegen import privatestate
 from composegen.edge import evidence as proof
-from composegen.edge import journal, routes, standby, standbyplan, undo
+from composegen.edge import journal, routes, service, standby, standbyplan, undo
 from composegen.edge.config import Edge
 from composegen.edge.reports import SwitchReport
 from composegen.edge.routes import Proof
@@ -27,6 +27,7 @@ from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
+from composegen.stack.progress import ProgressSink
 
 
 def promote(
@@ -34,18 +35,21 @@ def promote(
     edge: Edge,
     profile: str,
     alias: str,
-    *,
     campaign: str | None = None,
     run: str | None = None,
     force: str | None = None,
     emulate: bool = False,
     gates: list[str] | None = None,
+    show: ProgressSink | None = None,
 ) -> SwitchReport:
     clock = Timeline()
     if profile not in edge.stacks:
         raise BadInput(
             f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
         )
+    if routes.current(project, edge, alias) == profile:  # nothing moves: no proof asked (exit 0)
+        how = (profile, "promote", None, emulate, gates, clock, profile)
+        return Switch(project, edge, alias, *how).report(None, 0.0, "unchanged")
     r = resolve.load(project, profile)
     evidence = (
         proof.campaign_decision(project, campaign, r, force)
@@ -53,22 +57,24 @@ def promote(
         else proof.qualified_run(project, r, run, emulate)
     )
     clock.mark("proof")
-    return Switch(project, edge, alias, profile, "promote", evidence, emulate, gates, clock).run()
+    return Switch(
+        project, edge, alias, profile, "promote", evidence, emulate, gates, clock, show=show
+    ).run()
 
 
 def rollback(
     project: Project,
     edge: Edge,
     alias: str,
-    *,
     emulate: bool = False,
     gates: list[str] | None = None,
+    show: ProgressSink | None = None,
 ) -> SwitchReport:
     clock = Timeline()
     back = routes.previous(project, edge, alias)
     clock.mark("proof")  # the previous assignment, with the evidence it was made on
     how = (back["profile"], "rollback", back.get("evidence"), emulate, gates, clock)
-    return Switch(project, edge, alias, *how).run()
+    return Switch(project, edge, alias, *how, show=show).run()
 
 
 PathKind = Literal["standby", "cold", "unchanged"]
@@ -89,6 +95,7 @@ class Switch:
     clock: Timeline
     current: str | None = None
     cold: str | None = None  # why the cold path runs (None: the standby path)
+    show: ProgressSink | None = None  # the operator's display (undo.StageSink)
 
     def run(self) -> SwitchReport:
         started = time.monotonic()
@@ -120,6 +127,7 @@ class Switch:
             driver.engine_info()  # the engine answers, or nothing changes: the alias stays
             if not self.emulate:
                 _can_start(project, edge.stacks[target])
+        service.running(edge, project)  # the edge carries the alias, or nothing changes (exit 3)
         self.clock.mark("state")
         if self.cold is None and current is not None:  # the memory plan: refused (exit 2)
             standbyplan.check_switch(project, edge, current, target, self.emulate)
@@ -128,7 +136,7 @@ class Switch:
         path = "cold" if self.cold else "standby"
         entry = journal.begin(project, self.alias, current, target, self.by, self.emulate, path)
         self.clock.mark("journal")
-        sink = StageSink(project, edge, self.alias, target, entry, self.clock)
+        sink = StageSink(project, edge, self.alias, target, entry, self.clock, self.show)
         sink.serving = current
         return sink
 

@@ -39,8 +39,10 @@ class StageSink(ProgressSink):
         target: str | None,
         entry: journal.Journal | None = None,
         clock: Timeline | None = None,
+        show: ProgressSink | None = None,  # the operator's display: every event and step told
     ) -> None:
         self.project, self.edge, self.alias, self.target = project, edge, alias, target
+        self.show = show or ProgressSink()
         self.serving: str | None = None  # the stack the alias rests on (what an undo restores)
         self.entry, self.clock, self.prefix = entry, clock, ""
         self.tracker = stages.StageTracker(time.time())
@@ -79,12 +81,18 @@ class StageSink(ProgressSink):
         if self.entry is not None:
             journal.step(self.project, self.entry, text)
         routes.publish(self.project, self.edge, {self.alias: {"to": self.target, "stage": text}})
+        self.show.told(text)
+
+    def heartbeat(self, t: float, last_line: str) -> None:
+        self.show.heartbeat(t, last_line)
 
     def phase(self, name: str, t: float) -> None:
+        self.show.phase(name, t)
         if name in ("preflight", "starting", "created"):
             self.say(name)
 
     def log_line(self, line: LogLine) -> None:
+        self.show.log_line(line)
         self.tracker.feed(line.text, line.timestamp or time.time())
         if self.tracker.current is not None and self.tracker.current.key != "ready":
             self.say(self.tracker.summary())

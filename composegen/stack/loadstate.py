@@ -93,7 +93,7 @@ def api_text(healthy: bool | None, served_name: str | None, loading: LoadingStat
 def health_text(docker_health: str | None, ready: bool) -> str:
     """Docker's health beside ours: its check runs every 30 s ("starting" long after the API)."""
     if docker_health == "starting" and ready:
-        return "ready (docker: starting)"
+        return "ready (docker's check pending)"
     return docker_health or "-"
 
 

@@ -53,3 +53,6 @@ class ProgressSink:
 
     def note(self, text: str) -> None:
         pass
+
+    def told(self, stage: str) -> None:
+        """What an alias's clients are told meanwhile (a switch: 503 + Retry-After + STAGE)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 import time
 
@@ -14,6 +15,7 @@ import pytest
 from composegen.project import Project
 from composegen.vllm.stages import STAGES
 from tests.support.edge import EdgeProject, edge_project, sealed_decision, serving
+from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.docker
 # the switch's own steps, and the load stages of `up`'s stage detection
@@ -108,11 +110,17 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
             )
         )
         poller.wait_for(len(poller.seen) + 5)
-        back = json.loads(edge.ok("rollback", "ds4-flash", "--emulate", "--json"))
+        back, drawn, screen = _rollback_at_a_terminal(edge)
         poller.wait_for(len(poller.seen) + 5)
     finally:
         poller.stop.set()
         poller.join(60)
+    # while it ran: `up`'s block (its stage and bar) with what the clients were told; then the summary
+    assert "▸ loading weights" in drawn and "━" in drawn, drawn[-3000:]
+    assert "ds4-flash answers 503 + Retry-After: loading weights" in drawn, drawn[-3000:]
+    assert f"  ✓ stopping {edge.new} " in drawn and "  elapsed 0:0" in drawn, drawn[-3000:]
+    assert not any("answers 503" in line for line in screen), screen  # the block went
+    assert not any("evidence" in line for line in screen), screen  # edge.yaml's assignment had none
     seen = poller.seen
     bad = [
         s
@@ -126,12 +134,24 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
     assert any("loading weights" in stage for stage in stages)  # the same stage detection `up` uses
     assert promoted["previous"] == edge.old and promoted["profile"] == edge.new
     assert promoted["evidence"]["sha256"] == hashlib.sha256(decision).hexdigest()
-    assert back["profile"] == edge.old and back["by"] == "rollback"
+    assert back.startswith(f"ds4-flash: {edge.new} → {edge.old} (rollback, "), back
     history = json.loads((edge.root / ".composegen/edge/assignments.json").read_text())["aliases"][
         "ds4-flash"
     ]
     assert [h["profile"] for h in history] == [edge.old, edge.new, edge.old]
     assert history[1]["evidence"]["kind"] == "campaign"
+
+
+def _rollback_at_a_terminal(edge: EdgeProject) -> tuple[str, str, list[str]]:
+    """`rollback` in a real terminal (tmux, 80x24): its summary's first line, all it drew, the screen."""
+    term = Terminal(edge.root, width=80, height=24)
+    argv = [sys.executable, "-m", "composegen", "rollback", "ds4-flash", "--emulate"]
+    try:
+        assert term.run(argv, edge.root, timeout=300) == 0, term.screen()
+        drawn, screen = term.drawn(), term.screen(joined=True)
+    finally:
+        term.close()
+    return next(line for line in screen if line.startswith("ds4-flash: ")), drawn, screen
 
 
 def test_a_refused_decision_changes_nothing(edge):

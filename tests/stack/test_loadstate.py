@@ -34,7 +34,7 @@ def test_api_column(healthy, served, loading, text):
 
 
 def test_health_column_shows_our_readiness_while_dockers_check_has_not_run_yet():
-    assert loadstate.health_text("starting", ready=True) == "ready (docker: starting)"
+    assert loadstate.health_text("starting", ready=True) == "ready (docker's check pending)"
     assert loadstate.health_text("starting", ready=False) == "starting"
     assert loadstate.health_text("healthy", ready=True) == "healthy"
     assert loadstate.health_text(None, ready=False) == "-"
