@@ -9,7 +9,7 @@ reads: {"retry_after", "aliases": {ALIAS: {"profile", "upstream", "served_name",
 gatekeeper sees the old or the new file, never half). `down_since` is set by `composegen down` of an
 aliased stack outside a switch, and goes at the next publish. `standby: true` (a profile with sleep
 mode) makes the gate read the engine's sleeping 503, or its silence, as asleep; `asleep_since` (set by
-whatever puts the engine to sleep outside a switch, `mark_asleep`) makes it answer 503 at once.
+whatever puts the engine to sleep outside a switch) makes it answer 503 at once.
 """
 
 from __future__ import annotations
@@ -164,28 +164,6 @@ def _route(profile: str, r: Resolved, switch: Switching | None) -> Route:
     if r.profile.standby is not None:
         route["standby"] = True
     return route
-
-
-def mark_asleep(project: Project, profile: str, asleep: bool) -> list[str]:
-    """PROFILE's engine was put to sleep (ASLEEP) or woken outside a switch: the aliases on it answer
-    503 + Retry-After with composegen's stage at once, or serve again. The aliases marked."""
-    path = routes_path(project)
-    doc = privatestate.read_json(path, RoutesFile(retry_after=0, aliases={}))
-    table = doc.get("aliases")
-    marked = [
-        alias
-        for alias, route in (table.items() if isinstance(table, dict) else [])
-        if isinstance(route, dict) and route.get("profile") == profile
-    ]
-    for alias in marked:
-        route = doc["aliases"][alias]
-        if asleep:
-            route["asleep_since"] = route.get("asleep_since") or privatestate.stamp()
-        else:
-            route.pop("asleep_since", None)
-    if marked:
-        privatestate.write_json(path, doc)
-    return marked
 
 
 def mark_down(project: Project, profile: str) -> list[str]:
