@@ -212,7 +212,6 @@ def top(
 
     Example: composegen top starter --interval 2
     """
-
     ep, label, view, emulated = _endpoint(name, url)
     if once:
         sample = watch.once(ep, interval, name=label, view=view).model_copy(
