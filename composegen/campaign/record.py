@@ -27,10 +27,6 @@ STARTUP_METRICS = {
 SOURCE = {"gates": "gates.json"}
 
 
-def _rows(doc: ComparisonReport) -> dict[str, CompareRow]:
-    return {r.metric: r for r in doc.rows}
-
-
 def _pair(row: CompareRow | None) -> tuple[float, float] | None:
     """The row's two figures when both arms reported a number."""
     a, b = (row.a, row.b) if row is not None else (None, None)
@@ -62,7 +58,7 @@ def _cause(doc: ComparisonReport) -> str:
 
 
 def outcome(doc: ComparisonReport) -> list[str]:
-    rows, cause, parts = _rows(doc), _cause(doc), []
+    rows, cause, parts = {r.metric: r for r in doc.rows}, _cause(doc), []
     act, kv = rows.get("peak_activation_gib"), rows.get("min_rank_kv_gib")
     for row, what in (
         (act, "profiled peak activation memory"),
@@ -147,7 +143,7 @@ def configuration(doc: ComparisonReport) -> list[str]:
     named = identity_names(doc.differences.identity)
     if named:
         lines.append(
-            f"{_join_and(named).capitalize()} changed solely to preserve evidence identity."
+            f"{_join(named, ' and ').capitalize()} changed solely to preserve evidence identity."
         )
     return lines
 
@@ -173,13 +169,9 @@ def identity_names(paths: list[str]) -> list[str]:
     return found
 
 
-def _join_and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def limits(doc: ComparisonReport, state: CampaignState) -> tuple[list[str], list[str]]:
     """(what this proves, what it does not): from what was actually measured."""
-    rows, opts = _rows(doc), state.options
+    rows, opts = {r.metric: r for r in doc.rows}, state.options
     proves, not_proven = [], []
     if doc.emulated:
         proves.append(
@@ -256,8 +248,8 @@ def _full(score: str) -> bool:
     return passed == total
 
 
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
+def _join(items: list[str], last: str = ", or ") -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + last + items[-1]
 
 
 def _decision_lines(doc: ComparisonReport) -> list[str]:
