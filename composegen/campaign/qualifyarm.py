@@ -199,7 +199,9 @@ def write_records(
         doc = load_run(directory / arm.bundle)
         arms.append(_arm_record(arm, doc))
         ev = directory / arm.bundle / "evidence.json"
-        files = [("evidence.json", file_sha256(ev), ev.stat().st_size)]
+        files: list[tuple[str, str, int | None]] = [
+            ("evidence.json", file_sha256(ev), ev.stat().st_size)
+        ]
         files += [(e.file, e.sha256, e.bytes) for e in doc.raw]
         raw += [{"arm": arm.key, "file": f, "sha256": h, "bytes": n} for f, h, n in files]
     winner = next((a for a in arms if a.qualified), None)
