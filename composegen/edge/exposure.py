@@ -62,9 +62,7 @@ def allowed(path: str) -> bool:
 
 def run(project: Project, edge: Edge, name: str, log_text: str) -> ExposureReport:
     pairs = printed_routes(log_text)
-    for extra in MUST_BE_CLOSED:
-        if extra not in pairs:
-            pairs.append(extra)
+    pairs += [extra for extra in MUST_BE_CLOSED if extra not in pairs]
     alias = next((a for a, p in routes.aliases(project, edge).items() if p == name), None)
     client = f"{GATE_CLIENT}-{secrets.token_hex(4)}"
     key = keys.add(project, client)
@@ -170,12 +168,8 @@ def _status(
     if key:
         headers["Authorization"] = f"Bearer {key}"
     try:
-        conn.request(
-            method,
-            path,
-            body=json.dumps(body).encode() if body is not None else None,
-            headers=headers,
-        )
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers=headers)
         resp = conn.getresponse()
         resp.read(1 << 20)
         return resp.status

@@ -89,16 +89,10 @@ def format_text(report: EdgeStatusReport) -> str:
     state = ", ".join(f"{k} {v}" for k, v in sorted(report.containers.items())) or "not running"
     lines = [f"edge {report.name}: {report.url} (tls {report.tls}) — {state}"]
     for row in report.aliases:
-        doing = (
-            f"  [switching to {row.switching['to']}: {row.switching['stage']}]"
-            if row.switching
-            else ""
-        )
-        doing = (
-            f"  [INTERRUPTED: {row.switching['stage']}]"
-            if row.interrupted and row.switching
-            else doing
-        )
+        doing = ""
+        if row.switching:
+            said = "INTERRUPTED" if row.interrupted else f"switching to {row.switching['to']}"
+            doing = f"  [{said}: {row.switching['stage']}]"
         # said even when ready: a stack downed by hand leaves its alias pointing at it
         health = f" ({row.target})" if row.target else ""
         lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{health}{doing}")
