@@ -116,9 +116,7 @@ def decide(
         evidence_sha256=file_sha256(evidence),
         despite_gates=part.despite_gates,
     )
-    # composegen wrote it
     record = record.model_copy(update={"seal": privatestate.seal(project, record.to_json())})
-    # decision.json is written: JSON here
     privatestate.write_json(directory / DECISION, record.to_json())
     state.log(
         directory,

@@ -220,9 +220,7 @@ def write_records(
     scrub = Scrubber([str(directory.resolve()), str(project.root.resolve())])
     clean = scrub.json(written)
     clean["redacted"] = scrub.count
-    # the sanitized record, checked against its model
-    report = QualificationReport.model_validate(clean)
-    # qualification.json is written: JSON here
+    report = QualificationReport.model_validate(clean)  # the sanitized record, checked
     privatestate.write_json(directory / RECORD_JSON, report.to_json())
     privatestate.write(directory / "campaign.md", qualifyrecord.render(report, st))
     return report
