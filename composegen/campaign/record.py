@@ -157,8 +157,7 @@ IDENTITY_NAMES = (
 
 
 def identity_names(paths: list[str]) -> list[str]:
-    """What an identity-only path is, in words; composegen's own labels and the project name go
-    unsaid."""
+    """An identity-only path in words; composegen's own labels and the project name go unsaid."""
     found = []
     for path in paths:
         name = next((word for key, word in IDENTITY_NAMES if key in path), None)
@@ -265,8 +264,7 @@ def _decision_lines(doc: ComparisonReport) -> list[str]:
 
 
 def _trace(doc: ComparisonReport) -> list[str]:
-    """Every figure of Results and Bracket: the raw file it was read from, by SHA-256 on each
-    arm."""
+    """Each figure of Results and Bracket: the raw file it came from, by SHA-256 on each arm."""
     sha = {(r.arm, r.file): r.sha256 for r in doc.raw}
     arms = [a.arm for a in doc.arms]
     lines = [

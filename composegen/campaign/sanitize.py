@@ -67,8 +67,7 @@ def machine_private() -> dict[str, str]:
 
 
 def _ipv6(m: re.Match[str]) -> str:
-    """An IPv6 address (any spelling: compressed, with an embedded IPv4) -> <ip>; anything else as
-    it was."""
+    """An IPv6 address (any spelling, an embedded IPv4 too) -> <ip>; anything else as it was."""
     try:
         ipaddress.IPv6Address(m.group(0))
     except ValueError:

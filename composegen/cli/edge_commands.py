@@ -87,8 +87,7 @@ def edge_ca() -> None:
 
 
 def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
-    """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a
-    route leaks."""
+    """`gate NAME --exposure`: the matrix into a bundle (exposure.json); exit 1 if a route leaks."""
     result = exposure_matrix(project, r)
     run = capture.capture_stack(project, r, extra_raw={"exposure.json": result})
     show = Output(json_)
@@ -101,6 +100,5 @@ def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
 
 
 def exposure_matrix(project: Project, r: Resolved) -> ExposureReport:
-    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind
-    it)."""
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not)."""
     return exposure.for_stack(project, r)

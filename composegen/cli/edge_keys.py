@@ -73,8 +73,7 @@ def keys_list(json_: bool = JsonOpt) -> None:
 
 
 def _refuse_bad_records(rows: list[ClientRow]) -> None:
-    """Exit 2 naming each record of keys.json that is not as composegen writes it (the rest were
-    listed)."""
+    """Exit 2 naming each record of keys.json not as composegen writes it (the rest were listed)."""
     bad = [f"{row.name}: {row.problem}" for row in rows if row.problem]
     if bad:
         raise BadInput(

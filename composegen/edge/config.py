@@ -44,8 +44,7 @@ class Listen(_Strict):
     @field_validator("bind")
     @classmethod
     def _ip_literal(cls, bind: str) -> str:
-        """Docker publishes on an address, not a name: `localhost` would be refused only at `edge
-        up`."""
+        """Docker publishes on an address, not a name: `localhost` would fail only at `edge up`."""
         try:
             return str(ipaddress.ip_address(bind))
         except ValueError:
@@ -200,8 +199,7 @@ def _schema_error(exc: ValidationError, marked: Marked) -> BadInput:
 
 
 def _check_acme(config: EdgeConfig, marked: Marked) -> None:
-    """What an ACME CA needs: public DNS names, an account email, a listener it can reach
-    (TLS-ALPN-01)."""
+    """What ACME needs: public DNS names, an account email, a listener it reaches (TLS-ALPN-01)."""
     tls = config.tls
     names_at = (
         _where(marked, "tls", "names")

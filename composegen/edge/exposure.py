@@ -84,8 +84,7 @@ def run(project: Project, edge: Edge, name: str, log_text: str) -> ExposureRepor
 
 
 def for_stack(project: Project, r: Resolved) -> ExposureReport:
-    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind
-    it)."""
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not)."""
     edge = service.load(project)
     if r.name not in edge.stacks:
         raise CheckFailed(
@@ -95,8 +94,7 @@ def for_stack(project: Project, r: Resolved) -> ExposureReport:
 
 
 def gate_for(project: Project, r: Resolved) -> Callable[[], ExposureReport] | None:
-    """What `qualify` runs as its exposure criterion: the gate when an edge fronts this stack, else
-    None."""
+    """`qualify`'s exposure criterion: the gate when an edge fronts this stack, else None."""
     if not config.configured(project) or r.name not in service.load(project).stacks:
         return None
     return functools.partial(for_stack, project, r)

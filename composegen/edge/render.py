@@ -348,8 +348,7 @@ def caddyfile(edge: Edge) -> str:
 
 
 def door_caddyfile(edge: Edge) -> str:
-    """The door: 127.0.0.1 listeners in the host's network namespace, each passed to its unix
-    socket."""
+    """The door: 127.0.0.1 listeners in the host's network namespace, each to its unix socket."""
     listeners = [(edge.config.metrics.port, "metrics.sock")]
     listeners += [
         (r.profile.service.port.host, f"door-{r.profile.service.port.host}.sock")

@@ -134,8 +134,7 @@ def previous(project: Project, edge: Edge, alias: str) -> Assignment:
 
 
 def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None = None) -> None:
-    """Write routes.json from the assignments; `switching` {alias: {"to", "stage"}} marks aliases
-    mid-switch."""
+    """routes.json from the assignments; `switching` {alias: {"to", "stage"}} marks switches."""
     table: dict[str, Route] = {}
     for alias, profile in aliases(project, edge).items():
         if profile is None:

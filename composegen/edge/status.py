@@ -73,8 +73,7 @@ def alias_targets(report: EdgeStatusReport) -> list[AliasTarget]:
 
 
 def _health(project: Project, profile: str | None) -> str | None:
-    """ready, asleep, starting or down: what the alias's stack is doing (clients of a down one get
-    503)."""
+    """ready, asleep, starting or down: what the alias's stack does (clients of a down one: 503)."""
     if profile is None:
         return None
     stacks = driver.status(project, profile).stacks
