@@ -377,7 +377,7 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
     lines += ["## Evidence", "", *_trace(doc), ""]
     lines += [
         "The sanitized machine-readable comparison is comparison.json. Private raw artifacts are represented "
-        "there by SHA-256 only because the full operational evidence contains private topology details.",
+        "there by SHA-256 only because the full operational evidence contains private topology details."
     ]
     return "\n".join(lines) + "\n"
 

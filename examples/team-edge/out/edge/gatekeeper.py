@@ -96,8 +96,7 @@ class Refused(Exception):
 
 
 class StateFile:
-    """A JSON file re-read whenever its (mtime, size, inode) changes; the last good copy
-    otherwise."""
+    """A JSON file re-read whenever its (mtime, size, inode) changes; else the last good copy."""
 
     def __init__(self, path: str, empty: JsonDoc) -> None:
         self.path, self.empty = path, empty
@@ -194,10 +193,7 @@ def _ready(route: object) -> TypeGuard[Mapping[str, object]]:
 
 
 def models_list(aliases: Mapping[str, object]) -> ModelList:
-    data = [
-        ModelEntry(id=alias, object="model", owned_by="composegen-edge")
-        for alias in sorted(aliases)
-    ]
+    data = [ModelEntry(id=a, object="model", owned_by="composegen-edge") for a in sorted(aliases)]
     return ModelList(object="list", data=data)
 
 
@@ -456,8 +452,7 @@ class Framing(BaseHTTPRequestHandler):
             self.budget.give_back(reserved)
 
     def _announced_length(self) -> int | None:
-        """Content-Length, or None for a chunked body; Refused for a body that cannot be framed
-        safely."""
+        """Content-Length, or None for a chunked body; Refused for a body not framed safely."""
         encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
         length = self.headers.get("Content-Length")
         if encoding and length is not None:
