@@ -118,14 +118,10 @@ def _row(
     url_path = re.sub(r"\{[^}/]*\}", "composegen-probe", path)
     body = None
     if method == "POST":
-        body = {
-            "model": alias or "none",
-            "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 1,
-        }
-        body |= (
-            {"prompt": "hi", "input": "hi"} if path in ("/v1/completions", "/v1/responses") else {}
-        )
+        chat = {"model": alias or "none", "messages": [{"role": "user", "content": "hi"}]}
+        body = {**chat, "max_tokens": 1}
+        if path in ("/v1/completions", "/v1/responses"):
+            body |= {"prompt": "hi", "input": "hi"}
     without = _status(edge, context, method, url_path, None, body)
     with_key = _status(edge, context, method, url_path, key, body)
     ok_path = allowed(path)
