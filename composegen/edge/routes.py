@@ -139,26 +139,19 @@ def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None
     for alias, profile in aliases(project, edge).items():
         if profile is None:
             continue
-        r = edge.stacks[profile]
-        switch = (switching or {}).get(alias)
-        table[alias] = _route(profile, r, switch)
+        table[alias] = _route(profile, edge.stacks[profile], (switching or {}).get(alias))
     privatestate.write_json(
         routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table)
     )
 
 
 def _route(profile: str, r: Resolved, switch: Switching | None) -> Route:
+    since = (switch.get("since") if switch else None) or privatestate.stamp()
     route = Route(
         profile=profile,
         upstream=f"{upstream_host(profile)}:{r.profile.service.port.container}",
         served_name=r.profile.model.served_name,
-        switch=Switching(
-            to=switch["to"],
-            stage=switch["stage"],
-            since=switch.get("since") or privatestate.stamp(),
-        )
-        if switch
-        else None,
+        switch=Switching(to=switch["to"], stage=switch["stage"], since=since) if switch else None,
     )
     if r.profile.standby is not None:
         route["standby"] = True
@@ -170,8 +163,7 @@ def mark_down(project: Project, profile: str) -> list[str]:
     otherwise knows only its own first failure). The aliases marked; none during a switch (its
     own stage says more)."""
     path = routes_path(project)
-    empty = RoutesFile(retry_after=0, aliases={})
-    doc = privatestate.read_json(path, empty)
+    doc = privatestate.read_json(path, RoutesFile(retry_after=0, aliases={}))
     table = doc.get("aliases")
     marked = [
         alias
