@@ -49,15 +49,13 @@ _PATTERNS = (
 def machine_private() -> dict[str, str]:
     """This machine's own identities: host names, the user's name and home."""
     found: dict[str, str] = {}
-    try:
+    with contextlib.suppress(OSError):
         host = socket.gethostname()
         found[host] = "<host>"
         found[host.split(".")[0]] = "<host>"
         fqdn = socket.getfqdn()
         if fqdn and fqdn not in ("localhost", "localhost.localdomain"):
             found[fqdn] = "<host>"
-    except OSError:
-        pass
     with contextlib.suppress(KeyError, OSError):
         found[getpass.getuser()] = "<user>"
     home = str(Path.home())

@@ -94,9 +94,8 @@ def warm(
         driver.preload()
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout)
-    with console_progress(
-        quiet=show.json, timeout_s=timeout or r.profile.service.startup_timeout
-    ) as sink:
+    wait = timeout or r.profile.service.startup_timeout
+    with console_progress(quiet=show.json, timeout_s=wait) as sink:
         result = driver.cache_warm(project, r, opts, sink)
     said = f"{name}: down again; its cache volume keeps what the start compiled\n"
     show.report(result, lambda: summary_text(result, terminal_width()) + said)
