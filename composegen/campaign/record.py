@@ -30,8 +30,7 @@ SOURCE = {"gates": "gates.json"}
 def _pair(row: CompareRow | None) -> tuple[float, float] | None:
     """The row's two figures when both arms reported a number."""
     a, b = (row.a, row.b) if row is not None else (None, None)
-    number = (int, float)
-    if any(isinstance(v, bool) or not isinstance(v, number) for v in (a, b)):
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (a, b)):
         return None
     return cast(float, a), cast(float, b)
 
