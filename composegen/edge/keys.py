@@ -90,13 +90,8 @@ def _client(record: Mapping[str, object]) -> Client:
         key: value if isinstance(value, str) else (None if value is None else repr(value))
         for key, value in fields.items()
     }
-    return Client(
-        str(record["name"]),
-        shown["created"] or "",
-        shown["expires"],
-        shown["revoked"],
-        "; ".join(problems) or None,
-    )
+    created, expires, revoked = shown["created"] or "", shown["expires"], shown["revoked"]
+    return Client(str(record["name"]), created, expires, revoked, "; ".join(problems) or None)
 
 
 def _load(project: Project) -> list[ClientRecord]:
