@@ -19,12 +19,4 @@ record.
 """
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
-__all__ = [
-    "decision",
-    "progress",
-    "qualifyarm",
-    "reportheading",
-    "reports",
-    "runner",
-    "state",
-]
+__all__ = ["decision", "progress", "qualifyarm", "reportheading", "reports", "runner", "state"]

@@ -33,11 +33,8 @@ def _profile(st: CampaignState, decision: str) -> str | None:
     if decision == "no-promotion":
         return None
     if st.kind == "qualify":
-        key = (
-            "fallback"
-            if decision == "fallback"
-            else next((a.key for a in st.arms if a.qualified), "primary")
-        )
+        winner = next((a.key for a in st.arms if a.qualified), "primary")
+        key = "fallback" if decision == "fallback" else winner
         arm = next((a for a in st.arms if a.key == key), None)
         return arm.profile if arm else None
     return st.candidate if decision == "promote" else st.control
@@ -116,9 +113,7 @@ def decide(
         evidence_sha256=file_sha256(evidence),
         despite_gates=part.despite_gates,
     )
-    # composegen wrote it
     record = record.model_copy(update={"seal": privatestate.seal(project, record.to_json())})
-    # decision.json is written: JSON here
     privatestate.write_json(directory / DECISION, record.to_json())
     state.log(
         directory,

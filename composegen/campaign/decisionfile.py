@@ -16,8 +16,7 @@ DECISIONS = ("promote", "no-promotion", "fallback")
 
 
 def read(directory: Path) -> DecisionPart | None:
-    """What the records show of decision.json (its decision, profile, why and time); None:
-    undecided."""
+    """What the records show of decision.json (decision, profile, why, time); None: undecided."""
     path = directory / DECISION
     if not path.is_file() or path.is_symlink():
         return None

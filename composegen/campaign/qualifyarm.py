@@ -113,9 +113,9 @@ def _job(project: Project, st: CampaignState) -> run_arm.ArmJob:
     or, when it does not start, its startup log judged by the same criteria."""
 
     def evidence(r: Resolved, started: bool, step: run_arm.Step) -> Path:
-        exposed = exposure.gate_for(project, r) if started else None
         if not started:
             return Path(_judge_log(project, r, st.options.emulate).run)
+        exposed = exposure.gate_for(project, r)
         return Path(qualify.qualify_stack(project, r, exposed, on_step=step).run)
 
     return run_arm.ArmJob(evidence=evidence, judge=_verdict, judge_no_start=True)
@@ -198,18 +198,12 @@ def write_records(
             continue
         doc = load_run(directory / arm.bundle)
         arms.append(_arm_record(arm, doc))
-        bundle = directory / arm.bundle
-        raw.append(
-            {
-                "arm": arm.key,
-                "file": "evidence.json",
-                "sha256": file_sha256(bundle / "evidence.json"),
-                "bytes": (bundle / "evidence.json").stat().st_size,
-            }
-        )
-        raw += [
-            {"arm": arm.key, "file": e.file, "sha256": e.sha256, "bytes": e.bytes} for e in doc.raw
+        ev = directory / arm.bundle / "evidence.json"
+        files: list[tuple[str, str, int | None]] = [
+            ("evidence.json", file_sha256(ev), ev.stat().st_size)
         ]
+        files += [(e.file, e.sha256, e.bytes) for e in doc.raw]
+        raw += [{"arm": arm.key, "file": f, "sha256": h, "bytes": n} for f, h, n in files]
     winner = next((a for a in arms if a.qualified), None)
     chosen = decided or decisionfile.read(directory)
     written = {
@@ -226,9 +220,7 @@ def write_records(
     scrub = Scrubber([str(directory.resolve()), str(project.root.resolve())])
     clean = scrub.json(written)
     clean["redacted"] = scrub.count
-    # the sanitized record, checked against its model
-    report = QualificationReport.model_validate(clean)
-    # qualification.json is written: JSON here
+    report = QualificationReport.model_validate(clean)  # the sanitized record, checked
     privatestate.write_json(directory / RECORD_JSON, report.to_json())
     privatestate.write(directory / "campaign.md", qualifyrecord.render(report, st))
     return report

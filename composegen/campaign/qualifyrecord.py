@@ -45,14 +45,8 @@ def render(doc: QualificationReport, st: CampaignState) -> str:
     arms = doc.arms
     names = " → ".join(a.profile for a in st.arms)
     lines = [f"# Qualification campaign {doc.campaign}: {names}", "", f"Date: {st.created_at[:10]}"]
-    lines.append(
-        "Evidence: "
-        + (
-            "EMULATED (composegen's vLLM test double)"
-            if doc.emulated
-            else "measured on a real engine"
-        )
-    )
+    ev = "EMULATED (composegen's vLLM test double)" if doc.emulated else "measured on a real engine"
+    lines.append(f"Evidence: {ev}")
     lines += [f"Decision: {doc.decision.decision}", ""]
     if doc.emulated:
         lines += [

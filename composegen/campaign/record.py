@@ -27,15 +27,10 @@ STARTUP_METRICS = {
 SOURCE = {"gates": "gates.json"}
 
 
-def _rows(doc: ComparisonReport) -> dict[str, CompareRow]:
-    return {r.metric: r for r in doc.rows}
-
-
 def _pair(row: CompareRow | None) -> tuple[float, float] | None:
     """The row's two figures when both arms reported a number."""
     a, b = (row.a, row.b) if row is not None else (None, None)
-    number = (int, float)
-    if any(isinstance(v, bool) or not isinstance(v, number) for v in (a, b)):
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in (a, b)):
         return None
     return cast(float, a), cast(float, b)
 
@@ -62,7 +57,7 @@ def _cause(doc: ComparisonReport) -> str:
 
 
 def outcome(doc: ComparisonReport) -> list[str]:
-    rows, cause, parts = _rows(doc), _cause(doc), []
+    rows, cause, parts = {r.metric: r for r in doc.rows}, _cause(doc), []
     act, kv = rows.get("peak_activation_gib"), rows.get("min_rank_kv_gib")
     for row, what in (
         (act, "profiled peak activation memory"),
@@ -147,7 +142,7 @@ def configuration(doc: ComparisonReport) -> list[str]:
     named = identity_names(doc.differences.identity)
     if named:
         lines.append(
-            f"{_join_and(named).capitalize()} changed solely to preserve evidence identity."
+            f"{_join(named, ' and ').capitalize()} changed solely to preserve evidence identity."
         )
     return lines
 
@@ -161,8 +156,7 @@ IDENTITY_NAMES = (
 
 
 def identity_names(paths: list[str]) -> list[str]:
-    """What an identity-only path is, in words; composegen's own labels and the project name go
-    unsaid."""
+    """An identity-only path in words; composegen's own labels and the project name go unsaid."""
     found = []
     for path in paths:
         name = next((word for key, word in IDENTITY_NAMES if key in path), None)
@@ -173,13 +167,9 @@ def identity_names(paths: list[str]) -> list[str]:
     return found
 
 
-def _join_and(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def limits(doc: ComparisonReport, state: CampaignState) -> tuple[list[str], list[str]]:
     """(what this proves, what it does not): from what was actually measured."""
-    rows, opts = _rows(doc), state.options
+    rows, opts = {r.metric: r for r in doc.rows}, state.options
     proves, not_proven = [], []
     if doc.emulated:
         proves.append(
@@ -256,8 +246,8 @@ def _full(score: str) -> bool:
     return passed == total
 
 
-def _join(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
+def _join(items: list[str], last: str = ", or ") -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + last + items[-1]
 
 
 def _decision_lines(doc: ComparisonReport) -> list[str]:
@@ -273,8 +263,7 @@ def _decision_lines(doc: ComparisonReport) -> list[str]:
 
 
 def _trace(doc: ComparisonReport) -> list[str]:
-    """Every figure of Results and Bracket: the raw file it was read from, by SHA-256 on each
-    arm."""
+    """Each figure of Results and Bracket: the raw file it came from, by SHA-256 on each arm."""
     sha = {(r.arm, r.file): r.sha256 for r in doc.raw}
     arms = [a.arm for a in doc.arms]
     lines = [
@@ -387,7 +376,7 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
     lines += ["## Evidence", "", *_trace(doc), ""]
     lines += [
         "The sanitized machine-readable comparison is comparison.json. Private raw artifacts are represented "
-        "there by SHA-256 only because the full operational evidence contains private topology details.",
+        "there by SHA-256 only because the full operational evidence contains private topology details."
     ]
     return "\n".join(lines) + "\n"
 

@@ -22,7 +22,6 @@ def heading(project: Project, spec: str) -> CampaignHeading | None:
     st = state.load(directory)
     roles = [arm.key for arm in st.arms if arm.status == "done" and arm.bundle]
     decided = decisionfile.read(directory)
-    outcome = _outcome(directory, st.kind)
     return CampaignHeading(
         name=st.name,
         roles=list(roles),
@@ -30,7 +29,7 @@ def heading(project: Project, spec: str) -> CampaignHeading | None:
         profile=decided.profile if decided else None,
         why=_why(decided.why, decided.despite_gates) if decided else None,
         decided_at=decided.decided_at if decided else None,
-        outcome=outcome,
+        outcome=_outcome(directory, st.kind),
     )
 
 

@@ -49,15 +49,13 @@ _PATTERNS = (
 def machine_private() -> dict[str, str]:
     """This machine's own identities: host names, the user's name and home."""
     found: dict[str, str] = {}
-    try:
+    with contextlib.suppress(OSError):
         host = socket.gethostname()
         found[host] = "<host>"
         found[host.split(".")[0]] = "<host>"
         fqdn = socket.getfqdn()
         if fqdn and fqdn not in ("localhost", "localhost.localdomain"):
             found[fqdn] = "<host>"
-    except OSError:
-        pass
     with contextlib.suppress(KeyError, OSError):
         found[getpass.getuser()] = "<user>"
     home = str(Path.home())
@@ -67,8 +65,7 @@ def machine_private() -> dict[str, str]:
 
 
 def _ipv6(m: re.Match[str]) -> str:
-    """An IPv6 address (any spelling: compressed, with an embedded IPv4) -> <ip>; anything else as
-    it was."""
+    """An IPv6 address (any spelling, an embedded IPv4 too) -> <ip>; anything else as it was."""
     try:
         ipaddress.IPv6Address(m.group(0))
     except ValueError:

@@ -55,8 +55,7 @@ def campaign_dir(project: Project, name: str) -> Path:
 
 
 def find(project: Project, spec: str) -> Path | None:
-    """A campaign directory from a name (runs/campaigns/NAME) or a path to one; None when SPEC is
-    neither."""
+    """A campaign directory from a name (runs/campaigns/NAME) or a path to one; else None."""
     path = Path(spec)
     if path.is_dir() and (path / STATE).is_file():
         return path
@@ -100,8 +99,7 @@ def log(directory: Path, message: str) -> None:
 def interrupted(
     directory: Path, st: CampaignState, arm: ArmState, exc: BaseException
 ) -> Interrupted:
-    """Ctrl-C during an arm: logged and saved so that `campaign resume` continues it; the error to
-    raise."""
+    """Ctrl-C during an arm: logged and saved for `campaign resume`; the error to raise."""
     log(directory, f"{arm.key}: interrupted; `composegen campaign resume {st.name}` continues")
     save(directory, st)
     what = f": {exc.message}" if isinstance(exc, Interrupted) else ""
@@ -112,8 +110,7 @@ def interrupted(
 
 
 def failed(directory: Path, st: CampaignState, arm: ArmState, exc: ComposegenError) -> None:
-    """An arm that failed: its error recorded on the arm, saved and logged (the caller
-    re-raises)."""
+    """A failed arm: its error recorded on it, saved and logged (the caller re-raises)."""
     arm.status, arm.error = "failed", exc.message
     save(directory, st)
     log(directory, f"{arm.key}: failed: {exc.message}")

@@ -96,7 +96,6 @@ def bench(
 
     Example: composegen bench starter --concurrency 1,4,16 --input-tokens 1000 --output-tokens 128
     """
-
     spec = load.spec(ask.burstiness, via_edge)
     if ask.rates is not None or ask.find_max:
         if via_edge:
@@ -149,7 +148,6 @@ def report(
 
     Example: composegen report 8192-131k 4096-131k --html report.html  # in composegen's clone
     """
-
     if html is not None and (
         str(html) in ("", ".") or html.is_dir() or html.name in ("", ".", "..")
     ):

@@ -37,7 +37,6 @@ def edge_up() -> None:
 
     Example: composegen edge up  # in examples/team-edge
     """
-
     edge = service.up(_project())
     out(
         f"edge {edge.config.name}: up at {edge.url} (tls {edge.config.tls.mode}), stacks: {', '.join(edge.stacks)}"
@@ -50,7 +49,6 @@ def edge_down() -> None:
 
     Example: composegen edge down  # in examples/team-edge
     """
-
     edge = service.down(_project())
     out(f"edge {edge.config.name}: down")
 
@@ -62,7 +60,6 @@ def edge_status(json_: bool = JsonOpt) -> None:
 
     Example: composegen edge status --json  # in examples/team-edge
     """
-
     report = read(_project())
     Output(json_).report(report, lambda: format_text(report))
 
@@ -74,7 +71,6 @@ def edge_recover(json_: bool = JsonOpt) -> None:
 
     Example: composegen edge recover  # in examples/team-edge
     """
-
     project = _project()
     result = recovery.recover(project, service.load(project))
     where = f"; {result.alias} → {result.profile}" if result.alias else ""
@@ -87,14 +83,11 @@ def edge_ca() -> None:
 
     Example: composegen edge ca > edge-root.crt  # in examples/team-edge
     """
-
     out(service.root_certificate(_project()).rstrip("\n"))
 
 
 def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
-    """`gate NAME --exposure`: the matrix, into an evidence bundle (exposure.json); exit 1 when a
-    route leaks."""
-
+    """`gate NAME --exposure`: the matrix into a bundle (exposure.json); exit 1 if a route leaks."""
     result = exposure_matrix(project, r)
     run = capture.capture_stack(project, r, extra_raw={"exposure.json": result})
     show = Output(json_)
@@ -107,7 +100,5 @@ def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
 
 
 def exposure_matrix(project: Project, r: Resolved) -> ExposureReport:
-    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind
-    it)."""
-
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not)."""
     return exposure.for_stack(project, r)

@@ -30,7 +30,6 @@ def keys_add(
 
     Example: composegen edge keys add bob --expires 2027-01-31  # in examples/team-edge
     """
-
     key = keys.add(_project(), name, expires)
     err(f"client {name}: key made; it is shown only now — store it, it cannot be shown again")
     out(key)
@@ -42,7 +41,6 @@ def keys_rotate(name: str = typer.Argument(..., help="An existing client.")) -> 
 
     Example: composegen edge keys rotate alice  # in examples/team-edge
     """
-
     key = keys.rotate(_project(), name)
     err(f"client {name}: new key; the old one no longer works — the new one is shown only now")
     out(key)
@@ -54,7 +52,6 @@ def keys_revoke(name: str = typer.Argument(..., help="An existing client.")) -> 
 
     Example: composegen edge keys revoke alice  # in examples/team-edge
     """
-
     keys.revoke(_project(), name)
     out(f"client {name}: revoked")
 
@@ -65,7 +62,6 @@ def keys_list(json_: bool = JsonOpt) -> None:
 
     Example: composegen edge keys list  # in examples/team-edge
     """
-
     rows = client_rows(keys.listing(_project()))
     lines = [
         f"{row.name:<24} {row.state:<8} created {row.created}  expires {row.expires or 'never'}"
@@ -77,8 +73,7 @@ def keys_list(json_: bool = JsonOpt) -> None:
 
 
 def _refuse_bad_records(rows: list[ClientRow]) -> None:
-    """Exit 2 naming each record of keys.json that is not as composegen writes it (the rest were
-    listed)."""
+    """Exit 2 naming each record of keys.json not as composegen writes it (the rest were listed)."""
     bad = [f"{row.name}: {row.problem}" for row in rows if row.problem]
     if bad:
         raise BadInput(

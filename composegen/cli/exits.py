@@ -49,8 +49,7 @@ def run(command: Callable[[], int | None]) -> int:
 
 
 def _crash_log(exc: BaseException) -> str:
-    """Where the traceback went ("traceback in PATH"), or why it went nowhere: never a second
-    traceback."""
+    """Where the traceback went ("traceback in PATH"), or why nowhere: never a second traceback."""
     text = "".join(traceback.format_exception(exc))
     path = (
         Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "composegen" / "crash.log"

@@ -96,8 +96,7 @@ def run(argv: list[str]) -> int | None:
 
 
 def plain_render_check(argv: list[str]) -> tuple[bool, str | None]:
-    """`[--root DIR | --root=DIR] render --check`: (True, the root given or None), else (False,
-    None)."""
+    """`[--root DIR | --root=DIR] render --check`: (True, root or None), else (False, None)."""
     root: str | None = None
     if argv[:1] == ["--root"] and len(argv) > 1:
         root, argv = argv[1], argv[2:]

@@ -58,11 +58,8 @@ def install() -> None:
         record = original_record(self, ctx)
         if record and "--json" in self.opts and ctx is not None and ctx.command is not None:
             name = _command_words(ctx)
-            default = name.replace(" ", "-")
-            record = (
-                record[0],
-                record[1].replace("--report NAME", f"--report {JSON_REPORT.get(name, default)}"),
-            )
+            report = JSON_REPORT.get(name, name.replace(" ", "-"))
+            record = (record[0], record[1].replace("--report NAME", f"--report {report}"))
         return record
 
     option.get_help_record = help_record

@@ -28,7 +28,6 @@ def init(
 
     Example: composegen init ~/stacks --name qwen3-small
     """
-
     if problem := profile_name_problem(name):  # the grammar every other command uses
         raise BadInput(f"--name: {problem}")
     profiles = directory / "profiles"

@@ -53,7 +53,6 @@ def qualify(
 
     Example: composegen qualify 393k-gpu --json  # in composegen's clone
     """
-
     project, r = _load(name)
     if sleep_cycles and r.profile.standby is None:
         raise BadInput(

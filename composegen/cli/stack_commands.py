@@ -45,7 +45,8 @@ def down(
         )
     project, r = _load(name)
     result = driver.down(project, r, timeout)
-    _mark_down(name)
+    if edge_config.configured(project):  # clients of an alias on NAME: down since when
+        edge_routes.mark_down(project, name)
     removed = [*result.removed, *(f"network {x}" for x in result.networks)]
     said = f"{name}: removed {', '.join(removed) or 'nothing (was not running)'}"
     shm_text = driver.shm_text(result)
@@ -91,13 +92,6 @@ def status(
             f"{name}: {said} unreachable",
             hint="check that node's engine; `composegen down` stops the rest",
         )
-
-
-def _mark_down(name: str) -> None:
-    """Clients of an alias on NAME are told since when it is down (docs/edge.md)."""
-    project = _project()
-    if edge_config.configured(project):
-        edge_routes.mark_down(project, name)
 
 
 def _edge_status() -> tuple[str, list[AliasTarget]] | None:

@@ -71,19 +71,14 @@ def rows(sample: TopSample) -> list[tuple[str, str]]:
             f"{_num(s.preemptions, ',.0f')} in window   {_num(s.preemptions_total, ',.0f')} total",
         ),
     ]
-    spec = s.spec_decode
-    if spec is None:
-        lines.append(("spec decode", "off"))
-    else:
+    spec, said = s.spec_decode, "off"
+    if spec is not None:
         per_pos = " ".join(_pct(p) for p in spec.per_position) or _DASH
-        lines.append(
-            (
-                "spec decode",
-                f"acceptance {_pct(spec.acceptance_rate)}   mean length {_num(spec.mean_acceptance_length, '.2f')}"
-                f"   by position {per_pos}",
-            )
+        said = (
+            f"acceptance {_pct(spec.acceptance_rate)}   mean length {_num(spec.mean_acceptance_length, '.2f')}"
+            f"   by position {per_pos}"
         )
-    return lines
+    return [*lines, ("spec decode", said)]
 
 
 def title(sample: TopSample) -> str:
@@ -160,14 +155,8 @@ def _host_port(url: str) -> tuple[str, int]:
         host, port = parts.hostname, parts.port  # .port raises ValueError out of range
     except ValueError:
         host, port, parts = None, None, None
-    if (
-        parts is None
-        or parts.scheme != "http"
-        or not host
-        or not port
-        or not url.isprintable()
-        or " " in url
-    ):
+    ok = parts is not None and parts.scheme == "http" and url.isprintable() and " " not in url
+    if not (ok and host and port):
         raise BadInput(f"--url: expected http://HOST:PORT, got {url!r}")
     return host, port
 
@@ -212,7 +201,6 @@ def top(
 
     Example: composegen top starter --interval 2
     """
-
     ep, label, view, emulated = _endpoint(name, url)
     if once:
         sample = watch.once(ep, interval, name=label, view=view).model_copy(

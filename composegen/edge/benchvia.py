@@ -107,8 +107,7 @@ def bench_via_edge(
         try:
             key = keys.add(project, client)
             way = viaedge.EdgeWay(edge.url, alias, key, context, name=edge.config.name, tls=tls)
-            return viaedge.run_via_edge(
-                door, way, levels, dataclasses.replace(options, emulated=emulated)
-            )
+            options = dataclasses.replace(options, emulated=emulated)
+            return viaedge.run_via_edge(door, way, levels, options)
         finally:
             _remove(project, client)

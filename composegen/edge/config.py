@@ -44,8 +44,7 @@ class Listen(_Strict):
     @field_validator("bind")
     @classmethod
     def _ip_literal(cls, bind: str) -> str:
-        """Docker publishes on an address, not a name: `localhost` would be refused only at `edge
-        up`."""
+        """Docker publishes on an address, not a name: `localhost` would fail only at `edge up`."""
         try:
             return str(ipaddress.ip_address(bind))
         except ValueError:
@@ -184,6 +183,9 @@ def _where(marked: Marked, *path: str | int) -> str:
     return f"{mark[0]}:{mark[1]}" if mark else EDGE_FILE
 
 
+SCHEMA_WORDS = {"extra_forbidden": "unknown key", "missing": "required key is missing"}
+
+
 def _schema_error(exc: ValidationError, marked: Marked) -> BadInput:
     err = exc.errors()[0]
     loc = tuple(
@@ -191,23 +193,15 @@ def _schema_error(exc: ValidationError, marked: Marked) -> BadInput:
         for p in err["loc"]
         if not (isinstance(p, str) and p.startswith(("literal", "constrained")))
     )
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif err["type"] == "missing":
-        msg = "required key is missing"
+    msg = SCHEMA_WORDS.get(err["type"], err["msg"].removeprefix("Value error, "))
     return BadInput(f"{_where(marked, *loc)}: {'.'.join(map(str, loc))}: {msg}")
 
 
 def _check_acme(config: EdgeConfig, marked: Marked) -> None:
-    """What an ACME CA needs: public DNS names, an account email, a listener it can reach
-    (TLS-ALPN-01)."""
+    """What ACME needs: public DNS names, an account email, a listener it reaches (TLS-ALPN-01)."""
     tls = config.tls
-    names_at = (
-        _where(marked, "tls", "names")
-        if "names" in (marked.data.get("tls") or {})
-        else _where(marked, "tls")
-    )
+    has_names = "names" in (marked.data.get("tls") or {})
+    names_at = _where(marked, "tls", "names") if has_names else _where(marked, "tls")
     bad = [n for n in tls.names if not DNS_RE.fullmatch(n)]
     if bad:
         raise BadInput(

@@ -62,9 +62,7 @@ def allowed(path: str) -> bool:
 
 def run(project: Project, edge: Edge, name: str, log_text: str) -> ExposureReport:
     pairs = printed_routes(log_text)
-    for extra in MUST_BE_CLOSED:
-        if extra not in pairs:
-            pairs.append(extra)
+    pairs += [extra for extra in MUST_BE_CLOSED if extra not in pairs]
     alias = next((a for a, p in routes.aliases(project, edge).items() if p == name), None)
     client = f"{GATE_CLIENT}-{secrets.token_hex(4)}"
     key = keys.add(project, client)
@@ -86,8 +84,7 @@ def run(project: Project, edge: Edge, name: str, log_text: str) -> ExposureRepor
 
 
 def for_stack(project: Project, r: Resolved) -> ExposureReport:
-    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not behind
-    it)."""
+    """The exposure gate's result for a stack behind the edge (CheckFailed when it is not)."""
     edge = service.load(project)
     if r.name not in edge.stacks:
         raise CheckFailed(
@@ -97,8 +94,7 @@ def for_stack(project: Project, r: Resolved) -> ExposureReport:
 
 
 def gate_for(project: Project, r: Resolved) -> Callable[[], ExposureReport] | None:
-    """What `qualify` runs as its exposure criterion: the gate when an edge fronts this stack, else
-    None."""
+    """`qualify`'s exposure criterion: the gate when an edge fronts this stack, else None."""
     if not config.configured(project) or r.name not in service.load(project).stacks:
         return None
     return functools.partial(for_stack, project, r)
@@ -122,14 +118,10 @@ def _row(
     url_path = re.sub(r"\{[^}/]*\}", "composegen-probe", path)
     body = None
     if method == "POST":
-        body = {
-            "model": alias or "none",
-            "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 1,
-        }
-        body |= (
-            {"prompt": "hi", "input": "hi"} if path in ("/v1/completions", "/v1/responses") else {}
-        )
+        chat = {"model": alias or "none", "messages": [{"role": "user", "content": "hi"}]}
+        body = {**chat, "max_tokens": 1}
+        if path in ("/v1/completions", "/v1/responses"):
+            body |= {"prompt": "hi", "input": "hi"}
     without = _status(edge, context, method, url_path, None, body)
     with_key = _status(edge, context, method, url_path, key, body)
     ok_path = allowed(path)
@@ -170,12 +162,8 @@ def _status(
     if key:
         headers["Authorization"] = f"Bearer {key}"
     try:
-        conn.request(
-            method,
-            path,
-            body=json.dumps(body).encode() if body is not None else None,
-            headers=headers,
-        )
+        data = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=data, headers=headers)
         resp = conn.getresponse()
         resp.read(1 << 20)
         return resp.status

@@ -8,13 +8,7 @@ import json
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
 
-from composegen.edge.gate_rules import (
-    BODY_TIMEOUT_S,
-    HOP_BY_HOP,
-    MAX_BODY,
-    MAX_CHUNK_LINE,
-    Refused,
-)
+from composegen.edge.gate_rules import BODY_TIMEOUT_S, HOP_BY_HOP, MAX_BODY, MAX_CHUNK_LINE, Refused
 from composegen.edge.gate_upstream import Budget, Watch
 
 
@@ -37,8 +31,7 @@ class Framing(BaseHTTPRequestHandler):
             self.budget.give_back(reserved)
 
     def _announced_length(self) -> int | None:
-        """Content-Length, or None for a chunked body; Refused for a body that cannot be framed
-        safely."""
+        """Content-Length, or None for a chunked body; Refused for a body not framed safely."""
         encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
         length = self.headers.get("Content-Length")
         if encoding and length is not None:

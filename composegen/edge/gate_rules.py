@@ -62,8 +62,7 @@ class Refused(Exception):
 
 
 class StateFile:
-    """A JSON file re-read whenever its (mtime, size, inode) changes; the last good copy
-    otherwise."""
+    """A JSON file re-read whenever its (mtime, size, inode) changes; else the last good copy."""
 
     def __init__(self, path: str, empty: JsonDoc) -> None:
         self.path, self.empty = path, empty
@@ -160,8 +159,5 @@ def _ready(route: object) -> TypeGuard[Mapping[str, object]]:
 
 
 def models_list(aliases: Mapping[str, object]) -> ModelList:
-    data = [
-        ModelEntry(id=alias, object="model", owned_by="composegen-edge")
-        for alias in sorted(aliases)
-    ]
+    data = [ModelEntry(id=a, object="model", owned_by="composegen-edge") for a in sorted(aliases)]
     return ModelList(object="list", data=data)

@@ -28,9 +28,8 @@ from composegen.edge.gate_rules import (
 
 
 class Watch:
-    """One thread for every connection: cuts a body read that passes its deadline, and ends the
-    upstream request of a client that hung up (its socket reads as closed), so vLLM stops generating
-    for nobody."""
+    """One thread for every connection: cuts a body read past its deadline, and ends the upstream
+    request of a client that hung up (its socket reads closed): vLLM stops generating for nobody."""
 
     def __init__(self) -> None:
         self._selector = selectors.DefaultSelector()
@@ -198,8 +197,7 @@ class Upstreams:
 
     def failed(self, host: str, port: int, downed: object = None) -> datetime:
         """The stack at HOST:PORT cannot be reached: since when. DOWNED is when composegen downed it
-        (routes.json), believed unless the stack has answered since; else the first failure in a
-        row."""
+        (routes.json), believed unless the stack answered since; else the first failure in a row."""
         at = _stamp(downed)
         with self._lock:
             first = self._down.setdefault((host, port), datetime.now(UTC))

@@ -101,8 +101,7 @@ class Handler(Framing):
                 )
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """Malformed request lines and headers: the OpenAI error shape, not http.server's HTML
-        page."""
+        """Malformed request lines and headers: the OpenAI error shape, not http.server's page."""
         self.close_connection = True
         self._send_json(
             code, _error_doc(code, message or "bad request", "invalid_request_error"), {}
@@ -254,9 +253,7 @@ class Handler(Framing):
         one goes). A STANDBY engine silent for STANDBY_CHECK_S is asked whether it sleeps."""
         for attempt in range(2):
             conn, reused = self.upstreams.take(host, port)
-            asleep = (
-                threading.Event()
-            )  # only a standby engine is asked (no thread object otherwise)
+            asleep = threading.Event()  # only a standby engine is asked (no thread otherwise)
             check = (
                 threading.Timer(STANDBY_CHECK_S, check_sleep, (conn, asleep)) if standby else None
             )
@@ -324,8 +321,7 @@ def _stored(method: str, path: str) -> bool:
 
 
 class Server(ThreadingHTTPServer):
-    """A thread per connection, at most MAX_CONNECTIONS at once (the next is told 503 and
-    closed)."""
+    """A thread per connection, at most MAX_CONNECTIONS at once (the next: told 503, closed)."""
 
     daemon_threads = True
     request_queue_size = 1024
@@ -339,11 +335,10 @@ class Server(ThreadingHTTPServer):
             doc = _error_doc(503, "the edge is at its connection limit; retry", "unavailable")
             body = json.dumps(doc)
             head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1"
+            head += f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}"
             with contextlib.suppress(OSError):
                 request.settimeout(1.0)
-                request.sendall(
-                    f"{head}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
-                )
+                request.sendall(head.encode())
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
@@ -359,10 +354,7 @@ def serve(state_dir: str, host: str, port: int) -> Server:
     """The gatekeeper on HOST:PORT reading STATE_DIR's keys.json and routes.json (the caller runs
     `serve_forever`; tests run it in a thread)."""
 
-    class Bound(Handler):
-        pass
-
-    handler = Bound
+    handler: type[Handler] = type("Bound", (Handler,), {})  # this server's state, not the class's
     handler.keys = StateFile(os.path.join(state_dir, "keys.json"), {"clients": []})
     handler.routes = StateFile(os.path.join(state_dir, "routes.json"), {"aliases": {}})
     handler.watch, handler.upstreams, handler.budget = Watch(), Upstreams(), Budget(MAX_BUFFERED)

@@ -45,8 +45,7 @@ def is_local(ref: str) -> bool:
 
 
 def packaged_bundle(roots: Path = PACKAGED_ROOTS, fallback: Path = CA_BUNDLE) -> bytes:
-    """The package's root certificates, one PEM after another in name order (the host bundle without
-    them)."""
+    """The package's root certificates, one PEM after another by name (else the host bundle)."""
     files = (
         sorted(p for p in roots.glob("*.crt") if p.is_file() and not p.is_symlink())
         if roots.is_dir()
@@ -80,8 +79,7 @@ def context_digest(files: list[ContextFile]) -> str:
 
 
 def local_tag(files: list[ContextFile] | None = None) -> str:
-    """composegen/edge:<first 16 hex of the context's sha256> for this machine's caddy and CA
-    bundle."""
+    """composegen/edge:<16 hex of the context's sha256> for this machine's caddy and CA bundle."""
     return f"{LOCAL_REPO}:{context_digest(files if files is not None else context_files())[:16]}"
 
 

@@ -46,8 +46,7 @@ def keys_path(project: Project) -> Path:
 
 
 def parse_expiry(text: str) -> datetime:
-    """--expires: a date (the key stops working at 00:00 UTC that day) or an ISO 8601 moment; future
-    only."""
+    """--expires: a date (the key stops at 00:00 UTC that day) or an ISO 8601 time; future only."""
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
             moment = datetime.combine(datetime.fromisoformat(text).date(), time(0), UTC)
@@ -80,8 +79,7 @@ class Client:
 
 
 def _client(record: Mapping[str, object]) -> Client:
-    """A record of keys.json as `edge keys list` shows it; a field of the wrong kind is named, not
-    trusted."""
+    """A keys.json record as `edge keys list` shows it; a wrong-kind field named, not trusted."""
     fields = {key: record.get(key) for key in ("created", "expires", "revoked")}
     problems = [
         f"{key}: {value!r} is not a time"
@@ -92,13 +90,8 @@ def _client(record: Mapping[str, object]) -> Client:
         key: value if isinstance(value, str) else (None if value is None else repr(value))
         for key, value in fields.items()
     }
-    return Client(
-        str(record["name"]),
-        shown["created"] or "",
-        shown["expires"],
-        shown["revoked"],
-        "; ".join(problems) or None,
-    )
+    created, expires, revoked = shown["created"] or "", shown["expires"], shown["revoked"]
+    return Client(str(record["name"]), created, expires, revoked, "; ".join(problems) or None)
 
 
 def _load(project: Project) -> list[ClientRecord]:

@@ -167,8 +167,7 @@ def _in_place(
     started: float,
 ) -> ProofReport:
     """NAME serves the alias already, or runs awake beside its stack: qualified where it runs, the
-    alias untouched (with --then promote and a pass, it moves: NAME serves already, its gates
-    passed)."""
+    alias untouched (--then promote and a pass move it: NAME serves already, its gates passed)."""
     r = edge.stacks[name]
     with asleep.marked(project, edge, r, "qualify") if cycles else nullcontext():
         result = qualified(project, edge.stacks[name], cycles, None)  # the lock is held

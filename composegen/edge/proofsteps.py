@@ -84,12 +84,11 @@ class Arm:
     def restore(self, verdict: str) -> EngineError | None:
         """After the qualification (VERDICT: its outcome and bundle): put back; the error when that
         failed (exit 3, the verdict kept), None when done. Ctrl-C leaves it to `edge recover`."""
+        what = f"qualifying {self.target}: {verdict}"
         try:
             self.back()
         except (KeyboardInterrupt, Interrupted) as exc:  # `up` turns Ctrl-C into Interrupted
-            what = f"qualifying {self.target}: {verdict}"
             raise undo.left_to_recover(exc, what, self.current) from None
         except Exception as exc:  # whatever it was, the alias must say so
-            what = f"qualifying {self.target}: {verdict}"
             return undo.restore_failed(self.project, self.edge, self.alias, self.current, what, exc)
         return None

@@ -50,10 +50,6 @@ DOOR_PATHS = (*ALLOWED_PATHS, "/metrics", "/tokenize", "/detokenize", "/version"
 NOT_FOUND = '{"error": {"message": "not found", "type": "not_found", "param": null, "code": 404}}'
 
 
-def stack_key(name: str) -> str:
-    return f"edge/stacks/{name}.yaml"
-
-
 def render_edge(edge: Edge) -> dict[str, str]:
     """{out/ key: text}: "edge" is out/edge/compose.yaml, the others are paths under out/."""
     files = {
@@ -62,7 +58,7 @@ def render_edge(edge: Edge) -> dict[str, str]:
         "edge/door.Caddyfile": door_caddyfile(edge),
         "edge/gatekeeper.py": gatekeeper_text(),
     }
-    files.update({stack_key(name): stack_override(edge, name) for name in edge.stacks})
+    files.update({f"edge/stacks/{n}.yaml": stack_override(edge, n) for n in edge.stacks})
     return files
 
 
@@ -234,19 +230,6 @@ def stack_override(edge: Edge, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _acme(email: str) -> list[str]:
-    """ACME by TLS-ALPN-01 on the public listener: port 80 is not published (and not bindable: no
-    caps)."""
-    return [
-        "\ttls {",
-        "\t\tissuer acme {",
-        f"\t\t\temail {email}",
-        "\t\t\tdisable_http_challenge",
-        "\t\t}",
-        "\t}",
-    ]
-
-
 def _json_answer(status: int, body: str, indent: str = "\t\t") -> list[str]:
     """A Caddyfile answer in the OpenAI error shape (the gatekeeper's own answers are too)."""
     return [f"{indent}header Content-Type application/json", f"{indent}respond `{body}` {status}"]
@@ -302,7 +285,10 @@ def _public_site(edge: Edge) -> str:
         site = [f"http://:{HTTPS_PORT} {{"]
     else:
         site = [", ".join(f"https://{n}" for n in tls.names) + " {"]
-        site += ["\ttls internal"] if tls.mode == "internal" else _acme(tls.email or "")
+        # ACME by TLS-ALPN-01 on the public listener: port 80 is not published (nor bindable)
+        acme = ["\ttls {", "\t\tissuer acme {", f"\t\t\temail {tls.email or ''}"]
+        acme += ["\t\t\tdisable_http_challenge", "\t\t}", "\t}"]
+        site += ["\ttls internal"] if tls.mode == "internal" else acme
     site += [
         f"\t@allowed path {' '.join(ALLOWED_PATHS)}",
         "\thandle @allowed {",
@@ -362,8 +348,7 @@ def caddyfile(edge: Edge) -> str:
 
 
 def door_caddyfile(edge: Edge) -> str:
-    """The door: 127.0.0.1 listeners in the host's network namespace, each passed to its unix
-    socket."""
+    """The door: 127.0.0.1 listeners in the host's network namespace, each to its unix socket."""
     listeners = [(edge.config.metrics.port, "metrics.sock")]
     listeners += [
         (r.profile.service.port.host, f"door-{r.profile.service.port.host}.sock")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from pydantic import Field
@@ -28,17 +29,7 @@ class ClientsReport(Report):
 
 def client_rows(clients: list[Client]) -> list[ClientRow]:
     now = privatestate.now()
-    return [
-        ClientRow(
-            name=c.name,
-            state=c.state(now),
-            created=c.created,
-            expires=c.expires,
-            revoked=c.revoked,
-            problem=c.problem,
-        )
-        for c in clients
-    ]
+    return [ClientRow(state=c.state(now), **dataclasses.asdict(c)) for c in clients]
 
 
 class StepTime(Report):

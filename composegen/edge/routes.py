@@ -9,7 +9,7 @@ reads: {"retry_after", "aliases": {ALIAS: {"profile", "upstream", "served_name",
 gatekeeper sees the old or the new file, never half). `down_since` is set by `composegen down` of an
 aliased stack outside a switch, and goes at the next publish. `standby: true` (a profile with sleep
 mode) makes the gate read the engine's sleeping 503, or its silence, as asleep; `asleep_since` (set by
-whatever puts the engine to sleep outside a switch, `mark_asleep`) makes it answer 503 at once.
+whatever puts the engine to sleep outside a switch) makes it answer 503 at once.
 """
 
 from __future__ import annotations
@@ -134,58 +134,28 @@ def previous(project: Project, edge: Edge, alias: str) -> Assignment:
 
 
 def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None = None) -> None:
-    """Write routes.json from the assignments; `switching` {alias: {"to", "stage"}} marks aliases
-    mid-switch."""
+    """routes.json from the assignments; `switching` {alias: {"to", "stage"}} marks switches."""
     table: dict[str, Route] = {}
     for alias, profile in aliases(project, edge).items():
         if profile is None:
             continue
-        r = edge.stacks[profile]
-        switch = (switching or {}).get(alias)
-        table[alias] = _route(profile, r, switch)
+        table[alias] = _route(profile, edge.stacks[profile], (switching or {}).get(alias))
     privatestate.write_json(
         routes_path(project), RoutesFile(retry_after=edge.config.retry_after, aliases=table)
     )
 
 
 def _route(profile: str, r: Resolved, switch: Switching | None) -> Route:
+    since = (switch.get("since") if switch else None) or privatestate.stamp()
     route = Route(
         profile=profile,
         upstream=f"{upstream_host(profile)}:{r.profile.service.port.container}",
         served_name=r.profile.model.served_name,
-        switch=Switching(
-            to=switch["to"],
-            stage=switch["stage"],
-            since=switch.get("since") or privatestate.stamp(),
-        )
-        if switch
-        else None,
+        switch=Switching(to=switch["to"], stage=switch["stage"], since=since) if switch else None,
     )
     if r.profile.standby is not None:
         route["standby"] = True
     return route
-
-
-def mark_asleep(project: Project, profile: str, asleep: bool) -> list[str]:
-    """PROFILE's engine was put to sleep (ASLEEP) or woken outside a switch: the aliases on it answer
-    503 + Retry-After with composegen's stage at once, or serve again. The aliases marked."""
-    path = routes_path(project)
-    doc = privatestate.read_json(path, RoutesFile(retry_after=0, aliases={}))
-    table = doc.get("aliases")
-    marked = [
-        alias
-        for alias, route in (table.items() if isinstance(table, dict) else [])
-        if isinstance(route, dict) and route.get("profile") == profile
-    ]
-    for alias in marked:
-        route = doc["aliases"][alias]
-        if asleep:
-            route["asleep_since"] = route.get("asleep_since") or privatestate.stamp()
-        else:
-            route.pop("asleep_since", None)
-    if marked:
-        privatestate.write_json(path, doc)
-    return marked
 
 
 def mark_down(project: Project, profile: str) -> list[str]:
@@ -193,8 +163,7 @@ def mark_down(project: Project, profile: str) -> list[str]:
     otherwise knows only its own first failure). The aliases marked; none during a switch (its
     own stage says more)."""
     path = routes_path(project)
-    empty = RoutesFile(retry_after=0, aliases={})
-    doc = privatestate.read_json(path, empty)
+    doc = privatestate.read_json(path, RoutesFile(retry_after=0, aliases={}))
     table = doc.get("aliases")
     marked = [
         alias

@@ -73,8 +73,7 @@ def alias_targets(report: EdgeStatusReport) -> list[AliasTarget]:
 
 
 def _health(project: Project, profile: str | None) -> str | None:
-    """ready, asleep, starting or down: what the alias's stack is doing (clients of a down one get
-    503)."""
+    """ready, asleep, starting or down: what the alias's stack does (clients of a down one: 503)."""
     if profile is None:
         return None
     stacks = driver.status(project, profile).stacks
@@ -89,16 +88,10 @@ def format_text(report: EdgeStatusReport) -> str:
     state = ", ".join(f"{k} {v}" for k, v in sorted(report.containers.items())) or "not running"
     lines = [f"edge {report.name}: {report.url} (tls {report.tls}) — {state}"]
     for row in report.aliases:
-        doing = (
-            f"  [switching to {row.switching['to']}: {row.switching['stage']}]"
-            if row.switching
-            else ""
-        )
-        doing = (
-            f"  [INTERRUPTED: {row.switching['stage']}]"
-            if row.interrupted and row.switching
-            else doing
-        )
+        doing = ""
+        if row.switching:
+            said = "INTERRUPTED" if row.interrupted else f"switching to {row.switching['to']}"
+            doing = f"  [{said}: {row.switching['stage']}]"
         # said even when ready: a stack downed by hand leaves its alias pointing at it
         health = f" ({row.target})" if row.target else ""
         lines.append(f"  alias {row.alias} → {row.profile or 'nothing'}{health}{doing}")

@@ -195,33 +195,28 @@ def cache_import(project: Project, file: Path) -> CacheReport:
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        link = exc.errno == errno.ELOOP
-        raise BadInput(
-            f"{file}: {'import never follows a link' if link else exc.strerror}"
-        ) from None
+        why = "import never follows a link" if exc.errno == errno.ELOOP else exc.strerror
+        raise BadInput(f"{file}: {why}") from None
     try:
-        return _import(project, file, fd)
+        with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
+            manifest = _manifest(tar, file)
+            report = _one(project, "import", _key(manifest.key), file)
+            rendering = _rendering(project).get(manifest.key) or []
+            if why := _refusal(report.volumes[0], rendering, manifest):
+                raise CheckFailed(f"{file}: {why}; refused")
+            name, labels = report.volumes[0].volume, {caches.KEY_LABEL: manifest.key}
+            labels["com.docker.compose.project"] = compose_project(rendering[0].name)
+            engineclient.create_volume(name, labels)
+            try:
+                members = _members(tar, manifest, file)
+                engine.put_archive(
+                    engine.BASE_IMAGE, LABELS[engine.PROBE_LABEL], None, name, members
+                )
+            except BaseException:
+                engineclient.remove_volume(name)
+                raise
     except tarfile.TarError as exc:
         raise BadInput(f"{file}: not a readable tar ({exc}); nothing imported") from None
-
-
-def _import(project: Project, file: Path, fd: int) -> CacheReport:
-    with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
-        manifest = _manifest(tar, file)
-        report = _one(project, "import", _key(manifest.key), file)
-        rendering = _rendering(project).get(manifest.key) or []
-        why = _refusal(report.volumes[0], rendering, manifest)
-        if why:
-            raise CheckFailed(f"{file}: {why}; refused")
-        name, labels = report.volumes[0].volume, {caches.KEY_LABEL: manifest.key}
-        labels["com.docker.compose.project"] = compose_project(rendering[0].name)
-        engineclient.create_volume(name, labels)
-        try:
-            owner = LABELS[engine.PROBE_LABEL]
-            engine.put_archive(engine.BASE_IMAGE, owner, None, name, _members(tar, manifest, file))
-        except BaseException:
-            engineclient.remove_volume(name)
-            raise
     rec = manifest.model_copy(update={"uses": {}, "files": {}})
     privatestate.write_json(_path(project, manifest.key), rec.to_json())
     report.files = len(manifest.files)

@@ -96,8 +96,7 @@ class Refused(Exception):
 
 
 class StateFile:
-    """A JSON file re-read whenever its (mtime, size, inode) changes; the last good copy
-    otherwise."""
+    """A JSON file re-read whenever its (mtime, size, inode) changes; else the last good copy."""
 
     def __init__(self, path: str, empty: JsonDoc) -> None:
         self.path, self.empty = path, empty
@@ -194,17 +193,13 @@ def _ready(route: object) -> TypeGuard[Mapping[str, object]]:
 
 
 def models_list(aliases: Mapping[str, object]) -> ModelList:
-    data = [
-        ModelEntry(id=alias, object="model", owned_by="composegen-edge")
-        for alias in sorted(aliases)
-    ]
+    data = [ModelEntry(id=a, object="model", owned_by="composegen-edge") for a in sorted(aliases)]
     return ModelList(object="list", data=data)
 
 
 class Watch:
-    """One thread for every connection: cuts a body read that passes its deadline, and ends the
-    upstream request of a client that hung up (its socket reads as closed), so vLLM stops generating
-    for nobody."""
+    """One thread for every connection: cuts a body read past its deadline, and ends the upstream
+    request of a client that hung up (its socket reads closed): vLLM stops generating for nobody."""
 
     def __init__(self) -> None:
         self._selector = selectors.DefaultSelector()
@@ -372,8 +367,7 @@ class Upstreams:
 
     def failed(self, host: str, port: int, downed: object = None) -> datetime:
         """The stack at HOST:PORT cannot be reached: since when. DOWNED is when composegen downed it
-        (routes.json), believed unless the stack has answered since; else the first failure in a
-        row."""
+        (routes.json), believed unless the stack answered since; else the first failure in a row."""
         at = _stamp(downed)
         with self._lock:
             first = self._down.setdefault((host, port), datetime.now(UTC))
@@ -456,8 +450,7 @@ class Framing(BaseHTTPRequestHandler):
             self.budget.give_back(reserved)
 
     def _announced_length(self) -> int | None:
-        """Content-Length, or None for a chunked body; Refused for a body that cannot be framed
-        safely."""
+        """Content-Length, or None for a chunked body; Refused for a body not framed safely."""
         encoding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
         length = self.headers.get("Content-Length")
         if encoding and length is not None:
@@ -618,8 +611,7 @@ class Handler(Framing):
                 )
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """Malformed request lines and headers: the OpenAI error shape, not http.server's HTML
-        page."""
+        """Malformed request lines and headers: the OpenAI error shape, not http.server's page."""
         self.close_connection = True
         self._send_json(
             code, _error_doc(code, message or "bad request", "invalid_request_error"), {}
@@ -771,9 +763,7 @@ class Handler(Framing):
         one goes). A STANDBY engine silent for STANDBY_CHECK_S is asked whether it sleeps."""
         for attempt in range(2):
             conn, reused = self.upstreams.take(host, port)
-            asleep = (
-                threading.Event()
-            )  # only a standby engine is asked (no thread object otherwise)
+            asleep = threading.Event()  # only a standby engine is asked (no thread otherwise)
             check = (
                 threading.Timer(STANDBY_CHECK_S, check_sleep, (conn, asleep)) if standby else None
             )
@@ -841,8 +831,7 @@ def _stored(method: str, path: str) -> bool:
 
 
 class Server(ThreadingHTTPServer):
-    """A thread per connection, at most MAX_CONNECTIONS at once (the next is told 503 and
-    closed)."""
+    """A thread per connection, at most MAX_CONNECTIONS at once (the next: told 503, closed)."""
 
     daemon_threads = True
     request_queue_size = 1024
@@ -856,11 +845,10 @@ class Server(ThreadingHTTPServer):
             doc = _error_doc(503, "the edge is at its connection limit; retry", "unavailable")
             body = json.dumps(doc)
             head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1"
+            head += f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}"
             with contextlib.suppress(OSError):
                 request.settimeout(1.0)
-                request.sendall(
-                    f"{head}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
-                )
+                request.sendall(head.encode())
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
@@ -876,10 +864,7 @@ def serve(state_dir: str, host: str, port: int) -> Server:
     """The gatekeeper on HOST:PORT reading STATE_DIR's keys.json and routes.json (the caller runs
     `serve_forever`; tests run it in a thread)."""
 
-    class Bound(Handler):
-        pass
-
-    handler = Bound
+    handler: type[Handler] = type("Bound", (Handler,), {})  # this server's state, not the class's
     handler.keys = StateFile(os.path.join(state_dir, "keys.json"), {"clients": []})
     handler.routes = StateFile(os.path.join(state_dir, "routes.json"), {"aliases": {}})
     handler.watch, handler.upstreams, handler.budget = Watch(), Upstreams(), Budget(MAX_BUFFERED)
