@@ -15,11 +15,13 @@ import io
 import os
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
 REPO = Path(__file__).resolve().parents[2]
+MAIN = str(REPO / "composegen" / "__main__.py")  # sys.argv[0] of `python -m composegen`
 # read once, when their module is imported (stack/engine.py, cli/console.py)
 IMPORT_TIME_ENV = frozenset({"COMPOSEGEN_BASE_IMAGE", "COMPOSEGEN_HEARTBEAT_S"})
 
@@ -33,7 +35,7 @@ class Result:
 
 def run_inproc(*args: str, env: dict | None = None, cwd: Path | None = None) -> Result:
     """`composegen ARGS` through the same main() the console script calls (typer path), captured."""
-    code, out, err = _invoke(list(args), env, cwd, fast_path=False)
+    code, out, err = _invoke(["composegen", *args], env, cwd)
     return Result(code, out, err)
 
 
@@ -47,12 +49,20 @@ def run_cli(
 
         return in_subprocess(*args, cwd=cwd, env=env, timeout=timeout)
     argv = [sys.executable, "-m", "composegen", *args]
-    code, out, err = _invoke(list(args), env, cwd or REPO, fast_path=True)
+    # as `python -m composegen` names itself in usage lines ("Usage: python -m composegen …")
+    main_module = types.ModuleType("__main__")
+    main_module.__package__ = "composegen"
+    previous = sys.modules["__main__"]
+    sys.modules["__main__"] = main_module
+    try:
+        code, out, err = _invoke([MAIN, *args], env, cwd or REPO, fast_path=True)
+    finally:
+        sys.modules["__main__"] = previous
     return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def _invoke(
-    args: list[str], env: dict | None, cwd: Path | None, fast_path: bool
+    argv: list[str], env: dict | None, cwd: Path | None, fast_path: bool = False
 ) -> tuple[int, str, str]:
     from composegen.cli import fastpath
     from composegen.cli.app import _state
@@ -62,7 +72,7 @@ def _invoke(
     code: int | None = None
     previous = Path.cwd()
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(sys, "argv", ["composegen", *args]))
+        stack.enter_context(mock.patch.object(sys, "argv", argv))
         stack.enter_context(mock.patch.object(sys, "stdin", io.StringIO("")))
         stack.enter_context(mock.patch.dict(os.environ, {"NO_COLOR": "1", **(env or {})}))
         stack.enter_context(contextlib.redirect_stdout(stdout))
@@ -70,7 +80,7 @@ def _invoke(
         if cwd is not None:
             os.chdir(cwd)
         try:
-            code = fastpath.run(args) if fast_path else None
+            code = fastpath.run(argv[1:]) if fast_path else None
             if code is None:
                 main()
         except SystemExit as exc:
