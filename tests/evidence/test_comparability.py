@@ -9,7 +9,7 @@ import json
 
 from composegen.evidence import bundle, comparability
 from tests.support.campaigns import seeded_campaign
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 FAILED_CHECK = "a check failed (not ready, or a failed gate)"
 
