@@ -5,8 +5,9 @@ bad-input test makes on the outcome: exit 2, one line, no traceback, nothing wri
 back): the same entry as the console script (the fast path, then typer), the same environment, working
 directory (the checkout unless `cwd`) and an empty stdin, captured. Use the subprocess one only where
 a process boundary is under test: signals and Ctrl-C, a terminal, the installed tool, import-time cost,
-crash logs, a child left running. An `env` that sets a variable composegen reads at import
-(`IMPORT_TIME_ENV`) goes to a subprocess, so the variable counts as it would for a user."""
+crash logs, a child left running. An `env` that sets a variable read once a process (`ONCE_ENV`:
+at import, or by the docker SDK client kept per process) goes to a subprocess, so it counts as it
+would for a user."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from unittest import mock
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = str(REPO / "composegen" / "__main__.py")  # sys.argv[0] of `python -m composegen`
-# read once, when their module is imported (stack/engine.py, cli/console.py)
-IMPORT_TIME_ENV = frozenset({"COMPOSEGEN_BASE_IMAGE", "COMPOSEGEN_HEARTBEAT_S"})
+# read once: when their module is imported (stack/engine.py, cli/console.py), when the SDK client is made
+ONCE_ENV = frozenset({"COMPOSEGEN_BASE_IMAGE", "COMPOSEGEN_HEARTBEAT_S", "DOCKER_CONFIG"})
 
 
 @dataclass
@@ -44,7 +45,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """`composegen ARGS` as helpers.run_cli runs it, in this process (`timeout` is the subprocess
     path's alone)."""
-    if env and IMPORT_TIME_ENV & env.keys():
+    if env and ONCE_ENV & env.keys():
         from tests.support.helpers import run_cli as in_subprocess
 
         return in_subprocess(*args, cwd=cwd, env=env, timeout=timeout)
