@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from composegen.edge.keys import KEY_PREFIX
 from tests.support.cli import run_inproc
 from tests.support.stub_server import running
 
@@ -51,7 +52,8 @@ def _status(port: int, key: str) -> int:
 def _key(*args: str, root: Path) -> str:
     res = run_inproc("--root", str(root), "edge", "keys", *args)
     assert res.returncode == 0, res.stderr
-    (key,) = res.stdout.split()
+    # the line the CLI printed (the gate, serving in a thread of this process, logs to stdout too)
+    (key,) = [line for line in res.stdout.split() if line.startswith(KEY_PREFIX)]
     return key
 
 

@@ -7,7 +7,9 @@ directory (the checkout unless `cwd`) and an empty stdin, captured. Use the subp
 a process boundary is under test: signals and Ctrl-C, a terminal, the installed tool, import-time cost,
 crash logs, a child left running. An `env` that sets a variable read once a process (`ONCE_ENV`:
 at import, or by the docker SDK client kept per process) goes to a subprocess, so it counts as it
-would for a user."""
+would for a user. COMPOSEGEN_TEST_SUBPROCESS=1 sends every call to a subprocess (to compare, or to
+time the difference: docs/testing.md). The capture is of sys.stdout/sys.stderr: what a thread of the test
+prints meanwhile (a server it runs) lands in it too."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """`composegen ARGS` as helpers.run_cli runs it, in this process (`timeout` is the subprocess
     path's alone)."""
-    if env and ONCE_ENV & env.keys():
+    if (env and ONCE_ENV & env.keys()) or os.environ.get("COMPOSEGEN_TEST_SUBPROCESS") == "1":
         from tests.support.helpers import run_cli as in_subprocess
 
         return in_subprocess(*args, cwd=cwd, env=env, timeout=timeout)
