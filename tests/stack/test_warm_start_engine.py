@@ -11,8 +11,8 @@ import subprocess
 import pytest
 
 from composegen.profiles import caches
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove, free_port
-from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 
