@@ -1,6 +1,7 @@
 """Shared fixtures. Tests marked `docker` need a real engine: skipped locally when none answers,
-but with CI=true a missing engine is a failure, never a skip — and so is any skip a test decides at
-run time (`pytest.skip(...)` in a test or a fixture): a CI run that skipped proves nothing."""
+but with CI=true a missing engine is a failure, never a skip — and so is any other skip, decided at
+run time (`pytest.skip(...)` in a test or a fixture) or by a `skipif` mark, unless the test is in
+CI_SKIP_ALLOWED with the reason it may: a CI run that skipped proves nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import devshm
+from tests.support.ciskips import ci_skip_fails
 from tests.support.parallel import assign_groups
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,22 +70,13 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if runtime_skip_fails(report, item, os.environ):
+    if ci_skip_fails(report, item, os.environ):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
-        report.longrepr = f"CI=true: a test may not skip at run time ({reason})"
-
-
-def runtime_skip_fails(report, item, env) -> bool:
-    """Under CI=true, a skip raised while the test ran (not a skip or skipif mark, nor an xfail)."""
-    marked = item.get_closest_marker("skip") or item.get_closest_marker("skipif")
-    return (
-        env.get("CI") == "true"
-        and report.skipped
-        and not hasattr(report, "wasxfail")
-        and not marked
-        and "docker" not in item.keywords  # the engine's absence fails through _require_engine
-    )
+        report.longrepr = (
+            f"CI=true: a test may not skip ({reason}); if it must, add it to CI_SKIP_ALLOWED in "
+            "tests/support/ciskips.py with the reason"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

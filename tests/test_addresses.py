@@ -31,7 +31,8 @@ def test_engine_urls(url, local):
 
 @pytest.mark.parametrize("bind, beyond", [("127.0.0.2", False), ("::1", False), ("0.0.0.0", True)])
 def test_validate_calls_only_non_loopback_binds_reachable_beyond_this_host(tmp_path, bind, beyond):
-    from tests.support.helpers import MINIMAL, make_project, run_cli
+    from tests.support.cli import run_cli
+    from tests.support.helpers import MINIMAL, make_project
 
     text = MINIMAL.replace("port: {host: 39999}", f'port: {{host: 39999, bind: "{bind}"}}')
     root = make_project(tmp_path, {"p": text})

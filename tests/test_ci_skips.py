@@ -1,5 +1,5 @@
-"""Under CI=true a test that skips at run time fails (tests/conftest.py): a CI run that silently
-skipped proves nothing. A skip mark still skips; without CI a runtime skip is a skip."""
+"""Under CI=true a test that skips fails, at run time or by a mark (tests/conftest.py), unless
+CI_SKIP_ALLOWED names it: a CI run that silently skipped proves nothing. Without CI a skip is a skip."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+from tests.support.ciskips import CI_SKIP_ALLOWED, ci_skip_fails
 
 REPO = Path(__file__).resolve().parent.parent
 PROBE = """
@@ -52,7 +55,20 @@ def _run(tmp_path: Path, ci: str | None) -> str:
 
 def test_a_runtime_skip_fails_under_ci(tmp_path):
     last = _run(tmp_path, "true")
-    assert "1 failed" in last and "1 skipped" in last, last
+    # the marked one is skipped at set-up, so it counts as an error there
+    assert "1 failed" in last and "1 error" in last and "skipped" not in last, last
+
+
+def test_only_the_allowed_skips_stay_skips_under_ci():
+    (allowed,) = CI_SKIP_ALLOWED
+    skipped = SimpleNamespace(skipped=True)
+    for nodeid, env, fails in [
+        (allowed, {"CI": "true"}, False),
+        ("tests/edge/test_example.py::test_other", {"CI": "true"}, True),
+        ("tests/edge/test_example.py::test_other", {}, False),
+    ]:
+        assert ci_skip_fails(skipped, SimpleNamespace(nodeid=nodeid), env) is fails, nodeid
+    assert (REPO / allowed.split("::")[0]).read_text().count(allowed.split("::")[1]) == 1
 
 
 def test_without_ci_it_is_a_skip(tmp_path):

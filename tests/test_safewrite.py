@@ -19,7 +19,8 @@ import pytest
 
 from composegen import safewrite
 from composegen.errors import BadInput, WriteFailed
-from tests.support.helpers import MINIMAL, REPO, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import MINIMAL, REPO, make_project
 
 ROOT = os.geteuid() == 0
 

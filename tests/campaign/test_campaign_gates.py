@@ -16,7 +16,7 @@ from composegen.errors import CheckFailed
 from composegen.evidence import bundle
 from composegen.profiles import resolve
 from tests.support.campaigns import seeded_campaign
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from composegen.edge import evidence as edge_evidence
 from composegen.errors import BadInput, CheckFailed
 from composegen.profiles import resolve
 from tests.support.campaigns import PRIVATE, seeded_campaign
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 @pytest.fixture

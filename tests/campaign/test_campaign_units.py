@@ -15,7 +15,8 @@ from composegen.errors import BadInput
 from composegen.profiles import resolve as profile
 from composegen.project import Project
 from tests.support.campaigns import DATA, PRIVATE
-from tests.support.helpers import REPO, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO, make_project
 
 
 def _claim(name="x", labels=None, requests=(), env=None, runtime="runc"):

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 PROBE = """
 import sys

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import MINIMAL, REPO, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import MINIMAL, REPO, make_project
 
 SCRIPT = Path(sys.executable).with_name("composegen")
 LOG = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"

@@ -11,7 +11,8 @@ import typer.main
 
 from composegen.cli.app import app
 from composegen.cli.main import load_commands
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 load_commands()
 GROUP = typer.main.get_command(app)

@@ -10,7 +10,8 @@ import shlex
 import yaml
 
 from tests.cli.test_help_examples import _parses
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 EXAMPLE = REPO / "examples/team-edge"
 TEXT = (EXAMPLE / "README.md").read_text()

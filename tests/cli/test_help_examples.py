@@ -20,8 +20,9 @@ import typer.main
 
 from composegen.cli.app import app
 from composegen.cli.main import load_commands
+from tests.support.cli import run_cli
 from tests.support.engine import force_remove, free_port
-from tests.support.helpers import REPO, run_cli
+from tests.support.helpers import REPO
 
 load_commands()  # every command module registers its commands
 GROUP = typer.main.get_command(app)

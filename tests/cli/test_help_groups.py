@@ -10,7 +10,7 @@ import typer.main
 
 from composegen.cli.app import app
 from composegen.cli.main import load_commands
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 load_commands()
 GROUP = typer.main.get_command(app)

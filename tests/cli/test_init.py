@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 def test_init_scaffolds_a_project_that_validates_and_renders(tmp_path):

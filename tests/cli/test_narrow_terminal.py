@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import devshm
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove
-from tests.support.helpers import run_cli
 from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.docker

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 LOGS = REPO / "tests/data/logs"
 

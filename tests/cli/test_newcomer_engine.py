@@ -10,8 +10,8 @@ import uuid
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove, free_port
-from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 DEVELOPER = {"contributing", "stack", "emulator", "testing", "hostile", "benchmarks"}
 

@@ -15,7 +15,8 @@ from composegen.cli.aliases import rewrite
 from composegen.cli.app import app
 from composegen.cli.main import load_commands
 from composegen.output import Output
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 CLI = REPO / "composegen" / "cli"
 JSON_FLAGS = {"json_", "as_json"}

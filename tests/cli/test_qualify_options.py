@@ -3,7 +3,7 @@ and promote needs the alias it would move."""
 
 from __future__ import annotations
 
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 def test_then_promote_needs_an_alias():

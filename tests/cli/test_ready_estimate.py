@@ -13,8 +13,9 @@ from composegen.evidence.estimate import earlier_load, load_seconds
 from composegen.profiles import resolve as profiles
 from composegen.project import Project
 from composegen.vllm import startup
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove
-from tests.support.helpers import REPO, run_cli
+from tests.support.helpers import REPO
 from tests.support.terminal import Terminal
 
 LOG = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"

@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 
 from composegen.cli import reports
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 
 @pytest.mark.parametrize("name", reports.names())

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import force_remove
-from tests.support.helpers import run_cli
 
 
 def _stack(root, name: str) -> str:

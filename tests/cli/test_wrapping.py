@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from composegen import output
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 # The switch summary and follow-up hint as a promote prints them (docs/records/standby.md).
 SWITCH = (

@@ -11,7 +11,8 @@ from composegen import errors
 from composegen.diff import semantic as diff
 from composegen.profiles import caches, resolve
 from composegen.project import Project
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 
 def _changes(a: str, b: str, *extra: str) -> tuple[int, list[dict]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.edge.test_edge_config import GOOD, project
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 SIZES = ("--requests", "1", "--input-tokens", "8", "--output-tokens", "2")
 

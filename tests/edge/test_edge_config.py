@@ -14,8 +14,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from composegen.edge import gatekeeper
+from tests.support.cli import run_cli
 from tests.support.engine import _SINGLE_REST, tiny_profile
-from tests.support.helpers import make_project, run_cli
+from tests.support.helpers import make_project
 
 PIN = "example/caddy@sha256:" + "e" * 64
 

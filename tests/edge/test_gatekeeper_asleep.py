@@ -11,13 +11,14 @@ import json
 import select
 import threading
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from composegen.edge import gatekeeper
 from tests.edge.test_gatekeeper import exchange
 from tests.support.emulator_proc import EmulatorProc
+from tests.support.stub_server import serving
 
 KEY = "cgk_asleep"
 CHAT = json.dumps(
@@ -74,11 +75,8 @@ class Silent(BaseHTTPRequestHandler):
 @pytest.fixture
 def silent():
     handler = type("Seen", (Silent,), {"seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    yield server, handler
-    server.shutdown()
+    with serving(handler) as server:
+        yield server, handler
 
 
 def test_an_asleep_mark_is_503_at_once_without_asking_the_engine(tmp_path, silent):

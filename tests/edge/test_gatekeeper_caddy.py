@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ import pytest
 from composegen.edge import gatekeeper, render
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.ports import free_port
+from tests.support.stub_server import serving
 
 SLEEP_LOG = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-sleep" / "serve-a.log"
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-apikey-routes"
@@ -224,26 +225,29 @@ def _reached(path: str) -> str:
 
 
 def test_the_operator_door_passes_only_its_allowlist_in_every_spelling(tmp_path):
-    stack = ThreadingHTTPServer(("127.0.0.1", 0), type("Stack", (Recording,), {"seen": []}))
-    threading.Thread(target=stack.serve_forever, args=(0.05,), daemon=True).start()
-    routes = _recorded_routes() | set(ADDED_IN_0_33)
-    assert len(routes) >= 50 and {"/sleep", "/wake_up", "/collective_rpc", "/server_info"} <= routes
-    served = {p for p in render.DOOR_PATHS if not p.endswith("/*")}
-    site = render.operator_site([], f"127.0.0.1:{stack.server_port}")
-    with caddy(tmp_path, site) as port:
-        for path in sorted(routes):
-            for method in ("GET", "POST"):
-                for spelled in _spellings(path):
-                    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                        sock.sendall(
-                            f"{method} {spelled} HTTP/1.1\r\nHost: door\r\nContent-Length: 0\r\n\r\n".encode()
+    with serving(type("Stack", (Recording,), {"seen": []})) as stack:
+        routes = _recorded_routes() | set(ADDED_IN_0_33)
+        assert (
+            len(routes) >= 50
+            and {"/sleep", "/wake_up", "/collective_rpc", "/server_info"} <= routes
+        )
+        served = {p for p in render.DOOR_PATHS if not p.endswith("/*")}
+        site = render.operator_site([], f"127.0.0.1:{stack.server_port}")
+        with caddy(tmp_path, site) as port:
+            for path in sorted(routes):
+                for method in ("GET", "POST"):
+                    for spelled in _spellings(path):
+                        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                            sock.sendall(
+                                f"{method} {spelled} HTTP/1.1\r\nHost: door\r\nContent-Length: 0\r\n\r\n".encode()
+                            )
+                            answer = sock.recv(65536)
+                        assert answer.startswith(
+                            (b"HTTP/1.1 200", b"HTTP/1.1 404", b"HTTP/1.1 400")
+                        ), (
+                            spelled,
+                            answer,
                         )
-                        answer = sock.recv(65536)
-                    assert answer.startswith((b"HTTP/1.1 200", b"HTTP/1.1 404", b"HTTP/1.1 400")), (
-                        spelled,
-                        answer,
-                    )
-    stack.shutdown()
     reached = {_reached(p) for p in stack.RequestHandlerClass.seen}  # type: ignore[attr-defined]
     closed = {
         p.lower() for p in routes - served if not p.startswith("/v1/responses/")

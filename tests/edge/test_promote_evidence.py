@@ -16,9 +16,10 @@ from composegen.evidence import bundle
 from composegen.profiles import resolve as profiles
 from composegen.project import Project
 from composegen.vllm.reports import StartupReport
+from tests.support.cli import run_cli
 from tests.support.edge import sealed_decision
 from tests.support.engine import _SINGLE_REST, tiny_profile
-from tests.support.helpers import make_project, run_cli
+from tests.support.helpers import make_project
 
 CAND = tiny_profile("p-served", "{host: 39611}", rest=_SINGLE_REST.format(load=1, extra_env=""))
 

@@ -14,7 +14,7 @@ from composegen.edge.reports import ProofReport
 from composegen.errors import BadInput, EngineError
 from composegen.evidence.reports.qualify import QualifyResult
 from tests.edge.fakearm import NEW, OLD, Engine, example
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 def test_ctrl_c_while_the_emulated_stack_starts_takes_it_down_again(tmp_path, monkeypatch):

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.emulator_proc import free_port
 from tests.support.engine import force_remove, tiny_profile
-from tests.support.helpers import make_project, run_cli
+from tests.support.helpers import make_project
 
 PACED = """\
 vllm:

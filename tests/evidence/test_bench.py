@@ -13,8 +13,8 @@ from composegen.bench import closed, spec, stats
 from composegen.bench.reports import BenchResult
 from composegen.bench.stats import Sample
 from composegen.errors import BadInput, EngineError
+from tests.support.cli import run_cli
 from tests.support.emulator_proc import EmulatorProc
-from tests.support.helpers import run_cli
 from tests.support.stub_server import serving, url
 
 

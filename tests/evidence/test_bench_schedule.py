@@ -158,7 +158,7 @@ def test_the_pareto_front_is_the_definition_on_ties_infinities_and_nans(pts):
 
 
 def test_open_loop_options_are_checked_before_the_stack_with_exit_2():
-    from tests.support.helpers import run_cli
+    from tests.support.cli import run_cli
 
     sizes = ["--input-tokens", "10", "--output-tokens", "2"]
     for args, says in (

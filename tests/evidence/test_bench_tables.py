@@ -23,7 +23,8 @@ from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.vllm import startup
 from tests.support.campaigns import seeded_campaign
-from tests.support.helpers import make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import make_project
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GOLDEN = DATA / "golden" / "bench"

@@ -11,7 +11,8 @@ from composegen.bench import spec
 from composegen.bench.reports import BenchResult
 from composegen.evidence import bundle, comparability
 from tests.support.campaigns import seeded_campaign
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 FAILED_CHECK = "a check failed (not ready, or a failed gate)"
 

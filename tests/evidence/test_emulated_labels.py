@@ -15,8 +15,9 @@ from composegen.profiles import resolve as profile
 from composegen.project import Project
 from composegen.stack.reports import LiveIdentity
 from composegen.vllm import startup
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove
-from tests.support.helpers import REPO, run_cli
+from tests.support.helpers import REPO
 
 LOG = REPO / "tests/data/logs/vllm-0.33.0-r33-4096-arm.log"
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from composegen.vllm.startup import parse_startup_log
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 LOGS = REPO / "tests/data/logs"
 

@@ -265,9 +265,9 @@ emulate:
 def test_capture_and_qualify_a_running_emulated_stack(tmp_path):
     import uuid
 
+    from tests.support.cli import run_cli
     from tests.support.emulator_proc import free_port
     from tests.support.engine import force_remove, tiny_profile
-    from tests.support.helpers import run_cli
 
     name = f"q-{uuid.uuid4().hex[:8]}"
     text = tiny_profile(f"{name}-served", f"{{host: {free_port()}}}", rest=DOCKER_REST)

@@ -15,7 +15,7 @@ import pytest
 from composegen.evidence import compare, plots, reportpage, runreport
 from composegen.evidence.reports.runs import RunsReport
 from tests.support.bench_bundles import inflated, shared_bundles
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 PLOT_NAMES = ["kv_capacity", "memory_breakdown", "ladder", "bench", "frontier"]
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 from tests.support.bench_bundles import shared_bundles
 from tests.support.cdp import Chromium
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 PLOTS = {"kv_capacity", "memory_breakdown", "ladder", "bench", "frontier"}
 

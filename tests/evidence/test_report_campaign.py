@@ -14,7 +14,7 @@ from PIL import Image
 from composegen.campaign import decision
 from tests.support.campaigns import seeded_campaign
 from tests.support.cdp import Chromium
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 DECISION_BORDER = (0x1D, 0x4E, 0xD8)  # .decision's border colour in reportpage.CSS
 

@@ -8,7 +8,8 @@ import shutil
 
 import yaml
 
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 
 def test_dspark_targets_are_functionally_equal():

@@ -11,7 +11,7 @@ from composegen.k8s.manifests import k8s_name
 from tests.k8s.conftest import validate
 from tests.support import profiles as docs
 from tests.support.caches import own
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 def _member(name: str, rank: int) -> dict:

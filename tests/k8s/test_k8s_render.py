@@ -15,7 +15,8 @@ from composegen.profiles import resolve as profiles
 from composegen.project import Project
 from composegen.weights import snapshot
 from tests.support import profiles as docs
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 
 def _k8s(name: str, root=REPO) -> dict[str, dict]:

@@ -12,7 +12,8 @@ import yaml
 
 from tests.k8s.conftest import validate
 from tests.support import profiles as docs
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 
 def _container(workload: dict) -> dict:

@@ -15,7 +15,8 @@ from composegen import render
 from composegen.profiles import resolve as profiles
 from composegen.project import Project
 from tests.conftest import DATA
-from tests.support.helpers import REPO, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO, make_project
 
 MONITORED = (DATA / "monitoring" / "monitored.yaml").read_text()
 PANELS = {

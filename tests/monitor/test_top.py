@@ -19,8 +19,9 @@ import pytest
 
 from composegen.monitor.sample import Scrape, bucket_deltas, compute, quantile
 from tests.emulator.test_emulator_metrics import TINY_ENV, chat, recorded_exchange
+from tests.support.cli import run_cli
 from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
-from tests.support.helpers import REPO, run_cli
+from tests.support.helpers import REPO
 from tests.support.stub_server import serving, url
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import (
     HELD_DECODE,
     emulated_project,
@@ -14,7 +15,6 @@ from tests.support.engine import (
     project_leftovers,
     top_under_load,
 )
-from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tests.emulator.test_emulator_metrics import TINY_ENV
+from tests.support.cli import run_cli
 from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
-from tests.support.helpers import run_cli
 from tests.support.terminal import Terminal
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cli import assert_bad_input, run_inproc
-from tests.support.helpers import MINIMAL, make_project, run_cli
+from tests.support.cli import assert_bad_input, run_cli, run_inproc
+from tests.support.helpers import MINIMAL, make_project
 
 # MINIMAL's lines: 1 image, 2 model, 3 id, 4 revision, 5 served_name, 6 service, 7 port, 8 gpus, 9 shm_size,
 # 10 vllm, 11 max-model-len, 12 batched, 13 seqs

@@ -11,7 +11,8 @@ import yaml
 from composegen import render
 from composegen.profiles import resolve as profile
 from composegen.project import Project
-from tests.support.helpers import REPO, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO, make_project
 
 TWO_NODES = """\
 image: example/vllm@sha256:{digest}

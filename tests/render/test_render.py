@@ -11,7 +11,8 @@ import yaml
 from composegen import render
 from composegen.profiles import resolve as profile
 from composegen.project import Project
-from tests.support.helpers import MINIMAL, REPO, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import MINIMAL, REPO, make_project
 
 SHIPPED = ["393k-gpu", "393k-offload", "4096-131k", "8192-131k", "r33"]
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from composegen import rendercache, usercache
-from tests.support.helpers import MINIMAL, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import MINIMAL, make_project
 
 
 def check(root: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, bool]:

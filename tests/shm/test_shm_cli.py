@@ -15,7 +15,8 @@ import pytest
 
 from composegen.cli import fastpath
 from composegen.shm import scan as shm
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 from tests.support.shmreclaim import settled_cli
 
 # The typer CLI with the fast path bypassed, for comparing the two on the same arguments.

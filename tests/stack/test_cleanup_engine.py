@@ -11,8 +11,9 @@ import pytest
 
 from composegen.shm import scan
 from composegen.stack import engine
+from tests.support.cli import run_cli
 from tests.support.engine import force_remove
-from tests.support.helpers import make_project, run_cli
+from tests.support.helpers import make_project
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.docker

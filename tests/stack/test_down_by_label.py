@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove, project_leftovers
-from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 

@@ -13,8 +13,9 @@ import urllib.request
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove, project_leftovers
-from tests.support.helpers import REPO, run_cli
+from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker
 

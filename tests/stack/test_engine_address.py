@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 pytestmark = pytest.mark.docker
 

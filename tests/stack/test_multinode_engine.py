@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import free_port, tiny_profile
-from tests.support.helpers import REPO, make_project, run_cli
+from tests.support.helpers import REPO, make_project
 from tests.support.second_engine import (  # noqa: F401 - the session fixture
     force_remove,
     leftovers,

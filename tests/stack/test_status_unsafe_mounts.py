@@ -10,7 +10,8 @@ import uuid
 import pytest
 import yaml
 
-from tests.support.helpers import make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import make_project
 from tests.support.profiles import edited
 
 REASON = "the log shipper reads container events"

@@ -9,8 +9,9 @@ import subprocess
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import emulated_project, force_remove, project_leftovers
-from tests.support.helpers import MINIMAL, make_project, run_cli
+from tests.support.helpers import MINIMAL, make_project
 
 
 @pytest.mark.docker

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tests.support.helpers import MINIMAL, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import MINIMAL, make_project
 
 
 def test_up_refuses_a_stale_out_file_and_says_how_to_fix_it(tmp_path):

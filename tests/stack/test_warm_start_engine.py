@@ -13,9 +13,8 @@ import tarfile
 import pytest
 
 from composegen.profiles import caches
-from tests.support.cli import run_inproc
+from tests.support.cli import run_cli, run_inproc
 from tests.support.engine import emulated_project, force_remove, free_port
-from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.helpers import make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import make_project
 from tests.support.ports import free_port
 
 TINY_HEAD = """\

@@ -1,4 +1,5 @@
-"""Small helpers for tests: temporary projects and running the CLI in a subprocess."""
+"""Small helpers for tests: temporary projects and running the CLI in a subprocess (only where a process
+boundary is under test; tests/support/cli.run_cli runs it in the test's own process, same arguments)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 LOGS = REPO / "tests/data/logs"
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import REPO, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO, make_project
 from tests.support.hub import Hub, tiny_model
 
 PROFILE = """\

@@ -6,11 +6,11 @@ fails this test until it goes through wire/ or says how it types its body."""
 from __future__ import annotations
 
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from composegen.wire.http import Peer
 from tests.support.helpers import REPO
+from tests.support.stub_server import serving
 
 BUILDER = re.compile(r"\.request\(|HTTP/1\.1\\r\\n|urlopen\(|\.post\(")
 # module -> the text by which it states the type of what it sends (None: it sends no body of its own)
@@ -49,9 +49,7 @@ def test_the_peer_types_every_body_and_keeps_a_type_given():
             self.send_response(204)
             self.end_headers()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(Handler) as server:
         peer = Peer("127.0.0.1", server.server_address[1])
         peer.fetch("POST", "/a", b"{}", deadline_s=10)
         with peer.open(
@@ -61,6 +59,4 @@ def test_the_peer_types_every_body_and_keeps_a_type_given():
         Peer(peer.host, peer.port, {"Content-Type": "application/x-ndjson"}).fetch(
             "POST", "/c", b"{}", deadline_s=10
         )
-    finally:
-        server.shutdown()
     assert seen == ["application/json", "text/plain", "application/x-ndjson"]
