@@ -15,6 +15,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
+from composegen.cli.optiongroups import flag
 from composegen.errors import BadInput, CheckFailed, ComposegenError
 from composegen.output import Output, emit_json
 from composegen.stack import driver
@@ -75,10 +76,8 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
 def run(
     control: str = ProfileArg,
     candidate: str = ProfileArg,
-    bracket: bool = typer.Option(
-        False, "--bracket", help="Run the control again last; check it reproduces."
-    ),
-    gate: bool = typer.Option(False, "--gate", help="Functional gates on every arm."),
+    bracket: bool = flag("--bracket", "Run the control again last; check it reproduces."),
+    gate: bool = flag("--gate", "Functional gates on every arm."),
     ladder: str | None = typer.Option(
         None, "--ladder", help="A context ladder on every arm, e.g. 117500,118500."
     ),
@@ -94,9 +93,7 @@ def run(
     bench_input_tokens: int = typer.Option(256, "--bench-input-tokens", help="With --bench*."),
     bench_output_tokens: int = typer.Option(64, "--bench-output-tokens", help="With --bench*."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
-    emulate: bool = typer.Option(
-        False, "--emulate", help="Every arm on the emulated vLLM (a test double)."
-    ),
+    emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
     name: str | None = typer.Option(
         None, "--name", help="The campaign's name (default CONTROL-vs-CANDIDATE)."
     ),
@@ -163,9 +160,7 @@ def qualify(
         help="Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
         autocompletion=complete_profile,
     ),
-    emulate: bool = typer.Option(
-        False, "--emulate", help="Every arm on the emulated vLLM (a test double)."
-    ),
+    emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
     name: str | None = typer.Option(
         None, "--name", help="The campaign's name (default qualify-PRIMARY)."
     ),
@@ -184,13 +179,9 @@ def qualify(
 @campaign_app.command("decide")
 def decide(
     campaign: str = CampaignArg,
-    promote: bool = typer.Option(
-        False, "--promote", help="Promote the candidate (or the arm that qualified)."
-    ),
-    no_promotion: bool = typer.Option(False, "--no-promotion", help="Promote nothing."),
-    fallback: bool = typer.Option(
-        False, "--fallback", help="Fall back (to the control, or the fallback arm)."
-    ),
+    promote: bool = flag("--promote", "Promote the candidate (or the arm that qualified)."),
+    no_promotion: bool = flag("--no-promotion", "Promote nothing."),
+    fallback: bool = flag("--fallback", "Fall back (to the control, or the fallback arm)."),
     why: str = typer.Option(
         ..., "--why", help="The operator's reason, recorded with the decision."
     ),

@@ -12,14 +12,13 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
 from composegen.cli.console import SwitchConsole
+from composegen.cli.optiongroups import flag
 from composegen.edge import service, standby, switch
 from composegen.edge.reports import SwitchReport
 from composegen.output import Output
 from composegen.stack.progress import ProgressSink
 
-EmulateOpt = typer.Option(
-    False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
-)
+EmulateOpt = flag("--emulate", "Start the stack emulated (composegen/emulator; tests, demos).")
 GatesOpt = typer.Option(
     "smoke", "--gates", help="Gates the new stack must pass before the alias moves."
 )
