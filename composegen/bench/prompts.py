@@ -142,9 +142,8 @@ class Tokenizer:
         except httpx.HTTPError as exc:
             raise EngineError(f"{self.client.base_url}/tokenize: {exc}") from None
         if resp.status_code != 200:
-            raise EngineError(
-                f"{self.client.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}"
-            )
+            msg = f"{self.client.base_url}/tokenize: HTTP {resp.status_code}: {resp.text[:300]}"
+            raise EngineError(msg)
         # an int ≥ 0: checked by the transport (wire.replies.TokenizeReply)
         return int(resp.json()["count"])
 

@@ -65,9 +65,8 @@ def up(
     """
     check_seconds("--timeout", timeout)
     if standby and no_wait:
-        raise BadInputError(
-            "--standby waits for ready (the gates run, then the sleep): drop --no-wait"
-        )
+        msg = "--standby waits for ready (the gates run, then the sleep): drop --no-wait"
+        raise BadInputError(msg)
     show = Output(json_)
     # a Ctrl-C inside an import breaks libraries: held until they are loaded
     with deferred_sigint():
@@ -99,9 +98,8 @@ def up(
 
 def _to_sleep(project: Project, r: Resolved, result: UpReport, show: Output) -> UpReport:
     if r.profile.standby is None:
-        raise BadInputError(
-            f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
-        )
+        msg = f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
+        raise BadInputError(msg)
     was = driver.sleep_state(project, r)  # already asleep: put_to_sleep runs no gates
     slept = asleep.put_to_sleep(project, r, None)
     status = SleepingStatus(level=slept.level, since=slept.since, gpu_gib_held=slept.residue_gib)

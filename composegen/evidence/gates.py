@@ -127,9 +127,8 @@ def gate_tools(ctx: GateContext) -> JsonObject:
             if not calls:
                 raise GateFailed(why.no_call_reason(choice.message.content, choice.finish_reason))
             if choice.finish_reason == "length":
-                raise GateFailed(
-                    f"finish_reason length (max_tokens {ctx.max_tokens} ran out inside the call)"
-                )
+                msg = f"finish_reason length (max_tokens {ctx.max_tokens} ran out inside the call)"
+                raise GateFailed(msg)
             call = calls[0]
             if call.function.name != name:
                 raise GateFailed(f"called {call.function.name!r}")
