@@ -220,7 +220,6 @@ def write_records(
 ) -> ComparisonReport:
     """comparison.json and campaign.md; DECIDED: a decision being recorded (else decision.json's, if
     any)."""
-
     loaded = loaded if loaded is not None else docs(directory, st)
     compared = compare.compare_runs(
         directory / "control", directory / "candidate", root=project.root

@@ -187,7 +187,6 @@ def decide(
 
     Example: composegen campaign decide 8192-131k-vs-4096-131k --no-promotion --why "not yet"  # after `campaign run`
     """
-
     chosen = [
         d for d, on in zip(decision.DECISIONS, (promote, no_promotion, fallback), strict=True) if on
     ]
