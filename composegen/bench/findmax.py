@@ -23,9 +23,8 @@ Probe = Callable[[float], list[LevelResult]]  # run one rate `repeats` times
 
 def check(rates: list[float], limits: dict[str, float] | None, max_levels: int) -> None:
     if not limits:
-        raise BadInput(
-            "bench --find-max: give the SLOs to meet, e.g. --slo ttft_p99=500,tpot_p99=50"
-        )
+        msg = "bench --find-max: give the SLOs to meet, e.g. --slo ttft_p99=500,tpot_p99=50"
+        raise BadInput(msg)
     if len(rates) != 2 or not 0 < rates[0] < rates[1] or math.isinf(rates[1]):
         raise BadInput(
             "bench --find-max: --request-rate LOW,HIGH: the search's bounds, two finite rates, "

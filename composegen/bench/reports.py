@@ -13,6 +13,11 @@ from pydantic import Field
 from composegen.report import Report
 
 
+def _null(description: str) -> Any:
+    """A figure that may be missing: null by default."""
+    return Field(default=None, description=description)
+
+
 class PathFigures(Report):
     """One path's requests of one level (ms; null when no value exists)."""
 
@@ -68,9 +73,7 @@ class LevelResult(Report):
     request_throughput: float = Field(description="completed requests per second")
     output_throughput: float = Field(description="output tokens per second")
     total_token_throughput: float = Field(description="input + output tokens per second")
-    request_goodput: float | None = Field(
-        default=None, description="requests meeting every SLO per second (with SLOs)"
-    )
+    request_goodput: float | None = _null("requests meeting every SLO per second (with SLOs)")
     mean_ttft_ms: float | None = None
     median_ttft_ms: float | None = None
     p90_ttft_ms: float | None = None
@@ -103,28 +106,25 @@ class LevelResult(Report):
         default=0, description="completed requests whose usage shows another prompt size"
     )
     # open loop (openloop.py); null on a closed-loop level
-    request_rate: float | Literal["inf"] | None = Field(
-        default=None, description="requests per second asked (vLLM's --request-rate); null: closed"
+    request_rate: float | Literal["inf"] | None = _null(
+        "requests per second asked (vLLM's --request-rate); null: closed"
     )
-    burstiness: float | None = Field(
-        default=None, description="gamma shape of the gaps between sends (1: Poisson)"
+    burstiness: float | None = _null("gamma shape of the gaps between sends (1: Poisson)")
+    schedule_seed: int | None = _null("the arrival schedule's seed")
+    achieved_request_rate: float | None = _null(
+        "requests sent / seconds from the level's start to the last send"
     )
-    schedule_seed: int | None = Field(default=None, description="the arrival schedule's seed")
-    achieved_request_rate: float | None = Field(
-        default=None, description="requests sent / seconds from the level's start to the last send"
-    )
-    send_lateness_p50_ms: float | None = Field(
-        default=None, description="actual send time minus scheduled, median over requests"
+    send_lateness_p50_ms: float | None = _null(
+        "actual send time minus scheduled, median over requests"
     )
     send_lateness_p99_ms: float | None = None
     send_lateness_max_ms: float | None = None
-    in_flight_mean: float | None = Field(
-        default=None, description="requests in flight (sent, not finished) seen at each send"
+    in_flight_mean: float | None = _null(
+        "requests in flight (sent, not finished) seen at each send"
     )
     in_flight_max: int | None = None
-    server_queue_mean_ms: float | None = Field(
-        default=None,
-        description="mean of the server's vllm:request_queue_time_seconds over the level (/metrics)",
+    server_queue_mean_ms: float | None = _null(
+        "mean of the server's vllm:request_queue_time_seconds over the level (/metrics)"
     )
     client_queue_p50_ms: float | None = Field(  # apart from the server's time (vllm#54101)
         default=None,
@@ -133,20 +133,18 @@ class LevelResult(Report):
     )
     client_queue_p99_ms: float | None = None
     client_queue_max_ms: float | None = None
-    server_ttft_mean_ms: float | None = Field(
-        default=None, description="the server's vllm:time_to_first_token_seconds mean (/metrics)"
+    server_ttft_mean_ms: float | None = _null(
+        "the server's vllm:time_to_first_token_seconds mean (/metrics)"
     )
-    server_e2el_mean_ms: float | None = Field(
-        default=None, description="the server's vllm:e2e_request_latency_seconds mean (/metrics)"
+    server_e2el_mean_ms: float | None = _null(
+        "the server's vllm:e2e_request_latency_seconds mean (/metrics)"
     )
     # the frontier (frontier.py), closed and open levels alike
-    output_throughput_per_gpu: float | None = Field(
-        default=None, description="output tokens per second / the stack's GPUs"
+    output_throughput_per_gpu: float | None = _null("output tokens per second / the stack's GPUs")
+    tokens_per_s_per_user: float | None = _null(
+        "interactivity: 1000 / median TPOT ms (tokens/s one user sees)"
     )
-    tokens_per_s_per_user: float | None = Field(
-        default=None, description="interactivity: 1000 / median TPOT ms (tokens/s one user sees)"
-    )
-    slo_met: bool | None = Field(default=None, description="every --slo limit held (null: none)")
+    slo_met: bool | None = _null("every --slo limit held (null: none)")
     slo_failures: list[str] = Field(
         default_factory=list, description="the limits this level broke, with the measured figure"
     )
@@ -233,28 +231,24 @@ class BenchResult(Report):
     )
     seed: int
     goodput_slos_ms: dict[str, float] | None = None
-    emulated: bool | None = Field(
-        default=None, description="the stack was the composegen emulator (null: unknown)"
-    )
+    emulated: bool | None = _null("the stack was the composegen emulator (null: unknown)")
     ok: bool = Field(description="every level completed requests, none failed, none stopped short")
     levels: list[LevelResult] = Field(
         description="with via_edge: the requests through the edge's public listener (what clients see)"
     )
-    via_edge: ViaEdgeResult | None = Field(
-        default=None,
-        description="`bench --via-edge`: the edge and the operator door side by side, and what the edge adds",
+    via_edge: ViaEdgeResult | None = _null(
+        "`bench --via-edge`: the edge and the operator door side by side, and what the edge adds"
     )
     arrivals: Literal["closed", "open"] = Field(
         default="closed", description="closed: concurrency levels; open: request-rate levels"
     )
-    gpus: int | None = Field(default=None, description="GPUs of the stack (per-GPU figures)")
-    slos: dict[str, float] | None = Field(
-        default=None,
-        description="--slo limits in ms, e.g. {ttft_p99: 500}: each level passes or not",
+    gpus: int | None = _null("GPUs of the stack (per-GPU figures)")
+    slos: dict[str, float] | None = _null(
+        "--slo limits in ms, e.g. {ttft_p99: 500}: each level passes or not"
     )
-    find_max: FindMax | None = Field(default=None, description="bench --find-max's search")
-    comparability: Comparability | None = Field(
-        default=None, description="the run's context (null: a result from before the record)"
+    find_max: FindMax | None = _null("bench --find-max's search")
+    comparability: Comparability | None = _null(
+        "the run's context (null: a result from before the record)"
     )
 
     def level(self, concurrency: int) -> LevelResult | None:
@@ -312,12 +306,8 @@ class VllmBenchServeResult(Report):
     p50_e2el_ms: float
     p90_e2el_ms: float
     p99_e2el_ms: float
-    spec_decode_acceptance_rate: float | None = Field(
-        default=None, description="accepted / draft tokens, percent"
-    )
-    spec_decode_acceptance_length: float | None = Field(
-        default=None, description="1 + accepted tokens / drafts"
-    )
+    spec_decode_acceptance_rate: float | None = _null("accepted / draft tokens, percent")
+    spec_decode_acceptance_length: float | None = _null("1 + accepted tokens / drafts")
     spec_decode_num_drafts: int | None = None
     spec_decode_draft_tokens: int | None = None
     spec_decode_accepted_tokens: int | None = None
@@ -332,9 +322,7 @@ class VllmBenchServeResult(Report):
 
 class BenchDelta(Report):
     concurrency: int
-    level: str | None = Field(
-        default=None, description="an open-loop level: its rate (`r2.5`); null: closed loop"
-    )
+    level: str | None = _null("an open-loop level: its rate (`r2.5`); null: closed loop")
     metric: str = Field(description="a bench level figure (vllm bench serve's name)")
     unit: str
     a: float | None

@@ -10,10 +10,9 @@ gap between streamed events, numpy's linear percentiles and population standard 
 `max_concurrent_requests` the most requests active during one whole second (vLLM's buckets).
 `request_rate` is "inf" and `burstiness` 1.0 on a closed level, the rate asked (a number, or "inf")
 and the burstiness on an open one, whose `max_concurrency` is null (no cap), as vLLM writes them;
-`rtfx` 0.0 (no audio), `errors` is absent
-(vLLM writes it only with --save-detailed). The `spec_decode_*` fields come from the server's
-/metrics (`vllm:spec_decode_*_total` counters before and after the level), present only when it
-speculates.
+`rtfx` 0.0 (no audio), `errors` is absent (vLLM writes it only with --save-detailed). The
+`spec_decode_*` fields come from the server's /metrics (`vllm:spec_decode_*_total` counters before
+and after the level), present only when it speculates.
 """
 
 from __future__ import annotations

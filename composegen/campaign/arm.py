@@ -143,12 +143,7 @@ def _start(
 
 
 def _close(
-    project: Project,
-    directory: Path,
-    st: CampaignState,
-    arm: ArmState,
-    r: Resolved,
-    job: ArmJob,
+    project: Project, directory: Path, st: CampaignState, arm: ArmState, r: Resolved, job: ArmJob
 ) -> None:
     """Down (with the /dev/shm check), asleep for the bracket or a promote, or left awake; then
     the arm is done."""

@@ -23,16 +23,9 @@ from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.compare import CompareReport
 
 # StartupFacts fields
-ARM_FIGURES = (
-    "vllm_version",
-    "max_model_len",
-    "kv_cache_tokens",
-    "kv_cache_gib_min",
-    "kv_cache_gib_per_rank",
-    "peak_activation_gib",
-    "weights_gib",
-    "max_concurrency",
-)
+ARM_FIGURES: tuple[str, ...] = ("vllm_version", "max_model_len", "kv_cache_tokens")
+ARM_FIGURES += ("kv_cache_gib_min", "kv_cache_gib_per_rank", "peak_activation_gib", "weights_gib")
+ARM_FIGURES += ("max_concurrency",)
 
 
 def _criteria(key: str, doc: LoadedRun, shm: int | None) -> list[Criterion]:

@@ -12,6 +12,12 @@ from composegen.bench.reports import BenchDeltas, Comparability
 from composegen.evidence.reports.compare import CapacityChange, CompareRow
 from composegen.report import Report
 
+
+def _null(description: str) -> Any:
+    """Null unless the campaign recorded it."""
+    return Field(default=None, description=description)
+
+
 STATE_SCHEMA: Final = "composegen.campaign/v1"
 COMPARISON_SCHEMA: Final = "composegen.comparison/v1"
 QUALIFICATION_SCHEMA: Final = "composegen.qualification/v1"
@@ -60,28 +66,22 @@ class ArmState(Report):
     )
     profile: ProfileName
     status: ArmStatus = "pending"
-    bundle: ArmKey | None = Field(
-        default=None,
-        description="the arm's evidence bundle: a directory of the campaign, named as the arm",
+    bundle: ArmKey | None = _null(
+        "the arm's evidence bundle: a directory of the campaign, named as the arm"
     )
     attempts: int = 0
     started_at: str | None = None
     finished_at: str | None = None
-    time_to_ready_s: float | None = Field(
-        default=None, description="seconds to ready: a cold start's, or (path wake) the wake's"
+    time_to_ready_s: float | None = _null(
+        "seconds to ready: a cold start's, or (path wake) the wake's"
     )
-    path: Literal["cold", "wake"] | None = Field(
-        default=None,
-        description="how the arm's engine came up: cold (started, or attached to its start) or "
-        "wake (a standby stack an earlier arm put to sleep: no second cold start)",
+    path: Literal["cold", "wake"] | None = _null(
+        "how the arm's engine came up: cold (started, or attached to its start) or "
+        "wake (a standby stack an earlier arm put to sleep: no second cold start)"
     )
     emulated: bool | None = None
-    shm_reclaimable: int | None = Field(
-        default=None, description="leftover /dev/shm files after down; null: not checked"
-    )
-    qualified: bool | None = Field(
-        default=None, description="qualification arms: every criterion passed"
-    )
+    shm_reclaimable: int | None = _null("leftover /dev/shm files after down; null: not checked")
+    qualified: bool | None = _null("qualification arms: every criterion passed")
     error: str | None = None
 
 
@@ -98,9 +98,7 @@ class CampaignOptions(Report):
     bench_output_tokens: int = Field(default=64, ge=1)
     tools: int = 20
     emulate: bool = False
-    tolerance: float | None = Field(
-        default=None, description="bracket tolerance (relative); null: exact when emulated"
-    )
+    tolerance: float | None = _null("bracket tolerance (relative); null: exact when emulated")
     next_arm: ProfileName | None = None
     next_fallback: ProfileName | None = None
 
@@ -114,10 +112,9 @@ class Residency(Report):
         "without --bracket, the control: a cold start)"
     )
     reason: str
-    awake: str | None = Field(
-        default=None,
-        description="resident: the profile left awake at the end (the one an alias serves: the control, "
-        "or the candidate when the alias already served it); the other is asleep",
+    awake: str | None = _null(
+        "resident: the profile left awake at the end (the one an alias serves: the control, "
+        "or the candidate when the alias already served it); the other is asleep"
     )
 
 
@@ -161,8 +158,8 @@ class ArmFigures(Report):
         description="stack (measured on a running engine) | log (read from a recorded log)"
     )
     figures: dict[str, Scalar | list[float]] = Field(description="engine-reported startup figures")
-    comparability: Comparability | None = Field(
-        default=None, description="the arm's context (its bundle's record; null: none)"
+    comparability: Comparability | None = _null(
+        "the arm's context (its bundle's record; null: none)"
     )
 
 
@@ -192,9 +189,8 @@ class DecisionPart(Report):
     profile: str | None = None
     why: str | None = None
     decided_at: str | None = None
-    despite_gates: str | None = Field(
-        default=None,
-        description="a promote despite the candidate's failed gates: the operator's why",
+    despite_gates: str | None = _null(
+        "a promote despite the candidate's failed gates: the operator's why"
     )
 
 
@@ -208,9 +204,8 @@ class DecisionRecord(Report):
     why: str
     decided_at: str
     evidence_sha256: str
-    despite_gates: str | None = Field(
-        default=None,
-        description="a promote despite the candidate's failed gates: the operator's why",
+    despite_gates: str | None = _null(
+        "a promote despite the candidate's failed gates: the operator's why"
     )
     seal: str = Field(
         default="", description="hmac-sha256 of the other fields under the project's records key"
@@ -240,13 +235,10 @@ class ComparisonReport(Report):
     arms: list[ArmFigures]
     differences: Differences
     unexplained_capacity_change: CapacityChange
-    comparability: str | None = Field(
-        default=None, description="null: control and candidate comparable; else why not"
-    )
+    comparability: str | None = _null("null: control and candidate comparable; else why not")
     bracket: BracketResult | None
-    bench: BenchDeltas | None = Field(
-        default=None,
-        description="per-level load-benchmark deltas, a = control, b = candidate (compare's bench)",
+    bench: BenchDeltas | None = _null(
+        "per-level load-benchmark deltas, a = control, b = candidate (compare's bench)"
     )
     criteria: list[Criterion]
     decision: DecisionPart

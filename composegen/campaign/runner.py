@@ -68,9 +68,8 @@ def create(
         updated_at=now,
     )
     state.save(directory, st)
-    state.log(
-        directory, f"created: control {control}, candidate {candidate}, arms {', '.join(keys)}"
-    )
+    said = f"created: control {control}, candidate {candidate}, arms {', '.join(keys)}"
+    state.log(directory, said)
     return directory
 
 
@@ -94,13 +93,9 @@ def _job(project: Project, directory: Path, st: CampaignState, arm: ArmState) ->
     opts = st.options
     bench = None
     if opts.bench_rates or opts.bench:  # rates: an open-loop arm (bench/rates.py)
-        bench = BenchSpec(
-            opts.bench_input_tokens,
-            opts.bench_output_tokens,
-            opts.bench_requests,
-            levels=() if opts.bench_rates else tuple(opts.bench),
-            rates=tuple(opts.bench_rates or ()),
-        )
+        sizes = (opts.bench_input_tokens, opts.bench_output_tokens, opts.bench_requests)
+        levels = () if opts.bench_rates else tuple(opts.bench)
+        bench = BenchSpec(*sizes, levels=levels, rates=tuple(opts.bench_rates or ()))
 
     def evidence(r: Resolved, started: bool, step: run_arm.Step) -> Path:
         control = docs(directory, st).get("control") if arm.key != "control" else None
@@ -220,7 +215,6 @@ def write_records(
 ) -> ComparisonReport:
     """comparison.json and campaign.md; DECIDED: a decision being recorded (else decision.json's, if
     any)."""
-
     loaded = loaded if loaded is not None else docs(directory, st)
     compared = compare.compare_runs(
         directory / "control", directory / "candidate", root=project.root

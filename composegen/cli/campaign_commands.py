@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -15,6 +15,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
+from composegen.cli.optiongroups import flag
 from composegen.errors import BadInput, CheckFailed, ComposegenError
 from composegen.output import Output, emit_json
 from composegen.stack import driver
@@ -30,13 +31,18 @@ campaign_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(campaign_app, name="campaign")
+
+
+def _opt(default: Any, name: str, help: str) -> Any:
+    return typer.Option(default, name, help=help)
+
+
 CampaignArg = typer.Argument(..., help="A campaign: its name (runs/campaigns/NAME) or its dir.")
 
 
 def campaign_arms(project: Project, spec: str) -> list[str] | None:
     """The bundle directories of a campaign's finished arms (control, candidate, bracket; or
     primary, fallback), for `compare` and `report`; None when SPEC is not a campaign."""
-
     directory = state.find(project, spec)
     if directory is None:
         return None
@@ -75,42 +81,32 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
 def run(
     control: str = ProfileArg,
     candidate: str = ProfileArg,
-    bracket: bool = typer.Option(
-        False, "--bracket", help="Run the control again last; check it reproduces."
+    bracket: bool = flag("--bracket", "Run the control again last; check it reproduces."),
+    gate: bool = flag("--gate", "Functional gates on every arm."),
+    ladder: str | None = _opt(
+        None, "--ladder", "A context ladder on every arm, e.g. 117500,118500."
     ),
-    gate: bool = typer.Option(False, "--gate", help="Functional gates on every arm."),
-    ladder: str | None = typer.Option(
-        None, "--ladder", help="A context ladder on every arm, e.g. 117500,118500."
+    bench: str | None = _opt(
+        None, "--bench", "A load benchmark on every arm at these concurrencies."
     ),
-    bench: str | None = typer.Option(
-        None, "--bench", help="A load benchmark on every arm at these concurrencies."
+    bench_requests: int = _opt(8, "--bench-requests", "With --bench: requests per level."),
+    bench_rates: str | None = _opt(
+        None, "--bench-rates", "An open-loop bench on every arm at these request rates."
     ),
-    bench_requests: int = typer.Option(
-        8, "--bench-requests", help="With --bench: requests per level."
-    ),
-    bench_rates: str | None = typer.Option(
-        None, "--bench-rates", help="An open-loop bench on every arm at these request rates."
-    ),
-    bench_input_tokens: int = typer.Option(256, "--bench-input-tokens", help="With --bench*."),
-    bench_output_tokens: int = typer.Option(64, "--bench-output-tokens", help="With --bench*."),
-    tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
-    emulate: bool = typer.Option(
-        False, "--emulate", help="Every arm on the emulated vLLM (a test double)."
-    ),
-    name: str | None = typer.Option(
-        None, "--name", help="The campaign's name (default CONTROL-vs-CANDIDATE)."
-    ),
-    tolerance: float | None = typer.Option(
+    bench_input_tokens: int = _opt(256, "--bench-input-tokens", "With --bench*."),
+    bench_output_tokens: int = _opt(64, "--bench-output-tokens", "With --bench*."),
+    tools: int = _opt(20, "--tools", "With --gate: typed tools to exercise."),
+    emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
+    name: str | None = _opt(None, "--name", "The campaign's name (default CONTROL-vs-CANDIDATE)."),
+    tolerance: float | None = _opt(
         None,
         "--bracket-tolerance",
-        help="Relative bracket tolerance (default 0.01; exact when emulated).",
+        "Relative bracket tolerance (default 0.01; exact when emulated).",
     ),
     next_arm: str | None = typer.Option(
         None, "--next", help="The next arm the record names.", autocompletion=complete_profile
     ),
-    next_fallback: str | None = typer.Option(
-        None, "--next-fallback", help="With --next: its fallback profile."
-    ),
+    next_fallback: str | None = _opt(None, "--next-fallback", "With --next: its fallback profile."),
     json_: bool = JsonOpt,
 ) -> None:
     """Control, candidate (and with --bracket the control again), one stack at a time; then
@@ -118,7 +114,6 @@ def run(
 
     Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --name ab  # in composegen's clone
     """
-
     if bench_requests < 1 or tools < 1:
         raise BadInput("--bench-requests and --tools: at least 1")
     if tolerance is not None and not 0 <= tolerance < 1:
@@ -148,7 +143,6 @@ def resume(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
 
     Example: composegen campaign resume 8192-131k-vs-4096-131k  # after `campaign run`
     """
-
     project = _project()
     directory = state.require(project, campaign)
     _drive(state.load(directory).kind, project, directory, json_)
@@ -163,12 +157,8 @@ def qualify(
         help="Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
         autocompletion=complete_profile,
     ),
-    emulate: bool = typer.Option(
-        False, "--emulate", help="Every arm on the emulated vLLM (a test double)."
-    ),
-    name: str | None = typer.Option(
-        None, "--name", help="The campaign's name (default qualify-PRIMARY)."
-    ),
+    emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
+    name: str | None = _opt(None, "--name", "The campaign's name (default qualify-PRIMARY)."),
     json_: bool = JsonOpt,
 ) -> None:
     """A qualification arm and its fallback: start, KV pool, a long prompt, post-probe gates. Exit
@@ -176,7 +166,6 @@ def qualify(
 
     Example: composegen campaign qualify 393k-gpu --fallback 393k-offload  # in composegen's clone
     """
-
     project = _project()
     _drive("qualify", project, qualifyarm.create(project, primary, fallback, emulate, name), json_)
 
@@ -184,18 +173,12 @@ def qualify(
 @campaign_app.command("decide")
 def decide(
     campaign: str = CampaignArg,
-    promote: bool = typer.Option(
-        False, "--promote", help="Promote the candidate (or the arm that qualified)."
-    ),
-    no_promotion: bool = typer.Option(False, "--no-promotion", help="Promote nothing."),
-    fallback: bool = typer.Option(
-        False, "--fallback", help="Fall back (to the control, or the fallback arm)."
-    ),
-    why: str = typer.Option(
-        ..., "--why", help="The operator's reason, recorded with the decision."
-    ),
-    despite_gates: str | None = typer.Option(
-        None, "--despite-gates", help="With --promote: why, though the candidate failed gates."
+    promote: bool = flag("--promote", "Promote the candidate (or the arm that qualified)."),
+    no_promotion: bool = flag("--no-promotion", "Promote nothing."),
+    fallback: bool = flag("--fallback", "Fall back (to the control, or the fallback arm)."),
+    why: str = _opt(..., "--why", "The operator's reason, recorded with the decision."),
+    despite_gates: str | None = _opt(
+        None, "--despite-gates", "With --promote: why, though the candidate failed gates."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -204,7 +187,6 @@ def decide(
 
     Example: composegen campaign decide 8192-131k-vs-4096-131k --no-promotion --why "not yet"  # after `campaign run`
     """
-
     chosen = [
         d for d, on in zip(decision.DECISIONS, (promote, no_promotion, fallback), strict=True) if on
     ]
@@ -224,7 +206,6 @@ def show(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
 
     Example: composegen campaign show 8192-131k-vs-4096-131k  # after `campaign run`
     """
-
     project = _project()
     directory = state.require(project, campaign)
     st = state.load(directory)

@@ -6,23 +6,27 @@ only what a switch needs (the exposure gate, the keys and recovery cost ~0.1 s m
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
 from composegen.cli.console import SwitchConsole
+from composegen.cli.optiongroups import flag
 from composegen.edge import service, standby, switch
 from composegen.edge.reports import SwitchReport
 from composegen.output import Output
 from composegen.stack.progress import ProgressSink
 
-EmulateOpt = typer.Option(
-    False, "--emulate", help="Start the stack emulated (composegen/emulator; tests, demos)."
-)
-GatesOpt = typer.Option(
-    "smoke", "--gates", help="Gates the new stack must pass before the alias moves."
-)
+EmulateOpt = flag("--emulate", "Start the stack emulated (composegen/emulator; tests, demos).")
+
+
+def _opt(default: Any, name: str, help: str) -> Any:
+    return typer.Option(default, name, help=help)
+
+
+GatesOpt = _opt("smoke", "--gates", "Gates the new stack must pass before the alias moves.")
 
 
 def _switched(alias: str, json_: bool, move: Callable[[ProgressSink], SwitchReport]) -> None:
@@ -50,19 +54,13 @@ def _switch_text(result: SwitchReport) -> str:
 @app.command()
 def promote(
     profile: str = ProfileArg,
-    alias: str = typer.Option(
-        ..., "--alias", help="The stable model name clients send (edge.yaml aliases)."
+    alias: str = _opt(..., "--alias", "The stable model name clients send (edge.yaml aliases)."),
+    campaign: str | None = _opt(
+        None, "--campaign", "Accept runs/campaigns/N/decision.json as proof."
     ),
-    campaign: str | None = typer.Option(
-        None, "--campaign", help="Accept runs/campaigns/N/decision.json as proof."
-    ),
-    run: str | None = typer.Option(
-        None, "--run", help="The qualify run to vouch for it (default: its newest)."
-    ),
-    force: str | None = typer.Option(
-        None,
-        "--force",
-        help="REASON: accept a campaign decision on a profile changed since (recorded).",
+    run: str | None = _opt(None, "--run", "The qualify run to vouch for it (default: its newest)."),
+    force: str | None = _opt(
+        None, "--force", "REASON: accept a campaign decision on a profile changed since (recorded)."
     ),
     emulate: bool = EmulateOpt,
     gates: str = GatesOpt,
@@ -75,7 +73,6 @@ def promote(
 
     Example: composegen promote 4096-131k --alias ds4-flash  # in examples/team-edge
     """
-
     standby.preload_gates()  # the gates' client loads while the first steps wait (issue 48)
     project = _project()
     edge, only = service.load(project), [g for g in gates.split(",") if g]
@@ -94,7 +91,6 @@ def rollback(
 
     Example: composegen rollback ds4-flash  # after `promote`, in examples/team-edge
     """
-
     standby.preload_gates()
     project = _project()
     edge, only = service.load(project), [g for g in gates.split(",") if g]

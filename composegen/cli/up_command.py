@@ -15,6 +15,7 @@ from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
+from composegen.cli.optiongroups import flag
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import earlier_load_s
 from composegen.edge import asleep, standbyplan
@@ -31,43 +32,30 @@ if TYPE_CHECKING:  # annotations only
 @app.command()
 def up(
     name: str = ProfileArg,
-    emulate: bool = typer.Option(
-        False, "--emulate", help="Run the stack with the emulated vLLM (no GPU; a test double)."
+    emulate: bool = flag(
+        "--emulate", "Run the stack with the emulated vLLM (no GPU; a test double)."
     ),
     timeout: float | None = typer.Option(
         None,
         "--timeout",
         help="Seconds to wait for ready (default: the profile's startup_timeout).",
     ),
-    no_wait: bool = typer.Option(
-        False, "--no-wait", help="Start and return without waiting for ready."
+    no_wait: bool = flag("--no-wait", "Start and return without waiting for ready."),
+    down_on_failure: bool = flag(
+        "--down-on-failure", "Remove the stack when it fails to become ready."
     ),
-    down_on_failure: bool = typer.Option(
-        False, "--down-on-failure", help="Remove the stack when it fails to become ready."
-    ),
-    render_stale: bool = typer.Option(
-        False, "--render", help="Render out/NAME first when it is stale."
-    ),
-    reclaim_shm: bool = typer.Option(
-        False, "--reclaim-shm", help="Reclaim leftover /dev/shm files first (ipc: host)."
-    ),
-    allow_download: bool = typer.Option(
-        False,
+    render_stale: bool = flag("--render", "Render out/NAME first when it is stale."),
+    reclaim_shm: bool = flag("--reclaim-shm", "Reclaim leftover /dev/shm files first (ipc: host)."),
+    allow_download: bool = flag(
         "--allow-download",
-        help="Start even if the pinned weights are incomplete (the engine downloads them).",
+        "Start even if the pinned weights are incomplete (the engine downloads them).",
     ),
-    verbose: bool = typer.Option(
-        False, "--verbose", help="Preflight lines whole at a terminal too (not cut)."
+    verbose: bool = flag("--verbose", "Preflight lines whole at a terminal too (not cut)."),
+    standby: bool = flag(
+        "--standby", "Once ready and through its gates, put it to sleep (the profile's `standby:`)."
     ),
-    standby: bool = typer.Option(
-        False,
-        "--standby",
-        help="Once ready and through its gates, put it to sleep (the profile's `standby:`).",
-    ),
-    sleep_alias: bool = typer.Option(
-        False,
-        "--sleep-alias",
-        help="With --standby: even the stack an alias serves (503 meanwhile).",
+    sleep_alias: bool = flag(
+        "--sleep-alias", "With --standby: even the stack an alias serves (503 meanwhile)."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -77,9 +65,8 @@ def up(
     """
     check_seconds("--timeout", timeout)
     if standby and no_wait:
-        raise BadInputError(
-            "--standby waits for ready (the gates run, then the sleep): drop --no-wait"
-        )
+        msg = "--standby waits for ready (the gates run, then the sleep): drop --no-wait"
+        raise BadInputError(msg)
     show = Output(json_)
     # a Ctrl-C inside an import breaks libraries: held until they are loaded
     with deferred_sigint():
@@ -90,10 +77,8 @@ def up(
     elif r.profile.standby and driver.sleep_state(project, r) is not None:
         show.say(f"{name}: {asleep.wake(project, r, None).action} (warm-up, identity, gates)")
     standbyplan.check_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
-    opts = driver.UpOptions(
-        emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm
-    )
-    opts.allow_download = allow_download
+    given = (emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
+    opts = driver.UpOptions(*given, allow_download)
     timeout_s = timeout or r.profile.service.startup_timeout
     with ConsoleSink(timeout_s, quiet=show.json, verbose=verbose) as sink:
         sink.tracker.estimate_s = earlier_load_s(project, name)
@@ -113,9 +98,8 @@ def up(
 
 def _to_sleep(project: Project, r: Resolved, result: UpReport, show: Output) -> UpReport:
     if r.profile.standby is None:
-        raise BadInputError(
-            f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
-        )
+        msg = f"--standby: {r.name} has no `standby:` in its profile (composegen docs standby)"
+        raise BadInputError(msg)
     was = driver.sleep_state(project, r)  # already asleep: put_to_sleep runs no gates
     slept = asleep.put_to_sleep(project, r, None)
     status = SleepingStatus(level=slept.level, since=slept.since, gpu_gib_held=slept.residue_gib)

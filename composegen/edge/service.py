@@ -16,20 +16,11 @@ from composegen.stack import driver
 from composegen.stack.driver import ContainerFacts
 
 ROOT_CERT = "/data/caddy/pki/authorities/local/root.crt"
-# service -> its graceful reload (the door's admin API is a unix socket: it shares the host's
-# network)
+# service -> its graceful reload (the door's admin API is a unix socket: it shares host networking)
+_CADDY, _ADAPTER = ["caddy", "reload", "--config"], ["--adapter", "caddyfile"]
 RELOADS = {
-    "proxy": ["caddy", "reload", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"],
-    "door": [
-        "caddy",
-        "reload",
-        "--config",
-        "/etc/caddy/door.Caddyfile",
-        "--adapter",
-        "caddyfile",
-        "--address",
-        DOOR_ADMIN,
-    ],
+    "proxy": [*_CADDY, "/etc/caddy/Caddyfile", *_ADAPTER],
+    "door": [*_CADDY, "/etc/caddy/door.Caddyfile", *_ADAPTER, "--address", DOOR_ADMIN],
 }
 
 

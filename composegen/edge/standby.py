@@ -157,6 +157,5 @@ def identity(r: Resolved) -> None:
     """R's engine answers as R (/v1/models names its served name), not another one on its port."""
     served = r.profile.model.served_name
     if readiness.models_entry(driver.endpoint(r), served) is None:
-        raise CheckFailed(
-            f"{r.name}: /v1/models does not list {served}: another engine answers there"
-        )
+        msg = f"{r.name}: /v1/models does not list {served}: another engine answers there"
+        raise CheckFailed(msg)

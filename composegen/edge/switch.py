@@ -44,9 +44,8 @@ def promote(
 ) -> SwitchReport:
     clock = Timeline()
     if profile not in edge.stacks:
-        raise BadInput(
-            f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
-        )
+        msg = f"{profile}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
+        raise BadInput(msg)
     if routes.current(project, edge, alias) == profile:  # nothing moves: no proof asked (exit 0)
         how = (profile, "promote", None, emulate, gates, clock, profile)
         return Switch(project, edge, alias, *how).report(None, 0.0, "unchanged")

@@ -37,222 +37,191 @@ def _o(required: list[str], **props: JsonObject) -> JsonObject:
 _NUM, _BOOL = {"type": "number"}, {"type": "boolean"}
 _CURRENCY = ("USD", "EUR", "GBP", "JPY")
 
-# (name, description, parameters, a user request that needs this tool)
-TOOL_CATALOG: list[tuple[str, str, dict, str]] = [
-    (
-        "get_weather",
+
+def _tool(
+    description: str, prompt: str, required: list[str], **props: JsonObject
+) -> tuple[str, JsonObject, str]:
+    return description, _o(required, **props), prompt
+
+
+# name -> (description, parameters, a user request that needs this tool)
+_TOOLS = {
+    "get_weather": _tool(
         "Current weather for a city",
-        _o(["city"], city=_s("city"), unit=_e("celsius", "fahrenheit")),
         "What is the weather in Oakland right now, in fahrenheit?",
+        ["city"],
+        city=_s("city"),
+        unit=_e("celsius", "fahrenheit"),
     ),
-    (
-        "book_flight",
+    "book_flight": _tool(
         "Book a flight",
-        _o(
-            ["origin", "destination", "passengers", "cabin"],
-            origin=_s("IATA code"),
-            destination=_s("IATA code"),
-            passengers=_i("travellers", 1, 9),
-            cabin=_e("economy", "premium", "business"),
-        ),
         "Book a business flight from Boston to Denver for two people.",
+        ["origin", "destination", "passengers", "cabin"],
+        origin=_s("IATA code"),
+        destination=_s("IATA code"),
+        passengers=_i("travellers", 1, 9),
+        cabin=_e("economy", "premium", "business"),
     ),
-    (
-        "create_calendar_event",
+    "create_calendar_event": _tool(
         "Create a calendar event",
-        _o(
-            ["title", "start", "duration_minutes"],
-            title=_s("title"),
-            start=_s("ISO 8601"),
-            duration_minutes=_i("length", 5, 480),
-            attendees={"type": "array", "items": _s("email")},
-        ),
         "Put a 30 minute Design Review on my calendar tomorrow at 10:00.",
+        ["title", "start", "duration_minutes"],
+        title=_s("title"),
+        start=_s("ISO 8601"),
+        duration_minutes=_i("length", 5, 480),
+        attendees={"type": "array", "items": _s("email")},
     ),
-    (
-        "send_email",
+    "send_email": _tool(
         "Send an email",
-        _o(
-            ["to", "subject", "body"],
-            to=_s("address"),
-            subject=_s("subject line"),
-            body=_s("plain text"),
-            priority=_e("low", "normal", "high"),
-        ),
         "Email Dana that the Quarterly Report is ready.",
+        ["to", "subject", "body"],
+        to=_s("address"),
+        subject=_s("subject line"),
+        body=_s("plain text"),
+        priority=_e("low", "normal", "high"),
     ),
-    (
-        "convert_currency",
+    "convert_currency": _tool(
         "Convert money",
-        _o(
-            ["amount", "source", "target"],
-            amount={**_NUM, "minimum": 0},
-            source=_e(*_CURRENCY),
-            target=_e(*_CURRENCY),
-        ),
         "Convert 250 US dollars to euros.",
+        ["amount", "source", "target"],
+        amount={**_NUM, "minimum": 0},
+        source=_e(*_CURRENCY),
+        target=_e(*_CURRENCY),
     ),
-    (
-        "search_products",
+    "search_products": _tool(
         "Search the catalogue",
-        _o(
-            ["query"],
-            query=_s("words"),
-            max_results=_i("page", 1, 50),
-            filters=_o([], min_price=_NUM, max_price=_NUM, in_stock=_BOOL),
-        ),
         "Find Trail Running shoes under 120 dollars.",
+        ["query"],
+        query=_s("words"),
+        max_results=_i("page", 1, 50),
+        filters=_o([], min_price=_NUM, max_price=_NUM, in_stock=_BOOL),
     ),
-    (
-        "set_thermostat",
+    "set_thermostat": _tool(
         "Set a thermostat",
-        _o(
-            ["room", "temperature_c", "mode"],
-            room=_e("living", "bedroom", "office"),
-            temperature_c=_i("target", 10, 30),
-            mode=_e("heat", "cool", "auto"),
-        ),
         "Heat the bedroom to 21 degrees.",
+        ["room", "temperature_c", "mode"],
+        room=_e("living", "bedroom", "office"),
+        temperature_c=_i("target", 10, 30),
+        mode=_e("heat", "cool", "auto"),
     ),
-    (
-        "create_support_ticket",
+    "create_support_ticket": _tool(
         "Open a support ticket",
-        _o(
-            ["customer", "severity", "summary"],
-            customer=_o(["name", "email"], name=_s("full name"), email=_s("address")),
-            severity=_e(1, 2, 3, 4),
-            summary=_s("one line"),
-        ),
         "Open a severity 2 ticket for Maria Lopez: the Billing Page times out.",
+        ["customer", "severity", "summary"],
+        customer=_o(["name", "email"], name=_s("full name"), email=_s("address")),
+        severity=_e(1, 2, 3, 4),
+        summary=_s("one line"),
     ),
-    (
-        "schedule_delivery",
+    "schedule_delivery": _tool(
         "Schedule a delivery",
-        _o(
-            ["address", "date"],
-            address=_o(
-                ["street", "city", "postal_code"],
-                street=_s("street"),
-                city=_s("city"),
-                postal_code=_s("postal code"),
-            ),
-            date=_s("YYYY-MM-DD"),
-            window=_e("morning", "afternoon", "evening"),
-        ),
         "Deliver my parcel to 12 Main Street, Springfield on Friday.",
+        ["address", "date"],
+        address=_o(
+            ["street", "city", "postal_code"],
+            street=_s("street"),
+            city=_s("city"),
+            postal_code=_s("postal code"),
+        ),
+        date=_s("YYYY-MM-DD"),
+        window=_e("morning", "afternoon", "evening"),
     ),
-    (
-        "translate_text",
+    "translate_text": _tool(
         "Translate text",
-        _o(
-            ["text", "target_language"],
-            text=_s("source text"),
-            target_language=_e("de", "fr", "es", "ja"),
-        ),
         "Translate Good Morning into French.",
+        ["text", "target_language"],
+        text=_s("source text"),
+        target_language=_e("de", "fr", "es", "ja"),
     ),
-    (
-        "get_stock_quote",
+    "get_stock_quote": _tool(
         "Latest stock quote",
-        _o(["symbol"], symbol=_s("ticker"), exchange=_e("NYSE", "NASDAQ")),
         "What is the latest quote for NVDA on the NASDAQ?",
+        ["symbol"],
+        symbol=_s("ticker"),
+        exchange=_e("NYSE", "NASDAQ"),
     ),
-    (
-        "reserve_table",
+    "reserve_table": _tool(
         "Reserve a table",
-        _o(
-            ["restaurant", "party_size", "time"],
-            restaurant=_s("name"),
-            party_size=_i("guests", 1, 20),
-            time=_s("HH:MM"),
-        ),
         "Reserve a table for four at Chez Panisse at 19:30.",
+        ["restaurant", "party_size", "time"],
+        restaurant=_s("name"),
+        party_size=_i("guests", 1, 20),
+        time=_s("HH:MM"),
     ),
-    (
-        "lookup_order",
+    "lookup_order": _tool(
         "Look up an order",
-        _o(["order_id"], order_id=_i("order number", 1, 10**9), include_items=_BOOL),
         "Where is order 48213? Include the items.",
+        ["order_id"],
+        order_id=_i("order number", 1, 10**9),
+        include_items=_BOOL,
     ),
-    (
-        "resize_image",
+    "resize_image": _tool(
         "Resize an image",
-        _o(
-            ["width", "height", "format"],
-            width=_i("pixels", 16, 8192),
-            height=_i("pixels", 16, 8192),
-            format=_e("png", "jpeg", "webp"),
-        ),
         "Resize the Logo to 512 by 512 as a PNG.",
+        ["width", "height", "format"],
+        width=_i("pixels", 16, 8192),
+        height=_i("pixels", 16, 8192),
+        format=_e("png", "jpeg", "webp"),
     ),
-    (
-        "add_todo",
+    "add_todo": _tool(
         "Add a to-do item",
-        _o(
-            ["title"],
-            title=_s("what to do"),
-            tags={"type": "array", "items": _s("tag")},
-            priority=_i("1 = highest", 1, 5),
-        ),
         "Add Renew Passport to my to-do list with top priority.",
+        ["title"],
+        title=_s("what to do"),
+        tags={"type": "array", "items": _s("tag")},
+        priority=_i("1 = highest", 1, 5),
     ),
-    (
-        "rate_movie",
+    "rate_movie": _tool(
         "Rate a movie",
-        _o(["title", "stars"], title=_s("title"), stars=_i("1-5", 1, 5), review=_s("text")),
         "Give Spirited Away five stars.",
+        ["title", "stars"],
+        title=_s("title"),
+        stars=_i("1-5", 1, 5),
+        review=_s("text"),
     ),
-    (
-        "start_timer",
+    "start_timer": _tool(
         "Start a timer",
-        _o(["label", "seconds"], label=_s("name"), seconds=_i("duration", 1, 86400)),
         "Start a Tea timer for four minutes.",
+        ["label", "seconds"],
+        label=_s("name"),
+        seconds=_i("duration", 1, 86400),
     ),
-    (
-        "compute_route",
+    "compute_route": _tool(
         "Route between waypoints",
-        _o(
-            ["waypoints", "mode"],
-            waypoints={
-                "type": "array",
-                "minItems": 2,
-                "items": _o(
-                    ["lat", "lon"],
-                    lat={**_NUM, "minimum": -90, "maximum": 90},
-                    lon={**_NUM, "minimum": -180, "maximum": 180},
-                ),
-            },
-            mode=_e("driving", "walking", "cycling"),
-        ),
         "Cycle from 37.80,-122.27 to 37.87,-122.26.",
-    ),
-    (
-        "update_profile",
-        "Update user settings",
-        _o(
-            ["user_id", "settings"],
-            user_id=_i("account", 1, 10**9),
-            settings=_o(
-                ["language", "notifications"],
-                language=_e("en", "de", "fr"),
-                notifications=_BOOL,
-                timezone=_s("IANA zone"),
+        ["waypoints", "mode"],
+        waypoints={
+            "type": "array",
+            "minItems": 2,
+            "items": _o(
+                ["lat", "lon"],
+                lat={**_NUM, "minimum": -90, "maximum": 90},
+                lon={**_NUM, "minimum": -180, "maximum": 180},
             ),
-        ),
+        },
+        mode=_e("driving", "walking", "cycling"),
+    ),
+    "update_profile": _tool(
+        "Update user settings",
         "Switch user 7781 to German and turn notifications off.",
-    ),
-    (
-        "run_sql_query",
-        "Run a read-only SQL query",
-        _o(
-            ["database", "query"],
-            database=_e("analytics", "billing"),
-            query=_s("SELECT statement"),
-            limit=_i("row cap", 1, 1000),
+        ["user_id", "settings"],
+        user_id=_i("account", 1, 10**9),
+        settings=_o(
+            ["language", "notifications"],
+            language=_e("en", "de", "fr"),
+            notifications=_BOOL,
+            timezone=_s("IANA zone"),
         ),
-        "On the Analytics database, count new signups.",
     ),
-]
+    "run_sql_query": _tool(
+        "Run a read-only SQL query",
+        "On the Analytics database, count new signups.",
+        ["database", "query"],
+        database=_e("analytics", "billing"),
+        query=_s("SELECT statement"),
+        limit=_i("row cap", 1, 1000),
+    ),
+}
+TOOL_CATALOG: list[tuple[str, str, dict, str]] = [(name, *tool) for name, tool in _TOOLS.items()]
 WEATHER = TOOL_CATALOG[0]
 
 

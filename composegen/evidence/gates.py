@@ -37,12 +37,7 @@ from composegen.evidence.gate_checks import (
     strip_fences,
     validate,
 )
-from composegen.evidence.gate_client import (
-    GateContext,
-    api_message,
-    check_served,
-    client_for,
-)
+from composegen.evidence.gate_client import GateContext, api_message, check_served, client_for
 from composegen.evidence.gate_tools import TOOL_CATALOG, WEATHER, _e, _i, _o, _s, tool_specs
 from composegen.evidence.reports.gate import GateResult, GateRow, ToolCounts
 from composegen.report import JsonObject
@@ -132,9 +127,8 @@ def gate_tools(ctx: GateContext) -> JsonObject:
             if not calls:
                 raise GateFailed(why.no_call_reason(choice.message.content, choice.finish_reason))
             if choice.finish_reason == "length":
-                raise GateFailed(
-                    f"finish_reason length (max_tokens {ctx.max_tokens} ran out inside the call)"
-                )
+                msg = f"finish_reason length (max_tokens {ctx.max_tokens} ran out inside the call)"
+                raise GateFailed(msg)
             call = calls[0]
             if call.function.name != name:
                 raise GateFailed(f"called {call.function.name!r}")
@@ -144,9 +138,8 @@ def gate_tools(ctx: GateContext) -> JsonObject:
             failures.append({"tool": name, "reason": str(exc)})
         # one tool's 400 must not hide the other tools' results
         except openai.APIStatusError as exc:
-            failures.append(
-                {"tool": name, "reason": why.http_reason(exc.status_code, api_message(exc))}
-            )
+            reason = why.http_reason(exc.status_code, api_message(exc))
+            failures.append({"tool": name, "reason": reason})
     details = {"passed": passed, "total": len(specs), "failures": failures}
     if failures:
         first = failures[0]
@@ -310,11 +303,8 @@ def run_one(name: str, ctx: GateContext) -> GateRow:
     except GateFailed as exc:
         details, passed, reason = exc.details, False, str(exc)
     except openai.APIStatusError as exc:
-        details, passed, reason = (
-            {"status": exc.status_code},
-            False,
-            why.http_reason(exc.status_code, api_message(exc)),
-        )
+        reason = why.http_reason(exc.status_code, api_message(exc))
+        details, passed = {"status": exc.status_code}, False
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
         # a reply too slow, too large or of the wrong shape: exit 3, one line
         if lied := wire_cause(exc):
@@ -322,13 +312,8 @@ def run_one(name: str, ctx: GateContext) -> GateRow:
         details, passed, reason = {}, False, f"request failed: {exc}"
     except (openai.APIError, ValueError) as exc:  # malformed responses the client could not parse
         details, passed, reason = {}, False, f"bad response: {exc}"
-    return GateRow(
-        name=name,
-        passed=passed,
-        latency_s=round(time.monotonic() - started, 3),
-        reason=reason,
-        details=details,
-    )
+    latency = round(time.monotonic() - started, 3)
+    return GateRow(name=name, passed=passed, latency_s=latency, reason=reason, details=details)
 
 
 def run_gates(

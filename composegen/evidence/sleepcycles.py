@@ -9,11 +9,11 @@ MemAvailable at the same points (/proc/meminfo; a level-1 sleep pins the weights
 when a wake fails, an answer (the model's, each LoRA adapter's: vLLM issue 53888) differs from the
 one before the first sleep, that residue grows by more than MAX_GROWTH_GIB over the cycles
 (reported on 4x RTX PRO 6000: pinned memory growing per cycle until outputs broke, vLLM issue
-21336), or the draft's acceptance over a probe (spec_decode_*
-on /metrics) falls below MIN_ACCEPTANCE_KEPT of the first's (vLLM issue 52487). The stack is left
-awake. The result goes into the qualify bundle as sleep.json, and the outcome is kept per (vLLM
-version, model, emulated or not, level, draft, host) in .composegen/standby/qualified.json, which
-the standby path and the memory plan read (edge/standby.py, edge/standbyplan.py).
+21336), or the draft's acceptance over a probe (spec_decode_* on /metrics) falls below
+MIN_ACCEPTANCE_KEPT of the first's (vLLM issue 52487). The stack is left awake. The result goes
+into the qualify bundle as sleep.json, and the outcome is kept per (vLLM version, model, emulated
+or not, level, draft, host) in .composegen/standby/qualified.json, which the standby path and the
+memory plan read (edge/standby.py, edge/standbyplan.py).
 """
 
 from __future__ import annotations

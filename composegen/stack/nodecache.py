@@ -63,9 +63,8 @@ def probe_image(r: Resolved, target: Target) -> str:
     for image in (r.profile.image, engine.BASE_IMAGE):
         if engine.image_present(image, target):
             return image
-    raise engine.EngineError(
-        f"neither {r.profile.image} nor {engine.BASE_IMAGE} is on {target.label}"
-    )
+    msg = f"neither {r.profile.image} nor {engine.BASE_IMAGE} is on {target.label}"
+    raise engine.EngineError(msg)
 
 
 def listing(
@@ -90,9 +89,8 @@ def listing(
     try:
         return snapshot.checked_listing(json.loads(raw.strip().splitlines()[-1]))
     except (ValueError, IndexError) as exc:  # the node's probe container wrote something else
-        raise engine.EngineError(
-            f"the weights listing on {target.label} is unreadable: {exc}"
-        ) from None
+        msg = f"the weights listing on {target.label} is unreadable: {exc}"
+        raise engine.EngineError(msg) from None
 
 
 def check_nodes(dep: Deployment, head: WeightsReport) -> list[NodeWeights]:

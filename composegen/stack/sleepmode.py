@@ -175,9 +175,8 @@ def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | 
         value = doc.get("is_sleeping") if isinstance(doc, dict) else None
         return value if isinstance(value, bool) else None
     if strict:
-        raise EngineError(
-            f"{ctr.name}: cannot tell whether the engine sleeps (/is_sleeping did not answer)"
-        )
+        msg = f"{ctr.name}: cannot tell whether the engine sleeps (/is_sleeping did not answer)"
+        raise EngineError(msg)
     return None
 
 

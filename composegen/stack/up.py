@@ -117,11 +117,7 @@ class Run:
         message = f"interrupted {doing.get(self.phase, 'during')} {name}; " + (
             f"left: {', '.join(left)}" if left else "nothing of it is left on the engine"
         )
-        hint = (
-            f"remove it: `composegen down {name}`; start again: {again}"
-            if left
-            else f"start again: {again}"
-        )
+        hint = (f"remove it: `composegen down {name}`; " if left else "") + f"start again: {again}"
         return Interrupted(message, hint=hint)
 
 
@@ -171,15 +167,7 @@ def up(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> UpReport:
 
 def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpReport:
     prep = prepare(dep, opts, sink)
-    report = UpReport(
-        name=dep.name,
-        project=dep.head.project,
-        emulated=opts.emulate,
-        checks=prep.checks,
-        warnings=prep.warnings,
-        endpoint=dep.endpoint().base_url,
-        nodes=[NodeInfo.of(n) for n in dep.nodes] if dep.multi else None,
-    )
+    report = _report(dep, opts.emulate, checks=prep.checks, warnings=prep.warnings)
     run.phase = "compose up"
     sink.phase("starting", 0.0)
     started = time.monotonic()
@@ -187,9 +175,8 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
     for n in [*dep.nodes[1:], dep.head]:
         run.started.setdefault(n, set())
         try:
-            nodecache.with_offline(
-                dep.stack(n, emulated=opts.emulate), dep.project, dep.r, n.name
-            ).up()
+            stack = dep.stack(n, emulated=opts.emulate)
+            nodecache.with_offline(stack, dep.project, dep.r, n.name).up()
         except EngineError as exc:
             # the engine's ceiling changed since preflight's record
             if "rlimit" in exc.message.lower():
@@ -219,6 +206,13 @@ def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpRep
         if guard is not None:
             guard.close()
     return finish(report, dep, watcher.container(dep.head), waited, started)
+
+
+def _report(dep: Deployment, emulated: bool, **found: Any) -> UpReport:
+    nodes = [NodeInfo.of(n) for n in dep.nodes] if dep.multi else None
+    base = dep.endpoint().base_url
+    found |= {"name": dep.name, "project": dep.head.project, "endpoint": base, "nodes": nodes}
+    return UpReport(emulated=emulated, **found)
 
 
 def attach(
@@ -257,15 +251,9 @@ def attach(
     finally:
         if guard is not None:
             guard.close()
-    report = UpReport(
-        name=dep.name,
-        project=dep.head.project,
-        emulated=head.emulated,
-        checks=[],
-        endpoint=dep.endpoint().base_url,
-        nodes=[NodeInfo.of(n) for n in dep.nodes] if dep.multi else None,
+    report = finish(
+        _report(dep, head.emulated, checks=[]), dep, watcher.container(dep.head), waited, started
     )
-    report = finish(report, dep, watcher.container(dep.head), waited, started)
     if (
         ready_before
         and report.time_to_ready_s is not None
