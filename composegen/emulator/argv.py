@@ -4,8 +4,7 @@
 Behaves like vLLM's parser where a test can see it: `prog` is `vllm serve`, unknown/misspelled flags
 and bad values exit 2 with `vllm serve: error: …` on stderr, unique prefixes are accepted
 (argparse's allow_abbrev), `--max_model_len` is read as `--max-model-len`, and JSON-valued config
-flags also take `--speculative-config.method mtp` style keys.
-"""
+flags also take `--speculative-config.method mtp` style keys."""
 
 from __future__ import annotations
 

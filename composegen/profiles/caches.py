@@ -7,8 +7,7 @@ points every one at CACHE_TARGET, a named volume whose name is the key: the imag
 every kernel library's version), the model and the flags the compilers key on. Two stacks share a volume
 only when all of that is equal, whatever their profile names; inside it vLLM, Inductor and Triton key
 each artifact by their own hashes as well. `caches: off` renders none of it; `caches: PATH` mounts a
-directory of the project instead of a volume.
-"""
+directory of the project instead of a volume."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 strict base model, ports, GPUs, environment names, secrets only by `${VAR}` reference, host paths.
 
 Strict types throughout: YAML's `yes` is not a boolean-as-int, `4096.5` is not an integer.
-Unknown keys are errors (extra="forbid"). profiles/schema.py assembles the whole `Profile`.
-"""
+Unknown keys are errors (extra="forbid"). profiles/schema.py assembles the whole `Profile`."""
 
 from __future__ import annotations
 

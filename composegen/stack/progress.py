@@ -1,8 +1,7 @@
 """What a stack reports while it starts: the sink the CLI (or any caller) plugs its display into.
 
 `ProgressSink` has one no-op method per event (docs/stack.md lists them); subclass it and override
-what you show. Events arrive on the caller's thread, in order.
-"""
+what you show. Events arrive on the caller's thread, in order."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ The one reader of the catalogs (composegen/vllm/data/vllm-<version>-serve-flags.
 vLLM's own argument parser): profiles, the startup mismatch check and the compose diff all go
 through load_catalog. Profiles spell flags exactly as the catalog's first long option, without the
 dashes; vLLM's parser would also take abbreviations and underscores, we do not (a typo must fail
-here, not become another flag).
-"""
+here, not become another flag)."""
 
 from __future__ import annotations
 
