@@ -46,24 +46,13 @@ VARIABLES = {
 # The flags what is compiled depends on: the parallel layout, the compile and graph configuration, the
 # dtypes, and max-num-batched-tokens (the end of vLLM's compile range: `compile_ranges_endpoints`) and
 # max-num-seqs (the CUDA graph capture sizes).
-KEYED_FLAGS = (
-    "tensor-parallel-size",
-    "pipeline-parallel-size",
-    "data-parallel-size",
-    "decode-context-parallel-size",
-    "enable-expert-parallel",
-    "compilation-config",
-    "enforce-eager",
-    "dtype",
-    "kv-cache-dtype",
-    "quantization",
-    "max-num-batched-tokens",
-    "max-num-seqs",
-    "speculative-config",
-    "attention-backend",
-    "moe-backend",
-    "linear-backend",
+_KEYED = (
+    "tensor-parallel-size pipeline-parallel-size data-parallel-size decode-context-parallel-size "
+    "enable-expert-parallel compilation-config enforce-eager dtype kv-cache-dtype quantization "
+    "max-num-batched-tokens max-num-seqs speculative-config attention-backend moe-backend "
+    "linear-backend"
 )
+KEYED_FLAGS = tuple(_KEYED.split())
 # `caches:`: volume (the default), off, or a directory of the project
 PATH_RE = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._][A-Za-z0-9._/-]*$")
 

@@ -35,23 +35,11 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Docker's ulimit names (`docker run --ulimit`); anything else is refused by the engine, or worse,
 # pasted.
-ULIMIT_NAMES = frozenset(
-    {
-        "core",
-        "cpu",
-        "data",
-        "fsize",
-        "locks",
-        "memlock",
-        "msgqueue",
-        "nice",
-        "nofile",
-        "nproc",
-        "rss",
-        "rtprio",
-    }
-    | {"rttime", "sigpending", "stack"}
+_ULIMITS = (
+    "core cpu data fsize locks memlock msgqueue nice nofile nproc rss rtprio rttime sigpending "
+    "stack"
 )
+ULIMIT_NAMES = frozenset(_ULIMITS.split())
 ULIMIT_MAX = 2**63 - 1
 VOLUME_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # docker volume names
 GPU_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]*$")  # an index, or a GPU-/MIG- UUID
