@@ -1,7 +1,6 @@
 """The `vllm serve` argv, normalised with the flag catalog of the side's vLLM version
 (vllm/catalog.py; 0.33.0 when a file does not say, or names a version without a catalog), for
-`composegen.diff.semantic`. The spellings that count as one are listed in docs/diff.md.
-"""
+`composegen.diff.semantic`. The spellings that count as one are listed in docs/diff.md."""
 
 from __future__ import annotations
 

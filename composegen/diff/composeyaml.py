@@ -1,8 +1,7 @@
 """Compose YAML text as composegen's diff reads it: bounded in size, aliases refused (a few lines of
 nested aliases expand to gigabytes when the diff walks them), compose's `!reset`/`!override` tags
 taken as their plain values, and every service's keys checked for shapes compose would refuse, so
-comparing never meets them. Problems are BadInput `label:line: field: problem`.
-"""
+comparing never meets them. Problems are BadInput `label:line: field: problem`."""
 
 from __future__ import annotations
 

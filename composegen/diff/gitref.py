@@ -3,8 +3,7 @@
 A path is relative to `root` (which may be a subdirectory of the work tree), not to the
 repository's top level. Every failure (no git, not a repository, unknown revision, missing path, a
 directory, undecodable bytes) is a `BadInput` whose message starts with the spec, `REF:path: git:
-problem`, never a git traceback.
-"""
+problem`, never a git traceback."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ MAX_BLOB_BYTES = 1 << 20  # as for files: a compose file is a few kB
 def split_ref_spec(spec: str) -> tuple[str, str] | None:
     """`REF:path` → (REF, path); None when the spec is not of that form.
 
-    Git ref names may not contain ':' (git-check-ref-format), so the first ':' separates them.
-    """
+    Git ref names may not contain ':' (git-check-ref-format), so the first ':' separates them."""
     ref, sep, path = spec.partition(":")
     if not sep or not ref.strip() or not path.strip():
         return None

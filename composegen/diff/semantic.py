@@ -7,8 +7,7 @@ is read by composeyaml.py (bounded, no aliases, service shapes checked).
 
 Normalisation (spelling does not count as a change) and the classification rule (a difference
 that only renames an otherwise identical stack is "identity") are in docs/diff.md. Identity paths
-come from the CLI (the `identity:` lists of the profiles involved, identity_paths_for).
-"""
+come from the CLI (the `identity:` lists of the profiles involved, identity_paths_for)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ argv, image, environment, GPU count, /dev/shm size; any difference exits 1) and 
 own (`target_only`: --master-addr, ports vs the Service, probes, ... listed, never failing).
 
 Inputs: a profile name (both targets rendered in memory), or files: a compose file (or out/NAME for
-a multi-node profile's node files) and an out/NAME/k8s/ directory.
-"""
+a multi-node profile's node files) and an out/NAME/k8s/ directory."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
 Behaves like vLLM's parser where a test can see it: `prog` is `vllm serve`, unknown/misspelled flags
 and bad values exit 2 with `vllm serve: error: …` on stderr, unique prefixes are accepted
 (argparse's allow_abbrev), `--max_model_len` is read as `--max-model-len`, and JSON-valued config
-flags also take `--speculative-config.method mtp` style keys.
-"""
+flags also take `--speculative-config.method mtp` style keys."""
 
 from __future__ import annotations
 
@@ -30,31 +29,17 @@ _CATALOG_CANDIDATES = (
 
 # `_optional_type(X)` flags whose inner type X the catalog does not record; everything else is a
 # string.
+_INT_INNER = (
+    "num_gpu_blocks_override max_log_len grpc_port distributed_timeout_seconds "
+    "cpu_distributed_timeout_seconds max_parallel_loading_workers prefix_cache_retention_interval "
+    "mamba_block_size prefix_match_unit max_cpu_loras max_lora_cls_labels max_num_scheduled_tokens "
+    "max_num_active_seqs max_num_queued_reqs max_num_queued_tokens numa_bind_nodes"
+)
 _OPTIONAL_INNER = {
     "kv_offloading_size": "float",
     "video_pruning_rate": "float",
     "kv_cache_memory_bytes": "human_readable_int",
-    **{
-        dest: "int"
-        for dest in (
-            "num_gpu_blocks_override",
-            "max_log_len",
-            "grpc_port",
-            "distributed_timeout_seconds",
-            "cpu_distributed_timeout_seconds",
-            "max_parallel_loading_workers",
-            "prefix_cache_retention_interval",
-            "mamba_block_size",
-            "prefix_match_unit",
-            "max_cpu_loras",
-            "max_lora_cls_labels",
-            "max_num_scheduled_tokens",
-            "max_num_active_seqs",
-            "max_num_queued_reqs",
-            "max_num_queued_tokens",
-            "numa_bind_nodes",
-        )
-    },
+    **dict.fromkeys(_INT_INNER.split(), "int"),
 }
 _JSON_TYPES = {"parse_dataclass", "loads", "_parse_type"}
 _JSON_OPTIONAL = {

@@ -6,8 +6,7 @@ Shapes, error texts and error params are those of a real vLLM 0.26.0 server
 Behaviour notes: `tool_choice: auto` needs --enable-auto-tool-choice and --tool-call-parser, a named
 tool_choice needs --tool-call-parser (400 otherwise, as in vLLM); without --reasoning-parser a
 thinking request gets its reasoning inline as <think>…</think> in `content`, as a real server would
-return it.
-"""
+return it."""
 
 from __future__ import annotations
 

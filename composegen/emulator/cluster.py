@@ -15,8 +15,7 @@ torch's EADDRINUSE message), logs while it waits and opens its API only after ev
 full group within EMU_JOIN_TIMEOUT_S (600 s) exits 1. A worker lost after joining makes the head log
 the worker's death and exit 1. A worker retries the master until EMU_JOIN_TIMEOUT_S, and exits 1
 when the head goes away without saying "shutdown". Per-rank memory numbers do not change: TP simply
-spans the nodes.
-"""
+spans the nodes."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ emulator.
 
 Labels sorted by name, values as Python float reprs, histograms as cumulative `_bucket{le}` +
 `_count` + `_sum`; also the python_* / process_* families prometheus_client's default collectors
-add.
-"""
+add."""
 
 from __future__ import annotations
 

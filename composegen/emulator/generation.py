@@ -3,8 +3,7 @@ prefill and decode, the metrics of each request, server-sent-event streams, and 
 
 As vLLM: a client that hangs up ends its request (a non-streamed one too: the real engine stops
 generating at once, recorded through the edge in issue 48) and the request counts as aborted; a
-/sleep?mode=abort ends it with finish_reason "abort" and HTTP 200.
-"""
+/sleep?mode=abort ends it with finish_reason "abort" and HTTP 200."""
 
 from __future__ import annotations
 

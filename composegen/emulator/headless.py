@@ -1,8 +1,7 @@
 """A worker node of a multi-node emulated engine (--headless), and what the head logs on its loss.
 
 The join protocol and failure behaviour are in cluster.py; `log` is runner.Log (level, source,
-message, proc).
-"""
+message, proc)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
 Per request: the route (`none` for an unknown path) and method, the status as a class (`2xx`,
 `4xx`), the request's and the response's content-length, and the duration. Like vLLM, /metrics,
 /health, /load, /ping, /version and /server_info are not counted. A streamed response has no
-content-length: 0 bytes.
-"""
+content-length: 0 bytes."""
 
 from __future__ import annotations
 

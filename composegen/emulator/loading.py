@@ -15,8 +15,7 @@ shared/reference/facts-vllm-compose.md §1):
   1.00       `init engine (profile, create kv cache, warmup model) took S s (compilation: C s)`
 
 Environment: EMU_WEIGHT_SHARDS (4) how many checkpoint shards the bar counts. Faults:
-crash_during_load fails after half the shards; never_ready stays after the last shard for good.
-"""
+crash_during_load fails after half the shards; never_ready stays after the last shard for good."""
 
 from __future__ import annotations
 

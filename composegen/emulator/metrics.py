@@ -12,8 +12,7 @@ blocks), prompt / generation / prefix-cache-query counters, the finished-reason 
 request histogram (TTFT, e2e, queue, prefill, decode, inter-token, token counts). With
 --speculative-config the spec-decode counters follow a fixed per-position acceptance (ACCEPT_DECAY).
 Not emulated, always 0: prefix cache hits, preemptions, external/multi-modal caches, FLOPs
-estimates. The http_* families are http_metrics.py's, fed by the server's http_request() calls.
-"""
+estimates. The http_* families are http_metrics.py's, fed by the server's http_request() calls."""
 
 from __future__ import annotations
 

@@ -43,83 +43,42 @@ LATENCY_BUCKETS = {
         "n": "1 2 5 10 20",
     }.items()
 }
-# (name without `vllm:`, bucket kind (LATENCY_BUCKETS, else 1-2-5 token buckets up to
-# max-model-len), HELP),
-# in the recorded order.
-HISTOGRAMS = (
-    ("request_prompt_tokens", "tokens", "Number of prefill tokens processed."),
-    ("request_generation_tokens", "tokens", "Number of generation tokens processed."),
-    ("iteration_tokens_total", "iteration", "Histogram of number of tokens per engine_step."),
-    (
-        "request_max_num_generation_tokens",
-        "tokens",
-        "Histogram of maximum number of requested generation tokens.",
-    ),
-    ("request_params_n", "n", "Histogram of the n request parameter."),
-    ("request_params_max_tokens", "tokens", "Histogram of the max_tokens request parameter."),
-    ("time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds."),
-    ("inter_token_latency_seconds", "token_gap", "Histogram of inter-token latency in seconds."),
-    (
-        "request_time_per_output_token_seconds",
-        "token_gap",
-        "Histogram of time_per_output_token_seconds per request.",
-    ),
-    ("e2e_request_latency_seconds", "request", "Histogram of e2e request latency in seconds."),
-    (
-        "request_queue_time_seconds",
-        "request",
-        "Histogram of time spent in WAITING phase for request.",
-    ),
-    (
-        "request_inference_time_seconds",
-        "request",
-        "Histogram of time spent in RUNNING phase for request.",
-    ),
-    (
-        "request_prefill_time_seconds",
-        "request",
-        "Histogram of time spent in PREFILL phase for request.",
-    ),
-    (
-        "request_decode_time_seconds",
-        "request",
-        "Histogram of time spent in DECODE phase for request.",
-    ),
-    (
-        "request_prefill_kv_computed_tokens",
-        "tokens",
-        "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
-    ),
+# One line per histogram, in the recorded order: name without `vllm:`, bucket kind (LATENCY_BUCKETS,
+# else 1-2-5 token buckets up to max-model-len), HELP.
+HISTOGRAMS = tuple(
+    tuple(line.split(" ", 2))
+    for line in """
+request_prompt_tokens tokens Number of prefill tokens processed.
+request_generation_tokens tokens Number of generation tokens processed.
+iteration_tokens_total iteration Histogram of number of tokens per engine_step.
+request_max_num_generation_tokens tokens Histogram of maximum number of requested generation tokens.
+request_params_n n Histogram of the n request parameter.
+request_params_max_tokens tokens Histogram of the max_tokens request parameter.
+time_to_first_token_seconds ttft Histogram of time to first token in seconds.
+inter_token_latency_seconds token_gap Histogram of inter-token latency in seconds.
+request_time_per_output_token_seconds token_gap Histogram of time_per_output_token_seconds per request.
+e2e_request_latency_seconds request Histogram of e2e request latency in seconds.
+request_queue_time_seconds request Histogram of time spent in WAITING phase for request.
+request_inference_time_seconds request Histogram of time spent in RUNNING phase for request.
+request_prefill_time_seconds request Histogram of time spent in PREFILL phase for request.
+request_decode_time_seconds request Histogram of time spent in DECODE phase for request.
+request_prefill_kv_computed_tokens tokens Histogram of new KV tokens computed during prefill (excluding cached tokens).
+""".strip().splitlines()
 )
 # cache_config_info labels the recording shows, with their values when the runner does not say
 # otherwise.
+_CACHE_CONFIG = """
+_block_size_resolved=True block_size=16 cache_dtype=auto calculate_kv_scales=False
+enable_prefix_caching=True gpu_memory_utilization=0.92 is_attention_free=False
+kv_cache_dtype_skip_layers=[] kv_cache_memory_bytes=None kv_offloading_backend=native
+kv_offloading_size=None kv_sharing_fast_prefill=False mamba_block_size=None
+mamba_cache_dtype=auto mamba_cache_mode=none mamba_page_size_padded=None
+mamba_ssm_cache_dtype=auto num_cpu_blocks=None num_gpu_blocks=None num_gpu_blocks_override=None
+prefix_caching_hash_algo=sha256 prefix_match_unit=None skip_page_size_padded=None
+sliding_window=None user_specified_block_size=False user_specified_mamba_block_size=False
+"""
 CACHE_CONFIG_DEFAULTS = {
-    "_block_size_resolved": "True",
-    "block_size": "16",
-    "cache_dtype": "auto",
-    "calculate_kv_scales": "False",
-    "enable_prefix_caching": "True",
-    "gpu_memory_utilization": "0.92",
-    "is_attention_free": "False",
-    "kv_cache_dtype_skip_layers": "[]",
-    "kv_cache_memory_bytes": "None",
-    "kv_offloading_backend": "native",
-    "kv_offloading_size": "None",
-    "kv_sharing_fast_prefill": "False",
-    "mamba_block_size": "None",
-    "mamba_cache_dtype": "auto",
-    "mamba_cache_mode": "none",
-    "mamba_page_size_padded": "None",
-    "mamba_ssm_cache_dtype": "auto",
-    "num_cpu_blocks": "None",
-    "num_gpu_blocks": "None",
-    "num_gpu_blocks_override": "None",
-    "prefix_caching_hash_algo": "sha256",
-    "prefix_match_unit": "None",
-    "skip_page_size_padded": "None",
-    "sliding_window": "None",
-    "user_specified_block_size": "False",
-    "user_specified_mamba_block_size": "False",
+    k: v for k, _, v in (item.partition("=") for item in _CACHE_CONFIG.split())
 }
 
 

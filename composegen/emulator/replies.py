@@ -11,8 +11,7 @@ Rules, first match wins (the last user message is "the question"):
      the conversation (e.g. ZEBRA-42917-QUARTZ).
   6. a Python sum one-liner over a `name` -> `sum(name)`.
   7. otherwise: "Emulated reply (composegen vLLM emulator): <the first 24 words of the question>".
-Reasoning (when requested) is a short, effort-scaled restatement of the question.
-"""
+Reasoning (when requested) is a short, effort-scaled restatement of the question."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ stream.
 
 Shapes as a real vLLM 0.26.0 server returns them (tests/data/real-0.26.0-h200): the object carries
 every field vLLM sets (most null); a stream is `event: <type>` + `data: <json>` pairs from
-`response.created` to `response.completed`, with `sequence_number`s and no `[DONE]`.
-"""
+`response.created` to `response.completed`, with `sequence_number`s and no `[DONE]`."""
 
 from __future__ import annotations
 

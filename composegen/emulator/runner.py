@@ -19,8 +19,7 @@ Environment:
 
 Multi-node (--nnodes N > 1): the head (node rank 0) waits for every --headless worker node before it
 loads and serves; a worker serves no HTTP. See cluster.py for the join protocol and the failure
-behaviour.
-"""
+behaviour."""
 
 from __future__ import annotations
 

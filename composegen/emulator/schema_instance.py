@@ -8,8 +8,7 @@ uuid, ipv4, ipv6, hostname) and min/maxLength, numeric minimum/maximum/exclusive
 allOf (merged), anyOf/oneOf (first non-null branch), local $ref (#/$defs/…, #/definitions/…). Not
 supported: `pattern`, `not`, if/then/else. String values come from `hints` (property name -> text,
 "*" for any property) when given, so tool arguments can reuse words from the user's message;
-everything is deterministic.
-"""
+everything is deterministic."""
 
 from __future__ import annotations
 

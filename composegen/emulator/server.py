@@ -8,8 +8,7 @@ route is looked up, as recorded). Errors use vLLM's {"error": {...}} JSON; unkno
 empty body with no content type, streams are chunked and keep the connection. Requests are paced so
 TTFT and decode rates are measurable: prefill sleeps prompt_tokens / EMU_PREFILL_TOK_S
 (≤ EMU_PREFILL_SLEEP_CAP_S), each output token 1 /
-EMU_DECODE_TOK_S (all together ≤ EMU_DECODE_SLEEP_CAP_S).
-"""
+EMU_DECODE_TOK_S (all together ≤ EMU_DECODE_SLEEP_CAP_S)."""
 
 from __future__ import annotations
 

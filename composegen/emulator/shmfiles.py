@@ -14,8 +14,7 @@ SIGKILL of the process group leaves them behind exactly as it does with vLLM.
 
 Files are sparse: only the first page of each is touched, so the nominal size is what the space
 check compares against free space (vLLM's "Insufficient space in /dev/shm" check) while RAM use
-stays tiny.
-"""
+stays tiny."""
 
 from __future__ import annotations
 

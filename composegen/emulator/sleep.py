@@ -20,8 +20,7 @@ and EMU_SLEEP_ROUTE_S (0.09: what /sleep took beyond it, the client's recorded 0
 EMU_SLEEP_RESIDUE_GIB (0.87 recorded); faults:
 EMU_FAULT=sleep_residue_growth (+0.5 GiB per cycle, as reported on 4x RTX PRO 6000),
 EMU_FAULT=wake_fails (the wake after the first cycle is an error), EMU_FAULT=draft_not_reloaded
-(draftfault.py).
-"""
+(draftfault.py)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ Rules:
     newline) plus the tokens of its text (string content, the text parts of list content, one token per
     non-text part, tool-call names and argument JSON); add_generation_prompt (default true) adds
     GENERATION_PROMPT tokens; a `tools` list adds the tokens of its compact JSON plus TOOLS_OVERHEAD.
-Completion text is produced as these same pieces, so one streamed delta = one token.
-"""
+Completion text is produced as these same pieces, so one streamed delta = one token."""
 
 from __future__ import annotations
 

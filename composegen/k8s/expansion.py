@@ -1,8 +1,7 @@
 """Kubernetes' `$(VAR)` expansion in command, args and env values (the kubelet's rule,
 third_party/forked/ golang/expansion): `$$` is one literal `$`, `$(NAME)` is NAME's value when the
 container has it (else left as written), any other `$` is literal. Written text escapes every `$`;
-our own references are added after.
-"""
+our own references are added after."""
 
 from __future__ import annotations
 

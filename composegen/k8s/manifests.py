@@ -10,8 +10,7 @@ Service publishes the API (the leader).
 What Kubernetes cannot say is never dropped silently: `Notes.unmapped` (not rendered),
 `Notes.adapted` (rendered another way) and `Notes.security` (hostIPC, hostNetwork, capabilities,
 hostPath — emitted only because the compose stack has the same) go into the header comment and
-`render --json`.
-"""
+`render --json`."""
 
 from __future__ import annotations
 

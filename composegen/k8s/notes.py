@@ -3,8 +3,7 @@ dropped.
 
 `unmapped`: no equivalent, not rendered. `adapted`: rendered another way. `security`: hostIPC,
 hostNetwork, capabilities and hostPath, emitted only because the compose stack has the same. All
-three reach the workload's header comment and `render --json`.
-"""
+three reach the workload's header comment and `render --json`."""
 
 from __future__ import annotations
 

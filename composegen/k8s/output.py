@@ -6,8 +6,7 @@ PyYAML's time.
 
 Keys of `render_profile`/`render_all` are paths under out/ (NAME/k8s/FILE), beside the compose keys
 of composegen.render, so `render.write`, `render.check` and the orphan sweep treat both targets
-alike.
-"""
+alike."""
 
 from __future__ import annotations
 

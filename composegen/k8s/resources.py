@@ -2,8 +2,7 @@
 
 Requests, not limits: a memory limit would have the kernel kill a 30-minute load for a passing peak;
 a request makes the scheduler pick a node that holds the pod's memory-backed /dev/shm (an emptyDir of
-medium Memory is charged to the pod) and its CPU KV offload buffers.
-"""
+medium Memory is charged to the pod) and its CPU KV offload buffers."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ The script is assembled from the sources themselves (weights/snapshot.py's stdli
 `index_shards` and `required`; safewrite's `component_problem`), so the pod judges a snapshot by
 exactly the rules `composegen weights` and `up` use on a host. Offline (no Hub): the required files
 are config.json, the tokenizer files and every shard the safetensors index names. Exit 0 when
-complete; else exit 1 naming what is missing.
-"""
+complete; else exit 1 naming what is missing."""
 
 from __future__ import annotations
 

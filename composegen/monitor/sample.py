@@ -5,8 +5,7 @@ Counter rates and latency percentiles come from the difference of two scrapes (a
 down means the engine restarted: its new value is the delta, as in Prometheus' rate()). Percentiles
 are Prometheus' histogram_quantile over the bucket deltas: linear inside the bucket that holds the
 rank, and the largest finite bound when the rank falls into +Inf. Several engines (data parallel:
-one `engine` label each) are summed; KV usage is their mean.
-"""
+one `engine` label each) are summed; KV usage is their mean."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ points every one at CACHE_TARGET, a named volume whose name is the key: the imag
 every kernel library's version), the model and the flags the compilers key on. Two stacks share a volume
 only when all of that is equal, whatever their profile names; inside it vLLM, Inductor and Triton key
 each artifact by their own hashes as well. `caches: off` renders none of it; `caches: PATH` mounts a
-directory of the project instead of a volume.
-"""
+directory of the project instead of a volume."""
 
 from __future__ import annotations
 
@@ -47,24 +46,13 @@ VARIABLES = {
 # The flags what is compiled depends on: the parallel layout, the compile and graph configuration, the
 # dtypes, and max-num-batched-tokens (the end of vLLM's compile range: `compile_ranges_endpoints`) and
 # max-num-seqs (the CUDA graph capture sizes).
-KEYED_FLAGS = (
-    "tensor-parallel-size",
-    "pipeline-parallel-size",
-    "data-parallel-size",
-    "decode-context-parallel-size",
-    "enable-expert-parallel",
-    "compilation-config",
-    "enforce-eager",
-    "dtype",
-    "kv-cache-dtype",
-    "quantization",
-    "max-num-batched-tokens",
-    "max-num-seqs",
-    "speculative-config",
-    "attention-backend",
-    "moe-backend",
-    "linear-backend",
+_KEYED = (
+    "tensor-parallel-size pipeline-parallel-size data-parallel-size decode-context-parallel-size "
+    "enable-expert-parallel compilation-config enforce-eager dtype kv-cache-dtype quantization "
+    "max-num-batched-tokens max-num-seqs speculative-config attention-backend moe-backend "
+    "linear-backend"
 )
+KEYED_FLAGS = tuple(_KEYED.split())
 # `caches:`: volume (the default), off, or a directory of the project
 PATH_RE = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._][A-Za-z0-9._/-]*$")
 

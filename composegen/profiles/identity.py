@@ -7,8 +7,7 @@ A path is `name`, or `services.<service>.<kind>[.<key>]` with kind one of IDENTI
 the kind is literal, and `command` only ever means `--served-model-name`. Matching is per segment,
 so a glob cannot reach across a dot into another part of the service (a volume target `/x.labels.y`
 is not a label). Ports are identity only while the container port is published on both sides (an
-added or removed published port changes what the stack exposes).
-"""
+added or removed published port changes what the stack exposes)."""
 
 from __future__ import annotations
 

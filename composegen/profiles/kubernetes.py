@@ -2,8 +2,7 @@
 says.
 
 The engine never sees it: it is outside the profile hash (resolved.py), so setting it leaves
-out/NAME/compose.yaml as it is.
-"""
+out/NAME/compose.yaml as it is."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Bind mounts and secret references: what a profile may mount from the host (a closed grammar, and
 places refused unless `service.unsafe_mounts` lists them with a reason), and where `${SECRET}` may
 go (environment values only). The rules, as a user reads them: docs/profile-safety.md (Mounts, `$`
-and secrets).
-"""
+and secrets)."""
 
 from __future__ import annotations
 

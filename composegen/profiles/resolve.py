@@ -3,8 +3,7 @@ rules.
 
 Merge rule for `extends:` — maps merge deeply (the child's keys win), lists replace the parent's
 list whole, and a `null` value removes the inherited key (e.g. `speculative-config: null` in
-`vllm:`).
-"""
+`vllm:`)."""
 
 from __future__ import annotations
 

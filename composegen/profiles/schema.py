@@ -7,8 +7,7 @@ keys are errors (extra="forbid"). `composegen schema` prints the JSON Schema of 
 Multi-node (`nodes:`): the image, the model and its revision and every vLLM flag are profile-level,
 so they are the same on every node by construction; only endpoints, environment, GPUs and the HF
 cache path are per node. (The driver still checks that the image each engine holds has the same
-digest.)
-"""
+digest.)"""
 
 from __future__ import annotations
 

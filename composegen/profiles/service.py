@@ -2,8 +2,7 @@
 strict base model, ports, GPUs, environment names, secrets only by `${VAR}` reference, host paths.
 
 Strict types throughout: YAML's `yes` is not a boolean-as-int, `4096.5` is not an integer.
-Unknown keys are errors (extra="forbid"). profiles/schema.py assembles the whole `Profile`.
-"""
+Unknown keys are errors (extra="forbid"). profiles/schema.py assembles the whole `Profile`."""
 
 from __future__ import annotations
 
@@ -36,23 +35,11 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Docker's ulimit names (`docker run --ulimit`); anything else is refused by the engine, or worse,
 # pasted.
-ULIMIT_NAMES = frozenset(
-    {
-        "core",
-        "cpu",
-        "data",
-        "fsize",
-        "locks",
-        "memlock",
-        "msgqueue",
-        "nice",
-        "nofile",
-        "nproc",
-        "rss",
-        "rtprio",
-    }
-    | {"rttime", "sigpending", "stack"}
+_ULIMITS = (
+    "core cpu data fsize locks memlock msgqueue nice nofile nproc rss rtprio rttime sigpending "
+    "stack"
 )
+ULIMIT_NAMES = frozenset(_ULIMITS.split())
 ULIMIT_MAX = 2**63 - 1
 VOLUME_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # docker volume names
 GPU_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]*$")  # an index, or a GPU-/MIG- UUID

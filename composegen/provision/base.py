@@ -5,8 +5,7 @@ python3.
 
     COMPOSEGEN_BASE_IMAGE    an existing image to build FROM instead of composegen/base:py3
     COMPOSEGEN_PUBLIC_BASE   the pinned public base, `REPO[:TAG]@sha256:…` (default python:3.12-slim@…),
-                             e.g. the same image on a registry mirror
-"""
+                             e.g. the same image on a registry mirror"""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 ready. Each step checks first and does nothing when already done; the first change asks `confirm`
 once.
 
-    COMPOSEGEN_PULL_TIMEOUT  seconds to wait for the pinned public base to pull (default 20)
-"""
+    COMPOSEGEN_PULL_TIMEOUT  seconds to wait for the pinned public base to pull (default 20)"""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ so it must be built of plain types (dict, list, tuple, set, str, int, float, byt
 
 Falls back to calling the function inline when fork is unavailable, when other Python threads exist
 (forking a threaded process can deadlock the child), and when the child fails for any reason — so
-`Aside(f, x).result()` always equals `f(x)`. Use it as a context manager so the child is reaped.
-"""
+`Aside(f, x).result()` always equals `f(x)`. Use it as a context manager so the child is reaped."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """`composegen shm --json`, piped: the scan written as compact sorted JSON without a model or a dict
 per entry. Its shape is reports.ShmScan's (tests hold the two byte for byte equal); importing
 pydantic alone would cost more than scanning 10,000 entries, so this module never does
-(docs/benchmarks.md).
-"""
+(docs/benchmarks.md)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ with queued data, or any of a process whose namespace cannot be queried).
 `hidden_holders(directory, proc_root)` -> ([HiddenHolder(pid, comm, why)], drained): queues are
 sampled a few times and only one that stays non-empty counts (live traffic drains); `drained` says
 some queue emptied meanwhile, so the caller reads the holders again (the fd may have been received
-after its first pass).
-"""
+after its first pass)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ the /proc pass found — as rows and small typed documents, without pydantic.
 Both readers start here: scan.py turns a `Listing` into the ShmScan model (composegen.shm.reports);
 fastjson.py writes it as compact JSON straight away (`composegen shm --json`, where importing
 pydantic alone would cost more than the whole scan). The documents below are that JSON's pieces, key
-for key.
-"""
+for key."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Names whose origin we know in /dev/shm: an unheld file with such a name is a crash's leftover.
 
 `match_pattern(name)` -> pattern id or None; `patterns_table_markdown()` is the table in
-docs/shm.md.
-"""
+docs/shm.md."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 scan.py returns ShmScan, reclaim.py ShmReclaim. The one exception is the compact `shm --json`
 (fastjson.py), which writes 10,000 entries without importing pydantic; tests hold its bytes to this
-model's output and schema.
-"""
+model's output and schema."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ listing.py; the compact JSON fast route: fastjson.py; text and `up`'s warnings: 
 leftover names: patterns.py; reclaim: reclaim.py; docs/shm.md. Container labels come from an
 injected callable (container id -> labels | None): no engine here. CLI exit codes: 0 ok; 1 leftovers
 present with --fail-on-leftover (CheckFailed); 2 path missing / not a directory / not a tmpfs
-without --force (BadInput); 3 engine problems (EngineError).
-"""
+without --force (BadInput); 3 engine problems (EngineError)."""
 
 from __future__ import annotations
 
@@ -62,8 +61,7 @@ def scan(
     """Every entry directly in `path`, classified, with the processes (and containers) holding it.
 
     container_labels: callable container_id -> labels dict | None (default: none looked up).
-    tmpfs_only: refuse (BadInput) a directory that is not on a tmpfs.
-    """
+    tmpfs_only: refuse (BadInput) a directory that is not on a tmpfs."""
     dfd = open_dir(path, follow=True)
     try:
         if tmpfs_only:

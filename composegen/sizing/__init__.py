@@ -4,8 +4,7 @@ config (weights, layers, KV bytes per token).
 
   ledger.py   one GPU's memory shared by every emulated engine on it: the entries, claim, sleep, wake
   models.py   a model's weights per rank, layers and KV bytes per token: its config.json, or the
-              configs composegen knows
-"""
+              configs composegen knows"""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
 __all__ = ["ledger", "models"]

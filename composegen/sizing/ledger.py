@@ -14,8 +14,7 @@ name their GPUs in EMU_GPU_IDS ("0,1", from the profile's device_ids). Each engi
   allocator does (`CUDA Error: out of memory at …cumem_allocator.cpp:62`) and stays asleep.
 - an engine holds an flock on its own entry for its life: an entry whose lock can be taken belongs
   to an engine that is gone (SIGKILL included) and is not counted. One lock file
-  (`ledger.lock`) makes check-and-claim atomic across containers.
-"""
+  (`ledger.lock`) makes check-and-claim atomic across containers."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ The config is looked up as vLLM would find it: a local model directory, else the
 none is given). Parameters are counted from the transformer shape (embeddings, attention with its KV
 heads, gated MLP, norms), times the bytes of its torch_dtype, split over tensor-parallel ranks. A
 quantized config (quantization_config) or an unknown shape gives what composegen knows, or None:
-the memory model keeps its default.
-"""
+the memory model keeps its default."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@
 
 One documented exception: cli/fastpath.py reaches `engine.label_lookup` directly, so `shm` answers
 without importing the driver (start-up time). tests/test_architecture.py enforces both.
-docs/stack.md walks a profile through `up`.
-"""
+docs/stack.md walks a profile through `up`."""
 
 __all__ = ["driver", "progress", "readiness", "reports"]

@@ -1,8 +1,7 @@
 """The docker CLI as processes: `docker compose` for a compose project (one process per call, the
 caller's environment: DOCKER_HOST, DOCKER_CONTEXT, …) and `docker context inspect` for where a
 context points. With engine.py (the docker SDK) the only modules that run docker; nothing here
-imports the SDK, so a command that only composes never loads it.
-"""
+imports the SDK, so a command that only composes never loads it."""
 
 from __future__ import annotations
 

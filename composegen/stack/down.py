@@ -2,8 +2,7 @@
 workers. Each node gets `docker compose down`, then whatever a run left there is found by label and
 removed — the project's containers and networks (also when its containers were `docker rm -f`ed) and
 probe containers an interrupted `up` of this profile left. Every node is tried; one that cannot be
-reached or cleaned fails the command by name (exit 3).
-"""
+reached or cleaned fails the command by name (exit 3)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ compose plugin's version (a `docker compose version`, ~0.15 s).
 An engine is known by its ID plus what a reconfiguration shows in `docker info` (version, kernel,
 cgroup version, runtimes, security options); a record is believed for TTL_S at most. A `compose up`
 refused on a rlimit drops the engine's record (up.py), so the next `up` probes again. The compose
-record is keyed by the docker CLI and plugin binaries themselves (path, size, mtime).
-"""
+record is keyed by the docker CLI and plugin binaries themselves (path, size, mtime)."""
 
 from __future__ import annotations
 

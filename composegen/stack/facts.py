@@ -1,8 +1,7 @@
 """What the engine says, as plain frozen values: `ContainerFacts` (with its `NetworkAddress`es),
 `NetworkFacts`, `ImageFacts`, built from the engine API's inspect/list answers (dicts) here, so no
 SDK object leaves stack/engine.py and nothing here needs docker. Also the reading of
-`docker logs --timestamps` lines.
-"""
+`docker logs --timestamps` lines."""
 
 from __future__ import annotations
 

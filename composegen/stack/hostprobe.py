@@ -1,7 +1,6 @@
 """Questions about an engine's HOST, answered by a throw-away probe container (engine.run_probe), so
 a remote engine is asked exactly like the local one: the rlimit ceiling it grants
-(`engine_rlimits`), and which host ports are free plus what /dev/shm holds (`host_probe`).
-"""
+(`engine_rlimits`), and which host ports are free plus what /dev/shm holds (`host_probe`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 `status` shows it instead of "unhealthy" while the engine loads inside its start period (the
 healthcheck's start_period is startup_timeout); the commands that need a ready engine (gate,
-startup, ladder, evidence...) say "NAME is still loading: <stage>" (exit 3) instead of failing.
-"""
+startup, ladder, evidence...) say "NAME is still loading: <stage>" (exit 3) instead of failing."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ GPU memory a running engine's GPUs hold.
   read here: None.
 - GPU, real: `nvidia-smi --query-gpu=index,memory.used,memory.total` inside the container (when the
   image has it; None otherwise). Emulated: the emulated GPUs' ledger in .composegen/emulated-gpus/
-  (composegen/sizing/ledger.py), every live engine's holding summed per GPU — EMULATED figures.
-"""
+  (composegen/sizing/ledger.py), every live engine's holding summed per GPU — EMULATED figures."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 GPU allocates from system memory, and running out while the weights load hard-resets the machine
 instead of raising an out-of-memory error. So preflight refuses `up` below
 `service.memory_guard.min_available`, and while `up`/`wait` waits a watcher reads MemAvailable every
-POLL_S; below the floor it stops the stack (SIGTERM, then SIGKILL after STOP_GRACE_S), exit 3.
-"""
+POLL_S; below the floor it stops the stack (SIGTERM, then SIGKILL after STOP_GRACE_S), exit 3."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ preflight. Every node but a local head is read through its own engine, by the sa
 `--sync` copies through the Docker API is in docs/weights.md.
 
 When `up` finds the weights complete it adds a compose override setting HF_HUB_OFFLINE=1 (unless
-`service.hf_online`), so the engine never reaches for the Hub; out/ stays as rendered.
-"""
+`service.hf_online`), so the engine never reaches for the Hub; out/ stays as rendered."""
 
 from __future__ import annotations
 

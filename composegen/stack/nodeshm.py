@@ -4,8 +4,7 @@
 ShmScan, for the first node on this machine; further local nodes say `shared_with: NODE`, it is the
 same /dev/shm) or `probe` (a remote node, from a labelled throw-away container on that host: free
 and total bytes, entries with the leftover pattern each name matches; holders cannot be checked
-remotely), or the `error` that kept it from being read.
-"""
+remotely), or the `error` that kept it from being read."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Who holds a local TCP port: the listening socket's inode from /proc/net/tcp{,6}, then the process
 whose fd points at it. Used to say more than "port in use" (a container's port is held by
 docker-proxy, which the caller names through the engine). Best effort: another user's processes may
-be unreadable.
-"""
+be unreadable."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 `node_checks` checks one node of a deployment; on a multi-node profile the check names carry the
 node, e.g. `spark-2/port`. A node whose engine is on this machine is checked directly, a remote one
 through a labelled throw-away container on that host's network and IPC namespace
-(hostprobe.host_probe).
-"""
+(hostprobe.host_probe)."""
 
 from __future__ import annotations
 

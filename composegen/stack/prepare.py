@@ -2,8 +2,7 @@
 single-node profile): out/ is fresh, every engine answers, nothing of the stack runs, the image is
 on every engine (the same image ID everywhere), each node's GPU runtime, ports, /dev/shm and
 ulimits, and with --emulate the override per node. Each check goes to the progress sink as soon as
-it is known; the first failure stops `up` (exit 3) naming every failed check.
-"""
+it is known; the first failure stops `up` (exit 3) naming every failed check."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What a stack reports while it starts: the sink the CLI (or any caller) plugs its display into.
 
 `ProgressSink` has one no-op method per event (docs/stack.md lists them); subclass it and override
-what you show. Events arrive on the caller's thread, in order.
-"""
+what you show. Events arrive on the caller's thread, in order."""
 
 from __future__ import annotations
 
@@ -36,23 +35,11 @@ class ProgressSink:
     # line naming the failed checks (driver.start) instead of repeating the first reason.
     shows_checks: bool = False
 
-    def check(self, check: Check) -> None:
-        pass
-
-    def phase(self, name: str, t: float) -> None:
-        pass
-
-    def log_line(self, line: LogLine) -> None:
-        pass
-
-    def pull(self, event: PullEvent) -> None:
-        pass
-
-    def heartbeat(self, t: float, last_line: str) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
+    def check(self, check: Check) -> None: ...
+    def phase(self, name: str, t: float) -> None: ...
+    def log_line(self, line: LogLine) -> None: ...
+    def pull(self, event: PullEvent) -> None: ...
+    def heartbeat(self, t: float, last_line: str) -> None: ...
+    def note(self, text: str) -> None: ...
     def told(self, stage: str) -> None:
         """What an alias's clients are told meanwhile (a switch: 503 + Retry-After + STAGE)."""

@@ -3,8 +3,7 @@ name.
 
 HTTP is polled every 0.1 s by us rather than waiting on Docker's healthcheck interval, so readiness
 is seen within a poll of /health first answering 200. The container's state is checked alongside, so
-an exit or restart fails at once instead of at the timeout.
-"""
+an exit or restart fails at once instead of at the timeout."""
 
 from __future__ import annotations
 

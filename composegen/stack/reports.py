@@ -2,8 +2,7 @@
 the parts they hold (a node, a phase's time, a loading engine's stage).
 
 Keys that only a multi-node stack fills (`nodes`, a container's `node`/`rank`/`engine`) are null for
-a single-node stack.
-"""
+a single-node stack."""
 
 from __future__ import annotations
 

@@ -13,8 +13,7 @@ POST /collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the or
 H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
 .composegen/standby/NAME.json ({"level", "since", "residue_gib", "residue_from"}): its own residue,
 vLLM's GPU-wide `… still in use.` line (1.76 GiB on an H200 beside 0.88 + 0.91 GiB for two engines)
-minus what the project's other stacks on its GPUs hold (asleep: kept residue; awake: `share`).
-"""
+minus what the project's other stacks on its GPUs hold (asleep: kept residue; awake: `share`)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ The docker SDK's own ssh support runs a new `ssh … docker system dial-stdio` f
 adds `-p 22` to a URL without a port (so `Port` in ~/.ssh/config is ignored) and reads the pipe
 without a deadline. Instead one `ssh -N` per node, for the whole command, forwards a private local
 socket to the node's engine socket; every API call and `docker compose` uses it with ordinary
-timeouts, and the ssh process is stopped and reaped when the command ends.
-"""
+timeouts, and the ssh process is stopped and reaped when the command ends."""
 
 from __future__ import annotations
 

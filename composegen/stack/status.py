@@ -9,8 +9,7 @@ a multi-node node with no container as "missing".
 
 drift: in-sync only when the running container's hash label equals both out/'s header hash and the
 hash the profile resolves to now; otherwise drifted, `newer` saying which side moved (out, running,
-or profile: the profile changed, or was reverted, while out/ still matches what runs).
-"""
+or profile: the profile changed, or was reverted, while out/ still matches what runs)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 docker import, no `docker` command: a context's URL is read by engine.target_url).
 
 A `Target` is a DOCKER_HOST-style URL (unix://, tcp://, ssh://), a docker context name, or neither —
-the default engine (DOCKER_HOST or the local socket).
-"""
+the default engine (DOCKER_HOST or the local socket)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ prepare (prepare.py), `docker compose up` on the workers then the head, wait for
 and summarise from the head's own startup log. A failure names the node and shows its last log
 lines; with --down-on-failure only the containers THIS run started are removed. Ctrl-C at any moment
 exits 130 and says what the run left and how to stop it (`Run.interrupted`); SIGTERM and SIGHUP (a
-closed terminal, a service manager stopping the job) say the same and exit 143 and 129.
-"""
+closed terminal, a service manager stopping the job) say the same and exit 143 and 129."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 (readiness.wait_ready), every worker's container (a dead worker fails the wait and is named), and
 every node's log lines streamed to the progress sink as they are written (one follower thread per
 container; events are delivered on the waiting thread). `up` and `attach` (an already-starting
-stack) share it.
-"""
+stack) share it."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ The one reader of the catalogs (composegen/vllm/data/vllm-<version>-serve-flags.
 vLLM's own argument parser): profiles, the startup mismatch check and the compose diff all go
 through load_catalog. Profiles spell flags exactly as the catalog's first long option, without the
 dashes; vLLM's parser would also take abbreviations and underscores, we do not (a typo must fail
-here, not become another flag).
-"""
+here, not become another flag)."""
 
 from __future__ import annotations
 
@@ -26,42 +25,27 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 _JSON_TYPES = {"parse_dataclass", "loads", "_parse_type", "union_dict_and_str"}
 # `_optional_type` hides the wrapped type in the catalog; these are the numeric ones we check
 # (read from each flag's help text in serve-help-all.txt). Others are strings or, per help, JSON.
+_INT_OPTIONAL = (
+    "num-gpu-blocks-override max-parallel-loading-workers max-cpu-loras max-log-len grpc-port "
+    "distributed-timeout-seconds cpu-distributed-timeout-seconds mamba-block-size "
+    "max-num-scheduled-tokens max-num-active-seqs max-num-queued-reqs max-num-queued-tokens"
+)
 _OPTIONAL_TYPES = {
     "kv-offloading-size": "float",
     "kv-cache-memory-bytes": "human_readable_int",
-    "num-gpu-blocks-override": "int",
-    "max-parallel-loading-workers": "int",
-    "max-cpu-loras": "int",
-    "max-log-len": "int",
-    "grpc-port": "int",
-    "distributed-timeout-seconds": "int",
-    "cpu-distributed-timeout-seconds": "int",
     "prefix-cache-retention-interval": "float",
-    "mamba-block-size": "int",
     "video-pruning-rate": "float",
-    "max-num-scheduled-tokens": "int",
-    "max-num-active-seqs": "int",
-    "max-num-queued-reqs": "int",
-    "max-num-queued-tokens": "int",
+    **dict.fromkeys(_INT_OPTIONAL.split(), "int"),
 }
 # `_optional_type` flags whose help in serve-help-all.txt says "Should either be a valid JSON
 # string".
-_OPTIONAL_JSON = {
-    "pooler-config",
-    "quantization-config",
-    "mm-processor-kwargs",
-    "default-mm-loras",
-    "custom-histogram-buckets",
-    "diffusion-config",
-    "ec-transfer-config",
-    "engram-config",
-    "kv-events-config",
-    "kv-transfer-config",
-    "reasoning-config",
-    "speculative-config",
-    "watermark-config",
-    "weight-transfer-config",
-}
+_JSON_FLAGS = (
+    "pooler-config quantization-config mm-processor-kwargs default-mm-loras "
+    "custom-histogram-buckets diffusion-config ec-transfer-config engram-config "
+    "kv-events-config kv-transfer-config reasoning-config speculative-config watermark-config "
+    "weight-transfer-config"
+)
+_OPTIONAL_JSON = set(_JSON_FLAGS.split())
 
 
 class FlagError(ValueError):

@@ -1,8 +1,7 @@
 """Read a log as a bounded stream of text lines: constant memory whatever the input (a pipe,
 /dev/zero, 1 GB); the limits in docs/startup.md. Lines come without their end-of-line characters
 (`\\n`, and a lone `\\r` as `str.splitlines` splits it: progress bars redraw with `\\r`); each limit
-hit adds one sentence to `limits.warnings` (read it after the iteration).
-"""
+hit adds one sentence to `limits.warnings` (read it after the iteration)."""
 
 from __future__ import annotations
 

@@ -38,8 +38,7 @@ def mismatches(
     it is a mismatch only if the profile asked for something else. Values are compared normalised:
     4096 == "4096", dicts == their JSON/repr text, a profile dict matches when every key it sets has
     the engine's value (the engine fills in the rest), an enum repr matches its name or value, and a
-    scalar matches a one-element list (`served_model_name`). Redacted values ('***') are skipped.
-    """
+    scalar matches a one-element list (`served_model_name`). Redacted values ('***') are skipped."""
     if effective_args is None:
         raise ValueError("effective_args is None: the log had no readable `non-default args` line")
     index = _index(catalog.version if isinstance(catalog, Catalog) else catalog)

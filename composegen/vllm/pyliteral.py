@@ -10,8 +10,7 @@ Output is JSON-able: tuples and sets become lists, bytes and non-scalar dict key
 Raises `LiteralError` (a ValueError) on text that is not balanced (e.g. a truncated log line).
 
 `same_value(profile, engine)` compares a value as written in a profile with the value as the engine
-printed it (see its docstring).
-"""
+printed it (see its docstring)."""
 
 from __future__ import annotations
 

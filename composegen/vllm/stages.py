@@ -9,8 +9,7 @@ from the launch (`launched`), else from the first log line.
 A stage can be entered more than once (vLLM compiles inside its profiling run): its time is the sum
 of its segments. Rates come from tqdm's own rate field or from our samples; an ETA only where a rate
 exists. The phrases are startup_rules.py's (one table with the startup parser). Formats:
-shared/real-vllm/0.26.0-h200*/*.log and shared/reference/facts-vllm-compose.md §1.
-"""
+shared/real-vllm/0.26.0-h200*/*.log and shared/reference/facts-vllm-compose.md §1."""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ concurrency for L tokens" line, else "Using max model len", else effective_args,
 max-seq-len error; compile_seconds from the init-engine line's `(compilation: X s`, else
 `torch.compile took X s in total`; cuda_graph_seconds from `Graph capturing finished in N secs`
 (vLLM rounds it to whole seconds). Scalars that several ranks log are taken from the lowest rank.
-cuda_graph_gib is the captured size.
-"""
+cuda_graph_gib is the captured size."""
 
 from __future__ import annotations
 

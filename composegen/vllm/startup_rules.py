@@ -5,8 +5,7 @@ detection (stages.py) both read their patterns here, and no other module spells 
 Formats per version: shared/reference/facts-vllm-compose.md §1; the 0.26.0 lines were checked
 against real servers' logs (tests/data/real-0.26.0-h200*/serve-*.log). `INTERESTING` is a cheap
 pre-filter: a line that does not match it cannot match any parser pattern here, so a 200 MB log is
-mostly skipped unread.
-"""
+mostly skipped unread."""
 
 from __future__ import annotations
 

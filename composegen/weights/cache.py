@@ -5,8 +5,7 @@ The container looks for the hub cache at HF_HUB_CACHE, else HF_HOME/hub, else
 /root/.cache/huggingface/hub (vLLM images run as root). That container path is mapped back to the
 host through the profile's bind mounts (a node's `hf_cache` replaces the source of the HF cache
 mount), interpolating `${VAR:-default}` and `~` the way docker compose does with composegen's own
-environment, which is the one compose runs with.
-"""
+environment, which is the one compose runs with."""
 
 from __future__ import annotations
 

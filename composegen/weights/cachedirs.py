@@ -5,8 +5,7 @@ them.
 the user's, links in it are theirs — and every level below it (models--ORG--NAME, blobs, snapshots,
 REV) with O_NOFOLLOW, creating missing ones. A symbolic link planted at any of those levels, or in
 place of a blob, a partial download or a snapshot entry that is not a link, is refused (BadInput,
-exit 2).
-"""
+exit 2)."""
 
 from __future__ import annotations
 

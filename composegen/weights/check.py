@@ -3,8 +3,7 @@ fixes: --download (from the Hub), --verify (hashes against the Hub's file metada
 
 The node-level parts (a remote node's listing, copying to nodes) need the engine and live in
 composegen/stack/nodecache.py; this module judges listings wherever they came from, into the shapes
-of weights/reports.py.
-"""
+of weights/reports.py."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Everything goes through huggingface_hub, so HF_ENDPOINT, HF_TOKEN (sent, never p
 its resumable downloads (blobs/*.incomplete continued with a Range request) behave as they do for
 vLLM. Failures become composegen errors: a revision or repository the Hub does not know is bad input
 (2); no answer, or an answer that refuses access (401 on a gated repo), is "the Hub is not usable"
-(3).
-"""
+(3)."""
 
 from __future__ import annotations
 

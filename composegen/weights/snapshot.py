@@ -3,8 +3,7 @@
 `LISTING_PY` is one stdlib script that lists a directory (sizes through the HF cache's symlinks, the
 shard index's text, partial downloads): composegen runs it in-process for this host and in a
 throw-away container for a remote node's host, so both are judged by the same code from the same
-facts.
-"""
+facts."""
 
 from __future__ import annotations
 

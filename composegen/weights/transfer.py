@@ -3,8 +3,7 @@
 huggingface_hub's `http_get` has per-read timeouts only, so a server that drips one byte every few
 seconds, or streams for ever, would hold `weights --download` without end, and one that sends more
 than it announced would fill the disk. A transfer that breaks its `Budget` is a runtime failure
-(exit 3) and its partial file is removed: the bytes of a server that lied are not worth resuming.
-"""
+(exit 3) and its partial file is removed: the bytes of a server that lied are not worth resuming."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ http.client (status line, headers, chunked framing) can outlive it. Bodies are r
 and refused beyond it. A body goes out as `Content-Type: application/json` unless the caller
 says otherwise. Failures are `WireError` (exit 3, one line naming the URL); `PeerUnreachable`
 is the kind a poller may keep waiting through (refused, reset, nothing listening yet, no reply in
-time).
-"""
+time)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 A peer is not trusted to be vLLM: a /tokenize reply may hold a string count, a stream chunk may be a
 list, `choices` may be missing. Each reply has a small model of exactly the fields composegen reads
 (strict types; other keys are allowed and ignored), and `check` turns a mismatch into one
-`WireError` line naming the URL and the field, exit 3.
-"""
+`WireError` line naming the URL and the field, exit 3."""
 
 from __future__ import annotations
 

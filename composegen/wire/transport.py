@@ -6,8 +6,7 @@ byte read, streamed or not. Replies to the OpenAI-compatible paths composegen re
 against their model in `replies` before the client sees them: a JSON body whole, a server-sent-event
 stream event by event. Compressed replies are not asked for (the cap counts the bytes that arrive).
 The openai client is built on a fork (`httpx2`) with the same API: `client(..., http=module)` builds
-the transport for either.
-"""
+the transport for either."""
 
 from __future__ import annotations
 
