@@ -7,7 +7,7 @@ import typer
 
 from composegen.cli.app import JsonOpt, app, complete_profile
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import flag
+from composegen.cli.optiongroups import flag, option
 from composegen.diff import semantic as diffing
 from composegen.diff import targets as cross
 from composegen.errors import BadInput
@@ -28,10 +28,10 @@ def diff(
     ),
     functional_only: bool = flag("--functional-only", "Exit status from functional changes alone."),
     unified: bool = typer.Option(False, "--unified", help="Plain unified diff of the two files."),
-    targets: str | None = typer.Option(
+    targets: str | None = option(
         None,
         "--targets",
-        help="compose,k8s: the same profile's two renderings, functionally (composegen docs kubernetes).",
+        "compose,k8s: the same profile's two renderings, functionally (composegen docs kubernetes).",
     ),
     json_: bool = JsonOpt,
 ) -> None:

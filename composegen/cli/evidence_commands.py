@@ -23,7 +23,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
 from composegen.cli.evidence_options import BenchAsk, LogAsk
-from composegen.cli.optiongroups import flag, grouped
+from composegen.cli.optiongroups import flag, grouped, option
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -42,10 +42,10 @@ from composegen.stack import driver
 def gate(
     name: str = StackArg,
     tools: int = typer.Option(20, "--tools", help="Typed tools to exercise (N/N must pass)."),
-    only: str | None = typer.Option(
+    only: str | None = option(
         None,
         "--only",
-        help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
+        "Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
         autocompletion=complete_gate_list,
     ),
     exposure: bool = flag(
@@ -73,11 +73,9 @@ def gate(
 @app.command()
 def ladder(
     name: str = StackArg,
-    targets: str = typer.Option(
-        ..., "--targets", help="Prompt sizes in tokens, e.g. 117500,118500,119500."
-    ),
-    max_tokens: int = typer.Option(
-        64, "--max-tokens", help="Tokens to generate per prompt (the decode rate's sample)."
+    targets: str = option(..., "--targets", "Prompt sizes in tokens, e.g. 117500,118500,119500."),
+    max_tokens: int = option(
+        64, "--max-tokens", "Tokens to generate per prompt (the decode rate's sample)."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -110,9 +108,7 @@ def evidence(
         None, help="A running stack's profile.", autocompletion=complete_profile
     ),
     gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
-    ladder_: str | None = typer.Option(
-        None, "--ladder", help="Also run a ladder at these targets."
-    ),
+    ladder_: str | None = option(None, "--ladder", "Also run a ladder at these targets."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
     bench: BenchAsk,
     log: LogAsk,
@@ -166,8 +162,8 @@ def compare(
         autocompletion=complete_run,
     ),
     markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
-    threshold: float = typer.Option(
-        0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."
+    threshold: float = option(
+        0.10, "--threshold", "Flag when KV token and byte changes disagree by more than this."
     ),
     force: bool = flag("--force", "Compare runs of different models or max_model_len anyway."),
     json_: bool = JsonOpt,

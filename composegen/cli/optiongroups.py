@@ -14,6 +14,10 @@ import typer
 from composegen.cli.app import complete_profile
 
 
+def option(default: Any, name: str, help: str, **extra: Any) -> Any:
+    return typer.Option(default, name, help=help, **extra)
+
+
 def flag(name: str, help: str) -> Any:
     """A switch, off unless given."""
     return typer.Option(False, name, help=help)

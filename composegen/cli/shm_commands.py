@@ -16,7 +16,7 @@ from composegen.cli.app import JsonOpt
 from composegen.cli.app import app as root_app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.fastpath import ContainerLabels
-from composegen.cli.optiongroups import flag, profile_option
+from composegen.cli.optiongroups import flag, option, profile_option
 from composegen.errors import BadInput
 from composegen.output import Output
 from composegen.shm import reclaim as reclaiming
@@ -33,9 +33,7 @@ root_app.add_typer(shm_app, name="shm")
 def shm(
     ctx: typer.Context,
     path: str | None = PathOpt,
-    container: str | None = typer.Option(
-        None, "--container", help="A running container's private /dev/shm."
-    ),
+    container: str | None = option(None, "--container", "A running container's private /dev/shm."),
     profile_name: str | None = profile_option(
         "Multi-node: /dev/shm of every node of this profile."
     ),
@@ -89,11 +87,11 @@ def shm_reclaim(
     ignore_unreadable: bool = flag(
         "--ignore-unreadable", "Reclaim even though some processes could not be checked."
     ),
-    min_age: float = typer.Option(
+    min_age: float = option(
         reclaiming.DEFAULT_MIN_AGE,
         "--min-age",
+        "Leave files whose mtime or ctime is newer than this.",
         metavar="SECONDS",
-        help="Leave files whose mtime or ctime is newer than this.",
     ),
     force: bool = ForceOpt,
     json_: bool = JsonOpt,

@@ -16,6 +16,7 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app, complete_profile
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
+from composegen.cli.optiongroups import option
 from composegen.edge import config as edge_config
 from composegen.edge import routes as edge_routes
 from composegen.errors import BadInput as BadInputError
@@ -30,8 +31,8 @@ from composegen.vllm.startup import StartupCheck, StartupReport
 @app.command()
 def down(
     name: str = ProfileArg,
-    timeout: int | None = typer.Option(
-        None, "--timeout", help="Seconds to wait for a graceful stop (default: stop_grace_period)."
+    timeout: int | None = option(
+        None, "--timeout", "Seconds to wait for a graceful stop (default: stop_grace_period)."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -117,8 +118,8 @@ def logs(
         False, "-f", "--follow", help="Keep printing new lines until Ctrl-C."
     ),
     tail: str = typer.Option("all", "--tail", help="Lines from the end (a number or all)."),
-    node: str | None = typer.Option(
-        None, "--node", help="Multi-node: this node's logs (default: every node; with -f the head)."
+    node: str | None = option(
+        None, "--node", "Multi-node: this node's logs (default: every node; with -f the head)."
     ),
 ) -> None:
     """The stack's container logs.
@@ -139,9 +140,7 @@ def startup(
     name: str | None = typer.Argument(
         None, help="A running stack's profile.", autocompletion=complete_profile
     ),
-    log: Path | None = typer.Option(
-        None, "--log", help="Parse a recorded vLLM startup log instead."
-    ),
+    log: Path | None = option(None, "--log", "Parse a recorded vLLM startup log instead."),
     json_: bool = JsonOpt,
 ) -> None:
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.
