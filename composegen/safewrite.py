@@ -95,9 +95,8 @@ def _check_target(dfd: int, name: str, path: Path) -> bool:
         return False
     if not stat.S_ISREG(st.st_mode):
         kind = _KIND.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        raise BadInput(
-            f"{path}: is {kind}; composegen only replaces regular files, nothing was written"
-        )
+        msg = f"{path}: is {kind}; composegen only replaces regular files, nothing was written"
+        raise BadInput(msg)
     return True
 
 

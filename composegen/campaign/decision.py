@@ -84,9 +84,8 @@ def decide(
     """DESPITE_GATES: the operator's why for promoting a candidate that failed gates (else such a
     promote is refused: CheckFailed naming them)."""
     if decision not in DECISIONS:
-        raise BadInput(
-            f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
-        )
+        msg = f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
+        raise BadInput(msg)
     why = _line(why, "--why")
     despite = _line(despite_gates, "--despite-gates") if despite_gates is not None else None
     directory, st = _undecided(project, spec)

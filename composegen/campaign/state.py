@@ -44,9 +44,8 @@ def options(**values: Any) -> CampaignOptions:
 
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name) or ".." in name:
-        raise BadInput(
-            f"--name: {name!r} is not a campaign name (lower-case letters, digits, '.', '-', '_')"
-        )
+        msg = f"--name: {name!r} is not a campaign name (lower-case letters, digits, '.', '-', '_')"
+        raise BadInput(msg)
     return name
 
 

@@ -143,9 +143,8 @@ def report(
     if html is not None and (
         str(html) in ("", ".") or html.is_dir() or html.name in ("", ".", "..")
     ):
-        raise BadInputError(
-            f"--html: {str(html)!r} is a directory; give the page's file name (report.html)"
-        )
+        msg = f"--html: {str(html)!r} is a directory; give the page's file name (report.html)"
+        raise BadInputError(msg)
     project = _project()
     # a campaign: its arms
     specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]

@@ -80,7 +80,6 @@ def campaign_rates(text: str | None, concurrency: str | None) -> list[float]:
     """`campaign run --bench-rates`: finite rates (a campaign's state is JSON), not with --bench."""
     rates = schedule.parse_rates(text, "campaign run: --bench-rates") if text else []
     if rates and (concurrency or float("inf") in rates):
-        raise BadInput(
-            "campaign run: --bench-rates: finite rates, and not with --bench (one bench per arm)"
-        )
+        msg = "campaign run: --bench-rates: finite rates, and not with --bench (one bench per arm)"
+        raise BadInput(msg)
     return rates

@@ -39,9 +39,8 @@ class BenchAsk:
         if self.via_edge and not self.levels:
             raise BadInputError("--bench-via-edge needs --bench LEVELS")
         if self.levels and self.rates:
-            raise BadInputError(
-                "--bench and --bench-rates: one bench per run (a closed or an open loop)"
-            )
+            msg = "--bench and --bench-rates: one bench per run (a closed or an open loop)"
+            raise BadInputError(msg)
         if not (self.levels or self.rates):
             return None
         return BenchSpec(

@@ -54,9 +54,8 @@ def qualify(
     """
     project, r = _load(name)
     if sleep_cycles and r.profile.standby is None:
-        raise BadInput(
-            f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
-        )
+        msg = f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
+        raise BadInput(msg)
     if then not in THEN:
         raise BadInput(f"--then: expected restore or promote, got {then!r}")
     show = Output(json_)

@@ -72,9 +72,8 @@ def _before_subcommand(ctx: typer.Context, fail_on_leftover: bool) -> None:
     given = [p.opts[0] for p in ctx.command.params if p.name and ctx.params.get(p.name)]
     if given != ["--fail-on-leftover"] * bool(fail_on_leftover):
         shown = ", ".join(g for g in given if g != "--fail-on-leftover")
-        raise BadInput(
-            f"{shown}: give {'them' if ',' in shown else 'it'} after `{ctx.invoked_subcommand}`"
-        )
+        msg = f"{shown}: give {'them' if ',' in shown else 'it'} after `{ctx.invoked_subcommand}`"
+        raise BadInput(msg)
     ctx.obj = fail_on_leftover
 
 

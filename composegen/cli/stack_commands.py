@@ -41,9 +41,8 @@ def down(
     Example: composegen down starter
     """
     if timeout is not None and timeout < 0:
-        raise BadInputError(
-            f"--timeout must be zero or a positive number of seconds, got {timeout}"
-        )
+        msg = f"--timeout must be zero or a positive number of seconds, got {timeout}"
+        raise BadInputError(msg)
     project, r = _load(name)
     result = driver.down(project, r, timeout)
     if edge_config.configured(project):  # clients of an alias on NAME: down since when

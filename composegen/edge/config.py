@@ -48,9 +48,8 @@ class Listen(_Strict):
         try:
             return str(ipaddress.ip_address(bind))
         except ValueError:
-            raise ValueError(
-                f"{bind!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, a LAN address)"
-            ) from None
+            msg = f"{bind!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, a LAN address)"
+            raise ValueError(msg) from None
 
 
 class Tls(_Strict):
@@ -165,9 +164,8 @@ def configured(project: Project) -> bool:
 def load(project: Project) -> Edge:
     path = edge_path(project)
     if path.is_symlink():
-        raise BadInput(
-            f"{EDGE_FILE}: is a symbolic link; the edge's configuration must be a plain file"
-        )
+        msg = f"{EDGE_FILE}: is a symbolic link; the edge's configuration must be a plain file"
+        raise BadInput(msg)
     marked = load_marked(path, EDGE_FILE)
     if not isinstance(marked.data, dict):
         raise BadInput(f"{EDGE_FILE}:1: the edge configuration must be a mapping")
@@ -213,9 +211,8 @@ def _check_acme(config: EdgeConfig, marked: Marked) -> None:
             f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
         )
     if not EMAIL_RE.fullmatch(tls.email):
-        raise BadInput(
-            f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address"
-        )
+        msg = f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address"
+        raise BadInput(msg)
     if is_loopback(config.listen.bind):
         raise BadInput(
             f"{_where(marked, 'listen', 'bind') if 'listen' in marked.data else _where(marked, 'tls')}: listen.bind: "
@@ -239,9 +236,8 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
             f"{EDGE_FILE}:1: profiles/edge.yaml: out/edge/ belongs to the edge; rename that profile"
         )
     if listen.port == config.metrics.port:
-        raise BadInput(
-            f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port"
-        )
+        msg = f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port"
+        raise BadInput(msg)
     stacks = _checked_stacks(project, config, marked)
     _check_aliases(config, marked, stacks)
     return Edge(config, stacks, EDGE_FILE)
@@ -273,9 +269,8 @@ def _checked_stacks(project: Project, config: EdgeConfig, marked: Marked) -> dic
 def _check_aliases(config: EdgeConfig, marked: Marked, stacks: dict[str, Resolved]) -> None:
     for alias, target in config.aliases.items():
         if not ALIAS_RE.fullmatch(alias):
-            raise BadInput(
-                f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name"
-            )
+            msg = f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name"
+            raise BadInput(msg)
         if target not in stacks:
             raise BadInput(
                 f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"

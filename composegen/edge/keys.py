@@ -114,9 +114,8 @@ def _new_key() -> tuple[str, str]:
 
 def _checked_name(name: str) -> str:
     if not CLIENT_RE.fullmatch(name):
-        raise BadInput(
-            f"{name!r}: not a client name (lower-case letters, digits, '.', '-', '_', at most 63)"
-        )
+        msg = f"{name!r}: not a client name (lower-case letters, digits, '.', '-', '_', at most 63)"
+        raise BadInput(msg)
     return name
 
 

@@ -134,9 +134,8 @@ def _measured(calibration: Calibration) -> tuple[float, float, float, int]:
 def _gpu(calibration: Calibration, gpu_gib: float | None) -> float:
     gpu = gpu_gib if gpu_gib is not None else calibration.gpu_total_gib
     if gpu is None:
-        raise BadInput(
-            "calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib"
-        )
+        msg = "calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib"
+        raise BadInput(msg)
     if gpu <= 0:
         raise BadInput(f"--gpu-gib: must be positive, got {gpu}")
     return gpu
