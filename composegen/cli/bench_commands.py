@@ -14,13 +14,13 @@ from composegen.bench import stats, viaedgetext
 from composegen.bench.reports import BenchResult
 from composegen.bench.spec import BenchSpec
 from composegen.campaign import reportheading
-from composegen.cli.app import JsonOpt, StackArg, app, complete_run
+from composegen.cli.app import JsonOpt, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import OpenAsk, run_open
 from composegen.cli.campaign_commands import campaign_arms
-from composegen.cli.optiongroups import grouped, option
+from composegen.cli.optiongroups import grouped, option, run_arg
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -125,10 +125,9 @@ def _via_edge_text(result: BenchResult) -> str:
 
 @app.command()
 def report(
-    runs: list[str] = typer.Argument(
+    runs: list[str] = run_arg(
+        "Run bundles (runs/<run>, a path, a profile name: its latest run, or a campaign: its arms).",
         ...,
-        help="Run bundles (runs/<run>, a path, a profile name: its latest run, or a campaign: its arms).",
-        autocompletion=complete_run,
     ),
     html: Path | None = option(None, "--html", "Write one self-contained HTML page here."),
     markdown: bool = option(False, "--markdown", "Print Markdown for a pull-request comment."),

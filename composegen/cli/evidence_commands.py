@@ -14,8 +14,6 @@ from composegen.cli.app import (
     StackArg,
     app,
     complete_gate_list,
-    complete_profile,
-    complete_run,
 )
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
@@ -23,7 +21,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
 from composegen.cli.evidence_options import BenchAsk, LogAsk
-from composegen.cli.optiongroups import flag, grouped, option
+from composegen.cli.optiongroups import flag, grouped, option, profile_arg, run_arg
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -104,9 +102,7 @@ def ladder(
 @grouped
 def evidence(
     *,
-    name: str | None = typer.Argument(
-        None, help="A running stack's profile.", autocompletion=complete_profile
-    ),
+    name: str | None = profile_arg("A running stack's profile."),
     gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
     ladder_: str | None = option(None, "--ladder", "Also run a ladder at these targets."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
@@ -156,11 +152,7 @@ def _via_edge(project: Project, r: Resolved) -> Callable[[BenchSpec], BenchResul
 @app.command()
 def compare(
     run_a: str = RunArg,
-    run_b: str | None = typer.Argument(
-        None,
-        help="A run (as RUN_A); omitted when RUN_A is a campaign.",
-        autocompletion=complete_run,
-    ),
+    run_b: str | None = run_arg("A run (as RUN_A); omitted when RUN_A is a campaign."),
     markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
     threshold: float = option(
         0.10, "--threshold", "Flag when KV token and byte changes disagree by more than this."

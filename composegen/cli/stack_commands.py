@@ -13,10 +13,10 @@ from pathlib import Path
 
 import typer
 
-from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app, complete_profile
+from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import option
+from composegen.cli.optiongroups import option, profile_arg
 from composegen.edge import config as edge_config
 from composegen.edge import routes as edge_routes
 from composegen.errors import BadInput as BadInputError
@@ -55,11 +55,7 @@ def down(
 
 @app.command()
 def status(
-    name: str | None = typer.Argument(
-        None,
-        help="Only this profile's stack; exit 3 when it is not running.",
-        autocompletion=complete_profile,
-    ),
+    name: str | None = profile_arg("Only this profile's stack; exit 3 when it is not running."),
     every: bool = typer.Option(False, "--all", help="Every project's stacks on this engine."),
     json_: bool = JsonOpt,
 ) -> None:
@@ -136,9 +132,7 @@ def logs(
 
 @app.command()
 def startup(
-    name: str | None = typer.Argument(
-        None, help="A running stack's profile.", autocompletion=complete_profile
-    ),
+    name: str | None = profile_arg("A running stack's profile."),
     log: Path | None = option(None, "--log", "Parse a recorded vLLM startup log instead."),
     json_: bool = JsonOpt,
 ) -> None:

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 import typer
 
-from composegen.cli.app import JsonOpt, app, complete_profile
+from composegen.cli.app import JsonOpt, app
 from composegen.cli.app import load_profile as _load
-from composegen.cli.optiongroups import option
+from composegen.cli.optiongroups import option, profile_arg
 from composegen.errors import BadInput
 from composegen.monitor import watch
 from composegen.monitor.reports import TopSample
@@ -179,11 +179,7 @@ def _endpoint(name: str | None, url: str | None) -> tuple[Endpoint, str | None, 
 
 @app.command()
 def top(
-    name: str | None = typer.Argument(
-        None,
-        autocompletion=complete_profile,
-        help="Profile whose stack to watch (multi-node: the head's engine).",
-    ),
+    name: str | None = profile_arg("Profile whose stack to watch (multi-node: the head's engine)."),
     url: str | None = option(None, "--url", "Watch this engine instead: http://HOST:PORT."),
     interval: float = typer.Option(1.0, "--interval", min=0.1, help="Seconds between scrapes."),
     window: float = option(
