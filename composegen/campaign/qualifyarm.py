@@ -67,24 +67,11 @@ def create(
                 f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options"
             )
         return directory
-    privatestate.private_dir(directory)
-    now = privatestate.stamp()
     arms = [ArmState(key="primary", profile=primary)] + (
         [ArmState(key="fallback", profile=fallback)] if fallback else []
     )
-    st = CampaignState(
-        name=directory.name,
-        kind="qualify",
-        control=primary,
-        options=opts,
-        arms=arms,
-        created_at=now,
-        updated_at=now,
-    )
-    state.save(directory, st)
-    state.log(
-        directory, f"created: qualify {primary}" + (f", fallback {fallback}" if fallback else "")
-    )
+    said = f"created: qualify {primary}" + (f", fallback {fallback}" if fallback else "")
+    state.start(directory, said, kind="qualify", control=primary, options=opts, arms=arms)
     return directory
 
 

@@ -54,22 +54,12 @@ def create(
                 hint=f"`composegen campaign resume {st.name}` continues it; --name NEW starts another",
             )
         return directory
-    privatestate.private_dir(directory)
     keys = AB_ARMS if opts.bracket else AB_ARMS[:2]
-    now = privatestate.stamp()
-    st = CampaignState(
-        name=directory.name,
-        kind="ab",
-        control=control,
-        candidate=candidate,
-        options=opts,
-        arms=[ArmState(key=k, profile=candidate if k == "candidate" else control) for k in keys],
-        created_at=now,
-        updated_at=now,
-    )
-    state.save(directory, st)
+    arms = [ArmState(key=k, profile=candidate if k == "candidate" else control) for k in keys]
     said = f"created: control {control}, candidate {candidate}, arms {', '.join(keys)}"
-    state.log(directory, said)
+    state.start(
+        directory, said, kind="ab", control=control, candidate=candidate, options=opts, arms=arms
+    )
     return directory
 
 

@@ -91,6 +91,14 @@ def save(directory: Path, state: CampaignState) -> None:
     privatestate.write_json(directory / STATE, state.to_json())
 
 
+def start(directory: Path, said: str, **fields: Any) -> None:
+    """A new campaign: its private directory, its first state and the first line of its log."""
+    privatestate.private_dir(directory)
+    now = privatestate.stamp()
+    save(directory, CampaignState(name=directory.name, created_at=now, updated_at=now, **fields))
+    log(directory, said)
+
+
 def log(directory: Path, message: str) -> None:
     privatestate.append_line(directory / LOG, message)
 
