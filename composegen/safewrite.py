@@ -120,9 +120,8 @@ def _open_dir(directory: Path, base: Path | None, created: list[tuple[int, str]]
                 new = os.open(piece, flags | os.O_NOFOLLOW, dir_fd=fd)
             except (NotADirectoryError, OSError) as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise BadInput(
-                        f"{current}: is a symbolic link or not a directory; composegen never writes through links"
-                    ) from None
+                    msg = f"{current}: is a symbolic link or not a directory; composegen never writes through links"
+                    raise BadInput(msg) from None
                 raise
             os.close(fd)
             fd = new

@@ -55,13 +55,11 @@ def _undecided(project: Project, spec: str) -> tuple[Path, CampaignState]:
         pending = ", ".join(
             f"{a.key} ({a.status})" for a in st.arms if a.status not in ("done", "skipped")
         )
-        raise CheckFailed(
-            f"campaign {st.name} is not finished ({pending}); `composegen campaign resume {st.name}`"
-        )
+        msg = f"campaign {st.name} is not finished ({pending}); `composegen campaign resume {st.name}`"
+        raise CheckFailed(msg)
     if read(directory) is not None:
-        raise BadInput(
-            f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
-        )
+        msg = f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
+        raise BadInput(msg)
     return directory, st
 
 

@@ -63,9 +63,8 @@ def create(
     if (directory / state.STATE).is_file():
         st = state.load(directory)
         if (st.kind, st.control, st.options) != ("qualify", primary, opts):
-            raise BadInput(
-                f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options"
-            )
+            msg = f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options"
+            raise BadInput(msg)
         return directory
     arms = [ArmState(key="primary", profile=primary)] + (
         [ArmState(key="fallback", profile=fallback)] if fallback else []

@@ -45,9 +45,8 @@ def campaign_arms(project: Project, spec: str) -> list[str] | None:
     st = state.load(directory)
     arms = [str(directory / a.bundle) for a in st.arms if a.status == "done" and a.bundle]
     if len(arms) < (2 if st.kind == "ab" else 1):
-        raise BadInput(
-            f"{spec}: campaign {st.name} has {len(arms)} finished arm(s); `composegen campaign resume {st.name}`"
-        )
+        msg = f"{spec}: campaign {st.name} has {len(arms)} finished arm(s); `composegen campaign resume {st.name}`"
+        raise BadInput(msg)
     return arms
 
 

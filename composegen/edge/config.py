@@ -91,9 +91,8 @@ class Images(_Strict):
     @classmethod
     def _pinned(cls, ref: str) -> str:
         if not (PINNED_RE.fullmatch(ref) or image.is_local(ref)):
-            raise ValueError(
-                f"{ref!r} is not pinned: NAME@sha256:<64 hex>, or {image.LOCAL_REPO}:<16 hex> (composegen docs edge)"
-            )
+            msg = f"{ref!r} is not pinned: NAME@sha256:<64 hex>, or {image.LOCAL_REPO}:<16 hex> (composegen docs edge)"
+            raise ValueError(msg)
         return ref
 
 
@@ -207,9 +206,8 @@ def _check_acme(config: EdgeConfig, marked: Marked) -> None:
             hint="the name the certificate is for, e.g. names: [llm.example.org]",
         )
     if tls.email is None:
-        raise BadInput(
-            f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
-        )
+        msg = f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
+        raise BadInput(msg)
     if not EMAIL_RE.fullmatch(tls.email):
         msg = f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address"
         raise BadInput(msg)
@@ -255,9 +253,8 @@ def _checked_stacks(project: Project, config: EdgeConfig, marked: Marked) -> dic
             raise BadInput(f"{at}: no profile {name!r} in profiles/")
         r = resolve.load(project, name)
         if r.profile.nodes is not None:
-            raise BadInput(
-                f"{at}: {name} is multi-node (host network); the edge fronts single-node stacks only"
-            )
+            msg = f"{at}: {name} is multi-node (host network); the edge fronts single-node stacks only"
+            raise BadInput(msg)
         port = r.profile.service.port.host
         if port in ports:
             raise BadInput(f"{at}: {name}'s host port {port} is also {ports[port]}")
@@ -272,6 +269,5 @@ def _check_aliases(config: EdgeConfig, marked: Marked, stacks: dict[str, Resolve
             msg = f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name"
             raise BadInput(msg)
         if target not in stacks:
-            raise BadInput(
-                f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"
-            )
+            msg = f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"
+            raise BadInput(msg)

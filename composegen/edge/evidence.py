@@ -70,9 +70,8 @@ def campaign_decision(
     ):
         raise BadInput(f"{rel}: evidence_sha256: expected 64 lower-case hex digits")
     if str(doc.get("campaign")) != campaign:
-        raise BadInput(
-            f"{rel}: campaign: says {str(doc.get('campaign'))[:40]!r}, the directory is {campaign!r}"
-        )
+        msg = f"{rel}: campaign: says {str(doc.get('campaign'))[:40]!r}, the directory is {campaign!r}"
+        raise BadInput(msg)
     if decision != "promote":
         why = str(doc.get("why") or "")[:200]
         msg = f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}"
@@ -129,9 +128,8 @@ def _ran_hash(
         if not hashes or not all(isinstance(h, str) and h for h in hashes):
             raise CheckFailed(f"{rel}: no arm ran {profile} (or none recorded its profile hash)")
         return str(hashes[-1])
-    raise CheckFailed(
-        f"{project.rel(directory)}: the decision has no campaign record beside it ({' or '.join(CAMPAIGN_RECORDS)})"
-    )
+    msg = f"{project.rel(directory)}: the decision has no campaign record beside it ({' or '.join(CAMPAIGN_RECORDS)})"
+    raise CheckFailed(msg)
 
 
 def qualified_run(

@@ -127,9 +127,8 @@ def previous(project: Project, edge: Edge, alias: str) -> Assignment:
     for entry in reversed(entries[:-1]):
         if entry["profile"] != entries[-1]["profile"]:
             return entry
-    raise BadInput(
-        f"{alias} has no earlier assignment to return to (it has only ever been {entries[-1]['profile']})"
-    )
+    msg = f"{alias} has no earlier assignment to return to (it has only ever been {entries[-1]['profile']})"
+    raise BadInput(msg)
 
 
 def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None = None) -> None:

@@ -168,9 +168,8 @@ def down(project: Project) -> Edge:
 def root_certificate(project: Project, timeout: float = 30.0) -> str:
     edge = load(project)
     if edge.config.tls.mode != "internal":
-        raise BadInput(
-            f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own"
-        )
+        msg = f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own"
+        raise BadInput(msg)
     deadline = time.monotonic() + timeout
     while True:  # Caddy makes its CA on the first start: give it a moment
         proxy = running(edge, project)["proxy"]

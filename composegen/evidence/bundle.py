@@ -262,9 +262,8 @@ def resolve_run(spec: str | Path, root: str | Path | None = None) -> Path:
             return under
         if (Path(root) / "profiles" / f"{spec}.yaml").is_file():  # a profile name: its latest run
             return latest_run(Path(root), str(spec))
-    raise BadInput(
-        f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)"
-    )
+    msg = f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)"
+    raise BadInput(msg)
 
 
 def _parse_evidence(doc_path: Path) -> object:

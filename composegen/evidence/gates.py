@@ -288,9 +288,8 @@ def selected(only: str | Sequence[str] | None) -> list[str]:
     names = [n.strip() for n in raw if n.strip()]
     unknown = [n for n in names if n not in RUNNERS]
     if unknown or not names:
-        raise BadInput(
-            f"gate: --only: unknown gate {', '.join(unknown) or '(none given)'} (known: {', '.join(GATES)})"
-        )
+        msg = f"gate: --only: unknown gate {', '.join(unknown) or '(none given)'} (known: {', '.join(GATES)})"
+        raise BadInput(msg)
     return [g for g in GATES if g in names]
 
 

@@ -125,9 +125,8 @@ def _measured(calibration: Calibration) -> tuple[float, float, float, int]:
     kv_cal = float(require(calibration.kv_cache_gib_min, "kv_cache_gib_min"))
     tokens_cal = int(require(calibration.kv_cache_tokens, "kv_cache_tokens"))
     if tokens_cal <= 0 or kv_cal <= 0:
-        raise BadInput(
-            f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / {kv_cal}"
-        )
+        msg = f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / {kv_cal}"
+        raise BadInput(msg)
     return weights, act_cal, kv_cal, tokens_cal
 
 
