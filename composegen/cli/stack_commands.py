@@ -76,18 +76,14 @@ def status(
         show.say(edge[0] if edge else "")
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
-        raise EngineError(
-            f"{name} is not running",
-            hint=f"`composegen up {name}{' --emulate' * emulated}` starts it",
-        )
+        msg = f"{name} is not running"
+        raise EngineError(msg, hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")
     lost = [n for s in report.stacks for n in s.nodes or [] if not n.reachable]
     # a multi-node stack missing a node cannot serve: as docs/commands.md says, exit 3
     if name and lost:
         said = ", ".join(f"node {n.name} ({n.engine})" for n in lost)
-        raise EngineError(
-            f"{name}: {said} unreachable",
-            hint="check that node's engine; `composegen down` stops the rest",
-        )
+        msg = f"{name}: {said} unreachable"
+        raise EngineError(msg, hint="check that node's engine; `composegen down` stops the rest")
 
 
 def _edge_status() -> tuple[str, list[AliasTarget]] | None:

@@ -201,10 +201,8 @@ def _check_acme(config: EdgeConfig, marked: Marked) -> None:
     names_at = _where(marked, "tls", "names") if has_names else _where(marked, "tls")
     bad = [n for n in tls.names if not DNS_RE.fullmatch(n)]
     if bad:
-        raise BadInput(
-            f"{names_at}: tls.names: acme needs public DNS names, got {bad[0]!r}",
-            hint="the name the certificate is for, e.g. names: [llm.example.org]",
-        )
+        msg = f"{names_at}: tls.names: acme needs public DNS names, got {bad[0]!r}"
+        raise BadInput(msg, hint="the name the certificate is for, e.g. names: [llm.example.org]")
     if tls.email is None:
         msg = f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
         raise BadInput(msg)

@@ -264,11 +264,8 @@ def gate_equivalence(ctx: GateContext) -> dict[str, list[str] | bool]:
     ]
     if differ:
         said = ", ".join(str(d["prompt"]) for d in differ)
-        raise GateFailed(
-            f"{len(differ)} of {len(answers)} answers differ from the control's (prompt {said})",
-            answers=answers,
-            differences=differ,
-        )
+        msg = f"{len(differ)} of {len(answers)} answers differ from the control's (prompt {said})"
+        raise GateFailed(msg, answers=answers, differences=differ)
     return {"answers": answers, "compared": bool(ctx.reference)}
 
 
