@@ -10,12 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from composegen.report import Report
-
-
-def _null(description: str) -> Any:
-    """A figure that may be missing: null by default."""
-    return Field(default=None, description=description)
+from composegen.report import Report, nullable
 
 
 class PathFigures(Report):
@@ -73,7 +68,7 @@ class LevelResult(Report):
     request_throughput: float = Field(description="completed requests per second")
     output_throughput: float = Field(description="output tokens per second")
     total_token_throughput: float = Field(description="input + output tokens per second")
-    request_goodput: float | None = _null("requests meeting every SLO per second (with SLOs)")
+    request_goodput: float | None = nullable("requests meeting every SLO per second (with SLOs)")
     mean_ttft_ms: float | None = None
     median_ttft_ms: float | None = None
     p90_ttft_ms: float | None = None
@@ -106,45 +101,46 @@ class LevelResult(Report):
         default=0, description="completed requests whose usage shows another prompt size"
     )
     # open loop (openloop.py); null on a closed-loop level
-    request_rate: float | Literal["inf"] | None = _null(
+    request_rate: float | Literal["inf"] | None = nullable(
         "requests per second asked (vLLM's --request-rate); null: closed"
     )
-    burstiness: float | None = _null("gamma shape of the gaps between sends (1: Poisson)")
-    schedule_seed: int | None = _null("the arrival schedule's seed")
-    achieved_request_rate: float | None = _null(
+    burstiness: float | None = nullable("gamma shape of the gaps between sends (1: Poisson)")
+    schedule_seed: int | None = nullable("the arrival schedule's seed")
+    achieved_request_rate: float | None = nullable(
         "requests sent / seconds from the level's start to the last send"
     )
-    send_lateness_p50_ms: float | None = _null(
+    send_lateness_p50_ms: float | None = nullable(
         "actual send time minus scheduled, median over requests"
     )
     send_lateness_p99_ms: float | None = None
     send_lateness_max_ms: float | None = None
-    in_flight_mean: float | None = _null(
+    in_flight_mean: float | None = nullable(
         "requests in flight (sent, not finished) seen at each send"
     )
     in_flight_max: int | None = None
-    server_queue_mean_ms: float | None = _null(
+    server_queue_mean_ms: float | None = nullable(
         "mean of the server's vllm:request_queue_time_seconds over the level (/metrics)"
     )
-    client_queue_p50_ms: float | None = Field(  # apart from the server's time (vllm#54101)
-        default=None,
-        description="scheduled to actual send: open loop, the send lateness; closed, the wait for a "
-        "slot, every --requests request due at the level's start; null with --duration",
+    client_queue_p50_ms: float | None = nullable(
+        "scheduled to actual send: open loop, the send lateness; closed, the wait for a "
+        "slot, every --requests request due at the level's start; null with --duration"
     )
     client_queue_p99_ms: float | None = None
     client_queue_max_ms: float | None = None
-    server_ttft_mean_ms: float | None = _null(
+    server_ttft_mean_ms: float | None = nullable(
         "the server's vllm:time_to_first_token_seconds mean (/metrics)"
     )
-    server_e2el_mean_ms: float | None = _null(
+    server_e2el_mean_ms: float | None = nullable(
         "the server's vllm:e2e_request_latency_seconds mean (/metrics)"
     )
     # the frontier (frontier.py), closed and open levels alike
-    output_throughput_per_gpu: float | None = _null("output tokens per second / the stack's GPUs")
-    tokens_per_s_per_user: float | None = _null(
+    output_throughput_per_gpu: float | None = nullable(
+        "output tokens per second / the stack's GPUs"
+    )
+    tokens_per_s_per_user: float | None = nullable(
         "interactivity: 1000 / median TPOT ms (tokens/s one user sees)"
     )
-    slo_met: bool | None = _null("every --slo limit held (null: none)")
+    slo_met: bool | None = nullable("every --slo limit held (null: none)")
     slo_failures: list[str] = Field(
         default_factory=list, description="the limits this level broke, with the measured figure"
     )
@@ -231,23 +227,23 @@ class BenchResult(Report):
     )
     seed: int
     goodput_slos_ms: dict[str, float] | None = None
-    emulated: bool | None = _null("the stack was the composegen emulator (null: unknown)")
+    emulated: bool | None = nullable("the stack was the composegen emulator (null: unknown)")
     ok: bool = Field(description="every level completed requests, none failed, none stopped short")
     levels: list[LevelResult] = Field(
         description="with via_edge: the requests through the edge's public listener (what clients see)"
     )
-    via_edge: ViaEdgeResult | None = _null(
+    via_edge: ViaEdgeResult | None = nullable(
         "`bench --via-edge`: the edge and the operator door side by side, and what the edge adds"
     )
     arrivals: Literal["closed", "open"] = Field(
         default="closed", description="closed: concurrency levels; open: request-rate levels"
     )
-    gpus: int | None = _null("GPUs of the stack (per-GPU figures)")
-    slos: dict[str, float] | None = _null(
+    gpus: int | None = nullable("GPUs of the stack (per-GPU figures)")
+    slos: dict[str, float] | None = nullable(
         "--slo limits in ms, e.g. {ttft_p99: 500}: each level passes or not"
     )
-    find_max: FindMax | None = _null("bench --find-max's search")
-    comparability: Comparability | None = _null(
+    find_max: FindMax | None = nullable("bench --find-max's search")
+    comparability: Comparability | None = nullable(
         "the run's context (null: a result from before the record)"
     )
 
@@ -306,8 +302,8 @@ class VllmBenchServeResult(Report):
     p50_e2el_ms: float
     p90_e2el_ms: float
     p99_e2el_ms: float
-    spec_decode_acceptance_rate: float | None = _null("accepted / draft tokens, percent")
-    spec_decode_acceptance_length: float | None = _null("1 + accepted tokens / drafts")
+    spec_decode_acceptance_rate: float | None = nullable("accepted / draft tokens, percent")
+    spec_decode_acceptance_length: float | None = nullable("1 + accepted tokens / drafts")
     spec_decode_num_drafts: int | None = None
     spec_decode_draft_tokens: int | None = None
     spec_decode_accepted_tokens: int | None = None
@@ -322,7 +318,7 @@ class VllmBenchServeResult(Report):
 
 class BenchDelta(Report):
     concurrency: int
-    level: str | None = _null("an open-loop level: its rate (`r2.5`); null: closed loop")
+    level: str | None = nullable("an open-loop level: its rate (`r2.5`); null: closed loop")
     metric: str = Field(description="a bench level figure (vllm bench serve's name)")
     unit: str
     a: float | None

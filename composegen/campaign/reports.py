@@ -10,13 +10,7 @@ from pydantic import Field
 
 from composegen.bench.reports import BenchDeltas, Comparability
 from composegen.evidence.reports.compare import CapacityChange, CompareRow
-from composegen.report import Report
-
-
-def _null(description: str) -> Any:
-    """Null unless the campaign recorded it."""
-    return Field(default=None, description=description)
-
+from composegen.report import Report, nullable
 
 STATE_SCHEMA: Final = "composegen.campaign/v1"
 COMPARISON_SCHEMA: Final = "composegen.comparison/v1"
@@ -66,22 +60,22 @@ class ArmState(Report):
     )
     profile: ProfileName
     status: ArmStatus = "pending"
-    bundle: ArmKey | None = _null(
+    bundle: ArmKey | None = nullable(
         "the arm's evidence bundle: a directory of the campaign, named as the arm"
     )
     attempts: int = 0
     started_at: str | None = None
     finished_at: str | None = None
-    time_to_ready_s: float | None = _null(
+    time_to_ready_s: float | None = nullable(
         "seconds to ready: a cold start's, or (path wake) the wake's"
     )
-    path: Literal["cold", "wake"] | None = _null(
+    path: Literal["cold", "wake"] | None = nullable(
         "how the arm's engine came up: cold (started, or attached to its start) or "
         "wake (a standby stack an earlier arm put to sleep: no second cold start)"
     )
     emulated: bool | None = None
-    shm_reclaimable: int | None = _null("leftover /dev/shm files after down; null: not checked")
-    qualified: bool | None = _null("qualification arms: every criterion passed")
+    shm_reclaimable: int | None = nullable("leftover /dev/shm files after down; null: not checked")
+    qualified: bool | None = nullable("qualification arms: every criterion passed")
     error: str | None = None
 
 
@@ -98,7 +92,7 @@ class CampaignOptions(Report):
     bench_output_tokens: int = Field(default=64, ge=1)
     tools: int = 20
     emulate: bool = False
-    tolerance: float | None = _null("bracket tolerance (relative); null: exact when emulated")
+    tolerance: float | None = nullable("bracket tolerance (relative); null: exact when emulated")
     next_arm: ProfileName | None = None
     next_fallback: ProfileName | None = None
 
@@ -112,7 +106,7 @@ class Residency(Report):
         "without --bracket, the control: a cold start)"
     )
     reason: str
-    awake: str | None = _null(
+    awake: str | None = nullable(
         "resident: the profile left awake at the end (the one an alias serves: the control, "
         "or the candidate when the alias already served it); the other is asleep"
     )
@@ -158,7 +152,7 @@ class ArmFigures(Report):
         description="stack (measured on a running engine) | log (read from a recorded log)"
     )
     figures: dict[str, Scalar | list[float]] = Field(description="engine-reported startup figures")
-    comparability: Comparability | None = _null(
+    comparability: Comparability | None = nullable(
         "the arm's context (its bundle's record; null: none)"
     )
 
@@ -189,7 +183,7 @@ class DecisionPart(Report):
     profile: str | None = None
     why: str | None = None
     decided_at: str | None = None
-    despite_gates: str | None = _null(
+    despite_gates: str | None = nullable(
         "a promote despite the candidate's failed gates: the operator's why"
     )
 
@@ -204,7 +198,7 @@ class DecisionRecord(Report):
     why: str
     decided_at: str
     evidence_sha256: str
-    despite_gates: str | None = _null(
+    despite_gates: str | None = nullable(
         "a promote despite the candidate's failed gates: the operator's why"
     )
     seal: str = Field(
@@ -235,9 +229,9 @@ class ComparisonReport(Report):
     arms: list[ArmFigures]
     differences: Differences
     unexplained_capacity_change: CapacityChange
-    comparability: str | None = _null("null: control and candidate comparable; else why not")
+    comparability: str | None = nullable("null: control and candidate comparable; else why not")
     bracket: BracketResult | None
-    bench: BenchDeltas | None = _null(
+    bench: BenchDeltas | None = nullable(
         "per-level load-benchmark deltas, a = control, b = candidate (compare's bench)"
     )
     criteria: list[Criterion]

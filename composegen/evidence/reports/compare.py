@@ -7,7 +7,7 @@ from pydantic import Field
 
 from composegen.bench.reports import BenchDeltas
 from composegen.diff import semantic
-from composegen.report import Report
+from composegen.report import Report, nullable
 
 Scalar = int | float | str | None
 
@@ -61,9 +61,7 @@ class CompareReport(Report):
     config: ConfigDifferences
     unexplained_capacity_change: CapacityChange
     notes: list[str]
-    comparability: str | None = Field(
-        default=None, description="null: comparable; else `not comparable: ` and each reason"
+    comparability: str | None = nullable(
+        "null: comparable; else `not comparable: ` and each reason"
     )
-    bench: BenchDeltas | None = Field(
-        default=None, description="per-level load-benchmark deltas, null without"
-    )
+    bench: BenchDeltas | None = nullable("per-level load-benchmark deltas, null without")
