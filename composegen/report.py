@@ -15,6 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 JsonObject = dict[str, Any]
 
 
+def described(description: str) -> Any:
+    """A required field and what it means (the schema's description)."""
+    return Field(description=description)
+
+
 def nullable(description: str) -> Any:
     """A field that may be missing: null by default."""
     return Field(default=None, description=description)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from composegen.report import Report, nullable
+from composegen.report import Report, described, nullable
 
 
 class PathFigures(Report):
@@ -30,8 +30,8 @@ class PathFigures(Report):
 class EdgeLevel(Report):
     concurrency: int
     door: PathFigures = Field(description="plain HTTP at the operator door (door -> proxy -> vLLM)")
-    edge: PathFigures = Field(
-        description="TLS at the public listener with a client key (proxy -> gate -> vLLM)"
+    edge: PathFigures = described(
+        "TLS at the public listener with a client key (proxy -> gate -> vLLM)"
     )
     added_ttft_p50_ms: float | None = Field(description="edge minus door, TTFT median")
     added_ttft_p99_ms: float | None
@@ -47,8 +47,8 @@ class ViaEdgeResult(Report):
     edge: str = Field(description="the edge's name (edge.yaml)")
     url: str = Field(description="the public listener the edge requests went to")
     alias: str = Field(description="the model name the edge requests asked for")
-    tls: str = Field(
-        description="how the listener's certificate was verified: the edge's internal CA, the "
+    tls: str = described(
+        "how the listener's certificate was verified: the edge's internal CA, the "
         "system's roots, or off (tls.mode off)"
     )
     door_url: str = Field(description="the operator door the direct requests went to")
@@ -85,14 +85,12 @@ class LevelResult(Report):
     median_e2el_ms: float | None = None
     p90_e2el_ms: float | None = None
     p99_e2el_ms: float | None = None
-    distinct_prompts: int = Field(
-        description="different prompts sent (a repeated prompt may hit the prefix cache)"
+    distinct_prompts: int = described(
+        "different prompts sent (a repeated prompt may hit the prefix cache)"
     )
-    client_cpu_ms_per_request: float | None = Field(
-        description="the client's own CPU per request sent"
-    )
-    client_cpu_share: float = Field(
-        description="the client's CPU time / duration: near 1, the client was busy"
+    client_cpu_ms_per_request: float | None = described("the client's own CPU per request sent")
+    client_cpu_share: float = described(
+        "the client's CPU time / duration: near 1, the client was busy"
     )
     short_outputs: int = Field(
         default=0, description="completed requests whose usage shows fewer output tokens than asked"
@@ -168,17 +166,16 @@ class FindMax(Report):
     low: float = Field(description="the lower bound of the search (requests per second)")
     high: float = Field(description="the upper bound")
     max_levels: int = Field(description="the budget of probed rates")
-    best_rate: float | None = Field(
-        description="the highest rate that met the SLOs (null: not even the lower bound)"
+    best_rate: float | None = described(
+        "the highest rate that met the SLOs (null: not even the lower bound)"
     )
-    first_failing_rate: float | None = Field(
-        description="the lowest rate seen failing (null: the upper bound passed)"
+    first_failing_rate: float | None = described(
+        "the lowest rate seen failing (null: the upper bound passed)"
     )
     requests_per_level: int | None = Field(description="--requests (null: --duration decided)")
     repeats: int
-    spread: dict[str, float] = Field(
-        description="at best_rate: max − min over the repeats of each SLO figure (ms) and the "
-        "achieved rate"
+    spread: dict[str, float] = described(
+        "at best_rate: max − min over the repeats of each SLO figure (ms) and the achieved rate"
     )
     probes: list[FindMaxProbe] = Field(description="in the order run")
 
@@ -187,12 +184,12 @@ class Comparability(Report):
     """The context a result is read in, shown beside its figures (whether two runs compare at all:
     evidence/comparability.py)."""
 
-    cpu_governor: str = Field(
-        description="the client host's scaling_governor(s) (/sys/devices/system/cpu/cpu*/cpufreq); "
+    cpu_governor: str = described(
+        "the client host's scaling_governor(s) (/sys/devices/system/cpu/cpu*/cpufreq); "
         "`unknown`: the host has no cpufreq there (a VM or container)"
     )
-    load_start: list[float] | None = Field(
-        description="the client host's 1, 5 and 15-minute load averages at the start (null: unknown)"
+    load_start: list[float] | None = described(
+        "the client host's 1, 5 and 15-minute load averages at the start (null: unknown)"
     )
     load_end: list[float] | None = Field(description="the same at the end")
     engine_start: Literal["cold", "warm", "partial", "unknown"] = Field(
@@ -200,8 +197,8 @@ class Comparability(Report):
         description="torch.compile's cache at the engine's start (its startup report); unknown: "
         "no startup report was read",
     )
-    server_check: str = Field(
-        description="each level's client TTFT/E2EL means against the server's /metrics histograms: "
+    server_check: str = described(
+        "each level's client TTFT/E2EL means against the server's /metrics histograms: "
         "`agrees`, `gap: …` (more than 50 ms and 25% apart), `unreachable: …`, `not run: …`"
     )
 
@@ -210,27 +207,21 @@ class BenchResult(Report):
     """`composegen bench --json`; the `bench` of an evidence bundle."""
 
     model: str
-    input_tokens: int = Field(
-        description="requested prompt tokens per request (sized with /tokenize)"
+    input_tokens: int = described("requested prompt tokens per request (sized with /tokenize)")
+    input_tokens_exact: bool = described(
+        "the API's usage showed exactly input_tokens for every request"
     )
-    input_tokens_exact: bool = Field(
-        description="the API's usage showed exactly input_tokens for every request"
+    output_tokens: int = described(
+        "max_tokens per request (ignore_eos: the server may still stop early)"
     )
-    output_tokens: int = Field(
-        description="max_tokens per request (ignore_eos: the server may still stop early)"
-    )
-    requests: int | None = Field(
-        description="requests per level (--requests), or null with --duration"
-    )
-    duration_s: float | None = Field(
-        description="seconds per level (--duration), or null with --requests"
-    )
+    requests: int | None = described("requests per level (--requests), or null with --duration")
+    duration_s: float | None = described("seconds per level (--duration), or null with --requests")
     seed: int
     goodput_slos_ms: dict[str, float] | None = None
     emulated: bool | None = nullable("the stack was the composegen emulator (null: unknown)")
     ok: bool = Field(description="every level completed requests, none failed, none stopped short")
-    levels: list[LevelResult] = Field(
-        description="with via_edge: the requests through the edge's public listener (what clients see)"
+    levels: list[LevelResult] = described(
+        "with via_edge: the requests through the edge's public listener (what clients see)"
     )
     via_edge: ViaEdgeResult | None = nullable(
         "`bench --via-edge`: the edge and the operator door side by side, and what the edge adds"

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from composegen.bench.reports import BenchDeltas, Comparability
 from composegen.evidence.reports.compare import CapacityChange, CompareRow
-from composegen.report import Report, nullable
+from composegen.report import Report, described, nullable
 
 STATE_SCHEMA: Final = "composegen.campaign/v1"
 COMPARISON_SCHEMA: Final = "composegen.comparison/v1"
@@ -27,9 +27,7 @@ class BracketFigure(Report):
     label: str
     first: Any
     replay: Any
-    max_rel_diff: float | None = Field(
-        description="largest |replay − first| / |first| over the values"
-    )
+    max_rel_diff: float | None = described("largest |replay − first| / |first| over the values")
     passed: bool
 
 
@@ -55,8 +53,8 @@ ProfileName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 
 
 class ArmState(Report):
-    key: ArmKey = Field(
-        description="control | candidate | bracket (A/B); primary | fallback (qualification)"
+    key: ArmKey = described(
+        "control | candidate | bracket (A/B); primary | fallback (qualification)"
     )
     profile: ProfileName
     status: ArmStatus = "pending"
@@ -100,8 +98,8 @@ class CampaignOptions(Report):
 class Residency(Report):
     """Whether a campaign on standby stacks left both engines resident (campaign/resident.py)."""
 
-    resident: bool = Field(
-        description="true: both engines stay up, the one an alias serves awake and the other asleep, "
+    resident: bool = described(
+        "true: both engines stay up, the one an alias serves awake and the other asleep, "
         "so a promote between them switches by sleep; false: the candidate was taken down (and, "
         "without --bracket, the control: a cold start)"
     )
@@ -148,9 +146,7 @@ class ArmFigures(Report):
     profile: str
     profile_hash: str
     emulated: bool
-    source: str = Field(
-        description="stack (measured on a running engine) | log (read from a recorded log)"
-    )
+    source: str = described("stack (measured on a running engine) | log (read from a recorded log)")
     figures: dict[str, Scalar | list[float]] = Field(description="engine-reported startup figures")
     comparability: Comparability | None = nullable(
         "the arm's context (its bundle's record; null: none)"
@@ -173,9 +169,7 @@ class Difference(Report):
 
 class Differences(Report):
     functional: list[Difference]
-    identity: list[str] = Field(
-        description="paths that changed only to keep each arm's evidence apart"
-    )
+    identity: list[str] = described("paths that changed only to keep each arm's evidence apart")
 
 
 class DecisionPart(Report):
@@ -209,8 +203,8 @@ class DecisionRecord(Report):
 class Model(Report):
     id: str | None
     revision: str | None
-    image_digest: str | None = Field(
-        description="sha256:… of the image the arms ran; null for a local build"
+    image_digest: str | None = described(
+        "sha256:… of the image the arms ran; null for a local build"
     )
 
 
@@ -221,8 +215,8 @@ class ComparisonReport(Report):
     campaign: str
     control: str
     candidate: str
-    emulated: bool = Field(
-        description="at least one arm ran the emulated vLLM: figures exercise composegen only"
+    emulated: bool = described(
+        "at least one arm ran the emulated vLLM: figures exercise composegen only"
     )
     model: Model
     rows: list[CompareRow]
@@ -259,14 +253,14 @@ class QualifiedArm(Report):
     started: bool = Field(description="the engine reported ready")
     qualified: bool
     max_model_len: int | None
-    kv_cache_tokens: int | None = Field(
-        description="engine-reported KV pool; null when the engine refused to start"
+    kv_cache_tokens: int | None = described(
+        "engine-reported KV pool; null when the engine refused to start"
     )
-    kv_pool_estimate: int | None = Field(
-        description="the engine's own estimate when it refused a pool below the context"
+    kv_pool_estimate: int | None = described(
+        "the engine's own estimate when it refused a pool below the context"
     )
-    probe: dict[str, int | float | None] | None = Field(
-        description="the long prompt: target, API prompt tokens, TTFT, prefill and decode rates"
+    probe: dict[str, int | float | None] | None = described(
+        "the long prompt: target, API prompt tokens, TTFT, prefill and decode rates"
     )
     criteria: list[ArmCriterion]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from composegen.report import Report, nullable
+from composegen.report import Report, described, nullable
 
 
 class LadderRow(Report):
@@ -42,7 +42,7 @@ class LadderResult(Report):
     tolerance: float
     ok: bool = Field(description="every row ok")
     targets: list[LadderRow]
-    largest_prompt_tokens: int | None = Field(
-        description="largest API-reported prompt of a completed request"
+    largest_prompt_tokens: int | None = described(
+        "largest API-reported prompt of a completed request"
     )
     warmup: LadderWarmup | None = nullable("the unmeasured request sent first (null: older runs)")

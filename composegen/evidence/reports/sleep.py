@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from composegen.report import Report, nullable
+from composegen.report import Report, described, nullable
 
 
 class SleepCycle(Report):
     cycle: int
     sleep_s: float | None
     wake_s: float | None
-    residue_gib: float | None = Field(
-        description="GPU memory the sleeping engine still held: its own share (vLLM's GPU-wide "
+    residue_gib: float | None = described(
+        "GPU memory the sleeping engine still held: its own share (vLLM's GPU-wide "
         "`still in use` line minus what the other stacks on its GPUs hold)"
     )
-    same_answer: bool | None = Field(
-        description="the temperature-0 probe after the wake equals the first answer"
+    same_answer: bool | None = described(
+        "the temperature-0 probe after the wake equals the first answer"
     )
     draft_acceptance: float | None = nullable("accepted/drafted after wake")
     gpu_gib_after_sleep: dict[str, float] | None = nullable(
@@ -55,6 +55,6 @@ class SleepCycles(Report):
     host_source: str | None = nullable(
         "/proc/meminfo of the engine's host (measured), or null (a remote engine)"
     )
-    key: str = Field(
-        description="what the outcome is kept for: vLLM version, model@revision, emulated or real"
+    key: str = described(
+        "what the outcome is kept for: vLLM version, model@revision, emulated or real"
     )
