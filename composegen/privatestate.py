@@ -75,9 +75,8 @@ def _records_key(project: Project) -> bytes:
         raise BadInput(f"{path}: not a plain file; composegen never reads keys through links")
     key = path.read_bytes()
     if len(key) != 32:
-        raise BadInput(
-            f"{path}: not a composegen records key (32 bytes); remove it to make a new one"
-        )
+        msg = f"{path}: not a composegen records key (32 bytes); remove it to make a new one"
+        raise BadInput(msg)
     return key
 
 
@@ -123,9 +122,8 @@ def read_json(path: Path, empty: Doc) -> Doc:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise BadInput(
-            f"{path}:1: unreadable JSON ({type(exc).__name__}); fix or remove it"
-        ) from None
+        msg = f"{path}:1: unreadable JSON ({type(exc).__name__}); fix or remove it"
+        raise BadInput(msg) from None
     if not isinstance(doc, dict):
         raise BadInput(f"{path}:1: must be a JSON object")
     return cast(Doc, doc)

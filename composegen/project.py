@@ -76,9 +76,8 @@ class Project:
         for piece in path.relative_to(self.root).parts:
             current = current / piece
             if current.is_symlink():
-                raise BadInput(
-                    f"{current.relative_to(self.root)}: is a symbolic link; composegen never writes through links"
-                )
+                msg = f"{current.relative_to(self.root)}: is a symbolic link; composegen never writes through links"
+                raise BadInput(msg)
         return path
 
     def profile_names(self) -> list[str]:

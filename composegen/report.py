@@ -9,10 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 # A JSON object no report model owns: a request body, a JSON Schema, a gate's free-form details.
 JsonObject = dict[str, Any]
+
+
+def described(description: str) -> Any:
+    """A required field and what it means (the schema's description)."""
+    return Field(description=description)
+
+
+def nullable(description: str) -> Any:
+    """A field that may be missing: null by default."""
+    return Field(default=None, description=description)
 
 
 class Report(BaseModel):

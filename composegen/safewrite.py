@@ -95,9 +95,8 @@ def _check_target(dfd: int, name: str, path: Path) -> bool:
         return False
     if not stat.S_ISREG(st.st_mode):
         kind = _KIND.get(stat.S_IFMT(st.st_mode), "not a regular file")
-        raise BadInput(
-            f"{path}: is {kind}; composegen only replaces regular files, nothing was written"
-        )
+        msg = f"{path}: is {kind}; composegen only replaces regular files, nothing was written"
+        raise BadInput(msg)
     return True
 
 
@@ -121,9 +120,8 @@ def _open_dir(directory: Path, base: Path | None, created: list[tuple[int, str]]
                 new = os.open(piece, flags | os.O_NOFOLLOW, dir_fd=fd)
             except (NotADirectoryError, OSError) as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise BadInput(
-                        f"{current}: is a symbolic link or not a directory; composegen never writes through links"
-                    ) from None
+                    msg = f"{current}: is a symbolic link or not a directory; composegen never writes through links"
+                    raise BadInput(msg) from None
                 raise
             os.close(fd)
             fd = new

@@ -10,12 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from composegen.report import Report
-
-
-def _null(description: str) -> Any:
-    """A figure that may be missing: null by default."""
-    return Field(default=None, description=description)
+from composegen.report import Report, described, nullable
 
 
 class PathFigures(Report):
@@ -35,8 +30,8 @@ class PathFigures(Report):
 class EdgeLevel(Report):
     concurrency: int
     door: PathFigures = Field(description="plain HTTP at the operator door (door -> proxy -> vLLM)")
-    edge: PathFigures = Field(
-        description="TLS at the public listener with a client key (proxy -> gate -> vLLM)"
+    edge: PathFigures = described(
+        "TLS at the public listener with a client key (proxy -> gate -> vLLM)"
     )
     added_ttft_p50_ms: float | None = Field(description="edge minus door, TTFT median")
     added_ttft_p99_ms: float | None
@@ -52,8 +47,8 @@ class ViaEdgeResult(Report):
     edge: str = Field(description="the edge's name (edge.yaml)")
     url: str = Field(description="the public listener the edge requests went to")
     alias: str = Field(description="the model name the edge requests asked for")
-    tls: str = Field(
-        description="how the listener's certificate was verified: the edge's internal CA, the "
+    tls: str = described(
+        "how the listener's certificate was verified: the edge's internal CA, the "
         "system's roots, or off (tls.mode off)"
     )
     door_url: str = Field(description="the operator door the direct requests went to")
@@ -73,7 +68,7 @@ class LevelResult(Report):
     request_throughput: float = Field(description="completed requests per second")
     output_throughput: float = Field(description="output tokens per second")
     total_token_throughput: float = Field(description="input + output tokens per second")
-    request_goodput: float | None = _null("requests meeting every SLO per second (with SLOs)")
+    request_goodput: float | None = nullable("requests meeting every SLO per second (with SLOs)")
     mean_ttft_ms: float | None = None
     median_ttft_ms: float | None = None
     p90_ttft_ms: float | None = None
@@ -90,14 +85,12 @@ class LevelResult(Report):
     median_e2el_ms: float | None = None
     p90_e2el_ms: float | None = None
     p99_e2el_ms: float | None = None
-    distinct_prompts: int = Field(
-        description="different prompts sent (a repeated prompt may hit the prefix cache)"
+    distinct_prompts: int = described(
+        "different prompts sent (a repeated prompt may hit the prefix cache)"
     )
-    client_cpu_ms_per_request: float | None = Field(
-        description="the client's own CPU per request sent"
-    )
-    client_cpu_share: float = Field(
-        description="the client's CPU time / duration: near 1, the client was busy"
+    client_cpu_ms_per_request: float | None = described("the client's own CPU per request sent")
+    client_cpu_share: float = described(
+        "the client's CPU time / duration: near 1, the client was busy"
     )
     short_outputs: int = Field(
         default=0, description="completed requests whose usage shows fewer output tokens than asked"
@@ -106,45 +99,46 @@ class LevelResult(Report):
         default=0, description="completed requests whose usage shows another prompt size"
     )
     # open loop (openloop.py); null on a closed-loop level
-    request_rate: float | Literal["inf"] | None = _null(
+    request_rate: float | Literal["inf"] | None = nullable(
         "requests per second asked (vLLM's --request-rate); null: closed"
     )
-    burstiness: float | None = _null("gamma shape of the gaps between sends (1: Poisson)")
-    schedule_seed: int | None = _null("the arrival schedule's seed")
-    achieved_request_rate: float | None = _null(
+    burstiness: float | None = nullable("gamma shape of the gaps between sends (1: Poisson)")
+    schedule_seed: int | None = nullable("the arrival schedule's seed")
+    achieved_request_rate: float | None = nullable(
         "requests sent / seconds from the level's start to the last send"
     )
-    send_lateness_p50_ms: float | None = _null(
+    send_lateness_p50_ms: float | None = nullable(
         "actual send time minus scheduled, median over requests"
     )
     send_lateness_p99_ms: float | None = None
     send_lateness_max_ms: float | None = None
-    in_flight_mean: float | None = _null(
+    in_flight_mean: float | None = nullable(
         "requests in flight (sent, not finished) seen at each send"
     )
     in_flight_max: int | None = None
-    server_queue_mean_ms: float | None = _null(
+    server_queue_mean_ms: float | None = nullable(
         "mean of the server's vllm:request_queue_time_seconds over the level (/metrics)"
     )
-    client_queue_p50_ms: float | None = Field(  # apart from the server's time (vllm#54101)
-        default=None,
-        description="scheduled to actual send: open loop, the send lateness; closed, the wait for a "
-        "slot, every --requests request due at the level's start; null with --duration",
+    client_queue_p50_ms: float | None = nullable(
+        "scheduled to actual send: open loop, the send lateness; closed, the wait for a "
+        "slot, every --requests request due at the level's start; null with --duration"
     )
     client_queue_p99_ms: float | None = None
     client_queue_max_ms: float | None = None
-    server_ttft_mean_ms: float | None = _null(
+    server_ttft_mean_ms: float | None = nullable(
         "the server's vllm:time_to_first_token_seconds mean (/metrics)"
     )
-    server_e2el_mean_ms: float | None = _null(
+    server_e2el_mean_ms: float | None = nullable(
         "the server's vllm:e2e_request_latency_seconds mean (/metrics)"
     )
     # the frontier (frontier.py), closed and open levels alike
-    output_throughput_per_gpu: float | None = _null("output tokens per second / the stack's GPUs")
-    tokens_per_s_per_user: float | None = _null(
+    output_throughput_per_gpu: float | None = nullable(
+        "output tokens per second / the stack's GPUs"
+    )
+    tokens_per_s_per_user: float | None = nullable(
         "interactivity: 1000 / median TPOT ms (tokens/s one user sees)"
     )
-    slo_met: bool | None = _null("every --slo limit held (null: none)")
+    slo_met: bool | None = nullable("every --slo limit held (null: none)")
     slo_failures: list[str] = Field(
         default_factory=list, description="the limits this level broke, with the measured figure"
     )
@@ -172,17 +166,16 @@ class FindMax(Report):
     low: float = Field(description="the lower bound of the search (requests per second)")
     high: float = Field(description="the upper bound")
     max_levels: int = Field(description="the budget of probed rates")
-    best_rate: float | None = Field(
-        description="the highest rate that met the SLOs (null: not even the lower bound)"
+    best_rate: float | None = described(
+        "the highest rate that met the SLOs (null: not even the lower bound)"
     )
-    first_failing_rate: float | None = Field(
-        description="the lowest rate seen failing (null: the upper bound passed)"
+    first_failing_rate: float | None = described(
+        "the lowest rate seen failing (null: the upper bound passed)"
     )
     requests_per_level: int | None = Field(description="--requests (null: --duration decided)")
     repeats: int
-    spread: dict[str, float] = Field(
-        description="at best_rate: max − min over the repeats of each SLO figure (ms) and the "
-        "achieved rate"
+    spread: dict[str, float] = described(
+        "at best_rate: max − min over the repeats of each SLO figure (ms) and the achieved rate"
     )
     probes: list[FindMaxProbe] = Field(description="in the order run")
 
@@ -191,12 +184,12 @@ class Comparability(Report):
     """The context a result is read in, shown beside its figures (whether two runs compare at all:
     evidence/comparability.py)."""
 
-    cpu_governor: str = Field(
-        description="the client host's scaling_governor(s) (/sys/devices/system/cpu/cpu*/cpufreq); "
+    cpu_governor: str = described(
+        "the client host's scaling_governor(s) (/sys/devices/system/cpu/cpu*/cpufreq); "
         "`unknown`: the host has no cpufreq there (a VM or container)"
     )
-    load_start: list[float] | None = Field(
-        description="the client host's 1, 5 and 15-minute load averages at the start (null: unknown)"
+    load_start: list[float] | None = described(
+        "the client host's 1, 5 and 15-minute load averages at the start (null: unknown)"
     )
     load_end: list[float] | None = Field(description="the same at the end")
     engine_start: Literal["cold", "warm", "partial", "unknown"] = Field(
@@ -204,8 +197,8 @@ class Comparability(Report):
         description="torch.compile's cache at the engine's start (its startup report); unknown: "
         "no startup report was read",
     )
-    server_check: str = Field(
-        description="each level's client TTFT/E2EL means against the server's /metrics histograms: "
+    server_check: str = described(
+        "each level's client TTFT/E2EL means against the server's /metrics histograms: "
         "`agrees`, `gap: …` (more than 50 ms and 25% apart), `unreachable: …`, `not run: …`"
     )
 
@@ -214,40 +207,34 @@ class BenchResult(Report):
     """`composegen bench --json`; the `bench` of an evidence bundle."""
 
     model: str
-    input_tokens: int = Field(
-        description="requested prompt tokens per request (sized with /tokenize)"
+    input_tokens: int = described("requested prompt tokens per request (sized with /tokenize)")
+    input_tokens_exact: bool = described(
+        "the API's usage showed exactly input_tokens for every request"
     )
-    input_tokens_exact: bool = Field(
-        description="the API's usage showed exactly input_tokens for every request"
+    output_tokens: int = described(
+        "max_tokens per request (ignore_eos: the server may still stop early)"
     )
-    output_tokens: int = Field(
-        description="max_tokens per request (ignore_eos: the server may still stop early)"
-    )
-    requests: int | None = Field(
-        description="requests per level (--requests), or null with --duration"
-    )
-    duration_s: float | None = Field(
-        description="seconds per level (--duration), or null with --requests"
-    )
+    requests: int | None = described("requests per level (--requests), or null with --duration")
+    duration_s: float | None = described("seconds per level (--duration), or null with --requests")
     seed: int
     goodput_slos_ms: dict[str, float] | None = None
-    emulated: bool | None = _null("the stack was the composegen emulator (null: unknown)")
+    emulated: bool | None = nullable("the stack was the composegen emulator (null: unknown)")
     ok: bool = Field(description="every level completed requests, none failed, none stopped short")
-    levels: list[LevelResult] = Field(
-        description="with via_edge: the requests through the edge's public listener (what clients see)"
+    levels: list[LevelResult] = described(
+        "with via_edge: the requests through the edge's public listener (what clients see)"
     )
-    via_edge: ViaEdgeResult | None = _null(
+    via_edge: ViaEdgeResult | None = nullable(
         "`bench --via-edge`: the edge and the operator door side by side, and what the edge adds"
     )
     arrivals: Literal["closed", "open"] = Field(
         default="closed", description="closed: concurrency levels; open: request-rate levels"
     )
-    gpus: int | None = _null("GPUs of the stack (per-GPU figures)")
-    slos: dict[str, float] | None = _null(
+    gpus: int | None = nullable("GPUs of the stack (per-GPU figures)")
+    slos: dict[str, float] | None = nullable(
         "--slo limits in ms, e.g. {ttft_p99: 500}: each level passes or not"
     )
-    find_max: FindMax | None = _null("bench --find-max's search")
-    comparability: Comparability | None = _null(
+    find_max: FindMax | None = nullable("bench --find-max's search")
+    comparability: Comparability | None = nullable(
         "the run's context (null: a result from before the record)"
     )
 
@@ -306,8 +293,8 @@ class VllmBenchServeResult(Report):
     p50_e2el_ms: float
     p90_e2el_ms: float
     p99_e2el_ms: float
-    spec_decode_acceptance_rate: float | None = _null("accepted / draft tokens, percent")
-    spec_decode_acceptance_length: float | None = _null("1 + accepted tokens / drafts")
+    spec_decode_acceptance_rate: float | None = nullable("accepted / draft tokens, percent")
+    spec_decode_acceptance_length: float | None = nullable("1 + accepted tokens / drafts")
     spec_decode_num_drafts: int | None = None
     spec_decode_draft_tokens: int | None = None
     spec_decode_accepted_tokens: int | None = None
@@ -322,7 +309,7 @@ class VllmBenchServeResult(Report):
 
 class BenchDelta(Report):
     concurrency: int
-    level: str | None = _null("an open-loop level: its rate (`r2.5`); null: closed loop")
+    level: str | None = nullable("an open-loop level: its rate (`r2.5`); null: closed loop")
     metric: str = Field(description="a bench level figure (vllm bench serve's name)")
     unit: str
     a: float | None

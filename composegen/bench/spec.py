@@ -67,10 +67,8 @@ class BenchSpec:
         if not (self.levels or self.rates) or any(
             not 1 <= c <= MAX_CONCURRENCY for c in self.levels
         ):
-            raise BadInput(
-                f"bench: --concurrency: positive integers (≤ {MAX_CONCURRENCY}) required, "
-                f"got {list(self.levels)}"
-            )
+            msg = f"bench: --concurrency: positive integers (≤ {MAX_CONCURRENCY}) required, got {list(self.levels)}"
+            raise BadInput(msg)
         for rate in self.rates:
             requests_for(rate, self.requests, self.duration)
         return self
@@ -186,10 +184,8 @@ def requests_for(rate: float, requests: int | None, duration: float | None) -> i
         _check_duration(duration)
         count = max(1, round(rate * duration))
     if count > MAX_REQUESTS:
-        raise BadInput(
-            f"bench: --request-rate {rate:g} for {duration:g} s is {count} requests a level, "
-            f"at most {MAX_REQUESTS}"
-        )
+        msg = f"bench: --request-rate {rate:g} for {duration:g} s is {count} requests a level, at most {MAX_REQUESTS}"
+        raise BadInput(msg)
     if rate != INF and count / rate > MAX_DURATION:
         raise BadInput(
             f"bench: --request-rate {rate:g}: {count} request(s) take {count / rate:.3g} s to send, "

@@ -109,8 +109,7 @@ def _start(
     ui: CampaignProgress,
     job: ArmJob,
 ) -> bool:
-    """The arm's engine ready (True), or not started when the job judges that on the log
-    (False)."""
+    """The arm's engine ready (True), or not started when the job judges that on the log (False)."""
     sink = ui.arm_started(st.arms.index(arm) + 1, len(st.arms), arm)
     if job.wake and driver.sleep_state(project, r, strict=True) is not None:
         ui.arm_ended()

@@ -55,13 +55,11 @@ def _undecided(project: Project, spec: str) -> tuple[Path, CampaignState]:
         pending = ", ".join(
             f"{a.key} ({a.status})" for a in st.arms if a.status not in ("done", "skipped")
         )
-        raise CheckFailed(
-            f"campaign {st.name} is not finished ({pending}); `composegen campaign resume {st.name}`"
-        )
+        msg = f"campaign {st.name} is not finished ({pending}); `composegen campaign resume {st.name}`"
+        raise CheckFailed(msg)
     if read(directory) is not None:
-        raise BadInput(
-            f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
-        )
+        msg = f"{project.rel(directory / DECISION)}: campaign {st.name} is already decided (recorded once)"
+        raise BadInput(msg)
     return directory, st
 
 
@@ -84,9 +82,8 @@ def decide(
     """DESPITE_GATES: the operator's why for promoting a candidate that failed gates (else such a
     promote is refused: CheckFailed naming them)."""
     if decision not in DECISIONS:
-        raise BadInput(
-            f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
-        )
+        msg = f"decide: give one of --promote, --no-promotion, --fallback (got {decision!r})"
+        raise BadInput(msg)
     why = _line(why, "--why")
     despite = _line(despite_gates, "--despite-gates") if despite_gates is not None else None
     directory, st = _undecided(project, spec)

@@ -32,6 +32,5 @@ def read(directory: Path) -> DecisionPart | None:
         )
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise BadInput(
-            f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
-        ) from None
+        msg = f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+        raise BadInput(msg) from None

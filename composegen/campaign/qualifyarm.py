@@ -63,28 +63,14 @@ def create(
     if (directory / state.STATE).is_file():
         st = state.load(directory)
         if (st.kind, st.control, st.options) != ("qualify", primary, opts):
-            raise BadInput(
-                f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options"
-            )
+            msg = f"{project.rel(directory)}: campaign {st.name} exists with other profiles or options"
+            raise BadInput(msg)
         return directory
-    privatestate.private_dir(directory)
-    now = privatestate.stamp()
     arms = [ArmState(key="primary", profile=primary)] + (
         [ArmState(key="fallback", profile=fallback)] if fallback else []
     )
-    st = CampaignState(
-        name=directory.name,
-        kind="qualify",
-        control=primary,
-        options=opts,
-        arms=arms,
-        created_at=now,
-        updated_at=now,
-    )
-    state.save(directory, st)
-    state.log(
-        directory, f"created: qualify {primary}" + (f", fallback {fallback}" if fallback else "")
-    )
+    said = f"created: qualify {primary}" + (f", fallback {fallback}" if fallback else "")
+    state.start(directory, said, kind="qualify", control=primary, options=opts, arms=arms)
     return directory
 
 

@@ -10,13 +10,7 @@ from pydantic import Field
 
 from composegen.bench.reports import BenchDeltas, Comparability
 from composegen.evidence.reports.compare import CapacityChange, CompareRow
-from composegen.report import Report
-
-
-def _null(description: str) -> Any:
-    """Null unless the campaign recorded it."""
-    return Field(default=None, description=description)
-
+from composegen.report import Report, described, nullable
 
 STATE_SCHEMA: Final = "composegen.campaign/v1"
 COMPARISON_SCHEMA: Final = "composegen.comparison/v1"
@@ -33,9 +27,7 @@ class BracketFigure(Report):
     label: str
     first: Any
     replay: Any
-    max_rel_diff: float | None = Field(
-        description="largest |replay − first| / |first| over the values"
-    )
+    max_rel_diff: float | None = described("largest |replay − first| / |first| over the values")
     passed: bool
 
 
@@ -61,27 +53,27 @@ ProfileName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 
 
 class ArmState(Report):
-    key: ArmKey = Field(
-        description="control | candidate | bracket (A/B); primary | fallback (qualification)"
+    key: ArmKey = described(
+        "control | candidate | bracket (A/B); primary | fallback (qualification)"
     )
     profile: ProfileName
     status: ArmStatus = "pending"
-    bundle: ArmKey | None = _null(
+    bundle: ArmKey | None = nullable(
         "the arm's evidence bundle: a directory of the campaign, named as the arm"
     )
     attempts: int = 0
     started_at: str | None = None
     finished_at: str | None = None
-    time_to_ready_s: float | None = _null(
+    time_to_ready_s: float | None = nullable(
         "seconds to ready: a cold start's, or (path wake) the wake's"
     )
-    path: Literal["cold", "wake"] | None = _null(
+    path: Literal["cold", "wake"] | None = nullable(
         "how the arm's engine came up: cold (started, or attached to its start) or "
         "wake (a standby stack an earlier arm put to sleep: no second cold start)"
     )
     emulated: bool | None = None
-    shm_reclaimable: int | None = _null("leftover /dev/shm files after down; null: not checked")
-    qualified: bool | None = _null("qualification arms: every criterion passed")
+    shm_reclaimable: int | None = nullable("leftover /dev/shm files after down; null: not checked")
+    qualified: bool | None = nullable("qualification arms: every criterion passed")
     error: str | None = None
 
 
@@ -98,7 +90,7 @@ class CampaignOptions(Report):
     bench_output_tokens: int = Field(default=64, ge=1)
     tools: int = 20
     emulate: bool = False
-    tolerance: float | None = _null("bracket tolerance (relative); null: exact when emulated")
+    tolerance: float | None = nullable("bracket tolerance (relative); null: exact when emulated")
     next_arm: ProfileName | None = None
     next_fallback: ProfileName | None = None
 
@@ -106,13 +98,13 @@ class CampaignOptions(Report):
 class Residency(Report):
     """Whether a campaign on standby stacks left both engines resident (campaign/resident.py)."""
 
-    resident: bool = Field(
-        description="true: both engines stay up, the one an alias serves awake and the other asleep, "
+    resident: bool = described(
+        "true: both engines stay up, the one an alias serves awake and the other asleep, "
         "so a promote between them switches by sleep; false: the candidate was taken down (and, "
         "without --bracket, the control: a cold start)"
     )
     reason: str
-    awake: str | None = _null(
+    awake: str | None = nullable(
         "resident: the profile left awake at the end (the one an alias serves: the control, "
         "or the candidate when the alias already served it); the other is asleep"
     )
@@ -154,11 +146,9 @@ class ArmFigures(Report):
     profile: str
     profile_hash: str
     emulated: bool
-    source: str = Field(
-        description="stack (measured on a running engine) | log (read from a recorded log)"
-    )
+    source: str = described("stack (measured on a running engine) | log (read from a recorded log)")
     figures: dict[str, Scalar | list[float]] = Field(description="engine-reported startup figures")
-    comparability: Comparability | None = _null(
+    comparability: Comparability | None = nullable(
         "the arm's context (its bundle's record; null: none)"
     )
 
@@ -179,9 +169,7 @@ class Difference(Report):
 
 class Differences(Report):
     functional: list[Difference]
-    identity: list[str] = Field(
-        description="paths that changed only to keep each arm's evidence apart"
-    )
+    identity: list[str] = described("paths that changed only to keep each arm's evidence apart")
 
 
 class DecisionPart(Report):
@@ -189,7 +177,7 @@ class DecisionPart(Report):
     profile: str | None = None
     why: str | None = None
     decided_at: str | None = None
-    despite_gates: str | None = _null(
+    despite_gates: str | None = nullable(
         "a promote despite the candidate's failed gates: the operator's why"
     )
 
@@ -204,7 +192,7 @@ class DecisionRecord(Report):
     why: str
     decided_at: str
     evidence_sha256: str
-    despite_gates: str | None = _null(
+    despite_gates: str | None = nullable(
         "a promote despite the candidate's failed gates: the operator's why"
     )
     seal: str = Field(
@@ -215,8 +203,8 @@ class DecisionRecord(Report):
 class Model(Report):
     id: str | None
     revision: str | None
-    image_digest: str | None = Field(
-        description="sha256:… of the image the arms ran; null for a local build"
+    image_digest: str | None = described(
+        "sha256:… of the image the arms ran; null for a local build"
     )
 
 
@@ -227,17 +215,17 @@ class ComparisonReport(Report):
     campaign: str
     control: str
     candidate: str
-    emulated: bool = Field(
-        description="at least one arm ran the emulated vLLM: figures exercise composegen only"
+    emulated: bool = described(
+        "at least one arm ran the emulated vLLM: figures exercise composegen only"
     )
     model: Model
     rows: list[CompareRow]
     arms: list[ArmFigures]
     differences: Differences
     unexplained_capacity_change: CapacityChange
-    comparability: str | None = _null("null: control and candidate comparable; else why not")
+    comparability: str | None = nullable("null: control and candidate comparable; else why not")
     bracket: BracketResult | None
-    bench: BenchDeltas | None = _null(
+    bench: BenchDeltas | None = nullable(
         "per-level load-benchmark deltas, a = control, b = candidate (compare's bench)"
     )
     criteria: list[Criterion]
@@ -265,14 +253,14 @@ class QualifiedArm(Report):
     started: bool = Field(description="the engine reported ready")
     qualified: bool
     max_model_len: int | None
-    kv_cache_tokens: int | None = Field(
-        description="engine-reported KV pool; null when the engine refused to start"
+    kv_cache_tokens: int | None = described(
+        "engine-reported KV pool; null when the engine refused to start"
     )
-    kv_pool_estimate: int | None = Field(
-        description="the engine's own estimate when it refused a pool below the context"
+    kv_pool_estimate: int | None = described(
+        "the engine's own estimate when it refused a pool below the context"
     )
-    probe: dict[str, int | float | None] | None = Field(
-        description="the long prompt: target, API prompt tokens, TTFT, prefill and decode rates"
+    probe: dict[str, int | float | None] | None = described(
+        "the long prompt: target, API prompt tokens, TTFT, prefill and decode rates"
     )
     criteria: list[ArmCriterion]
 

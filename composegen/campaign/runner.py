@@ -32,10 +32,6 @@ from composegen.project import Project
 AB_ARMS: tuple[ArmKey, ...] = ("control", "candidate", "bracket")
 
 
-def default_name(control: str, candidate: str) -> str:
-    return f"{control}-vs-{candidate}"
-
-
 def create(
     project: Project, control: str, candidate: str, opts: CampaignOptions, name: str | None
 ) -> Path:
@@ -45,7 +41,7 @@ def create(
         raise BadInput(f"campaign run: control and candidate are the same profile ({control})")
     for n in (control, candidate, *([opts.next_arm] if opts.next_arm else [])):
         resolve.load(project, n)  # bad input before anything is written
-    directory = state.campaign_dir(project, name or default_name(control, candidate))
+    directory = state.campaign_dir(project, name or f"{control}-vs-{candidate}")
     if (directory / state.STATE).is_file():
         st = state.load(directory)
         if (st.kind, st.control, st.candidate, st.options) != ("ab", control, candidate, opts):
@@ -54,22 +50,12 @@ def create(
                 hint=f"`composegen campaign resume {st.name}` continues it; --name NEW starts another",
             )
         return directory
-    privatestate.private_dir(directory)
     keys = AB_ARMS if opts.bracket else AB_ARMS[:2]
-    now = privatestate.stamp()
-    st = CampaignState(
-        name=directory.name,
-        kind="ab",
-        control=control,
-        candidate=candidate,
-        options=opts,
-        arms=[ArmState(key=k, profile=candidate if k == "candidate" else control) for k in keys],
-        created_at=now,
-        updated_at=now,
-    )
-    state.save(directory, st)
+    arms = [ArmState(key=k, profile=candidate if k == "candidate" else control) for k in keys]
     said = f"created: control {control}, candidate {candidate}, arms {', '.join(keys)}"
-    state.log(directory, said)
+    state.start(
+        directory, said, kind="ab", control=control, candidate=candidate, options=opts, arms=arms
+    )
     return directory
 
 

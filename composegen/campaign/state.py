@@ -44,9 +44,8 @@ def options(**values: Any) -> CampaignOptions:
 
 def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name) or ".." in name:
-        raise BadInput(
-            f"--name: {name!r} is not a campaign name (lower-case letters, digits, '.', '-', '_')"
-        )
+        msg = f"--name: {name!r} is not a campaign name (lower-case letters, digits, '.', '-', '_')"
+        raise BadInput(msg)
     return name
 
 
@@ -90,6 +89,14 @@ def load(directory: Path) -> CampaignState:
 def save(directory: Path, state: CampaignState) -> None:
     state.updated_at = privatestate.stamp()
     privatestate.write_json(directory / STATE, state.to_json())
+
+
+def start(directory: Path, said: str, **fields: Any) -> None:
+    """A new campaign: its private directory, its first state and the first line of its log."""
+    privatestate.private_dir(directory)
+    now = privatestate.stamp()
+    save(directory, CampaignState(name=directory.name, created_at=now, updated_at=now, **fields))
+    log(directory, said)
 
 
 def log(directory: Path, message: str) -> None:

@@ -2,6 +2,4 @@
 runs."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
-__all__ = [
-    "entry",
-]
+__all__ = ["entry"]

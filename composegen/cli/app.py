@@ -68,9 +68,8 @@ def parse_ints(text: str, option: str = "--targets") -> list[int]:
     """Comma-separated token counts, with the sizes profiles accept: `117500,118_500,8k,128K`."""
     values = [parse_human_int(part.replace("_", "")) for part in text.split(",") if part.strip()]
     if not values or any(v is None or v <= 0 for v in values):
-        raise BadInput(
-            f"{option}: expected comma-separated positive token counts (e.g. 117500,8k,128K), got {text!r}"
-        )
+        msg = f"{option}: expected comma-separated positive token counts (e.g. 117500,8k,128K), got {text!r}"
+        raise BadInput(msg)
     return [v for v in values if v is not None]
 
 

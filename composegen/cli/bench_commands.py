@@ -14,13 +14,13 @@ from composegen.bench import stats, viaedgetext
 from composegen.bench.reports import BenchResult
 from composegen.bench.spec import BenchSpec
 from composegen.campaign import reportheading
-from composegen.cli.app import JsonOpt, StackArg, app, complete_run
+from composegen.cli.app import JsonOpt, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import OpenAsk, run_open
 from composegen.cli.campaign_commands import campaign_arms
-from composegen.cli.optiongroups import grouped
+from composegen.cli.optiongroups import grouped, option, run_arg
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -37,24 +37,20 @@ DEFAULT_REQUESTS = 32
 class Load:
     """What each request and level is: bench's sizing options."""
 
-    concurrency: str = typer.Option(
-        "1,2,4,8", "--concurrency", help="Concurrency levels, e.g. 1,2,4,8."
+    concurrency: str = option("1,2,4,8", "--concurrency", "Concurrency levels, e.g. 1,2,4,8.")
+    requests: int | None = option(
+        None, "--requests", "Requests per level (default 32 without --duration)."
     )
-    requests: int | None = typer.Option(
-        None, "--requests", help="Requests per level (default 32 without --duration)."
+    duration: float | None = option(
+        None, "--duration", "Seconds per level (instead of --requests)."
     )
-    duration: float | None = typer.Option(
-        None, "--duration", help="Seconds per level (instead of --requests)."
+    input_tokens: int = option(
+        ..., "--input-tokens", "Prompt tokens per request (sized with /tokenize)."
     )
-    input_tokens: int = typer.Option(
-        ..., "--input-tokens", help="Prompt tokens per request (sized with /tokenize)."
-    )
-    output_tokens: int = typer.Option(
-        ..., "--output-tokens", help="max_tokens per request (ignore_eos)."
-    )
+    output_tokens: int = option(..., "--output-tokens", "max_tokens per request (ignore_eos).")
     seed: int | None = typer.Option(None, "--seed", help="Prompt seed (default: random, recorded).")
-    goodput: str | None = typer.Option(
-        None, "--goodput", help="SLOs in ms for goodput, e.g. ttft:500,tpot:50."
+    goodput: str | None = option(
+        None, "--goodput", "SLOs in ms for goodput, e.g. ttft:500,tpot:50."
     )
 
     def spec(self, burstiness: float, via_edge: bool) -> BenchSpec:
@@ -77,15 +73,15 @@ def bench(
     *,
     name: str = StackArg,
     load: Load,
-    save_vllm: Path | None = typer.Option(
+    save_vllm: Path | None = option(
         None,
         "--save-vllm-results",
-        help="Also write vllm-bench-serve-cN.json per level here (vLLM's shape).",
+        "Also write vllm-bench-serve-cN.json per level here (vLLM's shape).",
     ),
-    via_edge: bool = typer.Option(
+    via_edge: bool = option(
         False,
         "--via-edge",
-        help="Through the edge's TLS listener with a throw-away key, alternated with the door: "
+        "Through the edge's TLS listener with a throw-away key, alternated with the door: "
         "what the edge adds.",
     ),
     ask: OpenAsk,
@@ -129,17 +125,12 @@ def _via_edge_text(result: BenchResult) -> str:
 
 @app.command()
 def report(
-    runs: list[str] = typer.Argument(
+    runs: list[str] = run_arg(
+        "Run bundles (runs/<run>, a path, a profile name: its latest run, or a campaign: its arms).",
         ...,
-        help="Run bundles (runs/<run>, a path, a profile name: its latest run, or a campaign: its arms).",
-        autocompletion=complete_run,
     ),
-    html: Path | None = typer.Option(
-        None, "--html", help="Write one self-contained HTML page here."
-    ),
-    markdown: bool = typer.Option(
-        False, "--markdown", help="Print Markdown for a pull-request comment."
-    ),
+    html: Path | None = option(None, "--html", "Write one self-contained HTML page here."),
+    markdown: bool = option(False, "--markdown", "Print Markdown for a pull-request comment."),
     json_: bool = JsonOpt,
 ) -> None:
     """A report of evidence runs or a campaign: plots (inline SVG) and tables as one HTML page
@@ -151,9 +142,8 @@ def report(
     if html is not None and (
         str(html) in ("", ".") or html.is_dir() or html.name in ("", ".", "..")
     ):
-        raise BadInputError(
-            f"--html: {str(html)!r} is a directory; give the page's file name (report.html)"
-        )
+        msg = f"--html: {str(html)!r} is a directory; give the page's file name (report.html)"
+        raise BadInputError(msg)
     project = _project()
     # a campaign: its arms
     specs = [arm for spec in runs for arm in (campaign_arms(project, spec) or [spec])]

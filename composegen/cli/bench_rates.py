@@ -12,6 +12,7 @@ import typer
 from composegen.bench import closed as benching
 from composegen.bench import opentext, rates, schedule
 from composegen.bench.spec import BenchSpec, check_search
+from composegen.cli.optiongroups import option
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output
 from composegen.profiles.resolved import Resolved
@@ -22,16 +23,16 @@ from composegen.project import Project
 class OpenAsk:
     """bench's open-loop options (`--request-rate`, `--find-max`), as typed."""
 
-    rates: str | None = typer.Option(
+    rates: str | None = option(
         None,
         "--request-rate",
-        help="Open loop: rates in requests/s (or inf), e.g. 2,4,8; with --find-max LOW,HIGH.",
+        "Open loop: rates in requests/s (or inf), e.g. 2,4,8; with --find-max LOW,HIGH.",
     )
-    burstiness: float = typer.Option(
-        1.0, "--burstiness", help="Gamma shape of the gaps between sends (1: Poisson, as vLLM)."
+    burstiness: float = option(
+        1.0, "--burstiness", "Gamma shape of the gaps between sends (1: Poisson, as vLLM)."
     )
-    slo: str | None = typer.Option(
-        None, "--slo", help="Per-level limits in ms, e.g. ttft_p99=500,tpot_p99=50."
+    slo: str | None = option(
+        None, "--slo", "Per-level limits in ms, e.g. ttft_p99=500,tpot_p99=50."
     )
     find_max: bool = typer.Option(False, "--find-max", help="Bisect LOW,HIGH for --slo's best.")
     max_levels: int = typer.Option(6, "--max-levels", help="--find-max: rates probed at most.")
@@ -79,7 +80,6 @@ def campaign_rates(text: str | None, concurrency: str | None) -> list[float]:
     """`campaign run --bench-rates`: finite rates (a campaign's state is JSON), not with --bench."""
     rates = schedule.parse_rates(text, "campaign run: --bench-rates") if text else []
     if rates and (concurrency or float("inf") in rates):
-        raise BadInput(
-            "campaign run: --bench-rates: finite rates, and not with --bench (one bench per arm)"
-        )
+        msg = "campaign run: --bench-rates: finite rates, and not with --bench (one bench per arm)"
+        raise BadInput(msg)
     return rates

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,7 +15,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
-from composegen.cli.optiongroups import flag
+from composegen.cli.optiongroups import flag, option
 from composegen.errors import BadInput, CheckFailed, ComposegenError
 from composegen.output import Output, emit_json
 from composegen.stack import driver
@@ -33,10 +33,6 @@ campaign_app = typer.Typer(
 app.add_typer(campaign_app, name="campaign")
 
 
-def _opt(default: Any, name: str, help: str) -> Any:
-    return typer.Option(default, name, help=help)
-
-
 CampaignArg = typer.Argument(..., help="A campaign: its name (runs/campaigns/NAME) or its dir.")
 
 
@@ -49,9 +45,8 @@ def campaign_arms(project: Project, spec: str) -> list[str] | None:
     st = state.load(directory)
     arms = [str(directory / a.bundle) for a in st.arms if a.status == "done" and a.bundle]
     if len(arms) < (2 if st.kind == "ab" else 1):
-        raise BadInput(
-            f"{spec}: campaign {st.name} has {len(arms)} finished arm(s); `composegen campaign resume {st.name}`"
-        )
+        msg = f"{spec}: campaign {st.name} has {len(arms)} finished arm(s); `composegen campaign resume {st.name}`"
+        raise BadInput(msg)
     return arms
 
 
@@ -83,30 +78,34 @@ def run(
     candidate: str = ProfileArg,
     bracket: bool = flag("--bracket", "Run the control again last; check it reproduces."),
     gate: bool = flag("--gate", "Functional gates on every arm."),
-    ladder: str | None = _opt(
+    ladder: str | None = option(
         None, "--ladder", "A context ladder on every arm, e.g. 117500,118500."
     ),
-    bench: str | None = _opt(
+    bench: str | None = option(
         None, "--bench", "A load benchmark on every arm at these concurrencies."
     ),
-    bench_requests: int = _opt(8, "--bench-requests", "With --bench: requests per level."),
-    bench_rates: str | None = _opt(
+    bench_requests: int = option(8, "--bench-requests", "With --bench: requests per level."),
+    bench_rates: str | None = option(
         None, "--bench-rates", "An open-loop bench on every arm at these request rates."
     ),
-    bench_input_tokens: int = _opt(256, "--bench-input-tokens", "With --bench*."),
-    bench_output_tokens: int = _opt(64, "--bench-output-tokens", "With --bench*."),
-    tools: int = _opt(20, "--tools", "With --gate: typed tools to exercise."),
+    bench_input_tokens: int = option(256, "--bench-input-tokens", "With --bench*."),
+    bench_output_tokens: int = option(64, "--bench-output-tokens", "With --bench*."),
+    tools: int = option(20, "--tools", "With --gate: typed tools to exercise."),
     emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
-    name: str | None = _opt(None, "--name", "The campaign's name (default CONTROL-vs-CANDIDATE)."),
-    tolerance: float | None = _opt(
+    name: str | None = option(
+        None, "--name", "The campaign's name (default CONTROL-vs-CANDIDATE)."
+    ),
+    tolerance: float | None = option(
         None,
         "--bracket-tolerance",
         "Relative bracket tolerance (default 0.01; exact when emulated).",
     ),
-    next_arm: str | None = typer.Option(
-        None, "--next", help="The next arm the record names.", autocompletion=complete_profile
+    next_arm: str | None = option(
+        None, "--next", "The next arm the record names.", autocompletion=complete_profile
     ),
-    next_fallback: str | None = _opt(None, "--next-fallback", "With --next: its fallback profile."),
+    next_fallback: str | None = option(
+        None, "--next-fallback", "With --next: its fallback profile."
+    ),
     json_: bool = JsonOpt,
 ) -> None:
     """Control, candidate (and with --bracket the control again), one stack at a time; then
@@ -151,14 +150,14 @@ def resume(campaign: str = CampaignArg, json_: bool = JsonOpt) -> None:
 @campaign_app.command("qualify")
 def qualify(
     primary: str = ProfileArg,
-    fallback: str | None = typer.Option(
+    fallback: str | None = option(
         None,
         "--fallback",
-        help="Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
+        "Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
         autocompletion=complete_profile,
     ),
     emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
-    name: str | None = _opt(None, "--name", "The campaign's name (default qualify-PRIMARY)."),
+    name: str | None = option(None, "--name", "The campaign's name (default qualify-PRIMARY)."),
     json_: bool = JsonOpt,
 ) -> None:
     """A qualification arm and its fallback: start, KV pool, a long prompt, post-probe gates. Exit
@@ -176,8 +175,8 @@ def decide(
     promote: bool = flag("--promote", "Promote the candidate (or the arm that qualified)."),
     no_promotion: bool = flag("--no-promotion", "Promote nothing."),
     fallback: bool = flag("--fallback", "Fall back (to the control, or the fallback arm)."),
-    why: str = _opt(..., "--why", "The operator's reason, recorded with the decision."),
-    despite_gates: str | None = _opt(
+    why: str = option(..., "--why", "The operator's reason, recorded with the decision."),
+    despite_gates: str | None = option(
         None, "--despite-gates", "With --promote: why, though the candidate failed gates."
     ),
     json_: bool = JsonOpt,

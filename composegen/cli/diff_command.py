@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import typer
 
-from composegen.cli.app import JsonOpt, app, complete_profile
+from composegen.cli.app import JsonOpt, app
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import flag
+from composegen.cli.optiongroups import flag, option, profile_arg
 from composegen.diff import semantic as diffing
 from composegen.diff import targets as cross
 from composegen.errors import BadInput
@@ -16,22 +16,18 @@ from composegen.output import Output
 
 @app.command()
 def diff(
-    a: str = typer.Argument(
-        ...,
-        help="Profile name, compose file, or REF:path (e.g. HEAD~1:out/r33/compose.yaml).",
-        autocompletion=complete_profile,
+    a: str = profile_arg(
+        "Profile name, compose file, or REF:path (e.g. HEAD~1:out/r33/compose.yaml).", ...
     ),
-    b: str | None = typer.Argument(
-        None,
-        help="The other side, in any of the same forms as the first (or out/NAME/k8s/ with --targets).",
-        autocompletion=complete_profile,
+    b: str | None = profile_arg(
+        "The other side, in any of the same forms as the first (or out/NAME/k8s/ with --targets)."
     ),
     functional_only: bool = flag("--functional-only", "Exit status from functional changes alone."),
     unified: bool = typer.Option(False, "--unified", help="Plain unified diff of the two files."),
-    targets: str | None = typer.Option(
+    targets: str | None = option(
         None,
         "--targets",
-        help="compose,k8s: the same profile's two renderings, functionally (composegen docs kubernetes).",
+        "compose,k8s: the same profile's two renderings, functionally (composegen docs kubernetes).",
     ),
     json_: bool = JsonOpt,
 ) -> None:

@@ -94,9 +94,8 @@ def exposure_gate(project: Project, r: Resolved, json_: bool) -> None:
     show.report(result.model_copy(update={"run": project.rel(run)}), exposure.format_text(result))
     show.say(f"evidence: {project.rel(run)}")
     if not result.passed:
-        raise CheckFailed(
-            f"{result.failed} route(s) reachable past the edge where they must not be"
-        )
+        msg = f"{result.failed} route(s) reachable past the edge where they must not be"
+        raise CheckFailed(msg)
 
 
 def exposure_matrix(project: Project, r: Resolved) -> ExposureReport:

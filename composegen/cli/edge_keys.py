@@ -7,6 +7,7 @@ import typer
 
 from composegen.cli.app import JsonOpt
 from composegen.cli.app import project as _project
+from composegen.cli.optiongroups import option
 from composegen.edge import keys
 from composegen.edge.reports import ClientRow, ClientsReport, client_rows
 from composegen.errors import BadInput
@@ -22,9 +23,7 @@ keys_app = typer.Typer(
 @keys_app.command("add")
 def keys_add(
     name: str = typer.Argument(..., help="The client's name (shown in the access log)."),
-    expires: str | None = typer.Option(
-        None, "--expires", help="YYYY-MM-DD (00:00 UTC) or an ISO 8601 time."
-    ),
+    expires: str | None = option(None, "--expires", "YYYY-MM-DD (00:00 UTC) or an ISO 8601 time."),
 ) -> None:
     """Make a key for a new client and print it — once; only its hash is kept.
 

@@ -14,8 +14,6 @@ from composegen.cli.app import (
     StackArg,
     app,
     complete_gate_list,
-    complete_profile,
-    complete_run,
 )
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import parse_ints as _ints
@@ -23,7 +21,7 @@ from composegen.cli.app import project as _project
 from composegen.cli.campaign_commands import campaign_arms
 from composegen.cli.edge_commands import exposure_gate, exposure_matrix
 from composegen.cli.evidence_options import BenchAsk, LogAsk
-from composegen.cli.optiongroups import flag, grouped
+from composegen.cli.optiongroups import flag, grouped, option, profile_arg, run_arg
 from composegen.edge import benchvia
 from composegen.errors import BadInput as BadInputError
 from composegen.errors import CheckFailed
@@ -42,10 +40,10 @@ from composegen.stack import driver
 def gate(
     name: str = StackArg,
     tools: int = typer.Option(20, "--tools", help="Typed tools to exercise (N/N must pass)."),
-    only: str | None = typer.Option(
+    only: str | None = option(
         None,
         "--only",
-        help="Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
+        "Comma-separated gates: smoke,json,tools,stream_tools,continuation,responses.",
         autocompletion=complete_gate_list,
     ),
     exposure: bool = flag(
@@ -73,11 +71,9 @@ def gate(
 @app.command()
 def ladder(
     name: str = StackArg,
-    targets: str = typer.Option(
-        ..., "--targets", help="Prompt sizes in tokens, e.g. 117500,118500,119500."
-    ),
-    max_tokens: int = typer.Option(
-        64, "--max-tokens", help="Tokens to generate per prompt (the decode rate's sample)."
+    targets: str = option(..., "--targets", "Prompt sizes in tokens, e.g. 117500,118500,119500."),
+    max_tokens: int = option(
+        64, "--max-tokens", "Tokens to generate per prompt (the decode rate's sample)."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -106,13 +102,9 @@ def ladder(
 @grouped
 def evidence(
     *,
-    name: str | None = typer.Argument(
-        None, help="A running stack's profile.", autocompletion=complete_profile
-    ),
+    name: str | None = profile_arg("A running stack's profile."),
     gate_: bool = typer.Option(False, "--gate", help="Also run the gates."),
-    ladder_: str | None = typer.Option(
-        None, "--ladder", help="Also run a ladder at these targets."
-    ),
+    ladder_: str | None = option(None, "--ladder", "Also run a ladder at these targets."),
     tools: int = typer.Option(20, "--tools", help="With --gate: typed tools to exercise."),
     bench: BenchAsk,
     log: LogAsk,
@@ -160,14 +152,10 @@ def _via_edge(project: Project, r: Resolved) -> Callable[[BenchSpec], BenchResul
 @app.command()
 def compare(
     run_a: str = RunArg,
-    run_b: str | None = typer.Argument(
-        None,
-        help="A run (as RUN_A); omitted when RUN_A is a campaign.",
-        autocompletion=complete_run,
-    ),
+    run_b: str | None = run_arg("A run (as RUN_A); omitted when RUN_A is a campaign."),
     markdown: bool = typer.Option(False, "--markdown", help="The Results table as Markdown."),
-    threshold: float = typer.Option(
-        0.10, "--threshold", help="Flag when KV token and byte changes disagree by more than this."
+    threshold: float = option(
+        0.10, "--threshold", "Flag when KV token and byte changes disagree by more than this."
     ),
     force: bool = flag("--force", "Compare runs of different models or max_model_len anyway."),
     json_: bool = JsonOpt,

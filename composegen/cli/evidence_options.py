@@ -10,7 +10,7 @@ import typer
 from composegen.bench import schedule
 from composegen.bench.spec import BenchSpec
 from composegen.cli.app import parse_ints as _ints
-from composegen.cli.optiongroups import flag, profile_option
+from composegen.cli.optiongroups import flag, option, profile_option
 from composegen.errors import BadInput as BadInputError
 
 RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
@@ -20,19 +20,15 @@ RATES_OPTION = "evidence: --bench-rates"  # named in a bad rate's error
 class BenchAsk:
     """evidence's bench options: a closed sweep (--bench) or an open loop (--bench-rates)."""
 
-    levels: str | None = typer.Option(
-        None, "--bench", help="Also run a load benchmark at these concurrencies."
+    levels: str | None = option(
+        None, "--bench", "Also run a load benchmark at these concurrencies."
     )
-    rates: str | None = typer.Option(
-        None, "--bench-rates", help="Instead: an open-loop bench at these request rates (req/s)."
+    rates: str | None = option(
+        None, "--bench-rates", "Instead: an open-loop bench at these request rates (req/s)."
     )
     requests: int = typer.Option(32, "--bench-requests", help="With --bench*: requests per level.")
-    input_tokens: int = typer.Option(
-        1000, "--bench-input-tokens", help="With --bench*: prompt tokens."
-    )
-    output_tokens: int = typer.Option(
-        128, "--bench-output-tokens", help="With --bench*: output tokens."
-    )
+    input_tokens: int = option(1000, "--bench-input-tokens", "With --bench*: prompt tokens.")
+    output_tokens: int = option(128, "--bench-output-tokens", "With --bench*: output tokens.")
     via_edge: bool = flag(
         "--bench-via-edge",
         "With --bench: through the edge's TLS listener, alternated with the door.",
@@ -43,9 +39,8 @@ class BenchAsk:
         if self.via_edge and not self.levels:
             raise BadInputError("--bench-via-edge needs --bench LEVELS")
         if self.levels and self.rates:
-            raise BadInputError(
-                "--bench and --bench-rates: one bench per run (a closed or an open loop)"
-            )
+            msg = "--bench and --bench-rates: one bench per run (a closed or an open loop)"
+            raise BadInputError(msg)
         if not (self.levels or self.rates):
             return None
         return BenchSpec(
@@ -62,8 +57,8 @@ class BenchAsk:
 class LogAsk:
     """evidence's import mode: a run built from a startup log recorded elsewhere."""
 
-    path: Path | None = typer.Option(
-        None, "--from-log", help="Build a run from a startup log recorded elsewhere."
+    path: Path | None = option(
+        None, "--from-log", "Build a run from a startup log recorded elsewhere."
     )
     profile: str | None = profile_option("With --from-log: the profile of that run.")
     force: bool = flag(

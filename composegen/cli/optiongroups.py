@@ -11,7 +11,11 @@ from typing import Any
 
 import typer
 
-from composegen.cli.app import complete_profile
+from composegen.cli.app import complete_profile, complete_run
+
+
+def option(default: Any, name: str, help: str, **extra: Any) -> Any:
+    return typer.Option(default, name, help=help, **extra)
 
 
 def flag(name: str, help: str) -> Any:
@@ -22,6 +26,14 @@ def flag(name: str, help: str) -> Any:
 def profile_option(help: str) -> Any:
     """`--profile NAME`, completed from the project's profiles."""
     return typer.Option(None, "--profile", help=help, autocompletion=complete_profile)
+
+
+def profile_arg(help: str, default: Any = None) -> Any:
+    return typer.Argument(default, help=help, autocompletion=complete_profile)
+
+
+def run_arg(help: str, default: Any = None) -> Any:
+    return typer.Argument(default, help=help, autocompletion=complete_run)
 
 
 def profile_names(help: str) -> Any:

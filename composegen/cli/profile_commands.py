@@ -7,12 +7,10 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from composegen.cli import reports as report_schemas
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import flag, profile_names
+from composegen.cli.optiongroups import flag, option, profile_names
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output, emit_json, err, table
 from composegen.profiles import reports, resolve, rules
@@ -143,10 +141,10 @@ def _argv_lines(argv: list[str]) -> list[str]:
 
 @app.command()
 def schema(
-    report: str | None = typer.Option(
+    report: str | None = option(
         None,
         "--report",
-        help="A report's JSON Schema instead (up, status, startup, shm, gate, …; see composegen docs json).",
+        "A report's JSON Schema instead (up, status, startup, shm, gate, …; see composegen docs json).",
     ),
 ) -> None:
     """Print the profile JSON Schema, or with --report NAME the schema of that JSON report.

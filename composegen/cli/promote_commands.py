@@ -6,14 +6,13 @@ only what a switch needs (the exposure gate, the keys and recovery cost ~0.1 s m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import typer
 
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
 from composegen.cli.console import SwitchConsole
-from composegen.cli.optiongroups import flag
+from composegen.cli.optiongroups import flag, option
 from composegen.edge import service, standby, switch
 from composegen.edge.reports import SwitchReport
 from composegen.output import Output
@@ -22,11 +21,7 @@ from composegen.stack.progress import ProgressSink
 EmulateOpt = flag("--emulate", "Start the stack emulated (composegen/emulator; tests, demos).")
 
 
-def _opt(default: Any, name: str, help: str) -> Any:
-    return typer.Option(default, name, help=help)
-
-
-GatesOpt = _opt("smoke", "--gates", "Gates the new stack must pass before the alias moves.")
+GatesOpt = option("smoke", "--gates", "Gates the new stack must pass before the alias moves.")
 
 
 def _switched(alias: str, json_: bool, move: Callable[[ProgressSink], SwitchReport]) -> None:
@@ -54,12 +49,14 @@ def _switch_text(result: SwitchReport) -> str:
 @app.command()
 def promote(
     profile: str = ProfileArg,
-    alias: str = _opt(..., "--alias", "The stable model name clients send (edge.yaml aliases)."),
-    campaign: str | None = _opt(
+    alias: str = option(..., "--alias", "The stable model name clients send (edge.yaml aliases)."),
+    campaign: str | None = option(
         None, "--campaign", "Accept runs/campaigns/N/decision.json as proof."
     ),
-    run: str | None = _opt(None, "--run", "The qualify run to vouch for it (default: its newest)."),
-    force: str | None = _opt(
+    run: str | None = option(
+        None, "--run", "The qualify run to vouch for it (default: its newest)."
+    ),
+    force: str | None = option(
         None, "--force", "REASON: accept a campaign decision on a profile changed since (recorded)."
     ),
     emulate: bool = EmulateOpt,

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-import typer
-
 from composegen.cli.app import JsonOpt, StackArg, app
 from composegen.cli.app import load_profile as _load
+from composegen.cli.optiongroups import option
 from composegen.edge import proofarm, service
 from composegen.edge.reports import ProofReport
 from composegen.errors import BadInput, CheckFailed, EngineError
@@ -22,30 +21,30 @@ THEN = ("restore", "promote")
 @app.command()
 def qualify(
     name: str = StackArg,
-    sleep_cycles: int = typer.Option(
+    sleep_cycles: int = option(
         0,
         "--sleep-cycles",
+        "Also N sleep/wake cycles of a standby profile (composegen docs standby).",
         min=0,
         max=1000,
-        help="Also N sleep/wake cycles of a standby profile (composegen docs standby).",
     ),
-    emulate: bool = typer.Option(
+    emulate: bool = option(
         False,
         "--emulate",
-        help="Start what is not up with the emulated vLLM (a test double), down again after.",
+        "Start what is not up with the emulated vLLM (a test double), down again after.",
     ),
-    alias: str | None = typer.Option(
+    alias: str | None = option(
         None,
         "--alias",
-        help="Qualify NAME in the place of the stack serving ALIAS (503 + stage meanwhile).",
+        "Qualify NAME in the place of the stack serving ALIAS (503 + stage meanwhile).",
     ),
-    then: str = typer.Option(
+    then: str = option(
         "restore",
         "--then",
-        help="With --alias: restore the serving stack, or promote NAME when it qualifies.",
+        "With --alias: restore the serving stack, or promote NAME when it qualifies.",
     ),
-    gates: str | None = typer.Option(
-        None, "--gates", help="With --alias: gates of a standby wake before qualifying (smoke)."
+    gates: str | None = option(
+        None, "--gates", "With --alias: gates of a standby wake before qualifying (smoke)."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -55,9 +54,8 @@ def qualify(
     """
     project, r = _load(name)
     if sleep_cycles and r.profile.standby is None:
-        raise BadInput(
-            f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
-        )
+        msg = f"--sleep-cycles: {name} has no `standby:` in its profile: no sleep mode to qualify"
+        raise BadInput(msg)
     if then not in THEN:
         raise BadInput(f"--then: expected restore or promote, got {then!r}")
     show = Output(json_)

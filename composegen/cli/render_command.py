@@ -3,11 +3,9 @@ import. The command parses its arguments; render_output.py renders, checks and p
 
 from __future__ import annotations
 
-import typer
-
 from composegen.cli.app import JsonOpt, app
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import flag, profile_names
+from composegen.cli.optiongroups import flag, option, profile_names
 from composegen.cli.render_output import render as render_and_print
 
 
@@ -15,10 +13,10 @@ from composegen.cli.render_output import render as render_and_print
 def render(
     names: list[str] | None = profile_names("Profiles to render (all by default)."),
     check: bool = flag("--check", "Write nothing; exit 1 with a diff when out/ is stale."),
-    target: str | None = typer.Option(
+    target: str | None = option(
         None,
         "--target",
-        help="compose, k8s (out/NAME/k8s/: composegen docs kubernetes) or all; default: compose, plus k8s where "
+        "compose, k8s (out/NAME/k8s/: composegen docs kubernetes) or all; default: compose, plus k8s where "
         "out/NAME/k8s/ exists.",
     ),
     json_: bool = JsonOpt,

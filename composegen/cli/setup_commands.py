@@ -51,8 +51,7 @@ def _confirm(what: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise BadInput(
-            f"provision would {what}; pass --yes to let it (there is no terminal to ask)"
-        )
+        msg = f"provision would {what}; pass --yes to let it (there is no terminal to ask)"
+        raise BadInput(msg)
     if not typer.confirm(f"provision: {what}?", default=False, err=True):
         raise CheckFailed("provision: nothing changed (answered no)")

@@ -16,7 +16,7 @@ from composegen.cli.app import JsonOpt
 from composegen.cli.app import app as root_app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.fastpath import ContainerLabels
-from composegen.cli.optiongroups import flag, profile_option
+from composegen.cli.optiongroups import flag, option, profile_option
 from composegen.errors import BadInput
 from composegen.output import Output
 from composegen.shm import reclaim as reclaiming
@@ -33,9 +33,7 @@ root_app.add_typer(shm_app, name="shm")
 def shm(
     ctx: typer.Context,
     path: str | None = PathOpt,
-    container: str | None = typer.Option(
-        None, "--container", help="A running container's private /dev/shm."
-    ),
+    container: str | None = option(None, "--container", "A running container's private /dev/shm."),
     profile_name: str | None = profile_option(
         "Multi-node: /dev/shm of every node of this profile."
     ),
@@ -74,9 +72,8 @@ def _before_subcommand(ctx: typer.Context, fail_on_leftover: bool) -> None:
     given = [p.opts[0] for p in ctx.command.params if p.name and ctx.params.get(p.name)]
     if given != ["--fail-on-leftover"] * bool(fail_on_leftover):
         shown = ", ".join(g for g in given if g != "--fail-on-leftover")
-        raise BadInput(
-            f"{shown}: give {'them' if ',' in shown else 'it'} after `{ctx.invoked_subcommand}`"
-        )
+        msg = f"{shown}: give {'them' if ',' in shown else 'it'} after `{ctx.invoked_subcommand}`"
+        raise BadInput(msg)
     ctx.obj = fail_on_leftover
 
 
@@ -89,11 +86,11 @@ def shm_reclaim(
     ignore_unreadable: bool = flag(
         "--ignore-unreadable", "Reclaim even though some processes could not be checked."
     ),
-    min_age: float = typer.Option(
+    min_age: float = option(
         reclaiming.DEFAULT_MIN_AGE,
         "--min-age",
+        "Leave files whose mtime or ctime is newer than this.",
         metavar="SECONDS",
-        help="Leave files whose mtime or ctime is newer than this.",
     ),
     force: bool = ForceOpt,
     json_: bool = JsonOpt,

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import typer
 
-from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app, complete_profile
+from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
+from composegen.cli.optiongroups import option, profile_arg
 from composegen.edge import config as edge_config
 from composegen.edge import routes as edge_routes
 from composegen.errors import BadInput as BadInputError
@@ -30,8 +31,8 @@ from composegen.vllm.startup import StartupCheck, StartupReport
 @app.command()
 def down(
     name: str = ProfileArg,
-    timeout: int | None = typer.Option(
-        None, "--timeout", help="Seconds to wait for a graceful stop (default: stop_grace_period)."
+    timeout: int | None = option(
+        None, "--timeout", "Seconds to wait for a graceful stop (default: stop_grace_period)."
     ),
     json_: bool = JsonOpt,
 ) -> None:
@@ -40,9 +41,8 @@ def down(
     Example: composegen down starter
     """
     if timeout is not None and timeout < 0:
-        raise BadInputError(
-            f"--timeout must be zero or a positive number of seconds, got {timeout}"
-        )
+        msg = f"--timeout must be zero or a positive number of seconds, got {timeout}"
+        raise BadInputError(msg)
     project, r = _load(name)
     result = driver.down(project, r, timeout)
     if edge_config.configured(project):  # clients of an alias on NAME: down since when
@@ -55,11 +55,7 @@ def down(
 
 @app.command()
 def status(
-    name: str | None = typer.Argument(
-        None,
-        help="Only this profile's stack; exit 3 when it is not running.",
-        autocompletion=complete_profile,
-    ),
+    name: str | None = profile_arg("Only this profile's stack; exit 3 when it is not running."),
     every: bool = typer.Option(False, "--all", help="Every project's stacks on this engine."),
     json_: bool = JsonOpt,
 ) -> None:
@@ -80,18 +76,14 @@ def status(
         show.say(edge[0] if edge else "")
     if name and not any(c.state == "running" for s in report.stacks for c in s.containers):
         emulated = any(c.emulated for s in report.stacks for c in s.containers)
-        raise EngineError(
-            f"{name} is not running",
-            hint=f"`composegen up {name}{' --emulate' * emulated}` starts it",
-        )
+        msg = f"{name} is not running"
+        raise EngineError(msg, hint=f"`composegen up {name}{' --emulate' * emulated}` starts it")
     lost = [n for s in report.stacks for n in s.nodes or [] if not n.reachable]
     # a multi-node stack missing a node cannot serve: as docs/commands.md says, exit 3
     if name and lost:
         said = ", ".join(f"node {n.name} ({n.engine})" for n in lost)
-        raise EngineError(
-            f"{name}: {said} unreachable",
-            hint="check that node's engine; `composegen down` stops the rest",
-        )
+        msg = f"{name}: {said} unreachable"
+        raise EngineError(msg, hint="check that node's engine; `composegen down` stops the rest")
 
 
 def _edge_status() -> tuple[str, list[AliasTarget]] | None:
@@ -117,8 +109,8 @@ def logs(
         False, "-f", "--follow", help="Keep printing new lines until Ctrl-C."
     ),
     tail: str = typer.Option("all", "--tail", help="Lines from the end (a number or all)."),
-    node: str | None = typer.Option(
-        None, "--node", help="Multi-node: this node's logs (default: every node; with -f the head)."
+    node: str | None = option(
+        None, "--node", "Multi-node: this node's logs (default: every node; with -f the head)."
     ),
 ) -> None:
     """The stack's container logs.
@@ -136,12 +128,8 @@ def logs(
 
 @app.command()
 def startup(
-    name: str | None = typer.Argument(
-        None, help="A running stack's profile.", autocompletion=complete_profile
-    ),
-    log: Path | None = typer.Option(
-        None, "--log", help="Parse a recorded vLLM startup log instead."
-    ),
+    name: str | None = profile_arg("A running stack's profile."),
+    log: Path | None = option(None, "--log", "Parse a recorded vLLM startup log instead."),
     json_: bool = JsonOpt,
 ) -> None:
     """Parse vLLM's startup report: KV cache, concurrency, memory, errors, effective args.

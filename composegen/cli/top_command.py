@@ -12,8 +12,9 @@ from urllib.parse import urlsplit
 
 import typer
 
-from composegen.cli.app import JsonOpt, app, complete_profile
+from composegen.cli.app import JsonOpt, app
 from composegen.cli.app import load_profile as _load
+from composegen.cli.optiongroups import option, profile_arg
 from composegen.errors import BadInput
 from composegen.monitor import watch
 from composegen.monitor.reports import TopSample
@@ -178,22 +179,14 @@ def _endpoint(name: str | None, url: str | None) -> tuple[Endpoint, str | None, 
 
 @app.command()
 def top(
-    name: str | None = typer.Argument(
-        None,
-        autocompletion=complete_profile,
-        help="Profile whose stack to watch (multi-node: the head's engine).",
-    ),
-    url: str | None = typer.Option(
-        None, "--url", help="Watch this engine instead: http://HOST:PORT."
-    ),
+    name: str | None = profile_arg("Profile whose stack to watch (multi-node: the head's engine)."),
+    url: str | None = option(None, "--url", "Watch this engine instead: http://HOST:PORT."),
     interval: float = typer.Option(1.0, "--interval", min=0.1, help="Seconds between scrapes."),
-    window: float = typer.Option(
-        10.0, "--window", min=0.1, help="Rates and percentiles over this many seconds."
+    window: float = option(
+        10.0, "--window", "Rates and percentiles over this many seconds.", min=0.1
     ),
     once: bool = typer.Option(False, "--once", help="One sample over one interval, then exit."),
-    count: int | None = typer.Option(
-        None, "--count", min=1, help="Exit after this many refreshes."
-    ),
+    count: int | None = option(None, "--count", "Exit after this many refreshes.", min=1),
     json_: bool = JsonOpt,
 ) -> None:
     """Live view of a serving stack: requests, KV cache, token rates, TTFT/e2e p50/p95, spec

@@ -15,7 +15,7 @@ from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
-from composegen.cli.optiongroups import flag
+from composegen.cli.optiongroups import flag, option
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import earlier_load_s
 from composegen.edge import asleep, standbyplan
@@ -35,10 +35,8 @@ def up(
     emulate: bool = flag(
         "--emulate", "Run the stack with the emulated vLLM (no GPU; a test double)."
     ),
-    timeout: float | None = typer.Option(
-        None,
-        "--timeout",
-        help="Seconds to wait for ready (default: the profile's startup_timeout).",
+    timeout: float | None = option(
+        None, "--timeout", "Seconds to wait for ready (default: the profile's startup_timeout)."
     ),
     no_wait: bool = flag("--no-wait", "Start and return without waiting for ready."),
     down_on_failure: bool = flag(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
 from composegen.cli.app import JsonOpt, ProfileArg, app, complete_run
 from composegen.cli.app import load_profile as _load
+from composegen.cli.optiongroups import option
 from composegen.errors import BadInput as BadInputError
 from composegen.evidence import plan as planning
 from composegen.output import Output
@@ -16,17 +15,15 @@ from composegen.output import Output
 @app.command()
 def plan(
     name: str = ProfileArg,
-    from_run: str | None = typer.Option(
+    from_run: str | None = option(
         None,
         "--from",
-        help="A run to calibrate from (runs/<run>, a path, or a profile name).",
+        "A run to calibrate from (runs/<run>, a path, or a profile name).",
         autocompletion=complete_run,
     ),
-    from_log: Path | None = typer.Option(
-        None, "--from-log", help="A vLLM startup log to calibrate from."
-    ),
-    gpu_gib: float | None = typer.Option(
-        None, "--gpu-gib", help="GPU memory per device, when the log does not say."
+    from_log: Path | None = option(None, "--from-log", "A vLLM startup log to calibrate from."),
+    gpu_gib: float | None = option(
+        None, "--gpu-gib", "GPU memory per device, when the log does not say."
     ),
     json_: bool = JsonOpt,
 ) -> None:

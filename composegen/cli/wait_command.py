@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import math
 
-import typer
-
 from composegen.cli.app import JsonOpt, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
+from composegen.cli.optiongroups import option
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import earlier_load_s
 from composegen.errors import BadInput
@@ -23,10 +22,10 @@ from composegen.stack import driver
 @app.command()
 def wait(
     name: str = StackArg,
-    timeout: float | None = typer.Option(
+    timeout: float | None = option(
         None,
         "--timeout",
-        help="Seconds to wait (default: what is left of startup_timeout since the start).",
+        "Seconds to wait (default: what is left of startup_timeout since the start).",
     ),
     json_: bool = JsonOpt,
 ) -> None:

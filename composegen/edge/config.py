@@ -48,9 +48,8 @@ class Listen(_Strict):
         try:
             return str(ipaddress.ip_address(bind))
         except ValueError:
-            raise ValueError(
-                f"{bind!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, a LAN address)"
-            ) from None
+            msg = f"{bind!r} is not an IP address (127.0.0.1, 0.0.0.0, ::1, a LAN address)"
+            raise ValueError(msg) from None
 
 
 class Tls(_Strict):
@@ -92,9 +91,8 @@ class Images(_Strict):
     @classmethod
     def _pinned(cls, ref: str) -> str:
         if not (PINNED_RE.fullmatch(ref) or image.is_local(ref)):
-            raise ValueError(
-                f"{ref!r} is not pinned: NAME@sha256:<64 hex>, or {image.LOCAL_REPO}:<16 hex> (composegen docs edge)"
-            )
+            msg = f"{ref!r} is not pinned: NAME@sha256:<64 hex>, or {image.LOCAL_REPO}:<16 hex> (composegen docs edge)"
+            raise ValueError(msg)
         return ref
 
 
@@ -165,9 +163,8 @@ def configured(project: Project) -> bool:
 def load(project: Project) -> Edge:
     path = edge_path(project)
     if path.is_symlink():
-        raise BadInput(
-            f"{EDGE_FILE}: is a symbolic link; the edge's configuration must be a plain file"
-        )
+        msg = f"{EDGE_FILE}: is a symbolic link; the edge's configuration must be a plain file"
+        raise BadInput(msg)
     marked = load_marked(path, EDGE_FILE)
     if not isinstance(marked.data, dict):
         raise BadInput(f"{EDGE_FILE}:1: the edge configuration must be a mapping")
@@ -204,18 +201,14 @@ def _check_acme(config: EdgeConfig, marked: Marked) -> None:
     names_at = _where(marked, "tls", "names") if has_names else _where(marked, "tls")
     bad = [n for n in tls.names if not DNS_RE.fullmatch(n)]
     if bad:
-        raise BadInput(
-            f"{names_at}: tls.names: acme needs public DNS names, got {bad[0]!r}",
-            hint="the name the certificate is for, e.g. names: [llm.example.org]",
-        )
+        msg = f"{names_at}: tls.names: acme needs public DNS names, got {bad[0]!r}"
+        raise BadInput(msg, hint="the name the certificate is for, e.g. names: [llm.example.org]")
     if tls.email is None:
-        raise BadInput(
-            f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
-        )
+        msg = f"{_where(marked, 'tls')}: tls.email: acme needs the account's email (the CA's expiry notices go there)"
+        raise BadInput(msg)
     if not EMAIL_RE.fullmatch(tls.email):
-        raise BadInput(
-            f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address"
-        )
+        msg = f"{_where(marked, 'tls', 'email')}: tls.email: {tls.email!r} is not an email address"
+        raise BadInput(msg)
     if is_loopback(config.listen.bind):
         raise BadInput(
             f"{_where(marked, 'listen', 'bind') if 'listen' in marked.data else _where(marked, 'tls')}: listen.bind: "
@@ -239,9 +232,8 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
             f"{EDGE_FILE}:1: profiles/edge.yaml: out/edge/ belongs to the edge; rename that profile"
         )
     if listen.port == config.metrics.port:
-        raise BadInput(
-            f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port"
-        )
+        msg = f"{_where(marked, 'metrics', 'port')}: metrics.port: the same port as listen.port"
+        raise BadInput(msg)
     stacks = _checked_stacks(project, config, marked)
     _check_aliases(config, marked, stacks)
     return Edge(config, stacks, EDGE_FILE)
@@ -259,9 +251,8 @@ def _checked_stacks(project: Project, config: EdgeConfig, marked: Marked) -> dic
             raise BadInput(f"{at}: no profile {name!r} in profiles/")
         r = resolve.load(project, name)
         if r.profile.nodes is not None:
-            raise BadInput(
-                f"{at}: {name} is multi-node (host network); the edge fronts single-node stacks only"
-            )
+            msg = f"{at}: {name} is multi-node (host network); the edge fronts single-node stacks only"
+            raise BadInput(msg)
         port = r.profile.service.port.host
         if port in ports:
             raise BadInput(f"{at}: {name}'s host port {port} is also {ports[port]}")
@@ -273,10 +264,8 @@ def _checked_stacks(project: Project, config: EdgeConfig, marked: Marked) -> dic
 def _check_aliases(config: EdgeConfig, marked: Marked, stacks: dict[str, Resolved]) -> None:
     for alias, target in config.aliases.items():
         if not ALIAS_RE.fullmatch(alias):
-            raise BadInput(
-                f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name"
-            )
+            msg = f"{_where(marked, 'aliases', alias)}: aliases: {alias!r} is not a model name"
+            raise BadInput(msg)
         if target not in stacks:
-            raise BadInput(
-                f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"
-            )
+            msg = f"{_where(marked, 'aliases', alias)}: aliases.{alias}: {target!r} is not one of the edge's stacks"
+            raise BadInput(msg)

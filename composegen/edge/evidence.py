@@ -57,29 +57,25 @@ def campaign_decision(
     try:
         doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise BadInput(
-            f"{rel}:1: campaign decision: unreadable JSON ({type(exc).__name__})"
-        ) from None
+        msg = f"{rel}:1: campaign decision: unreadable JSON ({type(exc).__name__})"
+        raise BadInput(msg) from None
     if not isinstance(doc, dict):
         raise BadInput(f"{rel}:1: campaign decision: must be a JSON object")
     decision, chosen = doc.get("decision"), doc.get("profile")
     if decision not in DECISIONS:
-        raise BadInput(
-            f"{rel}: decision: expected one of {', '.join(DECISIONS)}, got {str(decision)[:40]!r}"
-        )
+        msg = f"{rel}: decision: expected one of {', '.join(DECISIONS)}, got {str(decision)[:40]!r}"
+        raise BadInput(msg)
     if not isinstance(doc.get("evidence_sha256"), str) or not re.fullmatch(
         r"[0-9a-f]{64}", doc["evidence_sha256"]
     ):
         raise BadInput(f"{rel}: evidence_sha256: expected 64 lower-case hex digits")
     if str(doc.get("campaign")) != campaign:
-        raise BadInput(
-            f"{rel}: campaign: says {str(doc.get('campaign'))[:40]!r}, the directory is {campaign!r}"
-        )
+        msg = f"{rel}: campaign: says {str(doc.get('campaign'))[:40]!r}, the directory is {campaign!r}"
+        raise BadInput(msg)
     if decision != "promote":
         why = str(doc.get("why") or "")[:200]
-        raise CheckFailed(
-            f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}"
-        )
+        msg = f"campaign {campaign} decided {decision!r}, not promote{f' ({why})' if why else ''}"
+        raise CheckFailed(msg)
     if chosen != profile:
         raise CheckFailed(f"campaign {campaign} promotes {str(chosen)[:64]!r}, not {profile}")
     if not privatestate.sealed(project, doc):
@@ -115,9 +111,8 @@ def _ran_hash(
         data = _read_small(path, "campaign record", bundle.MAX_EVIDENCE_BYTES)
         rel = project.rel(path)
         if hashlib.sha256(data).hexdigest() != evidence_sha256:
-            raise CheckFailed(
-                f"{rel}: its sha256 is not the evidence_sha256 the decision names (changed since)"
-            )
+            msg = f"{rel}: its sha256 is not the evidence_sha256 the decision names (changed since)"
+            raise CheckFailed(msg)
         try:
             record = json.loads(data.decode("utf-8"))
             arms = record.get("arms")
@@ -133,9 +128,8 @@ def _ran_hash(
         if not hashes or not all(isinstance(h, str) and h for h in hashes):
             raise CheckFailed(f"{rel}: no arm ran {profile} (or none recorded its profile hash)")
         return str(hashes[-1])
-    raise CheckFailed(
-        f"{project.rel(directory)}: the decision has no campaign record beside it ({' or '.join(CAMPAIGN_RECORDS)})"
-    )
+    msg = f"{project.rel(directory)}: the decision has no campaign record beside it ({' or '.join(CAMPAIGN_RECORDS)})"
+    raise CheckFailed(msg)
 
 
 def qualified_run(
@@ -186,9 +180,8 @@ def qualified_run(
         return Proof(
             kind="qualify", ref=project.rel(where), sha256=hashlib.sha256(evidence).hexdigest()
         )
-    raise CheckFailed(
-        f"{r.name}: no passing qualification at hash {r.hash} ({'; '.join(problems[:3])})"
-    )
+    msg = f"{r.name}: no passing qualification at hash {r.hash} ({'; '.join(problems[:3])})"
+    raise CheckFailed(msg)
 
 
 def _runs_of(project: Project, name: str) -> list[str]:

@@ -87,9 +87,8 @@ def for_stack(project: Project, r: Resolved) -> ExposureReport:
     """The exposure gate's result for a stack behind the edge (CheckFailed when it is not)."""
     edge = service.load(project)
     if r.name not in edge.stacks:
-        raise CheckFailed(
-            f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})"
-        )
+        msg = f"{r.name} is not behind the edge (edge.yaml stacks: {', '.join(edge.stacks)})"
+        raise CheckFailed(msg)
     return run(project, edge, r.name, driver.logs_text(project, r))
 
 

@@ -114,9 +114,8 @@ def _new_key() -> tuple[str, str]:
 
 def _checked_name(name: str) -> str:
     if not CLIENT_RE.fullmatch(name):
-        raise BadInput(
-            f"{name!r}: not a client name (lower-case letters, digits, '.', '-', '_', at most 63)"
-        )
+        msg = f"{name!r}: not a client name (lower-case letters, digits, '.', '-', '_', at most 63)"
+        raise BadInput(msg)
     return name
 
 
@@ -127,10 +126,8 @@ def add(project: Project, name: str, expires: str | None = None) -> str:
     with privatestate.profile_lock(project, "edge-keys"):
         clients = _load(project)
         if any(c["name"] == name for c in clients):
-            raise BadInput(
-                f"client {name!r} exists",
-                hint=f"`composegen edge keys rotate {name}` gives it a new key",
-            )
+            msg = f"client {name!r} exists"
+            raise BadInput(msg, hint=f"`composegen edge keys rotate {name}` gives it a new key")
         key, digest = _new_key()
         clients.append(
             ClientRecord(

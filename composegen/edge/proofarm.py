@@ -120,9 +120,8 @@ def prove(
 ) -> ProofReport:
     """NAME qualified in the place of ALIAS's serving stack (the module's docstring)."""
     if name not in edge.stacks:
-        raise BadInput(
-            f"{name}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
-        )
+        msg = f"{name}: not one of the edge's stacks ({', '.join(edge.stacks)}); see edge.yaml"
+        raise BadInput(msg)
     started = time.monotonic()
     with privatestate.profile_lock(project, "edge-switch"):
         undo.refuse_interrupted(project)

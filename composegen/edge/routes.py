@@ -122,15 +122,13 @@ def previous(project: Project, edge: Edge, alias: str) -> Assignment:
     """The assignment before the current one (what `rollback` returns to)."""
     entries = history(project, edge, alias)
     if not entries:
-        raise BadInput(
-            f"no alias {alias!r} (aliases: {', '.join(aliases(project, edge)) or 'none'})"
-        )
+        msg = f"no alias {alias!r} (aliases: {', '.join(aliases(project, edge)) or 'none'})"
+        raise BadInput(msg)
     for entry in reversed(entries[:-1]):
         if entry["profile"] != entries[-1]["profile"]:
             return entry
-    raise BadInput(
-        f"{alias} has no earlier assignment to return to (it has only ever been {entries[-1]['profile']})"
-    )
+    msg = f"{alias} has no earlier assignment to return to (it has only ever been {entries[-1]['profile']})"
+    raise BadInput(msg)
 
 
 def publish(project: Project, edge: Edge, switching: dict[str, Switching] | None = None) -> None:

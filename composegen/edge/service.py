@@ -26,10 +26,8 @@ RELOADS = {
 
 def load(project: Project) -> Edge:
     if not config.configured(project):
-        raise BadInput(
-            f"{config.EDGE_FILE}: no edge configured in this project",
-            hint="see `composegen docs edge`",
-        )
+        msg = f"{config.EDGE_FILE}: no edge configured in this project"
+        raise BadInput(msg, hint="see `composegen docs edge`")
     return config.load(project)
 
 
@@ -71,10 +69,8 @@ def running(edge: Edge, project: Project) -> dict[str, ContainerFacts]:
     found = containers(edge, project)
     down = [s for s in ("proxy", "door", "gate") if s not in found or not found[s].running]
     if down:
-        raise EngineError(
-            f"{edge.project_name} is not running ({', '.join(down)})",
-            hint="`composegen edge up` first",
-        )
+        msg = f"{edge.project_name} is not running ({', '.join(down)})"
+        raise EngineError(msg, hint="`composegen edge up` first")
     return found
 
 
@@ -149,10 +145,8 @@ def reload(edge: Edge, project: Project, timeout: float = 30.0) -> None:
                 if code == 0:
                     break
                 if time.monotonic() > deadline:
-                    raise EngineError(
-                        f"{edge.project_name}: caddy reload of the {service} failed",
-                        details=text[-2000:],
-                    )
+                    msg = f"{edge.project_name}: caddy reload of the {service} failed"
+                    raise EngineError(msg, details=text[-2000:])
             elif time.monotonic() > deadline:
                 raise EngineError(f"{edge.project_name}: the {service} is not running")
             time.sleep(0.5)
@@ -168,9 +162,8 @@ def down(project: Project) -> Edge:
 def root_certificate(project: Project, timeout: float = 30.0) -> str:
     edge = load(project)
     if edge.config.tls.mode != "internal":
-        raise BadInput(
-            f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own"
-        )
+        msg = f"{config.EDGE_FILE}: tls.mode is {edge.config.tls.mode}; only `internal` has a CA of its own"
+        raise BadInput(msg)
     deadline = time.monotonic() + timeout
     while True:  # Caddy makes its CA on the first start: give it a moment
         proxy = running(edge, project)["proxy"]

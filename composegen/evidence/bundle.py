@@ -170,9 +170,8 @@ def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
         tmp = runs_dir / f".tmp-{name}-{os.getpid()}-{secrets.token_hex(4)}"
         tmp.mkdir(mode=0o700)
     except OSError as exc:
-        raise WriteFailed(
-            f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)"
-        ) from None
+        msg = f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)"
+        raise WriteFailed(msg) from None
     try:
         for file_name in files:
             safewrite.component(file_name, "a run bundle's file name")
@@ -190,9 +189,8 @@ def _publish(runs_dir: Path, name: str, files: dict[str, bytes]) -> Path:
         raise CheckFailed(f"{runs_dir}: too many runs named {name}")
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise WriteFailed(
-            f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)"
-        ) from None
+        msg = f"{runs_dir}: cannot write a run bundle: {exc.strerror or exc} (nothing written)"
+        raise WriteFailed(msg) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -215,9 +213,8 @@ def from_log(project: Project, name: str, log_path: str | Path, *, force: bool =
     text = read_log(path).decode("utf-8", errors="replace")
     report: StartupReport = startup.parse_startup_log(text)
     if report.kv_cache_tokens is None and not report.errors and report.vllm_version is None:
-        raise BadInput(
-            f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)"
-        )
+        msg = f"{path}:1: --from-log: not a vLLM startup log (no version, KV cache or error lines)"
+        raise BadInput(msg)
     if report.effective_args is not None:
         found = startup.mismatches(r.engine_flags(), report.effective_args, r.catalog)
         report = StartupCheck(**dict(report), mismatches=found)
@@ -265,9 +262,8 @@ def resolve_run(spec: str | Path, root: str | Path | None = None) -> Path:
             return under
         if (Path(root) / "profiles" / f"{spec}.yaml").is_file():  # a profile name: its latest run
             return latest_run(Path(root), str(spec))
-    raise BadInput(
-        f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)"
-    )
+    msg = f"{spec}: run: no such run directory (give runs/<run>, a path to a bundle, or a profile name)"
+    raise BadInput(msg)
 
 
 def _parse_evidence(doc_path: Path) -> object:
@@ -276,9 +272,8 @@ def _parse_evidence(doc_path: Path) -> object:
     if not doc_path.is_file():
         raise BadInput(f"{doc_path}: evidence: missing (not a composegen run directory)")
     if doc_path.is_symlink() or doc_path.stat().st_size > MAX_EVIDENCE_BYTES:
-        raise BadInput(
-            f"{doc_path}: evidence: a link, or larger than {MAX_EVIDENCE_BYTES >> 20} MiB"
-        )
+        msg = f"{doc_path}: evidence: a link, or larger than {MAX_EVIDENCE_BYTES >> 20} MiB"
+        raise BadInput(msg)
     try:
         doc = json.loads(doc_path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:

@@ -50,9 +50,8 @@ def check_served(client: Client, base_url: str, model: str) -> None:
             raise lied from None
         raise EngineError(f"{base_url}/v1/models: cannot list models ({exc})") from None
     if model not in served:
-        raise EngineError(
-            f"{base_url}: model {model!r} is not served (it serves: {', '.join(served) or 'nothing'})"
-        )
+        msg = f"{base_url}: model {model!r} is not served (it serves: {', '.join(served) or 'nothing'})"
+        raise EngineError(msg)
 
 
 class GateContext:

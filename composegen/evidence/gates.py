@@ -264,11 +264,8 @@ def gate_equivalence(ctx: GateContext) -> dict[str, list[str] | bool]:
     ]
     if differ:
         said = ", ".join(str(d["prompt"]) for d in differ)
-        raise GateFailed(
-            f"{len(differ)} of {len(answers)} answers differ from the control's (prompt {said})",
-            answers=answers,
-            differences=differ,
-        )
+        msg = f"{len(differ)} of {len(answers)} answers differ from the control's (prompt {said})"
+        raise GateFailed(msg, answers=answers, differences=differ)
     return {"answers": answers, "compared": bool(ctx.reference)}
 
 
@@ -288,9 +285,8 @@ def selected(only: str | Sequence[str] | None) -> list[str]:
     names = [n.strip() for n in raw if n.strip()]
     unknown = [n for n in names if n not in RUNNERS]
     if unknown or not names:
-        raise BadInput(
-            f"gate: --only: unknown gate {', '.join(unknown) or '(none given)'} (known: {', '.join(GATES)})"
-        )
+        msg = f"gate: --only: unknown gate {', '.join(unknown) or '(none given)'} (known: {', '.join(GATES)})"
+        raise BadInput(msg)
     return [g for g in GATES if g in names]
 
 

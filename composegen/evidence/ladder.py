@@ -118,8 +118,7 @@ def run_ladder(
     reasoning_effort: str | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> LadderResult:
-    """ON_STEP: told `ladder target k/N: T tokens` as each target begins (a campaign's
-    progress)."""
+    """ON_STEP: told `ladder target k/N: T tokens` as each target begins (a campaign's progress)."""
     import openai  # why: the OpenAI client costs start-up time every other command would pay
 
     targets = [int(t) for t in targets]

@@ -76,9 +76,8 @@ MAX_GPU_GIB = 65536  # 64 TiB on one device: beyond any GPU, and every figure be
 
 def check_gpu_gib(gpu_gib: float | None) -> None:
     if gpu_gib is not None and not (math.isfinite(gpu_gib) and 0 < gpu_gib <= MAX_GPU_GIB):
-        raise BadInput(
-            f"--gpu-gib: {gpu_gib}: GPU memory in GiB, a number above 0 and at most {MAX_GPU_GIB}"
-        )
+        msg = f"--gpu-gib: {gpu_gib}: GPU memory in GiB, a number above 0 and at most {MAX_GPU_GIB}"
+        raise BadInput(msg)
 
 
 @dataclass(frozen=True)
@@ -107,9 +106,8 @@ def _asked(r: Resolved, cal: Calibrated, warnings: list[str]) -> _Asked:
     util_r = float(profile_value(r, "gpu-memory-utilization"))
     max_len = r.flag("max-model-len")
     if not isinstance(max_len, int) or max_len <= 0:
-        raise BadInput(
-            f"{r.path}: vllm.max-model-len: plan needs a fixed max-model-len, got {max_len!r}"
-        )
+        msg = f"{r.path}: vllm.max-model-len: plan needs a fixed max-model-len, got {max_len!r}"
+        raise BadInput(msg)
     dtype_r = str(profile_value(r, "kv-cache-dtype") or "auto")
     bytes_per_token = cal.bytes_per_token
     if cal.dtype is not None:

@@ -125,18 +125,16 @@ def _measured(calibration: Calibration) -> tuple[float, float, float, int]:
     kv_cal = float(require(calibration.kv_cache_gib_min, "kv_cache_gib_min"))
     tokens_cal = int(require(calibration.kv_cache_tokens, "kv_cache_tokens"))
     if tokens_cal <= 0 or kv_cal <= 0:
-        raise BadInput(
-            f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / {kv_cal}"
-        )
+        msg = f"calibration: kv_cache_tokens / kv_cache_gib_min: must be positive, got {tokens_cal} / {kv_cal}"
+        raise BadInput(msg)
     return weights, act_cal, kv_cal, tokens_cal
 
 
 def _gpu(calibration: Calibration, gpu_gib: float | None) -> float:
     gpu = gpu_gib if gpu_gib is not None else calibration.gpu_total_gib
     if gpu is None:
-        raise BadInput(
-            "calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib"
-        )
+        msg = "calibration: gpu_total_gib: missing (the log did not state it); pass --gpu-gib"
+        raise BadInput(msg)
     if gpu <= 0:
         raise BadInput(f"--gpu-gib: must be positive, got {gpu}")
     return gpu

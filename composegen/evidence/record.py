@@ -69,9 +69,8 @@ def _sane_string(text: str, field: str, where: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadInput(
-            f"{where}: {field}: holds a lone surrogate (\\ud800-\\udfff), not text"
-        ) from None
+        msg = f"{where}: {field}: holds a lone surrogate (\\ud800-\\udfff), not text"
+        raise BadInput(msg) from None
 
 
 def _walk(value: Any, path: tuple, where: str) -> None:
@@ -79,13 +78,11 @@ def _walk(value: Any, path: tuple, where: str) -> None:
     nesting."""
     field = ".".join(map(str, path)) or "document"
     if len(path) > MAX_DEPTH:
-        raise BadInput(
-            f"{where}: {'.'.join(map(str, path[:4]))}…: nested deeper than {MAX_DEPTH} levels"
-        )
+        msg = f"{where}: {'.'.join(map(str, path[:4]))}…: nested deeper than {MAX_DEPTH} levels"
+        raise BadInput(msg)
     if isinstance(value, float) and not math.isfinite(value):
-        raise BadInput(
-            f"{where}: {field}: {value} is not a number (NaN and infinities are refused)"
-        )
+        msg = f"{where}: {field}: {value} is not a number (NaN and infinities are refused)"
+        raise BadInput(msg)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
         raise BadInput(f"{where}: {field}: integer out of range (at most 2**63-1)")
     if isinstance(value, str):

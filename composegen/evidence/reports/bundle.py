@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from composegen.bench.reports import BenchResult, Comparability
-from composegen.report import Report
+from composegen.report import Report, nullable
 
 INT_LIMIT = 2**63 - 1
 
@@ -126,8 +126,8 @@ class EvidenceBundle(_Strict):
     bench: BenchResult | None = None
     container: ContainerFact | None = None
     emulated: StrictBool = False
-    comparability: Comparability | None = Field(
-        default=None, description="the run's context (`schema --report bench`'s comparability)"
+    comparability: Comparability | None = nullable(
+        "the run's context (`schema --report bench`'s comparability)"
     )
     composegen_version: StrictStr | None = None
     created_at: Annotated[StrictStr, Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")]

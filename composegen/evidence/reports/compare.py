@@ -7,7 +7,7 @@ from pydantic import Field
 
 from composegen.bench.reports import BenchDeltas
 from composegen.diff import semantic
-from composegen.report import Report
+from composegen.report import Report, described, nullable
 
 Scalar = int | float | str | None
 
@@ -30,22 +30,20 @@ class CompareRow(Report):
     a: Scalar
     b: Scalar
     delta: int | float | None = Field(description="b - a")
-    pct: float | None = Field(
-        description="delta / a x 100, 3 decimals; null where only the absolute change counts"
+    pct: float | None = described(
+        "delta / a x 100, 3 decimals; null where only the absolute change counts"
     )
 
 
 class ConfigDifferences(Report):
-    functional: list[semantic.DiffChange] = Field(
-        description="diff changes (`schema --report diff`)"
-    )
+    functional: list[semantic.DiffChange] = described("diff changes (`schema --report diff`)")
     identity: list[semantic.DiffChange]
     notes: list[str]
 
 
 class CapacityChange(Report):
-    flag: bool | None = Field(
-        description="|kv_tokens_pct - kv_bytes_pct| / 100 > threshold; null when unknown"
+    flag: bool | None = described(
+        "|kv_tokens_pct - kv_bytes_pct| / 100 > threshold; null when unknown"
     )
     kv_bytes_pct: float | None
     kv_tokens_pct: float | None
@@ -61,9 +59,7 @@ class CompareReport(Report):
     config: ConfigDifferences
     unexplained_capacity_change: CapacityChange
     notes: list[str]
-    comparability: str | None = Field(
-        default=None, description="null: comparable; else `not comparable: ` and each reason"
+    comparability: str | None = nullable(
+        "null: comparable; else `not comparable: ` and each reason"
     )
-    bench: BenchDeltas | None = Field(
-        default=None, description="per-level load-benchmark deltas, null without"
-    )
+    bench: BenchDeltas | None = nullable("per-level load-benchmark deltas, null without")

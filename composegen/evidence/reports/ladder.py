@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from composegen.report import Report
+from composegen.report import Report, described, nullable
 
 
 class LadderRow(Report):
     target: int = Field(description="requested prompt tokens")
-    tokenized: int | None = Field(default=None, description="/tokenize count of the prompt sent")
-    prompt_tokens: int | None = Field(default=None, description="API-reported prompt tokens")
+    tokenized: int | None = nullable("/tokenize count of the prompt sent")
+    prompt_tokens: int | None = nullable("API-reported prompt tokens")
     ttft_s: float | None = None
-    prefill_tok_s: float | None = Field(
-        default=None, description="prompt_tokens / ttft_s (effective: includes queueing)"
-    )
-    decode_tok_s: float | None = Field(
-        default=None, description="(completion_tokens − 1) / (end of stream − first token)"
-    )
+    prefill_tok_s: float | None = nullable("prompt_tokens / ttft_s (effective: includes queueing)")
+    decode_tok_s: float | None = nullable("(completion_tokens − 1) / (end of stream − first token)")
     e2e_s: float | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
@@ -32,15 +28,9 @@ class LadderWarmup(Report):
     ms)."""
 
     sent: bool
-    prompt_tokens: int | None = Field(
-        default=None, description="API-reported prompt tokens of the warm-up"
-    )
-    ttft_s: float | None = Field(
-        default=None, description="its TTFT, for the record; never part of a row"
-    )
-    reason: str | None = Field(
-        default=None, description="why it failed (the rungs were still measured)"
-    )
+    prompt_tokens: int | None = nullable("API-reported prompt tokens of the warm-up")
+    ttft_s: float | None = nullable("its TTFT, for the record; never part of a row")
+    reason: str | None = nullable("why it failed (the rungs were still measured)")
 
 
 class LadderResult(Report):
@@ -52,9 +42,7 @@ class LadderResult(Report):
     tolerance: float
     ok: bool = Field(description="every row ok")
     targets: list[LadderRow]
-    largest_prompt_tokens: int | None = Field(
-        description="largest API-reported prompt of a completed request"
+    largest_prompt_tokens: int | None = described(
+        "largest API-reported prompt of a completed request"
     )
-    warmup: LadderWarmup | None = Field(
-        default=None, description="the unmeasured request sent first (null: older runs)"
-    )
+    warmup: LadderWarmup | None = nullable("the unmeasured request sent first (null: older runs)")

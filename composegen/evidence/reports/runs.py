@@ -10,7 +10,7 @@ from pydantic import Field
 from composegen.bench.reports import BenchResult
 from composegen.evidence.reports.compare import CompareReport
 from composegen.evidence.reports.ladder import LadderResult
-from composegen.report import Report
+from composegen.report import Report, described
 
 
 class RawFile(Report):
@@ -33,9 +33,7 @@ class RunSummary(Report):
     emulated: bool
     unknown: list[str]
     raw: list[RawFile]
-    startup: dict[str, Any] = Field(
-        description="the startup figures the report uses (see STARTUP_KEYS)"
-    )
+    startup: dict[str, Any] = described("the startup figures the report uses (see STARTUP_KEYS)")
     gates: str | None = Field(description="passed/total, null when not run")
     failed_gates: list[str] = Field(default_factory=list, description="the gates that failed")
     ladder: LadderResult | None
@@ -46,6 +44,4 @@ class RunsReport(Report):
     """`composegen report --json`."""
 
     runs: list[RunSummary]
-    comparisons: list[CompareReport] = Field(
-        description="compare_runs of each later run against the first"
-    )
+    comparisons: list[CompareReport] = described("compare_runs of each later run against the first")

@@ -5,34 +5,30 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from composegen.report import Report
+from composegen.report import Report, described, nullable
 
 
 class SleepCycle(Report):
     cycle: int
     sleep_s: float | None
     wake_s: float | None
-    residue_gib: float | None = Field(
-        description="GPU memory the sleeping engine still held: its own share (vLLM's GPU-wide "
+    residue_gib: float | None = described(
+        "GPU memory the sleeping engine still held: its own share (vLLM's GPU-wide "
         "`still in use` line minus what the other stacks on its GPUs hold)"
     )
-    same_answer: bool | None = Field(
-        description="the temperature-0 probe after the wake equals the first answer"
+    same_answer: bool | None = described(
+        "the temperature-0 probe after the wake equals the first answer"
     )
-    draft_acceptance: float | None = Field(default=None, description="accepted/drafted after wake")
-    gpu_gib_after_sleep: dict[str, float] | None = Field(
-        default=None,
-        description="GiB in use per GPU id after the sleep (every process on it; see gpu_source)",
+    draft_acceptance: float | None = nullable("accepted/drafted after wake")
+    gpu_gib_after_sleep: dict[str, float] | None = nullable(
+        "GiB in use per GPU id after the sleep (every process on it; see gpu_source)"
     )
-    gpu_gib_after_wake: dict[str, float] | None = Field(
-        default=None, description="GiB in use per GPU id after the wake"
+    gpu_gib_after_wake: dict[str, float] | None = nullable("GiB in use per GPU id after the wake")
+    host_available_gib_after_sleep: float | None = nullable(
+        "MemAvailable of the engine's host after the sleep (level 1 pins the weights)"
     )
-    host_available_gib_after_sleep: float | None = Field(
-        default=None,
-        description="MemAvailable of the engine's host after the sleep (level 1 pins the weights)",
-    )
-    host_available_gib_after_wake: float | None = Field(
-        default=None, description="MemAvailable of the engine's host after the wake"
+    host_available_gib_after_wake: float | None = nullable(
+        "MemAvailable of the engine's host after the wake"
     )
     error: str | None = None
 
@@ -45,22 +41,20 @@ class SleepCycles(Report):
     passed: bool
     reason: str | None
     emulated: bool
-    draft_acceptance_before: float | None = Field(default=None, description="the first probe's")
-    gpu_gib_before: dict[str, float] | None = Field(
-        default=None, description="GiB in use per GPU id before the first sleep, the engine awake"
+    draft_acceptance_before: float | None = nullable("the first probe's")
+    gpu_gib_before: dict[str, float] | None = nullable(
+        "GiB in use per GPU id before the first sleep, the engine awake"
     )
-    host_available_gib_before: float | None = Field(
-        default=None, description="MemAvailable of the engine's host before the first sleep"
+    host_available_gib_before: float | None = nullable(
+        "MemAvailable of the engine's host before the first sleep"
     )
-    gpu_source: str | None = Field(
-        default=None,
-        description="where the GPU figures come from: nvidia-smi in the container (measured), the "
-        "EMULATED ledger, or null (not readable)",
+    gpu_source: str | None = nullable(
+        "where the GPU figures come from: nvidia-smi in the container (measured), the "
+        "EMULATED ledger, or null (not readable)"
     )
-    host_source: str | None = Field(
-        default=None,
-        description="/proc/meminfo of the engine's host (measured), or null (a remote engine)",
+    host_source: str | None = nullable(
+        "/proc/meminfo of the engine's host (measured), or null (a remote engine)"
     )
-    key: str = Field(
-        description="what the outcome is kept for: vLLM version, model@revision, emulated or real"
+    key: str = described(
+        "what the outcome is kept for: vLLM version, model@revision, emulated or real"
     )
