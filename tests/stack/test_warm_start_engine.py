@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-import random
+import secrets
 import subprocess
 import tarfile
 
@@ -30,18 +30,15 @@ def _up(root, name: str) -> dict:
 def test_a_second_up_is_warm_and_another_image_starts_cold(tmp_path):
     root, name, _ = emulated_project(tmp_path, load=3.0)
     profile = root / "profiles" / f"{name}.yaml"
-    # a key no other test shares: this test's batch ceiling
-    batched = 4096 + 16 * random.randrange(1, 64)  # the emulated memory holds it
-    profile.write_text(
-        profile.read_text().replace(
-            "max-num-batched-tokens: 4096", f"max-num-batched-tokens: {batched}"
-        )
-    )
+    # keys no other test (nor another checkout on this engine) shares: this run's own image pins;
+    # the emulated stack runs the emulator image whatever the pin says
+    first, other = secrets.token_hex(32), secrets.token_hex(32)
+    profile.write_text(profile.read_text().replace("c" * 64, first))
     volumes = []
     try:
         for step in ("cold", "warm", "other image"):
             if step == "other image":
-                profile.write_text(profile.read_text().replace("c" * 64, "e" * 64))
+                profile.write_text(profile.read_text().replace(first, other))
             assert run_cli("--root", str(root), "render", name).returncode == 0
             shown = json.loads(run_cli("--root", str(root), "show", name, "--json").stdout)
             volumes.append(shown["caches"]["volume"])
@@ -59,7 +56,7 @@ def test_a_second_up_is_warm_and_another_image_starts_cold(tmp_path):
                 assert startup["cache"] == "cold" and volumes[2] != volumes[0]
         listed = subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True)
         assert volumes[0] in listed.stdout.split() and volumes[0].startswith(caches.VOLUME_PREFIX)
-        _the_cache_commands(root, name, volumes, tmp_path, cold)
+        _the_cache_commands(root, name, volumes, tmp_path, cold, (other, first))
     finally:
         force_remove(f"composegen-{name}")
         subprocess.run(["docker", "volume", "rm", *set(volumes)], capture_output=True)
@@ -70,7 +67,7 @@ def _cache(root, *args: str) -> tuple[int, dict]:
     return res.returncode, json.loads(res.stdout) if res.stdout.strip() else res.stderr
 
 
-def _the_cache_commands(root, name: str, volumes: list[str], tmp_path, cold: dict) -> None:
+def _the_cache_commands(root, name: str, volumes: list[str], tmp_path, cold: dict, pins) -> None:
     """list, verify, export, prune, import (a tampered archive refused, then the real one) and
     warm, on the volumes the starts above left: the first key no profile renders any more."""
     old, new = volumes[0], volumes[2]
@@ -95,7 +92,7 @@ def _the_cache_commands(root, name: str, volumes: list[str], tmp_path, cold: dic
     assert _cache(root, "prune", "--yes")[1]["volumes"][0]["pruned"] is True
     assert old not in _volume_names()
     profile = root / "profiles" / f"{name}.yaml"  # the first image again: the old key is rendered
-    profile.write_text(profile.read_text().replace("e" * 64, "c" * 64))
+    profile.write_text(profile.read_text().replace(*pins))
     assert run_cli("--root", str(root), "render", name).returncode == 0
     tampered = tmp_path / "tampered.tar"
     with tarfile.open(archive) as src, tarfile.open(tampered, "w") as out:
@@ -123,10 +120,7 @@ def _volume_names() -> list[str]:
 def test_a_renamed_copy_shares_the_volume_and_starts_warm(tmp_path):
     root, name, port = emulated_project(tmp_path, load=3.0)
     profile = root / "profiles" / f"{name}.yaml"
-    batched = 4096 + 16 * random.randrange(1, 64)  # the emulated memory holds it
-    text = profile.read_text().replace(
-        "max-num-batched-tokens: 4096", f"max-num-batched-tokens: {batched}"
-    )
+    text = profile.read_text().replace("c" * 64, secrets.token_hex(32))  # a key of its own
     profile.write_text(text)
     copy = f"{name}-b"  # another name, served name and port: the same compiled code
     other = free_port()

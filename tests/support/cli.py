@@ -14,6 +14,7 @@ prints meanwhile (a server it runs) lands in it too."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import subprocess
@@ -73,7 +74,7 @@ def _invoke(
 
     stdout, stderr = io.StringIO(), io.StringIO()
     code: int | None = None
-    previous = Path.cwd()
+    previous, collecting = Path.cwd(), gc.isenabled()
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(sys, "argv", argv))
         stack.enter_context(mock.patch.object(sys, "stdin", io.StringIO("")))
@@ -93,6 +94,8 @@ def _invoke(
             code = 130
         finally:
             os.chdir(previous)
+            if collecting:  # a one-shot command may switch the collector off (fastpath's shm scan)
+                gc.enable()
             _state["root"] = None  # the typer callback keeps --root between calls in one process
     return code or 0, stdout.getvalue(), stderr.getvalue()
 
