@@ -17,8 +17,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "composegen"
 TOOL_PAIRS_BUDGET = 20  # pairs the tool does not mark as boilerplate (issue 52)
-TOOL_ALL_PAIRS_BUDGET = 32  # boilerplate too: a ratchet toward the same 20
-OWN_PAIRS_BUDGET = 82
+TOOL_ALL_PAIRS_BUDGET = 26  # boilerplate too: a ratchet toward the same 20
+OWN_PAIRS_BUDGET = 66
 RUN = 6
 TOO_COMMON = 8  # a run found in more places than this is an idiom, as the tool leaves it out
 
