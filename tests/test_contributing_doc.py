@@ -34,7 +34,12 @@ def test_the_rooms_table_is_the_architecture_tests():
 def test_the_budgets_named_exist():
     sources = "".join(
         (REPO / "tests" / name).read_text()
-        for name in ("test_architecture.py", "test_typed_results.py", "test_house_figures.py")
+        for name in (
+            "test_architecture.py",
+            "test_typed_results.py",
+            "test_house_figures.py",
+            "test_house_duplicates.py",
+        )
     )
     for name in re.findall(r"`([A-Z_]+_BUDGET)`", DOC):
         assert re.search(rf"^{name} = \d+", sources, re.M), name
