@@ -53,7 +53,7 @@ UPSTREAM_TIMEOUT_S = 900.0
 # Docker's DNS names a running stack within milliseconds; for a removed one it asks servers an
 # internal network cannot reach (5 s x 2 tries) before it fails. Past this wait the stack is down.
 RESOLVE_WAIT_S = 0.5
-RESOLVE_WAIT_DOWN_S = 0.05  # once found down: a stack that came back still answers this fast
+RESOLVE_WAIT_DOWN_S = 0.25  # once found down: a stack that came back answers within it (Docker DNS under load: >50 ms)
 LOOKUPS = 16  # name lookups in flight at once; past it, a stack being looked up is down
 CONNECT_TIMEOUT_S = 3.0
 MAX_CONNECTIONS = 512
