@@ -215,7 +215,7 @@ LONG_FUNCTIONS_OVER_50_BUDGET = 20
 MODULE_LINES = 400
 LONG_MODULES_OVER_400_BUDGET = 2
 FMT_SKIP_BUDGET = 13
-PACKAGE_LINE_BUDGET = 42_838  # `wc -l` over composegen/**/*.py; the target is 42,940
+PACKAGE_LINE_BUDGET = 42_940  # `wc -l` over composegen/**/*.py; the round ends at or below it
 _COMMENT = re.compile(r"^\s*# ?(.*)$")
 _DIVIDER = re.compile(r"^[-=]{4,}")
 
