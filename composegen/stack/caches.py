@@ -18,51 +18,71 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from composegen import privatestate, safewrite
-from composegen.errors import BadInput, CheckFailed, ComposegenError
+from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.profiles import caches, resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project, compose_project
 from composegen.stack import engine, engineclient
+from composegen.stack.facts import ContainerFacts
 from composegen.stack.preflight import gpu_check
 from composegen.stack.reports import CacheRecord, CacheReport, CacheVolume, UpReport
 
 MANIFEST = "composegen-cache.json"  # an export's last member: its CacheRecord with `files`
-KEY = re.compile(r"[0-9a-f]{16}")
+KEY = re.compile(rf"([0-9a-f]{{16}})({caches.EMULATED})?")  # a volume's name after the prefix
 LABELS = {engine.PROBE_LABEL: "composegen-cache"}
 Action = Literal["list", "verify", "prune", "export", "import"]
+# the GPUs a start ran on, `NAME, DRIVER` each (asked in its container, or a probe's)
+SMI = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+ASK_SMI = ["-c", f"import os; os.execvp('nvidia-smi', {SMI!r})"]  # a probe's python3 argv
 
 
-def _path(project: Project, key: str) -> Path:
-    return privatestate.state_dir(project, "caches") / f"{key}.json"
+def _path(project: Project, key: str, emulated: bool) -> Path:
+    return privatestate.state_dir(project, "caches") / f"{key}{caches.EMULATED * emulated}.json"
 
 
-def record(project: Project, key: str) -> CacheRecord:
-    doc = privatestate.read_json(_path(project, key), {"key": key})
+def record(project: Project, key: str, emulated: bool = False) -> CacheRecord:
+    path = _path(project, key, emulated)
     try:
-        return CacheRecord.model_validate(doc)
+        return CacheRecord.model_validate(
+            privatestate.read_json(path, {"key": key, "emulated": emulated})
+        )
     except ValueError:
-        raise BadInput(f"{_path(project, key)}: not a cache record; remove it") from None
+        raise BadInput(f"{path}: not a cache record; remove it") from None
 
 
-def note_start(project: Project, r: Resolved, report: UpReport) -> None:
-    """Record a ready start in its key's record; set the last cold start's compile seconds (of the
-    same kind: emulated or real) on its startup report."""
+def note_start(project: Project, r: Resolved, report: UpReport, ctr: ContainerFacts | None) -> None:
+    """Record a ready start in its volume's record (an emulated start's volume is its own); set the
+    last cold start's compile seconds on its startup report."""
     s = report.startup
     if r.profile.caches != "volume" or s is None or s.cache is None:
         return
     try:
-        rec = record(project, caches.key(r))
-        kind: Literal["vllm", "emulated"] = "emulated" if report.emulated else "vllm"
+        rec = record(project, caches.key(r), report.emulated)
         if s.cache == "cold" and s.compile_seconds is not None:
-            rec.cold[kind] = s.compile_seconds
+            rec.cold = s.compile_seconds
         rec.uses[r.name] = privatestate.stamp()
         rec.image_id = engine.image_id(r.profile.image) or rec.image_id
-        rec.real = rec.real or not report.emulated
-        privatestate.write_json(_path(project, rec.key), rec.to_json())
+        emulated = [f"emulated GPU, {s.gpu_total_gib or '?'} GiB (EMULATED)"]
+        rec.gpus = emulated if report.emulated else (ctr and gpus_in(ctr)) or rec.gpus
+        privatestate.write_json(_path(project, rec.key, rec.emulated), rec.to_json())
     except ComposegenError as exc:  # the stack is ready: a record it cannot keep is a warning
         report.warnings.append(f"cache record: {exc.message}")
         return
-    s.cache_cold_compile_seconds = rec.cold.get(kind)
+    s.cache_cold_compile_seconds = rec.cold
+
+
+def gpus_in(ctr: ContainerFacts) -> list[str] | None:
+    """`NAME, DRIVER` of each GPU CTR sees (nvidia-smi in it); None when it cannot say."""
+    try:
+        code, text = engine.exec_output(ctr, SMI, max_bytes=8192)
+    except EngineError:
+        return None
+    return _smi(text) if code == 0 else None
+
+
+def _smi(text: str) -> list[str] | None:
+    rows = [", ".join(p.strip() for p in line.split(",")) for line in text.splitlines()]
+    return sorted(row for row in rows if row) or None
 
 
 def _rendering(project: Project, only: str | None = None) -> dict[str, list[Resolved]]:
@@ -76,46 +96,76 @@ def _rendering(project: Project, only: str | None = None) -> dict[str, list[Reso
 
 def cache_volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
     """Every cache volume on the engine, with this project's records and rendering profiles (verify:
-    only this project's keys, present or not, each checked)."""
+    only this project's keys, present or not, and their emulated starts' volumes there, each
+    checked)."""
     rendering = _rendering(project, only)
     found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX)}
-    names = set(found) if action != "verify" else {caches.VOLUME_PREFIX + k for k in rendering}
+    ours = {caches.VOLUME_PREFIX + k for k in rendering}
+    ours |= {n + caches.EMULATED for n in ours} & set(found)
     out = []
-    for name in sorted(names):
-        key = name.removeprefix(caches.VOLUME_PREFIX)
-        rec = record(project, key) if KEY.fullmatch(key) else CacheRecord(key=key)
+    for name in sorted(set(found) if action != "verify" else ours):
+        m = KEY.fullmatch(key := name.removeprefix(caches.VOLUME_PREFIX))
+        key = m[1] if m else key
+        rec = record(project, key, bool(m[2])) if m else CacheRecord(key=key)
         v = found.get(name)
-        ours = {compose_project(p) for p in rec.uses}  # made by a stack of this project
-        out.append(
-            CacheVolume(
-                key=key,
-                volume=name,
-                present=v is not None,
-                bytes=v.bytes if v else None,
-                created=v.created if v else None,
-                last_use=max(rec.uses.values(), default=None),
-                used_by=sorted(rec.uses),
-                mounted_by=v.users if v else [],
-                rendered_by=[r.name for r in rendering.get(key, [])],
-                ours=bool(v and v.labels.get("com.docker.compose.project") in ours),
-                cold_compile_seconds=rec.cold.get("vllm", rec.cold.get("emulated")),
-                problems=_problems(rendering[key], rec) if action == "verify" and v else [],
-            )
+        mine = {compose_project(p) for p in rec.uses}  # made by a stack of this project
+        row = CacheVolume(
+            key=key,
+            volume=name,
+            emulated=rec.emulated,
+            present=v is not None,
+            bytes=v.bytes if v else None,
+            created=v.created if v else None,
+            last_use=max(rec.uses.values(), default=None),
+            used_by=sorted(rec.uses),
+            mounted_by=v.users if v else [],
+            rendered_by=[r.name for r in rendering.get(key, [])],
+            ours=bool(v and v.labels.get("com.docker.compose.project") in mine),
+            cold_compile_seconds=rec.cold,
+            gpus=rec.gpus,
         )
+        if action == "verify" and v:
+            row.problems, row.unchecked = _problems(rendering[key], rec)
+        out.append(row)
     return CacheReport(project=str(project.root), action=action, volumes=out)
 
 
-def _problems(rendering: list[Resolved], rec: CacheRecord) -> list[str]:
-    """Why a present volume no longer matches this host: another image under the profile's
-    reference (a rebuilt tag), or a real start's cache on an engine without GPUs."""
+def _problems(rendering: list[Resolved], rec: CacheRecord) -> tuple[list[str], list[str]]:
+    """Why a volume no longer matches this host: another image under the profile's reference (a
+    rebuilt tag); for a real start's, no GPU runtime or other GPUs (model, driver) than filled it.
+    With what could not be checked."""
     image = rendering[0].profile.image
     now = engine.image_id(image)
     found = []
     if rec.image_id and now and now != rec.image_id:
         found.append(f"{image} is now {now[:19]}; the cache was filled by {rec.image_id[:19]}")
-    if rec.real and gpu_check(False).status != "ok":
-        found.append("a real start filled it, and this engine has no GPU runtime now")
-    return found
+    if rec.emulated:
+        return found, []
+    if gpu_check(False).status != "ok":
+        return [*found, "a real start filled it, and this engine has no GPU runtime now"], []
+    gpus = _gpus_now(rendering)
+    if not rec.gpus or gpus is None:
+        why = (
+            "the start that filled it did not say" if gpus else "nothing here could run nvidia-smi"
+        )
+        return found, [f"GPUs not checked: {why}"]
+    if gpus != rec.gpus:
+        found.append(f"the GPUs are {'; '.join(gpus)}; it was filled on {'; '.join(rec.gpus)}")
+    return found, []
+
+
+def _gpus_now(rendering: list[Resolved]) -> list[str] | None:
+    """The GPUs as a running real stack of the key sees them, else as a probe of its image does."""
+    for r in rendering:
+        for ctr in engine.project_containers(compose_project(r.name)):
+            if ctr.running and not ctr.emulated and (gpus := gpus_in(ctr)):
+                return gpus
+    gpu = [{"count": -1, "capabilities": [["gpu"]]}]
+    owner, image = LABELS[engine.PROBE_LABEL], rendering[0].profile.image
+    try:
+        return _smi(engine.run_probe(image, ASK_SMI, owner, None, device_requests=gpu))
+    except EngineError:
+        return None
 
 
 def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheReport:
@@ -130,26 +180,27 @@ def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheRe
         if v.ours and v.present and not v.mounted_by and (not v.rendered_by or stale):
             if yes:
                 engineclient.remove_volume(v.volume)
-                _path(project, v.key).unlink(missing_ok=True)
+                _path(project, v.key, v.emulated).unlink(missing_ok=True)
             v.pruned = yes
             chosen.append(v)
     report.volumes = chosen
     return report
 
 
-def _key(key: str) -> str:
+def _key(key: str) -> tuple[str, bool]:
     safewrite.component(key, "KEY")
-    if not KEY.fullmatch(key):
-        raise BadInput(f"KEY: {key!r} is not a cache key (16 hex: `composegen cache list`)")
-    return key
+    if not (m := KEY.fullmatch(key)):
+        said = "16 hex, then -emulated for an emulated start's: `composegen cache list`"
+        raise BadInput(f"KEY: {key!r} is not a cache key ({said})")
+    return m[1], bool(m[2])
 
 
-def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
+def _one(project: Project, action: Action, key: tuple[str, bool], file: Path) -> CacheReport:
     """`cache_volumes` narrowed to KEY's volume (absent: a row saying so)."""
     report = cache_volumes(project, "list")
-    name = caches.VOLUME_PREFIX + key
+    name = caches.VOLUME_PREFIX + key[0] + caches.EMULATED * key[1]
     report.volumes = [v for v in report.volumes if v.volume == name] or [
-        CacheVolume(key=key, volume=name, present=False)
+        CacheVolume(key=key[0], volume=name, present=False, emulated=key[1])
     ]
     report.action, report.file = action, str(file)
     return report
@@ -158,7 +209,7 @@ def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
 def cache_export(project: Project, key: str, file: Path) -> CacheReport:
     """KEY's volume into a new FILE (never through a link): its files and directories (links
     skipped), then MANIFEST: the record with each file's sha256."""
-    report = _one(project, "export", _key(key), file)
+    report = _one(project, "export", (kind := _key(key)), file)
     if not report.volumes[0].present:
         raise BadInput(f"KEY: no volume {report.volumes[0].volume} here (`composegen cache list`)")
     try:
@@ -180,7 +231,7 @@ def cache_export(project: Project, key: str, file: Path) -> CacheReport:
             data = src.extractfile(m).read() if m.isfile() else b""  # type: ignore[union-attr]
             sums.update({m.name: hashlib.sha256(data).hexdigest()} if m.isfile() else {})
             out.addfile(m, io.BytesIO(data))
-        rec = record(project, key).model_copy(update={"files": sums})
+        rec = record(project, *kind).model_copy(update={"files": sums})
         m = tarfile.TarInfo(MANIFEST)
         data = json.dumps(rec.to_json(), sort_keys=True).encode()
         m.size, m.mode, m.mtime = len(data), 0o600, int(privatestate.now().timestamp())
@@ -200,7 +251,7 @@ def cache_import(project: Project, file: Path) -> CacheReport:
     try:
         with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
             manifest = _manifest(tar, file)
-            report = _one(project, "import", _key(manifest.key), file)
+            report = _one(project, "import", (manifest.key, manifest.emulated), file)
             rendering = _rendering(project).get(manifest.key) or []
             if why := _refusal(report.volumes[0], rendering, manifest):
                 raise CheckFailed(f"{file}: {why}; refused")
@@ -218,7 +269,7 @@ def cache_import(project: Project, file: Path) -> CacheReport:
     except tarfile.TarError as exc:
         raise BadInput(f"{file}: not a readable tar ({exc}); nothing imported") from None
     rec = manifest.model_copy(update={"uses": {}, "files": {}})
-    privatestate.write_json(_path(project, manifest.key), rec.to_json())
+    privatestate.write_json(_path(project, manifest.key, manifest.emulated), rec.to_json())
     report.files = len(manifest.files)
     return report
 
@@ -228,7 +279,7 @@ def _refusal(v: CacheVolume, rendering: list[Resolved], m: CacheRecord) -> str |
         return f"key {m.key} is not one a profile here renders (another image, model or flags)"
     if v.present:
         return f"{v.volume} is already on this engine (`composegen cache prune`, docker volume rm)"
-    return "; ".join(_problems(rendering, m)) or None
+    return "; ".join(_problems(rendering, m)[0]) or None
 
 
 def _manifest(tar: tarfile.TarFile, file: Path) -> CacheRecord:
@@ -240,6 +291,8 @@ def _manifest(tar: tarfile.TarFile, file: Path) -> CacheRecord:
         manifest = CacheRecord.model_validate_json(raw.read() if raw else b"")
     except ValueError:
         raise BadInput(f"{file}: no {MANIFEST}: not a `composegen cache export`") from None
+    if not ((k := KEY.fullmatch(manifest.key)) and not k[2]):  # the record's file is named by it
+        raise BadInput(f"{file}: {manifest.key!r} is not a cache key; nothing imported")
     for m in members:
         _check_member(m, manifest, file)
     return manifest

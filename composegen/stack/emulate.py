@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from composegen import privatestate
+from composegen.profiles import caches
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Node
 from composegen.project import Project
@@ -94,6 +95,12 @@ def override_text(
         # Keys through the YAML key writer, values as compose literals: nothing here can add a key
         # or be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
+    if volume := caches.volume(r):  # its own: a real start never loads what the emulator wrote
+        lines += [
+            "volumes:",
+            f"  {caches.MOUNTED}:",
+            f"    name: {json.dumps(volume + caches.EMULATED)}",
+        ]
     return "\n".join(lines) + "\n"
 
 
