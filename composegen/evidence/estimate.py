@@ -2,8 +2,9 @@
 `up` and `wait` show next to the per-stage ETA (labelled an estimate: it is an earlier start's time,
 not a forecast).
 
-`earlier_load(root, name) -> Earlier | None`: the newest run under root/runs whose evidence.json
-names the profile and holds a startup.log with engine timestamps; its load time is from the log's
+`earlier_load(root, name, warm) -> Earlier | None`: the newest run under root/runs whose evidence.json
+names the profile (and a warm start, or a cold one, when asked) and holds a startup.log with engine
+timestamps; its load time is from the log's
 first timestamped line to the last one before `Application startup complete.` (vLLM stamps to the
 second). Only files, never links, each read up to a cap; a run that does not say is skipped, never
 an error.
@@ -29,6 +30,7 @@ STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):
 class Earlier:
     seconds: float
     run: str  # the run directory's name
+    warm: bool  # that start found its compile cache (warm or partial)
 
 
 def _read(path: Path, cap: int) -> str | None:
@@ -63,7 +65,9 @@ def load_seconds(log: str) -> float | None:
     return (last - first).total_seconds()
 
 
-def earlier_load(root: Path, name: str) -> Earlier | None:
+def earlier_load(root: Path, name: str, warm: bool | None = None) -> Earlier | None:
+    """The newest earlier start of NAME (of WARM's warmth: a warm or partial one, or another; None:
+    any), by the engine start its bundle's comparability record says."""
     runs = Path(root) / "runs"
     if not runs.is_dir() or runs.is_symlink():
         return None
@@ -75,11 +79,14 @@ def earlier_load(root: Path, name: str) -> Earlier | None:
             doc = json.loads(text) if text else None
         except ValueError:
             continue
-        profile = doc.get("profile") if isinstance(doc, dict) else None
-        if not isinstance(profile, dict) or profile.get("name") != name:
+        doc = doc if isinstance(doc, dict) else {}
+        profile, start = doc.get("profile"), doc.get("comparability")
+        was_warm = isinstance(start, dict) and start.get("engine_start") in ("warm", "partial")
+        mine = isinstance(profile, dict) and profile.get("name") == name
+        if not mine or warm not in (None, was_warm):
             continue
         log = _read(run / "startup.log", LOG_MAX)
         seconds = load_seconds(log) if log else None
         if seconds:
-            return Earlier(seconds, run.name)
+            return Earlier(seconds, run.name, was_warm)
     return None

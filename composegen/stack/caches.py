@@ -71,6 +71,20 @@ def note_start(project: Project, r: Resolved, report: UpReport, ctr: ContainerFa
     s.cache_cold_compile_seconds = rec.cold
 
 
+def filled(project: Project, name: str, emulated: bool | None) -> bool:
+    """Will NAME's next start find its cache volume filled (by a start the record names; None:
+    either kind)? False when it cannot say."""
+    try:
+        r = resolve.load(project, name)
+        for kind in (False, True) if emulated is None else (emulated,):
+            volume = f"{caches.volume(r)}{caches.EMULATED * kind}"
+            if record(project, caches.key(r), kind).uses and engineclient.volume_present(volume):
+                return r.profile.caches == "volume"
+    except ComposegenError:
+        pass
+    return False
+
+
 def gpus_in(ctr: ContainerFacts) -> list[str] | None:
     """`NAME, DRIVER` of each GPU CTR sees (nvidia-smi in it); None when it cannot say."""
     try:

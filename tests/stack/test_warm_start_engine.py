@@ -14,6 +14,8 @@ import tarfile
 import pytest
 
 from composegen.profiles import caches
+from composegen.project import Project
+from composegen.stack import driver
 from tests.support.cli import run_cli, run_inproc
 from tests.support.engine import emulated_project, force_remove, free_port
 
@@ -74,6 +76,10 @@ def _the_cache_commands(root, name: str, volumes: list[str], tmp_path, cold: dic
     """list, verify, export, prune, import (a tampered archive refused, then the real one) and
     warm, on the volumes the starts above left: the first key no profile renders any more."""
     old, new = volumes[0], volumes[2]
+    # `up`'s estimate counts a warm start when a start filled the profile's volume of its kind
+    project = Project(root)
+    assert driver.filled(project, name, True) and driver.filled(project, name, None)
+    assert not driver.filled(project, name, False)  # no real start filled the real one
     code, listed = _cache(root, "list")
     rows = {v["volume"]: v for v in listed["volumes"]}
     assert code == 0 and rows[old]["used_by"] == [name] and rows[old]["rendered_by"] == []
