@@ -46,9 +46,8 @@ def progress_text(row: stages.StageRow) -> str:
 def estimate(
     tracker: stages.StageTracker, project: Project, name: str, emulate: bool | None = None
 ) -> None:
-    """The "ready in ≈ N min" estimate: the load time of an earlier start of the same warmth from
-    runs/ (evidence/estimate.py): a warm one when a start filled the profile's cache volume (of
-    EMULATE's kind; None: either) and it is there, else a cold one."""
+    """The "ready in ≈ N min" estimate from an earlier start in runs/: a warm one when a start filled
+    the profile's cache volume (of EMULATE's kind; None: either), else a cold one."""
     warm = driver.filled(project, name, emulate)
     if earlier := earlier_load(project.root, name, warm):
         tracker.estimate_s = earlier.seconds

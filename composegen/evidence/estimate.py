@@ -3,11 +3,10 @@
 not a forecast).
 
 `earlier_load(root, name, warm) -> Earlier | None`: the newest run under root/runs whose evidence.json
-names the profile (and a warm start, or a cold one, when asked) and holds a startup.log with engine
-timestamps; its load time is from the log's
-first timestamped line to the last one before `Application startup complete.` (vLLM stamps to the
-second). Only files, never links, each read up to a cap; a run that does not say is skipped, never
-an error.
+names the profile (and, when WARM says, a warm or a cold engine start) and holds a startup.log with
+engine timestamps; its load time is from the log's first timestamped line to the last one before
+`Application startup complete.` (vLLM stamps to the second). Only files, never links, each read up
+to a cap; a run that does not say is skipped, never an error.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):
 class Earlier:
     seconds: float
     run: str  # the run directory's name
-    warm: bool  # that start found its compile cache (warm or partial)
 
 
 def _read(path: Path, cap: int) -> str | None:
@@ -66,8 +64,6 @@ def load_seconds(log: str) -> float | None:
 
 
 def earlier_load(root: Path, name: str, warm: bool | None = None) -> Earlier | None:
-    """The newest earlier start of NAME (of WARM's warmth: a warm or partial one, or another; None:
-    any), by the engine start its bundle's comparability record says."""
     runs = Path(root) / "runs"
     if not runs.is_dir() or runs.is_symlink():
         return None
@@ -88,5 +84,5 @@ def earlier_load(root: Path, name: str, warm: bool | None = None) -> Earlier | N
         log = _read(run / "startup.log", LOG_MAX)
         seconds = load_seconds(log) if log else None
         if seconds:
-            return Earlier(seconds, run.name, was_warm)
+            return Earlier(seconds, run.name)
     return None

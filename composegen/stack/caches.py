@@ -41,11 +41,9 @@ def _path(project: Project, key: str, emulated: bool) -> Path:
 
 
 def record(project: Project, key: str, emulated: bool = False) -> CacheRecord:
-    path = _path(project, key, emulated)
+    doc = privatestate.read_json(path := _path(project, key, emulated), {"emulated": emulated})
     try:
-        return CacheRecord.model_validate(
-            privatestate.read_json(path, {"key": key, "emulated": emulated})
-        )
+        return CacheRecord.model_validate({"key": key, **doc})
     except ValueError:
         raise BadInput(f"{path}: not a cache record; remove it") from None
 
@@ -63,7 +61,7 @@ def note_start(project: Project, r: Resolved, report: UpReport, ctr: ContainerFa
         rec.uses[r.name] = privatestate.stamp()
         rec.image_id = engine.image_id(r.profile.image) or rec.image_id
         emulated = [f"emulated GPU, {s.gpu_total_gib or '?'} GiB (EMULATED)"]
-        rec.gpus = emulated if report.emulated else (ctr and gpus_in(ctr)) or rec.gpus
+        rec.gpus = emulated if report.emulated else (ctr and gpus(ctr)) or rec.gpus
         privatestate.write_json(_path(project, rec.key, rec.emulated), rec.to_json())
     except ComposegenError as exc:  # the stack is ready: a record it cannot keep is a warning
         report.warnings.append(f"cache record: {exc.message}")
@@ -72,31 +70,32 @@ def note_start(project: Project, r: Resolved, report: UpReport, ctr: ContainerFa
 
 
 def filled(project: Project, name: str, emulated: bool | None) -> bool:
-    """Will NAME's next start find its cache volume filled (by a start the record names; None:
-    either kind)? False when it cannot say."""
+    """Will NAME's next start find its cache volume filled by a start the record names (of either
+    kind when EMULATED is None)? False when it cannot say."""
     try:
         r = resolve.load(project, name)
-        for kind in (False, True) if emulated is None else (emulated,):
-            volume = f"{caches.volume(r)}{caches.EMULATED * kind}"
-            if record(project, caches.key(r), kind).uses and engineclient.volume_present(volume):
-                return r.profile.caches == "volume"
+        kinds = (False, True) if emulated is None else (emulated,)
+        named = [(k, f"{caches.volume(r)}{caches.EMULATED * k}") for k in kinds]
+        on = [v for k, v in named if record(project, caches.key(r), k).uses]
+        return r.profile.caches == "volume" and any(map(engineclient.volume_present, on))
     except ComposegenError:
-        pass
-    return False
+        return False
 
 
-def gpus_in(ctr: ContainerFacts) -> list[str] | None:
-    """`NAME, DRIVER` of each GPU CTR sees (nvidia-smi in it); None when it cannot say."""
+def gpus(ctr: ContainerFacts | None, image: str = "") -> list[str] | None:
+    """`NAME, DRIVER` of each GPU as nvidia-smi says in CTR, else in a probe container of IMAGE
+    with every GPU; None when it cannot say."""
+    every = [{"count": -1, "capabilities": [["gpu"]]}]
     try:
-        code, text = engine.exec_output(ctr, SMI, max_bytes=8192)
+        code, text = (
+            engine.exec_output(ctr, SMI, max_bytes=8192)
+            if ctr
+            else (0, engine.run_probe(image, ASK_SMI, "composegen-cache", device_requests=every))
+        )
     except EngineError:
         return None
-    return _smi(text) if code == 0 else None
-
-
-def _smi(text: str) -> list[str] | None:
     rows = [", ".join(p.strip() for p in line.split(",")) for line in text.splitlines()]
-    return sorted(row for row in rows if row) or None
+    return (sorted(row for row in rows if row) or None) if code == 0 else None
 
 
 def _rendering(project: Project, only: str | None = None) -> dict[str, list[Resolved]]:
@@ -157,29 +156,13 @@ def _problems(rendering: list[Resolved], rec: CacheRecord) -> tuple[list[str], l
         return found, []
     if gpu_check(False).status != "ok":
         return [*found, "a real start filled it, and this engine has no GPU runtime now"], []
-    gpus = _gpus_now(rendering)
-    if not rec.gpus or gpus is None:
-        why = (
-            "the start that filled it did not say" if gpus else "nothing here could run nvidia-smi"
-        )
+    now_on = gpus(None, image)
+    if not rec.gpus or now_on is None:
+        why = "the start that filled it did not say" if now_on else "nothing could run nvidia-smi"
         return found, [f"GPUs not checked: {why}"]
-    if gpus != rec.gpus:
-        found.append(f"the GPUs are {'; '.join(gpus)}; it was filled on {'; '.join(rec.gpus)}")
+    if now_on != rec.gpus:
+        found.append(f"the GPUs are {'; '.join(now_on)}; it was filled on {'; '.join(rec.gpus)}")
     return found, []
-
-
-def _gpus_now(rendering: list[Resolved]) -> list[str] | None:
-    """The GPUs as a running real stack of the key sees them, else as a probe of its image does."""
-    for r in rendering:
-        for ctr in engine.project_containers(compose_project(r.name)):
-            if ctr.running and not ctr.emulated and (gpus := gpus_in(ctr)):
-                return gpus
-    gpu = [{"count": -1, "capabilities": [["gpu"]]}]
-    owner, image = LABELS[engine.PROBE_LABEL], rendering[0].profile.image
-    try:
-        return _smi(engine.run_probe(image, ASK_SMI, owner, None, device_requests=gpu))
-    except EngineError:
-        return None
 
 
 def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheReport:

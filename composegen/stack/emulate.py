@@ -96,11 +96,9 @@ def override_text(
         # or be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
     if volume := caches.volume(r):  # its own: a real start never loads what the emulator wrote
-        lines += [
-            "volumes:",
-            f"  {caches.MOUNTED}:",
-            f"    name: {json.dumps(volume + caches.EMULATED)}",
-        ]
+        lines.append(
+            f"volumes: {{{caches.MOUNTED}: {{name: {json.dumps(volume + caches.EMULATED)}}}}}"
+        )
     return "\n".join(lines) + "\n"
 
 
