@@ -87,11 +87,8 @@ def gpus(ctr: ContainerFacts | None, image: str = "") -> list[str] | None:
     with every GPU; None when it cannot say."""
     every = [{"count": -1, "capabilities": [["gpu"]]}]
     try:
-        code, text = (
-            engine.exec_output(ctr, SMI, max_bytes=8192)
-            if ctr
-            else (0, engine.run_probe(image, ASK_SMI, "composegen-cache", device_requests=every))
-        )
+        probe = lambda: engine.run_probe(image, ASK_SMI, "composegen-cache", device_requests=every)  # noqa: E731
+        code, text = engine.exec_output(ctr, SMI) if ctr else (0, probe())
     except EngineError:
         return None
     rows = [", ".join(p.strip() for p in line.split(",")) for line in text.splitlines()]
@@ -109,8 +106,7 @@ def _rendering(project: Project, only: str | None = None) -> dict[str, list[Reso
 
 def cache_volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
     """Every cache volume on the engine, with this project's records and rendering profiles (verify:
-    only this project's keys, present or not, and their emulated starts' volumes there, each
-    checked)."""
+    this project's keys, present or not, and their emulated volumes when there, each checked)."""
     rendering = _rendering(project, only)
     found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX)}
     ours = {caches.VOLUME_PREFIX + k for k in rendering}
@@ -144,9 +140,8 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
 
 
 def _problems(rendering: list[Resolved], rec: CacheRecord) -> tuple[list[str], list[str]]:
-    """Why a volume no longer matches this host: another image under the profile's reference (a
-    rebuilt tag); for a real start's, no GPU runtime or other GPUs (model, driver) than filled it.
-    With what could not be checked."""
+    """Why a volume no longer matches this host (another image under the profile's reference; for a
+    real start's, no GPU runtime or other GPUs than filled it), and what could not be checked."""
     image = rendering[0].profile.image
     now = engine.image_id(image)
     found = []
@@ -185,10 +180,8 @@ def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheRe
 
 
 def _key(key: str) -> tuple[str, bool]:
-    safewrite.component(key, "KEY")
-    if not (m := KEY.fullmatch(key)):
-        said = "16 hex, then -emulated for an emulated start's: `composegen cache list`"
-        raise BadInput(f"KEY: {key!r} is not a cache key ({said})")
+    if not (m := KEY.fullmatch(key)):  # nothing but hex and the suffix: a plain file name
+        raise BadInput(f"KEY: {key!r} is not a cache key (16 hex[-emulated]: `cache list`)")
     return m[1], bool(m[2])
 
 
