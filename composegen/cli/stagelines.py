@@ -49,9 +49,8 @@ def estimate(
     """The "ready in ≈ N min" estimate from an earlier start in runs/: a warm one when a start filled
     the profile's cache volume (of EMULATE's kind; None: either), else a cold one."""
     warm = driver.filled(project, name, emulate)
-    if earlier := earlier_load(project.root, name, warm):
-        tracker.estimate_s = earlier.seconds
-        tracker.estimate_of = "a warm start" if warm else "a cold start"
+    tracker.estimate_s = earlier_load(project.root, name, warm)
+    tracker.estimate_of = "a warm start" if warm else "a cold start"
 
 
 def estimate_text(tracker: stages.StageTracker, now: float) -> str:

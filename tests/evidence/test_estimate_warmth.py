@@ -29,9 +29,9 @@ def test_the_estimate_comes_from_an_earlier_start_of_the_same_warmth(tmp_path):
         when = datetime(2026, 12, 6, hour, tzinfo=UTC)
         bundle.write_run(project, r, startup_log_text=text, startup_report=report, now=when)
     warm, cold = earlier_load(root, "tiny", True), earlier_load(root, "tiny", False)
-    assert warm.seconds == seconds["kept"] < seconds["fresh"]
-    assert cold.seconds == seconds["first"]  # the newest cold one
+    assert warm == seconds["kept"] < seconds["fresh"]
+    assert cold == seconds["first"]  # the newest cold one
     assert earlier_load(root, "tiny") == cold  # either: the newest
     tracker = stages.StageTracker(started_at=0.0)
-    tracker.estimate_s, tracker.estimate_of = warm.seconds, "a warm start"
+    tracker.estimate_s, tracker.estimate_of = warm, "a warm start"
     assert estimate_text(tracker, 1.0).endswith("min (estimate, a warm start)")
