@@ -15,7 +15,8 @@ import tarfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, cast
+from types import SimpleNamespace
+from typing import Any, Literal
 
 from composegen import privatestate, safewrite
 from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
@@ -31,7 +32,6 @@ MANIFEST = "composegen-cache.json"  # an export's last member: its CacheRecord w
 KEY = re.compile(rf"([0-9a-f]{{16}})({caches.EMULATED})?")  # a volume's name after the prefix
 LABELS = {engine.PROBE_LABEL: "composegen-cache"}
 Action = Literal["list", "verify", "prune", "export", "import"]
-# the GPUs a start ran on, `NAME, DRIVER` each (asked in its container, or a probe's)
 SMI = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
 ASK_SMI = ["-c", f"import os; os.execvp('nvidia-smi', {SMI!r})"]  # a probe's python3 argv
 
@@ -41,9 +41,9 @@ def _path(project: Project, key: str, emulated: bool) -> Path:
 
 
 def record(project: Project, key: str, emulated: bool = False) -> CacheRecord:
-    doc = privatestate.read_json(path := _path(project, key, emulated), {"emulated": emulated})
-    try:
-        return CacheRecord.model_validate({"key": key, **doc})
+    doc = privatestate.read_json(path := _path(project, key, emulated), {"key": key})
+    try:  # the file's name says which volume
+        return CacheRecord.model_validate({**doc, "key": key, "emulated": emulated})
     except ValueError:
         raise BadInput(f"{path}: not a cache record; remove it") from None
 
@@ -113,13 +113,12 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
     ours |= {n + caches.EMULATED for n in ours} & set(found)
     out = []
     for name in sorted(set(found) if action != "verify" else ours):
-        m = KEY.fullmatch(key := name.removeprefix(caches.VOLUME_PREFIX))
-        key = m[1] if m else key
-        rec = record(project, key, bool(m[2])) if m else CacheRecord(key=key)
+        m = KEY.fullmatch(tail := name.removeprefix(caches.VOLUME_PREFIX))
+        rec = record(project, m[1], bool(m[2])) if m else CacheRecord(key=tail)
         v = found.get(name)
         mine = {compose_project(p) for p in rec.uses}  # made by a stack of this project
         row = CacheVolume(
-            key=key,
+            key=rec.key,
             volume=name,
             emulated=rec.emulated,
             present=v is not None,
@@ -128,13 +127,13 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
             last_use=max(rec.uses.values(), default=None),
             used_by=sorted(rec.uses),
             mounted_by=v.users if v else [],
-            rendered_by=[r.name for r in rendering.get(key, [])],
+            rendered_by=[r.name for r in rendering.get(rec.key, [])],
             ours=bool(v and v.labels.get("com.docker.compose.project") in mine),
             cold_compile_seconds=rec.cold,
             gpus=rec.gpus,
         )
         if action == "verify" and v:
-            row.problems, row.unchecked = _problems(rendering[key], rec)
+            row.problems, row.unchecked = _problems(rendering[rec.key], rec)
         out.append(row)
     return CacheReport(project=str(project.root), action=action, volumes=out)
 
@@ -152,12 +151,10 @@ def _problems(rendering: list[Resolved], rec: CacheRecord) -> tuple[list[str], l
     if gpu_check(False).status != "ok":
         return [*found, "a real start filled it, and this engine has no GPU runtime now"], []
     now_on = gpus(None, image)
-    if not rec.gpus or now_on is None:
-        why = "the start that filled it did not say" if now_on else "nothing could run nvidia-smi"
-        return found, [f"GPUs not checked: {why}"]
-    if now_on != rec.gpus:
+    if rec.gpus and now_on and now_on != rec.gpus:
         found.append(f"the GPUs are {'; '.join(now_on)}; it was filled on {'; '.join(rec.gpus)}")
-    return found, []
+    why = "the start that filled it did not say" if now_on else "nothing could run nvidia-smi"
+    return found, [f"GPUs not checked: {why}"] * (not rec.gpus or not now_on)
 
 
 def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheReport:
@@ -211,7 +208,7 @@ def cache_export(project: Project, key: str, file: Path) -> CacheReport:
         os.fdopen(fd, "wb") as sink,
         tarfile.open(fileobj=sink, mode="w|") as out,
         engineclient.read_volume(report.volumes[0].volume, engine.BASE_IMAGE, LABELS) as chunks,
-        tarfile.open(fileobj=cast(Any, _Chunks(chunks)), mode="r|") as src,
+        tarfile.open(fileobj=_stream(chunks), mode="r|") as src,
     ):
         for m in src:
             m.name = m.name.partition("/")[2]
@@ -311,11 +308,6 @@ def _members(tar: tarfile.TarFile, manifest: CacheRecord, file: Path) -> Iterato
     yield b"\0" * (2 * tarfile.BLOCKSIZE)
 
 
-class _Chunks:
+def _stream(chunks: Iterator[bytes]) -> Any:
     """The engine's chunks as a file tarfile's stream mode reads (it takes short reads)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks = iter(chunks)
-
-    def read(self, size: int = -1) -> bytes:
-        return next((chunk for chunk in self.chunks if chunk), b"")
+    return SimpleNamespace(read=lambda size=-1: next((c for c in chunks if c), b""))

@@ -323,8 +323,7 @@ def create_volume(name: str, labels: dict[str, str], target: Target | None = Non
 
 
 def volume_present(name: str, target: Target | None = None) -> bool:
-    inspect = client(target).api.inspect_volume
-    return unless_gone(lambda: inspect(name), f"docker volume inspect {name}") is not None
+    return bool(unless_gone(lambda: client(target).api.inspect_volume(name), f"volume {name}"))
 
 
 def remove_volume(name: str, target: Target | None = None) -> None:
