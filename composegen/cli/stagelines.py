@@ -54,14 +54,10 @@ def estimate(
 
 
 def estimate_text(tracker: stages.StageTracker, now: float) -> str:
-    """` · ready in ≈ 12 min (estimate)` from an earlier start of the profile; empty without one, or
-    once over."""
-    current = tracker.current
-    if (
-        tracker.estimate_s is None
-        or tracker.failed
-        or (current is not None and current.key == "ready")
-    ):
+    """` · ready in ≈ 12 min (estimate, a cold start)` from an earlier start of the profile; empty
+    without one, or once over."""
+    ready = tracker.current is not None and tracker.current.key == "ready"
+    if tracker.estimate_s is None or tracker.failed or ready:
         return ""
     left = tracker.estimate_s - (now - tracker.started_at)
     said = f"(estimate, {tracker.estimate_of})"
