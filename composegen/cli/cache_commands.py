@@ -105,11 +105,13 @@ def format_text(report: CacheReport) -> str:
     for v in report.volumes:
         size = format_bytes(v.bytes) if v.bytes is not None else "size unknown"
         state = f"{size}, created {v.created}" if v.present else "absent (the next start is cold)"
-        lines.append(f"{v.volume}  {state}")
+        lines.append(f"{v.volume}  {state}{'  EMULATED' * v.emulated}")
         lines.append(f"  last use {v.last_use or '-'}; used by {', '.join(v.used_by) or '-'}")
+        lines += [f"  filled on {'; '.join(v.gpus)}"] * bool(v.gpus)
         lines.append(f"  rendered by {', '.join(v.rendered_by) or '- (no profile here)'}")
         lines += [f"  mounted by {', '.join(v.mounted_by)}"] * bool(v.mounted_by)
         lines += [f"  MISMATCH  {p}" for p in v.problems]
+        lines += [f"  NOT CHECKED  {p}" for p in v.unchecked]
         if v.pruned is not None:
             lines.append("  removed" if v.pruned else "  would be removed (--yes)")
     if report.file:

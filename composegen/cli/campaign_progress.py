@@ -18,7 +18,7 @@ from composegen.campaign import progress, runner, state
 from composegen.campaign.reports import ArmState, CampaignState
 from composegen.cli.console import ConsoleSink
 from composegen.cli.readysummary import summary_text
-from composegen.cli.stagelines import earlier_load_s
+from composegen.cli.stagelines import estimate
 from composegen.output import err, out, terminal_width
 from composegen.project import Project
 from composegen.stack.progress import ProgressSink
@@ -58,7 +58,7 @@ class ConsoleCampaign(progress.CampaignProgress):
             self._line(self.label)
         shown = self.stream if tty else _Labelled(self.stream, f"{self.label} ·")
         self.sink = ConsoleSink(quiet=self.quiet, stream=shown, tty=tty)  # type: ignore[arg-type]
-        self.sink.tracker.estimate_s = earlier_load_s(self.project, arm.profile)
+        estimate(self.sink.tracker, self.project, arm.profile)
         return self.sink
 
     def arm_ended(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from composegen.evidence.estimate import earlier_load
 from composegen.project import Project
+from composegen.stack import driver
 from composegen.units import format_bytes
 from composegen.vllm import stages
 
@@ -42,29 +43,27 @@ def progress_text(row: stages.StageRow) -> str:
     return " · ".join(parts)
 
 
-def earlier_load_s(project: Project, name: str) -> float | None:
-    """An earlier start's load time from runs/ (evidence/estimate.py), for the "ready in ≈ N min"
-    estimate."""
-    earlier = earlier_load(project.root, name)
-    return earlier.seconds if earlier else None
+def estimate(
+    tracker: stages.StageTracker, project: Project, name: str, emulate: bool | None = None
+) -> None:
+    """The "ready in ≈ N min" estimate from an earlier start in runs/: a warm one when a start filled
+    the profile's cache volume (of EMULATE's kind; None: either), else a cold one."""
+    warm = driver.filled(project, name, emulate)
+    tracker.estimate_s = earlier_load(project.root, name, warm)
+    tracker.estimate_of = "a warm start" if warm else "a cold start"
 
 
 def estimate_text(tracker: stages.StageTracker, now: float) -> str:
-    """` · ready in ≈ 12 min (estimate)` from an earlier start of the profile; empty without one, or
-    once over."""
-    current = tracker.current
-    if (
-        tracker.estimate_s is None
-        or tracker.failed
-        or (current is not None and current.key == "ready")
-    ):
+    """` · ready in ≈ 12 min (estimate, a cold start)` from an earlier start of the profile; empty
+    without one, or once over."""
+    ready = tracker.current is not None and tracker.current.key == "ready"
+    if tracker.estimate_s is None or tracker.failed or ready:
         return ""
     left = tracker.estimate_s - (now - tracker.started_at)
+    said = f"(estimate, {tracker.estimate_of})"
     if left <= 0:
-        return (
-            f" · past the earlier start's {max(1, round(tracker.estimate_s / 60))} min (estimate)"
-        )
-    return f" · ready in ≈ {'<1' if left < 60 else round(left / 60)} min (estimate)"
+        return f" · past the earlier start's {max(1, round(tracker.estimate_s / 60))} min {said}"
+    return f" · ready in ≈ {'<1' if left < 60 else round(left / 60)} min {said}"
 
 
 def status_line(tracker: stages.StageTracker, now: float) -> str:

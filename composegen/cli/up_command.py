@@ -17,7 +17,7 @@ from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.optiongroups import flag, option
 from composegen.cli.readysummary import summary_text
-from composegen.cli.stagelines import earlier_load_s
+from composegen.cli.stagelines import estimate
 from composegen.edge import asleep, standbyplan
 from composegen.errors import BadInput as BadInputError
 from composegen.output import Output, out, terminal_width
@@ -79,7 +79,7 @@ def up(
     opts = driver.UpOptions(*given, allow_download)
     timeout_s = timeout or r.profile.service.startup_timeout
     with ConsoleSink(timeout_s, quiet=show.json, verbose=verbose) as sink:
-        sink.tracker.estimate_s = earlier_load_s(project, name)
+        estimate(sink.tracker, project, name, emulate)
         result = driver.start(project, r, opts, sink, timeout)
         if isinstance(result, str):  # already starting, and --no-wait: nothing to follow here
             return out(result)

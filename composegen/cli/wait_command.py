@@ -13,7 +13,7 @@ from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.optiongroups import option
 from composegen.cli.readysummary import summary_text
-from composegen.cli.stagelines import earlier_load_s
+from composegen.cli.stagelines import estimate
 from composegen.errors import BadInput
 from composegen.output import Output, terminal_width
 from composegen.stack import driver
@@ -41,7 +41,7 @@ def wait(
         driver.preload()
     project, r = _load(name)
     with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:
-        sink.tracker.estimate_s = earlier_load_s(project, name)
+        estimate(sink.tracker, project, name)
         report = driver.attach(project, r, sink, timeout)
     report = with_stages(report, sink)
     Output(json_).report(report, lambda: summary_text(report, terminal_width()))

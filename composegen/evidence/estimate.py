@@ -2,18 +2,17 @@
 `up` and `wait` show next to the per-stage ETA (labelled an estimate: it is an earlier start's time,
 not a forecast).
 
-`earlier_load(root, name) -> Earlier | None`: the newest run under root/runs whose evidence.json
-names the profile and holds a startup.log with engine timestamps; its load time is from the log's
-first timestamped line to the last one before `Application startup complete.` (vLLM stamps to the
-second). Only files, never links, each read up to a cap; a run that does not say is skipped, never
-an error.
+`earlier_load(root, name, warm) -> seconds | None`: the newest run under root/runs whose evidence.json
+names the profile (and, when WARM says, a warm or a cold engine start) and holds a startup.log with
+engine timestamps; its load time is from the log's first timestamped line to the last one before
+`Application startup complete.` (vLLM stamps to the second). Only files, never links, each read up
+to a cap; a run that does not say is skipped, never an error.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -23,12 +22,6 @@ MAX_RUNS = 50  # the newest ones: an estimate never scans a large history
 EVIDENCE_MAX = 1 << 20
 LOG_MAX = 16 << 20
 STAMP = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-
-
-@dataclass(frozen=True)
-class Earlier:
-    seconds: float
-    run: str  # the run directory's name
 
 
 def _read(path: Path, cap: int) -> str | None:
@@ -63,23 +56,23 @@ def load_seconds(log: str) -> float | None:
     return (last - first).total_seconds()
 
 
-def earlier_load(root: Path, name: str) -> Earlier | None:
+def earlier_load(root: Path, name: str, warm: bool | None = None) -> float | None:
     runs = Path(root) / "runs"
     if not runs.is_dir() or runs.is_symlink():
         return None
     for run in sorted(
         (p for p in runs.iterdir() if p.is_dir() and not p.is_symlink()), reverse=True
     )[:MAX_RUNS]:
-        text = _read(run / "evidence.json", EVIDENCE_MAX)
         try:
-            doc = json.loads(text) if text else None
+            doc = json.loads(_read(run / "evidence.json", EVIDENCE_MAX) or "{}")
         except ValueError:
             continue
-        profile = doc.get("profile") if isinstance(doc, dict) else None
-        if not isinstance(profile, dict) or profile.get("name") != name:
+        doc = doc if isinstance(doc, dict) else {}
+        profile, start = doc.get("profile"), doc.get("comparability")
+        was_warm = isinstance(start, dict) and start.get("engine_start") in ("warm", "partial")
+        mine = isinstance(profile, dict) and profile.get("name") == name
+        if not mine or warm not in (None, was_warm):
             continue
-        log = _read(run / "startup.log", LOG_MAX)
-        seconds = load_seconds(log) if log else None
-        if seconds:
-            return Earlier(seconds, run.name)
+        if seconds := load_seconds(_read(run / "startup.log", LOG_MAX) or ""):
+            return seconds
     return None

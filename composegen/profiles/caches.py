@@ -28,6 +28,7 @@ class Resolved(Protocol):
 
 CACHE_TARGET = "/composegen-cache"
 VOLUME_PREFIX = "composegen-cache-"
+EMULATED = "-emulated"  # after the key: an emulated start's own volume (stack/emulate.py)
 KEY_LABEL = "io.composegen.cache-key"  # on the Kubernetes claim
 MOUNTED = "composegen-cache"  # the volume's name inside a compose file; its `name:` is the key's
 KEY_PATH = f"volumes.{MOUNTED}.name"  # where `diff` shows a key change (functional)

@@ -15,54 +15,84 @@ import tarfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal, cast
+from types import SimpleNamespace
+from typing import Any, Literal
 
 from composegen import privatestate, safewrite
-from composegen.errors import BadInput, CheckFailed, ComposegenError
+from composegen.errors import BadInput, CheckFailed, ComposegenError, EngineError
 from composegen.profiles import caches, resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project, compose_project
 from composegen.stack import engine, engineclient
+from composegen.stack.facts import ContainerFacts
 from composegen.stack.preflight import gpu_check
 from composegen.stack.reports import CacheRecord, CacheReport, CacheVolume, UpReport
 
 MANIFEST = "composegen-cache.json"  # an export's last member: its CacheRecord with `files`
-KEY = re.compile(r"[0-9a-f]{16}")
+KEY = re.compile(rf"([0-9a-f]{{16}})({caches.EMULATED})?")  # a volume's name after the prefix
 LABELS = {engine.PROBE_LABEL: "composegen-cache"}
 Action = Literal["list", "verify", "prune", "export", "import"]
+SMI = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+ASK_SMI = ["-c", f"import os; os.execvp('nvidia-smi', {SMI!r})"]  # a probe's python3 argv
 
 
-def _path(project: Project, key: str) -> Path:
-    return privatestate.state_dir(project, "caches") / f"{key}.json"
+def _path(project: Project, key: str, emulated: bool) -> Path:
+    return privatestate.state_dir(project, "caches") / f"{key}{caches.EMULATED * emulated}.json"
 
 
-def record(project: Project, key: str) -> CacheRecord:
-    doc = privatestate.read_json(_path(project, key), {"key": key})
-    try:
-        return CacheRecord.model_validate(doc)
+def record(project: Project, key: str, emulated: bool = False) -> CacheRecord:
+    doc = privatestate.read_json(path := _path(project, key, emulated), {"key": key})
+    try:  # the file's name says which volume
+        return CacheRecord.model_validate({**doc, "key": key, "emulated": emulated})
     except ValueError:
-        raise BadInput(f"{_path(project, key)}: not a cache record; remove it") from None
+        raise BadInput(f"{path}: not a cache record; remove it") from None
 
 
-def note_start(project: Project, r: Resolved, report: UpReport) -> None:
-    """Record a ready start in its key's record; set the last cold start's compile seconds (of the
-    same kind: emulated or real) on its startup report."""
+def note_start(project: Project, r: Resolved, report: UpReport, ctr: ContainerFacts | None) -> None:
+    """Record a ready start in its volume's record (an emulated start's volume is its own); set the
+    last cold start's compile seconds on its startup report."""
     s = report.startup
     if r.profile.caches != "volume" or s is None or s.cache is None:
         return
     try:
-        rec = record(project, caches.key(r))
-        kind: Literal["vllm", "emulated"] = "emulated" if report.emulated else "vllm"
+        rec = record(project, caches.key(r), report.emulated)
         if s.cache == "cold" and s.compile_seconds is not None:
-            rec.cold[kind] = s.compile_seconds
+            rec.cold = s.compile_seconds
         rec.uses[r.name] = privatestate.stamp()
         rec.image_id = engine.image_id(r.profile.image) or rec.image_id
-        rec.real = rec.real or not report.emulated
-        privatestate.write_json(_path(project, rec.key), rec.to_json())
+        emulated = [f"emulated GPU, {s.gpu_total_gib or '?'} GiB (EMULATED)"]
+        rec.gpus = emulated if report.emulated else (ctr and gpus(ctr)) or rec.gpus
+        privatestate.write_json(_path(project, rec.key, rec.emulated), rec.to_json())
     except ComposegenError as exc:  # the stack is ready: a record it cannot keep is a warning
         report.warnings.append(f"cache record: {exc.message}")
         return
-    s.cache_cold_compile_seconds = rec.cold.get(kind)
+    s.cache_cold_compile_seconds = rec.cold
+
+
+def filled(project: Project, name: str, emulated: bool | None) -> bool:
+    """Will NAME's next start find its cache volume filled by a start the record names (of either
+    kind when EMULATED is None)? False when it cannot say."""
+    try:
+        r = resolve.load(project, name)
+        kinds = (False, True) if emulated is None else (emulated,)
+        named = [(k, f"{caches.volume(r)}{caches.EMULATED * k}") for k in kinds]
+        on = [v for k, v in named if record(project, caches.key(r), k).uses]
+        return r.profile.caches == "volume" and any(map(engineclient.volume_present, on))
+    except ComposegenError:
+        return False
+
+
+def gpus(ctr: ContainerFacts | None, image: str = "") -> list[str] | None:
+    """`NAME, DRIVER` of each GPU as nvidia-smi says in CTR, else in a probe container of IMAGE
+    with every GPU; None when it cannot say."""
+    every = [{"count": -1, "capabilities": [["gpu"]]}]
+    try:
+        probe = lambda: engine.run_probe(image, ASK_SMI, "composegen-cache", device_requests=every)  # noqa: E731
+        code, text = engine.exec_output(ctr, SMI) if ctr else (0, probe())
+    except EngineError:
+        return None
+    rows = [", ".join(p.strip() for p in line.split(",")) for line in text.splitlines()]
+    return (sorted(row for row in rows if row) or None) if code == 0 else None
 
 
 def _rendering(project: Project, only: str | None = None) -> dict[str, list[Resolved]]:
@@ -76,46 +106,55 @@ def _rendering(project: Project, only: str | None = None) -> dict[str, list[Reso
 
 def cache_volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
     """Every cache volume on the engine, with this project's records and rendering profiles (verify:
-    only this project's keys, present or not, each checked)."""
+    this project's keys, present or not, and their emulated volumes when there, each checked)."""
     rendering = _rendering(project, only)
     found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX)}
-    names = set(found) if action != "verify" else {caches.VOLUME_PREFIX + k for k in rendering}
+    ours = {caches.VOLUME_PREFIX + k for k in rendering}
+    ours |= {n + caches.EMULATED for n in ours} & set(found)
     out = []
-    for name in sorted(names):
-        key = name.removeprefix(caches.VOLUME_PREFIX)
-        rec = record(project, key) if KEY.fullmatch(key) else CacheRecord(key=key)
+    for name in sorted(set(found) if action != "verify" else ours):
+        m = KEY.fullmatch(tail := name.removeprefix(caches.VOLUME_PREFIX))
+        rec = record(project, m[1], bool(m[2])) if m else CacheRecord(key=tail)
         v = found.get(name)
-        ours = {compose_project(p) for p in rec.uses}  # made by a stack of this project
-        out.append(
-            CacheVolume(
-                key=key,
-                volume=name,
-                present=v is not None,
-                bytes=v.bytes if v else None,
-                created=v.created if v else None,
-                last_use=max(rec.uses.values(), default=None),
-                used_by=sorted(rec.uses),
-                mounted_by=v.users if v else [],
-                rendered_by=[r.name for r in rendering.get(key, [])],
-                ours=bool(v and v.labels.get("com.docker.compose.project") in ours),
-                cold_compile_seconds=rec.cold.get("vllm", rec.cold.get("emulated")),
-                problems=_problems(rendering[key], rec) if action == "verify" and v else [],
-            )
+        mine = {compose_project(p) for p in rec.uses}  # made by a stack of this project
+        row = CacheVolume(
+            key=rec.key,
+            volume=name,
+            emulated=rec.emulated,
+            present=v is not None,
+            bytes=v.bytes if v else None,
+            created=v.created if v else None,
+            last_use=max(rec.uses.values(), default=None),
+            used_by=sorted(rec.uses),
+            mounted_by=v.users if v else [],
+            rendered_by=[r.name for r in rendering.get(rec.key, [])],
+            ours=bool(v and v.labels.get("com.docker.compose.project") in mine),
+            cold_compile_seconds=rec.cold,
+            gpus=rec.gpus,
         )
+        if action == "verify" and v:
+            row.problems, row.unchecked = _problems(rendering[rec.key], rec)
+        out.append(row)
     return CacheReport(project=str(project.root), action=action, volumes=out)
 
 
-def _problems(rendering: list[Resolved], rec: CacheRecord) -> list[str]:
-    """Why a present volume no longer matches this host: another image under the profile's
-    reference (a rebuilt tag), or a real start's cache on an engine without GPUs."""
+def _problems(rendering: list[Resolved], rec: CacheRecord) -> tuple[list[str], list[str]]:
+    """Why a volume no longer matches this host (another image under the profile's reference; for a
+    real start's, no GPU runtime or other GPUs than filled it), and what could not be checked."""
     image = rendering[0].profile.image
     now = engine.image_id(image)
     found = []
     if rec.image_id and now and now != rec.image_id:
         found.append(f"{image} is now {now[:19]}; the cache was filled by {rec.image_id[:19]}")
-    if rec.real and gpu_check(False).status != "ok":
-        found.append("a real start filled it, and this engine has no GPU runtime now")
-    return found
+    if rec.emulated:
+        return found, []
+    if gpu_check(False).status != "ok":
+        return [*found, "a real start filled it, and this engine has no GPU runtime now"], []
+    now_on = gpus(None, image)
+    if rec.gpus and now_on and now_on != rec.gpus:
+        found.append(f"the GPUs are {'; '.join(now_on)}; it was filled on {'; '.join(rec.gpus)}")
+    why = "the start that filled it did not say" if now_on else "nothing could run nvidia-smi"
+    return found, [f"GPUs not checked: {why}"] * (not rec.gpus or not now_on)
 
 
 def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheReport:
@@ -130,26 +169,25 @@ def cache_prune(project: Project, unused_days: int | None, yes: bool) -> CacheRe
         if v.ours and v.present and not v.mounted_by and (not v.rendered_by or stale):
             if yes:
                 engineclient.remove_volume(v.volume)
-                _path(project, v.key).unlink(missing_ok=True)
+                _path(project, v.key, v.emulated).unlink(missing_ok=True)
             v.pruned = yes
             chosen.append(v)
     report.volumes = chosen
     return report
 
 
-def _key(key: str) -> str:
-    safewrite.component(key, "KEY")
-    if not KEY.fullmatch(key):
-        raise BadInput(f"KEY: {key!r} is not a cache key (16 hex: `composegen cache list`)")
-    return key
+def _key(key: str) -> tuple[str, bool]:
+    if not (m := KEY.fullmatch(key)):  # nothing but hex and the suffix: a plain file name
+        raise BadInput(f"KEY: {key!r} is not a cache key (16 hex[-emulated]: `cache list`)")
+    return m[1], bool(m[2])
 
 
-def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
+def _one(project: Project, action: Action, key: tuple[str, bool], file: Path) -> CacheReport:
     """`cache_volumes` narrowed to KEY's volume (absent: a row saying so)."""
     report = cache_volumes(project, "list")
-    name = caches.VOLUME_PREFIX + key
+    name = caches.VOLUME_PREFIX + key[0] + caches.EMULATED * key[1]
     report.volumes = [v for v in report.volumes if v.volume == name] or [
-        CacheVolume(key=key, volume=name, present=False)
+        CacheVolume(key=key[0], volume=name, present=False, emulated=key[1])
     ]
     report.action, report.file = action, str(file)
     return report
@@ -158,7 +196,7 @@ def _one(project: Project, action: Action, key: str, file: Path) -> CacheReport:
 def cache_export(project: Project, key: str, file: Path) -> CacheReport:
     """KEY's volume into a new FILE (never through a link): its files and directories (links
     skipped), then MANIFEST: the record with each file's sha256."""
-    report = _one(project, "export", _key(key), file)
+    report = _one(project, "export", (kind := _key(key)), file)
     if not report.volumes[0].present:
         raise BadInput(f"KEY: no volume {report.volumes[0].volume} here (`composegen cache list`)")
     try:
@@ -170,7 +208,7 @@ def cache_export(project: Project, key: str, file: Path) -> CacheReport:
         os.fdopen(fd, "wb") as sink,
         tarfile.open(fileobj=sink, mode="w|") as out,
         engineclient.read_volume(report.volumes[0].volume, engine.BASE_IMAGE, LABELS) as chunks,
-        tarfile.open(fileobj=cast(Any, _Chunks(chunks)), mode="r|") as src,
+        tarfile.open(fileobj=_stream(chunks), mode="r|") as src,
     ):
         for m in src:
             m.name = m.name.partition("/")[2]
@@ -180,7 +218,7 @@ def cache_export(project: Project, key: str, file: Path) -> CacheReport:
             data = src.extractfile(m).read() if m.isfile() else b""  # type: ignore[union-attr]
             sums.update({m.name: hashlib.sha256(data).hexdigest()} if m.isfile() else {})
             out.addfile(m, io.BytesIO(data))
-        rec = record(project, key).model_copy(update={"files": sums})
+        rec = record(project, *kind).model_copy(update={"files": sums})
         m = tarfile.TarInfo(MANIFEST)
         data = json.dumps(rec.to_json(), sort_keys=True).encode()
         m.size, m.mode, m.mtime = len(data), 0o600, int(privatestate.now().timestamp())
@@ -200,7 +238,7 @@ def cache_import(project: Project, file: Path) -> CacheReport:
     try:
         with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
             manifest = _manifest(tar, file)
-            report = _one(project, "import", _key(manifest.key), file)
+            report = _one(project, "import", (manifest.key, manifest.emulated), file)
             rendering = _rendering(project).get(manifest.key) or []
             if why := _refusal(report.volumes[0], rendering, manifest):
                 raise CheckFailed(f"{file}: {why}; refused")
@@ -218,7 +256,7 @@ def cache_import(project: Project, file: Path) -> CacheReport:
     except tarfile.TarError as exc:
         raise BadInput(f"{file}: not a readable tar ({exc}); nothing imported") from None
     rec = manifest.model_copy(update={"uses": {}, "files": {}})
-    privatestate.write_json(_path(project, manifest.key), rec.to_json())
+    privatestate.write_json(_path(project, manifest.key, manifest.emulated), rec.to_json())
     report.files = len(manifest.files)
     return report
 
@@ -228,7 +266,7 @@ def _refusal(v: CacheVolume, rendering: list[Resolved], m: CacheRecord) -> str |
         return f"key {m.key} is not one a profile here renders (another image, model or flags)"
     if v.present:
         return f"{v.volume} is already on this engine (`composegen cache prune`, docker volume rm)"
-    return "; ".join(_problems(rendering, m)) or None
+    return "; ".join(_problems(rendering, m)[0]) or None
 
 
 def _manifest(tar: tarfile.TarFile, file: Path) -> CacheRecord:
@@ -240,6 +278,8 @@ def _manifest(tar: tarfile.TarFile, file: Path) -> CacheRecord:
         manifest = CacheRecord.model_validate_json(raw.read() if raw else b"")
     except ValueError:
         raise BadInput(f"{file}: no {MANIFEST}: not a `composegen cache export`") from None
+    if not ((k := KEY.fullmatch(manifest.key)) and not k[2]):  # the record's file is named by it
+        raise BadInput(f"{file}: {manifest.key!r} is not a cache key; nothing imported")
     for m in members:
         _check_member(m, manifest, file)
     return manifest
@@ -268,11 +308,6 @@ def _members(tar: tarfile.TarFile, manifest: CacheRecord, file: Path) -> Iterato
     yield b"\0" * (2 * tarfile.BLOCKSIZE)
 
 
-class _Chunks:
+def _stream(chunks: Iterator[bytes]) -> Any:
     """The engine's chunks as a file tarfile's stream mode reads (it takes short reads)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self.chunks = iter(chunks)
-
-    def read(self, size: int = -1) -> bytes:
-        return next((chunk for chunk in self.chunks if chunk), b"")
+    return SimpleNamespace(read=lambda size=-1: next((c for c in chunks if c), b""))

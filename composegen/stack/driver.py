@@ -26,7 +26,7 @@ from composegen.stack import compose, engine, placement, readiness, sleepmode
 from composegen.stack import down as teardown
 from composegen.stack import status as stack_state
 from composegen.stack import up as starting
-from composegen.stack.caches import cache_export, cache_import, cache_prune, cache_volumes
+from composegen.stack.caches import cache_export, cache_import, cache_prune, cache_volumes, filled
 from composegen.stack.compose import Stack, compose_version
 from composegen.stack.engine import (
     BASE_IMAGE,
@@ -83,6 +83,7 @@ __all__ = [
     "endpoint",
     "engine_info",
     "exec_output",
+    "filled",
     "follow_logs",
     "gpu_claims",
     "gpu_memory",

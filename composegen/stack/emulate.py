@@ -2,9 +2,10 @@
 
 The override keeps everything else of out/NAME/compose.yaml (argv, env, ports, ipc, labels,
 healthcheck): it swaps the image, removes GPU reservations (compose `!reset`), clamps ulimits the
-engine cannot grant (with a warning), and adds the profile's `emulate.env` (the emulator's memory
-model). For a node of a multi-node profile it also drops the RDMA device (no /dev/infiniband without
-the fabric); the override then lives at .composegen/NAME/NODE/emulate.override.yaml, one per node.
+engine cannot grant (with a warning), adds the profile's `emulate.env` (the emulator's memory model)
+and names the compile cache's volume KEY-emulated (a real start never loads it). A multi-node
+profile's node override also drops the RDMA device (no /dev/infiniband without the fabric), one per
+node at .composegen/NAME/NODE/emulate.override.yaml.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from composegen import privatestate
+from composegen.profiles import caches
 from composegen.profiles.resolved import Resolved
 from composegen.profiles.schema import Node
 from composegen.project import Project
@@ -94,6 +96,10 @@ def override_text(
         # Keys through the YAML key writer, values as compose literals: nothing here can add a key
         # or be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
+    if volume := caches.volume(r):  # its own: a real start never loads what the emulator wrote
+        lines.append(
+            f"volumes: {{{caches.MOUNTED}: {{name: {json.dumps(volume + caches.EMULATED)}}}}}"
+        )
     return "\n".join(lines) + "\n"
 
 

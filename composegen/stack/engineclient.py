@@ -322,6 +322,10 @@ def create_volume(name: str, labels: dict[str, str], target: Target | None = Non
     )
 
 
+def volume_present(name: str, target: Target | None = None) -> bool:
+    return bool(unless_gone(lambda: client(target).api.inspect_volume(name), f"volume {name}"))
+
+
 def remove_volume(name: str, target: Target | None = None) -> None:
     unless_gone(lambda: client(target).api.remove_volume(name), f"docker volume rm {name}")
 

@@ -240,16 +240,18 @@ class CacheRecord(Report):
     """.composegen/caches/KEY.json, this project's starts with a cache key; an export's manifest."""
 
     key: str
+    emulated: bool = False  # an emulated start's volume (KEY-emulated.json): never a real one's
     image_id: str | None = None  # the profile image's ID on the engine at the last start
-    real: bool = False  # a real (not emulated) start used it
     uses: dict[str, str] = Field(default_factory=dict)  # profile -> its last start (UTC)
-    cold: dict[Literal["vllm", "emulated"], float] = Field(default_factory=dict)  # compile s
+    cold: float | None = None  # the last cold start's compile seconds
+    gpus: list[str] = Field(default_factory=list)  # `NAME, DRIVER` of the filling start's GPUs
     files: dict[str, str] = Field(default_factory=dict)  # an export's: name -> sha256
 
 
 class CacheVolume(Report):
     key: str
     volume: str
+    emulated: bool = False  # KEY-emulated: an emulated start's, which a real start never loads
     present: bool  # on this engine
     bytes: int | None = None  # the engine's figure; null: unknown
     created: str | None = None
@@ -259,7 +261,9 @@ class CacheVolume(Report):
     rendered_by: list[str] = Field(default_factory=list)  # profiles here that render the key now
     ours: bool = False  # compose made it for a stack of this project, which used it
     cold_compile_seconds: float | None = None  # its last cold start's (EMULATED if it was)
+    gpus: list[str] = Field(default_factory=list)  # the filling start's (EMULATED: the emulator's)
     problems: list[str] = Field(default_factory=list)  # verify: why it does not match this host
+    unchecked: list[str] = Field(default_factory=list)  # verify: what it could not ask
     pruned: bool | None = None  # prune: removed (false: would be, without --yes)
 
 

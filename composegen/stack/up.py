@@ -276,7 +276,7 @@ def finish(
     report.time_to_ready_s = round(time.monotonic() - started, 3)
     report.startup = startup_check(dep.r, ctr) if ctr is not None else None
     report.detection_latency_s = watch.detection_latency(ctr, waited)
-    caches.note_start(dep.project, dep.r, report)  # the cold figure beside a warm start
+    caches.note_start(dep.project, dep.r, report, ctr)  # the cold figure beside a warm start
     return report
 
 

@@ -155,6 +155,7 @@ class StageTracker:
     last_line_at: float | None = None
     # an earlier start's load time (evidence/estimate.py): "ready in ≈ N min"
     estimate_s: float | None = None
+    estimate_of: str = "an earlier start"  # "a warm start" | "a cold start" (cli/stagelines.py)
 
     def begin(self, key: str, at: float, detail: str = "") -> bool:
         """Enter stage `key` (closing the current one); False when it already is the current stage,

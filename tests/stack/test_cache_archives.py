@@ -18,7 +18,7 @@ from tests.support.helpers import make_project
 KEY = "0123456789abcdef"
 
 
-def _archive(path, members: list[tarfile.TarInfo], manifest: bool = True) -> None:
+def _archive(path, members: list[tarfile.TarInfo], manifest: bool = True, key: str = KEY) -> None:
     data = b"kernel"
     files = {m.name: hashlib.sha256(data).hexdigest() for m in members if m.isfile()}
     with tarfile.open(path, "w") as tar:
@@ -26,7 +26,7 @@ def _archive(path, members: list[tarfile.TarInfo], manifest: bool = True) -> Non
             m.size = len(data) if m.isfile() else 0
             tar.addfile(m, io.BytesIO(data) if m.isfile() else None)
         if manifest:
-            doc = json.dumps({"key": KEY, "files": files}).encode()
+            doc = json.dumps({"key": key, "files": files}).encode()
             info = tarfile.TarInfo("composegen-cache.json")
             info.size = len(doc)
             tar.addfile(info, io.BytesIO(doc))
@@ -74,7 +74,18 @@ def test_import_refuses_what_is_not_an_export_and_a_file_missing_from_its_manife
     assert res.returncode == 2 and "not a readable tar" in res.stderr
 
 
-@pytest.mark.parametrize("key", ["../x", "a/b", "0123456789ABCDEF", "abc"])
+@pytest.mark.parametrize("key", [f"{KEY}-emulated", "../x", f"{KEY}-real", f"../{KEY}"])
+def test_import_refuses_a_manifest_whose_key_is_not_one(tmp_path, key):
+    root = make_project(tmp_path / "p", {})
+    _archive(tmp_path / "a.tar", [_member("vllm/x")], key=key)  # the record file is named by it
+    res = run_inproc("--root", str(root), "cache", "import", str(tmp_path / "a.tar"))
+    assert res.returncode == 2 and "not a cache key" in res.stderr
+    assert not (root / ".composegen" / "caches").exists()
+
+
+@pytest.mark.parametrize(
+    "key", ["../x", "a/b", "0123456789ABCDEF", "abc", f"{KEY}-real", f"{KEY}-emulated/x"]
+)
 def test_export_refuses_a_key_that_is_not_one(tmp_path, key):
     root = make_project(tmp_path / "p", {})
     res = run_inproc("--root", str(root), "cache", "export", key, str(tmp_path / "out.tar"))

@@ -1,6 +1,7 @@
 """A rendered stack keeps what its start compiled (docs/caches.md), on the real engine with the emulated
 vLLM: `up`, `down`, `up` of the same profile reports `cache: warm` and a shorter compile; another image
-digest is another volume, and starts cold."""
+digest is another volume, and starts cold. An emulated start fills a volume of its own (KEY-emulated),
+never the one a real start of the profile would load."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import tarfile
 import pytest
 
 from composegen.profiles import caches
+from composegen.project import Project
+from composegen.stack import driver
 from tests.support.cli import run_cli, run_inproc
 from tests.support.engine import emulated_project, force_remove, free_port
 
@@ -41,8 +44,10 @@ def test_a_second_up_is_warm_and_another_image_starts_cold(tmp_path):
                 profile.write_text(profile.read_text().replace(first, other))
             assert run_cli("--root", str(root), "render", name).returncode == 0
             shown = json.loads(run_cli("--root", str(root), "show", name, "--json").stdout)
-            volumes.append(shown["caches"]["volume"])
+            real = shown["caches"]["volume"]
+            volumes.append(real + caches.EMULATED)
             startup = _up(root, name)
+            assert real not in _volume_names()  # the emulator never fills a real start's volume
             if step == "cold":
                 cold = startup
                 assert startup["cache"] == "cold"
@@ -71,17 +76,30 @@ def _the_cache_commands(root, name: str, volumes: list[str], tmp_path, cold: dic
     """list, verify, export, prune, import (a tampered archive refused, then the real one) and
     warm, on the volumes the starts above left: the first key no profile renders any more."""
     old, new = volumes[0], volumes[2]
+    # `up`'s estimate counts a warm start when a start filled the profile's volume of its kind
+    project = Project(root)
+    assert driver.filled(project, name, True) and driver.filled(project, name, None)
+    assert not driver.filled(project, name, False)  # no real start filled the real one
     code, listed = _cache(root, "list")
     rows = {v["volume"]: v for v in listed["volumes"]}
     assert code == 0 and rows[old]["used_by"] == [name] and rows[old]["rendered_by"] == []
     assert rows[old]["ours"] and rows[new]["rendered_by"] == [name] and rows[old]["bytes"] > 0
-    assert rows[old]["cold_compile_seconds"] == cold["compile_seconds"]
+    assert rows[old]["cold_compile_seconds"] == cold["compile_seconds"] and rows[old]["emulated"]
+    assert rows[old]["gpus"][0].endswith("(EMULATED)")
+    assert "-emulated  " in run_inproc("--root", str(root), "cache", "list").stdout
+    code, checked = _cache(root, "verify", name)  # the real volume: absent, nothing to check
+    real = new.removesuffix(caches.EMULATED)
+    said = [(v["volume"], v["present"], v["problems"]) for v in checked["volumes"]]
+    assert code == 0 and said == [(real, False, []), (new, True, [])]
+    # a real start's volume and record (as note_start writes them), on an engine without GPUs
+    subprocess.run(["docker", "volume", "create", real], capture_output=True, check=True)
+    volumes.append(real)
+    record = root / ".composegen" / "caches" / f"{real.removeprefix(caches.VOLUME_PREFIX)}.json"
+    record.write_text(json.dumps({"key": real[-16:], "gpus": ["NVIDIA H100 80GB HBM3, 550.54.15"]}))
     code, checked = _cache(root, "verify", name)
-    assert code == 0 and [(v["volume"], v["problems"]) for v in checked["volumes"]] == [(new, [])]
-    record = root / ".composegen" / "caches" / f"{new.removeprefix(caches.VOLUME_PREFIX)}.json"
-    record.write_text(record.read_text().replace('"real": false', '"real": true'))
-    code, checked = _cache(root, "verify", name)  # a real start's cache, an engine without GPUs
-    assert code == 1 and "no GPU runtime" in checked["volumes"][0]["problems"][0]
+    rows = {v["volume"]: v for v in checked["volumes"]}
+    assert code == 1 and "no GPU runtime" in rows[real]["problems"][0] and not rows[new]["problems"]
+    assert not rows[real]["emulated"] and rows[real]["gpus"] == ["NVIDIA H100 80GB HBM3, 550.54.15"]
     archive = tmp_path / "old.tar"
     code, exported = _cache(root, "export", old.removeprefix(caches.VOLUME_PREFIX), str(archive))
     assert code == 0 and exported["files"] >= 2 and archive.is_file()
@@ -139,4 +157,4 @@ def test_a_renamed_copy_shares_the_volume_and_starts_warm(tmp_path):
     finally:
         for n in (name, copy):
             force_remove(f"composegen-{n}")
-        subprocess.run(["docker", "volume", "rm", shown[0]], capture_output=True)
+        subprocess.run(["docker", "volume", "rm", shown[0] + caches.EMULATED], capture_output=True)
