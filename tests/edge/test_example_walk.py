@@ -49,6 +49,17 @@ def walk(text: str) -> tuple[list[str], list[str]]:
     return lines, re.findall(r"`(composegen [^`]+)`", done)
 
 
+def door(edge: EdgeProject, key: str) -> None:
+    """The edge as the example pinned it (the image built from this machine's caddy when missing):
+    its own CA, the keys, the allowlist."""
+    built = ["docker", "image", "inspect", "--format", "{{.Id}}", image.local_tag()]
+    assert subprocess.run(built, capture_output=True, text=True).stdout.startswith("sha256:")
+    models = json.loads(edge.request("GET", "/v1/models", key)[2])["data"]
+    assert [m["id"] for m in models] == ["ds4-flash"]
+    assert edge.request("GET", "/v1/models")[0] == 401
+    assert edge.request("POST", "/invocations", key)[0] == 404
+
+
 def test_the_example_readme_runs_as_written(tmp_path):
     if not image.CADDY.is_file():
         pytest.fail("no caddy: run `bash scripts/provision.sh` (provision.d/70-caddy.sh)")
@@ -64,15 +75,8 @@ def test_the_example_readme_runs_as_written(tmp_path):
     assert len(lines) >= 16 and len(cleanup) == 3, (lines, cleanup)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop("COMPOSEGEN_ROOT", None)
-    edge = EdgeProject(
-        root,
-        f"edge-{tag}",
-        f"{tag}-8192-131k",
-        f"{tag}-4096-131k",
-        ports["39443"],
-        ports["39490"],
-        {},
-    )
+    pair = (f"{tag}-8192-131k", f"{tag}-4096-131k")
+    edge = EdgeProject(root, f"edge-{tag}", *pair, ports["39443"], ports["39490"], {})
     said: dict[str, str] = {}
     try:
         for line in [*lines, *cleanup]:
@@ -80,17 +84,9 @@ def test_the_example_readme_runs_as_written(tmp_path):
                                   text=True, timeout=600)  # fmt: skip
             assert proc.returncode == 0, f"{line}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
             said[line] = proc.stdout
-            import time
-
-            print(time.strftime("%T"), line, file=sys.stderr)
             if " keys add alice" in line:
                 env["KEY"] = proc.stdout.strip()
-                # the door as the example pinned it (built from this machine's caddy when
-                # missing): its own CA, keys, the allowlist
-                models = json.loads(edge.request("GET", "/v1/models", env["KEY"])[2])["data"]
-                assert [m["id"] for m in models] == ["ds4-flash"]
-                assert edge.request("GET", "/v1/models")[0] == 401
-                assert edge.request("POST", "/invocations", env["KEY"])[0] == 404
+                door(edge, env["KEY"])
         curl = next(line for line in lines if line.startswith("curl "))
         # through the edge's TLS, answered by the stack the alias points at
         assert json.loads(said[curl])["model"] == "deepseek-v4-flash-r33-b4096-131k", said[curl]
