@@ -1,4 +1,4 @@
-"""examples/team-edge/README.md run as written (issue 51 #2), emulated, in a shell on a copy of the example:
+"""examples/team-edge/README.md run as written (issue 51 #2), emulated, line by line on a copy of the example:
 render, the edge, a stack, a key, the curl through the edge's TLS, qualify, promote, rollback, edge status,
 the standby pair, then the README's own clean-up. The example's names are one per Docker engine (its
 README says so), so this test (not a user) renames what would collide with another checkout on a shared
