@@ -2,8 +2,10 @@
 readysummary.py).
 
 On a terminal: one block of fixed height (rich Live), every line cut to the terminal's width, so it
-never wraps and redraws in place at any width from 40 columns. Elsewhere (CI logs, pipes): one line
-per stage change and a heartbeat line every HEARTBEAT_S, even when the engine says nothing.
+never wraps and redraws in place at any width from 40 columns, its clocks every TICK_S even while
+nothing is said (compose creating a container; a switch's down, wake or gates). Elsewhere (CI logs,
+pipes): one line per stage change and a heartbeat line every HEARTBEAT_S, even when the engine says
+nothing.
 
 `ConsoleSink` is a stack.progress.ProgressSink: the stack reports checks, phases, log lines and pull
 events; the sink keeps a stages.StageTracker and draws it. Use it as a context manager (the live
@@ -15,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -39,7 +42,7 @@ def _seconds_from_env(name: str, default: float) -> float:
 
 # without a terminal; the tests shorten it
 HEARTBEAT_S = _seconds_from_env("COMPOSEGEN_HEARTBEAT_S", 30.0)
-REDRAW_S = 0.25
+REDRAW_S, TICK_S = 0.25, 0.5
 _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 
 
@@ -64,6 +67,7 @@ class ConsoleSink(ProgressSink):
         self.tracker = stages.StageTracker(time.time(), timeout_s)
         self._pulls: dict[str, tuple[int, int]] = {}  # layer -> (bytes done, bytes total)
         self._live: Any = None  # rich.live.Live once the first frame is drawn
+        self._lock, self._stopped = threading.RLock(), threading.Event()  # events vs. the ticker
         self._console: Any = None  # rich.console.Console on a terminal
         self._drawn = 0.0
         self._said = time.time()  # the first heartbeat comes HEARTBEAT_S after the start
@@ -83,51 +87,59 @@ class ConsoleSink(ProgressSink):
         self._print(line)
 
     def phase(self, name: str, t: float) -> None:
-        current = self.tracker.current
-        # compose up (t = 0), or attaching to a start t seconds old: timeouts count from it
-        if name == "starting":
-            self.tracker.started_at = time.time() - t
-            if t < 1.0 and (current is None or current.key == "pull"):
-                self.tracker.begin("create", time.time())
-        # the container started: Python's imports run before vLLM's first line (attached: since its start)
-        elif name == "running":
-            fresh = current is not None and current.key in ("pull", "create")
-            self.tracker.launched(time.time() if fresh else self.tracker.started_at)
-        elif name in ("health 200", "models ready"):
-            # the engine logged `Application startup complete.` before it answered, but that line
-            # may be on its way from the log follower: ready from the log, or at close() at the latest
-            self._answering = True
-        self._changed()
+        with self._lock:
+            current = self.tracker.current
+            # compose up (t = 0), or attaching to a start t seconds old: timeouts count from it
+            if name == "starting":
+                self.tracker.started_at = time.time() - t
+                if t < 1.0 and (current is None or current.key == "pull"):
+                    self.tracker.begin("create", time.time())
+            # the container runs: Python imports before vLLM's first line (attached: its start)
+            elif name == "running":
+                fresh = current is not None and current.key in ("pull", "create")
+                self.tracker.launched(time.time() if fresh else self.tracker.started_at)
+            elif name in ("health 200", "models ready"):
+                # the engine logged `Application startup complete.` before it answered, but the line
+                # may be on its way from the log follower: ready from the log, or at close() at last
+                self._answering = True
+            self._changed()
 
     def log_line(self, line: LogLine) -> None:
-        if line.node is not None and self._head is None and stages.is_api_server_line(line.text):
-            self._head = line.node  # a multi-node stack: the node with the API server is the head
-        if self._head is not None and line.node != self._head:
-            return  # the workers load their shards too: the stages are the head's
-        if self.tracker.feed(
-            line.text, line.timestamp if line.timestamp is not None else time.time()
-        ):
-            self._changed()
+        with self._lock:
+            if (
+                line.node is not None
+                and self._head is None
+                and stages.is_api_server_line(line.text)
+            ):
+                self._head = (
+                    line.node
+                )  # a multi-node stack: the node with the API server is the head
+            if self._head is not None and line.node != self._head:
+                return  # the workers load their shards too: the stages are the head's
+            if self.tracker.feed(
+                line.text, line.timestamp if line.timestamp is not None else time.time()
+            ):
+                self._changed()
 
     def pull(self, event: PullEvent) -> None:
         """Bytes of the layers the engine downloads (a layer already present counts nothing)."""
-        status = event.status.lower()
-        if status == "downloading" and event.total:
-            self._pulls[event.layer] = (min(event.current or 0, event.total), event.total)
-        elif status in ("download complete", "pull complete") and event.layer in self._pulls:
-            size = self._pulls[event.layer][1]
-            self._pulls[event.layer] = (size, size)
-        done = sum(d for d, _ in self._pulls.values())
-        total = sum(t for _, t in self._pulls.values())
-        self.tracker.progress("pull", done, total or None, time.time(), "B")
-        self.tracker.stages["pull"].detail = event.image
-        self._changed()
+        with self._lock:
+            status = event.status.lower()
+            if status == "downloading" and event.total:
+                self._pulls[event.layer] = (min(event.current or 0, event.total), event.total)
+            elif status in ("download complete", "pull complete") and event.layer in self._pulls:
+                size = self._pulls[event.layer][1]
+                self._pulls[event.layer] = (size, size)
+            done = sum(d for d, _ in self._pulls.values())
+            total = sum(t for _, t in self._pulls.values())
+            self.tracker.progress("pull", done, total or None, time.time(), "B")
+            self.tracker.stages["pull"].detail = event.image
+            self._changed()
 
     def heartbeat(self, t: float, last_line: str) -> None:
         now = time.time()
         if not self.tty and not self.quiet and now - self._said >= HEARTBEAT_S:
             self._say(now, changed=False)
-        self._draw(force=False)
 
     def note(self, text: str) -> None:
         self._print(text)
@@ -210,18 +222,27 @@ class ConsoleSink(ProgressSink):
                 redirect_stderr=False,
             )
             self._live.start()
+            threading.Thread(target=self._tick, name="composegen-progress", daemon=True).start()
         return self._live
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(TICK_S):
+            with self._lock:
+                if self._live is not None:
+                    self._draw(force=False)
 
     def close(self) -> None:
         """Draw the last state and stop the live block (it stays on screen)."""
-        current = self.tracker.current
-        if self._answering and (current is None or current.key != "ready"):
-            self.tracker.begin("ready", time.time())
-            self._changed()
-        if self._live is not None:
-            self._draw(force=True)
-            self._live.stop()
-            self._live = None
+        with self._lock:
+            current = self.tracker.current
+            if self._answering and (current is None or current.key != "ready"):
+                self.tracker.begin("ready", time.time())
+                self._changed()
+            if self._live is not None:
+                self._stopped.set()
+                self._draw(force=True)
+                self._live.stop()
+                self._live = None
 
     def __enter__(self) -> ConsoleSink:
         return self
@@ -251,15 +272,16 @@ class SwitchConsole(ConsoleSink):
         super().phase(name, t)
 
     def told(self, stage: str) -> None:
-        now = time.time()
-        self.loading &= stage in (self.tracker.summary(), "preflight", "starting", "created")
-        label = re.sub(r" \d+/\d+$", "", stage)
-        if not self.steps or self.steps[-1][0] != label:
-            self.steps.append((label, now))
-            if not self.tty:
-                self._print(f"[{now - self.began:7.1f}s] {label}")
-        self._told = stage
-        self._draw(force=True)
+        with self._lock:
+            now = time.time()
+            self.loading &= stage in (self.tracker.summary(), "preflight", "starting", "created")
+            label = re.sub(r" \d+/\d+$", "", stage)
+            if not self.steps or self.steps[-1][0] != label:
+                self.steps.append((label, now))
+                if not self.tty:
+                    self._print(f"[{now - self.began:7.1f}s] {label}")
+            self._told = stage
+            self._draw(force=True)
 
     def _say(self, now: float, changed: bool) -> None:
         if not changed:  # the stages are the steps told; the heartbeat says where a load is

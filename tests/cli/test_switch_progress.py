@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+import time
 
 import pytest
 
@@ -62,3 +63,17 @@ def test_at_a_terminal_the_block_shows_the_load_and_what_clients_are_told(switch
         block
     )
     assert block[3].startswith("  │ ") and "safetensors" in block[3], block
+
+
+def test_at_a_terminal_the_clock_advances_while_a_step_says_nothing():
+    """A step that prints nothing (a down, a wake, the gates): the block still redraws its clocks, as
+    `up`'s does (one ticker in ConsoleSink), and stops with the switch."""
+    out = io.StringIO()
+    show = SwitchConsole("ds4-flash", stream=out, tty=True)
+    show.told("gates on x")
+    deadline = time.monotonic() + 10
+    while "elapsed 0:01" not in out.getvalue():
+        assert time.monotonic() < deadline, out.getvalue()[-500:]
+        time.sleep(0.1)
+    show.close()
+    assert "gates on x 0:01" in out.getvalue()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import threading
 import time
@@ -110,8 +111,8 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
             )
         )
         poller.wait_for(len(poller.seen) + 5)
-        back, drawn, screen = _rollback_at_a_terminal(edge)
-        poller.wait_for(len(poller.seen) + 5)
+        back, drawn, screen, ticked = _rollback_at_a_terminal(edge)
+        poller.wait_for(len(poller.seen) + 2)
     finally:
         poller.stop.set()
         poller.join(60)
@@ -119,6 +120,8 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
     assert "▸ loading weights" in drawn and "━" in drawn, drawn[-3000:]
     assert "ds4-flash answers 503 + Retry-After: loading weights" in drawn, drawn[-3000:]
     assert f"  ✓ stopping {edge.new} " in drawn and "  elapsed 0:0" in drawn, drawn[-3000:]
+    # a step that prints nothing (the gates) still advances the clock: two screens 3 s apart
+    assert ticked[1] - ticked[0] >= 2, ticked
     assert not any("answers 503" in line for line in screen), screen  # the block went
     assert not any("evidence" in line for line in screen), screen  # edge.yaml's assignment had none
     seen = poller.seen
@@ -142,16 +145,35 @@ def test_promote_then_rollback_while_a_client_polls_the_alias(edge):
     assert history[1]["evidence"]["kind"] == "campaign"
 
 
-def _rollback_at_a_terminal(edge: EdgeProject) -> tuple[str, str, list[str]]:
-    """`rollback` in a real terminal (tmux, 80x24): its summary's first line, all it drew, the screen."""
+def _rollback_at_a_terminal(edge: EdgeProject) -> tuple[str, str, list[str], list[int]]:
+    """`rollback` in a real terminal (tmux, 80x24): its summary's first line, all it drew, the screen,
+    and the block's elapsed seconds on two screens 3 s apart while its gates run, silent (the old
+    stack comes back with a slow prefill: the smoke gate's 19 prompt tokens take 6 s)."""
+    old = edge.root / "profiles" / f"{edge.old}.yaml"
+    old.write_text(
+        old.read_text() + '    EMU_PREFILL_TOK_S: "3"\n    EMU_PREFILL_SLEEP_CAP_S: "8"\n'
+    )
     term = Terminal(edge.root, width=80, height=24)
     argv = [sys.executable, "-m", "composegen", "rollback", "ds4-flash", "--emulate"]
     try:
-        assert term.run(argv, edge.root, timeout=300) == 0, term.screen()
+        term.start(argv, edge.root)
+        term.wait_for(f"Retry-After: gates on {edge.old}", timeout=300)
+        first = _elapsed(term.screen())
+        time.sleep(3.0)
+        ticked = [first, _elapsed(term.screen())]
+        assert term.wait_exit(300) == 0, term.screen()
         drawn, screen = term.drawn(), term.screen(joined=True)
     finally:
         term.close()
-    return next(line for line in screen if line.startswith("ds4-flash: ")), drawn, screen
+    return next(line for line in screen if line.startswith("ds4-flash: ")), drawn, screen, ticked
+
+
+def _elapsed(screen: list[str]) -> int:
+    """The seconds of the block's `elapsed M:SS` while it shows the gates (what the clients are told)."""
+    lines = [line for line in screen if "answers 503 + Retry-After: gates on" in line]
+    assert lines, screen  # the gates still run
+    minutes, seconds = re.search(r"elapsed (\d+):(\d\d)", lines[-1]).groups()
+    return int(minutes) * 60 + int(seconds)
 
 
 def test_a_refused_decision_changes_nothing(edge):
