@@ -42,6 +42,9 @@ def _path(project: Project, key: str, emulated: bool) -> Path:
 
 def record(project: Project, key: str, emulated: bool = False) -> CacheRecord:
     doc = privatestate.read_json(path := _path(project, key, emulated), {"key": key})
+    # a record from before KEY-emulated served both kinds: its real start's figure
+    if isinstance(cold := doc.get("cold"), dict):
+        doc = {k: v for k, v in doc.items() if k != "real"} | {"cold": cold.get("vllm")}
     try:  # the file's name says which volume
         return CacheRecord.model_validate({**doc, "key": key, "emulated": emulated})
     except ValueError:

@@ -92,3 +92,19 @@ def test_verify_compares_the_gpus_now_with_those_that_filled_the_volume(
     assert all(f.startswith(p) for f, p in zip(found, problems, strict=True))
     assert said == unchecked
     assert kept._problems([r], CacheRecord(key="x", gpus=[H100], emulated=True)) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("figures", "cold"), [({"vllm": 9.94, "emulated": 0.31}, 9.94), ({"emulated": 0.31}, None)]
+)
+def test_a_record_from_before_the_kinds_is_read_not_refused(tmp_path, figures, cold):
+    """Last round's KEY.json served both kinds (a `real` flag, a map of cold figures): a project that
+    has one reads the real start's figure from it, never told to remove it."""
+    from composegen.stack import caches as stack_caches
+
+    project = Project(tmp_path)
+    (tmp_path / "profiles").mkdir()
+    old = {"key": "0" * 16, "real": True, "uses": {"p": "2026-12-05T10:00:00Z"}, "cold": figures}
+    stack_caches._path(project, "0" * 16, False).write_text(json.dumps(old))
+    got = stack_caches.record(project, "0" * 16)
+    assert (got.cold, got.uses, got.emulated) == (cold, old["uses"], False)
