@@ -11,14 +11,13 @@ import json
 import select
 import threading
 import urllib.request
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from composegen.edge import gatekeeper
 from tests.edge.test_gatekeeper import exchange
 from tests.support.emulator_proc import EmulatorProc
-from tests.support.stub_server import serving
+from tests.support.stub_server import Quiet, serving
 
 KEY = "cgk_asleep"
 CHAT = json.dumps(
@@ -48,22 +47,15 @@ def chat(port: int) -> tuple[int, dict[str, str], dict]:
     return status, headers, json.loads(body)
 
 
-class Silent(BaseHTTPRequestHandler):
+class Silent(Quiet):
     """A stand-in for the real vLLM 0.26.0 asleep: a chat request gets no answer; /is_sleeping says so."""
 
     protocol_version = "HTTP/1.1"
     seen: list[str]
 
-    def log_message(self, *args: object) -> None:
-        pass
-
     def do_GET(self) -> None:
         self.seen.append(self.path)
-        data = json.dumps({"is_sleeping": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(200, json.dumps({"is_sleeping": True}).encode())
 
     def do_POST(self) -> None:
         self.seen.append(self.path)

@@ -15,7 +15,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ import pytest
 from composegen.edge import gatekeeper, render
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.ports import free_port
-from tests.support.stub_server import serving
+from tests.support.stub_server import Quiet, serving
 
 SLEEP_LOG = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-sleep" / "serve-a.log"
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-apikey-routes"
@@ -201,17 +200,12 @@ def _spellings(path: str) -> list[str]:
     ]
 
 
-class Recording(BaseHTTPRequestHandler):
+class Recording(Quiet):
     seen: list[str]
-
-    def log_message(self, *args: object) -> None:
-        pass
 
     def _answer(self) -> None:
         self.seen.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        self.reply(200, b"")
 
     do_GET = do_POST = do_PUT = do_DELETE = _answer
 

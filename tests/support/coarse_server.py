@@ -54,6 +54,8 @@ class CoarseServer:
         server = self
 
         class Handler(Quiet):
+            protocol_version = "HTTP/1.1"
+
             def do_GET(self) -> None:
                 kind = {"content-type": "text/plain; version=0.0.4"}
                 self.reply(200, server.metrics().encode(), kind)

@@ -64,6 +64,8 @@ class Hub:
         hub = self
 
         class Handler(Quiet):
+            protocol_version = "HTTP/1.1"
+
             def do_HEAD(self) -> None:
                 hub._handle(self, head=True)
 

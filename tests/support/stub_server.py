@@ -1,6 +1,6 @@
 """One stub HTTP server for the tests: a handler class served on loopback in a thread, shut down and
 closed when the block ends. `with serving(Handler) as server:`; `url(server)` is its base URL.
-`Quiet` is a handler base: HTTP/1.1, no request log, `reply` sends a whole answer."""
+`Quiet` is a handler base: no request log, `reply` sends a whole answer."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from socketserver import BaseServer
 
 
 class Quiet(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
     def log_message(self, *args: object) -> None:
         pass
 
