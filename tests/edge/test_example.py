@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from composegen.edge import image
+from tests.support.cli import run_cli
 from tests.support.edge import EdgeProject
 from tests.support.engine import force_remove, free_port
-from tests.support.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "team-edge"
