@@ -139,14 +139,15 @@ def wake(
     Output(json_).report(result, lambda: f"{result.action} ({result.seconds:.1f} s)")
 
 
+WaitTimeout = option(
+    None, "--timeout", "Seconds to wait (default: what is left of startup_timeout since the start)."
+)
+
+
 @app.command()
 def wait(
     name: str = StackArg,
-    timeout: float | None = option(
-        None,
-        "--timeout",
-        "Seconds to wait (default: what is left of startup_timeout since the start).",
-    ),
+    timeout: float | None = WaitTimeout,
     json_: bool = JsonOpt,
 ) -> None:
     """Attach to a starting stack: its load, stage by stage, until ready (0), failed (3) or Ctrl-C
