@@ -283,3 +283,31 @@ def test_no_reformat_scars():
         for n in reformat_scars(path.read_text().splitlines())
     ]
     assert scars == [], "\n".join(scars)
+
+
+# ---- no command over 11 parameters (issue 52 item 5): wide commands take option groups --------
+COMMAND_PARAMETERS = 11
+
+
+def _commands(typer_app, prefix=""):
+    for info in typer_app.registered_commands:
+        yield f"{prefix}{info.name or info.callback.__name__}", info.callback
+    for group in typer_app.registered_groups:
+        yield from _commands(group.typer_instance, f"{prefix}{group.name} ")
+
+
+def test_no_command_takes_more_than_11_parameters():
+    import inspect
+
+    from composegen.cli.app import app
+    from composegen.cli.main import load_commands
+
+    load_commands()
+    # a `grouped` command: its own signature, where a dataclass group counts as one parameter
+    wide = {
+        name: n
+        for name, callback in _commands(app)
+        if (n := len(inspect.signature(callback.__dict__.get("__wrapped__", callback)).parameters))
+        > COMMAND_PARAMETERS
+    }
+    assert len(list(_commands(app))) > 30 and wide == {}, wide

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.cli import run_cli
 from tests.support.helpers import REPO
 
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
@@ -40,9 +39,7 @@ def _run(command: str, expected: list[str], cwd: Path) -> None:
         return
     argv = shlex.split(command.split("  #")[0])
     assert argv[0] == "composegen", command
-    res = subprocess.run(
-        [sys.executable, "-m", "composegen", *argv[1:]], cwd=cwd, capture_output=True, text=True
-    )
+    res = run_cli(*argv[1:], cwd=cwd)
     assert res.stdout.rstrip("\n").split("\n") == expected, (command, res.stdout, res.stderr)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -15,13 +16,13 @@ from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
 from composegen.cli.interrupts import deferred_sigint
-from composegen.cli.optiongroups import flag, option
+from composegen.cli.optiongroups import flag, grouped, option
 from composegen.errors import BadInput, CheckFailed, ComposegenError
 from composegen.output import Output, emit_json
 from composegen.stack import driver
 
 if TYPE_CHECKING:  # annotations only: these modules load lazily (start-up time)
-    from composegen.campaign.reports import CampaignState
+    from composegen.campaign.reports import CampaignOptions, CampaignState
     from composegen.project import Project
 
 campaign_app = typer.Typer(
@@ -34,6 +35,7 @@ app.add_typer(campaign_app, name="campaign")
 
 
 CampaignArg = typer.Argument(..., help="A campaign: its name (runs/campaigns/NAME) or its dir.")
+EmulateArms = flag("--emulate", "Every arm on the emulated vLLM (a test double).")
 
 
 def campaign_arms(project: Project, spec: str) -> list[str] | None:
@@ -72,26 +74,47 @@ def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
         raise CheckFailed(f"campaign {st.name}: no arm qualified")
 
 
-@campaign_app.command("run")
-def run(
-    control: str = ProfileArg,
-    candidate: str = ProfileArg,
-    bracket: bool = flag("--bracket", "Run the control again last; check it reproduces."),
-    gate: bool = flag("--gate", "Functional gates on every arm."),
+@dataclasses.dataclass(frozen=True)
+class Arms:
+    """What every arm runs: the bracket, gates, ladder and bench of a campaign."""
+
+    bracket: bool = flag("--bracket", "Run the control again last; check it reproduces.")
+    gate: bool = flag("--gate", "Functional gates on every arm.")
     ladder: str | None = option(
         None, "--ladder", "A context ladder on every arm, e.g. 117500,118500."
-    ),
+    )
     bench: str | None = option(
         None, "--bench", "A load benchmark on every arm at these concurrencies."
-    ),
-    bench_requests: int = option(8, "--bench-requests", "With --bench: requests per level."),
+    )
+    bench_requests: int = option(8, "--bench-requests", "With --bench: requests per level.")
     bench_rates: str | None = option(
         None, "--bench-rates", "An open-loop bench on every arm at these request rates."
-    ),
-    bench_input_tokens: int = option(256, "--bench-input-tokens", "With --bench*."),
-    bench_output_tokens: int = option(64, "--bench-output-tokens", "With --bench*."),
-    tools: int = option(20, "--tools", "With --gate: typed tools to exercise."),
-    emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
+    )
+    bench_input_tokens: int = option(256, "--bench-input-tokens", "With --bench*.")
+    bench_output_tokens: int = option(64, "--bench-output-tokens", "With --bench*.")
+    tools: int = option(20, "--tools", "With --gate: typed tools to exercise.")
+
+    def options(self, tolerance: float | None, **more: Any) -> CampaignOptions:
+        if self.bench_requests < 1 or self.tools < 1:
+            raise BadInput("--bench-requests and --tools: at least 1")
+        if tolerance is not None and not 0 <= tolerance < 1:
+            raise BadInput(f"--bracket-tolerance: expected 0 ≤ t < 1, got {tolerance}")
+        parsed = {
+            "ladder": _ints(self.ladder, "--ladder") if self.ladder else [],
+            "bench": _ints(self.bench, "--bench") if self.bench else [],
+            "bench_rates": _rates(self.bench_rates, self.bench),
+        }
+        return state.options(**dataclasses.asdict(self) | parsed, tolerance=tolerance, **more)
+
+
+@campaign_app.command("run")
+@grouped
+def run(
+    *,
+    control: str = ProfileArg,
+    candidate: str = ProfileArg,
+    arms: Arms,
+    emulate: bool = EmulateArms,
     name: str | None = option(
         None, "--name", "The campaign's name (default CONTROL-vs-CANDIDATE)."
     ),
@@ -113,25 +136,7 @@ def run(
 
     Example: composegen campaign run 8192-131k 4096-131k --bracket --gate --name ab  # in composegen's clone
     """
-    if bench_requests < 1 or tools < 1:
-        raise BadInput("--bench-requests and --tools: at least 1")
-    if tolerance is not None and not 0 <= tolerance < 1:
-        raise BadInput(f"--bracket-tolerance: expected 0 ≤ t < 1, got {tolerance}")
-    opts = state.options(
-        bracket=bracket,
-        gate=gate,
-        ladder=_ints(ladder, "--ladder") if ladder else [],
-        bench=_ints(bench, "--bench") if bench else [],
-        bench_requests=bench_requests,
-        bench_rates=_rates(bench_rates, bench),
-        bench_input_tokens=bench_input_tokens,
-        bench_output_tokens=bench_output_tokens,
-        tools=tools,
-        emulate=emulate,
-        tolerance=tolerance,
-        next_arm=next_arm,
-        next_fallback=next_fallback,
-    )
+    opts = arms.options(tolerance, emulate=emulate, next_arm=next_arm, next_fallback=next_fallback)
     project = _project()
     _drive("ab", project, runner.create(project, control, candidate, opts, name), json_)
 
@@ -156,7 +161,7 @@ def qualify(
         "Judged by the same criteria when PRIMARY fails (default: its qualify.fallback).",
         autocompletion=complete_profile,
     ),
-    emulate: bool = flag("--emulate", "Every arm on the emulated vLLM (a test double)."),
+    emulate: bool = EmulateArms,
     name: str | None = option(None, "--name", "The campaign's name (default qualify-PRIMARY)."),
     json_: bool = JsonOpt,
 ) -> None:

@@ -31,8 +31,7 @@ PANELS: dict[str, dict[str, str]] = {
     "Start here": {"init": "init_command", "doctor": "setup_commands", "docs": "docs_command"},
     "Describe and render": dict.fromkeys(["list", "validate", "show"], "profile_commands")
     | {"render": "render_command", "diff": "diff_command", "schema": "profile_commands"},
-    "Run a stack": dict.fromkeys(["up", "wake"], "up_command")
-    | {"wait": "wait_command"}
+    "Run a stack": dict.fromkeys(["up", "wake", "wait"], "up_command")
     | dict.fromkeys(["status", "logs", "startup"], "stack_commands")
     | {"top": "top_command", "down": "stack_commands"},
     "Prove": {"campaign": "campaign_commands", "qualify": "qualify_command"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import typer
 
 from composegen.cli.app import complete_profile, complete_run
+from composegen.errors import BadInput
 
 
 def option(default: Any, name: str, help: str, **extra: Any) -> Any:
@@ -68,3 +70,10 @@ def grouped(command: Callable[..., None]) -> Callable[..., None]:
     run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     run.__annotations__ = {p.name: p.annotation for p in params}
     return run
+
+
+def check_seconds(option: str, value: float | None) -> float | None:
+    """A duration must be finite and positive: nan, inf and negatives are refused (exit 2)."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise BadInput(f"{option} must be a positive number of seconds, got {value:g}")
+    return value

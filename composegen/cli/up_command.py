@@ -1,21 +1,22 @@
-"""`composegen up`: preflight, start and wait for a stack (docs/stack.md walks it through).
+"""`composegen up`: preflight, start and wait for a stack (docs/stack.md walks it through); `wait`
+attaches to one starting, `wake` wakes one asleep.
 
-cli/main.py loads this module only when a run names `up` (or lists every command), under its Ctrl-C
-guard; the docker libraries load when the command first talks to an engine (driver.preload).
+cli/main.py loads this module only when a run names one of them (or lists every command), under its
+Ctrl-C guard; the docker libraries load when the command first talks to an engine (driver.preload).
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from typing import TYPE_CHECKING
 
 import typer
 
-from composegen.cli.app import JsonOpt, ProfileArg, app
+from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.console import ConsoleSink, with_stages
 from composegen.cli.interrupts import deferred_sigint
-from composegen.cli.optiongroups import flag, option
+from composegen.cli.optiongroups import check_seconds, flag, grouped, option
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import estimate
 from composegen.edge import asleep, standbyplan
@@ -29,25 +30,38 @@ if TYPE_CHECKING:  # annotations only
     from composegen.project import Project
 
 
-@app.command()
-def up(
-    name: str = ProfileArg,
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """How `up` starts the stack: driver.UpOptions, from its options."""
+
     emulate: bool = flag(
         "--emulate", "Run the stack with the emulated vLLM (no GPU; a test double)."
-    ),
+    )
     timeout: float | None = option(
         None, "--timeout", "Seconds to wait for ready (default: the profile's startup_timeout)."
-    ),
-    no_wait: bool = flag("--no-wait", "Start and return without waiting for ready."),
+    )
+    no_wait: bool = flag("--no-wait", "Start and return without waiting for ready.")
     down_on_failure: bool = flag(
         "--down-on-failure", "Remove the stack when it fails to become ready."
-    ),
-    render_stale: bool = flag("--render", "Render out/NAME first when it is stale."),
-    reclaim_shm: bool = flag("--reclaim-shm", "Reclaim leftover /dev/shm files first (ipc: host)."),
+    )
+    render_stale: bool = flag("--render", "Render out/NAME first when it is stale.")
+    reclaim_shm: bool = flag("--reclaim-shm", "Reclaim leftover /dev/shm files first (ipc: host).")
     allow_download: bool = flag(
         "--allow-download",
         "Start even if the pinned weights are incomplete (the engine downloads them).",
-    ),
+    )
+
+    def options(self) -> driver.UpOptions:
+        given = dataclasses.asdict(self)
+        return driver.UpOptions(wait=not given.pop("no_wait"), **given)
+
+
+@app.command()
+@grouped
+def up(
+    *,
+    name: str = ProfileArg,
+    start: Start,
     verbose: bool = flag("--verbose", "Preflight lines whole at a terminal too (not cut)."),
     standby: bool = flag(
         "--standby", "Once ready and through its gates, put it to sleep (the profile's `standby:`)."
@@ -61,8 +75,8 @@ def up(
 
     Example: composegen up starter --emulate
     """
-    check_seconds("--timeout", timeout)
-    if standby and no_wait:
+    timeout = check_seconds("--timeout", start.timeout)
+    if standby and start.no_wait:
         msg = "--standby waits for ready (the gates run, then the sleep): drop --no-wait"
         raise BadInputError(msg)
     show = Output(json_)
@@ -74,13 +88,11 @@ def up(
         asleep.refuse_aliased(project, r, sleep_alias)
     elif r.profile.standby and driver.sleep_state(project, r) is not None:
         show.say(f"{name}: {asleep.wake(project, r, None).action} (warm-up, identity, gates)")
-    standbyplan.check_start(project, r, emulate, standby)  # standby stacks: do they fit in memory
-    given = (emulate, timeout, not no_wait, down_on_failure, render_stale, reclaim_shm)
-    opts = driver.UpOptions(*given, allow_download)
+    standbyplan.check_start(project, r, start.emulate, standby)  # standby stacks: do they fit
     timeout_s = timeout or r.profile.service.startup_timeout
     with ConsoleSink(timeout_s, quiet=show.json, verbose=verbose) as sink:
-        estimate(sink.tracker, project, name, emulate)
-        result = driver.start(project, r, opts, sink, timeout)
+        estimate(sink.tracker, project, name, start.emulate)
+        result = driver.start(project, r, start.options(), sink, timeout)
         if isinstance(result, str):  # already starting, and --no-wait: nothing to follow here
             return out(result)
     result = with_stages(result, sink)  # the engine's stages join the readiness phases
@@ -88,7 +100,7 @@ def up(
         result = _to_sleep(project, r, result, show)
     done = (
         f"{name}: started (not waiting); `composegen status {name}`"
-        if no_wait
+        if start.no_wait
         else lambda: summary_text(result, terminal_width()) + _nodes_text(result)
     )
     show.report(result, done)
@@ -127,16 +139,37 @@ def wake(
     Output(json_).report(result, lambda: f"{result.action} ({result.seconds:.1f} s)")
 
 
+WaitTimeout = option(
+    None, "--timeout", "Seconds to wait (default: what is left of startup_timeout since the start)."
+)
+
+
+@app.command()
+def wait(
+    name: str = StackArg,
+    timeout: float | None = WaitTimeout,
+    json_: bool = JsonOpt,
+) -> None:
+    """Attach to a starting stack: its load, stage by stage, until ready (0), failed (3) or Ctrl-C
+    (130).
+
+    Example: composegen up starter --no-wait --emulate && composegen wait starter
+    """
+    check_seconds("--timeout", timeout)
+    # a Ctrl-C inside an import breaks libraries: held until they are loaded
+    with deferred_sigint():
+        driver.preload()
+    project, r = _load(name)
+    with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:
+        estimate(sink.tracker, project, name)
+        report = driver.attach(project, r, sink, timeout)
+    report = with_stages(report, sink)
+    Output(json_).report(report, lambda: summary_text(report, terminal_width()))
+
+
 def _nodes_text(result: UpReport) -> str:
     """One line per node under the `up` summary of a multi-node stack."""
     return "".join(
         f"  node {n.name:<12} rank {n.rank} {n.role:<7} {n.engine}  ({n.project})\n"
         for n in result.nodes or []
     )
-
-
-def check_seconds(option: str, value: float | None) -> None:
-    """A duration option must be a finite positive number: nan, inf and negatives are refused (exit
-    2)."""
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise BadInputError(f"{option} must be a positive number of seconds, got {value:g}")

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from tests.support.campaigns import emulated_ab
+from tests.support.cli import run_cli
 from tests.support.engine import force_remove
-from tests.support.helpers import run_cli
 
 
 @pytest.mark.docker

@@ -19,8 +19,9 @@ import pytest
 
 from composegen.campaign import state
 from tests.support.campaigns import emulated_ab, own_gpu_ids
+from tests.support.cli import run_cli
 from tests.support.engine import force_remove, free_port
-from tests.support.helpers import REPO, make_project, run_cli
+from tests.support.helpers import REPO, make_project
 
 pytestmark = pytest.mark.docker
 

@@ -16,7 +16,7 @@ from composegen.errors import CheckFailed
 from composegen.profiles import resolve
 from composegen.project import Project
 from tests.support.campaigns import emulated_ab
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 
 def test_an_unreachable_engine_fails_before_arm_1_and_says_resume(tmp_path):

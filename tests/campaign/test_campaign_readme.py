@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from tests.support.campaigns import own_gpu_ids
+from tests.support.cli import run_cli
 from tests.support.engine import force_remove, free_port
-from tests.support.helpers import run_cli
 
 pytestmark = pytest.mark.docker
 

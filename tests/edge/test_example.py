@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from composegen.edge import image
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "team-edge"

@@ -12,18 +12,17 @@ import select
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from composegen.edge import gate_framing, gatekeeper
-from tests.support.stub_server import running, serving
+from tests.support.stub_server import Quiet, running, serving
 
 KEY = "cgk_test-key"
 SERVED = "served-4096"
 
 
-class Upstream(BaseHTTPRequestHandler):
+class Upstream(Quiet):
     """A stand-in stack (a test double): records each request; `hold` seconds before answering (watching
     for its client to go), `stream` N chunks."""
 
@@ -31,9 +30,6 @@ class Upstream(BaseHTTPRequestHandler):
     seen: list[dict]
     gone_at: list[float]
     conns: list[socket.socket]
-
-    def log_message(self, *args: object) -> None:
-        pass
 
     def do_GET(self) -> None:
         self._answer(b"")
@@ -70,11 +66,7 @@ class Upstream(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             return
         out = json.dumps({"model": doc.get("model"), "path": self.path}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        self.reply(200, out, {"Content-Type": "application/json"})
 
 
 @pytest.fixture

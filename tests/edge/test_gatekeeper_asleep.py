@@ -6,19 +6,18 @@ emulated vLLM asleep), and from a standby engine that gives no answer at all whi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import select
-import threading
 import urllib.request
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from composegen.edge import gatekeeper
 from tests.edge.test_gatekeeper import exchange
 from tests.support.emulator_proc import EmulatorProc
-from tests.support.stub_server import serving
+from tests.support.stub_server import Quiet, running, serving
 
 KEY = "cgk_asleep"
 CHAT = json.dumps(
@@ -27,16 +26,26 @@ CHAT = json.dumps(
 STAGE = "ds4's engine 4096-131k is asleep since {}; `composegen wake 4096-131k`"
 
 
-def gate_before(tmp_path, upstream: str, **extra) -> int:
-    state = tmp_path / "state"
-    state.mkdir()
-    digest = hashlib.sha256(KEY.encode()).hexdigest()
-    (state / "keys.json").write_text(json.dumps({"clients": [{"name": "a", "sha256": digest}]}))
-    route = {"profile": "4096-131k", "upstream": upstream, "served_name": "served", **extra}
-    (state / "routes.json").write_text(json.dumps({"retry_after": 7, "aliases": {"ds4": route}}))
-    gate = gatekeeper.serve(str(state), "127.0.0.1", 0)
-    threading.Thread(target=gate.serve_forever, args=(0.05,), daemon=True).start()
-    return gate.server_port
+@pytest.fixture
+def gate_before(tmp_path):
+    """A gatekeeper before UPSTREAM (its one alias), served until the test ends: its port."""
+
+    def start(upstream: str, **extra) -> int:
+        state = tmp_path / "state"
+        state.mkdir()
+        digest = hashlib.sha256(KEY.encode()).hexdigest()
+        keys = {"clients": [{"name": "a", "sha256": digest}]}
+        (state / "keys.json").write_text(json.dumps(keys))
+        route = {"profile": "4096-131k", "upstream": upstream, "served_name": "served", **extra}
+        (state / "routes.json").write_text(
+            json.dumps({"retry_after": 7, "aliases": {"ds4": route}})
+        )
+        return stack.enter_context(
+            running(gatekeeper.serve(str(state), "127.0.0.1", 0))
+        ).server_port
+
+    with contextlib.ExitStack() as stack:
+        yield start
 
 
 def chat(port: int) -> tuple[int, dict[str, str], dict]:
@@ -48,22 +57,15 @@ def chat(port: int) -> tuple[int, dict[str, str], dict]:
     return status, headers, json.loads(body)
 
 
-class Silent(BaseHTTPRequestHandler):
+class Silent(Quiet):
     """A stand-in for the real vLLM 0.26.0 asleep: a chat request gets no answer; /is_sleeping says so."""
 
     protocol_version = "HTTP/1.1"
     seen: list[str]
 
-    def log_message(self, *args: object) -> None:
-        pass
-
     def do_GET(self) -> None:
         self.seen.append(self.path)
-        data = json.dumps({"is_sleeping": True}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(200, json.dumps({"is_sleeping": True}).encode())
 
     def do_POST(self) -> None:
         self.seen.append(self.path)
@@ -79,21 +81,19 @@ def silent():
         yield server, handler
 
 
-def test_an_asleep_mark_is_503_at_once_without_asking_the_engine(tmp_path, silent):
+def test_an_asleep_mark_is_503_at_once_without_asking_the_engine(gate_before, silent):
     server, handler = silent
     since = "2026-12-06T05:00:00Z"
-    port = gate_before(
-        tmp_path, f"127.0.0.1:{server.server_port}", standby=True, asleep_since=since
-    )
+    port = gate_before(f"127.0.0.1:{server.server_port}", standby=True, asleep_since=since)
     status, headers, doc = chat(port)
     assert (status, headers["retry-after"]) == (503, "7")
     assert doc["error"]["stage"] == STAGE.format("2026-12-06 05:00:00 UTC")
     assert handler.seen == []
 
 
-def test_a_standby_engine_silent_while_asleep_is_503_in_composegens_words(tmp_path, silent):
+def test_a_standby_engine_silent_while_asleep_is_503_in_composegens_words(gate_before, silent):
     server, handler = silent
-    port = gate_before(tmp_path, f"127.0.0.1:{server.server_port}", standby=True)
+    port = gate_before(f"127.0.0.1:{server.server_port}", standby=True)
     status, headers, doc = chat(port)
     assert (status, headers["retry-after"]) == (503, "7"), doc
     stage = doc["error"]["stage"]
@@ -104,13 +104,13 @@ def test_a_standby_engine_silent_while_asleep_is_503_in_composegens_words(tmp_pa
     assert handler.seen == ["/v1/chat/completions", "/is_sleeping"]
 
 
-def test_the_emulated_engine_asleep_is_never_relayed_in_its_own_words(tmp_path):
+def test_the_emulated_engine_asleep_is_never_relayed_in_its_own_words(tmp_path, gate_before):
     with EmulatorProc.start(
         tmp_path, extra_args=("--enable-sleep-mode",), env={"VLLM_SERVER_DEV_MODE": "1"}
     ) as emu:
         asleep = urllib.request.Request(f"{emu.base_url}/sleep?level=1", b"", method="POST")
         assert urllib.request.urlopen(asleep, timeout=30).status == 200
-        port = gate_before(tmp_path, f"127.0.0.1:{emu.port}", standby=True)
+        port = gate_before(f"127.0.0.1:{emu.port}", standby=True)
         status, headers, doc = chat(port)
     assert (status, headers["retry-after"]) == (503, "7"), doc
     message = doc["error"]["message"]

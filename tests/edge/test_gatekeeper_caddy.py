@@ -15,7 +15,6 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ import pytest
 from composegen.edge import gatekeeper, render
 from tests.support.emulator_proc import EmulatorProc
 from tests.support.ports import free_port
-from tests.support.stub_server import serving
+from tests.support.stub_server import Quiet, running, serving
 
 SLEEP_LOG = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-sleep" / "serve-a.log"
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200-apikey-routes"
@@ -118,12 +117,13 @@ def chain(tmp_path):
             json.dumps({"retry_after": 7, "aliases": {"ds4": route}})
         )
         gate = gatekeeper.serve(str(state), "127.0.0.1", 0)
-        threading.Thread(target=gate.serve_forever, args=(0.05,), daemon=True).start()
-        with caddy(
-            tmp_path, [*render.gate_proxy(f"127.0.0.1:{gate.server_port}", "\t"), "}"]
-        ) as port:
+        with (
+            running(gate),
+            caddy(
+                tmp_path, [*render.gate_proxy(f"127.0.0.1:{gate.server_port}", "\t"), "}"]
+            ) as port,
+        ):
             yield port, tap, emu
-        gate.shutdown()
 
 
 def _chat(stream: bool, max_tokens: int = 3000) -> bytes:
@@ -201,17 +201,12 @@ def _spellings(path: str) -> list[str]:
     ]
 
 
-class Recording(BaseHTTPRequestHandler):
+class Recording(Quiet):
     seen: list[str]
-
-    def log_message(self, *args: object) -> None:
-        pass
 
     def _answer(self) -> None:
         self.seen.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        self.reply(200, b"")
 
     do_GET = do_POST = do_PUT = do_DELETE = _answer
 

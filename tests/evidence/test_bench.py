@@ -4,7 +4,6 @@ local subprocess with its pacing (no Docker); the engine test is in test_bench_e
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
 
 import numpy
 import pytest
@@ -15,7 +14,7 @@ from composegen.bench.stats import Sample
 from composegen.errors import BadInput, EngineError
 from tests.support.cli import run_cli
 from tests.support.emulator_proc import EmulatorProc
-from tests.support.stub_server import serving, url
+from tests.support.stub_server import Quiet, serving, url
 
 
 @pytest.fixture(scope="module")
@@ -174,14 +173,11 @@ def test_bench_command_refuses_bad_options_with_exit_2(tmp_path):
     )
 
 
-class _Flaky(BaseHTTPRequestHandler):
+class _Flaky(Quiet):
     """CRLF-framed SSE; every third request's stream carries vLLM's in-stream error event instead."""
 
     protocol_version = "HTTP/1.1"
     calls = 0
-
-    def log_message(self, *args):
-        pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
@@ -189,11 +185,7 @@ class _Flaky(BaseHTTPRequestHandler):
             data = json.dumps(
                 {"count": sum(len(m["content"].split()) + 4 for m in body["messages"]) + 3}
             ).encode()
-            self.send_response(200)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            return
+            return self.reply(200, data)
         type(self).calls += 1
         events = [
             {"choices": [{"delta": {"content": w}, "finish_reason": None}]}

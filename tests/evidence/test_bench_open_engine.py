@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.engine import tiny_profile
-from tests.support.helpers import make_project, run_cli
+from tests.support.helpers import make_project
 
 SIZES = ("--input-tokens", "60", "--output-tokens", "20")
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from composegen.evidence import gates
-from tests.support.stub_server import serving, url
+from tests.support.stub_server import Quiet, serving, url
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
 
@@ -31,18 +30,11 @@ def replaying(
 ) -> Iterator[str]:
     """A server answering /v1/models and chat requests with recorded exchanges."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(Quiet):
         def _reply(self, exchange: dict) -> None:
-            body = exchange["body"].encode()
-            self.send_response(exchange["status"])
             content_type = dict((k.lower(), v) for k, v in exchange["headers"]).get("content-type")
-            self.send_header("content-type", content_type or "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            kind = {"content-type": content_type or "application/json"}
+            self.reply(exchange["status"], exchange["body"].encode(), kind)
 
         def do_GET(self):
             self._reply(BF16["models"])

@@ -3,7 +3,6 @@ emulated engine under load, the live view in a real pseudo-terminal, and its ref
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import pty
@@ -22,7 +21,7 @@ from tests.emulator.test_emulator_metrics import TINY_ENV, chat, recorded_exchan
 from tests.support.cli import run_cli
 from tests.support.emulator_proc import RECORDED_FLAGS, EmulatorProc
 from tests.support.helpers import REPO
-from tests.support.stub_server import serving, url
+from tests.support.stub_server import Quiet, serving, url
 
 
 def series_sum(text: str, name: str) -> float:
@@ -220,16 +219,9 @@ def test_refusals_are_one_line_with_the_documented_exit_codes():
 
 
 def test_an_answer_that_is_not_prometheus_text_is_an_engine_error():
-    class Html(http.server.BaseHTTPRequestHandler):
+    class Html(Quiet):
         def do_GET(self):
-            body = b"<html>{not metrics</html>"
-            self.send_response(200)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
+            self.reply(200, b"<html>{not metrics</html>")
 
     with serving(Html) as server:
         res = run_cli("top", "--url", url(server), "--once", "--interval", "0.1")

@@ -12,8 +12,8 @@ import uuid
 import pytest
 import yaml
 
-from tests.support.cli import assert_bad_input, run_inproc
-from tests.support.helpers import REPO, make_project, run_cli
+from tests.support.cli import assert_bad_input, run_cli, run_inproc
+from tests.support.helpers import REPO, make_project
 from tests.support.profiles import edited, project, rendered
 
 REASON = "built on each node from the recipe; no registry holds it"

@@ -11,7 +11,7 @@ import pytest
 from composegen.cli import reports
 from composegen.provision import base, debootstrap, engines
 from composegen.stack.facts import ImageFacts
-from tests.support.helpers import run_cli
+from tests.support.cli import run_cli
 
 PINNED = base.PUBLIC_BASE.split("@")[1]
 

@@ -17,7 +17,8 @@ from composegen.errors import BadInput
 from composegen.profiles import resolve
 from composegen.project import Project
 from composegen.stack import emulate
-from tests.support.helpers import REPO, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import REPO
 
 
 def _mode(path: Path) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-from http.server import BaseHTTPRequestHandler
 from typing import ClassVar
 
 import pytest
@@ -17,19 +16,14 @@ import pytest
 from composegen.stack import sleepmode
 from composegen.stack.facts import ContainerFacts, NetworkAddress, parse_container
 from composegen.stack.targets import Target
-from tests.support.stub_server import serving
+from tests.support.stub_server import Quiet, serving
 
 
-class _Engine(BaseHTTPRequestHandler):
+class _Engine(Quiet):
     seen: ClassVar[list[tuple[str, str, bytes]]] = []
 
     def _answer(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
     def do_GET(self) -> None:
         self.seen.append(("GET", self.path, b""))
@@ -39,9 +33,6 @@ class _Engine(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.seen.append(("POST", self.path, body))
         self._answer({})
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from composegen.errors import CheckFailed
 from composegen.profiles import resolve
 from composegen.project import find_project
 from composegen.stack import placement, prepare
-from tests.support.helpers import MINIMAL, make_project, run_cli
+from tests.support.cli import run_cli
+from tests.support.helpers import MINIMAL, make_project
 
 
 @pytest.fixture

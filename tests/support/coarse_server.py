@@ -10,12 +10,14 @@ shows speculative-decoding counters when `spec_tokens` is set. Every chat prompt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import zlib
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.support.stub_server import Quiet, serving, url
 
 _PIECE = re.compile(r"[A-Za-z]+|\d+|\S")
 
@@ -46,33 +48,23 @@ class CoarseServer:
     drafts: int = 0
     accepted: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _serving: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def start(self) -> CoarseServer:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
             def do_GET(self) -> None:
-                self._send(200, server.metrics().encode(), "text/plain; version=0.0.4")
+                kind = {"content-type": "text/plain; version=0.0.4"}
+                self.reply(200, server.metrics().encode(), kind)
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 if self.path == "/tokenize":
-                    self._send(
-                        200, json.dumps({"count": count_messages(body["messages"])}).encode()
-                    )
-                    return
+                    count = json.dumps({"count": count_messages(body["messages"])}).encode()
+                    return self.reply(200, count, {"content-type": "application/json"})
                 self._chat(body)
 
             def _chat(self, body: dict) -> None:
@@ -86,17 +78,8 @@ class CoarseServer:
                 self.end_headers()
                 for n in range(tokens):
                     finish = "length" if n == tokens - 1 else None
-                    self._event(
-                        {
-                            "choices": [
-                                {
-                                    "index": 0,
-                                    "delta": {"content": f" t{n}"},
-                                    "finish_reason": finish,
-                                }
-                            ]
-                        }
-                    )
+                    delta = {"index": 0, "delta": {"content": f" t{n}"}, "finish_reason": finish}
+                    self._event({"choices": [delta]})
                 usage = {
                     "prompt_tokens": prompt,
                     "completion_tokens": tokens,
@@ -112,14 +95,12 @@ class CoarseServer:
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.httpd = self._serving.enter_context(serving(Handler))
         return self
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        return url(self.httpd) + "/v1"
 
     def record(self, prompt: int, tokens: int) -> None:
         with self.lock:
@@ -153,5 +134,4 @@ class CoarseServer:
         return "\n".join(out) + "\n"
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serving.close()

@@ -13,13 +13,15 @@ an error text. Handlers stop when the client goes away (a write fails, a read en
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import socketserver
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from tests.support.stub_server import running
 
 MODEL = "m"
 HONEST_METRICS = (
@@ -276,7 +278,6 @@ class _Server(socketserver.ThreadingTCPServer):
 @dataclass
 class HostileServer:
     server: _Server
-    thread: threading.Thread
 
     @property
     def port(self) -> int:
@@ -289,19 +290,13 @@ class HostileServer:
     model = MODEL
 
     @classmethod
-    def start(cls, target: str, behaviour: str) -> HostileServer:
+    @contextlib.contextmanager
+    def start(cls, target: str, behaviour: str) -> Iterator[HostileServer]:
+        """Served in a thread until the block ends (`with HostileServer.start(...) as srv:`)."""
         server = _Server(("127.0.0.1", 0), _Handler)
         server.target, server.behaviour = target, behaviour
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        return cls(server, thread)
-
-    def __enter__(self) -> HostileServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        with running(server):
+            yield cls(server)
 
 
 def reachable(port: int) -> bool:

@@ -9,14 +9,16 @@ after `after` bytes until `release()` (to interrupt a download mid-file); every 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import secrets
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
+
+from tests.support.stub_server import Quiet, serving, url
 
 _INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
@@ -52,13 +54,17 @@ class Hub:
         self._stall: dict[str, int] = {}
         self._released = threading.Event()
         self.stalled = threading.Event()  # set once a stalled GET has sent its bytes
+        self._serving = contextlib.ExitStack()
+
+    @property
+    def url(self) -> str:
+        return url(self.server)
+
+    def start(self) -> Hub:
         hub = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:  # quiet
-                pass
 
             def do_HEAD(self) -> None:
                 hub._handle(self, head=True)
@@ -66,22 +72,12 @@ class Hub:
             def do_GET(self) -> None:
                 hub._handle(self, head=False)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def start(self) -> Hub:
-        self.thread.start()
+        self.server = self._serving.enter_context(serving(Handler))
         return self
 
     def close(self) -> None:
         self._released.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self._serving.close()
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], token: str | None = None) -> Repo:
         self.repos[repo_id] = Repo(dict(files), token=token)
@@ -100,7 +96,7 @@ class Hub:
 
     # ---- serving -------------------------------------------------------------------------------
 
-    def _handle(self, h: BaseHTTPRequestHandler, head: bool) -> None:
+    def _handle(self, h: Quiet, head: bool) -> None:
         path = unquote(urlsplit(h.path).path)
         auth = h.headers.get("Authorization", "")
         self.log.append(Request(h.command, path, h.headers.get("Range"), bool(auth)))
@@ -122,7 +118,7 @@ class Hub:
             )
         self._file(h, m["file"], repo, data, head)
 
-    def _info(self, h: BaseHTTPRequestHandler, repo_id: str, repo: Repo, head: bool) -> None:
+    def _info(self, h: Quiet, repo_id: str, repo: Repo, head: bool) -> None:
         siblings = []
         for name, data in sorted(repo.files.items()):
             entry: dict = {"rfilename": name, "size": len(data), "blobId": git_sha1(data)}
@@ -138,9 +134,7 @@ class Hub:
         ).encode()
         self._send(h, 200, {"Content-Type": "application/json"}, body, head)
 
-    def _file(
-        self, h: BaseHTTPRequestHandler, name: str, repo: Repo, data: bytes, head: bool
-    ) -> None:
+    def _file(self, h: Quiet, name: str, repo: Repo, data: bytes, head: bool) -> None:
         etag = hashlib.sha256(data).hexdigest() if is_lfs(name) else git_sha1(data)
         headers = {"X-Repo-Commit": repo.sha, "ETag": f'"{etag}"', "Accept-Ranges": "bytes"}
         if is_lfs(name):
@@ -154,11 +148,7 @@ class Hub:
         stall = None if head else self._stall.pop(name, None)
         if stall is None:
             return self._send(h, status, headers, data, head)
-        h.send_response(status)
-        for k, v in {**headers, "Content-Length": str(len(data))}.items():
-            h.send_header(k, v)
-        h.end_headers()
-        h.wfile.write(data[:stall])
+        h.reply(status, data, headers, upto=stall)
         h.wfile.flush()
         self.stalled.set()
         self._released.wait(120)
@@ -175,15 +165,8 @@ class Hub:
         }
         self._send(h, status, {**headers, **(extra or {})}, body, head)
 
-    def _send(
-        self, h: BaseHTTPRequestHandler, status: int, headers: dict, body: bytes, head: bool
-    ) -> None:
-        h.send_response(status)
-        for k, v in {**headers, "Content-Length": str(len(body))}.items():
-            h.send_header(k, v)
-        h.end_headers()
-        if not head:
-            h.wfile.write(body)
+    def _send(self, h: Quiet, status: int, headers: dict, body: bytes, head: bool) -> None:
+        h.reply(status, body, headers, head)  # the hook a lying hub overrides
 
 
 def tiny_model(shards: int = 3, shard_bytes: int = 1 << 20, seed: int = 7) -> dict[str, bytes]:

@@ -1,5 +1,6 @@
 """One stub HTTP server for the tests: a handler class served on loopback in a thread, shut down and
-closed when the block ends. `with serving(Handler) as server:`; `url(server)` is its base URL."""
+closed when the block ends. `with serving(Handler) as server:`; `url(server)` is its base URL.
+`Quiet` is a handler base: no request log, `reply` sends a whole answer."""
 
 from __future__ import annotations
 
@@ -8,6 +9,28 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import BaseServer
+
+
+class Quiet(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def reply(
+        self,
+        status: int,
+        body: bytes,
+        headers: dict | None = None,
+        head: bool = False,
+        upto: int | None = None,
+    ) -> None:
+        """STATUS, HEADERS and BODY's Content-Length, then BODY (not for a HEAD; its first UPTO
+        bytes with UPTO)."""
+        self.send_response(status)
+        for k, v in {**(headers or {}), "Content-Length": str(len(body))}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body[:upto])
 
 
 @contextlib.contextmanager

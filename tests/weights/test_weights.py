@@ -163,9 +163,9 @@ def test_gated_repo_needs_the_token_and_never_prints_it(tmp_path, hub):
 def test_hub_unreachable_when_needed_is_3_and_not_needed_is_fine(tmp_path, hub):
     repo = hub.add_repo("org/tiny", tiny_model())
     proj, cache = project(tmp_path, "org/tiny", repo.sha), tmp_path / "hf"
-    dead = Hub()  # bound but never serving: connections are refused once closed
+    dead = Hub().start()  # closed at once: connections to it are refused
     url = dead.url
-    dead.server.server_close()
+    dead.close()
     res = run_cli(
         "--root",
         str(proj),

@@ -6,11 +6,10 @@ fails this test until it goes through wire/ or says how it types its body."""
 from __future__ import annotations
 
 import re
-from http.server import BaseHTTPRequestHandler
 
 from composegen.wire.http import Peer
 from tests.support.helpers import REPO
-from tests.support.stub_server import serving
+from tests.support.stub_server import Quiet, serving
 
 BUILDER = re.compile(r"\.request\(|HTTP/1\.1\\r\\n|urlopen\(|\.post\(")
 # module -> the text by which it states the type of what it sends (None: it sends no body of its own)
@@ -39,10 +38,7 @@ def test_every_request_builder_outside_wire_is_listed_with_how_it_types_its_body
 def test_the_peer_types_every_body_and_keeps_a_type_given():
     seen: list[str | None] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(Quiet):
         def do_POST(self):
             self.rfile.read(int(self.headers.get("content-length") or 0))
             seen.append(self.headers.get("content-type"))
