@@ -7,6 +7,8 @@ Anywhere in the document: numbers are finite and fit 64 bits, nesting stops at M
 from __future__ import annotations
 
 import math
+from itertools import chain, compress, repeat
+from operator import is_
 from typing import Any, Final, TypeVar
 
 from pydantic import ValidationError
@@ -23,7 +25,8 @@ Part = TypeVar("Part", bound=Report)
 
 def check_document(doc: Any, where: str) -> EvidenceBundle:
     """The bundle as the model, or BadInput `where: field: problem` (one line)."""
-    _walk(doc, (), where)
+    if not _fine(doc):  # where, found entry by entry
+        _walk(doc, (), where)
     name = (
         doc.get("profile", {}).get("name")
         if isinstance(doc, dict) and isinstance(doc.get("profile"), dict)
@@ -71,6 +74,34 @@ def _sane_string(text: str, field: str, where: str) -> None:
     except UnicodeEncodeError:
         msg = f"{where}: {field}: holds a lone surrogate (\\ud800-\\udfff), not text"
         raise BadInput(msg) from None
+
+
+def _fine(doc: Any) -> bool:
+    """Nothing in DOC that _walk refuses, checked a depth at a time, each kind of value of a depth
+    sifted at C speed (a bench of 30,000 levels holds 1.5 million: 3 s entry by entry here)."""
+    values, depth = [doc], 0
+    while values:
+        types = list(map(type, values))
+        dicts, lists, strings, floats, ints = (
+            list(compress(values, map(is_, types, repeat(kind))))
+            for kind in (dict, list, str, float, int)  # exactly: a bool is no int
+        )
+        strings += map(str, chain.from_iterable(dicts))  # the keys
+        if not (
+            depth <= MAX_DEPTH
+            and all(map(math.isfinite, floats))
+            and max(map(abs, ints), default=0) <= INT_LIMIT
+            and max(map(len, strings), default=0) <= MAX_STRING
+            and max(map(len, lists), default=0) <= MAX_ITEMS
+        ):
+            return False
+        try:
+            "".join(strings).encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        values = [*chain.from_iterable(map(dict.values, dicts)), *chain.from_iterable(lists)]
+        depth += 1
+    return True
 
 
 def _walk(value: Any, path: tuple, where: str) -> None:

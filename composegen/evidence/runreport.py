@@ -62,7 +62,7 @@ def gather(specs: list[str], *, root: str | Path) -> RunsReport:
         raise BadInput("report: give one or more runs (runs/<run> or a bundle path)")
     docs = [evidence.load_run(spec, root) for spec in specs]
     runs = [_summary(doc, label) for doc, label in zip(docs, _labels(docs), strict=True)]
-    comparisons = [compare.compare_runs(docs[0].path, doc.path, root=root) for doc in docs[1:]]
+    comparisons = [compare.compare_runs(docs[0], doc, root=root) for doc in docs[1:]]
     return RunsReport(runs=runs, comparisons=comparisons)
 
 
