@@ -232,7 +232,7 @@ def frontier(report: RunsReport) -> str | None:
         front = sorted(p for p, keep in zip(pairs, on_front, strict=True) if keep)
         line = ax.plot(
             *zip(*front, strict=True),
-            marker="o",
+            marker="o" if len(front) <= MAX_TICKS else None,  # thousands: a line through them
             label=f"{_text(run.label)}" + (" (EMULATED)" if run.emulated else "") + ": front",
         )[0]
         rest = [p for p, keep in zip(pairs, on_front, strict=True) if not keep]

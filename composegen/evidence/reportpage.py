@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 from composegen.bench import deltas, opentext, viaedgetext
 from composegen.bench.reports import BenchResult, ViaEdgeResult
@@ -68,6 +69,17 @@ code{font-size:12px}.flag-yes{color:#b00020;font-weight:bold}
 """
 
 
+MAX_ROWS = 1_000  # per-level rows a page shows; `report --json` and `--markdown` hold every level
+
+
+def _capped(levels: list[Any], what: str) -> tuple[list[Any], str]:
+    """LEVELS as a page shows them (the first MAX_ROWS), with the note saying so when cut."""
+    if len(levels) <= MAX_ROWS:
+        return levels, ""
+    note = f"The first {MAX_ROWS:,} of {len(levels):,} {what} shown; every one: `report --json`"
+    return levels[:MAX_ROWS], f'<p class="missing" data-rows-cut>{_code(note)} or --markdown.</p>'
+
+
 def _table(head: list[str], rows: list[list[str]]) -> str:
     cells = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join(
@@ -113,12 +125,12 @@ def _comparison(result: CompareReport, a: str, b: str) -> str:
     bench = result.bench
     if bench and bench.levels:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
-        cell = deltas.cell
+        cell, (shown, cut) = deltas.cell, _capped(bench.levels, "rows")
         rows = [
             [r.level or str(r.concurrency), r.metric, cell(r.a), cell(r.b), deltas.change(r)]
-            for r in bench.levels
+            for r in shown
         ]
-        parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))
+        parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows) + cut)
     notes = [*config.notes, *result.notes, *(bench.notes if bench else [])]
     parts += [f"<p>note: {escape(n)}</p>" for n in notes]
     return "".join(parts)
@@ -138,6 +150,7 @@ def _bench_tables(report: RunsReport) -> str:
     for run in report.runs:
         if run.bench is None:
             continue
+        levels, cut = _capped(run.bench.levels, "levels")
         rows = [
             [
                 str(lv.concurrency) if lv.request_rate is None else lv.key(),
@@ -145,14 +158,14 @@ def _bench_tables(report: RunsReport) -> str:
                 str(lv.errors),
                 *("-" if (v := getattr(lv, f)) is None else f"{v:,.2f}" for f in figures),
             ]
-            for lv in run.bench.levels
+            for lv in levels
         ]
         sizes = f"{run.bench.input_tokens} input / {run.bench.output_tokens} output tokens"
         title = f"<h4>{escape(run.label)} ({sizes})</h4>"
         if run.bench.arrivals == "open":  # its own columns: rates, lateness, queueing, the SLO
-            parts.append(title + _open_table(run.bench))
+            parts.append(title + _open_table(run.bench.model_copy(update={"levels": levels})) + cut)
             continue
-        parts.append(title + _table(head, rows))
+        parts.append(title + _table(head, rows) + cut)
         parts.append(_via_edge(run.label, run.bench.via_edge))
     return "".join(parts)
 
