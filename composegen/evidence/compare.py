@@ -203,8 +203,7 @@ def compare_runs(
     threshold: float = 0.10,
     force: bool = True,
 ) -> CompareReport:
-    """FORCE false (the `compare` command): refuse runs of different models or context lengths.
-    A run already loaded (`report`'s) is not read again."""
+    """FORCE false (the `compare` command): refuse runs of different models or context lengths."""
     if not threshold >= 0:
         raise BadInput(f"compare: --threshold: must be ≥ 0, got {threshold}")
     doc_a, doc_b = (

@@ -18,9 +18,7 @@ from composegen.bench.frontier import pareto
 from composegen.evidence.reports.runs import RunsReport
 
 WIDTH = 9.0  # inches; the page scales the SVG to its column
-MAX_TICKS = (
-    16  # a tick and marker per level up to this many (each label is laid out, each marker drawn)
-)
+MAX_TICKS = 16  # a tick and marker per point up to this many (each laid out or drawn)
 
 
 def _figure(rows: int = 1, cols: int = 1, height: float = 3.4) -> tuple[Any, list[Any]]:

@@ -105,23 +105,17 @@ def _comparison(result: CompareReport, a: str, b: str) -> str:
         [r.label, compare._value(r, "a"), compare._value(r, "b"), compare._change(r)]
         for r in result.rows
     ]
-    cap = result.unexplained_capacity_change
-    flag = compare._flag_line(result)
-    parts = [
-        f"<h3>{escape(a)} vs {escape(b)}</h3>",
-        _table(["Measurement", a, b, "Change"], rows),
-        f'<p class="{"flag-yes" if cap.flag else ""}">{escape(flag)}</p>',
-    ]
+    flag = "flag-yes" if result.unexplained_capacity_change.flag else ""
+    parts = [f"<h3>{escape(a)} vs {escape(b)}</h3>", _table(["Measurement", a, b, "Change"], rows)]
+    parts.append(f'<p class="{flag}">{escape(compare._flag_line(result))}</p>')
     config = result.config
     diff_rows = [[c.path, repr(c.before), repr(c.after)] for c in config.functional]
     parts.append("<h4>Config differences</h4>")
     parts.append(
         _table(["Path", a, b], diff_rows) if diff_rows else "<p>No functional differences.</p>"
     )
-    if config.identity:
-        parts.append(
-            f"<p>{len(config.identity)} identity-only differences (ports, names, labels).</p>"
-        )
+    if identity := len(config.identity):
+        parts.append(f"<p>{identity} identity-only differences (ports, names, labels).</p>")
     bench = result.bench
     if bench and bench.levels:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
