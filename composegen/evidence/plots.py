@@ -241,10 +241,8 @@ def frontier(report: RunsReport) -> str | None:
                 edgecolors=line.get_color(),
                 label=f"{_text(run.label)}: dominated levels",
             )
-    emulated = any(run.emulated for run, _ in runs)
-    ax.set_title(
-        "Throughput–interactivity frontier" + (" — EMULATED vLLM" if emulated else " (measured)")
-    )
+    kind = " — EMULATED vLLM" if any(run.emulated for run, _ in runs) else " (measured)"
+    ax.set_title("Throughput–interactivity frontier" + kind)
     ax.set_xlabel("output tokens/s per GPU")
     ax.set_ylabel("tokens/s per user (1000 / median TPOT)")
     ax.set_xlim(left=0)

@@ -44,8 +44,7 @@ def check_document(doc: Any, where: str) -> EvidenceBundle:
 def load_part(doc: LoadedRun, key: str, model: type[Part]) -> Part | None:
     """One part of a loaded bundle (`bench`, `ladder`) as its own report model, None when the run
     has none; a hand-edited part that does not fit is bad input (exit 2)."""
-    part = getattr(doc, key)
-    if part is None:
+    if (part := getattr(doc, key)) is None:
         return None
     # the part as the file holds it: the bundle model reads only some of its keys
     raw = part.model_dump(mode="json", exclude_unset=True) if isinstance(part, Report) else part

@@ -74,10 +74,9 @@ MAX_ROWS = 1_000  # per-level rows a page shows; `report --json` and `--markdown
 
 def _capped(levels: list[Any], what: str) -> tuple[list[Any], str]:
     """LEVELS as a page shows them (the first MAX_ROWS), with the note saying so when cut."""
-    if len(levels) <= MAX_ROWS:
-        return levels, ""
     note = f"The first {MAX_ROWS:,} of {len(levels):,} {what} shown; every one: `report --json`"
-    return levels[:MAX_ROWS], f'<p class="missing" data-rows-cut>{_code(note)} or --markdown.</p>'
+    cut = f'<p class="missing" data-rows-cut>{_code(note)} or --markdown.</p>'
+    return levels[:MAX_ROWS], cut if len(levels) > MAX_ROWS else ""
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
@@ -128,11 +127,6 @@ def _comparison(result: CompareReport, a: str, b: str) -> str:
     notes = [*config.notes, *result.notes, *(bench.notes if bench else [])]
     parts += [f"<p>note: {escape(n)}</p>" for n in notes]
     return "".join(parts)
-
-
-def _raw_files(report: RunsReport) -> str:
-    rows = [[run.label, f.file, f.sha256, str(f.bytes)] for run in report.runs for f in run.raw]
-    return _table(["Run", "File", "sha256", "Bytes"], rows)
 
 
 def _bench_tables(report: RunsReport) -> str:
@@ -234,7 +228,8 @@ def render_html(report: RunsReport, heading: CampaignHeading | None = None) -> s
     body += ["<h2>Context ladder</h2>", _plot("ladder", *svgs["ladder"])]
     body += ["<h2>Load benchmark</h2>", _plot("bench", *svgs["bench"]), _bench_tables(report)]
     body.append(_plot("frontier", *svgs["frontier"]))
-    body += ["<h2>Raw files</h2>", _raw_files(report)]
+    raw = [[run.label, f.file, f.sha256, str(f.bytes)] for run in report.runs for f in run.raw]
+    body += ["<h2>Raw files</h2>", _table(["Run", "File", "sha256", "Bytes"], raw)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
