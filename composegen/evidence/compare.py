@@ -179,10 +179,12 @@ def refuse_unlike(doc_a: LoadedRun, doc_b: LoadedRun) -> None:
             )
 
 
-def picked(spec: str | Path, doc: LoadedRun, root: str | Path | None) -> str | None:
+def picked(spec: str | Path | LoadedRun, doc: LoadedRun, root: str | Path | None) -> str | None:
     """A note naming the bundle a profile name stood for (its newest run), or None for a named
-    run."""
-    if root is None or Path(str(spec)).is_dir() or (Path(root) / "runs" / str(spec)).is_dir():
+    (or loaded) run."""
+    if root is None or isinstance(spec, LoadedRun) or Path(spec).is_dir():
+        return None
+    if (Path(root) / "runs" / str(spec)).is_dir():
         return None
     if not (Path(root) / "profiles" / f"{spec}.yaml").is_file():
         return None
@@ -194,8 +196,8 @@ def picked(spec: str | Path, doc: LoadedRun, root: str | Path | None) -> str | N
 
 
 def compare_runs(
-    run_a: str | Path,
-    run_b: str | Path,
+    run_a: str | Path | LoadedRun,
+    run_b: str | Path | LoadedRun,
     *,
     root: str | Path,
     threshold: float = 0.10,
@@ -204,7 +206,9 @@ def compare_runs(
     """FORCE false (the `compare` command): refuse runs of different models or context lengths."""
     if not threshold >= 0:
         raise BadInput(f"compare: --threshold: must be ≥ 0, got {threshold}")
-    doc_a, doc_b = evidence.load_run(run_a, root), evidence.load_run(run_b, root)
+    doc_a, doc_b = (
+        r if isinstance(r, LoadedRun) else evidence.load_run(r, root) for r in (run_a, run_b)
+    )
     if not force:
         refuse_unlike(doc_a, doc_b)
     rows = [

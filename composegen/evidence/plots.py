@@ -18,9 +18,7 @@ from composegen.bench.frontier import pareto
 from composegen.evidence.reports.runs import RunsReport
 
 WIDTH = 9.0  # inches; the page scales the SVG to its column
-MAX_TICKS = (
-    16  # a tick and marker per level up to this many (each label is laid out, each marker drawn)
-)
+MAX_TICKS = 16  # a tick and marker per point up to this many (each laid out or drawn)
 
 
 def _figure(rows: int = 1, cols: int = 1, height: float = 3.4) -> tuple[Any, list[Any]]:
@@ -232,7 +230,7 @@ def frontier(report: RunsReport) -> str | None:
         front = sorted(p for p, keep in zip(pairs, on_front, strict=True) if keep)
         line = ax.plot(
             *zip(*front, strict=True),
-            marker="o",
+            marker="o" if len(front) <= MAX_TICKS else None,  # thousands: a line through them
             label=f"{_text(run.label)}" + (" (EMULATED)" if run.emulated else "") + ": front",
         )[0]
         rest = [p for p, keep in zip(pairs, on_front, strict=True) if not keep]
@@ -243,10 +241,8 @@ def frontier(report: RunsReport) -> str | None:
                 edgecolors=line.get_color(),
                 label=f"{_text(run.label)}: dominated levels",
             )
-    emulated = any(run.emulated for run, _ in runs)
-    ax.set_title(
-        "Throughput–interactivity frontier" + (" — EMULATED vLLM" if emulated else " (measured)")
-    )
+    kind = " — EMULATED vLLM" if any(run.emulated for run, _ in runs) else " (measured)"
+    ax.set_title("Throughput–interactivity frontier" + kind)
     ax.set_xlabel("output tokens/s per GPU")
     ax.set_ylabel("tokens/s per user (1000 / median TPOT)")
     ax.set_xlim(left=0)

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 from composegen.bench import deltas, opentext, viaedgetext
 from composegen.bench.reports import BenchResult, ViaEdgeResult
@@ -68,6 +69,16 @@ code{font-size:12px}.flag-yes{color:#b00020;font-weight:bold}
 """
 
 
+MAX_ROWS = 1_000  # per-level rows a page shows; `report --json` and `--markdown` hold every level
+
+
+def _capped(levels: list[Any], what: str) -> tuple[list[Any], str]:
+    """LEVELS as a page shows them (the first MAX_ROWS), with the note saying so when cut."""
+    note = f"The first {MAX_ROWS:,} of {len(levels):,} {what} shown; every one: `report --json`"
+    cut = f'<p class="missing" data-rows-cut>{_code(note)} or --markdown.</p>'
+    return levels[:MAX_ROWS], cut if len(levels) > MAX_ROWS else ""
+
+
 def _table(head: list[str], rows: list[list[str]]) -> str:
     cells = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join(
@@ -93,40 +104,29 @@ def _comparison(result: CompareReport, a: str, b: str) -> str:
         [r.label, compare._value(r, "a"), compare._value(r, "b"), compare._change(r)]
         for r in result.rows
     ]
-    cap = result.unexplained_capacity_change
-    flag = compare._flag_line(result)
-    parts = [
-        f"<h3>{escape(a)} vs {escape(b)}</h3>",
-        _table(["Measurement", a, b, "Change"], rows),
-        f'<p class="{"flag-yes" if cap.flag else ""}">{escape(flag)}</p>',
-    ]
+    flag = "flag-yes" if result.unexplained_capacity_change.flag else ""
+    parts = [f"<h3>{escape(a)} vs {escape(b)}</h3>", _table(["Measurement", a, b, "Change"], rows)]
+    parts.append(f'<p class="{flag}">{escape(compare._flag_line(result))}</p>')
     config = result.config
     diff_rows = [[c.path, repr(c.before), repr(c.after)] for c in config.functional]
     parts.append("<h4>Config differences</h4>")
     parts.append(
         _table(["Path", a, b], diff_rows) if diff_rows else "<p>No functional differences.</p>"
     )
-    if config.identity:
-        parts.append(
-            f"<p>{len(config.identity)} identity-only differences (ports, names, labels).</p>"
-        )
+    if identity := len(config.identity):
+        parts.append(f"<p>{identity} identity-only differences (ports, names, labels).</p>")
     bench = result.bench
     if bench and bench.levels:
         parts.append("<h4>Load benchmark, per concurrency level</h4>")
-        cell = deltas.cell
+        cell, (shown, cut) = deltas.cell, _capped(bench.levels, "rows")
         rows = [
             [r.level or str(r.concurrency), r.metric, cell(r.a), cell(r.b), deltas.change(r)]
-            for r in bench.levels
+            for r in shown
         ]
-        parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows))
+        parts.append(_table(["Concurrency", "Metric", a, b, "Change"], rows) + cut)
     notes = [*config.notes, *result.notes, *(bench.notes if bench else [])]
     parts += [f"<p>note: {escape(n)}</p>" for n in notes]
     return "".join(parts)
-
-
-def _raw_files(report: RunsReport) -> str:
-    rows = [[run.label, f.file, f.sha256, str(f.bytes)] for run in report.runs for f in run.raw]
-    return _table(["Run", "File", "sha256", "Bytes"], rows)
 
 
 def _bench_tables(report: RunsReport) -> str:
@@ -138,6 +138,7 @@ def _bench_tables(report: RunsReport) -> str:
     for run in report.runs:
         if run.bench is None:
             continue
+        levels, cut = _capped(run.bench.levels, "levels")
         rows = [
             [
                 str(lv.concurrency) if lv.request_rate is None else lv.key(),
@@ -145,14 +146,14 @@ def _bench_tables(report: RunsReport) -> str:
                 str(lv.errors),
                 *("-" if (v := getattr(lv, f)) is None else f"{v:,.2f}" for f in figures),
             ]
-            for lv in run.bench.levels
+            for lv in levels
         ]
         sizes = f"{run.bench.input_tokens} input / {run.bench.output_tokens} output tokens"
         title = f"<h4>{escape(run.label)} ({sizes})</h4>"
         if run.bench.arrivals == "open":  # its own columns: rates, lateness, queueing, the SLO
-            parts.append(title + _open_table(run.bench))
+            parts.append(title + _open_table(run.bench.model_copy(update={"levels": levels})) + cut)
             continue
-        parts.append(title + _table(head, rows))
+        parts.append(title + _table(head, rows) + cut)
         parts.append(_via_edge(run.label, run.bench.via_edge))
     return "".join(parts)
 
@@ -227,7 +228,8 @@ def render_html(report: RunsReport, heading: CampaignHeading | None = None) -> s
     body += ["<h2>Context ladder</h2>", _plot("ladder", *svgs["ladder"])]
     body += ["<h2>Load benchmark</h2>", _plot("bench", *svgs["bench"]), _bench_tables(report)]
     body.append(_plot("frontier", *svgs["frontier"]))
-    body += ["<h2>Raw files</h2>", _raw_files(report)]
+    raw = [[run.label, f.file, f.sha256, str(f.bytes)] for run in report.runs for f in run.raw]
+    body += ["<h2>Raw files</h2>", _table(["Run", "File", "sha256", "Bytes"], raw)]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

@@ -18,17 +18,9 @@ from composegen.evidence.reports.runs import RawFile, RunsReport, RunSummary
 from composegen.output import md_cell
 
 # RunSummary.startup: the startup figures a run's summary shows, each a typed field of StartupFacts
-STARTUP_KEYS = (
-    "vllm_version",
-    "max_model_len",
-    "kv_cache_tokens",
-    "kv_cache_gib_min",
-    "kv_cache_gib_per_rank",
-    "weights_gib",
-    "peak_activation_gib",
-    "cuda_graph_gib",
-    "max_concurrency",
-)
+STARTUP_KEYS = ["vllm_version", "max_model_len", "kv_cache_tokens", "kv_cache_gib_min"]
+STARTUP_KEYS += ["kv_cache_gib_per_rank", "weights_gib", "peak_activation_gib", "cuda_graph_gib"]
+STARTUP_KEYS += ["max_concurrency"]
 
 # RunSummary fields the bundle holds under the same name
 BUNDLE_KEYS = ["source", "created_at", "composegen_version", "image_digest", "model_revision"]
@@ -62,7 +54,7 @@ def gather(specs: list[str], *, root: str | Path) -> RunsReport:
         raise BadInput("report: give one or more runs (runs/<run> or a bundle path)")
     docs = [evidence.load_run(spec, root) for spec in specs]
     runs = [_summary(doc, label) for doc, label in zip(docs, _labels(docs), strict=True)]
-    comparisons = [compare.compare_runs(docs[0].path, doc.path, root=root) for doc in docs[1:]]
+    comparisons = [compare.compare_runs(docs[0], doc, root=root) for doc in docs[1:]]
     return RunsReport(runs=runs, comparisons=comparisons)
 
 
@@ -74,33 +66,19 @@ def _short(value: str | None, n: int = 16) -> str:
 
 
 def provenance_rows(report: RunsReport) -> list[list[str]]:
-    """[label, profile hash, image digest, compose sha256, revision, source, emulated, created] per
-    run."""
+    """One row per run under PROVENANCE_HEAD."""
     return [
         [
-            run.label,
-            run.hash,
-            _short(run.image_digest),
-            _short(run.compose_sha256),
-            _short(run.model_revision, 12),
-            run.source,
-            "EMULATED" if run.emulated else "no",
+            *(run.label, run.hash, _short(run.image_digest), _short(run.compose_sha256)),
+            *(_short(run.model_revision, 12), run.source, "EMULATED" if run.emulated else "no"),
             run.created_at,
         ]
         for run in report.runs
     ]
 
 
-PROVENANCE_HEAD = [
-    "Run",
-    "Profile hash",
-    "Image digest",
-    "Compose sha256",
-    "Revision",
-    "Source",
-    "Emulated",
-    "Created",
-]
+PROVENANCE_HEAD = ["Run", "Profile hash", "Image digest", "Compose sha256", "Revision", "Source"]
+PROVENANCE_HEAD += ["Emulated", "Created"]
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -120,11 +98,8 @@ def _ladder_md(run: RunSummary) -> list[str]:
     show = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
     rows = [
         [
-            f"{row.target:,}",
-            show(row.prompt_tokens, ",d"),
-            show(row.ttft_s, ".3f"),
-            show(row.prefill_tok_s, ",.0f"),
-            show(row.decode_tok_s, ".2f"),
+            *(f"{row.target:,}", show(row.prompt_tokens, ",d"), show(row.ttft_s, ".3f")),
+            *(show(row.prefill_tok_s, ",.0f"), show(row.decode_tok_s, ".2f")),
             "ok" if row.ok else f"FAIL: {row.reason}",
         ]
         for row in run.ladder.targets
