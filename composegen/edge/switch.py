@@ -10,7 +10,7 @@ Clients only ever read composegen's own words as the stage.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from composegen import privatestate
@@ -95,6 +95,9 @@ class Switch:
     current: str | None = None
     cold: str | None = None  # why the cold path runs (None: the standby path)
     show: ProgressSink | None = None  # the operator's display (undo.StageSink)
+    held: standby.Held = field(
+        default_factory=dict
+    )  # the running stacks, as found (standby.why_not)
 
     def run(self) -> SwitchReport:
         started = time.monotonic()
@@ -121,7 +124,7 @@ class Switch:
     def prepare(self) -> StageSink:
         """The checks that refuse before the alias is marked, the journal, the first mark's sink."""
         project, edge, current, target = self.project, self.edge, self.current, self.target
-        self.cold = standby.why_not(project, edge, current, target)
+        self.cold, self.held = standby.why_not(project, edge, current, target)
         if self.cold is not None:
             driver.engine_info()  # the engine answers, or nothing changes: the alias stays
             if not self.emulate:
@@ -129,7 +132,7 @@ class Switch:
         service.running(edge, project)  # the edge carries the alias, or nothing changes (exit 3)
         self.clock.mark("state")
         if self.cold is None and current is not None:  # the memory plan: refused (exit 2)
-            standbyplan.check_switch(project, edge, current, target, self.emulate)
+            standbyplan.check_switch(project, edge, current, target, self.emulate, self.held)
             standby.preload_gates()  # the gates' client loads while the engines sleep and wake
             self.clock.mark("plan")
         path = "cold" if self.cold else "standby"
@@ -142,7 +145,7 @@ class Switch:
     def steps(self, sink: StageSink) -> None:
         project, edge, current, target = self.project, self.edge, self.current, self.target
         if self.cold is None and current is not None:
-            standby.switch(project, edge, current, target, self.gates, sink.run)
+            standby.switch(project, edge, current, target, self.gates, sink.run, self.held)
             return
         if current is not None:
             sink.say(f"stopping {current}")
@@ -175,7 +178,8 @@ class Switch:
             stages=sink.seen if sink else [],
             seconds=round(time.monotonic() - started, 1) if sink else 0.0,
             path=path,
-            path_reason=why or standby.reason(self.project, self.edge, self.current, self.target),
+            path_reason=why
+            or standby.reason(self.project, self.edge, self.current, self.target, self.held),
             steps=sink.timed(until=moved_at) if sink else [],
             before=self.clock.before if sink else [],
             moved_at=self.clock.at(moved_at) if moved_at else None,
