@@ -75,12 +75,9 @@ def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -
     return driver.sleep_stack(project, r, held=held)
 
 
-Held = dict[str, driver.Handle]
-
-
 def why_not(
     project: Project, edge: Edge, current: str | None, target: str
-) -> tuple[str | None, Held]:
+) -> tuple[str | None, dict[str, driver.Handle]]:
     """Why a switch from CURRENT to TARGET cannot go by sleep (None: it can), and the standby
     path's handles: the project's running stacks, each listed and asked once (TARGET strictly)."""
     if current is None:
@@ -94,10 +91,12 @@ def why_not(
     return None, held
 
 
-def reason(project: Project, edge: Edge, current: str | None, target: str, held: Held) -> str:
+def reason(
+    project: Project, edge: Edge, current: str | None, target: str, held: driver.Held
+) -> str:
     """Why the standby path ran, and whether sleep mode was qualified for the target's engine
     here (HELD: as the switch found it)."""
-    r, h = edge.stacks[target], held.get(target)
+    r, h = edge.stacks[target], (held or {}).get(target)
     kept = sleepcycles.recorded(project, r, bool(h and h.ctr.emulated))
     if kept and kept.get("passed"):
         qualified = f"sleep qualified here at {kept.get('at')}"
@@ -123,22 +122,6 @@ def _drained(r: Resolved, deadline: float) -> bool:
 
 
 Run = Callable[[str, Callable[[], object]], None]  # a named, told, timed step (StageSink.run)
-
-
-def switch(
-    project: Project,
-    edge: Edge,
-    current: str,
-    target: str,
-    only: list[str] | None,
-    run: Run,
-    held: driver.Held = None,
-) -> None:
-    """The standby path from CURRENT to TARGET, each step through RUN (HELD: the handles looked
-    up when it began); raises what failed (the caller's undo puts the old engine awake again)."""
-    sleep_drained(project, edge.stacks[current], run, held)
-    for name, step in waking(project, edge.stacks[target], only, held):
-        run(name, step)
 
 
 def waking(

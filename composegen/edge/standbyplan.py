@@ -28,11 +28,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from composegen.edge import config
+from composegen.edge.config import Edge
 from composegen.errors import BadInput
 from composegen.evidence import sleepcycles
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
+from composegen.stack.driver import Held
 
 # before an engine has slept: the recording's 0.87-0.91 GiB (H200, 0.60 share), rounded up
 ESTIMATED_RESIDUE_GIB = 1.0
@@ -160,22 +162,14 @@ def check_sleep(project: Project, r: Resolved, ctr: driver.ContainerFacts | None
 
 
 def check_switch(
-    project: Project,
-    edge: config.Edge,
-    current: str,
-    target: str,
-    emulated: bool,
-    held: driver.Held = None,
+    project: Project, edge: Edge, current: str, target: str, emulated: bool, held: Held = None
 ) -> None:
     """Before a standby switch: TARGET awake beside CURRENT asleep and every other running stack,
     and CURRENT's level-1 host copy. HELD: the switch's handles (else looked up now)."""
     old, new = edge.stacks[current], edge.stacks[target]
     held = driver.handles(project, known=edge.stacks) if held is None else held
-    others, mine = (
-        _running(edge, held, [current, target]),
-        [held[current]] if current in held else [],
-    )
-    size = _size(new, emulated, [*others, *mine])
+    others = _running(edge, held, [current, target])
+    size = _size(new, emulated, [*others, *([held[current]] if current in held else [])])
     if size is not None:
         # what OLD kept the last time it slept, its own share (estimated if it never slept)
         holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_kept(project, current)),

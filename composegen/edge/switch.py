@@ -10,7 +10,7 @@ Clients only ever read composegen's own words as the stage.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from composegen import privatestate
@@ -95,9 +95,7 @@ class Switch:
     current: str | None = None
     cold: str | None = None  # why the cold path runs (None: the standby path)
     show: ProgressSink | None = None  # the operator's display (undo.StageSink)
-    held: standby.Held = field(
-        default_factory=dict
-    )  # the running stacks, as found (standby.why_not)
+    held: driver.Held = None  # the running stacks, as the standby path found them (why_not)
 
     def run(self) -> SwitchReport:
         started = time.monotonic()
@@ -145,7 +143,9 @@ class Switch:
     def steps(self, sink: StageSink) -> None:
         project, edge, current, target = self.project, self.edge, self.current, self.target
         if self.cold is None and current is not None:
-            standby.switch(project, edge, current, target, self.gates, sink.run, self.held)
+            standby.sleep_drained(project, edge.stacks[current], sink.run, self.held)
+            for name, step in standby.waking(project, edge.stacks[target], self.gates, self.held):
+                sink.run(name, step)
             return
         if current is not None:
             sink.say(f"stopping {current}")

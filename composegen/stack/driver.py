@@ -89,7 +89,6 @@ __all__ = [
     "gpu_claims",
     "gpu_memory",
     "gpu_size",
-    "handle",
     "handles",
     "head_container",
     "host_memory",
@@ -309,15 +308,15 @@ def sleep_stack(
     """Put R's engine to sleep (its profile's level unless LEVEL); mode wait lets requests end.
     HELD: the switch's handles (R's container and the others as looked up when it began)."""
     planned = _standby_level(r)
-    ctr = held[r.name].ctr if held and r.name in held else running_container(project, r)
-    return sleepmode.sleep(project, r, ctr, level or planned, mode, held)
+    h = (held or {}).get(r.name) or Handle(r, running_container(project, r), None)
+    return sleepmode.sleep(project, h, level or planned, mode, held)
 
 
 def wake_stack(project: Project, r: Resolved, held: Held = None) -> float:
     """Wake R's engine from the sleep anyone put it in; seconds (0: awake already). HELD: the
     switch's handles (R's asked strictly when it began), else looked up now."""
     _standby_level(r)
-    h = (held or {}).get(r.name) or handle(project, r, strict=True)
+    h = (held or {}).get(r.name) or handles(project, [r.name], {r.name: r}, r.name).get(r.name)
     if h is None:
         raise EngineError(
             f"{r.name} is not running", hint=f"`composegen up {r.name} --standby` first"
@@ -325,19 +324,10 @@ def wake_stack(project: Project, r: Resolved, held: Held = None) -> float:
     return 0.0 if h.asleep is None else sleepmode.wake(project, r, h.ctr, h.asleep.level)
 
 
-def handle(project: Project, r: Resolved, strict: bool = False) -> Handle | None:
-    """R's running stack, listed and asked once (None: not running). STRICT: an engine that does
-    not say whether it sleeps is an EngineError, not "awake"."""
-    ctr = head_container(project, r)
-    if ctr is None or not ctr.running:
-        return None
-    return Handle(r, ctr, sleepmode.state(project, r, ctr, strict))
-
-
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:
     """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no
-    sleep mode (STRICT: as `handle`)."""
-    h = handle(project, r, strict)
+    sleep mode. STRICT: an engine that does not say is an EngineError, not "awake"."""
+    h = handles(project, [r.name] if strict else [], {r.name: r}, r.name).get(r.name)
     return h.asleep if h else None
 
 

@@ -183,19 +183,12 @@ def _record(project: Project, name: str) -> Path:
     return privatestate.state_dir(project, "standby") / f"{name}.json"
 
 
-def sleep(
-    project: Project,
-    r: Resolved,
-    ctr: ContainerFacts,
-    level: int,
-    mode: str = "wait",
-    held: Held = None,
-) -> Asleep:
-    """Put R's engine to sleep; the record says level, when and the residue it logged (beside the
+def sleep(project: Project, h: Handle, level: int, mode: str = "wait", held: Held = None) -> Asleep:
+    """Put H's engine to sleep; the record says level, when and the residue it logged (beside the
     others HELD, else listed then)."""
-    port = r.profile.service.port.container
-    _ok(ctr, port, _DevCall("POST", f"/sleep?level={level}&mode={mode}", timeout=600))
-    residue, how = _residue(project, r, ctr, held)
+    r, port = h.r, h.r.profile.service.port.container
+    _ok(h.ctr, port, _DevCall("POST", f"/sleep?level={level}&mode={mode}", timeout=600))
+    residue, how = _residue(project, h, held)
     asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue, residue_from=how)
     privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
     return asleep
@@ -245,13 +238,17 @@ Held = Mapping[str, Handle] | None  # the handles of a switch by name (None: loo
 
 
 def handles(
-    project: Project, strict: Collection[str] = (), known: Mapping[str, Resolved] | None = None
+    project: Project,
+    strict: Collection[str] = (),
+    known: Mapping[str, Resolved] | None = None,
+    only: str | None = None,
 ) -> dict[str, Handle]:
-    """The project's stacks running on this engine from one listing (KNOWN: resolved already), each
-    asked once whether it sleeps (STRICT: the names whose "cannot tell" is an EngineError).
-    Multi-node stacks (no sleep mode) and profiles that do not resolve are left out."""
-    names, found = set(project.profile_names()), {}
-    for ctr in engine.composegen_containers():
+    """The project's stacks running on this engine (ONLY: that one's) from one listing (KNOWN:
+    resolved already), each asked once whether it sleeps (STRICT: the names whose "cannot tell" is
+    an EngineError). Multi-node stacks (no sleep mode) and broken profiles are left out."""
+    names, found = {only} if only else set(project.profile_names()), {}
+    listed = engine.project_containers(compose_project(only)) if only else None
+    for ctr in engine.composegen_containers() if listed is None else listed:
         if not (ctr.running and ctr.service == "vllm" and ctr.profile in names):
             continue
         try:
@@ -284,29 +281,28 @@ def gpu_size(r: Resolved, ctr: ContainerFacts | None, emulated: bool) -> float |
     return float(total) if total else None
 
 
-def _residue(
-    project: Project, r: Resolved, ctr: ContainerFacts, held: Held
-) -> tuple[float | None, str | None]:
-    """R's own residue: the `still in use` line (the whole GPU's) minus what the project's other
-    running stacks hold on the fullest of R's GPUs, clamped at 0; and where it came from."""
-    found = stages.SLEEP_RESIDUE.findall(engine.logs(ctr, tail=200))
+def _residue(project: Project, h: Handle, held: Held) -> tuple[float | None, str | None]:
+    """H's own residue: the `still in use` line (the whole GPU's) minus what the project's other
+    running stacks hold on the fullest of H's GPUs, clamped at 0; and where it came from."""
+    found = stages.SLEEP_RESIDUE.findall(engine.logs(h.ctr, tail=200))
     if not found:
         return None, None
     in_use = float(found[-1])
     try:
-        gpu, on = _fullest(project, r, ctr, held)
+        gpu, on = _fullest(project, h, held)
     except ComposegenError as exc:  # the engine sleeps already: the figure is kept, said unsplit
         return in_use, f"its `still in use` line {in_use:.2f} GiB, others unread ({exc.message})"
     if not on:
         return in_use, f"its `still in use` line {in_use:.2f} GiB, nothing else on its GPUs"
-    own = round(max(in_use - sum(h for h, _ in on), 0.0), 2)
+    own = round(max(in_use - sum(gib for gib, _ in on), 0.0), 2)
     others = " - ".join(who for _, who in on)
     return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - {others}"
 
 
-def _fullest(project: Project, r: Resolved, ctr: ContainerFacts, held: Held) -> tuple[str, list]:
-    """The fullest of R's GPUs by what the project's other running stacks (HELD, else listed now)
+def _fullest(project: Project, h: Handle, held: Held) -> tuple[str, list]:
+    """The fullest of H's GPUs by what the project's other running stacks (HELD, else listed now)
     hold there: (GiB, who)."""
+    r, ctr = h.r, h.ctr
     mine = set(r.profile.service.gpus.ids())
     on: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}
     for o in (handles(project) if held is None else held).values():
