@@ -166,7 +166,7 @@ def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | 
     switch must not take a sleeping engine for an awake one."""
     for attempt in range(3):
         try:
-            status, answer = _call(ctr, port, _DevCall("GET", "/is_sleeping", timeout=10))
+            status, answer = _call(ctr, port, _DevCall("GET", stages.IS_SLEEPING, timeout=10))
             doc = json.loads(answer) if status == 200 else {}
         except (EngineError, ValueError):
             time.sleep(0.5 * (attempt + 1))
@@ -187,7 +187,7 @@ def sleep(project: Project, h: Handle, level: int, mode: str = "wait", held: Hel
     """Put H's engine to sleep; the record says level, when and the residue it logged (beside the
     others HELD, else listed then)."""
     r, port = h.r, h.r.profile.service.port.container
-    _ok(h.ctr, port, _DevCall("POST", f"/sleep?level={level}&mode={mode}", timeout=600))
+    _ok(h.ctr, port, _DevCall("POST", f"{stages.SLEEP}?level={level}&mode={mode}", timeout=600))
     residue, how = _residue(project, h, held)
     asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue, residue_from=how)
     privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
@@ -198,11 +198,11 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
     """Wake R's engine (the steps its level needs); seconds taken."""
     port, started = r.profile.service.port.container, time.monotonic()
     if level == 2:
-        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=weights"))
-        _ok(ctr, port, _DevCall("POST", "/collective_rpc", {"method": "reload_weights"}, 1800))
-        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=kv_cache"))
+        _ok(ctr, port, _DevCall("POST", f"{stages.WAKE_UP}?tags=weights"))
+        _ok(ctr, port, _DevCall("POST", stages.COLLECTIVE_RPC, {"method": "reload_weights"}, 1800))
+        _ok(ctr, port, _DevCall("POST", f"{stages.WAKE_UP}?tags=kv_cache"))
     else:
-        _ok(ctr, port, _DevCall("POST", "/wake_up", timeout=600))
+        _ok(ctr, port, _DevCall("POST", stages.WAKE_UP, timeout=600))
     # awake: only the figure the last sleep measured stays (the memory plan's, not a log window)
     kept: dict = privatestate.read_json(_record(project, r.name), {})
     privatestate.write_json(_record(project, r.name), {k: kept.get(k) for k in KEPT})
