@@ -156,8 +156,9 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
         poller.stop.set()
         poller.join(60)
     # one handle per engine on the standby path: its containers listed once, whether it sleeps asked once
-    for asked in (promote_asked, rollback_asked):
+    for asked, target in ((promote_asked, edge.new), (rollback_asked, edge.old)):
         assert all(listed == 1 and questions <= 1 for listed, questions in asked.values()), asked
+        assert asked[target][1] == 1, asked  # the target is asked, once: it must be asleep
     # drained, not cut
     assert stream.finish == "length" and stream.tokens == 400 and stream.model == old_model
     # nothing qualified it yet
