@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 
 from composegen.edge import standbyplan
-from composegen.edge.config import Edge
 from composegen.errors import CheckFailed, ComposegenError, EngineError
 from composegen.evidence import gatecheck, sleepcycles
 from composegen.monitor import watch
@@ -73,38 +72,6 @@ def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -
     gatecheck.require_gates(r, only)
     standbyplan.check_sleep(project, r, h.ctr if h else None)
     return driver.sleep_stack(project, r, held=held)
-
-
-def why_not(
-    project: Project, edge: Edge, current: str | None, target: str
-) -> tuple[str | None, dict[str, driver.Handle]]:
-    """Why a switch from CURRENT to TARGET cannot go by sleep (None: it can), and the standby
-    path's handles: the project's running stacks, each listed and asked once (TARGET strictly)."""
-    if current is None:
-        return "nothing serves the alias yet", {}
-    missing = [n for n in (current, target) if edge.stacks[n].profile.standby is None]
-    if missing:
-        return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no `standby:`", {}
-    held = driver.handles(project, [target], edge.stacks)
-    if target not in held or held[target].asleep is None:
-        return f"{target} is not up and asleep (`composegen up {target} --standby`)", held
-    return None, held
-
-
-def reason(
-    project: Project, edge: Edge, current: str | None, target: str, held: driver.Held
-) -> str:
-    """Why the standby path ran, and whether sleep mode was qualified for the target's engine
-    here (HELD: as the switch found it)."""
-    r, h = edge.stacks[target], (held or {}).get(target)
-    kept = sleepcycles.recorded(project, r, bool(h and h.ctr.emulated))
-    if kept and kept.get("passed"):
-        qualified = f"sleep qualified here at {kept.get('at')}"
-    else:
-        qualified = (
-            f"WARNING: sleep not qualified here (`composegen qualify {target} --sleep-cycles 10`)"
-        )
-    return f"{current} and {target} are resident (standby), {target} asleep; {qualified}"
 
 
 def _drained(r: Resolved, deadline: float) -> bool:
