@@ -235,13 +235,11 @@ class Handle:
 
 
 Held = Mapping[str, Handle] | None  # the handles of a switch by name (None: look up)
+Known = Mapping[str, Resolved] | None  # profiles resolved already, by name
 
 
 def handles(
-    project: Project,
-    strict: Collection[str] = (),
-    known: Mapping[str, Resolved] | None = None,
-    only: str | None = None,
+    project: Project, strict: Collection[str] = (), known: Known = None, only: str | None = None
 ) -> dict[str, Handle]:
     """The project's stacks running on this engine (ONLY: that one's) from one listing (KNOWN:
     resolved already), each asked once whether it sleeps (STRICT: the names whose "cannot tell" is
