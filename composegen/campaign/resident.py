@@ -26,15 +26,14 @@ WAKE_TRIES = 2  # a wake that fails once (a slow /wake_up, a transient refusal) 
 def decide(project: Project, control: str, candidate: str, emulated: bool) -> Residency:
     """Asked when the candidate's arm closes (candidate awake, control asleep)."""
     why_not, awake = possible(project, control, candidate)
-    if why_not is None and awake is not None:
-        asleep = candidate if awake == control else control
+    asleep = candidate if awake == control else control
+    if awake is not None:
         try:  # AWAKE beside the other asleep: the plan's switch check
             standbyplan.check_switch(project, config.load(project), asleep, awake, emulated)
         except BadInput as exc:
             why_not = f"the memory plan refuses {awake} awake beside {asleep} asleep: {exc.message}"
     if why_not is not None or awake is None:
         return Residency(resident=False, reason=f"{candidate} taken down: {why_not}")
-    asleep = candidate if awake == control else control
     return Residency(
         resident=True,
         awake=awake,

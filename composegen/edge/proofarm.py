@@ -50,9 +50,9 @@ def qualify_here(
     project: Project, r: Resolved, emulate: bool, sleep_cycles: int, note: Callable[[str], None]
 ) -> QualifyResult:
     """`qualify NAME [--emulate]` (the module's docstring); NOTE tells the operator what it does."""
-    ctr = driver.head_container(project, r)
-    started = emulate and (ctr is None or not ctr.running)
-    if not started and r.profile.standby and driver.sleep_state(project, r) is not None:
+    h = driver.handles(project, (), {r.name: r}, r.name).get(r.name)  # listed, asked once
+    started = emulate and h is None
+    if not started and h is not None and h.asleep is not None:
         how = f"`composegen qualify {r.name} --alias ALIAS`"
         hint = f"{how} qualifies it in the serving stack's place, then restores it"
         raise BadInput(f"{r.name} is asleep: its engine serves nothing to qualify", hint=hint)
@@ -91,11 +91,8 @@ def _refuse_aliased(project: Project, name: str) -> None:
 
 
 def _state(project: Project, r: Resolved) -> State:
-    ctr = driver.head_container(project, r)
-    if ctr is None or not ctr.running:
-        return "down"
-    asleep = r.profile.standby and driver.sleep_state(project, r, strict=True) is not None
-    return "asleep" if asleep else "awake"
+    h = driver.handles(project, [r.name], {r.name: r}, r.name).get(r.name)  # listed, asked once
+    return "down" if h is None else "asleep" if h.asleep else "awake"
 
 
 def _path(edge: Edge, current: str, target: str, was: State) -> tuple[PathKind, str]:

@@ -50,19 +50,18 @@ class Arm:
     def away(self, cycles: int, gates: list[str] | None) -> QualifyResult:
         """The serving stack out of the way, the target in, qualified."""
         old, new = self.edge.stacks[self.current], self.edge.stacks[self.target]
-        if self.path == "standby" and self.target_was == "asleep":
-            standby.switch(self.project, self.edge, self.current, self.target, gates, self.sink.run)
+        if self.path == "standby":  # drained (then aborted), as a switch's
+            standby.sleep_drained(self.project, old, self.sink.run)
         else:
-            if self.path == "standby":  # drained (then aborted), as a switch's
-                standby.sleep_drained(self.project, old, self.sink.run)
-            else:
-                self.sink.run(f"stopping {self.current}", lambda: driver.down(self.project, old))
-            if self.target_was == "asleep":  # resident, its partner without `standby:`
-                self.sink.run(f"waking {self.target}", lambda: driver.wake_stack(self.project, new))
-            else:
-                how = driver.UpOptions(emulate=self.emulate)
-                up = lambda: driver.up_or_attach(self.project, new, how, self.sink)  # noqa: E731
-                self.sink.run(f"starting {self.target}", up)
+            self.sink.run(f"stopping {self.current}", lambda: driver.down(self.project, old))
+        if self.target_was == "asleep":  # a switch's steps; its partner without `standby:`: woken
+            steps = standby.waking(self.project, new, gates)
+            for name, step in steps if self.path == "standby" else steps[:1]:
+                self.sink.run(name, step)
+        else:
+            how = driver.UpOptions(emulate=self.emulate)
+            up = lambda: driver.up_or_attach(self.project, new, how, self.sink)  # noqa: E731
+            self.sink.run(f"starting {self.target}", up)
         stage = f"qualifying {self.target}"
         found: list[QualifyResult] = []
         say = lambda s: self.sink.say(f"{stage}: {s}")  # noqa: E731

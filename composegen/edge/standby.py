@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 
 from composegen.edge import standbyplan
-from composegen.edge.config import Edge
 from composegen.errors import CheckFailed, ComposegenError, EngineError
 from composegen.evidence import gatecheck, sleepcycles
 from composegen.monitor import watch
@@ -67,40 +66,12 @@ def _gates(r: Resolved, only: list[str] | None) -> None:
 def put_to_sleep(project: Project, r: Resolved, only: list[str] | None = None) -> driver.Asleep:
     """`up --standby` after the stack is ready: its gates, the plan's host-memory check for a
     level-1 sleep (its weights are known now), then sleep at the profile's level."""
-    asleep = driver.sleep_state(project, r)
-    if asleep is not None:
-        return asleep  # already: `up --standby` of a sleeping stack changes nothing
+    h = (held := driver.handles(project, known={r.name: r})).get(r.name)
+    if h is not None and h.asleep is not None:
+        return h.asleep  # already: `up --standby` of a sleeping stack changes nothing
     gatecheck.require_gates(r, only)
-    ctr = driver.head_container(project, r)
-    standbyplan.check_sleep(project, r, bool(ctr and ctr.emulated))
-    return driver.sleep_stack(project, r)
-
-
-def why_not(project: Project, edge: Edge, current: str | None, target: str) -> str | None:
-    """Why a switch from CURRENT to TARGET cannot go by sleep (None: it can)."""
-    if current is None:
-        return "nothing serves the alias yet"
-    missing = [n for n in (current, target) if edge.stacks[n].profile.standby is None]
-    if missing:
-        return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no `standby:`"
-    if driver.sleep_state(project, edge.stacks[target], strict=True) is None:
-        return f"{target} is not up and asleep (`composegen up {target} --standby`)"
-    return None
-
-
-def reason(project: Project, edge: Edge, current: str | None, target: str) -> str:
-    """Why the standby path ran, and whether sleep mode was qualified for the target's engine
-    here."""
-    r = edge.stacks[target]
-    ctr = driver.head_container(project, r)
-    kept = sleepcycles.recorded(project, r, bool(ctr and ctr.emulated))
-    if kept and kept.get("passed"):
-        qualified = f"sleep qualified here at {kept.get('at')}"
-    else:
-        qualified = (
-            f"WARNING: sleep not qualified here (`composegen qualify {target} --sleep-cycles 10`)"
-        )
-    return f"{current} and {target} are resident (standby), {target} asleep; {qualified}"
+    standbyplan.check_sleep(project, r, h.ctr if h else None)
+    return driver.sleep_stack(project, r, held=held)
 
 
 def _drained(r: Resolved, deadline: float) -> bool:
@@ -120,37 +91,25 @@ def _drained(r: Resolved, deadline: float) -> bool:
 Run = Callable[[str, Callable[[], object]], None]  # a named, told, timed step (StageSink.run)
 
 
-def switch(
-    project: Project, edge: Edge, current: str, target: str, only: list[str] | None, run: Run
-) -> None:
-    """The standby path from CURRENT to TARGET, each step through RUN; raises what failed (the
-    caller's undo puts the old engine awake again)."""
-    sleep_drained(project, edge.stacks[current], run)
-    for name, step in waking(project, edge.stacks[target], only):
-        run(name, step)
-
-
 def waking(
-    project: Project, r: Resolved, gates: list[str] | None
+    project: Project, r: Resolved, gates: list[str] | None, held: driver.Held = None
 ) -> list[tuple[str, Callable[[], object]]]:
     """A sleeping engine back in service, as a switch, a wake and an undo do it: each step."""
     return [
-        (f"waking {r.name}", lambda: driver.wake_stack(project, r)),
+        (f"waking {r.name}", lambda: driver.wake_stack(project, r, held)),
         ("warm-up", lambda: sleepcycles.probe(r)),  # the first request after a wake
         ("identity", lambda: identity(r)),
         (f"gates on {r.name}", lambda: _gates(r, gates)),
     ]
 
 
-def sleep_drained(project: Project, r: Resolved, run: Run) -> None:
+def sleep_drained(project: Project, r: Resolved, run: Run, held: driver.Held = None) -> None:
     """R's engine to sleep once its running requests end, or at DRAIN_S with them aborted (the
     alias already answers 503: nothing new arrives). Shared by a switch and `qualify --alias`."""
     drained = [True]
     run("draining", lambda: drained.__setitem__(0, _drained(r, time.monotonic() + DRAIN_S)))
-    run(
-        f"putting {r.name} to sleep",
-        lambda: driver.sleep_stack(project, r, mode="wait" if drained[0] else "abort"),
-    )
+    mode = lambda: "wait" if drained[0] else "abort"  # noqa: E731
+    run(f"putting {r.name} to sleep", lambda: driver.sleep_stack(project, r, None, mode(), held))
 
 
 def identity(r: Resolved) -> None:

@@ -24,15 +24,17 @@ A refusal is BadInput (exit 2) naming every figure.
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from composegen.edge import config
+from composegen.edge.config import Edge
 from composegen.errors import BadInput
 from composegen.evidence import sleepcycles
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
 from composegen.stack import driver
+from composegen.stack.driver import Held
 
 # before an engine has slept: the recording's 0.87-0.91 GiB (H200, 0.60 share), rounded up
 ESTIMATED_RESIDUE_GIB = 1.0
@@ -85,31 +87,15 @@ def ranks(r: Resolved) -> int:
 
 
 # --- what runs now --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Running:
-    r: Resolved
-    emulated: bool
-    asleep: driver.Asleep | None
+def _running(edge: config.Edge, held: Mapping[str, driver.Handle], but: Iterable[str]) -> list:
+    """The edge's stacks that run now (other than BUT), awake or asleep; an engine that cannot say
+    (still loading) counts as awake: it holds, or will, its share."""
+    return [h for name, h in held.items() if name in edge.stacks and name not in but]
 
 
-def _running(project: Project, edge: config.Edge, but: Iterable[str]) -> list[Running]:
-    """The edge's stacks that run now (other than BUT), awake or asleep."""
-    found = []
-    for name, r in edge.stacks.items():
-        ctr = None if name in but or r.profile.nodes else driver.head_container(project, r)
-        if ctr is not None and ctr.running:
-            # an engine that cannot say (still loading) counts as awake: it holds, or will, its share
-            found.append(Running(r, ctr.emulated, driver.sleep_state(project, r)))
-    return found
-
-
-def _size(project: Project, r: Resolved, emulated: bool, others: list[Running]) -> float | None:
+def _size(r: Resolved, emulated: bool, others: list[driver.Handle]) -> float | None:
     """One GPU's size in GiB (EMULATED: EMU_GPU_GIB), else a running stack's startup report."""
-    real = (
-        driver.gpu_size(o.r, driver.head_container(project, o.r), False)
-        for o in others
-        if not o.emulated
-    )
+    real = (driver.gpu_size(o.r, o.ctr, False) for o in others if not o.ctr.emulated)
     return driver.gpu_size(r, None, emulated=True) if emulated else next(filter(None, real), None)
 
 
@@ -125,7 +111,7 @@ def _asleep(r: Resolved, residue: float | None) -> Holder:
     return Holder(r.name, tuple(r.profile.service.gpus.ids()), gib, how)
 
 
-def _holder(o: Running, size: float) -> Holder:
+def _holder(o: driver.Handle, size: float) -> Holder:
     return _awake(o.r, size) if o.asleep is None else _asleep(o.r, o.asleep.residue_gib)
 
 
@@ -144,15 +130,15 @@ def check_start(project: Project, r: Resolved, emulated: bool, standby: bool) ->
     edge = config.load(project)
     if r.name not in edge.stacks or r.profile.nodes is not None:
         return
-    own = driver.head_container(project, r)
-    if own is not None and own.running:
+    held = driver.handles(project, known=edge.stacks)
+    if r.name in held:
         return  # nothing starts: `up` follows the running stack
-    others = _running(project, edge, but=[r.name])
+    others = _running(edge, held, [r.name])
     if standby:
         _check_qualified(project, r, emulated)
     if not standby and not any(o.r.profile.standby for o in others):
         return
-    size = _size(project, r, emulated, others)
+    size = _size(r, emulated, others)
     if size is None:
         return  # a real GPU's size is known once a stack has started on it
     problems = gpu_problems(
@@ -163,33 +149,34 @@ def check_start(project: Project, r: Resolved, emulated: bool, standby: bool) ->
             "sleeps it), or lower gpu-memory-utilization (docs/standby.md)")  # fmt: skip
 
 
-def check_sleep(project: Project, r: Resolved, emulated: bool) -> None:
-    """Before R goes to sleep at level 1: its weights' host copy fits (unified memory: refused
-    unless qualified)."""
-    _check_qualified(project, r, emulated)
+def check_sleep(project: Project, r: Resolved, ctr: driver.ContainerFacts | None) -> None:
+    """Before R (running in CTR) goes to sleep at level 1: its weights' host copy fits (unified
+    memory: refused unless qualified)."""
+    _check_qualified(project, r, bool(ctr and ctr.emulated))
     if r.profile.standby is None or r.profile.standby.level != 1:
         return
-    problem = _host_problem(project, r, emulated)
+    problem = _host_problem(r, ctr)
     _refuse(f"{r.name} cannot sleep at level 1", [problem] if problem else [],
             "free host memory, or `standby: {level: 2}` (the weights are discarded and reloaded "
             "from disk at the wake)")  # fmt: skip
 
 
 def check_switch(
-    project: Project, edge: config.Edge, current: str, target: str, emulated: bool
+    project: Project, edge: Edge, current: str, target: str, emulated: bool, held: Held = None
 ) -> None:
     """Before a standby switch: TARGET awake beside CURRENT asleep and every other running stack,
-    and CURRENT's level-1 host copy."""
+    and CURRENT's level-1 host copy. HELD: the switch's handles (else looked up now)."""
     old, new = edge.stacks[current], edge.stacks[target]
-    others = _running(project, edge, but=[current, target])
-    size = _size(project, new, emulated, [*others, Running(old, emulated, None)])
+    held = driver.handles(project, known=edge.stacks) if held is None else held
+    others = _running(edge, held, [current, target])
+    size = _size(new, emulated, [*others, *([held[current]] if current in held else [])])
     if size is not None:
         # what OLD kept the last time it slept, its own share (estimated if it never slept)
         holders = [_awake(new, size, "waking"), _asleep(old, driver.residue_kept(project, current)),
                    *(_holder(o, size) for o in others)]  # fmt: skip
         _refuse(f"{target} cannot wake beside {current} asleep", gpu_problems(holders, size),
                 "put the other awake stacks to sleep or down first (docs/standby.md)")  # fmt: skip
-    check_sleep(project, old, emulated)
+    check_sleep(project, old, held[current].ctr if current in held else None)
 
 
 def _check_qualified(project: Project, r: Resolved, emulated: bool) -> None:
@@ -209,19 +196,16 @@ def _check_qualified(project: Project, r: Resolved, emulated: bool) -> None:
     )
 
 
-def _host_problem(project: Project, r: Resolved, emulated: bool) -> str | None:
+def _host_problem(r: Resolved, ctr: driver.ContainerFacts | None) -> str | None:
     host = driver.host_memory(r)
-    if host is None:
+    if host is None or ctr is None or not ctr.running:
         return None  # a remote engine's host is not read from here
     available = host.available_gib
-    if emulated:
+    if ctr.emulated:
         emulated_host = r.profile.emulate.env.get("EMU_HOST_MEM_GIB")
         if not emulated_host:
             return None  # the emulator keeps no host copy
         available = float(emulated_host)
-    ctr = driver.head_container(project, r)
-    if ctr is None or not ctr.running:
-        return None
     weights = driver.startup_check(r, ctr).weights_gib
     if weights is None:
         return None

@@ -22,7 +22,7 @@ from composegen.edge.routes import Proof
 from composegen.edge.timeline import Timeline
 from composegen.edge.undo import StageSink
 from composegen.errors import BadInput, CheckFailed, ComposegenError
-from composegen.evidence import gatecheck
+from composegen.evidence import gatecheck, sleepcycles
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
@@ -95,6 +95,7 @@ class Switch:
     current: str | None = None
     cold: str | None = None  # why the cold path runs (None: the standby path)
     show: ProgressSink | None = None  # the operator's display (undo.StageSink)
+    held: driver.Held = None  # the running stacks, as the standby path found them (why_not)
 
     def run(self) -> SwitchReport:
         started = time.monotonic()
@@ -121,7 +122,7 @@ class Switch:
     def prepare(self) -> StageSink:
         """The checks that refuse before the alias is marked, the journal, the first mark's sink."""
         project, edge, current, target = self.project, self.edge, self.current, self.target
-        self.cold = standby.why_not(project, edge, current, target)
+        self.cold = self.why_not()
         if self.cold is not None:
             driver.engine_info()  # the engine answers, or nothing changes: the alias stays
             if not self.emulate:
@@ -129,7 +130,7 @@ class Switch:
         service.running(edge, project)  # the edge carries the alias, or nothing changes (exit 3)
         self.clock.mark("state")
         if self.cold is None and current is not None:  # the memory plan: refused (exit 2)
-            standbyplan.check_switch(project, edge, current, target, self.emulate)
+            standbyplan.check_switch(project, edge, current, target, self.emulate, self.held)
             standby.preload_gates()  # the gates' client loads while the engines sleep and wake
             self.clock.mark("plan")
         path = "cold" if self.cold else "standby"
@@ -142,7 +143,9 @@ class Switch:
     def steps(self, sink: StageSink) -> None:
         project, edge, current, target = self.project, self.edge, self.current, self.target
         if self.cold is None and current is not None:
-            standby.switch(project, edge, current, target, self.gates, sink.run)
+            standby.sleep_drained(project, edge.stacks[current], sink.run, self.held)
+            for name, step in standby.waking(project, edge.stacks[target], self.gates, self.held):
+                sink.run(name, step)
             return
         if current is not None:
             sink.say(f"stopping {current}")
@@ -175,11 +178,37 @@ class Switch:
             stages=sink.seen if sink else [],
             seconds=round(time.monotonic() - started, 1) if sink else 0.0,
             path=path,
-            path_reason=why or standby.reason(self.project, self.edge, self.current, self.target),
+            path_reason=why or self.resident(),
             steps=sink.timed(until=moved_at) if sink else [],
             before=self.clock.before if sink else [],
             moved_at=self.clock.at(moved_at) if moved_at else None,
         )
+
+    def why_not(self) -> str | None:
+        """Why the switch cannot go by sleep (None: it can); the handles of the standby path kept:
+        the project's running stacks, each listed and asked once (the target strictly)."""
+        current, target, stacks = self.current, self.target, self.edge.stacks
+        if current is None:
+            return "nothing serves the alias yet"
+        missing = [n for n in (current, target) if stacks[n].profile.standby is None]
+        if missing:
+            return f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no `standby:`"
+        self.held = driver.handles(self.project, [target], stacks)
+        if target not in self.held or self.held[target].asleep is None:
+            return f"{target} is not up and asleep (`composegen up {target} --standby`)"
+        return None
+
+    def resident(self) -> str:
+        """Why the standby path ran, and whether sleep mode was qualified for the target's engine
+        here (as the switch found it)."""
+        target, h = self.target, (self.held or {}).get(self.target)
+        r, emulated = self.edge.stacks[target], bool(h and h.ctr.emulated)
+        if (kept := sleepcycles.recorded(self.project, r, emulated)) and kept.get("passed"):
+            qualified = f"sleep qualified here at {kept.get('at')}"
+        else:
+            qualify = f"`composegen qualify {target} --sleep-cycles 10`"
+            qualified = f"WARNING: sleep not qualified here ({qualify})"
+        return f"{self.current} and {target} are resident (standby), {target} asleep; {qualified}"
 
 
 def _can_start(project: Project, r: Resolved) -> None:

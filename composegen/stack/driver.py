@@ -53,7 +53,7 @@ from composegen.stack.running import (
     logs_text,
     running_container,
 )
-from composegen.stack.sleepmode import Asleep, gpu_size, residue_kept, share
+from composegen.stack.sleepmode import Asleep, Handle, Held, gpu_size, handles, residue_kept, share
 from composegen.stack.status import format_text as status_text
 from composegen.stack.up import checked_startup, startup_check
 from composegen.weights.reports import WeightsReport
@@ -63,6 +63,8 @@ __all__ = [
     "Asleep",
     "ContainerFacts",
     "Deployment",
+    "Handle",
+    "Held",
     "ImageFacts",
     "NodeRef",
     "Stack",
@@ -88,6 +90,7 @@ __all__ = [
     "gpu_claims",
     "gpu_memory",
     "gpu_size",
+    "handles",
     "head_container",
     "host_memory",
     "image_facts",
@@ -301,30 +304,32 @@ def _standby_level(r: Resolved) -> int:
 
 
 def sleep_stack(
-    project: Project, r: Resolved, level: int | None = None, mode: str = "wait"
+    project: Project, r: Resolved, level: int | None = None, mode: str = "wait", held: Held = None
 ) -> sleepmode.Asleep:
-    """Put R's engine to sleep (its profile's level unless LEVEL); mode wait lets requests end."""
+    """Put R's engine to sleep (its profile's level unless LEVEL); mode wait lets requests end.
+    HELD: the switch's handles (R's container and the others as looked up when it began)."""
     planned = _standby_level(r)
-    return sleepmode.sleep(project, r, running_container(project, r), level or planned, mode)
+    h = (held or {}).get(r.name) or Handle(r, running_container(project, r), None)
+    return sleepmode.sleep(project, h, level or planned, mode, held)
 
 
-def wake_stack(project: Project, r: Resolved) -> float:
-    """Wake R's engine from the sleep anyone put it in; seconds (0: awake already)."""
+def wake_stack(project: Project, r: Resolved, held: Held = None) -> float:
+    """Wake R's engine from the sleep anyone put it in; seconds (0: awake already). HELD: the
+    switch's handles (R's asked strictly when it began), else looked up now."""
     _standby_level(r)
-    ctr = head_container(project, r)
-    if ctr is None or not ctr.running:
+    h = (held or {}).get(r.name) or handles(project, [r.name], {r.name: r}, r.name).get(r.name)
+    if h is None:
         raise EngineError(
             f"{r.name} is not running", hint=f"`composegen up {r.name} --standby` first"
         )
-    asleep = sleepmode.state(project, r, ctr, strict=True)  # "cannot tell" must not read as "awake"
-    return 0.0 if asleep is None else sleepmode.wake(project, r, ctr, asleep.level)
+    return 0.0 if h.asleep is None else sleepmode.wake(project, r, h.ctr, h.asleep.level)
 
 
 def sleep_state(project: Project, r: Resolved, strict: bool = False) -> sleepmode.Asleep | None:
     """R's engine asleep (level, since, GPU memory it holds), or None: awake, not running, or no
     sleep mode. STRICT: an engine that does not say is an EngineError, not "awake"."""
-    ctr = head_container(project, r)
-    return None if ctr is None else sleepmode.state(project, r, ctr, strict)
+    h = handles(project, [r.name] if strict else [], {r.name: r}, r.name).get(r.name)
+    return h.asleep if h else None
 
 
 def settle(project: Project, r: Resolved, timeout: float = 120.0) -> None:

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from composegen import privatestate
 from composegen.errors import ComposegenError, EngineError
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
-from composegen.project import Project
+from composegen.project import Project, compose_project
 from composegen.sizing import ledger as gpuledger
 from composegen.stack import engine
 from composegen.stack.facts import ContainerFacts
@@ -166,7 +166,7 @@ def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | 
     switch must not take a sleeping engine for an awake one."""
     for attempt in range(3):
         try:
-            status, answer = _call(ctr, port, _DevCall("GET", "/is_sleeping", timeout=10))
+            status, answer = _call(ctr, port, _DevCall("GET", stages.IS_SLEEPING, timeout=10))
             doc = json.loads(answer) if status == 200 else {}
         except (EngineError, ValueError):
             time.sleep(0.5 * (attempt + 1))
@@ -183,13 +183,12 @@ def _record(project: Project, name: str) -> Path:
     return privatestate.state_dir(project, "standby") / f"{name}.json"
 
 
-def sleep(
-    project: Project, r: Resolved, ctr: ContainerFacts, level: int, mode: str = "wait"
-) -> Asleep:
-    """Put R's engine to sleep; the record says level, when and the residue it logged."""
-    port = r.profile.service.port.container
-    _ok(ctr, port, _DevCall("POST", f"/sleep?level={level}&mode={mode}", timeout=600))
-    residue, how = _residue(project, r, ctr)
+def sleep(project: Project, h: Handle, level: int, mode: str = "wait", held: Held = None) -> Asleep:
+    """Put H's engine to sleep; the record says level, when and the residue it logged (beside the
+    others HELD, else listed then)."""
+    r, port = h.r, h.r.profile.service.port.container
+    _ok(h.ctr, port, _DevCall("POST", f"{stages.SLEEP}?level={level}&mode={mode}", timeout=600))
+    residue, how = _residue(project, h, held)
     asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue, residue_from=how)
     privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
     return asleep
@@ -199,11 +198,11 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
     """Wake R's engine (the steps its level needs); seconds taken."""
     port, started = r.profile.service.port.container, time.monotonic()
     if level == 2:
-        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=weights"))
-        _ok(ctr, port, _DevCall("POST", "/collective_rpc", {"method": "reload_weights"}, 1800))
-        _ok(ctr, port, _DevCall("POST", "/wake_up?tags=kv_cache"))
+        _ok(ctr, port, _DevCall("POST", f"{stages.WAKE_UP}?tags=weights"))
+        _ok(ctr, port, _DevCall("POST", stages.COLLECTIVE_RPC, {"method": "reload_weights"}, 1800))
+        _ok(ctr, port, _DevCall("POST", f"{stages.WAKE_UP}?tags=kv_cache"))
     else:
-        _ok(ctr, port, _DevCall("POST", "/wake_up", timeout=600))
+        _ok(ctr, port, _DevCall("POST", stages.WAKE_UP, timeout=600))
     # awake: only the figure the last sleep measured stays (the memory plan's, not a log window)
     kept: dict = privatestate.read_json(_record(project, r.name), {})
     privatestate.write_json(_record(project, r.name), {k: kept.get(k) for k in KEPT})
@@ -222,6 +221,41 @@ def state(
     level = doc["level"] if doc.get("level") in (1, 2) else r.profile.standby.level
     since = doc.get("since") if isinstance(doc.get("since"), str) else None
     return Asleep(level=int(level), since=since, residue_gib=residue_kept(project, r.name))
+
+
+@dataclass(frozen=True)
+class Handle:
+    """A running stack on the standby path, looked up once when a switch, a wake or a sleep begins:
+    R, its vLLM container as listed then, its sleep state as asked then (None: awake or no sleep
+    mode). Passed down in place of a name each step would look up again."""
+
+    r: Resolved
+    ctr: ContainerFacts
+    asleep: Asleep | None
+
+
+Held = Mapping[str, Handle] | None  # the handles of a switch by name (None: look up)
+Known = Mapping[str, Resolved] | None  # profiles resolved already, by name
+
+
+def handles(
+    project: Project, strict: Collection[str] = (), known: Known = None, only: str | None = None
+) -> dict[str, Handle]:
+    """The project's stacks running on this engine (ONLY: that one's) from one listing (KNOWN:
+    resolved already), each asked once whether it sleeps (STRICT: the names whose "cannot tell" is
+    an EngineError). Multi-node stacks (no sleep mode) and broken profiles are left out."""
+    names, found = {only} if only else set(project.profile_names()), {}
+    listed = engine.project_containers(compose_project(only)) if only else None
+    for ctr in engine.composegen_containers() if listed is None else listed:
+        if not (ctr.running and ctr.service == "vllm" and ctr.profile in names):
+            continue
+        try:
+            r = (known or {}).get(ctr.profile or "") or resolve.load(project, ctr.profile or "")
+        except ComposegenError:  # a broken profile: not ours to judge here
+            continue
+        if r.profile.nodes is None and ctr.project == compose_project(r.name):
+            found[r.name] = Handle(r, ctr, state(project, r, ctr, r.name in strict))
+    return found
 
 
 def residue_kept(project: Project, name: str) -> float | None:
@@ -245,39 +279,37 @@ def gpu_size(r: Resolved, ctr: ContainerFacts | None, emulated: bool) -> float |
     return float(total) if total else None
 
 
-def _residue(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[float | None, str | None]:
-    """R's own residue: the `still in use` line (the whole GPU's) minus what the project's other
-    running stacks hold on the fullest of R's GPUs, clamped at 0; and where it came from."""
-    found = stages.SLEEP_RESIDUE.findall(engine.logs(ctr, tail=200))
+def _residue(project: Project, h: Handle, held: Held) -> tuple[float | None, str | None]:
+    """H's own residue: the `still in use` line (the whole GPU's) minus what the project's other
+    running stacks hold on the fullest of H's GPUs, clamped at 0; and where it came from."""
+    found = stages.SLEEP_RESIDUE.findall(engine.logs(h.ctr, tail=200))
     if not found:
         return None, None
     in_use = float(found[-1])
     try:
-        gpu, held = _fullest(project, r, ctr)
+        gpu, on = _fullest(project, h, held)
     except ComposegenError as exc:  # the engine sleeps already: the figure is kept, said unsplit
         return in_use, f"its `still in use` line {in_use:.2f} GiB, others unread ({exc.message})"
-    if not held:
+    if not on:
         return in_use, f"its `still in use` line {in_use:.2f} GiB, nothing else on its GPUs"
-    own = round(max(in_use - sum(h for h, _ in held), 0.0), 2)
-    others = " - ".join(who for _, who in held)
+    own = round(max(in_use - sum(gib for gib, _ in on), 0.0), 2)
+    others = " - ".join(who for _, who in on)
     return own, f"GPU {gpu}'s `still in use` line {in_use:.2f} GiB - {others}"
 
 
-def _fullest(project: Project, r: Resolved, ctr: ContainerFacts) -> tuple[str, list]:
-    """The fullest of R's GPUs by what the project's other running stacks hold there: (GiB, who)."""
+def _fullest(project: Project, h: Handle, held: Held) -> tuple[str, list]:
+    """The fullest of H's GPUs by what the project's other running stacks (HELD, else listed now)
+    hold there: (GiB, who)."""
+    r, ctr = h.r, h.ctr
     mine = set(r.profile.service.gpus.ids())
-    held: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}
-    names = set(project.profile_names()) - {r.name}
-    for other in engine.composegen_containers(ctr.target) if names else []:
-        if other.running and other.profile in names and other.emulated == ctr.emulated:
-            o = resolve.load(project, other.profile)
-            shared = mine & set(o.profile.service.gpus.ids())
-            if shared and o.profile.nodes is None:
-                asleep = state(project, o, other)
-                size = 0.0 if asleep else gpu_size(r, ctr, ctr.emulated) or 0.0
-                gib = (asleep.residue_gib or 0.0) if asleep else share(o) * size
-                how = "asleep: kept residue" if asleep else f"awake: {share(o)} x {size:.2f} GiB"
-                for gpu in shared:
-                    held[gpu].append((gib, f"{o.name} {gib:.2f} GiB ({how})"))
-    gpu = max(held, key=lambda g: sum(h for h, _ in held[g]), default="")
-    return gpu, held.get(gpu, [])
+    on: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}
+    for o in (handles(project) if held is None else held).values():
+        shared = mine & set(o.r.profile.service.gpus.ids())
+        if o.r.name != r.name and shared and o.ctr.emulated == ctr.emulated:
+            size = 0.0 if o.asleep else gpu_size(r, ctr, ctr.emulated) or 0.0
+            gib = (o.asleep.residue_gib or 0.0) if o.asleep else share(o.r) * size
+            how = "asleep: kept residue" if o.asleep else f"awake: {share(o.r)} x {size:.2f} GiB"
+            for gpu in shared:
+                on[gpu].append((gib, f"{o.r.name} {gib:.2f} GiB ({how})"))
+    gpu = max(on, key=lambda g: sum(h for h, _ in on[g]), default="")
+    return gpu, on.get(gpu, [])

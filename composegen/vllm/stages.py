@@ -39,6 +39,10 @@ SLEEP_RESIDUE = re.compile(
     r"Sleep mode freed [\d.]+ GiB memory, (\d{1,6}(?:\.\d+)?) GiB memory is still in use\."
 )
 
+# the dev routes sleep mode opens (VLLM_SERVER_DEV_MODE=1) that stack/sleepmode.py calls
+SLEEP, WAKE_UP, COLLECTIVE_RPC = "/sleep", "/wake_up", "/collective_rpc"
+IS_SLEEPING = "/is_sleeping"
+
 # any terminal escape (tqdm also moves the cursor)
 _ANSI = ANSI_CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

@@ -53,7 +53,15 @@ class Engine:
             self._do("up", f"{r.name}{' emulated' if opts.emulate else ''}", None)
             self.state[r.name] = ("awake", opts.emulate)
 
-        def sleep(project: Project, r, level=None, mode="wait"):
+        def handles(project: Project, strict=(), known=None, only=None):
+            found = {}
+            for n in [only] if only else list(self.state):
+                r = SimpleNamespace(name=n)
+                if self.state[n][0] != "down":
+                    found[n] = SimpleNamespace(ctr=head(project, r), asleep=asleep(project, r))
+            return found
+
+        def sleep(project: Project, r, level=None, mode="wait", held=None):
             self._do(f"sleep({mode})", r.name, ("asleep", self.state[r.name][1]))
 
         def qualified(project: Project, r, cycles, on_step):
@@ -63,6 +71,7 @@ class Engine:
         m = monkeypatch.setattr
         m(driver, "head_container", head)
         m(driver, "sleep_state", asleep)
+        m(driver, "handles", handles)
         m(driver, "engine_info", lambda: {})
         m(driver, "settle", lambda project, r: None)
         m(driver, "up", up)
@@ -70,7 +79,7 @@ class Engine:
         m(driver, "down", lambda project, r, *a: self._do("down", r.name, ("down", False)))
         m(driver, "sleep_stack", sleep)
         m(driver, "wake_stack",
-          lambda project, r: self._do("wake", r.name, ("awake", self.state[r.name][1])))  # fmt: skip
+          lambda project, r, held=None: self._do("wake", r.name, ("awake", self.state[r.name][1])))  # fmt: skip
         m(proofsteps, "qualified", qualified)
         m(gatecheck, "require_gates", lambda r, only: self._do("gates", r.name, None))
         m(sleepcycles, "probe", lambda r: self._do("warm-up", r.name, None))

@@ -6,15 +6,19 @@ opens answer neither through the edge nor through the operator door."""
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
+from unittest import mock
 
 import pytest
 
+from composegen.stack import engine, sleepmode
 from tests.edge.test_switch_engine import Poller, decide, phases
+from tests.support import cli
 from tests.support.edge import EdgeProject, edge_project, serving
 
 pytestmark = pytest.mark.docker
@@ -47,6 +51,46 @@ def _sleeping(edge: EdgeProject) -> dict[str, dict | None]:
         for s in report["stacks"]
         if s["profile"] in (edge.old, edge.new)
     }
+
+
+def looked_up(edge: EdgeProject, *args: str) -> tuple[dict, dict[str, tuple[int, int]]]:
+    """One switch run in this process, and what it asked the engine per stack: (listings, questions).
+    A listing is one call that lists the stack's containers (its compose project's, or every composegen
+    container). A question is one "does it sleep?" (sleepmode.is_sleeping: /is_sleeping, however many
+    tries its answer takes). A switch waits for no engine to change state by asking, so every question
+    counts: "asked once" means at most one question per engine per switch."""
+    listed: collections.Counter[str] = collections.Counter()
+    asked: collections.Counter[str] = collections.Counter()
+    project_list, every_list, ask = (
+        engine.project_containers,
+        engine.composegen_containers,
+        sleepmode.is_sleeping,
+    )
+
+    def by_project(project, target=None):
+        listed[project] += 1
+        return project_list(project, target)
+
+    def every(target=None):
+        listed["*"] += 1
+        return every_list(target)
+
+    def is_sleeping(ctr, port, strict=False):
+        asked[ctr.name] += 1
+        return ask(ctr, port, strict)
+
+    with (
+        mock.patch.object(engine, "project_containers", by_project),
+        mock.patch.object(engine, "composegen_containers", every),
+        mock.patch.object(sleepmode, "is_sleeping", is_sleeping),
+    ):
+        res = cli.run_cli("--root", str(edge.root), *args)
+    assert res.returncode == 0, f"{args}: {res.returncode}\n{res.stdout}\n{res.stderr}"
+    counts = {
+        name: (listed[f"composegen-{name}"] + listed["*"], asked[f"composegen-{name}-vllm-1"])
+        for name in (edge.old, edge.new)
+    }
+    return json.loads(res.stdout), counts
 
 
 class Stream(threading.Thread):
@@ -102,15 +146,19 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
             "--emulate",
             "--json",
         )
-        promoted = json.loads(edge.ok(*promote))
+        promoted, promote_asked = looked_up(edge, *promote)
         stream.join(60)
         time.sleep(0.5)
         assert _sleeping(edge)[edge.old]["level"] == 1 and _sleeping(edge)[edge.new] is None
-        back = json.loads(edge.ok("rollback", "ds4-flash", "--emulate", "--json"))
+        back, rollback_asked = looked_up(edge, "rollback", "ds4-flash", "--emulate", "--json")
         time.sleep(0.5)
     finally:
         poller.stop.set()
         poller.join(60)
+    # one handle per engine on the standby path: its containers listed once, whether it sleeps asked once
+    for asked, target in ((promote_asked, edge.new), (rollback_asked, edge.old)):
+        assert all(listed == 1 and questions <= 1 for listed, questions in asked.values()), asked
+        assert asked[target][1] == 1, asked  # the target is asked, once: it must be asleep
     # drained, not cut
     assert stream.finish == "length" and stream.tokens == 400 and stream.model == old_model
     # nothing qualified it yet

@@ -46,7 +46,7 @@ def test_a_switch_the_plan_refuses_starts_no_preload(tmp_path, monkeypatch):
     project = Project(make_project(tmp_path, {}))
     started: list[str] = []
     monkeypatch.setattr(switch.routes, "current", lambda *a: "8192-131k")
-    monkeypatch.setattr(switch.standby, "why_not", lambda *a: None)  # both resident
+    monkeypatch.setattr(switch.Switch, "why_not", lambda self: None)  # both resident
     monkeypatch.setattr(switch.service, "running", lambda *a: {})  # the edge runs
     monkeypatch.setattr(switch.standby, "preload_gates", lambda: started.append("preload"))
 

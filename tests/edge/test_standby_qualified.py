@@ -52,7 +52,7 @@ def _qualified(project: Project, name: str, host: str) -> None:
 
 
 def _check(project: Project, name: str) -> None:
-    standbyplan.check_sleep(project, resolve.load(project, name), emulated=False)
+    standbyplan.check_sleep(project, resolve.load(project, name), ctr=None)
 
 
 def test_level_2_with_a_speculative_config_is_refused_until_qualified_on_this_host(

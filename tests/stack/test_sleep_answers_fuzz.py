@@ -79,7 +79,7 @@ def test_no_sleep_mode_answer_is_an_internal_error(tmp_path_factory, monkeypatch
         lambda: sleepmode.is_sleeping(CTR, 8000),
         lambda: sleepmode.is_sleeping(CTR, 8000, strict=True),
         lambda: sleepmode.state(project, R, CTR, strict=True),
-        lambda: sleepmode.sleep(project, R, CTR, level),
+        lambda: sleepmode.sleep(project, sleepmode.Handle(R, CTR, None), level),
         lambda: sleepmode.wake(project, R, CTR, level),
     ):
         try:

@@ -44,7 +44,7 @@ def test_the_last_sleep_s_figure_outlives_the_log_window(tmp_path, monkeypatch):
     log = [LINE]
     monkeypatch.setattr(sleepmode, "_ok", lambda *a, **k: "")
     monkeypatch.setattr(sleepmode.engine, "logs", lambda c, tail: "\n".join(log[-tail:]))
-    assert sleepmode.sleep(project, r, ctr, 1).residue_gib == 0.87
+    assert sleepmode.sleep(project, sleepmode.Handle(r, ctr, None), 1).residue_gib == 0.87
     sleepmode.wake(project, r, ctr, 1)
     log.extend(f"INFO: POST /v1/chat/completions 200 OK ({i})" for i in range(300))
     assert driver.residue_kept(project, r.name) == 0.87
