@@ -106,14 +106,13 @@ class ConsoleSink(ProgressSink):
 
     def log_line(self, line: LogLine) -> None:
         with self._lock:
+            # a multi-node stack: the node with the API server is the head
             if (
                 line.node is not None
                 and self._head is None
                 and stages.is_api_server_line(line.text)
             ):
-                self._head = (
-                    line.node
-                )  # a multi-node stack: the node with the API server is the head
+                self._head = line.node
             if self._head is not None and line.node != self._head:
                 return  # the workers load their shards too: the stages are the head's
             if self.tracker.feed(
