@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from composegen.campaign import state
 from tests.support.campaigns import own_gpu_ids
-from tests.support.edge import edge_project
+from tests.support.edge import EdgeProject, Poller, edge_project, phases
 from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker
-CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
 
 def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_promote_by_sleep(
@@ -38,77 +38,92 @@ def test_a_standby_campaign_wakes_its_control_and_leaves_both_resident_for_a_pro
             "--emulate", "--name", "sb"]  # fmt: skip
     try:
         edge.ok("edge", "up")
-        key = edge.ok("edge", "keys", "add", "campaign").strip()
-        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)  # fmt: skip
-        started: dict[str, str] = {}
-        told: list[tuple[int, str | None, bytes]] = []
-        assert proc.stderr is not None
-        said: list[str] = []
-        for line in proc.stderr:
-            said.append(line)
-            # the control's container as its arm left it (asleep), and as the bracket found it
-            if line.startswith(f"campaign: control ({control}): done"):
-                started["control"] = edge.container_started(control)
-                # the alias's engine sleeps through the candidate's arm: the edge says so
-                code, headers, data = edge.request("POST", "/v1/chat/completions", key, CHAT)
-                told.append((code, headers.get("Retry-After"), data))
-            if line.startswith(f"arm 3/3: bracket {control} · gates 1/"):
-                started["bracket"] = edge.container_started(control)
-                started["candidate"] = edge.container_started(candidate)
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, out + "".join(said[-30:])
-        assert started["control"] and started["bracket"] == started["control"], started
-        (code, retry, data), stage = told[0], json.loads(told[0][2])["error"]["stage"]
-        assert code == 503 and retry and f"ds4-flash's engine {control} is asleep" in stage, told
-        log = (directory / state.LOG).read_text(encoding="utf-8")
-        assert f"control: evidence control/; {control} to sleep" in log
-        assert f"bracket: woke {control} in " in log and "bracket: attaching" not in log
-        st = state.load(directory)
-        assert [(a.key, a.status, a.path) for a in st.arms] == [
-            ("control", "done", "cold"),
-            ("candidate", "done", "cold"),
-            ("bracket", "done", "wake"),
-        ]
-        assert st.bracket is not None and st.bracket.passed and st.bracket.replay == "wake"
-        doc = json.loads((directory / "comparison.json").read_text(encoding="utf-8"))
-        assert doc["bracket"]["replay"] == "wake"
-        md = (directory / "campaign.md").read_text(encoding="utf-8")
-        assert "woke its engine from sleep (standby) instead of starting it again" in md
-        assert "path per arm: control cold, candidate cold, bracket wake" in md
-        # one cold start: the log the bracket captured continues the control arm's own
-        first = (directory / "control" / "startup.log").read_text(encoding="utf-8")
-        assert (directory / "bracket" / "startup.log").read_text(encoding="utf-8").startswith(first)
-
-        # left resident: the control awake (its alias), the candidate asleep, as a switch needs
-        assert st.residency is not None and st.residency.resident, st.residency
-        assert f"candidate: {candidate} asleep beside {control} awake" in log
-        assert f"bracket: evidence bracket/; {control} left awake (resident)" in log
-        assert "At the end both engines were resident" in md
-        sleeping = {s["profile"]: s["endpoint"]["sleeping"]
-                    for s in json.loads(edge.ok("status", "--json"))["stacks"]}  # fmt: skip
-        assert sleeping[control] is None and sleeping[candidate]["level"] == 1, sleeping
-        # `up --standby` of the sleeping candidate changes nothing and says so (no gates ran)
-        again = edge.ok("up", candidate, "--emulate", "--standby")
-        assert f"{candidate}: already asleep, no gates run (level 1)" in again, again
-        edge.ok("campaign", "decide", "sb", "--promote", "--why", "faster at equal quality")
-        switched = json.loads(edge.ok("promote", candidate, "--alias", "ds4-flash", "--campaign",
-                                      "sb", "--emulate", "--json"))  # fmt: skip
-        assert switched["path"] == "standby", switched
-        assert [s["step"] for s in switched["steps"]][:3] == [
-            "draining",
-            f"putting {control} to sleep",
-            f"waking {candidate}",
-        ]
-        steps = {s["step"]: s["seconds"] for s in switched["steps"]}
-        # a switch, not a cold start: sleep + wake in seconds (the gates run a few requests)
-        assert steps[f"putting {control} to sleep"] + steps[f"waking {candidate}"] < 3, steps
-        assert switched["seconds"] < 15, switched
-        # no container recreated: both are the ones the campaign started
-        assert edge.container_started(control) == started["control"]
-        assert edge.container_started(candidate) == started["candidate"]
+        # a client polls the alias (the control) through TLS from the first arm to the promote
+        with Poller(edge, edge.ok("edge", "keys", "add", "campaign").strip()) as poller:
+            started = _run_watched(edge, argv)
+            _resident_then_promoted(edge, directory, started)
+            poller.wait_for(len(poller.seen) + 2)
+        models = (f"{control}-served", f"{candidate}-served")
+        assert not poller.untold(*models), poller.untold(*models)[:5]
+        # down before the control's arm, asleep through the candidate's, then the switch: each told
+        assert phases(poller.seen) == ["503", models[0], "503", models[0], "503", models[1]]
+        stages = {s[2] for s in poller.seen if s[0] == 503}
+        assert any(f"ds4-flash's engine {control} is asleep" in s for s in stages), stages
     finally:
         edge.cleanup()
+
+
+def _run_watched(edge: EdgeProject, argv: list[str]) -> dict[str, str]:
+    """`campaign run` (ARGV) to its end: when each engine's container started, as the arms saw it."""
+    control, candidate = edge.old, edge.new
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    started: dict[str, str] = {}
+    assert proc.stderr is not None
+    said: list[str] = []
+    for line in proc.stderr:
+        said.append(line)
+        # the control's container as its arm left it (asleep), and as the bracket found it
+        if line.startswith(f"campaign: control ({control}): done"):
+            started["control"] = edge.container_started(control)
+        if line.startswith(f"arm 3/3: bracket {control} · gates 1/"):
+            started["bracket"] = edge.container_started(control)
+            started["candidate"] = edge.container_started(candidate)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + "".join(said[-30:])
+    assert started["control"] and started["bracket"] == started["control"], started
+    return started
+
+
+def _resident_then_promoted(edge: EdgeProject, directory: Path, started: dict[str, str]) -> None:
+    """The record of the bracketed campaign, both engines left resident, then a promote by sleep."""
+    control, candidate = edge.old, edge.new
+    log = (directory / state.LOG).read_text(encoding="utf-8")
+    assert f"control: evidence control/; {control} to sleep" in log
+    assert f"bracket: woke {control} in " in log and "bracket: attaching" not in log
+    st = state.load(directory)
+    assert [(a.key, a.status, a.path) for a in st.arms] == [
+        ("control", "done", "cold"),
+        ("candidate", "done", "cold"),
+        ("bracket", "done", "wake"),
+    ]
+    assert st.bracket is not None and st.bracket.passed and st.bracket.replay == "wake"
+    doc = json.loads((directory / "comparison.json").read_text(encoding="utf-8"))
+    assert doc["bracket"]["replay"] == "wake"
+    md = (directory / "campaign.md").read_text(encoding="utf-8")
+    assert "woke its engine from sleep (standby) instead of starting it again" in md
+    assert "path per arm: control cold, candidate cold, bracket wake" in md
+    # one cold start: the log the bracket captured continues the control arm's own
+    first = (directory / "control" / "startup.log").read_text(encoding="utf-8")
+    assert (directory / "bracket" / "startup.log").read_text(encoding="utf-8").startswith(first)
+
+    # left resident: the control awake (its alias), the candidate asleep, as a switch needs
+    assert st.residency is not None and st.residency.resident, st.residency
+    assert f"candidate: {candidate} asleep beside {control} awake" in log
+    assert f"bracket: evidence bracket/; {control} left awake (resident)" in log
+    assert "At the end both engines were resident" in md
+    sleeping = {s["profile"]: s["endpoint"]["sleeping"]
+                for s in json.loads(edge.ok("status", "--json"))["stacks"]}  # fmt: skip
+    assert sleeping[control] is None and sleeping[candidate]["level"] == 1, sleeping
+    # `up --standby` of the sleeping candidate changes nothing and says so (no gates ran)
+    again = edge.ok("up", candidate, "--emulate", "--standby")
+    assert f"{candidate}: already asleep, no gates run (level 1)" in again, again
+    edge.ok("campaign", "decide", "sb", "--promote", "--why", "faster at equal quality")
+    switched = json.loads(edge.ok("promote", candidate, "--alias", "ds4-flash", "--campaign",
+                                  "sb", "--emulate", "--json"))  # fmt: skip
+    assert switched["path"] == "standby", switched
+    assert [s["step"] for s in switched["steps"]][:3] == [
+        "draining",
+        f"putting {control} to sleep",
+        f"waking {candidate}",
+    ]
+    steps = {s["step"]: s["seconds"] for s in switched["steps"]}
+    # a switch, not a cold start: sleep + wake in seconds (the gates run a few requests)
+    assert steps[f"putting {control} to sleep"] + steps[f"waking {candidate}"] < 3, steps
+    assert switched["seconds"] < 15, switched
+    # no container recreated: both are the ones the campaign started
+    assert edge.container_started(control) == started["control"]
+    assert edge.container_started(candidate) == started["candidate"]
 
 
 def test_when_the_plan_refuses_the_pair_the_candidate_is_taken_down_and_the_record_says_why(
@@ -129,7 +144,18 @@ def test_when_the_plan_refuses_the_pair_the_candidate_is_taken_down_and_the_reco
     edge.ok("render")
     try:
         edge.ok("edge", "up")
-        edge.ok("campaign", "run", control, candidate, "--bracket", "--emulate", "--name", "sb")
+        with Poller(edge, edge.ok("edge", "keys", "add", "campaign").strip()) as poller:
+            edge.ok("campaign", "run", control, candidate, "--bracket", "--emulate", "--name", "sb")
+            poller.wait_for(len(poller.seen) + 2)
+        # the alias's engine down, serving, asleep, woken, down again (not resident): each told
+        assert not poller.untold(f"{control}-served"), poller.untold(f"{control}-served")[:5]
+        assert phases(poller.seen) == [
+            "503",
+            f"{control}-served",
+            "503",
+            f"{control}-served",
+            "503",
+        ]
         directory = edge.root / "runs" / "campaigns" / "sb"
         st = state.load(directory)
         assert st.residency is not None and not st.residency.resident
@@ -164,7 +190,14 @@ def test_a_campaign_without_bracket_leaves_both_resident_with_the_alias_s_engine
     directory = edge.root / "runs" / "campaigns" / "nb"
     try:
         edge.ok("edge", "up")
-        edge.ok("campaign", "run", control, candidate, "--emulate", "--name", "nb", timeout=600)
+        with Poller(edge, edge.ok("edge", "keys", "add", "campaign").strip()) as poller:
+            edge.ok("campaign", "run", control, candidate, "--emulate", "--name", "nb", timeout=600)
+            poller.wait_for(len(poller.seen) + 2)
+        # down until its arm; then the control's engine asleep through the candidate's arm and woken
+        model = f"{awake}-served"
+        assert not poller.untold(model), poller.untold(model)[:5]
+        told = ["503", model, "503", model] if serving == "control" else ["503", model]
+        assert phases(poller.seen) == told, phases(poller.seen)
         st = state.load(directory)
         assert [(a.key, a.status, a.path) for a in st.arms] == [
             ("control", "done", "cold"),

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.edge.test_switch_engine import Poller, phases
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import EdgeProject, Poller, edge_project, phases, serving
 from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker

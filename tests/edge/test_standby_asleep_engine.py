@@ -16,8 +16,7 @@ import time
 
 import pytest
 
-from tests.edge.test_switch_engine import Poller
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import EdgeProject, Poller, edge_project, serving
 from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker

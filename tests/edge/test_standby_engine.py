@@ -17,9 +17,9 @@ from unittest import mock
 import pytest
 
 from composegen.stack import engine, sleepmode
-from tests.edge.test_switch_engine import Poller, decide, phases
+from tests.edge.test_switch_engine import decide
 from tests.support import cli
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import EdgeProject, Poller, edge_project, phases, serving
 
 pytestmark = pytest.mark.docker
 # a 6.5 GiB model, as the recording's big run: a level-1 wake copies it back in ~0.34 s

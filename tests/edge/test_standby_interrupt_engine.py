@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.edge.test_switch_engine import decide
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import EdgeProject, Poller, edge_project, serving
 from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker
@@ -80,17 +80,27 @@ def _serves(edge: EdgeProject, key: str, profile: str) -> None:
 
 
 def test_ctrl_c_and_sigterm_once_the_old_engine_sleeps_leave_it_awake_or_recoverable(edge):
+    old_model, new_model = f"{edge.old}-served", f"{edge.new}-served"
     decide(edge, "c1", edge.new)
     key = edge.ok("edge", "keys", "add", "int").strip()
     promote = ("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate")
-    for prefix, sig in (("waking", signal.SIGINT), ("warm-up", signal.SIGINT),
-                        ("gates on", signal.SIGINT), ("waking", signal.SIGTERM)):  # fmt: skip
-        res = _interrupted_at(edge, prefix, sig, *promote)
-        assert res.returncode in (130, 143), (prefix, res.returncode, res.stderr)
-        _serves(edge, key, edge.old)
-    edge.ok(*promote, timeout=600)
-    rollback = ("rollback", "ds4-flash", "--emulate")
-    for prefix in ("waking", "gates on"):
-        res = _interrupted_at(edge, prefix, signal.SIGINT, *rollback)
-        assert res.returncode == 130, (prefix, res.returncode, res.stderr)
-        _serves(edge, key, edge.new)
+    # a client polls the alias through TLS during every interrupted step and every `edge recover`
+    with Poller(edge, edge.ok("edge", "keys", "add", "poller").strip()) as poller:
+        poller.wait_for(3)
+        for prefix, sig in (("waking", signal.SIGINT), ("warm-up", signal.SIGINT),
+                            ("gates on", signal.SIGINT), ("waking", signal.SIGTERM)):  # fmt: skip
+            res = _interrupted_at(edge, prefix, sig, *promote)
+            assert res.returncode in (130, 143), (prefix, res.returncode, res.stderr)
+            _serves(edge, key, edge.old)
+        # never the new model before a promote went through; never an untold answer
+        assert not poller.untold(old_model), poller.untold(old_model)[:5]
+        edge.ok(*promote, timeout=600)
+        poller.wait_for(len(poller.seen) + 2)
+        rollback = ("rollback", "ds4-flash", "--emulate")
+        for prefix in ("waking", "gates on"):
+            res = _interrupted_at(edge, prefix, signal.SIGINT, *rollback)
+            assert res.returncode == 130, (prefix, res.returncode, res.stderr)
+            _serves(edge, key, edge.new)
+        poller.wait_for(len(poller.seen) + 2)
+    assert not poller.untold(old_model, new_model), poller.untold(old_model, new_model)[:5]
+    assert (poller.seen[-1][0], poller.seen[-1][2]) == (200, new_model), poller.seen[-3:]

@@ -8,14 +8,19 @@ import hashlib
 import json
 import re
 import sys
-import threading
-import time
 
 import pytest
 
 from composegen.project import Project
 from composegen.vllm.stages import STAGES
-from tests.support.edge import EdgeProject, edge_project, sealed_decision, serving
+from tests.support.edge import (
+    EdgeProject,
+    Poller,
+    edge_project,
+    phases,
+    sealed_decision,
+    serving,
+)
 from tests.support.terminal import Terminal
 
 pytestmark = pytest.mark.docker
@@ -27,61 +32,6 @@ def decide(edge: EdgeProject, campaign: str, profile: str, decision: str = "prom
     """What `campaign decide` leaves, without running the campaign: the campaign's record naming the arm's
     profile hash, and decision.json naming that record's hash, sealed with the project's key."""
     return sealed_decision(Project(edge.root), campaign, profile, decision)
-
-
-class Poller(threading.Thread):
-    """Chat requests to the alias, back to back, each answer kept: (status, retry-after, model or stage)."""
-
-    def __init__(self, edge: EdgeProject, key: str, limit_s: float = 900.0) -> None:
-        super().__init__(daemon=True)
-        self.edge, self.key, self.seen, self.stop = edge, key, [], threading.Event()
-        self.deadline = time.monotonic() + limit_s  # a test that forgets to stop it still ends
-
-    def wait_for(self, count: int, limit_s: float = 60.0) -> None:
-        """Until COUNT answers are kept (fails at LIMIT_S, or when the poller died)."""
-        deadline = time.monotonic() + limit_s
-        while len(self.seen) < count:
-            assert self.is_alive(), f"the poller stopped after {len(self.seen)} answers"
-            assert time.monotonic() < deadline, f"{len(self.seen)} answers in {limit_s} s"
-            time.sleep(0.05)
-
-    def run(self) -> None:
-        body = {
-            "model": "ds4-flash",
-            "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 2,
-        }
-        while not self.stop.is_set() and time.monotonic() < self.deadline:
-            try:
-                status, headers, data = self.edge.request(
-                    "POST", "/v1/chat/completions", self.key, body, timeout=30
-                )
-            # a dropped connection is an error without Retry-After: recorded, fails below
-            except OSError as exc:
-                self.seen.append((-1, None, repr(exc)))
-                continue
-            try:
-                doc = json.loads(data) if data else {}
-            except ValueError:  # not JSON (a proxy's error page): kept, fails below
-                self.seen.append((status, headers.get("Retry-After"), data[:200]))
-                continue
-            what = (
-                doc.get("model")
-                if status == 200
-                else (doc.get("error") or {}).get("stage", data[:200])
-            )
-            self.seen.append((status, headers.get("Retry-After"), what))
-            time.sleep(0.05)
-
-
-def phases(seen: list) -> list[str]:
-    """The answers collapsed: consecutive answers of one kind become one entry."""
-    kinds = []
-    for status, _, what in seen:
-        kind = what if status == 200 else "503"
-        if not kinds or kinds[-1] != kind:
-            kinds.append(kind)
-    return kinds
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from tests.edge.test_switch_engine import Poller, decide
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.edge.test_switch_engine import decide
+from tests.support.edge import EdgeProject, Poller, edge_project, serving
 from tests.support.helpers import REPO
 
 pytestmark = pytest.mark.docker

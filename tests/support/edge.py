@@ -11,6 +11,8 @@ import re
 import shutil
 import ssl
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -30,6 +32,9 @@ from tests.support.registry import require_registry
 
 # a client key as keys.add makes it (KEY_PREFIX + token_urlsafe(32)): what must never leak
 KEY_RE = re.compile(KEY_PREFIX.encode() + rb"[A-Za-z0-9_-]{43}")
+
+# a standby engine's own words while asleep (vLLM's 503; the emulator's): never relayed to a client
+ENGINE_ASLEEP = "engine is sleeping"
 
 CADDY = "/usr/bin/caddy"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -138,6 +143,85 @@ class EdgeProject:
             capture_output=True, timeout=120,
         )  # fmt: skip
         force_remove(f"composegen-{self.name}")
+
+
+class Poller(threading.Thread):
+    """Chat requests to the alias through the edge's TLS listener, back to back, each answer kept:
+    (status, retry-after, model or stage). Each request has a deadline (a hang is kept as -1)."""
+
+    def __init__(self, edge: EdgeProject, key: str, limit_s: float = 900.0) -> None:
+        super().__init__(daemon=True)
+        self.edge, self.key, self.seen, self.stop = edge, key, [], threading.Event()
+        self.deadline = time.monotonic() + limit_s  # a test that forgets to stop it still ends
+
+    def __enter__(self) -> Poller:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(60)
+
+    def wait_for(self, count: int, limit_s: float = 60.0) -> None:
+        """Until COUNT answers are kept (fails at LIMIT_S, or when the poller died)."""
+        deadline = time.monotonic() + limit_s
+        while len(self.seen) < count:
+            assert self.is_alive(), f"the poller stopped after {len(self.seen)} answers"
+            assert time.monotonic() < deadline, f"{len(self.seen)} answers in {limit_s} s"
+            time.sleep(0.05)
+
+    def untold(self, *models: str) -> list:
+        """The answers that are neither one of MODELS nor 503 + Retry-After + composegen's stage."""
+        return [s for s in self.seen if not ((s[0] == 200 and s[2] in models) or _told(*s))]
+
+    def run(self) -> None:
+        while not self.stop.is_set() and time.monotonic() < self.deadline:
+            self.seen.append(self._ask())
+            time.sleep(0.05)
+
+    def _ask(self) -> tuple[int, str | None, object]:
+        body = {
+            "model": "ds4-flash",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+        }
+        try:
+            status, headers, data = self.edge.request(
+                "POST", "/v1/chat/completions", self.key, body, timeout=30
+            )
+        # a dropped connection or no answer in time is an error without Retry-After: kept, fails
+        except OSError as exc:
+            return -1, None, repr(exc)
+        try:
+            doc = json.loads(data) if data else {}
+        except ValueError:  # not JSON (a proxy's error page): kept, fails below
+            return status, headers.get("Retry-After"), data[:200]
+        error = doc.get("error") or {}
+        return (
+            status,
+            headers.get("Retry-After"),
+            (doc.get("model") if status == 200 else error.get("stage", data[:200])),
+        )
+
+
+def phases(seen: list) -> list[str]:
+    """The answers collapsed: consecutive answers of one kind become one entry."""
+    kinds = []
+    for status, _, what in seen:
+        kind = what if status == 200 else "503"
+        if not kinds or kinds[-1] != kind:
+            kinds.append(kind)
+    return kinds
+
+
+def _told(status: int, retry_after: str | None, stage: object) -> bool:
+    """503 + Retry-After + a stage in composegen's words (never the engine's own)."""
+    return (
+        status == 503
+        and bool(retry_after)
+        and isinstance(stage, str)
+        and ENGINE_ASLEEP not in stage.lower()
+    )
 
 
 def sealed_decision(
