@@ -147,11 +147,15 @@ class EdgeProject:
 
 class Poller(threading.Thread):
     """Chat requests to the alias through the edge's TLS listener, back to back, each answer kept:
-    (status, retry-after, model or stage). Each request has a deadline (a hang is kept as -1)."""
+    (status, retry-after, model or stage). Each request has a deadline (a hang is kept as -1);
+    PAUSE_S between them (longer for a long test: each request is a TLS handshake on a shared CPU)."""
 
-    def __init__(self, edge: EdgeProject, key: str, limit_s: float = 900.0) -> None:
+    def __init__(
+        self, edge: EdgeProject, key: str, limit_s: float = 900.0, pause_s: float = 0.05
+    ) -> None:
         super().__init__(daemon=True)
         self.edge, self.key, self.seen, self.stop = edge, key, [], threading.Event()
+        self.pause_s = pause_s
         self.deadline = time.monotonic() + limit_s  # a test that forgets to stop it still ends
 
     def __enter__(self) -> Poller:
@@ -177,7 +181,7 @@ class Poller(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set() and time.monotonic() < self.deadline:
             self.seen.append(self._ask())
-            time.sleep(0.05)
+            self.stop.wait(self.pause_s)
 
     def _ask(self) -> tuple[int, str | None, object]:
         body = {
