@@ -85,8 +85,8 @@ def test_ctrl_c_and_sigterm_once_the_old_engine_sleeps_leave_it_awake_or_recover
     key = edge.ok("edge", "keys", "add", "int").strip()
     promote = ("promote", edge.new, "--alias", "ds4-flash", "--campaign", "c1", "--emulate")
     # a client polls the alias through TLS during every interrupted step and every `edge recover`
-    with Poller(edge, edge.ok("edge", "keys", "add", "poller").strip(), pause_s=0.5) as poller:
-        poller.wait_for(3)
+    with Poller(edge, key, pause_s=0.5) as poller:
+        poller.wait_for(1)
         for prefix, sig in (("waking", signal.SIGINT), ("warm-up", signal.SIGINT),
                             ("gates on", signal.SIGINT), ("waking", signal.SIGTERM)):  # fmt: skip
             res = _interrupted_at(edge, prefix, sig, *promote)
