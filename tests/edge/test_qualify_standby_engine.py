@@ -14,8 +14,7 @@ import json
 import pytest
 
 from tests.edge.test_qualify_alias_engine import assigned, polled, set_fault, with_qualify
-from tests.edge.test_switch_engine import phases
-from tests.support.edge import EdgeProject, edge_project, serving
+from tests.support.edge import EdgeProject, edge_project, phases, serving
 
 pytestmark = pytest.mark.docker
 EMU = {

@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import sys
+import time
 
 import pytest
 
