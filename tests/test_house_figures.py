@@ -211,11 +211,11 @@ def test_no_test_file_exceeds_its_budget():
 # round's start); the round ended at 43,800 (+2%, six features against ~1,000 lines consolidated):
 # the budget holds that, and each round lowers it, never raises it.
 FUNCTION_LINES = 50
-LONG_FUNCTIONS_OVER_50_BUDGET = 20
+LONG_FUNCTIONS_OVER_50_BUDGET = 18
 MODULE_LINES = 400
 LONG_MODULES_OVER_400_BUDGET = 2
 FMT_SKIP_BUDGET = 13
-PACKAGE_LINE_BUDGET = 42_940  # `wc -l` over composegen/**/*.py; the round ends at or below it
+PACKAGE_LINE_BUDGET = 42_918  # `wc -l` over composegen/**/*.py; the target was 42,940
 _COMMENT = re.compile(r"^\s*# ?(.*)$")
 _DIVIDER = re.compile(r"^[-=]{4,}")
 
