@@ -90,6 +90,9 @@ def test_a_bracketed_campaign_survives_ctrl_c_in_the_candidates_load(tmp_path):
         st = state.load(directory)
         assert all(a.status == "done" for a in st.arms)
         assert st.bracket is not None and st.bracket.passed and st.bracket.exact
+        # the replay found what the control's start compiled in their one cache volume (issue 47)
+        bundle = json.loads((directory / "bracket" / "evidence.json").read_text())
+        assert bundle["comparability"]["engine_start"] == "warm", bundle["comparability"]
 
         md = (directory / "campaign.md").read_text()
         assert "EMULATED" in md.split("## Outcome")[0]
