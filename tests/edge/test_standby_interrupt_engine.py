@@ -1,8 +1,9 @@
-"""Ctrl-C (and SIGTERM) during a standby promote or rollback once the old engine is asleep (issue 49):
-at waking NEW, warm-up, identity and gates on NEW, composegen either puts the old engine awake again
-with the alias on it before it ends, or leaves the journal (and the 503 mark) for `edge recover`. Never
-the alias on a sleeping engine with no mark and nothing to recover. Real Docker, the real edge, the
-emulated vLLM with slow wakes and decoding, so each step lasts long enough to be interrupted in."""
+"""Ctrl-C (and SIGTERM) during a standby promote or rollback while the old engine goes to sleep or once
+it is asleep (issue 49): at putting OLD to sleep, waking NEW, warm-up and gates on NEW, composegen
+either puts the old engine awake again with the alias on it before it ends, or leaves the journal (and
+the 503 mark) for `edge recover`. Never the alias on a sleeping engine with no mark and nothing to
+recover. Real Docker, the real edge, the emulated vLLM with slow sleeps, wakes and decoding, so each
+step lasts long enough to be interrupted in."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ CHAT = {"model": "ds4-flash", "messages": [{"role": "user", "content": "hi"}], "
 def edge(tmp_path_factory, edge_img):
     project = edge_project(tmp_path_factory.mktemp("standby-int"), edge_img, load=2, standby=True,
                            share=0.45, both_env={"EMU_WEIGHTS_GIB": "0.0043", "EMU_WAKE_S": "1.5",
-                                                 "EMU_DECODE_TOK_S": "4"})  # fmt: skip
+                                                 "EMU_DECODE_TOK_S": "4", "EMU_SLEEP_S": "1.5"})  # fmt: skip
     with serving(project) as ready:
         ready.ok("up", ready.new, "--emulate", "--standby", timeout=600)
         yield ready
@@ -87,8 +88,9 @@ def test_ctrl_c_and_sigterm_once_the_old_engine_sleeps_leave_it_awake_or_recover
     # a client polls the alias through TLS during every interrupted step and every `edge recover`
     with Poller(edge, key, pause_s=0.5) as poller:
         poller.wait_for(1)
-        for prefix, sig in (("waking", signal.SIGINT), ("warm-up", signal.SIGINT),
-                            ("gates on", signal.SIGINT), ("waking", signal.SIGTERM)):  # fmt: skip
+        for prefix, sig in (("putting", signal.SIGINT), ("waking", signal.SIGINT),
+                            ("warm-up", signal.SIGINT), ("gates on", signal.SIGINT),
+                            ("waking", signal.SIGTERM)):  # fmt: skip
             res = _interrupted_at(edge, prefix, sig, *promote)
             assert res.returncode in (130, 143), (prefix, res.returncode, res.stderr)
             _serves(edge, key, edge.old)
@@ -104,4 +106,4 @@ def test_ctrl_c_and_sigterm_once_the_old_engine_sleeps_leave_it_awake_or_recover
         poller.wait_for(len(poller.seen) + 2)
     assert not poller.untold(old_model, new_model), poller.untold(old_model, new_model)[:5]
     # each interrupted step told (503), the engine put back serving after each
-    assert phases(poller.seen) == [old_model, "503"] * 5 + [new_model, "503"] * 2 + [new_model]
+    assert phases(poller.seen) == [old_model, "503"] * 6 + [new_model, "503"] * 2 + [new_model]
