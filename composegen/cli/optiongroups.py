@@ -38,11 +38,6 @@ def run_arg(help: str, default: Any = None) -> Any:
     return typer.Argument(default, help=help, autocompletion=complete_run)
 
 
-def profile_names(help: str) -> Any:
-    """Profile names (none: every profile), completed from the project's profiles."""
-    return typer.Argument(None, help=help, autocompletion=complete_profile)
-
-
 def grouped(command: Callable[..., None]) -> Callable[..., None]:
     """Typer sees each dataclass parameter's fields as options, in place; the command gets the dataclass."""
     hints = typing.get_type_hints(command)

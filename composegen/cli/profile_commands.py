@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from composegen.cli import reports as report_schemas
 from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import flag, option, profile_names
+from composegen.cli.optiongroups import flag, option, profile_arg
 from composegen.errors import BadInput, CheckFailed
 from composegen.output import Output, emit_json, err, table
 from composegen.profiles import reports, resolve, rules
@@ -52,7 +52,7 @@ def list_(json_: bool = JsonOpt) -> None:
 
 @app.command()
 def validate(
-    names: list[str] | None = profile_names("Profiles to check (all by default)."),
+    names: list[str] | None = profile_arg("Profiles to check (all by default)."),
     strict: bool = flag("--strict", "Also fail on warnings such as an unpinned image."),
     json_: bool = JsonOpt,
 ) -> None:

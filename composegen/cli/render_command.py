@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from composegen.cli.app import JsonOpt, app
 from composegen.cli.app import project as _project
-from composegen.cli.optiongroups import flag, option, profile_names
+from composegen.cli.optiongroups import flag, option, profile_arg
 from composegen.cli.render_output import render as render_and_print
 
 
 @app.command()
 def render(
-    names: list[str] | None = profile_names("Profiles to render (all by default)."),
+    names: list[str] | None = profile_arg("Profiles to render (all by default)."),
     check: bool = flag("--check", "Write nothing; exit 1 with a diff when out/ is stale."),
     target: str | None = option(
         None,
