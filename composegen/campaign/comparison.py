@@ -18,7 +18,7 @@ from composegen.campaign.reports import (
     DecisionPart,
 )
 from composegen.campaign.sanitize import Scrubber
-from composegen.evidence.bundle import file_sha256
+from composegen.evidence.bundle import EVIDENCE, file_sha256
 from composegen.evidence.reports.bundle import LoadedRun
 from composegen.evidence.reports.compare import CompareReport
 
@@ -41,6 +41,16 @@ def _criteria(key: str, doc: LoadedRun, shm: int | None) -> list[Criterion]:
     return [Criterion(arm=key, name=n, measured=m, threshold=t, passed=p) for n, m, t, p in rows]
 
 
+def raw_rows(key: str, doc: LoadedRun) -> list[dict[str, object]]:
+    """An arm's files as a campaign's record lists them: its evidence.json, then its raw files."""
+    whole = Path(doc.path) / EVIDENCE
+    files: list[tuple[str, str, int | None]] = [
+        (EVIDENCE, file_sha256(whole), whole.stat().st_size)
+    ]
+    files += [(e.file, e.sha256, e.bytes) for e in doc.raw]
+    return [{"arm": key, "file": f, "sha256": h, "bytes": n} for f, h, n in files]
+
+
 def build(
     state: CampaignState,
     directory: Path,
@@ -56,12 +66,7 @@ def build(
         doc = docs.get(arm.key)
         if doc is None:
             continue
-        whole = Path(doc.path) / "evidence.json"
-        files: list[tuple[str, str, int | None]] = [
-            ("evidence.json", file_sha256(whole), whole.stat().st_size)
-        ]
-        files += [(e.file, e.sha256, e.bytes) for e in doc.raw]
-        raw += [{"arm": arm.key, "file": f, "sha256": h, "bytes": n} for f, h, n in files]
+        raw += raw_rows(arm.key, doc)
         arms.append(
             {
                 "arm": arm.key,

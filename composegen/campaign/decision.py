@@ -18,11 +18,11 @@ from typing import cast
 
 from composegen import privatestate
 from composegen.campaign import qualifyarm, runner, state
-from composegen.campaign.comparison import file_sha256
 from composegen.campaign.decisionfile import DECISION, DECISIONS, read
 from composegen.campaign.reports import CampaignState, Decision, DecisionPart, DecisionRecord
 from composegen.errors import BadInput, CheckFailed
 from composegen.evidence import gatecheck
+from composegen.evidence.bundle import file_sha256
 from composegen.project import Project
 from composegen.report import JsonObject
 

@@ -19,7 +19,7 @@ from typing import NoReturn
 from composegen import privatestate
 from composegen.campaign import arm as run_arm
 from composegen.campaign import decisionfile, precheck, qualifyrecord, state
-from composegen.campaign.comparison import file_sha256
+from composegen.campaign.comparison import raw_rows
 from composegen.campaign.progress import CampaignProgress
 from composegen.campaign.reports import (
     QUALIFICATION_SCHEMA,
@@ -184,12 +184,7 @@ def write_records(
             continue
         doc = load_run(directory / arm.bundle)
         arms.append(_arm_record(arm, doc))
-        ev = directory / arm.bundle / "evidence.json"
-        files: list[tuple[str, str, int | None]] = [
-            ("evidence.json", file_sha256(ev), ev.stat().st_size)
-        ]
-        files += [(e.file, e.sha256, e.bytes) for e in doc.raw]
-        raw += [{"arm": arm.key, "file": f, "sha256": h, "bytes": n} for f, h, n in files]
+        raw += raw_rows(arm.key, doc)
     winner = next((a for a in arms if a.qualified), None)
     chosen = decided or decisionfile.read(directory)
     written = {
