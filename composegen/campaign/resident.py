@@ -27,7 +27,7 @@ def decide(project: Project, control: str, candidate: str, emulated: bool) -> Re
     """Asked when the candidate's arm closes (candidate awake, control asleep)."""
     why_not, awake = possible(project, control, candidate)
     asleep = candidate if awake == control else control
-    if awake is not None:
+    if why_not is None and awake is not None:
         try:  # AWAKE beside the other asleep: the plan's switch check
             standbyplan.check_switch(project, config.load(project), asleep, awake, emulated)
         except BadInput as exc:
