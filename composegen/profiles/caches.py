@@ -80,9 +80,14 @@ def key(r: Resolved) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def volume(r: Resolved) -> str | None:
+def volume_name(key: str, emulated: bool = False) -> str:
+    """The named volume of KEY's caches; an emulated start's is its own (a real one never loads it)."""
+    return VOLUME_PREFIX + key + EMULATED * emulated
+
+
+def volume(r: Resolved, emulated: bool = False) -> str | None:
     """The named volume of the stack's caches (None: off, or a project directory)."""
-    return VOLUME_PREFIX + key(r) if r.profile.caches == "volume" else None
+    return volume_name(key(r), emulated) if r.profile.caches == "volume" else None
 
 
 def source(r: Resolved, depth: int) -> str | None:

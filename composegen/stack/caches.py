@@ -78,9 +78,9 @@ def filled(project: Project, name: str, emulated: bool | None) -> bool:
     try:
         r = resolve.load(project, name)
         kinds = (False, True) if emulated is None else (emulated,)
-        named = [(k, f"{caches.volume(r)}{caches.EMULATED * k}") for k in kinds]
-        on = [v for k, v in named if record(project, caches.key(r), k).uses]
-        return r.profile.caches == "volume" and any(map(engineclient.volume_present, on))
+        key = caches.key(r)
+        used = [caches.volume_name(key, k) for k in kinds if record(project, key, k).uses]
+        return r.profile.caches == "volume" and any(map(engineclient.volume_present, used))
     except ComposegenError:
         return False
 
@@ -112,8 +112,8 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
     this project's keys, present or not, and their emulated volumes when there, each checked)."""
     rendering = _rendering(project, only)
     found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX)}
-    ours = {caches.VOLUME_PREFIX + k for k in rendering}
-    ours |= {n + caches.EMULATED for n in ours} & set(found)
+    ours = {caches.volume_name(k) for k in rendering}
+    ours |= {caches.volume_name(k, True) for k in rendering} & set(found)
     out = []
     for name in sorted(set(found) if action != "verify" else ours):
         m = KEY.fullmatch(tail := name.removeprefix(caches.VOLUME_PREFIX))
@@ -188,7 +188,7 @@ def _key(key: str) -> tuple[str, bool]:
 def _one(project: Project, action: Action, key: tuple[str, bool], file: Path) -> CacheReport:
     """`cache_volumes` narrowed to KEY's volume (absent: a row saying so)."""
     report = cache_volumes(project, "list")
-    name = caches.VOLUME_PREFIX + key[0] + caches.EMULATED * key[1]
+    name = caches.volume_name(*key)
     report.volumes = [v for v in report.volumes if v.volume == name] or [
         CacheVolume(key=key[0], volume=name, present=False, emulated=key[1])
     ]

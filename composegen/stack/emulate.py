@@ -96,10 +96,8 @@ def override_text(
         # Keys through the YAML key writer, values as compose literals: nothing here can add a key
         # or be interpolated, whatever the profile's emulate.env holds.
         lines += [f"      {yaml_key(k)}: {json.dumps(literal(v))}" for k, v in env.items()]
-    if volume := caches.volume(r):  # its own: a real start never loads what the emulator wrote
-        lines.append(
-            f"volumes: {{{caches.MOUNTED}: {{name: {json.dumps(volume + caches.EMULATED)}}}}}"
-        )
+    if volume := caches.volume(r, emulated=True):  # a real start never loads what it wrote
+        lines.append(f"volumes: {{{caches.MOUNTED}: {{name: {json.dumps(volume)}}}}}")
     return "\n".join(lines) + "\n"
 
 
