@@ -87,7 +87,9 @@ def ranks(r: Resolved) -> int:
 
 
 # --- what runs now --------------------------------------------------------------------------------
-def _running(edge: config.Edge, held: Mapping[str, driver.Handle], but: Iterable[str]) -> list:
+def _running(
+    edge: config.Edge, held: Mapping[str, driver.Handle], but: Iterable[str]
+) -> list[driver.Handle]:
     """The edge's stacks that run now (other than BUT), awake or asleep; an engine that cannot say
     (still loading) counts as awake: it holds, or will, its share."""
     return [h for name, h in held.items() if name in edge.stacks and name not in but]

@@ -18,9 +18,17 @@ from composegen.evidence.reports.runs import RawFile, RunsReport, RunSummary
 from composegen.output import md_cell
 
 # RunSummary.startup: the startup figures a run's summary shows, each a typed field of StartupFacts
-STARTUP_KEYS = ["vllm_version", "max_model_len", "kv_cache_tokens", "kv_cache_gib_min"]
-STARTUP_KEYS += ["kv_cache_gib_per_rank", "weights_gib", "peak_activation_gib", "cuda_graph_gib"]
-STARTUP_KEYS += ["max_concurrency"]
+STARTUP_KEYS = (
+    "vllm_version",
+    "max_model_len",
+    "kv_cache_tokens",
+    "kv_cache_gib_min",
+    "kv_cache_gib_per_rank",
+    "weights_gib",
+    "peak_activation_gib",
+    "cuda_graph_gib",
+    "max_concurrency",
+)
 
 # RunSummary fields the bundle holds under the same name
 BUNDLE_KEYS = ["source", "created_at", "composegen_version", "image_digest", "model_revision"]
@@ -77,8 +85,16 @@ def provenance_rows(report: RunsReport) -> list[list[str]]:
     ]
 
 
-PROVENANCE_HEAD = ["Run", "Profile hash", "Image digest", "Compose sha256", "Revision", "Source"]
-PROVENANCE_HEAD += ["Emulated", "Created"]
+PROVENANCE_HEAD = [
+    "Run",
+    "Profile hash",
+    "Image digest",
+    "Compose sha256",
+    "Revision",
+    "Source",
+    "Emulated",
+    "Created",
+]
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -98,8 +114,11 @@ def _ladder_md(run: RunSummary) -> list[str]:
     show = lambda v, fmt: "-" if v is None else format(v, fmt)  # noqa: E731
     rows = [
         [
-            *(f"{row.target:,}", show(row.prompt_tokens, ",d"), show(row.ttft_s, ".3f")),
-            *(show(row.prefill_tok_s, ",.0f"), show(row.decode_tok_s, ".2f")),
+            f"{row.target:,}",
+            show(row.prompt_tokens, ",d"),
+            show(row.ttft_s, ".3f"),
+            show(row.prefill_tok_s, ",.0f"),
+            show(row.decode_tok_s, ".2f"),
             "ok" if row.ok else f"FAIL: {row.reason}",
         ]
         for row in run.ladder.targets
