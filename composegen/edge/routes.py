@@ -8,8 +8,8 @@ reads: {"retry_after", "aliases": {ALIAS: {"profile", "upstream", "served_name",
 "stage", "since"}, "down_since"?, "standby"?, "asleep_since"?}}}; it is rewritten atomically (the
 gatekeeper sees the old or the new file, never half). `down_since` is set by `composegen down` of an
 aliased stack outside a switch, and goes at the next publish. `standby: true` (a profile with sleep
-mode) makes the gate read the engine's sleeping 503, or its silence, as asleep; `asleep_since` (set by
-whatever puts the engine to sleep outside a switch) makes it answer 503 at once.
+mode) makes the gate read the engine's sleeping 503, or its silence, as asleep; `asleep_since`
+makes it answer 503 at once (honoured; nothing sets it today: a journal's stage marks an alias).
 """
 
 from __future__ import annotations
