@@ -1,11 +1,8 @@
 """Everything that may put an engine to sleep outside a switch — `qualify --sleep-cycles`, `up
---standby`, `wake`, campaign arms (`held`) — goes through `sleeping`: the switch's own lock (so a promote and a
-sleep qualification never run at once) and, when an alias points at the stack, the switch's journal
-(by "sleep") and the alias marked BEFORE the engine sleeps: clients get 503 + Retry-After + the stage
-in composegen's words (STAGE), never the engine's own text. When it ends the engine is awake and the
-mark goes, or it was left asleep on purpose (`up --standby --sleep-alias`) and the mark stays. A
-failure, Ctrl-C or SIGTERM wakes it first; a kill -9, or a wake that fails too, leaves the journal
-for `edge recover` (which wakes it, warm-up, identity, gates)."""
+--standby`, `wake`, campaign arms (`held`) — takes the switch's lock and, when an alias points at the
+stack, its journal and the alias marked (STAGE) BEFORE the engine sleeps (docs/standby.md: what each
+command does to an alias). A failure, Ctrl-C or SIGTERM wakes it first; a kill -9, or a wake that
+fails too, leaves the journal for `edge recover`."""
 
 from __future__ import annotations
 
@@ -46,7 +43,8 @@ def publish(project: Project, edge: Edge) -> None:
 class _Told:
     """The steps of a stack no alias points at: run, named, nothing published."""
 
-    alias, seen = None, list[str]()
+    def __init__(self) -> None:
+        self.alias, self.seen = None, list[str]()
 
     def run(self, name: str, action: Callable[[], object]) -> None:
         self.seen.append(name)
@@ -56,27 +54,33 @@ class _Told:
 @contextlib.contextmanager
 def sleeping(project: Project, r: Resolved, by: str) -> Iterator[undo.StageSink | _Told]:
     """The module's docstring; BY: what sleeps it (the journal's `by`); yields what runs steps."""
-    if not config.configured(project):
-        yield _Told()
-        return
-    with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
-        undo.refuse_interrupted(project)
-        with marked(project, config.load(project), r, by) as sink:
-            yield sink
+    with _locked(project) as edge, marked(project, edge, r, by) as sink:
+        yield sink
 
 
 @contextlib.contextmanager
-def marked(project: Project, edge: Edge, r: Resolved, by: str) -> Iterator[undo.StageSink | _Told]:
-    """The journal and the mark while R may sleep (the lock held by the caller)."""
-    on, ctr = aliased(project, edge, r.name), driver.head_container(project, r)
-    if not on:
+def _locked(project: Project) -> Iterator[Edge | None]:
+    """The switch's lock, an interrupted switch refused; the edge (None: none here, no lock)."""
+    if not config.configured(project):
+        yield None
+        return
+    with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
+        undo.refuse_interrupted(project)
+        yield config.load(project)
+
+
+@contextlib.contextmanager
+def marked(
+    project: Project, edge: Edge | None, r: Resolved, by: str, held: driver.Held = None
+) -> Iterator[undo.StageSink | _Told]:
+    """The journal and the mark while R may sleep (the lock held by the caller); HELD: R's handle."""
+    if edge is None or not (on := aliased(project, edge, r.name)):
         yield _Told()
         return
+    ctr = held[r.name].ctr if held else driver.head_container(project, r)
     emulated = bool(ctr and ctr.emulated)
-    entry = journal.begin(
-        project, on[0], r.name, r.name, by, emulated, "standby", emulated, "awake"
-    )
-    sink = undo.StageSink(project, edge, on[0], r.name, entry)
+    kept = (on[0], r.name, r.name, by, emulated, "standby", emulated, "awake")
+    sink = undo.StageSink(project, edge, on[0], r.name, journal.begin(project, *kept))
     sink.say(stage(on[0], r.name, privatestate.stamp()))
     try:
         yield sink
@@ -132,20 +136,21 @@ def refuse_aliased(project: Project, r: Resolved, sleep_alias: bool) -> None:
 
 
 def put_to_sleep(project: Project, r: Resolved, gates: list[str] | None) -> driver.Asleep:
-    """`up --standby`: its gates, then asleep, under the lock, the alias (if any) marked first and
-    left so (`composegen wake` ends it)."""
+    """`up --standby`: gates, then asleep under the lock, the alias marked first, left so (`wake`)."""
     with sleeping(project, r, "sleep"):
         return standby.put_to_sleep(project, r, gates)
 
 
 def wake(project: Project, r: Resolved, gates: list[str] | None) -> RecoverReport:
-    """`composegen wake NAME` (and `up NAME` of a sleeping stack): woken, warm-up, identity, gates
-    — a switch's steps — under the lock, the alias on it told each step; then its mark goes. A
-    failure, Ctrl-C or a kill leaves the journal to `edge recover`."""
-    started, asleep = time.monotonic(), driver.sleep_state(project, r, strict=True)
-    with sleeping(project, r, "wake") if asleep else contextlib.nullcontext(_Told()) as sink:
-        for name, step in standby.waking(project, r, gates) if asleep else []:
-            sink.run(name, step)
+    """`composegen wake NAME` (and `up NAME` of a sleeping stack): a switch's steps under the lock,
+    from one handle, the alias told each; its mark goes (a failure, or a kill: `edge recover`)."""
+    started = time.monotonic()
+    with _locked(project) as edge:  # R listed and asked once, strictly, under the lock
+        held = driver.handles(project, [r.name], {r.name: r}, r.name)
+        asleep = r.name in held and held[r.name].asleep is not None
+        with marked(project, edge if asleep else None, r, "wake", held) as sink:
+            for name, step in standby.waking(project, r, gates, held) if asleep else []:
+                sink.run(name, step)
     action = f"{r.name} woken" if asleep else f"{r.name} is awake: nothing to wake"
     seconds = round(time.monotonic() - started, 1)
     return RecoverReport(

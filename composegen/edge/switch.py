@@ -3,9 +3,7 @@ evidence. One Switch: mark the alias (503 + Retry-After + the stage), the standb
 (edge/standby.py) or the cold one (down the current stack, up the new one: each load stage goes into
 the 503 answers), gates, then point the alias and record the assignment with its evidence hash.
 Each step is journaled before clients are told it (edge/journal.py). A failure, Ctrl-C or a signal at
-any step puts the old stack back serving (edge/undo.py); a kill -9 is undone by `edge recover`.
-Clients only ever read composegen's own words as the stage.
-"""
+any step puts the old stack back serving (edge/undo.py); a kill -9 is undone by `edge recover`."""
 
 from __future__ import annotations
 
@@ -199,8 +197,7 @@ class Switch:
         return None
 
     def resident(self) -> str:
-        """Why the standby path ran, and whether sleep mode was qualified for the target's engine
-        here (as the switch found it)."""
+        """Why the standby path ran, and whether sleep was qualified for the target's engine here."""
         target, h = self.target, (self.held or {}).get(self.target)
         r, emulated = self.edge.stacks[target], bool(h and h.ctr.emulated)
         if (kept := sleepcycles.recorded(self.project, r, emulated)) and kept.get("passed"):

@@ -1,11 +1,9 @@
 """Undo, shared by a switch (switch.py), `qualify --alias` (proofsteps.py) and `edge recover`
 (recovery.py): the stage clients are told (StageSink, which also keeps each step's seconds), what to
-put back (Undo) and how, and the error that says how it ended.
-
-Put back means: the target as it was found (down: stopped; asleep: back to sleep; awake: left), the
-serving stack serving again as it ran (a standby run's engine woken, warmed up, checked to be itself;
-a cold run's brought back, emulated or real as the journal says), then its gates.
-"""
+put back (Undo) and how, and the error that says how it ended. Put back means: the target as it was
+found (down: stopped; asleep: back to sleep; awake: left), the serving stack serving again as it ran
+(a standby run's engine woken, warmed up, checked to be itself; a cold run's brought back, emulated or
+real as the journal says), then its gates."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ from composegen.vllm import stages
 
 
 class StageSink(ProgressSink):
-    """Turns each step and `up`'s progress into the stage clients see in the 503 answers
-    (routes.json), the journal first; the one keeper of step timings."""
+    """Each step and `up`'s progress as the 503's stage (the journal first); keeps step timings."""
 
     def __init__(
         self,
@@ -155,13 +152,8 @@ def restored(
     """DOING failed with EXC (an error, a bug, Ctrl-C or a signal): UNDO brings SERVING back, the
     alias unmarked, the journal ended; the error that says how it ended (exit 1, or EXC's own
     interrupt code). A Ctrl-C during UNDO leaves the journal (and the mark) to `edge recover`."""
-    why, project, edge, alias, serving = (
-        reason(exc),
-        sink.project,
-        sink.edge,
-        sink.alias,
-        sink.serving,
-    )
+    project, edge, alias, serving = sink.project, sink.edge, sink.alias, sink.serving
+    why = reason(exc)
     sink.prefix = f"{doing} failed, restoring {serving}: "
     try:
         undo()
@@ -180,8 +172,7 @@ def restored(
 def restore_failed(
     project: Project, edge: Edge, alias: str, current: str | None, what: str, exc: BaseException
 ) -> EngineError:
-    """Bringing CURRENT back failed (exit 3): the alias answers 503 saying so (composegen's words,
-    never the engine's), the journal ends; WHAT: what came before."""
+    """Bringing CURRENT back failed (exit 3): the alias answers 503 saying so, the journal ends."""
     stage = f"restoring {current} failed; the operator has been told why"
     routes.publish(project, edge, {alias: {"to": current, "stage": stage}})
     journal.end(project)

@@ -1,29 +1,28 @@
-"""vLLM's sleep mode on a running stack, reached only over the stack's private network. The dev
-routes sleep mode opens answer any local process and any container on the stack's networks (vLLM
-listens on all interfaces); the edge, the door and the published ports never pass them (the edge
-takes the stack's port away; the door and the proxy refuse them). On a local engine this machine is
-the gateway of the container's bridge networks, so composegen calls the engine's own listener at its
-address there (a few ms) once a probe showed the connection leaves from that gateway address; where
-it does not (a remote engine, rootless docker, a VM between), from inside the container (`docker
-exec` of a small python3 client against 127.0.0.1:PORT: ~0.1-0.2 s per call, the bulk of a switch's
-overhead when every call went this way).
+"""vLLM's sleep mode on a running stack, reached only over the stack's private network (its dev routes
+answer anything on the stack's networks; the edge, the door and the published ports never pass them).
+On a local engine this machine is the gateway of the container's bridge networks: composegen calls the
+engine's own listener there (a few ms) once a probe showed the connection leaves from that gateway
+address; else (a remote engine, rootless docker, a VM between) from inside the container (`docker
+exec` of a small python3 client against 127.0.0.1:PORT: ~0.1-0.2 s per call).
 
 Sleep: POST /sleep?level=L&mode=M. Wake: level 1 one POST /wake_up; level 2 wake_up?tags=weights,
 POST /collective_rpc {"method": "reload_weights"}, wake_up?tags=kv_cache (the order recorded on the
 H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
-.composegen/standby/NAME.json ({"level", "since", "residue_gib", "residue_from"}): its own residue,
-vLLM's GPU-wide `… still in use.` line (1.76 GiB on an H200 beside 0.88 + 0.91 GiB for two engines)
-minus what the project's other stacks on its GPUs hold (asleep: kept residue; awake: `share`)."""
+.composegen/standby/NAME.json (level, since, its own residue: `_residue`)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import signal
 import socket
+import threading
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from signal import SIGHUP, SIGINT, SIGTERM
 
 from composegen import privatestate
 from composegen.errors import ComposegenError, EngineError
@@ -127,10 +126,9 @@ def _private_peer(ctr: ContainerFacts, port: int) -> Peer | None:
 
 def _on_its_bridge(address: str, gateway: str, port: int) -> bool:
     """ADDRESS:PORT connects from this host's side of the container's network: the socket's local
-    address is the network's gateway. A local engine over a unix socket is not proof enough —
-    rootless docker, Docker Desktop and colima keep their bridges in another namespace or VM, and
-    their 172.x address may route to some other host whose answer would be read as the engine's;
-    only a host on the bridge itself is given the gateway address as its source."""
+    address is the network's gateway. A local engine over a unix socket is not proof enough (rootless
+    docker, Docker Desktop and colima keep their bridges in another namespace or VM, where a 172.x
+    address may route to another host); only a host on the bridge gets the gateway as its source."""
     try:
         with socket.create_connection((address, port), timeout=CONNECT_S) as sock:
             return bool(gateway) and sock.getsockname()[0] == gateway
@@ -161,9 +159,8 @@ def _ok(ctr: ContainerFacts, port: int, call: _DevCall) -> str:
 
 
 def is_sleeping(ctr: ContainerFacts, port: int, strict: bool = False) -> bool | None:
-    """True/False from /is_sleeping; None when the engine has no such route (no sleep mode). No
-    answer after three tries (a loaded engine's exec): None, or with STRICT an EngineError — a
-    switch must not take a sleeping engine for an awake one."""
+    """True/False from /is_sleeping; None: no such route (no sleep mode), or no answer after three
+    tries (a loaded engine's exec) — with STRICT an EngineError (never asleep taken for awake)."""
     for attempt in range(3):
         try:
             status, answer = _call(ctr, port, _DevCall("GET", stages.IS_SLEEPING, timeout=10))
@@ -184,14 +181,35 @@ def _record(project: Project, name: str) -> Path:
 
 
 def sleep(project: Project, h: Handle, level: int, mode: str = "wait", held: Held = None) -> Asleep:
-    """Put H's engine to sleep; the record says level, when and the residue it logged (beside the
-    others HELD, else listed then)."""
+    """Put H's engine to sleep; recorded: level, when, its residue (beside the others HELD)."""
     r, port = h.r, h.r.profile.service.port.container
-    _ok(h.ctr, port, _DevCall("POST", f"{stages.SLEEP}?level={level}&mode={mode}", timeout=600))
-    residue, how = _residue(project, h, held)
-    asleep = Asleep(level=level, since=privatestate.stamp(), residue_gib=residue, residue_from=how)
-    privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
+    with _answered():
+        _ok(h.ctr, port, _DevCall("POST", f"{stages.SLEEP}?level={level}&mode={mode}", timeout=600))
+        residue, how = _residue(project, h, held)
+        asleep = Asleep(level, privatestate.stamp(), residue, how)
+        privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
     return asleep
+
+
+@contextlib.contextmanager
+def _answered() -> Iterator[None]:
+    """A signal during a sleep acts once it is answered and kept (cut short, the engine falls asleep
+    after an undo found it awake: it says so until it sleeps); a second one acts at once."""
+    got: list[int] = []
+
+    def hold(signum: int, _: object) -> None:
+        got.append(signum)
+        restore()
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, hold) for s in (SIGINT, SIGTERM, SIGHUP) if main}
+    restore = lambda: [signal.signal(s, act) for s, act in previous.items()]  # noqa: E731
+    try:
+        yield
+    finally:
+        restore()
+    for signum in got[:1]:
+        signal.raise_signal(signum)
 
 
 def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> float:
@@ -212,8 +230,7 @@ def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> floa
 def state(
     project: Project, r: Resolved, ctr: ContainerFacts, strict: bool = False
 ) -> Asleep | None:
-    """R's engine asleep (with what composegen recorded), or None when it is awake or has no sleep
-    mode."""
+    """R's engine asleep (with what composegen recorded); None: awake, or no sleep mode."""
     port = r.profile.service.port.container
     if r.profile.standby is None or not ctr.running or not is_sleeping(ctr, port, strict):
         return None
@@ -298,8 +315,7 @@ def _residue(project: Project, h: Handle, held: Held) -> tuple[float | None, str
 
 
 def _fullest(project: Project, h: Handle, held: Held) -> tuple[str, list]:
-    """The fullest of H's GPUs by what the project's other running stacks (HELD, else listed now)
-    hold there: (GiB, who)."""
+    """The fullest of H's GPUs by what the project's other stacks (HELD, else listed) hold there."""
     r, ctr = h.r, h.ctr
     mine = set(r.profile.service.gpus.ids())
     on: dict[str, list[tuple[float, str]]] = {gpu: [] for gpu in mine}

@@ -94,14 +94,16 @@ def looked_up(edge: EdgeProject, *args: str) -> tuple[dict, dict[str, tuple[int,
 
 
 class Stream(threading.Thread):
-    """One streamed chat request through the alias (400 tokens at 200/s: ~2 s), its finish reason kept."""
+    """One streamed chat request through the alias (400 tokens at 200/s: ~2 s), its finish reason kept;
+    `decoding` set at its first token."""
 
-    def __init__(self, edge: EdgeProject, key: str) -> None:
+    def __init__(self, edge: EdgeProject, key: str, max_tokens: int = 400) -> None:
         super().__init__(daemon=True)
         self.edge, self.key, self.finish, self.tokens, self.model = edge, key, None, 0, None
+        self.max_tokens, self.decoding = max_tokens, threading.Event()
 
     def run(self) -> None:
-        body = {"model": "ds4-flash", "stream": True, "max_tokens": 400, "ignore_eos": True,
+        body = {"model": "ds4-flash", "stream": True, "max_tokens": self.max_tokens, "ignore_eos": True,
                 "messages": [{"role": "user", "content": "a long answer"}]}  # fmt: skip
         headers = {"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"}
         req = urllib.request.Request(
@@ -114,6 +116,7 @@ class Stream(threading.Thread):
                     self.model = event.get("model") or self.model
                     for choice in event.get("choices", []):
                         self.tokens += 1 if choice.get("delta", {}).get("content") else 0
+                        self.decoding.set()
                         self.finish = choice.get("finish_reason") or self.finish
 
 
@@ -222,6 +225,9 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
     (crit,) = [c for c in bad["criteria"] if c["name"] == "sleep"]
     assert not crit["passed"] and "GPU memory grew" in crit["reason"], crit
     assert bad["sleep"]["residue_growth_gib"] > 0.5
+    # `wake` as a switch does it: one handle under the lock (its stack listed once, asked once)
+    woken, wake_asked = looked_up(edge, "wake", edge.old, "--json")
+    assert woken["action"] == f"{edge.old} woken" and wake_asked[edge.old] == (1, 1), wake_asked
 
 
 def test_the_dev_routes_answer_neither_through_the_edge_nor_the_door(edge):
