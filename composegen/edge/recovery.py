@@ -2,8 +2,8 @@
 composegen was killed (its journal: edge/journal.py). The alias keeps the stack assignments.json
 names; the dead composegen's compose commands are waited for first (they go on after a kill -9); then
 the undo of edge/undo.py (the target as it was found, the serving stack back as it ran, its gates)
-and the 503 marks cleared (an alias left on a sleeping engine: marked so, `composegen wake`). A switch
-that had already recorded its move only has its marks cleared."""
+and the 503 marks cleared. A switch that had already recorded its move only has its marks cleared.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import time
 
 from composegen import privatestate
 from composegen.edge import journal, routes
-from composegen.edge.asleep import publish as marks
 from composegen.edge.config import Edge
 from composegen.edge.reports import RecoverReport
 from composegen.edge.undo import StageSink, Undo, put_back, refuse_interrupted
@@ -28,7 +27,7 @@ def recover(project: Project, edge: Edge) -> RecoverReport:
         if entry is not None and journal.holding(entry):
             refuse_interrupted(project)  # a live campaign keeps it asleep: refused, saying whose
         if entry is None:
-            marks(project, edge)  # no journal: stale marks cleared, a sleeping alias marked
+            routes.publish(project, edge)  # no journal: clear any mark left behind
             return RecoverReport(
                 alias=None, action="nothing to recover", profile=None, stages=[], seconds=0.0
             )

@@ -54,8 +54,8 @@ def _sleeping(edge: EdgeProject) -> dict[str, dict | None]:
 
 
 def looked_up(edge: EdgeProject, *args: str) -> tuple[dict, dict[str, tuple[int, int]]]:
-    """One switch run in this process, and what it asked the engine per stack: (listings, questions).
-    A listing is one call that lists the stack's containers (its compose project's, or every composegen
+    """One switch (or wake) run in this process, and what it asked the engine per stack: (listings,
+    questions). A listing is one call that lists the stack's containers (its compose project's, or every composegen
     container). A question is one "does it sleep?" (sleepmode.is_sleeping: /is_sleeping, however many
     tries its answer takes). A switch waits for no engine to change state by asking, so every question
     counts: "asked once" means at most one question per engine per switch."""
