@@ -395,7 +395,7 @@ def across_profiles(resolved: list[Resolved]) -> list[str]:
         for node in nodes:
             label = r.name if node is None else f"{r.name}/{node.name}"
             projects.setdefault(
-                compose_project(r.name, None if node is None else node.name), []
+                compose_project(r.name, None if node is None else node.name, r.prefix), []
             ).append(label)
     for project, labels in sorted(projects.items()):
         if len(labels) > 1:

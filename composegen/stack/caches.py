@@ -110,7 +110,7 @@ def _rendering(project: Project, only: str | None = None) -> dict[str, list[Reso
 def cache_volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
     """Every cache volume on the engine, with this project's records and rendering profiles (verify:
     this project's keys, present or not, and their emulated volumes when there, each checked)."""
-    rendering = _rendering(project, only)
+    rendering, prefix = _rendering(project, only), resolve.prefix(project)
     found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX)}
     ours = {caches.volume_name(k) for k in rendering}
     ours |= {caches.volume_name(k, True) for k in rendering} & set(found)
@@ -119,7 +119,9 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
         m = KEY.fullmatch(tail := name.removeprefix(caches.VOLUME_PREFIX))
         rec = record(project, m[1], bool(m[2])) if m else CacheRecord(key=tail)
         v = found.get(name)
-        mine = {compose_project(p) for p in rec.uses}  # made by a stack of this project
+        mine = {
+            compose_project(p, scope=prefix) for p in rec.uses
+        }  # made by a stack of this project
         row = CacheVolume(
             key=rec.key,
             volume=name,
@@ -246,7 +248,9 @@ def cache_import(project: Project, file: Path) -> CacheReport:
             if why := _refusal(report.volumes[0], rendering, manifest):
                 raise CheckFailed(f"{file}: {why}; refused")
             name, labels = report.volumes[0].volume, {caches.KEY_LABEL: manifest.key}
-            labels["com.docker.compose.project"] = compose_project(rendering[0].name)
+            labels["com.docker.compose.project"] = compose_project(
+                rendering[0].name, scope=rendering[0].prefix
+            )
             engineclient.create_volume(name, labels)
             try:
                 members = _members(tar, manifest, file)
