@@ -173,13 +173,9 @@ def load(project: Project) -> Edge:
         config = EdgeConfig.model_validate(marked.data)
     except ValidationError as exc:
         raise _schema_error(exc, marked) from None
-    if sc := resolve.scope(project):  # its doors moved by the project's scope
-        moved = {
-            k: sc.port(getattr(config, k).port, f"{EDGE_FILE}'s {k}.port")
-            for k in ("listen", "metrics")
-        }
-        update = {k: getattr(config, k).model_copy(update={"port": p}) for k, p in moved.items()}
-        config = config.model_copy(update=update)
+    if sc := resolve.scope(project):  # its doors, moved by the project's scope
+        config.listen.port = sc.port(config.listen.port, f"{EDGE_FILE}'s listen.port")
+        config.metrics.port = sc.port(config.metrics.port, f"{EDGE_FILE}'s metrics.port")
     return _checked(project, config, marked)
 
 

@@ -163,9 +163,7 @@ def scope(project: Project) -> Scope | None:
         return None
     marked = load_marked(path, SCOPE_FILE)
     if not marked.data or not isinstance(marked.data, dict):
-        raise BadInput(
-            f"{SCOPE_FILE}:1: scope: a map, e.g. scope: {{name: alice, port_offset: 100}}"
-        )
+        raise BadInput(f"{SCOPE_FILE}:1: scope: a map, e.g. scope: {{name: a, port_offset: 100}}")
     try:
         found = ProjectFile.model_validate(marked.data).scope
     except ValidationError as exc:
@@ -180,21 +178,15 @@ def prefix(project: Project) -> str:
 
 
 def _scoped(profile: Profile, sc: Scope, display: str) -> Profile:
-    """PROFILE in its project's scope: its container name prefixed, every host port it takes moved."""
-    svc, mon, nodes = profile.service, profile.monitoring, profile.nodes
+    """PROFILE in its project's scope: its container name prefixed, its published ports moved."""
+    svc, mon = profile.service, profile.monitoring
     host = sc.port(svc.port.host, f"{display}'s service.port.host")
-    named = svc.container_name and f"{sc.name}-{svc.container_name}"
     port = svc.port.model_copy(update={"host": host})
-    update: dict[str, Any] = {
-        "service": svc.model_copy(update={"port": port, "container_name": named})
-    }
+    named = svc.container_name and f"{sc.name}-{svc.container_name}"
     if mon.prometheus:
-        moved = sc.port(mon.port, f"{display}'s monitoring.port")
-        update["monitoring"] = mon.model_copy(update={"port": moved})
-    if nodes:
-        moved = sc.port(nodes.master_port, f"{display}'s nodes.master_port")
-        update["nodes"] = nodes.model_copy(update={"master_port": moved})
-    return profile.model_copy(update=update)
+        mon = mon.model_copy(update={"port": sc.port(mon.port, f"{display}'s monitoring.port")})
+    service = svc.model_copy(update={"port": port, "container_name": named})
+    return profile.model_copy(update={"service": service, "monitoring": mon})
 
 
 def _load(project: Project, name: str, display: str) -> Resolved:

@@ -310,21 +310,16 @@ class Profile(Strict):
 class Scope(Strict):
     """composegen.yaml's `scope`: what makes a second copy of a project on one engine its own."""
 
-    name: Annotated[StrictStr, Field(pattern=PROJECT_PART_RE.pattern)] = Field(
-        description="in place of `composegen` in every compose project; before every container_name"
-    )
-    port_offset: Annotated[StrictInt, Field(ge=-64511, le=64511)] = Field(
-        default=0, description="added to every host port the project publishes"
-    )
+    name: Annotated[StrictStr, Field(pattern=PROJECT_PART_RE.pattern)]  # for `composegen` in names
+    port_offset: Annotated[StrictInt, Field(ge=-64511, le=64511)] = 0  # added to every host port
     _at: str = "composegen.yaml"  # its file:line, for a refusal (a private attribute)
 
     def port(self, port: int, what: str) -> int:
         """PORT moved by the offset; refused when that leaves 1024..65535."""
-        moved, off = port + self.port_offset, self.port_offset
-        if off and not 1024 <= moved <= 65535:
-            msg = f"{self._at}: scope.port_offset: {off} moves {what} {port} to {moved}, outside 1024..65535"
+        if (off := self.port_offset) and not 1024 <= port + off <= 65535:
+            msg = f"{self._at}: scope.port_offset: {off} moves {what} {port} to {port + off}, outside 1024..65535"
             raise BadInput(msg)
-        return moved
+        return port + off
 
 
 class ProjectFile(Strict):

@@ -119,9 +119,7 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
         m = KEY.fullmatch(tail := name.removeprefix(caches.VOLUME_PREFIX))
         rec = record(project, m[1], bool(m[2])) if m else CacheRecord(key=tail)
         v = found.get(name)
-        mine = {
-            compose_project(p, scope=prefix) for p in rec.uses
-        }  # made by a stack of this project
+        mine = {compose_project(p, None, prefix) for p in rec.uses}  # made by a stack here
         row = CacheVolume(
             key=rec.key,
             volume=name,
@@ -248,9 +246,8 @@ def cache_import(project: Project, file: Path) -> CacheReport:
             if why := _refusal(report.volumes[0], rendering, manifest):
                 raise CheckFailed(f"{file}: {why}; refused")
             name, labels = report.volumes[0].volume, {caches.KEY_LABEL: manifest.key}
-            labels["com.docker.compose.project"] = compose_project(
-                rendering[0].name, scope=rendering[0].prefix
-            )
+            first = rendering[0]
+            labels["com.docker.compose.project"] = compose_project(first.name, None, first.prefix)
             engineclient.create_volume(name, labels)
             try:
                 members = _members(tar, manifest, file)

@@ -375,9 +375,7 @@ def project_networks(project: str, target: Target | None = None) -> list[Network
     return [parse_network(n, target or DEFAULT) for n in rows]
 
 
-def composegen_networks(
-    target: Target | None = None, prefix: str = "composegen-"
-) -> list[NetworkFacts]:
+def composegen_networks(prefix: str, target: Target | None = None) -> list[NetworkFacts]:
     """Compose networks of PREFIX* projects, with or without containers; not the edge's."""
     rows = client(target).api.networks(filters={"label": "com.docker.compose.project"})
     labelled = [(n, n.get("Labels") or {}) for n in rows]

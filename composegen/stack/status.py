@@ -75,7 +75,7 @@ def stack_status(project: Project, name: str | None = None, every: bool = False)
             files = ctr.labels.get("com.docker.compose.project.config_files", root)
             if every or any(f.startswith(root) for f in files.split(",")):
                 groups.setdefault(ctr.profile or "?", []).append(ctr)
-        for net in engine.composegen_networks(prefix=_prefix(project)):
+        for net in engine.composegen_networks(f"{resolve.prefix(project)}-"):
             owner = net.project or "?"
             guess = _profile_of_project(project, owner)  # a stack whose containers are gone
             if owner not in {c.project for c in found} and (every or guess != owner):
@@ -106,12 +106,8 @@ def _load(project: Project, name: str) -> Resolved | None:
         return None  # a broken profile: what the engine shows, from the containers' own labels
 
 
-def _prefix(project: Project) -> str:
-    return f"{resolve.prefix(project)}-"  # of its compose projects (composegen.yaml's scope)
-
-
 def _profile_of_project(project: Project, compose_project: str) -> str:
-    guess = compose_project.removeprefix(_prefix(project))
+    guess = compose_project.removeprefix(f"{resolve.prefix(project)}-")
     return guess if project.profile_path(guess).is_file() else compose_project
 
 
@@ -179,9 +175,9 @@ def _asleep(dep: Deployment, head: ContainerFacts | None, ep: EndpointStatus) ->
 
 def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) -> StackStatus | None:
     """A stack whose profile is gone or broken: what its containers' labels say."""
-    prefix = _prefix(project)
+    prefix = f"{resolve.prefix(project)}-"  # of this project's compose projects (its scope)
     projects = {c.project for c in ctrs} or {profile, prefix + profile}
-    networks = [x.name for x in engine.composegen_networks(prefix=prefix) if x.project in projects]
+    networks = [x.name for x in engine.composegen_networks(prefix) if x.project in projects]
     if not ctrs and not networks:
         return None
     head = ctrs[0] if ctrs else None
