@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
 import socket
@@ -23,7 +24,7 @@ from tests.edge.test_example import _copy_pinned
 from tests.support.cli import run_cli
 from tests.support.edge import EdgeProject
 from tests.support.engine import force_remove
-from tests.support.ports import free_port
+from tests.support.ports import _ephemeral_start
 
 pytestmark = pytest.mark.docker
 README = Path(__file__).resolve().parents[2] / "examples/team-edge/README.md"
@@ -42,10 +43,12 @@ def _free(port: int) -> bool:
 
 
 def port_offset() -> int:
-    """A scope.port_offset that moves each of the example's ports onto a free one."""
+    """A scope.port_offset that moves each of the example's ports onto a free one below the kernel's
+    ephemeral range (tests/support/ports.py: no outgoing connection takes it meanwhile) and keeps r33's
+    8000 (rendered, never started) at 1024 or above."""
     for _ in range(50):
-        offset = free_port() - PORTS[0]
-        if all(_free(p + offset) for p in PORTS[1:]):
+        offset = random.randrange(1024 - 8000, _ephemeral_start() - max(PORTS))
+        if all(_free(p + offset) for p in PORTS):
             return offset
     raise RuntimeError("no offset frees all six ports")
 
