@@ -279,26 +279,27 @@ def cache_import(project: Project, file: Path, at: At | None = None) -> CacheRep
 
 def offer_nodes(dep: Deployment, emulated: bool, image: str) -> list[Check]:
     """Multi-node `up`: a worker whose engine has no volume of the profile's key gets the head's,
-    when a start the project's record names filled it: exported on the head's engine, imported on
-    the worker's with every check and refusal of `cache import`; else it starts cold, said why."""
+    when a start the project's record names filled it: exported once on the head's engine, imported
+    on the worker's with every check and refusal of `cache import`; else it starts cold, said why."""
     key, out = caches.key(dep.r) + caches.EMULATED * emulated, []
     if not dep.multi or not filled(dep.project, dep.name, emulated, dep.head.target):
         return []
-    for n in dep.nodes[1:]:
-        try:
-            if engineclient.volume_present(caches.VOLUME_PREFIX + key, n.target):
-                continue
-            with tempfile.TemporaryDirectory(dir=privatestate.state_dir(dep.project)) as tmp:
-                cache_export(dep.project, key, (file := Path(tmp) / key), (dep.head, image))
+    with tempfile.TemporaryDirectory(dir=privatestate.state_dir(dep.project)) as tmp:
+        file = Path(tmp) / key
+        for n in dep.nodes[1:]:
+            try:
+                if engineclient.volume_present(caches.VOLUME_PREFIX + key, n.target):
+                    continue
+                if not file.exists():  # exported once for every worker; a failed one, tried again
+                    (part := file.with_name("part")).unlink(missing_ok=True)
+                    cache_export(dep.project, key, part, (dep.head, image))
+                    part.rename(file)
                 cache_import(dep.project, file, (n, image))
-                ok, said = (
-                    "ok",
-                    f"gets the head's cache {key} ({format_bytes(file.stat().st_size)})",
-                )
-        except (ComposegenError, OSError, tarfile.TarError) as exc:
-            why = exc.message if isinstance(exc, ComposegenError) else exc
-            ok, said = "warn", f"starts cold: {why}"
-        out.append(Check(n.named("cache"), ok, f"node {n.name} {said}"))
+                size = format_bytes(file.stat().st_size)
+                ok, said = "ok", f"gets the head's cache {key} ({size})"
+            except (ComposegenError, OSError, tarfile.TarError) as exc:
+                ok, said = "warn", f"starts cold: {getattr(exc, 'message', exc)}"
+            out.append(Check(n.named("cache"), ok, f"node {n.name} {said}"))
     return out
 
 

@@ -25,12 +25,13 @@ from tests.support.helpers import make_project
 
 WORKER = "unix:///nonexistent/composegen-worker.sock"
 NODES = f"""\
-vllm: {{tensor-parallel-size: 2, distributed-executor-backend: mp}}
+vllm: {{tensor-parallel-size: 3, distributed-executor-backend: mp}}
 nodes:
   master_addr: 127.0.0.1
   members:
     - {{name: n0, rank: 0}}
     - {{name: n1, rank: 1, docker_host: "{WORKER}"}}
+    - {{name: n2, rank: 2, docker_host: "{WORKER}2"}}
 """
 H100 = "NVIDIA H100 80GB HBM3, 580.159.04"
 FILLED_BY = "sha256:" + "a" * 64
@@ -66,7 +67,7 @@ def _filled_head(monkeypatch, dep) -> list[str]:
                 tar.addfile(info, io.BytesIO(blob if isinstance(blob, bytes) else blob.encode()))
 
     made: list[str] = []
-    monkeypatch.setattr(kept, "cache_export", export)
+    monkeypatch.setattr(kept, "cache_export", lambda *args: made.append("export") or export(*args))
     monkeypatch.setattr(
         engineclient, "create_volume", lambda name, labels, on=None: made.append(name)
     )
@@ -89,12 +90,12 @@ def test_a_worker_whose_image_or_gpus_differ_starts_cold_and_says_why(
 ):
     dep = _dep(tmp_path)
     made = _filled_head(monkeypatch, dep)
-    worker = dep.nodes[1].target
+    workers = {n.target for n in dep.nodes[1:]}
     asked = []
 
     def image_id(ref, target=None):
         asked.append(target)
-        return image_now if target == worker else FILLED_BY
+        return image_now if target in workers else FILLED_BY
 
     def gpu_check(emulate, on=None):
         asked.append(on)
@@ -104,9 +105,10 @@ def test_a_worker_whose_image_or_gpus_differ_starts_cold_and_says_why(
     monkeypatch.setattr(kept, "gpu_check", gpu_check)
     monkeypatch.setattr(engine, "run_probe", lambda image, argv, owner, on=None, **host: gpus_now)
     checks = kept.offer_nodes(dep, False, "emu:img")
-    assert [(c.name, c.status) for c in checks] == [("n1/cache", "warn")]
+    assert [(c.name, c.status) for c in checks] == [("n1/cache", "warn"), ("n2/cache", "warn")]
     assert checks[0].message.startswith("node n1 starts cold: ") and said in checks[0].message
-    assert checks[0].message.endswith("; refused") and made == [] and set(asked) == {worker}
+    assert checks[1].message.endswith("; refused") and set(asked) == workers
+    assert made == ["export"]  # once for every worker, no volume made
 
 
 def test_nothing_offered_without_a_filled_head_or_with_caches_off(tmp_path, monkeypatch):
