@@ -4,7 +4,6 @@ and decode rates measurable (EMU_PREFILL_TOK_S, EMU_DECODE_TOK_S and their sleep
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -61,11 +60,7 @@ class ServerState:
     fault_after_s: float = 5.0
     access_log: bool = True
     ready_at: float = field(default_factory=time.monotonic)
-    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     _dead_logged: bool = False
-
-    def next_id(self) -> int:
-        return next(self._ids)
 
     def engine_dead(self) -> bool:
         dead = (
