@@ -275,29 +275,16 @@ def _image_policy_problems(r: Resolved) -> list[Problem]:
     p = r.profile
     if p.image_policy != "local-build":
         return []
-    if p.pinned:
-        return [
-            Problem(
-                ("image_policy",),
-                "local-build is for an image without a digest; this one is pinned",
-            )
-        ]
-    if not (p.image_unpinned_reason or "").strip():
-        return [
-            Problem(
-                ("image_policy",),
-                "local-build needs image_unpinned_reason: why the image is built locally",
-            )
-        ]
     first = p.image.split("/")[0]
-    if "/" in p.image and ("." in first or ":" in first or first == "localhost"):
-        return [
-            Problem(
-                ("image_policy",),
-                f"local-build, but {p.image!r} names a registry ({first}); pin its digest",
-            )
-        ]
-    return []
+    if p.pinned:
+        why = "local-build is for an image without a digest; this one is pinned"
+    elif not (p.image_unpinned_reason or "").strip():
+        why = "local-build needs image_unpinned_reason: why the image is built locally"
+    elif "/" in p.image and ("." in first or ":" in first or first == "localhost"):
+        why = f"local-build, but {p.image!r} names a registry ({first}); pin its digest"
+    else:
+        return []
+    return [Problem(("image_policy",), why)]
 
 
 def notes(r: Resolved) -> list[str]:
