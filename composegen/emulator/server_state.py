@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from composegen.emulator.chat import ServingInfo
 from composegen.emulator.metrics import Metrics
-from composegen.emulator.sleep import SleepMode
+from composegen.emulator.sleep import SleepMode, env_float
 
 
 @dataclass
@@ -22,20 +22,12 @@ class Pacing:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Pacing:
-        names = {
-            "prefill_tok_s": "EMU_PREFILL_TOK_S",
-            "decode_tok_s": "EMU_DECODE_TOK_S",
-            "prefill_cap_s": "EMU_PREFILL_SLEEP_CAP_S",
-            "decode_cap_s": "EMU_DECODE_SLEEP_CAP_S",
-        }
-        values = {}
-        for key, var in names.items():
-            if env.get(var):
-                try:
-                    values[key] = float(env[var])
-                except ValueError:
-                    raise ValueError(f"{var}={env[var]!r} is not a number") from None
-        return cls(**values)
+        return cls(
+            env_float(env, "EMU_PREFILL_TOK_S", cls.prefill_tok_s),
+            env_float(env, "EMU_DECODE_TOK_S", cls.decode_tok_s),
+            env_float(env, "EMU_PREFILL_SLEEP_CAP_S", cls.prefill_cap_s),
+            env_float(env, "EMU_DECODE_SLEEP_CAP_S", cls.decode_cap_s),
+        )
 
     def prefill(self, tokens: int) -> float:
         return (
