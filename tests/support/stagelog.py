@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from composegen.vllm import stages, startup_rules
+import re
+
+from composegen.vllm import stages
+
+# vLLM's own `MM-DD HH:MM:SS` stamp in a line
+LOGGED_AT = re.compile(
+    r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?) \["
+)
 
 
 def logged_times(text: str) -> list[tuple[float, str]]:
@@ -11,7 +18,7 @@ def logged_times(text: str) -> list[tuple[float, str]]:
     predecessor's time."""
     rows, at = [], 0.0
     for line in text.splitlines():
-        m = startup_rules.LOGGED_AT.search(stages.ANSI_CSI.sub("", line))
+        m = LOGGED_AT.search(stages.ANSI_CSI.sub("", line))
         if m:
             at = ((int(m["d"]) * 24 + int(m["h"])) * 60 + int(m["m"])) * 60 + float(m["s"])
         rows.append((at, line))
