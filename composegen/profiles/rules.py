@@ -167,24 +167,20 @@ def _shm_problems(r: Resolved) -> list[Problem]:
     except ValueError as exc:
         return [*out, Problem(("service", "shm_size"), str(exc))]
     if shm > INT_LIMIT:
-        out.append(
-            Problem(("service", "shm_size"), f"{svc.shm_size} is more bytes than compose can hold")
-        )
+        message = f"{svc.shm_size} is more bytes than compose can hold"
     elif offload > 0 and svc.ipc != "host" and shm < shm_need_bytes(r):
         message = (
             f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB"
             f" plus {SHM_HEADROOM_GIB:g} GiB headroom"
         )
-        out.append(Problem(("service", "shm_size"), message))
     elif svc.ipc != "host" and shm < SHM_MIN_BYTES:
-        out.append(
-            Problem(
-                ("service", "shm_size"),
-                f"{svc.shm_size} is below {SHM_MIN_BYTES >> 30} GiB; a private /dev/shm that small cannot hold "
-                "vLLM's message queues (or use ipc: host)",
-            )
+        message = (
+            f"{svc.shm_size} is below {SHM_MIN_BYTES >> 30} GiB; a private /dev/shm that small cannot hold "
+            "vLLM's message queues (or use ipc: host)"
         )
-    return out
+    else:
+        return out
+    return [*out, Problem(("service", "shm_size"), message)]
 
 
 def _node_problems(r: Resolved, world: int) -> list[Problem]:
