@@ -304,11 +304,6 @@ def inspect(ctr: ContainerFacts) -> ContainerFacts | None:
     return parse_container(a, ctr.target) if a is not None else None
 
 
-def wait_exit(ctr: ContainerFacts, timeout: float = 60) -> int | None:
-    """Block until the container stops; its exit code."""
-    return client(ctr.target).api.wait(ctr.id, timeout=timeout).get("StatusCode")
-
-
 def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
     """Remove a container (after a stop of GRACE seconds when given); gone already is fine."""
     sdk = client(ctr.target)
