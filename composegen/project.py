@@ -19,9 +19,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PROFILE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
-def compose_project(profile: str, node: str | None = None) -> str:
-    """The compose project of a profile's stack (or of one node's, for a multi-node profile)."""
-    base = f"composegen-{profile}" if node is None else f"composegen-{profile}-{node}"
+def compose_project(profile: str, node: str | None = None, scope: str = "composegen") -> str:
+    """The compose project of a profile's stack (of one node's: multi-node), SCOPE: composegen.yaml's"""
+    base = f"{scope}-{profile}" if node is None else f"{scope}-{profile}-{node}"
     return base.lower().replace(".", "-")
 
 

@@ -69,7 +69,7 @@ def _literals(value: Any) -> Any:
 
 
 def project_name(r: resolve.Resolved, node: Node | None = None) -> str:
-    return compose_project(r.name, None if node is None else node.name)
+    return compose_project(r.name, None if node is None else node.name, r.prefix)
 
 
 def node_key(r: resolve.Resolved, node: Node) -> str:

@@ -16,7 +16,7 @@ RANKS = {
     "errors": 0, "units": 0, "addresses": 0, "output": 0, "report": 0, "sizing": 0, "__init__": 0,
     # the test double: imports only sizing (and itself); nothing imports it
     "emulator": 0.5,
-    "project": 1, "wire": 1, "safewrite": 1, "privatestate": 1.5,
+    "project": 1, "wire": 1, "safewrite": 1, "buildcontext": 1, "privatestate": 1.5,
     "usercache": 2, "rendercache": 3, "ledger": 3.6,
     "vllm": 2,
     "profiles": 3,

@@ -43,7 +43,7 @@ from composegen.bench import frontier, stream, vllmresult
 from composegen.bench.prompts import Messages, Prompts, Tokenizer
 from composegen.bench.reports import BenchResult, VllmBenchServeResult
 from composegen.bench.spec import BenchSpec
-from composegen.bench.stats import Sample, spread, summarise
+from composegen.bench.stats import Sample, spec_level, spread
 from composegen.bench.stream import ChatRequest
 from composegen.errors import BadInput, EngineError
 from composegen.profiles.resolved import Resolved
@@ -234,17 +234,7 @@ async def _sweep(
             )
             after = await read_metrics(client)
             spec = vllmresult.spec_decode_fields(spec_of(before), spec_of(after))
-            distinct = min(len(samples), len(bodies))
-            level = summarise(
-                concurrency,
-                samples,
-                seconds,
-                cpu_s=cpu,
-                distinct_prompts=distinct,
-                slos=o.goodput,
-                input_tokens=o.input_tokens,
-                output_tokens=o.output_tokens,
-            )
+            level = spec_level(o, concurrency, samples, seconds, cpu, len(bodies))
             # with --requests every request is due at the level's start: the wait for a slot
             queue = spread(
                 [s.started - started for s in samples] if o.requests else [], "client_queue"

@@ -26,7 +26,7 @@ from composegen.bench.reports import LevelResult, VllmBenchServeResult
 from composegen.bench.schedule import INF
 from composegen.bench.slo import judged
 from composegen.bench.spec import BenchSpec, check_search
-from composegen.bench.stats import summarise
+from composegen.bench.stats import spec_level
 from composegen.bench.stream import ChatRequest
 
 PROMPT_STRIDE = 100_000  # prompt indices per level: no two levels (or probes) share a prompt
@@ -126,16 +126,7 @@ def _level(
     after: str | None,
     when: float,
 ) -> tuple[LevelResult, VllmBenchServeResult]:
-    summary = summarise(
-        0,
-        level.samples,
-        level.seconds,
-        cpu_s=level.cpu_s,
-        distinct_prompts=min(len(level.samples), len(plan.bodies)),
-        slos=o.goodput,
-        input_tokens=o.input_tokens,
-        output_tokens=o.output_tokens,
-    )
+    summary = spec_level(o, 0, level.samples, level.seconds, level.cpu_s, len(plan.bodies))
     extra = openloop.open_fields(level, plan.rate, o.burstiness, plan.seed)
     shaped = vllmresult.level_result(
         model,

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from composegen.bench.reports import BenchResult, LevelResult
-from composegen.bench.spec import describe
+from composegen.bench.spec import BenchSpec, describe
 from composegen.errors import BadInput
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -142,6 +142,22 @@ def summarise(
             1 for s in ok if input_tokens is not None and s.input_tokens != input_tokens
         ),
         **figures,
+    )
+
+
+def spec_level(
+    o: BenchSpec, concurrency: int, samples: list[Sample], seconds: float, cpu_s: float, pool: int
+) -> LevelResult:
+    """summarise under O's sizes and SLOs; POOL: the distinct prompts the level drew from."""
+    return summarise(
+        concurrency,
+        samples,
+        seconds,
+        cpu_s=cpu_s,
+        distinct_prompts=min(len(samples), pool),
+        slos=o.goodput,
+        input_tokens=o.input_tokens,
+        output_tokens=o.output_tokens,
     )
 
 

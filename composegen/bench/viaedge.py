@@ -30,7 +30,7 @@ from composegen.bench import closed, stream
 from composegen.bench.prompts import Messages, Prompts, Tokenizer
 from composegen.bench.reports import BenchResult, EdgeLevel, LevelResult, PathFigures, ViaEdgeResult
 from composegen.bench.spec import BenchSpec, good
-from composegen.bench.stats import Sample, summarise
+from composegen.bench.stats import Sample, spec_level
 from composegen.errors import EngineError
 
 PATHS = ("door", "edge")
@@ -144,17 +144,8 @@ async def _sweep(
             ways, plan, o.output_tokens, concurrency, o.requests, o.duration, o.timeout
         )
         sent = sum(len(s) for s in got.values()) or 1
-        per_path = [
-            summarise(
-                concurrency,
-                got[path],
-                seconds,
-                cpu_s=cpu * len(got[path]) / sent,  # the client's CPU, shared by request count
-                distinct_prompts=min(len(got[path]), len(plan)),
-                slos=o.goodput,
-                input_tokens=o.input_tokens,
-                output_tokens=o.output_tokens,
-            )
+        per_path = [  # the client's CPU, shared by request count
+            spec_level(o, concurrency, got[path], seconds, cpu * len(got[path]) / sent, len(plan))
             for path in PATHS
         ]
         results.append((per_path[0], per_path[1]))

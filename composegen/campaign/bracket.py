@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from composegen.campaign.reports import BracketFigure, BracketResult
+from composegen.evidence.compare import numeric
 from composegen.evidence.reports.bundle import LoadedRun
 
 DEFAULT_TOLERANCE = 0.01
@@ -30,16 +31,12 @@ def _rel(a: float, b: float) -> float:
     return abs(b - a) / abs(a) if a else float("inf")
 
 
-def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _diff(first: Any, replay: Any) -> float | None:
     if isinstance(first, list) and isinstance(replay, list):
-        if not first or len(first) != len(replay) or not all(_number(v) for v in [*first, *replay]):
+        if not first or len(first) != len(replay) or not all(numeric(v) for v in [*first, *replay]):
             return None
         return max(_rel(a, b) for a, b in zip(first, replay, strict=True))
-    if _number(first) and _number(replay):
+    if numeric(first) and numeric(replay):
         return _rel(first, replay)
     return None
 

@@ -3,6 +3,7 @@ arm failed (by criterion, from the sanitized record), the decision and the evide
 
 from __future__ import annotations
 
+from composegen.campaign.record import EMULATED_NOTE
 from composegen.campaign.reports import CampaignState, QualificationReport, QualifiedArm
 
 
@@ -48,11 +49,7 @@ def render(doc: QualificationReport, st: CampaignState) -> str:
     ev = "EMULATED (composegen's vLLM test double)" if doc.emulated else "measured on a real engine"
     lines.append(f"Evidence: {ev}")
     lines += [f"Decision: {doc.decision.decision}", ""]
-    if doc.emulated:
-        lines += [
-            "> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.",
-            "",
-        ]
+    lines += EMULATED_NOTE if doc.emulated else []
     verdict = (
         f"{doc.qualified_profile} ({doc.qualified_arm} arm) qualified."
         if doc.qualified_arm

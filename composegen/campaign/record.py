@@ -26,6 +26,12 @@ STARTUP_METRICS = {
 }
 SOURCE = {"gates": "gates.json"}
 
+# what a record says before the figures when the emulator made them
+EMULATED_NOTE = [
+    "> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.",
+    "",
+]
+
 
 def _pair(row: CompareRow | None) -> tuple[float, float] | None:
     """The row's two figures when both arms reported a number."""
@@ -346,11 +352,7 @@ def render(doc: ComparisonReport, state: CampaignState, next_arm: list[str]) -> 
         f"Decision: {doc.decision.decision}",
         "",
     ]
-    if doc.emulated:
-        lines += [
-            "> **EMULATED vLLM**: every figure below comes from the emulator, not a GPU or a model.",
-            "",
-        ]
+    lines += EMULATED_NOTE if doc.emulated else []
     lines += ["## Outcome", "", *outcome(doc), ""]
     lines += ["## Controlled configuration", "", " ".join(configuration(doc)), ""]
     table = compare.markdown_table(f"{doc.control} control", f"{doc.candidate} candidate", doc.rows)

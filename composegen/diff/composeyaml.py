@@ -102,12 +102,9 @@ MAX_INT_TEXT = 72  # an integer written longer than 2**63 in binary is out of ra
 def _bounded_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     """YAML 1.1 hex, octal, binary and base-60 integers have no digit limit (base-60 costs quadratic
     time): refused by length before they are built, and kept within int64 after."""
-    if len(node.value.replace("_", "")) > MAX_INT_TEXT:
-        raise yaml.constructor.ConstructorError(
-            None, None, "integer out of range (at most 2**63-1)", node.start_mark
-        )
-    value = loader.construct_yaml_int(node)
-    if abs(value) > 2**63 - 1:
+    too_long = len(node.value.replace("_", "")) > MAX_INT_TEXT  # not built: its time is quadratic
+    value = 0 if too_long else loader.construct_yaml_int(node)
+    if too_long or abs(value) > 2**63 - 1:
         raise yaml.constructor.ConstructorError(
             None, None, "integer out of range (at most 2**63-1)", node.start_mark
         )

@@ -122,14 +122,15 @@ class Edge:
     config: EdgeConfig
     stacks: dict[str, Resolved]  # profile name -> resolved profile, in edge.yaml order
     path: str  # edge.yaml as users see it
+    prefix: str = "composegen"  # of its compose project and network: composegen.yaml's scope.name
 
     @property
     def project_name(self) -> str:
-        return f"composegen-{self.config.name}"
+        return f"{self.prefix}-{self.config.name}"
 
     @property
     def network(self) -> str:
-        return f"composegen-{self.config.name}-net"
+        return f"{self.prefix}-{self.config.name}-net"
 
     @property
     def scheme(self) -> str:
@@ -172,6 +173,9 @@ def load(project: Project) -> Edge:
         config = EdgeConfig.model_validate(marked.data)
     except ValidationError as exc:
         raise _schema_error(exc, marked) from None
+    if sc := resolve.scope(project):  # its doors, moved by the project's scope
+        config.listen.port = sc.port(config.listen.port, f"{EDGE_FILE}'s listen.port")
+        config.metrics.port = sc.port(config.metrics.port, f"{EDGE_FILE}'s metrics.port")
     return _checked(project, config, marked)
 
 
@@ -236,7 +240,7 @@ def _checked(project: Project, config: EdgeConfig, marked: Marked) -> Edge:
         raise BadInput(msg)
     stacks = _checked_stacks(project, config, marked)
     _check_aliases(config, marked, stacks)
-    return Edge(config, stacks, EDGE_FILE)
+    return Edge(config, stacks, EDGE_FILE, resolve.prefix(project))
 
 
 def _checked_stacks(project: Project, config: EdgeConfig, marked: Marked) -> dict[str, Resolved]:

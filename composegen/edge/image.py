@@ -16,10 +16,10 @@ tag. Stdlib only; the engine builds it (`edge up`, when the pinned tag is missin
 
 from __future__ import annotations
 
-import hashlib
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from composegen.buildcontext import ContextFile, context_digest
 
 LOCAL_REPO = "composegen/edge"
 LOCAL_RE = re.compile(re.escape(LOCAL_REPO) + r":[0-9a-f]{16}")
@@ -31,13 +31,6 @@ DOCKERFILE = (
     b"ARG BASE\nFROM ${BASE}\nCOPY caddy /usr/bin/caddy\n"
     b"COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n"
 )
-
-
-@dataclass(frozen=True)
-class ContextFile:
-    path: str
-    data: bytes
-    mode: int
 
 
 def is_local(ref: str) -> bool:
@@ -69,25 +62,6 @@ def context_files(caddy: Path = CADDY, ca_bundle: Path | None = None) -> list[Co
     ]
 
 
-def context_digest(files: list[ContextFile]) -> str:
-    digest = hashlib.sha256()
-    for item in files:  # length-prefixed fields: no two contexts give the same byte stream
-        for part in (item.path.encode(), oct(item.mode).encode(), item.data):
-            digest.update(len(part).to_bytes(8, "big"))
-            digest.update(part)
-    return digest.hexdigest()
-
-
 def local_tag(files: list[ContextFile] | None = None) -> str:
     """composegen/edge:<16 hex of the context's sha256> for this machine's caddy and CA bundle."""
     return f"{LOCAL_REPO}:{context_digest(files if files is not None else context_files())[:16]}"
-
-
-def write_context(dest: Path, files: list[ContextFile]) -> Path:
-    if any(dest.iterdir()):
-        raise FileExistsError(f"{dest}: the build context directory must be empty")
-    for item in files:
-        target = dest / item.path
-        target.write_bytes(item.data)
-        target.chmod(item.mode)
-    return dest

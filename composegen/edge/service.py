@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from composegen import ledger, privatestate
+from composegen.buildcontext import write_context
 from composegen.edge import config, image, keys, routes
 from composegen.edge.config import Edge
 from composegen.edge.render import DOOR_ADMIN, render_edge
@@ -126,7 +127,7 @@ def build_local(pinned: str) -> None:
             hint=f"pin images {{proxy: {tag}, gate: {tag}}} after checking `caddy version`, then `composegen render`",
         )
     with tempfile.TemporaryDirectory(prefix="composegen-edge-image-") as tmp:
-        ctx = image.write_context(Path(tmp), files)
+        ctx = write_context(Path(tmp), files)
         driver.build_image(tag, ctx, {"BASE": driver.BASE_IMAGE}, "the edge image")
 
 

@@ -48,12 +48,6 @@ DEFAULT_BLOCK_SIZE = 16
 BASE_KV_ELEMENT_BYTES = 2  # EMU_KV_BYTES_PER_TOKEN is for a bf16 / fp16 cache
 
 
-def kv_element_bytes(dtype: object) -> int:
-    """Bytes per KV element for a --kv-cache-dtype value: fp8 variants 1, auto (the model's bf16)
-    and 16-bit 2."""
-    return 1 if str(dtype or "auto").startswith("fp8") else 2
-
-
 def size_note(facts: models.ModelFacts) -> str:
     """The emulator's own log line: where the model's size came from, and what it cannot
     reproduce."""
@@ -150,7 +144,7 @@ def plan_memory(values: dict, inputs: MemoryInputs) -> MemoryPlan:
         weights, non_torch, graphs = inputs.weights_gib, inputs.non_torch_gib, inputs.cudagraph_gib
         kv_gib = requested - weights - activation - non_torch - graphs
     host_gib = offload_gib / tp if offload_gib > 0 else 0.0
-    element_bytes = kv_element_bytes(values.get("kv_cache_dtype"))
+    element_bytes = models.kv_element_bytes(values.get("kv_cache_dtype"))
     bpt = inputs.kv_bytes_per_token * element_bytes / BASE_KV_ELEMENT_BYTES
     kv_bytes = max(0, int(kv_gib * GiB))
     tokens = math.floor((max(kv_gib, 0.0) + host_gib) * GiB / bpt)

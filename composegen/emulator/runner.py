@@ -44,7 +44,7 @@ from composegen.emulator.memory import GiB, MemoryInputs, MemoryPlan, plan_memor
 from composegen.emulator.metrics import Metrics
 from composegen.emulator.server import ROUTES, VERSION, make_server
 from composegen.emulator.server_state import Pacing, ServerState
-from composegen.emulator.sleep import DEV_ROUTES, SleepMode
+from composegen.emulator.sleep import DEV_ROUTES, SleepMode, env_float
 from composegen.sizing import ledger as gpuledger
 from composegen.sizing.models import ModelFacts
 
@@ -103,14 +103,6 @@ def _top_level_error(message: str) -> int:
     return 2
 
 
-def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    try:
-        return float(raw) if raw not in (None, "") else default
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number") from None
-
-
 @dataclass
 class Settings:
     """Everything read from EMU_* / VLLM_* variables, validated before anything starts."""
@@ -136,23 +128,23 @@ class Settings:
         fault = env.get("EMU_FAULT") or None
         if fault and fault not in FAULTS:
             raise ValueError(f"EMU_FAULT={fault!r}: expected one of {', '.join(FAULTS)}")
-        load_s = _env_float(env, "EMU_LOAD_SECONDS", 2.0)
+        load_s = env_float(env, "EMU_LOAD_SECONDS", 2.0)
         if fault == "slow_ready":
-            load_s *= _env_float(env, "EMU_SLOW_FACTOR", 5.0)
+            load_s *= env_float(env, "EMU_SLOW_FACTOR", 5.0)
         versions.flavour(env)  # an unknown EMU_VLLM_VERSION is a usage error
         return cls(
             fault=fault,
             inputs=MemoryInputs.from_env(env),
             pacing=Pacing.from_env(env),
             load_s=load_s,
-            fault_after_s=_env_float(env, "EMU_FAULT_AFTER_S", 5.0),
-            max_workers=int(_env_float(env, "EMU_MAX_WORKERS", 4)),
+            fault_after_s=env_float(env, "EMU_FAULT_AFTER_S", 5.0),
+            max_workers=int(env_float(env, "EMU_MAX_WORKERS", 4)),
             offload_cap=int(
-                _env_float(env, "EMU_OFFLOAD_MAX_BYTES", shmfiles.DEFAULT_OFFLOAD_MAX_BYTES)
+                env_float(env, "EMU_OFFLOAD_MAX_BYTES", shmfiles.DEFAULT_OFFLOAD_MAX_BYTES)
             ),
             shm_dir=shmfiles.shm_dir(env),
             env_api_key=env.get("VLLM_API_KEY") or None,
-            timing=cluster.Timing.from_env(env, _env_float),
+            timing=cluster.Timing.from_env(env, env_float),
             dev_mode=env.get("VLLM_SERVER_DEV_MODE") == "1",
             env=dict(env),
         )

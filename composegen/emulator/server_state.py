@@ -4,14 +4,13 @@ and decode rates measurable (EMU_PREFILL_TOK_S, EMU_DECODE_TOK_S and their sleep
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from composegen.emulator.chat import ServingInfo
 from composegen.emulator.metrics import Metrics
-from composegen.emulator.sleep import SleepMode
+from composegen.emulator.sleep import SleepMode, env_float
 
 
 @dataclass
@@ -23,20 +22,12 @@ class Pacing:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Pacing:
-        names = {
-            "prefill_tok_s": "EMU_PREFILL_TOK_S",
-            "decode_tok_s": "EMU_DECODE_TOK_S",
-            "prefill_cap_s": "EMU_PREFILL_SLEEP_CAP_S",
-            "decode_cap_s": "EMU_DECODE_SLEEP_CAP_S",
-        }
-        values = {}
-        for key, var in names.items():
-            if env.get(var):
-                try:
-                    values[key] = float(env[var])
-                except ValueError:
-                    raise ValueError(f"{var}={env[var]!r} is not a number") from None
-        return cls(**values)
+        return cls(
+            env_float(env, "EMU_PREFILL_TOK_S", cls.prefill_tok_s),
+            env_float(env, "EMU_DECODE_TOK_S", cls.decode_tok_s),
+            env_float(env, "EMU_PREFILL_SLEEP_CAP_S", cls.prefill_cap_s),
+            env_float(env, "EMU_DECODE_SLEEP_CAP_S", cls.decode_cap_s),
+        )
 
     def prefill(self, tokens: int) -> float:
         return (
@@ -61,11 +52,7 @@ class ServerState:
     fault_after_s: float = 5.0
     access_log: bool = True
     ready_at: float = field(default_factory=time.monotonic)
-    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     _dead_logged: bool = False
-
-    def next_id(self) -> int:
-        return next(self._ids)
 
     def engine_dead(self) -> bool:
         dead = (

@@ -61,7 +61,8 @@ class SleepError(Exception):
         self.status, self.message = status, message
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def env_float(env: Mapping[str, str], name: str, default: float) -> float:
+    """NAME from ENV as a number (DEFAULT when unset or empty); ValueError names a bad one."""
     try:
         return float(env.get(name) or default)
     except ValueError:
@@ -101,11 +102,11 @@ class SleepMode:
             held_gib=held_gib,
             weights_gib=weights_gib,
             fault=fault,
-            sleep_s=_float(env, "EMU_SLEEP_S", 0.04),
-            sleep_route_s=_float(env, "EMU_SLEEP_ROUTE_S", 0.09),
-            wake_s=_float(env, "EMU_WAKE_S", 0.34),
-            wake_gib_s=_float(env, "EMU_WAKE_GIB_S", 19.0),
-            residue_gib=_float(env, "EMU_SLEEP_RESIDUE_GIB", 0.87),
+            sleep_s=env_float(env, "EMU_SLEEP_S", 0.04),
+            sleep_route_s=env_float(env, "EMU_SLEEP_ROUTE_S", 0.09),
+            wake_s=env_float(env, "EMU_WAKE_S", 0.34),
+            wake_gib_s=env_float(env, "EMU_WAKE_GIB_S", 19.0),
+            residue_gib=env_float(env, "EMU_SLEEP_RESIDUE_GIB", 0.87),
         )
 
     @property

@@ -18,7 +18,6 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -90,7 +89,6 @@ def write_run(
     gates: GateResult | None = None,
     ladder: LadderResult | None = None,
     source: Literal["stack", "log"] = "stack",
-    unknown: Iterable[str] = (),
     bench: BenchResult | None = None,
     extra_raw: dict[str, JsonObject] | None = None,
     now: datetime | None = None,
@@ -105,7 +103,7 @@ def write_run(
         [startup_log_text, *parts_json, extra_raw]
     )
     now = (now or datetime.now(UTC)).astimezone(UTC)
-    missing = set(unknown)
+    missing: set[str] = set()
     digest = image_digest(r, container) if source == "stack" else None
     compose = project.out_path(r.name)
     compose_sha = _sha256(compose.read_bytes()) if source == "stack" and compose.is_file() else None

@@ -94,7 +94,8 @@ METRICS: list[tuple[str, str, str, Read, bool]] = [
 ]
 
 
-def _number(value: Any) -> bool:
+def numeric(value: Any) -> bool:
+    """An int or a float, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -102,7 +103,7 @@ def _row(metric: str, label: str, unit: str, a: Any, b: Any, show_pct: bool) -> 
     delta = pct = None
     if metric == "gates" and a and b:
         delta = int(b.split("/")[0]) - int(a.split("/")[0])
-    elif _number(a) and _number(b):
+    elif numeric(a) and numeric(b):
         delta = b - a if isinstance(a, int) and isinstance(b, int) else round(b - a, 6)
         if show_pct and a != 0:
             pct = round((b - a) / abs(a) * 100, 3)
@@ -110,7 +111,7 @@ def _row(metric: str, label: str, unit: str, a: Any, b: Any, show_pct: bool) -> 
 
 
 def _pct(a: Any, b: Any) -> float | None:
-    return round((b - a) / abs(a) * 100, 3) if _number(a) and _number(b) and a else None
+    return round((b - a) / abs(a) * 100, 3) if numeric(a) and numeric(b) and a else None
 
 
 def capacity_flag(doc_a: LoadedRun, doc_b: LoadedRun, threshold: float) -> CapacityChange:

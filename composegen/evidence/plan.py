@@ -67,9 +67,9 @@ from composegen.evidence.reports.plan import (
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
 from composegen.project import Project
+from composegen.sizing.models import kv_element_bytes
 from composegen.units import format_gib
 from composegen.vllm import startup
-from composegen.vllm.kvcache import kv_element_bytes
 
 MAX_GPU_GIB = 65536  # 64 TiB on one device: beyond any GPU, and every figure below stays finite
 

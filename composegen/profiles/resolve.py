@@ -20,10 +20,12 @@ from composegen.errors import BadInput
 from composegen.output import show_value
 from composegen.profiles import rules
 from composegen.profiles.resolved import MANAGED_FLAGS, Resolved
-from composegen.profiles.schema import Profile
+from composegen.profiles.schema import Profile, ProjectFile, Scope
 from composegen.profiles.yamlio import INT_LIMIT, Marked, Marks, load_marked
 from composegen.project import Project, profile_name_problem
 from composegen.vllm.catalog import Catalog, Flag, FlagError, load_catalog
+
+SCOPE_FILE = "composegen.yaml"  # at the project root: a second copy on one engine (scope)
 
 
 def merge(base: Any, over: Any, base_marks: Marks, over_marks: Marks, path: tuple = ()) -> Any:
@@ -154,12 +156,47 @@ def load(project: Project, name: str) -> Resolved:
         raise
 
 
+def scope(project: Project) -> Scope | None:
+    """composegen.yaml's scope (None without the file; docs/profiles.md)."""
+    path = project.root / SCOPE_FILE
+    if not (path.exists() or path.is_symlink()):
+        return None
+    marked = load_marked(path, SCOPE_FILE)
+    if not marked.data or not isinstance(marked.data, dict):
+        raise BadInput(f"{SCOPE_FILE}:1: scope: a map, e.g. scope: {{name: a, port_offset: 100}}")
+    try:
+        found = ProjectFile.model_validate(marked.data).scope
+    except ValidationError as exc:
+        raise _schema_error(exc, marked, SCOPE_FILE, ProjectFile) from None
+    found._at = _where(marked, ("scope", "port_offset"), SCOPE_FILE)
+    return found
+
+
+def prefix(project: Project) -> str:
+    """Of every compose project here: composegen.yaml's scope.name, else composegen."""
+    return sc.name if (sc := scope(project)) else "composegen"
+
+
+def _scoped(profile: Profile, sc: Scope, display: str) -> Profile:
+    """PROFILE in its project's scope: its container name prefixed, its published ports moved."""
+    svc, mon = profile.service, profile.monitoring
+    host = sc.port(svc.port.host, f"{display}'s service.port.host")
+    port = svc.port.model_copy(update={"host": host})
+    named = svc.container_name and f"{sc.name}-{svc.container_name}"
+    if mon.prometheus:
+        mon = mon.model_copy(update={"port": sc.port(mon.port, f"{display}'s monitoring.port")})
+    service = svc.model_copy(update={"port": port, "container_name": named})
+    return profile.model_copy(update={"service": service, "monitoring": mon})
+
+
 def _load(project: Project, name: str, display: str) -> Resolved:
     marked, chain = _load_chain(project, name)
     try:
         profile = Profile.model_validate(marked.data)
     except ValidationError as exc:
         raise _schema_error(exc, marked, display) from None
+    if sc := scope(project):
+        profile = _scoped(profile, sc, display)
     catalog = _catalog(profile, marked, display)
     flags: dict[str, Any] = {}
     for flag_name, value in profile.vllm.items():
@@ -175,7 +212,8 @@ def _load(project: Project, name: str, display: str) -> Resolved:
             raise BadInput(f"{where}: vllm.{flag_name}: {str(exc).splitlines()[0][:200]}") from None
         except RecursionError:  # json.loads counts its depth: a 100,000-deep JSON value ends here
             raise BadInput(f"{where}: vllm.{flag_name}: JSON nested too deeply") from None
-    resolved = Resolved(name, display, chain, profile, flags, catalog, marks=marked)
+    prefix = sc.name if sc else "composegen"
+    resolved = Resolved(name, display, chain, profile, flags, catalog, marks=marked, prefix=prefix)
     for problem in rules.check(resolved):
         where = _where(marked, problem.path, display)
         raise BadInput(f"{where}: {'.'.join(map(str, problem.path))}: {problem.message}")
@@ -239,14 +277,16 @@ def _where(marked: Marked, path: tuple, display: str) -> str:
     return f"{mark[0]}:{mark[1]}" if mark else display
 
 
-def _schema_error(exc: ValidationError, marked: Marked, display: str) -> BadInput:
+def _schema_error(
+    exc: ValidationError, marked: Marked, display: str, model: type[BaseModel] = Profile
+) -> BadInput:
     # In a union (`nofile: 5` or `{soft, hard}`), the member that got past the type check says more.
     err = min(exc.errors(), key=lambda e: (e["type"].endswith("_type"), 0))
     loc = _data_path(err["loc"], marked.data)
     field_path = ".".join(loc)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        msg = f"unknown key{_did_you_mean(loc)}"
+        msg = f"unknown key{_did_you_mean(loc, model)}"
     elif err["type"] == "missing":
         msg = "required key is missing"
     elif "input" in err and err["type"] not in ("value_error",):
@@ -284,8 +324,8 @@ def _is_union_tag(part: Any) -> bool:
     )
 
 
-def _did_you_mean(loc: tuple) -> str:
-    model: type[BaseModel] | None = Profile
+def _did_you_mean(loc: tuple, root: type[BaseModel]) -> str:
+    model: type[BaseModel] | None = root
     for part in loc[:-1]:
         info = model.model_fields.get(part) if model else None
         ann = getattr(info, "annotation", None) if info else None

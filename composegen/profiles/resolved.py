@@ -71,6 +71,7 @@ class Resolved:
     # informational: validate shows them, --strict passes
     notes: list[str] = field(default_factory=list)
     marks: Marked | None = None
+    prefix: str = "composegen"  # of its compose projects: composegen.yaml's scope.name
 
     @property
     def hash(self) -> str:

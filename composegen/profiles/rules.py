@@ -167,24 +167,20 @@ def _shm_problems(r: Resolved) -> list[Problem]:
     except ValueError as exc:
         return [*out, Problem(("service", "shm_size"), str(exc))]
     if shm > INT_LIMIT:
-        out.append(
-            Problem(("service", "shm_size"), f"{svc.shm_size} is more bytes than compose can hold")
-        )
+        message = f"{svc.shm_size} is more bytes than compose can hold"
     elif offload > 0 and svc.ipc != "host" and shm < shm_need_bytes(r):
         message = (
             f"{svc.shm_size} cannot hold kv-offloading-size {offload:g} GiB"
             f" plus {SHM_HEADROOM_GIB:g} GiB headroom"
         )
-        out.append(Problem(("service", "shm_size"), message))
     elif svc.ipc != "host" and shm < SHM_MIN_BYTES:
-        out.append(
-            Problem(
-                ("service", "shm_size"),
-                f"{svc.shm_size} is below {SHM_MIN_BYTES >> 30} GiB; a private /dev/shm that small cannot hold "
-                "vLLM's message queues (or use ipc: host)",
-            )
+        message = (
+            f"{svc.shm_size} is below {SHM_MIN_BYTES >> 30} GiB; a private /dev/shm that small cannot hold "
+            "vLLM's message queues (or use ipc: host)"
         )
-    return out
+    else:
+        return out
+    return [*out, Problem(("service", "shm_size"), message)]
 
 
 def _node_problems(r: Resolved, world: int) -> list[Problem]:
@@ -275,29 +271,16 @@ def _image_policy_problems(r: Resolved) -> list[Problem]:
     p = r.profile
     if p.image_policy != "local-build":
         return []
-    if p.pinned:
-        return [
-            Problem(
-                ("image_policy",),
-                "local-build is for an image without a digest; this one is pinned",
-            )
-        ]
-    if not (p.image_unpinned_reason or "").strip():
-        return [
-            Problem(
-                ("image_policy",),
-                "local-build needs image_unpinned_reason: why the image is built locally",
-            )
-        ]
     first = p.image.split("/")[0]
-    if "/" in p.image and ("." in first or ":" in first or first == "localhost"):
-        return [
-            Problem(
-                ("image_policy",),
-                f"local-build, but {p.image!r} names a registry ({first}); pin its digest",
-            )
-        ]
-    return []
+    if p.pinned:
+        why = "local-build is for an image without a digest; this one is pinned"
+    elif not (p.image_unpinned_reason or "").strip():
+        why = "local-build needs image_unpinned_reason: why the image is built locally"
+    elif "/" in p.image and ("." in first or ":" in first or first == "localhost"):
+        why = f"local-build, but {p.image!r} names a registry ({first}); pin its digest"
+    else:
+        return []
+    return [Problem(("image_policy",), why)]
 
 
 def notes(r: Resolved) -> list[str]:
@@ -395,7 +378,7 @@ def across_profiles(resolved: list[Resolved]) -> list[str]:
         for node in nodes:
             label = r.name if node is None else f"{r.name}/{node.name}"
             projects.setdefault(
-                compose_project(r.name, None if node is None else node.name), []
+                compose_project(r.name, None if node is None else node.name, r.prefix), []
             ).append(label)
     for project, labels in sorted(projects.items()):
         if len(labels) > 1:

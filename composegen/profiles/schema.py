@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
+from composegen.errors import BadInput
 from composegen.output import SECRET_RE as SECRET_RE  # one definition: what output masks
 from composegen.profiles import caches as compile_caches
 from composegen.profiles import identity
@@ -304,6 +305,25 @@ class Profile(Strict):
     @property
     def pinned(self) -> bool:
         return bool(DIGEST_RE.fullmatch(self.image))
+
+
+class Scope(Strict):
+    """composegen.yaml's `scope`: what makes a second copy of a project on one engine its own."""
+
+    name: Annotated[StrictStr, Field(pattern=PROJECT_PART_RE.pattern)]  # for `composegen` in names
+    port_offset: Annotated[StrictInt, Field(ge=-64511, le=64511)] = 0  # added to every host port
+    _at: str = "composegen.yaml"  # its file:line, for a refusal (a private attribute)
+
+    def port(self, port: int, what: str) -> int:
+        """PORT moved by the offset; refused when that leaves 1024..65535."""
+        if (off := self.port_offset) and not 1024 <= port + off <= 65535:
+            msg = f"{self._at}: scope.port_offset: {off} moves {what} {port} to {port + off}, outside 1024..65535"
+            raise BadInput(msg)
+        return port + off
+
+
+class ProjectFile(Strict):
+    scope: Scope
 
 
 def json_schema() -> dict[str, Any]:

@@ -16,8 +16,6 @@ from composegen.project import read_input
 # a path into the document (keys and list indexes) -> (file as shown, line)
 Marks = dict[tuple, tuple[str, int]]
 
-Path_ = tuple  # a key path such as ("vllm", "max-num-batched-tokens")
-
 
 @dataclass
 class Marked:

@@ -22,6 +22,13 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 CONFIG_MAX_BYTES = 1 << 20
 
 
+def kv_element_bytes(dtype: object) -> int:
+    """Bytes per KV element for a --kv-cache-dtype value: 1 for every fp8 variant, else 2 (`auto`
+    stores the model's dtype, taken as bf16 / fp16). So the same memory holds twice the fp8 tokens
+    (measured: 21,847,200 bf16 vs 43,661,648 fp8 tokens on one H200, tests/data/real-0.26.0-h200)."""
+    return 1 if str(dtype or "auto").lower().startswith("fp8") else 2
+
+
 def _config_path(model: str, revision: str | None, env: Mapping[str, str]) -> Path | None:
     local = Path(model)
     if local.is_dir():

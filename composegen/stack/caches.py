@@ -12,6 +12,7 @@ import json
 import os
 import re
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -25,13 +26,18 @@ from composegen.profiles.resolved import Resolved
 from composegen.project import Project, compose_project
 from composegen.stack import engine, engineclient
 from composegen.stack.facts import ContainerFacts
-from composegen.stack.preflight import gpu_check
+from composegen.stack.placement import Deployment, NodeRef
+from composegen.stack.preflight import Check, gpu_check
 from composegen.stack.reports import CacheRecord, CacheReport, CacheVolume, UpReport
+from composegen.stack.targets import Target
+from composegen.units import format_bytes
 
 MANIFEST = "composegen-cache.json"  # an export's last member: its CacheRecord with `files`
 KEY = re.compile(rf"([0-9a-f]{{16}})({caches.EMULATED})?")  # a volume's name after the prefix
 LABELS = {engine.PROBE_LABEL: "composegen-cache"}
 Action = Literal["list", "verify", "prune", "export", "import"]
+At = tuple[NodeRef, str]  # a node's engine, and an image there for the never-started container
+Found = tuple[list[str], list[str]]  # _problems: what differs, what could not be checked
 SMI = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
 ASK_SMI = ["-c", f"import os; os.execvp('nvidia-smi', {SMI!r})"]  # a probe's python3 argv
 
@@ -72,25 +78,26 @@ def note_start(project: Project, r: Resolved, report: UpReport, ctr: ContainerFa
     s.cache_cold_compile_seconds = rec.cold
 
 
-def filled(project: Project, name: str, emulated: bool | None) -> bool:
-    """Will NAME's next start find its cache volume filled by a start the record names (of either
-    kind when EMULATED is None)? False when it cannot say."""
+def filled(project: Project, name: str, emulated: bool | None, on: Target | None = None) -> bool:
+    """Will NAME's next start (its head's, ON that engine) find its cache volume filled by a start
+    the record names (of either kind when EMULATED is None)? False when it cannot say."""
     try:
         r = resolve.load(project, name)
         kinds = (False, True) if emulated is None else (emulated,)
         key = caches.key(r)
         used = [caches.volume_name(key, k) for k in kinds if record(project, key, k).uses]
-        return r.profile.caches == "volume" and any(map(engineclient.volume_present, used))
+        present = [v for v in used if engineclient.volume_present(v, on)]
+        return r.profile.caches == "volume" and bool(present)
     except ComposegenError:
         return False
 
 
-def gpus(ctr: ContainerFacts | None, image: str = "") -> list[str] | None:
+def gpus(ctr: ContainerFacts | None, image: str = "", on: Target | None = None) -> list[str] | None:
     """`NAME, DRIVER` of each GPU as nvidia-smi says in CTR, else in a probe container of IMAGE
-    with every GPU; None when it cannot say."""
-    every = [{"count": -1, "capabilities": [["gpu"]]}]
+    (on that engine) with every GPU; None when it cannot say."""
+    every = {"device_requests": [{"count": -1, "capabilities": [["gpu"]]}]}
     try:
-        probe = lambda: engine.run_probe(image, ASK_SMI, "composegen-cache", device_requests=every)  # noqa: E731
+        probe = lambda: engine.run_probe(image, ASK_SMI, "composegen-cache", on, **every)  # noqa: E731
         code, text = engine.exec_output(ctr, SMI) if ctr else (0, probe())
     except EngineError:
         return None
@@ -107,11 +114,13 @@ def _rendering(project: Project, only: str | None = None) -> dict[str, list[Reso
     return keys
 
 
-def cache_volumes(project: Project, action: Action, only: str | None = None) -> CacheReport:
-    """Every cache volume on the engine, with this project's records and rendering profiles (verify:
-    this project's keys, present or not, and their emulated volumes when there, each checked)."""
-    rendering = _rendering(project, only)
-    found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX)}
+def cache_volumes(
+    project: Project, action: Action, only: str | None = None, on: Target | None = None
+) -> CacheReport:
+    """Every cache volume on the engine (ON: a node's), with this project's records and rendering
+    profiles (verify: this project's keys, present or not, their emulated volumes when there)."""
+    rendering, prefix = _rendering(project, only), resolve.prefix(project)
+    found = {v.name: v for v in engineclient.volumes(caches.VOLUME_PREFIX, on)}
     ours = {caches.volume_name(k) for k in rendering}
     ours |= {caches.volume_name(k, True) for k in rendering} & set(found)
     out = []
@@ -119,7 +128,7 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
         m = KEY.fullmatch(tail := name.removeprefix(caches.VOLUME_PREFIX))
         rec = record(project, m[1], bool(m[2])) if m else CacheRecord(key=tail)
         v = found.get(name)
-        mine = {compose_project(p) for p in rec.uses}  # made by a stack of this project
+        mine = {compose_project(p, None, prefix) for p in rec.uses}  # made by a stack here
         row = CacheVolume(
             key=rec.key,
             volume=name,
@@ -141,19 +150,19 @@ def cache_volumes(project: Project, action: Action, only: str | None = None) -> 
     return CacheReport(project=str(project.root), action=action, volumes=out)
 
 
-def _problems(rendering: list[Resolved], rec: CacheRecord) -> tuple[list[str], list[str]]:
-    """Why a volume no longer matches this host (another image under the profile's reference; for a
-    real start's, no GPU runtime or other GPUs than filled it), and what could not be checked."""
+def _problems(rendering: list[Resolved], rec: CacheRecord, on: Target | None = None) -> Found:
+    """Why a volume no longer matches this host (ON: a node's): another image under the profile's
+    reference; for a real start's, no GPU runtime or other GPUs than filled it; what is unchecked."""
     image = rendering[0].profile.image
-    now = engine.image_id(image)
+    now = engine.image_id(image, on)
     found = []
     if rec.image_id and now and now != rec.image_id:
         found.append(f"{image} is now {now[:19]}; the cache was filled by {rec.image_id[:19]}")
     if rec.emulated:
         return found, []
-    if gpu_check(False).status != "ok":
+    if gpu_check(False, on).status != "ok":
         return [*found, "a real start filled it, and this engine has no GPU runtime now"], []
-    now_on = gpus(None, image)
+    now_on = gpus(None, image, on)
     if rec.gpus and now_on and now_on != rec.gpus:
         found.append(f"the GPUs are {'; '.join(now_on)}; it was filled on {'; '.join(rec.gpus)}")
     why = "the start that filled it did not say" if now_on else "nothing could run nvidia-smi"
@@ -185,9 +194,11 @@ def _key(key: str) -> tuple[str, bool]:
     return m[1], bool(m[2])
 
 
-def _one(project: Project, action: Action, key: tuple[str, bool], file: Path) -> CacheReport:
+def _one(
+    project: Project, action: Action, key: tuple[str, bool], file: Path, on: Target | None
+) -> CacheReport:
     """`cache_volumes` narrowed to KEY's volume (absent: a row saying so)."""
-    report = cache_volumes(project, "list")
+    report = cache_volumes(project, "list", on=on)
     name = caches.volume_name(*key)
     report.volumes = [v for v in report.volumes if v.volume == name] or [
         CacheVolume(key=key[0], volume=name, present=False, emulated=key[1])
@@ -196,10 +207,11 @@ def _one(project: Project, action: Action, key: tuple[str, bool], file: Path) ->
     return report
 
 
-def cache_export(project: Project, key: str, file: Path) -> CacheReport:
-    """KEY's volume into a new FILE (never through a link): its files and directories (links
-    skipped), then MANIFEST: the record with each file's sha256."""
-    report = _one(project, "export", (kind := _key(key)), file)
+def cache_export(project: Project, key: str, file: Path, at: At | None = None) -> CacheReport:
+    """KEY's volume (AT a node's engine) into a new FILE (never through a link): its files and
+    directories (links skipped), then MANIFEST: the record with each file's sha256."""
+    on, image = (at[0].target, at[1]) if at else (None, engine.BASE_IMAGE)
+    report = _one(project, "export", (kind := _key(key)), file, on)
     if not report.volumes[0].present:
         raise BadInput(f"KEY: no volume {report.volumes[0].volume} here (`composegen cache list`)")
     try:
@@ -210,7 +222,7 @@ def cache_export(project: Project, key: str, file: Path) -> CacheReport:
     with (
         os.fdopen(fd, "wb") as sink,
         tarfile.open(fileobj=sink, mode="w|") as out,
-        engineclient.read_volume(report.volumes[0].volume, engine.BASE_IMAGE, LABELS) as chunks,
+        engineclient.read_volume(report.volumes[0].volume, image, LABELS, on) as chunks,
         tarfile.open(fileobj=_stream(chunks), mode="r|") as src,
     ):
         for m in src:
@@ -230,9 +242,11 @@ def cache_export(project: Project, key: str, file: Path) -> CacheReport:
     return report
 
 
-def cache_import(project: Project, file: Path) -> CacheReport:
-    """FILE (an export) into a new volume of its key; refused (exit 1: _refusal; exit 2: _members,
-    the volume removed again) unless every member is safe and as its manifest says."""
+def cache_import(project: Project, file: Path, at: At | None = None) -> CacheReport:
+    """FILE (an export) into a new volume of its key (AT a node's engine: the record stays the
+    head's); refused (exit 1: _refusal; exit 2: _members, the volume removed again) unless every
+    member is safe and as its manifest says."""
+    on, image = (at[0].target, at[1]) if at else (None, engine.BASE_IMAGE)
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
@@ -241,35 +255,63 @@ def cache_import(project: Project, file: Path) -> CacheReport:
     try:
         with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
             manifest = _manifest(tar, file)
-            report = _one(project, "import", (manifest.key, manifest.emulated), file)
+            report = _one(project, "import", (manifest.key, manifest.emulated), file, on)
             rendering = _rendering(project).get(manifest.key) or []
-            if why := _refusal(report.volumes[0], rendering, manifest):
+            if why := _refusal(report.volumes[0], rendering, manifest, on):
                 raise CheckFailed(f"{file}: {why}; refused")
             name, labels = report.volumes[0].volume, {caches.KEY_LABEL: manifest.key}
-            labels["com.docker.compose.project"] = compose_project(rendering[0].name)
-            engineclient.create_volume(name, labels)
+            first = rendering[0]
+            owner = at[0].project if at else compose_project(first.name, None, first.prefix)
+            engineclient.create_volume(name, labels | {"com.docker.compose.project": owner}, on)
             try:
                 members = _members(tar, manifest, file)
-                engine.put_archive(
-                    engine.BASE_IMAGE, LABELS[engine.PROBE_LABEL], None, name, members
-                )
+                engine.put_archive(image, LABELS[engine.PROBE_LABEL], on, name, members)
             except BaseException:
-                engineclient.remove_volume(name)
+                engineclient.remove_volume(name, on)
                 raise
     except tarfile.TarError as exc:
         raise BadInput(f"{file}: not a readable tar ({exc}); nothing imported") from None
     rec = manifest.model_copy(update={"uses": {}, "files": {}})
-    privatestate.write_json(_path(project, manifest.key, manifest.emulated), rec.to_json())
+    if at is None:
+        privatestate.write_json(_path(project, manifest.key, manifest.emulated), rec.to_json())
     report.files = len(manifest.files)
     return report
 
 
-def _refusal(v: CacheVolume, rendering: list[Resolved], m: CacheRecord) -> str | None:
+def offer_nodes(dep: Deployment, emulated: bool, image: str) -> list[Check]:
+    """Multi-node `up`: a worker whose engine has no volume of the profile's key gets the head's,
+    when a start the project's record names filled it: exported once on the head's engine, imported
+    on the worker's with every check and refusal of `cache import`; else it starts cold, said why."""
+    key, out = caches.key(dep.r) + caches.EMULATED * emulated, []
+    if not dep.multi or not filled(dep.project, dep.name, emulated, dep.head.target):
+        return []
+    with tempfile.TemporaryDirectory(dir=privatestate.state_dir(dep.project)) as tmp:
+        file = Path(tmp) / key
+        for n in dep.nodes[1:]:
+            try:
+                if engineclient.volume_present(caches.VOLUME_PREFIX + key, n.target):
+                    continue
+                if not file.exists():  # exported once for every worker; a failed one, tried again
+                    (part := file.with_name("part")).unlink(missing_ok=True)
+                    cache_export(dep.project, key, part, (dep.head, image))
+                    part.rename(file)
+                cache_import(dep.project, file, (n, image))
+                size = format_bytes(file.stat().st_size)
+                ok, said = "ok", f"gets the head's cache {key} ({size})"
+            except (ComposegenError, OSError, tarfile.TarError) as exc:
+                ok, said = "warn", f"starts cold: {getattr(exc, 'message', exc)}"
+            out.append(Check(n.named("cache"), ok, f"node {n.name} {said}"))
+    return out
+
+
+def _refusal(
+    v: CacheVolume, rendering: list[Resolved], m: CacheRecord, on: Target | None
+) -> str | None:
     if not rendering:
         return f"key {m.key} is not one a profile here renders (another image, model or flags)"
     if v.present:
         return f"{v.volume} is already on this engine (`composegen cache prune`, docker volume rm)"
-    return "; ".join(_problems(rendering, m)[0]) or None
+    return "; ".join(_problems(rendering, m, on)[0]) or None
 
 
 def _manifest(tar: tarfile.TarFile, file: Path) -> CacheRecord:

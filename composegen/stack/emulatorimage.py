@@ -12,10 +12,10 @@ Context layout (what the Dockerfile expects):
 
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+from composegen.buildcontext import ContextFile, context_digest, write_context
 
 IMAGE_REPO = "composegen/vllm-emulator"
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -25,13 +25,6 @@ _CATALOG = _PACKAGE / "vllm" / "data" / "vllm-0.33.0-serve-flags.json"
 _PACKAGE_STUB = (
     b'"""composegen (emulator image stub): only its emulator and sizing rooms are here."""\n'
 )
-
-
-@dataclass(frozen=True)
-class ContextFile:
-    path: str  # relative, POSIX separators
-    data: bytes
-    mode: int
 
 
 def context_files() -> list[ContextFile]:
@@ -51,30 +44,9 @@ def context_files() -> list[ContextFile]:
     return sorted(files, key=lambda f: f.path)
 
 
-def context_digest(files: list[ContextFile] | None = None) -> str:
-    digest = hashlib.sha256()
-    for item in files if files is not None else context_files():
-        # Length-prefix every field so no two different contexts can produce the same byte stream.
-        for part in (item.path.encode(), oct(item.mode).encode(), item.data):
-            digest.update(len(part).to_bytes(8, "big"))
-            digest.update(part)
-    return digest.hexdigest()
-
-
 def image_tag() -> str:
-    return f"{IMAGE_REPO}:{context_digest()[:16]}"
+    return f"{IMAGE_REPO}:{context_digest(context_files())[:16]}"
 
 
 def build_context(dest: Path) -> Path:
-    dest = Path(dest)
-    if dest.exists() and any(dest.iterdir()):
-        raise FileExistsError(
-            f"{dest}: build context directory must be empty (stale files would enter the "
-            "image without changing its tag)"
-        )
-    for item in context_files():
-        target = dest / item.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(item.data)
-        target.chmod(item.mode)
-    return dest
+    return write_context(dest, context_files())

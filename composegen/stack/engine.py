@@ -304,11 +304,6 @@ def inspect(ctr: ContainerFacts) -> ContainerFacts | None:
     return parse_container(a, ctr.target) if a is not None else None
 
 
-def wait_exit(ctr: ContainerFacts, timeout: float = 60) -> int | None:
-    """Block until the container stops; its exit code."""
-    return client(ctr.target).api.wait(ctr.id, timeout=timeout).get("StatusCode")
-
-
 def remove_container(ctr: ContainerFacts, grace: int | None = None) -> None:
     """Remove a container (after a stop of GRACE seconds when given); gone already is fine."""
     sdk = client(ctr.target)
@@ -375,14 +370,14 @@ def project_networks(project: str, target: Target | None = None) -> list[Network
     return [parse_network(n, target or DEFAULT) for n in rows]
 
 
-def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
-    """Compose networks of `composegen-*` projects, with or without containers; not the edge's."""
+def composegen_networks(prefix: str, target: Target | None = None) -> list[NetworkFacts]:
+    """Compose networks of PREFIX* projects, with or without containers; not the edge's."""
     rows = client(target).api.networks(filters={"label": "com.docker.compose.project"})
     labelled = [(n, n.get("Labels") or {}) for n in rows]
     return [
         parse_network(n, target or DEFAULT)
         for n, labels in labelled
-        if str(labels.get("com.docker.compose.project", "")).startswith("composegen-")
+        if str(labels.get("com.docker.compose.project", "")).startswith(prefix)
         and labels.get("io.composegen.role") != "edge"
     ]
 

@@ -331,10 +331,12 @@ def remove_volume(name: str, target: Target | None = None) -> None:
 
 
 @contextlib.contextmanager
-def read_volume(volume: str, image: str, labels: dict[str, str]) -> Iterator[Iterator[bytes]]:
+def read_volume(
+    volume: str, image: str, labels: dict[str, str], target: Target | None = None
+) -> Iterator[Iterator[bytes]]:
     """VOLUME's files as the engine's tar stream (names under `composegen-src/`), read through a
     container created with it mounted read-only, never started, removed afterwards."""
-    sdk, docker = client(), sdk_module()
+    sdk, docker = client(target), sdk_module()
     config = sdk.api.create_host_config(binds={volume: {"bind": "/composegen-src", "mode": "ro"}})
     cid = None
     try:

@@ -97,7 +97,9 @@ def check_nodes(dep: Deployment, head: WeightsReport) -> list[NodeWeights]:
     out = []
     for n in dep.nodes[1:]:
         loc = _locate(dep, n)
-
+        where = {"name": str(n.name), "engine": n.target.label, "cache_dir": loc.host_dir}
+        row = NodeWeights(**where, snapshot=loc.snapshot, complete=False, missing=[], total_bytes=0)
+        out.append(row)
         try:
             found = snapshot.judge(listing(dep.r, loc, n.target, remote=True))
             sizes = {f.name: f.bytes for f in head.files if f.present}
@@ -106,35 +108,15 @@ def check_nodes(dep: Deployment, head: WeightsReport) -> list[NodeWeights]:
                 for name, size in sizes.items()
                 if name not in found.missing and _size(found, name) != size
             ]
-            missing = found.missing + [
+            row.missing = found.missing + [
                 name for name in sizes if name not in {f["name"] for f in found.files}
             ]
-            complete = found.complete and not missing and not wrong
-            missing += [f"{name} (size differs from the head's)" for name in wrong]
-            out.append(_node_weights(n, loc, complete, missing, found.total_bytes))
+            row.complete = found.complete and not row.missing and not wrong
+            row.missing += [f"{name} (size differs from the head's)" for name in wrong]
+            row.total_bytes = found.total_bytes
         except ComposegenError as exc:
-            out.append(_node_weights(n, loc, False, [], 0, exc.message))
+            row.error = exc.message
     return out
-
-
-def _node_weights(
-    n: NodeRef,
-    loc: cache.Location,
-    complete: bool,
-    missing: list[str],
-    total_bytes: int,
-    error: str | None = None,
-) -> NodeWeights:
-    return NodeWeights(
-        name=str(n.name),
-        engine=n.target.label,
-        cache_dir=loc.host_dir,
-        snapshot=loc.snapshot,
-        complete=complete,
-        missing=missing,
-        total_bytes=total_bytes,
-        error=error,
-    )
 
 
 def _size(judged: snapshot.Judged, name: str) -> int | None:
@@ -192,14 +174,9 @@ def preflight_checks(
     Incomplete fails on a real host unless --allow-download; under --emulate it is a warning."""
     r = dep.r
     bad_status = "warn" if emulate or allow_download else "fail"
-    if allow_download:
-        fix = "the engine will download them at start (--allow-download)"
-    else:
-        fix = (
-            "emulated: the engine loads nothing"
-            if emulate
-            else f"`composegen weights {r.name} --download`"
-        )
+    download = f"`composegen weights {r.name} --download`"
+    fix = "emulated: the engine loads nothing" if emulate else download
+    fix = "the engine will download them at start (--allow-download)" if allow_download else fix
     checks, complete = [], True
     for n in dep.nodes:
         name = n.named("weights")

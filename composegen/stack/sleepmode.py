@@ -262,7 +262,8 @@ def handles(
     resolved already), each asked once whether it sleeps (STRICT: the names whose "cannot tell" is
     an EngineError). Multi-node stacks (no sleep mode) and broken profiles are left out."""
     names, found = {only} if only else set(project.profile_names()), {}
-    listed = engine.project_containers(compose_project(only)) if only else None
+    scope = resolve.prefix(project)
+    listed = engine.project_containers(compose_project(only, None, scope)) if only else None
     for ctr in engine.composegen_containers() if listed is None else listed:
         if not (ctr.running and ctr.service == "vllm" and ctr.profile in names):
             continue
@@ -270,7 +271,7 @@ def handles(
             r = (known or {}).get(ctr.profile or "") or resolve.load(project, ctr.profile or "")
         except ComposegenError:  # a broken profile: not ours to judge here
             continue
-        if r.profile.nodes is None and ctr.project == compose_project(r.name):
+        if r.profile.nodes is None and ctr.project == compose_project(r.name, None, r.prefix):
             found[r.name] = Handle(r, ctr, state(project, r, ctr, r.name in strict))
     return found
 

@@ -36,7 +36,6 @@ from composegen.stack.reports import (
 )
 
 _HEADER_HASH = re.compile(r"^# profile: \S+  hash: ([0-9a-f]+)$", re.M)
-_PREFIX = "composegen-"
 
 
 def out_hash(project: Project, key: str) -> str | None:
@@ -76,7 +75,7 @@ def stack_status(project: Project, name: str | None = None, every: bool = False)
             files = ctr.labels.get("com.docker.compose.project.config_files", root)
             if every or any(f.startswith(root) for f in files.split(",")):
                 groups.setdefault(ctr.profile or "?", []).append(ctr)
-        for net in engine.composegen_networks():
+        for net in engine.composegen_networks(f"{resolve.prefix(project)}-"):
             owner = net.project or "?"
             guess = _profile_of_project(project, owner)  # a stack whose containers are gone
             if owner not in {c.project for c in found} and (every or guess != owner):
@@ -108,7 +107,7 @@ def _load(project: Project, name: str) -> Resolved | None:
 
 
 def _profile_of_project(project: Project, compose_project: str) -> str:
-    guess = compose_project.removeprefix(_PREFIX)
+    guess = compose_project.removeprefix(f"{resolve.prefix(project)}-")
     return guess if project.profile_path(guess).is_file() else compose_project
 
 
@@ -176,8 +175,9 @@ def _asleep(dep: Deployment, head: ContainerFacts | None, ep: EndpointStatus) ->
 
 def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) -> StackStatus | None:
     """A stack whose profile is gone or broken: what its containers' labels say."""
-    projects = {c.project for c in ctrs} or {profile, _PREFIX + profile}
-    networks = [x.name for x in engine.composegen_networks() if x.project in projects]
+    prefix = f"{resolve.prefix(project)}-"  # of this project's compose projects (its scope)
+    projects = {c.project for c in ctrs} or {profile, prefix + profile}
+    networks = [x.name for x in engine.composegen_networks(prefix) if x.project in projects]
     if not ctrs and not networks:
         return None
     head = ctrs[0] if ctrs else None

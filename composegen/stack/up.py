@@ -166,6 +166,9 @@ def up(dep: Deployment, opts: UpOptions, sink: ProgressSink) -> UpReport:
 
 def _up(dep: Deployment, opts: UpOptions, sink: ProgressSink, run: Run) -> UpReport:
     prep = prepare(dep, opts, sink)
+    for check in caches.offer_nodes(dep, opts.emulate, prep.image):  # the head's cache to a worker
+        prep.checks.append(check)
+        sink.check(check)
     report = _report(dep, opts.emulate, checks=prep.checks, warnings=prep.warnings)
     run.phase = "compose up"
     sink.phase("starting", 0.0)

@@ -2,4 +2,4 @@
 stages.py)."""
 
 # What other rooms may import (tests/test_architecture.py checks every entry).
-__all__ = ["catalog", "kvcache", "redact", "reports", "stages", "startup", "startup_rules"]
+__all__ = ["catalog", "redact", "reports", "stages", "startup", "startup_rules"]

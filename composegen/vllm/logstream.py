@@ -40,11 +40,6 @@ def _text(data: bytes, limits: Limits) -> tuple[str, int]:
     return ("\n".join(lines) if long else text), len(long)
 
 
-def read_lines(source: BinaryIO | str | bytes, limits: Limits | None = None) -> Iterator[str]:
-    for block in read_blocks(source, limits):
-        yield from block.split("\n")
-
-
 def read_blocks(source: BinaryIO | str | bytes, limits: Limits | None = None) -> Iterator[str]:
     """The input as blocks of whole lines, each joined by "\\n" (no line break at the end of a
     block)."""

@@ -318,32 +318,6 @@ class StageTracker:
         return stage.label
 
 
-def logged_times(text: str) -> list[tuple[float, str]]:
-    """(seconds, line) for a log without Docker timestamps: vLLM's own `MM-DD HH:MM:SS` (seconds
-    since the month's start; the year does not matter for durations), a line without one gets its
-    predecessor's time."""
-    rows, at = [], 0.0
-    for line in text.splitlines():
-        m = startup_rules.LOGGED_AT.search(_ANSI.sub("", line))
-        if m:
-            at = ((int(m["d"]) * 24 + int(m["h"])) * 60 + int(m["m"])) * 60 + float(m["s"])
-        rows.append((at, line))
-    return rows
-
-
-def from_log(lines: list[tuple[float, str]], started_at: float | None = None) -> StageTracker:
-    """A tracker fed a whole recorded log of (epoch seconds, line) pairs; `started_at` is the
-    launch, when known (the imports stage then starts there)."""
-    tracker = StageTracker(
-        started_at if started_at is not None else (lines[0][0] if lines else 0.0)
-    )
-    if started_at is not None:
-        tracker.launched(started_at)
-    for at, line in lines:
-        tracker.feed(line, at)
-    return tracker
-
-
 def is_ready_line(line: str) -> bool:
     """The line vLLM logs when its API server is up (`Application startup complete.`)."""
     return startup_rules.COMPLETE in line

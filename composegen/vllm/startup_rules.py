@@ -178,9 +178,6 @@ LOGGER_PREFIX = re.compile(
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]+\] ?"
     r"|(?:INFO|WARNING|ERROR):\s+)?"
 )
-LOGGED_AT = re.compile(
-    r" (?P<mo>\d\d)-(?P<d>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d(?:\.\d+)?) \["
-)
 # tqdm: vLLM's weight bar `P% Completed | k/N [elapsed<remaining, rate]`, default bars `P%|███| k/N
 # [..]`.
 TQDM = re.compile(

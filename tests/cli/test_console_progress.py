@@ -9,11 +9,12 @@ import pytest
 from composegen.cli import console, stagelines
 from composegen.stack.progress import LogLine, PullEvent
 from composegen.vllm import stages
+from tests.support import stagelog
 from tests.vllm.test_stages import REAL
 
 
 def _lines(name: str) -> list[tuple[float, str]]:
-    return stages.logged_times((REAL / name).read_text(encoding="utf-8"))
+    return stagelog.logged_times((REAL / name).read_text(encoding="utf-8"))
 
 
 def test_without_a_terminal_one_line_per_stage_change_and_heartbeats(monkeypatch):
@@ -123,7 +124,7 @@ def _stage_lines(lines: list[str]) -> list[str]:
 @pytest.mark.parametrize("width", [40, 57, 80])
 def test_finished_stages_fold_whole_or_are_counted_never_cut(width):
     tracker = stages.StageTracker(0.0, timeout_s=1800)
-    logged = stages.logged_times(GRAPHS.read_text(encoding="utf-8"))
+    logged = stagelog.logged_times(GRAPHS.read_text(encoding="utf-8"))
     for at, text in logged:
         tracker.feed(text, at)
         lines = stagelines.block_lines(tracker, at + 0.5, width)

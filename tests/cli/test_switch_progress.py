@@ -15,7 +15,7 @@ from composegen.cli.console import SwitchConsole
 from composegen.edge import service, undo
 from composegen.project import Project
 from composegen.stack.progress import LogLine
-from composegen.vllm import stages
+from tests.support import stagelog
 from tests.support.edge import edge_project
 from tests.vllm.test_stages import REAL
 
@@ -34,7 +34,7 @@ def switched(tmp_path_factory):
     sink.run(f"stopping {edge.new}", lambda: None)
     for phase in ("preflight", "starting", "created", "running"):
         sink.phase(phase, 0.0)
-    log = stages.logged_times((REAL / "serve-bf16-eager.log").read_text(encoding="utf-8"))
+    log = stagelog.logged_times((REAL / "serve-bf16-eager.log").read_text(encoding="utf-8"))
     block: list[str] = []
     for at, text in log:
         sink.log_line(LogLine(None, "c", at, text))

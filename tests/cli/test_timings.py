@@ -13,12 +13,13 @@ from composegen.cli import console, stagelines
 from composegen.stack import loadstate
 from composegen.stack.progress import LogLine
 from composegen.vllm import stages
+from tests.support import stagelog
 from tests.vllm.test_stages import REAL
 
 
 def _log(started: float) -> list[tuple[float, str]]:
     """The recorded start's lines, timed as if its container started at STARTED (first line 0.5 s on)."""
-    log = stages.logged_times((REAL / "serve-bf16-eager.log").read_text(encoding="utf-8"))
+    log = stagelog.logged_times((REAL / "serve-bf16-eager.log").read_text(encoding="utf-8"))
     return [(started + 0.5 + at - log[0][0], text) for at, text in log]
 
 

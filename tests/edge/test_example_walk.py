@@ -1,16 +1,18 @@
 """examples/team-edge/README.md run as written (issue 51 #2), emulated, line by line on a copy of the example:
 render, the edge, a stack, a key, the curl through the edge's TLS, qualify, promote, rollback, edge status,
-the standby pair, then the README's own clean-up. The example's names are one per Docker engine (its
-README says so), so this test (not a user) renames what would collide with another checkout on a shared
-engine: the edge, its ports, the profiles (their compose projects) and their container names; and it pins
-the edge image to this machine's tag, as the refusal's hint tells a user to (tests/edge/test_example.py)."""
+the standby pair, then the README's own clean-up. The copy is a second copy on this engine as its README
+says (issue 51 #3): one file, composegen.yaml, scopes every compose project, container name and door port
+(the curl's port is the one the test moves in the README's text). It pins the edge image to this machine's
+tag, as the refusal's hint tells a user to (tests/edge/test_example.py)."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
+import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -21,21 +23,34 @@ from composegen.edge import image
 from tests.edge.test_example import _copy_pinned
 from tests.support.cli import run_cli
 from tests.support.edge import EdgeProject
-from tests.support.engine import force_remove, free_port
+from tests.support.engine import force_remove
+from tests.support.ports import _ephemeral_start
 
 pytestmark = pytest.mark.docker
 README = Path(__file__).resolve().parents[2] / "examples/team-edge/README.md"
 PROFILES = ("8192-131k", "4096-131k", "sb-8192", "sb-4096")
+PORTS = (39443, 39490, 39070, 39071, 39072, 39073)  # the edge's listen and metrics, the stacks'
 
 
-def renamed(text: str, tag: str, ports: dict[str, int]) -> str:
-    """TEXT with the example's engine-wide names made this test's own."""
-    text = re.sub(r"(?<![\w-])(" + "|".join(PROFILES) + r")(?![\w-])", rf"{tag}-\1", text)
-    text = text.replace("container_name: ds4-flash", f"container_name: {tag}-ds4-flash")
-    text = text.replace("name: edge\n", f"name: edge-{tag}\n")
-    for old, new in ports.items():
-        text = re.sub(rf"(?<=[ :]){old}\b", str(new), text)
-    return text
+def _free(port: int) -> bool:
+    try:
+        for host in ("127.0.0.1", "0.0.0.0"):
+            with socket.socket() as sock:
+                sock.bind((host, port))
+    except OSError:
+        return False
+    return True
+
+
+def port_offset() -> int:
+    """A scope.port_offset that moves each of the example's ports onto a free one below the kernel's
+    ephemeral range (tests/support/ports.py: no outgoing connection takes it meanwhile) and keeps r33's
+    8000 (rendered, never started) at 1024 or above."""
+    for _ in range(50):
+        offset = random.randrange(1024 - 8000, _ephemeral_start() - max(PORTS))
+        if all(_free(p + offset) for p in PORTS):
+            return offset
+    raise RuntimeError("no offset frees all six ports")
 
 
 def walk(text: str) -> tuple[list[str], list[str]]:
@@ -84,19 +99,13 @@ def door(edge: EdgeProject, key: str) -> None:
 def test_the_example_readme_runs_as_written(tmp_path):
     if not image.CADDY.is_file():
         pytest.fail("no caddy: run `bash scripts/provision.sh` (provision.d/70-caddy.sh)")
-    tag = f"w{uuid.uuid4().hex[:5]}"
-    ports = {p: free_port() for p in ("39443", "39490", "39070", "39071", "39072", "39073")}
-    root = _copy_pinned(tmp_path, image.local_tag(), "edge")
-    for path in [root / "edge.yaml", *(root / "profiles").glob("*.yaml")]:
-        target = path.with_name(renamed(path.name, tag, {}))
-        text = renamed(path.read_text(), tag, ports)
-        path.unlink()
-        target.write_text(text)
-    lines, cleanup = walk(renamed(README.read_text(), tag, ports))
+    tag, offset = f"w{uuid.uuid4().hex[:5]}", port_offset()
+    root = _copy_pinned(tmp_path, image.local_tag(), "edge")  # the edge keeps its name
+    (root / "composegen.yaml").write_text(f"scope: {{name: {tag}, port_offset: {offset}}}\n")
+    lines, cleanup = walk(README.read_text().replace("39443", str(39443 + offset)))
     assert len(lines) >= 16 and len(cleanup) == 3, (lines, cleanup)
     env = {**os.environ}
-    pair = (f"{tag}-8192-131k", f"{tag}-4096-131k")
-    edge = EdgeProject(root, f"edge-{tag}", *pair, ports["39443"], ports["39490"], {})
+    edge = EdgeProject(root, "edge", *PROFILES[:2], 39443 + offset, 39490 + offset, {}, tag)
     said: dict[str, str] = {}
     try:
         for line in [*lines, *cleanup]:
@@ -108,11 +117,11 @@ def test_the_example_readme_runs_as_written(tmp_path):
         # through the edge's TLS, answered by the stack the alias points at
         assert json.loads(said[curl])["model"] == "deepseek-v4-flash-r33-b4096-131k", said[curl]
         status = next(line for line in lines if line.endswith("edge status"))
-        assert f"{tag}-4096-131k" in said[status] and "alice" in said[status], said[status]
+        assert "4096-131k" in said[status] and "alice" in said[status], said[status]
         ps = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={tag}"],
                             capture_output=True, text=True)  # fmt: skip
         assert ps.stdout.strip() == "", "the README's clean-up left containers"
     finally:
         for name in PROFILES[2:]:  # edge.cleanup: the A/B pair
-            force_remove(f"composegen-{tag}-{name}")
+            force_remove(f"{tag}-{name}")
         edge.cleanup()

@@ -85,7 +85,9 @@ def test_verify_compares_the_gpus_now_with_those_that_filled_the_volume(
 
     monkeypatch.setattr(engine, "run_probe", probe)
     monkeypatch.setattr(engine, "image_id", lambda ref, target=None: None)
-    monkeypatch.setattr(kept, "gpu_check", lambda emulate: Check("gpus", "ok", "nvidia runtime"))
+    monkeypatch.setattr(
+        kept, "gpu_check", lambda emulate, on=None: Check("gpus", "ok", "nvidia runtime")
+    )
     r = profile.load(Project(REPO), "4096-131k")
     found, said = kept._problems([r], CacheRecord(key=caches.key(r), gpus=[H100]))
     assert len(found) == len(problems)

@@ -1,6 +1,7 @@
 """Multi-node stacks on two real Docker engines on one machine (the main one and a second dockerd), with the
 emulated vLLM: up (workers first, head ready only once every rank joined), status on both nodes, a killed
-worker detected and named, down leaving nothing on either engine, and an unreachable node reported by name."""
+worker detected and named, down leaving nothing on either engine, the head's filled cache given to a worker
+whose engine has none, and an unreachable node reported by name."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.support.cli import run_cli
 from tests.support.engine import free_port, tiny_profile
 from tests.support.helpers import REPO, make_project
 from tests.support.second_engine import (  # noqa: F401 - the session fixture
+    BASE_IMAGE,
     force_remove,
     leftovers,
     second_engine,
@@ -97,6 +99,22 @@ def _wait_exited(name: str, host: str | None = None, timeout: float = 30) -> dic
     raise AssertionError(f"{name} still running after {timeout} s")
 
 
+def _files(volume: str, host: str | None = None) -> dict[str, str]:
+    """Each file of VOLUME on one engine, by its sha256."""
+    walk = (
+        "import hashlib, os\nfor d, _, fs in os.walk('/c'):\n for f in fs:\n"
+        "  p = os.path.join(d, f); print(p, hashlib.sha256(open(p, 'rb').read()).hexdigest())"
+    )
+    mount = ["-v", f"{volume}:/c:ro", "--entrypoint", "python3", BASE_IMAGE, "-c", walk]
+    res = subprocess.run(
+        ["docker", *(["-H", host] if host else []), "run", "--rm", *mount],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    return dict(line.split() for line in res.stdout.splitlines())
+
+
 def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine):  # noqa: F811
     root, name = two_node()
     res = run_cli("--root", str(root), "up", name, "--emulate", "--json", timeout=600)
@@ -168,6 +186,33 @@ def test_two_engines_up_status_killed_worker_and_down(two_node, second_engine): 
         and leftovers(f"composegen-{name}-n1", second_engine.url) == []
     )
     assert not (root / ".composegen" / name / "n1" / "emulate.override.yaml").exists()
+    _head_cache_goes_to_a_worker_without_one(root, name, second_engine)
+
+
+def _head_cache_goes_to_a_worker_without_one(root: Path, name: str, second_engine) -> None:  # noqa: F811
+    """The first `up` filled the head's (emulated) cache volume; the worker's engine loses its own: the
+    next `up` copies the head's there (export, import) before the worker starts, and says so."""
+    from composegen.profiles import caches
+    from composegen.profiles import resolve as profile
+    from composegen.project import Project
+
+    volume = caches.volume(profile.load(Project(root), name), emulated=True) or ""
+    second_engine.docker("volume", "rm", volume)
+    res = run_cli("--root", str(root), "up", name, "--emulate", "--json", timeout=600)
+    assert res.returncode == 0, res.stderr
+    up = json.loads(res.stdout)
+    said = [(c["status"], c["message"]) for c in up["checks"] if c["name"] == "n1/cache"]
+    key = volume.removeprefix(caches.VOLUME_PREFIX)
+    assert len(said) == 1 and said[0][0] == "ok", said
+    assert said[0][1].startswith(f"node n1 gets the head's cache {key} (")
+    assert _files(volume, second_engine.url) == _files(volume) != {}
+    assert up["startup"]["cache"] == "warm"  # the head's, as the parser reads its log
+    assert run_cli("--root", str(root), "down", name).returncode == 0
+    # the worker has it now: nothing is copied again
+    res = run_cli("--root", str(root), "up", name, "--emulate", "--no-wait", "--json", timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert not [c for c in json.loads(res.stdout)["checks"] if c["name"].endswith("/cache")]
+    assert run_cli("--root", str(root), "down", name).returncode == 0
 
 
 def test_worker_killed_while_loading_fails_up_naming_the_worker(two_node, second_engine):  # noqa: F811

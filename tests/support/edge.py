@@ -70,12 +70,13 @@ def edge_image(tmp: Path) -> str:
 @dataclass
 class EdgeProject:
     root: Path
-    name: str  # the edge's name (compose project composegen-NAME)
+    name: str  # the edge's name (compose project SCOPE-NAME)
     old: str  # profile first behind the alias (the "8192-131k" role)
     new: str  # the candidate (the "4096-131k" role)
     port: int
     metrics_port: int
     ports: dict[str, int]
+    scope: str = "composegen"  # composegen.yaml's scope.name: the prefix of its compose projects
 
     @property
     def url(self) -> str:
@@ -122,12 +123,12 @@ class EdgeProject:
 
     def container_started(self, profile: str) -> str:
         return _docker(
-            "inspect", "--format", "{{.State.StartedAt}}", f"composegen-{profile}-vllm-1"
+            "inspect", "--format", "{{.State.StartedAt}}", f"{self.scope}-{profile}-vllm-1"
         ).strip()
 
     def gate_log(self) -> str:
         proc = subprocess.run(
-            ["docker", "logs", f"composegen-{self.name}-gate-1"],
+            ["docker", "logs", f"{self.scope}-{self.name}-gate-1"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -136,13 +137,13 @@ class EdgeProject:
 
     def cleanup(self) -> None:
         for profile in (self.old, self.new):
-            force_remove(f"composegen-{profile}")
+            force_remove(f"{self.scope}-{profile}")
         subprocess.run(
-            ["docker", "compose", "-p", f"composegen-{self.name}", "-f", str(self.root / "out/edge/compose.yaml"),
+            ["docker", "compose", "-p", f"{self.scope}-{self.name}", "-f", str(self.root / "out/edge/compose.yaml"),
              "down", "-v", "-t", "1"],
             capture_output=True, timeout=120,
         )  # fmt: skip
-        force_remove(f"composegen-{self.name}")
+        force_remove(f"{self.scope}-{self.name}")
 
 
 class Poller(threading.Thread):

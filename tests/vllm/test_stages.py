@@ -11,6 +11,7 @@ from composegen.emulator import loading
 from composegen.emulator.memory import MemoryInputs, plan_memory
 from composegen.emulator.runner import Log
 from composegen.vllm import stages
+from tests.support import stagelog
 
 # copied unchanged from shared/real-vllm
 REAL = Path(__file__).resolve().parents[1] / "data" / "real-0.26.0-h200"
@@ -26,7 +27,7 @@ def _keys(tracker: stages.StageTracker) -> list[str]:
 
 
 def test_real_eager_start_has_weights_kv_api_ready_and_durations_from_the_log():
-    tracker = stages.from_log(stages.logged_times(_real("serve-bf16-eager.log")))
+    tracker = stagelog.from_log(stagelog.logged_times(_real("serve-bf16-eager.log")))
     # --enforce-eager: no compile/graphs
     assert _keys(tracker) == ["imports", "weights", "kv_cache", "api", "ready"]
     rows = {r["stage"]: r for r in tracker.view(tracker.last_line_at or 0)}
@@ -43,8 +44,8 @@ def test_real_eager_start_has_weights_kv_api_ready_and_durations_from_the_log():
 
 
 def test_real_graphs_start_has_every_stage_with_capture_and_warm_up_apart():
-    tracker = stages.from_log(
-        stages.logged_times((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8"))
+    tracker = stagelog.from_log(
+        stagelog.logged_times((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8"))
     )
     rows = {r["stage"]: r for r in tracker.view(tracker.last_line_at or 0)}
     assert list(rows) == [
@@ -80,10 +81,10 @@ def test_real_graphs_start_has_every_stage_with_capture_and_warm_up_apart():
 
 
 def test_the_imports_stage_starts_at_the_launch_when_it_is_known():
-    lines = stages.logged_times((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8"))
+    lines = stagelog.logged_times((GRAPHS / "serve-hermes-graphs.log").read_text(encoding="utf-8"))
     # the container started 30 s before vLLM's banner (Python's imports)
     launch = lines[0][0] - 30.0
-    tracker = stages.from_log(lines, started_at=launch)
+    tracker = stagelog.from_log(lines, started_at=launch)
     imports = tracker.stages["imports"]
     assert imports.first_at == launch and imports.seconds == 72.0
     live = stages.StageTracker(0.0)
@@ -99,7 +100,7 @@ def test_the_imports_stage_starts_at_the_launch_when_it_is_known():
 
 
 def test_real_failed_start_is_failed_in_the_profiling_stage():
-    tracker = stages.from_log(stages.logged_times(_real("serve-failed-missing-module.log")))
+    tracker = stagelog.from_log(stagelog.logged_times(_real("serve-failed-missing-module.log")))
     assert tracker.failed == "EngineCore failed to start."
     assert tracker.current is not None and tracker.current.key == "kv_cache"
     assert "ready" not in _keys(tracker)

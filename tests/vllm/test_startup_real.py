@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from composegen.vllm.logstream import Limits, read_lines
+from composegen.vllm.logstream import Limits, read_blocks
 from composegen.vllm.startup import (
     StartupCheck,
     format_text,
@@ -273,10 +273,11 @@ def test_over_long_lines_are_cut_and_the_rest_still_parses():
     assert any("2 line(s) longer than 1.0 MiB" in w for w in report.warnings)
 
 
-def test_read_lines_splits_like_splitlines_across_chunk_edges():
+def test_read_blocks_splits_like_splitlines_across_chunk_edges():
     text = "a\r\nb\rc\n\nd" + "e" * 5000 + "\nlast"
     chunks = io.BufferedReader(io.BytesIO(text.encode()), buffer_size=7)  # type: ignore[arg-type]
-    assert list(read_lines(chunks)) == text.replace("\r\n", "\n").splitlines()
+    lines = [line for block in read_blocks(chunks) for line in block.split("\n")]
+    assert lines == text.replace("\r\n", "\n").splitlines()
 
 
 def test_total_limit_stops_the_read():
