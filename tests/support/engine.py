@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from composegen.profiles.caches import VOLUME_PREFIX
 from tests.support.cli import run_cli
 from tests.support.helpers import make_project
 from tests.support.ports import free_port
@@ -118,14 +119,17 @@ def project_leftovers(project: str) -> list[str]:
 
 
 def force_remove(project: str) -> None:
-    """Remove whatever a test left of PROJECT. Stopped first (SIGTERM, then 10 s), as `down` stops it: an
-    engine on `ipc: host` (the shipped profiles) unlinks its psm_ files from the host's /dev/shm only on
-    a clean stop; a bare `rm -f` (SIGKILL) would leave them there for good."""
+    """Remove whatever a test left of PROJECT, its named volumes too. Stopped first (SIGTERM, then 10 s),
+    as `down` stops it: an engine on `ipc: host` (the shipped profiles) unlinks its psm_ files from the
+    host's /dev/shm only on a clean stop; a bare `rm -f` (SIGKILL) would leave them there for good."""
     label = f"label=com.docker.compose.project={project}"
     subprocess.run(
         f"docker stop -t 10 $(docker ps -q --filter {label}) 2>/dev/null; "
         f"docker rm -f $(docker ps -aq --filter label=com.docker.compose.project={project}) 2>/dev/null; "
-        f"docker network rm $(docker network ls -q --filter label=com.docker.compose.project={project}) 2>/dev/null",
+        f"docker network rm $(docker network ls -q --filter label=com.docker.compose.project={project}) 2>/dev/null; "
+        # the named volumes `down` keeps (r33's jit-cache, container-tmp); not the cache volumes, which
+        # stacks of other tests with the same key share
+        f"docker volume rm $(docker volume ls -q --filter {label} | grep -v '^{VOLUME_PREFIX}') 2>/dev/null",
         shell=True,
         capture_output=True,
     )
