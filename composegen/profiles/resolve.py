@@ -150,7 +150,7 @@ def load(project: Project, name: str) -> Resolved:
     try:
         return _load(project, name, display)
     except BadInput as exc:
-        if not exc.message.startswith(f"{display}:"):
+        if not exc.message.startswith((f"{display}:", f"{SCOPE_FILE}:")):
             exc.message = f"{exc.message} (resolving {display})"
             exc.args = (exc.message,)
         raise
@@ -168,6 +168,9 @@ def scope(project: Project) -> Scope | None:
         found = ProjectFile.model_validate(marked.data).scope
     except ValidationError as exc:
         raise _schema_error(exc, marked, SCOPE_FILE, ProjectFile) from None
+    if found.name == "composegen":  # it would share the unscoped copy's compose projects
+        at = _where(marked, ("scope", "name"), SCOPE_FILE)
+        raise BadInput(f"{at}: scope.name: composegen names the unscoped stacks; pick another")
     found._at = _where(marked, ("scope", "port_offset"), SCOPE_FILE)
     return found
 

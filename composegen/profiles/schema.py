@@ -38,9 +38,8 @@ DIGEST_RE = re.compile(
     r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9._-]+)*@sha256:[0-9a-f]{64}$"
 )
 TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")
-# Names that become part of a compose project name (`composegen-PROFILE-NODE`): compose's own
-# grammar, no
-# '.' (it would be folded to '-', so `a.b` and `a-b` would share a project).
+# Names that become part of a compose project name (`SCOPE-PROFILE-NODE`, SCOPE composegen or
+# composegen.yaml's): compose's own grammar, no '.' (folded to '-': `a.b` and `a-b` would collide).
 PROJECT_PART_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 # names a catalog file: no path parts
 VERSION_RE = re.compile(r"^[0-9]+(?:\.[0-9]+)*(?:[A-Za-z0-9.+-]*)$")
@@ -310,7 +309,8 @@ class Profile(Strict):
 class Scope(Strict):
     """composegen.yaml's `scope`: what makes a second copy of a project on one engine its own."""
 
-    name: Annotated[StrictStr, Field(pattern=PROJECT_PART_RE.pattern)]  # for `composegen` in names
+    # for `composegen` in names: no '-' (a scope `a-b` and profile `foo` would be scope `a`'s `b-foo`)
+    name: Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9_]{0,30}$")]
     port_offset: Annotated[StrictInt, Field(ge=-64511, le=64511)] = 0  # added to every host port
     _at: str = "composegen.yaml"  # its file:line, for a refusal (a private attribute)
 

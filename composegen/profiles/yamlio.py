@@ -51,17 +51,19 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
 
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a page of YAML; a megabyte is a mistake or an attack
 MAX_DEPTH = 64
+_REUSE = "; use extends:"  # a profile's way to reuse another's keys
 
 
 def load_marked(path: Path, display: str) -> Marked:
+    """DISPLAY: profiles/NAME.yaml, or a file at the project root (composegen.yaml, edge.yaml)."""
+    profile = display.startswith("profiles/")
+    noun, rule = (
+        ("a profile", "profiles are regular files inside profiles/")
+        if profile
+        else ("a project file", f"{display} is a regular file at the project root")
+    )
     try:
-        data = read_input(
-            path,
-            display,
-            MAX_PROFILE_BYTES,
-            "a profile",
-            "profiles are regular files inside profiles/",
-        )
+        data = read_input(path, display, MAX_PROFILE_BYTES, noun, rule)
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{display}: not UTF-8 text ({exc.reason})") from None
@@ -135,7 +137,7 @@ def _to_python(
     if id(node) in seen:
         raise BadInput(
             f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}: "
-            "YAML aliases (*name) are not supported; use extends:"
+            f"YAML aliases (*name) are not supported{_REUSE * display.startswith('profiles/')}"
         )
     seen.add(id(node))
     marked.marks.setdefault(path, (display, line))
@@ -148,7 +150,8 @@ def _to_python(
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise BadInput(
-                    f"{display}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported; use extends:"
+                    f"{display}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported"
+                    + _REUSE * display.startswith("profiles/")
                 )
             key = loader.construct_object(key_node)
             if not isinstance(key, str):

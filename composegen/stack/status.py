@@ -21,7 +21,7 @@ from composegen.errors import BadInput, ComposegenError
 from composegen.output import table
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
-from composegen.project import Project
+from composegen.project import Project, compose_project
 from composegen.stack import engine, loadstate, placement, readiness, sleepmode
 from composegen.stack.facts import ContainerFacts
 from composegen.stack.placement import Deployment, NodeRef
@@ -66,27 +66,33 @@ def drift(project: Project, key: str, profile_hash: str | None, ctr: ContainerFa
 
 
 def stack_status(project: Project, name: str | None = None, every: bool = False) -> StatusReport:
-    """NAME's stack, or this project's (EVERY: every project's on the engine)."""
-    groups: dict[str, list[ContainerFacts]] = {}
+    """NAME's stack, or this project's (EVERY: every composegen stack on the engine, any copy's:
+    networks without containers of the scopes the containers show)."""
+    mine = resolve.prefix(project)
+    groups: dict[tuple[str, str], list[ContainerFacts]] = {(name, ""): []} if name else {}
     if name is None:
-        found = engine.composegen_containers()
-        root = f"{project.root.resolve()}/"
+        found, root = engine.composegen_containers(), f"{project.root.resolve()}/"
         for ctr in found:  # ours: started from a compose file under the root (compose's label)
             files = ctr.labels.get("com.docker.compose.project.config_files", root)
             if every or any(f.startswith(root) for f in files.split(",")):
-                groups.setdefault(ctr.profile or "?", []).append(ctr)
-        for net in engine.composegen_networks(f"{resolve.prefix(project)}-"):
+                other = "" if _ours(ctr, mine) else ctr.project or "?"
+                groups.setdefault((ctr.profile or "?", other), []).append(ctr)
+        scopes = {mine, "composegen"} | {(c.project or "").split("-")[0] for c in found}
+        for net in engine.composegen_networks(""):  # a stack whose containers are gone
             owner = net.project or "?"
-            guess = _profile_of_project(project, owner)  # a stack whose containers are gone
-            if owner not in {c.project for c in found} and (every or guess != owner):
-                groups.setdefault(guess, [])
-    else:
-        groups[name] = []
+            if owner in {c.project for c in found}:
+                continue
+            if (guess := _profile_of_project(project, owner)) != owner:
+                groups.setdefault((guess, ""), [])
+            elif every and owner.split("-")[0] in scopes:
+                groups.setdefault((owner, owner), [])
     stacks = []
-    for profile, ctrs in sorted(groups.items()):
-        r = _load(project, profile)
+    for (profile, other), ctrs in sorted(groups.items()):
+        r = None if other else _load(project, profile)
         if r is None and name is not None:
-            ctrs = [c for c in engine.composegen_containers() if c.profile == name]
+            ctrs = [
+                c for c in engine.composegen_containers() if c.profile == name and _ours(c, mine)
+            ]
         entry = (
             deployment_status(placement.deployment(project, r))
             if r
@@ -95,6 +101,11 @@ def stack_status(project: Project, name: str | None = None, every: bool = False)
         if entry is not None:
             stacks.append(entry)
     return StatusReport(stacks=stacks, project=str(project.root.resolve()))
+
+
+def _ours(ctr: ContainerFacts, prefix: str) -> bool:
+    """CTR belongs to this copy's stack of its profile (its compose project in this scope)."""
+    return ctr.project == compose_project(ctr.profile or "", ctr.node, prefix)
 
 
 def _load(project: Project, name: str) -> Resolved | None:
@@ -175,9 +186,9 @@ def _asleep(dep: Deployment, head: ContainerFacts | None, ep: EndpointStatus) ->
 
 def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) -> StackStatus | None:
     """A stack whose profile is gone or broken: what its containers' labels say."""
-    prefix = f"{resolve.prefix(project)}-"  # of this project's compose projects (its scope)
-    projects = {c.project for c in ctrs} or {profile, prefix + profile}
-    networks = [x.name for x in engine.composegen_networks(prefix) if x.project in projects]
+    mine = resolve.prefix(project)  # of this project's compose projects (its scope)
+    projects = {c.project for c in ctrs} or {profile, f"{mine}-{profile}"}
+    networks = [x.name for x in engine.composegen_networks("") if x.project in projects]
     if not ctrs and not networks:
         return None
     head = ctrs[0] if ctrs else None
@@ -188,7 +199,7 @@ def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) ->
         containers=[_container(c, None) for c in ctrs],
         endpoint=_endpoint(ep, head, head.served_name if head else None),
         drift=drift(project, profile, None, head)
-        if head
+        if head and _ours(head, mine)
         else Drift(state="unknown", running=None, out=None),
         networks=networks,
     )

@@ -15,8 +15,10 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from composegen.project import Project
+from composegen.profiles.schema import Scope
+from composegen.project import Project, compose_project
 from composegen.stack import status
 from tests.edge.test_edge_config import GOOD
 from tests.edge.test_edge_config import project as edge_project
@@ -83,6 +85,8 @@ MOVES = "composegen.yaml:1: scope.port_offset:"
     [
         ("scope: {name: Alice}\n", "composegen.yaml:1: scope.name: String should match pattern"),
         ("scope: {name: a.b}\n", "composegen.yaml:1: scope.name: String should match pattern"),
+        ("scope: {name: a-b}\n", "composegen.yaml:1: scope.name: String should match pattern"),
+        ("scope:\n  name: composegen\n", "composegen.yaml:2: scope.name: composegen names the unscoped"),
         ("scope: {name: alice, colour: x}\n", "composegen.yaml:1: scope.colour: unknown key"),
         ("scope: {name: a, prot_offset: 1}\n", "composegen.yaml:1: scope.prot_offset: unknown key (did you mean"),
         ("scope:\n  name: a\n  port_offset: '100'\n", "composegen.yaml:3: scope.port_offset: Input should be"),
@@ -105,6 +109,33 @@ def test_bad_composegen_yaml_is_one_line_naming_file_line_and_field(tmp_path, te
     assert message in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) <= 2, res.stderr  # the line, at most a hint
     assert not (root / "out").exists()  # bad input writes nothing
+
+
+def test_scope_names_never_share_a_compose_project():
+    """With '-' in a scope, scope a-b's foo and scope a's b-foo were one project."""
+    assert compose_project("b-foo", None, "a") != compose_project("foo", None, "a_b")
+    for bad in ("a-b", "composegen-a"):
+        with pytest.raises(ValidationError):
+            Scope(name=bad)
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: p.symlink_to("edge.yaml"), "a symbolic link; composegen.yaml is a regular file at the project root"),
+        (lambda p: p.mkdir(), "not a regular file; composegen.yaml is a regular file at the project root"),
+        (lambda p: p.write_bytes(b"\xff\xfe"), "composegen.yaml: not UTF-8 text"),
+        (lambda p: p.write_bytes(b"#" * (2 << 20)), "composegen.yaml: larger than 1 MiB; not a project file"),
+        (lambda p: p.write_text("scope: &s {name: a}\nx: *s\n"), "aliases (*name) are not supported\n"),
+        (lambda p: p.write_text("scope:\n  <<: {name: a}\n"), "merge keys (<<) are not supported\n"),
+    ],
+)  # fmt: skip
+def test_a_bad_composegen_yaml_file_is_named_as_itself_not_as_a_profile(tmp_path, make, said):
+    root = edge_project(tmp_path, GOOD)
+    make(root / "composegen.yaml")
+    res = run_inproc("--root", str(root), "render")
+    assert res.returncode == 2 and said in res.stderr, res.stderr
+    assert "profile" not in res.stderr and "extends" not in res.stderr, res.stderr
 
 
 KEYS = st.sampled_from(["name", "port_offset", "x"])

@@ -1,0 +1,70 @@
+"""`status` on an engine shared by two copies of a project (composegen.yaml's scope): each copy's
+stacks are told apart by their compose project, not by the profile name they share (the engine is
+a fake: what it lists is given, the grouping is what is tested)."""
+
+from __future__ import annotations
+
+from composegen.project import Project
+from composegen.stack import engine, status
+from composegen.stack.facts import ContainerFacts, NetworkFacts
+from tests.support.profiles import BASE, project
+
+
+def _ctr(profile: str, compose: str, root: str) -> ContainerFacts:
+    labels = {
+        "io.composegen.profile": profile,
+        "com.docker.compose.project": compose,
+        "com.docker.compose.service": "vllm",
+        "com.docker.compose.project.config_files": f"{root}/out/{profile}/compose.yaml",
+    }
+    return ContainerFacts(id=compose, name=f"{compose}-vllm", state="exited", running=False,
+                          health=None, restarts=0, exit_code=0, started_at=None, labels=labels,
+                          image_id="", networks=(), host_port=None)  # fmt: skip
+
+
+def _engine(monkeypatch, ctrs: list[ContainerFacts], nets: list[str]) -> None:
+    rows = [NetworkFacts(n, f"{n}_default", {"com.docker.compose.project": n}) for n in nets]
+    monkeypatch.setattr(engine, "composegen_containers", lambda target=None: ctrs)
+    monkeypatch.setattr(
+        engine,
+        "composegen_networks",
+        lambda pre, target=None: [n for n in rows if n.project.startswith(pre)],
+    )
+    monkeypatch.setattr(
+        engine, "project_containers", lambda p, t=None: [c for c in ctrs if c.project == p]
+    )
+    monkeypatch.setattr(
+        engine, "project_networks", lambda p, t=None: [n for n in rows if n.project == p]
+    )
+
+
+def test_all_lists_another_copy_s_stack_of_the_same_profile_while_ours_is_down(
+    tmp_path, monkeypatch
+):
+    root = project(tmp_path / "mine", BASE)
+    other = _ctr("p", "alice-p", str(tmp_path / "copy"))
+    _engine(
+        monkeypatch,
+        [other, _ctr("q", "bob-q", "/elsewhere")],
+        ["alice-gone", "bob-gone", "web-app"],
+    )
+    every = status.stack_status(Project(root), every=True)
+    assert [(s.profile, s.project) for s in every.stacks] == [
+        ("alice-gone", "alice-gone"),
+        ("bob-gone", "bob-gone"),
+        ("p", "alice-p"),
+        ("q", "bob-q"),
+    ]  # another copy's networks without containers too; never a project composegen did not start
+    assert every.stacks[2].containers[0].name == "alice-p-vllm"
+    assert every.stacks[2].drift.state == "unknown"  # not compared with this copy's out/
+    assert status.stack_status(Project(root)).stacks == []  # by default: this copy's only
+
+
+def test_a_broken_profile_s_status_takes_only_this_copy_s_containers(tmp_path, monkeypatch):
+    root = project(tmp_path, "service: [broken\n")
+    _engine(monkeypatch, [_ctr("p", "alice-p", "/elsewhere")], [])
+    assert status.stack_status(Project(root), "p").stacks == []
+    _engine(
+        monkeypatch, [_ctr("p", "alice-p", "/elsewhere"), _ctr("p", "composegen-p", str(root))], []
+    )
+    assert [s.project for s in status.stack_status(Project(root), "p").stacks] == ["composegen-p"]
