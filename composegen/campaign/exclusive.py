@@ -16,6 +16,7 @@ from typing import Any
 
 from composegen.errors import EngineError
 from composegen.profiles.resolved import Resolved
+from composegen.project import compose_project
 from composegen.stack import driver
 
 ALL = "all"
@@ -84,13 +85,11 @@ def holders(
     residue the memory plan and the engine's own memory check judge)."""
     mine = profile_gpus(r, member)
     where = f" on node {member.name}" if member is not None else ""
-    found = []
+    found, slept = [], {compose_project(a, member and member.name, r.prefix) for a in asleep}
     for claim in claims:
         labels = claim.get("labels") or {}
-        if labels.get("com.docker.compose.project") == own_project:
-            continue
-        if labels.get("io.composegen.profile") in asleep:
-            continue
+        if labels.get("com.docker.compose.project") in {own_project, *slept}:
+            continue  # not another copy's (composegen.yaml's scope) stack of the same name
         both = _overlap(mine, held(claim))
         if not both:
             continue

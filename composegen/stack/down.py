@@ -54,7 +54,7 @@ def _down_node(dep: Deployment, n: NodeRef, grace: int, entry: NodeDown) -> None
     # without its compose file, the label sweep below does it all
     if all(f.is_file() for f in st.files):
         st.down(timeout=grace)
-    probes = engine.probe_containers(dep.name, n.target)
+    probes = engine.probe_containers(n.project, n.target)
     for ctr in [*engine.project_containers(n.project, n.target), *probes]:
         engine.remove_container(ctr, grace)
         entry.removed += [] if ctr.name in entry.removed else [ctr.name]

@@ -44,7 +44,7 @@ __all__ = ["LogStream", "api_timeout", "container_labels", "engine_info", "follo
 __all__ += ["label_lookup", "logs", "preload", "shm_facts", "target_url"]
 
 BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
-PROBE_LABEL = "io.composegen.probe"  # value: the profile whose `up` ran the probe
+PROBE_LABEL = "io.composegen.probe"  # value: the compose project (a node's) whose `up` ran it
 # The emulator package an image was built from: pruning stays within one checkout or install.
 EMULATOR_SOURCE_LABEL = "io.composegen.emulator-source"
 PullListener = Callable[[str, str, int | None, int | None], None]  # (layer, status, current, total)

@@ -235,10 +235,10 @@ class RemoteMemory:
 # ---- up: preflight and the watch, for every node -------------------------------------------------
 
 
-def _reader(n: NodeRef, image: str | None, owner: str) -> Callable[[], tuple[Memory, bool]]:
+def _reader(n: NodeRef, image: str | None) -> Callable[[], tuple[Memory, bool]]:
     if n.target.is_local:
         return lambda: (read_local(), unified_local())
-    return lambda: read_remote(image or "", owner, n.target)
+    return lambda: read_remote(image or "", n.project, n.target)
 
 
 def preflight_checks(dep: Deployment, image: str | None) -> tuple[list[Check], bool]:
@@ -249,7 +249,7 @@ def preflight_checks(dep: Deployment, image: str | None) -> tuple[list[Check], b
     for n in dep.nodes:
         name = n.named("memory")
         try:
-            mem, detected = _reader(n, image, r.name)()
+            mem, detected = _reader(n, image)()
         except EngineError as exc:
             checks.append(Check(name, "warn", f"MemAvailable not readable: {exc.message}"))
             continue
@@ -282,7 +282,9 @@ def watch(dep: Deployment, image: str | None) -> Watcher:
         else:
             lifetime = r.profile.service.startup_timeout + 120
             try:
-                remotes.append(RemoteMemory(image or r.profile.image, r.name, n.target, lifetime))
+                remotes.append(
+                    RemoteMemory(image or r.profile.image, n.project, n.target, lifetime)
+                )
             except EngineError:
                 # preflight read this node; a watch that cannot start does not stop the run
                 continue
@@ -300,7 +302,7 @@ def watch_when_on(dep: Deployment, image: str | None) -> Watcher | None:
         return None
     if declared is None:
         try:
-            if not any(_reader(n, image, dep.r.name)()[1] for n in dep.nodes):
+            if not any(_reader(n, image)()[1] for n in dep.nodes):
                 return None
         except EngineError:
             return None

@@ -33,7 +33,7 @@ def node_shm_report(r: Resolved) -> NodesShm:
                 entry.scan = scan.scan("/dev/shm", container_labels=engine.label_lookup())
                 first_local = n.name
             else:
-                probed = hostprobe.host_probe(_probe_image(r, n), r.name, n.target, [])
+                probed = hostprobe.host_probe(_probe_image(r, n), n.project, n.target, [])
                 entry.probe = _probe(probed["shm"], n)
         except ComposegenError as exc:
             entry.error = exc.message

@@ -158,7 +158,7 @@ def node_checks(
         return checks, None
     else:
         try:
-            probe = hostprobe.host_probe(image, r.name, n.target, [(h, p) for h, p, _ in ports])
+            probe = hostprobe.host_probe(image, n.project, n.target, [(h, p) for h, p, _ in ports])
         except ComposegenError as exc:
             return [*checks, Check(n.named("host"), "fail", exc.message)], None
         free = {(item["host"], item["port"]): item["free"] for item in probe["ports"]}
@@ -176,7 +176,7 @@ def node_checks(
     ulimits = svc.ulimits_plain()
     if ulimits and image is not None:
         try:
-            ceiling = enginecache.rlimits(image, r.name, n.target)
+            ceiling = enginecache.rlimits(image, n.project, n.target)
             checks.append(_named(ulimit_check(ulimits, ceiling, emulate), n))
         except ComposegenError as exc:
             checks.append(Check(n.named("ulimits"), "fail", exc.message))

@@ -198,7 +198,7 @@ def _refuse_running(dep: Deployment) -> None:
                 f"{dep.name} is already running{where} ({running[0].name})",
                 hint=f"`composegen status {dep.name}`, or `composegen down {dep.name}` first",
             )
-        for probe in engine.probe_containers(dep.name, n.target):
+        for probe in engine.probe_containers(n.project, n.target):
             engine.remove_container(probe)
 
 

@@ -77,7 +77,7 @@ class Run:
         for n in self.dep.nodes:
             where = f" on {n.name}" if n.member else ""
             try:
-                for probe in engine.probe_containers(self.dep.name, n.target):
+                for probe in engine.probe_containers(n.project, n.target):
                     engine.remove_container(probe)
                 left += [
                     f"container {c.name} ({c.state}){where}"

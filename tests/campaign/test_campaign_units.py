@@ -68,6 +68,20 @@ def test_holders_name_the_stack_or_container_and_skip_the_profiles_own():
         "composegen stack r33 (container other-ctr) holds GPU 1",
         "container trainer holds every GPU",
     ]
+    asleep = [  # r33 asleep: its stack here does not count, another copy's (scope alice) does
+        _claim(
+            n,
+            labels={
+                "io.composegen.profile": "r33",
+                "com.docker.compose.project": p,
+                **EMULATED_ON_1,
+            },
+        )
+        for n, p in (("r33-here", "composegen-r33"), ("r33-there", "alice-r33"))
+    ]
+    assert exclusive.holders(r, asleep, "composegen-8192-131k", asleep=["r33"]) == [
+        "composegen stack r33 (container r33-there) holds GPU 1"
+    ]
 
 
 def test_the_scrubber_replaces_each_kind_and_keeps_hashes():

@@ -18,7 +18,7 @@ BASE_IMAGE = os.environ.get("COMPOSEGEN_BASE_IMAGE", "composegen/base:py3")
 
 def _probes(name: str) -> list[str]:
     res = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=io.composegen.probe={name}"],
+        ["docker", "ps", "-aq", "--filter", f"label=io.composegen.probe=composegen-{name}"],
         capture_output=True,
         text=True,
     )
@@ -30,7 +30,7 @@ def test_down_removes_the_stack_without_its_compose_file_and_a_left_probe(tmp_pa
     project = f"composegen-{name}"
     try:
         assert run_cli("--root", str(root), "up", name, "--emulate").returncode == 0
-        label = f"io.composegen.probe={name}"
+        label = f"io.composegen.probe=composegen-{name}"
         probe = subprocess.run(
             ["docker", "run", "-d", "--label", label, "--entrypoint", "sleep", BASE_IMAGE, "600"],
             capture_output=True,

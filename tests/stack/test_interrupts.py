@@ -57,7 +57,7 @@ def _assert_clean_exit(code: int, stderr: str, name: str) -> None:
     # 130, or ended by the SIGINT itself once it has spoken (a shell reports that as 130 too)
     assert code == 130 or (code == -signal.SIGINT and stderr.strip()), stderr
     assert "Traceback" not in stderr and "internal error" not in stderr, stderr
-    assert not _labelled(f"io.composegen.probe={name}"), (
+    assert not _labelled(f"io.composegen.probe=composegen-{name}"), (
         "a probe container outlived the interrupted run"
     )
 
@@ -66,7 +66,7 @@ def _assert_down_leaves_nothing(root, name: str) -> None:
     res = run_cli("--root", str(root), "down", name)
     assert res.returncode == 0, res.stderr
     assert project_leftovers(f"composegen-{name}") == []
-    assert not _labelled(f"io.composegen.probe={name}")
+    assert not _labelled(f"io.composegen.probe=composegen-{name}")
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def project(tmp_path):
     yield root, name
     force_remove(f"composegen-{name}")
     subprocess.run(
-        f"docker rm -f $(docker ps -aq --filter label=io.composegen.probe={name}) 2>/dev/null",
+        f"docker rm -f $(docker ps -aq --filter label=io.composegen.probe=composegen-{name}) 2>/dev/null",
         shell=True,
         capture_output=True,
     )
@@ -85,7 +85,9 @@ def test_ctrl_c_while_a_preflight_probe_runs_removes_the_probe_and_starts_nothin
     root, name = project
     # the cold path: the rlimit probe runs
     proc = _start_up(root, name, env={"COMPOSEGEN_NO_CACHE": "1"})
-    code, stderr = _interrupt_when(proc, lambda: bool(_labelled(f"io.composegen.probe={name}")))
+    code, stderr = _interrupt_when(
+        proc, lambda: bool(_labelled(f"io.composegen.probe=composegen-{name}"))
+    )
     _assert_clean_exit(code, stderr, name)
     assert f"interrupted during preflight of {name}" in stderr
     assert (

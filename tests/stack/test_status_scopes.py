@@ -4,8 +4,11 @@ a fake: what it lists is given, the grouping is what is tested)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from composegen.profiles import resolve
 from composegen.project import Project
-from composegen.stack import engine, status
+from composegen.stack import down, engine, placement, status
 from composegen.stack.facts import ContainerFacts, NetworkFacts
 from tests.support.profiles import BASE, project
 
@@ -68,3 +71,20 @@ def test_a_broken_profile_s_status_takes_only_this_copy_s_containers(tmp_path, m
         monkeypatch, [_ctr("p", "alice-p", "/elsewhere"), _ctr("p", "composegen-p", str(root))], []
     )
     assert [s.project for s in status.stack_status(Project(root), "p").stacks] == ["composegen-p"]
+
+
+def test_down_removes_this_copy_s_probes_and_never_another_copy_s(tmp_path, monkeypatch):
+    """Probe containers an interrupted `up` left are labelled by the node's compose project."""
+    root = project(tmp_path, BASE)
+    probes = [
+        replace(_ctr("p", "", "/x"), id=o, name=o, labels={engine.PROBE_LABEL: o})
+        for o in ("composegen-p", "alice-p")
+    ]
+    removed: list[str] = []
+    _engine(monkeypatch, [], [])
+    monkeypatch.setattr(
+        engine, "probe_containers", lambda o, t=None: [c for c in probes if c.id == o]
+    )
+    monkeypatch.setattr(engine, "remove_container", lambda c, grace=0: removed.append(c.name))
+    dep = placement.deployment(Project(root), resolve.load(Project(root), "p"))
+    assert down.down(dep).removed == removed == ["composegen-p"]
