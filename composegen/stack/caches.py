@@ -36,7 +36,7 @@ MANIFEST = "composegen-cache.json"  # an export's last member: its CacheRecord w
 KEY = re.compile(rf"([0-9a-f]{{16}})({caches.EMULATED})?")  # a volume's name after the prefix
 LABELS = {engine.PROBE_LABEL: "composegen-cache"}
 Action = Literal["list", "verify", "prune", "export", "import"]
-At = tuple[NodeRef, str]  # a node's engine, and an image there for the never-started container
+At = tuple[NodeRef, str, str]  # a node's engine, an image there (never started), the profile
 Found = tuple[list[str], list[str]]  # _problems: what differs, what could not be checked
 SMI = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
 ASK_SMI = ["-c", f"import os; os.execvp('nvidia-smi', {SMI!r})"]  # a probe's python3 argv
@@ -195,10 +195,10 @@ def _key(key: str) -> tuple[str, bool]:
 
 
 def _one(
-    project: Project, action: Action, key: tuple[str, bool], file: Path, on: Target | None
+    project: Project, action: Action, key: tuple[str, bool], file: Path, at: At | None
 ) -> CacheReport:
-    """`cache_volumes` narrowed to KEY's volume (absent: a row saying so)."""
-    report = cache_volumes(project, "list", on=on)
+    """`cache_volumes` narrowed to KEY's volume (absent: a row saying so; AT: one profile's)."""
+    report = cache_volumes(project, "list", at[2] if at else None, at[0].target if at else None)
     name = caches.volume_name(*key)
     report.volumes = [v for v in report.volumes if v.volume == name] or [
         CacheVolume(key=key[0], volume=name, present=False, emulated=key[1])
@@ -211,7 +211,7 @@ def cache_export(project: Project, key: str, file: Path, at: At | None = None) -
     """KEY's volume (AT a node's engine) into a new FILE (never through a link): its files and
     directories (links skipped), then MANIFEST: the record with each file's sha256."""
     on, image = (at[0].target, at[1]) if at else (None, engine.BASE_IMAGE)
-    report = _one(project, "export", (kind := _key(key)), file, on)
+    report = _one(project, "export", (kind := _key(key)), file, at)
     if not report.volumes[0].present:
         raise BadInput(f"KEY: no volume {report.volumes[0].volume} here (`composegen cache list`)")
     try:
@@ -255,8 +255,8 @@ def cache_import(project: Project, file: Path, at: At | None = None) -> CacheRep
     try:
         with os.fdopen(fd, "rb") as f, tarfile.open(fileobj=f, mode="r:") as tar:
             manifest = _manifest(tar, file)
-            report = _one(project, "import", (manifest.key, manifest.emulated), file, on)
-            rendering = _rendering(project).get(manifest.key) or []
+            report = _one(project, "import", (manifest.key, manifest.emulated), file, at)
+            rendering = _rendering(project, at[2] if at else None).get(manifest.key) or []
             if why := _refusal(report.volumes[0], rendering, manifest, on):
                 raise CheckFailed(f"{file}: {why}; refused")
             name, labels = report.volumes[0].volume, {caches.KEY_LABEL: manifest.key}
@@ -293,9 +293,9 @@ def offer_nodes(dep: Deployment, emulated: bool, image: str) -> list[Check]:
                     continue
                 if not file.exists():  # exported once for every worker; a failed one, tried again
                     (part := file.with_name("part")).unlink(missing_ok=True)
-                    cache_export(dep.project, key, part, (dep.head, image))
+                    cache_export(dep.project, key, part, (dep.head, image, dep.name))
                     part.rename(file)
-                cache_import(dep.project, file, (n, image))
+                cache_import(dep.project, file, (n, image, dep.name))
                 size = format_bytes(file.stat().st_size)
                 ok, said = "ok", f"gets the head's cache {key} ({size})"
             except (ComposegenError, OSError, tarfile.TarError) as exc:

@@ -1,14 +1,19 @@
-"""`status` on an engine shared by two copies of a project (composegen.yaml's scope): each copy's
-stacks are told apart by their compose project, not by the profile name they share (the engine is
-a fake: what it lists is given, the grouping is what is tested)."""
+"""Two copies of a project on one engine (composegen.yaml's scope): `status`, `down` and a worker's
+cache offer tell each copy's stacks apart by their compose project, not by the profile name they
+share (the engine is a fake: what it lists is given, what is done with it is tested)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
+from composegen.errors import BadInput
+from composegen.profiles import caches as profile_caches
 from composegen.profiles import resolve
 from composegen.project import Project
-from composegen.stack import down, engine, placement, status
+from composegen.stack import caches as stack_caches
+from composegen.stack import down, engine, engineclient, placement, status
 from composegen.stack.facts import ContainerFacts, NetworkFacts
 from tests.support.profiles import BASE, project
 
@@ -88,3 +93,13 @@ def test_down_removes_this_copy_s_probes_and_never_another_copy_s(tmp_path, monk
     monkeypatch.setattr(engine, "remove_container", lambda c, grace=0: removed.append(c.name))
     dep = placement.deployment(Project(root), resolve.load(Project(root), "p"))
     assert down.down(dep).removed == removed == ["composegen-p"]
+
+
+def test_a_worker_s_cache_offer_reads_only_the_profile_it_starts(tmp_path, monkeypatch):
+    """One broken, unrelated profile must not make every worker start cold."""
+    root = project(tmp_path, BASE, extra={"broken": "service: [\n"})
+    monkeypatch.setattr(engineclient, "volumes", lambda prefix, on=None: [])
+    dep = placement.deployment(Project(root), resolve.load(Project(root), "p"))
+    key = profile_caches.key(dep.r)
+    with pytest.raises(BadInput, match=f"no volume {profile_caches.VOLUME_PREFIX}{key} here"):
+        stack_caches.cache_export(Project(root), key, tmp_path / "x", (dep.head, "img", "p"))
