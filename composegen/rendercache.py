@@ -107,6 +107,8 @@ def fingerprint(root: Path) -> str | None:
         for entry in sorted(os.scandir(root), key=lambda e: e.name):
             if entry.is_file(follow_symlinks=False):
                 _file(h, Path(entry.path), f"top:{entry.name}")
+            elif entry.name.endswith(".yaml"):  # composegen.yaml, edge.yaml: a link, a directory
+                raise _Unusual(entry.path)
         _tree(h, root / "profiles", "profiles")
         _tree(h, root / "out", "out")
     except (_Unusual, OSError, FileNotFoundError):

@@ -121,6 +121,16 @@ def test_linked_input_is_left_to_the_real_check(fresh, tmp_path):
     assert rendered
 
 
+@pytest.mark.parametrize("make", ["link", "directory"])
+def test_a_top_level_yaml_that_is_no_regular_file_is_left_to_the_real_check(fresh, make):
+    check(fresh)
+    scope = fresh / "composegen.yaml"
+    scope.symlink_to(fresh / "profiles/tiny.yaml") if make == "link" else scope.mkdir()
+    assert rendercache.fingerprint(fresh) is None
+    res, rendered = check(fresh)
+    assert rendered and res.returncode == 2 and "composegen.yaml" in res.stderr, res.stderr
+
+
 def test_package_code_is_an_input(tmp_path, monkeypatch):
     package = tmp_path / "pkg"
     package.mkdir()
