@@ -6,6 +6,7 @@ whose engine has none, and an unreachable node reported by name."""
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import subprocess
 import sys
@@ -51,7 +52,7 @@ emulate:
 
 @pytest.fixture
 def two_node(tmp_path, second_engine):  # noqa: F811 - pytest injects the imported fixture
-    made: list[tuple[str, str]] = []
+    made: list[tuple[Path, str]] = []
 
     def make(
         load: float = 1.0, worker_host: str | None = None, head_context: str | None = None
@@ -67,18 +68,27 @@ def two_node(tmp_path, second_engine):  # noqa: F811 - pytest injects the import
             worker_where=worker,
             head_where=f', context: "{head_context}"' if head_context else "",
         )
-        text = tiny_profile(f"{name}-served", port, rest=rest)
+        # a cache key of its own (the image digest is keyed): tiny_profile's is other tests' too
+        text = tiny_profile(f"{name}-served", port, rest=rest).replace(
+            "c" * 64, secrets.token_hex(32)
+        )
         root = make_project(tmp_path / name, {name: text})
         res = run_cli("--root", str(root), "render", name)
         assert res.returncode == 0, res.stderr
-        made.append(name)
+        made.append((root, name))
         return root, name
 
     yield make
-    for name in made:
+    from composegen.profiles import caches, resolve
+    from composegen.project import Project
+
+    for root, name in made:
         for project in (f"composegen-{name}-n0", f"composegen-{name}-n1"):
             force_remove(project)
             force_remove(project, second_engine.url)
+        volume = caches.volume(resolve.load(Project(root), name), emulated=True) or ""
+        subprocess.run(["docker", "volume", "rm", volume], capture_output=True)  # the head's
+        second_engine.docker("volume", "rm", volume, check=False)  # the worker's
 
 
 def _container(name: str, host: str | None = None) -> dict:
