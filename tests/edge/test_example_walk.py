@@ -42,12 +42,26 @@ def _free(port: int) -> bool:
     return True
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            low, high = map(int, fh.read().split()[:2])
+            return low, high
+    except (OSError, ValueError):
+        return _ephemeral_start(), 60999
+
+
 def port_offset() -> int:
-    """A scope.port_offset that moves each of the example's ports onto a free one below the kernel's
-    ephemeral range (tests/support/ports.py: no outgoing connection takes it meanwhile) and keeps r33's
-    8000 (rendered, never started) at 1024 or above."""
+    """A scope.port_offset that moves each of the example's ports onto a free one outside the
+    kernel's ephemeral range (tests/support/ports.py: no outgoing connection takes it meanwhile),
+    below it or above it, and keeps r33's 8000 (rendered, never started) at 1024 or above."""
+    low, high = _ephemeral_range()
+    below = range(1024 - 8000, low - max(PORTS))  # empty when the range starts at 32514 or lower
+    offsets = [*below, *range(high + 1 - min(PORTS), 65536 - max(PORTS))]
+    if not offsets:
+        pytest.fail(f"no scope.port_offset keeps {PORTS} and 8000 outside ephemeral {low}-{high}")
     for _ in range(50):
-        offset = random.randrange(1024 - 8000, _ephemeral_start() - max(PORTS))
+        offset = random.choice(offsets)
         if all(_free(p + offset) for p in PORTS):
             return offset
     raise RuntimeError("no offset frees all six ports")
