@@ -5,11 +5,10 @@ Same profiles give byte-identical files: nothing time- or host-dependent reaches
 
 Keys of `render_all`/`render_stack` are paths under out/ without `/compose.yaml`: a single-node
 profile renders `NAME` (out/NAME/compose.yaml); a multi-node profile (`nodes:`) renders one file per
-node, `NAME/NODE` (out/NAME/NODE/compose.yaml), each its own compose project `SCOPE-NAME-NODE`
-(SCOPE: composegen or composegen.yaml's) on the host network (no `ports:`), with vLLM's --nnodes/
---node-rank/--master-addr/--master-port (workers --headless and without a healthcheck: a headless
-node serves no HTTP), the node's
-environment merged over service.environment, the node's GPUs and HF cache,
+node, `NAME/NODE` (out/NAME/NODE/compose.yaml), each its own compose project `SCOPE-NAME-NODE` (SCOPE:
+composegen or composegen.yaml's) on the host network (no `ports:`), with vLLM's --nnodes/--node-rank/
+--master-addr/--master-port (workers --headless and without a healthcheck: a headless node serves no
+HTTP), the node's environment merged over service.environment, the node's GPUs and HF cache,
 `io.composegen.node`/`io.composegen.node-rank` labels, and /dev/infiniband + IPC_LOCK when
 `nodes.rdma`. Where one text must stand for a multi-node stack (`render(r)`, `diff PROFILE`), it is
 the head's.

@@ -55,13 +55,9 @@ _REUSE = "; use extends:"  # a profile's way to reuse another's keys
 
 
 def load_marked(path: Path, display: str) -> Marked:
-    """DISPLAY: profiles/NAME.yaml, or a file at the project root (composegen.yaml, edge.yaml)."""
-    profile = display.startswith("profiles/")
-    noun, rule = (
-        ("a profile", "profiles are regular files inside profiles/")
-        if profile
-        else ("a project file", f"{display} is a regular file at the project root")
-    )
+    noun, rule = "a project file", f"{display} is a regular file at the project root"
+    if display.startswith("profiles/"):  # not composegen.yaml, edge.yaml
+        noun, rule = "a profile", "profiles are regular files inside profiles/"
     try:
         data = read_input(path, display, MAX_PROFILE_BYTES, noun, rule)
         text = data.decode("utf-8")

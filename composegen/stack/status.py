@@ -66,8 +66,7 @@ def drift(project: Project, key: str, profile_hash: str | None, ctr: ContainerFa
 
 
 def stack_status(project: Project, name: str | None = None, every: bool = False) -> StatusReport:
-    """NAME's stack, or this project's (EVERY: every composegen stack on the engine, any copy's:
-    networks without containers of the scopes the containers show)."""
+    """NAME's stack, or this project's (EVERY: every composegen stack on the engine, any copy's)."""
     mine = resolve.prefix(project)
     groups: dict[tuple[str, str], list[ContainerFacts]] = {(name, ""): []} if name else {}
     if name is None:
@@ -78,10 +77,8 @@ def stack_status(project: Project, name: str | None = None, every: bool = False)
                 other = "" if _ours(ctr, mine) else ctr.project or "?"
                 groups.setdefault((ctr.profile or "?", other), []).append(ctr)
         scopes = {mine, "composegen"} | {(c.project or "").split("-")[0] for c in found}
-        for net in engine.composegen_networks(""):  # a stack whose containers are gone
-            owner = net.project or "?"
-            if owner in {c.project for c in found}:
-                continue
+        held = {c.project for c in found}  # below: stacks whose containers are gone
+        for owner in {n.project or "?" for n in engine.composegen_networks("")} - held:
             if (guess := _profile_of_project(project, owner)) != owner:
                 groups.setdefault((guess, ""), [])
             elif every and owner.split("-")[0] in scopes:
@@ -103,8 +100,7 @@ def stack_status(project: Project, name: str | None = None, every: bool = False)
     return StatusReport(stacks=stacks, project=str(project.root.resolve()))
 
 
-def _ours(ctr: ContainerFacts, prefix: str) -> bool:
-    """CTR belongs to this copy's stack of its profile (its compose project in this scope)."""
+def _ours(ctr: ContainerFacts, prefix: str) -> bool:  # this copy's stack of its profile
     return ctr.project == compose_project(ctr.profile or "", ctr.node, prefix)
 
 
