@@ -56,7 +56,7 @@ _REUSE = "; use extends:"  # a profile's way to reuse another's keys
 
 def load_marked(path: Path, display: str) -> Marked:
     noun, rule = "a project file", f"{display} is a regular file at the project root"
-    if display.startswith("profiles/"):  # not composegen.yaml, edge.yaml
+    if "/" in display:  # a profile (its path), not composegen.yaml or edge.yaml at the root
         noun, rule = "a profile", "profiles are regular files inside profiles/"
     try:
         data = read_input(path, display, MAX_PROFILE_BYTES, noun, rule)
@@ -133,7 +133,7 @@ def _to_python(
     if id(node) in seen:
         raise BadInput(
             f"{display}:{line}: {'.'.join(map(str, path)) or 'document'}: "
-            f"YAML aliases (*name) are not supported{_REUSE * display.startswith('profiles/')}"
+            f"YAML aliases (*name) are not supported{_REUSE * ('/' in display)}"
         )
     seen.add(id(node))
     marked.marks.setdefault(path, (display, line))
@@ -147,7 +147,7 @@ def _to_python(
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise BadInput(
                     f"{display}:{key_node.start_mark.line + 1}: YAML merge keys (<<) are not supported"
-                    + _REUSE * display.startswith("profiles/")
+                    + _REUSE * ("/" in display)
                 )
             key = loader.construct_object(key_node)
             if not isinstance(key, str):
