@@ -15,12 +15,12 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.console import ConsoleSink, with_stages
-from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.optiongroups import check_seconds, flag, grouped, option
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import estimate
 from composegen.edge import asleep, standbyplan
 from composegen.errors import BadInput as BadInputError
+from composegen.interrupts import deferred
 from composegen.output import Output, out, terminal_width
 from composegen.stack import driver
 from composegen.stack.reports import SleepingStatus, UpReport
@@ -81,7 +81,7 @@ def up(
         raise BadInputError(msg)
     show = Output(json_)
     # a Ctrl-C inside an import breaks libraries: held until they are loaded
-    with deferred_sigint():
+    with deferred():
         driver.preload()
     project, r = _load(name)
     if standby:
@@ -157,7 +157,7 @@ def wait(
     """
     check_seconds("--timeout", timeout)
     # a Ctrl-C inside an import breaks libraries: held until they are loaded
-    with deferred_sigint():
+    with deferred():
         driver.preload()
     project, r = _load(name)
     with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:
