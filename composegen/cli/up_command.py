@@ -86,8 +86,8 @@ def up(
     project, r = _load(name)
     if standby:
         asleep.refuse_aliased(project, r, sleep_alias)
-    elif r.profile.standby and driver.sleep_state(project, r) is not None:
-        show.say(f"{name}: {asleep.wake(project, r, None).action} (warm-up, identity, gates)")
+    elif r.profile.standby and (woken := asleep.wake(project, r, None)).stages:  # `wake`'s own
+        show.say(f"{name}: {woken.action} (warm-up, identity, gates)")
     standbyplan.check_start(project, r, start.emulate, standby)  # standby stacks: do they fit
     timeout_s = timeout or r.profile.service.startup_timeout
     with ConsoleSink(timeout_s, quiet=show.json, verbose=verbose) as sink:
