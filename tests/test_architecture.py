@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "composegen"
 
 # Lower ranks are imported by higher ones, never the other way; a package may import itself.
 RANKS = {
-    "errors": 0, "units": 0, "addresses": 0, "output": 0, "report": 0, "sizing": 0, "__init__": 0,
+    "errors": 0, "units": 0, "addresses": 0, "interrupts": 0, "output": 0, "report": 0, "sizing": 0, "__init__": 0,
     # the test double: imports only sizing (and itself); nothing imports it
     "emulator": 0.5,
     "project": 1, "wire": 1, "safewrite": 1, "buildcontext": 1, "privatestate": 1.5,

@@ -11,9 +11,9 @@ from composegen.cli.app import JsonOpt, ProfileArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.app import project as _project
 from composegen.cli.console import ConsoleSink
-from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.readysummary import summary_text
 from composegen.errors import CheckFailed
+from composegen.interrupts import deferred
 from composegen.output import Output, terminal_width
 from composegen.stack import driver
 from composegen.stack.reports import CacheReport
@@ -90,7 +90,7 @@ def warm(
     """Start the stack, wait until ready, take it down: its cache volume is filled for the next
     start (a campaign's arms) while nothing serves."""
     show = Output(json_)
-    with deferred_sigint():
+    with deferred():
         driver.preload()
     project, r = _load(name)
     opts = driver.UpOptions(emulate, timeout)

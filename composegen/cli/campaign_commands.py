@@ -15,9 +15,9 @@ from composegen.cli.app import parse_ints as _ints
 from composegen.cli.app import project as _project
 from composegen.cli.bench_rates import campaign_rates as _rates
 from composegen.cli.campaign_progress import ConsoleCampaign, print_end
-from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.optiongroups import flag, grouped, option
 from composegen.errors import BadInput, CheckFailed, ComposegenError
+from composegen.interrupts import deferred
 from composegen.output import Output, emit_json
 from composegen.stack import driver
 
@@ -53,7 +53,7 @@ def campaign_arms(project: Project, spec: str) -> list[str] | None:
 
 
 def _drive(kind: str, project: Project, directory: Path, json_: bool) -> None:
-    with deferred_sigint():
+    with deferred():
         driver.preload()
     ui = ConsoleCampaign(project, quiet=json_)
     try:

@@ -21,13 +21,13 @@ def main() -> None:
 
 def _main() -> None:
     # why: inside main()'s guard, Ctrl-C here exits 130
-    from composegen.cli.interrupts import deferred_sigint
+    from composegen.interrupts import deferred
 
-    with deferred_sigint():  # a Ctrl-C inside an import breaks libraries: held until loaded
+    with deferred():  # a Ctrl-C inside an import breaks libraries: held until loaded
         from composegen.cli import fastpath  # why: after the guard is up, Ctrl-C is held
     code = fastpath.run(sys.argv[1:])
     if code is None:
-        with deferred_sigint():
+        with deferred():
             # why: typer, the app: ~0.7 s; only off the fast path
             from composegen.cli.main import main as cli_main
         try:

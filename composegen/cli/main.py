@@ -23,8 +23,8 @@ import typer.main
 
 from composegen.cli import aliases, exits
 from composegen.cli.app import app
-from composegen.cli.interrupts import deferred_sigint
 from composegen.errors import BAD_INPUT, INTERRUPTED
+from composegen.interrupts import deferred
 
 # Every top-level command and group -> its module, in the panels of `--help` (as people meet them).
 PANELS: dict[str, dict[str, str]] = {
@@ -73,7 +73,7 @@ def load_commands(argv: list[str] | None = None) -> None:
     )
     wanted = [COMMANDS[name]] if name in COMMANDS else MODULES
     # a Ctrl-C inside an import breaks libraries: held until they are loaded
-    with deferred_sigint():
+    with deferred():
         for module in wanted:
             importlib.import_module(f"composegen.cli.{module}")
     rank = {name: i for i, name in enumerate(COMMANDS)}

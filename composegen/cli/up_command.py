@@ -15,12 +15,12 @@ import typer
 from composegen.cli.app import JsonOpt, ProfileArg, StackArg, app
 from composegen.cli.app import load_profile as _load
 from composegen.cli.console import ConsoleSink, with_stages
-from composegen.cli.interrupts import deferred_sigint
 from composegen.cli.optiongroups import check_seconds, flag, grouped, option
 from composegen.cli.readysummary import summary_text
 from composegen.cli.stagelines import estimate
 from composegen.edge import asleep, standbyplan
 from composegen.errors import BadInput as BadInputError
+from composegen.interrupts import deferred
 from composegen.output import Output, out, terminal_width
 from composegen.stack import driver
 from composegen.stack.reports import SleepingStatus, UpReport
@@ -81,13 +81,13 @@ def up(
         raise BadInputError(msg)
     show = Output(json_)
     # a Ctrl-C inside an import breaks libraries: held until they are loaded
-    with deferred_sigint():
+    with deferred():
         driver.preload()
     project, r = _load(name)
     if standby:
         asleep.refuse_aliased(project, r, sleep_alias)
-    elif r.profile.standby and driver.sleep_state(project, r) is not None:
-        show.say(f"{name}: {asleep.wake(project, r, None).action} (warm-up, identity, gates)")
+    elif r.profile.standby and (woken := asleep.wake(project, r, None)).stages:  # `wake`'s own
+        show.say(f"{name}: {woken.action} (warm-up, identity, gates)")
     standbyplan.check_start(project, r, start.emulate, standby)  # standby stacks: do they fit
     timeout_s = timeout or r.profile.service.startup_timeout
     with ConsoleSink(timeout_s, quiet=show.json, verbose=verbose) as sink:
@@ -157,7 +157,7 @@ def wait(
     """
     check_seconds("--timeout", timeout)
     # a Ctrl-C inside an import breaks libraries: held until they are loaded
-    with deferred_sigint():
+    with deferred():
         driver.preload()
     project, r = _load(name)
     with ConsoleSink(timeout_s=timeout or r.profile.service.startup_timeout, quiet=json_) as sink:

@@ -1,8 +1,9 @@
 """Everything that may put an engine to sleep outside a switch — `qualify --sleep-cycles`, `up
 --standby`, `wake`, campaign arms (`held`) — takes the switch's lock and, when an alias points at the
 stack, its journal and the alias marked (STAGE) BEFORE the engine sleeps (docs/standby.md: what each
-command does to an alias). A failure, Ctrl-C or SIGTERM wakes it first; a kill -9, or a wake that
-fails too, leaves the journal for `edge recover`."""
+command does to an alias). SIGTERM and SIGHUP act as Ctrl-C (edge.yaml or not); a failure or any
+of them wakes an aliased engine first; a kill -9, or a wake that fails too, leaves the journal for
+`edge recover`."""
 
 from __future__ import annotations
 
@@ -60,13 +61,15 @@ def sleeping(project: Project, r: Resolved, by: str) -> Iterator[undo.StageSink 
 
 @contextlib.contextmanager
 def _locked(project: Project) -> Iterator[Edge | None]:
-    """The switch's lock, an interrupted switch refused; the edge (None: none here, no lock)."""
-    if not config.configured(project):
-        yield None
-        return
-    with driver.signals_as_interrupts(), privatestate.profile_lock(project, "edge-switch"):
-        undo.refuse_interrupted(project)
-        yield config.load(project)
+    """The switch's lock, an interrupted switch refused; the edge (None: none here, no lock).
+    SIGTERM and SIGHUP act as Ctrl-C either way."""
+    with driver.signals_as_interrupts():
+        if not config.configured(project):
+            yield None
+            return
+        with privatestate.profile_lock(project, "edge-switch"):
+            undo.refuse_interrupted(project)
+            yield config.load(project)
 
 
 @contextlib.contextmanager
@@ -142,15 +145,15 @@ def put_to_sleep(project: Project, r: Resolved, gates: list[str] | None) -> driv
 
 
 def wake(project: Project, r: Resolved, gates: list[str] | None) -> RecoverReport:
-    """`composegen wake NAME` (and `up NAME` of a sleeping stack): a switch's steps under the lock,
-    from one handle, the alias told each; its mark goes (a failure, or a kill: `edge recover`)."""
-    started = time.monotonic()
-    with _locked(project) as edge:  # R listed and asked once, strictly, under the lock
-        held = driver.handles(project, [r.name], {r.name: r}, r.name)
-        asleep = r.name in held and held[r.name].asleep is not None
-        with marked(project, edge if asleep else None, r, "wake", held) as sink:
-            for name, step in standby.waking(project, r, gates, held) if asleep else []:
-                sink.run(name, step)
+    """`composegen wake NAME` (and `up NAME` of a sleeping stack): R listed and asked once, strictly
+    (awake: nothing to wake, no lock); asleep, a switch's steps under the lock from that one handle,
+    the alias told each; its mark goes (a failure, or a kill: `edge recover`)."""
+    started, held = time.monotonic(), driver.handles(project, [r.name], {r.name: r}, r.name)
+    asleep = r.name in held and held[r.name].asleep is not None
+    locked = _locked(project) if asleep else contextlib.nullcontext()
+    with locked as edge, marked(project, edge, r, "wake", held) as sink:
+        for name, step in standby.waking(project, r, gates, held) if asleep else []:
+            sink.run(name, step)
     action = f"{r.name} woken" if asleep else f"{r.name} is awake: nothing to wake"
     seconds = round(time.monotonic() - started, 1)
     return RecoverReport(

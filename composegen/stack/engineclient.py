@@ -142,7 +142,7 @@ DYING = ("marked for removal", "removal of container", "is dead")
 
 
 def preload() -> None:
-    """Import the docker SDK now (a caller can hold Ctrl-C meanwhile; see cli/interrupts.py)."""
+    """Import the docker SDK now (a caller can hold Ctrl-C meanwhile; see interrupts.py)."""
     sdk_module()
 
 

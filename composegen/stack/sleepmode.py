@@ -12,19 +12,16 @@ H200: tests/data/real-0.26.0-h200-sleep/). What composegen did is kept in
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import signal
 import socket
-import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from signal import SIGHUP, SIGINT, SIGTERM
 
-from composegen import privatestate
+from composegen import interrupts, privatestate
 from composegen.errors import ComposegenError, EngineError
 from composegen.profiles import resolve
 from composegen.profiles.resolved import Resolved
@@ -183,33 +180,14 @@ def _record(project: Project, name: str) -> Path:
 def sleep(project: Project, h: Handle, level: int, mode: str = "wait", held: Held = None) -> Asleep:
     """Put H's engine to sleep; recorded: level, when, its residue (beside the others HELD)."""
     r, port = h.r, h.r.profile.service.port.container
-    with _answered():
+    # a signal meanwhile acts once the sleep is answered and kept (cut short, the engine falls asleep
+    # after an undo found it awake: it says so until it sleeps); a second one acts at once
+    with interrupts.deferred(SIGINT, SIGTERM, SIGHUP):
         _ok(h.ctr, port, _DevCall("POST", f"{stages.SLEEP}?level={level}&mode={mode}", timeout=600))
         residue, how = _residue(project, h, held)
         asleep = Asleep(level, privatestate.stamp(), residue, how)
         privatestate.write_json(_record(project, r.name), dataclasses.asdict(asleep))
     return asleep
-
-
-@contextlib.contextmanager
-def _answered() -> Iterator[None]:
-    """A signal during a sleep acts once it is answered and kept (cut short, the engine falls asleep
-    after an undo found it awake: it says so until it sleeps); a second one acts at once."""
-    got: list[int] = []
-
-    def hold(signum: int, _: object) -> None:
-        got.append(signum)
-        restore()
-
-    main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, hold) for s in (SIGINT, SIGTERM, SIGHUP) if main}
-    restore = lambda: [signal.signal(s, act) for s, act in previous.items()]  # noqa: E731
-    try:
-        yield
-    finally:
-        restore()
-    for signum in got[:1]:
-        signal.raise_signal(signum)
 
 
 def wake(project: Project, r: Resolved, ctr: ContainerFacts, level: int) -> float:

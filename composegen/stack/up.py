@@ -137,7 +137,8 @@ def signals_as_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {s: signal.signal(s, _raise_signalled) for s in (signal.SIGTERM, signal.SIGHUP)}
+    ours = (s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) != signal.SIG_IGN)
+    previous = {s: signal.signal(s, _raise_signalled) for s in ours}  # nohup's SIGHUP stays ignored
     try:
         yield
     finally:

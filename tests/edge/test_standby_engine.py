@@ -225,7 +225,12 @@ def test_switching_by_sleep_mode_moves_the_alias_in_seconds_and_sleep_is_qualifi
     (crit,) = [c for c in bad["criteria"] if c["name"] == "sleep"]
     assert not crit["passed"] and "GPU memory grew" in crit["reason"], crit
     assert bad["sleep"]["residue_growth_gib"] > 0.5
-    # `wake` as a switch does it: one handle under the lock (its stack listed once, asked once)
+    # `up` of a sleeping stack is `wake` (one question), then the memory plan's own listing asks every
+    # stack once (2; it asked first for itself, then the wake again: 3); `wake` as a switch does it: one
+    # handle for the lock (its stack listed once, asked once)
+    up, up_asked = looked_up(edge, "up", edge.old, "--emulate", "--json")
+    assert up_asked[edge.old][1] == 2 and _sleeping(edge)[edge.old] is None, (up_asked, up)
+    edge.ok("up", edge.old, "--emulate", "--standby", timeout=600)
     woken, wake_asked = looked_up(edge, "wake", edge.old, "--json")
     assert woken["action"] == f"{edge.old} woken" and wake_asked[edge.old] == (1, 1), wake_asked
 
