@@ -39,11 +39,14 @@ def _engine_problem() -> str | None:
     return None
 
 
-# A run started in the background of a non-interactive shell inherits SIGINT ignored, and so would
-# every composegen the tests start: their Ctrl-C tests would then wait in vain. Tests start from the
-# default, as a terminal gives it.
+# A run started in the background of a non-interactive shell inherits SIGINT ignored (under nohup,
+# SIGHUP too), and so would every composegen the tests start: their Ctrl-C and hang-up tests would then
+# wait in vain, or see the ignored signal kept ignored as it should be. Tests start from the defaults,
+# as a terminal gives them.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers
