@@ -215,7 +215,7 @@ LONG_FUNCTIONS_OVER_50_BUDGET = 18
 MODULE_LINES = 400
 LONG_MODULES_OVER_400_BUDGET = 2
 FMT_SKIP_BUDGET = 13
-PACKAGE_LINE_BUDGET = 42_924  # `wc -l` over composegen/**/*.py; the target was 42,940
+PACKAGE_LINE_BUDGET = 42_926  # `wc -l` over composegen/**/*.py; the target was 42,940
 _COMMENT = re.compile(r"^\s*# ?(.*)$")
 _DIVIDER = re.compile(r"^[-=]{4,}")
 

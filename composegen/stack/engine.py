@@ -370,15 +370,14 @@ def project_networks(project: str, target: Target | None = None) -> list[Network
     return [parse_network(n, target or DEFAULT) for n in rows]
 
 
-def composegen_networks(prefix: str, target: Target | None = None) -> list[NetworkFacts]:
-    """Compose networks of PREFIX* projects, with or without containers; not the edge's."""
+def composegen_networks(target: Target | None = None) -> list[NetworkFacts]:
+    """Compose networks of every project (a composegen.yaml scope is any prefix: status judges whose),
+    with or without containers; not the edge's."""
     rows = client(target).api.networks(filters={"label": "com.docker.compose.project"})
-    labelled = [(n, n.get("Labels") or {}) for n in rows]
     return [
         parse_network(n, target or DEFAULT)
-        for n, labels in labelled
-        if str(labels.get("com.docker.compose.project", "")).startswith(prefix)
-        and labels.get("io.composegen.role") != "edge"
+        for n in rows
+        if (n.get("Labels") or {}).get("io.composegen.role") != "edge"
     ]
 
 

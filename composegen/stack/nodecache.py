@@ -174,9 +174,12 @@ def preflight_checks(
     Incomplete fails on a real host unless --allow-download; under --emulate it is a warning."""
     r = dep.r
     bad_status = "warn" if emulate or allow_download else "fail"
-    download = f"`composegen weights {r.name} --download`"
-    fix = "emulated: the engine loads nothing" if emulate else download
-    fix = "the engine will download them at start (--allow-download)" if allow_download else fix
+    if allow_download:
+        fix = "the engine will download them at start (--allow-download)"
+    elif emulate:
+        fix = "emulated: the engine loads nothing"
+    else:
+        fix = f"`composegen weights {r.name} --download`"
     checks, complete = [], True
     for n in dep.nodes:
         name = n.named("weights")

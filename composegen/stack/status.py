@@ -78,7 +78,7 @@ def stack_status(project: Project, name: str | None = None, every: bool = False)
                 groups.setdefault((ctr.profile or "?", other), []).append(ctr)
         scopes = {mine, "composegen"} | {(c.project or "").split("-")[0] for c in found}
         held = {c.project for c in found}  # below: stacks whose containers are gone
-        for owner in {n.project or "?" for n in engine.composegen_networks("")} - held:
+        for owner in {n.project or "?" for n in engine.composegen_networks()} - held:
             if (guess := _profile_of_project(project, owner)) != owner:
                 groups.setdefault((guess, ""), [])
             elif every and owner.split("-")[0] in scopes:
@@ -184,7 +184,7 @@ def _label_status(project: Project, profile: str, ctrs: list[ContainerFacts]) ->
     """A stack whose profile is gone or broken: what its containers' labels say."""
     mine = resolve.prefix(project)  # of this project's compose projects (its scope)
     projects = {c.project for c in ctrs} or {profile, f"{mine}-{profile}"}
-    networks = [x.name for x in engine.composegen_networks("") if x.project in projects]
+    networks = [x.name for x in engine.composegen_networks() if x.project in projects]
     if not ctrs and not networks:
         return None
     head = ctrs[0] if ctrs else None

@@ -33,11 +33,7 @@ def _ctr(profile: str, compose: str, root: str) -> ContainerFacts:
 def _engine(monkeypatch, ctrs: list[ContainerFacts], nets: list[str]) -> None:
     rows = [NetworkFacts(n, f"{n}_default", {"com.docker.compose.project": n}) for n in nets]
     monkeypatch.setattr(engine, "composegen_containers", lambda target=None: ctrs)
-    monkeypatch.setattr(
-        engine,
-        "composegen_networks",
-        lambda pre, target=None: [n for n in rows if n.project.startswith(pre)],
-    )
+    monkeypatch.setattr(engine, "composegen_networks", lambda target=None: rows)
     monkeypatch.setattr(
         engine, "project_containers", lambda p, t=None: [c for c in ctrs if c.project == p]
     )
